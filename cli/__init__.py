@@ -1,0 +1,1 @@
+"""The ``cllm`` command line (installed as ``cllm_ollama.cli``)."""

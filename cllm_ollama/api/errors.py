@@ -1,0 +1,59 @@
+"""The one error boundary: every ``CllmError`` becomes Ollama's ``{"error": msg}`` with its status."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from ..errors import CllmError, InvalidRequest
+from .encoders import error_response
+
+log = logging.getLogger("cllm.api")
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    """Decode a JSON object body with Ollama's error strings for the failure cases."""
+    body = await request.body()
+    if not body.strip():
+        raise InvalidRequest("missing request body")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"invalid character in request body: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"json: cannot unmarshal {type(data).__name__} into Go value of type object")
+    return data
+
+
+async def cllm_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, CllmError)
+    return error_response(exc.status_code, exc.message)
+
+
+async def http_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    # gin's plain-text defaults for unknown paths and wrong methods.
+    if exc.status_code == 404:
+        return PlainTextResponse("404 page not found", status_code=404)
+    if exc.status_code == 405:
+        return PlainTextResponse("405 method not allowed", status_code=405)
+    return error_response(exc.status_code, str(exc.detail))
+
+
+async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, f"internal error: {exc}")
+
+
+EXCEPTION_HANDLERS = {
+    CllmError: cllm_error_handler,
+    HTTPException: http_error_handler,
+    Exception: unexpected_error_handler,
+}

@@ -1,0 +1,26 @@
+"""The route table: every path cllm serves, in one place (like Ollama's GenerateRoutes)."""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from . import chat, embed, generate, models, running, system
+
+ROUTES = [
+    Route("/", system.root, methods=["GET", "HEAD"]),
+    Route("/api/version", system.version, methods=["GET", "HEAD"]),
+    Route("/api/tags", models.tags, methods=["GET", "HEAD"]),
+    Route("/api/show", models.show, methods=["POST"]),
+    Route("/api/copy", models.copy, methods=["POST"]),
+    Route("/api/delete", models.delete, methods=["DELETE"]),
+    Route("/api/create", models.create, methods=["POST"]),
+    Route("/api/blobs/{digest}", models.blob_exists, methods=["HEAD"]),
+    Route("/api/blobs/{digest}", models.blob_upload, methods=["POST"]),
+    Route("/api/pull", models.pull, methods=["POST"]),
+    Route("/api/push", models.push, methods=["POST"]),
+    Route("/api/ps", running.ps, methods=["GET"]),
+    Route("/api/generate", generate.generate, methods=["POST"]),
+    Route("/api/chat", chat.chat, methods=["POST"]),
+    Route("/api/embed", embed.embed, methods=["POST"]),
+    Route("/api/embeddings", embed.embeddings, methods=["POST"]),
+]

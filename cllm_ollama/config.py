@@ -1,0 +1,204 @@
+"""All configuration, read once from the environment.
+
+Ollama's ``OLLAMA_*`` variables are honoured with Ollama's parsing rules so an existing
+setup carries over; a ``CLLM_*`` twin of each takes precedence. Nothing else in the
+package reads ``os.environ`` for settings.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PORT = 11434
+# Ollama's default is 1 slot. Continuous batching is the point of cllm: on a CPU, 8
+# sequences decode at ~2.5x the aggregate rate of one, and the KV cost (8 x num_ctx) is modest.
+DEFAULT_NUM_PARALLEL = 8
+DEFAULT_CONTEXT_LENGTH = 4096
+DEFAULT_KEEP_ALIVE_S = 300.0
+DEFAULT_MAX_LOADED_MODELS = 3
+DEFAULT_MAX_QUEUE = 512
+FOREVER = math.inf
+
+
+class ConfigError(ValueError):
+    """An environment variable or duration that cannot be parsed."""
+
+
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_go_duration(text: str) -> float:
+    """Parse a Go ``time.Duration`` string ("5m", "1h30m", "-1m", "0") into seconds."""
+    s = text.strip()
+    if not s:
+        raise ConfigError(f'time: invalid duration "{text}"')
+    sign = 1.0
+    if s[0] in "+-":
+        sign = -1.0 if s[0] == "-" else 1.0
+        s = s[1:]
+    if s == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(s):
+        m = _DURATION_PART.match(s, pos)
+        if m is None:
+            if re.fullmatch(r"[\d.]+", s[pos:]):
+                raise ConfigError(f'time: missing unit in duration "{text}"')
+            raise ConfigError(f'time: invalid duration "{text}"')
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    return sign * total
+
+
+def parse_keep_alive(value: object) -> float:
+    """Ollama's keep_alive: a number of seconds or a duration string; negative means forever.
+
+    Returns seconds, ``FOREVER`` for negative values. Raises ``ConfigError`` with Ollama's
+    wording for the cases Ollama rejects.
+    """
+    if isinstance(value, bool):
+        raise ConfigError("Unsupported type: 'bool'")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        seconds = parse_go_duration(value)
+    else:
+        raise ConfigError(f"Unsupported type: '{type(value).__name__}'")
+    return FOREVER if seconds < 0 else seconds
+
+
+def _env_keep_alive(text: str) -> float:
+    # OLLAMA_KEEP_ALIVE accepts a bare integer (seconds) as well as a duration.
+    try:
+        return parse_keep_alive(float(text))
+    except ValueError:
+        return parse_keep_alive(text)
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where the server listens, parsed as Ollama parses ``OLLAMA_HOST``."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str = ""
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        connect = host or "127.0.0.1"
+        if self.host in ("0.0.0.0", "::"):
+            connect = "127.0.0.1"
+        return f"{self.scheme}://{connect}:{self.port}" + (f"/{self.path}" if self.path else "")
+
+
+def parse_host(value: str) -> Host:
+    """``[scheme://]host[:port][/path]`` with Ollama's defaults (envconfig.Host)."""
+    s = value.strip().strip("\"'").strip()
+    default_port = DEFAULT_PORT
+    scheme, sep, hostport = s.partition("://")
+    if not sep:
+        scheme, hostport = "http", s
+    elif scheme == "http":
+        default_port = 80
+    elif scheme == "https":
+        default_port = 443
+    hostport, _, path = hostport.partition("/")
+    host: str
+    port_text: str
+    m = re.fullmatch(r"\[([^\]]*)\]:(.*)", hostport) or re.fullmatch(r"([^:\[\]]*):([^:]*)", hostport)
+    if m:
+        host, port_text = m.group(1), m.group(2)
+    else:
+        host, port_text = "127.0.0.1", str(default_port)
+        bare = hostport.strip("[]")
+        try:
+            host = str(ipaddress.ip_address(bare))
+        except ValueError:
+            if hostport:
+                host = hostport
+    try:
+        port = int(port_text)
+        if not 0 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        port = default_port
+    return Host(scheme=scheme, host=host, port=port, path=path)
+
+
+def _default_models_dir() -> Path:
+    return Path.home() / ".cllm" / "models"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the server; built by ``Settings.from_env`` or directly in tests."""
+
+    host: Host = field(default_factory=lambda: parse_host(""))
+    models_dir: Path = field(default_factory=_default_models_dir)
+    keep_alive: float = DEFAULT_KEEP_ALIVE_S
+    num_parallel: int = DEFAULT_NUM_PARALLEL
+    max_loaded_models: int = DEFAULT_MAX_LOADED_MODELS
+    max_queue: int = DEFAULT_MAX_QUEUE
+    context_length: int = DEFAULT_CONTEXT_LENGTH
+    origins: tuple[str, ...] = ()
+    # cllm's own: llama.cpp threads (0 = one per physical core) and batch size.
+    num_thread: int = 0
+    num_batch: int = 512
+    debug: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+
+        def get(name: str) -> str | None:
+            for key in (f"CLLM_{name}", f"OLLAMA_{name}"):
+                raw = env.get(key)
+                if raw is not None and raw.strip().strip("\"'").strip() != "":
+                    return raw.strip().strip("\"'").strip()
+            return None
+
+        def get_int(name: str, default: int, minimum: int = 0) -> int:
+            raw = get(name)
+            if raw is None:
+                return default
+            try:
+                value = int(raw)
+            except ValueError as exc:
+                raise ConfigError(f"invalid {name}: {raw!r} is not an integer") from exc
+            return max(value, minimum) if value != 0 or minimum > 0 else default
+
+        models = get("MODELS")
+        keep_alive = get("KEEP_ALIVE")
+        origins = get("ORIGINS")
+        debug = get("DEBUG")
+        return cls(
+            host=parse_host(get("HOST") or ""),
+            models_dir=Path(models).expanduser() if models else _default_models_dir(),
+            keep_alive=_env_keep_alive(keep_alive) if keep_alive else DEFAULT_KEEP_ALIVE_S,
+            num_parallel=get_int("NUM_PARALLEL", DEFAULT_NUM_PARALLEL, minimum=1),
+            max_loaded_models=get_int("MAX_LOADED_MODELS", DEFAULT_MAX_LOADED_MODELS),
+            max_queue=get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE),
+            context_length=get_int("CONTEXT_LENGTH", DEFAULT_CONTEXT_LENGTH),
+            origins=tuple(o.strip() for o in origins.split(",") if o.strip()) if origins else (),
+            num_thread=get_int("NUM_THREAD", 0),
+            num_batch=get_int("NUM_BATCH", 512, minimum=1),
+            debug=debug not in (None, "0", "false", "False"),
+        )

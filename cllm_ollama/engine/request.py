@@ -1,0 +1,88 @@
+"""What crosses the engine boundary: an immutable request in, plain events out.
+
+The API layer builds a ``Request`` once, at the edge; the engine never sees JSON. Everything
+that changes while a request runs lives on its ``Slot``, not here.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import time
+from dataclasses import dataclass, field
+
+_ids = itertools.count(1)
+
+
+def next_request_id() -> int:
+    return next(_ids)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-request sampling, with Ollama's defaults (api/types.go DefaultOptions)."""
+
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.9
+    min_p: float = 0.0
+    typical_p: float = 1.0
+    repeat_last_n: int = 64
+    repeat_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int = -1
+    # GBNF grammar text (from `format`); None = unconstrained.
+    grammar: str | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0 and self.grammar is None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation: prompt token ids, how to sample, and when to stop."""
+
+    prompt: tuple[int, ...]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    # -1 = until end-of-generation or the slot's context is full; -2 = fill the context.
+    num_predict: int = -1
+    stop: tuple[str, ...] = ()
+    id: int = field(default_factory=next_request_id)
+    arrival_ns: int = field(default_factory=time.perf_counter_ns)
+
+
+class FinishReason(enum.StrEnum):
+    STOP = "stop"
+    LENGTH = "length"
+    CANCELED = "canceled"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Output of one step for one request: new text, and on the last one, why and how long.
+
+    ``text`` is already valid UTF-8 with stop strings removed; ``tokens`` are the ids sampled
+    in this step (for ``context`` and counting).
+    """
+
+    request_id: int
+    text: str
+    tokens: tuple[int, ...] = ()
+    finish: FinishReason | None = None
+    stats: Stats | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Counters of a finished request, durations in integer nanoseconds (Ollama's unit)."""
+
+    prompt_tokens: int
+    prompt_cached: int
+    prompt_eval_ns: int
+    eval_tokens: int
+    eval_ns: int
+    queue_ns: int

@@ -1,0 +1,67 @@
+"""The exception tree every layer raises; ``api/errors.py`` is the one place that turns it into HTTP.
+
+    CllmError                  (500 unless a subclass says otherwise)
+    ├── InvalidRequest         400  bad input a client can fix
+    │   └── ContextOverflow    400  prompt longer than num_ctx with truncate:false
+    ├── NotFound               404  model, blob or file that does not exist
+    ├── QueueFull              503  beyond OLLAMA_MAX_QUEUE
+    ├── RequestCanceled        499  the client left while waiting
+    ├── PullError              500  the hub or the network failed a pull
+    └── EngineError            500  llama.cpp failed to load or decode
+
+Messages are Ollama's exact strings where Ollama has one: clients match on them.
+"""
+
+from __future__ import annotations
+
+
+class CllmError(Exception):
+    """Base of every error cllm reports to a client."""
+
+    status_code: int = 500
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status_code is not None:
+            self.status_code = status_code
+
+
+class InvalidRequest(CllmError):
+    status_code = 400
+
+
+class ContextOverflow(InvalidRequest):
+    def __init__(self) -> None:
+        super().__init__(
+            "the prompt is longer than the context length currently available to the model; "
+            "shorten the prompt, adjust the context length in settings, or use a model with a "
+            "longer context length"
+        )
+
+
+class NotFound(CllmError):
+    status_code = 404
+
+
+class QueueFull(CllmError):
+    status_code = 503
+
+    def __init__(self) -> None:
+        # NOTE: two spaces, as Ollama writes it.
+        super().__init__("server busy, please try again.  maximum pending requests exceeded")
+
+
+class RequestCanceled(CllmError):
+    status_code = 499
+
+    def __init__(self) -> None:
+        super().__init__("request canceled")
+
+
+class PullError(CllmError):
+    status_code = 500
+
+
+class EngineError(CllmError):
+    status_code = 500

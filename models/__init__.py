@@ -1,0 +1,1 @@
+"""The catalog of known model names, as data (installed as ``cllm_ollama.catalog``)."""
