@@ -46,9 +46,11 @@ class Request:
 
     prompt: tuple[int, ...]
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    # -1 = until end-of-generation or the slot's context is full; -2 = fill the context.
+    # -1 = until end-of-generation or the context is full; -2 = fill the context.
     num_predict: int = -1
     stop: tuple[str, ...] = ()
+    # This request's context window; None = the slot's. Smaller never forces a reload.
+    num_ctx: int | None = None
     id: int = field(default_factory=next_request_id)
     arrival_ns: int = field(default_factory=time.perf_counter_ns)
 

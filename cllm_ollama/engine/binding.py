@@ -1,0 +1,351 @@
+"""The only module that touches llama.cpp: pointers, ctypes structs and return codes live here.
+
+Everything it hands out is plain Python (ints, bytes, numpy views). A ``Context`` and the
+samplers that read it must be driven by one thread; model loading and tokenizing are safe
+from any thread (llama.h).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import llama_cpp as ll
+import numpy as np
+
+from ..errors import EngineError
+from .request import SamplingParams
+
+log = logging.getLogger("cllm.llama")
+
+_init_lock = threading.Lock()
+_initialized = False
+# Kept referenced for the process lifetime: llama.cpp calls it from its own threads.
+_log_callback = None
+
+# ggml_log_level: 1 debug, 2 info, 3 warn, 4 error, 5 continues the previous line.
+_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+
+
+def _init() -> None:
+    global _initialized, _log_callback
+    with _init_lock:
+        if _initialized:
+            return
+        ll.llama_backend_init()
+
+        last = [logging.DEBUG]
+
+        @ll.llama_log_callback
+        def callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+            # llama.cpp is chatty at load time; only what our logger is enabled for goes on.
+            py_level = last[0] if level == 5 else _LEVELS.get(level, logging.DEBUG)
+            last[0] = py_level
+            if log.isEnabledFor(py_level):
+                log.log(py_level, "%s", text.decode("utf-8", "replace").rstrip())
+
+        _log_callback = callback
+        ll.llama_log_set(callback, ctypes.c_void_p(0))
+        _initialized = True
+
+
+def supports_gpu_offload() -> bool:
+    _init()
+    return bool(ll.llama_supports_gpu_offload())
+
+
+def physical_cores() -> int:
+    """llama.cpp is fastest with one thread per physical core; hyperthreads only add contention."""
+    try:
+        cores = set()
+        with open("/proc/cpuinfo") as f:
+            phys = core = None
+            for line in f:
+                if line.startswith("physical id"):
+                    phys = line.split(":")[1].strip()
+                elif line.startswith("core id"):
+                    core = line.split(":")[1].strip()
+                    cores.add((phys, core))
+        if cores:
+            return min(len(cores), len(os.sched_getaffinity(0)))
+    except OSError:
+        pass
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+class Model:
+    """Weights and vocabulary of one GGUF file."""
+
+    def __init__(self, path: Path, *, n_gpu_layers: int = -1, use_mmap: bool = True) -> None:
+        _init()
+        params = ll.llama_model_default_params()
+        if n_gpu_layers < 0:
+            n_gpu_layers = 999 if ll.llama_supports_gpu_offload() else 0
+        params.n_gpu_layers = n_gpu_layers
+        params.use_mmap = use_mmap
+        ptr = ll.llama_model_load_from_file(str(path).encode(), params)
+        if not ptr:
+            raise EngineError(f"llama.cpp could not load model {path}")
+        self._ptr = ptr
+        self._vocab = ll.llama_model_get_vocab(ptr)
+        self.path = path
+        self.n_gpu_layers = n_gpu_layers
+        self.n_vocab: int = ll.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx_train: int = ll.llama_model_n_ctx_train(ptr)
+        self.n_embd: int = ll.llama_model_n_embd(ptr)
+        self.size_bytes: int = ll.llama_model_size(ptr)
+        self.has_encoder: bool = bool(ll.llama_model_has_encoder(ptr))
+        self._pieces: list[bytes | None] = [None] * self.n_vocab
+        self._piece_buf = ctypes.create_string_buffer(256)
+
+    def close(self) -> None:
+        if self._ptr:
+            ll.llama_model_free(self._ptr)
+            self._ptr = None
+
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        n_max = len(data) + 8
+        buf = (ll.llama_token * n_max)()
+        n = ll.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
+        if n < 0:
+            n_max = -n
+            buf = (ll.llama_token * n_max)()
+            n = ll.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
+        if n < 0:
+            raise EngineError("tokenization failed")
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """The bytes a token stands for (control tokens render as nothing); cached per id."""
+        cached = self._pieces[token]
+        if cached is None:
+            n = ll.llama_token_to_piece(self._vocab, token, self._piece_buf, 256, 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = ll.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
+                cached = buf.raw[:n]
+            else:
+                cached = self._piece_buf.raw[:n]
+            self._pieces[token] = cached
+        return cached
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.piece(t) for t in tokens).decode("utf-8", "replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(ll.llama_vocab_is_eog(self._vocab, token))
+
+    def token_text(self, token: int) -> str:
+        return ll.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
+
+    @property
+    def bos(self) -> int:
+        return int(ll.llama_vocab_bos(self._vocab))
+
+    @property
+    def eos(self) -> int:
+        return int(ll.llama_vocab_eos(self._vocab))
+
+    @property
+    def vocab_ptr(self) -> int:
+        return self._vocab  # type: ignore[no-any-return]
+
+    @property
+    def ptr(self) -> int:
+        return self._ptr  # type: ignore[no-any-return]
+
+
+class Batch:
+    """A ``llama_batch`` over numpy arrays, allocated once: a step writes arrays, not ctypes."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.token = np.zeros(capacity, dtype=np.int32)
+        self.pos = np.zeros(capacity, dtype=np.int32)
+        self.n_seq_id = np.ones(capacity, dtype=np.int32)
+        self.seq_id = np.zeros(capacity, dtype=np.int32)
+        self.logits = np.zeros(capacity, dtype=np.int8)
+        int_p = ctypes.POINTER(ctypes.c_int32)
+        base = self.seq_id.ctypes.data
+        self._seq_ptrs = (int_p * (capacity + 1))(
+            *[ctypes.cast(base + 4 * i, int_p) for i in range(capacity)]
+        )
+        self.struct = ll.llama_batch(
+            n_tokens=0,
+            token=self.token.ctypes.data_as(int_p),
+            embd=None,
+            pos=self.pos.ctypes.data_as(int_p),
+            n_seq_id=self.n_seq_id.ctypes.data_as(int_p),
+            seq_id=self._seq_ptrs,
+            logits=self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)),
+        )
+
+    def fill(
+        self,
+        tokens: Sequence[int],
+        positions: Sequence[int],
+        seq_ids: Sequence[int],
+        output_rows: Sequence[int],
+    ) -> None:
+        n = len(tokens)
+        if n > self.capacity:
+            raise EngineError(f"batch of {n} tokens exceeds capacity {self.capacity}")
+        self.token[:n] = tokens
+        self.pos[:n] = positions
+        self.seq_id[:n] = seq_ids
+        self.logits[:n] = 0
+        self.logits[list(output_rows)] = 1
+        self.struct.n_tokens = n
+
+
+class Context:
+    """A llama.cpp context with ``n_seq_max`` independent sequences of ``n_ctx_seq`` cells each."""
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_seq_max: int,
+        n_ctx_seq: int,
+        n_batch: int,
+        n_threads: int,
+        embeddings: bool = False,
+    ) -> None:
+        params = ll.llama_context_default_params()
+        params.n_ctx = n_ctx_seq * n_seq_max
+        params.n_batch = n_batch
+        params.n_ubatch = min(n_batch, 512)
+        params.n_seq_max = n_seq_max
+        params.n_threads = n_threads
+        params.n_threads_batch = n_threads
+        # Separate KV streams per sequence: a token attends only to its own sequence's cells,
+        # which decodes 30-45% faster at 8-32 sequences than one unified cache.
+        params.kv_unified = False
+        params.no_perf = True
+        if embeddings:
+            params.embeddings = True
+            params.pooling_type = ll.LLAMA_POOLING_TYPE_UNSPECIFIED
+        else:
+            # Only one logits row per sequence is ever read; size the output buffer for that.
+            params.n_outputs_max = max(n_batch, n_seq_max)
+        ptr = ll.llama_init_from_model(model.ptr, params)
+        if not ptr:
+            raise EngineError("llama.cpp could not create a context (out of memory?)")
+        self._ptr = ptr
+        self._mem = ll.llama_get_memory(ptr)
+        self.model = model
+        self.n_seq_max: int = ll.llama_n_seq_max(ptr)
+        self.n_ctx_seq: int = ll.llama_n_ctx_seq(ptr)
+        self.n_batch: int = ll.llama_n_batch(ptr)
+        self.n_threads = n_threads
+        self._n_vocab = model.n_vocab
+
+    def close(self) -> None:
+        if self._ptr:
+            ll.llama_free(self._ptr)
+            self._ptr = None
+
+    def decode(self, batch: Batch) -> None:
+        rc = ll.llama_decode(self._ptr, batch.struct)
+        if rc != 0:
+            reason = {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(
+                rc, "compute error"
+            )
+            raise EngineError(f"llama_decode failed ({rc}): {reason}")
+
+    def logits(self, n_outputs: int) -> np.ndarray:
+        """Rows of logits for the batch's output tokens, in batch order (a view: read it now)."""
+        ptr = ll.llama_get_logits(self._ptr)
+        return np.ctypeslib.as_array(ptr, shape=(n_outputs, self._n_vocab))
+
+    def embedding(self, seq_id: int) -> np.ndarray:
+        ptr = ll.llama_get_embeddings_seq(self._ptr, seq_id)
+        if not ptr:
+            raise EngineError("no embedding for the sequence")
+        return np.ctypeslib.as_array(ptr, shape=(ll.llama_model_n_embd(self.model.ptr),)).copy()
+
+    def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> None:
+        if not ll.llama_memory_seq_rm(self._mem, seq_id, p0, p1):
+            raise EngineError(f"could not drop KV of sequence {seq_id} from {p0}")
+
+    def seq_pos_max(self, seq_id: int) -> int:
+        return int(ll.llama_memory_seq_pos_max(self._mem, seq_id))
+
+    def clear(self) -> None:
+        ll.llama_memory_clear(self._mem, True)
+
+    @property
+    def ptr(self) -> int:
+        return self._ptr  # type: ignore[no-any-return]
+
+
+class Sampler:
+    """A native llama.cpp sampler chain for one request (holds its RNG, penalty window, grammar)."""
+
+    def __init__(self, model: Model, params: SamplingParams) -> None:
+        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        self._chain = chain
+        add = ll.llama_sampler_chain_add
+        if params.grammar is not None:
+            grammar = ll.llama_sampler_init_grammar(model.vocab_ptr, params.grammar.encode(), b"root")
+            if not grammar:
+                ll.llama_sampler_free(chain)
+                raise EngineError("invalid grammar for format")
+            add(chain, grammar)
+        self.has_penalties = (
+            params.repeat_penalty != 1.0 or params.presence_penalty != 0.0 or params.frequency_penalty != 0.0
+        ) and params.repeat_last_n != 0
+        if self.has_penalties:
+            last_n = params.repeat_last_n if params.repeat_last_n > 0 else -1
+            add(
+                chain,
+                ll.llama_sampler_init_penalties(
+                    last_n, params.repeat_penalty, params.frequency_penalty, params.presence_penalty
+                ),
+            )
+        if params.temperature <= 0:
+            add(chain, ll.llama_sampler_init_greedy())
+        else:
+            if params.top_k > 0:
+                add(chain, ll.llama_sampler_init_top_k(params.top_k))
+            if 0 < params.typical_p < 1:
+                add(chain, ll.llama_sampler_init_typical(params.typical_p, 1))
+            if 0 < params.top_p < 1:
+                add(chain, ll.llama_sampler_init_top_p(params.top_p, 1))
+            if params.min_p > 0:
+                add(chain, ll.llama_sampler_init_min_p(params.min_p, 1))
+            add(chain, ll.llama_sampler_init_temp(params.temperature))
+            seed = params.seed if params.seed >= 0 else ll.LLAMA_DEFAULT_SEED
+            add(chain, ll.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        self._grammar = params.grammar is not None
+
+    def prime(self, tokens: Sequence[int]) -> None:
+        """Put prompt tokens into the penalty window, as llama-server does."""
+        if self.has_penalties and not self._grammar:
+            for t in tokens:
+                ll.llama_sampler_accept(self._chain, t)
+
+    def sample(self, ctx: Context, row: int) -> int:
+        """Sample from batch row ``row`` (llama_sampler_sample also accepts the token)."""
+        return int(ll.llama_sampler_sample(self._chain, ctx.ptr, row))
+
+    def close(self) -> None:
+        if self._chain:
+            ll.llama_sampler_free(self._chain)
+            self._chain = None
+
+
+def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M", n_threads: int = 0) -> None:
+    """Quantize a GGUF file (what ``llama-quantize`` does), e.g. to build benchmark models."""
+    _init()
+    params = ll.llama_model_quantize_default_params()
+    params.ftype = getattr(ll, f"LLAMA_FTYPE_MOSTLY_{ftype.upper()}")
+    params.nthread = n_threads
+    rc = ll.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
+    if rc != 0:
+        raise EngineError(f"quantization to {ftype} failed ({rc})")

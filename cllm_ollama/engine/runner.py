@@ -1,0 +1,227 @@
+"""The engine thread: the one thread that drives a model's llama.cpp context.
+
+Its loop drains the inbox (aborts before adds), plans a step, decodes it, samples, and
+publishes the step's events; it sleeps on a condition variable only when no slot has work.
+Other threads only post to the inbox; nothing here ever waits on a client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..errors import EngineError
+from .binding import Batch, Context, Model, Sampler
+from .request import Event, Request
+from .scheduler import Scheduler, StepPlan
+
+log = logging.getLogger("cllm.engine")
+
+# A reader more than this many events behind pauses its own slot (not the others).
+MAX_BUFFERED_EVENTS = 256
+
+
+class EventQueue(Protocol):
+    def put_nowait(self, item: Event, /) -> None: ...
+
+
+@dataclass(eq=False)
+class Sink:
+    """Where one request's events go.
+
+    With a ``loop``, events reach ``queue`` through one ``call_soon_threadsafe`` per step (an
+    ``asyncio.Queue``); without, they are put directly (a thread-safe queue). ``published``
+    and ``consumed`` are each written by one thread only, so their difference safely says
+    how far the reader is behind.
+    """
+
+    queue: EventQueue
+    loop: asyncio.AbstractEventLoop | None = None
+    published: int = 0
+    consumed: int = 0
+
+    @property
+    def backlog(self) -> int:
+        return self.published - self.consumed
+
+
+def _deliver(items: list[tuple[Sink, Event]]) -> None:
+    for sink, event in items:
+        sink.queue.put_nowait(event)
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    n_slots: int
+    n_ctx_slot: int
+    n_batch: int
+    n_threads: int
+
+
+class Runner:
+    """Continuous batching over one model: ``submit`` and ``abort`` from any thread."""
+
+    def __init__(self, model: Model, config: RunnerConfig) -> None:
+        self.model = model
+        self.config = config
+        self.ctx = Context(
+            model,
+            n_seq_max=config.n_slots,
+            n_ctx_seq=config.n_ctx_slot,
+            n_batch=config.n_batch,
+            n_threads=config.n_threads,
+        )
+        self.scheduler = Scheduler(
+            n_slots=config.n_slots,
+            n_ctx_slot=self.ctx.n_ctx_seq,
+            n_batch=self.ctx.n_batch,
+            piece=model.piece,
+            is_eog=model.is_eog,
+            paused=self._paused,
+        )
+        self.batch = Batch(self.scheduler.n_batch)
+        self._cv = threading.Condition()
+        self._adds: list[tuple[Request, Sampler | None, Sink]] = []
+        self._aborts: list[int] = []
+        self._sinks: dict[int, Sink] = {}
+        self._samplers: dict[int, Sampler] = {}
+        self._closing = False
+        self.steps = 0
+        self._thread = threading.Thread(target=self._loop, name=f"cllm-engine-{model.path.name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def n_ctx_slot(self) -> int:
+        return self.ctx.n_ctx_seq
+
+    def submit(self, request: Request, sampler: Sampler | None, sink: Sink) -> None:
+        with self._cv:
+            if self._closing:
+                raise EngineError("model is being unloaded")
+            self._adds.append((request, sampler, sink))
+            self._cv.notify()
+
+    def abort(self, request_id: int) -> None:
+        with self._cv:
+            self._aborts.append(request_id)
+            self._cv.notify()
+
+    def wake(self) -> None:
+        """A paused reader caught up: let the loop plan its slot again."""
+        with self._cv:
+            self._cv.notify()
+
+    def close(self) -> None:
+        with self._cv:
+            self._closing = True
+            self._cv.notify()
+        self._thread.join()
+        self.ctx.close()
+        self.model.close()
+
+    def _paused(self, request_id: int) -> bool:
+        sink = self._sinks.get(request_id)
+        return sink is not None and sink.backlog > MAX_BUFFERED_EVENTS
+
+    def _loop(self) -> None:
+        sched = self.scheduler
+        while True:
+            with self._cv:
+                while not (self._adds or self._aborts or self._closing or sched.has_work()):
+                    self._cv.wait()
+                adds, self._adds = self._adds, []
+                aborts, self._aborts = self._aborts, []
+                closing = self._closing
+            if closing:
+                aborts.extend(self._sinks)
+                aborts.extend(r.id for r, _, _ in adds)
+            for request, sampler, sink in adds:
+                self._sinks[request.id] = sink
+                if sampler is not None:
+                    self._samplers[request.id] = sampler
+                sched.add(request)
+            events = sched.abort(aborts)
+            if closing:
+                self._emit(events)
+                return
+            plan = sched.schedule()
+            if len(plan) == 0:
+                self._emit(events)
+                if not aborts and not adds:
+                    # Every running slot's reader is behind: sleep until one catches up.
+                    with self._cv:
+                        if not (self._adds or self._aborts or self._closing):
+                            self._cv.wait()
+                continue
+            try:
+                events += self._step(plan)
+            except Exception as exc:  # never let the engine thread die: fail the batch instead
+                log.exception("decode step failed")
+                events += sched.fail_all(str(exc))
+                for seq_id in {*plan.seq_ids}:
+                    self.ctx.seq_rm(seq_id, 0)
+            self._emit(events)
+
+    def _step(self, plan: StepPlan) -> list[Event]:
+        for seq_id, pos in plan.trims:
+            self.ctx.seq_rm(seq_id, pos)
+        for slot in plan.admitted:
+            sampler = self._samplers.get(slot.request.id)  # type: ignore[union-attr]
+            if sampler is not None:
+                request = slot.request
+                assert request is not None
+                sampler.prime(request.prompt[-max(64, request.sampling.repeat_last_n) :])
+        self.batch.fill(plan.tokens, plan.positions, plan.seq_ids, [row for _, row in plan.outputs])
+        self.ctx.decode(self.batch)
+        self.steps += 1
+        return self.scheduler.update(plan, self._sample(plan))
+
+    def _sample(self, plan: StepPlan) -> Sequence[int]:
+        outputs = plan.outputs
+        if not outputs:
+            return ()
+        samplers = self._samplers
+        if not samplers:
+            # All greedy: one argmax over the logits rows, no per-vocabulary Python work.
+            return np.argmax(self.ctx.logits(len(outputs)), axis=1).tolist()  # type: ignore[no-any-return]
+        logits: np.ndarray | None = None
+        tokens: list[int] = []
+        for j, (slot, row) in enumerate(outputs):
+            sampler = samplers.get(slot.request.id)  # type: ignore[union-attr]
+            if sampler is not None:
+                tokens.append(sampler.sample(self.ctx, row))
+            else:
+                if logits is None:
+                    logits = self.ctx.logits(len(outputs))
+                tokens.append(int(logits[j].argmax()))
+        return tokens
+
+    def _emit(self, events: list[Event]) -> None:
+        if not events:
+            return
+        by_loop: dict[asyncio.AbstractEventLoop | None, list[tuple[Sink, Event]]] = {}
+        for event in events:
+            if event.finish is not None:
+                sink = self._sinks.pop(event.request_id, None)
+                sampler = self._samplers.pop(event.request_id, None)
+                if sampler is not None:
+                    sampler.close()
+            else:
+                sink = self._sinks.get(event.request_id)
+            if sink is not None:
+                sink.published += 1
+                by_loop.setdefault(sink.loop, []).append((sink, event))
+        for loop, items in by_loop.items():
+            if loop is None:
+                _deliver(items)
+            else:
+                # A closed loop means nobody is listening any more.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_deliver, items)

@@ -1,0 +1,170 @@
+"""One llama.cpp sequence and the request it serves, as a small state machine.
+
+    IDLE --assign()--> PREFILL --prompt done, first token sampled--> GENERATING
+      ^                   |                                              |
+      +----- release() ---+------------- finish / abort -----------------+
+
+``release()`` keeps ``cached`` (the tokens whose KV is still in the sequence), so the next
+request that shares a prefix with it skips that much prefill.
+"""
+
+from __future__ import annotations
+
+import codecs
+import enum
+import time
+from dataclasses import dataclass, field
+
+from .request import Event, FinishReason, Request, Stats
+
+
+class SlotState(enum.Enum):
+    IDLE = "idle"
+    PREFILL = "prefill"
+    GENERATING = "generating"
+
+
+@dataclass
+class StopMatcher:
+    """Holds back text that might be the start of a stop string; never emits a stop string."""
+
+    stops: tuple[str, ...]
+    pending: str = ""
+    _hold: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._hold = max((len(s) for s in self.stops), default=1) - 1
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """Returns (text safe to emit, whether a stop string was hit)."""
+        if not self.stops:
+            return text, False
+        buf = self.pending + text
+        cut = min((i for i in (buf.find(s) for s in self.stops) if i >= 0), default=-1)
+        if cut >= 0:
+            self.pending = ""
+            return buf[:cut], True
+        keep = 0
+        for n in range(min(self._hold, len(buf)), 0, -1):
+            tail = buf[-n:]
+            if any(s.startswith(tail) for s in self.stops):
+                keep = n
+                break
+        self.pending = buf[len(buf) - keep :] if keep else ""
+        return buf[: len(buf) - keep], False
+
+    def flush(self) -> str:
+        text, self.pending = self.pending, ""
+        return text
+
+
+class Slot:
+    """A sequence id in the llama.cpp context, plus the progress of the request it serves."""
+
+    def __init__(self, seq_id: int, n_ctx: int) -> None:
+        self.seq_id = seq_id
+        self.n_ctx = n_ctx
+        self.state = SlotState.IDLE
+        self.cached: list[int] = []
+        self.request: Request | None = None
+        self.n_past = 0
+        self.limit = n_ctx
+        self.last_token = -1
+        self.generated: list[int] = []
+        self.last_used_ns = 0
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._stops = StopMatcher(())
+        self._prompt_cached = 0
+        self._t_admit = 0
+        self._t_first = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.state is not SlotState.IDLE
+
+    def assign(self, request: Request, n_reuse: int, now_ns: int) -> None:
+        """Start ``request`` here, keeping the first ``n_reuse`` cached tokens' KV."""
+        assert self.state is SlotState.IDLE
+        self.state = SlotState.PREFILL
+        self.request = request
+        self.limit = min(self.n_ctx, request.num_ctx or self.n_ctx)
+        self.cached = self.cached[:n_reuse]
+        self.n_past = n_reuse
+        self._prompt_cached = n_reuse
+        self.generated = []
+        self.last_token = -1
+        self._utf8.reset()
+        self._stops = StopMatcher(request.stop)
+        self._t_admit = now_ns
+
+    def prompt_chunk(self, budget: int) -> list[int]:
+        assert self.request is not None
+        return list(self.request.prompt[self.n_past : self.n_past + budget])
+
+    def advance_prompt(self, n: int) -> bool:
+        """Record that ``n`` more prompt tokens were decoded; True when the prompt is complete."""
+        assert self.request is not None and self.state is SlotState.PREFILL
+        self.cached.extend(self.request.prompt[self.n_past : self.n_past + n])
+        self.n_past += n
+        return self.n_past == len(self.request.prompt)
+
+    def accept_token(self, token: int, piece: bytes, is_eog: bool, now_ns: int) -> Event:
+        """Take a sampled token: emit its text, or finish the request."""
+        request = self.request
+        assert request is not None and self.state is not SlotState.IDLE
+        if self.state is SlotState.PREFILL:
+            self.state = SlotState.GENERATING
+            self._t_first = now_ns
+        else:
+            # The previous sampled token was decoded in this step: its KV now exists.
+            self.cached.append(self.last_token)
+            self.n_past += 1
+        self.generated.append(token)
+        self.last_token = token
+        if is_eog:
+            return self._finish(FinishReason.STOP, self._utf8.decode(b"", final=True), now_ns, token)
+        text, hit = self._stops.feed(self._utf8.decode(piece))
+        if hit:
+            return self._finish(FinishReason.STOP, text, now_ns, token, flush=False)
+        if 0 <= request.num_predict <= len(self.generated):
+            return self._finish(FinishReason.LENGTH, text, now_ns, token)
+        # The next decode needs one free cell for this token.
+        if self.n_past + 1 >= self.limit:
+            return self._finish(FinishReason.LENGTH, text, now_ns, token)
+        return Event(request.id, text, (token,))
+
+    def abort(self, now_ns: int) -> Event:
+        assert self.request is not None
+        return self._finish(FinishReason.CANCELED, "", now_ns, None, flush=False)
+
+    def fail(self, message: str, now_ns: int) -> Event:
+        assert self.request is not None
+        event = self._finish(FinishReason.ERROR, "", now_ns, None, flush=False)
+        # A failed decode leaves the sequence's KV in an unknown state.
+        self.cached = []
+        return Event(event.request_id, "", (), FinishReason.ERROR, event.stats, message)
+
+    def _finish(
+        self, reason: FinishReason, text: str, now_ns: int, token: int | None, flush: bool = True
+    ) -> Event:
+        request = self.request
+        assert request is not None
+        if flush:
+            text += self._stops.flush()
+        t_first = self._t_first or now_ns
+        stats = Stats(
+            prompt_tokens=len(request.prompt),
+            prompt_cached=self._prompt_cached,
+            prompt_eval_ns=t_first - self._t_admit,
+            eval_tokens=len(self.generated),
+            eval_ns=now_ns - t_first,
+            queue_ns=self._t_admit - request.arrival_ns,
+        )
+        self.state = SlotState.IDLE
+        self.request = None
+        self.last_used_ns = now_ns
+        return Event(request.id, text, (token,) if token is not None else (), reason, stats)
+
+
+def now_ns() -> int:
+    return time.perf_counter_ns()

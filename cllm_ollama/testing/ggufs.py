@@ -1,0 +1,261 @@
+"""Writes real, loadable qwen3 GGUFs with random weights, for tests and benchmarks.
+
+Nothing here downloads anything: the tokenizer is a byte-level BPE learned on a built-in
+text (or copied from a vocab GGUF given by the caller), the chat template is Qwen3's.
+Greedy decoding of such a model is deterministic, which makes it a strong oracle.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+# Qwen's special tokens; on a full-size vocab they sit at Qwen's own ids.
+QWEN_SPECIALS: dict[str, tuple[int, int]] = {
+    # text: (id in the real Qwen2/3 vocab, gguf token type)
+    "<|endoftext|>": (151643, gguf.TokenType.CONTROL),
+    "<|im_start|>": (151644, gguf.TokenType.CONTROL),
+    "<|im_end|>": (151645, gguf.TokenType.CONTROL),
+    "<tool_call>": (151657, gguf.TokenType.USER_DEFINED),
+    "</tool_call>": (151658, gguf.TokenType.USER_DEFINED),
+    "<think>": (151667, gguf.TokenType.USER_DEFINED),
+    "</think>": (151668, gguf.TokenType.USER_DEFINED),
+}
+QWEN3_VOCAB_SIZE = 151936
+
+_CORPUS = """
+The quick brown fox jumps over the lazy dog. A user asks a question and the assistant answers it.
+Hello, how are you today? I am fine, thank you. What is the capital of France? Paris is the capital.
+Write a short poem about the sea. The sea is blue and the sky is wide; the waves come in with the tide.
+Please return the answer as JSON with the keys name and age. {"name": "Alice", "age": 30}
+The function get_weather takes a city and returns the temperature in degrees. Call it for Berlin.
+Continuous batching lets many requests share one decode step, so the server answers more people at once.
+Once upon a time there was a little model that generated tokens one after another, very fast.
+def add(a, b): return a + b  # numbers, lists, strings and dictionaries are all values in Python.
+Thinking step by step: first read the question, then plan, then write the answer clearly and briefly.
+"""
+_PRETOKENIZE = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]+|\s+""")
+
+
+@cache
+def _byte_encoder() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map, as llama.cpp's BPE expects."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    bs += list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
+
+
+@dataclass(frozen=True)
+class Vocab:
+    tokens: list[str]
+    types: list[int]
+    merges: list[str]
+    eos_id: int
+    bos_id: int
+
+
+def _learn_merges(n_merges: int) -> list[tuple[str, str]]:
+    enc = _byte_encoder()
+    words = Counter(
+        tuple(enc[b] for b in piece.encode()) for piece in _PRETOKENIZE.findall(_CORPUS)
+    )
+    merges: list[tuple[str, str]] = []
+    while len(merges) < n_merges:
+        pairs: Counter[tuple[str, str]] = Counter()
+        for word, count in words.items():
+            for pair in zip(word, word[1:], strict=False):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best, count = pairs.most_common(1)[0]
+        if count < 2:
+            break
+        merges.append(best)
+        merged: Counter[tuple[str, ...]] = Counter()
+        for word, c in words.items():
+            out: list[str] = []
+            i = 0
+            while i < len(word):
+                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
+                    out.append(word[i] + word[i + 1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged[tuple(out)] += c
+        words = merged
+    return merges
+
+
+def synthetic_vocab(size: int | None = None) -> Vocab:
+    """A byte-level BPE vocab: 256 byte tokens, learned merges, Qwen's special tokens.
+
+    ``size=None`` gives a small vocab (fast tests); ``QWEN3_VOCAB_SIZE`` pads with unused
+    tokens so that the specials land at Qwen's ids and tensor shapes match the real model.
+    """
+    enc = _byte_encoder()
+    tokens = [enc[b] for b in range(256)]
+    merges = _learn_merges(400)
+    tokens += [a + b for a, b in merges]
+    types = [gguf.TokenType.NORMAL] * len(tokens)
+    if size is None:
+        for text, (_, ttype) in QWEN_SPECIALS.items():
+            tokens.append(text)
+            types.append(ttype)
+        while len(tokens) % 32:  # keep the embedding rows quantizable
+            tokens.append(f"<|pad_{len(tokens)}|>")
+            types.append(gguf.TokenType.UNUSED)
+    else:
+        by_id = {tid: (text, ttype) for text, (tid, ttype) in QWEN_SPECIALS.items()}
+        for tid in range(len(tokens), size):
+            if tid in by_id:
+                text, ttype = by_id[tid]
+            else:
+                text, ttype = f"<|extra_{tid}|>", gguf.TokenType.UNUSED
+            tokens.append(text)
+            types.append(ttype)
+    ids = {t: i for i, t in enumerate(tokens)}
+    return Vocab(
+        tokens=tokens,
+        types=[int(t) for t in types],
+        merges=[f"{a} {b}" for a, b in merges],
+        eos_id=ids["<|im_end|>"],
+        bos_id=ids["<|endoftext|>"],
+    )
+
+
+def vocab_from_gguf(path: Path) -> Vocab:
+    """Copy a real tokenizer (e.g. llama.cpp's ggml-vocab-qwen2.gguf)."""
+    reader = gguf.GGUFReader(path)
+
+    def field(key: str) -> object:
+        return reader.fields[key].contents()
+
+    tokens = list(field("tokenizer.ggml.tokens"))  # type: ignore[call-overload]
+    ids = {t: i for i, t in enumerate(tokens)}
+    return Vocab(
+        tokens=tokens,
+        types=[int(t) for t in field("tokenizer.ggml.token_type")],  # type: ignore[attr-defined]
+        merges=list(field("tokenizer.ggml.merges")),  # type: ignore[call-overload]
+        eos_id=ids.get("<|im_end|>", int(field("tokenizer.ggml.eos_token_id"))),  # type: ignore[call-overload]
+        bos_id=int(field("tokenizer.ggml.bos_token_id")),  # type: ignore[call-overload]
+    )
+
+
+def qwen3_chat_template() -> str:
+    return resources.files("cllm_ollama.testing").joinpath("qwen3.jinja").read_text()
+
+
+@dataclass(frozen=True)
+class Shape:
+    n_layer: int = 2
+    n_embd: int = 64
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 16
+    n_ff: int = 128
+    context_length: int = 40960
+
+
+TINY = Shape()
+QWEN3_0_6B = Shape(n_layer=28, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128, n_ff=3072)
+
+
+def write_qwen3(
+    path: Path,
+    *,
+    shape: Shape = TINY,
+    vocab: Vocab | None = None,
+    weight_std: float = 0.5,
+    qtype: gguf.GGMLQuantizationType = gguf.GGMLQuantizationType.F32,
+    chat_template: str | None = None,
+    name: str = "tiny-qwen3",
+    seed: int = 0,
+) -> Path:
+    """Write a random-weight qwen3 GGUF.
+
+    A weight scale around 0.5 keeps logits peaked, so greedy decoding does not flip on the
+    last-bit differences between llama.cpp's batched and single-sequence kernels.
+    Matrices are stored as ``qtype`` (F32, F16 or Q8_0, which gguf-py can write); use
+    ``binding.quantize`` for K-quants.
+    """
+    vocab = vocab or synthetic_vocab()
+    rng = np.random.default_rng(seed)
+    s = shape
+    w = gguf.GGUFWriter(str(path), "qwen3")
+    w.add_name(name)
+    file_type = {
+        gguf.GGMLQuantizationType.F32: gguf.LlamaFileType.ALL_F32,
+        gguf.GGMLQuantizationType.F16: gguf.LlamaFileType.MOSTLY_F16,
+        gguf.GGMLQuantizationType.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+    }[qtype]
+    w.add_file_type(file_type)
+    w.add_context_length(s.context_length)
+    w.add_embedding_length(s.n_embd)
+    w.add_block_count(s.n_layer)
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.n_head_kv)
+    w.add_key_length(s.head_dim)
+    w.add_value_length(s.head_dim)
+    w.add_rope_dimension_count(s.head_dim)
+    w.add_rope_freq_base(1e6)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(vocab.tokens)
+    w.add_token_types(vocab.types)
+    w.add_token_merges(vocab.merges)
+    w.add_bos_token_id(vocab.bos_id)
+    w.add_eos_token_id(vocab.eos_id)
+    w.add_pad_token_id(vocab.bos_id)
+    w.add_add_bos_token(False)
+    w.add_chat_template(chat_template if chat_template is not None else qwen3_chat_template())
+
+    def matrix(name: str, rows: int, cols: int) -> None:
+        data = (rng.standard_normal((rows, cols), dtype=np.float32) * weight_std).astype(np.float32)
+        if qtype == gguf.GGMLQuantizationType.F32:
+            w.add_tensor(name, data)
+        elif qtype == gguf.GGMLQuantizationType.F16:
+            w.add_tensor(name, data.astype(np.float16))
+        else:
+            w.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+
+    def norm(name: str, n: int) -> None:
+        w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    n_vocab = len(vocab.tokens)
+    matrix("token_embd.weight", n_vocab, s.n_embd)
+    norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        norm(p + "attn_norm.weight", s.n_embd)
+        matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
+        matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+        norm(p + "attn_q_norm.weight", s.head_dim)
+        norm(p + "attn_k_norm.weight", s.head_dim)
+        norm(p + "ffn_norm.weight", s.n_embd)
+        matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
