@@ -1,0 +1,154 @@
+"""Request fields with Ollama's own decoding rules: ``options`` (api/types.go FromMap), ``think``,
+``keep_alive``. Error strings are Ollama's, because clients match on them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import ConfigError, parse_keep_alive
+from ..engine.grammar import go_quote
+from ..engine.request import SamplingParams
+from ..errors import CllmError, InvalidRequest
+
+_INT, _FLOAT, _BOOL, _STRINGS = "integer", "float32", "boolean", "array"
+
+# Every option Ollama still declares, with its Go kind. Keys outside this table (mirostat, tfs_z,
+# numa, use_mlock, ... removed upstream but still sent by ollama-python) are ignored, as Ollama does.
+_KINDS: dict[str, str] = {
+    "num_keep": _INT,
+    "seed": _INT,
+    "num_predict": _INT,
+    "top_k": _INT,
+    "top_p": _FLOAT,
+    "min_p": _FLOAT,
+    "typical_p": _FLOAT,
+    "repeat_last_n": _INT,
+    "temperature": _FLOAT,
+    "repeat_penalty": _FLOAT,
+    "presence_penalty": _FLOAT,
+    "frequency_penalty": _FLOAT,
+    "stop": _STRINGS,
+    # Runner (load-time) options. main_gpu and use_mmap mean nothing to cllm but are still
+    # type-checked, so a request Ollama would reject is rejected here too.
+    "num_ctx": _INT,
+    "num_batch": _INT,
+    "num_gpu": _INT,
+    "main_gpu": _INT,
+    "use_mmap": _BOOL,
+    "num_thread": _INT,
+}
+_SAMPLING_KEYS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "typical_p",
+    "repeat_last_n",
+    "repeat_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+)
+_THINK_LEVELS = ("low", "medium", "high", "max")
+_GO_JSON_TYPES = {str: "string", bool: "bool", int: "number", float: "number", list: "array"}
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """Typed ``options``; the load-time ones are None when neither request nor Modelfile set them."""
+
+    sampling: SamplingParams
+    num_predict: int = -1
+    stop: tuple[str, ...] = ()
+    num_keep: int = 4
+    num_ctx: int | None = None
+    num_batch: int | None = None
+    num_gpu: int | None = None
+    num_thread: int | None = None
+
+
+def _convert(key: str, value: object) -> object:
+    kind = _KINDS[key]
+    if kind == _INT:
+        # JSON has only numbers; Go truncates a float into an int field.
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return int(value)
+    elif kind == _FLOAT:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif kind == _BOOL:
+        if isinstance(value, bool):
+            return value
+    else:
+        # Ollama wants an array; a bare string is taken as one stop sequence (lenient, loses nothing).
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list):
+            raise CllmError(f"option {go_quote(key)} must be of type array", 500)
+        if not all(isinstance(item, str) for item in value):
+            raise CllmError(f"option {go_quote(key)} must be of an array of strings", 500)
+        return tuple(value)
+    raise CllmError(f"option {go_quote(key)} must be of type {kind}", 500)
+
+
+def resolve_options(
+    request_options: object,
+    model_params: Mapping[str, object] | None,
+    *,
+    request_type: str = "GenerateRequest",
+) -> RequestOptions:
+    """Merge request ``options`` over the Modelfile's params over Ollama's defaults.
+
+    ``request_type`` names the Go struct in the decode error for a non-object ``options``
+    (``GenerateRequest``, ``ChatRequest``, ``EmbedRequest``), as Ollama's message does.
+    """
+    if request_options is not None and not isinstance(request_options, Mapping):
+        got = _GO_JSON_TYPES.get(type(request_options), "value")
+        raise InvalidRequest(
+            f"json: cannot unmarshal {got} into Go struct field {request_type}.options"
+            " of type map[string]interface {}"
+        )
+    values: dict[str, Any] = {}
+    for source in (model_params or {}, request_options or {}):
+        for key, value in source.items():
+            # A null value leaves the lower layer's setting in place (FromMap skips nil).
+            if key in _KINDS and value is not None:
+                values[key] = _convert(key, value)
+    sampling = SamplingParams(**{k: values[k] for k in _SAMPLING_KEYS if k in values})
+    return RequestOptions(
+        sampling=sampling,
+        num_predict=values.get("num_predict", -1),
+        stop=values.get("stop", ()),
+        num_keep=values.get("num_keep", 4),
+        num_ctx=values.get("num_ctx"),
+        num_batch=values.get("num_batch"),
+        num_gpu=values.get("num_gpu"),
+        num_thread=values.get("num_thread"),
+    )
+
+
+def parse_think(value: object) -> bool | None:
+    """``think``: None when unset (the caller applies the model's default); a level means on."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value in _THINK_LEVELS:
+            return True
+        raise InvalidRequest(
+            f'invalid think value: {go_quote(value)} (must be "high", "medium", "low", "max", true, or false)'
+        )
+    raise InvalidRequest('think must be a boolean or string ("high", "medium", "low", "max", true, or false)')
+
+
+def parse_keep_alive_field(value: object) -> float | None:
+    """``keep_alive`` in seconds (``config.FOREVER`` when negative); None when unset."""
+    if value is None:
+        return None
+    try:
+        return parse_keep_alive(value)
+    except ConfigError as exc:
+        raise InvalidRequest(str(exc)) from exc

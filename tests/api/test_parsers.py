@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cllm_ollama.api.parsers import Delta, OutputParser, prompt_opens_thinking
+
+
+def _merge(deltas: list[Delta]) -> Delta:
+    return Delta(
+        content="".join(d.content for d in deltas),
+        thinking="".join(d.thinking for d in deltas),
+        tool_calls=[call for d in deltas for call in d.tool_calls],
+    )
+
+
+def parse(chunks: list[str], **kwargs: Any) -> Delta:
+    parser = OutputParser(**kwargs)
+    return _merge([parser.feed(chunk) for chunk in chunks] + [parser.finish()])
+
+
+def whole(text: str, **kwargs: Any) -> Delta:
+    return parse([text], **kwargs)
+
+
+def call(name: str, **arguments: object) -> dict[str, Any]:
+    return {"function": {"name": name, "arguments": arguments}}
+
+
+THINKING = "<think>\nThe user wants 2+2.\n</think>\n\nThe answer is 4."
+TOOL_CALLS = (
+    "<think>\nNeed weather.\n</think>\n\n"
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+    '<tool_call>\n{"name": "get_weather", "arguments": "{\\"city\\": \\"Rome\\"}"}\n</tool_call>'
+)
+
+
+def test_thinking_then_content() -> None:
+    assert whole(THINKING, thinking=True, tools=False) == Delta(
+        content="The answer is 4.", thinking="The user wants 2+2.\n"
+    )
+
+
+def test_leading_whitespace_before_the_opening_tag() -> None:
+    assert whole(" \n<think>x</think>y", thinking=True, tools=False) == Delta(content="y", thinking="x")
+
+
+def test_thinking_on_but_no_think_block() -> None:
+    assert whole("\nHello <think>x</think>", thinking=True, tools=False) == Delta(
+        content="\nHello <think>x</think>"
+    )
+
+
+def test_unclosed_thinking_is_all_thinking() -> None:
+    assert whole("<think>hmm </thin", thinking=True, tools=False) == Delta(thinking="hmm </thin")
+
+
+def test_start_in_thinking() -> None:
+    text = "The user wants 2+2.\n</think>\n\nThe answer is 4."
+    expected = Delta(content="The answer is 4.", thinking="The user wants 2+2.\n")
+    assert whole(text, thinking=True, tools=False, start_in_thinking=True) == expected
+    # A model that repeats the opening tag anyway.
+    assert whole("\n<think>\n" + text, thinking=True, tools=False, start_in_thinking=True) == expected
+    assert whole("<thi", thinking=True, tools=False, start_in_thinking=True) == Delta(thinking="<thi")
+
+
+def test_thinking_off_drops_only_a_leading_empty_block() -> None:
+    assert whole("<think>\n\n</think>\n\nHi", thinking=False, tools=False) == Delta(content="Hi")
+    assert whole("<think>\n\n</think>\n\n", thinking=False, tools=False) == Delta()
+    assert whole(THINKING, thinking=False, tools=False) == Delta(content=THINKING)
+    assert whole("\n\nHi <think></think>", thinking=False, tools=False) == Delta(
+        content="\n\nHi <think></think>"
+    )
+    assert whole("<think>\n\n</thi", thinking=False, tools=False) == Delta(content="<think>\n\n</thi")
+
+
+def test_custom_tags() -> None:
+    text = "<|thought|>a<|/thought|>b"
+    got = whole(text, thinking=True, tools=False, think_open="<|thought|>", think_close="<|/thought|>")
+    assert got == Delta(content="b", thinking="a")
+
+
+def test_tool_calls() -> None:
+    assert whole(TOOL_CALLS, thinking=True, tools=True) == Delta(
+        thinking="Need weather.\n",
+        tool_calls=[call("get_weather", city="Paris"), call("get_weather", city="Rome")],
+    )
+
+
+def test_text_around_tool_calls() -> None:
+    text = 'Let me check.\n<tool_call>{"name": "f", "arguments": {}}</tool_call>\n\nDone.'
+    assert whole(text, thinking=False, tools=True) == Delta(
+        content="Let me check.\n\n\nDone.", tool_calls=[call("f")]
+    )
+    nested = '<tool_call>{"name": "f", "arguments": {"q": {"deep": [1, "x"]}}}</tool_call>  '
+    assert whole(nested, thinking=False, tools=True) == Delta(tool_calls=[call("f", q={"deep": [1, "x"]})])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"name": "f", "arguments": {broken}',
+        '{"arguments": {}}',
+        '["f"]',
+        '{"name": "f", "arguments": "not json"}',
+        '{"name": "f", "arguments": [1]}',
+    ],
+)
+def test_unparsable_tool_call_is_content(body: str) -> None:
+    text = f"A <tool_call>{body}</tool_call> B"
+    assert whole(text, thinking=False, tools=True) == Delta(content=text)
+
+
+def test_unclosed_tool_call_is_content() -> None:
+    text = 'ok <tool_call>{"name": "f"'
+    assert whole(text, thinking=False, tools=True) == Delta(content=text)
+
+
+def test_tools_off_leaves_tool_calls_in_content() -> None:
+    assert whole(TOOL_CALLS, thinking=False, tools=False) == Delta(content=TOOL_CALLS)
+
+
+def test_text_streams_without_delay() -> None:
+    parser = OutputParser(thinking=True, tools=True)
+    assert parser.feed("<think>") == Delta()
+    assert parser.feed("Hmm") == Delta(thinking="Hmm")
+    assert parser.feed(" ok</") == Delta(thinking=" ok")
+    assert parser.feed("think>") == Delta()
+    assert parser.feed("\n\n") == Delta()
+    assert parser.feed("Hello") == Delta(content="Hello")
+    assert parser.feed(" <") == Delta(content=" ")
+    assert parser.feed("b>") == Delta(content="<b>")
+    assert parser.feed("<tool_") == Delta()
+    assert parser.feed('call>{"name": "f"}') == Delta()
+    assert parser.feed("</tool_call>") == Delta(tool_calls=[call("f")])
+    assert parser.feed("\n") == Delta()
+    assert parser.finish() == Delta()
+    assert not Delta()
+
+
+SAMPLES = [
+    THINKING,
+    TOOL_CALLS,
+    "<think>\n\n</think>\n\nPlain answer with <b>html</b> and a < sign.",
+    " \n<think>a</thi</think>x</think>\n<tool_call>{bad}</tool_call>\n<tool_call>",
+    'Sure.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>\n \nAfter <tool_call',
+    "The user asked.\n</think>\n\n<think>Answer",
+]
+CONFIGS = [
+    {"thinking": t, "tools": u, "start_in_thinking": s}
+    for t in (True, False)
+    for u in (True, False)
+    for s in ((False, True) if t else (False,))
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+@pytest.mark.parametrize("text", SAMPLES)
+def test_every_split_gives_the_same_result(text: str, config: dict[str, bool]) -> None:
+    expected = whole(text, **config)
+    assert parse(list(text), **config) == expected
+    for i in range(len(text) + 1):
+        assert parse([text[:i], text[i:]], **config) == expected, i
+    for i in range(0, len(text), 3):
+        for j in range(i, len(text), 5):
+            assert parse([text[:i], text[i:j], text[j:]], **config) == expected, (i, j)
+
+
+def test_prompt_opens_thinking() -> None:
+    assert prompt_opens_thinking("<|im_start|>assistant\n<think>\n")
+    assert not prompt_opens_thinking("<|im_start|>assistant\n")
+    assert not prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n")

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cllm_ollama.engine.grammar import JSON_GRAMMAR, go_quote, grammar_for_format
+from cllm_ollama.errors import CllmError, InvalidRequest
+
+
+def test_no_format_means_no_grammar() -> None:
+    assert grammar_for_format(None) is None
+    assert grammar_for_format("") is None
+
+
+def test_json_format() -> None:
+    assert grammar_for_format("json") is JSON_GRAMMAR
+    rules = {line.split("::=")[0].strip() for line in JSON_GRAMMAR.splitlines() if "::=" in line}
+    assert rules == {"root", "value", "object", "array", "string", "number", "ws"}
+    assert "root   ::= object\n" in JSON_GRAMMAR
+    assert 'ws ::= | " " | "\\n" [ \\t]{0,20}\n' in JSON_GRAMMAR
+
+
+@pytest.mark.parametrize(
+    ("fmt", "quoted"),
+    [
+        ("xml", r'"\"xml\""'),
+        ("JSON", r'"\"JSON\""'),
+        (["a", 1], r'"[\"a\",1]"'),
+        (5, '"5"'),
+        (True, '"true"'),
+        (False, '"false"'),
+        ("é\n", r'"\"é\\n\""'),
+    ],
+)
+def test_invalid_format(fmt: object, quoted: str) -> None:
+    with pytest.raises(CllmError) as info:
+        grammar_for_format(fmt)
+    assert type(info.value) is CllmError and info.value.status_code == 500
+    assert info.value.message == f'invalid format: {quoted}; expected "json" or a valid JSON Schema object'
+
+
+def test_go_quote() -> None:
+    assert go_quote("plain") == '"plain"'
+    assert go_quote('a"b\\c') == r'"a\"b\\c"'
+    assert go_quote("\n\t\r\a\b\f\v") == r'"\n\t\r\a\b\f\v"'
+    assert go_quote("\x00\x1f\x7f") == r'"\x00\x1f\x7f"'
+    assert go_quote("é 😀") == '"é 😀"'
+    assert go_quote("\u200b\u00a0\U000e0001") == r'"\u200b\u00a0\U000e0001"'
+
+
+def test_json_schema() -> None:
+    pytest.importorskip("llama_cpp")
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+    }
+    grammar = grammar_for_format(schema)
+    assert grammar is not None
+    lines = grammar.splitlines()
+    assert 'root ::= "{" space name-kv "," space age-kv "}" space' in lines
+    assert 'name-kv ::= "\\"name\\"" space ":" space string' in lines
+    assert 'age-kv ::= "\\"age\\"" space ":" space integer' in lines
+    assert grammar_for_format(dict(schema)) == grammar
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        ({"type": "foo"}, "Unrecognized schema"),
+        ({"$ref": "https://example.com/s.json"}, "Fetching remote schemas is not allowed"),
+        ({"type": "object", "properties": {"a": {"$ref": "other"}}}, "Unsupported ref other"),
+        ({"type": "string", "pattern": "abc"}, "Pattern must start with"),
+    ],
+)
+def test_rejected_json_schema(schema: dict[str, object], reason: str) -> None:
+    pytest.importorskip("llama_cpp")
+    with pytest.raises(InvalidRequest) as info:
+        grammar_for_format(schema)
+    assert info.value.message.startswith("invalid JSON schema in format: ")
+    assert reason in info.value.message
+
+
+@pytest.mark.model
+def test_grammars_parse_in_llama_cpp(tmp_path: Path) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from cllm_ollama.testing.ggufs import write_qwen3
+
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = llama_cpp.llama_model_load_from_file(str(write_qwen3(tmp_path / "m.gguf")).encode(), params)
+    assert model
+    try:
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "number"}}}}
+        for grammar in (JSON_GRAMMAR, grammar_for_format(schema), "root ::= broken ("):
+            assert grammar is not None
+            sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
+            assert bool(sampler) is not grammar.startswith("root ::= broken")
+            if sampler:
+                llama_cpp.llama_sampler_free(sampler)
+    finally:
+        llama_cpp.llama_model_free(model)
