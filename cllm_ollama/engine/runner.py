@@ -154,11 +154,13 @@ class Runner:
             plan = sched.schedule()
             if len(plan) == 0:
                 self._emit(events)
-                if not aborts and not adds:
-                    # Every running slot's reader is behind: sleep until one catches up.
-                    with self._cv:
-                        if not (self._adds or self._aborts or self._closing):
-                            self._cv.wait()
+                # Every running slot's reader is behind: sleep until one catches up. The check
+                # runs under the lock that ``wake`` takes, so a wake-up cannot slip past it.
+                with self._cv:
+                    if not (self._adds or self._aborts or self._closing) and all(
+                        self._paused(rid) for rid in sched.running_ids()
+                    ):
+                        self._cv.wait()
                 continue
             try:
                 events += self._step(plan)

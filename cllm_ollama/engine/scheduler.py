@@ -88,8 +88,8 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting) or bool(self._by_request)
 
-    def num_running(self) -> int:
-        return len(self._by_request)
+    def running_ids(self) -> list[int]:
+        return list(self._by_request)
 
     def add(self, request: Request) -> None:
         self.waiting.append(request)

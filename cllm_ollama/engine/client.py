@@ -1,0 +1,150 @@
+"""The async face of a loaded model: ``generate()`` yields a request's events on the event loop.
+
+A loaded model is a ``Model`` plus the ``Runner`` thread that batches over it. Leaving the
+``generate`` iterator early (client gone, task cancelled) aborts the request, which frees
+its slot at the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
+from .binding import Model, Sampler, physical_cores
+from .request import Event, Request, SamplingParams
+from .runner import MAX_BUFFERED_EVENTS, Runner, RunnerConfig, Sink
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """Everything that fixes how a model is loaded; a change in any field means a reload."""
+
+    path: Path
+    n_slots: int
+    n_ctx_slot: int
+    n_batch: int = 512
+    n_gpu_layers: int = -1
+    n_threads: int = 0
+
+
+def fit_prompt(
+    tokens: list[int], limit: int, *, num_keep: int, num_predict: int, truncate: bool
+) -> list[int]:
+    """Make a prompt fit its context as Ollama does: keep the first ``num_keep`` tokens and
+    the end, dropping from the middle, or refuse with Ollama's message when ``truncate`` is off.
+
+    Truncation leaves room to generate (``num_predict`` tokens, at most half the context, or a
+    quarter of it when unbounded) instead of filling the context with prompt.
+    """
+    if len(tokens) < limit:
+        return tokens
+    if not truncate:
+        raise ContextOverflow()
+    room = min(num_predict, limit // 2) if num_predict > 0 else limit // 4
+    keep_total = max(1, limit - max(1, room))
+    keep_head = max(0, min(num_keep, keep_total - 1))
+    return tokens[:keep_head] + tokens[len(tokens) - (keep_total - keep_head) :]
+
+
+class LoadedModel:
+    """A model in memory with its engine thread; safe to call from the event loop."""
+
+    def __init__(self, spec: LoadSpec, max_queue: int) -> None:
+        """Blocking (reads weights, allocates the KV cache): call it from a worker thread."""
+        self.spec = spec
+        self.model = Model(spec.path, n_gpu_layers=spec.n_gpu_layers)
+        n_ctx_slot = (
+            min(spec.n_ctx_slot, self.model.n_ctx_train) if self.model.n_ctx_train else spec.n_ctx_slot
+        )
+        try:
+            self.runner = Runner(
+                self.model,
+                RunnerConfig(
+                    n_slots=spec.n_slots,
+                    n_ctx_slot=max(n_ctx_slot, 16),
+                    n_batch=spec.n_batch,
+                    n_threads=spec.n_threads or physical_cores(),
+                ),
+            )
+        except Exception:
+            self.model.close()
+            raise
+        self.max_queue = max_queue
+        self.in_flight = 0
+
+    @property
+    def n_ctx_slot(self) -> int:
+        return self.runner.n_ctx_slot
+
+    @property
+    def n_ctx_train(self) -> int:
+        return self.model.n_ctx_train or self.n_ctx_slot
+
+    @property
+    def n_slots(self) -> int:
+        return self.spec.n_slots
+
+    @property
+    def size_bytes(self) -> int:
+        return self.model.size_bytes
+
+    @property
+    def bos_text(self) -> str:
+        return self.model.token_text(self.model.bos) if self.model.bos >= 0 else ""
+
+    @property
+    def eos_text(self) -> str:
+        return self.model.token_text(self.model.eos) if self.model.eos >= 0 else ""
+
+    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
+        return self.model.tokenize(text, add_special=add_special, parse_special=True)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self.model.detokenize(tokens)
+
+    def sampler_for(self, params: SamplingParams) -> Sampler | None:
+        """A native chain, or None when plain argmax in the runner gives the same token."""
+        penalized = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
+        if params.greedy and not penalized:
+            return None
+        try:
+            return Sampler(self.model, params)
+        except EngineError as exc:
+            raise InvalidRequest(str(exc)) from exc
+
+    async def generate(self, request: Request, sampler: Sampler | None = None) -> AsyncIterator[Event]:
+        """Events of one request until its final one; raises QueueFull beyond the queue limit."""
+        if self.in_flight >= self.n_slots + self.max_queue:
+            if sampler is not None:
+                sampler.close()
+            raise QueueFull()
+        if not request.prompt:
+            raise InvalidRequest("prompt is empty")
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        sink = Sink(queue, loop)
+        self.in_flight += 1
+        finished = False
+        try:
+            self.runner.submit(request, sampler, sink)
+            while True:
+                event = await queue.get()
+                sink.consumed += 1
+                if sink.backlog == MAX_BUFFERED_EVENTS:
+                    self.runner.wake()  # it may have paused this slot
+                if event.finish is not None:
+                    finished = True
+                yield event
+                if finished:
+                    return
+        finally:
+            self.in_flight -= 1
+            if not finished:
+                self.runner.abort(request.id)
+
+    def close(self) -> None:
+        """Blocking: stops the engine thread (cancelling what runs) and frees the model."""
+        self.runner.close()

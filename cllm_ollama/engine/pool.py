@@ -1,0 +1,200 @@
+"""Which models are in memory: load on first use, keep_alive expiry, LRU eviction, reloads.
+
+This is Ollama's "scheduler" (sched.go); token batching is ``scheduler.py``'s. It runs on
+the event loop only; loading and unloading happen in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import anyio.to_thread
+
+from .client import LoadedModel, LoadSpec
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """What a request asks of the pool. ``None`` fields mean "whatever is loaded is fine"."""
+
+    path: Path
+    name: str
+    digest: str
+    num_ctx: int | None = None
+    num_batch: int | None = None
+    num_gpu: int | None = None
+    num_thread: int | None = None
+
+
+@dataclass(eq=False)
+class Entry:
+    name: str
+    digest: str
+    model: LoadedModel
+    refs: int = 0
+    keep_alive: float = 300.0
+    expires_at: float = math.inf  # wall-clock seconds
+    last_used: float = field(default_factory=time.monotonic)
+    timer: asyncio.TimerHandle | None = None
+
+
+Loader = Callable[[LoadSpec, int], LoadedModel]
+
+
+class ModelPool:
+    """Loaded models keyed by GGUF path: a model is never loaded twice."""
+
+    def __init__(
+        self,
+        *,
+        num_parallel: int,
+        context_length: int,
+        num_batch: int,
+        num_thread: int,
+        max_loaded: int,
+        max_queue: int,
+        default_keep_alive: float,
+        loader: Loader = LoadedModel,
+    ) -> None:
+        self._defaults = LoadSpec(
+            path=Path(),
+            n_slots=num_parallel,
+            n_ctx_slot=context_length,
+            n_batch=num_batch,
+            n_threads=num_thread,
+        )
+        self._max_loaded = max(1, max_loaded)
+        self._max_queue = max_queue
+        self.default_keep_alive = default_keep_alive
+        self._loader = loader
+        self._entries: dict[Path, Entry] = {}
+        self._load_lock = asyncio.Lock()
+        self._changed = asyncio.Condition()
+
+    def _spec_for(self, req: LoadRequest, current: LoadSpec | None) -> LoadSpec:
+        """The spec to load: defaults (or what is loaded now) with the request's settings on top."""
+        spec = current or replace(self._defaults, path=req.path)
+        if req.num_ctx is not None:
+            spec = replace(spec, n_ctx_slot=max(req.num_ctx, current.n_ctx_slot if current else 0))
+        if req.num_batch is not None:
+            spec = replace(spec, n_batch=req.num_batch)
+        if req.num_gpu is not None and req.num_gpu >= 0:
+            spec = replace(spec, n_gpu_layers=req.num_gpu)
+        if req.num_thread:
+            spec = replace(spec, n_threads=req.num_thread)
+        return spec
+
+    @staticmethod
+    def _needs_reload(entry: Entry, req: LoadRequest) -> bool:
+        """Only a larger context than loaded, or another batch/GPU/thread setting, reloads.
+
+        A smaller or equal ``num_ctx`` is served by the loaded context with a per-request
+        limit: clients that disagree on num_ctx must not make the model thrash.
+        """
+        loaded = entry.model
+        if req.num_ctx is not None and min(req.num_ctx, loaded.n_ctx_train) > loaded.n_ctx_slot:
+            return True
+        if req.num_batch is not None and req.num_batch != loaded.spec.n_batch:
+            return True
+        if req.num_gpu is not None and req.num_gpu >= 0 and req.num_gpu != loaded.spec.n_gpu_layers:
+            return True
+        return bool(req.num_thread) and req.num_thread != loaded.spec.n_threads
+
+    async def acquire(self, req: LoadRequest, keep_alive: float | None) -> Entry:
+        """The loaded model for ``req`` (loading or reloading it first), with a reference held."""
+        async with self._load_lock:
+            entry = self._entries.get(req.path)
+            current: LoadSpec | None = None
+            if entry is not None and self._needs_reload(entry, req):
+                current = entry.model.spec
+                await self._wait_idle(entry)
+                await self._unload(entry)
+                entry = None
+            if entry is None:
+                await self._make_room()
+                spec = self._spec_for(req, current)
+                model = await anyio.to_thread.run_sync(self._loader, spec, self._max_queue)
+                entry = Entry(name=req.name, digest=req.digest, model=model)
+                self._entries[req.path] = entry
+            entry.refs += 1
+            entry.name = req.name
+            entry.keep_alive = self.default_keep_alive if keep_alive is None else keep_alive
+            entry.expires_at = time.time() + entry.keep_alive
+            if entry.timer is not None:
+                entry.timer.cancel()
+                entry.timer = None
+            return entry
+
+    def release(self, entry: Entry) -> None:
+        entry.refs -= 1
+        entry.last_used = time.monotonic()
+        if entry.refs == 0:
+            entry.expires_at = time.time() + entry.keep_alive
+            if entry.keep_alive <= 0:
+                asyncio.get_running_loop().create_task(self._expire(entry))
+            elif math.isfinite(entry.keep_alive):
+                entry.timer = asyncio.get_running_loop().call_later(
+                    entry.keep_alive, lambda: asyncio.ensure_future(self._expire(entry))
+                )
+        asyncio.get_running_loop().create_task(self._notify())
+
+    @asynccontextmanager
+    async def use(self, req: LoadRequest, keep_alive: float | None) -> AsyncIterator[Entry]:
+        entry = await self.acquire(req, keep_alive)
+        try:
+            yield entry
+        finally:
+            self.release(entry)
+
+    async def unload(self, path: Path) -> None:
+        """Unload now if idle, else as soon as the last request finishes (keep_alive 0)."""
+        entry = self._entries.get(path)
+        if entry is None:
+            return
+        entry.keep_alive = 0
+        entry.expires_at = time.time()
+        if entry.refs == 0:
+            await self._expire(entry)
+
+    def running(self) -> list[Entry]:
+        """Loaded models, longest remaining time first (as /api/ps sorts)."""
+        return sorted(self._entries.values(), key=lambda e: -e.expires_at)
+
+    async def close(self) -> None:
+        for entry in list(self._entries.values()):
+            await self._unload(entry)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _wait_idle(self, entry: Entry) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: entry.refs == 0)
+
+    async def _make_room(self) -> None:
+        while len(self._entries) >= self._max_loaded:
+            idle = [e for e in self._entries.values() if e.refs == 0]
+            if idle:
+                await self._unload(min(idle, key=lambda e: e.last_used))
+                continue
+            async with self._changed:
+                await self._changed.wait_for(lambda: any(e.refs == 0 for e in self._entries.values()))
+
+    async def _expire(self, entry: Entry) -> None:
+        if entry.refs == 0 and self._entries.get(entry.model.spec.path) is entry:
+            await self._unload(entry)
+
+    async def _unload(self, entry: Entry) -> None:
+        if entry.timer is not None:
+            entry.timer.cancel()
+            entry.timer = None
+        if self._entries.get(entry.model.spec.path) is entry:
+            del self._entries[entry.model.spec.path]
+            await anyio.to_thread.run_sync(entry.model.close)

@@ -1,0 +1,215 @@
+"""The batching policy with no model: hand-made prompts, hand-picked sampled tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
+from cllm_ollama.engine.scheduler import Scheduler, StepPlan
+from cllm_ollama.engine.slot import Slot, SlotState, StopMatcher
+
+EOG = 0
+# Token t > 0 spells one letter; 900+ are the two halves of "é" (UTF-8 c3 a9).
+PIECES = {t: bytes([96 + t]) for t in range(1, 27)} | {900: b"\xc3", 901: b"\xa9"}
+
+
+def piece(t: int) -> bytes:
+    return PIECES.get(t, b"")
+
+
+def make(n_slots: int = 2, n_ctx: int = 64, n_batch: int = 16, **kw: object) -> Scheduler:
+    clock = iter(range(0, 10**9, 1000))
+    return Scheduler(n_slots, n_ctx, n_batch, piece, lambda t: t == EOG, clock=lambda: next(clock), **kw)  # type: ignore[arg-type]
+
+
+def req(prompt: list[int], **kw: object) -> Request:
+    return Request(tuple(prompt), SamplingParams(temperature=0), **kw)  # type: ignore[arg-type]
+
+
+def step(s: Scheduler, choose: Callable[[Slot], int] = lambda slot: 1) -> tuple[StepPlan, list[Event]]:
+    plan = s.schedule()
+    tokens = [choose(slot) for slot, _ in plan.outputs]
+    return plan, s.update(plan, tokens)
+
+
+def run_to_end(s: Scheduler, choose: Callable[[Slot], int] = lambda slot: 1, limit: int = 200) -> list[Event]:
+    events: list[Event] = []
+    for _ in range(limit):
+        if not s.has_work():
+            return events
+        events += step(s, choose)[1]
+    raise AssertionError("did not finish")
+
+
+def test_one_token_per_generating_slot_plus_prompt_chunks_of_new_ones() -> None:
+    s = make(n_slots=3, n_batch=8)
+    s.add(req([1, 2, 3], num_predict=5))
+    plan, _ = step(s)
+    assert plan.tokens == [1, 2, 3] and plan.positions == [0, 1, 2] and plan.seq_ids == [0, 0, 0]
+    s.add(req(list(range(1, 11)), num_predict=5))
+    plan, _ = step(s)
+    # the generating slot's single token first, then a prompt chunk capped by n_batch
+    assert plan.seq_ids == [0] + [1] * 7
+    assert plan.positions[0] == 3 and plan.positions[1:] == list(range(7))
+    assert [row for _, row in plan.outputs] == [0]  # the unfinished prompt gets no logits yet
+    plan, _ = step(s)
+    assert plan.seq_ids == [0, 1, 1, 1]
+    assert [row for _, row in plan.outputs] == [0, 3]
+
+
+def test_finished_slot_is_refilled_at_the_next_step_in_arrival_order() -> None:
+    s = make(n_slots=2)
+    requests = [req([i + 1], num_predict=1 + i) for i in range(5)]
+    for r in requests:
+        s.add(r)
+    finished: list[int] = []
+    busy_counts = []
+    while s.has_work():
+        plan, events = step(s)
+        busy_counts.append(len({*plan.seq_ids}))
+        finished += [e.request_id for e in events if e.finish]
+    assert sorted(finished) == [r.id for r in requests]
+    # FIFO admission: each request starts no later than the ones after it
+    assert finished[0] == requests[0].id
+    # the pool never runs half-empty while requests wait
+    assert all(n == 2 for n in busy_counts[:-3])
+
+
+def test_waiting_request_enters_the_slot_freed_in_the_previous_step() -> None:
+    s = make(n_slots=1)
+    a, b = req([1, 2], num_predict=2), req([3, 4], num_predict=1)
+    s.add(a)
+    s.add(b)
+    step(s)  # a: prompt, first token
+    _, events = step(s)  # a: second token -> finished
+    assert events[-1].finish is FinishReason.LENGTH and events[-1].request_id == a.id
+    plan, events = step(s)
+    assert plan.admitted == [s.slots[0]] and plan.tokens == [3, 4]
+    assert events[0].request_id == b.id
+
+
+def test_longest_cached_prefix_wins_and_only_the_rest_is_evaluated() -> None:
+    s = make(n_slots=2)
+    s.add(req([1, 2, 3, 4], num_predict=1))
+    s.add(req([9, 9], num_predict=1))
+    run_to_end(s)
+    s.add(req([9, 9, 5, 6], num_predict=1))
+    plan, _ = step(s)
+    assert plan.seq_ids == [1, 1] and plan.tokens == [5, 6] and plan.positions == [2, 3]
+    assert plan.trims == [(1, 2)]
+
+
+def test_fully_cached_prompt_still_evaluates_its_last_token() -> None:
+    s = make(n_slots=1)
+    s.add(req([1, 2, 3], num_predict=1))
+    run_to_end(s)
+    s.add(req([1, 2, 3], num_predict=1))
+    plan, _ = step(s)
+    assert plan.tokens == [3] and plan.positions == [2] and plan.trims == [(0, 2)]
+
+
+def test_eog_stops_without_text_and_counts_stats() -> None:
+    s = make()
+    s.add(req([1, 2]))
+    choices = iter([3, 4, EOG])
+    events = run_to_end(s, lambda slot: next(choices))
+    assert "".join(e.text for e in events) == "cd"
+    final = events[-1]
+    assert final.finish is FinishReason.STOP
+    assert final.stats is not None and final.stats.prompt_tokens == 2 and final.stats.eval_tokens == 3
+
+
+def test_num_predict_gives_length() -> None:
+    s = make()
+    s.add(req([1], num_predict=3))
+    events = run_to_end(s)
+    assert [e.text for e in events] == ["a", "a", "a"] and events[-1].finish is FinishReason.LENGTH
+
+
+def test_generation_stops_with_length_at_the_end_of_the_context() -> None:
+    s = make(n_ctx=8)
+    s.add(req([1, 2, 3]))
+    events = run_to_end(s)
+    assert events[-1].finish is FinishReason.LENGTH
+    assert s.slots[0].n_past + 1 == 8
+
+
+def test_per_request_num_ctx_below_the_slot_context_is_honoured() -> None:
+    s = make(n_ctx=64)
+    s.add(req([1, 2, 3], num_ctx=6))
+    events = run_to_end(s)
+    assert events[-1].finish is FinishReason.LENGTH and len(events) == 3
+
+
+def test_stop_string_split_across_tokens_is_never_emitted() -> None:
+    s = make()
+    # "xa" + "bc" + "d": stop "abc" spans the first two tokens' text
+    PIECES.update({100: b"xa", 101: b"bc", 102: b"d"})
+    s.add(req([1], stop=("abc",)))
+    choices = iter([100, 101, 102])
+    events = run_to_end(s, lambda slot: next(choices))
+    assert "".join(e.text for e in events) == "x"
+    assert events[-1].finish is FinishReason.STOP
+
+
+def test_utf8_split_across_tokens_is_emitted_whole() -> None:
+    s = make()
+    s.add(req([1], num_predict=3))
+    choices = iter([900, 901, 1])
+    events = run_to_end(s, lambda slot: next(choices))
+    assert [e.text for e in events] == ["", "é", "a"]
+
+
+def test_abort_frees_a_running_slot_and_drops_a_waiting_request() -> None:
+    s = make(n_slots=1)
+    running, waiting = req([1]), req([2])
+    s.add(running)
+    s.add(waiting)
+    step(s)
+    events = s.abort([running.id, waiting.id])
+    assert {(e.request_id, e.finish) for e in events} == {
+        (running.id, FinishReason.CANCELED),
+        (waiting.id, FinishReason.CANCELED),
+    }
+    assert not s.has_work() and s.slots[0].state is SlotState.IDLE
+    # the aborted request's prompt stays cached for reuse
+    assert s.slots[0].cached == [1]
+
+
+def test_a_reader_that_falls_behind_pauses_only_its_own_slot() -> None:
+    slow: set[int] = set()
+    s = make(n_slots=2, paused=lambda rid: rid in slow)
+    a, b = req([1]), req([2])
+    s.add(a)
+    s.add(b)
+    step(s)
+    slow.add(a.id)
+    plan, _ = step(s)
+    assert plan.seq_ids == [1]
+    slow.clear()
+    plan, _ = step(s)
+    assert plan.seq_ids == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "stops", "expected", "hit"),
+    [
+        (["hel", "lo wor", "ld"], ("lo w",), "hel", True),
+        (["a", "b", "c"], ("bd",), "abc", False),
+        (["</", "s>"], ("</s>",), "", True),
+        (["ab"], (), "ab", False),
+    ],
+)
+def test_stop_matcher(chunks: list[str], stops: tuple[str, ...], expected: str, hit: bool) -> None:
+    m = StopMatcher(stops)
+    out, stopped = "", False
+    for c in chunks:
+        text, stopped = m.feed(c)
+        out += text
+        if stopped:
+            break
+    if not stopped:
+        out += m.flush()
+    assert (out, stopped) == (expected, hit)
