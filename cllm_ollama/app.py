@@ -7,9 +7,11 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 
+from .api.cors import cors_middleware
 from .api.errors import EXCEPTION_HANDLERS
 from .api.routes import ROUTES
 from .config import Settings
+from .engine.pool import ModelPool
 from .store.store import ModelStore
 
 
@@ -18,9 +20,26 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+        app.state.pool = ModelPool(
+            num_parallel=settings.num_parallel,
+            context_length=settings.context_length,
+            num_batch=settings.num_batch,
+            num_thread=settings.num_thread,
+            max_loaded=settings.max_loaded_models,
+            max_queue=settings.max_queue,
+            default_keep_alive=settings.keep_alive,
+        )
+        try:
+            yield
+        finally:
+            await app.state.pool.close()
 
-    app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)  # type: ignore[arg-type]
+    app = Starlette(
+        routes=ROUTES,
+        middleware=[cors_middleware(settings.origins)],
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        lifespan=lifespan,
+    )
     app.state.settings = settings
     app.state.store = ModelStore(settings.models_dir)
     return app

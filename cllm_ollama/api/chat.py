@@ -1,15 +1,152 @@
-"""Placeholder until the engine lands."""
+"""POST /api/chat: a reply to a conversation, with thinking and tool calls, as NDJSON (or one object)."""
 
 from __future__ import annotations
+
+import time
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import CllmError
+from ..engine.client import LoadedModel
+from ..errors import InvalidRequest
+from .encoders import JSONResponse, NDJSONResponse
+from .errors import read_json
+from .inference import (
+    Chunk,
+    Rendered,
+    check_images,
+    collect,
+    encode_each,
+    first_then_rest,
+    keep_alive_of,
+    metrics,
+    prepare,
+    resolve_model,
+    sentinel,
+    thinking_for,
+    until_disconnect,
+)
+from .options import resolve_options
+from .template import CHATML_TEMPLATE, render_chat, strip_think_tags
+from .wire import created_at, string_field, tool_calls_json
+
+_THINK_TAG_FAMILIES = ("qwen3", "deepseek-r1", "deepseek2")
 
 
-async def _todo(request: Request) -> Response:
-    raise CllmError("not implemented yet", 501)
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Validate messages the way Go would decode them; roles are lower-cased as Ollama does."""
+    raw = body.get("messages")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InvalidRequest(
+            "json: cannot unmarshal messages into Go struct field ChatRequest.messages of type []api.Message"
+        )
+    out = []
+    for m in raw:
+        if not isinstance(m, dict):
+            raise InvalidRequest("json: cannot unmarshal message into Go value of type api.Message")
+        message = dict(m)
+        message["role"] = string_field(m, "role", "Message").lower()
+        message["content"] = string_field(m, "content", "Message")
+        calls = m.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise InvalidRequest("json: cannot unmarshal tool_calls into Go struct field Message.tool_calls")
+        out.append(message)
+    return out
 
 
-ps = generate = chat = embed = embeddings = _todo
+async def chat(request: Request) -> Response:
+    t_start = time.perf_counter_ns()
+    body = await read_json(request)
+    top_logprobs = body.get("top_logprobs") or 0
+    if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
+        raise InvalidRequest("top_logprobs must be between 0 and 20")
+    name = string_field(body, "model", "ChatRequest")
+    model = await resolve_model(
+        request.app.state.store, name, empty_message="model is required", empty_status=400
+    )
+    messages = _messages(body)
+    keep_alive = keep_alive_of(body)
+    pool = request.app.state.pool
+    if not messages:
+        options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
+        reason = await sentinel(pool, model, keep_alive, options)
+        return JSONResponse(
+            {
+                "model": name,
+                "created_at": created_at(),
+                "message": {"role": "assistant", "content": ""},
+                "done": True,
+                "done_reason": reason,
+            }
+        )
+    if not model.has("completion"):
+        raise InvalidRequest(f'"{name}" does not support chat')
+    tools = body.get("tools") or None
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
+        raise InvalidRequest(
+            "json: cannot unmarshal tools into Go struct field ChatRequest.tools of type api.Tools"
+        )
+    if tools and not model.has("tools"):
+        raise InvalidRequest(f"{model.full_name} does not support tools")
+    thinking = thinking_for(model, body, name)
+    for m in messages:
+        check_images(model, m.get("images"))
+    options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
+    if model.record.system and messages[0]["role"] != "system":
+        messages.insert(0, {"role": "system", "content": model.record.system})
+    messages = list(model.record.messages) + messages
+    if model.info.architecture in _THINK_TAG_FAMILIES:
+        messages = strip_think_tags(messages)
+    template = model.info.chat_template or CHATML_TEMPLATE
+
+    def render(loaded: LoadedModel) -> Rendered:
+        text = render_chat(
+            template,
+            messages,
+            tools=tools,
+            enable_thinking=thinking if model.has("thinking") else None,
+            bos_token=loaded.bos_text,
+            eos_token=loaded.eos_text,
+        )
+        return Rendered(loaded.tokenize(text, add_special=False), text)
+
+    gen = await prepare(
+        pool,
+        model,
+        options,
+        keep_alive,
+        render,
+        thinking=thinking,
+        tools=bool(tools),
+        truncate=body.get("truncate") is not False,
+        format=body.get("format"),
+        t_start=t_start,
+    )
+    n_calls = 0
+
+    def encode(chunk: Chunk) -> dict[str, Any]:
+        nonlocal n_calls
+        message: dict[str, Any] = {"role": "assistant", "content": chunk.delta.content}
+        if chunk.delta.thinking:
+            message["thinking"] = chunk.delta.thinking
+        if chunk.delta.tool_calls:
+            message["tool_calls"] = tool_calls_json(chunk.delta.tool_calls, n_calls)
+            n_calls += len(chunk.delta.tool_calls)
+        obj: dict[str, Any] = {
+            "model": name,
+            "created_at": created_at(),
+            "message": message,
+            "done": chunk.done,
+        }
+        if chunk.done:
+            obj["done_reason"] = chunk.done_reason
+            obj |= metrics(gen, chunk.stats)
+        return obj
+
+    if body.get("stream") is False:
+        return JSONResponse(encode(await until_disconnect(request, collect(gen.chunks()))))
+    _, stream = await first_then_rest(encode_each(gen.chunks(), encode))
+    return NDJSONResponse(stream)

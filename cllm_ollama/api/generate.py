@@ -1,15 +1,122 @@
-"""Placeholder until the engine lands."""
+"""POST /api/generate: a completion for one prompt, streamed as NDJSON (or one object)."""
 
 from __future__ import annotations
+
+import time
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import CllmError
+from ..engine.client import LoadedModel
+from ..errors import InvalidRequest
+from .encoders import JSONResponse, NDJSONResponse
+from .errors import read_json
+from .inference import (
+    Chunk,
+    Rendered,
+    check_images,
+    collect,
+    encode_each,
+    first_then_rest,
+    keep_alive_of,
+    metrics,
+    prepare,
+    resolve_model,
+    sentinel,
+    thinking_for,
+    until_disconnect,
+)
+from .options import resolve_options
+from .template import CHATML_TEMPLATE, render_chat
+from .wire import created_at, string_field
 
 
-async def _todo(request: Request) -> Response:
-    raise CllmError("not implemented yet", 501)
+async def generate(request: Request) -> Response:
+    t_start = time.perf_counter_ns()
+    body = await read_json(request)
+    top_logprobs = body.get("top_logprobs") or 0
+    if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
+        raise InvalidRequest("top_logprobs must be between 0 and 20")
+    name = string_field(body, "model", "GenerateRequest")
+    model = await resolve_model(
+        request.app.state.store, name, empty_message="model '' not found", empty_status=404
+    )
+    raw = bool(body.get("raw"))
+    context = body.get("context") or []
+    if raw and (body.get("template") or body.get("system") or context):
+        raise InvalidRequest("raw mode does not support template, system, or context")
+    if not isinstance(context, list) or not all(isinstance(t, int) for t in context):
+        raise InvalidRequest(
+            "json: cannot unmarshal context into Go struct field GenerateRequest.context of type []int"
+        )
+    keep_alive = keep_alive_of(body)
+    prompt = string_field(body, "prompt", "GenerateRequest")
+    pool = request.app.state.pool
+    if not prompt and not body.get("images"):
+        reason = await sentinel(
+            pool, model, keep_alive, resolve_options(body.get("options"), model.record.params)
+        )
+        return JSONResponse(
+            {"model": name, "created_at": created_at(), "response": "", "done": True, "done_reason": reason}
+        )
+    if not model.has("completion"):
+        raise InvalidRequest(f'"{name}" does not support generate')
+    thinking = thinking_for(model, body, name)
+    suffix = string_field(body, "suffix", "GenerateRequest")
+    if suffix and not model.has("insert"):
+        raise InvalidRequest(f"{model.full_name} does not support insert")
+    check_images(model, body.get("images"))
+    if body.get("template"):
+        raise InvalidRequest(
+            "template overrides (Go templates) are not supported; use the model's chat template"
+        )
+    options = resolve_options(body.get("options"), model.record.params)
+    system = string_field(body, "system", "GenerateRequest") or model.record.system or ""
+    template = model.info.chat_template or CHATML_TEMPLATE
 
+    def render(loaded: LoadedModel) -> Rendered:
+        if raw:
+            return Rendered(loaded.tokenize(prompt, add_special=True), prompt)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        if not context:
+            messages += model.record.messages
+        messages.append({"role": "user", "content": prompt})
+        text = render_chat(
+            template,
+            messages,
+            enable_thinking=thinking if model.has("thinking") else None,
+            bos_token=loaded.bos_text,
+            eos_token=loaded.eos_text,
+        )
+        return Rendered(list(context) + loaded.tokenize(text, add_special=False), text)
 
-ps = generate = chat = embed = embeddings = _todo
+    gen = await prepare(
+        pool,
+        model,
+        options,
+        keep_alive,
+        render,
+        thinking=thinking,
+        tools=False,
+        truncate=body.get("truncate") is not False,
+        format=body.get("format"),
+        t_start=t_start,
+    )
+
+    def encode(chunk: Chunk) -> dict[str, Any]:
+        obj: dict[str, Any] = {"model": name, "created_at": created_at(), "response": chunk.delta.content}
+        if chunk.delta.thinking:
+            obj["thinking"] = chunk.delta.thinking
+        obj["done"] = chunk.done
+        if chunk.done:
+            obj["done_reason"] = chunk.done_reason
+            if not raw:
+                obj["context"] = [*gen.request.prompt, *gen.generated]
+            obj |= metrics(gen, chunk.stats)
+        return obj
+
+    if body.get("stream") is False:
+        return JSONResponse(encode(await until_disconnect(request, collect(gen.chunks()))))
+    _, stream = await first_then_rest(encode_each(gen.chunks(), encode))
+    return NDJSONResponse(stream)

@@ -83,7 +83,7 @@ class Model:
     def __init__(self, path: Path, *, n_gpu_layers: int = -1, use_mmap: bool = True) -> None:
         _init()
         params = ll.llama_model_default_params()
-        if n_gpu_layers < 0:
+        if n_gpu_layers < 0 or not ll.llama_supports_gpu_offload():
             n_gpu_layers = 999 if ll.llama_supports_gpu_offload() else 0
         params.n_gpu_layers = n_gpu_layers
         params.use_mmap = use_mmap
@@ -97,6 +97,7 @@ class Model:
         self.n_vocab: int = ll.llama_vocab_n_tokens(self._vocab)
         self.n_ctx_train: int = ll.llama_model_n_ctx_train(ptr)
         self.n_embd: int = ll.llama_model_n_embd(ptr)
+        self.n_layer: int = ll.llama_model_n_layer(ptr)
         self.size_bytes: int = ll.llama_model_size(ptr)
         self.has_encoder: bool = bool(ll.llama_model_has_encoder(ptr))
         self._pieces: list[bytes | None] = [None] * self.n_vocab

@@ -92,6 +92,12 @@ class LoadedModel:
         return self.model.size_bytes
 
     @property
+    def size_vram(self) -> int:
+        """Bytes of weights offloaded to a GPU, pro rata of the offloaded layers (+1: the output)."""
+        n = self.model.n_layer + 1
+        return self.size_bytes * min(self.model.n_gpu_layers, n) // n
+
+    @property
     def bos_text(self) -> str:
         return self.model.token_text(self.model.bos) if self.model.bos >= 0 else ""
 

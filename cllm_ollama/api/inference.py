@@ -1,0 +1,299 @@
+"""What /api/generate, /api/chat and /v1/* share: resolve the model, check capabilities,
+hold a loaded model, run one engine request and turn its events into output chunks.
+
+Each handler renders its own prompt and encodes its own JSON; this module never sees
+the response shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from ..engine.client import LoadedModel, fit_prompt
+from ..engine.grammar import grammar_for_format
+from ..engine.pool import Entry, LoadRequest, ModelPool
+from ..engine.request import FinishReason, Stats
+from ..engine.request import Request as EngineRequest
+from ..errors import CllmError, EngineError, InvalidRequest, NotFound, RequestCanceled
+from ..store.gguf_info import GGUFInfo, gguf_info
+from ..store.names import parse_name
+from ..store.store import ModelRecord, ModelStore
+from .options import RequestOptions, parse_keep_alive_field, parse_think
+from .parsers import Delta, OutputParser, prompt_opens_thinking
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    record: ModelRecord
+    info: GGUFInfo
+    capabilities: tuple[str, ...]
+
+    @property
+    def full_name(self) -> str:
+        return str(self.record.name)
+
+    def has(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+
+async def resolve_model(
+    store: ModelStore, name: str, *, empty_message: str, empty_status: int
+) -> ResolvedModel:
+    """Find a model as Ollama's handlers do: empty name, bad syntax, then not found."""
+    if not name:
+        raise CllmError(empty_message, empty_status)
+    parse_name(name)  # raises "invalid model name"
+    try:
+        record = await run_in_threadpool(store.get, name)
+    except NotFound:
+        raise NotFound(f"model '{name}' not found") from None
+    if record.model_path is None:
+        raise InvalidRequest(f"model '{name}' has no GGUF weights")
+    info = await run_in_threadpool(gguf_info, record.model_path)
+    return ResolvedModel(record, info, tuple(record.capabilities))
+
+
+def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
+    assert model.record.model_path is not None
+    return LoadRequest(
+        path=model.record.model_path,
+        name=model.record.short_name,
+        digest=model.record.digest,
+        num_ctx=options.num_ctx,
+        num_batch=options.num_batch,
+        num_gpu=options.num_gpu,
+        num_thread=options.num_thread,
+    )
+
+
+def keep_alive_of(body: dict[str, Any]) -> float | None:
+    return parse_keep_alive_field(body.get("keep_alive"))
+
+
+def thinking_for(model: ResolvedModel, body: dict[str, Any], display_name: str) -> bool:
+    """``think`` resolved: defaults to on for thinking models, 400 where the model cannot."""
+    think = parse_think(body.get("think"))
+    can_think = model.has("thinking")
+    if think and not can_think:
+        raise InvalidRequest(f'"{display_name}" does not support thinking')
+    if think is None:
+        # A grammar would constrain the thinking too: with `format`, answer directly.
+        return can_think and not body.get("format")
+    return think
+
+
+def check_images(model: ResolvedModel, images: object) -> None:
+    if images and not model.has("vision"):
+        raise InvalidRequest(f"{model.full_name} does not support vision")
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A prompt as text (to see how it ends) and as the tokens to evaluate."""
+
+    tokens: list[int]
+    text: str = ""
+
+
+@dataclass
+class Chunk:
+    """A piece of output, or (``done``) the end with why and how long."""
+
+    delta: Delta = field(default_factory=Delta)
+    done: bool = False
+    done_reason: str = ""
+    stats: Stats | None = None
+    tokens: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Generation:
+    """One prepared request: a held model, the token prompt, and how to read the output."""
+
+    pool: ModelPool
+    entry: Entry
+    request: EngineRequest
+    parser: OutputParser
+    format: object = None
+    t_start: int = 0
+    load_ns: int = 0
+    generated: list[int] = field(default_factory=list)
+
+    @property
+    def model(self) -> LoadedModel:
+        return self.entry.model
+
+    async def chunks(self) -> AsyncGenerator[Chunk, None]:
+        """Output chunks until the final one; releases the model when done or abandoned."""
+        model = self.model
+        try:
+            grammar = grammar_for_format(self.format)
+            sampling = self.request.sampling
+            if grammar is not None:
+                sampling = replace(sampling, grammar=grammar)
+                self.request = replace(self.request, sampling=sampling)
+            sampler = model.sampler_for(sampling)
+            async for event in model.generate(self.request, sampler):
+                if event.error is not None:
+                    raise EngineError(event.error)
+                self.generated.extend(event.tokens)
+                delta = self.parser.feed(event.text) if event.text else Delta()
+                if event.finish is None:
+                    if delta:
+                        yield Chunk(delta)
+                    continue
+                rest = self.parser.finish()
+                delta.content += rest.content
+                delta.thinking += rest.thinking
+                delta.tool_calls += rest.tool_calls
+                if delta:
+                    yield Chunk(delta)
+                if event.finish is FinishReason.CANCELED:
+                    raise RequestCanceled()
+                yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats)
+                return
+        finally:
+            self.pool.release(self.entry)
+
+
+async def prepare(
+    pool: ModelPool,
+    model: ResolvedModel,
+    options: RequestOptions,
+    keep_alive: float | None,
+    render: Callable[[LoadedModel], Rendered],
+    *,
+    thinking: bool,
+    tools: bool,
+    truncate: bool,
+    format: object,
+    t_start: int,
+) -> Generation:
+    """Load (or reuse) the model, tokenize and fit the prompt, and hold the model for the run."""
+    t0 = time.perf_counter_ns()
+    entry = await pool.acquire(load_request(model, options), keep_alive)
+    load_ns = time.perf_counter_ns() - t0
+    try:
+        loaded = entry.model
+        rendered = await run_in_threadpool(render, loaded)
+        tokens = rendered.tokens
+        limit = min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot)
+        tokens = fit_prompt(
+            tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
+        )
+        request = EngineRequest(
+            prompt=tuple(tokens),
+            sampling=options.sampling,
+            num_predict=options.num_predict,
+            stop=options.stop,
+            num_ctx=limit,
+            arrival_ns=t_start,
+        )
+    except BaseException:
+        pool.release(entry)
+        raise
+    start_in_thinking = thinking and prompt_opens_thinking(rendered.text)
+    parser = OutputParser(thinking=thinking, tools=tools, start_in_thinking=start_in_thinking)
+    return Generation(pool, entry, request, parser, format, t_start, load_ns)
+
+
+async def sentinel(
+    pool: ModelPool, model: ResolvedModel, keep_alive: float | None, options: RequestOptions
+) -> str:
+    """Ollama's empty-prompt calls: ``keep_alive`` 0 unloads, anything else loads."""
+    if keep_alive == 0:
+        assert model.record.model_path is not None
+        await pool.unload(model.record.model_path)
+        return "unload"
+    entry = await pool.acquire(load_request(model, options), keep_alive)
+    pool.release(entry)
+    return "load"
+
+
+def metrics(gen: Generation, stats: Stats | None) -> dict[str, int]:
+    """Ollama's nanosecond metrics; zero values are left out as Go's omitempty does."""
+    out = {
+        "total_duration": time.perf_counter_ns() - gen.t_start,
+        "load_duration": gen.load_ns,
+    }
+    if stats is not None:
+        out |= {
+            "prompt_eval_count": stats.prompt_tokens,
+            "prompt_eval_duration": stats.prompt_eval_ns,
+            "eval_count": stats.eval_tokens,
+            "eval_duration": stats.eval_ns,
+        }
+    return {k: v for k, v in out.items() if v}
+
+
+async def collect(chunks: AsyncGenerator[Chunk, None]) -> Chunk:
+    """stream:false: the final chunk carrying the whole output (text joined, calls gathered)."""
+    whole = Delta()
+    try:
+        async for chunk in chunks:
+            whole.content += chunk.delta.content
+            whole.thinking += chunk.delta.thinking
+            whole.tool_calls += chunk.delta.tool_calls
+            if chunk.done:
+                chunk.delta = whole
+                return chunk
+    finally:
+        await chunks.aclose()
+    raise CllmError("generation ended without a result")
+
+
+async def encode_each(
+    chunks: AsyncGenerator[Chunk, None], encode: Callable[[Chunk], dict[str, Any]]
+) -> AsyncGenerator[dict[str, Any], None]:
+    try:
+        async for chunk in chunks:
+            yield encode(chunk)
+    finally:
+        await chunks.aclose()
+
+
+async def first_then_rest(stream: AsyncGenerator[T, None]) -> tuple[T, AsyncGenerator[T, None]]:
+    """Wait for a stream's first item so that errors before it become a proper HTTP status."""
+    try:
+        first = await stream.__anext__()
+    except BaseException:
+        await stream.aclose()
+        raise
+
+    async def rest() -> AsyncGenerator[T, None]:
+        try:
+            yield first
+            async for item in stream:
+                yield item
+        finally:
+            await stream.aclose()
+
+    return first, rest()
+
+
+async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
+    """Run ``work`` but cancel it if the client goes away (non-streaming responses)."""
+    task = asyncio.ensure_future(work)
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()
+        raise RequestCanceled()
+    return task.result()

@@ -1,0 +1,43 @@
+"""Small pieces of Ollama's wire format shared by the handlers: timestamps, typed fields, tool calls."""
+
+from __future__ import annotations
+
+import secrets
+import string
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import InvalidRequest
+
+_GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def created_at() -> str:
+    """RFC 3339 with fractional seconds in UTC, as Go's time.Time marshals."""
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def string_field(body: dict[str, Any], key: str, struct: str) -> str:
+    """A string field that may be absent or null; another type is Go's decode error (400)."""
+    value = body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        got = _GO_TYPES.get(type(value), "value")
+        raise InvalidRequest(
+            f"json: cannot unmarshal {got} into Go struct field {struct}.{key} of type string"
+        )
+    return value
+
+
+def tool_call_id() -> str:
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+
+
+def tool_calls_json(calls: list[dict[str, Any]], start_index: int = 0) -> list[dict[str, Any]]:
+    """Ollama's shape: an 8-character id and the call's index inside ``function``."""
+    return [
+        {"id": tool_call_id(), "function": {"index": start_index + i, **call["function"]}}
+        for i, call in enumerate(calls)
+    ]

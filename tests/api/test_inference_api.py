@@ -1,0 +1,225 @@
+"""/api/generate, /api/chat and /api/ps over HTTP on a real tiny GGUF."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+MODEL = "tiny"  # installed by conftest.settings
+
+pytestmark = pytest.mark.model
+
+GREEDY = {"temperature": 0, "num_predict": 12}
+
+
+def lines(response: Any) -> list[dict[str, Any]]:
+    raw = response.text
+    assert raw.endswith("\n") and "\n\n" not in raw
+    return [json.loads(line) for line in raw.splitlines()]
+
+
+def test_generate_streams_ndjson_with_final_metrics_and_context(client: TestClient) -> None:
+    r = client.post("/api/generate", json={"model": MODEL, "prompt": "Hello", "options": GREEDY})
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/x-ndjson"
+    chunks = lines(r)
+    *parts, final = chunks
+    assert all(c["done"] is False and c["model"] == MODEL and "created_at" in c for c in parts)
+    assert final["done"] is True and final["done_reason"] == "length" and final["response"] == ""
+    assert final["eval_count"] == 12
+    assert final["prompt_eval_count"] > 3
+    for key in ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration"):
+        assert isinstance(final[key], int) and final[key] > 0
+    assert len(final["context"]) == final["prompt_eval_count"] + 12
+    whole = client.post(
+        "/api/generate", json={"model": MODEL, "prompt": "Hello", "options": GREEDY, "stream": False}
+    ).json()
+    assert whole["response"] == "".join(c["response"] for c in parts)
+    assert whole["context"] == final["context"]
+
+
+def test_chat_returns_assistant_messages(client: TestClient) -> None:
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "USER", "content": "Hi"}],
+        "options": GREEDY,
+        "think": False,
+        "stream": False,
+    }
+    r = client.post("/api/chat", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["message"]["role"] == "assistant" and out["done"] is True
+    assert out["done_reason"] == "length" and out["eval_count"] == 12
+    streamed = lines(client.post("/api/chat", json=body | {"stream": True}))
+    assert "".join(c["message"]["content"] for c in streamed) == out["message"]["content"]
+    assert "context" not in streamed[-1]
+
+
+def test_multi_turn_chat_carries_the_history(client: TestClient) -> None:
+    history = [{"role": "user", "content": "Tell me about the sea."}]
+    first = client.post(
+        "/api/chat",
+        json={"model": MODEL, "messages": history, "options": GREEDY, "stream": False, "think": False},
+    ).json()
+    history += [first["message"], {"role": "user", "content": "And the sky?"}]
+    second = client.post(
+        "/api/chat",
+        json={"model": MODEL, "messages": history, "options": GREEDY, "stream": False, "think": False},
+    ).json()
+    assert second["prompt_eval_count"] > first["prompt_eval_count"] + first["eval_count"] // 2
+
+
+def test_stop_strings_are_not_emitted(client: TestClient) -> None:
+    base = client.post(
+        "/api/generate",
+        json={"model": MODEL, "prompt": "Hi", "options": GREEDY, "stream": False, "raw": True},
+    ).json()["response"]
+    assert len(base) > 6
+    stop = base[3:6]
+    out = client.post(
+        "/api/generate",
+        json={
+            "model": MODEL,
+            "prompt": "Hi",
+            "raw": True,
+            "stream": False,
+            "options": GREEDY | {"stop": [stop]},
+        },
+    ).json()
+    assert out["done_reason"] == "stop"
+    assert out["response"] == base[: base.index(stop)]
+    assert "context" not in out  # raw mode
+
+
+def test_format_json_schema_output_parses_and_validates(client: TestClient) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}},
+        "required": ["ok", "n"],
+    }
+    out = client.post(
+        "/api/generate",
+        json={
+            "model": MODEL,
+            "prompt": "Answer",
+            "format": schema,
+            "stream": False,
+            "options": {"temperature": 0},
+        },
+    ).json()
+    value = json.loads(out["response"])
+    assert set(value) == {"ok", "n"} and isinstance(value["ok"], bool) and isinstance(value["n"], int)
+    assert out["done_reason"] == "stop"
+
+
+def test_load_and_unload_sentinels_and_ps(client: TestClient) -> None:
+    assert client.get("/api/ps").json() == {"models": []}
+    r = client.post("/api/generate", json={"model": MODEL})
+    assert r.json()["done_reason"] == "load" and r.json()["response"] == ""
+    (loaded,) = client.get("/api/ps").json()["models"]
+    assert loaded["name"] == "tiny:latest" and loaded["model"] == "tiny:latest"
+    assert loaded["context_length"] == 256 and loaded["size"] > 0 and loaded["expires_at"].endswith("Z")
+    assert loaded["details"]["family"] == "qwen3"
+    r = client.post("/api/chat", json={"model": MODEL, "messages": [], "keep_alive": 0})
+    assert r.json()["done_reason"] == "unload" and r.json()["message"] == {"role": "assistant", "content": ""}
+    assert client.get("/api/ps").json() == {"models": []}
+
+
+def test_keep_alive_zero_unloads_after_the_request(client: TestClient) -> None:
+    r = client.post(
+        "/api/generate",
+        json={"model": MODEL, "prompt": "Hi", "options": GREEDY, "stream": False, "keep_alive": 0},
+    )
+    assert r.status_code == 200
+    assert client.get("/api/ps").json() == {"models": []}
+
+
+def test_smaller_num_ctx_does_not_reload(client: TestClient) -> None:
+    client.post("/api/generate", json={"model": MODEL})
+    before = client.get("/api/ps").json()["models"][0]
+    out = client.post(
+        "/api/generate",
+        json={"model": MODEL, "prompt": "Hi", "stream": False, "options": GREEDY | {"num_ctx": 64}},
+    ).json()
+    assert out["done_reason"] == "length"
+    after = client.get("/api/ps").json()["models"][0]
+    assert after["context_length"] == before["context_length"] == 256
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "error"),
+    [
+        ("/api/generate", {"model": "nope", "prompt": "x"}, 404, "model 'nope' not found"),
+        ("/api/generate", {"prompt": "x"}, 404, "model '' not found"),
+        ("/api/chat", {"messages": []}, 400, "model is required"),
+        ("/api/chat", {"model": "nope", "messages": []}, 404, "model 'nope' not found"),
+        ("/api/generate", {"model": "a/b/c/d"}, 400, "invalid model name"),
+        (
+            "/api/generate",
+            {"model": MODEL, "prompt": "x", "raw": True, "system": "s"},
+            400,
+            "raw mode does not support template, system, or context",
+        ),
+        (
+            "/api/generate",
+            {"model": MODEL, "prompt": "x", "top_logprobs": 21},
+            400,
+            "top_logprobs must be between 0 and 20",
+        ),
+        (
+            "/api/generate",
+            {"model": MODEL, "prompt": "x", "options": {"num_ctx": "big"}},
+            500,
+            'option "num_ctx" must be of type integer',
+        ),
+        (
+            "/api/generate",
+            {"model": MODEL, "prompt": "x", "think": "loud"},
+            400,
+            'invalid think value: "loud" (must be "high", "medium", "low", "max", true, or false)',
+        ),
+        (
+            "/api/generate",
+            {"model": MODEL, "prompt": "x", "keep_alive": "3600"},
+            400,
+            'time: missing unit in duration "3600"',
+        ),
+        (
+            "/api/generate",
+            {"model": MODEL, "prompt": "x", "suffix": "y"},
+            400,
+            "registry.ollama.ai/library/tiny:latest does not support insert",
+        ),
+        (
+            "/api/generate",
+            {"model": MODEL, "prompt": "x" * 3000, "truncate": False},
+            400,
+            "the prompt is longer than the context length currently available to the model; shorten the "
+            "prompt, adjust the context length in settings, or use a model with a longer context length",
+        ),
+    ],
+)
+def test_errors_have_ollamas_status_and_text(
+    client: TestClient, path: str, body: dict[str, Any], status: int, error: str
+) -> None:
+    r = client.post(path, json=body)
+    assert (r.status_code, r.json()) == (status, {"error": error})
+
+
+def test_missing_body_and_bad_json(client: TestClient) -> None:
+    r = client.post("/api/generate", content=b"")
+    assert (r.status_code, r.json()) == (400, {"error": "missing request body"})
+    r = client.post("/api/chat", content=b"{nope")
+    assert r.status_code == 400 and "error" in r.json()
+
+
+def test_long_prompt_is_truncated_by_default(client: TestClient) -> None:
+    out = client.post(
+        "/api/generate",
+        json={"model": MODEL, "prompt": "word " * 1000, "stream": False, "options": GREEDY},
+    ).json()
+    assert out["done"] is True and 0 < out["prompt_eval_count"] < 256
