@@ -72,6 +72,7 @@ def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
         num_batch=options.num_batch,
         num_gpu=options.num_gpu,
         num_thread=options.num_thread,
+        embedding_only=model.info.is_embedding,
     )
 
 

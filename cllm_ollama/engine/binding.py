@@ -216,6 +216,7 @@ class Context:
         n_batch: int,
         n_threads: int,
         embeddings: bool = False,
+        pooling: int = -1,
     ) -> None:
         params = ll.llama_context_default_params()
         params.n_ctx = n_ctx_seq * n_seq_max
@@ -229,8 +230,14 @@ class Context:
         params.kv_unified = False
         params.no_perf = True
         if embeddings:
+            # Sequences of different lengths pool wrongly with split KV streams (checked:
+            # an input's vector changed with its batch-mates); one stream keeps them apart
+            # by the attention mask alone, and the cache is cleared between batches anyway.
+            params.kv_unified = True
             params.embeddings = True
-            params.pooling_type = ll.LLAMA_POOLING_TYPE_UNSPECIFIED
+            params.pooling_type = pooling
+            # Non-causal encoders need a whole sequence in one ubatch.
+            params.n_ubatch = n_batch
         else:
             # Only one logits row per sequence is ever read; size the output buffer for that.
             params.n_outputs_max = max(n_batch, n_seq_max)
@@ -263,6 +270,11 @@ class Context:
         """Rows of logits for the batch's output tokens, in batch order (a view: read it now)."""
         ptr = ll.llama_get_logits(self._ptr)
         return np.ctypeslib.as_array(ptr, shape=(n_outputs, self._n_vocab))
+
+    @property
+    def pooling(self) -> int:
+        """llama.cpp's pooling type: 0 none, 1 mean, 2 cls, 3 last."""
+        return int(ll.llama_pooling_type(self._ptr))
 
     def embedding(self, seq_id: int) -> np.ndarray:
         ptr = ll.llama_get_embeddings_seq(self._ptr, seq_id)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
 from .binding import Model, Sampler, physical_cores
+from .embedder import Embedder
 from .request import Event, Request, SamplingParams
 from .runner import MAX_BUFFERED_EVENTS, Runner, RunnerConfig, Sink
 
@@ -28,6 +29,8 @@ class LoadSpec:
     n_batch: int = 512
     n_gpu_layers: int = -1
     n_threads: int = 0
+    # Encoder models (BERT-like) embed only: no generation slots, no KV cache for them.
+    embedding_only: bool = False
 
 
 def fit_prompt(
@@ -56,28 +59,28 @@ class LoadedModel:
         """Blocking (reads weights, allocates the KV cache): call it from a worker thread."""
         self.spec = spec
         self.model = Model(spec.path, n_gpu_layers=spec.n_gpu_layers)
-        n_ctx_slot = (
-            min(spec.n_ctx_slot, self.model.n_ctx_train) if self.model.n_ctx_train else spec.n_ctx_slot
+        n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
+        n_threads = spec.n_threads or physical_cores()
+        self.runner: Runner | None = None
+        if not spec.embedding_only:
+            try:
+                self.runner = Runner(
+                    self.model,
+                    RunnerConfig(spec.n_slots, n_ctx_slot, spec.n_batch, n_threads),
+                )
+            except Exception:
+                self.model.close()
+                raise
+        self.embedder = Embedder(
+            self.model, n_seq_max=spec.n_slots, n_ctx_seq=n_ctx_slot, n_batch=spec.n_batch, n_threads=n_threads
         )
-        try:
-            self.runner = Runner(
-                self.model,
-                RunnerConfig(
-                    n_slots=spec.n_slots,
-                    n_ctx_slot=max(n_ctx_slot, 16),
-                    n_batch=spec.n_batch,
-                    n_threads=spec.n_threads or physical_cores(),
-                ),
-            )
-        except Exception:
-            self.model.close()
-            raise
+        self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else n_ctx_slot
         self.max_queue = max_queue
         self.in_flight = 0
 
     @property
     def n_ctx_slot(self) -> int:
-        return self.runner.n_ctx_slot
+        return self._n_ctx_slot
 
     @property
     def n_ctx_train(self) -> int:
@@ -129,18 +132,21 @@ class LoadedModel:
             raise QueueFull()
         if not request.prompt:
             raise InvalidRequest("prompt is empty")
+        runner = self.runner
+        if runner is None:
+            raise InvalidRequest("this model only computes embeddings")
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Event] = asyncio.Queue()
         sink = Sink(queue, loop)
         self.in_flight += 1
         finished = False
         try:
-            self.runner.submit(request, sampler, sink)
+            runner.submit(request, sampler, sink)
             while True:
                 event = await queue.get()
                 sink.consumed += 1
                 if sink.backlog == MAX_BUFFERED_EVENTS:
-                    self.runner.wake()  # it may have paused this slot
+                    runner.wake()  # it may have paused this slot
                 if event.finish is not None:
                     finished = True
                 yield event
@@ -149,8 +155,11 @@ class LoadedModel:
         finally:
             self.in_flight -= 1
             if not finished:
-                self.runner.abort(request.id)
+                runner.abort(request.id)
 
     def close(self) -> None:
-        """Blocking: stops the engine thread (cancelling what runs) and frees the model."""
-        self.runner.close()
+        """Blocking: stops the engine threads (cancelling what runs) and frees the model."""
+        if self.runner is not None:
+            self.runner.close()
+        self.embedder.close()
+        self.model.close()

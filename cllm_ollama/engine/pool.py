@@ -30,6 +30,7 @@ class LoadRequest:
     num_batch: int | None = None
     num_gpu: int | None = None
     num_thread: int | None = None
+    embedding_only: bool = False
 
 
 @dataclass(eq=False)
@@ -79,7 +80,7 @@ class ModelPool:
 
     def _spec_for(self, req: LoadRequest, current: LoadSpec | None) -> LoadSpec:
         """The spec to load: defaults (or what is loaded now) with the request's settings on top."""
-        spec = current or replace(self._defaults, path=req.path)
+        spec = current or replace(self._defaults, path=req.path, embedding_only=req.embedding_only)
         if req.num_ctx is not None:
             spec = replace(spec, n_ctx_slot=max(req.num_ctx, current.n_ctx_slot if current else 0))
         if req.num_batch is not None:

@@ -124,7 +124,6 @@ class Runner:
             self._cv.notify()
         self._thread.join()
         self.ctx.close()
-        self.model.close()
 
     def _paused(self, request_id: int) -> bool:
         sink = self._sinks.get(request_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
@@ -223,3 +224,38 @@ def test_long_prompt_is_truncated_by_default(client: TestClient) -> None:
         json={"model": MODEL, "prompt": "word " * 1000, "stream": False, "options": GREEDY},
     ).json()
     assert out["done"] is True and 0 < out["prompt_eval_count"] < 256
+
+
+def test_embed_returns_normalised_vectors_and_legacy_raw_ones(client: TestClient) -> None:
+    out = client.post("/api/embed", json={"model": MODEL, "input": ["hello world", "the sea"]}).json()
+    assert out["model"] == MODEL and len(out["embeddings"]) == 2 and out["prompt_eval_count"] > 2
+    a, b = (np.array(v) for v in out["embeddings"])
+    assert a.shape == (64,) and abs(np.linalg.norm(a) - 1) < 1e-5 and not np.allclose(a, b)
+    single = client.post("/api/embed", json={"model": MODEL, "input": "hello world"}).json()
+    assert np.allclose(single["embeddings"][0], a, atol=1e-5)
+    cut = client.post("/api/embed", json={"model": MODEL, "input": "hello world", "dimensions": 8}).json()
+    assert len(cut["embeddings"][0]) == 8 and abs(np.linalg.norm(cut["embeddings"][0]) - 1) < 1e-5
+    legacy = client.post("/api/embeddings", json={"model": MODEL, "prompt": "hello world"}).json()
+    raw = np.array(legacy["embedding"])
+    assert np.allclose(raw / np.linalg.norm(raw), a, atol=1e-5)
+    assert client.post("/api/embed", json={"model": MODEL, "input": []}).json() == {"model": MODEL, "embeddings": []}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "error"),
+    [
+        ("/api/embed", {"model": "nope", "input": "x"}, 404, 'model "nope" not found, try pulling it first'),
+        ("/api/embed", {"input": "x"}, 404, "model '' not found"),
+        ("/api/embed", {"model": MODEL, "input": 3}, 400, "invalid input type"),
+        ("/api/embeddings", {"prompt": "x"}, 400, "model is required"),
+        (
+            "/api/embed",
+            {"model": MODEL, "input": "word " * 400, "truncate": False},
+            400,
+            "the input length exceeds the context length",
+        ),
+    ],
+)
+def test_embed_errors(client: TestClient, path: str, body: dict[str, Any], status: int, error: str) -> None:
+    r = client.post(path, json=body)
+    assert (r.status_code, r.json()) == (status, {"error": error})

@@ -41,6 +41,7 @@ def runner(oracle_gguf: Path) -> Iterator[Runner]:
     r = Runner(Model(oracle_gguf), RunnerConfig(n_slots=4, n_ctx_slot=256, n_batch=32, n_threads=2))
     yield r
     r.close()
+    r.model.close()
 
 
 def run(runner: Runner, requests: list[Request]) -> list[list[Event]]:
