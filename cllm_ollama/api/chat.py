@@ -14,6 +14,7 @@ from .encoders import JSONResponse, NDJSONResponse
 from .errors import read_json
 from .inference import (
     Chunk,
+    Generation,
     Rendered,
     check_images,
     collect,
@@ -57,38 +58,24 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-async def chat(request: Request) -> Response:
-    t_start = time.perf_counter_ns()
-    body = await read_json(request)
+async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
+    """Validate a chat body and start it: a running Generation, or a load/unload sentinel's reason."""
     top_logprobs = body.get("top_logprobs") or 0
     if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
         raise InvalidRequest("top_logprobs must be between 0 and 20")
     name = string_field(body, "model", "ChatRequest")
-    model = await resolve_model(
-        request.app.state.store, name, empty_message="model is required", empty_status=400
-    )
+    model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
     messages = _messages(body)
     keep_alive = keep_alive_of(body)
     pool = request.app.state.pool
     if not messages:
         options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
-        reason = await sentinel(pool, model, keep_alive, options)
-        return JSONResponse(
-            {
-                "model": name,
-                "created_at": created_at(),
-                "message": {"role": "assistant", "content": ""},
-                "done": True,
-                "done_reason": reason,
-            }
-        )
+        return await sentinel(pool, model, keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support chat')
     tools = body.get("tools") or None
     if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
-        raise InvalidRequest(
-            "json: cannot unmarshal tools into Go struct field ChatRequest.tools of type api.Tools"
-        )
+        raise InvalidRequest("json: cannot unmarshal tools into Go struct field ChatRequest.tools of type api.Tools")
     if tools and not model.has("tools"):
         raise InvalidRequest(f"{model.full_name} does not support tools")
     thinking = thinking_for(model, body, name)
@@ -113,7 +100,7 @@ async def chat(request: Request) -> Response:
         )
         return Rendered(loaded.tokenize(text, add_special=False), text)
 
-    gen = await prepare(
+    return await prepare(
         pool,
         model,
         options,
@@ -125,6 +112,18 @@ async def chat(request: Request) -> Response:
         format=body.get("format"),
         t_start=t_start,
     )
+
+
+async def chat(request: Request) -> Response:
+    t_start = time.perf_counter_ns()
+    body = await read_json(request)
+    name = body.get("model")
+    gen = await start_chat(request, body, t_start)
+    if isinstance(gen, str):
+        message = {"role": "assistant", "content": ""}
+        return JSONResponse(
+            {"model": name, "created_at": created_at(), "message": message, "done": True, "done_reason": gen}
+        )
     n_calls = 0
 
     def encode(chunk: Chunk) -> dict[str, Any]:

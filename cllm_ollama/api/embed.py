@@ -28,10 +28,17 @@ async def _resolve(request: Request, name: str, *, empty_message: str, empty_sta
         raise NotFound(f'model "{name}" not found, try pulling it first') from None
 
 
+async def embed_texts(
+    request: Request, name: str, body: dict[str, Any], texts: list[str], *, normalize: bool = True
+) -> tuple[list[list[float]], int, int]:
+    """Vectors for ``texts``, the prompt token count, and how long loading took (ns)."""
+    model = await _resolve(request, name, empty_message="model '' not found", empty_status=404)
+    return await _embed(request, model, body, texts, normalize=normalize)
+
+
 async def _embed(
     request: Request, model: ResolvedModel, body: dict[str, Any], texts: list[str], *, normalize: bool
 ) -> tuple[list[list[float]], int, int]:
-    """Vectors for ``texts``, the prompt token count, and how long loading took (ns)."""
     options = resolve_options(body.get("options"), model.record.params, request_type="EmbedRequest")
     pool = request.app.state.pool
     t0 = time.perf_counter_ns()

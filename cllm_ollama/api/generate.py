@@ -14,6 +14,7 @@ from .encoders import JSONResponse, NDJSONResponse
 from .errors import read_json
 from .inference import (
     Chunk,
+    Generation,
     Rendered,
     check_images,
     collect,
@@ -32,16 +33,13 @@ from .template import CHATML_TEMPLATE, render_chat
 from .wire import created_at, string_field
 
 
-async def generate(request: Request) -> Response:
-    t_start = time.perf_counter_ns()
-    body = await read_json(request)
+async def start_generate(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
+    """Validate a generate body and start it: a running Generation, or a load/unload sentinel's reason."""
     top_logprobs = body.get("top_logprobs") or 0
     if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
         raise InvalidRequest("top_logprobs must be between 0 and 20")
     name = string_field(body, "model", "GenerateRequest")
-    model = await resolve_model(
-        request.app.state.store, name, empty_message="model '' not found", empty_status=404
-    )
+    model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
     raw = bool(body.get("raw"))
     context = body.get("context") or []
     if raw and (body.get("template") or body.get("system") or context):
@@ -54,12 +52,7 @@ async def generate(request: Request) -> Response:
     prompt = string_field(body, "prompt", "GenerateRequest")
     pool = request.app.state.pool
     if not prompt and not body.get("images"):
-        reason = await sentinel(
-            pool, model, keep_alive, resolve_options(body.get("options"), model.record.params)
-        )
-        return JSONResponse(
-            {"model": name, "created_at": created_at(), "response": "", "done": True, "done_reason": reason}
-        )
+        return await sentinel(pool, model, keep_alive, resolve_options(body.get("options"), model.record.params))
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support generate')
     thinking = thinking_for(model, body, name)
@@ -68,9 +61,7 @@ async def generate(request: Request) -> Response:
         raise InvalidRequest(f"{model.full_name} does not support insert")
     check_images(model, body.get("images"))
     if body.get("template"):
-        raise InvalidRequest(
-            "template overrides (Go templates) are not supported; use the model's chat template"
-        )
+        raise InvalidRequest("template overrides (Go templates) are not supported; use the model's chat template")
     options = resolve_options(body.get("options"), model.record.params)
     system = string_field(body, "system", "GenerateRequest") or model.record.system or ""
     template = model.info.chat_template or CHATML_TEMPLATE
@@ -91,7 +82,7 @@ async def generate(request: Request) -> Response:
         )
         return Rendered(list(context) + loaded.tokenize(text, add_special=False), text)
 
-    gen = await prepare(
+    return await prepare(
         pool,
         model,
         options,
@@ -103,6 +94,18 @@ async def generate(request: Request) -> Response:
         format=body.get("format"),
         t_start=t_start,
     )
+
+
+async def generate(request: Request) -> Response:
+    t_start = time.perf_counter_ns()
+    body = await read_json(request)
+    name = body.get("model")
+    raw = bool(body.get("raw"))
+    gen = await start_generate(request, body, t_start)
+    if isinstance(gen, str):
+        return JSONResponse(
+            {"model": name, "created_at": created_at(), "response": "", "done": True, "done_reason": gen}
+        )
 
     def encode(chunk: Chunk) -> dict[str, Any]:
         obj: dict[str, Any] = {"model": name, "created_at": created_at(), "response": chunk.delta.content}

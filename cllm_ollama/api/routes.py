@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from . import chat, embed, generate, models, running, system
+from . import chat, embed, generate, models, openai, running, system
 
 ROUTES = [
     Route("/", system.root, methods=["GET", "HEAD"]),
@@ -23,4 +23,9 @@ ROUTES = [
     Route("/api/chat", chat.chat, methods=["POST"]),
     Route("/api/embed", embed.embed, methods=["POST"]),
     Route("/api/embeddings", embed.embeddings, methods=["POST"]),
+    Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
+    Route("/v1/completions", openai.completions, methods=["POST"]),
+    Route("/v1/embeddings", openai.embeddings, methods=["POST"]),
+    Route("/v1/models", openai.models, methods=["GET"]),
+    Route("/v1/models/{model:path}", openai.model, methods=["GET"]),
 ]

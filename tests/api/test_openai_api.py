@@ -1,0 +1,97 @@
+"""OpenAI-compatible /v1/* over HTTP on a real tiny GGUF: shapes, streaming, errors."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+pytestmark = pytest.mark.model
+MODEL = "tiny"  # installed by conftest.settings
+
+
+def sse(text: str) -> list[Any]:
+    events = [block for block in text.split("\n\n") if block]
+    assert all(e.startswith("data: ") for e in events)
+    assert events[-1] == "data: [DONE]"
+    return [json.loads(e[6:]) for e in events[:-1]]
+
+
+def test_chat_completion_and_its_stream_agree(client: TestClient) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0}
+    out = client.post("/v1/chat/completions", json=body).json()
+    assert out["object"] == "chat.completion" and out["id"].startswith("chatcmpl-")
+    assert out["system_fingerprint"] == "fp_ollama"
+    (choice,) = out["choices"]
+    assert choice["message"]["role"] == "assistant" and choice["finish_reason"] == "length"
+    assert out["usage"]["completion_tokens"] == 8
+    assert out["usage"]["total_tokens"] == out["usage"]["prompt_tokens"] + 8
+    r = client.post("/v1/chat/completions", json=body | {"stream": True, "stream_options": {"include_usage": True}})
+    assert r.headers["content-type"].startswith("text/event-stream")
+    chunks = sse(r.text)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert len({c["created"] for c in chunks}) == 1
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == choice["message"]["content"]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 8
+
+
+def test_completions(client: TestClient) -> None:
+    out = client.post("/v1/completions", json={"model": MODEL, "prompt": "Once", "max_tokens": 5}).json()
+    assert out["object"] == "text_completion" and out["choices"][0]["finish_reason"] == "length"
+    assert out["usage"]["completion_tokens"] == 5
+
+
+def test_embeddings_float_and_base64(client: TestClient) -> None:
+    out = client.post("/v1/embeddings", json={"model": MODEL, "input": ["a b", "c"]}).json()
+    assert out["object"] == "list" and [d["index"] for d in out["data"]] == [0, 1]
+    b64 = client.post("/v1/embeddings", json={"model": MODEL, "input": "a b", "encoding_format": "base64"}).json()
+    decoded = np.frombuffer(base64.b64decode(b64["data"][0]["embedding"]), dtype="<f4")
+    assert np.allclose(decoded, out["data"][0]["embedding"], atol=1e-6)
+
+
+def test_models(client: TestClient) -> None:
+    listed = client.get("/v1/models").json()
+    assert listed["object"] == "list" and [m["id"] for m in listed["data"]] == ["tiny:latest"]
+    assert client.get("/v1/models/tiny").json()["id"] == "tiny:latest"
+    r = client.get("/v1/models/nope")
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "message"),
+    [
+        ("/v1/chat/completions", {"model": MODEL, "messages": []}, 400, "[] is too short - 'messages'"),
+        ("/v1/chat/completions", {"model": "nope", "messages": [{"role": "user", "content": "x"}]}, 404, None),
+        (
+            "/v1/chat/completions",
+            {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x"}}]}],
+            },
+            400,
+            "image URLs are not currently supported, please use base64 encoded data instead",
+        ),
+        (
+            "/v1/embeddings",
+            {"model": MODEL, "input": "x", "encoding_format": "hex"},
+            400,
+            "Invalid value for 'encoding_format' = hex. Supported values: ['float', 'base64'].",
+        ),
+    ],
+)
+def test_errors_are_openai_shaped(
+    client: TestClient, path: str, body: dict[str, Any], status: int, message: str | None
+) -> None:
+    r = client.post(path, json=body)
+    assert r.status_code == status
+    error = r.json()["error"]
+    assert error["type"] == {400: "invalid_request_error", 404: "not_found_error"}[status]
+    assert error["param"] is None and error["code"] is None
+    if message is not None:
+        assert error["message"] == message
