@@ -1,0 +1,142 @@
+"""A real uvicorn server: the official ollama client, concurrency, disconnects and the queue limit."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import ollama
+import pytest
+from serving import serve_in_thread
+from starlette.applications import Starlette
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+
+pytestmark = pytest.mark.model
+MODEL = "tiny"  # installed by conftest.settings
+GREEDY = {"temperature": 0, "num_predict": 16}
+PROMPTS = ["Hello, how are you?", "The quick brown fox", "Write a poem.", "def add(a, b):", "Paris is", "Once upon"]
+
+
+@pytest.fixture
+def live(settings: Settings) -> Iterator[tuple[str, Starlette]]:
+    app = create_app(settings)
+    with serve_in_thread(app) as url:
+        yield url, app
+
+
+def test_official_client_sync_generate_and_chat(live: tuple[str, Starlette]) -> None:
+    client = ollama.Client(host=live[0])
+    whole = client.generate(model=MODEL, prompt="Hello", options=GREEDY)
+    assert whole.done and whole.done_reason == "length" and whole.eval_count == 16
+    parts = list(client.generate(model=MODEL, prompt="Hello", options=GREEDY, stream=True))
+    assert "".join(p.response for p in parts) == whole.response and parts[-1].context == whole.context
+    messages = [{"role": "user", "content": "Hi"}]
+    reply = client.chat(model=MODEL, messages=messages, options=GREEDY, think=False)
+    assert reply.message.role == "assistant" and reply.done_reason == "length"
+    streamed = list(client.chat(model=MODEL, messages=messages, options=GREEDY, think=False, stream=True))
+    assert "".join(p.message.content or "" for p in streamed) == reply.message.content
+    assert [m.model for m in client.ps().models] == ["tiny:latest"]
+    with pytest.raises(ollama.ResponseError) as err:
+        client.generate(model="nope", prompt="x")
+    assert err.value.status_code == 404 and err.value.error == "model 'nope' not found"
+
+
+def test_official_client_async(live: tuple[str, Starlette]) -> None:
+    async def main() -> None:
+        client = ollama.AsyncClient(host=live[0])
+        whole = await client.chat(model=MODEL, messages=[{"role": "user", "content": "Hi"}], options=GREEDY)
+        parts = [p async for p in await client.generate(model=MODEL, prompt="Hi", options=GREEDY, stream=True)]
+        assert whole.message.role == "assistant" and parts[-1].done and parts[-1].eval_count == 16
+        embedded = await client.embed(model=MODEL, input=["a", "b"])
+        assert len(embedded.embeddings) == 2
+
+    asyncio.run(main())
+
+
+def test_concurrent_clients_get_exactly_the_sequential_outputs(live: tuple[str, Starlette]) -> None:
+    client = ollama.Client(host=live[0])
+
+    def one(prompt: str) -> str:
+        return client.generate(model=MODEL, prompt=prompt, raw=True, options=GREEDY).response
+
+    sequential = [one(p) for p in PROMPTS]
+    results: dict[int, str] = {}
+
+    def worker(i: int) -> None:
+        results[i] = one(PROMPTS[i])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [results[i] for i in range(len(PROMPTS))] == sequential
+    assert len(set(sequential)) == len(PROMPTS)
+
+
+def _runner(app: Starlette):  # type: ignore[no-untyped-def]
+    (entry,) = app.state.pool.running()
+    return entry.model.runner
+
+
+def test_client_disconnect_mid_stream_frees_the_slot(settings: Settings) -> None:
+    app = create_app(replace(settings, num_parallel=1, context_length=4096))
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+        body = {"model": MODEL, "prompt": "Hi", "raw": True, "options": {"temperature": 0, "num_predict": 4000}}
+        with http.stream("POST", "/api/generate", json=body) as r:
+            lines = r.iter_lines()
+            next(lines)
+            next(lines)
+        runner = _runner(app)
+        deadline = time.monotonic() + 20
+        while runner.scheduler.running_ids() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert runner.scheduler.running_ids() == []
+        # Cut short: far fewer steps ran than the 4000 tokens it asked for.
+        assert runner.steps < 2000
+        out = http.post("/api/generate", json={"model": MODEL, "prompt": "Hi", "stream": False, "options": GREEDY})
+        assert out.json()["eval_count"] == 16
+
+
+def test_queue_full_gives_503_with_ollamas_message(settings: Settings) -> None:
+    app = create_app(replace(settings, num_parallel=1, max_queue=1, context_length=4096))
+    long = {"model": MODEL, "prompt": "Hi", "raw": True, "options": {"temperature": 0, "num_predict": 4000}}
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=30) as a, httpx.Client(base_url=url) as b:
+        with a.stream("POST", "/api/generate", json=long) as first:
+            lines = first.iter_lines()  # keep it referenced: a collected iterator closes the stream
+            next(lines)  # running in the only slot
+            queued = threading.Thread(target=lambda: httpx.post(f"{url}/api/generate", json=long, timeout=60))
+            queued.start()
+            deadline = time.monotonic() + 20
+            while not _runner(app).scheduler.waiting and time.monotonic() < deadline:
+                time.sleep(0.01)
+            r = b.post("/api/generate", json=long)
+            assert r.status_code == 503
+            assert r.json() == {"error": "server busy, please try again.  maximum pending requests exceeded"}
+        queued.join(60)
+
+
+def test_waiting_request_whose_client_leaves_is_dropped(settings: Settings, tmp_path: Path) -> None:
+    app = create_app(replace(settings, num_parallel=1, context_length=4096))
+    long = {"model": MODEL, "prompt": "Hi", "raw": True, "options": {"temperature": 0, "num_predict": 3000}}
+    with (
+        serve_in_thread(app) as url,
+        httpx.Client(base_url=url, timeout=30) as a,
+        a.stream("POST", "/api/generate", json=long) as first,
+    ):
+        lines = first.iter_lines()
+        next(lines)
+        runner = _runner(app)
+        with httpx.Client(base_url=url, timeout=0.5) as impatient, pytest.raises(httpx.ReadTimeout):
+            impatient.post("/api/generate", json=long)
+        deadline = time.monotonic() + 20
+        while len(runner.scheduler.waiting) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(runner.scheduler.waiting) == 0
