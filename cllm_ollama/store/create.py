@@ -1,0 +1,161 @@
+"""``/api/create``: a model from uploaded GGUF blobs or an existing model, plus template/system/params layers.
+
+Blocking; statuses go to a ``report`` callback as Ollama's progress objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..errors import InvalidRequest
+from . import manifests as mt
+from .blobs import parse_digest
+from .gguf_info import GGUFError, GGUFInfo, gguf_info, is_gguf
+from .manifests import Layer
+from .names import ModelName, parse_name
+from .store import ModelRecord, ModelStore
+
+Report = Callable[[dict[str, Any]], None]
+_ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """The modern ``/api/create`` body, validated (Modelfiles are turned into this by the client)."""
+
+    model: ModelName
+    from_: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    adapters: dict[str, str] = field(default_factory=dict)
+    template: str | None = None
+    system: str | None = None
+    license: list[str] | None = None
+    parameters: dict[str, Any] | None = None
+    messages: list[dict[str, str]] | None = None
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> CreateRequest:
+        model = parse_name(body.get("model") or body.get("name") or "")
+        if body.get("quantize") or body.get("quantization"):
+            raise InvalidRequest("quantization is not supported by cllm: import an already quantized GGUF")
+        license_ = body.get("license")
+        return cls(
+            model=model,
+            from_=_optional(body, "from", str) or None,
+            files=_digest_map(body.get("files"), "files"),
+            adapters=_digest_map(body.get("adapters"), "adapters"),
+            template=_optional(body, "template", str),
+            system=_optional(body, "system", str),
+            license=[license_] if isinstance(license_, str) else _optional(body, "license", list),
+            parameters=_optional(body, "parameters", dict),
+            messages=_messages(body.get("messages")),
+        )
+
+
+def _optional(body: dict[str, Any], key: str, kind: type) -> Any:
+    value = body.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise InvalidRequest(f"invalid value for '{key}': expected {kind.__name__}")
+    return value
+
+
+def _digest_map(value: Any, key: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise InvalidRequest(f"invalid value for '{key}': expected an object of file name to digest")
+    return dict(value)
+
+
+def _messages(value: Any) -> list[dict[str, str]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise InvalidRequest("invalid value for 'messages': expected a list")
+    out = []
+    for message in value:
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            raise InvalidRequest('message role must be one of "system", "user", or "assistant"')
+        out.append({"role": message["role"], "content": str(message.get("content") or "")})
+    return out
+
+
+def create_model(store: ModelStore, req: CreateRequest, report: Report) -> ModelRecord:
+    """Assemble the layers, write the manifest last; raise ``InvalidRequest``/``NotFound`` on bad input."""
+    if req.files:
+        layers, config = _from_files(store, req.files, report)
+        base_params: dict[str, Any] = {}
+    elif req.from_:
+        base = store.get(req.from_)
+        layers, config, base_params = list(base.manifest.layers), dict(base.config), base.params
+    else:
+        raise InvalidRequest("neither 'from' or 'files' was specified")
+    reused = {layer.digest for layer in layers}
+
+    for digest in req.adapters.values():
+        layers.append(_blob_layer(store, digest, mt.ADAPTER))
+        reused.add(layers[-1].digest)
+
+    def replace(media_type: str, blobs: list[bytes]) -> None:
+        layers[:] = [layer for layer in layers if layer.media_type != media_type]
+        for data in blobs:
+            layer, existed = store.add_layer(data, media_type)
+            layers.append(layer)
+            if existed:
+                reused.add(layer.digest)
+
+    if req.template is not None:
+        replace(mt.TEMPLATE, [req.template.encode()])
+    if req.system is not None:
+        replace(mt.SYSTEM, [req.system.encode()])
+    if req.license is not None:
+        replace(mt.LICENSE, [str(text).encode() for text in req.license])
+    if req.messages is not None:
+        replace(mt.MESSAGES, [orjson.dumps(req.messages)])
+    if req.parameters:
+        # New values win; the base model's other parameters are kept, as in Ollama.
+        replace(mt.PARAMS, [orjson.dumps({**base_params, **req.parameters})])
+
+    for layer in layers:
+        verb = "using existing" if layer.digest in reused else "creating new"
+        report({"status": f"{verb} layer {layer.digest}"})
+    report({"status": "writing manifest"})
+    record = store.write_manifest(req.model, config, layers)
+    report({"status": "success"})
+    return record
+
+
+def _blob_layer(store: ModelStore, digest: str, media_type: str) -> Layer:
+    hex_digest = parse_digest(digest)
+    path = store.blob_path(digest)
+    if not path.is_file():
+        raise InvalidRequest(f'blob "{digest}" not found: upload it with POST /api/blobs/{digest}')
+    return Layer(media_type, f"sha256:{hex_digest}", path.stat().st_size)
+
+
+def _from_files(store: ModelStore, files: dict[str, str], report: Report) -> tuple[list[Layer], dict[str, Any]]:
+    """One model GGUF (and optional projector GGUFs) from uploaded blobs; config from the model's header."""
+    report({"status": "parsing GGUF"})
+    models: list[tuple[Layer, GGUFInfo]] = []
+    projectors: list[Layer] = []
+    for filename, digest in files.items():
+        layer = _blob_layer(store, digest, mt.MODEL)
+        path = store.blob_path(digest)
+        if not is_gguf(path):
+            raise InvalidRequest(f"{filename}: invalid file magic: only GGUF files can be imported")
+        try:
+            info = gguf_info(path)
+        except GGUFError as exc:
+            raise InvalidRequest(f"{filename}: {exc}") from exc
+        if info.architecture == "clip" or info.model_info.get("general.type") in ("mmproj", "projector"):
+            projectors.append(Layer(mt.PROJECTOR, layer.digest, layer.size))
+        else:
+            models.append((layer, info))
+    if len(models) != 1:
+        raise InvalidRequest(f"expected one GGUF model file, got {len(models)}")
+    ((model_layer, info),) = models
+    return [model_layer, *projectors], mt.model_config(info)

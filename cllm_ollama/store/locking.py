@@ -1,0 +1,40 @@
+"""One exclusive lock per file path, held across threads (threading) and processes (flock)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+_guard = threading.Lock()
+_thread_locks: dict[str, threading.Lock] = {}
+
+
+@contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """Block until no other thread or process holds ``lock_file``; the file is removed on release.
+
+    A waiter that wakes up on a lock file its holder already removed tries again on the
+    current one, so removing it never lets two holders in at once.
+    """
+    with _guard:
+        thread_lock = _thread_locks.setdefault(str(lock_file), threading.Lock())
+    with thread_lock:
+        while True:
+            f = open(lock_file, "a+b")  # noqa: SIM115 - closed below, after the unlink
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                current = os.stat(lock_file).st_ino == os.fstat(f.fileno()).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                break
+            f.close()
+        try:
+            yield
+        finally:
+            lock_file.unlink(missing_ok=True)
+            f.close()

@@ -1,0 +1,99 @@
+"""Docker v2 manifests with Ollama's media types, and where a name's manifest lives on disk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .gguf_info import GGUFInfo
+from .names import ModelName
+
+MANIFEST_MEDIA_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
+CONFIG_MEDIA_TYPE = "application/vnd.docker.container.image.v1+json"
+_OLLAMA = "application/vnd.ollama.image."
+MODEL = _OLLAMA + "model"
+PROJECTOR = _OLLAMA + "projector"
+ADAPTER = _OLLAMA + "adapter"
+TEMPLATE = _OLLAMA + "template"
+SYSTEM = _OLLAMA + "system"
+PARAMS = _OLLAMA + "params"
+LICENSE = _OLLAMA + "license"
+MESSAGES = _OLLAMA + "messages"
+
+
+class ManifestError(ValueError):
+    """A manifest file that is not a Docker v2 manifest we can read."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    media_type: str
+    digest: str  # "sha256:<hex>"
+    size: int
+
+    @property
+    def hex(self) -> str:
+        return self.digest.split(":", 1)[1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    config: Layer
+    layers: tuple[Layer, ...]
+
+    @property
+    def all_layers(self) -> tuple[Layer, ...]:
+        return (self.config, *self.layers)
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": MANIFEST_MEDIA_TYPE,
+                "config": self.config.to_json(),
+                "layers": [layer.to_json() for layer in self.layers],
+            }
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Manifest:
+        try:
+            obj = orjson.loads(data)
+            return cls(
+                config=_layer(obj["config"]),
+                layers=tuple(_layer(layer) for layer in obj.get("layers") or ()),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"unreadable manifest: {exc}") from exc
+
+
+def _layer(obj: dict[str, Any]) -> Layer:
+    digest = obj["digest"]
+    if not isinstance(digest, str) or not digest.startswith("sha256:"):
+        raise ValueError(f"bad digest {digest!r}")
+    return Layer(media_type=str(obj.get("mediaType", "")), digest=digest, size=int(obj.get("size", 0)))
+
+
+def manifest_path(manifests_dir: Path, name: ModelName) -> Path:
+    """``manifests/<host>/<namespace>/<model>/<tag>``; refuses any part that is not a plain file name."""
+    for part in name.parts:
+        if part in ("", ".", "..") or any(c in part for c in "/\\\0"):
+            raise ValueError(f"model name {name!r} escapes the store")
+    return manifests_dir.joinpath(*name.parts)
+
+
+def model_config(info: GGUFInfo) -> dict[str, Any]:
+    """The config blob Ollama writes for a GGUF model; /api/tags reads its details from it."""
+    return {
+        "model_format": "gguf",
+        "model_family": info.family,
+        "model_families": list(info.families),
+        "model_type": info.parameter_size,
+        "file_type": info.quantization_level,
+    }

@@ -1,0 +1,193 @@
+"""Modelfiles: parse Ollama's format and turn it into an ``/api/create`` body, as the ollama CLI does.
+
+Instructions: FROM, PARAMETER, TEMPLATE, SYSTEM, LICENSE, MESSAGE, ADAPTER (case-insensitive);
+values may be bare, "quoted" or \"\"\"triple-quoted\"\"\" (multi-line); ``#`` starts a comment line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidRequest
+
+_INSTRUCTIONS = ("from", "parameter", "template", "system", "license", "message", "adapter")
+_ROLES = ("system", "user", "assistant")
+_INT_PARAMS = {
+    "num_keep", "seed", "num_predict", "top_k", "repeat_last_n", "num_ctx", "num_batch", "num_gpu",
+    "main_gpu", "num_thread", "mirostat",
+}  # fmt: skip
+_FLOAT_PARAMS = {
+    "top_p", "min_p", "typical_p", "temperature", "repeat_penalty", "presence_penalty",
+    "frequency_penalty", "mirostat_tau", "mirostat_eta", "tfs_z",
+}  # fmt: skip
+_BOOL_PARAMS = {"use_mmap", "use_mlock", "numa", "low_vram", "f16_kv", "logits_all", "vocab_only", "penalize_newline"}
+_LIST_PARAMS = {"stop"}
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+
+
+@dataclass
+class Modelfile:
+    from_: str | None = None
+    adapters: list[str] = field(default_factory=list)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    template: str | None = None
+    system: str | None = None
+    license: list[str] = field(default_factory=list)
+    messages: list[dict[str, str]] = field(default_factory=list)
+
+
+def parse_parameter(name: str, value: str) -> Any:
+    """Type a PARAMETER value as Ollama's ``FormatParams`` does (stop -> list, ints, floats, bools)."""
+    key = name.lower()
+    try:
+        if key in _LIST_PARAMS:
+            return [value]
+        if key in _INT_PARAMS:
+            return int(value)
+        if key in _FLOAT_PARAMS:
+            return float(value)
+    except ValueError:
+        kind = "int" if key in _INT_PARAMS else "float"
+        raise InvalidRequest(f"invalid {kind} value [{value}]") from None
+    if key in _BOOL_PARAMS:
+        if value in _TRUE | _FALSE:
+            return value in _TRUE
+        raise InvalidRequest(f"invalid bool value [{value}]")
+    raise InvalidRequest(f"unknown parameter '{name}'")
+
+
+class _Scanner:
+    def __init__(self, text: str) -> None:
+        self.text = text.replace("\r\n", "\n")
+        self.pos = 0
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.text)
+
+    def skip(self, chars: str) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in chars:
+            self.pos += 1
+
+    def rest_of_line(self) -> str:
+        end = self.text.find("\n", self.pos)
+        end = len(self.text) if end < 0 else end
+        line, self.pos = self.text[self.pos : end], end
+        return line
+
+    def word(self) -> str:
+        start = self.pos
+        while self.pos < len(self.text) and not self.text[self.pos].isspace():
+            self.pos += 1
+        return self.text[start : self.pos]
+
+    def value(self) -> str:
+        """A bare rest-of-line, a "quoted" string (\\" escapes) or a \"\"\"block\"\"\"."""
+        self.skip(" \t")
+        if self.text.startswith('"""', self.pos):
+            end = self.text.find('"""', self.pos + 3)
+            if end < 0:
+                raise InvalidRequest('unterminated """ string in Modelfile')
+            value, self.pos = self.text[self.pos + 3 : end], end + 3
+        elif self.text.startswith('"', self.pos):
+            out, i = [], self.pos + 1
+            while i < len(self.text) and self.text[i] != '"':
+                if self.text[i] == "\\" and i + 1 < len(self.text) and self.text[i + 1] in '"\\':
+                    i += 1
+                out.append(self.text[i])
+                i += 1
+            if i >= len(self.text):
+                raise InvalidRequest('unterminated " string in Modelfile')
+            value, self.pos = "".join(out), i + 1
+        else:
+            return self.rest_of_line().strip()
+        if self.rest_of_line().strip():
+            raise InvalidRequest("unexpected text after a quoted value in Modelfile")
+        return value
+
+
+def parse_modelfile(text: str) -> Modelfile:
+    """Parse Modelfile text; raise ``InvalidRequest`` with a one-line reason."""
+    mf = Modelfile()
+    sc = _Scanner(text)
+    while True:
+        sc.skip(" \t\n")
+        if sc.at_end():
+            break
+        if sc.text[sc.pos] == "#":
+            sc.rest_of_line()
+            continue
+        instruction = sc.word().lower()
+        if instruction not in _INSTRUCTIONS:
+            raise InvalidRequest(
+                'command must be one of "from", "license", "template", "system", "adapter", "parameter", or "message"'
+            )
+        sc.skip(" \t")
+        if instruction == "parameter":
+            name = sc.word()
+            if not name:
+                raise InvalidRequest("missing parameter name in Modelfile")
+            value = parse_parameter(name, sc.value())
+            key = name.lower()
+            if isinstance(value, list):
+                mf.parameters[key] = [*mf.parameters.get(key, []), *value]
+            else:
+                mf.parameters[key] = value
+        elif instruction == "message":
+            role = sc.word().lower()
+            if role not in _ROLES:
+                raise InvalidRequest('message role must be one of "system", "user", or "assistant"')
+            mf.messages.append({"role": role, "content": sc.value()})
+        elif instruction == "license":
+            mf.license.append(sc.value())
+        elif instruction == "adapter":
+            mf.adapters.append(sc.value())
+        else:
+            setattr(mf, "from_" if instruction == "from" else instruction, sc.value())
+    if not mf.from_:
+        raise InvalidRequest("no FROM line")
+    return mf
+
+
+def local_file(reference: str, base_dir: Path) -> Path | None:
+    """The file a FROM/ADAPTER value names (``~`` expanded, relative to the Modelfile), if it exists."""
+    path = Path(os.path.expanduser(reference))
+    path = path if path.is_absolute() else base_dir / path
+    return path if path.is_file() else None
+
+
+def create_body(name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path], str]) -> dict[str, Any]:
+    """The ``/api/create`` body for ``mf``; ``upload`` puts a local file in the blob store, returns its digest.
+
+    Like the ollama CLI: a FROM that names an existing file becomes ``files``, anything else ``from``.
+    """
+    body: dict[str, Any] = {"model": name}
+    assert mf.from_ is not None
+    path = local_file(mf.from_, base_dir)
+    if path is not None:
+        body["files"] = {path.name: upload(path)}
+    elif Path(os.path.expanduser(mf.from_)).suffix.lower() == ".gguf" or mf.from_.startswith(("./", "/", "~")):
+        raise InvalidRequest(f"no such file: {mf.from_}")
+    else:
+        body["from"] = mf.from_
+    adapters = {}
+    for reference in mf.adapters:
+        adapter = local_file(reference, base_dir)
+        if adapter is None:
+            raise InvalidRequest(f"no such file: {reference}")
+        adapters[adapter.name] = upload(adapter)
+    if adapters:
+        body["adapters"] = adapters
+    optional = {
+        "template": mf.template,
+        "system": mf.system,
+        "license": mf.license or None,
+        "parameters": mf.parameters or None,
+        "messages": mf.messages or None,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body

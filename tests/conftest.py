@@ -1,0 +1,44 @@
+"""Fixtures shared by every test directory: a tiny GGUF, an empty model store, a fake Hugging Face Hub."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import respx
+from fakehub import FakeHub
+
+from cllm_ollama.config import Settings
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.ggufs import write_qwen3
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer random-weight qwen3 (F32) with Qwen3's chat template, written once per session."""
+    return write_qwen3(tmp_path_factory.mktemp("tiny-gguf") / "tiny-qwen3.gguf")
+
+
+@pytest.fixture
+def models_dir(tmp_path: Path) -> Path:
+    return tmp_path / "models"
+
+
+@pytest.fixture
+def model_store(models_dir: Path) -> ModelStore:
+    return ModelStore(models_dir)
+
+
+@pytest.fixture
+def store_settings(models_dir: Path) -> Settings:
+    """Settings for an app over the (initially empty) ``model_store``."""
+    return Settings(models_dir=models_dir)
+
+
+@pytest.fixture
+def fake_hub() -> Iterator[FakeHub]:
+    """The Hub's HTTP API answered by respx; loopback traffic (test servers) passes through."""
+    with respx.mock(assert_all_called=False) as router:
+        router.route(host="127.0.0.1").pass_through()
+        yield FakeHub(router)

@@ -1,0 +1,201 @@
+"""Modelfile parsing and model creation from GGUF blobs or existing models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cllm_ollama.errors import InvalidRequest, NotFound
+from cllm_ollama.store import manifests as mt
+from cllm_ollama.store.create import CreateRequest, create_model
+from cllm_ollama.store.modelfile import create_body, parse_modelfile, parse_parameter
+from cllm_ollama.store.store import ModelStore
+
+MODELFILE = '''
+# a comment line
+FROM ./tiny.gguf
+parameter stop "<|im_end|>"
+PARAMETER stop <|im_start|>
+PARAMETER temperature 0.6
+PARAMETER num_ctx 8192
+PARAMETER use_mmap false
+SYSTEM """You are
+a helpful "assistant"."""
+TEMPLATE {{ .Prompt }}
+LICENSE "MIT"
+LICENSE """line one
+line two"""
+MESSAGE user Hello there
+MESSAGE assistant """Hi!
+How can I help?"""
+'''
+
+
+def test_parse_modelfile() -> None:
+    mf = parse_modelfile(MODELFILE)
+    assert mf.from_ == "./tiny.gguf"
+    assert mf.parameters == {
+        "stop": ["<|im_end|>", "<|im_start|>"],
+        "temperature": 0.6,
+        "num_ctx": 8192,
+        "use_mmap": False,
+    }
+    assert mf.system == 'You are\na helpful "assistant".'
+    assert mf.template == "{{ .Prompt }}"
+    assert mf.license == ["MIT", "line one\nline two"]
+    assert mf.messages == [
+        {"role": "user", "content": "Hello there"},
+        {"role": "assistant", "content": "Hi!\nHow can I help?"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "typed"),
+    [
+        ("stop", "x", ["x"]),
+        ("top_k", "20", 20),
+        ("top_p", "0.95", 0.95),
+        ("seed", "-1", -1),
+        ("penalize_newline", "True", True),
+        ("numa", "0", False),
+        ("repeat_penalty", "1", 1.0),
+    ],
+)
+def test_parameter_types(name: str, value: str, typed: Any) -> None:
+    assert parse_parameter(name, value) == typed and type(parse_parameter(name, value)) is type(typed)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("PARAMETER temperature 0.1", "no FROM line"),
+        ("FROM m\nPARAMETER bogus 1", "unknown parameter 'bogus'"),
+        ("FROM m\nPARAMETER top_k lots", r"invalid int value \[lots\]"),
+        ("FROM m\nPARAMETER temperature hot", r"invalid float value \[hot\]"),
+        ("FROM m\nPARAMETER use_mmap maybe", r"invalid bool value \[maybe\]"),
+        ("FROM m\nMESSAGE robot hi", 'message role must be one of "system", "user", or "assistant"'),
+        ('FROM m\nSYSTEM """never closed', "unterminated"),
+        ('FROM m\nSYSTEM "open', "unterminated"),
+        ("FROM m\nFROBNICATE x", "command must be one of"),
+    ],
+)
+def test_modelfile_errors(text: str, error: str) -> None:
+    with pytest.raises(InvalidRequest, match=error):
+        parse_modelfile(text)
+
+
+def test_create_body_uploads_local_files(tmp_path: Path) -> None:
+    (tmp_path / "tiny.gguf").write_bytes(b"GGUF...")
+    uploaded: list[Path] = []
+
+    def upload(path: Path) -> str:
+        uploaded.append(path)
+        return "sha256:" + "1" * 64
+
+    body = create_body("mine", parse_modelfile(MODELFILE), tmp_path, upload)
+    assert uploaded == [tmp_path / "tiny.gguf"]
+    assert body["files"] == {"tiny.gguf": "sha256:" + "1" * 64} and "from" not in body
+    assert body["parameters"]["stop"] == ["<|im_end|>", "<|im_start|>"]
+    assert create_body("m2", parse_modelfile("FROM qwen3:0.6b"), tmp_path, upload) == {
+        "model": "m2",
+        "from": "qwen3:0.6b",
+    }
+    with pytest.raises(InvalidRequest, match="no such file"):
+        create_body("m3", parse_modelfile("FROM ./missing.gguf"), tmp_path, upload)
+
+
+def statuses(store: ModelStore, body: dict[str, Any]) -> list[str]:
+    events: list[dict[str, Any]] = []
+    create_model(store, CreateRequest.from_json(body), events.append)
+    return [e["status"] for e in events]
+
+
+def upload(store: ModelStore, path: Path) -> str:
+    with open(path, "rb") as f:
+        return store.write_blob_from(f)
+
+
+def test_create_from_gguf(model_store: ModelStore, tiny_gguf: Path, tmp_path: Path) -> None:
+    (tmp_path / "tiny.gguf").symlink_to(tiny_gguf)
+    body = create_body("Mine:v1", parse_modelfile(MODELFILE), tmp_path, lambda p: upload(model_store, p))
+    got = statuses(model_store, body)
+    digest = body["files"]["tiny.gguf"]
+    assert got[0] == "parsing GGUF"
+    assert got[1] == f"using existing layer {digest}"
+    assert all(s.startswith("creating new layer sha256:") for s in got[2:-2])
+    assert got[-2:] == ["writing manifest", "success"]
+
+    record = model_store.get("mine:V1")
+    assert [layer.media_type for layer in record.manifest.layers] == [
+        mt.MODEL,
+        mt.TEMPLATE,
+        mt.SYSTEM,
+        mt.LICENSE,
+        mt.LICENSE,
+        mt.MESSAGES,
+        mt.PARAMS,
+    ]
+    assert record.config == {
+        "model_format": "gguf",
+        "model_family": "qwen3",
+        "model_families": ["qwen3"],
+        "model_type": "99K",
+        "file_type": "F32",
+    }
+    assert record.params["stop"] == ["<|im_end|>", "<|im_start|>"]
+    assert record.template == "{{ .Prompt }}"
+    assert record.license == ["MIT", "line one\nline two"]
+
+    # Creating it again reuses every layer.
+    again = statuses(model_store, body)
+    assert all(s.startswith("using existing layer") for s in again[1:-2])
+
+
+def test_create_from_existing_model(model_store: ModelStore, tiny_gguf: Path) -> None:
+    digest = upload(model_store, tiny_gguf)
+    statuses(
+        model_store,
+        {
+            "model": "base",
+            "files": {"t.gguf": digest},
+            "system": "base system",
+            "parameters": {"temperature": 0.6, "top_k": 20},
+        },
+    )
+    got = statuses(
+        model_store, {"model": "derived", "from": "BASE", "system": "new system", "parameters": {"temperature": 0.1}}
+    )
+    assert "parsing GGUF" not in got
+    base, derived = model_store.get("base"), model_store.get("derived")
+    assert derived.model_path == base.model_path
+    assert derived.system == "new system" and base.system == "base system"
+    assert derived.params == {"temperature": 0.1, "top_k": 20}
+    assert derived.config == base.config
+    assert sum(layer.media_type == mt.SYSTEM for layer in derived.manifest.layers) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "error", "kind"),
+    [
+        ({"model": "../x", "from": "base"}, "^invalid model name$", InvalidRequest),
+        ({"model": "x"}, "^neither 'from' or 'files' was specified$", InvalidRequest),
+        ({"model": "x", "from": "nothing"}, "^model 'nothing:latest' not found$", NotFound),
+        ({"model": "x", "files": {"a.gguf": "sha256:" + "2" * 64}}, "not found", InvalidRequest),
+        ({"model": "x", "files": {"a.gguf": "md5:1"}}, "^invalid digest format$", InvalidRequest),
+        ({"model": "x", "files": "a.gguf"}, "invalid value for 'files'", InvalidRequest),
+        ({"model": "x", "from": "b", "quantize": "q4_K_M"}, "quantization is not supported", InvalidRequest),
+        ({"model": "x", "from": "b", "messages": [{"role": "robot"}]}, "message role", InvalidRequest),
+    ],
+)
+def test_create_errors(model_store: ModelStore, body: dict[str, Any], error: str, kind: type) -> None:
+    with pytest.raises(kind, match=error):
+        statuses(model_store, body)
+
+
+def test_create_rejects_a_file_that_is_not_gguf(model_store: ModelStore) -> None:
+    digest = model_store.write_blob_from([b"PK\x03\x04 a zip, not a model"])
+    with pytest.raises(InvalidRequest, match="invalid file magic"):
+        statuses(model_store, {"model": "x", "files": {"model.gguf": digest}})
+    assert model_store.list_models() == []
