@@ -45,9 +45,7 @@ class ResolvedModel:
         return capability in self.capabilities
 
 
-async def resolve_model(
-    store: ModelStore, name: str, *, empty_message: str, empty_status: int
-) -> ResolvedModel:
+async def resolve_model(store: ModelStore, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
     """Find a model as Ollama's handlers do: empty name, bad syntax, then not found."""
     if not name:
         raise CllmError(empty_message, empty_status)
@@ -207,9 +205,7 @@ async def prepare(
     return Generation(pool, entry, request, parser, format, t_start, load_ns)
 
 
-async def sentinel(
-    pool: ModelPool, model: ResolvedModel, keep_alive: float | None, options: RequestOptions
-) -> str:
+async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | None, options: RequestOptions) -> str:
     """Ollama's empty-prompt calls: ``keep_alive`` 0 unloads, anything else loads."""
     if keep_alive == 0:
         assert model.record.model_path is not None

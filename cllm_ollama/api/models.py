@@ -1,15 +1,148 @@
-"""Model management endpoints: tags, show, copy, delete, create, blobs, pull, push."""
+"""Model management endpoints: tags, show, copy, delete, create, blobs, pull, push.
+
+Each handler validates with Ollama's error strings, then calls the store off the event loop.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import CllmError
+from ..errors import CllmError, InvalidRequest, NotFound
+from ..store.blobs import parse_digest
+from ..store.create import CreateRequest, create_model
+from ..store.names import parse_name
+from ..store.pull import pull_model
+from ..store.store import ModelStore
+from .encoders import JSONResponse
+from .errors import read_json
+from .model_views import show_response, tag_entry
+from .progress import progress_events, progress_response
+
+_UPLOAD_BATCH = 1 << 20  # bytes gathered before each hop to the writer thread
 
 
-async def _todo(request: Request) -> Response:
-    raise CllmError("not implemented yet", 501)
+def _store(request: Request) -> ModelStore:
+    return request.app.state.store
 
 
-tags = show = copy = delete = create = blob_exists = blob_upload = pull = push = _todo
+def _text(body: dict[str, Any], *keys: str) -> str:
+    """The first non-empty of ``keys`` (e.g. ``model`` then the deprecated ``name``), or ""."""
+    for key in keys:
+        value = body.get(key)
+        if value is not None and not isinstance(value, str):
+            raise InvalidRequest(f"json: cannot unmarshal {type(value).__name__} into Go value of type string")
+        if value:
+            return value
+    return ""
+
+
+def _go_quote(text: str) -> str:
+    return orjson.dumps(text).decode()
+
+
+async def tags(request: Request) -> Response:
+    records = await run_in_threadpool(_store(request).list_models)
+    return JSONResponse({"models": [tag_entry(r) for r in records]})
+
+
+async def show(request: Request) -> Response:
+    body = await read_json(request)
+    name = _text(body, "model", "name")
+    if not name:
+        raise InvalidRequest("model is required")
+    record = await run_in_threadpool(_store(request).get, name)
+    system = _text(body, "system") or None
+    resp = await run_in_threadpool(lambda: show_response(record, verbose=bool(body.get("verbose")), system=system))
+    return JSONResponse(resp)
+
+
+async def copy(request: Request) -> Response:
+    body = await read_json(request)
+    source, destination = _text(body, "source"), _text(body, "destination")
+    for label, value in (("source", source), ("destination", destination)):
+        try:
+            parse_name(value)
+        except InvalidRequest:
+            raise InvalidRequest(f"{label} {_go_quote(value)} is invalid") from None
+    try:
+        await run_in_threadpool(_store(request).copy, source, destination)
+    except NotFound:
+        raise NotFound(f"model {_go_quote(source)} not found") from None
+    return Response(status_code=200)
+
+
+async def delete(request: Request) -> Response:
+    body = await read_json(request)
+    name = _text(body, "model", "name")
+    try:
+        parse_name(name)
+    except InvalidRequest:
+        raise InvalidRequest(f"name {_go_quote(name)} is invalid") from None
+    store = _store(request)
+    try:
+        record = await run_in_threadpool(store.get, name)
+        await run_in_threadpool(store.delete, name)
+    except NotFound:
+        raise NotFound(f"model '{name}' not found") from None
+    # As Ollama does: a deleted model does not stay in memory (when no other name shares its weights).
+    if record.model_path is not None and not record.model_path.exists():
+        await request.app.state.pool.unload(record.model_path)
+    return Response(status_code=200)
+
+
+async def blob_exists(request: Request) -> Response:
+    digest = request.path_params["digest"]
+    if not await run_in_threadpool(_store(request).has_blob, digest):
+        raise NotFound(f"blob {_go_quote(digest)} not found")
+    return Response(status_code=200)
+
+
+async def blob_upload(request: Request) -> Response:
+    """Stream the body to a temp file while hashing; 201 when stored, 200 if it already was."""
+    store = _store(request)
+    digest = request.path_params["digest"]
+    parse_digest(digest)
+    if await run_in_threadpool(store.has_blob, digest):
+        return Response(status_code=200)
+    writer = await run_in_threadpool(store.blob_writer)
+    try:
+        pending = bytearray()
+        async for chunk in request.stream():
+            pending += chunk
+            if len(pending) >= _UPLOAD_BATCH:
+                await run_in_threadpool(writer.write, bytes(pending))
+                pending.clear()
+        await run_in_threadpool(writer.write, bytes(pending))
+        await run_in_threadpool(writer.commit, digest)
+    finally:
+        writer.abort()
+    return Response(status_code=201)
+
+
+async def create(request: Request) -> Response:
+    body = await read_json(request)
+    req = CreateRequest.from_json(body)
+    store = _store(request)
+    events = progress_events(lambda report: create_model(store, req, report))
+    return await progress_response(events, stream=body.get("stream") is not False)
+
+
+async def pull(request: Request) -> Response:
+    body = await read_json(request)
+    name = _text(body, "model", "name")
+    parse_name(name)
+    store = _store(request)
+    events = progress_events(lambda report: pull_model(store, name, report))
+    return await progress_response(events, stream=body.get("stream") is not False)
+
+
+async def push(request: Request) -> Response:
+    body = await read_json(request)
+    if not _text(body, "model", "name"):
+        raise InvalidRequest("model is required")
+    raise CllmError("cllm does not push models: it pulls GGUF files from the Hugging Face Hub only", 501)

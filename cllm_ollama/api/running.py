@@ -10,22 +10,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..engine.pool import Entry
-from ..store.gguf_info import GGUFInfo, gguf_info
+from ..errors import NotFound
 from .encoders import JSONResponse
+from .model_views import details
 
 # Ollama shows "forever" as the largest Go duration from now: about 292 years.
 _FOREVER = timedelta(microseconds=(2**63 - 1) // 1000)
-
-
-def details_of(info: GGUFInfo) -> dict[str, object]:
-    return {
-        "parent_model": "",
-        "format": "gguf",
-        "family": info.family,
-        "families": list(info.families),
-        "parameter_size": info.parameter_size,
-        "quantization_level": info.quantization_level,
-    }
 
 
 def _expires_at(entry: Entry) -> str:
@@ -38,15 +28,19 @@ def _expires_at(entry: Entry) -> str:
 
 async def ps(request: Request) -> Response:
     models = []
+    store = request.app.state.store
     for entry in request.app.state.pool.running():
-        info = await run_in_threadpool(gguf_info, entry.model.spec.path)
+        try:
+            record_details = details(await run_in_threadpool(store.get, entry.name))
+        except NotFound:  # deleted while loaded
+            record_details = {}
         models.append(
             {
                 "name": entry.name,
                 "model": entry.name,
                 "size": entry.model.size_bytes,
                 "digest": entry.digest,
-                "details": details_of(info),
+                "details": record_details,
                 "expires_at": _expires_at(entry),
                 "size_vram": entry.model.size_vram,
                 "context_length": entry.model.n_ctx_slot,

@@ -54,18 +54,14 @@ def _tojson(
     sort_keys: bool = False,
 ) -> str:
     # Jinja's own tojson HTML-escapes and sorts keys; templates are written against transformers'.
-    return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-    )
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-_env = ImmutableSandboxedEnvironment(
-    trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, loopcontrols]
-)
+_env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, loopcontrols])
 _env.filters["tojson"] = _tojson
 _env.globals["raise_exception"] = _raise_exception
 _env.globals["strftime_now"] = _strftime_now

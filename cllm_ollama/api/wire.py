@@ -25,9 +25,7 @@ def string_field(body: dict[str, Any], key: str, struct: str) -> str:
         return ""
     if not isinstance(value, str):
         got = _GO_TYPES.get(type(value), "value")
-        raise InvalidRequest(
-            f"json: cannot unmarshal {got} into Go struct field {struct}.{key} of type string"
-        )
+        raise InvalidRequest(f"json: cannot unmarshal {got} into Go struct field {struct}.{key} of type string")
     return value
 
 

@@ -21,9 +21,7 @@ MODEL = "tiny"
 @pytest.fixture(scope="session")
 def qwen3_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer qwen3 with Qwen3's chat template; Q8_0 weights of scale 0.5 (peaked logits)."""
-    return write_qwen3(
-        tmp_path_factory.mktemp("gguf") / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0
-    )
+    return write_qwen3(tmp_path_factory.mktemp("gguf") / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
 
 
 def install(store: ModelStore, name: str, path: Path, params: bytes | None = None) -> None:

@@ -105,14 +105,12 @@ def test_options_must_be_an_object() -> None:
     with pytest.raises(InvalidRequest) as info:
         resolve_options("fast", None)
     assert info.value.message == (
-        "json: cannot unmarshal string into Go struct field GenerateRequest.options"
-        " of type map[string]interface {}"
+        "json: cannot unmarshal string into Go struct field GenerateRequest.options of type map[string]interface {}"
     )
     with pytest.raises(InvalidRequest) as info:
         resolve_options([1], None, request_type="ChatRequest")
     assert info.value.message == (
-        "json: cannot unmarshal array into Go struct field ChatRequest.options"
-        " of type map[string]interface {}"
+        "json: cannot unmarshal array into Go struct field ChatRequest.options of type map[string]interface {}"
     )
     assert info.value.status_code == 400
 
@@ -144,9 +142,7 @@ def test_parse_think_rejects_other_values() -> None:
     assert info.value.message.startswith('invalid think value: "a\\"b\\n" (must be')
     with pytest.raises(InvalidRequest) as info:
         parse_think(1)
-    assert info.value.message == (
-        'think must be a boolean or string ("high", "medium", "low", "max", true, or false)'
-    )
+    assert info.value.message == ('think must be a boolean or string ("high", "medium", "low", "max", true, or false)')
 
 
 def test_parse_keep_alive_field() -> None:

@@ -47,9 +47,7 @@ def test_leading_whitespace_before_the_opening_tag() -> None:
 
 
 def test_thinking_on_but_no_think_block() -> None:
-    assert whole("\nHello <think>x</think>", thinking=True, tools=False) == Delta(
-        content="\nHello <think>x</think>"
-    )
+    assert whole("\nHello <think>x</think>", thinking=True, tools=False) == Delta(content="\nHello <think>x</think>")
 
 
 def test_unclosed_thinking_is_all_thinking() -> None:
@@ -69,9 +67,7 @@ def test_thinking_off_drops_only_a_leading_empty_block() -> None:
     assert whole("<think>\n\n</think>\n\nHi", thinking=False, tools=False) == Delta(content="Hi")
     assert whole("<think>\n\n</think>\n\n", thinking=False, tools=False) == Delta()
     assert whole(THINKING, thinking=False, tools=False) == Delta(content=THINKING)
-    assert whole("\n\nHi <think></think>", thinking=False, tools=False) == Delta(
-        content="\n\nHi <think></think>"
-    )
+    assert whole("\n\nHi <think></think>", thinking=False, tools=False) == Delta(content="\n\nHi <think></think>")
     assert whole("<think>\n\n</thi", thinking=False, tools=False) == Delta(content="<think>\n\n</thi")
 
 
@@ -90,9 +86,7 @@ def test_tool_calls() -> None:
 
 def test_text_around_tool_calls() -> None:
     text = 'Let me check.\n<tool_call>{"name": "f", "arguments": {}}</tool_call>\n\nDone.'
-    assert whole(text, thinking=False, tools=True) == Delta(
-        content="Let me check.\n\n\nDone.", tool_calls=[call("f")]
-    )
+    assert whole(text, thinking=False, tools=True) == Delta(content="Let me check.\n\n\nDone.", tool_calls=[call("f")])
     nested = '<tool_call>{"name": "f", "arguments": {"q": {"deep": [1, "x"]}}}</tool_call>  '
     assert whole(nested, thinking=False, tools=True) == Delta(tool_calls=[call("f", q={"deep": [1, "x"]})])
 

@@ -126,9 +126,7 @@ def test_chatml_fallback() -> None:
 
 
 def test_raise_exception_is_a_client_error() -> None:
-    template = (
-        "{% if messages[0]['role'] != 'user' %}{{ raise_exception('roles must alternate') }}{% endif %}"
-    )
+    template = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('roles must alternate') }}{% endif %}"
     with pytest.raises(InvalidRequest) as info:
         render_chat(template, [{"role": "assistant", "content": "x"}])
     assert (info.value.message, info.value.status_code) == ("roles must alternate", 400)
