@@ -173,9 +173,7 @@ class Batch:
         self.logits = np.zeros(capacity, dtype=np.int8)
         int_p = ctypes.POINTER(ctypes.c_int32)
         base = self.seq_id.ctypes.data
-        self._seq_ptrs = (int_p * (capacity + 1))(
-            *[ctypes.cast(base + 4 * i, int_p) for i in range(capacity)]
-        )
+        self._seq_ptrs = (int_p * (capacity + 1))(*[ctypes.cast(base + 4 * i, int_p) for i in range(capacity)])
         self.struct = ll.llama_batch(
             n_tokens=0,
             token=self.token.ctypes.data_as(int_p),
@@ -261,9 +259,7 @@ class Context:
     def decode(self, batch: Batch) -> None:
         rc = ll.llama_decode(self._ptr, batch.struct)
         if rc != 0:
-            reason = {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(
-                rc, "compute error"
-            )
+            reason = {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(rc, "compute error")
             raise EngineError(f"llama_decode failed ({rc}): {reason}")
 
     def logits(self, n_outputs: int) -> np.ndarray:

@@ -33,9 +33,7 @@ class LoadSpec:
     embedding_only: bool = False
 
 
-def fit_prompt(
-    tokens: list[int], limit: int, *, num_keep: int, num_predict: int, truncate: bool
-) -> list[int]:
+def fit_prompt(tokens: list[int], limit: int, *, num_keep: int, num_predict: int, truncate: bool) -> list[int]:
     """Make a prompt fit its context as Ollama does: keep the first ``num_keep`` tokens and
     the end, dropping from the middle, or refuse with Ollama's message when ``truncate`` is off.
 

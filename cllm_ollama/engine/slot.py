@@ -144,9 +144,7 @@ class Slot:
         self.cached = []
         return Event(event.request_id, "", (), FinishReason.ERROR, event.stats, message)
 
-    def _finish(
-        self, reason: FinishReason, text: str, now_ns: int, token: int | None, flush: bool = True
-    ) -> Event:
+    def _finish(self, reason: FinishReason, text: str, now_ns: int, token: int | None, flush: bool = True) -> Event:
         request = self.request
         assert request is not None
         if flush:

@@ -7,6 +7,7 @@ Greedy decoding of such a model is deterministic, which makes it a strong oracle
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -70,14 +71,12 @@ class Vocab:
 
 def _learn_merges(n_merges: int) -> list[tuple[str, str]]:
     enc = _byte_encoder()
-    words = Counter(
-        tuple(enc[b] for b in piece.encode()) for piece in _PRETOKENIZE.findall(_CORPUS)
-    )
+    words = Counter(tuple(enc[b] for b in piece.encode()) for piece in _PRETOKENIZE.findall(_CORPUS))
     merges: list[tuple[str, str]] = []
     while len(merges) < n_merges:
         pairs: Counter[tuple[str, str]] = Counter()
         for word, count in words.items():
-            for pair in zip(word, word[1:], strict=False):
+            for pair in itertools.pairwise(word):
                 pairs[pair] += count
         if not pairs:
             break
@@ -122,10 +121,7 @@ def synthetic_vocab(size: int | None = None) -> Vocab:
     else:
         by_id = {tid: (text, ttype) for text, (tid, ttype) in QWEN_SPECIALS.items()}
         for tid in range(len(tokens), size):
-            if tid in by_id:
-                text, ttype = by_id[tid]
-            else:
-                text, ttype = f"<|extra_{tid}|>", gguf.TokenType.UNUSED
+            text, ttype = by_id.get(tid, (f"<|extra_{tid}|>", gguf.TokenType.UNUSED))
             tokens.append(text)
             types.append(ttype)
     ids = {t: i for i, t in enumerate(tokens)}

@@ -139,9 +139,7 @@ def test_abort_frees_the_slot_within_a_step(runner: Runner) -> None:
 def test_async_generate_and_queue_limit(oracle_gguf: Path) -> None:
     from cllm_ollama.errors import QueueFull
 
-    loaded = LoadedModel(
-        LoadSpec(oracle_gguf, n_slots=1, n_ctx_slot=128, n_batch=32, n_threads=2), max_queue=1
-    )
+    loaded = LoadedModel(LoadSpec(oracle_gguf, n_slots=1, n_ctx_slot=128, n_batch=32, n_threads=2), max_queue=1)
 
     async def main() -> None:
         prompt = tuple(loaded.tokenize("Hello"))
