@@ -1,0 +1,132 @@
+"""Where CLI commands send their work: the server at OLLAMA_HOST when one answers, else the local store.
+
+Both backends speak the same dicts (Ollama's JSON) and raise ``CllmError`` with Ollama's messages,
+so a command never knows which one it has.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from ..api.model_views import show_response, tag_entry
+from ..config import Settings
+from ..errors import CllmError
+from ..store.blobs import sha256_file
+from ..store.create import CreateRequest, create_model
+from ..store.modelfile import Modelfile, create_body
+from ..store.pull import pull_model
+from ..store.store import ModelStore
+
+Report = Callable[[dict[str, Any]], None]
+PROBE_TIMEOUT_S = 1.0
+
+
+class Backend(Protocol):
+    def tags(self) -> list[dict[str, Any]]: ...
+    def show(self, name: str, verbose: bool = False) -> dict[str, Any]: ...
+    def copy(self, source: str, destination: str) -> None: ...
+    def delete(self, name: str) -> None: ...
+    def pull(self, name: str, report: Report) -> None: ...
+    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None: ...
+
+
+def connect(settings: Settings) -> Backend:
+    """The running server if ``HEAD /`` answers (as the ollama CLI checks), else the store on disk."""
+    try:
+        httpx.head(settings.host.url + "/", timeout=PROBE_TIMEOUT_S)
+    except httpx.TransportError:
+        return LocalBackend(ModelStore(settings.models_dir))
+    return HttpBackend(settings.host.url)
+
+
+class LocalBackend:
+    def __init__(self, store: ModelStore) -> None:
+        self.store = store
+
+    def tags(self) -> list[dict[str, Any]]:
+        return [tag_entry(record) for record in self.store.list_models()]
+
+    def show(self, name: str, verbose: bool = False) -> dict[str, Any]:
+        return show_response(self.store.get(name), verbose=verbose)
+
+    def copy(self, source: str, destination: str) -> None:
+        self.store.copy(source, destination)
+
+    def delete(self, name: str) -> None:
+        self.store.delete(name)
+
+    def pull(self, name: str, report: Report) -> None:
+        pull_model(self.store, name, report)
+
+    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None:
+        def upload(path: Path) -> str:
+            report({"status": f"copying file {path.name}"})
+            with open(path, "rb") as f:
+                return self.store.write_blob_from(f)
+
+        body = create_body(name, modelfile, base_dir, upload)
+        create_model(self.store, CreateRequest.from_json(body), report)
+
+
+class HttpBackend:
+    def __init__(self, base_url: str) -> None:
+        # No read timeout: a pull or create may be silent for long stretches (hashing a big file).
+        self.client = httpx.Client(base_url=base_url, timeout=httpx.Timeout(None, connect=10.0))
+
+    @staticmethod
+    def _raise_for_error(response: httpx.Response) -> None:
+        if response.status_code < 400:
+            return
+        response.read()
+        try:
+            message = response.json().get("error") or response.text
+        except (json.JSONDecodeError, AttributeError):
+            message = response.text
+        raise CllmError(message, response.status_code)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        response = self.client.request(method, path, json=body)
+        self._raise_for_error(response)
+        return response
+
+    def _stream(self, path: str, body: dict[str, Any], report: Report) -> None:
+        with self.client.stream("POST", path, json=body) as response:
+            self._raise_for_error(response)
+            for line in response.iter_lines():
+                if not line:
+                    continue
+                event = json.loads(line)
+                if event.get("error"):
+                    raise CllmError(event["error"])
+                report(event)
+
+    def tags(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/api/tags").json()["models"]
+
+    def show(self, name: str, verbose: bool = False) -> dict[str, Any]:
+        return self._call("POST", "/api/show", {"model": name, "verbose": verbose}).json()
+
+    def copy(self, source: str, destination: str) -> None:
+        self._call("POST", "/api/copy", {"source": source, "destination": destination})
+
+    def delete(self, name: str) -> None:
+        self._call("DELETE", "/api/delete", {"model": name})
+
+    def pull(self, name: str, report: Report) -> None:
+        self._stream("/api/pull", {"model": name}, report)
+
+    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None:
+        def upload(path: Path) -> str:
+            digest = "sha256:" + sha256_file(path)
+            if self.client.head(f"/api/blobs/{digest}").status_code != 200:
+                report({"status": f"copying file {digest}"})
+                with open(path, "rb") as f:
+                    self._raise_for_error(self.client.post(f"/api/blobs/{digest}", content=f))
+            return digest
+
+        self._stream("/api/create", create_body(name, modelfile, base_dir, upload), report)

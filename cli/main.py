@@ -1,0 +1,150 @@
+"""The ``cllm`` command: serve, and the ollama-style model commands (pull, list, show, cp, rm, create)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import click
+import httpx
+import uvicorn
+
+from ..app import create_app
+from ..config import ConfigError, Settings
+from ..errors import CllmError
+from ..store.modelfile import parse_modelfile
+from .backend import Backend, connect
+from .bench import bench_command
+from .progress import ProgressPrinter
+from .render import models_table, show_text
+
+
+class CommandError(click.ClickException):
+    """A failure the user can act on: printed as one ``Error: ...`` line, exit status 1."""
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn store, server and network failures into ``CommandError`` (no traceback)."""
+    try:
+        yield
+    except CllmError as exc:
+        raise CommandError(exc.message) from exc
+    except (ConfigError, OSError) as exc:
+        raise CommandError(str(exc)) from exc
+    except httpx.HTTPError as exc:
+        raise CommandError(f"lost the connection to the server: {exc}") from exc
+
+
+def _settings() -> Settings:
+    with user_errors():
+        return Settings.from_env()
+
+
+def _backend() -> Backend:
+    return connect(_settings())
+
+
+@click.group("cllm", context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """A drop-in Ollama server with continuous batching over llama.cpp."""
+
+
+@cli.command("serve")
+def serve_command() -> None:
+    """Start the server on OLLAMA_HOST (default 127.0.0.1:11434)."""
+    settings = _settings()
+    uvicorn.run(create_app(settings), host=settings.host.host, port=settings.host.port)
+
+
+@cli.command("pull")
+@click.argument("name")
+def pull_command(name: str) -> None:
+    """Pull a model from the Hugging Face Hub (qwen3:0.6b, hf.co/<user>/<repo>[:quant])."""
+    printer = ProgressPrinter()
+    try:
+        with user_errors():
+            _backend().pull(name, printer)
+    finally:
+        printer.close()
+
+
+@cli.command("list")
+def list_command() -> None:
+    """List models."""
+    with user_errors():
+        models = _backend().tags()
+    click.echo(models_table(models, datetime.now().astimezone()))
+
+
+cli.add_command(list_command, "ls")
+
+
+@cli.command("show")
+@click.argument("name")
+@click.option("--license", "field", flag_value="license", help="Show the license.")
+@click.option("--modelfile", "field", flag_value="modelfile", help="Show the Modelfile.")
+@click.option("--parameters", "field", flag_value="parameters", help="Show the parameters.")
+@click.option("--system", "field", flag_value="system", help="Show the system message.")
+@click.option("--template", "field", flag_value="template", help="Show the template.")
+@click.option("--verbose", "-v", is_flag=True, help="Include the full metadata arrays and tensors.")
+def show_command(name: str, field: str | None, verbose: bool) -> None:
+    """Show information about a model."""
+    with user_errors():
+        show = _backend().show(name, verbose=verbose)
+    if field is None:
+        click.echo(show_text(show))
+    else:
+        click.echo(show.get(field) or "")
+
+
+@cli.command("cp")
+@click.argument("source")
+@click.argument("destination")
+def copy_command(source: str, destination: str) -> None:
+    """Copy a model."""
+    with user_errors():
+        _backend().copy(source, destination)
+    click.echo(f"copied '{source}' to '{destination}'")
+
+
+@cli.command("rm")
+@click.argument("names", nargs=-1, required=True)
+def remove_command(names: tuple[str, ...]) -> None:
+    """Remove one or more models."""
+    backend = _backend()
+    for name in names:
+        with user_errors():
+            backend.delete(name)
+        click.echo(f"deleted '{name}'")
+
+
+@cli.command("create")
+@click.argument("name")
+@click.option(
+    "--file",
+    "-f",
+    "modelfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("Modelfile"),
+    show_default=True,
+    help="The Modelfile to build from.",
+)
+def create_command(name: str, modelfile: Path) -> None:
+    """Create a model from a Modelfile (FROM a .gguf file or an existing model)."""
+    printer = ProgressPrinter()
+    try:
+        with user_errors():
+            parsed = parse_modelfile(modelfile.read_text(encoding="utf-8"))
+            _backend().create(name, parsed, modelfile.resolve().parent, printer)
+    finally:
+        printer.close()
+
+
+cli.add_command(bench_command)
+
+
+def main() -> None:
+    cli.main()
