@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -159,3 +160,18 @@ def _from_files(store: ModelStore, files: dict[str, str], report: Report) -> tup
         raise InvalidRequest(f"expected one GGUF model file, got {len(models)}")
     ((model_layer, info),) = models
     return [model_layer, *projectors], mt.model_config(info)
+
+
+def import_gguf(
+    store: ModelStore,
+    name: str,
+    path: Path,
+    *,
+    parameters: dict[str, Any] | None = None,
+    system: str | None = None,
+) -> ModelRecord:
+    """A local GGUF file as a model: what ``cllm create NAME`` does with ``FROM file.gguf``."""
+    with open(path, "rb") as f:
+        digest = store.write_blob_from(f)
+    req = CreateRequest(model=parse_name(name), files={path.name: digest}, parameters=parameters, system=system)
+    return create_model(store, req, lambda status: None)

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.store import manifests as mt
+from cllm_ollama.store.create import import_gguf
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_qwen3
 
@@ -24,19 +24,9 @@ def qwen3_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_qwen3(tmp_path_factory.mktemp("gguf") / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
 
 
-def install(store: ModelStore, name: str, path: Path, params: bytes | None = None) -> None:
-    with open(path, "rb") as f:
-        digest = store.write_blob_from(f)
-    layers = [mt.Layer(mt.MODEL, digest, path.stat().st_size)]
-    if params is not None:
-        layers.append(store.add_layer(params, mt.PARAMS)[0])
-    store.write_manifest(name, {"model_format": "gguf", "model_family": "qwen3"}, layers)
-
-
 @pytest.fixture
 def settings(tmp_path: Path, qwen3_gguf: Path) -> Settings:
-    store = ModelStore(tmp_path / "models")
-    install(store, MODEL, qwen3_gguf)
+    import_gguf(ModelStore(tmp_path / "models"), MODEL, qwen3_gguf)
     return Settings(models_dir=tmp_path / "models", num_parallel=4, context_length=256, num_thread=2)
 
 
