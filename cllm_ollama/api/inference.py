@@ -26,7 +26,7 @@ from ..store.gguf_info import GGUFInfo, gguf_info
 from ..store.names import parse_name
 from ..store.store import ModelRecord, ModelStore
 from .options import RequestOptions, parse_keep_alive_field, parse_think
-from .parsers import Delta, OutputParser, prompt_opens_thinking
+from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template
 
 T = TypeVar("T")
 
@@ -201,7 +201,12 @@ async def prepare(
         pool.release(entry)
         raise
     start_in_thinking = thinking and prompt_opens_thinking(rendered.text)
-    parser = OutputParser(thinking=thinking, tools=tools, start_in_thinking=start_in_thinking)
+    parser = OutputParser(
+        thinking=thinking,
+        tools=tools,
+        start_in_thinking=start_in_thinking,
+        tool_format=tool_format_for_template(model.info.chat_template),
+    )
     return Generation(pool, entry, request, parser, format, t_start, load_ns)
 
 

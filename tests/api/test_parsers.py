@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from cllm_ollama.api.parsers import Delta, OutputParser, prompt_opens_thinking
+from cllm_ollama.api.parsers import Delta, OutputParser, ToolFormat, prompt_opens_thinking, tool_format_for_template
 
 
 def _merge(deltas: list[Delta]) -> Delta:
@@ -106,6 +106,84 @@ def test_unparsable_tool_call_is_content(body: str) -> None:
     assert whole(text, thinking=False, tools=True) == Delta(content=text)
 
 
+def test_a_list_of_calls_in_the_tags() -> None:
+    text = '<tool_call>[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"a": 1}}]</tool_call>'
+    assert whole(text, thinking=False, tools=True) == Delta(tool_calls=[call("f"), call("g", a=1)])
+    for body in ("[]", '[{"name": "f", "arguments": {}}, 1]'):
+        text = f"<tool_call>{body}</tool_call>"
+        assert whole(text, thinking=False, tools=True) == Delta(content=text)
+
+
+LLAMA = {"thinking": False, "tools": True, "tool_format": ToolFormat.LLAMA}
+MISTRAL = {"thinking": False, "tools": True, "tool_format": ToolFormat.MISTRAL}
+
+
+def test_llama_tool_calls() -> None:
+    text = '\n{"name": "f", "parameters": {"q": "x"}}; {"name": "g", "parameters": "{\\"a\\": 1}"}\n'
+    assert whole(text, **LLAMA) == Delta(tool_calls=[call("f", q="x"), call("g", a=1)])
+    text = '<|python_tag|>{"name": "f", "parameters": {}}\n\nI called f.'
+    assert whole(text, **LLAMA) == Delta(content="\n\nI called f.", tool_calls=[call("f")])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Let me call {"name": "f", "parameters": {}}',
+        '{"name": "f", "parameters": {broken}}',
+        '  {"answer": 42}',
+        '<|python_tag|>brave_search.call(query="x")',
+        '{"name": "f", "parameters": {}',
+        "<|python_tag|>",
+    ],
+)
+def test_llama_text_that_is_no_call_is_content(text: str) -> None:
+    """Calls only open the content; what does not parse, or never closes, is the model's answer."""
+    assert whole(text, **LLAMA) == Delta(content=text)
+
+
+def test_mistral_tool_calls() -> None:
+    text = 'Sure.[TOOL_CALLS] [{"name": "f", "arguments": {"a": "]"}}, {"name": "g", "arguments": {}}]'
+    assert whole(text, **MISTRAL) == Delta(content="Sure.", tool_calls=[call("f", a="]"), call("g")])
+    # The tokenizer may drop the control-token tag: a bare list opening the content is a call too.
+    assert whole(' [{"name": "f", "arguments": {}}]', **MISTRAL) == Delta(tool_calls=[call("f")])
+    for text in ("[1] A footnote.", "x [TOOL_CALLS][{bad}]", 'x [{"name": "f", "arguments": {}}]'):
+        assert whole(text, **MISTRAL) == Delta(content=text)
+
+
+def test_untagged_calls_hold_back_only_what_may_be_a_call() -> None:
+    parser = OutputParser(**LLAMA)
+    assert parser.feed(" ") == Delta()
+    assert parser.feed("{") == Delta()
+    assert parser.feed("}") == Delta(content=" {}")
+    assert parser.feed(" {") == Delta(content=" {")
+    parser = OutputParser(**LLAMA)
+    assert parser.feed('{"na') == Delta()
+    assert parser.feed('me": "f"}') == Delta(tool_calls=[call("f")])
+    assert parser.feed(";\n") == Delta()
+    assert parser.feed("<|py") == Delta()
+    assert parser.feed("x") == Delta(content=";\n<|pyx")
+    parser = OutputParser(**MISTRAL)
+    assert parser.feed("[") == Delta()
+    assert parser.feed("TOOL") == Delta()
+    assert parser.feed("S") == Delta(content="[TOOLS")
+    assert parser.finish() == Delta()
+
+
+def test_tool_format_for_template() -> None:
+    qwen = "{%- if tools %}<tools></tools> ... <tool_call>\n{{ tool_call | tojson }}\n</tool_call>"
+    llama = '{{- "Environment: ipython\\n" }} ... "parameters": dictionary of argument name'
+    hermes_llama = '<|start_header_id|>... "parameters": dictionary ... <tool_call>'
+    mistral = '{{- "[AVAILABLE_TOOLS]" }} ... {{- "[TOOL_CALLS][" }}'
+    cohere = '{"name": "{{ tool.name }}", "parameters": {{ tool.parameters | tojson }}}'
+    assert tool_format_for_template(qwen) is ToolFormat.HERMES
+    assert tool_format_for_template(llama) is ToolFormat.LLAMA
+    assert tool_format_for_template("<|python_tag|>") is ToolFormat.LLAMA
+    assert tool_format_for_template(hermes_llama) is ToolFormat.HERMES
+    assert tool_format_for_template(mistral) is ToolFormat.MISTRAL
+    for template in (None, "", cohere, "{{ '<|im_start|>' + message['role'] }}"):
+        assert tool_format_for_template(template) is ToolFormat.HERMES
+
+
 def test_unclosed_tool_call_is_content() -> None:
     text = 'ok <tool_call>{"name": "f"'
     assert whole(text, thinking=False, tools=True) == Delta(content=text)
@@ -141,6 +219,24 @@ SAMPLES = [
     'Sure.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>\n \nAfter <tool_call',
     "The user asked.\n</think>\n\n<think>Answer",
 ]
+LLAMA_SAMPLES = [
+    ' \n{"name": "f", "parameters": {"q": "}{"}}; {"name": "g", "parameters": "{}"}\n',
+    '<|python_tag|>{"name": "f", "parameters": {}}<|python_tag|>{"name": "g"} Done.',
+    '{"name": "f", "parameters": {broken}} {"name": "g"}',
+    "<think>x</think>\n\n{} and <|python_tag|>code()",
+    '  Plain, then {"name": "f", "parameters": {}}',
+]
+SMOL_SAMPLES = ['<tool_call>[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {"a": [1]}}]</tool_call>']
+MISTRAL_SAMPLES = [
+    'Calling.[TOOL_CALLS] [{"name": "f", "arguments": {"a": "]"}}, {"name": "g", "arguments": {}}] ok',
+    ' [{"name": "f", "arguments": {}}]\n[TOOL_CALLS][{"name": "g", "arguments": {}}] \n',
+    "[1] see [TOOL_CALLS] none [TOOL_CALLS][{bad}] [TOOL_CALLS",
+]
+FORMAT_SAMPLES = [
+    *((ToolFormat.HERMES, text) for text in SAMPLES + SMOL_SAMPLES),
+    *((ToolFormat.LLAMA, text) for text in LLAMA_SAMPLES + SAMPLES[:2]),
+    *((ToolFormat.MISTRAL, text) for text in MISTRAL_SAMPLES + SAMPLES[1:2]),
+]
 CONFIGS = [
     {"thinking": t, "tools": u, "start_in_thinking": s}
     for t in (True, False)
@@ -150,8 +246,9 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
-@pytest.mark.parametrize("text", SAMPLES)
-def test_every_split_gives_the_same_result(text: str, config: dict[str, bool]) -> None:
+@pytest.mark.parametrize(("tool_format", "text"), FORMAT_SAMPLES)
+def test_every_split_gives_the_same_result(tool_format: ToolFormat, text: str, config: dict[str, Any]) -> None:
+    config = {**config, "tool_format": tool_format}
     expected = whole(text, **config)
     assert parse(list(text), **config) == expected
     for i in range(len(text) + 1):
