@@ -11,7 +11,7 @@ import gguf
 import llama_cpp
 import pytest
 
-from cllm_ollama.engine.binding import Model
+from cllm_ollama.engine.binding import Model, Sampler
 from cllm_ollama.engine.client import LoadedModel, LoadSpec
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
@@ -44,19 +44,24 @@ def runner(oracle_gguf: Path) -> Iterator[Runner]:
     r.model.close()
 
 
+def submit(runner: Runner, request: Request, sampler: Sampler | None = None) -> Sink:
+    sink = Sink(queue.SimpleQueue())
+    runner.submit(request, sampler, sink)
+    return sink
+
+
+def drain(sink: Sink) -> list[Event]:
+    """Read a request's events to its last, as a reader that keeps up does."""
+    events: list[Event] = []
+    while not events or events[-1].finish is None:
+        events.append(sink.queue.get(timeout=30))  # type: ignore[attr-defined]
+        sink.consumed += 1
+    return events
+
+
 def run(runner: Runner, requests: list[Request]) -> list[list[Event]]:
-    queues = []
-    for request in requests:
-        q: queue.SimpleQueue[Event] = queue.SimpleQueue()
-        runner.submit(request, None, Sink(q))
-        queues.append(q)
-    results = []
-    for q in queues:
-        events = [q.get(timeout=30)]
-        while events[-1].finish is None:
-            events.append(q.get(timeout=30))
-        results.append(events)
-    return results
+    sinks = [submit(runner, request) for request in requests]
+    return [drain(sink) for sink in sinks]
 
 
 def tokens_of(events: list[Event]) -> list[int]:
@@ -91,25 +96,14 @@ def test_seeded_sampling_is_reproducible_whatever_else_is_in_the_batch(runner: R
     seeded = SamplingParams(temperature=0.9, top_k=50, top_p=0.95, seed=1234)
     prompt = tuple(model.tokenize("Tell me a story"))
 
-    def seeded_request() -> tuple[Request, object]:
-        return Request(prompt, seeded, num_predict=16), LoadedModel.sampler_for(_Holder(model), seeded)
+    def seeded_request() -> Sink:
+        return submit(runner, Request(prompt, seeded, num_predict=16), Sampler(model, seeded))
 
-    alone_req, alone_sampler = seeded_request()
-    q: queue.SimpleQueue[Event] = queue.SimpleQueue()
-    runner.submit(alone_req, alone_sampler, Sink(q))  # type: ignore[arg-type]
-    alone = _drain(q)
-    busy = [Request(tuple(model.tokenize(p)), GREEDY, num_predict=20) for p in PROMPTS[:3]]
-    mixed_req, mixed_sampler = seeded_request()
-    queues = []
-    for r in busy:
-        bq: queue.SimpleQueue[Event] = queue.SimpleQueue()
-        runner.submit(r, None, Sink(bq))
-        queues.append(bq)
-    q2: queue.SimpleQueue[Event] = queue.SimpleQueue()
-    runner.submit(mixed_req, mixed_sampler, Sink(q2))  # type: ignore[arg-type]
-    mixed = _drain(q2)
-    for bq in queues:
-        _drain(bq)
+    alone = drain(seeded_request())
+    busy = [submit(runner, Request(tuple(model.tokenize(p)), GREEDY, num_predict=20)) for p in PROMPTS[:3]]
+    mixed = drain(seeded_request())
+    for sink in busy:
+        drain(sink)
     assert tokens_of(alone) == tokens_of(mixed)
     assert len(set(tokens_of(alone))) > 1
 
@@ -117,23 +111,17 @@ def test_seeded_sampling_is_reproducible_whatever_else_is_in_the_batch(runner: R
 def test_abort_frees_the_slot_within_a_step(runner: Runner) -> None:
     model = runner.model
     long = [Request(tuple(model.tokenize(p)), GREEDY, num_predict=200) for p in PROMPTS[:4]]
-    queues = []
-    for r in long:
-        q: queue.SimpleQueue[Event] = queue.SimpleQueue()
-        runner.submit(r, None, Sink(q))
-        queues.append(q)
-    queues[0].get(timeout=30)  # the first request is generating
+    sinks = [submit(runner, r) for r in long]
+    sinks[0].queue.get(timeout=30)  # type: ignore[attr-defined]  # the first request is generating
     runner.abort(long[0].id)
-    events = _drain(queues[0])
-    assert events[-1].finish is FinishReason.CANCELED
+    assert drain(sinks[0])[-1].finish is FinishReason.CANCELED
     # A new request gets the freed slot while the other three still run.
-    fresh = Request(tuple(model.tokenize("Hello")), GREEDY, num_predict=2)
-    (result,) = run(runner, [fresh])
+    (result,) = run(runner, [Request(tuple(model.tokenize("Hello")), GREEDY, num_predict=2)])
     assert result[-1].finish is FinishReason.LENGTH
     for r in long[1:]:
         runner.abort(r.id)
-    for q in queues[1:]:
-        assert _drain(q)[-1].finish in (FinishReason.CANCELED, FinishReason.LENGTH)
+    for sink in sinks[1:]:
+        assert drain(sink)[-1].finish in (FinishReason.CANCELED, FinishReason.LENGTH, FinishReason.STOP)
 
 
 def test_async_generate_and_queue_limit(oracle_gguf: Path) -> None:
@@ -162,15 +150,29 @@ def test_async_generate_and_queue_limit(oracle_gguf: Path) -> None:
         loaded.close()
 
 
-class _Holder:
-    """Just enough of LoadedModel for sampler_for()."""
+def test_a_slow_reader_pauses_only_its_own_slot(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cllm_ollama.engine import runner as runner_module
 
-    def __init__(self, model: Model) -> None:
-        self.model = model
-
-
-def _drain(q: queue.SimpleQueue[Event]) -> list[Event]:
-    events = [q.get(timeout=30)]
-    while events[-1].finish is None:
-        events.append(q.get(timeout=30))
-    return events
+    buffered = 16  # small, so the pause comes well before the slot's context is full
+    monkeypatch.setattr(runner_module, "MAX_BUFFERED_EVENTS", buffered)
+    model = runner.model
+    n = buffered + 30
+    # A random model may stop early at an end-of-generation token: use a prompt that does not.
+    prompt = next(
+        p
+        for p in (tuple(model.tokenize(text)) for text in PROMPTS)
+        if run(runner, [Request(p, GREEDY, num_predict=n)])[0][-1].finish is FinishReason.LENGTH
+    )
+    slow = submit(runner, Request(prompt, GREEDY, num_predict=n))  # nobody reads it for now
+    slow_q: queue.SimpleQueue[Event] = slow.queue  # type: ignore[assignment]
+    # It stops being scheduled once its reader is a full buffer behind...
+    events = [slow_q.get(timeout=30) for _ in range(buffered + 1)]
+    assert events[-1].finish is None
+    # ...while other requests run to their end meanwhile.
+    (other,) = run(runner, [Request(tuple(model.tokenize("The sea")), GREEDY, num_predict=40)])
+    assert other[-1].finish is not None
+    assert slow.published == buffered + 1 and slow_q.empty()
+    # Catching up resumes it.
+    slow.consumed = slow.published
+    runner.wake()
+    assert len(drain(slow)) == n - buffered - 1
