@@ -314,7 +314,7 @@ class Sampler:
             add(
                 chain,
                 ll.llama_sampler_init_penalties(
-                    last_n, params.repeat_penalty, params.frequency_penalty, params.presence_penalty
+                    model.n_vocab, last_n, params.repeat_penalty, params.frequency_penalty, params.presence_penalty
                 ),
             )
         if params.temperature <= 0:

@@ -259,3 +259,14 @@ def test_embed_returns_normalised_vectors_and_legacy_raw_ones(client: TestClient
 def test_embed_errors(client: TestClient, path: str, body: dict[str, Any], status: int, error: str) -> None:
     r = client.post(path, json=body)
     assert (r.status_code, r.json()) == (status, {"error": error})
+
+
+def test_penalties_change_greedy_output(client: TestClient) -> None:
+    body = {"model": MODEL, "prompt": "Hi", "raw": True, "stream": False}
+    plain = client.post("/api/generate", json=body | {"options": {"temperature": 0, "num_predict": 40}}).json()
+    penalized = client.post(
+        "/api/generate",
+        json=body | {"options": {"temperature": 0, "num_predict": 40, "repeat_penalty": 1.5, "presence_penalty": 1}},
+    )
+    assert penalized.status_code == 200, penalized.text
+    assert penalized.json()["eval_count"] == 40 and penalized.json()["response"] != plain["response"]
