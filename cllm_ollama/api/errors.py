@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import orjson
@@ -12,8 +11,6 @@ from starlette.responses import PlainTextResponse, Response
 
 from ..errors import CllmError, InvalidRequest
 from .encoders import error_response
-
-log = logging.getLogger("cllm.api")
 
 
 async def read_json(request: Request) -> dict[str, Any]:
@@ -48,7 +45,7 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    # Starlette re-raises after this response and uvicorn logs the traceback: no log here.
     return error_response(500, f"internal error: {exc}")
 
 

@@ -7,6 +7,7 @@ As Ollama's middleware does, there is no second engine path: a chat completion i
 from __future__ import annotations
 
 import base64
+import logging
 import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -28,6 +29,8 @@ from .generate import start_generate
 from .inference import Chunk, Generation, collect, first_then_rest, until_disconnect
 from .wire import tool_call_id
 
+log = logging.getLogger("cllm.api")
+
 _EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
 _EFFORT |= {"ultra": "max", "max": "max"}
 
@@ -45,6 +48,9 @@ def _openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callabl
             return await handler(request)
         except CllmError as exc:
             return openai_error(exc.status_code, exc.message)
+        except Exception as exc:
+            log.exception("unhandled error on %s", request.url.path)
+            return openai_error(500, f"internal error: {exc}")
 
     return wrapped
 
