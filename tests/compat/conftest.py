@@ -1,0 +1,47 @@
+"""One live cllm for every compat test: the tiny qwen3 imported through the store's create path.
+
+Set ``CLLM_COMPAT_URL`` (as ``compat/run.py`` does) to run the same tests against an already
+running server, e.g. a ``cllm serve`` process, that has the tiny model installed as ``tiny``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import gguf
+import pytest
+from serving import serve_in_thread
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.store.create import CreateRequest, create_model
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.ggufs import write_qwen3
+
+MODEL = "tiny"
+URL_ENV = "CLLM_COMPAT_URL"
+
+
+def install_tiny(models_dir: Path, work_dir: Path) -> None:
+    """Write the tiny qwen3 (Q8_0, peaked logits: greedy output is stable under batching) and create ``tiny``."""
+    path = write_qwen3(work_dir / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
+    store = ModelStore(models_dir)
+    with open(path, "rb") as f:
+        digest = store.write_blob_from(f)
+    create_model(store, CreateRequest.from_json({"model": MODEL, "files": {path.name: digest}}), lambda _: None)
+
+
+@pytest.fixture(scope="session")
+def compat_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL (no trailing slash) of a cllm that serves ``tiny``."""
+    external = os.environ.get(URL_ENV)
+    if external:
+        yield external.rstrip("/")
+        return
+    root = tmp_path_factory.mktemp("compat")
+    install_tiny(root / "models", root)
+    settings = Settings(models_dir=root / "models", num_parallel=4, context_length=512, num_thread=2)
+    with serve_in_thread(create_app(settings)) as url:
+        yield url
