@@ -19,12 +19,12 @@ from .inference import (
     check_images,
     collect,
     encode_each,
-    first_then_rest,
     keep_alive_of,
     metrics,
     prepare,
     resolve_model,
     sentinel,
+    started,
     thinking_for,
     until_disconnect,
 )
@@ -147,5 +147,5 @@ async def chat(request: Request) -> Response:
 
     if body.get("stream") is False:
         return JSONResponse(encode(await until_disconnect(request, collect(gen.chunks()))))
-    _, stream = await first_then_rest(encode_each(gen.chunks(), encode))
+    stream = await started(request, encode_each(gen.chunks(), encode))
     return NDJSONResponse(stream)

@@ -263,10 +263,14 @@ async def encode_each(
         await chunks.aclose()
 
 
-async def first_then_rest(stream: AsyncGenerator[T, None]) -> tuple[T, AsyncGenerator[T, None]]:
-    """Wait for a stream's first item so that errors before it become a proper HTTP status."""
+async def started(request: Request, stream: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
+    """The stream, once its first item is there: errors before it still get a proper HTTP status.
+
+    Until then no response exists to notice a client leaving, so watch for that here: a
+    queued request whose client is gone must leave the queue, not wait for a slot.
+    """
     try:
-        first = await stream.__anext__()
+        first = await until_disconnect(request, stream.__anext__())
     except BaseException:
         await stream.aclose()
         raise
@@ -279,7 +283,7 @@ async def first_then_rest(stream: AsyncGenerator[T, None]) -> tuple[T, AsyncGene
         finally:
             await stream.aclose()
 
-    return first, rest()
+    return rest()
 
 
 async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
@@ -295,7 +299,10 @@ async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         watcher.cancel()
-    if not task.done():
-        task.cancel()
+        if not task.done():
+            task.cancel()
+            # Let the work unwind (abort its engine request) before answering.
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
         raise RequestCanceled()
     return task.result()

@@ -26,7 +26,7 @@ from .embed import embed_texts
 from .encoders import JSONResponse, dumps
 from .errors import read_json
 from .generate import start_generate
-from .inference import Chunk, Generation, collect, first_then_rest, until_disconnect
+from .inference import Chunk, Generation, collect, started, until_disconnect
 from .wire import tool_call_id
 
 log = logging.getLogger("cllm.api")
@@ -246,7 +246,7 @@ async def chat_completions(request: Request) -> Response:
             if include_usage:
                 yield base | {"object": "chat.completion.chunk", "choices": [], "usage": _usage(chunk)}
 
-    _, stream = await first_then_rest(chunks())
+    stream = await started(request, chunks())
     return _sse(stream)
 
 
@@ -288,7 +288,7 @@ async def completions(request: Request) -> Response:
             if chunk.done and include_usage:
                 yield base | {"object": "text_completion", "choices": [], "usage": _usage(chunk)}
 
-    _, stream = await first_then_rest(chunks())
+    stream = await started(request, chunks())
     return _sse(stream)
 
 

@@ -181,8 +181,13 @@ def write_qwen3(
     chat_template: str | None = None,
     name: str = "tiny-qwen3",
     seed: int = 0,
+    endless: bool = False,
 ) -> Path:
     """Write a random-weight qwen3 GGUF.
+
+    ``endless`` zeroes the end-of-generation tokens' embedding rows (the output projection is
+    tied to them), so their logit is 0 while the best other token's is far above: greedy
+    decoding then never ends by itself, which tests that need a request to keep running want.
 
     A weight scale around 0.5 keeps logits peaked, so greedy decoding does not flip on the
     last-bit differences between llama.cpp's batched and single-sequence kernels.
@@ -222,8 +227,9 @@ def write_qwen3(
     w.add_add_bos_token(False)
     w.add_chat_template(chat_template if chat_template is not None else qwen3_chat_template())
 
-    def matrix(name: str, rows: int, cols: int) -> None:
+    def matrix(name: str, rows: int, cols: int, zero_rows: tuple[int, ...] = ()) -> None:
         data = (rng.standard_normal((rows, cols), dtype=np.float32) * weight_std).astype(np.float32)
+        data[list(zero_rows)] = 0.0
         if qtype == gguf.GGMLQuantizationType.F32:
             w.add_tensor(name, data)
         elif qtype == gguf.GGMLQuantizationType.F16:
@@ -235,7 +241,7 @@ def write_qwen3(
         w.add_tensor(name, np.ones(n, dtype=np.float32))
 
     n_vocab = len(vocab.tokens)
-    matrix("token_embd.weight", n_vocab, s.n_embd)
+    matrix("token_embd.weight", n_vocab, s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
     norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
         p = f"blk.{i}."

@@ -16,6 +16,7 @@ from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_qwen3
 
 MODEL = "tiny"
+ENDLESS = "endless"  # never emits end-of-generation: a request runs until its limit
 
 
 @pytest.fixture(scope="session")
@@ -24,9 +25,17 @@ def qwen3_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_qwen3(tmp_path_factory.mktemp("gguf") / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
 
 
+@pytest.fixture(scope="session")
+def endless_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("gguf") / "endless-qwen3.gguf"
+    return write_qwen3(path, qtype=gguf.GGMLQuantizationType.Q8_0, endless=True)
+
+
 @pytest.fixture
-def settings(tmp_path: Path, qwen3_gguf: Path) -> Settings:
-    import_gguf(ModelStore(tmp_path / "models"), MODEL, qwen3_gguf)
+def settings(tmp_path: Path, qwen3_gguf: Path, endless_gguf: Path) -> Settings:
+    store = ModelStore(tmp_path / "models")
+    import_gguf(store, MODEL, qwen3_gguf)
+    import_gguf(store, ENDLESS, endless_gguf)
     return Settings(models_dir=tmp_path / "models", num_parallel=4, context_length=256, num_thread=2)
 
 

@@ -21,6 +21,9 @@ from cllm_ollama.config import Settings
 
 pytestmark = pytest.mark.model
 MODEL = "tiny"  # installed by conftest.settings
+ENDLESS = "endless"  # ditto: never stops by itself
+# Runs until its client leaves: the context (32k) takes the tiny model many seconds to fill.
+LONG = {"model": ENDLESS, "prompt": "Hi", "raw": True, "options": {"temperature": 0, "num_predict": -1}}
 GREEDY = {"temperature": 0, "num_predict": 16}
 PROMPTS = ["Hello, how are you?", "The quick brown fox", "Write a poem.", "def add(a, b):", "Paris is", "Once upon"]
 
@@ -88,45 +91,45 @@ def _runner(app: Starlette):  # type: ignore[no-untyped-def]
 
 
 def test_client_disconnect_mid_stream_frees_the_slot(settings: Settings) -> None:
-    app = create_app(replace(settings, num_parallel=1, context_length=4096))
+    app = create_app(replace(settings, num_parallel=1, context_length=32768))
     with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=30) as http:
-        body = {"model": MODEL, "prompt": "Hi", "raw": True, "options": {"temperature": 0, "num_predict": 4000}}
-        with http.stream("POST", "/api/generate", json=body) as r:
+        with http.stream("POST", "/api/generate", json=LONG) as r:
             lines = r.iter_lines()
             next(lines)
             next(lines)
         runner = _runner(app)
-        deadline = time.monotonic() + 20
-        while runner.scheduler.running_ids() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert runner.scheduler.running_ids() == []
-        # Cut short: far fewer steps ran than the 4000 tokens it asked for.
-        assert runner.steps < 2000
+        _wait_until(lambda: not runner.scheduler.running_ids())
+        # Cut short: far fewer steps ran than filling the context would take.
+        assert runner.steps < 16000
         out = http.post("/api/generate", json={"model": MODEL, "prompt": "Hi", "stream": False, "options": GREEDY})
         assert out.json()["eval_count"] == 16
 
 
 def test_queue_full_gives_503_with_ollamas_message(settings: Settings) -> None:
-    app = create_app(replace(settings, num_parallel=1, max_queue=1, context_length=4096))
-    long = {"model": MODEL, "prompt": "Hi", "raw": True, "options": {"temperature": 0, "num_predict": 4000}}
-    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=30) as a, httpx.Client(base_url=url) as b:
-        with a.stream("POST", "/api/generate", json=long) as first:
-            lines = first.iter_lines()  # keep it referenced: a collected iterator closes the stream
-            next(lines)  # running in the only slot
-            queued = threading.Thread(target=lambda: httpx.post(f"{url}/api/generate", json=long, timeout=60))
-            queued.start()
-            deadline = time.monotonic() + 20
-            while not _runner(app).scheduler.waiting and time.monotonic() < deadline:
-                time.sleep(0.01)
-            r = b.post("/api/generate", json=long)
-            assert r.status_code == 503
-            assert r.json() == {"error": "server busy, please try again.  maximum pending requests exceeded"}
+    app = create_app(replace(settings, num_parallel=1, max_queue=1, context_length=32768))
+    short = LONG | {"options": {"temperature": 0, "num_predict": 4}}
+    with (
+        serve_in_thread(app) as url,
+        httpx.Client(base_url=url, timeout=30) as a,
+        httpx.Client(base_url=url, timeout=30) as b,
+        a.stream("POST", "/api/generate", json=LONG) as first,
+    ):
+        lines = first.iter_lines()  # keep it referenced: a collected iterator closes the stream
+        next(lines)  # running in the only slot
+        queued = threading.Thread(target=lambda: httpx.post(f"{url}/api/generate", json=short, timeout=60))
+        queued.start()
+        _wait_until(lambda: len(_runner(app).scheduler.waiting) == 1)
+        r = b.post("/api/generate", json=short)
+        assert r.status_code == 503
+        assert r.json() == {"error": "server busy, please try again.  maximum pending requests exceeded"}
+        first.close()  # frees the slot: the queued request runs its few tokens
         queued.join(60)
+        assert not queued.is_alive()
 
 
 def test_waiting_request_whose_client_leaves_is_dropped(settings: Settings) -> None:
-    app = create_app(replace(settings, num_parallel=1, context_length=4096))
-    long = {"model": MODEL, "prompt": "Hi", "raw": True, "options": {"temperature": 0, "num_predict": 3000}}
+    app = create_app(replace(settings, num_parallel=1, context_length=32768))
+    long = LONG
     with (
         serve_in_thread(app) as url,
         httpx.Client(base_url=url, timeout=60) as a,
@@ -145,9 +148,9 @@ def test_waiting_request_whose_client_leaves_is_dropped(settings: Settings) -> N
             )
             _wait_until(lambda: len(runner.scheduler.waiting) == 1)
             queued = runner.scheduler.waiting[0].id
-        # The client is gone: its request leaves the queue (or, had the slot just freed up, is
-        # aborted at the next step); either way it never runs on for nobody.
-        _wait_until(lambda: not runner.scheduler.waiting and queued not in runner.scheduler.running_ids())
+        # The client is gone: its request leaves the queue without ever taking a slot.
+        _wait_until(lambda: not runner.scheduler.waiting)
+        assert queued not in runner.scheduler.running_ids() and len(runner.scheduler.running_ids()) == 1
 
 
 def _wait_until(condition: Callable[[], bool], timeout: float = 20) -> None:

@@ -57,7 +57,7 @@ def test_embeddings_float_and_base64(client: TestClient) -> None:
 
 def test_models(client: TestClient) -> None:
     listed = client.get("/v1/models").json()
-    assert listed["object"] == "list" and [m["id"] for m in listed["data"]] == ["tiny:latest"]
+    assert listed["object"] == "list" and sorted(m["id"] for m in listed["data"]) == ["endless:latest", "tiny:latest"]
     assert client.get("/v1/models/tiny").json()["id"] == "tiny:latest"
     r = client.get("/v1/models/nope")
     assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
