@@ -40,7 +40,7 @@ def openai_error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": None}}, status_code=status)
 
 
-def _openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+def openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
     """OpenAI clients parse ``{"error": {"message", "type"}}``, not Ollama's ``{"error": msg}``."""
 
     async def wrapped(request: Request) -> Response:
@@ -55,7 +55,7 @@ def _openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callabl
     return wrapped
 
 
-def _options(body: dict[str, Any]) -> dict[str, Any]:
+def sampling_options(body: dict[str, Any]) -> dict[str, Any]:
     """Sampling fields onto Ollama options; temperature and top_p default to 1.0 as in OpenAI."""
     options: dict[str, Any] = {
         "temperature": body["temperature"] if body.get("temperature") is not None else 1.0,
@@ -86,7 +86,7 @@ def _format(body: dict[str, Any]) -> object:
     return None
 
 
-def _content_and_images(content: object) -> tuple[str, list[str]]:
+def content_and_images(content: object) -> tuple[str, list[str]]:
     if content is None or isinstance(content, str):
         return content or "", []
     if not isinstance(content, list):
@@ -113,7 +113,7 @@ def _messages(raw: object) -> list[dict[str, Any]]:
     for m in raw:
         if not isinstance(m, dict):
             raise InvalidRequest("invalid message")
-        content, images = _content_and_images(m.get("content"))
+        content, images = content_and_images(m.get("content"))
         message: dict[str, Any] = {"role": m.get("role", "user"), "content": content}
         if images:
             message["images"] = images
@@ -121,8 +121,8 @@ def _messages(raw: object) -> list[dict[str, Any]]:
             message["thinking"] = m["reasoning"]
         if m.get("tool_calls"):
             message["tool_calls"] = [
-                {"function": {"name": c["function"]["name"], "arguments": _arguments(c["function"].get("arguments"))}}
-                for c in m["tool_calls"]
+                {"function": {"name": f["name"], "arguments": tool_arguments(f.get("arguments"))}}
+                for f in (c["function"] for c in m["tool_calls"])
             ]
         if m.get("role") == "tool":
             if m.get("name"):
@@ -133,7 +133,7 @@ def _messages(raw: object) -> list[dict[str, Any]]:
     return out
 
 
-def _arguments(value: object) -> object:
+def tool_arguments(value: object) -> object:
     if isinstance(value, str):
         try:
             return orjson.loads(value or "{}")
@@ -142,7 +142,7 @@ def _arguments(value: object) -> object:
     return value or {}
 
 
-def _think(body: dict[str, Any]) -> object:
+def think_value(body: dict[str, Any]) -> object:
     effort = body.get("reasoning_effort")
     if effort is None and isinstance(body.get("reasoning"), dict):
         effort = body["reasoning"].get("effort")
@@ -197,17 +197,17 @@ def _sentinel(gen: Generation | str) -> Generation:
     return gen
 
 
-@_openai_errors
+@openai_errors
 async def chat_completions(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request)
     native: dict[str, Any] = {
         "model": body.get("model") or "",
         "messages": _messages(body.get("messages")),
-        "options": _options(body),
+        "options": sampling_options(body),
         "format": _format(body),
         "tools": body.get("tools") or None,
-        "think": _think(body),
+        "think": think_value(body),
     }
     gen = _sentinel(await start_chat(request, native, t_start))
     cid, created, model = f"chatcmpl-{random.randint(0, 998)}", int(time.time()), native["model"]
@@ -250,7 +250,7 @@ async def chat_completions(request: Request) -> Response:
     return _sse(stream)
 
 
-@_openai_errors
+@openai_errors
 async def completions(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request)
@@ -262,7 +262,7 @@ async def completions(request: Request) -> Response:
         "prompt": prompt,
         "suffix": body.get("suffix") or "",
         "raw": True,
-        "options": _options(body),
+        "options": sampling_options(body),
     }
     if not prompt:
         raise InvalidRequest("prompt is required")
@@ -292,7 +292,7 @@ async def completions(request: Request) -> Response:
     return _sse(stream)
 
 
-@_openai_errors
+@openai_errors
 async def embeddings(request: Request) -> Response:
     body = await read_json(request)
     encoding = body.get("encoding_format") or "float"
@@ -328,13 +328,13 @@ async def list_records(request: Request) -> list[ModelRecord]:
     return await run_in_threadpool(request.app.state.store.list_models)  # type: ignore[no-any-return]
 
 
-@_openai_errors
+@openai_errors
 async def models(request: Request) -> Response:
     records = await list_records(request)
     return JSONResponse({"object": "list", "data": [_model_object(r) for r in records] or None})
 
 
-@_openai_errors
+@openai_errors
 async def model(request: Request) -> Response:
     name = request.path_params["model"]
     for record in await list_records(request):

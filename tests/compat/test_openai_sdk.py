@@ -134,12 +134,6 @@ def test_presence_and_frequency_penalties(client: openai.OpenAI) -> None:
     assert out.usage is not None and out.usage.completion_tokens == N
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=openai.NotFoundError,
-    reason="missing endpoint: POST /v1/responses (Ollama >= 0.13.3 serves the stateless Responses API, the SDK's "
-    "primary API) answers 404 '404 page not found'",
-)
 def test_responses_api(client: openai.OpenAI) -> None:
     chat = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=N, temperature=0)
     out = client.responses.create(model=MODEL, input="Hi", max_output_tokens=N, temperature=0)
@@ -221,3 +215,25 @@ def test_bad_request_is_a_bad_request_error(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         client.chat.completions.create(model=MODEL, messages=[])
     assert err.value.status_code == 400 and err.value.body["message"] == "[] is too short - 'messages'"
+
+
+def test_responses_stream_and_input_items(client: openai.OpenAI) -> None:
+    whole = client.responses.create(model=MODEL, input="Hi", max_output_tokens=N, temperature=0)
+    assert whole.status == "incomplete" and whole.incomplete_details is not None
+    deltas, completed = [], None
+    with client.responses.create(model=MODEL, input="Hi", max_output_tokens=N, temperature=0, stream=True) as stream:
+        for event in stream:
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+            elif event.type == "response.completed":
+                completed = event.response
+    assert "".join(deltas) == whole.output_text
+    assert completed is not None and completed.output_text == whole.output_text
+    history = [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ]
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}]
+    followup = client.responses.create(model=MODEL, input=history, tools=tools, max_output_tokens=N, temperature=0)
+    assert followup.usage is not None and followup.usage.input_tokens > whole.usage.input_tokens  # type: ignore[union-attr]

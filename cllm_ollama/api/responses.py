@@ -1,0 +1,248 @@
+"""OpenAI's Responses API (/v1/responses), stateless as Ollama serves it: a chat underneath.
+
+Input items become chat messages, the generation's chunks become output items (reasoning,
+message, function calls), streamed as typed SSE events.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ..errors import CllmError, InvalidRequest
+from .chat import start_chat
+from .encoders import JSONResponse, dumps
+from .errors import read_json
+from .inference import Chunk, Generation, collect, started, until_disconnect
+from .openai import content_and_images, openai_errors, sampling_options, think_value, tool_arguments
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+def _text(content: object) -> str:
+    """Input content: a string or parts of type input_text/output_text (images are refused)."""
+    if isinstance(content, list):
+        parts = [
+            {"type": "text", "text": p.get("text", "")} if p.get("type") in ("input_text", "output_text") else p
+            for p in content
+            if isinstance(p, dict)
+        ]
+        text, images = content_and_images(parts)
+        if images:
+            raise InvalidRequest("images are not supported")
+        return text
+    return content_and_images(content)[0]
+
+
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if isinstance(body.get("instructions"), str) and body["instructions"]:
+        messages.append({"role": "system", "content": body["instructions"]})
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [*messages, {"role": "user", "content": raw}]
+    if not isinstance(raw, list) or not raw:
+        raise InvalidRequest("input must be a string or a non-empty list of items")
+    for item in raw:
+        if not isinstance(item, dict):
+            raise InvalidRequest("invalid input item")
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = "system" if item.get("role") == "developer" else item.get("role", "user")
+            messages.append({"role": role, "content": _text(item.get("content"))})
+        elif kind == "function_call":
+            call = {"function": {"name": item.get("name", ""), "arguments": tool_arguments(item.get("arguments"))}}
+            if messages and messages[-1]["role"] == "assistant" and not messages[-1]["content"]:
+                messages[-1].setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            messages.append({"role": "tool", "content": output if isinstance(output, str) else dumps(output).decode()})
+        elif kind != "reasoning":
+            raise InvalidRequest(f"unsupported input item type: {kind}")
+    return messages
+
+
+def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Responses tools are flat (``{"type":"function","name",...}``); chat tools nest ``function``."""
+    out = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise InvalidRequest("only function tools are supported")
+        fields = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
+        out.append({"type": "function", "function": fields})
+    return out or None
+
+
+def _format(body: dict[str, Any]) -> object:
+    fmt = (body.get("text") or {}).get("format") or {}
+    if fmt.get("type") == "json_object":
+        return "json"
+    if fmt.get("type") == "json_schema":
+        return fmt.get("schema")
+    return None
+
+
+def _output(final: Chunk) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if final.delta.thinking:
+        items.append(
+            {"type": "reasoning", "id": _id("rs"), "summary": [{"type": "summary_text", "text": final.delta.thinking}]}
+        )
+    if final.delta.content or not final.delta.tool_calls:
+        items.append(_message(_id("msg"), final.delta.content))
+    for call in final.delta.tool_calls:
+        items.append(
+            {
+                "type": "function_call",
+                "id": _id("fc"),
+                "call_id": _id("call"),
+                "name": call["function"]["name"],
+                "arguments": dumps(call["function"]["arguments"]).decode(),
+                "status": "completed",
+            }
+        )
+    return items
+
+
+def _message(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
+
+
+class _Response:
+    """The response object's envelope, filled in as the generation goes."""
+
+    def __init__(self, body: dict[str, Any], model: str) -> None:
+        self.base: dict[str, Any] = {
+            "id": _id("resp"),
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": model,
+            "error": None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "metadata": body.get("metadata") or {},
+            "parallel_tool_calls": True,
+            "temperature": body.get("temperature", 1.0),
+            "top_p": body.get("top_p", 1.0),
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": body.get("tools") or [],
+            "text": body.get("text") or {"format": {"type": "text"}},
+        }
+
+    def snapshot(self, status: str, output: list[dict[str, Any]], final: Chunk | None = None) -> dict[str, Any]:
+        out = self.base | {"status": status, "output": output, "incomplete_details": None, "usage": None}
+        if final is not None:
+            if final.done_reason == "length":
+                out |= {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+            n_in = final.stats.prompt_tokens if final.stats else 0
+            n_out = final.stats.eval_tokens if final.stats else 0
+            out["usage"] = {
+                "input_tokens": n_in,
+                "input_tokens_details": {"cached_tokens": final.stats.prompt_cached if final.stats else 0},
+                "output_tokens": n_out,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": n_in + n_out,
+            }
+        return out
+
+
+@openai_errors
+async def responses(request: Request) -> Response:
+    t_start = time.perf_counter_ns()
+    body = await read_json(request)
+    options = sampling_options(body)
+    if body.get("max_output_tokens") is not None:
+        options["num_predict"] = body["max_output_tokens"]
+    native: dict[str, Any] = {
+        "model": body.get("model") or "",
+        "messages": _messages(body),
+        "options": options,
+        "format": _format(body),
+        "tools": _tools(body),
+        "think": think_value(body),
+    }
+    gen = await start_chat(request, native, t_start)
+    if isinstance(gen, str):
+        raise InvalidRequest("input is required")
+    envelope = _Response(body, native["model"])
+    if not body.get("stream"):
+        final = await until_disconnect(request, collect(gen.chunks()))
+        return JSONResponse(envelope.snapshot("completed", _output(final), final))
+    stream = await started(request, _events(gen, envelope))
+    return StreamingResponse(_sse(stream), media_type="text/event-stream")
+
+
+async def _events(gen: Generation, envelope: _Response) -> AsyncGenerator[dict[str, Any], None]:
+    """The Responses stream: created, the message's text deltas, then the completed response."""
+    msg_id = _id("msg")
+    yield {"type": "response.created", "response": envelope.snapshot("in_progress", [])}
+    yield {"type": "response.in_progress", "response": envelope.snapshot("in_progress", [])}
+    opened = False
+    text = ""
+    thinking = ""
+    calls: list[dict[str, Any]] = []
+    async for chunk in gen.chunks():
+        thinking += chunk.delta.thinking
+        calls += chunk.delta.tool_calls
+        if chunk.delta.content:
+            if not opened:
+                opened = True
+                yield {
+                    "type": "response.output_item.added",
+                    "output_index": 0,
+                    "item": _message(msg_id, "", "in_progress"),
+                }
+                part = {"type": "output_text", "text": "", "annotations": []}
+                yield {
+                    "type": "response.content_part.added",
+                    "item_id": msg_id,
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": part,
+                }
+            text += chunk.delta.content
+            yield {
+                "type": "response.output_text.delta",
+                "item_id": msg_id,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": chunk.delta.content,
+            }
+        if chunk.done:
+            final = Chunk(chunk.delta, True, chunk.done_reason, chunk.stats)
+            final.delta.content, final.delta.thinking, final.delta.tool_calls = text, thinking, calls
+            if opened:
+                where = {"item_id": msg_id, "output_index": 0, "content_index": 0}
+                yield {"type": "response.output_text.done", **where, "text": text}
+                part = {"type": "output_text", "text": text, "annotations": []}
+                yield {"type": "response.content_part.done", **where, "part": part}
+                yield {"type": "response.output_item.done", "output_index": 0, "item": _message(msg_id, text)}
+            output = _output(final)
+            for item in output:
+                if item["type"] == "message" and opened:
+                    item["id"] = msg_id
+            yield {"type": "response.completed", "response": envelope.snapshot("completed", output, final)}
+
+
+async def _sse(events: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
+    sequence = 0
+    try:
+        async for event in events:
+            event["sequence_number"] = sequence
+            sequence += 1
+            yield f"event: {event['type']}\n".encode() + b"data: " + dumps(event) + b"\n\n"
+    except CllmError as exc:
+        error = {"type": "error", "sequence_number": sequence, "message": exc.message, "code": None, "param": None}
+        yield b"event: error\ndata: " + dumps(error) + b"\n\n"
+    finally:
+        await events.aclose()
