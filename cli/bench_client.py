@@ -1,0 +1,227 @@
+"""The load generator behind ``cllm bench``: streaming requests to Ollama or OpenAI-style endpoints.
+
+Each level runs a closed loop: ``concurrency`` workers take request numbers from one bounded
+list until it is empty, so a level always ends by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import httpx
+
+from .bench_stats import LevelStats, RequestTiming, make_prompt, summarize
+
+
+class BenchError(Exception):
+    """The target cannot be measured (its warm-up request failed)."""
+
+
+class Api(StrEnum):
+    GENERATE = "generate"
+    CHAT = "chat"
+    OPENAI_COMPLETIONS = "openai-completions"
+    OPENAI_CHAT = "openai-chat"
+
+
+PATHS = {
+    Api.GENERATE: "/api/generate",
+    Api.CHAT: "/api/chat",
+    Api.OPENAI_COMPLETIONS: "/v1/completions",
+    Api.OPENAI_CHAT: "/v1/chat/completions",
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how to send, and what every request asks for."""
+
+    url: str
+    api: Api
+    model: str
+    prompt_tokens: int = 64
+    max_tokens: int = 64
+    seed: int = 0
+    raw: bool = True  # /api/generate: no chat template, so the prompt is what llama-server sees
+    ignore_eos: bool = True  # OpenAI APIs: llama-server honours it, others ignore the field
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What one streamed message carries."""
+
+    text: str = ""
+    tokens: int | None = None
+    prompt_tokens: int | None = None
+    error: str | None = None
+    done: bool = False  # Ollama's last object; OpenAI streams end with ``data: [DONE]`` instead
+
+
+def request_body(target: Target, prompt: str) -> dict[str, Any]:
+    """Greedy, fixed-length, streamed: the settings that make runs comparable."""
+    if target.api in (Api.GENERATE, Api.CHAT):
+        body: dict[str, Any] = {
+            "model": target.model,
+            "stream": True,
+            # An empty stop list overrides stop sequences the model's own parameters set.
+            "options": {"num_predict": target.max_tokens, "temperature": 0, "seed": target.seed, "stop": []},
+        }
+        if target.api is Api.GENERATE:
+            body |= {"prompt": prompt, "raw": target.raw}
+        else:
+            body["messages"] = [{"role": "user", "content": prompt}]
+        return body
+    body = {
+        "model": target.model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": target.max_tokens,
+        "temperature": 0,
+        "seed": target.seed,
+    }
+    if target.ignore_eos:
+        body["ignore_eos"] = True
+    if target.api is Api.OPENAI_COMPLETIONS:
+        body["prompt"] = prompt
+    else:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    return body
+
+
+def _error_text(error: object) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message", error))
+    return str(error)
+
+
+def parse_chunk(api: Api, obj: dict[str, Any]) -> Chunk:
+    """Text, counts and errors out of one NDJSON object or SSE ``data:`` payload."""
+    if "error" in obj:
+        return Chunk(error=_error_text(obj["error"]))
+    if api in (Api.GENERATE, Api.CHAT):
+        source = obj if api is Api.GENERATE else obj.get("message") or {}
+        key = "response" if api is Api.GENERATE else "content"
+        text = (source.get("thinking") or "") + (source.get(key) or "")
+        if obj.get("done"):
+            return Chunk(text, obj.get("eval_count"), obj.get("prompt_eval_count"), done=True)
+        return Chunk(text)
+    text = ""
+    for choice in obj.get("choices") or []:
+        if api is Api.OPENAI_COMPLETIONS:
+            text += choice.get("text") or ""
+        else:
+            delta = choice.get("delta") or {}
+            text += (delta.get("reasoning_content") or "") + (delta.get("content") or "")
+    usage = obj.get("usage") or {}
+    return Chunk(text, usage.get("completion_tokens"), usage.get("prompt_tokens"))
+
+
+def _payload(api: Api, line: str) -> str | None:
+    """The data of a stream line (JSON, or SSE's ``[DONE]``); None for blank lines and other SSE fields."""
+    line = line.strip()
+    if api in (Api.GENERATE, Api.CHAT):
+        return line or None
+    return line[5:].strip() if line.startswith("data:") else None
+
+
+async def send(client: httpx.AsyncClient, target: Target, prompt: str) -> RequestTiming:
+    """One streamed request, timed; failures end up in ``error``, never raised."""
+    timing = RequestTiming(start=time.perf_counter())
+    try:
+        async with asyncio.timeout(target.timeout_s):
+            await _stream(client, target, prompt, timing)
+    except (httpx.HTTPError, TimeoutError, ValueError) as exc:
+        timing.error = f"{type(exc).__name__}: {exc}"
+    timing.end = time.perf_counter()
+    if timing.error is None and not timing.chunk_times:
+        timing.error = "no text generated"
+    return timing
+
+
+async def _stream(client: httpx.AsyncClient, target: Target, prompt: str, timing: RequestTiming) -> None:
+    url = target.url.rstrip("/") + PATHS[target.api]
+    async with client.stream("POST", url, json=request_body(target, prompt)) as response:
+        if response.status_code != 200:
+            body = (await response.aread()).decode(errors="replace")
+            timing.error = f"HTTP {response.status_code}: {body[:200]}"
+            return
+        async for line in response.aiter_lines():
+            data = _payload(target.api, line)
+            if data is None:
+                continue
+            if data == "[DONE]":
+                return
+            obj = json.loads(data)
+            if not isinstance(obj, dict):
+                raise ValueError(f"not a JSON object: {data[:80]}")
+            chunk = parse_chunk(target.api, obj)
+            if chunk.text:
+                timing.chunk_times.append(time.perf_counter())
+            if chunk.tokens is not None:
+                timing.tokens = chunk.tokens
+            if chunk.prompt_tokens is not None:
+                timing.prompt_tokens = chunk.prompt_tokens
+            if chunk.error is not None:
+                timing.error = chunk.error
+                return
+            if chunk.done:
+                return
+    # A stream cut short (server crash, proxy) must not pass for a short answer.
+    timing.error = "stream ended before its end marker"
+
+
+async def run_level(
+    client: httpx.AsyncClient, target: Target, concurrency: int, indices: range
+) -> list[RequestTiming]:
+    """Send one request per index, ``concurrency`` at a time, and wait for all of them."""
+    pending = iter(indices)
+    timings: list[RequestTiming] = []
+
+    async def worker() -> None:
+        for index in pending:
+            prompt = make_prompt(target.prompt_tokens, index, target.seed)
+            timings.append(await send(client, target, prompt))
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(concurrency):
+            group.create_task(worker())
+    return timings
+
+
+def new_client(max_concurrency: int, timeout_s: float) -> httpx.AsyncClient:
+    """A pool wide enough that no request queues in the client; proxies are never used."""
+    limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
+    return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s, connect=30.0), trust_env=False)
+
+
+async def run_bench(
+    target: Target,
+    levels: list[tuple[int, int]],
+    warmup: int = 1,
+    on_level: Callable[[LevelStats], None] = lambda stats: None,
+) -> list[LevelStats]:
+    """Warm up (loads the model, not counted), then run each (concurrency, requests) level in turn.
+
+    Request numbers never repeat across levels, so no prompt is ever sent twice.
+    """
+    results: list[LevelStats] = []
+    async with new_client(max(c for c, _ in levels), target.timeout_s) as client:
+        for index in range(warmup):
+            timing = await send(client, target, make_prompt(target.prompt_tokens, -1 - index, target.seed))
+            if timing.error is not None:
+                raise BenchError(f"warm-up request failed: {timing.error}")
+        first = 0
+        for concurrency, n_requests in levels:
+            timings = await run_level(client, target, concurrency, range(first, first + n_requests))
+            first += n_requests
+            stats = summarize(concurrency, timings)
+            on_level(stats)
+            results.append(stats)
+    return results
