@@ -48,9 +48,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     p.add_argument("--ctx", type=int, default=512, help="context per slot, every target")
     p.add_argument("--targets", default=",".join(TARGETS), help="subset of " + ",".join(TARGETS))
     p.add_argument("--no-batched-bench", action="store_true")
-    p.add_argument(
-        "--prepare-only", action="store_true", help="make the model, the build and the venv, then stop"
-    )
+    p.add_argument("--prepare-only", action="store_true", help="make the model, the build and the venv, then stop")
     a = p.parse_args(argv)
     levels = a.concurrency or ("1,4" if a.quick else "1,8,32")
     targets = tuple(t for t in a.targets.split(",") if t)
@@ -187,13 +185,9 @@ def run_batched_bench(plan: Plan, binary: Path, model: Path) -> dict[str, Any]:
 
 def versions(binaries: dict[str, Path], python: Path | None) -> list[str]:
     """What ran: cllm (and its git commit), the binding, llama.cpp's own build string."""
-    git = subprocess.run(
-        ["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True
-    )
+    git = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
     server = subprocess.run([str(binaries["llama-server"]), "--version"], capture_output=True, text=True)
-    build = " ".join(
-        line for line in (server.stdout + server.stderr).splitlines() if line.startswith("version")
-    )
+    build = " ".join(line for line in (server.stdout + server.stderr).splitlines() if line.startswith("version"))
     found = [
         f"cllm {metadata.version('cllm')} (git {git.stdout.strip() or '?'})",
         f"llama-cpp-python {llama_build.binding_version()}: cllm's binding; llama-server and "
@@ -214,9 +208,7 @@ def main() -> None:
     model = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads)
     binaries = llama_build.build_tools(plan.cache, version)
     sdist_root = source.parent.parent
-    python = (
-        pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
-    )
+    python = pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
     if prepare_only:
         return
     outcomes: list[Outcome] = []

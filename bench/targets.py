@@ -47,14 +47,10 @@ class Running:
     def __enter__(self) -> Running:
         self.server.log.parent.mkdir(parents=True, exist_ok=True)
         with self.server.log.open("wb") as log:
-            self.proc = subprocess.Popen(
-                self.server.argv, stdout=log, stderr=subprocess.STDOUT, env=self.server.env
-            )
+            self.proc = subprocess.Popen(self.server.argv, stdout=log, stderr=subprocess.STDOUT, env=self.server.env)
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
         self.proc.terminate()
@@ -71,9 +67,7 @@ class Running:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.server.name} exited ({self.proc.returncode}); see {self.server.log}"
-                )
+                raise RuntimeError(f"{self.server.name} exited ({self.proc.returncode}); see {self.server.log}")
             try:
                 with urllib.request.urlopen(url, timeout=5) as response:
                     if response.status == 200:

@@ -106,9 +106,7 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> None:
 
 @click.group("bench", invoke_without_command=True)
 @click.option("--url", help="Server base URL [default: from OLLAMA_HOST, http://127.0.0.1:11434].")
-@click.option(
-    "--api", type=click.Choice([a.value for a in Api]), default=Api.GENERATE.value, show_default=True
-)
+@click.option("--api", type=click.Choice([a.value for a in Api]), default=Api.GENERATE.value, show_default=True)
 @click.option("--model", "-m", help="Model name sent with every request.")
 @click.option("--concurrency", "-c", default="1,4,8,16,32", show_default=True, help="Comma-separated levels.")
 @click.option(
@@ -120,12 +118,8 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> None:
 @click.option("--prompt-tokens", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Uncounted requests first."
-)
-@click.option(
-    "--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Per request, s."
-)
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Uncounted requests first.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Per request, s.")
 @click.option("--raw/--templated", default=True, show_default=True, help="/api/generate: skip the template.")
 @click.option("--ignore-eos/--stop-at-eos", default=True, show_default=True, help="OpenAI APIs only.")
 @click.option("--label", help="Name of this target in tables and plots [default: api and url].")
@@ -193,9 +187,7 @@ def bench_command(
 
 
 @bench_command.command("plot")
-@click.argument(
-    "results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
-)
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path))
 def plot_command(results: tuple[Path, ...], output: Path) -> None:
     """Draw several ``--json`` results in one PNG, one line per result."""

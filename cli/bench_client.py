@@ -177,9 +177,7 @@ async def _stream(client: httpx.AsyncClient, target: Target, prompt: str, timing
     timing.error = "stream ended before its end marker"
 
 
-async def run_level(
-    client: httpx.AsyncClient, target: Target, concurrency: int, indices: range
-) -> list[RequestTiming]:
+async def run_level(client: httpx.AsyncClient, target: Target, concurrency: int, indices: range) -> list[RequestTiming]:
     """Send one request per index, ``concurrency`` at a time, and wait for all of them."""
     pending = iter(indices)
     timings: list[RequestTiming] = []

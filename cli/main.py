@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -56,6 +57,13 @@ def cli() -> None:
 def serve_command() -> None:
     """Start the server on OLLAMA_HOST (default 127.0.0.1:11434)."""
     settings = _settings()
+    logging.basicConfig(
+        level=logging.DEBUG if settings.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not settings.debug:
+        # llama.cpp describes every model it loads at length: only its warnings by default.
+        logging.getLogger("cllm.llama").setLevel(logging.WARNING)
     uvicorn.run(create_app(settings), host=settings.host.host, port=settings.host.port)
 
 

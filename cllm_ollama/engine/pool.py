@@ -7,6 +7,7 @@ the event loop only; loading and unloading happen in worker threads.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable
@@ -17,6 +18,8 @@ from pathlib import Path
 import anyio.to_thread
 
 from .client import LoadedModel, LoadSpec
+
+log = logging.getLogger("cllm.engine")
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,15 @@ class ModelPool:
             if entry is None:
                 await self._make_room()
                 spec = self._spec_for(req, current)
+                t0 = time.monotonic()
                 model = await anyio.to_thread.run_sync(self._loader, spec, self._max_queue)
+                log.info(
+                    "loaded %s in %.1fs: %d slots x %d tokens of context",
+                    req.name,
+                    time.monotonic() - t0,
+                    spec.n_slots,
+                    model.n_ctx_slot,
+                )
                 entry = Entry(name=req.name, digest=req.digest, model=model)
                 self._entries[req.path] = entry
             entry.refs += 1
@@ -199,3 +210,4 @@ class ModelPool:
         if self._entries.get(entry.model.spec.path) is entry:
             del self._entries[entry.model.spec.path]
             await anyio.to_thread.run_sync(entry.model.close)
+            log.info("unloaded %s", entry.name)

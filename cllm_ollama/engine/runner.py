@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -57,6 +58,26 @@ def _deliver(items: list[tuple[Sink, Event]]) -> None:
         sink.queue.put_nowait(event)
 
 
+@dataclass
+class StepTimes:
+    """Where the engine thread's time goes, in ns: what is not decode or sampling is Python."""
+
+    steps: int = 0
+    decode_ns: int = 0
+    sample_ns: int = 0
+    busy_ns: int = 0
+
+    def summary(self) -> str:
+        if not self.steps:
+            return "no steps"
+        per = 1e6 * self.steps
+        python = self.busy_ns - self.decode_ns - self.sample_ns
+        return (
+            f"{self.steps} steps; per step: decode {self.decode_ns / per:.2f} ms, "
+            f"sampling {self.sample_ns / per:.2f} ms, python {python / per:.3f} ms"
+        )
+
+
 @dataclass(frozen=True)
 class RunnerConfig:
     n_slots: int
@@ -93,7 +114,7 @@ class Runner:
         self._sinks: dict[int, Sink] = {}
         self._samplers: dict[int, Sampler] = {}
         self._closing = False
-        self.steps = 0
+        self.times = StepTimes()
         self._thread = threading.Thread(target=self._loop, name=f"cllm-engine-{model.path.name}", daemon=True)
         self._thread.start()
 
@@ -124,6 +145,7 @@ class Runner:
             self._cv.notify()
         self._thread.join()
         self.ctx.close()
+        log.info("engine for %s: %s", self.model.path.name, self.times.summary())
 
     def _paused(self, request_id: int) -> bool:
         sink = self._sinks.get(request_id)
@@ -138,6 +160,7 @@ class Runner:
                 adds, self._adds = self._adds, []
                 aborts, self._aborts = self._aborts, []
                 closing = self._closing
+            t_busy = time.perf_counter_ns()
             if closing:
                 aborts.extend(self._sinks)
                 aborts.extend(r.id for r, _, _ in adds)
@@ -169,6 +192,7 @@ class Runner:
                 for seq_id in {*plan.seq_ids}:
                     self.ctx.seq_rm(seq_id, 0)
             self._emit(events)
+            self.times.busy_ns += time.perf_counter_ns() - t_busy
 
     def _step(self, plan: StepPlan) -> list[Event]:
         for seq_id, pos in plan.trims:
@@ -178,11 +202,18 @@ class Runner:
             if sampler is not None:
                 request = slot.request
                 assert request is not None
-                sampler.prime(request.prompt[-max(64, request.sampling.repeat_last_n) :])
+                window = request.sampling.repeat_last_n
+                sampler.prime(request.prompt[-window:] if window > 0 else request.prompt)
         self.batch.fill(plan.tokens, plan.positions, plan.seq_ids, [row for _, row in plan.outputs])
+        t0 = time.perf_counter_ns()
         self.ctx.decode(self.batch)
-        self.steps += 1
-        return self.scheduler.update(plan, self._sample(plan))
+        t1 = time.perf_counter_ns()
+        sampled = self._sample(plan)
+        times = self.times
+        times.sample_ns += time.perf_counter_ns() - t1
+        times.decode_ns += t1 - t0
+        times.steps += 1
+        return self.scheduler.update(plan, sampled)
 
     def _sample(self, plan: StepPlan) -> Sequence[int]:
         outputs = plan.outputs

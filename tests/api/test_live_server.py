@@ -100,7 +100,7 @@ def test_client_disconnect_mid_stream_frees_the_slot(settings: Settings) -> None
         runner = _runner(app)
         _wait_until(lambda: not runner.scheduler.running_ids())
         # Cut short: far fewer steps ran than filling the context would take.
-        assert runner.steps < 16000
+        assert runner.times.steps < 16000
         out = http.post("/api/generate", json={"model": MODEL, "prompt": "Hi", "stream": False, "options": GREEDY})
         assert out.json()["eval_count"] == 16
 

@@ -107,9 +107,7 @@ def test_parse_chunk_reads_text_counts_and_errors() -> None:
     assert parse_chunk(Api.CHAT, {"error": "model not found"}).error == "model not found"
     assert parse_chunk(Api.OPENAI_COMPLETIONS, {"choices": [{"text": "x"}]}).text == "x"
     assert parse_chunk(Api.OPENAI_CHAT, {"choices": [{"delta": {"content": "y"}}]}).text == "y"
-    usage = parse_chunk(
-        Api.OPENAI_CHAT, {"choices": [], "usage": {"completion_tokens": 3, "prompt_tokens": 8}}
-    )
+    usage = parse_chunk(Api.OPENAI_CHAT, {"choices": [], "usage": {"completion_tokens": 3, "prompt_tokens": 8}})
     assert (usage.tokens, usage.prompt_tokens) == (3, 8)
     assert parse_chunk(Api.OPENAI_CHAT, {"error": {"message": "bad"}}).error == "bad"
 
@@ -210,9 +208,7 @@ def _invoke(*args: str) -> Any:
     return result
 
 
-def test_bench_generate_reports_server_counts_and_writes_json(
-    fake: tuple[FakeServer, str], tmp_path: Path
-) -> None:
+def test_bench_generate_reports_server_counts_and_writes_json(fake: tuple[FakeServer, str], tmp_path: Path) -> None:
     server, url = fake
     out = tmp_path / "r.json"
     result = _invoke(
@@ -253,9 +249,7 @@ def test_bench_keeps_the_asked_concurrency_in_flight(fake: tuple[FakeServer, str
 def test_bench_counts_chunks_without_usage(fake: tuple[FakeServer, str], tmp_path: Path) -> None:
     _, url = fake
     out = tmp_path / "o.json"
-    _invoke(
-        "--url", url, "--model", "m", "--api", "openai-completions", "-c", "3", "-n", "1", "--json", str(out)
-    )
+    _invoke("--url", url, "--model", "m", "--api", "openai-completions", "-c", "3", "-n", "1", "--json", str(out))
     (level,) = json.loads(out.read_text())["levels"]
     assert level["requests"] == 3  # never fewer requests than the level
     assert level["generated_tokens"] == 3 * CHUNKS
