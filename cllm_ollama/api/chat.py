@@ -8,28 +8,25 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..engine.client import LoadedModel
 from ..errors import InvalidRequest
-from .encoders import JSONResponse, NDJSONResponse
+from .encoders import JSONResponse
 from .errors import read_json
 from .inference import (
     Chunk,
     Generation,
-    Rendered,
+    chat_prompt,
     check_images,
-    collect,
-    encode_each,
+    check_top_logprobs,
     keep_alive_of,
     metrics,
     prepare,
     resolve_model,
+    respond,
     sentinel,
-    started,
     thinking_for,
-    until_disconnect,
 )
 from .options import resolve_options
-from .template import CHATML_TEMPLATE, render_chat, strip_think_tags
+from .template import strip_think_tags
 from .wire import created_at, string_field, tool_calls_json
 
 _THINK_TAG_FAMILIES = ("qwen3", "deepseek-r1", "deepseek2")
@@ -60,9 +57,7 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a chat body and start it: a running Generation, or a load/unload sentinel's reason."""
-    top_logprobs = body.get("top_logprobs") or 0
-    if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
-        raise InvalidRequest("top_logprobs must be between 0 and 20")
+    check_top_logprobs(body)
     name = string_field(body, "model", "ChatRequest")
     model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
     messages = _messages(body)
@@ -87,25 +82,12 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
     messages = list(model.record.messages) + messages
     if model.info.architecture in _THINK_TAG_FAMILIES:
         messages = strip_think_tags(messages)
-    template = model.info.chat_template or CHATML_TEMPLATE
-
-    def render(loaded: LoadedModel) -> Rendered:
-        text = render_chat(
-            template,
-            messages,
-            tools=tools,
-            enable_thinking=thinking if model.has("thinking") else None,
-            bos_token=loaded.bos_text,
-            eos_token=loaded.eos_text,
-        )
-        return Rendered(loaded.tokenize(text, add_special=False), text)
-
     return await prepare(
         pool,
         model,
         options,
         keep_alive,
-        render,
+        chat_prompt(model, messages, thinking=thinking, tools=tools),
         thinking=thinking,
         tools=bool(tools),
         truncate=body.get("truncate") is not False,
@@ -145,7 +127,4 @@ async def chat(request: Request) -> Response:
             obj |= metrics(gen, chunk.stats)
         return obj
 
-    if body.get("stream") is False:
-        return JSONResponse(encode(await until_disconnect(request, collect(gen.chunks()))))
-    stream = await started(request, encode_each(gen.chunks(), encode))
-    return NDJSONResponse(stream)
+    return await respond(request, gen, encode, stream=body.get("stream") is not False)

@@ -10,34 +10,30 @@ from starlette.responses import Response
 
 from ..engine.client import LoadedModel
 from ..errors import InvalidRequest
-from .encoders import JSONResponse, NDJSONResponse
+from .encoders import JSONResponse
 from .errors import read_json
 from .inference import (
     Chunk,
     Generation,
     Rendered,
+    chat_prompt,
     check_images,
-    collect,
-    encode_each,
+    check_top_logprobs,
     keep_alive_of,
     metrics,
     prepare,
     resolve_model,
+    respond,
     sentinel,
-    started,
     thinking_for,
-    until_disconnect,
 )
 from .options import resolve_options
-from .template import CHATML_TEMPLATE, render_chat
 from .wire import created_at, string_field
 
 
 async def start_generate(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a generate body and start it: a running Generation, or a load/unload sentinel's reason."""
-    top_logprobs = body.get("top_logprobs") or 0
-    if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
-        raise InvalidRequest("top_logprobs must be between 0 and 20")
+    check_top_logprobs(body)
     name = string_field(body, "model", "GenerateRequest")
     model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
     raw = bool(body.get("raw"))
@@ -64,23 +60,17 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         raise InvalidRequest("template overrides (Go templates) are not supported; use the model's chat template")
     options = resolve_options(body.get("options"), model.record.params)
     system = string_field(body, "system", "GenerateRequest") or model.record.system or ""
-    template = model.info.chat_template or CHATML_TEMPLATE
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    if not context:
+        messages += model.record.messages
+    messages.append({"role": "user", "content": prompt})
+    templated = chat_prompt(model, messages, thinking=thinking)
 
     def render(loaded: LoadedModel) -> Rendered:
         if raw:
             return Rendered(loaded.tokenize(prompt, add_special=True), prompt)
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-        if not context:
-            messages += model.record.messages
-        messages.append({"role": "user", "content": prompt})
-        text = render_chat(
-            template,
-            messages,
-            enable_thinking=thinking if model.has("thinking") else None,
-            bos_token=loaded.bos_text,
-            eos_token=loaded.eos_text,
-        )
-        return Rendered(list(context) + loaded.tokenize(text, add_special=False), text)
+        rendered = templated(loaded)
+        return Rendered(list(context) + rendered.tokens, rendered.text)
 
     return await prepare(
         pool,
@@ -119,7 +109,4 @@ async def generate(request: Request) -> Response:
             obj |= metrics(gen, chunk.stats)
         return obj
 
-    if body.get("stream") is False:
-        return JSONResponse(encode(await until_disconnect(request, collect(gen.chunks()))))
-    stream = await started(request, encode_each(gen.chunks(), encode))
-    return NDJSONResponse(stream)
+    return await respond(request, gen, encode, stream=body.get("stream") is not False)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
+from starlette.responses import Response
 
 from ..engine.client import LoadedModel, fit_prompt
 from ..engine.grammar import grammar_for_format
@@ -25,8 +26,10 @@ from ..errors import CllmError, EngineError, InvalidRequest, NotFound, RequestCa
 from ..store.gguf_info import GGUFInfo, gguf_info
 from ..store.names import parse_name
 from ..store.store import ModelRecord, ModelStore
+from .encoders import JSONResponse, NDJSONResponse
 from .options import RequestOptions, parse_keep_alive_field, parse_think
 from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template
+from .template import CHATML_TEMPLATE, render_chat
 
 T = TypeVar("T")
 
@@ -219,6 +222,41 @@ async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | No
     entry = await pool.acquire(load_request(model, options), keep_alive)
     pool.release(entry)
     return "load"
+
+
+def check_top_logprobs(body: dict[str, Any]) -> None:
+    top_logprobs = body.get("top_logprobs") or 0
+    if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
+        raise InvalidRequest("top_logprobs must be between 0 and 20")
+
+
+def chat_prompt(
+    model: ResolvedModel, messages: list[dict[str, Any]], *, thinking: bool, tools: list[dict[str, Any]] | None = None
+) -> Callable[[LoadedModel], Rendered]:
+    """Render with the GGUF's own chat template; the template writes BOS itself, so no BOS is added."""
+    template = model.info.chat_template or CHATML_TEMPLATE
+
+    def render(loaded: LoadedModel) -> Rendered:
+        text = render_chat(
+            template,
+            messages,
+            tools=tools,
+            enable_thinking=thinking if model.has("thinking") else None,
+            bos_token=loaded.bos_text,
+            eos_token=loaded.eos_text,
+        )
+        return Rendered(loaded.tokenize(text, add_special=False), text)
+
+    return render
+
+
+async def respond(
+    request: Request, gen: Generation, encode: Callable[[Chunk], dict[str, Any]], *, stream: bool
+) -> Response:
+    """NDJSON chunks (``stream``), or one object with the whole output and the final metrics."""
+    if not stream:
+        return JSONResponse(encode(await until_disconnect(request, collect(gen.chunks()))))
+    return NDJSONResponse(await started(request, encode_each(gen.chunks(), encode)))
 
 
 def metrics(gen: Generation, stats: Stats | None) -> dict[str, int]:
