@@ -57,10 +57,6 @@ PY_SUITES = {
 # Found while writing the checks, but without a check of their own (no trigger independent of an
 # xfailed bug, or a difference the README already documents). Update by hand.
 NOTES = [
-    "On /v1/*, an unexpected server error (e.g. the penalty bug) is answered in Ollama's shape "
-    '`{"error": "internal error: ..."}` rather than OpenAI\'s `{"error": {"message": ..., "type": "api_error", '
-    '"param": null, "code": null}}` (Ollama converts every /v1 error); the SDKs still raise InternalServerError, '
-    "with `body` a string instead of an object.",
     "`logprobs`/`top_logprobs` on /v1 are accepted and ignored (`choices[0].logprobs` is null); the README lists "
     '"no logprobs yet".',
     "`/v1/completions` with `suffix` on the tiny model gives 400 `... does not support insert`, as Ollama does for a "
