@@ -108,6 +108,23 @@ class Model:
             ll.llama_model_free(self._ptr)
             self._ptr = None
 
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(256)
+        n = ll.llama_model_meta_val_str(self._ptr, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+
+    def kv_bytes_per_token(self) -> int:
+        """Bytes of f16 K and V cache one token takes across all layers."""
+        arch = self.meta("general.architecture") or ""
+        n_head = max(1, ll.llama_model_n_head(self._ptr))
+        n_head_kv = ll.llama_model_n_head_kv(self._ptr) or n_head
+
+        def dim(key: str) -> int:
+            value = self.meta(f"{arch}.attention.{key}")
+            return int(value) if value and value.isdigit() else self.n_embd // n_head
+
+        return self.n_layer * n_head_kv * (dim("key_length") + dim("value_length")) * 2
+
     def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
         data = text.encode("utf-8")
         n_max = len(data) + 8
@@ -237,8 +254,9 @@ class Context:
             # Non-causal encoders need a whole sequence in one ubatch.
             params.n_ubatch = n_batch
         else:
-            # Only one logits row per sequence is ever read; size the output buffer for that.
-            params.n_outputs_max = max(n_batch, n_seq_max)
+            # At most one logits row per sequence is read from a batch: size the output buffer for
+            # that, not for n_batch rows of the whole vocabulary (a client's num_batch sets n_batch).
+            params.n_outputs_max = n_seq_max
         ptr = ll.llama_init_from_model(model.ptr, params)
         if not ptr:
             raise EngineError("llama.cpp could not create a context (out of memory?)")

@@ -8,6 +8,7 @@ its slot at the next step.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,18 @@ def fit_prompt(tokens: list[int], limit: int, *, num_keep: int, num_predict: int
     return tokens[:keep_head] + tokens[len(tokens) - (keep_total - keep_head) :]
 
 
+def available_memory() -> int | None:
+    """Bytes the kernel says can be allocated without swapping (Linux); None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 class LoadedModel:
     """A model in memory with its engine thread; safe to call from the event loop."""
 
@@ -58,7 +71,13 @@ class LoadedModel:
         self.spec = spec
         self.model = Model(spec.path, n_gpu_layers=spec.n_gpu_layers)
         n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
-        n_threads = spec.n_threads or physical_cores()
+        # A client's num_thread must not be able to spawn thousands of threads.
+        n_threads = min(spec.n_threads, 4 * (os.cpu_count() or 1)) if spec.n_threads > 0 else physical_cores()
+        try:
+            self._check_memory(n_ctx_slot * spec.n_slots)
+        except Exception:
+            self.model.close()
+            raise
         self.runner: Runner | None = None
         if not spec.embedding_only:
             try:
@@ -75,6 +94,18 @@ class LoadedModel:
         self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else n_ctx_slot
         self.max_queue = max_queue
         self.in_flight = 0
+
+    def _check_memory(self, n_cells: int) -> None:
+        """Refuse a KV cache the machine cannot hold: allocating it would get the process killed."""
+        need = self.model.kv_bytes_per_token() * n_cells
+        if self.model.n_gpu_layers == 0:
+            need += self.model.size_bytes
+        available = available_memory()
+        if available is not None and need > available:
+            raise EngineError(
+                f"model requires more system memory ({need / 2**30:.1f} GiB) than is available "
+                f"({available / 2**30:.1f} GiB)"
+            )
 
     @property
     def n_ctx_slot(self) -> int:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 from starlette.testclient import TestClient
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
 
 MODEL = "tiny"  # installed by conftest.settings
 
@@ -270,3 +275,41 @@ def test_penalties_change_greedy_output(client: TestClient) -> None:
     )
     assert penalized.status_code == 200, penalized.text
     assert penalized.json()["eval_count"] == 40 and penalized.json()["response"] != plain["response"]
+
+
+def test_load_options_a_client_sends_cannot_exhaust_the_machine(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cllm_ollama.engine import client as engine_client
+
+    body = {"model": MODEL, "prompt": "Hi", "stream": False}
+    # Huge batch and thread counts are clamped (an unclamped batch reserves n_batch x n_vocab logits).
+    huge = client.post("/api/generate", json=body | {"options": GREEDY | {"num_batch": 10**7, "num_thread": 10**6}})
+    assert huge.status_code == 200 and huge.json()["eval_count"] == 12
+    # A context the machine cannot hold is refused before llama.cpp allocates it.
+    monkeypatch.setattr(engine_client, "available_memory", lambda: 1 << 20)
+    r = client.post("/api/generate", json=body | {"options": GREEDY | {"num_ctx": 40960}})
+    assert r.status_code == 500 and r.json()["error"].startswith("model requires more system memory")
+    monkeypatch.undo()
+    assert client.post("/api/generate", json=body | {"options": GREEDY}).status_code == 200
+
+
+def test_least_recently_used_model_is_evicted_beyond_max_loaded(settings: Settings) -> None:
+    with TestClient(create_app(replace(settings, max_loaded_models=1))) as c:
+        c.post("/api/generate", json={"model": MODEL})
+        assert [m["name"] for m in c.get("/api/ps").json()["models"]] == ["tiny:latest"]
+        c.post("/api/generate", json={"model": "endless", "prompt": "Hi", "stream": False, "options": GREEDY})
+        assert [m["name"] for m in c.get("/api/ps").json()["models"]] == ["endless:latest"]
+
+
+def test_keep_alive_expiry_unloads_the_model(client: TestClient) -> None:
+    client.post("/api/generate", json={"model": MODEL, "keep_alive": "100ms"})
+    expires = client.get("/api/ps").json()["models"][0]["expires_at"]
+    assert expires.startswith("20")
+    deadline = time.monotonic() + 20
+    while client.get("/api/ps").json()["models"]:
+        assert time.monotonic() < deadline, "the model was never unloaded"
+        time.sleep(0.05)
+    forever = client.post("/api/generate", json={"model": MODEL, "keep_alive": -1})
+    assert forever.json()["done_reason"] == "load"
+    assert client.get("/api/ps").json()["models"][0]["expires_at"] > "2300"
