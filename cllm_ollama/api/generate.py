@@ -66,10 +66,10 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     messages.append({"role": "user", "content": prompt})
     templated = chat_prompt(model, messages, thinking=thinking)
 
-    def render(loaded: LoadedModel) -> Rendered:
+    def render(loaded: LoadedModel, limit: int | None) -> Rendered:
         if raw:
             return Rendered(loaded.tokenize(prompt, add_special=True), prompt)
-        rendered = templated(loaded)
+        rendered = templated(loaded, limit)
         return Rendered(list(context) + rendered.tokens, rendered.text)
 
     return await prepare(

@@ -106,6 +106,10 @@ class Rendered:
     text: str = ""
 
 
+# Renders a prompt for a loaded model; given a token limit, it may drop old turns to fit it.
+Renderer = Callable[[LoadedModel, int | None], Rendered]
+
+
 @dataclass
 class Chunk:
     """A piece of output, or (``done``) the end with why and how long."""
@@ -172,7 +176,7 @@ async def prepare(
     model: ResolvedModel,
     options: RequestOptions,
     keep_alive: float | None,
-    render: Callable[[LoadedModel], Rendered],
+    render: Renderer,
     *,
     thinking: bool,
     tools: bool,
@@ -186,11 +190,10 @@ async def prepare(
     load_ns = time.perf_counter_ns() - t0
     try:
         loaded = entry.model
-        rendered = await run_in_threadpool(render, loaded)
-        tokens = rendered.tokens
         limit = min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot)
+        rendered = await run_in_threadpool(render, loaded, limit if truncate else None)
         tokens = fit_prompt(
-            tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
+            rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
         )
         request = EngineRequest(
             prompt=tuple(tokens),
@@ -232,20 +235,30 @@ def check_top_logprobs(body: dict[str, Any]) -> None:
 
 def chat_prompt(
     model: ResolvedModel, messages: list[dict[str, Any]], *, thinking: bool, tools: list[dict[str, Any]] | None = None
-) -> Callable[[LoadedModel], Rendered]:
-    """Render with the GGUF's own chat template; the template writes BOS itself, so no BOS is added."""
+) -> Renderer:
+    """Render with the GGUF's own chat template (which writes BOS itself, so none is added).
+
+    Over the limit, the oldest turns go first, keeping system messages and the last message,
+    as Ollama's chatPrompt does; what still does not fit is cut at the token level later.
+    """
     template = model.info.chat_template or CHATML_TEMPLATE
 
-    def render(loaded: LoadedModel) -> Rendered:
-        text = render_chat(
-            template,
-            messages,
-            tools=tools,
-            enable_thinking=thinking if model.has("thinking") else None,
-            bos_token=loaded.bos_text,
-            eos_token=loaded.eos_text,
-        )
-        return Rendered(loaded.tokenize(text, add_special=False), text)
+    def render(loaded: LoadedModel, limit: int | None) -> Rendered:
+        kept = list(messages)
+        while True:
+            text = render_chat(
+                template,
+                kept,
+                tools=tools,
+                enable_thinking=thinking if model.has("thinking") else None,
+                bos_token=loaded.bos_text,
+                eos_token=loaded.eos_text,
+            )
+            tokens = loaded.tokenize(text, add_special=False)
+            oldest = next((i for i, m in enumerate(kept[:-1]) if m.get("role") != "system"), None)
+            if limit is None or len(tokens) < limit or oldest is None:
+                return Rendered(tokens, text)
+            del kept[oldest]
 
     return render
 

@@ -1,0 +1,41 @@
+"""Chat prompts over the context limit: old turns go first, system and last message stay."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from cllm_ollama.api.inference import chat_prompt
+from cllm_ollama.testing.ggufs import qwen3_chat_template
+
+MODEL: Any = SimpleNamespace(info=SimpleNamespace(chat_template=qwen3_chat_template()), has=lambda cap: False)
+# One token per whitespace-separated word is enough to exercise the limit.
+LOADED: Any = SimpleNamespace(bos_text="", eos_text="", tokenize=lambda text, add_special: text.split())
+
+
+def history(turns: int) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": "Be brief."}]
+    for i in range(turns):
+        messages += [{"role": "user", "content": f"question{i} " * 5}, {"role": "assistant", "content": "answer " * 5}]
+    return [*messages, {"role": "user", "content": "last question"}]
+
+
+def test_under_the_limit_nothing_is_dropped() -> None:
+    rendered = chat_prompt(MODEL, history(3), thinking=False)(LOADED, 1000)
+    assert all(f"question{i}" in rendered.text for i in range(3))
+
+
+def test_oldest_turns_are_dropped_until_it_fits() -> None:
+    messages = history(40)
+    full = chat_prompt(MODEL, messages, thinking=False)(LOADED, None)
+    rendered = chat_prompt(MODEL, messages, thinking=False)(LOADED, 100)
+    assert len(full.tokens) >= 100 > len(rendered.tokens)
+    assert "Be brief." in rendered.text and "last question" in rendered.text
+    assert "question0" not in rendered.text and "question39" in rendered.text
+    assert messages == history(40)  # the caller's list is left alone
+
+
+def test_system_and_last_message_are_kept_even_when_still_too_long() -> None:
+    rendered = chat_prompt(MODEL, history(40), thinking=False)(LOADED, 3)
+    assert "Be brief." in rendered.text and "last question" in rendered.text
+    assert "question" not in rendered.text.replace("last question", "")
