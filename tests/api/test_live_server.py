@@ -99,6 +99,7 @@ def test_client_disconnect_mid_stream_frees_the_slot(settings: Settings) -> None
             next(lines)
         runner = _runner(app)
         _wait_until(lambda: not runner.scheduler.running_ids())
+        assert runner.times.steps < 16000  # stopped when the client left, not at the context's end
         # Cut short: far fewer steps ran than filling the context would take.
         assert runner.times.steps < 16000
         out = http.post("/api/generate", json={"model": MODEL, "prompt": "Hi", "stream": False, "options": GREEDY})
@@ -159,3 +160,15 @@ def _wait_until(condition: Callable[[], bool], timeout: float = 20) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.01)
+
+
+def test_non_streaming_client_that_leaves_frees_its_slot(settings: Settings) -> None:
+    app = create_app(replace(settings, num_parallel=1, context_length=32768))
+    with serve_in_thread(app) as url:
+        with httpx.Client(base_url=url, timeout=30) as warm:
+            warm.post("/api/generate", json={"model": ENDLESS})  # load it first
+        with httpx.Client(base_url=url, timeout=0.5) as impatient, pytest.raises(httpx.ReadTimeout):
+            impatient.post("/api/generate", json=LONG | {"stream": False})
+        runner = _runner(app)
+        _wait_until(lambda: not runner.scheduler.running_ids())
+        assert runner.times.steps < 16000  # stopped when the client left, not at the context's end
