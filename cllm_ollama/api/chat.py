@@ -16,8 +16,8 @@ from .inference import (
     Generation,
     chat_prompt,
     check_images,
-    check_top_logprobs,
     keep_alive_of,
+    logprobs_of,
     metrics,
     prepare,
     resolve_model,
@@ -57,7 +57,7 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a chat body and start it: a running Generation, or a load/unload sentinel's reason."""
-    check_top_logprobs(body)
+    logprobs = logprobs_of(body)
     name = string_field(body, "model", "ChatRequest")
     model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
     messages = _messages(body)
@@ -93,6 +93,7 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
         truncate=body.get("truncate") is not False,
         format=body.get("format"),
         t_start=t_start,
+        logprobs=logprobs,
     )
 
 
@@ -122,6 +123,8 @@ async def chat(request: Request) -> Response:
             "message": message,
             "done": chunk.done,
         }
+        if chunk.logprobs:
+            obj["logprobs"] = chunk.logprobs
         if chunk.done:
             obj["done_reason"] = chunk.done_reason
             obj |= metrics(gen, chunk.stats)

@@ -18,8 +18,8 @@ from .inference import (
     Rendered,
     chat_prompt,
     check_images,
-    check_top_logprobs,
     keep_alive_of,
+    logprobs_of,
     metrics,
     prepare,
     resolve_model,
@@ -33,7 +33,7 @@ from .wire import created_at, string_field
 
 async def start_generate(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a generate body and start it: a running Generation, or a load/unload sentinel's reason."""
-    check_top_logprobs(body)
+    logprobs = logprobs_of(body)
     name = string_field(body, "model", "GenerateRequest")
     model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
     raw = bool(body.get("raw"))
@@ -83,6 +83,7 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         truncate=body.get("truncate") is not False,
         format=body.get("format"),
         t_start=t_start,
+        logprobs=logprobs,
     )
 
 
@@ -101,6 +102,8 @@ async def generate(request: Request) -> Response:
         obj: dict[str, Any] = {"model": name, "created_at": created_at(), "response": chunk.delta.content}
         if chunk.delta.thinking:
             obj["thinking"] = chunk.delta.thinking
+        if chunk.logprobs:
+            obj["logprobs"] = chunk.logprobs
         obj["done"] = chunk.done
         if chunk.done:
             obj["done_reason"] = chunk.done_reason

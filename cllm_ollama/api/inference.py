@@ -20,7 +20,7 @@ from starlette.responses import Response
 from ..engine.client import LoadedModel, fit_prompt
 from ..engine.grammar import grammar_for_format
 from ..engine.pool import Entry, LoadRequest, ModelPool
-from ..engine.request import FinishReason, Stats
+from ..engine.request import FinishReason, Stats, TokenLogprob
 from ..engine.request import Request as EngineRequest
 from ..errors import CllmError, EngineError, InvalidRequest, NotFound, RequestCanceled
 from ..store.gguf_info import GGUFInfo, gguf_info
@@ -118,7 +118,8 @@ class Chunk:
     done: bool = False
     done_reason: str = ""
     stats: Stats | None = None
-    tokens: list[int] = field(default_factory=list)
+    # Log probabilities of the tokens behind this chunk, in the wire shape Ollama and OpenAI share.
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -148,27 +149,41 @@ class Generation:
                 sampling = replace(sampling, grammar=grammar)
                 self.request = replace(self.request, sampling=sampling)
             sampler = model.sampler_for(sampling)
+            logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
             async for event in model.generate(self.request, sampler):
                 if event.error is not None:
                     raise EngineError(event.error)
                 self.generated.extend(event.tokens)
+                if event.logprob is not None:
+                    logprobs.append(self._logprob_json(event.logprob))
                 delta = self.parser.feed(event.text) if event.text else Delta()
                 if event.finish is None:
                     if delta:
-                        yield Chunk(delta)
+                        yield Chunk(delta, logprobs=logprobs)
+                        logprobs = []
                     continue
                 rest = self.parser.finish()
                 delta.content += rest.content
                 delta.thinking += rest.thinking
                 delta.tool_calls += rest.tool_calls
-                if delta:
-                    yield Chunk(delta)
+                if delta or logprobs:
+                    yield Chunk(delta, logprobs=logprobs)
                 if event.finish is FinishReason.CANCELED:
                     raise RequestCanceled()
                 yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats)
                 return
         finally:
             self.pool.release(self.entry)
+
+    def _logprob_json(self, lp: TokenLogprob) -> dict[str, Any]:
+        def entry(token: int, logprob: float) -> dict[str, Any]:
+            piece = self.model.token_piece(token)
+            return {"token": piece.decode("utf-8", "replace"), "logprob": logprob, "bytes": list(piece)}
+
+        out = entry(lp.token, lp.logprob)
+        if self.request.logprobs > 0:
+            out["top_logprobs"] = [entry(t, p) for t, p in lp.top]
+        return out
 
 
 async def prepare(
@@ -183,6 +198,7 @@ async def prepare(
     truncate: bool,
     format: object,
     t_start: int,
+    logprobs: int = -1,
 ) -> Generation:
     """Load (or reuse) the model, tokenize and fit the prompt, and hold the model for the run."""
     t0 = time.perf_counter_ns()
@@ -202,6 +218,7 @@ async def prepare(
             stop=options.stop,
             num_ctx=limit,
             arrival_ns=t_start,
+            logprobs=logprobs,
         )
     except BaseException:
         pool.release(entry)
@@ -227,10 +244,12 @@ async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | No
     return "load"
 
 
-def check_top_logprobs(body: dict[str, Any]) -> None:
+def logprobs_of(body: dict[str, Any]) -> int:
+    """``logprobs``/``top_logprobs`` as the engine takes them: -1 off, else how many alternatives."""
     top_logprobs = body.get("top_logprobs") or 0
-    if not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
+    if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool) or not 0 <= top_logprobs <= 20:
         raise InvalidRequest("top_logprobs must be between 0 and 20")
+    return top_logprobs if body.get("logprobs") else -1
 
 
 def chat_prompt(
@@ -291,13 +310,15 @@ def metrics(gen: Generation, stats: Stats | None) -> dict[str, int]:
 async def collect(chunks: AsyncGenerator[Chunk, None]) -> Chunk:
     """stream:false: the final chunk carrying the whole output (text joined, calls gathered)."""
     whole = Delta()
+    logprobs: list[dict[str, Any]] = []
     try:
         async for chunk in chunks:
             whole.content += chunk.delta.content
             whole.thinking += chunk.delta.thinking
             whole.tool_calls += chunk.delta.tool_calls
+            logprobs += chunk.logprobs
             if chunk.done:
-                chunk.delta = whole
+                chunk.delta, chunk.logprobs = whole, logprobs
                 return chunk
     finally:
         await chunks.aclose()

@@ -208,6 +208,8 @@ async def chat_completions(request: Request) -> Response:
         "format": _format(body),
         "tools": body.get("tools") or None,
         "think": think_value(body),
+        "logprobs": bool(body.get("logprobs")),
+        "top_logprobs": body.get("top_logprobs") or 0,
     }
     gen = _sentinel(await start_chat(request, native, t_start))
     cid, created, model = f"chatcmpl-{random.randint(0, 998)}", int(time.time()), native["model"]
@@ -219,7 +221,12 @@ async def chat_completions(request: Request) -> Response:
             message["reasoning"] = final.delta.thinking
         if final.delta.tool_calls:
             message["tool_calls"] = _tool_calls(final.delta.tool_calls, 0)
-        choice = {"index": 0, "message": message, "finish_reason": _finish_reason(final, bool(final.delta.tool_calls))}
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": {"content": final.logprobs} if final.logprobs else None,
+            "finish_reason": _finish_reason(final, bool(final.delta.tool_calls)),
+        }
         return JSONResponse(base | {"object": "chat.completion", "choices": [choice], "usage": _usage(final)})
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
@@ -238,8 +245,10 @@ async def chat_completions(request: Request) -> Response:
             if chunk.delta.tool_calls:
                 delta["tool_calls"] = _tool_calls(chunk.delta.tool_calls, n_calls)
                 n_calls += len(chunk.delta.tool_calls)
+            logprobs = {"content": chunk.logprobs} if chunk.logprobs else None
             if not chunk.done:
-                yield base | {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+                choice = {"index": 0, "delta": delta, "logprobs": logprobs}
+                yield base | {"object": "chat.completion.chunk", "choices": [choice]}
                 continue
             finish = {"index": 0, "delta": delta, "finish_reason": _finish_reason(chunk, n_calls > 0)}
             yield base | {"object": "chat.completion.chunk", "choices": [finish]}

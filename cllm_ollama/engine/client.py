@@ -140,6 +140,9 @@ class LoadedModel:
     def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
         return self.model.tokenize(text, add_special=add_special, parse_special=True)
 
+    def token_piece(self, token: int) -> bytes:
+        return self.model.piece(token)
+
     def detokenize(self, tokens: list[int]) -> str:
         return self.model.detokenize(tokens)
 

@@ -51,6 +51,8 @@ class Request:
     stop: tuple[str, ...] = ()
     # This request's context window; None = the slot's. Smaller never forces a reload.
     num_ctx: int | None = None
+    # -1: no log probabilities; 0: the sampled token's; N: and the N most likely alternatives.
+    logprobs: int = -1
     id: int = field(default_factory=next_request_id)
     arrival_ns: int = field(default_factory=time.perf_counter_ns)
 
@@ -76,6 +78,16 @@ class Event:
     finish: FinishReason | None = None
     stats: Stats | None = None
     error: str | None = None
+    logprob: TokenLogprob | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """A sampled token's log probability under the model (raw logits, before any sampler)."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

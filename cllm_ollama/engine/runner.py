@@ -13,14 +13,14 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
 
 from ..errors import EngineError
 from .binding import Batch, Context, Model, Sampler
-from .request import Event, Request
+from .request import Event, Request, TokenLogprob
 from .scheduler import Scheduler, StepPlan
 
 log = logging.getLogger("cllm.engine")
@@ -213,7 +213,32 @@ class Runner:
         times.sample_ns += time.perf_counter_ns() - t1
         times.decode_ns += t1 - t0
         times.steps += 1
-        return self.scheduler.update(plan, sampled)
+        logprobs = self._logprobs(plan, sampled)
+        events = self.scheduler.update(plan, sampled)
+        if logprobs:
+            events = [replace(e, logprob=logprobs[e.request_id]) if e.request_id in logprobs else e for e in events]
+        return events
+
+    def _logprobs(self, plan: StepPlan, sampled: Sequence[int]) -> dict[int, TokenLogprob]:
+        """Log-softmax of the raw logits, only for the requests that asked for it."""
+        out: dict[int, TokenLogprob] = {}
+        logits: np.ndarray | None = None
+        for j, ((slot, _row), token) in enumerate(zip(plan.outputs, sampled, strict=True)):
+            request = slot.request
+            if request is None or request.logprobs < 0:
+                continue
+            if logits is None:
+                logits = self.ctx.logits(len(plan.outputs))
+            row = logits[j].astype(np.float64)
+            peak = row.max()
+            log_z = peak + np.log(np.exp(row - peak).sum())
+            top: tuple[tuple[int, float], ...] = ()
+            if request.logprobs > 0:
+                best = np.argpartition(row, -request.logprobs)[-request.logprobs :]
+                best = best[np.argsort(-row[best])]
+                top = tuple((int(t), float(row[t] - log_z)) for t in best)
+            out[request.id] = TokenLogprob(int(token), float(row[token] - log_z), top)
+        return out
 
     def _sample(self, plan: StepPlan) -> Sequence[int]:
         outputs = plan.outputs

@@ -313,3 +313,21 @@ def test_keep_alive_expiry_unloads_the_model(client: TestClient) -> None:
     forever = client.post("/api/generate", json={"model": MODEL, "keep_alive": -1})
     assert forever.json()["done_reason"] == "load"
     assert client.get("/api/ps").json()["models"][0]["expires_at"] > "2300"
+
+
+def test_logprobs_of_each_token_with_top_alternatives(client: TestClient) -> None:
+    body = {"model": MODEL, "prompt": "Hi", "logprobs": True, "top_logprobs": 3, "options": GREEDY}
+    chunks = lines(client.post("/api/generate", json=body))
+    entries = [e for c in chunks for e in c.get("logprobs", [])]
+    assert len(entries) == chunks[-1]["eval_count"] == 12
+    text = "".join(c["response"] for c in chunks)
+    assert bytes(b for e in entries for b in e["bytes"]).decode("utf-8", "replace") == text
+    for e in entries:
+        assert e["logprob"] <= 0 and len(e["top_logprobs"]) == 3
+        # Greedy: the sampled token is the most likely one.
+        assert e["top_logprobs"][0]["token"] == e["token"] and e["top_logprobs"][0]["logprob"] == e["logprob"]
+        assert sum(np.exp(t["logprob"]) for t in e["top_logprobs"]) <= 1 + 1e-6
+    whole = client.post("/api/chat", json={**body, "messages": [{"role": "user", "content": "Hi"}], "stream": False})
+    assert len(whole.json()["logprobs"]) == 12 and "top_logprobs" in whole.json()["logprobs"][0]
+    plain = client.post("/api/generate", json=body | {"logprobs": False, "stream": False}).json()
+    assert "logprobs" not in plain

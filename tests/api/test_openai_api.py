@@ -95,3 +95,11 @@ def test_errors_are_openai_shaped(
     assert error["param"] is None and error["code"] is None
     if message is not None:
         assert error["message"] == message
+
+
+def test_chat_completion_logprobs(client: TestClient) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0}
+    out = client.post("/v1/chat/completions", json=body | {"logprobs": True, "top_logprobs": 2}).json()
+    content = out["choices"][0]["logprobs"]["content"]
+    assert len(content) == 6 and all(len(c["top_logprobs"]) == 2 for c in content)
+    assert client.post("/v1/chat/completions", json=body).json()["choices"][0]["logprobs"] is None
