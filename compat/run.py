@@ -57,8 +57,8 @@ PY_SUITES = {
 # Found while writing the checks, but without a check of their own (no trigger independent of an
 # xfailed bug, or a difference the README already documents). Update by hand.
 NOTES = [
-    "`logprobs`/`top_logprobs` on /v1 are accepted and ignored (`choices[0].logprobs` is null); the README lists "
-    '"no logprobs yet".',
+    "`logprobs` on /v1/completions (the legacy integer form) is accepted and ignored; /v1/chat/completions and the "
+    "native API return log probabilities.",
     "`/v1/completions` with `suffix` on the tiny model gives 400 `... does not support insert`, as Ollama does for a "
     "template without `.Suffix`.",
 ]
