@@ -56,15 +56,15 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     if suffix and not model.has("insert"):
         raise InvalidRequest(f"{model.full_name} does not support insert")
     check_images(model, body.get("images"))
-    if body.get("template"):
-        raise InvalidRequest("template overrides (Go templates) are not supported; use the model's chat template")
     options = resolve_options(body.get("options"), model.record.params)
     system = string_field(body, "system", "GenerateRequest") or model.record.system or ""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     if not context:
         messages += model.record.messages
     messages.append({"role": "user", "content": prompt})
-    templated = chat_prompt(model, messages, thinking=thinking)
+    templated = chat_prompt(
+        model, messages, thinking=thinking, go_template=string_field(body, "template", "GenerateRequest") or None
+    )
 
     def render(loaded: LoadedModel, limit: int | None) -> Rendered:
         if raw:

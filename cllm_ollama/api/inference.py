@@ -27,6 +27,7 @@ from ..store.gguf_info import GGUFInfo, gguf_info
 from ..store.names import parse_name
 from ..store.store import ModelRecord, ModelStore
 from .encoders import JSONResponse, NDJSONResponse
+from .gotemplate import render_go_template
 from .options import RequestOptions, parse_keep_alive_field, parse_think
 from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template
 from .template import CHATML_TEMPLATE, render_chat
@@ -253,33 +254,67 @@ def logprobs_of(body: dict[str, Any]) -> int:
 
 
 def chat_prompt(
-    model: ResolvedModel, messages: list[dict[str, Any]], *, thinking: bool, tools: list[dict[str, Any]] | None = None
+    model: ResolvedModel,
+    messages: list[dict[str, Any]],
+    *,
+    thinking: bool,
+    tools: list[dict[str, Any]] | None = None,
+    go_template: str | None = None,
 ) -> Renderer:
-    """Render with the GGUF's own chat template (which writes BOS itself, so none is added).
+    """Render the prompt with the GGUF's own Jinja chat template, as Ollama's llama-server mode does.
 
-    Over the limit, the oldest turns go first, keeping system messages and the last message,
-    as Ollama's chatPrompt does; what still does not fit is cut at the token level later.
+    A Go template (a request's ``template``, or a model's template layer when its GGUF has no
+    chat template) is rendered by our subset of Go's text/template instead. Over the limit, the
+    oldest turns go first, keeping system messages and the last message, as Ollama's chatPrompt
+    does; what still does not fit is cut at the token level later.
     """
-    template = model.info.chat_template or CHATML_TEMPLATE
+    jinja = model.info.chat_template
+    if go_template is None and not jinja and model.record.template:
+        go_template = model.record.template
+
+    def render_text(loaded: LoadedModel, kept: list[dict[str, Any]]) -> tuple[str, bool]:
+        """The prompt text, and whether the tokenizer should add BOS (Go templates do not write it)."""
+        if go_template is not None:
+            return render_go_template(go_template, _go_data(kept, tools, thinking)), True
+        text = render_chat(
+            jinja or CHATML_TEMPLATE,
+            kept,
+            tools=tools,
+            enable_thinking=thinking if model.has("thinking") else None,
+            bos_token=loaded.bos_text,
+            eos_token=loaded.eos_text,
+        )
+        return text, False
 
     def render(loaded: LoadedModel, limit: int | None) -> Rendered:
         kept = list(messages)
         while True:
-            text = render_chat(
-                template,
-                kept,
-                tools=tools,
-                enable_thinking=thinking if model.has("thinking") else None,
-                bos_token=loaded.bos_text,
-                eos_token=loaded.eos_text,
-            )
-            tokens = loaded.tokenize(text, add_special=False)
+            text, add_bos = render_text(loaded, kept)
+            tokens = loaded.tokenize(text, add_special=add_bos)
             oldest = next((i for i, m in enumerate(kept[:-1]) if m.get("role") != "system"), None)
             if limit is None or len(tokens) < limit or oldest is None:
                 return Rendered(tokens, text)
             del kept[oldest]
 
     return render
+
+
+def _go_data(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool) -> dict[str, Any]:
+    """What Ollama's templates see: .System, .Prompt, .Response, .Messages (.Role, .Content), .Tools."""
+    system = "\n\n".join(m.get("content", "") for m in messages if m.get("role") == "system")
+    last_user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+    go_messages = [
+        {"Role": m.get("role", ""), "Content": m.get("content", ""), "Thinking": m.get("thinking", "")}
+        for m in messages
+    ]
+    return {
+        "System": system,
+        "Prompt": last_user,
+        "Response": "",
+        "Messages": go_messages,
+        "Tools": tools,
+        "Think": thinking,
+    }
 
 
 async def respond(

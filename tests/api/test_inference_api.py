@@ -331,3 +331,16 @@ def test_logprobs_of_each_token_with_top_alternatives(client: TestClient) -> Non
     assert len(whole.json()["logprobs"]) == 12 and "top_logprobs" in whole.json()["logprobs"][0]
     plain = client.post("/api/generate", json=body | {"logprobs": False, "stream": False}).json()
     assert "logprobs" not in plain
+
+
+def test_template_override_is_a_go_template(client: TestClient) -> None:
+    body = {"model": MODEL, "prompt": "Hello there", "stream": False, "options": GREEDY}
+    raw = client.post("/api/generate", json=body | {"raw": True}).json()
+    templated = client.post("/api/generate", json=body | {"template": "{{ .Prompt }}"}).json()
+    # The override rendered to exactly the prompt: the same tokens, so the same greedy output.
+    assert templated["prompt_eval_count"] == raw["prompt_eval_count"]
+    assert templated["response"] == raw["response"]
+    framed = client.post("/api/generate", json=body | {"template": "USER: {{ .Prompt }} ASSISTANT:"}).json()
+    assert framed["prompt_eval_count"] > raw["prompt_eval_count"]
+    broken = client.post("/api/generate", json=body | {"template": "{{ if .Prompt }}"})
+    assert broken.status_code == 500 and broken.json()["error"].startswith("template: ")
