@@ -24,6 +24,7 @@ DEFAULT_KEEP_ALIVE_S = 300.0
 DEFAULT_MAX_LOADED_MODELS = 3
 DEFAULT_MAX_QUEUE = 512
 FOREVER = math.inf
+_MAX_DURATION_S = (2**63 - 1) / 1e9
 
 
 class ConfigError(ValueError):
@@ -80,7 +81,8 @@ def parse_keep_alive(value: object) -> float:
         seconds = parse_go_duration(value)
     else:
         raise ConfigError(f"Unsupported type: '{type(value).__name__}'")
-    return FOREVER if seconds < 0 else seconds
+    # Negative, or beyond Go's Duration range (~292 years): forever.
+    return FOREVER if seconds < 0 or seconds >= _MAX_DURATION_S else seconds
 
 
 def _env_keep_alive(text: str) -> float:

@@ -77,9 +77,9 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
     for m in messages:
         check_images(model, m.get("images"))
     options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
+    messages = list(model.record.messages) + messages
     if model.record.system and messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": model.record.system})
-    messages = list(model.record.messages) + messages
     if model.info.architecture in _THINK_TAG_FAMILIES:
         messages = strip_think_tags(messages)
     return await prepare(

@@ -135,6 +135,13 @@ class Generation:
     t_start: int = 0
     load_ns: int = 0
     generated: list[int] = field(default_factory=list)
+    released: bool = False
+
+    def release(self) -> None:
+        """Give the model back to the pool, once: when the output ends, or if it never starts."""
+        if not self.released:
+            self.released = True
+            self.pool.release(self.entry)
 
     @property
     def model(self) -> LoadedModel:
@@ -174,7 +181,7 @@ class Generation:
                 yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats)
                 return
         finally:
-            self.pool.release(self.entry)
+            self.release()
 
     def _logprob_json(self, lp: TokenLogprob) -> dict[str, Any]:
         def entry(token: int, logprob: float) -> dict[str, Any]:
@@ -207,7 +214,8 @@ async def prepare(
     load_ns = time.perf_counter_ns() - t0
     try:
         loaded = entry.model
-        limit = min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot)
+        # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
+        limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
         rendered = await run_in_threadpool(render, loaded, limit if truncate else None)
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
@@ -321,9 +329,13 @@ async def respond(
     request: Request, gen: Generation, encode: Callable[[Chunk], dict[str, Any]], *, stream: bool
 ) -> Response:
     """NDJSON chunks (``stream``), or one object with the whole output and the final metrics."""
-    if not stream:
-        return JSONResponse(encode(await until_disconnect(request, collect(gen.chunks()))))
-    return NDJSONResponse(await started(request, encode_each(gen.chunks(), encode)))
+    try:
+        if not stream:
+            return JSONResponse(encode(await until_disconnect(request, collect(gen.chunks()))))
+        return NDJSONResponse(await started(request, encode_each(gen.chunks(), encode)))
+    except BaseException:
+        gen.release()
+        raise
 
 
 def metrics(gen: Generation, stats: Stats | None) -> dict[str, int]:

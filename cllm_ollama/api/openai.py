@@ -191,6 +191,13 @@ def _sse(objects: AsyncGenerator[dict[str, Any], None]) -> StreamingResponse:
     return StreamingResponse(lines(), media_type="text/event-stream")
 
 
+def _include_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise InvalidRequest("stream_options must be an object")
+    return bool(options.get("include_usage"))
+
+
 def _sentinel(gen: Generation | str) -> Generation:
     if isinstance(gen, str):  # cannot happen: OpenAI requests always carry a prompt
         raise InvalidRequest("empty request")
@@ -211,8 +218,19 @@ async def chat_completions(request: Request) -> Response:
         "logprobs": bool(body.get("logprobs")),
         "top_logprobs": body.get("top_logprobs") or 0,
     }
+    include_usage = _include_usage(body)
     gen = _sentinel(await start_chat(request, native, t_start))
-    cid, created, model = f"chatcmpl-{random.randint(0, 998)}", int(time.time()), native["model"]
+    try:
+        return await _chat_response(request, body, gen, native["model"], include_usage)
+    except BaseException:
+        gen.release()
+        raise
+
+
+async def _chat_response(
+    request: Request, body: dict[str, Any], gen: Generation, model: str, include_usage: bool
+) -> Response:
+    cid, created = f"chatcmpl-{random.randint(0, 998)}", int(time.time())
     base = {"id": cid, "created": created, "model": model, "system_fingerprint": "fp_ollama"}
     if not body.get("stream"):
         final = await until_disconnect(request, collect(gen.chunks()))
@@ -228,7 +246,6 @@ async def chat_completions(request: Request) -> Response:
             "finish_reason": _finish_reason(final, bool(final.delta.tool_calls)),
         }
         return JSONResponse(base | {"object": "chat.completion", "choices": [choice], "usage": _usage(final)})
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
     async def chunks() -> AsyncGenerator[dict[str, Any], None]:
         n_calls = 0
@@ -275,8 +292,19 @@ async def completions(request: Request) -> Response:
     }
     if not prompt:
         raise InvalidRequest("prompt is required")
+    include_usage = _include_usage(body)
     gen = _sentinel(await start_generate(request, native, t_start))
-    base = {"id": f"cmpl-{random.randint(0, 998)}", "created": int(time.time()), "model": native["model"]}
+    try:
+        return await _completion_response(request, body, gen, native["model"], include_usage)
+    except BaseException:
+        gen.release()
+        raise
+
+
+async def _completion_response(
+    request: Request, body: dict[str, Any], gen: Generation, model: str, include_usage: bool
+) -> Response:
+    base = {"id": f"cmpl-{random.randint(0, 998)}", "created": int(time.time()), "model": model}
     base["system_fingerprint"] = "fp_ollama"
     if not body.get("stream"):
         final = await until_disconnect(request, collect(gen.chunks()))
@@ -287,7 +315,6 @@ async def completions(request: Request) -> Response:
             "finish_reason": _finish_reason(final, False),
         }
         return JSONResponse(base | {"object": "text_completion", "choices": [choice], "usage": _usage(final)})
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
     async def chunks() -> AsyncGenerator[dict[str, Any], None]:
         async for chunk in gen.chunks():

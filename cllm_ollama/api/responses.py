@@ -174,12 +174,16 @@ async def responses(request: Request) -> Response:
     gen = await start_chat(request, native, t_start)
     if isinstance(gen, str):
         raise InvalidRequest("input is required")
-    envelope = _Response(body, native["model"])
-    if not body.get("stream"):
-        final = await until_disconnect(request, collect(gen.chunks()))
-        return JSONResponse(envelope.snapshot("completed", _output(final), final))
-    stream = await started(request, _events(gen, envelope))
-    return StreamingResponse(_sse(stream), media_type="text/event-stream")
+    try:
+        envelope = _Response(body, native["model"])
+        if not body.get("stream"):
+            final = await until_disconnect(request, collect(gen.chunks()))
+            return JSONResponse(envelope.snapshot("completed", _output(final), final))
+        stream = await started(request, _events(gen, envelope))
+        return StreamingResponse(_sse(stream), media_type="text/event-stream")
+    except BaseException:
+        gen.release()
+        raise
 
 
 async def _events(gen: Generation, envelope: _Response) -> AsyncGenerator[dict[str, Any], None]:

@@ -101,7 +101,6 @@ class Model:
         self.size_bytes: int = ll.llama_model_size(ptr)
         self.has_encoder: bool = bool(ll.llama_model_has_encoder(ptr))
         self._pieces: list[bytes | None] = [None] * self.n_vocab
-        self._piece_buf = ctypes.create_string_buffer(256)
 
     def close(self) -> None:
         if self._ptr:
@@ -142,13 +141,14 @@ class Model:
         """The bytes a token stands for (control tokens render as nothing); cached per id."""
         cached = self._pieces[token]
         if cached is None:
-            n = ll.llama_token_to_piece(self._vocab, token, self._piece_buf, 256, 0, False)
+            # A buffer per miss, not a shared one: the engine thread and the event loop both get
+            # here, and the ctypes call releases the GIL.
+            buf = ctypes.create_string_buffer(64)
+            n = ll.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
             if n < 0:
                 buf = ctypes.create_string_buffer(-n)
-                n = ll.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
-                cached = buf.raw[:n]
-            else:
-                cached = self._piece_buf.raw[:n]
+                n = ll.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+            cached = buf.raw[:n]
             self._pieces[token] = cached
         return cached
 

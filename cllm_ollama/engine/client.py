@@ -156,24 +156,35 @@ class LoadedModel:
         except EngineError as exc:
             raise InvalidRequest(str(exc)) from exc
 
-    async def generate(self, request: Request, sampler: Sampler | None = None) -> AsyncIterator[Event]:
-        """Events of one request until its final one; raises QueueFull beyond the queue limit."""
-        if self.in_flight >= self.n_slots + self.max_queue:
-            if sampler is not None:
-                sampler.close()
-            raise QueueFull()
+    def _check(self, request: Request) -> Runner:
+        """Refuse what the engine thread must never see: it would fail the whole batch."""
+        if self.runner is None:
+            raise InvalidRequest("this model only computes embeddings")
         if not request.prompt:
             raise InvalidRequest("prompt is empty")
-        runner = self.runner
-        if runner is None:
-            raise InvalidRequest("this model only computes embeddings")
-        loop = asyncio.get_running_loop()
+        if min(request.prompt) < 0 or max(request.prompt) >= self.model.n_vocab:
+            raise InvalidRequest("invalid token id in the prompt or context")
+        if self.in_flight >= self.n_slots + self.max_queue:
+            raise QueueFull()
+        return self.runner
+
+    async def generate(self, request: Request, sampler: Sampler | None = None) -> AsyncIterator[Event]:
+        """Events of one request until its final one; raises QueueFull beyond the queue limit.
+
+        Owns ``sampler`` from here on: the engine frees it when the request ends.
+        """
+        try:
+            runner = self._check(request)
+        except Exception:
+            if sampler is not None:
+                sampler.close()
+            raise
         queue: asyncio.Queue[Event] = asyncio.Queue()
-        sink = Sink(queue, loop)
+        sink = Sink(queue, asyncio.get_running_loop())
+        runner.submit(request, sampler, sink)
         self.in_flight += 1
         finished = False
         try:
-            runner.submit(request, sampler, sink)
             while True:
                 event = await queue.get()
                 sink.consumed += 1

@@ -85,7 +85,10 @@ class ModelPool:
         """The spec to load: defaults (or what is loaded now) with the request's settings on top."""
         spec = current or replace(self._defaults, path=req.path, embedding_only=req.embedding_only)
         if req.num_ctx is not None:
-            spec = replace(spec, n_ctx_slot=max(req.num_ctx, current.n_ctx_slot if current else 0))
+            # Never below what is loaded or the default: one client's small num_ctx must not
+            # shrink everyone's context (smaller requests get a per-request limit instead).
+            floor = current.n_ctx_slot if current else self._defaults.n_ctx_slot
+            spec = replace(spec, n_ctx_slot=max(req.num_ctx, floor))
         if req.num_batch is not None:
             spec = replace(spec, n_batch=req.num_batch)
         if req.num_gpu is not None and req.num_gpu >= 0:

@@ -92,11 +92,13 @@ class Runner:
     def __init__(self, model: Model, config: RunnerConfig) -> None:
         self.model = model
         self.config = config
+        # Every generating slot puts a token in each batch: a batch smaller than the slot count
+        # would trip llama.cpp's n_batch assertion (a process abort), whatever num_batch says.
         self.ctx = Context(
             model,
             n_seq_max=config.n_slots,
             n_ctx_seq=config.n_ctx_slot,
-            n_batch=config.n_batch,
+            n_batch=max(config.n_batch, config.n_slots),
             n_threads=config.n_threads,
         )
         self.scheduler = Scheduler(
@@ -125,6 +127,8 @@ class Runner:
     def submit(self, request: Request, sampler: Sampler | None, sink: Sink) -> None:
         with self._cv:
             if self._closing:
+                if sampler is not None:
+                    sampler.close()
                 raise EngineError("model is being unloaded")
             self._adds.append((request, sampler, sink))
             self._cv.notify()
@@ -152,47 +156,59 @@ class Runner:
         return sink is not None and sink.backlog > MAX_BUFFERED_EVENTS
 
     def _loop(self) -> None:
-        sched = self.scheduler
         while True:
-            with self._cv:
-                while not (self._adds or self._aborts or self._closing or sched.has_work()):
-                    self._cv.wait()
-                adds, self._adds = self._adds, []
-                aborts, self._aborts = self._aborts, []
-                closing = self._closing
-            t_busy = time.perf_counter_ns()
-            if closing:
-                aborts.extend(self._sinks)
-                aborts.extend(r.id for r, _, _ in adds)
-            for request, sampler, sink in adds:
-                self._sinks[request.id] = sink
-                if sampler is not None:
-                    self._samplers[request.id] = sampler
-                sched.add(request)
-            events = sched.abort(aborts)
-            if closing:
-                self._emit(events)
-                return
-            plan = sched.schedule()
-            if len(plan) == 0:
-                self._emit(events)
-                # Every running slot's reader is behind: sleep until one catches up. The check
-                # runs under the lock that ``wake`` takes, so a wake-up cannot slip past it.
-                with self._cv:
-                    if not (self._adds or self._aborts or self._closing) and all(
-                        self._paused(rid) for rid in sched.running_ids()
-                    ):
-                        self._cv.wait()
-                continue
             try:
-                events += self._step(plan)
-            except Exception as exc:  # never let the engine thread die: fail the batch instead
-                log.exception("decode step failed")
-                events += sched.fail_all(str(exc))
-                for seq_id in {*plan.seq_ids}:
-                    self.ctx.seq_rm(seq_id, 0)
+                if not self._iteration():
+                    return
+            except Exception as exc:  # the engine thread must not die: fail what runs instead
+                log.exception("engine step failed")
+                try:
+                    events = self.scheduler.fail_all(str(exc))
+                    self.ctx.clear()
+                    self._emit(events)
+                except Exception:
+                    log.exception("engine thread stops")
+                    with self._cv:
+                        self._closing = True  # submit() now refuses instead of queueing forever
+                    return
+
+    def _iteration(self) -> bool:
+        """One pass: drain the inbox, plan, decode, publish. False once the runner is closing."""
+        sched = self.scheduler
+        with self._cv:
+            while not (self._adds or self._aborts or self._closing or sched.has_work()):
+                self._cv.wait()
+            adds, self._adds = self._adds, []
+            aborts, self._aborts = self._aborts, []
+            closing = self._closing
+        t_busy = time.perf_counter_ns()
+        if closing:
+            aborts.extend(self._sinks)
+            aborts.extend(r.id for r, _, _ in adds)
+        for request, sampler, sink in adds:
+            self._sinks[request.id] = sink
+            if sampler is not None:
+                self._samplers[request.id] = sampler
+            sched.add(request)
+        events = sched.abort(aborts)
+        if closing:
             self._emit(events)
-            self.times.busy_ns += time.perf_counter_ns() - t_busy
+            return False
+        plan = sched.schedule()
+        if len(plan) == 0:
+            self._emit(events)
+            # Every running slot's reader is behind: sleep until one catches up. The check
+            # runs under the lock that ``wake`` takes, so a wake-up cannot slip past it.
+            with self._cv:
+                if not (self._adds or self._aborts or self._closing) and all(
+                    self._paused(rid) for rid in sched.running_ids()
+                ):
+                    self._cv.wait()
+            return True
+        events += self._step(plan)
+        self._emit(events)
+        self.times.busy_ns += time.perf_counter_ns() - t_busy
+        return True
 
     def _step(self, plan: StepPlan) -> list[Event]:
         for seq_id, pos in plan.trims:

@@ -47,11 +47,24 @@ class StepPlan:
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    a, b = tuple(a), tuple(b)  # a list slice never equals a tuple slice
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    if n == 0 or a[0] != b[0]:
+        return 0
+    # Bisect on slice equality: C-speed comparisons instead of a Python loop over long prompts.
+    lo, hi = 1, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _by_prefix(scored: tuple[int, Slot]) -> tuple[int, int]:
+    """The longest shared prefix wins; then the lowest id, which keeps active sequence ids dense."""
+    return scored[0], -scored[1].seq_id
 
 
 class Scheduler:
@@ -73,7 +86,8 @@ class Scheduler:
         clock: Callable[[], int] = now_ns,
     ) -> None:
         self.slots = [Slot(i, n_ctx_slot) for i in range(n_slots)]
-        self.n_batch = max(n_batch, n_slots)
+        assert n_batch >= n_slots, "every generating slot needs room in each batch"
+        self.n_batch = n_batch
         self.waiting: deque[Request] = deque()
         self._piece = piece
         self._is_eog = is_eog
@@ -116,9 +130,13 @@ class Scheduler:
         return events
 
     def fail_all(self, message: str) -> list[Event]:
+        """End every running request with an error and forget every slot's cached prefix:
+        the caller clears the KV cache, whose state after a failed decode is unknown."""
         now = self._clock()
         events = [slot.fail(message, now) for slot in self._by_request.values()]
         self._by_request.clear()
+        for slot in self.slots:
+            slot.cached = []
         return events
 
     def _admit(self, plan: StepPlan) -> None:
@@ -128,11 +146,9 @@ class Scheduler:
             if not idle:
                 return
             request = self.waiting.popleft()
-            # The longest cached prefix wins; otherwise the lowest id, which keeps the
-            # active sequence ids dense (llama.cpp splits ubatches at gaps).
-            best = max(idle, key=lambda s: (common_prefix(s.cached, request.prompt), -s.seq_id))
+            shared, best = max(((common_prefix(s.cached, request.prompt), s) for s in idle), key=_by_prefix)
             # At least one prompt token must be decoded to get logits to sample from.
-            n_reuse = min(common_prefix(best.cached, request.prompt), len(request.prompt) - 1)
+            n_reuse = min(shared, len(request.prompt) - 1)
             # Always trim: cheap, and a failed decode may have left KV that ``cached`` forgot.
             plan.trims.append((best.seq_id, n_reuse))
             best.assign(request, n_reuse, now)

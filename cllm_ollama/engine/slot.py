@@ -140,8 +140,6 @@ class Slot:
     def fail(self, message: str, now_ns: int) -> Event:
         assert self.request is not None
         event = self._finish(FinishReason.ERROR, "", now_ns, None, flush=False)
-        # A failed decode leaves the sequence's KV in an unknown state.
-        self.cached = []
         return Event(event.request_id, "", (), FinishReason.ERROR, event.stats, message)
 
     def _finish(self, reason: FinishReason, text: str, now_ns: int, token: int | None, flush: bool = True) -> Event:

@@ -344,3 +344,33 @@ def test_template_override_is_a_go_template(client: TestClient) -> None:
     assert framed["prompt_eval_count"] > raw["prompt_eval_count"]
     broken = client.post("/api/generate", json=body | {"template": "{{ if .Prompt }}"})
     assert broken.status_code == 500 and broken.json()["error"].startswith("template: ")
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        # Rejected after the model is held: the reference must still be given back.
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stream": True, "stream_options": 1}),
+        ("/api/generate", {"prompt": "x", "context": [10**9]}),
+        ("/api/generate", {"prompt": "x", "format": "yaml"}),
+    ],
+)
+def test_a_rejected_request_gives_its_model_back(client: TestClient, path: str, body: dict[str, Any]) -> None:
+    r = client.post(path, json={"model": MODEL, **body})
+    assert 400 <= r.status_code < 600
+    assert all(entry.refs == 0 for entry in client.app.state.pool.running())  # type: ignore[attr-defined]
+    # A reload (which waits for the model to be idle) still goes through.
+    bigger = client.post(
+        "/api/generate", json={"model": MODEL, "prompt": "x", "stream": False, "options": GREEDY | {"num_ctx": 512}}
+    )
+    assert bigger.status_code == 200
+
+
+def test_options_that_used_to_crash_or_shrink_the_context(client: TestClient) -> None:
+    body = {"model": MODEL, "prompt": "Hi", "stream": False}
+    assert client.post("/api/generate", json=body | {"options": GREEDY | {"num_batch": 1}}).status_code == 200
+    assert client.post("/api/generate", json=body | {"options": GREEDY | {"num_ctx": -5}}).status_code == 200
+    # One client's tiny num_ctx does not shrink everyone's context.
+    assert client.get("/api/ps").json()["models"][0]["context_length"] == 256
+    assert client.post("/api/generate", json=body | {"keep_alive": 1e12}).status_code == 200
+    assert client.get("/api/ps").status_code == 200

@@ -176,3 +176,25 @@ def test_a_slow_reader_pauses_only_its_own_slot(runner: Runner, monkeypatch: pyt
     slow.consumed = slow.published
     runner.wake()
     assert len(drain(slow)) == n - buffered - 1
+
+
+def test_a_failed_decode_fails_the_running_requests_and_the_engine_goes_on(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = runner.model
+    prompt = tuple(model.tokenize(PROMPTS[0]))
+    (expected,) = run(runner, [Request(prompt, GREEDY, num_predict=8)])
+    real_decode = runner.ctx.decode
+    calls = iter([True])
+
+    def failing_once(batch: object) -> None:
+        if next(calls, False):
+            raise RuntimeError("boom")
+        real_decode(batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner.ctx, "decode", failing_once)
+    (failed,) = run(runner, [Request(prompt, GREEDY, num_predict=8)])
+    assert failed[-1].finish is FinishReason.ERROR and failed[-1].error == "boom"
+    # The same prompt again: no stale cache is trusted, the output is what it was.
+    (again,) = run(runner, [Request(prompt, GREEDY, num_predict=8)])
+    assert tokens_of(again) == tokens_of(expected)
