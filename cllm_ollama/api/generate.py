@@ -67,6 +67,8 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     )
 
     def render(loaded: LoadedModel, limit: int | None) -> Rendered:
+        if suffix:
+            return _fill_in_the_middle(loaded, prompt, suffix)
         if raw:
             return Rendered(loaded.tokenize(prompt, add_special=True), prompt)
         rendered = templated(loaded, limit)
@@ -113,3 +115,13 @@ async def generate(request: Request) -> Response:
         return obj
 
     return await respond(request, gen, encode, stream=body.get("stream") is not False)
+
+
+def _fill_in_the_middle(loaded: LoadedModel, prompt: str, suffix: str) -> Rendered:
+    """``<fim_pre>prompt<fim_suf>suffix<fim_mid>``: the infill layout llama.cpp's server uses."""
+    fim = loaded.fim_tokens()
+    if fim is None:
+        raise InvalidRequest("this model's vocabulary has no fill-in-the-middle tokens")
+    pre, suf, mid = fim
+    tokens = [pre, *loaded.tokenize(prompt, add_special=False), suf, *loaded.tokenize(suffix, add_special=False), mid]
+    return Rendered(tokens, prompt)

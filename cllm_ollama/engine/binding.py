@@ -161,6 +161,15 @@ class Model:
     def token_text(self, token: int) -> str:
         return ll.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
 
+    def fim_tokens(self) -> tuple[int, int, int] | None:
+        """Fill-in-the-middle prefix, suffix and middle tokens, when the vocabulary has them."""
+        ids = (
+            int(ll.llama_vocab_fim_pre(self._vocab)),
+            int(ll.llama_vocab_fim_suf(self._vocab)),
+            int(ll.llama_vocab_fim_mid(self._vocab)),
+        )
+        return ids if min(ids) >= 0 else None
+
     @property
     def bos(self) -> int:
         return int(ll.llama_vocab_bos(self._vocab))

@@ -140,6 +140,9 @@ class LoadedModel:
     def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
         return self.model.tokenize(text, add_special=add_special, parse_special=True)
 
+    def fim_tokens(self) -> tuple[int, int, int] | None:
+        return self.model.fim_tokens()
+
     def token_piece(self, token: int) -> bytes:
         return self.model.piece(token)
 

@@ -25,7 +25,11 @@ class Embedder:
 
     def __init__(self, model: Model, *, n_seq_max: int, n_ctx_seq: int, n_batch: int, n_threads: int) -> None:
         self._model = model
-        self._args = {"n_seq_max": n_seq_max, "n_ctx_seq": n_ctx_seq, "n_batch": max(n_batch, n_ctx_seq)}
+        self._n_ctx = n_ctx_seq
+        # The cache is cleared between decodes, so it only needs to hold one batch (one KV
+        # stream shared by the batch's sequences), not n_seq_max full contexts.
+        batch = max(n_batch, n_ctx_seq)
+        self._args = {"n_seq_max": n_seq_max, "n_ctx_seq": -(-batch // n_seq_max), "n_batch": batch}
         self._n_threads = n_threads
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cllm-embed-{model.path.name}")
         self._ctx: Context | None = None
@@ -33,7 +37,8 @@ class Embedder:
 
     @property
     def n_ctx(self) -> int:
-        return int(self._args["n_ctx_seq"])
+        """The longest input, in tokens."""
+        return self._n_ctx
 
     async def embed(self, inputs: Sequence[Sequence[int]], *, normalize: bool = True) -> list[np.ndarray]:
         loop = asyncio.get_running_loop()

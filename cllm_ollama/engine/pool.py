@@ -46,6 +46,7 @@ class Entry:
     expires_at: float = math.inf  # wall-clock seconds
     last_used: float = field(default_factory=time.monotonic)
     timer: asyncio.TimerHandle | None = None
+    draining: bool = False  # a reload waits for it to go idle
 
 
 Loader = Callable[[LoadSpec, int], LoadedModel]
@@ -114,12 +115,20 @@ class ModelPool:
         return bool(req.num_thread) and req.num_thread != loaded.spec.n_threads
 
     async def acquire(self, req: LoadRequest, keep_alive: float | None) -> Entry:
-        """The loaded model for ``req`` (loading or reloading it first), with a reference held."""
+        """The loaded model for ``req`` (loading or reloading it first), with a reference held.
+
+        A model that is loaded and fits the request is taken at once, without the load lock:
+        a reload or eviction waiting on one model must not stall requests to another.
+        """
+        entry = self._entries.get(req.path)
+        if entry is not None and not entry.draining and not self._needs_reload(entry, req):
+            return self._hold(entry, req, keep_alive)
         async with self._load_lock:
             entry = self._entries.get(req.path)
             current: LoadSpec | None = None
             if entry is not None and self._needs_reload(entry, req):
                 current = entry.model.spec
+                entry.draining = True  # new requests queue behind the reload instead of starving it
                 await self._wait_idle(entry)
                 await self._unload(entry)
                 entry = None
@@ -137,14 +146,17 @@ class ModelPool:
                 )
                 entry = Entry(name=req.name, digest=req.digest, model=model)
                 self._entries[req.path] = entry
-            entry.refs += 1
-            entry.name = req.name
-            entry.keep_alive = self.default_keep_alive if keep_alive is None else keep_alive
-            entry.expires_at = time.time() + entry.keep_alive
-            if entry.timer is not None:
-                entry.timer.cancel()
-                entry.timer = None
-            return entry
+            return self._hold(entry, req, keep_alive)
+
+    def _hold(self, entry: Entry, req: LoadRequest, keep_alive: float | None) -> Entry:
+        entry.refs += 1
+        entry.name = req.name
+        entry.keep_alive = self.default_keep_alive if keep_alive is None else keep_alive
+        entry.expires_at = time.time() + entry.keep_alive
+        if entry.timer is not None:
+            entry.timer.cancel()
+            entry.timer = None
+        return entry
 
     def release(self, entry: Entry) -> None:
         entry.refs -= 1

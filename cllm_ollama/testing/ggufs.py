@@ -25,6 +25,9 @@ QWEN_SPECIALS: dict[str, tuple[int, int]] = {
     "<|im_start|>": (151644, gguf.TokenType.CONTROL),
     "<|im_end|>": (151645, gguf.TokenType.CONTROL),
     "<tool_call>": (151657, gguf.TokenType.USER_DEFINED),
+    "<|fim_prefix|>": (151659, gguf.TokenType.CONTROL),
+    "<|fim_middle|>": (151660, gguf.TokenType.CONTROL),
+    "<|fim_suffix|>": (151661, gguf.TokenType.CONTROL),
     "</tool_call>": (151658, gguf.TokenType.USER_DEFINED),
     "<think>": (151667, gguf.TokenType.USER_DEFINED),
     "</think>": (151668, gguf.TokenType.USER_DEFINED),
@@ -182,12 +185,14 @@ def write_qwen3(
     name: str = "tiny-qwen3",
     seed: int = 0,
     endless: bool = False,
+    fim: bool = False,
 ) -> Path:
     """Write a random-weight qwen3 GGUF.
 
     ``endless`` zeroes the end-of-generation tokens' embedding rows (the output projection is
     tied to them), so their logit is 0 while the best other token's is far above: greedy
     decoding then never ends by itself, which tests that need a request to keep running want.
+    ``fim`` declares the fill-in-the-middle tokens (what makes a model support ``suffix``).
 
     A weight scale around 0.5 keeps logits peaked, so greedy decoding does not flip on the
     last-bit differences between llama.cpp's batched and single-sequence kernels.
@@ -226,6 +231,11 @@ def write_qwen3(
     w.add_pad_token_id(vocab.bos_id)
     w.add_add_bos_token(False)
     w.add_chat_template(chat_template if chat_template is not None else qwen3_chat_template())
+    if fim:
+        ids = {t: i for i, t in enumerate(vocab.tokens)}
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_PRE_ID, ids["<|fim_prefix|>"])
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_SUF_ID, ids["<|fim_suffix|>"])
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_MID_ID, ids["<|fim_middle|>"])
 
     def matrix(name: str, rows: int, cols: int, zero_rows: tuple[int, ...] = ()) -> None:
         data = (rng.standard_normal((rows, cols), dtype=np.float32) * weight_std).astype(np.float32)

@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import gguf
 import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
+from cllm_ollama.store.create import import_gguf
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.ggufs import write_qwen3
 
 MODEL = "tiny"  # installed by conftest.settings
 
@@ -374,3 +379,20 @@ def test_options_that_used_to_crash_or_shrink_the_context(client: TestClient) ->
     assert client.get("/api/ps").json()["models"][0]["context_length"] == 256
     assert client.post("/api/generate", json=body | {"keep_alive": 1e12}).status_code == 200
     assert client.get("/api/ps").status_code == 200
+
+
+def test_suffix_fills_in_the_middle_on_a_model_with_fim_tokens(tmp_path: Path, settings: Settings) -> None:
+    fim = write_qwen3(tmp_path / "fim.gguf", qtype=gguf.GGMLQuantizationType.Q8_0, fim=True)
+    import_gguf(ModelStore(settings.models_dir), "coder", fim)
+    with TestClient(create_app(settings)) as c:
+        assert "insert" in c.post("/api/show", json={"model": "coder"}).json()["capabilities"]
+        body = {"model": "coder", "prompt": "def add(a, b):", "suffix": "return c", "stream": False}
+        out = c.post("/api/generate", json=body | {"options": GREEDY})
+        assert out.status_code == 200, out.text
+        raw_prompt = c.post("/api/generate", json={**body, "suffix": "", "raw": True, "options": GREEDY}).json()
+        raw_suffix = c.post(
+            "/api/generate", json={**body, "prompt": "return c", "suffix": "", "raw": True, "options": GREEDY}
+        )
+        # <fim_pre> prompt <fim_suf> suffix <fim_mid>
+        expected = raw_prompt["prompt_eval_count"] + raw_suffix.json()["prompt_eval_count"] + 3
+        assert out.json()["prompt_eval_count"] == expected
