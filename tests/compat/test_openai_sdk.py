@@ -109,10 +109,14 @@ def test_structured_output_parse_and_stream(client: openai.OpenAI) -> None:
 
 def test_json_object_mode(client: openai.OpenAI) -> None:
     out = client.chat.completions.create(
-        model=MODEL, messages=MESSAGES, temperature=0, max_tokens=64, response_format={"type": "json_object"}
+        model=MODEL, messages=MESSAGES, temperature=0, max_tokens=1024, response_format={"type": "json_object"}
     )
+    content = out.choices[0].message.content or ""
+    # The grammar forces an object from the first character; a random model may write a long
+    # string inside it, so parse it whenever it got to close it (it does with this model).
+    assert content.lstrip().startswith("{")
     assert out.choices[0].finish_reason == "stop"
-    assert isinstance(json.loads(out.choices[0].message.content or ""), dict)
+    assert isinstance(json.loads(content), dict)
 
 
 def test_chat_stop_sequence(client: openai.OpenAI) -> None:
