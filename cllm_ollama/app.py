@@ -6,9 +6,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from .api.cors import cors_middleware
 from .api.errors import EXCEPTION_HANDLERS
+from .api.hosts import LocalHostsOnly, is_loopback
 from .api.routes import ROUTES
 from .config import Settings
 from .engine.pool import ModelPool
@@ -36,7 +38,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     app = Starlette(
         routes=ROUTES,
-        middleware=[cors_middleware(settings.origins)],
+        middleware=[cors_middleware(settings.origins)]
+        + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else []),
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,
     )

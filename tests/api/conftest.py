@@ -41,5 +41,5 @@ def settings(tmp_path: Path, qwen3_gguf: Path, endless_gguf: Path) -> Settings:
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         yield c

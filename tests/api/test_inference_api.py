@@ -300,7 +300,7 @@ def test_load_options_a_client_sends_cannot_exhaust_the_machine(
 
 
 def test_least_recently_used_model_is_evicted_beyond_max_loaded(settings: Settings) -> None:
-    with TestClient(create_app(replace(settings, max_loaded_models=1))) as c:
+    with TestClient(create_app(replace(settings, max_loaded_models=1)), base_url="http://localhost") as c:
         c.post("/api/generate", json={"model": MODEL})
         assert [m["name"] for m in c.get("/api/ps").json()["models"]] == ["tiny:latest"]
         c.post("/api/generate", json={"model": "endless", "prompt": "Hi", "stream": False, "options": GREEDY})
@@ -384,7 +384,7 @@ def test_options_that_used_to_crash_or_shrink_the_context(client: TestClient) ->
 def test_suffix_fills_in_the_middle_on_a_model_with_fim_tokens(tmp_path: Path, settings: Settings) -> None:
     fim = write_qwen3(tmp_path / "fim.gguf", qtype=gguf.GGMLQuantizationType.Q8_0, fim=True)
     import_gguf(ModelStore(settings.models_dir), "coder", fim)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         assert "insert" in c.post("/api/show", json={"model": "coder"}).json()["capabilities"]
         body = {"model": "coder", "prompt": "def add(a, b):", "suffix": "return c", "stream": False}
         out = c.post("/api/generate", json=body | {"options": GREEDY})

@@ -20,7 +20,7 @@ from cllm_ollama.config import Settings
 
 @pytest.fixture
 def api(store_settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(store_settings)) as client:
+    with TestClient(create_app(store_settings), base_url="http://localhost") as client:
         yield client
 
 
