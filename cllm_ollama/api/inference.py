@@ -18,7 +18,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..engine.client import LoadedModel, fit_prompt
-from ..engine.grammar import grammar_for_format
 from ..engine.pool import Entry, LoadRequest, ModelPool
 from ..engine.request import FinishReason, Stats, TokenLogprob
 from ..engine.request import Request as EngineRequest
@@ -27,6 +26,7 @@ from ..store.gguf_info import GGUFInfo, gguf_info
 from ..store.names import parse_name
 from ..store.store import ModelRecord, ModelStore
 from .encoders import JSONResponse, NDJSONResponse
+from .formats import grammar_for_format
 from .gotemplate import render_go_template
 from .options import RequestOptions, parse_keep_alive_field, parse_think
 from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template

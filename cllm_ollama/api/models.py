@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,6 +21,7 @@ from .encoders import JSONResponse
 from .errors import read_json
 from .model_views import show_response, tag_entry
 from .progress import progress_events, progress_response
+from .wire import go_quote
 
 _UPLOAD_BATCH = 1 << 20  # bytes gathered before each hop to the writer thread
 
@@ -39,10 +39,6 @@ def _text(body: dict[str, Any], *keys: str) -> str:
         if value:
             return value
     return ""
-
-
-def _go_quote(text: str) -> str:
-    return orjson.dumps(text).decode()
 
 
 async def tags(request: Request) -> Response:
@@ -68,11 +64,11 @@ async def copy(request: Request) -> Response:
         try:
             parse_name(value)
         except InvalidRequest:
-            raise InvalidRequest(f"{label} {_go_quote(value)} is invalid") from None
+            raise InvalidRequest(f"{label} {go_quote(value)} is invalid") from None
     try:
         await run_in_threadpool(_store(request).copy, source, destination)
     except NotFound:
-        raise NotFound(f"model {_go_quote(source)} not found") from None
+        raise NotFound(f"model {go_quote(source)} not found") from None
     return Response(status_code=200)
 
 
@@ -82,7 +78,7 @@ async def delete(request: Request) -> Response:
     try:
         parse_name(name)
     except InvalidRequest:
-        raise InvalidRequest(f"name {_go_quote(name)} is invalid") from None
+        raise InvalidRequest(f"name {go_quote(name)} is invalid") from None
     store = _store(request)
     try:
         record = await run_in_threadpool(store.get, name)
@@ -98,7 +94,7 @@ async def delete(request: Request) -> Response:
 async def blob_exists(request: Request) -> Response:
     digest = request.path_params["digest"]
     if not await run_in_threadpool(_store(request).has_blob, digest):
-        raise NotFound(f"blob {_go_quote(digest)} not found")
+        raise NotFound(f"blob {go_quote(digest)} not found")
     return Response(status_code=200)
 
 

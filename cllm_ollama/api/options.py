@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import ConfigError, parse_keep_alive
-from ..engine.grammar import go_quote
 from ..engine.request import SamplingParams
 from ..errors import CllmError, InvalidRequest
+from .wire import go_quote, go_type
 
 _INT, _FLOAT, _BOOL, _STRINGS = "integer", "float32", "boolean", "array"
 
@@ -54,7 +54,6 @@ _SAMPLING_KEYS = (
     "seed",
 )
 _THINK_LEVELS = ("low", "medium", "high", "max")
-_GO_JSON_TYPES = {str: "string", bool: "bool", int: "number", float: "number", list: "array"}
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ def resolve_options(
     (``GenerateRequest``, ``ChatRequest``, ``EmbedRequest``), as Ollama's message does.
     """
     if request_options is not None and not isinstance(request_options, Mapping):
-        got = _GO_JSON_TYPES.get(type(request_options), "value")
+        got = go_type(request_options)
         raise InvalidRequest(
             f"json: cannot unmarshal {got} into Go struct field {request_type}.options"
             " of type map[string]interface {}"

@@ -10,7 +10,35 @@ from typing import Any
 from ..errors import InvalidRequest
 
 _GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+_GO_ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t", "\v": r"\v"}
+
+
+def go_quote(text: str) -> str:
+    """Go's ``%q`` (strconv.Quote), for error strings clients compare byte for byte."""
+    out = ['"']
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
+
+
 _ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def go_type(value: object) -> str:
+    """How Go's JSON decoder names a value's type in its errors ("string", "number", "array"...)."""
+    return _GO_TYPES.get(type(value), "value")
 
 
 def created_at() -> str:
@@ -24,7 +52,7 @@ def string_field(body: dict[str, Any], key: str, struct: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        got = _GO_TYPES.get(type(value), "value")
+        got = go_type(value)
         raise InvalidRequest(f"json: cannot unmarshal {got} into Go struct field {struct}.{key} of type string")
     return value
 

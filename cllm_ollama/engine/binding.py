@@ -53,11 +53,6 @@ def _init() -> None:
         _initialized = True
 
 
-def supports_gpu_offload() -> bool:
-    _init()
-    return bool(ll.llama_supports_gpu_offload())
-
-
 def physical_cores() -> int:
     """llama.cpp is fastest with one thread per physical core; hyperthreads only add contention."""
     try:
@@ -99,7 +94,6 @@ class Model:
         self.n_embd: int = ll.llama_model_n_embd(ptr)
         self.n_layer: int = ll.llama_model_n_layer(ptr)
         self.size_bytes: int = ll.llama_model_size(ptr)
-        self.has_encoder: bool = bool(ll.llama_model_has_encoder(ptr))
         self._pieces: list[bytes | None] = [None] * self.n_vocab
 
     def close(self) -> None:
@@ -151,9 +145,6 @@ class Model:
             cached = buf.raw[:n]
             self._pieces[token] = cached
         return cached
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return b"".join(self.piece(t) for t in tokens).decode("utf-8", "replace")
 
     def is_eog(self, token: int) -> bool:
         return bool(ll.llama_vocab_is_eog(self._vocab, token))
@@ -308,9 +299,6 @@ class Context:
     def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> None:
         if not ll.llama_memory_seq_rm(self._mem, seq_id, p0, p1):
             raise EngineError(f"could not drop KV of sequence {seq_id} from {p0}")
-
-    def seq_pos_max(self, seq_id: int) -> int:
-        return int(ll.llama_memory_seq_pos_max(self._mem, seq_id))
 
     def clear(self) -> None:
         ll.llama_memory_clear(self._mem, True)

@@ -146,9 +146,6 @@ class LoadedModel:
     def token_piece(self, token: int) -> bytes:
         return self.model.piece(token)
 
-    def detokenize(self, tokens: list[int]) -> str:
-        return self.model.detokenize(tokens)
-
     def sampler_for(self, params: SamplingParams) -> Sampler | None:
         """A native chain, or None when plain argmax in the runner gives the same token."""
         penalized = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty

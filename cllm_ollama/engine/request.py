@@ -99,4 +99,3 @@ class Stats:
     prompt_eval_ns: int
     eval_tokens: int
     eval_ns: int
-    queue_ns: int

@@ -95,10 +95,6 @@ class Scheduler:
         self._clock = clock
         self._by_request: dict[int, Slot] = {}
 
-    @property
-    def n_ctx_slot(self) -> int:
-        return self.slots[0].n_ctx
-
     def has_work(self) -> bool:
         return bool(self.waiting) or bool(self._by_request)
 

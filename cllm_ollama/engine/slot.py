@@ -71,7 +71,6 @@ class Slot:
         self.limit = n_ctx
         self.last_token = -1
         self.generated: list[int] = []
-        self.last_used_ns = 0
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._stops = StopMatcher(())
         self._prompt_cached = 0
@@ -101,12 +100,11 @@ class Slot:
         assert self.request is not None
         return list(self.request.prompt[self.n_past : self.n_past + budget])
 
-    def advance_prompt(self, n: int) -> bool:
-        """Record that ``n`` more prompt tokens were decoded; True when the prompt is complete."""
+    def advance_prompt(self, n: int) -> None:
+        """Record that ``n`` more prompt tokens were decoded."""
         assert self.request is not None and self.state is SlotState.PREFILL
         self.cached.extend(self.request.prompt[self.n_past : self.n_past + n])
         self.n_past += n
-        return self.n_past == len(self.request.prompt)
 
     def accept_token(self, token: int, piece: bytes, is_eog: bool, now_ns: int) -> Event:
         """Take a sampled token: emit its text, or finish the request."""
@@ -154,11 +152,9 @@ class Slot:
             prompt_eval_ns=t_first - self._t_admit,
             eval_tokens=len(self.generated),
             eval_ns=now_ns - t_first,
-            queue_ns=self._t_admit - request.arrival_ns,
         )
         self.state = SlotState.IDLE
         self.request = None
-        self.last_used_ns = now_ns
         return Event(request.id, text, (token,) if token is not None else (), reason, stats)
 
 

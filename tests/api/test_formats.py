@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from cllm_ollama.engine.grammar import JSON_GRAMMAR, go_quote, grammar_for_format
+from cllm_ollama.api.formats import JSON_GRAMMAR, grammar_for_format
+from cllm_ollama.api.wire import go_quote
 from cllm_ollama.errors import CllmError, InvalidRequest
 
 

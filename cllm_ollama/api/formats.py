@@ -6,6 +6,7 @@ import functools
 import json
 
 from ..errors import CllmError, InvalidRequest
+from .wire import go_quote
 
 # llama.cpp's grammars/json.gbnf: an object at the root, and whitespace bounded so a model cannot
 # run away in newlines (Ollama's own copy allows unbounded whitespace, a known source of hangs).
@@ -36,28 +37,6 @@ number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1
 # Optional space: by convention, applied in this grammar after literal chars when allowed
 ws ::= | " " | "\n" [ \t]{0,20}
 """
-
-_GO_ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t", "\v": r"\v"}
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` (strconv.Quote), for error strings clients compare byte for byte."""
-    out = ['"']
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
 
 
 def grammar_for_format(fmt: object) -> str | None:

@@ -1,0 +1,53 @@
+"""The architecture's import rules, checked on the source: layers import one way only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cllm_ollama"
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute module names a file imports (relative imports resolved against the package)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(parts[: len(parts) - node.level])
+                out.add(f"{base}.{node.module}" if node.module else base)
+            elif node.module:
+                out.add(node.module)
+    return out
+
+
+def files(layer: str) -> list[Path]:
+    return sorted((PACKAGE / layer).rglob("*.py"))
+
+
+@pytest.mark.parametrize(
+    ("layer", "forbidden"),
+    [
+        ("engine", ("cllm_ollama.api", "cllm_ollama.store", "starlette")),
+        ("store", ("cllm_ollama.api", "cllm_ollama.engine", "starlette", "llama_cpp")),
+    ],
+)
+def test_layer_does_not_import(layer: str, forbidden: tuple[str, ...]) -> None:
+    for path in files(layer):
+        bad = {m for m in imports_of(path) if m.startswith(forbidden)}
+        assert not bad, f"{path.name} imports {bad}"
+
+
+def test_only_the_binding_touches_llama_cpp_and_ctypes() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        found = {m for m in imports_of(path) if m.split(".")[0] in ("llama_cpp", "ctypes")}
+        allowed = {
+            "binding.py": found,  # the ctypes layer itself
+            "formats.py": {"llama_cpp.llama_grammar"},  # pure-Python JSON-schema-to-GBNF converter
+        }.get(path.name, set())
+        assert found <= allowed, f"{path.relative_to(PACKAGE)} imports {found - allowed}"
