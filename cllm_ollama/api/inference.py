@@ -329,10 +329,19 @@ async def respond(
     request: Request, gen: Generation, encode: Callable[[Chunk], dict[str, Any]], *, stream: bool
 ) -> Response:
     """NDJSON chunks (``stream``), or one object with the whole output and the final metrics."""
-    try:
+
+    async def response() -> Response:
         if not stream:
             return JSONResponse(encode(await until_disconnect(request, collect(gen.chunks()))))
         return NDJSONResponse(await started(request, encode_each(gen.chunks(), encode)))
+
+    return await releasing_on_error(gen, response())
+
+
+async def releasing_on_error(gen: Generation, response: Awaitable[Response]) -> Response:
+    """Build a response; if that fails before the output starts, give the model back now."""
+    try:
+        return await response
     except BaseException:
         gen.release()
         raise

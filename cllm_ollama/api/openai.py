@@ -26,7 +26,7 @@ from .embed import embed_texts
 from .encoders import JSONResponse, dumps
 from .errors import read_json
 from .generate import start_generate
-from .inference import Chunk, Generation, collect, started, until_disconnect
+from .inference import Chunk, Generation, collect, releasing_on_error, started, until_disconnect
 from .wire import tool_call_id
 
 log = logging.getLogger("cllm.api")
@@ -220,11 +220,7 @@ async def chat_completions(request: Request) -> Response:
     }
     include_usage = _include_usage(body)
     gen = _sentinel(await start_chat(request, native, t_start))
-    try:
-        return await _chat_response(request, body, gen, native["model"], include_usage)
-    except BaseException:
-        gen.release()
-        raise
+    return await releasing_on_error(gen, _chat_response(request, body, gen, native["model"], include_usage))
 
 
 async def _chat_response(
@@ -294,11 +290,7 @@ async def completions(request: Request) -> Response:
         raise InvalidRequest("prompt is required")
     include_usage = _include_usage(body)
     gen = _sentinel(await start_generate(request, native, t_start))
-    try:
-        return await _completion_response(request, body, gen, native["model"], include_usage)
-    except BaseException:
-        gen.release()
-        raise
+    return await releasing_on_error(gen, _completion_response(request, body, gen, native["model"], include_usage))
 
 
 async def _completion_response(

@@ -18,7 +18,7 @@ from ..errors import CllmError, InvalidRequest
 from .chat import start_chat
 from .encoders import JSONResponse, dumps
 from .errors import read_json
-from .inference import Chunk, Generation, collect, started, until_disconnect
+from .inference import Chunk, Generation, collect, releasing_on_error, started, until_disconnect
 from .openai import content_and_images, openai_errors, sampling_options, think_value, tool_arguments
 
 
@@ -174,16 +174,16 @@ async def responses(request: Request) -> Response:
     gen = await start_chat(request, native, t_start)
     if isinstance(gen, str):
         raise InvalidRequest("input is required")
-    try:
-        envelope = _Response(body, native["model"])
+    envelope = _Response(body, native["model"])
+
+    async def response() -> Response:
         if not body.get("stream"):
             final = await until_disconnect(request, collect(gen.chunks()))
             return JSONResponse(envelope.snapshot("completed", _output(final), final))
         stream = await started(request, _events(gen, envelope))
         return StreamingResponse(_sse(stream), media_type="text/event-stream")
-    except BaseException:
-        gen.release()
-        raise
+
+    return await releasing_on_error(gen, response())
 
 
 async def _events(gen: Generation, envelope: _Response) -> AsyncGenerator[dict[str, Any], None]:
