@@ -81,10 +81,13 @@ class _State(enum.Enum):
 
 
 _SPACE = re.compile(r"\s*")
-# A JSON string (or the open rest of one) or a bracket: strings are skipped whole, so brackets in them do not count.
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
-# How a call object, or a list of them, can begin; \Z lets a start that is still too short through.
-_CALLS_HEAD = re.compile(r'(?:\[\s*)?\{\s*(?:"|\Z)|\[\s*\Z')
+# Outside JSON strings: what opens a string or counts as a bracket.
+_JSON_MARK = re.compile(r'["\[\]{}]')
+# Inside a JSON string: the rest of it up to its closing quote, escapes skipped whole (a final lone backslash stays).
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+# How a call object, or a list of them, can begin, written without whitespace; \Z lets a start that is still too
+# short through.
+_CALLS_HEAD = re.compile(r'\[?\{(?:"|\Z)|\[\Z')
 
 
 def prompt_opens_thinking(prompt: str, think_open: str = "<think>") -> bool:
@@ -104,18 +107,52 @@ def _held(text: str, tag: str) -> int:
     return 0
 
 
-def _json_end(text: str) -> int | None:
-    """Index just past the bracket closing the one ``text`` starts with; None while it is open."""
-    depth = 0
-    for m in _JSON_TOKEN.finditer(text):
-        token = m.group()
-        if token in ("{", "["):
-            depth += 1
-        elif token in ("}", "]"):
-            depth -= 1
-            if depth == 0:
-                return m.end()
-    return None
+@dataclass
+class _JsonScan:
+    """Where a call's JSON stands after the text so far, so that each feed scans only its own text.
+
+    ``head``: the first (up to three) characters of the JSON that are not whitespace, all ``_CALLS_HEAD`` needs.
+    ``depth``: open brackets outside strings. ``in_string``, ``escape``: inside a string, just past a backslash.
+    """
+
+    head: str = ""
+    depth: int = 0
+    in_string: bool = False
+    escape: bool = False
+
+    def end(self, text: str) -> int | None:
+        """Index in ``text`` just past the bracket that closes the JSON's first one; None while it is open."""
+        i = 0
+        while i < len(text):
+            if self.escape:
+                self.escape = False
+                i += 1
+            elif self.in_string:
+                m = _STRING_REST.match(text, i)
+                assert m is not None  # the pattern matches the empty string
+                i = m.end()
+                if i == len(text):
+                    return None
+                if text[i] == '"':
+                    self.in_string = False
+                else:
+                    self.escape = True  # a backslash that ends the text escapes the next text's first character
+                i += 1
+            else:
+                m = _JSON_MARK.search(text, i)
+                if m is None:
+                    return None
+                i = m.end()
+                mark = m.group()
+                if mark == '"':
+                    self.in_string = True
+                elif mark in "[{":
+                    self.depth += 1
+                else:
+                    self.depth -= 1
+                    if self.depth == 0:
+                        return i
+        return None
 
 
 def _tool_call(call: Any) -> dict[str, Any] | None:
@@ -156,6 +193,10 @@ class OutputParser:
     leading empty block, what Qwen3 emits when told not to think, is dropped). ``tools``: turn calls
     written in ``tool_format`` into tool calls; one that does not parse stays content.
     ``start_in_thinking``: the prompt already opened the think block (see ``prompt_opens_thinking``).
+
+    ``feed`` runs once per token on the event loop, so its work is linear in the new text: what a state
+    holds back and has already examined (a call's text, a run of whitespace) waits in ``_seen`` and is
+    not looked at again; ``_buf`` keeps only the new text and a few characters that may begin a tag.
     """
 
     def __init__(
@@ -171,7 +212,6 @@ class OutputParser:
         self._tools = tools
         self._open = think_open
         self._close = think_close
-        self._empty_block = re.compile(rf"\s*{re.escape(think_open)}\s*{re.escape(think_close)}\s*")
         self._format = tool_format
         sep = re.escape(tool_format.separator)
         self._between = re.compile(rf"(?:\s|{sep})*") if sep else _SPACE
@@ -184,10 +224,15 @@ class OutputParser:
         else:
             self._state = _State.LOOK_OPEN
         self._buf = ""
+        # Held back and already examined, in the order it came: it goes before ``_buf``.
+        self._seen: list[str] = []
+        # In EMPTY_BLOCK: how many of the block's two tags ``_seen`` holds.
+        self._block_tags = 0
         # In LOOK_CALL: whether a call came just before (else it is the content's start).
         self._after_tool = False
         # What opened the current call (separators, tag): content again if the call does not parse.
         self._lead = ""
+        self._json = _JsonScan()
 
     def feed(self, text: str) -> Delta:
         self._buf += text
@@ -203,27 +248,32 @@ class OutputParser:
             pass
         return out
 
+    def _take_seen(self) -> str:
+        """What ``_seen`` held, joined once when its state is decided."""
+        seen = "".join(self._seen)
+        self._seen.clear()
+        return seen
+
     def _step(self, out: Delta, final: bool) -> bool:
         """Consume what the current state can decide; True when the state changed and the loop goes on."""
         buf = self._buf
         state = self._state
         if state is _State.EMPTY_BLOCK:
-            m = self._empty_block.match(buf)
-            if m and (m.end() < len(buf) or final):
-                self._buf = buf[m.end() :]
-            elif not final and self._could_be_empty_block(buf):
-                return False
-            self._state = self._content_start
-            return True
+            return self._empty_block(final)
         if state is _State.LOOK_OPEN:
             stripped = buf.lstrip()
             if stripped.startswith(self._open):
+                self._seen.clear()
                 self._buf = stripped[len(self._open) :]
                 self._state = _State.THINK_WS
             elif self._open.startswith(stripped) and not final:
+                if not stripped:
+                    self._seen.append(buf)
+                    self._buf = ""
                 return False
             else:
                 # No think block: the output is all content, its leading whitespace included.
+                self._buf = self._take_seen() + buf
                 self._state = self._content_start
             return True
         if state in (_State.THINK_WS, _State.AFTER_THINK_WS, _State.REOPEN):
@@ -253,35 +303,64 @@ class OutputParser:
         if state is _State.LOOK_CALL:
             return self._look_call(final)
         if state is _State.TAGGED:
-            end_tag = self._format.end_tag
-            end = buf.find(end_tag)
-            if end < 0:
-                if final:
-                    out.content += self._lead + buf
-                    self._buf = ""
-                return False
-            self._end_call(out, buf[:end], end + len(end_tag))
-            return True
+            return self._tagged_call(out, final)
         if state is _State.JSON:
             return self._json_call(out, final)
         return self._content(out, final)
+
+    def _empty_block(self, final: bool) -> bool:
+        """Thinking off: drop a leading empty think block with the whitespace around it, once it is complete.
+
+        Tag by tag, so that what has matched waits in ``_seen`` and only the new text is examined again.
+        """
+        while True:
+            buf = self._buf
+            stripped = buf.lstrip()
+            if self._block_tags == 2:
+                if not stripped and not final:
+                    self._seen.append(buf)
+                    self._buf = ""
+                    return False
+                self._seen.clear()
+                self._buf = stripped
+                break
+            tag = self._close if self._block_tags else self._open
+            if stripped.startswith(tag):
+                self._seen.append(buf[: len(buf) - len(stripped) + len(tag)])
+                self._buf = stripped[len(tag) :]
+                self._block_tags += 1
+            elif tag.startswith(stripped) and not final:
+                if not stripped:
+                    self._seen.append(buf)
+                    self._buf = ""
+                return False
+            else:
+                self._buf = self._take_seen() + buf
+                break
+        self._state = self._content_start
+        return True
 
     def _look_call(self, final: bool) -> bool:
         """Where a run of calls may begin or go on: is a call next, or content?"""
         buf = self._buf
         fmt = self._format
+        # The separators set aside in ``_seen`` matched whole, so matching goes on where they stop.
         skip = (self._between if self._after_tool else _SPACE).match(buf)
         assert skip is not None  # the patterns match the empty string
         rest = buf[skip.end() :]
         if fmt.tag and rest.startswith(fmt.tag):
-            self._open_call(buf[: skip.end() + len(fmt.tag)], rest[len(fmt.tag) :])
+            self._open_call(self._take_seen() + buf[: skip.end() + len(fmt.tag)], rest[len(fmt.tag) :])
         elif not final and (fmt.tag.startswith(rest) or fmt.bare.startswith(rest)):
+            if not rest:
+                self._seen.append(buf)
+                self._buf = ""
             return False
         elif fmt.bare and rest.startswith(fmt.bare):
-            self._open_call(buf[: skip.end()], rest)
+            self._open_call(self._take_seen() + buf[: skip.end()], rest)
         else:
-            if final and not rest and self._after_tool:
-                self._buf = ""  # what trails the last call
+            seen = self._take_seen()
+            # What trails the last call goes; otherwise all of it is content.
+            self._buf = "" if final and not rest and self._after_tool else seen + buf
             self._state = _State.CONTENT
         self._after_tool = False
         return True
@@ -289,38 +368,67 @@ class OutputParser:
     def _open_call(self, lead: str, rest: str) -> None:
         self._lead = lead
         self._buf = rest
+        self._json = _JsonScan()
         self._state = _State.TAGGED if self._format.end_tag else _State.JSON
+
+    def _tagged_call(self, out: Delta, final: bool) -> bool:
+        """A call inside tags: wait for the closing one, keeping back only an end that may begin it."""
+        buf = self._buf
+        end_tag = self._format.end_tag
+        end = buf.find(end_tag)
+        if end >= 0:
+            self._seen.append(buf[:end])
+            self._end_call(out, end_tag, buf[end + len(end_tag) :])
+            return True
+        keep = 0 if final else _held(buf, end_tag)
+        self._seen.append(buf[: len(buf) - keep])
+        self._buf = buf[len(buf) - keep :]
+        if final:
+            out.content += self._lead + self._take_seen()
+        return False
 
     def _json_call(self, out: Delta, final: bool) -> bool:
         """A call that ends with its JSON: release the text as soon as it cannot be one."""
-        buf = self._buf
-        body = buf.lstrip()
-        if not _CALLS_HEAD.match(body):
-            if body or final:
+        text = self._buf
+        self._buf = ""
+        scan = self._json
+        if not scan.head:
+            stripped = text.lstrip()
+            if not stripped and not final:
+                self._seen.append(text)
+                return False
+            # The whitespace before the JSON goes with what opened the call: JSON allows no Unicode spaces.
+            self._lead += self._take_seen() + text[: len(text) - len(stripped)]
+            text = stripped
+        if len(scan.head) < 3:
+            scan.head = (scan.head + "".join(text.split()))[:3]
+            if not _CALLS_HEAD.match(scan.head):
                 out.content += self._lead
+                self._buf = self._take_seen() + text
                 self._state = _State.CONTENT
                 return True
-            return False
-        end = _json_end(body)
+        end = scan.end(text)
         if end is None:
+            self._seen.append(text)
             if final:
-                out.content += self._lead + buf
-                self._buf = ""
+                out.content += self._lead + self._take_seen()
             return False
-        self._end_call(out, body[:end], len(buf) - len(body) + end)
+        self._seen.append(text[:end])
+        self._end_call(out, "", text[end:])
         return True
 
-    def _end_call(self, out: Delta, body: str, consumed: int) -> None:
-        """Emit the call whose JSON is ``body`` (content if it is none) and move past its text."""
+    def _end_call(self, out: Delta, end_tag: str, rest: str) -> None:
+        """Emit the call whose JSON ``_seen`` holds (content if it is none) and go on with ``rest``."""
+        body = self._take_seen()
         calls = _parse_calls(body)
         if calls is None:
-            out.content += self._lead + self._buf[:consumed]
+            out.content += self._lead + body + end_tag
             self._state = _State.CONTENT
         else:
             out.tool_calls += calls
             self._after_tool = True
             self._state = _State.LOOK_CALL
-        self._buf = self._buf[consumed:]
+        self._buf = rest
 
     def _content(self, out: Delta, final: bool) -> bool:
         buf = self._buf
@@ -338,15 +446,3 @@ class OutputParser:
         out.content += buf[: len(buf) - keep]
         self._buf = buf[len(buf) - keep :]
         return False
-
-    def _could_be_empty_block(self, buf: str) -> bool:
-        """Whether ``buf`` is a prefix of whitespace, open tag, whitespace, close tag, whitespace."""
-        rest = buf.lstrip()
-        if len(rest) <= len(self._open):
-            return self._open.startswith(rest)
-        if not rest.startswith(self._open):
-            return False
-        rest = rest[len(self._open) :].lstrip()
-        return self._close.startswith(rest[: len(self._close)]) and (
-            len(rest) <= len(self._close) or not rest[len(self._close) :].strip()
-        )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -256,6 +257,42 @@ def test_every_split_gives_the_same_result(tool_format: ToolFormat, text: str, c
     for i in range(0, len(text), 3):
         for j in range(i, len(text), 5):
             assert parse([text[:i], text[i:j], text[j:]], **config) == expected, (i, j)
+
+
+# Quotes, escapes and brackets inside the string: a feed may end on any of them.
+LONG = ('say "hi" ]} {[ \\ ' * 1200)[:20_000]
+LONG_CALL = json.dumps({"name": "write", "arguments": {"text": LONG}})
+SPACES = "\n" * 20_000
+
+
+@pytest.mark.parametrize(
+    ("tool_format", "text", "expected"),
+    [
+        (ToolFormat.LLAMA, LONG_CALL + "\n\nDone.", Delta(content="\n\nDone.", tool_calls=[call("write", text=LONG)])),
+        (
+            ToolFormat.HERMES,
+            f"Writing.\n<tool_call>\n{LONG_CALL}\n</tool_call>",
+            Delta(content="Writing.\n", tool_calls=[call("write", text=LONG)]),
+        ),
+        (ToolFormat.MISTRAL, f"[TOOL_CALLS][{LONG_CALL}]", Delta(tool_calls=[call("write", text=LONG)])),
+        (ToolFormat.LLAMA, SPACES + "Hi", Delta(content=SPACES + "Hi")),
+        (ToolFormat.HERMES, f"<think>{SPACES}</think>{SPACES}Hi", Delta(content="Hi")),
+    ],
+    ids=["llama", "hermes", "mistral", "spaces-before-a-call", "spaces-in-an-empty-think-block"],
+)
+def test_long_output_fed_a_character_at_a_time(tool_format: ToolFormat, text: str, expected: Delta) -> None:
+    """``feed`` runs once per token on the event loop, so it must not go over what it holds back again.
+
+    Linearity without a clock: a feed examines only ``_buf``, the new text after what the last feed kept
+    back there; held text that was examined waits elsewhere. So ``_buf`` staying shorter than the longest
+    tag bounds the work per character (before, it held the whole call and each feed rescanned it).
+    """
+    parser = OutputParser(thinking=False, tools=True, tool_format=tool_format)
+    deltas = []
+    for char in text:
+        deltas.append(parser.feed(char))
+        assert len(parser._buf) < len("<|python_tag|>")
+    assert _merge([*deltas, parser.finish()]) == expected
 
 
 def test_prompt_opens_thinking() -> None:
