@@ -33,6 +33,29 @@ def models_table(models: list[dict[str, Any]], now: datetime) -> str:
     return table(rows)
 
 
+def running_table(models: list[dict[str, Any]], now: datetime) -> str:
+    """`cllm ps`: what is loaded, where, and until when."""
+    rows = [["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]]
+    for m in models:
+        gpu = m.get("size_vram", 0) / m["size"] if m.get("size") else 0
+        processor = "100% CPU" if gpu == 0 else f"{round(100 * gpu)}% GPU"
+        until = datetime.fromisoformat(m["expires_at"].replace("Z", "+00:00"))
+        left = "Forever" if until.year > now.year + 100 else _from_now(until, now)
+        rows.append([m["name"], m["digest"][:12], human_bytes(m["size"]), processor, str(m["context_length"]), left])
+    return table(rows)
+
+
+def _from_now(then: datetime, now: datetime) -> str:
+    seconds = int((then - now).total_seconds())
+    if seconds < 60:
+        return "Less than a minute from now"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} minute{'s' if minutes != 1 else ''} from now"
+    hours = minutes // 60
+    return f"{hours} hour{'s' if hours != 1 else ''} from now"
+
+
 def _section(title: str, rows: list[list[str]]) -> list[str]:
     if not rows:
         return []

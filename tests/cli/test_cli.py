@@ -214,3 +214,21 @@ def test_human_bytes(n: float, text: str) -> None:
 
 def test_human_duration() -> None:
     assert [human_duration(s) for s in (0.4, 9, 65, 3725)] == ["0s", "9s", "1m5s", "1h2m"]
+
+
+def test_run_and_ps_through_a_running_server(server: dict[str, str], workdir: Path) -> None:
+    assert_ok(run(server, "create", "tiny", cwd=workdir))
+    assert_ok(run(server, "run", "tiny", "--no-think", "Hello", "there"))
+    out = assert_ok(run(server, "ps"))
+    header, row = out.splitlines()
+    assert header.split() == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]
+    assert row.startswith("tiny:latest") and "100% CPU" in row and "minutes from now" in row
+    session = CliRunner().invoke(cli, ["run", "tiny", "--no-think"], env=server, input="Hi\n/bye\n")
+    assert session.exit_code == 0 and session.output.count(">>>") == 2
+
+
+def test_run_without_a_server_says_how_to_start_one(local_env: dict[str, str]) -> None:
+    result = run(local_env, "run", "tiny", "Hi")
+    assert result.exit_code == 1
+    assert result.output.strip().endswith("start it with `cllm serve`")
+    assert run(local_env, "ps").exit_code == 1
