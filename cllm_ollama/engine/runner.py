@@ -260,14 +260,13 @@ class Runner:
         outputs = plan.outputs
         if not outputs:
             return ()
-        samplers = self._samplers
-        if not samplers:
+        chains = [self._samplers.get(slot.request.id) for slot, _ in outputs]  # type: ignore[union-attr]
+        if not any(chains):
             # All greedy: one argmax over the logits rows, no per-vocabulary Python work.
             return np.argmax(self.ctx.logits(len(outputs)), axis=1).tolist()  # type: ignore[no-any-return]
         logits: np.ndarray | None = None
         tokens: list[int] = []
-        for j, (slot, row) in enumerate(outputs):
-            sampler = samplers.get(slot.request.id)  # type: ignore[union-attr]
+        for j, ((_, row), sampler) in enumerate(zip(outputs, chains, strict=True)):
             if sampler is not None:
                 tokens.append(sampler.sample(self.ctx, row))
             else:

@@ -70,7 +70,7 @@ class Slot:
         self.n_past = 0
         self.limit = n_ctx
         self.last_token = -1
-        self.generated: list[int] = []
+        self.n_generated = 0
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._stops = StopMatcher(())
         self._prompt_cached = 0
@@ -90,7 +90,7 @@ class Slot:
         self.cached = self.cached[:n_reuse]
         self.n_past = n_reuse
         self._prompt_cached = n_reuse
-        self.generated = []
+        self.n_generated = 0
         self.last_token = -1
         self._utf8.reset()
         self._stops = StopMatcher(request.stop)
@@ -117,14 +117,14 @@ class Slot:
             # The previous sampled token was decoded in this step: its KV now exists.
             self.cached.append(self.last_token)
             self.n_past += 1
-        self.generated.append(token)
+        self.n_generated += 1
         self.last_token = token
         if is_eog:
             return self._finish(FinishReason.STOP, self._utf8.decode(b"", final=True), now_ns, token)
         text, hit = self._stops.feed(self._utf8.decode(piece))
         if hit:
             return self._finish(FinishReason.STOP, text, now_ns, token, flush=False)
-        if 0 <= request.num_predict <= len(self.generated):
+        if 0 <= request.num_predict <= self.n_generated:
             return self._finish(FinishReason.LENGTH, text, now_ns, token)
         # The next decode needs one free cell for this token.
         if self.n_past + 1 >= self.limit:
@@ -150,7 +150,7 @@ class Slot:
             prompt_tokens=len(request.prompt),
             prompt_cached=self._prompt_cached,
             prompt_eval_ns=t_first - self._t_admit,
-            eval_tokens=len(self.generated),
+            eval_tokens=self.n_generated,
             eval_ns=now_ns - t_first,
         )
         self.state = SlotState.IDLE
