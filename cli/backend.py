@@ -35,6 +35,19 @@ class Backend(Protocol):
     def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None: ...
 
 
+class NoServer(CllmError):
+    def __init__(self, url: str) -> None:
+        super().__init__(f"could not connect to cllm at {url}: start it with `cllm serve`")
+
+
+def server(settings: Settings) -> HttpBackend:
+    """The running server, for the commands that need the engine (`run`, `ps`)."""
+    backend = connect(settings)
+    if not isinstance(backend, HttpBackend):
+        raise NoServer(settings.host.url)
+    return backend
+
+
 def connect(settings: Settings) -> Backend:
     """The running server if ``HEAD /`` answers (as the ollama CLI checks), else the store on disk."""
     try:
@@ -94,7 +107,8 @@ class HttpBackend:
         self._raise_for_error(response)
         return response
 
-    def _stream(self, path: str, body: dict[str, Any], report: Report) -> None:
+    def stream(self, path: str, body: dict[str, Any], report: Report) -> None:
+        """POST and hand each NDJSON object to ``report``; an error line raises ``CllmError``."""
         with self.client.stream("POST", path, json=body) as response:
             self._raise_for_error(response)
             for line in response.iter_lines():
@@ -104,6 +118,9 @@ class HttpBackend:
                 if event.get("error"):
                     raise CllmError(event["error"])
                 report(event)
+
+    def running(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/api/ps").json()["models"]  # type: ignore[no-any-return]
 
     def tags(self) -> list[dict[str, Any]]:
         return self._call("GET", "/api/tags").json()["models"]
@@ -118,7 +135,7 @@ class HttpBackend:
         self._call("DELETE", "/api/delete", {"model": name})
 
     def pull(self, name: str, report: Report) -> None:
-        self._stream("/api/pull", {"model": name}, report)
+        self.stream("/api/pull", {"model": name}, report)
 
     def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None:
         def upload(path: Path) -> str:
@@ -129,4 +146,4 @@ class HttpBackend:
                     self._raise_for_error(self.client.post(f"/api/blobs/{digest}", content=f))
             return digest
 
-        self._stream("/api/create", create_body(name, modelfile, base_dir, upload), report)
+        self.stream("/api/create", create_body(name, modelfile, base_dir, upload), report)

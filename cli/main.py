@@ -16,9 +16,9 @@ from ..app import create_app
 from ..config import ConfigError, Settings
 from ..errors import CllmError
 from ..store.modelfile import parse_modelfile
-from .backend import Backend, connect
+from .backend import Backend, connect, server
 from .bench import bench_command
-from .chat import NoServer, interactive, reply
+from .chat import interactive, reply
 from .progress import ProgressPrinter
 from .render import models_table, running_table, show_text
 
@@ -158,24 +158,20 @@ def create_command(name: str, modelfile: Path) -> None:
 @click.option("--think/--no-think", default=None, help="Let a thinking model think first [default: the model's].")
 def run_command(model: str, prompt: tuple[str, ...], think: bool | None) -> None:
     """Chat with a model: answer PROMPT, or start an interactive session (needs `cllm serve`)."""
-    url = _settings().host.url
     with user_errors():
+        backend = server(_settings())
         if prompt:
-            reply(url, model, [{"role": "user", "content": " ".join(prompt)}], think)
+            reply(backend, model, [{"role": "user", "content": " ".join(prompt)}], think)
         else:
-            interactive(url, model, think)
+            interactive(backend, model, think)
 
 
 @cli.command("ps")
 def ps_command() -> None:
     """List the models in memory (needs `cllm serve`)."""
-    url = _settings().host.url
     with user_errors():
-        try:
-            response = httpx.get(f"{url}/api/ps", timeout=10)
-        except httpx.ConnectError:
-            raise NoServer(url) from None
-    click.echo(running_table(response.json()["models"], datetime.now().astimezone()))
+        models = server(_settings()).running()
+    click.echo(running_table(models, datetime.now().astimezone()))
 
 
 cli.add_command(bench_command)
