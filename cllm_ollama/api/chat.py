@@ -14,10 +14,9 @@ from .errors import read_json
 from .inference import (
     Chunk,
     Generation,
+    SharedFields,
     chat_prompt,
     check_images,
-    keep_alive_of,
-    logprobs_of,
     metrics,
     prepare,
     resolve_model,
@@ -57,15 +56,14 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a chat body and start it: a running Generation, or a load/unload sentinel's reason."""
-    logprobs = logprobs_of(body)
+    shared = SharedFields.of(body)
     name = string_field(body, "model", "ChatRequest")
     model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
     messages = _messages(body)
-    keep_alive = keep_alive_of(body)
     pool = request.app.state.pool
     if not messages:
         options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
-        return await sentinel(pool, model, keep_alive, options)
+        return await sentinel(pool, model, shared.keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support chat')
     tools = body.get("tools") or None
@@ -86,14 +84,11 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
         pool,
         model,
         options,
-        keep_alive,
+        shared,
         chat_prompt(model, messages, thinking=thinking, tools=tools),
         thinking=thinking,
         tools=bool(tools),
-        truncate=body.get("truncate") is not False,
-        format=body.get("format"),
         t_start=t_start,
-        logprobs=logprobs,
     )
 
 

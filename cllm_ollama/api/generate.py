@@ -16,10 +16,9 @@ from .inference import (
     Chunk,
     Generation,
     Rendered,
+    SharedFields,
     chat_prompt,
     check_images,
-    keep_alive_of,
-    logprobs_of,
     metrics,
     prepare,
     resolve_model,
@@ -33,7 +32,7 @@ from .wire import created_at, string_field
 
 async def start_generate(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a generate body and start it: a running Generation, or a load/unload sentinel's reason."""
-    logprobs = logprobs_of(body)
+    shared = SharedFields.of(body)
     name = string_field(body, "model", "GenerateRequest")
     model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
     raw = bool(body.get("raw"))
@@ -44,11 +43,10 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         raise InvalidRequest(
             "json: cannot unmarshal context into Go struct field GenerateRequest.context of type []int"
         )
-    keep_alive = keep_alive_of(body)
     prompt = string_field(body, "prompt", "GenerateRequest")
     pool = request.app.state.pool
     if not prompt and not body.get("images"):
-        return await sentinel(pool, model, keep_alive, resolve_options(body.get("options"), model.record.params))
+        return await sentinel(pool, model, shared.keep_alive, resolve_options(body.get("options"), model.record.params))
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support generate')
     thinking = thinking_for(model, body, name)
@@ -78,14 +76,11 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         pool,
         model,
         options,
-        keep_alive,
+        shared,
         render,
         thinking=thinking,
         tools=False,
-        truncate=body.get("truncate") is not False,
-        format=body.get("format"),
         t_start=t_start,
-        logprobs=logprobs,
     )
 
 

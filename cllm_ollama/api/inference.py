@@ -82,6 +82,22 @@ def keep_alive_of(body: dict[str, Any]) -> float | None:
     return parse_keep_alive_field(body.get("keep_alive"))
 
 
+@dataclass(frozen=True)
+class SharedFields:
+    """What /api/generate and /api/chat requests have in common beyond the model and options."""
+
+    keep_alive: float | None
+    truncate: bool
+    format: object
+    logprobs: int  # -1 off, else how many alternatives per token
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> SharedFields:
+        """Decoded first, in Ollama's order: keep_alive fails in Go's JSON decode, then top_logprobs."""
+        keep_alive = keep_alive_of(body)
+        return cls(keep_alive, body.get("truncate") is not False, body.get("format"), logprobs_of(body))
+
+
 def thinking_for(model: ResolvedModel, body: dict[str, Any], display_name: str) -> bool:
     """``think`` resolved: defaults to on for thinking models, 400 where the model cannot."""
     think = parse_think(body.get("think"))
@@ -198,19 +214,17 @@ async def prepare(
     pool: ModelPool,
     model: ResolvedModel,
     options: RequestOptions,
-    keep_alive: float | None,
+    shared: SharedFields,
     render: Renderer,
     *,
     thinking: bool,
     tools: bool,
-    truncate: bool,
-    format: object,
     t_start: int,
-    logprobs: int = -1,
 ) -> Generation:
     """Load (or reuse) the model, tokenize and fit the prompt, and hold the model for the run."""
+    truncate = shared.truncate
     t0 = time.perf_counter_ns()
-    entry = await pool.acquire(load_request(model, options), keep_alive)
+    entry = await pool.acquire(load_request(model, options), shared.keep_alive)
     load_ns = time.perf_counter_ns() - t0
     try:
         loaded = entry.model
@@ -227,7 +241,7 @@ async def prepare(
             stop=options.stop,
             num_ctx=limit,
             arrival_ns=t_start,
-            logprobs=logprobs,
+            logprobs=shared.logprobs,
         )
     except BaseException:
         pool.release(entry)
@@ -239,7 +253,7 @@ async def prepare(
         start_in_thinking=start_in_thinking,
         tool_format=tool_format_for_template(model.info.chat_template),
     )
-    return Generation(pool, entry, request, parser, format, t_start, load_ns)
+    return Generation(pool, entry, request, parser, shared.format, t_start, load_ns)
 
 
 async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | None, options: RequestOptions) -> str:
