@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable
 
 from ..errors import CllmError, InvalidRequest
 from .wire import go_quote
@@ -39,8 +40,48 @@ ws ::= | " " | "\n" [ \t]{0,20}
 """
 
 
+# Largest count a schema may ask for (maxLength, maxItems, ...): the converter spells a bound of
+# N as N nested groups; llama.cpp refuses more than ~2000 of them and its recursive parser
+# overflows its stack on ~15000 (a crash).
+MAX_SCHEMA_COUNT = 1000
+_COUNT_KEYS = (
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "minContains",
+    "maxContains",
+)
+MAX_SCHEMA_DEPTH = 64
+
+
+def check_schema_bounds(schema: object, depth: int = 0) -> None:
+    """Refuse repetition counts and nesting beyond what a grammar can safely spell out."""
+    if depth > MAX_SCHEMA_DEPTH:
+        raise InvalidRequest(f"invalid JSON schema in format: nested deeper than {MAX_SCHEMA_DEPTH} levels")
+    if isinstance(schema, dict):
+        for key in _COUNT_KEYS:
+            value = schema.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > MAX_SCHEMA_COUNT:
+                raise InvalidRequest(
+                    f"invalid JSON schema in format: {key} {value} is more than the supported {MAX_SCHEMA_COUNT}"
+                )
+        children: Iterable[object] = schema.values()
+    elif isinstance(schema, list):
+        children = schema
+    else:
+        return
+    for child in children:
+        check_schema_bounds(child, depth + 1)
+
+
 def grammar_for_format(fmt: object) -> str | None:
-    """GBNF for a request's decoded ``format`` value; None when output is unconstrained."""
+    """GBNF for a request's decoded ``format`` value; None when output is unconstrained.
+
+    Can take a while for a big schema: call it off the event loop.
+    """
     if fmt is None or fmt == "":
         return None
     if fmt == "json":
@@ -50,6 +91,7 @@ def grammar_for_format(fmt: object) -> str | None:
         # Ollama quotes the raw JSON it was sent, so a string arrives with its quotes escaped.
         message = f'invalid format: {go_quote(raw)}; expected "json" or a valid JSON Schema object'
         raise CllmError(message, 500)
+    check_schema_bounds(fmt)
     return _schema_grammar(raw)
 
 

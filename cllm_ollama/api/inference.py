@@ -26,7 +26,7 @@ from ..store.gguf_info import GGUFInfo, gguf_info
 from ..store.names import parse_name
 from ..store.store import ModelRecord, ModelStore
 from .encoders import JSONResponse, NDJSONResponse
-from .formats import grammar_for_format
+from .formats import JSON_GRAMMAR, grammar_for_format
 from .gotemplate import render_go_template
 from .options import RequestOptions, parse_keep_alive_field, parse_think
 from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template
@@ -167,9 +167,11 @@ class Generation:
         """Output chunks until the final one; releases the model when done or abandoned."""
         model = self.model
         try:
-            grammar = grammar_for_format(self.format)
+            grammar = await run_in_threadpool(grammar_for_format, self.format)
             sampling = self.request.sampling
             if grammar is not None:
+                if grammar is not JSON_GRAMMAR:
+                    await self.pool.grammars.check(grammar)
                 sampling = replace(sampling, grammar=grammar)
                 self.request = replace(self.request, sampling=sampling)
             sampler = model.sampler_for(sampling)

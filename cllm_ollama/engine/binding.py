@@ -364,6 +364,20 @@ class Sampler:
             self._chain = None
 
 
+def grammar_parses(grammar: str) -> bool:
+    """Whether llama.cpp parses GBNF ``grammar`` (no vocabulary: grammars here use no token syntax).
+
+    Deeply nested grammars crash the parser: call this only where a crash is contained
+    (``grammar.GrammarChecker`` runs it in a child process).
+    """
+    _init()
+    sampler = ll.llama_sampler_init_grammar(None, grammar.encode(), b"root")
+    if not sampler:
+        return False
+    ll.llama_sampler_free(sampler)
+    return True
+
+
 def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M", n_threads: int = 0) -> None:
     """Quantize a GGUF file (what ``llama-quantize`` does), e.g. to build benchmark models."""
     _init()

@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio.to_thread
 
 from .client import LoadedModel, LoadSpec
+from .grammar import GrammarChecker
 
 log = logging.getLogger("cllm.engine")
 
@@ -66,6 +67,7 @@ class ModelPool:
         max_queue: int,
         default_keep_alive: float,
         loader: Loader = LoadedModel,
+        grammars: GrammarChecker | None = None,
     ) -> None:
         self._defaults = LoadSpec(
             path=Path(),
@@ -78,6 +80,8 @@ class ModelPool:
         self._max_queue = max_queue
         self.default_keep_alive = default_keep_alive
         self._loader = loader
+        # Output grammars are parsed in a child process first; the pool owns that process.
+        self.grammars = grammars or GrammarChecker()
         self._entries: dict[Path, Entry] = {}
         self._load_lock = asyncio.Lock()
         self._changed = asyncio.Condition()
@@ -196,6 +200,7 @@ class ModelPool:
     async def close(self) -> None:
         for entry in list(self._entries.values()):
             await self._unload(entry)
+        await anyio.to_thread.run_sync(self.grammars.close)
 
     async def _notify(self) -> None:
         async with self._changed:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 from cllm_ollama.api.formats import JSON_GRAMMAR, grammar_for_format
 from cllm_ollama.api.wire import go_quote
@@ -103,3 +104,55 @@ def test_grammars_parse_in_llama_cpp(tmp_path: Path) -> None:
                 llama_cpp.llama_sampler_free(sampler)
     finally:
         llama_cpp.llama_model_free(model)
+
+
+BIG_STRING = {"type": "string", "maxLength": 100000}
+BIG_ARRAY = {"type": "array", "items": {"type": "integer"}, "maxItems": 100000}
+
+
+@pytest.mark.parametrize("schema", [BIG_STRING, BIG_ARRAY, {"type": "object", "properties": {"a": BIG_STRING}}])
+def test_schema_counts_past_the_bound_are_refused(schema: dict[str, object]) -> None:
+    with pytest.raises(InvalidRequest, match="is more than the supported 1000"):
+        grammar_for_format(schema)
+
+
+def test_schema_nesting_past_the_bound_is_refused() -> None:
+    schema: dict[str, object] = {"type": "string"}
+    for _ in range(100):
+        schema = {"type": "array", "items": schema}
+    with pytest.raises(InvalidRequest, match="nested deeper than"):
+        grammar_for_format(schema)
+
+
+@pytest.mark.model
+def test_huge_schemas_get_400_on_every_dialect_and_the_server_lives(client: TestClient) -> None:
+    """These schemas used to segfault the server while their grammar was parsed."""
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": False}
+    for schema in (BIG_STRING, BIG_ARRAY):
+        r = client.post("/api/chat", json=chat | {"format": schema})
+        assert r.status_code == 400 and "1000" in r.json()["error"]
+        r = client.post("/api/generate", json={"model": "tiny", "prompt": "hi", "format": schema, "stream": False})
+        assert r.status_code == 400 and "1000" in r.json()["error"]
+        r = client.post(
+            "/v1/chat/completions",
+            json={
+                "model": "tiny",
+                "messages": [{"role": "user", "content": "hi"}],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
+            },
+        )
+        assert r.status_code == 400 and "1000" in r.json()["error"]["message"]
+        r = client.post(
+            "/v1/responses",
+            json={
+                "model": "tiny",
+                "input": "hi",
+                "text": {"format": {"type": "json_schema", "name": "x", "schema": schema}},
+            },
+        )
+        assert r.status_code == 400 and "1000" in r.json()["error"]["message"]
+    # A long but bounded string still constrains the output.
+    ok = chat | {"format": {"type": "string", "maxLength": 1000}, "options": {"temperature": 0, "num_predict": 8}}
+    r = client.post("/api/chat", json=ok)
+    assert r.status_code == 200, r.text
+    assert r.json()["message"]["content"].startswith('"')

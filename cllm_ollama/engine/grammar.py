@@ -1,0 +1,111 @@
+"""Grammars for constrained output, checked where a crash cannot take the server down.
+
+llama.cpp parses GBNF by recursive descent: a grammar nested deep enough overflows the C
+stack and the process dies with SIGSEGV (a JSON schema's ``maxLength: 20000`` becomes 20000
+nested groups). Two guards keep that from ever reaching the server's own llama.cpp:
+
+- a bound on nesting, checked here in linear time, refuses what is certainly too deep;
+- every grammar not seen before is parsed first by llama.cpp in a child process. If the
+  child dies, the grammar is refused and the child replaced; only grammars that a child
+  parsed reach the engine. Results are cached, so a client sending the same schema on
+  every request pays for the child once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import threading
+from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from ..errors import InvalidRequest
+
+log = logging.getLogger("cllm.engine")
+
+# Nested groups llama.cpp's parser takes safely: it overflowed an 8 MiB stack between 10,000
+# and 20,000 levels on x86-64; threads and other platforms may have less.
+MAX_NESTING = 5000
+_CACHE_SIZE = 256
+
+
+class GrammarRejected(InvalidRequest):
+    """A grammar llama.cpp cannot (or must not be asked to) parse."""
+
+
+def nesting_depth(grammar: str) -> int:
+    """Deepest ``(`` group nesting in GBNF text, skipping string literals, char classes and comments."""
+    depth = deepest = 0
+    i, n = 0, len(grammar)
+    while i < n:
+        c = grammar[i]
+        if c == '"' or c == "[":
+            close = '"' if c == '"' else "]"
+            i += 1
+            while i < n and grammar[i] != close:
+                i += 2 if grammar[i] == "\\" else 1
+        elif c == "#":
+            while i < n and grammar[i] != "\n":
+                i += 1
+        elif c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth -= 1
+        i += 1
+    return deepest
+
+
+def _parses(grammar: str) -> bool:
+    """Runs in the child: whether llama.cpp parses ``grammar`` (a crash here kills only the child)."""
+    from .binding import grammar_parses
+
+    return grammar_parses(grammar)
+
+
+class GrammarChecker:
+    """Parses grammars in a child process, one at a time, remembering the verdicts."""
+
+    def __init__(self, max_nesting: int = MAX_NESTING) -> None:
+        self.max_nesting = max_nesting
+        self._verdicts: OrderedDict[str, bool] = OrderedDict()
+        self._executor: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    async def check(self, grammar: str) -> None:
+        """Raise ``GrammarRejected`` unless llama.cpp can parse ``grammar`` without harm."""
+        if nesting_depth(grammar) > self.max_nesting:
+            raise GrammarRejected(
+                f"format is too deeply nested for the grammar engine (more than {self.max_nesting} levels)"
+            )
+        verdict = self._verdicts.get(grammar)
+        if verdict is None:
+            verdict = await asyncio.get_running_loop().run_in_executor(None, self._check_in_child, grammar)
+            self._verdicts[grammar] = verdict
+            while len(self._verdicts) > _CACHE_SIZE:
+                self._verdicts.popitem(last=False)
+        else:
+            self._verdicts.move_to_end(grammar)
+        if not verdict:
+            raise GrammarRejected("format could not be turned into a grammar: llama.cpp refused it")
+
+    def _check_in_child(self, grammar: str) -> bool:
+        with self._lock:
+            if self._executor is None:
+                # spawn, not fork: the server has threads (and llama.cpp state) a fork would copy.
+                self._executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            try:
+                return self._executor.submit(_parses, grammar).result()
+            except BrokenProcessPool:
+                log.warning("the grammar check process died on a grammar of %d bytes; refused", len(grammar))
+                self._executor.shutdown(wait=False)
+                self._executor = None
+                return False
+
+    def close(self) -> None:
+        with self._lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True, cancel_futures=True)
+                self._executor = None

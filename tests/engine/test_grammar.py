@@ -1,0 +1,48 @@
+"""Grammars that would crash llama.cpp's parser are refused, and a crash in the check stays in a child."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from cllm_ollama.engine.grammar import MAX_NESTING, GrammarChecker, GrammarRejected, nesting_depth
+
+
+def nested(depth: int) -> str:
+    return 'root ::= "\\"" ' + '("a" ' * depth + ")?" * depth + ' "\\""'
+
+
+def test_nesting_depth_skips_literals_classes_and_comments() -> None:
+    assert nesting_depth('root ::= "(((" [()] # (((\n x ::= ("a" ("b"))') == 2
+    assert nesting_depth(r'root ::= "\"(" ("a")') == 1
+    assert nesting_depth(nested(7)) == 7
+
+
+def test_too_deep_is_refused_without_asking_llama_cpp() -> None:
+    checker = GrammarChecker()
+    with pytest.raises(GrammarRejected, match="too deeply nested"):
+        asyncio.run(checker.check(nested(MAX_NESTING + 1)))
+    assert checker._executor is None  # refused before any child was started
+
+
+@pytest.mark.model
+def test_a_crash_in_llama_cpp_kills_the_child_not_us() -> None:
+    """With the bound lifted, a grammar that overflows the parser's stack kills the checking
+    child: the grammar is refused, and the next check runs in a fresh child."""
+    checker = GrammarChecker(max_nesting=10**6)
+
+    async def run() -> None:
+        await checker.check(nested(10))  # fine
+        with pytest.raises(GrammarRejected, match=r"llama\.cpp refused it"):
+            await checker.check(nested(200_000))  # SIGSEGV in the child
+        await checker.check(nested(11))  # a new child
+        with pytest.raises(GrammarRejected):
+            await checker.check("root ::= broken (")  # a plain parse error, cached
+        with pytest.raises(GrammarRejected):
+            await checker.check("root ::= broken (")
+
+    try:
+        asyncio.run(run())
+    finally:
+        checker.close()
