@@ -61,6 +61,8 @@ async def resolve_model(store: ModelStore, name: str, *, empty_message: str, emp
     if record.model_path is None:
         raise InvalidRequest(f"model '{name}' has no GGUF weights")
     info = await run_in_threadpool(gguf_info, record.model_path)
+    if info.problems:
+        raise EngineError(f"model '{name}' cannot be loaded: {'; '.join(info.problems)}")
     return ResolvedModel(record, info, tuple(record.capabilities))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
 from .binding import Model, Sampler, physical_cores
 from .embedder import Embedder
+from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import MAX_BUFFERED_EVENTS, Runner, RunnerConfig, Sink
 
@@ -69,6 +70,7 @@ class LoadedModel:
     def __init__(self, spec: LoadSpec, max_queue: int) -> None:
         """Blocking (reads weights, allocates the KV cache): call it from a worker thread."""
         self.spec = spec
+        probe(spec.path, n_gpu_layers=spec.n_gpu_layers, embedding_only=spec.embedding_only)
         self.model = Model(spec.path, n_gpu_layers=spec.n_gpu_layers)
         n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
         # A client's num_thread must not be able to spawn thousands of threads.

@@ -152,6 +152,8 @@ def _from_files(store: ModelStore, files: dict[str, str], report: Report) -> tup
             info = gguf_info(path)
         except GGUFError as exc:
             raise InvalidRequest(f"{filename}: {exc}") from exc
+        if info.problems:
+            raise InvalidRequest(f"{filename}: llama.cpp cannot load this model: {'; '.join(info.problems)}")
         if info.architecture == "clip" or info.model_info.get("general.type") in ("mmproj", "projector"):
             projectors.append(Layer(mt.PROJECTOR, layer.digest, layer.size))
         else:

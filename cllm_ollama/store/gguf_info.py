@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
+from .gguf_check import hyperparameter_problems
+
 GGUF_MAGIC = b"GGUF"
 _SHORT_ARRAY = 5  # /api/show empties longer arrays unless verbose
 _SCALARS: dict[GGUFValueType, str] = {
@@ -67,6 +69,8 @@ class GGUFInfo:
     family: str
     families: tuple[str, ...]
     tensors: tuple[dict[str, Any], ...]  # only filled when read with verbose=True
+    # Why llama.cpp would abort on this file (see gguf_check); empty for a sound one.
+    problems: tuple[str, ...] = ()
 
     @property
     def is_embedding(self) -> bool:
@@ -207,6 +211,7 @@ def _read(buf: mmap.mmap, verbose: bool) -> GGUFInfo:
         family=arch,
         families=(arch,),
         tensors=tuple(tensors),
+        problems=tuple(hyperparameter_problems(kv, arch)),
     )
 
 

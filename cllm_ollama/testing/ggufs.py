@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -186,6 +187,7 @@ def write_qwen3(
     seed: int = 0,
     endless: bool = False,
     fim: bool = False,
+    metadata: Mapping[str, int | float] | None = None,
 ) -> Path:
     """Write a random-weight qwen3 GGUF.
 
@@ -193,6 +195,8 @@ def write_qwen3(
     tied to them), so their logit is 0 while the best other token's is far above: greedy
     decoding then never ends by itself, which tests that need a request to keep running want.
     ``fim`` declares the fill-in-the-middle tokens (what makes a model support ``suffix``).
+    ``metadata`` sets or overrides numeric keys (ints as uint32, floats as float32), e.g. to
+    write the broken hyperparameters a hostile upload would carry.
 
     A weight scale around 0.5 keeps logits peaked, so greedy decoding does not flip on the
     last-bit differences between llama.cpp's batched and single-sequence kernels.
@@ -266,6 +270,9 @@ def write_qwen3(
         matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
         matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
         matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+    for key, value in (metadata or {}).items():
+        vtype = gguf.GGUFValueType.FLOAT32 if isinstance(value, float) else gguf.GGUFValueType.UINT32
+        w.kv_data[0][key] = gguf.GGUFValue(value=value, type=vtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

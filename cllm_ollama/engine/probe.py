@@ -1,0 +1,90 @@
+"""Load a model in a child process before the server does.
+
+llama.cpp answers many broken files with ``GGML_ASSERT``, which aborts the process that
+loaded it. Ollama keeps llama.cpp in a runner subprocess, so only the runner dies there;
+cllm runs llama.cpp in its own process for speed (no IPC per token), so it checks each
+model file once in a child first: load it, make a small context and decode two tokens.
+If the child dies, the load is refused with what llama.cpp said, and the server lives.
+A file that passed is remembered (by path, size and mtime) for the life of the server.
+
+This covers asserts on loading and on the first decode. An assert that only a particular
+input trips later (a context size, a batch shape) is not covered: ``gguf_check`` refuses the
+metadata known to cause those, and the engine checks requests before they reach llama.cpp.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from ..errors import EngineError
+
+# A probe that runs longer than this is stuck, not slow: even a 70B model loads in minutes.
+PROBE_TIMEOUT_S = 1800
+
+_passed: set[tuple[str, int, int, int, bool]] = set()
+_lock = threading.Lock()
+
+
+def probe(path: Path, *, n_gpu_layers: int, embedding_only: bool) -> None:
+    """Raise ``EngineError`` if loading ``path`` (and a first decode) kills a child process."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns, n_gpu_layers, embedding_only)
+    with _lock:
+        if key in _passed:
+            return
+    cmd = [sys.executable, "-m", __name__, str(path), str(n_gpu_layers), "1" if embedding_only else "0"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise EngineError(f"loading the model took more than {PROBE_TIMEOUT_S} s") from exc
+    if proc.returncode != 0:
+        raise EngineError(f"llama.cpp cannot load this model: {_reason(proc, path)}")
+    with _lock:
+        _passed.add(key)
+
+
+def _reason(proc: subprocess.CompletedProcess[str], path: Path) -> str:
+    """The last thing llama.cpp said, without server paths, and how the child ended."""
+    lines = [line.strip() for line in proc.stderr.replace(str(path), path.name).splitlines() if line.strip()]
+    said = next((line for line in reversed(lines) if "GGML_ASSERT" in line or "error" in line.lower()), "")
+    said = said or (lines[-1] if lines else "")
+    said = re.sub(r"\S*/(\S+:\d+:)", r"\1", said)  # llama.cpp's build paths: keep file and line
+    if proc.returncode < 0:
+        try:
+            how = f"the loader was killed by {signal.Signals(-proc.returncode).name}"
+        except ValueError:
+            how = f"the loader was killed by signal {-proc.returncode}"
+    else:
+        how = f"the loader exited with {proc.returncode}"
+    return f"{how}: {said[-400:]}" if said else how
+
+
+def _main(path: str, n_gpu_layers: int, embedding_only: bool) -> None:
+    # Imported here: the parent never loads llama.cpp for a probe.
+    from .binding import Batch, Context, Model
+
+    model = Model(Path(path), n_gpu_layers=n_gpu_layers)
+    ctx = Context(model, n_seq_max=1, n_ctx_seq=64, n_batch=16, n_threads=1, embeddings=embedding_only)
+    batch = Batch(ctx.n_batch)
+    first = model.bos if model.bos >= 0 else 0
+    tokens = [first, (first + 1) % model.n_vocab]
+    batch.fill(tokens, range(len(tokens)), [0] * len(tokens), [len(tokens) - 1])
+    ctx.decode(batch)
+    if not embedding_only:
+        ctx.logits(1)
+    ctx.close()
+    model.close()
+
+
+if __name__ == "__main__":
+    try:
+        _main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1")
+    except Exception as exc:  # a clean failure (not an abort): say it on stderr, exit 1
+        print(f"error: {exc}", file=sys.stderr)
+        os._exit(1)

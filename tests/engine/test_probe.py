@@ -1,0 +1,97 @@
+"""A GGUF whose hyperparameters abort llama.cpp is refused, and never loaded in the server's process."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.engine import probe as probe_module
+from cllm_ollama.errors import EngineError
+from cllm_ollama.store import manifests as mt
+from cllm_ollama.store.gguf_info import gguf_info
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.ggufs import write_qwen3
+
+BROKEN: dict[str, dict[str, int | float]] = {
+    "no-layers": {"qwen3.block_count": 0},
+    "too-many-layers": {"qwen3.block_count": 1000},
+    "experts": {"qwen3.expert_count": 2, "qwen3.expert_used_count": 4},
+    "nan-eps": {"qwen3.attention.layer_norm_rms_epsilon": float("nan")},
+    "negative-eps": {"qwen3.attention.layer_norm_rms_epsilon": -1.0},
+}
+# What each breaks, as the static check names it.
+REASONS = {
+    "no-layers": "block_count 0 is not between 1 and 512",
+    "too-many-layers": "block_count 1000 is not between 1 and 512",
+    "experts": "expert_used_count 4 is more than expert_count 2",
+    "nan-eps": "layer_norm_rms_epsilon is nan",
+    "negative-eps": "layer_norm_rms_epsilon is negative",
+}
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("broken")
+    return {name: write_qwen3(folder / f"{name}.gguf", metadata=md) for name, md in BROKEN.items()}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_the_metadata_check_names_what_llama_cpp_would_assert_on(broken: dict[str, Path], name: str) -> None:
+    assert any(REASONS[name] in p for p in gguf_info(broken[name]).problems)
+
+
+def test_a_sound_model_has_no_problems(tiny_gguf: Path) -> None:
+    assert gguf_info(tiny_gguf).problems == ()
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_the_probe_survives_what_kills_llama_cpp(broken: dict[str, Path], name: str) -> None:
+    """Without the metadata check, each of these aborts llama.cpp: the probe's child dies instead."""
+    with pytest.raises(EngineError) as info:
+        probe_module.probe(broken[name], n_gpu_layers=0, embedding_only=False)
+    message = info.value.message
+    assert "the loader was killed by SIGABRT" in message and "GGML_ASSERT" in message
+    assert str(broken[name].parent) not in message  # no server paths
+
+
+@pytest.mark.model
+def test_a_model_that_passed_is_not_probed_again(tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    probe_module.probe(tiny_gguf, n_gpu_layers=0, embedding_only=False)
+
+    def no_child(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("probed twice")
+
+    monkeypatch.setattr(subprocess, "run", no_child)
+    probe_module.probe(tiny_gguf, n_gpu_layers=0, embedding_only=False)
+
+
+@pytest.mark.model
+def test_uploads_of_broken_models_are_refused_and_the_server_lives(
+    broken: dict[str, Path], tiny_gguf: Path, tmp_path: Path
+) -> None:
+    store = ModelStore(tmp_path / "models")
+    settings = Settings(models_dir=tmp_path / "models", num_parallel=2, context_length=128, num_thread=1)
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
+        for name, path in broken.items():
+            digest = store.write_blob_from(path.open("rb"))
+            r = client.post("/api/create", json={"model": name, "files": {"m.gguf": digest}, "stream": False})
+            assert r.status_code == 400 and REASONS[name] in r.json()["error"], r.text
+            # A broken file that reached the store another way (a pull, an Ollama store) is
+            # refused when it is used.
+            store.write_manifest(name, {"model_format": "gguf"}, [mt.Layer(mt.MODEL, digest, path.stat().st_size)])
+            r = client.post("/api/generate", json={"model": name, "prompt": "hi", "stream": False})
+            assert r.status_code == 500 and REASONS[name] in r.json()["error"], r.text
+        digest = store.write_blob_from(tiny_gguf.open("rb"))
+        r = client.post("/api/create", json={"model": "good", "files": {"m.gguf": digest}, "stream": False})
+        assert r.status_code == 200
+        r = client.post(
+            "/api/generate", json={"model": "good", "prompt": "hi", "stream": False, "options": {"num_predict": 2}}
+        )
+        assert r.status_code == 200 and r.json()["eval_count"] == 2
