@@ -95,7 +95,8 @@ class ModelPool:
             floor = current.n_ctx_slot if current else self._defaults.n_ctx_slot
             spec = replace(spec, n_ctx_slot=max(req.num_ctx, floor))
         if req.num_batch is not None:
-            spec = replace(spec, n_batch=req.num_batch)
+            # Never below the server's: a client's tiny batch would slow everyone's prefill.
+            spec = replace(spec, n_batch=max(req.num_batch, self._defaults.n_batch))
         if req.num_gpu is not None and req.num_gpu >= 0:
             spec = replace(spec, n_gpu_layers=req.num_gpu)
         if req.num_thread:
@@ -104,19 +105,19 @@ class ModelPool:
 
     @staticmethod
     def _needs_reload(entry: Entry, req: LoadRequest) -> bool:
-        """Only a larger context than loaded, or another batch/GPU/thread setting, reloads.
+        """Only a larger context than loaded, or another GPU placement while idle, reloads.
 
         A smaller or equal ``num_ctx`` is served by the loaded context with a per-request
-        limit: clients that disagree on num_ctx must not make the model thrash.
+        limit: clients that disagree on num_ctx must not make the model thrash. ``num_batch``
+        and ``num_thread`` apply when a request loads the model and never reload it: one
+        client's setting would otherwise slow every other user's requests from then on.
+        A different ``num_gpu`` reloads only a model nobody is using.
         """
         loaded = entry.model
         if req.num_ctx is not None and min(req.num_ctx, loaded.n_ctx_train) > loaded.n_ctx_slot:
             return True
-        if req.num_batch is not None and req.num_batch != loaded.spec.n_batch:
-            return True
-        if req.num_gpu is not None and req.num_gpu >= 0 and req.num_gpu != loaded.spec.n_gpu_layers:
-            return True
-        return bool(req.num_thread) and req.num_thread != loaded.spec.n_threads
+        gpu = req.num_gpu is not None and req.num_gpu >= 0 and req.num_gpu != loaded.spec.n_gpu_layers
+        return gpu and entry.refs == 0
 
     async def acquire(self, req: LoadRequest, keep_alive: float | None) -> Entry:
         """The loaded model for ``req`` (loading or reloading it first), with a reference held.
