@@ -30,6 +30,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             max_loaded=settings.max_loaded_models,
             max_queue=settings.max_queue,
             default_keep_alive=settings.keep_alive,
+            cache_bytes=settings.cache_ram_mib << 20,
+            max_prefill=settings.prefill_chunk,
         )
         try:
             yield

@@ -166,6 +166,12 @@ class Settings:
     # cllm's own: llama.cpp threads (0 = one per physical core) and batch size.
     num_thread: int = 0
     num_batch: int = 512
+    # Host RAM (MiB) for saved prompt states, so conversations that lost their slot come back
+    # without recomputing their history (0: off). llama-server's --cache-ram default is 8192.
+    cache_ram_mib: int = 4096
+    # Prompt tokens per decode step while other requests generate, so their tokens keep a
+    # steady pace (0: only num_batch caps them).
+    prefill_chunk: int = 256
     debug: bool = False
 
     @classmethod
@@ -204,5 +210,7 @@ class Settings:
             origins=tuple(o.strip() for o in origins.split(",") if o.strip()) if origins else (),
             num_thread=get_int("NUM_THREAD", 0),
             num_batch=get_int("NUM_BATCH", 512, minimum=1),
+            cache_ram_mib=get_int("CACHE_RAM", 4096) if get("CACHE_RAM") != "0" else 0,
+            prefill_chunk=get_int("PREFILL_CHUNK", 256) if get("PREFILL_CHUNK") != "0" else 0,
             debug=debug not in (None, "0", "false", "False"),
         )

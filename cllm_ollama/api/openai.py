@@ -153,10 +153,17 @@ def think_value(body: dict[str, Any]) -> object:
     return _EFFORT[effort]
 
 
-def _usage(chunk: Chunk) -> dict[str, int]:
+def _usage(chunk: Chunk) -> dict[str, Any]:
+    """OpenAI's usage; ``cached_tokens`` counts prompt tokens whose KV was reused, not computed."""
     prompt = chunk.stats.prompt_tokens if chunk.stats else 0
     completion = chunk.stats.eval_tokens if chunk.stats else 0
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    cached = chunk.stats.prompt_cached if chunk.stats else 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def _finish_reason(chunk: Chunk, had_tool_calls: bool) -> str:

@@ -94,6 +94,9 @@ class Model:
         self.n_embd: int = ll.llama_model_n_embd(ptr)
         self.n_layer: int = ll.llama_model_n_layer(ptr)
         self.size_bytes: int = ll.llama_model_size(ptr)
+        # Recurrent state cannot drop part of a sequence: no prefix reuse or sharing for these.
+        self.is_recurrent: bool = bool(ll.llama_model_is_recurrent(ptr) or ll.llama_model_is_hybrid(ptr))
+        self.n_swa: int = int(ll.llama_model_n_swa(ptr))
         self._pieces: list[bytes | None] = [None] * self.n_vocab
 
     def close(self) -> None:
@@ -243,6 +246,10 @@ class Context:
         # Separate KV streams per sequence: a token attends only to its own sequence's cells,
         # which decodes 30-45% faster at 8-32 sequences than one unified cache.
         params.kv_unified = False
+        # Sliding-window models keep every cell (llama.cpp's default, said here because prefix
+        # reuse depends on it): with a trimmed window the start of a sequence is gone and a
+        # cached prefix could not be reused. The runner still checks seq_pos_min before reuse.
+        params.swa_full = True
         params.no_perf = True
         if embeddings:
             # Sequences of different lengths pool wrongly with split KV streams (checked:
@@ -296,9 +303,41 @@ class Context:
             raise EngineError("no embedding for the sequence")
         return np.ctypeslib.as_array(ptr, shape=(ll.llama_model_n_embd(self.model.ptr),)).copy()
 
-    def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> None:
-        if not ll.llama_memory_seq_rm(self._mem, seq_id, p0, p1):
-            raise EngineError(f"could not drop KV of sequence {seq_id} from {p0}")
+    def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
+        """Drop positions [p0, p1) of a sequence; False where the memory cannot (recurrent
+        state cannot drop part of a sequence), and the sequence is then left as it was."""
+        return bool(ll.llama_memory_seq_rm(self._mem, seq_id, p0, p1))
+
+    def seq_clear(self, seq_id: int) -> None:
+        ll.llama_memory_seq_rm(self._mem, seq_id, -1, -1)
+
+    def seq_copy(self, src: int, dst: int) -> None:
+        """Give ``dst`` all of ``src``'s KV (dst's own is dropped).
+
+        With split streams this copies the whole stream buffer, every cell used or not, at the
+        next decode; a partial range would abort the process (llama-kv-cache.cpp seq_cp).
+        """
+        ll.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
+
+    def seq_pos_min(self, seq_id: int) -> int:
+        """Lowest position still held (above 0 once a sliding window dropped the start); -1 if empty."""
+        return int(ll.llama_memory_seq_pos_min(self._mem, seq_id))
+
+    def state_get(self, seq_id: int) -> ctypes.Array[ctypes.c_char]:
+        """A sequence's KV serialised (cost grows with the tokens it holds, not the context)."""
+        size = ll.llama_state_seq_get_size_ext(self._ptr, seq_id, 0)
+        buf = ctypes.create_string_buffer(size)
+        n = ll.llama_state_seq_get_data_ext(
+            self._ptr, ctypes.cast(buf, ctypes.POINTER(ctypes.c_uint8)), size, seq_id, 0
+        )
+        if n != size:
+            raise EngineError(f"could not save the state of sequence {seq_id}")
+        return buf
+
+    def state_set(self, seq_id: int, data: ctypes.Array[ctypes.c_char]) -> bool:
+        """Replace a sequence's KV with a saved state; False if llama.cpp refused it (no room)."""
+        ptr = ctypes.cast(data, ctypes.POINTER(ctypes.c_uint8))
+        return ll.llama_state_seq_set_data_ext(self._ptr, ptr, len(data), seq_id, 0) == len(data)
 
     def clear(self) -> None:
         ll.llama_memory_clear(self._mem, True)

@@ -33,6 +33,9 @@ class LoadSpec:
     n_threads: int = 0
     # Encoder models (BERT-like) embed only: no generation slots, no KV cache for them.
     embedding_only: bool = False
+    # Host RAM for saved prompt states, and prompt tokens per step beside generation (0: off).
+    cache_bytes: int = 0
+    max_prefill: int = 0
 
 
 def fit_prompt(tokens: list[int], limit: int, *, num_keep: int, num_predict: int, truncate: bool) -> list[int]:
@@ -85,7 +88,7 @@ class LoadedModel:
             try:
                 self.runner = Runner(
                     self.model,
-                    RunnerConfig(spec.n_slots, n_ctx_slot, spec.n_batch, n_threads),
+                    RunnerConfig(spec.n_slots, n_ctx_slot, spec.n_batch, n_threads, spec.cache_bytes, spec.max_prefill),
                 )
             except Exception:
                 self.model.close()

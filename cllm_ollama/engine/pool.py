@@ -66,6 +66,8 @@ class ModelPool:
         max_loaded: int,
         max_queue: int,
         default_keep_alive: float,
+        cache_bytes: int = 0,
+        max_prefill: int = 0,
         loader: Loader = LoadedModel,
         grammars: GrammarChecker | None = None,
     ) -> None:
@@ -75,6 +77,8 @@ class ModelPool:
             n_ctx_slot=context_length,
             n_batch=num_batch,
             n_threads=num_thread,
+            cache_bytes=cache_bytes,
+            max_prefill=max_prefill,
         )
         self._max_loaded = max(1, max_loaded)
         self._max_queue = max_queue

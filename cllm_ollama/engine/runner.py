@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import EngineError
 from .binding import Batch, Context, Model, Sampler
+from .prompt_cache import PromptCache
 from .request import Event, Request, TokenLogprob
 from .scheduler import Scheduler, StepPlan
 
@@ -84,6 +85,10 @@ class RunnerConfig:
     n_ctx_slot: int
     n_batch: int
     n_threads: int
+    # Host RAM for saved prompt states (0: no host cache).
+    cache_bytes: int = 0
+    # Prompt tokens per step while other slots generate (0: only n_batch caps them).
+    max_prefill: int = 0
 
 
 class Runner:
@@ -101,6 +106,9 @@ class Runner:
             n_batch=max(config.n_batch, config.n_slots),
             n_threads=config.n_threads,
         )
+        # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
+        share = not model.is_recurrent
+        self.cache = PromptCache(config.cache_bytes) if config.cache_bytes > 0 and share else None
         self.scheduler = Scheduler(
             n_slots=config.n_slots,
             n_ctx_slot=self.ctx.n_ctx_seq,
@@ -108,6 +116,9 @@ class Runner:
             piece=model.piece,
             is_eog=model.is_eog,
             paused=self._paused,
+            cache=self.cache,
+            share=share,
+            max_prefill=config.max_prefill or None,
         )
         self.batch = Batch(self.scheduler.n_batch)
         self._cv = threading.Condition()
@@ -149,7 +160,19 @@ class Runner:
             self._cv.notify()
         self._thread.join()
         self.ctx.close()
-        log.info("engine for %s: %s", self.model.path.name, self.times.summary())
+        stats = self.scheduler.stats
+        log.info(
+            "engine for %s: %s; prompt tokens %d, not computed %d (own slot %d, copied %d, restored %d)",
+            self.model.path.name,
+            self.times.summary(),
+            stats.prompt_tokens,
+            stats.cached,
+            stats.own,
+            stats.copied,
+            stats.restored,
+        )
+        if self.cache is not None:
+            self.cache.clear()
 
     def _paused(self, request_id: int) -> bool:
         sink = self._sinks.get(request_id)
@@ -190,13 +213,14 @@ class Runner:
             if sampler is not None:
                 self._samplers[request.id] = sampler
             sched.add(request)
-        events = sched.abort(aborts)
+        # Published at once: a step that fails below must not lose them (their sinks and
+        # samplers would never be released).
+        self._emit(sched.abort(aborts))
         if closing:
-            self._emit(events)
             return False
-        plan = sched.schedule()
+        self._apply_kv(sched.admit())
+        plan = sched.plan()
         if len(plan) == 0:
-            self._emit(events)
             # Every running slot's reader is behind: sleep until one catches up. The check
             # runs under the lock that ``wake`` takes, so a wake-up cannot slip past it.
             with self._cv:
@@ -205,14 +229,41 @@ class Runner:
                 ):
                     self._cv.wait()
             return True
-        events += self._step(plan)
-        self._emit(events)
+        self._emit(self._step(plan))
         self.times.busy_ns += time.perf_counter_ns() - t_busy
         return True
 
-    def _step(self, plan: StepPlan) -> list[Event]:
+    def _apply_kv(self, plan: StepPlan) -> None:
+        """Perform admission's KV operations in order: save, copy, restore, trim.
+
+        One that cannot be done costs only its own request a recomputed prompt; it never
+        fails the others in the batch.
+        """
+        ctx, lost = self.ctx, set()
+        for seq_id, tokens in plan.saves:
+            assert self.cache is not None
+            try:
+                state = ctx.state_get(seq_id)
+            except EngineError:
+                log.warning("could not save the prompt state of sequence %d", seq_id)
+                continue
+            self.cache.add(tokens, state, len(state))
+        for src, dst in plan.copies:
+            ctx.seq_copy(src, dst)
+        for seq_id, entry in plan.restores:
+            if not ctx.state_set(seq_id, entry.payload):
+                lost.add(seq_id)
         for seq_id, pos in plan.trims:
-            self.ctx.seq_rm(seq_id, pos)
+            # A trimmed sliding window would have dropped the start (not with swa_full, which
+            # binding.Context sets; checked all the same).
+            if seq_id in lost or not ctx.seq_rm(seq_id, pos) or (pos > 0 and ctx.seq_pos_min(seq_id) > 0):
+                lost.add(seq_id)
+        for seq_id in lost:
+            log.warning("KV of sequence %d could not be reused: its prompt is computed again", seq_id)
+            ctx.seq_clear(seq_id)
+            self.scheduler.lost_prefix(seq_id)
+
+    def _step(self, plan: StepPlan) -> list[Event]:
         for slot in plan.admitted:
             sampler = self._samplers.get(slot.request.id)  # type: ignore[union-attr]
             if sampler is not None:

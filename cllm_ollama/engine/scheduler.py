@@ -1,10 +1,16 @@
 """The token-level batching policy, pure: no llama.cpp, no threads, no clock of its own.
 
-Each step: every generating slot contributes its one pending token; prompt chunks of
-admitted requests fill the rest of ``n_batch``; waiting requests are admitted into free
-slots before the step is planned, so a slot freed by the last step is refilled in this one.
-The runner decodes the plan, samples the rows marked for output, and hands the tokens
-back to ``update``.
+A step has two phases. ``admit`` puts waiting requests into free slots and says which KV
+operations that takes (save a slot's state to the host cache, copy a prefix from another
+slot, restore one from the cache, trim); the runner performs them and reports any that
+failed. ``plan`` then lays out the batch: one token for every generating slot and prompt
+chunks of admitted ones, rows in sequence-id order. The runner decodes it, samples the
+rows marked for output, and hands the tokens back to ``update``.
+
+Doing less work than anyone else is the point of this policy: a prompt's start is taken from
+wherever its KV already is (the slot's own cache, any other slot, busy or idle, or the host
+cache), and requests that arrive together sharing a start no slot holds yet wait for one of
+them to compute it, then copy it.
 """
 
 from __future__ import annotations
@@ -13,13 +19,22 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .prompt_cache import BLOCK, CacheEntry, PromptCache, common_prefix
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
+
+# How many waiting requests admission looks at when it prefers one whose prefix is cached.
+ADMIT_WINDOW = 8
+# A request is passed over for better-cached ones at most this many times.
+MAX_PASSED_OVER = 4
+# Fewer shared tokens than this are recomputed: a copy moves a whole KV stream, a restore a
+# whole saved state, which only pays for itself beyond a few tokens of prefill.
+MIN_SHARE = 16
 
 
 @dataclass
 class StepPlan:
-    """One llama.cpp batch: parallel arrays, plus the work to do before and after decoding."""
+    """One step: KV operations to perform first, then one llama.cpp batch as parallel arrays."""
 
     tokens: list[int] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
@@ -28,7 +43,14 @@ class StepPlan:
     outputs: list[tuple[Slot, int]] = field(default_factory=list)
     # (slot, number of prompt tokens in this batch) for slots still prefilling.
     prefills: list[tuple[Slot, int]] = field(default_factory=list)
-    # (seq_id, position): drop that sequence's KV from the position on, before decoding.
+    # KV operations, performed in this order before the batch is laid out:
+    # (seq_id, tokens it holds): save that sequence's state to the host cache.
+    saves: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
+    # (src, dst): dst takes all of src's KV (then a trim cuts it to the shared prefix).
+    copies: list[tuple[int, int]] = field(default_factory=list)
+    # (seq_id, entry): the sequence takes a saved state (then a trim cuts it).
+    restores: list[tuple[int, CacheEntry]] = field(default_factory=list)
+    # (seq_id, position): drop that sequence's KV from the position on.
     trims: list[tuple[int, int]] = field(default_factory=list)
     # Slots that took a new request in this step (the runner sets up their samplers).
     admitted: list[Slot] = field(default_factory=list)
@@ -46,33 +68,39 @@ class StepPlan:
             self.outputs.append((slot, len(self.tokens) - 1))
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    a, b = tuple(a), tuple(b)  # a list slice never equals a tuple slice
-    n = min(len(a), len(b))
-    if n == 0 or a[0] != b[0]:
-        return 0
-    # Bisect on slice equality: C-speed comparisons instead of a Python loop over long prompts.
-    lo, hi = 1, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+@dataclass
+class PrefixStats:
+    """Prompt tokens admitted, and how many of them were not computed, by where their KV came from."""
+
+    prompt_tokens: int = 0
+    own: int = 0
+    copied: int = 0
+    restored: int = 0
+
+    @property
+    def cached(self) -> int:
+        return self.own + self.copied + self.restored
 
 
-def _by_prefix(scored: tuple[int, Slot]) -> tuple[int, int]:
-    """The longest shared prefix wins; then the lowest id, which keeps active sequence ids dense."""
-    return scored[0], -scored[1].seq_id
+@dataclass
+class _Source:
+    """Where an admitted request's prefix comes from: how many tokens, and from what."""
+
+    n: int = 0
+    slot: Slot | None = None  # another slot's KV (copy)
+    entry: CacheEntry | None = None  # the host cache (restore)
+    future: bool = False  # the slot is still computing it: wait, then copy
 
 
 class Scheduler:
     """Admits, plans and advances requests over a fixed pool of slots.
 
     ``piece`` and ``is_eog`` come from the model's vocabulary; ``paused`` says whether a
-    request's reader is too far behind (its slot then skips steps instead of blocking
-    the engine).
+    request's reader is too far behind (its slot then skips steps instead of blocking the
+    engine). ``cache`` is the host-RAM prompt cache (None: none). ``share`` allows copying
+    KV between sequences and reusing part of one; recurrent models cannot do either.
+    ``max_prefill`` caps prompt tokens per step while other slots generate, so they keep
+    a steady pace (None: only ``n_batch`` caps it).
     """
 
     def __init__(
@@ -84,16 +112,26 @@ class Scheduler:
         is_eog: Callable[[int], bool],
         paused: Callable[[int], bool] = lambda request_id: False,
         clock: Callable[[], int] = now_ns,
+        *,
+        cache: PromptCache | None = None,
+        share: bool = True,
+        max_prefill: int | None = None,
     ) -> None:
         self.slots = [Slot(i, n_ctx_slot) for i in range(n_slots)]
         assert n_batch >= n_slots, "every generating slot needs room in each batch"
         self.n_batch = n_batch
         self.waiting: deque[Request] = deque()
+        self.cache = cache if share else None
+        self.share = share
+        self.max_prefill = max_prefill
+        self.stats = PrefixStats()
         self._piece = piece
         self._is_eog = is_eog
         self._paused = paused
         self._clock = clock
         self._by_request: dict[int, Slot] = {}
+        self._passed: dict[int, int] = {}
+        self._pending: StepPlan | None = None
 
     def has_work(self) -> bool:
         return bool(self.waiting) or bool(self._by_request)
@@ -120,6 +158,7 @@ class Scheduler:
             for r in self.waiting:
                 if r.id in ids:
                     events.append(Event(r.id, "", (), FinishReason.CANCELED))
+                    self._passed.pop(r.id, None)
                 else:
                     kept.append(r)
             self.waiting = kept
@@ -135,46 +174,204 @@ class Scheduler:
             slot.cached = []
         return events
 
-    def _admit(self, plan: StepPlan) -> None:
-        now = self._clock()
-        while self.waiting:
-            idle = [s for s in self.slots if not s.busy]
-            if not idle:
-                return
-            request = self.waiting.popleft()
-            shared, best = max(((common_prefix(s.cached, request.prompt), s) for s in idle), key=_by_prefix)
-            # At least one prompt token must be decoded to get logits to sample from.
-            n_reuse = min(shared, len(request.prompt) - 1)
-            # Always trim: cheap, and a failed decode may have left KV that ``cached`` forgot.
-            plan.trims.append((best.seq_id, n_reuse))
-            best.assign(request, n_reuse, now)
-            self._by_request[request.id] = best
-            plan.admitted.append(best)
+    # -- phase 1: admission and the KV operations it takes ------------------------------
 
-    def schedule(self) -> StepPlan:
+    def admit(self) -> StepPlan:
+        """Admit what can start; the returned plan's KV operations must be performed next."""
         plan = StepPlan()
-        self._admit(plan)
+        now = self._clock()
+        self._resolve_waits(plan)
+        while self.waiting:
+            idle = [s for s in self.slots if not s.busy and s.seq_id not in self._sources(plan)]
+            if not idle:
+                break
+            request = self._next_request()
+            self._place(request, idle, plan, now)
+        self._pending = plan
+        return plan
+
+    def lost_prefix(self, seq_id: int) -> None:
+        """A KV operation of this step failed for ``seq_id``: its slot computes its prompt anew."""
+        slot = self.slots[seq_id]
+        slot.wait = None
+        if slot.state is SlotState.PREFILL:
+            self._count(slot, -1)
+            slot.lose_prefix()
+        else:
+            slot.cached = []
+
+    def _count(self, slot: Slot, sign: int) -> None:
+        """Add (or take back) a slot's reused prompt tokens to the counter of their source."""
+        setattr(self.stats, slot.prefix_source, getattr(self.stats, slot.prefix_source) + sign * slot.prompt_cached)
+
+    @staticmethod
+    def _sources(plan: StepPlan) -> set[int]:
+        """Sequences read by a copy in this step: their data must not change before the decode."""
+        return {src for src, _ in plan.copies}
+
+    def _next_request(self) -> Request:
+        """FIFO, except that a request whose prefix is cached may go first, a bounded number of times."""
+        head = self.waiting[0]
+        if len(self.waiting) == 1 or self._passed.get(head.id, 0) >= MAX_PASSED_OVER:
+            chosen = 0
+        else:
+            window = list(self.waiting)[:ADMIT_WINDOW]
+            scores = [self._best_now(r.prompt).n for r in window]
+            best = max(scores)
+            # Only a clear gain (a block or more) is worth passing the head over.
+            chosen = 0 if best - scores[0] < BLOCK else scores.index(best)
+        for skipped in list(self.waiting)[:chosen]:
+            self._passed[skipped.id] = self._passed.get(skipped.id, 0) + 1
+        request = self.waiting[chosen]
+        del self.waiting[chosen]
+        self._passed.pop(request.id, None)
+        return request
+
+    def _best_now(self, prompt: Sequence[int], exclude: frozenset[int] = frozenset()) -> _Source:
+        """The longest prefix of ``prompt`` whose KV exists now: in any slot, or the host cache."""
+        limit = len(prompt) - 1  # at least one token must be decoded to get logits
+        best = _Source()
+        if self.share:
+            for slot in self.slots:
+                if slot.seq_id in exclude:
+                    continue
+                n = min(common_prefix(slot.cached, prompt), limit)
+                if n > best.n:
+                    best = _Source(n, slot=slot)
+        if self.cache is not None:
+            entry, n = self.cache.lookup(prompt)
+            n = min(n, limit)
+            if entry is not None and n > best.n:
+                best = _Source(n, entry=entry)
+        return best
+
+    def _best_future(self, prompt: Sequence[int]) -> _Source:
+        """The longest prefix of ``prompt`` a slot is computing now for its own request."""
+        best = _Source()
+        if not self.share:
+            return best
+        limit = len(prompt) - 1
+        for slot in self.slots:
+            if slot.state is SlotState.PREFILL and slot.wait is None and slot.request is not None:
+                n = min(common_prefix(slot.request.prompt, prompt), limit)
+                if n > best.n:
+                    best = _Source(n, slot=slot, future=True)
+        return best
+
+    def _place(self, request: Request, idle: list[Slot], plan: StepPlan, now: int) -> None:
+        prompt = request.prompt
+        limit = len(prompt) - 1
+        own = {s.seq_id: min(common_prefix(s.cached, prompt), limit) for s in idle}
+        if not self.share:  # only a sequence's whole KV can be kept: continue it, or start over
+            own = {s.seq_id: n if n == len(s.cached) else 0 for s, n in zip(idle, own.values(), strict=True)}
+        # The free slot whose own KV goes furthest; the lowest id breaks ties (dense ids).
+        dst = max(idle, key=lambda s: (own[s.seq_id], -s.seq_id))
+        kept = own[dst.seq_id]
+        dests = frozenset(s.seq_id for s in plan.admitted) | {dst.seq_id}
+        source = self._best_now(prompt, exclude=dests)
+        future = self._best_future(prompt)
+        if future.n >= max(kept, source.n) + BLOCK:
+            source = future
+        if source.n < kept + MIN_SHARE:
+            source = _Source()
+        self._save_before_reuse(dst, kept, plan)
+        dst.assign(request, kept, now)
+        self._by_request[request.id] = dst
+        plan.admitted.append(dst)
+        self.stats.prompt_tokens += len(prompt)
+        if source.slot is not None and not source.future:
+            self._copy(source.slot, dst, source.n, plan)
+        elif source.entry is not None:
+            plan.restores.append((dst.seq_id, source.entry))
+            plan.trims.append((dst.seq_id, source.n))
+            dst.take_prefix(source.n, "restored")
+            assert self.cache is not None
+            self.cache.touch(source.entry, source.n)
+        else:
+            # Always trim: cheap, and a failed decode may have left KV that ``cached`` forgot.
+            plan.trims.append((dst.seq_id, kept))
+            if source.future:
+                assert source.slot is not None and source.slot.request is not None
+                dst.wait = (source.slot, source.slot.request.id, source.n)
+        self._count(dst, +1)
+
+    def _copy(self, src: Slot, dst: Slot, n: int, plan: StepPlan) -> None:
+        plan.copies.append((src.seq_id, dst.seq_id))
+        plan.trims.append((dst.seq_id, n))
+        dst.take_prefix(n, "copied")
+
+    def _save_before_reuse(self, dst: Slot, kept: int, plan: StepPlan) -> None:
+        """Keep in the host cache what ``dst`` holds beyond ``kept``, unless it is held elsewhere."""
+        if self.cache is None or len(dst.cached) - kept < BLOCK:
+            return
+        tokens = tuple(dst.cached)
+        for other in self.slots:
+            if (
+                other is not dst
+                and len(other.cached) >= len(tokens)
+                and common_prefix(other.cached, tokens) == len(tokens)
+            ):
+                return
+        if not self.cache.covers(tokens):
+            plan.saves.append((dst.seq_id, tokens))
+
+    def _resolve_waits(self, plan: StepPlan) -> None:
+        """Slots waiting for another to compute their prefix copy it once it is there."""
+        for slot in self.slots:
+            if slot.wait is None or slot.request is None:
+                continue
+            src, request_id, want = slot.wait
+            limit = len(slot.request.prompt) - 1
+            have = min(common_prefix(src.cached, slot.request.prompt), limit)
+            still_coming = src.request is not None and src.request.id == request_id and src.state is SlotState.PREFILL
+            if have < want and still_coming:
+                continue
+            slot.wait = None
+            if have >= slot.n_past + MIN_SHARE:
+                self._count(slot, -1)
+                self._copy(src, slot, have, plan)
+                self._count(slot, +1)
+
+    # -- phase 2: the batch -------------------------------------------------------------
+
+    def plan(self) -> StepPlan:
+        """Lay out the step's batch (after ``admit`` and its KV operations)."""
+        plan = self._pending if self._pending is not None else StepPlan()
+        self._pending = None
         generating = [
             s
             for s in self.slots
             if s.state is SlotState.GENERATING and not self._paused(s.request.id)  # type: ignore[union-attr]
         ]
-        for slot in generating:
-            plan.add(slot, (slot.last_token,), output=True)
-        budget = self.n_batch - len(plan)
+        budget = self.n_batch - len(generating)
+        if generating and self.max_prefill is not None:
+            budget = min(budget, self.max_prefill)
         prefilling = sorted(
-            (s for s in self.slots if s.state is SlotState.PREFILL),
+            (s for s in self.slots if s.state is SlotState.PREFILL and s.wait is None),
             key=lambda s: s.request.arrival_ns,  # type: ignore[union-attr]
         )
+        chunks: dict[int, list[int]] = {}
         for slot in prefilling:
             if budget <= 0:
                 break
-            chunk = slot.prompt_chunk(budget)
-            done = slot.n_past + len(chunk) == len(slot.request.prompt)  # type: ignore[union-attr]
-            plan.add(slot, chunk, output=done)
-            plan.prefills.append((slot, len(chunk)))
-            budget -= len(chunk)
+            chunks[slot.seq_id] = slot.prompt_chunk(budget)
+            budget -= len(chunks[slot.seq_id])
+        # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of
+        # consecutive ids, and any other order costs extra passes over the weights.
+        for slot in self.slots:
+            if slot in generating:
+                plan.add(slot, (slot.last_token,), output=True)
+            elif slot.seq_id in chunks:
+                chunk = chunks[slot.seq_id]
+                done = slot.n_past + len(chunk) == len(slot.request.prompt)  # type: ignore[union-attr]
+                plan.add(slot, chunk, output=done)
+                plan.prefills.append((slot, len(chunk)))
         return plan
+
+    def schedule(self) -> StepPlan:
+        """Both phases at once, for callers with no KV operations to perform in between."""
+        self.admit()
+        return self.plan()
 
     def update(self, plan: StepPlan, sampled: Sequence[int]) -> list[Event]:
         """Apply a decoded step: ``sampled[i]`` is the token drawn for ``plan.outputs[i]``."""

@@ -76,6 +76,11 @@ class Slot:
         self._prompt_cached = 0
         self._t_admit = 0
         self._t_first = 0
+        # While set, the prompt's start is being computed in another slot (source slot, the
+        # request computing it, how many tokens to take): this slot waits to copy them.
+        self.wait: tuple[Slot, int, int] | None = None
+        # Where the KV of the prompt's first ``prompt_cached`` tokens came from.
+        self.prefix_source = "own"
 
     @property
     def busy(self) -> bool:
@@ -95,6 +100,23 @@ class Slot:
         self._utf8.reset()
         self._stops = StopMatcher(request.stop)
         self._t_admit = now_ns
+        self.wait = None
+        self.prefix_source = "own"
+
+    def take_prefix(self, n: int, source: str) -> None:
+        """The first ``n`` prompt tokens' KV arrived from ``source`` ("copied", "restored")."""
+        assert self.request is not None and self.state is SlotState.PREFILL and n < len(self.request.prompt)
+        self.cached = list(self.request.prompt[:n])
+        self.n_past = n
+        self._prompt_cached = n
+        self.prefix_source = source
+
+    def lose_prefix(self) -> None:
+        """The KV this slot counted on is gone: compute the prompt from its start."""
+        assert self.state is SlotState.PREFILL
+        self.cached = []
+        self.n_past = 0
+        self._prompt_cached = 0
 
     def prompt_chunk(self, budget: int) -> list[int]:
         assert self.request is not None
@@ -155,7 +177,12 @@ class Slot:
         )
         self.state = SlotState.IDLE
         self.request = None
+        self.wait = None
         return Event(request.id, text, (token,) if token is not None else (), reason, stats)
+
+    @property
+    def prompt_cached(self) -> int:
+        return self._prompt_cached
 
 
 def now_ns() -> int:

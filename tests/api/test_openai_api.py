@@ -103,3 +103,19 @@ def test_chat_completion_logprobs(client: TestClient) -> None:
     content = out["choices"][0]["logprobs"]["content"]
     assert len(content) == 6 and all(len(c["top_logprobs"]) == 2 for c in content)
     assert client.post("/v1/chat/completions", json=body).json()["choices"][0]["logprobs"] is None
+
+
+def test_usage_counts_the_prompt_tokens_whose_kv_was_reused(client: TestClient) -> None:
+    system = "You are a terse assistant who answers about the sea, the sky and the weather. " * 4
+    body = {"model": MODEL, "max_tokens": 2, "temperature": 0}
+    first = client.post(
+        "/v1/chat/completions",
+        json=body | {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Hi"}]},
+    ).json()["usage"]
+    assert first["prompt_tokens_details"]["cached_tokens"] == 0
+    second = client.post(
+        "/v1/chat/completions",
+        json=body | {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "Bye"}]},
+    ).json()["usage"]
+    # The system prompt's KV was there already: only the new turn was computed.
+    assert 40 < second["prompt_tokens_details"]["cached_tokens"] < second["prompt_tokens"]

@@ -67,7 +67,12 @@ def test_chat_completion_and_its_stream_agree(client: openai.OpenAI) -> None:
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == choice.message.content
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
-    assert chunks[-1].choices == [] and chunks[-1].usage == whole.usage
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens) == (whole.usage.prompt_tokens, N)
+    # The same prompt again: all but its last token were cached.
+    assert usage.prompt_tokens_details is not None
+    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 1
     assert all(c.usage is None for c in chunks[:-1])
 
 
@@ -170,7 +175,12 @@ def test_completions_and_stream(client: openai.OpenAI, native: ollama.Client) ->
         )
     )
     assert "".join(c.choices[0].text for c in chunks if c.choices) == choice.text
-    assert chunks[-1].choices == [] and chunks[-1].usage == whole.usage
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens) == (whole.usage.prompt_tokens, N)
+    # The same prompt again: all but its last token were cached.
+    assert usage.prompt_tokens_details is not None
+    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 1
 
 
 def test_embeddings_float_default_and_base64(client: openai.OpenAI, native: ollama.Client) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.scheduler import Scheduler, StepPlan
 from cllm_ollama.engine.slot import Slot, SlotState, StopMatcher
@@ -213,3 +214,110 @@ def test_stop_matcher(chunks: list[str], stops: tuple[str, ...], expected: str, 
     if not stopped:
         out += m.flush()
     assert (out, stopped) == (expected, hit)
+
+
+# -- prefix sharing ---------------------------------------------------------------------
+
+SHARED = list(range(1, 41))  # 40 tokens: more than MIN_SHARE, over a block
+
+
+def test_a_prefix_held_by_a_generating_slot_is_copied_not_recomputed() -> None:
+    s = make(n_slots=2, n_ctx=128, n_batch=64)
+    s.add(req([*SHARED, 7], num_predict=50))
+    step(s)  # slot 0: whole prompt, first token
+    s.add(req([*SHARED, 8, 9], num_predict=1))
+    plan, _ = step(s)
+    assert plan.copies == [(0, 1)] and (1, 40) in plan.trims
+    # Only the new tokens of slot 1 are evaluated, after slot 0's decode row.
+    assert plan.seq_ids == [0, 1, 1] and plan.positions[1:] == [40, 41]
+    assert s.stats.copied == 40
+
+
+def test_requests_arriving_together_wait_for_the_first_to_compute_the_shared_start() -> None:
+    s = make(n_slots=3, n_ctx=128, n_batch=16)
+    for tail in (7, 8, 9):
+        s.add(req([*SHARED, tail], num_predict=1))
+    plan, _ = step(s)
+    # Only slot 0 computes; the others wait for it (no duplicate prefill in the batch).
+    assert set(plan.seq_ids) == {0} and [slot.wait is not None for slot in s.slots] == [False, True, True]
+    while s.slots[1].wait is not None:
+        plan, _ = step(s)
+    # The step after the prefix exists: both copy it and evaluate only their last token.
+    assert plan.copies == [(0, 1), (0, 2)]
+    assert [t for t, sid in zip(plan.tokens, plan.seq_ids, strict=True) if sid in (1, 2)] == [8, 9]
+    run_to_end(s)
+    assert s.stats.copied == 80 and s.stats.prompt_tokens == 3 * 41
+
+
+def test_a_slot_reused_for_another_conversation_is_saved_then_restored() -> None:
+    cache = PromptCache(limit_bytes=1000)
+    s = make(n_slots=1, n_ctx=128, n_batch=64, cache=cache)
+    first = [*SHARED, 5]
+    s.add(req(first, num_predict=1))
+    run_to_end(s)
+    s.add(req([30, 31, 32], num_predict=1))
+    plan, _ = step(s)
+    assert plan.saves == [(0, tuple(first))]
+    cache.add(plan.saves[0][1], "state", 100)  # what the runner does with the sequence's state
+    run_to_end(s)
+    s.add(req([*first, 6, 7], num_predict=1))
+    plan, _ = step(s)
+    assert [(seq, entry.payload) for seq, entry in plan.restores] == [(0, "state")] and (0, 41) in plan.trims
+    assert plan.tokens == [6, 7] and s.stats.restored == 41
+    assert len(cache) == 1  # kept after the restore
+
+
+def test_a_failed_kv_operation_costs_only_its_request_a_recomputed_prompt() -> None:
+    s = make(n_slots=2, n_ctx=128, n_batch=64)
+    s.add(req([*SHARED, 7], num_predict=50))
+    step(s)
+    s.add(req([*SHARED, 8], num_predict=1))
+    plan = s.admit()
+    assert plan.copies == [(0, 1)]
+    s.lost_prefix(1)
+    plan = s.plan()
+    assert plan.seq_ids == [0] + [1] * 41 and s.stats.copied == 0
+
+
+def test_admission_prefers_a_cached_prompt_but_passes_nobody_over_forever() -> None:
+    s = make(n_slots=1, n_ctx=128, n_batch=64)
+    s.add(req([*SHARED, 5], num_predict=1))
+    run_to_end(s)
+    cold = req([50, 51, 52], num_predict=1)
+    s.add(cold)
+    hot = [req([*SHARED, 6 + i], num_predict=1) for i in range(6)]
+    for r in hot:
+        s.add(r)
+    order: list[int] = []
+    while s.has_work():
+        _plan, events = step(s)
+        order += [e.request_id for e in events if e.finish]
+    from cllm_ollama.engine.scheduler import MAX_PASSED_OVER
+
+    assert order.index(cold.id) == MAX_PASSED_OVER
+
+
+def test_prefill_is_capped_while_others_generate_and_rows_follow_sequence_ids() -> None:
+    s = make(n_slots=3, n_ctx=256, n_batch=64, max_prefill=8)
+    s.add(req([1], num_predict=20))
+    s.add(req([2], num_predict=20))
+    step(s)
+    s.add(req(list(range(1, 30)), num_predict=1))
+    plan, _ = step(s)
+    assert plan.seq_ids == [0, 1] + [2] * 8
+    # With nothing generating, only n_batch caps a prompt.
+    s2 = make(n_slots=1, n_ctx=256, n_batch=64, max_prefill=8)
+    s2.add(req(list(range(1, 30)), num_predict=1))
+    plan, _ = step(s2)
+    assert len(plan) == 29
+
+
+def test_rows_are_ordered_by_sequence_id_when_a_lower_slot_prefills() -> None:
+    s = make(n_slots=3, n_ctx=64, n_batch=32)
+    for p in ([1], [2], [3]):
+        s.add(req(p, num_predict=30))
+    step(s)
+    s.abort([s.slots[0].request.id])  # type: ignore[union-attr]
+    s.add(req([4, 5, 6], num_predict=1))
+    plan, _ = step(s)
+    assert plan.seq_ids == [0, 0, 0, 1, 2]

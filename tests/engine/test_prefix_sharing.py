@@ -1,0 +1,137 @@
+"""Oracle tests: a prompt whose start was copied from another slot, restored from the host cache
+or computed once for several requests gives exactly the greedy tokens of a cold computation."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+from pathlib import Path
+
+import llama_cpp
+import pytest
+
+from cllm_ollama.engine.binding import Model
+from cllm_ollama.engine.request import Event, Request, SamplingParams
+from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
+from cllm_ollama.testing.ggufs import write_qwen3
+
+pytestmark = pytest.mark.model
+
+GREEDY = SamplingParams(temperature=0)
+SYSTEM = (
+    "You are a careful assistant. Answer in short sentences, cite nothing, and say when you do "
+    "not know. The user works on a Python web server that speaks Ollama's API and batches "
+    "requests over llama.cpp; keep answers about that server precise."
+)
+QUESTIONS = ["What is a slot?", "Why batch requests?", "How is the KV cache shared?", "What does prefill cost?"]
+N = 16
+
+
+@pytest.fixture(scope="module")
+def gguf_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # F32 weights of scale 0.5: peaked logits and no quantised activations, so a KV computed in
+    # another batch layout gives the same argmax (Q8_0 flipped a near-tie in 1 of 4 prompts, with
+    # or without sharing). Endless: no end-of-generation token wins, every request runs N tokens.
+    return write_qwen3(tmp_path_factory.mktemp("m") / "oracle.gguf", endless=True)
+
+
+@pytest.fixture(scope="module")
+def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
+    llm = llama_cpp.Llama(str(gguf_path), n_ctx=512, n_threads=2, verbose=False, flash_attn=True)
+    yield llm
+    llm.close()
+
+
+def cold_tokens(llm: llama_cpp.Llama, prompt: tuple[int, ...], n: int = N) -> list[int]:
+    out: list[int] = []
+    for token in llm.generate(list(prompt), temp=0.0, top_k=1, reset=True):
+        out.append(token)
+        if len(out) == n:
+            return out
+    return out
+
+
+def make_runner(path: Path, n_slots: int, cache_mib: int = 64) -> Runner:
+    config = RunnerConfig(n_slots=n_slots, n_ctx_slot=256, n_batch=64, n_threads=2, cache_bytes=cache_mib << 20)
+    return Runner(Model(path), config)
+
+
+def close(runner: Runner) -> None:
+    runner.close()
+    runner.model.close()
+
+
+def submit(runner: Runner, request: Request) -> Sink:
+    sink = Sink(queue.SimpleQueue())
+    runner.submit(request, None, sink)
+    return sink
+
+
+def drain(sink: Sink) -> list[Event]:
+    events: list[Event] = []
+    while not events or events[-1].finish is None:
+        events.append(sink.queue.get(timeout=60))  # type: ignore[attr-defined]
+        sink.consumed += 1
+    return events
+
+
+def tokens_of(events: list[Event]) -> list[int]:
+    return [t for e in events for t in e.tokens]
+
+
+def prompts(model: Model) -> list[tuple[int, ...]]:
+    return [tuple(model.tokenize(f"{SYSTEM}\nQ: {q}\nA:")) for q in QUESTIONS]
+
+
+def test_a_prefix_copied_from_a_generating_slot_gives_the_cold_tokens(gguf_path: Path, cold: llama_cpp.Llama) -> None:
+    runner = make_runner(gguf_path, n_slots=2)
+    try:
+        first, second = prompts(runner.model)[:2]
+        running = submit(runner, Request(first, GREEDY, num_predict=60))
+        running.queue.get(timeout=60)  # type: ignore[attr-defined]  # generating now
+        running.consumed += 1
+        events = drain(submit(runner, Request(second, GREEDY, num_predict=N)))
+        drain(running)
+        assert tokens_of(events) == cold_tokens(cold, second)
+        stats = events[-1].stats
+        assert stats is not None and stats.prompt_cached >= 32
+        assert runner.scheduler.stats.copied == stats.prompt_cached
+    finally:
+        close(runner)
+
+
+def test_requests_arriving_together_compute_their_shared_start_once(gguf_path: Path, cold: llama_cpp.Llama) -> None:
+    runner = make_runner(gguf_path, n_slots=4)
+    try:
+        all_prompts = prompts(runner.model)
+        sinks = [submit(runner, Request(p, GREEDY, num_predict=N)) for p in all_prompts]
+        results = [drain(s) for s in sinks]
+        for prompt, events in zip(all_prompts, results, strict=True):
+            assert tokens_of(events) == cold_tokens(cold, prompt)
+        # Three of the four took the shared start from the first instead of computing it.
+        shared = len(runner.model.tokenize(SYSTEM + "\nQ:")) - 1
+        assert runner.scheduler.stats.copied >= 3 * (shared - 8)
+        assert len({tuple(tokens_of(r)) for r in results}) == len(all_prompts)  # not degenerate
+    finally:
+        close(runner)
+
+
+def test_a_conversation_restored_from_the_host_cache_gives_the_cold_tokens(
+    gguf_path: Path, cold: llama_cpp.Llama
+) -> None:
+    runner = make_runner(gguf_path, n_slots=1)
+    try:
+        model = runner.model
+        first, other = prompts(model)[0], tuple(model.tokenize("An unrelated conversation, long enough " * 6))
+        answer = tokens_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
+        drain(submit(runner, Request(other, GREEDY, num_predict=4)))  # takes the only slot: saves the first
+        assert runner.cache is not None and len(runner.cache) == 1
+        follow_up = first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
+        events = drain(submit(runner, Request(follow_up, GREEDY, num_predict=N)))
+        assert tokens_of(events) == cold_tokens(cold, follow_up)
+        assert runner.scheduler.stats.restored >= len(first)
+        # The entry stays after a restore: the other conversation can come back too.
+        drain(submit(runner, Request((*other, 11), GREEDY, num_predict=4)))
+        assert len(runner.cache) == 2
+    finally:
+        close(runner)
