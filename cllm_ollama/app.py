@@ -1,4 +1,4 @@
-"""Builds the ASGI application: routes, the error boundary, CORS, and the model pool's lifetime."""
+"""Builds the ASGI application: routes, the error boundary, CORS, body limits, and the model pool's lifetime."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from starlette.middleware import Middleware
 from .api.cors import cors_middleware
 from .api.errors import EXCEPTION_HANDLERS
 from .api.hosts import LocalHostsOnly, is_loopback
+from .api.limits import BodyLimit
 from .api.routes import ROUTES
 from .config import Settings
 from .engine.pool import ModelPool
@@ -39,7 +40,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app = Starlette(
         routes=ROUTES,
         middleware=[cors_middleware(settings.origins)]
-        + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else []),
+        + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else [])
+        + [Middleware(BodyLimit, max_size=settings.max_body_size)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,
     )
