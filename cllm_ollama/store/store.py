@@ -2,7 +2,8 @@
 
 ``ModelStore`` is the only writer of ``<root>/manifests`` and ``<root>/blobs``; it resolves names
 case-insensitively, reads a model's small layers into a ``ModelRecord``, and garbage-collects
-blobs that no manifest references any more.
+blobs that no manifest references any more. It never reads or writes through a link that leads
+out of the store (the root itself may be a link).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..errors import InvalidRequest, NotFound
+from ..errors import CllmError, InvalidRequest, NotFound
 from . import manifests as mt
 from .blobs import BlobWriter, atomic_write_bytes, fsync_dir, parse_digest, write_blob
 from .gguf_info import gguf_info
@@ -27,6 +29,15 @@ from .manifests import Layer, Manifest, ManifestError, manifest_path
 from .names import ModelName, parse_name
 
 log = logging.getLogger("cllm.store")
+
+_DIGEST_IN_TEXT = re.compile(rb"sha256[:-]([0-9a-fA-F]{64})")
+
+
+class OutsideStore(CllmError):
+    """A path in the store that a link leads out of it: never read, written or pruned through."""
+
+    def __init__(self, relative: Path) -> None:
+        super().__init__(f"{relative} leads out of the model store: refusing to follow the link")
 
 
 @dataclass(frozen=True)
@@ -76,26 +87,27 @@ class ModelStore:
         return self.blobs_dir / f"sha256-{parse_digest(digest)}"
 
     def has_blob(self, digest: str) -> bool:
-        return self.blob_path(digest).is_file()
+        path = self.blob_path(digest)
+        return path.is_file() and self._inside(path)
 
     def blob_writer(self) -> BlobWriter:
-        return BlobWriter(self.blobs_dir)
+        return BlobWriter(self._writable(self.blobs_dir / "upload").parent)
 
     def write_blob_from(self, source: BinaryIO | Iterable[bytes], expected_digest: str | None = None) -> str:
         """Stream into the store, verifying ``expected_digest`` if given; returns ``sha256:<hex>``."""
-        return write_blob(self.blobs_dir, source, expected_digest)
+        return write_blob(self._writable(self.blobs_dir / "upload").parent, source, expected_digest)
 
     def add_layer(self, data: bytes, media_type: str) -> tuple[Layer, bool]:
         """Store a small layer; also says whether the blob was already there."""
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         existed = self.has_blob(digest)
         if not existed:
-            atomic_write_bytes(self.blob_path(digest), data)
+            atomic_write_bytes(self._writable(self.blob_path(digest)), data)
         return Layer(media_type, digest, len(data)), existed
 
     def adopt_blob(self, path: Path, digest: str) -> None:
         """Move a verified file (same filesystem) into place as the blob ``digest``."""
-        target = self.blob_path(digest)
+        target = self._writable(self.blob_path(digest))
         with open(path, "rb") as f:
             os.fsync(f.fileno())
         os.chmod(path, 0o644)
@@ -103,16 +115,22 @@ class ModelStore:
         fsync_dir(target.parent)
 
     def partial_path(self, digest: str) -> Path:
-        """Where a resumable download of ``digest`` accumulates (hidden, beside the blobs)."""
-        return self.blobs_dir / f".partial-sha256-{parse_digest(digest)}"
+        """Where a resumable download of ``digest`` accumulates (hidden, beside the blobs).
+
+        Appended to in place, so neither it nor its ``.lock`` sibling may be a link out.
+        """
+        path = self._readable(self.blobs_dir / f".partial-sha256-{parse_digest(digest)}")
+        self._readable(path.with_name(path.name + ".lock"))
+        return path
 
     # -- names and manifests -------------------------------------------------------------
 
     def _names_on_disk(self) -> Iterator[ModelName]:
+        """Every name with a manifest file, readable or not (a broken one must stay deletable)."""
         if not self.manifests_dir.is_dir():
             return
         for path in sorted(self.manifests_dir.glob("*/*/*/*")):
-            if not path.is_file():
+            if not self._manifest_exists(path):
                 continue
             host, namespace, model, tag = path.relative_to(self.manifests_dir).parts
             try:
@@ -125,7 +143,7 @@ class ModelStore:
     def resolve(self, name: str | ModelName) -> ModelName | None:
         """The stored spelling of ``name`` (matching ignores case), or None."""
         wanted = parse_name(name) if isinstance(name, str) else name
-        if manifest_path(self.manifests_dir, wanted).is_file():
+        if self._manifest_exists(manifest_path(self.manifests_dir, wanted)):
             return wanted
         return next((n for n in self._names_on_disk() if n.matches(wanted)), None)
 
@@ -146,7 +164,7 @@ class ModelStore:
         for name in self._names_on_disk():
             try:
                 records.append(self._record(name))
-            except (OSError, ManifestError, ValueError) as exc:
+            except (OSError, ManifestError, ValueError, OutsideStore) as exc:
                 log.warning("skipping %s: %s", name, exc)
         records.sort(key=lambda r: r.modified_at, reverse=True)
         return records
@@ -163,38 +181,78 @@ class ModelStore:
             missing = [layer.digest for layer in manifest.all_layers if not self.has_blob(layer.digest)]
             if missing:
                 raise NotFound(f"blob {missing[0]} not found")
+            path = self._writable(manifest_path(self.manifests_dir, wanted))
             existing = self.resolve(wanted)
             if existing is not None and existing.parts != wanted.parts:
                 self._remove_manifest(existing)
-            atomic_write_bytes(manifest_path(self.manifests_dir, wanted), manifest.to_bytes())
+            atomic_write_bytes(path, manifest.to_bytes())
         return self._record(wanted)
 
     def copy(self, src: str | ModelName, dst: str | ModelName) -> ModelRecord:
         record = self.get(src)
         target = parse_name(dst) if isinstance(dst, str) else dst
         with self._lock:
+            path = self._writable(manifest_path(self.manifests_dir, target))
             existing = self.resolve(target)
             if existing is not None and existing.parts != target.parts:
                 self._remove_manifest(existing)
-            atomic_write_bytes(manifest_path(self.manifests_dir, target), record.manifest.to_bytes())
+            atomic_write_bytes(path, record.manifest.to_bytes())
         return self._record(target)
 
-    def delete(self, name: str | ModelName) -> None:
-        """Remove the manifest, then every blob it used that no other manifest uses."""
-        record = self.get(name)
+    def delete(self, name: str | ModelName) -> Path | None:
+        """Remove the manifest, then every blob it used that no other manifest uses.
+
+        A manifest that cannot be read is removed all the same; the blobs it used stay, since
+        nothing says which they were. Returns the model file removed from disk, if one was.
+        """
+        wanted = parse_name(name) if isinstance(name, str) else name
         with self._lock:
-            self._remove_manifest(record.name)
-            still_used = self._referenced_digests()
-            if still_used is None:
-                return
-            for layer in record.manifest.all_layers:
-                if layer.digest not in still_used:
-                    self.blob_path(layer.digest).unlink(missing_ok=True)
+            found = self.resolve(wanted)
+            if found is None:
+                raise NotFound(f"model '{wanted.display_shortest()}' not found")
+            manifest: Manifest | None = None
+            try:
+                manifest = Manifest.from_bytes(self._readable(manifest_path(self.manifests_dir, found)).read_bytes())
+            except (OSError, ManifestError, OutsideStore) as exc:
+                log.warning("removing unreadable manifest %s: %s", found, exc)
+            self._remove_manifest(found)
+            still_used = self._referenced_digests() if manifest is not None else None
+            if manifest is None or still_used is None:
+                return None
+            removed = None
+            for layer in manifest.all_layers:
+                if f"sha256:{layer.hex.lower()}" not in still_used:
+                    path = self._writable(self.blob_path(layer.digest))
+                    path.unlink(missing_ok=True)
+                    if layer.media_type == mt.MODEL:
+                        removed = path
+            return removed
 
     # -- internals -----------------------------------------------------------------------
 
+    def _inside(self, path: Path) -> bool:
+        """Whether ``path``, with every link on the way followed, stays in the store."""
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(self.root))
+
+    def _readable(self, path: Path) -> Path:
+        """``path`` if it (a file read or appended to in place) resolves inside the store."""
+        if not self._inside(path):
+            raise OutsideStore(path.relative_to(self.root))
+        return path
+
+    def _writable(self, path: Path) -> Path:
+        """``path`` if its directory resolves inside the store; the file itself is only ever
+        replaced or unlinked, which does not follow a link."""
+        if not self._inside(path.parent):
+            raise OutsideStore(path.parent.relative_to(self.root))
+        return path
+
+    def _manifest_exists(self, path: Path) -> bool:
+        # A link counts even when it dangles or leads out: reading it fails, deleting it works.
+        return (path.is_file() or path.is_symlink()) and self._inside(path.parent)
+
     def _remove_manifest(self, name: ModelName) -> None:
-        path = manifest_path(self.manifests_dir, name)
+        path = self._writable(manifest_path(self.manifests_dir, name))
         path.unlink(missing_ok=True)
         # Drop emptied <model>, <namespace>, <host> directories, as Ollama does.
         for parent in (path.parent, path.parent.parent, path.parent.parent.parent):
@@ -204,28 +262,38 @@ class ModelStore:
                 break
 
     def _referenced_digests(self) -> set[str] | None:
-        """Digests some manifest uses; None if a manifest is unreadable (it may own any blob)."""
+        """``sha256:<hex>`` of every blob some manifest names; None if a manifest cannot be read.
+
+        Digests are found by pattern rather than by schema, so a manifest laid out in a way we
+        do not parse (a newer Ollama's) still protects its blobs; one that is not even JSON
+        (truncated) may own any blob.
+        """
         used: set[str] = set()
         for name in self._names_on_disk():
             try:
-                manifest = Manifest.from_bytes(manifest_path(self.manifests_dir, name).read_bytes())
-            except (OSError, ManifestError) as exc:
+                raw = self._readable(manifest_path(self.manifests_dir, name)).read_bytes()
+                orjson.loads(raw)
+            except (OSError, OutsideStore, orjson.JSONDecodeError) as exc:
                 log.warning("not collecting blobs: cannot read %s: %s", name, exc)
                 return None
-            used.update(layer.digest for layer in manifest.all_layers)
+            used.update(f"sha256:{hex_.decode().lower()}" for hex_ in _DIGEST_IN_TEXT.findall(raw))
         return used
 
+    def _blob_file(self, layer: Layer) -> Path:
+        return self._readable(self.blob_path(layer.digest))
+
     def _read_text(self, layer: Layer) -> str:
-        return self.blob_path(layer.digest).read_text(encoding="utf-8")
+        return self._blob_file(layer).read_text(encoding="utf-8")
 
     def _record(self, name: ModelName) -> ModelRecord:
-        path = manifest_path(self.manifests_dir, name)
+        path = self._readable(manifest_path(self.manifests_dir, name))
         raw = path.read_bytes()
         manifest = Manifest.from_bytes(raw)
         modified = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC).astimezone()
         config: dict[str, Any] = {}
-        if self.has_blob(manifest.config.digest):
-            loaded = orjson.loads(self.blob_path(manifest.config.digest).read_bytes())
+        config_path = self._blob_file(manifest.config)
+        if config_path.is_file():
+            loaded = orjson.loads(config_path.read_bytes())
             config = loaded if isinstance(loaded, dict) else {}
         fields: dict[str, Any] = {"license": [], "messages": [], "params": {}}
         model_path = None
@@ -233,11 +301,11 @@ class ModelStore:
         adapters: list[Path] = []
         for layer in manifest.layers:
             if layer.media_type == mt.MODEL:
-                model_path = self.blob_path(layer.digest)
+                model_path = self._blob_file(layer)
             elif layer.media_type == mt.PROJECTOR:
-                projectors.append(self.blob_path(layer.digest))
+                projectors.append(self._blob_file(layer))
             elif layer.media_type == mt.ADAPTER:
-                adapters.append(self.blob_path(layer.digest))
+                adapters.append(self._blob_file(layer))
             elif layer.media_type == mt.TEMPLATE:
                 fields["template"] = self._read_text(layer)
             elif layer.media_type == mt.SYSTEM:
@@ -245,9 +313,9 @@ class ModelStore:
             elif layer.media_type == mt.LICENSE:
                 fields["license"].append(self._read_text(layer))
             elif layer.media_type == mt.PARAMS:
-                fields["params"] = orjson.loads(self.blob_path(layer.digest).read_bytes()) or {}
+                fields["params"] = orjson.loads(self._blob_file(layer).read_bytes()) or {}
             elif layer.media_type == mt.MESSAGES:
-                fields["messages"] = orjson.loads(self.blob_path(layer.digest).read_bytes()) or []
+                fields["messages"] = orjson.loads(self._blob_file(layer).read_bytes()) or []
         return ModelRecord(
             name=name,
             digest=hashlib.sha256(raw).hexdigest(),

@@ -1,0 +1,163 @@
+"""Store safety: no reads or writes through links out of the store, broken manifests stay deletable."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.errors import NotFound
+from cllm_ollama.store import manifests as mt
+from cllm_ollama.store.create import import_gguf
+from cllm_ollama.store.store import ModelStore, OutsideStore
+
+LIBRARY = "manifests/registry.ollama.ai/library"
+
+
+def files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def blob_name(data: bytes) -> str:
+    return "sha256-" + hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    path = tmp_path / "outside"
+    path.mkdir()
+    (path / "secret").write_bytes(b"keep me")
+    return path
+
+
+@pytest.fixture
+def store(model_store: ModelStore, tiny_gguf: Path) -> ModelStore:
+    import_gguf(model_store, "tiny", tiny_gguf)
+    return model_store
+
+
+# -- links out of the store ----------------------------------------------------------------------
+
+
+def test_manifest_writes_do_not_follow_a_directory_link_out(store: ModelStore, outside: Path) -> None:
+    (store.root / LIBRARY / "evil").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OutsideStore, match=r"^manifests/registry.ollama.ai/library/evil leads out of the model store"):
+        store.copy("tiny", "evil:latest")
+    record = store.get("tiny")
+    with pytest.raises(OutsideStore):
+        store.write_manifest("evil:v2", record.config, list(record.manifest.layers))
+    with pytest.raises(NotFound):  # names behind the link are not the store's: outside/secret stays
+        store.delete("evil:secret")
+    assert files(outside) == {"secret"}
+    assert [r.short_name for r in store.list_models()] == ["tiny:latest"]
+
+
+def test_blob_writes_do_not_follow_a_blobs_dir_link_out(model_store: ModelStore, outside: Path) -> None:
+    model_store.root.mkdir()
+    (model_store.root / "blobs").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OutsideStore, match=r"^blobs leads out"):
+        model_store.write_blob_from([b"data"])
+    with pytest.raises(OutsideStore):
+        model_store.add_layer(b"a system prompt", mt.SYSTEM)
+    with pytest.raises(OutsideStore):
+        model_store.blob_writer()
+
+
+def test_a_manifest_link_out_is_not_read_but_can_be_deleted(store: ModelStore, outside: Path) -> None:
+    real = store.root / LIBRARY / "tiny/latest"
+    (outside / "manifest").write_bytes(real.read_bytes())
+    link = store.root / LIBRARY / "tiny/linked"
+    link.symlink_to(outside / "manifest")
+    with pytest.raises(OutsideStore, match=r"^manifests/registry.ollama.ai/library/tiny/linked leads out"):
+        store.get("tiny:linked")
+    assert [r.short_name for r in store.list_models()] == ["tiny:latest"]
+    blobs = files(store.blobs_dir)
+    store.delete("tiny:linked")
+    assert not link.is_symlink() and (outside / "manifest").is_file()
+    assert files(store.blobs_dir) == blobs
+
+
+def test_a_blob_link_out_is_not_read_and_an_upload_replaces_it(model_store: ModelStore, outside: Path) -> None:
+    data = b"the real blob"
+    model_store.blobs_dir.mkdir(parents=True)
+    link = model_store.blobs_dir / blob_name(data)
+    link.symlink_to(outside / "secret")
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    assert not model_store.has_blob(digest)
+    assert model_store.write_blob_from([data], digest) == digest
+    assert not link.is_symlink() and link.read_bytes() == data
+    assert (outside / "secret").read_bytes() == b"keep me"
+
+
+def test_a_partial_download_link_out_is_refused(model_store: ModelStore, outside: Path) -> None:
+    digest = "sha256:" + "1" * 64
+    model_store.blobs_dir.mkdir(parents=True)
+    (model_store.blobs_dir / f".partial-sha256-{'1' * 64}").symlink_to(outside / "secret")
+    with pytest.raises(OutsideStore, match=r"^blobs/.partial-sha256-1+ leads out"):
+        model_store.partial_path(digest)
+    (model_store.blobs_dir / f".partial-sha256-{'1' * 64}").unlink()
+    (model_store.blobs_dir / f".partial-sha256-{'1' * 64}.lock").symlink_to(outside / "lock")
+    with pytest.raises(OutsideStore):
+        model_store.partial_path(digest)
+    assert files(outside) == {"secret"}
+
+
+def test_api_copy_through_a_link_out_is_refused(store: ModelStore, outside: Path, store_settings: Settings) -> None:
+    (store.root / LIBRARY / "evil").symlink_to(outside, target_is_directory=True)
+    with TestClient(create_app(store_settings), base_url="http://localhost") as c:
+        r = c.post("/api/copy", json={"source": "tiny", "destination": "evil"})
+        assert r.status_code == 500
+        error = "manifests/registry.ollama.ai/library/evil leads out of the model store: refusing to follow the link"
+        assert r.json() == {"error": error}
+    assert files(outside) == {"secret"}
+
+
+# -- broken manifests ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("breakage", ["garbage", "truncated", "dangling link", "unreadable"])
+def test_a_broken_manifest_is_skipped_and_deletable_through_the_api(
+    store: ModelStore, tiny_gguf: Path, store_settings: Settings, breakage: str
+) -> None:
+    import_gguf(store, "broken", tiny_gguf, system="a system prompt only this model uses")
+    path = store.root / LIBRARY / "broken/latest"
+    if breakage == "garbage":
+        path.write_bytes(b"\x00not json")
+    elif breakage == "truncated":
+        path.write_bytes(path.read_bytes()[:50])
+    elif breakage == "dangling link":
+        path.unlink()
+        path.symlink_to(store.root / "nowhere")
+    else:
+        path.chmod(0)
+        if os.access(path, os.R_OK):
+            pytest.skip("running as root: permissions do not stop reads")
+    with TestClient(create_app(store_settings), base_url="http://localhost") as c:
+        r = c.get("/api/tags")
+        assert r.status_code == 200
+        assert [m["name"] for m in r.json()["models"]] == ["tiny:latest"]
+        assert c.request("DELETE", "/api/delete", json={"model": "broken"}).status_code == 200
+        assert not path.exists() and not path.is_symlink()
+        assert not (store.root / LIBRARY / "broken").exists()
+        r = c.request("DELETE", "/api/delete", json={"model": "broken"})
+        assert (r.status_code, r.json()) == (404, {"error": "model 'broken' not found"})
+        # With the broken manifest gone, deleting collects blobs again.
+        assert c.request("DELETE", "/api/delete", json={"model": "tiny"}).status_code == 200
+    assert store.list_models() == []
+    blobs = files(store.blobs_dir)
+    assert f"blobs/{blob_name(tiny_gguf.read_bytes())}" not in {f"blobs/{b}" for b in blobs}
+    assert blob_name(b"a system prompt only this model uses") in blobs  # nothing says it was the broken one's
+
+
+def test_a_manifest_in_a_newer_layout_still_protects_its_blobs(store: ModelStore) -> None:
+    gguf = store.get("tiny").manifest.layers[0]
+    path = store.root / LIBRARY / "future/latest"
+    path.parent.mkdir()
+    path.write_bytes(b'{"schemaVersion": 3, "parts": [{"blob": "%s"}]}' % gguf.digest.encode())
+    store.delete("tiny")
+    assert store.has_blob(gguf.digest)
