@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
 from .api.cors import cors_middleware
@@ -23,6 +24,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if not settings.noprune:
+            # As Ollama does, and only here: before the first request none of our pulls, uploads
+            # or creates is in flight (another process's recent files are spared by their age).
+            await run_in_threadpool(app.state.store.prune)
         app.state.pool = ModelPool(
             num_parallel=settings.num_parallel,
             context_length=settings.context_length,

@@ -99,6 +99,11 @@ def _env_keep_alive(text: str) -> float:
         return parse_keep_alive(text)
 
 
+def _go_bool(text: str) -> bool:
+    """Ollama's envconfig.Bool: Go's strconv.ParseBool, and any other non-empty value is true."""
+    return text not in ("0", "f", "F", "false", "FALSE", "False")
+
+
 def _env_body_size(text: str | None) -> int:
     if text is None:
         return DEFAULT_MAX_BODY_SIZE
@@ -178,6 +183,8 @@ class Settings:
     origins: tuple[str, ...] = ()
     # Bytes a request body may have (POST /api/blobs excepted); 0 or less: no limit.
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    # OLLAMA_NOPRUNE: keep unreferenced blobs and stale partial downloads at start.
+    noprune: bool = False
     # cllm's own: llama.cpp threads (0 = one per physical core) and batch size.
     num_thread: int = 0
     num_batch: int = 512
@@ -208,6 +215,7 @@ class Settings:
         keep_alive = get("KEEP_ALIVE")
         origins = get("ORIGINS")
         debug = get("DEBUG")
+        noprune = get("NOPRUNE")
         return cls(
             host=parse_host(get("HOST") or ""),
             models_dir=Path(models).expanduser() if models else _default_models_dir(),
@@ -221,4 +229,5 @@ class Settings:
             num_batch=get_int("NUM_BATCH", 512, minimum=1),
             debug=debug not in (None, "0", "false", "False"),
             max_body_size=_env_body_size(get("MAX_BODY_SIZE")),
+            noprune=noprune is not None and _go_bool(noprune),
         )

@@ -105,6 +105,8 @@ class BlobWriter:
             final = self._dir / f"sha256-{got}"
             if final.is_symlink() or not final.exists():
                 commit_file(self._tmp, final)  # a link is replaced, never written through
+            else:
+                os.utime(final)  # just used: a prune starting elsewhere spares it for a while
             return f"sha256:{got}"
         finally:
             self.abort()

@@ -8,11 +8,13 @@ out of the store (the root itself may be a link).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,11 +27,18 @@ from ..errors import CllmError, InvalidRequest, NotFound
 from . import manifests as mt
 from .blobs import BlobWriter, atomic_write_bytes, fsync_dir, parse_digest, write_blob
 from .gguf_info import gguf_info
+from .locking import is_locked, remove_unless_locked
 from .manifests import Layer, Manifest, ManifestError, manifest_path
 from .names import ModelName, parse_name
 
 log = logging.getLogger("cllm.store")
 
+# Ollama's layerPruneGracePeriod: a file this recent may belong to another process (a
+# ``cllm pull`` working on the store directly) that has not written its manifest yet.
+PRUNE_GRACE_S = 3600.0
+_BLOB_NAME = re.compile(r"sha256-([0-9a-f]{64})")
+# Ours (temp files, resumable downloads and their locks) and Ollama's partial downloads.
+_LEFTOVER_NAME = re.compile(r"\.(tmp|partial)-.+|sha256-[0-9a-f]{64}-partial(-\d+)?")
 _DIGEST_IN_TEXT = re.compile(rb"sha256[:-]([0-9a-fA-F]{64})")
 
 
@@ -90,6 +99,13 @@ class ModelStore:
         path = self.blob_path(digest)
         return path.is_file() and self._inside(path)
 
+    def touch_blob(self, digest: str) -> None:
+        """Mark an existing blob as just used, so a prune starting elsewhere spares it for a while."""
+        path = self.blob_path(digest)
+        if self._inside(path):
+            with contextlib.suppress(OSError):  # a read-only store: nothing of ours prunes it either
+                os.utime(path)
+
     def blob_writer(self) -> BlobWriter:
         return BlobWriter(self._writable(self.blobs_dir / "upload").parent)
 
@@ -101,7 +117,9 @@ class ModelStore:
         """Store a small layer; also says whether the blob was already there."""
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         existed = self.has_blob(digest)
-        if not existed:
+        if existed:
+            self.touch_blob(digest)
+        else:
             atomic_write_bytes(self._writable(self.blob_path(digest)), data)
         return Layer(media_type, digest, len(data)), existed
 
@@ -122,6 +140,58 @@ class ModelStore:
         path = self._readable(self.blobs_dir / f".partial-sha256-{parse_digest(digest)}")
         self._readable(path.with_name(path.name + ".lock"))
         return path
+
+    def discard_unused(self, digests: Iterable[str]) -> None:
+        """Remove those of ``digests`` no manifest references (what a failed create leaves)."""
+        with self._lock:
+            used = self._referenced_digests()
+            if used is None:
+                return
+            for digest in digests:
+                if f"sha256:{parse_digest(digest)}" not in used:
+                    self._writable(self.blob_path(digest)).unlink(missing_ok=True)
+
+    def prune(self, grace_s: float = PRUNE_GRACE_S) -> list[str]:
+        """Remove blobs no manifest references and leftover temp and partial files, as Ollama does at start.
+
+        Files modified in the last ``grace_s`` seconds are kept, and so is a partial download
+        whose lock is held. Nothing is removed while a manifest cannot be read: it may
+        reference any blob. Returns the names removed from ``blobs/``.
+        """
+        removed: list[str] = []
+        if not self.blobs_dir.is_dir():
+            return removed
+        cutoff = time.time() - grace_s
+        with self._lock:
+            if not self._inside(self.blobs_dir):
+                log.warning("not pruning: %s", OutsideStore(Path("blobs")))
+                return removed
+            used = self._referenced_digests()
+            if used is None:
+                log.warning("not pruning unused blobs while a manifest cannot be read")
+                return removed
+            for entry in sorted(os.scandir(self.blobs_dir), key=lambda e: e.name):
+                path = Path(entry.path)
+                if entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime > cutoff:
+                    continue
+                blob = _BLOB_NAME.fullmatch(entry.name)
+                if blob is not None:
+                    if f"sha256:{blob.group(1)}" in used:
+                        continue
+                elif not _LEFTOVER_NAME.fullmatch(entry.name):
+                    continue  # not ours: left alone
+                elif entry.name.endswith(".lock"):
+                    if remove_unless_locked(path):
+                        removed.append(entry.name)
+                    continue
+                elif is_locked(path.with_name(path.name + ".lock")):
+                    continue  # a download still running in another process
+                path.unlink(missing_ok=True)
+                removed.append(entry.name)
+            self._prune_manifest_dirs(cutoff)
+        if removed:
+            log.info("pruned %d unused blobs and leftover files", len(removed))
+        return removed
 
     # -- names and manifests -------------------------------------------------------------
 
@@ -202,8 +272,8 @@ class ModelStore:
     def delete(self, name: str | ModelName) -> Path | None:
         """Remove the manifest, then every blob it used that no other manifest uses.
 
-        A manifest that cannot be read is removed all the same; the blobs it used stay, since
-        nothing says which they were. Returns the model file removed from disk, if one was.
+        A manifest that cannot be read is removed all the same; the blobs it used are left for
+        the next prune. Returns the model file removed from disk, if one was.
         """
         wanted = parse_name(name) if isinstance(name, str) else name
         with self._lock:
@@ -250,6 +320,19 @@ class ModelStore:
     def _manifest_exists(self, path: Path) -> bool:
         # A link counts even when it dangles or leads out: reading it fails, deleting it works.
         return (path.is_file() or path.is_symlink()) and self._inside(path.parent)
+
+    def _prune_manifest_dirs(self, cutoff: float) -> None:
+        """Leftover temp files and emptied directories under ``manifests/`` (never through a link)."""
+        if not self.manifests_dir.is_dir() or not self._inside(self.manifests_dir):
+            return
+        for top, _dirs, files in os.walk(self.manifests_dir, topdown=False):
+            for file in files:
+                path = Path(top, file)
+                if file.startswith(".tmp-") and path.lstat().st_mtime <= cutoff:
+                    path.unlink(missing_ok=True)
+            if Path(top) != self.manifests_dir:
+                with contextlib.suppress(OSError):  # not empty
+                    os.rmdir(top)
 
     def _remove_manifest(self, name: ModelName) -> None:
         path = self._writable(manifest_path(self.manifests_dir, name))
