@@ -1,4 +1,4 @@
-"""Builds the ASGI application: routes, the error boundary, CORS, and the model pool's lifetime."""
+"""Builds the ASGI application: routes, the error boundary, CORS, body limits, and the model pool's lifetime."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
 from .api.cors import cors_middleware
 from .api.errors import EXCEPTION_HANDLERS
 from .api.hosts import LocalHostsOnly, is_loopback
+from .api.limits import BodyLimit
 from .api.routes import ROUTES
 from .config import Settings
 from .engine.pool import ModelPool
@@ -22,6 +24,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if not settings.noprune:
+            # As Ollama does, and only here: before the first request none of our pulls, uploads
+            # or creates is in flight (another process's recent files are spared by their age).
+            await run_in_threadpool(app.state.store.prune)
         app.state.pool = ModelPool(
             num_parallel=settings.num_parallel,
             context_length=settings.context_length,
@@ -41,7 +47,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app = Starlette(
         routes=ROUTES,
         middleware=[cors_middleware(settings.origins)]
-        + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else []),
+        + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else [])
+        + [Middleware(BodyLimit, max_size=settings.max_body_size)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,
     )

@@ -23,6 +23,10 @@ DEFAULT_CONTEXT_LENGTH = 4096
 DEFAULT_KEEP_ALIVE_S = 300.0
 DEFAULT_MAX_LOADED_MODELS = 3
 DEFAULT_MAX_QUEUE = 512
+# Ollama reads bodies without a bound. 32 MiB is Anthropic's request cap: more than a full
+# 128K-token history as JSON (~1 MB) many times over, with room for a few base64 images;
+# blob uploads (model weights) stream to disk and are exempt.
+DEFAULT_MAX_BODY_SIZE = 32 << 20
 FOREVER = math.inf
 _MAX_DURATION_S = (2**63 - 1) / 1e9
 
@@ -95,6 +99,20 @@ def _env_keep_alive(text: str) -> float:
         return parse_keep_alive(text)
 
 
+def _go_bool(text: str) -> bool:
+    """Ollama's envconfig.Bool: Go's strconv.ParseBool, and any other non-empty value is true."""
+    return text not in ("0", "f", "F", "false", "FALSE", "False")
+
+
+def _env_body_size(text: str | None) -> int:
+    if text is None:
+        return DEFAULT_MAX_BODY_SIZE
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise ConfigError(f"invalid MAX_BODY_SIZE: {text!r} is not a number of bytes") from exc
+
+
 @dataclass(frozen=True)
 class Host:
     """Where the server listens, parsed as Ollama parses ``OLLAMA_HOST``."""
@@ -163,6 +181,10 @@ class Settings:
     max_queue: int = DEFAULT_MAX_QUEUE
     context_length: int = DEFAULT_CONTEXT_LENGTH
     origins: tuple[str, ...] = ()
+    # Bytes a request body may have (POST /api/blobs excepted); 0 or less: no limit.
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    # OLLAMA_NOPRUNE: keep unreferenced blobs and stale partial downloads at start.
+    noprune: bool = False
     # cllm's own: llama.cpp threads (0 = one per physical core) and batch size.
     num_thread: int = 0
     num_batch: int = 512
@@ -199,6 +221,7 @@ class Settings:
         keep_alive = get("KEEP_ALIVE")
         origins = get("ORIGINS")
         debug = get("DEBUG")
+        noprune = get("NOPRUNE")
         return cls(
             host=parse_host(get("HOST") or ""),
             models_dir=Path(models).expanduser() if models else _default_models_dir(),
@@ -213,4 +236,6 @@ class Settings:
             cache_ram_mib=get_int("CACHE_RAM", 4096) if get("CACHE_RAM") != "0" else 0,
             prefill_chunk=get_int("PREFILL_CHUNK", 256) if get("PREFILL_CHUNK") != "0" else 0,
             debug=debug not in (None, "0", "false", "False"),
+            max_body_size=_env_body_size(get("MAX_BODY_SIZE")),
+            noprune=noprune is not None and _go_bool(noprune),
         )

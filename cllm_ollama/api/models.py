@@ -79,15 +79,13 @@ async def delete(request: Request) -> Response:
         parse_name(name)
     except InvalidRequest:
         raise InvalidRequest(f"name {go_quote(name)} is invalid") from None
-    store = _store(request)
     try:
-        record = await run_in_threadpool(store.get, name)
-        await run_in_threadpool(store.delete, name)
+        removed = await run_in_threadpool(_store(request).delete, name)
     except NotFound:
         raise NotFound(f"model '{name}' not found") from None
     # As Ollama does: a deleted model does not stay in memory (when no other name shares its weights).
-    if record.model_path is not None and not record.model_path.exists():
-        await request.app.state.pool.unload(record.model_path)
+    if removed is not None:
+        await request.app.state.pool.unload(removed)
     return Response(status_code=200)
 
 

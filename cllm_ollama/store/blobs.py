@@ -103,8 +103,10 @@ class BlobWriter:
             os.fsync(self._file.fileno())
             self._file.close()
             final = self._dir / f"sha256-{got}"
-            if not final.exists():
-                commit_file(self._tmp, final)
+            if final.is_symlink() or not final.exists():
+                commit_file(self._tmp, final)  # a link is replaced, never written through
+            else:
+                os.utime(final)  # just used: a prune starting elsewhere spares it for a while
             return f"sha256:{got}"
         finally:
             self.abort()

@@ -132,10 +132,10 @@ def create_model(store: ModelStore, req: CreateRequest, report: Report) -> Model
 
 def _blob_layer(store: ModelStore, digest: str, media_type: str) -> Layer:
     hex_digest = parse_digest(digest)
-    path = store.blob_path(digest)
-    if not path.is_file():
+    if not store.has_blob(digest):
         raise InvalidRequest(f'blob "{digest}" not found: upload it with POST /api/blobs/{digest}')
-    return Layer(media_type, f"sha256:{hex_digest}", path.stat().st_size)
+    store.touch_blob(digest)
+    return Layer(media_type, f"sha256:{hex_digest}", store.blob_path(digest).stat().st_size)
 
 
 def _from_files(store: ModelStore, files: dict[str, str], report: Report) -> tuple[list[Layer], dict[str, Any]]:
@@ -146,12 +146,17 @@ def _from_files(store: ModelStore, files: dict[str, str], report: Report) -> tup
     for filename, digest in files.items():
         layer = _blob_layer(store, digest, mt.MODEL)
         path = store.blob_path(digest)
-        if not is_gguf(path):
-            raise InvalidRequest(f"{filename}: invalid file magic: only GGUF files can be imported")
         try:
-            info = gguf_info(path)
-        except GGUFError as exc:
-            raise InvalidRequest(f"{filename}: {exc}") from exc
+            if not is_gguf(path):
+                raise InvalidRequest(f"{filename}: invalid file magic: only GGUF files can be imported")
+            try:
+                info = gguf_info(path)
+            except GGUFError as exc:
+                raise InvalidRequest(f"{filename}: {exc}") from exc
+        except InvalidRequest:
+            # Not a GGUF: no create can use it, so do not leave a copy of, say, /etc/passwd behind.
+            store.discard_unused([digest])
+            raise
         if info.problems:
             raise InvalidRequest(f"{filename}: llama.cpp cannot load this model: {'; '.join(info.problems)}")
         if info.architecture == "clip" or info.model_info.get("general.type") in ("mmproj", "projector"):

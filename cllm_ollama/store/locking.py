@@ -38,3 +38,36 @@ def exclusive(lock_file: Path) -> Iterator[None]:
         finally:
             lock_file.unlink(missing_ok=True)
             f.close()
+
+
+def is_locked(lock_file: Path) -> bool:
+    """Whether some thread or process holds ``lock_file`` right now (a prune asks before removing)."""
+    try:
+        f = open(lock_file, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return False
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
+
+
+def remove_unless_locked(lock_file: Path) -> bool:
+    """Remove a lock file nobody holds (one left by a killed process); False if it is held.
+
+    It is removed while we hold it, as ``exclusive`` removes it, so a waiter that gets it next
+    sees a stale inode and tries again on a fresh file.
+    """
+    try:
+        f = open(lock_file, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return False
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        lock_file.unlink(missing_ok=True)
+        return True

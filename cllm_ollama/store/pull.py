@@ -213,6 +213,7 @@ def _fetch_model(store: ModelStore, source: Source, report: Report) -> mt.Layer:
     """The model blob, downloaded (or resumed) unless present; one downloader per blob at a time."""
     layer = mt.Layer(mt.MODEL, f"sha256:{source.sha256}", source.size)
     if store.has_blob(layer.digest):
+        store.touch_blob(layer.digest)
         report(_progress(source.sha256, source.size, source.size))
         return layer
     partial = store.partial_path(layer.digest)

@@ -2,15 +2,19 @@
 
 ``ModelStore`` is the only writer of ``<root>/manifests`` and ``<root>/blobs``; it resolves names
 case-insensitively, reads a model's small layers into a ``ModelRecord``, and garbage-collects
-blobs that no manifest references any more.
+blobs that no manifest references any more. It never reads or writes through a link that leads
+out of the store (the root itself may be a link).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+import re
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,14 +23,30 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..errors import InvalidRequest, NotFound
+from ..errors import CllmError, InvalidRequest, NotFound
 from . import manifests as mt
 from .blobs import BlobWriter, atomic_write_bytes, fsync_dir, parse_digest, write_blob
 from .gguf_info import gguf_info
+from .locking import is_locked, remove_unless_locked
 from .manifests import Layer, Manifest, ManifestError, manifest_path
 from .names import ModelName, parse_name
 
 log = logging.getLogger("cllm.store")
+
+# Ollama's layerPruneGracePeriod: a file this recent may belong to another process (a
+# ``cllm pull`` working on the store directly) that has not written its manifest yet.
+PRUNE_GRACE_S = 3600.0
+_BLOB_NAME = re.compile(r"sha256-([0-9a-f]{64})")
+# Ours (temp files, resumable downloads and their locks) and Ollama's partial downloads.
+_LEFTOVER_NAME = re.compile(r"\.(tmp|partial)-.+|sha256-[0-9a-f]{64}-partial(-\d+)?")
+_DIGEST_IN_TEXT = re.compile(rb"sha256[:-]([0-9a-fA-F]{64})")
+
+
+class OutsideStore(CllmError):
+    """A path in the store that a link leads out of it: never read, written or pruned through."""
+
+    def __init__(self, relative: Path) -> None:
+        super().__init__(f"{relative} leads out of the model store: refusing to follow the link")
 
 
 @dataclass(frozen=True)
@@ -76,26 +96,36 @@ class ModelStore:
         return self.blobs_dir / f"sha256-{parse_digest(digest)}"
 
     def has_blob(self, digest: str) -> bool:
-        return self.blob_path(digest).is_file()
+        path = self.blob_path(digest)
+        return path.is_file() and self._inside(path)
+
+    def touch_blob(self, digest: str) -> None:
+        """Mark an existing blob as just used, so a prune starting elsewhere spares it for a while."""
+        path = self.blob_path(digest)
+        if self._inside(path):
+            with contextlib.suppress(OSError):  # a read-only store: nothing of ours prunes it either
+                os.utime(path)
 
     def blob_writer(self) -> BlobWriter:
-        return BlobWriter(self.blobs_dir)
+        return BlobWriter(self._writable(self.blobs_dir / "upload").parent)
 
     def write_blob_from(self, source: BinaryIO | Iterable[bytes], expected_digest: str | None = None) -> str:
         """Stream into the store, verifying ``expected_digest`` if given; returns ``sha256:<hex>``."""
-        return write_blob(self.blobs_dir, source, expected_digest)
+        return write_blob(self._writable(self.blobs_dir / "upload").parent, source, expected_digest)
 
     def add_layer(self, data: bytes, media_type: str) -> tuple[Layer, bool]:
         """Store a small layer; also says whether the blob was already there."""
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         existed = self.has_blob(digest)
-        if not existed:
-            atomic_write_bytes(self.blob_path(digest), data)
+        if existed:
+            self.touch_blob(digest)
+        else:
+            atomic_write_bytes(self._writable(self.blob_path(digest)), data)
         return Layer(media_type, digest, len(data)), existed
 
     def adopt_blob(self, path: Path, digest: str) -> None:
         """Move a verified file (same filesystem) into place as the blob ``digest``."""
-        target = self.blob_path(digest)
+        target = self._writable(self.blob_path(digest))
         with open(path, "rb") as f:
             os.fsync(f.fileno())
         os.chmod(path, 0o644)
@@ -103,16 +133,74 @@ class ModelStore:
         fsync_dir(target.parent)
 
     def partial_path(self, digest: str) -> Path:
-        """Where a resumable download of ``digest`` accumulates (hidden, beside the blobs)."""
-        return self.blobs_dir / f".partial-sha256-{parse_digest(digest)}"
+        """Where a resumable download of ``digest`` accumulates (hidden, beside the blobs).
+
+        Appended to in place, so neither it nor its ``.lock`` sibling may be a link out.
+        """
+        path = self._readable(self.blobs_dir / f".partial-sha256-{parse_digest(digest)}")
+        self._readable(path.with_name(path.name + ".lock"))
+        return path
+
+    def discard_unused(self, digests: Iterable[str]) -> None:
+        """Remove those of ``digests`` no manifest references (what a failed create leaves)."""
+        with self._lock:
+            used = self._referenced_digests()
+            if used is None:
+                return
+            for digest in digests:
+                if f"sha256:{parse_digest(digest)}" not in used:
+                    self._writable(self.blob_path(digest)).unlink(missing_ok=True)
+
+    def prune(self, grace_s: float = PRUNE_GRACE_S) -> list[str]:
+        """Remove blobs no manifest references and leftover temp and partial files, as Ollama does at start.
+
+        Files modified in the last ``grace_s`` seconds are kept, and so is a partial download
+        whose lock is held. Nothing is removed while a manifest cannot be read: it may
+        reference any blob. Returns the names removed from ``blobs/``.
+        """
+        removed: list[str] = []
+        if not self.blobs_dir.is_dir():
+            return removed
+        cutoff = time.time() - grace_s
+        with self._lock:
+            if not self._inside(self.blobs_dir):
+                log.warning("not pruning: %s", OutsideStore(Path("blobs")))
+                return removed
+            used = self._referenced_digests()
+            if used is None:
+                log.warning("not pruning unused blobs while a manifest cannot be read")
+                return removed
+            for entry in sorted(os.scandir(self.blobs_dir), key=lambda e: e.name):
+                path = Path(entry.path)
+                if entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime > cutoff:
+                    continue
+                blob = _BLOB_NAME.fullmatch(entry.name)
+                if blob is not None:
+                    if f"sha256:{blob.group(1)}" in used:
+                        continue
+                elif not _LEFTOVER_NAME.fullmatch(entry.name):
+                    continue  # not ours: left alone
+                elif entry.name.endswith(".lock"):
+                    if remove_unless_locked(path):
+                        removed.append(entry.name)
+                    continue
+                elif is_locked(path.with_name(path.name + ".lock")):
+                    continue  # a download still running in another process
+                path.unlink(missing_ok=True)
+                removed.append(entry.name)
+            self._prune_manifest_dirs(cutoff)
+        if removed:
+            log.info("pruned %d unused blobs and leftover files", len(removed))
+        return removed
 
     # -- names and manifests -------------------------------------------------------------
 
     def _names_on_disk(self) -> Iterator[ModelName]:
+        """Every name with a manifest file, readable or not (a broken one must stay deletable)."""
         if not self.manifests_dir.is_dir():
             return
         for path in sorted(self.manifests_dir.glob("*/*/*/*")):
-            if not path.is_file():
+            if not self._manifest_exists(path):
                 continue
             host, namespace, model, tag = path.relative_to(self.manifests_dir).parts
             try:
@@ -125,7 +213,7 @@ class ModelStore:
     def resolve(self, name: str | ModelName) -> ModelName | None:
         """The stored spelling of ``name`` (matching ignores case), or None."""
         wanted = parse_name(name) if isinstance(name, str) else name
-        if manifest_path(self.manifests_dir, wanted).is_file():
+        if self._manifest_exists(manifest_path(self.manifests_dir, wanted)):
             return wanted
         return next((n for n in self._names_on_disk() if n.matches(wanted)), None)
 
@@ -146,7 +234,7 @@ class ModelStore:
         for name in self._names_on_disk():
             try:
                 records.append(self._record(name))
-            except (OSError, ManifestError, ValueError) as exc:
+            except (OSError, ManifestError, ValueError, OutsideStore) as exc:
                 log.warning("skipping %s: %s", name, exc)
         records.sort(key=lambda r: r.modified_at, reverse=True)
         return records
@@ -163,38 +251,91 @@ class ModelStore:
             missing = [layer.digest for layer in manifest.all_layers if not self.has_blob(layer.digest)]
             if missing:
                 raise NotFound(f"blob {missing[0]} not found")
+            path = self._writable(manifest_path(self.manifests_dir, wanted))
             existing = self.resolve(wanted)
             if existing is not None and existing.parts != wanted.parts:
                 self._remove_manifest(existing)
-            atomic_write_bytes(manifest_path(self.manifests_dir, wanted), manifest.to_bytes())
+            atomic_write_bytes(path, manifest.to_bytes())
         return self._record(wanted)
 
     def copy(self, src: str | ModelName, dst: str | ModelName) -> ModelRecord:
         record = self.get(src)
         target = parse_name(dst) if isinstance(dst, str) else dst
         with self._lock:
+            path = self._writable(manifest_path(self.manifests_dir, target))
             existing = self.resolve(target)
             if existing is not None and existing.parts != target.parts:
                 self._remove_manifest(existing)
-            atomic_write_bytes(manifest_path(self.manifests_dir, target), record.manifest.to_bytes())
+            atomic_write_bytes(path, record.manifest.to_bytes())
         return self._record(target)
 
-    def delete(self, name: str | ModelName) -> None:
-        """Remove the manifest, then every blob it used that no other manifest uses."""
-        record = self.get(name)
+    def delete(self, name: str | ModelName) -> Path | None:
+        """Remove the manifest, then every blob it used that no other manifest uses.
+
+        A manifest that cannot be read is removed all the same; the blobs it used are left for
+        the next prune. Returns the model file removed from disk, if one was.
+        """
+        wanted = parse_name(name) if isinstance(name, str) else name
         with self._lock:
-            self._remove_manifest(record.name)
-            still_used = self._referenced_digests()
-            if still_used is None:
-                return
-            for layer in record.manifest.all_layers:
-                if layer.digest not in still_used:
-                    self.blob_path(layer.digest).unlink(missing_ok=True)
+            found = self.resolve(wanted)
+            if found is None:
+                raise NotFound(f"model '{wanted.display_shortest()}' not found")
+            manifest: Manifest | None = None
+            try:
+                manifest = Manifest.from_bytes(self._readable(manifest_path(self.manifests_dir, found)).read_bytes())
+            except (OSError, ManifestError, OutsideStore) as exc:
+                log.warning("removing unreadable manifest %s: %s", found, exc)
+            self._remove_manifest(found)
+            still_used = self._referenced_digests() if manifest is not None else None
+            if manifest is None or still_used is None:
+                return None
+            removed = None
+            for layer in manifest.all_layers:
+                if f"sha256:{layer.hex.lower()}" not in still_used:
+                    path = self._writable(self.blob_path(layer.digest))
+                    path.unlink(missing_ok=True)
+                    if layer.media_type == mt.MODEL:
+                        removed = path
+            return removed
 
     # -- internals -----------------------------------------------------------------------
 
+    def _inside(self, path: Path) -> bool:
+        """Whether ``path``, with every link on the way followed, stays in the store."""
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(self.root))
+
+    def _readable(self, path: Path) -> Path:
+        """``path`` if it (a file read or appended to in place) resolves inside the store."""
+        if not self._inside(path):
+            raise OutsideStore(path.relative_to(self.root))
+        return path
+
+    def _writable(self, path: Path) -> Path:
+        """``path`` if its directory resolves inside the store; the file itself is only ever
+        replaced or unlinked, which does not follow a link."""
+        if not self._inside(path.parent):
+            raise OutsideStore(path.parent.relative_to(self.root))
+        return path
+
+    def _manifest_exists(self, path: Path) -> bool:
+        # A link counts even when it dangles or leads out: reading it fails, deleting it works.
+        return (path.is_file() or path.is_symlink()) and self._inside(path.parent)
+
+    def _prune_manifest_dirs(self, cutoff: float) -> None:
+        """Leftover temp files and emptied directories under ``manifests/`` (never through a link)."""
+        if not self.manifests_dir.is_dir() or not self._inside(self.manifests_dir):
+            return
+        for top, _dirs, files in os.walk(self.manifests_dir, topdown=False):
+            for file in files:
+                path = Path(top, file)
+                if file.startswith(".tmp-") and path.lstat().st_mtime <= cutoff:
+                    path.unlink(missing_ok=True)
+            if Path(top) != self.manifests_dir:
+                with contextlib.suppress(OSError):  # not empty
+                    os.rmdir(top)
+
     def _remove_manifest(self, name: ModelName) -> None:
-        path = manifest_path(self.manifests_dir, name)
+        path = self._writable(manifest_path(self.manifests_dir, name))
         path.unlink(missing_ok=True)
         # Drop emptied <model>, <namespace>, <host> directories, as Ollama does.
         for parent in (path.parent, path.parent.parent, path.parent.parent.parent):
@@ -204,28 +345,38 @@ class ModelStore:
                 break
 
     def _referenced_digests(self) -> set[str] | None:
-        """Digests some manifest uses; None if a manifest is unreadable (it may own any blob)."""
+        """``sha256:<hex>`` of every blob some manifest names; None if a manifest cannot be read.
+
+        Digests are found by pattern rather than by schema, so a manifest laid out in a way we
+        do not parse (a newer Ollama's) still protects its blobs; one that is not even JSON
+        (truncated) may own any blob.
+        """
         used: set[str] = set()
         for name in self._names_on_disk():
             try:
-                manifest = Manifest.from_bytes(manifest_path(self.manifests_dir, name).read_bytes())
-            except (OSError, ManifestError) as exc:
+                raw = self._readable(manifest_path(self.manifests_dir, name)).read_bytes()
+                orjson.loads(raw)
+            except (OSError, OutsideStore, orjson.JSONDecodeError) as exc:
                 log.warning("not collecting blobs: cannot read %s: %s", name, exc)
                 return None
-            used.update(layer.digest for layer in manifest.all_layers)
+            used.update(f"sha256:{hex_.decode().lower()}" for hex_ in _DIGEST_IN_TEXT.findall(raw))
         return used
 
+    def _blob_file(self, layer: Layer) -> Path:
+        return self._readable(self.blob_path(layer.digest))
+
     def _read_text(self, layer: Layer) -> str:
-        return self.blob_path(layer.digest).read_text(encoding="utf-8")
+        return self._blob_file(layer).read_text(encoding="utf-8")
 
     def _record(self, name: ModelName) -> ModelRecord:
-        path = manifest_path(self.manifests_dir, name)
+        path = self._readable(manifest_path(self.manifests_dir, name))
         raw = path.read_bytes()
         manifest = Manifest.from_bytes(raw)
         modified = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC).astimezone()
         config: dict[str, Any] = {}
-        if self.has_blob(manifest.config.digest):
-            loaded = orjson.loads(self.blob_path(manifest.config.digest).read_bytes())
+        config_path = self._blob_file(manifest.config)
+        if config_path.is_file():
+            loaded = orjson.loads(config_path.read_bytes())
             config = loaded if isinstance(loaded, dict) else {}
         fields: dict[str, Any] = {"license": [], "messages": [], "params": {}}
         model_path = None
@@ -233,11 +384,11 @@ class ModelStore:
         adapters: list[Path] = []
         for layer in manifest.layers:
             if layer.media_type == mt.MODEL:
-                model_path = self.blob_path(layer.digest)
+                model_path = self._blob_file(layer)
             elif layer.media_type == mt.PROJECTOR:
-                projectors.append(self.blob_path(layer.digest))
+                projectors.append(self._blob_file(layer))
             elif layer.media_type == mt.ADAPTER:
-                adapters.append(self.blob_path(layer.digest))
+                adapters.append(self._blob_file(layer))
             elif layer.media_type == mt.TEMPLATE:
                 fields["template"] = self._read_text(layer)
             elif layer.media_type == mt.SYSTEM:
@@ -245,9 +396,9 @@ class ModelStore:
             elif layer.media_type == mt.LICENSE:
                 fields["license"].append(self._read_text(layer))
             elif layer.media_type == mt.PARAMS:
-                fields["params"] = orjson.loads(self.blob_path(layer.digest).read_bytes()) or {}
+                fields["params"] = orjson.loads(self._blob_file(layer).read_bytes()) or {}
             elif layer.media_type == mt.MESSAGES:
-                fields["messages"] = orjson.loads(self.blob_path(layer.digest).read_bytes()) or []
+                fields["messages"] = orjson.loads(self._blob_file(layer).read_bytes()) or []
         return ModelRecord(
             name=name,
             digest=hashlib.sha256(raw).hexdigest(),
