@@ -23,6 +23,8 @@ DEFAULT_CONTEXT_LENGTH = 4096
 DEFAULT_KEEP_ALIVE_S = 300.0
 DEFAULT_MAX_LOADED_MODELS = 3
 DEFAULT_MAX_QUEUE = 512
+# How long rendering one request's prompt may take (chat template, dropped-turn fitting).
+DEFAULT_RENDER_TIMEOUT_S = 5.0
 FOREVER = math.inf
 _MAX_DURATION_S = (2**63 - 1) / 1e9
 
@@ -93,6 +95,19 @@ def _env_keep_alive(text: str) -> float:
         return parse_keep_alive(float(text))
     except ValueError:
         return parse_keep_alive(text)
+
+
+def _env_timeout(name: str, text: str | None, default: float) -> float:
+    """Seconds, or a Go duration ("500ms"); it must be positive."""
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = parse_go_duration(text)
+    if not seconds > 0:
+        raise ConfigError(f"invalid {name}: {text!r} is not a positive duration")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -166,6 +181,7 @@ class Settings:
     # cllm's own: llama.cpp threads (0 = one per physical core) and batch size.
     num_thread: int = 0
     num_batch: int = 512
+    render_timeout: float = DEFAULT_RENDER_TIMEOUT_S
     debug: bool = False
 
     @classmethod
@@ -204,5 +220,6 @@ class Settings:
             origins=tuple(o.strip() for o in origins.split(",") if o.strip()) if origins else (),
             num_thread=get_int("NUM_THREAD", 0),
             num_batch=get_int("NUM_BATCH", 512, minimum=1),
+            render_timeout=_env_timeout("RENDER_TIMEOUT", get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
             debug=debug not in (None, "0", "false", "False"),
         )
