@@ -27,6 +27,8 @@ DEFAULT_MAX_QUEUE = 512
 # 128K-token history as JSON (~1 MB) many times over, with room for a few base64 images;
 # blob uploads (model weights) stream to disk and are exempt.
 DEFAULT_MAX_BODY_SIZE = 32 << 20
+# How long rendering one request's prompt may take (chat template, dropped-turn fitting).
+DEFAULT_RENDER_TIMEOUT_S = 5.0
 FOREVER = math.inf
 _MAX_DURATION_S = (2**63 - 1) / 1e9
 
@@ -113,6 +115,19 @@ def _env_body_size(text: str | None) -> int:
         raise ConfigError(f"invalid MAX_BODY_SIZE: {text!r} is not a number of bytes") from exc
 
 
+def _env_timeout(name: str, text: str | None, default: float) -> float:
+    """Seconds, or a Go duration ("500ms"); it must be positive."""
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = parse_go_duration(text)
+    if not seconds > 0:
+        raise ConfigError(f"invalid {name}: {text!r} is not a positive duration")
+    return seconds
+
+
 @dataclass(frozen=True)
 class Host:
     """Where the server listens, parsed as Ollama parses ``OLLAMA_HOST``."""
@@ -194,6 +209,7 @@ class Settings:
     # Prompt tokens per decode step while other requests generate, so their tokens keep a
     # steady pace (0: only num_batch caps them).
     prefill_chunk: int = 256
+    render_timeout: float = DEFAULT_RENDER_TIMEOUT_S
     debug: bool = False
 
     @classmethod
@@ -235,6 +251,7 @@ class Settings:
             num_batch=get_int("NUM_BATCH", 512, minimum=1),
             cache_ram_mib=get_int("CACHE_RAM", 4096) if get("CACHE_RAM") != "0" else 0,
             prefill_chunk=get_int("PREFILL_CHUNK", 256) if get("PREFILL_CHUNK") != "0" else 0,
+            render_timeout=_env_timeout("RENDER_TIMEOUT", get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
             debug=debug not in (None, "0", "false", "False"),
             max_body_size=_env_body_size(get("MAX_BODY_SIZE")),
             noprune=noprune is not None and _go_bool(noprune),

@@ -89,6 +89,7 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
         thinking=thinking,
         tools=bool(tools),
         t_start=t_start,
+        http_request=request,
     )
 
 

@@ -27,6 +27,7 @@ from .inference import (
     thinking_for,
 )
 from .options import resolve_options
+from .render_budget import RenderBudget
 from .wire import created_at, string_field
 
 
@@ -64,12 +65,12 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         model, messages, thinking=thinking, go_template=string_field(body, "template", "GenerateRequest") or None
     )
 
-    def render(loaded: LoadedModel, limit: int | None) -> Rendered:
+    def render(loaded: LoadedModel, limit: int | None, budget: RenderBudget | None) -> Rendered:
         if suffix:
             return _fill_in_the_middle(loaded, prompt, suffix)
         if raw:
             return Rendered(loaded.tokenize(prompt, add_special=True), prompt)
-        rendered = templated(loaded, limit)
+        rendered = templated(loaded, limit, budget)
         return Rendered(list(context) + rendered.tokens, rendered.text)
 
     return await prepare(
@@ -81,6 +82,7 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         thinking=thinking,
         tools=False,
         t_start=t_start,
+        http_request=request,
     )
 
 

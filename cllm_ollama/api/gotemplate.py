@@ -4,18 +4,28 @@ Supported: text with ``{{ }}`` actions and ``{{-``/``-}}`` trimming, comments, f
 ``$.Messages``, ``.Role``), variables from ``range``, string/number literals, the functions
 ``and or not eq ne len json``, and ``if``/``else if``/``else``/``range``/``with``/``end``.
 Anything else is a template error (500, as Ollama answers a template it cannot parse).
+
+A template comes from the request, so what it may cost is bounded: nesting is limited at parse
+time (a deeper template would exhaust Python's stack), and execution stops past the render
+budget's deadline or output size (nested ranges multiply: three over 300 messages are 27 million
+iterations).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CllmError
+from .render_budget import PromptTooLong, RenderBudget
 
 _ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
+# Blocks (if/range/with) and parentheses a template may nest; Ollama's own nest a few levels.
+MAX_DEPTH = 100
+_CHECK_EVERY = 1024  # steps between looks at the clock
 _TOKEN = re.compile(r'\s*(?:(\()|(\))|("(?:[^"\\]|\\.)*")|(`[^`]*`)|(-?\d+(?:\.\d+)?)|([$.\w][\w.$]*)|(:=|,))')
 
 
@@ -38,6 +48,7 @@ class _Node:
 def _tokens(src: str) -> list[Any]:
     out: list[Any] = []
     pos = 0
+    depth = 0
     src = src.strip()
     while pos < len(src):
         m = _TOKEN.match(src, pos)
@@ -46,6 +57,9 @@ def _tokens(src: str) -> list[Any]:
         pos = m.end()
         lpar, rpar, dq, bq, num, word, punct = m.groups()
         if lpar or rpar or punct:
+            depth += 1 if lpar else -1 if rpar else 0
+            if depth > MAX_DEPTH:
+                raise TemplateError("max expression depth exceeded")
             out.append(("op", lpar or rpar or punct))
         elif dq is not None:
             out.append(("lit", json.loads(dq)))
@@ -119,6 +133,8 @@ def _parse(src: str) -> list[_Node]:
                 node, _ = stack.pop()
         else:
             target.append(_Node("expr", expr=_tokens(action)))
+        if len(stack) - 1 > MAX_DEPTH:  # the root is no block
+            raise TemplateError(f"blocks nested deeper than {MAX_DEPTH}")
     if len(stack) != 1:
         raise TemplateError("unexpected EOF: missing {{end}}")
     return root
@@ -199,16 +215,67 @@ def _eval(tokens: list[Any], scope: _Scope, dot: Any) -> Any:
     return head
 
 
-def _render(nodes: list[_Node], scope: _Scope, dot: Any, out: list[str]) -> None:
+class _Output:
+    """The text rendered so far, and the budget it is rendered under."""
+
+    def __init__(self, budget: RenderBudget) -> None:
+        self.budget = budget
+        self.pieces: list[str] = []
+        self.size = 0
+        self.steps = 0
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps % _CHECK_EVERY == 0:
+            self.budget.check()
+
+    def write(self, text: str) -> None:
+        self.size += len(text)
+        if self.size > self.budget.max_chars:
+            raise PromptTooLong(self.budget.max_chars)
+        self.pieces.append(text)
+
+
+def _go_text(value: Any) -> str:
+    """A value as Go's %v prints it (for the scalars a template can hold)."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
+    return str(value)
+
+
+def _range_items(node: _Node, value: Any) -> tuple[bool, Iterable[tuple[Any, Any]]]:
+    """Whether there is anything to walk, and the (index, element) pairs in the order Go's range
+    walks them; Go refuses strings, bools and floats."""
+    if value is None:
+        return False, ()
+    if isinstance(value, list | tuple):
+        return bool(value), enumerate(value)
+    if isinstance(value, dict):
+        return bool(value), [(key, value[key]) for key in sorted(value)]
+    if isinstance(value, int) and not isinstance(value, bool):
+        # Since Go 1.22, range over an int counts from 0, into one variable only.
+        if len(node.names) > 1:
+            raise TemplateError(f"can't use {value} to iterate over more than one variable")
+        return value > 0, zip(range(value), range(value), strict=True)
+    raise TemplateError(f"range can't iterate over {_go_text(value)}")
+
+
+def _render(nodes: list[_Node], scope: _Scope, dot: Any, out: _Output) -> None:
     for node in nodes:
+        out.step()
         if node.kind == "text":
-            out.append(node.text)
+            out.write(node.text)
         elif node.kind == "expr":
             value = _eval(node.expr, scope, dot)
             if isinstance(value, bool):
-                out.append("true" if value else "false")
+                out.write("true" if value else "false")
             else:
-                out.append("" if value is None else str(value))
+                out.write("" if value is None else str(value))
         elif node.kind in ("if", "with"):
             value = _eval(node.expr, scope, dot)
             if _truthy(value):
@@ -216,19 +283,23 @@ def _render(nodes: list[_Node], scope: _Scope, dot: Any, out: list[str]) -> None
             else:
                 _render(node.orelse, scope, dot, out)
         elif node.kind == "range":
-            items = _eval(node.expr, scope, dot) or []
-            if not items:
+            any_items, items = _range_items(node, _eval(node.expr, scope, dot))
+            if not any_items:
                 _render(node.orelse, scope, dot, out)
-            for index, item in enumerate(items):
+            for index, item in items:
+                out.step()
                 frame = dict(zip(node.names, (index, item) if len(node.names) == 2 else (item,), strict=False))
                 scope.vars.append(frame)
                 _render(node.body, scope, item, out)
                 scope.vars.pop()
 
 
-def render_go_template(template: str, data: dict[str, Any]) -> str:
-    """Render ``template`` with ``data`` (keys as Go field names: System, Prompt, Messages...)."""
+def render_go_template(template: str, data: dict[str, Any], budget: RenderBudget | None = None) -> str:
+    """Render ``template`` with ``data`` (keys as Go field names: System, Prompt, Messages...).
+
+    Past the ``budget``'s deadline or output size, rendering stops with an error.
+    """
     nodes = _parse(template)
-    out: list[str] = []
+    out = _Output(budget or RenderBudget())
     _render(nodes, _Scope(data), data, out)
-    return "".join(out)
+    return "".join(out.pieces)

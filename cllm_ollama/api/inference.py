@@ -8,11 +8,15 @@ the response shape.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -25,12 +29,14 @@ from ..errors import CllmError, EngineError, InvalidRequest, NotFound, RequestCa
 from ..store.gguf_info import GGUFInfo, gguf_info
 from ..store.names import parse_name
 from ..store.store import ModelRecord, ModelStore
+from . import template_workers
 from .encoders import JSONResponse, NDJSONResponse
 from .formats import JSON_GRAMMAR, grammar_for_format
 from .gotemplate import render_go_template
 from .options import RequestOptions, parse_keep_alive_field, parse_think
 from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template
-from .template import CHATML_TEMPLATE, render_chat
+from .render_budget import PromptTooLong, RenderBudget
+from .template import CHATML_TEMPLATE
 
 T = TypeVar("T")
 
@@ -126,7 +132,8 @@ class Rendered:
 
 
 # Renders a prompt for a loaded model; given a token limit, it may drop old turns to fit it.
-Renderer = Callable[[LoadedModel, int | None], Rendered]
+# A budget bounds its time and size (a default one if none is given).
+Renderer = Callable[[LoadedModel, int | None, RenderBudget | None], Rendered]
 
 
 @dataclass
@@ -224,6 +231,7 @@ async def prepare(
     thinking: bool,
     tools: bool,
     t_start: int,
+    http_request: Request,
 ) -> Generation:
     """Load (or reuse) the model, tokenize and fit the prompt, and hold the model for the run."""
     truncate = shared.truncate
@@ -234,7 +242,7 @@ async def prepare(
         loaded = entry.model
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
         limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
-        rendered = await run_in_threadpool(render, loaded, limit if truncate else None)
+        rendered = await render_prompt(http_request, render, loaded, limit if truncate else None)
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
         )
@@ -258,6 +266,32 @@ async def prepare(
         tool_format=tool_format_for_template(model.info.chat_template),
     )
     return Generation(pool, entry, request, parser, shared.format, t_start, load_ns)
+
+
+# One limiter per event loop (tests run several): anyio's are bound to the loop that uses them.
+_render_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def render_prompt(request: Request, render: Renderer, loaded: LoadedModel, limit: int | None) -> Rendered:
+    """Run ``render`` under the render timeout; if the client leaves, stop it and wait until it has.
+
+    Renders take turns on threads of their own, as many as there are render workers: a flood of
+    templates that run to their timeout waits here instead of taking the threads every other
+    endpoint needs.
+    """
+    loop = asyncio.get_running_loop()
+    limiter = _render_limiters.get(loop)
+    if limiter is None:
+        limiter = _render_limiters[loop] = anyio.CapacityLimiter(template_workers.WORKERS)
+    cancel = threading.Event()
+    budget_s = request.app.state.settings.render_timeout
+
+    def work() -> Rendered:
+        return render(loaded, limit, RenderBudget(budget_s, cancel=cancel))
+
+    return await until_disconnect(request, anyio.to_thread.run_sync(work, limiter=limiter), on_cancel=cancel.set)
 
 
 async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | None, options: RequestOptions) -> str:
@@ -298,29 +332,70 @@ def chat_prompt(
     if go_template is None and not jinja and model.record.template:
         go_template = model.record.template
 
-    def render_text(loaded: LoadedModel, kept: list[dict[str, Any]]) -> tuple[str, bool]:
-        """The prompt text, and whether the tokenizer should add BOS (Go templates do not write it)."""
+    # The order turns are dropped in: oldest first, never a system message or the last message.
+    droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]
+
+    @contextmanager
+    def text_renderer(loaded: LoadedModel, budget: RenderBudget) -> Iterator[Callable[[list[int] | None], str]]:
+        """Renders the messages at the given indexes (all if None) under ``budget``."""
         if go_template is not None:
-            return render_go_template(go_template, _go_data(kept, tools, thinking)), True
-        text = render_chat(
+            template = go_template
+
+            def render_go(keep: list[int] | None) -> str:
+                kept = messages if keep is None else [messages[i] for i in keep]
+                return render_go_template(template, _go_data(kept, tools, thinking), budget)
+
+            yield render_go
+            return
+        with template_workers.POOL.session(
             jinja or CHATML_TEMPLATE,
-            kept,
+            messages,
+            budget,
             tools=tools,
             enable_thinking=thinking if model.has("thinking") else None,
             bos_token=loaded.bos_text,
             eos_token=loaded.eos_text,
-        )
-        return text, False
+        ) as session:
+            yield session.render
 
-    def render(loaded: LoadedModel, limit: int | None) -> Rendered:
-        kept = list(messages)
-        while True:
-            text, add_bos = render_text(loaded, kept)
-            tokens = loaded.tokenize(text, add_special=add_bos)
-            oldest = next((i for i, m in enumerate(kept[:-1]) if m.get("role") != "system"), None)
-            if limit is None or len(tokens) < limit or oldest is None:
-                return Rendered(tokens, text)
-            del kept[oldest]
+    def render(loaded: LoadedModel, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
+        budget = budget or RenderBudget()
+        # Go templates do not write BOS: the tokenizer adds it.
+        add_bos = go_template is not None
+        with text_renderer(loaded, budget) as render_text:
+            tried: dict[int, Rendered | None] = {}
+
+            def without_oldest(n: int) -> Rendered | None:
+                """The prompt without the ``n`` oldest droppable turns; None if it does not fit
+                ``limit`` and dropping more could still help."""
+                gone = set(droppable[:n])
+                last_resort = limit is None or n == len(droppable)
+                try:
+                    text = render_text([i for i in range(len(messages)) if i not in gone] if n else None)
+                except PromptTooLong:
+                    if last_resort:
+                        raise
+                    tried[n] = None
+                    return None
+                tokens = loaded.tokenize(text, add_special=add_bos)
+                fits = limit is None or len(tokens) < limit
+                tried[n] = Rendered(tokens, text) if fits or last_resort else None
+                return tried[n]
+
+            if (whole := without_oldest(0)) is not None:
+                return whole
+            # A turn less never makes the prompt longer, so the fewest turns to drop are found by
+            # bisection: O(log n) renders of the conversation, where dropping one at a time was O(n).
+            low, high = 1, len(droppable)
+            while low < high:
+                mid = (low + high) // 2
+                if without_oldest(mid) is None:
+                    low = mid + 1
+                else:
+                    high = mid
+            rendered = tried.get(low) or without_oldest(low)
+            assert rendered is not None  # with every droppable turn gone, there is nothing left to try
+            return rendered
 
     return render
 
@@ -432,8 +507,11 @@ async def started(request: Request, stream: AsyncGenerator[T, None]) -> AsyncGen
     return rest()
 
 
-async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
-    """Run ``work`` but cancel it if the client goes away (non-streaming responses)."""
+async def until_disconnect(request: Request, work: Awaitable[T], on_cancel: Callable[[], None] | None = None) -> T:
+    """Run ``work`` but cancel it if the client goes away (non-streaming responses).
+
+    ``on_cancel`` is how to stop work that cancelling the task cannot reach (a thread).
+    """
     task = asyncio.ensure_future(work)
 
     async def watch() -> None:
@@ -446,6 +524,8 @@ async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
     finally:
         watcher.cancel()
         if not task.done():
+            if on_cancel is not None:
+                on_cancel()
             task.cancel()
             # Let the work unwind (abort its engine request) before answering.
             await asyncio.gather(task, return_exceptions=True)

@@ -16,6 +16,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import CllmError, InvalidRequest
 from .parsers import OutputParser
+from .render_budget import PromptTooLong
 
 # For GGUFs without a chat template: transformers' old default, ChatML.
 CHATML_TEMPLATE = (
@@ -109,11 +110,14 @@ def render_chat(
     enable_thinking: bool | None = None,
     bos_token: str = "",
     eos_token: str = "",
+    max_chars: int | None = None,
     **extra: Any,
 ) -> str:
     """The prompt text for ``messages``; ``extra`` reaches the template as further variables.
 
     ``enable_thinking`` is left undefined when None, since templates test ``is defined``.
+    Past ``max_chars`` characters of output, rendering stops with ``PromptTooLong``. This runs in
+    the calling thread with no time limit: the server renders in ``template_workers`` instead.
     """
     compiled = _compile(template)
     variables: dict[str, Any] = {
@@ -126,12 +130,21 @@ def render_chat(
     }
     if enable_thinking is not None:
         variables["enable_thinking"] = enable_thinking
+    pieces: list[str] = []
+    size = 0
     try:
-        return compiled.render(**variables)
+        for piece in compiled.generate(**variables):
+            size += len(piece)
+            if max_chars is not None and size > max_chars:
+                raise PromptTooLong(max_chars)
+            pieces.append(piece)
     except CllmError:
         raise
+    except MemoryError as exc:  # 'x' * 10**10, under the render workers' memory limit
+        raise CllmError("template: rendering ran out of memory", 500) from exc
     except Exception as exc:  # a template can fail with any Python error (None + str, bad index...)
         raise CllmError(f"template: {type(exc).__name__}: {exc}", 500) from exc
+    return "".join(pieces)
 
 
 def strip_think_tags(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from cllm_ollama.api.gotemplate import TemplateError, render_go_template
+from cllm_ollama.api.render_budget import PromptTooLong, RenderBudget, RenderTimeout
 
 DATA = {
     "System": "Be brief.",
@@ -56,3 +59,54 @@ def test_broken_templates_are_500_errors(template: str) -> None:
     with pytest.raises(TemplateError) as err:
         render_go_template(template, DATA)
     assert err.value.status_code == 500 and err.value.message.startswith("template: ")
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        # Go's exec.go: "range can't iterate over %v" for what is neither a collection nor an int.
+        ("{{ range .Prompt }}x{{ end }}", "template: range can't iterate over Hi"),
+        ("{{ range 2.5 }}x{{ end }}", "template: range can't iterate over 2.5"),
+        ("{{ range $i, $c := 3 }}x{{ end }}", "template: can't use 3 to iterate over more than one variable"),
+        ("{{ range 5 }}", "template: unexpected EOF: missing {{end}}"),
+    ],
+)
+def test_range_refuses_what_go_refuses(template: str, message: str) -> None:
+    with pytest.raises(TemplateError) as err:
+        render_go_template(template, DATA)
+    assert err.value.status_code == 500 and err.value.message == message
+
+
+def test_range_over_ints_and_maps_as_go_does() -> None:
+    assert render_go_template("{{ range 3 }}{{ . }}{{ end }}|{{ range 0 }}x{{ else }}none{{ end }}", DATA) == "012|none"
+    data = {"M": {"b": 1, "a": 2}}
+    assert render_go_template("{{ range $k, $v := .M }}{{ $k }}={{ $v }};{{ end }}", data) == "a=2;b=1;"
+
+
+def nested_ifs(depth: int) -> str:
+    return "{{ if .System }}" * depth + "x" + "{{ end }}" * depth
+
+
+def nested_parentheses(depth: int) -> str:
+    return "{{ len " + "(" * depth + ".Messages" + ")" * depth + " }}"
+
+
+@pytest.mark.parametrize(
+    ("nest", "message", "shallow_output"),
+    [
+        (nested_ifs, "template: blocks nested deeper than 100", "x"),
+        (nested_parentheses, "template: max expression depth exceeded", "4"),
+    ],
+)
+def test_deep_nesting_is_refused(nest: Callable[[int], str], message: str, shallow_output: str) -> None:
+    with pytest.raises(TemplateError) as err:
+        render_go_template(nest(101), DATA)
+    assert err.value.message == message
+    assert render_go_template(nest(100), DATA) == shallow_output
+
+
+def test_a_huge_range_stops_at_the_budget() -> None:
+    with pytest.raises(RenderTimeout):
+        render_go_template("{{ range 1000000000000 }}{{ end }}", DATA, RenderBudget(0.2))
+    with pytest.raises(PromptTooLong):
+        render_go_template("{{ range 1000000000000 }}{{ . }}{{ end }}", DATA, RenderBudget(60, max_chars=100000))
