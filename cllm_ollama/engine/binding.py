@@ -297,6 +297,13 @@ class Context:
         """llama.cpp's pooling type: 0 none, 1 mean, 2 cls, 3 last."""
         return int(ll.llama_pooling_type(self._ptr))
 
+    def token_embeddings(self, n_outputs: int) -> np.ndarray:
+        """Per-token output states of the last decode (pooling none), in batch order (a view)."""
+        ptr = ll.llama_get_embeddings(self._ptr)
+        if not ptr:
+            raise EngineError("no token embeddings in the last batch")
+        return np.ctypeslib.as_array(ptr, shape=(n_outputs, ll.llama_model_n_embd(self.model.ptr)))
+
     def embedding(self, seq_id: int) -> np.ndarray:
         ptr = ll.llama_get_embeddings_seq(self._ptr, seq_id)
         if not ptr:

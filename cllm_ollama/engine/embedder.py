@@ -2,6 +2,11 @@
 
 Inputs are packed several sequences to a decode; vectors come back L2-normalised, as Ollama's
 /api/embed returns them (the legacy /api/embeddings asks for them raw).
+
+A generative model has no pooling of its own, so its token states are averaged here. In
+embedding mode llama.cpp keeps an output row (a logits row of the whole vocabulary, too) for
+every token of a batch, so such inputs are decoded ``CHUNK`` tokens at a time: a 3000-token
+input would otherwise reserve 1.8 GB of logits for a 150k vocabulary, kept until unload.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from .binding import Batch, Context, Model
 POOLING_UNSPECIFIED = -1
 POOLING_NONE = 0
 POOLING_MEAN = 1
+# Tokens per decode when token states are averaged here (bounds the per-token output buffers).
+CHUNK = 256
 
 
 class Embedder:
@@ -26,14 +33,13 @@ class Embedder:
     def __init__(self, model: Model, *, n_seq_max: int, n_ctx_seq: int, n_batch: int, n_threads: int) -> None:
         self._model = model
         self._n_ctx = n_ctx_seq
-        # The cache is cleared between decodes, so it only needs to hold one batch (one KV
-        # stream shared by the batch's sequences), not n_seq_max full contexts.
-        batch = max(n_batch, n_ctx_seq)
-        self._args = {"n_seq_max": n_seq_max, "n_ctx_seq": -(-batch // n_seq_max), "n_batch": batch}
+        self._n_seq_max = n_seq_max
+        self._n_batch = n_batch
         self._n_threads = n_threads
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cllm-embed-{model.path.name}")
         self._ctx: Context | None = None
         self._batch: Batch | None = None
+        self._mean_here = False
 
     @property
     def n_ctx(self) -> int:
@@ -46,48 +52,89 @@ class Embedder:
 
     def _context(self) -> tuple[Context, Batch]:
         if self._ctx is None:
-
-            def make(pooling: int) -> Context:
-                return Context(self._model, n_threads=self._n_threads, embeddings=True, pooling=pooling, **self._args)
-
-            ctx = make(POOLING_UNSPECIFIED)
+            # The cache is cleared between decodes: one stream shared by the packed sequences.
+            batch = max(self._n_batch, self._n_ctx)
+            ctx = self._make(POOLING_UNSPECIFIED, batch, -(-batch // self._n_seq_max))
             if ctx.pooling == POOLING_NONE:
-                # A generative model has no pooling of its own: average its token states.
                 ctx.close()
-                ctx = make(POOLING_MEAN)
+                # Whole inputs stay in the cache while their chunks are decoded.
+                ctx = self._make(POOLING_NONE, CHUNK, -(-self._n_ctx // self._n_seq_max) + 1)
+                self._mean_here = True
             self._ctx, self._batch = ctx, Batch(ctx.n_batch)
         assert self._batch is not None
         return self._ctx, self._batch
 
+    def _make(self, pooling: int, n_batch: int, n_ctx_seq: int) -> Context:
+        return Context(
+            self._model,
+            n_seq_max=self._n_seq_max,
+            n_ctx_seq=n_ctx_seq,
+            n_batch=n_batch,
+            n_threads=self._n_threads,
+            embeddings=True,
+            pooling=pooling,
+        )
+
     def _embed_all(self, inputs: Sequence[Sequence[int]], normalize: bool) -> list[np.ndarray]:
         ctx, batch = self._context()
+        if any(not seq for seq in inputs):
+            raise EngineError("cannot embed an empty input")
+        vectors = self._means(ctx, batch, inputs) if self._mean_here else self._pooled(ctx, batch, inputs)
+        if normalize:
+            norms = [float(np.linalg.norm(v)) for v in vectors]
+            vectors = [v / n if n > 0 else v for v, n in zip(vectors, norms, strict=True)]
+        return vectors
+
+    def _pooled(self, ctx: Context, batch: Batch, inputs: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """llama.cpp pools: whole inputs, as many as fit one decode."""
         out: list[np.ndarray] = []
-        i = 0
-        while i < len(inputs):
-            # Pack as many whole inputs as fit one decode.
-            group: list[Sequence[int]] = []
-            n_tokens = 0
-            while i < len(inputs) and len(group) < ctx.n_seq_max and n_tokens + len(inputs[i]) <= ctx.n_batch:
-                if not inputs[i]:
-                    raise EngineError("cannot embed an empty input")
-                group.append(inputs[i])
-                n_tokens += len(inputs[i])
-                i += 1
-            if not group:
-                raise EngineError("input is longer than the embedding batch")
+        for group in self._groups(inputs, ctx.n_batch, ctx.n_seq_max):
             ctx.clear()
-            tokens = [t for seq in group for t in seq]
-            positions = [p for seq in group for p in range(len(seq))]
-            seq_ids = [s for s, seq in enumerate(group) for _ in seq]
-            batch.fill(tokens, positions, seq_ids, range(len(tokens)))
+            self._fill(batch, group)
             ctx.decode(batch)
-            for s in range(len(group)):
-                vector = ctx.embedding(s).astype(np.float32)
-                if normalize:
-                    norm = float(np.linalg.norm(vector))
-                    vector = vector / norm if norm > 0 else vector
-                out.append(vector)
+            out += [ctx.embedding(s).astype(np.float32) for s in range(len(group))]
         return out
+
+    def _means(self, ctx: Context, batch: Batch, inputs: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Mean of the token states, decoding long inputs a chunk at a time."""
+        out: list[np.ndarray] = []
+        for group in self._groups(inputs, self._n_ctx, ctx.n_seq_max):
+            ctx.clear()
+            sums = [np.zeros(self._model.n_embd, np.float64) for _ in group]
+            # Rows of (sequence, position, token), cut into decodes of at most CHUNK tokens.
+            rows = [(s, p, t) for s, seq in enumerate(group) for p, t in enumerate(seq)]
+            for start in range(0, len(rows), ctx.n_batch):
+                part = rows[start : start + ctx.n_batch]
+                batch.fill([t for _, _, t in part], [p for _, p, _ in part], [s for s, _, _ in part], range(len(part)))
+                ctx.decode(batch)
+                states = ctx.token_embeddings(len(part))
+                seq_of = np.fromiter((s for s, _, _ in part), np.int64, len(part))
+                for s in np.unique(seq_of):
+                    sums[s] += states[seq_of == s].sum(axis=0, dtype=np.float64)
+            out += [(total / len(seq)).astype(np.float32) for total, seq in zip(sums, group, strict=True)]
+        return out
+
+    @staticmethod
+    def _groups(inputs: Sequence[Sequence[int]], max_tokens: int, max_seqs: int) -> list[list[Sequence[int]]]:
+        """Consecutive inputs packed while they fit ``max_tokens`` and ``max_seqs`` together."""
+        groups: list[list[Sequence[int]]] = []
+        n_tokens = 0
+        for seq in inputs:
+            if len(seq) > max_tokens:
+                raise EngineError("input is longer than the embedding batch")
+            if not groups or len(groups[-1]) >= max_seqs or n_tokens + len(seq) > max_tokens:
+                groups.append([])
+                n_tokens = 0
+            groups[-1].append(seq)
+            n_tokens += len(seq)
+        return groups
+
+    @staticmethod
+    def _fill(batch: Batch, group: list[Sequence[int]]) -> None:
+        tokens = [t for seq in group for t in seq]
+        positions = [p for seq in group for p in range(len(seq))]
+        seq_ids = [s for s, seq in enumerate(group) for _ in seq]
+        batch.fill(tokens, positions, seq_ids, range(len(tokens)))
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
