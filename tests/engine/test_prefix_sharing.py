@@ -10,6 +10,7 @@ from pathlib import Path
 import llama_cpp
 import pytest
 
+from cllm_ollama.engine import runner as runner_module
 from cllm_ollama.engine.binding import Model
 from cllm_ollama.engine.request import Event, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
@@ -83,7 +84,12 @@ def prompts(model: Model) -> list[tuple[int, ...]]:
     return [tuple(model.tokenize(f"{SYSTEM}\nQ: {q}\nA:")) for q in QUESTIONS]
 
 
-def test_a_prefix_copied_from_a_generating_slot_gives_the_cold_tokens(gguf_path: Path, cold: llama_cpp.Llama) -> None:
+@pytest.mark.parametrize("factor", [0, 10**6], ids=["stream-copy", "state-copy"])
+def test_a_prefix_copied_from_a_generating_slot_gives_the_cold_tokens(
+    gguf_path: Path, cold: llama_cpp.Llama, factor: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways of copying a prefix: the whole KV stream, or the source's serialised state."""
+    monkeypatch.setattr(runner_module, "STATE_COPY_FACTOR", factor)
     runner = make_runner(gguf_path, n_slots=2)
     try:
         first, second = prompts(runner.model)[:2]
