@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cllm_ollama.engine.binding import Batch, Context, Model
@@ -49,34 +50,35 @@ def main() -> None:
             samples.append(time.perf_counter() - t0)
         return statistics.median(samples) * 1000
 
-    bytes_per_cell = None
     print(f"model {path.name}, n_ctx_seq {ctx.n_ctx_seq}, threads {args.threads}; ms, median of {args.reps}")
     print("| prefix tokens | one-token decode | seq_cp + trim | state get/set + trim | recompute |")
     print("|---|---|---|---|---|")
     for n in (64, 256, 1024, 2048, min(4000, ctx.n_ctx_seq - 8)):
-        prompt = [(i * 7919) % 1000 + 100 for i in range(n + 1)]
-        ctx.clear()
-        decode(prompt[:n], 0, 0)
-        one = timed(lambda: decode([prompt[0]], 0, 1))
-
-        def by_copy() -> None:
-            ctx.seq_copy(0, 1)
-            ctx.seq_rm(1, n)
-            decode([prompt[n]], n, 1)
-
-        def by_state() -> None:
-            state = ctx.state_get(0)
-            ctx.state_set(1, state)
-            ctx.seq_rm(1, n)
-            decode([prompt[n]], n, 1)
-
-        copy_ms, state_ms = timed(by_copy), timed(by_state)
-        recompute_ms = timed(lambda: decode(prompt[: n + 1], 0, 1)) if n <= 1024 else float("nan")
-        bytes_per_cell = len(ctx.state_get(0)) / n
-        print(f"| {n} | {one:.1f} | {copy_ms - one:.1f} | {state_ms - one:.1f} | {recompute_ms - one:.0f} |")
-    print(f"state bytes per token: {bytes_per_cell:.0f}")
+        row(ctx, n, decode, timed)
+    print(f"state bytes per token: {len(ctx.state_get(0)) / n:.0f}")
     ctx.close()
     model.close()
+
+
+def row(ctx: Context, n: int, decode: Callable[[list[int], int, int], None], timed: Callable[..., float]) -> None:
+    prompt = [(i * 7919) % 1000 + 100 for i in range(n + 1)]
+    ctx.clear()
+    decode(prompt[:n], 0, 0)
+    one = timed(lambda: decode([prompt[0]], 0, 1))
+
+    def by_copy() -> None:
+        ctx.seq_copy(0, 1)
+        ctx.seq_rm(1, n)
+        decode([prompt[n]], n, 1)
+
+    def by_state() -> None:
+        ctx.state_set(1, ctx.state_get(0))
+        ctx.seq_rm(1, n)
+        decode([prompt[n]], n, 1)
+
+    copy_ms, state_ms = timed(by_copy), timed(by_state)
+    recompute_ms = timed(lambda: decode(prompt[: n + 1], 0, 1)) if n <= 1024 else float("nan")
+    print(f"| {n} | {one:.1f} | {copy_ms - one:.1f} | {state_ms - one:.1f} | {recompute_ms - one:.0f} |")
 
 
 if __name__ == "__main__":
