@@ -18,7 +18,7 @@ from .binding import Model, Sampler, physical_cores
 from .embedder import Embedder
 from .probe import probe
 from .request import Event, Request, SamplingParams
-from .runner import MAX_BUFFERED_EVENTS, Runner, RunnerConfig, Sink
+from .runner import Runner, RunnerConfig, Sink
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,11 @@ class LoadedModel:
         return self._n_ctx_slot
 
     @property
+    def dead(self) -> str | None:
+        """Why the engine thread stopped for good (None while it runs): the pool reloads then."""
+        return self.runner.dead if self.runner is not None else None
+
+    @property
     def n_ctx_train(self) -> int:
         return self.model.n_ctx_train or self.n_ctx_slot
 
@@ -192,8 +197,7 @@ class LoadedModel:
         try:
             while True:
                 event = await queue.get()
-                sink.consumed += 1
-                if sink.backlog == MAX_BUFFERED_EVENTS:
+                if sink.consume():
                     runner.wake()  # it may have paused this slot
                 if event.finish is not None:
                     finished = True

@@ -10,10 +10,11 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 
@@ -88,6 +89,7 @@ class ModelPool:
         self.grammars = grammars or GrammarChecker()
         self._entries: dict[Path, Entry] = {}
         self._load_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Condition()
 
     def _spec_for(self, req: LoadRequest, current: LoadSpec | None) -> LoadSpec:
@@ -118,6 +120,8 @@ class ModelPool:
         A different ``num_gpu`` reloads only a model nobody is using.
         """
         loaded = entry.model
+        if loaded.dead is not None:
+            return True
         if req.num_ctx is not None and min(req.num_ctx, loaded.n_ctx_train) > loaded.n_ctx_slot:
             return True
         gpu = req.num_gpu is not None and req.num_gpu >= 0 and req.num_gpu != loaded.spec.n_gpu_layers
@@ -135,6 +139,12 @@ class ModelPool:
         async with self._load_lock:
             entry = self._entries.get(req.path)
             current: LoadSpec | None = None
+            if entry is not None and entry.model.dead is not None:
+                # Its engine thread stopped (and failed what it ran): load it afresh.
+                log.warning("reloading %s: %s", entry.name, entry.model.dead)
+                current = entry.model.spec
+                await self._unload(entry)
+                entry = None
             if entry is not None and self._needs_reload(entry, req):
                 current = entry.model.spec
                 entry.draining = True  # new requests queue behind the reload instead of starving it
@@ -173,12 +183,18 @@ class ModelPool:
         if entry.refs == 0:
             entry.expires_at = time.time() + entry.keep_alive
             if entry.keep_alive <= 0:
-                asyncio.get_running_loop().create_task(self._expire(entry))
+                self._spawn(self._expire(entry))
             elif math.isfinite(entry.keep_alive):
                 entry.timer = asyncio.get_running_loop().call_later(
-                    entry.keep_alive, lambda: asyncio.ensure_future(self._expire(entry))
+                    entry.keep_alive, lambda: self._spawn(self._expire(entry))
                 )
-        asyncio.get_running_loop().create_task(self._notify())
+        self._spawn(self._notify())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` as a task the pool holds until it ends (the loop keeps only weak references)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     @asynccontextmanager
     async def use(self, req: LoadRequest, keep_alive: float | None) -> AsyncIterator[Entry]:

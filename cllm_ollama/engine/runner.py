@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import EngineError
 from .binding import Batch, Context, Model, Sampler
 from .prompt_cache import PromptCache
-from .request import Event, Request, TokenLogprob
+from .request import Event, FinishReason, Request, TokenLogprob
 from .scheduler import Scheduler, StepPlan
 
 log = logging.getLogger("cllm.engine")
@@ -57,6 +57,16 @@ class Sink:
     @property
     def backlog(self) -> int:
         return self.published - self.consumed
+
+    @property
+    def behind(self) -> bool:
+        """Too far behind: the engine pauses this request's slot until the reader catches up."""
+        return self.backlog > MAX_BUFFERED_EVENTS
+
+    def consume(self) -> bool:
+        """Count one event read; True when that ends a pause (the engine should be woken)."""
+        self.consumed += 1
+        return self.backlog == MAX_BUFFERED_EVENTS
 
 
 def _deliver(items: list[tuple[Sink, Event]]) -> None:
@@ -99,12 +109,22 @@ class RunnerConfig:
 class Runner:
     """Continuous batching over one model: ``submit`` and ``abort`` from any thread."""
 
-    def __init__(self, model: Model, config: RunnerConfig) -> None:
+    def __init__(
+        self,
+        model: Model,
+        config: RunnerConfig,
+        *,
+        context: Callable[..., Context] = Context,
+        batch: Callable[[int], Batch] = Batch,
+    ) -> None:
+        """``context`` and ``batch`` make the llama.cpp objects; tests pass fakes (no llama.cpp)."""
         self.model = model
         self.config = config
+        # Set when the engine thread stopped for good: why. The pool then loads the model again.
+        self.dead: str | None = None
         # Every generating slot puts a token in each batch: a batch smaller than the slot count
         # would trip llama.cpp's n_batch assertion (a process abort), whatever num_batch says.
-        self.ctx = Context(
+        self.ctx = context(
             model,
             n_seq_max=config.n_slots,
             n_ctx_seq=config.n_ctx_slot,
@@ -125,7 +145,7 @@ class Runner:
             share=share,
             max_prefill=config.max_prefill or None,
         )
-        self.batch = Batch(self.scheduler.n_batch)
+        self.batch = batch(self.scheduler.n_batch)
         self._cv = threading.Condition()
         self._adds: list[tuple[Request, Sampler | None, Sink]] = []
         self._aborts: list[int] = []
@@ -145,6 +165,8 @@ class Runner:
             if self._closing:
                 if sampler is not None:
                     sampler.close()
+                if self.dead is not None:
+                    raise EngineError(f"the model's engine stopped ({self.dead}); the next request loads it again")
                 raise EngineError("model is being unloaded")
             self._adds.append((request, sampler, sink))
             self._cv.notify()
@@ -181,7 +203,7 @@ class Runner:
 
     def _paused(self, request_id: int) -> bool:
         sink = self._sinks.get(request_id)
-        return sink is not None and sink.backlog > MAX_BUFFERED_EVENTS
+        return sink is not None and sink.behind
 
     def _loop(self) -> None:
         while True:
@@ -194,11 +216,25 @@ class Runner:
                     events = self.scheduler.fail_all(str(exc))
                     self.ctx.clear()
                     self._emit(events)
-                except Exception:
-                    log.exception("engine thread stops")
-                    with self._cv:
-                        self._closing = True  # submit() now refuses instead of queueing forever
+                except Exception as fatal:
+                    self._stop_dead(fatal)
                     return
+
+    def _stop_dead(self, exc: BaseException) -> None:
+        """The loop cannot go on: say why, end every request it knew of, refuse new ones."""
+        log.exception("engine thread stops")
+        with self._cv:
+            self.dead = f"{type(exc).__name__}: {exc}"
+            self._closing = True  # submit() now refuses instead of queueing forever
+            adds, self._adds = self._adds, []
+        message = f"the model's engine stopped ({self.dead})"
+        for request, sampler, sink in adds:
+            self._sinks[request.id] = sink
+            if sampler is not None:
+                self._samplers[request.id] = sampler
+        events = [Event(rid, "", (), FinishReason.ERROR, None, message) for rid in self._sinks]
+        with contextlib.suppress(Exception):
+            self._emit(events)
 
     def _iteration(self) -> bool:
         """One pass: drain the inbox, plan, decode, publish. False once the runner is closing."""

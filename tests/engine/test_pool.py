@@ -15,6 +15,7 @@ class FakeModel:
     spec: LoadSpec
     n_ctx_train: int = 4096
     closed: bool = field(default=False)
+    dead: str | None = None
 
     @property
     def n_ctx_slot(self) -> int:
@@ -81,6 +82,22 @@ def test_gpu_placement_reloads_only_an_idle_model_and_context_growth_always() ->
         bigger = await pool.acquire(request(num_ctx=1024), None)
         assert len(loads) == 3 and bigger.model.n_ctx_slot == 1024
         pool.release(bigger)
+        await pool.close()
+
+    asyncio.run(run())
+
+
+def test_a_model_whose_engine_died_is_loaded_again_by_the_next_request() -> None:
+    loads: list[LoadSpec] = []
+
+    async def run() -> None:
+        pool = make_pool(loads)
+        entry = await pool.acquire(request(), None)
+        pool.release(entry)
+        entry.model.dead = "RuntimeError: boom"  # type: ignore[attr-defined]
+        again = await pool.acquire(request(), None)
+        assert len(loads) == 2 and again is not entry and entry.model.closed  # type: ignore[attr-defined]
+        pool.release(again)
         await pool.close()
 
     asyncio.run(run())

@@ -1,0 +1,89 @@
+"""A stand-in for ``engine.binding`` so the runner's step loop runs without llama.cpp.
+
+The fake model "predicts" the token after any token (wrapping around, never 0), and token 0
+is end-of-generation, so a request runs until its limit, an abort or a failure.
+``FakeContext`` records every batch and can be told to fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cllm_ollama.errors import EngineError
+
+
+class FakeModel:
+    def __init__(self, n_vocab: int = 50) -> None:
+        self.path = Path("fake.gguf")
+        self.n_vocab = n_vocab
+        self.is_recurrent = False
+
+    def piece(self, token: int) -> bytes:
+        return b"" if token == 0 else bytes([96 + token % 26 + 1])
+
+    def is_eog(self, token: int) -> bool:
+        return token == 0
+
+
+class FakeBatch:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.rows: list[tuple[int, int, int]] = []
+        self.outputs: list[int] = []
+
+    def fill(self, tokens: Sequence[int], positions: Sequence[int], seq_ids: Sequence[int], output_rows: Any) -> None:
+        assert len(tokens) <= self.capacity
+        self.rows = list(zip(tokens, positions, seq_ids, strict=True))
+        self.outputs = list(output_rows)
+
+
+class FakeContext:
+    def __init__(self, model: FakeModel, *, n_seq_max: int, n_ctx_seq: int, n_batch: int, n_threads: int) -> None:
+        self.model = model
+        self.n_seq_max, self.n_ctx_seq, self.n_batch = n_seq_max, n_ctx_seq, n_batch
+        self.batches: list[list[tuple[int, int, int]]] = []
+        self.fail_decode: str | None = None
+        self.fail_clear = False
+        self._last: np.ndarray = np.zeros((0, model.n_vocab), np.float32)
+
+    def decode(self, batch: FakeBatch) -> None:
+        if self.fail_decode is not None:
+            raise EngineError(self.fail_decode)
+        self.batches.append(batch.rows)
+        logits = np.zeros((len(batch.outputs), self.model.n_vocab), np.float32)
+        for j, row in enumerate(batch.outputs):
+            logits[j, batch.rows[row][0] % (self.model.n_vocab - 1) + 1] = 1.0
+        self._last = logits
+
+    def logits(self, n_outputs: int) -> np.ndarray:
+        assert n_outputs == len(self._last)
+        return self._last
+
+    def clear(self) -> None:
+        if self.fail_clear:
+            raise RuntimeError("the KV cache is gone")
+
+    def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
+        return True
+
+    def seq_clear(self, seq_id: int) -> None:
+        pass
+
+    def seq_copy(self, src: int, dst: int) -> None:
+        pass
+
+    def seq_pos_min(self, seq_id: int) -> int:
+        return 0
+
+    def state_get(self, seq_id: int) -> bytes:
+        return bytes(8)
+
+    def state_set(self, seq_id: int, data: bytes) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,85 @@
+"""The engine thread's step loop over a fake binding: failures, aborts and a dead engine."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+
+import pytest
+from fake_binding import FakeBatch, FakeContext, FakeModel
+
+from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
+from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
+from cllm_ollama.errors import EngineError
+
+GREEDY = SamplingParams(temperature=0)
+
+
+@pytest.fixture
+def runner() -> Iterator[Runner]:
+    r = Runner(
+        FakeModel(),  # type: ignore[arg-type]
+        RunnerConfig(n_slots=2, n_ctx_slot=4096, n_batch=16, n_threads=1),
+        context=FakeContext,  # type: ignore[arg-type]
+        batch=FakeBatch,  # type: ignore[arg-type]
+    )
+    yield r
+    r.close()
+
+
+def submit(runner: Runner, prompt: tuple[int, ...], n: int = 5) -> tuple[Request, Sink]:
+    request = Request(prompt, GREEDY, num_predict=n)
+    sink = Sink(queue.SimpleQueue())
+    runner.submit(request, None, sink)
+    return request, sink
+
+
+def drain(runner: Runner, sink: Sink) -> list[Event]:
+    """Read to the last event, waking the engine when a pause ends, as the async client does."""
+    events: list[Event] = []
+    while not events or events[-1].finish is None:
+        events.append(sink.queue.get(timeout=10))  # type: ignore[attr-defined]
+        if sink.consume():
+            runner.wake()
+    return events
+
+
+def first_event(runner: Runner, sink: Sink) -> Event:
+    event = sink.queue.get(timeout=10)  # type: ignore[attr-defined]
+    if sink.consume():
+        runner.wake()
+    return event  # type: ignore[no-any-return]
+
+
+def test_the_step_loop_runs_on_the_fake(runner: Runner) -> None:
+    _, sink = submit(runner, (3, 4), n=4)
+    events = drain(runner, sink)
+    assert [t for e in events for t in e.tokens] == [5, 6, 7, 8] and events[-1].finish is FinishReason.LENGTH
+
+
+def test_a_failed_step_with_pending_aborts_leaks_nothing(runner: Runner) -> None:
+    ctx: FakeContext = runner.ctx  # type: ignore[assignment]
+    first, first_sink = submit(runner, (3,), n=1000)
+    first_event(runner, first_sink)  # generating
+    ctx.fail_decode = "compute error"
+    second, second_sink = submit(runner, (9,), n=1000)
+    runner.abort(first.id)
+    ends = {first.id: drain(runner, first_sink)[-1].finish, second.id: drain(runner, second_sink)[-1].finish}
+    assert ends[first.id] in (FinishReason.CANCELED, FinishReason.ERROR)
+    assert ends[second.id] is FinishReason.ERROR
+    ctx.fail_decode = None
+    assert drain(runner, submit(runner, (3,), n=2)[1])[-1].finish is FinishReason.LENGTH
+    assert runner._sinks == {} and runner._samplers == {}
+
+
+def test_a_dead_engine_says_why_and_ends_what_it_ran(runner: Runner) -> None:
+    ctx: FakeContext = runner.ctx  # type: ignore[assignment]
+    _, sink = submit(runner, (3,), n=1000)
+    first_event(runner, sink)
+    ctx.fail_decode, ctx.fail_clear = "compute error", True  # the recovery fails too
+    last = drain(runner, sink)[-1]
+    assert last.finish is FinishReason.ERROR
+    runner._thread.join(timeout=10)
+    assert runner.dead is not None and "the KV cache is gone" in runner.dead
+    with pytest.raises(EngineError, match="engine stopped"):
+        submit(runner, (3,))
