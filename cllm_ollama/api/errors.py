@@ -11,6 +11,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from ..errors import CllmError, InvalidRequest
 from .encoders import error_response
+from .wire import go_type
 
 
 async def read_json(request: Request) -> dict[str, Any]:
@@ -25,7 +26,7 @@ async def read_json(request: Request) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise InvalidRequest(f"json: cannot unmarshal {type(data).__name__} into Go value of type object")
+        raise InvalidRequest(f"json: cannot unmarshal {go_type(data)} into Go value of type object")
     return data
 
 
