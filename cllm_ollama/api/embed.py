@@ -15,7 +15,7 @@ from .encoders import JSONResponse
 from .errors import read_json
 from .inference import ResolvedModel, keep_alive_of, load_request, resolve_model
 from .options import resolve_options
-from .wire import string_field
+from .wire import bool_field, int_field, string_field
 
 
 async def _resolve(request: Request, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
@@ -74,6 +74,8 @@ async def embed(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request)
     name = string_field(body, "model", "EmbedRequest")
+    bool_field(body, "truncate", "EmbedRequest")
+    int_field(body, "dimensions", "EmbedRequest")
     model = await _resolve(request, name, empty_message="model '' not found", empty_status=404)
     raw = body.get("input")
     if raw is None or raw == "":

@@ -37,6 +37,7 @@ from .options import RequestOptions, parse_keep_alive_field, parse_think
 from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template
 from .render_budget import PromptTooLong, RenderBudget
 from .template import CHATML_TEMPLATE
+from .wire import bool_field, int_field
 
 T = TypeVar("T")
 
@@ -100,10 +101,14 @@ class SharedFields:
     logprobs: int  # -1 off, else how many alternatives per token
 
     @classmethod
-    def of(cls, body: dict[str, Any]) -> SharedFields:
-        """Decoded first, in Ollama's order: keep_alive fails in Go's JSON decode, then top_logprobs."""
+    def of(cls, body: dict[str, Any], struct: str) -> SharedFields:
+        """Decoded first, in Ollama's order: keep_alive and the types fail in Go's JSON decode,
+        then top_logprobs. ``struct`` names the request in Go's errors (``GenerateRequest``...).
+        """
         keep_alive = keep_alive_of(body)
-        return cls(keep_alive, body.get("truncate") is not False, body.get("format"), logprobs_of(body))
+        truncate = bool_field(body, "truncate", struct) is not False
+        bool_field(body, "shift", struct)  # no context shift here, but Go still decodes it
+        return cls(keep_alive, truncate, body.get("format"), logprobs_of(body, struct))
 
 
 def thinking_for(model: ResolvedModel, body: dict[str, Any], display_name: str) -> bool:
@@ -305,12 +310,13 @@ async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | No
     return "load"
 
 
-def logprobs_of(body: dict[str, Any]) -> int:
+def logprobs_of(body: dict[str, Any], struct: str) -> int:
     """``logprobs``/``top_logprobs`` as the engine takes them: -1 off, else how many alternatives."""
-    top_logprobs = body.get("top_logprobs") or 0
-    if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool) or not 0 <= top_logprobs <= 20:
+    logprobs = bool_field(body, "logprobs", struct)
+    top_logprobs = int_field(body, "top_logprobs", struct) or 0
+    if not 0 <= top_logprobs <= 20:
         raise InvalidRequest("top_logprobs must be between 0 and 20")
-    return top_logprobs if body.get("logprobs") else -1
+    return top_logprobs if logprobs else -1
 
 
 def chat_prompt(
