@@ -8,6 +8,7 @@ the response shape.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import weakref
@@ -40,6 +41,7 @@ from .template import CHATML_TEMPLATE
 from .wire import bool_field, int_field
 
 T = TypeVar("T")
+log = logging.getLogger("cllm.api")
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,19 @@ def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
         num_thread=options.num_thread,
         embedding_only=model.info.is_embedding,
     )
+
+
+@contextmanager
+def naming_the_model(model: ResolvedModel) -> Iterator[None]:
+    """Errors from loading name the model, not its file: the server's paths go to the log only."""
+    try:
+        yield
+    except CllmError as exc:
+        path = str(model.record.model_path)
+        if path not in exc.message:
+            raise
+        log.error("loading %s failed: %s", model.full_name, exc.message)
+        raise CllmError(exc.message.replace(path, model.record.short_name), exc.status_code) from exc
 
 
 def keep_alive_of(body: dict[str, Any]) -> float | None:
@@ -241,7 +256,8 @@ async def prepare(
     """Load (or reuse) the model, tokenize and fit the prompt, and hold the model for the run."""
     truncate = shared.truncate
     t0 = time.perf_counter_ns()
-    entry = await pool.acquire(load_request(model, options), shared.keep_alive)
+    with naming_the_model(model):
+        entry = await pool.acquire(load_request(model, options), shared.keep_alive)
     load_ns = time.perf_counter_ns() - t0
     try:
         loaded = entry.model
@@ -305,7 +321,8 @@ async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | No
         assert model.record.model_path is not None
         await pool.unload(model.record.model_path)
         return "unload"
-    entry = await pool.acquire(load_request(model, options), keep_alive)
+    with naming_the_model(model):
+        entry = await pool.acquire(load_request(model, options), keep_alive)
     pool.release(entry)
     return "load"
 

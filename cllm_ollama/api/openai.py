@@ -24,7 +24,7 @@ from ..store.store import ModelRecord
 from .chat import decode_tools, start_chat
 from .embed import embed_texts
 from .encoders import JSONResponse, dumps
-from .errors import read_json
+from .errors import public_message, read_json
 from .generate import start_generate
 from .inference import Chunk, Generation, collect, releasing_on_error, started, until_disconnect
 from .wire import (
@@ -59,10 +59,10 @@ def openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable
         try:
             return await handler(request)
         except CllmError as exc:
-            return openai_error(exc.status_code, exc.message)
+            return openai_error(exc.status_code, public_message(request, exc.message))
         except Exception as exc:
             log.exception("unhandled error on %s", request.url.path)
-            return openai_error(500, f"internal error: {exc}")
+            return openai_error(500, public_message(request, f"internal error: {exc}"))
 
     return wrapped
 
