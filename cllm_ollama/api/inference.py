@@ -267,6 +267,15 @@ async def prepare(
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
         )
+        if len(tokens) < len(rendered.tokens):
+            # Ollama's runner warning, with its fields: the only trace of a silent cut.
+            log.warning(
+                "truncating input prompt limit=%d prompt=%d keep=%d new=%d",
+                limit,
+                len(rendered.tokens),
+                options.num_keep,
+                len(tokens),
+            )
         request = EngineRequest(
             prompt=tuple(tokens),
             sampling=options.sampling,
