@@ -278,7 +278,7 @@ async def prepare(
             )
         request = EngineRequest(
             prompt=tuple(tokens),
-            sampling=options.sampling,
+            sampling=options.sampling_within(limit),
             num_predict=options.num_predict,
             stop=options.stop,
             num_ctx=limit,

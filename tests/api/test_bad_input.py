@@ -6,6 +6,7 @@ Each case here used to crash a handler (500 and a logged traceback), reach the n
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -268,3 +269,15 @@ def test_v1_model_lookup_ignores_case_like_every_other_endpoint(client: TestClie
     r = client.get(f"/v1/models/{name}")
     assert r.status_code == 200 and r.json()["id"] == "tiny:latest"
     assert client.get("/v1/models/tiny:other").status_code == 404
+
+
+@pytest.mark.model
+def test_a_huge_repeat_last_n_costs_no_more_than_the_context(client: TestClient) -> None:
+    """2^31-1 with a penalty made llama.cpp allocate an 8 GB window (18 s) for every request."""
+    options = {"repeat_last_n": 2**31 - 1, "repeat_penalty": 1.2, "num_predict": 4, "temperature": 0}
+    t0 = time.monotonic()
+    r = client.post("/api/generate", json=GENERATE | {"stream": False, "options": options})
+    assert r.status_code == 200 and r.json()["eval_count"] == 4
+    assert time.monotonic() - t0 < 10
+    r = client.post("/api/generate", json=GENERATE | {"options": {"repeat_last_n": -2}})
+    assert (r.status_code, r.json()) == (400, {"error": "repeat_last_n must be >= -1"})
