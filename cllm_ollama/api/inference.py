@@ -95,11 +95,12 @@ def naming_the_model(model: ResolvedModel) -> Iterator[None]:
     try:
         yield
     except CllmError as exc:
-        path = str(model.record.model_path)
-        if path not in exc.message:
+        path = model.record.model_path
+        file = next((f for f in (str(path), getattr(path, "name", None)) if f and f in exc.message), None)
+        if file is None:
             raise
-        log.error("loading %s failed: %s", model.full_name, exc.message)
-        raise CllmError(exc.message.replace(path, model.record.short_name), exc.status_code) from exc
+        log.error("loading %s (%s) failed: %s", model.full_name, path, exc.message)
+        raise CllmError(exc.message.replace(file, model.record.short_name), exc.status_code) from exc
 
 
 def keep_alive_of(body: dict[str, Any]) -> float | None:

@@ -24,7 +24,7 @@ from conftest import ENDLESS
 from starlette.types import Message, Receive, Scope, Send
 
 from cllm_ollama.api.shutdown import Drain, DrainMiddleware
-from cllm_ollama.config import Settings
+from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.store.create import import_gguf
 from cllm_ollama.store.store import ModelStore
 
@@ -194,7 +194,9 @@ def test_a_request_with_no_answer_yet_gets_a_503(path: str, body: dict[str, obje
     assert orjson.loads(sent[1]["body"]) == body
 
 
-@pytest.mark.parametrize(("value", "seconds"), [(None, 5.0), ("2.5", 2.5), ("10s", 10.0), ("1m", 60.0), ("-1", 0.0)])
+@pytest.mark.parametrize(("value", "seconds"), [(None, 5.0), ("2.5", 2.5), ("10s", 10.0), ("1m", 60.0)])
 def test_the_grace_period_comes_from_the_environment(value: str | None, seconds: float) -> None:
     env = {} if value is None else {"CLLM_SHUTDOWN_GRACE": value}
     assert Settings.from_env(env).shutdown_grace == seconds
+    with pytest.raises(ConfigError, match="SHUTDOWN_GRACE"):
+        Settings.from_env({"CLLM_SHUTDOWN_GRACE": "-1"})
