@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -12,6 +13,7 @@ import click
 import httpx
 import uvicorn
 
+from ..api.shutdown import Drain
 from ..app import create_app
 from ..config import ConfigError, Settings
 from ..errors import CllmError
@@ -49,6 +51,18 @@ def _backend() -> Backend:
     return connect(_settings())
 
 
+class _Server(uvicorn.Server):
+    """uvicorn, telling the app when shutdown starts: streams then get a grace period, not forever."""
+
+    def __init__(self, config: uvicorn.Config, drain: Drain) -> None:
+        super().__init__(config)
+        self.drain = drain
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.drain.begin()
+        await super().shutdown(sockets=sockets)
+
+
 @click.group("cllm", context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """A drop-in Ollama server with continuous batching over llama.cpp."""
@@ -65,7 +79,15 @@ def serve_command() -> None:
     if not settings.debug:
         # llama.cpp describes every model it loads at length: only its warnings by default.
         logging.getLogger("cllm.llama").setLevel(logging.WARNING)
-    uvicorn.run(create_app(settings), host=settings.host.host, port=settings.host.port)
+    app = create_app(settings)
+    # uvicorn's own limit is the backstop for what the drain cannot end (a request stuck in a thread).
+    config = uvicorn.Config(
+        app,
+        host=settings.host.host,
+        port=settings.host.port,
+        timeout_graceful_shutdown=int(settings.shutdown_grace) + 5,
+    )
+    _Server(config, app.state.drain).run()
 
 
 @cli.command("pull")

@@ -14,6 +14,7 @@ from .api.errors import EXCEPTION_HANDLERS
 from .api.hosts import LocalHostsOnly, is_loopback
 from .api.limits import BodyLimit
 from .api.routes import ROUTES
+from .api.shutdown import Drain, DrainMiddleware
 from .config import Settings
 from .engine.pool import ModelPool
 from .store.store import ModelStore
@@ -44,14 +45,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             await app.state.pool.close()
 
+    drain = Drain(settings.shutdown_grace)
     app = Starlette(
         routes=ROUTES,
-        middleware=[cors_middleware(settings.origins)]
+        middleware=[Middleware(DrainMiddleware, drain=drain), cors_middleware(settings.origins)]
         + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else [])
         + [Middleware(BodyLimit, max_size=settings.max_body_size)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.drain = drain  # the server begins it when it stops (cli: cllm serve)
     app.state.store = ModelStore(settings.models_dir)
     return app

@@ -29,6 +29,8 @@ DEFAULT_MAX_QUEUE = 512
 DEFAULT_MAX_BODY_SIZE = 32 << 20
 # How long rendering one request's prompt may take (chat template, dropped-turn fitting).
 DEFAULT_RENDER_TIMEOUT_S = 5.0
+# How long, on SIGTERM/SIGINT, running requests may go on before they are ended.
+DEFAULT_SHUTDOWN_GRACE_S = 5.0
 FOREVER = math.inf
 _MAX_DURATION_S = (2**63 - 1) / 1e9
 
@@ -210,6 +212,7 @@ class Settings:
     # steady pace (0: only num_batch caps them).
     prefill_chunk: int = 256
     render_timeout: float = DEFAULT_RENDER_TIMEOUT_S
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE_S
     debug: bool = False
 
     @classmethod
@@ -252,6 +255,7 @@ class Settings:
             cache_ram_mib=get_int("CACHE_RAM", 4096) if get("CACHE_RAM") != "0" else 0,
             prefill_chunk=get_int("PREFILL_CHUNK", 256) if get("PREFILL_CHUNK") != "0" else 0,
             render_timeout=_env_timeout("RENDER_TIMEOUT", get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
+            shutdown_grace=_env_timeout("SHUTDOWN_GRACE", get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
             debug=debug not in (None, "0", "false", "False"),
             max_body_size=_env_body_size(get("MAX_BODY_SIZE")),
             noprune=noprune is not None and _go_bool(noprune),

@@ -26,49 +26,78 @@ from .inference import (
 )
 from .options import resolve_options
 from .template import strip_think_tags
-from .wire import created_at, string_field, tool_calls_json
+from .wire import (
+    bool_field,
+    created_at,
+    decode_error,
+    images_field,
+    int_field,
+    list_field,
+    object_field,
+    string_field,
+    tool_calls_json,
+)
 
+_REQUEST = "ChatRequest"
 _THINK_TAG_FAMILIES = ("qwen3", "deepseek-r1", "deepseek2")
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     """Validate messages the way Go would decode them; roles are lower-cased as Ollama does."""
-    raw = body.get("messages")
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise InvalidRequest(
-            "json: cannot unmarshal messages into Go struct field ChatRequest.messages of type []api.Message"
-        )
-    out = []
-    for m in raw:
-        if not isinstance(m, dict):
-            raise InvalidRequest("json: cannot unmarshal message into Go value of type api.Message")
-        message = dict(m)
-        message["role"] = string_field(m, "role", "Message").lower()
-        message["content"] = string_field(m, "content", "Message")
-        calls = m.get("tool_calls")
-        if calls is not None and not isinstance(calls, list):
-            raise InvalidRequest("json: cannot unmarshal tool_calls into Go struct field Message.tool_calls")
-        out.append(message)
-    return out
+    raw = list_field(body, "messages", _REQUEST, "[]api.Message") or []
+    return [_message(m) for m in raw]
+
+
+def _message(m: object) -> dict[str, Any]:
+    # api.Message decodes itself (to lower-case the role), so Go names the path from ChatRequest.
+    where = f"{_REQUEST}.messages"
+    if not isinstance(m, dict):
+        raise decode_error(m, where, "api.Message")
+    message = dict(m)
+    message["role"] = string_field(m, "role", where).lower()
+    message["content"] = string_field(m, "content", where)
+    for key in ("thinking", "tool_name", "tool_call_id"):
+        string_field(m, key, where)
+    images_field(m, where)
+    for call in list_field(m, "tool_calls", where, "[]api.ToolCall") or []:
+        if not isinstance(call, dict):
+            raise decode_error(call, f"{where}.tool_calls", "api.ToolCall")
+        string_field(call, "id", f"{where}.tool_calls")
+        function = object_field(call, "function", f"{where}.tool_calls", "api.ToolCallFunction") or {}
+        string_field(function, "name", f"{where}.tool_calls.function")
+        int_field(function, "index", f"{where}.tool_calls.function")
+        object_field(function, "arguments", f"{where}.tool_calls.function", "api.ToolCallFunctionArguments")
+    return message
+
+
+def decode_tools(body: dict[str, Any], struct: str) -> list[dict[str, Any]] | None:
+    """``tools`` as Go decodes []api.Tool (``struct`` is the request type); None when empty."""
+    tools = list_field(body, "tools", struct, "api.Tools") or []
+    where = f"{struct}.tools"
+    for tool in tools:
+        if not isinstance(tool, dict):
+            raise decode_error(tool, where, "api.Tool")
+        string_field(tool, "type", where)
+        function = object_field(tool, "function", where, "api.ToolFunction") or {}
+        for key in ("name", "description"):
+            string_field(function, key, f"{where}.function")
+        object_field(function, "parameters", f"{where}.function", "api.ToolFunctionParameters")
+    return tools or None
 
 
 async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a chat body and start it: a running Generation, or a load/unload sentinel's reason."""
-    shared = SharedFields.of(body)
-    name = string_field(body, "model", "ChatRequest")
-    model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
+    shared = SharedFields.of(body, _REQUEST)
+    name = string_field(body, "model", _REQUEST)
     messages = _messages(body)
+    tools = decode_tools(body, _REQUEST)
+    model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
     pool = request.app.state.pool
     if not messages:
         options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
         return await sentinel(pool, model, shared.keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support chat')
-    tools = body.get("tools") or None
-    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
-        raise InvalidRequest("json: cannot unmarshal tools into Go struct field ChatRequest.tools of type api.Tools")
     if tools and not model.has("tools"):
         raise InvalidRequest(f"{model.full_name} does not support tools")
     thinking = thinking_for(model, body, name)
@@ -97,6 +126,7 @@ async def chat(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request)
     name = body.get("model")
+    stream = bool_field(body, "stream", _REQUEST) is not False
     gen = await start_chat(request, body, t_start)
     if isinstance(gen, str):
         message = {"role": "assistant", "content": ""}
@@ -126,4 +156,4 @@ async def chat(request: Request) -> Response:
             obj |= metrics(gen, chunk.stats)
         return obj
 
-    return await respond(request, gen, encode, stream=body.get("stream") is not False)
+    return await respond(request, gen, encode, stream=stream)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 
 import orjson
@@ -11,6 +13,9 @@ from starlette.responses import PlainTextResponse, Response
 
 from ..errors import CllmError, InvalidRequest
 from .encoders import error_response
+from .wire import go_type
+
+log = logging.getLogger("cllm.api")
 
 
 async def read_json(request: Request) -> dict[str, Any]:
@@ -25,13 +30,23 @@ async def read_json(request: Request) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise InvalidRequest(f"json: cannot unmarshal {type(data).__name__} into Go value of type object")
+        raise InvalidRequest(f"json: cannot unmarshal {go_type(data)} into Go value of type object")
     return data
+
+
+def public_message(request: Request, message: str) -> str:
+    """``message`` without the model store's location on this server (logged in full instead)."""
+    settings = getattr(request.app.state, "settings", None)
+    root = str(settings.models_dir) if settings is not None else ""
+    if not root or root not in message:
+        return message
+    log.warning("%s %s: %s", request.method, request.url.path, message)
+    return message.replace(root + os.sep, "").replace(root, "")
 
 
 async def cllm_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, CllmError)
-    return error_response(exc.status_code, exc.message)
+    return error_response(exc.status_code, public_message(request, exc.message))
 
 
 async def http_error_handler(request: Request, exc: Exception) -> Response:
@@ -46,7 +61,7 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
     # Starlette re-raises after this response and uvicorn logs the traceback: no log here.
-    return error_response(500, f"internal error: {exc}")
+    return error_response(500, public_message(request, f"internal error: {exc}"))
 
 
 EXCEPTION_HANDLERS = {

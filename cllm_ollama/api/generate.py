@@ -28,42 +28,41 @@ from .inference import (
 )
 from .options import resolve_options
 from .render_budget import RenderBudget
-from .wire import created_at, string_field
+from .wire import bool_field, created_at, decode_error, images_field, list_field, string_field
+
+_REQUEST = "GenerateRequest"
 
 
 async def start_generate(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a generate body and start it: a running Generation, or a load/unload sentinel's reason."""
-    shared = SharedFields.of(body)
-    name = string_field(body, "model", "GenerateRequest")
+    shared = SharedFields.of(body, _REQUEST)
+    name = string_field(body, "model", _REQUEST)
+    prompt = string_field(body, "prompt", _REQUEST)
+    suffix = string_field(body, "suffix", _REQUEST)
+    system = string_field(body, "system", _REQUEST)
+    template = string_field(body, "template", _REQUEST)
+    raw = bool(bool_field(body, "raw", _REQUEST))
+    context = _context(body)
+    images = images_field(body, _REQUEST)
     model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
-    raw = bool(body.get("raw"))
-    context = body.get("context") or []
-    if raw and (body.get("template") or body.get("system") or context):
+    if raw and (template or system or context):
         raise InvalidRequest("raw mode does not support template, system, or context")
-    if not isinstance(context, list) or not all(isinstance(t, int) for t in context):
-        raise InvalidRequest(
-            "json: cannot unmarshal context into Go struct field GenerateRequest.context of type []int"
-        )
-    prompt = string_field(body, "prompt", "GenerateRequest")
     pool = request.app.state.pool
-    if not prompt and not body.get("images"):
+    if not prompt and not images:
         return await sentinel(pool, model, shared.keep_alive, resolve_options(body.get("options"), model.record.params))
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support generate')
     thinking = thinking_for(model, body, name)
-    suffix = string_field(body, "suffix", "GenerateRequest")
     if suffix and not model.has("insert"):
         raise InvalidRequest(f"{model.full_name} does not support insert")
-    check_images(model, body.get("images"))
+    check_images(model, images)
     options = resolve_options(body.get("options"), model.record.params)
-    system = string_field(body, "system", "GenerateRequest") or model.record.system or ""
+    system = system or model.record.system or ""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     if not context:
         messages += model.record.messages
     messages.append({"role": "user", "content": prompt})
-    templated = chat_prompt(
-        model, messages, thinking=thinking, go_template=string_field(body, "template", "GenerateRequest") or None
-    )
+    templated = chat_prompt(model, messages, thinking=thinking, go_template=template or None)
 
     def render(loaded: LoadedModel, limit: int | None, budget: RenderBudget | None) -> Rendered:
         if suffix:
@@ -86,12 +85,22 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     )
 
 
+def _context(body: dict[str, Any]) -> list[int]:
+    """The deprecated ``context``: token ids from an earlier answer."""
+    context = list_field(body, "context", _REQUEST, "[]int") or []
+    for token in context:
+        if not isinstance(token, int) or isinstance(token, bool):
+            raise decode_error(token, f"{_REQUEST}.context", "int")
+    return context
+
+
 async def generate(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request)
     name = body.get("model")
-    raw = bool(body.get("raw"))
+    stream = bool_field(body, "stream", _REQUEST) is not False
     gen = await start_generate(request, body, t_start)
+    raw = bool(body.get("raw"))
     if isinstance(gen, str):
         return JSONResponse(
             {"model": name, "created_at": created_at(), "response": "", "done": True, "done_reason": gen}
@@ -111,7 +120,7 @@ async def generate(request: Request) -> Response:
             obj |= metrics(gen, chunk.stats)
         return obj
 
-    return await respond(request, gen, encode, stream=body.get("stream") is not False)
+    return await respond(request, gen, encode, stream=stream)
 
 
 def _fill_in_the_middle(loaded: LoadedModel, prompt: str, suffix: str) -> Rendered:

@@ -8,6 +8,7 @@ the response shape.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import weakref
@@ -37,8 +38,10 @@ from .options import RequestOptions, parse_keep_alive_field, parse_think
 from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template
 from .render_budget import PromptTooLong, RenderBudget
 from .template import CHATML_TEMPLATE
+from .wire import bool_field, int_field
 
 T = TypeVar("T")
+log = logging.getLogger("cllm.api")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,20 @@ def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
     )
 
 
+@contextmanager
+def naming_the_model(model: ResolvedModel) -> Iterator[None]:
+    """Errors from loading name the model, not its file: the server's paths go to the log only."""
+    try:
+        yield
+    except CllmError as exc:
+        path = model.record.model_path
+        file = next((f for f in (str(path), getattr(path, "name", None)) if f and f in exc.message), None)
+        if file is None:
+            raise
+        log.error("loading %s (%s) failed: %s", model.full_name, path, exc.message)
+        raise CllmError(exc.message.replace(file, model.record.short_name), exc.status_code) from exc
+
+
 def keep_alive_of(body: dict[str, Any]) -> float | None:
     return parse_keep_alive_field(body.get("keep_alive"))
 
@@ -100,10 +117,14 @@ class SharedFields:
     logprobs: int  # -1 off, else how many alternatives per token
 
     @classmethod
-    def of(cls, body: dict[str, Any]) -> SharedFields:
-        """Decoded first, in Ollama's order: keep_alive fails in Go's JSON decode, then top_logprobs."""
+    def of(cls, body: dict[str, Any], struct: str) -> SharedFields:
+        """Decoded first, in Ollama's order: keep_alive and the types fail in Go's JSON decode,
+        then top_logprobs. ``struct`` names the request in Go's errors (``GenerateRequest``...).
+        """
         keep_alive = keep_alive_of(body)
-        return cls(keep_alive, body.get("truncate") is not False, body.get("format"), logprobs_of(body))
+        truncate = bool_field(body, "truncate", struct) is not False
+        bool_field(body, "shift", struct)  # no context shift here, but Go still decodes it
+        return cls(keep_alive, truncate, body.get("format"), logprobs_of(body, struct))
 
 
 def thinking_for(model: ResolvedModel, body: dict[str, Any], display_name: str) -> bool:
@@ -236,7 +257,8 @@ async def prepare(
     """Load (or reuse) the model, tokenize and fit the prompt, and hold the model for the run."""
     truncate = shared.truncate
     t0 = time.perf_counter_ns()
-    entry = await pool.acquire(load_request(model, options), shared.keep_alive)
+    with naming_the_model(model):
+        entry = await pool.acquire(load_request(model, options), shared.keep_alive)
     load_ns = time.perf_counter_ns() - t0
     try:
         loaded = entry.model
@@ -246,9 +268,18 @@ async def prepare(
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
         )
+        if len(tokens) < len(rendered.tokens):
+            # Ollama's runner warning, with its fields: the only trace of a silent cut.
+            log.warning(
+                "truncating input prompt limit=%d prompt=%d keep=%d new=%d",
+                limit,
+                len(rendered.tokens),
+                options.num_keep,
+                len(tokens),
+            )
         request = EngineRequest(
             prompt=tuple(tokens),
-            sampling=options.sampling,
+            sampling=options.sampling_within(limit),
             num_predict=options.num_predict,
             stop=options.stop,
             num_ctx=limit,
@@ -300,17 +331,19 @@ async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | No
         assert model.record.model_path is not None
         await pool.unload(model.record.model_path)
         return "unload"
-    entry = await pool.acquire(load_request(model, options), keep_alive)
+    with naming_the_model(model):
+        entry = await pool.acquire(load_request(model, options), keep_alive)
     pool.release(entry)
     return "load"
 
 
-def logprobs_of(body: dict[str, Any]) -> int:
+def logprobs_of(body: dict[str, Any], struct: str) -> int:
     """``logprobs``/``top_logprobs`` as the engine takes them: -1 off, else how many alternatives."""
-    top_logprobs = body.get("top_logprobs") or 0
-    if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool) or not 0 <= top_logprobs <= 20:
+    logprobs = bool_field(body, "logprobs", struct)
+    top_logprobs = int_field(body, "top_logprobs", struct) or 0
+    if not 0 <= top_logprobs <= 20:
         raise InvalidRequest("top_logprobs must be between 0 and 20")
-    return top_logprobs if body.get("logprobs") else -1
+    return top_logprobs if logprobs else -1
 
 
 def chat_prompt(

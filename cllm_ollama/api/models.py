@@ -21,7 +21,7 @@ from .encoders import JSONResponse
 from .errors import read_json
 from .model_views import show_response, tag_entry
 from .progress import progress_events, progress_response
-from .wire import go_quote
+from .wire import bool_field, go_quote, string_field
 
 _UPLOAD_BATCH = 1 << 20  # bytes gathered before each hop to the writer thread
 
@@ -30,15 +30,13 @@ def _store(request: Request) -> ModelStore:
     return request.app.state.store
 
 
-def _text(body: dict[str, Any], *keys: str) -> str:
-    """The first non-empty of ``keys`` (e.g. ``model`` then the deprecated ``name``), or ""."""
-    for key in keys:
-        value = body.get(key)
-        if value is not None and not isinstance(value, str):
-            raise InvalidRequest(f"json: cannot unmarshal {type(value).__name__} into Go value of type string")
-        if value:
-            return value
-    return ""
+def _text(body: dict[str, Any], struct: str, *keys: str) -> str:
+    """The first non-empty of ``keys`` (e.g. ``model`` then the deprecated ``name``), or "".
+
+    Every key is type-checked first, as Go decodes the whole body before the handler looks.
+    """
+    values = [string_field(body, key, struct) for key in keys]
+    return next((value for value in values if value), "")
 
 
 async def tags(request: Request) -> Response:
@@ -48,18 +46,19 @@ async def tags(request: Request) -> Response:
 
 async def show(request: Request) -> Response:
     body = await read_json(request)
-    name = _text(body, "model", "name")
+    name = _text(body, "ShowRequest", "model", "name")
+    system = _text(body, "ShowRequest", "system") or None
+    verbose = bool(bool_field(body, "verbose", "ShowRequest"))
     if not name:
         raise InvalidRequest("model is required")
     record = await run_in_threadpool(_store(request).get, name)
-    system = _text(body, "system") or None
-    resp = await run_in_threadpool(lambda: show_response(record, verbose=bool(body.get("verbose")), system=system))
+    resp = await run_in_threadpool(lambda: show_response(record, verbose=verbose, system=system))
     return JSONResponse(resp)
 
 
 async def copy(request: Request) -> Response:
     body = await read_json(request)
-    source, destination = _text(body, "source"), _text(body, "destination")
+    source, destination = _text(body, "CopyRequest", "source"), _text(body, "CopyRequest", "destination")
     for label, value in (("source", source), ("destination", destination)):
         try:
             parse_name(value)
@@ -74,7 +73,7 @@ async def copy(request: Request) -> Response:
 
 async def delete(request: Request) -> Response:
     body = await read_json(request)
-    name = _text(body, "model", "name")
+    name = _text(body, "DeleteRequest", "model", "name")
     try:
         parse_name(name)
     except InvalidRequest:
@@ -120,23 +119,26 @@ async def blob_upload(request: Request) -> Response:
 
 async def create(request: Request) -> Response:
     body = await read_json(request)
+    stream = bool_field(body, "stream", "CreateRequest") is not False
     req = CreateRequest.from_json(body)
     store = _store(request)
     events = progress_events(lambda report: create_model(store, req, report))
-    return await progress_response(events, stream=body.get("stream") is not False)
+    return await progress_response(events, stream=stream)
 
 
 async def pull(request: Request) -> Response:
     body = await read_json(request)
-    name = _text(body, "model", "name")
+    name = _text(body, "PullRequest", "model", "name")
+    stream = bool_field(body, "stream", "PullRequest") is not False
+    bool_field(body, "insecure", "PullRequest")  # deprecated and ignored, but still a bool to Go
     parse_name(name)
     store = _store(request)
     events = progress_events(lambda report: pull_model(store, name, report))
-    return await progress_response(events, stream=body.get("stream") is not False)
+    return await progress_response(events, stream=stream)
 
 
 async def push(request: Request) -> Response:
     body = await read_json(request)
-    if not _text(body, "model", "name"):
+    if not _text(body, "PushRequest", "model", "name"):
         raise InvalidRequest("model is required")
     raise CllmError("cllm does not push models: it pulls GGUF files from the Hugging Face Hub only", 501)

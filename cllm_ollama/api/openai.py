@@ -21,18 +21,30 @@ from starlette.responses import Response, StreamingResponse
 
 from ..errors import CllmError, InvalidRequest, NotFound
 from ..store.store import ModelRecord
-from .chat import start_chat
+from .chat import decode_tools, start_chat
 from .embed import embed_texts
 from .encoders import JSONResponse, dumps
-from .errors import read_json
+from .errors import public_message, read_json
 from .generate import start_generate
 from .inference import Chunk, Generation, collect, releasing_on_error, started, until_disconnect
-from .wire import tool_call_id
+from .wire import (
+    bool_field,
+    decode_error,
+    float_field,
+    int_field,
+    list_field,
+    object_field,
+    string_field,
+    tool_call_id,
+)
 
 log = logging.getLogger("cllm.api")
 
 _EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
 _EFFORT |= {"ultra": "max", "max": "max"}
+# Ollama's request structs, as Go's decode errors name them.
+_CHAT, _COMPLETION, _EMBED = "ChatCompletionRequest", "CompletionRequest", "EmbedRequest"
+_TOOL_CALL_FUNCTION = 'struct { Name string "json:\\"name\\""; Arguments string "json:\\"arguments\\"" }'
 
 
 def openai_error(status: int, message: str) -> JSONResponse:
@@ -47,42 +59,65 @@ def openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable
         try:
             return await handler(request)
         except CllmError as exc:
-            return openai_error(exc.status_code, exc.message)
+            return openai_error(exc.status_code, public_message(request, exc.message))
         except Exception as exc:
             log.exception("unhandled error on %s", request.url.path)
-            return openai_error(500, f"internal error: {exc}")
+            return openai_error(500, public_message(request, f"internal error: {exc}"))
 
     return wrapped
 
 
-def sampling_options(body: dict[str, Any]) -> dict[str, Any]:
-    """Sampling fields onto Ollama options; temperature and top_p default to 1.0 as in OpenAI."""
+def sampling_options(body: dict[str, Any], struct: str, float_type: str = "float64") -> dict[str, Any]:
+    """Sampling fields onto Ollama options; temperature and top_p default to 1.0 as in OpenAI.
+
+    Typed as Ollama's request structs (``struct``, whose floats are ``float_type``) declare them:
+    a wrong type is Go's decode error, 400, before anything reaches the native options.
+    """
+    temperature = float_field(body, "temperature", struct, float_type)
+    top_p = float_field(body, "top_p", struct, float_type)
     options: dict[str, Any] = {
-        "temperature": body["temperature"] if body.get("temperature") is not None else 1.0,
-        "top_p": body["top_p"] if body.get("top_p") is not None else 1.0,
+        "temperature": temperature if temperature is not None else 1.0,
+        "top_p": top_p if top_p is not None else 1.0,
     }
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = int_field(body, "max_completion_tokens", struct)
+    if max_tokens is None:
+        max_tokens = int_field(body, "max_tokens", struct)
     if max_tokens is not None:
         options["num_predict"] = max_tokens
-    for ours, theirs in (("seed", "seed"), ("frequency_penalty", "frequency_penalty")):
-        if body.get(theirs) is not None:
-            options[ours] = body[theirs]
-    if body.get("presence_penalty") is not None:
-        options["presence_penalty"] = body["presence_penalty"]
+    if (seed := int_field(body, "seed", struct)) is not None:
+        options["seed"] = seed
+    for key in ("frequency_penalty", "presence_penalty"):
+        if (value := float_field(body, key, struct, float_type)) is not None:
+            options[key] = value
     stop = body.get("stop")
     if stop is not None:
-        options["stop"] = [stop] if isinstance(stop, str) else stop
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list):
+            raise InvalidRequest(f"invalid type for 'stop' field: {_go_dynamic_type(stop)}")
+        for item in stops:
+            if not isinstance(item, str):
+                raise InvalidRequest(f"invalid type for 'stop' field: {_go_dynamic_type(item)}")
+        options["stop"] = stops
     return options
 
 
+def _go_dynamic_type(value: object) -> str:
+    """Go's ``%T`` of a value decoded into ``any`` (what Ollama's stop error prints)."""
+    if value is None:
+        return "<nil>"
+    return {bool: "bool", int: "float64", float: "float64", str: "string", list: "[]interface {}"}.get(
+        type(value), "map[string]interface {}"
+    )
+
+
 def _format(body: dict[str, Any]) -> object:
-    fmt = body.get("response_format") or {}
-    if not isinstance(fmt, dict):
-        raise InvalidRequest("response_format must be an object")
-    if fmt.get("type") == "json_object":
+    fmt = object_field(body, "response_format", _CHAT, "openai.ResponseFormat") or {}
+    kind = string_field(fmt, "type", "ResponseFormat.response_format")
+    schema = object_field(fmt, "json_schema", "ResponseFormat.response_format", "openai.JsonSchema") or {}
+    if kind.strip().lower() == "json_object":
         return "json"
-    if fmt.get("type") == "json_schema":
-        return (fmt.get("json_schema") or {}).get("schema")
+    if kind.strip().lower() == "json_schema":
+        return schema.get("schema")
     return None
 
 
@@ -93,12 +128,20 @@ def content_and_images(content: object) -> tuple[str, list[str]]:
         raise InvalidRequest("invalid message content type")
     texts, images = [], []
     for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(part, dict):
+            raise InvalidRequest("invalid message format")
+        kind = part.get("type")
         if kind == "text":
-            texts.append(str(part.get("text", "")))
+            if not isinstance(part.get("text"), str):
+                raise InvalidRequest("invalid message format")
+            texts.append(part["text"])
         elif kind == "image_url":
-            url = part["image_url"]["url"] if isinstance(part.get("image_url"), dict) else part.get("image_url")
-            if not isinstance(url, str) or not url.startswith("data:"):
+            url = part.get("image_url")
+            if isinstance(url, dict):
+                url = url.get("url")
+            if not isinstance(url, str):
+                raise InvalidRequest("invalid message format")
+            if not url.startswith("data:"):
                 raise InvalidRequest("image URLs are not currently supported, please use base64 encoded data instead")
             images.append(url.split(",", 1)[-1])
         else:
@@ -106,24 +149,25 @@ def content_and_images(content: object) -> tuple[str, list[str]]:
     return "\n".join(texts), images
 
 
-def _messages(raw: object) -> list[dict[str, Any]]:
-    if not isinstance(raw, list) or not raw:
-        raise InvalidRequest(f"{orjson.dumps(raw).decode() if raw is not None else '[]'} is too short - 'messages'")
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = list_field(body, "messages", _CHAT, "[]openai.Message")
+    if not raw:
+        raise InvalidRequest("[] is too short - 'messages'")
     out = []
+    where = "Message.messages"
     for m in raw:
         if not isinstance(m, dict):
-            raise InvalidRequest("invalid message")
+            raise decode_error(m, f"{_CHAT}.messages", "openai.Message")
+        for key in ("role", "reasoning", "name", "tool_call_id"):
+            string_field(m, key, where)
         content, images = content_and_images(m.get("content"))
-        message: dict[str, Any] = {"role": m.get("role", "user"), "content": content}
+        message: dict[str, Any] = {"role": m.get("role") or "user", "content": content}
         if images:
             message["images"] = images
         if m.get("reasoning"):
             message["thinking"] = m["reasoning"]
-        if m.get("tool_calls"):
-            message["tool_calls"] = [
-                {"function": {"name": f["name"], "arguments": tool_arguments(f.get("arguments"))}}
-                for f in (c["function"] for c in m["tool_calls"])
-            ]
+        if calls := list_field(m, "tool_calls", where, "[]openai.ToolCall"):
+            message["tool_calls"] = [_tool_call(call) for call in calls]
         if m.get("role") == "tool":
             if m.get("name"):
                 message["tool_name"] = m["name"]
@@ -133,19 +177,36 @@ def _messages(raw: object) -> list[dict[str, Any]]:
     return out
 
 
-def tool_arguments(value: object) -> object:
+def _tool_call(call: object) -> dict[str, Any]:
+    """An OpenAI tool call in a message, as Ollama's: arguments decoded from their JSON string."""
+    if not isinstance(call, dict):
+        raise decode_error(call, "Message.messages.tool_calls", "openai.ToolCall")
+    function = object_field(call, "function", "ToolCall.messages.tool_calls", _TOOL_CALL_FUNCTION) or {}
+    name = string_field(function, "name", "ToolCall.messages.tool_calls.function")
+    return {"function": {"name": name, "arguments": tool_arguments(function.get("arguments"))}}
+
+
+def tool_arguments(value: object) -> dict[str, Any]:
+    """Tool call arguments: a JSON object, or a string holding one (OpenAI's form)."""
     if isinstance(value, str):
         try:
-            return orjson.loads(value or "{}")
+            value = orjson.loads(value or "{}")
         except orjson.JSONDecodeError as exc:
             raise InvalidRequest(f"invalid tool call arguments: {exc}") from exc
-    return value or {}
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequest("invalid tool call arguments")
+    return value
 
 
-def think_value(body: dict[str, Any]) -> object:
-    effort = body.get("reasoning_effort")
-    if effort is None and isinstance(body.get("reasoning"), dict):
-        effort = body["reasoning"].get("effort")
+def think_value(body: dict[str, Any], struct: str = _CHAT, reasoning: str = "Reasoning") -> object:
+    """``reasoning_effort`` or ``reasoning.effort`` as ``think`` (``struct`` and ``reasoning`` name the
+    request's Go types in decode errors)."""
+    effort = string_field(body, "reasoning_effort", struct) or None
+    nested = object_field(body, "reasoning", struct, f"openai.{reasoning}") or {}
+    if effort is None:
+        effort = string_field(nested, "effort", f"{reasoning}.reasoning") or None
     if effort is None:
         return None
     if effort not in _EFFORT:
@@ -198,11 +259,9 @@ def _sse(objects: AsyncGenerator[dict[str, Any], None]) -> StreamingResponse:
     return StreamingResponse(lines(), media_type="text/event-stream")
 
 
-def _include_usage(body: dict[str, Any]) -> bool:
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise InvalidRequest("stream_options must be an object")
-    return bool(options.get("include_usage"))
+def _include_usage(body: dict[str, Any], struct: str) -> bool:
+    options = object_field(body, "stream_options", struct, "openai.StreamOptions") or {}
+    return bool(bool_field(options, "include_usage", "StreamOptions.stream_options"))
 
 
 def _sentinel(gen: Generation | str) -> Generation:
@@ -216,26 +275,25 @@ async def chat_completions(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request)
     native: dict[str, Any] = {
-        "model": body.get("model") or "",
-        "messages": _messages(body.get("messages")),
-        "options": sampling_options(body),
+        "model": string_field(body, "model", _CHAT),
+        "messages": _messages(body),
+        "options": sampling_options(body, _CHAT),
         "format": _format(body),
-        "tools": body.get("tools") or None,
+        "tools": decode_tools(body, _CHAT),
         "think": think_value(body),
-        "logprobs": bool(body.get("logprobs")),
-        "top_logprobs": body.get("top_logprobs") or 0,
+        "logprobs": bool(bool_field(body, "logprobs", _CHAT)),
+        "top_logprobs": int_field(body, "top_logprobs", _CHAT) or 0,
     }
-    include_usage = _include_usage(body)
+    stream = bool(bool_field(body, "stream", _CHAT))
+    include_usage = _include_usage(body, _CHAT)
     gen = _sentinel(await start_chat(request, native, t_start))
-    return await releasing_on_error(gen, _chat_response(request, body, gen, native["model"], include_usage))
+    return await releasing_on_error(gen, _chat_response(request, stream, gen, native["model"], include_usage))
 
 
-async def _chat_response(
-    request: Request, body: dict[str, Any], gen: Generation, model: str, include_usage: bool
-) -> Response:
+async def _chat_response(request: Request, stream: bool, gen: Generation, model: str, include_usage: bool) -> Response:
     cid, created = f"chatcmpl-{random.randint(0, 998)}", int(time.time())
     base = {"id": cid, "created": created, "model": model, "system_fingerprint": "fp_ollama"}
-    if not body.get("stream"):
+    if not stream:
         final = await until_disconnect(request, collect(gen.chunks()))
         message: dict[str, Any] = {"role": "assistant", "content": final.delta.content}
         if final.delta.thinking:
@@ -287,25 +345,27 @@ async def completions(request: Request) -> Response:
     if not isinstance(prompt, str):
         raise InvalidRequest("invalid prompt: only a string is supported")
     native = {
-        "model": body.get("model") or "",
+        "model": string_field(body, "model", _COMPLETION),
         "prompt": prompt,
-        "suffix": body.get("suffix") or "",
+        "suffix": string_field(body, "suffix", _COMPLETION),
         "raw": True,
-        "options": sampling_options(body),
+        "options": sampling_options(body, _COMPLETION, "float32"),
     }
+    int_field(body, "logprobs", _COMPLETION)  # not supported here, but typed as Ollama's *int
+    stream = bool(bool_field(body, "stream", _COMPLETION))
+    include_usage = _include_usage(body, _COMPLETION)
     if not prompt:
         raise InvalidRequest("prompt is required")
-    include_usage = _include_usage(body)
     gen = _sentinel(await start_generate(request, native, t_start))
-    return await releasing_on_error(gen, _completion_response(request, body, gen, native["model"], include_usage))
+    return await releasing_on_error(gen, _completion_response(request, stream, gen, native["model"], include_usage))
 
 
 async def _completion_response(
-    request: Request, body: dict[str, Any], gen: Generation, model: str, include_usage: bool
+    request: Request, stream: bool, gen: Generation, model: str, include_usage: bool
 ) -> Response:
     base = {"id": f"cmpl-{random.randint(0, 998)}", "created": int(time.time()), "model": model}
     base["system_fingerprint"] = "fp_ollama"
-    if not body.get("stream"):
+    if not stream:
         final = await until_disconnect(request, collect(gen.chunks()))
         choice = {
             "text": final.delta.content,
@@ -330,7 +390,9 @@ async def _completion_response(
 @openai_errors
 async def embeddings(request: Request) -> Response:
     body = await read_json(request)
-    encoding = body.get("encoding_format") or "float"
+    name = string_field(body, "model", _EMBED)
+    dimensions = int_field(body, "dimensions", _EMBED)
+    encoding = string_field(body, "encoding_format", _EMBED) or "float"
     if encoding not in ("float", "base64"):
         raise InvalidRequest(
             f"Invalid value for 'encoding_format' = {encoding}. Supported values: ['float', 'base64']."
@@ -342,8 +404,7 @@ async def embeddings(request: Request) -> Response:
         texts = raw
     else:
         raise InvalidRequest("invalid input type")
-    name = body.get("model") or ""
-    vectors, n_prompt, _ = await embed_texts(request, name, {"dimensions": body.get("dimensions")}, texts)
+    vectors, n_prompt, _ = await embed_texts(request, name, {"dimensions": dimensions}, texts)
     data = []
     for i, vector in enumerate(vectors):
         value: object = vector
@@ -372,7 +433,9 @@ async def models(request: Request) -> Response:
 @openai_errors
 async def model(request: Request) -> Response:
     name = request.path_params["model"]
-    for record in await list_records(request):
-        if record.short_name == name or record.short_name == f"{name}:latest":
-            return JSONResponse(_model_object(record))
-    raise NotFound(f"model '{name}' not found")
+    try:
+        # The store's lookup, as /api/show's: a missing tag means latest, and case does not matter.
+        record = await run_in_threadpool(request.app.state.store.get, name)
+    except (InvalidRequest, NotFound):
+        raise NotFound(f"model '{name}' not found") from None
+    return JSONResponse(_model_object(record))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config import ConfigError, parse_keep_alive
@@ -69,6 +69,18 @@ class RequestOptions:
     num_gpu: int | None = None
     num_thread: int | None = None
 
+    def sampling_within(self, n_ctx: int) -> SamplingParams:
+        """The sampling parameters of a request whose context is ``n_ctx`` tokens.
+
+        llama.cpp's penalty sampler allocates its ring of ``repeat_last_n`` tokens up front
+        (2^31-1 took 8 GB and 18 s per request), yet no window sees more than the context: it
+        is clamped to it, and -1 means the whole context, as llama.cpp's server reads it.
+        """
+        last_n = self.sampling.repeat_last_n
+        if last_n == -1 or last_n > n_ctx:
+            return replace(self.sampling, repeat_last_n=n_ctx)
+        return self.sampling
+
 
 def _convert(key: str, value: object) -> object:
     kind = _KINDS[key]
@@ -117,6 +129,9 @@ def resolve_options(
             # A null value leaves the lower layer's setting in place (FromMap skips nil).
             if key in _KINDS and value is not None:
                 values[key] = _convert(key, value)
+    if values.get("repeat_last_n", 0) < -1:
+        # llama.cpp's server refuses it with this text, which Ollama passes on as a 400.
+        raise InvalidRequest("repeat_last_n must be >= -1")
     sampling = SamplingParams(**{k: values[k] for k in _SAMPLING_KEYS if k in values})
     return RequestOptions(
         sampling=sampling,

@@ -20,6 +20,9 @@ from .encoders import JSONResponse, dumps
 from .errors import read_json
 from .inference import Chunk, Generation, collect, releasing_on_error, started, until_disconnect
 from .openai import content_and_images, openai_errors, sampling_options, think_value, tool_arguments
+from .wire import bool_field, decode_error, int_field, list_field, object_field, string_field
+
+_REQUEST = "ResponsesRequest"
 
 
 def _id(prefix: str) -> str:
@@ -43,22 +46,25 @@ def _text(content: object) -> str:
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
-    if isinstance(body.get("instructions"), str) and body["instructions"]:
-        messages.append({"role": "system", "content": body["instructions"]})
+    if instructions := string_field(body, "instructions", _REQUEST):
+        messages.append({"role": "system", "content": instructions})
     raw = body.get("input")
     if isinstance(raw, str):
         return [*messages, {"role": "user", "content": raw}]
     if not isinstance(raw, list) or not raw:
         raise InvalidRequest("input must be a string or a non-empty list of items")
+    where = f"{_REQUEST}.input"
     for item in raw:
         if not isinstance(item, dict):
             raise InvalidRequest("invalid input item")
-        kind = item.get("type", "message")
+        kind = string_field(item, "type", where) or "message"
+        for key in ("role", "name", "call_id"):
+            string_field(item, key, where)
         if kind == "message":
-            role = "system" if item.get("role") == "developer" else item.get("role", "user")
+            role = "system" if item.get("role") == "developer" else item.get("role") or "user"
             messages.append({"role": role, "content": _text(item.get("content"))})
         elif kind == "function_call":
-            call = {"function": {"name": item.get("name", ""), "arguments": tool_arguments(item.get("arguments"))}}
+            call = {"function": {"name": item.get("name") or "", "arguments": tool_arguments(item.get("arguments"))}}
             if messages and messages[-1]["role"] == "assistant" and not messages[-1]["content"]:
                 messages[-1].setdefault("tool_calls", []).append(call)
             else:
@@ -74,19 +80,26 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
     """Responses tools are flat (``{"type":"function","name",...}``); chat tools nest ``function``."""
     out = []
-    for tool in body.get("tools") or []:
-        if not isinstance(tool, dict) or tool.get("type") != "function":
+    for tool in list_field(body, "tools", _REQUEST, "[]openai.ResponsesTool") or []:
+        if not isinstance(tool, dict):
+            raise decode_error(tool, f"{_REQUEST}.tools", "openai.ResponsesTool")
+        if tool.get("type") != "function":
             raise InvalidRequest("only function tools are supported")
+        for key in ("name", "description"):
+            string_field(tool, key, f"ResponsesTool.{_REQUEST}.tools")
+        object_field(tool, "parameters", f"ResponsesTool.{_REQUEST}.tools", "map[string]interface {}")
         fields = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
         out.append({"type": "function", "function": fields})
     return out or None
 
 
 def _format(body: dict[str, Any]) -> object:
-    fmt = (body.get("text") or {}).get("format") or {}
-    if fmt.get("type") == "json_object":
+    text = object_field(body, "text", _REQUEST, "openai.ResponsesText") or {}
+    fmt = object_field(text, "format", "ResponsesText.text", "openai.ResponsesTextFormat") or {}
+    kind = string_field(fmt, "type", "ResponsesTextFormat.text.format")
+    if kind == "json_object":
         return "json"
-    if fmt.get("type") == "json_schema":
+    if kind == "json_schema":
         return fmt.get("schema")
     return None
 
@@ -160,28 +173,30 @@ class _Response:
 async def responses(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request)
-    options = sampling_options(body)
-    if body.get("max_output_tokens") is not None:
-        options["num_predict"] = body["max_output_tokens"]
+    options = sampling_options(body, _REQUEST)
+    if (max_output_tokens := int_field(body, "max_output_tokens", _REQUEST)) is not None:
+        options["num_predict"] = max_output_tokens
     native: dict[str, Any] = {
-        "model": body.get("model") or "",
+        "model": string_field(body, "model", _REQUEST),
         "messages": _messages(body),
         "options": options,
         "format": _format(body),
         "tools": _tools(body),
-        "think": think_value(body),
+        "think": think_value(body, _REQUEST, "ResponsesReasoning"),
     }
+    string_field(body, "truncation", _REQUEST)
+    stream = bool(bool_field(body, "stream", _REQUEST))
     gen = await start_chat(request, native, t_start)
     if isinstance(gen, str):
         raise InvalidRequest("input is required")
     envelope = _Response(body, native["model"])
 
     async def response() -> Response:
-        if not body.get("stream"):
+        if not stream:
             final = await until_disconnect(request, collect(gen.chunks()))
             return JSONResponse(envelope.snapshot("completed", _output(final), final))
-        stream = await started(request, _events(gen, envelope))
-        return StreamingResponse(_sse(stream), media_type="text/event-stream")
+        events = await started(request, _events(gen, envelope))
+        return StreamingResponse(_sse(events), media_type="text/event-stream")
 
     return await releasing_on_error(gen, response())
 

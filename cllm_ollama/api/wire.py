@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import InvalidRequest
 
 _GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+_GO_INTS = ("int", "int32", "int64")
 _GO_ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t", "\v": r"\v"}
 
 
@@ -46,15 +47,70 @@ def created_at() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
+def decode_error(value: object, field: str, target: str) -> InvalidRequest:
+    """Go's JSON decode error for ``value`` in the struct field ``field`` of Go type ``target``.
+
+    ``field`` is what Go prints: the innermost struct, then the path from the request's root
+    (``ChatRequest.messages.content``). A number an integer field cannot hold is quoted, as Go does.
+    """
+    got = go_type(value)
+    if got == "number" and target in _GO_INTS:
+        got = f"number {value}"
+    return InvalidRequest(f"json: cannot unmarshal {got} into Go struct field {field} of type {target}")
+
+
 def string_field(body: dict[str, Any], key: str, struct: str) -> str:
     """A string field that may be absent or null; another type is Go's decode error (400)."""
     value = body.get(key)
     if value is None:
         return ""
     if not isinstance(value, str):
-        got = go_type(value)
-        raise InvalidRequest(f"json: cannot unmarshal {got} into Go struct field {struct}.{key} of type string")
+        raise decode_error(value, f"{struct}.{key}", "string")
     return value
+
+
+def bool_field(body: dict[str, Any], key: str, struct: str) -> bool | None:
+    """A boolean that may be absent or null (None); ``"no"`` or 0 is Go's decode error, not a truth value."""
+    value = body.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise decode_error(value, f"{struct}.{key}", "bool")
+
+
+def int_field(body: dict[str, Any], key: str, struct: str) -> int | None:
+    """A Go ``int`` that may be absent or null: 1.5, 1e30 or true are decode errors."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return value
+    raise decode_error(value, f"{struct}.{key}", "int")
+
+
+def float_field(body: dict[str, Any], key: str, struct: str, target: str = "float64") -> float | None:
+    """A Go float (``target`` names its size in the error) that may be absent or null."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise decode_error(value, f"{struct}.{key}", target)
+
+
+def object_field(body: dict[str, Any], key: str, struct: str, target: str) -> dict[str, Any] | None:
+    """A JSON object (a Go struct or map named ``target``) that may be absent or null."""
+    value = body.get(key)
+    if value is None or isinstance(value, dict):
+        return value
+    raise decode_error(value, f"{struct}.{key}", target)
+
+
+def list_field(body: dict[str, Any], key: str, struct: str, target: str) -> list[Any] | None:
+    """A JSON array (a Go slice named ``target``) that may be absent or null; items are the caller's."""
+    value = body.get(key)
+    if value is None or isinstance(value, list):
+        return value
+    raise decode_error(value, f"{struct}.{key}", target)
 
 
 def tool_call_id() -> str:
@@ -67,3 +123,12 @@ def tool_calls_json(calls: list[dict[str, Any]], start_index: int = 0) -> list[d
         {"id": tool_call_id(), "function": {"index": start_index + i, **call["function"]}}
         for i, call in enumerate(calls)
     ]
+
+
+def images_field(body: dict[str, Any], struct: str) -> list[str]:
+    """``images``: base64 strings (Go's []api.ImageData), [] when absent."""
+    images = list_field(body, "images", struct, "[]api.ImageData") or []
+    for image in images:
+        if not isinstance(image, str):
+            raise decode_error(image, f"{struct}.images", "api.ImageData")
+    return images

@@ -156,3 +156,22 @@ def test_parse_keep_alive_field() -> None:
     assert (info.value.message, info.value.status_code) == ('time: missing unit in duration "3600"', 400)
     with pytest.raises(InvalidRequest, match="Unsupported type: 'bool'"):
         parse_keep_alive_field(True)
+
+
+@pytest.mark.parametrize(
+    ("value", "n_ctx", "expected"),
+    [(2**31 - 1, 4096, 4096), (4097, 4096, 4096), (4096, 4096, 4096), (64, 4096, 64), (0, 256, 0), (-1, 256, 256)],
+)
+def test_repeat_last_n_never_exceeds_the_context(value: int, n_ctx: int, expected: int) -> None:
+    """llama.cpp allocates the penalty window up front: 2^31-1 was 8 GB per request."""
+    opts = resolve_options({"repeat_last_n": value, "repeat_penalty": 1.1}, None)
+    sampling = opts.sampling_within(n_ctx)
+    assert sampling.repeat_last_n == expected
+    assert sampling == SamplingParams(repeat_last_n=expected, repeat_penalty=1.1)
+
+
+def test_repeat_last_n_below_minus_one_is_refused() -> None:
+    with pytest.raises(InvalidRequest, match=r"^repeat_last_n must be >= -1$"):
+        resolve_options({"repeat_last_n": -2}, None)
+    with pytest.raises(InvalidRequest):
+        resolve_options(None, {"repeat_last_n": -100})
