@@ -39,14 +39,18 @@ def _cell(value: float | None, width: int, digits: int = 1) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
 
 
+_PHASE_WIDTH = 14  # the prefix workloads' first column, wide enough for "short prompt:" under the level
+
+
 def table_header(first: str = "conc", cached: bool = False) -> str:
-    columns = [(first, 5), *_COLUMNS[1:], *([("cached", 7)] if cached else [])]
+    """The column names; ``cached`` (the prefix workloads) widens the first column and adds cached tokens."""
+    columns = [(first, _PHASE_WIDTH if cached else 5), *_COLUMNS[1:], *([("cached", 7)] if cached else [])]
     return " ".join(f"{name:>{width}}" for name, width in columns)
 
 
 def table_row(s: LevelStats, cached: bool = False) -> str:
     """One level; latencies in milliseconds."""
-    w = [width for _, width in _COLUMNS]
+    w = [_PHASE_WIDTH if cached else 5] + [width for _, width in _COLUMNS[1:]]
     return " ".join([
         f"{s.concurrency:>{w[0]}}", f"{s.requests:>{w[1]}}", f"{s.ok:>{w[2]}}", f"{s.errors:>{w[3]}}",
         _cell(s.tokens_per_s, w[4]), _cell(s.requests_per_s, w[5], 2),
@@ -58,9 +62,9 @@ def table_row(s: LevelStats, cached: bool = False) -> str:
 
 def phase_row(name: str, p: dict[str, Any]) -> str:
     """One report group of a level (turn 1, later chats, ...), under the level's row; no rates of its own."""
-    w = [width for _, width in _COLUMNS]
+    w = [_PHASE_WIDTH] + [width for _, width in _COLUMNS[1:]]
     return " ".join([
-        f"  {name}:", f"{p['requests']:>{w[1]}}", f"{p['ok']:>{w[2]}}", f"{p['errors']:>{w[3]}}",
+        f"{name + ':':>{w[0]}}", f"{p['requests']:>{w[1]}}", f"{p['ok']:>{w[2]}}", f"{p['errors']:>{w[3]}}",
         f"{'':>{w[4]}}", f"{'':>{w[5]}}",
         _cell(p["ttft_ms"]["p50"], w[6]), _cell(p["ttft_ms"]["p95"], w[7]),
         _cell(p["itl_ms"]["p50"], w[8]), _cell(p["itl_ms"]["p95"], w[9]),
