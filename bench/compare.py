@@ -1,7 +1,17 @@
 """cllm against llama.cpp's llama-server, llama-cpp-python's server and llama-batched-bench, in one run.
 
-Usage: ``python bench/compare.py [--quick]``. Writes bench/results/*.json, bench/results/plot.png
-and BENCHMARKS.md; models, sources and builds stay in the cache (~/.cache/cllm-bench).
+Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-prefix-burst,preamble]``.
+
+- distinct: unrelated prompts on a random-weight model, against cllm, llama-server and
+  llama-cpp-python's server, with llama-batched-bench as the ceiling.
+- chat, shared-prefix-burst, preamble (issue 7): prompts that share prefixes, on the real-weight
+  Qwen2.5-Coder-0.5B-Instruct (fetched by ``cllm_ollama.testing.real_model``), against cllm,
+  ``llama-server -np N`` (its defaults: prompt cache and host-RAM cache on) and ``llama-server
+  -np 1`` (how Ollama runs it by default); every target restarted for every workload.
+
+Writes bench/results/ (*.json and plot.png; <workload>/*.json and plot-<workload>.png) and
+BENCHMARKS.md: a run of only the prefix workloads replaces only their section of it, a run of
+only distinct keeps that section. Models, sources and builds stay in ~/.cache/cllm-bench.
 """
 
 from __future__ import annotations
@@ -24,12 +34,17 @@ import make_model
 import pyserver_env
 import report
 from cllm_ollama.cli.bench import plot_results
-from plan import Outcome, Plan
+from plan import DISTINCT, PREFIX_WORKLOADS, WORKLOADS, Outcome, Plan, PrefixPlan
 from targets import Running, Server, free_port
+
+from cllm_ollama.testing import real_model
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "bench-qwen3"
-TARGETS = ("cllm", "llama-server", "llama-cpp-python")
+REAL_MODEL_NAME = "bench-qwen25-coder"
+DISTINCT_TARGETS = ("cllm", "llama-server", "llama-cpp-python")
+PREFIX_TARGETS = ("cllm", "llama-server", "llama-server-np1")
+TARGETS = (*DISTINCT_TARGETS, "llama-server-np1")
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
@@ -46,15 +61,67 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--max-tokens", type=int, help="generated per request [default: 64; --quick: 32]")
     p.add_argument("--ctx", type=int, default=512, help="context per slot, every target")
-    p.add_argument("--targets", default=",".join(TARGETS), help="subset of " + ",".join(TARGETS))
+    p.add_argument(
+        "--targets",
+        default=",".join(TARGETS),
+        help=f"subset of {','.join(TARGETS)} (distinct runs the first three, the prefix workloads "
+        "cllm, llama-server and llama-server-np1)",
+    )
     p.add_argument("--no-batched-bench", action="store_true")
-    p.add_argument("--prepare-only", action="store_true", help="make the model, the build and the venv, then stop")
+    p.add_argument("--prepare-only", action="store_true", help="make the models, the build and the venv, then stop")
+    p.add_argument(
+        "--workload", default="all", help=f"comma-separated, of {','.join(WORKLOADS)}, or all [default: all]"
+    )
+    g = p.add_argument_group("prefix workloads (chat, shared-prefix-burst, preamble)")
+    g.add_argument("--slots", type=int, default=8, help="slots of cllm and llama-server -np N")
+    g.add_argument("--chat-ctx", type=int, default=8192, help="context per slot, every target")
+    g.add_argument("--users", type=int, help="chat: users, all at once [12; --quick: 2]")
+    g.add_argument("--turns", type=int, help="chat: turns per user [3; --quick: 2]")
+    g.add_argument("--system-tokens", type=int, help="chat: system prompt [450; --quick: 64]")
+    g.add_argument("--users-per-system", type=int, default=0, help="chat: users sharing one system prompt (0: all)")
+    g.add_argument("--user-tokens", type=int, default=32, help="chat: tokens per user message")
+    g.add_argument("--stagger", type=float, default=0.0, help="chat: seconds between user starts (0: a burst)")
+    g.add_argument("--chat-max-tokens", type=int, help="chat: most tokens per answer [128; --quick: 8]")
+    g.add_argument("--burst", type=int, help="shared-prefix-burst: requests at once [16; --quick: 4]")
+    g.add_argument("--burst-prefix", type=int, help="shared-prefix-burst: prefix tokens [1000; --quick: 128]")
+    g.add_argument("--preamble-tokens", type=int, help="preamble: tokens [6600; --quick: 512]")
+    g.add_argument("--preamble-chats", type=int, help="preamble: chats [4; --quick: 2]")
+    g.add_argument("--preamble-in-flight", type=int, default=1, help="preamble: chats at once (1: one by one)")
+    g.add_argument("--short-max-tokens", type=int, help="burst and preamble: tokens per answer [32; --quick: 8]")
+    g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by testing.real_model]")
     a = p.parse_args(argv)
     levels = a.concurrency or ("1,4" if a.quick else "1,8,32")
     targets = tuple(t for t in a.targets.split(",") if t)
     unknown = set(targets) - set(TARGETS)
     if unknown:
         p.error(f"unknown targets: {', '.join(sorted(unknown))}")
+    workloads = WORKLOADS if a.workload == "all" else tuple(w for w in a.workload.split(",") if w)
+    unknown = set(workloads) - set(WORKLOADS)
+    if unknown or not workloads:
+        p.error(f"unknown workloads: {', '.join(sorted(unknown))}; choose from {', '.join(WORKLOADS)} or all")
+    quick = a.quick
+
+    def pick(value: int | None, default: int, small: int) -> int:
+        return value if value is not None else (small if quick else default)
+
+    prefix = PrefixPlan(
+        slots=a.slots,
+        ctx=a.chat_ctx,
+        users=pick(a.users, 12, 2),
+        turns=pick(a.turns, 3, 2),
+        system_tokens=pick(a.system_tokens, 450, 64),
+        users_per_system=a.users_per_system,
+        user_tokens=a.user_tokens,
+        stagger=a.stagger,
+        max_tokens=pick(a.chat_max_tokens, 128, 8),
+        burst=pick(a.burst, 16, 4),
+        burst_prefix=pick(a.burst_prefix, 1000, 128),
+        burst_max_tokens=pick(a.short_max_tokens, 32, 8),
+        preamble_tokens=pick(a.preamble_tokens, 6600, 512),
+        preamble_chats=pick(a.preamble_chats, 4, 2),
+        preamble_in_flight=a.preamble_in_flight,
+        real_model=a.real_model.expanduser().resolve() if a.real_model else None,
+    )
     plan = Plan(
         cache=a.cache.expanduser().resolve(),
         out=a.out.resolve(),
@@ -69,6 +136,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         targets=targets,
         batched_bench=not a.no_batched_bench,
         quick=a.quick,
+        workloads=tuple(w for w in WORKLOADS if w in workloads),
+        prefix=prefix if set(workloads) & set(PREFIX_WORKLOADS) else None,
     )
     return plan, a.prepare_only
 
@@ -86,12 +155,22 @@ def bench_args(plan: Plan, name: str, url: str, api: str, label: str) -> list[st
     return args
 
 
+def _nothing() -> None:
+    pass
+
+
+def result_path(plan: Plan, workload: str, name: str) -> Path:
+    """Where ``cllm bench`` writes a target's results: the distinct workload's at the top, as before."""
+    return plan.out / f"{name}.json" if workload == DISTINCT else plan.out / workload / f"{name}.json"
+
+
 def run_target(plan: Plan, outcome: Outcome, setup: Callable[[], None] = lambda: None) -> Outcome:
     """Start the server, wait for it, bench it, read its peak RSS, stop it; errors are recorded."""
-    json_path = plan.out / f"{outcome.name}.json"
+    json_path = result_path(plan, outcome.workload, outcome.name)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.unlink(missing_ok=True)
     outcome.loadavg_before = " ".join(Path("/proc/loadavg").read_text().split()[:2])
-    print(f"\n== {outcome.name}: {outcome.server.command_line}", flush=True)
+    print(f"\n== {outcome.workload}: {outcome.name}: {outcome.server.command_line}", flush=True)
     if float(outcome.loadavg_before.split()[0]) > 0.5:
         print(f"!! load average {outcome.loadavg_before}: other work is running, figures will be noisy")
     try:
@@ -109,10 +188,19 @@ def run_target(plan: Plan, outcome: Outcome, setup: Callable[[], None] = lambda:
 
 def cllm_outcome(plan: Plan, model: Path, work: Path) -> tuple[Outcome, Callable[[], None]]:
     """``cllm serve`` on an empty store in ``work``, and the ``cllm create`` that imports the model."""
+    server, create = cllm_server(plan, model, MODEL_NAME, work, plan.slots, plan.ctx)
+    bench = bench_args(plan, "cllm", server.base_url, "generate", "cllm")
+    return Outcome("cllm", server, bench), create
+
+
+def cllm_server(
+    plan: Plan, model: Path, name: str, work: Path, slots: int, ctx: int
+) -> tuple[Server, Callable[[], None]]:
+    """The ``cllm serve`` command on the store in ``work``, and what imports ``model`` there as ``name``."""
     port = free_port()
     settings = {
-        "CLLM_NUM_PARALLEL": str(plan.slots),
-        "CLLM_CONTEXT_LENGTH": str(plan.ctx),
+        "CLLM_NUM_PARALLEL": str(slots),
+        "CLLM_CONTEXT_LENGTH": str(ctx),
         "CLLM_NUM_THREAD": str(plan.threads),
         "CLLM_KEEP_ALIVE": "-1",
         "OLLAMA_MODELS": str(work / "models"),
@@ -123,26 +211,58 @@ def cllm_outcome(plan: Plan, model: Path, work: Path) -> tuple[Outcome, Callable
     argv = [cllm or "cllm", "serve"]
     log = plan.cache / "logs" / "cllm.log"
     server = Server("cllm", argv, f"http://127.0.0.1:{port}", "/api/version", log, env, settings)
-    modelfile = work / "Modelfile"
+    modelfile = work / f"Modelfile.{name}"
     modelfile.write_text(f"FROM {model}\n")
+    created = work / f".created-{name}"
 
     def create() -> None:
-        subprocess.run([argv[0], "create", MODEL_NAME, "-f", str(modelfile)], check=True, env=env)
+        # Once per store: the prefix workloads restart the server for every workload.
+        if not created.exists():
+            subprocess.run([argv[0], "create", name, "-f", str(modelfile)], check=True, env=env)
+            created.touch()
 
-    bench = bench_args(plan, "cllm", server.base_url, "generate", "cllm")
-    return Outcome("cllm", server, bench), create
+    return server, create
 
 
 def llama_server_outcome(plan: Plan, binary: Path, model: Path) -> Outcome:
-    port = free_port()
-    argv = [
-        str(binary), "-m", str(model), "-np", str(plan.slots), "-c", str(plan.slots * plan.ctx),
-        "-t", str(plan.threads), "--cont-batching", "--host", "127.0.0.1", "--port", str(port),
-    ]  # fmt: skip
-    log = plan.cache / "logs" / "llama-server.log"
-    server = Server("llama-server", argv, f"http://127.0.0.1:{port}", "/health", log)
+    server = llama_server(plan, binary, model, "llama-server", plan.slots, plan.ctx)
     bench = bench_args(plan, "llama-server", server.base_url, "openai-completions", "llama-server")
     return Outcome("llama-server", server, bench)
+
+
+def llama_server(plan: Plan, binary: Path, model: Path, name: str, slots: int, ctx: int) -> Server:
+    """llama-server with ``slots`` slots of ``ctx`` tokens each, on its defaults otherwise."""
+    port = free_port()
+    argv = [
+        str(binary), "-m", str(model), "-np", str(slots), "-c", str(slots * ctx),
+        "-t", str(plan.threads), "--cont-batching", "--host", "127.0.0.1", "--port", str(port),
+    ]  # fmt: skip
+    log = plan.cache / "logs" / f"{name}.log"
+    return Server(name, argv, f"http://127.0.0.1:{port}", "/health", log)
+
+
+def prefix_outcomes(
+    plan: Plan, workload: str, binary: Path, model: Path, work: Path
+) -> list[tuple[Outcome, Callable[[], None]]]:
+    """The prefix workload's targets, in order: cllm, llama-server -np N, llama-server -np 1."""
+    assert plan.prefix is not None
+    pp = plan.prefix
+    found: list[tuple[Outcome, Callable[[], None]]] = []
+    for name in (t for t in PREFIX_TARGETS if t in plan.targets):
+        setup = _nothing
+        if name == "cllm":
+            server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, pp.slots, pp.ctx)
+            api, label = "chat", f"cllm ({pp.slots} slots)"
+        else:
+            slots = pp.slots if name == "llama-server" else 1
+            server = llama_server(plan, binary, model, name, slots, pp.ctx)
+            api, label = "openai-chat", f"llama-server -np {slots}"
+        bench = [
+            "--url", server.base_url, "--api", api, "--model", REAL_MODEL_NAME, "--label", label,
+            *pp.bench_args(workload), "--json", str(result_path(plan, workload, name)),
+        ]  # fmt: skip
+        found.append((Outcome(name, server, bench, workload=workload, label=label), setup))
+    return found
 
 
 def python_server_outcome(plan: Plan, python: Path, model: Path) -> Outcome:
@@ -186,34 +306,47 @@ def run_batched_bench(plan: Plan, binary: Path, model: Path) -> dict[str, Any]:
 def versions(binaries: dict[str, Path], python: Path | None) -> list[str]:
     """What ran: cllm (and its git commit), the binding, llama.cpp's own build string."""
     git = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
-    server = subprocess.run([str(binaries["llama-server"]), "--version"], capture_output=True, text=True)
-    build = " ".join(line for line in (server.stdout + server.stderr).splitlines() if line.startswith("version"))
-    found = [
-        f"cllm {metadata.version('cllm')} (git {git.stdout.strip() or '?'})",
-        f"llama-cpp-python {llama_build.binding_version()}: cllm's binding; llama-server and "
-        f"llama-batched-bench built from its sdist's vendored llama.cpp ({build or 'version unknown'})",
-    ]
+    found = [f"cllm {metadata.version('cllm')} (git {git.stdout.strip() or '?'})"]
+    if "llama-server" in binaries:
+        server = subprocess.run([str(binaries["llama-server"]), "--version"], capture_output=True, text=True)
+        build = " ".join(line for line in (server.stdout + server.stderr).splitlines() if line.startswith("version"))
+        found.append(
+            f"llama-cpp-python {llama_build.binding_version()}: cllm's binding; llama-server and "
+            f"llama-batched-bench built from its sdist's vendored llama.cpp ({build or 'version unknown'})"
+        )
+    else:
+        found.append(f"llama-cpp-python {llama_build.binding_version()}: cllm's binding (llama.cpp tools not used)")
     if python is not None:
         found.append(f"llama-cpp-python server: {pyserver_env.llama_cpp_server_version(python)}")
     return found
 
 
-def main() -> None:
-    plan, prepare_only = parse_args()
-    for folder in (plan.cache / "logs", plan.out):
-        folder.mkdir(parents=True, exist_ok=True)
+def prefix_model(plan: Plan) -> Path:
+    """The real-weight GGUF: the one given, else the cached or freshly fetched one."""
+    assert plan.prefix is not None
+    if plan.prefix.real_model is not None:
+        return plan.prefix.real_model
+    try:
+        return real_model.real_model_path(quiet=False)
+    except real_model.RealModelUnavailable as exc:
+        raise SystemExit(f"!! the prefix workloads need the real-weight model: {exc}") from None
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> Path | None:
+    try:
+        plot_results(results, path)
+    except click.ClickException as exc:
+        print(f"!! no plot: {exc.message}", flush=True)
+        return None
+    return path
+
+
+def run_distinct(plan: Plan, binaries: dict[str, Path], model: Path, python: Path | None) -> list[str]:
+    """The distinct workload on every target; the lines of its report."""
     version = llama_build.binding_version()
-    source = llama_build.source_tree(plan.cache, version)
-    vocab = source / "models" / "ggml-vocab-qwen2.gguf"
-    model = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads)
-    binaries = llama_build.build_tools(plan.cache, version)
-    sdist_root = source.parent.parent
-    python = pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
-    if prepare_only:
-        return
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
-        for name in plan.targets:
+        for name in (t for t in plan.targets if t in DISTINCT_TARGETS):
             if name == "cllm":
                 outcome, create = cllm_outcome(plan, model, Path(work))
                 outcomes.append(run_target(plan, outcome, create))
@@ -225,14 +358,52 @@ def main() -> None:
     if batched:
         (plan.out / "llama-batched-bench.json").write_text(json.dumps(batched, indent=2) + "\n")
     results = [o.result for o in outcomes if o.result] + ([batched] if batched else [])
-    plot = plan.out / "plot.png"
-    try:
-        plot_results(results, plot)
-    except click.ClickException as exc:
-        print(f"!! no plot: {exc.message}", flush=True)
-        plot = None
+    chart = plot(results, plan.out / "plot.png")
     build = llama_build.build_commands(plan.cache, version)
-    report.write(plan, model, outcomes, batched, versions(binaries, python), build, plot)
+    return report.distinct_report(plan, model, outcomes, batched, versions(binaries, python), build, chart)
+
+
+def run_prefix(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
+    """Each prefix workload on cllm, llama-server -np N and -np 1 in turn; the lines of their report section."""
+    outcomes: list[Outcome] = []
+    charts: dict[str, Path | None] = {}
+    with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
+        for workload in (w for w in plan.workloads if w in PREFIX_WORKLOADS):
+            binary = binaries.get("llama-server", Path("llama-server"))
+            targets = prefix_outcomes(plan, workload, binary, model, Path(work))
+            done = [run_target(plan, outcome, setup) for outcome, setup in targets]
+            outcomes += done
+            charts[workload] = plot([o.result for o in done if o.result], plan.out / f"plot-{workload}.png")
+    return report.prefix_report(plan, model, outcomes, versions(binaries, None), charts)
+
+
+def needs_tools(plan: Plan) -> bool:
+    """Whether this run starts llama-server or llama-batched-bench (a cllm-only run builds nothing)."""
+    servers = any(t in plan.targets for t in ("llama-server", "llama-server-np1"))
+    return servers or (DISTINCT in plan.workloads and plan.batched_bench)
+
+
+def main() -> None:
+    plan, prepare_only = parse_args()
+    for folder in (plan.cache / "logs", plan.out):
+        folder.mkdir(parents=True, exist_ok=True)
+    version = llama_build.binding_version()
+    source = llama_build.source_tree(plan.cache, version)
+    distinct = DISTINCT in plan.workloads
+    model = real = python = None
+    if distinct:
+        vocab = source / "models" / "ggml-vocab-qwen2.gguf"
+        model = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads)
+        sdist_root = source.parent.parent
+        python = pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
+    if plan.prefix is not None:
+        real = prefix_model(plan)
+    binaries = llama_build.build_tools(plan.cache, version) if needs_tools(plan) else {}
+    if prepare_only:
+        return
+    distinct_lines = run_distinct(plan, binaries, model, python) if model is not None else None
+    prefix_lines = run_prefix(plan, binaries, real) if real is not None else None
+    report.write(plan.report, distinct_lines, prefix_lines)
     print(f"\nwrote {plan.report}")
 
 

@@ -8,6 +8,54 @@ from typing import Any
 
 from targets import Server
 
+DISTINCT = "distinct"
+PREFIX_WORKLOADS = ("chat", "shared-prefix-burst", "preamble")
+WORKLOADS = (DISTINCT, *PREFIX_WORKLOADS)
+
+
+@dataclass(frozen=True)
+class PrefixPlan:
+    """The prefix workloads (issue 7): on the real-weight model, against cllm and llama-server -np N and -np 1."""
+
+    slots: int  # cllm's and llama-server -np N's; the -np 1 target has one
+    ctx: int  # per slot, every target
+    users: int  # chat
+    turns: int
+    system_tokens: int
+    users_per_system: int  # 0: all users share one system prompt
+    user_tokens: int
+    stagger: float
+    max_tokens: int
+    burst: int  # shared-prefix-burst: requests sent at once
+    burst_prefix: int
+    burst_max_tokens: int
+    preamble_tokens: int
+    preamble_chats: int
+    preamble_in_flight: int
+    real_model: Path | None  # None: fetched with cllm_ollama.testing.real_model
+
+    def bench_args(self, workload: str) -> list[str]:
+        """``cllm bench`` arguments that say what the workload sends (the same for every target)."""
+        if workload == "chat":
+            return [
+                "--workload", "chat", "--users", str(self.users), "--turns", str(self.turns),
+                "--system-tokens", str(self.system_tokens), "--users-per-system", str(self.users_per_system),
+                "--user-tokens", str(self.user_tokens), "--stagger", f"{self.stagger:g}",
+                "--max-tokens", str(self.max_tokens),
+            ]  # fmt: skip
+        if workload == "shared-prefix-burst":
+            return [
+                "--workload", workload, "--users", str(self.burst), "--system-tokens", str(self.burst_prefix),
+                "--max-tokens", str(self.burst_max_tokens),
+            ]  # fmt: skip
+        if workload == "preamble":
+            return [
+                "--workload", workload, "--users", str(self.preamble_chats), "--concurrency",
+                str(self.preamble_in_flight), "--system-tokens", str(self.preamble_tokens),
+                "--max-tokens", str(self.burst_max_tokens),
+            ]  # fmt: skip
+        raise ValueError(f"not a prefix workload: {workload}")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -24,6 +72,8 @@ class Plan:
     targets: tuple[str, ...]
     batched_bench: bool
     quick: bool
+    workloads: tuple[str, ...] = (DISTINCT,)
+    prefix: PrefixPlan | None = None
 
     @property
     def slots(self) -> int:
@@ -41,3 +91,5 @@ class Outcome:
     peak_rss_kib: int | None = None
     loadavg_before: str = ""
     error: str | None = None
+    workload: str = DISTINCT
+    label: str = ""  # how tables name it; "" for the distinct workload's fixed names

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from .bench_stats import LevelStats, RequestTiming, make_prompt, summarize
+from .bench_workloads import Session, Workload, build_waves, groups, history, wave_in_flight
 
 
 class BenchError(Exception):
@@ -57,15 +58,26 @@ class Target:
 class Chunk:
     """What one streamed message carries."""
 
-    text: str = ""
+    text: str = ""  # everything the user sees arrive, thinking included: what TTFT and ITL time
     tokens: int | None = None
     prompt_tokens: int | None = None
     error: str | None = None
     done: bool = False  # Ollama's last object; OpenAI streams end with ``data: [DONE]`` instead
+    answer: str = ""  # the answer alone (no thinking): what a chat client puts in its history
+    cached_tokens: int | None = None
 
 
-def request_body(target: Target, prompt: str) -> dict[str, Any]:
-    """Greedy, fixed-length, streamed: the settings that make runs comparable."""
+Messages = Sequence[Mapping[str, str]]
+
+
+def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
+    """Greedy, fixed-length, streamed: the settings that make runs comparable.
+
+    ``prompt`` is a text, or a whole conversation for the chat APIs (a text becomes one user message).
+    """
+    if not isinstance(prompt, str) and target.api not in (Api.CHAT, Api.OPENAI_CHAT):
+        raise ValueError(f"a conversation needs a chat API, not {target.api.value}")
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
     if target.api in (Api.GENERATE, Api.CHAT):
         body: dict[str, Any] = {
             "model": target.model,
@@ -76,7 +88,7 @@ def request_body(target: Target, prompt: str) -> dict[str, Any]:
         if target.api is Api.GENERATE:
             body |= {"prompt": prompt, "raw": target.raw}
         else:
-            body["messages"] = [{"role": "user", "content": prompt}]
+            body["messages"] = messages
         return body
     body = {
         "model": target.model,
@@ -91,7 +103,7 @@ def request_body(target: Target, prompt: str) -> dict[str, Any]:
     if target.api is Api.OPENAI_COMPLETIONS:
         body["prompt"] = prompt
     else:
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = messages
     return body
 
 
@@ -108,19 +120,25 @@ def parse_chunk(api: Api, obj: dict[str, Any]) -> Chunk:
     if api in (Api.GENERATE, Api.CHAT):
         source = obj if api is Api.GENERATE else obj.get("message") or {}
         key = "response" if api is Api.GENERATE else "content"
-        text = (source.get("thinking") or "") + (source.get(key) or "")
+        answer = source.get(key) or ""
+        text = (source.get("thinking") or "") + answer
         if obj.get("done"):
-            return Chunk(text, obj.get("eval_count"), obj.get("prompt_eval_count"), done=True)
-        return Chunk(text)
-    text = ""
+            return Chunk(text, obj.get("eval_count"), obj.get("prompt_eval_count"), done=True, answer=answer)
+        return Chunk(text, answer=answer)
+    text = answer = ""
     for choice in obj.get("choices") or []:
         if api is Api.OPENAI_COMPLETIONS:
-            text += choice.get("text") or ""
+            piece = choice.get("text") or ""
+            answer, text = answer + piece, text + piece
         else:
             delta = choice.get("delta") or {}
+            answer += delta.get("content") or ""
             text += (delta.get("reasoning_content") or "") + (delta.get("content") or "")
     usage = obj.get("usage") or {}
-    return Chunk(text, usage.get("completion_tokens"), usage.get("prompt_tokens"))
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if cached is None:
+        cached = (obj.get("timings") or {}).get("cache_n")  # llama-server's own field
+    return Chunk(text, usage.get("completion_tokens"), usage.get("prompt_tokens"), answer=answer, cached_tokens=cached)
 
 
 def _payload(api: Api, line: str) -> str | None:
@@ -131,9 +149,9 @@ def _payload(api: Api, line: str) -> str | None:
     return line[5:].strip() if line.startswith("data:") else None
 
 
-async def send(client: httpx.AsyncClient, target: Target, prompt: str) -> RequestTiming:
+async def send(client: httpx.AsyncClient, target: Target, prompt: str | Messages, phase: str = "") -> RequestTiming:
     """One streamed request, timed; failures end up in ``error``, never raised."""
-    timing = RequestTiming(start=time.perf_counter())
+    timing = RequestTiming(start=time.perf_counter(), phase=phase)
     try:
         async with asyncio.timeout(target.timeout_s):
             await _stream(client, target, prompt, timing)
@@ -145,7 +163,7 @@ async def send(client: httpx.AsyncClient, target: Target, prompt: str) -> Reques
     return timing
 
 
-async def _stream(client: httpx.AsyncClient, target: Target, prompt: str, timing: RequestTiming) -> None:
+async def _stream(client: httpx.AsyncClient, target: Target, prompt: str | Messages, timing: RequestTiming) -> None:
     url = target.url.rstrip("/") + PATHS[target.api]
     async with client.stream("POST", url, json=request_body(target, prompt)) as response:
         if response.status_code != 200:
@@ -164,6 +182,10 @@ async def _stream(client: httpx.AsyncClient, target: Target, prompt: str, timing
             chunk = parse_chunk(target.api, obj)
             if chunk.text:
                 timing.chunk_times.append(time.perf_counter())
+            if chunk.answer:
+                timing.answer_parts.append(chunk.answer)
+            if chunk.cached_tokens is not None:
+                timing.cached_tokens = chunk.cached_tokens
             if chunk.tokens is not None:
                 timing.tokens = chunk.tokens
             if chunk.prompt_tokens is not None:
@@ -220,6 +242,75 @@ async def run_bench(
             timings = await run_level(client, target, concurrency, range(first, first + n_requests))
             first += n_requests
             stats = summarize(concurrency, timings)
+            on_level(stats)
+            results.append(stats)
+    return results
+
+
+async def run_session(client: httpx.AsyncClient, target: Target, session: Session, t0: float) -> list[RequestTiming]:
+    """One user: wait for its start, then its turns in order, each re-sending the whole history.
+
+    The history holds the answers the server actually gave. A failed turn ends the session: its
+    remaining turns are recorded as failed too (a chat client would have nothing to send).
+    """
+    await asyncio.sleep(max(0.0, t0 + session.start_s - time.perf_counter()))
+    timings: list[RequestTiming] = []
+    users: list[str] = []
+    answers: list[str] = []
+    for phase, message in session.turns:
+        if timings and timings[-1].error is not None:
+            now = time.perf_counter()
+            timings.append(RequestTiming(start=now, end=now, phase=phase, error="not sent: an earlier turn failed"))
+            continue
+        users.append(message)
+        timing = await send(client, target, history(session.system, users, answers), phase)
+        answers.append(timing.answer)
+        timings.append(timing)
+    return timings
+
+
+async def run_sessions(
+    client: httpx.AsyncClient, target: Target, sessions: Sequence[Session], in_flight: int = 0
+) -> list[RequestTiming]:
+    """Every session of a wave, each from its start offset, at most ``in_flight`` at once (0: no limit)."""
+    gate = asyncio.Semaphore(in_flight or max(len(sessions), 1))
+    timings: list[RequestTiming] = []
+    t0 = time.perf_counter()
+
+    async def one(session: Session) -> None:
+        async with gate:
+            # A session held back by the gate starts when it gets in, not at its planned offset.
+            timings.extend(await run_session(client, target, session, t0 if not in_flight else time.perf_counter()))
+
+    async with asyncio.TaskGroup() as group:
+        for session in sessions:
+            group.create_task(one(session))
+    return timings
+
+
+async def run_workload(
+    target: Target,
+    workload: Workload,
+    levels: list[int],
+    warmup: int = 1,
+    on_level: Callable[[LevelStats], None] = lambda stats: None,
+) -> list[LevelStats]:
+    """A prefix workload at each level (number of users, chats or requests), one after another.
+
+    The warm-up requests share no prefix with the workload; each level's texts carry its own key,
+    so no level finds another's prompts in a cache.
+    """
+    results: list[LevelStats] = []
+    async with new_client(max(levels), target.timeout_s) as client:
+        for index in range(warmup):
+            timing = await send(client, target, make_prompt(16, -1 - index, target.seed))
+            if timing.error is not None:
+                raise BenchError(f"warm-up request failed: {timing.error}")
+        for number, users in enumerate(levels):
+            timings: list[RequestTiming] = []
+            for wave, sessions in enumerate(build_waves(workload, users, f"L{number}", target.seed)):
+                timings += await run_sessions(client, target, sessions, wave_in_flight(workload, wave))
+            stats = summarize(users, timings, groups(workload))
             on_level(stats)
             results.append(stats)
     return results

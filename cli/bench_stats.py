@@ -6,7 +6,7 @@ No I/O here, so the figures can be checked on hand-made timings.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,6 +26,18 @@ def make_prompt(n_tokens: int, index: int, seed: int = 0) -> str:
     """
     rng = random.Random(f"cllm-bench:{seed}:{index}")
     head = f"{index}:"  # one token per digit, one for the colon
+    words = [rng.choice(_WORDS) for _ in range(max(n_tokens - len(head), 1))]
+    return head + " " + " ".join(words)
+
+
+def make_text(n_tokens: int, key: str, seed: int = 0) -> str:
+    """About ``n_tokens`` tokens of words led by ``key``, the same for the same arguments.
+
+    The prefix workloads build system prompts and user messages with it: texts with different
+    keys differ from their first token on, texts with the same key are identical.
+    """
+    rng = random.Random(f"cllm-bench-text:{seed}:{key}")
+    head = f"{key}:"
     words = [rng.choice(_WORDS) for _ in range(max(n_tokens - len(head), 1))]
     return head + " " + " ".join(words)
 
@@ -50,12 +62,19 @@ class RequestTiming:
     chunk_times: list[float] = field(default_factory=list)  # arrivals of non-empty text chunks
     tokens: int | None = None  # generated tokens reported by the server, if it reports them
     prompt_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens the server says it did not compute again
     error: str | None = None
+    phase: str = ""  # prefix workloads: which part of the workload (turn 1, later chats, ...)
+    answer_parts: list[str] = field(default_factory=list)  # the answer's text (no thinking), as streamed
 
     @property
     def generated(self) -> int:
         """The server's count where given, else one token per text chunk."""
         return self.tokens if self.tokens is not None else len(self.chunk_times)
+
+    @property
+    def answer(self) -> str:
+        return "".join(self.answer_parts)
 
 
 @dataclass(frozen=True)
@@ -72,6 +91,8 @@ class LevelStats:
     itl_ms: dict[str, float | None]
     prompt_tokens_mean: float | None
     error_samples: list[str]
+    cached_tokens_mean: float | None = None
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # report row name -> its figures
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,20 +107,50 @@ def _ms(values: Sequence[float]) -> dict[str, float | None]:
     }
 
 
-def summarize(concurrency: int, timings: Sequence[RequestTiming]) -> LevelStats:
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _latencies(good: Sequence[RequestTiming]) -> tuple[list[float], list[float]]:
+    """TTFTs, and the gaps between successive text chunks pooled over the requests, in seconds."""
+    ttft = [t.chunk_times[0] - t.start for t in good if t.chunk_times]
+    itl = [b - a for t in good for a, b in zip(t.chunk_times, t.chunk_times[1:], strict=False)]
+    return ttft, itl
+
+
+def phase_stats(timings: Sequence[RequestTiming]) -> dict[str, Any]:
+    """The latency figures of a subset of a level's requests (its tokens/s belongs to the whole level)."""
+    good = [t for t in timings if t.error is None]
+    ttft, itl = _latencies(good)
+    return {
+        "requests": len(timings),
+        "ok": len(good),
+        "errors": len(timings) - len(good),
+        "ttft_ms": _ms(ttft),
+        "itl_ms": _ms(itl),
+        "prompt_tokens_mean": _mean([t.prompt_tokens for t in good if t.prompt_tokens is not None]),
+        "cached_tokens_mean": _mean([t.cached_tokens for t in good if t.cached_tokens is not None]),
+        "generated_tokens": sum(t.generated for t in good),
+    }
+
+
+def summarize(
+    concurrency: int, timings: Sequence[RequestTiming], groups: Mapping[str, Sequence[str]] | None = None
+) -> LevelStats:
     """Aggregate one concurrency level.
 
     Tokens/s is the generated tokens of the successful requests over the level's wall time
     (first request sent to last response finished); ITL pools the gaps between successive
-    text chunks of every successful request.
+    text chunks of every successful request. ``groups`` (report row -> the phases it pools)
+    adds per-phase figures, such as the first turn of a chat apart from the later ones.
     """
     good = [t for t in timings if t.error is None]
     wall = max(t.end for t in timings) - min(t.start for t in timings) if timings else 0.0
     tokens = sum(t.generated for t in good)
-    ttft = [t.chunk_times[0] - t.start for t in good if t.chunk_times]
-    itl = [b - a for t in good for a, b in zip(t.chunk_times, t.chunk_times[1:], strict=False)]
+    ttft, itl = _latencies(good)
     prompts = [t.prompt_tokens for t in good if t.prompt_tokens is not None]
     errors = [t.error for t in timings if t.error is not None]
+    phases = {name: phase_stats([t for t in timings if t.phase in members]) for name, members in (groups or {}).items()}
     return LevelStats(
         concurrency=concurrency,
         requests=len(timings),
@@ -113,4 +164,6 @@ def summarize(concurrency: int, timings: Sequence[RequestTiming]) -> LevelStats:
         itl_ms=_ms(itl),
         prompt_tokens_mean=sum(prompts) / len(prompts) if prompts else None,
         error_samples=sorted(set(errors))[:3],
+        cached_tokens_mean=_mean([t.cached_tokens for t in good if t.cached_tokens is not None]),
+        phases=phases,
     )

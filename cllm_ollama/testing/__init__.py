@@ -1,1 +1,1 @@
-"""Helpers that write small real GGUF models, for the test suite and the benchmarks."""
+"""Models for the test suite and the benchmarks: small real GGUFs written here, and a real-weight one fetched."""

@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-import uvicorn
+from benchfake import CHUNKS, EVAL_COUNT, PROMPT_EVAL_COUNT, FakeServer, serving
 from click.testing import CliRunner
 from cllm_ollama.cli.bench import bench_command, parse_levels
 from cllm_ollama.cli.bench_client import Api, Target, parse_chunk, request_body
 from cllm_ollama.cli.bench_stats import RequestTiming, make_prompt, percentile, summarize
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
-
-CHUNKS = 5  # text chunks the fake streams per request
-EVAL_COUNT = 7  # what it reports as generated tokens (differs on purpose: the report must use it)
-PROMPT_EVAL_COUNT = 11
-
 
 # ---------------------------------------------------------------- statistics
 
@@ -115,91 +102,11 @@ def test_parse_chunk_reads_text_counts_and_errors() -> None:
 # ---------------------------------------------------------------- end to end against a fake server
 
 
-class FakeServer:
-    """Streams CHUNKS chunks per request; model "missing" answers 404, "truncated" stops before
-    the final object, "gate-N" holds every response until N requests are in flight at once
-    (bounded), to prove concurrency."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.in_flight = 0
-        self.peak = 0
-        self.app = Starlette(
-            routes=[
-                Route("/api/generate", self.ollama, methods=["POST"]),
-                Route("/api/chat", self.ollama, methods=["POST"]),
-                Route("/v1/completions", self.openai, methods=["POST"]),
-            ]
-        )
-
-    async def _enter(self, body: dict[str, Any]) -> None:
-        self.bodies.append(body)
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        model = str(body.get("model", ""))
-        if model.startswith("gate-"):
-            with anyio.move_on_after(5):
-                while self.in_flight < int(model.removeprefix("gate-")):
-                    await anyio.sleep(0.001)
-
-    async def ollama(self, request: Request) -> Response:
-        body = await request.json()
-        if body["model"] == "missing":
-            return JSONResponse({"error": f"model '{body['model']}' not found"}, status_code=404)
-        key = "response" if request.url.path == "/api/generate" else "message"
-        await self._enter(body)
-
-        async def lines() -> AsyncIterator[bytes]:
-            try:
-                for i in range(CHUNKS):
-                    text = f"t{i} "
-                    part = text if key == "response" else {"role": "assistant", "content": text}
-                    yield json.dumps({"model": body["model"], key: part, "done": False}).encode() + b"\n"
-                    await anyio.sleep(0)
-                if body["model"] == "truncated":
-                    return
-                end = {"model": body["model"], key: "" if key == "response" else {"content": ""}}
-                end |= {"done": True, "eval_count": EVAL_COUNT, "prompt_eval_count": PROMPT_EVAL_COUNT}
-                yield json.dumps(end).encode() + b"\n"
-            finally:
-                self.in_flight -= 1
-
-        return StreamingResponse(lines(), media_type="application/x-ndjson")
-
-    async def openai(self, request: Request) -> Response:
-        body = await request.json()
-        await self._enter(body)
-
-        async def events() -> AsyncIterator[bytes]:
-            try:
-                for i in range(CHUNKS):
-                    yield f"data: {json.dumps({'choices': [{'text': f't{i}', 'index': 0}]})}\n\n".encode()
-                    await anyio.sleep(0)
-                yield b"data: [DONE]\n\n"  # no usage: the client must count chunks
-            finally:
-                self.in_flight -= 1
-
-        return StreamingResponse(events(), media_type="text/event-stream")
-
-
 @pytest.fixture
 def fake() -> Iterator[tuple[FakeServer, str]]:
     server = FakeServer()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(server.app, lifespan="off", ws="none", log_level="warning")
-    runner = uvicorn.Server(config)
-    thread = threading.Thread(target=runner.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not runner.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert runner.started
-    yield server, f"http://127.0.0.1:{port}"
-    runner.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serving(server) as url:
+        yield server, url
 
 
 def _invoke(*args: str) -> Any:

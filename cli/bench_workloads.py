@@ -1,0 +1,174 @@
+"""What ``cllm bench`` sends in its prefix workloads: chats and shared prompts, as plain data.
+
+The distinct workload (one prompt per request, nothing shared) lives in ``bench_client.run_level``.
+The others are written here as *sessions*: a user who sends turns one after another, each turn
+re-sending the whole conversation so far (as chat clients do), starting at a planned offset.
+
+- ``chat``: users in groups; a group shares one system prompt (SGLang's "generated-shared-prefix"),
+  every user has several turns.
+- ``shared-prefix-burst``: K one-turn requests sharing a P-token system prompt, all sent at once.
+- ``preamble``: N one-turn chats with the same long system preamble (a front end's tool
+  definitions) and a short distinct question, a few at a time; then, as a yardstick, a few short
+  questions with no preamble, one at a time.
+
+No I/O here, so what is sent can be checked without a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .bench_stats import make_text
+
+
+class Kind(StrEnum):
+    DISTINCT = "distinct"
+    CHAT = "chat"
+    BURST = "shared-prefix-burst"
+    PREAMBLE = "preamble"
+
+
+# Per kind: default levels, max tokens, system (prefix) tokens and user-message tokens.
+DEFAULTS: dict[Kind, dict[str, object]] = {
+    Kind.DISTINCT: {"levels": "1,4,8,16,32", "max_tokens": 64},
+    Kind.CHAT: {"levels": "12", "max_tokens": 128, "system_tokens": 450, "user_tokens": 32},
+    Kind.BURST: {"levels": "16", "max_tokens": 32, "system_tokens": 1000, "user_tokens": 16},
+    Kind.PREAMBLE: {"levels": "8", "max_tokens": 32, "system_tokens": 6600, "user_tokens": 16},
+}
+
+FIRST_CHAT, LATER_CHATS, SHORT_PROMPT = "first chat", "later chats", "short prompt"
+SHORT_PROMPTS = 3  # preamble: short questions without the preamble, the yardstick for "close to a short prompt"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The shape of one prefix workload; the number of users is the level, given per run."""
+
+    kind: Kind
+    turns: int = 1  # chat only; the others have one turn per session
+    system_tokens: int = 0  # 0: no system message
+    users_per_system: int = 0  # chat: users sharing one system prompt; 0 = all of them
+    user_tokens: int = 32
+    stagger_s: float = 0.0  # delay between the starts of consecutive users (0: all at once)
+    in_flight: int = 0  # sessions running at once; 0 = all (preamble: 1 = one chat after another)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.kind.value,
+            "turns": self.turns,
+            "system_tokens": self.system_tokens,
+            "users_per_system": self.users_per_system,
+            "user_tokens": self.user_tokens,
+            "stagger_s": self.stagger_s,
+            "in_flight": self.in_flight,
+        }
+
+
+@dataclass(frozen=True)
+class Session:
+    """One user: a system prompt (or none) and the user messages of its turns, each tagged with a phase."""
+
+    user: int
+    start_s: float
+    system: str | None
+    turns: tuple[tuple[str, str], ...]  # (phase, user message)
+
+
+def turn_phase(turn: int) -> str:
+    return f"turn {turn}"
+
+
+def build_waves(workload: Workload, users: int, level_key: str = "", seed: int = 0) -> list[list[Session]]:
+    """The sessions of one level, in waves run one after another.
+
+    ``level_key`` goes into every text, so no prompt of one level shares a prefix with another
+    level's (nor with another run's, when it differs): each level starts cold.
+    """
+    w = workload
+    if w.kind is Kind.CHAT:
+        size = w.users_per_system or users
+        sessions = [
+            Session(
+                user=u,
+                start_s=u * w.stagger_s,
+                system=_system(w, level_key, group=u // size, seed=seed),
+                turns=tuple(
+                    (turn_phase(t), make_text(w.user_tokens, f"{level_key}u{u}t{t}", seed))
+                    for t in range(1, w.turns + 1)
+                ),
+            )
+            for u in range(users)
+        ]
+        return [sessions]
+    if w.kind is Kind.BURST:
+        system = _system(w, level_key, group=0, seed=seed)
+        return [
+            [
+                Session(u, u * w.stagger_s, system, (("burst", make_text(w.user_tokens, f"{level_key}q{u}", seed)),))
+                for u in range(users)
+            ]
+        ]
+    if w.kind is Kind.PREAMBLE:
+        system = _system(w, level_key, group=0, seed=seed)
+        chats = [
+            Session(
+                u,
+                u * w.stagger_s,
+                system,
+                ((FIRST_CHAT if u == 0 else LATER_CHATS, make_text(w.user_tokens, f"{level_key}q{u}", seed)),),
+            )
+            for u in range(users)
+        ]
+        short = [
+            Session(users + i, 0.0, None, ((SHORT_PROMPT, make_text(w.user_tokens, f"{level_key}s{i}", seed)),))
+            for i in range(SHORT_PROMPTS)
+        ]
+        return [chats, short]
+    raise ValueError(f"{w.kind.value} is not a session workload")
+
+
+def wave_in_flight(workload: Workload, wave: int) -> int:
+    """How many sessions of a wave may run at once (0: all); the preamble's yardstick runs alone."""
+    if workload.kind is Kind.PREAMBLE and wave > 0:
+        return 1
+    return workload.in_flight
+
+
+def _system(w: Workload, level_key: str, group: int, seed: int) -> str | None:
+    if w.system_tokens <= 0:
+        return None
+    # The group number leads, so two groups' prompts differ from their first tokens on.
+    return make_text(w.system_tokens, f"{level_key}g{group}", seed)
+
+
+def groups(workload: Workload) -> dict[str, tuple[str, ...]]:
+    """Report rows beyond the whole level: name -> the phases it pools."""
+    w = workload
+    if w.kind is Kind.CHAT:
+        later = tuple(turn_phase(t) for t in range(2, w.turns + 1))
+        rows: dict[str, tuple[str, ...]] = {turn_phase(1): (turn_phase(1),)}
+        if later:
+            rows["turns 2+"] = later
+        if w.turns > 2:
+            rows |= {turn_phase(t): (turn_phase(t),) for t in range(2, w.turns + 1)}
+        return rows
+    if w.kind is Kind.PREAMBLE:
+        return {FIRST_CHAT: (FIRST_CHAT,), LATER_CHATS: (LATER_CHATS,), SHORT_PROMPT: (SHORT_PROMPT,)}
+    return {}
+
+
+def history(system: str | None, turns: Sequence[str], answers: Sequence[str]) -> list[dict[str, str]]:
+    """The messages a chat client sends for the turn after ``answers``: system, then user/assistant pairs.
+
+    ``turns`` holds the user messages so far (one more than ``answers``).
+    """
+    if len(turns) != len(answers) + 1:
+        raise ValueError("one user message more than answers")
+    messages = [{"role": "system", "content": system}] if system is not None else []
+    for user, answer in zip(turns, [*answers, None], strict=True):
+        messages.append({"role": "user", "content": user})
+        if answer is not None:
+            messages.append({"role": "assistant", "content": answer})
+    return messages

@@ -1,0 +1,140 @@
+"""A fake server for ``cllm bench``'s tests: Ollama and OpenAI streaming endpoints with known output."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+CHUNKS = 5  # text chunks the fake streams per request
+EVAL_COUNT = 7  # what it reports as generated tokens (differs on purpose: the report must use it)
+PROMPT_EVAL_COUNT = 11
+CACHED = 3  # /v1/chat/completions: usage.prompt_tokens_details.cached_tokens
+
+
+def answer_chunks(body: dict[str, Any]) -> list[str]:
+    """What the fake streams: chat answers name the conversation's length and last user message,
+    so a test can tell which answer came from which request."""
+    messages = body.get("messages")
+    if not messages:
+        return [f"t{i} " for i in range(CHUNKS)]
+    last = str(messages[-1]["content"]).split(":", 1)[0]
+    return [f"<{last}/{len(messages)}>" if i == 0 else f"t{i} " for i in range(CHUNKS)]
+
+
+class FakeServer:
+    """Streams CHUNKS chunks per request; model "missing" answers 404, "truncated" stops before
+    the final object, "gate-N" holds every response until N requests have been in flight at once
+    (bounded), to prove concurrency; "fail-over-N" answers 500 to conversations of more than N
+    messages."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.peak = 0
+        self.app = Starlette(
+            routes=[
+                Route("/api/generate", self.ollama, methods=["POST"]),
+                Route("/api/chat", self.ollama, methods=["POST"]),
+                Route("/v1/completions", self.openai, methods=["POST"]),
+                Route("/v1/chat/completions", self.openai, methods=["POST"]),
+            ]
+        )
+
+    async def _enter(self, body: dict[str, Any]) -> None:
+        self.bodies.append(body)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        model = str(body.get("model", ""))
+        if model.startswith("gate-"):
+            with anyio.move_on_after(5):
+                while self.peak < int(model.removeprefix("gate-")):  # a latch: once reached, open
+                    await anyio.sleep(0.001)
+
+    @staticmethod
+    def _refusal(body: dict[str, Any]) -> Response | None:
+        model = str(body["model"])
+        if model == "missing":
+            return JSONResponse({"error": f"model '{model}' not found"}, status_code=404)
+        if model.startswith("fail-over-") and len(body.get("messages", [])) > int(model.removeprefix("fail-over-")):
+            return JSONResponse({"error": "too long"}, status_code=500)
+        return None
+
+    async def ollama(self, request: Request) -> Response:
+        body = await request.json()
+        refusal = self._refusal(body)
+        if refusal is not None:
+            self.bodies.append(body)
+            return refusal
+        key = "response" if request.url.path == "/api/generate" else "message"
+        await self._enter(body)
+
+        async def lines() -> AsyncIterator[bytes]:
+            try:
+                for text in answer_chunks(body):
+                    part = text if key == "response" else {"role": "assistant", "content": text}
+                    yield json.dumps({"model": body["model"], key: part, "done": False}).encode() + b"\n"
+                    await anyio.sleep(0)
+                if body["model"] == "truncated":
+                    return
+                end = {"model": body["model"], key: "" if key == "response" else {"content": ""}}
+                end |= {"done": True, "eval_count": EVAL_COUNT, "prompt_eval_count": PROMPT_EVAL_COUNT}
+                yield json.dumps(end).encode() + b"\n"
+            finally:
+                self.in_flight -= 1
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    async def openai(self, request: Request) -> Response:
+        body = await request.json()
+        chat = request.url.path == "/v1/chat/completions"
+        await self._enter(body)
+
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                for text in answer_chunks(body):
+                    choice = {"delta": {"content": text}} if chat else {"text": text}
+                    yield f"data: {json.dumps({'choices': [choice | {'index': 0}]})}\n\n".encode()
+                    await anyio.sleep(0)
+                if chat:  # with usage, as llama-server sends it; /v1/completions without: counted chunks
+                    usage = {"completion_tokens": EVAL_COUNT, "prompt_tokens": PROMPT_EVAL_COUNT}
+                    usage["prompt_tokens_details"] = {"cached_tokens": CACHED}  # type: ignore[assignment]
+                    yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
+                yield b"data: [DONE]\n\n"
+            finally:
+                self.in_flight -= 1
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+
+@contextmanager
+def serving(server: FakeServer) -> Iterator[str]:
+    """Serve the fake on a free port; yields its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(server.app, lifespan="off", ws="none", log_level="warning")
+    runner = uvicorn.Server(config)
+    thread = threading.Thread(target=runner.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not runner.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert runner.started
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        runner.should_exit = True
+        thread.join(10)
+        sock.close()
