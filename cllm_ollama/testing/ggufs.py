@@ -1,4 +1,8 @@
-"""Writes real, loadable qwen3 GGUFs with random weights, for tests and benchmarks.
+"""Writes real, loadable GGUFs with random weights, for tests and benchmarks.
+
+qwen3 is the workhorse; gemma3 (sliding-window attention on some layers), mamba (a recurrent
+state instead of a KV cache) and jamba (mamba and attention layers: hybrid memory) are the
+families whose memory behaves differently when a prompt's start is reused or shared.
 
 Nothing here downloads anything: the tokenizer is a byte-level BPE learned on a built-in
 text (or copied from a vocab GGUF given by the caller), the chat template is Qwen3's.
@@ -175,6 +179,69 @@ TINY = Shape()
 QWEN3_0_6B = Shape(n_layer=28, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128, n_ff=3072)
 
 
+_FILE_TYPES = {
+    gguf.GGMLQuantizationType.F32: gguf.LlamaFileType.ALL_F32,
+    gguf.GGMLQuantizationType.F16: gguf.LlamaFileType.MOSTLY_F16,
+    gguf.GGMLQuantizationType.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+}
+
+
+def _add_tokenizer(w: gguf.GGUFWriter, vocab: Vocab, chat_template: str | None, fim: bool = False) -> None:
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(vocab.tokens)
+    w.add_token_types(vocab.types)
+    w.add_token_merges(vocab.merges)
+    w.add_bos_token_id(vocab.bos_id)
+    w.add_eos_token_id(vocab.eos_id)
+    w.add_pad_token_id(vocab.bos_id)
+    w.add_add_bos_token(False)
+    w.add_chat_template(chat_template if chat_template is not None else qwen3_chat_template())
+    if fim:
+        ids = {t: i for i, t in enumerate(vocab.tokens)}
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_PRE_ID, ids["<|fim_prefix|>"])
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_SUF_ID, ids["<|fim_suffix|>"])
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_MID_ID, ids["<|fim_middle|>"])
+
+
+@dataclass
+class _Tensors:
+    """Adds random matrices (stored as ``qtype``) and F32 vectors to a writer, from one RNG."""
+
+    w: gguf.GGUFWriter
+    rng: np.random.Generator
+    weight_std: float
+    qtype: gguf.GGMLQuantizationType
+
+    def matrix(
+        self, name: str, rows: int, cols: int, zero_rows: tuple[int, ...] = (), std: float | None = None
+    ) -> None:
+        """A ``(rows, cols)`` numpy matrix, i.e. ggml ``{cols, rows}``: ``rows`` outputs of ``cols`` inputs."""
+        scale = self.weight_std if std is None else std
+        data = (self.rng.standard_normal((rows, cols), dtype=np.float32) * scale).astype(np.float32)
+        data[list(zero_rows)] = 0.0
+        if self.qtype == gguf.GGMLQuantizationType.F32:
+            self.w.add_tensor(name, data)
+        elif self.qtype == gguf.GGMLQuantizationType.F16:
+            self.w.add_tensor(name, data.astype(np.float16))
+        else:
+            self.w.add_tensor(name, gguf.quants.quantize(data, self.qtype), raw_dtype=self.qtype)
+
+    def norm(self, name: str, n: int) -> None:
+        self.w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    def f32(self, name: str, data: np.ndarray) -> None:
+        """Always F32, whatever ``qtype``: biases, 1-D tensors and the SSM's small parameters."""
+        self.w.add_tensor(name, np.ascontiguousarray(data, dtype=np.float32))
+
+
+def _finish(w: gguf.GGUFWriter) -> None:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write_qwen3(
     path: Path,
     *,
@@ -204,16 +271,10 @@ def write_qwen3(
     ``binding.quantize`` for K-quants.
     """
     vocab = vocab or synthetic_vocab()
-    rng = np.random.default_rng(seed)
-    s = shape
-    w = gguf.GGUFWriter(str(path), "qwen3")
+    t = _Tensors(gguf.GGUFWriter(str(path), "qwen3"), np.random.default_rng(seed), weight_std, qtype)
+    w, s = t.w, shape
     w.add_name(name)
-    file_type = {
-        gguf.GGMLQuantizationType.F32: gguf.LlamaFileType.ALL_F32,
-        gguf.GGMLQuantizationType.F16: gguf.LlamaFileType.MOSTLY_F16,
-        gguf.GGMLQuantizationType.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
-    }[qtype]
-    w.add_file_type(file_type)
+    w.add_file_type(_FILE_TYPES[qtype])
     w.add_context_length(s.context_length)
     w.add_embedding_length(s.n_embd)
     w.add_block_count(s.n_layer)
@@ -225,56 +286,26 @@ def write_qwen3(
     w.add_rope_dimension_count(s.head_dim)
     w.add_rope_freq_base(1e6)
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(vocab.tokens)
-    w.add_token_types(vocab.types)
-    w.add_token_merges(vocab.merges)
-    w.add_bos_token_id(vocab.bos_id)
-    w.add_eos_token_id(vocab.eos_id)
-    w.add_pad_token_id(vocab.bos_id)
-    w.add_add_bos_token(False)
-    w.add_chat_template(chat_template if chat_template is not None else qwen3_chat_template())
-    if fim:
-        ids = {t: i for i, t in enumerate(vocab.tokens)}
-        w.add_uint32(gguf.Keys.Tokenizer.FIM_PRE_ID, ids["<|fim_prefix|>"])
-        w.add_uint32(gguf.Keys.Tokenizer.FIM_SUF_ID, ids["<|fim_suffix|>"])
-        w.add_uint32(gguf.Keys.Tokenizer.FIM_MID_ID, ids["<|fim_middle|>"])
-
-    def matrix(name: str, rows: int, cols: int, zero_rows: tuple[int, ...] = ()) -> None:
-        data = (rng.standard_normal((rows, cols), dtype=np.float32) * weight_std).astype(np.float32)
-        data[list(zero_rows)] = 0.0
-        if qtype == gguf.GGMLQuantizationType.F32:
-            w.add_tensor(name, data)
-        elif qtype == gguf.GGMLQuantizationType.F16:
-            w.add_tensor(name, data.astype(np.float16))
-        else:
-            w.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
-
-    def norm(name: str, n: int) -> None:
-        w.add_tensor(name, np.ones(n, dtype=np.float32))
+    _add_tokenizer(w, vocab, chat_template, fim)
 
     n_vocab = len(vocab.tokens)
-    matrix("token_embd.weight", n_vocab, s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
-    norm("output_norm.weight", s.n_embd)
+    t.matrix("token_embd.weight", n_vocab, s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
+    t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
         p = f"blk.{i}."
-        norm(p + "attn_norm.weight", s.n_embd)
-        matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
-        matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
-        norm(p + "attn_q_norm.weight", s.head_dim)
-        norm(p + "attn_k_norm.weight", s.head_dim)
-        norm(p + "ffn_norm.weight", s.n_embd)
-        matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
-        matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
-        matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+        t.norm(p + "attn_q_norm.weight", s.head_dim)
+        t.norm(p + "attn_k_norm.weight", s.head_dim)
+        t.norm(p + "ffn_norm.weight", s.n_embd)
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
     for key, value in (metadata or {}).items():
         vtype = gguf.GGUFValueType.FLOAT32 if isinstance(value, float) else gguf.GGUFValueType.UINT32
         w.kv_data[0][key] = gguf.GGUFValue(value=value, type=vtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
     return path
