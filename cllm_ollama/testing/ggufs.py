@@ -309,3 +309,225 @@ def write_qwen3(
         w.kv_data[0][key] = gguf.GGUFValue(value=value, type=vtype)
     _finish(w)
     return path
+
+
+def write_gemma3(
+    path: Path,
+    *,
+    shape: Shape = TINY,
+    sliding_window: int = 16,
+    swa_pattern: int = 2,
+    vocab: Vocab | None = None,
+    weight_std: float = 0.5,
+    qtype: gguf.GGMLQuantizationType = gguf.GGMLQuantizationType.F32,
+    chat_template: str | None = None,
+    name: str = "tiny-gemma3",
+    seed: int = 0,
+    endless: bool = False,
+) -> Path:
+    """Write a random-weight gemma3 GGUF: sliding-window attention on some layers.
+
+    Of every ``swa_pattern`` layers the last attends to the whole sequence and the others to the
+    last ``sliding_window`` positions only (llama.cpp's ``LLAMA_SWA_TYPE_STANDARD``), so with the
+    defaults layer 0 is a 16-token window and layer 1 is global, and llama.cpp gives the model an
+    iSWA cache (one KV cache per kind of layer). Prompts longer than the window exercise it.
+    ``endless`` as in ``write_qwen3`` (zero rows in the untied output projection).
+    Norm weights are ones: llama.cpp's gemma3 multiplies by them as stored (the converter has
+    already added Gemma's +1).
+    """
+    vocab = vocab or synthetic_vocab()
+    t = _Tensors(gguf.GGUFWriter(str(path), "gemma3"), np.random.default_rng(seed), weight_std, qtype)
+    w, s = t.w, shape
+    w.add_name(name)
+    w.add_file_type(_FILE_TYPES[qtype])
+    w.add_context_length(s.context_length)
+    w.add_embedding_length(s.n_embd)
+    w.add_block_count(s.n_layer)
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.n_head_kv)
+    w.add_key_length(s.head_dim)
+    w.add_value_length(s.head_dim)
+    w.add_rope_dimension_count(s.head_dim)
+    w.add_rope_freq_base(1e6)
+    w.add_rope_freq_base_swa(1e4)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_sliding_window(sliding_window)
+    w.add_sliding_window_pattern(swa_pattern)
+    _add_tokenizer(w, vocab, chat_template)
+
+    # gemma3 multiplies the input embeddings by sqrt(n_embd) and normalises every block's output
+    # (post norms): with tied embeddings the token itself would dominate the residual stream and
+    # greedy decoding repeat one token forever. Scaled-down input embeddings and a separate
+    # output projection keep the blocks' contribution, and the logits, as large as qwen3's.
+    n_vocab = len(vocab.tokens)
+    t.matrix("token_embd.weight", n_vocab, s.n_embd, std=weight_std / np.sqrt(s.n_embd))
+    t.matrix("output.weight", n_vocab, s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+        t.norm(p + "attn_q_norm.weight", s.head_dim)
+        t.norm(p + "attn_k_norm.weight", s.head_dim)
+        t.norm(p + "post_attention_norm.weight", s.n_embd)
+        t.norm(p + "ffn_norm.weight", s.n_embd)
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+        t.norm(p + "post_ffw_norm.weight", s.n_embd)
+    _finish(w)
+    return path
+
+
+@dataclass(frozen=True)
+class SsmShape:
+    """A Mamba (v1) block: llama.cpp supports only ``d_inner == 2 * n_embd``."""
+
+    n_layer: int = 2
+    n_embd: int = 64
+    d_state: int = 16
+    d_conv: int = 4
+    dt_rank: int = 4  # ceil(n_embd / 16), as Mamba's "auto"
+    context_length: int = 1 << 20
+    # jamba only: attention heads and FFN width of the attention/FFN parts
+    n_head: int = 4
+    n_head_kv: int = 2
+    n_ff: int = 128
+
+    @property
+    def d_inner(self) -> int:
+        return 2 * self.n_embd
+
+
+TINY_SSM = SsmShape()
+
+
+def _mamba_layer(t: _Tensors, p: str, s: SsmShape, *, bc_norms: bool) -> None:
+    """The selective-scan block's tensors (``bc_norms``: jamba's RMS norms on dt, B and C).
+
+    The scan's own parameters follow Mamba's initialisation rather than ``weight_std``, which
+    keeps the state stable and long-lived: A = -(1..d_state) for every channel, D = 1, and a
+    step size softplus(dt bias) between 0.001 and 0.1, so that the state remembers the tokens
+    before the convolution's window and a prompt's history changes its continuation.
+    """
+    rng = t.rng
+    t.matrix(p + "ssm_in.weight", 2 * s.d_inner, s.n_embd)
+    t.matrix(p + "ssm_conv1d.weight", s.d_inner, s.d_conv)
+    t.f32(p + "ssm_conv1d.bias", np.zeros(s.d_inner))
+    t.matrix(p + "ssm_x.weight", s.dt_rank + 2 * s.d_state, s.d_inner, std=s.d_inner**-0.5)
+    if bc_norms:
+        t.norm(p + "ssm_dt_norm.weight", s.dt_rank)
+    t.matrix(p + "ssm_dt.weight", s.d_inner, s.dt_rank, std=s.dt_rank**-0.5)
+    dt = np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), s.d_inner))
+    t.f32(p + "ssm_dt.bias", dt + np.log(-np.expm1(-dt)))  # softplus(bias) == dt
+    if bc_norms:
+        t.norm(p + "ssm_b_norm.weight", s.d_state)
+        t.norm(p + "ssm_c_norm.weight", s.d_state)
+    t.f32(p + "ssm_a", -np.tile(np.arange(1, s.d_state + 1, dtype=np.float32), (s.d_inner, 1)))
+    t.f32(p + "ssm_d", np.ones(s.d_inner))
+    t.matrix(p + "ssm_out.weight", s.n_embd, s.d_inner)
+
+
+def _ssm_header(w: gguf.GGUFWriter, s: SsmShape, name: str, qtype: gguf.GGMLQuantizationType) -> None:
+    w.add_name(name)
+    w.add_file_type(_FILE_TYPES[qtype])
+    w.add_context_length(s.context_length)
+    w.add_embedding_length(s.n_embd)
+    w.add_block_count(s.n_layer)
+    w.add_ssm_conv_kernel(s.d_conv)
+    w.add_ssm_inner_size(s.d_inner)
+    w.add_ssm_state_size(s.d_state)
+    w.add_ssm_time_step_rank(s.dt_rank)
+    w.add_layer_norm_rms_eps(1e-5)
+
+
+def write_mamba(
+    path: Path,
+    *,
+    shape: SsmShape = TINY_SSM,
+    vocab: Vocab | None = None,
+    weight_std: float = 0.5,
+    qtype: gguf.GGMLQuantizationType = gguf.GGMLQuantizationType.F32,
+    chat_template: str | None = None,
+    name: str = "tiny-mamba",
+    seed: int = 0,
+    endless: bool = False,
+) -> Path:
+    """Write a random-weight mamba GGUF: a recurrent model (``llama_model_is_recurrent``).
+
+    Its memory is one fixed-size state per sequence instead of a KV cache, which cannot drop
+    part of a sequence: a prompt's start can only be kept by continuing it, never cut.
+    ``endless`` as in ``write_qwen3``.
+    """
+    vocab = vocab or synthetic_vocab()
+    t = _Tensors(gguf.GGUFWriter(str(path), "mamba"), np.random.default_rng(seed), weight_std, qtype)
+    w, s = t.w, shape
+    _ssm_header(w, s, name, qtype)
+    # As convert_hf_to_gguf.py writes a Mamba: no attention, no separate FFN.
+    w.add_feed_forward_length(0)
+    w.add_head_count(0)
+    _add_tokenizer(w, vocab, chat_template)
+
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        _mamba_layer(t, p, s, bc_norms=False)
+    _finish(w)
+    return path
+
+
+def write_jamba(
+    path: Path,
+    *,
+    shape: SsmShape = TINY_SSM,
+    vocab: Vocab | None = None,
+    weight_std: float = 0.5,
+    qtype: gguf.GGMLQuantizationType = gguf.GGMLQuantizationType.F32,
+    chat_template: str | None = None,
+    name: str = "tiny-jamba",
+    seed: int = 0,
+    endless: bool = False,
+) -> Path:
+    """Write a random-weight jamba GGUF: a hybrid model (``llama_model_is_hybrid``).
+
+    Even layers are Mamba blocks (recurrent state), odd ones attention (a KV cache, no RoPE),
+    each followed by a SwiGLU FFN; llama.cpp gives it a hybrid memory of both kinds, where
+    removing part of a sequence fails because the recurrent half cannot.
+    ``endless`` as in ``write_qwen3``.
+    """
+    vocab = vocab or synthetic_vocab()
+    t = _Tensors(gguf.GGUFWriter(str(path), "jamba"), np.random.default_rng(seed), weight_std, qtype)
+    w, s = t.w, shape
+    _ssm_header(w, s, name, qtype)
+    is_attn = [i % 2 == 1 for i in range(s.n_layer)]
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    # llama.cpp's jamba tells a Mamba layer by its 0 KV heads.
+    w.add_head_count_kv([s.n_head_kv if a else 0 for a in is_attn])
+    _add_tokenizer(w, vocab, chat_template)
+
+    head_dim = s.n_embd // s.n_head
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        if is_attn[i]:
+            t.matrix(p + "attn_q.weight", s.n_embd, s.n_embd)
+            t.matrix(p + "attn_k.weight", s.n_head_kv * head_dim, s.n_embd)
+            t.matrix(p + "attn_v.weight", s.n_head_kv * head_dim, s.n_embd)
+            t.matrix(p + "attn_output.weight", s.n_embd, s.n_embd)
+        else:
+            _mamba_layer(t, p, s, bc_norms=True)
+        t.norm(p + "ffn_norm.weight", s.n_embd)
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+    _finish(w)
+    return path
