@@ -1,4 +1,8 @@
-"""Writes real, loadable qwen3 GGUFs with random weights, for tests and benchmarks.
+"""Writes real, loadable GGUFs with random weights, for tests and benchmarks.
+
+qwen3 is the workhorse; gemma3 (sliding-window attention on some layers), mamba (a recurrent
+state instead of a KV cache) and jamba (mamba and attention layers: hybrid memory) are the
+families whose memory behaves differently when a prompt's start is reused or shared.
 
 Nothing here downloads anything: the tokenizer is a byte-level BPE learned on a built-in
 text (or copied from a vocab GGUF given by the caller), the chat template is Qwen3's.
@@ -175,6 +179,69 @@ TINY = Shape()
 QWEN3_0_6B = Shape(n_layer=28, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128, n_ff=3072)
 
 
+_FILE_TYPES = {
+    gguf.GGMLQuantizationType.F32: gguf.LlamaFileType.ALL_F32,
+    gguf.GGMLQuantizationType.F16: gguf.LlamaFileType.MOSTLY_F16,
+    gguf.GGMLQuantizationType.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+}
+
+
+def _add_tokenizer(w: gguf.GGUFWriter, vocab: Vocab, chat_template: str | None, fim: bool = False) -> None:
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(vocab.tokens)
+    w.add_token_types(vocab.types)
+    w.add_token_merges(vocab.merges)
+    w.add_bos_token_id(vocab.bos_id)
+    w.add_eos_token_id(vocab.eos_id)
+    w.add_pad_token_id(vocab.bos_id)
+    w.add_add_bos_token(False)
+    w.add_chat_template(chat_template if chat_template is not None else qwen3_chat_template())
+    if fim:
+        ids = {t: i for i, t in enumerate(vocab.tokens)}
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_PRE_ID, ids["<|fim_prefix|>"])
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_SUF_ID, ids["<|fim_suffix|>"])
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_MID_ID, ids["<|fim_middle|>"])
+
+
+@dataclass
+class _Tensors:
+    """Adds random matrices (stored as ``qtype``) and F32 vectors to a writer, from one RNG."""
+
+    w: gguf.GGUFWriter
+    rng: np.random.Generator
+    weight_std: float
+    qtype: gguf.GGMLQuantizationType
+
+    def matrix(
+        self, name: str, rows: int, cols: int, zero_rows: tuple[int, ...] = (), std: float | None = None
+    ) -> None:
+        """A ``(rows, cols)`` numpy matrix, i.e. ggml ``{cols, rows}``: ``rows`` outputs of ``cols`` inputs."""
+        scale = self.weight_std if std is None else std
+        data = (self.rng.standard_normal((rows, cols), dtype=np.float32) * scale).astype(np.float32)
+        data[list(zero_rows)] = 0.0
+        if self.qtype == gguf.GGMLQuantizationType.F32:
+            self.w.add_tensor(name, data)
+        elif self.qtype == gguf.GGMLQuantizationType.F16:
+            self.w.add_tensor(name, data.astype(np.float16))
+        else:
+            self.w.add_tensor(name, gguf.quants.quantize(data, self.qtype), raw_dtype=self.qtype)
+
+    def norm(self, name: str, n: int) -> None:
+        self.w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    def f32(self, name: str, data: np.ndarray) -> None:
+        """Always F32, whatever ``qtype``: biases, 1-D tensors and the SSM's small parameters."""
+        self.w.add_tensor(name, np.ascontiguousarray(data, dtype=np.float32))
+
+
+def _finish(w: gguf.GGUFWriter) -> None:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write_qwen3(
     path: Path,
     *,
@@ -204,16 +271,10 @@ def write_qwen3(
     ``binding.quantize`` for K-quants.
     """
     vocab = vocab or synthetic_vocab()
-    rng = np.random.default_rng(seed)
-    s = shape
-    w = gguf.GGUFWriter(str(path), "qwen3")
+    t = _Tensors(gguf.GGUFWriter(str(path), "qwen3"), np.random.default_rng(seed), weight_std, qtype)
+    w, s = t.w, shape
     w.add_name(name)
-    file_type = {
-        gguf.GGMLQuantizationType.F32: gguf.LlamaFileType.ALL_F32,
-        gguf.GGMLQuantizationType.F16: gguf.LlamaFileType.MOSTLY_F16,
-        gguf.GGMLQuantizationType.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
-    }[qtype]
-    w.add_file_type(file_type)
+    w.add_file_type(_FILE_TYPES[qtype])
     w.add_context_length(s.context_length)
     w.add_embedding_length(s.n_embd)
     w.add_block_count(s.n_layer)
@@ -225,56 +286,248 @@ def write_qwen3(
     w.add_rope_dimension_count(s.head_dim)
     w.add_rope_freq_base(1e6)
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(vocab.tokens)
-    w.add_token_types(vocab.types)
-    w.add_token_merges(vocab.merges)
-    w.add_bos_token_id(vocab.bos_id)
-    w.add_eos_token_id(vocab.eos_id)
-    w.add_pad_token_id(vocab.bos_id)
-    w.add_add_bos_token(False)
-    w.add_chat_template(chat_template if chat_template is not None else qwen3_chat_template())
-    if fim:
-        ids = {t: i for i, t in enumerate(vocab.tokens)}
-        w.add_uint32(gguf.Keys.Tokenizer.FIM_PRE_ID, ids["<|fim_prefix|>"])
-        w.add_uint32(gguf.Keys.Tokenizer.FIM_SUF_ID, ids["<|fim_suffix|>"])
-        w.add_uint32(gguf.Keys.Tokenizer.FIM_MID_ID, ids["<|fim_middle|>"])
-
-    def matrix(name: str, rows: int, cols: int, zero_rows: tuple[int, ...] = ()) -> None:
-        data = (rng.standard_normal((rows, cols), dtype=np.float32) * weight_std).astype(np.float32)
-        data[list(zero_rows)] = 0.0
-        if qtype == gguf.GGMLQuantizationType.F32:
-            w.add_tensor(name, data)
-        elif qtype == gguf.GGMLQuantizationType.F16:
-            w.add_tensor(name, data.astype(np.float16))
-        else:
-            w.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
-
-    def norm(name: str, n: int) -> None:
-        w.add_tensor(name, np.ones(n, dtype=np.float32))
+    _add_tokenizer(w, vocab, chat_template, fim)
 
     n_vocab = len(vocab.tokens)
-    matrix("token_embd.weight", n_vocab, s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
-    norm("output_norm.weight", s.n_embd)
+    t.matrix("token_embd.weight", n_vocab, s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
+    t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
         p = f"blk.{i}."
-        norm(p + "attn_norm.weight", s.n_embd)
-        matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
-        matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
-        norm(p + "attn_q_norm.weight", s.head_dim)
-        norm(p + "attn_k_norm.weight", s.head_dim)
-        norm(p + "ffn_norm.weight", s.n_embd)
-        matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
-        matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
-        matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+        t.norm(p + "attn_q_norm.weight", s.head_dim)
+        t.norm(p + "attn_k_norm.weight", s.head_dim)
+        t.norm(p + "ffn_norm.weight", s.n_embd)
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
     for key, value in (metadata or {}).items():
         vtype = gguf.GGUFValueType.FLOAT32 if isinstance(value, float) else gguf.GGUFValueType.UINT32
         w.kv_data[0][key] = gguf.GGUFValue(value=value, type=vtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
+    return path
+
+
+def write_gemma3(
+    path: Path,
+    *,
+    shape: Shape = TINY,
+    sliding_window: int = 16,
+    swa_pattern: int = 2,
+    vocab: Vocab | None = None,
+    weight_std: float = 0.5,
+    qtype: gguf.GGMLQuantizationType = gguf.GGMLQuantizationType.F32,
+    chat_template: str | None = None,
+    name: str = "tiny-gemma3",
+    seed: int = 0,
+    endless: bool = False,
+) -> Path:
+    """Write a random-weight gemma3 GGUF: sliding-window attention on some layers.
+
+    Of every ``swa_pattern`` layers the last attends to the whole sequence and the others to the
+    last ``sliding_window`` positions only (llama.cpp's ``LLAMA_SWA_TYPE_STANDARD``), so with the
+    defaults layer 0 is a 16-token window and layer 1 is global, and llama.cpp gives the model an
+    iSWA cache (one KV cache per kind of layer). Prompts longer than the window exercise it.
+    ``endless`` as in ``write_qwen3`` (zero rows in the untied output projection).
+    Norm weights are ones: llama.cpp's gemma3 multiplies by them as stored (the converter has
+    already added Gemma's +1).
+    """
+    vocab = vocab or synthetic_vocab()
+    t = _Tensors(gguf.GGUFWriter(str(path), "gemma3"), np.random.default_rng(seed), weight_std, qtype)
+    w, s = t.w, shape
+    w.add_name(name)
+    w.add_file_type(_FILE_TYPES[qtype])
+    w.add_context_length(s.context_length)
+    w.add_embedding_length(s.n_embd)
+    w.add_block_count(s.n_layer)
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.n_head_kv)
+    w.add_key_length(s.head_dim)
+    w.add_value_length(s.head_dim)
+    w.add_rope_dimension_count(s.head_dim)
+    w.add_rope_freq_base(1e6)
+    w.add_rope_freq_base_swa(1e4)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_sliding_window(sliding_window)
+    w.add_sliding_window_pattern(swa_pattern)
+    _add_tokenizer(w, vocab, chat_template)
+
+    # gemma3 multiplies the input embeddings by sqrt(n_embd) and normalises every block's output
+    # (post norms): with tied embeddings the token itself would dominate the residual stream and
+    # greedy decoding repeat one token forever. Scaled-down input embeddings and a separate
+    # output projection keep the blocks' contribution, and the logits, as large as qwen3's.
+    n_vocab = len(vocab.tokens)
+    t.matrix("token_embd.weight", n_vocab, s.n_embd, std=weight_std / np.sqrt(s.n_embd))
+    t.matrix("output.weight", n_vocab, s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+        t.norm(p + "attn_q_norm.weight", s.head_dim)
+        t.norm(p + "attn_k_norm.weight", s.head_dim)
+        t.norm(p + "post_attention_norm.weight", s.n_embd)
+        t.norm(p + "ffn_norm.weight", s.n_embd)
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+        t.norm(p + "post_ffw_norm.weight", s.n_embd)
+    _finish(w)
+    return path
+
+
+@dataclass(frozen=True)
+class SsmShape:
+    """A Mamba (v1) block: llama.cpp supports only ``d_inner == 2 * n_embd``."""
+
+    n_layer: int = 2
+    n_embd: int = 64
+    d_state: int = 16
+    d_conv: int = 4
+    dt_rank: int = 4  # ceil(n_embd / 16), as Mamba's "auto"
+    context_length: int = 1 << 20
+    # jamba only: attention heads and FFN width of the attention/FFN parts
+    n_head: int = 4
+    n_head_kv: int = 2
+    n_ff: int = 128
+
+    @property
+    def d_inner(self) -> int:
+        return 2 * self.n_embd
+
+
+TINY_SSM = SsmShape()
+
+
+def _mamba_layer(t: _Tensors, p: str, s: SsmShape, *, bc_norms: bool) -> None:
+    """The selective-scan block's tensors (``bc_norms``: jamba's RMS norms on dt, B and C).
+
+    The scan's own parameters follow Mamba's initialisation rather than ``weight_std``, which
+    keeps the state stable and long-lived: A = -(1..d_state) for every channel, D = 1, and a
+    step size softplus(dt bias) between 0.001 and 0.1, so that the state remembers the tokens
+    before the convolution's window and a prompt's history changes its continuation.
+    """
+    rng = t.rng
+    t.matrix(p + "ssm_in.weight", 2 * s.d_inner, s.n_embd)
+    t.matrix(p + "ssm_conv1d.weight", s.d_inner, s.d_conv)
+    t.f32(p + "ssm_conv1d.bias", np.zeros(s.d_inner))
+    t.matrix(p + "ssm_x.weight", s.dt_rank + 2 * s.d_state, s.d_inner, std=s.d_inner**-0.5)
+    if bc_norms:
+        t.norm(p + "ssm_dt_norm.weight", s.dt_rank)
+    t.matrix(p + "ssm_dt.weight", s.d_inner, s.dt_rank, std=s.dt_rank**-0.5)
+    dt = np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), s.d_inner))
+    t.f32(p + "ssm_dt.bias", dt + np.log(-np.expm1(-dt)))  # softplus(bias) == dt
+    if bc_norms:
+        t.norm(p + "ssm_b_norm.weight", s.d_state)
+        t.norm(p + "ssm_c_norm.weight", s.d_state)
+    t.f32(p + "ssm_a", -np.tile(np.arange(1, s.d_state + 1, dtype=np.float32), (s.d_inner, 1)))
+    t.f32(p + "ssm_d", np.ones(s.d_inner))
+    t.matrix(p + "ssm_out.weight", s.n_embd, s.d_inner)
+
+
+def _ssm_header(w: gguf.GGUFWriter, s: SsmShape, name: str, qtype: gguf.GGMLQuantizationType) -> None:
+    w.add_name(name)
+    w.add_file_type(_FILE_TYPES[qtype])
+    w.add_context_length(s.context_length)
+    w.add_embedding_length(s.n_embd)
+    w.add_block_count(s.n_layer)
+    w.add_ssm_conv_kernel(s.d_conv)
+    w.add_ssm_inner_size(s.d_inner)
+    w.add_ssm_state_size(s.d_state)
+    w.add_ssm_time_step_rank(s.dt_rank)
+    w.add_layer_norm_rms_eps(1e-5)
+
+
+def write_mamba(
+    path: Path,
+    *,
+    shape: SsmShape = TINY_SSM,
+    vocab: Vocab | None = None,
+    weight_std: float = 0.5,
+    qtype: gguf.GGMLQuantizationType = gguf.GGMLQuantizationType.F32,
+    chat_template: str | None = None,
+    name: str = "tiny-mamba",
+    seed: int = 0,
+    endless: bool = False,
+) -> Path:
+    """Write a random-weight mamba GGUF: a recurrent model (``llama_model_is_recurrent``).
+
+    Its memory is one fixed-size state per sequence instead of a KV cache, which cannot drop
+    part of a sequence: a prompt's start can only be kept by continuing it, never cut.
+    ``endless`` as in ``write_qwen3``.
+    """
+    vocab = vocab or synthetic_vocab()
+    t = _Tensors(gguf.GGUFWriter(str(path), "mamba"), np.random.default_rng(seed), weight_std, qtype)
+    w, s = t.w, shape
+    _ssm_header(w, s, name, qtype)
+    # As convert_hf_to_gguf.py writes a Mamba: no attention, no separate FFN.
+    w.add_feed_forward_length(0)
+    w.add_head_count(0)
+    _add_tokenizer(w, vocab, chat_template)
+
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        _mamba_layer(t, p, s, bc_norms=False)
+    _finish(w)
+    return path
+
+
+def write_jamba(
+    path: Path,
+    *,
+    shape: SsmShape = TINY_SSM,
+    vocab: Vocab | None = None,
+    weight_std: float = 0.5,
+    qtype: gguf.GGMLQuantizationType = gguf.GGMLQuantizationType.F32,
+    chat_template: str | None = None,
+    name: str = "tiny-jamba",
+    seed: int = 0,
+    endless: bool = False,
+) -> Path:
+    """Write a random-weight jamba GGUF: a hybrid model (``llama_model_is_hybrid``).
+
+    Even layers are Mamba blocks (recurrent state), odd ones attention (a KV cache, no RoPE),
+    each followed by a SwiGLU FFN; llama.cpp gives it a hybrid memory of both kinds, where
+    removing part of a sequence fails because the recurrent half cannot.
+    ``endless`` as in ``write_qwen3``.
+    """
+    vocab = vocab or synthetic_vocab()
+    t = _Tensors(gguf.GGUFWriter(str(path), "jamba"), np.random.default_rng(seed), weight_std, qtype)
+    w, s = t.w, shape
+    _ssm_header(w, s, name, qtype)
+    is_attn = [i % 2 == 1 for i in range(s.n_layer)]
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    # llama.cpp's jamba tells a Mamba layer by its 0 KV heads.
+    w.add_head_count_kv([s.n_head_kv if a else 0 for a in is_attn])
+    _add_tokenizer(w, vocab, chat_template)
+
+    head_dim = s.n_embd // s.n_head
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        if is_attn[i]:
+            t.matrix(p + "attn_q.weight", s.n_embd, s.n_embd)
+            t.matrix(p + "attn_k.weight", s.n_head_kv * head_dim, s.n_embd)
+            t.matrix(p + "attn_v.weight", s.n_head_kv * head_dim, s.n_embd)
+            t.matrix(p + "attn_output.weight", s.n_embd, s.n_embd)
+        else:
+            _mamba_layer(t, p, s, bc_norms=True)
+        t.norm(p + "ffn_norm.weight", s.n_embd)
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+    _finish(w)
     return path
