@@ -327,7 +327,9 @@ class Context:
         ll.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
 
     def seq_pos_min(self, seq_id: int) -> int:
-        """Lowest position still held (above 0 once a sliding window dropped the start); -1 if empty."""
+        """Lowest position still held; -1 if empty. Above 0 where a sliding window dropped the
+        start (a restored SWA state starts at its last window), and for recurrent memory the
+        position of its state (the last token)."""
         return int(ll.llama_memory_seq_pos_min(self._mem, seq_id))
 
     def state_get(self, seq_id: int) -> ctypes.Array[ctypes.c_char]:

@@ -299,14 +299,26 @@ class Runner:
             if not ctx.state_set(seq_id, entry.payload):
                 lost.add(seq_id)
         for seq_id, pos in plan.trims:
-            # A trimmed sliding window would have dropped the start (not with swa_full, which
-            # binding.Context sets; checked all the same).
-            if seq_id in lost or not ctx.seq_rm(seq_id, pos) or (pos > 0 and ctx.seq_pos_min(seq_id) > 0):
+            if seq_id in lost or not ctx.seq_rm(seq_id, pos) or not self._window_held(seq_id, pos):
                 lost.add(seq_id)
         for seq_id in lost:
             log.warning("KV of sequence %d could not be reused: its prompt is computed again", seq_id)
             ctx.seq_clear(seq_id)
             self.scheduler.lost_prefix(seq_id)
+
+    def _window_held(self, seq_id: int, pos: int) -> bool:
+        """Whether a sliding-window sequence cut at ``pos`` still holds the window before it.
+
+        A live sequence keeps every cell (``swa_full``), but a saved state keeps only the last
+        window of its SWA layers: restored (or state-copied) and cut below that, the window the
+        next token attends to is gone. Full attention and recurrent memory keep what ``seq_rm``
+        left (for recurrent state ``seq_pos_min`` is the last position, not a start).
+        """
+        n_swa = self.model.n_swa
+        if pos == 0 or n_swa == 0:
+            return True
+        low = self.ctx.seq_pos_min(seq_id)
+        return 0 <= low <= max(0, pos - n_swa)  # llama-server's rule
 
     def _step(self, plan: StepPlan) -> list[Event]:
         for slot in plan.admitted:

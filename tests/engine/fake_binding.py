@@ -21,6 +21,7 @@ class FakeModel:
         self.path = Path("fake.gguf")
         self.n_vocab = n_vocab
         self.is_recurrent = False
+        self.n_swa = 0
 
     def piece(self, token: int) -> bytes:
         return b"" if token == 0 else bytes([96 + token % 26 + 1])

@@ -156,13 +156,6 @@ def test_a_second_turn_reuses_the_first_and_equals_cold(arch: str, gguf_path: Pa
         close(runner)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="engine gap: a recurrent (or hybrid) memory's seq_pos_min is the position of its state, "
-    "the last token, so Runner._apply_kv's `pos > 0 and seq_pos_min > 0` check, meant for sliding "
-    "windows, declares every continued state lost: each turn recomputes the whole conversation",
-)
 @pytest.mark.parametrize("writer", [write_mamba, write_jamba], ids=["mamba", "jamba"])
 def test_a_recurrent_state_is_continued_by_the_next_turn(writer: Callable[..., Path], tmp_path: Path) -> None:
     runner = make_runner(writer(tmp_path / "m.gguf", endless=True), n_slots=1)
@@ -316,14 +309,6 @@ def test_a_long_prompt_reused_then_copied_equals_cold(swa_path: Path, swa_cold: 
         close(runner)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="engine bug: a saved SWA state holds only the last window of the SWA layers' cells "
-    "(llama_state_seq_get_data skips masked cells); a restore trimmed below that window leaves "
-    "the SWA cache empty, seq_pos_min returns -1, and Runner._apply_kv's `seq_pos_min > 0` check "
-    "lets the prompt continue without the cells its window needs",
-)
 def test_a_restore_cut_below_the_saved_window_equals_cold(swa_path: Path, swa_cold: llama_cpp.Llama) -> None:
     runner = make_runner(swa_path, n_slots=1)
     try:
@@ -339,13 +324,6 @@ def test_a_restore_cut_below_the_saved_window_equals_cold(swa_path: Path, swa_co
         close(runner)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="engine gap: Runner._apply_kv drops every restored SWA state whose seq_pos_min > 0, but a "
-    "saved state always lacks positions before its last window, so an SWA conversation longer than "
-    "the window is recomputed instead of restored (the window it needs is there)",
-)
 def test_an_swa_conversation_is_restored_from_the_host_cache(swa_path: Path, swa_cold: llama_cpp.Llama) -> None:
     runner = make_runner(swa_path, n_slots=1)
     try:

@@ -44,6 +44,7 @@ def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
 
 
 def cold_tokens(llm: llama_cpp.Llama, prompt: tuple[int, ...], n: int = N) -> list[int]:
+    llm.reset()  # generate(reset=True) alone reuses the prefix its last call left behind
     out: list[int] = []
     for token in llm.generate(list(prompt), temp=0.0, top_k=1, reset=True):
         out.append(token)

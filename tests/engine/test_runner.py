@@ -84,6 +84,7 @@ def test_batched_greedy_equals_one_at_a_time_and_plain_llama_cpp(runner: Runner,
     llm = llama_cpp.Llama(str(oracle_gguf), n_ctx=256, n_threads=2, verbose=False, flash_attn=True)
     for request, ours in zip(requests, together, strict=True):
         theirs = []
+        llm.reset()  # generate(reset=True) alone reuses the prefix its last call left behind
         for token in llm.generate(list(request.prompt), temp=0.0, top_k=1, reset=True):
             theirs.append(token)
             if len(theirs) == 24:
