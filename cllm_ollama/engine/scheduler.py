@@ -264,8 +264,12 @@ class Scheduler:
         own = {s.seq_id: min(common_prefix(s.cached, prompt), limit) for s in idle}
         if not self.share:  # only a sequence's whole KV can be kept: continue it, or start over
             own = {s.seq_id: n if n == len(s.cached) else 0 for s, n in zip(idle, own.values(), strict=True)}
-        # The free slot whose own KV goes furthest; the lowest id breaks ties (dense ids).
-        dst = max(idle, key=lambda s: (own[s.seq_id], -s.seq_id))
+        # The free slot whose own KV goes furthest; among equals, one whose content need not be
+        # saved first (empty, or held elsewhere), then the lowest id (dense ids: llama.cpp cuts a
+        # split-KV batch at gaps in the ids).
+        best_own = max(own.values())
+        ties = [s for s in idle if own[s.seq_id] == best_own]
+        dst = min(ties, key=lambda s: (bool(self._to_save(s, best_own)), s.seq_id))
         kept = own[dst.seq_id]
         dests = frozenset(s.seq_id for s in plan.admitted) | {dst.seq_id}
         source = self._best_now(prompt, exclude=dests)
@@ -300,10 +304,10 @@ class Scheduler:
         plan.trims.append((dst.seq_id, n))
         dst.take_prefix(n, "copied")
 
-    def _save_before_reuse(self, dst: Slot, kept: int, plan: StepPlan) -> None:
-        """Keep in the host cache what ``dst`` holds beyond ``kept``, unless it is held elsewhere."""
+    def _to_save(self, dst: Slot, kept: int) -> tuple[int, ...]:
+        """What ``dst`` holds beyond ``kept`` that exists nowhere else: saved before reuse."""
         if self.cache is None or len(dst.cached) - kept < BLOCK:
-            return
+            return ()
         tokens = tuple(dst.cached)
         for other in self.slots:
             if (
@@ -311,8 +315,13 @@ class Scheduler:
                 and len(other.cached) >= len(tokens)
                 and common_prefix(other.cached, tokens) == len(tokens)
             ):
-                return
-        if not self.cache.covers(tokens):
+                return ()
+        return () if self.cache.covers(tokens) else tokens
+
+    def _save_before_reuse(self, dst: Slot, kept: int, plan: StepPlan) -> None:
+        """Keep in the host cache what ``dst`` holds beyond ``kept``, unless it is held elsewhere."""
+        tokens = self._to_save(dst, kept)
+        if tokens:
             plan.saves.append((dst.seq_id, tokens))
 
     def _resolve_waits(self, plan: StepPlan) -> None:

@@ -321,3 +321,14 @@ def test_rows_are_ordered_by_sequence_id_when_a_lower_slot_prefills() -> None:
     s.add(req([4, 5, 6], num_predict=1))
     plan, _ = step(s)
     assert plan.seq_ids == [0, 0, 0, 1, 2]
+
+
+def test_a_new_conversation_takes_a_slot_with_nothing_to_save_before_the_lowest_id() -> None:
+    cache = PromptCache(limit_bytes=1000)
+    s = make(n_slots=3, n_ctx=128, n_batch=64, cache=cache)
+    s.add(req([*SHARED, 5], num_predict=1))
+    run_to_end(s)  # slot 0 holds a long prompt found nowhere else
+    s.add(req([60, 61, 62], num_predict=1))
+    plan, _ = step(s)
+    assert plan.admitted == [s.slots[1]] and plan.saves == []
+    assert s.slots[0].cached[:40] == SHARED
