@@ -204,9 +204,8 @@ class Generation:
                     await self.pool.grammars.check(grammar)
                 sampling = replace(sampling, grammar=grammar)
                 self.request = replace(self.request, sampling=sampling)
-            sampler = model.sampler_for(sampling)
             logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
-            async for event in model.generate(self.request, sampler):
+            async for event in model.generate(self.request):
                 if event.error is not None:
                     raise EngineError(event.error)
                 self.generated.extend(event.tokens)
