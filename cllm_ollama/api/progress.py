@@ -12,10 +12,12 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Any
 
+from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import RequestCanceled
-from .encoders import JSONResponse, NDJSONResponse
+from .encoders import NDJSON, JSONResponse
+from .streaming import StreamResponse
 
 Report = Callable[[dict[str, Any]], None]
 _DONE = object()
@@ -52,7 +54,7 @@ async def progress_events(work: Callable[[Report], object]) -> AsyncGenerator[di
         abandoned.set()
 
 
-async def progress_response(events: AsyncGenerator[dict[str, Any], None], stream: bool) -> Response:
+async def progress_response(request: Request, events: AsyncGenerator[dict[str, Any], None], stream: bool) -> Response:
     """NDJSON when ``stream``, else the last status (errors raise, keeping their status code)."""
     if not stream:
         last: dict[str, Any] = {}
@@ -60,12 +62,4 @@ async def progress_response(events: AsyncGenerator[dict[str, Any], None], stream
             async for event in events:
                 last = event
         return JSONResponse(last)
-    first = await anext(events)
-
-    async def lines() -> AsyncGenerator[dict[str, Any], None]:
-        async with aclosing(events):
-            yield first
-            async for event in events:
-                yield event
-
-    return NDJSONResponse(lines())
+    return await StreamResponse(NDJSON(), events).start(request)
