@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,20 +191,26 @@ class LoadedModel:
         queue: asyncio.Queue[Event] = asyncio.Queue()
         sink = Sink(queue, asyncio.get_running_loop())
         self.in_flight += 1
-        submitted = finished = False
+        lock = threading.Lock()
+        submitted = abandoned = finished = False
 
         def submit() -> None:
             nonlocal submitted
-            runner.submit(request, self._sampler_for(request.sampling), sink)
-            submitted = True
+            sampler = self._sampler_for(request.sampling)
+            with lock:
+                if abandoned:  # the caller is gone (cancelled while the chain was built)
+                    if sampler is not None:
+                        sampler.close()
+                    return
+                runner.submit(request, sampler, sink)
+                submitted = True
 
         try:
             if request.sampling.grammar is None:
                 submit()  # a chain without a grammar takes microseconds
             else:
                 # llama.cpp parses the grammar while building the chain: neither on the event loop
-                # nor on the engine thread, where it would stall every other request's step. The
-                # thread is waited for even if this task is cancelled, so ``submitted`` is known.
+                # nor on the engine thread, where it would stall every other request's step.
                 await anyio.to_thread.run_sync(submit)
             while True:
                 event = await queue.get()
@@ -216,8 +223,12 @@ class LoadedModel:
                     return
         finally:
             self.in_flight -= 1
-            if submitted and not finished:
-                runner.abort(request.id)
+            with lock:
+                # A cancelled task does not wait for the thread: whichever of the two comes
+                # second, it or this, sees the other and no request is left without a reader.
+                abandoned = True
+                if submitted and not finished:
+                    runner.abort(request.id)
 
     def close(self) -> None:
         """Blocking: stops the engine threads (cancelling what runs) and frees the model."""
