@@ -28,7 +28,10 @@ class Encoder(Protocol):
         ...
 
     def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
-        """The streamed objects (or events), from the chunks as they come."""
+        """The streamed objects (or events), from the chunks as they come.
+
+        Nothing may come before the first chunk: until then an error keeps its HTTP status.
+        """
         ...
 
 

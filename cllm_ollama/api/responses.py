@@ -168,13 +168,18 @@ class ResponseEncoder:
         return self.snapshot("completed", _output(final), final)
 
     async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
-        """Created, the message's text deltas, then the completed response."""
+        """Created, the message's text deltas, then the completed response.
+
+        Nothing goes out before the first chunk: until then an error keeps its HTTP status.
+        """
         msg_id = _id("msg")
-        yield {"type": "response.created", "response": self.snapshot("in_progress", [])}
-        yield {"type": "response.in_progress", "response": self.snapshot("in_progress", [])}
-        opened = False
+        begun = opened = False
         whole = Delta()
         async for chunk in chunks:
+            if not begun:
+                begun = True
+                yield {"type": "response.created", "response": self.snapshot("in_progress", [])}
+                yield {"type": "response.in_progress", "response": self.snapshot("in_progress", [])}
             if chunk.delta.content and not opened:
                 opened = True
                 yield {
