@@ -199,7 +199,7 @@ def think_value(body: dict[str, Any], struct: str = _CHAT, reasoning: str = "Rea
     return _EFFORT[effort]
 
 
-def usage(chunk: Chunk) -> dict[str, Any]:
+def _usage(chunk: Chunk) -> dict[str, Any]:
     u = Usage.of(chunk.stats)
     return {
         "prompt_tokens": u.prompt,
@@ -232,7 +232,7 @@ def _include_usage(body: dict[str, Any], struct: str) -> bool:
     return bool(bool_field(options, "include_usage", "StreamOptions.stream_options"))
 
 
-def refuse_load(decoded: Decoded, reason: str) -> Response:
+def _refuse_load(decoded: Decoded, reason: str) -> Response:
     """OpenAI requests always carry a prompt: an empty one is no way to load a model."""
     raise InvalidRequest("empty request")
 
@@ -241,7 +241,7 @@ class _Completions:
     """What chat and text completions share: one id and ``created`` for every chunk, usage last."""
 
     id_prefix = ""
-    object = ""
+    chunk_object = ""  # the ``object`` of each streamed chunk
 
     def __init__(self, model: str, include_usage: bool) -> None:
         self.base = {"id": f"{self.id_prefix}-{random.randint(0, 998)}", "created": int(time.time()), "model": model}
@@ -249,11 +249,11 @@ class _Completions:
         self.include_usage = include_usage
 
     def usage_chunk(self, final: Chunk) -> dict[str, Any]:
-        return self.base | {"object": self.object, "choices": [], "usage": usage(final)}
+        return self.base | {"object": self.chunk_object, "choices": [], "usage": _usage(final)}
 
 
 class ChatCompletion(_Completions):
-    id_prefix, object = "chatcmpl", "chat.completion.chunk"
+    id_prefix, chunk_object = "chatcmpl", "chat.completion.chunk"
 
     def whole(self, final: Chunk) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": final.delta.content}
@@ -267,7 +267,7 @@ class ChatCompletion(_Completions):
             "logprobs": {"content": final.logprobs} if final.logprobs else None,
             "finish_reason": _finish_reason(final, bool(final.delta.tool_calls)),
         }
-        return self.base | {"object": "chat.completion", "choices": [choice], "usage": usage(final)}
+        return self.base | {"object": "chat.completion", "choices": [choice], "usage": _usage(final)}
 
     async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
         n_calls = 0
@@ -287,16 +287,16 @@ class ChatCompletion(_Completions):
             logprobs = {"content": chunk.logprobs} if chunk.logprobs else None
             if not chunk.done:
                 choice = {"index": 0, "delta": delta, "logprobs": logprobs}
-                yield self.base | {"object": self.object, "choices": [choice]}
+                yield self.base | {"object": self.chunk_object, "choices": [choice]}
                 continue
             finish = {"index": 0, "delta": delta, "finish_reason": _finish_reason(chunk, n_calls > 0)}
-            yield self.base | {"object": self.object, "choices": [finish]}
+            yield self.base | {"object": self.chunk_object, "choices": [finish]}
             if self.include_usage:
                 yield self.usage_chunk(chunk)
 
 
 class TextCompletion(_Completions):
-    id_prefix, object = "cmpl", "text_completion"
+    id_prefix, chunk_object = "cmpl", "text_completion"
 
     def whole(self, final: Chunk) -> dict[str, Any]:
         choice = {
@@ -305,13 +305,13 @@ class TextCompletion(_Completions):
             "logprobs": None,
             "finish_reason": _finish_reason(final, False),
         }
-        return self.base | {"object": self.object, "choices": [choice], "usage": usage(final)}
+        return self.base | {"object": self.chunk_object, "choices": [choice], "usage": _usage(final)}
 
     async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
         async for chunk in chunks:
             choice: dict[str, Any] = {"text": chunk.delta.content, "index": 0, "logprobs": None}
             choice["finish_reason"] = _finish_reason(chunk, False) if chunk.done else None
-            yield self.base | {"object": self.object, "choices": [choice]}
+            yield self.base | {"object": self.chunk_object, "choices": [choice]}
             if chunk.done and self.include_usage:
                 yield self.usage_chunk(chunk)
 
@@ -351,8 +351,8 @@ def _decode_completion(body: dict[str, Any]) -> Decoded:
     return Decoded(native, stream, lambda gen: TextCompletion(native["model"], include_usage))
 
 
-chat_completions = Endpoint(OPENAI, _decode_chat, start_chat, SSE, refuse_load).handler()
-completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, refuse_load).handler()
+chat_completions = Endpoint(OPENAI, _decode_chat, start_chat, SSE, _refuse_load).handler()
+completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, _refuse_load).handler()
 
 
 @OPENAI.boundary
