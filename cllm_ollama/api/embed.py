@@ -12,11 +12,12 @@ from starlette.responses import Response
 
 from ..errors import InvalidRequest, NotFound
 from .encoders import JSONResponse
+from .errors import read_json
 from .fields import keep_alive_of
 from .lifecycle import lease
 from .options import resolve_options
 from .resolve import ResolvedModel, resolve_model
-from .wire import bool_field, int_field, read_json, string_field
+from .wire import bool_field, int_field, string_field
 
 
 async def _resolve(request: Request, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:

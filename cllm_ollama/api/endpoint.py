@@ -14,10 +14,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .encoders import Framing, JSONResponse
-from .errors import Dialect, Handler
+from .errors import Dialect, Handler, read_json
 from .lifecycle import Chunk, Generation, collect
 from .streaming import StreamResponse, until_disconnect
-from .wire import read_json
 
 
 class Encoder(Protocol):

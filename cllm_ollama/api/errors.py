@@ -16,16 +16,34 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from ..errors import CllmError
+from ..errors import CllmError, InvalidRequest
 from .encoders import JSONResponse, ollama_error, openai_error
+from .wire import go_type
 
 log = logging.getLogger("cllm.api")
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    """Decode a JSON object body with Ollama's error strings for the failure cases."""
+    body = await request.body()
+    if not body.strip():
+        raise InvalidRequest("missing request body")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"invalid character in request body: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"json: cannot unmarshal {go_type(data)} into Go value of type object")
+    return data
 
 
 def public_message(request: Request, message: str) -> str:

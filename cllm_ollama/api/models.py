@@ -18,9 +18,10 @@ from ..store.names import parse_name
 from ..store.pull import pull_model
 from ..store.store import ModelStore
 from .encoders import JSONResponse
+from .errors import read_json
 from .model_views import show_response, tag_entry
 from .progress import progress_events, progress_response
-from .wire import bool_field, go_quote, read_json, string_field
+from .wire import bool_field, go_quote, string_field
 
 _UPLOAD_BATCH = 1 << 20  # bytes gathered before each hop to the writer thread
 
@@ -122,7 +123,7 @@ async def create(request: Request) -> Response:
     req = CreateRequest.from_json(body)
     store = _store(request)
     events = progress_events(lambda report: create_model(store, req, report))
-    return await progress_response(request, events, stream=stream)
+    return await progress_response(events, stream=stream)
 
 
 async def pull(request: Request) -> Response:
@@ -133,7 +134,7 @@ async def pull(request: Request) -> Response:
     parse_name(name)
     store = _store(request)
     events = progress_events(lambda report: pull_model(store, name, report))
-    return await progress_response(request, events, stream=stream)
+    return await progress_response(events, stream=stream)
 
 
 async def push(request: Request) -> Response:

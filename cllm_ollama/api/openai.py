@@ -24,7 +24,7 @@ from .chat import decode_tools, start_chat
 from .embed import embed_texts
 from .encoders import SSE, JSONResponse, dumps
 from .endpoint import Decoded, Endpoint
-from .errors import OPENAI
+from .errors import OPENAI, read_json
 from .generate import start_generate
 from .lifecycle import Chunk
 from .shapes import Usage
@@ -35,7 +35,6 @@ from .wire import (
     int_field,
     list_field,
     object_field,
-    read_json,
     string_field,
     tool_call_id,
 )

@@ -12,7 +12,6 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import RequestCanceled
@@ -54,7 +53,7 @@ async def progress_events(work: Callable[[Report], object]) -> AsyncGenerator[di
         abandoned.set()
 
 
-async def progress_response(request: Request, events: AsyncGenerator[dict[str, Any], None], stream: bool) -> Response:
+async def progress_response(events: AsyncGenerator[dict[str, Any], None], stream: bool) -> Response:
     """NDJSON when ``stream``, else the last status (errors raise, keeping their status code)."""
     if not stream:
         last: dict[str, Any] = {}
@@ -62,4 +61,4 @@ async def progress_response(request: Request, events: AsyncGenerator[dict[str, A
             async for event in events:
                 last = event
         return JSONResponse(last)
-    return await StreamResponse(NDJSON(), events).start(request)
+    return await StreamResponse(NDJSON(), events).start()

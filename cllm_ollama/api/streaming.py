@@ -44,14 +44,16 @@ class StreamResponse(StreamingResponse):
         self._body = self._frames()
         super().__init__(self._body, media_type=framing.media_type)
 
-    async def start(self, request: Request) -> StreamResponse:
+    async def start(self, request: Request | None = None) -> StreamResponse:
         """Wait for the first object, so that errors until then still get their HTTP status.
 
-        No response exists yet to notice the client leaving: watch for that here, so that a
-        request waiting for a slot (or its prompt) stops when its client is gone.
+        No response exists yet to notice the client leaving: given the ``request``, watch for
+        that here, so that a request waiting for a slot (or its prompt) stops when its client
+        is gone.
         """
+        first = anext(self._objects)
         try:
-            self._first = [await until_disconnect(request, anext(self._objects))]
+            self._first = [await (first if request is None else until_disconnect(request, first))]
         except StopAsyncIteration:
             pass
         except BaseException:

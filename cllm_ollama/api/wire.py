@@ -1,5 +1,4 @@
-"""Small pieces of Ollama's wire format shared by the handlers: the JSON body, typed fields as
-Go decodes them, timestamps, tool calls."""
+"""Small pieces of Ollama's wire format shared by the handlers: timestamps, typed fields, tool calls."""
 
 from __future__ import annotations
 
@@ -7,9 +6,6 @@ import secrets
 import string
 from datetime import UTC, datetime
 from typing import Any
-
-import orjson
-from starlette.requests import Request
 
 from ..errors import InvalidRequest
 
@@ -44,22 +40,6 @@ _ID_ALPHABET = string.ascii_lowercase + string.digits
 def go_type(value: object) -> str:
     """How Go's JSON decoder names a value's type in its errors ("string", "number", "array"...)."""
     return _GO_TYPES.get(type(value), "value")
-
-
-async def read_json(request: Request) -> dict[str, Any]:
-    """Decode a JSON object body with Ollama's error strings for the failure cases."""
-    body = await request.body()
-    if not body.strip():
-        raise InvalidRequest("missing request body")
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(f"invalid character in request body: {exc}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise InvalidRequest(f"json: cannot unmarshal {go_type(data)} into Go value of type object")
-    return data
 
 
 def created_at() -> str:
