@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import InvalidRequest
-from .encoders import JSONResponse
-from .errors import read_json
-from .inference import (
-    Chunk,
-    Generation,
-    SharedFields,
-    chat_prompt,
-    check_images,
-    metrics,
-    prepare,
-    resolve_model,
-    respond,
-    sentinel,
-    thinking_for,
-)
+from .encoders import NDJSON, JSONResponse
+from .endpoint import Decoded, EachChunk, Encoder, Endpoint
+from .errors import OLLAMA
+from .fields import SharedFields, check_images, thinking_for
+from .lifecycle import Chunk, Generation, sentinel
 from .options import resolve_options
+from .prompt import chat_prompt
+from .resolve import resolve_model
+from .shapes import metrics
 from .template import strip_think_tags
 from .wire import (
     bool_field,
@@ -86,16 +78,15 @@ def decode_tools(body: dict[str, Any], struct: str) -> list[dict[str, Any]] | No
 
 
 async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
-    """Validate a chat body and start it: a running Generation, or a load/unload sentinel's reason."""
+    """Validate a chat body: its Generation, or a load/unload call's reason once done."""
     shared = SharedFields.of(body, _REQUEST)
     name = string_field(body, "model", _REQUEST)
     messages = _messages(body)
     tools = decode_tools(body, _REQUEST)
     model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
-    pool = request.app.state.pool
     if not messages:
         options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
-        return await sentinel(pool, model, shared.keep_alive, options)
+        return await sentinel(request.app.state.pool, model, shared.keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support chat')
     if tools and not model.has("tools"):
@@ -109,30 +100,11 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
         messages.insert(0, {"role": "system", "content": model.record.system})
     if model.info.architecture in _THINK_TAG_FAMILIES:
         messages = strip_think_tags(messages)
-    return await prepare(
-        pool,
-        model,
-        options,
-        shared,
-        chat_prompt(model, messages, thinking=thinking, tools=tools),
-        thinking=thinking,
-        tools=bool(tools),
-        t_start=t_start,
-        http_request=request,
-    )
+    render = chat_prompt(model, messages, thinking=thinking, tools=tools)
+    return Generation(request, model, options, shared, render, thinking=thinking, tools=bool(tools), t_start=t_start)
 
 
-async def chat(request: Request) -> Response:
-    t_start = time.perf_counter_ns()
-    body = await read_json(request)
-    name = body.get("model")
-    stream = bool_field(body, "stream", _REQUEST) is not False
-    gen = await start_chat(request, body, t_start)
-    if isinstance(gen, str):
-        message = {"role": "assistant", "content": ""}
-        return JSONResponse(
-            {"model": name, "created_at": created_at(), "message": message, "done": True, "done_reason": gen}
-        )
+def _encoder(name: object, gen: Generation) -> Encoder:
     n_calls = 0
 
     def encode(chunk: Chunk) -> dict[str, Any]:
@@ -143,17 +115,27 @@ async def chat(request: Request) -> Response:
         if chunk.delta.tool_calls:
             message["tool_calls"] = tool_calls_json(chunk.delta.tool_calls, n_calls)
             n_calls += len(chunk.delta.tool_calls)
-        obj: dict[str, Any] = {
-            "model": name,
-            "created_at": created_at(),
-            "message": message,
-            "done": chunk.done,
-        }
+        obj: dict[str, Any] = {"model": name, "created_at": created_at(), "message": message, "done": chunk.done}
         if chunk.logprobs:
             obj["logprobs"] = chunk.logprobs
         if chunk.done:
             obj["done_reason"] = chunk.done_reason
-            obj |= metrics(gen, chunk.stats)
+            obj |= metrics(gen.t_start, gen.load_ns, chunk.stats)
         return obj
 
-    return await respond(request, gen, encode, stream=stream)
+    return EachChunk(encode)
+
+
+def _decode(body: dict[str, Any]) -> Decoded:
+    stream = bool_field(body, "stream", _REQUEST) is not False
+    name = body.get("model")
+    return Decoded(body, stream, lambda gen: _encoder(name, gen))
+
+
+def _loaded(decoded: Decoded, reason: str) -> Response:
+    message = {"role": "assistant", "content": ""}
+    obj = {"model": decoded.native.get("model"), "created_at": created_at(), "message": message, "done": True}
+    return JSONResponse(obj | {"done_reason": reason})
+
+
+chat = Endpoint(OLLAMA, _decode, start_chat, NDJSON, _loaded).handler()

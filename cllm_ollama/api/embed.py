@@ -13,8 +13,10 @@ from starlette.responses import Response
 from ..errors import InvalidRequest, NotFound
 from .encoders import JSONResponse
 from .errors import read_json
-from .inference import ResolvedModel, keep_alive_of, load_request, naming_the_model, resolve_model
+from .fields import keep_alive_of
+from .lifecycle import lease
 from .options import resolve_options
+from .resolve import ResolvedModel, resolve_model
 from .wire import bool_field, int_field, string_field
 
 
@@ -42,21 +44,20 @@ async def _embed(
     options = resolve_options(body.get("options"), model.record.params, request_type="EmbedRequest")
     pool = request.app.state.pool
     t0 = time.perf_counter_ns()
-    with naming_the_model(model):
-        async with pool.use(load_request(model, options), keep_alive_of(body)) as entry:
-            load_ns = time.perf_counter_ns() - t0
-            loaded = entry.model
-            if not texts:
-                return [], 0, load_ns
-            inputs = await run_in_threadpool(lambda: [loaded.tokenize(t, add_special=True) for t in texts])
-            limit = loaded.embedder.n_ctx
-            if any(len(tokens) > limit for tokens in inputs):
-                if body.get("truncate") is False:
-                    raise InvalidRequest("the input length exceeds the context length")
-                inputs = [tokens[:limit] for tokens in inputs]
-            if any(not tokens for tokens in inputs):
-                raise InvalidRequest("cannot embed an empty input")
-            vectors = await loaded.embedder.embed(inputs, normalize=normalize)
+    async with lease(pool, model, options, keep_alive_of(body)) as entry:
+        load_ns = time.perf_counter_ns() - t0
+        loaded = entry.model
+        if not texts:
+            return [], 0, load_ns
+        inputs = await run_in_threadpool(lambda: [loaded.tokenize(t, add_special=True) for t in texts])
+        limit = loaded.embedder.n_ctx
+        if any(len(tokens) > limit for tokens in inputs):
+            if body.get("truncate") is False:
+                raise InvalidRequest("the input length exceeds the context length")
+            inputs = [tokens[:limit] for tokens in inputs]
+        if any(not tokens for tokens in inputs):
+            raise InvalidRequest("cannot embed an empty input")
+        vectors = await loaded.embedder.embed(inputs, normalize=normalize)
     dimensions = body.get("dimensions")
     if dimensions is not None:
         if not isinstance(dimensions, int) or isinstance(dimensions, bool) or dimensions < 1:

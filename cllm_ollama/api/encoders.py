@@ -1,23 +1,20 @@
-"""Bytes on the wire: JSON with the escapes line-splitting clients need, NDJSON and error bodies."""
+"""Bytes on the wire: JSON with the escapes line-splitting clients need, each dialect's error
+body, and the framings a stream of objects goes out in (NDJSON, SSE, typed SSE events).
+"""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
-from starlette.responses import Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
-
-from ..errors import CllmError
-
-log = logging.getLogger("cllm.api")
+from starlette.responses import Response
 
 # httpx's iter_lines() splits on str.splitlines() boundaries, which include these; orjson
 # leaves them raw, so a token containing one would cut a streamed JSON object in two.
 _LINE_BREAKS = {0x2028: "\\u2028", 0x2029: "\\u2029", 0x85: "\\u0085"}
 _ESCAPABLE = b"\xe2\x80\xa8", b"\xe2\x80\xa9", b"\xc2\x85"
+# OpenAI's error types by status; every other status is an "api_error".
+_OPENAI_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 413: "invalid_request_error"}
 
 
 def dumps(obj: Any) -> bytes:
@@ -35,35 +32,87 @@ class JSONResponse(Response):
         return dumps(content)
 
 
-def error_response(status_code: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status_code)
+def ollama_error(status: int, message: str) -> dict[str, Any]:
+    """Ollama's error body: ``{"error": msg}`` whatever the status."""
+    return {"error": message}
 
 
-async def ndjson_lines(objects: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
-    """One JSON object per line; an error after the first line becomes a final error line."""
-    try:
-        async for obj in objects:
-            yield dumps(obj) + b"\n"
-    except CllmError as exc:
-        yield dumps({"error": exc.message}) + b"\n"
-    except Exception as exc:
-        log.exception("stream failed")
-        yield dumps({"error": f"internal error: {exc}"}) + b"\n"
+def openai_error(status: int, message: str) -> dict[str, Any]:
+    """OpenAI's error body, which its clients parse: ``{"error": {"message", "type", ...}}``."""
+    kind = _OPENAI_ERROR_TYPES.get(status, "api_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-class NDJSONResponse(StreamingResponse):
-    """A stream that always closes its source, so abandoned generations free their slot now.
+class Framing(Protocol):
+    """How one response's stream of objects becomes bytes: each object, an error, the end."""
 
-    Starlette cancels the sending task when the client leaves; a generator suspended at a
-    ``yield`` at that moment would only be finalized by the garbage collector.
+    media_type: str
+
+    def frame(self, obj: dict[str, Any]) -> bytes: ...
+
+    def error(self, status: int, message: str) -> bytes:
+        """The last words of a stream that failed after its first byte."""
+        ...
+
+    def end(self) -> bytes:
+        """What closes the stream, after its last object or its error."""
+        ...
+
+
+class NDJSON:
+    """Ollama's streams: one JSON object per line; an error is a final ``{"error"}`` line."""
+
+    media_type = "application/x-ndjson"
+
+    def frame(self, obj: dict[str, Any]) -> bytes:
+        return dumps(obj) + b"\n"
+
+    def error(self, status: int, message: str) -> bytes:
+        return self.frame(ollama_error(status, message))
+
+    def end(self) -> bytes:
+        return b""
+
+
+class SSE:
+    """OpenAI's chat and completion streams: ``data:`` events, an error in OpenAI's body, then ``[DONE]``."""
+
+    media_type = "text/event-stream"
+
+    def frame(self, obj: dict[str, Any]) -> bytes:
+        return b"data: " + dumps(obj) + b"\n\n"
+
+    def error(self, status: int, message: str) -> bytes:
+        return self.frame(openai_error(status, message))
+
+    def end(self) -> bytes:
+        return b"data: [DONE]\n\n"
+
+
+class SSEEvents:
+    """The Responses API's stream: typed events (``event:`` + ``data:``) numbered in order.
+
+    ``sequence`` None leaves the numbers out: for last words after events this framing did
+    not send (the server's shutdown).
     """
 
-    def __init__(self, objects: AsyncGenerator[dict[str, Any], None], status_code: int = 200) -> None:
-        self._objects = objects
-        super().__init__(ndjson_lines(objects), status_code=status_code, media_type="application/x-ndjson")
+    media_type = "text/event-stream"
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await self._objects.aclose()
+    def __init__(self, sequence: int | None = 0) -> None:
+        self.sequence = sequence
+
+    def frame(self, obj: dict[str, Any]) -> bytes:
+        if self.sequence is not None:
+            obj["sequence_number"] = self.sequence
+            self.sequence += 1
+        return f"event: {obj['type']}\n".encode() + b"data: " + dumps(obj) + b"\n\n"
+
+    def error(self, status: int, message: str) -> bytes:
+        event: dict[str, Any] = {"type": "error"}
+        if self.sequence is not None:
+            event["sequence_number"] = self.sequence
+        event |= {"message": message, "code": None, "param": None}
+        return b"event: error\ndata: " + dumps(event) + b"\n\n"
+
+    def end(self) -> bytes:
+        return b""

@@ -1,9 +1,19 @@
-"""The one error boundary: every ``CllmError`` becomes Ollama's ``{"error": msg}`` with its status."""
+"""The error boundary: every exception becomes a status and a message the same way, and each
+dialect writes them in its own shape, before the first byte (a JSON error response) and after
+it (its stream's last words, see ``encoders.Framing``).
+
+``CllmError`` keeps its status and message; anything else is a 500 ``internal error: ...``.
+Ollama is the app's default dialect (Starlette's exception handlers); ``/v1`` handlers are
+wrapped in ``OPENAI.boundary``.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -12,10 +22,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from ..errors import CllmError, InvalidRequest
-from .encoders import error_response
+from .encoders import JSONResponse, ollama_error, openai_error
 from .wire import go_type
 
 log = logging.getLogger("cllm.api")
+
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 async def read_json(request: Request) -> dict[str, Any]:
@@ -44,9 +56,50 @@ def public_message(request: Request, message: str) -> str:
     return message.replace(root + os.sep, "").replace(root, "")
 
 
+def describe(request: Request, exc: Exception) -> tuple[int, str]:
+    """The status and message a client gets for ``exc``, in every dialect, before or after the first byte."""
+    if isinstance(exc, CllmError):
+        return exc.status_code, public_message(request, exc.message)
+    return 500, public_message(request, f"internal error: {exc}")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one API family writes an error: ``body(status, message)``."""
+
+    name: str
+    body: Callable[[int, str], dict[str, Any]]
+
+    def response(self, status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+        return JSONResponse(self.body(status, message), status_code=status, headers=headers)
+
+    def boundary(self, handler: Handler) -> Handler:
+        """``handler`` with every exception it raises answered in this dialect."""
+
+        @functools.wraps(handler)
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as exc:
+                if not isinstance(exc, CllmError):
+                    log.exception("unhandled error on %s", request.url.path)
+                return self.response(*describe(request, exc))
+
+        return guarded
+
+
+OLLAMA = Dialect("ollama", ollama_error)
+OPENAI = Dialect("openai", openai_error)
+
+
+def dialect_for(path: str) -> Dialect:
+    """The dialect of a path, for answers made outside any handler (middleware)."""
+    return OPENAI if path.startswith("/v1/") else OLLAMA
+
+
 async def cllm_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, CllmError)
-    return error_response(exc.status_code, public_message(request, exc.message))
+    return OLLAMA.response(*describe(request, exc))
 
 
 async def http_error_handler(request: Request, exc: Exception) -> Response:
@@ -56,12 +109,12 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
         return PlainTextResponse("404 page not found", status_code=404)
     if exc.status_code == 405:
         return PlainTextResponse("405 method not allowed", status_code=405)
-    return error_response(exc.status_code, str(exc.detail))
+    return OLLAMA.response(exc.status_code, str(exc.detail))
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
     # Starlette re-raises after this response and uvicorn logs the traceback: no log here.
-    return error_response(500, public_message(request, f"internal error: {exc}"))
+    return OLLAMA.response(*describe(request, exc))
 
 
 EXCEPTION_HANDLERS = {

@@ -1,44 +1,16 @@
-"""Ollama's ``format`` (``"json"`` or a JSON Schema) turned into the GBNF grammar the sampler enforces."""
+"""Ollama's ``format`` (``"json"`` or a JSON Schema): what it may be, and Ollama's messages when it is not.
+
+The grammar itself is the engine's (``engine/grammar.py``): this layer never touches llama.cpp.
+"""
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable
 
+from ..engine.grammar import JSON_GRAMMAR, json_schema_grammar
 from ..errors import CllmError, InvalidRequest
 from .wire import go_quote
-
-# llama.cpp's grammars/json.gbnf: an object at the root, and whitespace bounded so a model cannot
-# run away in newlines (Ollama's own copy allows unbounded whitespace, a known source of hangs).
-JSON_GRAMMAR = r"""
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-
-object ::=
-  "{" ws (
-            string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
-
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? "]" ws
-
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
-  )* "\"" ws
-
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
-
-# Optional space: by convention, applied in this grammar after literal chars when allowed
-ws ::= | " " | "\n" [ \t]{0,20}
-"""
-
 
 # Largest count a schema may ask for (maxLength, maxItems, ...): the converter spells a bound of
 # N as N nested groups; llama.cpp refuses more than ~2000 of them and its recursive parser
@@ -92,16 +64,4 @@ def grammar_for_format(fmt: object) -> str | None:
         message = f'invalid format: {go_quote(raw)}; expected "json" or a valid JSON Schema object'
         raise CllmError(message, 500)
     check_schema_bounds(fmt)
-    return _schema_grammar(raw)
-
-
-@functools.lru_cache(maxsize=64)
-def _schema_grammar(schema_json: str) -> str:
-    # Imported here: the llama_cpp package loads the compiled library on import, and clients tend to
-    # send the same schema on every request, hence the cache.
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    try:
-        return json_schema_to_gbnf(schema_json)
-    except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise InvalidRequest(f"invalid JSON schema in format: {exc}") from exc
+    return json_schema_grammar(raw)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -10,31 +10,23 @@ from starlette.responses import Response
 
 from ..engine.client import LoadedModel
 from ..errors import InvalidRequest
-from .encoders import JSONResponse
-from .errors import read_json
-from .inference import (
-    Chunk,
-    Generation,
-    Rendered,
-    SharedFields,
-    chat_prompt,
-    check_images,
-    metrics,
-    prepare,
-    resolve_model,
-    respond,
-    sentinel,
-    thinking_for,
-)
+from .encoders import NDJSON, JSONResponse
+from .endpoint import Decoded, EachChunk, Endpoint
+from .errors import OLLAMA
+from .fields import SharedFields, check_images, thinking_for
+from .lifecycle import Chunk, Generation, sentinel
 from .options import resolve_options
+from .prompt import Rendered, chat_prompt
 from .render_budget import RenderBudget
+from .resolve import resolve_model
+from .shapes import metrics
 from .wire import bool_field, created_at, decode_error, images_field, list_field, string_field
 
 _REQUEST = "GenerateRequest"
 
 
 async def start_generate(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
-    """Validate a generate body and start it: a running Generation, or a load/unload sentinel's reason."""
+    """Validate a generate body: its Generation, or a load/unload call's reason once done."""
     shared = SharedFields.of(body, _REQUEST)
     name = string_field(body, "model", _REQUEST)
     prompt = string_field(body, "prompt", _REQUEST)
@@ -47,9 +39,9 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
     if raw and (template or system or context):
         raise InvalidRequest("raw mode does not support template, system, or context")
-    pool = request.app.state.pool
     if not prompt and not images:
-        return await sentinel(pool, model, shared.keep_alive, resolve_options(body.get("options"), model.record.params))
+        options = resolve_options(body.get("options"), model.record.params)
+        return await sentinel(request.app.state.pool, model, shared.keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support generate')
     thinking = thinking_for(model, body, name)
@@ -72,17 +64,7 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         rendered = templated(loaded, limit, budget)
         return Rendered(list(context) + rendered.tokens, rendered.text)
 
-    return await prepare(
-        pool,
-        model,
-        options,
-        shared,
-        render,
-        thinking=thinking,
-        tools=False,
-        t_start=t_start,
-        http_request=request,
-    )
+    return Generation(request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start)
 
 
 def _context(body: dict[str, Any]) -> list[int]:
@@ -94,35 +76,6 @@ def _context(body: dict[str, Any]) -> list[int]:
     return context
 
 
-async def generate(request: Request) -> Response:
-    t_start = time.perf_counter_ns()
-    body = await read_json(request)
-    name = body.get("model")
-    stream = bool_field(body, "stream", _REQUEST) is not False
-    gen = await start_generate(request, body, t_start)
-    raw = bool(body.get("raw"))
-    if isinstance(gen, str):
-        return JSONResponse(
-            {"model": name, "created_at": created_at(), "response": "", "done": True, "done_reason": gen}
-        )
-
-    def encode(chunk: Chunk) -> dict[str, Any]:
-        obj: dict[str, Any] = {"model": name, "created_at": created_at(), "response": chunk.delta.content}
-        if chunk.delta.thinking:
-            obj["thinking"] = chunk.delta.thinking
-        if chunk.logprobs:
-            obj["logprobs"] = chunk.logprobs
-        obj["done"] = chunk.done
-        if chunk.done:
-            obj["done_reason"] = chunk.done_reason
-            if not raw:
-                obj["context"] = [*gen.request.prompt, *gen.generated]
-            obj |= metrics(gen, chunk.stats)
-        return obj
-
-    return await respond(request, gen, encode, stream=stream)
-
-
 def _fill_in_the_middle(loaded: LoadedModel, prompt: str, suffix: str) -> Rendered:
     """``<fim_pre>prompt<fim_suf>suffix<fim_mid>``: the infill layout llama.cpp's server uses."""
     fim = loaded.fim_tokens()
@@ -131,3 +84,35 @@ def _fill_in_the_middle(loaded: LoadedModel, prompt: str, suffix: str) -> Render
     pre, suf, mid = fim
     tokens = [pre, *loaded.tokenize(prompt, add_special=False), suf, *loaded.tokenize(suffix, add_special=False), mid]
     return Rendered(tokens, prompt)
+
+
+def _encode(name: object, raw: bool, gen: Generation, chunk: Chunk) -> dict[str, Any]:
+    obj: dict[str, Any] = {"model": name, "created_at": created_at(), "response": chunk.delta.content}
+    if chunk.delta.thinking:
+        obj["thinking"] = chunk.delta.thinking
+    if chunk.logprobs:
+        obj["logprobs"] = chunk.logprobs
+    obj["done"] = chunk.done
+    if chunk.done:
+        obj["done_reason"] = chunk.done_reason
+        if not raw:
+            assert gen.request is not None
+            obj["context"] = [*gen.request.prompt, *gen.generated]
+        obj |= metrics(gen.t_start, gen.load_ns, chunk.stats)
+    return obj
+
+
+def _decode(body: dict[str, Any]) -> Decoded:
+    stream = bool_field(body, "stream", _REQUEST) is not False
+    name, raw = body.get("model"), bool(body.get("raw"))
+    return Decoded(body, stream, lambda gen: EachChunk(partial(_encode, name, raw, gen)))
+
+
+def _loaded(decoded: Decoded, reason: str) -> Response:
+    name = decoded.native.get("model")
+    return JSONResponse(
+        {"model": name, "created_at": created_at(), "response": "", "done": True, "done_reason": reason}
+    )
+
+
+generate = Endpoint(OLLAMA, _decode, start_generate, NDJSON, _loaded).handler()

@@ -10,7 +10,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import CllmError
-from .encoders import JSONResponse
+from .errors import dialect_for
 
 
 class BodyTooLarge(CllmError):
@@ -70,12 +70,6 @@ class BodyLimit:
         return f"request body too large: the limit is {self.max_size} bytes (CLLM_MAX_BODY_SIZE)"
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        message = self._message()
-        if scope["path"].startswith("/v1/"):  # the shape OpenAI clients parse
-            body: dict[str, object] = {
-                "error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}
-            }
-        else:
-            body = {"error": message}
         # The rest of the body is never read, so the connection cannot be reused.
-        await JSONResponse(body, status_code=413, headers={"Connection": "close"})(scope, receive, send)
+        refusal = dialect_for(scope["path"]).response(413, self._message(), headers={"Connection": "close"})
+        await refusal(scope, receive, send)

@@ -7,26 +7,27 @@ As Ollama's middleware does, there is no second engine path: a chat completion i
 from __future__ import annotations
 
 import base64
-import logging
 import random
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import numpy as np
 import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
-from ..errors import CllmError, InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound
 from ..store.store import ModelRecord
 from .chat import decode_tools, start_chat
 from .embed import embed_texts
-from .encoders import JSONResponse, dumps
-from .errors import public_message, read_json
+from .encoders import SSE, JSONResponse, dumps
+from .endpoint import Decoded, Endpoint
+from .errors import OPENAI, read_json
 from .generate import start_generate
-from .inference import Chunk, Generation, collect, releasing_on_error, started, until_disconnect
+from .lifecycle import Chunk
+from .shapes import Usage
 from .wire import (
     bool_field,
     decode_error,
@@ -38,33 +39,11 @@ from .wire import (
     tool_call_id,
 )
 
-log = logging.getLogger("cllm.api")
-
 _EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
 _EFFORT |= {"ultra": "max", "max": "max"}
 # Ollama's request structs, as Go's decode errors name them.
 _CHAT, _COMPLETION, _EMBED = "ChatCompletionRequest", "CompletionRequest", "EmbedRequest"
 _TOOL_CALL_FUNCTION = 'struct { Name string "json:\\"name\\""; Arguments string "json:\\"arguments\\"" }'
-
-
-def openai_error(status: int, message: str) -> JSONResponse:
-    kind = {400: "invalid_request_error", 404: "not_found_error"}.get(status, "api_error")
-    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": None}}, status_code=status)
-
-
-def openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-    """OpenAI clients parse ``{"error": {"message", "type"}}``, not Ollama's ``{"error": msg}``."""
-
-    async def wrapped(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except CllmError as exc:
-            return openai_error(exc.status_code, public_message(request, exc.message))
-        except Exception as exc:
-            log.exception("unhandled error on %s", request.url.path)
-            return openai_error(500, public_message(request, f"internal error: {exc}"))
-
-    return wrapped
 
 
 def sampling_options(body: dict[str, Any], struct: str, float_type: str = "float64") -> dict[str, Any]:
@@ -110,15 +89,20 @@ def _go_dynamic_type(value: object) -> str:
     )
 
 
+def format_value(kind: str, schema: object) -> object:
+    """OpenAI's response format as Ollama's ``format``: ``"json"``, a JSON schema, or none."""
+    if kind == "json_object":
+        return "json"
+    if kind == "json_schema":
+        return schema
+    return None
+
+
 def _format(body: dict[str, Any]) -> object:
     fmt = object_field(body, "response_format", _CHAT, "openai.ResponseFormat") or {}
     kind = string_field(fmt, "type", "ResponseFormat.response_format")
     schema = object_field(fmt, "json_schema", "ResponseFormat.response_format", "openai.JsonSchema") or {}
-    if kind.strip().lower() == "json_object":
-        return "json"
-    if kind.strip().lower() == "json_schema":
-        return schema.get("schema")
-    return None
+    return format_value(kind.strip().lower(), schema.get("schema"))
 
 
 def content_and_images(content: object) -> tuple[str, list[str]]:
@@ -215,15 +199,12 @@ def think_value(body: dict[str, Any], struct: str = _CHAT, reasoning: str = "Rea
 
 
 def _usage(chunk: Chunk) -> dict[str, Any]:
-    """OpenAI's usage; ``cached_tokens`` counts prompt tokens whose KV was reused, not computed."""
-    prompt = chunk.stats.prompt_tokens if chunk.stats else 0
-    completion = chunk.stats.eval_tokens if chunk.stats else 0
-    cached = chunk.stats.prompt_cached if chunk.stats else 0
+    u = Usage.of(chunk.stats)
     return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
+        "prompt_tokens": u.prompt,
+        "completion_tokens": u.completion,
+        "total_tokens": u.total,
+        "prompt_tokens_details": {"cached_tokens": u.cached},
     }
 
 
@@ -245,56 +226,35 @@ def _tool_calls(calls: list[dict[str, Any]], start: int) -> list[dict[str, Any]]
     ]
 
 
-def _sse(objects: AsyncGenerator[dict[str, Any], None]) -> StreamingResponse:
-    async def lines() -> AsyncGenerator[bytes, None]:
-        try:
-            async for obj in objects:
-                yield b"data: " + dumps(obj) + b"\n\n"
-        except CllmError as exc:
-            yield b"data: " + dumps({"error": {"message": exc.message, "type": "api_error"}}) + b"\n\n"
-        finally:
-            await objects.aclose()
-        yield b"data: [DONE]\n\n"
-
-    return StreamingResponse(lines(), media_type="text/event-stream")
-
-
 def _include_usage(body: dict[str, Any], struct: str) -> bool:
     options = object_field(body, "stream_options", struct, "openai.StreamOptions") or {}
     return bool(bool_field(options, "include_usage", "StreamOptions.stream_options"))
 
 
-def _sentinel(gen: Generation | str) -> Generation:
-    if isinstance(gen, str):  # cannot happen: OpenAI requests always carry a prompt
-        raise InvalidRequest("empty request")
-    return gen
+def _refuse_load(decoded: Decoded, reason: str) -> Response:
+    """OpenAI requests always carry a prompt: an empty one is no way to load a model."""
+    raise InvalidRequest("empty request")
 
 
-@openai_errors
-async def chat_completions(request: Request) -> Response:
-    t_start = time.perf_counter_ns()
-    body = await read_json(request)
-    native: dict[str, Any] = {
-        "model": string_field(body, "model", _CHAT),
-        "messages": _messages(body),
-        "options": sampling_options(body, _CHAT),
-        "format": _format(body),
-        "tools": decode_tools(body, _CHAT),
-        "think": think_value(body),
-        "logprobs": bool(bool_field(body, "logprobs", _CHAT)),
-        "top_logprobs": int_field(body, "top_logprobs", _CHAT) or 0,
-    }
-    stream = bool(bool_field(body, "stream", _CHAT))
-    include_usage = _include_usage(body, _CHAT)
-    gen = _sentinel(await start_chat(request, native, t_start))
-    return await releasing_on_error(gen, _chat_response(request, stream, gen, native["model"], include_usage))
+class _Completions:
+    """What chat and text completions share: one id and ``created`` for every chunk, usage last."""
+
+    id_prefix = ""
+    chunk_object = ""  # the ``object`` of each streamed chunk
+
+    def __init__(self, model: str, include_usage: bool) -> None:
+        self.base = {"id": f"{self.id_prefix}-{random.randint(0, 998)}", "created": int(time.time()), "model": model}
+        self.base["system_fingerprint"] = "fp_ollama"
+        self.include_usage = include_usage
+
+    def usage_chunk(self, final: Chunk) -> dict[str, Any]:
+        return self.base | {"object": self.chunk_object, "choices": [], "usage": _usage(final)}
 
 
-async def _chat_response(request: Request, stream: bool, gen: Generation, model: str, include_usage: bool) -> Response:
-    cid, created = f"chatcmpl-{random.randint(0, 998)}", int(time.time())
-    base = {"id": cid, "created": created, "model": model, "system_fingerprint": "fp_ollama"}
-    if not stream:
-        final = await until_disconnect(request, collect(gen.chunks()))
+class ChatCompletion(_Completions):
+    id_prefix, chunk_object = "chatcmpl", "chat.completion.chunk"
+
+    def whole(self, final: Chunk) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": final.delta.content}
         if final.delta.thinking:
             message["reasoning"] = final.delta.thinking
@@ -306,12 +266,12 @@ async def _chat_response(request: Request, stream: bool, gen: Generation, model:
             "logprobs": {"content": final.logprobs} if final.logprobs else None,
             "finish_reason": _finish_reason(final, bool(final.delta.tool_calls)),
         }
-        return JSONResponse(base | {"object": "chat.completion", "choices": [choice], "usage": _usage(final)})
+        return self.base | {"object": "chat.completion", "choices": [choice], "usage": _usage(final)}
 
-    async def chunks() -> AsyncGenerator[dict[str, Any], None]:
+    async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
         n_calls = 0
         first = True
-        async for chunk in gen.chunks():
+        async for chunk in chunks:
             delta: dict[str, Any] = {}
             if first:
                 delta["role"] = "assistant"
@@ -326,21 +286,52 @@ async def _chat_response(request: Request, stream: bool, gen: Generation, model:
             logprobs = {"content": chunk.logprobs} if chunk.logprobs else None
             if not chunk.done:
                 choice = {"index": 0, "delta": delta, "logprobs": logprobs}
-                yield base | {"object": "chat.completion.chunk", "choices": [choice]}
+                yield self.base | {"object": self.chunk_object, "choices": [choice]}
                 continue
             finish = {"index": 0, "delta": delta, "finish_reason": _finish_reason(chunk, n_calls > 0)}
-            yield base | {"object": "chat.completion.chunk", "choices": [finish]}
-            if include_usage:
-                yield base | {"object": "chat.completion.chunk", "choices": [], "usage": _usage(chunk)}
-
-    stream = await started(request, chunks())
-    return _sse(stream)
+            yield self.base | {"object": self.chunk_object, "choices": [finish]}
+            if self.include_usage:
+                yield self.usage_chunk(chunk)
 
 
-@openai_errors
-async def completions(request: Request) -> Response:
-    t_start = time.perf_counter_ns()
-    body = await read_json(request)
+class TextCompletion(_Completions):
+    id_prefix, chunk_object = "cmpl", "text_completion"
+
+    def whole(self, final: Chunk) -> dict[str, Any]:
+        choice = {
+            "text": final.delta.content,
+            "index": 0,
+            "logprobs": None,
+            "finish_reason": _finish_reason(final, False),
+        }
+        return self.base | {"object": self.chunk_object, "choices": [choice], "usage": _usage(final)}
+
+    async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
+        async for chunk in chunks:
+            choice: dict[str, Any] = {"text": chunk.delta.content, "index": 0, "logprobs": None}
+            choice["finish_reason"] = _finish_reason(chunk, False) if chunk.done else None
+            yield self.base | {"object": self.chunk_object, "choices": [choice]}
+            if chunk.done and self.include_usage:
+                yield self.usage_chunk(chunk)
+
+
+def _decode_chat(body: dict[str, Any]) -> Decoded:
+    native: dict[str, Any] = {
+        "model": string_field(body, "model", _CHAT),
+        "messages": _messages(body),
+        "options": sampling_options(body, _CHAT),
+        "format": _format(body),
+        "tools": decode_tools(body, _CHAT),
+        "think": think_value(body),
+        "logprobs": bool(bool_field(body, "logprobs", _CHAT)),
+        "top_logprobs": int_field(body, "top_logprobs", _CHAT) or 0,
+    }
+    stream = bool(bool_field(body, "stream", _CHAT))
+    include_usage = _include_usage(body, _CHAT)
+    return Decoded(native, stream, lambda gen: ChatCompletion(native["model"], include_usage))
+
+
+def _decode_completion(body: dict[str, Any]) -> Decoded:
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         raise InvalidRequest("invalid prompt: only a string is supported")
@@ -356,38 +347,14 @@ async def completions(request: Request) -> Response:
     include_usage = _include_usage(body, _COMPLETION)
     if not prompt:
         raise InvalidRequest("prompt is required")
-    gen = _sentinel(await start_generate(request, native, t_start))
-    return await releasing_on_error(gen, _completion_response(request, stream, gen, native["model"], include_usage))
+    return Decoded(native, stream, lambda gen: TextCompletion(native["model"], include_usage))
 
 
-async def _completion_response(
-    request: Request, stream: bool, gen: Generation, model: str, include_usage: bool
-) -> Response:
-    base = {"id": f"cmpl-{random.randint(0, 998)}", "created": int(time.time()), "model": model}
-    base["system_fingerprint"] = "fp_ollama"
-    if not stream:
-        final = await until_disconnect(request, collect(gen.chunks()))
-        choice = {
-            "text": final.delta.content,
-            "index": 0,
-            "logprobs": None,
-            "finish_reason": _finish_reason(final, False),
-        }
-        return JSONResponse(base | {"object": "text_completion", "choices": [choice], "usage": _usage(final)})
-
-    async def chunks() -> AsyncGenerator[dict[str, Any], None]:
-        async for chunk in gen.chunks():
-            choice: dict[str, Any] = {"text": chunk.delta.content, "index": 0, "logprobs": None}
-            choice["finish_reason"] = _finish_reason(chunk, False) if chunk.done else None
-            yield base | {"object": "text_completion", "choices": [choice]}
-            if chunk.done and include_usage:
-                yield base | {"object": "text_completion", "choices": [], "usage": _usage(chunk)}
-
-    stream = await started(request, chunks())
-    return _sse(stream)
+chat_completions = Endpoint(OPENAI, _decode_chat, start_chat, SSE, _refuse_load).handler()
+completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, _refuse_load).handler()
 
 
-@openai_errors
+@OPENAI.boundary
 async def embeddings(request: Request) -> Response:
     body = await read_json(request)
     name = string_field(body, "model", _EMBED)
@@ -424,13 +391,13 @@ async def list_records(request: Request) -> list[ModelRecord]:
     return await run_in_threadpool(request.app.state.store.list_models)  # type: ignore[no-any-return]
 
 
-@openai_errors
+@OPENAI.boundary
 async def models(request: Request) -> Response:
     records = await list_records(request)
     return JSONResponse({"object": "list", "data": [_model_object(r) for r in records] or None})
 
 
-@openai_errors
+@OPENAI.boundary
 async def model(request: Request) -> Response:
     name = request.path_params["model"]
     try:

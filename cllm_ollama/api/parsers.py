@@ -66,6 +66,13 @@ class Delta:
     def __bool__(self) -> bool:
         return bool(self.content or self.thinking or self.tool_calls)
 
+    def add(self, other: Delta) -> Delta:
+        """Append ``other`` to this one (text joined, calls gathered); returns self."""
+        self.content += other.content
+        self.thinking += other.thinking
+        self.tool_calls += other.tool_calls
+        return self
+
 
 class _State(enum.Enum):
     EMPTY_BLOCK = enum.auto()  # thinking off: a leading empty think block may still come

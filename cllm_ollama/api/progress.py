@@ -15,7 +15,8 @@ from typing import Any
 from starlette.responses import Response
 
 from ..errors import RequestCanceled
-from .encoders import JSONResponse, NDJSONResponse
+from .encoders import NDJSON, JSONResponse
+from .streaming import StreamResponse
 
 Report = Callable[[dict[str, Any]], None]
 _DONE = object()
@@ -60,12 +61,4 @@ async def progress_response(events: AsyncGenerator[dict[str, Any], None], stream
             async for event in events:
                 last = event
         return JSONResponse(last)
-    first = await anext(events)
-
-    async def lines() -> AsyncGenerator[dict[str, Any], None]:
-        async with aclosing(events):
-            yield first
-            async for event in events:
-                yield event
-
-    return NDJSONResponse(lines())
+    return await StreamResponse(NDJSON(), events).start()

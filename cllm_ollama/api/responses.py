@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
-from ..errors import CllmError, InvalidRequest
+from ..errors import InvalidRequest
 from .chat import start_chat
-from .encoders import JSONResponse, dumps
-from .errors import read_json
-from .inference import Chunk, Generation, collect, releasing_on_error, started, until_disconnect
-from .openai import content_and_images, openai_errors, sampling_options, think_value, tool_arguments
+from .encoders import SSEEvents, dumps
+from .endpoint import Decoded, Endpoint
+from .errors import OPENAI
+from .lifecycle import Chunk
+from .openai import content_and_images, format_value, sampling_options, think_value, tool_arguments
+from .parsers import Delta
+from .shapes import Usage
 from .wire import bool_field, decode_error, int_field, list_field, object_field, string_field
 
 _REQUEST = "ResponsesRequest"
@@ -96,12 +98,7 @@ def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
 def _format(body: dict[str, Any]) -> object:
     text = object_field(body, "text", _REQUEST, "openai.ResponsesText") or {}
     fmt = object_field(text, "format", "ResponsesText.text", "openai.ResponsesTextFormat") or {}
-    kind = string_field(fmt, "type", "ResponsesTextFormat.text.format")
-    if kind == "json_object":
-        return "json"
-    if kind == "json_schema":
-        return fmt.get("schema")
-    return None
+    return format_value(string_field(fmt, "type", "ResponsesTextFormat.text.format"), fmt.get("schema"))
 
 
 def _output(final: Chunk) -> list[dict[str, Any]]:
@@ -131,8 +128,8 @@ def _message(item_id: str, text: str, status: str = "completed") -> dict[str, An
     return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
 
 
-class _Response:
-    """The response object's envelope, filled in as the generation goes."""
+class ResponseEncoder:
+    """The response object, filled in as the generation goes; streamed as typed events."""
 
     def __init__(self, body: dict[str, Any], model: str) -> None:
         self.base: dict[str, Any] = {
@@ -157,64 +154,33 @@ class _Response:
         if final is not None:
             if final.done_reason == "length":
                 out |= {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
-            n_in = final.stats.prompt_tokens if final.stats else 0
-            n_out = final.stats.eval_tokens if final.stats else 0
+            u = Usage.of(final.stats)
             out["usage"] = {
-                "input_tokens": n_in,
-                "input_tokens_details": {"cached_tokens": final.stats.prompt_cached if final.stats else 0},
-                "output_tokens": n_out,
+                "input_tokens": u.prompt,
+                "input_tokens_details": {"cached_tokens": u.cached},
+                "output_tokens": u.completion,
                 "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": n_in + n_out,
+                "total_tokens": u.total,
             }
         return out
 
+    def whole(self, final: Chunk) -> dict[str, Any]:
+        return self.snapshot("completed", _output(final), final)
 
-@openai_errors
-async def responses(request: Request) -> Response:
-    t_start = time.perf_counter_ns()
-    body = await read_json(request)
-    options = sampling_options(body, _REQUEST)
-    if (max_output_tokens := int_field(body, "max_output_tokens", _REQUEST)) is not None:
-        options["num_predict"] = max_output_tokens
-    native: dict[str, Any] = {
-        "model": string_field(body, "model", _REQUEST),
-        "messages": _messages(body),
-        "options": options,
-        "format": _format(body),
-        "tools": _tools(body),
-        "think": think_value(body, _REQUEST, "ResponsesReasoning"),
-    }
-    string_field(body, "truncation", _REQUEST)
-    stream = bool(bool_field(body, "stream", _REQUEST))
-    gen = await start_chat(request, native, t_start)
-    if isinstance(gen, str):
-        raise InvalidRequest("input is required")
-    envelope = _Response(body, native["model"])
+    async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
+        """Created, the message's text deltas, then the completed response.
 
-    async def response() -> Response:
-        if not stream:
-            final = await until_disconnect(request, collect(gen.chunks()))
-            return JSONResponse(envelope.snapshot("completed", _output(final), final))
-        events = await started(request, _events(gen, envelope))
-        return StreamingResponse(_sse(events), media_type="text/event-stream")
-
-    return await releasing_on_error(gen, response())
-
-
-async def _events(gen: Generation, envelope: _Response) -> AsyncGenerator[dict[str, Any], None]:
-    """The Responses stream: created, the message's text deltas, then the completed response."""
-    msg_id = _id("msg")
-    yield {"type": "response.created", "response": envelope.snapshot("in_progress", [])}
-    yield {"type": "response.in_progress", "response": envelope.snapshot("in_progress", [])}
-    opened = False
-    text = ""
-    thinking = ""
-    calls: list[dict[str, Any]] = []
-    async for chunk in gen.chunks():
-        thinking += chunk.delta.thinking
-        calls += chunk.delta.tool_calls
-        if chunk.delta.content:
-            if not opened:
+        Nothing goes out before the first chunk: until then an error keeps its HTTP status.
+        """
+        msg_id = _id("msg")
+        begun = opened = False
+        whole = Delta()
+        async for chunk in chunks:
+            if not begun:
+                begun = True
+                yield {"type": "response.created", "response": self.snapshot("in_progress", [])}
+                yield {"type": "response.in_progress", "response": self.snapshot("in_progress", [])}
+            if chunk.delta.content and not opened:
                 opened = True
                 yield {
                     "type": "response.output_item.added",
@@ -229,39 +195,53 @@ async def _events(gen: Generation, envelope: _Response) -> AsyncGenerator[dict[s
                     "content_index": 0,
                     "part": part,
                 }
-            text += chunk.delta.content
-            yield {
-                "type": "response.output_text.delta",
-                "item_id": msg_id,
-                "output_index": 0,
-                "content_index": 0,
-                "delta": chunk.delta.content,
-            }
-        if chunk.done:
-            final = Chunk(chunk.delta, True, chunk.done_reason, chunk.stats)
-            final.delta.content, final.delta.thinking, final.delta.tool_calls = text, thinking, calls
-            if opened:
-                where = {"item_id": msg_id, "output_index": 0, "content_index": 0}
-                yield {"type": "response.output_text.done", **where, "text": text}
-                part = {"type": "output_text", "text": text, "annotations": []}
-                yield {"type": "response.content_part.done", **where, "part": part}
-                yield {"type": "response.output_item.done", "output_index": 0, "item": _message(msg_id, text)}
-            output = _output(final)
-            for item in output:
-                if item["type"] == "message" and opened:
-                    item["id"] = msg_id
-            yield {"type": "response.completed", "response": envelope.snapshot("completed", output, final)}
+            whole.add(chunk.delta)
+            if chunk.delta.content:
+                yield {
+                    "type": "response.output_text.delta",
+                    "item_id": msg_id,
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": chunk.delta.content,
+                }
+            if chunk.done:
+                final = Chunk(whole, True, chunk.done_reason, chunk.stats)
+                if opened:
+                    where = {"item_id": msg_id, "output_index": 0, "content_index": 0}
+                    yield {"type": "response.output_text.done", **where, "text": whole.content}
+                    part = {"type": "output_text", "text": whole.content, "annotations": []}
+                    yield {"type": "response.content_part.done", **where, "part": part}
+                    yield {
+                        "type": "response.output_item.done",
+                        "output_index": 0,
+                        "item": _message(msg_id, whole.content),
+                    }
+                output = _output(final)
+                for item in output:
+                    if item["type"] == "message" and opened:
+                        item["id"] = msg_id
+                yield {"type": "response.completed", "response": self.snapshot("completed", output, final)}
 
 
-async def _sse(events: AsyncGenerator[dict[str, Any], None]) -> AsyncGenerator[bytes, None]:
-    sequence = 0
-    try:
-        async for event in events:
-            event["sequence_number"] = sequence
-            sequence += 1
-            yield f"event: {event['type']}\n".encode() + b"data: " + dumps(event) + b"\n\n"
-    except CllmError as exc:
-        error = {"type": "error", "sequence_number": sequence, "message": exc.message, "code": None, "param": None}
-        yield b"event: error\ndata: " + dumps(error) + b"\n\n"
-    finally:
-        await events.aclose()
+def _decode(body: dict[str, Any]) -> Decoded:
+    options = sampling_options(body, _REQUEST)
+    if (max_output_tokens := int_field(body, "max_output_tokens", _REQUEST)) is not None:
+        options["num_predict"] = max_output_tokens
+    native: dict[str, Any] = {
+        "model": string_field(body, "model", _REQUEST),
+        "messages": _messages(body),
+        "options": options,
+        "format": _format(body),
+        "tools": _tools(body),
+        "think": think_value(body, _REQUEST, "ResponsesReasoning"),
+    }
+    string_field(body, "truncation", _REQUEST)
+    stream = bool(bool_field(body, "stream", _REQUEST))
+    return Decoded(native, stream, lambda gen: ResponseEncoder(body, native["model"]))
+
+
+def _refuse_load(decoded: Decoded, reason: str) -> Response:
+    raise InvalidRequest("input is required")
+
+
+responses = Endpoint(OPENAI, _decode, start_chat, SSEEvents, _refuse_load).handler()

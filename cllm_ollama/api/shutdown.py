@@ -14,8 +14,8 @@ import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .encoders import dumps, error_response
-from .openai import openai_error
+from .encoders import NDJSON, SSE, SSEEvents
+from .errors import dialect_for
 
 SHUTTING_DOWN = "server shutting down"
 # How long a cancelled request may take to unwind (abort its engine request) before its
@@ -75,21 +75,20 @@ class _Exchange:
         self.ended = True
         path = scope.get("path", "")
         if not self.started:
-            refusal = openai_error if path.startswith("/v1/") else error_response
-            await refusal(503, SHUTTING_DOWN)(scope, receive, self._send)
+            await dialect_for(path).response(503, SHUTTING_DOWN)(scope, receive, self._send)
             return
         await self._send({"type": "http.response.body", "body": self._last_words(path), "more_body": False})
 
     def _last_words(self, path: str) -> bytes:
         if self.content_type.startswith("application/x-ndjson"):
-            return dumps({"error": SHUTTING_DOWN}) + b"\n"
-        if not self.content_type.startswith("text/event-stream"):
+            framing: NDJSON | SSE | SSEEvents = NDJSON()
+        elif not self.content_type.startswith("text/event-stream"):
             return b""
-        if path == "/v1/responses":
-            error = {"type": "error", "message": SHUTTING_DOWN, "code": None, "param": None}
-            return b"event: error\ndata: " + dumps(error) + b"\n\n"
-        error = {"error": {"message": SHUTTING_DOWN, "type": "api_error", "param": None, "code": None}}
-        return b"data: " + dumps(error) + b"\n\ndata: [DONE]\n\n"
+        elif path == "/v1/responses":
+            framing = SSEEvents(sequence=None)  # its events so far were numbered by the response
+        else:
+            framing = SSE()
+        return framing.error(503, SHUTTING_DOWN) + framing.end()
 
 
 class DrainMiddleware:

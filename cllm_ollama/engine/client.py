@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import anyio.to_thread
 
 from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
 from .binding import Model, Sampler, physical_cores
@@ -156,7 +159,7 @@ class LoadedModel:
     def token_piece(self, token: int) -> bytes:
         return self.model.piece(token)
 
-    def sampler_for(self, params: SamplingParams) -> Sampler | None:
+    def _sampler_for(self, params: SamplingParams) -> Sampler | None:
         """A native chain, or None when plain argmax in the runner gives the same token."""
         penalized = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
         if params.greedy and not penalized:
@@ -178,23 +181,37 @@ class LoadedModel:
             raise QueueFull()
         return self.runner
 
-    async def generate(self, request: Request, sampler: Sampler | None = None) -> AsyncIterator[Event]:
+    async def generate(self, request: Request) -> AsyncIterator[Event]:
         """Events of one request until its final one; raises QueueFull beyond the queue limit.
 
-        Owns ``sampler`` from here on: the engine frees it when the request ends.
+        The engine builds the request's sampler from ``request.sampling`` and owns it: it is
+        freed when the request ends, however it ends.
         """
-        try:
-            runner = self._check(request)
-        except Exception:
-            if sampler is not None:
-                sampler.close()
-            raise
+        runner = self._check(request)
         queue: asyncio.Queue[Event] = asyncio.Queue()
         sink = Sink(queue, asyncio.get_running_loop())
-        runner.submit(request, sampler, sink)
         self.in_flight += 1
-        finished = False
+        lock = threading.Lock()
+        submitted = abandoned = finished = False
+
+        def submit() -> None:
+            nonlocal submitted
+            sampler = self._sampler_for(request.sampling)
+            with lock:
+                if abandoned:  # the caller is gone (cancelled while the chain was built)
+                    if sampler is not None:
+                        sampler.close()
+                    return
+                runner.submit(request, sampler, sink)
+                submitted = True
+
         try:
+            if request.sampling.grammar is None:
+                submit()  # a chain without a grammar takes microseconds
+            else:
+                # llama.cpp parses the grammar while building the chain: neither on the event loop
+                # nor on the engine thread, where it would stall every other request's step.
+                await anyio.to_thread.run_sync(submit)
             while True:
                 event = await queue.get()
                 if sink.consume():
@@ -206,8 +223,12 @@ class LoadedModel:
                     return
         finally:
             self.in_flight -= 1
-            if not finished:
-                runner.abort(request.id)
+            with lock:
+                # A cancelled task does not wait for the thread: whichever of the two comes
+                # second, it or this, sees the other and no request is left without a reader.
+                abandoned = True
+                if submitted and not finished:
+                    runner.abort(request.id)
 
     def close(self) -> None:
         """Blocking: stops the engine threads (cancelling what runs) and frees the model."""

@@ -1,4 +1,5 @@
-"""Grammars for constrained output, checked where a crash cannot take the server down.
+"""Grammars for constrained output: the JSON grammar, JSON Schemas turned into GBNF, and a
+check that runs where a crash cannot take the server down.
 
 llama.cpp parses GBNF by recursive descent: a grammar nested deep enough overflows the C
 stack and the process dies with SIGSEGV (a JSON schema's ``maxLength: 20000`` becomes 20000
@@ -14,6 +15,7 @@ nested groups). Two guards keep that from ever reaching the server's own llama.c
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import multiprocessing
 import threading
@@ -24,6 +26,37 @@ from concurrent.futures.process import BrokenProcessPool
 from ..errors import InvalidRequest
 
 log = logging.getLogger("cllm.engine")
+
+# llama.cpp's grammars/json.gbnf: an object at the root, and whitespace bounded so a model cannot
+# run away in newlines (Ollama's own copy allows unbounded whitespace, a known source of hangs).
+JSON_GRAMMAR = r"""
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+
+object ::=
+  "{" ws (
+            string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+
+array  ::=
+  "[" ws (
+            value
+    ("," ws value)*
+  )? "]" ws
+
+string ::=
+  "\"" (
+    [^"\\\x7F\x00-\x1F] |
+    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
+  )* "\"" ws
+
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+
+# Optional space: by convention, applied in this grammar after literal chars when allowed
+ws ::= | " " | "\n" [ \t]{0,20}
+"""
+
 
 # Nested groups llama.cpp's parser takes safely: it overflowed an 8 MiB stack between 10,000
 # and 20,000 levels on x86-64; threads and other platforms may have less.
@@ -109,3 +142,19 @@ class GrammarChecker:
             if self._executor is not None:
                 self._executor.shutdown(wait=True, cancel_futures=True)
                 self._executor = None
+
+
+@functools.lru_cache(maxsize=64)
+def json_schema_grammar(schema_json: str) -> str:
+    """GBNF for a JSON Schema (given as JSON text), by llama-cpp-python's pure-Python converter.
+
+    Can take a while for a big schema: call it off the event loop. Cached, as clients tend to
+    send the same schema on every request.
+    """
+    # Imported here: the llama_cpp package loads the compiled library on import.
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        return json_schema_to_gbnf(schema_json)
+    except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise InvalidRequest(f"invalid JSON schema in format: {exc}") from exc

@@ -12,9 +12,9 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio.to_thread
 
@@ -38,16 +38,44 @@ class LoadRequest:
     embedding_only: bool = False
 
 
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """The pool's time: wall-clock seconds (``expires_at``, shown by /api/ps), a monotonic
+    clock (LRU order) and timers (keep_alive). Tests pass a fake one that they move by hand."""
+
+    def time(self) -> float: ...
+
+    def monotonic(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
+
+
+class SystemClock:
+    """Real time, and timers on the running event loop."""
+
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        return asyncio.get_running_loop().call_later(delay, callback)
+
+
 @dataclass(eq=False)
 class Entry:
     name: str
     digest: str
     model: LoadedModel
+    last_used: float  # monotonic seconds
     refs: int = 0
     keep_alive: float = 300.0
     expires_at: float = math.inf  # wall-clock seconds
-    last_used: float = field(default_factory=time.monotonic)
-    timer: asyncio.TimerHandle | None = None
+    timer: Timer | None = None
     draining: bool = False  # a reload waits for it to go idle
 
 
@@ -71,6 +99,7 @@ class ModelPool:
         max_prefill: int = 0,
         loader: Loader = LoadedModel,
         grammars: GrammarChecker | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._defaults = LoadSpec(
             path=Path(),
@@ -85,6 +114,7 @@ class ModelPool:
         self._max_queue = max_queue
         self.default_keep_alive = default_keep_alive
         self._loader = loader
+        self._clock = clock or SystemClock()
         # Output grammars are parsed in a child process first; the pool owns that process.
         self.grammars = grammars or GrammarChecker()
         self._entries: dict[Path, Entry] = {}
@@ -154,16 +184,16 @@ class ModelPool:
             if entry is None:
                 await self._make_room()
                 spec = self._spec_for(req, current)
-                t0 = time.monotonic()
+                t0 = time.perf_counter()
                 model = await anyio.to_thread.run_sync(self._loader, spec, self._max_queue)
                 log.info(
                     "loaded %s in %.1fs: %d slots x %d tokens of context",
                     req.name,
-                    time.monotonic() - t0,
+                    time.perf_counter() - t0,
                     spec.n_slots,
                     model.n_ctx_slot,
                 )
-                entry = Entry(name=req.name, digest=req.digest, model=model)
+                entry = Entry(name=req.name, digest=req.digest, model=model, last_used=self._clock.monotonic())
                 self._entries[req.path] = entry
             return self._hold(entry, req, keep_alive)
 
@@ -171,7 +201,7 @@ class ModelPool:
         entry.refs += 1
         entry.name = req.name
         entry.keep_alive = self.default_keep_alive if keep_alive is None else keep_alive
-        entry.expires_at = time.time() + entry.keep_alive
+        entry.expires_at = self._clock.time() + entry.keep_alive
         if entry.timer is not None:
             entry.timer.cancel()
             entry.timer = None
@@ -179,15 +209,13 @@ class ModelPool:
 
     def release(self, entry: Entry) -> None:
         entry.refs -= 1
-        entry.last_used = time.monotonic()
+        entry.last_used = self._clock.monotonic()
         if entry.refs == 0:
-            entry.expires_at = time.time() + entry.keep_alive
+            entry.expires_at = self._clock.time() + entry.keep_alive
             if entry.keep_alive <= 0:
                 self._spawn(self._expire(entry))
             elif math.isfinite(entry.keep_alive):
-                entry.timer = asyncio.get_running_loop().call_later(
-                    entry.keep_alive, lambda: self._spawn(self._expire(entry))
-                )
+                entry.timer = self._clock.call_later(entry.keep_alive, lambda: self._spawn(self._expire(entry)))
         self._spawn(self._notify())
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -210,7 +238,7 @@ class ModelPool:
         if entry is None:
             return
         entry.keep_alive = 0
-        entry.expires_at = time.time()
+        entry.expires_at = self._clock.time()
         if entry.refs == 0:
             await self._expire(entry)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from cllm_ollama.api.inference import chat_prompt
+from cllm_ollama.api.prompt import chat_prompt
 from cllm_ollama.testing.ggufs import qwen3_chat_template
 
 MODEL: Any = SimpleNamespace(info=SimpleNamespace(chat_template=qwen3_chat_template()), has=lambda cap: False)

@@ -172,3 +172,56 @@ def test_non_streaming_client_that_leaves_frees_its_slot(settings: Settings) -> 
         runner = _runner(app)
         _wait_until(lambda: not runner.scheduler.running_ids())
         assert runner.times.steps < 16000  # stopped when the client left, not at the context's end
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]}),
+        ("/v1/completions", {"prompt": "Hi"}),
+        ("/v1/responses", {"input": "Hi"}),
+    ],
+)
+def test_a_v1_client_that_leaves_mid_stream_frees_its_slot_at_once(
+    settings: Settings, path: str, body: dict[str, object]
+) -> None:
+    app = create_app(replace(settings, num_parallel=1, context_length=32768))
+    endless = {"model": ENDLESS, "stream": True, "temperature": 0, "max_tokens": 100000} | body
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+        with http.stream("POST", path, json=endless) as r:
+            lines = r.iter_lines()
+            assert next(lines).startswith(("data: ", "event: "))
+            runner = _runner(app)
+            assert runner.scheduler.running_ids()
+        left = time.monotonic()
+        _wait_until(lambda: not runner.scheduler.running_ids(), timeout=5)
+        freed = time.monotonic() - left
+        (entry,) = app.state.pool.running()
+        _wait_until(lambda: entry.refs == 0 and entry.model.in_flight == 0, timeout=5)
+        print(f"{path}: slot freed {freed * 1000:.0f} ms after the client left")
+        assert freed < 2  # at once: a step or two, not when a garbage collector gets to it
+
+
+def test_an_engine_thread_killed_on_purpose_is_reported_and_reloaded_by_the_next_request(settings: Settings) -> None:
+    app = create_app(replace(settings, num_parallel=1, context_length=32768))
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=60) as http:
+        with http.stream("POST", "/api/generate", json=LONG) as r:
+            lines = r.iter_lines()
+            assert not json.loads(next(lines))["done"]
+            runner = _runner(app)
+
+            def killed(*args: object) -> None:
+                raise RuntimeError("killed on purpose")
+
+            # The step fails, and so does the recovery: the engine thread stops for good.
+            runner.ctx.decode = killed  # type: ignore[method-assign]
+            runner.ctx.clear = killed  # type: ignore[method-assign]
+            last = json.loads(list(lines)[-1])
+        assert last == {"error": "the model's engine stopped (RuntimeError: killed on purpose)"}
+        runner._thread.join(10)
+        assert not runner._thread.is_alive() and runner.dead == "RuntimeError: killed on purpose"
+        out = http.post(
+            "/api/generate", json={"model": ENDLESS, "prompt": "Hi", "raw": True, "stream": False} | {"options": GREEDY}
+        )
+        assert out.status_code == 200 and out.json()["eval_count"] == 16
+        assert _runner(app) is not runner  # loaded again, with a new engine thread

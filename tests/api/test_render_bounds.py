@@ -21,7 +21,7 @@ from serving import serve_in_thread
 from starlette.testclient import TestClient
 
 from cllm_ollama.api import template_workers
-from cllm_ollama.api.inference import chat_prompt
+from cllm_ollama.api.prompt import chat_prompt
 from cllm_ollama.api.render_budget import PromptTooLong, RenderBudget, RenderTimeout
 from cllm_ollama.api.template import render_chat
 from cllm_ollama.api.template_workers import POOL, RenderSession

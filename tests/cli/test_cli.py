@@ -216,6 +216,7 @@ def test_human_duration() -> None:
     assert [human_duration(s) for s in (0.4, 9, 65, 3725)] == ["0s", "9s", "1m5s", "1h2m"]
 
 
+@pytest.mark.model  # `cllm run` generates: the model is loaded through llama.cpp
 def test_run_and_ps_through_a_running_server(server: dict[str, str], workdir: Path) -> None:
     assert_ok(run(server, "create", "tiny", cwd=workdir))
     assert_ok(run(server, "run", "tiny", "--no-think", "Hello", "there"))

@@ -1,8 +1,11 @@
-"""The model pool's reload policy, with a fake loader (no llama.cpp)."""
+"""The model pool with a fake loader and a fake clock: reloads, keep_alive and LRU eviction,
+with no llama.cpp and no real waiting."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +28,43 @@ class FakeModel:
         self.closed = True
 
 
-def make_pool(loads: list[LoadSpec]) -> ModelPool:
+@dataclass
+class FakeTimer:
+    due: float
+    callback: Callable[[], None]
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock:
+    """Time stands still until ``advance`` moves it; then the timers that came due fire."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+        self.timers: list[FakeTimer] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> FakeTimer:
+        timer = FakeTimer(self.now + delay, callback)
+        self.timers.append(timer)
+        return timer
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        due = [t for t in self.timers if t.due <= self.now and not t.cancelled]
+        self.timers = [t for t in self.timers if t not in due and not t.cancelled]
+        for timer in due:
+            timer.callback()
+
+
+def make_pool(loads: list[LoadSpec], clock: FakeClock | None = None, max_loaded: int = 2) -> ModelPool:
     def loader(spec: LoadSpec, max_queue: int) -> FakeModel:
         loads.append(spec)
         return FakeModel(spec)
@@ -35,15 +74,26 @@ def make_pool(loads: list[LoadSpec]) -> ModelPool:
         context_length=512,
         num_batch=512,
         num_thread=2,
-        max_loaded=2,
+        max_loaded=max_loaded,
         max_queue=8,
         default_keep_alive=300,
         loader=loader,  # type: ignore[arg-type]
+        clock=clock,
     )
 
 
-def request(**options: int) -> LoadRequest:
-    return LoadRequest(path=Path("/m.gguf"), name="m", digest="d", **options)  # type: ignore[arg-type]
+def request(path: str = "/m.gguf", **options: int) -> LoadRequest:
+    return LoadRequest(path=Path(path), name=Path(path).stem, digest="d", **options)  # type: ignore[arg-type]
+
+
+async def settle(pool: ModelPool) -> None:
+    """Wait for the work the pool started (expiry, notifications) to end."""
+    while pool._tasks:
+        await asyncio.gather(*pool._tasks)
+
+
+def loaded(pool: ModelPool) -> list[str]:
+    return sorted(e.name for e in pool.running())
 
 
 def test_a_clients_batch_or_thread_setting_never_reloads_or_shrinks_the_batch() -> None:
@@ -98,6 +148,80 @@ def test_a_model_whose_engine_died_is_loaded_again_by_the_next_request() -> None
         again = await pool.acquire(request(), None)
         assert len(loads) == 2 and again is not entry and entry.model.closed  # type: ignore[attr-defined]
         pool.release(again)
+        await pool.close()
+
+    asyncio.run(run())
+
+
+def test_keep_alive_expiry_unloads_when_the_time_is_up_and_a_new_request_stops_the_timer() -> None:
+    clock = FakeClock()
+
+    async def run() -> None:
+        pool = make_pool([], clock)
+        entry = await pool.acquire(request(), 60)
+        assert entry.expires_at == clock.now + 60
+        clock.advance(3600)  # in use: no timer runs while a request holds it
+        await settle(pool)
+        assert loaded(pool) == ["m"]
+        pool.release(entry)
+        assert entry.expires_at == clock.now + 60
+        clock.advance(59)
+        await settle(pool)
+        assert loaded(pool) == ["m"]
+        again = await pool.acquire(request(), 60)  # used again before expiry: the timer is cancelled
+        assert again is entry and not any(not t.cancelled for t in clock.timers)
+        pool.release(again)
+        clock.advance(59)
+        await settle(pool)
+        assert loaded(pool) == ["m"]
+        clock.advance(1)
+        await settle(pool)
+        assert loaded(pool) == [] and entry.model.closed  # type: ignore[attr-defined]
+        await pool.close()
+
+    asyncio.run(run())
+
+
+def test_keep_alive_zero_unloads_at_release_and_negative_never_expires() -> None:
+    clock = FakeClock()
+
+    async def run() -> None:
+        pool = make_pool([], clock)
+        pool.release(await pool.acquire(request("/a.gguf"), 0))
+        await settle(pool)
+        assert loaded(pool) == []
+        forever = await pool.acquire(request("/b.gguf"), math.inf)
+        pool.release(forever)
+        assert forever.expires_at == math.inf and forever.timer is None
+        clock.advance(10**9)
+        await settle(pool)
+        assert loaded(pool) == ["b"]
+        await pool.close()
+
+    asyncio.run(run())
+
+
+def test_the_least_recently_used_idle_model_is_evicted_beyond_max_loaded() -> None:
+    clock = FakeClock()
+    loads: list[LoadSpec] = []
+
+    async def run() -> None:
+        pool = make_pool(loads, clock, max_loaded=2)
+        a = await pool.acquire(request("/a.gguf"), None)
+        b = await pool.acquire(request("/b.gguf"), None)
+        pool.release(b)
+        clock.advance(1)
+        pool.release(a)  # a was used last
+        await pool.acquire(request("/c.gguf"), None)
+        assert loaded(pool) == ["a", "c"] and b.model.closed  # type: ignore[attr-defined]
+        # Every loaded model busy: a new one waits for one to be released, then takes its place.
+        a2 = await pool.acquire(request("/a.gguf"), None)
+        waiting = asyncio.ensure_future(pool.acquire(request("/d.gguf"), None))
+        await asyncio.sleep(0.01)
+        assert not waiting.done() and loaded(pool) == ["a", "c"]
+        pool.release(a2)
+        d = await asyncio.wait_for(waiting, 5)
+        assert loaded(pool) == ["c", "d"] and d.refs == 1 and len(loads) == 4
         await pool.close()
 
     asyncio.run(run())

@@ -1,0 +1,84 @@
+"""A generation endpoint is a translation: decode the dialect's request into a native one, run
+the shared lifecycle, encode its chunks in the dialect's shapes. What lies between (the model,
+the prompt, the engine, giving everything back, disconnects, errors) is the same for every one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .encoders import Framing, JSONResponse
+from .errors import Dialect, Handler, read_json
+from .lifecycle import Chunk, Generation, collect
+from .streaming import StreamResponse, until_disconnect
+
+
+class Encoder(Protocol):
+    """One response's output in a dialect's shapes."""
+
+    def whole(self, final: Chunk) -> dict[str, Any]:
+        """``stream: false``: the one response object, from the final chunk carrying everything."""
+        ...
+
+    def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
+        """The streamed objects (or events), from the chunks as they come.
+
+        Nothing may come before the first chunk: until then an error keeps its HTTP status.
+        """
+        ...
+
+
+class EachChunk:
+    """Ollama's encoding: every chunk becomes one object, and ``stream: false`` is the final one."""
+
+    def __init__(self, encode: Callable[[Chunk], dict[str, Any]]) -> None:
+        self.whole = encode
+
+    async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
+        async for chunk in chunks:
+            yield self.whole(chunk)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A dialect's request, decoded: the native body (as /api/generate or /api/chat read it),
+    whether to stream, and how to encode the output once the generation exists."""
+
+    native: dict[str, Any]
+    stream: bool
+    encoder: Callable[[Generation], Encoder]
+
+
+# Validates a native body and prepares its generation, or answers a load/unload call (its reason).
+Start = Callable[[Request, dict[str, Any], int], Awaitable[Generation | str]]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    dialect: Dialect  # its error boundary
+    decode: Callable[[dict[str, Any]], Decoded]
+    start: Start
+    framing: Callable[[], Framing]
+    loaded: Callable[[Decoded, str], Response]  # the answer to a load or unload call
+
+    def handler(self) -> Handler:
+        return self.dialect.boundary(self._serve)
+
+    async def _serve(self, request: Request) -> Response:
+        t_start = time.perf_counter_ns()
+        decoded = self.decode(await read_json(request))
+        gen = await self.start(request, decoded.native, t_start)
+        if isinstance(gen, str):
+            return self.loaded(decoded, gen)
+        encoder = decoded.encoder(gen)
+        chunks = gen.chunks()
+        if not decoded.stream:
+            return JSONResponse(encoder.whole(await until_disconnect(request, collect(chunks))))
+        objects = encoder.stream(chunks)
+        return await StreamResponse(self.framing(), objects, chunks).start(request)

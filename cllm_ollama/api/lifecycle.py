@@ -1,0 +1,186 @@
+"""One generation's life, from admission to the last byte: ``Generation.chunks()``.
+
+It takes the model lease from the pool, renders and fits the prompt, compiles the format's
+grammar off the event loop, builds the engine request once, turns the engine's events into
+output chunks, and gives everything back in one place however it ends: done, an error, the
+client gone, or cancelled. Dialects never see the engine: they decode a request into a
+``Generation`` and encode its chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from ..engine.client import LoadedModel, fit_prompt
+from ..engine.pool import Entry, ModelPool
+from ..engine.request import FinishReason, Stats
+from ..engine.request import Request as EngineRequest
+from ..errors import CllmError, EngineError, RequestCanceled
+from .fields import SharedFields
+from .formats import JSON_GRAMMAR, grammar_for_format
+from .options import RequestOptions
+from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template
+from .prompt import Renderer, render_prompt
+from .resolve import ResolvedModel, load_request, naming_the_model
+from .shapes import logprob_json
+
+log = logging.getLogger("cllm.api")
+
+
+@dataclass
+class Chunk:
+    """A piece of output, or (``done``) the end with why and how long."""
+
+    delta: Delta = field(default_factory=Delta)
+    done: bool = False
+    done_reason: str = ""
+    stats: Stats | None = None
+    # Log probabilities of the tokens behind this chunk, in the wire shape Ollama and OpenAI share.
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def lease(
+    pool: ModelPool, model: ResolvedModel, options: RequestOptions, keep_alive: float | None
+) -> AsyncIterator[Entry]:
+    """The model loaded as ``options`` ask, held until the block ends.
+
+    A load cannot be interrupted: if the waiting task is cancelled (its client left), the load
+    goes on and the model is given back as soon as it is held.
+    """
+    with naming_the_model(model):
+        acquiring = asyncio.ensure_future(pool.acquire(load_request(model, options), keep_alive))
+        try:
+            entry = await asyncio.shield(acquiring)
+        except asyncio.CancelledError:
+
+            def give_back(task: asyncio.Task[Entry]) -> None:
+                if not task.cancelled() and task.exception() is None:
+                    pool.release(task.result())
+
+            acquiring.add_done_callback(give_back)
+            raise
+    try:
+        yield entry
+    finally:
+        pool.release(entry)
+
+
+async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | None, options: RequestOptions) -> str:
+    """Ollama's empty-prompt calls: ``keep_alive`` 0 unloads, anything else loads."""
+    if keep_alive == 0:
+        assert model.record.model_path is not None
+        await pool.unload(model.record.model_path)
+        return "unload"
+    async with lease(pool, model, options, keep_alive):
+        return "load"
+
+
+@dataclass
+class Generation:
+    """One decoded request, ready to run: ``chunks()`` runs it, once."""
+
+    http: Request
+    model: ResolvedModel
+    options: RequestOptions
+    fields: SharedFields
+    render: Renderer
+    thinking: bool
+    tools: bool
+    t_start: int
+    # Filled in as it runs, for the encoder of the final chunk.
+    load_ns: int = 0
+    request: EngineRequest | None = None
+    generated: list[int] = field(default_factory=list)
+
+    async def chunks(self) -> AsyncGenerator[Chunk, None]:
+        """Output chunks until the final one (``done``); the model is held exactly as long."""
+        pool: ModelPool = self.http.app.state.pool
+        t0 = time.perf_counter_ns()
+        async with lease(pool, self.model, self.options, self.fields.keep_alive) as entry:
+            self.load_ns = time.perf_counter_ns() - t0
+            loaded = entry.model
+            request, parser = await self._admit(pool, loaded)
+            self.request = request
+            logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
+            async with aclosing(loaded.generate(request)) as events:
+                async for event in events:
+                    if event.error is not None:
+                        raise EngineError(event.error)
+                    self.generated.extend(event.tokens)
+                    if event.logprob is not None:
+                        logprobs.append(logprob_json(loaded.token_piece, event.logprob, request.logprobs > 0))
+                    delta = parser.feed(event.text) if event.text else Delta()
+                    if event.finish is None:
+                        if delta:
+                            yield Chunk(delta, logprobs=logprobs)
+                            logprobs = []
+                        continue
+                    delta.add(parser.finish())
+                    if delta or logprobs:
+                        yield Chunk(delta, logprobs=logprobs)
+                    if event.finish is FinishReason.CANCELED:
+                        raise RequestCanceled()
+                    yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats)
+                    return
+
+    async def _admit(self, pool: ModelPool, loaded: LoadedModel) -> tuple[EngineRequest, OutputParser]:
+        """Everything before the first token: the prompt, fitted; the grammar; the engine request."""
+        options, truncate = self.options, self.fields.truncate
+        # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
+        limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
+        rendered = await render_prompt(self.http, self.render, loaded, limit if truncate else None)
+        tokens = fit_prompt(
+            rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
+        )
+        if len(tokens) < len(rendered.tokens):
+            # Ollama's runner warning, with its fields: the only trace of a silent cut.
+            log.warning(
+                "truncating input prompt limit=%d prompt=%d keep=%d new=%d",
+                limit,
+                len(rendered.tokens),
+                options.num_keep,
+                len(tokens),
+            )
+        grammar = await run_in_threadpool(grammar_for_format, self.fields.format)
+        if grammar is not None and grammar is not JSON_GRAMMAR:
+            await pool.grammars.check(grammar)
+        request = EngineRequest(
+            prompt=tuple(tokens),
+            sampling=replace(options.sampling_within(limit), grammar=grammar),
+            num_predict=options.num_predict,
+            stop=options.stop,
+            num_ctx=limit,
+            arrival_ns=self.t_start,
+            logprobs=self.fields.logprobs,
+        )
+        parser = OutputParser(
+            thinking=self.thinking,
+            tools=self.tools,
+            start_in_thinking=self.thinking and prompt_opens_thinking(rendered.text),
+            tool_format=tool_format_for_template(self.model.info.chat_template),
+        )
+        return request, parser
+
+
+async def collect(chunks: AsyncGenerator[Chunk, None]) -> Chunk:
+    """stream:false: the final chunk carrying the whole output (text joined, calls gathered)."""
+    whole = Delta()
+    logprobs: list[dict[str, Any]] = []
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            whole.add(chunk.delta)
+            logprobs += chunk.logprobs
+            if chunk.done:
+                chunk.delta, chunk.logprobs = whole, logprobs
+                return chunk
+    raise CllmError("generation ended without a result")

@@ -1,0 +1,186 @@
+"""Prompts: a conversation rendered with the model's chat template (or a Go template), fitted to
+the context by dropping old turns, under a time and size budget, in a thread of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+
+from ..engine.client import LoadedModel
+from ..errors import RequestCanceled
+from . import template_workers
+from .gotemplate import render_go_template
+from .render_budget import PromptTooLong, RenderBudget
+from .resolve import ResolvedModel
+from .template import CHATML_TEMPLATE
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A prompt as text (to see how it ends) and as the tokens to evaluate."""
+
+    tokens: list[int]
+    text: str = ""
+
+
+# Renders a prompt for a loaded model; given a token limit, it may drop old turns to fit it.
+# A budget bounds its time and size (a default one if none is given).
+Renderer = Callable[[LoadedModel, int | None, RenderBudget | None], Rendered]
+
+
+# One limiter per event loop (tests run several): anyio's are bound to the loop that uses them.
+_render_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def render_prompt(request: Request, render: Renderer, loaded: LoadedModel, limit: int | None) -> Rendered:
+    """Run ``render`` under the render timeout. If cancelled (the client left), stop it, and
+    wait until it has stopped if it had begun: it uses ``loaded``, which its caller holds only
+    until this returns.
+
+    Renders take turns on threads of their own, as many as there are render workers: a flood of
+    templates that run to their timeout waits here instead of taking the threads every other
+    endpoint needs.
+    """
+    loop = asyncio.get_running_loop()
+    limiter = _render_limiters.get(loop)
+    if limiter is None:
+        limiter = _render_limiters[loop] = anyio.CapacityLimiter(template_workers.WORKERS)
+    budget_s = request.app.state.settings.render_timeout
+    cancel, began = threading.Event(), threading.Event()
+    ended = asyncio.Event()
+
+    def work() -> Rendered:
+        began.set()
+        try:
+            if cancel.is_set():  # cancelled before it began: never touch the model
+                raise RequestCanceled()
+            return render(loaded, limit, RenderBudget(budget_s, cancel=cancel))
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                loop.call_soon_threadsafe(ended.set)
+
+    try:
+        return await anyio.to_thread.run_sync(work, limiter=limiter)
+    except asyncio.CancelledError:
+        # NOTE: set before looking at ``began``, which ``work`` sets before looking at ``cancel``:
+        # either it sees the cancel, or it is waited for.
+        cancel.set()
+        if began.is_set():
+            await ended.wait()
+        raise
+
+
+def chat_prompt(
+    model: ResolvedModel,
+    messages: list[dict[str, Any]],
+    *,
+    thinking: bool,
+    tools: list[dict[str, Any]] | None = None,
+    go_template: str | None = None,
+) -> Renderer:
+    """Render the prompt with the GGUF's own Jinja chat template, as Ollama's llama-server mode does.
+
+    A Go template (a request's ``template``, or a model's template layer when its GGUF has no
+    chat template) is rendered by our subset of Go's text/template instead. Over the limit, the
+    oldest turns go first, keeping system messages and the last message, as Ollama's chatPrompt
+    does; what still does not fit is cut at the token level later.
+    """
+    jinja = model.info.chat_template
+    if go_template is None and not jinja and model.record.template:
+        go_template = model.record.template
+
+    # The order turns are dropped in: oldest first, never a system message or the last message.
+    droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]
+
+    @contextmanager
+    def text_renderer(loaded: LoadedModel, budget: RenderBudget) -> Iterator[Callable[[list[int] | None], str]]:
+        """Renders the messages at the given indexes (all if None) under ``budget``."""
+        if go_template is not None:
+            template = go_template
+
+            def render_go(keep: list[int] | None) -> str:
+                kept = messages if keep is None else [messages[i] for i in keep]
+                return render_go_template(template, _go_data(kept, tools, thinking), budget)
+
+            yield render_go
+            return
+        with template_workers.POOL.session(
+            jinja or CHATML_TEMPLATE,
+            messages,
+            budget,
+            tools=tools,
+            enable_thinking=thinking if model.has("thinking") else None,
+            bos_token=loaded.bos_text,
+            eos_token=loaded.eos_text,
+        ) as session:
+            yield session.render
+
+    def render(loaded: LoadedModel, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
+        budget = budget or RenderBudget()
+        # Go templates do not write BOS: the tokenizer adds it.
+        add_bos = go_template is not None
+        with text_renderer(loaded, budget) as render_text:
+            tried: dict[int, Rendered | None] = {}
+
+            def without_oldest(n: int) -> Rendered | None:
+                """The prompt without the ``n`` oldest droppable turns; None if it does not fit
+                ``limit`` and dropping more could still help."""
+                gone = set(droppable[:n])
+                last_resort = limit is None or n == len(droppable)
+                try:
+                    text = render_text([i for i in range(len(messages)) if i not in gone] if n else None)
+                except PromptTooLong:
+                    if last_resort:
+                        raise
+                    tried[n] = None
+                    return None
+                tokens = loaded.tokenize(text, add_special=add_bos)
+                fits = limit is None or len(tokens) < limit
+                tried[n] = Rendered(tokens, text) if fits or last_resort else None
+                return tried[n]
+
+            if (whole := without_oldest(0)) is not None:
+                return whole
+            # A turn less never makes the prompt longer, so the fewest turns to drop are found by
+            # bisection: O(log n) renders of the conversation, where dropping one at a time was O(n).
+            low, high = 1, len(droppable)
+            while low < high:
+                mid = (low + high) // 2
+                if without_oldest(mid) is None:
+                    low = mid + 1
+                else:
+                    high = mid
+            rendered = tried.get(low) or without_oldest(low)
+            assert rendered is not None  # with every droppable turn gone, there is nothing left to try
+            return rendered
+
+    return render
+
+
+def _go_data(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool) -> dict[str, Any]:
+    """What Ollama's templates see: .System, .Prompt, .Response, .Messages (.Role, .Content), .Tools."""
+    system = "\n\n".join(m.get("content", "") for m in messages if m.get("role") == "system")
+    last_user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+    go_messages = [
+        {"Role": m.get("role", ""), "Content": m.get("content", ""), "Thinking": m.get("thinking", "")}
+        for m in messages
+    ]
+    return {
+        "System": system,
+        "Prompt": last_user,
+        "Response": "",
+        "Messages": go_messages,
+        "Tools": tools,
+        "Think": thinking,
+    }

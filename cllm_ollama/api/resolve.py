@@ -1,0 +1,78 @@
+"""Which model a request means: its name resolved in the store, the GGUF's facts, what loading it takes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from starlette.concurrency import run_in_threadpool
+
+from ..engine.pool import LoadRequest
+from ..errors import CllmError, EngineError, InvalidRequest, NotFound
+from ..store.gguf_info import GGUFInfo, gguf_info
+from ..store.names import parse_name
+from ..store.store import ModelRecord, ModelStore
+from .options import RequestOptions
+
+log = logging.getLogger("cllm.api")
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    record: ModelRecord
+    info: GGUFInfo
+    capabilities: tuple[str, ...]
+
+    @property
+    def full_name(self) -> str:
+        return str(self.record.name)
+
+    def has(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+
+async def resolve_model(store: ModelStore, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
+    """Find a model as Ollama's handlers do: empty name, bad syntax, then not found."""
+    if not name:
+        raise CllmError(empty_message, empty_status)
+    parse_name(name)  # raises "invalid model name"
+    try:
+        record = await run_in_threadpool(store.get, name)
+    except NotFound:
+        raise NotFound(f"model '{name}' not found") from None
+    if record.model_path is None:
+        raise InvalidRequest(f"model '{name}' has no GGUF weights")
+    info = await run_in_threadpool(gguf_info, record.model_path)
+    if info.problems:
+        raise EngineError(f"model '{name}' cannot be loaded: {'; '.join(info.problems)}")
+    return ResolvedModel(record, info, tuple(record.capabilities))
+
+
+def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
+    assert model.record.model_path is not None
+    return LoadRequest(
+        path=model.record.model_path,
+        name=model.record.short_name,
+        digest=model.record.digest,
+        num_ctx=options.num_ctx,
+        num_batch=options.num_batch,
+        num_gpu=options.num_gpu,
+        num_thread=options.num_thread,
+        embedding_only=model.info.is_embedding,
+    )
+
+
+@contextmanager
+def naming_the_model(model: ResolvedModel) -> Iterator[None]:
+    """Errors from loading name the model, not its file: the server's paths go to the log only."""
+    try:
+        yield
+    except CllmError as exc:
+        path = model.record.model_path
+        file = next((f for f in (str(path), getattr(path, "name", None)) if f and f in exc.message), None)
+        if file is None:
+            raise
+        log.error("loading %s (%s) failed: %s", model.full_name, path, exc.message)
+        raise CllmError(exc.message.replace(file, model.record.short_name), exc.status_code) from exc

@@ -1,0 +1,168 @@
+"""Every dialect maps a failure the same way before and after the first byte, over an engine
+that plays a script (no llama.cpp): a status and the dialect's error body before it, the
+stream's last words and a clean end after it, whatever the exception."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.engine.client import LoadSpec
+from cllm_ollama.engine.pool import ModelPool
+from cllm_ollama.engine.request import Event, FinishReason, Request, Stats
+
+MODEL = "tiny"  # installed by conftest.settings
+
+
+@dataclass
+class ScriptedModel:
+    """A loaded model without weights: ``generate`` emits ``script``'s texts, raising its exceptions."""
+
+    spec: LoadSpec
+    script: list[str | BaseException]
+    n_ctx_slot: int = 256
+    n_ctx_train: int = 256
+    size_bytes: int = 0
+    size_vram: int = 0
+    bos_text: str = ""
+    eos_text: str = ""
+    dead: str | None = None
+    running: set[int] = field(default_factory=set)
+
+    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
+        return [ord(c) % 100 + 1 for c in text] or [1]
+
+    def token_piece(self, token: int) -> bytes:
+        return b"x"
+
+    async def generate(self, request: Request) -> AsyncIterator[Event]:
+        self.running.add(request.id)
+        try:
+            for step in self.script:
+                if isinstance(step, BaseException):
+                    raise step
+                yield Event(request.id, step, (7,))
+            stats = Stats(len(request.prompt), 0, 1, len(self.script), 1)
+            yield Event(request.id, "", (), FinishReason.STOP, stats)
+        finally:
+            self.running.discard(request.id)
+
+    def close(self) -> None:
+        pass
+
+
+class Boom(Exception):
+    """Not a CllmError: a bug, as the boundary sees it."""
+
+
+@pytest.fixture
+def scripted(settings: Settings) -> Iterator[tuple[TestClient, list[str | BaseException], list[ScriptedModel]]]:
+    script: list[str | BaseException] = []
+    models: list[ScriptedModel] = []
+
+    def load(spec: LoadSpec, max_queue: int) -> ScriptedModel:
+        models.append(ScriptedModel(spec, script))
+        return models[-1]
+
+    app = create_app(settings)
+    with TestClient(app, base_url="http://localhost", raise_server_exceptions=False) as client:
+        app.state.pool = ModelPool(
+            num_parallel=2,
+            context_length=256,
+            num_batch=64,
+            num_thread=1,
+            max_loaded=1,
+            max_queue=4,
+            default_keep_alive=300,
+            loader=load,  # type: ignore[arg-type]
+        )
+        yield client, script, models
+
+
+CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "think": False}
+OPENAI_CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "reasoning_effort": "none"}
+ENDPOINTS = {
+    "/api/generate": {"model": MODEL, "prompt": "Hi", "raw": True},
+    "/api/chat": CHAT,
+    "/v1/chat/completions": OPENAI_CHAT | {"stream": True},
+    "/v1/completions": {"model": MODEL, "prompt": "Hi", "stream": True},
+    "/v1/responses": {"model": MODEL, "input": "Hi", "reasoning": {"effort": "none"}, "stream": True},
+}
+OLLAMA_ERROR = {"error": "internal error: kaboom"}
+OPENAI_ERROR = {"error": {"message": "internal error: kaboom", "type": "api_error", "param": None, "code": None}}
+
+
+def frames(path: str, text: str) -> list[Any]:
+    """The objects of a stream in its framing; ``"[DONE]"`` where SSE says so."""
+    if path.startswith("/api/"):
+        return [json.loads(line) for line in text.splitlines()]
+    out: list[Any] = []
+    for block in filter(None, text.split("\n\n")):
+        data = block.split("data: ", 1)[1]
+        out.append("[DONE]" if data == "[DONE]" else json.loads(data))
+    return out
+
+
+@pytest.mark.parametrize("path", list(ENDPOINTS))
+def test_a_non_cllm_exception_mid_stream_ends_it_with_the_dialects_error(
+    scripted: tuple[TestClient, list[str | BaseException], list[ScriptedModel]], path: str
+) -> None:
+    client, script, models = scripted
+    script += ["Hello", " there", Boom("kaboom")]
+    r = client.post(path, json=ENDPOINTS[path])
+    assert r.status_code == 200
+    out = frames(path, r.text)
+    if path.startswith("/api/"):
+        assert out[-1] == OLLAMA_ERROR and len(out) >= 2 and all("error" not in o for o in out[:-1])
+    elif path == "/v1/responses":
+        assert out[-1] == {"type": "error", "sequence_number": len(out) - 1, "message": "internal error: kaboom"} | {
+            "code": None,
+            "param": None,
+        }
+        assert out[0]["type"] == "response.created" and all(o["type"] != "error" for o in out[:-1])
+    else:
+        assert out[-2:] == [OPENAI_ERROR, "[DONE]"] and len(out) >= 3
+    # Given back: no reference held, nothing left running.
+    assert [e.refs for e in client.app.state.pool.running()] == [0]  # type: ignore[attr-defined]
+    assert not models[0].running
+
+
+@pytest.mark.parametrize("path", list(ENDPOINTS))
+def test_the_same_exception_before_the_first_byte_is_a_500_in_the_dialects_shape(
+    scripted: tuple[TestClient, list[str | BaseException], list[ScriptedModel]], path: str
+) -> None:
+    client, script, _ = scripted
+    script.append(Boom("kaboom"))
+    r = client.post(path, json=ENDPOINTS[path])
+    assert r.status_code == 500
+    assert r.json() == (OLLAMA_ERROR if path.startswith("/api/") else OPENAI_ERROR)
+    assert [e.refs for e in client.app.state.pool.running()] == [0]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("path", list(ENDPOINTS))
+def test_a_whole_answer_is_the_same_500(
+    scripted: tuple[TestClient, list[str | BaseException], list[ScriptedModel]], path: str
+) -> None:
+    client, script, _ = scripted
+    script += ["Hello", Boom("kaboom")]
+    r = client.post(path, json=ENDPOINTS[path] | {"stream": False})
+    assert r.status_code == 500
+    assert r.json() == (OLLAMA_ERROR if path.startswith("/api/") else OPENAI_ERROR)
+
+
+def test_the_scripted_engine_answers_every_dialect(
+    scripted: tuple[TestClient, list[str | BaseException], list[ScriptedModel]],
+) -> None:
+    client, script, _ = scripted
+    script += ["Hello", " there"]
+    for path, body in ENDPOINTS.items():
+        r = client.post(path, json=body | {"stream": False})
+        assert r.status_code == 200, (path, r.text)
+        assert "Hello there" in r.text
