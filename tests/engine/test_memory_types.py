@@ -6,16 +6,16 @@ token; models whose memory cannot be cut recompute instead of sharing."""
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import llama_cpp
 import pytest
+from oracle import N, close, cold_tokens, drain, make_runner, submit, tokens_of
 
 from cllm_ollama.engine.binding import Model
-from cllm_ollama.engine.request import Event, Request, SamplingParams
-from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
+from cllm_ollama.engine.request import Request, SamplingParams
+from cllm_ollama.engine.runner import Runner
 from cllm_ollama.testing.ggufs import write_gemma3, write_jamba, write_mamba
 
 pytestmark = pytest.mark.model
@@ -28,7 +28,6 @@ SYSTEM = (
 )
 QUESTIONS = ["What is a slot?", "Why batch requests?", "How is the KV cache shared?", "What does prefill cost?"]
 OTHER = "An unrelated conversation, long enough " * 6
-N = 16
 WINDOW = 16  # gemma3's sliding window here: every prompt below is several windows long
 
 WRITERS: dict[str, Callable[..., Path]] = {"gemma3": write_gemma3, "mamba": write_mamba, "jamba": write_jamba}
@@ -52,46 +51,6 @@ def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
     llm = llama_cpp.Llama(str(gguf_path), n_ctx=512, n_threads=2, verbose=False, flash_attn=True)
     yield llm
     llm.close()
-
-
-def cold_tokens(llm: llama_cpp.Llama, prompt: tuple[int, ...], n: int = N) -> list[int]:
-    # Llama.generate reuses the prefix its last call left in memory even with reset=True;
-    # reset() first (which also clears a recurrent state) makes it a computation from nothing.
-    llm.reset()
-    out: list[int] = []
-    for token in llm.generate(list(prompt), temp=0.0, top_k=1, reset=True):
-        out.append(token)
-        if len(out) == n:
-            return out
-    return out
-
-
-def make_runner(path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256) -> Runner:
-    config = RunnerConfig(n_slots=n_slots, n_ctx_slot=n_ctx, n_batch=64, n_threads=2, cache_bytes=cache_mib << 20)
-    return Runner(Model(path), config)
-
-
-def close(runner: Runner) -> None:
-    runner.close()
-    runner.model.close()
-
-
-def submit(runner: Runner, request: Request) -> Sink:
-    sink = Sink(queue.SimpleQueue())
-    runner.submit(request, None, sink)
-    return sink
-
-
-def drain(sink: Sink) -> list[Event]:
-    events: list[Event] = []
-    while not events or events[-1].finish is None:
-        events.append(sink.queue.get(timeout=60))  # type: ignore[attr-defined]
-        sink.consumed += 1
-    return events
-
-
-def tokens_of(events: list[Event]) -> list[int]:
-    return [t for e in events for t in e.tokens]
 
 
 def shared_prompts(model: Model) -> list[tuple[int, ...]]:

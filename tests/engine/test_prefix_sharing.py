@@ -3,17 +3,16 @@ or computed once for several requests gives exactly the greedy tokens of a cold 
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp
 import pytest
+from oracle import N, close, cold_tokens, drain, make_runner, submit, tokens_of
 
 from cllm_ollama.engine import runner as runner_module
 from cllm_ollama.engine.binding import Model
-from cllm_ollama.engine.request import Event, Request, SamplingParams
-from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
+from cllm_ollama.engine.request import Request, SamplingParams
 from cllm_ollama.testing.ggufs import write_qwen3
 
 pytestmark = pytest.mark.model
@@ -25,7 +24,6 @@ SYSTEM = (
     "requests over llama.cpp; keep answers about that server precise."
 )
 QUESTIONS = ["What is a slot?", "Why batch requests?", "How is the KV cache shared?", "What does prefill cost?"]
-N = 16
 
 
 @pytest.fixture(scope="module")
@@ -41,44 +39,6 @@ def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
     llm = llama_cpp.Llama(str(gguf_path), n_ctx=512, n_threads=2, verbose=False, flash_attn=True)
     yield llm
     llm.close()
-
-
-def cold_tokens(llm: llama_cpp.Llama, prompt: tuple[int, ...], n: int = N) -> list[int]:
-    llm.reset()  # generate(reset=True) alone reuses the prefix its last call left behind
-    out: list[int] = []
-    for token in llm.generate(list(prompt), temp=0.0, top_k=1, reset=True):
-        out.append(token)
-        if len(out) == n:
-            return out
-    return out
-
-
-def make_runner(path: Path, n_slots: int, cache_mib: int = 64) -> Runner:
-    config = RunnerConfig(n_slots=n_slots, n_ctx_slot=256, n_batch=64, n_threads=2, cache_bytes=cache_mib << 20)
-    return Runner(Model(path), config)
-
-
-def close(runner: Runner) -> None:
-    runner.close()
-    runner.model.close()
-
-
-def submit(runner: Runner, request: Request) -> Sink:
-    sink = Sink(queue.SimpleQueue())
-    runner.submit(request, None, sink)
-    return sink
-
-
-def drain(sink: Sink) -> list[Event]:
-    events: list[Event] = []
-    while not events or events[-1].finish is None:
-        events.append(sink.queue.get(timeout=60))  # type: ignore[attr-defined]
-        sink.consumed += 1
-    return events
-
-
-def tokens_of(events: list[Event]) -> list[int]:
-    return [t for e in events for t in e.tokens]
 
 
 def prompts(model: Model) -> list[tuple[int, ...]]:
