@@ -242,6 +242,25 @@ def _finish(w: gguf.GGUFWriter) -> None:
     w.close()
 
 
+def _attention_block(t: _Tensors, s: Shape, p: str, *, post_norms: bool) -> None:
+    """One transformer block's tensors (qwen3 layout; gemma3 adds norms after attention and FFN)."""
+    t.norm(p + "attn_norm.weight", s.n_embd)
+    t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
+    t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+    t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+    t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+    t.norm(p + "attn_q_norm.weight", s.head_dim)
+    t.norm(p + "attn_k_norm.weight", s.head_dim)
+    if post_norms:
+        t.norm(p + "post_attention_norm.weight", s.n_embd)
+    t.norm(p + "ffn_norm.weight", s.n_embd)
+    t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+    t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+    t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+    if post_norms:
+        t.norm(p + "post_ffw_norm.weight", s.n_embd)
+
+
 def write_qwen3(
     path: Path,
     *,
@@ -292,18 +311,7 @@ def write_qwen3(
     t.matrix("token_embd.weight", n_vocab, s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
-        p = f"blk.{i}."
-        t.norm(p + "attn_norm.weight", s.n_embd)
-        t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
-        t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
-        t.norm(p + "attn_q_norm.weight", s.head_dim)
-        t.norm(p + "attn_k_norm.weight", s.head_dim)
-        t.norm(p + "ffn_norm.weight", s.n_embd)
-        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
-        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
-        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+        _attention_block(t, s, f"blk.{i}.", post_norms=False)
     for key, value in (metadata or {}).items():
         vtype = gguf.GGUFValueType.FLOAT32 if isinstance(value, float) else gguf.GGUFValueType.UINT32
         w.kv_data[0][key] = gguf.GGUFValue(value=value, type=vtype)
@@ -365,20 +373,7 @@ def write_gemma3(
     t.matrix("output.weight", n_vocab, s.n_embd, (vocab.eos_id, vocab.bos_id) if endless else ())
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
-        p = f"blk.{i}."
-        t.norm(p + "attn_norm.weight", s.n_embd)
-        t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
-        t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
-        t.norm(p + "attn_q_norm.weight", s.head_dim)
-        t.norm(p + "attn_k_norm.weight", s.head_dim)
-        t.norm(p + "post_attention_norm.weight", s.n_embd)
-        t.norm(p + "ffn_norm.weight", s.n_embd)
-        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
-        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
-        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
-        t.norm(p + "post_ffw_norm.weight", s.n_embd)
+        _attention_block(t, s, f"blk.{i}.", post_norms=True)
     _finish(w)
     return path
 
