@@ -20,6 +20,8 @@ from ..store.blobs import sha256_file
 from ..store.create import CreateRequest, create_model
 from ..store.modelfile import Modelfile, create_body
 from ..store.pull import pull_model
+from ..store.push import push_model
+from ..store.registry_pull import RegistryOptions
 from ..store.store import ModelStore
 
 Report = Callable[[dict[str, Any]], None]
@@ -31,7 +33,8 @@ class Backend(Protocol):
     def show(self, name: str, verbose: bool = False) -> dict[str, Any]: ...
     def copy(self, source: str, destination: str) -> None: ...
     def delete(self, name: str) -> None: ...
-    def pull(self, name: str, report: Report) -> None: ...
+    def pull(self, name: str, report: Report, insecure: bool = False) -> None: ...
+    def push(self, name: str, report: Report, insecure: bool = False) -> None: ...
     def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None: ...
 
 
@@ -53,13 +56,14 @@ def connect(settings: Settings) -> Backend:
     try:
         httpx.head(settings.host.url + "/", timeout=PROBE_TIMEOUT_S)
     except httpx.TransportError:
-        return LocalBackend(ModelStore(settings.models_dir))
+        return LocalBackend(ModelStore(settings.models_dir), settings)
     return HttpBackend(settings.host.url)
 
 
 class LocalBackend:
-    def __init__(self, store: ModelStore) -> None:
+    def __init__(self, store: ModelStore, settings: Settings | None = None) -> None:
         self.store = store
+        self.settings = settings or Settings(models_dir=store.root)
 
     def tags(self) -> list[dict[str, Any]]:
         return [tag_entry(record) for record in self.store.list_models()]
@@ -73,8 +77,11 @@ class LocalBackend:
     def delete(self, name: str) -> None:
         self.store.delete(name)
 
-    def pull(self, name: str, report: Report) -> None:
-        pull_model(self.store, name, report)
+    def pull(self, name: str, report: Report, insecure: bool = False) -> None:
+        pull_model(self.store, name, report, options=RegistryOptions.from_settings(self.settings, insecure=insecure))
+
+    def push(self, name: str, report: Report, insecure: bool = False) -> None:
+        push_model(self.store, name, report, options=RegistryOptions.from_settings(self.settings, insecure=insecure))
 
     def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None:
         def upload(path: Path) -> str:
@@ -134,8 +141,11 @@ class HttpBackend:
     def delete(self, name: str) -> None:
         self._call("DELETE", "/api/delete", {"model": name})
 
-    def pull(self, name: str, report: Report) -> None:
-        self.stream("/api/pull", {"model": name}, report)
+    def pull(self, name: str, report: Report, insecure: bool = False) -> None:
+        self.stream("/api/pull", {"model": name, "insecure": insecure}, report)
+
+    def push(self, name: str, report: Report, insecure: bool = False) -> None:
+        self.stream("/api/push", {"model": name, "insecure": insecure}, report)
 
     def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None:
         def upload(path: Path) -> str:

@@ -92,12 +92,27 @@ def serve_command() -> None:
 
 @cli.command("pull")
 @click.argument("name")
-def pull_command(name: str) -> None:
-    """Pull a model from the Hugging Face Hub (qwen3:0.6b, hf.co/<user>/<repo>[:quant])."""
+@click.option("--insecure", is_flag=True, help="Use an insecure registry (plain HTTP).")
+def pull_command(name: str, insecure: bool) -> None:
+    """Pull a model: from Ollama's registry (llama3.1, host[:port]/ns/model:tag) or the Hugging Face Hub
+    (the catalog's names such as qwen3:0.6b, hf.co/<user>/<repo>[:quant])."""
     printer = ProgressPrinter()
     try:
         with user_errors():
-            _backend().pull(name, printer)
+            _backend().pull(name, printer, insecure=insecure)
+    finally:
+        printer.close()
+
+
+@cli.command("push")
+@click.argument("name")
+@click.option("--insecure", is_flag=True, help="Use an insecure registry (plain HTTP).")
+def push_command(name: str, insecure: bool) -> None:
+    """Push a model to a registry (host[:port]/namespace/model:tag)."""
+    printer = ProgressPrinter()
+    try:
+        with user_errors():
+            _backend().push(name, printer, insecure=insecure)
     finally:
         printer.close()
 

@@ -31,6 +31,8 @@ DEFAULT_MAX_BODY_SIZE = 32 << 20
 DEFAULT_RENDER_TIMEOUT_S = 5.0
 # How long, on SIGTERM/SIGINT, running requests may go on before they are ended.
 DEFAULT_SHUTDOWN_GRACE_S = 5.0
+# Where names without a host (and registry.ollama.ai/... names) are pulled from and pushed to.
+DEFAULT_REGISTRY_URL = "https://registry.ollama.ai"
 FOREVER = math.inf
 _MAX_DURATION_S = (2**63 - 1) / 1e9
 
@@ -130,6 +132,19 @@ def _env_timeout(name: str, text: str | None, default: float) -> float:
     return seconds
 
 
+def _env_registry_url(text: str | None) -> str:
+    """``https://host[:port]`` or ``http://...``; a bare ``host[:port]`` means https."""
+    if text is None:
+        return DEFAULT_REGISTRY_URL
+    url = text.rstrip("/")
+    if "://" not in url:
+        url = "https://" + url
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("http", "https") or not rest or "/" in rest:
+        raise ConfigError(f"invalid REGISTRY_URL: {text!r} is not [http[s]://]host[:port]")
+    return url
+
+
 @dataclass(frozen=True)
 class Host:
     """Where the server listens, parsed as Ollama parses ``OLLAMA_HOST``."""
@@ -213,6 +228,10 @@ class Settings:
     prefill_chunk: int = 256
     render_timeout: float = DEFAULT_RENDER_TIMEOUT_S
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE_S
+    # The server behind registry.ollama.ai names (a mirror, or a test's stand-in).
+    registry_url: str = DEFAULT_REGISTRY_URL
+    # Catalog names (qwen3:0.6b...) from Ollama's registry first, the Hugging Face Hub if it lacks them.
+    prefer_registry: bool = False
     debug: bool = False
 
     @classmethod
@@ -241,6 +260,7 @@ class Settings:
         origins = get("ORIGINS")
         debug = get("DEBUG")
         noprune = get("NOPRUNE")
+        prefer_registry = get("PREFER_REGISTRY")
         return cls(
             host=parse_host(get("HOST") or ""),
             models_dir=Path(models).expanduser() if models else _default_models_dir(),
@@ -259,4 +279,6 @@ class Settings:
             debug=debug not in (None, "0", "false", "False"),
             max_body_size=_env_body_size(get("MAX_BODY_SIZE")),
             noprune=noprune is not None and _go_bool(noprune),
+            registry_url=_env_registry_url(get("REGISTRY_URL")),
+            prefer_registry=prefer_registry is not None and _go_bool(prefer_registry),
         )

@@ -11,11 +11,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import CllmError, InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound
 from ..store.blobs import parse_digest
 from ..store.create import CreateRequest, create_model
 from ..store.names import parse_name
 from ..store.pull import pull_model
+from ..store.push import push_model
+from ..store.registry_pull import RegistryOptions
 from ..store.store import ModelStore
 from .encoders import JSONResponse
 from .errors import read_json
@@ -130,15 +132,26 @@ async def pull(request: Request) -> Response:
     body = await read_json(request)
     name = _text(body, "PullRequest", "model", "name")
     stream = bool_field(body, "stream", "PullRequest") is not False
-    bool_field(body, "insecure", "PullRequest")  # deprecated and ignored, but still a bool to Go
+    options = _registry_options(request, body, "PullRequest")
     parse_name(name)
     store = _store(request)
-    events = progress_events(lambda report: pull_model(store, name, report))
+    events = progress_events(lambda report: pull_model(store, name, report, options=options))
     return await progress_response(events, stream=stream)
 
 
 async def push(request: Request) -> Response:
     body = await read_json(request)
-    if not _text(body, "PushRequest", "model", "name"):
+    name = _text(body, "PushRequest", "model", "name")
+    stream = bool_field(body, "stream", "PushRequest") is not False
+    options = _registry_options(request, body, "PushRequest")
+    if not name:
         raise InvalidRequest("model is required")
-    raise CllmError("cllm does not push models: it pulls GGUF files from the Hugging Face Hub only", 501)
+    store = _store(request)
+    events = progress_events(lambda report: push_model(store, name, report, options=options))
+    return await progress_response(events, stream=stream)
+
+
+def _registry_options(request: Request, body: dict[str, Any], struct: str) -> RegistryOptions:
+    """``insecure`` (plain HTTP to a registry named in the model name) and the server's registry settings."""
+    insecure = bool(bool_field(body, "insecure", struct))
+    return RegistryOptions.from_settings(request.app.state.settings, insecure=insecure)

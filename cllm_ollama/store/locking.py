@@ -5,7 +5,8 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,18 +15,26 @@ _thread_locks: dict[str, threading.Lock] = {}
 
 
 @contextmanager
-def exclusive(lock_file: Path) -> Iterator[None]:
+def exclusive(lock_file: Path, waiting: Callable[[], None] | None = None, interval: float = 0.1) -> Iterator[None]:
     """Block until no other thread or process holds ``lock_file``; the file is removed on release.
 
     A waiter that wakes up on a lock file its holder already removed tries again on the
-    current one, so removing it never lets two holders in at once.
+    current one, so removing it never lets two holders in at once. ``waiting``, if given, is
+    called every ``interval`` seconds while another holder has it (to report its progress).
     """
     with _guard:
         thread_lock = _thread_locks.setdefault(str(lock_file), threading.Lock())
-    with thread_lock:
+    while not thread_lock.acquire(timeout=interval if waiting else -1):
+        if waiting:
+            waiting()
+    try:
         while True:
             f = open(lock_file, "a+b")  # noqa: SIM115 - closed below, after the unlink
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                _flock(f.fileno(), waiting, interval)
+            except BaseException:
+                f.close()
+                raise
             try:
                 current = os.stat(lock_file).st_ino == os.fstat(f.fileno()).st_ino
             except FileNotFoundError:
@@ -38,6 +47,21 @@ def exclusive(lock_file: Path) -> Iterator[None]:
         finally:
             lock_file.unlink(missing_ok=True)
             f.close()
+    finally:
+        thread_lock.release()
+
+
+def _flock(fd: int, waiting: Callable[[], None] | None, interval: float) -> None:
+    if waiting is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            waiting()
+            time.sleep(interval)
 
 
 def is_locked(lock_file: Path) -> bool:

@@ -22,6 +22,8 @@ SYSTEM = _OLLAMA + "system"
 PARAMS = _OLLAMA + "params"
 LICENSE = _OLLAMA + "license"
 MESSAGES = _OLLAMA + "messages"
+PROMPT = _OLLAMA + "prompt"  # the template layer's old name: read as a template
+TENSOR = _OLLAMA + "tensor"  # safetensors models for Ollama's MLX engine: not runnable here
 
 
 class ManifestError(ValueError):

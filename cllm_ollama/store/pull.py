@@ -1,12 +1,21 @@
-"""Pull: a library or ``hf.co/<user>/<repo>[:quant]`` name -> a GGUF on the Hugging Face Hub -> a model.
+"""Pull: a model name -> its source -> a model in the store.
+
+Where a name is pulled from (``pull_source``):
+
+- ``hf.co/<user>/<repo>[:quant]`` and the catalog's names (``qwen3:0.6b``...): a GGUF on the
+  Hugging Face Hub. huggingface_hub does the HTTP (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE); the
+  sha256 is checked here against the hub's LFS record. With ``CLLM_PREFER_REGISTRY`` set, catalog
+  names try Ollama's registry first and come from the Hub only if it cannot give the manifest.
+- Any other name: an Ollama registry (``registry_pull``): registry.ollama.ai for names without a
+  host (``llama3.1``, ``user/model:tag``), the named host otherwise (``host[:port]/ns/model:tag``).
 
 Blocking; progress goes to a ``report`` callback as Ollama's status objects (a ``report`` that
-raises aborts the pull, leaving the partial download to resume). huggingface_hub does the HTTP
-(HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE); the sha256 is checked here against the hub's LFS record.
+raises aborts the pull, leaving the partial download to resume).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -40,6 +49,8 @@ from .catalog import Catalog
 from .gguf_info import GGUFError, gguf_info
 from .locking import exclusive
 from .names import ModelName, parse_name
+from .registry import scheme_of
+from .registry_pull import ManifestUnavailable, RegistryOptions, pull_from_registry
 from .store import ModelRecord, ModelStore
 
 Report = Callable[[dict[str, Any]], None]
@@ -63,11 +74,52 @@ class Source:
     license: str | None = None
 
 
-def pull_model(store: ModelStore, name: str, report: Report, *, catalog: Catalog | None = None) -> ModelRecord:
+HUB = "hub"
+REGISTRY = "registry"
+REGISTRY_THEN_HUB = "registry, then hub"
+log = logging.getLogger("cllm.store")
+
+
+def pull_source(name: ModelName, catalog: Catalog, *, prefer_registry: bool = False) -> str:
+    """``HUB``, ``REGISTRY`` or ``REGISTRY_THEN_HUB``: where ``name`` is pulled from."""
+    if name.is_huggingface:
+        return HUB
+    if catalog.lookup(name) is not None:
+        return REGISTRY_THEN_HUB if prefer_registry else HUB
+    return REGISTRY
+
+
+def pull_model(
+    store: ModelStore,
+    name: str,
+    report: Report,
+    *,
+    catalog: Catalog | None = None,
+    options: RegistryOptions | None = None,
+) -> ModelRecord:
     """Download ``name`` into ``store`` and write its manifest; raise ``PullError`` on failure."""
+    options = options or RegistryOptions()
     wanted = parse_name(name)
+    catalog = catalog or catalog_module.default_catalog()
+    source = pull_source(wanted, catalog, prefer_registry=options.prefer_registry)
+    if source == HUB:
+        report({"status": "pulling manifest"})
+        return _pull_hub(store, wanted, report, catalog)
+    scheme = scheme_of(name)
+    if scheme == "http" and not options.insecure:
+        raise PullError("insecure protocol http")
     report({"status": "pulling manifest"})
-    source = _resolve(store, wanted, catalog or catalog_module.default_catalog())
+    if source == REGISTRY:
+        return pull_from_registry(store, wanted, report, options, scheme)
+    try:
+        return pull_from_registry(store, wanted, report, options, scheme)
+    except ManifestUnavailable as exc:
+        log.warning("%s: %s; pulling it from the Hugging Face Hub instead", wanted.display_shortest(), exc.message)
+    return _pull_hub(store, wanted, report, catalog)
+
+
+def _pull_hub(store: ModelStore, wanted: ModelName, report: Report, catalog: Catalog) -> ModelRecord:
+    source = _resolve(store, wanted, catalog)
     layers = [_fetch_model(store, source, report)]
     small = {
         mt.PARAMS: orjson.dumps(source.params) if source.params else None,

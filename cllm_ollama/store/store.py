@@ -37,8 +37,10 @@ log = logging.getLogger("cllm.store")
 # ``cllm pull`` working on the store directly) that has not written its manifest yet.
 PRUNE_GRACE_S = 3600.0
 _BLOB_NAME = re.compile(r"sha256-([0-9a-f]{64})")
-# Ours (temp files, resumable downloads and their locks) and Ollama's partial downloads.
-_LEFTOVER_NAME = re.compile(r"\.(tmp|partial)-.+|sha256-[0-9a-f]{64}-partial(-\d+)?")
+# Ours (temp files, resumable downloads and their locks) and partial downloads in Ollama's
+# layout (which registry pulls use: the file, its part files, our lock beside them).
+_LEFTOVER_NAME = re.compile(r"\.(tmp|partial)-.+|sha256-[0-9a-f]{64}-partial(-\d+|\.lock)?")
+_PART_SUFFIX = re.compile(r"(?<=-partial)-\d+$")
 _DIGEST_IN_TEXT = re.compile(rb"sha256[:-]([0-9a-fA-F]{64})")
 
 
@@ -63,7 +65,7 @@ class ModelRecord:
     projector_paths: tuple[Path, ...] = ()
     adapter_paths: tuple[Path, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
-    template: str | None = None  # an Ollama Go template: shown, never rendered
+    template: str | None = None  # an Ollama Go template (the template layer)
     system: str | None = None
     license: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -141,6 +143,15 @@ class ModelStore:
         self._readable(path.with_name(path.name + ".lock"))
         return path
 
+    def download_path(self, digest: str) -> Path:
+        """Where a registry download of ``digest`` accumulates: Ollama's ``sha256-<hex>-partial``.
+
+        Its part files (``-partial-<n>``) and lock (``.lock``) sit beside it; none may be a link out.
+        """
+        path = self._readable(self.blobs_dir / f"sha256-{parse_digest(digest)}-partial")
+        self._readable(path.with_name(path.name + ".lock"))
+        return path
+
     def discard_unused(self, digests: Iterable[str]) -> None:
         """Remove those of ``digests`` no manifest references (what a failed create leaves)."""
         with self._lock:
@@ -184,7 +195,7 @@ class ModelStore:
                     if remove_unless_locked(path):
                         removed.append(entry.name)
                     continue
-                elif is_locked(path.with_name(path.name + ".lock")):
+                elif is_locked(path.with_name(_PART_SUFFIX.sub("", entry.name) + ".lock")):
                     continue  # a download still running in another process
                 path.unlink(missing_ok=True)
                 removed.append(entry.name)
@@ -257,6 +268,28 @@ class ModelStore:
                 self._remove_manifest(existing)
             atomic_write_bytes(path, manifest.to_bytes())
         return self._record(wanted)
+
+    def write_manifest_bytes(self, name: str | ModelName, data: bytes) -> ModelRecord:
+        """Atomically (re)write the manifest of ``name`` as ``data``, byte for byte (as pulled).
+
+        Every blob it names must be here; an existing model with the name in another case is replaced.
+        """
+        wanted = parse_name(name) if isinstance(name, str) else name
+        manifest = Manifest.from_bytes(data)
+        with self._lock:
+            missing = [layer.digest for layer in manifest.all_layers if not self.has_blob(layer.digest)]
+            if missing:
+                raise NotFound(f"blob {missing[0]} not found")
+            path = self._writable(manifest_path(self.manifests_dir, wanted))
+            existing = self.resolve(wanted)
+            if existing is not None and existing.parts != wanted.parts:
+                self._remove_manifest(existing)
+            atomic_write_bytes(path, data)
+        return self._record(wanted)
+
+    def manifest_bytes(self, name: ModelName) -> bytes:
+        """The stored manifest of ``name`` (as resolved), byte for byte."""
+        return self._readable(manifest_path(self.manifests_dir, name)).read_bytes()
 
     def copy(self, src: str | ModelName, dst: str | ModelName) -> ModelRecord:
         record = self.get(src)
@@ -389,7 +422,7 @@ class ModelStore:
                 projectors.append(self._blob_file(layer))
             elif layer.media_type == mt.ADAPTER:
                 adapters.append(self._blob_file(layer))
-            elif layer.media_type == mt.TEMPLATE:
+            elif layer.media_type in (mt.TEMPLATE, mt.PROMPT):
                 fields["template"] = self._read_text(layer)
             elif layer.media_type == mt.SYSTEM:
                 fields["system"] = self._read_text(layer)

@@ -1,0 +1,143 @@
+"""Pull from an Ollama registry (registry.ollama.ai or a private one) as Ollama's PullModel does.
+
+Statuses, in order: ``pulling manifest`` (sent by the caller), ``pulling <12 hex>`` for each layer
+then the config (with digest, total, completed), ``verifying sha256 digest``, ``writing manifest``,
+``removing unused layers`` when a model's new version no longer needs blobs of its old one, and
+``success``. The manifest is stored byte for byte as the registry sent it, and only once every
+blob it names is here and verified, so a failed pull lists nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import DEFAULT_REGISTRY_URL, Settings
+from ..errors import PullError
+from . import manifests as mt
+from .blobs import DIGEST_RE
+from .download import DigestMismatch, download_blob
+from .manifests import Layer, Manifest, ManifestError
+from .names import ModelName
+from .registry import Registry, RegistryError, registry_url
+from .store import ModelStore
+
+log = logging.getLogger("cllm.store")
+
+Report = Callable[[dict[str, Any]], None]
+MANIFEST_PREFIX = "pull model manifest: "
+
+
+@dataclass(frozen=True)
+class RegistryOptions:
+    """How a pull or push reaches registries: the request's ``insecure`` and the server's settings."""
+
+    insecure: bool = False
+    registry_url: str = DEFAULT_REGISTRY_URL
+    prefer_registry: bool = False
+    noprune: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, insecure: bool = False) -> RegistryOptions:
+        return cls(
+            insecure=insecure,
+            registry_url=settings.registry_url,
+            prefer_registry=settings.prefer_registry,
+            noprune=settings.noprune,
+        )
+
+
+class ManifestUnavailable(PullError):
+    """The registry did not give us the manifest (not there, unreachable, refused)."""
+
+
+def open_registry(name: ModelName, options: RegistryOptions, scheme: str | None = None) -> Registry:
+    """The registry ``name`` lives on (raises ``RegistryError`` for http:// without insecure)."""
+    return Registry(registry_url(name, insecure=options.insecure, default_url=options.registry_url, scheme=scheme))
+
+
+def pull_from_registry(
+    store: ModelStore, name: ModelName, report: Report, options: RegistryOptions, scheme: str | None = None
+) -> Any:
+    """Download ``name``'s manifest and blobs, verify them, then write the manifest; returns the record."""
+    try:
+        registry = open_registry(name, options, scheme)
+    except RegistryError as exc:
+        raise PullError(exc.message) from exc
+    with registry:
+        try:
+            raw = registry.manifest(name)
+        except RegistryError as exc:
+            raise ManifestUnavailable(MANIFEST_PREFIX + exc.message) from exc
+        manifest = _parse(raw)
+        old = _digests_of(store, name)
+        mismatch: DigestMismatch | None = None
+        for layer in _layers(manifest):
+            try:
+                download_blob(store, layer.hex, layer.size, report, _locator(registry, name, layer))
+            except DigestMismatch as exc:  # reported after "verifying sha256 digest", as Ollama does
+                mismatch = mismatch or exc
+            except RegistryError as exc:
+                raise PullError(exc.message) from exc
+    report({"status": "verifying sha256 digest"})
+    if mismatch is not None:
+        raise mismatch
+    report({"status": "writing manifest"})
+    try:
+        record = store.write_manifest_bytes(name, raw)
+    except OSError as exc:
+        raise PullError(f"writing manifest: {exc.strerror or exc}") from exc
+    unused = old - {layer.digest for layer in manifest.all_layers}
+    if unused and not options.noprune:
+        report({"status": "removing unused layers"})
+        store.discard_unused(unused)
+    report({"status": "success"})
+    return record
+
+
+def _locator(registry: Registry, name: ModelName, layer: Layer) -> Callable[[], tuple[str, dict[str, str]]]:
+    return lambda: registry.blob_source(name, layer.digest)
+
+
+def _parse(raw: bytes) -> Manifest:
+    try:
+        manifest = Manifest.from_bytes(raw)
+    except ManifestError as exc:
+        raise PullError(MANIFEST_PREFIX + str(exc)) from exc
+    for layer in manifest.all_layers:
+        if not DIGEST_RE.match(layer.digest) or ":" not in layer.digest or layer.size < 0:
+            raise PullError(f"{MANIFEST_PREFIX}invalid layer digest {layer.digest!r}")
+    media_types = {layer.media_type for layer in manifest.layers}
+    if mt.TENSOR in media_types:
+        raise PullError(
+            "this model is in Ollama's safetensors format (for its MLX engine), which cllm cannot run: "
+            "pull a GGUF tag of it"
+        )
+    if mt.MODEL not in media_types:
+        raise PullError(f"{MANIFEST_PREFIX}the model has no GGUF layer ({mt.MODEL}): cllm cannot run it")
+    return manifest
+
+
+def _layers(manifest: Manifest) -> list[Layer]:
+    """The layers then the config, each digest once (as Ollama downloads them)."""
+    seen: set[str] = set()
+    out = []
+    for layer in (*manifest.layers, manifest.config):
+        if layer.digest not in seen:
+            seen.add(layer.digest)
+            out.append(Layer(layer.media_type, layer.digest.lower(), layer.size))
+    return out
+
+
+def _digests_of(store: ModelStore, name: ModelName) -> set[str]:
+    """The blobs the model stored under ``name`` uses now (candidates for removal after the pull)."""
+    found = store.resolve(name)
+    if found is None:
+        return set()
+    try:
+        return {layer.digest for layer in Manifest.from_bytes(store.manifest_bytes(found)).all_layers}
+    except (OSError, ManifestError) as exc:
+        log.warning("pulling %s over an unreadable manifest: %s", name, exc)
+        return set()
