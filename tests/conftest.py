@@ -38,7 +38,15 @@ def store_settings(models_dir: Path) -> Settings:
 
 @pytest.fixture
 def fake_hub() -> Iterator[FakeHub]:
-    """The Hub's HTTP API answered by respx; loopback traffic (test servers) passes through."""
+    """The Hub's HTTP API answered by respx; loopback traffic (test servers) passes through.
+
+    Names the catalog does not know go to Ollama's registry: here it has none of them, and says
+    so as registry.ollama.ai does (404, MANIFEST_UNKNOWN). tests/store/test_registry_pull.py
+    tests the registry itself.
+    """
     with respx.mock(assert_all_called=False) as router:
         router.route(host="127.0.0.1").pass_through()
+        router.route(host="registry.ollama.ai").respond(
+            404, json={"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown"}]}
+        )
         yield FakeHub(router)

@@ -208,6 +208,7 @@ class Transfer:
 
     def _run(self, url: str, headers: dict[str, str]) -> None:
         try:
+            self.files.partial.parent.mkdir(parents=True, exist_ok=True)
             with exclusive(self.files.lock, waiting=self._peek):
                 if self.cancel.is_set():
                     raise RequestCanceled()
@@ -330,22 +331,24 @@ class Transfer:
                     if response.status_code >= 500 or response.status_code in (408, 429):
                         raise _Retry(message)
                     raise PullError(f"download of {self.hex[:12]} failed: {message}")
-                for chunk in response.iter_bytes(_CHUNK):
+                for chunk in response.iter_bytes():  # as it arrives: a chunk size would hold back bytes a cut loses
                     if self.cancel.is_set() or stop.is_set():
                         raise RequestCanceled()
                     if skip:
                         cut = min(skip, len(chunk))
                         chunk, skip = chunk[cut:], skip - cut
                     chunk = chunk[: part.remaining]
-                    if chunk:
-                        _pwrite_all(fd, chunk, part.offset + part.completed)
-                        part.completed += len(chunk)
-                        since_checkpoint += len(chunk)
-                        self._add(len(chunk))
-                        if since_checkpoint >= CHECKPOINT_BYTES:
-                            os.fdatasync(fd)
-                            self.files.save(part)
-                            since_checkpoint = 0
+                    view = memoryview(chunk)
+                    while view:  # counted as written, so a failed write (full disk) resumes right there
+                        n = os.pwrite(fd, view, part.offset + part.completed)
+                        view = view[n:]
+                        part.completed += n
+                        since_checkpoint += n
+                        self._add(n)
+                    if since_checkpoint >= CHECKPOINT_BYTES:
+                        os.fdatasync(fd)
+                        self.files.save(part)
+                        since_checkpoint = 0
                     if not part.remaining:
                         return
         except httpx.HTTPError as exc:
@@ -365,13 +368,6 @@ def _describe(exc: BaseException | None) -> str:
     if exc is None:
         return "unknown error"
     return " ".join((str(exc) or type(exc).__name__).split())
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
 
 
 def _check_space(directory: Path, needed: int, hex_digest: str) -> None:

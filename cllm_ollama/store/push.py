@@ -41,6 +41,8 @@ def push_model(store: ModelStore, name: str, report: Report, *, options: Registr
     wanted = parse_name(name)
     report({"status": "retrieving manifest"})
     scheme = scheme_of(name)
+    if scheme == "http" and not options.insecure:
+        raise PushError("insecure protocol http")
     found = store.resolve(wanted)
     if found is None:
         report({"status": "couldn't retrieve manifest"})

@@ -267,8 +267,19 @@ def test_pull_errors(api: TestClient, fake_hub: FakeHub) -> None:
     assert (r.status_code, r.json()) == (400, {"error": "invalid model name"})
 
 
-def test_push_is_refused(api: TestClient) -> None:
-    r = api.post("/api/push", json={"model": "tiny"})
-    assert r.status_code == 501 and "does not push" in r.json()["error"]
+def test_push_errors(api: TestClient) -> None:
+    r = api.post("/api/push", json={"model": "localhost:5000/team/nope"})
+    assert r.status_code == 200
+    assert lines(r.text) == [
+        {"status": "retrieving manifest"},
+        {"status": "couldn't retrieve manifest"},
+        {"error": "model 'localhost:5000/team/nope:latest' not found"},
+    ]
+    r = api.post("/api/push", json={"model": "nope", "stream": False})
+    assert (r.status_code, r.json()) == (404, {"error": "model 'nope:latest' not found"})
+    r = api.post("/api/push", json={"model": "http://localhost:5000/team/nope", "stream": False})
+    assert (r.status_code, r.json()) == (500, {"error": "insecure protocol http"})
+    r = api.post("/api/push", json={"model": "x", "insecure": "yes"})
+    assert r.status_code == 400 and "PushRequest.insecure of type bool" in r.json()["error"]
     r = api.post("/api/push", json={})
     assert (r.status_code, r.json()) == (400, {"error": "model is required"})

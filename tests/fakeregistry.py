@@ -1,0 +1,206 @@
+"""A stand-in for registry.ollama.ai on loopback: real sockets, the behaviours a plain registry cannot show.
+
+It serves manifests and blobs as the Docker registry v2 API does, and on request: sends blobs to
+a CDN on another port (307, as the public registry sends them to Cloudflare), asks for a bearer
+token (401 with a ``WWW-Authenticate: Bearer`` challenge, token from ``/token``), cuts a blob
+transfer after some bytes, or serves bytes that are not the blob the digest names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
+
+MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
+CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
+TOKEN = "t0ken-for-anonymous"
+
+
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    server: str  # "registry" or "cdn"
+
+
+@dataclass
+class FakeRegistry:
+    """State shared by the registry and its CDN; tests change the knobs between pulls."""
+
+    manifests: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (ns/model, tag) -> bytes
+    blobs: dict[str, bytes] = field(default_factory=dict)  # digest -> bytes served
+    requests: list[Seen] = field(default_factory=list)
+    redirect_blobs: bool = False  # blob GETs answer 307 to the CDN
+    require_token: bool = False  # 401 with a Bearer challenge until a request carries TOKEN
+    cut_after: int | None = None  # each ranged blob response sends this many bytes, then closes
+    cuts_left: int = 0  # ...for this many responses (then normal again)
+    delay_s: float = 0.0  # a pause before each blob body (holds downloads open)
+    gate: threading.Event | None = None  # when set, blob bodies wait for it
+    url: str = ""
+    cdn_url: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_model(self, repo: str, tag: str, layers: list[tuple[str, bytes]], config: dict[str, Any]) -> bytes:
+        """Store the blobs and a manifest naming them (layers: media type, bytes); returns the manifest."""
+        config_bytes = orjson.dumps(config)
+        entries = []
+        for media_type, data in layers:
+            self.blobs[digest_of(data)] = data
+            entries.append({"mediaType": media_type, "digest": digest_of(data), "size": len(data)})
+        self.blobs[digest_of(config_bytes)] = config_bytes
+        manifest = orjson.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": MANIFEST_TYPE,
+                "config": {"mediaType": CONFIG_TYPE, "digest": digest_of(config_bytes), "size": len(config_bytes)},
+                "layers": entries,
+            }
+        )
+        self.manifests[(repo, tag)] = manifest
+        return manifest
+
+    def seen(self, method: str | None = None, pattern: str = "", server: str | None = None) -> list[Seen]:
+        return [
+            r
+            for r in self.requests
+            if (method is None or r.method == method)
+            and re.search(pattern, r.path)
+            and (server is None or r.server == server)
+        ]
+
+
+def _handler(state: FakeRegistry, server_name: str) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _record(self) -> None:
+            with state.lock:
+                state.requests.append(Seen(self.command, self.path, dict(self.headers.items()), server_name))
+
+        def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _error(self, status: int, code: str, message: str) -> None:
+            body = orjson.dumps({"errors": [{"code": code, "message": message}]})
+            self._send(status, body, {"Content-Type": "application/json"})
+
+        def do_HEAD(self) -> None:
+            self.do_GET()
+
+        def do_GET(self) -> None:
+            self._record()
+            if server_name == "cdn":
+                m = re.fullmatch(r"/blobs/(sha256:[0-9a-f]{64})\?signature=\w+", self.path)
+                if m is None:
+                    return self._error(403, "DENIED", "bad signature")
+                return self._blob(m.group(1))
+            if self.path.startswith("/token"):
+                return self._send(200, orjson.dumps({"token": TOKEN}), {"Content-Type": "application/json"})
+            if state.require_token and self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                m = re.match(r"/v2/([^/]+/[^/]+)/", self.path)
+                scope = f"repository:{m.group(1) if m else ''}:pull"
+                challenge = f'Bearer realm="{state.url}/token",service="fake-registry",scope="{scope}"'
+                body = orjson.dumps({"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]})
+                headers = {"WWW-Authenticate": challenge, "Content-Type": "application/json"}
+                return self._send(401, body, headers)
+            if m := re.fullmatch(r"/v2/([^/]+/[^/]+)/manifests/([^/]+)", self.path):
+                manifest = state.manifests.get((m.group(1), m.group(2)))
+                if manifest is None:
+                    return self._error(404, "MANIFEST_UNKNOWN", "manifest unknown")
+                return self._send(200, manifest, {"Content-Type": MANIFEST_TYPE})
+            if m := re.fullmatch(r"/v2/([^/]+/[^/]+)/blobs/(sha256:[0-9a-f]{64})", self.path):
+                digest = m.group(2)
+                if digest not in state.blobs:
+                    return self._error(404, "BLOB_UNKNOWN", "blob unknown to registry")
+                if state.redirect_blobs:
+                    return self._send(307, b"", {"Location": f"{state.cdn_url}/blobs/{digest}?signature=abc123"})
+                return self._blob(digest)
+            return self._error(404, "NOT_FOUND", "not found")
+
+        def _blob(self, digest: str) -> None:
+            data = state.blobs[digest]
+            start, end = 0, len(data) - 1
+            status = 200
+            if m := re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", "")):
+                start = int(m.group(1))
+                end = min(int(m.group(2)), end) if m.group(2) else end
+                status = 206
+            body = data[start : end + 1]
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Type", "application/octet-stream")
+            if status == 206:
+                self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            if state.gate is not None:
+                state.gate.wait(30)
+            if state.delay_s:
+                threading.Event().wait(state.delay_s)
+            with state.lock:  # only ranged requests (downloads) are cut, not a look at the headers
+                cut = state.cut_after if state.cuts_left > 0 and status == 206 else None
+                if cut is not None:
+                    state.cuts_left -= 1
+            if cut is not None and cut < len(body):
+                self.wfile.write(body[:cut])
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self.wfile.write(body)
+
+    return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that hang up mid-body (a cut test, a pull that only wanted the headers)
+
+
+@contextmanager
+def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = _Server(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@contextmanager
+def fake_registry() -> Iterator[FakeRegistry]:
+    """The registry and its CDN, each on its own loopback port."""
+    state = FakeRegistry()
+    with _serve(_handler(state, "registry")) as url, _serve(_handler(state, "cdn")) as cdn_url:
+        state.url, state.cdn_url = url, cdn_url
+        yield state
