@@ -45,8 +45,9 @@ DATA = {
         ("{{ range .Tools }}x{{ else }}no tools{{ end }}", "no tools"),
         (
             "{{ json .Messages }}",
-            '[{"Role":"system","Content":"Be brief."},{"Role":"user","Content":"Hi"},'
-            '{"Role":"assistant","Content":"Hello"},{"Role":"user","Content":"Bye"}]',
+            # Plain dicts are Go maps: keys in order (Ollama's messages are structs: see test_ollama_templates).
+            '[{"Content":"Be brief.","Role":"system"},{"Content":"Hi","Role":"user"},'
+            '{"Content":"Hello","Role":"assistant"},{"Content":"Bye","Role":"user"}]',
         ),
     ],
 )
@@ -68,7 +69,7 @@ def test_broken_templates_are_500_errors(template: str) -> None:
         ("{{ range .Prompt }}x{{ end }}", "template: range can't iterate over Hi"),
         ("{{ range 2.5 }}x{{ end }}", "template: range can't iterate over 2.5"),
         ("{{ range $i, $c := 3 }}x{{ end }}", "template: can't use 3 to iterate over more than one variable"),
-        ("{{ range 5 }}", "template: unexpected EOF: missing {{end}}"),
+        ("{{ range 5 }}", "template: :1: unexpected EOF: missing {{end}}"),
     ],
 )
 def test_range_refuses_what_go_refuses(template: str, message: str) -> None:

@@ -218,7 +218,7 @@ def test_a_looping_chat_template_is_a_500_and_the_server_keeps_answering(looping
 @pytest.mark.parametrize(
     ("template", "error"),
     [
-        ("{{range 5}}", "template: unexpected EOF: missing {{end}}"),
+        ("{{range 5}}", "template: :1: unexpected EOF: missing {{end}}"),
         ("{{range .Prompt}}{{.}}{{end}}", "template: range can't iterate over Hi"),
         ("{{range .Messages}}" * 101 + "{{end}}" * 101, "template: blocks nested deeper than 100"),
     ],
