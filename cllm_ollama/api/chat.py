@@ -100,7 +100,7 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
         messages.insert(0, {"role": "system", "content": model.record.system})
     if model.info.architecture in _THINK_TAG_FAMILIES:
         messages = strip_think_tags(messages)
-    render = chat_prompt(model, messages, thinking=thinking, tools=tools)
+    render = chat_prompt(model, messages, thinking=thinking, tools=tools, think_set=body.get("think") is not None)
     return Generation(request, model, options, shared, render, thinking=thinking, tools=bool(tools), t_start=t_start)
 
 

@@ -54,7 +54,8 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     if not context:
         messages += model.record.messages
     messages.append({"role": "user", "content": prompt})
-    templated = chat_prompt(model, messages, thinking=thinking, go_template=template or None)
+    think_set = body.get("think") is not None
+    templated = chat_prompt(model, messages, thinking=thinking, go_template=template or None, think_set=think_set)
 
     def render(loaded: LoadedModel, limit: int | None, budget: RenderBudget | None) -> Rendered:
         if suffix:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -18,10 +20,13 @@ from starlette.requests import Request
 from ..engine.client import LoadedModel
 from ..errors import RequestCanceled
 from . import template_workers
-from .gotemplate import render_go_template
+from .gotemplate import TemplateError, render_ollama
 from .render_budget import PromptTooLong, RenderBudget
 from .resolve import ResolvedModel
 from .template import CHATML_TEMPLATE
+
+log = logging.getLogger("cllm.api")
+_warned: set[str] = set()  # model templates already reported as unrenderable
 
 
 @dataclass(frozen=True)
@@ -88,30 +93,38 @@ def chat_prompt(
     thinking: bool,
     tools: list[dict[str, Any]] | None = None,
     go_template: str | None = None,
+    think_set: bool = False,
 ) -> Renderer:
-    """Render the prompt with the GGUF's own Jinja chat template, as Ollama's llama-server mode does.
+    """Render the prompt as Ollama does: with the model's Go template (its template layer, as
+    library models have) when it has one, else with the GGUF's own Jinja chat template (as
+    Ollama's llama-server mode does), else ChatML.
 
-    A Go template (a request's ``template``, or a model's template layer when its GGUF has no
-    chat template) is rendered by our subset of Go's text/template instead. Over the limit, the
-    oldest turns go first, keeping system messages and the last message, as Ollama's chatPrompt
-    does; what still does not fit is cut at the token level later.
+    A request's ``template`` replaces the model's; one that cannot be rendered is a 500, as in
+    Ollama. A model's Go template that cannot be rendered (beyond what gotemplate.py knows) falls
+    back to the GGUF's chat template, with a warning in the log. Over the limit, the oldest turns
+    go first, keeping system messages and the last message, as Ollama's chatPrompt does; what
+    still does not fit is cut at the token level later.
     """
     jinja = model.info.chat_template
-    if go_template is None and not jinja and model.record.template:
-        go_template = model.record.template
+    from_request = go_template is not None
+    if go_template is None:
+        go_template = model.record.template or None
 
     # The order turns are dropped in: oldest first, never a system message or the last message.
     droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]
 
     @contextmanager
-    def text_renderer(loaded: LoadedModel, budget: RenderBudget) -> Iterator[Callable[[list[int] | None], str]]:
+    def text_renderer(
+        loaded: LoadedModel, budget: RenderBudget, use_go: bool
+    ) -> Iterator[Callable[[list[int] | None], str]]:
         """Renders the messages at the given indexes (all if None) under ``budget``."""
-        if go_template is not None:
+        if use_go:
+            assert go_template is not None
             template = go_template
 
             def render_go(keep: list[int] | None) -> str:
                 kept = messages if keep is None else [messages[i] for i in keep]
-                return render_go_template(template, _go_data(kept, tools, thinking), budget)
+                return render_ollama(template, kept, tools=tools, think=thinking, think_set=think_set, budget=budget)
 
             yield render_go
             return
@@ -128,9 +141,20 @@ def chat_prompt(
 
     def render(loaded: LoadedModel, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
         budget = budget or RenderBudget()
+        if go_template is None:
+            return fitted(loaded, limit, budget, use_go=False)
+        try:
+            return fitted(loaded, limit, budget, use_go=True)
+        except TemplateError as exc:
+            if from_request:
+                raise
+            _warn_fallback(model, go_template, exc)
+        return fitted(loaded, limit, budget, use_go=False)
+
+    def fitted(loaded: LoadedModel, limit: int | None, budget: RenderBudget, use_go: bool) -> Rendered:
         # Go templates do not write BOS: the tokenizer adds it.
-        add_bos = go_template is not None
-        with text_renderer(loaded, budget) as render_text:
+        add_bos = use_go
+        with text_renderer(loaded, budget, use_go) as render_text:
             tried: dict[int, Rendered | None] = {}
 
             def without_oldest(n: int) -> Rendered | None:
@@ -168,19 +192,11 @@ def chat_prompt(
     return render
 
 
-def _go_data(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool) -> dict[str, Any]:
-    """What Ollama's templates see: .System, .Prompt, .Response, .Messages (.Role, .Content), .Tools."""
-    system = "\n\n".join(m.get("content", "") for m in messages if m.get("role") == "system")
-    last_user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
-    go_messages = [
-        {"Role": m.get("role", ""), "Content": m.get("content", ""), "Thinking": m.get("thinking", "")}
-        for m in messages
-    ]
-    return {
-        "System": system,
-        "Prompt": last_user,
-        "Response": "",
-        "Messages": go_messages,
-        "Tools": tools,
-        "Think": thinking,
-    }
+def _warn_fallback(model: ResolvedModel, template: str, exc: TemplateError) -> None:
+    """Say once per template that a model's Go template is not rendered, and what is instead."""
+    key = hashlib.sha256(template.encode()).hexdigest()
+    if key in _warned:
+        return
+    _warned.add(key)
+    instead = "the GGUF's chat template" if model.info.chat_template else "ChatML"
+    log.warning("%s: its Go template cannot be rendered (%s); using %s instead", model.full_name, exc.message, instead)

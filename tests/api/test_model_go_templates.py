@@ -1,0 +1,80 @@
+"""A model's Go template layer is rendered by default, as Ollama renders library models; one that
+cannot be rendered falls back to the GGUF's chat template with a warning, never a 500."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from cllm_ollama.api.prompt import chat_prompt
+from cllm_ollama.testing.ggufs import qwen3_chat_template
+
+TINY = "tiny"  # the model tests/api/conftest.py stores
+
+GO_TEMPLATE = "{{- range .Messages }}[{{ .Role }}] {{ .Content }}\n{{ end }}[assistant]"
+UNRENDERABLE = "{{ call .Nothing }}"  # parses, fails to run
+# Wordier than the GGUF's template, so its prompt has another length.
+WORDY = "{{- range .Messages }}Turn of the {{ .Role }}, who says: {{ .Content }} (end of the turn)\n{{ end }}Answer:"
+LOADED: Any = SimpleNamespace(bos_text="", eos_text="", tokenize=lambda text, add_special: text.split())
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+
+
+def model(template: str | None) -> Any:
+    return SimpleNamespace(
+        info=SimpleNamespace(chat_template=qwen3_chat_template()),
+        record=SimpleNamespace(template=template),
+        has=lambda cap: False,
+        full_name="m:latest",
+    )
+
+
+def test_the_template_layer_is_rendered() -> None:
+    rendered = chat_prompt(model(GO_TEMPLATE), MESSAGES, thinking=False)(LOADED, None)
+    assert rendered.text == "[system] Be brief.\n[user] Hi\n[assistant]"
+
+
+def test_without_one_the_ggufs_chat_template_is_rendered() -> None:
+    rendered = chat_prompt(model(None), MESSAGES, thinking=False)(LOADED, None)
+    assert rendered.text.startswith("<|im_start|>system\nBe brief.<|im_end|>")
+
+
+def test_an_unrenderable_template_falls_back_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="cllm.api"):
+        rendered = chat_prompt(model(UNRENDERABLE), MESSAGES, thinking=False)(LOADED, None)
+        chat_prompt(model(UNRENDERABLE), MESSAGES, thinking=False)(LOADED, None)
+    assert rendered.text == chat_prompt(model(None), MESSAGES, thinking=False)(LOADED, None).text
+    warnings = [r.getMessage() for r in caplog.records if "Go template cannot be rendered" in r.getMessage()]
+    assert len(warnings) == 1  # once per template, not per request
+    assert warnings[0].startswith("m:latest: its Go template cannot be rendered (template: ")
+    assert warnings[0].endswith("using the GGUF's chat template instead")
+
+
+def test_a_request_template_that_cannot_be_rendered_is_still_an_error() -> None:
+    from cllm_ollama.api.gotemplate import TemplateError
+
+    with pytest.raises(TemplateError):
+        chat_prompt(model(None), MESSAGES, thinking=False, go_template=UNRENDERABLE)(LOADED, None)
+
+
+@pytest.mark.model
+def test_over_http(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    for name, template in (("go", WORDY), ("broken", "{{ call .Other }}")):  # not warned about yet
+        r = client.post("/api/create", json={"model": name, "from": TINY, "template": template, "stream": False})
+        assert r.status_code == 200, r.text
+    body = {"prompt": "Hello there", "stream": False, "options": {"num_predict": 1, "temperature": 0}}
+    plain = client.post("/api/generate", json=body | {"model": TINY}).json()
+    go = client.post("/api/generate", json=body | {"model": "go"}).json()
+    as_request = client.post("/api/generate", json=body | {"model": TINY, "template": WORDY}).json()
+    assert go["prompt_eval_count"] == as_request["prompt_eval_count"] != plain["prompt_eval_count"]
+    with caplog.at_level(logging.WARNING, logger="cllm.api"):
+        broken = client.post("/api/generate", json=body | {"model": "broken"})
+        chat = client.post(
+            "/api/chat", json={**body, "model": "broken", "messages": [{"role": "user", "content": "Hello there"}]}
+        )
+    assert broken.status_code == 200 and chat.status_code == 200
+    assert broken.json()["prompt_eval_count"] == plain["prompt_eval_count"]
+    assert any("broken:latest: its Go template cannot be rendered" in r.getMessage() for r in caplog.records)
