@@ -8,6 +8,7 @@ transfer after some bytes, or serves bytes that are not the blob the digest name
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import socket
@@ -19,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import orjson
+
+from cllm_ollama.store.keys import public_key
 
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
@@ -204,3 +207,22 @@ def fake_registry() -> Iterator[FakeRegistry]:
     with _serve(_handler(state, "registry")) as url, _serve(_handler(state, "cdn")) as cdn_url:
         state.url, state.cdn_url = url, cdn_url
         yield state
+
+
+# -- an Ollama key (~/.ollama/id_ed25519) for the tests that sign token requests --------
+
+
+def ssh_wire(*parts: bytes) -> bytes:
+    return b"".join(len(p).to_bytes(4, "big") + p for p in parts)
+
+
+def openssh_key(seed: bytes, comment: bytes = b"me@host") -> str:
+    """An unencrypted OpenSSH ed25519 private key file, laid out as ssh-keygen writes one."""
+    public = public_key(seed)
+    blob = ssh_wire(b"ssh-ed25519", public)
+    private = b"\x01\x02\x03\x04" * 2 + ssh_wire(b"ssh-ed25519", public, seed + public, comment)
+    private += bytes(range(1, 1 + (-len(private)) % 8))
+    data = b"openssh-key-v1\0" + ssh_wire(b"none", b"none", b"") + (1).to_bytes(4, "big") + ssh_wire(blob, private)
+    body = base64.b64encode(data).decode()
+    lines = [body[i : i + 70] for i in range(0, len(body), 70)]
+    return "\n".join(["-----BEGIN OPENSSH PRIVATE KEY-----", *lines, "-----END OPENSSH PRIVATE KEY-----", ""])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
@@ -179,10 +180,13 @@ class Registry:
         realm_host = realm_url.netloc.decode()
         if realm_host != self.netloc:
             raise RegistryError(f'realm host "{realm_host}" does not match original host "{self.netloc}"')
-        params: list[tuple[str, str]] = [("service", service)]
+        # As Go's url.Values.Encode writes it (keys in order), since the signature covers the URL.
+        params = list(urllib.parse.parse_qsl(realm_url.query.decode(), keep_blank_values=True))
+        params += [("service", service)]
         params += [("scope", s) for s in scope.split(" ")]
         params += [("ts", str(int(time.time()))), ("nonce", secrets.token_urlsafe(16))]
-        url = realm_url.copy_merge_params(params)
+        params.sort(key=lambda kv: kv[0])
+        url = str(realm_url.copy_with(query=None)) + "?" + urllib.parse.urlencode(params)
         headers: dict[str, str] = {}
         signature = self._signer("GET", str(url)) if self._signer else None
         if signature:

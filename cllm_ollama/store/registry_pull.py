@@ -19,6 +19,7 @@ from ..errors import PullError
 from . import manifests as mt
 from .blobs import DIGEST_RE
 from .download import DigestMismatch, download_blob
+from .keys import ollama_signer
 from .manifests import Layer, Manifest, ManifestError
 from .names import ModelName
 from .registry import Registry, RegistryError, registry_url
@@ -54,8 +55,12 @@ class ManifestUnavailable(PullError):
 
 
 def open_registry(name: ModelName, options: RegistryOptions, scheme: str | None = None) -> Registry:
-    """The registry ``name`` lives on (raises ``RegistryError`` for http:// without insecure)."""
-    return Registry(registry_url(name, insecure=options.insecure, default_url=options.registry_url, scheme=scheme))
+    """The registry ``name`` lives on (raises ``RegistryError`` for http:// without insecure).
+
+    Token requests are signed with the user's Ollama key when there is one, as Ollama signs them.
+    """
+    url = registry_url(name, insecure=options.insecure, default_url=options.registry_url, scheme=scheme)
+    return Registry(url, signer=ollama_signer())
 
 
 def pull_from_registry(

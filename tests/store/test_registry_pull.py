@@ -6,6 +6,7 @@ The stand-in takes the place of https://registry.ollama.ai through ``RegistryOpt
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import socket
 import threading
@@ -16,12 +17,13 @@ from typing import Any
 import orjson
 import pytest
 from fakehub import FakeHub
-from fakeregistry import TOKEN, FakeRegistry, digest_of, fake_registry
+from fakeregistry import TOKEN, FakeRegistry, digest_of, fake_registry, openssh_key
 
 from cllm_ollama.errors import PullError, RequestCanceled
 from cllm_ollama.store import download
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.catalog import Catalog
+from cllm_ollama.store.keys import public_key, verify
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.pull import HUB, REGISTRY, REGISTRY_THEN_HUB, pull_model, pull_source
 from cllm_ollama.store.registry_pull import RegistryOptions
@@ -44,9 +46,10 @@ def gguf_bytes(tiny_gguf: Path) -> bytes:
 
 
 @pytest.fixture(autouse=True)
-def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+def quick_retries(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(download, "RETRY_BASE_S", 0.0)
     monkeypatch.setattr(download, "MAX_RETRIES", 2)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no Ollama key unless a test writes one
 
 
 def add_tiny(registry: FakeRegistry, gguf: bytes, repo: str = "library/tiny", tag: str = "latest") -> bytes:
@@ -164,6 +167,25 @@ def test_a_401_bearer_challenge_gets_an_anonymous_token(
     assert "Authorization" not in first.headers
     assert second.headers["Authorization"] == f"Bearer {TOKEN}"
     assert model_store.get("tiny").template == TEMPLATE
+
+
+def test_with_an_ollama_key_the_token_request_is_signed(
+    model_store: ModelStore, registry: FakeRegistry, gguf_bytes: bytes, tmp_path: Path
+) -> None:
+    seed = bytes(range(32))
+    (tmp_path / "home" / ".ollama").mkdir(parents=True)
+    (tmp_path / "home" / ".ollama" / "id_ed25519").write_text(openssh_key(seed))
+    add_tiny(registry, gguf_bytes)
+    registry.require_token = True
+    pull(model_store, registry, "tiny")
+    (token,) = registry.seen("GET", "^/token")
+    pub, sig = token.headers["Authorization"].split(":")
+    assert base64.b64decode(pub)[-32:] == public_key(seed)
+    empty = base64.b64encode(hashlib.sha256(b"").hexdigest().encode()).decode()
+    signed = f"GET,{registry.url}{token.path},{empty}".encode()
+    assert verify(public_key(seed), signed, base64.b64decode(sig))
+    # The URL as Go's url.Values writes it: parameters in key order.
+    assert [kv.split("=")[0] for kv in token.path.split("?")[1].split("&")] == ["nonce", "scope", "service", "ts"]
 
 
 def test_a_realm_on_another_host_is_refused(model_store: ModelStore, registry: FakeRegistry, gguf_bytes: bytes) -> None:
