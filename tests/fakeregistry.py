@@ -53,6 +53,8 @@ class FakeRegistry:
     cuts_left: int = 0  # ...for this many responses (then normal again)
     delay_s: float = 0.0  # a pause before each blob body (holds downloads open)
     gate: threading.Event | None = None  # when set, blob bodies wait for it
+    redirect_uploads: bool = False  # PATCHed parts answer 307: the part goes to the CDN with PUT
+    uploads: dict[str, bytearray] = field(default_factory=dict)  # upload id -> bytes so far
     url: str = ""
     cdn_url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -84,6 +86,10 @@ class FakeRegistry:
             and re.search(pattern, r.path)
             and (server is None or r.server == server)
         ]
+
+
+# How Ollama commits an upload: the digest, and an etag of the parts' md5s.
+_COMMIT = re.compile(r"/uploads/(u\d+)\?_state=s\d+&digest=(sha256%3A[0-9a-f]{64})&etag=[0-9a-f]{32}-\d+")
 
 
 def _handler(state: FakeRegistry, server_name: str) -> type[BaseHTTPRequestHandler]:
@@ -122,13 +128,8 @@ def _handler(state: FakeRegistry, server_name: str) -> type[BaseHTTPRequestHandl
                 return self._blob(m.group(1))
             if self.path.startswith("/token"):
                 return self._send(200, orjson.dumps({"token": TOKEN}), {"Content-Type": "application/json"})
-            if state.require_token and self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                m = re.match(r"/v2/([^/]+/[^/]+)/", self.path)
-                scope = f"repository:{m.group(1) if m else ''}:pull"
-                challenge = f'Bearer realm="{state.url}/token",service="fake-registry",scope="{scope}"'
-                body = orjson.dumps({"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]})
-                headers = {"WWW-Authenticate": challenge, "Content-Type": "application/json"}
-                return self._send(401, body, headers)
+            if self._challenged("pull"):
+                return None
             if m := re.fullmatch(r"/v2/([^/]+/[^/]+)/manifests/([^/]+)", self.path):
                 manifest = state.manifests.get((m.group(1), m.group(2)))
                 if manifest is None:
@@ -141,6 +142,79 @@ def _handler(state: FakeRegistry, server_name: str) -> type[BaseHTTPRequestHandl
                 if state.redirect_blobs:
                     return self._send(307, b"", {"Location": f"{state.cdn_url}/blobs/{digest}?signature=abc123"})
                 return self._blob(digest)
+            return self._error(404, "NOT_FOUND", "not found")
+
+        def _challenged(self, action: str) -> bool:
+            """Answer 401 with a Bearer challenge unless the request carries the token."""
+            if not state.require_token or self.headers.get("Authorization") == f"Bearer {TOKEN}":
+                return False
+            m = re.match(r"/v2/([^/]+/[^/]+)/", self.path)
+            scope = f"repository:{m.group(1) if m else ''}:{action}"
+            challenge = f'Bearer realm="{state.url}/token",service="fake-registry",scope="{scope}"'
+            body = orjson.dumps({"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]})
+            self._send(401, body, {"WWW-Authenticate": challenge, "Content-Type": "application/json"})
+            return True
+
+        def _body(self) -> bytes:
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def do_POST(self) -> None:
+            self._record()
+            body = self._body()
+            if self._challenged("push"):
+                return None
+            if re.fullmatch(r"/v2/([^/]+/[^/]+)/blobs/uploads/", self.path) is None or body:
+                return self._error(404, "NOT_FOUND", "not found")
+            upload = f"u{len(state.uploads)}"
+            state.uploads[upload] = bytearray()
+            return self._send(202, b"", {"Location": f"/uploads/{upload}?_state=s0", "Docker-Upload-UUID": upload})
+
+        def do_PATCH(self) -> None:
+            self._record()
+            body = self._body()
+            if self._challenged("push"):
+                return None
+            m = re.fullmatch(r"/uploads/(u\d+)\?_state=s\d+", self.path)
+            if m is None:
+                return self._error(404, "BLOB_UPLOAD_UNKNOWN", "blob upload unknown")
+            upload = m.group(1)
+            start, _, _end = self.headers.get("Content-Range", "0-").partition("-")
+            if int(start) != len(state.uploads[upload]):
+                return self._error(416, "BLOB_UPLOAD_INVALID", "range out of order")
+            following = f"/uploads/{upload}?_state=s{len(state.uploads[upload]) + len(body)}"
+            if state.redirect_uploads:
+                # As ollama.com does: the part goes to storage named by the Location, with PUT.
+                location = f"{state.cdn_url}/parts/{upload}?offset={start}&signature=abc123"
+                return self._send(307, b"", {"Location": location, "Docker-Upload-Location": following})
+            state.uploads[upload] += body
+            return self._send(202, b"", {"Location": following, "Range": f"0-{len(state.uploads[upload]) - 1}"})
+
+        def do_PUT(self) -> None:
+            self._record()
+            body = self._body()
+            if server_name == "cdn":
+                m = re.fullmatch(r"/parts/(u\d+)\?offset=(\d+)&signature=\w+", self.path)
+                if m is None or int(m.group(2)) != len(state.uploads[m.group(1)]):
+                    return self._error(403, "DENIED", "bad part")
+                state.uploads[m.group(1)] += body
+                return self._send(200)
+            if self._challenged("push"):
+                return None
+            if m := re.fullmatch(r"/v2/([^/]+/[^/]+)/manifests/([^/]+)", self.path):
+                if self.headers.get("Content-Type") != MANIFEST_TYPE:
+                    return self._error(400, "MANIFEST_INVALID", "wrong content type")
+                for layer in [orjson.loads(body)["config"], *orjson.loads(body)["layers"]]:
+                    if layer["digest"] not in state.blobs:
+                        return self._error(400, "MANIFEST_BLOB_UNKNOWN", layer["digest"])
+                state.manifests[(m.group(1), m.group(2))] = body
+                return self._send(201)
+            if m := _COMMIT.fullmatch(self.path):
+                data = bytes(state.uploads.pop(m.group(1))) + body
+                digest = m.group(2).replace("%3A", ":")
+                if digest_of(data) != digest:
+                    return self._error(400, "DIGEST_INVALID", "provided digest did not match uploaded content")
+                state.blobs[digest] = data
+                return self._send(201, b"", {"Location": f"/v2/blobs/{digest}"})
             return self._error(404, "NOT_FOUND", "not found")
 
         def _blob(self, digest: str) -> None:
