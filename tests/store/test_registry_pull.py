@@ -9,6 +9,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -458,3 +461,47 @@ def test_preferring_the_registry_for_catalog_names_falls_back_to_the_hub(
     pull_model(model_store, "tiny:1m", events.append, catalog=CATALOG, options=options)
     assert len(fake_hub.downloads) == 1
     assert model_store.get("tiny:1m").template == TEMPLATE
+
+
+def test_a_blob_another_process_is_downloading_is_waited_for(
+    model_store: ModelStore, registry: FakeRegistry, gguf_bytes: bytes, tmp_path: Path
+) -> None:
+    """Another process (a `cllm pull` beside the server) holds the blob's lock: this pull reports
+    that download's progress from its part files, then finds the blob there and fetches nothing."""
+    add_tiny(registry, gguf_bytes)
+    hex_ = hashlib.sha256(gguf_bytes).hexdigest()
+    blobs = model_store.blobs_dir
+    blobs.mkdir(parents=True)
+    (blobs / f"sha256-{hex_}-partial-0").write_bytes(
+        orjson.dumps({"N": 0, "Offset": 0, "Size": len(gguf_bytes), "Completed": 1234})
+    )
+    source = tmp_path / "model.gguf"
+    source.write_bytes(gguf_bytes)
+    child = textwrap.dedent(
+        f"""
+        import os, shutil, sys, time
+        from pathlib import Path
+        from cllm_ollama.store.locking import exclusive
+        blobs = Path({str(blobs)!r})
+        with exclusive(blobs / "sha256-{hex_}-partial.lock"):
+            print("holding", flush=True)
+            time.sleep(1.0)
+            shutil.copy({str(source)!r}, blobs / ".tmp-done")
+            os.replace(blobs / ".tmp-done", blobs / "sha256-{hex_}")
+            (blobs / "sha256-{hex_}-partial-0").unlink()
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "holding\n"
+        events = pull(model_store, registry, "tiny")
+    finally:
+        proc.wait(30)
+    assert ranged(registry, hex_) == []
+    assert {
+        "status": f"pulling {hex_[:12]}",
+        "digest": f"sha256:{hex_}",
+        "total": len(gguf_bytes),
+        "completed": 1234,
+    } in events
+    assert model_store.get("tiny").model_path.read_bytes() == gguf_bytes  # type: ignore[union-attr]
