@@ -3,12 +3,22 @@ through every layer above the engine, for tests that need them from a model too 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import gguf
+from serving import serve_in_thread
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
 from cllm_ollama.engine.client import LoadSpec
 from cllm_ollama.engine.pool import ModelPool
 from cllm_ollama.engine.request import Event, FinishReason, Request, Stats
+from cllm_ollama.store.create import import_gguf
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.ggufs import write_qwen3
 
 
 @dataclass
@@ -66,3 +76,16 @@ def scripted_pool(script: list[str | BaseException], models: list[ScriptedModel]
         default_keep_alive=300,
         loader=load,  # type: ignore[arg-type]
     )
+
+
+@contextmanager
+def scripted_server(root: Path, model: str = "tiny") -> Iterator[tuple[str, list[str | BaseException]]]:
+    """A live server (real sockets) with the tiny qwen3 installed as ``model``, whose engine plays
+    the yielded script: its base URL and the script to fill."""
+    path = write_qwen3(root / "tiny.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
+    import_gguf(ModelStore(root / "models"), model, path)
+    app = create_app(Settings(models_dir=root / "models", num_parallel=2, context_length=256, num_thread=1))
+    script: list[str | BaseException] = []
+    with serve_in_thread(app) as url:
+        app.state.pool = scripted_pool(script)  # type: ignore[attr-defined]
+        yield url, script

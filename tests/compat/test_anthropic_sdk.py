@@ -16,16 +16,12 @@ from pathlib import Path
 
 import ollama
 import pytest
-from conftest import MODEL, install_tiny
-from scripted import scripted_pool
-from serving import serve_in_thread
-
-from cllm_ollama.app import create_app
-from cllm_ollama.config import Settings
+from scripted import scripted_server
 
 anthropic = pytest.importorskip("anthropic")
 
 pytestmark = pytest.mark.model
+MODEL = "tiny"  # what the compat server serves
 N = 12
 HI = [{"role": "user", "content": "Hi"}]
 NO_THINKING = {"type": "disabled"}
@@ -52,13 +48,8 @@ def client(compat_url: str) -> Iterator[anthropic.Anthropic]:
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[anthropic.Anthropic, list[str]]]:
     """A live server over the tiny model's record whose engine says what ``script`` holds."""
-    root = tmp_path_factory.mktemp("scripted")
-    install_tiny(root / "models", root)
-    app = create_app(Settings(models_dir=root / "models", num_parallel=2, context_length=256, num_thread=1))
-    script: list[str] = []
-    with serve_in_thread(app) as url, _client(url) as c:
-        app.state.pool = scripted_pool(script)  # type: ignore[arg-type]
-        yield c, script
+    with scripted_server(tmp_path_factory.mktemp("scripted")) as (url, script), _client(url) as c:
+        yield c, script  # type: ignore[misc]
 
 
 def test_create_and_stream_agree_with_native_chat(client: anthropic.Anthropic, compat_url: str) -> None:
