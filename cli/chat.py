@@ -83,6 +83,7 @@ USAGE_SHORTCUTS = """Available keyboard shortcuts:
 """
 _INT_PARAMETERS = {"seed", "num_predict", "top_k", "num_ctx", "repeat_last_n", "num_gpu", "num_keep", "num_batch"}
 _THINK_LEVELS = ("high", "medium", "low")
+THINK_VALUES = ("true", "false", "yes", "no", "on", "off", *_THINK_LEVELS)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from ..errors import CllmError
 from ..store.modelfile import parse_modelfile
 from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, connect, server
 from .bench import bench_command
-from .chat import Session, interactive, parse_think, reply
+from .chat import THINK_VALUES, Session, interactive, parse_think, reply
 from .progress import ProgressPrinter
 from .render import models_table, running_table, show_text
 
@@ -240,6 +240,10 @@ def run_command(
 ) -> None:
     """Run a model: answer PROMPT (or what stdin holds), or start an interactive session (needs `cllm serve`)."""
     prompts = list(prompt)
+    if think is not None and think.lower() not in THINK_VALUES:
+        # `--think Why...`: as with Ollama's optional-value flag, the word is the prompt's, not the flag's.
+        prompts.insert(0, think)
+        think = "true"
     stdin_is_terminal = sys.stdin.isatty()
     if not stdin_is_terminal:
         # As Ollama does: piped input goes before the prompt's words, and no session starts.

@@ -86,8 +86,10 @@ def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> No
         ('"""Hello', "... "),
         ('there"""', "eval count:           5 token(s)"),
         ("/set quiet", "Set 'quiet' mode."),
+        ("/save", "Usage:\r\n  /save <modelname>"),
+        ("/save terse", "Created new model 'terse'"),
         ("/clear", "Cleared session context"),
-        ("/list", "NAME"),
+        ("/list", "terse:latest"),
         ("/load nope", "Couldn't find model 'nope'"),
         ("/load endless", "Loading model 'endless'"),
     ]
@@ -99,6 +101,11 @@ def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> No
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+    # /save made a model of the session: its system message and parameters.
+    saved = CliRunner().invoke(cli, ["show", "terse", "--system"], env=served).output
+    assert saved == "You are\nterse.\n"
+    parameters = CliRunner().invoke(cli, ["show", "terse", "--parameters"], env=served).output
+    assert "temperature" in parameters and "num_predict" in parameters
 
 
 @pytest.mark.model
@@ -159,6 +166,10 @@ def test_piped_stdin_goes_before_the_prompt(monkeypatch: pytest.MonkeyPatch) -> 
     (body,) = sent
     assert body["messages"] == [{"role": "user", "content": "some text\n Summarise"}]
     assert body["format"] == "json" and body["keep_alive"] == "10m" and body["think"] == "high"
+    sent.clear()
+    # `--think` takes a value only as `--think=value`: a following word is the prompt's.
+    assert CliRunner().invoke(cli, ["run", "m", "--think", "Why?", "--hidethinking"], input="").exit_code == 0
+    assert sent[0]["think"] is True and sent[0]["messages"] == [{"role": "user", "content": "Why?"}]
 
 
 def test_run_pulls_a_missing_model_first(monkeypatch: pytest.MonkeyPatch) -> None:
