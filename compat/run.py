@@ -7,7 +7,8 @@ What it does, as a user would:
 2. starts ``cllm serve`` as a subprocess on a free loopback port (OLLAMA_HOST);
 3. runs the npm clients: ``npm ci`` in compat/js when node_modules is missing or stale, then
    ``node check.mjs URL tiny`` (ollama-js and openai-js);
-4. runs the Python client tests in tests/compat (openai SDK, langchain-ollama) against that same
+4. runs the Python client tests in tests/compat (openai SDK, langchain-ollama, anthropic SDK,
+   LiteLLM, LlamaIndex) against that same
    server through ``CLLM_COMPAT_URL``, and the official ``ollama`` Python client tests of
    tests/api (which start their own in-process server);
 5. writes compat/RESULTS.md: client, version, checks passed/failed, known incompatibilities, date.
@@ -53,6 +54,9 @@ SERVER_ENV = {"OLLAMA_NUM_PARALLEL": "4", "OLLAMA_CONTEXT_LENGTH": "512", "CLLM_
 PY_SUITES = {
     "tests/compat/test_openai_sdk.py": ("openai (PyPI)", "openai", "cllm serve"),
     "tests/compat/test_langchain.py": ("langchain-ollama (PyPI)", "langchain-ollama", "cllm serve"),
+    "tests/compat/test_anthropic_sdk.py": ("anthropic (PyPI)", "anthropic", "cllm serve"),
+    "tests/compat/test_litellm.py": ("litellm (PyPI)", "litellm", "cllm serve"),
+    "tests/compat/test_llamaindex.py": ("llama-index ollama (PyPI)", "llama-index-llms-ollama", "cllm serve"),
 }
 # Found while writing the checks, but without a check of their own (no trigger independent of an
 # xfailed bug, or a difference the README already documents). Update by hand.
@@ -238,6 +242,8 @@ def run_python(url: str, work: Path) -> list[ClientResult]:
         r = ClientResult(client, dist_version(dist), server, found.get(path, []))
         if dist == "langchain-ollama":
             r.version += f" (langchain-core {dist_version('langchain-core')}, ollama {dist_version('ollama')})"
+        if dist == "llama-index-llms-ollama":
+            r.version += f" (llama-index-embeddings-ollama {dist_version('llama-index-embeddings-ollama')})"
         if not r.checks:
             r.checks = found.get("pytest", [])
         results.append(r)
