@@ -58,9 +58,15 @@ PY_SUITES = {
     "tests/compat/test_litellm.py": ("litellm (PyPI)", "litellm", "cllm serve"),
     "tests/compat/test_llamaindex.py": ("llama-index ollama (PyPI)", "llama-index-llms-ollama", "cllm serve"),
 }
+# Clients the test extras cannot hold: their absence is noted, not a failure.
+OPTIONAL = {"litellm"}
 # Found while writing the checks, but without a check of their own (no trigger independent of an
 # xfailed bug, or a difference the README already documents). Update by hand.
 NOTES = [
+    "LiteLLM is not in the test extras: every litellm on the index either needs `openai<3` (the extras pin the "
+    "OpenAI SDK 3.54.0) or a newer `certifi` than the index has. Its checks (tests/compat/test_litellm.py) run "
+    "where it is installed (`pip install litellm==1.100.5`, which downgrades openai to 2.x) and skip elsewhere; "
+    "they passed 3 of 3 with litellm 1.100.5 on 2026-11-23.",
     "`logprobs` on /v1/completions (the legacy integer form) is accepted and ignored; /v1/chat/completions and the "
     "native API return log probabilities.",
     "`/v1/completions` with `suffix` on the tiny model gives 400 `... does not support insert`, as Ollama does for a "
@@ -87,6 +93,7 @@ class ClientResult:
     server: str
     checks: list[Check] = field(default_factory=list)
     note: str = ""
+    optional: bool = False  # not installable beside the test extras: missing is no failure
 
     def count(self, outcome: str) -> int:
         return sum(c.outcome == outcome for c in self.checks)
@@ -244,7 +251,10 @@ def run_python(url: str, work: Path) -> list[ClientResult]:
             r.version += f" (langchain-core {dist_version('langchain-core')}, ollama {dist_version('ollama')})"
         if dist == "llama-index-llms-ollama":
             r.version += f" (llama-index-embeddings-ollama {dist_version('llama-index-embeddings-ollama')})"
-        if not r.checks:
+        if dist in OPTIONAL and r.version == "not installed":
+            r.note = "not run: not installed (see Other observations)"
+            r.optional = True
+        elif not r.checks:
             r.checks = found.get("pytest", [])
         results.append(r)
     log("pytest tests/api official ollama client tests (their own in-process servers)")
@@ -308,7 +318,7 @@ def main() -> int:
         work = Path(tmp)
         with cllm_server(work) as url:
             results = run_js(url, install=not args.no_npm_install) + run_python(url, work)
-    failed = sum(r.count("failed") for r in results) + sum(not r.checks for r in results)
+    failed = sum(r.count("failed") for r in results) + sum(not r.checks and not r.optional for r in results)
     for r in results:
         status = r.note or f"{r.count('passed')} passed, {r.count('failed')} failed, {r.count('xfailed')} xfailed"
         log(f"{r.client} {r.version}: {status}")
