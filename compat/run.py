@@ -252,7 +252,7 @@ def run_python(url: str, work: Path) -> list[ClientResult]:
         if dist == "llama-index-llms-ollama":
             r.version += f" (llama-index-embeddings-ollama {dist_version('llama-index-embeddings-ollama')})"
         if dist in OPTIONAL and r.version == "not installed":
-            r.note = "not run: not installed (see Other observations)"
+            r.note = "not run (see Other observations)"
             r.optional = True
         elif not r.checks:
             r.checks = found.get("pytest", [])
