@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -83,6 +84,7 @@ USAGE_SHORTCUTS = """Available keyboard shortcuts:
 """
 _INT_PARAMETERS = {"seed", "num_predict", "top_k", "num_ctx", "repeat_last_n", "num_gpu", "num_keep", "num_batch"}
 _THINK_LEVELS = ("high", "medium", "low")
+_HISTORY_LINES = 1000
 THINK_VALUES = ("true", "false", "yes", "no", "on", "off", *_THINK_LEVELS)
 
 
@@ -539,9 +541,27 @@ def load_model(backend: HttpBackend, session: Session) -> None:
     backend.stream("/api/chat", body | {"stream": False}, lambda _: None)
 
 
+def history_path() -> Path:
+    """Where lines typed in sessions are kept, as Ollama keeps ``~/.ollama/history``."""
+    return Path.home() / ".cllm" / "history"
+
+
 def interactive(backend: HttpBackend, session: Session) -> None:
-    """A session as `ollama run` offers: history is kept; /bye (or end of input) leaves."""
-    with contextlib.suppress(ImportError):  # Windows has none
-        import readline  # noqa: F401  line editing, history and bracketed paste for input()
+    """A session as `ollama run` offers: line history kept across sessions; /bye (or Ctrl+D) leaves."""
+    try:
+        import readline  # line editing, history and bracketed paste for input()
+    except ImportError:  # pragma: no cover - Windows has none
+        readline = None  # type: ignore[assignment]
+    path = history_path()
+    if readline is not None:
+        with contextlib.suppress(OSError):
+            readline.read_history_file(path)
     load_model(backend, session)
-    Repl(backend, session).run()
+    try:
+        Repl(backend, session).run()
+    finally:
+        if readline is not None:
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                readline.set_history_length(_HISTORY_LINES)
+                readline.write_history_file(path)

@@ -101,6 +101,9 @@ def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> No
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+    # Lines are kept for the next session (not those typed while history was off).
+    history = (Path(served["HOME"]) / ".cllm" / "history").read_text()
+    assert "/set parameter temperature 0\n" in history and "\n/set history\n" not in history
     # /save made a model of the session: its system message and parameters.
     saved = CliRunner().invoke(cli, ["show", "terse", "--system"], env=served).output
     assert saved == "You are\nterse.\n"
