@@ -126,6 +126,16 @@ class HttpBackend:
                     raise CllmError(event["error"])
                 report(event)
 
+    def unload(self, name: str) -> None:
+        """``keep_alive: 0`` with no prompt: the model leaves memory now (``ollama stop``)."""
+        self._call("POST", "/api/generate", {"model": name, "keep_alive": 0})
+
+    def embed(self, name: str, text: str, keep_alive: str | None) -> list[list[float]]:
+        body: dict[str, Any] = {"model": name, "input": text}
+        if keep_alive is not None:
+            body["keep_alive"] = keep_alive
+        return self._call("POST", "/api/embed", body).json()["embeddings"]  # type: ignore[no-any-return]
+
     def running(self) -> list[dict[str, Any]]:
         return self._call("GET", "/api/ps").json()["models"]  # type: ignore[no-any-return]
 

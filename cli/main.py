@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 import httpx
 import uvicorn
 
+from .. import OLLAMA_COMPAT_VERSION, __version__
 from ..api.shutdown import Drain
 from ..app import create_app
 from ..config import ConfigError, Settings
 from ..errors import CllmError
 from ..store.modelfile import parse_modelfile
-from .backend import Backend, connect, server
+from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, connect, server
 from .bench import bench_command
-from .chat import interactive, reply
+from .chat import THINK_VALUES, Session, interactive, parse_think, reply
 from .progress import ProgressPrinter
 from .render import models_table, running_table, show_text
 
@@ -63,7 +67,35 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets=sockets)
 
 
+def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``-v/--version``: the server's version, and the client's when they differ (as ``ollama -v``)."""
+    if not value or ctx.resilient_parsing:
+        return
+    client = f"{OLLAMA_COMPAT_VERSION} (cllm {__version__})"
+    try:
+        settings = Settings.from_env()
+        answer = httpx.get(settings.host.url + "/api/version", timeout=PROBE_TIMEOUT_S)
+        served = answer.json().get("version", "")
+    except (ConfigError, httpx.HTTPError, ValueError, AttributeError):
+        served = ""
+        click.echo("Warning: could not connect to a running cllm instance")
+    if served:
+        click.echo(f"cllm version is {served}")
+    if served != OLLAMA_COMPAT_VERSION:
+        click.echo(f"Warning: client version is {client}")
+    ctx.exit()
+
+
 @click.group("cllm", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "-v",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Show version information.",
+)
 def cli() -> None:
     """A drop-in Ollama server with continuous batching over llama.cpp."""
 
@@ -88,6 +120,9 @@ def serve_command() -> None:
         timeout_graceful_shutdown=int(settings.shutdown_grace) + 5,
     )
     _Server(config, app.state.drain).run()
+
+
+cli.add_command(serve_command, "start")
 
 
 @cli.command("pull")
@@ -192,15 +227,95 @@ def create_command(name: str, modelfile: Path) -> None:
 @cli.command("run")
 @click.argument("model")
 @click.argument("prompt", nargs=-1)
-@click.option("--think/--no-think", default=None, help="Let a thinking model think first [default: the model's].")
-def run_command(model: str, prompt: tuple[str, ...], think: bool | None) -> None:
-    """Chat with a model: answer PROMPT, or start an interactive session (needs `cllm serve`)."""
+@click.option("--verbose", is_flag=True, help="Show timings for the response.")
+@click.option("--format", "fmt", default="", help='Response format (e.g. "json").')
+@click.option("--keepalive", default=None, help='How long the model stays loaded (e.g. "5m").')
+@click.option(
+    "--think",
+    is_flag=False,
+    flag_value="true",
+    default=None,
+    help="Let a thinking model think first: true, false, high, medium or low [default: the model's].",
+)
+@click.option("--no-think", "no_think", is_flag=True, hidden=True)
+@click.option("--hidethinking", is_flag=True, help="Hide the thinking output (when thinking).")
+@click.option("--nowordwrap", is_flag=True, help="Do not wrap words to the next line automatically.")
+@click.option("--insecure", is_flag=True, help="Use an insecure registry (accepted, as by Ollama).")
+def run_command(
+    model: str,
+    prompt: tuple[str, ...],
+    verbose: bool,
+    fmt: str,
+    keepalive: str | None,
+    think: str | None,
+    no_think: bool,
+    hidethinking: bool,
+    nowordwrap: bool,
+    insecure: bool,
+) -> None:
+    """Run a model: answer PROMPT (or what stdin holds), or start an interactive session (needs `cllm serve`)."""
+    prompts = list(prompt)
+    if think is not None and think.lower() not in THINK_VALUES:
+        # `--think Why...`: as with Ollama's optional-value flag, the word is the prompt's, not the flag's.
+        prompts.insert(0, think)
+        think = "true"
+    stdin_is_terminal = sys.stdin.isatty()
+    if not stdin_is_terminal:
+        # As Ollama does: piped input goes before the prompt's words, and no session starts.
+        piped = sys.stdin.read()
+        if piped:
+            prompts.insert(0, piped)
     with user_errors():
+        session = Session(
+            model,
+            format=fmt,
+            think=False if no_think else parse_think(think),
+            hide_thinking=hidethinking,
+            verbose=verbose,
+            wordwrap=not nowordwrap and stdin_is_terminal and sys.stdout.isatty(),
+            keep_alive=keepalive,
+        )
         backend = server(_settings())
-        if prompt:
-            reply(backend, model, [{"role": "user", "content": " ".join(prompt)}], think)
+        show = _present(backend, model)
+        capabilities = show.get("capabilities") or []
+        if "embedding" in capabilities and "completion" not in capabilities:
+            vectors = backend.embed(model, " ".join(prompts), keepalive)
+            for vector in vectors:
+                click.echo(json.dumps(vector))
+            return
+        if prompts or not stdin_is_terminal or not sys.stdout.isatty():
+            session.messages.append({"role": "user", "content": " ".join(prompts)})
+            reply(backend, session, wrap=session.wordwrap)
         else:
-            interactive(backend, model, think)
+            interactive(backend, session)
+
+
+def _present(backend: HttpBackend, model: str) -> dict[str, Any]:
+    """The model's /api/show, pulling it first when it is not there (as `ollama run` does)."""
+    try:
+        return backend.show(model)
+    except CllmError as exc:
+        if exc.status_code != 404:
+            raise
+    printer = ProgressPrinter()
+    try:
+        backend.pull(model, printer)
+    finally:
+        printer.close()
+    return backend.show(model)
+
+
+@cli.command("stop")
+@click.argument("model")
+def stop_command(model: str) -> None:
+    """Stop a running model (unload it now)."""
+    with user_errors():
+        try:
+            server(_settings()).unload(model)
+        except CllmError as exc:
+            if "not found" in exc.message:
+                raise CommandError(f'couldn\'t find model "{model}" to stop') from exc
+            raise
 
 
 @cli.command("ps")

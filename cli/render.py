@@ -34,26 +34,56 @@ def models_table(models: list[dict[str, Any]], now: datetime) -> str:
 
 
 def running_table(models: list[dict[str, Any]], now: datetime) -> str:
-    """`cllm ps`: what is loaded, where, and until when."""
+    """`cllm ps`: what is loaded, where, and until when, in Ollama's columns and words."""
     rows = [["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]]
     for m in models:
-        gpu = m.get("size_vram", 0) / m["size"] if m.get("size") else 0
-        processor = "100% CPU" if gpu == 0 else f"{round(100 * gpu)}% GPU"
+        size, vram = m.get("size", 0), m.get("size_vram", 0)
+        if vram == 0:
+            processor = "100% CPU"
+        elif vram == size:
+            processor = "100% GPU"
+        elif vram > size or size == 0:
+            processor = "Unknown"
+        else:
+            cpu = round((size - vram) / size * 100)
+            processor = f"{cpu}%/{100 - cpu}% CPU/GPU"
         until = datetime.fromisoformat(m["expires_at"].replace("Z", "+00:00"))
-        left = "Forever" if until.year > now.year + 100 else _from_now(until, now)
-        rows.append([m["name"], m["digest"][:12], human_bytes(m["size"]), processor, str(m["context_length"]), left])
+        if until < now:
+            left = "Stopping..."
+        elif until.year > now.year + 100:
+            left = "Forever"
+        else:
+            left = f"{_human_duration((until - now).total_seconds())} from now"
+        rows.append([m["name"], m["digest"][:12], human_bytes(size), processor, str(m["context_length"]), left])
     return table(rows)
 
 
-def _from_now(then: datetime, now: datetime) -> str:
-    seconds = int((then - now).total_seconds())
-    if seconds < 60:
-        return "Less than a minute from now"
-    minutes = seconds // 60
+def _human_duration(seconds: float) -> str:
+    """Go ollama's format.humanDuration."""
+    s = int(seconds)
+    if s < 1:
+        return "Less than a second"
+    if s == 1:
+        return "1 second"
+    if s < 60:
+        return f"{s} seconds"
+    minutes = s // 60
+    if minutes == 1:
+        return "About a minute"
     if minutes < 60:
-        return f"{minutes} minute{'s' if minutes != 1 else ''} from now"
+        return f"{minutes} minutes"
     hours = minutes // 60
-    return f"{hours} hour{'s' if hours != 1 else ''} from now"
+    if hours == 1:
+        return "About an hour"
+    if hours < 48:
+        return f"{hours} hours"
+    if hours < 24 * 7 * 2:
+        return f"{hours // 24} days"
+    if hours < 24 * 30 * 2:
+        return f"{hours // 24 // 7} weeks"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24 // 30} months"
+    return f"{hours // 24 // 365} years"
 
 
 def _section(title: str, rows: list[list[str]]) -> list[str]:

@@ -40,6 +40,11 @@ _ALLOWED_HEADERS = [
     "x-stainless-runtime",
     "x-stainless-runtime-version",
     "x-stainless-timeout",
+    # Anthropic's SDK (Ollama's list lacks them: a browser's preflight there fails).
+    "x-api-key",
+    "anthropic-version",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
 ]
 
 

@@ -15,6 +15,17 @@ _LINE_BREAKS = {0x2028: "\\u2028", 0x2029: "\\u2029", 0x85: "\\u0085"}
 _ESCAPABLE = b"\xe2\x80\xa8", b"\xe2\x80\xa9", b"\xc2\x85"
 # OpenAI's error types by status; every other status is an "api_error".
 _OPENAI_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 413: "invalid_request_error"}
+# Anthropic's, as Ollama's anthropic.NewError maps them (413 as its API does).
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
 
 
 def dumps(obj: Any) -> bytes:
@@ -41,6 +52,12 @@ def openai_error(status: int, message: str) -> dict[str, Any]:
     """OpenAI's error body, which its clients parse: ``{"error": {"message", "type", ...}}``."""
     kind = _OPENAI_ERROR_TYPES.get(status, "api_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def anthropic_error(status: int, message: str) -> dict[str, Any]:
+    """Anthropic's error body, which its SDK parses: ``{"type": "error", "error": {"type", "message"}}``."""
+    kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 class Framing(Protocol):
@@ -113,6 +130,22 @@ class SSEEvents:
             event["sequence_number"] = self.sequence
         event |= {"message": message, "code": None, "param": None}
         return b"event: error\ndata: " + dumps(event) + b"\n\n"
+
+    def end(self) -> bytes:
+        return b""
+
+
+class AnthropicSSE:
+    """Anthropic's Messages stream: ``event: <type>`` + ``data:``; an error is an ``error`` event
+    in Anthropic's error shape; nothing after the last event."""
+
+    media_type = "text/event-stream"
+
+    def frame(self, obj: dict[str, Any]) -> bytes:
+        return f"event: {obj['type']}\n".encode() + b"data: " + dumps(obj) + b"\n\n"
+
+    def error(self, status: int, message: str) -> bytes:
+        return self.frame(anthropic_error(status, message))
 
     def end(self) -> bytes:
         return b""

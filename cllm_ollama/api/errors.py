@@ -4,7 +4,7 @@ it (its stream's last words, see ``encoders.Framing``).
 
 ``CllmError`` keeps its status and message; anything else is a 500 ``internal error: ...``.
 Ollama is the app's default dialect (Starlette's exception handlers); ``/v1`` handlers are
-wrapped in ``OPENAI.boundary``.
+wrapped in ``OPENAI.boundary``, ``/v1/messages`` in ``ANTHROPIC.boundary``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from ..errors import CllmError, InvalidRequest
-from .encoders import JSONResponse, ollama_error, openai_error
+from .encoders import JSONResponse, anthropic_error, ollama_error, openai_error
 from .wire import go_type
 
 log = logging.getLogger("cllm.api")
@@ -90,10 +90,13 @@ class Dialect:
 
 OLLAMA = Dialect("ollama", ollama_error)
 OPENAI = Dialect("openai", openai_error)
+ANTHROPIC = Dialect("anthropic", anthropic_error)
 
 
 def dialect_for(path: str) -> Dialect:
     """The dialect of a path, for answers made outside any handler (middleware)."""
+    if path == "/v1/messages" or path.startswith("/v1/messages/"):
+        return ANTHROPIC
     return OPENAI if path.startswith("/v1/") else OLLAMA
 
 

@@ -22,7 +22,7 @@ from .lifecycle import Chunk
 from .openai import content_and_images, format_value, sampling_options, think_value, tool_arguments
 from .parsers import Delta
 from .shapes import Usage
-from .wire import bool_field, decode_error, int_field, list_field, object_field, string_field
+from .wire import bool_field, decode_error, int_field, list_field, object_field, string_field, tool_call_id
 
 _REQUEST = "ResponsesRequest"
 
@@ -114,7 +114,7 @@ def _output(final: Chunk) -> list[dict[str, Any]]:
             {
                 "type": "function_call",
                 "id": _id("fc"),
-                "call_id": _id("call"),
+                "call_id": f"call_{tool_call_id()}",
                 "name": call["function"]["name"],
                 "arguments": dumps(call["function"]["arguments"]).decode(),
                 "status": "completed",
@@ -147,6 +147,8 @@ class ResponseEncoder:
             "tool_choice": body.get("tool_choice", "auto"),
             "tools": body.get("tools") or [],
             "text": body.get("text") or {"format": {"type": "text"}},
+            # Stateless as Ollama's: an earlier response is not looked up (the field is accepted).
+            "previous_response_id": None,
         }
 
     def snapshot(self, status: str, output: list[dict[str, Any]], final: Chunk | None = None) -> dict[str, Any]:
@@ -168,59 +170,124 @@ class ResponseEncoder:
         return self.snapshot("completed", _output(final), final)
 
     async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
-        """Created, the message's text deltas, then the completed response.
+        """Created, then each output item as it comes (reasoning, message, function calls: added,
+        its deltas, done), then the completed response holding those very items.
 
         Nothing goes out before the first chunk: until then an error keeps its HTTP status.
         """
-        msg_id = _id("msg")
-        begun = opened = False
-        whole = Delta()
+        items = _StreamedItems()
+        begun = False
         async for chunk in chunks:
             if not begun:
                 begun = True
                 yield {"type": "response.created", "response": self.snapshot("in_progress", [])}
                 yield {"type": "response.in_progress", "response": self.snapshot("in_progress", [])}
-            if chunk.delta.content and not opened:
-                opened = True
-                yield {
-                    "type": "response.output_item.added",
-                    "output_index": 0,
-                    "item": _message(msg_id, "", "in_progress"),
-                }
-                part = {"type": "output_text", "text": "", "annotations": []}
-                yield {
-                    "type": "response.content_part.added",
-                    "item_id": msg_id,
-                    "output_index": 0,
-                    "content_index": 0,
-                    "part": part,
-                }
-            whole.add(chunk.delta)
-            if chunk.delta.content:
-                yield {
-                    "type": "response.output_text.delta",
-                    "item_id": msg_id,
-                    "output_index": 0,
-                    "content_index": 0,
-                    "delta": chunk.delta.content,
-                }
+            delta = chunk.delta
+            if delta.thinking:
+                for event in items.reasoning(delta.thinking):
+                    yield event
+            if delta.content:
+                for event in items.text(delta.content):
+                    yield event
+            for call in delta.tool_calls:
+                for event in items.function_call(call):
+                    yield event
             if chunk.done:
-                final = Chunk(whole, True, chunk.done_reason, chunk.stats)
-                if opened:
-                    where = {"item_id": msg_id, "output_index": 0, "content_index": 0}
-                    yield {"type": "response.output_text.done", **where, "text": whole.content}
-                    part = {"type": "output_text", "text": whole.content, "annotations": []}
-                    yield {"type": "response.content_part.done", **where, "part": part}
-                    yield {
-                        "type": "response.output_item.done",
-                        "output_index": 0,
-                        "item": _message(msg_id, whole.content),
-                    }
-                output = _output(final)
-                for item in output:
-                    if item["type"] == "message" and opened:
-                        item["id"] = msg_id
+                for event in items.close():
+                    yield event
+                final = Chunk(items.whole, True, chunk.done_reason, chunk.stats)
+                output = items.done if items.done else _output(final)
                 yield {"type": "response.completed", "response": self.snapshot("completed", output, final)}
+
+
+class _StreamedItems:
+    """The output items of a streamed response, one open at a time, as Ollama streams them."""
+
+    def __init__(self) -> None:
+        self.done: list[dict[str, Any]] = []  # finished items, in output order
+        self.whole = Delta()
+        self._open: dict[str, Any] | None = None  # the item being streamed
+        self._text = ""
+
+    def _where(self) -> dict[str, Any]:
+        assert self._open is not None
+        return {"item_id": self._open["id"], "output_index": len(self.done)}
+
+    def _begin(self, item: dict[str, Any]) -> dict[str, Any]:
+        self._open, self._text = item, ""
+        return {"type": "response.output_item.added", "output_index": len(self.done), "item": item}
+
+    def reasoning(self, text: str) -> list[dict[str, Any]]:
+        self.whole.thinking += text
+        events = []
+        if self._open is None or self._open["type"] != "reasoning":
+            events += self.close()
+            events.append(self._begin({"type": "reasoning", "id": _id("rs"), "summary": []}))
+            part = {"type": "summary_text", "text": ""}
+            events.append(
+                {"type": "response.reasoning_summary_part.added", **self._where(), "summary_index": 0} | {"part": part}
+            )
+        self._text += text
+        events.append(
+            {"type": "response.reasoning_summary_text.delta", **self._where(), "summary_index": 0, "delta": text}
+        )
+        return events
+
+    def text(self, text: str) -> list[dict[str, Any]]:
+        self.whole.content += text
+        events = []
+        if self._open is None or self._open["type"] != "message":
+            events += self.close()
+            events.append(self._begin(_message(_id("msg"), "", "in_progress")))
+            part = {"type": "output_text", "text": "", "annotations": []}
+            events.append({"type": "response.content_part.added", **self._where(), "content_index": 0, "part": part})
+        self._text += text
+        events.append({"type": "response.output_text.delta", **self._where(), "content_index": 0, "delta": text})
+        return events
+
+    def function_call(self, call: dict[str, Any]) -> list[dict[str, Any]]:
+        """A call comes whole from the parser: added, its arguments as one delta, done."""
+        self.whole.tool_calls.append(call)
+        events = self.close()
+        arguments = dumps(call["function"]["arguments"]).decode()
+        item = {
+            "type": "function_call",
+            "id": _id("fc"),
+            "call_id": f"call_{tool_call_id()}",
+            "name": call["function"]["name"],
+            "arguments": "",
+            "status": "in_progress",
+        }
+        events.append(self._begin(item))
+        where = self._where()
+        events.append({"type": "response.function_call_arguments.delta", **where, "delta": arguments})
+        events.append({"type": "response.function_call_arguments.done", **where, "arguments": arguments})
+        self._text = arguments
+        return events + self.close()
+
+    def close(self) -> list[dict[str, Any]]:
+        """The open item's done events, and the item moved to ``done``."""
+        item, text = self._open, self._text
+        if item is None:
+            return []
+        where = self._where()
+        events: list[dict[str, Any]] = []
+        if item["type"] == "reasoning":
+            item = item | {"summary": [{"type": "summary_text", "text": text}]}
+            events.append({"type": "response.reasoning_summary_text.done", **where, "summary_index": 0, "text": text})
+            part = {"type": "summary_text", "text": text}
+            events.append({"type": "response.reasoning_summary_part.done", **where, "summary_index": 0, "part": part})
+        elif item["type"] == "message":
+            item = _message(item["id"], text)
+            events.append({"type": "response.output_text.done", **where, "content_index": 0, "text": text})
+            part = {"type": "output_text", "text": text, "annotations": []}
+            events.append({"type": "response.content_part.done", **where, "content_index": 0, "part": part})
+        else:
+            item = item | {"arguments": text, "status": "completed"}
+        events.append({"type": "response.output_item.done", "output_index": where["output_index"], "item": item})
+        self.done.append(item)
+        self._open = None
+        return events
 
 
 def _decode(body: dict[str, Any]) -> Decoded:
@@ -236,6 +303,7 @@ def _decode(body: dict[str, Any]) -> Decoded:
         "think": think_value(body, _REQUEST, "ResponsesReasoning"),
     }
     string_field(body, "truncation", _REQUEST)
+    string_field(body, "previous_response_id", _REQUEST)
     stream = bool(bool_field(body, "stream", _REQUEST))
     return Decoded(native, stream, lambda gen: ResponseEncoder(body, native["model"]))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from . import chat, embed, generate, models, openai, responses, running, system
+from . import anthropic, chat, embed, generate, models, openai, responses, running, system
 
 ROUTES = [
     Route("/", system.root, methods=["GET", "HEAD"]),
@@ -27,6 +27,7 @@ ROUTES = [
     Route("/v1/completions", openai.completions, methods=["POST"]),
     Route("/v1/embeddings", openai.embeddings, methods=["POST"]),
     Route("/v1/responses", responses.responses, methods=["POST"]),
+    Route("/v1/messages", anthropic.messages, methods=["POST"]),
     Route("/v1/models", openai.models, methods=["GET"]),
     Route("/v1/models/{model:path}", openai.model, methods=["GET"]),
 ]

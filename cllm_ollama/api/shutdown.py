@@ -14,7 +14,7 @@ import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .encoders import NDJSON, SSE, SSEEvents
+from .encoders import NDJSON, SSE, AnthropicSSE, SSEEvents
 from .errors import dialect_for
 
 SHUTTING_DOWN = "server shutting down"
@@ -81,11 +81,13 @@ class _Exchange:
 
     def _last_words(self, path: str) -> bytes:
         if self.content_type.startswith("application/x-ndjson"):
-            framing: NDJSON | SSE | SSEEvents = NDJSON()
+            framing: NDJSON | SSE | SSEEvents | AnthropicSSE = NDJSON()
         elif not self.content_type.startswith("text/event-stream"):
             return b""
         elif path == "/v1/responses":
             framing = SSEEvents(sequence=None)  # its events so far were numbered by the response
+        elif path == "/v1/messages":
+            framing = AnthropicSSE()
         else:
             framing = SSE()
         return framing.error(503, SHUTTING_DOWN) + framing.end()

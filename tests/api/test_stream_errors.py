@@ -5,57 +5,17 @@ stream's last words and a clean end after it, whatever the exception."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from scripted import ScriptedModel, scripted_pool
 from starlette.testclient import TestClient
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.engine.client import LoadSpec
-from cllm_ollama.engine.pool import ModelPool
-from cllm_ollama.engine.request import Event, FinishReason, Request, Stats
 
 MODEL = "tiny"  # installed by conftest.settings
-
-
-@dataclass
-class ScriptedModel:
-    """A loaded model without weights: ``generate`` emits ``script``'s texts, raising its exceptions."""
-
-    spec: LoadSpec
-    script: list[str | BaseException]
-    n_ctx_slot: int = 256
-    n_ctx_train: int = 256
-    size_bytes: int = 0
-    size_vram: int = 0
-    bos_text: str = ""
-    eos_text: str = ""
-    dead: str | None = None
-    running: set[int] = field(default_factory=set)
-
-    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
-        return [ord(c) % 100 + 1 for c in text] or [1]
-
-    def token_piece(self, token: int) -> bytes:
-        return b"x"
-
-    async def generate(self, request: Request) -> AsyncIterator[Event]:
-        self.running.add(request.id)
-        try:
-            for step in self.script:
-                if isinstance(step, BaseException):
-                    raise step
-                yield Event(request.id, step, (7,))
-            stats = Stats(len(request.prompt), 0, 1, len(self.script), 1)
-            yield Event(request.id, "", (), FinishReason.STOP, stats)
-        finally:
-            self.running.discard(request.id)
-
-    def close(self) -> None:
-        pass
 
 
 class Boom(Exception):
@@ -66,23 +26,9 @@ class Boom(Exception):
 def scripted(settings: Settings) -> Iterator[tuple[TestClient, list[str | BaseException], list[ScriptedModel]]]:
     script: list[str | BaseException] = []
     models: list[ScriptedModel] = []
-
-    def load(spec: LoadSpec, max_queue: int) -> ScriptedModel:
-        models.append(ScriptedModel(spec, script))
-        return models[-1]
-
     app = create_app(settings)
     with TestClient(app, base_url="http://localhost", raise_server_exceptions=False) as client:
-        app.state.pool = ModelPool(
-            num_parallel=2,
-            context_length=256,
-            num_batch=64,
-            num_thread=1,
-            max_loaded=1,
-            max_queue=4,
-            default_keep_alive=300,
-            loader=load,  # type: ignore[arg-type]
-        )
+        app.state.pool = scripted_pool(script, models)
         yield client, script, models
 
 
@@ -94,9 +40,18 @@ ENDPOINTS = {
     "/v1/chat/completions": OPENAI_CHAT | {"stream": True},
     "/v1/completions": {"model": MODEL, "prompt": "Hi", "stream": True},
     "/v1/responses": {"model": MODEL, "input": "Hi", "reasoning": {"effort": "none"}, "stream": True},
+    "/v1/messages": {"model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "Hi"}], "stream": True}
+    | {"thinking": {"type": "disabled"}},
 }
 OLLAMA_ERROR = {"error": "internal error: kaboom"}
 OPENAI_ERROR = {"error": {"message": "internal error: kaboom", "type": "api_error", "param": None, "code": None}}
+ANTHROPIC_ERROR = {"type": "error", "error": {"type": "api_error", "message": "internal error: kaboom"}}
+
+
+def error_body(path: str) -> dict[str, Any]:
+    if path.startswith("/api/"):
+        return OLLAMA_ERROR
+    return ANTHROPIC_ERROR if path == "/v1/messages" else OPENAI_ERROR
 
 
 def frames(path: str, text: str) -> list[Any]:
@@ -127,6 +82,11 @@ def test_a_non_cllm_exception_mid_stream_ends_it_with_the_dialects_error(
             "param": None,
         }
         assert out[0]["type"] == "response.created" and all(o["type"] != "error" for o in out[:-1])
+    elif path == "/v1/messages":
+        assert out[-1] == ANTHROPIC_ERROR and r.text.endswith(
+            "event: error\ndata: " + json.dumps(ANTHROPIC_ERROR, separators=(",", ":")) + "\n\n"
+        )
+        assert out[0]["type"] == "message_start" and all(o["type"] != "error" for o in out[:-1])
     else:
         assert out[-2:] == [OPENAI_ERROR, "[DONE]"] and len(out) >= 3
     # Given back: no reference held, nothing left running.
@@ -142,7 +102,7 @@ def test_the_same_exception_before_the_first_byte_is_a_500_in_the_dialects_shape
     script.append(Boom("kaboom"))
     r = client.post(path, json=ENDPOINTS[path])
     assert r.status_code == 500
-    assert r.json() == (OLLAMA_ERROR if path.startswith("/api/") else OPENAI_ERROR)
+    assert r.json() == error_body(path)
     assert [e.refs for e in client.app.state.pool.running()] == [0]  # type: ignore[attr-defined]
 
 
@@ -154,7 +114,7 @@ def test_a_whole_answer_is_the_same_500(
     script += ["Hello", Boom("kaboom")]
     r = client.post(path, json=ENDPOINTS[path] | {"stream": False})
     assert r.status_code == 500
-    assert r.json() == (OLLAMA_ERROR if path.startswith("/api/") else OPENAI_ERROR)
+    assert r.json() == error_body(path)
 
 
 def test_the_scripted_engine_answers_every_dialect(

@@ -19,6 +19,7 @@ import numpy as np
 import ollama
 import pytest
 from pydantic import BaseModel
+from scripted import scripted_server
 
 openai = pytest.importorskip("openai")
 
@@ -255,3 +256,87 @@ def test_responses_stream_and_input_items(client: openai.OpenAI) -> None:
     tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}]
     followup = client.responses.create(model=MODEL, input=history, tools=tools, max_output_tokens=N, temperature=0)
     assert followup.usage is not None and followup.usage.input_tokens > whole.usage.input_tokens  # type: ignore[union-attr]
+
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[openai.OpenAI, list[str]]]:
+    """A live server whose engine says what the script holds: tool calls and thinking on cue."""
+    with (
+        scripted_server(tmp_path_factory.mktemp("scripted")) as (url, script),
+        openai.OpenAI(base_url=f"{url}/v1", api_key="ollama", max_retries=0, timeout=60) as c,
+    ):
+        yield c, script  # type: ignore[misc]
+
+
+def test_responses_stream_reasoning_and_function_calls_as_items(scripted: tuple[openai.OpenAI, list[str]]) -> None:
+    """Each output item streams on its own (added, deltas, done), as Codex-style clients collect them."""
+    client, script = scripted
+    script[:] = ["<think>", "Need", " weather.", "</think>", "Checking.", CALL]
+    kwargs = {"model": MODEL, "input": "Paris?", "tools": [WEATHER], "reasoning": {"effort": "high"}}
+    whole = client.responses.create(**kwargs)  # type: ignore[call-overload]
+    assert [item.type for item in whole.output] == ["reasoning", "message", "function_call"]
+    with client.responses.stream(**kwargs) as stream:  # type: ignore[arg-type]
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [e.type for e in events]
+    assert kinds == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    added = [e for e in events if e.type == "response.output_item.added"]
+    assert [(e.output_index, e.item.type) for e in added] == [(0, "reasoning"), (1, "message"), (2, "function_call")]
+    (args_done,) = [e for e in events if e.type == "response.function_call_arguments.done"]
+    assert json.loads(args_done.arguments) == {"city": "Paris"} and args_done.output_index == 2
+    summary = [e for e in events if e.type == "response.reasoning_summary_text.done"]
+    assert summary[0].text == "Need weather."
+    # The completed response holds the streamed items themselves (the SDK checks their ids).
+    assert [item.id for item in final.output] == [e.item.id for e in added]
+    reasoning, _, call = final.output
+    assert reasoning.summary[0].text == "Need weather." and final.output_text == "Checking."  # type: ignore[union-attr]
+    assert call.type == "function_call" and call.name == "get_weather" and call.status == "completed"
+    assert json.loads(call.arguments) == {"city": "Paris"} and call.call_id.startswith("call_")
+
+
+def test_responses_function_call_round_trip_streamed(scripted: tuple[openai.OpenAI, list[str]]) -> None:
+    client, script = scripted
+    script[:] = [CALL]
+    with client.responses.stream(model=MODEL, input="Paris?", tools=[WEATHER], reasoning={"effort": "none"}) as s:
+        first = s.get_final_response()
+    (call,) = first.output
+    assert call.type == "function_call"
+    script[:] = ["Sunny."]
+    history: list = [{"role": "user", "content": "Paris?"}, call.model_dump(exclude_none=True)]
+    history.append({"type": "function_call_output", "call_id": call.call_id, "output": "sunny"})
+    with client.responses.stream(
+        model=MODEL, input=history, tools=[WEATHER], reasoning={"effort": "none"}, previous_response_id=first.id
+    ) as s:
+        text = "".join(e.delta for e in s if e.type == "response.output_text.delta")
+        second = s.get_final_response()
+    assert text == "Sunny." == second.output_text and second.status == "completed"

@@ -1,0 +1,142 @@
+"""/v1/messages on the wire, over the scripted engine (no llama.cpp): Anthropic's error shape for
+bad requests, its event names and order, and the native request a Messages request becomes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from scripted import scripted_pool
+from starlette.testclient import TestClient
+
+from cllm_ollama.api.anthropic import _decode
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+
+MODEL = "tiny"  # installed by conftest.settings
+BODY = {"model": MODEL, "max_tokens": 32, "messages": [{"role": "user", "content": "Hi"}]}
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+TOOLS = [{"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+
+
+@pytest.fixture
+def scripted(settings: Settings) -> Iterator[tuple[TestClient, list[str | BaseException]]]:
+    script: list[str | BaseException] = []
+    app = create_app(settings)
+    with TestClient(app, base_url="http://localhost") as client:
+        app.state.pool = scripted_pool(script)
+        yield client, script
+
+
+def events(text: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for block in filter(None, text.split("\n\n")):
+        name, data = block.split("\n", 1)
+        out.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "kind", "message"),
+    [
+        (BODY | {"model": ""}, 400, "invalid_request_error", "model is required"),
+        (BODY | {"max_tokens": 0}, 400, "invalid_request_error", "max_tokens is required and must be positive"),
+        (BODY | {"messages": []}, 400, "invalid_request_error", "messages is required"),
+        (BODY | {"model": "nope"}, 404, "not_found_error", "model 'nope' not found"),
+        (
+            BODY | {"tool_choice": {"type": "sometimes"}},
+            400,
+            "invalid_request_error",
+            "invalid tool_choice type: sometimes",
+        ),
+        (
+            BODY | {"messages": [{"role": "assistant", "content": [{"type": "tool_use", "name": "f"}]}]},
+            400,
+            "invalid_request_error",
+            "tool_use block missing required 'id' field",
+        ),
+    ],
+)
+def test_bad_requests_get_anthropics_error_shape(
+    scripted: tuple[TestClient, list[str | BaseException]], body: dict[str, Any], status: int, kind: str, message: str
+) -> None:
+    client, _ = scripted
+    r = client.post("/v1/messages", json=body, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"})
+    assert r.status_code == status
+    assert r.json() == {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def test_a_body_that_is_not_json_is_an_anthropic_error(scripted: tuple[TestClient, list[str | BaseException]]) -> None:
+    client, _ = scripted
+    r = client.post("/v1/messages", content=b"{", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_whole_message_with_thinking_text_and_tool_use(scripted: tuple[TestClient, list[str | BaseException]]) -> None:
+    client, script = scripted
+    script += ["<think>", "Hmm.", "</think>", "Looking.", CALL]
+    r = client.post("/v1/messages", json=BODY | {"tools": TOOLS, "thinking": {"type": "enabled", "budget_tokens": 9}})
+    out = r.json()
+    assert out["type"] == "message" and out["role"] == "assistant" and out["stop_reason"] == "tool_use"
+    thinking, text, use = out["content"]
+    assert thinking == {"type": "thinking", "thinking": "Hmm.", "signature": ""}
+    assert text == {"type": "text", "text": "Looking."}
+    assert use["type"] == "tool_use" and use["name"] == "get_weather" and use["input"] == {"city": "Paris"}
+    assert out["usage"]["output_tokens"] == len(script) and out["usage"]["input_tokens"] > 0
+
+
+def test_stream_events_and_their_order(scripted: tuple[TestClient, list[str | BaseException]]) -> None:
+    client, script = scripted
+    script += ["<think>", "Hmm.", "</think>", "Look", "ing.", CALL]
+    body = BODY | {"tools": TOOLS, "stream": True, "thinking": {"type": "enabled"}}
+    r = client.post("/v1/messages", json=body)
+    assert r.headers["content-type"].startswith("text/event-stream")
+    got = events(r.text)
+    assert all(name == data["type"] for name, data in got)
+    assert [
+        (d["type"], d.get("index"), (d.get("delta") or d.get("content_block") or {}).get("type")) for _, d in got
+    ] == [
+        ("message_start", None, None),
+        ("content_block_start", 0, "thinking"),
+        ("content_block_delta", 0, "thinking_delta"),
+        ("content_block_stop", 0, None),
+        ("content_block_start", 1, "text"),
+        ("content_block_delta", 1, "text_delta"),
+        ("content_block_delta", 1, "text_delta"),
+        ("content_block_stop", 1, None),
+        ("content_block_start", 2, "tool_use"),
+        ("content_block_delta", 2, "input_json_delta"),
+        ("content_block_stop", 2, None),
+        ("message_delta", None, None),
+        ("message_stop", None, None),
+    ]
+    start = got[0][1]["message"]
+    assert start["content"] == [] and start["stop_reason"] is None and start["usage"]["input_tokens"] > 0
+    assert json.loads(got[9][1]["delta"]["partial_json"]) == {"city": "Paris"}
+    assert got[11][1]["delta"]["stop_reason"] == "tool_use"
+    assert got[11][1]["usage"] == {"input_tokens": start["usage"]["input_tokens"], "output_tokens": len(script)}
+
+
+def test_request_translation() -> None:
+    body = BODY | {
+        "system": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}],
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "top_k": 7,
+        "stop_sequences": ["END"],
+        "metadata": {"user_id": "u"},
+        "tools": TOOLS,
+        "tool_choice": {"type": "none"},
+        "output_config": {"effort": "xhigh"},
+    }
+    native = _decode(body).native
+    assert native["messages"][0] == {"role": "system", "content": "AB"}
+    assert native["options"] == {"temperature": 0.5, "top_p": 0.9, "top_k": 7, "num_predict": 32, "stop": ["END"]}
+    assert native["tools"] is None  # tool_choice none
+    assert native["think"] == "high"
+    assert (
+        _decode(BODY | {"thinking": {"type": "disabled"}, "output_config": {"effort": "low"}}).native["think"] is False
+    )

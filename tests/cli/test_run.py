@@ -1,0 +1,264 @@
+"""`cllm run`, `stop`, `-v`, `ps` as an Ollama user drives them: the interactive session through a
+pseudo-terminal (pexpect), Ctrl+C mid-answer included; one-shot prompts and piped stdin."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gguf
+import pytest
+from click.testing import CliRunner
+from cllm_ollama.cli import chat
+from cllm_ollama.cli.backend import HttpBackend
+from cllm_ollama.cli.main import cli
+from cllm_ollama.cli.render import running_table
+from fakehub import FakeHub
+from serving import serve_in_thread
+
+from cllm_ollama import OLLAMA_COMPAT_VERSION
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.store.create import CreateRequest, create_model, import_gguf
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.ggufs import write_qwen3
+
+pexpect = pytest.importorskip("pexpect")
+CLLM = str(Path(sys.executable).parent / "cllm")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A server holding ``tiny`` and ``endless`` (never stops by itself); the env that points the CLI at it."""
+    root = tmp_path_factory.mktemp("run")
+    store = ModelStore(root / "models")
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    import_gguf(store, "base", write_qwen3(root / "tiny.gguf", qtype=q8))
+    # Short greedy answers: a random model's own end of answer may be thousands of tokens away.
+    body = {"model": "tiny", "from": "base", "parameters": {"num_predict": 8, "temperature": 0}}
+    create_model(store, CreateRequest.from_json(body), lambda _: None)
+    import_gguf(store, "endless", write_qwen3(root / "endless.gguf", qtype=q8, endless=True))
+    settings = Settings(models_dir=root / "models", num_parallel=2, context_length=4096, num_thread=2)
+    with serve_in_thread(create_app(settings)) as url:
+        yield {"OLLAMA_HOST": url, "OLLAMA_MODELS": str(root / "cli-models"), "HOME": str(root), "TERM": "dumb"}
+
+
+def spawn(env: dict[str, str], *args: str) -> Any:
+    child = pexpect.spawn(CLLM, list(args), env={**os.environ, **env}, encoding="utf-8", timeout=60)
+    child.setwinsize(40, 120)
+    return child
+
+
+@pytest.mark.model
+def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> None:
+    child = spawn(served, "run", "tiny")
+    child.expect_exact(">>> ")
+    steps = [
+        ("/set parameter temperature 0", "Set parameter 'temperature' to '0'"),
+        ("/set parameter num_predict 5", "Set parameter 'num_predict' to '5'"),
+        ("/set parameter num_ctx x", 'Couldn\'t set parameter: "invalid int value [x]"'),
+        ("/show info", "architecture"),
+        ("/show parameters", "User defined parameters:"),
+        ("/show license", "No license was specified for this model."),
+        ("/show template", "{%"),
+        ("/show nonsense", "Unknown command '/show nonsense'. Type /? for help"),
+        ("/foo", "Unknown command '/foo'. Type /? for help"),
+        ("/set foo", "Unknown command '/set foo'. Type /? for help"),
+        ("/?", 'Use """ to begin a multi-line message.'),
+        ("/? set", "/set parameter ...     Set a parameter"),
+        ("/set format json", "Set format to 'json' mode."),
+        ("/set noformat", "Disabled format."),
+        ("/set format yaml", "Invalid or missing format. For 'json' mode use '/set format json'"),
+        ("/set nothink", "Set 'nothink' mode."),
+        ("/set think high", "Set 'think' mode to 'high'."),
+        ("/set nothink", "Set 'nothink' mode."),
+        ("/set nowordwrap", "Set 'nowordwrap' mode."),
+        ("/set nohistory", ">>> "),
+        ("/set history", ">>> "),
+        ('/set system """You are', "... "),
+        ('terse."""', "Set system message."),
+        ("/show system", "You are\r\nterse."),
+        ("/set verbose", "Set 'verbose' mode."),
+        ('"""Hello', "... "),
+        ('there"""', "eval count:           5 token(s)"),
+        ("/set quiet", "Set 'quiet' mode."),
+        ("/save", "Usage:\r\n  /save <modelname>"),
+        ("/save terse", "Created new model 'terse'"),
+        ("/clear", "Cleared session context"),
+        ("/list", "terse:latest"),
+        ("/load nope", "Couldn't find model 'nope'"),
+        ("/load endless", "Loading model 'endless'"),
+    ]
+    for line, answer in steps:
+        child.sendline(line)
+        child.expect_exact(answer)
+    child.expect_exact(">>> ")
+    child.sendline("/bye")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    # Lines are kept for the next session (not those typed while history was off).
+    history = (Path(served["HOME"]) / ".cllm" / "history").read_text()
+    assert "/set parameter temperature 0\n" in history and "\n/set history\n" not in history
+    # /save made a model of the session: its system message and parameters.
+    saved = CliRunner().invoke(cli, ["show", "terse", "--system"], env=served).output
+    assert saved == "You are\nterse.\n"
+    parameters = CliRunner().invoke(cli, ["show", "terse", "--parameters"], env=served).output
+    assert "temperature" in parameters and "num_predict" in parameters
+
+
+@pytest.mark.model
+def test_ctrl_c_stops_the_answer_and_keeps_the_session(served: dict[str, str]) -> None:
+    child = spawn(served, "run", "endless", "--think=false", "--verbose")
+    child.expect_exact(">>> ")
+    child.sendline("Hi")
+    child.expect_exact("Hi\r\n")
+    child.expect(r"\S")  # the answer has begun (an endless model would go on to its context's end)
+    time.sleep(0.3)
+    child.sendintr()
+    child.expect_exact(">>> ", timeout=10)
+    assert "eval count" not in child.before  # stopped: no summary of a finished answer
+    child.sendline("/set verbose")
+    child.expect_exact("Set 'verbose' mode.")
+    child.sendintr()  # at an empty prompt: how to leave
+    child.expect_exact("Use Ctrl + d or /bye to exit.")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+@pytest.mark.model
+def test_one_shot_verbose_and_a_missing_model(served: dict[str, str], fake_hub: FakeHub, tiny_gguf: Path) -> None:
+    env = {**os.environ, **served}
+    out = pexpect.run(f"{CLLM} run tiny --think=false --verbose Hi", env=env, encoding="utf-8", withexitstatus=True)
+    text, status = out
+    assert status == 0 and "eval count:           8 token(s)" in text and "total duration:" in text, text[-2000:]
+    # A missing model is pulled first (the server pulls from the fake hub), then answers.
+    fake_hub.add("test/Tiny-GGUF", "tiny-Q8_0.gguf", tiny_gguf.read_bytes())
+    text, status = pexpect.run(
+        f"{CLLM} run hf.co/test/Tiny-GGUF --think=false --format json Hi",
+        env=env,
+        encoding="utf-8",
+        withexitstatus=True,
+    )
+    assert status == 0 and "success" in text, text[-2000:]
+    text, status = pexpect.run(f"{CLLM} run hf.co/nobody/nothing Hi", env=env, encoding="utf-8", withexitstatus=True)
+    assert status == 1 and text.strip().splitlines()[-1].startswith("Error: ")
+
+
+def test_piped_stdin_goes_before_the_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As Ollama: stdin content, then the prompt's words, joined by a space; no session starts."""
+    sent: list[dict[str, Any]] = []
+
+    def stream(self: HttpBackend, path: str, body: dict[str, Any], report: Any) -> None:
+        sent.append({"path": path, **body})
+        report({"message": {"role": "assistant", "content": "ok"}, "done": True, "eval_count": 1})
+
+    monkeypatch.setattr(HttpBackend, "stream", stream)
+    monkeypatch.setattr(HttpBackend, "show", lambda self, name, verbose=False: {"capabilities": ["completion"]})
+    monkeypatch.setattr("cllm_ollama.cli.main.server", lambda settings: HttpBackend("http://127.0.0.1:9"))
+    args = ["run", "m", "--format", "json", "--keepalive", "10m", "--think=high", "Summarise"]
+    result = CliRunner().invoke(cli, args, input="some text\n")
+    assert result.exit_code == 0, result.output
+    assert result.output == "ok\n"
+    (body,) = sent
+    assert body["messages"] == [{"role": "user", "content": "some text\n Summarise"}]
+    assert body["format"] == "json" and body["keep_alive"] == "10m" and body["think"] == "high"
+    sent.clear()
+    # `--think` takes a value only as `--think=value`: a following word is the prompt's.
+    assert CliRunner().invoke(cli, ["run", "m", "--think", "Why?", "--hidethinking"], input="").exit_code == 0
+    assert sent[0]["think"] is True and sent[0]["messages"] == [{"role": "user", "content": "Why?"}]
+
+
+def test_run_pulls_a_missing_model_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def show(self: HttpBackend, name: str, verbose: bool = False) -> dict[str, Any]:
+        calls.append("show")
+        if "pull" not in calls:
+            from cllm_ollama.errors import CllmError
+
+            raise CllmError(f"model '{name}' not found", 404)
+        return {"capabilities": ["embedding"]}
+
+    monkeypatch.setattr(HttpBackend, "show", show)
+    monkeypatch.setattr(HttpBackend, "pull", lambda self, name, report: calls.append("pull"))
+    monkeypatch.setattr(HttpBackend, "embed", lambda self, name, text, keep_alive: [[0.5, -1.0]])
+    monkeypatch.setattr("cllm_ollama.cli.main.server", lambda settings: HttpBackend("http://127.0.0.1:9"))
+    result = CliRunner().invoke(cli, ["run", "emb", "hello"])
+    assert result.exit_code == 0, result.output
+    assert calls == ["show", "pull", "show"]
+    assert result.output.splitlines()[-1] == "[0.5, -1.0]"  # an embedding model prints its vector
+
+
+@pytest.mark.model
+def test_stop_ps_and_version(served: dict[str, str]) -> None:
+    runner = CliRunner()
+    assert runner.invoke(cli, ["run", "tiny", "--think=false", "Hi"], env=served).exit_code == 0
+    ps = runner.invoke(cli, ["ps"], env=served).output
+    assert "tiny:latest" in ps and "100% CPU" in ps and "minutes from now" in ps
+    assert runner.invoke(cli, ["stop", "tiny"], env=served).exit_code == 0
+    assert "tiny" not in runner.invoke(cli, ["ps"], env=served).output
+    missing = runner.invoke(cli, ["stop", "nope"], env=served)
+    assert missing.exit_code == 1 and missing.output == 'Error: couldn\'t find model "nope" to stop\n'
+    version = runner.invoke(cli, ["-v"], env=served)
+    assert version.exit_code == 0 and version.output == f"cllm version is {OLLAMA_COMPAT_VERSION}\n"
+
+
+def test_version_without_a_server_warns(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["--version"], env={"OLLAMA_HOST": "127.0.0.1:9"})
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        "Warning: could not connect to a running cllm instance",
+        f"Warning: client version is {OLLAMA_COMPAT_VERSION} (cllm {__import__('cllm_ollama').__version__})",
+    ]
+
+
+def test_ps_columns_as_ollama_words_them() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def row(vram: int, until: datetime) -> dict[str, Any]:
+        return {"name": "m:latest", "digest": "a" * 64, "size": 1000, "size_vram": vram, "context_length": 4096} | {
+            "expires_at": until.isoformat()
+        }
+
+    lines = running_table(
+        [
+            row(0, now + timedelta(seconds=30)),
+            row(1000, now + timedelta(minutes=4, seconds=5)),
+            row(250, now - timedelta(seconds=1)),
+            row(0, now + timedelta(days=365 * 300)),
+        ],
+        now,
+    ).splitlines()
+    assert lines[0].split() == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]
+    cells = [line.split("    ") for line in lines[1:]]
+    assert [[c.strip() for c in row if c.strip()][3:] for row in cells] == [
+        ["100% CPU", "4096", "30 seconds from now"],
+        ["100% GPU", "4096", "4 minutes from now"],
+        ["75%/25% CPU/GPU", "4096", "Stopping..."],
+        ["100% CPU", "4096", "Forever"],
+    ]
+
+
+def test_go_durations_and_word_wrap() -> None:
+    assert [chat.go_duration(n) for n in (0, 999, 1_500, 12_345_678, 1_500_000_000, 62_500_000_000)] == [
+        "0s",
+        "999ns",
+        "1.5µs",
+        "12.345678ms",
+        "1.5s",
+        "1m2.5s",
+    ]
+    out: list[str] = []
+    wrap = chat.WordWrap(out.append, 10)
+    wrap.feed("The quick brown fox jumps\nover")
+    wrap.close()
+    assert "".join(out) == "The quick \nbrown fox \njumps\nover"

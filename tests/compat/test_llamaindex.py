@@ -1,0 +1,75 @@
+"""LlamaIndex's Ollama integrations (``llama-index-llms-ollama``, ``llama-index-embeddings-ollama``),
+unchanged, against a live cllm: completion, chat, their streams and embeddings give the values
+the native API gives for the same greedy request."""
+
+from __future__ import annotations
+
+import numpy as np
+import ollama
+import pytest
+
+llms = pytest.importorskip("llama_index.llms.ollama")
+embeddings = pytest.importorskip("llama_index.embeddings.ollama")
+from llama_index.core.llms import ChatMessage  # noqa: E402
+
+pytestmark = pytest.mark.model
+MODEL = "tiny"
+N = 12
+GREEDY = {"temperature": 0, "num_predict": N}
+
+
+def llm(url: str) -> llms.Ollama:
+    return llms.Ollama(
+        model=MODEL,
+        base_url=url,
+        temperature=0,
+        request_timeout=60,
+        thinking=False,
+        additional_kwargs={"num_predict": N},
+    )
+
+
+def test_complete_and_stream_complete(compat_url: str) -> None:
+    native = ollama.Client(host=compat_url).generate(model=MODEL, prompt="Hi", options=GREEDY, think=False)
+    model = llm(compat_url)
+    out = model.complete("Hi")
+    assert out.text == native.response and out.text
+    parts = list(model.stream_complete("Hi"))
+    assert len(parts) > 1 and parts[-1].text == out.text
+    assert "".join(p.delta or "" for p in parts) == out.text
+
+
+def test_chat_and_stream_chat(compat_url: str) -> None:
+    messages = [ChatMessage(role="system", content="Be brief."), ChatMessage(role="user", content="Hi")]
+    native = ollama.Client(host=compat_url).chat(
+        model=MODEL,
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        options=GREEDY,
+        think=False,
+    )
+    model = llm(compat_url)
+    reply = model.chat(messages)
+    assert reply.message.content == native.message.content and reply.message.content
+    assert reply.raw is not None and reply.raw["eval_count"] == N
+    streamed = list(model.stream_chat(messages))
+    assert streamed[-1].message.content == reply.message.content
+
+
+def test_async_chat(compat_url: str) -> None:
+    import asyncio
+
+    model = llm(compat_url)
+    whole = model.chat([ChatMessage(role="user", content="Hi")]).message.content
+    reply = asyncio.run(model.achat([ChatMessage(role="user", content="Hi")]))
+    assert reply.message.content == whole
+
+
+def test_embeddings_equal_native_embed(compat_url: str) -> None:
+    native = ollama.Client(host=compat_url).embed(model=MODEL, input=["first text", "second"])
+    embed = embeddings.OllamaEmbedding(model_name=MODEL, base_url=compat_url)
+    one = embed.get_text_embedding("first text")
+    batch = embed.get_text_embedding_batch(["first text", "second"])
+    query = embed.get_query_embedding("second")
+    assert np.allclose(one, native.embeddings[0], atol=1e-5)
+    assert np.allclose(batch, native.embeddings, atol=1e-5) and len(batch) == 2
+    assert np.allclose(query, native.embeddings[1], atol=1e-5)

@@ -1,0 +1,91 @@
+"""An engine that plays a script instead of running weights: exact outputs (tool calls, thinking)
+through every layer above the engine, for tests that need them from a model too small to say them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gguf
+from serving import serve_in_thread
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.engine.client import LoadSpec
+from cllm_ollama.engine.pool import ModelPool
+from cllm_ollama.engine.request import Event, FinishReason, Request, Stats
+from cllm_ollama.store.create import import_gguf
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.ggufs import write_qwen3
+
+
+@dataclass
+class ScriptedModel:
+    """A loaded model without weights: ``generate`` emits ``script``'s texts, raising its exceptions."""
+
+    spec: LoadSpec
+    script: list[str | BaseException]
+    n_ctx_slot: int = 256
+    n_ctx_train: int = 256
+    size_bytes: int = 0
+    size_vram: int = 0
+    bos_text: str = ""
+    eos_text: str = ""
+    dead: str | None = None
+    running: set[int] = field(default_factory=set)
+
+    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
+        return [ord(c) % 100 + 1 for c in text] or [1]
+
+    def token_piece(self, token: int) -> bytes:
+        return b"x"
+
+    async def generate(self, request: Request) -> AsyncIterator[Event]:
+        self.running.add(request.id)
+        try:
+            for step in self.script:
+                if isinstance(step, BaseException):
+                    raise step
+                yield Event(request.id, step, (7,))
+            stats = Stats(len(request.prompt), 0, 1, len(self.script), 1)
+            yield Event(request.id, "", (), FinishReason.STOP, stats)
+        finally:
+            self.running.discard(request.id)
+
+    def close(self) -> None:
+        pass
+
+
+def scripted_pool(script: list[str | BaseException], models: list[ScriptedModel] | None = None) -> ModelPool:
+    """A pool whose every model plays ``script`` (appended to by the test as it goes)."""
+    loaded = models if models is not None else []
+
+    def load(spec: LoadSpec, max_queue: int) -> ScriptedModel:
+        loaded.append(ScriptedModel(spec, script))
+        return loaded[-1]
+
+    return ModelPool(
+        num_parallel=2,
+        context_length=256,
+        num_batch=64,
+        num_thread=1,
+        max_loaded=1,
+        max_queue=4,
+        default_keep_alive=300,
+        loader=load,  # type: ignore[arg-type]
+    )
+
+
+@contextmanager
+def scripted_server(root: Path, model: str = "tiny") -> Iterator[tuple[str, list[str | BaseException]]]:
+    """A live server (real sockets) with the tiny qwen3 installed as ``model``, whose engine plays
+    the yielded script: its base URL and the script to fill."""
+    path = write_qwen3(root / "tiny.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
+    import_gguf(ModelStore(root / "models"), model, path)
+    app = create_app(Settings(models_dir=root / "models", num_parallel=2, context_length=256, num_thread=1))
+    script: list[str | BaseException] = []
+    with serve_in_thread(app) as url:
+        app.state.pool = scripted_pool(script)  # type: ignore[attr-defined]
+        yield url, script
