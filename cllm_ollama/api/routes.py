@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from . import chat, embed, generate, models, openai, responses, running, system
+from . import chat, embed, generate, models, openai, openapi, responses, running, system
 
 ROUTES = [
     Route("/", system.root, methods=["GET", "HEAD"]),
+    Route("/openapi.json", openapi.openapi_json, methods=["GET", "HEAD"]),
     Route("/api/version", system.version, methods=["GET", "HEAD"]),
     Route("/api/tags", models.tags, methods=["GET", "HEAD"]),
     Route("/api/show", models.show, methods=["POST"]),
