@@ -281,3 +281,14 @@ def test_a_huge_repeat_last_n_costs_no_more_than_the_context(client: TestClient)
     assert time.monotonic() - t0 < 10
     r = client.post("/api/generate", json=GENERATE | {"options": {"repeat_last_n": -2}})
     assert (r.status_code, r.json()) == (400, {"error": "repeat_last_n must be >= -1"})
+
+
+@pytest.mark.model
+def test_a_huge_num_batch_does_not_break_embeddings_for_everyone(client: TestClient) -> None:
+    """num_batch 3205120 loaded the model with an embedding context of 1.2 TB: every embed got a 500 until unload."""
+    r = client.post(
+        "/api/generate", json=GENERATE | {"stream": False, "options": {"num_batch": 3205120, "num_predict": 1}}
+    )
+    assert r.status_code == 200
+    r = client.post("/api/embed", json={"model": MODEL, "input": "hi"})
+    assert r.status_code == 200 and len(r.json()["embeddings"]) == 1
