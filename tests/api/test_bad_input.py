@@ -292,3 +292,12 @@ def test_a_huge_num_batch_does_not_break_embeddings_for_everyone(client: TestCli
     assert r.status_code == 200
     r = client.post("/api/embed", json={"model": MODEL, "input": "hi"})
     assert r.status_code == 200 and len(r.json()["embeddings"]) == 1
+
+
+@pytest.mark.model
+def test_a_long_context_and_batch_still_embed(client: TestClient) -> None:
+    """The embedder probed the model's pooling with a context holding a whole batch in one ubatch:
+    with num_ctx and num_batch at the trained context times the slots it could not be allocated (500)."""
+    options = {"num_ctx": 10**6, "num_batch": 10**6}
+    r = client.post("/api/embed", json={"model": MODEL, "input": "hi", "options": options})
+    assert r.status_code == 200 and len(r.json()["embeddings"]) == 1
