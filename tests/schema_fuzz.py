@@ -489,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     tally = Tally()
     t0 = time.monotonic()
     with cllm_serve() as server:
+        server_answers(server.url)  # both models loaded: "before" is a server in use, as "after" is
         rss_before = rss_kib(server.process.pid)
         for label, mode in runs():
             if not server.alive():
@@ -498,15 +499,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {label:28} {mode:8} tried so far {tally.tried}", file=sys.stderr, flush=True)
         alive = server.alive()
         answers = alive and server_answers(server.url)
-        held = slots_all_free(server.url) if alive else ["?"]
         rss_after = rss_kib(server.process.pid) if alive else 0
+        held = slots_all_free(server.url) if alive else ["?"]
+        rss_unloaded = rss_kib(server.process.pid) if alive else 0
         tracebacks = server.tracebacks()
     print(f"schema fuzz: seed {seed}, {time.monotonic() - t0:.0f} s")
     print(tally.report())
     print(f"server process died: {0 if alive else 1}")
     print(f"server answers afterwards: {answers}")
     print(f"tracebacks in the server log: {tracebacks}")
-    print(f"server RSS before/after: {rss_before / 1024:.0f} MiB / {rss_after / 1024:.0f} MiB")
+    print(
+        f"server RSS before/after: {rss_before / 1024:.0f} / {rss_after / 1024:.0f} MiB"
+        f" ({rss_unloaded / 1024:.0f} MiB once the models unloaded)"
+    )
     print(f"models still held after unloading (leaked slots): {held or 'none'}")
     for failure in tally.failures[:50]:
         print("FAIL", failure)
