@@ -6,12 +6,16 @@ Each case here used to crash a handler (500 and a logged traceback), reach the n
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import pytest
 from conftest import MODEL
 from starlette.testclient import TestClient
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
 
 HI = [{"role": "user", "content": "hi"}]
 CHAT = {"model": MODEL, "messages": HI}
@@ -301,3 +305,23 @@ def test_a_long_context_and_batch_still_embed(client: TestClient) -> None:
     options = {"num_ctx": 10**6, "num_batch": 10**6}
     r = client.post("/api/embed", json={"model": MODEL, "input": "hi", "options": options})
     assert r.status_code == 200 and len(r.json()["embeddings"]) == 1
+
+
+@pytest.mark.parametrize("path", ["/api/generate", "/v1/chat/completions"])
+def test_a_client_gone_before_its_body_arrived_is_a_canceled_request(settings: Settings, path: str) -> None:
+    """The soak found it: ClientDisconnect escaped from reading the body, an unhandled error
+    (uvicorn logged "Exception in ASGI application" with a traceback) instead of a canceled request."""
+    app = create_app(settings)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(b"host", b"localhost"), (b"content-type", b"application/json"), (b"content-length", b"100")]
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers, "query_string": b""}
+    scope |= {"http_version": "1.1", "scheme": "http", "root_path": "", "server": ("localhost", 80)}
+    asyncio.run(app(scope, receive, send))  # raised ClientDisconnect
+    assert sent[0]["status"] == 499
