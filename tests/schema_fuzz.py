@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import os
 import re
@@ -413,8 +414,14 @@ class LiveServer:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def tracebacks(self) -> int:
-        return self.log.read_text(errors="replace").count("Traceback (most recent call last)")
+    def tracebacks(self) -> list[str]:
+        """Each traceback in the server's log, with the line that introduced it."""
+        text = self.log.read_text(errors="replace")
+        parts = text.split("Traceback (most recent call last)")
+        return [
+            f"{before.splitlines()[-1] if before.strip() else ''}\n...\n{after[:4000]}"
+            for before, after in itertools.pairwise(parts)
+        ]
 
 
 @contextmanager
@@ -507,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     print(tally.report())
     print(f"server process died: {0 if alive else 1}")
     print(f"server answers afterwards: {answers}")
-    print(f"tracebacks in the server log: {tracebacks}")
+    print(f"tracebacks in the server log: {len(tracebacks)}")
     print(
         f"server RSS before/after: {rss_before / 1024:.0f} / {rss_after / 1024:.0f} MiB"
         f" ({rss_unloaded / 1024:.0f} MiB once the models unloaded)"
@@ -515,6 +522,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"models still held after unloading (leaked slots): {held or 'none'}")
     for failure in tally.failures[:50]:
         print("FAIL", failure)
+    for traceback in tracebacks[:3]:
+        print("TRACEBACK", traceback)
     ok = alive and answers and not held and not tally.failures and not tracebacks
     return 0 if ok else 1
 

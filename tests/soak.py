@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"connection errors: {soak.connection_errors}")
     print(f"crashes (server process died): {0 if alive else 1}")
     print(f"server answers afterwards: {answers}")
-    print(f"tracebacks in the server log: {tracebacks}")
+    print(f"tracebacks in the server log: {len(tracebacks)}")
     print(f"latency p50/p99/max: {lat[len(lat) // 2]:.2f} / {lat[int(len(lat) * 0.99)]:.2f} / {lat[-1]:.2f} s")
     print(
         f"server RSS before/peak/after: {rss_before / 1024:.0f} / {peak / 1024:.0f} / {rss_after / 1024:.0f} MiB"
@@ -306,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"models still held after unloading (leaked slots): {held or 'none'}")
     for failure in soak.failures[:30]:
         print("FAIL", failure)
+    for traceback in tracebacks[:3]:
+        print("TRACEBACK", traceback)
     ok = alive and answers and not held and not soak.failures and not soak.hangs and not tracebacks
     return 0 if ok else 1
 
