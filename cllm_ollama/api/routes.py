@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.routing import Route
 
 from . import chat, embed, generate, models, openai, openapi, responses, running, system
+
+
+class _AnyPath(PathConvertor):
+    """Starlette's ``path`` across newlines too: gin's parameters take any byte, so a model name
+    with a newline gets /v1's JSON 404, not the unknown-path text."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("anypath", _AnyPath())
 
 ROUTES = [
     Route("/", system.root, methods=["GET", "HEAD"]),
@@ -29,5 +40,5 @@ ROUTES = [
     Route("/v1/embeddings", openai.embeddings, methods=["POST"]),
     Route("/v1/responses", responses.responses, methods=["POST"]),
     Route("/v1/models", openai.models, methods=["GET"]),
-    Route("/v1/models/{model:path}", openai.model, methods=["GET"]),
+    Route("/v1/models/{model:anypath}", openai.model, methods=["GET"]),
 ]

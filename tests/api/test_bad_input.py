@@ -325,3 +325,10 @@ def test_a_client_gone_before_its_body_arrived_is_a_canceled_request(settings: S
     scope |= {"http_version": "1.1", "scheme": "http", "root_path": "", "server": ("localhost", 80)}
     asyncio.run(app(scope, receive, send))  # raised ClientDisconnect
     assert sent[0]["status"] == 499
+
+
+def test_a_model_name_with_a_newline_is_a_json_404_on_v1(client: TestClient) -> None:
+    """The schema fuzz found it: /v1/models/%0Ac matched no route (Starlette's path parameter
+    stops at a newline), so the answer was the plain-text unknown-path 404."""
+    r = client.get("/v1/models/%0Ac")
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
