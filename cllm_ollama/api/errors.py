@@ -18,10 +18,10 @@ from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 
-from ..errors import CllmError, InvalidRequest
+from ..errors import CllmError, InvalidRequest, RequestCanceled
 from .encoders import JSONResponse, anthropic_error, ollama_error, openai_error
 from .wire import go_type
 
@@ -32,7 +32,11 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 async def read_json(request: Request) -> dict[str, Any]:
     """Decode a JSON object body with Ollama's error strings for the failure cases."""
-    body = await request.body()
+    try:
+        body = await request.body()
+    except ClientDisconnect:
+        # Gone before its body arrived: nobody to answer, nothing that went wrong here.
+        raise RequestCanceled() from None
     if not body.strip():
         raise InvalidRequest("missing request body")
     try:

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.routing import Route
 
-from . import anthropic, chat, embed, generate, models, openai, responses, running, system
+from . import anthropic, chat, embed, generate, models, openai, openapi, responses, running, system
+
+
+class _AnyPath(PathConvertor):
+    """Starlette's ``path`` across newlines too: gin's parameters take any byte, so a model name
+    with a newline gets /v1's JSON 404, not the unknown-path text."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("anypath", _AnyPath())
 
 ROUTES = [
     Route("/", system.root, methods=["GET", "HEAD"]),
+    Route("/openapi.json", openapi.openapi_json, methods=["GET", "HEAD"]),
     Route("/api/version", system.version, methods=["GET", "HEAD"]),
     Route("/api/tags", models.tags, methods=["GET", "HEAD"]),
     Route("/api/show", models.show, methods=["POST"]),
@@ -29,5 +41,5 @@ ROUTES = [
     Route("/v1/responses", responses.responses, methods=["POST"]),
     Route("/v1/messages", anthropic.messages, methods=["POST"]),
     Route("/v1/models", openai.models, methods=["GET"]),
-    Route("/v1/models/{model:path}", openai.model, methods=["GET"]),
+    Route("/v1/models/{model:anypath}", openai.model, methods=["GET"]),
 ]

@@ -86,18 +86,21 @@ class LoadedModel:
         except Exception:
             self.model.close()
             raise
+        # A client's num_batch beyond the whole context buys nothing (llama.cpp clamps its own
+        # contexts to n_ctx), but the embedder sizes its context by it: 3M asked for 1.2 TB.
+        n_batch = min(spec.n_batch, n_ctx_slot * spec.n_slots)
         self.runner: Runner | None = None
         if not spec.embedding_only:
             try:
                 self.runner = Runner(
                     self.model,
-                    RunnerConfig(spec.n_slots, n_ctx_slot, spec.n_batch, n_threads, spec.cache_bytes, spec.max_prefill),
+                    RunnerConfig(spec.n_slots, n_ctx_slot, n_batch, n_threads, spec.cache_bytes, spec.max_prefill),
                 )
             except Exception:
                 self.model.close()
                 raise
         self.embedder = Embedder(
-            self.model, n_seq_max=spec.n_slots, n_ctx_seq=n_ctx_slot, n_batch=spec.n_batch, n_threads=n_threads
+            self.model, n_seq_max=spec.n_slots, n_ctx_seq=n_ctx_slot, n_batch=n_batch, n_threads=n_threads
         )
         self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else n_ctx_slot
         self.max_queue = max_queue

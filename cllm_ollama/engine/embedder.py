@@ -53,10 +53,15 @@ class Embedder:
     def _context(self) -> tuple[Context, Batch]:
         if self._ctx is None:
             # The cache is cleared between decodes: one stream shared by the packed sequences.
-            batch = max(self._n_batch, self._n_ctx)
-            ctx = self._make(POOLING_UNSPECIFIED, batch, -(-batch // self._n_seq_max))
-            if ctx.pooling == POOLING_NONE:
-                ctx.close()
+            # The model's pooling decides the context's shape; ask a small context, as a pooled one
+            # (the whole context in one ubatch) cannot even be allocated for a long num_ctx.
+            probe = self._make(POOLING_UNSPECIFIED, CHUNK, -(-CHUNK // self._n_seq_max))
+            pooling = probe.pooling
+            probe.close()
+            if pooling != POOLING_NONE:
+                batch = max(self._n_batch, self._n_ctx)
+                ctx = self._make(POOLING_UNSPECIFIED, batch, -(-batch // self._n_seq_max))
+            else:
                 # Whole inputs stay in the cache while their chunks are decoded.
                 ctx = self._make(POOLING_NONE, CHUNK, -(-self._n_ctx // self._n_seq_max) + 1)
                 self._mean_here = True

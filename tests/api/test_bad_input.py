@@ -6,12 +6,16 @@ Each case here used to crash a handler (500 and a logged traceback), reach the n
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import pytest
 from conftest import MODEL
 from starlette.testclient import TestClient
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
 
 HI = [{"role": "user", "content": "hi"}]
 CHAT = {"model": MODEL, "messages": HI}
@@ -281,3 +285,50 @@ def test_a_huge_repeat_last_n_costs_no_more_than_the_context(client: TestClient)
     assert time.monotonic() - t0 < 10
     r = client.post("/api/generate", json=GENERATE | {"options": {"repeat_last_n": -2}})
     assert (r.status_code, r.json()) == (400, {"error": "repeat_last_n must be >= -1"})
+
+
+@pytest.mark.model
+def test_a_huge_num_batch_does_not_break_embeddings_for_everyone(client: TestClient) -> None:
+    """num_batch 3205120 loaded the model with an embedding context of 1.2 TB: every embed got a 500 until unload."""
+    r = client.post(
+        "/api/generate", json=GENERATE | {"stream": False, "options": {"num_batch": 3205120, "num_predict": 1}}
+    )
+    assert r.status_code == 200
+    r = client.post("/api/embed", json={"model": MODEL, "input": "hi"})
+    assert r.status_code == 200 and len(r.json()["embeddings"]) == 1
+
+
+@pytest.mark.model
+def test_a_long_context_and_batch_still_embed(client: TestClient) -> None:
+    """The embedder probed the model's pooling with a context holding a whole batch in one ubatch:
+    with num_ctx and num_batch at the trained context times the slots it could not be allocated (500)."""
+    options = {"num_ctx": 10**6, "num_batch": 10**6}
+    r = client.post("/api/embed", json={"model": MODEL, "input": "hi", "options": options})
+    assert r.status_code == 200 and len(r.json()["embeddings"]) == 1
+
+
+@pytest.mark.parametrize("path", ["/api/generate", "/v1/chat/completions"])
+def test_a_client_gone_before_its_body_arrived_is_a_canceled_request(settings: Settings, path: str) -> None:
+    """The soak found it: ClientDisconnect escaped from reading the body, an unhandled error
+    (uvicorn logged "Exception in ASGI application" with a traceback) instead of a canceled request."""
+    app = create_app(settings)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(b"host", b"localhost"), (b"content-type", b"application/json"), (b"content-length", b"100")]
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers, "query_string": b""}
+    scope |= {"http_version": "1.1", "scheme": "http", "root_path": "", "server": ("localhost", 80)}
+    asyncio.run(app(scope, receive, send))  # raised ClientDisconnect
+    assert sent[0]["status"] == 499
+
+
+def test_a_model_name_with_a_newline_is_a_json_404_on_v1(client: TestClient) -> None:
+    """The schema fuzz found it: /v1/models/%0Ac matched no route (Starlette's path parameter
+    stops at a newline), so the answer was the plain-text unknown-path 404."""
+    r = client.get("/v1/models/%0Ac")
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
