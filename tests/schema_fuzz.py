@@ -97,7 +97,14 @@ ALLOWED_5XX: list[tuple[int, re.Pattern[str], str]] = [
     ),
 ]
 
-_GENERATING = ("/api/generate", "/api/chat", "/v1/chat/completions", "/v1/completions", "/v1/responses")
+_GENERATING = (
+    "/api/generate",
+    "/api/chat",
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/responses",
+    "/v1/messages",
+)
 _NAMED = (*_GENERATING, "/api/embed", "/api/embeddings", "/api/show", "/v1/embeddings")
 _WRITES = ("/api/delete", "/api/create", "/api/pull")  # their target name must not be a test model
 
@@ -153,6 +160,8 @@ def steer(case: schemathesis.Case, model: str | None) -> None:
         _bound(body, "max_tokens")
     elif path == "/v1/responses":
         _bound(body, "max_output_tokens")
+    elif path == "/v1/messages":
+        _bound(body, "max_tokens")
 
 
 @st.composite
@@ -167,6 +176,12 @@ def requests_for(draw: st.DrawFn, label: str, mode: str) -> schemathesis.Case:
 
 def error_message(path: str, body: object) -> str | None:
     """The message of an error body in the endpoint's shape, or None if the shape is wrong."""
+    if path == "/v1/messages":
+        if not isinstance(body, dict) or body.get("type") != "error" or set(body) != {"type", "error"}:
+            return None
+        error = body["error"]
+        ok = isinstance(error, dict) and isinstance(error.get("message"), str) and isinstance(error.get("type"), str)
+        return str(error["message"]) if ok else None
     if not isinstance(body, dict) or set(body) != {"error"}:
         return None
     error = body["error"]
@@ -230,6 +245,12 @@ def check_sse(path: str, text: str) -> list[str]:
     if path == "/v1/responses":
         last = json.loads(data[-1]).get("type")
         return [] if last in ("response.completed", "error") else [f"a Responses stream cut short after {last!r}"]
+    if path == "/v1/messages":
+        final = json.loads(data[-1])
+        if final.get("type") == "error" and _unexpected(final.get("error", {}).get("message", "")):
+            return [f"a stream ended by an unexpected exception: {data[-1][:300]}"]
+        ended = final.get("type") in ("message_stop", "error")
+        return [] if ended else [f"a Messages stream cut short after {final.get('type')!r}"]
     return [] if data[-1] == "[DONE]" else [f"an event stream without [DONE]: {data[-1][:300]!r}"]
 
 

@@ -609,6 +609,70 @@ _OPENAI_ERROR = _object(
     description="Every /v1 error, as OpenAI (and Ollama's middleware) shape it.",
 )
 
+_ANTHROPIC_BLOCK = _object(
+    {
+        "type": {"type": "string", "enum": ["text", "image", "tool_use", "tool_result", "thinking"]},
+        "text": STRING,
+        "id": STRING,
+        "name": STRING,
+        "input": ANY_OBJECT,
+        "tool_use_id": STRING,
+        "content": {"anyOf": [STRING, {"type": "array", "items": ANY_OBJECT}]},
+        "thinking": STRING,
+        "source": ANY_OBJECT,
+    },
+    ("type",),
+)
+_ANTHROPIC_CONTENT = {"anyOf": [STRING, {"type": "array", "items": _ANTHROPIC_BLOCK}]}
+_ANTHROPIC_REQUEST = _request(
+    {
+        "model": STRING,
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": _object(
+                {"role": {"type": "string", "enum": ["user", "assistant"]}, "content": _ANTHROPIC_CONTENT},
+                ("role", "content"),
+            ),
+        },
+        "system": _ANTHROPIC_CONTENT,
+        "stream": BOOL,
+        "temperature": NUMBER,
+        "top_p": NUMBER,
+        "top_k": INT,
+        "stop_sequences": STRINGS,
+        "tools": {
+            "type": "array",
+            "items": _object(
+                _optional({"name": STRING, "description": STRING, "input_schema": ANY_OBJECT}, ("name",)), ("name",)
+            ),
+        },
+        "tool_choice": ANY_OBJECT,
+        "thinking": _object(_optional({"type": STRING, "budget_tokens": INT})),
+        "metadata": ANY_OBJECT,
+    },
+    ("model", "max_tokens", "messages"),
+)
+_ANTHROPIC_MESSAGE = _object(
+    {
+        "id": STRING,
+        "type": {"const": "message"},
+        "role": {"const": "assistant"},
+        "model": STRING,
+        "content": {"type": "array", "items": _object({"type": STRING}, ("type",))},
+        "stop_reason": _nullable(STRING),
+        "stop_sequence": _nullable(STRING),
+        "usage": _object({"input_tokens": INT, "output_tokens": INT}),
+    },
+    ("id", "type", "role", "content"),
+)
+_ANTHROPIC_ERROR = _object(
+    {"type": {"const": "error"}, "error": _object({"type": STRING, "message": STRING}, ("type", "message"))},
+    ("type", "error"),
+    description="Every /v1/messages error, as Anthropic's API (and its SDK) shape it.",
+)
+
 SCHEMAS: dict[str, Schema] = {
     "Options": _OPTIONS,
     "Message": _MESSAGE,
@@ -642,6 +706,9 @@ SCHEMAS: dict[str, Schema] = {
     "OpenAIModel": _V1_MODEL,
     "Error": _OLLAMA_ERROR,
     "OpenAIError": _OPENAI_ERROR,
+    "AnthropicMessagesRequest": _ANTHROPIC_REQUEST,
+    "AnthropicMessage": _ANTHROPIC_MESSAGE,
+    "AnthropicError": _ANTHROPIC_ERROR,
 }
 
 # ---------------------------------------------------------------- operations
@@ -911,6 +978,17 @@ def _paths() -> dict[str, Any]:
                 _GENERATION_ERRORS,
                 body="ResponsesRequest",
                 error="OpenAIError",
+            )
+        },
+        "/v1/messages": {
+            "post": _op(
+                "anthropicMessages",
+                "Anthropic Messages API",
+                "anthropic",
+                _ok("Message", _streamed("AnthropicMessage", _SSE, "message_start ... message_stop events")),
+                _GENERATION_ERRORS,
+                body="AnthropicMessagesRequest",
+                error="AnthropicError",
             )
         },
         "/v1/models": _get_and_head(

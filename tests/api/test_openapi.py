@@ -42,7 +42,9 @@ def test_every_route_is_described_and_nothing_else() -> None:
 def test_every_operation_documents_its_error_shape() -> None:
     for path, item in document()["paths"].items():
         for method, op in item.items():
-            error = "OpenAIError" if path.startswith("/v1/") else "Error"
+            error = (
+                "AnthropicError" if path == "/v1/messages" else "OpenAIError" if path.startswith("/v1/") else "Error"
+            )
             for code, response in op["responses"].items():
                 if int(code) >= 400 and code != "403" and method != "head":
                     schema = response["content"]["application/json"]["schema"]
