@@ -13,8 +13,8 @@ def test_lookup_finds_the_longest_shared_prefix_to_the_token() -> None:
     cache = PromptCache(10_000)
     cache.add(seq(100), "a", 10)
     cache.add(seq(3 * BLOCK) + seq(50, 1000), "b", 10)
-    entry, n = cache.lookup((*seq(90), 7, 7))
-    assert entry is not None and entry.payload == "a" and n == 90
+    entry, n = cache.lookup((*seq(98), 7, 7))  # 98 shared with "a", 96 with "b"
+    assert entry is not None and entry.payload == "a" and n == 98
     entry, n = cache.lookup(seq(3 * BLOCK) + seq(10, 1000) + (5,))
     assert entry is not None and entry.payload == "b" and n == 3 * BLOCK + 10
     assert cache.lookup(seq(BLOCK - 1)) == (None, 0)  # under a block: not worth a restore
