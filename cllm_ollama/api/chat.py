@@ -101,7 +101,9 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
     if model.info.architecture in _THINK_TAG_FAMILIES:
         messages = strip_think_tags(messages)
     render = chat_prompt(model, messages, thinking=thinking, tools=tools)
-    return Generation(request, model, options, shared, render, thinking=thinking, tools=bool(tools), t_start=t_start)
+    return Generation(
+        request, model, options, shared, render, thinking=thinking, tools=bool(tools), t_start=t_start, tool_specs=tools
+    )
 
 
 def _encoder(name: object, gen: Generation) -> Encoder:
