@@ -88,14 +88,17 @@ def chat_prompt(
     thinking: bool,
     tools: list[dict[str, Any]] | None = None,
     go_template: str | None = None,
+    think_level: str | None = None,
 ) -> Renderer:
     """Render the prompt with the GGUF's own Jinja chat template, as Ollama's llama-server mode does.
 
     A Go template (a request's ``template``, or a model's template layer when its GGUF has no
     chat template) is rendered by our subset of Go's text/template instead. Over the limit, the
     oldest turns go first, keeping system messages and the last message, as Ollama's chatPrompt
-    does; what still does not fit is cut at the token level later.
+    does; what still does not fit is cut at the token level later. A ``think`` level (low, medium,
+    high) reaches Jinja templates as ``reasoning_effort`` (gpt-oss's) and Go ones as ``.ThinkLevel``.
     """
+    levels = {"reasoning_effort": think_level} if think_level else {}
     jinja = model.info.chat_template
     if go_template is None and not jinja and model.record.template:
         go_template = model.record.template
@@ -111,7 +114,8 @@ def chat_prompt(
 
             def render_go(keep: list[int] | None) -> str:
                 kept = messages if keep is None else [messages[i] for i in keep]
-                return render_go_template(template, _go_data(kept, tools, thinking), budget)
+                data = _go_data(kept, tools, thinking) | {"ThinkLevel": think_level or ""}
+                return render_go_template(template, data, budget)
 
             yield render_go
             return
@@ -123,6 +127,7 @@ def chat_prompt(
             enable_thinking=thinking if model.has("thinking") else None,
             bos_token=loaded.bos_text,
             eos_token=loaded.eos_text,
+            **levels,
         ) as session:
             yield session.render
 
