@@ -25,6 +25,7 @@ from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats
 from ..engine.request import Request as EngineRequest
 from ..errors import CllmError, EngineError, RequestCanceled
+from .builtin_templates import template_in_use
 from .families import StreamParser, parser_for
 from .fields import SharedFields
 from .formats import JSON_GRAMMAR, grammar_for_format
@@ -167,7 +168,7 @@ class Generation:
             logprobs=self.fields.logprobs,
         )
         parser = parser_for(
-            self.model.info.chat_template,
+            template_in_use(self.model.record.template, self.model.info),
             thinking=self.thinking,
             tools=self.tool_specs if self.tools else None,
             prompt=rendered.text,

@@ -18,10 +18,10 @@ from starlette.requests import Request
 from ..engine.client import LoadedModel
 from ..errors import RequestCanceled
 from . import template_workers
+from .builtin_templates import builtin_template
 from .gotemplate import render_go_template
 from .render_budget import PromptTooLong, RenderBudget
 from .resolve import ResolvedModel
-from .template import CHATML_TEMPLATE
 
 
 @dataclass(frozen=True)
@@ -92,15 +92,16 @@ def chat_prompt(
 ) -> Renderer:
     """Render the prompt with the GGUF's own Jinja chat template, as Ollama's llama-server mode does.
 
-    A Go template (a request's ``template``, or a model's template layer when its GGUF has no
-    chat template) is rendered by our subset of Go's text/template instead. Over the limit, the
+    A Go template (a request's ``template``, or a model's template layer, which takes precedence
+    over the GGUF's, as in Ollama) is rendered by our subset of Go's text/template instead; a GGUF
+    with neither gets its family's built-in template (``builtin_templates``). Over the limit, the
     oldest turns go first, keeping system messages and the last message, as Ollama's chatPrompt
     does; what still does not fit is cut at the token level later. A ``think`` level (low, medium,
     high) reaches Jinja templates as ``reasoning_effort`` (gpt-oss's) and Go ones as ``.ThinkLevel``.
     """
     levels = {"reasoning_effort": think_level} if think_level else {}
     jinja = model.info.chat_template
-    if go_template is None and not jinja and model.record.template:
+    if go_template is None and model.record.template:
         go_template = model.record.template
 
     # The order turns are dropped in: oldest first, never a system message or the last message.
@@ -120,7 +121,7 @@ def chat_prompt(
             yield render_go
             return
         with template_workers.POOL.session(
-            jinja or CHATML_TEMPLATE,
+            jinja or builtin_template(model.info),
             messages,
             budget,
             tools=tools,

@@ -8,7 +8,11 @@ from typing import Any
 from cllm_ollama.api.prompt import chat_prompt
 from cllm_ollama.testing.ggufs import qwen3_chat_template
 
-MODEL: Any = SimpleNamespace(info=SimpleNamespace(chat_template=qwen3_chat_template()), has=lambda cap: False)
+MODEL: Any = SimpleNamespace(
+    info=SimpleNamespace(chat_template=qwen3_chat_template()),
+    record=SimpleNamespace(template=None),
+    has=lambda cap: False,
+)
 # One token per whitespace-separated word is enough to exercise the limit.
 LOADED: Any = SimpleNamespace(bos_text="", eos_text="", tokenize=lambda text, add_special: text.split())
 
