@@ -173,3 +173,12 @@ def test_batched_equals_sequential(real_url: str) -> None:
 
     alone, together = asyncio.run(run())
     assert together == alone
+
+
+def test_openai_completions_use_the_template_and_give_logprobs(sdk: openai.OpenAI) -> None:
+    reply = sdk.completions.create(
+        model=MODEL, prompt="What is 2+2? Answer with a number.", max_tokens=4, temperature=0, logprobs=2
+    )
+    choice = reply.choices[0]
+    assert "4" in choice.text  # rendered as a chat turn, the instruct model answers instead of continuing the text
+    assert choice.logprobs is not None and choice.logprobs.tokens and len(choice.logprobs.top_logprobs[0]) <= 2
