@@ -199,8 +199,8 @@ class Harmony:
     Output that starts with no header is content. A header is held until its ``<|message|>``.
     """
 
-    def __init__(self, *, thinking: bool, tools: bool, names: frozenset[str]):
-        self._thinking, self._tools, self._names = thinking, tools, names
+    def __init__(self, *, thinking: bool, tools: bool):
+        self._thinking, self._tools = thinking, tools
         self._buf = ""
         self._header: str | None = ""  # None: inside a message body
         self._channel = ""
@@ -313,7 +313,7 @@ def parser_for(
     }
     family = _family(template or "")
     if family == "harmony":
-        return Harmony(thinking=thinking, tools=bool(tools), names=frozenset(specs))
+        return Harmony(thinking=thinking, tools=bool(tools))
     start_in_thinking = thinking and prompt_opens_thinking(prompt)
     if family == "json":
         return OutputParser(
