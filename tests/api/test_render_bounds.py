@@ -116,7 +116,11 @@ def test_a_waiting_render_stops_when_cancelled() -> None:
 
 # --- fitting a long chat -------------------------------------------------------------------------
 
-MODEL: Any = SimpleNamespace(info=SimpleNamespace(chat_template=qwen3_chat_template()), has=lambda cap: False)
+MODEL: Any = SimpleNamespace(
+    info=SimpleNamespace(chat_template=qwen3_chat_template()),
+    record=SimpleNamespace(template=None),
+    has=lambda cap: False,
+)
 LOADED: Any = SimpleNamespace(bos_text="", eos_text="", tokenize=lambda text, add_special: text.split())
 
 
