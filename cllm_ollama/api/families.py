@@ -315,21 +315,22 @@ def parser_for(
     if family == "harmony":
         return Harmony(thinking=thinking, tools=bool(tools))
     start_in_thinking = thinking and prompt_opens_thinking(prompt)
-    if family == "json":
-        return OutputParser(
-            thinking=thinking,
-            tools=bool(tools),
-            start_in_thinking=start_in_thinking,
-            tool_format=tool_format_for_template(template),
-            tool_names=frozenset(specs),
-        )
     reasoning = OutputParser(thinking=thinking, tools=False, start_in_thinking=start_in_thinking)
     if not tools:
         return reasoning
-    if family == "qwen3-coder":
-        block = BlockTools("<tool_call>", "</tool_call>", parse_qwen3_coder, specs)
+    tool_parser: StreamParser
+    if family == "json":
+        tool_parser = OutputParser(
+            thinking=False,
+            tools=True,
+            tool_format=tool_format_for_template(template),
+            tool_names=frozenset(specs),
+            reasoning=False,
+        )
+    elif family == "qwen3-coder":
+        tool_parser = BlockTools("<tool_call>", "</tool_call>", parse_qwen3_coder, specs)
     elif family == "glm":
-        block = BlockTools("<tool_call>", "</tool_call>", parse_glm, specs)
+        tool_parser = BlockTools("<tool_call>", "</tool_call>", parse_glm, specs)
     else:
-        block = BlockTools("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", parse_deepseek, specs)
-    return Composed(reasoning, block)
+        tool_parser = BlockTools("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", parse_deepseek, specs)
+    return Composed(reasoning, tool_parser)

@@ -200,6 +200,8 @@ class OutputParser:
     leading empty block, what Qwen3 emits when told not to think, is dropped). ``tools``: turn calls
     written in ``tool_format`` into tool calls; one that does not parse stays content.
     ``start_in_thinking``: the prompt already opened the think block (see ``prompt_opens_thinking``).
+    ``reasoning=False``: only the tool calls, for text the reasoning splitter (an instance with
+    ``tools=False``) let through as content; ``families.parser_for`` composes the two.
 
     ``feed`` runs once per token on the event loop, so its work is linear in the new text: what a state
     holds back and has already examined (a call's text, a run of whitespace) waits in ``_seen`` and is
@@ -216,6 +218,7 @@ class OutputParser:
         start_in_thinking: bool = False,
         tool_format: ToolFormat = ToolFormat.HERMES,
         tool_names: frozenset[str] = frozenset(),
+        reasoning: bool = True,
     ) -> None:
         self._tools = tools
         self._open = think_open
@@ -230,7 +233,9 @@ class OutputParser:
         self._between = re.compile(rf"(?:\s|{sep})*") if sep else _SPACE
         # Formats whose calls may open the content untagged look there before anything is emitted.
         self._content_start = _State.LOOK_CALL if tools and self._bare else _State.CONTENT
-        if not thinking:
+        if not reasoning:  # a tool parser after the reasoning splitter: it sees only content
+            self._state = self._content_start
+        elif not thinking:
             self._state = _State.EMPTY_BLOCK
         elif start_in_thinking:
             self._state = _State.REOPEN

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_parsers import CONFIGS, FORMAT_SAMPLES
 
 from cllm_ollama.api.families import parser_for
-from cllm_ollama.api.parsers import Delta
+from cllm_ollama.api.parsers import Delta, OutputParser, ToolFormat, tool_format_for_template
 
 WEATHER = {
     "type": "function",
@@ -141,3 +142,35 @@ def test_text_outside_calls_streams_at_once() -> None:
     assert parser.feed("Hello <tool").content == "Hello "
     assert parser.feed("_c").content == ""
     assert parser.feed("ake").content == "<tool_cake"
+
+
+# The JSON families (Hermes, Llama, Mistral), composed (reasoning splitter, then the tool parser),
+# give what the one-pass parser gives, in every split.
+NAMED = [{"type": "function", "function": {"name": n}} for n in ("f", "g", "get_weather", "write")]
+JSON_FAMILIES = {
+    ToolFormat.HERMES: "<tool_call>",
+    ToolFormat.LLAMA: "<|python_tag|>",
+    ToolFormat.MISTRAL: "[TOOL_CALLS]",
+}
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if c["tools"]], ids=str)
+@pytest.mark.parametrize(("tool_format", "text"), FORMAT_SAMPLES)
+def test_json_families_composed_equal_one_pass(tool_format: ToolFormat, text: str, config: dict[str, Any]) -> None:
+    template = JSON_FAMILIES[tool_format]
+    assert tool_format_for_template(template) is tool_format
+    prompt = "<think>" if config["start_in_thinking"] else ""
+    names = frozenset(t["function"]["name"] for t in NAMED)
+    one_pass = OutputParser(**config, tool_format=tool_format, tool_names=names)
+    expected = one_pass.feed(text).add(one_pass.finish())
+
+    def composed(chunks: list[str]) -> Delta:
+        parser = parser_for(template, thinking=config["thinking"], tools=NAMED, prompt=prompt)
+        out = Delta()
+        for chunk in chunks:
+            out.add(parser.feed(chunk))
+        return out.add(parser.finish())
+
+    assert composed([text]) == expected
+    for i in range(len(text) + 1):
+        assert composed([text[:i], text[i:]]) == expected, i
