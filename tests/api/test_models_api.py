@@ -14,6 +14,7 @@ import pytest
 from fakehub import FakeHub
 from starlette.testclient import TestClient
 
+from cllm_ollama.api.builtin_templates import CHATML
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.testing.ggufs import write_qwen3
@@ -294,3 +295,12 @@ def test_images_to_a_vision_model_are_refused_not_dropped(api: TestClient, tmp_p
     body = {"model": "eyes", "messages": [{"role": "user", "content": "What is it?", "images": ["aGk="]}]}
     r = api.post("/api/chat", json=body)
     assert r.status_code == 400 and "images are not supported" in r.json()["error"]
+
+
+def test_show_returns_the_builtin_template_a_gguf_without_one_is_prompted_with(api: TestClient, tmp_path: Path) -> None:
+    path = write_qwen3(tmp_path / "bare.gguf", chat_template="")
+    files = {"b.gguf": upload(api, path.read_bytes())}
+    api.post("/api/create", json={"model": "bare", "files": files, "stream": False})
+    assert api.post("/api/show", json={"model": "bare"}).json()["template"] == CHATML  # its vocabulary has <|im_start|>
+    api.post("/api/create", json={"model": "templated", "from": "bare", "template": "{{ .Prompt }}", "stream": False})
+    assert api.post("/api/show", json={"model": "templated"}).json()["template"] == "{{ .Prompt }}"
