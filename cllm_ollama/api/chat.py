@@ -100,8 +100,13 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
         messages.insert(0, {"role": "system", "content": model.record.system})
     if model.info.architecture in _THINK_TAG_FAMILIES:
         messages = strip_think_tags(messages)
-    render = chat_prompt(model, messages, thinking=thinking, tools=tools, think_set=body.get("think") is not None)
-    return Generation(request, model, options, shared, render, thinking=thinking, tools=bool(tools), t_start=t_start)
+    level = body.get("think") if isinstance(body.get("think"), str) else None
+    render = chat_prompt(
+        model, messages, thinking=thinking, tools=tools, think_set=body.get("think") is not None, think_level=level
+    )
+    return Generation(
+        request, model, options, shared, render, thinking=thinking, tools=bool(tools), t_start=t_start, tool_specs=tools
+    )
 
 
 def _encoder(name: object, gen: Generation) -> Encoder:

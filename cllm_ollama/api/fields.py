@@ -60,3 +60,6 @@ def thinking_for(model: ResolvedModel, body: dict[str, Any], display_name: str) 
 def check_images(model: ResolvedModel, images: object) -> None:
     if images and not model.has("vision"):
         raise InvalidRequest(f"{model.full_name} does not support vision")
+    if images:
+        # Its projector is not loaded: dropping the images silently would answer about nothing.
+        raise InvalidRequest(f"{model.full_name}: images are not supported by this server yet (cllm has no vision)")

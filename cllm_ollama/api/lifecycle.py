@@ -25,10 +25,12 @@ from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats
 from ..engine.request import Request as EngineRequest
 from ..errors import CllmError, EngineError, RequestCanceled
+from .builtin_templates import template_in_use
+from .families import StreamParser, parser_for
 from .fields import SharedFields
 from .formats import JSON_GRAMMAR, grammar_for_format
 from .options import RequestOptions
-from .parsers import Delta, OutputParser, prompt_opens_thinking, tool_format_for_template
+from .parsers import Delta
 from .prompt import Renderer, render_prompt
 from .resolve import ResolvedModel, load_request, naming_the_model
 from .shapes import logprob_json
@@ -97,6 +99,8 @@ class Generation:
     thinking: bool
     tools: bool
     t_start: int
+    # The requested tools' definitions (the parser checks and types calls against them).
+    tool_specs: list[dict[str, Any]] | None = None
     # Filled in as it runs, for the encoder of the final chunk.
     load_ns: int = 0
     request: EngineRequest | None = None
@@ -133,7 +137,7 @@ class Generation:
                     yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats)
                     return
 
-    async def _admit(self, pool: ModelPool, loaded: LoadedModel) -> tuple[EngineRequest, OutputParser]:
+    async def _admit(self, pool: ModelPool, loaded: LoadedModel) -> tuple[EngineRequest, StreamParser]:
         """Everything before the first token: the prompt, fitted; the grammar; the engine request."""
         options, truncate = self.options, self.fields.truncate
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
@@ -163,11 +167,11 @@ class Generation:
             arrival_ns=self.t_start,
             logprobs=self.fields.logprobs,
         )
-        parser = OutputParser(
+        parser = parser_for(
+            template_in_use(self.model.record.template, self.model.info),
             thinking=self.thinking,
-            tools=self.tools,
-            start_in_thinking=self.thinking and prompt_opens_thinking(rendered.text),
-            tool_format=tool_format_for_template(self.model.info.chat_template),
+            tools=self.tool_specs if self.tools else None,
+            prompt=rendered.text,
         )
         return request, parser
 

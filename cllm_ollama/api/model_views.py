@@ -9,6 +9,7 @@ import orjson
 
 from ..store.gguf_info import GGUFError, GGUFInfo, gguf_info
 from ..store.store import ModelRecord
+from .builtin_templates import template_in_use
 
 log = logging.getLogger("cllm.api")
 _PARAM_COLUMN = 30  # Ollama pads parameter names to 30 characters in /api/show
@@ -97,9 +98,9 @@ def _info(record: ModelRecord, verbose: bool) -> GGUFInfo | None:
 
 
 def show_response(record: ModelRecord, *, verbose: bool = False, system: str | None = None) -> dict[str, Any]:
-    """The /api/show body; ``template`` is the .template layer if any, else the GGUF's chat template."""
+    """The /api/show body; ``template`` is the one prompts are rendered with (``template_in_use``)."""
     info = _info(record, verbose)
-    template = record.template if record.template is not None else (info.chat_template if info else None)
+    template = template_in_use(record.template, info) if info or record.template else None
     system = system or record.system
     capabilities = record.capabilities if info else []
     resp: dict[str, Any] = {

@@ -301,18 +301,39 @@ class TextCompletion(_Completions):
         choice = {
             "text": final.delta.content,
             "index": 0,
-            "logprobs": None,
+            "logprobs": _completion_logprobs(final.logprobs),
             "finish_reason": _finish_reason(final, False),
         }
         return self.base | {"object": self.chunk_object, "choices": [choice], "usage": _usage(final)}
 
     async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
         async for chunk in chunks:
-            choice: dict[str, Any] = {"text": chunk.delta.content, "index": 0, "logprobs": None}
+            choice: dict[str, Any] = {
+                "text": chunk.delta.content,
+                "index": 0,
+                "logprobs": _completion_logprobs(chunk.logprobs),
+            }
             choice["finish_reason"] = _finish_reason(chunk, False) if chunk.done else None
             yield self.base | {"object": self.chunk_object, "choices": [choice]}
             if chunk.done and self.include_usage:
                 yield self.usage_chunk(chunk)
+
+
+def _completion_logprobs(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The legacy completions shape: parallel lists of tokens, their log probabilities, the top
+    alternatives of each (token to logprob) and each token's offset in the text."""
+    if not entries:
+        return None
+    offsets, offset = [], 0
+    for entry in entries:
+        offsets.append(offset)
+        offset += len(entry["token"])
+    return {
+        "tokens": [e["token"] for e in entries],
+        "token_logprobs": [e["logprob"] for e in entries],
+        "top_logprobs": [{t["token"]: t["logprob"] for t in e.get("top_logprobs") or []} for e in entries],
+        "text_offset": offsets,
+    }
 
 
 def _decode_chat(body: dict[str, Any]) -> Decoded:
@@ -339,10 +360,13 @@ def _decode_completion(body: dict[str, Any]) -> Decoded:
         "model": string_field(body, "model", _COMPLETION),
         "prompt": prompt,
         "suffix": string_field(body, "suffix", _COMPLETION),
-        "raw": True,
         "options": sampling_options(body, _COMPLETION, "float32"),
     }
-    int_field(body, "logprobs", _COMPLETION)  # not supported here, but typed as Ollama's *int
+    # As Ollama's middleware: the prompt goes through the model's template (no raw), and an
+    # integer ``logprobs`` asks for that many alternatives per token.
+    logprobs = int_field(body, "logprobs", _COMPLETION) or 0
+    if logprobs > 0:
+        native |= {"logprobs": True, "top_logprobs": logprobs}
     stream = bool(bool_field(body, "stream", _COMPLETION))
     include_usage = _include_usage(body, _COMPLETION)
     if not prompt:

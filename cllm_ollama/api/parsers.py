@@ -200,6 +200,8 @@ class OutputParser:
     leading empty block, what Qwen3 emits when told not to think, is dropped). ``tools``: turn calls
     written in ``tool_format`` into tool calls; one that does not parse stays content.
     ``start_in_thinking``: the prompt already opened the think block (see ``prompt_opens_thinking``).
+    ``reasoning=False``: only the tool calls, for text the reasoning splitter (an instance with
+    ``tools=False``) let through as content; ``families.parser_for`` composes the two.
 
     ``feed`` runs once per token on the event loop, so its work is linear in the new text: what a state
     holds back and has already examined (a call's text, a run of whitespace) waits in ``_seen`` and is
@@ -215,16 +217,25 @@ class OutputParser:
         think_close: str = "</think>",
         start_in_thinking: bool = False,
         tool_format: ToolFormat = ToolFormat.HERMES,
+        tool_names: frozenset[str] = frozenset(),
+        reasoning: bool = True,
     ) -> None:
         self._tools = tools
         self._open = think_open
         self._close = think_close
         self._format = tool_format
+        self._names = tool_names
+        # Calls written with no tag: the format's own bare opening, else (given the requested
+        # tools' names) a bare JSON object, which small models write without the template's tags,
+        # as Ollama's parser falls back to.
+        self._bare = tool_format.bare or ("{" if tool_names else "")
         sep = re.escape(tool_format.separator)
         self._between = re.compile(rf"(?:\s|{sep})*") if sep else _SPACE
         # Formats whose calls may open the content untagged look there before anything is emitted.
-        self._content_start = _State.LOOK_CALL if tools and tool_format.bare else _State.CONTENT
-        if not thinking:
+        self._content_start = _State.LOOK_CALL if tools and self._bare else _State.CONTENT
+        if not reasoning:  # a tool parser after the reasoning splitter: it sees only content
+            self._state = self._content_start
+        elif not thinking:
             self._state = _State.EMPTY_BLOCK
         elif start_in_thinking:
             self._state = _State.REOPEN
@@ -239,6 +250,7 @@ class OutputParser:
         self._after_tool = False
         # What opened the current call (separators, tag): content again if the call does not parse.
         self._lead = ""
+        self._tagged = True
         self._json = _JsonScan()
 
     def feed(self, text: str) -> Delta:
@@ -351,19 +363,20 @@ class OutputParser:
         """Where a run of calls may begin or go on: is a call next, or content?"""
         buf = self._buf
         fmt = self._format
+        bare = self._bare
         # The separators set aside in ``_seen`` matched whole, so matching goes on where they stop.
         skip = (self._between if self._after_tool else _SPACE).match(buf)
         assert skip is not None  # the patterns match the empty string
         rest = buf[skip.end() :]
         if fmt.tag and rest.startswith(fmt.tag):
             self._open_call(self._take_seen() + buf[: skip.end() + len(fmt.tag)], rest[len(fmt.tag) :])
-        elif not final and (fmt.tag.startswith(rest) or fmt.bare.startswith(rest)):
+        elif not final and (fmt.tag.startswith(rest) or bare.startswith(rest)):
             if not rest:
                 self._seen.append(buf)
                 self._buf = ""
             return False
-        elif fmt.bare and rest.startswith(fmt.bare):
-            self._open_call(self._take_seen() + buf[: skip.end()], rest)
+        elif bare and rest.startswith(bare):
+            self._open_call(self._take_seen() + buf[: skip.end()], rest, tagged=False)
         else:
             seen = self._take_seen()
             # What trails the last call goes; otherwise all of it is content.
@@ -372,11 +385,12 @@ class OutputParser:
         self._after_tool = False
         return True
 
-    def _open_call(self, lead: str, rest: str) -> None:
+    def _open_call(self, lead: str, rest: str, *, tagged: bool = True) -> None:
         self._lead = lead
         self._buf = rest
         self._json = _JsonScan()
-        self._state = _State.TAGGED if self._format.end_tag else _State.JSON
+        self._tagged = tagged
+        self._state = _State.TAGGED if self._format.end_tag and tagged else _State.JSON
 
     def _tagged_call(self, out: Delta, final: bool) -> bool:
         """A call inside tags: wait for the closing one, keeping back only an end that may begin it."""
@@ -428,6 +442,9 @@ class OutputParser:
         """Emit the call whose JSON ``_seen`` holds (content if it is none) and go on with ``rest``."""
         body = self._take_seen()
         calls = _parse_calls(body)
+        # Untagged JSON is a call only when it names a requested tool.
+        if calls and not self._tagged and self._names and any(c["function"]["name"] not in self._names for c in calls):
+            calls = None
         if calls is None:
             out.content += self._lead + body + end_tag
             self._state = _State.CONTENT

@@ -20,10 +20,10 @@ from starlette.requests import Request
 from ..engine.client import LoadedModel
 from ..errors import RequestCanceled
 from . import template_workers
+from .builtin_templates import builtin_template
 from .gotemplate import TemplateError, render_ollama
 from .render_budget import PromptTooLong, RenderBudget
 from .resolve import ResolvedModel
-from .template import CHATML_TEMPLATE
 
 log = logging.getLogger("cllm.api")
 _warned: set[str] = set()  # model templates already reported as unrenderable
@@ -94,17 +94,22 @@ def chat_prompt(
     tools: list[dict[str, Any]] | None = None,
     go_template: str | None = None,
     think_set: bool = False,
+    think_level: str | None = None,
 ) -> Renderer:
     """Render the prompt as Ollama does: with the model's Go template (its template layer, as
     library models have) when it has one, else with the GGUF's own Jinja chat template (as
     Ollama's llama-server mode does), else ChatML.
 
     A request's ``template`` replaces the model's; one that cannot be rendered is a 500, as in
-    Ollama. A model's Go template that cannot be rendered (beyond what gotemplate.py knows) falls
-    back to the GGUF's chat template, with a warning in the log. Over the limit, the oldest turns
-    go first, keeping system messages and the last message, as Ollama's chatPrompt does; what
-    still does not fit is cut at the token level later.
+    Ollama. A model's Go template (its template layer, which takes precedence over the GGUF's, as
+    in Ollama) that cannot be rendered (beyond what gotemplate.py knows) falls back to the GGUF's
+    chat template, with a warning in the log; a GGUF with neither gets its family's built-in
+    template (``builtin_templates``). Over the limit, the oldest turns go first, keeping system
+    messages and the last message, as Ollama's chatPrompt does; what still does not fit is cut at
+    the token level later. A ``think`` level (low, medium, high) reaches Jinja templates as
+    ``reasoning_effort`` (gpt-oss's) and Go ones as ``.ThinkLevel``.
     """
+    levels = {"reasoning_effort": think_level} if think_level else {}
     jinja = model.info.chat_template
     from_request = go_template is not None
     if go_template is None:
@@ -124,18 +129,27 @@ def chat_prompt(
 
             def render_go(keep: list[int] | None) -> str:
                 kept = messages if keep is None else [messages[i] for i in keep]
-                return render_ollama(template, kept, tools=tools, think=thinking, think_set=think_set, budget=budget)
+                return render_ollama(
+                    template,
+                    kept,
+                    tools=tools,
+                    think=thinking,
+                    think_level=think_level or "",
+                    think_set=think_set,
+                    budget=budget,
+                )
 
             yield render_go
             return
         with template_workers.POOL.session(
-            jinja or CHATML_TEMPLATE,
+            jinja or builtin_template(model.info),
             messages,
             budget,
             tools=tools,
             enable_thinking=thinking if model.has("thinking") else None,
             bos_token=loaded.bos_text,
             eos_token=loaded.eos_text,
+            **levels,
         ) as session:
             yield session.render
 

@@ -72,6 +72,14 @@ def physical_cores() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
+# Control tokens that mark structure the output parsers split on (gpt-oss harmony's channels, Llama
+# 3's code-call tag, Mistral's tool-call tag): rendered as their text instead of as nothing.
+# End-of-generation ones (``<|call|>``, ``<|return|>``) stop generation before they are rendered.
+PARSED_CONTROL_TOKENS = frozenset(
+    {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>", "<|python_tag|>", "[TOOL_CALLS]"}
+)
+
+
 class Model:
     """Weights and vocabulary of one GGUF file."""
 
@@ -135,7 +143,10 @@ class Model:
         return list(buf[:n])
 
     def piece(self, token: int) -> bytes:
-        """The bytes a token stands for (control tokens render as nothing); cached per id."""
+        """The bytes a token stands for; cached per id.
+
+        Control tokens render as nothing, except those the output parsers read (``PARSED_CONTROL_TOKENS``).
+        """
         cached = self._pieces[token]
         if cached is None:
             # A buffer per miss, not a shared one: the engine thread and the event loop both get
@@ -146,6 +157,8 @@ class Model:
                 buf = ctypes.create_string_buffer(-n)
                 n = ll.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
             cached = buf.raw[:n]
+            if not cached and self.token_text(token) in PARSED_CONTROL_TOKENS:
+                cached = self.token_text(token).encode()
             self._pieces[token] = cached
         return cached
 

@@ -57,6 +57,12 @@ class CreateRequest:
         )
 
 
+ADAPTERS_REFUSED = (
+    "adapters are not supported: cllm cannot apply a LoRA adapter (ADAPTER) yet; "
+    "merge it into the GGUF (llama.cpp's llama-export-lora) and create the model FROM the result"
+)
+
+
 def _optional(body: dict[str, Any], key: str, kind: type) -> Any:
     value = body.get(key)
     if value is not None and not isinstance(value, kind):
@@ -97,9 +103,9 @@ def create_model(store: ModelStore, req: CreateRequest, report: Report) -> Model
         raise InvalidRequest("neither 'from' or 'files' was specified")
     reused = {layer.digest for layer in layers}
 
-    for digest in req.adapters.values():
-        layers.append(_blob_layer(store, digest, mt.ADAPTER))
-        reused.add(layers[-1].digest)
+    if req.adapters or any(layer.media_type == mt.ADAPTER for layer in layers):
+        # Stored but not applied, the model would silently run without it.
+        raise InvalidRequest(ADAPTERS_REFUSED)
 
     def replace(media_type: str, blobs: list[bytes]) -> None:
         layers[:] = [layer for layer in layers if layer.media_type != media_type]

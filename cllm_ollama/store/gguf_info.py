@@ -53,6 +53,11 @@ class GGUFError(ValueError):
     """Not a GGUF file, or a truncated/corrupt header."""
 
 
+# Special tokens that name a chat format (Gemma, Llama 3, ChatML, Mistral/Llama 2, Phi-3): a GGUF
+# without a chat template gets the format its vocabulary speaks (api/builtin_templates.py).
+CHAT_MARKERS = ("<start_of_turn>", "<|start_header_id|>", "<|im_start|>", "[INST]", "<|assistant|>")
+
+
 @dataclass(frozen=True)
 class GGUFInfo:
     architecture: str
@@ -71,6 +76,8 @@ class GGUFInfo:
     tensors: tuple[dict[str, Any], ...]  # only filled when read with verbose=True
     # Why llama.cpp would abort on this file (see gguf_check); empty for a sound one.
     problems: tuple[str, ...] = ()
+    # Which of ``CHAT_MARKERS`` the vocabulary holds: they pick a chat format when the GGUF has no template.
+    chat_markers: tuple[str, ...] = ()
 
     @property
     def is_embedding(self) -> bool:
@@ -172,9 +179,14 @@ def _read(buf: mmap.mmap, verbose: bool) -> GGUFInfo:
     n_tensors = cur.unpack("<Q")
     n_kv = cur.unpack("<Q")
     kv: dict[str, Any] = {}
+    markers: tuple[str, ...] = ()
     for _ in range(n_kv):
         key = cur.string()
+        start = cur.pos
         kv[key] = cur.value(cur.value_type(), verbose)
+        if key == "tokenizer.ggml.tokens":
+            vocab = bytes(buf[start : cur.pos])
+            markers = tuple(m for m in CHAT_MARKERS if m.encode() in vocab)
 
     n_params = 0
     elements_by_type: Counter[int] = Counter()
@@ -212,6 +224,7 @@ def _read(buf: mmap.mmap, verbose: bool) -> GGUFInfo:
         families=(arch,),
         tensors=tuple(tensors),
         problems=tuple(hyperparameter_problems(kv, arch)),
+        chat_markers=markers,
     )
 
 

