@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import EngineError
 from .binding import Batch, Context, Model, Sampler
-from .prompt_cache import PromptCache
+from .prompt_cache import MIN_TOKENS, PromptCache
 from .request import Event, FinishReason, Request, TokenLogprob
 from .scheduler import Scheduler, StepPlan
 
@@ -100,8 +100,9 @@ class RunnerConfig:
     n_ctx_slot: int
     n_batch: int
     n_threads: int
-    # Host RAM for saved prompt states (0: no host cache).
+    # Host RAM for saved prompt states (0: no host cache), and the shortest state worth saving.
     cache_bytes: int = 0
+    cache_min_tokens: int = MIN_TOKENS
     # Prompt tokens per step while other slots generate (0: only n_batch caps them).
     max_prefill: int = 0
 
@@ -133,7 +134,9 @@ class Runner:
         )
         # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
         share = not model.is_recurrent
-        self.cache = PromptCache(config.cache_bytes) if config.cache_bytes > 0 and share else None
+        self.cache = (
+            PromptCache(config.cache_bytes, config.cache_min_tokens) if config.cache_bytes > 0 and share else None
+        )
         self.scheduler = Scheduler(
             n_slots=config.n_slots,
             n_ctx_slot=self.ctx.n_ctx_seq,

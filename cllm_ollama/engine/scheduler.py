@@ -264,12 +264,15 @@ class Scheduler:
         own = {s.seq_id: min(common_prefix(s.cached, prompt), limit) for s in idle}
         if not self.share:  # only a sequence's whole KV can be kept: continue it, or start over
             own = {s.seq_id: n if n == len(s.cached) else 0 for s, n in zip(idle, own.values(), strict=True)}
-        # The free slot whose own KV goes furthest; among equals, one whose content need not be
-        # saved first (empty, or held elsewhere), then the lowest id (dense ids: llama.cpp cuts a
-        # split-KV batch at gaps in the ids).
+        # The free slot whose own KV goes furthest; among equals the lowest id, because llama.cpp
+        # cuts a split-KV batch at gaps in the active ids and each cut re-reads the weights (a
+        # distinct-prompt load ran 12% slower spread over free slots). With nothing running, no
+        # gap can form: then a slot whose content need not be saved first (empty, or held
+        # elsewhere) goes before a long prompt that would be serialised.
         best_own = max(own.values())
         ties = [s for s in idle if own[s.seq_id] == best_own]
-        dst = min(ties, key=lambda s: (bool(self._to_save(s, best_own)), s.seq_id))
+        spare = not self._by_request
+        dst = min(ties, key=lambda s: (spare and bool(self._to_save(s, best_own)), s.seq_id))
         kept = own[dst.seq_id]
         dests = frozenset(s.seq_id for s in plan.admitted) | {dst.seq_id}
         source = self._best_now(prompt, exclude=dests)
@@ -306,7 +309,7 @@ class Scheduler:
 
     def _to_save(self, dst: Slot, kept: int) -> tuple[int, ...]:
         """What ``dst`` holds beyond ``kept`` that exists nowhere else: saved before reuse."""
-        if self.cache is None or len(dst.cached) - kept < BLOCK:
+        if self.cache is None or len(dst.cached) < self.cache.min_tokens or len(dst.cached) - kept < BLOCK:
             return ()
         tokens = tuple(dst.cached)
         for other in self.slots:

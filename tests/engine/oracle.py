@@ -29,7 +29,10 @@ def cold_tokens(llm: llama_cpp.Llama, prompt: tuple[int, ...], n: int = N) -> li
 
 
 def make_runner(path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256) -> Runner:
-    config = RunnerConfig(n_slots=n_slots, n_ctx_slot=n_ctx, n_batch=64, n_threads=2, cache_bytes=cache_mib << 20)
+    # Short test prompts: save states from 32 tokens on (the default waits for 256).
+    config = RunnerConfig(
+        n_slots=n_slots, n_ctx_slot=n_ctx, n_batch=64, n_threads=2, cache_bytes=cache_mib << 20, cache_min_tokens=32
+    )
     return Runner(Model(path), config)
 
 

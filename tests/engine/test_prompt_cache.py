@@ -10,7 +10,7 @@ def seq(n: int, start: int = 0) -> tuple[int, ...]:
 
 
 def test_lookup_finds_the_longest_shared_prefix_to_the_token() -> None:
-    cache = PromptCache(10_000)
+    cache = PromptCache(10_000, min_tokens=32)
     cache.add(seq(100), "a", 10)
     cache.add(seq(3 * BLOCK) + seq(50, 1000), "b", 10)
     entry, n = cache.lookup((*seq(98), 7, 7))  # 98 shared with "a", 96 with "b"
@@ -22,7 +22,7 @@ def test_lookup_finds_the_longest_shared_prefix_to_the_token() -> None:
 
 
 def test_a_prefix_of_a_stored_state_is_stored_once() -> None:
-    cache = PromptCache(10_000)
+    cache = PromptCache(10_000, min_tokens=32)
     cache.add(seq(64), "short", 10)
     assert cache.add(seq(64), "again", 10) is None  # already held
     cache.add(seq(128), "long", 20)  # supersedes the short one
@@ -31,7 +31,7 @@ def test_a_prefix_of_a_stored_state_is_stored_once() -> None:
 
 
 def test_least_recently_used_go_first_past_the_limit_and_restores_count_as_use() -> None:
-    cache = PromptCache(30)
+    cache = PromptCache(30, min_tokens=32)
     a = cache.add(seq(64, 0), "a", 10)
     cache.add(seq(64, 1000), "b", 10)
     cache.add(seq(64, 2000), "c", 10)

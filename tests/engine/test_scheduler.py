@@ -250,7 +250,7 @@ def test_requests_arriving_together_wait_for_the_first_to_compute_the_shared_sta
 
 
 def test_a_slot_reused_for_another_conversation_is_saved_then_restored() -> None:
-    cache = PromptCache(limit_bytes=1000)
+    cache = PromptCache(limit_bytes=1000, min_tokens=32)
     s = make(n_slots=1, n_ctx=128, n_batch=64, cache=cache)
     first = [*SHARED, 5]
     s.add(req(first, num_predict=1))
@@ -324,7 +324,7 @@ def test_rows_are_ordered_by_sequence_id_when_a_lower_slot_prefills() -> None:
 
 
 def test_a_new_conversation_takes_a_slot_with_nothing_to_save_before_the_lowest_id() -> None:
-    cache = PromptCache(limit_bytes=1000)
+    cache = PromptCache(limit_bytes=1000, min_tokens=32)
     s = make(n_slots=3, n_ctx=128, n_batch=64, cache=cache)
     s.add(req([*SHARED, 5], num_predict=1))
     run_to_end(s)  # slot 0 holds a long prompt found nowhere else
