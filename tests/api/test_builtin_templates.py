@@ -81,7 +81,8 @@ def test_a_template_layer_outranks_the_gguf_s_template() -> None:
         record=SimpleNamespace(template="[{{ .Prompt }}]"),
         has=lambda cap: False,
     )
-    assert chat_prompt(model, MESSAGES, thinking=False)(LOADED, None).text == "[Why?]"
+    # Ollama renders a .Prompt-only template once per turn (older turns with their answers).
+    assert chat_prompt(model, MESSAGES, thinking=False)(LOADED, None).text == "[Hi]Hello![Why?]"
 
 
 def test_no_template_renders_the_family_s_builtin() -> None:
