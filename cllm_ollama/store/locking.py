@@ -64,18 +64,26 @@ def _flock(fd: int, waiting: Callable[[], None] | None, interval: float) -> None
             time.sleep(interval)
 
 
-def is_locked(lock_file: Path) -> bool:
-    """Whether some thread or process holds ``lock_file`` right now (a prune asks before removing)."""
+def _try_lock(lock_file: Path, *, remove: bool) -> bool | None:
+    """Take ``lock_file`` without waiting: None if there is no file, True if someone holds it,
+    False if it was free (and, with ``remove``, removed while we held it)."""
     try:
         f = open(lock_file, "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
-        return False
+        return None
     with f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
+        if remove:
+            lock_file.unlink(missing_ok=True)
         return False
+
+
+def is_locked(lock_file: Path) -> bool:
+    """Whether some thread or process holds ``lock_file`` right now (a prune asks before removing)."""
+    return _try_lock(lock_file, remove=False) is True
 
 
 def remove_unless_locked(lock_file: Path) -> bool:
@@ -84,14 +92,4 @@ def remove_unless_locked(lock_file: Path) -> bool:
     It is removed while we hold it, as ``exclusive`` removes it, so a waiter that gets it next
     sees a stale inode and tries again on a fresh file.
     """
-    try:
-        f = open(lock_file, "rb")  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        return False
-    with f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        lock_file.unlink(missing_ok=True)
-        return True
+    return _try_lock(lock_file, remove=True) is False

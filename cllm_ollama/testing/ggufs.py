@@ -242,6 +242,22 @@ def _finish(w: gguf.GGUFWriter) -> None:
     w.close()
 
 
+def _attention_header(w: gguf.GGUFWriter, s: Shape, name: str, qtype: gguf.GGMLQuantizationType) -> None:
+    """The hyperparameters a qwen3- or gemma3-style transformer states, in the order both write them."""
+    w.add_name(name)
+    w.add_file_type(_FILE_TYPES[qtype])
+    w.add_context_length(s.context_length)
+    w.add_embedding_length(s.n_embd)
+    w.add_block_count(s.n_layer)
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.n_head_kv)
+    w.add_key_length(s.head_dim)
+    w.add_value_length(s.head_dim)
+    w.add_rope_dimension_count(s.head_dim)
+    w.add_rope_freq_base(1e6)
+
+
 def _attention_block(t: _Tensors, s: Shape, p: str, *, post_norms: bool) -> None:
     """One transformer block's tensors (qwen3 layout; gemma3 adds norms after attention and FFN)."""
     t.norm(p + "attn_norm.weight", s.n_embd)
@@ -292,18 +308,7 @@ def write_qwen3(
     vocab = vocab or synthetic_vocab()
     t = _Tensors(gguf.GGUFWriter(str(path), "qwen3"), np.random.default_rng(seed), weight_std, qtype)
     w, s = t.w, shape
-    w.add_name(name)
-    w.add_file_type(_FILE_TYPES[qtype])
-    w.add_context_length(s.context_length)
-    w.add_embedding_length(s.n_embd)
-    w.add_block_count(s.n_layer)
-    w.add_feed_forward_length(s.n_ff)
-    w.add_head_count(s.n_head)
-    w.add_head_count_kv(s.n_head_kv)
-    w.add_key_length(s.head_dim)
-    w.add_value_length(s.head_dim)
-    w.add_rope_dimension_count(s.head_dim)
-    w.add_rope_freq_base(1e6)
+    _attention_header(w, s, name, qtype)
     w.add_layer_norm_rms_eps(1e-6)
     _add_tokenizer(w, vocab, chat_template, fim)
 
@@ -346,18 +351,7 @@ def write_gemma3(
     vocab = vocab or synthetic_vocab()
     t = _Tensors(gguf.GGUFWriter(str(path), "gemma3"), np.random.default_rng(seed), weight_std, qtype)
     w, s = t.w, shape
-    w.add_name(name)
-    w.add_file_type(_FILE_TYPES[qtype])
-    w.add_context_length(s.context_length)
-    w.add_embedding_length(s.n_embd)
-    w.add_block_count(s.n_layer)
-    w.add_feed_forward_length(s.n_ff)
-    w.add_head_count(s.n_head)
-    w.add_head_count_kv(s.n_head_kv)
-    w.add_key_length(s.head_dim)
-    w.add_value_length(s.head_dim)
-    w.add_rope_dimension_count(s.head_dim)
-    w.add_rope_freq_base(1e6)
+    _attention_header(w, s, name, qtype)
     w.add_rope_freq_base_swa(1e4)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_sliding_window(sliding_window)
