@@ -350,11 +350,11 @@ class Scheduler:
         """Lay out the step's batch (after ``admit`` and its KV operations)."""
         plan = self._pending if self._pending is not None else StepPlan()
         self._pending = None
-        generating = [
+        generating = {
             s
             for s in self.slots
             if s.state is SlotState.GENERATING and not self._paused(s.request.id)  # type: ignore[union-attr]
-        ]
+        }
         budget = self.n_batch - len(generating)
         if generating and self.max_prefill is not None:
             budget = min(budget, self.max_prefill)
