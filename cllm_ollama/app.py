@@ -1,4 +1,4 @@
-"""Builds the ASGI application: routes, the error boundary, CORS, body limits, and the model pool's lifetime."""
+"""Builds the ASGI application: routes, the error boundary, metrics, CORS, body limits, the model pool's lifetime."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from .api.cors import cors_middleware
 from .api.errors import EXCEPTION_HANDLERS
 from .api.hosts import LocalHostsOnly, is_loopback
 from .api.limits import BodyLimit
+from .api.metrics import RequestCounter, ServerMetrics
 from .api.routes import ROUTES
 from .api.shutdown import Drain, DrainMiddleware
 from .config import Settings
@@ -46,15 +47,21 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await app.state.pool.close()
 
     drain = Drain(settings.shutdown_grace)
+    metrics = ServerMetrics(lambda: getattr(app.state, "pool", None))
     app = Starlette(
         routes=ROUTES,
-        middleware=[Middleware(DrainMiddleware, drain=drain), cors_middleware(settings.origins)]
+        middleware=[
+            Middleware(RequestCounter, routes=ROUTES, metrics=metrics),
+            Middleware(DrainMiddleware, drain=drain),
+            cors_middleware(settings.origins),
+        ]
         + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else [])
         + [Middleware(BodyLimit, max_size=settings.max_body_size)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.metrics = metrics
     app.state.drain = drain  # the server begins it when it stops (cli: cllm serve)
     app.state.store = ModelStore(settings.models_dir)
     return app

@@ -321,6 +321,10 @@ _RUNNING = _object(
         "details": _ref("ModelDetails"),
         "expires_at": STRING,
         "context_length": INT,
+        # cllm's: slots, and requests in them or queued for one (Ollama's clients ignore them).
+        "num_parallel": INT,
+        "requests_running": INT,
+        "requests_queued": INT,
     },
     ("name", "model", "size", "size_vram", "digest", "expires_at"),
 )
@@ -802,6 +806,21 @@ def _paths() -> dict[str, Any]:
         "/": _get_and_head(_op("root", "Health check", "system", _ok("Ollama is running", text), "")),
         "/openapi.json": _get_and_head(
             _op("openapi", "This document", "system", _ok("OpenAPI 3.1", _json(ANY_OBJECT)), "")
+        ),
+        "/metrics": _get_and_head(
+            _op(
+                "metrics",
+                "Prometheus metrics (vLLM's names for the Model Server Protocol's gauges)",
+                "system",
+                _ok(
+                    "The exposition: Prometheus text, or OpenMetrics when the Accept header asks for it",
+                    {
+                        "text/plain": {"schema": STRING},
+                        "application/openmetrics-text": {"schema": STRING},
+                    },
+                ),
+                "",
+            )
         ),
         "/api/version": _get_and_head(
             _op(
