@@ -222,8 +222,9 @@ def test_run_and_ps_through_a_running_server(server: dict[str, str], workdir: Pa
     assert_ok(run(server, "run", "tiny", "--no-think", "Hello", "there"))
     out = assert_ok(run(server, "ps"))
     header, row = out.splitlines()
-    assert header.split() == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]
+    assert header.split() == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL", "RUNNING", "QUEUED"]
     assert row.startswith("tiny:latest") and "100% CPU" in row and "minutes from now" in row
+    assert row.split()[-2:] == ["0/8", "0"]  # idle: nothing in its 8 slots (the default), nothing queued
     # Piped input is a prompt, as for `ollama run`, not a session (test_run.py drives one in a terminal).
     piped = CliRunner().invoke(cli, ["run", "tiny", "--no-think"], env=server, input="Hi\n/bye\n")
     assert piped.exit_code == 0 and ">>>" not in piped.output
