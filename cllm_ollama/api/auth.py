@@ -17,6 +17,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .encoders import JSONResponse
 from .errors import dialect_for
 
+# A refused request's body is read and dropped up to this size, so that the connection closes cleanly
+# (or carries the next request): closing it with unread bytes resets it, and the client may lose the 401.
+_DRAIN_LIMIT = 1 << 20
+
 # GET|HEAD / is the health check (Ollama issue #1378): load balancers and probes carry no key.
 _EXEMPT = frozenset({("GET", "/"), ("HEAD", "/")})
 
@@ -79,21 +83,37 @@ class ApiKeyRequired:
         if _is_preflight(scope, headers) or self.accepts(presented):
             await self.app(scope, receive, send)
             return
-        await refusal(scope["path"], missing=not presented, has_body=_has_body(headers))(scope, receive, send)
+        drained = await _drain(headers, receive)
+        await refusal(scope["path"], missing=not presented, close=not drained)(scope, receive, send)
 
 
-def _has_body(headers: Headers) -> bool:
-    return headers.get("content-length", "0") not in ("", "0") or "transfer-encoding" in headers
+async def _drain(headers: Headers, receive: Receive) -> bool:
+    """Read and drop the request body; False when it is larger than ``_DRAIN_LIMIT`` or the client left."""
+    length = headers.get("content-length", "")
+    if "transfer-encoding" not in headers and length in ("", "0"):
+        return True
+    if length.isdigit() and int(length) > _DRAIN_LIMIT:
+        return False
+    received = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return False
+        received += len(message.get("body", b""))
+        if received > _DRAIN_LIMIT:
+            return False
+        if not message.get("more_body", False):
+            return True
 
 
-def refusal(path: str, *, missing: bool, has_body: bool = False) -> JSONResponse:
+def refusal(path: str, *, missing: bool, close: bool = False) -> JSONResponse:
     """The 401 for ``path``: its dialect's error body, with the service's wording for a missing or wrong key."""
     dialect = dialect_for(path)
     body: dict[str, Any] = dialect.body(401, (_MISSING if missing else _WRONG)[dialect.name])
     if dialect.name == "openai" and not missing:
         body["error"]["code"] = "invalid_api_key"
     headers = {"WWW-Authenticate": "Bearer"}
-    if has_body:
-        # The body is never read, so the connection cannot be reused.
+    if close:
+        # The rest of the body is never read, so the connection cannot be reused.
         headers["Connection"] = "close"
     return JSONResponse(body, status_code=401, headers=headers)

@@ -114,13 +114,28 @@ def test_a_wrong_key(client: TestClient, headers: dict[str, str]) -> None:
             }
         },
     )
-    # A body that is never read: the connection is not reused.
-    assert r.headers["connection"] == "close"
+    # A small body is read and dropped: the connection stays usable.
+    assert "connection" not in r.headers
     r = client.post("/v1/messages/count_tokens", headers=headers)
     assert (r.status_code, r.json()) == (
         401,
         {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
     )
+
+
+def test_a_large_refused_body_is_not_read_and_the_connection_closes(client: TestClient) -> None:
+    big = b"x" * ((1 << 20) + 1)
+    r = client.post("/api/blobs/sha256:" + "0" * 64, content=big)
+    assert (r.status_code, r.headers["connection"]) == (401, "close")
+
+    def chunks() -> Iterator[bytes]:
+        yield big[: 1 << 19]
+        yield big[1 << 19 :]
+
+    r = client.post("/api/chat", content=chunks())
+    assert (r.status_code, r.headers["connection"]) == (401, "close")
+    r = client.post("/api/chat", content=iter([b"{}", b""]))
+    assert r.status_code == 401 and "connection" not in r.headers
 
 
 def test_the_refusal_never_echoes_the_key(client: TestClient) -> None:
