@@ -1,4 +1,4 @@
-"""Builds the ASGI application: routes, the error boundary, metrics, CORS, body limits, the model pool's lifetime."""
+"""Builds the ASGI application: routes, the error boundary, metrics, CORS, API keys, body limits, the model pool."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
+from .api.auth import ApiKeyRequired
 from .api.cors import cors_middleware
 from .api.errors import EXCEPTION_HANDLERS
 from .api.hosts import LocalHostsOnly, is_loopback
@@ -48,6 +49,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     drain = Drain(settings.shutdown_grace)
     metrics = ServerMetrics(lambda: getattr(app.state, "pool", None))
+    # The key is checked inside CORS, so that a 401 to an allowed origin carries its CORS headers
+    # (the browser shows it) and preflights, which never carry a key, are answered before it.
     app = Starlette(
         routes=ROUTES,
         middleware=[
@@ -56,6 +59,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             cors_middleware(settings.origins),
         ]
         + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else [])
+        + ([Middleware(ApiKeyRequired, keys=settings.api_keys)] if settings.api_keys else [])
         + [Middleware(BodyLimit, max_size=settings.max_body_size)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,

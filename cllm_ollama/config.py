@@ -145,6 +145,13 @@ def _env_registry_url(text: str | None) -> str:
     return url
 
 
+def _env_api_keys(text: str | None) -> tuple[str, ...]:
+    """Comma-separated keys (so that one can be rotated in before the old one goes); blanks are dropped."""
+    if text is None:
+        return ()
+    return tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+
+
 @dataclass(frozen=True)
 class Host:
     """Where the server listens, parsed as Ollama parses ``OLLAMA_HOST``."""
@@ -213,6 +220,9 @@ class Settings:
     max_queue: int = DEFAULT_MAX_QUEUE
     context_length: int = DEFAULT_CONTEXT_LENGTH
     origins: tuple[str, ...] = ()
+    # CLLM_API_KEY: the keys a request may carry (api/auth.py); none: no key is asked for, as in Ollama.
+    # Out of repr so that printing the settings never shows one.
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
     # Bytes a request body may have (POST /api/blobs excepted); 0 or less: no limit.
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     # OLLAMA_NOPRUNE: keep unreferenced blobs and stale partial downloads at start.
@@ -261,6 +271,7 @@ class Settings:
         debug = get("DEBUG")
         noprune = get("NOPRUNE")
         prefer_registry = get("PREFER_REGISTRY")
+        api_keys = get("API_KEY")
         return cls(
             host=parse_host(get("HOST") or ""),
             models_dir=Path(models).expanduser() if models else _default_models_dir(),
@@ -270,6 +281,7 @@ class Settings:
             max_queue=get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE),
             context_length=get_int("CONTEXT_LENGTH", DEFAULT_CONTEXT_LENGTH),
             origins=tuple(o.strip() for o in origins.split(",") if o.strip()) if origins else (),
+            api_keys=_env_api_keys(api_keys),
             num_thread=get_int("NUM_THREAD", 0),
             num_batch=get_int("NUM_BATCH", 512, minimum=1),
             cache_ram_mib=get_int("CACHE_RAM", 4096) if get("CACHE_RAM") != "0" else 0,
