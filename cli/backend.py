@@ -55,8 +55,8 @@ class Unauthorized(CllmError):
 
 
 def auth_headers(settings: Settings) -> dict[str, str]:
-    """The first CLLM_API_KEY key as a Bearer token, for a server that asks for one; none when unset."""
-    return {"Authorization": f"Bearer {settings.api_keys[0]}"} if settings.api_keys else {}
+    """The first CLLM_API_KEY key (else OLLAMA_API_KEY) as a Bearer token; none when both are unset."""
+    return {"Authorization": f"Bearer {settings.client_api_key}"} if settings.client_api_key else {}
 
 
 def server(settings: Settings) -> HttpBackend:

@@ -310,7 +310,7 @@ def bench_command(
         raw=raw,
         ignore_eos=(kind is Kind.DISTINCT) if ignore_eos is None else ignore_eos,
         timeout_s=timeout,
-        api_key=settings.api_keys[0] if settings.api_keys else None,
+        api_key=settings.client_api_key,
     )
     label = label or f"{api} {url}"
 

@@ -59,7 +59,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
             cors_middleware(settings.origins),
         ]
         + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else [])
-        + ([Middleware(ApiKeyRequired, keys=settings.api_keys)] if settings.api_keys else [])
+        + (
+            [Middleware(ApiKeyRequired, keys=settings.api_keys, public_metrics=settings.metrics_public)]
+            if settings.api_keys
+            else []
+        )
         + [Middleware(BodyLimit, max_size=settings.max_body_size)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,

@@ -23,6 +23,9 @@ _DRAIN_LIMIT = 1 << 20
 
 # GET|HEAD / is the health check (Ollama issue #1378): load balancers and probes carry no key.
 _EXEMPT = frozenset({("GET", "/"), ("HEAD", "/")})
+# With CLLM_METRICS_PUBLIC: scrapers that cannot send a key (the inference gateway's endpoint
+# picker), as vLLM leaves /metrics open beside its --api-key.
+_METRICS = frozenset({("GET", "/metrics"), ("HEAD", "/metrics")})
 
 # What each dialect's service says when no key came and when a wrong one did.
 _MISSING = {
@@ -63,9 +66,10 @@ def _is_preflight(scope: Scope, headers: Headers) -> bool:
 class ApiKeyRequired:
     """ASGI middleware: 401 unless the request carries one of ``keys`` (every key is always compared)."""
 
-    def __init__(self, app: ASGIApp, keys: tuple[str, ...]) -> None:
+    def __init__(self, app: ASGIApp, keys: tuple[str, ...], public_metrics: bool = False) -> None:
         self.app = app
         self.digests = tuple(_digest(k.encode()) for k in keys)
+        self.exempt = _EXEMPT | _METRICS if public_metrics else _EXEMPT
 
     def accepts(self, presented: list[bytes]) -> bool:
         ok = False
@@ -75,7 +79,7 @@ class ApiKeyRequired:
         return ok
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.digests or (scope["method"], scope["path"]) in _EXEMPT:
+        if scope["type"] != "http" or not self.digests or (scope["method"], scope["path"]) in self.exempt:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)

@@ -179,7 +179,7 @@ def test_off_by_default(store_settings: Settings) -> None:
         ({"CLLM_API_KEY": ""}, ()),
         ({"CLLM_API_KEY": "  "}, ()),
         ({"CLLM_API_KEY": "abc"}, ("abc",)),
-        ({"OLLAMA_API_KEY": "abc"}, ("abc",)),
+        ({"OLLAMA_API_KEY": "abc"}, ()),  # an ollama.com key in a user's shell does not turn the check on
         ({"CLLM_API_KEY": "new", "OLLAMA_API_KEY": "old"}, ("new",)),
         ({"CLLM_API_KEY": " a , b,,a, c "}, ("a", "b", "c")),
         ({"CLLM_API_KEY": ","}, ()),
@@ -189,5 +189,29 @@ def test_keys_from_the_environment(env: dict[str, str], keys: tuple[str, ...]) -
     assert Settings.from_env(env).api_keys == keys
 
 
+@pytest.mark.parametrize(
+    ("env", "key"),
+    [
+        ({}, None),
+        ({"OLLAMA_API_KEY": "cloud"}, "cloud"),  # sent, as ollama-python sends it
+        ({"CLLM_API_KEY": " a, b", "OLLAMA_API_KEY": "cloud"}, "a"),
+    ],
+)
+def test_the_key_the_cli_sends(env: dict[str, str], key: str | None) -> None:
+    assert Settings.from_env(env).client_api_key == key
+
+
 def test_the_settings_repr_shows_no_key() -> None:
     assert "sekrit" not in repr(Settings.from_env({"CLLM_API_KEY": "sekrit"}))
+    assert "cloud" not in repr(Settings.from_env({"OLLAMA_API_KEY": "cloud"}))
+
+
+def test_metrics_can_be_left_open_for_scrapers_that_send_no_key(store_settings: Settings) -> None:
+    settings = replace(store_settings, api_keys=KEYS, metrics_public=True)
+    with TestClient(create_app(settings), base_url="http://localhost:11434") as c:
+        assert c.get("/metrics").status_code == 200
+        assert c.head("/metrics").status_code == 200
+        assert c.get("/api/tags").status_code == 401  # only /metrics
+        assert c.post("/metrics").status_code == 401
+    assert Settings.from_env({"CLLM_METRICS_PUBLIC": "1"}).metrics_public
+    assert not Settings.from_env({}).metrics_public
