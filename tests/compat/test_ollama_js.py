@@ -55,3 +55,23 @@ def test_js_clients(compat_url: str) -> None:
     assert not failures, "\n".join(failures) + run.stderr
     assert list(results) == CHECKS, run.stdout
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_js_clients_with_and_without_the_key(keyed_url: str) -> None:
+    """compat/js/check_key.mjs: the npm clients send a key (ollama's headers, openai's apiKey) and get 401 without."""
+    assert NODE is not None
+    run = subprocess.run(
+        [NODE, "check_key.mjs", keyed_url, "k-compat", "tiny"],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.stdout.split("\n")[:4] == [
+        "PASS ollama with the key",
+        "PASS ollama without the key",
+        "PASS openai with the key",
+        "PASS openai with a wrong key",
+    ], run.stdout + run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
