@@ -3,8 +3,8 @@ README's memory table gives) and how often greedy decoding picks f16's token.
 
 Measured (3 prompts x 64 tokens, the f16 sequence fed to each cache type): q8_0 picks f16's
 token at 97-100% of positions (mean KL 0.0004-0.04 nats); q4_0 at 66-80% (KL about 1 nat), and
-its free-running answers wander off (asked for a prime check, it wrote a palindrome check):
-Qwen2's K vectors carry a few large channels (its attention biases) that 4 bits round badly.
+its free-running answers wander off (asked for a prime check, it wrote a palindrome check),
+likely because Qwen2's attention biases give its keys a few large channels that 4 bits round badly.
 """
 
 from __future__ import annotations
