@@ -186,3 +186,35 @@ def test_the_pool_loads_a_model_short_of_memory_with_the_slots_that_fit(model: M
             await pool.close()
 
     asyncio.run(main())
+
+
+def test_prompt_reuse_with_a_quantized_cache_gives_a_cold_computations_tokens(model: Model) -> None:
+    """Copying a slot's KV, and saving and restoring it, move q8_0 blocks as they are: a request
+    served from a reused prefix decodes the tokens a fresh context computes for it."""
+    system = "You are a careful assistant. Answer briefly and precisely, and say when you do not know. " * 2
+    questions = ("What is a slot?", "Why batch?", "What is a KV cache?")
+    prompts = [tuple(model.tokenize(system + q)) for q in questions]
+    other = tuple(model.tokenize("An unrelated conversation, long enough to be saved. " * 4))
+
+    def run(n_slots: int, cache_mib: int, batch: list[tuple[int, ...]]) -> tuple[list[list[int]], Runner]:
+        config = RunnerConfig(
+            n_slots=n_slots,
+            n_ctx_slot=256,
+            n_batch=64,
+            n_threads=2,
+            cache_bytes=cache_mib << 20,
+            cache_min_tokens=32,
+            cache_type="q8_0",
+        )
+        runner = Runner(model, config)
+        try:
+            # One after another: each later request finds the shared start somewhere.
+            return [tokens_of(drain(submit(runner, Request(prompt=p, num_predict=16)))) for p in batch], runner
+        finally:
+            runner.close()
+
+    cold = [run(1, 0, [p])[0][0] for p in prompts]
+    out, runner = run(2, 0, [prompts[0], other, prompts[1], prompts[2]])
+    assert [out[0], *out[2:]] == cold and runner.scheduler.stats.copied + runner.scheduler.stats.own > 0
+    out, runner = run(1, 64, [prompts[0], other, prompts[1], other, prompts[2]])
+    assert [out[0], out[2], out[4]] == cold and runner.scheduler.stats.restored > 0
