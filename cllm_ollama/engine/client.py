@@ -130,12 +130,13 @@ class LoadedModel:
         spec: LoadSpec,
         max_queue: int,
         *,
-        host_memory: MemoryProbe = available_memory,
-        gpu_memory: MemoryProbe = gpu_free_memory,
+        host_memory: MemoryProbe | None = None,
+        gpu_memory: MemoryProbe | None = None,
     ) -> None:
         """Blocking (reads weights, allocates the KV cache): call it from a worker thread.
 
-        ``host_memory`` and ``gpu_memory`` tell the free bytes of each (tests pass small ones).
+        ``host_memory`` and ``gpu_memory`` tell the free bytes of each (tests pass small ones;
+        by default ``available_memory`` and ``gpu_free_memory``, looked up at each load).
         Raises ``InsufficientMemory`` when the KV cache would not fit.
         """
         self.spec = spec
@@ -149,7 +150,9 @@ class LoadedModel:
         if not spec.embedding_only:
             cache_type = resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, self.model.head_dims())
         try:
-            self._check_memory(n_ctx_slot, spec.n_slots, cache_type, host_memory, gpu_memory)
+            self._check_memory(
+                n_ctx_slot, spec.n_slots, cache_type, host_memory or available_memory, gpu_memory or gpu_free_memory
+            )
         except Exception:
             self.model.close()
             raise
