@@ -43,6 +43,22 @@ class NoServer(CllmError):
         super().__init__(f"could not connect to cllm at {url}: start it with `cllm serve`")
 
 
+class Unauthorized(CllmError):
+    """The server wants an API key (its CLLM_API_KEY) that this command did not send, or sent wrong."""
+
+    def __init__(self, sent: bool) -> None:
+        if sent:
+            message = "unauthorized: the server refused the key in CLLM_API_KEY (or OLLAMA_API_KEY)"
+        else:
+            message = "unauthorized: set CLLM_API_KEY (or OLLAMA_API_KEY) to one of the server's keys"
+        super().__init__(message, 401)
+
+
+def auth_headers(settings: Settings) -> dict[str, str]:
+    """The first CLLM_API_KEY key (else OLLAMA_API_KEY) as a Bearer token; none when both are unset."""
+    return {"Authorization": f"Bearer {settings.client_api_key}"} if settings.client_api_key else {}
+
+
 def server(settings: Settings) -> HttpBackend:
     """The running server, for the commands that need the engine (`run`, `ps`)."""
     backend = connect(settings)
@@ -52,12 +68,15 @@ def server(settings: Settings) -> HttpBackend:
 
 
 def connect(settings: Settings) -> Backend:
-    """The running server if ``HEAD /`` answers (as the ollama CLI checks), else the store on disk."""
+    """The running server if ``HEAD /`` answers (as the ollama CLI checks), else the store on disk.
+
+    The probe sends no key: the health check needs none, so it works whatever the server's setting.
+    """
     try:
         httpx.head(settings.host.url + "/", timeout=PROBE_TIMEOUT_S)
     except httpx.TransportError:
         return LocalBackend(ModelStore(settings.models_dir), settings)
-    return HttpBackend(settings.host.url)
+    return HttpBackend(settings.host.url, headers=auth_headers(settings))
 
 
 class LocalBackend:
@@ -94,14 +113,15 @@ class LocalBackend:
 
 
 class HttpBackend:
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, headers: dict[str, str] | None = None) -> None:
         # No read timeout: a pull or create may be silent for long stretches (hashing a big file).
-        self.client = httpx.Client(base_url=base_url, timeout=httpx.Timeout(None, connect=10.0))
+        self.client = httpx.Client(base_url=base_url, headers=headers, timeout=httpx.Timeout(None, connect=10.0))
 
-    @staticmethod
-    def _raise_for_error(response: httpx.Response) -> None:
+    def _raise_for_error(self, response: httpx.Response) -> None:
         if response.status_code < 400:
             return
+        if response.status_code == 401:
+            raise Unauthorized(sent="authorization" in self.client.headers)
         response.read()
         try:
             message = response.json().get("error") or response.text

@@ -297,7 +297,8 @@ def bench_command(
     if kind is not Kind.DISTINCT and not chat_api:
         raise click.UsageError(f"--workload {kind.value} sends conversations: use --api chat or openai-chat")
     api = api or (Api.GENERATE.value if kind is Kind.DISTINCT else Api.CHAT.value)
-    url = url or Settings.from_env().host.url
+    settings = Settings.from_env()
+    url = url or settings.host.url
     max_tokens = max_tokens or int(str(defaults["max_tokens"]))
     target = Target(
         url=url,
@@ -309,6 +310,7 @@ def bench_command(
         raw=raw,
         ignore_eos=(kind is Kind.DISTINCT) if ignore_eos is None else ignore_eos,
         timeout_s=timeout,
+        api_key=settings.client_api_key,
     )
     label = label or f"{api} {url}"
 

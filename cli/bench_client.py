@@ -10,7 +10,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -52,6 +52,8 @@ class Target:
     raw: bool = True  # /api/generate: no chat template, so the prompt is what llama-server sees
     ignore_eos: bool = True  # OpenAI APIs: llama-server honours it, others ignore the field
     timeout_s: float = 600.0
+    # Sent as a Bearer token (CLLM_API_KEY, llama-server's --api-key); out of repr so it is never printed.
+    api_key: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,8 @@ async def send(client: httpx.AsyncClient, target: Target, prompt: str | Messages
 
 async def _stream(client: httpx.AsyncClient, target: Target, prompt: str | Messages, timing: RequestTiming) -> None:
     url = target.url.rstrip("/") + PATHS[target.api]
-    async with client.stream("POST", url, json=request_body(target, prompt)) as response:
+    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
+    async with client.stream("POST", url, json=request_body(target, prompt), headers=headers) as response:
         if response.status_code != 200:
             body = (await response.aread()).decode(errors="replace")
             timing.error = f"HTTP {response.status_code}: {body[:200]}"

@@ -22,7 +22,7 @@ from ..app import create_app
 from ..config import ConfigError, Settings
 from ..errors import CllmError
 from ..store.modelfile import parse_modelfile
-from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, connect, server
+from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
 from .bench import bench_command
 from .chat import THINK_VALUES, Session, interactive, parse_think, reply
 from .progress import ProgressPrinter
@@ -74,7 +74,7 @@ def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     client = f"{OLLAMA_COMPAT_VERSION} (cllm {__version__})"
     try:
         settings = Settings.from_env()
-        answer = httpx.get(settings.host.url + "/api/version", timeout=PROBE_TIMEOUT_S)
+        answer = httpx.get(settings.host.url + "/api/version", headers=auth_headers(settings), timeout=PROBE_TIMEOUT_S)
         served = answer.json().get("version", "")
     except (ConfigError, httpx.HTTPError, ValueError, AttributeError):
         served = ""

@@ -34,8 +34,9 @@ def models_table(models: list[dict[str, Any]], now: datetime) -> str:
 
 
 def running_table(models: list[dict[str, Any]], now: datetime) -> str:
-    """`cllm ps`: what is loaded, where, and until when, in Ollama's columns and words."""
-    rows = [["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]]
+    """`cllm ps`: what is loaded, where, and until when, in Ollama's columns and words; then
+    cllm's own: requests in slots out of the slots (RUNNING), and requests waiting (QUEUED)."""
+    rows = [["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL", "RUNNING", "QUEUED"]]
     for m in models:
         size, vram = m.get("size", 0), m.get("size_vram", 0)
         if vram == 0:
@@ -54,7 +55,11 @@ def running_table(models: list[dict[str, Any]], now: datetime) -> str:
             left = "Forever"
         else:
             left = f"{_human_duration((until - now).total_seconds())} from now"
-        rows.append([m["name"], m["digest"][:12], human_bytes(size), processor, str(m["context_length"]), left])
+        running = f"{m.get('requests_running', 0)}/{m.get('num_parallel', 0)}"
+        queued = str(m.get("requests_queued", 0))
+        rows.append(
+            [m["name"], m["digest"][:12], human_bytes(size), processor, str(m["context_length"]), left, running, queued]
+        )
     return table(rows)
 
 

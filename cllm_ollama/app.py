@@ -1,4 +1,4 @@
-"""Builds the ASGI application: routes, the error boundary, CORS, body limits, and the model pool's lifetime."""
+"""Builds the ASGI application: routes, the error boundary, metrics, CORS, API keys, body limits, the model pool."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
+from .api.auth import ApiKeyRequired
 from .api.cors import cors_middleware
 from .api.errors import EXCEPTION_HANDLERS
 from .api.hosts import LocalHostsOnly, is_loopback
 from .api.limits import BodyLimit
+from .api.metrics import RequestCounter, ServerMetrics
 from .api.routes import ROUTES
 from .api.shutdown import Drain, DrainMiddleware
 from .config import Settings
@@ -48,15 +50,28 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await app.state.pool.close()
 
     drain = Drain(settings.shutdown_grace)
+    metrics = ServerMetrics(lambda: getattr(app.state, "pool", None))
+    # The key is checked inside CORS, so that a 401 to an allowed origin carries its CORS headers
+    # (the browser shows it) and preflights, which never carry a key, are answered before it.
     app = Starlette(
         routes=ROUTES,
-        middleware=[Middleware(DrainMiddleware, drain=drain), cors_middleware(settings.origins)]
+        middleware=[
+            Middleware(RequestCounter, routes=ROUTES, metrics=metrics),
+            Middleware(DrainMiddleware, drain=drain),
+            cors_middleware(settings.origins),
+        ]
         + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else [])
+        + (
+            [Middleware(ApiKeyRequired, keys=settings.api_keys, public_metrics=settings.metrics_public)]
+            if settings.api_keys
+            else []
+        )
         + [Middleware(BodyLimit, max_size=settings.max_body_size)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.metrics = metrics
     app.state.drain = drain  # the server begins it when it stops (cli: cllm serve)
     app.state.store = ModelStore(settings.models_dir)
     return app

@@ -170,6 +170,13 @@ def _env_registry_url(text: str | None) -> str:
     return url
 
 
+def _env_api_keys(text: str | None) -> tuple[str, ...]:
+    """Comma-separated keys (so that one can be rotated in before the old one goes); blanks are dropped."""
+    if text is None:
+        return ()
+    return tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+
+
 @dataclass(frozen=True)
 class Host:
     """Where the server listens, parsed as Ollama parses ``OLLAMA_HOST``."""
@@ -238,6 +245,13 @@ class Settings:
     max_queue: int = DEFAULT_MAX_QUEUE
     context_length: int = DEFAULT_CONTEXT_LENGTH
     origins: tuple[str, ...] = ()
+    # CLLM_API_KEY: the keys a request may carry (api/auth.py); none: no key is asked for, as in Ollama.
+    # Out of repr so that printing the settings never shows one.
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    # The key the CLI sends: the first of CLLM_API_KEY, else OLLAMA_API_KEY (as ollama-python does).
+    client_api_key: str | None = field(default=None, repr=False)
+    # CLLM_METRICS_PUBLIC: GET /metrics needs no key (for scrapers that cannot send one).
+    metrics_public: bool = False
     # Bytes a request body may have (POST /api/blobs excepted); 0 or less: no limit.
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     # OLLAMA_NOPRUNE: keep unreferenced blobs and stale partial downloads at start.
@@ -291,6 +305,11 @@ class Settings:
         debug = get("DEBUG")
         noprune = get("NOPRUNE")
         prefer_registry = get("PREFER_REGISTRY")
+        metrics_public = get("METRICS_PUBLIC")
+        # Only CLLM_API_KEY turns the check on: OLLAMA_API_KEY holds an ollama.com account key in
+        # Ollama users' shells, and Ollama's server never reads it. Clients may send it, though.
+        api_keys = _env_api_keys(env.get("CLLM_API_KEY"))
+        client_keys = api_keys or _env_api_keys(env.get("OLLAMA_API_KEY"))
         return cls(
             host=parse_host(get("HOST") or ""),
             models_dir=Path(models).expanduser() if models else _default_models_dir(),
@@ -300,6 +319,9 @@ class Settings:
             max_queue=get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE),
             context_length=get_int("CONTEXT_LENGTH", DEFAULT_CONTEXT_LENGTH),
             origins=tuple(o.strip() for o in origins.split(",") if o.strip()) if origins else (),
+            api_keys=api_keys,
+            client_api_key=client_keys[0] if client_keys else None,
+            metrics_public=metrics_public is not None and _go_bool(metrics_public),
             num_thread=get_int("NUM_THREAD", 0),
             num_batch=get_int("NUM_BATCH", 512, minimum=1),
             cache_ram_mib=get_int("CACHE_RAM", 4096) if get("CACHE_RAM") != "0" else 0,

@@ -458,8 +458,9 @@ def cllm_serve(
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
+        # No key from the caller's shell (OLLAMA_API_KEY may be an ollama.com key): the requests carry none.
         env = (
-            os.environ
+            {k: v for k, v in os.environ.items() if k not in ("CLLM_API_KEY", "OLLAMA_API_KEY")}
             | {
                 "OLLAMA_HOST": f"127.0.0.1:{port}",
                 "OLLAMA_MODELS": str(models),

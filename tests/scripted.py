@@ -16,6 +16,7 @@ from cllm_ollama.config import Settings
 from cllm_ollama.engine.client import LoadSpec
 from cllm_ollama.engine.pool import ModelPool
 from cllm_ollama.engine.request import Event, FinishReason, Request, Stats
+from cllm_ollama.engine.scheduler import Occupancy
 from cllm_ollama.store.create import import_gguf
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_qwen3
@@ -38,6 +39,13 @@ class ScriptedModel:
 
     def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
         return [ord(c) % 100 + 1 for c in text] or [1]
+
+    @property
+    def n_slots(self) -> int:
+        return self.spec.n_slots
+
+    def occupancy(self) -> Occupancy:
+        return Occupancy(running=len(self.running), waiting=0, cells_used=0, cells_total=self.n_ctx_slot * self.n_slots)
 
     def token_piece(self, token: int) -> bytes:
         return b"x"

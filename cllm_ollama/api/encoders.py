@@ -14,7 +14,12 @@ from starlette.responses import Response
 _LINE_BREAKS = {0x2028: "\\u2028", 0x2029: "\\u2029", 0x85: "\\u0085"}
 _ESCAPABLE = b"\xe2\x80\xa8", b"\xe2\x80\xa9", b"\xc2\x85"
 # OpenAI's error types by status; every other status is an "api_error".
-_OPENAI_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 413: "invalid_request_error"}
+_OPENAI_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+}
 # Anthropic's, as Ollama's anthropic.NewError maps them (413 as its API does).
 _ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",

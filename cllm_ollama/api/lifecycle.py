@@ -116,10 +116,15 @@ class Generation:
             request, parser = await self._admit(pool, loaded)
             self.request = request
             logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
+            meter = self.http.app.state.metrics.generation(self.model.record.short_name, self.t_start)
             async with aclosing(loaded.generate(request)) as events:
                 async for event in events:
+                    if event.finish is not None:
+                        meter.finish(str(event.finish), event.stats)
                     if event.error is not None:
                         raise EngineError(event.error)
+                    if event.tokens:
+                        meter.tokens()
                     self.generated.extend(event.tokens)
                     if event.logprob is not None:
                         logprobs.append(logprob_json(loaded.token_piece, event.logprob, request.logprobs > 0))

@@ -321,6 +321,10 @@ _RUNNING = _object(
         "details": _ref("ModelDetails"),
         "expires_at": STRING,
         "context_length": INT,
+        # cllm's: slots, and requests in them or queued for one (Ollama's clients ignore them).
+        "num_parallel": INT,
+        "requests_running": INT,
+        "requests_queued": INT,
     },
     ("name", "model", "size", "size_vram", "digest", "expires_at"),
 )
@@ -715,6 +719,7 @@ SCHEMAS: dict[str, Schema] = {
 
 _WHY = {
     "400": "Malformed body or a field of the wrong type (Go's decode error), or an invalid value",
+    "401": "CLLM_API_KEY is set and the request carries none of its keys (Bearer token or x-api-key)",
     "403": "Foreign Origin (CORS) or, on a loopback server, a non-local Host header (empty body)",
     "404": "Model (or blob) not found",
     "413": "Body larger than CLLM_MAX_BODY_SIZE",
@@ -759,7 +764,7 @@ def _op(
     if body is not None:
         op["requestBody"] = {"required": True, "content": _json(_ref(body))}
         errors = f"{errors} 413"
-    op["responses"] = ok | _errors(f"{errors} 403", error)
+    op["responses"] = ok | _errors(f"{errors} 401 403", error)
     return op
 
 
@@ -790,6 +795,12 @@ _DIGEST = {
 _MODEL_PARAM = {"name": "model", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
 
 
+def _public(op: dict[str, Any]) -> dict[str, Any]:
+    """An operation that needs no key even when CLLM_API_KEY is set (the health check)."""
+    responses = {code: r for code, r in op["responses"].items() if code != "401"}
+    return op | {"security": [], "responses": responses}
+
+
 def _get_and_head(get: dict[str, Any]) -> dict[str, Any]:
     head = get | {"operationId": get["operationId"] + "Head", "summary": get["summary"] + " (headers only)"}
     head["responses"] = {code: {"description": r["description"]} for code, r in get["responses"].items()}
@@ -799,9 +810,24 @@ def _get_and_head(get: dict[str, Any]) -> dict[str, Any]:
 def _paths() -> dict[str, Any]:
     text = {"text/plain": {"schema": {"const": "Ollama is running"}}}
     return {
-        "/": _get_and_head(_op("root", "Health check", "system", _ok("Ollama is running", text), "")),
+        "/": _get_and_head(_public(_op("root", "Health check", "system", _ok("Ollama is running", text), ""))),
         "/openapi.json": _get_and_head(
             _op("openapi", "This document", "system", _ok("OpenAPI 3.1", _json(ANY_OBJECT)), "")
+        ),
+        "/metrics": _get_and_head(
+            _op(
+                "metrics",
+                "Prometheus metrics (vLLM's names for the Model Server Protocol's gauges)",
+                "system",
+                _ok(
+                    "The exposition: Prometheus text, or OpenMetrics when the Accept header asks for it",
+                    {
+                        "text/plain": {"schema": STRING},
+                        "application/openmetrics-text": {"schema": STRING},
+                    },
+                ),
+                "",
+            )
         ),
         "/api/version": _get_and_head(
             _op(
@@ -864,6 +890,7 @@ def _paths() -> dict[str, Any]:
             | {
                 "responses": {
                     "200": {"description": "Present"},
+                    "401": {"description": _WHY["401"]},
                     "403": {"description": _WHY["403"]},
                     "404": {"description": "Absent"},
                 }
@@ -1023,6 +1050,17 @@ def _paths() -> dict[str, Any]:
     }
 
 
+_SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer", "description": "`Authorization: Bearer <key>`, a CLLM_API_KEY key"},
+    "apiKey": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "x-api-key",
+        "description": "A CLLM_API_KEY key, as the Anthropic SDK sends it",
+    },
+}
+
+
 @functools.cache
 def document() -> dict[str, Any]:
     """The whole OpenAPI 3.1 document (built once; callers must not mutate it)."""
@@ -1035,13 +1073,17 @@ def document() -> dict[str, Any]:
             "description": (
                 'A drop-in Ollama server. Errors under /api are {"error": message}; under /v1 they are '
                 'OpenAI\'s {"error": {"message", "type", "param", "code"}}. Unknown paths are 404 '
-                "`404 page not found`, wrong methods 405 `405 method not allowed` (plain text)."
+                "`404 page not found`, wrong methods 405 `405 method not allowed` (plain text). "
+                "No key is needed unless CLLM_API_KEY is set; then every operation but GET|HEAD / needs one "
+                "of its keys, as a Bearer token or in x-api-key, and answers 401 without it."
             ),
             "license": {"name": "MIT", "identifier": "MIT"},
         },
         "servers": [{"url": "http://127.0.0.1:11434"}],
         "paths": _paths(),
-        "components": {"schemas": SCHEMAS},
+        "components": {"schemas": SCHEMAS, "securitySchemes": _SECURITY_SCHEMES},
+        # Either header, or none at all while CLLM_API_KEY is unset (the default).
+        "security": [{"bearer": []}, {"apiKey": []}, {}],
     }
 
 

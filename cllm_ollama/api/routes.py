@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.routing import Route
 
-from . import anthropic, chat, embed, generate, models, openai, openapi, responses, running, system
+from . import anthropic, chat, embed, generate, metrics, models, openai, openapi, responses, running, system
 
 
 class _AnyPath(PathConvertor):
@@ -21,6 +21,7 @@ ROUTES = [
     Route("/", system.root, methods=["GET", "HEAD"]),
     Route("/openapi.json", openapi.openapi_json, methods=["GET", "HEAD"]),
     Route("/api/version", system.version, methods=["GET", "HEAD"]),
+    Route("/metrics", metrics.metrics, methods=["GET", "HEAD"]),
     Route("/api/tags", models.tags, methods=["GET", "HEAD"]),
     Route("/api/show", models.show, methods=["POST"]),
     Route("/api/copy", models.copy, methods=["POST"]),

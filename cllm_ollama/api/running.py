@@ -34,6 +34,7 @@ async def ps(request: Request) -> Response:
             record_details = details(await run_in_threadpool(store.get, entry.name))
         except NotFound:  # deleted while loaded
             record_details = {}
+        occupancy = entry.model.occupancy()
         models.append(
             {
                 "name": entry.name,
@@ -44,6 +45,9 @@ async def ps(request: Request) -> Response:
                 "expires_at": _expires_at(entry),
                 "size_vram": entry.model.size_vram,
                 "context_length": entry.model.n_ctx_slot,
+                "num_parallel": entry.model.n_slots,
+                "requests_running": occupancy.running,
+                "requests_queued": occupancy.waiting + request.app.state.pool.waiting_for_load[entry.name],
             }
         )
     return JSONResponse({"models": models})

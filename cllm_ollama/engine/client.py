@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio.to_thread
@@ -23,6 +23,7 @@ from .embedder import Embedder
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, RunnerConfig, Sink
+from .scheduler import Occupancy
 
 log = logging.getLogger("cllm.engine")
 GIB = 2**30
@@ -191,6 +192,14 @@ class LoadedModel:
         self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else n_ctx_slot
         self.max_queue = max_queue
         self.in_flight = 0
+        self._submitting = 0  # accepted, their sampler still being built (not yet in the runner)
+
+    def occupancy(self) -> Occupancy:
+        """Requests in slots, requests queued for one, and the KV cells in use, at this moment."""
+        if self.runner is None:
+            return Occupancy(running=0, waiting=0, cells_used=0, cells_total=0)
+        now = self.runner.occupancy()
+        return replace(now, waiting=now.waiting + self._submitting)
 
     def _check_memory(
         self, n_ctx_slot: int, n_slots: int, cache_type: str, host_memory: MemoryProbe, gpu_memory: MemoryProbe
@@ -324,7 +333,11 @@ class LoadedModel:
             else:
                 # llama.cpp parses the grammar while building the chain: neither on the event loop
                 # nor on the engine thread, where it would stall every other request's step.
-                await anyio.to_thread.run_sync(submit)
+                self._submitting += 1
+                try:
+                    await anyio.to_thread.run_sync(submit)
+                finally:
+                    self._submitting -= 1
             while True:
                 event = await queue.get()
                 if sink.consume():

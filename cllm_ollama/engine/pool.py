@@ -10,6 +10,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -130,6 +131,10 @@ class ModelPool:
         self._load_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Condition()
+        # For the metrics: loads and unloads so far, and requests waiting for a load, by model name.
+        self.loads: Counter[str] = Counter()
+        self.unloads: Counter[str] = Counter()
+        self.waiting_for_load: Counter[str] = Counter()
 
     def _spec_for(self, req: LoadRequest, current: LoadSpec | None) -> LoadSpec:
         """The spec to load: defaults (or what is loaded now) with the request's settings on top."""
@@ -179,6 +184,15 @@ class ModelPool:
         entry = self._entries.get(req.path)
         if entry is not None and not entry.draining and not self._needs_reload(entry, req):
             return self._hold(entry, req, keep_alive)
+        self.waiting_for_load[req.name] += 1
+        try:
+            return await self._acquire_locked(req, keep_alive)
+        finally:
+            self.waiting_for_load[req.name] -= 1
+            if not self.waiting_for_load[req.name]:
+                del self.waiting_for_load[req.name]
+
+    async def _acquire_locked(self, req: LoadRequest, keep_alive: float | None) -> Entry:
         async with self._load_lock:
             entry = self._entries.get(req.path)
             current: LoadSpec | None = None
@@ -215,6 +229,7 @@ class ModelPool:
                     slots_asked=spec.n_slots,
                 )
                 self._entries[req.path] = entry
+                self.loads[req.name] += 1
             return self._hold(entry, req, keep_alive)
 
     async def _load(self, name: str, spec: LoadSpec) -> LoadedModel:
@@ -328,4 +343,5 @@ class ModelPool:
         if self._entries.get(entry.model.spec.path) is entry:
             del self._entries[entry.model.spec.path]
             await anyio.to_thread.run_sync(entry.model.close)
+            self.unloads[entry.name] += 1
             log.info("unloaded %s", entry.name)

@@ -99,3 +99,5 @@ class Stats:
     prompt_eval_ns: int
     eval_tokens: int
     eval_ns: int
+    # Waiting for a slot: from reaching the engine to admission (vLLM's request_queue_time).
+    queue_ns: int = 0

@@ -22,7 +22,7 @@ from ..errors import EngineError
 from .binding import Batch, Context, Model, Sampler
 from .prompt_cache import MIN_TOKENS, PromptCache
 from .request import Event, FinishReason, Request, TokenLogprob
-from .scheduler import Scheduler, StepPlan
+from .scheduler import Occupancy, Scheduler, StepPlan
 
 log = logging.getLogger("cllm.engine")
 
@@ -156,6 +156,7 @@ class Runner:
         self.batch = batch(self.scheduler.n_batch)
         self._cv = threading.Condition()
         self._adds: list[tuple[Request, Sampler | None, Sink]] = []
+        self._taken = 0  # requests taken from ``_adds`` and not yet in the scheduler
         self._aborts: list[int] = []
         self._sinks: dict[int, Sink] = {}
         self._samplers: dict[int, Sampler] = {}
@@ -178,6 +179,13 @@ class Runner:
                 raise EngineError("model is being unloaded")
             self._adds.append((request, sampler, sink))
             self._cv.notify()
+
+    def occupancy(self) -> Occupancy:
+        """Requests in slots, requests queued (submitted, not yet in a slot) and KV in use."""
+        with self._cv:
+            inbox = len(self._adds) + self._taken
+        now = self.scheduler.occupancy()
+        return replace(now, waiting=now.waiting + inbox)
 
     def abort(self, request_id: int) -> None:
         with self._cv:
@@ -253,6 +261,7 @@ class Runner:
             adds, self._adds = self._adds, []
             aborts, self._aborts = self._aborts, []
             closing = self._closing
+            self._taken = len(adds)  # still queued while they move into the scheduler
         t_busy = time.perf_counter_ns()
         if closing:
             aborts.extend(self._sinks)
@@ -262,6 +271,7 @@ class Runner:
             if sampler is not None:
                 self._samplers[request.id] = sampler
             sched.add(request)
+        self._taken = 0
         # Published at once: a step that fails below must not lose them (their sinks and
         # samplers would never be released).
         self._emit(sched.abort(aborts))

@@ -68,6 +68,16 @@ class StepPlan:
             self.outputs.append((slot, len(self.tokens) - 1))
 
 
+@dataclass(frozen=True)
+class Occupancy:
+    """What a model's engine holds at one moment (the metrics' gauges)."""
+
+    running: int  # requests in a slot (prefilling, generating, or paused for a slow reader)
+    waiting: int  # requests queued for a slot
+    cells_used: int  # KV cells the running requests hold
+    cells_total: int
+
+
 @dataclass
 class PrefixStats:
     """Prompt tokens admitted, and how many of them were not computed, by where their KV came from."""
@@ -130,6 +140,7 @@ class Scheduler:
         self._paused = paused
         self._clock = clock
         self._by_request: dict[int, Slot] = {}
+        self._enqueued: dict[int, int] = {}  # request id -> when it joined ``waiting``
         self._passed: dict[int, int] = {}
         self._pending: StepPlan | None = None
 
@@ -140,7 +151,22 @@ class Scheduler:
         return list(self._by_request)
 
     def add(self, request: Request) -> None:
+        self._enqueued[request.id] = self._clock()
         self.waiting.append(request)
+
+    def occupancy(self) -> Occupancy:
+        """Requests in slots and waiting for one, and KV cells the running ones hold.
+
+        Read from other threads (a metrics scrape) without a lock: it only takes lengths and a
+        snapshot of the running slots, each of them atomic under the GIL.
+        """
+        running = tuple(self._by_request.values())
+        return Occupancy(
+            running=len(running),
+            waiting=len(self.waiting),
+            cells_used=sum(slot.n_past for slot in running),
+            cells_total=sum(slot.n_ctx for slot in self.slots),
+        )
 
     def abort(self, request_ids: Iterable[int]) -> list[Event]:
         """Drop requests wherever they are; running ones free their slot now."""
@@ -159,6 +185,7 @@ class Scheduler:
                 if r.id in ids:
                     events.append(Event(r.id, "", (), FinishReason.CANCELED))
                     self._passed.pop(r.id, None)
+                    self._enqueued.pop(r.id, None)
                 else:
                     kept.append(r)
             self.waiting = kept
@@ -282,7 +309,7 @@ class Scheduler:
         if source.n < kept + MIN_SHARE:
             source = _Source()
         self._save_before_reuse(dst, kept, plan)
-        dst.assign(request, kept, now)
+        dst.assign(request, kept, now, now - self._enqueued.pop(request.id, now))
         self._by_request[request.id] = dst
         plan.admitted.append(dst)
         self.stats.prompt_tokens += len(prompt)

@@ -76,6 +76,7 @@ class Slot:
         self._prompt_cached = 0
         self._t_admit = 0
         self._t_first = 0
+        self._queued_ns = 0
         # While set, the prompt's start is being computed in another slot (source slot, the
         # request computing it, how many tokens to take): this slot waits to copy them.
         self.wait: tuple[Slot, int, int] | None = None
@@ -86,8 +87,9 @@ class Slot:
     def busy(self) -> bool:
         return self.state is not SlotState.IDLE
 
-    def assign(self, request: Request, n_reuse: int, now_ns: int) -> None:
-        """Start ``request`` here, keeping the first ``n_reuse`` cached tokens' KV."""
+    def assign(self, request: Request, n_reuse: int, now_ns: int, queued_ns: int = 0) -> None:
+        """Start ``request`` here, keeping the first ``n_reuse`` cached tokens' KV; it waited
+        ``queued_ns`` for a slot."""
         assert self.state is SlotState.IDLE
         self.state = SlotState.PREFILL
         self.request = request
@@ -100,6 +102,7 @@ class Slot:
         self._utf8.reset()
         self._stops = StopMatcher(request.stop)
         self._t_admit = now_ns
+        self._queued_ns = queued_ns
         self.wait = None
         self.prefix_source = "own"
 
@@ -174,6 +177,7 @@ class Slot:
             prompt_eval_ns=t_first - self._t_admit,
             eval_tokens=self.n_generated,
             eval_ns=now_ns - t_first,
+            queue_ns=self._queued_ns,
         )
         self.state = SlotState.IDLE
         self.request = None

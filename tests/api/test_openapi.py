@@ -58,3 +58,18 @@ def test_served_at_openapi_json(store_settings: Settings, method: str) -> None:
     assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
     if method == "GET":
         assert r.json() == document()
+
+
+def test_the_api_key_is_described() -> None:
+    doc = document()
+    assert doc["components"]["securitySchemes"]["bearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "`Authorization: Bearer <key>`, a CLLM_API_KEY key",
+    }
+    assert doc["security"] == [{"bearer": []}, {"apiKey": []}, {}]
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            public = path == "/"
+            assert (op.get("security") == []) is public, (path, method)
+            assert ("401" in op["responses"]) is not public, (path, method)

@@ -14,6 +14,8 @@ from cllm_ollama.cli.bench import bench_command, parse_levels
 from cllm_ollama.cli.bench_client import Api, Target, parse_chunk, request_body
 from cllm_ollama.cli.bench_stats import RequestTiming, make_prompt, percentile, summarize
 
+from cllm_ollama.api.auth import ApiKeyRequired
+
 # ---------------------------------------------------------------- statistics
 
 
@@ -177,6 +179,19 @@ def test_bench_counts_errors_per_level(fake: tuple[FakeServer, str], tmp_path: P
     (level,) = json.loads(out.read_text())["levels"]
     assert (level["ok"], level["errors"], level["generated_tokens"]) == (0, 8, 0)
     assert level["error_samples"] == ['HTTP 404: {"error":"model \'missing\' not found"}']
+
+
+def test_bench_sends_the_key_from_the_environment() -> None:
+    server = FakeServer()
+    server.app.add_middleware(ApiKeyRequired, keys=("bench-key",))
+    with serving(server) as url:
+        args = ["--url", url, "--model", "m", "-c", "2", "-n", "2"]
+        result = CliRunner().invoke(bench_command, args, env={"CLLM_API_KEY": "bench-key", "OLLAMA_API_KEY": None})
+        assert result.exit_code == 0, result.output
+        assert len(server.bodies) == 3
+        result = CliRunner().invoke(bench_command, args, env={"CLLM_API_KEY": None, "OLLAMA_API_KEY": None})
+        assert result.exit_code == 1 and "warm-up request failed: HTTP 401" in result.output
+    assert "bench-key" not in repr(Target(url, Api.GENERATE, "m", api_key="bench-key"))
 
 
 def test_bench_counts_a_cut_stream_as_an_error(fake: tuple[FakeServer, str], tmp_path: Path) -> None:

@@ -222,8 +222,9 @@ def test_run_and_ps_through_a_running_server(server: dict[str, str], workdir: Pa
     assert_ok(run(server, "run", "tiny", "--no-think", "Hello", "there"))
     out = assert_ok(run(server, "ps"))
     header, row = out.splitlines()
-    assert header.split() == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]
+    assert header.split() == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL", "RUNNING", "QUEUED"]
     assert row.startswith("tiny:latest") and "100% CPU" in row and "minutes from now" in row
+    assert row.split()[-2:] == ["0/8", "0"]  # idle: nothing in its 8 slots (the default), nothing queued
     # Piped input is a prompt, as for `ollama run`, not a session (test_run.py drives one in a terminal).
     piped = CliRunner().invoke(cli, ["run", "tiny", "--no-think"], env=server, input="Hi\n/bye\n")
     assert piped.exit_code == 0 and ">>>" not in piped.output
@@ -234,3 +235,44 @@ def test_run_without_a_server_says_how_to_start_one(local_env: dict[str, str]) -
     assert result.exit_code == 1
     assert result.output.strip().endswith("start it with `cllm serve`")
     assert run(local_env, "ps").exit_code == 1
+
+
+@pytest.fixture
+def keyed_server(tmp_path: Path) -> Iterator[dict[str, str | None]]:
+    """A server started with CLLM_API_KEY; the CLI's environment has no key until a test gives one."""
+    app = create_app(Settings(models_dir=tmp_path / "server-models", api_keys=("k1", "k2")))
+    with serve_in_thread(app) as url:
+        yield {
+            "OLLAMA_HOST": url,
+            "OLLAMA_MODELS": str(tmp_path / "cli-models"),
+            "CLLM_API_KEY": None,
+            "OLLAMA_API_KEY": None,
+        }
+
+
+def test_commands_send_the_key_from_the_environment(keyed_server: dict[str, str | None], workdir: Path) -> None:
+    for keyed in ({**keyed_server, "CLLM_API_KEY": "k2"}, {**keyed_server, "OLLAMA_API_KEY": "k1"}):
+        assert_ok(CliRunner().invoke(cli, ["create", "tiny", "-f", str(workdir / "Modelfile")], env=keyed))
+        assert "tiny:latest" in assert_ok(CliRunner().invoke(cli, ["list"], env=keyed))
+        assert "You are terse." in assert_ok(CliRunner().invoke(cli, ["show", "tiny", "--system"], env=keyed))
+        assert_ok(CliRunner().invoke(cli, ["ps"], env=keyed))
+        assert_ok(CliRunner().invoke(cli, ["rm", "tiny"], env=keyed))
+        version = assert_ok(CliRunner().invoke(cli, ["-v"], env=keyed))
+        assert version.startswith("cllm version is ") and "could not connect" not in version
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["list"], ["ps"], ["show", "tiny"], ["pull", "tiny"], ["stop", "tiny"], ["run", "tiny", "Hi"], ["cp", "a", "b"]],
+)
+def test_a_missing_or_wrong_key_is_one_clear_line(keyed_server: dict[str, str | None], args: list[str]) -> None:
+    result = CliRunner().invoke(cli, args, env=keyed_server)
+    assert (result.exit_code, result.output) == (
+        1,
+        "Error: unauthorized: set CLLM_API_KEY (or OLLAMA_API_KEY) to one of the server's keys\n",
+    )
+    result = CliRunner().invoke(cli, args, env={**keyed_server, "CLLM_API_KEY": "k3"})
+    assert (result.exit_code, result.output) == (
+        1,
+        "Error: unauthorized: the server refused the key in CLLM_API_KEY (or OLLAMA_API_KEY)\n",
+    )

@@ -226,7 +226,10 @@ def test_ps_columns_as_ollama_words_them() -> None:
 
     def row(vram: int, until: datetime) -> dict[str, Any]:
         return {"name": "m:latest", "digest": "a" * 64, "size": 1000, "size_vram": vram, "context_length": 4096} | {
-            "expires_at": until.isoformat()
+            "expires_at": until.isoformat(),
+            "num_parallel": 8,
+            "requests_running": 2,
+            "requests_queued": 3,
         }
 
     lines = running_table(
@@ -238,13 +241,13 @@ def test_ps_columns_as_ollama_words_them() -> None:
         ],
         now,
     ).splitlines()
-    assert lines[0].split() == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]
+    assert lines[0].split() == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL", "RUNNING", "QUEUED"]
     cells = [line.split("    ") for line in lines[1:]]
     assert [[c.strip() for c in row if c.strip()][3:] for row in cells] == [
-        ["100% CPU", "4096", "30 seconds from now"],
-        ["100% GPU", "4096", "4 minutes from now"],
-        ["75%/25% CPU/GPU", "4096", "Stopping..."],
-        ["100% CPU", "4096", "Forever"],
+        ["100% CPU", "4096", "30 seconds from now", "2/8", "3"],
+        ["100% GPU", "4096", "4 minutes from now", "2/8", "3"],
+        ["75%/25% CPU/GPU", "4096", "Stopping...", "2/8", "3"],
+        ["100% CPU", "4096", "Forever", "2/8", "3"],
     ]
 
 

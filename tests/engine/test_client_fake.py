@@ -43,7 +43,7 @@ def loaded() -> Iterator[tuple[LoadedModel, list[SlowChain]]]:
         batch=FakeBatch,  # type: ignore[arg-type]
     )
     model = object.__new__(LoadedModel)  # no weights: only what generate() uses
-    model.runner, model.model, model.max_queue, model.in_flight = runner, FakeModel(), 8, 0
+    model.runner, model.model, model.max_queue, model.in_flight, model._submitting = runner, FakeModel(), 8, 0, 0
     model.spec = type("Spec", (), {"n_slots": 2})()  # type: ignore[assignment]
     chains: list[SlowChain] = []
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel
@@ -83,3 +85,26 @@ def test_a_dead_engine_says_why_and_ends_what_it_ran(runner: Runner) -> None:
     assert runner.dead is not None and "the KV cache is gone" in runner.dead
     with pytest.raises(EngineError, match="engine stopped"):
         submit(runner, (3,))
+
+
+def test_occupancy_is_exact_when_every_running_reader_lags(runner: Runner) -> None:
+    """Nobody reads: the two running slots pause once their readers are far enough behind, and
+    nothing moves. Then the counts are exact, and the cells agree with what was decoded."""
+    sinks = [submit(runner, (3 + i, 4), n=10_000)[1] for i in range(5)]
+    deadline = time.monotonic() + 10
+    while not (sinks[0].behind and sinks[1].behind):  # the engine thread's state
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    now = runner.occupancy()
+    decoded: dict[int, int] = {}
+    for batch in runner.ctx.batches:  # type: ignore[attr-defined]
+        for _, pos, seq in batch:
+            decoded[seq] = max(decoded.get(seq, 0), pos + 1)
+    assert (now.running, now.waiting) == (2, 3)
+    assert now.cells_used == sum(decoded.values()) and now.cells_total == 2 * 4096
+    assert not any(s.backlog for s in sinks[2:])  # the waiting ones never got a token
+    for request_id in runner.scheduler.running_ids() + [r.id for r in runner.scheduler.waiting]:
+        runner.abort(request_id)
+    while runner.occupancy() != replace(now, running=0, waiting=0, cells_used=0):
+        assert time.monotonic() < deadline
+        time.sleep(0.001)

@@ -8,7 +8,7 @@ import pytest
 
 from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
-from cllm_ollama.engine.scheduler import Scheduler, StepPlan
+from cllm_ollama.engine.scheduler import Occupancy, Scheduler, StepPlan
 from cllm_ollama.engine.slot import Slot, SlotState, StopMatcher
 
 EOG = 0
@@ -332,3 +332,22 @@ def test_a_new_conversation_takes_a_slot_with_nothing_to_save_before_the_lowest_
     plan, _ = step(s)
     assert plan.admitted == [s.slots[1]] and plan.saves == []
     assert s.slots[0].cached[:40] == SHARED
+
+
+def test_occupancy_counts_slots_queue_and_the_cells_running_requests_hold() -> None:
+    s = make(n_slots=2, n_ctx=64)
+    assert s.occupancy() == Occupancy(running=0, waiting=0, cells_used=0, cells_total=128)
+    for prompt in ([1, 2, 3], [4, 5], [6], [7, 8]):
+        s.add(req(prompt, num_predict=3))
+    assert s.occupancy() == Occupancy(running=0, waiting=4, cells_used=0, cells_total=128)
+    step(s)  # both slots take their prompt and sample a first token
+    assert s.occupancy() == Occupancy(running=2, waiting=2, cells_used=3 + 2, cells_total=128)
+    step(s)  # each decodes its first token
+    assert s.occupancy() == Occupancy(running=2, waiting=2, cells_used=4 + 3, cells_total=128)
+    s.abort([s.waiting[0].id])
+    assert s.occupancy().waiting == 1
+    events = run_to_end(s)
+    assert s.occupancy() == Occupancy(running=0, waiting=0, cells_used=0, cells_total=128)
+    # The last request waited for a slot; its queue time says how long (the clock ticks 1000 per call).
+    queued = [e.stats.queue_ns for e in events if e.finish is not None and e.stats is not None]
+    assert queued and queued[-1] > 0
