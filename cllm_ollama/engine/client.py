@@ -54,7 +54,8 @@ def resolve_kv_cache_type(cache_type: str, flash_attention: bool | None, head_di
     llama.cpp would refuse the context (llama-context.cpp, llama_init_from_model): flash
     attention turned off (a quantized V cache needs it; Ollama's rule too), or a head size that
     is no multiple of the 32-value block. With flash attention unset llama.cpp turns it on
-    for a quantized V cache, so that combination is kept (Ollama would drop to f16 there).
+    for a quantized V cache, so that combination is kept, as Ollama's llama-server runner keeps it
+    (its older runners dropped to f16 unless OLLAMA_FLASH_ATTENTION was on).
     """
     if cache_type == "f16":
         return cache_type
