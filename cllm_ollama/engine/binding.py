@@ -215,7 +215,9 @@ class Model:
 def _ggml() -> ctypes.CDLL:
     """libggml, which llama_cpp has loaded beside libllama (dlopen hands back the same library,
     with the backend registry llama.cpp offloads through); its device calls are declared here."""
-    lib = ctypes.CDLL(str(Path(ll.__file__).parent / "lib" / "libggml.so"))
+    folder = Path(ll.__file__).parent / "lib"
+    name = next((n for n in ("libggml.so", "libggml.dylib", "ggml.dll") if (folder / n).exists()), "libggml.so")
+    lib = ctypes.CDLL(str(folder / name))
     lib.ggml_backend_dev_count.restype = ctypes.c_size_t
     lib.ggml_backend_dev_get.restype = ctypes.c_void_p
     lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
