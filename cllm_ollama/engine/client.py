@@ -92,6 +92,37 @@ def fit_slots(
     return None
 
 
+def check_memory_fit(
+    *,
+    kv_bytes_per_token: int,
+    n_ctx_slot: int,
+    n_slots: int,
+    host_weights: int,
+    host_free: int | None,
+    gpu_share: float = 0.0,
+    gpu_free: int | None = None,
+) -> None:
+    """Raise ``InsufficientMemory`` (with the slots that would fit) unless ``n_slots`` slots of
+    ``n_ctx_slot`` tokens fit: ``gpu_share`` of the KV cache (the offloaded layers') in
+    ``gpu_free``, the rest in ``host_free`` beside ``host_weights``. None: unknown, no check.
+    """
+    pools = [("system", kv_bytes_per_token * (1 - gpu_share), host_weights, host_free)]
+    if gpu_share > 0:
+        pools.append(("GPU", kv_bytes_per_token * gpu_share, 0, gpu_free))
+    fits: int | None = n_slots
+    refusal = ""
+    for name, kv, fixed, available in pools:
+        got = fit_slots(kv, n_ctx_slot, n_slots, fixed, available)
+        if available is not None and (got is None or got < n_slots):
+            refusal = refusal or (
+                f"model requires more {name} memory ({(fixed + kv * n_ctx_slot * n_slots) / GIB:.1f} GiB) "
+                f"than is available ({available / GIB:.1f} GiB)"
+            )
+        fits = None if got is None or fits is None else min(fits, got)
+    if refusal:
+        raise InsufficientMemory(refusal, fits=fits)
+
+
 def fit_prompt(tokens: list[int], limit: int, *, num_keep: int, num_predict: int, truncate: bool) -> list[int]:
     """Make a prompt fit its context as Ollama does: keep the first ``num_keep`` tokens and
     the end, dropping from the middle, or refuse with Ollama's message when ``truncate`` is off.
@@ -214,29 +245,17 @@ class LoadedModel:
         available, so they are counted here). Raises ``InsufficientMemory`` saying how many
         slots would fit, so the pool can retry with fewer.
         """
-        per_token = self.model.kv_bytes_per_token(cache_type)
         gpu = gpu_memory() if self.model.n_gpu_layers > 0 else None
         n_layer = max(1, self.model.n_layer)
-        on_gpu = min(self.model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0
-        # (memory, its KV bytes per token, fixed bytes beside the KV, free bytes)
-        pools = [
-            ("system", per_token * (1 - on_gpu), self.model.size_bytes - (self.size_vram if gpu else 0), host_memory())
-        ]
-        if gpu is not None:
-            pools.append(("GPU", per_token * on_gpu, 0, gpu))
-        fits: int | None = n_slots
-        refusal = ""
-        for name, kv, fixed, available in pools:
-            got = fit_slots(kv, n_ctx_slot, n_slots, fixed, available)
-            if got is None or got < n_slots:
-                assert available is not None
-                refusal = refusal or (
-                    f"model requires more {name} memory ({(fixed + kv * n_ctx_slot * n_slots) / GIB:.1f} GiB) "
-                    f"than is available ({available / GIB:.1f} GiB)"
-                )
-            fits = None if got is None or fits is None else min(fits, got)
-        if refusal:
-            raise InsufficientMemory(refusal, fits=fits)
+        check_memory_fit(
+            kv_bytes_per_token=self.model.kv_bytes_per_token(cache_type),
+            n_ctx_slot=n_ctx_slot,
+            n_slots=n_slots,
+            host_weights=self.model.size_bytes - (self.size_vram if gpu is not None else 0),
+            host_free=host_memory(),
+            gpu_share=min(self.model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0,
+            gpu_free=gpu,
+        )
 
     @property
     def n_ctx_slot(self) -> int:

@@ -17,11 +17,12 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
+import llama_cpp
 import numpy as np
 import pytest
 from oracle import drain, submit, tokens_of
 
-from cllm_ollama.engine.binding import KV_TYPES, Batch, Context, Model
+from cllm_ollama.engine.binding import KV_TYPES, Batch, Context, Model, gpu_free_memory
 from cllm_ollama.engine.client import LoadedModel, LoadSpec
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 from cllm_ollama.engine.request import Request
@@ -218,3 +219,11 @@ def test_prompt_reuse_with_a_quantized_cache_gives_a_cold_computations_tokens(mo
     assert [out[0], *out[2:]] == cold and runner.scheduler.stats.copied + runner.scheduler.stats.own > 0
     out, runner = run(1, 64, [prompts[0], other, prompts[1], other, prompts[2]])
     assert [out[0], out[2], out[4]] == cold and runner.scheduler.stats.restored > 0
+
+
+def test_gpu_memory_is_read_from_llama_cpps_devices() -> None:
+    free = gpu_free_memory()
+    if llama_cpp.llama_supports_gpu_offload():
+        assert free is not None and free > 0
+    else:
+        assert free is None  # a CPU build: the KV cache is in host RAM

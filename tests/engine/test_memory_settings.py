@@ -13,7 +13,7 @@ from test_pool import FakeClock, FakeModel
 
 from cllm_ollama.api.options import MAX_PARALLEL, resolve_options
 from cllm_ollama.config import Settings
-from cllm_ollama.engine.client import LoadSpec, fit_slots, resolve_kv_cache_type
+from cllm_ollama.engine.client import LoadSpec, check_memory_fit, fit_slots, resolve_kv_cache_type
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 from cllm_ollama.errors import CllmError, InsufficientMemory
 from cllm_ollama.store.modelfile import parse_parameter
@@ -112,6 +112,37 @@ def test_a_smaller_cache_type_fits_more_slots() -> None:
     budget = GIB
     assert [fit_slots(b, 4096, 64, 0, budget) for b in (f16, q8, q4)] == [16, 32, 64]
     assert (budget // (f16 * 4096), budget // (q8 * 4096), budget // (q4 * 4096)) == (21, 40, 75)
+
+
+MIB = 2**20
+
+
+def test_cpu_only_the_weights_and_the_whole_cache_are_in_host_ram() -> None:
+    fit = {"kv_bytes_per_token": 1024, "n_ctx_slot": 1024, "n_slots": 8, "host_weights": 100 * MIB}
+    check_memory_fit(**fit, host_free=108 * MIB)  # 8 x 1 MiB beside 100 MiB
+    check_memory_fit(**fit, host_free=None)  # unknown: no refusal
+    with pytest.raises(InsufficientMemory) as e:
+        check_memory_fit(**fit, host_free=105 * MIB)
+    assert e.value.fits == 4
+    assert e.value.message == "model requires more system memory (0.1 GiB) than is available (0.1 GiB)"
+
+
+def test_offloaded_layers_keep_their_cache_in_gpu_memory() -> None:
+    # All layers offloaded: the cache is checked against the GPU, host RAM only holds the rest.
+    fit = {"kv_bytes_per_token": 1024, "n_ctx_slot": 1024, "n_slots": 8, "host_weights": 0, "gpu_share": 1.0}
+    check_memory_fit(**fit, host_free=1 * MIB, gpu_free=8 * MIB)
+    with pytest.raises(InsufficientMemory, match=r"model requires more GPU memory \(") as e:
+        check_memory_fit(**fit, host_free=10 * GIB, gpu_free=3 * MIB)
+    assert e.value.fits == 2
+    # Half the layers: half the cache on each side; the tighter side decides.
+    half = fit | {"gpu_share": 0.5, "host_weights": 50 * MIB}
+    check_memory_fit(**half, host_free=54 * MIB, gpu_free=4 * MIB)
+    with pytest.raises(InsufficientMemory, match="system memory") as e:
+        check_memory_fit(**half, host_free=52 * MIB, gpu_free=4 * MIB)
+    assert e.value.fits == 4
+    with pytest.raises(InsufficientMemory) as e:
+        check_memory_fit(**half, host_free=54 * MIB, gpu_free=0)
+    assert e.value.fits is None
 
 
 # --- a model's own slot count ----------------------------------------------------------------
