@@ -41,6 +41,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             default_keep_alive=settings.keep_alive,
             cache_bytes=settings.cache_ram_mib << 20,
             max_prefill=settings.prefill_chunk,
+            kv_cache_type=settings.kv_cache_type,
+            flash_attention=settings.flash_attention,
         )
         try:
             yield

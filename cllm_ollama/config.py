@@ -8,6 +8,7 @@ package reads ``os.environ`` for settings.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import math
 import os
 import re
@@ -35,6 +36,12 @@ DEFAULT_SHUTDOWN_GRACE_S = 5.0
 DEFAULT_REGISTRY_URL = "https://registry.ollama.ai"
 FOREVER = math.inf
 _MAX_DURATION_S = (2**63 - 1) / 1e9
+# OLLAMA_KV_CACHE_TYPE's values (Ollama's SupportsKVCacheType): f16, or K and V quantized to
+# 8 or 4 bits (about half and a quarter of f16's bytes per token).
+KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
+DEFAULT_KV_CACHE_TYPE = "f16"
+
+log = logging.getLogger("cllm.config")
 
 
 class ConfigError(ValueError):
@@ -108,6 +115,24 @@ def _env_keep_alive(text: str) -> float:
 def _go_bool(text: str) -> bool:
     """Ollama's envconfig.Bool: Go's strconv.ParseBool, and any other non-empty value is true."""
     return text not in ("0", "f", "F", "false", "FALSE", "False")
+
+
+def _env_kv_cache_type(text: str | None) -> str:
+    """OLLAMA_KV_CACHE_TYPE, case-insensitive; an unknown type is warned about and f16 used,
+    as Ollama does ("unsupported OLLAMA_KV_CACHE_TYPE"): a typo must not stop the server."""
+    if text is None:
+        return DEFAULT_KV_CACHE_TYPE
+    value = text.lower()
+    if value not in KV_CACHE_TYPES:
+        log.warning("unsupported OLLAMA_KV_CACHE_TYPE %r (one of %s): using f16", text, ", ".join(KV_CACHE_TYPES))
+        return DEFAULT_KV_CACHE_TYPE
+    return value
+
+
+def _env_flash_attention(text: str | None) -> bool | None:
+    """OLLAMA_FLASH_ATTENTION: None when unset (llama.cpp decides: its "auto"), else Ollama's
+    envconfig.BoolWithDefault reading (a value ParseBool rejects counts as true)."""
+    return None if text is None else _go_bool(text)
 
 
 def _env_body_size(text: str | None) -> int:
@@ -244,6 +269,11 @@ class Settings:
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE_S
     # The server behind registry.ollama.ai names (a mirror, or a test's stand-in).
     registry_url: str = DEFAULT_REGISTRY_URL
+    # K and V cache element type of generation contexts: "f16", "q8_0" or "q4_0".
+    kv_cache_type: str = DEFAULT_KV_CACHE_TYPE
+    # Flash attention: True on, False off, None (unset) lets llama.cpp choose per device ("auto"),
+    # which it turns on itself where a quantized V cache needs it.
+    flash_attention: bool | None = None
     # Catalog names (qwen3:0.6b...) from Ollama's registry first, the Hugging Face Hub if it lacks them.
     prefer_registry: bool = False
     debug: bool = False
@@ -302,5 +332,7 @@ class Settings:
             max_body_size=_env_body_size(get("MAX_BODY_SIZE")),
             noprune=noprune is not None and _go_bool(noprune),
             registry_url=_env_registry_url(get("REGISTRY_URL")),
+            kv_cache_type=_env_kv_cache_type(get("KV_CACHE_TYPE")),
+            flash_attention=_env_flash_attention(get("FLASH_ATTENTION")),
             prefer_registry=prefer_registry is not None and _go_bool(prefer_registry),
         )

@@ -8,6 +8,7 @@
     ├── RequestCanceled        499  the client left while waiting
     ├── PullError              500  the hub or the network failed a pull
     └── EngineError            500  llama.cpp failed to load or decode
+        └── InsufficientMemory 500  the KV cache (and weights) would not fit
 
 Messages are Ollama's exact strings where Ollama has one: clients match on them.
 """
@@ -65,3 +66,15 @@ class PullError(CllmError):
 
 class EngineError(CllmError):
     status_code = 500
+
+
+class InsufficientMemory(EngineError):
+    """A load whose KV cache (and weights) would not fit in the memory it needs.
+
+    ``fits`` is the largest slot count (the asked one halved, down to 1) that would fit, or None
+    when even one slot does not: the pool evicts idle models, then retries with that many slots.
+    """
+
+    def __init__(self, message: str, fits: int | None = None) -> None:
+        super().__init__(message)
+        self.fits = fits

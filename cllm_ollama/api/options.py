@@ -54,6 +54,8 @@ _SAMPLING_KEYS = (
     "seed",
 )
 _THINK_LEVELS = ("low", "medium", "high", "max")
+# llama.cpp's LLAMA_MAX_SEQ: the most sequences (slots) one context can hold.
+MAX_PARALLEL = 256
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class RequestOptions:
     num_batch: int | None = None
     num_gpu: int | None = None
     num_thread: int | None = None
+    # The model's own slot count (Modelfile ``PARAMETER num_parallel``); None: OLLAMA_NUM_PARALLEL.
+    num_parallel: int | None = None
 
     def sampling_within(self, n_ctx: int) -> SamplingParams:
         """The sampling parameters of a request whose context is ``n_ctx`` tokens.
@@ -133,6 +137,8 @@ def resolve_options(
         # llama.cpp's server refuses it with this text, which Ollama passes on as a 400.
         raise InvalidRequest("repeat_last_n must be >= -1")
     sampling = SamplingParams(**{k: values[k] for k in _SAMPLING_KEYS if k in values})
+    # Slots are the model's, never a request's: one client must not reload a model for everyone
+    # with another slot count (Ollama has no such option; a request's is ignored like any unknown).
     return RequestOptions(
         sampling=sampling,
         num_predict=values.get("num_predict", -1),
@@ -142,7 +148,22 @@ def resolve_options(
         num_batch=values.get("num_batch"),
         num_gpu=values.get("num_gpu"),
         num_thread=values.get("num_thread"),
+        num_parallel=_num_parallel((model_params or {}).get("num_parallel")),
     )
+
+
+def _num_parallel(value: object) -> int | None:
+    """A model's ``num_parallel``: 1 to ``MAX_PARALLEL`` slots; 0 or less means the server's.
+
+    Slots are the model's, never a request's: one client must not reload a model for everyone
+    with another slot count (Ollama has no such option; in a request it is ignored like any key
+    Ollama does not know).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise CllmError(f"option {go_quote('num_parallel')} must be of type integer", 500)
+    return min(int(value), MAX_PARALLEL) if value >= 1 else None
 
 
 def parse_think(value: object) -> bool | None:

@@ -63,6 +63,7 @@ def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
         num_batch=options.num_batch,
         num_gpu=options.num_gpu,
         num_thread=options.num_thread,
+        num_parallel=options.num_parallel,
         embedding_only=model.info.is_embedding,
     )
 

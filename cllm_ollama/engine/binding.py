@@ -27,6 +27,19 @@ _initialized = False
 # Kept referenced for the process lifetime: llama.cpp calls it from its own threads.
 _log_callback = None
 
+# What each KV cache type (config.KV_CACHE_TYPES) is in ggml: its type id, and bytes per element
+# (ggml's block layouts: q8_0 packs 32 values with an f16 scale in 34 bytes, q4_0 in 18).
+KV_TYPES: dict[str, tuple[int, float]] = {
+    "f16": (ll.GGML_TYPE_F16, 2.0),
+    "q8_0": (ll.GGML_TYPE_Q8_0, 34 / 32),
+    "q4_0": (ll.GGML_TYPE_Q4_0, 18 / 32),
+}
+# Values per block of the quantized types: a head size must be a multiple of it (llama.cpp
+# refuses the context otherwise).
+KV_QUANT_BLOCK = 32
+# llama_flash_attn_type: what ``flash_attn`` True / False / None (llama.cpp decides) becomes.
+_FLASH_ATTN = {True: 1, False: 0, None: -1}
+
 # ggml_log_level: 1 debug, 2 info, 3 warn, 4 error, 5 continues the previous line.
 _LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 
@@ -117,17 +130,22 @@ class Model:
         n = ll.llama_model_meta_val_str(self._ptr, key.encode(), buf, len(buf))
         return buf.value.decode("utf-8", "replace") if n >= 0 else None
 
-    def kv_bytes_per_token(self) -> int:
-        """Bytes of f16 K and V cache one token takes across all layers."""
+    def head_dims(self) -> tuple[int, int]:
+        """Sizes of one K head and one V head (what a quantized cache's block must divide)."""
         arch = self.meta("general.architecture") or ""
         n_head = max(1, ll.llama_model_n_head(self._ptr))
-        n_head_kv = ll.llama_model_n_head_kv(self._ptr) or n_head
 
         def dim(key: str) -> int:
             value = self.meta(f"{arch}.attention.{key}")
             return int(value) if value and value.isdigit() else self.n_embd // n_head
 
-        return self.n_layer * n_head_kv * (dim("key_length") + dim("value_length")) * 2
+        return dim("key_length"), dim("value_length")
+
+    def kv_bytes_per_token(self, cache_type: str = "f16") -> int:
+        """Bytes of K and V cache of ``cache_type`` one token takes across all layers."""
+        n_head_kv = ll.llama_model_n_head_kv(self._ptr) or max(1, ll.llama_model_n_head(self._ptr))
+        k, v = self.head_dims()
+        return int(self.n_layer * n_head_kv * (k + v) * KV_TYPES[cache_type][1])
 
     def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
         data = text.encode("utf-8")
@@ -194,6 +212,46 @@ class Model:
         return self._ptr  # type: ignore[no-any-return]
 
 
+def _ggml() -> ctypes.CDLL:
+    """libggml, which llama_cpp has loaded beside libllama (dlopen hands back the same library,
+    with the backend registry llama.cpp offloads through); its device calls are declared here."""
+    folder = Path(ll.__file__).parent / "lib"
+    name = next((n for n in ("libggml.so", "libggml.dylib", "ggml.dll") if (folder / n).exists()), "libggml.so")
+    lib = ctypes.CDLL(str(folder / name))
+    lib.ggml_backend_dev_count.restype = ctypes.c_size_t
+    lib.ggml_backend_dev_get.restype = ctypes.c_void_p
+    lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+    lib.ggml_backend_dev_type.restype = ctypes.c_int
+    lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    size_p = ctypes.POINTER(ctypes.c_size_t)
+    lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, size_p, size_p]
+    lib.ggml_backend_dev_memory.restype = None
+    return lib
+
+
+# ggml_backend_dev_type: 1 GPU, 2 integrated GPU (CPU 0 and accelerators 3 hold no offloaded layers).
+_GPU_DEVICE_TYPES = (1, 2)
+
+
+def gpu_free_memory() -> int | None:
+    """Free bytes over the GPUs llama.cpp offloads layers (and their KV cache) to; None without
+    one (a CPU build, or no device found): the KV cache then lives in host RAM."""
+    _init()
+    try:
+        lib = _ggml()
+    except OSError:
+        return None
+    free_total, found = 0, False
+    for i in range(lib.ggml_backend_dev_count()):
+        dev = lib.ggml_backend_dev_get(i)
+        if lib.ggml_backend_dev_type(dev) in _GPU_DEVICE_TYPES:
+            free, total = ctypes.c_size_t(), ctypes.c_size_t()
+            lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+            free_total += free.value
+            found = True
+    return free_total if found else None
+
+
 class Batch:
     """A ``llama_batch`` over numpy arrays, allocated once: a step writes arrays, not ctypes."""
 
@@ -248,7 +306,11 @@ class Context:
         n_threads: int,
         embeddings: bool = False,
         pooling: int = -1,
+        cache_type: str = "f16",
+        flash_attn: bool | None = None,
     ) -> None:
+        """``cache_type`` is the K and V element type (a ``KV_TYPES`` key); ``flash_attn`` None
+        lets llama.cpp choose (it turns it on itself for a quantized V cache)."""
         params = ll.llama_context_default_params()
         params.n_ctx = n_ctx_seq * n_seq_max
         params.n_batch = n_batch
@@ -277,9 +339,20 @@ class Context:
             # At most one logits row per sequence is read from a batch: size the output buffer for
             # that, not for n_batch rows of the whole vocabulary (a client's num_batch sets n_batch).
             params.n_outputs_max = n_seq_max
+        params.flash_attn_type = _FLASH_ATTN[flash_attn]
+        params.type_k = params.type_v = KV_TYPES[cache_type][0]
         ptr = ll.llama_init_from_model(model.ptr, params)
+        if not ptr and cache_type != "f16":
+            # llama.cpp refuses (a null context, not an abort) what it cannot do with a quantized
+            # cache: flash attention off or unsupported on the device, a head size that is no
+            # multiple of the block. The caller checks the known cases first; this is the rest.
+            log.warning("llama.cpp refused a %s KV cache for %s: using f16", cache_type, model.path.name)
+            cache_type = "f16"
+            params.type_k = params.type_v = KV_TYPES[cache_type][0]
+            ptr = ll.llama_init_from_model(model.ptr, params)
         if not ptr:
             raise EngineError("llama.cpp could not create a context (out of memory?)")
+        self.cache_type = cache_type
         self._ptr = ptr
         self._mem = ll.llama_get_memory(ptr)
         self.model = model

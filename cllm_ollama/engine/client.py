@@ -8,21 +8,25 @@ its slot at the next step.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio.to_thread
 
-from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
-from .binding import Model, Sampler, physical_cores
+from ..errors import ContextOverflow, EngineError, InsufficientMemory, InvalidRequest, QueueFull
+from .binding import KV_QUANT_BLOCK, Model, Sampler, gpu_free_memory, physical_cores
 from .embedder import Embedder
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, RunnerConfig, Sink
 from .scheduler import Occupancy
+
+log = logging.getLogger("cllm.engine")
+GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,83 @@ class LoadSpec:
     # Host RAM for saved prompt states, and prompt tokens per step beside generation (0: off).
     cache_bytes: int = 0
     max_prefill: int = 0
+    # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto).
+    kv_cache_type: str = "f16"
+    flash_attention: bool | None = None
+
+
+def resolve_kv_cache_type(cache_type: str, flash_attention: bool | None, head_dims: tuple[int, int]) -> str:
+    """The cache type a model can have: a quantized one falls back to f16, with a warning, where
+    llama.cpp would refuse the context (llama-context.cpp, llama_init_from_model): flash
+    attention turned off (a quantized V cache needs it; Ollama's rule too), or a head size that
+    is no multiple of the 32-value block. With flash attention unset llama.cpp turns it on
+    for a quantized V cache, so that combination is kept, as Ollama's llama-server runner keeps it
+    (its older runners dropped to f16 unless OLLAMA_FLASH_ATTENTION was on).
+    """
+    if cache_type == "f16":
+        return cache_type
+    if flash_attention is False:
+        log.warning(
+            "a %s KV cache needs flash attention, which OLLAMA_FLASH_ATTENTION turns off: using f16", cache_type
+        )
+        return "f16"
+    if any(d % KV_QUANT_BLOCK for d in head_dims):
+        log.warning(
+            "a %s KV cache needs head sizes in multiples of %d (%d, %d): using f16",
+            cache_type,
+            KV_QUANT_BLOCK,
+            *head_dims,
+        )
+        return "f16"
+    return cache_type
+
+
+def fit_slots(
+    kv_bytes_per_token: float, n_ctx_slot: int, n_slots: int, fixed_bytes: int, available: int | None
+) -> int | None:
+    """The most slots, ``n_slots`` halved as often as needed (down to 1), whose KV cache fits in
+    ``available`` bytes beside ``fixed_bytes`` (weights in the same memory); None when not even
+    one does. Unknown ``available`` (None) fits everything.
+    """
+    if available is None:
+        return n_slots
+    slots = n_slots
+    while slots >= 1:
+        if fixed_bytes + kv_bytes_per_token * n_ctx_slot * slots <= available:
+            return slots
+        slots = 0 if slots == 1 else slots // 2
+    return None
+
+
+def check_memory_fit(
+    *,
+    kv_bytes_per_token: int,
+    n_ctx_slot: int,
+    n_slots: int,
+    host_weights: int,
+    host_free: int | None,
+    gpu_share: float = 0.0,
+    gpu_free: int | None = None,
+) -> None:
+    """Raise ``InsufficientMemory`` (with the slots that would fit) unless ``n_slots`` slots of
+    ``n_ctx_slot`` tokens fit: ``gpu_share`` of the KV cache (the offloaded layers') in
+    ``gpu_free``, the rest in ``host_free`` beside ``host_weights``. None: unknown, no check.
+    """
+    pools = [("system", kv_bytes_per_token * (1 - gpu_share), host_weights, host_free)]
+    if gpu_share > 0:
+        pools.append(("GPU", kv_bytes_per_token * gpu_share, 0, gpu_free))
+    fits: int | None = n_slots
+    refusal = ""
+    for name, kv, fixed, available in pools:
+        got = fit_slots(kv, n_ctx_slot, n_slots, fixed, available)
+        if available is not None and (got is None or got < n_slots):
+            refusal = refusal or (
+                f"model requires more {name} memory ({(fixed + kv * n_ctx_slot * n_slots) / GIB:.1f} GiB) "
+                f"than is available ({available / GIB:.1f} GiB)"
+            )
+        fits = None if got is None or fits is None else min(fits, got)
+    if refusal:
+        raise InsufficientMemory(refusal, fits=fits)
 
 
 def fit_prompt(tokens: list[int], limit: int, *, num_keep: int, num_predict: int, truncate: bool) -> list[int]:
@@ -71,19 +152,40 @@ def available_memory() -> int | None:
     return None
 
 
+MemoryProbe = Callable[[], int | None]
+
+
 class LoadedModel:
     """A model in memory with its engine thread; safe to call from the event loop."""
 
-    def __init__(self, spec: LoadSpec, max_queue: int) -> None:
-        """Blocking (reads weights, allocates the KV cache): call it from a worker thread."""
+    def __init__(
+        self,
+        spec: LoadSpec,
+        max_queue: int,
+        *,
+        host_memory: MemoryProbe | None = None,
+        gpu_memory: MemoryProbe | None = None,
+    ) -> None:
+        """Blocking (reads weights, allocates the KV cache): call it from a worker thread.
+
+        ``host_memory`` and ``gpu_memory`` tell the free bytes of each (tests pass small ones;
+        by default ``available_memory`` and ``gpu_free_memory``, looked up at each load).
+        Raises ``InsufficientMemory`` when the KV cache would not fit.
+        """
         self.spec = spec
         probe(spec.path, n_gpu_layers=spec.n_gpu_layers, embedding_only=spec.embedding_only)
         self.model = Model(spec.path, n_gpu_layers=spec.n_gpu_layers)
         n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
         # A client's num_thread must not be able to spawn thousands of threads.
         n_threads = min(spec.n_threads, 4 * (os.cpu_count() or 1)) if spec.n_threads > 0 else physical_cores()
+        # The embedder's context is small and cleared after every batch: it stays f16.
+        cache_type = "f16"
+        if not spec.embedding_only:
+            cache_type = resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, self.model.head_dims())
         try:
-            self._check_memory(n_ctx_slot * spec.n_slots)
+            self._check_memory(
+                n_ctx_slot, spec.n_slots, cache_type, host_memory or available_memory, gpu_memory or gpu_free_memory
+            )
         except Exception:
             self.model.close()
             raise
@@ -95,14 +197,30 @@ class LoadedModel:
             try:
                 self.runner = Runner(
                     self.model,
-                    RunnerConfig(spec.n_slots, n_ctx_slot, n_batch, n_threads, spec.cache_bytes, spec.max_prefill),
+                    RunnerConfig(
+                        spec.n_slots,
+                        n_ctx_slot,
+                        n_batch,
+                        n_threads,
+                        spec.cache_bytes,
+                        max_prefill=spec.max_prefill,
+                        cache_type=cache_type,
+                        flash_attn=spec.flash_attention,
+                    ),
                 )
             except Exception:
                 self.model.close()
                 raise
         self.embedder = Embedder(
-            self.model, n_seq_max=spec.n_slots, n_ctx_seq=n_ctx_slot, n_batch=n_batch, n_threads=n_threads
+            self.model,
+            n_seq_max=spec.n_slots,
+            n_ctx_seq=n_ctx_slot,
+            n_batch=n_batch,
+            n_threads=n_threads,
+            flash_attn=spec.flash_attention,
         )
+        # What the generation context got (llama.cpp may still have refused a quantized one).
+        self.kv_cache_type = self.runner.ctx.cache_type if self.runner else cache_type
         self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else n_ctx_slot
         self.max_queue = max_queue
         self.in_flight = 0
@@ -115,17 +233,29 @@ class LoadedModel:
         now = self.runner.occupancy()
         return replace(now, waiting=now.waiting + self._submitting)
 
-    def _check_memory(self, n_cells: int) -> None:
-        """Refuse a KV cache the machine cannot hold: allocating it would get the process killed."""
-        need = self.model.kv_bytes_per_token() * n_cells
-        if self.model.n_gpu_layers == 0:
-            need += self.model.size_bytes
-        available = available_memory()
-        if available is not None and need > available:
-            raise EngineError(
-                f"model requires more system memory ({need / 2**30:.1f} GiB) than is available "
-                f"({available / 2**30:.1f} GiB)"
-            )
+    def _check_memory(
+        self, n_ctx_slot: int, n_slots: int, cache_type: str, host_memory: MemoryProbe, gpu_memory: MemoryProbe
+    ) -> None:
+        """Refuse a KV cache the machine cannot hold: allocating it would get the process killed
+        (host RAM) or fail deep in llama.cpp (a GPU).
+
+        The KV cache lives where its layer runs (llama.cpp's offload_kqv default): on the GPUs
+        for offloaded layers, whose weights are loaded by now (so the free memory is net of
+        them), in host RAM for the rest, beside their mmap'ed weights (page cache counts as
+        available, so they are counted here). Raises ``InsufficientMemory`` saying how many
+        slots would fit, so the pool can retry with fewer.
+        """
+        gpu = gpu_memory() if self.model.n_gpu_layers > 0 else None
+        n_layer = max(1, self.model.n_layer)
+        check_memory_fit(
+            kv_bytes_per_token=self.model.kv_bytes_per_token(cache_type),
+            n_ctx_slot=n_ctx_slot,
+            n_slots=n_slots,
+            host_weights=self.model.size_bytes - (self.size_vram if gpu is not None else 0),
+            host_free=host_memory(),
+            gpu_share=min(self.model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0,
+            gpu_free=gpu,
+        )
 
     @property
     def n_ctx_slot(self) -> int:

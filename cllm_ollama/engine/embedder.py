@@ -30,8 +30,20 @@ CHUNK = 256
 class Embedder:
     """Owns the embedding context; every call runs on one worker thread, in order."""
 
-    def __init__(self, model: Model, *, n_seq_max: int, n_ctx_seq: int, n_batch: int, n_threads: int) -> None:
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_seq_max: int,
+        n_ctx_seq: int,
+        n_batch: int,
+        n_threads: int,
+        flash_attn: bool | None = None,
+    ) -> None:
+        """``flash_attn`` follows OLLAMA_FLASH_ATTENTION as the generation context does; the cache
+        stays f16: it is small and cleared after every batch."""
         self._model = model
+        self._flash_attn = flash_attn
         self._n_ctx = n_ctx_seq
         self._n_seq_max = n_seq_max
         self._n_batch = n_batch
@@ -78,6 +90,7 @@ class Embedder:
             n_threads=self._n_threads,
             embeddings=True,
             pooling=pooling,
+            flash_attn=self._flash_attn,
         )
 
     def _embed_all(self, inputs: Sequence[Sequence[int]], normalize: bool) -> list[np.ndarray]:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import anyio.to_thread
 
+from ..errors import InsufficientMemory
 from .client import LoadedModel, LoadSpec
 from .grammar import GrammarChecker
 
@@ -36,6 +37,8 @@ class LoadRequest:
     num_batch: int | None = None
     num_gpu: int | None = None
     num_thread: int | None = None
+    # Slots (parallel sequences) for this model: a Modelfile's num_parallel; None: the server's.
+    num_parallel: int | None = None
     embedding_only: bool = False
 
 
@@ -78,6 +81,8 @@ class Entry:
     expires_at: float = math.inf  # wall-clock seconds
     timer: Timer | None = None
     draining: bool = False  # a reload waits for it to go idle
+    # The slots asked for; the model may run fewer when memory was short (model.n_slots).
+    slots_asked: int = 0
 
 
 Loader = Callable[[LoadSpec, int], LoadedModel]
@@ -98,6 +103,8 @@ class ModelPool:
         default_keep_alive: float,
         cache_bytes: int = 0,
         max_prefill: int = 0,
+        kv_cache_type: str = "f16",
+        flash_attention: bool | None = None,
         loader: Loader = LoadedModel,
         grammars: GrammarChecker | None = None,
         clock: Clock | None = None,
@@ -110,6 +117,8 @@ class ModelPool:
             n_threads=num_thread,
             cache_bytes=cache_bytes,
             max_prefill=max_prefill,
+            kv_cache_type=kv_cache_type,
+            flash_attention=flash_attention,
         )
         self._max_loaded = max(1, max_loaded)
         self._max_queue = max_queue
@@ -142,6 +151,8 @@ class ModelPool:
             spec = replace(spec, n_gpu_layers=req.num_gpu)
         if req.num_thread:
             spec = replace(spec, n_threads=req.num_thread)
+        if req.num_parallel:
+            spec = replace(spec, n_slots=req.num_parallel)
         return spec
 
     @staticmethod
@@ -152,7 +163,8 @@ class ModelPool:
         limit: clients that disagree on num_ctx must not make the model thrash. ``num_batch``
         and ``num_thread`` apply when a request loads the model and never reload it: one
         client's setting would otherwise slow every other user's requests from then on.
-        A different ``num_gpu`` reloads only a model nobody is using.
+        A different ``num_gpu``, or ``num_parallel`` (two models made from one GGUF with their
+        own Modelfile settings), reloads only a model nobody is using.
         """
         loaded = entry.model
         if loaded.dead is not None:
@@ -160,7 +172,8 @@ class ModelPool:
         if req.num_ctx is not None and min(req.num_ctx, loaded.n_ctx_train) > loaded.n_ctx_slot:
             return True
         gpu = req.num_gpu is not None and req.num_gpu >= 0 and req.num_gpu != loaded.spec.n_gpu_layers
-        return gpu and entry.refs == 0
+        slots = req.num_parallel is not None and req.num_parallel != entry.slots_asked
+        return (gpu or slots) and entry.refs == 0
 
     async def acquire(self, req: LoadRequest, keep_alive: float | None) -> Entry:
         """The loaded model for ``req`` (loading or reloading it first), with a reference held.
@@ -186,11 +199,12 @@ class ModelPool:
             if entry is not None and entry.model.dead is not None:
                 # Its engine thread stopped (and failed what it ran): load it afresh.
                 log.warning("reloading %s: %s", entry.name, entry.model.dead)
-                current = entry.model.spec
+                current = replace(entry.model.spec, n_slots=entry.slots_asked)
                 await self._unload(entry)
                 entry = None
             if entry is not None and self._needs_reload(entry, req):
-                current = entry.model.spec
+                # The slots asked for, not those memory allowed: the retry below decides again.
+                current = replace(entry.model.spec, n_slots=entry.slots_asked)
                 entry.draining = True  # new requests queue behind the reload instead of starving it
                 await self._wait_idle(entry)
                 await self._unload(entry)
@@ -199,18 +213,53 @@ class ModelPool:
                 await self._make_room()
                 spec = self._spec_for(req, current)
                 t0 = time.perf_counter()
-                model = await anyio.to_thread.run_sync(self._loader, spec, self._max_queue)
+                model = await self._load(req.name, spec)
                 log.info(
                     "loaded %s in %.1fs: %d slots x %d tokens of context",
                     req.name,
                     time.perf_counter() - t0,
-                    spec.n_slots,
+                    model.spec.n_slots,
                     model.n_ctx_slot,
                 )
-                entry = Entry(name=req.name, digest=req.digest, model=model, last_used=self._clock.monotonic())
+                entry = Entry(
+                    name=req.name,
+                    digest=req.digest,
+                    model=model,
+                    last_used=self._clock.monotonic(),
+                    slots_asked=spec.n_slots,
+                )
                 self._entries[req.path] = entry
                 self.loads[req.name] += 1
             return self._hold(entry, req, keep_alive)
+
+    async def _load(self, name: str, spec: LoadSpec) -> LoadedModel:
+        """Load ``spec``; when memory is short, unload idle models (least recently used first)
+        and try again, then try with fewer slots (halved, down to 1), and only then refuse.
+
+        Idle models go first: they cost a reload later, fewer slots cost throughput for as
+        long as this model stays. Models in use are never waited for: that could take forever.
+        """
+        while True:
+            try:
+                return await anyio.to_thread.run_sync(self._loader, spec, self._max_queue)
+            except InsufficientMemory as exc:
+                idle = [e for e in self._entries.values() if e.refs == 0]
+                if idle:
+                    victim = min(idle, key=lambda e: e.last_used)
+                    log.warning("%s does not fit (%s): unloading idle %s first", name, exc.message, victim.name)
+                    await self._unload(victim)
+                    continue
+                if exc.fits is not None and exc.fits < spec.n_slots:
+                    log.warning(
+                        "%s does not fit with %d slots (%s): loading it with %d",
+                        name,
+                        spec.n_slots,
+                        exc.message,
+                        exc.fits,
+                    )
+                    spec = replace(spec, n_slots=exc.fits)
+                    continue
+                raise
 
     def _hold(self, entry: Entry, req: LoadRequest, keep_alive: float | None) -> Entry:
         entry.refs += 1

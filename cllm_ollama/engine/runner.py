@@ -105,6 +105,9 @@ class RunnerConfig:
     cache_min_tokens: int = MIN_TOKENS
     # Prompt tokens per step while other slots generate (0: only n_batch caps them).
     max_prefill: int = 0
+    # K/V cache element type (binding.KV_TYPES) and flash attention (None: llama.cpp decides).
+    cache_type: str = "f16"
+    flash_attn: bool | None = None
 
 
 class Runner:
@@ -131,6 +134,8 @@ class Runner:
             n_ctx_seq=config.n_ctx_slot,
             n_batch=max(config.n_batch, config.n_slots),
             n_threads=config.n_threads,
+            cache_type=config.cache_type,
+            flash_attn=config.flash_attn,
         )
         # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
         share = not model.is_recurrent

@@ -19,6 +19,7 @@ _ROLES = ("system", "user", "assistant")
 _INT_PARAMS = {
     "num_keep", "seed", "num_predict", "top_k", "repeat_last_n", "num_ctx", "num_batch", "num_gpu",
     "main_gpu", "num_thread", "mirostat",
+    "num_parallel",  # cllm's own: this model's slots (Ollama has only OLLAMA_NUM_PARALLEL)
 }  # fmt: skip
 _FLOAT_PARAMS = {
     "top_p", "min_p", "typical_p", "temperature", "repeat_penalty", "presence_penalty",

@@ -43,8 +43,19 @@ class FakeBatch:
 
 
 class FakeContext:
-    def __init__(self, model: FakeModel, *, n_seq_max: int, n_ctx_seq: int, n_batch: int, n_threads: int) -> None:
+    def __init__(
+        self,
+        model: FakeModel,
+        *,
+        n_seq_max: int,
+        n_ctx_seq: int,
+        n_batch: int,
+        n_threads: int,
+        cache_type: str = "f16",
+        flash_attn: bool | None = None,
+    ) -> None:
         self.model = model
+        self.cache_type, self.flash_attn = cache_type, flash_attn
         self.n_seq_max, self.n_ctx_seq, self.n_batch = n_seq_max, n_ctx_seq, n_batch
         self.batches: list[list[tuple[int, int, int]]] = []
         self.fail_decode: str | None = None
