@@ -199,9 +199,14 @@ class PoolCollector(Collector):
         yield from (loaded, unloaded)
 
 
+# uvicorn's h11 parser takes any token as a method: the label keeps only HTTP's own.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE"})
+
+
 class RequestCounter:
-    """Counts every HTTP request by its route's path (not the raw path: a fuzzer must not create
-    a series per URL), method and status; a client gone before any answer counts as 499."""
+    """Counts every HTTP request by its route's path and its method (not the raw ones: a client
+    must not be able to create a series per URL or per made-up method) and status; a client gone
+    before any answer counts as 499."""
 
     def __init__(self, app: ASGIApp, routes: list[BaseRoute], metrics: ServerMetrics) -> None:
         self.app, self._routes, self._counter = app, routes, metrics.http_requests
@@ -220,8 +225,13 @@ class RequestCounter:
 
         try:
             await self.app(scope, receive, sending)
+        except Exception:
+            if status == 499:  # nothing was sent: the server's own error handler answers 500
+                status = 500
+            raise
         finally:
-            self._counter.labels(self._endpoint(scope), scope["method"], str(status)).inc()
+            method = scope["method"] if scope["method"] in _METHODS else "other"
+            self._counter.labels(self._endpoint(scope), method, str(status)).inc()
 
     def _endpoint(self, scope: Scope) -> str:
         for route in self._routes:

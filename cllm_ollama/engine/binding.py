@@ -293,6 +293,10 @@ class Batch:
         self.struct.n_tokens = n
 
 
+class CacheTypeRefused(EngineError):
+    """llama.cpp would not make a context with a quantized KV cache (it returned none)."""
+
+
 class Context:
     """A llama.cpp context with ``n_seq_max`` independent sequences of ``n_ctx_seq`` cells each."""
 
@@ -345,11 +349,9 @@ class Context:
         if not ptr and cache_type != "f16":
             # llama.cpp refuses (a null context, not an abort) what it cannot do with a quantized
             # cache: flash attention off or unsupported on the device, a head size that is no
-            # multiple of the block. The caller checks the known cases first; this is the rest.
-            log.warning("llama.cpp refused a %s KV cache for %s: using f16", cache_type, model.path.name)
-            cache_type = "f16"
-            params.type_k = params.type_v = KV_TYPES[cache_type][0]
-            ptr = ll.llama_init_from_model(model.ptr, params)
+            # multiple of the block. The caller checks the known cases first; this is the rest,
+            # and the caller decides whether an f16 cache (2-4x larger) still fits.
+            raise CacheTypeRefused(f"llama.cpp refused a {cache_type} KV cache for {model.path.name}")
         if not ptr:
             raise EngineError("llama.cpp could not create a context (out of memory?)")
         self.cache_type = cache_type

@@ -12,14 +12,15 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio.to_thread
 
 from ..errors import ContextOverflow, EngineError, InsufficientMemory, InvalidRequest, QueueFull
-from .binding import KV_QUANT_BLOCK, Model, Sampler, gpu_free_memory, physical_cores
+from .binding import KV_QUANT_BLOCK, CacheTypeRefused, Model, Sampler, gpu_free_memory, physical_cores
 from .embedder import Embedder
+from .memory import available_memory
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, RunnerConfig, Sink
@@ -140,18 +141,6 @@ def fit_prompt(tokens: list[int], limit: int, *, num_keep: int, num_predict: int
     return tokens[:keep_head] + tokens[len(tokens) - (keep_total - keep_head) :]
 
 
-def available_memory() -> int | None:
-    """Bytes the kernel says can be allocated without swapping (Linux); None where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 MemoryProbe = Callable[[], int | None]
 
 
@@ -182,10 +171,9 @@ class LoadedModel:
         cache_type = "f16"
         if not spec.embedding_only:
             cache_type = resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, self.model.head_dims())
+        probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
         try:
-            self._check_memory(
-                n_ctx_slot, spec.n_slots, cache_type, host_memory or available_memory, gpu_memory or gpu_free_memory
-            )
+            self._check_memory(n_ctx_slot, spec.n_slots, cache_type, *probes)
         except Exception:
             self.model.close()
             raise
@@ -194,20 +182,29 @@ class LoadedModel:
         n_batch = min(spec.n_batch, n_ctx_slot * spec.n_slots)
         self.runner: Runner | None = None
         if not spec.embedding_only:
-            try:
-                self.runner = Runner(
-                    self.model,
-                    RunnerConfig(
-                        spec.n_slots,
-                        n_ctx_slot,
-                        n_batch,
-                        n_threads,
-                        spec.cache_bytes,
-                        max_prefill=spec.max_prefill,
-                        cache_type=cache_type,
-                        flash_attn=spec.flash_attention,
-                    ),
+
+            def runner(cache_type: str) -> Runner:
+                config = RunnerConfig(
+                    spec.n_slots,
+                    n_ctx_slot,
+                    n_batch,
+                    n_threads,
+                    spec.cache_bytes,
+                    max_prefill=spec.max_prefill,
+                    cache_type=cache_type,
+                    flash_attn=spec.flash_attention,
                 )
+                return Runner(self.model, config)
+
+            try:
+                try:
+                    self.runner = runner(cache_type)
+                except CacheTypeRefused as exc:
+                    # An f16 cache is 2-4x the quantized one: it must fit on its own account.
+                    log.warning("%s: using f16", exc)
+                    cache_type = "f16"
+                    self._check_memory(n_ctx_slot, spec.n_slots, cache_type, *probes)
+                    self.runner = runner(cache_type)
             except Exception:
                 self.model.close()
                 raise
@@ -220,18 +217,16 @@ class LoadedModel:
             flash_attn=spec.flash_attention,
         )
         # What the generation context got (llama.cpp may still have refused a quantized one).
-        self.kv_cache_type = self.runner.ctx.cache_type if self.runner else cache_type
+        self.kv_cache_type = cache_type
         self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else n_ctx_slot
         self.max_queue = max_queue
         self.in_flight = 0
-        self._submitting = 0  # accepted, their sampler still being built (not yet in the runner)
 
     def occupancy(self) -> Occupancy:
         """Requests in slots, requests queued for one, and the KV cells in use, at this moment."""
         if self.runner is None:
             return Occupancy(running=0, waiting=0, cells_used=0, cells_total=0)
-        now = self.runner.occupancy()
-        return replace(now, waiting=now.waiting + self._submitting)
+        return self.runner.occupancy()
 
     def _check_memory(
         self, n_ctx_slot: int, n_slots: int, cache_type: str, host_memory: MemoryProbe, gpu_memory: MemoryProbe
@@ -335,16 +330,20 @@ class LoadedModel:
         self.in_flight += 1
         lock = threading.Lock()
         submitted = abandoned = finished = False
+        # While its chain is built off the event loop, the request counts as queued: the runner
+        # holds a reservation that ``submit`` turns into the request itself, atomically.
+        reserved = request.sampling.grammar is not None
 
         def submit() -> None:
-            nonlocal submitted
+            nonlocal submitted, reserved
             sampler = self._sampler_for(request.sampling)
             with lock:
                 if abandoned:  # the caller is gone (cancelled while the chain was built)
                     if sampler is not None:
                         sampler.close()
                     return
-                runner.submit(request, sampler, sink)
+                reserved = False  # submit takes the reservation over, even when it refuses
+                runner.submit(request, sampler, sink, reserved=request.sampling.grammar is not None)
                 submitted = True
 
         try:
@@ -353,11 +352,8 @@ class LoadedModel:
             else:
                 # llama.cpp parses the grammar while building the chain: neither on the event loop
                 # nor on the engine thread, where it would stall every other request's step.
-                self._submitting += 1
-                try:
-                    await anyio.to_thread.run_sync(submit)
-                finally:
-                    self._submitting -= 1
+                runner.reserve()
+                await anyio.to_thread.run_sync(submit)
             while True:
                 event = await queue.get()
                 if sink.consume():
@@ -375,6 +371,9 @@ class LoadedModel:
                 abandoned = True
                 if submitted and not finished:
                     runner.abort(request.id)
+                if reserved:  # never submitted (the chain failed, or the caller left first)
+                    reserved = False
+                    runner.unreserve()
 
     def close(self) -> None:
         """Blocking: stops the engine threads (cancelling what runs) and frees the model."""

@@ -156,7 +156,7 @@ class Runner:
         self.batch = batch(self.scheduler.n_batch)
         self._cv = threading.Condition()
         self._adds: list[tuple[Request, Sampler | None, Sink]] = []
-        self._taken = 0  # requests taken from ``_adds`` and not yet in the scheduler
+        self._reserved = 0  # requests counted as queued before their submit (``reserve``)
         self._aborts: list[int] = []
         self._sinks: dict[int, Sink] = {}
         self._samplers: dict[int, Sampler] = {}
@@ -169,8 +169,21 @@ class Runner:
     def n_ctx_slot(self) -> int:
         return self.ctx.n_ctx_seq
 
-    def submit(self, request: Request, sampler: Sampler | None, sink: Sink) -> None:
+    def reserve(self) -> None:
+        """Count a request as queued before it is submitted (its sampler is still being built)."""
         with self._cv:
+            self._reserved += 1
+
+    def unreserve(self) -> None:
+        """A reserved request will not be submitted after all."""
+        with self._cv:
+            self._reserved -= 1
+
+    def submit(self, request: Request, sampler: Sampler | None, sink: Sink, *, reserved: bool = False) -> None:
+        """Queue ``request``; with ``reserved`` it takes the place ``reserve`` held for it."""
+        with self._cv:
+            if reserved:
+                self._reserved -= 1
             if self._closing:
                 if sampler is not None:
                     sampler.close()
@@ -181,10 +194,15 @@ class Runner:
             self._cv.notify()
 
     def occupancy(self) -> Occupancy:
-        """Requests in slots, requests queued (submitted, not yet in a slot) and KV in use."""
+        """Requests in slots, requests queued (reserved, submitted, not yet in a slot) and KV in use.
+
+        Under the lock that also covers a request's move from the inbox into the scheduler, so
+        none is counted twice or missed on its way; the move from the queue into a slot is
+        read without it (two atomic reads a few bytecodes apart).
+        """
         with self._cv:
-            inbox = len(self._adds) + self._taken
-        now = self.scheduler.occupancy()
+            inbox = len(self._adds) + self._reserved
+            now = self.scheduler.occupancy()
         return replace(now, waiting=now.waiting + inbox)
 
     def abort(self, request_id: int) -> None:
@@ -261,17 +279,15 @@ class Runner:
             adds, self._adds = self._adds, []
             aborts, self._aborts = self._aborts, []
             closing = self._closing
-            self._taken = len(adds)  # still queued while they move into the scheduler
+            # Into the scheduler under the lock ``occupancy`` reads with: none is between the two.
+            for request, sampler, sink in adds:
+                self._sinks[request.id] = sink
+                if sampler is not None:
+                    self._samplers[request.id] = sampler
+                sched.add(request)
         t_busy = time.perf_counter_ns()
         if closing:
-            aborts.extend(self._sinks)
-            aborts.extend(r.id for r, _, _ in adds)
-        for request, sampler, sink in adds:
-            self._sinks[request.id] = sink
-            if sampler is not None:
-                self._samplers[request.id] = sampler
-            sched.add(request)
-        self._taken = 0
+            aborts.extend(self._sinks)  # the new ones too
         # Published at once: a step that fails below must not lose them (their sinks and
         # samplers would never be released).
         self._emit(sched.abort(aborts))

@@ -60,6 +60,8 @@ def test_requests_are_counted_by_route_not_by_raw_path(client: TestClient) -> No
         client.get("/no/such/path/2")
         client.get("/v1/models/some-name")
         client.post("/api/tags")  # the route exists, not for POST
+        for i in range(3):
+            client.request(f"MADEUP{i}", "/api/tags")  # any token is a method to uvicorn's h11
         got = samples(client.get("/metrics").text)
     count = "cllm_http_requests_total"
     assert got[(count, (("endpoint", "/api/tags"), ("method", "GET"), ("status", "200")))] == 2
@@ -67,6 +69,7 @@ def test_requests_are_counted_by_route_not_by_raw_path(client: TestClient) -> No
     assert got[(count, (("endpoint", "other"), ("method", "GET"), ("status", "404")))] == 2
     assert got[(count, (("endpoint", "/v1/models/{model:anypath}"), ("method", "GET"), ("status", "404")))] == 1
     assert got[(count, (("endpoint", "/api/tags"), ("method", "POST"), ("status", "405")))] == 1
+    assert got[(count, (("endpoint", "/api/tags"), ("method", "other"), ("status", "405")))] == 3
 
 
 def test_a_generation_is_counted_token_by_token(tmp_path: Path) -> None:

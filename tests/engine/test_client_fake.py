@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from fake_binding import FakeBatch, FakeContext, FakeModel
 from cllm_ollama.engine.client import LoadedModel
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, RunnerConfig
+from cllm_ollama.errors import InvalidRequest
 
 # A grammar makes the client build the sampler in a worker thread (the chain parses it).
 CONSTRAINED = SamplingParams(temperature=0, grammar='root ::= "a"')
@@ -43,7 +45,7 @@ def loaded() -> Iterator[tuple[LoadedModel, list[SlowChain]]]:
         batch=FakeBatch,  # type: ignore[arg-type]
     )
     model = object.__new__(LoadedModel)  # no weights: only what generate() uses
-    model.runner, model.model, model.max_queue, model.in_flight, model._submitting = runner, FakeModel(), 8, 0, 0
+    model.runner, model.model, model.max_queue, model.in_flight = runner, FakeModel(), 8, 0
     model.spec = type("Spec", (), {"n_slots": 2})()  # type: ignore[assignment]
     chains: list[SlowChain] = []
 
@@ -90,3 +92,52 @@ def test_a_caller_cancelled_while_its_sampler_is_built_leaves_nothing_behind(
     asyncio.run(run())
     assert len(chains) == 1 and chains[0].closed  # closed by its builder: never submitted
     assert model.in_flight == 0 and not runner.scheduler.running_ids() and not runner.scheduler.waiting
+    assert model.occupancy().waiting == 0  # its reservation is gone with it
+
+
+def test_a_request_whose_sampler_is_being_built_counts_as_queued(
+    loaded: tuple[LoadedModel, list[SlowChain]],
+) -> None:
+    model, chains = loaded
+    building, release = threading.Event(), threading.Event()
+
+    def build(params: SamplingParams) -> SlowChain:
+        building.set()
+        release.wait(10)
+        chains.append(SlowChain())
+        return chains[-1]
+
+    model._sampler_for = build  # type: ignore[method-assign,assignment]
+
+    async def run() -> None:
+        async def consume() -> None:
+            async for _ in model.generate(Request((3,), CONSTRAINED, num_predict=3)):
+                pass
+
+        task = asyncio.ensure_future(consume())
+        assert await asyncio.to_thread(building.wait, 10)
+        now = model.occupancy()
+        assert (now.running, now.waiting) == (0, 1)  # not yet in the runner, but queued
+        release.set()
+        await task
+
+    asyncio.run(run())
+    now = model.occupancy()
+    assert (now.running, now.waiting) == (0, 0)
+
+
+def test_a_sampler_that_cannot_be_built_leaves_no_reservation(loaded: tuple[LoadedModel, list[SlowChain]]) -> None:
+    model, _ = loaded
+
+    def build(params: SamplingParams) -> SlowChain:
+        raise InvalidRequest("bad grammar")
+
+    model._sampler_for = build  # type: ignore[method-assign,assignment]
+
+    async def run() -> None:
+        with pytest.raises(InvalidRequest):
+            async for _ in model.generate(Request((3,), CONSTRAINED, num_predict=3)):
+                pass
+
+    asyncio.run(run())
+    assert model.occupancy().waiting == 0

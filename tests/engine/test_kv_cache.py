@@ -16,13 +16,14 @@ import sys
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from unittest.mock import patch
 
 import llama_cpp
 import numpy as np
 import pytest
 from oracle import drain, submit, tokens_of
 
-from cllm_ollama.engine.binding import KV_TYPES, Batch, Context, Model, gpu_free_memory
+from cllm_ollama.engine.binding import KV_TYPES, Batch, CacheTypeRefused, Context, Model, gpu_free_memory
 from cllm_ollama.engine.client import LoadedModel, LoadSpec
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 from cllm_ollama.engine.request import Request
@@ -121,19 +122,38 @@ def test_the_runner_decodes_with_the_cache_type_it_is_given(model: Model) -> Non
         runner.close()
 
 
-def test_a_context_llama_cpp_refuses_quantized_falls_back_to_f16(small_heads: Path) -> None:
+def test_a_context_llama_cpp_refuses_quantized_says_so(small_heads: Path) -> None:
     """Head size 16 is no whole q8_0 block: llama.cpp returns no context (it does not abort);
-    the binding then makes an f16 one instead of failing the load."""
+    the binding says so, and the caller decides whether an f16 cache fits instead."""
     m = Model(small_heads)
     try:
-        ctx = context(m, "q8_0", flash_attn=True)
-        assert ctx.cache_type == "f16"
-        ctx.close()
-        ctx = context(m, "q8_0", flash_attn=False)  # a quantized V cache needs flash attention
+        for flash_attn in (True, False):  # off: a quantized V cache needs flash attention anyway
+            with pytest.raises(CacheTypeRefused, match="refused a q8_0 KV cache"):
+                context(m, "q8_0", flash_attn=flash_attn)
+        ctx = context(m, "f16", flash_attn=False)
         assert ctx.cache_type == "f16"
         ctx.close()
     finally:
         m.close()
+
+
+def test_a_refused_quantized_cache_falls_back_to_f16_only_if_that_fits(small_heads: Path) -> None:
+    """The fallback is 2-4x larger: it is checked against memory again before it is made."""
+    spec = LoadSpec(path=small_heads, n_slots=2, n_ctx_slot=64, kv_cache_type="q8_0")
+    with patch("cllm_ollama.engine.client.resolve_kv_cache_type", return_value="q8_0"):  # past the known check
+        loaded = LoadedModel(spec, 4)
+        try:
+            assert loaded.kv_cache_type == "f16" and loaded.runner is not None
+        finally:
+            loaded.close()
+        probe = Model(small_heads)
+        q8, f16 = probe.kv_bytes_per_token("q8_0"), probe.kv_bytes_per_token("f16")
+        weights = probe.size_bytes
+        probe.close()
+        # Room for the weights and a q8_0 cache, not for an f16 one.
+        room = weights + 2 * 64 * (q8 + f16) // 2
+        with pytest.raises(InsufficientMemory):
+            LoadedModel(spec, 4, host_memory=lambda: room)
 
 
 def test_a_loaded_model_reports_the_cache_type_it_got(small_heads: Path, model: Model) -> None:
