@@ -139,6 +139,12 @@ class GenerationMeter:
         m.generation_tokens.labels(model).inc(stats.eval_tokens)
 
 
+def _add(a: Occupancy, b: Occupancy) -> Occupancy:
+    return Occupancy(
+        a.running + b.running, a.waiting + b.waiting, a.cells_used + b.cells_used, a.cells_total + b.cells_total
+    )
+
+
 class PoolCollector(Collector):
     """The gauges, read from the pool at scrape time: nothing is kept up to date between scrapes.
 
@@ -159,7 +165,9 @@ class PoolCollector(Collector):
         unloads: dict[str, int] = {}
         if pool is not None:
             for entry in pool.running():
-                rows[entry.name] = (entry.model.occupancy(), entry.model.n_slots)
+                # Two files can be loaded under one name (a model re-created while in use): add up.
+                now, n_slots = rows.get(entry.name, (_NOTHING, 0))
+                rows[entry.name] = (_add(now, entry.model.occupancy()), n_slots + entry.model.n_slots)
             for name, n in pool.waiting_for_load.items():
                 occupancy, n_slots = rows.get(name, (_NOTHING, 0))
                 rows[name] = (replace(occupancy, waiting=occupancy.waiting + n), n_slots)
