@@ -45,43 +45,34 @@ def cgroup_room(self_cgroup: Path, cgroups: Path) -> int | None:
             continue
         controllers, path = parts[1], parts[2]
         try:
-            if controllers == "" and (room := _v2_room(cgroups, path)) is not None:
+            if controllers == "" and (room := _room(cgroups, path, _V2)) is not None:
                 return room
-            if "memory" in controllers.split(",") and (room := _v1_room(cgroups / "memory", path)) is not None:
+            if "memory" in controllers.split(",") and (room := _room(cgroups, path, _V1)) is not None:
                 return room
         except ValueError:  # a file that does not say what the kernel writes there
             continue
     return None
 
 
-def _v2_room(root: Path, path: str) -> int | None:
+# (directory, limit file, usage file, the memory.stat key of inactive page cache) per version.
+_V2 = ("", "memory.max", "memory.current", "inactive_file")
+_V1 = ("memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+
+
+def _room(cgroups: Path, path: str, version: tuple[str, str, str, str]) -> int | None:
+    mount, limit_file, usage_file, inactive = version
+    root = cgroups / mount if mount else cgroups
     # Inside a cgroup namespace the process's own cgroup is mounted at the root.
     for directory in (root / path.lstrip("/"), root):
-        limit = _read(directory / "memory.max")
+        limit = _read(directory / limit_file)
         if limit is None:
             continue
-        if limit == "max":
+        if limit == "max" or int(limit) >= _NO_LIMIT:
             return None
-        current = _read(directory / "memory.current")
-        stat = _stat(directory / "memory.stat")
-        if current is None:
-            return None
-        working = int(current) - stat.get("inactive_file", 0)
-        return max(0, int(limit) - working)
-    return None
-
-
-def _v1_room(root: Path, path: str) -> int | None:
-    for directory in (root / path.lstrip("/"), root):
-        limit = _read(directory / "memory.limit_in_bytes")
-        if limit is None:
-            continue
-        if int(limit) >= _NO_LIMIT:
-            return None
-        usage = _read(directory / "memory.usage_in_bytes")
+        usage = _read(directory / usage_file)
         if usage is None:
             return None
-        working = int(usage) - _stat(directory / "memory.stat").get("total_inactive_file", 0)
+        working = int(usage) - _stat(directory / "memory.stat").get(inactive, 0)
         return max(0, int(limit) - working)
     return None
 
