@@ -258,16 +258,7 @@ class ModelStore:
         wanted = parse_name(name) if isinstance(name, str) else name
         config_layer, _ = self.add_layer(orjson.dumps(config), mt.CONFIG_MEDIA_TYPE)
         manifest = Manifest(config=config_layer, layers=tuple(layers))
-        with self._lock:
-            missing = [layer.digest for layer in manifest.all_layers if not self.has_blob(layer.digest)]
-            if missing:
-                raise NotFound(f"blob {missing[0]} not found")
-            path = self._writable(manifest_path(self.manifests_dir, wanted))
-            existing = self.resolve(wanted)
-            if existing is not None and existing.parts != wanted.parts:
-                self._remove_manifest(existing)
-            atomic_write_bytes(path, manifest.to_bytes())
-        return self._record(wanted)
+        return self.write_manifest_bytes(wanted, manifest.to_bytes())
 
     def write_manifest_bytes(self, name: str | ModelName, data: bytes) -> ModelRecord:
         """Atomically (re)write the manifest of ``name`` as ``data``, byte for byte (as pulled).
