@@ -242,13 +242,18 @@ def _finish(w: gguf.GGUFWriter) -> None:
     w.close()
 
 
-def _attention_header(w: gguf.GGUFWriter, s: Shape, name: str, qtype: gguf.GGMLQuantizationType) -> None:
-    """The hyperparameters a qwen3- or gemma3-style transformer states, in the order both write them."""
+def _model_header(w: gguf.GGUFWriter, s: Shape | SsmShape, name: str, qtype: gguf.GGMLQuantizationType) -> None:
+    """What every test model states first: name, file type, context, width and depth."""
     w.add_name(name)
     w.add_file_type(_FILE_TYPES[qtype])
     w.add_context_length(s.context_length)
     w.add_embedding_length(s.n_embd)
     w.add_block_count(s.n_layer)
+
+
+def _attention_header(w: gguf.GGUFWriter, s: Shape, name: str, qtype: gguf.GGMLQuantizationType) -> None:
+    """The hyperparameters a qwen3- or gemma3-style transformer states, in the order both write them."""
+    _model_header(w, s, name, qtype)
     w.add_feed_forward_length(s.n_ff)
     w.add_head_count(s.n_head)
     w.add_head_count_kv(s.n_head_kv)
@@ -422,11 +427,7 @@ def _mamba_layer(t: _Tensors, p: str, s: SsmShape, *, bc_norms: bool) -> None:
 
 
 def _ssm_header(w: gguf.GGUFWriter, s: SsmShape, name: str, qtype: gguf.GGMLQuantizationType) -> None:
-    w.add_name(name)
-    w.add_file_type(_FILE_TYPES[qtype])
-    w.add_context_length(s.context_length)
-    w.add_embedding_length(s.n_embd)
-    w.add_block_count(s.n_layer)
+    _model_header(w, s, name, qtype)
     w.add_ssm_conv_kernel(s.d_conv)
     w.add_ssm_inner_size(s.d_inner)
     w.add_ssm_state_size(s.d_state)
