@@ -111,17 +111,21 @@ class ServerMetrics:
 
 
 class GenerationMeter:
-    """One generation's observations: first token, each next one, and its end."""
+    """One generation's observations: first token, each next one, and its end.
 
-    __slots__ = ("_last", "_metrics", "_model", "_start")
+    The model's labelled series are looked up once here, not per token.
+    """
+
+    __slots__ = ("_itl", "_last", "_metrics", "_model", "_start")
 
     def __init__(self, metrics: ServerMetrics, model_name: str, t_start_ns: int) -> None:
         self._metrics, self._model, self._start, self._last = metrics, model_name, t_start_ns, 0
+        self._itl = metrics.itl.labels(model_name)
 
     def tokens(self) -> None:
         now = time.perf_counter_ns()
         if self._last:
-            self._metrics.itl.labels(self._model).observe((now - self._last) / 1e9)
+            self._itl.observe((now - self._last) / 1e9)
         else:
             self._metrics.ttft.labels(self._model).observe((now - self._start) / 1e9)
         self._last = now
