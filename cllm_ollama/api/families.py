@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .parsers import Delta, OutputParser, _held, prompt_opens_thinking, tool_format_for_template
+from .parsers import BufferedParser, Delta, OutputParser, _held, prompt_opens_thinking, tool_format_for_template
 
 
 class StreamParser(Protocol):
@@ -113,7 +113,7 @@ def parse_deepseek(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] |
     return calls or None
 
 
-class BlockTools:
+class BlockTools(BufferedParser):
     """Content in which calls stand between an opening and a closing mark: text outside them
     streams at once (only an end that may begin the opening mark waits), a block is parsed when it
     closes, or at the end, and stays content when it does not parse."""
@@ -123,13 +123,6 @@ class BlockTools:
         self._buf = ""
         self._in_block = False
         self._after_call = False
-
-    def feed(self, text: str) -> Delta:
-        self._buf += text
-        return self._drain(final=False)
-
-    def finish(self) -> Delta:
-        return self._drain(final=True)
 
     def _drain(self, *, final: bool) -> Delta:
         out = Delta()
@@ -192,7 +185,7 @@ _HARMONY_MARKS = ("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|call|
 _HARMONY_RECIPIENT = re.compile(r"to=(?:functions\.)?([^\s<]+)")
 
 
-class Harmony:
+class Harmony(BufferedParser):
     """gpt-oss's harmony messages: ``<|channel|>analysis<|message|>…<|end|>`` is thinking,
     ``final`` the content, ``commentary to=functions.NAME … <|message|>{json}<|call|>`` a call.
 
@@ -207,13 +200,6 @@ class Harmony:
         self._recipient: str | None = None
         self._body = ""  # a call's arguments, gathered
         self._started = False
-
-    def feed(self, text: str) -> Delta:
-        self._buf += text
-        return self._drain(final=False)
-
-    def finish(self) -> Delta:
-        return self._drain(final=True)
 
     def _emit(self, out: Delta, text: str) -> None:
         if self._recipient is not None:

@@ -193,7 +193,25 @@ def _parse_calls(body: str) -> list[dict[str, Any]] | None:
     return calls or None
 
 
-class OutputParser:
+class BufferedParser:
+    """A stream parser that gathers fed text in ``_buf`` and drains what it can decide; at the
+    end (``finish``) it decides the rest."""
+
+    _buf: str = ""
+
+    def feed(self, text: str) -> Delta:
+        self._buf += text
+        return self._drain(final=False)
+
+    def finish(self) -> Delta:
+        """Flush what was held back: a partial tag or call that never completed is plain text after all."""
+        return self._drain(final=True)
+
+    def _drain(self, *, final: bool) -> Delta:
+        raise NotImplementedError
+
+
+class OutputParser(BufferedParser):
     """Splits one request's output stream; feed it text in any chunking, then call ``finish``.
 
     ``thinking``: route ``<think>…</think>`` to ``thinking`` (off: tags stay in the content, but a
@@ -252,14 +270,6 @@ class OutputParser:
         self._lead = ""
         self._tagged = True
         self._json = _JsonScan()
-
-    def feed(self, text: str) -> Delta:
-        self._buf += text
-        return self._drain(final=False)
-
-    def finish(self) -> Delta:
-        """Flush what was held back: a partial tag or call that never completed is plain text after all."""
-        return self._drain(final=True)
 
     def _drain(self, *, final: bool) -> Delta:
         out = Delta()
