@@ -7,12 +7,13 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 
 import httpx
 import ollama
 import pytest
+from polling import until
 from serving import serve_in_thread
 from starlette.applications import Starlette
 
@@ -98,7 +99,7 @@ def test_client_disconnect_mid_stream_frees_the_slot(settings: Settings) -> None
             next(lines)
             next(lines)
         runner = _runner(app)
-        _wait_until(lambda: not runner.scheduler.running_ids())
+        until(lambda: not runner.scheduler.running_ids())
         assert runner.times.steps < 16000  # stopped when the client left, not at the context's end
         # Cut short: far fewer steps ran than filling the context would take.
         assert runner.times.steps < 16000
@@ -119,7 +120,7 @@ def test_queue_full_gives_503_with_ollamas_message(settings: Settings) -> None:
         next(lines)  # running in the only slot
         queued = threading.Thread(target=lambda: httpx.post(f"{url}/api/generate", json=short, timeout=60))
         queued.start()
-        _wait_until(lambda: len(_runner(app).scheduler.waiting) == 1)
+        until(lambda: len(_runner(app).scheduler.waiting) == 1)
         r = b.post("/api/generate", json=short)
         assert r.status_code == 503
         assert r.json() == {"error": "server busy, please try again.  maximum pending requests exceeded"}
@@ -147,19 +148,11 @@ def test_waiting_request_whose_client_leaves_is_dropped(settings: Settings) -> N
                 + f"Content-Length: {len(payload)}\r\n\r\n".encode()
                 + payload
             )
-            _wait_until(lambda: len(runner.scheduler.waiting) == 1)
+            until(lambda: len(runner.scheduler.waiting) == 1)
             queued = runner.scheduler.waiting[0].id
         # The client is gone: its request leaves the queue without ever taking a slot.
-        _wait_until(lambda: not runner.scheduler.waiting)
+        until(lambda: not runner.scheduler.waiting)
         assert queued not in runner.scheduler.running_ids() and len(runner.scheduler.running_ids()) == 1
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float = 20) -> None:
-    """Poll engine state for a bounded time (the state lives on another thread)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def test_non_streaming_client_that_leaves_frees_its_slot(settings: Settings) -> None:
@@ -170,7 +163,7 @@ def test_non_streaming_client_that_leaves_frees_its_slot(settings: Settings) -> 
         with httpx.Client(base_url=url, timeout=0.5) as impatient, pytest.raises(httpx.ReadTimeout):
             impatient.post("/api/generate", json=LONG | {"stream": False})
         runner = _runner(app)
-        _wait_until(lambda: not runner.scheduler.running_ids())
+        until(lambda: not runner.scheduler.running_ids())
         assert runner.times.steps < 16000  # stopped when the client left, not at the context's end
 
 
@@ -194,10 +187,10 @@ def test_a_v1_client_that_leaves_mid_stream_frees_its_slot_at_once(
             runner = _runner(app)
             assert runner.scheduler.running_ids()
         left = time.monotonic()
-        _wait_until(lambda: not runner.scheduler.running_ids(), timeout=5)
+        until(lambda: not runner.scheduler.running_ids(), timeout=5)
         freed = time.monotonic() - left
         (entry,) = app.state.pool.running()
-        _wait_until(lambda: entry.refs == 0 and entry.model.in_flight == 0, timeout=5)
+        until(lambda: entry.refs == 0 and entry.model.in_flight == 0, timeout=5)
         print(f"{path}: slot freed {freed * 1000:.0f} ms after the client left")
         assert freed < 2  # at once: a step or two, not when a garbage collector gets to it
 

@@ -11,15 +11,14 @@ import json
 import shutil
 import socket
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+from polling import until
 from prometheus_client.parser import text_string_to_metric_families
 from serving import serve_in_thread
 
@@ -40,15 +39,6 @@ def gauges(url: str, model: str = LABEL) -> dict[str, float]:
             if s.name.startswith("vllm:") and s.labels.get("model_name") == model:
                 out[s.name] = s.value
     return out
-
-
-def until(condition: Callable[[], Any], timeout: float = 30) -> Any:
-    """Poll ``condition`` (state that another thread or process changes) until it holds; its value."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
-    return value
 
 
 def queued_request(url: str) -> socket.socket:
