@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import queue
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel
+from polling import until
 
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
@@ -91,10 +91,7 @@ def test_occupancy_is_exact_when_every_running_reader_lags(runner: Runner) -> No
     """Nobody reads: the two running slots pause once their readers are far enough behind, and
     nothing moves. Then the counts are exact, and the cells agree with what was decoded."""
     sinks = [submit(runner, (3 + i, 4), n=10_000)[1] for i in range(5)]
-    deadline = time.monotonic() + 10
-    while not (sinks[0].behind and sinks[1].behind):  # the engine thread's state
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    until(lambda: sinks[0].behind and sinks[1].behind, timeout=10)  # the engine thread's state
     now = runner.occupancy()
     decoded: dict[int, int] = {}
     for batch in runner.ctx.batches:  # type: ignore[attr-defined]
@@ -105,6 +102,4 @@ def test_occupancy_is_exact_when_every_running_reader_lags(runner: Runner) -> No
     assert not any(s.backlog for s in sinks[2:])  # the waiting ones never got a token
     for request_id in runner.scheduler.running_ids() + [r.id for r in runner.scheduler.waiting]:
         runner.abort(request_id)
-    while runner.occupancy() != replace(now, running=0, waiting=0, cells_used=0):
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    until(lambda: runner.occupancy() == replace(now, running=0, waiting=0, cells_used=0), timeout=10)
