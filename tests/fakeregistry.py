@@ -32,6 +32,15 @@ def digest_of(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def statuses(events: list[dict[str, Any]]) -> list[str]:
+    """The statuses of a pull's or push's progress events, each run of one layer's progress as one entry."""
+    out: list[str] = []
+    for event in events:
+        if not out or out[-1] != event["status"]:
+            out.append(event["status"])
+    return out
+
+
 @dataclass
 class Seen:
     method: str

@@ -445,6 +445,45 @@ class LiveServer:
         ]
 
 
+@dataclass
+class Afterwards:
+    """A live server once a long run (the fuzz, the soak) is over: whether it lived and still
+    answers, its RSS, the models it would not unload (leaked slots) and the tracebacks it logged."""
+
+    alive: bool
+    answers: bool
+    rss_after: int
+    held: list[str]
+    rss_unloaded: int
+    tracebacks: list[str]
+
+    @classmethod
+    def check(cls, server: LiveServer) -> Afterwards:
+        alive = server.alive()
+        answers = alive and server_answers(server.url)
+        rss_after = rss_kib(server.process.pid) if alive else 0
+        held = slots_all_free(server.url) if alive else ["?"]
+        rss_unloaded = rss_kib(server.process.pid) if alive else 0
+        return cls(alive, answers, rss_after, held, rss_unloaded, server.tracebacks())
+
+    @property
+    def ok(self) -> bool:
+        return self.alive and self.answers and not self.held and not self.tracebacks
+
+    def report_end(self, rss_before: int, failures: list[str], shown: int, peak: int | None = None) -> None:
+        """The report's last lines: the RSS, the leaked slots, the first ``shown`` failures and tracebacks."""
+        names, kib = ("before/after", [rss_before]) if peak is None else ("before/peak/after", [rss_before, peak])
+        print(
+            f"server RSS {names}: {' / '.join(f'{k / 1024:.0f}' for k in [*kib, self.rss_after])} MiB"
+            f" ({self.rss_unloaded / 1024:.0f} MiB once the models unloaded)"
+        )
+        print(f"models still held after unloading (leaked slots): {self.held or 'none'}")
+        for failure in failures[:shown]:
+            print("FAIL", failure)
+        for traceback in self.tracebacks[:3]:
+            print("TRACEBACK", traceback)
+
+
 @contextmanager
 def cllm_serve(
     num_parallel: int = 4, context_length: int = 512, extra_env: dict[str, str] | None = None
@@ -526,27 +565,14 @@ def main(argv: list[str] | None = None) -> int:
             examples = max(1, round(unit * weights[label]))
             fuzz_operation(server.url, label, mode, examples, tally, timeout=args.timeout, seed=seed)
             print(f"  {label:28} {mode:8} tried so far {tally.tried}", file=sys.stderr, flush=True)
-        alive = server.alive()
-        answers = alive and server_answers(server.url)
-        rss_after = rss_kib(server.process.pid) if alive else 0
-        held = slots_all_free(server.url) if alive else ["?"]
-        rss_unloaded = rss_kib(server.process.pid) if alive else 0
-        tracebacks = server.tracebacks()
+        after = Afterwards.check(server)
     print(f"schema fuzz: seed {seed}, {time.monotonic() - t0:.0f} s")
     print(tally.report())
-    print(f"server process died: {0 if alive else 1}")
-    print(f"server answers afterwards: {answers}")
-    print(f"tracebacks in the server log: {len(tracebacks)}")
-    print(
-        f"server RSS before/after: {rss_before / 1024:.0f} / {rss_after / 1024:.0f} MiB"
-        f" ({rss_unloaded / 1024:.0f} MiB once the models unloaded)"
-    )
-    print(f"models still held after unloading (leaked slots): {held or 'none'}")
-    for failure in tally.failures[:50]:
-        print("FAIL", failure)
-    for traceback in tracebacks[:3]:
-        print("TRACEBACK", traceback)
-    ok = alive and answers and not held and not tally.failures and not tracebacks
+    print(f"server process died: {0 if after.alive else 1}")
+    print(f"server answers afterwards: {after.answers}")
+    print(f"tracebacks in the server log: {len(after.tracebacks)}")
+    after.report_end(rss_before, tally.failures, shown=50)
+    ok = after.ok and not tally.failures
     return 0 if ok else 1
 
 

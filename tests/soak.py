@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from tests.schema_fuzz import (
+    Afterwards,
     LiveServer,
     allowed_5xx,
     check_ndjson,
@@ -33,8 +34,6 @@ from tests.schema_fuzz import (
     cllm_serve,
     error_message,
     rss_kib,
-    server_answers,
-    slots_all_free,
 )
 
 PROMPTS = ["Hello", "Why is the sky blue?", "def add(a, b):", "Once upon a time", "1, 2, 3,", "Translate: chat"]
@@ -151,6 +150,15 @@ class Soak:
                 problems += check_sse(path, text)
         self.failures += [f"{path}: {p}" for p in problems]
 
+    def _hang(self, failure: str) -> None:
+        self.hangs += 1
+        self.failures.append(failure)
+
+    def _lost(self, path: str, exc: httpx.TransportError) -> None:
+        """The connection refused or cut: a server that died or dropped a request."""
+        self.connection_errors += 1
+        self.failures.append(f"{path}: {exc!r}")
+
     async def send(self, client: httpx.AsyncClient, path: str, content: bytes, kind: str) -> None:
         self.tried += 1
         self.kinds[kind] += 1
@@ -160,11 +168,9 @@ class Soak:
                 response = await client.post(path, content=content)
             self._check(path, response, response.text)
         except TimeoutError:
-            self.hangs += 1
-            self.failures.append(f"{path}: no answer in {self.timeout:.0f} s: {content[:200]!r}")
+            self._hang(f"{path}: no answer in {self.timeout:.0f} s: {content[:200]!r}")
         except httpx.TransportError as exc:
-            self.connection_errors += 1
-            self.failures.append(f"{path}: {exc!r}")
+            self._lost(path, exc)
         self.latencies.append(time.monotonic() - t0)
 
     async def abandon_stream(self, client: httpx.AsyncClient) -> None:
@@ -190,11 +196,9 @@ class Soak:
                         break
             self.abandoned += 1
         except TimeoutError:
-            self.hangs += 1
-            self.failures.append(f"{path}: no first lines in {self.timeout:.0f} s")
+            self._hang(f"{path}: no first lines in {self.timeout:.0f} s")
         except httpx.TransportError as exc:
-            self.connection_errors += 1
-            self.failures.append(f"{path}: {exc!r}")
+            self._lost(path, exc)
 
     async def abandon_waiting(self, client: httpx.AsyncClient) -> None:
         """A non-streamed request given up before its answer (the server must free its slot)."""
@@ -209,8 +213,7 @@ class Soak:
         except TimeoutError:
             self.abandoned += 1
         except httpx.TransportError as exc:
-            self.connection_errors += 1
-            self.failures.append(f"{path}: {exc!r}")
+            self._lost(path, exc)
 
     async def client(self) -> None:
         actions: list[tuple[float, Callable[[httpx.AsyncClient], Awaitable[None]]]] = [
@@ -241,8 +244,7 @@ class Soak:
                 response = await client.get(path)
             self.statuses[response.status_code] += 1
         except TimeoutError:
-            self.hangs += 1
-            self.failures.append(f"GET {path}: no answer in {self.timeout:.0f} s")
+            self._hang(f"GET {path}: no answer in {self.timeout:.0f} s")
 
 
 async def _run(soak: Soak, clients: int, server: LiveServer) -> int:
@@ -280,12 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         peak = asyncio.run(_run(soak, args.clients, server))
         elapsed = time.monotonic() - t0
-        alive = server.alive()
-        answers = alive and server_answers(server.url)
-        rss_after = rss_kib(server.process.pid) if alive else 0
-        held = slots_all_free(server.url) if alive else ["?"]
-        rss_unloaded = rss_kib(server.process.pid) if alive else 0
-        tracebacks = server.tracebacks()
+        after = Afterwards.check(server)
     codes = ", ".join(f"{code}: {n}" for code, n in sorted(soak.statuses.items()))
     lat = sorted(soak.latencies) or [0.0]
     print(f"soak: seed {seed}, {args.clients} clients, {elapsed:.0f} s, server OLLAMA_NUM_PARALLEL={args.parallel}")
@@ -295,20 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"unexpected answers: {len(soak.failures)}")
     print(f"hangs (over {args.timeout:.0f} s): {soak.hangs}")
     print(f"connection errors: {soak.connection_errors}")
-    print(f"crashes (server process died): {0 if alive else 1}")
-    print(f"server answers afterwards: {answers}")
-    print(f"tracebacks in the server log: {len(tracebacks)}")
+    print(f"crashes (server process died): {0 if after.alive else 1}")
+    print(f"server answers afterwards: {after.answers}")
+    print(f"tracebacks in the server log: {len(after.tracebacks)}")
     print(f"latency p50/p99/max: {lat[len(lat) // 2]:.2f} / {lat[int(len(lat) * 0.99)]:.2f} / {lat[-1]:.2f} s")
-    print(
-        f"server RSS before/peak/after: {rss_before / 1024:.0f} / {peak / 1024:.0f} / {rss_after / 1024:.0f} MiB"
-        f" ({rss_unloaded / 1024:.0f} MiB once the models unloaded)"
-    )
-    print(f"models still held after unloading (leaked slots): {held or 'none'}")
-    for failure in soak.failures[:30]:
-        print("FAIL", failure)
-    for traceback in tracebacks[:3]:
-        print("TRACEBACK", traceback)
-    ok = alive and answers and not held and not soak.failures and not soak.hangs and not tracebacks
+    after.report_end(rss_before, soak.failures, shown=30, peak=peak)
+    ok = after.ok and not soak.failures and not soak.hangs
     return 0 if ok else 1
 
 

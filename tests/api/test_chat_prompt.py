@@ -8,6 +8,7 @@ from typing import Any
 from cllm_ollama.api.prompt import chat_prompt
 from cllm_ollama.testing.ggufs import qwen3_chat_template
 
+# A model with Qwen3's chat template and nothing else (test_render_bounds.py fits its chats over it too).
 MODEL: Any = SimpleNamespace(
     info=SimpleNamespace(chat_template=qwen3_chat_template()),
     record=SimpleNamespace(template=None),

@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import gguf
 import pytest
 from serving import serve_in_thread
 from starlette.testclient import TestClient
+from test_chat_prompt import LOADED, MODEL
 
 from cllm_ollama.api import template_workers
 from cllm_ollama.api.prompt import chat_prompt
@@ -114,14 +114,7 @@ def test_a_waiting_render_stops_when_cancelled() -> None:
     assert err.value.status_code == 499
 
 
-# --- fitting a long chat -------------------------------------------------------------------------
-
-MODEL: Any = SimpleNamespace(
-    info=SimpleNamespace(chat_template=qwen3_chat_template()),
-    record=SimpleNamespace(template=None),
-    has=lambda cap: False,
-)
-LOADED: Any = SimpleNamespace(bos_text="", eos_text="", tokenize=lambda text, add_special: text.split())
+# --- fitting a long chat (over test_chat_prompt.py's qwen3 stub, one token per word) --------------
 
 
 def history(turns: int) -> list[dict[str, str]]:

@@ -1,18 +1,38 @@
-"""What the engine's oracle tests share: a cold reference, a runner over a real GGUF, and reading
-a request's events as a reader that keeps up does."""
+"""What the engine's oracle tests share: a cold reference, a runner over a real GGUF, prompts that
+start alike, and reading a request's events as a reader that keeps up does."""
 
 from __future__ import annotations
 
 import queue
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import llama_cpp
 
 from cllm_ollama.engine.binding import Model
-from cllm_ollama.engine.request import Event, Request
+from cllm_ollama.engine.request import Event, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
 
 N = 16
+GREEDY = SamplingParams(temperature=0)
+SYSTEM = (
+    "You are a careful assistant. Answer in short sentences, cite nothing, and say when you do "
+    "not know. The user works on a Python web server that speaks Ollama's API and batches "
+    "requests over llama.cpp; keep answers about that server precise."
+)
+QUESTIONS = ["What is a slot?", "Why batch requests?", "How is the KV cache shared?", "What does prefill cost?"]
+OTHER = "An unrelated conversation, long enough " * 6
+
+
+@contextmanager
+def cold_llm(path: Path) -> Iterator[llama_cpp.Llama]:
+    """llama-cpp-python's own context over ``path`` (the reference ``cold_tokens`` reads), closed on exit."""
+    llm = llama_cpp.Llama(str(path), n_ctx=512, n_threads=2, verbose=False, flash_attn=True)
+    try:
+        yield llm
+    finally:
+        llm.close()
 
 
 def cold_tokens(llm: llama_cpp.Llama, prompt: tuple[int, ...], n: int = N) -> list[int]:
@@ -26,6 +46,16 @@ def cold_tokens(llm: llama_cpp.Llama, prompt: tuple[int, ...], n: int = N) -> li
         if len(out) == n:
             return out
     return out
+
+
+def shared_prompts(model: Model) -> list[tuple[int, ...]]:
+    """Four prompts that start with the same system prompt (several of gemma3's windows long)."""
+    return [tuple(model.tokenize(f"{SYSTEM}\nQ: {q}\nA:")) for q in QUESTIONS]
+
+
+def next_turn(model: Model, first: tuple[int, ...], answer: list[int]) -> tuple[int, ...]:
+    """The conversation ``first`` continued: its answer, then one more question."""
+    return first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
 
 
 def make_runner(path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256) -> Runner:
@@ -57,3 +87,11 @@ def drain(sink: Sink) -> list[Event]:
 
 def tokens_of(events: list[Event]) -> list[int]:
     return [t for e in events for t in e.tokens]
+
+
+def answer_then_other(runner: Runner, first: tuple[int, ...]) -> list[int]:
+    """``first``'s greedy answer (N tokens), then a short unrelated request: on a one-slot runner it
+    takes the slot, and the first conversation goes to the host cache where the memory allows."""
+    answer = tokens_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
+    drain(submit(runner, Request(tuple(runner.model.tokenize(OTHER)), GREEDY, num_predict=4)))
+    return answer

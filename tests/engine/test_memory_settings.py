@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from test_pool import FakeClock, FakeModel
+from test_pool import FakeClock, FakeModel, fake_pool
 
 from cllm_ollama.api.options import MAX_PARALLEL, resolve_options
 from cllm_ollama.config import Settings
@@ -194,17 +194,7 @@ class Memory:
 
 
 def make_pool(memory: Memory, max_loaded: int = 3, clock: FakeClock | None = None) -> ModelPool:
-    return ModelPool(
-        num_parallel=4,
-        context_length=512,
-        num_batch=512,
-        num_thread=2,
-        max_loaded=max_loaded,
-        max_queue=8,
-        default_keep_alive=300,
-        loader=memory.loader,  # type: ignore[arg-type]
-        clock=clock or FakeClock(),
-    )
+    return fake_pool(memory.loader, clock or FakeClock(), max_loaded)
 
 
 def req(name: str, num_parallel: int | None = None) -> LoadRequest:

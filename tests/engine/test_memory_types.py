@@ -11,23 +11,30 @@ from pathlib import Path
 
 import llama_cpp
 import pytest
-from oracle import N, close, cold_tokens, drain, make_runner, submit, tokens_of
+from oracle import (
+    GREEDY,
+    QUESTIONS,
+    SYSTEM,
+    N,
+    answer_then_other,
+    close,
+    cold_llm,
+    cold_tokens,
+    drain,
+    make_runner,
+    next_turn,
+    shared_prompts,
+    submit,
+    tokens_of,
+)
 
 from cllm_ollama.engine.binding import Model
-from cllm_ollama.engine.request import Request, SamplingParams
+from cllm_ollama.engine.request import Request
 from cllm_ollama.engine.runner import Runner
 from cllm_ollama.testing.ggufs import write_gemma3, write_jamba, write_mamba
 
 pytestmark = pytest.mark.model
 
-GREEDY = SamplingParams(temperature=0)
-SYSTEM = (
-    "You are a careful assistant. Answer in short sentences, cite nothing, and say when you do "
-    "not know. The user works on a Python web server that speaks Ollama's API and batches "
-    "requests over llama.cpp; keep answers about that server precise."
-)
-QUESTIONS = ["What is a slot?", "Why batch requests?", "How is the KV cache shared?", "What does prefill cost?"]
-OTHER = "An unrelated conversation, long enough " * 6
 WINDOW = 16  # gemma3's sliding window here: every prompt below is several windows long
 
 WRITERS: dict[str, Callable[..., Path]] = {"gemma3": write_gemma3, "mamba": write_mamba, "jamba": write_jamba}
@@ -48,14 +55,8 @@ def gguf_path(arch: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
-    llm = llama_cpp.Llama(str(gguf_path), n_ctx=512, n_threads=2, verbose=False, flash_attn=True)
-    yield llm
-    llm.close()
-
-
-def shared_prompts(model: Model) -> list[tuple[int, ...]]:
-    """Four prompts that start with the same system prompt (several windows long)."""
-    return [tuple(model.tokenize(f"{SYSTEM}\nQ: {q}\nA:")) for q in QUESTIONS]
+    with cold_llm(gguf_path) as llm:
+        yield llm
 
 
 def distinct_prompts(model: Model) -> list[tuple[int, ...]]:
@@ -101,7 +102,7 @@ def test_a_second_turn_reuses_the_first_and_equals_cold(arch: str, gguf_path: Pa
         model = runner.model
         first = shared_prompts(model)[0]
         answer = tokens_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
-        follow_up = first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
+        follow_up = next_turn(model, first, answer)
         events = drain(submit(runner, Request(follow_up, GREEDY, num_predict=N)))
         assert tokens_of(events) == cold_tokens(cold, follow_up)
         if arch in RECURRENT:
@@ -122,13 +123,10 @@ def test_a_recurrent_state_is_continued_by_the_next_turn(writer: Callable[..., P
         model = runner.model
         first = shared_prompts(model)[0]
         answer = tokens_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
-        follow_up = first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
+        follow_up = next_turn(model, first, answer)
         events = drain(submit(runner, Request(follow_up, GREEDY, num_predict=N)))
-        llm = llama_cpp.Llama(str(model.path), n_ctx=512, n_threads=2, verbose=False, flash_attn=True)
-        try:
+        with cold_llm(model.path) as llm:
             assert tokens_of(events) == cold_tokens(llm, follow_up)
-        finally:
-            llm.close()
         # The scheduler keeps a whole state it can continue (Scheduler._place, share=False): the
         # first turn and its answer are not computed again.
         stats = events[-1].stats
@@ -199,12 +197,11 @@ def test_a_conversation_back_after_its_slot_was_taken_equals_cold(
     runner = make_runner(gguf_path, n_slots=1)
     try:
         model = runner.model
-        first, other = shared_prompts(model)[0], tuple(model.tokenize(OTHER))
-        answer = tokens_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
-        drain(submit(runner, Request(other, GREEDY, num_predict=4)))  # takes the only slot
+        first = shared_prompts(model)[0]
+        answer = answer_then_other(runner, first)  # the other takes the only slot
         if arch not in RECURRENT:
             assert runner.cache is not None and len(runner.cache) == 1  # the first was saved
-        follow_up = first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
+        follow_up = next_turn(model, first, answer)
         events = drain(submit(runner, Request(follow_up, GREEDY, num_predict=N)))
         assert tokens_of(events) == cold_tokens(cold, follow_up)
         if arch in RECURRENT:
@@ -223,9 +220,8 @@ def swa_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def swa_cold(swa_path: Path) -> Iterator[llama_cpp.Llama]:
-    llm = llama_cpp.Llama(str(swa_path), n_ctx=512, n_threads=2, verbose=False, flash_attn=True)
-    yield llm
-    llm.close()
+    with cold_llm(swa_path) as llm:
+        yield llm
 
 
 def test_the_window_matters(swa_path: Path, swa_cold: llama_cpp.Llama) -> None:
@@ -237,11 +233,8 @@ def test_the_window_matters(swa_path: Path, swa_cold: llama_cpp.Llama) -> None:
     finally:
         model.close()
     wide = write_gemma3(swa_path.with_name("wide.gguf"), endless=True, sliding_window=4096)
-    llm = llama_cpp.Llama(str(wide), n_ctx=512, n_threads=2, verbose=False, flash_attn=True)
-    try:
+    with cold_llm(wide) as llm:
         assert cold_tokens(llm, prompt) != cold_tokens(swa_cold, prompt)
-    finally:
-        llm.close()
 
 
 def test_a_long_prompt_reused_then_copied_equals_cold(swa_path: Path, swa_cold: llama_cpp.Llama) -> None:
@@ -253,7 +246,7 @@ def test_a_long_prompt_reused_then_copied_equals_cold(swa_path: Path, swa_cold: 
         first = tuple(model.tokenize(f"{SYSTEM} {SYSTEM}"))
         assert 12 * WINDOW < len(first) < 512 - 100
         answer = tokens_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
-        follow_up = first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
+        follow_up = next_turn(model, first, answer)
         running = submit(runner, Request(follow_up, GREEDY, num_predict=60))
         got = [running.queue.get(timeout=60)]  # type: ignore[attr-defined]
         running.consumed += 1
@@ -273,8 +266,7 @@ def test_a_restore_cut_below_the_saved_window_equals_cold(swa_path: Path, swa_co
     try:
         model = runner.model
         first, second = shared_prompts(model)[:2]
-        drain(submit(runner, Request(first, GREEDY, num_predict=N)))
-        drain(submit(runner, Request(tuple(model.tokenize(OTHER)), GREEDY, num_predict=4)))  # saves the first
+        answer_then_other(runner, first)  # saves the first
         # Shares only the system prompt with the saved conversation: restored, then cut far below
         # the last window the state kept.
         events = drain(submit(runner, Request(second, GREEDY, num_predict=N)))
@@ -288,9 +280,8 @@ def test_an_swa_conversation_is_restored_from_the_host_cache(swa_path: Path, swa
     try:
         model = runner.model
         first = shared_prompts(model)[0]
-        answer = tokens_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
-        drain(submit(runner, Request(tuple(model.tokenize(OTHER)), GREEDY, num_predict=4)))
-        follow_up = first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
+        answer = answer_then_other(runner, first)
+        follow_up = next_turn(model, first, answer)
         events = drain(submit(runner, Request(follow_up, GREEDY, num_predict=N)))
         assert tokens_of(events) == cold_tokens(swa_cold, follow_up)
         assert runner.scheduler.stats.restored >= len(first)

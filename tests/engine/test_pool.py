@@ -64,11 +64,9 @@ class FakeClock:
             timer.callback()
 
 
-def make_pool(loads: list[LoadSpec], clock: FakeClock | None = None, max_loaded: int = 2) -> ModelPool:
-    def loader(spec: LoadSpec, max_queue: int) -> FakeModel:
-        loads.append(spec)
-        return FakeModel(spec)
-
+def fake_pool(loader: Callable[[LoadSpec, int], FakeModel], clock: FakeClock | None, max_loaded: int) -> ModelPool:
+    """The pool the fake-loader tests run (here and in test_memory_settings.py): num_parallel 4,
+    context 512, a queue of 8, keep_alive 300 s; the system clock unless ``clock`` is given."""
     return ModelPool(
         num_parallel=4,
         context_length=512,
@@ -80,6 +78,14 @@ def make_pool(loads: list[LoadSpec], clock: FakeClock | None = None, max_loaded:
         loader=loader,  # type: ignore[arg-type]
         clock=clock,
     )
+
+
+def make_pool(loads: list[LoadSpec], clock: FakeClock | None = None, max_loaded: int = 2) -> ModelPool:
+    def loader(spec: LoadSpec, max_queue: int) -> FakeModel:
+        loads.append(spec)
+        return FakeModel(spec)
+
+    return fake_pool(loader, clock, max_loaded)
 
 
 def request(path: str = "/m.gguf", **options: int) -> LoadRequest:

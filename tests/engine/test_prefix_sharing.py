@@ -8,22 +8,28 @@ from pathlib import Path
 
 import llama_cpp
 import pytest
-from oracle import N, close, cold_tokens, drain, make_runner, submit, tokens_of
+from oracle import (
+    GREEDY,
+    OTHER,
+    SYSTEM,
+    N,
+    answer_then_other,
+    close,
+    cold_llm,
+    cold_tokens,
+    drain,
+    make_runner,
+    next_turn,
+    shared_prompts,
+    submit,
+    tokens_of,
+)
 
 from cllm_ollama.engine import runner as runner_module
-from cllm_ollama.engine.binding import Model
-from cllm_ollama.engine.request import Request, SamplingParams
+from cllm_ollama.engine.request import Request
 from cllm_ollama.testing.ggufs import write_qwen3
 
 pytestmark = pytest.mark.model
-
-GREEDY = SamplingParams(temperature=0)
-SYSTEM = (
-    "You are a careful assistant. Answer in short sentences, cite nothing, and say when you do "
-    "not know. The user works on a Python web server that speaks Ollama's API and batches "
-    "requests over llama.cpp; keep answers about that server precise."
-)
-QUESTIONS = ["What is a slot?", "Why batch requests?", "How is the KV cache shared?", "What does prefill cost?"]
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +42,8 @@ def gguf_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
-    llm = llama_cpp.Llama(str(gguf_path), n_ctx=512, n_threads=2, verbose=False, flash_attn=True)
-    yield llm
-    llm.close()
-
-
-def prompts(model: Model) -> list[tuple[int, ...]]:
-    return [tuple(model.tokenize(f"{SYSTEM}\nQ: {q}\nA:")) for q in QUESTIONS]
+    with cold_llm(gguf_path) as llm:
+        yield llm
 
 
 @pytest.mark.parametrize("factor", [0, 10**6], ids=["stream-copy", "state-copy"])
@@ -53,7 +54,7 @@ def test_a_prefix_copied_from_a_generating_slot_gives_the_cold_tokens(
     monkeypatch.setattr(runner_module, "STATE_COPY_FACTOR", factor)
     runner = make_runner(gguf_path, n_slots=2)
     try:
-        first, second = prompts(runner.model)[:2]
+        first, second = shared_prompts(runner.model)[:2]
         running = submit(runner, Request(first, GREEDY, num_predict=60))
         running.queue.get(timeout=60)  # type: ignore[attr-defined]  # generating now
         running.consumed += 1
@@ -70,7 +71,7 @@ def test_a_prefix_copied_from_a_generating_slot_gives_the_cold_tokens(
 def test_requests_arriving_together_compute_their_shared_start_once(gguf_path: Path, cold: llama_cpp.Llama) -> None:
     runner = make_runner(gguf_path, n_slots=4)
     try:
-        all_prompts = prompts(runner.model)
+        all_prompts = shared_prompts(runner.model)
         sinks = [submit(runner, Request(p, GREEDY, num_predict=N)) for p in all_prompts]
         results = [drain(s) for s in sinks]
         for prompt, events in zip(all_prompts, results, strict=True):
@@ -89,16 +90,15 @@ def test_a_conversation_restored_from_the_host_cache_gives_the_cold_tokens(
     runner = make_runner(gguf_path, n_slots=1)
     try:
         model = runner.model
-        first, other = prompts(model)[0], tuple(model.tokenize("An unrelated conversation, long enough " * 6))
-        answer = tokens_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
-        drain(submit(runner, Request(other, GREEDY, num_predict=4)))  # takes the only slot: saves the first
+        first = shared_prompts(model)[0]
+        answer = answer_then_other(runner, first)  # the other takes the only slot: saves the first
         assert runner.cache is not None and len(runner.cache) == 1
-        follow_up = first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
+        follow_up = next_turn(model, first, answer)
         events = drain(submit(runner, Request(follow_up, GREEDY, num_predict=N)))
         assert tokens_of(events) == cold_tokens(cold, follow_up)
         assert runner.scheduler.stats.restored >= len(first)
         # The entry stays after a restore: the other conversation can come back too.
-        drain(submit(runner, Request((*other, 11), GREEDY, num_predict=4)))
+        drain(submit(runner, Request((*model.tokenize(OTHER), 11), GREEDY, num_predict=4)))
         assert len(runner.cache) == 2
     finally:
         close(runner)

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from fakeregistry import TOKEN, FakeRegistry, fake_registry
+from fakeregistry import TOKEN, FakeRegistry, fake_registry, statuses
 
 from cllm_ollama.errors import CllmError, NotFound
 from cllm_ollama.store import download
@@ -41,14 +41,6 @@ def push(store: ModelStore, registry: FakeRegistry, name: str) -> list[dict[str,
     events: list[dict[str, Any]] = []
     push_model(store, name, events.append, options=RegistryOptions(registry_url=registry.url))
     return events
-
-
-def statuses(events: list[dict[str, Any]]) -> list[str]:
-    out: list[str] = []
-    for event in events:
-        if not out or out[-1] != event["status"]:
-            out.append(event["status"])
-    return out
 
 
 @pytest.mark.parametrize("redirect", [False, True], ids=["patch", "redirected-to-storage"])

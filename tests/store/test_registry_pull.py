@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 from fakehub import FakeHub
-from fakeregistry import TOKEN, FakeRegistry, digest_of, fake_registry, openssh_key
+from fakeregistry import TOKEN, FakeRegistry, digest_of, fake_registry, openssh_key, statuses
 
 from cllm_ollama.errors import PullError, RequestCanceled
 from cllm_ollama.store import download
@@ -68,15 +68,6 @@ def pull(store: ModelStore, registry: FakeRegistry, name: str, **options: Any) -
     events: list[dict[str, Any]] = []
     pull_model(store, name, events.append, options=RegistryOptions(registry_url=registry.url, **options))
     return events
-
-
-def statuses(events: list[dict[str, Any]]) -> list[str]:
-    """The statuses, each run of one layer's progress as one entry."""
-    out: list[str] = []
-    for event in events:
-        if not out or out[-1] != event["status"]:
-            out.append(event["status"])
-    return out
 
 
 def ranged(registry: FakeRegistry, digest: str) -> list[int]:
