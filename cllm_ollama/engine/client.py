@@ -17,17 +17,16 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from ..errors import ContextOverflow, EngineError, InsufficientMemory, InvalidRequest, QueueFull
+from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
 from .binding import KV_QUANT_BLOCK, CacheTypeRefused, Model, Sampler, gpu_free_memory, physical_cores
 from .embedder import Embedder
-from .memory import available_memory
+from .memory import available_memory, check_memory_fit
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, RunnerConfig, Sink
 from .scheduler import Occupancy
 
 log = logging.getLogger("cllm.engine")
-GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -74,54 +73,6 @@ def resolve_kv_cache_type(cache_type: str, flash_attention: bool | None, head_di
         )
         return "f16"
     return cache_type
-
-
-def fit_slots(
-    kv_bytes_per_token: float, n_ctx_slot: int, n_slots: int, fixed_bytes: int, available: int | None
-) -> int | None:
-    """The most slots, ``n_slots`` halved as often as needed (down to 1), whose KV cache fits in
-    ``available`` bytes beside ``fixed_bytes`` (weights in the same memory); None when not even
-    one does. Unknown ``available`` (None) fits everything.
-    """
-    if available is None:
-        return n_slots
-    slots = n_slots
-    while slots >= 1:
-        if fixed_bytes + kv_bytes_per_token * n_ctx_slot * slots <= available:
-            return slots
-        slots = 0 if slots == 1 else slots // 2
-    return None
-
-
-def check_memory_fit(
-    *,
-    kv_bytes_per_token: int,
-    n_ctx_slot: int,
-    n_slots: int,
-    host_weights: int,
-    host_free: int | None,
-    gpu_share: float = 0.0,
-    gpu_free: int | None = None,
-) -> None:
-    """Raise ``InsufficientMemory`` (with the slots that would fit) unless ``n_slots`` slots of
-    ``n_ctx_slot`` tokens fit: ``gpu_share`` of the KV cache (the offloaded layers') in
-    ``gpu_free``, the rest in ``host_free`` beside ``host_weights``. None: unknown, no check.
-    """
-    pools = [("system", kv_bytes_per_token * (1 - gpu_share), host_weights, host_free)]
-    if gpu_share > 0:
-        pools.append(("GPU", kv_bytes_per_token * gpu_share, 0, gpu_free))
-    fits: int | None = n_slots
-    refusal = ""
-    for name, kv, fixed, available in pools:
-        got = fit_slots(kv, n_ctx_slot, n_slots, fixed, available)
-        if available is not None and (got is None or got < n_slots):
-            refusal = refusal or (
-                f"model requires more {name} memory ({(fixed + kv * n_ctx_slot * n_slots) / GIB:.1f} GiB) "
-                f"than is available ({available / GIB:.1f} GiB)"
-            )
-        fits = None if got is None or fits is None else min(fits, got)
-    if refusal:
-        raise InsufficientMemory(refusal, fits=fits)
 
 
 def fit_prompt(tokens: list[int], limit: int, *, num_keep: int, num_predict: int, truncate: bool) -> list[int]:

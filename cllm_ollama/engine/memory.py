@@ -1,4 +1,5 @@
-"""How much host memory a load may still take: the kernel's view, capped by the process's cgroup.
+"""What a load may take and whether it fits: free host memory (the kernel's view, capped by the
+process's cgroup) and the slots whose KV cache fits beside the weights.
 
 In a container (a Kubernetes pod with a memory limit) the node's ``MemAvailable`` says nothing
 about the limit: a cache that fits the node but not the pod gets the pod OOM-killed instead of
@@ -10,6 +11,10 @@ are not counted twice.
 from __future__ import annotations
 
 from pathlib import Path
+
+from ..errors import InsufficientMemory
+
+GIB = 2**30
 
 # cgroup v1 writes "no limit" as a huge number (PAGE_COUNTER_MAX pages).
 _NO_LIMIT = 1 << 60
@@ -91,3 +96,51 @@ def _stat(path: Path) -> dict[str, int]:
         if value.strip().isdigit():
             out[key] = int(value)
     return out
+
+
+def fit_slots(
+    kv_bytes_per_token: float, n_ctx_slot: int, n_slots: int, fixed_bytes: int, available: int | None
+) -> int | None:
+    """The most slots, ``n_slots`` halved as often as needed (down to 1), whose KV cache fits in
+    ``available`` bytes beside ``fixed_bytes`` (weights in the same memory); None when not even
+    one does. Unknown ``available`` (None) fits everything.
+    """
+    if available is None:
+        return n_slots
+    slots = n_slots
+    while slots >= 1:
+        if fixed_bytes + kv_bytes_per_token * n_ctx_slot * slots <= available:
+            return slots
+        slots = 0 if slots == 1 else slots // 2
+    return None
+
+
+def check_memory_fit(
+    *,
+    kv_bytes_per_token: int,
+    n_ctx_slot: int,
+    n_slots: int,
+    host_weights: int,
+    host_free: int | None,
+    gpu_share: float = 0.0,
+    gpu_free: int | None = None,
+) -> None:
+    """Raise ``InsufficientMemory`` (with the slots that would fit) unless ``n_slots`` slots of
+    ``n_ctx_slot`` tokens fit: ``gpu_share`` of the KV cache (the offloaded layers') in
+    ``gpu_free``, the rest in ``host_free`` beside ``host_weights``. None: unknown, no check.
+    """
+    pools = [("system", kv_bytes_per_token * (1 - gpu_share), host_weights, host_free)]
+    if gpu_share > 0:
+        pools.append(("GPU", kv_bytes_per_token * gpu_share, 0, gpu_free))
+    fits: int | None = n_slots
+    refusal = ""
+    for name, kv, fixed, available in pools:
+        got = fit_slots(kv, n_ctx_slot, n_slots, fixed, available)
+        if available is not None and (got is None or got < n_slots):
+            refusal = refusal or (
+                f"model requires more {name} memory ({(fixed + kv * n_ctx_slot * n_slots) / GIB:.1f} GiB) "
+                f"than is available ({available / GIB:.1f} GiB)"
+            )
+        fits = None if got is None or fits is None else min(fits, got)
+    if refusal:
+        raise InsufficientMemory(refusal, fits=fits)
