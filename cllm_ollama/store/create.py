@@ -52,7 +52,7 @@ class CreateRequest:
             template=_optional(body, "template", str),
             system=_optional(body, "system", str),
             license=[license_] if isinstance(license_, str) else _optional(body, "license", list),
-            parameters=_optional(body, "parameters", dict),
+            parameters=_parameters(body),
             messages=_messages(body.get("messages")),
         )
 
@@ -68,6 +68,16 @@ def _optional(body: dict[str, Any], key: str, kind: type) -> Any:
     if value is not None and not isinstance(value, kind):
         raise InvalidRequest(f"invalid value for '{key}': expected {kind.__name__}")
     return value
+
+
+def _parameters(body: dict[str, Any]) -> dict[str, Any] | None:
+    """Stored as given, as Ollama stores them; only cllm's own ``num_parallel`` is checked here,
+    since no Ollama client sends it and a bad one would fail every later load of the model."""
+    parameters = _optional(body, "parameters", dict)
+    n = (parameters or {}).get("num_parallel")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int | float) or not float(n).is_integer()):
+        raise InvalidRequest('option "num_parallel" must be of type integer')
+    return parameters
 
 
 def _digest_map(value: Any, key: str) -> dict[str, str]:

@@ -41,3 +41,12 @@ def test_a_request_cannot_set_num_parallel(client: TestClient) -> None:
     assert r.status_code == 200
     (entry,) = pool.running()
     assert entry.model.n_slots == 4  # the server's OLLAMA_NUM_PARALLEL; the option is ignored
+
+
+@pytest.mark.parametrize("bad", ["two", True, 2.5, [2], {"n": 2}])
+def test_a_num_parallel_that_is_no_integer_is_refused_at_create(client: TestClient, bad: object) -> None:
+    body = {"model": "bad", "from": MODEL, "parameters": {"num_parallel": bad}, "stream": False}
+    r = client.post("/api/create", json=body)
+    assert r.status_code == 400
+    assert r.json() == {"error": 'option "num_parallel" must be of type integer'}
+    assert client.post("/api/show", json={"model": "bad"}).status_code == 404
