@@ -3,7 +3,7 @@ through every layer above the engine, for tests that need them from a model too 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,12 +66,16 @@ class ScriptedModel:
         pass
 
 
-def scripted_pool(script: list[str | BaseException], models: list[ScriptedModel] | None = None) -> ModelPool:
-    """A pool whose every model plays ``script`` (appended to by the test as it goes)."""
+def scripted_pool(
+    script: list[str | BaseException],
+    models: list[ScriptedModel] | None = None,
+    make: Callable[[LoadSpec, list[str | BaseException]], ScriptedModel] = ScriptedModel,
+) -> ModelPool:
+    """A pool whose every model (``make(spec, script)``) plays ``script`` (appended to by the test as it goes)."""
     loaded = models if models is not None else []
 
     def load(spec: LoadSpec, max_queue: int) -> ScriptedModel:
-        loaded.append(ScriptedModel(spec, script))
+        loaded.append(make(spec, script))
         return loaded[-1]
 
     return ModelPool(

@@ -1,0 +1,137 @@
+"""The real Codex CLI (``@openai/codex`` from npm, pinned in compat/js) run headless against a live
+cllm: every request it sends must be answered 200 and ``codex exec`` must exit 0.
+
+Skipped unless compat/js's Codex is installed (``npm ci`` in compat/js, as ``.ci/run`` does) or a
+``codex`` is on PATH. The tiny random-weight model cannot choose a tool, so the tool-call round
+trips (a shell command, a namespaced call, over three turns, ``call_id`` kept) are driven by the
+scripted engine under the same real server and the same real Codex.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gguf
+import pytest
+from scripted import ScriptedModel, scripted_pool
+from serving import serve_in_thread
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.engine.request import Event, Request
+from cllm_ollama.store.create import CreateRequest, create_model
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.codex import RequestLog, codex_binary, function_calls, run_codex
+from cllm_ollama.testing.ggufs import write_qwen3
+
+CODEX = codex_binary()
+pytestmark = pytest.mark.skipif(CODEX is None, reason="codex is not installed: run `npm ci` in compat/js")
+MODEL = "tiny"
+TIMEOUT_S = 240
+
+
+def served(log: RequestLog) -> str:
+    return "\n".join(str(e) for e in log.exchanges)
+
+
+def assert_all_answered(log: RequestLog, run: Any) -> None:
+    assert log.responses(), "codex sent no /v1/responses request\n" + run.stderr[-3000:]
+    assert all(e.status == 200 for e in log.exchanges), served(log) + "\n" + run.stderr[-3000:]
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store holding the tiny qwen3 as ``tiny``, its answers kept short (random weights ramble)."""
+    root = tmp_path_factory.mktemp("codex")
+    path = write_qwen3(root / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
+    store = ModelStore(root / "models")
+    with open(path, "rb") as f:
+        digest = store.write_blob_from(f)
+    request = {"model": MODEL, "files": {path.name: digest}, "parameters": {"num_predict": 48}}
+    create_model(store, CreateRequest.from_json(request), lambda _: None)
+    return root
+
+
+@pytest.mark.model
+def test_codex_exec_on_the_tiny_model(tiny_root: Path, tmp_path: Path) -> None:
+    """Codex's first request as it is (40 kB: 9 tools, a namespace, web_search, include, ...)."""
+    assert CODEX is not None
+    settings = Settings(models_dir=tiny_root / "models", num_parallel=1, context_length=4096, num_thread=2)
+    log = RequestLog(create_app(settings))
+    with serve_in_thread(log) as url:
+        run = run_codex(CODEX, url, MODEL, "Say hello.", tmp_path / "home", tmp_path / "work", TIMEOUT_S)
+    assert_all_answered(log, run)
+    (first, *_) = log.responses()
+    body = first.json()
+    kinds = {tool["type"] for tool in body["tools"]}
+    assert body["stream"] is True and {"function", "namespace", "web_search"} <= kinds
+    assert first.events()[-1]["type"] == "response.completed"
+    # What Codex printed is what the model said (its --json events end with the turn's usage).
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    assert events[-1]["type"] == "turn.completed", run.stdout[-2000:]
+    said = [e["item"]["text"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == "agent_message"]
+    streamed = [e["delta"] for e in first.events() if e["type"] == "response.output_text.delta"]
+    assert said == ["".join(streamed)] or not streamed
+
+
+@dataclass
+class Turns(ScriptedModel):
+    """A scripted model that says the next of ``turns`` on each request, then "Done."."""
+
+    turns: list[list[str | BaseException]] = field(default_factory=list)
+    n_ctx_slot: int = 65536
+
+    async def generate(self, request: Request) -> AsyncIterator[Event]:
+        self.script = self.turns.pop(0) if self.turns else ["Done."]
+        async for event in super().generate(request):
+            yield event
+
+
+def call(name: str, arguments: dict[str, Any]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+@pytest.fixture
+def scripted_codex(tiny_root: Path) -> Iterator[tuple[str, RequestLog, list[list[str | BaseException]]]]:
+    """A live server (the tiny model installed, its engine scripted turn by turn) behind a RequestLog."""
+    turns: list[list[str | BaseException]] = []
+    settings = Settings(models_dir=tiny_root / "models", num_parallel=1, context_length=65536, num_thread=1)
+    app = create_app(settings)
+    log = RequestLog(app)
+    with serve_in_thread(log) as url:
+        app.state.pool = scripted_pool([], make=lambda spec, script: Turns(spec, script, turns=turns))  # type: ignore[attr-defined]
+        yield url, log, turns
+
+
+def test_codex_tool_calls_round_trip_with_their_call_ids(scripted_codex: Any, tmp_path: Path) -> None:
+    """Turn 1 runs a shell command, turn 2 calls a namespace member, turn 3 answers: Codex runs each
+    call and sends its output back under the call's id, the namespaced one under its namespace."""
+    assert CODEX is not None
+    url, log, turns = scripted_codex
+    turns += [
+        ["<think>", "Look first.", "</think>", call("exec_command", {"cmd": "echo codex-round-trip"})],
+        [call("multi_agent_v1.close_agent", {"target": "nobody"})],
+        ["Done: the command printed codex-round-trip."],
+    ]
+    run = run_codex(CODEX, url, MODEL, "Run echo.", tmp_path / "home", tmp_path / "work", TIMEOUT_S)
+    assert_all_answered(log, run)
+    first, second, third = log.responses()
+    (shell, shell_out), *_ = function_calls(second.json())
+    assert shell["name"] == "exec_command" and json.loads(shell["arguments"]) == {"cmd": "echo codex-round-trip"}
+    answered = [e["item"] for e in first.events() if e["type"] == "response.output_item.done"]
+    assert shell["call_id"] == answered[-1]["call_id"] and shell_out is not None
+    assert "codex-round-trip" in json.dumps(shell_out["output"])
+    reasoning = [i for i in second.json()["input"] if i.get("type") == "reasoning"]
+    assert reasoning and reasoning[-1].get("encrypted_content") == "Look first."
+    calls = dict((c["call_id"], (c, out)) for c, out in function_calls(third.json()))
+    (closing, closing_out), *_ = [v for v in calls.values() if v[0]["name"] == "close_agent"]
+    assert closing.get("namespace") == "multi_agent_v1" and closing_out is not None
+    # Codex ran it as its own tool: an unknown name would have come back as "unsupported call".
+    assert "unsupported" not in json.dumps(closing_out["output"]).lower()
+    assert shell["call_id"] in calls  # the first turn's call is still in the history, id and all
+    assert turns == []
