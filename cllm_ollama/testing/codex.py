@@ -67,13 +67,14 @@ def run_codex(
     workdir: Path,
     timeout: float,
     extra: Sequence[str] = (),
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``codex exec --json PROMPT`` in ``workdir``, configured in ``home`` (its CODEX_HOME)."""
+    """``codex exec --json [EXTRA] PROMPT`` in ``workdir``, configured in ``home`` (its CODEX_HOME)."""
     home.mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(config_toml(base_url, model))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
-    env["CODEX_HOME"] = str(home)
+    env |= {"CODEX_HOME": str(home)} | (extra_env or {})
     command = [str(binary), "exec", "--skip-git-repo-check", "--ephemeral", "--json", "-C", str(workdir)]
     return subprocess.run(
         [*command, *extra, prompt],

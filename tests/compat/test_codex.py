@@ -135,3 +135,18 @@ def test_codex_tool_calls_round_trip_with_their_call_ids(scripted_codex: Any, tm
     assert "unsupported" not in json.dumps(closing_out["output"]).lower()
     assert shell["call_id"] in calls  # the first turn's call is still in the history, id and all
     assert turns == []
+
+
+def test_codex_oss_mode_reads_the_model_listing(scripted_codex: Any, tmp_path: Path) -> None:
+    """``codex --oss`` (its built-in Ollama provider, as Ollama users run it) lists the models on
+    /v1/models and /api/tags and asks /api/version before its first turn."""
+    assert CODEX is not None
+    url, log, turns = scripted_codex
+    turns += [["Hello."]]
+    oss = ["--oss", "--local-provider", "ollama", "-m", f"{MODEL}:latest"]
+    env = {"CODEX_OSS_BASE_URL": f"{url}/v1"}
+    run = run_codex(CODEX, url, MODEL, "Say hello.", tmp_path / "home", tmp_path / "work", TIMEOUT_S, oss, env)
+    assert_all_answered(log, run)
+    asked = [(e.method, e.path) for e in log.exchanges]
+    assert {("GET", "/v1/models"), ("GET", "/api/tags"), ("POST", "/v1/responses")} <= set(asked), asked
+    assert log.responses()[0].json()["model"] == f"{MODEL}:latest" and turns == []
