@@ -11,7 +11,9 @@ What it does, as a user would:
    LiteLLM, LlamaIndex) against that same
    server through ``CLLM_COMPAT_URL``, and the official ``ollama`` Python client tests of
    tests/api (which start their own in-process server);
-5. writes compat/RESULTS.md: client, version, checks passed/failed, known incompatibilities, date.
+5. runs the Codex CLI (npm, from compat/js) headless in tests/compat/test_codex.py, whose own
+   in-process servers record every request it sends (each must be answered 200);
+6. writes compat/RESULTS.md: client, version, checks passed/failed, known incompatibilities, date.
 
 Usage: ``.venv/bin/python compat/run.py [--no-npm-install] [--no-write]``. Exits 1 if any check failed.
 """
@@ -72,6 +74,7 @@ NOTES = [
     "`/v1/completions` with `suffix` on the tiny model gives 400 `... does not support insert`, as Ollama does for a "
     "template without `.Suffix`.",
 ]
+CODEX_TESTS = "tests/compat/test_codex.py"
 OLLAMA_PY_TESTS = [
     "tests/api/test_live_server.py::test_official_client_sync_generate_and_chat",
     "tests/api/test_live_server.py::test_official_client_async",
@@ -262,6 +265,10 @@ def run_python(url: str, work: Path) -> list[ClientResult]:
     found = pytest_checks(OLLAMA_PY_TESTS, env, work / "ollama.xml")
     checks = [c for checks in found.values() for c in checks]
     results.append(ClientResult("ollama (PyPI)", dist_version("ollama"), "uvicorn in-process (tests/api)", checks))
+    log("pytest tests/compat/test_codex.py (the Codex CLI from compat/js, its own in-process servers)")
+    found = pytest_checks([CODEX_TESTS], env, work / "codex.xml")
+    checks = [c for checks in found.values() for c in checks]
+    results.append(ClientResult("Codex CLI (npm)", js_version("@openai/codex"), "uvicorn in-process", checks))
     return results
 
 
