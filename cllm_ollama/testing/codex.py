@@ -151,6 +151,17 @@ def function_calls(body: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[
             yield item, outputs.get(item.get("call_id"))
 
 
+def _summary(exchange: Exchange) -> str:
+    """A Responses exchange in a line: its prompt, how much of it the prompt cache held, what came out."""
+    done = [e["response"] for e in exchange.events() if e.get("type") == "response.completed"]
+    if not done:
+        return "(no response.completed)"
+    usage = done[0].get("usage") or {}
+    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens")
+    items = [item.get("name") or item["type"] for item in done[0]["output"]]
+    return f"input {usage.get('input_tokens')} tokens, {cached} cached; output {items}"
+
+
 # The real-model session: a task that a coding agent answers with a shell command.
 TASK = "Run the shell command `cat answer.txt` with the exec_command tool, then tell me the number it prints."
 
@@ -183,7 +194,7 @@ def _real_session(args: argparse.Namespace) -> int:
             run = run_codex(binary, url, "coder", args.prompt, root / "home", workdir, args.timeout)
             took = time.monotonic() - t0
     for exchange in log.exchanges:
-        print(exchange)
+        print(exchange, _summary(exchange) if exchange.path.endswith("/responses") else "")
     round_trips = [
         (call, output) for e in log.responses() for call, output in function_calls(e.json()) if output is not None
     ]
