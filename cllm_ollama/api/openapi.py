@@ -440,30 +440,56 @@ _V1_EMBEDDINGS_REQUEST = _request(
     },
     ("model", "input"),
 )
+_RESPONSES_TEXT_PART = _object(
+    {"type": {"type": "string", "enum": ["input_text", "output_text"]}, "text": STRING},
+    ("type",),
+)
+_RESPONSES_FUNCTION = _object(
+    _optional({"type": {"const": "function"}, "name": STRING, "description": STRING, "parameters": ANY_OBJECT}),
+    ("type",),
+)
+_RESPONSES_TOOL = {
+    "anyOf": [
+        _RESPONSES_FUNCTION,
+        _object(
+            {
+                "type": {"const": "namespace"},
+                "name": STRING,
+                "description": STRING,
+                "tools": {"type": "array", "items": _RESPONSES_FUNCTION},
+            },
+            ("type", "name"),
+            description="its functions, offered to the model as name.function",
+        ),
+        _object(
+            {"type": STRING},
+            ("type",),
+            description="a tool that runs on OpenAI's side (web_search, ...): echoed, not offered to the model",
+        ),
+    ]
+}
 _RESPONSES_INPUT_ITEM = _object(
     _optional(
         {
             "type": {
                 "type": "string",
-                "enum": ["message", "function_call", "function_call_output", "reasoning"],
+                "enum": ["message", "function_call", "function_call_output", "reasoning", "web_search_call"],
+                "description": "web_search_call items are history only (the message after one holds what it found)",
             },
             "role": {"type": "string", "enum": ["system", "developer", "user", "assistant"]},
             "content": {
                 "anyOf": [
                     STRING,
-                    {
-                        "type": "array",
-                        "items": _object(
-                            {"type": {"type": "string", "enum": ["input_text", "output_text"]}, "text": STRING},
-                            ("type",),
-                        ),
-                    },
+                    {"type": "array", "items": _RESPONSES_TEXT_PART},
                 ]
             },
             "name": STRING,
+            "namespace": {"type": "string", "description": "a namespaced call's namespace: the model sees ns.name"},
             "call_id": STRING,
             "arguments": {"type": "string", "description": "a JSON object"},
-            "output": STRING,
+            "output": {"anyOf": [STRING, {"type": "array", "items": _RESPONSES_TEXT_PART}]},
+            "encrypted_content": {"type": "string", "description": "a reasoning item's text, as cllm returns it"},
+            "summary": {"type": "array", "items": _object({"type": {"const": "summary_text"}, "text": STRING})},
         }
     )
 )
@@ -475,16 +501,16 @@ _RESPONSES_REQUEST = _request(
         "stream": BOOL,
         "max_output_tokens": INT,
         **_SAMPLING,
-        "tools": {
+        "tools": {"type": "array", "items": _RESPONSES_TOOL},
+        "include": {
             "type": "array",
-            "items": _object(
-                _optional(
-                    {"type": {"const": "function"}, "name": STRING, "description": STRING, "parameters": ANY_OBJECT},
-                    ("type",),
-                ),
-                ("type",),
-            ),
+            "items": STRING,
+            "description": "reasoning.encrypted_content is answered; other values are ignored",
         },
+        "prompt_cache_key": {"type": "string", "description": "echoed; prompts are cached by their tokens"},
+        "previous_response_id": {"type": "string", "description": "accepted, not looked up (stateless)"},
+        "store": BOOL,
+        "parallel_tool_calls": BOOL,
         "text": _object(
             _optional(
                 {
