@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import gguf
 import pytest
@@ -24,13 +25,17 @@ MODEL = "tiny"
 URL_ENV = "CLLM_COMPAT_URL"
 
 
-def install_tiny(models_dir: Path, work_dir: Path) -> None:
-    """Write the tiny qwen3 (Q8_0, peaked logits: greedy output is stable under batching) and create ``tiny``."""
+def install_tiny(models_dir: Path, work_dir: Path, parameters: dict[str, Any] | None = None) -> None:
+    """Write the tiny qwen3 (Q8_0, peaked logits: greedy output is stable under batching) and create
+    ``tiny`` (with the Modelfile ``parameters`` given)."""
     path = write_qwen3(work_dir / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
     store = ModelStore(models_dir)
     with open(path, "rb") as f:
         digest = store.write_blob_from(f)
-    create_model(store, CreateRequest.from_json({"model": MODEL, "files": {path.name: digest}}), lambda _: None)
+    request: dict[str, Any] = {"model": MODEL, "files": {path.name: digest}}
+    if parameters:
+        request["parameters"] = parameters
+    create_model(store, CreateRequest.from_json(request), lambda _: None)
 
 
 @pytest.fixture(scope="session")

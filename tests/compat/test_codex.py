@@ -15,18 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gguf
 import pytest
+from conftest import install_tiny
 from scripted import ScriptedModel, scripted_pool
 from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.request import Event, Request
-from cllm_ollama.store.create import CreateRequest, create_model
-from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.codex import RequestLog, codex_binary, function_calls, run_codex
-from cllm_ollama.testing.ggufs import write_qwen3
 
 CODEX = codex_binary()
 pytestmark = pytest.mark.skipif(CODEX is None, reason="codex is not installed: run `npm ci` in compat/js")
@@ -48,12 +45,7 @@ def assert_all_answered(log: RequestLog, run: Any) -> None:
 def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store holding the tiny qwen3 as ``tiny``, its answers kept short (random weights ramble)."""
     root = tmp_path_factory.mktemp("codex")
-    path = write_qwen3(root / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
-    store = ModelStore(root / "models")
-    with open(path, "rb") as f:
-        digest = store.write_blob_from(f)
-    request = {"model": MODEL, "files": {path.name: digest}, "parameters": {"num_predict": 48}}
-    create_model(store, CreateRequest.from_json(request), lambda _: None)
+    install_tiny(root / "models", root, {"num_predict": 48})
     return root
 
 
