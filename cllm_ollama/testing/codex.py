@@ -164,6 +164,11 @@ def _summary(exchange: Exchange) -> str:
 
 # The real-model session: a task that a coding agent answers with a shell command.
 TASK = "Run the shell command `cat answer.txt` with the exec_command tool, then tell me the number it prints."
+# --lean: Codex's own switches for a small model: its one shell tool and short instructions
+# instead of ~10k tokens of instructions, sub-agent and goal tools (the protocol is the same).
+LEAN_INSTRUCTIONS = 'You are a coding agent. Run shell commands with the exec_command tool: {"cmd": "<command>"}.\n'
+LEAN = ["--disable", "multi_agent", "--disable", "goals", "--disable", "view_image", "--disable", "image_generation"]
+LEAN += ["-c", 'web_search="disabled"']
 
 
 def _real_session(args: argparse.Namespace) -> int:
@@ -189,9 +194,13 @@ def _real_session(args: argparse.Namespace) -> int:
         workdir = root / "work"
         workdir.mkdir()
         (workdir / "answer.txt").write_text("42\n")
+        extra: list[str] = []
+        if args.lean:
+            (root / "instructions.md").write_text(LEAN_INSTRUCTIONS)
+            extra = [*LEAN, "-c", f"model_instructions_file={json.dumps(str(root / 'instructions.md'))}"]
         with serve_in_thread(log) as url:
             t0 = time.monotonic()
-            run = run_codex(binary, url, "coder", args.prompt, root / "home", workdir, args.timeout)
+            run = run_codex(binary, url, "coder", args.prompt, root / "home", workdir, args.timeout, extra)
             took = time.monotonic() - t0
     for exchange in log.exchanges:
         print(exchange, _summary(exchange) if exchange.path.endswith("/responses") else "")
@@ -201,6 +210,10 @@ def _real_session(args: argparse.Namespace) -> int:
     for call, output in round_trips[-4:]:
         print(f"tool call {call.get('name')}({call.get('arguments')}) call_id={call.get('call_id')}")
         print(f"  output: {str(output.get('output'))[:200]!r}")
+    for line in run.stdout.splitlines():
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("type") == "item.completed" and event["item"].get("type") != "error":
+            print("codex:", json.dumps(event["item"])[:400])
     print(f"codex exit {run.returncode} after {took:.0f}s; {len(round_trips)} tool call round trip(s)")
     if run.returncode != 0:
         print(run.stderr[-3000:], file=sys.stderr)
@@ -214,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ctx", type=int, default=16384, help="context length (Codex's prompt is ~10k tokens)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole Codex run")
+    parser.add_argument("--lean", action="store_true", help="Codex with only its shell tools and short instructions")
     return _real_session(parser.parse_args(argv))
 
 
