@@ -51,7 +51,7 @@ from .locking import exclusive
 from .names import ModelName, parse_name
 from .registry import scheme_of
 from .registry_pull import ManifestUnavailable, RegistryOptions, pull_from_registry
-from .store import ModelRecord, ModelStore
+from .store import Claim, ModelRecord, ModelStore
 
 Report = Callable[[dict[str, Any]], None]
 PROGRESS_INTERVAL_S = 0.1
@@ -119,15 +119,22 @@ def pull_model(
 
 
 def _pull_hub(store: ModelStore, wanted: ModelName, report: Report, catalog: Catalog) -> ModelRecord:
+    with store.claim() as claim:  # no delete takes a blob between its download and the manifest
+        return _pull_hub_claimed(store, claim, wanted, report, catalog)
+
+
+def _pull_hub_claimed(
+    store: ModelStore, claim: Claim, wanted: ModelName, report: Report, catalog: Catalog
+) -> ModelRecord:
     source = _resolve(store, wanted, catalog)
-    layers = [_fetch_model(store, source, report)]
+    layers = [_fetch_model(store, claim, source, report)]
     small = {
         mt.PARAMS: orjson.dumps(source.params) if source.params else None,
         mt.LICENSE: source.license.encode() if source.license else None,
     }
     for media_type, data in small.items():
         if data is not None:
-            layer, _ = store.add_layer(data, media_type)
+            layer, _ = claim.add_layer(data, media_type)
             report(_progress(layer.hex, layer.size, layer.size))
             layers.append(layer)
     try:
@@ -261,11 +268,10 @@ def _progress(hex_digest: str, total: int, completed: int) -> dict[str, Any]:
     return event
 
 
-def _fetch_model(store: ModelStore, source: Source, report: Report) -> mt.Layer:
+def _fetch_model(store: ModelStore, claim: Claim, source: Source, report: Report) -> mt.Layer:
     """The model blob, downloaded (or resumed) unless present; one downloader per blob at a time."""
     layer = mt.Layer(mt.MODEL, f"sha256:{source.sha256}", source.size)
-    if store.has_blob(layer.digest):
-        store.touch_blob(layer.digest)
+    if claim.existing(layer.digest):
         report(_progress(source.sha256, source.size, source.size))
         return layer
     partial = store.partial_path(layer.digest)
