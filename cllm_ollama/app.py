@@ -31,6 +31,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             # As Ollama does, and only here: before the first request none of our pulls, uploads
             # or creates is in flight (another process's recent files are spared by their age).
             await run_in_threadpool(app.state.store.prune)
+        # Startup repair: a model missing a blob (older version, crash, hand edit) is named once in the log.
+        await run_in_threadpool(app.state.store.report_broken)
         app.state.pool = ModelPool(
             num_parallel=settings.num_parallel,
             context_length=settings.context_length,

@@ -35,7 +35,7 @@ def tag_entry(record: ModelRecord) -> dict[str, Any]:
         "size": record.size,
         "digest": record.digest,
         "details": details(record),
-    }
+    } | ({"broken": record.broken} if record.broken else {})  # cllm's own: why it cannot be used
 
 
 def go_value(value: Any) -> str:

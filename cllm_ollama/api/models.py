@@ -5,6 +5,7 @@ Each handler validates with Ollama's error strings, then calls the store off the
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -42,7 +43,8 @@ def _text(body: dict[str, Any], struct: str, *keys: str) -> str:
 
 
 async def tags(request: Request) -> Response:
-    records = await run_in_threadpool(_store(request).list_models)
+    # Broken models (a blob missing) are listed too, marked, so that they can be seen and deleted.
+    records = await run_in_threadpool(lambda: _store(request).list_models(broken=True))
     return JSONResponse({"models": [tag_entry(r) for r in records]})
 
 
@@ -53,9 +55,13 @@ async def show(request: Request) -> Response:
     verbose = bool(bool_field(body, "verbose", "ShowRequest"))
     if not name:
         raise InvalidRequest("model is required")
-    record = await run_in_threadpool(_store(request).get, name)
-    resp = await run_in_threadpool(lambda: show_response(record, verbose=verbose, system=system))
-    return JSONResponse(resp)
+    store = _store(request)
+
+    def answer() -> dict[str, Any]:
+        with store.claim() as claim:  # its blobs stay while they are read, even if it is deleted meanwhile
+            return show_response(claim.record(name), verbose=verbose, system=system)
+
+    return JSONResponse(await run_in_threadpool(answer))
 
 
 async def copy(request: Request) -> Response:
@@ -80,13 +86,22 @@ async def delete(request: Request) -> Response:
         parse_name(name)
     except InvalidRequest:
         raise InvalidRequest(f"name {go_quote(name)} is invalid") from None
+    store = _store(request)
+
+    def remove() -> tuple[str, Path | None]:
+        found = store.resolve(name)
+        return (found.display_shortest() if found else name), store.delete(name)
+
     try:
-        removed = await run_in_threadpool(_store(request).delete, name)
+        stored_name, removed = await run_in_threadpool(remove)
     except NotFound:
         raise NotFound(f"model '{name}' not found") from None
-    # As Ollama does: a deleted model does not stay in memory (when no other name shares its weights).
+    # A deleted model leaves memory once its running requests end: its file, when no other
+    # name shares it, else what runs under its name (another name using the weights keeps them).
+    pool = request.app.state.pool
     if removed is not None:
-        await request.app.state.pool.unload(removed)
+        await pool.unload(removed)
+    await pool.unload_name(stored_name)
     return Response(status_code=200)
 
 

@@ -306,6 +306,14 @@ class ModelPool:
         if entry.refs == 0:
             await self._expire(entry)
 
+    async def unload_name(self, name: str) -> None:
+        """A model deleted from the store: what serves it under ``name`` unloads once its requests end.
+
+        A request for another name sharing the weights takes the entry over (and keeps it loaded).
+        """
+        for entry in [e for e in self._entries.values() if e.name == name]:
+            await self.unload(entry.model.spec.path)
+
     def running(self) -> list[Entry]:
         """Loaded models, longest remaining time first (as /api/ps sorts)."""
         return sorted(self._entries.values(), key=lambda e: -e.expires_at)

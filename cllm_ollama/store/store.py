@@ -296,7 +296,7 @@ class ModelStore:
             if key in self._reported_broken:
                 return
             self._reported_broken.add(key)
-        log.warning("%s: delete it (cllm rm %s), or pull or create it again", record.broken, record.short_name)
+        log.warning("%s", record.broken)
 
     def claim(self) -> Claim:
         """Pins for work in progress: the blobs it checks or adds stay until it ends (``with``)."""
