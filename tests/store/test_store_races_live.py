@@ -4,6 +4,7 @@ log (no traceback) are checked; once more with the server killed (SIGKILL) mid-r
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.polling import until
 from tests.schema_fuzz import LiveServer, cllm_serve, write_store
 from tests.store_check import missing_blobs
 
@@ -174,3 +176,21 @@ def test_a_server_killed_mid_race_restarts_on_a_whole_store(tmp_path: Path) -> N
         race = Race(server.url, RACE_S / 2)
         race.run(second_race(race)[:6])
         assert_whole(server, race)
+
+
+@pytest.mark.model
+def test_a_model_deleted_while_it_streams_finishes_the_stream_then_unloads(tmp_path: Path) -> None:
+    """Its weights are shared with ``endless`` (created FROM it), so no file goes: its name must."""
+    with cllm_serve() as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        created = http.post("/api/create", json={"model": "mine", "from": "endless", "stream": False})
+        assert created.status_code == 200
+        body = {"model": "mine", "prompt": "hi", "options": {"num_predict": 64}}
+        with http.stream("POST", "/api/generate", json=body) as response:
+            lines = response.iter_lines()
+            next(lines)  # streaming: the model is loaded and in use
+            assert [m["name"] for m in http.get("/api/ps").json()["models"]] == ["mine:latest"]
+            assert http.request("DELETE", "/api/delete", json={"model": "mine"}).status_code == 200
+            rest = [json.loads(line) for line in lines if line]
+        assert rest[-1]["done"] is True and rest[-1]["eval_count"] == 64  # the stream finished whole
+        until(lambda: http.get("/api/ps").json()["models"] == [], timeout=30)
+        assert server.tracebacks() == []
