@@ -1,13 +1,16 @@
 """An independent look at a store on disk: does every manifest's config and layers have its blob?
 
 Reads the files directly (not through ``ModelStore``), so a bug in the store cannot hide itself.
-Shared by the store race tests and the soak's verdict.
+Shared by the store race tests and the soak's verdict, with ``publish``: models for them to pull.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from cllm_ollama.store.manifests import MODEL, SYSTEM
+from tests.fakeregistry import FakeRegistry
 
 
 def missing_blobs(models_dir: Path) -> list[str]:
@@ -30,3 +33,13 @@ def missing_blobs(models_dir: Path) -> list[str]:
             elif blob.stat().st_size != layer["size"]:
                 problems.append(f"{name}: {layer['digest']} has {blob.stat().st_size} bytes, not {layer['size']}")
     return problems
+
+
+def publish(registry: FakeRegistry, models_dir: Path, names: tuple[str, ...]) -> None:
+    """Put each of ``names`` (``library/<name>:latest``) in ``registry``: the store's tiny GGUF plus a
+    system layer of its own, so that pulls of shared names write and reference blobs of their own."""
+    gguf = (models_dir.parent / "tiny.gguf").read_bytes()  # where tests.schema_fuzz.write_store puts it
+    config = {"model_format": "gguf", "model_family": "qwen3", "model_families": ["qwen3"]}
+    for name in names:
+        layers = [(MODEL, gguf), (SYSTEM, f"pulled {name}".encode())]
+        registry.add_model(f"library/{name}", "latest", layers, config)

@@ -9,15 +9,17 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.fakeregistry import fake_registry
 from tests.polling import until
 from tests.schema_fuzz import LiveServer, cllm_serve, write_store
-from tests.store_check import missing_blobs
+from tests.store_check import missing_blobs, publish
 
 RACE_S = 4.0
 # What Ollama answers each operation for a name that vanished; anything else (a 500, another text) fails.
@@ -27,6 +29,7 @@ VANISHED = {
     "show": {"model '{name}:latest' not found"},
     "generate": {"model '{name}' not found"},
     "create": {"model '{src}:latest' not found"},
+    "pull": set(),  # the registry has it: a pull always succeeds
 }
 Op = Callable[[httpx.Client, random.Random], tuple[str, httpx.Response]]
 
@@ -113,6 +116,10 @@ def generate(name: str) -> Op:
     return op
 
 
+def pull(name: str) -> Op:
+    return lambda http, _: (f"pull name={name}", http.post("/api/pull", json={"model": name, "stream": False}))
+
+
 def create_then_delete(name: str) -> Op:
     def op(http: httpx.Client, rng: random.Random) -> tuple[str, httpx.Response]:
         label, response = create(name, "tiny")(http, rng)
@@ -129,11 +136,23 @@ def first_race(race: Race) -> list[tuple[list[Op], int]]:
 
 
 def second_race(race: Race) -> list[tuple[list[Op], int]]:
-    """The second: 20 clients doing create, copy, delete, show and generate on the same two names."""
+    """The second: 20 clients doing create, copy, delete, show, generate and pull (the third: a pull
+    racing a delete of its name) on the same two names."""
     ops: list[Op] = []
     for a, b in (("a", "b"), ("b", "a")):
-        ops += [create(a, "tiny"), create(a, b), copy(a, b), delete(a), show(a), generate(a)]
+        ops += [create(a, "tiny"), create(a, b), copy(a, b), delete(a), show(a), generate(a), pull(a)]
     return [(ops, seed) for seed in range(20)]
+
+
+@contextmanager
+def serve_with_registry(models: Path | None = None) -> Iterator[LiveServer]:
+    """``cllm serve`` whose registry is a loopback stand-in that has ``a`` and ``b``."""
+    with (
+        fake_registry() as registry,
+        cllm_serve(models=models, extra_env={"OLLAMA_REGISTRY_URL": registry.url}) as server,
+    ):
+        publish(registry, server.models, ("a", "b"))
+        yield server
 
 
 def assert_whole(server: LiveServer, race: Race) -> None:
@@ -153,24 +172,24 @@ def test_copies_racing_create_and_delete_of_their_source(tmp_path: Path) -> None
 
 @pytest.mark.model
 def test_twenty_clients_on_two_names_get_only_successes_and_ollamas_404s(tmp_path: Path) -> None:
-    with cllm_serve() as server:
+    with serve_with_registry() as server:
         race = Race(server.url, RACE_S)
         race.run(second_race(race))
         assert_whole(server, race)
-        assert {op for op, status in race.statuses if status == 200} >= {"create", "copy", "delete", "show"}
+        assert {op for op, status in race.statuses if status == 200} >= {"create", "copy", "delete", "show", "pull"}
 
 
 @pytest.mark.model
 def test_a_server_killed_mid_race_restarts_on_a_whole_store(tmp_path: Path) -> None:
     models = tmp_path / "models"
     write_store(models)
-    with cllm_serve(models=models) as server:
+    with serve_with_registry(models) as server:
         race = Race(server.url, RACE_S)
         race.run(first_race(race) + second_race(race)[:6], kill=server.process.kill)
         server.process.wait(30)
         assert race.wrong == []
     assert missing_blobs(models) == []  # what SIGKILL left on disk
-    with cllm_serve(models=models) as server:
+    with serve_with_registry(models) as server:
         tags = httpx.get(server.url + "/api/tags").json()["models"]
         assert [m for m in tags if "broken" in m] == []
         race = Race(server.url, RACE_S / 2)
