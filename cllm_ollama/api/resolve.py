@@ -25,6 +25,7 @@ class ResolvedModel:
     record: ModelRecord
     info: GGUFInfo
     capabilities: tuple[str, ...]
+    requested: str = ""  # the name as the client sent it (Ollama echoes it in "not found")
 
     @property
     def full_name(self) -> str:
@@ -47,11 +48,12 @@ async def resolve_model(store: ModelStore, name: str, *, empty_message: str, emp
         raise InvalidRequest(f"model '{name}' has no GGUF weights")
     try:
         info = await run_in_threadpool(gguf_info, record.model_path)
+        capabilities = tuple(record.capabilities)
     except FileNotFoundError:  # deleted since it was looked up: the name has vanished
         raise NotFound(f"model '{name}' not found") from None
     if info.problems:
         raise EngineError(f"model '{name}' cannot be loaded: {'; '.join(info.problems)}")
-    return ResolvedModel(record, info, tuple(record.capabilities))
+    return ResolvedModel(record, info, capabilities, requested=name)
 
 
 def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
@@ -82,7 +84,7 @@ def naming_the_model(model: ResolvedModel) -> Iterator[None]:
         yield
     except (CllmError, FileNotFoundError) as exc:
         if path is not None and not path.exists():
-            raise NotFound(f"model '{model.record.short_name}' not found") from None
+            raise NotFound(f"model '{model.requested or model.record.short_name}' not found") from None
         if not isinstance(exc, CllmError):
             raise
         file = next((f for f in (str(path), getattr(path, "name", None)) if f and f in exc.message), None)
