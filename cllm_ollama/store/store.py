@@ -249,9 +249,10 @@ class ModelStore:
     def resolve(self, name: str | ModelName) -> ModelName | None:
         """The stored spelling of ``name`` (matching ignores case), or None."""
         wanted = parse_name(name) if isinstance(name, str) else name
-        if self._manifest_exists(manifest_path(self.manifests_dir, wanted)):
-            return wanted
-        return next((n for n in self._names_on_disk() if n.matches(wanted)), None)
+        with self._lock:  # a delete removes emptied directories: a scan beside it would trip on them
+            if self._manifest_exists(manifest_path(self.manifests_dir, wanted)):
+                return wanted
+            return next((n for n in self._names_on_disk() if n.matches(wanted)), None)
 
     def get(self, name: str | ModelName) -> ModelRecord:
         """Raise ``InvalidRequest`` for a bad name, ``NotFound("model 'x:tag' not found")`` if absent."""

@@ -121,7 +121,10 @@ def test_copies_racing_create_and_delete_of_their_source_never_leave_a_manifest_
     def copy(k: int, _i: int) -> None:
         model_store.copy("src", f"dst{k}")
 
-    errors, counts = race(model_store, RACE_S, [churn, copy, copy, copy])
+    def look(_k: int, _i: int) -> None:  # another case: the store scans every name, beside the deletes
+        model_store.resolve("SRC")
+
+    errors, counts = race(model_store, RACE_S, [churn, copy, copy, copy, look])
     assert errors == []
     assert counts["ok"] > 0
     assert missing_blobs(model_store.root) == []
