@@ -531,6 +531,16 @@ class Claim:
             self.pin(*(layer.digest for layer in record.manifest.all_layers))
             return record
 
+    def manifest(self, name: ModelName) -> tuple[ModelName, bytes] | None:
+        """The stored name and manifest bytes of ``name``, its blobs pinned; None if there is none."""
+        with self._store._lock:
+            found = self._store.resolve(name)
+            if found is None:
+                return None
+            raw = self._store.manifest_bytes(found)
+            self.pin(*(layer.digest for layer in Manifest.from_bytes(raw).all_layers))
+            return found, raw
+
     def existing(self, digest: str) -> bool:
         """Pin ``digest``; whether its blob is here (a blob pinned and here stays)."""
         self.pin(digest)
