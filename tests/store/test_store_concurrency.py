@@ -168,17 +168,22 @@ def test_broken_model_is_listed_reported_once_and_deletable(
 
 
 def test_the_api_lists_a_broken_model_marked_refuses_it_with_a_404_and_deletes_it(
-    model_store: ModelStore, tiny_gguf: Path, store_settings: Settings
+    model_store: ModelStore, tiny_gguf: Path, store_settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
     import_gguf(model_store, "broken", tiny_gguf, system="lost")
     blob_of(model_store, b"lost").unlink()
+    caplog.set_level(logging.WARNING, logger="cllm.store")
     with TestClient(create_app(store_settings), base_url="http://localhost") as c:
+        # Startup repair: named in the log at start, and only then.
+        (logged,) = [r.getMessage() for r in caplog.records if "is broken" in r.getMessage()]
         (entry,) = c.get("/api/tags").json()["models"]
         assert entry["name"] == "broken:latest" and "is broken: blob sha256:" in entry["broken"]
         r = c.post("/api/show", json={"model": "broken"})
         assert (r.status_code, r.json()["error"]) == (404, entry["broken"])
+        assert entry["broken"] == logged
         r = c.post("/api/copy", json={"source": "broken", "destination": "again"})
         assert (r.status_code, r.json()) == (404, {"error": 'model "broken" not found'})
         assert c.request("DELETE", "/api/delete", json={"model": "broken"}).status_code == 200
         assert c.get("/api/tags").json() == {"models": []}
+    assert len([r for r in caplog.records if "is broken" in r.getMessage()]) == 1
     assert missing_blobs(model_store.root) == []
