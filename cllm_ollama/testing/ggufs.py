@@ -521,3 +521,105 @@ def write_jamba(
         t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
     _finish(w)
     return path
+
+
+@dataclass(frozen=True)
+class VisionShape:
+    """A one-block ViT over ``image_size`` pixels in ``patch_size`` patches, pooled by ``merge``:
+    ``(image_size / patch_size / merge) ** 2`` image tokens per image (4 with the defaults)."""
+
+    image_size: int = 32
+    patch_size: int = 8
+    n_embd: int = 32
+    n_head: int = 2
+    n_ff: int = 64
+    merge: int = 2
+
+    @property
+    def n_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+TINY_VISION = VisionShape()
+
+
+def write_gemma3_projector(
+    path: Path, *, n_embd_text: int = TINY.n_embd, shape: VisionShape = TINY_VISION, seed: int = 0
+) -> Path:
+    """Write a random-weight gemma3 projector (an ``mmproj`` GGUF, architecture ``clip``) of ~50 KB.
+
+    The keys and tensors are what libmtmd's ``clip.cpp`` requires of a gemma3 projector
+    (``load_hparams``, ``load_tensors``); its output width must equal the text model's ``n_embd``.
+    Gemma 3's image tokens attend to each other non-causally, which the media step must honour.
+    """
+    v = shape
+    w = gguf.GGUFWriter(str(path), "clip")
+    t = _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
+    w.add_name("tiny-gemma3-mmproj")
+    w.add_clip_has_vision_encoder(True)
+    w.add_clip_projector_type("gemma3")
+    w.add_vision_image_size(v.image_size)
+    w.add_vision_patch_size(v.patch_size)
+    w.add_vision_embedding_length(v.n_embd)
+    w.add_vision_feed_forward_length(v.n_ff)
+    w.add_vision_block_count(1)
+    w.add_vision_head_count(v.n_head)
+    w.add_vision_projection_dim(n_embd_text)
+    w.add_vision_attention_layernorm_eps(1e-6)
+    w.add_vision_image_mean([0.5, 0.5, 0.5])
+    w.add_vision_image_std([0.5, 0.5, 0.5])
+    w.add_vision_use_gelu(True)
+    w.add_vision_projector_scale_factor(v.merge)
+
+    t.f32("v.patch_embd.weight", t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2)
+    t.f32("v.patch_embd.bias", np.zeros(v.n_embd))
+    t.matrix("v.position_embd.weight", v.n_patches, v.n_embd)
+    p = "v.blk.0."
+    for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+        t.matrix(f"{p}{name}.weight", v.n_embd, v.n_embd)
+        t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+    for name in ("ln1", "ln2"):
+        t.norm(f"{p}{name}.weight", v.n_embd)
+        t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+    t.matrix(p + "ffn_up.weight", v.n_ff, v.n_embd)
+    t.f32(p + "ffn_up.bias", np.zeros(v.n_ff))
+    t.matrix(p + "ffn_down.weight", v.n_embd, v.n_ff)
+    t.f32(p + "ffn_down.bias", np.zeros(v.n_embd))
+    t.norm("v.post_ln.weight", v.n_embd)
+    t.f32("v.post_ln.bias", np.zeros(v.n_embd))
+    t.norm("mm.soft_emb_norm.weight", v.n_embd)
+    t.matrix("mm.input_projection.weight", v.n_embd, n_embd_text)
+    _finish(w)
+    return path
+
+
+def write_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """A tiny model that sees: ``folder/text.gguf`` (gemma3) and ``folder/mmproj.gguf`` (its projector)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_gemma3(folder / "text.gguf", seed=seed)
+    return text, write_gemma3_projector(folder / "mmproj.gguf", n_embd_text=TINY.n_embd, seed=seed)
+
+
+_KINDS = {"qwen3": write_qwen3, "gemma3": write_gemma3, "mamba": write_mamba, "jamba": write_jamba}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m cllm_ollama.testing.ggufs KIND DIR``: write a tiny test model of KIND into DIR
+    (``DIR/KIND.gguf``; ``vision`` writes ``DIR/text.gguf`` and ``DIR/mmproj.gguf``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
+    parser.add_argument("kind", choices=[*_KINDS, "vision"])
+    parser.add_argument("dir", type=Path)
+    args = parser.parse_args(argv)
+    if args.kind == "vision":
+        paths: tuple[Path, ...] = write_vision(args.dir)
+    else:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        paths = (_KINDS[args.kind](args.dir / f"{args.kind}.gguf"),)
+    for path in paths:
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
