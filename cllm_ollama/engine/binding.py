@@ -12,6 +12,7 @@ import functools
 import hashlib
 import logging
 import os
+import secrets
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -571,7 +572,8 @@ def _stb() -> ctypes.CDLL:
 
 
 def media_marker() -> str:
-    """The text that stands for one image in a prompt given to ``Projector.tokenize``."""
+    """libmtmd's default text for one image in a prompt (``<__media__>``); a ``Projector`` uses its
+    own ``marker`` instead, unguessable, so that a user who types this text places no image."""
     return _mtmd().mtmd_default_marker().decode()
 
 
@@ -692,10 +694,15 @@ class Projector:
     The model must outlive it.
     """
 
-    def __init__(self, model: Model, path: Path, *, n_threads: int, use_gpu: bool = True) -> None:
-        _init()
+    def __init__(
+        self, model: Model, path: Path, *, n_threads: int, use_gpu: bool = True, marker: str | None = None
+    ) -> None:
         mtmd = _mtmd()
+        # Random per projector, as Ollama makes llama-server's (LLAMA_MEDIA_MARKER): prompt text
+        # cannot forge an image's place. libmtmd copies it.
+        self.marker: str = marker or f"<__media_{secrets.token_hex(8)}__>"
         params = mtmd.mtmd_context_params_default()
+        params.media_marker = self.marker.encode()
         params.use_gpu = use_gpu and bool(ll.llama_supports_gpu_offload())
         params.n_threads = n_threads
         params.print_timings = False
@@ -711,7 +718,7 @@ class Projector:
         self.uses_mrope: bool = bool(mtmd.mtmd_decode_use_mrope(ptr))
 
     def tokenize(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
-        """``text`` with one ``media_marker()`` per image, in order, tokenized with the images.
+        """``text`` with one ``self.marker`` per image, in order, tokenized with the images.
 
         Raises ``MediaError`` for bytes that are no image, and where markers and images disagree.
         """
@@ -721,8 +728,8 @@ class Projector:
         try:
             for i, data in enumerate(images):
                 bitmaps.append(self._bitmap(data, i))
-            if text.count(media_marker()) != len(images):
-                raise MediaError(f"the prompt has {text.count(media_marker())} image markers for {len(images)} images")
+            if (n_markers := text.count(self.marker)) != len(images):
+                raise MediaError(f"the prompt has {n_markers} image markers for {len(images)} images")
             raw = text.encode("utf-8")
             inp = mtmd.mtmd_input_text(text=raw, text_len=len(raw), add_special=add_special, parse_special=True)
             array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)

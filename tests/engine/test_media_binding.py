@@ -93,7 +93,7 @@ def greedy(ctx: Context, pos: int, logits: np.ndarray, seq_id: int, n: int) -> l
 
 def test_a_prompt_with_an_image_is_text_runs_around_one_media_item(projector: Projector, prompts: list) -> None:
     image = png(40, 24)
-    prompt = tokenize(projector, prompts, f"hello {media_marker()} what is this?", [image])
+    prompt = tokenize(projector, prompts, f"hello {projector.marker} what is this?", [image])
     kinds = [type(p) for p in prompt.parts]
     assert kinds == [TextRun, MediaItem, TextRun]
     item = prompt.parts[1]
@@ -112,7 +112,7 @@ def test_a_prompt_with_an_image_is_text_runs_around_one_media_item(projector: Pr
 
 def test_two_images_keep_their_order_and_the_same_bytes_their_id(projector: Projector, prompts: list) -> None:
     a, b = png(32, 32, seed=1), png(32, 32, seed=2)
-    m = media_marker()
+    m = projector.marker
     prompt = tokenize(projector, prompts, f"{m} and {m} and {m}", [a, b, a])
     ids = [p.id for p in prompt.parts if isinstance(p, MediaItem)]
     assert ids == [hashlib.sha256(x).hexdigest() for x in (a, b, a)]
@@ -120,7 +120,7 @@ def test_two_images_keep_their_order_and_the_same_bytes_their_id(projector: Proj
 
 
 def test_stepwise_decode_equals_libmtmd_helper(projector: Projector, ctx: Context, prompts: list) -> None:
-    prompt = tokenize(projector, prompts, f"Look: {media_marker()} What is in the picture?", [png(48, 40)])
+    prompt = tokenize(projector, prompts, f"Look: {projector.marker} What is in the picture?", [png(48, 40)])
     end = prompt.eval_all(ctx, 0, seq_id=1)
     reference = ctx.logits(1)[0].copy()
     pos, logits = decode_stepwise(ctx, prompt, seq_id=0)
@@ -132,7 +132,7 @@ def test_stepwise_decode_equals_libmtmd_helper(projector: Projector, ctx: Contex
 
 
 def test_the_image_changes_what_the_model_says(projector: Projector, ctx: Context, prompts: list) -> None:
-    text = f"Describe {media_marker()} please."
+    text = f"Describe {projector.marker} please."
     first = tokenize(projector, prompts, text, [png(32, 32, seed=3)])
     second = tokenize(projector, prompts, text, [png(32, 32, seed=4)])
     _, a = decode_stepwise(ctx, first, seq_id=0)
@@ -144,14 +144,14 @@ def test_identical_inputs_give_identical_greedy_tokens(projector: Projector, ctx
     image = png(64, 64, seed=5)
     runs = []
     for seq_id in (0, 1):
-        prompt = tokenize(projector, prompts, f"{media_marker()}\nWhat is this?", [image])
+        prompt = tokenize(projector, prompts, f"{projector.marker}\nWhat is this?", [image])
         pos, logits = decode_stepwise(ctx, prompt, seq_id)
         runs.append(greedy(ctx, pos, logits, seq_id, 12))
     assert runs[0] == runs[1]
 
 
 def test_encoded_embeddings_are_the_projectors_width_and_repeatable(projector: Projector, prompts: list) -> None:
-    prompt = tokenize(projector, prompts, f"{media_marker()}", [png(32, 32, seed=6)])
+    prompt = tokenize(projector, prompts, f"{projector.marker}", [png(32, 32, seed=6)])
     (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
     first = prompt.encode(item)
     assert first.shape == (IMAGE_TOKENS, projector.model.n_embd) and first.dtype == np.float32
@@ -170,11 +170,18 @@ def test_encoded_embeddings_are_the_projectors_width_and_repeatable(projector: P
 )
 def test_bytes_that_are_no_image_raise_media_error(projector: Projector, data: bytes, message: str) -> None:
     with pytest.raises(MediaError, match=message):
-        projector.tokenize(f"see {media_marker()}", [data])
+        projector.tokenize(f"see {projector.marker}", [data])
 
 
 def test_markers_and_images_must_agree(projector: Projector) -> None:
     with pytest.raises(MediaError, match="0 image markers for 1 images"):
         projector.tokenize("no marker here", [png(8, 8)])
     with pytest.raises(MediaError, match="2 image markers for 1 images"):
-        projector.tokenize(f"{media_marker()}{media_marker()}", [png(8, 8)])
+        projector.tokenize(f"{projector.marker}{projector.marker}", [png(8, 8)])
+
+
+def test_the_default_marker_in_user_text_is_only_text(projector: Projector, prompts: list) -> None:
+    """libmtmd's well-known marker typed by a user places no image: the projector's marker is its own."""
+    assert media_marker() == "<__media__>" != projector.marker
+    prompt = tokenize(projector, prompts, f"a {media_marker()} b {projector.marker}", [png(8, 8)])
+    assert sum(isinstance(p, MediaItem) for p in prompt.parts) == 1
