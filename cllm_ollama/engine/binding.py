@@ -21,7 +21,7 @@ from pathlib import Path
 import llama_cpp as ll
 import numpy as np
 
-from ..errors import EngineError
+from ..errors import EngineError, MediaError
 from .request import SamplingParams
 
 log = logging.getLogger("cllm.llama")
@@ -542,10 +542,6 @@ def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M", n_threads: int = 0) ->
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
 
 
-class MediaError(EngineError):
-    """Bytes that are no image the projector can read: the client's mistake, not the engine's."""
-
-
 @functools.cache
 def _mtmd():  # type: ignore[no-untyped-def]
     """``llama_cpp.mtmd_cpp``, imported on first use (it loads libmtmd, which text models never
@@ -720,7 +716,8 @@ class Projector:
     def tokenize(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
         """``text`` with one ``self.marker`` per image, in order, tokenized with the images.
 
-        Raises ``MediaError`` for bytes that are no image, and where markers and images disagree.
+        Raises ``MediaError`` (a 400) for bytes that are no image; ``EngineError`` where markers
+        and images disagree (the caller placed them).
         """
         mtmd = _mtmd()
         bitmaps: list[int] = []
@@ -729,7 +726,7 @@ class Projector:
             for i, data in enumerate(images):
                 bitmaps.append(self._bitmap(data, i))
             if (n_markers := text.count(self.marker)) != len(images):
-                raise MediaError(f"the prompt has {n_markers} image markers for {len(images)} images")
+                raise EngineError(f"the prompt has {n_markers} image markers for {len(images)} images")
             raw = text.encode("utf-8")
             inp = mtmd.mtmd_input_text(text=raw, text_len=len(raw), add_special=add_special, parse_special=True)
             array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)

@@ -16,7 +16,6 @@ import pytest
 from cllm_ollama.engine.binding import (
     Batch,
     Context,
-    MediaError,
     MediaItem,
     MediaPrompt,
     Model,
@@ -24,6 +23,7 @@ from cllm_ollama.engine.binding import (
     TextRun,
     media_marker,
 )
+from cllm_ollama.errors import EngineError, MediaError
 from cllm_ollama.testing.ggufs import write_vision
 from cllm_ollama.testing.images import png
 
@@ -169,14 +169,16 @@ def test_encoded_embeddings_are_the_projectors_width_and_repeatable(projector: P
     ],
 )
 def test_bytes_that_are_no_image_raise_media_error(projector: Projector, data: bytes, message: str) -> None:
-    with pytest.raises(MediaError, match=message):
+    with pytest.raises(MediaError) as caught:
         projector.tokenize(f"see {projector.marker}", [data])
+    assert caught.value.status_code == 400 and caught.value.message == "Failed to load image or audio file"
+    assert message in caught.value.detail
 
 
 def test_markers_and_images_must_agree(projector: Projector) -> None:
-    with pytest.raises(MediaError, match="0 image markers for 1 images"):
+    with pytest.raises(EngineError, match="0 image markers for 1 images"):
         projector.tokenize("no marker here", [png(8, 8)])
-    with pytest.raises(MediaError, match="2 image markers for 1 images"):
+    with pytest.raises(EngineError, match="2 image markers for 1 images"):
         projector.tokenize(f"{projector.marker}{projector.marker}", [png(8, 8)])
 
 
