@@ -29,3 +29,9 @@ def test_vision_writes_a_text_model_and_its_projector(tmp_path: Path) -> None:
 def test_other_kinds_write_one_file_named_for_the_kind(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "cllm_ollama.testing.ggufs", "qwen3", str(tmp_path)], check=True)
     assert gguf.GGUFReader(tmp_path / "qwen3.gguf").fields["general.architecture"].contents() == "qwen3"
+
+
+def test_vision_qwen2vl_writes_an_m_rope_pair(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "cllm_ollama.testing.ggufs", "vision-qwen2vl", str(tmp_path)], check=True)
+    assert gguf.GGUFReader(tmp_path / "text.gguf").fields["general.architecture"].contents() == "qwen2vl"
+    assert gguf.GGUFReader(tmp_path / "mmproj.gguf").fields["clip.projector_type"].contents() == "qwen2vl_merger"

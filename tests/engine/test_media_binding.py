@@ -187,3 +187,39 @@ def test_the_default_marker_in_user_text_is_only_text(projector: Projector, prom
     assert media_marker() == "<__media__>" != projector.marker
     prompt = tokenize(projector, prompts, f"a {media_marker()} b {projector.marker}", [png(8, 8)])
     assert sum(isinstance(p, MediaItem) for p in prompt.parts) == 1
+
+
+@pytest.fixture(scope="module")
+def mrope(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Projector]:
+    """A tiny Qwen2-VL: M-RoPE text model, ``qwen2vl_merger`` projector."""
+    text, mmproj = write_vision(tmp_path_factory.mktemp("qwen2vl"), kind="qwen2vl")
+    model = Model(text)
+    proj = Projector(model, mmproj, n_threads=1)
+    yield proj
+    proj.close()
+    model.close()
+
+
+@pytest.mark.parametrize(("width", "height"), [(32, 32), (64, 32), (40, 24)])
+def test_m_rope_images_take_fewer_positions_than_tokens(
+    mrope: Projector, prompts: list, width: int, height: int
+) -> None:
+    """An M-RoPE image advances the position by ``max(rows, columns)`` of its token grid, not by
+    its token count: a slot's next position is no longer its prompt length."""
+    assert mrope.uses_mrope
+    prompt = tokenize(mrope, prompts, f"hi {mrope.marker} what?", [png(width, height)])
+    (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
+    assert item.n_pos < item.n_tokens
+    assert not mrope.non_causal(prompt, item)
+    text_tokens = prompt.n_tokens - item.n_tokens
+    assert prompt.n_pos == text_tokens + item.n_pos
+    ctx = Context(mrope.model, n_seq_max=2, n_ctx_seq=256, n_batch=64, n_threads=1)
+    try:
+        end = prompt.eval_all(ctx, 0, seq_id=1)
+        reference = ctx.logits(1)[0].copy()
+        pos, logits = decode_stepwise(ctx, prompt, seq_id=0)
+        assert pos == end == prompt.n_pos
+        np.testing.assert_array_equal(logits, reference)
+        assert greedy(ctx, pos, logits, 0, 6) == greedy(ctx, end, reference, 1, 6)
+    finally:
+        ctx.close()
