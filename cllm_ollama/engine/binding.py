@@ -365,6 +365,7 @@ class Context:
         self.n_seq_max: int = ll.llama_n_seq_max(ptr)
         self.n_ctx_seq: int = ll.llama_n_ctx_seq(ptr)
         self.n_batch: int = ll.llama_n_batch(ptr)
+        self.n_ubatch: int = ll.llama_n_ubatch(ptr)
         self.n_threads = n_threads
         self._n_vocab = model.n_vocab
 
@@ -649,6 +650,11 @@ class MediaPrompt:
         embd = np.ascontiguousarray(embd, dtype=np.float32)
         if embd.shape != (item.n_tokens, self._projector.n_embd):
             raise EngineError(f"embeddings of shape {embd.shape} for an image of {item.n_tokens} tokens")
+        if item.n_tokens > ctx.n_ubatch and self._projector.non_causal(self, item):
+            # The helper would split the image over micro-batches, each seeing only its own part.
+            raise EngineError(
+                f"an image of {item.n_tokens} tokens needs micro-batches of as many (n_ubatch {ctx.n_ubatch})"
+            )
         new_pos = ll.llama_pos(0)
         rc = mtmd.mtmd_helper_decode_image_chunk(
             self._projector.ptr,

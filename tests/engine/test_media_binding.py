@@ -8,6 +8,7 @@ runs decoded as the engine decodes tokens, must give the same logits.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -223,3 +224,45 @@ def test_m_rope_images_take_fewer_positions_than_tokens(
         assert greedy(ctx, pos, logits, 0, 6) == greedy(ctx, end, reference, 1, 6)
     finally:
         ctx.close()
+
+
+def test_a_non_causal_image_must_fit_one_micro_batch(projector: Projector, prompts: list) -> None:
+    """Split over micro-batches, a Gemma 3 image's tokens would not all see each other: refused."""
+    prompt = tokenize(projector, prompts, f"{projector.marker}", [png(32, 32)])
+    (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
+    small = Context(projector.model, n_seq_max=1, n_ctx_seq=64, n_batch=IMAGE_TOKENS - 1, n_threads=1)
+    try:
+        with pytest.raises(EngineError, match="needs micro-batches"):
+            prompt.decode(small, item, prompt.encode(item), 0, 0)
+    finally:
+        small.close()
+
+
+def test_encoding_on_another_thread_while_the_engine_decodes_changes_nothing(
+    projector: Projector, ctx: Context, prompts: list
+) -> None:
+    """The projector (its own ggml context and threads) encodes while llama.cpp decodes other
+    sequences: both give exactly what they give alone. This is what lets the engine encode an
+    image off its thread while running streams keep their pace."""
+    prompt = tokenize(projector, prompts, f"{projector.marker} and text", [png(48, 48, seed=9)])
+    (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
+    reference_embd = prompt.encode(item)
+    tokens = projector.model.tokenize("The quick brown fox jumps over the lazy dog", add_special=False)
+    batch = Batch(ctx.n_batch)
+    batch.fill(tokens, range(len(tokens)), [0] * len(tokens), [len(tokens) - 1])
+    ctx.decode(batch)
+    reference_logits = ctx.logits(1)[0].copy()
+
+    rounds = 40
+    embeddings: list[np.ndarray] = []
+    thread = threading.Thread(target=lambda: embeddings.extend(prompt.encode(item) for _ in range(rounds)))
+    thread.start()
+    logits = []
+    for _ in range(rounds):
+        ctx.seq_clear(0)
+        ctx.decode(batch)
+        logits.append(ctx.logits(1)[0].copy())
+    thread.join()
+    assert len(embeddings) == rounds
+    assert all(np.array_equal(e, reference_embd) for e in embeddings)
+    assert all(np.array_equal(row, reference_logits) for row in logits)
