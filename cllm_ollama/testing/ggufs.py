@@ -543,6 +543,26 @@ class VisionShape:
 TINY_VISION = VisionShape()
 
 
+def _projector_header(path: Path, v: VisionShape, kind: str, n_embd_text: int, seed: int) -> _Tensors:
+    """A CLIP GGUF's writer with the keys every vision projector states (``clip.cpp`` ``load_hparams``)."""
+    w = gguf.GGUFWriter(str(path), "clip")
+    w.add_name(f"tiny-{kind}-mmproj")
+    w.add_clip_has_vision_encoder(True)
+    w.add_clip_projector_type(kind)
+    w.add_vision_image_size(v.image_size)
+    w.add_vision_patch_size(v.patch_size)
+    w.add_vision_embedding_length(v.n_embd)
+    w.add_vision_feed_forward_length(v.n_ff)
+    w.add_vision_block_count(1)
+    w.add_vision_head_count(v.n_head)
+    w.add_vision_projection_dim(n_embd_text)
+    w.add_vision_attention_layernorm_eps(1e-6)
+    w.add_vision_image_mean([0.5, 0.5, 0.5])
+    w.add_vision_image_std([0.5, 0.5, 0.5])
+    w.add_vision_use_gelu(True)
+    return _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
+
+
 def _vit_block(t: _Tensors, v: VisionShape) -> None:
     """The one ViT block both projectors share (pre-norm attention and a GELU MLP), and the final norm."""
     p = "v.blk.0."
@@ -570,22 +590,8 @@ def write_gemma3_projector(
     Gemma 3's image tokens attend to each other non-causally, which the media step must honour.
     """
     v = shape
-    w = gguf.GGUFWriter(str(path), "clip")
-    t = _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
-    w.add_name("tiny-gemma3-mmproj")
-    w.add_clip_has_vision_encoder(True)
-    w.add_clip_projector_type("gemma3")
-    w.add_vision_image_size(v.image_size)
-    w.add_vision_patch_size(v.patch_size)
-    w.add_vision_embedding_length(v.n_embd)
-    w.add_vision_feed_forward_length(v.n_ff)
-    w.add_vision_block_count(1)
-    w.add_vision_head_count(v.n_head)
-    w.add_vision_projection_dim(n_embd_text)
-    w.add_vision_attention_layernorm_eps(1e-6)
-    w.add_vision_image_mean([0.5, 0.5, 0.5])
-    w.add_vision_image_std([0.5, 0.5, 0.5])
-    w.add_vision_use_gelu(True)
+    t = _projector_header(path, v, "gemma3", n_embd_text, seed)
+    w = t.w
     w.add_vision_projector_scale_factor(v.merge)
 
     t.f32("v.patch_embd.weight", t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2)
@@ -632,22 +638,8 @@ def write_qwen2vl_projector(
     positions whose 2x2 patch groups become one image token each. Its images take fewer
     positions than tokens in the text model (M-RoPE: ``max(rows, columns)``)."""
     v = shape
-    w = gguf.GGUFWriter(str(path), "clip")
-    t = _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
-    w.add_name("tiny-qwen2vl-mmproj")
-    w.add_clip_has_vision_encoder(True)
-    w.add_clip_projector_type("qwen2vl_merger")
-    w.add_vision_image_size(v.image_size)
-    w.add_vision_patch_size(v.patch_size)
-    w.add_vision_embedding_length(v.n_embd)
-    w.add_vision_feed_forward_length(v.n_ff)
-    w.add_vision_block_count(1)
-    w.add_vision_head_count(v.n_head)
-    w.add_vision_projection_dim(n_embd_text)
-    w.add_vision_attention_layernorm_eps(1e-6)
-    w.add_vision_image_mean([0.5, 0.5, 0.5])
-    w.add_vision_image_std([0.5, 0.5, 0.5])
-    w.add_vision_use_gelu(True)
+    t = _projector_header(path, v, "qwen2vl_merger", n_embd_text, seed)
+    w = t.w
     # Two temporal halves of the patch embedding (Qwen2-VL embeds pairs of frames), no bias.
     for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
         t.f32(name, t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2)
