@@ -69,10 +69,11 @@ def b64decode_go(text: str) -> bytes:
             return bytes(out)
 
 
-def tag_images(messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def tag_images(messages: Sequence[dict[str, Any]], *, clear: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """Messages with ``[img-N]`` tags where their images go, and all images in tag order.
 
-    The returned messages are copies without ``images``; the originals are left as they were.
+    The returned messages are copies (``clear`` drops their ``images``, as Ollama does for
+    /api/generate; /api/chat keeps them for templates that look); the originals are left as they were.
     """
     tagged: list[dict[str, Any]] = []
     images: list[str] = []
@@ -86,7 +87,7 @@ def tag_images(messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]]
                 content = content.replace("[img]", tag, 1)
             else:
                 prefix += tag
-        copy = {k: v for k, v in message.items() if k != "images"}
+        copy = {k: v for k, v in message.items() if not (clear and k == "images")}
         if message.get("images"):
             copy["content"] = prefix + content
         tagged.append(copy)

@@ -77,7 +77,7 @@ def test_images_are_tagged_as_ollama_tags_them() -> None:
         {"role": "assistant", "content": "Two cats."},
         {"role": "user", "content": "Compare [img] with the first.", "images": ["C"]},
     ]
-    tagged, images = tag_images(messages)
+    tagged, images = tag_images(messages, clear=True)
     assert images == ["A", "B", "C"]
     assert [m["content"] for m in tagged] == [
         "Be brief.",
@@ -87,6 +87,8 @@ def test_images_are_tagged_as_ollama_tags_them() -> None:
     ]
     assert all("images" not in m for m in tagged)
     assert messages[1]["images"] == ["A", "B"] and messages[1]["content"] == "What is this?"
+    kept, _ = tag_images(messages)
+    assert kept[1] == {"role": "user", "content": "[img-0][img-1]What is this?", "images": ["A", "B"]}
 
 
 def test_markers_replace_tags_once_each_and_give_the_images_order() -> None:

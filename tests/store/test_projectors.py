@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from fakehub import FakeHub
+from fakeregistry import fake_registry
 
 from cllm_ollama.errors import InvalidRequest, PullError
 from cllm_ollama.store import manifests as mt
@@ -18,6 +19,7 @@ from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.modelfile import create_body, parse_modelfile
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.pull import pick_projector, pull_model
+from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_gemma3, write_gemma3_projector, write_vision
 
@@ -156,3 +158,16 @@ def test_projector_detection_follows_ollama(model_store: ModelStore, tmp_path: P
     files |= {"a.gguf": upload(model_store, text), "b.gguf": upload(model_store, other)}
     with pytest.raises(InvalidRequest, match="expected one GGUF model file, got 2"):  # the projector is no model
         create(model_store, {"model": "two", "files": files})
+
+
+def test_a_registry_model_keeps_its_projector_layer(model_store: ModelStore, pair: tuple[bytes, bytes]) -> None:
+    """Ollama's registry ships older vision models as a model layer and a projector layer."""
+    text, mmproj = pair
+    config = {"model_format": "gguf", "model_family": "gemma3", "model_families": ["gemma3", "clip"]}
+    with fake_registry() as registry:
+        registry.add_model("library/eyes", "latest", [(mt.MODEL, text), (mt.PROJECTOR, mmproj)], config)
+        pull_model(model_store, "eyes", lambda e: None, options=RegistryOptions(registry_url=registry.url))
+    record = model_store.get("eyes")
+    assert record.model_path == model_store.blob_path(sha(text))
+    assert record.projector_paths == (model_store.blob_path(sha(mmproj)),)
+    assert "vision" in record.capabilities
