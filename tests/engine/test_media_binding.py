@@ -24,6 +24,7 @@ from cllm_ollama.engine.binding import (
     TextRun,
     media_marker,
 )
+from cllm_ollama.engine.media import cell_keys, position_after
 from cllm_ollama.errors import EngineError, MediaError
 from cllm_ollama.testing.ggufs import write_vision
 from cllm_ollama.testing.images import png
@@ -214,6 +215,9 @@ def test_m_rope_images_take_fewer_positions_than_tokens(
     assert not mrope.non_causal(prompt, item)
     text_tokens = prompt.n_tokens - item.n_tokens
     assert prompt.n_pos == text_tokens + item.n_pos
+    # The engine's bookkeeping (engine/media.py) agrees with libmtmd's.
+    assert len(cell_keys(prompt.parts)) == prompt.n_tokens
+    assert position_after(prompt.parts, prompt.n_tokens) == prompt.n_pos
     ctx = Context(mrope.model, n_seq_max=2, n_ctx_seq=256, n_batch=64, n_threads=1)
     try:
         end = prompt.eval_all(ctx, 0, seq_id=1)
