@@ -563,6 +563,8 @@ def _stb() -> ctypes.CDLL:
     lib.stbi_load_from_memory.argtypes = (
         [ctypes.c_char_p, ctypes.c_int] + [ctypes.POINTER(ctypes.c_int)] * 3 + [ctypes.c_int]
     )
+    lib.stbi_info_from_memory.restype = ctypes.c_int
+    lib.stbi_info_from_memory.argtypes = [ctypes.c_char_p, ctypes.c_int] + [ctypes.POINTER(ctypes.c_int)] * 3
     lib.stbi_image_free.restype = None
     lib.stbi_image_free.argtypes = [ctypes.c_void_p]
     return lib  # type: ignore[no-any-return]
@@ -577,6 +579,11 @@ def media_marker() -> str:
 def is_image(data: bytes) -> bool:
     """Whether ``data`` starts as an image the projector can decode (cheap; decoding may still fail)."""
     return data.startswith(_IMAGE_MAGIC)
+
+
+# The largest picture decoded (8192 x 8192): 200 MB of RGB, far beyond what any projector keeps
+# (it resizes to well under 4 Mpx); larger is refused before it is decoded.
+MAX_IMAGE_PIXELS = 1 << 26
 
 
 class TextRun(tuple[int, ...]):
@@ -759,6 +766,11 @@ class Projector:
         mtmd = _mtmd()
         stb = _stb()
         nx, ny, nc = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        # The header first: a few KB of PNG can claim a picture that would take gigabytes decoded.
+        # (stb_image itself refuses more than 1 GB.)
+        info = stb.stbi_info_from_memory(data, len(data), ctypes.byref(nx), ctypes.byref(ny), ctypes.byref(nc))
+        if info and nx.value * ny.value > MAX_IMAGE_PIXELS:
+            raise MediaError(f"image {index}: {nx.value}x{ny.value} pixels is more than {MAX_IMAGE_PIXELS}")
         pixels = stb.stbi_load_from_memory(data, len(data), ctypes.byref(nx), ctypes.byref(ny), ctypes.byref(nc), 3)
         if not pixels:
             raise MediaError(f"image {index}: the image could not be decoded")

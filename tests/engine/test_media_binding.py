@@ -27,7 +27,7 @@ from cllm_ollama.engine.binding import (
 from cllm_ollama.engine.media import cell_keys, position_after
 from cllm_ollama.errors import EngineError, MediaError
 from cllm_ollama.testing.ggufs import write_vision
-from cllm_ollama.testing.images import png
+from cllm_ollama.testing.images import png, png_claiming
 
 pytestmark = pytest.mark.model
 
@@ -168,6 +168,8 @@ def test_encoded_embeddings_are_the_projectors_width_and_repeatable(projector: P
         (png(8, 8)[:40], "could not be decoded"),  # a PNG header, cut short
         (b"\xff\xd8\xff\xe0" + b"\x00" * 64, "could not be decoded"),  # a JPEG start, no JPEG
         (b"RIFF\x00\x00\x00\x00WAVEfmt ", "unknown or unsupported image format"),  # audio is not an image
+        (png_claiming(10_000, 10_000), "10000x10000 pixels is more than"),  # 300 MB: refused before decoding
+        (png_claiming(100_000, 100_000), "could not be decoded"),  # 30 GB: stb_image refuses it
     ],
 )
 def test_bytes_that_are_no_image_raise_media_error(projector: Projector, data: bytes, message: str) -> None:
