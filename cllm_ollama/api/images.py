@@ -12,6 +12,8 @@ then swapped for the projector's media marker, one each, in image order.
 
 from __future__ import annotations
 
+import binascii
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +21,7 @@ _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _DECODE = {c: i for i, c in enumerate(_ALPHABET)}
 _PAD = ord("=")
 _NEWLINES = (ord("\n"), ord("\r"))
+_IRREGULAR = re.compile(rb"[^A-Za-z0-9+/\r\n]")
 
 
 class Base64Error(ValueError):
@@ -30,9 +33,32 @@ class Base64Error(ValueError):
 
 
 def b64decode_go(text: str) -> bytes:
-    """``base64.StdEncoding.DecodeString`` (Go): the bytes, or ``Base64Error`` at Go's offset."""
+    """``base64.StdEncoding.DecodeString`` (Go): the bytes, or ``Base64Error`` at Go's offset.
+
+    Valid input (what clients send) decodes in C. Only invalid input walks Go's algorithm, and
+    only from the quantum where the first byte that is neither base64 nor a line break stands.
+    """
     src = text.encode("utf-8")
-    n, si, out = len(src), 0, bytearray()
+    compact = src.replace(b"\n", b"").replace(b"\r", b"")
+    try:
+        return binascii.a2b_base64(compact, strict_mode=True)
+    except binascii.Error:
+        pass
+    irregular = _IRREGULAR.search(src)
+    first = irregular.start() if irregular else len(src)
+    before = src[:first]
+    n_chars = len(before) - before.count(b"\n") - before.count(b"\r")
+    whole = n_chars - n_chars % 4
+    start, left = first, n_chars % 4  # back to the start of the quantum ``first`` falls in
+    while left:
+        start -= 1
+        left -= src[start] not in _NEWLINES
+    return _go_decode(src, start, bytearray(binascii.a2b_base64(compact[:whole], strict_mode=True)))
+
+
+def _go_decode(src: bytes, si: int, out: bytearray) -> bytes:
+    """Go's ``decodeQuantum`` loop from byte ``si`` on, appending to ``out``."""
+    n = len(src)
     while True:
         quantum, j = [0, 0, 0, 0], 0
         while j < 4:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,6 +69,21 @@ def test_base64_round_trips_every_length_and_skips_line_breaks() -> None:
     for text in ("aGk", "aG k=", "aGk=\x00"):
         with pytest.raises(Base64Error):
             b64decode_go(text)
+
+
+def test_a_large_image_decodes_in_c_and_a_large_bad_one_fails_fast() -> None:
+    """An 8 MB upload is decoded by binascii; an invalid one walks Go's rules from its first bad
+    byte only (a byte-by-byte walk of 8 MB would hold the event loop for seconds)."""
+    data = bytes(range(256)) * (6 * 1024 * 1024 // 256)
+    encoded = base64.b64encode(data).decode()
+    started = time.perf_counter()
+    assert b64decode_go(encoded) == data
+    bad_at = len(encoded) - 3
+    with pytest.raises(Base64Error, match=f"at input byte {bad_at}$"):
+        b64decode_go(encoded[:bad_at] + "!" + encoded[bad_at + 1 :])
+    with pytest.raises(Base64Error, match=f"at input byte {len(encoded) - 4}$"):
+        b64decode_go(encoded[:-1])  # a partial last quantum: Go names where it starts
+    assert time.perf_counter() - started < 2.0
 
 
 def test_images_are_tagged_as_ollama_tags_them() -> None:
