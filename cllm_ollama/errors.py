@@ -37,7 +37,7 @@ class MediaError(InvalidRequest):
     """Bytes sent as an image that are no image the model's projector can read."""
 
     def __init__(self, detail: str) -> None:
-        # llama-server's words, which Ollama passes on; the detail goes to the log.
+        # llama-server's words, which Ollama passes on; ``detail`` says what was wrong.
         super().__init__("Failed to load image or audio file")
         self.detail = detail
 

@@ -593,7 +593,8 @@ class TextRun(tuple[int, ...]):
 @dataclass(frozen=True)
 class MediaItem:
     """One image in a tokenized prompt: ``n_tokens`` embeddings that take ``n_pos`` positions
-    (more than tokens for M-RoPE models, as Qwen2.5-VL), identified by the SHA-256 of its bytes."""
+    (fewer than tokens for M-RoPE models such as Qwen2-VL: ``max(rows, columns)`` of its token
+    grid), identified by the SHA-256 of its bytes."""
 
     id: str
     n_tokens: int
