@@ -231,12 +231,13 @@ def test_a_model_without_a_projector_shows_none(client: TestClient) -> None:
         ("/api/generate", {"prompt": "What is it?", "images": [GOOD]}),
         ("/api/chat", {"messages": user("What is it?", images=[GOOD])}),
         ("/v1/chat/completions", {"messages": openai_image(f"data:image/png;base64,{GOOD}")}),
+        ("/v1/messages", {"messages": anthropic_image(GOOD), "max_tokens": 4}),
     ],
 )
 def test_images_to_a_model_that_sees_are_refused_clearly_until_the_engine_runs_them(
     seeing: TestClient, path: str, body: dict
 ) -> None:
-    r = seeing.post(path, json={"model": "eyes", "stream": False, **body})
+    r = seeing.post(path, json={"model": "eyes", "stream": False, **body}, headers=ANTHROPIC_HEADERS)
     assert r.status_code == 400
     error = r.json()["error"]
     assert "images are not supported by this server yet" in (error["message"] if path.startswith("/v1") else error)
