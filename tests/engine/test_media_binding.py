@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ from cllm_ollama.engine.binding import (
 )
 from cllm_ollama.engine.media import cell_keys, position_after
 from cllm_ollama.errors import EngineError, MediaError
-from cllm_ollama.testing.ggufs import write_vision
+from cllm_ollama.testing.ggufs import write_gemma3_projector, write_vision
 from cllm_ollama.testing.images import png, png_claiming
 
 pytestmark = pytest.mark.model
@@ -272,3 +273,10 @@ def test_encoding_on_another_thread_while_the_engine_decodes_changes_nothing(
     assert len(embeddings) == rounds
     assert all(np.array_equal(e, reference_embd) for e in embeddings)
     assert all(np.array_equal(row, reference_logits) for row in logits)
+
+
+def test_a_projector_that_does_not_fit_the_model_is_an_error_not_a_crash(projector: Projector, tmp_path: Path) -> None:
+    narrow = write_gemma3_projector(tmp_path / "narrow.gguf", n_embd_text=projector.model.n_embd // 2)
+    for wrong in (narrow, projector.model.path):  # another model's width; a text model as projector
+        with pytest.raises(EngineError, match="libmtmd could not load projector"):
+            Projector(projector.model, wrong, n_threads=1)
