@@ -20,6 +20,7 @@ from .chat import start_chat
 from .encoders import AnthropicSSE, dumps
 from .endpoint import Decoded, Endpoint
 from .errors import ANTHROPIC
+from .images import Base64Error, b64decode_go
 from .lifecycle import Chunk, Generation
 from .parsers import Delta
 from .resolve import resolve_model
@@ -67,6 +68,10 @@ def _image(source: object) -> str:
     data = source.get("data")
     if not isinstance(data, str):
         raise InvalidRequest("invalid base64 image data")
+    try:
+        b64decode_go(data)
+    except Base64Error as exc:
+        raise InvalidRequest(f"invalid base64 image data: {exc}") from None
     return data
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -87,19 +88,21 @@ def modelfile_text(record: ModelRecord, template: str | None, system: str | None
     return "\n".join(lines) + "\n"
 
 
-def _info(record: ModelRecord, verbose: bool) -> GGUFInfo | None:
-    if record.model_path is None:
+def _info(record: ModelRecord, path: Path | None, verbose: bool) -> GGUFInfo | None:
+    if path is None:
         return None
     try:
-        return gguf_info(record.model_path, verbose=verbose)
+        return gguf_info(path, verbose=verbose)
     except (GGUFError, OSError) as exc:
-        log.warning("cannot read GGUF metadata of %s: %s", record.short_name, exc)
+        log.warning("cannot read GGUF metadata of %s (%s): %s", record.short_name, path.name, exc)
         return None
 
 
 def show_response(record: ModelRecord, *, verbose: bool = False, system: str | None = None) -> dict[str, Any]:
     """The /api/show body; ``template`` is the one prompts are rendered with (``template_in_use``)."""
-    info = _info(record, verbose)
+    info = _info(record, record.model_path, verbose)
+    # Ollama shows the first projector's metadata as it shows the model's.
+    projector = _info(record, record.projector_paths[0], verbose) if record.projector_paths else None
     template = template_in_use(record.template, info) if info or record.template else None
     system = system or record.system
     capabilities = record.capabilities if info else []
@@ -112,6 +115,7 @@ def show_response(record: ModelRecord, *, verbose: bool = False, system: str | N
         "details": details(record),
         "messages": record.messages,
         "model_info": info.model_info if info else {},
+        "projector_info": projector.model_info if projector else {},
         "capabilities": capabilities,
         "modified_at": record.modified_at.isoformat(),
     }

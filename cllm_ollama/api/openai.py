@@ -26,6 +26,7 @@ from .encoders import SSE, JSONResponse, dumps
 from .endpoint import Decoded, Endpoint
 from .errors import OPENAI, read_json
 from .generate import start_generate
+from .images import Base64Error, b64decode_go
 from .lifecycle import Chunk
 from .shapes import Usage
 from .wire import (
@@ -105,6 +106,25 @@ def _format(body: dict[str, Any]) -> object:
     return format_value(kind.strip().lower(), schema.get("schema"))
 
 
+# The data URLs Ollama's OpenAI layer takes (openai.go decodeImageURL); a blank type as /api/chat would.
+_DATA_URL_PREFIXES = ("data:;base64,", *(f"data:image/{kind};base64," for kind in ("jpeg", "jpg", "png", "webp")))
+
+
+def _image_url_data(url: str) -> str:
+    """The base64 payload of an ``image_url``, checked as Ollama checks it."""
+    if url.startswith(("http://", "https://")):
+        raise InvalidRequest("image URLs are not currently supported, please use base64 encoded data instead")
+    prefix = next((p for p in _DATA_URL_PREFIXES if url.startswith(p)), None)
+    if prefix is None:
+        raise InvalidRequest("invalid image input")
+    data = url[len(prefix) :]
+    try:
+        b64decode_go(data)
+    except Base64Error:
+        raise InvalidRequest("invalid image input") from None
+    return data
+
+
 def content_and_images(content: object) -> tuple[str, list[str]]:
     if content is None or isinstance(content, str):
         return content or "", []
@@ -125,9 +145,7 @@ def content_and_images(content: object) -> tuple[str, list[str]]:
                 url = url.get("url")
             if not isinstance(url, str):
                 raise InvalidRequest("invalid message format")
-            if not url.startswith("data:"):
-                raise InvalidRequest("image URLs are not currently supported, please use base64 encoded data instead")
-            images.append(url.split(",", 1)[-1])
+            images.append(_image_url_data(url))
         else:
             raise InvalidRequest(f"invalid message content type: {kind}")
     return "\n".join(texts), images

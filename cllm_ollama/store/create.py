@@ -161,6 +161,18 @@ def _blob_layer(store: ModelStore, claim: Claim, digest: str, media_type: str) -
     return Layer(media_type, f"sha256:{hex_digest}", store.blob_path(digest).stat().st_size)
 
 
+def _is_projector(info: GGUFInfo) -> bool:
+    """Ollama's test (server/create.go ``isProjectorGGUF``): a GGUF that says it is one, a vision
+    tower without a text model, or a CLIP file with an encoder and no text blocks."""
+    kv, arch = info.model_info, info.architecture
+    if kv.get("general.type") in ("projector", "mmproj"):
+        return True
+    if not kv.get(f"{arch}.block_count") and (kv.get(f"{arch}.vision.block_count") or 0) > 0:
+        return True
+    has_encoder = kv.get("clip.has_vision_encoder") or kv.get("clip.has_audio_encoder")
+    return arch == "clip" and not kv.get("clip.block_count") and bool(has_encoder)
+
+
 def _from_files(
     store: ModelStore, claim: Claim, files: dict[str, str], report: Report
 ) -> tuple[list[Layer], dict[str, Any]]:
@@ -184,7 +196,7 @@ def _from_files(
             raise
         if info.problems:
             raise InvalidRequest(f"{filename}: llama.cpp cannot load this model: {'; '.join(info.problems)}")
-        if info.architecture == "clip" or info.model_info.get("general.type") in ("mmproj", "projector"):
+        if _is_projector(info):
             projectors.append(Layer(mt.PROJECTOR, layer.digest, layer.size))
         else:
             models.append((layer, info))
