@@ -7,6 +7,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..chatformat.jinja import strip_think_tags
+from ..chatformat.prompt import chat_prompt
 from ..errors import InvalidRequest
 from .encoders import NDJSON, JSONResponse
 from .endpoint import Decoded, EachChunk, Encoder, Endpoint
@@ -14,10 +16,8 @@ from .errors import OLLAMA
 from .fields import SharedFields, check_images, thinking_for
 from .lifecycle import Chunk, Generation, sentinel
 from .options import resolve_options
-from .prompt import chat_prompt
 from .resolve import resolve_model
 from .shapes import metrics
-from .template import strip_think_tags
 from .wire import (
     bool_field,
     created_at,

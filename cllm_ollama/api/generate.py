@@ -8,6 +8,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..chatformat.prompt import Rendered, chat_prompt
+from ..chatformat.render_budget import RenderBudget
 from ..engine.client import LoadedModel
 from ..errors import InvalidRequest
 from .encoders import NDJSON, JSONResponse
@@ -16,8 +18,6 @@ from .errors import OLLAMA
 from .fields import SharedFields, check_images, thinking_for
 from .lifecycle import Chunk, Generation, sentinel
 from .options import resolve_options
-from .prompt import Rendered, chat_prompt
-from .render_budget import RenderBudget
 from .resolve import resolve_model
 from .shapes import metrics
 from .wire import bool_field, created_at, decode_error, images_field, list_field, string_field

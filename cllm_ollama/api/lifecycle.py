@@ -20,18 +20,18 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from ..chatformat.builtin_templates import template_in_use
+from ..chatformat.family_parsers import StreamParser, parser_for
+from ..chatformat.parsers import Delta
+from ..chatformat.prompt import Renderer, render_prompt
 from ..engine.client import LoadedModel, fit_prompt
 from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats
 from ..engine.request import Request as EngineRequest
 from ..errors import CllmError, EngineError, RequestCanceled
-from .builtin_templates import template_in_use
-from .families import StreamParser, parser_for
 from .fields import SharedFields
 from .formats import JSON_GRAMMAR, grammar_for_format
 from .options import RequestOptions
-from .parsers import Delta
-from .prompt import Renderer, render_prompt
 from .resolve import ResolvedModel, load_request, naming_the_model
 from .shapes import logprob_json
 

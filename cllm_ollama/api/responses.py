@@ -13,6 +13,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from ..chatformat.parsers import Delta
 from ..errors import InvalidRequest
 from .chat import start_chat
 from .encoders import SSEEvents, dumps
@@ -20,7 +21,6 @@ from .endpoint import Decoded, Endpoint
 from .errors import OPENAI
 from .lifecycle import Chunk
 from .openai import content_and_images, format_value, sampling_options, think_value, tool_arguments
-from .parsers import Delta
 from .shapes import Usage
 from .wire import bool_field, decode_error, int_field, list_field, object_field, string_field, tool_call_id
 

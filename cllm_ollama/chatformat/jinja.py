@@ -117,7 +117,7 @@ def render_chat(
 
     ``enable_thinking`` is left undefined when None, since templates test ``is defined``.
     Past ``max_chars`` characters of output, rendering stops with ``PromptTooLong``. This runs in
-    the calling thread with no time limit: the server renders in ``template_workers`` instead.
+    the calling thread with no time limit: the server renders in ``jinja_workers`` instead.
     """
     compiled = _compile(template)
     variables: dict[str, Any] = {

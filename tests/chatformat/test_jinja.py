@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 import cllm_ollama.testing
-from cllm_ollama.api.template import CHATML_TEMPLATE, render_chat, strip_think_tags
+from cllm_ollama.chatformat.jinja import CHATML_TEMPLATE, render_chat, strip_think_tags
 from cllm_ollama.errors import CllmError, InvalidRequest
 
 QWEN3 = (Path(cllm_ollama.testing.__file__).parent / "qwen3.jinja").read_text()

@@ -17,13 +17,13 @@ from typing import Any
 import anyio
 from starlette.requests import Request
 
+from ..api.resolve import ResolvedModel
 from ..engine.client import LoadedModel
 from ..errors import RequestCanceled
-from . import template_workers
+from . import jinja_workers
 from .builtin_templates import builtin_template
-from .gotemplate import TemplateError, render_ollama
+from .gotemplate.exec import TemplateError, render_ollama
 from .render_budget import PromptTooLong, RenderBudget
-from .resolve import ResolvedModel
 
 log = logging.getLogger("cllm.api")
 _warned: set[str] = set()  # model templates already reported as unrenderable
@@ -60,7 +60,7 @@ async def render_prompt(request: Request, render: Renderer, loaded: LoadedModel,
     loop = asyncio.get_running_loop()
     limiter = _render_limiters.get(loop)
     if limiter is None:
-        limiter = _render_limiters[loop] = anyio.CapacityLimiter(template_workers.WORKERS)
+        limiter = _render_limiters[loop] = anyio.CapacityLimiter(jinja_workers.WORKERS)
     budget_s = request.app.state.settings.render_timeout
     cancel, began = threading.Event(), threading.Event()
     ended = asyncio.Event()
@@ -141,7 +141,7 @@ def chat_prompt(
 
             yield render_go
             return
-        with template_workers.POOL.session(
+        with jinja_workers.POOL.session(
             jinja or builtin_template(model.info),
             messages,
             budget,

@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 from ..errors import CllmError, InvalidRequest
+from .jinja import render_chat
 from .render_budget import PromptTooLong, RenderBudget
-from .template import render_chat
 
 # Rendering is CPU work next to llama.cpp's threads: a couple of processes serve hundreds of renders
 # a second, and each idle one costs ~20 MB.
@@ -38,7 +38,7 @@ WORKER_MEMORY_BYTES = 2 * 1024**3
 _POLL_S = 0.05  # how often a waiting render looks at its budget
 _HEADER = struct.Struct("<Q")
 log = logging.getLogger("cllm.api")
-_WORKER_MAIN = "from cllm_ollama.api.template_workers import serve; serve()"
+_WORKER_MAIN = "from cllm_ollama.chatformat.jinja_workers import serve; serve()"
 
 
 def _encode(obj: object) -> bytes:

@@ -5,7 +5,13 @@ from typing import Any
 
 import pytest
 
-from cllm_ollama.api.parsers import Delta, OutputParser, ToolFormat, prompt_opens_thinking, tool_format_for_template
+from cllm_ollama.chatformat.parsers import (
+    Delta,
+    OutputParser,
+    ToolFormat,
+    prompt_opens_thinking,
+    tool_format_for_template,
+)
 
 
 def _merge(deltas: list[Delta]) -> Delta:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from test_parsers import CONFIGS, FORMAT_SAMPLES
 
-from cllm_ollama.api.families import parser_for
-from cllm_ollama.api.parsers import Delta, OutputParser, ToolFormat, tool_format_for_template
+from cllm_ollama.chatformat.family_parsers import parser_for
+from cllm_ollama.chatformat.parsers import Delta, OutputParser, ToolFormat, tool_format_for_template
 
 WEATHER = {
     "type": "function",

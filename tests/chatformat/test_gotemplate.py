@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from cllm_ollama.api.gotemplate import TemplateError, render_go_template
-from cllm_ollama.api.render_budget import PromptTooLong, RenderBudget, RenderTimeout
+from cllm_ollama.chatformat.gotemplate.exec import TemplateError, render_go_template
+from cllm_ollama.chatformat.render_budget import PromptTooLong, RenderBudget, RenderTimeout
 
 DATA = {
     "System": "Be brief.",

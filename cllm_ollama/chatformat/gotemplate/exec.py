@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CllmError
-from .render_budget import PromptTooLong, RenderBudget
+from ...errors import CllmError
+from ..render_budget import PromptTooLong, RenderBudget
 
 # Blocks (if/range/with) and parentheses a template may nest; Ollama's own nest a few levels.
 MAX_DEPTH = 100

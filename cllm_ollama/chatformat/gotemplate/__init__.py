@@ -1,0 +1,1 @@
+"""Go's ``text/template``, as Ollama's prompt templates use it."""
