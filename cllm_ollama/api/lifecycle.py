@@ -147,7 +147,8 @@ class Generation:
         options, truncate = self.options, self.fields.truncate
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
         limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
-        rendered = await render_prompt(self.http, self.render, loaded, limit if truncate else None)
+        timeout = self.http.app.state.settings.render_timeout
+        rendered = await render_prompt(self.render, loaded, limit if truncate else None, timeout=timeout)
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
         )

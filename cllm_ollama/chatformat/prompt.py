@@ -12,14 +12,12 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
-from starlette.requests import Request
 
-from ..api.resolve import ResolvedModel
-from ..engine.client import LoadedModel
 from ..errors import RequestCanceled
+from ..store.gguf_info import GGUFInfo
 from . import jinja_workers
 from .builtin_templates import builtin_template
 from .gotemplate.exec import TemplateError, render_ollama
@@ -27,6 +25,35 @@ from .render_budget import PromptTooLong, RenderBudget
 
 log = logging.getLogger("cllm.api")
 _warned: set[str] = set()  # model templates already reported as unrenderable
+
+
+class Tokenizer(Protocol):
+    """What rendering needs of a loaded model (the engine's ``LoadedModel`` is one): its text and
+    special tokens. The chat format never holds the model itself: the caller leases it."""
+
+    @property
+    def bos_text(self) -> str: ...
+
+    @property
+    def eos_text(self) -> str: ...
+
+    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]: ...
+
+
+class _Record(Protocol):
+    template: str
+
+
+class PromptModel(Protocol):
+    """What rendering needs of a resolved model (the API's ``ResolvedModel`` is one)."""
+
+    record: _Record
+    info: GGUFInfo
+
+    @property
+    def full_name(self) -> str: ...
+
+    def has(self, capability: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -39,7 +66,7 @@ class Rendered:
 
 # Renders a prompt for a loaded model; given a token limit, it may drop old turns to fit it.
 # A budget bounds its time and size (a default one if none is given).
-Renderer = Callable[[LoadedModel, int | None, RenderBudget | None], Rendered]
+Renderer = Callable[[Tokenizer, int | None, RenderBudget | None], Rendered]
 
 
 # One limiter per event loop (tests run several): anyio's are bound to the loop that uses them.
@@ -48,8 +75,8 @@ _render_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.Cap
 )
 
 
-async def render_prompt(request: Request, render: Renderer, loaded: LoadedModel, limit: int | None) -> Rendered:
-    """Run ``render`` under the render timeout. If cancelled (the client left), stop it, and
+async def render_prompt(render: Renderer, loaded: Tokenizer, limit: int | None, *, timeout: float) -> Rendered:
+    """Run ``render`` under the render ``timeout``. If cancelled (the client left), stop it, and
     wait until it has stopped if it had begun: it uses ``loaded``, which its caller holds only
     until this returns.
 
@@ -61,7 +88,6 @@ async def render_prompt(request: Request, render: Renderer, loaded: LoadedModel,
     limiter = _render_limiters.get(loop)
     if limiter is None:
         limiter = _render_limiters[loop] = anyio.CapacityLimiter(jinja_workers.WORKERS)
-    budget_s = request.app.state.settings.render_timeout
     cancel, began = threading.Event(), threading.Event()
     ended = asyncio.Event()
 
@@ -70,7 +96,7 @@ async def render_prompt(request: Request, render: Renderer, loaded: LoadedModel,
         try:
             if cancel.is_set():  # cancelled before it began: never touch the model
                 raise RequestCanceled()
-            return render(loaded, limit, RenderBudget(budget_s, cancel=cancel))
+            return render(loaded, limit, RenderBudget(timeout, cancel=cancel))
         finally:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
                 loop.call_soon_threadsafe(ended.set)
@@ -87,7 +113,7 @@ async def render_prompt(request: Request, render: Renderer, loaded: LoadedModel,
 
 
 def chat_prompt(
-    model: ResolvedModel,
+    model: PromptModel,
     messages: list[dict[str, Any]],
     *,
     thinking: bool,
@@ -120,7 +146,7 @@ def chat_prompt(
 
     @contextmanager
     def text_renderer(
-        loaded: LoadedModel, budget: RenderBudget, use_go: bool
+        loaded: Tokenizer, budget: RenderBudget, use_go: bool
     ) -> Iterator[Callable[[list[int] | None], str]]:
         """Renders the messages at the given indexes (all if None) under ``budget``."""
         if use_go:
@@ -153,7 +179,7 @@ def chat_prompt(
         ) as session:
             yield session.render
 
-    def render(loaded: LoadedModel, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
+    def render(loaded: Tokenizer, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
         budget = budget or RenderBudget()
         if go_template is None:
             return fitted(loaded, limit, budget, use_go=False)
@@ -165,7 +191,7 @@ def chat_prompt(
             _warn_fallback(model, go_template, exc)
         return fitted(loaded, limit, budget, use_go=False)
 
-    def fitted(loaded: LoadedModel, limit: int | None, budget: RenderBudget, use_go: bool) -> Rendered:
+    def fitted(loaded: Tokenizer, limit: int | None, budget: RenderBudget, use_go: bool) -> Rendered:
         # Go templates do not write BOS: the tokenizer adds it.
         add_bos = use_go
         with text_renderer(loaded, budget, use_go) as render_text:
@@ -206,7 +232,7 @@ def chat_prompt(
     return render
 
 
-def _warn_fallback(model: ResolvedModel, template: str, exc: TemplateError) -> None:
+def _warn_fallback(model: PromptModel, template: str, exc: TemplateError) -> None:
     """Say once per template that a model's Go template is not rendered, and what is instead."""
     key = hashlib.sha256(template.encode()).hexdigest()
     if key in _warned:
