@@ -20,7 +20,7 @@ from ..errors import RequestCanceled
 from ..store.gguf_info import GGUFInfo
 from . import jinja_workers
 from .builtin_templates import builtin_template
-from .gotemplate.exec import TemplateError, render_ollama
+from .gotemplate import TemplateError, render_ollama
 from .render_budget import PromptTooLong, RenderBudget
 
 log = logging.getLogger("cllm.api")

@@ -54,7 +54,7 @@ def test_an_unrenderable_template_falls_back_with_a_warning(caplog: pytest.LogCa
 
 
 def test_a_request_template_that_cannot_be_rendered_is_still_an_error() -> None:
-    from cllm_ollama.chatformat.gotemplate.exec import TemplateError
+    from cllm_ollama.chatformat.gotemplate import TemplateError
 
     with pytest.raises(TemplateError):
         chat_prompt(model(None), MESSAGES, thinking=False, go_template=UNRENDERABLE)(LOADED, None)

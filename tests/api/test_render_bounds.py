@@ -169,7 +169,7 @@ def test_a_thousand_turn_chat_is_fitted_in_log_n_renders(renders: list[int]) -> 
 
 
 def test_cubic_go_template_stops_at_the_timeout() -> None:
-    from cllm_ollama.chatformat.gotemplate.exec import render_go_template
+    from cllm_ollama.chatformat.gotemplate import render_go_template
 
     template = "{{range .Messages}}{{range $.Messages}}{{range $.Messages}}{{.Role}}{{end}}{{end}}{{end}}"
     data = {"Messages": [{"Role": "user"}] * 300}

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from cllm_ollama.chatformat.gotemplate.exec import TemplateError, render_go_template
+from cllm_ollama.chatformat.gotemplate import TemplateError, render_go_template
 from cllm_ollama.chatformat.render_budget import PromptTooLong, RenderBudget, RenderTimeout
 
 DATA = {

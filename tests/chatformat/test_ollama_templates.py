@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cllm_ollama.chatformat.gotemplate.exec import (
+from cllm_ollama.chatformat.gotemplate import (
     TemplateError,
     collate,
     identifiers,
