@@ -10,6 +10,7 @@ from starlette.responses import Response
 from ..chatformat.jinja import strip_think_tags
 from ..chatformat.prompt import chat_prompt
 from ..errors import InvalidRequest
+from ..model_families import strips_think_history
 from .encoders import NDJSON, JSONResponse
 from .endpoint import Decoded, EachChunk, Encoder, Endpoint
 from .errors import OLLAMA
@@ -31,7 +32,6 @@ from .wire import (
 )
 
 _REQUEST = "ChatRequest"
-_THINK_TAG_FAMILIES = ("qwen3", "deepseek-r1", "deepseek2")
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,7 +98,7 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
     messages = list(model.record.messages) + messages
     if model.record.system and messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": model.record.system})
-    if model.info.architecture in _THINK_TAG_FAMILIES:
+    if strips_think_history(model.info.architecture, model.record.name.model):
         messages = strip_think_tags(messages)
     level = body.get("think") if isinstance(body.get("think"), str) else None
     render = chat_prompt(

@@ -7,6 +7,7 @@ Jinja, so it renders through the same bounded workers as a GGUF's template.
 
 from __future__ import annotations
 
+from ..model_families import builtin_family
 from ..store.gguf_info import GGUFInfo
 
 CHATML = (
@@ -55,24 +56,15 @@ PHI3 = (
 )
 
 
+_BY_FAMILY = {"chatml": CHATML, "llama3": LLAMA3, "gemma": GEMMA, "mistral": MISTRAL, "phi3": PHI3}
+
+
 def builtin_template(info: GGUFInfo | None) -> str:
-    """The family's format for a GGUF without a chat template: its special tokens decide, then its architecture."""
+    """The family's format for a GGUF without a chat template: its special tokens decide, then its
+    architecture (``model_families.builtin_family``)."""
     if info is None:
         return CHATML
-    markers = set(info.chat_markers)
-    arch = info.architecture
-    if "<start_of_turn>" in markers or arch.startswith("gemma"):
-        return GEMMA
-    if "<|start_header_id|>" in markers:
-        return LLAMA3
-    if "<|im_start|>" in markers:
-        return CHATML
-    if "<|assistant|>" in markers or arch.startswith("phi3"):
-        return PHI3
-    if "[INST]" in markers or arch in ("llama", "mistral", "mistral3"):
-        # A llama with neither Llama 3's header tokens nor ChatML's: Llama 2 / Mistral.
-        return MISTRAL
-    return CHATML
+    return _BY_FAMILY[builtin_family(info.chat_markers, info.architecture)]
 
 
 def template_in_use(record_template: str | None, info: GGUFInfo | None) -> str:

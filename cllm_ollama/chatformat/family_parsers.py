@@ -1,5 +1,5 @@
 """Output parsers for the model families whose tool calls are not one JSON object: one parser per
-family, chosen from the chat template by ``parser_for``.
+family, chosen from the chat template by ``parser_for`` (the families are ``model_families``'s).
 
 A family parser sees only the content: the reasoning splitter (``OutputParser`` without tools)
 runs first and hands it what is not thinking (``Composed``). gpt-oss's harmony format is the
@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..model_families import parser_family
 from .parsers import BufferedParser, Delta, OutputParser, _held, prompt_opens_thinking, tool_format_for_template
 
 
@@ -160,6 +161,14 @@ class BlockTools(BufferedParser):
             return out
 
 
+# The block parser of each family whose output parser is "blocks" (``model_families``).
+_BLOCK_PARSERS: dict[str, BlockParser] = {
+    "qwen3-coder": parse_qwen3_coder,
+    "glm": parse_glm,
+    "deepseek": parse_deepseek,
+}
+
+
 class Composed:
     """The reasoning splitter first, then a family's tool parser on the content it lets through."""
 
@@ -273,19 +282,6 @@ class Harmony(BufferedParser):
             return out
 
 
-# Family marks in chat templates, tested in order; the first that matches picks the parser.
-def _family(template: str) -> str:
-    if "<|channel|>" in template and "<|message|>" in template:
-        return "harmony"
-    if "<function=" in template and "<parameter=" in template:
-        return "qwen3-coder"
-    if "<arg_key>" in template:
-        return "glm"
-    if "tool▁calls▁begin" in template:
-        return "deepseek"
-    return "json"
-
-
 def parser_for(
     template: str | None,
     *,
@@ -297,15 +293,15 @@ def parser_for(
     specs = {
         f["name"]: f for t in tools or [] if isinstance(f := t.get("function"), dict) and isinstance(f.get("name"), str)
     }
-    family = _family(template or "")
-    if family == "harmony":
+    family = parser_family(template)
+    if family is not None and family.parser == "harmony":
         return Harmony(thinking=thinking, tools=bool(tools))
     start_in_thinking = thinking and prompt_opens_thinking(prompt)
     reasoning = OutputParser(thinking=thinking, tools=False, start_in_thinking=start_in_thinking)
     if not tools:
         return reasoning
     tool_parser: StreamParser
-    if family == "json":
+    if family is None:
         tool_parser = OutputParser(
             thinking=False,
             tools=True,
@@ -313,10 +309,6 @@ def parser_for(
             tool_names=frozenset(specs),
             reasoning=False,
         )
-    elif family == "qwen3-coder":
-        tool_parser = BlockTools("<tool_call>", "</tool_call>", parse_qwen3_coder, specs)
-    elif family == "glm":
-        tool_parser = BlockTools("<tool_call>", "</tool_call>", parse_glm, specs)
     else:
-        tool_parser = BlockTools("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", parse_deepseek, specs)
+        tool_parser = BlockTools(*family.tool_block, _BLOCK_PARSERS[family.name], specs)
     return Composed(reasoning, tool_parser)

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model_families import tool_syntax
+
 
 class ToolFormat(enum.Enum):
     """How a model family writes tool calls; ``tool_format_for_template`` picks one.
@@ -35,24 +37,10 @@ class ToolFormat(enum.Enum):
         self.separator = separator
 
 
-# Llama 3.1-3.3's templates: the ipython environment line, the tag, the instruction for bare JSON.
-_LLAMA_MARKS = ("<|python_tag|>", "Environment: ipython", '"parameters": dictionary')
-
-
 def tool_format_for_template(template: str | None) -> ToolFormat:
-    """The tool-call syntax a chat template (GGUF ``tokenizer.chat_template``) teaches its model.
-
-    Hermes first: Hermes templates for Llama models also carry Llama's marks. A bare ``"parameters"``
-    is no mark: templates of other syntaxes (Cohere, GigaChat) write tool schemas with it. Templates
-    that name no syntax (SmolLM2, ChatML) get Hermes, the most common one for models tuned on their own.
-    """
-    if not template or "<tool_call>" in template:
-        return ToolFormat.HERMES
-    if "[TOOL_CALLS]" in template:
-        return ToolFormat.MISTRAL
-    if any(mark in template for mark in _LLAMA_MARKS):
-        return ToolFormat.LLAMA
-    return ToolFormat.HERMES
+    """The tool-call syntax a chat template (GGUF ``tokenizer.chat_template``) teaches its model
+    (``model_families.tool_syntax`` says which, and why)."""
+    return ToolFormat[tool_syntax(template)]
 
 
 @dataclass
