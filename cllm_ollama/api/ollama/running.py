@@ -9,9 +9,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..engine.pool import Entry
-from ..errors import NotFound
-from .encoders import JSONResponse
+from ...engine.pool import Entry
+from ...errors import NotFound
+from ..encoders import JSONResponse
 from .model_views import details
 
 # Ollama shows "forever" as the largest Go duration from now: about 292 years.

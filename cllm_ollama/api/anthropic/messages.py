@@ -15,16 +15,16 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..chatformat.parsers import Delta
-from ..errors import InvalidRequest
-from .chat import start_chat
-from .encoders import AnthropicSSE, dumps
-from .endpoint import Decoded, Endpoint
-from .errors import ANTHROPIC
-from .lifecycle import Chunk, Generation
-from .resolve import resolve_model
-from .shapes import Usage
-from .wire import (
+from ...chatformat.parsers import Delta
+from ...errors import InvalidRequest
+from ..encoders import AnthropicSSE, dumps
+from ..endpoint import Decoded, Endpoint
+from ..errors import ANTHROPIC
+from ..lifecycle import Chunk, Generation
+from ..ollama.chat import start_chat
+from ..resolve import resolve_model
+from ..shapes import Usage
+from ..wire import (
     bool_field,
     decode_error,
     float_field,

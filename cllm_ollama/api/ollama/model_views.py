@@ -7,9 +7,9 @@ from typing import Any
 
 import orjson
 
-from ..chatformat.builtin_templates import template_in_use
-from ..store.gguf_info import GGUFError, GGUFInfo, gguf_info
-from ..store.store import ModelRecord
+from ...chatformat.builtin_templates import template_in_use
+from ...store.gguf_info import GGUFError, GGUFInfo, gguf_info
+from ...store.store import ModelRecord
 
 log = logging.getLogger("cllm.api")
 _PARAM_COLUMN = 30  # Ollama pads parameter names to 30 characters in /api/show

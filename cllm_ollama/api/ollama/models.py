@@ -11,19 +11,19 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import InvalidRequest, NotFound
-from ..store.blobs import parse_digest
-from ..store.create import CreateRequest, create_model
-from ..store.names import parse_name
-from ..store.pull import pull_model
-from ..store.push import push_model
-from ..store.registry_pull import RegistryOptions
-from ..store.store import ModelStore
-from .encoders import JSONResponse
-from .errors import read_json
+from ...errors import InvalidRequest, NotFound
+from ...store.blobs import parse_digest
+from ...store.create import CreateRequest, create_model
+from ...store.names import parse_name
+from ...store.pull import pull_model
+from ...store.push import push_model
+from ...store.registry_pull import RegistryOptions
+from ...store.store import ModelStore
+from ..encoders import JSONResponse
+from ..errors import read_json
+from ..wire import bool_field, go_quote, string_field
 from .model_views import show_response, tag_entry
 from .progress import progress_events, progress_response
-from .wire import bool_field, go_quote, string_field
 
 _UPLOAD_BATCH = 1 << 20  # bytes gathered before each hop to the writer thread
 

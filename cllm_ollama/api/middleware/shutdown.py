@@ -14,8 +14,8 @@ import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .encoders import NDJSON, SSE, AnthropicSSE, SSEEvents
-from .errors import dialect_for
+from ..encoders import NDJSON, SSE, AnthropicSSE, SSEEvents
+from ..errors import dialect_for
 
 SHUTTING_DOWN = "server shutting down"
 # How long a cancelled request may take to unwind (abort its engine request) before its

@@ -5,8 +5,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from .. import OLLAMA_COMPAT_VERSION
-from .encoders import JSONResponse
+from ... import OLLAMA_COMPAT_VERSION
+from ..encoders import JSONResponse
 
 
 async def root(request: Request) -> Response:

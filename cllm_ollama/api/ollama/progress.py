@@ -14,9 +14,9 @@ from typing import Any
 
 from starlette.responses import Response
 
-from ..errors import RequestCanceled
-from .encoders import NDJSON, JSONResponse
-from .streaming import StreamResponse
+from ...errors import RequestCanceled
+from ..encoders import NDJSON, JSONResponse
+from ..streaming import StreamResponse
 
 Report = Callable[[dict[str, Any]], None]
 _DONE = object()

@@ -13,16 +13,16 @@ from typing import Any
 
 from starlette.responses import Response
 
-from ..chatformat.parsers import Delta
-from ..errors import InvalidRequest
-from .chat import start_chat
-from .encoders import SSEEvents, dumps
-from .endpoint import Decoded, Endpoint
-from .errors import OPENAI
-from .lifecycle import Chunk
-from .openai import content_and_images, format_value, sampling_options, think_value, tool_arguments
-from .shapes import Usage
-from .wire import bool_field, decode_error, int_field, list_field, object_field, string_field, tool_call_id
+from ...chatformat.parsers import Delta
+from ...errors import InvalidRequest
+from ..encoders import SSEEvents, dumps
+from ..endpoint import Decoded, Endpoint
+from ..errors import OPENAI
+from ..lifecycle import Chunk
+from ..ollama.chat import start_chat
+from ..shapes import Usage
+from ..wire import bool_field, decode_error, int_field, list_field, object_field, string_field, tool_call_id
+from .endpoints import content_and_images, format_value, sampling_options, think_value, tool_arguments
 
 _REQUEST = "ResponsesRequest"
 

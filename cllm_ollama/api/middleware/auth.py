@@ -14,8 +14,8 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .encoders import JSONResponse
-from .errors import dialect_for
+from ..encoders import JSONResponse
+from ..errors import dialect_for
 
 # A refused request's body is read and dropped up to this size, so that the connection closes cleanly
 # (or carries the next request): closing it with unread bytes resets it, and the client may lose the 401.

@@ -22,10 +22,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..engine.pool import ModelPool
-from ..engine.prompt_cache import BLOCK
-from ..engine.request import Stats
-from ..engine.scheduler import Occupancy
+from ...engine.pool import ModelPool
+from ...engine.prompt_cache import BLOCK
+from ...engine.request import Stats
+from ...engine.scheduler import Occupancy
 
 # The ``*_created`` timestamps double the series and no dashboard reads them (vLLM drops them too).
 disable_created_metrics()

@@ -8,19 +8,19 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..chatformat.prompt import Rendered, chat_prompt
-from ..chatformat.render_budget import RenderBudget
-from ..engine.client import LoadedModel
-from ..errors import InvalidRequest
-from .encoders import NDJSON, JSONResponse
-from .endpoint import Decoded, EachChunk, Endpoint
-from .errors import OLLAMA
-from .fields import SharedFields, check_images, thinking_for
-from .lifecycle import Chunk, Generation, sentinel
-from .options import resolve_options
-from .resolve import resolve_model
-from .shapes import metrics
-from .wire import bool_field, created_at, decode_error, images_field, list_field, string_field
+from ...chatformat.prompt import Rendered, chat_prompt
+from ...chatformat.render_budget import RenderBudget
+from ...engine.client import LoadedModel
+from ...errors import InvalidRequest
+from ..encoders import NDJSON, JSONResponse
+from ..endpoint import Decoded, EachChunk, Endpoint
+from ..errors import OLLAMA
+from ..fields import SharedFields, check_images, thinking_for
+from ..lifecycle import Chunk, Generation, sentinel
+from ..options import resolve_options
+from ..resolve import resolve_model
+from ..shapes import metrics
+from ..wire import bool_field, created_at, decode_error, images_field, list_field, string_field
 
 _REQUEST = "GenerateRequest"
 

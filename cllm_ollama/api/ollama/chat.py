@@ -7,19 +7,19 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..chatformat.jinja import strip_think_tags
-from ..chatformat.prompt import chat_prompt
-from ..errors import InvalidRequest
-from ..model_families import strips_think_history
-from .encoders import NDJSON, JSONResponse
-from .endpoint import Decoded, EachChunk, Encoder, Endpoint
-from .errors import OLLAMA
-from .fields import SharedFields, check_images, thinking_for
-from .lifecycle import Chunk, Generation, sentinel
-from .options import resolve_options
-from .resolve import resolve_model
-from .shapes import metrics
-from .wire import (
+from ...chatformat.jinja import strip_think_tags
+from ...chatformat.prompt import chat_prompt
+from ...errors import InvalidRequest
+from ...model_families import strips_think_history
+from ..encoders import NDJSON, JSONResponse
+from ..endpoint import Decoded, EachChunk, Encoder, Endpoint
+from ..errors import OLLAMA
+from ..fields import SharedFields, check_images, thinking_for
+from ..lifecycle import Chunk, Generation, sentinel
+from ..options import resolve_options
+from ..resolve import resolve_model
+from ..shapes import metrics
+from ..wire import (
     bool_field,
     created_at,
     decode_error,

@@ -18,17 +18,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import InvalidRequest, NotFound
-from ..store.store import ModelRecord
-from .chat import decode_tools, start_chat
-from .embed import embed_texts
-from .encoders import SSE, JSONResponse, dumps
-from .endpoint import Decoded, Endpoint
-from .errors import OPENAI, read_json
-from .generate import start_generate
-from .lifecycle import Chunk
-from .shapes import Usage
-from .wire import (
+from ...errors import InvalidRequest, NotFound
+from ...store.store import ModelRecord
+from ..encoders import SSE, JSONResponse, dumps
+from ..endpoint import Decoded, Endpoint
+from ..errors import OPENAI, read_json
+from ..lifecycle import Chunk
+from ..ollama.chat import decode_tools, start_chat
+from ..ollama.embed import embed_texts
+from ..ollama.generate import start_generate
+from ..shapes import Usage
+from ..wire import (
     bool_field,
     decode_error,
     float_field,

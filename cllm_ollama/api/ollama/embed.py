@@ -10,14 +10,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import InvalidRequest, NotFound
-from .encoders import JSONResponse
-from .errors import read_json
-from .fields import keep_alive_of
-from .lifecycle import lease
-from .options import resolve_options
-from .resolve import ResolvedModel, resolve_model
-from .wire import bool_field, int_field, string_field
+from ...errors import InvalidRequest, NotFound
+from ..encoders import JSONResponse
+from ..errors import read_json
+from ..fields import keep_alive_of
+from ..lifecycle import lease
+from ..options import resolve_options
+from ..resolve import ResolvedModel, resolve_model
+from ..wire import bool_field, int_field, string_field
 
 
 async def _resolve(request: Request, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import CllmError
-from .errors import dialect_for
+from ...errors import CllmError
+from ..errors import dialect_for
 
 
 class BodyTooLarge(CllmError):
