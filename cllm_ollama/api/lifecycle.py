@@ -23,7 +23,8 @@ from starlette.requests import Request
 from ..chatformat.builtin_templates import template_in_use
 from ..chatformat.family_parsers import StreamParser, parser_for
 from ..chatformat.parsers import Delta
-from ..chatformat.prompt import Renderer, render_prompt
+from ..chatformat.prompt import Renderer
+from ..chatformat.render_queue import render_prompt
 from ..engine.client import LoadedModel, fit_prompt
 from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats
@@ -148,7 +149,8 @@ class Generation:
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
         limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
         timeout = self.http.app.state.settings.render_timeout
-        rendered = await render_prompt(self.render, loaded, limit if truncate else None, timeout=timeout)
+        key = self.model.full_name
+        rendered = await render_prompt(self.render, loaded, limit if truncate else None, timeout=timeout, key=key)
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
         )

@@ -31,8 +31,9 @@ from .jinja import render_chat
 from .render_budget import PromptTooLong, RenderBudget
 
 # Rendering is CPU work next to llama.cpp's threads: a couple of processes serve hundreds of renders
-# a second, and each idle one costs ~20 MB.
-WORKERS = 2
+# a second, and each idle one costs ~20 MB. One model renders on all but one of them
+# (``render_queue``): the last starts only when a second model renders beside it.
+WORKERS = 3
 # Address space a worker may use: a template cannot take the server's memory with it.
 WORKER_MEMORY_BYTES = 2 * 1024**3
 _POLL_S = 0.05  # how often a waiting render looks at its budget
@@ -131,6 +132,7 @@ class RenderPool:
     """Up to ``size`` worker processes, started on first use and replaced when killed."""
 
     def __init__(self, size: int = WORKERS) -> None:
+        self._size = size
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
@@ -167,13 +169,21 @@ class RenderPool:
             self._slots.release()
 
     def _take(self) -> _Worker:
+        """An idle worker, and a spare started behind it while another session could still come: a
+        worker takes a while to start (a Python process), and a render should not wait for one."""
         with self._lock:
-            while self._idle:
+            worker = None
+            while self._idle and worker is None:
                 worker = self._idle.pop()
-                if worker.proc.poll() is None:
-                    return worker
-                worker.kill()
-        return _Worker()
+                if worker.proc.poll() is not None:
+                    worker.kill()
+                    worker = None
+            spare = not self._idle and self.busy + 1 < self._size
+        if spare:
+            started = _Worker()
+            with self._lock:
+                self._idle.append(started)
+        return worker or _Worker()
 
     def close(self) -> None:
         """Stop the idle workers (busy ones stop when their parent exits: their stdin closes)."""

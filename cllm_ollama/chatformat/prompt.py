@@ -3,25 +3,21 @@ the context by dropping old turns, under a time and size budget, in a thread of 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
+import json
 import logging
 import threading
-import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import anyio
-
-from ..errors import RequestCanceled
 from ..store.gguf_info import GGUFInfo
 from . import jinja_workers
 from .builtin_templates import builtin_template
 from .gotemplate import TemplateError, render_ollama
-from .render_budget import PromptTooLong, RenderBudget
+from .render_budget import PromptTooLong, RenderBudget, RenderTimeout
 
 log = logging.getLogger("cllm.api")
 _warned: set[str] = set()  # model templates already reported as unrenderable
@@ -69,47 +65,52 @@ class Rendered:
 Renderer = Callable[[Tokenizer, int | None, RenderBudget | None], Rendered]
 
 
-# One limiter per event loop (tests run several): anyio's are bound to the loop that uses them.
-_render_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
-    weakref.WeakKeyDictionary()
-)
+class TimedOut:
+    """Renders that ran to their timeout, remembered (as grammar verdicts are) so that the same
+    render is refused at once instead of holding a worker for the whole timeout again.
 
-
-async def render_prompt(render: Renderer, loaded: Tokenizer, limit: int | None, *, timeout: float) -> Rendered:
-    """Run ``render`` under the render ``timeout``. If cancelled (the client left), stop it, and
-    wait until it has stopped if it had begun: it uses ``loaded``, which its caller holds only
-    until this returns.
-
-    Renders take turns on threads of their own, as many as there are render workers: a flood of
-    templates that run to their timeout waits here instead of taking the threads every other
-    endpoint needs.
+    A render is the template and everything it is given: a template that loops on one
+    conversation may render others in microseconds, and a client must not be able to make a
+    model's template refused for everyone with one huge conversation. Remembered with the timeout
+    it ran past: under a longer one it is tried again. Keyed by template first, so that the common
+    case (a template that never timed out) costs one dictionary lookup.
     """
-    loop = asyncio.get_running_loop()
-    limiter = _render_limiters.get(loop)
-    if limiter is None:
-        limiter = _render_limiters[loop] = anyio.CapacityLimiter(jinja_workers.WORKERS)
-    cancel, began = threading.Event(), threading.Event()
-    ended = asyncio.Event()
 
-    def work() -> Rendered:
-        began.set()
-        try:
-            if cancel.is_set():  # cancelled before it began: never touch the model
-                raise RequestCanceled()
-            return render(loaded, limit, RenderBudget(timeout, cancel=cancel))
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
-                loop.call_soon_threadsafe(ended.set)
+    MAX_TEMPLATES = 64
+    MAX_RENDERS = 64  # per template
 
-    try:
-        return await anyio.to_thread.run_sync(work, limiter=limiter)
-    except asyncio.CancelledError:
-        # NOTE: set before looking at ``began``, which ``work`` sets before looking at ``cancel``:
-        # either it sees the cancel, or it is waited for.
-        cancel.set()
-        if began.is_set():
-            await ended.wait()
-        raise
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._renders: OrderedDict[str, OrderedDict[str, float]] = OrderedDict()
+
+    def has(self, template: str) -> bool:
+        return template in self._renders
+
+    def exceeded(self, template: str, render: str, timeout: float) -> bool:
+        """Whether this render already ran past ``timeout`` (or a longer one)."""
+        with self._lock:
+            renders = self._renders.get(template)
+            return renders is not None and renders.get(render, -1.0) >= timeout
+
+    def add(self, template: str, render: str, timeout: float) -> None:
+        with self._lock:
+            renders = self._renders.setdefault(template, OrderedDict())
+            self._renders.move_to_end(template)
+            renders[render] = max(timeout, renders.get(render, 0.0))
+            renders.move_to_end(render)
+            while len(renders) > self.MAX_RENDERS:
+                renders.popitem(last=False)
+            while len(self._renders) > self.MAX_TEMPLATES:
+                self._renders.popitem(last=False)
+
+
+TIMED_OUT = TimedOut()
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(
+        json.dumps(parts, default=str, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    ).hexdigest()
 
 
 def chat_prompt(
@@ -181,6 +182,24 @@ def chat_prompt(
 
     def render(loaded: Tokenizer, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
         budget = budget or RenderBudget()
+        template = go_template if go_template is not None else jinja or builtin_template(model.info)
+        key = ""
+        if TIMED_OUT.has(template):  # only then is the render worth a digest
+            key = render_key(loaded, limit)
+            if TIMED_OUT.exceeded(template, key, budget.timeout):
+                raise RenderTimeout(budget.timeout)
+        try:
+            return render_any(loaded, limit, budget)
+        except RenderTimeout:
+            TIMED_OUT.add(template, key or render_key(loaded, limit), budget.timeout)
+            log.warning("%s: its template ran past the render timeout; the same render is now refused", model.full_name)
+            raise
+
+    def render_key(loaded: Tokenizer, limit: int | None) -> str:
+        variables = (tools, thinking, think_set, think_level, model.has("thinking"), loaded.bos_text, loaded.eos_text)
+        return _digest(go_template, jinja, messages, variables, limit)
+
+    def render_any(loaded: Tokenizer, limit: int | None, budget: RenderBudget) -> Rendered:
         if go_template is None:
             return fitted(loaded, limit, budget, use_go=False)
         try:
