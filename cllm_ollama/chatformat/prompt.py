@@ -1,5 +1,6 @@
 """Prompts: a conversation rendered with the model's chat template (or a Go template), fitted to
-the context by dropping old turns, under a time and size budget, in a thread of its own."""
+the context by dropping old turns, under a time and size budget; renders that ran past it are
+remembered. ``render_queue`` runs renders in turn across models, on threads of their own."""
 
 from __future__ import annotations
 
