@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..api.model_views import show_response, tag_entry
+from ..api.ollama.model_views import show_response, tag_entry
 from ..config import Settings
 from ..errors import CllmError
 from ..store.blobs import sha256_file

@@ -9,14 +9,14 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
-from .api.auth import ApiKeyRequired
-from .api.cors import cors_middleware
 from .api.errors import EXCEPTION_HANDLERS
-from .api.hosts import LocalHostsOnly, is_loopback
-from .api.limits import BodyLimit
-from .api.metrics import RequestCounter, ServerMetrics
+from .api.middleware.auth import ApiKeyRequired
+from .api.middleware.cors import cors_middleware
+from .api.middleware.hosts import LocalHostsOnly, is_loopback
+from .api.middleware.limits import BodyLimit
+from .api.middleware.metrics import RequestCounter, ServerMetrics
+from .api.middleware.shutdown import Drain, DrainMiddleware
 from .api.routes import ROUTES
-from .api.shutdown import Drain, DrainMiddleware
 from .config import Settings
 from .engine.pool import ModelPool
 from .store.store import ModelStore

@@ -22,6 +22,7 @@ import llama_cpp as ll
 import numpy as np
 
 from ..errors import EngineError, MediaError
+from ..model_families import PARSED_CONTROL_TOKENS  # what the output parsers read
 from .request import SamplingParams
 
 log = logging.getLogger("cllm.llama")
@@ -87,14 +88,6 @@ def physical_cores() -> int:
     except OSError:
         pass
     return max(1, (os.cpu_count() or 2) // 2)
-
-
-# Control tokens that mark structure the output parsers split on (gpt-oss harmony's channels, Llama
-# 3's code-call tag, Mistral's tool-call tag): rendered as their text instead of as nothing.
-# End-of-generation ones (``<|call|>``, ``<|return|>``) stop generation before they are rendered.
-PARSED_CONTROL_TOKENS = frozenset(
-    {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>", "<|python_tag|>", "[TOOL_CALLS]"}
-)
 
 
 class Model:

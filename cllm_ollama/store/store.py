@@ -82,7 +82,7 @@ class ModelRecord:
     projector_paths: tuple[Path, ...] = ()
     adapter_paths: tuple[Path, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
-    template: str | None = None  # an Ollama Go template: rendered instead of the GGUF's (api/builtin_templates.py)
+    template: str | None = None  # an Ollama Go template: rendered instead of the GGUF's (chatformat/)
     system: str | None = None
     license: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)

@@ -80,7 +80,7 @@ class Race:
         for t in threads:
             t.start()
         if kill is not None:
-            time.sleep(RACE_S / 2)  # noqa: the race is meant to be cut at a random point, not synchronised
+            time.sleep(RACE_S / 2)  # not a wait: the race is meant to be cut at a random point, not synchronised
             self.killed.set()
             kill()
         for t in threads:
