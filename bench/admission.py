@@ -1,0 +1,114 @@
+"""What admission costs the engine thread at long contexts (issue 21): the pure scheduler, no model.
+
+    python bench/admission.py [--slots 32] [--tokens 32768] [--reps 5]
+
+Every generating slot waits on the engine thread while it admits, so an admission's cost is
+added to that step's inter-token latency for every running stream. Three cases, each timed
+around the scheduler call the runner makes once per step (``admit``), medians over ``--reps``:
+
+- ``follow-ups``: every slot idle, holding a conversation of ``--tokens`` tokens (all sharing a
+  2k-token system prompt, as agents' tool preambles do); one follow-up per conversation arrives
+  at once, in shuffled order, and one ``admit`` places them all (per admission: total / slots).
+- ``one-free``: all slots generate but one, which holds an old conversation; 8 long requests
+  wait; one ``admit`` places one of them (the steady state of a busy server).
+- ``waiting``: 8 identical long prompts arrive at once; one slot computes the prefix, the
+  others wait for it (a named slot state): the cost of one step's ``admit`` while they wait.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+from cllm_ollama.engine.prompt_cache import PromptCache
+from cllm_ollama.engine.request import Request, SamplingParams
+from cllm_ollama.engine.scheduler import Scheduler
+
+SYSTEM = 2048
+VOCAB = 150_000
+
+
+def make(slots: int, tokens: int) -> Scheduler:
+    return Scheduler(
+        slots,
+        tokens + 1024,
+        8192,
+        lambda t: b"x",
+        lambda t: False,
+        cache=PromptCache(1 << 40),
+    )
+
+
+def req(prompt: list[int], num_predict: int = 1) -> Request:
+    return Request(tuple(prompt), SamplingParams(temperature=0), num_predict=num_predict)
+
+
+def drain(s: Scheduler) -> None:
+    while s.has_work():
+        plan = s.schedule()
+        s.update(plan, [1] * len(plan.outputs))
+
+
+def conversations(rng: random.Random, slots: int, tokens: int) -> list[list[int]]:
+    system = [rng.randrange(1, VOCAB) for _ in range(SYSTEM)]
+    return [system + [rng.randrange(1, VOCAB) for _ in range(tokens - SYSTEM)] for _ in range(slots)]
+
+
+def timed_admit(s: Scheduler) -> float:
+    t0 = time.perf_counter_ns()
+    s.admit()
+    return (time.perf_counter_ns() - t0) / 1e6
+
+
+def follow_ups(slots: int, tokens: int, rng: random.Random) -> float:
+    s = make(slots, tokens)
+    convs = conversations(rng, slots, tokens)
+    for c in convs:
+        s.add(req(c))
+    drain(s)
+    order = list(range(slots))
+    rng.shuffle(order)
+    for i in order:
+        s.add(req([*convs[i], 1, *(rng.randrange(1, VOCAB) for _ in range(63))]))
+    return timed_admit(s) / slots
+
+
+def one_free(slots: int, tokens: int, rng: random.Random) -> float:
+    s = make(slots, tokens)
+    convs = conversations(rng, slots + 8, tokens)
+    for c in convs[:slots]:
+        s.add(req(c, num_predict=10**6))
+    while s.waiting or any(slot.state.value == "prefill" for slot in s.slots):
+        plan = s.schedule()
+        s.update(plan, [1] * len(plan.outputs))
+    s.abort([s.slots[0].request.id])  # type: ignore[union-attr]
+    for c in convs[slots:]:
+        s.add(req(c))
+    return timed_admit(s)
+
+
+def waiting(slots: int, tokens: int, rng: random.Random) -> float:
+    s = make(slots, tokens)
+    prompt = conversations(rng, 1, tokens)[0]
+    for _ in range(min(8, slots)):
+        s.add(req(prompt))
+    s.update(s.schedule(), [])  # the first chunk: one slot computes, the others wait
+    return timed_admit(s)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--slots", type=int, default=32)
+    ap.add_argument("--tokens", type=int, default=32768)
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    rng = random.Random(0)
+    for name, case in (("follow-ups", follow_ups), ("one-free", one_free), ("waiting", waiting)):
+        ms = [case(args.slots, args.tokens, rng) for _ in range(args.reps)]
+        print(f"{name:10s} {args.slots} slots x {args.tokens} tokens: {statistics.median(ms):9.3f} ms per admission")
+
+
+if __name__ == "__main__":
+    main()
