@@ -13,6 +13,9 @@ around the scheduler call the runner makes once per step (``admit``), medians ov
   wait; one ``admit`` places one of them (the steady state of a busy server).
 - ``waiting``: 8 identical long prompts arrive at once; one slot computes the prefix, the
   others wait for it (a named slot state): the cost of one step's ``admit`` while they wait.
+
+A prompt's block keys are hashed once, when it is submitted, on the submitting thread (as
+``Runner.submit`` does); ``keys`` times that alone for one prompt of ``--tokens`` tokens.
 """
 
 from __future__ import annotations
@@ -42,7 +45,10 @@ def make(slots: int, tokens: int) -> Scheduler:
 
 
 def req(prompt: list[int], num_predict: int = 1) -> Request:
-    return Request(tuple(prompt), SamplingParams(temperature=0), num_predict=num_predict)
+    request = Request(tuple(prompt), SamplingParams(temperature=0), num_predict=num_predict)
+    if hasattr(Request, "prefix_keys"):
+        request.prefix_keys  # noqa: B018 (as Runner.submit does, on the submitting thread)
+    return request
 
 
 def drain(s: Scheduler) -> None:
@@ -80,7 +86,7 @@ def one_free(slots: int, tokens: int, rng: random.Random) -> float:
     convs = conversations(rng, slots + 8, tokens)
     for c in convs[:slots]:
         s.add(req(c, num_predict=10**6))
-    while s.waiting or any(slot.state.value == "prefill" for slot in s.slots):
+    while s.waiting or any(slot.state.value in ("prefill", "waiting") for slot in s.slots):
         plan = s.schedule()
         s.update(plan, [1] * len(plan.outputs))
     s.abort([s.slots[0].request.id])  # type: ignore[union-attr]
@@ -105,6 +111,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     rng = random.Random(0)
+    if hasattr(Request, "prefix_keys"):
+        prompt = tuple(conversations(rng, 1, args.tokens)[0])
+        ms = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter_ns()
+            Request(prompt).prefix_keys  # noqa: B018
+            ms.append((time.perf_counter_ns() - t0) / 1e6)
+        print(f"keys       one prompt of {args.tokens} tokens: {statistics.median(ms):9.3f} ms (submitting thread)")
     for name, case in (("follow-ups", follow_ups), ("one-free", one_free), ("waiting", waiting)):
         ms = [case(args.slots, args.tokens, rng) for _ in range(args.reps)]
         print(f"{name:10s} {args.slots} slots x {args.tokens} tokens: {statistics.median(ms):9.3f} ms per admission")

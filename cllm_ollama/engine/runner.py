@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import EngineError
 from .binding import Batch, Context, Model, Sampler
+from .prefix import Copy, Restore, Save, Trim
 from .prompt_cache import MIN_TOKENS, PromptCache
 from .request import Event, FinishReason, Request, TokenLogprob
 from .scheduler import Occupancy, Scheduler, StepPlan
@@ -181,6 +182,7 @@ class Runner:
 
     def submit(self, request: Request, sampler: Sampler | None, sink: Sink, *, reserved: bool = False) -> None:
         """Queue ``request``; with ``reserved`` it takes the place ``reserve`` held for it."""
+        request.prefix_keys  # noqa: B018 (hashed here, on the caller's thread, not on the engine's)
         with self._cv:
             if reserved:
                 self._reserved -= 1
@@ -309,32 +311,34 @@ class Runner:
         return True
 
     def _apply_kv(self, plan: StepPlan) -> None:
-        """Perform admission's KV operations in order: save, copy, restore, trim.
+        """Perform admission's KV operations in the order planned (``prefix`` says what each means).
 
         One that cannot be done costs only its own request a recomputed prompt; it never
         fails the others in the batch.
         """
         ctx, lost = self.ctx, set()
-        for seq_id, tokens in plan.saves:
-            assert self.cache is not None
-            try:
-                state = ctx.state_get(seq_id)
-            except EngineError:
-                log.warning("could not save the prompt state of sequence %d", seq_id)
-                continue
-            self.cache.add(tokens, state, len(state))
-        for src, dst in plan.copies:
-            if len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
-                if not ctx.state_set(dst, ctx.state_get(src)):
-                    lost.add(dst)
-            else:
-                ctx.seq_copy(src, dst)
-        for seq_id, entry in plan.restores:
-            if not ctx.state_set(seq_id, entry.payload):
-                lost.add(seq_id)
-        for seq_id, pos in plan.trims:
-            if seq_id in lost or not ctx.seq_rm(seq_id, pos) or not self._window_held(seq_id, pos):
-                lost.add(seq_id)
+        for op in plan.ops:
+            match op:
+                case Save(seq_id, tokens):
+                    assert self.cache is not None
+                    try:
+                        state = ctx.state_get(seq_id)
+                    except EngineError:
+                        log.warning("could not save the prompt state of sequence %d", seq_id)
+                        continue
+                    self.cache.add(tokens, state, len(state))
+                case Copy(src, dst):
+                    if len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
+                        if not ctx.state_set(dst, ctx.state_get(src)):
+                            lost.add(dst)
+                    else:
+                        ctx.seq_copy(src, dst)
+                case Restore(seq_id, entry):
+                    if not ctx.state_set(seq_id, entry.payload):
+                        lost.add(seq_id)
+                case Trim(seq_id, pos):
+                    if seq_id in lost or not ctx.seq_rm(seq_id, pos) or not self._window_held(seq_id, pos):
+                        lost.add(seq_id)
         for seq_id in lost:
             log.warning("KV of sequence %d could not be reused: its prompt is computed again", seq_id)
             ctx.seq_clear(seq_id)
