@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from starlette.requests import Request
 
-from ..engine.client import LoadedModel
+from ..engine.frontdoor import EngineClient
 from ..errors import RequestCanceled
 from . import template_workers
 from .builtin_templates import builtin_template
@@ -39,7 +39,7 @@ class Rendered:
 
 # Renders a prompt for a loaded model; given a token limit, it may drop old turns to fit it.
 # A budget bounds its time and size (a default one if none is given).
-Renderer = Callable[[LoadedModel, int | None, RenderBudget | None], Rendered]
+Renderer = Callable[[EngineClient, int | None, RenderBudget | None], Rendered]
 
 
 # One limiter per event loop (tests run several): anyio's are bound to the loop that uses them.
@@ -48,7 +48,7 @@ _render_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.Cap
 )
 
 
-async def render_prompt(request: Request, render: Renderer, loaded: LoadedModel, limit: int | None) -> Rendered:
+async def render_prompt(request: Request, render: Renderer, loaded: EngineClient, limit: int | None) -> Rendered:
     """Run ``render`` under the render timeout. If cancelled (the client left), stop it, and
     wait until it has stopped if it had begun: it uses ``loaded``, which its caller holds only
     until this returns.
@@ -120,7 +120,7 @@ def chat_prompt(
 
     @contextmanager
     def text_renderer(
-        loaded: LoadedModel, budget: RenderBudget, use_go: bool
+        loaded: EngineClient, budget: RenderBudget, use_go: bool
     ) -> Iterator[Callable[[list[int] | None], str]]:
         """Renders the messages at the given indexes (all if None) under ``budget``."""
         if use_go:
@@ -153,7 +153,7 @@ def chat_prompt(
         ) as session:
             yield session.render
 
-    def render(loaded: LoadedModel, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
+    def render(loaded: EngineClient, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
         budget = budget or RenderBudget()
         if go_template is None:
             return fitted(loaded, limit, budget, use_go=False)
@@ -165,7 +165,7 @@ def chat_prompt(
             _warn_fallback(model, go_template, exc)
         return fitted(loaded, limit, budget, use_go=False)
 
-    def fitted(loaded: LoadedModel, limit: int | None, budget: RenderBudget, use_go: bool) -> Rendered:
+    def fitted(loaded: EngineClient, limit: int | None, budget: RenderBudget, use_go: bool) -> Rendered:
         # Go templates do not write BOS: the tokenizer adds it.
         add_bos = use_go
         with text_renderer(loaded, budget, use_go) as render_text:

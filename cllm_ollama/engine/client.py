@@ -11,42 +11,20 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncGenerator, Callable
 
 import anyio.to_thread
 
 from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
 from .binding import KV_QUANT_BLOCK, CacheTypeRefused, Model, Sampler, gpu_free_memory, physical_cores
 from .embedder import Embedder
+from .frontdoor import LoadSpec, Occupancy
 from .memory import available_memory, check_memory_fit
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, RunnerConfig, Sink
-from .scheduler import Occupancy
 
 log = logging.getLogger("cllm.engine")
-
-
-@dataclass(frozen=True)
-class LoadSpec:
-    """Everything that fixes how a model is loaded; a change in any field means a reload."""
-
-    path: Path
-    n_slots: int
-    n_ctx_slot: int
-    n_batch: int = 512
-    n_gpu_layers: int = -1
-    n_threads: int = 0
-    # Encoder models (BERT-like) embed only: no generation slots, no KV cache for them.
-    embedding_only: bool = False
-    # Host RAM for saved prompt states, and prompt tokens per step beside generation (0: off).
-    cache_bytes: int = 0
-    max_prefill: int = 0
-    # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto).
-    kv_cache_type: str = "f16"
-    flash_attention: bool | None = None
 
 
 def resolve_kv_cache_type(cache_type: str, flash_attention: bool | None, head_dims: tuple[int, int]) -> str:
@@ -269,7 +247,7 @@ class LoadedModel:
             raise QueueFull()
         return self.runner
 
-    async def generate(self, request: Request) -> AsyncIterator[Event]:
+    async def generate(self, request: Request) -> AsyncGenerator[Event, None]:
         """Events of one request until its final one; raises QueueFull beyond the queue limit.
 
         The engine builds the request's sampler from ``request.sampling`` and owns it: it is

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 from ..errors import InsufficientMemory
-from .client import LoadedModel, LoadSpec
+from .client import LoadedModel
+from .frontdoor import EngineClient, LoadSpec
 from .grammar import GrammarChecker
 
 log = logging.getLogger("cllm.engine")
@@ -74,7 +75,7 @@ class SystemClock:
 class Entry:
     name: str
     digest: str
-    model: LoadedModel
+    model: EngineClient
     last_used: float  # monotonic seconds
     refs: int = 0
     keep_alive: float = 300.0
@@ -85,7 +86,7 @@ class Entry:
     slots_asked: int = 0
 
 
-Loader = Callable[[LoadSpec, int], LoadedModel]
+Loader = Callable[[LoadSpec, int], EngineClient]
 
 
 class ModelPool:
@@ -232,7 +233,7 @@ class ModelPool:
                 self.loads[req.name] += 1
             return self._hold(entry, req, keep_alive)
 
-    async def _load(self, name: str, spec: LoadSpec) -> LoadedModel:
+    async def _load(self, name: str, spec: LoadSpec) -> EngineClient:
         """Load ``spec``; when memory is short, unload idle models (least recently used first)
         and try again, then try with fewer slots (halved, down to 1), and only then refuse.
 

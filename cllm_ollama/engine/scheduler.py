@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .blocks import BLOCK
+from .frontdoor import Occupancy
 from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
@@ -77,16 +78,6 @@ class StepPlan:
         self.seq_ids.extend([slot.seq_id] * n)
         if output:
             self.outputs.append((slot, len(self.tokens) - 1))
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    """What a model's engine holds at one moment (the metrics' gauges)."""
-
-    running: int  # requests in a slot (prefilling, generating, or paused for a slow reader)
-    waiting: int  # requests queued for a slot
-    cells_used: int  # KV cells the running requests hold
-    cells_total: int
 
 
 class Scheduler:
