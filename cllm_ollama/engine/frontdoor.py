@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from .blocks import BLOCK
+from .prompt_cache import MIN_TOKENS
 from .request import Event, Request
 
 # Tokens per block of prefix matching: the KV cache's "block size" as vLLM's metrics report it.
@@ -46,6 +47,8 @@ class LoadSpec:
     # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto).
     kv_cache_type: str = "f16"
     flash_attention: bool | None = None
+    # The shortest prompt state worth saving in the host cache (tests save short ones).
+    cache_min_tokens: int = MIN_TOKENS
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,11 @@ import numpy as np
 
 from ..errors import EngineError
 from .binding import Batch, Context, Model, Sampler
+from .frontdoor import LoadSpec, Occupancy
 from .prefix import Copy, Restore, Save, Trim
-from .prompt_cache import MIN_TOKENS, PromptCache
+from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request, TokenLogprob
-from .scheduler import Occupancy, Scheduler, StepPlan
+from .scheduler import Scheduler, StepPlan
 
 log = logging.getLogger("cllm.engine")
 
@@ -95,56 +96,39 @@ class StepTimes:
         )
 
 
-@dataclass(frozen=True)
-class RunnerConfig:
-    n_slots: int
-    n_ctx_slot: int
-    n_batch: int
-    n_threads: int
-    # Host RAM for saved prompt states (0: no host cache), and the shortest state worth saving.
-    cache_bytes: int = 0
-    cache_min_tokens: int = MIN_TOKENS
-    # Prompt tokens per step while other slots generate (0: only n_batch caps them).
-    max_prefill: int = 0
-    # K/V cache element type (binding.KV_TYPES) and flash attention (None: llama.cpp decides).
-    cache_type: str = "f16"
-    flash_attn: bool | None = None
-
-
 class Runner:
     """Continuous batching over one model: ``submit`` and ``abort`` from any thread."""
 
     def __init__(
         self,
         model: Model,
-        config: RunnerConfig,
+        spec: LoadSpec,
         *,
         context: Callable[..., Context] = Context,
         batch: Callable[[int], Batch] = Batch,
     ) -> None:
-        """``context`` and ``batch`` make the llama.cpp objects; tests pass fakes (no llama.cpp)."""
+        """``spec`` as the load resolved it (``client.resolve``): the context it asks for is made
+        here. ``context`` and ``batch`` make the llama.cpp objects; tests pass fakes (no llama.cpp)."""
         self.model = model
-        self.config = config
+        self.spec = spec
         # Set when the engine thread stopped for good: why. The pool then loads the model again.
         self.dead: str | None = None
         # Every generating slot puts a token in each batch: a batch smaller than the slot count
         # would trip llama.cpp's n_batch assertion (a process abort), whatever num_batch says.
         self.ctx = context(
             model,
-            n_seq_max=config.n_slots,
-            n_ctx_seq=config.n_ctx_slot,
-            n_batch=max(config.n_batch, config.n_slots),
-            n_threads=config.n_threads,
-            cache_type=config.cache_type,
-            flash_attn=config.flash_attn,
+            n_seq_max=spec.n_slots,
+            n_ctx_seq=spec.n_ctx_slot,
+            n_batch=max(spec.n_batch, spec.n_slots),
+            n_threads=spec.n_threads,
+            cache_type=spec.kv_cache_type,
+            flash_attn=spec.flash_attention,
         )
         # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
         share = not model.is_recurrent
-        self.cache = (
-            PromptCache(config.cache_bytes, config.cache_min_tokens) if config.cache_bytes > 0 and share else None
-        )
+        self.cache = PromptCache(spec.cache_bytes, spec.cache_min_tokens) if spec.cache_bytes > 0 and share else None
         self.scheduler = Scheduler(
-            n_slots=config.n_slots,
+            n_slots=spec.n_slots,
             n_ctx_slot=self.ctx.n_ctx_seq,
             n_batch=self.ctx.n_batch,
             piece=model.piece,
@@ -152,7 +136,7 @@ class Runner:
             paused=self._paused,
             cache=self.cache,
             share=share,
-            max_prefill=config.max_prefill or None,
+            max_prefill=spec.max_prefill or None,
         )
         self.batch = batch(self.scheduler.n_batch)
         self._cv = threading.Condition()
