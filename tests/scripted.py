@@ -58,10 +58,7 @@ def scripted_pool(script: list[str | BaseException], models: list[ScriptedModel]
         return loaded[-1]
 
     return ModelPool(
-        num_parallel=2,
-        context_length=256,
-        num_batch=64,
-        num_thread=1,
+        defaults=LoadSpec(Path(), n_slots=2, n_ctx_slot=256, n_batch=64, n_threads=1),
         max_loaded=1,
         max_queue=4,
         default_keep_alive=300,

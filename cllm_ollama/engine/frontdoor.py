@@ -12,13 +12,16 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from .blocks import BLOCK
 from .prompt_cache import MIN_TOKENS
 from .request import Event, Request
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 # Tokens per block of prefix matching: the KV cache's "block size" as vLLM's metrics report it.
 PREFIX_BLOCK = BLOCK
@@ -49,6 +52,21 @@ class LoadSpec:
     flash_attention: bool | None = None
     # The shortest prompt state worth saving in the host cache (tests save short ones).
     cache_min_tokens: int = MIN_TOKENS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LoadSpec:
+        """The server's defaults (no model yet): the one place Ollama's setting names become these."""
+        return cls(
+            path=Path(),
+            n_slots=settings.num_parallel,
+            n_ctx_slot=settings.context_length,
+            n_batch=settings.num_batch,
+            n_threads=settings.num_thread,
+            cache_bytes=settings.cache_ram_mib << 20,
+            max_prefill=settings.prefill_chunk,
+            kv_cache_type=settings.kv_cache_type,
+            flash_attention=settings.flash_attention,
+        )
 
 
 @dataclass(frozen=True)

@@ -95,32 +95,16 @@ class ModelPool:
     def __init__(
         self,
         *,
-        num_parallel: int,
-        context_length: int,
-        num_batch: int,
-        num_thread: int,
+        defaults: LoadSpec,
         max_loaded: int,
         max_queue: int,
         default_keep_alive: float,
-        cache_bytes: int = 0,
-        max_prefill: int = 0,
-        kv_cache_type: str = "f16",
-        flash_attention: bool | None = None,
         loader: Loader = LoadedModel,
         grammars: GrammarChecker | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self._defaults = LoadSpec(
-            path=Path(),
-            n_slots=num_parallel,
-            n_ctx_slot=context_length,
-            n_batch=num_batch,
-            n_threads=num_thread,
-            cache_bytes=cache_bytes,
-            max_prefill=max_prefill,
-            kv_cache_type=kv_cache_type,
-            flash_attention=flash_attention,
-        )
+        """``defaults``: how models load unless a request asks otherwise (``LoadSpec.from_settings``)."""
+        self._defaults = defaults
         self._max_loaded = max(1, max_loaded)
         self._max_queue = max_queue
         self.default_keep_alive = default_keep_alive

@@ -30,10 +30,7 @@ def test_a_lease_cancelled_during_the_load_gives_the_model_back_once_loaded() ->
 
     async def run() -> None:
         pool = ModelPool(
-            num_parallel=1,
-            context_length=256,
-            num_batch=64,
-            num_thread=1,
+            defaults=LoadSpec(Path(), n_slots=1, n_ctx_slot=256, n_batch=64, n_threads=1),
             max_loaded=1,
             max_queue=1,
             default_keep_alive=300,

@@ -191,10 +191,7 @@ def test_the_pool_loads_a_model_short_of_memory_with_the_slots_that_fit(model: M
 
     async def main() -> None:
         pool = ModelPool(
-            num_parallel=8,
-            context_length=256,
-            num_batch=64,
-            num_thread=2,
+            defaults=LoadSpec(Path(), n_slots=8, n_ctx_slot=256, n_batch=64, n_threads=2),
             max_loaded=2,
             max_queue=4,
             default_keep_alive=300,

@@ -63,10 +63,7 @@ def fake_pool(loader: Callable[[LoadSpec, int], FakeModel], clock: FakeClock | N
     """The pool the fake-loader tests run (here and in test_memory_settings.py): num_parallel 4,
     context 512, a queue of 8, keep_alive 300 s; the system clock unless ``clock`` is given."""
     return ModelPool(
-        num_parallel=4,
-        context_length=512,
-        num_batch=512,
-        num_thread=2,
+        defaults=LoadSpec(Path(), n_slots=4, n_ctx_slot=512, n_batch=512, n_threads=2),
         max_loaded=max_loaded,
         max_queue=8,
         default_keep_alive=300,
