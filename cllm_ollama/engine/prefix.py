@@ -151,7 +151,7 @@ class PrefixReuse:
         prompt, keys = request.prompt, request.prefix_keys
         limit = len(prompt) - 1  # at least one token must be decoded to get logits
         best = NOTHING
-        if self.share:
+        if self.share and prompt:
             for slot in self.slots:
                 if slot.seq_id in exclude or not slot.chain.tokens or slot.chain.tokens[0] != prompt[0]:
                     continue
@@ -168,13 +168,13 @@ class PrefixReuse:
     def best_pending(self, request: Request) -> Source:
         """The longest prefix of ``request``'s prompt that a slot is computing now for its own request."""
         best = NOTHING
-        if not self.share:
+        if not self.share or not request.prompt:
             return best
         prompt, keys = request.prompt, request.prefix_keys
         limit = len(prompt) - 1
         for slot in self.slots:
             other = slot.request
-            if slot.state is SlotState.PREFILL and other is not None and other.prompt[0] == prompt[0]:
+            if slot.state is SlotState.PREFILL and other is not None and other.prompt[:1] == prompt[:1]:
                 n = min(keyed_prefix(other.prompt, other.prefix_keys, prompt, keys), limit)
                 if n > best.n:
                     best = Source(n, Tier.SLOT, slot=slot, pending=True)
