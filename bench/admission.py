@@ -13,6 +13,11 @@ around the scheduler call the runner makes once per step (``admit``), medians ov
   wait; one ``admit`` places one of them (the steady state of a busy server).
 - ``waiting``: 8 identical long prompts arrive at once; one slot computes the prefix, the
   others wait for it (a named slot state): the cost of one step's ``admit`` while they wait.
+- ``steps``: what running streams see. All slots generate; every 10th step one stream ends
+  and a new long request takes its slot. The engine thread's scheduling time per step
+  (``admit`` + ``plan`` + ``update``, no decode), the median of the steps that admit and of
+  those that do not, over 200 steps: their difference is what an admission (and its first
+  prompt chunk of up to 8192 tokens) adds to every running stream's inter-token latency.
 
 A prompt's block keys are hashed once, when it is submitted, on the submitting thread (as
 ``Runner.submit`` does); ``keys`` times that alone for one prompt of ``--tokens`` tokens.
@@ -104,6 +109,30 @@ def waiting(slots: int, tokens: int, rng: random.Random) -> float:
     return timed_admit(s)
 
 
+def steps(slots: int, tokens: int, rng: random.Random) -> tuple[float, float]:
+    """Median scheduling time of the steps that admit, and of the others (ms)."""
+    s = make(slots, tokens)
+    convs = conversations(rng, slots + 20, tokens)
+    for c in convs[:slots]:
+        s.add(req(c, num_predict=10**6))
+    while s.waiting or any(slot.state.value in ("prefill", "waiting") for slot in s.slots):
+        plan = s.schedule()
+        s.update(plan, [1] * len(plan.outputs))
+    fresh = iter(convs[slots:])
+    ms: list[float] = []
+    admitting: list[float] = []
+    for i in range(200):
+        if i % 10 == 0:
+            s.abort([s.slots[i // 10 % slots].request.id])  # type: ignore[union-attr]
+            s.add(req(next(fresh), num_predict=10**6))
+        t0 = time.perf_counter_ns()
+        plan = s.admit()
+        plan = s.plan()
+        s.update(plan, [1] * len(plan.outputs))
+        (admitting if i % 10 == 0 else ms).append((time.perf_counter_ns() - t0) / 1e6)
+    return statistics.median(admitting), statistics.median(ms)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--slots", type=int, default=32)
@@ -122,6 +151,11 @@ def main() -> None:
     for name, case in (("follow-ups", follow_ups), ("one-free", one_free), ("waiting", waiting)):
         ms = [case(args.slots, args.tokens, rng) for _ in range(args.reps)]
         print(f"{name:10s} {args.slots} slots x {args.tokens} tokens: {statistics.median(ms):9.3f} ms per admission")
+    with_admission, without = steps(args.slots, args.tokens, rng)
+    print(
+        f"steps      {args.slots} slots x {args.tokens} tokens: {with_admission:9.3f} ms a step that admits, "
+        f"{without:.3f} ms one that does not (medians)"
+    )
 
 
 if __name__ == "__main__":
