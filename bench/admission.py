@@ -42,7 +42,7 @@ def make(slots: int, tokens: int) -> Scheduler:
     return Scheduler(
         slots,
         tokens + 1024,
-        8192,
+        max(slots, min(8192, tokens // 4)),  # a long prompt takes several steps
         lambda t: b"x",
         lambda t: False,
         cache=PromptCache(1 << 40),
@@ -86,14 +86,20 @@ def follow_ups(slots: int, tokens: int, rng: random.Random) -> float:
     return timed_admit(s) / slots
 
 
-def one_free(slots: int, tokens: int, rng: random.Random) -> float:
+def all_generating(slots: int, tokens: int, convs: list[list[int]]) -> Scheduler:
+    """A scheduler whose every slot generates after one of ``convs`` (the first ``slots``)."""
     s = make(slots, tokens)
-    convs = conversations(rng, slots + 8, tokens)
     for c in convs[:slots]:
         s.add(req(c, num_predict=10**6))
     while s.waiting or any(slot.state.value in ("prefill", "waiting") for slot in s.slots):
         plan = s.schedule()
         s.update(plan, [1] * len(plan.outputs))
+    return s
+
+
+def one_free(slots: int, tokens: int, rng: random.Random) -> float:
+    convs = conversations(rng, slots + 8, tokens)
+    s = all_generating(slots, tokens, convs)
     s.abort([s.slots[0].request.id])  # type: ignore[union-attr]
     for c in convs[slots:]:
         s.add(req(c))
@@ -105,19 +111,15 @@ def waiting(slots: int, tokens: int, rng: random.Random) -> float:
     prompt = conversations(rng, 1, tokens)[0]
     for _ in range(min(8, slots)):
         s.add(req(prompt))
-    s.update(s.schedule(), [])  # the first chunk: one slot computes, the others wait
+    plan = s.schedule()  # the first chunk: one slot computes, the others wait
+    s.update(plan, [1] * len(plan.outputs))
     return timed_admit(s)
 
 
 def steps(slots: int, tokens: int, rng: random.Random) -> tuple[float, float]:
     """Median scheduling time of the steps that admit, and of the others (ms)."""
-    s = make(slots, tokens)
     convs = conversations(rng, slots + 20, tokens)
-    for c in convs[:slots]:
-        s.add(req(c, num_predict=10**6))
-    while s.waiting or any(slot.state.value in ("prefill", "waiting") for slot in s.slots):
-        plan = s.schedule()
-        s.update(plan, [1] * len(plan.outputs))
+    s = all_generating(slots, tokens, convs)
     fresh = iter(convs[slots:])
     ms: list[float] = []
     admitting: list[float] = []
