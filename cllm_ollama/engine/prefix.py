@@ -30,12 +30,16 @@ Seams for the two pieces that land here next (write them in, do not reshape this
    while the other slots keep stepping. ``Save`` likewise hands its bytes to a writer thread.
    The order of ``StepPlan.ops`` and the ``lost`` report stay as they are.
 2. IMAGES in prompts (issue 17). A prompt becomes token runs plus media items (hash of the
-   bytes, ``n_tokens``, ``n_pos``). The chain then hashes items, not only tokens: a media item
-   is one opaque block whose key is its bytes' hash, so slots, the host cache and the disk tier
-   match an image already in KV without encoding or decoding it again; a shared prefix never
-   ends inside an image (a match length snaps down to the item's start), and positions come
-   from the items (M-RoPE models use more positions than tokens). Only ``blocks``,
-   ``Request.prefix_keys`` and ``TokenChain`` compute keys, so that is where it changes.
+   bytes, ``n_tokens``, ``n_pos``); ``engine/media.py`` (issue 17's first part) turns it into
+   one key per KV cell, an image's cells a negative key from its hash. ``Request.prompt`` then
+   carries those cell keys, and the chains here match them unchanged: the same image in
+   another slot, a saved state or on disk matches without being encoded or decoded again, a
+   different one does not. Two rules join, each in one place: every length this component
+   acts on (``find``'s kept and source lengths, ``resolve_waits``' copy) is cut back with
+   ``media.whole_prefix`` (a sequence holds an image whole or not at all), and the scheduler
+   places the rest at ``media.position_after`` instead of at the cell count (M-RoPE images
+   take fewer positions than cells). The operations do not change: a copy, restore or trim
+   moves cells, whatever they hold.
 """
 
 from __future__ import annotations
