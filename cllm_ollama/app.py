@@ -18,6 +18,7 @@ from .api.middleware.metrics import RequestCounter, ServerMetrics
 from .api.middleware.shutdown import Drain, DrainMiddleware
 from .api.routes import ROUTES
 from .config import Settings
+from .engine.frontdoor import LoadSpec
 from .engine.pool import ModelPool
 from .store.store import ModelStore
 
@@ -34,17 +35,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # Startup repair: a model missing a blob (older version, crash, hand edit) is named once in the log.
         await run_in_threadpool(app.state.store.report_broken)
         app.state.pool = ModelPool(
-            num_parallel=settings.num_parallel,
-            context_length=settings.context_length,
-            num_batch=settings.num_batch,
-            num_thread=settings.num_thread,
+            defaults=LoadSpec.from_settings(settings),
             max_loaded=settings.max_loaded_models,
             max_queue=settings.max_queue,
             default_keep_alive=settings.keep_alive,
-            cache_bytes=settings.cache_ram_mib << 20,
-            max_prefill=settings.prefill_chunk,
-            kv_cache_type=settings.kv_cache_type,
-            flash_attention=settings.flash_attention,
         )
         try:
             yield

@@ -25,7 +25,8 @@ from ..chatformat.family_parsers import StreamParser, parser_for
 from ..chatformat.parsers import Delta
 from ..chatformat.prompt import Renderer
 from ..chatformat.render_queue import render_prompt
-from ..engine.client import LoadedModel, fit_prompt
+from ..engine.client import fit_prompt
+from ..engine.frontdoor import EngineClient
 from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats
 from ..engine.request import Request as EngineRequest
@@ -143,7 +144,7 @@ class Generation:
                     yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats)
                     return
 
-    async def _admit(self, pool: ModelPool, loaded: LoadedModel) -> tuple[EngineRequest, StreamParser]:
+    async def _admit(self, pool: ModelPool, loaded: EngineClient) -> tuple[EngineRequest, StreamParser]:
         """Everything before the first token: the prompt, fitted; the grammar; the engine request."""
         options, truncate = self.options, self.fields.truncate
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.

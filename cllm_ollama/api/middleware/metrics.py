@@ -22,10 +22,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ...engine.frontdoor import PREFIX_BLOCK, Occupancy
 from ...engine.pool import ModelPool
-from ...engine.prompt_cache import BLOCK
 from ...engine.request import Stats
-from ...engine.scheduler import Occupancy
 
 # The ``*_created`` timestamps double the series and no dashboard reads them (vLLM drops them too).
 disable_created_metrics()
@@ -200,7 +199,7 @@ class PoolCollector(Collector):
             if name:
                 slots.add_metric([name], n_slots)
             if total:
-                config.add_metric([name, str(BLOCK), str(total // BLOCK)], 1.0)
+                config.add_metric([name, str(PREFIX_BLOCK), str(total // PREFIX_BLOCK)], 1.0)
         yield from (running, waiting, usage, config, slots)
         loaded = CounterMetricFamily("cllm_model_loads", "Models loaded.", labels=["model_name"])
         for name, n in sorted(loads.items()):

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from ...chatformat.prompt import Rendered, chat_prompt
 from ...chatformat.render_budget import RenderBudget
-from ...engine.client import LoadedModel
+from ...engine.frontdoor import EngineClient
 from ...errors import InvalidRequest
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Endpoint
@@ -57,7 +57,7 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     think_set = body.get("think") is not None
     templated = chat_prompt(model, messages, thinking=thinking, go_template=template or None, think_set=think_set)
 
-    def render(loaded: LoadedModel, limit: int | None, budget: RenderBudget | None) -> Rendered:
+    def render(loaded: EngineClient, limit: int | None, budget: RenderBudget | None) -> Rendered:
         if suffix:
             return _fill_in_the_middle(loaded, prompt, suffix)
         if raw:
@@ -77,7 +77,7 @@ def _context(body: dict[str, Any]) -> list[int]:
     return context
 
 
-def _fill_in_the_middle(loaded: LoadedModel, prompt: str, suffix: str) -> Rendered:
+def _fill_in_the_middle(loaded: EngineClient, prompt: str, suffix: str) -> Rendered:
     """``<fim_pre>prompt<fim_suf>suffix<fim_mid>``: the infill layout llama.cpp's server uses."""
     fim = loaded.fim_tokens()
     if fim is None:
