@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..api.model_views import show_response, tag_entry
+from ..api.ollama.model_views import show_response, tag_entry
 from ..config import Settings
 from ..errors import CllmError
 from ..store.blobs import sha256_file
@@ -85,7 +85,7 @@ class LocalBackend:
         self.settings = settings or Settings(models_dir=store.root)
 
     def tags(self) -> list[dict[str, Any]]:
-        return [tag_entry(record) for record in self.store.list_models()]
+        return [tag_entry(record) for record in self.store.list_models(broken=True)]
 
     def show(self, name: str, verbose: bool = False) -> dict[str, Any]:
         return show_response(self.store.get(name), verbose=verbose)

@@ -17,7 +17,7 @@ import httpx
 import uvicorn
 
 from .. import OLLAMA_COMPAT_VERSION, __version__
-from ..api.shutdown import Drain
+from ..api.middleware.shutdown import Drain
 from ..app import create_app
 from ..config import ConfigError, Settings
 from ..errors import CllmError

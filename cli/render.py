@@ -29,8 +29,10 @@ def models_table(models: list[dict[str, Any]], now: datetime) -> str:
     rows = [["NAME", "ID", "SIZE", "MODIFIED"]]
     for m in models:
         modified = human_time(datetime.fromisoformat(m["modified_at"]), now)
-        rows.append([m["name"], m["digest"][:12], human_bytes(m["size"]), modified])
-    return table(rows)
+        name = f"{m['name']} (broken)" if m.get("broken") else m["name"]
+        rows.append([name, m["digest"][:12], human_bytes(m["size"]), modified])
+    notes = [m["broken"] for m in models if m.get("broken")]
+    return "\n".join([table(rows), *notes])
 
 
 def running_table(models: list[dict[str, Any]], now: datetime) -> str:

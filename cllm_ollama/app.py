@@ -9,15 +9,16 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
-from .api.auth import ApiKeyRequired
-from .api.cors import cors_middleware
 from .api.errors import EXCEPTION_HANDLERS
-from .api.hosts import LocalHostsOnly, is_loopback
-from .api.limits import BodyLimit
-from .api.metrics import RequestCounter, ServerMetrics
+from .api.middleware.auth import ApiKeyRequired
+from .api.middleware.cors import cors_middleware
+from .api.middleware.hosts import LocalHostsOnly, is_loopback
+from .api.middleware.limits import BodyLimit
+from .api.middleware.metrics import RequestCounter, ServerMetrics
+from .api.middleware.shutdown import Drain, DrainMiddleware
 from .api.routes import ROUTES
-from .api.shutdown import Drain, DrainMiddleware
 from .config import Settings
+from .engine.frontdoor import LoadSpec
 from .engine.pool import ModelPool
 from .store.store import ModelStore
 
@@ -31,18 +32,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
             # As Ollama does, and only here: before the first request none of our pulls, uploads
             # or creates is in flight (another process's recent files are spared by their age).
             await run_in_threadpool(app.state.store.prune)
+        # Startup repair: a model missing a blob (older version, crash, hand edit) is named once in the log.
+        await run_in_threadpool(app.state.store.report_broken)
         app.state.pool = ModelPool(
-            num_parallel=settings.num_parallel,
-            context_length=settings.context_length,
-            num_batch=settings.num_batch,
-            num_thread=settings.num_thread,
+            defaults=LoadSpec.from_settings(settings),
             max_loaded=settings.max_loaded_models,
             max_queue=settings.max_queue,
             default_keep_alive=settings.keep_alive,
-            cache_bytes=settings.cache_ram_mib << 20,
-            max_prefill=settings.prefill_chunk,
-            kv_cache_type=settings.kv_cache_type,
-            flash_attention=settings.flash_attention,
         )
         try:
             yield

@@ -289,7 +289,10 @@ class Settings:
                     return raw.strip().strip("\"'").strip()
             return None
 
-        def get_int(name: str, default: int, minimum: int = 0) -> int:
+        def get_int(name: str, default: int, minimum: int = 0, *, zero_is_default: bool = False) -> int:
+            """The variable as an integer of at least ``minimum``. 0 is a value like any other
+            (CACHE_RAM=0 turns the cache off) unless ``zero_is_default``: where Ollama reads 0
+            as "unset" (OLLAMA_MAX_LOADED_MODELS=0, OLLAMA_CONTEXT_LENGTH=0)."""
             raw = get(name)
             if raw is None:
                 return default
@@ -297,7 +300,9 @@ class Settings:
                 value = int(raw)
             except ValueError as exc:
                 raise ConfigError(f"invalid {name}: {raw!r} is not an integer") from exc
-            return max(value, minimum) if value != 0 or minimum > 0 else default
+            if value == 0 and zero_is_default:
+                return default
+            return max(value, minimum)
 
         models = get("MODELS")
         keep_alive = get("KEEP_ALIVE")
@@ -315,17 +320,17 @@ class Settings:
             models_dir=Path(models).expanduser() if models else _default_models_dir(),
             keep_alive=_env_keep_alive(keep_alive) if keep_alive else DEFAULT_KEEP_ALIVE_S,
             num_parallel=get_int("NUM_PARALLEL", DEFAULT_NUM_PARALLEL, minimum=1),
-            max_loaded_models=get_int("MAX_LOADED_MODELS", DEFAULT_MAX_LOADED_MODELS),
-            max_queue=get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE),
-            context_length=get_int("CONTEXT_LENGTH", DEFAULT_CONTEXT_LENGTH),
+            max_loaded_models=get_int("MAX_LOADED_MODELS", DEFAULT_MAX_LOADED_MODELS, zero_is_default=True),
+            max_queue=get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE, zero_is_default=True),
+            context_length=get_int("CONTEXT_LENGTH", DEFAULT_CONTEXT_LENGTH, zero_is_default=True),
             origins=tuple(o.strip() for o in origins.split(",") if o.strip()) if origins else (),
             api_keys=api_keys,
             client_api_key=client_keys[0] if client_keys else None,
             metrics_public=metrics_public is not None and _go_bool(metrics_public),
             num_thread=get_int("NUM_THREAD", 0),
             num_batch=get_int("NUM_BATCH", 512, minimum=1),
-            cache_ram_mib=get_int("CACHE_RAM", 4096) if get("CACHE_RAM") != "0" else 0,
-            prefill_chunk=get_int("PREFILL_CHUNK", 256) if get("PREFILL_CHUNK") != "0" else 0,
+            cache_ram_mib=get_int("CACHE_RAM", 4096),
+            prefill_chunk=get_int("PREFILL_CHUNK", 256),
             render_timeout=_env_timeout("RENDER_TIMEOUT", get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
             shutdown_grace=_env_timeout("SHUTDOWN_GRACE", get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
             debug=debug not in (None, "0", "false", "False"),

@@ -2,6 +2,7 @@
 
     CllmError                  (500 unless a subclass says otherwise)
     ├── InvalidRequest         400  bad input a client can fix
+    │   ├── MediaError         400  an image that is no image
     │   └── ContextOverflow    400  prompt longer than num_ctx with truncate:false
     ├── NotFound               404  model, blob or file that does not exist
     ├── QueueFull              503  beyond OLLAMA_MAX_QUEUE
@@ -30,6 +31,15 @@ class CllmError(Exception):
 
 class InvalidRequest(CllmError):
     status_code = 400
+
+
+class MediaError(InvalidRequest):
+    """Bytes sent as an image that are no image the model's projector can read."""
+
+    def __init__(self, detail: str) -> None:
+        # llama-server's words, which Ollama passes on; ``detail`` says what was wrong.
+        super().__init__("Failed to load image or audio file")
+        self.detail = detail
 
 
 class ContextOverflow(InvalidRequest):

@@ -431,6 +431,7 @@ class LiveServer:
     url: str
     process: subprocess.Popen[bytes]
     log: Path
+    models: Path  # its store (OLLAMA_MODELS)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -486,14 +487,19 @@ class Afterwards:
 
 @contextmanager
 def cllm_serve(
-    num_parallel: int = 4, context_length: int = 512, extra_env: dict[str, str] | None = None
+    num_parallel: int = 4,
+    context_length: int = 512,
+    extra_env: dict[str, str] | None = None,
+    models: Path | None = None,
 ) -> Iterator[LiveServer]:
-    """``cllm serve`` on a free loopback port over a scratch store; stopped (SIGTERM) on exit."""
+    """``cllm serve`` on a free loopback port over a scratch store (or ``models``, an existing one,
+    kept: a server restarted on it finds what the last one left); stopped (SIGTERM) on exit."""
     import socket
 
     with tempfile.TemporaryDirectory(prefix="cllm-fuzz-") as tmp:
-        models = Path(tmp) / "models"
-        write_store(models)
+        if models is None:
+            models = Path(tmp) / "models"
+            write_store(models)
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
@@ -519,7 +525,7 @@ def cllm_serve(
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        server = LiveServer(f"http://127.0.0.1:{port}", process, log)
+        server = LiveServer(f"http://127.0.0.1:{port}", process, log, models)
         try:
             deadline = time.monotonic() + 60
             while True:

@@ -3,54 +3,40 @@ through every layer above the engine, for tests that need them from a model too 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gguf
+from fakeengine import FakeEngine
 from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.client import LoadSpec
+from cllm_ollama.engine.frontdoor import Occupancy
 from cllm_ollama.engine.pool import ModelPool
 from cllm_ollama.engine.request import Event, FinishReason, Request, Stats
-from cllm_ollama.engine.scheduler import Occupancy
 from cllm_ollama.store.create import import_gguf
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_qwen3
 
 
 @dataclass
-class ScriptedModel:
+class ScriptedModel(FakeEngine):
     """A loaded model without weights: ``generate`` emits ``script``'s texts, raising its exceptions."""
 
     spec: LoadSpec
     script: list[str | BaseException]
-    n_ctx_slot: int = 256
+    n_ctx_slot: int = 256  # type: ignore[assignment]
     n_ctx_train: int = 256
-    size_bytes: int = 0
-    size_vram: int = 0
-    bos_text: str = ""
-    eos_text: str = ""
-    dead: str | None = None
     running: set[int] = field(default_factory=set)
-
-    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
-        return [ord(c) % 100 + 1 for c in text] or [1]
-
-    @property
-    def n_slots(self) -> int:
-        return self.spec.n_slots
 
     def occupancy(self) -> Occupancy:
         return Occupancy(running=len(self.running), waiting=0, cells_used=0, cells_total=self.n_ctx_slot * self.n_slots)
 
-    def token_piece(self, token: int) -> bytes:
-        return b"x"
-
-    async def generate(self, request: Request) -> AsyncIterator[Event]:
+    async def generate(self, request: Request) -> AsyncGenerator[Event, None]:
         self.running.add(request.id)
         try:
             for step in self.script:
@@ -61,9 +47,6 @@ class ScriptedModel:
             yield Event(request.id, "", (), FinishReason.STOP, stats)
         finally:
             self.running.discard(request.id)
-
-    def close(self) -> None:
-        pass
 
 
 def scripted_pool(
@@ -79,14 +62,11 @@ def scripted_pool(
         return loaded[-1]
 
     return ModelPool(
-        num_parallel=2,
-        context_length=256,
-        num_batch=64,
-        num_thread=1,
+        defaults=LoadSpec(Path(), n_slots=2, n_ctx_slot=256, n_batch=64, n_threads=1),
         max_loaded=1,
         max_queue=4,
         default_keep_alive=300,
-        loader=load,  # type: ignore[arg-type]
+        loader=load,
     )
 
 

@@ -8,6 +8,10 @@ and malformed ones. It prints the requests tried, statuses, crashes (the server 
 hangs (no answer within ``--timeout``), unexpected answers (a 5xx Ollama would not give, an error in
 the wrong shape, a stream cut short), the server's RSS before/after and whether every slot is free
 at the end (each model unloads when asked: one still held by a request would stay in /api/ps).
+
+Beside them, ``--store-clients`` churn the store: create, copy, delete, pull (from a loopback
+stand-in registry), show and generate on two shared names, where only a success or Ollama's 404
+for a vanished name is right; the verdict says whether every manifest's blobs are present at the end.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from tests.fakeregistry import fake_registry
 from tests.schema_fuzz import (
     Afterwards,
     LiveServer,
@@ -35,7 +40,9 @@ from tests.schema_fuzz import (
     error_message,
     rss_kib,
 )
+from tests.store_check import missing_blobs, publish
 
+SHARED = ("shared-a", "shared-b")  # the names the store-churn clients fight over
 PROMPTS = ["Hello", "Why is the sky blue?", "def add(a, b):", "Once upon a time", "1, 2, 3,", "Translate: chat"]
 
 
@@ -232,6 +239,43 @@ class Soak:
                 (_, action) = self.rng.choices(actions, weights)[0]
                 await action(client)
 
+    async def store_churn(self) -> None:
+        """Create, copy, delete, pull, show and generate on the shared names until the end."""
+        async with httpx.AsyncClient(base_url=self.url, timeout=None) as client:
+            while self.more():
+                await self._churn_once(client)
+
+    async def _churn_once(self, client: httpx.AsyncClient) -> None:
+        a, b = self.rng.sample(SHARED, 2)
+        # Each operation, and what Ollama answers it when a name vanished under it.
+        ops: list[tuple[str, str, str, dict[str, Any], str | None]] = [
+            ("create", "POST", "/api/create", {"model": a, "from": "tiny", "system": f"{self.rng.random()}"}, None),
+            ("create", "POST", "/api/create", {"model": a, "from": b}, f"model '{b}:latest' not found"),
+            ("copy", "POST", "/api/copy", {"source": a, "destination": b}, f'model "{a}" not found'),
+            ("delete", "DELETE", "/api/delete", {"model": a}, f"model '{a}' not found"),
+            ("pull", "POST", "/api/pull", {"model": a}, None),
+            ("show", "POST", "/api/show", {"model": a}, f"model '{a}:latest' not found"),
+            ("generate", "POST", "/api/generate", {"model": a, "prompt": "hi", "options": {"num_predict": 4}}, None),
+        ]
+        kind, method, path, body, vanished = self.rng.choice(ops)
+        if kind == "generate":
+            vanished = f"model '{a}' not found"
+        self.tried += 1
+        self.kinds[f"store {kind}"] += 1
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await client.request(method, path, json={**body, "stream": False})
+        except TimeoutError:
+            self._hang(f"{path}: no answer in {self.timeout:.0f} s: {body!r}")
+            return
+        except httpx.TransportError as exc:
+            self._lost(path, exc)
+            return
+        self.statuses[response.status_code] += 1
+        if response.status_code == 200 or (response.status_code == 404 and error_text(response) == vanished):
+            return
+        self.failures.append(f"{path} {body!r}: {response.status_code} {response.text[:200]!r}")
+
     async def _valid(self, client: httpx.AsyncClient, path: str, body: dict[str, Any], kind: str) -> None:
         await self.send(client, path, json.dumps(body).encode(), kind)
 
@@ -247,7 +291,14 @@ class Soak:
             self._hang(f"GET {path}: no answer in {self.timeout:.0f} s")
 
 
-async def _run(soak: Soak, clients: int, server: LiveServer) -> int:
+def error_text(response: httpx.Response) -> str | None:
+    try:
+        return json.loads(response.text).get("error")
+    except (ValueError, AttributeError):
+        return None
+
+
+async def _run(soak: Soak, clients: int, store_clients: int, server: LiveServer) -> int:
     peak = 0
 
     async def sample_rss() -> None:
@@ -257,7 +308,7 @@ async def _run(soak: Soak, clients: int, server: LiveServer) -> int:
             await asyncio.sleep(1)
 
     sampler = asyncio.create_task(sample_rss())
-    await asyncio.gather(*(soak.client() for _ in range(clients)))
+    await asyncio.gather(*(soak.client() for _ in range(clients)), *(soak.store_churn() for _ in range(store_clients)))
     sampler.cancel()
     return peak
 
@@ -269,10 +320,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-requests", type=int, default=100_000, help="stop after this many requests")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds after which a request is a hang")
     parser.add_argument("--parallel", type=int, default=8, help="OLLAMA_NUM_PARALLEL of the server")
+    parser.add_argument("--store-clients", type=int, default=3, help="clients churning the store's shared names")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    with cllm_serve(num_parallel=args.parallel) as server:
+    with (
+        fake_registry() as registry,
+        cllm_serve(num_parallel=args.parallel, extra_env={"OLLAMA_REGISTRY_URL": registry.url}) as server,
+    ):
+        publish(registry, server.models, SHARED)
         # Both models loaded first, so that "before" is a server in use, not an empty one.
         asyncio.run(_warm(server.url))
         rss_before = rss_kib(server.process.pid)
@@ -280,12 +336,16 @@ def main(argv: list[str] | None = None) -> int:
             server.url, args.timeout, time.monotonic() + args.minutes * 60, args.max_requests, random.Random(seed)
         )
         t0 = time.monotonic()
-        peak = asyncio.run(_run(soak, args.clients, server))
+        peak = asyncio.run(_run(soak, args.clients, args.store_clients, server))
         elapsed = time.monotonic() - t0
         after = Afterwards.check(server)
+        broken = missing_blobs(server.models)
     codes = ", ".join(f"{code}: {n}" for code, n in sorted(soak.statuses.items()))
     lat = sorted(soak.latencies) or [0.0]
-    print(f"soak: seed {seed}, {args.clients} clients, {elapsed:.0f} s, server OLLAMA_NUM_PARALLEL={args.parallel}")
+    print(
+        f"soak: seed {seed}, {args.clients} clients + {args.store_clients} store-churn clients, {elapsed:.0f} s, "
+        f"server OLLAMA_NUM_PARALLEL={args.parallel}"
+    )
     print(f"requests tried: {soak.tried} ({', '.join(f'{k}: {n}' for k, n in soak.kinds.most_common())})")
     print(f"statuses: {codes}")
     print(f"abandoned on purpose: {soak.abandoned}")
@@ -295,9 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"crashes (server process died): {0 if after.alive else 1}")
     print(f"server answers afterwards: {after.answers}")
     print(f"tracebacks in the server log: {len(after.tracebacks)}")
+    print(f"every manifest's blobs present: {'yes' if not broken else 'NO: ' + '; '.join(broken[:10])}")
     print(f"latency p50/p99/max: {lat[len(lat) // 2]:.2f} / {lat[int(len(lat) * 0.99)]:.2f} / {lat[-1]:.2f} s")
     after.report_end(rss_before, soak.failures, shown=30, peak=peak)
-    ok = after.ok and not soak.failures and not soak.hangs
+    ok = after.ok and not soak.failures and not soak.hangs and not broken
     return 0 if ok else 1
 
 

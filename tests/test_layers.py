@@ -37,11 +37,20 @@ def files(layer: str) -> list[Path]:
         ("store", ("cllm_ollama.api", "cllm_ollama.engine", "starlette", "llama_cpp")),
         # Above the engine there is no llama.cpp: grammars, samplers and pointers stay below it.
         ("api", ("llama_cpp", "ctypes")),
+        # The chat format sits between the dialects and the engine and knows neither HTTP nor llama.cpp:
+        # the API hands it the model and a tokenizer; the engine never calls it.
+        ("chatformat", ("cllm_ollama.api", "cllm_ollama.engine", "starlette", "llama_cpp", "ctypes")),
     ],
 )
 def test_layer_does_not_import(layer: str, forbidden: tuple[str, ...]) -> None:
     for path in files(layer):
         bad = {m for m in imports_of(path) if m.startswith(forbidden)}
+        assert not bad, f"{path.name} imports {bad}"
+
+
+def test_the_engine_never_renders_chats() -> None:
+    for path in files("engine"):
+        bad = {m for m in imports_of(path) if m.startswith("cllm_ollama.chatformat")}
         assert not bad, f"{path.name} imports {bad}"
 
 

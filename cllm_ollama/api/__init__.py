@@ -1,4 +1,10 @@
 """HTTP edge: Starlette routes, JSON in, engine requests and store calls, NDJSON/JSON out.
 
-May import ``engine`` and ``store``; neither of them imports this package.
+One folder per dialect, each with its endpoints: ``ollama/`` (``/api/*``), ``openai/`` (``/v1/*``),
+``anthropic/`` (``/v1/messages``); ``middleware/`` wraps them all. Beside them, what the dialects
+share: the route table (``routes``), one endpoint's shape (``endpoint``), a generation's lifecycle
+and streaming, request decoding (``wire``, ``fields``, ``options``, ``formats``, ``resolve``),
+encoders and the error boundary (``errors``). Prompts and output parsing are ``chatformat``'s.
+
+May import ``engine``, ``store`` and ``chatformat``; none of them imports this package.
 """

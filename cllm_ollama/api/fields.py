@@ -3,6 +3,7 @@ keep_alive, truncate, format, logprobs, think, images."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,9 +58,15 @@ def thinking_for(model: ResolvedModel, body: dict[str, Any], display_name: str) 
     return think
 
 
-def check_images(model: ResolvedModel, images: object) -> None:
-    if images and not model.has("vision"):
+def check_images(model: ResolvedModel, images: Sequence[str] | None) -> None:
+    """Images (valid base64 already: ``wire.images_field``) go only to a model that sees.
+
+    Bytes that are no image are the projector's to find (``binding.MediaError``, a 400) when
+    the engine tokenizes the prompt, as llama-server finds them for Ollama.
+    """
+    if not images:
+        return
+    if not model.has("vision"):
         raise InvalidRequest(f"{model.full_name} does not support vision")
-    if images:
-        # Its projector is not loaded: dropping the images silently would answer about nothing.
-        raise InvalidRequest(f"{model.full_name}: images are not supported by this server yet (cllm has no vision)")
+    # The engine has no media step yet: dropping the images silently would answer about nothing.
+    raise InvalidRequest(f"{model.full_name}: images are not supported by this server yet (cllm has no vision)")

@@ -20,18 +20,20 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..engine.client import LoadedModel, fit_prompt
+from ..chatformat.builtin_templates import template_in_use
+from ..chatformat.family_parsers import StreamParser, parser_for
+from ..chatformat.parsers import Delta
+from ..chatformat.prompt import Renderer
+from ..chatformat.render_queue import render_prompt
+from ..engine.client import fit_prompt
+from ..engine.frontdoor import EngineClient
 from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats
 from ..engine.request import Request as EngineRequest
 from ..errors import CllmError, EngineError, RequestCanceled
-from .builtin_templates import template_in_use
-from .families import StreamParser, parser_for
 from .fields import SharedFields
 from .formats import JSON_GRAMMAR, grammar_for_format
 from .options import RequestOptions
-from .parsers import Delta
-from .prompt import Renderer, render_prompt
 from .resolve import ResolvedModel, load_request, naming_the_model
 from .shapes import logprob_json
 
@@ -142,12 +144,14 @@ class Generation:
                     yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats)
                     return
 
-    async def _admit(self, pool: ModelPool, loaded: LoadedModel) -> tuple[EngineRequest, StreamParser]:
+    async def _admit(self, pool: ModelPool, loaded: EngineClient) -> tuple[EngineRequest, StreamParser]:
         """Everything before the first token: the prompt, fitted; the grammar; the engine request."""
         options, truncate = self.options, self.fields.truncate
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
         limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
-        rendered = await render_prompt(self.http, self.render, loaded, limit if truncate else None)
+        timeout = self.http.app.state.settings.render_timeout
+        key = self.model.full_name
+        rendered = await render_prompt(self.render, loaded, limit if truncate else None, timeout=timeout, key=key)
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
         )

@@ -25,6 +25,7 @@ class ResolvedModel:
     record: ModelRecord
     info: GGUFInfo
     capabilities: tuple[str, ...]
+    requested: str = ""  # the name as the client sent it (Ollama echoes it in "not found")
 
     @property
     def full_name(self) -> str:
@@ -45,10 +46,14 @@ async def resolve_model(store: ModelStore, name: str, *, empty_message: str, emp
         raise NotFound(f"model '{name}' not found") from None
     if record.model_path is None:
         raise InvalidRequest(f"model '{name}' has no GGUF weights")
-    info = await run_in_threadpool(gguf_info, record.model_path)
+    try:
+        info = await run_in_threadpool(gguf_info, record.model_path)
+        capabilities = tuple(record.capabilities)
+    except FileNotFoundError:  # deleted since it was looked up: the name has vanished
+        raise NotFound(f"model '{name}' not found") from None
     if info.problems:
         raise EngineError(f"model '{name}' cannot be loaded: {'; '.join(info.problems)}")
-    return ResolvedModel(record, info, tuple(record.capabilities))
+    return ResolvedModel(record, info, capabilities, requested=name)
 
 
 def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
@@ -70,11 +75,18 @@ def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
 
 @contextmanager
 def naming_the_model(model: ResolvedModel) -> Iterator[None]:
-    """Errors from loading name the model, not its file: the server's paths go to the log only."""
+    """Errors from loading name the model, not its file: the server's paths go to the log only.
+
+    A load that failed because the model was deleted meanwhile answers as Ollama does for a vanished name.
+    """
+    path = model.record.model_path
     try:
         yield
-    except CllmError as exc:
-        path = model.record.model_path
+    except (CllmError, FileNotFoundError) as exc:
+        if path is not None and not path.exists():
+            raise NotFound(f"model '{model.requested or model.record.short_name}' not found") from None
+        if not isinstance(exc, CllmError):
+            raise
         file = next((f for f in (str(path), getattr(path, "name", None)) if f and f in exc.message), None)
         if file is None:
             raise

@@ -5,7 +5,12 @@ from __future__ import annotations
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.routing import Route
 
-from . import anthropic, chat, embed, generate, metrics, models, openai, openapi, responses, running, system
+from . import openapi
+from .anthropic import messages as anthropic
+from .middleware import metrics
+from .ollama import chat, embed, generate, models, running, system
+from .openai import endpoints as openai
+from .openai import responses
 
 
 class _AnyPath(PathConvertor):

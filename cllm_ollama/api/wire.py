@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidRequest
+from .images import Base64Error, b64decode_go
 
 _GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
 _GO_INTS = ("int", "int32", "int64")
@@ -126,9 +127,16 @@ def tool_calls_json(calls: list[dict[str, Any]], start_index: int = 0) -> list[d
 
 
 def images_field(body: dict[str, Any], struct: str) -> list[str]:
-    """``images``: base64 strings (Go's []api.ImageData), [] when absent."""
+    """``images``: base64 strings (Go's []api.ImageData), [] when absent.
+
+    Go decodes the base64 while it decodes the JSON: bad base64 is its error, as it words it.
+    """
     images = list_field(body, "images", struct, "[]api.ImageData") or []
     for image in images:
         if not isinstance(image, str):
             raise decode_error(image, f"{struct}.images", "api.ImageData")
+        try:
+            b64decode_go(image)
+        except Base64Error as exc:
+            raise InvalidRequest(str(exc)) from exc
     return images

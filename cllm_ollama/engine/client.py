@@ -11,42 +11,21 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import replace
 
 import anyio.to_thread
 
 from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
 from .binding import KV_QUANT_BLOCK, CacheTypeRefused, Model, Sampler, gpu_free_memory, physical_cores
 from .embedder import Embedder
+from .frontdoor import LoadSpec, Occupancy
 from .memory import available_memory, check_memory_fit
 from .probe import probe
 from .request import Event, Request, SamplingParams
-from .runner import Runner, RunnerConfig, Sink
-from .scheduler import Occupancy
+from .runner import Runner, Sink
 
 log = logging.getLogger("cllm.engine")
-
-
-@dataclass(frozen=True)
-class LoadSpec:
-    """Everything that fixes how a model is loaded; a change in any field means a reload."""
-
-    path: Path
-    n_slots: int
-    n_ctx_slot: int
-    n_batch: int = 512
-    n_gpu_layers: int = -1
-    n_threads: int = 0
-    # Encoder models (BERT-like) embed only: no generation slots, no KV cache for them.
-    embedding_only: bool = False
-    # Host RAM for saved prompt states, and prompt tokens per step beside generation (0: off).
-    cache_bytes: int = 0
-    max_prefill: int = 0
-    # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto).
-    kv_cache_type: str = "f16"
-    flash_attention: bool | None = None
 
 
 def resolve_kv_cache_type(cache_type: str, flash_attention: bool | None, head_dims: tuple[int, int]) -> str:
@@ -116,60 +95,48 @@ class LoadedModel:
         probe(spec.path, n_gpu_layers=spec.n_gpu_layers, embedding_only=spec.embedding_only)
         self.model = Model(spec.path, n_gpu_layers=spec.n_gpu_layers)
         n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
-        # A client's num_thread must not be able to spawn thousands of threads.
-        n_threads = min(spec.n_threads, 4 * (os.cpu_count() or 1)) if spec.n_threads > 0 else physical_cores()
-        # The embedder's context is small and cleared after every batch: it stays f16.
-        cache_type = "f16"
-        if not spec.embedding_only:
-            cache_type = resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, self.model.head_dims())
+        # What this load runs with: the spec, resolved against the model and the machine.
+        resolved = replace(
+            spec,
+            n_ctx_slot=n_ctx_slot,
+            # A client's num_thread must not be able to spawn thousands of threads.
+            n_threads=min(spec.n_threads, 4 * (os.cpu_count() or 1)) if spec.n_threads > 0 else physical_cores(),
+            # A client's num_batch beyond the whole context buys nothing (llama.cpp clamps its own
+            # contexts to n_ctx), but the embedder sizes its context by it: 3M asked for 1.2 TB.
+            n_batch=min(spec.n_batch, n_ctx_slot * spec.n_slots),
+            # The embedder's context is small and cleared after every batch: it stays f16.
+            kv_cache_type="f16"
+            if spec.embedding_only
+            else resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, self.model.head_dims()),
+        )
         probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
-        try:
-            self._check_memory(n_ctx_slot, spec.n_slots, cache_type, *probes)
-        except Exception:
-            self.model.close()
-            raise
-        # A client's num_batch beyond the whole context buys nothing (llama.cpp clamps its own
-        # contexts to n_ctx), but the embedder sizes its context by it: 3M asked for 1.2 TB.
-        n_batch = min(spec.n_batch, n_ctx_slot * spec.n_slots)
         self.runner: Runner | None = None
-        if not spec.embedding_only:
-
-            def runner(cache_type: str) -> Runner:
-                config = RunnerConfig(
-                    spec.n_slots,
-                    n_ctx_slot,
-                    n_batch,
-                    n_threads,
-                    spec.cache_bytes,
-                    max_prefill=spec.max_prefill,
-                    cache_type=cache_type,
-                    flash_attn=spec.flash_attention,
-                )
-                return Runner(self.model, config)
-
-            try:
+        try:
+            self._check_memory(resolved, *probes)
+            if not spec.embedding_only:
                 try:
-                    self.runner = runner(cache_type)
+                    self.runner = Runner(self.model, resolved)
                 except CacheTypeRefused as exc:
                     # An f16 cache is 2-4x the quantized one: it must fit on its own account.
                     log.warning("%s: using f16", exc)
-                    cache_type = "f16"
-                    self._check_memory(n_ctx_slot, spec.n_slots, cache_type, *probes)
-                    self.runner = runner(cache_type)
-            except Exception:
-                self.model.close()
-                raise
+                    resolved = replace(resolved, kv_cache_type="f16")
+                    self._check_memory(resolved, *probes)
+                    self.runner = Runner(self.model, resolved)
+        except Exception:
+            self.model.close()
+            raise
+        self.resolved = resolved
         self.embedder = Embedder(
             self.model,
-            n_seq_max=spec.n_slots,
-            n_ctx_seq=n_ctx_slot,
-            n_batch=n_batch,
-            n_threads=n_threads,
+            n_seq_max=resolved.n_slots,
+            n_ctx_seq=resolved.n_ctx_slot,
+            n_batch=resolved.n_batch,
+            n_threads=resolved.n_threads,
             flash_attn=spec.flash_attention,
         )
         # What the generation context got (llama.cpp may still have refused a quantized one).
-        self.kv_cache_type = cache_type
-        self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else n_ctx_slot
+        self.kv_cache_type = resolved.kv_cache_type
+        self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else resolved.n_ctx_slot
         self.max_queue = max_queue
         self.in_flight = 0
 
@@ -179,9 +146,7 @@ class LoadedModel:
             return Occupancy(running=0, waiting=0, cells_used=0, cells_total=0)
         return self.runner.occupancy()
 
-    def _check_memory(
-        self, n_ctx_slot: int, n_slots: int, cache_type: str, host_memory: MemoryProbe, gpu_memory: MemoryProbe
-    ) -> None:
+    def _check_memory(self, spec: LoadSpec, host_memory: MemoryProbe, gpu_memory: MemoryProbe) -> None:
         """Refuse a KV cache the machine cannot hold: allocating it would get the process killed
         (host RAM) or fail deep in llama.cpp (a GPU).
 
@@ -194,9 +159,9 @@ class LoadedModel:
         gpu = gpu_memory() if self.model.n_gpu_layers > 0 else None
         n_layer = max(1, self.model.n_layer)
         check_memory_fit(
-            kv_bytes_per_token=self.model.kv_bytes_per_token(cache_type),
-            n_ctx_slot=n_ctx_slot,
-            n_slots=n_slots,
+            kv_bytes_per_token=self.model.kv_bytes_per_token(spec.kv_cache_type),
+            n_ctx_slot=spec.n_ctx_slot,
+            n_slots=spec.n_slots,
             host_weights=self.model.size_bytes - (self.size_vram if gpu is not None else 0),
             host_free=host_memory(),
             gpu_share=min(self.model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0,
@@ -269,7 +234,7 @@ class LoadedModel:
             raise QueueFull()
         return self.runner
 
-    async def generate(self, request: Request) -> AsyncIterator[Event]:
+    async def generate(self, request: Request) -> AsyncGenerator[Event, None]:
         """Events of one request until its final one; raises QueueFull beyond the queue limit.
 
         The engine builds the request's sampler from ``request.sampling`` and owns it: it is

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 from ..errors import InsufficientMemory
-from .client import LoadedModel, LoadSpec
+from .client import LoadedModel
+from .frontdoor import EngineClient, LoadSpec
 from .grammar import GrammarChecker
 
 log = logging.getLogger("cllm.engine")
@@ -74,7 +75,7 @@ class SystemClock:
 class Entry:
     name: str
     digest: str
-    model: LoadedModel
+    model: EngineClient
     last_used: float  # monotonic seconds
     refs: int = 0
     keep_alive: float = 300.0
@@ -85,7 +86,7 @@ class Entry:
     slots_asked: int = 0
 
 
-Loader = Callable[[LoadSpec, int], LoadedModel]
+Loader = Callable[[LoadSpec, int], EngineClient]
 
 
 class ModelPool:
@@ -94,32 +95,16 @@ class ModelPool:
     def __init__(
         self,
         *,
-        num_parallel: int,
-        context_length: int,
-        num_batch: int,
-        num_thread: int,
+        defaults: LoadSpec,
         max_loaded: int,
         max_queue: int,
         default_keep_alive: float,
-        cache_bytes: int = 0,
-        max_prefill: int = 0,
-        kv_cache_type: str = "f16",
-        flash_attention: bool | None = None,
         loader: Loader = LoadedModel,
         grammars: GrammarChecker | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self._defaults = LoadSpec(
-            path=Path(),
-            n_slots=num_parallel,
-            n_ctx_slot=context_length,
-            n_batch=num_batch,
-            n_threads=num_thread,
-            cache_bytes=cache_bytes,
-            max_prefill=max_prefill,
-            kv_cache_type=kv_cache_type,
-            flash_attention=flash_attention,
-        )
+        """``defaults``: how models load unless a request asks otherwise (``LoadSpec.from_settings``)."""
+        self._defaults = defaults
         self._max_loaded = max(1, max_loaded)
         self._max_queue = max_queue
         self.default_keep_alive = default_keep_alive
@@ -232,7 +217,7 @@ class ModelPool:
                 self.loads[req.name] += 1
             return self._hold(entry, req, keep_alive)
 
-    async def _load(self, name: str, spec: LoadSpec) -> LoadedModel:
+    async def _load(self, name: str, spec: LoadSpec) -> EngineClient:
         """Load ``spec``; when memory is short, unload idle models (least recently used first)
         and try again, then try with fewer slots (halved, down to 1), and only then refuse.
 
@@ -305,6 +290,14 @@ class ModelPool:
         entry.expires_at = self._clock.time()
         if entry.refs == 0:
             await self._expire(entry)
+
+    async def unload_name(self, name: str) -> None:
+        """A model deleted from the store: what serves it under ``name`` unloads once its requests end.
+
+        A request for another name sharing the weights takes the entry over (and keeps it loaded).
+        """
+        for entry in [e for e in self._entries.values() if e.name == name]:
+            await self.unload(entry.model.spec.path)
 
     def running(self) -> list[Entry]:
         """Loaded models, longest remaining time first (as /api/ps sorts)."""

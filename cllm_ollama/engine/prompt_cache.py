@@ -2,7 +2,7 @@
 that lost its slot to another come back without recomputing its history.
 
 Pure bookkeeping: a state is an opaque payload with a size (the runner makes and restores it
-with llama.cpp). Lookups walk the prompt in blocks of ``BLOCK`` tokens through a hash index, so
+with llama.cpp). Lookups walk the prompt's block-hash chain (``blocks``) through an index, so
 they cost O(prompt / BLOCK), not a scan of every entry. A state that is a prefix of another
 is stored once: the longer one supersedes it, and the shorter is never added.
 Entries stay when restored (llama-server's cache erases them, its issue #24143), and the least
@@ -17,38 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-BLOCK = 32
+from .blocks import BLOCK, block_keys, common_prefix, keyed_prefix, verified
+
+__all__ = ["BLOCK", "MIN_TOKENS", "CacheEntry", "PromptCache", "common_prefix"]
+
 # Shorter states are not saved: serialising one costs the engine thread more than most such
 # prompts will save (a one-shot 64+64-token load ran ~15% slower saving every slot it reused).
 MIN_TOKENS = 256
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two token sequences."""
-    a, b = tuple(a), tuple(b)  # a list slice never equals a tuple slice
-    n = min(len(a), len(b))
-    if n == 0 or a[0] != b[0]:
-        return 0
-    # Bisect on slice equality: C-speed comparisons instead of a Python loop over long prompts.
-    lo, hi = 1, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def block_keys(tokens: Sequence[int]) -> list[int]:
-    """One key per full block: the hash of everything up to the end of that block (a chain)."""
-    keys: list[int] = []
-    key = 0
-    t = tuple(tokens)
-    for end in range(BLOCK, len(t) + 1, BLOCK):
-        key = hash((key, t[end - BLOCK : end]))
-        keys.append(key)
-    return keys
 
 
 _ids = itertools.count(1)
@@ -59,6 +34,7 @@ class CacheEntry:
     tokens: tuple[int, ...]
     payload: Any
     size: int
+    keys: list[int] = field(default_factory=list, repr=False)  # block_keys(tokens)
     id: int = field(default_factory=lambda: next(_ids))
 
 
@@ -89,10 +65,14 @@ class PromptCache:
     def entries(self) -> list[CacheEntry]:
         return list(self._entries.values())
 
-    def lookup(self, prompt: Sequence[int]) -> tuple[CacheEntry | None, int]:
-        """The entry sharing the longest prefix with ``prompt``, and that length (0: none)."""
+    def lookup(self, prompt: Sequence[int], keys: Sequence[int] | None = None) -> tuple[CacheEntry | None, int]:
+        """The entry sharing the longest prefix with ``prompt``, and that length (0: none).
+
+        ``keys`` are the prompt's ``block_keys`` when the caller has them already.
+        """
+        keys = block_keys(prompt) if keys is None else keys
         candidates: set[int] = set()
-        for key in block_keys(prompt):
+        for key in keys:
             ids = self._index.get(key)
             if not ids:
                 break
@@ -101,9 +81,11 @@ class PromptCache:
         best_n = 0
         for entry_id in candidates:
             entry = self._entries[entry_id]
-            n = common_prefix(entry.tokens, prompt)
+            n = keyed_prefix(entry.tokens, entry.keys, prompt, keys)
             if n > best_n:
                 best, best_n = entry, n
+        if best is not None:
+            best_n = verified(best.tokens, prompt, best_n)
         return best, best_n
 
     def touch(self, entry: CacheEntry, n_tokens: int) -> None:
@@ -112,9 +94,9 @@ class PromptCache:
             self._entries.move_to_end(entry.id)
             self.stats.restored_tokens += n_tokens
 
-    def covers(self, tokens: Sequence[int]) -> bool:
+    def covers(self, tokens: Sequence[int], keys: Sequence[int] | None = None) -> bool:
         """Whether some entry already holds ``tokens`` (as all or the start of its own)."""
-        _, n = self.lookup(tokens)
+        _, n = self.lookup(tokens, keys)
         return n == len(tokens) and n > 0
 
     def worth_saving(self, tokens: Sequence[int], payload_size: int) -> bool:
@@ -136,7 +118,7 @@ class PromptCache:
                     and tokens[: len(entry.tokens)] == entry.tokens
                 ):
                     self._remove(entry)
-        entry = CacheEntry(tokens, payload, size)
+        entry = CacheEntry(tokens, payload, size, keys)
         self._entries[entry.id] = entry
         for key in keys:
             self._index.setdefault(key, set()).add(entry.id)
@@ -151,7 +133,7 @@ class PromptCache:
         if self._entries.pop(entry.id, None) is None:
             return
         self.total_bytes -= entry.size
-        for key in block_keys(entry.tokens):
+        for key in entry.keys:
             ids = self._index.get(key)
             if ids is not None:
                 ids.discard(entry.id)

@@ -10,6 +10,9 @@ import enum
 import itertools
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
+
+from .blocks import block_keys
 
 _ids = itertools.count(1)
 
@@ -55,6 +58,11 @@ class Request:
     logprobs: int = -1
     id: int = field(default_factory=next_request_id)
     arrival_ns: int = field(default_factory=time.perf_counter_ns)
+
+    @cached_property
+    def prefix_keys(self) -> list[int]:
+        """The prompt's block-hash chain (``blocks``), computed once: prefix matching's index key."""
+        return block_keys(self.prompt)
 
 
 class FinishReason(enum.StrEnum):

@@ -20,9 +20,11 @@ import numpy as np
 
 from ..errors import EngineError
 from .binding import Batch, Context, Model, Sampler
-from .prompt_cache import MIN_TOKENS, PromptCache
+from .frontdoor import LoadSpec, Occupancy
+from .prefix import Copy, Restore, Save, Trim
+from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request, TokenLogprob
-from .scheduler import Occupancy, Scheduler, StepPlan
+from .scheduler import Scheduler, StepPlan
 
 log = logging.getLogger("cllm.engine")
 
@@ -94,56 +96,39 @@ class StepTimes:
         )
 
 
-@dataclass(frozen=True)
-class RunnerConfig:
-    n_slots: int
-    n_ctx_slot: int
-    n_batch: int
-    n_threads: int
-    # Host RAM for saved prompt states (0: no host cache), and the shortest state worth saving.
-    cache_bytes: int = 0
-    cache_min_tokens: int = MIN_TOKENS
-    # Prompt tokens per step while other slots generate (0: only n_batch caps them).
-    max_prefill: int = 0
-    # K/V cache element type (binding.KV_TYPES) and flash attention (None: llama.cpp decides).
-    cache_type: str = "f16"
-    flash_attn: bool | None = None
-
-
 class Runner:
     """Continuous batching over one model: ``submit`` and ``abort`` from any thread."""
 
     def __init__(
         self,
         model: Model,
-        config: RunnerConfig,
+        spec: LoadSpec,
         *,
         context: Callable[..., Context] = Context,
         batch: Callable[[int], Batch] = Batch,
     ) -> None:
-        """``context`` and ``batch`` make the llama.cpp objects; tests pass fakes (no llama.cpp)."""
+        """``spec`` as the load resolved it (``client.resolve``): the context it asks for is made
+        here. ``context`` and ``batch`` make the llama.cpp objects; tests pass fakes (no llama.cpp)."""
         self.model = model
-        self.config = config
+        self.spec = spec
         # Set when the engine thread stopped for good: why. The pool then loads the model again.
         self.dead: str | None = None
         # Every generating slot puts a token in each batch: a batch smaller than the slot count
         # would trip llama.cpp's n_batch assertion (a process abort), whatever num_batch says.
         self.ctx = context(
             model,
-            n_seq_max=config.n_slots,
-            n_ctx_seq=config.n_ctx_slot,
-            n_batch=max(config.n_batch, config.n_slots),
-            n_threads=config.n_threads,
-            cache_type=config.cache_type,
-            flash_attn=config.flash_attn,
+            n_seq_max=spec.n_slots,
+            n_ctx_seq=spec.n_ctx_slot,
+            n_batch=max(spec.n_batch, spec.n_slots),
+            n_threads=spec.n_threads,
+            cache_type=spec.kv_cache_type,
+            flash_attn=spec.flash_attention,
         )
         # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
         share = not model.is_recurrent
-        self.cache = (
-            PromptCache(config.cache_bytes, config.cache_min_tokens) if config.cache_bytes > 0 and share else None
-        )
+        self.cache = PromptCache(spec.cache_bytes, spec.cache_min_tokens) if spec.cache_bytes > 0 and share else None
         self.scheduler = Scheduler(
-            n_slots=config.n_slots,
+            n_slots=spec.n_slots,
             n_ctx_slot=self.ctx.n_ctx_seq,
             n_batch=self.ctx.n_batch,
             piece=model.piece,
@@ -151,7 +136,7 @@ class Runner:
             paused=self._paused,
             cache=self.cache,
             share=share,
-            max_prefill=config.max_prefill or None,
+            max_prefill=spec.max_prefill or None,
         )
         self.batch = batch(self.scheduler.n_batch)
         self._cv = threading.Condition()
@@ -181,6 +166,7 @@ class Runner:
 
     def submit(self, request: Request, sampler: Sampler | None, sink: Sink, *, reserved: bool = False) -> None:
         """Queue ``request``; with ``reserved`` it takes the place ``reserve`` held for it."""
+        request.prefix_keys  # noqa: B018 (hashed here, on the caller's thread, not on the engine's)
         with self._cv:
             if reserved:
                 self._reserved -= 1
@@ -309,32 +295,34 @@ class Runner:
         return True
 
     def _apply_kv(self, plan: StepPlan) -> None:
-        """Perform admission's KV operations in order: save, copy, restore, trim.
+        """Perform admission's KV operations in the order planned (``prefix`` says what each means).
 
         One that cannot be done costs only its own request a recomputed prompt; it never
         fails the others in the batch.
         """
         ctx, lost = self.ctx, set()
-        for seq_id, tokens in plan.saves:
-            assert self.cache is not None
-            try:
-                state = ctx.state_get(seq_id)
-            except EngineError:
-                log.warning("could not save the prompt state of sequence %d", seq_id)
-                continue
-            self.cache.add(tokens, state, len(state))
-        for src, dst in plan.copies:
-            if len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
-                if not ctx.state_set(dst, ctx.state_get(src)):
-                    lost.add(dst)
-            else:
-                ctx.seq_copy(src, dst)
-        for seq_id, entry in plan.restores:
-            if not ctx.state_set(seq_id, entry.payload):
-                lost.add(seq_id)
-        for seq_id, pos in plan.trims:
-            if seq_id in lost or not ctx.seq_rm(seq_id, pos) or not self._window_held(seq_id, pos):
-                lost.add(seq_id)
+        for op in plan.ops:
+            match op:
+                case Save(seq_id, tokens):
+                    assert self.cache is not None
+                    try:
+                        state = ctx.state_get(seq_id)
+                    except EngineError:
+                        log.warning("could not save the prompt state of sequence %d", seq_id)
+                        continue
+                    self.cache.add(tokens, state, len(state))
+                case Copy(src, dst):
+                    if len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
+                        if not ctx.state_set(dst, ctx.state_get(src)):
+                            lost.add(dst)
+                    else:
+                        ctx.seq_copy(src, dst)
+                case Restore(seq_id, entry):
+                    if not ctx.state_set(seq_id, entry.payload):
+                        lost.add(seq_id)
+                case Trim(seq_id, pos):
+                    if seq_id in lost or not ctx.seq_rm(seq_id, pos) or not self._window_held(seq_id, pos):
+                        lost.add(seq_id)
         for seq_id in lost:
             log.warning("KV of sequence %d could not be reused: its prompt is computed again", seq_id)
             ctx.seq_clear(seq_id)

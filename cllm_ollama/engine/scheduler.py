@@ -1,25 +1,30 @@
 """The token-level batching policy, pure: no llama.cpp, no threads, no clock of its own.
 
-A step has two phases. ``admit`` puts waiting requests into free slots and says which KV
-operations that takes (save a slot's state to the host cache, copy a prefix from another
-slot, restore one from the cache, trim); the runner performs them and reports any that
-failed. ``plan`` then lays out the batch: one token for every generating slot and prompt
+A step has two phases. ``admit`` puts waiting requests into free slots, in arrival order
+(a request whose prefix is cached may go first, a bounded number of times), and asks the
+prefix-reuse component (``prefix.PrefixReuse``) where each prompt's start comes from and which
+KV operations bring it (save, copy, restore, trim); the runner performs them in order and
+reports any that failed. ``plan`` then lays out the batch: one token for every generating slot and prompt
 chunks of admitted ones, rows in sequence-id order. The runner decodes it, samples the
 rows marked for output, and hands the tokens back to ``update``.
 
 Doing less work than anyone else is the point of this policy: a prompt's start is taken from
 wherever its KV already is (the slot's own cache, any other slot, busy or idle, or the host
 cache), and requests that arrive together sharing a start no slot holds yet wait for one of
-them to compute it, then copy it.
+them to compute it (``SlotState.WAITING``), then copy it.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .prompt_cache import BLOCK, CacheEntry, PromptCache, common_prefix
+from .blocks import BLOCK
+from .frontdoor import Occupancy
+from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
+from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
 
@@ -27,9 +32,6 @@ from .slot import Slot, SlotState, now_ns
 ADMIT_WINDOW = 8
 # A request is passed over for better-cached ones at most this many times.
 MAX_PASSED_OVER = 4
-# Fewer shared tokens than this are recomputed: a copy moves a whole KV stream, a restore a
-# whole saved state, which only pays for itself beyond a few tokens of prefill.
-MIN_SHARE = 16
 
 
 @dataclass
@@ -43,20 +45,30 @@ class StepPlan:
     outputs: list[tuple[Slot, int]] = field(default_factory=list)
     # (slot, number of prompt tokens in this batch) for slots still prefilling.
     prefills: list[tuple[Slot, int]] = field(default_factory=list)
-    # KV operations, performed in this order before the batch is laid out:
-    # (seq_id, tokens it holds): save that sequence's state to the host cache.
-    saves: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
-    # (src, dst): dst takes all of src's KV (then a trim cuts it to the shared prefix).
-    copies: list[tuple[int, int]] = field(default_factory=list)
-    # (seq_id, entry): the sequence takes a saved state (then a trim cuts it).
-    restores: list[tuple[int, CacheEntry]] = field(default_factory=list)
-    # (seq_id, position): drop that sequence's KV from the position on.
-    trims: list[tuple[int, int]] = field(default_factory=list)
+    # KV operations (prefix.KvOp), performed in this order before the batch is laid out.
+    ops: list[KvOp] = field(default_factory=list)
     # Slots that took a new request in this step (the runner sets up their samplers).
     admitted: list[Slot] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    # Views of ``ops`` by kind (tests and logs read them; the runner performs ``ops`` in order).
+    @property
+    def saves(self) -> list[Save]:
+        return [op for op in self.ops if isinstance(op, Save)]
+
+    @property
+    def copies(self) -> list[Copy]:
+        return [op for op in self.ops if isinstance(op, Copy)]
+
+    @property
+    def restores(self) -> list[Restore]:
+        return [op for op in self.ops if isinstance(op, Restore)]
+
+    @property
+    def trims(self) -> list[Trim]:
+        return [op for op in self.ops if isinstance(op, Trim)]
 
     def add(self, slot: Slot, tokens: Sequence[int], output: bool) -> None:
         start = slot.n_past
@@ -66,40 +78,6 @@ class StepPlan:
         self.seq_ids.extend([slot.seq_id] * n)
         if output:
             self.outputs.append((slot, len(self.tokens) - 1))
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    """What a model's engine holds at one moment (the metrics' gauges)."""
-
-    running: int  # requests in a slot (prefilling, generating, or paused for a slow reader)
-    waiting: int  # requests queued for a slot
-    cells_used: int  # KV cells the running requests hold
-    cells_total: int
-
-
-@dataclass
-class PrefixStats:
-    """Prompt tokens admitted, and how many of them were not computed, by where their KV came from."""
-
-    prompt_tokens: int = 0
-    own: int = 0
-    copied: int = 0
-    restored: int = 0
-
-    @property
-    def cached(self) -> int:
-        return self.own + self.copied + self.restored
-
-
-@dataclass
-class _Source:
-    """Where an admitted request's prefix comes from: how many tokens, and from what."""
-
-    n: int = 0
-    slot: Slot | None = None  # another slot's KV (copy)
-    entry: CacheEntry | None = None  # the host cache (restore)
-    future: bool = False  # the slot is still computing it: wait, then copy
 
 
 class Scheduler:
@@ -131,10 +109,8 @@ class Scheduler:
         assert n_batch >= n_slots, "every generating slot needs room in each batch"
         self.n_batch = n_batch
         self.waiting: deque[Request] = deque()
-        self.cache = cache if share else None
-        self.share = share
+        self.prefix = PrefixReuse(self.slots, cache, share)
         self.max_prefill = max_prefill
-        self.stats = PrefixStats()
         self._piece = piece
         self._is_eog = is_eog
         self._paused = paused
@@ -143,6 +119,10 @@ class Scheduler:
         self._enqueued: dict[int, int] = {}  # request id -> when it joined ``waiting``
         self._passed: dict[int, int] = {}
         self._pending: StepPlan | None = None
+
+    @property
+    def stats(self) -> PrefixStats:
+        return self.prefix.stats
 
     def has_work(self) -> bool:
         return bool(self.waiting) or bool(self._by_request)
@@ -198,7 +178,7 @@ class Scheduler:
         events = [slot.fail(message, now) for slot in self._by_request.values()]
         self._by_request.clear()
         for slot in self.slots:
-            slot.cached = []
+            slot.forget()
         return events
 
     # -- phase 1: admission and the KV operations it takes ------------------------------
@@ -207,34 +187,20 @@ class Scheduler:
         """Admit what can start; the returned plan's KV operations must be performed next."""
         plan = StepPlan()
         now = self._clock()
-        self._resolve_waits(plan)
+        sources: set[int] = set()  # sequences read by a copy in this step: they must not change
+        plan.ops += self.prefix.resolve_waits(sources)
         while self.waiting:
-            idle = [s for s in self.slots if not s.busy and s.seq_id not in self._sources(plan)]
+            idle = [s for s in self.slots if not s.busy and s.seq_id not in sources]
             if not idle:
                 break
             request = self._next_request()
-            self._place(request, idle, plan, now)
+            self._place(request, idle, plan, now, sources)
         self._pending = plan
         return plan
 
     def lost_prefix(self, seq_id: int) -> None:
         """A KV operation of this step failed for ``seq_id``: its slot computes its prompt anew."""
-        slot = self.slots[seq_id]
-        slot.wait = None
-        if slot.state is SlotState.PREFILL:
-            self._count(slot, -1)
-            slot.lose_prefix()
-        else:
-            slot.cached = []
-
-    def _count(self, slot: Slot, sign: int) -> None:
-        """Add (or take back) a slot's reused prompt tokens to the counter of their source."""
-        setattr(self.stats, slot.prefix_source, getattr(self.stats, slot.prefix_source) + sign * slot.prompt_cached)
-
-    @staticmethod
-    def _sources(plan: StepPlan) -> set[int]:
-        """Sequences read by a copy in this step: their data must not change before the decode."""
-        return {src for src, _ in plan.copies}
+        self.prefix.lost(self.slots[seq_id])
 
     def _next_request(self) -> Request:
         """FIFO, except that a request whose prefix is cached may go first, a bounded number of times."""
@@ -242,55 +208,21 @@ class Scheduler:
         if len(self.waiting) == 1 or self._passed.get(head.id, 0) >= MAX_PASSED_OVER:
             chosen = 0
         else:
-            window = list(self.waiting)[:ADMIT_WINDOW]
-            scores = [self._best_now(r.prompt).n for r in window]
+            window = list(itertools.islice(self.waiting, ADMIT_WINDOW))
+            scores = [self.prefix.best_now(r).n for r in window]
             best = max(scores)
             # Only a clear gain (a block or more) is worth passing the head over.
             chosen = 0 if best - scores[0] < BLOCK else scores.index(best)
-        for skipped in list(self.waiting)[:chosen]:
+        for skipped in itertools.islice(self.waiting, chosen):
             self._passed[skipped.id] = self._passed.get(skipped.id, 0) + 1
         request = self.waiting[chosen]
         del self.waiting[chosen]
         self._passed.pop(request.id, None)
         return request
 
-    def _best_now(self, prompt: Sequence[int], exclude: frozenset[int] = frozenset()) -> _Source:
-        """The longest prefix of ``prompt`` whose KV exists now: in any slot, or the host cache."""
-        limit = len(prompt) - 1  # at least one token must be decoded to get logits
-        best = _Source()
-        if self.share:
-            for slot in self.slots:
-                if slot.seq_id in exclude:
-                    continue
-                n = min(common_prefix(slot.cached, prompt), limit)
-                if n > best.n:
-                    best = _Source(n, slot=slot)
-        if self.cache is not None:
-            entry, n = self.cache.lookup(prompt)
-            n = min(n, limit)
-            if entry is not None and n > best.n:
-                best = _Source(n, entry=entry)
-        return best
-
-    def _best_future(self, prompt: Sequence[int]) -> _Source:
-        """The longest prefix of ``prompt`` a slot is computing now for its own request."""
-        best = _Source()
-        if not self.share:
-            return best
-        limit = len(prompt) - 1
-        for slot in self.slots:
-            if slot.state is SlotState.PREFILL and slot.wait is None and slot.request is not None:
-                n = min(common_prefix(slot.request.prompt, prompt), limit)
-                if n > best.n:
-                    best = _Source(n, slot=slot, future=True)
-        return best
-
-    def _place(self, request: Request, idle: list[Slot], plan: StepPlan, now: int) -> None:
-        prompt = request.prompt
-        limit = len(prompt) - 1
-        own = {s.seq_id: min(common_prefix(s.cached, prompt), limit) for s in idle}
-        if not self.share:  # only a sequence's whole KV can be kept: continue it, or start over
-            own = {s.seq_id: n if n == len(s.cached) else 0 for s, n in zip(idle, own.values(), strict=True)}
+    def _place(self, request: Request, idle: list[Slot], plan: StepPlan, now: int, sources: set[int]) -> None:
+        prefix = self.prefix
+        own = {s.seq_id: prefix.own(s, request) for s in idle}
         # The free slot whose own KV goes furthest; among equals the lowest id, because llama.cpp
         # cuts a split-KV batch at gaps in the active ids and each cut re-reads the weights (a
         # distinct-prompt load ran 12% slower spread over free slots). With nothing running, no
@@ -299,77 +231,18 @@ class Scheduler:
         best_own = max(own.values())
         ties = [s for s in idle if own[s.seq_id] == best_own]
         spare = not self._by_request
-        dst = min(ties, key=lambda s: (spare and bool(self._to_save(s, best_own)), s.seq_id))
-        kept = own[dst.seq_id]
-        dests = frozenset(s.seq_id for s in plan.admitted) | {dst.seq_id}
-        source = self._best_now(prompt, exclude=dests)
-        future = self._best_future(prompt)
-        if future.n >= max(kept, source.n) + BLOCK:
-            source = future
-        if source.n < kept + MIN_SHARE:
-            source = _Source()
-        self._save_before_reuse(dst, kept, plan)
+        dst = min(ties, key=lambda s: (spare and bool(prefix.to_save(s, best_own)), s.seq_id))
+        exclude = frozenset(s.seq_id for s in plan.admitted) | {dst.seq_id}
+        kept, source = prefix.find(request, dst, own[dst.seq_id], exclude)
+        tokens = prefix.to_save(dst, kept)
+        if tokens:
+            plan.ops.append(Save(dst.seq_id, tokens))
         dst.assign(request, kept, now, now - self._enqueued.pop(request.id, now))
         self._by_request[request.id] = dst
         plan.admitted.append(dst)
-        self.stats.prompt_tokens += len(prompt)
-        if source.slot is not None and not source.future:
-            self._copy(source.slot, dst, source.n, plan)
-        elif source.entry is not None:
-            plan.restores.append((dst.seq_id, source.entry))
-            plan.trims.append((dst.seq_id, source.n))
-            dst.take_prefix(source.n, "restored")
-            assert self.cache is not None
-            self.cache.touch(source.entry, source.n)
-        else:
-            # Always trim: cheap, and a failed decode may have left KV that ``cached`` forgot.
-            plan.trims.append((dst.seq_id, kept))
-            if source.future:
-                assert source.slot is not None and source.slot.request is not None
-                dst.wait = (source.slot, source.slot.request.id, source.n)
-        self._count(dst, +1)
-
-    def _copy(self, src: Slot, dst: Slot, n: int, plan: StepPlan) -> None:
-        plan.copies.append((src.seq_id, dst.seq_id))
-        plan.trims.append((dst.seq_id, n))
-        dst.take_prefix(n, "copied")
-
-    def _to_save(self, dst: Slot, kept: int) -> tuple[int, ...]:
-        """What ``dst`` holds beyond ``kept`` that exists nowhere else: saved before reuse."""
-        if self.cache is None or len(dst.cached) < self.cache.min_tokens or len(dst.cached) - kept < BLOCK:
-            return ()
-        tokens = tuple(dst.cached)
-        for other in self.slots:
-            if (
-                other is not dst
-                and len(other.cached) >= len(tokens)
-                and common_prefix(other.cached, tokens) == len(tokens)
-            ):
-                return ()
-        return () if self.cache.covers(tokens) else tokens
-
-    def _save_before_reuse(self, dst: Slot, kept: int, plan: StepPlan) -> None:
-        """Keep in the host cache what ``dst`` holds beyond ``kept``, unless it is held elsewhere."""
-        tokens = self._to_save(dst, kept)
-        if tokens:
-            plan.saves.append((dst.seq_id, tokens))
-
-    def _resolve_waits(self, plan: StepPlan) -> None:
-        """Slots waiting for another to compute their prefix copy it once it is there."""
-        for slot in self.slots:
-            if slot.wait is None or slot.request is None:
-                continue
-            src, request_id, want = slot.wait
-            limit = len(slot.request.prompt) - 1
-            have = min(common_prefix(src.cached, slot.request.prompt), limit)
-            still_coming = src.request is not None and src.request.id == request_id and src.state is SlotState.PREFILL
-            if have < want and still_coming:
-                continue
-            slot.wait = None
-            if have >= slot.n_past + MIN_SHARE:
-                self._count(slot, -1)
-                self._copy(src, slot, have, plan)
-                self._count(slot, +1)
+        plan.ops += prefix.take(dst, kept, source)
+        if source.slot is not None and not source.pending:
+            sources.add(source.slot.seq_id)
 
     # -- phase 2: the batch -------------------------------------------------------------
 
@@ -386,7 +259,7 @@ class Scheduler:
         if generating and self.max_prefill is not None:
             budget = min(budget, self.max_prefill)
         prefilling = sorted(
-            (s for s in self.slots if s.state is SlotState.PREFILL and s.wait is None),
+            (s for s in self.slots if s.state is SlotState.PREFILL),
             key=lambda s: s.request.arrival_ns,  # type: ignore[union-attr]
         )
         chunks: dict[int, list[int]] = {}

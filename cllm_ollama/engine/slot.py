@@ -1,11 +1,15 @@
 """One llama.cpp sequence and the request it serves, as a small state machine.
 
     IDLE --assign()--> PREFILL --prompt done, first token sampled--> GENERATING
-      ^                   |                                              |
-      +----- release() ---+------------- finish / abort -----------------+
+      ^                 |     ^                                          |
+      |      wait_for() v     | stop_waiting()                           |
+      |               WAITING (its prompt's start is being computed in    |
+      |                        another slot: llama.cpp's WAIT_OTHER)      |
+      +------------------- finish / abort (from any state) --------------+
 
-``release()`` keeps ``cached`` (the tokens whose KV is still in the sequence), so the next
-request that shares a prefix with it skips that much prefill.
+A finished slot keeps ``cached`` (the tokens whose KV is still in the sequence, with their
+block keys in ``chain``), so the next request that shares a prefix with it skips that much
+prefill.
 """
 
 from __future__ import annotations
@@ -15,13 +19,35 @@ import enum
 import time
 from dataclasses import dataclass, field
 
+from .blocks import TokenChain
 from .request import Event, FinishReason, Request, Stats
 
 
 class SlotState(enum.Enum):
     IDLE = "idle"
     PREFILL = "prefill"
+    # Admitted, but its prompt's start is being computed by another slot: it copies it from
+    # there once it is (``Slot.wait`` says which), and takes no part in batches until then.
+    WAITING = "waiting"
     GENERATING = "generating"
+
+
+class Tier(enum.StrEnum):
+    """Where the KV of a prompt's reused start came from (the value names its counter)."""
+
+    OWN = "own"  # the slot's own sequence
+    SLOT = "copied"  # another slot's sequence
+    HOST = "restored"  # a state saved in host RAM
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a WAITING slot waits for: ``source`` computing the first ``n`` tokens for request
+    ``request_id`` (if that request leaves the slot, the wait ends with what is there)."""
+
+    source: Slot
+    request_id: int
+    n: int
 
 
 @dataclass
@@ -65,7 +91,7 @@ class Slot:
         self.seq_id = seq_id
         self.n_ctx = n_ctx
         self.state = SlotState.IDLE
-        self.cached: list[int] = []
+        self.chain = TokenChain()
         self.request: Request | None = None
         self.n_past = 0
         self.limit = n_ctx
@@ -77,15 +103,34 @@ class Slot:
         self._t_admit = 0
         self._t_first = 0
         self._queued_ns = 0
-        # While set, the prompt's start is being computed in another slot (source slot, the
-        # request computing it, how many tokens to take): this slot waits to copy them.
-        self.wait: tuple[Slot, int, int] | None = None
+        # Set while WAITING: whose computation this slot waits for.
+        self.wait: Wait | None = None
         # Where the KV of the prompt's first ``prompt_cached`` tokens came from.
-        self.prefix_source = "own"
+        self.prefix_source = Tier.OWN
 
     @property
     def busy(self) -> bool:
         return self.state is not SlotState.IDLE
+
+    @property
+    def cached(self) -> list[int]:
+        """The tokens whose KV this slot's sequence holds (read only: ``chain`` keeps their keys)."""
+        return self.chain.tokens
+
+    def forget(self) -> None:
+        """The sequence's KV is gone (cleared, or in an unknown state): nothing is cached."""
+        self.chain.clear()
+
+    def wait_for(self, wait: Wait) -> None:
+        """Take no part in batches until ``wait.source`` has computed this prompt's start."""
+        assert self.state is SlotState.PREFILL
+        self.state = SlotState.WAITING
+        self.wait = wait
+
+    def stop_waiting(self) -> None:
+        assert self.state is SlotState.WAITING
+        self.state = SlotState.PREFILL
+        self.wait = None
 
     def assign(self, request: Request, n_reuse: int, now_ns: int, queued_ns: int = 0) -> None:
         """Start ``request`` here, keeping the first ``n_reuse`` cached tokens' KV; it waited
@@ -94,7 +139,7 @@ class Slot:
         self.state = SlotState.PREFILL
         self.request = request
         self.limit = min(self.n_ctx, request.num_ctx or self.n_ctx)
-        self.cached = self.cached[:n_reuse]
+        self.chain.truncate(n_reuse)
         self.n_past = n_reuse
         self._prompt_cached = n_reuse
         self.n_generated = 0
@@ -104,20 +149,22 @@ class Slot:
         self._t_admit = now_ns
         self._queued_ns = queued_ns
         self.wait = None
-        self.prefix_source = "own"
+        self.prefix_source = Tier.OWN
 
-    def take_prefix(self, n: int, source: str) -> None:
-        """The first ``n`` prompt tokens' KV arrived from ``source`` ("copied", "restored")."""
+    def take_prefix(self, n: int, source: Tier) -> None:
+        """The first ``n`` prompt tokens' KV arrived from ``source`` (another slot, the host cache)."""
         assert self.request is not None and self.state is SlotState.PREFILL and n < len(self.request.prompt)
-        self.cached = list(self.request.prompt[:n])
+        self.chain = TokenChain(self.request.prompt[:n], self.request.prefix_keys)
         self.n_past = n
         self._prompt_cached = n
         self.prefix_source = source
 
     def lose_prefix(self) -> None:
         """The KV this slot counted on is gone: compute the prompt from its start."""
-        assert self.state is SlotState.PREFILL
-        self.cached = []
+        assert self.state in (SlotState.PREFILL, SlotState.WAITING)
+        self.state = SlotState.PREFILL
+        self.wait = None
+        self.chain.clear()
         self.n_past = 0
         self._prompt_cached = 0
 
@@ -128,7 +175,7 @@ class Slot:
     def advance_prompt(self, n: int) -> None:
         """Record that ``n`` more prompt tokens were decoded."""
         assert self.request is not None and self.state is SlotState.PREFILL
-        self.cached.extend(self.request.prompt[self.n_past : self.n_past + n])
+        self.chain.extend(self.request.prompt[self.n_past : self.n_past + n])
         self.n_past += n
 
     def accept_token(self, token: int, piece: bytes, is_eog: bool, now_ns: int) -> Event:
@@ -140,7 +187,7 @@ class Slot:
             self._t_first = now_ns
         else:
             # The previous sampled token was decoded in this step: its KV now exists.
-            self.cached.append(self.last_token)
+            self.chain.append(self.last_token)
             self.n_past += 1
         self.n_generated += 1
         self.last_token = token

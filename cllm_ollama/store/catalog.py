@@ -23,6 +23,7 @@ class CatalogEntry:
     sha256: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     license: str | None = None
+    projector: str | None = None  # the repo's mmproj GGUF, for a model that sees
 
 
 class Catalog:
@@ -50,6 +51,7 @@ class Catalog:
             sha256=source.get("sha256"),
             params=dict(family.get("params", {})),
             license=family.get("license"),
+            projector=source.get("projector"),
         )
 
     def names(self) -> list[str]:

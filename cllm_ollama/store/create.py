@@ -18,7 +18,7 @@ from .blobs import parse_digest
 from .gguf_info import GGUFError, GGUFInfo, gguf_info, is_gguf
 from .manifests import Layer
 from .names import ModelName, parse_name
-from .store import ModelRecord, ModelStore
+from .store import Claim, ModelRecord, ModelStore
 
 Report = Callable[[dict[str, Any]], None]
 _ROLES = ("system", "user", "assistant")
@@ -102,12 +102,20 @@ def _messages(value: Any) -> list[dict[str, str]] | None:
 
 
 def create_model(store: ModelStore, req: CreateRequest, report: Report) -> ModelRecord:
-    """Assemble the layers, write the manifest last; raise ``InvalidRequest``/``NotFound`` on bad input."""
+    """Assemble the layers, write the manifest last; raise ``InvalidRequest``/``NotFound`` on bad input.
+
+    Every blob used is pinned until the manifest names it: a delete meanwhile cannot take it.
+    """
+    with store.claim() as claim:
+        return _create(store, claim, req, report)
+
+
+def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report) -> ModelRecord:
     if req.files:
-        layers, config = _from_files(store, req.files, report)
+        layers, config = _from_files(store, claim, req.files, report)
         base_params: dict[str, Any] = {}
     elif req.from_:
-        base = store.get(req.from_)
+        base = claim.record(req.from_)
         layers, config, base_params = list(base.manifest.layers), dict(base.config), base.params
     else:
         raise InvalidRequest("neither 'from' or 'files' was specified")
@@ -120,7 +128,7 @@ def create_model(store: ModelStore, req: CreateRequest, report: Report) -> Model
     def replace(media_type: str, blobs: list[bytes]) -> None:
         layers[:] = [layer for layer in layers if layer.media_type != media_type]
         for data in blobs:
-            layer, existed = store.add_layer(data, media_type)
+            layer, existed = claim.add_layer(data, media_type)
             layers.append(layer)
             if existed:
                 reused.add(layer.digest)
@@ -146,21 +154,34 @@ def create_model(store: ModelStore, req: CreateRequest, report: Report) -> Model
     return record
 
 
-def _blob_layer(store: ModelStore, digest: str, media_type: str) -> Layer:
+def _blob_layer(store: ModelStore, claim: Claim, digest: str, media_type: str) -> Layer:
     hex_digest = parse_digest(digest)
-    if not store.has_blob(digest):
+    if not claim.existing(digest):
         raise InvalidRequest(f'blob "{digest}" not found: upload it with POST /api/blobs/{digest}')
-    store.touch_blob(digest)
     return Layer(media_type, f"sha256:{hex_digest}", store.blob_path(digest).stat().st_size)
 
 
-def _from_files(store: ModelStore, files: dict[str, str], report: Report) -> tuple[list[Layer], dict[str, Any]]:
+def _is_projector(info: GGUFInfo) -> bool:
+    """Ollama's test (server/create.go ``isProjectorGGUF``): a GGUF that says it is one, a vision
+    tower without a text model, or a CLIP file with an encoder and no text blocks."""
+    kv, arch = info.model_info, info.architecture
+    if kv.get("general.type") in ("projector", "mmproj"):
+        return True
+    if not kv.get(f"{arch}.block_count") and (kv.get(f"{arch}.vision.block_count") or 0) > 0:
+        return True
+    has_encoder = kv.get("clip.has_vision_encoder") or kv.get("clip.has_audio_encoder")
+    return arch == "clip" and not kv.get("clip.block_count") and bool(has_encoder)
+
+
+def _from_files(
+    store: ModelStore, claim: Claim, files: dict[str, str], report: Report
+) -> tuple[list[Layer], dict[str, Any]]:
     """One model GGUF (and optional projector GGUFs) from uploaded blobs; config from the model's header."""
     report({"status": "parsing GGUF"})
     models: list[tuple[Layer, GGUFInfo]] = []
     projectors: list[Layer] = []
     for filename, digest in files.items():
-        layer = _blob_layer(store, digest, mt.MODEL)
+        layer = _blob_layer(store, claim, digest, mt.MODEL)
         path = store.blob_path(digest)
         try:
             if not is_gguf(path):
@@ -175,7 +196,7 @@ def _from_files(store: ModelStore, files: dict[str, str], report: Report) -> tup
             raise
         if info.problems:
             raise InvalidRequest(f"{filename}: llama.cpp cannot load this model: {'; '.join(info.problems)}")
-        if info.architecture == "clip" or info.model_info.get("general.type") in ("mmproj", "projector"):
+        if _is_projector(info):
             projectors.append(Layer(mt.PROJECTOR, layer.digest, layer.size))
         else:
             models.append((layer, info))

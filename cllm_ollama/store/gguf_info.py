@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
+from ..model_families import CHAT_MARKERS
 from .gguf_check import hyperparameter_problems
 
 GGUF_MAGIC = b"GGUF"
@@ -55,7 +56,6 @@ class GGUFError(ValueError):
 
 # Special tokens that name a chat format (Gemma, Llama 3, ChatML, Mistral/Llama 2, Phi-3): a GGUF
 # without a chat template gets the format its vocabulary speaks (api/builtin_templates.py).
-CHAT_MARKERS = ("<start_of_turn>", "<|start_header_id|>", "<|im_start|>", "[INST]", "<|assistant|>")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
 @dataclass
 class Modelfile:
-    from_: str | None = None
+    from_: str | None = None  # the last FROM
+    froms: list[str] = field(default_factory=list)  # every FROM, in order (a model and its projector)
     adapters: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
     template: str | None = None
@@ -147,8 +148,11 @@ def parse_modelfile(text: str) -> Modelfile:
             mf.license.append(sc.value())
         elif instruction == "adapter":
             mf.adapters.append(sc.value())
+        elif instruction == "from":
+            mf.from_ = sc.value()
+            mf.froms.append(mf.from_)
         else:
-            setattr(mf, "from_" if instruction == "from" else instruction, sc.value())
+            setattr(mf, instruction, sc.value())
     if not mf.from_:
         raise InvalidRequest("no FROM line")
     return mf
@@ -164,17 +168,22 @@ def local_file(reference: str, base_dir: Path) -> Path | None:
 def create_body(name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path], str]) -> dict[str, Any]:
     """The ``/api/create`` body for ``mf``; ``upload`` puts a local file in the blob store, returns its digest.
 
-    Like the ollama CLI: a FROM that names an existing file becomes ``files``, anything else ``from``.
+    Like the ollama CLI: a FROM that names an existing file joins ``files`` (a GGUF and its projector
+    are two FROM lines), anything else is ``from``.
     """
     body: dict[str, Any] = {"model": name}
     assert mf.from_ is not None
-    path = local_file(mf.from_, base_dir)
-    if path is not None:
-        body["files"] = {path.name: upload(path)}
-    elif Path(os.path.expanduser(mf.from_)).suffix.lower() == ".gguf" or mf.from_.startswith(("./", "/", "~")):
-        raise InvalidRequest(f"no such file: {mf.from_}")
-    else:
-        body["from"] = mf.from_
+    files: dict[str, str] = {}
+    for reference in mf.froms or [mf.from_]:
+        path = local_file(reference, base_dir)
+        if path is not None:
+            files[path.name] = upload(path)
+        elif Path(os.path.expanduser(reference)).suffix.lower() == ".gguf" or reference.startswith(("./", "/", "~")):
+            raise InvalidRequest(f"no such file: {reference}")
+        else:
+            body["from"] = reference
+    if files:
+        body["files"] = files
     adapters = {}
     for reference in mf.adapters:
         adapter = local_file(reference, base_dir)

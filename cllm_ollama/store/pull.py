@@ -19,7 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ from .locking import exclusive
 from .names import ModelName, parse_name
 from .registry import scheme_of
 from .registry_pull import ManifestUnavailable, RegistryOptions, pull_from_registry
-from .store import ModelRecord, ModelStore
+from .store import Claim, ModelRecord, ModelStore
 
 Report = Callable[[dict[str, Any]], None]
 PROGRESS_INTERVAL_S = 0.1
@@ -72,6 +72,7 @@ class Source:
     size: int
     params: dict[str, Any] = field(default_factory=dict)
     license: str | None = None
+    projector: Source | None = None  # the repo's mmproj GGUF, pulled beside a model that sees
 
 
 HUB = "hub"
@@ -119,15 +120,25 @@ def pull_model(
 
 
 def _pull_hub(store: ModelStore, wanted: ModelName, report: Report, catalog: Catalog) -> ModelRecord:
+    with store.claim() as claim:  # no delete takes a blob between its download and the manifest
+        return _pull_hub_claimed(store, claim, wanted, report, catalog)
+
+
+def _pull_hub_claimed(
+    store: ModelStore, claim: Claim, wanted: ModelName, report: Report, catalog: Catalog
+) -> ModelRecord:
     source = _resolve(store, wanted, catalog)
-    layers = [_fetch_model(store, source, report)]
+    layers = [_fetch_model(store, claim, source, report)]
+    projector = _fetch_projector(store, claim, source, report, required=not wanted.is_huggingface)
+    if projector is not None:
+        layers.append(projector)
     small = {
         mt.PARAMS: orjson.dumps(source.params) if source.params else None,
         mt.LICENSE: source.license.encode() if source.license else None,
     }
     for media_type, data in small.items():
         if data is not None:
-            layer, _ = store.add_layer(data, media_type)
+            layer, _ = claim.add_layer(data, media_type)
             report(_progress(layer.hex, layer.size, layer.size))
             layers.append(layer)
     try:
@@ -140,6 +151,31 @@ def _pull_hub(store: ModelStore, wanted: ModelName, report: Report, catalog: Cat
     return record
 
 
+def _fetch_projector(
+    store: ModelStore, claim: Claim, source: Source, report: Report, *, required: bool
+) -> mt.Layer | None:
+    """The repo's projector as a ``projector`` layer (Ollama's), when it has one libmtmd can load.
+
+    One the catalog names must be a CLIP GGUF; an ``hf.co`` repo's ``mmproj`` file that is not
+    one is left out (its bytes dropped): the model is still pulled, without vision.
+    """
+    if source.projector is None:
+        return None
+    layer = _fetch_model(store, claim, source.projector, report, mt.PROJECTOR)
+    try:
+        arch = gguf_info(store.blob_path(layer.digest)).architecture
+    except GGUFError as exc:
+        arch = f"unreadable: {exc}"
+    if arch == "clip":
+        return layer
+    problem = f"{source.repo}/{source.projector.file} is no projector (architecture {arch})"
+    if required:
+        raise PullError(problem)
+    log.warning("%s: pulling the model without it", problem)
+    store.discard_unused([layer.digest])
+    return None
+
+
 # -- resolving a name to a file on the Hub ---------------------------------------------------
 
 
@@ -149,7 +185,7 @@ def _resolve(store: ModelStore, name: ModelName, catalog: Catalog) -> Source:
     entry = catalog.lookup(name)
     if entry is None:
         raise PullError(NOT_FOUND)
-    if entry.sha256 and entry.size and store.has_blob(f"sha256:{entry.sha256}"):
+    if entry.sha256 and entry.size and not entry.projector and store.has_blob(f"sha256:{entry.sha256}"):
         # Pinned and already here: no need to ask the Hub (works offline).
         return Source(
             entry.repo,
@@ -167,7 +203,11 @@ def _resolve(store: ModelStore, name: ModelName, catalog: Catalog) -> Source:
             f"pull model manifest: the hub's {entry.repo}/{entry.file} has sha256 {file.lfs.sha256}, "
             f"the catalog expects {entry.sha256}"
         )
-    return _source(entry.repo, file, revision, entry.params, entry.license)
+    source = _source(entry.repo, file, revision, entry.params, entry.license)
+    if entry.projector:
+        projector = _hub_call(lambda: _file_info(entry.repo, entry.projector, revision))
+        source = replace(source, projector=_source(entry.repo, projector, revision, {}, None))
+    return source
 
 
 def _file_info(repo: str, path: str, revision: str) -> RepoFile:
@@ -189,7 +229,12 @@ def _resolve_hf(name: ModelName) -> Source:
     if chosen is None:
         raise PullError(NOT_FOUND)
     file = next(f for f in files if f.path == chosen)
-    return _source(repo, file, constants.DEFAULT_REVISION, {}, None)
+    source = _source(repo, file, constants.DEFAULT_REVISION, {}, None)
+    projector = pick_projector([f.path for f in files])
+    if projector is not None:
+        match = next(f for f in files if f.path == projector)
+        source = replace(source, projector=_source(repo, match, constants.DEFAULT_REVISION, {}, None))
+    return source
 
 
 def pick_gguf(paths: list[str], tag: str) -> str | None:
@@ -208,6 +253,20 @@ def pick_gguf(paths: list[str], tag: str) -> str | None:
             if re.search(rf"(^|[-._]){re.escape(quant)}\.gguf$", _base(path)):
                 return path
     return candidates[0] if want == "latest" and candidates else None
+
+
+# Projector precisions by preference: as precise as the model needs, half the bytes of f32.
+_PROJECTOR_TYPES = ("f16", "bf16", "q8_0", "f32")
+
+
+def pick_projector(paths: list[str]) -> str | None:
+    """The repo's ``mmproj`` GGUF a model that sees is pulled with (f16 when there are several)."""
+    projectors = sorted(p for p in paths if "mmproj" in _base(p) and _base(p).endswith(".gguf"))
+    for kind in _PROJECTOR_TYPES:
+        for path in projectors:
+            if re.search(rf"(^|[-._]){re.escape(kind)}\.gguf$", _base(path)):
+                return path
+    return projectors[0] if projectors else None
 
 
 def _base(path: str) -> str:
@@ -261,11 +320,12 @@ def _progress(hex_digest: str, total: int, completed: int) -> dict[str, Any]:
     return event
 
 
-def _fetch_model(store: ModelStore, source: Source, report: Report) -> mt.Layer:
-    """The model blob, downloaded (or resumed) unless present; one downloader per blob at a time."""
-    layer = mt.Layer(mt.MODEL, f"sha256:{source.sha256}", source.size)
-    if store.has_blob(layer.digest):
-        store.touch_blob(layer.digest)
+def _fetch_model(
+    store: ModelStore, claim: Claim, source: Source, report: Report, media_type: str = mt.MODEL
+) -> mt.Layer:
+    """The model (or projector) blob, downloaded (or resumed) unless present; one downloader per blob at a time."""
+    layer = mt.Layer(media_type, f"sha256:{source.sha256}", source.size)
+    if claim.existing(layer.digest):
         report(_progress(source.sha256, source.size, source.size))
         return layer
     partial = store.partial_path(layer.digest)

@@ -21,7 +21,7 @@ import httpx
 from ..errors import CllmError, NotFound
 from .download import Part, plan_parts
 from .manifests import Layer, Manifest
-from .names import parse_name
+from .names import ModelName, parse_name
 from .registry import Registry, RegistryError, scheme_of
 from .registry_pull import RegistryOptions, open_registry
 from .store import ModelStore
@@ -43,11 +43,18 @@ def push_model(store: ModelStore, name: str, report: Report, *, options: Registr
     scheme = scheme_of(name)
     if scheme == "http" and not options.insecure:
         raise PushError("insecure protocol http")
-    found = store.resolve(wanted)
-    if found is None:
-        report({"status": "couldn't retrieve manifest"})
-        raise NotFound(f"model '{wanted.display_shortest()}' not found")
-    raw = store.manifest_bytes(found)
+    with store.claim() as claim:  # a delete meanwhile leaves the blobs until they are sent
+        stored = claim.manifest(wanted)
+        if stored is None:
+            report({"status": "couldn't retrieve manifest"})
+            raise NotFound(f"model '{wanted.display_shortest()}' not found")
+        _push(store, *stored, report, options, scheme)
+    report({"status": "success"})
+
+
+def _push(
+    store: ModelStore, found: ModelName, raw: bytes, report: Report, options: RegistryOptions, scheme: str | None
+) -> None:
     manifest = Manifest.from_bytes(raw)
     try:
         with open_registry(found, options, scheme) as registry:
@@ -57,7 +64,6 @@ def push_model(store: ModelStore, name: str, report: Report, *, options: Registr
             registry.put_manifest(found, raw)
     except RegistryError as exc:
         raise PushError(exc.message) from exc
-    report({"status": "success"})
 
 
 def _event(layer: Layer, completed: int) -> dict[str, Any]:

@@ -71,35 +71,37 @@ def pull_from_registry(
         registry = open_registry(name, options, scheme)
     except RegistryError as exc:
         raise PullError(exc.message) from exc
-    with registry:
-        try:
-            raw = registry.manifest(name)
-        except RegistryError as exc:
-            raise ManifestUnavailable(MANIFEST_PREFIX + exc.message) from exc
-        manifest = _parse(raw)
-        old = _digests_of(store, name)
-        mismatch: DigestMismatch | None = None
-        for layer in _layers(manifest):
+    with store.claim() as claim:  # the blobs stay until the manifest names them
+        with registry:
             try:
-                download_blob(store, layer.hex, layer.size, report, _locator(registry, name, layer))
-            except DigestMismatch as exc:  # reported after "verifying sha256 digest", as Ollama does
-                mismatch = mismatch or exc
+                raw = registry.manifest(name)
             except RegistryError as exc:
-                raise PullError(exc.message) from exc
-    report({"status": "verifying sha256 digest"})
-    if mismatch is not None:
-        raise mismatch
-    report({"status": "writing manifest"})
-    try:
-        record = store.write_manifest_bytes(name, raw)
-    except OSError as exc:
-        raise PullError(f"writing manifest: {exc.strerror or exc}") from exc
-    unused = old - {layer.digest for layer in manifest.all_layers}
-    if unused and not options.noprune:
-        report({"status": "removing unused layers"})
-        store.discard_unused(unused)
-    report({"status": "success"})
-    return record
+                raise ManifestUnavailable(MANIFEST_PREFIX + exc.message) from exc
+            manifest = _parse(raw)
+            old = _digests_of(store, name)
+            mismatch: DigestMismatch | None = None
+            claim.pin(*(layer.digest for layer in manifest.all_layers))
+            for layer in _layers(manifest):
+                try:
+                    download_blob(store, layer.hex, layer.size, report, _locator(registry, name, layer))
+                except DigestMismatch as exc:  # reported after "verifying sha256 digest", as Ollama does
+                    mismatch = mismatch or exc
+                except RegistryError as exc:
+                    raise PullError(exc.message) from exc
+        report({"status": "verifying sha256 digest"})
+        if mismatch is not None:
+            raise mismatch
+        report({"status": "writing manifest"})
+        try:
+            record = store.write_manifest_bytes(name, raw)
+        except OSError as exc:
+            raise PullError(f"writing manifest: {exc.strerror or exc}") from exc
+        unused = old - {layer.digest for layer in manifest.all_layers}
+        if unused and not options.noprune:
+            report({"status": "removing unused layers"})
+            store.discard_unused(unused)
+        report({"status": "success"})
+        return record
 
 
 def _locator(registry: Registry, name: ModelName, layer: Layer) -> Callable[[], tuple[str, dict[str, str]]]:

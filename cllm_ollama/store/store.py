@@ -4,6 +4,12 @@
 case-insensitively, reads a model's small layers into a ``ModelRecord``, and garbage-collects
 blobs that no manifest references any more. It never reads or writes through a link that leads
 out of the store (the root itself may be a link).
+
+One rule for its writers: a blob that a manifest references, or that work in progress (a create,
+copy, pull or show) has pinned through a ``Claim``, is never removed. Manifests are written, and
+deletes and prunes decide what is unreferenced, under one lock; a manifest is written only once
+every blob it names is here. A manifest whose blob is missing all the same (an older version, a
+crash, a hand edit) is a broken model: logged once, listed as broken, deletable.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from .gguf_info import gguf_info
 from .locking import is_locked, remove_unless_locked
 from .manifests import Layer, Manifest, ManifestError, manifest_path
 from .names import ModelName, parse_name
+from .pins import BlobPins
 
 log = logging.getLogger("cllm.store")
 
@@ -42,6 +49,16 @@ _BLOB_NAME = re.compile(r"sha256-([0-9a-f]{64})")
 _LEFTOVER_NAME = re.compile(r"\.(tmp|partial)-.+|sha256-[0-9a-f]{64}-partial(-\d+|\.lock)?")
 _PART_SUFFIX = re.compile(r"(?<=-partial)-\d+$")
 _DIGEST_IN_TEXT = re.compile(rb"sha256[:-]([0-9a-fA-F]{64})")
+
+
+class BrokenModel(NotFound):
+    """A model whose manifest names a blob that is not in the store: it can only be deleted or made again."""
+
+    def __init__(self, name: ModelName, digest: str) -> None:
+        super().__init__(
+            f"model '{name.display_shortest()}' is broken: blob {digest} not found; "
+            "delete it, or pull or create it again"
+        )
 
 
 class OutsideStore(CllmError):
@@ -65,10 +82,16 @@ class ModelRecord:
     projector_paths: tuple[Path, ...] = ()
     adapter_paths: tuple[Path, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
-    template: str | None = None  # an Ollama Go template: rendered instead of the GGUF's (api/builtin_templates.py)
+    template: str | None = None  # an Ollama Go template: rendered instead of the GGUF's (chatformat/)
     system: str | None = None
     license: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    missing: tuple[str, ...] = ()  # digests of the layers whose blob is not in the store
+
+    @property
+    def broken(self) -> str | None:
+        """Why the model cannot be used (a blob is missing), or None."""
+        return str(BrokenModel(self.name, self.missing[0]).message) if self.missing else None
 
     @property
     def short_name(self) -> str:
@@ -89,8 +112,10 @@ class ModelStore:
         self.manifests_dir = self.root / "manifests"
         self.blobs_dir = self.root / "blobs"
         # Serialises manifest writes against garbage collection, so a blob being referenced
-        # by a new manifest is never collected in between.
+        # by a new manifest is never collected in between; the pins are read and changed under it.
         self._lock = threading.RLock()
+        self._pins = BlobPins()
+        self._reported_broken: set[tuple[ModelName, str]] = set()
 
     # -- blobs ---------------------------------------------------------------------------
 
@@ -159,7 +184,7 @@ class ModelStore:
             if used is None:
                 return
             for digest in digests:
-                if f"sha256:{parse_digest(digest)}" not in used:
+                if f"sha256:{parse_digest(digest)}" not in used and not self._pins.spare(digest):
                     self._writable(self.blob_path(digest)).unlink(missing_ok=True)
 
     def prune(self, grace_s: float = PRUNE_GRACE_S) -> list[str]:
@@ -187,7 +212,7 @@ class ModelStore:
                     continue
                 blob = _BLOB_NAME.fullmatch(entry.name)
                 if blob is not None:
-                    if f"sha256:{blob.group(1)}" in used:
+                    if f"sha256:{blob.group(1)}" in used or self._pins.spare(blob.group(1)):
                         continue
                 elif not _LEFTOVER_NAME.fullmatch(entry.name):
                     continue  # not ours: left alone
@@ -224,31 +249,59 @@ class ModelStore:
     def resolve(self, name: str | ModelName) -> ModelName | None:
         """The stored spelling of ``name`` (matching ignores case), or None."""
         wanted = parse_name(name) if isinstance(name, str) else name
-        if self._manifest_exists(manifest_path(self.manifests_dir, wanted)):
-            return wanted
-        return next((n for n in self._names_on_disk() if n.matches(wanted)), None)
+        with self._lock:  # a delete removes emptied directories: a scan beside it would trip on them
+            if self._manifest_exists(manifest_path(self.manifests_dir, wanted)):
+                return wanted
+            return next((n for n in self._names_on_disk() if n.matches(wanted)), None)
 
     def get(self, name: str | ModelName) -> ModelRecord:
         """Raise ``InvalidRequest`` for a bad name, ``NotFound("model 'x:tag' not found")`` if absent."""
         wanted = parse_name(name) if isinstance(name, str) else name
-        found = self.resolve(wanted)
-        if found is None:
-            raise NotFound(f"model '{wanted.display_shortest()}' not found")
-        try:
-            return self._record(found)
-        except FileNotFoundError as exc:
-            raise NotFound(f"model '{wanted.display_shortest()}' not found") from exc
-
-    def list_models(self) -> list[ModelRecord]:
-        """Every readable model, newest first (as Ollama's /api/tags)."""
-        records = []
-        for name in self._names_on_disk():
+        with self._lock:  # never between a delete's manifest and its blobs
+            found = self.resolve(wanted)
+            if found is None:
+                raise NotFound(f"model '{wanted.display_shortest()}' not found")
             try:
-                records.append(self._record(name))
-            except (OSError, ManifestError, ValueError, OutsideStore) as exc:
-                log.warning("skipping %s: %s", name, exc)
+                record = self._record(found)
+            except FileNotFoundError as exc:
+                raise NotFound(f"model '{wanted.display_shortest()}' not found") from exc
+        if record.missing:
+            self._report_broken(record)
+            raise BrokenModel(record.name, record.missing[0])
+        return record
+
+    def list_models(self, *, broken: bool = False) -> list[ModelRecord]:
+        """Every readable model, newest first (as Ollama's /api/tags); with ``broken``, also those
+        missing a blob (``record.broken`` says which), so they can be seen and deleted."""
+        records = []
+        with self._lock:
+            for name in self._names_on_disk():
+                try:
+                    records.append(self._record(name))
+                except (OSError, ManifestError, ValueError, OutsideStore) as exc:
+                    log.warning("skipping %s: %s", name, exc)
+        for record in records:
+            if record.missing:
+                self._report_broken(record)
+        records = [r for r in records if broken or not r.missing]
         records.sort(key=lambda r: r.modified_at, reverse=True)
         return records
+
+    def report_broken(self) -> list[ModelRecord]:
+        """Log each model that misses a blob (once per process); returns them. Run at start."""
+        return [r for r in self.list_models(broken=True) if r.missing]
+
+    def _report_broken(self, record: ModelRecord) -> None:
+        key = (record.name, record.missing[0])
+        with self._lock:
+            if key in self._reported_broken:
+                return
+            self._reported_broken.add(key)
+        log.warning("%s", record.broken)
+
+    def claim(self) -> Claim:
+        """Pins for work in progress: the blobs it checks or adds stay until it ends (``with``)."""
+        return Claim(self)
 
     def write_manifest(self, name: str | ModelName, config: dict[str, Any], layers: list[Layer]) -> ModelRecord:
         """Store ``config`` as a blob and atomically (re)write the manifest of ``name``.
@@ -256,9 +309,10 @@ class ModelStore:
         An existing model with the same name in another case is replaced, not duplicated.
         """
         wanted = parse_name(name) if isinstance(name, str) else name
-        config_layer, _ = self.add_layer(orjson.dumps(config), mt.CONFIG_MEDIA_TYPE)
-        manifest = Manifest(config=config_layer, layers=tuple(layers))
-        return self.write_manifest_bytes(wanted, manifest.to_bytes())
+        with self._lock:  # the config blob, too, stays until the manifest names it
+            config_layer, _ = self.add_layer(orjson.dumps(config), mt.CONFIG_MEDIA_TYPE)
+            manifest = Manifest(config=config_layer, layers=tuple(layers))
+            return self.write_manifest_bytes(wanted, manifest.to_bytes())
 
     def write_manifest_bytes(self, name: str | ModelName, data: bytes) -> ModelRecord:
         """Atomically (re)write the manifest of ``name`` as ``data``, byte for byte (as pulled).
@@ -268,30 +322,32 @@ class ModelStore:
         wanted = parse_name(name) if isinstance(name, str) else name
         manifest = Manifest.from_bytes(data)
         with self._lock:
-            missing = [layer.digest for layer in manifest.all_layers if not self.has_blob(layer.digest)]
-            if missing:
-                raise NotFound(f"blob {missing[0]} not found")
-            path = self._writable(manifest_path(self.manifests_dir, wanted))
-            existing = self.resolve(wanted)
-            if existing is not None and existing.parts != wanted.parts:
-                self._remove_manifest(existing)
-            atomic_write_bytes(path, data)
-        return self._record(wanted)
+            self._write_manifest_locked(wanted, manifest, data)
+            return self._record(wanted)
+
+    def _write_manifest_locked(self, name: ModelName, manifest: Manifest, data: bytes) -> None:
+        """Write ``data`` as the manifest of ``name`` once every blob it names is confirmed here."""
+        missing = [layer.digest for layer in manifest.all_layers if not self.has_blob(layer.digest)]
+        if missing:
+            raise NotFound(f"blob {missing[0]} not found")
+        path = self._writable(manifest_path(self.manifests_dir, name))
+        existing = self.resolve(name)
+        if existing is not None and existing.parts != name.parts:
+            self._remove_manifest(existing)
+        atomic_write_bytes(path, data)
 
     def manifest_bytes(self, name: ModelName) -> bytes:
         """The stored manifest of ``name`` (as resolved), byte for byte."""
         return self._readable(manifest_path(self.manifests_dir, name)).read_bytes()
 
     def copy(self, src: str | ModelName, dst: str | ModelName) -> ModelRecord:
-        record = self.get(src)
+        """Read the source and write the copy in one step: no delete of the source comes between."""
         target = parse_name(dst) if isinstance(dst, str) else dst
         with self._lock:
-            path = self._writable(manifest_path(self.manifests_dir, target))
-            existing = self.resolve(target)
-            if existing is not None and existing.parts != target.parts:
-                self._remove_manifest(existing)
-            atomic_write_bytes(path, record.manifest.to_bytes())
-        return self._record(target)
+            record = self.get(src)
+            data = record.manifest.to_bytes()
+            self._write_manifest_locked(target, record.manifest, data)
+            return self._record(target)
 
     def delete(self, name: str | ModelName) -> Path | None:
         """Remove the manifest, then every blob it used that no other manifest uses.
@@ -315,7 +371,7 @@ class ModelStore:
                 return None
             removed = None
             for layer in manifest.all_layers:
-                if f"sha256:{layer.hex.lower()}" not in still_used:
+                if f"sha256:{layer.hex.lower()}" not in still_used and not self._pins.spare(layer.digest):
                     path = self._writable(self.blob_path(layer.digest))
                     path.unlink(missing_ok=True)
                     if layer.media_type == mt.MODEL:
@@ -397,9 +453,10 @@ class ModelStore:
         raw = path.read_bytes()
         manifest = Manifest.from_bytes(raw)
         modified = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC).astimezone()
+        missing = tuple(layer.digest for layer in manifest.all_layers if not self._blob_file(layer).is_file())
         config: dict[str, Any] = {}
         config_path = self._blob_file(manifest.config)
-        if config_path.is_file():
+        if manifest.config.digest not in missing:
             loaded = orjson.loads(config_path.read_bytes())
             config = loaded if isinstance(loaded, dict) else {}
         fields: dict[str, Any] = {"license": [], "messages": [], "params": {}}
@@ -413,6 +470,8 @@ class ModelStore:
                 projectors.append(self._blob_file(layer))
             elif layer.media_type == mt.ADAPTER:
                 adapters.append(self._blob_file(layer))
+            elif layer.digest in missing:
+                continue
             elif layer.media_type in (mt.TEMPLATE, mt.PROMPT):
                 fields["template"] = self._read_text(layer)
             elif layer.media_type == mt.SYSTEM:
@@ -433,5 +492,64 @@ class ModelStore:
             model_path=model_path,
             projector_paths=tuple(projectors),
             adapter_paths=tuple(adapters),
+            missing=missing,
             **fields,
         )
+
+
+class Claim:
+    """Blobs that one create, copy, pull or show relies on before (or while) a manifest names them.
+
+    Each is pinned before it is checked or written, so a delete or prune running meanwhile
+    leaves it; on exit the pins go, and a blob a delete wanted gone is removed then if unused.
+    """
+
+    def __init__(self, store: ModelStore) -> None:
+        self._store = store
+        self._held: list[str] = []
+
+    def __enter__(self) -> Claim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        store = self._store
+        with store._lock:
+            freed = store._pins.unpin(self._held)
+            self._held.clear()
+            if freed:
+                store.discard_unused(freed)
+
+    def pin(self, *digests: str) -> None:
+        with self._store._lock:
+            self._store._pins.pin(digests)
+            self._held.extend(digests)
+
+    def record(self, name: str | ModelName) -> ModelRecord:
+        """The model ``name`` with every blob it uses pinned (``NotFound`` if it is gone or broken)."""
+        with self._store._lock:
+            record = self._store.get(name)
+            self.pin(*(layer.digest for layer in record.manifest.all_layers))
+            return record
+
+    def manifest(self, name: ModelName) -> tuple[ModelName, bytes] | None:
+        """The stored name and manifest bytes of ``name``, its blobs pinned; None if there is none."""
+        with self._store._lock:
+            found = self._store.resolve(name)
+            if found is None:
+                return None
+            raw = self._store.manifest_bytes(found)
+            self.pin(*(layer.digest for layer in Manifest.from_bytes(raw).all_layers))
+            return found, raw
+
+    def existing(self, digest: str) -> bool:
+        """Pin ``digest``; whether its blob is here (a blob pinned and here stays)."""
+        self.pin(digest)
+        present = self._store.has_blob(digest)
+        if present:
+            self._store.touch_blob(digest)
+        return present
+
+    def add_layer(self, data: bytes, media_type: str) -> tuple[Layer, bool]:
+        """``ModelStore.add_layer``, the new layer's blob pinned first."""
+        self.pin("sha256:" + hashlib.sha256(data).hexdigest())
+        return self._store.add_layer(data, media_type)

@@ -521,3 +521,172 @@ def write_jamba(
         t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
     _finish(w)
     return path
+
+
+@dataclass(frozen=True)
+class VisionShape:
+    """A one-block ViT over ``image_size`` pixels in ``patch_size`` patches, pooled by ``merge``:
+    ``(image_size / patch_size / merge) ** 2`` image tokens per image (4 with the defaults)."""
+
+    image_size: int = 32
+    patch_size: int = 8
+    n_embd: int = 32
+    n_head: int = 2
+    n_ff: int = 64
+    merge: int = 2
+
+    @property
+    def n_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+TINY_VISION = VisionShape()
+
+
+def _projector_header(path: Path, v: VisionShape, kind: str, n_embd_text: int, seed: int) -> _Tensors:
+    """A CLIP GGUF's writer with the keys every vision projector states (``clip.cpp`` ``load_hparams``)."""
+    w = gguf.GGUFWriter(str(path), "clip")
+    w.add_name(f"tiny-{kind}-mmproj")
+    w.add_clip_has_vision_encoder(True)
+    w.add_clip_projector_type(kind)
+    w.add_vision_image_size(v.image_size)
+    w.add_vision_patch_size(v.patch_size)
+    w.add_vision_embedding_length(v.n_embd)
+    w.add_vision_feed_forward_length(v.n_ff)
+    w.add_vision_block_count(1)
+    w.add_vision_head_count(v.n_head)
+    w.add_vision_projection_dim(n_embd_text)
+    w.add_vision_attention_layernorm_eps(1e-6)
+    w.add_vision_image_mean([0.5, 0.5, 0.5])
+    w.add_vision_image_std([0.5, 0.5, 0.5])
+    w.add_vision_use_gelu(True)
+    return _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
+
+
+def _vit_block(t: _Tensors, v: VisionShape) -> None:
+    """The one ViT block both projectors share (pre-norm attention and a GELU MLP), and the final norm."""
+    p = "v.blk.0."
+    for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+        t.matrix(f"{p}{name}.weight", v.n_embd, v.n_embd)
+        t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+    for name in ("ln1", "ln2"):
+        t.norm(f"{p}{name}.weight", v.n_embd)
+        t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+    t.matrix(p + "ffn_up.weight", v.n_ff, v.n_embd)
+    t.f32(p + "ffn_up.bias", np.zeros(v.n_ff))
+    t.matrix(p + "ffn_down.weight", v.n_embd, v.n_ff)
+    t.f32(p + "ffn_down.bias", np.zeros(v.n_embd))
+    t.norm("v.post_ln.weight", v.n_embd)
+    t.f32("v.post_ln.bias", np.zeros(v.n_embd))
+
+
+def write_gemma3_projector(
+    path: Path, *, n_embd_text: int = TINY.n_embd, shape: VisionShape = TINY_VISION, seed: int = 0
+) -> Path:
+    """Write a random-weight gemma3 projector (an ``mmproj`` GGUF, architecture ``clip``) of ~50 KB.
+
+    The keys and tensors are what libmtmd's ``clip.cpp`` requires of a gemma3 projector
+    (``load_hparams``, ``load_tensors``); its output width must equal the text model's ``n_embd``.
+    Gemma 3's image tokens attend to each other non-causally, which the media step must honour.
+    """
+    v = shape
+    t = _projector_header(path, v, "gemma3", n_embd_text, seed)
+    w = t.w
+    w.add_vision_projector_scale_factor(v.merge)
+
+    t.f32("v.patch_embd.weight", t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2)
+    t.f32("v.patch_embd.bias", np.zeros(v.n_embd))
+    t.matrix("v.position_embd.weight", v.n_patches, v.n_embd)
+    _vit_block(t, v)
+    t.norm("mm.soft_emb_norm.weight", v.n_embd)
+    t.matrix("mm.input_projection.weight", v.n_embd, n_embd_text)
+    _finish(w)
+    return path
+
+
+def write_qwen2vl(path: Path, *, shape: Shape = TINY, vocab: Vocab | None = None, seed: int = 0) -> Path:
+    """Write a random-weight qwen2vl GGUF: a Qwen2 text model with M-RoPE (four position streams
+    per token, rope ``dimension_sections``), the text half of Qwen2-VL."""
+    vocab = vocab or synthetic_vocab()
+    t = _Tensors(gguf.GGUFWriter(str(path), "qwen2vl"), np.random.default_rng(seed), 0.5, gguf.GGMLQuantizationType.F32)
+    w, s = t.w, shape
+    _attention_header(w, s, "tiny-qwen2vl", gguf.GGMLQuantizationType.F32)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_dimension_sections([2, 3, 3, 0])  # t, y, x: half the head (16), as Qwen2-VL's [16, 24, 24]
+    _add_tokenizer(w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+        t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+        t.norm(p + "ffn_norm.weight", s.n_embd)
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+    _finish(w)
+    return path
+
+
+def write_qwen2vl_projector(
+    path: Path, *, n_embd_text: int = TINY.n_embd, shape: VisionShape = TINY_VISION, seed: int = 0
+) -> Path:
+    """Write a random-weight Qwen2-VL projector (``qwen2vl_merger``): a ViT with 2-D rotary
+    positions whose 2x2 patch groups become one image token each. Its images take fewer
+    positions than tokens in the text model (M-RoPE: ``max(rows, columns)``)."""
+    v = shape
+    t = _projector_header(path, v, "qwen2vl_merger", n_embd_text, seed)
+    w = t.w
+    # Two temporal halves of the patch embedding (Qwen2-VL embeds pairs of frames), no bias.
+    for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
+        t.f32(name, t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2)
+    _vit_block(t, v)
+    merged = 4 * v.n_embd  # a 2x2 group of patches
+    t.matrix("mm.0.weight", merged, merged)
+    t.f32("mm.0.bias", np.zeros(merged))
+    t.matrix("mm.2.weight", n_embd_text, merged)
+    t.f32("mm.2.bias", np.zeros(n_embd_text))
+    _finish(w)
+    return path
+
+
+def write_vision(folder: Path, *, kind: str = "gemma3", seed: int = 0) -> tuple[Path, Path]:
+    """A tiny model that sees: ``folder/text.gguf`` and ``folder/mmproj.gguf``, its projector.
+
+    ``gemma3``: image tokens attend non-causally, one position each. ``qwen2vl``: M-RoPE.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    if kind == "qwen2vl":
+        text = write_qwen2vl(folder / "text.gguf", seed=seed)
+        return text, write_qwen2vl_projector(folder / "mmproj.gguf", n_embd_text=TINY.n_embd, seed=seed)
+    text = write_gemma3(folder / "text.gguf", seed=seed)
+    return text, write_gemma3_projector(folder / "mmproj.gguf", n_embd_text=TINY.n_embd, seed=seed)
+
+
+_KINDS = {"qwen3": write_qwen3, "gemma3": write_gemma3, "mamba": write_mamba, "jamba": write_jamba}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m cllm_ollama.testing.ggufs KIND DIR``: write a tiny test model of KIND into DIR
+    (``DIR/KIND.gguf``; ``vision`` writes ``DIR/text.gguf`` and ``DIR/mmproj.gguf``, a gemma3 and its
+    projector, ``vision-qwen2vl`` the same for an M-RoPE model)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
+    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl"])
+    parser.add_argument("dir", type=Path)
+    args = parser.parse_args(argv)
+    if args.kind.startswith("vision"):
+        paths: tuple[Path, ...] = write_vision(args.dir, kind="qwen2vl" if args.kind.endswith("qwen2vl") else "gemma3")
+    else:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        paths = (_KINDS[args.kind](args.dir / f"{args.kind}.gguf"),)
+    for path in paths:
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from cllm_ollama.api import builtin_templates as bt
-from cllm_ollama.api.prompt import chat_prompt
-from cllm_ollama.api.template import render_chat
+from cllm_ollama.chatformat import builtin_templates as bt
+from cllm_ollama.chatformat.jinja import render_chat
+from cllm_ollama.chatformat.prompt import chat_prompt
 from cllm_ollama.store.gguf_info import GGUFInfo, gguf_info
 from cllm_ollama.testing.ggufs import qwen3_chat_template, write_qwen3
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from cllm_ollama.api.prompt import chat_prompt
+from cllm_ollama.chatformat.prompt import chat_prompt
 from cllm_ollama.testing.ggufs import qwen3_chat_template
 
 # A model with Qwen3's chat template and nothing else (test_render_bounds.py fits its chats over it too).

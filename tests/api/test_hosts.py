@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from starlette.testclient import TestClient
 
-from cllm_ollama.api.hosts import allowed_host
+from cllm_ollama.api.middleware.hosts import allowed_host
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings, parse_host
 

@@ -8,19 +8,20 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from fakeengine import FakeEngine
+
 from cllm_ollama.api.lifecycle import lease
 from cllm_ollama.api.options import resolve_options
 from cllm_ollama.engine.client import LoadSpec
 from cllm_ollama.engine.pool import ModelPool
 
 
-class SlowModel:
+class SlowModel(FakeEngine):
+    n_ctx_train = 256
+
     def __init__(self, spec: LoadSpec) -> None:
         time.sleep(0.2)  # reading weights: a thread nobody can interrupt
-        self.spec, self.n_ctx_slot, self.n_ctx_train, self.dead, self.closed = spec, 256, 256, None, False
-
-    def close(self) -> None:
-        self.closed = True
+        self.spec = spec
 
 
 def test_a_lease_cancelled_during_the_load_gives_the_model_back_once_loaded() -> None:
@@ -29,14 +30,11 @@ def test_a_lease_cancelled_during_the_load_gives_the_model_back_once_loaded() ->
 
     async def run() -> None:
         pool = ModelPool(
-            num_parallel=1,
-            context_length=256,
-            num_batch=64,
-            num_thread=1,
+            defaults=LoadSpec(Path(), n_slots=1, n_ctx_slot=256, n_batch=64, n_threads=1),
             max_loaded=1,
             max_queue=1,
             default_keep_alive=300,
-            loader=lambda spec, _: SlowModel(spec),  # type: ignore[arg-type,return-value]
+            loader=lambda spec, _: SlowModel(spec),
         )
 
         async def hold() -> None:
@@ -54,7 +52,8 @@ def test_a_lease_cancelled_during_the_load_gives_the_model_back_once_loaded() ->
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.01)
         (entry,) = pool.running()
-        assert entry.refs == 0 and not entry.model.closed  # loaded, registered and given back
+        # Loaded, registered and given back.
+        assert entry.refs == 0 and isinstance(entry.model, SlowModel) and not entry.model.closed
         await pool.close()
 
     asyncio.run(run())

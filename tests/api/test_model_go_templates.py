@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from cllm_ollama.api.prompt import chat_prompt
+from cllm_ollama.chatformat.prompt import chat_prompt
 from cllm_ollama.testing.ggufs import qwen3_chat_template
 
 TINY = "tiny"  # the model tests/api/conftest.py stores
@@ -54,7 +54,7 @@ def test_an_unrenderable_template_falls_back_with_a_warning(caplog: pytest.LogCa
 
 
 def test_a_request_template_that_cannot_be_rendered_is_still_an_error() -> None:
-    from cllm_ollama.api.gotemplate import TemplateError
+    from cllm_ollama.chatformat.gotemplate import TemplateError
 
     with pytest.raises(TemplateError):
         chat_prompt(model(None), MESSAGES, thinking=False, go_template=UNRENDERABLE)(LOADED, None)

@@ -14,8 +14,8 @@ import pytest
 from fakehub import FakeHub
 from starlette.testclient import TestClient
 
-from cllm_ollama.api.builtin_templates import CHATML
 from cllm_ollama.app import create_app
+from cllm_ollama.chatformat.builtin_templates import CHATML
 from cllm_ollama.config import Settings
 from cllm_ollama.testing.ggufs import write_qwen3
 

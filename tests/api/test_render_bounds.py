@@ -20,12 +20,12 @@ from serving import serve_in_thread
 from starlette.testclient import TestClient
 from test_chat_prompt import LOADED, MODEL
 
-from cllm_ollama.api import template_workers
-from cllm_ollama.api.prompt import chat_prompt
-from cllm_ollama.api.render_budget import PromptTooLong, RenderBudget, RenderTimeout
-from cllm_ollama.api.template import render_chat
-from cllm_ollama.api.template_workers import POOL, RenderSession
 from cllm_ollama.app import create_app
+from cllm_ollama.chatformat import jinja_workers
+from cllm_ollama.chatformat.jinja import render_chat
+from cllm_ollama.chatformat.jinja_workers import POOL, RenderSession
+from cllm_ollama.chatformat.prompt import chat_prompt
+from cllm_ollama.chatformat.render_budget import PromptTooLong, RenderBudget, RenderTimeout
 from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.errors import CllmError, InvalidRequest
 from cllm_ollama.store.create import import_gguf
@@ -169,7 +169,7 @@ def test_a_thousand_turn_chat_is_fitted_in_log_n_renders(renders: list[int]) -> 
 
 
 def test_cubic_go_template_stops_at_the_timeout() -> None:
-    from cllm_ollama.api.gotemplate import render_go_template
+    from cllm_ollama.chatformat.gotemplate import render_go_template
 
     template = "{{range .Messages}}{{range $.Messages}}{{range $.Messages}}{{.Role}}{{end}}{{end}}{{end}}"
     data = {"Messages": [{"Role": "user"}] * 300}
@@ -274,7 +274,7 @@ def test_render_timeout_setting() -> None:
     assert Settings.from_env({"OLLAMA_RENDER_TIMEOUT": "2"}).render_timeout == 2.0
     with pytest.raises(ConfigError):
         Settings.from_env({"CLLM_RENDER_TIMEOUT": "0"})
-    assert template_workers.WORKERS >= 1
+    assert jinja_workers.WORKERS >= 1
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import pytest
 from scripted import ScriptedModel, scripted_pool
 from starlette.testclient import TestClient
 
-from cllm_ollama.api.responses import _decode
+from cllm_ollama.api.openai.responses import _decode
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 

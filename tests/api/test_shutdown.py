@@ -23,7 +23,7 @@ import pytest
 from conftest import ENDLESS
 from starlette.types import Message, Receive, Scope, Send
 
-from cllm_ollama.api.shutdown import Drain, DrainMiddleware
+from cllm_ollama.api.middleware.shutdown import Drain, DrainMiddleware
 from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.store.create import import_gguf
 from cllm_ollama.store.store import ModelStore

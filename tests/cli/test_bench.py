@@ -14,7 +14,7 @@ from cllm_ollama.cli.bench import bench_command, parse_levels
 from cllm_ollama.cli.bench_client import Api, Target, parse_chunk, request_body
 from cllm_ollama.cli.bench_stats import RequestTiming, make_prompt, percentile, summarize
 
-from cllm_ollama.api.auth import ApiKeyRequired
+from cllm_ollama.api.middleware.auth import ApiKeyRequired
 
 # ---------------------------------------------------------------- statistics
 

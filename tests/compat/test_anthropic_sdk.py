@@ -180,7 +180,7 @@ def test_tool_result_round_trip(scripted: tuple[anthropic.Anthropic, list[str]])
 
 def test_tool_result_reaches_the_prompt(tmp_path: Path) -> None:
     """The round trip's history renders as Qwen3's template renders a native tool turn."""
-    from cllm_ollama.api.anthropic import _decode
+    from cllm_ollama.api.anthropic.messages import _decode
 
     use = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
     result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}

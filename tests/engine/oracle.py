@@ -11,8 +11,9 @@ from pathlib import Path
 import llama_cpp
 
 from cllm_ollama.engine.binding import Model
+from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.request import Event, Request, SamplingParams
-from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
+from cllm_ollama.engine.runner import Runner, Sink
 
 N = 16
 GREEDY = SamplingParams(temperature=0)
@@ -60,8 +61,14 @@ def next_turn(model: Model, first: tuple[int, ...], answer: list[int]) -> tuple[
 
 def make_runner(path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256) -> Runner:
     # Short test prompts: save states from 32 tokens on (the default waits for 256).
-    config = RunnerConfig(
-        n_slots=n_slots, n_ctx_slot=n_ctx, n_batch=64, n_threads=2, cache_bytes=cache_mib << 20, cache_min_tokens=32
+    config = LoadSpec(
+        path,
+        n_slots=n_slots,
+        n_ctx_slot=n_ctx,
+        n_batch=64,
+        n_threads=2,
+        cache_bytes=cache_mib << 20,
+        cache_min_tokens=32,
     )
     return Runner(Model(path), config)
 

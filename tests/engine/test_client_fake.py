@@ -6,14 +6,16 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel
 
 from cllm_ollama.engine.client import LoadedModel
+from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
-from cllm_ollama.engine.runner import Runner, RunnerConfig
+from cllm_ollama.engine.runner import Runner
 from cllm_ollama.errors import InvalidRequest
 
 # A grammar makes the client build the sampler in a worker thread (the chain parses it).
@@ -40,7 +42,7 @@ class SlowChain:
 def loaded() -> Iterator[tuple[LoadedModel, list[SlowChain]]]:
     runner = Runner(
         FakeModel(),  # type: ignore[arg-type]
-        RunnerConfig(n_slots=2, n_ctx_slot=4096, n_batch=16, n_threads=1),
+        LoadSpec(Path("fake.gguf"), n_slots=2, n_ctx_slot=4096, n_batch=16, n_threads=1),
         context=FakeContext,  # type: ignore[arg-type]
         batch=FakeBatch,  # type: ignore[arg-type]
     )

@@ -27,7 +27,7 @@ from cllm_ollama.engine.binding import KV_TYPES, Batch, CacheTypeRefused, Contex
 from cllm_ollama.engine.client import LoadedModel, LoadSpec
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 from cllm_ollama.engine.request import Request
-from cllm_ollama.engine.runner import Runner, RunnerConfig
+from cllm_ollama.engine.runner import Runner
 from cllm_ollama.errors import InsufficientMemory
 from cllm_ollama.testing.ggufs import Shape, write_qwen3
 
@@ -113,7 +113,9 @@ def test_greedy_decoding_with_a_quantized_cache_stays_close_to_f16(model: Model,
 
 
 def test_the_runner_decodes_with_the_cache_type_it_is_given(model: Model) -> None:
-    runner = Runner(model, RunnerConfig(n_slots=2, n_ctx_slot=256, n_batch=64, n_threads=2, cache_type="q8_0"))
+    runner = Runner(
+        model, LoadSpec(model.path, n_slots=2, n_ctx_slot=256, n_batch=64, n_threads=2, kv_cache_type="q8_0")
+    )
     try:
         assert runner.ctx.cache_type == "q8_0"
         sinks = [submit(runner, Request(prompt=tuple(model.tokenize(t)), num_predict=16)) for t in PROMPTS[:2]]
@@ -189,10 +191,7 @@ def test_the_pool_loads_a_model_short_of_memory_with_the_slots_that_fit(model: M
 
     async def main() -> None:
         pool = ModelPool(
-            num_parallel=8,
-            context_length=256,
-            num_batch=64,
-            num_thread=2,
+            defaults=LoadSpec(Path(), n_slots=8, n_ctx_slot=256, n_batch=64, n_threads=2),
             max_loaded=2,
             max_queue=4,
             default_keep_alive=300,
@@ -218,14 +217,15 @@ def test_prompt_reuse_with_a_quantized_cache_gives_a_cold_computations_tokens(mo
     other = tuple(model.tokenize("An unrelated conversation, long enough to be saved. " * 4))
 
     def run(n_slots: int, cache_mib: int, batch: list[tuple[int, ...]]) -> tuple[list[list[int]], Runner]:
-        config = RunnerConfig(
+        config = LoadSpec(
+            model.path,
             n_slots=n_slots,
             n_ctx_slot=256,
             n_batch=64,
             n_threads=2,
             cache_bytes=cache_mib << 20,
             cache_min_tokens=32,
-            cache_type="q8_0",
+            kv_cache_type="q8_0",
         )
         runner = Runner(model, config)
         try:

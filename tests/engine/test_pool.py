@@ -9,23 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fakeengine import FakeEngine
+
 from cllm_ollama.engine.client import LoadSpec
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 
 
 @dataclass
-class FakeModel:
+class FakeModel(FakeEngine):
     spec: LoadSpec
     n_ctx_train: int = 4096
     closed: bool = field(default=False)
     dead: str | None = None
-
-    @property
-    def n_ctx_slot(self) -> int:
-        return self.spec.n_ctx_slot
-
-    def close(self) -> None:
-        self.closed = True
 
 
 @dataclass
@@ -68,14 +63,11 @@ def fake_pool(loader: Callable[[LoadSpec, int], FakeModel], clock: FakeClock | N
     """The pool the fake-loader tests run (here and in test_memory_settings.py): num_parallel 4,
     context 512, a queue of 8, keep_alive 300 s; the system clock unless ``clock`` is given."""
     return ModelPool(
-        num_parallel=4,
-        context_length=512,
-        num_batch=512,
-        num_thread=2,
+        defaults=LoadSpec(Path(), n_slots=4, n_ctx_slot=512, n_batch=512, n_threads=2),
         max_loaded=max_loaded,
         max_queue=8,
         default_keep_alive=300,
-        loader=loader,  # type: ignore[arg-type]
+        loader=loader,
         clock=clock,
     )
 
@@ -150,7 +142,7 @@ def test_a_model_whose_engine_died_is_loaded_again_by_the_next_request() -> None
         pool = make_pool(loads)
         entry = await pool.acquire(request(), None)
         pool.release(entry)
-        entry.model.dead = "RuntimeError: boom"  # type: ignore[attr-defined]
+        entry.model.dead = "RuntimeError: boom"  # type: ignore[misc]
         again = await pool.acquire(request(), None)
         assert len(loads) == 2 and again is not entry and entry.model.closed  # type: ignore[attr-defined]
         pool.release(again)

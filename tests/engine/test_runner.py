@@ -14,7 +14,7 @@ import pytest
 from cllm_ollama.engine.binding import Model, Sampler
 from cllm_ollama.engine.client import LoadedModel, LoadSpec
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
-from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
+from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.testing.ggufs import write_qwen3
 
 pytestmark = pytest.mark.model
@@ -38,7 +38,7 @@ def oracle_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def runner(oracle_gguf: Path) -> Iterator[Runner]:
-    r = Runner(Model(oracle_gguf), RunnerConfig(n_slots=4, n_ctx_slot=256, n_batch=32, n_threads=2))
+    r = Runner(Model(oracle_gguf), LoadSpec(oracle_gguf, n_slots=4, n_ctx_slot=256, n_batch=32, n_threads=2))
     yield r
     r.close()
     r.model.close()

@@ -5,13 +5,15 @@ from __future__ import annotations
 import queue
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel
 from polling import until
 
+from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
-from cllm_ollama.engine.runner import Runner, RunnerConfig, Sink
+from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.errors import EngineError
 
 GREEDY = SamplingParams(temperature=0)
@@ -21,7 +23,7 @@ GREEDY = SamplingParams(temperature=0)
 def runner() -> Iterator[Runner]:
     r = Runner(
         FakeModel(),  # type: ignore[arg-type]
-        RunnerConfig(n_slots=2, n_ctx_slot=4096, n_batch=16, n_threads=1),
+        LoadSpec(Path("fake.gguf"), n_slots=2, n_ctx_slot=4096, n_batch=16, n_threads=1),
         context=FakeContext,  # type: ignore[arg-type]
         batch=FakeBatch,  # type: ignore[arg-type]
     )

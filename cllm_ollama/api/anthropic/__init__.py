@@ -1,0 +1,1 @@
+"""Anthropic's Messages API (``/v1/messages``), translated to an Ollama chat."""

@@ -1,0 +1,334 @@
+"""Anthropic's Messages API (/v1/messages), as Ollama serves it: a chat underneath.
+
+The request's system, content blocks (text, image, tool_use, tool_result, thinking), tools and
+sampling fields become a native chat body; the generation's chunks become Anthropic's content
+blocks, streamed as its typed SSE events in its order. Errors are Anthropic's
+``{"type": "error", "error": {"type", "message"}}``, before and after the first byte.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...chatformat.parsers import Delta
+from ...errors import InvalidRequest
+from ..encoders import AnthropicSSE, dumps
+from ..endpoint import Decoded, Endpoint
+from ..errors import ANTHROPIC
+from ..images import Base64Error, b64decode_go
+from ..lifecycle import Chunk, Generation
+from ..ollama.chat import start_chat
+from ..resolve import resolve_model
+from ..shapes import Usage
+from ..wire import (
+    bool_field,
+    decode_error,
+    float_field,
+    int_field,
+    list_field,
+    object_field,
+    string_field,
+    tool_call_id,
+)
+
+_REQUEST = "MessagesRequest"
+_TOOL_CHOICES = ("auto", "any", "tool", "none")
+_EFFORTS = ("low", "medium", "high", "max")
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+def _system(value: object) -> str:
+    """A string, or text blocks joined (other blocks are skipped, as Ollama does)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(
+            b["text"]
+            for b in value
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+    if value is not None:
+        raise decode_error(value, f"{_REQUEST}.system", "string or []ContentBlock")
+    return ""
+
+
+def _image(source: object) -> str:
+    if not isinstance(source, dict):
+        raise InvalidRequest("invalid image source")
+    if source.get("type") != "base64":
+        raise InvalidRequest(f"invalid image source type: {source.get('type')}. Only base64 images are supported.")
+    data = source.get("data")
+    if not isinstance(data, str):
+        raise InvalidRequest("invalid base64 image data")
+    try:
+        b64decode_go(data)
+    except Base64Error as exc:
+        raise InvalidRequest(f"invalid base64 image data: {exc}") from None
+    return data
+
+
+def _tool_result(content: object) -> tuple[str, list[str]]:
+    if isinstance(content, str):
+        return content, []
+    texts: list[str] = []
+    images: list[str] = []
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif block.get("type") == "image":
+                images.append(_image(block.get("source")))
+    return "".join(texts), images
+
+
+def _message(m: object) -> list[dict[str, Any]]:
+    """One Anthropic message as native ones: tool results first (each its own ``tool`` message)."""
+    where = f"{_REQUEST}.messages"
+    if not isinstance(m, dict):
+        raise decode_error(m, where, "anthropic.MessageParam")
+    role = string_field(m, "role", where).lower()
+    content = m.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list):
+        raise decode_error(content, f"{where}.content", "[]anthropic.ContentBlock")
+    text: list[str] = []
+    images: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    thinking = ""
+    for block in blocks:
+        if not isinstance(block, dict):
+            raise decode_error(block, f"{where}.content", "anthropic.ContentBlock")
+        kind = string_field(block, "type", "ContentBlock.messages.content")
+        if kind == "text":
+            text.append(string_field(block, "text", "ContentBlock.messages.content"))
+        elif kind == "image":
+            images.append(_image(block.get("source")))
+        elif kind == "tool_use":
+            if not block.get("id"):
+                raise InvalidRequest("tool_use block missing required 'id' field")
+            if not block.get("name"):
+                raise InvalidRequest("tool_use block missing required 'name' field")
+            arguments = object_field(block, "input", "ContentBlock.messages.content", "api.ToolCallFunctionArguments")
+            calls.append({"id": block["id"], "function": {"name": block["name"], "arguments": arguments or {}}})
+        elif kind == "tool_result":
+            result, result_images = _tool_result(block.get("content"))
+            tool: dict[str, Any] = {"role": "tool", "content": result}
+            if result_images:
+                tool["images"] = result_images
+            if block.get("tool_use_id"):
+                tool["tool_call_id"] = block["tool_use_id"]
+            results.append(tool)
+        elif kind == "thinking":
+            thinking = string_field(block, "thinking", "ContentBlock.messages.content")
+    out: list[dict[str, Any]] = results if role == "user" else []
+    if text or images or calls or thinking:
+        message: dict[str, Any] = {"role": role, "content": "".join(text)}
+        if images:
+            message["images"] = images
+        if calls:
+            message["tool_calls"] = calls
+        if thinking:
+            message["thinking"] = thinking
+        out.append(message)
+    return out if role == "user" else out + results
+
+
+def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    tools = []
+    for tool in list_field(body, "tools", _REQUEST, "[]anthropic.Tool") or []:
+        if not isinstance(tool, dict):
+            raise decode_error(tool, f"{_REQUEST}.tools", "anthropic.Tool")
+        name = string_field(tool, "name", f"Tool.{_REQUEST}.tools")
+        description = string_field(tool, "description", f"Tool.{_REQUEST}.tools")
+        schema = tool.get("input_schema")
+        if schema is not None and not isinstance(schema, dict):
+            raise InvalidRequest(f'invalid input_schema for tool "{name}"')
+        function = {"name": name, "description": description, "parameters": schema or {"type": "object"}}
+        tools.append({"type": "function", "function": function})
+    choice = object_field(body, "tool_choice", _REQUEST, "anthropic.ToolChoice") or {}
+    kind = string_field(choice, "type", f"ToolChoice.{_REQUEST}.tool_choice")
+    if kind and kind not in _TOOL_CHOICES:
+        raise InvalidRequest(f"invalid tool_choice type: {kind}")
+    # Ollama accepts tool_choice and does not enforce it; "none" at least means no tools.
+    return None if kind == "none" else tools or None
+
+
+def _think(body: dict[str, Any]) -> object:
+    """``thinking.type`` enabled/disabled, else ``output_config.effort`` as a level (budget is not enforced)."""
+    thinking = object_field(body, "thinking", _REQUEST, "anthropic.ThinkingConfig") or {}
+    kind = string_field(thinking, "type", f"ThinkingConfig.{_REQUEST}.thinking")
+    int_field(thinking, "budget_tokens", f"ThinkingConfig.{_REQUEST}.thinking")
+    if kind == "enabled":
+        return True
+    if kind == "disabled":
+        return False
+    config = object_field(body, "output_config", _REQUEST, "anthropic.OutputConfig") or {}
+    effort = string_field(config, "effort", f"OutputConfig.{_REQUEST}.output_config").strip().lower()
+    effort = "high" if effort == "xhigh" else effort
+    return effort if effort in _EFFORTS else None
+
+
+def _decode(body: dict[str, Any]) -> Decoded:
+    model = string_field(body, "model", _REQUEST)
+    max_tokens = int_field(body, "max_tokens", _REQUEST)
+    raw = list_field(body, "messages", _REQUEST, "[]anthropic.MessageParam")
+    stream = bool(bool_field(body, "stream", _REQUEST))
+    options: dict[str, Any] = {}
+    for key in ("temperature", "top_p"):
+        if (value := float_field(body, key, _REQUEST)) is not None:
+            options[key] = value
+    if (top_k := int_field(body, "top_k", _REQUEST)) is not None:
+        options["top_k"] = top_k
+    stops = list_field(body, "stop_sequences", _REQUEST, "[]string") or []
+    for stop in stops:
+        if not isinstance(stop, str):
+            raise decode_error(stop, f"{_REQUEST}.stop_sequences", "string")
+    object_field(body, "metadata", _REQUEST, "anthropic.Metadata")
+    tools = _tools(body)
+    think = _think(body)
+    messages: list[dict[str, Any]] = []
+    if system := _system(body.get("system")):
+        messages.append({"role": "system", "content": system})
+    for m in raw or []:
+        messages += _message(m)
+    if not model:
+        raise InvalidRequest("model is required")
+    if max_tokens is None or max_tokens <= 0:
+        raise InvalidRequest("max_tokens is required and must be positive")
+    if not raw:
+        raise InvalidRequest("messages is required")
+    options["num_predict"] = max_tokens
+    if stops:
+        options["stop"] = stops
+    native = {"model": model, "messages": messages, "options": options, "tools": tools, "think": think}
+    return Decoded(native, stream, lambda gen: MessagesEncoder(model, gen))
+
+
+async def _start(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
+    """A chat; ``think`` is dropped for a model that cannot think (Ollama relaxes it for agents)."""
+    if body.get("think"):
+        model = await resolve_model(
+            request.app.state.store, body["model"], empty_message="model is required", empty_status=400
+        )
+        if not model.has("thinking"):
+            body = body | {"think": None}
+    return await start_chat(request, body, t_start)
+
+
+def _stop_reason(done_reason: str, had_tool_calls: bool) -> str:
+    if had_tool_calls:
+        return "tool_use"
+    return {"stop": "end_turn", "length": "max_tokens"}.get(done_reason, "stop_sequence")
+
+
+def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
+    function = call["function"]
+    return {
+        "type": "tool_use",
+        "id": f"toolu_{tool_call_id()}",
+        "name": function["name"],
+        "input": function["arguments"],
+    }
+
+
+class MessagesEncoder:
+    """A message object, or its stream: one content block per thinking, text and tool call."""
+
+    def __init__(self, model: str, gen: Generation) -> None:
+        self.model = model
+        self.gen = gen
+        self.id = _id("msg")
+
+    def _message(self, content: list[dict[str, Any]], usage: dict[str, int], stop_reason: str | None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    @staticmethod
+    def _usage(final: Chunk) -> dict[str, int]:
+        u = Usage.of(final.stats)
+        return {"input_tokens": u.prompt, "output_tokens": u.completion}
+
+    def whole(self, final: Chunk) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        if final.delta.thinking:
+            content.append({"type": "thinking", "thinking": final.delta.thinking, "signature": ""})
+        if final.delta.content:
+            content.append({"type": "text", "text": final.delta.content})
+        content += [_tool_use(call) for call in final.delta.tool_calls]
+        stop = _stop_reason(final.done_reason, bool(final.delta.tool_calls))
+        return self._message(content, self._usage(final), stop)
+
+    async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
+        """Ollama's order: thinking block, text block, each tool call as a whole block, then the end."""
+        index = 0
+        open_kind = ""  # the block now open: "thinking", "text" or none
+        n_calls = 0
+        begun = False
+        for_delta = {"thinking": "thinking_delta", "text": "text_delta"}
+
+        def block(kind: str) -> dict[str, Any]:
+            return {"type": "content_block_start", "index": index, "content_block": {"type": kind, kind: ""}}
+
+        async for chunk in chunks:
+            if not begun:
+                begun = True
+                # The prompt is known by the first chunk (Ollama estimates it from the request's length).
+                prompt = len(self.gen.request.prompt) if self.gen.request is not None else 0
+                usage = {"input_tokens": prompt, "output_tokens": 0}
+                yield {"type": "message_start", "message": self._message([], usage, None)}
+            delta: Delta = chunk.delta
+            for kind, text in (("thinking", delta.thinking), ("text", delta.content)):
+                if not text:
+                    continue
+                if open_kind != kind:
+                    if open_kind:
+                        yield {"type": "content_block_stop", "index": index}
+                        index += 1
+                    open_kind = kind
+                    yield block(kind)
+                payload = {"type": for_delta[kind], kind: text}
+                yield {"type": "content_block_delta", "index": index, "delta": payload}
+            for call in delta.tool_calls:
+                if open_kind:
+                    yield {"type": "content_block_stop", "index": index}
+                    index += 1
+                    open_kind = ""
+                use = _tool_use(call)
+                yield {"type": "content_block_start", "index": index, "content_block": use | {"input": {}}}
+                partial = {"type": "input_json_delta", "partial_json": dumps(use["input"]).decode()}
+                yield {"type": "content_block_delta", "index": index, "delta": partial}
+                yield {"type": "content_block_stop", "index": index}
+                index += 1
+                n_calls += 1
+            if chunk.done:
+                if open_kind:
+                    yield {"type": "content_block_stop", "index": index}
+                stop = {"stop_reason": _stop_reason(chunk.done_reason, n_calls > 0), "stop_sequence": None}
+                yield {"type": "message_delta", "delta": stop, "usage": self._usage(chunk)}
+                yield {"type": "message_stop"}
+
+
+def _refuse_load(decoded: Decoded, reason: str) -> Response:
+    raise InvalidRequest("messages is required")
+
+
+messages = Endpoint(ANTHROPIC, _decode, _start, AnthropicSSE, _refuse_load).handler()

@@ -1,0 +1,145 @@
+"""Images in requests: base64 decoded as Go decodes it, and where each image goes in a prompt.
+
+Ollama's clients send images as base64 (native ``images``, OpenAI data URLs, Anthropic ``source``
+blocks). Go's decoder is stricter than Python's lenient one (padding required, nothing but line
+breaks ignored) and its errors name the offending byte, which Ollama passes on as they are.
+
+Placement follows Ollama (``server/prompt.go`` ``imageTaggedMessages``): each image of a message
+gets the tag ``[img-N]``, N counting images across the whole prompt, replacing the message's
+``[img]`` placeholders in order or else prefixed to its content. The rendered prompt's tags are
+then swapped for the projector's media marker, one each, in image order.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+from collections.abc import Sequence
+from typing import Any
+
+_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_DECODE = {c: i for i, c in enumerate(_ALPHABET)}
+_PAD = ord("=")
+_NEWLINES = (ord("\n"), ord("\r"))
+_IRREGULAR = re.compile(rb"[^A-Za-z0-9+/\r\n]")
+
+
+class Base64Error(ValueError):
+    """Go's ``base64.CorruptInputError``: its text is Go's, byte offset included."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"illegal base64 data at input byte {offset}")
+        self.offset = offset
+
+
+def b64decode_go(text: str) -> bytes:
+    """``base64.StdEncoding.DecodeString`` (Go): the bytes, or ``Base64Error`` at Go's offset.
+
+    Valid input (what clients send) decodes in C. Only invalid input walks Go's algorithm, and
+    only from the quantum where the first byte that is neither base64 nor a line break stands.
+    """
+    src = text.encode("utf-8")
+    compact = src.replace(b"\n", b"").replace(b"\r", b"")
+    try:
+        return binascii.a2b_base64(compact, strict_mode=True)
+    except binascii.Error:
+        pass
+    irregular = _IRREGULAR.search(src)
+    first = irregular.start() if irregular else len(src)
+    before = src[:first]
+    n_chars = len(before) - before.count(b"\n") - before.count(b"\r")
+    whole = n_chars - n_chars % 4
+    start, left = first, n_chars % 4  # back to the start of the quantum ``first`` falls in
+    while left:
+        start -= 1
+        left -= src[start] not in _NEWLINES
+    return _go_decode(src, start, bytearray(binascii.a2b_base64(compact[:whole], strict_mode=True)))
+
+
+def _go_decode(src: bytes, si: int, out: bytearray) -> bytes:
+    """Go's ``decodeQuantum`` loop from byte ``si`` on, appending to ``out``."""
+    n = len(src)
+    while True:
+        quantum, j = [0, 0, 0, 0], 0
+        while j < 4:
+            if si == n:
+                if j == 0:
+                    return bytes(out)
+                raise Base64Error(si - j)  # a partial quantum: StdEncoding wants it padded
+            c = src[si]
+            si += 1
+            if c in _DECODE:
+                quantum[j] = _DECODE[c]
+                j += 1
+            elif c in _NEWLINES:
+                continue
+            elif c != _PAD or j < 2:
+                raise Base64Error(si - 1)
+            else:
+                if j == 2:  # "==" expected: the second "=" must follow (line breaks aside)
+                    while si < n and src[si] in _NEWLINES:
+                        si += 1
+                    if si == n:
+                        raise Base64Error(n)
+                    if src[si] != _PAD:
+                        raise Base64Error(si - 1)
+                    si += 1
+                while si < n and src[si] in _NEWLINES:
+                    si += 1
+                if si < n:
+                    raise Base64Error(si)  # data after the padding
+                break
+        value = quantum[0] << 18 | quantum[1] << 12 | quantum[2] << 6 | quantum[3]
+        out += value.to_bytes(3, "big")[: j - 1 if j < 4 else 3]
+        if j < 4:
+            return bytes(out)
+
+
+def tag_images(messages: Sequence[dict[str, Any]], *, clear: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+    """Messages with ``[img-N]`` tags where their images go, and all images in tag order.
+
+    The returned messages are copies (``clear`` drops their ``images``, as Ollama does for
+    /api/generate; /api/chat keeps them for templates that look); the originals are left as they were.
+    """
+    tagged: list[dict[str, Any]] = []
+    images: list[str] = []
+    for message in messages:
+        content = message.get("content") or ""
+        prefix = ""
+        for image in message.get("images") or ():
+            tag = f"[img-{len(images)}]"
+            images.append(image)
+            if "[img]" in content:
+                content = content.replace("[img]", tag, 1)
+            else:
+                prefix += tag
+        copy = {k: v for k, v in message.items() if not (clear and k == "images")}
+        if message.get("images"):
+            copy["content"] = prefix + content
+        tagged.append(copy)
+    return tagged, images
+
+
+def place_markers(prompt: str, n_images: int, marker: str) -> tuple[str, list[int]]:
+    """A rendered prompt with the first ``[img-N]`` tag of each image (N < ``n_images``) swapped
+    for ``marker``, and the images' indexes in the order their markers now stand.
+
+    The projector takes one marker per image and pairs them in order, so the caller passes the
+    images in the returned order. An image whose tag the template dropped (or that a raw prompt
+    never had) goes first rather than being lost. Other tags stay text.
+    """
+    spans: list[tuple[int, int, int]] = []
+    for i in range(n_images):
+        tag = f"[img-{i}]"
+        at = prompt.find(tag)
+        if at >= 0:
+            spans.append((at, at + len(tag), i))  # tags end in "]" and start with "[": no overlaps
+    placed = {i for _, _, i in spans}
+    order = [i for i in range(n_images) if i not in placed]
+    pieces, last = [marker * len(order)], 0
+    for start, end, i in sorted(spans):
+        pieces += [prompt[last:start], marker]
+        order.append(i)
+        last = end
+    pieces.append(prompt[last:])
+    return "".join(pieces), order

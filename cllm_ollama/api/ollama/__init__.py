@@ -1,0 +1,1 @@
+"""Ollama's own API (``/api/*``): generation, chat, embeddings, model management, running models."""

@@ -1,0 +1,108 @@
+"""POST /api/embed (batched, normalised) and the legacy POST /api/embeddings (one, raw)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...errors import InvalidRequest, NotFound
+from ..encoders import JSONResponse
+from ..errors import read_json
+from ..fields import keep_alive_of
+from ..lifecycle import lease
+from ..options import resolve_options
+from ..resolve import ResolvedModel, resolve_model
+from ..wire import bool_field, int_field, string_field
+
+
+async def _resolve(request: Request, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
+    try:
+        return await resolve_model(
+            request.app.state.store, name, empty_message=empty_message, empty_status=empty_status
+        )
+    except NotFound:
+        # The one place Ollama still says "try pulling it first" (handleScheduleError).
+        raise NotFound(f'model "{name}" not found, try pulling it first') from None
+
+
+async def embed_texts(
+    request: Request, name: str, body: dict[str, Any], texts: list[str], *, normalize: bool = True
+) -> tuple[list[list[float]], int, int]:
+    """Vectors for ``texts``, the prompt token count, and how long loading took (ns)."""
+    model = await _resolve(request, name, empty_message="model '' not found", empty_status=404)
+    return await _embed(request, model, body, texts, normalize=normalize)
+
+
+async def _embed(
+    request: Request, model: ResolvedModel, body: dict[str, Any], texts: list[str], *, normalize: bool
+) -> tuple[list[list[float]], int, int]:
+    options = resolve_options(body.get("options"), model.record.params, request_type="EmbedRequest")
+    pool = request.app.state.pool
+    t0 = time.perf_counter_ns()
+    async with lease(pool, model, options, keep_alive_of(body)) as entry:
+        load_ns = time.perf_counter_ns() - t0
+        loaded = entry.model
+        if not texts:
+            return [], 0, load_ns
+        inputs = await run_in_threadpool(lambda: [loaded.tokenize(t, add_special=True) for t in texts])
+        limit = loaded.embedder.n_ctx
+        if any(len(tokens) > limit for tokens in inputs):
+            if body.get("truncate") is False:
+                raise InvalidRequest("the input length exceeds the context length")
+            inputs = [tokens[:limit] for tokens in inputs]
+        if any(not tokens for tokens in inputs):
+            raise InvalidRequest("cannot embed an empty input")
+        vectors = await loaded.embedder.embed(inputs, normalize=normalize)
+    dimensions = body.get("dimensions")
+    if dimensions is not None:
+        if not isinstance(dimensions, int) or isinstance(dimensions, bool) or dimensions < 1:
+            raise InvalidRequest("dimensions must be a positive integer")
+        vectors = [_cut(v, dimensions) for v in vectors]
+    return [v.tolist() for v in vectors], sum(len(t) for t in inputs), load_ns
+
+
+def _cut(vector: np.ndarray, dimensions: int) -> np.ndarray:
+    cut = vector[:dimensions]
+    norm = float(np.linalg.norm(cut))
+    return cut / norm if norm > 0 else cut
+
+
+async def embed(request: Request) -> Response:
+    t_start = time.perf_counter_ns()
+    body = await read_json(request)
+    name = string_field(body, "model", "EmbedRequest")
+    bool_field(body, "truncate", "EmbedRequest")
+    int_field(body, "dimensions", "EmbedRequest")
+    model = await _resolve(request, name, empty_message="model '' not found", empty_status=404)
+    raw = body.get("input")
+    if raw is None or raw == "":
+        texts: list[str] = []
+    elif isinstance(raw, str):
+        texts = [raw]
+    elif isinstance(raw, list) and all(isinstance(t, str) for t in raw):
+        texts = raw
+    else:
+        raise InvalidRequest("invalid input type")
+    vectors, n_prompt, load_ns = await _embed(request, model, body, texts, normalize=True)
+    out: dict[str, Any] = {"model": name, "embeddings": vectors}
+    if texts:
+        out |= {
+            "total_duration": time.perf_counter_ns() - t_start,
+            "load_duration": load_ns,
+            "prompt_eval_count": n_prompt,
+        }
+    return JSONResponse(out)
+
+
+async def embeddings(request: Request) -> Response:
+    body = await read_json(request)
+    name = string_field(body, "model", "EmbeddingRequest")
+    model = await _resolve(request, name, empty_message="model is required", empty_status=400)
+    prompt = string_field(body, "prompt", "EmbeddingRequest")
+    vectors, _, _ = await _embed(request, model, body, [prompt] if prompt else [], normalize=False)
+    return JSONResponse({"embedding": vectors[0] if vectors else []})

@@ -1,0 +1,119 @@
+"""POST /api/generate: a completion for one prompt, streamed as NDJSON (or one object)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...chatformat.prompt import Rendered, chat_prompt
+from ...chatformat.render_budget import RenderBudget
+from ...engine.frontdoor import EngineClient
+from ...errors import InvalidRequest
+from ..encoders import NDJSON, JSONResponse
+from ..endpoint import Decoded, EachChunk, Endpoint
+from ..errors import OLLAMA
+from ..fields import SharedFields, check_images, thinking_for
+from ..lifecycle import Chunk, Generation, sentinel
+from ..options import resolve_options
+from ..resolve import resolve_model
+from ..shapes import metrics
+from ..wire import bool_field, created_at, decode_error, images_field, list_field, string_field
+
+_REQUEST = "GenerateRequest"
+
+
+async def start_generate(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
+    """Validate a generate body: its Generation, or a load/unload call's reason once done."""
+    shared = SharedFields.of(body, _REQUEST)
+    name = string_field(body, "model", _REQUEST)
+    prompt = string_field(body, "prompt", _REQUEST)
+    suffix = string_field(body, "suffix", _REQUEST)
+    system = string_field(body, "system", _REQUEST)
+    template = string_field(body, "template", _REQUEST)
+    raw = bool(bool_field(body, "raw", _REQUEST))
+    context = _context(body)
+    images = images_field(body, _REQUEST)
+    model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
+    if raw and (template or system or context):
+        raise InvalidRequest("raw mode does not support template, system, or context")
+    if not prompt and not images:
+        options = resolve_options(body.get("options"), model.record.params)
+        return await sentinel(request.app.state.pool, model, shared.keep_alive, options)
+    if not model.has("completion"):
+        raise InvalidRequest(f'"{name}" does not support generate')
+    thinking = thinking_for(model, body, name)
+    if suffix and not model.has("insert"):
+        raise InvalidRequest(f"{model.full_name} does not support insert")
+    check_images(model, images)
+    options = resolve_options(body.get("options"), model.record.params)
+    system = system or model.record.system or ""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    if not context:
+        messages += model.record.messages
+    messages.append({"role": "user", "content": prompt})
+    think_set = body.get("think") is not None
+    templated = chat_prompt(model, messages, thinking=thinking, go_template=template or None, think_set=think_set)
+
+    def render(loaded: EngineClient, limit: int | None, budget: RenderBudget | None) -> Rendered:
+        if suffix:
+            return _fill_in_the_middle(loaded, prompt, suffix)
+        if raw:
+            return Rendered(loaded.tokenize(prompt, add_special=True), prompt)
+        rendered = templated(loaded, limit, budget)
+        return Rendered(list(context) + rendered.tokens, rendered.text)
+
+    return Generation(request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start)
+
+
+def _context(body: dict[str, Any]) -> list[int]:
+    """The deprecated ``context``: token ids from an earlier answer."""
+    context = list_field(body, "context", _REQUEST, "[]int") or []
+    for token in context:
+        if not isinstance(token, int) or isinstance(token, bool):
+            raise decode_error(token, f"{_REQUEST}.context", "int")
+    return context
+
+
+def _fill_in_the_middle(loaded: EngineClient, prompt: str, suffix: str) -> Rendered:
+    """``<fim_pre>prompt<fim_suf>suffix<fim_mid>``: the infill layout llama.cpp's server uses."""
+    fim = loaded.fim_tokens()
+    if fim is None:
+        raise InvalidRequest("this model's vocabulary has no fill-in-the-middle tokens")
+    pre, suf, mid = fim
+    tokens = [pre, *loaded.tokenize(prompt, add_special=False), suf, *loaded.tokenize(suffix, add_special=False), mid]
+    return Rendered(tokens, prompt)
+
+
+def _encode(name: object, raw: bool, gen: Generation, chunk: Chunk) -> dict[str, Any]:
+    obj: dict[str, Any] = {"model": name, "created_at": created_at(), "response": chunk.delta.content}
+    if chunk.delta.thinking:
+        obj["thinking"] = chunk.delta.thinking
+    if chunk.logprobs:
+        obj["logprobs"] = chunk.logprobs
+    obj["done"] = chunk.done
+    if chunk.done:
+        obj["done_reason"] = chunk.done_reason
+        if not raw:
+            assert gen.request is not None
+            obj["context"] = [*gen.request.prompt, *gen.generated]
+        obj |= metrics(gen.t_start, gen.load_ns, chunk.stats)
+    return obj
+
+
+def _decode(body: dict[str, Any]) -> Decoded:
+    stream = bool_field(body, "stream", _REQUEST) is not False
+    name, raw = body.get("model"), bool(body.get("raw"))
+    return Decoded(body, stream, lambda gen: EachChunk(partial(_encode, name, raw, gen)))
+
+
+def _loaded(decoded: Decoded, reason: str) -> Response:
+    name = decoded.native.get("model")
+    return JSONResponse(
+        {"model": name, "created_at": created_at(), "response": "", "done": True, "done_reason": reason}
+    )
+
+
+generate = Endpoint(OLLAMA, _decode, start_generate, NDJSON, _loaded).handler()

@@ -1,0 +1,172 @@
+"""Model management endpoints: tags, show, copy, delete, create, blobs, pull, push.
+
+Each handler validates with Ollama's error strings, then calls the store off the event loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...errors import InvalidRequest, NotFound
+from ...store.blobs import parse_digest
+from ...store.create import CreateRequest, create_model
+from ...store.names import parse_name
+from ...store.pull import pull_model
+from ...store.push import push_model
+from ...store.registry_pull import RegistryOptions
+from ...store.store import ModelStore
+from ..encoders import JSONResponse
+from ..errors import read_json
+from ..wire import bool_field, go_quote, string_field
+from .model_views import show_response, tag_entry
+from .progress import progress_events, progress_response
+
+_UPLOAD_BATCH = 1 << 20  # bytes gathered before each hop to the writer thread
+
+
+def _store(request: Request) -> ModelStore:
+    return request.app.state.store
+
+
+def _text(body: dict[str, Any], struct: str, *keys: str) -> str:
+    """The first non-empty of ``keys`` (e.g. ``model`` then the deprecated ``name``), or "".
+
+    Every key is type-checked first, as Go decodes the whole body before the handler looks.
+    """
+    values = [string_field(body, key, struct) for key in keys]
+    return next((value for value in values if value), "")
+
+
+async def tags(request: Request) -> Response:
+    # Broken models (a blob missing) are listed too, marked, so that they can be seen and deleted.
+    records = await run_in_threadpool(lambda: _store(request).list_models(broken=True))
+    return JSONResponse({"models": [tag_entry(r) for r in records]})
+
+
+async def show(request: Request) -> Response:
+    body = await read_json(request)
+    name = _text(body, "ShowRequest", "model", "name")
+    system = _text(body, "ShowRequest", "system") or None
+    verbose = bool(bool_field(body, "verbose", "ShowRequest"))
+    if not name:
+        raise InvalidRequest("model is required")
+    store = _store(request)
+
+    def answer() -> dict[str, Any]:
+        with store.claim() as claim:  # its blobs stay while they are read, even if it is deleted meanwhile
+            return show_response(claim.record(name), verbose=verbose, system=system)
+
+    return JSONResponse(await run_in_threadpool(answer))
+
+
+async def copy(request: Request) -> Response:
+    body = await read_json(request)
+    source, destination = _text(body, "CopyRequest", "source"), _text(body, "CopyRequest", "destination")
+    for label, value in (("source", source), ("destination", destination)):
+        try:
+            parse_name(value)
+        except InvalidRequest:
+            raise InvalidRequest(f"{label} {go_quote(value)} is invalid") from None
+    try:
+        await run_in_threadpool(_store(request).copy, source, destination)
+    except NotFound:
+        raise NotFound(f"model {go_quote(source)} not found") from None
+    return Response(status_code=200)
+
+
+async def delete(request: Request) -> Response:
+    body = await read_json(request)
+    name = _text(body, "DeleteRequest", "model", "name")
+    try:
+        parse_name(name)
+    except InvalidRequest:
+        raise InvalidRequest(f"name {go_quote(name)} is invalid") from None
+    store = _store(request)
+
+    def remove() -> tuple[str, Path | None]:
+        found = store.resolve(name)
+        return (found.display_shortest() if found else name), store.delete(name)
+
+    try:
+        stored_name, removed = await run_in_threadpool(remove)
+    except NotFound:
+        raise NotFound(f"model '{name}' not found") from None
+    # A deleted model leaves memory once its running requests end: its file, when no other
+    # name shares it, else what runs under its name (another name using the weights keeps them).
+    pool = request.app.state.pool
+    if removed is not None:
+        await pool.unload(removed)
+    await pool.unload_name(stored_name)
+    return Response(status_code=200)
+
+
+async def blob_exists(request: Request) -> Response:
+    digest = request.path_params["digest"]
+    if not await run_in_threadpool(_store(request).has_blob, digest):
+        raise NotFound(f"blob {go_quote(digest)} not found")
+    return Response(status_code=200)
+
+
+async def blob_upload(request: Request) -> Response:
+    """Stream the body to a temp file while hashing; 201 when stored, 200 if it already was."""
+    store = _store(request)
+    digest = request.path_params["digest"]
+    parse_digest(digest)
+    if await run_in_threadpool(store.has_blob, digest):
+        return Response(status_code=200)
+    writer = await run_in_threadpool(store.blob_writer)
+    try:
+        pending = bytearray()
+        async for chunk in request.stream():
+            pending += chunk
+            if len(pending) >= _UPLOAD_BATCH:
+                await run_in_threadpool(writer.write, bytes(pending))
+                pending.clear()
+        await run_in_threadpool(writer.write, bytes(pending))
+        await run_in_threadpool(writer.commit, digest)
+    finally:
+        writer.abort()
+    return Response(status_code=201)
+
+
+async def create(request: Request) -> Response:
+    body = await read_json(request)
+    stream = bool_field(body, "stream", "CreateRequest") is not False
+    req = CreateRequest.from_json(body)
+    store = _store(request)
+    events = progress_events(lambda report: create_model(store, req, report))
+    return await progress_response(events, stream=stream)
+
+
+async def pull(request: Request) -> Response:
+    body = await read_json(request)
+    name = _text(body, "PullRequest", "model", "name")
+    stream = bool_field(body, "stream", "PullRequest") is not False
+    options = _registry_options(request, body, "PullRequest")
+    parse_name(name)
+    store = _store(request)
+    events = progress_events(lambda report: pull_model(store, name, report, options=options))
+    return await progress_response(events, stream=stream)
+
+
+async def push(request: Request) -> Response:
+    body = await read_json(request)
+    name = _text(body, "PushRequest", "model", "name")
+    stream = bool_field(body, "stream", "PushRequest") is not False
+    options = _registry_options(request, body, "PushRequest")
+    if not name:
+        raise InvalidRequest("model is required")
+    store = _store(request)
+    events = progress_events(lambda report: push_model(store, name, report, options=options))
+    return await progress_response(events, stream=stream)
+
+
+def _registry_options(request: Request, body: dict[str, Any], struct: str) -> RegistryOptions:
+    """``insecure`` (plain HTTP to a registry named in the model name) and the server's registry settings."""
+    insecure = bool(bool_field(body, "insecure", struct))
+    return RegistryOptions.from_settings(request.app.state.settings, insecure=insecure)

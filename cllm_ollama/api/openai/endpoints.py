@@ -1,0 +1,450 @@
+"""OpenAI-compatible /v1/*: translate the request onto the native handlers, and the output back.
+
+As Ollama's middleware does, there is no second engine path: a chat completion is an
+/api/chat generation; only the shapes of requests, chunks and errors differ.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import numpy as np
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...errors import InvalidRequest, NotFound
+from ...store.store import ModelRecord
+from ..encoders import SSE, JSONResponse, dumps
+from ..endpoint import Decoded, Endpoint
+from ..errors import OPENAI, read_json
+from ..images import Base64Error, b64decode_go
+from ..lifecycle import Chunk
+from ..ollama.chat import decode_tools, start_chat
+from ..ollama.embed import embed_texts
+from ..ollama.generate import start_generate
+from ..shapes import Usage
+from ..wire import (
+    bool_field,
+    decode_error,
+    float_field,
+    int_field,
+    list_field,
+    object_field,
+    string_field,
+    tool_call_id,
+)
+
+_EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
+_EFFORT |= {"ultra": "max", "max": "max"}
+# Ollama's request structs, as Go's decode errors name them.
+_CHAT, _COMPLETION, _EMBED = "ChatCompletionRequest", "CompletionRequest", "EmbedRequest"
+_TOOL_CALL_FUNCTION = 'struct { Name string "json:\\"name\\""; Arguments string "json:\\"arguments\\"" }'
+
+
+def sampling_options(body: dict[str, Any], struct: str, float_type: str = "float64") -> dict[str, Any]:
+    """Sampling fields onto Ollama options; temperature and top_p default to 1.0 as in OpenAI.
+
+    Typed as Ollama's request structs (``struct``, whose floats are ``float_type``) declare them:
+    a wrong type is Go's decode error, 400, before anything reaches the native options.
+    """
+    temperature = float_field(body, "temperature", struct, float_type)
+    top_p = float_field(body, "top_p", struct, float_type)
+    options: dict[str, Any] = {
+        "temperature": temperature if temperature is not None else 1.0,
+        "top_p": top_p if top_p is not None else 1.0,
+    }
+    max_tokens = int_field(body, "max_completion_tokens", struct)
+    if max_tokens is None:
+        max_tokens = int_field(body, "max_tokens", struct)
+    if max_tokens is not None:
+        options["num_predict"] = max_tokens
+    if (seed := int_field(body, "seed", struct)) is not None:
+        options["seed"] = seed
+    for key in ("frequency_penalty", "presence_penalty"):
+        if (value := float_field(body, key, struct, float_type)) is not None:
+            options[key] = value
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list):
+            raise InvalidRequest(f"invalid type for 'stop' field: {_go_dynamic_type(stop)}")
+        for item in stops:
+            if not isinstance(item, str):
+                raise InvalidRequest(f"invalid type for 'stop' field: {_go_dynamic_type(item)}")
+        options["stop"] = stops
+    return options
+
+
+def _go_dynamic_type(value: object) -> str:
+    """Go's ``%T`` of a value decoded into ``any`` (what Ollama's stop error prints)."""
+    if value is None:
+        return "<nil>"
+    return {bool: "bool", int: "float64", float: "float64", str: "string", list: "[]interface {}"}.get(
+        type(value), "map[string]interface {}"
+    )
+
+
+def format_value(kind: str, schema: object) -> object:
+    """OpenAI's response format as Ollama's ``format``: ``"json"``, a JSON schema, or none."""
+    if kind == "json_object":
+        return "json"
+    if kind == "json_schema":
+        return schema
+    return None
+
+
+def _format(body: dict[str, Any]) -> object:
+    fmt = object_field(body, "response_format", _CHAT, "openai.ResponseFormat") or {}
+    kind = string_field(fmt, "type", "ResponseFormat.response_format")
+    schema = object_field(fmt, "json_schema", "ResponseFormat.response_format", "openai.JsonSchema") or {}
+    return format_value(kind.strip().lower(), schema.get("schema"))
+
+
+# The data URLs Ollama's OpenAI layer takes (openai.go decodeImageURL); a blank type as /api/chat would.
+_DATA_URL_PREFIXES = ("data:;base64,", *(f"data:image/{kind};base64," for kind in ("jpeg", "jpg", "png", "webp")))
+
+
+def _image_url_data(url: str) -> str:
+    """The base64 payload of an ``image_url``, checked as Ollama checks it."""
+    if url.startswith(("http://", "https://")):
+        raise InvalidRequest("image URLs are not currently supported, please use base64 encoded data instead")
+    prefix = next((p for p in _DATA_URL_PREFIXES if url.startswith(p)), None)
+    if prefix is None:
+        raise InvalidRequest("invalid image input")
+    data = url[len(prefix) :]
+    try:
+        b64decode_go(data)
+    except Base64Error:
+        raise InvalidRequest("invalid image input") from None
+    return data
+
+
+def content_and_images(content: object) -> tuple[str, list[str]]:
+    if content is None or isinstance(content, str):
+        return content or "", []
+    if not isinstance(content, list):
+        raise InvalidRequest("invalid message content type")
+    texts, images = [], []
+    for part in content:
+        if not isinstance(part, dict):
+            raise InvalidRequest("invalid message format")
+        kind = part.get("type")
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                raise InvalidRequest("invalid message format")
+            texts.append(part["text"])
+        elif kind == "image_url":
+            url = part.get("image_url")
+            if isinstance(url, dict):
+                url = url.get("url")
+            if not isinstance(url, str):
+                raise InvalidRequest("invalid message format")
+            images.append(_image_url_data(url))
+        else:
+            raise InvalidRequest(f"invalid message content type: {kind}")
+    return "\n".join(texts), images
+
+
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = list_field(body, "messages", _CHAT, "[]openai.Message")
+    if not raw:
+        raise InvalidRequest("[] is too short - 'messages'")
+    out = []
+    where = "Message.messages"
+    for m in raw:
+        if not isinstance(m, dict):
+            raise decode_error(m, f"{_CHAT}.messages", "openai.Message")
+        for key in ("role", "reasoning", "name", "tool_call_id"):
+            string_field(m, key, where)
+        content, images = content_and_images(m.get("content"))
+        message: dict[str, Any] = {"role": m.get("role") or "user", "content": content}
+        if images:
+            message["images"] = images
+        if m.get("reasoning"):
+            message["thinking"] = m["reasoning"]
+        if calls := list_field(m, "tool_calls", where, "[]openai.ToolCall"):
+            message["tool_calls"] = [_tool_call(call) for call in calls]
+        if m.get("role") == "tool":
+            if m.get("name"):
+                message["tool_name"] = m["name"]
+            if m.get("tool_call_id"):
+                message["tool_call_id"] = m["tool_call_id"]
+        out.append(message)
+    return out
+
+
+def _tool_call(call: object) -> dict[str, Any]:
+    """An OpenAI tool call in a message, as Ollama's: arguments decoded from their JSON string."""
+    if not isinstance(call, dict):
+        raise decode_error(call, "Message.messages.tool_calls", "openai.ToolCall")
+    function = object_field(call, "function", "ToolCall.messages.tool_calls", _TOOL_CALL_FUNCTION) or {}
+    name = string_field(function, "name", "ToolCall.messages.tool_calls.function")
+    return {"function": {"name": name, "arguments": tool_arguments(function.get("arguments"))}}
+
+
+def tool_arguments(value: object) -> dict[str, Any]:
+    """Tool call arguments: a JSON object, or a string holding one (OpenAI's form)."""
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value or "{}")
+        except orjson.JSONDecodeError as exc:
+            raise InvalidRequest(f"invalid tool call arguments: {exc}") from exc
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequest("invalid tool call arguments")
+    return value
+
+
+def think_value(body: dict[str, Any], struct: str = _CHAT, reasoning: str = "Reasoning") -> object:
+    """``reasoning_effort`` or ``reasoning.effort`` as ``think`` (``struct`` and ``reasoning`` name the
+    request's Go types in decode errors)."""
+    effort = string_field(body, "reasoning_effort", struct) or None
+    nested = object_field(body, "reasoning", struct, f"openai.{reasoning}") or {}
+    if effort is None:
+        effort = string_field(nested, "effort", f"{reasoning}.reasoning") or None
+    if effort is None:
+        return None
+    if effort not in _EFFORT:
+        raise InvalidRequest(f'invalid reasoning value: \'{effort}\' (must be "high", "medium", "low", or "none")')
+    return _EFFORT[effort]
+
+
+def _usage(chunk: Chunk) -> dict[str, Any]:
+    u = Usage.of(chunk.stats)
+    return {
+        "prompt_tokens": u.prompt,
+        "completion_tokens": u.completion,
+        "total_tokens": u.total,
+        "prompt_tokens_details": {"cached_tokens": u.cached},
+    }
+
+
+def _finish_reason(chunk: Chunk, had_tool_calls: bool) -> str:
+    if had_tool_calls:
+        return "tool_calls"
+    return "length" if chunk.done_reason == "length" else "stop"
+
+
+def _tool_calls(calls: list[dict[str, Any]], start: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"call_{tool_call_id()}",
+            "index": start + i,
+            "type": "function",
+            "function": {"name": c["function"]["name"], "arguments": dumps(c["function"]["arguments"]).decode()},
+        }
+        for i, c in enumerate(calls)
+    ]
+
+
+def _include_usage(body: dict[str, Any], struct: str) -> bool:
+    options = object_field(body, "stream_options", struct, "openai.StreamOptions") or {}
+    return bool(bool_field(options, "include_usage", "StreamOptions.stream_options"))
+
+
+def _refuse_load(decoded: Decoded, reason: str) -> Response:
+    """OpenAI requests always carry a prompt: an empty one is no way to load a model."""
+    raise InvalidRequest("empty request")
+
+
+class _Completions:
+    """What chat and text completions share: one id and ``created`` for every chunk, usage last."""
+
+    id_prefix = ""
+    chunk_object = ""  # the ``object`` of each streamed chunk
+
+    def __init__(self, model: str, include_usage: bool) -> None:
+        self.base = {"id": f"{self.id_prefix}-{random.randint(0, 998)}", "created": int(time.time()), "model": model}
+        self.base["system_fingerprint"] = "fp_ollama"
+        self.include_usage = include_usage
+
+    def usage_chunk(self, final: Chunk) -> dict[str, Any]:
+        return self.base | {"object": self.chunk_object, "choices": [], "usage": _usage(final)}
+
+
+class ChatCompletion(_Completions):
+    id_prefix, chunk_object = "chatcmpl", "chat.completion.chunk"
+
+    def whole(self, final: Chunk) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": final.delta.content}
+        if final.delta.thinking:
+            message["reasoning"] = final.delta.thinking
+        if final.delta.tool_calls:
+            message["tool_calls"] = _tool_calls(final.delta.tool_calls, 0)
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": {"content": final.logprobs} if final.logprobs else None,
+            "finish_reason": _finish_reason(final, bool(final.delta.tool_calls)),
+        }
+        return self.base | {"object": "chat.completion", "choices": [choice], "usage": _usage(final)}
+
+    async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
+        n_calls = 0
+        first = True
+        async for chunk in chunks:
+            delta: dict[str, Any] = {}
+            if first:
+                delta["role"] = "assistant"
+                first = False
+            if chunk.delta.content or (not chunk.done and not chunk.delta.thinking and not chunk.delta.tool_calls):
+                delta["content"] = chunk.delta.content
+            if chunk.delta.thinking:
+                delta["reasoning"] = chunk.delta.thinking
+            if chunk.delta.tool_calls:
+                delta["tool_calls"] = _tool_calls(chunk.delta.tool_calls, n_calls)
+                n_calls += len(chunk.delta.tool_calls)
+            logprobs = {"content": chunk.logprobs} if chunk.logprobs else None
+            if not chunk.done:
+                choice = {"index": 0, "delta": delta, "logprobs": logprobs}
+                yield self.base | {"object": self.chunk_object, "choices": [choice]}
+                continue
+            finish = {"index": 0, "delta": delta, "finish_reason": _finish_reason(chunk, n_calls > 0)}
+            yield self.base | {"object": self.chunk_object, "choices": [finish]}
+            if self.include_usage:
+                yield self.usage_chunk(chunk)
+
+
+class TextCompletion(_Completions):
+    id_prefix, chunk_object = "cmpl", "text_completion"
+
+    def whole(self, final: Chunk) -> dict[str, Any]:
+        choice = {
+            "text": final.delta.content,
+            "index": 0,
+            "logprobs": _completion_logprobs(final.logprobs),
+            "finish_reason": _finish_reason(final, False),
+        }
+        return self.base | {"object": self.chunk_object, "choices": [choice], "usage": _usage(final)}
+
+    async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
+        async for chunk in chunks:
+            choice: dict[str, Any] = {
+                "text": chunk.delta.content,
+                "index": 0,
+                "logprobs": _completion_logprobs(chunk.logprobs),
+            }
+            choice["finish_reason"] = _finish_reason(chunk, False) if chunk.done else None
+            yield self.base | {"object": self.chunk_object, "choices": [choice]}
+            if chunk.done and self.include_usage:
+                yield self.usage_chunk(chunk)
+
+
+def _completion_logprobs(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The legacy completions shape: parallel lists of tokens, their log probabilities, the top
+    alternatives of each (token to logprob) and each token's offset in the text."""
+    if not entries:
+        return None
+    offsets, offset = [], 0
+    for entry in entries:
+        offsets.append(offset)
+        offset += len(entry["token"])
+    return {
+        "tokens": [e["token"] for e in entries],
+        "token_logprobs": [e["logprob"] for e in entries],
+        "top_logprobs": [{t["token"]: t["logprob"] for t in e.get("top_logprobs") or []} for e in entries],
+        "text_offset": offsets,
+    }
+
+
+def _decode_chat(body: dict[str, Any]) -> Decoded:
+    native: dict[str, Any] = {
+        "model": string_field(body, "model", _CHAT),
+        "messages": _messages(body),
+        "options": sampling_options(body, _CHAT),
+        "format": _format(body),
+        "tools": decode_tools(body, _CHAT),
+        "think": think_value(body),
+        "logprobs": bool(bool_field(body, "logprobs", _CHAT)),
+        "top_logprobs": int_field(body, "top_logprobs", _CHAT) or 0,
+    }
+    stream = bool(bool_field(body, "stream", _CHAT))
+    include_usage = _include_usage(body, _CHAT)
+    return Decoded(native, stream, lambda gen: ChatCompletion(native["model"], include_usage))
+
+
+def _decode_completion(body: dict[str, Any]) -> Decoded:
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        raise InvalidRequest("invalid prompt: only a string is supported")
+    native = {
+        "model": string_field(body, "model", _COMPLETION),
+        "prompt": prompt,
+        "suffix": string_field(body, "suffix", _COMPLETION),
+        "options": sampling_options(body, _COMPLETION, "float32"),
+    }
+    # As Ollama's middleware: the prompt goes through the model's template (no raw), and an
+    # integer ``logprobs`` asks for that many alternatives per token.
+    logprobs = int_field(body, "logprobs", _COMPLETION) or 0
+    if logprobs > 0:
+        native |= {"logprobs": True, "top_logprobs": logprobs}
+    stream = bool(bool_field(body, "stream", _COMPLETION))
+    include_usage = _include_usage(body, _COMPLETION)
+    if not prompt:
+        raise InvalidRequest("prompt is required")
+    return Decoded(native, stream, lambda gen: TextCompletion(native["model"], include_usage))
+
+
+chat_completions = Endpoint(OPENAI, _decode_chat, start_chat, SSE, _refuse_load).handler()
+completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, _refuse_load).handler()
+
+
+@OPENAI.boundary
+async def embeddings(request: Request) -> Response:
+    body = await read_json(request)
+    name = string_field(body, "model", _EMBED)
+    dimensions = int_field(body, "dimensions", _EMBED)
+    encoding = string_field(body, "encoding_format", _EMBED) or "float"
+    if encoding not in ("float", "base64"):
+        raise InvalidRequest(
+            f"Invalid value for 'encoding_format' = {encoding}. Supported values: ['float', 'base64']."
+        )
+    raw = body.get("input")
+    if isinstance(raw, str):
+        texts = [raw]
+    elif isinstance(raw, list) and raw and all(isinstance(t, str) for t in raw):
+        texts = raw
+    else:
+        raise InvalidRequest("invalid input type")
+    vectors, n_prompt, _ = await embed_texts(request, name, {"dimensions": dimensions}, texts)
+    data = []
+    for i, vector in enumerate(vectors):
+        value: object = vector
+        if encoding == "base64":
+            value = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+        data.append({"object": "embedding", "embedding": value, "index": i})
+    usage = {"prompt_tokens": n_prompt, "total_tokens": n_prompt}
+    return JSONResponse({"object": "list", "data": data, "model": name, "usage": usage})
+
+
+def _model_object(record: ModelRecord) -> dict[str, Any]:
+    created = int(record.modified_at.timestamp())
+    return {"id": record.short_name, "object": "model", "created": created, "owned_by": record.name.namespace}
+
+
+async def list_records(request: Request) -> list[ModelRecord]:
+    return await run_in_threadpool(request.app.state.store.list_models)  # type: ignore[no-any-return]
+
+
+@OPENAI.boundary
+async def models(request: Request) -> Response:
+    records = await list_records(request)
+    return JSONResponse({"object": "list", "data": [_model_object(r) for r in records] or None})
+
+
+@OPENAI.boundary
+async def model(request: Request) -> Response:
+    name = request.path_params["model"]
+    try:
+        # The store's lookup, as /api/show's: a missing tag means latest, and case does not matter.
+        record = await run_in_threadpool(request.app.state.store.get, name)
+    except (InvalidRequest, NotFound):
+        raise NotFound(f"model '{name}' not found") from None
+    return JSONResponse(_model_object(record))

@@ -1,0 +1,445 @@
+"""OpenAI's Responses API (/v1/responses), stateless as Ollama serves it: a chat underneath.
+
+Input items become chat messages, the generation's chunks become output items (reasoning,
+message, function calls), streamed as typed SSE events. What agents such as Codex send beyond
+plain functions is met as Ollama meets it (``openai/responses.go``): ``namespace`` tools become
+their member functions under qualified names (and calls go back out with their namespace);
+tools that run on OpenAI's side (``web_search`` and the like) are echoed, never offered to the
+model, so a client that declares them is served instead of refused.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.responses import Response
+
+from ...chatformat.parsers import Delta
+from ...errors import InvalidRequest
+from ..encoders import SSEEvents, dumps
+from ..endpoint import Decoded, Endpoint
+from ..errors import OPENAI
+from ..lifecycle import Chunk
+from ..ollama.chat import start_chat
+from ..shapes import Usage
+from ..wire import bool_field, decode_error, int_field, list_field, object_field, string_field, tool_call_id
+from .endpoints import content_and_images, format_value, sampling_options, think_value, tool_arguments
+
+_REQUEST = "ResponsesRequest"
+_TOOL = "ResponsesTool"
+# `include` values this server answers; the others (file search results, logprobs, ...) ask for
+# what it never produces, and are ignored as Ollama ignores them all.
+_ENCRYPTED_REASONING = "reasoning.encrypted_content"
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+def _text(content: object) -> str:
+    """Input content: a string or parts of type input_text/output_text (images are refused)."""
+    if isinstance(content, list):
+        parts = [
+            {"type": "text", "text": p.get("text", "")} if p.get("type") in ("input_text", "output_text") else p
+            for p in content
+            if isinstance(p, dict)
+        ]
+        text, images = content_and_images(parts)
+        if images:
+            raise InvalidRequest("images are not supported")
+        return text
+    return content_and_images(content)[0]
+
+
+@dataclass
+class _Conversation:
+    """Input items folded into chat messages, as Ollama's ``FromResponsesRequest`` folds them."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    thinking: str = ""  # a reasoning item's text, for the assistant turn that follows it
+
+    def _assistant_turn(self) -> dict[str, Any]:
+        """The assistant message a function call joins: the last one, or a new one."""
+        if not self.messages or self.messages[-1]["role"] != "assistant":
+            self.messages.append({"role": "assistant", "content": ""})
+        return self.messages[-1]
+
+    def _take_thinking(self, message: dict[str, Any]) -> None:
+        if self.thinking:
+            message["thinking"], self.thinking = self.thinking, ""
+
+    def message(self, item: dict[str, Any], answers: str | None) -> None:
+        """A message; an assistant's that stands between a call and its output (``answers``
+        names that output's call) joins the call's turn, so the output follows its call."""
+        role = "system" if item.get("role") == "developer" else item.get("role") or "user"
+        message = {"role": role, "content": _text(item.get("content"))}
+        last = self.messages[-1] if self.messages else None
+        calls = last.get("tool_calls", []) if last is not None and last["role"] == "assistant" else []
+        if role == "assistant" and answers is not None and any(call.get("id") == answers for call in calls):
+            assert last is not None
+            last["content"] = "\n".join(t for t in (last["content"], message["content"]) if t)
+            self._take_thinking(last)
+            return
+        if role == "assistant":
+            self._take_thinking(message)
+        self.messages.append(message)
+
+    def function_call(self, item: dict[str, Any]) -> None:
+        name = _qualified(string_field(item, "namespace", f"{_REQUEST}.input"), item.get("name") or "")
+        call = {
+            "id": item.get("call_id") or "",
+            "function": {"name": name, "arguments": tool_arguments(item.get("arguments"))},
+        }
+        turn = self._assistant_turn()
+        turn.setdefault("tool_calls", []).append(call)
+        self._take_thinking(turn)
+
+    def function_call_output(self, item: dict[str, Any]) -> None:
+        output = item.get("output")
+        content = (
+            output if isinstance(output, str) else _text(output) if isinstance(output, list) else dumps(output).decode()
+        )
+        self.messages.append({"role": "tool", "content": content, "tool_call_id": item.get("call_id") or ""})
+
+    def reasoning(self, item: dict[str, Any]) -> None:
+        """Ollama returns its thinking as the item's ``encrypted_content``; a summary stands in for it."""
+        encrypted = string_field(item, "encrypted_content", f"{_REQUEST}.input")
+        summary = [s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)]
+        self.thinking = encrypted or "\n".join(t for t in summary if isinstance(t, str))
+
+
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chat messages: ``instructions`` as the system message, then the input items.
+
+    An input that holds no message (only reasoning items, say) is refused here, before any
+    model is loaded for it.
+    """
+    raw = body.get("input")
+    instructions = string_field(body, "instructions", _REQUEST)
+    system = [{"role": "system", "content": instructions}] if instructions else []
+    if isinstance(raw, str):
+        return [*system, {"role": "user", "content": raw}]
+    if not isinstance(raw, list) or not raw:
+        raise InvalidRequest("input must be a string or a non-empty list of items")
+    where = f"{_REQUEST}.input"
+    conversation = _Conversation()
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise InvalidRequest("invalid input item")
+        kind = string_field(item, "type", where) or "message"
+        for key in ("role", "name", "call_id"):
+            string_field(item, key, where)
+        if kind == "message":
+            after = raw[i + 1] if i + 1 < len(raw) else None
+            answers = (
+                after.get("call_id")
+                if isinstance(after, dict) and after.get("type") == "function_call_output"
+                else None
+            )
+            conversation.message(item, answers)
+        elif kind == "function_call":
+            conversation.function_call(item)
+        elif kind == "function_call_output":
+            conversation.function_call_output(item)
+        elif kind == "reasoning":
+            conversation.reasoning(item)
+        elif kind != "web_search_call":  # a search's history: the message after it holds what it found
+            raise InvalidRequest(f"unsupported input item type: {kind}")
+    if not conversation.messages:
+        raise InvalidRequest("input is required")
+    return system + conversation.messages
+
+
+def _qualified(namespace: str, name: str) -> str:
+    """The flat name the model sees for ``name`` in ``namespace`` (Ollama's ``ns.name``)."""
+    return f"{namespace}.{name}" if namespace and not name.startswith(f"{namespace}.") else name
+
+
+@dataclass(frozen=True)
+class _Tools:
+    """The declared tools as the chat takes them, and how a call's flat name maps back."""
+
+    chat: list[dict[str, Any]]
+    namespaced: dict[str, tuple[str, str]]  # qualified name -> (namespace, member name)
+
+    def call_names(self, name: str) -> dict[str, str]:
+        """A function call item's ``namespace`` and ``name`` fields for a called tool."""
+        if name in self.namespaced:
+            namespace, member = self.namespaced[name]
+            return {"namespace": namespace, "name": member}
+        return {"name": name}
+
+
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    for key in ("name", "description"):
+        string_field(tool, key, f"{_TOOL}.{_REQUEST}.tools")
+    object_field(tool, "parameters", f"{_TOOL}.{_REQUEST}.tools", "map[string]interface {}")
+    return {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
+
+
+def _declare(tool: object, namespace: str, out: _Tools) -> None:
+    """One declaration into ``out``: a function, a namespace's members (qualified, recursively),
+    or a tool that runs on OpenAI's side, which the model here cannot call and is not shown."""
+    if not isinstance(tool, dict):
+        raise decode_error(tool, f"{_REQUEST}.tools", f"openai.{_TOOL}")
+    kind = string_field(tool, "type", f"{_TOOL}.{_REQUEST}.tools")
+    if kind == "namespace":
+        inner = _qualified(namespace, string_field(tool, "name", f"{_TOOL}.{_REQUEST}.tools"))
+        for member in list_field(tool, "tools", f"{_TOOL}.{_REQUEST}.tools", f"[]openai.{_TOOL}") or []:
+            _declare(member, inner, out)
+    elif kind == "function":
+        function = _function(tool)
+        name = function.get("name") or ""
+        if namespace:
+            function["name"] = _qualified(namespace, name)
+            out.namespaced[function["name"]] = (namespace, name.removeprefix(f"{namespace}."))
+        out.chat.append({"type": "function", "function": function})
+
+
+def _tools(body: dict[str, Any]) -> _Tools:
+    """Responses tools are flat (``{"type":"function","name",...}``); chat tools nest ``function``."""
+    out = _Tools([], {})
+    for tool in list_field(body, "tools", _REQUEST, f"[]openai.{_TOOL}") or []:
+        _declare(tool, "", out)
+    return out
+
+
+def _format(body: dict[str, Any]) -> object:
+    text = object_field(body, "text", _REQUEST, "openai.ResponsesText") or {}
+    fmt = object_field(text, "format", "ResponsesText.text", "openai.ResponsesTextFormat") or {}
+    return format_value(string_field(fmt, "type", "ResponsesTextFormat.text.format"), fmt.get("schema"))
+
+
+def _message(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
+
+
+class ResponseEncoder:
+    """The response object, filled in as the generation goes; streamed as typed events."""
+
+    def __init__(self, body: dict[str, Any], model: str, tools: _Tools) -> None:
+        self.tools = tools
+        include = body.get("include") or []
+        self.encrypted = _ENCRYPTED_REASONING in include
+        reasoning = body.get("reasoning") or {}
+        self.base: dict[str, Any] = {
+            "id": _id("resp"),
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": model,
+            "error": None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "metadata": body.get("metadata") or {},
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "temperature": body.get("temperature", 1.0),
+            "top_p": body.get("top_p", 1.0),
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": body.get("tools") or [],  # as declared: namespaces and hosted tools included
+            "text": body.get("text") or {"format": {"type": "text"}},
+            "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
+            "truncation": body.get("truncation") or "disabled",
+            # Stateless as Ollama's: nothing is stored, an earlier response is not looked up.
+            "store": False,
+            "previous_response_id": None,
+            "prompt_cache_key": body.get("prompt_cache_key"),
+        }
+
+    def snapshot(self, status: str, output: list[dict[str, Any]], final: Chunk | None = None) -> dict[str, Any]:
+        out = self.base | {"status": status, "output": output, "incomplete_details": None, "usage": None}
+        if final is not None:
+            out["completed_at"] = int(time.time())
+            if final.done_reason == "length":
+                out |= {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+            u = Usage.of(final.stats)
+            out["usage"] = {
+                "input_tokens": u.prompt,
+                "input_tokens_details": {"cached_tokens": u.cached},
+                "output_tokens": u.completion,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": u.total,
+            }
+        return out
+
+    def whole(self, final: Chunk) -> dict[str, Any]:
+        """The items the stream would have sent, in the same order, at once."""
+        items = _StreamedItems(self.tools, self.encrypted)
+        delta = final.delta
+        if delta.thinking:
+            items.reasoning(delta.thinking)
+        if delta.content or not delta.tool_calls:
+            items.text(delta.content)
+        for call in delta.tool_calls:
+            items.function_call(call)
+        items.close()
+        return self.snapshot("completed", items.done, final)
+
+    async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
+        """Created, then each output item as it comes (reasoning, message, function calls: added,
+        its deltas, done), then the completed response holding those very items.
+
+        Nothing goes out before the first chunk: until then an error keeps its HTTP status.
+        """
+        items = _StreamedItems(self.tools, self.encrypted)
+        begun = False
+        async for chunk in chunks:
+            if not begun:
+                begun = True
+                yield {"type": "response.created", "response": self.snapshot("in_progress", [])}
+                yield {"type": "response.in_progress", "response": self.snapshot("in_progress", [])}
+            delta = chunk.delta
+            if delta.thinking:
+                for event in items.reasoning(delta.thinking):
+                    yield event
+            if delta.content:
+                for event in items.text(delta.content):
+                    yield event
+            for call in delta.tool_calls:
+                for event in items.function_call(call):
+                    yield event
+            if chunk.done:
+                if not items.done and items.is_empty():  # nothing said: one empty message, as `whole` gives
+                    for event in items.text(""):
+                        yield event
+                for event in items.close():
+                    yield event
+                final = Chunk(items.whole, True, chunk.done_reason, chunk.stats)
+                yield {"type": "response.completed", "response": self.snapshot("completed", items.done, final)}
+
+
+class _StreamedItems:
+    """The output items of a response, one open at a time, with the events that stream them."""
+
+    def __init__(self, tools: _Tools, encrypted: bool) -> None:
+        self.tools = tools
+        self.encrypted = encrypted  # reasoning items carry their text as `encrypted_content`, as Ollama's do
+        self.done: list[dict[str, Any]] = []  # finished items, in output order
+        self.whole = Delta()
+        self._open: dict[str, Any] | None = None  # the item being streamed
+        self._text = ""
+
+    def is_empty(self) -> bool:
+        return self._open is None
+
+    def _where(self) -> dict[str, Any]:
+        assert self._open is not None
+        return {"item_id": self._open["id"], "output_index": len(self.done)}
+
+    def _begin(self, item: dict[str, Any]) -> dict[str, Any]:
+        self._open, self._text = item, ""
+        return {"type": "response.output_item.added", "output_index": len(self.done), "item": item}
+
+    def reasoning(self, text: str) -> list[dict[str, Any]]:
+        self.whole.thinking += text
+        events = []
+        if self._open is None or self._open["type"] != "reasoning":
+            events += self.close()
+            events.append(self._begin({"type": "reasoning", "id": _id("rs"), "summary": []}))
+            part = {"type": "summary_text", "text": ""}
+            events.append(
+                {"type": "response.reasoning_summary_part.added", **self._where(), "summary_index": 0} | {"part": part}
+            )
+        self._text += text
+        events.append(
+            {"type": "response.reasoning_summary_text.delta", **self._where(), "summary_index": 0, "delta": text}
+        )
+        return events
+
+    def text(self, text: str) -> list[dict[str, Any]]:
+        self.whole.content += text
+        events = []
+        if self._open is None or self._open["type"] != "message":
+            events += self.close()
+            events.append(self._begin(_message(_id("msg"), "", "in_progress")))
+            part = {"type": "output_text", "text": "", "annotations": []}
+            events.append({"type": "response.content_part.added", **self._where(), "content_index": 0, "part": part})
+        self._text += text
+        if text:
+            events.append({"type": "response.output_text.delta", **self._where(), "content_index": 0, "delta": text})
+        return events
+
+    def function_call(self, call: dict[str, Any]) -> list[dict[str, Any]]:
+        """A call comes whole from the parser: added, its arguments as one delta, done.
+
+        A namespace member's call goes out under its namespace, as the client declared it.
+        """
+        self.whole.tool_calls.append(call)
+        events = self.close()
+        arguments = dumps(call["function"]["arguments"]).decode()
+        item = {"type": "function_call", "id": _id("fc"), "call_id": f"call_{tool_call_id()}"}
+        item |= self.tools.call_names(call["function"]["name"]) | {"arguments": "", "status": "in_progress"}
+        events.append(self._begin(item))
+        where = self._where()
+        events.append({"type": "response.function_call_arguments.delta", **where, "delta": arguments})
+        events.append({"type": "response.function_call_arguments.done", **where, "arguments": arguments})
+        self._text = arguments
+        return events + self.close()
+
+    def close(self) -> list[dict[str, Any]]:
+        """The open item's done events, and the item moved to ``done``."""
+        item, text = self._open, self._text
+        if item is None:
+            return []
+        where = self._where()
+        events: list[dict[str, Any]] = []
+        if item["type"] == "reasoning":
+            item = item | {"summary": [{"type": "summary_text", "text": text}]}
+            if self.encrypted:
+                item["encrypted_content"] = text
+            events.append({"type": "response.reasoning_summary_text.done", **where, "summary_index": 0, "text": text})
+            part = {"type": "summary_text", "text": text}
+            events.append({"type": "response.reasoning_summary_part.done", **where, "summary_index": 0, "part": part})
+        elif item["type"] == "message":
+            item = _message(item["id"], text)
+            events.append({"type": "response.output_text.done", **where, "content_index": 0, "text": text})
+            part = {"type": "output_text", "text": text, "annotations": []}
+            events.append({"type": "response.content_part.done", **where, "content_index": 0, "part": part})
+        else:
+            item = item | {"arguments": text, "status": "completed"}
+        events.append({"type": "response.output_item.done", "output_index": where["output_index"], "item": item})
+        self.done.append(item)
+        self._open = None
+        return events
+
+
+def _decode(body: dict[str, Any]) -> Decoded:
+    options = sampling_options(body, _REQUEST)
+    if (max_output_tokens := int_field(body, "max_output_tokens", _REQUEST)) is not None:
+        options["num_predict"] = max_output_tokens
+    tools = _tools(body)
+    native: dict[str, Any] = {
+        "model": string_field(body, "model", _REQUEST),
+        "messages": _messages(body),
+        "options": options,
+        "format": _format(body),
+        "tools": tools.chat or None,
+        "think": think_value(body, _REQUEST, "ResponsesReasoning"),
+    }
+    for key in ("truncation", "previous_response_id", "prompt_cache_key"):
+        string_field(body, key, _REQUEST)
+    for key in ("store", "parallel_tool_calls", "background"):
+        bool_field(body, key, _REQUEST)
+    string_field(
+        object_field(body, "reasoning", _REQUEST, "openai.ResponsesReasoning") or {},
+        "summary",
+        "ResponsesReasoning.reasoning",
+    )
+    for value in list_field(body, "include", _REQUEST, "[]string") or []:
+        if not isinstance(value, str):
+            raise decode_error(value, f"{_REQUEST}.include", "string")
+    stream = bool(bool_field(body, "stream", _REQUEST))
+    return Decoded(native, stream, lambda gen: ResponseEncoder(body, native["model"], tools))
+
+
+def _refuse_load(decoded: Decoded, reason: str) -> Response:
+    """Unreachable from a valid body (``_messages`` refuses an input without messages); kept
+    because a Responses request is never a load call."""
+    raise InvalidRequest("input is required")
+
+
+responses = Endpoint(OPENAI, _decode, start_chat, SSEEvents, _refuse_load).handler()

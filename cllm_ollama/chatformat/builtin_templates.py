@@ -1,0 +1,77 @@
+"""Chat templates for GGUFs that carry none (``tokenizer.chat_template``), chosen as llama.cpp
+chooses its built-in ones: by the family's special tokens and the architecture, ChatML last.
+
+Each is the family's own format as its makers' template writes it (system turns included), in
+Jinja, so it renders through the same bounded workers as a GGUF's template.
+"""
+
+from __future__ import annotations
+
+from ..model_families import builtin_family
+from ..store.gguf_info import GGUFInfo
+
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+LLAMA3 = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}"
+    "{{ message['content'] | trim + '<|eot_id|>' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
+)
+
+# Gemma has no system role: a system message opens the first user turn.
+GEMMA = (
+    "{{ bos_token }}{% set system = namespace(text='') %}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}{% set system.text = system.text + message['content'] + '\\n\\n' %}"
+    "{% else %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else 'user' %}"
+    "{{ '<start_of_turn>' + role + '\\n' + system.text + message['content'] | trim + '<end_of_turn>\\n' }}"
+    "{% set system.text = '' %}"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+)
+
+# Mistral / Llama 2 [INST]: a system message is prepended to the next user turn.
+MISTRAL = (
+    "{{ bos_token }}{% set system = namespace(text='') %}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}{% set system.text = system.text + message['content'] + '\\n\\n' %}"
+    "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] | trim + eos_token }}"
+    "{% else %}{{ '[INST] ' + system.text + message['content'] | trim + ' [/INST]' }}{% set system.text = '' %}"
+    "{% endif %}{% endfor %}"
+)
+
+PHI3 = (
+    "{% for message in messages %}"
+    "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)
+
+
+_BY_FAMILY = {"chatml": CHATML, "llama3": LLAMA3, "gemma": GEMMA, "mistral": MISTRAL, "phi3": PHI3}
+
+
+def builtin_template(info: GGUFInfo | None) -> str:
+    """The family's format for a GGUF without a chat template: its special tokens decide, then its
+    architecture (``model_families.builtin_family``)."""
+    if info is None:
+        return CHATML
+    return _BY_FAMILY[builtin_family(info.chat_markers, info.architecture)]
+
+
+def template_in_use(record_template: str | None, info: GGUFInfo | None) -> str:
+    """The template a model's prompts are rendered with, as Ollama ranks them: the model's
+    ``TEMPLATE`` (a Go template layer) first, then the GGUF's chat template, then the family's built-in one."""
+    if record_template:
+        return record_template
+    if info is not None and info.chat_template:
+        return info.chat_template
+    return builtin_template(info)

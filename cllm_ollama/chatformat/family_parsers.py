@@ -1,0 +1,314 @@
+"""Output parsers for the model families whose tool calls are not one JSON object: one parser per
+family, chosen from the chat template by ``parser_for`` (the families are ``model_families``'s).
+
+A family parser sees only the content: the reasoning splitter (``OutputParser`` without tools)
+runs first and hands it what is not thinking (``Composed``). gpt-oss's harmony format is the
+exception: its channels are the reasoning, so its parser splits both at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..model_families import parser_family
+from .parsers import BufferedParser, Delta, OutputParser, _held, prompt_opens_thinking, tool_format_for_template
+
+
+class StreamParser(Protocol):
+    def feed(self, text: str) -> Delta: ...
+
+    def finish(self) -> Delta: ...
+
+
+Call = dict[str, Any]
+# Parses the text between a family's opening and closing marks into calls; None when it is not one.
+BlockParser = Callable[[str, dict[str, dict[str, Any]]], list[Call] | None]
+
+
+def _call(name: str, arguments: dict[str, Any]) -> Call:
+    return {"function": {"name": name, "arguments": arguments}}
+
+
+def _typed(value: str, schema: dict[str, Any] | None) -> Any:
+    """A parameter written as text, typed as the tool's schema says (strings stay strings)."""
+    kinds = (schema or {}).get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if kinds == ["string"]:
+        return value
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return value
+    if "string" in kinds and not isinstance(decoded, (dict, list)):
+        return value
+    return decoded
+
+
+def _properties(tools: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    parameters = (tools.get(name) or {}).get("parameters") or {}
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    return properties if isinstance(properties, dict) else {}
+
+
+_QWEN_FUNCTION = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|\Z)", re.DOTALL)
+_QWEN_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|\Z)", re.DOTALL)
+
+
+def parse_qwen3_coder(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None:
+    """``<function=NAME><parameter=KEY>\\nVALUE\\n</parameter></function>``, one or more."""
+    calls = []
+    for function in _QWEN_FUNCTION.finditer(block):
+        name = function.group(1).strip()
+        properties = _properties(tools, name)
+        arguments = {
+            key.strip(): _typed(value, properties.get(key.strip()))
+            for key, value in _QWEN_PARAMETER.findall(function.group(2))
+        }
+        calls.append(_call(name, arguments))
+    return calls or None
+
+
+_GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
+
+
+def parse_glm(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None:
+    """GLM-4.5/4.6: ``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...``."""
+    name, _, rest = block.strip().partition("<arg_key>")
+    name = name.strip()
+    if not name or "\n" in name:
+        return None
+    properties = _properties(tools, name)
+    arguments = {k.strip(): _typed(v, properties.get(k.strip())) for k, v in _GLM_ARG.findall("<arg_key>" + rest)}
+    return [_call(name, arguments)]
+
+
+_DS_CALL_BEGIN = "<｜tool▁call▁begin｜>"
+_DS_CALL_END = "<｜tool▁call▁end｜>"
+_DS_SEP = "<｜tool▁sep｜>"
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+def parse_deepseek(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None:
+    """DeepSeek-V3/R1 (``function<sep>NAME\\n```json\\n{...}\\n```) and V3.1 (``NAME<sep>{...}``)."""
+    calls = []
+    for part in block.split(_DS_CALL_BEGIN)[1:]:
+        part = part.split(_DS_CALL_END)[0]
+        head, sep, body = part.partition(_DS_SEP)
+        if not sep:
+            return None
+        if head.strip() == "function":  # V3/R1: the name is the body's first line
+            name, _, body = body.partition("\n")
+        else:
+            name = head
+        fenced = _FENCE.match(body)
+        try:
+            arguments = json.loads(fenced.group(1) if fenced else body)
+        except ValueError:
+            return None
+        if not isinstance(arguments, dict):
+            return None
+        calls.append(_call(name.strip(), arguments))
+    return calls or None
+
+
+class BlockTools(BufferedParser):
+    """Content in which calls stand between an opening and a closing mark: text outside them
+    streams at once (only an end that may begin the opening mark waits), a block is parsed when it
+    closes, or at the end, and stays content when it does not parse."""
+
+    def __init__(self, open_mark: str, close_mark: str, parse: BlockParser, tools: dict[str, dict[str, Any]]):
+        self._open, self._close, self._parse, self._tools = open_mark, close_mark, parse, tools
+        self._buf = ""
+        self._in_block = False
+        self._after_call = False
+
+    def _drain(self, *, final: bool) -> Delta:
+        out = Delta()
+        while True:
+            if self._in_block:
+                end = self._buf.find(self._close)
+                if end < 0 and not final:
+                    return out
+                block = self._buf if end < 0 else self._buf[:end]
+                calls = self._parse(block, self._tools)
+                if calls is None:
+                    out.content += self._open + block + ("" if end < 0 else self._close)
+                else:
+                    out.tool_calls += calls
+                    self._after_call = True
+                self._buf = "" if end < 0 else self._buf[end + len(self._close) :]
+                self._in_block = False
+                continue
+            if self._after_call:  # whitespace between calls, or after the last, is no content
+                stripped = self._buf.lstrip()
+                if not stripped:
+                    if final:
+                        self._buf = ""
+                    return out
+                self._buf, self._after_call = stripped, False
+            start = self._buf.find(self._open)
+            if start >= 0:
+                out.content += self._buf[:start]
+                self._buf = self._buf[start + len(self._open) :]
+                self._in_block = True
+                continue
+            keep = 0 if final else _held(self._buf, self._open)
+            out.content += self._buf[: len(self._buf) - keep]
+            self._buf = self._buf[len(self._buf) - keep :]
+            return out
+
+
+# The block parser of each family whose output parser is "blocks" (``model_families``).
+_BLOCK_PARSERS: dict[str, BlockParser] = {
+    "qwen3-coder": parse_qwen3_coder,
+    "glm": parse_glm,
+    "deepseek": parse_deepseek,
+}
+
+
+class Composed:
+    """The reasoning splitter first, then a family's tool parser on the content it lets through."""
+
+    def __init__(self, reasoning: OutputParser, tools: StreamParser):
+        self._reasoning, self._tools = reasoning, tools
+
+    def _through(self, delta: Delta, final: bool) -> Delta:
+        out = Delta(thinking=delta.thinking)
+        if delta.content:
+            out.add(self._tools.feed(delta.content))
+        if final:
+            out.add(self._tools.finish())
+        return out
+
+    def feed(self, text: str) -> Delta:
+        return self._through(self._reasoning.feed(text), False)
+
+    def finish(self) -> Delta:
+        return self._through(self._reasoning.finish(), True)
+
+
+_HARMONY_MARKS = ("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>", "<|constrain|>")
+_HARMONY_RECIPIENT = re.compile(r"to=(?:functions\.)?([^\s<]+)")
+
+
+class Harmony(BufferedParser):
+    """gpt-oss's harmony messages: ``<|channel|>analysis<|message|>…<|end|>`` is thinking,
+    ``final`` the content, ``commentary to=functions.NAME … <|message|>{json}<|call|>`` a call.
+
+    Output that starts with no header is content. A header is held until its ``<|message|>``.
+    """
+
+    def __init__(self, *, thinking: bool, tools: bool):
+        self._thinking, self._tools = thinking, tools
+        self._buf = ""
+        self._header: str | None = ""  # None: inside a message body
+        self._channel = ""
+        self._recipient: str | None = None
+        self._body = ""  # a call's arguments, gathered
+        self._started = False
+
+    def _emit(self, out: Delta, text: str) -> None:
+        if self._recipient is not None:
+            self._body += text
+        elif self._channel == "analysis":
+            if self._thinking:
+                out.thinking += text
+        else:
+            out.content += text
+
+    def _end_message(self, out: Delta) -> None:
+        if self._recipient is not None:
+            name = self._recipient
+            try:
+                arguments = json.loads(self._body) if self._body.strip() else {}
+            except ValueError:
+                arguments = None
+            if isinstance(arguments, dict) and self._tools:
+                out.tool_calls.append(_call(name, arguments))
+            else:
+                out.content += self._body
+        self._header, self._channel, self._recipient, self._body = "", "", None, ""
+
+    def _drain(self, *, final: bool) -> Delta:
+        out = Delta()
+        while True:
+            buf = self._buf
+            if self._header is not None:  # reading a header, up to <|message|>
+                if not self._started:
+                    stripped = buf.lstrip()
+                    if stripped and not any(
+                        m.startswith(stripped[:11]) or stripped.startswith(m) for m in _HARMONY_MARKS
+                    ):
+                        # No header at all: plain content.
+                        self._header, self._channel = None, "final"
+                        continue
+                end = buf.find("<|message|>")
+                if end < 0:
+                    if final:
+                        if buf.strip() and not buf.lstrip().startswith("<|"):
+                            out.content += buf
+                        self._buf = ""
+                        return out
+                    return out
+                self._started = True
+                header = buf[:end]
+                channel = re.search(r"<\|channel\|>\s*(\w+)", header)
+                self._channel = channel.group(1) if channel else "final"
+                recipient = _HARMONY_RECIPIENT.search(header)
+                self._recipient = recipient.group(1) if recipient else None
+                self._header = None
+                self._buf = buf[end + len("<|message|>") :]
+                continue
+            cut = min(
+                (i for i in (buf.find(m) for m in ("<|end|>", "<|call|>", "<|return|>", "<|start|>")) if i >= 0),
+                default=-1,
+            )
+            if cut >= 0:
+                self._emit(out, buf[:cut])
+                rest = buf[cut:]
+                mark = rest[: rest.index("|>") + 2]
+                self._buf = rest if mark == "<|start|>" else rest[len(mark) :]
+                self._end_message(out)
+                self._started = True
+                continue
+            keep = 0 if final else max(_held(buf, m) for m in _HARMONY_MARKS)
+            self._emit(out, buf[: len(buf) - keep])
+            self._buf = buf[len(buf) - keep :]
+            if final:
+                self._end_message(out)
+            return out
+
+
+def parser_for(
+    template: str | None,
+    *,
+    thinking: bool,
+    tools: list[dict[str, Any]] | None,
+    prompt: str = "",
+) -> StreamParser:
+    """The output parser for a model whose chat template is ``template``, for one request."""
+    specs = {
+        f["name"]: f for t in tools or [] if isinstance(f := t.get("function"), dict) and isinstance(f.get("name"), str)
+    }
+    family = parser_family(template)
+    if family is not None and family.parser == "harmony":
+        return Harmony(thinking=thinking, tools=bool(tools))
+    start_in_thinking = thinking and prompt_opens_thinking(prompt)
+    reasoning = OutputParser(thinking=thinking, tools=False, start_in_thinking=start_in_thinking)
+    if not tools:
+        return reasoning
+    tool_parser: StreamParser
+    if family is None:
+        tool_parser = OutputParser(
+            thinking=False,
+            tools=True,
+            tool_format=tool_format_for_template(template),
+            tool_names=frozenset(specs),
+            reasoning=False,
+        )
+    else:
+        tool_parser = BlockTools(*family.tool_block, _BLOCK_PARSERS[family.name], specs)
+    return Composed(reasoning, tool_parser)

@@ -1,0 +1,163 @@
+"""Rendering a GGUF's Jinja chat template (``tokenizer.chat_template``) exactly as Hugging Face
+transformers does, from messages in Ollama's shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import datetime
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.ext import Extension, loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ..errors import CllmError, InvalidRequest
+from .parsers import OutputParser
+from .render_budget import PromptTooLong
+
+# For GGUFs without a chat template: transformers' old default, ChatML.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+class _GenerationTag(Extension):
+    """``{% generation %}…{% endgeneration %}``: transformers marks assistant text with it; here it
+    only renders its body, but without it such templates would not parse."""
+
+    tags = frozenset({"generation"})
+
+    def parse(self, parser: Any) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_render", []), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller: Any) -> str:
+        return str(caller())
+
+
+def _raise_exception(message: str) -> None:
+    # Templates raise to refuse a conversation (roles out of order...): the client's to fix.
+    raise InvalidRequest(message)
+
+
+def _tojson(
+    value: object,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    # Jinja's own tojson HTML-escapes and sorts keys; templates are written against transformers'.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+_env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, loopcontrols])
+_env.filters["tojson"] = _tojson
+_env.globals["raise_exception"] = _raise_exception
+_env.globals["strftime_now"] = _strftime_now
+
+
+@functools.lru_cache(maxsize=32)
+def _compile(template: str) -> jinja2.Template:
+    try:
+        return _env.from_string(template)
+    except jinja2.TemplateSyntaxError as exc:
+        raise CllmError(f"template: line {exc.lineno}: {exc.message}", 500) from exc
+
+
+def _hf_message(message: dict[str, Any]) -> dict[str, Any]:
+    """One Ollama message as transformers-style templates read it."""
+    out: dict[str, Any] = {"role": message.get("role", ""), "content": message.get("content") or ""}
+    if message.get("thinking"):
+        # Qwen3/DeepSeek templates read reasoning_content; gpt-oss reads thinking.
+        out["reasoning_content"] = out["thinking"] = message["thinking"]
+    if message.get("tool_calls"):
+        calls = []
+        for call in message["tool_calls"]:
+            function = call.get("function") or {}
+            hf_call: dict[str, Any] = {
+                "type": "function",
+                "function": {"name": function.get("name", ""), "arguments": function.get("arguments") or {}},
+            }
+            if call.get("id"):
+                hf_call["id"] = call["id"]
+            calls.append(hf_call)
+        out["tool_calls"] = calls
+    if message.get("tool_name"):
+        out["name"] = message["tool_name"]
+    if message.get("tool_call_id"):
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def render_chat(
+    template: str,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+    enable_thinking: bool | None = None,
+    bos_token: str = "",
+    eos_token: str = "",
+    max_chars: int | None = None,
+    **extra: Any,
+) -> str:
+    """The prompt text for ``messages``; ``extra`` reaches the template as further variables.
+
+    ``enable_thinking`` is left undefined when None, since templates test ``is defined``.
+    Past ``max_chars`` characters of output, rendering stops with ``PromptTooLong``. This runs in
+    the calling thread with no time limit: the server renders in ``jinja_workers`` instead.
+    """
+    compiled = _compile(template)
+    variables: dict[str, Any] = {
+        "messages": [_hf_message(m) for m in messages],
+        "tools": tools,
+        "add_generation_prompt": add_generation_prompt,
+        "bos_token": bos_token,
+        "eos_token": eos_token,
+        **extra,
+    }
+    if enable_thinking is not None:
+        variables["enable_thinking"] = enable_thinking
+    pieces: list[str] = []
+    size = 0
+    try:
+        for piece in compiled.generate(**variables):
+            size += len(piece)
+            if max_chars is not None and size > max_chars:
+                raise PromptTooLong(max_chars)
+            pieces.append(piece)
+    except CllmError:
+        raise
+    except MemoryError as exc:  # 'x' * 10**10, under the render workers' memory limit
+        raise CllmError("template: rendering ran out of memory", 500) from exc
+    except Exception as exc:  # a template can fail with any Python error (None + str, bad index...)
+        raise CllmError(f"template: {type(exc).__name__}: {exc}", 500) from exc
+    return "".join(pieces)
+
+
+def strip_think_tags(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ollama's filterThinkTags: drop the think block of assistant turns before the last user turn.
+
+    Ollama applies it to qwen3 and deepseek-r1 only; old reasoning wastes context and hurts answers.
+    """
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    out = []
+    for i, message in enumerate(messages):
+        if i < last_user and message.get("role") == "assistant" and message.get("content"):
+            parser = OutputParser(thinking=True, tools=False)
+            content = parser.feed(message["content"]).content + parser.finish().content
+            message = {**message, "content": content}
+        out.append(message)
+    return out

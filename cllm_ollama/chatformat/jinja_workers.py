@@ -1,0 +1,236 @@
+"""Jinja chat templates rendered in worker processes, so that a template that never ends can be stopped.
+
+A GGUF's chat template is a program: ``range`` is capped by the sandbox, but nested loops, macro
+recursion, ``'x' * 10**10`` or a ``format`` width run in Python or C code that no check inside the
+server's process can interrupt, and a thread cannot be killed. A worker process can: past the
+request's deadline, or once its client has left, the worker is killed and a fresh one takes its
+place at the next request. Each worker also runs under a memory limit.
+
+A request holds one worker for all of its renders (``RenderPool.session``): the template and the
+messages go over once, then each render names the messages to keep (dropped-turn fitting).
+Messages travel as length-prefixed JSON over the worker's stdin and stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, BinaryIO
+
+from ..errors import CllmError, InvalidRequest
+from .jinja import render_chat
+from .render_budget import PromptTooLong, RenderBudget
+
+# Rendering is CPU work next to llama.cpp's threads: a couple of processes serve hundreds of renders
+# a second, and each idle one costs ~20 MB. One model renders on all but one of them
+# (``render_queue``): the last starts only when a second model renders beside it.
+WORKERS = 3
+# Address space a worker may use: a template cannot take the server's memory with it.
+WORKER_MEMORY_BYTES = 2 * 1024**3
+_POLL_S = 0.05  # how often a waiting render looks at its budget
+_HEADER = struct.Struct("<Q")
+log = logging.getLogger("cllm.api")
+_WORKER_MAIN = "from cllm_ollama.chatformat.jinja_workers import serve; serve()"
+
+
+def _encode(obj: object) -> bytes:
+    data = json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return _HEADER.pack(len(data)) + data
+
+
+def _read_exact(stream: BinaryIO, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = stream.read(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return bytes(data)
+
+
+def _read_message(stream: BinaryIO) -> Any:
+    (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
+    return json.loads(_read_exact(stream, size).decode("utf-8", "surrogatepass"))
+
+
+class _Worker:
+    """One rendering process; ``dead`` once it was killed or found gone."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin: BinaryIO = self.proc.stdin
+        self.stdout: BinaryIO = self.proc.stdout
+        self.poller = select.poll()
+        self.poller.register(self.stdout.fileno(), select.POLLIN)
+        self.dead = False
+
+    def send(self, obj: object) -> None:
+        data = memoryview(_encode(obj))
+        try:
+            while data:
+                data = data[self.stdin.write(data) or 0 :]
+        except OSError as exc:
+            self.kill()
+            raise CllmError(f"template: renderer exited ({self.proc.returncode})") from exc
+
+    def receive(self, budget: RenderBudget) -> Any:
+        """The worker's answer, waiting no longer than the budget allows."""
+        try:
+            while not self.poller.poll(min(_POLL_S, budget.remaining()) * 1000):
+                budget.check()
+            return _read_message(self.stdout)
+        except BaseException as exc:
+            self.kill()
+            if isinstance(exc, EOFError):
+                raise CllmError(f"template: renderer exited ({self.proc.returncode})") from exc
+            why = exc.message if isinstance(exc, CllmError) else type(exc).__name__
+            log.warning("render worker %d killed: %s", self.proc.pid, why)
+            raise
+
+    def kill(self) -> None:
+        self.dead = True
+        self.proc.kill()
+        self.proc.wait()
+        self.stdin.close()
+        self.stdout.close()
+
+
+class RenderSession:
+    """Renders of one conversation on one worker."""
+
+    def __init__(self, worker: _Worker, budget: RenderBudget) -> None:
+        self._worker = worker
+        self._budget = budget
+
+    def render(self, keep: Sequence[int] | None = None) -> str:
+        """The prompt for the messages at ``keep`` (all of them if None)."""
+        self._budget.check()
+        self._worker.send({"op": "render", "keep": None if keep is None else list(keep)})
+        reply = self._worker.receive(self._budget)
+        if "text" in reply:
+            return str(reply["text"])
+        if reply.get("too_long"):
+            raise PromptTooLong(self._budget.max_chars)
+        if reply["status"] == 400:
+            raise InvalidRequest(reply["error"])
+        raise CllmError(reply["error"], reply["status"])
+
+
+class RenderPool:
+    """Up to ``size`` worker processes, started on first use and replaced when killed."""
+
+    def __init__(self, size: int = WORKERS) -> None:
+        self._size = size
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self.busy = 0  # sessions holding a worker
+
+    @contextmanager
+    def session(
+        self, template: str, messages: list[dict[str, Any]], budget: RenderBudget, **variables: Any
+    ) -> Iterator[RenderSession]:
+        """Hold a worker loaded with ``template``, ``messages`` and the other template ``variables``."""
+        while not self._slots.acquire(timeout=_POLL_S):
+            budget.check()
+        try:
+            worker = self._take()
+            with self._lock:
+                self.busy += 1
+            try:
+                worker.send(
+                    {
+                        "op": "load",
+                        "template": template,
+                        "messages": messages,
+                        "variables": variables,
+                        "max_chars": budget.max_chars,
+                    }
+                )
+                yield RenderSession(worker, budget)
+            finally:
+                with self._lock:
+                    self.busy -= 1
+                    if not worker.dead:
+                        self._idle.append(worker)
+        finally:
+            self._slots.release()
+
+    def _take(self) -> _Worker:
+        """An idle worker, and a spare started behind it while another session could still come: a
+        worker takes a while to start (a Python process), and a render should not wait for one."""
+        with self._lock:
+            worker = None
+            while self._idle and worker is None:
+                worker = self._idle.pop()
+                if worker.proc.poll() is not None:
+                    worker.kill()
+                    worker = None
+            spare = not self._idle and self.busy + 1 < self._size
+        if spare:
+            started = _Worker()
+            with self._lock:
+                self._idle.append(started)
+        return worker or _Worker()
+
+    def close(self) -> None:
+        """Stop the idle workers (busy ones stop when their parent exits: their stdin closes)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
+
+POOL = RenderPool()
+
+
+def serve() -> None:
+    """A worker's main loop: render until stdin closes (the server exited)."""
+    # Ctrl-C reaches the whole process group: the server decides when its workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = WORKER_MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(hard, WORKER_MEMORY_BYTES)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, ValueError, OSError):  # no such limit here (Windows, some macOS)
+        pass
+    # Our replies own stdout; anything else a library prints goes to stderr.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    stdin = sys.stdin.buffer
+    loaded: dict[str, Any] = {}
+    while True:
+        try:
+            request = _read_message(stdin)
+        except EOFError:
+            return
+        if request["op"] == "load":
+            loaded = request
+            continue
+        messages = loaded["messages"]
+        if request["keep"] is not None:
+            messages = [messages[i] for i in request["keep"]]
+        reply: dict[str, Any]
+        try:
+            text = render_chat(loaded["template"], messages, max_chars=loaded["max_chars"], **loaded["variables"])
+            reply = {"text": text}
+        except PromptTooLong as exc:
+            reply = {"too_long": True, "error": exc.message, "status": exc.status_code}
+        except CllmError as exc:
+            reply = {"error": exc.message, "status": exc.status_code}
+        out.write(_encode(reply))
+        out.flush()

@@ -1,0 +1,470 @@
+"""Streaming split of generated text into Ollama's ``thinking``, ``content`` and ``tool_calls``.
+
+Only what may still turn out to be a tag or a tool call is held back; everything else is emitted
+as soon as it arrives.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model_families import tool_syntax
+
+
+class ToolFormat(enum.Enum):
+    """How a model family writes tool calls; ``tool_format_for_template`` picks one.
+
+    ``tag`` opens a call: anywhere in the content when ``anywhere``, else only where a run of calls
+    may begin (the content's start, right after a call). ``end_tag`` closes it; without one the call
+    ends with its JSON. ``bare``: where a run may begin, a call may also be this bracket with no tag
+    (Llama's bare JSON; Mistral's when the tokenizer drops the control-token tag). ``separator``:
+    what may stand between calls besides whitespace. The JSON is a call object or a list of them.
+    """
+
+    HERMES = ("<tool_call>", "</tool_call>", True, "", "")
+    LLAMA = ("<|python_tag|>", "", False, "{", ";")
+    MISTRAL = ("[TOOL_CALLS]", "", True, "[", "")
+
+    def __init__(self, tag: str, end_tag: str, anywhere: bool, bare: str, separator: str) -> None:
+        self.tag = tag
+        self.end_tag = end_tag
+        self.anywhere = anywhere
+        self.bare = bare
+        self.separator = separator
+
+
+def tool_format_for_template(template: str | None) -> ToolFormat:
+    """The tool-call syntax a chat template (GGUF ``tokenizer.chat_template``) teaches its model
+    (``model_families.tool_syntax`` says which, and why)."""
+    return ToolFormat[tool_syntax(template)]
+
+
+@dataclass
+class Delta:
+    """What one ``feed``/``finish`` produced; tool calls as ``{"function": {"name", "arguments"}}``."""
+
+    content: str = ""
+    thinking: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.content or self.thinking or self.tool_calls)
+
+    def add(self, other: Delta) -> Delta:
+        """Append ``other`` to this one (text joined, calls gathered); returns self."""
+        self.content += other.content
+        self.thinking += other.thinking
+        self.tool_calls += other.tool_calls
+        return self
+
+
+class _State(enum.Enum):
+    EMPTY_BLOCK = enum.auto()  # thinking off: a leading empty think block may still come
+    LOOK_OPEN = enum.auto()  # thinking on: the opening tag may still come
+    REOPEN = enum.auto()  # started inside thinking: swallow a redundant opening tag
+    THINK_WS = enum.auto()  # just opened: drop whitespace before the thinking text
+    THINK = enum.auto()
+    AFTER_THINK_WS = enum.auto()  # just closed: drop whitespace before the content
+    CONTENT = enum.auto()
+    LOOK_CALL = enum.auto()  # a run of calls may begin or go on here: hold separators until known
+    TAGGED = enum.auto()  # inside a call's tags, waiting for the closing one
+    JSON = enum.auto()  # inside a call that ends with its JSON
+
+
+_SPACE = re.compile(r"\s*")
+# Outside JSON strings: what opens a string or counts as a bracket.
+_JSON_MARK = re.compile(r'["\[\]{}]')
+# Inside a JSON string: the rest of it up to its closing quote, escapes skipped whole (a final lone backslash stays).
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+# How a call object, or a list of them, can begin, written without whitespace; \Z lets a start that is still too
+# short through.
+_CALLS_HEAD = re.compile(r'\[?\{(?:"|\Z)|\[\Z')
+
+
+def prompt_opens_thinking(prompt: str, think_open: str = "<think>") -> bool:
+    """Whether a rendered prompt ends inside a think block, so the output starts mid-thought.
+
+    True for templates that emit the opening tag themselves (Qwen3-*-Thinking-2507, DeepSeek-R1);
+    pass it as ``OutputParser(start_in_thinking=...)``.
+    """
+    return prompt.rstrip().endswith(think_open)
+
+
+def _held(text: str, tag: str) -> int:
+    """Length of the longest end of ``text`` that could still grow into ``tag``."""
+    for n in range(min(len(text), len(tag) - 1), 0, -1):
+        if tag.startswith(text[-n:]):
+            return n
+    return 0
+
+
+@dataclass
+class _JsonScan:
+    """Where a call's JSON stands after the text so far, so that each feed scans only its own text.
+
+    ``head``: the first (up to three) characters of the JSON that are not whitespace, all ``_CALLS_HEAD`` needs.
+    ``depth``: open brackets outside strings. ``in_string``, ``escape``: inside a string, just past a backslash.
+    """
+
+    head: str = ""
+    depth: int = 0
+    in_string: bool = False
+    escape: bool = False
+
+    def end(self, text: str) -> int | None:
+        """Index in ``text`` just past the bracket that closes the JSON's first one; None while it is open."""
+        i = 0
+        while i < len(text):
+            if self.escape:
+                self.escape = False
+                i += 1
+            elif self.in_string:
+                m = _STRING_REST.match(text, i)
+                assert m is not None  # the pattern matches the empty string
+                i = m.end()
+                if i == len(text):
+                    return None
+                if text[i] == '"':
+                    self.in_string = False
+                else:
+                    self.escape = True  # a backslash that ends the text escapes the next text's first character
+                i += 1
+            else:
+                m = _JSON_MARK.search(text, i)
+                if m is None:
+                    return None
+                i = m.end()
+                mark = m.group()
+                if mark == '"':
+                    self.in_string = True
+                elif mark in "[{":
+                    self.depth += 1
+                else:
+                    self.depth -= 1
+                    if self.depth == 0:
+                        return i
+        return None
+
+
+def _tool_call(call: Any) -> dict[str, Any] | None:
+    """``{"name": ..., "arguments"|"parameters": {...}}`` as Ollama's call; None when it is not one."""
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        return None
+    arguments = call.get("arguments", call.get("parameters", {}))
+    if isinstance(arguments, str):
+        # Some models double-encode the arguments as a JSON string.
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return {"function": {"name": call["name"], "arguments": arguments}}
+
+
+def _parse_calls(body: str) -> list[dict[str, Any]] | None:
+    """One call object or a non-empty list of them; None when any of it is not a call."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    calls = []
+    for item in value if isinstance(value, list) else [value]:
+        call = _tool_call(item)
+        if call is None:
+            return None
+        calls.append(call)
+    return calls or None
+
+
+class BufferedParser:
+    """A stream parser that gathers fed text in ``_buf`` and drains what it can decide; at the
+    end (``finish``) it decides the rest."""
+
+    _buf: str = ""
+
+    def feed(self, text: str) -> Delta:
+        self._buf += text
+        return self._drain(final=False)
+
+    def finish(self) -> Delta:
+        """Flush what was held back: a partial tag or call that never completed is plain text after all."""
+        return self._drain(final=True)
+
+    def _drain(self, *, final: bool) -> Delta:
+        raise NotImplementedError
+
+
+class OutputParser(BufferedParser):
+    """Splits one request's output stream; feed it text in any chunking, then call ``finish``.
+
+    ``thinking``: route ``<think>…</think>`` to ``thinking`` (off: tags stay in the content, but a
+    leading empty block, what Qwen3 emits when told not to think, is dropped). ``tools``: turn calls
+    written in ``tool_format`` into tool calls; one that does not parse stays content.
+    ``start_in_thinking``: the prompt already opened the think block (see ``prompt_opens_thinking``).
+    ``reasoning=False``: only the tool calls, for text the reasoning splitter (an instance with
+    ``tools=False``) let through as content; ``families.parser_for`` composes the two.
+
+    ``feed`` runs once per token on the event loop, so its work is linear in the new text: what a state
+    holds back and has already examined (a call's text, a run of whitespace) waits in ``_seen`` and is
+    not looked at again; ``_buf`` keeps only the new text and a few characters that may begin a tag.
+    """
+
+    def __init__(
+        self,
+        *,
+        thinking: bool,
+        tools: bool,
+        think_open: str = "<think>",
+        think_close: str = "</think>",
+        start_in_thinking: bool = False,
+        tool_format: ToolFormat = ToolFormat.HERMES,
+        tool_names: frozenset[str] = frozenset(),
+        reasoning: bool = True,
+    ) -> None:
+        self._tools = tools
+        self._open = think_open
+        self._close = think_close
+        self._format = tool_format
+        self._names = tool_names
+        # Calls written with no tag: the format's own bare opening, else (given the requested
+        # tools' names) a bare JSON object, which small models write without the template's tags,
+        # as Ollama's parser falls back to.
+        self._bare = tool_format.bare or ("{" if tool_names else "")
+        sep = re.escape(tool_format.separator)
+        self._between = re.compile(rf"(?:\s|{sep})*") if sep else _SPACE
+        # Formats whose calls may open the content untagged look there before anything is emitted.
+        self._content_start = _State.LOOK_CALL if tools and self._bare else _State.CONTENT
+        if not reasoning:  # a tool parser after the reasoning splitter: it sees only content
+            self._state = self._content_start
+        elif not thinking:
+            self._state = _State.EMPTY_BLOCK
+        elif start_in_thinking:
+            self._state = _State.REOPEN
+        else:
+            self._state = _State.LOOK_OPEN
+        self._buf = ""
+        # Held back and already examined, in the order it came: it goes before ``_buf``.
+        self._seen: list[str] = []
+        # In EMPTY_BLOCK: how many of the block's two tags ``_seen`` holds.
+        self._block_tags = 0
+        # In LOOK_CALL: whether a call came just before (else it is the content's start).
+        self._after_tool = False
+        # What opened the current call (separators, tag): content again if the call does not parse.
+        self._lead = ""
+        self._tagged = True
+        self._json = _JsonScan()
+
+    def _drain(self, *, final: bool) -> Delta:
+        out = Delta()
+        while self._step(out, final):
+            pass
+        return out
+
+    def _take_seen(self) -> str:
+        """What ``_seen`` held, joined once when its state is decided."""
+        seen = "".join(self._seen)
+        self._seen.clear()
+        return seen
+
+    def _step(self, out: Delta, final: bool) -> bool:
+        """Consume what the current state can decide; True when the state changed and the loop goes on."""
+        buf = self._buf
+        state = self._state
+        if state is _State.EMPTY_BLOCK:
+            return self._empty_block(final)
+        if state is _State.LOOK_OPEN:
+            stripped = buf.lstrip()
+            if stripped.startswith(self._open):
+                self._seen.clear()
+                self._buf = stripped[len(self._open) :]
+                self._state = _State.THINK_WS
+            elif self._open.startswith(stripped) and not final:
+                if not stripped:
+                    self._seen.append(buf)
+                    self._buf = ""
+                return False
+            else:
+                # No think block: the output is all content, its leading whitespace included.
+                self._buf = self._take_seen() + buf
+                self._state = self._content_start
+            return True
+        if state in (_State.THINK_WS, _State.AFTER_THINK_WS, _State.REOPEN):
+            self._buf = buf.lstrip()
+            if not self._buf:
+                return False
+            if state is _State.REOPEN:
+                if self._buf.startswith(self._open):
+                    self._buf = self._buf[len(self._open) :]
+                    self._state = _State.THINK_WS
+                    return True
+                if self._open.startswith(self._buf) and not final:
+                    return False
+            self._state = self._content_start if state is _State.AFTER_THINK_WS else _State.THINK
+            return True
+        if state is _State.THINK:
+            end = buf.find(self._close)
+            if end >= 0:
+                out.thinking += buf[:end]
+                self._buf = buf[end + len(self._close) :]
+                self._state = _State.AFTER_THINK_WS
+                return True
+            keep = 0 if final else _held(buf, self._close)
+            out.thinking += buf[: len(buf) - keep]
+            self._buf = buf[len(buf) - keep :]
+            return False
+        if state is _State.LOOK_CALL:
+            return self._look_call(final)
+        if state is _State.TAGGED:
+            return self._tagged_call(out, final)
+        if state is _State.JSON:
+            return self._json_call(out, final)
+        return self._content(out, final)
+
+    def _empty_block(self, final: bool) -> bool:
+        """Thinking off: drop a leading empty think block with the whitespace around it, once it is complete.
+
+        Tag by tag, so that what has matched waits in ``_seen`` and only the new text is examined again.
+        """
+        while True:
+            buf = self._buf
+            stripped = buf.lstrip()
+            if self._block_tags == 2:
+                if not stripped and not final:
+                    self._seen.append(buf)
+                    self._buf = ""
+                    return False
+                self._seen.clear()
+                self._buf = stripped
+                break
+            tag = self._close if self._block_tags else self._open
+            if stripped.startswith(tag):
+                self._seen.append(buf[: len(buf) - len(stripped) + len(tag)])
+                self._buf = stripped[len(tag) :]
+                self._block_tags += 1
+            elif tag.startswith(stripped) and not final:
+                if not stripped:
+                    self._seen.append(buf)
+                    self._buf = ""
+                return False
+            else:
+                self._buf = self._take_seen() + buf
+                break
+        self._state = self._content_start
+        return True
+
+    def _look_call(self, final: bool) -> bool:
+        """Where a run of calls may begin or go on: is a call next, or content?"""
+        buf = self._buf
+        fmt = self._format
+        bare = self._bare
+        # The separators set aside in ``_seen`` matched whole, so matching goes on where they stop.
+        skip = (self._between if self._after_tool else _SPACE).match(buf)
+        assert skip is not None  # the patterns match the empty string
+        rest = buf[skip.end() :]
+        if fmt.tag and rest.startswith(fmt.tag):
+            self._open_call(self._take_seen() + buf[: skip.end() + len(fmt.tag)], rest[len(fmt.tag) :])
+        elif not final and (fmt.tag.startswith(rest) or bare.startswith(rest)):
+            if not rest:
+                self._seen.append(buf)
+                self._buf = ""
+            return False
+        elif bare and rest.startswith(bare):
+            self._open_call(self._take_seen() + buf[: skip.end()], rest, tagged=False)
+        else:
+            seen = self._take_seen()
+            # What trails the last call goes; otherwise all of it is content.
+            self._buf = "" if final and not rest and self._after_tool else seen + buf
+            self._state = _State.CONTENT
+        self._after_tool = False
+        return True
+
+    def _open_call(self, lead: str, rest: str, *, tagged: bool = True) -> None:
+        self._lead = lead
+        self._buf = rest
+        self._json = _JsonScan()
+        self._tagged = tagged
+        self._state = _State.TAGGED if self._format.end_tag and tagged else _State.JSON
+
+    def _tagged_call(self, out: Delta, final: bool) -> bool:
+        """A call inside tags: wait for the closing one, keeping back only an end that may begin it."""
+        buf = self._buf
+        end_tag = self._format.end_tag
+        end = buf.find(end_tag)
+        if end >= 0:
+            self._seen.append(buf[:end])
+            self._end_call(out, end_tag, buf[end + len(end_tag) :])
+            return True
+        keep = 0 if final else _held(buf, end_tag)
+        self._seen.append(buf[: len(buf) - keep])
+        self._buf = buf[len(buf) - keep :]
+        if final:
+            out.content += self._lead + self._take_seen()
+        return False
+
+    def _json_call(self, out: Delta, final: bool) -> bool:
+        """A call that ends with its JSON: release the text as soon as it cannot be one."""
+        text = self._buf
+        self._buf = ""
+        scan = self._json
+        if not scan.head:
+            stripped = text.lstrip()
+            if not stripped and not final:
+                self._seen.append(text)
+                return False
+            # The whitespace before the JSON goes with what opened the call: JSON allows no Unicode spaces.
+            self._lead += self._take_seen() + text[: len(text) - len(stripped)]
+            text = stripped
+        if len(scan.head) < 3:
+            scan.head = (scan.head + "".join(text.split()))[:3]
+            if not _CALLS_HEAD.match(scan.head):
+                out.content += self._lead
+                self._buf = self._take_seen() + text
+                self._state = _State.CONTENT
+                return True
+        end = scan.end(text)
+        if end is None:
+            self._seen.append(text)
+            if final:
+                out.content += self._lead + self._take_seen()
+            return False
+        self._seen.append(text[:end])
+        self._end_call(out, "", text[end:])
+        return True
+
+    def _end_call(self, out: Delta, end_tag: str, rest: str) -> None:
+        """Emit the call whose JSON ``_seen`` holds (content if it is none) and go on with ``rest``."""
+        body = self._take_seen()
+        calls = _parse_calls(body)
+        # Untagged JSON is a call only when it names a requested tool.
+        if calls and not self._tagged and self._names and any(c["function"]["name"] not in self._names for c in calls):
+            calls = None
+        if calls is None:
+            out.content += self._lead + body + end_tag
+            self._state = _State.CONTENT
+        else:
+            out.tool_calls += calls
+            self._after_tool = True
+            self._state = _State.LOOK_CALL
+        self._buf = rest
+
+    def _content(self, out: Delta, final: bool) -> bool:
+        buf = self._buf
+        tag = self._format.tag
+        if not (self._tools and self._format.anywhere):
+            out.content += buf
+            self._buf = ""
+            return False
+        start = buf.find(tag)
+        if start >= 0:
+            out.content += buf[:start]
+            self._open_call(tag, buf[start + len(tag) :])
+            return True
+        keep = 0 if final else _held(buf, tag)
+        out.content += buf[: len(buf) - keep]
+        self._buf = buf[len(buf) - keep :]
+        return False

@@ -1,0 +1,151 @@
+"""The engine's front door: everything the API layer may touch of a loaded model, typed once.
+
+As vLLM's ``EngineClient`` and Ollama's ``llm.LlamaServer``: the HTTP edge and the model pool
+see a loaded model only through ``EngineClient`` (tokenize, generate, embed, occupancy, close,
+and the facts of its context), and ask for one with a ``LoadSpec``. ``client.LoadedModel`` is
+the real one; every test fake implements the same protocol, so a type checker
+(``mypy cllm_ollama/engine tests/fakeengine.py``) catches a fake that drifts from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from .blocks import BLOCK
+from .prompt_cache import MIN_TOKENS
+from .request import Event, Request
+
+if TYPE_CHECKING:
+    from ..config import Settings
+
+# Tokens per block of prefix matching: the KV cache's "block size" as vLLM's metrics report it.
+PREFIX_BLOCK = BLOCK
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """Everything that fixes how a model is loaded; a change in any field means a reload.
+
+    Named once, from the settings (``config.Settings``) through the pool to the runner and the
+    binding's context: what the load resolves (a context the weights can hold, a thread count,
+    the cache type llama.cpp accepts) comes back as a ``LoadSpec`` too (``client.load``).
+    """
+
+    path: Path
+    n_slots: int
+    n_ctx_slot: int
+    n_batch: int = 512
+    n_gpu_layers: int = -1
+    n_threads: int = 0
+    # Encoder models (BERT-like) embed only: no generation slots, no KV cache for them.
+    embedding_only: bool = False
+    # Host RAM for saved prompt states, and prompt tokens per step beside generation (0: off).
+    cache_bytes: int = 0
+    max_prefill: int = 0
+    # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto).
+    kv_cache_type: str = "f16"
+    flash_attention: bool | None = None
+    # The shortest prompt state worth saving in the host cache (tests save short ones).
+    cache_min_tokens: int = MIN_TOKENS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LoadSpec:
+        """The server's defaults (no model yet): the one place Ollama's setting names become these."""
+        return cls(
+            path=Path(),
+            n_slots=settings.num_parallel,
+            n_ctx_slot=settings.context_length,
+            n_batch=settings.num_batch,
+            n_threads=settings.num_thread,
+            cache_bytes=settings.cache_ram_mib << 20,
+            max_prefill=settings.prefill_chunk,
+            kv_cache_type=settings.kv_cache_type,
+            flash_attention=settings.flash_attention,
+        )
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """What a model's engine holds at one moment (the metrics' gauges)."""
+
+    running: int  # requests in a slot (prefilling, waiting for a prefix, generating, or paused)
+    waiting: int  # requests queued for a slot
+    cells_used: int  # KV cells the running requests hold
+    cells_total: int
+
+
+class Embedding(Protocol):
+    """A loaded model's embedding side."""
+
+    @property
+    def n_ctx(self) -> int:
+        """The longest input, in tokens."""
+        ...
+
+    async def embed(self, inputs: Sequence[Sequence[int]], *, normalize: bool = True) -> list[np.ndarray]: ...
+
+
+class EngineClient(Protocol):
+    """A model in memory with its engine; safe to call from the event loop (``close`` blocks)."""
+
+    @property
+    def spec(self) -> LoadSpec:
+        """What it was loaded with (the slots it runs may be fewer: ``n_slots``)."""
+        ...
+
+    # -- the facts of its context ------------------------------------------------------------
+    @property
+    def n_slots(self) -> int: ...
+
+    @property
+    def n_ctx_slot(self) -> int:
+        """Tokens of context per slot, as loaded."""
+        ...
+
+    @property
+    def n_ctx_train(self) -> int: ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    @property
+    def size_vram(self) -> int: ...
+
+    @property
+    def bos_text(self) -> str: ...
+
+    @property
+    def eos_text(self) -> str: ...
+
+    @property
+    def dead(self) -> str | None:
+        """Why the engine stopped for good (None while it runs): the pool loads it again."""
+        ...
+
+    # -- tokens ------------------------------------------------------------------------------
+    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]: ...
+
+    def token_piece(self, token: int) -> bytes: ...
+
+    def fim_tokens(self) -> tuple[int, int, int] | None:
+        """(prefix, suffix, middle) fill-in-the-middle tokens, or None without them."""
+        ...
+
+    # -- work --------------------------------------------------------------------------------
+    def generate(self, request: Request) -> AsyncGenerator[Event, None]:
+        """Events of one request until its final one; leaving early aborts it."""
+        ...
+
+    @property
+    def embedder(self) -> Embedding: ...
+
+    def occupancy(self) -> Occupancy: ...
+
+    def close(self) -> None:
+        """Blocking: stops the engine (cancelling what runs) and frees the model."""
+        ...

@@ -1,0 +1,82 @@
+"""A prompt with images, as the engine's prefix machinery and positions need to see it.
+
+A tokenized prompt with media (``binding.MediaPrompt.parts``) is runs of text tokens and media
+items. Each item fills ``n_tokens`` KV cells but advances the position by ``n_pos`` (fewer, for
+M-RoPE models such as Qwen2-VL), and is either in a sequence whole or not at all.
+
+``cell_keys`` gives one int per KV cell: text tokens as themselves, an image's cells as a
+negative number derived from the SHA-256 of its bytes. The token-prefix machinery (common
+prefixes, block hashes, the host cache) then works unchanged: the same image in another turn,
+slot or saved state matches, a different one does not, and no token id is negative.
+``whole_prefix`` cuts a matched prefix back to the start of any image it ends inside, and
+``position_after`` says where a sequence that holds the first N cells continues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+
+class Media(Protocol):
+    """What the engine needs of one media item (``binding.MediaItem`` is one)."""
+
+    @property
+    def id(self) -> str: ...  # the SHA-256 of the image's bytes, hex
+
+    @property
+    def n_tokens(self) -> int: ...
+
+    @property
+    def n_pos(self) -> int: ...
+
+
+Part = Sequence[int] | Media
+
+
+def media_key(media: Media) -> int:
+    """The negative cell key of an image: 62 bits of its hash, never a token id (those are >= 0)."""
+    return -1 - int(media.id[:16], 16) // 4
+
+
+def _spans(parts: Sequence[Part]) -> Iterator[tuple[int, int, int, Media | None]]:
+    """(first cell, cells, positions, the media item or None for text) of each part, in order."""
+    cell = 0
+    for part in parts:
+        if isinstance(part, Sequence):
+            yield cell, len(part), len(part), None
+            cell += len(part)
+        else:
+            yield cell, part.n_tokens, part.n_pos, part
+            cell += part.n_tokens
+
+
+def cell_keys(parts: Sequence[Part]) -> tuple[int, ...]:
+    """One key per KV cell: a text token's id, or its image's ``media_key``."""
+    out: list[int] = []
+    for part in parts:
+        out += part if isinstance(part, Sequence) else [media_key(part)] * part.n_tokens
+    return tuple(out)
+
+
+def whole_prefix(parts: Sequence[Part], n_cells: int) -> int:
+    """``n_cells`` cut back to the start of the image it ends inside, if any: a sequence holds an
+    image whole or not at all (its tokens were decoded together, non-causally for Gemma 3)."""
+    for start, size, _, media in _spans(parts):
+        if media is not None and start < n_cells < start + size:
+            return start
+    return n_cells
+
+
+def position_after(parts: Sequence[Part], n_cells: int) -> int:
+    """The position that follows the first ``n_cells`` cells (a whole prefix): for M-RoPE models
+    less than ``n_cells``, since an image's cells share positions."""
+    pos = 0
+    for start, size, n_pos, media in _spans(parts):
+        if start + size <= n_cells:
+            pos += n_pos
+        elif start < n_cells:
+            if media is not None:
+                raise ValueError(f"{n_cells} cells end inside an image (cells {start}..{start + size})")
+            pos += n_cells - start
+    return pos

@@ -1,0 +1,276 @@
+"""Prefix reuse, beside the scheduler: where a prompt's start can come from, and the KV operations
+that bring it into the slot the scheduler chose (in the manner of vLLM's ``KVCacheManager``).
+
+The scheduler decides who runs, where, and what each batch holds; this component answers, for
+a request and its slot, "which of the prompt's first tokens have KV somewhere already":
+
+- ``Tier.OWN``: the slot's own sequence (keep its start, ``Trim`` the rest);
+- ``Tier.SLOT``: another slot's sequence, busy or idle (``Copy``, then ``Trim``);
+- ``Tier.HOST``: a state saved in host RAM (``Restore``, then ``Trim``);
+- a slot still computing that start for its own request: the slot goes WAITING (a named
+  ``SlotState``, llama.cpp's WAIT_OTHER) and copies it once it is there (``resolve_waits``).
+
+A slot about to be reused first has what only it holds ``Save``d to the host cache. The
+operations are typed values in ``StepPlan.ops``; the runner performs them in that order before
+the step's batch, and reports any that failed (``lost``): that slot recomputes its prompt.
+
+Matching is cheap at long contexts: every sequence carries its block-hash chain (a slot's
+``TokenChain``, a request's ``prefix_keys``, a cache entry's ``keys``), so ranking candidates
+bisects over keys instead of comparing up to 32k tokens per slot, and only the length that is
+acted on is checked token by token (``blocks.verified``).
+
+Seams for the two pieces that land here next (write them in, do not reshape this):
+
+1. A DISK tier under host RAM (issue 18). ``find`` gains ``Tier.DISK``, looked up by the same
+   chain (hashed with a stable digest, plus the identity of the weights and KV type, for a
+   file name). A disk read is slow, so it never runs on the engine thread: ``take`` emits a
+   ``Load`` operation (the runner hands it to a reader thread) and puts the slot in WAITING
+   with a ``Wait`` on that load instead of on a slot; when the runner reports the read done,
+   ``resolve_waits`` turns it into ``Restore`` + ``Trim`` and the slot joins the next batch,
+   while the other slots keep stepping. ``Save`` likewise hands its bytes to a writer thread.
+   The order of ``StepPlan.ops`` and the ``lost`` report stay as they are.
+2. IMAGES in prompts (issue 17). A prompt becomes token runs plus media items (hash of the
+   bytes, ``n_tokens``, ``n_pos``); ``engine/media.py`` (issue 17's first part) turns it into
+   one key per KV cell, an image's cells a negative key from its hash. ``Request.prompt`` then
+   carries those cell keys, and the chains here match them unchanged: the same image in
+   another slot, a saved state or on disk matches without being encoded or decoded again, a
+   different one does not. Two rules join, each in one place: every length this component
+   acts on (``find``'s kept and source lengths, ``resolve_waits``' copy) is cut back with
+   ``media.whole_prefix`` (a sequence holds an image whole or not at all), and the scheduler
+   places the rest at ``media.position_after`` instead of at the cell count (M-RoPE images
+   take fewer positions than cells). The operations do not change: a copy, restore or trim
+   moves cells, whatever they hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from .blocks import BLOCK, keyed_prefix, verified
+from .prompt_cache import CacheEntry, PromptCache
+from .request import Request
+from .slot import Slot, SlotState, Tier, Wait
+
+# Fewer shared tokens than this are recomputed: a copy moves a whole KV stream, a restore a
+# whole saved state, which only pays for itself beyond a few tokens of prefill.
+MIN_SHARE = 16
+
+
+class Save(NamedTuple):
+    """Keep sequence ``seq_id``'s state (it holds ``tokens``) in the host cache."""
+
+    seq_id: int
+    tokens: tuple[int, ...]
+
+
+class Copy(NamedTuple):
+    """Sequence ``dst`` takes all of ``src``'s KV (a ``Trim`` then cuts it to the shared prefix)."""
+
+    src: int
+    dst: int
+
+
+class Restore(NamedTuple):
+    """Sequence ``seq_id`` takes a saved state (a ``Trim`` then cuts it)."""
+
+    seq_id: int
+    entry: CacheEntry
+
+
+class Trim(NamedTuple):
+    """Drop sequence ``seq_id``'s KV from position ``pos`` on."""
+
+    seq_id: int
+    pos: int
+
+
+KvOp = Save | Copy | Restore | Trim
+
+
+@dataclass
+class PrefixStats:
+    """Prompt tokens admitted, and how many of them were not computed, by where their KV came from."""
+
+    prompt_tokens: int = 0
+    own: int = 0
+    copied: int = 0
+    restored: int = 0
+
+    @property
+    def cached(self) -> int:
+        return self.own + self.copied + self.restored
+
+    def count(self, tier: Tier, n: int) -> None:
+        """Add ``n`` reused tokens (negative: take them back) to ``tier``'s counter."""
+        match tier:
+            case Tier.OWN:
+                self.own += n
+            case Tier.SLOT:
+                self.copied += n
+            case Tier.HOST:
+                self.restored += n
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an admitted request's prefix comes from: how many tokens, and from what."""
+
+    n: int = 0
+    tier: Tier = Tier.OWN
+    slot: Slot | None = None  # another slot's KV (a copy, or a wait while ``pending``)
+    entry: CacheEntry | None = None  # the host cache (a restore)
+    pending: bool = False  # the slot is still computing it: wait, then copy
+
+
+NOTHING = Source()
+
+
+class PrefixReuse:
+    """Finds a prompt's reusable start over ``slots`` and ``cache`` and plans the KV operations.
+
+    ``share`` allows copying KV between sequences and reusing part of one; recurrent models
+    can do neither (a slot then keeps its sequence only when the prompt continues all of it).
+    """
+
+    def __init__(self, slots: Sequence[Slot], cache: PromptCache | None, share: bool) -> None:
+        self.slots = slots
+        self.cache = cache if share else None
+        self.share = share
+        self.stats = PrefixStats()
+
+    # -- questions (cheap: block keys only, nothing verified) ----------------------------
+
+    def own(self, slot: Slot, request: Request) -> int:
+        """How much of ``slot``'s own KV ``request`` could keep."""
+        prompt = request.prompt
+        n = min(keyed_prefix(slot.cached, slot.chain.keys, prompt, request.prefix_keys), len(prompt) - 1)
+        if not self.share:  # only a sequence's whole KV can be kept: continue it, or start over
+            return n if n == len(slot.cached) else 0
+        return n
+
+    def best_now(self, request: Request, exclude: frozenset[int] = frozenset()) -> Source:
+        """The longest prefix of ``request``'s prompt whose KV exists now: in a slot, or the host cache."""
+        prompt, keys = request.prompt, request.prefix_keys
+        limit = len(prompt) - 1  # at least one token must be decoded to get logits
+        best = NOTHING
+        if self.share and prompt:
+            for slot in self.slots:
+                if slot.seq_id in exclude or not slot.chain.tokens or slot.chain.tokens[0] != prompt[0]:
+                    continue
+                n = min(keyed_prefix(slot.cached, slot.chain.keys, prompt, keys), limit)
+                if n > best.n:
+                    best = Source(n, Tier.SLOT, slot=slot)
+        if self.cache is not None:
+            entry, n = self.cache.lookup(prompt, keys)
+            n = min(n, limit)
+            if entry is not None and n > best.n:
+                best = Source(n, Tier.HOST, entry=entry)
+        return best
+
+    def best_pending(self, request: Request) -> Source:
+        """The longest prefix of ``request``'s prompt that a slot is computing now for its own request."""
+        best = NOTHING
+        if not self.share or not request.prompt:
+            return best
+        prompt, keys = request.prompt, request.prefix_keys
+        limit = len(prompt) - 1
+        for slot in self.slots:
+            other = slot.request
+            if slot.state is SlotState.PREFILL and other is not None and other.prompt[:1] == prompt[:1]:
+                n = min(keyed_prefix(other.prompt, other.prefix_keys, prompt, keys), limit)
+                if n > best.n:
+                    best = Source(n, Tier.SLOT, slot=slot, pending=True)
+        return best
+
+    def to_save(self, slot: Slot, kept: int) -> tuple[int, ...]:
+        """What ``slot`` holds beyond ``kept`` that exists nowhere else (saved before it is reused)."""
+        chain = slot.chain
+        if self.cache is None or len(chain) < self.cache.min_tokens or len(chain) - kept < BLOCK:
+            return ()
+        for other in self.slots:
+            if (
+                other is not slot
+                and len(other.chain) >= len(chain)
+                and keyed_prefix(other.cached, other.chain.keys, chain.tokens, chain.keys) == len(chain)
+            ):
+                return ()
+        tokens = tuple(chain.tokens)
+        return () if self.cache.covers(tokens, chain.keys) else tokens
+
+    # -- decisions, and the operations they take ----------------------------------------
+
+    def find(self, request: Request, dst: Slot, kept: int, exclude: frozenset[int]) -> tuple[int, Source]:
+        """What ``dst`` keeps of its own KV (checked), and where the rest of the reusable start is.
+
+        ``exclude``: slots taken by this step's admissions (their KV is about to change).
+        """
+        prompt = request.prompt
+        kept = verified(dst.cached, prompt, kept)
+        source = self.best_now(request, exclude)
+        pending = self.best_pending(request)
+        if pending.n >= max(kept, source.n) + BLOCK:
+            source = pending
+        elif source.slot is not None:
+            source = Source(verified(source.slot.cached, prompt, source.n), Tier.SLOT, slot=source.slot)
+        if source.n < kept + MIN_SHARE:
+            source = NOTHING
+        return kept, source
+
+    def take(self, dst: Slot, kept: int, source: Source) -> list[KvOp]:
+        """Bring ``source`` into ``dst``, just assigned its request keeping ``kept`` tokens."""
+        request = dst.request
+        assert request is not None
+        self.stats.prompt_tokens += len(request.prompt)
+        ops: list[KvOp]
+        if source.slot is not None and not source.pending:
+            ops = self._copy(source.slot, dst, source.n)
+        elif source.entry is not None:
+            ops = [Restore(dst.seq_id, source.entry), Trim(dst.seq_id, source.n)]
+            dst.take_prefix(source.n, Tier.HOST)
+            assert self.cache is not None
+            self.cache.touch(source.entry, source.n)
+        else:
+            # Always trim: cheap, and a failed decode may have left KV that ``cached`` forgot.
+            ops = [Trim(dst.seq_id, kept)]
+            if source.slot is not None and source.slot.request is not None:
+                dst.wait_for(Wait(source.slot, source.slot.request.id, source.n))
+        self.stats.count(dst.prefix_source, dst.prompt_cached)
+        return ops
+
+    def resolve_waits(self, sources: set[int]) -> list[KvOp]:
+        """Slots waiting for another to compute their prefix copy it once it is there.
+
+        ``sources`` collects the sequences these copies read (they must not change before the decode).
+        """
+        ops: list[KvOp] = []
+        for slot in self.slots:
+            wait, request = slot.wait, slot.request
+            if slot.state is not SlotState.WAITING or wait is None or request is None:
+                continue
+            src = wait.source
+            have = min(keyed_prefix(src.cached, src.chain.keys, request.prompt, request.prefix_keys), wait.n)
+            still_coming = src.request is not None and src.request.id == wait.request_id
+            if have < wait.n and still_coming and src.state is SlotState.PREFILL:
+                continue
+            slot.stop_waiting()
+            have = verified(src.cached, request.prompt, have)
+            if have >= slot.n_past + MIN_SHARE:
+                self.stats.count(slot.prefix_source, -slot.prompt_cached)
+                ops += self._copy(src, slot, have)
+                sources.add(src.seq_id)
+                self.stats.count(slot.prefix_source, slot.prompt_cached)
+        return ops
+
+    def lost(self, slot: Slot) -> None:
+        """An operation for ``slot`` failed: it computes its prompt anew (or, idle, holds nothing)."""
+        if slot.state in (SlotState.PREFILL, SlotState.WAITING):
+            self.stats.count(slot.prefix_source, -slot.prompt_cached)
+            slot.lose_prefix()
+        else:
+            slot.forget()
+
+    def _copy(self, src: Slot, dst: Slot, n: int) -> list[KvOp]:
+        dst.take_prefix(n, Tier.SLOT)
+        return [Copy(src.seq_id, dst.seq_id), Trim(dst.seq_id, n)]

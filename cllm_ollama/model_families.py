@@ -1,0 +1,162 @@
+"""What cllm knows of each model family's chat format, in one table.
+
+The chat format (``chatformat``) picks a family's output parser and built-in template from it, the
+binding renders the control tokens that family's parser reads, and the store lists the special
+tokens that pick a built-in template. The engine may not import the chat format, and the chat format
+knows no llama.cpp, so the table is plain data at the top of the package, importing nothing, where
+every layer may read it. A new family is one entry here (and its parser or template where it is
+written).
+
+A family is recognised by marks in its chat template, and, for a GGUF without one, by its special
+tokens and its architecture. Each question is asked of the families in one order (``PARSER_ORDER``,
+``TOOL_SYNTAX_ORDER``, ``BUILTIN_ORDER``): the first that matches answers it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    # The output parser: "harmony" (channels), "blocks" (calls between ``tool_block`` marks, parsed
+    # by the family's own parser) or "json" (calls as JSON, in ``tool_syntax``).
+    parser: str = "json"
+    # A chat template that holds all of these is the family's, for the output parser.
+    parser_marks: tuple[str, ...] = ()
+    tool_block: tuple[str, str] = ("", "")
+    # The family's JSON tool-call syntax (parsers.ToolFormat's name), and the template marks, any of
+    # which teach it.
+    tool_syntax: str = ""
+    tool_syntax_marks: tuple[str, ...] = ()
+    # Control tokens the family's parser splits on: the binding renders them as their text.
+    control_tokens: tuple[str, ...] = ()
+    # Without a chat template: any of these special tokens in the vocabulary, or an architecture
+    # starting with one of ``builtin_arch_prefixes`` or equal to one of ``builtin_archs``, picks
+    # the family's built-in template.
+    builtin_tokens: tuple[str, ...] = ()
+    builtin_arch_prefixes: tuple[str, ...] = ()
+    builtin_archs: tuple[str, ...] = ()
+    # Ollama's filterThinkTags: think blocks of earlier assistant turns are dropped from the
+    # history for models of these architectures (its ``ModelFamily``) or these model names (the
+    # name's model part, as ``model.ParseName(m.Name).Model``).
+    strip_think_archs: tuple[str, ...] = ()
+    strip_think_names: tuple[str, ...] = ()
+
+
+# Llama 3.1-3.3's templates: the ipython environment line, the tag, the instruction for bare JSON.
+_LLAMA_MARKS = ("<|python_tag|>", "Environment: ipython", '"parameters": dictionary')
+
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family(  # gpt-oss
+            "harmony",
+            parser="harmony",
+            parser_marks=("<|channel|>", "<|message|>"),
+            control_tokens=("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>"),
+        ),
+        Family(
+            "qwen3-coder",
+            parser="blocks",
+            parser_marks=("<function=", "<parameter="),
+            tool_block=("<tool_call>", "</tool_call>"),
+        ),
+        Family("glm", parser="blocks", parser_marks=("<arg_key>",), tool_block=("<tool_call>", "</tool_call>")),
+        Family(
+            "deepseek",
+            parser="blocks",
+            parser_marks=("tool▁calls▁begin",),
+            tool_block=("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
+            # Ollama matches the name, not the architecture: R1's distills are qwen2 and llama models.
+            strip_think_names=("deepseek-r1",),
+        ),
+        Family("hermes", tool_syntax="HERMES", tool_syntax_marks=("<tool_call>",)),  # Qwen 2.5, Hermes
+        Family("qwen3", strip_think_archs=("qwen3",)),
+        Family(
+            "mistral",
+            tool_syntax="MISTRAL",
+            tool_syntax_marks=("[TOOL_CALLS]",),
+            control_tokens=("[TOOL_CALLS]",),
+            # A llama with neither Llama 3's header tokens nor ChatML's: Llama 2 / Mistral [INST].
+            builtin_tokens=("[INST]",),
+            builtin_archs=("llama", "mistral", "mistral3"),
+        ),
+        Family(
+            "llama3",
+            tool_syntax="LLAMA",
+            tool_syntax_marks=_LLAMA_MARKS,
+            control_tokens=("<|python_tag|>",),
+            builtin_tokens=("<|start_header_id|>",),
+        ),
+        Family("gemma", builtin_tokens=("<start_of_turn>",), builtin_arch_prefixes=("gemma",)),
+        Family("chatml", builtin_tokens=("<|im_start|>",)),
+        Family("phi3", builtin_tokens=("<|assistant|>",), builtin_arch_prefixes=("phi3",)),
+    )
+}
+
+# The order each question is asked in. Parsers: the most specific marks first (Qwen3-Coder's
+# templates also hold <tool_call>). JSON tool syntaxes: Hermes first (Hermes templates for Llama
+# models also carry Llama's marks); none found is Hermes. Built-in templates: ChatML last.
+PARSER_ORDER = ("harmony", "qwen3-coder", "glm", "deepseek")
+TOOL_SYNTAX_ORDER = ("hermes", "mistral", "llama3")
+BUILTIN_ORDER = ("gemma", "llama3", "chatml", "phi3", "mistral")
+
+# What a template with no family's marks gets.
+DEFAULT_PARSER = "json"
+DEFAULT_TOOL_SYNTAX = "HERMES"
+DEFAULT_BUILTIN = "chatml"
+
+# Control tokens rendered as their text (every family's); end-of-generation ones (``<|call|>``,
+# ``<|return|>``) stop generation before they are rendered.
+PARSED_CONTROL_TOKENS = frozenset(t for f in FAMILIES.values() for t in f.control_tokens)
+
+# The special tokens that pick a built-in template, in the order they are looked for.
+CHAT_MARKERS = tuple(t for name in BUILTIN_ORDER for t in FAMILIES[name].builtin_tokens)
+
+
+def parser_family(template: str | None) -> Family | None:
+    """The family whose own output parser reads a chat template's output; None: the JSON tool parser."""
+    template = template or ""
+    for name in PARSER_ORDER:
+        family = FAMILIES[name]
+        if all(mark in template for mark in family.parser_marks):
+            return family
+    return None
+
+
+def tool_syntax(template: str | None) -> str:
+    """The JSON tool-call syntax a chat template teaches (a ``ToolFormat`` name).
+
+    A bare ``"parameters"`` is no mark: templates of other syntaxes (Cohere, GigaChat) write tool
+    schemas with it. Templates that name no syntax (SmolLM2, ChatML) get Hermes, the most common
+    one for models tuned on their own.
+    """
+    if not template:
+        return DEFAULT_TOOL_SYNTAX
+    for name in TOOL_SYNTAX_ORDER:
+        family = FAMILIES[name]
+        if any(mark in template for mark in family.tool_syntax_marks):
+            return family.tool_syntax
+    return DEFAULT_TOOL_SYNTAX
+
+
+def builtin_family(markers: tuple[str, ...] | set[str], architecture: str) -> str:
+    """The family whose built-in template a GGUF without a chat template gets: its special tokens
+    decide, then its architecture, as llama.cpp chooses its built-in ones."""
+    for name in BUILTIN_ORDER:
+        family = FAMILIES[name]
+        if (
+            any(t in markers for t in family.builtin_tokens)
+            or architecture.startswith(family.builtin_arch_prefixes)
+            or architecture in family.builtin_archs
+        ):
+            return name
+    return DEFAULT_BUILTIN
+
+
+def strips_think_history(architecture: str, model_name: str) -> bool:
+    """Whether earlier turns lose their think blocks (Ollama's filterThinkTags): by the GGUF's
+    architecture or by the model part of the model's name, as Ollama matches each."""
+    return any(architecture in f.strip_think_archs or model_name in f.strip_think_names for f in FAMILIES.values())

@@ -1,0 +1,246 @@
+"""Images on every dialect, before any engine runs them: Go's base64 errors as Ollama passes them
+on, each dialect's own wording, a model that cannot see, a model with a projector (``/api/show``),
+and where each image goes in a prompt (Ollama's ``[img-N]`` tags, then the projector's marker).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import MODEL
+from starlette.testclient import TestClient
+
+from cllm_ollama.api.images import Base64Error, b64decode_go, place_markers, tag_images
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.testing.ggufs import write_vision
+from cllm_ollama.testing.images import png
+
+# Go's own table (encoding/base64 TestDecodeCorrupt): input, offset of the error or None.
+GO_CORRUPT = [
+    ("", None),
+    ("\n", None),
+    ("AAA=\n", None),
+    ("AAAA\n", None),
+    ("!!!!", 0),
+    ("====", 0),
+    ("x===", 1),
+    ("=AAA", 0),
+    ("A=AA", 1),
+    ("AA=A", 2),
+    ("AA==A", 4),
+    ("AAA=AAAA", 4),
+    ("AAAAA", 4),
+    ("AAAAAA", 4),
+    ("A=", 1),
+    ("A==", 1),
+    ("AA=", 3),
+    ("AA==", None),
+    ("AAA=", None),
+    ("AAAA", None),
+    ("AAAAAA=", 7),
+    ("YWJjZA=====", 8),
+    ("A!\n", 1),
+    ("A=\n", 1),
+]
+
+
+@pytest.mark.parametrize(("text", "offset"), GO_CORRUPT)
+def test_base64_decodes_and_fails_where_go_does(text: str, offset: int | None) -> None:
+    if offset is None:
+        assert b64decode_go(text) == base64.b64decode(text.replace("\n", ""))
+    else:
+        with pytest.raises(Base64Error, match=f"^illegal base64 data at input byte {offset}$"):
+            b64decode_go(text)
+
+
+def test_base64_round_trips_every_length_and_skips_line_breaks() -> None:
+    for n in range(40):
+        data = bytes(range(n))
+        encoded = base64.b64encode(data).decode()
+        assert b64decode_go(encoded) == data
+        assert b64decode_go("\r\n".join(encoded[i : i + 4] for i in range(0, len(encoded), 4))) == data
+    # Python's lenient decoder takes these; Go's does not.
+    for text in ("aGk", "aG k=", "aGk=\x00"):
+        with pytest.raises(Base64Error):
+            b64decode_go(text)
+
+
+def test_a_large_image_decodes_in_c_and_a_large_bad_one_fails_fast() -> None:
+    """An 8 MB upload is decoded by binascii; an invalid one walks Go's rules from its first bad
+    byte only (a byte-by-byte walk of 8 MB would hold the event loop for seconds)."""
+    data = bytes(range(256)) * (6 * 1024 * 1024 // 256)
+    encoded = base64.b64encode(data).decode()
+    started = time.perf_counter()
+    assert b64decode_go(encoded) == data
+    bad_at = len(encoded) - 3
+    with pytest.raises(Base64Error, match=f"at input byte {bad_at}$"):
+        b64decode_go(encoded[:bad_at] + "!" + encoded[bad_at + 1 :])
+    with pytest.raises(Base64Error, match=f"at input byte {len(encoded) - 4}$"):
+        b64decode_go(encoded[:-1])  # a partial last quantum: Go names where it starts
+    assert time.perf_counter() - started < 2.0
+
+
+def test_images_are_tagged_as_ollama_tags_them() -> None:
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is this?", "images": ["A", "B"]},
+        {"role": "assistant", "content": "Two cats."},
+        {"role": "user", "content": "Compare [img] with the first.", "images": ["C"]},
+    ]
+    tagged, images = tag_images(messages, clear=True)
+    assert images == ["A", "B", "C"]
+    assert [m["content"] for m in tagged] == [
+        "Be brief.",
+        "[img-0][img-1]What is this?",
+        "Two cats.",
+        "Compare [img-2] with the first.",
+    ]
+    assert all("images" not in m for m in tagged)
+    assert messages[1]["images"] == ["A", "B"] and messages[1]["content"] == "What is this?"
+    kept, _ = tag_images(messages)
+    assert kept[1] == {"role": "user", "content": "[img-0][img-1]What is this?", "images": ["A", "B"]}
+
+
+def test_markers_replace_tags_once_each_and_give_the_images_order() -> None:
+    prompt, order = place_markers("<u>[img-1] then [img-0] and [img-0] [img-2]</u>", 2, "<M>")
+    assert prompt == "<u><M> then <M> and [img-0] [img-2]</u>"
+    assert order == [1, 0]
+    # An image whose tag the template dropped is not lost: its marker goes first.
+    prompt, order = place_markers("<u>[img-1] what?</u>", 3, "<M>")
+    assert (prompt, order) == ("<M><M><u><M> what?</u>", [0, 2, 1])
+    assert place_markers("text", 0, "<M>") == ("text", [])
+    assert place_markers("[img-10][img-1]", 2, "<M>") == ("<M>[img-10]<M>", [0, 1])  # [img-1] is not in [img-10]
+
+
+# --- over HTTP -------------------------------------------------------------------------------
+
+GOOD = base64.b64encode(png(8, 8)).decode()
+# What cllm said before vision and still says (Ollama today relays llama-server's own words instead).
+NO_VISION = f"registry.ollama.ai/library/{MODEL}:latest does not support vision"
+ANTHROPIC_HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+
+
+def user(content: object, **extra: object) -> list[dict[str, object]]:
+    return [{"role": "user", "content": content, **extra}]
+
+
+def anthropic_image(data: str) -> list[dict[str, object]]:
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    return user([block, {"type": "text", "text": "What is it?"}])
+
+
+def openai_image(url: str) -> list[dict[str, object]]:
+    return user([{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "What is it?"}])
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/api/generate", {"prompt": "hi", "images": ["not base64!"]}, "illegal base64 data at input byte 3"),
+        ("/api/generate", {"prompt": "hi", "images": ["aGk"]}, "illegal base64 data at input byte 0"),
+        ("/api/chat", {"messages": user("hi", images=[GOOD, "aGk=="])}, "illegal base64 data at input byte 4"),
+        ("/api/chat", {"messages": user("hi", images=[GOOD])}, NO_VISION),
+        ("/api/generate", {"prompt": "hi", "images": [GOOD]}, NO_VISION),
+    ],
+)
+def test_native_image_errors(client: TestClient, path: str, body: dict, message: str) -> None:
+    r = client.post(path, json={"model": MODEL, "stream": False, **body})
+    assert (r.status_code, r.json()) == (400, {"error": message})
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "https://example.com/cat.png",
+            "image URLs are not currently supported, please use base64 encoded data instead",
+        ),
+        (
+            "http://example.com/cat.png",
+            "image URLs are not currently supported, please use base64 encoded data instead",
+        ),
+        (f"data:image/gif;base64,{GOOD}", "invalid image input"),
+        ("ftp://example.com/cat.png", "invalid image input"),
+        ("data:image/png;base64,not base64!", "invalid image input"),
+        (f"data:image/png;base64,{GOOD}", NO_VISION),
+        (f"data:;base64,{GOOD}", NO_VISION),
+        (f"data:image/jpg;base64,{GOOD}", NO_VISION),
+    ],
+)
+def test_openai_image_url_errors(client: TestClient, url: str, message: str) -> None:
+    r = client.post("/v1/chat/completions", json={"model": MODEL, "messages": openai_image(url)})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == message
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("not base64!", "invalid base64 image data: illegal base64 data at input byte 3"),
+        ("aGk", "invalid base64 image data: illegal base64 data at input byte 0"),
+        (GOOD, NO_VISION),
+    ],
+)
+def test_anthropic_image_errors(client: TestClient, data: str, message: str) -> None:
+    body = {"model": MODEL, "max_tokens": 4, "messages": anthropic_image(data)}
+    r = client.post("/v1/messages", json=body, headers=ANTHROPIC_HEADERS)
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == message
+
+
+@pytest.fixture
+def seeing(tmp_path: Path) -> Iterator[TestClient]:
+    """An app whose store has "eyes": the tiny gemma3 created with its projector, as a user would."""
+    settings = Settings(models_dir=tmp_path / "models")
+    text, mmproj = write_vision(tmp_path / "vision")
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
+        files = {}
+        for path in (text, mmproj):
+            data = path.read_bytes()
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            assert client.post(f"/api/blobs/{digest}", content=data).status_code == 201
+            files[path.name] = digest
+        r = client.post("/api/create", json={"model": "eyes", "files": files, "stream": False})
+        assert r.status_code == 200, r.text
+        yield client
+
+
+def test_a_model_created_with_a_projector_shows_vision_and_the_projectors_info(seeing: TestClient) -> None:
+    show = seeing.post("/api/show", json={"model": "eyes"}).json()
+    assert "vision" in show["capabilities"] and "completion" in show["capabilities"]
+    info = show["projector_info"]
+    assert info["general.architecture"] == "clip"
+    assert info["clip.projector_type"] == "gemma3"
+    assert info["clip.vision.projection_dim"] == show["model_info"]["gemma3.embedding_length"]
+    assert show["model_info"]["general.architecture"] == "gemma3"
+
+
+def test_a_model_without_a_projector_shows_none(client: TestClient) -> None:
+    assert "projector_info" not in client.post("/api/show", json={"model": MODEL}).json()
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/generate", {"prompt": "What is it?", "images": [GOOD]}),
+        ("/api/chat", {"messages": user("What is it?", images=[GOOD])}),
+        ("/v1/chat/completions", {"messages": openai_image(f"data:image/png;base64,{GOOD}")}),
+        ("/v1/messages", {"messages": anthropic_image(GOOD), "max_tokens": 4}),
+    ],
+)
+def test_images_to_a_model_that_sees_are_refused_clearly_until_the_engine_runs_them(
+    seeing: TestClient, path: str, body: dict
+) -> None:
+    r = seeing.post(path, json={"model": "eyes", "stream": False, **body}, headers=ANTHROPIC_HEADERS)
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert "images are not supported by this server yet" in (error["message"] if path.startswith("/v1") else error)
+    # Bad base64 is still Go's error first, as in Ollama.
+    bad = seeing.post("/api/generate", json={"model": "eyes", "prompt": "x", "images": ["aGk"], "stream": False})
+    assert bad.json() == {"error": "illegal base64 data at input byte 0"}

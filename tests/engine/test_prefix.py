@@ -1,0 +1,115 @@
+"""The prefix-reuse component through the scheduler: typed KV operations in the order the runner
+performs them, and waiting for another slot's prefix as a named slot state."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_scheduler import SHARED, make, req, run_to_end, step
+
+from cllm_ollama.engine.blocks import block_keys
+from cllm_ollama.engine.prefix import Copy, KvOp, Restore, Save, Trim
+from cllm_ollama.engine.prompt_cache import PromptCache
+from cllm_ollama.engine.slot import SlotState, Tier
+
+
+def test_a_slot_waiting_for_another_slots_prefix_is_in_a_state_of_its_own_then_copies_it() -> None:
+    s = make(n_slots=2, n_ctx=256, n_batch=128)
+    s.add(req([*SHARED, 7], num_predict=50))
+    s.add(req([*SHARED, 7, 8], num_predict=50))
+    plan = s.admit()
+    # Slot 0 computes SHARED; slot 1 waits for it and takes no part in the batch.
+    assert s.slots[1].state is SlotState.WAITING and s.slots[1].wait is not None
+    assert s.slots[1].wait.source is s.slots[0] and plan.ops == [Trim(0, 0), Trim(1, 0)]
+    plan = s.plan()
+    assert set(plan.seq_ids) == {0}
+    s.update(plan, [1])
+    plan, _ = step(s)
+    assert plan.ops == [Copy(0, 1), Trim(1, 41)] and s.slots[1].wait is None
+    assert s.slots[1].prefix_source is Tier.SLOT and plan.tokens[-1] == 8
+    run_to_end(s)
+    assert s.stats.copied == 41
+
+
+def test_operations_come_in_the_order_they_must_run() -> None:
+    cache = PromptCache(limit_bytes=10**6, min_tokens=32)
+    s = make(n_slots=2, n_ctx=256, n_batch=128, cache=cache)
+    s.add(req([*SHARED, 5], num_predict=200))
+    step(s)  # slot 0 generates after SHARED
+    conversation = [60 + i % 7 for i in range(70)]
+    s.add(req(conversation, num_predict=1))
+    step(s)  # slot 1 computes a conversation and finishes: it holds it, and nothing else does
+    assert s.slots[1].state is SlotState.IDLE and s.slots[1].cached == conversation
+    s.add(req([*SHARED, 9, 9], num_predict=1))
+    plan = s.admit()
+    # Slot 1's conversation is kept first, then slot 0's prefix is copied over it and cut.
+    assert plan.ops == [Save(1, tuple(conversation)), Copy(0, 1), Trim(1, 40)]
+    assert s.slots[1].prefix_source is Tier.SLOT and s.stats.copied == 40
+
+
+class SimulatedKv:
+    """Each sequence's KV as the list of tokens it holds: the KV operations and the decode
+    applied to it exactly as llama.cpp applies them to cells."""
+
+    def __init__(self, n_slots: int, cache: PromptCache) -> None:
+        self.seqs: list[list[int]] = [[] for _ in range(n_slots)]
+        self.cache = cache
+
+    def apply(self, ops: list[KvOp]) -> None:
+        for op in ops:
+            match op:
+                case Save(seq_id, tokens):
+                    assert self.seqs[seq_id][: len(tokens)] == list(tokens)  # it holds what is saved
+                    self.cache.add(tokens, list(self.seqs[seq_id]), 1)
+                case Copy(src, dst):
+                    self.seqs[dst] = list(self.seqs[src])
+                case Restore(seq_id, entry):
+                    self.seqs[seq_id] = list(entry.payload)
+                case Trim(seq_id, pos):
+                    del self.seqs[seq_id][pos:]
+
+    def decode(self, tokens: list[int], positions: list[int], seq_ids: list[int]) -> None:
+        for token, pos, seq in zip(tokens, positions, seq_ids, strict=True):
+            assert pos == len(self.seqs[seq]), "a row must extend its sequence's KV exactly"
+            self.seqs[seq].append(token)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_traffic_keeps_every_slots_kv_what_the_scheduler_believes(seed: int) -> None:
+    """Conversations that share system prompts and come back, over few slots and a small host
+    cache: whatever was kept, copied, restored or waited for, each sequence's KV is exactly the
+    tokens its slot counts on, and every prompt token is decoded at the position it belongs."""
+    rng = random.Random(seed)
+    cache = PromptCache(limit_bytes=6, min_tokens=32)
+    s = make(n_slots=3, n_ctx=512, n_batch=64, cache=cache)
+    kv = SimulatedKv(3, cache)
+    systems = [[rng.randrange(1, 27) for _ in range(rng.choice((20, 40, 70)))] for _ in range(2)]
+    history: list[list[int]] = []
+    for _ in range(150):
+        if rng.random() < 0.3 and len(s.waiting) < 6:
+            if history and rng.random() < 0.5:
+                prompt = [*rng.choice(history), *(rng.randrange(1, 27) for _ in range(rng.randrange(1, 40)))]
+            else:
+                prompt = [*rng.choice(systems), *(rng.randrange(1, 27) for _ in range(rng.randrange(1, 30)))]
+            history.append(prompt)
+            s.add(req(prompt, num_predict=rng.randrange(1, 12)))
+        if rng.random() < 0.05 and s.running_ids():
+            s.abort([rng.choice(s.running_ids())])
+        plan = s.admit()
+        kv.apply(plan.ops)
+        if rng.random() < 0.05 and plan.ops:  # an operation fails: its slot recomputes its prompt
+            lost = plan.ops[-1].seq_id if not isinstance(plan.ops[-1], Copy) else plan.ops[-1].dst
+            kv.seqs[lost].clear()
+            s.lost_prefix(lost)
+        plan = s.plan()
+        for slot in s.slots:
+            assert kv.seqs[slot.seq_id][: len(slot.cached)] == slot.cached
+            assert slot.chain.keys == block_keys(slot.cached)  # the index agrees with the tokens
+            if slot.state in (SlotState.PREFILL, SlotState.GENERATING):
+                assert kv.seqs[slot.seq_id] == slot.cached and len(slot.cached) == slot.n_past
+            if slot.state is SlotState.PREFILL and slot.request is not None:
+                assert slot.cached == list(slot.request.prompt[: slot.n_past])
+        kv.decode(plan.tokens, plan.positions, plan.seq_ids)
+        s.update(plan, [rng.choice((0, *range(1, 27))) for _ in plan.outputs])
+    assert s.stats.cached > 0  # the traffic did reuse prefixes

@@ -1,0 +1,66 @@
+"""One base for the tests' fake loaded models: every member of the engine's front door
+(``frontdoor.EngineClient``) with an inert default, so each fake writes only what it plays and
+a type checker (``mypy``, run by .ci/run) catches one that drifts from the protocol."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+
+import numpy as np
+
+from cllm_ollama.engine.frontdoor import EngineClient, LoadSpec, Occupancy
+from cllm_ollama.engine.request import Event, Request
+
+
+class FakeEmbedding:
+    """Embeddings of zeros (no fake here computes any)."""
+
+    n_ctx = 256
+
+    async def embed(self, inputs: Sequence[Sequence[int]], *, normalize: bool = True) -> list[np.ndarray]:
+        return [np.zeros(4, dtype=np.float32) for _ in inputs]
+
+
+class FakeEngine:
+    """A loaded model without weights: the facts of ``spec``, nothing running, nothing generated."""
+
+    spec: LoadSpec
+    n_ctx_train: int = 4096
+    size_bytes: int = 0
+    size_vram: int = 0
+    bos_text: str = ""
+    eos_text: str = ""
+    dead: str | None = None
+    closed: bool = False
+    embedder: FakeEmbedding = FakeEmbedding()
+
+    @property
+    def n_slots(self) -> int:
+        return self.spec.n_slots
+
+    @property
+    def n_ctx_slot(self) -> int:
+        return self.spec.n_ctx_slot
+
+    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
+        return [ord(c) % 100 + 1 for c in text] or [1]
+
+    def token_piece(self, token: int) -> bytes:
+        return b"x"
+
+    def fim_tokens(self) -> tuple[int, int, int] | None:
+        return None
+
+    async def generate(self, request: Request) -> AsyncGenerator[Event, None]:
+        raise NotImplementedError("this fake generates nothing")
+        yield  # an async generator, as the protocol's
+
+    def occupancy(self) -> Occupancy:
+        return Occupancy(running=0, waiting=0, cells_used=0, cells_total=self.n_ctx_slot * self.n_slots)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _conforms(engine: FakeEngine) -> EngineClient:
+    return engine  # what the type check proves: a FakeEngine (and every subclass) is an EngineClient

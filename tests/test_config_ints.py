@@ -1,0 +1,46 @@
+"""Integer settings: 0 is a value of its own (off, none) unless Ollama reads it as "unset"."""
+
+from __future__ import annotations
+
+import pytest
+
+from cllm_ollama.config import (
+    DEFAULT_CONTEXT_LENGTH,
+    DEFAULT_MAX_LOADED_MODELS,
+    DEFAULT_MAX_QUEUE,
+    ConfigError,
+    Settings,
+)
+
+
+@pytest.mark.parametrize(("prefix", "zero"), [("OLLAMA_", "0"), ("CLLM_", "0"), ("CLLM_", "00"), ("OLLAMA_", "+0")])
+def test_zero_turns_off_what_zero_means_off(prefix: str, zero: str) -> None:
+    # Spelled "00" or "+0" too: the parser, not a string comparison at each caller, reads the 0.
+    settings = Settings.from_env(
+        {f"{prefix}CACHE_RAM": zero, f"{prefix}PREFILL_CHUNK": zero, f"{prefix}NUM_THREAD": zero}
+    )
+    assert (settings.cache_ram_mib, settings.prefill_chunk, settings.num_thread) == (0, 0, 0)
+
+
+def test_zero_means_the_default_where_ollama_reads_it_as_unset() -> None:
+    settings = Settings.from_env(
+        {"OLLAMA_MAX_LOADED_MODELS": "0", "OLLAMA_MAX_QUEUE": "0", "OLLAMA_CONTEXT_LENGTH": "0"}
+    )
+    assert (settings.max_loaded_models, settings.max_queue, settings.context_length) == (
+        DEFAULT_MAX_LOADED_MODELS,
+        DEFAULT_MAX_QUEUE,
+        DEFAULT_CONTEXT_LENGTH,
+    )
+
+
+def test_values_are_clamped_to_their_minimum_and_kept_otherwise() -> None:
+    settings = Settings.from_env(
+        {"OLLAMA_NUM_PARALLEL": "0", "OLLAMA_NUM_BATCH": "-4", "CLLM_CACHE_RAM": "-3", "CLLM_PREFILL_CHUNK": "64"}
+    )
+    assert (settings.num_parallel, settings.num_batch, settings.cache_ram_mib, settings.prefill_chunk) == (1, 1, 0, 64)
+    assert Settings.from_env({}).cache_ram_mib == Settings().cache_ram_mib
+
+
+def test_a_value_that_is_no_integer_is_refused() -> None:
+    with pytest.raises(ConfigError, match="invalid CACHE_RAM"):
+        Settings.from_env({"OLLAMA_CACHE_RAM": "lots"})

@@ -1,0 +1,37 @@
+"""The test-model writer as a command: ``python -m cllm_ollama.testing.ggufs KIND DIR``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import gguf
+
+
+def test_vision_writes_a_text_model_and_its_projector(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "cllm_ollama.testing.ggufs", "vision", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == [str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")]
+    text, mmproj = gguf.GGUFReader(tmp_path / "text.gguf"), gguf.GGUFReader(tmp_path / "mmproj.gguf")
+    assert text.fields["general.architecture"].contents() == "gemma3"
+    assert mmproj.fields["general.architecture"].contents() == "clip"
+    assert mmproj.fields["clip.projector_type"].contents() == "gemma3"
+    # The projector's output is as wide as the text model's embeddings (libmtmd refuses it otherwise).
+    assert mmproj.fields["clip.vision.projection_dim"].contents() == text.fields["gemma3.embedding_length"].contents()
+    assert (tmp_path / "mmproj.gguf").stat().st_size < 100_000
+
+
+def test_other_kinds_write_one_file_named_for_the_kind(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "cllm_ollama.testing.ggufs", "qwen3", str(tmp_path)], check=True)
+    assert gguf.GGUFReader(tmp_path / "qwen3.gguf").fields["general.architecture"].contents() == "qwen3"
+
+
+def test_vision_qwen2vl_writes_an_m_rope_pair(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "cllm_ollama.testing.ggufs", "vision-qwen2vl", str(tmp_path)], check=True)
+    assert gguf.GGUFReader(tmp_path / "text.gguf").fields["general.architecture"].contents() == "qwen2vl"
+    assert gguf.GGUFReader(tmp_path / "mmproj.gguf").fields["clip.projector_type"].contents() == "qwen2vl_merger"

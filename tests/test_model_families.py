@@ -1,0 +1,35 @@
+"""The one table of model families: what each layer reads from it."""
+
+from __future__ import annotations
+
+from cllm_ollama import model_families as mf
+
+
+def test_think_history_is_stripped_by_architecture_or_by_name_as_ollama_matches() -> None:
+    # Ollama: m.Config.ModelFamily == "qwen3" || model.ParseName(m.Name).Model == "deepseek-r1".
+    assert mf.strips_think_history("qwen3", "anything")
+    assert mf.strips_think_history("qwen2", "deepseek-r1")  # R1's Qwen distill
+    assert mf.strips_think_history("llama", "deepseek-r1")  # R1's Llama distill
+    assert not mf.strips_think_history("deepseek2", "deepseek-v3")  # an architecture is no name
+    assert not mf.strips_think_history("qwen2", "deepseek-r1-custom")
+    assert not mf.strips_think_history("llama", "llama3.2")
+
+
+def test_every_ordered_family_is_in_the_table_and_answers_its_question() -> None:
+    assert all(mf.FAMILIES[name].parser_marks for name in mf.PARSER_ORDER)
+    assert all(mf.FAMILIES[name].tool_syntax for name in mf.TOOL_SYNTAX_ORDER)
+    assert all(mf.FAMILIES[name].builtin_tokens for name in mf.BUILTIN_ORDER)
+
+
+def test_the_binding_renders_the_control_tokens_the_parsers_split_on() -> None:
+    assert {"<|channel|>", "<|message|>", "<|python_tag|>", "[TOOL_CALLS]"} <= mf.PARSED_CONTROL_TOKENS
+    # End-of-generation tokens stop generation: they are never rendered.
+    assert not {"<|call|>", "<|return|>"} & mf.PARSED_CONTROL_TOKENS
+
+
+def test_builtin_family_by_tokens_then_architecture() -> None:
+    assert mf.builtin_family((), "gemma3") == "gemma"
+    assert mf.builtin_family(("<|start_header_id|>",), "llama") == "llama3"
+    assert mf.builtin_family((), "llama") == "mistral"
+    assert mf.builtin_family(("<|im_start|>",), "qwen2") == "chatml"
+    assert mf.builtin_family((), "unknown") == "chatml"
