@@ -101,6 +101,9 @@ class Generation:
     t_start: int
     # The requested tools' definitions (the parser checks and types calls against them).
     tool_specs: list[dict[str, Any]] | None = None
+    # Set once everything that can be refused with a status has been checked (the model loaded,
+    # the prompt fitted, the grammar compiled): a stream may answer from then on.
+    admitted: asyncio.Event = field(default_factory=asyncio.Event)
     # Filled in as it runs, for the encoder of the final chunk.
     load_ns: int = 0
     request: EngineRequest | None = None
@@ -115,6 +118,7 @@ class Generation:
             loaded = entry.model
             request, parser = await self._admit(pool, loaded)
             self.request = request
+            self.admitted.set()
             logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
             meter = self.http.app.state.metrics.generation(self.model.record.short_name, self.t_start)
             async with aclosing(loaded.generate(request)) as events:
