@@ -32,6 +32,10 @@ DEFAULT_MAX_BODY_SIZE = 32 << 20
 DEFAULT_RENDER_TIMEOUT_S = 5.0
 # How long, on SIGTERM/SIGINT, running requests may go on before they are ended.
 DEFAULT_SHUTDOWN_GRACE_S = 5.0
+# How long an accepted stream may go without a byte before it says it is alive (a long prefill
+# sends nothing else): under the idle timeouts of clients and proxies (60 s in nginx and AWS's
+# load balancers), and rare enough to cost nothing.
+DEFAULT_STREAM_KEEPALIVE_S = 10.0
 # Where names without a host (and registry.ollama.ai/... names) are pulled from and pushed to.
 DEFAULT_REGISTRY_URL = "https://registry.ollama.ai"
 FOREVER = math.inf
@@ -267,6 +271,8 @@ class Settings:
     prefill_chunk: int = 256
     render_timeout: float = DEFAULT_RENDER_TIMEOUT_S
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE_S
+    # CLLM_STREAM_KEEPALIVE: seconds (or a Go duration) between keep-alives of a quiet stream.
+    stream_keepalive: float = DEFAULT_STREAM_KEEPALIVE_S
     # The server behind registry.ollama.ai names (a mirror, or a test's stand-in).
     registry_url: str = DEFAULT_REGISTRY_URL
     # K and V cache element type of generation contexts: "f16", "q8_0" or "q4_0".
@@ -333,6 +339,7 @@ class Settings:
             prefill_chunk=get_int("PREFILL_CHUNK", 256),
             render_timeout=_env_timeout("RENDER_TIMEOUT", get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
             shutdown_grace=_env_timeout("SHUTDOWN_GRACE", get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
+            stream_keepalive=_env_timeout("STREAM_KEEPALIVE", get("STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S),
             debug=debug not in (None, "0", "false", "False"),
             max_body_size=_env_body_size(get("MAX_BODY_SIZE")),
             noprune=noprune is not None and _go_bool(noprune),

@@ -51,6 +51,9 @@ class FakeEngine:
     def fim_tokens(self) -> tuple[int, int, int] | None:
         return None
 
+    def has_room(self) -> bool:
+        return True
+
     async def generate(self, request: Request) -> AsyncGenerator[Event, None]:
         raise NotImplementedError("this fake generates nothing")
         yield  # an async generator, as the protocol's

@@ -1,5 +1,6 @@
 """Bytes on the wire: JSON with the escapes line-splitting clients need, each dialect's error
-body, and the framings a stream of objects goes out in (NDJSON, SSE, typed SSE events).
+body, and the framings a stream of objects goes out in (NDJSON, SSE, typed SSE events), with
+each one's keep-alive.
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ def anthropic_error(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
+# An SSE comment line: every SSE parser skips it (the SSE specification; the OpenAI and Anthropic
+# SDKs' decoders, Codex's eventsource parser).
+SSE_COMMENT = b": keep-alive\n\n"
+
+
 class Framing(Protocol):
     """How one response's stream of objects becomes bytes: each object, an error, the end."""
 
@@ -78,6 +84,12 @@ class Framing(Protocol):
 
     def end(self) -> bytes:
         """What closes the stream, after its last object or its error."""
+        ...
+
+    def keepalive(self, idle: dict[str, Any] | None) -> bytes:
+        """What a stream sends while it has nothing to say (a long prefill), so that clients and
+        proxies with read timeouts keep waiting: ``idle`` is the encoder's object for "no output
+        yet", for a framing that has no keep-alive of its own (NDJSON)."""
         ...
 
 
@@ -95,6 +107,12 @@ class NDJSON:
     def end(self) -> bytes:
         return b""
 
+    def keepalive(self, idle: dict[str, Any] | None) -> bytes:
+        # A blank line or an unknown object fails ollama-python (json.loads(""), and pydantic
+        # requires ``message``/``response``): an empty chunk of the endpoint's own shape does not.
+        assert idle is not None, "NDJSON's keep-alive is the encoder's empty chunk"
+        return self.frame(idle)
+
 
 class SSE:
     """OpenAI's chat and completion streams: ``data:`` events, an error in OpenAI's body, then ``[DONE]``."""
@@ -109,6 +127,9 @@ class SSE:
 
     def end(self) -> bytes:
         return b"data: [DONE]\n\n"
+
+    def keepalive(self, idle: dict[str, Any] | None) -> bytes:
+        return SSE_COMMENT
 
 
 class SSEEvents:
@@ -139,6 +160,9 @@ class SSEEvents:
     def end(self) -> bytes:
         return b""
 
+    def keepalive(self, idle: dict[str, Any] | None) -> bytes:
+        return SSE_COMMENT  # not an event: it takes no sequence number
+
 
 class AnthropicSSE:
     """Anthropic's Messages stream: ``event: <type>`` + ``data:``; an error is an ``error`` event
@@ -154,3 +178,7 @@ class AnthropicSSE:
 
     def end(self) -> bytes:
         return b""
+
+    def keepalive(self, idle: dict[str, Any] | None) -> bytes:
+        # Anthropic's API sends these; its SDKs (and Claude Code's) skip them wherever they come.
+        return self.frame({"type": "ping"})

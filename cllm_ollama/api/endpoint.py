@@ -40,6 +40,10 @@ class EachChunk:
     def __init__(self, encode: Callable[[Chunk], dict[str, Any]]) -> None:
         self.whole = encode
 
+    def idle(self) -> dict[str, Any]:
+        """An empty chunk: NDJSON's keep-alive, which Ollama's clients read as no output yet."""
+        return self.whole(Chunk())
+
     async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
         async for chunk in chunks:
             yield self.whole(chunk)
@@ -81,4 +85,5 @@ class Endpoint:
         if not decoded.stream:
             return JSONResponse(encoder.whole(await until_disconnect(request, collect(chunks))))
         objects = encoder.stream(chunks)
-        return await StreamResponse(self.framing(), objects, chunks).start(request)
+        idle = encoder.idle if isinstance(encoder, EachChunk) else None
+        return await StreamResponse(self.framing(), objects, chunks, idle=idle).start(request, gen.admitted)

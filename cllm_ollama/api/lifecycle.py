@@ -30,7 +30,7 @@ from ..engine.frontdoor import EngineClient
 from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats
 from ..engine.request import Request as EngineRequest
-from ..errors import CllmError, EngineError, RequestCanceled
+from ..errors import CllmError, EngineError, QueueFull, RequestCanceled
 from .fields import SharedFields
 from .formats import JSON_GRAMMAR, grammar_for_format
 from .options import RequestOptions
@@ -103,6 +103,9 @@ class Generation:
     t_start: int
     # The requested tools' definitions (the parser checks and types calls against them).
     tool_specs: list[dict[str, Any]] | None = None
+    # Set once everything that can be refused with a status has been checked (the model loaded,
+    # the prompt fitted, the grammar compiled): a stream may answer from then on.
+    admitted: asyncio.Event = field(default_factory=asyncio.Event)
     # Filled in as it runs, for the encoder of the final chunk.
     load_ns: int = 0
     request: EngineRequest | None = None
@@ -117,6 +120,9 @@ class Generation:
             loaded = entry.model
             request, parser = await self._admit(pool, loaded)
             self.request = request
+            if not loaded.has_room():  # still a 503, before a stream's headers
+                raise QueueFull()
+            self.admitted.set()
             logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
             meter = self.http.app.state.metrics.generation(self.model.record.short_name, self.t_start)
             async with aclosing(loaded.generate(request)) as events:

@@ -1,12 +1,14 @@
-"""Streams and disconnects: the one streaming response (NDJSON and SSE alike), and the watch
-for a client that leaves before any response exists to notice it.
+"""Streams and disconnects: the one streaming response (NDJSON and SSE alike, kept alive while
+a long prefill has nothing to send), and the watch for a client that leaves before any
+response exists to notice it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
@@ -29,41 +31,80 @@ class StreamResponse(StreamingResponse):
     generator suspended at a ``yield`` at that moment would only be finalized by the garbage
     collector, its slot held until then: each is closed here, outermost first, at once.
 
+    A request that is ``admitted`` (everything that can be refused with a status was checked)
+    gets its headers then, not at its first object, and a keep-alive every
+    ``Settings.stream_keepalive`` seconds until that object comes: a long prefill sends nothing
+    else, and clients with read timeouts would give up and send it again. ``idle`` is the
+    encoder's object for "no output yet", for a framing without keep-alives of its own.
+
     An error after the first byte ends the stream with the framing's last words, mapped as the
     error boundary maps it before the first byte (``errors.describe``).
     """
 
     def __init__(
-        self, framing: Framing, objects: AsyncGenerator[dict[str, Any], None], *behind: AsyncGenerator[Any, None]
+        self,
+        framing: Framing,
+        objects: AsyncGenerator[dict[str, Any], None],
+        *behind: AsyncGenerator[Any, None],
+        idle: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self._framing = framing
         self._objects = objects
         self._sources = (objects, *behind)
         self._first: list[dict[str, Any]] = []
+        # The first object, still on its way when the headers went out at admission.
+        self._pending: asyncio.Future[dict[str, Any]] | None = None
+        self._idle = idle
+        self._interval = 0.0
         self._request: Request | None = None
         self._body = self._frames()
         super().__init__(self._body, media_type=framing.media_type)
 
-    async def start(self, request: Request | None = None) -> StreamResponse:
-        """Wait for the first object, so that errors until then still get their HTTP status.
+    async def start(self, request: Request | None = None, admitted: asyncio.Event | None = None) -> StreamResponse:
+        """Wait for the first object (or for ``admitted``), so that errors until then still get
+        their HTTP status.
 
         No response exists yet to notice the client leaving: given the ``request``, watch for
         that here, so that a request waiting for a slot (or its prompt) stops when its client
         is gone.
         """
-        first = anext(self._objects)
+        if request is not None and admitted is not None:
+            self._interval = request.app.state.settings.stream_keepalive
         try:
-            self._first = [await (first if request is None else until_disconnect(request, first))]
-        except StopAsyncIteration:
-            pass
+            opening = self._opening(admitted)
+            await (opening if request is None else until_disconnect(request, opening))
         except BaseException:
             await self.aclose()
             raise
         return self
 
+    async def _opening(self, admitted: asyncio.Event | None) -> None:
+        first = self._pending = asyncio.ensure_future(anext(self._objects))
+        waits: set[asyncio.Future[Any]] = {first}
+        if admitted is not None:
+            waits.add(asyncio.ensure_future(admitted.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for other in waits - {first}:
+                other.cancel()
+        if first.done():
+            self._take(first)
+
+    def _take(self, first: asyncio.Future[dict[str, Any]]) -> None:
+        """The first object has come (or the end, or an error, raised here)."""
+        self._pending = None
+        with contextlib.suppress(StopAsyncIteration):
+            self._first = [first.result()]
+
     async def _frames(self) -> AsyncGenerator[bytes, None]:
         framing = self._framing
         try:
+            if self._pending is not None:
+                first = self._pending
+                while not (await asyncio.wait({first}, timeout=self._interval))[0]:
+                    yield framing.keepalive(self._idle() if self._idle is not None else None)
+                self._take(first)
             for obj in self._first:
                 yield framing.frame(obj)
             async for obj in self._objects:
@@ -76,6 +117,11 @@ class StreamResponse(StreamingResponse):
         yield framing.end()
 
     async def aclose(self) -> None:
+        if self._pending is not None:
+            # The first object's task still runs the generators: stop it before closing them.
+            self._pending.cancel()
+            await asyncio.gather(self._pending, return_exceptions=True)
+            self._pending = None
         await self._body.aclose()
         for source in self._sources:
             await source.aclose()

@@ -230,9 +230,12 @@ class LoadedModel:
             raise InvalidRequest("prompt is empty")
         if min(request.prompt) < 0 or max(request.prompt) >= self.model.n_vocab:
             raise InvalidRequest("invalid token id in the prompt or context")
-        if self.in_flight >= self.n_slots + self.max_queue:
+        if not self.has_room():
             raise QueueFull()
         return self.runner
+
+    def has_room(self) -> bool:
+        return self.in_flight < self.n_slots + self.max_queue
 
     async def generate(self, request: Request) -> AsyncGenerator[Event, None]:
         """Events of one request until its final one; raises QueueFull beyond the queue limit.

@@ -137,6 +137,11 @@ class EngineClient(Protocol):
         ...
 
     # -- work --------------------------------------------------------------------------------
+    def has_room(self) -> bool:
+        """Whether ``generate`` would queue a request now (else it raises QueueFull): asked just
+        before a stream sends its headers, so that a full queue is still a 503."""
+        ...
+
     def generate(self, request: Request) -> AsyncGenerator[Event, None]:
         """Events of one request until its final one; leaving early aborts it."""
         ...

@@ -140,3 +140,33 @@ def test_request_translation() -> None:
     assert (
         _decode(BODY | {"thinking": {"type": "disabled"}, "output_config": {"effort": "low"}}).native["think"] is False
     )
+
+
+def test_a_request_with_no_message_left_is_refused_before_the_model_loads(client: TestClient) -> None:
+    """Empty content lists leave no message: a 400, and no model loaded (evicting another) for it."""
+    r = client.post("/v1/messages", json=BODY | {"messages": [{"role": "user", "content": []}]})
+    assert r.status_code == 400 and r.json()["error"]["message"] == "messages is required"
+    assert client.get("/api/ps").json()["models"] == []
+
+
+@pytest.mark.parametrize(
+    ("system", "rendered"),
+    [
+        (
+            [
+                {
+                    "type": "text",
+                    "text": "x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch=a5145;",
+                },
+                {"type": "text", "text": "You are Claude Code."},
+            ],
+            "You are Claude Code.",
+        ),
+        ("x-anthropic-billing-header: cc_version=2.1.1.abc; cch=00000;\nBe brief.", "Be brief."),
+        ("x-anthropic-billing-header: cc_version=2.1.1.abc; cch=00000;Be brief.", "Be brief."),
+        ("Quote: x-anthropic-billing-header: cch=1;", "Quote: x-anthropic-billing-header: cch=1;"),
+    ],
+)
+def test_claude_codes_billing_header_is_dropped_from_the_system_prompt(system: object, rendered: str) -> None:
+    native = _decode(BODY | {"system": system}).native
+    assert native["messages"][0] == {"role": "system", "content": rendered}

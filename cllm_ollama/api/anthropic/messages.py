@@ -8,6 +8,7 @@ blocks, streamed as its typed SSE events in its order. Errors are Anthropic's
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -39,19 +40,34 @@ from ..wire import (
 _REQUEST = "MessagesRequest"
 _TOOL_CHOICES = ("auto", "any", "tool", "none")
 _EFFORTS = ("low", "medium", "high", "max")
+# Claude Code's first system block, "x-anthropic-billing-header: cc_version=2.1.101.e51;
+# cc_entrypoint=cli; cch=a5145;": the version's suffix hashes the first user message and ``cch``
+# the whole body, so it differs between sessions and between requests. At the prompt's very
+# start it would leave nothing to reuse. Its ``key=value;`` pairs (and the line's end) are
+# dropped, as CLAUDE_CODE_ATTRIBUTION_HEADER=0 drops the block in the client; any text after
+# them on the same line stays.
+_BILLING_HEADER = re.compile(
+    r"\Ax-anthropic-billing-header:(?:[ \t]*[\w.-]+=[^;\n]*;)*(?:[ \t]*[\w.-]+=[^;\n]*(?=\n|\Z))?[ \t]*\n?"
+)
 
 
 def _id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
 
 
+def without_billing_header(text: str) -> str:
+    """``text`` without Claude Code's per-request billing header at its start (a no-op otherwise)."""
+    return _BILLING_HEADER.sub("", text, count=1) if text.startswith("x-anthropic-billing-header:") else text
+
+
 def _system(value: object) -> str:
-    """A string, or text blocks joined (other blocks are skipped, as Ollama does)."""
+    """A string, or text blocks joined (other blocks are skipped, as Ollama does), each without
+    Claude Code's billing header."""
     if isinstance(value, str):
-        return value
+        return without_billing_header(value)
     if isinstance(value, list):
         return "".join(
-            b["text"]
+            without_billing_header(b["text"])
             for b in value
             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
         )
@@ -206,7 +222,9 @@ def _decode(body: dict[str, Any]) -> Decoded:
         raise InvalidRequest("model is required")
     if max_tokens is None or max_tokens <= 0:
         raise InvalidRequest("max_tokens is required and must be positive")
-    if not raw:
+    if not raw or not messages:
+        # No message left (content lists all empty) would be a load call to /api/chat: refused
+        # here, before the model is loaded (and another perhaps evicted) for nothing.
         raise InvalidRequest("messages is required")
     options["num_predict"] = max_tokens
     if stops:
