@@ -7,6 +7,11 @@ a request and its slot, "which of the prompt's first tokens have KV somewhere al
 - ``Tier.OWN``: the slot's own sequence (keep its start, ``Trim`` the rest);
 - ``Tier.SLOT``: another slot's sequence, busy or idle (``Copy``, then ``Trim``);
 - ``Tier.HOST``: a state saved in host RAM (``Restore``, then ``Trim``);
+- ``Tier.DISK``: a state saved on disk (``engine/disk_cache.py``): ``take`` emits a ``Load``
+  that the runner hands to the disk cache's IO thread, and the slot goes WAITING on it; when
+  the runner reports the read (``loaded``), ``resolve_waits`` turns it into ``Restore`` +
+  ``Trim`` and the slot joins the next batch, while the other slots keep stepping (a read that
+  failed is a miss: the slot computes the rest of its prompt);
 - a slot still computing that start for its own request: the slot goes WAITING (a named
   ``SlotState``, llama.cpp's WAIT_OTHER) and copies it once it is there (``resolve_waits``).
 
@@ -49,6 +54,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .blocks import BLOCK, keyed_prefix, verified
+from .disk_cache import DiskCache
 from .prompt_cache import CacheEntry, PromptCache
 from .request import Request
 from .slot import Slot, SlotState, Tier, Wait
@@ -86,7 +92,14 @@ class Trim(NamedTuple):
     pos: int
 
 
-KvOp = Save | Copy | Restore | Trim
+class Load(NamedTuple):
+    """Read ``entry`` (a disk cache file) off the engine thread for request ``request_id``."""
+
+    request_id: int
+    entry: CacheEntry
+
+
+KvOp = Save | Copy | Restore | Trim | Load
 
 
 @dataclass
@@ -97,10 +110,11 @@ class PrefixStats:
     own: int = 0
     copied: int = 0
     restored: int = 0
+    loaded: int = 0
 
     @property
     def cached(self) -> int:
-        return self.own + self.copied + self.restored
+        return self.own + self.copied + self.restored + self.loaded
 
     def count(self, tier: Tier, n: int) -> None:
         """Add ``n`` reused tokens (negative: take them back) to ``tier``'s counter."""
@@ -111,6 +125,8 @@ class PrefixStats:
                 self.copied += n
             case Tier.HOST:
                 self.restored += n
+            case Tier.DISK:
+                self.loaded += n
 
 
 @dataclass(frozen=True)
@@ -120,7 +136,7 @@ class Source:
     n: int = 0
     tier: Tier = Tier.OWN
     slot: Slot | None = None  # another slot's KV (a copy, or a wait while ``pending``)
-    entry: CacheEntry | None = None  # the host cache (a restore)
+    entry: CacheEntry | None = None  # the host cache (a restore) or the disk cache (a load)
     pending: bool = False  # the slot is still computing it: wait, then copy
 
 
@@ -134,11 +150,17 @@ class PrefixReuse:
     can do neither (a slot then keeps its sequence only when the prompt continues all of it).
     """
 
-    def __init__(self, slots: Sequence[Slot], cache: PromptCache | None, share: bool) -> None:
+    def __init__(
+        self, slots: Sequence[Slot], cache: PromptCache | None, share: bool, disk: DiskCache | None = None
+    ) -> None:
         self.slots = slots
         self.cache = cache if share else None
+        self.disk = disk if share else None
         self.share = share
         self.stats = PrefixStats()
+        # Disk reads asked for and done (request id -> the file's entry; -> the state, None: a miss).
+        self._reading: dict[int, CacheEntry] = {}
+        self._loaded: dict[int, bytearray | None] = {}
 
     # -- questions (cheap: block keys only, nothing verified) ----------------------------
 
@@ -167,6 +189,12 @@ class PrefixReuse:
             n = min(n, limit)
             if entry is not None and n > best.n:
                 best = Source(n, Tier.HOST, entry=entry)
+        if self.disk is not None:
+            # A read costs milliseconds to seconds: only worth it for clearly more than RAM holds.
+            entry, n = self.disk.lookup(prompt, keys)
+            n = min(n, limit)
+            if entry is not None and n >= best.n + MIN_SHARE:
+                best = Source(n, Tier.DISK, entry=entry)
         return best
 
     def best_pending(self, request: Request) -> Source:
@@ -226,6 +254,10 @@ class PrefixReuse:
         ops: list[KvOp]
         if source.slot is not None and not source.pending:
             ops = self._copy(source.slot, dst, source.n)
+        elif source.entry is not None and source.tier is Tier.DISK:
+            ops = [Trim(dst.seq_id, kept), Load(request.id, source.entry)]
+            self._reading[request.id] = source.entry
+            dst.wait_for(Wait(None, request.id, source.n))
         elif source.entry is not None:
             ops = [Restore(dst.seq_id, source.entry), Trim(dst.seq_id, source.n)]
             dst.take_prefix(source.n, Tier.HOST)
@@ -239,17 +271,35 @@ class PrefixReuse:
         self.stats.count(dst.prefix_source, dst.prompt_cached)
         return ops
 
+    def loaded(self, request_id: int, state: bytearray | None) -> None:
+        """The runner read a ``Load``'s state (None: the file was unusable, a miss)."""
+        if request_id in self._reading:
+            self._loaded[request_id] = state
+
+    def loading(self, request_id: int) -> bool:
+        """Whether ``request_id``'s slot waits for a disk read (it has nothing to decode)."""
+        return any((w := s.wait) is not None and w.source is None and w.request_id == request_id for s in self.slots)
+
     def resolve_waits(self, sources: set[int]) -> list[KvOp]:
-        """Slots waiting for another to compute their prefix copy it once it is there.
+        """Slots waiting for another to compute their prefix copy it once it is there; slots
+        waiting for a disk read restore it once it is done.
 
         ``sources`` collects the sequences these copies read (they must not change before the decode).
         """
         ops: list[KvOp] = []
+        loaded, self._loaded = self._loaded, {}
+        for request_id in loaded:  # reads for requests that left since are dropped
+            if not self.loading(request_id):
+                self._reading.pop(request_id, None)
         for slot in self.slots:
             wait, request = slot.wait, slot.request
             if slot.state is not SlotState.WAITING or wait is None or request is None:
                 continue
             src = wait.source
+            if src is None:
+                if request.id in loaded:
+                    ops += self._restore_loaded(slot, wait.n, self._reading.pop(request.id), loaded.pop(request.id))
+                continue
             have = min(keyed_prefix(src.cached, src.chain.keys, request.prompt, request.prefix_keys), wait.n)
             still_coming = src.request is not None and src.request.id == wait.request_id
             if have < wait.n and still_coming and src.state is SlotState.PREFILL:
@@ -270,6 +320,22 @@ class PrefixReuse:
             slot.lose_prefix()
         else:
             slot.forget()
+
+    def _restore_loaded(self, slot: Slot, n: int, read: CacheEntry, state: bytearray | None) -> list[KvOp]:
+        """A disk read is done: restore it into ``slot`` (keeping it in RAM too), or go on without."""
+        slot.stop_waiting()
+        if state is None:
+            if self.disk is not None:
+                self.disk.forget(read)
+            return []
+        tokens = read.tokens
+        entry = self.cache.add(tokens, state, len(state)) if self.cache is not None else None
+        if entry is None:  # not kept in RAM (too big, or no host cache): restored from the read
+            entry = CacheEntry(tokens, state, len(state))
+        self.stats.count(slot.prefix_source, -slot.prompt_cached)
+        slot.take_prefix(n, Tier.DISK)
+        self.stats.count(slot.prefix_source, slot.prompt_cached)
+        return [Restore(slot.seq_id, entry), Trim(slot.seq_id, n)]
 
     def _copy(self, src: Slot, dst: Slot, n: int) -> list[KvOp]:
         dst.take_prefix(n, Tier.SLOT)

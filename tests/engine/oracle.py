@@ -59,7 +59,10 @@ def next_turn(model: Model, first: tuple[int, ...], answer: list[int]) -> tuple[
     return first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
 
 
-def make_runner(path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256) -> Runner:
+def make_runner(
+    path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256, *, disk: Path | None = None, **spec: object
+) -> Runner:
+    """A runner over ``path``; with ``disk``, a disk cache there (16 MiB), and ``spec``'s other settings."""
     # Short test prompts: save states from 32 tokens on (the default waits for 256).
     config = LoadSpec(
         path,
@@ -69,6 +72,9 @@ def make_runner(path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256)
         n_threads=2,
         cache_bytes=cache_mib << 20,
         cache_min_tokens=32,
+        cache_dir=disk,
+        cache_disk_bytes=16 << 20 if disk is not None else 0,
+        **spec,  # type: ignore[arg-type]
     )
     return Runner(Model(path), config)
 

@@ -1,0 +1,122 @@
+"""Oracle tests of the disk tier: a conversation whose start comes back from disk after its model
+was unloaded gives exactly the greedy tokens of a cold computation, and a file that is
+truncated, corrupted, or another model's or KV type's is ignored while the answer stays right."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import llama_cpp
+import pytest
+from oracle import GREEDY, N, close, cold_llm, cold_tokens, drain, make_runner, next_turn, shared_prompts, submit
+from oracle import tokens_of as answer_of
+
+from cllm_ollama.engine import disk_cache
+from cllm_ollama.engine.request import Request
+from cllm_ollama.testing.ggufs import Shape, write_qwen3
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def gguf_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # As test_prefix_sharing's: peaked F32 logits, no end-of-generation token.
+    return write_qwen3(tmp_path_factory.mktemp("m") / "oracle.gguf", endless=True)
+
+
+@pytest.fixture(scope="module")
+def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
+    with cold_llm(gguf_path) as llm:
+        yield llm
+
+
+def first_session(gguf_path: Path, disk: Path) -> tuple[tuple[int, ...], list[int], tuple[int, ...]]:
+    """A conversation's first turn on a runner that is then unloaded (its state goes to disk):
+    the prompt, its answer, and the conversation's next turn."""
+    runner = make_runner(gguf_path, n_slots=1, disk=disk)
+    try:
+        first = shared_prompts(runner.model)[0]
+        answer = answer_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
+        return first, answer, next_turn(runner.model, first, answer)
+    finally:
+        close(runner)
+
+
+def second_session(gguf_path: Path, disk: Path, prompt: tuple[int, ...], **spec: object) -> tuple[list[int], int]:
+    """A fresh runner (nothing in RAM) answers ``prompt``: its tokens, and how many came from disk."""
+    runner = make_runner(gguf_path, n_slots=1, disk=disk, **spec)
+    try:
+        tokens = answer_of(drain(submit(runner, Request(prompt, GREEDY, num_predict=N))))
+        return tokens, runner.scheduler.stats.loaded
+    finally:
+        close(runner)
+
+
+def state_files(disk: Path) -> list[Path]:
+    return sorted(disk.glob("*/*" + disk_cache.SUFFIX))
+
+
+def test_a_conversation_loaded_from_disk_after_an_unload_gives_the_cold_tokens(
+    gguf_path: Path, cold: llama_cpp.Llama, tmp_path: Path
+) -> None:
+    first, answer, follow_up = first_session(gguf_path, tmp_path)
+    assert answer == cold_tokens(cold, first)
+    assert len(state_files(tmp_path)) == 1
+    tokens, loaded = second_session(gguf_path, tmp_path, follow_up)
+    assert loaded >= len(first)
+    assert tokens == cold_tokens(cold, follow_up)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupted", "other-model", "other-tokens"])
+def test_a_damaged_or_foreign_file_is_a_miss_and_the_answer_stays_right(
+    gguf_path: Path, cold: llama_cpp.Llama, tmp_path: Path, damage: str
+) -> None:
+    _, _, follow_up = first_session(gguf_path, tmp_path)
+    (path,) = state_files(tmp_path)
+    data = bytearray(path.read_bytes())
+    if damage == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "corrupted":
+        data[len(data) // 2] ^= 0xFF  # one flipped byte in the KV payload: only the checksum sees it
+        path.write_bytes(data)
+    elif damage == "other-model":
+        data[8] ^= 0xFF  # the identity digest in the header: written by another model or KV type
+        path.write_bytes(data)
+    else:  # a file renamed onto another prompt's name: its tokens are not the index's
+        data[disk_cache._HEAD.size] ^= 0x01
+        path.write_bytes(data)
+    tokens, loaded = second_session(gguf_path, tmp_path, follow_up)
+    assert loaded == 0
+    assert tokens == cold_tokens(cold, follow_up)
+
+
+def test_another_kv_cache_type_never_reads_the_files(tmp_path: Path) -> None:
+    # Heads of 32 values: a q8_0 cache needs whole 32-value blocks.
+    path = write_qwen3(tmp_path / "heads32.gguf", shape=Shape(n_head=2, n_head_kv=1, head_dim=32), endless=True)
+    disk = tmp_path / "cache"
+    first, _, follow_up = first_session(path, disk)
+    _, loaded = second_session(path, disk, follow_up, kv_cache_type="q8_0", flash_attention=True)
+    assert loaded == 0
+    assert len({p.parent for p in state_files(disk)}) == 2  # each identity its own directory
+    tokens, loaded = second_session(path, disk, follow_up)
+    assert loaded >= len(first)
+    with cold_llm(path) as cold:
+        assert tokens == cold_tokens(cold, follow_up)
+
+
+def test_a_full_disk_does_not_fail_requests(
+    gguf_path: Path, cold: llama_cpp.Llama, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(src: object, dst: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(disk_cache.os, "replace", full)
+    first, answer, follow_up = first_session(gguf_path, tmp_path)
+    assert answer == cold_tokens(cold, first)
+    assert state_files(tmp_path) == [] and list(tmp_path.glob("*/.tmp-*")) == []
+    tokens, loaded = second_session(gguf_path, tmp_path, follow_up)
+    assert loaded == 0
+    assert tokens == cold_tokens(cold, follow_up)
