@@ -2,8 +2,8 @@
 outlive an unload, a reload and a restart.
 
 A state's file lives under ``root/<identity>/``, where the identity digests everything that
-changes a state's bytes (the weights, the KV cache type, flash attention, the llama.cpp state
-format), so models made ``FROM`` the same weights share files and no other model ever sees
+changes a state's bytes (the weights, the KV cache type, flash attention, the slot count, the
+llama.cpp state format), so models made ``FROM`` the same weights share files and no other model ever sees
 them. Its name is a stable digest of its tokens (not Python's ``hash``, which is free to change).
 
 A file is: ``MAGIC``, the identity digest, the token count, the payload length, the tokens

@@ -160,11 +160,13 @@ class Runner:
 
     @staticmethod
     def _disk_cache(model: Model, spec: LoadSpec) -> DiskCache | None:
-        """The disk tier for this load: its identity is everything that changes a state's bytes."""
+        """The disk tier for this load: its identity is everything that changes a state's bytes,
+        the slot count among them (llama.cpp writes one KV stream per slot into a state and
+        refuses a state with another count: "n_stream mismatch")."""
         if spec.cache_dir is None or spec.cache_disk_bytes <= 0:
             return None
         identity = identity_digest(
-            weights_id(model.path), spec.kv_cache_type, spec.flash_attention, model.n_swa, STATE_FORMAT
+            weights_id(model.path), spec.kv_cache_type, spec.flash_attention, spec.n_slots, STATE_FORMAT
         )
         return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens)
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp
 import pytest
-from oracle import GREEDY, N, close, cold_llm, cold_tokens, drain, make_runner, next_turn, shared_prompts, submit
+from oracle import GREEDY, OTHER, N, close, cold_llm, cold_tokens, drain, make_runner, next_turn, shared_prompts, submit
 from oracle import tokens_of as answer_of
 
 from cllm_ollama.engine import disk_cache
@@ -33,10 +34,10 @@ def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
         yield llm
 
 
-def first_session(gguf_path: Path, disk: Path) -> tuple[tuple[int, ...], list[int], tuple[int, ...]]:
+def first_session(gguf_path: Path, disk: Path, n_slots: int = 1) -> tuple[tuple[int, ...], list[int], tuple[int, ...]]:
     """A conversation's first turn on a runner that is then unloaded (its state goes to disk):
     the prompt, its answer, and the conversation's next turn."""
-    runner = make_runner(gguf_path, n_slots=1, disk=disk)
+    runner = make_runner(gguf_path, n_slots=n_slots, disk=disk)
     try:
         first = shared_prompts(runner.model)[0]
         answer = answer_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
@@ -120,3 +121,31 @@ def test_a_full_disk_does_not_fail_requests(
     tokens, loaded = second_session(gguf_path, tmp_path, follow_up)
     assert loaded == 0
     assert tokens == cold_tokens(cold, follow_up)
+
+
+def test_others_keep_stepping_while_a_state_is_read_from_disk(
+    gguf_path: Path, cold: llama_cpp.Llama, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, answer, follow_up = first_session(gguf_path, tmp_path, n_slots=2)
+    release = threading.Event()
+    read = disk_cache.DiskCache._read
+
+    def slow_read(self: disk_cache.DiskCache, path: Path, tokens: tuple[int, ...]) -> bytearray | None:
+        assert release.wait(60)  # a disk that takes as long as the test wants
+        return read(self, path, tokens)
+
+    monkeypatch.setattr(disk_cache.DiskCache, "_read", slow_read)
+    runner = make_runner(gguf_path, n_slots=2, disk=tmp_path)
+    try:
+        waiting = submit(runner, Request(follow_up, GREEDY, num_predict=N))
+        other = tuple(runner.model.tokenize(OTHER))
+        # The other request runs to its end while the first one's state is still being read.
+        assert answer_of(drain(submit(runner, Request(other, GREEDY, num_predict=N)))) == cold_tokens(cold, other)
+        assert waiting.published == 0
+        release.set()
+        assert answer_of(drain(waiting)) == cold_tokens(cold, follow_up)
+        # The first turn's prompt and answer (less its last token, never decoded) came from disk.
+        assert runner.scheduler.stats.loaded == len(first) + len(answer) - 1
+    finally:
+        release.set()
+        close(runner)
