@@ -62,6 +62,11 @@ from .slot import Slot, SlotState, Tier, Wait
 # Fewer shared tokens than this are recomputed: a copy moves a whole KV stream, a restore a
 # whole saved state, which only pays for itself beyond a few tokens of prefill.
 MIN_SHARE = 16
+# A prompt that took at least this many computed tokens is written to disk as soon as it is
+# done (not only when its slot is reused or the model unloaded): what a crash, or a kill, would
+# otherwise cost again. Serialising it stalls the engine thread for a copy of its KV, a small
+# fraction of what computing this many tokens took.
+CHECKPOINT_TOKENS = 1024
 
 
 class Save(NamedTuple):
@@ -226,6 +231,18 @@ class PrefixReuse:
                 return ()
         tokens = tuple(chain.tokens)
         return () if self.cache.covers(tokens, chain.keys) else tokens
+
+    def to_checkpoint(self, slot: Slot) -> tuple[int, ...]:
+        """The prompt ``slot`` just finished computing, if it is worth writing to disk now."""
+        request = slot.request
+        if self.disk is None or request is None or slot.state is not SlotState.GENERATING:
+            return ()
+        if slot.n_generated != 1 or len(slot.chain) != len(request.prompt):  # not just now
+            return ()
+        if len(slot.chain) - slot.prompt_cached < CHECKPOINT_TOKENS:
+            return ()
+        tokens = tuple(slot.chain.tokens)
+        return () if self.disk.covers(tokens, slot.chain.keys) else tokens
 
     # -- decisions, and the operations they take ----------------------------------------
 

@@ -415,9 +415,22 @@ class Runner:
         times.steps += 1
         logprobs = self._logprobs(plan, sampled)
         events = self.scheduler.update(plan, sampled)
+        self._checkpoint(plan)
         if logprobs:
             events = [replace(e, logprob=logprobs[e.request_id]) if e.request_id in logprobs else e for e in events]
         return events
+
+    def _checkpoint(self, plan: StepPlan) -> None:
+        """Long prompts finished in this step go to disk now (written on the IO thread)."""
+        if self.disk is None:
+            return
+        for slot, _ in plan.prefills:
+            tokens = self.scheduler.prefix.to_checkpoint(slot)
+            if tokens:
+                try:
+                    self.disk.save(tokens, self.ctx.state_get(slot.seq_id))
+                except EngineError:
+                    log.warning("could not save the prompt state of sequence %d", slot.seq_id)
 
     def _logprobs(self, plan: StepPlan, sampled: Sequence[int]) -> dict[int, TokenLogprob]:
         """Log-softmax of the raw logits, only for the requests that asked for it."""

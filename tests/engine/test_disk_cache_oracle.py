@@ -14,8 +14,9 @@ import llama_cpp
 import pytest
 from oracle import GREEDY, OTHER, N, close, cold_llm, cold_tokens, drain, make_runner, next_turn, shared_prompts, submit
 from oracle import tokens_of as answer_of
+from polling import until
 
-from cllm_ollama.engine import disk_cache
+from cllm_ollama.engine import disk_cache, prefix
 from cllm_ollama.engine.request import Request
 from cllm_ollama.testing.ggufs import Shape, write_qwen3
 
@@ -148,4 +149,27 @@ def test_others_keep_stepping_while_a_state_is_read_from_disk(
         assert runner.scheduler.stats.loaded == len(first) + len(answer) - 1
     finally:
         release.set()
+        close(runner)
+
+
+def test_a_long_computed_prompt_reaches_disk_before_any_unload(
+    gguf_path: Path, cold: llama_cpp.Llama, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)  # the test prompts are short
+    runner = make_runner(gguf_path, n_slots=1, disk=tmp_path)
+    try:
+        first = shared_prompts(runner.model)[0]
+        answer_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
+        # Written while the model is still loaded: a crash now would not lose it.
+        (path,) = until(lambda: state_files(tmp_path))
+        reader = disk_cache.DiskCache(tmp_path, runner.disk.identity, 1 << 20, 32)  # type: ignore[union-attr]
+        try:
+            assert reader.lookup(first)[1] == len(first)
+            assert reader.lookup(first)[0].tokens == first  # type: ignore[union-attr]
+        finally:
+            reader.close()
+        # A second prompt that computed few tokens is not written again.
+        answer_of(drain(submit(runner, Request((*first, *first[1:9]), GREEDY, num_predict=N))))
+        assert state_files(tmp_path) == [path]
+    finally:
         close(runner)
