@@ -1,0 +1,58 @@
+"""``cllm bench -w agent``: a coding agent's session, then its first turn warm, after an unload
+and (``--resume``, on a restarted server) after a restart, against the fake server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benchfake import FakeServer, serving
+from click.testing import CliRunner
+from cllm_ollama.cli.bench import bench_command
+from cllm_ollama.cli.bench_workloads import AFTER_RESTART, AFTER_UNLOAD, COLD, WARM, Kind, Workload, build_waves
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeServer, str]]:
+    server = FakeServer()
+    with serving(server) as url:
+        yield server, url
+
+
+def _invoke(*args: str) -> Any:
+    result = CliRunner().invoke(bench_command, list(args))
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result
+
+
+def test_an_agent_session_then_its_first_turn_warm_after_an_unload_and_after_a_restart(
+    fake: tuple[FakeServer, str], tmp_path: Path
+) -> None:
+    server, url = fake
+    out = tmp_path / "agent.json"
+    common = ("--url", url, "--model", "m", "-w", "agent", "--system-tokens", "300", "--turns", "4", "--warmup", "0")
+    _invoke(*common, "--json", str(out))
+    chats = [b for b in server.bodies if "messages" in b]
+    unloads = [b for b in server.bodies if "messages" not in b]
+    # Each turn re-sends the history with one more tool result and answer; then turn 1 twice.
+    assert [len(b["messages"]) for b in chats] == [2, 4, 6, 8, 2, 2]
+    assert chats[4]["messages"] == chats[5]["messages"] == chats[0]["messages"]
+    assert unloads == [{"model": "m", "keep_alive": 0}]
+    assert server.bodies.index(unloads[0]) == 5  # between the warm turn and the one after the unload
+    phases = json.loads(out.read_text())["levels"][0]["phases"]
+    assert all(phases[name]["requests"] == 1 for name in (COLD, "turn 2", "turn 4", WARM, AFTER_UNLOAD))
+    server.bodies.clear()
+    _invoke(*common, "--resume", "--json", str(out))
+    (resumed,) = server.bodies
+    assert resumed["messages"] == chats[0]["messages"]  # the very preamble and first turn
+    assert json.loads(out.read_text())["levels"][0]["phases"][AFTER_RESTART]["requests"] == 1
+
+
+def test_the_agent_preamble_is_about_the_asked_length() -> None:
+    waves = build_waves(Workload(Kind.AGENT, turns=3, system_tokens=16000, user_tokens=200), 1, "L0")
+    (session,) = waves[0]
+    assert session.system is not None and 15000 < len(session.system.split()) <= 16000  # a token a word
+    assert [phase for phase, _ in session.turns] == [COLD, "turn 2", "turn 3"]
