@@ -72,8 +72,7 @@ class Workload:
             "user_tokens": self.user_tokens,
             "stagger_s": self.stagger_s,
             "in_flight": self.in_flight,
-            "resume": self.resume,
-        }
+        } | ({"resume": True} if self.resume else {})
 
 
 @dataclass(frozen=True)
