@@ -236,7 +236,7 @@ class Runner:
         self.ctx.close()
         stats = self.scheduler.stats
         log.info(
-            "engine for %s: %s; prompt tokens %d, not computed %d (own slot %d, copied %d, restored %d)",
+            "engine for %s: %s; prompt tokens %d, not computed %d (own slot %d, copied %d, restored %d, loaded %d)",
             self.model.path.name,
             self.times.summary(),
             stats.prompt_tokens,
@@ -244,6 +244,7 @@ class Runner:
             stats.own,
             stats.copied,
             stats.restored,
+            stats.loaded,
         )
         if self.cache is not None:
             self.cache.clear()
