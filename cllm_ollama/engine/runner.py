@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import EngineError
 from .binding import STATE_FORMAT, Batch, Context, Model, Sampler
+from .blocks import BLOCK
 from .disk_cache import DiskCache, identity_digest, weights_id
 from .frontdoor import LoadSpec, Occupancy
 from .prefix import Copy, Load, Restore, Save, Trim
@@ -250,18 +251,19 @@ class Runner:
             self.cache.clear()
 
     def _save_to_disk(self) -> None:
-        """At unload, what the slots and the host cache hold goes to disk (the engine thread has
-        stopped: reading the KV here is safe), and the writes finish before the model is freed."""
+        """At unload, what the slots hold goes to disk unless it is there nearly all (the engine
+        thread has stopped: reading the KV here is safe), and the writes finish before the model
+        is freed. The host cache's states went to disk when they were saved."""
         disk = self.disk
         if disk is None:
             return
         try:
-            if self.cache is not None:
-                for entry in reversed(self.cache.entries()):  # most recently used first
-                    disk.save(entry.tokens, entry.payload)
             for slot in self.scheduler.slots:
-                if len(slot.cached) >= disk.index.min_tokens:
-                    disk.save(slot.cached, self.ctx.state_get(slot.seq_id))
+                chain = slot.chain
+                if len(chain) >= disk.index.min_tokens and disk.lookup(chain.tokens, chain.keys)[1] + BLOCK <= len(
+                    chain
+                ):
+                    disk.save(chain.tokens, self.ctx.state_get(slot.seq_id))
         except Exception:
             log.exception("could not save prompt states to disk")
         finally:
