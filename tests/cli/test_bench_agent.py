@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
-from benchfake import FakeServer, serving
-from click.testing import CliRunner
-from cllm_ollama.cli.bench import bench_command
+from benchfake import FakeServer, invoke_bench
 from cllm_ollama.cli.bench_workloads import AFTER_RESTART, AFTER_UNLOAD, COLD, WARM, Kind, Workload, build_waves
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # compare.py's siblings are top-level
@@ -21,26 +16,13 @@ import compare
 import report
 
 
-@pytest.fixture
-def fake() -> Iterator[tuple[FakeServer, str]]:
-    server = FakeServer()
-    with serving(server) as url:
-        yield server, url
-
-
-def _invoke(*args: str) -> Any:
-    result = CliRunner().invoke(bench_command, list(args))
-    assert result.exit_code == 0, result.output + repr(result.exception)
-    return result
-
-
 def test_an_agent_session_then_its_first_turn_warm_after_an_unload_and_after_a_restart(
     fake: tuple[FakeServer, str], tmp_path: Path
 ) -> None:
     server, url = fake
     out = tmp_path / "agent.json"
     common = ("--url", url, "--model", "m", "-w", "agent", "--system-tokens", "300", "--turns", "4", "--warmup", "0")
-    _invoke(*common, "--json", str(out))
+    invoke_bench(*common, "--json", str(out))
     chats = [b for b in server.bodies if "messages" in b]
     unloads = [b for b in server.bodies if "messages" not in b]
     # Each turn re-sends the history with one more tool result and answer; then turn 1 twice.
@@ -51,7 +33,7 @@ def test_an_agent_session_then_its_first_turn_warm_after_an_unload_and_after_a_r
     phases = json.loads(out.read_text())["levels"][0]["phases"]
     assert all(phases[name]["requests"] == 1 for name in (COLD, "turn 2", "turn 4", WARM, AFTER_UNLOAD))
     server.bodies.clear()
-    _invoke(*common, "--resume", "--json", str(out))
+    invoke_bench(*common, "--resume", "--json", str(out))
     (resumed,) = server.bodies
     assert resumed["messages"] == chats[0]["messages"]  # the very preamble and first turn
     assert json.loads(out.read_text())["levels"][0]["phases"][AFTER_RESTART]["requests"] == 1
@@ -88,7 +70,7 @@ def test_the_agent_report_compares_a_restart_with_the_cold_prefill(
     for outcome in outcomes[:2]:  # cllm's two runs, against the fake server
         out = tmp_path / f"{outcome.name}.json"
         args = ["--url", url, "--model", "m", *plan.prefix.bench_args("agent"), "--json", str(out)]
-        _invoke(*args, *(["--resume"] if outcome.name.endswith("-restart") else []))
+        invoke_bench(*args, *(["--resume"] if outcome.name.endswith("-restart") else []))
         outcome.result = json.loads(out.read_text())
     cold = outcomes[0].result["levels"][0]["phases"][COLD]["ttft_ms"]["p50"]  # type: ignore[index]
     restart = outcomes[1].result["levels"][0]["phases"][AFTER_RESTART]["ttft_ms"]["p50"]  # type: ignore[index]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp
@@ -21,18 +20,6 @@ from cllm_ollama.engine.request import Request
 from cllm_ollama.testing.ggufs import Shape, write_qwen3
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture(scope="module")
-def gguf_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # As test_prefix_sharing's: peaked F32 logits, no end-of-generation token.
-    return write_qwen3(tmp_path_factory.mktemp("m") / "oracle.gguf", endless=True)
-
-
-@pytest.fixture(scope="module")
-def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
-    with cold_llm(gguf_path) as llm:
-        yield llm
 
 
 def first_session(gguf_path: Path, disk: Path, n_slots: int = 1) -> tuple[tuple[int, ...], list[int], tuple[int, ...]]:
