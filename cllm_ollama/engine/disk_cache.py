@@ -215,6 +215,8 @@ class DiskCache:
                 magic, identity, n_tokens, n_payload = _HEAD.unpack(head)
                 if magic != MAGIC or identity != self.identity or n_tokens != len(tokens):
                     return self._bad(path, "foreign")
+                if os.fstat(f.fileno()).st_size != _HEAD.size + 8 * n_tokens + n_payload + _SUM:
+                    return self._bad(path, "short")  # also before a length read from it is allocated
                 raw = f.read(8 * n_tokens)
                 if raw != _token_bytes(tokens):
                     return self._bad(path, "other tokens")
