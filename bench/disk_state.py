@@ -17,20 +17,16 @@ from pathlib import Path
 
 from cllm_ollama.engine.binding import Batch, Context, Model
 from cllm_ollama.engine.disk_cache import DiskCache, identity_digest
+from cllm_ollama.testing.real_model import real_model_path
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("model", nargs="?", type=Path)
-    ap.add_argument("--tokens", type=int, default=2048)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
-    path = args.model
-    if path is None:
-        from cllm_ollama.testing.real_model import real_model_path
-
-        path = real_model_path()
-    model = Model(path)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", nargs="?", type=Path, help="[default: the real-weight model]")
+    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    model = Model(args.model or real_model_path())
     ctx = Context(model, n_seq_max=1, n_ctx_seq=args.tokens + 64, n_batch=512, n_threads=args.threads)
     tokens = (model.tokenize("def f(x):\n    return x + 1\n" * (args.tokens // 8 + 1)))[: args.tokens]
     batch = Batch(512)

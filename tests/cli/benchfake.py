@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import pytest
 import uvicorn
 from click.testing import CliRunner
 from cllm_ollama.cli.bench import bench_command
@@ -148,3 +149,11 @@ def invoke_bench(*args: str, code: int = 0) -> Any:
     result = CliRunner().invoke(bench_command, list(args))
     assert result.exit_code == code, result.output + repr(result.exception)
     return result
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeServer, str]]:
+    """A fake server and its URL (a test module imports this fixture)."""
+    server = FakeServer()
+    with serving(server) as url:
+        yield server, url

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import benchfake
 from benchfake import FakeServer, invoke_bench
 from cllm_ollama.cli.bench_workloads import AFTER_RESTART, AFTER_UNLOAD, COLD, WARM, Kind, Workload, build_waves
 
@@ -14,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # compar
 
 import compare
 import report
+
+fake = benchfake.fake  # the fixture: a fake server and its URL
 
 
 def test_an_agent_session_then_its_first_turn_warm_after_an_unload_and_after_a_restart(

@@ -10,8 +10,9 @@ import threading
 from pathlib import Path
 
 import llama_cpp
+import oracle
 import pytest
-from oracle import GREEDY, OTHER, N, close, cold_llm, cold_tokens, drain, make_runner, next_turn, shared_prompts, submit
+from oracle import GREEDY, OTHER, N, cold_tokens, drain, make_runner, submit
 from oracle import tokens_of as answer_of
 from polling import until
 
@@ -20,6 +21,7 @@ from cllm_ollama.engine.request import Request
 from cllm_ollama.testing.ggufs import Shape, write_qwen3
 
 pytestmark = pytest.mark.model
+gguf_path, cold = oracle.gguf_path, oracle.cold  # the oracle model and its cold reference (fixtures)
 
 
 def first_session(gguf_path: Path, disk: Path, n_slots: int = 1) -> tuple[tuple[int, ...], list[int], tuple[int, ...]]:
@@ -27,11 +29,11 @@ def first_session(gguf_path: Path, disk: Path, n_slots: int = 1) -> tuple[tuple[
     the prompt, its answer, and the conversation's next turn."""
     runner = make_runner(gguf_path, n_slots=n_slots, disk=disk)
     try:
-        first = shared_prompts(runner.model)[0]
+        first = oracle.shared_prompts(runner.model)[0]
         answer = answer_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
-        return first, answer, next_turn(runner.model, first, answer)
+        return first, answer, oracle.next_turn(runner.model, first, answer)
     finally:
-        close(runner)
+        oracle.close(runner)
 
 
 def second_session(gguf_path: Path, disk: Path, prompt: tuple[int, ...], **spec: object) -> tuple[list[int], int]:
@@ -41,7 +43,7 @@ def second_session(gguf_path: Path, disk: Path, prompt: tuple[int, ...], **spec:
         tokens = answer_of(drain(submit(runner, Request(prompt, GREEDY, num_predict=N))))
         return tokens, runner.scheduler.stats.loaded
     finally:
-        close(runner)
+        oracle.close(runner)
 
 
 def state_files(disk: Path) -> list[Path]:
@@ -92,7 +94,7 @@ def test_another_kv_cache_type_never_reads_the_files(tmp_path: Path) -> None:
     assert len({p.parent for p in state_files(disk)}) == 2  # each identity its own directory
     tokens, loaded = second_session(path, disk, follow_up)
     assert loaded >= len(first)
-    with cold_llm(path) as cold:
+    with oracle.cold_llm(path) as cold:
         assert tokens == cold_tokens(cold, follow_up)
 
 
@@ -136,7 +138,7 @@ def test_others_keep_stepping_while_a_state_is_read_from_disk(
         assert runner.scheduler.stats.loaded == len(first) + len(answer) - 1
     finally:
         release.set()
-        close(runner)
+        oracle.close(runner)
 
 
 def test_a_long_computed_prompt_reaches_disk_before_any_unload(
@@ -145,7 +147,7 @@ def test_a_long_computed_prompt_reaches_disk_before_any_unload(
     monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)  # the test prompts are short
     runner = make_runner(gguf_path, n_slots=1, disk=tmp_path)
     try:
-        first = shared_prompts(runner.model)[0]
+        first = oracle.shared_prompts(runner.model)[0]
         answer_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
         # Written while the model is still loaded: a crash now would not lose it.
         (path,) = until(lambda: state_files(tmp_path))
@@ -159,4 +161,4 @@ def test_a_long_computed_prompt_reaches_disk_before_any_unload(
         answer_of(drain(submit(runner, Request((*first, *first[1:9]), GREEDY, num_predict=N))))
         assert state_files(tmp_path) == [path]
     finally:
-        close(runner)
+        oracle.close(runner)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import llama_cpp
+import oracle
 import pytest
 from oracle import (
     GREEDY,
@@ -27,6 +28,7 @@ from cllm_ollama.engine import runner as runner_module
 from cllm_ollama.engine.request import Request
 
 pytestmark = pytest.mark.model
+gguf_path, cold = oracle.gguf_path, oracle.cold  # the oracle model and its cold reference (fixtures)
 
 
 @pytest.mark.parametrize("factor", [0, 10**6], ids=["stream-copy", "state-copy"])
