@@ -34,7 +34,7 @@ import make_model
 import pyserver_env
 import report
 from cllm_ollama.cli.bench import plot_results
-from plan import DISTINCT, PREFIX_WORKLOADS, WORKLOADS, Outcome, Plan, PrefixPlan
+from plan import AGENT, DISTINCT, SELECTABLE, SESSION_WORKLOADS, WORKLOADS, Outcome, Plan, PrefixPlan
 from targets import Running, Server, free_port
 
 from cllm_ollama.testing import real_model
@@ -70,7 +70,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     p.add_argument("--no-batched-bench", action="store_true")
     p.add_argument("--prepare-only", action="store_true", help="make the models, the build and the venv, then stop")
     p.add_argument(
-        "--workload", default="all", help=f"comma-separated, of {','.join(WORKLOADS)}, or all [default: all]"
+        "--workload",
+        default="all",
+        help=f"comma-separated, of {','.join(SELECTABLE)}, or all (all but agent) [default: all]",
     )
     g = p.add_argument_group("prefix workloads (chat, shared-prefix-burst, preamble)")
     g.add_argument("--slots", type=int, default=8, help="slots of cllm and llama-server -np N")
@@ -88,6 +90,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     g.add_argument("--preamble-chats", type=int, help="preamble: chats [4; --quick: 2]")
     g.add_argument("--preamble-in-flight", type=int, default=1, help="preamble: chats at once (1: one by one)")
     g.add_argument("--short-max-tokens", type=int, help="burst and preamble: tokens per answer [32; --quick: 8]")
+    g.add_argument("--agent-tokens", type=int, help="agent: preamble tokens [16000; --quick: 1024]")
+    g.add_argument("--agent-turns", type=int, help="agent: turns [10; --quick: 3]")
     g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by testing.real_model]")
     a = p.parse_args(argv)
     levels = a.concurrency or ("1,4" if a.quick else "1,8,32")
@@ -96,9 +100,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     if unknown:
         p.error(f"unknown targets: {', '.join(sorted(unknown))}")
     workloads = WORKLOADS if a.workload == "all" else tuple(w for w in a.workload.split(",") if w)
-    unknown = set(workloads) - set(WORKLOADS)
+    unknown = set(workloads) - set(SELECTABLE)
     if unknown or not workloads:
-        p.error(f"unknown workloads: {', '.join(sorted(unknown))}; choose from {', '.join(WORKLOADS)} or all")
+        p.error(f"unknown workloads: {', '.join(sorted(unknown))}; choose from {', '.join(SELECTABLE)} or all")
     quick = a.quick
 
     def pick(value: int | None, default: int, small: int) -> int:
@@ -121,6 +125,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         preamble_chats=pick(a.preamble_chats, 4, 2),
         preamble_in_flight=a.preamble_in_flight,
         real_model=a.real_model.expanduser().resolve() if a.real_model else None,
+        agent_tokens=pick(a.agent_tokens, 16000, 1024),
+        agent_turns=pick(a.agent_turns, 10, 3),
     )
     plan = Plan(
         cache=a.cache.expanduser().resolve(),
@@ -136,8 +142,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         targets=targets,
         batched_bench=not a.no_batched_bench,
         quick=a.quick,
-        workloads=tuple(w for w in WORKLOADS if w in workloads),
-        prefix=prefix if set(workloads) & set(PREFIX_WORKLOADS) else None,
+        workloads=tuple(w for w in SELECTABLE if w in workloads),
+        prefix=prefix if set(workloads) & set(SESSION_WORKLOADS) else None,
     )
     return plan, a.prepare_only
 
@@ -248,20 +254,26 @@ def prefix_outcomes(
     assert plan.prefix is not None
     pp = plan.prefix
     found: list[tuple[Outcome, Callable[[], None]]] = []
+    ctx = pp.agent_ctx if workload == AGENT else pp.ctx
     for name in (t for t in PREFIX_TARGETS if t in plan.targets):
         setup = _nothing
         if name == "cllm":
-            server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, pp.slots, pp.ctx)
+            server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, pp.slots, ctx)
             api, label = "chat", f"cllm ({pp.slots} slots)"
         else:
             slots = pp.slots if name == "llama-server" else 1
-            server = llama_server(plan, binary, model, name, slots, pp.ctx)
+            server = llama_server(plan, binary, model, name, slots, ctx)
             api, label = "openai-chat", f"llama-server -np {slots}"
         bench = [
             "--url", server.base_url, "--api", api, "--model", REAL_MODEL_NAME, "--label", label,
             *pp.bench_args(workload), "--json", str(result_path(plan, workload, name)),
         ]  # fmt: skip
         found.append((Outcome(name, server, bench, workload=workload, label=label), setup))
+        if workload == AGENT:
+            # The same target started again (a restart; cllm on the same store and prompt cache
+            # directory): the session's known preamble once more.
+            resumed = [*bench[:-1], str(result_path(plan, workload, f"{name}-restart")), "--resume"]
+            found.append((Outcome(f"{name}-restart", server, resumed, workload=workload, label=label), setup))
     return found
 
 
@@ -368,7 +380,7 @@ def run_prefix(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
     outcomes: list[Outcome] = []
     charts: dict[str, Path | None] = {}
     with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
-        for workload in (w for w in plan.workloads if w in PREFIX_WORKLOADS):
+        for workload in (w for w in plan.workloads if w in SESSION_WORKLOADS):
             binary = binaries.get("llama-server", Path("llama-server"))
             targets = prefix_outcomes(plan, workload, binary, model, Path(work))
             done = [run_target(plan, outcome, setup) for outcome, setup in targets]

@@ -10,7 +10,12 @@ from targets import Server
 
 DISTINCT = "distinct"
 PREFIX_WORKLOADS = ("chat", "shared-prefix-burst", "preamble")
-WORKLOADS = (DISTINCT, *PREFIX_WORKLOADS)
+WORKLOADS = (DISTINCT, *PREFIX_WORKLOADS)  # what "all" runs
+# Issue 18's coding-agent session, run only when named: a 16k-token cold prefill per target and
+# phase takes long on a small machine. Each target then runs it again on a restarted server.
+AGENT = "agent"
+SESSION_WORKLOADS = (*PREFIX_WORKLOADS, AGENT)  # on the real-weight model
+SELECTABLE = (*WORKLOADS, AGENT)
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,15 @@ class PrefixPlan:
     preamble_tokens: int
     preamble_chats: int
     preamble_in_flight: int
-    real_model: Path | None  # None: fetched with cllm_ollama.testing.real_model
+    real_model: Path | None
+    agent_tokens: int = 16000
+    agent_turns: int = 10
+
+    @property
+    def agent_ctx(self) -> int:
+        """Context per slot for the agent: its preamble, turns of ~232 tokens, room to spare."""
+        need = self.agent_tokens + self.agent_turns * 232 + 1024
+        return max(self.ctx, -(-need // 1024) * 1024)  # None: fetched with cllm_ollama.testing.real_model
 
     def bench_args(self, workload: str) -> list[str]:
         """``cllm bench`` arguments that say what the workload sends (the same for every target)."""
@@ -52,6 +65,11 @@ class PrefixPlan:
             return [
                 "--workload", workload, "--users", str(self.preamble_chats), "--concurrency",
                 str(self.preamble_in_flight), "--system-tokens", str(self.preamble_tokens),
+                "--max-tokens", str(self.burst_max_tokens),
+            ]  # fmt: skip
+        if workload == AGENT:
+            return [
+                "--workload", AGENT, "--system-tokens", str(self.agent_tokens), "--turns", str(self.agent_turns),
                 "--max-tokens", str(self.burst_max_tokens),
             ]  # fmt: skip
         raise ValueError(f"not a prefix workload: {workload}")

@@ -222,6 +222,7 @@ PREFIX_TITLES = {
     "chat": "Multi-turn chat, shared system prompt",
     "shared-prefix-burst": "Burst of requests sharing a prefix",
     "preamble": "Repeated long preamble",
+    "agent": "A coding agent's session: cold, warm, after an unload, after a restart",
 }
 
 
@@ -313,6 +314,32 @@ def preamble_table(outcomes: list[Outcome]) -> list[str]:
     ]
 
 
+def agent_table(outcomes: list[Outcome]) -> list[str]:
+    """One row per target: its session's TTFTs, and the known preamble's after a restart (the
+    ``-restart`` outcome of the same target)."""
+    header = ["target", "TTFT cold", "TTFT p50 later turns", "TTFT warm", "TTFT after unload",
+              "TTFT after restart", "restart / cold", "tok/s", "errors", "peak RSS MiB"]  # fmt: skip
+    restarts = {o.name.removesuffix("-restart"): o for o in outcomes if o.name.endswith("-restart")}
+    rows = []
+    for o in (o for o in outcomes if not o.name.endswith("-restart")):
+        lv, again = _level(o), _level(restarts[o.name]) if o.name in restarts else {}
+        later = sorted(v for name in lv.get("phases", {}) if name.startswith("turn ") if (v := _fig(lv, name)))
+        cold, restart = _fig(lv, "cold"), _fig(again, "after restart")
+        rows.append([
+            o.label, _num(cold, 0), _num(later[len(later) // 2] if later else None, 0), _num(_fig(lv, "warm"), 0),
+            _num(_fig(lv, "after unload"), 0), _num(restart, 0), _ratio(restart, cold),
+            _num(lv.get("tokens_per_s")), _errors(lv), _rss(o),
+        ])  # fmt: skip
+    return [
+        *_table(header, rows),
+        "",
+        "Targets: after an unload or a restart, the known preamble's first token within 5% of its cold "
+        "prefill (restart / cold ≤ 0.05); later turns' TTFT grows with their new tokens only; tok/s not "
+        "below llama-server's. llama-server cannot unload a model and keeps no prompt cache across a "
+        "restart: its rows show what its host-RAM cache does.",
+    ]
+
+
 def _any_port(o: Outcome, text: str) -> str:
     port = o.server.base_url.rsplit(":", 1)[1]
     return text.replace(f"--port {port}", "--port PORT").replace(f"127.0.0.1:{port}", "127.0.0.1:PORT")
@@ -334,6 +361,14 @@ def describe_prefix(plan: Plan, workload: str) -> str:
         return (
             f"{pp.burst} requests sent at once, each a ~{pp.burst_prefix}-token shared prefix (a system "
             f"message) and a distinct ~16-token question, at most {pp.burst_max_tokens} tokens per answer."
+        )
+    if workload == "agent":
+        return (
+            f"One agent: a ~{pp.agent_tokens}-token preamble (standing for tool definitions and instructions: "
+            f"Claude Code sends ~18,800), then {pp.agent_turns} turns, each re-sending the history with a "
+            f"~200-token tool result added, at most {pp.burst_max_tokens} tokens per answer; then the first "
+            "turn again with the model loaded (warm), after `keep_alive: 0` unloads it, and on the target "
+            f"restarted (cllm on the same prompt cache directory). {pp.agent_ctx} tokens of context per slot."
         )
     return (
         f"{pp.preamble_chats} chats, {pp.preamble_in_flight} at a time, each the same ~{pp.preamble_tokens}-token "
@@ -375,7 +410,7 @@ def prefix_report(
         "tokens: what the server reports as reused (llama-server's `usage.prompt_tokens_details.cached_tokens`; "
         "cllm's `/api/chat` has no such field).",
     ]
-    tables = {"chat": chat_table, "shared-prefix-burst": burst_table, "preamble": preamble_table}
+    tables = {"chat": chat_table, "shared-prefix-burst": burst_table, "preamble": preamble_table, "agent": agent_table}
     for workload in (w for w in plan.workloads if w in PREFIX_TITLES):
         done = [o for o in outcomes if o.workload == workload]
         lines += ["", f"### {PREFIX_TITLES[workload]} (`{workload}`)", "", describe_prefix(plan, workload), ""]

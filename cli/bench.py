@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -193,7 +194,9 @@ def _plot_groups(results: list[dict[str, Any]], out: Path) -> None:
     show_default=True,
     help="distinct: one unrelated prompt per request. chat: users in groups sharing a system prompt, "
     "several turns each, every turn re-sending the history. shared-prefix-burst: requests sharing a "
-    "prefix, sent at once. preamble: chats sharing a long preamble, then short questions without it.",
+    "prefix, sent at once. preamble: chats sharing a long preamble, then short questions without it. "
+    "agent: a coding agent's session (long preamble, turns adding tool results), its first turn again "
+    "warm and after an unload (--resume: after a server restart).",
 )
 @click.option("--api", type=click.Choice([a.value for a in Api]), help="[default: generate; chat for the others]")
 @click.option("--model", "-m", help="Model name sent with every request.")
@@ -215,7 +218,12 @@ def _plot_groups(results: list[dict[str, Any]], out: Path) -> None:
     help="Levels of the other workloads (comma-separated): chat: users, all active at once [12]; "
     "shared-prefix-burst: requests sent at once [16]; preamble: chats [8].",
 )
-@click.option("--turns", type=click.IntRange(min=1), default=3, show_default=True, help="chat: turns per user.")
+@click.option("--turns", type=click.IntRange(min=1), help="chat: turns per user [3]; agent: turns [10].")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="agent: only the first turn of the session a full run sent (run it on a restarted server).",
+)
 @click.option(
     "--system-tokens",
     type=click.IntRange(min=0),
@@ -264,7 +272,8 @@ def bench_command(
     requests: int | None,
     prompt_tokens: int,
     users: str | None,
-    turns: int,
+    turns: int | None,
+    resume: bool,
     system_tokens: int | None,
     users_per_system: int,
     user_tokens: int | None,
@@ -332,7 +341,10 @@ def bench_command(
             click.echo(table_header())
             stats = asyncio.run(run_bench(target, levels, warmup=warmup, on_level=show))
         else:
+            if resume and kind is not Kind.AGENT:
+                raise click.UsageError("--resume is for --workload agent")
             shape = _workload(kind, concurrency, turns, system_tokens, users_per_system, user_tokens, stagger)
+            shape = replace(shape, resume=resume)
             u_levels = parse_levels(users or str(defaults["levels"]))
             click.echo(f"{label}: model {model}, {describe(shape, max_tokens)}")
             click.echo(table_header("users", cached=True))
@@ -349,7 +361,7 @@ def bench_command(
 def _workload(
     kind: Kind,
     concurrency: str | None,
-    turns: int,
+    turns: int | None,
     system_tokens: int | None,
     users_per_system: int,
     user_tokens: int | None,
@@ -369,7 +381,7 @@ def _workload(
         in_flight = 1
     return Workload(
         kind=kind,
-        turns=turns if kind is Kind.CHAT else 1,
+        turns=(turns or int(str(defaults.get("turns", 3)))) if kind in (Kind.CHAT, Kind.AGENT) else 1,
         system_tokens=int(str(defaults["system_tokens"])) if system_tokens is None else system_tokens,
         users_per_system=users_per_system,
         user_tokens=user_tokens or int(str(defaults["user_tokens"])),
@@ -386,6 +398,13 @@ def describe(w: Workload, max_tokens: int) -> str:
         system = f"system prompt ~{w.system_tokens} tokens per {share}" if w.system_tokens else "no system prompt"
         start = f"users start {w.stagger_s:g} s apart" if w.stagger_s else "users start at once"
         return f"chat: {w.turns} turns, {system}, user messages ~{w.user_tokens} tokens, {answer}, {start}"
+    if w.kind is Kind.AGENT:
+        if w.resume:
+            return f"agent, after a restart: the ~{w.system_tokens}-token preamble's first turn, {answer}"
+        return (
+            f"agent: ~{w.system_tokens}-token preamble, {w.turns} turns adding ~{w.user_tokens}-token tool "
+            f"results, {answer}; then its first turn warm and after an unload"
+        )
     if w.kind is Kind.BURST:
         return f"burst: ~{w.system_tokens}-token shared prefix, ~{w.user_tokens}-token distinct suffixes, {answer}"
     return (

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from .bench_stats import LevelStats, RequestTiming, make_prompt, summarize
-from .bench_workloads import Session, Workload, build_waves, groups, history, wave_in_flight
+from .bench_workloads import Session, Workload, build_waves, groups, history, unload_before, wave_in_flight
 
 
 class BenchError(Exception):
@@ -291,6 +291,18 @@ async def run_sessions(
     return timings
 
 
+async def unload(client: httpx.AsyncClient, target: Target) -> bool:
+    """Ask an Ollama-compatible server to unload the model now (``keep_alive: 0``); False where
+    the server cannot (llama-server has no unload: its next turn then measures its RAM cache)."""
+    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+    body = {"model": target.model, "keep_alive": 0}
+    try:
+        response = await client.post(f"{target.url}/api/generate", json=body, headers=headers)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200
+
+
 async def run_workload(
     target: Target,
     workload: Workload,
@@ -312,6 +324,8 @@ async def run_workload(
         for number, users in enumerate(levels):
             timings: list[RequestTiming] = []
             for wave, sessions in enumerate(build_waves(workload, users, f"L{number}", target.seed)):
+                if unload_before(workload, wave):
+                    await unload(client, target)
                 timings += await run_sessions(client, target, sessions, wave_in_flight(workload, wave))
             stats = summarize(users, timings, groups(workload))
             on_level(stats)

@@ -10,6 +10,10 @@ re-sending the whole conversation so far (as chat clients do), starting at a pla
 - ``preamble``: N one-turn chats with the same long system preamble (a front end's tool
   definitions) and a short distinct question, a few at a time; then, as a yardstick, a few short
   questions with no preamble, one at a time.
+- ``agent`` (issue 18): a coding agent's session: a ~16k-token preamble (tool definitions and
+  instructions), then turns that each add a tool result to the history; its first turn again
+  while the model is loaded (warm), then after the model is unloaded (``unload_before``), and,
+  run with ``resume`` on a restarted server, after a restart.
 
 No I/O here, so what is sent can be checked without a server.
 """
@@ -28,6 +32,7 @@ class Kind(StrEnum):
     CHAT = "chat"
     BURST = "shared-prefix-burst"
     PREAMBLE = "preamble"
+    AGENT = "agent"
 
 
 # Per kind: default levels, max tokens, system (prefix) tokens and user-message tokens.
@@ -36,10 +41,13 @@ DEFAULTS: dict[Kind, dict[str, object]] = {
     Kind.CHAT: {"levels": "12", "max_tokens": 128, "system_tokens": 450, "user_tokens": 32},
     Kind.BURST: {"levels": "16", "max_tokens": 32, "system_tokens": 1000, "user_tokens": 16},
     Kind.PREAMBLE: {"levels": "8", "max_tokens": 32, "system_tokens": 6600, "user_tokens": 16},
+    Kind.AGENT: {"levels": "1", "max_tokens": 32, "system_tokens": 16000, "user_tokens": 200, "turns": 10},
 }
 
 FIRST_CHAT, LATER_CHATS, SHORT_PROMPT = "first chat", "later chats", "short prompt"
 SHORT_PROMPTS = 3  # preamble: short questions without the preamble, the yardstick for "close to a short prompt"
+# The agent's first turn (its known preamble) as measured at each point of the model's life.
+COLD, WARM, AFTER_UNLOAD, AFTER_RESTART = "cold", "warm", "after unload", "after restart"
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Workload:
     user_tokens: int = 32
     stagger_s: float = 0.0  # delay between the starts of consecutive users (0: all at once)
     in_flight: int = 0  # sessions running at once; 0 = all (preamble: 1 = one chat after another)
+    resume: bool = False  # agent: only the first turn, on a server restarted since the full run
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -63,7 +72,7 @@ class Workload:
             "user_tokens": self.user_tokens,
             "stagger_s": self.stagger_s,
             "in_flight": self.in_flight,
-        }
+        } | ({"resume": True} if self.resume else {})
 
 
 @dataclass(frozen=True)
@@ -126,7 +135,27 @@ def build_waves(workload: Workload, users: int, level_key: str = "", seed: int =
             for i in range(SHORT_PROMPTS)
         ]
         return [chats, short]
+    if w.kind is Kind.AGENT:
+        # One agent per level: its texts depend on the level key and seed only, so a resumed run
+        # (a restarted server) sends the very preamble and first tool result of the full run.
+        system = _system(w, level_key, group=0, seed=seed)
+        first = make_text(w.user_tokens, f"{level_key}r1", seed)
+        if w.resume:
+            return [[Session(0, 0.0, system, ((AFTER_RESTART, first),))]]
+        turns = [(COLD, first)] + [
+            (turn_phase(t), make_text(w.user_tokens, f"{level_key}r{t}", seed)) for t in range(2, w.turns + 1)
+        ]
+        return [
+            [Session(0, 0.0, system, tuple(turns))],
+            [Session(0, 0.0, system, ((WARM, first),))],
+            [Session(0, 0.0, system, ((AFTER_UNLOAD, first),))],
+        ]
     raise ValueError(f"{w.kind.value} is not a session workload")
+
+
+def unload_before(workload: Workload, wave: int) -> bool:
+    """Whether the model is unloaded before this wave (the agent's "after unload" turn)."""
+    return workload.kind is Kind.AGENT and not workload.resume and wave == 2
 
 
 def wave_in_flight(workload: Workload, wave: int) -> int:
@@ -156,6 +185,11 @@ def groups(workload: Workload) -> dict[str, tuple[str, ...]]:
         return rows
     if w.kind is Kind.PREAMBLE:
         return {FIRST_CHAT: (FIRST_CHAT,), LATER_CHATS: (LATER_CHATS,), SHORT_PROMPT: (SHORT_PROMPT,)}
+    if w.kind is Kind.AGENT:
+        if w.resume:
+            return {AFTER_RESTART: (AFTER_RESTART,)}
+        later = {turn_phase(t): (turn_phase(t),) for t in range(2, w.turns + 1)}
+        return {COLD: (COLD,), **later, WARM: (WARM,), AFTER_UNLOAD: (AFTER_UNLOAD,)}
     return {}
 
 

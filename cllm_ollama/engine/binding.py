@@ -25,6 +25,9 @@ from ..errors import EngineError, MediaError
 from ..model_families import PARSED_CONTROL_TOKENS  # what the output parsers read
 from .request import SamplingParams
 
+# What a saved sequence state's layout depends on beyond the model and the context's settings.
+STATE_FORMAT = f"llama-cpp-python {ll.__version__}"
+
 log = logging.getLogger("cllm.llama")
 
 _init_lock = threading.Lock()
@@ -429,8 +432,11 @@ class Context:
             raise EngineError(f"could not save the state of sequence {seq_id}")
         return buf
 
-    def state_set(self, seq_id: int, data: ctypes.Array[ctypes.c_char]) -> bool:
-        """Replace a sequence's KV with a saved state; False if llama.cpp refused it (no room)."""
+    def state_set(self, seq_id: int, data: ctypes.Array[ctypes.c_char] | bytearray) -> bool:
+        """Replace a sequence's KV with a saved state (``state_get``'s, or its bytes read back
+        from disk); False if llama.cpp refused it (no room, another layout)."""
+        if isinstance(data, bytearray):
+            data = (ctypes.c_char * len(data)).from_buffer(data)  # no copy
         ptr = ctypes.cast(data, ctypes.POINTER(ctypes.c_uint8))
         return ll.llama_state_seq_set_data_ext(self._ptr, ptr, len(data), seq_id, 0) == len(data)
 

@@ -52,6 +52,9 @@ class LoadSpec:
     flash_attention: bool | None = None
     # The shortest prompt state worth saving in the host cache (tests save short ones).
     cache_min_tokens: int = MIN_TOKENS
+    # Saved prompt states on disk, under host RAM: where, and how many bytes in all (0: off).
+    cache_dir: Path | None = None
+    cache_disk_bytes: int = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LoadSpec:
@@ -63,6 +66,8 @@ class LoadSpec:
             n_batch=settings.num_batch,
             n_threads=settings.num_thread,
             cache_bytes=settings.cache_ram_mib << 20,
+            cache_dir=settings.cache_dir,
+            cache_disk_bytes=settings.cache_disk_mib << 20,
             max_prefill=settings.prefill_chunk,
             kv_cache_type=settings.kv_cache_type,
             flash_attention=settings.flash_attention,

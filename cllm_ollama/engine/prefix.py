@@ -7,6 +7,11 @@ a request and its slot, "which of the prompt's first tokens have KV somewhere al
 - ``Tier.OWN``: the slot's own sequence (keep its start, ``Trim`` the rest);
 - ``Tier.SLOT``: another slot's sequence, busy or idle (``Copy``, then ``Trim``);
 - ``Tier.HOST``: a state saved in host RAM (``Restore``, then ``Trim``);
+- ``Tier.DISK``: a state saved on disk (``engine/disk_cache.py``): ``take`` emits a ``Load``
+  that the runner hands to the disk cache's IO thread, and the slot goes WAITING on it; when
+  the runner reports the read (``loaded``), ``resolve_waits`` turns it into ``Restore`` +
+  ``Trim`` and the slot joins the next batch, while the other slots keep stepping (a read that
+  failed is a miss: the slot computes the rest of its prompt);
 - a slot still computing that start for its own request: the slot goes WAITING (a named
   ``SlotState``, llama.cpp's WAIT_OTHER) and copies it once it is there (``resolve_waits``).
 
@@ -19,16 +24,17 @@ Matching is cheap at long contexts: every sequence carries its block-hash chain 
 bisects over keys instead of comparing up to 32k tokens per slot, and only the length that is
 acted on is checked token by token (``blocks.verified``).
 
-Seams for the two pieces that land here next (write them in, do not reshape this):
+The two pieces written into this component's seams:
 
-1. A DISK tier under host RAM (issue 18). ``find`` gains ``Tier.DISK``, looked up by the same
-   chain (hashed with a stable digest, plus the identity of the weights and KV type, for a
-   file name). A disk read is slow, so it never runs on the engine thread: ``take`` emits a
-   ``Load`` operation (the runner hands it to a reader thread) and puts the slot in WAITING
-   with a ``Wait`` on that load instead of on a slot; when the runner reports the read done,
-   ``resolve_waits`` turns it into ``Restore`` + ``Trim`` and the slot joins the next batch,
-   while the other slots keep stepping. ``Save`` likewise hands its bytes to a writer thread.
-   The order of ``StepPlan.ops`` and the ``lost`` report stay as they are.
+1. The DISK tier under host RAM (issue 18; ``engine/disk_cache.py``). ``best_now`` looks it up
+   by the same chain (its files are named by a stable digest of the tokens, under the identity
+   of the weights, KV type, flash attention, slot count and state format). A disk read is slow,
+   so it never runs on the engine thread: ``take`` emits a ``Load`` (the runner hands it to the
+   disk cache's IO thread) and puts the slot in WAITING with a ``Wait`` that has no source
+   slot; when the runner reports the read (``loaded``), ``resolve_waits`` turns it into
+   ``Restore`` + ``Trim`` and the slot joins the next batch, while the other slots keep
+   stepping. A ``Save``'s state also goes to disk, written on that IO thread, and a prompt that
+   computed ``CHECKPOINT_TOKENS`` or more is written as soon as it is done (``to_checkpoint``).
 2. IMAGES in prompts (issue 17). A prompt becomes token runs plus media items (hash of the
    bytes, ``n_tokens``, ``n_pos``); ``engine/media.py`` (issue 17's first part) turns it into
    one key per KV cell, an image's cells a negative key from its hash. ``Request.prompt`` then
@@ -49,6 +55,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .blocks import BLOCK, keyed_prefix, verified
+from .disk_cache import DiskCache
 from .prompt_cache import CacheEntry, PromptCache
 from .request import Request
 from .slot import Slot, SlotState, Tier, Wait
@@ -56,6 +63,11 @@ from .slot import Slot, SlotState, Tier, Wait
 # Fewer shared tokens than this are recomputed: a copy moves a whole KV stream, a restore a
 # whole saved state, which only pays for itself beyond a few tokens of prefill.
 MIN_SHARE = 16
+# A prompt that took at least this many computed tokens is written to disk as soon as it is
+# done (not only when its slot is reused or the model unloaded): what a crash, or a kill, would
+# otherwise cost again. Serialising it stalls the engine thread for a copy of its KV, a small
+# fraction of what computing this many tokens took.
+CHECKPOINT_TOKENS = 1024
 
 
 class Save(NamedTuple):
@@ -86,7 +98,14 @@ class Trim(NamedTuple):
     pos: int
 
 
-KvOp = Save | Copy | Restore | Trim
+class Load(NamedTuple):
+    """Read ``entry`` (a disk cache file) off the engine thread for request ``request_id``."""
+
+    request_id: int
+    entry: CacheEntry
+
+
+KvOp = Save | Copy | Restore | Trim | Load
 
 
 @dataclass
@@ -97,10 +116,11 @@ class PrefixStats:
     own: int = 0
     copied: int = 0
     restored: int = 0
+    loaded: int = 0
 
     @property
     def cached(self) -> int:
-        return self.own + self.copied + self.restored
+        return self.own + self.copied + self.restored + self.loaded
 
     def count(self, tier: Tier, n: int) -> None:
         """Add ``n`` reused tokens (negative: take them back) to ``tier``'s counter."""
@@ -111,6 +131,8 @@ class PrefixStats:
                 self.copied += n
             case Tier.HOST:
                 self.restored += n
+            case Tier.DISK:
+                self.loaded += n
 
 
 @dataclass(frozen=True)
@@ -120,7 +142,7 @@ class Source:
     n: int = 0
     tier: Tier = Tier.OWN
     slot: Slot | None = None  # another slot's KV (a copy, or a wait while ``pending``)
-    entry: CacheEntry | None = None  # the host cache (a restore)
+    entry: CacheEntry | None = None  # the host cache (a restore) or the disk cache (a load)
     pending: bool = False  # the slot is still computing it: wait, then copy
 
 
@@ -134,11 +156,17 @@ class PrefixReuse:
     can do neither (a slot then keeps its sequence only when the prompt continues all of it).
     """
 
-    def __init__(self, slots: Sequence[Slot], cache: PromptCache | None, share: bool) -> None:
+    def __init__(
+        self, slots: Sequence[Slot], cache: PromptCache | None, share: bool, disk: DiskCache | None = None
+    ) -> None:
         self.slots = slots
         self.cache = cache if share else None
+        self.disk = disk if share else None
         self.share = share
         self.stats = PrefixStats()
+        # Disk reads asked for and done (request id -> the file's entry; -> the state, None: a miss).
+        self._reading: dict[int, CacheEntry] = {}
+        self._loaded: dict[int, bytearray | None] = {}
 
     # -- questions (cheap: block keys only, nothing verified) ----------------------------
 
@@ -167,6 +195,12 @@ class PrefixReuse:
             n = min(n, limit)
             if entry is not None and n > best.n:
                 best = Source(n, Tier.HOST, entry=entry)
+        if self.disk is not None:
+            # A read costs milliseconds to seconds: only worth it for clearly more than RAM holds.
+            entry, n = self.disk.lookup(prompt, keys)
+            n = min(n, limit)
+            if entry is not None and n >= best.n + MIN_SHARE:
+                best = Source(n, Tier.DISK, entry=entry)
         return best
 
     def best_pending(self, request: Request) -> Source:
@@ -199,6 +233,18 @@ class PrefixReuse:
         tokens = tuple(chain.tokens)
         return () if self.cache.covers(tokens, chain.keys) else tokens
 
+    def to_checkpoint(self, slot: Slot) -> tuple[int, ...]:
+        """The prompt ``slot`` just finished computing, if it is worth writing to disk now."""
+        request = slot.request
+        if self.disk is None or request is None or slot.state is not SlotState.GENERATING:
+            return ()
+        if slot.n_generated != 1 or len(slot.chain) != len(request.prompt):  # not just now
+            return ()
+        if len(slot.chain) - slot.prompt_cached < CHECKPOINT_TOKENS:
+            return ()
+        tokens = tuple(slot.chain.tokens)
+        return () if self.disk.covers(tokens, slot.chain.keys) else tokens
+
     # -- decisions, and the operations they take ----------------------------------------
 
     def find(self, request: Request, dst: Slot, kept: int, exclude: frozenset[int]) -> tuple[int, Source]:
@@ -226,6 +272,10 @@ class PrefixReuse:
         ops: list[KvOp]
         if source.slot is not None and not source.pending:
             ops = self._copy(source.slot, dst, source.n)
+        elif source.entry is not None and source.tier is Tier.DISK:
+            ops = [Trim(dst.seq_id, kept), Load(request.id, source.entry)]
+            self._reading[request.id] = source.entry
+            dst.wait_for(Wait(None, request.id, source.n))
         elif source.entry is not None:
             ops = [Restore(dst.seq_id, source.entry), Trim(dst.seq_id, source.n)]
             dst.take_prefix(source.n, Tier.HOST)
@@ -239,17 +289,35 @@ class PrefixReuse:
         self.stats.count(dst.prefix_source, dst.prompt_cached)
         return ops
 
+    def loaded(self, request_id: int, state: bytearray | None) -> None:
+        """The runner read a ``Load``'s state (None: the file was unusable, a miss)."""
+        if request_id in self._reading:
+            self._loaded[request_id] = state
+
+    def loading(self, request_id: int) -> bool:
+        """Whether ``request_id``'s slot waits for a disk read (it has nothing to decode)."""
+        return any((w := s.wait) is not None and w.source is None and w.request_id == request_id for s in self.slots)
+
     def resolve_waits(self, sources: set[int]) -> list[KvOp]:
-        """Slots waiting for another to compute their prefix copy it once it is there.
+        """Slots waiting for another to compute their prefix copy it once it is there; slots
+        waiting for a disk read restore it once it is done.
 
         ``sources`` collects the sequences these copies read (they must not change before the decode).
         """
         ops: list[KvOp] = []
+        loaded, self._loaded = self._loaded, {}
+        for request_id in loaded:  # reads for requests that left since are dropped
+            if not self.loading(request_id):
+                self._reading.pop(request_id, None)
         for slot in self.slots:
             wait, request = slot.wait, slot.request
             if slot.state is not SlotState.WAITING or wait is None or request is None:
                 continue
             src = wait.source
+            if src is None:
+                if request.id in loaded:
+                    ops += self._restore_loaded(slot, wait.n, self._reading.pop(request.id), loaded.pop(request.id))
+                continue
             have = min(keyed_prefix(src.cached, src.chain.keys, request.prompt, request.prefix_keys), wait.n)
             still_coming = src.request is not None and src.request.id == wait.request_id
             if have < wait.n and still_coming and src.state is SlotState.PREFILL:
@@ -270,6 +338,22 @@ class PrefixReuse:
             slot.lose_prefix()
         else:
             slot.forget()
+
+    def _restore_loaded(self, slot: Slot, n: int, read: CacheEntry, state: bytearray | None) -> list[KvOp]:
+        """A disk read is done: restore it into ``slot`` (keeping it in RAM too), or go on without."""
+        slot.stop_waiting()
+        if state is None:
+            if self.disk is not None:
+                self.disk.forget(read)
+            return []
+        tokens = read.tokens
+        entry = self.cache.add(tokens, state, len(state)) if self.cache is not None else None
+        if entry is None:  # not kept in RAM (too big, or no host cache): restored from the read
+            entry = CacheEntry(tokens, state, len(state))
+        self.stats.count(slot.prefix_source, -slot.prompt_cached)
+        slot.take_prefix(n, Tier.DISK)
+        self.stats.count(slot.prefix_source, slot.prompt_cached)
+        return [Restore(slot.seq_id, entry), Trim(slot.seq_id, n)]
 
     def _copy(self, src: Slot, dst: Slot, n: int) -> list[KvOp]:
         dst.take_prefix(n, Tier.SLOT)

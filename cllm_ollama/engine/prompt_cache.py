@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +50,12 @@ class CacheStats:
 class PromptCache:
     """LRU of saved sequence states, indexed by block-hash chains of their tokens."""
 
-    def __init__(self, limit_bytes: int, min_tokens: int = MIN_TOKENS) -> None:
+    def __init__(
+        self, limit_bytes: int, min_tokens: int = MIN_TOKENS, on_remove: Callable[[CacheEntry], None] | None = None
+    ) -> None:
+        """``on_remove`` hears of every entry that goes (superseded, evicted, removed), ``clear`` aside."""
         self.limit_bytes = limit_bytes
+        self._on_remove = on_remove
         self.min_tokens = max(min_tokens, BLOCK)
         self.total_bytes = 0
         self._entries: OrderedDict[int, CacheEntry] = OrderedDict()
@@ -129,9 +133,15 @@ class PromptCache:
             self.stats.evicted += 1
         return entry if entry.id in self._entries else None
 
+    def remove(self, entry: CacheEntry) -> None:
+        """Drop ``entry`` (its state turned out unusable)."""
+        self._remove(entry)
+
     def _remove(self, entry: CacheEntry) -> None:
         if self._entries.pop(entry.id, None) is None:
             return
+        if self._on_remove is not None:
+            self._on_remove(entry)
         self.total_bytes -= entry.size
         for key in entry.keys:
             ids = self._index.get(key)

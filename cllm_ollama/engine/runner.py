@@ -19,9 +19,11 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import EngineError
-from .binding import Batch, Context, Model, Sampler
+from .binding import STATE_FORMAT, Batch, Context, Model, Sampler
+from .blocks import BLOCK
+from .disk_cache import DiskCache, identity_digest, weights_id
 from .frontdoor import LoadSpec, Occupancy
-from .prefix import Copy, Restore, Save, Trim
+from .prefix import Copy, Load, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request, TokenLogprob
 from .scheduler import Scheduler, StepPlan
@@ -127,6 +129,7 @@ class Runner:
         # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
         share = not model.is_recurrent
         self.cache = PromptCache(spec.cache_bytes, spec.cache_min_tokens) if spec.cache_bytes > 0 and share else None
+        self.disk = self._disk_cache(model, spec) if share else None
         self.scheduler = Scheduler(
             n_slots=spec.n_slots,
             n_ctx_slot=self.ctx.n_ctx_seq,
@@ -135,6 +138,7 @@ class Runner:
             is_eog=model.is_eog,
             paused=self._paused,
             cache=self.cache,
+            disk=self.disk,
             share=share,
             max_prefill=spec.max_prefill or None,
         )
@@ -143,6 +147,7 @@ class Runner:
         self._adds: list[tuple[Request, Sampler | None, Sink]] = []
         self._reserved = 0  # requests counted as queued before their submit (``reserve``)
         self._aborts: list[int] = []
+        self._loaded: list[tuple[int, bytearray | None]] = []  # disk reads done (request id, state)
         self._sinks: dict[int, Sink] = {}
         self._samplers: dict[int, Sampler] = {}
         self._closing = False
@@ -153,6 +158,28 @@ class Runner:
     @property
     def n_ctx_slot(self) -> int:
         return self.ctx.n_ctx_seq
+
+    @staticmethod
+    def _disk_cache(model: Model, spec: LoadSpec) -> DiskCache | None:
+        """The disk tier for this load: its identity is everything that changes a state's bytes,
+        the slot count among them (llama.cpp writes one KV stream per slot into a state and
+        refuses a state with another count: "n_stream mismatch")."""
+        if spec.cache_dir is None or spec.cache_disk_bytes <= 0:
+            return None
+        identity = identity_digest(
+            weights_id(model.path), spec.kv_cache_type, spec.flash_attention, spec.n_slots, STATE_FORMAT
+        )
+        return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens)
+
+    def _read_done(self, request_id: int) -> Callable[[bytearray | None], None]:
+        """What the disk cache's IO thread calls with a read state: it wakes the engine thread."""
+
+        def done(state: bytearray | None) -> None:
+            with self._cv:
+                self._loaded.append((request_id, state))
+                self._cv.notify()
+
+        return done
 
     def reserve(self) -> None:
         """Count a request as queued before it is submitted (its sampler is still being built)."""
@@ -206,10 +233,11 @@ class Runner:
             self._closing = True
             self._cv.notify()
         self._thread.join()
+        self._save_to_disk()
         self.ctx.close()
         stats = self.scheduler.stats
         log.info(
-            "engine for %s: %s; prompt tokens %d, not computed %d (own slot %d, copied %d, restored %d)",
+            "engine for %s: %s; prompt tokens %d, not computed %d (own slot %d, copied %d, restored %d, loaded %d)",
             self.model.path.name,
             self.times.summary(),
             stats.prompt_tokens,
@@ -217,9 +245,29 @@ class Runner:
             stats.own,
             stats.copied,
             stats.restored,
+            stats.loaded,
         )
         if self.cache is not None:
             self.cache.clear()
+
+    def _save_to_disk(self) -> None:
+        """At unload, what the slots hold goes to disk unless it is there nearly all (the engine
+        thread has stopped: reading the KV here is safe), and the writes finish before the model
+        is freed. The host cache's states went to disk when they were saved."""
+        disk = self.disk
+        if disk is None:
+            return
+        try:
+            for slot in self.scheduler.slots:
+                chain = slot.chain
+                if len(chain) >= disk.index.min_tokens and disk.lookup(chain.tokens, chain.keys)[1] + BLOCK <= len(
+                    chain
+                ):
+                    disk.save(chain.tokens, self.ctx.state_get(slot.seq_id))
+        except Exception:
+            log.exception("could not save prompt states to disk")
+        finally:
+            disk.close()
 
     def _paused(self, request_id: int) -> bool:
         sink = self._sinks.get(request_id)
@@ -260,10 +308,11 @@ class Runner:
         """One pass: drain the inbox, plan, decode, publish. False once the runner is closing."""
         sched = self.scheduler
         with self._cv:
-            while not (self._adds or self._aborts or self._closing or sched.has_work()):
+            while not (self._adds or self._aborts or self._closing or self._loaded or sched.has_work()):
                 self._cv.wait()
             adds, self._adds = self._adds, []
             aborts, self._aborts = self._aborts, []
+            loaded, self._loaded = self._loaded, []
             closing = self._closing
             # Into the scheduler under the lock ``occupancy`` reads with: none is between the two.
             for request, sampler, sink in adds:
@@ -279,14 +328,17 @@ class Runner:
         self._emit(sched.abort(aborts))
         if closing:
             return False
+        for request_id, state in loaded:
+            sched.loaded(request_id, state)
         self._apply_kv(sched.admit())
         plan = sched.plan()
         if len(plan) == 0:
-            # Every running slot's reader is behind: sleep until one catches up. The check
-            # runs under the lock that ``wake`` takes, so a wake-up cannot slip past it.
+            # Every running slot's reader is behind, or its state is being read from disk: sleep
+            # until one catches up or a read is done. The check runs under the lock that ``wake``
+            # and the reads' ``done`` take, so a wake-up cannot slip past it.
             with self._cv:
-                if not (self._adds or self._aborts or self._closing) and all(
-                    self._paused(rid) for rid in sched.running_ids()
+                if not (self._adds or self._aborts or self._closing or self._loaded) and all(
+                    self._paused(rid) or sched.loading(rid) for rid in sched.running_ids()
                 ):
                     self._cv.wait()
             return True
@@ -311,6 +363,8 @@ class Runner:
                         log.warning("could not save the prompt state of sequence %d", seq_id)
                         continue
                     self.cache.add(tokens, state, len(state))
+                    if self.disk is not None:  # written on the disk cache's IO thread
+                        self.disk.save(tokens, state)
                 case Copy(src, dst):
                     if len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
                         if not ctx.state_set(dst, ctx.state_get(src)):
@@ -320,6 +374,9 @@ class Runner:
                 case Restore(seq_id, entry):
                     if not ctx.state_set(seq_id, entry.payload):
                         lost.add(seq_id)
+                case Load(request_id, entry):
+                    assert self.disk is not None
+                    self.disk.load(entry, self._read_done(request_id))
                 case Trim(seq_id, pos):
                     if seq_id in lost or not ctx.seq_rm(seq_id, pos) or not self._window_held(seq_id, pos):
                         lost.add(seq_id)
@@ -361,9 +418,22 @@ class Runner:
         times.steps += 1
         logprobs = self._logprobs(plan, sampled)
         events = self.scheduler.update(plan, sampled)
+        self._checkpoint(plan)
         if logprobs:
             events = [replace(e, logprob=logprobs[e.request_id]) if e.request_id in logprobs else e for e in events]
         return events
+
+    def _checkpoint(self, plan: StepPlan) -> None:
+        """Long prompts finished in this step go to disk now (written on the IO thread)."""
+        if self.disk is None:
+            return
+        for slot, _ in plan.prefills:
+            tokens = self.scheduler.prefix.to_checkpoint(slot)
+            if tokens:
+                try:
+                    self.disk.save(tokens, self.ctx.state_get(slot.seq_id))
+                except EngineError:
+                    log.warning("could not save the prompt state of sequence %d", slot.seq_id)
 
     def _logprobs(self, plan: StepPlan, sampled: Sequence[int]) -> dict[int, TokenLogprob]:
         """Log-softmax of the raw logits, only for the requests that asked for it."""

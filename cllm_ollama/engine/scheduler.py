@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .blocks import BLOCK
+from .disk_cache import DiskCache
 from .frontdoor import Occupancy
 from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
 from .prompt_cache import PromptCache
@@ -85,7 +86,7 @@ class Scheduler:
 
     ``piece`` and ``is_eog`` come from the model's vocabulary; ``paused`` says whether a
     request's reader is too far behind (its slot then skips steps instead of blocking the
-    engine). ``cache`` is the host-RAM prompt cache (None: none). ``share`` allows copying
+    engine). ``cache`` is the host-RAM prompt cache, ``disk`` the disk one (None: none). ``share`` allows copying
     KV between sequences and reusing part of one; recurrent models cannot do either.
     ``max_prefill`` caps prompt tokens per step while other slots generate, so they keep
     a steady pace (None: only ``n_batch`` caps it).
@@ -102,6 +103,7 @@ class Scheduler:
         clock: Callable[[], int] = now_ns,
         *,
         cache: PromptCache | None = None,
+        disk: DiskCache | None = None,
         share: bool = True,
         max_prefill: int | None = None,
     ) -> None:
@@ -109,7 +111,7 @@ class Scheduler:
         assert n_batch >= n_slots, "every generating slot needs room in each batch"
         self.n_batch = n_batch
         self.waiting: deque[Request] = deque()
-        self.prefix = PrefixReuse(self.slots, cache, share)
+        self.prefix = PrefixReuse(self.slots, cache, share, disk)
         self.max_prefill = max_prefill
         self._piece = piece
         self._is_eog = is_eog
@@ -197,6 +199,14 @@ class Scheduler:
             self._place(request, idle, plan, now, sources)
         self._pending = plan
         return plan
+
+    def loaded(self, request_id: int, state: bytearray | None) -> None:
+        """A disk read the runner did for ``request_id`` is done (None: a miss); ``admit`` uses it."""
+        self.prefix.loaded(request_id, state)
+
+    def loading(self, request_id: int) -> bool:
+        """Whether ``request_id`` waits for a disk read (nothing of it to decode until then)."""
+        return self.prefix.loading(request_id)
 
     def lost_prefix(self, seq_id: int) -> None:
         """A KV operation of this step failed for ``seq_id``: its slot computes its prompt anew."""

@@ -38,14 +38,16 @@ class Tier(enum.StrEnum):
     OWN = "own"  # the slot's own sequence
     SLOT = "copied"  # another slot's sequence
     HOST = "restored"  # a state saved in host RAM
+    DISK = "loaded"  # a state read from the disk cache
 
 
 @dataclass(frozen=True)
 class Wait:
     """What a WAITING slot waits for: ``source`` computing the first ``n`` tokens for request
-    ``request_id`` (if that request leaves the slot, the wait ends with what is there)."""
+    ``request_id`` (if that request leaves the slot, the wait ends with what is there), or with
+    no ``source``, a read of that start from the disk cache."""
 
-    source: Slot
+    source: Slot | None
     request_id: int
     n: int
 

@@ -11,7 +11,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import pytest
 import uvicorn
+from click.testing import CliRunner
+from cllm_ollama.cli.bench import bench_command
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -138,3 +141,19 @@ def serving(server: FakeServer) -> Iterator[str]:
         runner.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def invoke_bench(*args: str, code: int = 0) -> Any:
+    """``cllm bench`` with ``args``, in process; fails unless it exits with ``code``."""
+
+    result = CliRunner().invoke(bench_command, list(args))
+    assert result.exit_code == code, result.output + repr(result.exception)
+    return result
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeServer, str]]:
+    """A fake server and its URL (a test module imports this fixture)."""
+    server = FakeServer()
+    with serving(server) as url:
+        yield server, url

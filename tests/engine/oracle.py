@@ -9,11 +9,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import llama_cpp
+import pytest
 
 from cllm_ollama.engine.binding import Model
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.request import Event, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
+from cllm_ollama.testing.ggufs import write_qwen3
 
 N = 16
 GREEDY = SamplingParams(temperature=0)
@@ -24,6 +26,22 @@ SYSTEM = (
 )
 QUESTIONS = ["What is a slot?", "Why batch requests?", "How is the KV cache shared?", "What does prefill cost?"]
 OTHER = "An unrelated conversation, long enough " * 6
+
+
+@pytest.fixture(scope="module")
+def gguf_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The oracle model (a test module imports this fixture with ``cold``)."""
+    # F32 weights of scale 0.5: peaked logits and no quantised activations, so a KV computed in
+    # another batch layout gives the same argmax (Q8_0 flipped a near-tie in 1 of 4 prompts, with
+    # or without sharing). Endless: no end-of-generation token wins, every request runs N tokens.
+    return write_qwen3(tmp_path_factory.mktemp("m") / "oracle.gguf", endless=True)
+
+
+@pytest.fixture(scope="module")
+def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
+    """llama-cpp-python's own context over the oracle model: the cold reference."""
+    with cold_llm(gguf_path) as llm:
+        yield llm
 
 
 @contextmanager
@@ -59,7 +77,10 @@ def next_turn(model: Model, first: tuple[int, ...], answer: list[int]) -> tuple[
     return first + tuple(answer) + tuple(model.tokenize("\nQ: And then?\nA:", add_special=False))
 
 
-def make_runner(path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256) -> Runner:
+def make_runner(
+    path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256, *, disk: Path | None = None, **spec: object
+) -> Runner:
+    """A runner over ``path``; with ``disk``, a disk cache there (16 MiB), and ``spec``'s other settings."""
     # Short test prompts: save states from 32 tokens on (the default waits for 256).
     config = LoadSpec(
         path,
@@ -69,6 +90,9 @@ def make_runner(path: Path, n_slots: int, cache_mib: int = 64, n_ctx: int = 256)
         n_threads=2,
         cache_bytes=cache_mib << 20,
         cache_min_tokens=32,
+        cache_dir=disk,
+        cache_disk_bytes=16 << 20 if disk is not None else 0,
+        **spec,  # type: ignore[arg-type]
     )
     return Runner(Model(path), config)
 

@@ -3,10 +3,10 @@ or computed once for several requests gives exactly the greedy tokens of a cold 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp
+import oracle
 import pytest
 from oracle import (
     GREEDY,
@@ -15,7 +15,6 @@ from oracle import (
     N,
     answer_then_other,
     close,
-    cold_llm,
     cold_tokens,
     drain,
     make_runner,
@@ -27,23 +26,9 @@ from oracle import (
 
 from cllm_ollama.engine import runner as runner_module
 from cllm_ollama.engine.request import Request
-from cllm_ollama.testing.ggufs import write_qwen3
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture(scope="module")
-def gguf_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # F32 weights of scale 0.5: peaked logits and no quantised activations, so a KV computed in
-    # another batch layout gives the same argmax (Q8_0 flipped a near-tie in 1 of 4 prompts, with
-    # or without sharing). Endless: no end-of-generation token wins, every request runs N tokens.
-    return write_qwen3(tmp_path_factory.mktemp("m") / "oracle.gguf", endless=True)
-
-
-@pytest.fixture(scope="module")
-def cold(gguf_path: Path) -> Iterator[llama_cpp.Llama]:
-    with cold_llm(gguf_path) as llm:
-        yield llm
+gguf_path, cold = oracle.gguf_path, oracle.cold  # the oracle model and its cold reference (fixtures)
 
 
 @pytest.mark.parametrize("factor", [0, 10**6], ids=["stream-copy", "state-copy"])

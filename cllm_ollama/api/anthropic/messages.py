@@ -195,6 +195,19 @@ def _think(body: dict[str, Any]) -> object:
     return effort if effort in _EFFORTS else None
 
 
+def _cache_hinted(body: dict[str, Any]) -> bool:
+    """Whether the request marks ``cache_control`` breakpoints (on system, tools or messages):
+    it asks for its prefix to be kept, and is told what was written to the cache and read from it."""
+    blocks = [body.get("system"), body.get("tools")]
+    blocks += [m.get("content") for m in body.get("messages") or () if isinstance(m, dict)]
+    return any(
+        isinstance(b, dict) and b.get("cache_control") is not None
+        for group in blocks
+        if isinstance(group, list)
+        for b in group
+    )
+
+
 def _decode(body: dict[str, Any]) -> Decoded:
     model = string_field(body, "model", _REQUEST)
     max_tokens = int_field(body, "max_tokens", _REQUEST)
@@ -230,7 +243,8 @@ def _decode(body: dict[str, Any]) -> Decoded:
     if stops:
         options["stop"] = stops
     native = {"model": model, "messages": messages, "options": options, "tools": tools, "think": think}
-    return Decoded(native, stream, lambda gen: MessagesEncoder(model, gen))
+    hinted = _cache_hinted(body)
+    return Decoded(native, stream, lambda gen: MessagesEncoder(model, gen, hinted))
 
 
 async def _start(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
@@ -263,10 +277,11 @@ def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
 class MessagesEncoder:
     """A message object, or its stream: one content block per thinking, text and tool call."""
 
-    def __init__(self, model: str, gen: Generation) -> None:
+    def __init__(self, model: str, gen: Generation, cache_hinted: bool = False) -> None:
         self.model = model
         self.gen = gen
         self.id = _id("msg")
+        self.cache_hinted = cache_hinted
 
     def _message(self, content: list[dict[str, Any]], usage: dict[str, int], stop_reason: str | None) -> dict[str, Any]:
         return {
@@ -280,10 +295,21 @@ class MessagesEncoder:
             "usage": usage,
         }
 
-    @staticmethod
-    def _usage(final: Chunk) -> dict[str, int]:
+    def _usage(self, final: Chunk) -> dict[str, int]:
+        """Anthropic's counters, which add up to the prompt: tokens read from the prompt cache
+        (KV reused, from a slot, RAM or disk), written to it (with breakpoints: every computed
+        token, all of which the cache keeps), and the rest. Ollama's two counters alone where
+        nothing was cached or asked to be."""
         u = Usage.of(final.stats)
-        return {"input_tokens": u.prompt, "output_tokens": u.completion}
+        if not (self.cache_hinted or u.cached):
+            return {"input_tokens": u.prompt, "output_tokens": u.completion}
+        created = u.prompt - u.cached if self.cache_hinted else 0
+        return {
+            "input_tokens": u.prompt - u.cached - created,
+            "output_tokens": u.completion,
+            "cache_creation_input_tokens": created,
+            "cache_read_input_tokens": u.cached,
+        }
 
     def whole(self, final: Chunk) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
@@ -311,6 +337,7 @@ class MessagesEncoder:
                 begun = True
                 # The prompt is known by the first chunk (Ollama estimates it from the request's length).
                 prompt = len(self.gen.request.prompt) if self.gen.request is not None else 0
+                # How much of it is cached is known at the end (message_delta's usage).
                 usage = {"input_tokens": prompt, "output_tokens": 0}
                 yield {"type": "message_start", "message": self._message([], usage, None)}
             delta: Delta = chunk.delta

@@ -1,0 +1,264 @@
+"""Saved prompt states on disk, under the host-RAM cache: what lets an agent's long preamble
+outlive an unload, a reload and a restart.
+
+A state's file lives under ``root/<identity>/``, where the identity digests everything that
+changes a state's bytes (the weights, the KV cache type, flash attention, the slot count, the
+llama.cpp state format), so models made ``FROM`` the same weights share files and no other model ever sees
+them. Its name is a stable digest of its tokens (not Python's ``hash``, which is free to change).
+
+A file is: ``MAGIC``, the identity digest, the token count, the payload length, the tokens
+(int64: image cells carry negative keys), the payload, then a BLAKE2b checksum of all of it.
+It is written to a temporary name and renamed, so a reader sees a whole file or none; a file
+that is short, corrupt, foreign or not for these tokens is a miss (and is removed), never a
+wrong answer. Past ``limit_bytes`` (over every identity) the least recently used files go.
+
+Threads: the in-memory index (a ``PromptCache`` whose payloads are paths) belongs to the
+engine thread; one IO thread does every read, write and removal in the order asked, so a
+read queued after a write finds the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import queue
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .prompt_cache import CacheEntry, PromptCache
+
+log = logging.getLogger("cllm.engine")
+
+MAGIC = b"CLLMKV01"
+_HEAD = struct.Struct("<8s32sIQ")  # magic, identity digest, n_tokens, payload bytes
+_SUM = 32  # blake2b digest size
+SUFFIX = ".kv"
+
+
+def identity_digest(*parts: object) -> bytes:
+    """The identity of what produced a state's bytes, as a digest of its parts."""
+    return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=32).digest()
+
+
+def weights_id(path: Path) -> str:
+    """The weights' identity: a store blob is named by its sha256 (shared by every model made
+    ``FROM`` it); any other file by its resolved path, size and modification time."""
+    name = path.name
+    if name.startswith("sha256-") and len(name) == 71:
+        return name
+    st = path.stat()
+    return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _token_bytes(tokens: Sequence[int]) -> bytes:
+    return struct.pack(f"<{len(tokens)}q", *tokens)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One piece of IO work, done on the IO thread in the order queued."""
+
+    kind: str  # "write", "read", "remove"
+    path: Path
+    tokens: tuple[int, ...] = ()
+    payload: Any = None
+    done: Callable[[bytearray | None], None] | None = None
+
+
+class DiskCache:
+    """Prompt states in files, found by token prefix like the host cache; IO on its own thread."""
+
+    def __init__(self, root: Path, identity: bytes, limit_bytes: int, min_tokens: int) -> None:
+        self.root = root
+        self.identity = identity
+        self.limit_bytes = limit_bytes
+        self.dir = root / identity.hex()[:32]
+        # The index: what is on disk for this identity. Its LRU never evicts (the IO thread
+        # keeps the limit over every identity), but a state superseded by a longer one goes.
+        self.index = PromptCache(1 << 62, min_tokens, on_remove=self._removed)
+        self._gone: list[Path] = []  # files the IO thread found missing or bad (engine drops them)
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._usable = True
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._scan()
+        except OSError as exc:
+            log.warning("prompt cache directory %s is unusable (%s): no disk cache", self.dir, exc)
+            self._usable = False
+        self._thread = threading.Thread(target=self._work, name="cllm-disk-cache", daemon=True)
+        self._thread.start()
+
+    # -- the engine thread's side ------------------------------------------------------------
+
+    def lookup(self, prompt: Sequence[int], keys: Sequence[int] | None = None) -> tuple[CacheEntry | None, int]:
+        """The file sharing the longest prefix with ``prompt``, and that length (0: none)."""
+        self._drop_gone()
+        return self.index.lookup(prompt, keys)
+
+    def covers(self, tokens: Sequence[int], keys: Sequence[int] | None = None) -> bool:
+        self._drop_gone()
+        return self.index.covers(tokens, keys)
+
+    def save(self, tokens: Sequence[int], payload: Any) -> None:
+        """Write a state (bytes-like; not changed afterwards) unless the disk holds it already."""
+        tokens = tuple(tokens)
+        size = _HEAD.size + 8 * len(tokens) + len(payload) + _SUM
+        if not self._usable or size > self.limit_bytes or self.covers(tokens):
+            return
+        path = self.dir / (hashlib.blake2b(_token_bytes(tokens), digest_size=16).hexdigest() + SUFFIX)
+        if self.index.add(tokens, path, size) is not None:
+            self._jobs.put(_Job("write", path, tokens, payload))
+
+    def load(self, entry: CacheEntry, done: Callable[[bytearray | None], None]) -> None:
+        """Read ``entry``'s payload on the IO thread; ``done`` gets it there (None: a miss)."""
+        self._jobs.put(_Job("read", entry.payload, entry.tokens, done=done))
+
+    def forget(self, entry: CacheEntry) -> None:
+        """A load of ``entry`` failed: it is no longer offered."""
+        self.index.remove(entry)
+
+    def close(self) -> None:
+        """Finish the IO queued so far (writes included), then stop the IO thread."""
+        self._jobs.put(None)
+        self._thread.join()
+        self.index.clear()
+
+    def _removed(self, entry: CacheEntry) -> None:
+        self._jobs.put(_Job("remove", entry.payload))
+
+    def _drop_gone(self) -> None:
+        while self._gone:
+            path = self._gone.pop()
+            for entry in self.index.entries():
+                if entry.payload == path:
+                    self.index.remove(entry)
+
+    def _scan(self) -> None:
+        """Index the files a previous run left (headers and tokens only; payloads are checked on read)."""
+        for path in sorted(self.dir.glob("*" + SUFFIX), key=lambda p: p.stat().st_mtime_ns):
+            tokens = self._read_head(path)
+            if tokens is None:
+                path.unlink(missing_ok=True)
+            else:
+                self.index.add(tokens, path, path.stat().st_size)
+
+    # -- the IO thread's side ----------------------------------------------------------------
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                match job.kind:
+                    case "write":
+                        self._write(job.path, job.tokens, job.payload)
+                    case "read":
+                        data = self._read(job.path, job.tokens)
+                        if data is None:
+                            self._gone.append(job.path)
+                        assert job.done is not None
+                        job.done(data)
+                    case "remove":
+                        job.path.unlink(missing_ok=True)
+            except Exception:  # the IO thread must not die: a failed job is a miss
+                log.exception("prompt cache IO failed on %s", job.path)
+                if job.kind == "read" and job.done is not None:
+                    job.done(None)
+
+    def _write(self, path: Path, tokens: tuple[int, ...], payload: Any) -> None:
+        view = memoryview(payload).cast("B")
+        tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}")
+        head = _HEAD.pack(MAGIC, self.identity, len(tokens), len(view)) + _token_bytes(tokens)
+        check = hashlib.blake2b(head, digest_size=_SUM)
+        check.update(view)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(head)
+                f.write(view)
+                f.write(check.digest())
+            os.replace(tmp, path)
+        except OSError as exc:  # a full disk, a read-only directory: the request is not failed
+            log.warning("could not write a prompt state to %s: %s", self.dir, exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            self._gone.append(path)
+            return
+        self._keep_limit(path)
+
+    def _read_head(self, path: Path) -> tuple[int, ...] | None:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(_HEAD.size)
+                if len(head) != _HEAD.size:
+                    return None
+                magic, identity, n_tokens, n_payload = _HEAD.unpack(head)
+                if magic != MAGIC or identity != self.identity:
+                    return None
+                raw = f.read(8 * n_tokens)
+                if len(raw) != 8 * n_tokens or path.stat().st_size != _HEAD.size + len(raw) + n_payload + _SUM:
+                    return None
+                return struct.unpack(f"<{n_tokens}q", raw)
+        except OSError:
+            return None
+
+    def _read(self, path: Path, tokens: tuple[int, ...]) -> bytearray | None:
+        """The payload if the file is whole, ours and for ``tokens``; None otherwise (removed)."""
+        try:
+            with open(path, "rb") as f:
+                head = f.read(_HEAD.size)
+                if len(head) != _HEAD.size:
+                    return self._bad(path, "short")
+                magic, identity, n_tokens, n_payload = _HEAD.unpack(head)
+                if magic != MAGIC or identity != self.identity or n_tokens != len(tokens):
+                    return self._bad(path, "foreign")
+                if os.fstat(f.fileno()).st_size != _HEAD.size + 8 * n_tokens + n_payload + _SUM:
+                    return self._bad(path, "short")  # also before a length read from it is allocated
+                raw = f.read(8 * n_tokens)
+                if raw != _token_bytes(tokens):
+                    return self._bad(path, "other tokens")
+                payload = bytearray(n_payload)
+                if f.readinto(payload) != n_payload:
+                    return self._bad(path, "short")
+                check = hashlib.blake2b(head, digest_size=_SUM)
+                check.update(raw)
+                check.update(payload)
+                if f.read(_SUM + 1) != check.digest():
+                    return self._bad(path, "checksum")
+            os.utime(path)  # the LRU order is the files' modification times
+            return payload
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("could not read prompt state %s: %s", path, exc)
+            return None
+
+    def _bad(self, path: Path, why: str) -> bytearray | None:
+        log.warning("prompt state %s is unusable (%s): computing the prompt instead", path.name, why)
+        path.unlink(missing_ok=True)
+        return None
+
+    def _keep_limit(self, just_written: Path) -> None:
+        """Remove the least recently used files (any identity) until the total fits the limit."""
+        files: list[tuple[int, int, Path]] = []
+        for sub in self.root.iterdir():
+            if not sub.is_dir():
+                continue
+            for path in sub.glob("*" + SUFFIX):
+                with contextlib.suppress(OSError):
+                    st = path.stat()
+                    files.append((st.st_mtime_ns, st.st_size, path))
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):
+            if total <= self.limit_bytes:
+                break
+            if path == just_written:
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()
+                total -= size
+                if path.parent == self.dir:
+                    self._gone.append(path)

@@ -1,0 +1,68 @@
+"""/v1/messages reports Anthropic's prompt cache counters over a real model: tokens read from the
+cache (KV reused), written to it where ``cache_control`` breakpoints ask, and the rest."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+
+pytestmark = pytest.mark.model
+
+SYSTEM = " ".join(f"Rule {i}: answer in one short sentence about file {i}." for i in range(20))
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(replace(settings, context_length=1024)), base_url="http://localhost") as c:
+        yield c
+
+
+def body(question: str, *, hinted: bool, stream: bool = False) -> dict[str, Any]:
+    system: list[dict[str, Any]] = [{"type": "text", "text": SYSTEM}]
+    if hinted:
+        system[0]["cache_control"] = {"type": "ephemeral"}
+    return {
+        "model": "tiny",
+        "max_tokens": 4,
+        "temperature": 0,
+        "system": system,
+        "messages": [{"role": "user", "content": question}],
+        "stream": stream,
+    }
+
+
+def total(usage: dict[str, int]) -> int:
+    return usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+
+
+def test_breakpoints_report_what_was_written_and_read(client: TestClient) -> None:
+    cold = client.post("/v1/messages", json=body("Which file?", hinted=True)).json()["usage"]
+    assert cold["cache_read_input_tokens"] == 0 and cold["input_tokens"] == 0
+    assert cold["cache_creation_input_tokens"] > 200
+    warm = client.post("/v1/messages", json=body("Which rule?", hinted=True)).json()["usage"]
+    # The system prompt's KV was reused; only the new question was computed (and kept).
+    assert warm["cache_read_input_tokens"] > 200
+    assert 0 < warm["cache_creation_input_tokens"] < 32 and warm["input_tokens"] == 0
+    # The counters add up to the prompt, as Anthropic's do (the questions differ by a token).
+    assert abs(total(warm) - total(cold)) <= 2
+
+
+def test_without_breakpoints_reused_tokens_are_still_reported_as_read(client: TestClient) -> None:
+    client.post("/v1/messages", json=body("Which file?", hinted=False))
+    response = client.post("/v1/messages", json=body("Which rule?", hinted=False, stream=True))
+    deltas = [
+        json.loads(line.removeprefix("data: "))
+        for line in response.text.splitlines()
+        if line.startswith("data: ") and '"message_delta"' in line
+    ]
+    usage = deltas[-1]["usage"]
+    assert usage["cache_read_input_tokens"] > 200 and usage["cache_creation_input_tokens"] == 0
+    assert 0 < usage["input_tokens"] < 32

@@ -1,0 +1,145 @@
+"""The disk tier's store on its own (no model): files found again by a new process's index, the
+size limit over every identity, least recently used first, and failures that are misses."""
+
+from __future__ import annotations
+
+import errno
+import os
+import queue
+from pathlib import Path
+
+import pytest
+
+from cllm_ollama.engine import disk_cache
+from cllm_ollama.engine.disk_cache import DiskCache, identity_digest, weights_id
+
+ME = identity_digest("weights-a", "f16")
+OTHER = identity_digest("weights-b", "f16")
+PAYLOAD = 1000  # bytes of a fake state
+
+
+def tokens(start: int, n: int = 64) -> tuple[int, ...]:
+    return tuple(range(start, start + n))
+
+
+def read(cache: DiskCache, prompt: tuple[int, ...]) -> bytearray | None:
+    """The state the cache gives for ``prompt`` (through its IO thread), or None."""
+    entry, _n = cache.lookup(prompt)
+    if entry is None:
+        return None
+    got: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+    cache.load(entry, got.put)
+    return got.get(timeout=10)
+
+
+def state(seed: int) -> bytes:
+    return bytes((seed + i) % 256 for i in range(PAYLOAD))
+
+
+def reopen(cache: DiskCache, limit: int = 1 << 20) -> DiskCache:
+    """Stop ``cache`` (its writes finish) and open its directory again, as a restarted server would."""
+    cache.close()
+    return DiskCache(cache.root, cache.identity, limit, 32)
+
+
+def test_states_are_found_again_after_a_restart(tmp_path: Path) -> None:
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    cache.save(tokens(0), state(1))
+    cache = reopen(cache)
+    try:
+        assert cache.lookup((*tokens(0), 7, 8))[1] == 64
+        assert read(cache, (*tokens(0), 7, 8)) == state(1)
+        assert read(cache, tokens(1)) is None  # another prompt: nothing
+    finally:
+        cache.close()
+
+
+def test_another_identity_never_sees_the_files(tmp_path: Path) -> None:
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    cache.save(tokens(0), state(1))
+    cache.close()
+    other = DiskCache(tmp_path, OTHER, 1 << 20, 32)
+    try:
+        assert other.lookup(tokens(0))[0] is None
+        # Even copied into its directory, a file whose header names another identity is ignored.
+        for path in (tmp_path / ME.hex()[:32]).iterdir():
+            os.link(path, other.dir / path.name)
+        other = reopen(other)
+        assert other.lookup(tokens(0))[0] is None
+    finally:
+        other.close()
+
+
+def test_the_size_limit_holds_and_the_least_recently_used_go_first(tmp_path: Path) -> None:
+    file_size = disk_cache._HEAD.size + 8 * 64 + PAYLOAD + disk_cache._SUM
+    limit = 3 * file_size
+    cache = DiskCache(tmp_path, ME, limit, 32)
+    other = DiskCache(tmp_path, OTHER, limit, 32)  # another model sharing the directory and its limit
+    try:
+        for i in range(3):
+            cache.save(tokens(1000 * i), state(i))
+        cache = reopen(cache, limit)  # the writes are done
+        assert read(cache, tokens(0)) == state(0)  # used: now the most recent
+        other.save(tokens(5000), state(5))
+        other = reopen(other, limit)
+        cache = reopen(cache, limit)
+        files = list(tmp_path.glob("*/*" + disk_cache.SUFFIX))
+        assert sum(p.stat().st_size for p in files) <= limit and len(files) == 3
+        assert read(cache, tokens(0)) == state(0)
+        assert read(cache, tokens(1000)) is None  # the least recently used went
+        assert read(cache, tokens(2000)) == state(2)
+        assert read(other, tokens(5000)) == state(5)
+        cache.save(tokens(9000, 4096), bytes(limit))  # larger than the whole limit: never written
+        cache = reopen(cache, limit)
+        assert cache.lookup(tokens(9000, 4096))[0] is None
+    finally:
+        cache.close()
+        other.close()
+
+
+def test_a_longer_state_supersedes_its_prefix(tmp_path: Path) -> None:
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    cache.save(tokens(0), state(1))
+    cache.save(tokens(0, 128), state(2))
+    cache = reopen(cache)
+    try:
+        assert len(list(cache.dir.iterdir())) == 1
+        assert read(cache, tokens(0)) == state(2)
+    finally:
+        cache.close()
+
+
+def test_a_failed_write_is_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(src: object, dst: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    monkeypatch.setattr(disk_cache.os, "replace", full)
+    cache.save(tokens(0), state(1))
+    assert cache.lookup(tokens(0))[0] is not None  # offered while the write is queued
+    got: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+    cache.load(cache.lookup(tokens(0))[0], got.put)  # type: ignore[arg-type]
+    try:
+        assert got.get(timeout=10) is None  # queued after the write that failed: a miss
+        assert cache.lookup(tokens(0))[0] is None  # and no longer offered
+        assert list(cache.dir.iterdir()) == []  # no temporary file left behind
+    finally:
+        cache.close()
+
+
+def test_an_unusable_directory_turns_the_disk_tier_off(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    cache = DiskCache(blocker, ME, 1 << 20, 32)
+    cache.save(tokens(0), state(1))
+    cache.close()
+    assert cache.lookup(tokens(0))[0] is None
+
+
+def test_models_made_from_the_same_weights_share_an_identity(tmp_path: Path) -> None:
+    blob = tmp_path / ("sha256-" + "ab" * 32)
+    blob.write_bytes(b"weights")
+    assert weights_id(blob) == blob.name  # content-addressed: every model FROM it names it alike
+    plain = tmp_path / "model.gguf"
+    plain.write_bytes(b"weights")
+    assert weights_id(plain) != weights_id(blob)
