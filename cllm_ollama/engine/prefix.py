@@ -80,7 +80,8 @@ class Restore(NamedTuple):
 
 
 class Trim(NamedTuple):
-    """Drop sequence ``seq_id``'s KV from position ``pos`` on."""
+    """Drop sequence ``seq_id``'s KV from position ``pos`` on (a position, not a cell count:
+    ``Request.position_after`` of the cells kept)."""
 
     seq_id: int
     pos: int
@@ -145,7 +146,7 @@ class PrefixReuse:
     def own(self, slot: Slot, request: Request) -> int:
         """How much of ``slot``'s own KV ``request`` could keep."""
         prompt = request.prompt
-        n = min(keyed_prefix(slot.cached, slot.chain.keys, prompt, request.prefix_keys), len(prompt) - 1)
+        n = request.whole(min(keyed_prefix(slot.cached, slot.chain.keys, prompt, request.prefix_keys), len(prompt) - 1))
         if not self.share:  # only a sequence's whole KV can be kept: continue it, or start over
             return n if n == len(slot.cached) else 0
         return n
@@ -159,12 +160,12 @@ class PrefixReuse:
             for slot in self.slots:
                 if slot.seq_id in exclude or not slot.chain.tokens or slot.chain.tokens[0] != prompt[0]:
                     continue
-                n = min(keyed_prefix(slot.cached, slot.chain.keys, prompt, keys), limit)
+                n = request.whole(min(keyed_prefix(slot.cached, slot.chain.keys, prompt, keys), limit))
                 if n > best.n:
                     best = Source(n, Tier.SLOT, slot=slot)
         if self.cache is not None:
             entry, n = self.cache.lookup(prompt, keys)
-            n = min(n, limit)
+            n = request.whole(min(n, limit))
             if entry is not None and n > best.n:
                 best = Source(n, Tier.HOST, entry=entry)
         return best
@@ -179,7 +180,7 @@ class PrefixReuse:
         for slot in self.slots:
             other = slot.request
             if slot.state is SlotState.PREFILL and other is not None and other.prompt[:1] == prompt[:1]:
-                n = min(keyed_prefix(other.prompt, other.prefix_keys, prompt, keys), limit)
+                n = request.whole(min(keyed_prefix(other.prompt, other.prefix_keys, prompt, keys), limit))
                 if n > best.n:
                     best = Source(n, Tier.SLOT, slot=slot, pending=True)
         return best
@@ -207,13 +208,14 @@ class PrefixReuse:
         ``exclude``: slots taken by this step's admissions (their KV is about to change).
         """
         prompt = request.prompt
-        kept = verified(dst.cached, prompt, kept)
+        kept = request.whole(verified(dst.cached, prompt, kept))
         source = self.best_now(request, exclude)
         pending = self.best_pending(request)
         if pending.n >= max(kept, source.n) + BLOCK:
             source = pending
         elif source.slot is not None:
-            source = Source(verified(source.slot.cached, prompt, source.n), Tier.SLOT, slot=source.slot)
+            n = request.whole(verified(source.slot.cached, prompt, source.n))
+            source = Source(n, Tier.SLOT, slot=source.slot)
         if source.n < kept + MIN_SHARE:
             source = NOTHING
         return kept, source
@@ -227,13 +229,13 @@ class PrefixReuse:
         if source.slot is not None and not source.pending:
             ops = self._copy(source.slot, dst, source.n)
         elif source.entry is not None:
-            ops = [Restore(dst.seq_id, source.entry), Trim(dst.seq_id, source.n)]
+            ops = [Restore(dst.seq_id, source.entry), Trim(dst.seq_id, request.position_after(source.n))]
             dst.take_prefix(source.n, Tier.HOST)
             assert self.cache is not None
             self.cache.touch(source.entry, source.n)
         else:
             # Always trim: cheap, and a failed decode may have left KV that ``cached`` forgot.
-            ops = [Trim(dst.seq_id, kept)]
+            ops = [Trim(dst.seq_id, request.position_after(kept))]
             if source.slot is not None and source.slot.request is not None:
                 dst.wait_for(Wait(source.slot, source.slot.request.id, source.n))
         self.stats.count(dst.prefix_source, dst.prompt_cached)
@@ -250,12 +252,14 @@ class PrefixReuse:
             if slot.state is not SlotState.WAITING or wait is None or request is None:
                 continue
             src = wait.source
-            have = min(keyed_prefix(src.cached, src.chain.keys, request.prompt, request.prefix_keys), wait.n)
+            have = request.whole(
+                min(keyed_prefix(src.cached, src.chain.keys, request.prompt, request.prefix_keys), wait.n)
+            )
             still_coming = src.request is not None and src.request.id == wait.request_id
             if have < wait.n and still_coming and src.state is SlotState.PREFILL:
                 continue
             slot.stop_waiting()
-            have = verified(src.cached, request.prompt, have)
+            have = request.whole(verified(src.cached, request.prompt, have))
             if have >= slot.n_past + MIN_SHARE:
                 self.stats.count(slot.prefix_source, -slot.prompt_cached)
                 ops += self._copy(src, slot, have)
@@ -273,4 +277,4 @@ class PrefixReuse:
 
     def _copy(self, src: Slot, dst: Slot, n: int) -> list[KvOp]:
         dst.take_prefix(n, Tier.SLOT)
-        return [Copy(src.seq_id, dst.seq_id), Trim(dst.seq_id, n)]
+        return [Copy(src.seq_id, dst.seq_id), Trim(dst.seq_id, dst.pos)]
