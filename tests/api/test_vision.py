@@ -129,13 +129,27 @@ def test_image_requests_batched_answer_as_each_alone(server: str, model: str) ->
 def test_anthropic_image_blocks_are_seen(server: str) -> None:
     client = anthropic.Anthropic(base_url=server, api_key="x")
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(png(32, 32, seed=5))}}
-    message = client.messages.create(
-        model="eyes",
-        max_tokens=8,
-        temperature=0,
-        messages=[{"role": "user", "content": [image, {"type": "text", "text": "What is this?"}]}],
-    )
-    assert message.usage.input_tokens > IMAGE_TOKENS and message.usage.output_tokens > 0
+    text = {"type": "text", "text": "What is this?"}
+    usage = []
+    for content in ([text], [image, text]):
+        message = client.messages.create(model="eyes", max_tokens=8, messages=[{"role": "user", "content": content}])
+        assert message.usage.output_tokens > 0
+        usage.append(message.usage.input_tokens)
+    assert usage[1] >= usage[0] + IMAGE_TOKENS
+
+
+def test_responses_input_image_is_seen(server: str) -> None:
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key="x")
+    image = f"data:image/png;base64,{b64(png(32, 32, seed=6))}"
+    content = [{"type": "input_text", "text": "What is this?"}, {"type": "input_image", "image_url": image}]
+    usage = []
+    for parts in (content[:1], content):
+        response = client.responses.create(
+            model="eyes", input=[{"role": "user", "content": parts}], max_output_tokens=8, temperature=0
+        )  # type: ignore[call-overload]
+        assert response.usage is not None
+        usage.append(response.usage.input_tokens)
+    assert usage[1] >= usage[0] + IMAGE_TOKENS
 
 
 def test_bytes_that_are_no_image_are_refused_on_every_api(server: str) -> None:
@@ -146,7 +160,12 @@ def test_bytes_that_are_no_image_are_refused_on_every_api(server: str) -> None:
     with pytest.raises(openai.BadRequestError) as oai:
         openai.OpenAI(base_url=f"{server}/v1", api_key="x").chat.completions.create(
             model="eyes",
-            messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{junk}"}}]}],  # noqa: E501
+            messages=[
+                {
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{junk}"}}],
+                }
+            ],  # noqa: E501
         )
     assert "Failed to load image" in str(oai.value)
     block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": junk}}

@@ -31,19 +31,22 @@ def _id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
 
 
-def _text(content: object) -> str:
-    """Input content: a string or parts of type input_text/output_text (images are refused)."""
+def _content(content: object) -> tuple[str, list[str]]:
+    """Input content: a string or parts of type input_text/output_text, and input_image (a data URL,
+    checked as a chat message's ``image_url`` is)."""
     if isinstance(content, list):
-        parts = [
-            {"type": "text", "text": p.get("text", "")} if p.get("type") in ("input_text", "output_text") else p
-            for p in content
-            if isinstance(p, dict)
-        ]
-        text, images = content_and_images(parts)
-        if images:
-            raise InvalidRequest("images are not supported")
-        return text
-    return content_and_images(content)[0]
+        parts = [_part(p) for p in content if isinstance(p, dict)]
+        return content_and_images(parts)
+    return content_and_images(content)
+
+
+def _part(part: dict[str, Any]) -> dict[str, Any]:
+    kind = part.get("type")
+    if kind in ("input_text", "output_text"):
+        return {"type": "text", "text": part.get("text", "")}
+    if kind == "input_image":
+        return {"type": "image_url", "image_url": part.get("image_url")}
+    return part
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -64,7 +67,8 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             string_field(item, key, where)
         if kind == "message":
             role = "system" if item.get("role") == "developer" else item.get("role") or "user"
-            messages.append({"role": role, "content": _text(item.get("content"))})
+            text, images = _content(item.get("content"))
+            messages.append({"role": role, "content": text} | ({"images": images} if images else {}))
         elif kind == "function_call":
             call = {"function": {"name": item.get("name") or "", "arguments": tool_arguments(item.get("arguments"))}}
             if messages and messages[-1]["role"] == "assistant" and not messages[-1]["content"]:
