@@ -165,7 +165,7 @@ def test_bytes_that_are_no_image_are_refused_on_every_api(server: str) -> None:
                     "role": "user",
                     "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{junk}"}}],
                 }
-            ],  # noqa: E501
+            ],
         )
     assert "Failed to load image" in str(oai.value)
     block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": junk}}
