@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import tempfile
 import time
@@ -41,7 +42,7 @@ async def stream(model: LoadedModel, prompt: str, n: int) -> list[float]:
     async for event in model.generate(request):
         if event.tokens:
             times.append(time.perf_counter())
-    return [1e3 * (b - a) for a, b in zip(times, times[1:], strict=False)]
+    return [1e3 * (b - a) for a, b in itertools.pairwise(times)]
 
 
 async def see(model: LoadedModel, seed: int) -> float:

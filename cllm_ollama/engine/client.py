@@ -101,7 +101,8 @@ class LoadedModel:
         Raises ``InsufficientMemory`` when the KV cache would not fit.
         """
         self.spec = spec
-        probe(spec.path, n_gpu_layers=spec.n_gpu_layers, embedding_only=spec.embedding_only)
+        projector = spec.projector if not spec.embedding_only else None
+        probe(spec.path, n_gpu_layers=spec.n_gpu_layers, embedding_only=spec.embedding_only, projector=projector)
         self.model = Model(spec.path, n_gpu_layers=spec.n_gpu_layers)
         n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
         # What this load runs with: the spec, resolved against the model and the machine.
