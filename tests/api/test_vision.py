@@ -126,6 +126,34 @@ def test_image_requests_batched_answer_as_each_alone(server: str, model: str) ->
     assert len(set(alone)) > 1  # the pictures make a difference to the answer
 
 
+@pytest.mark.parametrize("model", ["eyes", "eyes-vl"])
+def test_one_image_sent_by_many_at_once_is_computed_once_and_answers_as_alone(server: str, model: str) -> None:
+    """Requests that arrive together with the same picture share its encode and its KV (one computes
+    the prefix, the others wait and copy it): each answer equals the one computed alone."""
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key="x")
+    image = f"data:image/png;base64,{b64(png(32, 32, seed=7))}"
+    long_text = "Please look very carefully at the following picture and describe it. " * 3
+    messages = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": long_text}, {"type": "image_url", "image_url": {"url": image}}],
+        }
+    ]
+
+    def ask(_: int) -> tuple[str, int]:
+        r = client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=8, seed=1)
+        assert r.usage is not None and r.usage.prompt_tokens_details is not None
+        return r.choices[0].message.content or "", r.usage.prompt_tokens_details.cached_tokens or 0
+
+    unload(server, model)
+    alone, _ = ask(0)
+    unload(server, model)
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(ask, range(3)))
+    assert [text for text, _ in together] == [alone] * 3
+    assert sum(cached for _, cached in together) > IMAGE_TOKENS  # computed once, shared
+
+
 def test_anthropic_image_blocks_are_seen(server: str) -> None:
     client = anthropic.Anthropic(base_url=server, api_key="x")
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(png(32, 32, seed=5))}}
