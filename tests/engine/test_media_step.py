@@ -5,12 +5,12 @@ after the encode that reads it."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from polling import until
+from test_media import Image, image
 
 from cllm_ollama.engine.encoder import EncodeFailed, ImageEncoder
 from cllm_ollama.engine.media import cell_keys
@@ -18,17 +18,6 @@ from cllm_ollama.engine.prefix import Trim
 from cllm_ollama.engine.request import Request, SamplingParams
 from cllm_ollama.engine.scheduler import Scheduler
 from cllm_ollama.engine.slot import SlotState
-
-
-@dataclass(frozen=True)
-class Image:
-    id: str
-    n_tokens: int
-    n_pos: int
-
-
-def image(data: bytes, n_tokens: int = 4, n_pos: int | None = None) -> Image:
-    return Image(hashlib.sha256(data).hexdigest(), n_tokens, n_tokens if n_pos is None else n_pos)
 
 
 @dataclass(eq=False)
