@@ -246,14 +246,17 @@ class Runner:
         return self.encoder.want(request.media, image)
 
     def _idle(self, request_id: int) -> bool:
-        """Nothing to do for this request until its reader catches up or its image is encoded
-        (each wakes the loop: ``wake``)."""
+        """Nothing to do for this request until its reader catches up, its image is encoded (each
+        wakes the loop: ``wake``), or the slot whose prefix it waits for gets on (that slot's work)."""
         if self._paused(request_id):
             return True
         slot = next((s for s in self.scheduler.slots if s.request is not None and s.request.id == request_id), None)
-        if slot is None or slot.state is not SlotState.PREFILL or (image := slot.image_due()) is None:
+        if slot is None or slot.state is SlotState.GENERATING:
             return False
-        return self._embeddings(slot.request, image) is None  # type: ignore[arg-type]
+        if slot.state is SlotState.WAITING:
+            return True
+        image = slot.image_due()
+        return image is not None and self._embeddings(slot.request, image) is None  # type: ignore[arg-type]
 
     def _release_media(self, request_id: int) -> None:
         media = self._media.pop(request_id, None)
