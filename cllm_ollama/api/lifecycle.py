@@ -201,7 +201,14 @@ class Generation:
         images = [b64decode_go(self.images[i]) for i in order]
         # The template may write BOS itself (Jinja ones do); the tokenizer adds it otherwise.
         add_special = not (loaded.bos_text and text.startswith(loaded.bos_text))
-        media = await run_in_threadpool(lambda: loaded.tokenize_media(text, images, add_special=add_special))
+        tokenizing = asyncio.ensure_future(
+            run_in_threadpool(lambda: loaded.tokenize_media(text, images, add_special=add_special))
+        )
+        try:
+            media = await asyncio.shield(tokenizing)
+        except asyncio.CancelledError:  # the client left: the thread still ends with a prompt to free
+            tokenizing.add_done_callback(_close_media)
+            raise
         try:
             prompt = cell_keys(media.parts)
             if len(prompt) >= limit:
@@ -218,6 +225,11 @@ class Generation:
             tools=self.tool_specs if self.tools else None,
             prompt=text,
         )
+
+
+def _close_media(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        task.result().close()
 
 
 async def collect(chunks: AsyncGenerator[Chunk, None]) -> Chunk:
