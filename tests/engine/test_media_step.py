@@ -5,17 +5,22 @@ after the encode that reads it."""
 
 from __future__ import annotations
 
+import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
+from fake_binding import FakeBatch, FakeContext, FakeModel
 from polling import until
 from test_media import Image, image
 
 from cllm_ollama.engine.encoder import EncodeFailed, ImageEncoder
+from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.prefix import Trim
-from cllm_ollama.engine.request import Request, SamplingParams
+from cllm_ollama.engine.request import Event, FinishReason, MediaInput, Request, SamplingParams
+from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.engine.scheduler import Scheduler
 from cllm_ollama.engine.slot import SlotState
 
@@ -169,3 +174,56 @@ def test_a_failed_encode_is_an_answer_not_a_dead_thread() -> None:
         assert encoder.want(fine, dog) == f"embd-{dog.id[:6]}"
     finally:
         encoder.close()
+
+
+class Decoding(Prompt):
+    """A prompt whose image decodes are recorded (on the engine thread) instead of run."""
+
+    def __init__(self, parts: list[Any]) -> None:
+        super().__init__(parts)
+        self.gate.set()
+        self.decoded: list[tuple[str, int, int, str]] = []
+
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
+        self.decoded.append((threading.current_thread().name, pos, seq_id, embd))
+        return pos + item.n_pos
+
+
+def test_the_runner_decodes_images_on_its_thread_and_a_failed_one_ends_only_its_request() -> None:
+    class Broken(Decoding):
+        def encode(self, item: Image) -> str:
+            raise RuntimeError("the projector refused")
+
+    runner = Runner(
+        FakeModel(),  # type: ignore[arg-type]
+        LoadSpec(Path("fake.gguf"), n_slots=3, n_ctx_slot=256, n_batch=16, n_threads=1, projector=Path("mm.gguf")),
+        context=FakeContext,  # type: ignore[arg-type]
+        batch=FakeBatch,  # type: ignore[arg-type]
+    )
+    try:
+        cat = image(b"cat", n_tokens=6, n_pos=3)
+        good, broken = Decoding([(3, 4), cat, (5,)]), Broken([(3, 4), image(b"dog"), (5,)])
+        sinks = {}
+        for prompt in (good, broken, None):
+            media = cast(MediaInput, prompt) if prompt is not None else None
+            request = Request(
+                cell_keys(prompt.parts) if prompt else (3, 4, 5), SamplingParams(temperature=0), 3, media=media
+            )
+            sinks[id(prompt)] = sink = Sink(queue.SimpleQueue())
+            runner.submit(request, None, sink)
+        ends = {}
+        for key, sink in sinks.items():
+            events: list[Event] = []
+            while not events or events[-1].finish is None:
+                events.append(sink.queue.get(timeout=10))  # type: ignore[attr-defined]
+            ends[key] = events[-1]
+        assert ends[id(good)].finish is FinishReason.LENGTH and ends[id(None)].finish is FinishReason.LENGTH
+        assert ends[id(broken)].finish is FinishReason.ERROR and ends[id(broken)].error == "the projector refused"
+        assert [(thread.startswith("cllm-engine"), pos, embd) for thread, pos, _, embd in good.decoded] == [
+            (True, 2, f"embd-{cat.id[:6]}")
+        ]
+        assert ends[id(good)].stats is not None and ends[id(good)].stats.prompt_tokens == 9  # image cells count
+        until(lambda: good.closed == 1 and broken.closed == 1)
+        assert runner._media == {}
+    finally:
+        runner.close()
