@@ -27,7 +27,7 @@ from .prefix import Copy, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, MediaInput, Request, TokenLogprob
 from .scheduler import Scheduler, StepPlan
-from .slot import SlotState
+from .slot import Slot, SlotState
 
 log = logging.getLogger("cllm.engine")
 
@@ -258,6 +258,16 @@ class Runner:
         image = slot.image_due()
         return image is not None and self._embeddings(slot.request, image) is None  # type: ignore[arg-type]
 
+    def _encode_ahead(self, slots: list[Slot]) -> None:
+        """Queue the encodes of the images newly admitted prompts still need, so that they run while
+        the text before them is decoded, not after."""
+        for slot in slots:
+            request = slot.request
+            if request is not None and request.media is not None:
+                for start, image in request.images.items():
+                    if start >= slot.n_past:
+                        self._embeddings(request, image)
+
     def _release_media(self, request_id: int) -> None:
         media = self._media.pop(request_id, None)
         if media is None:
@@ -325,7 +335,9 @@ class Runner:
         self._emit(sched.abort(aborts))
         if closing:
             return False
-        self._apply_kv(sched.admit())
+        admitted = sched.admit()
+        self._apply_kv(admitted)
+        self._encode_ahead(admitted.admitted)
         plan = sched.plan()
         if len(plan) == 0 and not plan.images:
             # Every running slot's reader is behind, or its image is being encoded: sleep until

@@ -282,7 +282,8 @@ class Scheduler:
                 break
             if (image := slot.image_due()) is not None:
                 # One image a step, decoded on its own: running streams keep their pace.
-                if not plan.images and (embd := self._embeddings(slot.request, image)) is not None:  # type: ignore[arg-type]
+                embd = self._embeddings(slot.request, image)  # type: ignore[arg-type]
+                if embd is not None and not plan.images:
                     plan.images.append((slot, image, embd))
                     budget -= image.n_tokens
                 continue
