@@ -3,24 +3,30 @@ and restored answers exactly as a cold run, at the right positions (M-RoPE too).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from oracle import GREEDY, OTHER, drain, submit, tokens_of
+from polling import until
 
 from cllm_ollama.engine.binding import MediaPrompt, Model, Projector
+from cllm_ollama.engine.client import LoadedModel
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
-from cllm_ollama.engine.request import Request
+from cllm_ollama.engine.request import Event, FinishReason, Request
 from cllm_ollama.engine.runner import Runner
-from cllm_ollama.testing.ggufs import write_vision
+from cllm_ollama.testing.ggufs import TINY, VisionShape, write_gemma3, write_gemma3_projector, write_vision
 from cllm_ollama.testing.images import png
 
 pytestmark = pytest.mark.model
 
 FIRST = "Look at this picture, carefully, and then answer the questions that follow it: {m}\nQ: What is it?\nA:"
+# A projector whose encode takes a while on a CPU (1024 patches, 64 image tokens): long enough to leave during.
+SLOW_VIT = VisionShape(image_size=448, patch_size=14, n_embd=256, n_head=4, n_ff=1024, merge=4)
 FOLLOW_UP = "\nQ: And its colour?\nA:"
 
 
@@ -91,3 +97,36 @@ def test_an_image_restored_from_the_host_cache_answers_as_a_cold_run(seeing: tup
         cold_runner.close()
     assert warm == cold
     assert min(request.prompt) < 0  # the prompt did hold an image
+
+
+def test_a_request_that_leaves_while_its_image_encodes_frees_its_slot_and_prompt(tmp_path: Path) -> None:
+    """The encode goes on (it cannot be stopped) but the prompt is freed once it ends, the slot at
+    once, and the engine answers the next image request."""
+    text = write_gemma3(tmp_path / "text.gguf")
+    mmproj = write_gemma3_projector(tmp_path / "mmproj.gguf", n_embd_text=TINY.n_embd, shape=SLOW_VIT)
+    loaded = LoadedModel(LoadSpec(text, n_slots=2, n_ctx_slot=256, n_threads=2, projector=mmproj), max_queue=4)
+    runner, marker = loaded.runner, loaded.media_marker
+    assert runner is not None and runner.encoder is not None and marker is not None
+
+    def image_request(seed: int) -> Request:
+        media = loaded.tokenize_media(f"See {marker} now.", [png(448, 448, seed=seed)])
+        return Request(cell_keys(media.parts), GREEDY, num_predict=2, media=media)
+
+    async def leave_mid_encode() -> MediaPrompt:
+        request = image_request(1)
+        task = asyncio.ensure_future(anext(aiter(loaded.generate(request))))
+        await asyncio.to_thread(until, lambda: runner.encoder._running is request.media)  # type: ignore[union-attr]
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return request.media  # type: ignore[return-value]
+
+    async def answer() -> list[Event]:
+        return [event async for event in loaded.generate(image_request(2))]
+
+    try:
+        media = asyncio.run(leave_mid_encode())
+        until(lambda: media._ptr is None and loaded.occupancy().running == 0)
+        events = asyncio.run(answer())
+        assert events[-1].finish is FinishReason.LENGTH and events[-1].stats.prompt_tokens > 64  # type: ignore[union-attr]
+    finally:
+        loaded.close()
