@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator, Sequence
 import numpy as np
 
 from cllm_ollama.engine.frontdoor import EngineClient, LoadSpec, Occupancy
-from cllm_ollama.engine.request import Event, Request
+from cllm_ollama.engine.request import Event, MediaInput, Request
 
 
 class FakeEmbedding:
@@ -53,6 +53,13 @@ class FakeEngine:
 
     def has_room(self) -> bool:
         return True
+
+    @property
+    def media_marker(self) -> str | None:
+        return None  # loaded without a projector
+
+    def tokenize_media(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaInput:
+        raise NotImplementedError("this fake sees nothing")
 
     async def generate(self, request: Request) -> AsyncGenerator[Event, None]:
         raise NotImplementedError("this fake generates nothing")

@@ -68,5 +68,7 @@ def check_images(model: ResolvedModel, images: Sequence[str] | None) -> None:
         return
     if not model.has("vision"):
         raise InvalidRequest(f"{model.full_name} does not support vision")
-    # The engine has no media step yet: dropping the images silently would answer about nothing.
-    raise InvalidRequest(f"{model.full_name}: images are not supported by this server yet (cllm has no vision)")
+    if not model.record.projector_paths:
+        # A vision tower inside the GGUF (Ollama's own converter's layout) that nothing here maps
+        # to a projector yet: dropping the images silently would answer about nothing.
+        raise InvalidRequest(f"{model.full_name}: images are not supported without a separate projector file")

@@ -27,12 +27,14 @@ from ..chatformat.prompt import Renderer
 from ..chatformat.render_queue import render_prompt
 from ..engine.client import fit_prompt
 from ..engine.frontdoor import EngineClient
+from ..engine.media import cell_keys
 from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats
 from ..engine.request import Request as EngineRequest
-from ..errors import CllmError, EngineError, QueueFull, RequestCanceled
+from ..errors import CllmError, ContextOverflow, EngineError, InvalidRequest, QueueFull, RequestCanceled
 from .fields import SharedFields
 from .formats import JSON_GRAMMAR, grammar_for_format
+from .images import b64decode_go, place_markers
 from .options import RequestOptions
 from .resolve import ResolvedModel, load_request, naming_the_model
 from .shapes import logprob_json
@@ -106,6 +108,8 @@ class Generation:
     # Set once everything that can be refused with a status has been checked (the model loaded,
     # the prompt fitted, the grammar compiled): a stream may answer from then on.
     admitted: asyncio.Event = field(default_factory=asyncio.Event)
+    # The prompt's images (base64, valid), in ``[img-N]`` tag order (``images.tag_images``).
+    images: list[str] = field(default_factory=list)
     # Filled in as it runs, for the encoder of the final chunk.
     load_ns: int = 0
     request: EngineRequest | None = None
@@ -157,6 +161,10 @@ class Generation:
         limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
         timeout = self.http.app.state.settings.render_timeout
         key = self.model.full_name
+        if self.images:
+            # Never cut with images (Ollama refuses too): neither turns nor tokens are dropped.
+            rendered = await render_prompt(self.render, loaded, None, timeout=timeout, key=key)
+            return await self._with_images(pool, loaded, rendered.text, limit), self._parser(rendered.text)
         rendered = await render_prompt(self.render, loaded, limit if truncate else None, timeout=timeout, key=key)
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
@@ -170,25 +178,64 @@ class Generation:
                 options.num_keep,
                 len(tokens),
             )
+        return await self._request(pool, tuple(tokens), limit), self._parser(rendered.text)
+
+    async def _request(self, pool: ModelPool, prompt: tuple[int, ...], limit: int, media: Any = None) -> EngineRequest:
+        """The engine request for a fitted prompt, its grammar compiled off the event loop."""
+        options = self.options
         grammar = await run_in_threadpool(grammar_for_format, self.fields.format)
         if grammar is not None and grammar is not JSON_GRAMMAR:
             await pool.grammars.check(grammar)
-        request = EngineRequest(
-            prompt=tuple(tokens),
+        return EngineRequest(
+            prompt=prompt,
             sampling=replace(options.sampling_within(limit), grammar=grammar),
             num_predict=options.num_predict,
             stop=options.stop,
             num_ctx=limit,
             arrival_ns=self.t_start,
             logprobs=self.fields.logprobs,
+            media=media,
         )
-        parser = parser_for(
+
+    async def _with_images(self, pool: ModelPool, loaded: EngineClient, text: str, limit: int) -> EngineRequest:
+        """The rendered prompt's ``[img-N]`` tags swapped for the projector's marker, tokenized with
+        the images by the projector (off the event loop: it decodes them): one key per KV cell."""
+        marker = loaded.media_marker
+        if marker is None:
+            raise InvalidRequest(f"{self.model.full_name} was loaded without a projector: it cannot see images")
+        text, order = place_markers(text, len(self.images), marker)
+        images = [b64decode_go(self.images[i]) for i in order]
+        # The template may write BOS itself (Jinja ones do); the tokenizer adds it otherwise.
+        add_special = not (loaded.bos_text and text.startswith(loaded.bos_text))
+        tokenizing = asyncio.ensure_future(
+            run_in_threadpool(lambda: loaded.tokenize_media(text, images, add_special=add_special))
+        )
+        try:
+            media = await asyncio.shield(tokenizing)
+        except asyncio.CancelledError:  # the client left: the thread still ends with a prompt to free
+            tokenizing.add_done_callback(_close_media)
+            raise
+        try:
+            prompt = cell_keys(media.parts)
+            if len(prompt) >= limit:
+                raise ContextOverflow()
+            return await self._request(pool, prompt, limit, media)
+        except BaseException:
+            media.close()  # the request that would own it was never made
+            raise
+
+    def _parser(self, text: str) -> StreamParser:
+        return parser_for(
             template_in_use(self.model.record.template, self.model.info),
             thinking=self.thinking,
             tools=self.tool_specs if self.tools else None,
-            prompt=rendered.text,
+            prompt=text,
         )
-        return request, parser
+
+
+def _close_media(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        task.result().close()
 
 
 async def collect(chunks: AsyncGenerator[Chunk, None]) -> Chunk:

@@ -70,6 +70,7 @@ def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
         num_thread=options.num_thread,
         num_parallel=options.num_parallel,
         embedding_only=model.info.is_embedding,
+        projector=model.record.projector_paths[0] if model.record.projector_paths else None,
     )
 
 

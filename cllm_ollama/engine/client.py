@@ -11,13 +11,22 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import replace
 
 import anyio.to_thread
 
 from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
-from .binding import KV_QUANT_BLOCK, CacheTypeRefused, Model, Sampler, gpu_free_memory, physical_cores
+from .binding import (
+    KV_QUANT_BLOCK,
+    CacheTypeRefused,
+    MediaPrompt,
+    Model,
+    Projector,
+    Sampler,
+    gpu_free_memory,
+    physical_cores,
+)
 from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
 from .memory import available_memory, check_memory_fit
@@ -92,7 +101,8 @@ class LoadedModel:
         Raises ``InsufficientMemory`` when the KV cache would not fit.
         """
         self.spec = spec
-        probe(spec.path, n_gpu_layers=spec.n_gpu_layers, embedding_only=spec.embedding_only)
+        projector = spec.projector if not spec.embedding_only else None
+        probe(spec.path, n_gpu_layers=spec.n_gpu_layers, embedding_only=spec.embedding_only, projector=projector)
         self.model = Model(spec.path, n_gpu_layers=spec.n_gpu_layers)
         n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
         # What this load runs with: the spec, resolved against the model and the machine.
@@ -111,8 +121,14 @@ class LoadedModel:
         )
         probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
         self.runner: Runner | None = None
+        # Owned beside the model, closed after the runner (whose prompts it tokenized) and before it.
+        self.projector: Projector | None = None
         try:
             self._check_memory(resolved, *probes)
+            if spec.projector is not None and not spec.embedding_only:
+                self.projector = Projector(
+                    self.model, spec.projector, n_threads=resolved.n_threads, use_gpu=spec.n_gpu_layers != 0
+                )
             if not spec.embedding_only:
                 try:
                     self.runner = Runner(self.model, resolved)
@@ -123,6 +139,8 @@ class LoadedModel:
                     self._check_memory(resolved, *probes)
                     self.runner = Runner(self.model, resolved)
         except Exception:
+            if self.projector is not None:
+                self.projector.close()
             self.model.close()
             raise
         self.resolved = resolved
@@ -162,7 +180,9 @@ class LoadedModel:
             kv_bytes_per_token=self.model.kv_bytes_per_token(spec.kv_cache_type),
             n_ctx_slot=spec.n_ctx_slot,
             n_slots=spec.n_slots,
-            host_weights=self.model.size_bytes - (self.size_vram if gpu is not None else 0),
+            host_weights=self.model.size_bytes
+            - (self.size_vram if gpu is not None else 0)
+            + (spec.projector.stat().st_size if spec.projector is not None else 0),
             host_free=host_memory(),
             gpu_share=min(self.model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0,
             gpu_free=gpu,
@@ -209,6 +229,15 @@ class LoadedModel:
     def fim_tokens(self) -> tuple[int, int, int] | None:
         return self.model.fim_tokens()
 
+    @property
+    def media_marker(self) -> str | None:
+        return self.projector.marker if self.projector is not None else None
+
+    def tokenize_media(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
+        if self.projector is None:
+            raise InvalidRequest("this model was loaded without a projector: it cannot see images")
+        return self.projector.tokenize(text, images, add_special=add_special)
+
     def token_piece(self, token: int) -> bytes:
         return self.model.piece(token)
 
@@ -228,7 +257,15 @@ class LoadedModel:
             raise InvalidRequest("this model only computes embeddings")
         if not request.prompt:
             raise InvalidRequest("prompt is empty")
-        if min(request.prompt) < 0 or max(request.prompt) >= self.model.n_vocab:
+        tokens = request.prompt
+        if request.media is not None:
+            if self.projector is None:
+                raise InvalidRequest("this model was loaded without a projector: it cannot see images")
+            if not isinstance(request.media.parts[-1], Sequence):
+                # An image decodes no logits: the first token is sampled after text.
+                raise InvalidRequest("a prompt cannot end with an image")
+            tokens = tuple(t for t in tokens if t >= 0)  # an image's cells are no token ids
+        if tokens and (min(tokens) < 0 or max(tokens) >= self.model.n_vocab):
             raise InvalidRequest("invalid token id in the prompt or context")
         if not self.has_room():
             raise QueueFull()
@@ -243,7 +280,12 @@ class LoadedModel:
         The engine builds the request's sampler from ``request.sampling`` and owns it: it is
         freed when the request ends, however it ends.
         """
-        runner = self._check(request)
+        try:
+            runner = self._check(request)
+        except Exception:
+            if request.media is not None:
+                request.media.close()
+            raise
         queue: asyncio.Queue[Event] = asyncio.Queue()
         sink = Sink(queue, asyncio.get_running_loop())
         self.in_flight += 1
@@ -293,10 +335,14 @@ class LoadedModel:
                 if reserved:  # never submitted (the chain failed, or the caller left first)
                     reserved = False
                     runner.unreserve()
+                if not submitted and request.media is not None:  # never the runner's
+                    request.media.close()
 
     def close(self) -> None:
         """Blocking: stops the engine threads (cancelling what runs) and frees the model."""
         if self.runner is not None:
             self.runner.close()
         self.embedder.close()
+        if self.projector is not None:
+            self.projector.close()
         self.model.close()

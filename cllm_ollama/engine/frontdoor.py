@@ -18,7 +18,7 @@ import numpy as np
 
 from .blocks import BLOCK
 from .prompt_cache import MIN_TOKENS
-from .request import Event, Request
+from .request import Event, MediaInput, Request
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -44,6 +44,8 @@ class LoadSpec:
     n_threads: int = 0
     # Encoder models (BERT-like) embed only: no generation slots, no KV cache for them.
     embedding_only: bool = False
+    # The projector (an ``mmproj`` GGUF) of a model that sees: loaded beside it by libmtmd.
+    projector: Path | None = None
     # Host RAM for saved prompt states, and prompt tokens per step beside generation (0: off).
     cache_bytes: int = 0
     max_prefill: int = 0
@@ -134,6 +136,16 @@ class EngineClient(Protocol):
 
     # -- tokens ------------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_special: bool = True) -> list[int]: ...
+
+    @property
+    def media_marker(self) -> str | None:
+        """The text that stands for one image in a prompt (None: loaded without a projector)."""
+        ...
+
+    def tokenize_media(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaInput:
+        """``text``, with one ``media_marker`` per image in order, tokenized with the images (blocking:
+        it decodes them). The caller owns the result until it goes into a ``Request``."""
+        ...
 
     def token_piece(self, token: int) -> bytes: ...
 

@@ -41,6 +41,8 @@ class LoadRequest:
     # Slots (parallel sequences) for this model: a Modelfile's num_parallel; None: the server's.
     num_parallel: int | None = None
     embedding_only: bool = False
+    # A model that sees: its projector, loaded beside it.
+    projector: Path | None = None
 
 
 class Timer(Protocol):
@@ -123,7 +125,9 @@ class ModelPool:
 
     def _spec_for(self, req: LoadRequest, current: LoadSpec | None) -> LoadSpec:
         """The spec to load: defaults (or what is loaded now) with the request's settings on top."""
-        spec = current or replace(self._defaults, path=req.path, embedding_only=req.embedding_only)
+        spec = current or replace(
+            self._defaults, path=req.path, embedding_only=req.embedding_only, projector=req.projector
+        )
         if req.num_ctx is not None:
             # Never below what is loaded or the default: one client's small num_ctx must not
             # shrink everyone's context (smaller requests get a per-request limit instead).

@@ -92,7 +92,8 @@ class Restore(NamedTuple):
 
 
 class Trim(NamedTuple):
-    """Drop sequence ``seq_id``'s KV from position ``pos`` on."""
+    """Drop sequence ``seq_id``'s KV from position ``pos`` on (a position, not a cell count:
+    ``Request.position_after`` of the cells kept)."""
 
     seq_id: int
     pos: int
@@ -173,7 +174,7 @@ class PrefixReuse:
     def own(self, slot: Slot, request: Request) -> int:
         """How much of ``slot``'s own KV ``request`` could keep."""
         prompt = request.prompt
-        n = min(keyed_prefix(slot.cached, slot.chain.keys, prompt, request.prefix_keys), len(prompt) - 1)
+        n = request.whole(min(keyed_prefix(slot.cached, slot.chain.keys, prompt, request.prefix_keys), len(prompt) - 1))
         if not self.share:  # only a sequence's whole KV can be kept: continue it, or start over
             return n if n == len(slot.cached) else 0
         return n
@@ -187,18 +188,18 @@ class PrefixReuse:
             for slot in self.slots:
                 if slot.seq_id in exclude or not slot.chain.tokens or slot.chain.tokens[0] != prompt[0]:
                     continue
-                n = min(keyed_prefix(slot.cached, slot.chain.keys, prompt, keys), limit)
+                n = request.whole(min(keyed_prefix(slot.cached, slot.chain.keys, prompt, keys), limit))
                 if n > best.n:
                     best = Source(n, Tier.SLOT, slot=slot)
         if self.cache is not None:
             entry, n = self.cache.lookup(prompt, keys)
-            n = min(n, limit)
+            n = request.whole(min(n, limit))
             if entry is not None and n > best.n:
                 best = Source(n, Tier.HOST, entry=entry)
         if self.disk is not None:
             # A read costs milliseconds to seconds: only worth it for clearly more than RAM holds.
             entry, n = self.disk.lookup(prompt, keys)
-            n = min(n, limit)
+            n = request.whole(min(n, limit))
             if entry is not None and n >= best.n + MIN_SHARE:
                 best = Source(n, Tier.DISK, entry=entry)
         return best
@@ -213,7 +214,7 @@ class PrefixReuse:
         for slot in self.slots:
             other = slot.request
             if slot.state is SlotState.PREFILL and other is not None and other.prompt[:1] == prompt[:1]:
-                n = min(keyed_prefix(other.prompt, other.prefix_keys, prompt, keys), limit)
+                n = request.whole(min(keyed_prefix(other.prompt, other.prefix_keys, prompt, keys), limit))
                 if n > best.n:
                     best = Source(n, Tier.SLOT, slot=slot, pending=True)
         return best
@@ -253,13 +254,14 @@ class PrefixReuse:
         ``exclude``: slots taken by this step's admissions (their KV is about to change).
         """
         prompt = request.prompt
-        kept = verified(dst.cached, prompt, kept)
+        kept = request.whole(verified(dst.cached, prompt, kept))
         source = self.best_now(request, exclude)
         pending = self.best_pending(request)
         if pending.n >= max(kept, source.n) + BLOCK:
             source = pending
         elif source.slot is not None:
-            source = Source(verified(source.slot.cached, prompt, source.n), Tier.SLOT, slot=source.slot)
+            n = request.whole(verified(source.slot.cached, prompt, source.n))
+            source = Source(n, Tier.SLOT, slot=source.slot)
         if source.n < kept + MIN_SHARE:
             source = NOTHING
         return kept, source
@@ -273,17 +275,17 @@ class PrefixReuse:
         if source.slot is not None and not source.pending:
             ops = self._copy(source.slot, dst, source.n)
         elif source.entry is not None and source.tier is Tier.DISK:
-            ops = [Trim(dst.seq_id, kept), Load(request.id, source.entry)]
+            ops = [Trim(dst.seq_id, request.position_after(kept)), Load(request.id, source.entry)]
             self._reading[request.id] = source.entry
             dst.wait_for(Wait(None, request.id, source.n))
         elif source.entry is not None:
-            ops = [Restore(dst.seq_id, source.entry), Trim(dst.seq_id, source.n)]
+            ops = [Restore(dst.seq_id, source.entry), Trim(dst.seq_id, request.position_after(source.n))]
             dst.take_prefix(source.n, Tier.HOST)
             assert self.cache is not None
             self.cache.touch(source.entry, source.n)
         else:
             # Always trim: cheap, and a failed decode may have left KV that ``cached`` forgot.
-            ops = [Trim(dst.seq_id, kept)]
+            ops = [Trim(dst.seq_id, request.position_after(kept))]
             if source.slot is not None and source.slot.request is not None:
                 dst.wait_for(Wait(source.slot, source.slot.request.id, source.n))
         self.stats.count(dst.prefix_source, dst.prompt_cached)
@@ -318,12 +320,14 @@ class PrefixReuse:
                 if request.id in loaded:
                     ops += self._restore_loaded(slot, wait.n, self._reading.pop(request.id), loaded.pop(request.id))
                 continue
-            have = min(keyed_prefix(src.cached, src.chain.keys, request.prompt, request.prefix_keys), wait.n)
+            have = request.whole(
+                min(keyed_prefix(src.cached, src.chain.keys, request.prompt, request.prefix_keys), wait.n)
+            )
             still_coming = src.request is not None and src.request.id == wait.request_id
             if have < wait.n and still_coming and src.state is SlotState.PREFILL:
                 continue
             slot.stop_waiting()
-            have = verified(src.cached, request.prompt, have)
+            have = request.whole(verified(src.cached, request.prompt, have))
             if have >= slot.n_past + MIN_SHARE:
                 self.stats.count(slot.prefix_source, -slot.prompt_cached)
                 ops += self._copy(src, slot, have)
@@ -353,8 +357,8 @@ class PrefixReuse:
         self.stats.count(slot.prefix_source, -slot.prompt_cached)
         slot.take_prefix(n, Tier.DISK)
         self.stats.count(slot.prefix_source, slot.prompt_cached)
-        return [Restore(slot.seq_id, entry), Trim(slot.seq_id, n)]
+        return [Restore(slot.seq_id, entry), Trim(slot.seq_id, slot.pos)]
 
     def _copy(self, src: Slot, dst: Slot, n: int) -> list[KvOp]:
         dst.take_prefix(n, Tier.SLOT)
-        return [Copy(src.seq_id, dst.seq_id), Trim(dst.seq_id, n)]
+        return [Copy(src.seq_id, dst.seq_id), Trim(dst.seq_id, dst.pos)]

@@ -27,18 +27,21 @@ from ..errors import EngineError
 # A probe that runs longer than this is stuck, not slow: even a 70B model loads in minutes.
 PROBE_TIMEOUT_S = 1800
 
-_passed: set[tuple[str, int, int, int, bool]] = set()
+_passed: set[tuple[object, ...]] = set()
 _lock = threading.Lock()
 
 
-def probe(path: Path, *, n_gpu_layers: int, embedding_only: bool) -> None:
-    """Raise ``EngineError`` if loading ``path`` (and a first decode) kills a child process."""
+def probe(path: Path, *, n_gpu_layers: int, embedding_only: bool, projector: Path | None = None) -> None:
+    """Raise ``EngineError`` if loading ``path`` (and a first decode), or its ``projector`` beside it
+    (clip.cpp asserts on what it cannot read too), kills a child process."""
     st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns, n_gpu_layers, embedding_only)
+    pst = projector.stat() if projector is not None else None
+    key = (str(path), st.st_size, st.st_mtime_ns, n_gpu_layers, embedding_only, str(projector), pst and pst.st_size)
     with _lock:
         if key in _passed:
             return
     cmd = [sys.executable, "-m", __name__, str(path), str(n_gpu_layers), "1" if embedding_only else "0"]
+    cmd += [str(projector)] if projector is not None else []
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
@@ -65,11 +68,13 @@ def _reason(proc: subprocess.CompletedProcess[str], path: Path) -> str:
     return f"{how}: {said[-400:]}" if said else how
 
 
-def _main(path: str, n_gpu_layers: int, embedding_only: bool) -> None:
+def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str | None = None) -> None:
     # Imported here: the parent never loads llama.cpp for a probe.
-    from .binding import Batch, Context, Model
+    from .binding import Batch, Context, Model, Projector
 
     model = Model(Path(path), n_gpu_layers=n_gpu_layers)
+    if projector is not None:
+        Projector(model, Path(projector), n_threads=1, use_gpu=n_gpu_layers != 0).close()
     ctx = Context(model, n_seq_max=1, n_ctx_seq=64, n_batch=16, n_threads=1, embeddings=embedding_only)
     batch = Batch(ctx.n_batch)
     first = model.bos if model.bos >= 0 else 0
@@ -84,7 +89,7 @@ def _main(path: str, n_gpu_layers: int, embedding_only: bool) -> None:
 
 if __name__ == "__main__":
     try:
-        _main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1")
+        _main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] if len(sys.argv) > 4 else None)
     except Exception as exc:  # a clean failure (not an abort): say it on stderr, exit 1
         print(f"error: {exc}", file=sys.stderr)
         os._exit(1)

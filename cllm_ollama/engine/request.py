@@ -9,10 +9,13 @@ from __future__ import annotations
 import enum
 import itertools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, Protocol
 
 from .blocks import block_keys
+from .media import Media, Part, position_after, whole_prefix
 
 _ids = itertools.count(1)
 
@@ -43,6 +46,23 @@ class SamplingParams:
         return self.temperature <= 0.0 and self.grammar is None
 
 
+class MediaInput(Protocol):
+    """A prompt's text runs and images as tokenized with them (``binding.MediaPrompt`` is one).
+
+    Owned by its request: handed to ``generate`` it belongs to the engine, which closes it once the
+    request ends (never while its image is being encoded), always before the projector.
+    """
+
+    @property
+    def parts(self) -> Sequence[Part]: ...
+
+    def encode(self, item: Any) -> Any: ...
+
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Request:
     """One generation: prompt token ids, how to sample, and when to stop."""
@@ -58,11 +78,38 @@ class Request:
     logprobs: int = -1
     id: int = field(default_factory=next_request_id)
     arrival_ns: int = field(default_factory=time.perf_counter_ns)
+    # With images: ``prompt`` is then ``media.cell_keys(media.parts)``, one key per KV cell.
+    media: MediaInput | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def prefix_keys(self) -> list[int]:
         """The prompt's block-hash chain (``blocks``), computed once: prefix matching's index key."""
         return block_keys(self.prompt)
+
+    @cached_property
+    def images(self) -> dict[int, Media]:
+        """The prompt's images by their first cell (empty for a text prompt)."""
+        out: dict[int, Media] = {}
+        cell = 0
+        for part in self.media.parts if self.media is not None else ():
+            if isinstance(part, Sequence):
+                cell += len(part)
+            else:
+                out[cell] = part
+                cell += part.n_tokens
+        return out
+
+    def whole(self, n_cells: int) -> int:
+        """``n_cells`` cut back to the start of an image it ends inside: KV holds images whole."""
+        return whole_prefix(self.media.parts, n_cells) if self.images else n_cells  # type: ignore[union-attr]
+
+    def position_after(self, n_cells: int) -> int:
+        """The position that follows the first ``n_cells`` cells (a whole prefix)."""
+        return position_after(self.media.parts, n_cells) if self.images else n_cells  # type: ignore[union-attr]
+
+    def next_image(self, cell: int) -> int:
+        """The first cell of the first image at or after ``cell`` (the prompt's length if none)."""
+        return min((start for start in self.images if start >= cell), default=len(self.prompt))
 
 
 class FinishReason(enum.StrEnum):

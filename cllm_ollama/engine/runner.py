@@ -22,11 +22,14 @@ from ..errors import EngineError
 from .binding import STATE_FORMAT, Batch, Context, Model, Sampler
 from .blocks import BLOCK
 from .disk_cache import DiskCache, identity_digest, weights_id
+from .encoder import EncodeFailed, ImageEncoder
 from .frontdoor import LoadSpec, Occupancy
+from .media import Media
 from .prefix import Copy, Load, Restore, Save, Trim
 from .prompt_cache import PromptCache
-from .request import Event, FinishReason, Request, TokenLogprob
+from .request import Event, FinishReason, MediaInput, Request, TokenLogprob
 from .scheduler import Scheduler, StepPlan
+from .slot import Slot, SlotState
 
 log = logging.getLogger("cllm.engine")
 
@@ -141,6 +144,7 @@ class Runner:
             disk=self.disk,
             share=share,
             max_prefill=spec.max_prefill or None,
+            embeddings=self._embeddings,
         )
         self.batch = batch(self.scheduler.n_batch)
         self._cv = threading.Condition()
@@ -150,6 +154,9 @@ class Runner:
         self._loaded: list[tuple[int, bytearray | None]] = []  # disk reads done (request id, state)
         self._sinks: dict[int, Sink] = {}
         self._samplers: dict[int, Sampler] = {}
+        # Prompts with images, by request id: released to the encoder when their request ends.
+        self._media: dict[int, MediaInput] = {}
+        self.encoder = ImageEncoder(self.wake, f"cllm-media-{model.path.name}") if spec.projector else None
         self._closing = False
         self.times = StepTimes()
         self._thread = threading.Thread(target=self._loop, name=f"cllm-engine-{model.path.name}", daemon=True)
@@ -166,8 +173,10 @@ class Runner:
         refuses a state with another count: "n_stream mismatch")."""
         if spec.cache_dir is None or spec.cache_disk_bytes <= 0:
             return None
+        # Image cells are the projector's output: another projector over the same weights differs.
+        projector = weights_id(spec.projector) if spec.projector else ""
         identity = identity_digest(
-            weights_id(model.path), spec.kv_cache_type, spec.flash_attention, spec.n_slots, STATE_FORMAT
+            weights_id(model.path), spec.kv_cache_type, spec.flash_attention, spec.n_slots, STATE_FORMAT, projector
         )
         return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens)
 
@@ -192,7 +201,9 @@ class Runner:
             self._reserved -= 1
 
     def submit(self, request: Request, sampler: Sampler | None, sink: Sink, *, reserved: bool = False) -> None:
-        """Queue ``request``; with ``reserved`` it takes the place ``reserve`` held for it."""
+        """Queue ``request``; with ``reserved`` it takes the place ``reserve`` held for it.
+
+        Once queued, its ``media`` is the runner's to close; a refused one stays the caller's."""
         request.prefix_keys  # noqa: B018 (hashed here, on the caller's thread, not on the engine's)
         with self._cv:
             if reserved:
@@ -234,6 +245,11 @@ class Runner:
             self._cv.notify()
         self._thread.join()
         self._save_to_disk()
+        if self.encoder is not None:
+            self.encoder.close()
+        for media in self._media.values():  # requests the loop never saw end (it died)
+            media.close()
+        self._media.clear()
         self.ctx.close()
         stats = self.scheduler.stats
         log.info(
@@ -273,6 +289,44 @@ class Runner:
         sink = self._sinks.get(request_id)
         return sink is not None and sink.behind
 
+    def _embeddings(self, request: Request, image: Media) -> object | None:
+        """The scheduler's question: is ``image`` encoded? Asking queues it on the media thread."""
+        if self.encoder is None or request.media is None:
+            return EncodeFailed("this model was loaded without its projector")
+        return self.encoder.want(request.media, image)
+
+    def _idle(self, request_id: int) -> bool:
+        """Nothing to do for this request until its reader catches up, its image is encoded (each
+        wakes the loop: ``wake``), or the slot whose prefix it waits for gets on (that slot's work)."""
+        if self._paused(request_id):
+            return True
+        slot = next((s for s in self.scheduler.slots if s.request is not None and s.request.id == request_id), None)
+        if slot is None or slot.state is SlotState.GENERATING:
+            return False
+        if slot.state is SlotState.WAITING:
+            return True
+        image = slot.image_due()
+        return image is not None and self._embeddings(slot.request, image) is None  # type: ignore[arg-type]
+
+    def _encode_ahead(self, slots: list[Slot]) -> None:
+        """Queue the encodes of the images newly admitted prompts still need, so that they run while
+        the text before them is decoded, not after."""
+        for slot in slots:
+            request = slot.request
+            if request is not None and request.media is not None:
+                for start, image in request.images.items():
+                    if start >= slot.n_past:
+                        self._embeddings(request, image)
+
+    def _release_media(self, request_id: int) -> None:
+        media = self._media.pop(request_id, None)
+        if media is None:
+            return
+        if self.encoder is not None:
+            self.encoder.release(media)
+        else:
+            media.close()
+
     def _loop(self) -> None:
         while True:
             try:
@@ -300,6 +354,8 @@ class Runner:
             self._sinks[request.id] = sink
             if sampler is not None:
                 self._samplers[request.id] = sampler
+            if request.media is not None:
+                self._media[request.id] = request.media
         events = [Event(rid, "", (), FinishReason.ERROR, None, message) for rid in self._sinks]
         with contextlib.suppress(Exception):
             self._emit(events)
@@ -319,6 +375,8 @@ class Runner:
                 self._sinks[request.id] = sink
                 if sampler is not None:
                     self._samplers[request.id] = sampler
+                if request.media is not None:
+                    self._media[request.id] = request.media
                 sched.add(request)
         t_busy = time.perf_counter_ns()
         if closing:
@@ -330,15 +388,18 @@ class Runner:
             return False
         for request_id, state in loaded:
             sched.loaded(request_id, state)
-        self._apply_kv(sched.admit())
+        admitted = sched.admit()
+        self._apply_kv(admitted)
+        self._encode_ahead(admitted.admitted)
         plan = sched.plan()
-        if len(plan) == 0:
-            # Every running slot's reader is behind, or its state is being read from disk: sleep
-            # until one catches up or a read is done. The check runs under the lock that ``wake``
-            # and the reads' ``done`` take, so a wake-up cannot slip past it.
+        if len(plan) == 0 and not plan.images:
+            # Every running slot's reader is behind, its state is being read from disk or its image
+            # is being encoded: sleep until one catches up, a read is done or the encode ends. The
+            # check runs under the lock that ``wake`` and the reads' ``done`` take, so a wake-up
+            # cannot slip past it.
             with self._cv:
                 if not (self._adds or self._aborts or self._closing or self._loaded) and all(
-                    self._paused(rid) or sched.loading(rid) for rid in sched.running_ids()
+                    self._idle(rid) or sched.loading(rid) for rid in sched.running_ids()
                 ):
                     self._cv.wait()
             return True
@@ -399,6 +460,24 @@ class Runner:
         low = self.ctx.seq_pos_min(seq_id)
         return 0 <= low <= max(0, pos - n_swa)  # llama-server's rule
 
+    def _decode_images(self, plan: StepPlan) -> list[Event]:
+        """The media step: each image's embeddings into its slot's sequence, one decode each,
+        before the batch (an embedding batch carries no tokens; Gemma 3's non-causal attention
+        switches the whole context). One that fails ends only its own request."""
+        failed: list[Event] = []
+        for slot, image, embd in list(plan.images):
+            request = slot.request
+            assert request is not None and request.media is not None
+            try:
+                if isinstance(embd, EncodeFailed):
+                    raise EngineError(embd.message)
+                request.media.decode(self.ctx, image, embd, slot.pos, slot.seq_id)
+            except EngineError as exc:
+                plan.images.remove((slot, image, embd))
+                self.ctx.seq_clear(slot.seq_id)
+                failed.append(self.scheduler.fail(slot, str(exc)))
+        return failed
+
     def _step(self, plan: StepPlan) -> list[Event]:
         for slot in plan.admitted:
             sampler = self._samplers.get(slot.request.id)  # type: ignore[union-attr]
@@ -406,7 +485,12 @@ class Runner:
                 request = slot.request
                 assert request is not None
                 window = request.sampling.repeat_last_n
-                sampler.prime(request.prompt[-window:] if window > 0 else request.prompt)
+                prompt = request.prompt[-window:] if window > 0 else request.prompt
+                # An image's cells are no tokens: they take no part in penalties.
+                sampler.prime([t for t in prompt if t >= 0] if request.media is not None else prompt)
+        failed = self._decode_images(plan) if plan.images else []
+        if len(plan) == 0:
+            return failed + self.scheduler.update(plan, ())
         self.batch.fill(plan.tokens, plan.positions, plan.seq_ids, [row for _, row in plan.outputs])
         t0 = time.perf_counter_ns()
         self.ctx.decode(self.batch)
@@ -417,7 +501,7 @@ class Runner:
         times.decode_ns += t1 - t0
         times.steps += 1
         logprobs = self._logprobs(plan, sampled)
-        events = self.scheduler.update(plan, sampled)
+        events = failed + self.scheduler.update(plan, sampled)
         self._checkpoint(plan)
         if logprobs:
             events = [replace(e, logprob=logprobs[e.request_id]) if e.request_id in logprobs else e for e in events]
@@ -485,6 +569,7 @@ class Runner:
                 sampler = self._samplers.pop(event.request_id, None)
                 if sampler is not None:
                     sampler.close()
+                self._release_media(event.request_id)
             else:
                 sink = self._sinks.get(event.request_id)
             if sink is not None:

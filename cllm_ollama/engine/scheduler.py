@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from .blocks import BLOCK
 from .disk_cache import DiskCache
 from .frontdoor import Occupancy
+from .media import Media
 from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
@@ -50,6 +51,8 @@ class StepPlan:
     ops: list[KvOp] = field(default_factory=list)
     # Slots that took a new request in this step (the runner sets up their samplers).
     admitted: list[Slot] = field(default_factory=list)
+    # (slot, image, its embeddings): an image to decode into the slot, alone, before the batch.
+    images: list[tuple[Slot, Media, object]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -72,7 +75,7 @@ class StepPlan:
         return [op for op in self.ops if isinstance(op, Trim)]
 
     def add(self, slot: Slot, tokens: Sequence[int], output: bool) -> None:
-        start = slot.n_past
+        start = slot.pos
         n = len(tokens)
         self.tokens.extend(tokens)
         self.positions.extend(range(start, start + n))
@@ -89,7 +92,8 @@ class Scheduler:
     engine). ``cache`` is the host-RAM prompt cache, ``disk`` the disk one (None: none). ``share`` allows copying
     KV between sequences and reusing part of one; recurrent models cannot do either.
     ``max_prefill`` caps prompt tokens per step while other slots generate, so they keep
-    a steady pace (None: only ``n_batch`` caps it).
+    a steady pace (None: only ``n_batch`` caps it). ``embeddings`` gives an image's encoded
+    embeddings, or None while they are being encoded (the slot then waits at that image).
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class Scheduler:
         disk: DiskCache | None = None,
         share: bool = True,
         max_prefill: int | None = None,
+        embeddings: Callable[[Request, Media], object | None] = lambda request, image: None,
     ) -> None:
         self.slots = [Slot(i, n_ctx_slot) for i in range(n_slots)]
         assert n_batch >= n_slots, "every generating slot needs room in each batch"
@@ -116,6 +121,7 @@ class Scheduler:
         self._piece = piece
         self._is_eog = is_eog
         self._paused = paused
+        self._embeddings = embeddings
         self._clock = clock
         self._by_request: dict[int, Slot] = {}
         self._enqueued: dict[int, int] = {}  # request id -> when it joined ``waiting``
@@ -182,6 +188,14 @@ class Scheduler:
         for slot in self.slots:
             slot.forget()
         return events
+
+    def fail(self, slot: Slot, message: str) -> Event:
+        """End ``slot``'s request with an error (its image could not be encoded or decoded); the
+        caller clears the sequence, whose KV is then unknown."""
+        assert slot.request is not None
+        del self._by_request[slot.request.id]
+        slot.forget()
+        return slot.fail(message, self._clock())
 
     # -- phase 1: admission and the KV operations it takes ------------------------------
 
@@ -276,6 +290,13 @@ class Scheduler:
         for slot in prefilling:
             if budget <= 0:
                 break
+            if (image := slot.image_due()) is not None:
+                # One image a step, decoded on its own: running streams keep their pace.
+                embd = self._embeddings(slot.request, image)  # type: ignore[arg-type]
+                if embd is not None and not plan.images:
+                    plan.images.append((slot, image, embd))
+                    budget -= image.n_tokens
+                continue
             chunks[slot.seq_id] = slot.prompt_chunk(budget)
             budget -= len(chunks[slot.seq_id])
         # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of
@@ -300,6 +321,8 @@ class Scheduler:
         now = self._clock()
         for slot, n in plan.prefills:
             slot.advance_prompt(n)
+        for slot, image, _ in plan.images:
+            slot.advance_image(image)
         events: list[Event] = []
         for (slot, _row), token in zip(plan.outputs, sampled, strict=True):
             request = slot.request

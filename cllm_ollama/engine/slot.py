@@ -7,6 +7,9 @@
       |                        another slot: llama.cpp's WAIT_OTHER)      |
       +------------------- finish / abort (from any state) --------------+
 
+A slot counts KV cells (``n_past``) and positions (``pos``) apart: an image takes ``n_tokens``
+cells but, for M-RoPE models, fewer positions; ``shift`` is the difference so far.
+
 A finished slot keeps ``cached`` (the tokens whose KV is still in the sequence, with their
 block keys in ``chain``), so the next request that shares a prefix with it skips that much
 prefill.
@@ -20,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from .blocks import TokenChain
+from .media import Media
 from .request import Event, FinishReason, Request, Stats
 
 
@@ -96,6 +100,8 @@ class Slot:
         self.chain = TokenChain()
         self.request: Request | None = None
         self.n_past = 0
+        # Cells minus positions so far (images of M-RoPE models take fewer positions than cells).
+        self.shift = 0
         self.limit = n_ctx
         self.last_token = -1
         self.n_generated = 0
@@ -113,6 +119,11 @@ class Slot:
     @property
     def busy(self) -> bool:
         return self.state is not SlotState.IDLE
+
+    @property
+    def pos(self) -> int:
+        """The position of the next cell decoded into this sequence."""
+        return self.n_past - self.shift
 
     @property
     def cached(self) -> list[int]:
@@ -143,6 +154,7 @@ class Slot:
         self.limit = min(self.n_ctx, request.num_ctx or self.n_ctx)
         self.chain.truncate(n_reuse)
         self.n_past = n_reuse
+        self.shift = n_reuse - request.position_after(n_reuse)
         self._prompt_cached = n_reuse
         self.n_generated = 0
         self.last_token = -1
@@ -158,6 +170,7 @@ class Slot:
         assert self.request is not None and self.state is SlotState.PREFILL and n < len(self.request.prompt)
         self.chain = TokenChain(self.request.prompt[:n], self.request.prefix_keys)
         self.n_past = n
+        self.shift = n - self.request.position_after(n)
         self._prompt_cached = n
         self.prefix_source = source
 
@@ -168,11 +181,25 @@ class Slot:
         self.wait = None
         self.chain.clear()
         self.n_past = 0
+        self.shift = 0
         self._prompt_cached = 0
 
     def prompt_chunk(self, budget: int) -> list[int]:
+        """The next prompt tokens to decode, up to the next image (decoded apart: ``image_due``)."""
         assert self.request is not None
-        return list(self.request.prompt[self.n_past : self.n_past + budget])
+        end = min(self.n_past + budget, self.request.next_image(self.n_past))
+        return list(self.request.prompt[self.n_past : end])
+
+    def image_due(self) -> Media | None:
+        """The image that starts where the prompt stands, if one does."""
+        return self.request.images.get(self.n_past) if self.request is not None else None
+
+    def advance_image(self, image: Media) -> None:
+        """Record that ``image`` (the one due) was decoded: its cells, and its positions."""
+        assert self.request is not None and self.state is SlotState.PREFILL and self.image_due() is image
+        self.chain.extend(self.request.prompt[self.n_past : self.n_past + image.n_tokens])
+        self.n_past += image.n_tokens
+        self.shift += image.n_tokens - image.n_pos
 
     def advance_prompt(self, n: int) -> None:
         """Record that ``n`` more prompt tokens were decoded."""

@@ -25,7 +25,9 @@ class SlowModel(FakeEngine):
 
 
 def test_a_lease_cancelled_during_the_load_gives_the_model_back_once_loaded() -> None:
-    record = SimpleNamespace(model_path=Path("/m.gguf"), short_name="m:latest", digest="d", adapter_paths=())
+    record = SimpleNamespace(
+        model_path=Path("/m.gguf"), short_name="m:latest", digest="d", adapter_paths=(), projector_paths=()
+    )
     model: Any = SimpleNamespace(record=record, info=SimpleNamespace(is_embedding=False), full_name="m")
 
     async def run() -> None:

@@ -16,7 +16,7 @@ from cllm_ollama.errors import EngineError
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.store.store import ModelStore
-from cllm_ollama.testing.ggufs import write_qwen3
+from cllm_ollama.testing.ggufs import write_qwen3, write_vision
 
 BROKEN: dict[str, dict[str, int | float]] = {
     "no-layers": {"qwen3.block_count": 0},
@@ -95,3 +95,13 @@ def test_uploads_of_broken_models_are_refused_and_the_server_lives(
             "/api/generate", json={"model": "good", "prompt": "hi", "stream": False, "options": {"num_predict": 2}}
         )
         assert r.status_code == 200 and r.json()["eval_count"] == 2
+
+
+@pytest.mark.model
+def test_a_projector_that_libmtmd_cannot_load_is_refused_by_the_probe(tmp_path: Path) -> None:
+    text, mmproj = write_vision(tmp_path / "vision")
+    probe_module.probe(text, n_gpu_layers=0, embedding_only=False, projector=mmproj)
+    bad = tmp_path / "bad-mmproj.gguf"
+    bad.write_bytes(mmproj.read_bytes()[: mmproj.stat().st_size // 2])  # cut short
+    with pytest.raises(EngineError, match="cannot load this model"):
+        probe_module.probe(text, n_gpu_layers=0, embedding_only=False, projector=bad)

@@ -15,6 +15,7 @@ from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Encoder, Endpoint
 from ..errors import OLLAMA
 from ..fields import SharedFields, check_images, thinking_for
+from ..images import tag_images
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
@@ -101,11 +102,21 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
     if strips_think_history(model.info.architecture, model.record.name.model):
         messages = strip_think_tags(messages)
     level = body.get("think") if isinstance(body.get("think"), str) else None
+    messages, images = tag_images(messages)
     render = chat_prompt(
         model, messages, thinking=thinking, tools=tools, think_set=body.get("think") is not None, think_level=level
     )
     return Generation(
-        request, model, options, shared, render, thinking=thinking, tools=bool(tools), t_start=t_start, tool_specs=tools
+        request,
+        model,
+        options,
+        shared,
+        render,
+        thinking=thinking,
+        tools=bool(tools),
+        t_start=t_start,
+        tool_specs=tools,
+        images=images,
     )
 
 

@@ -16,6 +16,7 @@ from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Endpoint
 from ..errors import OLLAMA
 from ..fields import SharedFields, check_images, thinking_for
+from ..images import tag_images
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
@@ -53,7 +54,12 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     if not context:
         messages += model.record.messages
-    messages.append({"role": "user", "content": prompt})
+    messages.append(
+        {"role": "user", "content": prompt, "images": images} if images else {"role": "user", "content": prompt}
+    )
+    messages, tagged = tag_images(messages, clear=True)
+    if images and (suffix or context):
+        raise InvalidRequest("images cannot be combined with suffix or context")
     think_set = body.get("think") is not None
     templated = chat_prompt(model, messages, thinking=thinking, go_template=template or None, think_set=think_set)
 
@@ -65,7 +71,10 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         rendered = templated(loaded, limit, budget)
         return Rendered(list(context) + rendered.tokens, rendered.text)
 
-    return Generation(request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start)
+    # A raw prompt places its images where its own [img-N] tags stand (else first).
+    return Generation(
+        request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start, images=tagged
+    )
 
 
 def _context(body: dict[str, Any]) -> list[int]:
@@ -98,7 +107,8 @@ def _encode(name: object, raw: bool, gen: Generation, chunk: Chunk) -> dict[str,
         obj["done_reason"] = chunk.done_reason
         if not raw:
             assert gen.request is not None
-            obj["context"] = [*gen.request.prompt, *gen.generated]
+            # An image's cells are no token ids: a context sent back carries the text only.
+            obj["context"] = [t for t in gen.request.prompt if t >= 0] + gen.generated
         obj |= metrics(gen.t_start, gen.load_ns, chunk.stats)
     return obj
 

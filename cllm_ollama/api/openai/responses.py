@@ -40,19 +40,22 @@ def _id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
 
 
-def _text(content: object) -> str:
-    """Input content: a string or parts of type input_text/output_text (images are refused)."""
+def _content(content: object) -> tuple[str, list[str]]:
+    """Input content: a string or parts of type input_text/output_text, and input_image (a data URL,
+    checked as a chat message's ``image_url`` is)."""
     if isinstance(content, list):
-        parts = [
-            {"type": "text", "text": p.get("text", "")} if p.get("type") in ("input_text", "output_text") else p
-            for p in content
-            if isinstance(p, dict)
-        ]
-        text, images = content_and_images(parts)
-        if images:
-            raise InvalidRequest("images are not supported")
-        return text
-    return content_and_images(content)[0]
+        parts = [_part(p) for p in content if isinstance(p, dict)]
+        return content_and_images(parts)
+    return content_and_images(content)
+
+
+def _part(part: dict[str, Any]) -> dict[str, Any]:
+    kind = part.get("type")
+    if kind in ("input_text", "output_text"):
+        return {"type": "text", "text": part.get("text", "")}
+    if kind == "input_image":
+        return {"type": "image_url", "image_url": part.get("image_url")}
+    return part
 
 
 @dataclass
@@ -76,7 +79,8 @@ class _Conversation:
         """A message; an assistant's that stands between a call and its output (``answers``
         names that output's call) joins the call's turn, so the output follows its call."""
         role = "system" if item.get("role") == "developer" else item.get("role") or "user"
-        message = {"role": role, "content": _text(item.get("content"))}
+        text, images = _content(item.get("content"))
+        message = {"role": role, "content": text} | ({"images": images} if images else {})
         last = self.messages[-1] if self.messages else None
         calls = last.get("tool_calls", []) if last is not None and last["role"] == "assistant" else []
         if role == "assistant" and answers is not None and any(call.get("id") == answers for call in calls):
@@ -101,7 +105,11 @@ class _Conversation:
     def function_call_output(self, item: dict[str, Any]) -> None:
         output = item.get("output")
         content = (
-            output if isinstance(output, str) else _text(output) if isinstance(output, list) else dumps(output).decode()
+            output
+            if isinstance(output, str)
+            else _content(output)[0]
+            if isinstance(output, list)
+            else dumps(output).decode()
         )
         self.messages.append({"role": "tool", "content": content, "tool_call_id": item.get("call_id") or ""})
 

@@ -1,0 +1,229 @@
+"""The media step with no model: the scheduler plans an image's decode apart from the token batch,
+only once it is encoded; slots count cells and positions apart (M-RoPE); prefix reuse keeps images
+whole and trims at positions; the encoder encodes off the calling thread and closes a prompt only
+after the encode that reads it."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from fake_binding import FakeBatch, FakeContext, FakeModel
+from polling import until
+from test_media import Image, image
+
+from cllm_ollama.engine.encoder import EncodeFailed, ImageEncoder
+from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.media import cell_keys
+from cllm_ollama.engine.prefix import Trim
+from cllm_ollama.engine.request import Event, FinishReason, MediaInput, Request, SamplingParams
+from cllm_ollama.engine.runner import Runner, Sink
+from cllm_ollama.engine.scheduler import Scheduler
+from cllm_ollama.engine.slot import SlotState
+
+
+@dataclass(eq=False)
+class Prompt:
+    """A stand-in ``MediaInput``: its parts, an encode that can be held, and whether it was closed."""
+
+    parts: list[Any]
+    gate: threading.Event = field(default_factory=threading.Event)
+    started: threading.Event = field(default_factory=threading.Event)
+    encoded: list[str] = field(default_factory=list)
+    closed: int = 0
+
+    def encode(self, item: Image) -> str:
+        self.started.set()
+        self.gate.wait(10)
+        self.encoded.append(item.id)
+        return f"embd-{item.id[:6]}"
+
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
+        raise AssertionError("the scheduler never decodes")
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def media_request(parts: list[Any], **kw: Any) -> Request:
+    prompt = Prompt(parts)
+    return Request(cell_keys(parts), SamplingParams(temperature=0), media=prompt, **kw)
+
+
+def make(ready: dict[str, object], n_slots: int = 2) -> Scheduler:
+    clock = iter(range(0, 10**9, 1000))
+    return Scheduler(
+        n_slots,
+        128,
+        32,
+        lambda t: b"x",
+        lambda t: False,
+        clock=lambda: next(clock),
+        embeddings=lambda request, item: ready.get(item.id),
+    )
+
+
+def test_an_image_is_decoded_alone_once_encoded_and_mrope_positions_trail_the_cells() -> None:
+    cat = image(b"cat", n_tokens=6, n_pos=3)  # M-RoPE: 6 cells, 3 positions
+    ready: dict[str, object] = {}
+    s = make(ready)
+    s.add(media_request([(1, 2), cat, (3, 4)], num_predict=3))
+    plan = s.schedule()
+    assert plan.tokens == [1, 2] and plan.positions == [0, 1] and not plan.images  # text up to the image
+    s.update(plan, [])
+    plan = s.schedule()  # not encoded yet: the slot waits at its image, nothing else to do
+    assert len(plan) == 0 and not plan.images
+    ready[cat.id] = "embd"
+    plan = s.schedule()
+    assert [(slot.seq_id, item, embd) for slot, item, embd in plan.images] == [(0, cat, "embd")]
+    assert len(plan) == 0  # the image's decode is a step of its own
+    s.update(plan, [])
+    slot = s.slots[0]
+    assert slot.n_past == 8 and slot.pos == 5
+    plan = s.schedule()
+    assert plan.tokens == [3, 4] and plan.positions == [5, 6]  # text resumes after the image's positions
+    s.update(plan, [7])
+    plan = s.schedule()
+    assert plan.positions == [7] and slot.state is SlotState.GENERATING
+
+
+def test_a_resent_image_is_reused_from_another_slot_whole_and_trimmed_at_its_position() -> None:
+    cat = image(b"cat", n_tokens=20, n_pos=5)
+    text = tuple(range(1, 11))
+    ready: dict[str, object] = {cat.id: "embd"}
+    s = make(ready)
+    first = [text, cat, (11, 12)]
+    s.add(media_request(first, num_predict=1))
+    for _ in range(5):
+        plan = s.schedule()
+        s.update(plan, [9] * len(plan.outputs))
+    assert not s.has_work() and len(s.slots[0].cached) == 32
+    # Slot 0 is busy with an unrelated prompt: the follow-up copies the image from nowhere else.
+    s.add(media_request([text, image(b"cat", 20, 5), (11, 12, 13, 14)], num_predict=1))
+    plan = s.admit()
+    slot = s.slots[0]
+    assert slot.prompt_cached == 32 and slot.pos == 32 - 15  # 10 + 5 positions for the image, + 2
+    assert Trim(0, 17) in plan.ops
+
+
+def test_a_request_cuts_lengths_back_to_whole_images_and_places_them_at_positions() -> None:
+    cat = image(b"cat", n_tokens=20, n_pos=5)
+    request = media_request([tuple(range(1, 11)), cat, (1, 2)])
+    assert [request.whole(n) for n in (5, 10, 11, 29, 30, 31)] == [5, 10, 10, 10, 30, 31]
+    assert [request.position_after(n) for n in (10, 30, 31)] == [10, 15, 16]
+    assert request.next_image(0) == 10 and request.next_image(11) == len(request.prompt) == 32
+    text = Request((1, 2, 3))
+    assert text.whole(2) == 2 and text.position_after(2) == 2 and text.images == {}
+
+
+def test_the_encoder_encodes_each_image_once_off_the_caller_and_closes_after_the_encode() -> None:
+    woken = threading.Event()
+    encoder = ImageEncoder(woken.set)
+    cat = image(b"cat")
+    a, b = Prompt([cat]), Prompt([cat])
+    try:
+        assert encoder.want(a, cat) is None
+        until(a.started.is_set)
+        assert encoder.want(b, cat) is None  # being encoded already: not queued again
+        encoder.release(a)  # its request ended while its image is being encoded
+        assert a.closed == 0  # never closed before the encode that reads it
+        a.gate.set()
+        until(woken.is_set)
+        assert a.closed == 1 and a.encoded == [cat.id] and not b.encoded
+        assert encoder.want(b, cat) == f"embd-{cat.id[:6]}"  # the same picture: encoded once
+        encoder.release(b)
+        assert b.closed == 1
+        dog = image(b"dog")
+        c = Prompt([dog])
+        encoder.want(c, cat)  # known: nothing queued
+        encoder.want(c, dog)
+        until(c.started.is_set)
+        queued = Prompt([dog])
+        queued.gate.set()
+        encoder.want(queued, image(b"queued"))
+        encoder.release(c)
+        assert c.closed == 0
+        c.gate.set()
+        until(lambda: c.closed == 1)
+    finally:
+        a.gate.set()
+        encoder.close()
+
+
+def test_a_failed_encode_is_an_answer_not_a_dead_thread() -> None:
+    class Broken(Prompt):
+        def encode(self, item: Image) -> str:
+            raise RuntimeError("no")
+
+    woken = threading.Event()
+    encoder = ImageEncoder(woken.set)
+    try:
+        cat, dog = image(b"cat"), image(b"dog")
+        broken = Broken([cat])
+        encoder.want(broken, cat)
+        until(woken.is_set)
+        assert isinstance(encoder.want(broken, cat), EncodeFailed)
+        fine = Prompt([dog])
+        fine.gate.set()
+        woken.clear()
+        encoder.want(fine, dog)
+        until(woken.is_set)
+        assert encoder.want(fine, dog) == f"embd-{dog.id[:6]}"
+    finally:
+        encoder.close()
+
+
+class Decoding(Prompt):
+    """A prompt whose image decodes are recorded (on the engine thread) instead of run."""
+
+    def __init__(self, parts: list[Any]) -> None:
+        super().__init__(parts)
+        self.gate.set()
+        self.decoded: list[tuple[str, int, int, str]] = []
+
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
+        self.decoded.append((threading.current_thread().name, pos, seq_id, embd))
+        return pos + item.n_pos
+
+
+def test_the_runner_decodes_images_on_its_thread_and_a_failed_one_ends_only_its_request() -> None:
+    class Broken(Decoding):
+        def encode(self, item: Image) -> str:
+            raise RuntimeError("the projector refused")
+
+    runner = Runner(
+        FakeModel(),  # type: ignore[arg-type]
+        LoadSpec(Path("fake.gguf"), n_slots=3, n_ctx_slot=256, n_batch=16, n_threads=1, projector=Path("mm.gguf")),
+        context=FakeContext,  # type: ignore[arg-type]
+        batch=FakeBatch,  # type: ignore[arg-type]
+    )
+    try:
+        cat = image(b"cat", n_tokens=6, n_pos=3)
+        good, broken = Decoding([(3, 4), cat, (5,)]), Broken([(3, 4), image(b"dog"), (5,)])
+        sinks = {}
+        for prompt in (good, broken, None):
+            media = cast(MediaInput, prompt) if prompt is not None else None
+            request = Request(
+                cell_keys(prompt.parts) if prompt else (3, 4, 5), SamplingParams(temperature=0), 3, media=media
+            )
+            sinks[id(prompt)] = sink = Sink(queue.SimpleQueue())
+            runner.submit(request, None, sink)
+        ends = {}
+        for key, sink in sinks.items():
+            events: list[Event] = []
+            while not events or events[-1].finish is None:
+                events.append(sink.queue.get(timeout=10))  # type: ignore[attr-defined]
+            ends[key] = events[-1]
+        assert ends[id(good)].finish is FinishReason.LENGTH and ends[id(None)].finish is FinishReason.LENGTH
+        assert ends[id(broken)].finish is FinishReason.ERROR and ends[id(broken)].error == "the projector refused"
+        assert [(thread.startswith("cllm-engine"), pos, embd) for thread, pos, _, embd in good.decoded] == [
+            (True, 2, f"embd-{cat.id[:6]}")
+        ]
+        assert ends[id(good)].stats is not None and ends[id(good)].stats.prompt_tokens == 9  # image cells count
+        until(lambda: good.closed == 1 and broken.closed == 1)
+        assert runner._media == {}
+    finally:
+        runner.close()
