@@ -312,7 +312,9 @@ class Runner:
                         continue
                     self.cache.add(tokens, state, len(state))
                 case Copy(src, dst):
-                    if len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
+                    if src in lost:  # it copied (or was to copy) a prefix it does not hold
+                        lost.add(dst)
+                    elif len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
                         if not ctx.state_set(dst, ctx.state_get(src)):
                             lost.add(dst)
                     else:
