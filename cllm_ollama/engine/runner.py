@@ -315,7 +315,11 @@ class Runner:
                     if src in lost:  # it copied (or was to copy) a prefix it does not hold
                         lost.add(dst)
                     elif len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
-                        if not ctx.state_set(dst, ctx.state_get(src)):
+                        try:
+                            copied = ctx.state_set(dst, ctx.state_get(src))
+                        except EngineError:  # the source's state could not be read: as a refused set
+                            copied = False
+                        if not copied:
                             lost.add(dst)
                     else:
                         ctx.seq_copy(src, dst)

@@ -101,3 +101,13 @@ def test_a_copy_from_a_sequence_whose_copy_failed_is_lost_too(runner: Runner, mo
     assert 0 in lost
     # Sequence 2 copied what sequence 0 held after its failure (nothing): it must be recomputed.
     assert 2 in lost or ctx.seqs[2] == list(range(40))
+
+
+def test_an_unreadable_copy_source_costs_only_the_copy(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx: CellContext = runner.ctx  # type: ignore[assignment]
+    ctx.seqs[1] = list(range(45))
+    ctx.unreadable = {1}
+    # A state copy (a short source) that cannot be read loses its destination's prefix; it does
+    # not fail the step, which would end every running request with an error.
+    assert apply(runner, [Copy(1, 0), Trim(0, 41)], monkeypatch) == {0}
+    assert ctx.seqs[0] == []
