@@ -5,14 +5,12 @@ every later copy that reads what it left, never a sequence that holds other than
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_binding import FakeBatch, FakeContext, FakeModel
+from fake_binding import FakeContext, FakeModel, fake_runner
 from test_scheduler import SHARED, make, req, step
 
-from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.prefix import Copy, Trim
 from cllm_ollama.engine.runner import Runner
 from cllm_ollama.engine.scheduler import StepPlan
@@ -56,12 +54,7 @@ class CellContext(FakeContext):
 
 @pytest.fixture
 def runner() -> Iterator[Runner]:
-    r = Runner(
-        FakeModel(),  # type: ignore[arg-type]
-        LoadSpec(Path("fake.gguf"), n_slots=3, n_ctx_slot=4096, n_batch=16, n_threads=1),
-        context=CellContext,  # type: ignore[arg-type]
-        batch=FakeBatch,  # type: ignore[arg-type]
-    )
+    r = fake_runner(CellContext, n_slots=3)
     yield r
     r.close()
 
