@@ -427,8 +427,14 @@ class Runner:
                     if self.disk is not None:  # written on the disk cache's IO thread
                         self.disk.save(tokens, state)
                 case Copy(src, dst):
-                    if len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
-                        if not ctx.state_set(dst, ctx.state_get(src)):
+                    if src in lost:  # it copied (or was to copy) a prefix it does not hold
+                        lost.add(dst)
+                    elif len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
+                        try:
+                            copied = ctx.state_set(dst, ctx.state_get(src))
+                        except EngineError:  # the source's state could not be read: as a refused set
+                            copied = False
+                        if not copied:
                             lost.add(dst)
                     else:
                         ctx.seq_copy(src, dst)

@@ -186,6 +186,11 @@ def test_only_reasoning_items_are_refused_before_any_model_loads(scripted: Any) 
             "json: cannot unmarshal number into Go struct field ResponsesRequest.include of type string",
         ),
         (
+            {"input": [{"type": "reasoning", "summary": 5}, *CODEX["input"]]},
+            "json: cannot unmarshal number into Go struct field ResponsesRequest.input.summary of type "
+            "[]openai.ResponsesReasoningSummary",
+        ),
+        (
             {"tools": [5]},
             "json: cannot unmarshal number into Go struct field ResponsesRequest.tools of type openai.ResponsesTool",
         ),

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.runner import Runner
 from cllm_ollama.errors import EngineError
 
 
@@ -99,3 +101,13 @@ class FakeContext:
 
     def close(self) -> None:
         pass
+
+
+def fake_runner(context: type[FakeContext] = FakeContext, n_slots: int = 2) -> Runner:
+    """A real runner (its engine thread, scheduler and KV operations) over the fakes; close it."""
+    return Runner(
+        FakeModel(),  # type: ignore[arg-type]
+        LoadSpec(Path("fake.gguf"), n_slots=n_slots, n_ctx_slot=4096, n_batch=16, n_threads=1),
+        context=context,  # type: ignore[arg-type]
+        batch=FakeBatch,  # type: ignore[arg-type]
+    )

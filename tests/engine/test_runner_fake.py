@@ -5,13 +5,11 @@ from __future__ import annotations
 import queue
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-from fake_binding import FakeBatch, FakeContext, FakeModel
+from fake_binding import FakeContext, fake_runner
 from polling import until
 
-from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.errors import EngineError
@@ -21,12 +19,7 @@ GREEDY = SamplingParams(temperature=0)
 
 @pytest.fixture
 def runner() -> Iterator[Runner]:
-    r = Runner(
-        FakeModel(),  # type: ignore[arg-type]
-        LoadSpec(Path("fake.gguf"), n_slots=2, n_ctx_slot=4096, n_batch=16, n_threads=1),
-        context=FakeContext,  # type: ignore[arg-type]
-        batch=FakeBatch,  # type: ignore[arg-type]
-    )
+    r = fake_runner()
     yield r
     r.close()
 

@@ -116,7 +116,8 @@ class _Conversation:
     def reasoning(self, item: dict[str, Any]) -> None:
         """Ollama returns its thinking as the item's ``encrypted_content``; a summary stands in for it."""
         encrypted = string_field(item, "encrypted_content", f"{_REQUEST}.input")
-        summary = [s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)]
+        parts = list_field(item, "summary", f"{_REQUEST}.input", "[]openai.ResponsesReasoningSummary") or []
+        summary = [s.get("text", "") for s in parts if isinstance(s, dict)]
         self.thinking = encrypted or "\n".join(t for t in summary if isinstance(t, str))
 
 

@@ -1,0 +1,106 @@
+"""The runner's KV operations (``Runner._apply_kv``) over a fake context whose sequences hold
+cells: an operation that cannot be done costs its own request a recomputed prompt, and so does
+every later copy that reads what it left, never a sequence that holds other than it is said to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fake_binding import FakeContext, FakeModel, fake_runner
+from test_scheduler import SHARED, make, req, step
+
+from cllm_ollama.engine.prefix import Copy, Trim
+from cllm_ollama.engine.runner import Runner
+from cllm_ollama.engine.scheduler import StepPlan
+from cllm_ollama.engine.slot import SlotState
+from cllm_ollama.errors import EngineError
+
+
+class CellContext(FakeContext):
+    """Each sequence's cells as a list of positions; ``refuse`` makes ``state_set`` fail for a
+    sequence as llama.cpp's does (the sequence is left empty), ``unreadable`` ``state_get``."""
+
+    def __init__(self, model: FakeModel, **kw: Any) -> None:
+        super().__init__(model, **kw)
+        self.seqs: list[list[int]] = [[] for _ in range(self.n_seq_max)]
+        self.refuse: set[int] = set()
+        self.unreadable: set[int] = set()
+
+    def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
+        assert p1 == -1
+        del self.seqs[seq_id][p0:]
+        return True
+
+    def seq_clear(self, seq_id: int) -> None:
+        self.seqs[seq_id].clear()
+
+    def seq_copy(self, src: int, dst: int) -> None:
+        self.seqs[dst] = list(self.seqs[src])
+
+    def state_get(self, seq_id: int) -> tuple[int, ...]:  # type: ignore[override]
+        if seq_id in self.unreadable:
+            raise EngineError(f"could not save the state of sequence {seq_id}")
+        return tuple(self.seqs[seq_id])
+
+    def state_set(self, seq_id: int, data: tuple[int, ...]) -> bool:  # type: ignore[override]
+        if seq_id in self.refuse:
+            self.seqs[seq_id] = []
+            return False
+        self.seqs[seq_id] = list(data)
+        return True
+
+
+@pytest.fixture
+def runner() -> Iterator[Runner]:
+    r = fake_runner(CellContext, n_slots=3)
+    yield r
+    r.close()
+
+
+def apply(runner: Runner, ops: list[Any], monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """Perform ``ops`` as the engine thread does (it is idle); the sequences reported lost."""
+    lost: set[int] = set()
+    monkeypatch.setattr(runner.scheduler, "lost_prefix", lost.add)
+    runner._apply_kv(StepPlan(ops=ops))
+    return lost
+
+
+# What admission plans when a slot that waited for another's prefix copies it, and a request
+# admitted in the same step copies that prefix from the waiter (the test below shows it does).
+CHAIN = [Copy(1, 0), Trim(0, 41), Copy(0, 2), Trim(2, 40)]
+
+
+def test_admission_can_copy_from_a_slot_that_copies_in_the_same_step() -> None:
+    s = make(n_slots=3, n_ctx=256, n_batch=4)
+    s.add(req([50], num_predict=1))  # slot 0, done at once
+    s.add(req([*SHARED, 7], num_predict=50))  # slot 1 computes SHARED, 3 tokens a step
+    step(s)
+    s.add(req([*SHARED, 7, 8], num_predict=50))  # slot 0 waits for slot 1's
+    step(s)
+    assert s.slots[0].state is SlotState.WAITING
+    while s.slots[1].state is not SlotState.GENERATING:
+        step(s)
+    s.add(req([*SHARED, 9], num_predict=5))
+    assert s.admit().ops == CHAIN
+
+
+def test_a_copy_from_a_sequence_whose_copy_failed_is_lost_too(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx: CellContext = runner.ctx  # type: ignore[assignment]
+    ctx.seqs[1] = list(range(45))
+    ctx.refuse = {0}
+    lost = apply(runner, CHAIN, monkeypatch)
+    assert 0 in lost
+    # Sequence 2 copied what sequence 0 held after its failure (nothing): it must be recomputed.
+    assert 2 in lost or ctx.seqs[2] == list(range(40))
+
+
+def test_an_unreadable_copy_source_costs_only_the_copy(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx: CellContext = runner.ctx  # type: ignore[assignment]
+    ctx.seqs[1] = list(range(45))
+    ctx.unreadable = {1}
+    # A state copy (a short source) that cannot be read loses its destination's prefix; it does
+    # not fail the step, which would end every running request with an error.
+    assert apply(runner, [Copy(1, 0), Trim(0, 41)], monkeypatch) == {0}
+    assert ctx.seqs[0] == []
