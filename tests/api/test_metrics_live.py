@@ -8,6 +8,7 @@ must all say 2 running and 3 waiting, and 0 and 0 once the clients are gone.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -55,14 +56,16 @@ def queued_request(url: str) -> socket.socket:
 
 
 def answered(sock: socket.socket) -> bool:
-    """Whether any byte of an answer came back (a queued request gets none until it has a slot)."""
+    """Whether a token came back (a queued request gets none until it has a slot; its headers and
+    keep-alives, an empty ``response``, come at admission)."""
     sock.setblocking(False)
     try:
-        return bool(sock.recv(1, socket.MSG_PEEK))
+        body = sock.recv(1 << 16, socket.MSG_PEEK).partition(b"\r\n\r\n")[2]
     except BlockingIOError:
         return False
     finally:
         sock.setblocking(True)
+    return re.search(rb'"response":"[^"]', body) is not None
 
 
 @pytest.fixture
