@@ -42,8 +42,11 @@ class FakeEngine:
     def n_ctx_slot(self) -> int:
         return self.spec.n_ctx_slot
 
-    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
         return [ord(c) % 100 + 1 for c in text] or [1]
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return "x" * len(tokens)
 
     def token_piece(self, token: int) -> bytes:
         return b"x"

@@ -283,6 +283,46 @@ def _paths() -> dict[str, Any]:
                 body="EmbeddingRequest",
             )
         },
+        "/api/tokenize": {
+            "post": _op(
+                "tokenize",
+                "A text's token ids in a model's vocabulary (no BOS added; special tokens parsed)",
+                "inference",
+                _ok("Tokens", _json(ref("TokenizeResponse"))),
+                "400 404 499 500 503",
+                body="TokenizeRequest",
+            )
+        },
+        "/api/detokenize": {
+            "post": _op(
+                "detokenize",
+                "The text of token ids (special tokens written out)",
+                "inference",
+                _ok("Text", _json(ref("DetokenizeResponse"))),
+                "400 404 499 500 503",
+                body="DetokenizeRequest",
+            )
+        },
+        "/tokenize": {
+            "post": _op(
+                "serverTokenize",
+                "llama-server's /tokenize, on the named model",
+                "llama-server",
+                _ok("Tokens", _json(ref("ServerTokenizeResponse"))),
+                "400 404 499 500 503",
+                body="ServerTokenizeRequest",
+            )
+        },
+        "/detokenize": {
+            "post": _op(
+                "serverDetokenize",
+                "llama-server's /detokenize, on the named model",
+                "llama-server",
+                _ok("Text", _json(object_schema({"content": STRING}, ("content",)))),
+                "400 404 499 500 503",
+                body="ServerDetokenizeRequest",
+            )
+        },
         "/v1/chat/completions": {
             "post": _op(
                 "openaiChatCompletions",

@@ -661,6 +661,30 @@ _ANTHROPIC_ERROR = object_schema(
     description="Every /v1/messages error, as Anthropic's API (and its SDK) shape it.",
 )
 
+# ---------------------------------------------------------------- tokens (api/tokens.py)
+
+_TOKEN_IDS = {"type": "array", "items": {"type": "integer", "minimum": 0}}
+_TOKENIZE_REQUEST = _request(
+    {"model": STRING, "content": STRING, "keep_alive": _KEEP_ALIVE, "options": ref("Options")}, ("model",)
+)
+_DETOKENIZE_REQUEST = _request(
+    {"model": STRING, "tokens": _TOKEN_IDS, "keep_alive": _KEEP_ALIVE, "options": ref("Options")}, ("model",)
+)
+_NATIVE_DURATIONS = {"model": STRING, "total_duration": NANOSECONDS, "load_duration": NANOSECONDS}
+_TOKENIZE_RESPONSE = object_schema({"tokens": _TOKEN_IDS, **_NATIVE_DURATIONS}, ("tokens",))
+_DETOKENIZE_RESPONSE = object_schema({"content": STRING, **_NATIVE_DURATIONS}, ("content",))
+_SERVER_TOKENIZE_REQUEST = _request(
+    {"model": STRING, "content": STRING, "add_special": BOOL, "parse_special": BOOL, "with_pieces": BOOL},
+    ("model", "content"),
+)
+_PIECE = object_schema({"id": INT, "piece": {"anyOf": [STRING, {"type": "array", "items": INT}]}}, ("id", "piece"))
+_SERVER_TOKENIZE_RESPONSE = object_schema(
+    {"tokens": {"type": "array", "items": {"anyOf": [INT, _PIECE]}}},
+    ("tokens",),
+    description="ids, or with_pieces: {id, piece} (piece as text, or its bytes when not UTF-8)",
+)
+_SERVER_DETOKENIZE_REQUEST = _request({"model": STRING, "tokens": _TOKEN_IDS}, ("model",))
+
 SCHEMAS: dict[str, Schema] = {
     "Options": _OPTIONS,
     "Message": _MESSAGE,
@@ -697,4 +721,11 @@ SCHEMAS: dict[str, Schema] = {
     "AnthropicMessagesRequest": _ANTHROPIC_REQUEST,
     "AnthropicMessage": _ANTHROPIC_MESSAGE,
     "AnthropicError": _ANTHROPIC_ERROR,
+    "TokenizeRequest": _TOKENIZE_REQUEST,
+    "TokenizeResponse": _TOKENIZE_RESPONSE,
+    "DetokenizeRequest": _DETOKENIZE_REQUEST,
+    "DetokenizeResponse": _DETOKENIZE_RESPONSE,
+    "ServerTokenizeRequest": _SERVER_TOKENIZE_REQUEST,
+    "ServerTokenizeResponse": _SERVER_TOKENIZE_RESPONSE,
+    "ServerDetokenizeRequest": _SERVER_DETOKENIZE_REQUEST,
 }

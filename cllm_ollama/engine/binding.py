@@ -177,6 +177,19 @@ class Model:
             self._pieces[token] = cached
         return cached
 
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        """The text of ``tokens`` as llama-server's /detokenize gives it: special tokens written
+        out, no leading space removed. Ids must be in the vocabulary (the caller checks)."""
+        ids = (ll.llama_token * len(tokens))(*tokens)
+        size = max(64, 8 * len(tokens))
+        for _ in range(2):
+            buf = ctypes.create_string_buffer(size)
+            n = ll.llama_detokenize(self._vocab, ids, len(tokens), buf, size, False, True)
+            if n >= 0:
+                return buf.raw[:n].decode("utf-8", "replace")
+            size = -n
+        raise EngineError("detokenization failed")
+
     def is_eog(self, token: int) -> bool:
         return bool(ll.llama_vocab_is_eog(self._vocab, token))
 
