@@ -368,6 +368,9 @@ _V1_MESSAGE = object_schema(
         }
     )
 )
+_V1_OPTIONS = ref("Options") | {
+    "description": "Ollama's options (the SDKs' extra_body); OpenAI's own fields win over them"
+}
 _SAMPLING = {
     "temperature": NUMBER,
     "top_p": NUMBER,
@@ -379,6 +382,7 @@ _SAMPLING = {
 _EFFORT = {"type": "string", "enum": ["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"]}
 _CHAT_COMPLETION_REQUEST = _request(
     {
+        "options": _V1_OPTIONS,
         "model": STRING,
         "messages": {"type": "array", "items": ref("OpenAIMessage"), "minItems": 1},
         "stream": BOOL,
@@ -404,6 +408,7 @@ _CHAT_COMPLETION_REQUEST = _request(
 )
 _COMPLETION_REQUEST = _request(
     {
+        "options": _V1_OPTIONS,
         "model": STRING,
         "prompt": {"type": "string", "minLength": 1},
         "suffix": STRING,
@@ -417,6 +422,7 @@ _COMPLETION_REQUEST = _request(
 )
 _V1_EMBEDDINGS_REQUEST = _request(
     {
+        "options": _V1_OPTIONS,
         "model": STRING,
         "input": {"anyOf": [STRING, {"type": "array", "items": STRING, "minItems": 1}]},
         "dimensions": {"type": "integer", "minimum": 1},
@@ -453,6 +459,7 @@ _RESPONSES_INPUT_ITEM = object_schema(
 )
 _RESPONSES_REQUEST = _request(
     {
+        "options": _V1_OPTIONS,
         "model": STRING,
         "input": {"anyOf": [STRING, {"type": "array", "items": _RESPONSES_INPUT_ITEM, "minItems": 1}]},
         "instructions": STRING,

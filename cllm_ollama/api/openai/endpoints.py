@@ -28,6 +28,7 @@ from ..lifecycle import Chunk
 from ..ollama.chat import decode_tools, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
+from ..options import options_object
 from ..shapes import Usage
 from ..wire import (
     bool_field,
@@ -52,13 +53,13 @@ def sampling_options(body: dict[str, Any], struct: str, float_type: str = "float
 
     Typed as Ollama's request structs (``struct``, whose floats are ``float_type``) declare them:
     a wrong type is Go's decode error, 400, before anything reaches the native options.
+    Ollama's own ``options`` object (what the OpenAI SDKs send with ``extra_body``: ``num_ctx``,
+    ``top_k``, ...) goes through as /api takes it, checked there; OpenAI's fields win over it.
     """
-    temperature = float_field(body, "temperature", struct, float_type)
-    top_p = float_field(body, "top_p", struct, float_type)
-    options: dict[str, Any] = {
-        "temperature": temperature if temperature is not None else 1.0,
-        "top_p": top_p if top_p is not None else 1.0,
-    }
+    options: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, **options_object(body.get("options"), struct)}
+    for key in ("temperature", "top_p"):
+        if (value := float_field(body, key, struct, float_type)) is not None:
+            options[key] = value
     max_tokens = int_field(body, "max_completion_tokens", struct)
     if max_tokens is None:
         max_tokens = int_field(body, "max_tokens", struct)
@@ -413,7 +414,8 @@ async def embeddings(request: Request) -> Response:
         texts = raw
     else:
         raise InvalidRequest("invalid input type")
-    vectors, n_prompt, _ = await embed_texts(request, name, {"dimensions": dimensions}, texts)
+    options = options_object(body.get("options"), _EMBED)
+    vectors, n_prompt, _ = await embed_texts(request, name, {"dimensions": dimensions, "options": options}, texts)
     data = []
     for i, vector in enumerate(vectors):
         value: object = vector
