@@ -219,7 +219,16 @@ _CREATE_REQUEST = _request(
 
 # ---------------------------------------------------------------- native responses
 
+# shapes.TRUNCATED: present only when the prompt was cut to fit the context.
+_TRUNCATED = {
+    "truncated_prompt_tokens": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Prompt tokens cut to fit the context (oldest turns, then the middle); absent when none",
+    }
+}
 _METRICS = {
+    **_TRUNCATED,
     "total_duration": NANOSECONDS,
     "load_duration": NANOSECONDS,
     "prompt_eval_count": INT,
@@ -502,7 +511,7 @@ _RESPONSES_REQUEST = _request(
 # ---------------------------------------------------------------- OpenAI responses
 
 _USAGE = object_schema(
-    {"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT},
+    {"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT, **_TRUNCATED},
     ("prompt_tokens", "total_tokens"),
 )
 _CHAT_COMPLETION = object_schema(
@@ -658,7 +667,7 @@ _ANTHROPIC_MESSAGE = object_schema(
         "content": {"type": "array", "items": object_schema({"type": STRING}, ("type",))},
         "stop_reason": nullable(STRING),
         "stop_sequence": nullable(STRING),
-        "usage": object_schema({"input_tokens": INT, "output_tokens": INT}),
+        "usage": object_schema({"input_tokens": INT, "output_tokens": INT, **_TRUNCATED}),
     },
     ("id", "type", "role", "content"),
 )

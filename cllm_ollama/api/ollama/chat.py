@@ -18,7 +18,7 @@ from ..fields import SharedFields, check_images, thinking_for
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
-from ..shapes import metrics
+from ..shapes import metrics, truncation
 from ..wire import (
     bool_field,
     created_at,
@@ -125,7 +125,7 @@ def _encoder(name: object, gen: Generation) -> Encoder:
             obj["logprobs"] = chunk.logprobs
         if chunk.done:
             obj["done_reason"] = chunk.done_reason
-            obj |= metrics(gen.t_start, gen.load_ns, chunk.stats)
+            obj |= metrics(gen.t_start, gen.load_ns, chunk.stats) | truncation(chunk.truncated)
         return obj
 
     return EachChunk(encode)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -19,7 +20,7 @@ from ..fields import SharedFields, check_images, thinking_for
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
-from ..shapes import metrics
+from ..shapes import metrics, truncation
 from ..wire import bool_field, created_at, decode_error, images_field, list_field, string_field
 
 _REQUEST = "GenerateRequest"
@@ -63,7 +64,7 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         if raw:
             return Rendered(loaded.tokenize(prompt, add_special=True), prompt)
         rendered = templated(loaded, limit, budget)
-        return Rendered(list(context) + rendered.tokens, rendered.text)
+        return replace(rendered, tokens=list(context) + rendered.tokens)
 
     return Generation(request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start)
 
@@ -99,7 +100,7 @@ def _encode(name: object, raw: bool, gen: Generation, chunk: Chunk) -> dict[str,
         if not raw:
             assert gen.request is not None
             obj["context"] = [*gen.request.prompt, *gen.generated]
-        obj |= metrics(gen.t_start, gen.load_ns, chunk.stats)
+        obj |= metrics(gen.t_start, gen.load_ns, chunk.stats) | truncation(chunk.truncated)
     return obj
 
 

@@ -29,7 +29,7 @@ from ..ollama.chat import decode_tools, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
 from ..options import options_object
-from ..shapes import Usage
+from ..shapes import Usage, truncation
 from ..wire import (
     bool_field,
     decode_error,
@@ -224,7 +224,7 @@ def _usage(chunk: Chunk) -> dict[str, Any]:
         "completion_tokens": u.completion,
         "total_tokens": u.total,
         "prompt_tokens_details": {"cached_tokens": u.cached},
-    }
+    } | truncation(chunk.truncated)
 
 
 def _finish_reason(chunk: Chunk, had_tool_calls: bool) -> str:
