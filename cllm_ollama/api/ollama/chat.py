@@ -14,7 +14,7 @@ from ...model_families import strips_think_history
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Encoder, Endpoint
 from ..errors import OLLAMA
-from ..fields import SharedFields, check_images, thinking_for
+from ..fields import SharedFields, check_images, think_level, thinking_for
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
@@ -100,9 +100,9 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
         messages.insert(0, {"role": "system", "content": model.record.system})
     if strips_think_history(model.info.architecture, model.record.name.model):
         messages = strip_think_tags(messages)
-    level = body.get("think") if isinstance(body.get("think"), str) else None
+    think_set = body.get("think") is not None
     render = chat_prompt(
-        model, messages, thinking=thinking, tools=tools, think_set=body.get("think") is not None, think_level=level
+        model, messages, thinking=thinking, tools=tools, think_set=think_set, think_level=think_level(body)
     )
     return Generation(
         request, model, options, shared, render, thinking=thinking, tools=bool(tools), t_start=t_start, tool_specs=tools

@@ -16,7 +16,7 @@ from ...errors import InvalidRequest
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Endpoint
 from ..errors import OLLAMA
-from ..fields import SharedFields, check_images, thinking_for
+from ..fields import SharedFields, check_images, think_level, thinking_for
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
@@ -56,7 +56,14 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         messages += model.record.messages
     messages.append({"role": "user", "content": prompt})
     think_set = body.get("think") is not None
-    templated = chat_prompt(model, messages, thinking=thinking, go_template=template or None, think_set=think_set)
+    templated = chat_prompt(
+        model,
+        messages,
+        thinking=thinking,
+        go_template=template or None,
+        think_set=think_set,
+        think_level=think_level(body),
+    )
 
     def render(loaded: EngineClient, limit: int | None, budget: RenderBudget | None) -> Rendered:
         if suffix:

@@ -228,9 +228,11 @@ def _usage(chunk: Chunk) -> dict[str, Any]:
 
 
 def _finish_reason(chunk: Chunk, had_tool_calls: bool) -> str:
-    if had_tool_calls:
-        return "tool_calls"
-    return "length" if chunk.done_reason == "length" else "stop"
+    """``length`` ranks above ``tool_calls`` (Ollama #17485): tool calls only relabel a stop, and a
+    generation cut at its limit says so, its last call possibly unfinished."""
+    if chunk.done_reason == "length":
+        return "length"
+    return "tool_calls" if had_tool_calls else "stop"
 
 
 def _tool_calls(calls: list[dict[str, Any]], start: int) -> list[dict[str, Any]]:
