@@ -20,6 +20,9 @@ class FakeEmbedding:
     async def embed(self, inputs: Sequence[Sequence[int]], *, normalize: bool = True) -> list[np.ndarray]:
         return [np.zeros(4, dtype=np.float32) for _ in inputs]
 
+    async def rank(self, query: str, documents: Sequence[str]) -> tuple[list[float], int]:
+        return [0.0 for _ in documents], 0
+
 
 class FakeEngine:
     """A loaded model without weights: the facts of ``spec``, nothing running, nothing generated."""

@@ -35,3 +35,18 @@ def test_vision_qwen2vl_writes_an_m_rope_pair(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "cllm_ollama.testing.ggufs", "vision-qwen2vl", str(tmp_path)], check=True)
     assert gguf.GGUFReader(tmp_path / "text.gguf").fields["general.architecture"].contents() == "qwen2vl"
     assert gguf.GGUFReader(tmp_path / "mmproj.gguf").fields["clip.projector_type"].contents() == "qwen2vl_merger"
+
+
+def test_reranker_writes_a_rank_pooled_qwen3(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "cllm_ollama.testing.ggufs", "reranker", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == [str(tmp_path / "reranker.gguf")]
+    reader = gguf.GGUFReader(tmp_path / "reranker.gguf")
+    assert reader.fields["qwen3.pooling_type"].contents() == gguf.PoolingType.RANK
+    assert reader.fields["qwen3.classifier.output_labels"].contents() == ["yes", "no"]
+    assert "{query}" in reader.fields["tokenizer.chat_template.rerank"].contents()
+    assert any(t.name == "cls.output.weight" for t in reader.tensors)

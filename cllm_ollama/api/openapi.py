@@ -303,6 +303,37 @@ def _paths() -> dict[str, Any]:
                 body="DetokenizeRequest",
             )
         },
+        "/api/rerank": {
+            "post": _op(
+                "rerank",
+                "Scores of documents for a query, best first (a reranker model)",
+                "inference",
+                _ok("Ranked", _json(ref("ApiRerankResponse"))),
+                "400 404 499 500 503",
+                body="RerankRequest",
+            )
+        },
+        "/rerank": {
+            "post": _op(
+                "serverRerank",
+                "Jina/Cohere rerank, as llama-server serves it",
+                "llama-server",
+                _ok("Ranked", _json(ref("RerankResponse"))),
+                "400 404 499 500 503",
+                body="RerankRequest",
+            )
+        },
+        "/v1/rerank": {
+            "post": _op(
+                "openaiRerank",
+                "Jina/Cohere rerank (LangChain, LlamaIndex, LiteLLM rerankers)",
+                "openai",
+                _ok("Ranked", _json(ref("RerankResponse"))),
+                "400 404 499 500 503",
+                body="RerankRequest",
+                error="OpenAIError",
+            )
+        },
         "/tokenize": {
             "post": _op(
                 "serverTokenize",

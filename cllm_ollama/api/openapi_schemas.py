@@ -701,6 +701,52 @@ _SERVER_TOKENIZE_RESPONSE = object_schema(
 )
 _SERVER_DETOKENIZE_REQUEST = _request({"model": STRING, "tokens": _TOKEN_IDS}, ("model",))
 
+# ---------------------------------------------------------------- rerank (api/rerank.py)
+
+_RERANK_DOCUMENTS = {
+    "type": "array",
+    "minItems": 1,
+    "items": {"anyOf": [STRING, object_schema({"text": STRING}, ("text",))]},
+}
+_RERANK_REQUEST = _request(
+    {
+        "model": STRING,
+        "query": {"type": "string", "minLength": 1},
+        "documents": _RERANK_DOCUMENTS,
+        "top_n": {"type": "integer", "minimum": 1},
+        "return_documents": BOOL,
+        "keep_alive": _KEEP_ALIVE,
+        "options": ref("Options"),
+    },
+    ("model", "query", "documents"),
+)
+_RANK_RESULT = object_schema(
+    {"index": INT, "relevance_score": NUMBER, "document": object_schema({"text": STRING})}, ("index", "relevance_score")
+)
+_RERANK_RESPONSE = object_schema(
+    {
+        "model": STRING,
+        "object": {"const": "list"},
+        "usage": object_schema({"prompt_tokens": INT, "total_tokens": INT}),
+        "results": {"type": "array", "items": _RANK_RESULT},
+    },
+    ("results",),
+    description="Best first, at most top_n",
+)
+_API_RERANK_RESPONSE = object_schema(
+    {
+        "results": {
+            "type": "array",
+            "items": object_schema(
+                {"index": INT, "document": STRING, "relevance_score": NUMBER}, ("index", "relevance_score")
+            ),
+        },
+        "prompt_eval_count": INT,
+        **_NATIVE_DURATIONS,
+    },
+    ("results",),
+)
+
 SCHEMAS: dict[str, Schema] = {
     "Options": _OPTIONS,
     "Message": _MESSAGE,
@@ -744,4 +790,7 @@ SCHEMAS: dict[str, Schema] = {
     "ServerTokenizeRequest": _SERVER_TOKENIZE_REQUEST,
     "ServerTokenizeResponse": _SERVER_TOKENIZE_RESPONSE,
     "ServerDetokenizeRequest": _SERVER_DETOKENIZE_REQUEST,
+    "RerankRequest": _RERANK_REQUEST,
+    "RerankResponse": _RERANK_RESPONSE,
+    "ApiRerankResponse": _API_RERANK_RESPONSE,
 }

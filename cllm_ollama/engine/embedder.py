@@ -105,6 +105,20 @@ class Embedder:
         self._executor.submit(self._round)
         return await call.future
 
+    async def rank(self, query: str, documents: Sequence[str]) -> tuple[list[float], int]:
+        """A reranker's relevance score of each document to ``query``, and the tokens evaluated.
+
+        Each pair is one sequence, as llama-server builds it (``rerank_tokens``), cut to the
+        longest input; the pairs of every concurrent call share decodes as embeddings do.
+        """
+
+        def tokenize() -> list[list[int]]:
+            return [rerank_tokens(self._model, query, d)[: self._n_ctx] for d in documents]
+
+        pairs = await asyncio.to_thread(tokenize)
+        scores = await self.embed(pairs, normalize=False)
+        return [float(v[0]) for v in scores], sum(len(p) for p in pairs)
+
     def _round(self) -> None:
         """Every queued call, served by one packing of all their inputs."""
         with self._lock:
@@ -232,3 +246,20 @@ def _normalized(vectors: list[np.ndarray]) -> list[np.ndarray]:
     """L2-normalised (a zero vector stays zero)."""
     norms = [float(np.linalg.norm(v)) for v in vectors]
     return [v / n if n > 0 else v for v, n in zip(vectors, norms, strict=True)]
+
+
+def rerank_tokens(model: Model, query: str, document: str) -> list[int]:
+    """One query-document pair as llama-server's ``format_prompt_rerank`` makes it: the GGUF's
+    ``rerank`` template filled in (Qwen3-Reranker), else ``[BOS] query [EOS] [SEP] document [EOS]``
+    with what the vocabulary adds (BERT-like rerankers: bge, jina)."""
+    template = model.chat_template("rerank")
+    if template is not None:
+        text = template.replace("{query}", query).replace("{document}", document)
+        return model.tokenize(text, add_special=False, parse_special=True)
+    eos = model.eos if model.eos >= 0 else model.sep
+    tokens = [model.bos] if model.adds_bos else []
+    tokens += model.tokenize(query, add_special=False, parse_special=False)
+    tokens += [eos] if model.adds_eos else []
+    tokens += [model.sep] if model.adds_sep else []
+    tokens += model.tokenize(document, add_special=False, parse_special=False)
+    return tokens + ([eos] if model.adds_eos else [])

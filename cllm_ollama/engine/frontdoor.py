@@ -89,6 +89,10 @@ class Embedding(Protocol):
 
     async def embed(self, inputs: Sequence[Sequence[int]], *, normalize: bool = True) -> list[np.ndarray]: ...
 
+    async def rank(self, query: str, documents: Sequence[str]) -> tuple[list[float], int]:
+        """A reranker's (rank pooling) score of each document for ``query``, and the tokens evaluated."""
+        ...
+
 
 class EngineClient(Protocol):
     """A model in memory with its engine; safe to call from the event loop (``close`` blocks)."""

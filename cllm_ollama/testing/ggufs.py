@@ -295,8 +295,13 @@ def write_qwen3(
     endless: bool = False,
     fim: bool = False,
     metadata: Mapping[str, int | float] | None = None,
+    reranker: bool = False,
 ) -> Path:
     """Write a random-weight qwen3 GGUF.
+
+    ``reranker`` makes it a Qwen3-Reranker as llama.cpp's converter writes one: rank pooling,
+    a ``cls.output`` head of two labels (yes, no: llama.cpp softmaxes them, a score is P(yes)) and
+    a ``rerank`` template the query and document are put into.
 
     ``endless`` zeroes the end-of-generation tokens' embedding rows (the output projection is
     tied to them), so their logit is 0 while the best other token's is far above: greedy
@@ -322,11 +327,25 @@ def write_qwen3(
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
         _attention_block(t, s, f"blk.{i}.", post_norms=False)
+    if reranker:
+        w.add_pooling_type(gguf.PoolingType.RANK)
+        w.add_classifier_output_labels(["yes", "no"])
+        w.add_string(gguf.Keys.Tokenizer.CHAT_TEMPLATE_N.format(name="rerank"), RERANK_TEMPLATE)
+        t.matrix("cls.output.weight", 2, s.n_embd)
     for key, value in (metadata or {}).items():
         vtype = gguf.GGUFValueType.FLOAT32 if isinstance(value, float) else gguf.GGUFValueType.UINT32
         w.kv_data[0][key] = gguf.GGUFValue(value=value, type=vtype)
     _finish(w)
     return path
+
+
+# Qwen3-Reranker's prompt, shortened: where llama-server puts the query and the document.
+RERANK_TEMPLATE = "<|im_start|>user\nQuery: {query}\nDocument: {document}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def write_reranker(path: Path, *, seed: int = 0) -> Path:
+    """A tiny Qwen3-Reranker (``write_qwen3``'s ``reranker``)."""
+    return write_qwen3(path, name="tiny-reranker", seed=seed, reranker=True)
 
 
 def write_gemma3(
@@ -666,12 +685,18 @@ def write_vision(folder: Path, *, kind: str = "gemma3", seed: int = 0) -> tuple[
     return text, write_gemma3_projector(folder / "mmproj.gguf", n_embd_text=TINY.n_embd, seed=seed)
 
 
-_KINDS = {"qwen3": write_qwen3, "gemma3": write_gemma3, "mamba": write_mamba, "jamba": write_jamba}
+_KINDS = {
+    "qwen3": write_qwen3,
+    "gemma3": write_gemma3,
+    "mamba": write_mamba,
+    "jamba": write_jamba,
+    "reranker": write_reranker,
+}
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m cllm_ollama.testing.ggufs KIND DIR``: write a tiny test model of KIND into DIR
-    (``DIR/KIND.gguf``; ``vision`` writes ``DIR/text.gguf`` and ``DIR/mmproj.gguf``, a gemma3 and its
+    (``DIR/KIND.gguf``, e.g. ``reranker``: a tiny Qwen3-Reranker; ``vision`` writes ``DIR/text.gguf`` and ``DIR/mmproj.gguf``, a gemma3 and its
     projector, ``vision-qwen2vl`` the same for an M-RoPE model)."""
     import argparse
 
