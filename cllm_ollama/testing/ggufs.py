@@ -696,7 +696,8 @@ _KINDS = {
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m cllm_ollama.testing.ggufs KIND DIR``: write a tiny test model of KIND into DIR
-    (``DIR/KIND.gguf``, e.g. ``reranker``: a tiny Qwen3-Reranker; ``vision`` writes ``DIR/text.gguf`` and ``DIR/mmproj.gguf``, a gemma3 and its
+    (``DIR/KIND.gguf``, e.g. ``reranker``: a tiny Qwen3-Reranker; ``vision`` writes ``DIR/text.gguf``
+    and ``DIR/mmproj.gguf``, a gemma3 and its
     projector, ``vision-qwen2vl`` the same for an M-RoPE model)."""
     import argparse
 
