@@ -334,6 +334,16 @@ def _paths() -> dict[str, Any]:
                 error="OpenAIError",
             )
         },
+        "/v2/rerank": {
+            "post": _op(
+                "cohereRerank",
+                "Cohere's v2 rerank path (the cohere SDK's ClientV2, LangChain's CohereRerank)",
+                "llama-server",
+                _ok("Ranked", _json(ref("RerankResponse"))),
+                "400 404 499 500 503",
+                body="RerankRequest",
+            )
+        },
         "/tokenize": {
             "post": _op(
                 "serverTokenize",

@@ -1,7 +1,8 @@
 """Rerank (Ollama #3368): a reranker GGUF (rank pooling) scores each document for a query.
 
-``/v1/rerank`` and ``/rerank`` in the Jina/Cohere shape llama-server and vLLM serve, which
-LangChain's, LlamaIndex's and LiteLLM's rerankers call: ``query``, ``documents`` (texts, or
+``/v1/rerank``, ``/rerank`` and ``/v2/rerank`` (Cohere's v2 path, which LangChain's
+``CohereRerank`` calls) in the Jina/Cohere shape llama-server and vLLM serve, which LangChain's,
+LlamaIndex's and LiteLLM's rerankers call: ``query``, ``documents`` (texts, or
 ``{"text": ...}``), ``top_n``, ``return_documents``; ``results`` of ``{index, relevance_score}``,
 best first. ``/api/rerank`` as Ollama's open proposals shape it: the same request with
 ``keep_alive`` and ``options``, a native response with each result's ``document`` and the

@@ -46,6 +46,7 @@ ROUTES = [
     Route("/api/rerank", rerank.api_rerank, methods=["POST"]),
     Route("/rerank", rerank.rerank, methods=["POST"]),
     Route("/v1/rerank", rerank.v1_rerank, methods=["POST"]),
+    Route("/v2/rerank", rerank.rerank, methods=["POST"]),
     Route("/tokenize", tokens.tokenize, methods=["POST"]),
     Route("/detokenize", tokens.detokenize, methods=["POST"]),
     Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
