@@ -50,3 +50,17 @@ def test_reranker_writes_a_rank_pooled_qwen3(tmp_path: Path) -> None:
     assert reader.fields["qwen3.classifier.output_labels"].contents() == ["yes", "no"]
     assert "{query}" in reader.fields["tokenizer.chat_template.rerank"].contents()
     assert any(t.name == "cls.output.weight" for t in reader.tensors)
+
+
+def test_lora_writes_a_base_and_its_adapter(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "cllm_ollama.testing.ggufs", "lora", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == [str(tmp_path / "base.gguf"), str(tmp_path / "adapter.gguf")]
+    adapter = gguf.GGUFReader(tmp_path / "adapter.gguf")
+    assert adapter.fields["general.type"].contents() == "adapter"
+    assert adapter.fields["adapter.type"].contents() == "lora"
+    assert {t.name.rsplit(".", 1)[1] for t in adapter.tensors} == {"lora_a", "lora_b"}

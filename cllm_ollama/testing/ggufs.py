@@ -672,6 +672,28 @@ def write_qwen2vl_projector(
     return path
 
 
+def write_lora(folder: Path, *, rank: int = 4, alpha: float = 8.0, seed: int = 0) -> tuple[Path, Path]:
+    """A tiny base model and a LoRA for it: ``folder/base.gguf`` (``write_qwen3``) and
+    ``folder/adapter.gguf``, low-rank deltas (A, B) on every layer's attention query and FFN up
+    projection, in the layout llama.cpp's ``llama_adapter_lora_init`` checks (A is ``{n_in, rank}``,
+    B ``{rank, n_out}``), scaled by ``alpha / rank``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = write_qwen3(folder / "base.gguf", seed=seed)
+    path = folder / "adapter.gguf"
+    s = TINY
+    f32 = gguf.GGMLQuantizationType.F32
+    t = _Tensors(gguf.GGUFWriter(str(path), "qwen3"), np.random.default_rng(seed + 1), 0.5, f32)
+    t.w.add_type("adapter")
+    t.w.add_string("adapter.type", "lora")
+    t.w.add_float32("adapter.lora.alpha", alpha)
+    for i in range(s.n_layer):
+        for name, n_out in (("attn_q", s.n_head * s.head_dim), ("ffn_up", s.n_ff)):
+            t.matrix(f"blk.{i}.{name}.weight.lora_a", rank, s.n_embd)
+            t.matrix(f"blk.{i}.{name}.weight.lora_b", n_out, rank)
+    _finish(t.w)
+    return base, path
+
+
 def write_vision(folder: Path, *, kind: str = "gemma3", seed: int = 0) -> tuple[Path, Path]:
     """A tiny model that sees: ``folder/text.gguf`` and ``folder/mmproj.gguf``, its projector.
 
@@ -698,15 +720,18 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m cllm_ollama.testing.ggufs KIND DIR``: write a tiny test model of KIND into DIR
     (``DIR/KIND.gguf``, e.g. ``reranker``: a tiny Qwen3-Reranker; ``vision`` writes ``DIR/text.gguf``
     and ``DIR/mmproj.gguf``, a gemma3 and its
-    projector, ``vision-qwen2vl`` the same for an M-RoPE model)."""
+    projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``lora`` writes ``DIR/base.gguf`` and
+    ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
-    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl"])
+    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl", "lora"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
-    if args.kind.startswith("vision"):
-        paths: tuple[Path, ...] = write_vision(args.dir, kind="qwen2vl" if args.kind.endswith("qwen2vl") else "gemma3")
+    if args.kind == "lora":
+        paths: tuple[Path, ...] = write_lora(args.dir)
+    elif args.kind.startswith("vision"):
+        paths = write_vision(args.dir, kind="qwen2vl" if args.kind.endswith("qwen2vl") else "gemma3")
     else:
         args.dir.mkdir(parents=True, exist_ok=True)
         paths = (_KINDS[args.kind](args.dir / f"{args.kind}.gguf"),)
