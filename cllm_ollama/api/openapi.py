@@ -127,6 +127,11 @@ def _get_and_head(get: dict[str, Any]) -> dict[str, Any]:
     return {"get": get, "head": head}
 
 
+def _model_op(op_id: str, summary: str, tag: str, response: Schema, body: str, error: str = "Error") -> dict[str, Any]:
+    """A POST on a model (loaded on demand) answering one JSON object: tokens, rerank."""
+    return {"post": _op(op_id, summary, tag, _ok("Done", _json(response)), _GENERATION_ERRORS, body=body, error=error)}
+
+
 def _paths() -> dict[str, Any]:
     text = {"text/plain": {"schema": {"const": "Ollama is running"}}}
     return {
@@ -283,87 +288,63 @@ def _paths() -> dict[str, Any]:
                 body="EmbeddingRequest",
             )
         },
-        "/api/tokenize": {
-            "post": _op(
-                "tokenize",
-                "A text's token ids in a model's vocabulary (no BOS added; special tokens parsed)",
-                "inference",
-                _ok("Tokens", _json(ref("TokenizeResponse"))),
-                "400 404 499 500 503",
-                body="TokenizeRequest",
-            )
-        },
-        "/api/detokenize": {
-            "post": _op(
-                "detokenize",
-                "The text of token ids (special tokens written out)",
-                "inference",
-                _ok("Text", _json(ref("DetokenizeResponse"))),
-                "400 404 499 500 503",
-                body="DetokenizeRequest",
-            )
-        },
-        "/api/rerank": {
-            "post": _op(
-                "rerank",
-                "Scores of documents for a query, best first (a reranker model)",
-                "inference",
-                _ok("Ranked", _json(ref("ApiRerankResponse"))),
-                "400 404 499 500 503",
-                body="RerankRequest",
-            )
-        },
-        "/rerank": {
-            "post": _op(
-                "serverRerank",
-                "Jina/Cohere rerank, as llama-server serves it",
-                "llama-server",
-                _ok("Ranked", _json(ref("RerankResponse"))),
-                "400 404 499 500 503",
-                body="RerankRequest",
-            )
-        },
-        "/v1/rerank": {
-            "post": _op(
-                "openaiRerank",
-                "Jina/Cohere rerank (LangChain, LlamaIndex, LiteLLM rerankers)",
-                "openai",
-                _ok("Ranked", _json(ref("RerankResponse"))),
-                "400 404 499 500 503",
-                body="RerankRequest",
-                error="OpenAIError",
-            )
-        },
-        "/v2/rerank": {
-            "post": _op(
-                "cohereRerank",
-                "Cohere's v2 rerank path (the cohere SDK's ClientV2, LangChain's CohereRerank)",
-                "llama-server",
-                _ok("Ranked", _json(ref("RerankResponse"))),
-                "400 404 499 500 503",
-                body="RerankRequest",
-            )
-        },
-        "/tokenize": {
-            "post": _op(
-                "serverTokenize",
-                "llama-server's /tokenize, on the named model",
-                "llama-server",
-                _ok("Tokens", _json(ref("ServerTokenizeResponse"))),
-                "400 404 499 500 503",
-                body="ServerTokenizeRequest",
-            )
-        },
-        "/detokenize": {
-            "post": _op(
-                "serverDetokenize",
-                "llama-server's /detokenize, on the named model",
-                "llama-server",
-                _ok("Text", _json(object_schema({"content": STRING}, ("content",)))),
-                "400 404 499 500 503",
-                body="ServerDetokenizeRequest",
-            )
-        },
+        "/api/tokenize": _model_op(
+            "tokenize",
+            "A text's token ids in a model's vocabulary (no BOS added; special tokens parsed)",
+            "inference",
+            ref("TokenizeResponse"),
+            "TokenizeRequest",
+        ),
+        "/api/detokenize": _model_op(
+            "detokenize",
+            "The text of token ids (special tokens written out)",
+            "inference",
+            ref("DetokenizeResponse"),
+            "DetokenizeRequest",
+        ),
+        "/api/rerank": _model_op(
+            "rerank",
+            "Scores of documents for a query, best first (a reranker model)",
+            "inference",
+            ref("ApiRerankResponse"),
+            "RerankRequest",
+        ),
+        "/rerank": _model_op(
+            "serverRerank",
+            "Jina/Cohere rerank, as llama-server serves it",
+            "llama-server",
+            ref("RerankResponse"),
+            "RerankRequest",
+        ),
+        "/v1/rerank": _model_op(
+            "openaiRerank",
+            "Jina/Cohere rerank (LangChain, LlamaIndex, LiteLLM rerankers)",
+            "openai",
+            ref("RerankResponse"),
+            "RerankRequest",
+            "OpenAIError",
+        ),
+        "/v2/rerank": _model_op(
+            "cohereRerank",
+            "Cohere's v2 rerank path (the cohere SDK's ClientV2, LangChain's CohereRerank)",
+            "cohere",
+            ref("RerankResponse"),
+            "RerankRequest",
+        ),
+        "/tokenize": _model_op(
+            "serverTokenize",
+            "llama-server's /tokenize, on the named model",
+            "llama-server",
+            ref("ServerTokenizeResponse"),
+            "ServerTokenizeRequest",
+        ),
+        "/detokenize": _model_op(
+            "serverDetokenize",
+            "llama-server's /detokenize, on the named model",
+            "llama-server",
+            object_schema({"content": STRING}, ("content",)),
+            "ServerDetokenizeRequest",
+        ),
         "/v1/chat/completions": {
             "post": _op(
                 "openaiChatCompletions",
