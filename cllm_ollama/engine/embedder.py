@@ -16,6 +16,7 @@ input would otherwise reserve 1.8 GB of logits for a 150k vocabulary, kept until
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -51,7 +52,9 @@ class _Call:
             else:
                 self.future.set_result(vectors or [])
 
-        self.loop.call_soon_threadsafe(settle)
+        # A closed loop has nobody waiting on it: the other calls of the round still get theirs.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(settle)
 
 
 class Embedder:
