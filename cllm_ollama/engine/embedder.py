@@ -111,12 +111,12 @@ class Embedder:
     async def rank(self, query: str, documents: Sequence[str]) -> tuple[list[float], int]:
         """A reranker's relevance score of each document to ``query``, and the tokens evaluated.
 
-        Each pair is one sequence, as llama-server builds it (``rerank_tokens``), cut to the
-        longest input; the pairs of every concurrent call share decodes as embeddings do.
+        Each pair is one sequence, as llama-server builds it (``rerank_tokens``), its document cut
+        to fit the longest input; the pairs of every concurrent call share decodes as embeddings do.
         """
 
         def tokenize() -> list[list[int]]:
-            return [rerank_tokens(self._model, query, d)[: self._n_ctx] for d in documents]
+            return [_fitted_pair(self._model, query, d, self._n_ctx) for d in documents]
 
         pairs = await asyncio.to_thread(tokenize)
         scores = await self.embed(pairs, normalize=False)
@@ -249,6 +249,17 @@ def _normalized(vectors: list[np.ndarray]) -> list[np.ndarray]:
     """L2-normalised (a zero vector stays zero)."""
     norms = [float(np.linalg.norm(v)) for v in vectors]
     return [v / n if n > 0 else v for v, n in zip(vectors, norms, strict=True)]
+
+
+def _fitted_pair(model: Model, query: str, document: str, limit: int) -> list[int]:
+    """A pair of at most ``limit`` tokens: a long document loses its end, so the template's end (the
+    token a causal reranker scores from) stays; only a query too long on its own is cut itself."""
+    tokens = rerank_tokens(model, query, document)
+    if len(tokens) <= limit:
+        return tokens
+    doc = model.tokenize(document, add_special=False, parse_special=False)
+    kept = model.detokenize(doc[: max(0, len(doc) - (len(tokens) - limit))])
+    return rerank_tokens(model, query, kept)[:limit]
 
 
 def rerank_tokens(model: Model, query: str, document: str) -> list[int]:

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.binding import Batch, Context, Model
-from cllm_ollama.engine.embedder import rerank_tokens
+from cllm_ollama.engine.embedder import _fitted_pair, rerank_tokens
 from cllm_ollama.store.create import import_gguf
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import RERANK_TEMPLATE, write_reranker
@@ -117,3 +117,19 @@ def test_bad_requests(client: TestClient, body: dict[str, object], message: str)
     assert v1.status_code == 400 and message in v1.json()["error"]["message"]
     native = client.post("/api/rerank", json=body)
     assert native.status_code == 400 and message in native.json()["error"]
+
+
+def test_a_document_longer_than_the_context_loses_its_end(client: TestClient, reranker_gguf: Path) -> None:
+    """The pair keeps the template's end, which a causal reranker scores from: no 500, a real score."""
+    long = "the sea and the sky and the land " * 60  # ~480 tokens, the context is 256
+    out = client.post("/v1/rerank", json={"model": RERANKER, "query": QUERY, "documents": [long, DOCS[0]]})
+    assert out.status_code == 200, out.text
+    assert out.json()["usage"]["prompt_tokens"] <= 2 * 256
+    assert all(0 < r["relevance_score"] < 1 for r in out.json()["results"])
+    model = Model(reranker_gguf, n_gpu_layers=0)
+    try:
+        pair = _fitted_pair(model, QUERY, long, 256)
+        tail = model.tokenize("<|im_end|>\n<|im_start|>assistant\n", add_special=False, parse_special=True)
+        assert len(pair) <= 256 and pair[-len(tail) :] == tail
+    finally:
+        model.close()
