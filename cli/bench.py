@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ..config import Settings
-from .bench_client import Api, BenchError, Target, run_bench, run_workload
+from .bench_client import EMBEDDING_APIS, Api, BenchError, Target, run_bench, run_workload
 from .bench_stats import LevelStats
 from .bench_workloads import DEFAULTS, Kind, Workload
 
@@ -43,9 +43,11 @@ def _cell(value: float | None, width: int, digits: int = 1) -> str:
 _PHASE_WIDTH = 14  # the prefix workloads' first column, wide enough for "short prompt:" under the level
 
 
-def table_header(first: str = "conc", cached: bool = False) -> str:
-    """The column names; ``cached`` (the prefix workloads) widens the first column and adds cached tokens."""
-    columns = [(first, _PHASE_WIDTH if cached else 5), *_COLUMNS[1:], *([("cached", 7)] if cached else [])]
+def table_header(first: str = "conc", cached: bool = False, rate: str = "tok/s") -> str:
+    """The column names; ``cached`` (the prefix workloads) widens the first column and adds cached tokens;
+    ``rate`` names the throughput column (``in/s``: inputs embedded per second)."""
+    rest = [(rate if name == "tok/s" else name, width) for name, width in _COLUMNS[1:]]
+    columns = [(first, _PHASE_WIDTH if cached else 5), *rest, *([("cached", 7)] if cached else [])]
     return " ".join(f"{name:>{width}}" for name, width in columns)
 
 
@@ -89,6 +91,7 @@ def result_document(
             "raw": target.raw,
             "ignore_eos": target.ignore_eos,
             "warmup": warmup,
+            "inputs": target.inputs,
         },
         "levels": [s.to_dict() for s in stats],
     }
@@ -198,7 +201,15 @@ def _plot_groups(results: list[dict[str, Any]], out: Path) -> None:
     "agent: a coding agent's session (long preamble, turns adding tool results), its first turn again "
     "warm and after an unload (--resume: after a server restart).",
 )
-@click.option("--api", type=click.Choice([a.value for a in Api]), help="[default: generate; chat for the others]")
+@click.option(
+    "--api",
+    type=click.Choice([a.value for a in Api]),
+    help="[default: generate; chat for the others]. embed, openai-embeddings: embedding requests "
+    "(distinct workload; the rate column is inputs/s).",
+)
+@click.option(
+    "--inputs", type=click.IntRange(min=1), default=1, show_default=True, help="Embedding APIs: texts per request."
+)
 @click.option("--model", "-m", help="Model name sent with every request.")
 @click.option(
     "--concurrency",
@@ -268,6 +279,7 @@ def bench_command(
     workload: str,
     api: str | None,
     model: str | None,
+    inputs: int,
     concurrency: str | None,
     requests: int | None,
     prompt_tokens: int,
@@ -305,6 +317,7 @@ def bench_command(
     chat_api = api is None or Api(api) in (Api.CHAT, Api.OPENAI_CHAT)
     if kind is not Kind.DISTINCT and not chat_api:
         raise click.UsageError(f"--workload {kind.value} sends conversations: use --api chat or openai-chat")
+    embedding = api is not None and Api(api) in EMBEDDING_APIS
     api = api or (Api.GENERATE.value if kind is Kind.DISTINCT else Api.CHAT.value)
     settings = Settings.from_env()
     url = url or settings.host.url
@@ -320,6 +333,7 @@ def bench_command(
         ignore_eos=(kind is Kind.DISTINCT) if ignore_eos is None else ignore_eos,
         timeout_s=timeout,
         api_key=settings.client_api_key,
+        inputs=inputs,
     )
     label = label or f"{api} {url}"
 
@@ -337,8 +351,11 @@ def bench_command(
                 raise click.UsageError("--users is for the other workloads; distinct uses --concurrency")
             c_levels = parse_levels(concurrency or str(defaults["levels"]))
             levels = [(c, max(requests, c) if requests else max(2 * c, 8)) for c in c_levels]
-            click.echo(f"{label}: model {model}, prompt ~{prompt_tokens} tokens, {max_tokens} generated")
-            click.echo(table_header())
+            if embedding:
+                click.echo(f"{label}: model {model}, {inputs} input(s) of ~{prompt_tokens} tokens per request")
+            else:
+                click.echo(f"{label}: model {model}, prompt ~{prompt_tokens} tokens, {max_tokens} generated")
+            click.echo(table_header(rate="in/s" if embedding else "tok/s"))
             stats = asyncio.run(run_bench(target, levels, warmup=warmup, on_level=show))
         else:
             if resume and kind is not Kind.AGENT:

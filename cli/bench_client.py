@@ -29,6 +29,12 @@ class Api(StrEnum):
     CHAT = "chat"
     OPENAI_COMPLETIONS = "openai-completions"
     OPENAI_CHAT = "openai-chat"
+    EMBED = "embed"
+    OPENAI_EMBEDDINGS = "openai-embeddings"
+
+
+# Embedding APIs: one answer per request, no stream; a level's "tokens" are the inputs embedded.
+EMBEDDING_APIS = (Api.EMBED, Api.OPENAI_EMBEDDINGS)
 
 
 PATHS = {
@@ -36,6 +42,8 @@ PATHS = {
     Api.CHAT: "/api/chat",
     Api.OPENAI_COMPLETIONS: "/v1/completions",
     Api.OPENAI_CHAT: "/v1/chat/completions",
+    Api.EMBED: "/api/embed",
+    Api.OPENAI_EMBEDDINGS: "/v1/embeddings",
 }
 
 
@@ -52,6 +60,7 @@ class Target:
     raw: bool = True  # /api/generate: no chat template, so the prompt is what llama-server sees
     ignore_eos: bool = True  # OpenAI APIs: llama-server honours it, others ignore the field
     timeout_s: float = 600.0
+    inputs: int = 1  # embedding APIs: texts per request
     # Sent as a Bearer token (CLLM_API_KEY, llama-server's --api-key); out of repr so it is never printed.
     api_key: str | None = field(default=None, repr=False)
 
@@ -156,7 +165,10 @@ async def send(client: httpx.AsyncClient, target: Target, prompt: str | Messages
     timing = RequestTiming(start=time.perf_counter(), phase=phase)
     try:
         async with asyncio.timeout(target.timeout_s):
-            await _stream(client, target, prompt, timing)
+            if target.api in EMBEDDING_APIS:
+                await _embed(client, target, prompt, timing)
+            else:
+                await _stream(client, target, prompt, timing)
     except (httpx.HTTPError, TimeoutError, ValueError) as exc:
         timing.error = f"{type(exc).__name__}: {exc}"
     timing.end = time.perf_counter()
@@ -165,10 +177,37 @@ async def send(client: httpx.AsyncClient, target: Target, prompt: str | Messages
     return timing
 
 
+def _headers(target: Target) -> dict[str, str] | None:
+    return {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
+
+
+async def _embed(client: httpx.AsyncClient, target: Target, prompt: str | Messages, timing: RequestTiming) -> None:
+    """One embedding request of ``target.inputs`` distinct texts: its answer is its one "chunk",
+    and the inputs embedded are its "tokens" (the report's rate is then inputs/s)."""
+    if not isinstance(prompt, str):
+        raise ValueError("embedding APIs take texts, not conversations")
+    texts = [f"{i} {prompt}" for i in range(target.inputs)]
+    url = target.url.rstrip("/") + PATHS[target.api]
+    response = await client.post(url, json={"model": target.model, "input": texts}, headers=_headers(target))
+    if response.status_code != 200:
+        timing.error = f"HTTP {response.status_code}: {response.text[:200]}"
+        return
+    obj = response.json()
+    vectors = obj.get("embeddings") if target.api is Api.EMBED else obj.get("data")
+    if not isinstance(vectors, list) or len(vectors) != len(texts):
+        timing.error = f"expected {len(texts)} embeddings: {response.text[:200]}"
+        return
+    timing.chunk_times.append(time.perf_counter())
+    timing.tokens = len(vectors)
+    usage = obj.get("usage") or {}
+    prompt_tokens = obj.get("prompt_eval_count") or usage.get("prompt_tokens")
+    if isinstance(prompt_tokens, int):
+        timing.prompt_tokens = prompt_tokens
+
+
 async def _stream(client: httpx.AsyncClient, target: Target, prompt: str | Messages, timing: RequestTiming) -> None:
     url = target.url.rstrip("/") + PATHS[target.api]
-    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
-    async with client.stream("POST", url, json=request_body(target, prompt), headers=headers) as response:
+    async with client.stream("POST", url, json=request_body(target, prompt), headers=_headers(target)) as response:
         if response.status_code != 200:
             body = (await response.aread()).decode(errors="replace")
             timing.error = f"HTTP {response.status_code}: {body[:200]}"

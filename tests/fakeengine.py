@@ -20,6 +20,9 @@ class FakeEmbedding:
     async def embed(self, inputs: Sequence[Sequence[int]], *, normalize: bool = True) -> list[np.ndarray]:
         return [np.zeros(4, dtype=np.float32) for _ in inputs]
 
+    async def rank(self, query: str, documents: Sequence[str]) -> tuple[list[float], int]:
+        return [0.0 for _ in documents], 0
+
 
 class FakeEngine:
     """A loaded model without weights: the facts of ``spec``, nothing running, nothing generated."""
@@ -42,8 +45,11 @@ class FakeEngine:
     def n_ctx_slot(self) -> int:
         return self.spec.n_ctx_slot
 
-    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
         return [ord(c) % 100 + 1 for c in text] or [1]
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return "x" * len(tokens)
 
     def token_piece(self, token: int) -> bytes:
         return b"x"

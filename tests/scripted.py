@@ -32,6 +32,7 @@ class ScriptedModel(FakeEngine):
     n_ctx_slot: int = 256  # type: ignore[assignment]
     n_ctx_train: int = 256
     running: set[int] = field(default_factory=set)
+    finish: FinishReason = FinishReason.STOP  # how every generation ends once the script is played
 
     def occupancy(self) -> Occupancy:
         return Occupancy(running=len(self.running), waiting=0, cells_used=0, cells_total=self.n_ctx_slot * self.n_slots)
@@ -44,7 +45,7 @@ class ScriptedModel(FakeEngine):
                     raise step
                 yield Event(request.id, step, (7,))
             stats = Stats(len(request.prompt), 0, 1, len(self.script), 1)
-            yield Event(request.id, "", (), FinishReason.STOP, stats)
+            yield Event(request.id, "", (), self.finish, stats)
         finally:
             self.running.discard(request.id)
 

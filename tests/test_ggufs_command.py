@@ -9,14 +9,19 @@ from pathlib import Path
 import gguf
 
 
-def test_vision_writes_a_text_model_and_its_projector(tmp_path: Path) -> None:
+def _written(kind: str, folder: Path) -> list[str]:
+    """The paths the command prints, having written them."""
     out = subprocess.run(
-        [sys.executable, "-m", "cllm_ollama.testing.ggufs", "vision", str(tmp_path)],
+        [sys.executable, "-m", "cllm_ollama.testing.ggufs", kind, str(folder)],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert out.stdout.split() == [str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")]
+    return out.stdout.split()
+
+
+def test_vision_writes_a_text_model_and_its_projector(tmp_path: Path) -> None:
+    assert _written("vision", tmp_path) == [str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")]
     text, mmproj = gguf.GGUFReader(tmp_path / "text.gguf"), gguf.GGUFReader(tmp_path / "mmproj.gguf")
     assert text.fields["general.architecture"].contents() == "gemma3"
     assert mmproj.fields["general.architecture"].contents() == "clip"
@@ -35,3 +40,20 @@ def test_vision_qwen2vl_writes_an_m_rope_pair(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "cllm_ollama.testing.ggufs", "vision-qwen2vl", str(tmp_path)], check=True)
     assert gguf.GGUFReader(tmp_path / "text.gguf").fields["general.architecture"].contents() == "qwen2vl"
     assert gguf.GGUFReader(tmp_path / "mmproj.gguf").fields["clip.projector_type"].contents() == "qwen2vl_merger"
+
+
+def test_reranker_writes_a_rank_pooled_qwen3(tmp_path: Path) -> None:
+    assert _written("reranker", tmp_path) == [str(tmp_path / "reranker.gguf")]
+    reader = gguf.GGUFReader(tmp_path / "reranker.gguf")
+    assert reader.fields["qwen3.pooling_type"].contents() == gguf.PoolingType.RANK
+    assert reader.fields["qwen3.classifier.output_labels"].contents() == ["yes", "no"]
+    assert "{query}" in reader.fields["tokenizer.chat_template.rerank"].contents()
+    assert any(t.name == "cls.output.weight" for t in reader.tensors)
+
+
+def test_lora_writes_a_base_and_its_adapter(tmp_path: Path) -> None:
+    assert _written("lora", tmp_path) == [str(tmp_path / "base.gguf"), str(tmp_path / "adapter.gguf")]
+    adapter = gguf.GGUFReader(tmp_path / "adapter.gguf")
+    assert adapter.fields["general.type"].contents() == "adapter"
+    assert adapter.fields["adapter.type"].contents() == "lora"
+    assert {t.name.rsplit(".", 1)[1] for t in adapter.tensors} == {"lora_a", "lora_b"}

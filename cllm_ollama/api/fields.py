@@ -58,6 +58,13 @@ def thinking_for(model: ResolvedModel, body: dict[str, Any], display_name: str) 
     return think
 
 
+def think_level(body: dict[str, Any]) -> str | None:
+    """``think`` as a level ("low" ... "max") for the template's ``ThinkLevel``; None for a boolean.
+    /api/generate passes it as /api/chat does (Ollama's routes.go sets ``values.ThinkLevel`` for both)."""
+    think = body.get("think")
+    return think if isinstance(think, str) else None
+
+
 def check_images(model: ResolvedModel, images: Sequence[str] | None) -> None:
     """Images (valid base64 already: ``wire.images_field``) go only to a model that sees.
 

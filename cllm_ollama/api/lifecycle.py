@@ -52,6 +52,8 @@ class Chunk:
     stats: Stats | None = None
     # Log probabilities of the tokens behind this chunk, in the wire shape Ollama and OpenAI share.
     logprobs: list[dict[str, Any]] = field(default_factory=list)
+    # On the final chunk: prompt tokens the model never saw, cut to fit the context (0: none).
+    truncated: int = 0
 
 
 @asynccontextmanager
@@ -114,6 +116,7 @@ class Generation:
     load_ns: int = 0
     request: EngineRequest | None = None
     generated: list[int] = field(default_factory=list)
+    truncated: int = 0  # prompt tokens cut to fit (old turns, then the middle)
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
         """Output chunks until the final one (``done``); the model is held exactly as long."""
@@ -151,7 +154,7 @@ class Generation:
                         yield Chunk(delta, logprobs=logprobs)
                     if event.finish is FinishReason.CANCELED:
                         raise RequestCanceled()
-                    yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats)
+                    yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats, truncated=self.truncated)
                     return
 
     async def _admit(self, pool: ModelPool, loaded: EngineClient) -> tuple[EngineRequest, StreamParser]:
@@ -169,8 +172,11 @@ class Generation:
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
         )
+        self.truncated = rendered.dropped + len(rendered.tokens) - len(tokens)
+        if rendered.dropped:
+            log.warning("dropping the oldest turns: limit=%d dropped=%d", limit, rendered.dropped)
         if len(tokens) < len(rendered.tokens):
-            # Ollama's runner warning, with its fields: the only trace of a silent cut.
+            # Ollama's runner warning, with its fields (the client reads the count in its response).
             log.warning(
                 "truncating input prompt limit=%d prompt=%d keep=%d new=%d",
                 limit,

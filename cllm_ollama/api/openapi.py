@@ -127,6 +127,11 @@ def _get_and_head(get: dict[str, Any]) -> dict[str, Any]:
     return {"get": get, "head": head}
 
 
+def _model_op(op_id: str, summary: str, tag: str, response: Schema, body: str, error: str = "Error") -> dict[str, Any]:
+    """A POST on a model (loaded on demand) answering one JSON object: tokens, rerank."""
+    return {"post": _op(op_id, summary, tag, _ok("Done", _json(response)), _GENERATION_ERRORS, body=body, error=error)}
+
+
 def _paths() -> dict[str, Any]:
     text = {"text/plain": {"schema": {"const": "Ollama is running"}}}
     return {
@@ -283,6 +288,63 @@ def _paths() -> dict[str, Any]:
                 body="EmbeddingRequest",
             )
         },
+        "/api/tokenize": _model_op(
+            "tokenize",
+            "A text's token ids in a model's vocabulary (no BOS added; special tokens parsed)",
+            "inference",
+            ref("TokenizeResponse"),
+            "TokenizeRequest",
+        ),
+        "/api/detokenize": _model_op(
+            "detokenize",
+            "The text of token ids (special tokens written out)",
+            "inference",
+            ref("DetokenizeResponse"),
+            "DetokenizeRequest",
+        ),
+        "/api/rerank": _model_op(
+            "rerank",
+            "Scores of documents for a query, best first (a reranker model)",
+            "inference",
+            ref("ApiRerankResponse"),
+            "RerankRequest",
+        ),
+        "/rerank": _model_op(
+            "serverRerank",
+            "Jina/Cohere rerank, as llama-server serves it",
+            "llama-server",
+            ref("RerankResponse"),
+            "RerankRequest",
+        ),
+        "/v1/rerank": _model_op(
+            "openaiRerank",
+            "Jina/Cohere rerank (LangChain, LlamaIndex, LiteLLM rerankers)",
+            "openai",
+            ref("RerankResponse"),
+            "RerankRequest",
+            "OpenAIError",
+        ),
+        "/v2/rerank": _model_op(
+            "cohereRerank",
+            "Cohere's v2 rerank path (the cohere SDK's ClientV2, LangChain's CohereRerank)",
+            "cohere",
+            ref("RerankResponse"),
+            "RerankRequest",
+        ),
+        "/tokenize": _model_op(
+            "serverTokenize",
+            "llama-server's /tokenize, on the named model",
+            "llama-server",
+            ref("ServerTokenizeResponse"),
+            "ServerTokenizeRequest",
+        ),
+        "/detokenize": _model_op(
+            "serverDetokenize",
+            "llama-server's /detokenize, on the named model",
+            "llama-server",
+            object_schema({"content": STRING}, ("content",)),
+            "ServerDetokenizeRequest",
+        ),
         "/v1/chat/completions": {
             "post": _op(
                 "openaiChatCompletions",

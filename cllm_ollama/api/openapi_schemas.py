@@ -219,7 +219,16 @@ _CREATE_REQUEST = _request(
 
 # ---------------------------------------------------------------- native responses
 
+# shapes.TRUNCATED: present only when the prompt was cut to fit the context.
+_TRUNCATED = {
+    "truncated_prompt_tokens": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Prompt tokens cut to fit the context (oldest turns, then the middle); absent when none",
+    }
+}
 _METRICS = {
+    **_TRUNCATED,
     "total_duration": NANOSECONDS,
     "load_duration": NANOSECONDS,
     "prompt_eval_count": INT,
@@ -368,6 +377,9 @@ _V1_MESSAGE = object_schema(
         }
     )
 )
+_V1_OPTIONS = ref("Options") | {
+    "description": "Ollama's options (the SDKs' extra_body); OpenAI's own fields win over them"
+}
 _SAMPLING = {
     "temperature": NUMBER,
     "top_p": NUMBER,
@@ -379,6 +391,7 @@ _SAMPLING = {
 _EFFORT = {"type": "string", "enum": ["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"]}
 _CHAT_COMPLETION_REQUEST = _request(
     {
+        "options": _V1_OPTIONS,
         "model": STRING,
         "messages": {"type": "array", "items": ref("OpenAIMessage"), "minItems": 1},
         "stream": BOOL,
@@ -404,6 +417,7 @@ _CHAT_COMPLETION_REQUEST = _request(
 )
 _COMPLETION_REQUEST = _request(
     {
+        "options": _V1_OPTIONS,
         "model": STRING,
         "prompt": {"type": "string", "minLength": 1},
         "suffix": STRING,
@@ -417,6 +431,7 @@ _COMPLETION_REQUEST = _request(
 )
 _V1_EMBEDDINGS_REQUEST = _request(
     {
+        "options": _V1_OPTIONS,
         "model": STRING,
         "input": {"anyOf": [STRING, {"type": "array", "items": STRING, "minItems": 1}]},
         "dimensions": {"type": "integer", "minimum": 1},
@@ -479,6 +494,7 @@ _RESPONSES_INPUT_ITEM = object_schema(
 )
 _RESPONSES_REQUEST = _request(
     {
+        "options": _V1_OPTIONS,
         "model": STRING,
         "input": {"anyOf": [STRING, {"type": "array", "items": _RESPONSES_INPUT_ITEM, "minItems": 1}]},
         "instructions": STRING,
@@ -521,7 +537,7 @@ _RESPONSES_REQUEST = _request(
 # ---------------------------------------------------------------- OpenAI responses
 
 _USAGE = object_schema(
-    {"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT},
+    {"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT, **_TRUNCATED},
     ("prompt_tokens", "total_tokens"),
 )
 _CHAT_COMPLETION = object_schema(
@@ -677,7 +693,7 @@ _ANTHROPIC_MESSAGE = object_schema(
         "content": {"type": "array", "items": object_schema({"type": STRING}, ("type",))},
         "stop_reason": nullable(STRING),
         "stop_sequence": nullable(STRING),
-        "usage": object_schema({"input_tokens": INT, "output_tokens": INT}),
+        "usage": object_schema({"input_tokens": INT, "output_tokens": INT, **_TRUNCATED}),
     },
     ("id", "type", "role", "content"),
 )
@@ -685,6 +701,76 @@ _ANTHROPIC_ERROR = object_schema(
     {"type": {"const": "error"}, "error": object_schema({"type": STRING, "message": STRING}, ("type", "message"))},
     ("type", "error"),
     description="Every /v1/messages error, as Anthropic's API (and its SDK) shape it.",
+)
+
+# ---------------------------------------------------------------- tokens (api/tokens.py)
+
+_TOKEN_IDS = {"type": "array", "items": {"type": "integer", "minimum": 0}}
+_TOKENIZE_REQUEST = _request(
+    {"model": STRING, "content": STRING, "keep_alive": _KEEP_ALIVE, "options": ref("Options")}, ("model",)
+)
+_DETOKENIZE_REQUEST = _request(
+    {"model": STRING, "tokens": _TOKEN_IDS, "keep_alive": _KEEP_ALIVE, "options": ref("Options")}, ("model",)
+)
+_NATIVE_DURATIONS = {"model": STRING, "total_duration": NANOSECONDS, "load_duration": NANOSECONDS}
+_TOKENIZE_RESPONSE = object_schema({"tokens": _TOKEN_IDS, **_NATIVE_DURATIONS}, ("tokens",))
+_DETOKENIZE_RESPONSE = object_schema({"content": STRING, **_NATIVE_DURATIONS}, ("content",))
+_SERVER_TOKENIZE_REQUEST = _request(
+    {"model": STRING, "content": STRING, "add_special": BOOL, "parse_special": BOOL, "with_pieces": BOOL},
+    ("model", "content"),
+)
+_PIECE = object_schema({"id": INT, "piece": {"anyOf": [STRING, {"type": "array", "items": INT}]}}, ("id", "piece"))
+_SERVER_TOKENIZE_RESPONSE = object_schema(
+    {"tokens": {"type": "array", "items": {"anyOf": [INT, _PIECE]}}},
+    ("tokens",),
+    description="ids, or with_pieces: {id, piece} (piece as text, or its bytes when not UTF-8)",
+)
+_SERVER_DETOKENIZE_REQUEST = _request({"model": STRING, "tokens": _TOKEN_IDS}, ("model",))
+
+# ---------------------------------------------------------------- rerank (api/rerank.py)
+
+_RERANK_DOCUMENTS = {
+    "type": "array",
+    "minItems": 1,
+    "items": {"anyOf": [STRING, object_schema({"text": STRING}, ("text",))]},
+}
+_RERANK_REQUEST = _request(
+    {
+        "model": STRING,
+        "query": {"type": "string", "minLength": 1},
+        "documents": _RERANK_DOCUMENTS,
+        "top_n": {"type": "integer", "minimum": 1},
+        "return_documents": BOOL,
+        "keep_alive": _KEEP_ALIVE,
+        "options": ref("Options"),
+    },
+    ("model", "query", "documents"),
+)
+_RANK_RESULT = object_schema(
+    {"index": INT, "relevance_score": NUMBER, "document": object_schema({"text": STRING})}, ("index", "relevance_score")
+)
+_RERANK_RESPONSE = object_schema(
+    {
+        "model": STRING,
+        "object": {"const": "list"},
+        "usage": object_schema({"prompt_tokens": INT, "total_tokens": INT}),
+        "results": {"type": "array", "items": _RANK_RESULT},
+    },
+    ("results",),
+    description="Best first, at most top_n",
+)
+_API_RERANK_RESPONSE = object_schema(
+    {
+        "results": {
+            "type": "array",
+            "items": object_schema(
+                {"index": INT, "document": STRING, "relevance_score": NUMBER}, ("index", "relevance_score")
+            ),
+        },
+        "prompt_eval_count": INT,
+        **_NATIVE_DURATIONS,
+    },
+    ("results",),
 )
 
 SCHEMAS: dict[str, Schema] = {
@@ -723,4 +809,14 @@ SCHEMAS: dict[str, Schema] = {
     "AnthropicMessagesRequest": _ANTHROPIC_REQUEST,
     "AnthropicMessage": _ANTHROPIC_MESSAGE,
     "AnthropicError": _ANTHROPIC_ERROR,
+    "TokenizeRequest": _TOKENIZE_REQUEST,
+    "TokenizeResponse": _TOKENIZE_RESPONSE,
+    "DetokenizeRequest": _DETOKENIZE_REQUEST,
+    "DetokenizeResponse": _DETOKENIZE_RESPONSE,
+    "ServerTokenizeRequest": _SERVER_TOKENIZE_REQUEST,
+    "ServerTokenizeResponse": _SERVER_TOKENIZE_RESPONSE,
+    "ServerDetokenizeRequest": _SERVER_DETOKENIZE_REQUEST,
+    "RerankRequest": _RERANK_REQUEST,
+    "RerankResponse": _RERANK_RESPONSE,
+    "ApiRerankResponse": _API_RERANK_RESPONSE,
 }

@@ -110,6 +110,18 @@ def _convert(key: str, value: object) -> object:
     raise CllmError(f"option {go_quote(key)} must be of type {kind}", 500)
 
 
+def options_object(value: object, request_type: str) -> Mapping[str, Any]:
+    """``options`` as Go decodes it into a map: an object, or nothing (``null``, absent)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidRequest(
+            f"json: cannot unmarshal {go_type(value)} into Go struct field {request_type}.options"
+            " of type map[string]interface {}"
+        )
+    return value
+
+
 def resolve_options(
     request_options: object,
     model_params: Mapping[str, object] | None,
@@ -121,14 +133,8 @@ def resolve_options(
     ``request_type`` names the Go struct in the decode error for a non-object ``options``
     (``GenerateRequest``, ``ChatRequest``, ``EmbedRequest``), as Ollama's message does.
     """
-    if request_options is not None and not isinstance(request_options, Mapping):
-        got = go_type(request_options)
-        raise InvalidRequest(
-            f"json: cannot unmarshal {got} into Go struct field {request_type}.options"
-            " of type map[string]interface {}"
-        )
     values: dict[str, Any] = {}
-    for source in (model_params or {}, request_options or {}):
+    for source in (model_params or {}, options_object(request_options, request_type)):
         for key, value in source.items():
             # A null value leaves the lower layer's setting in place (FromMap skips nil).
             if key in _KINDS and value is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.routing import Route
 
-from . import openapi
+from . import openapi, rerank, tokens
 from .anthropic import messages as anthropic
 from .middleware import metrics
 from .ollama import chat, embed, generate, models, running, system
@@ -41,6 +41,14 @@ ROUTES = [
     Route("/api/chat", chat.chat, methods=["POST"]),
     Route("/api/embed", embed.embed, methods=["POST"]),
     Route("/api/embeddings", embed.embeddings, methods=["POST"]),
+    Route("/api/tokenize", tokens.api_tokenize, methods=["POST"]),
+    Route("/api/detokenize", tokens.api_detokenize, methods=["POST"]),
+    Route("/api/rerank", rerank.api_rerank, methods=["POST"]),
+    Route("/rerank", rerank.rerank, methods=["POST"]),
+    Route("/v1/rerank", rerank.v1_rerank, methods=["POST"]),
+    Route("/v2/rerank", rerank.rerank, methods=["POST"]),
+    Route("/tokenize", tokens.tokenize, methods=["POST"]),
+    Route("/detokenize", tokens.detokenize, methods=["POST"]),
     Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
     Route("/v1/completions", openai.completions, methods=["POST"]),
     Route("/v1/embeddings", openai.embeddings, methods=["POST"]),

@@ -24,6 +24,17 @@ def metrics(t_start: int, load_ns: int, stats: Stats | None) -> dict[str, int]:
     return {k: v for k, v in out.items() if v}
 
 
+# The response field that says a prompt was cut to fit the context, and by how many tokens:
+# in the native done chunk and in /v1's and /v1/messages' usage, only when it was cut.
+TRUNCATED = "truncated_prompt_tokens"
+
+
+def truncation(dropped: int) -> dict[str, int]:
+    """``{TRUNCATED: n}`` when ``n`` prompt tokens were cut (old turns dropped, or the middle),
+    else nothing: an uncut response stays exactly Ollama's, or OpenAI's, or Anthropic's."""
+    return {TRUNCATED: dropped} if dropped > 0 else {}
+
+
 @dataclass(frozen=True)
 class Usage:
     """Token counts of a finished generation (zero when it has none); ``cached`` counts prompt

@@ -11,7 +11,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..store.gguf_info import GGUFInfo
@@ -59,6 +59,9 @@ class Rendered:
 
     tokens: list[int]
     text: str = ""
+    # Tokens of the whole conversation left out to fit the limit (its oldest turns); when the
+    # whole was too long even to render, at least one (the count is then unknown).
+    dropped: int = 0
 
 
 # Renders a prompt for a loaded model; given a token limit, it may drop old turns to fit it.
@@ -216,6 +219,7 @@ def chat_prompt(
         add_bos = use_go
         with text_renderer(loaded, budget, use_go) as render_text:
             tried: dict[int, Rendered | None] = {}
+            lengths: dict[int, int] = {}  # tokens of each rendering, fitting or not
 
             def without_oldest(n: int) -> Rendered | None:
                 """The prompt without the ``n`` oldest droppable turns; None if it does not fit
@@ -230,6 +234,7 @@ def chat_prompt(
                     tried[n] = None
                     return None
                 tokens = loaded.tokenize(text, add_special=add_bos)
+                lengths[n] = len(tokens)
                 fits = limit is None or len(tokens) < limit
                 tried[n] = Rendered(tokens, text) if fits or last_resort else None
                 return tried[n]
@@ -247,7 +252,7 @@ def chat_prompt(
                     high = mid
             rendered = tried.get(low) or without_oldest(low)
             assert rendered is not None  # with every droppable turn gone, there is nothing left to try
-            return rendered
+            return replace(rendered, dropped=max(1, lengths.get(0, 0) - len(rendered.tokens)))
 
     return render
 

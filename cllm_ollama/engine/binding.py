@@ -32,6 +32,8 @@ log = logging.getLogger("cllm.llama")
 
 _init_lock = threading.Lock()
 _initialized = False
+# llama_pooling_type: rank pooling gives a reranker's classifier scores per sequence.
+POOLING_RANK = 4
 # Kept referenced for the process lifetime: llama.cpp calls it from its own threads.
 _log_callback = None
 
@@ -119,6 +121,12 @@ class Model:
         self.is_recurrent: bool = bool(ll.llama_model_is_recurrent(ptr) or ll.llama_model_is_hybrid(ptr))
         self.n_swa: int = int(ll.llama_model_n_swa(ptr))
         self._pieces: list[bytes | None] = [None] * self.n_vocab
+        # A reranker's classifier outputs (rank pooling gives these per sequence, not n_embd).
+        self.n_cls_out: int = int(ll.llama_model_n_cls_out(ptr))
+        # Whether the vocabulary adds BOS, EOS, SEP around a text (a rerank pair without a template follows it).
+        flags = (ll.llama_vocab_get_add_bos, ll.llama_vocab_get_add_eos, ll.llama_vocab_get_add_sep)
+        self.adds_bos, self.adds_eos, self.adds_sep = (bool(f(self._vocab)) for f in flags)
+        self.sep: int = int(ll.llama_vocab_sep(self._vocab))
 
     def close(self) -> None:
         if self._ptr:
@@ -179,6 +187,22 @@ class Model:
                 cached = self.token_text(token).encode()
             self._pieces[token] = cached
         return cached
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        """The text of ``tokens`` as llama-server's /detokenize gives it: special tokens written
+        out, no leading space removed. Ids must be in the vocabulary (the caller checks)."""
+        ids, size = (ll.llama_token * len(tokens))(*tokens), max(64, 8 * len(tokens))
+        for _ in range(2):
+            buf = ctypes.create_string_buffer(size)
+            if (n := ll.llama_detokenize(self._vocab, ids, len(tokens), buf, size, False, True)) >= 0:
+                return buf.raw[:n].decode("utf-8", "replace")
+            size = -n
+        raise EngineError("detokenization failed")
+
+    def chat_template(self, name: str) -> str | None:
+        """A named template of the GGUF (``tokenizer.chat_template.NAME``), e.g. a reranker's ``rerank``."""
+        raw = ll.llama_model_chat_template(self._ptr, name.encode())
+        return raw.decode("utf-8", "replace") if raw else None
 
     def is_eog(self, token: int) -> bool:
         return bool(ll.llama_vocab_is_eog(self._vocab, token))
@@ -394,10 +418,12 @@ class Context:
         return np.ctypeslib.as_array(ptr, shape=(n_outputs, ll.llama_model_n_embd(self.model.ptr)))
 
     def embedding(self, seq_id: int) -> np.ndarray:
+        """A sequence's pooled vector; with rank pooling, its ``n_cls_out`` classifier scores."""
         ptr = ll.llama_get_embeddings_seq(self._ptr, seq_id)
         if not ptr:
             raise EngineError("no embedding for the sequence")
-        return np.ctypeslib.as_array(ptr, shape=(ll.llama_model_n_embd(self.model.ptr),)).copy()
+        n = self.model.n_cls_out if self.pooling == POOLING_RANK else ll.llama_model_n_embd(self.model.ptr)
+        return np.ctypeslib.as_array(ptr, shape=(n,)).copy()
 
     def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
         """Drop positions [p0, p1) of a sequence; False where the memory cannot (recurrent

@@ -223,8 +223,13 @@ class LoadedModel:
     def eos_text(self) -> str:
         return self.model.token_text(self.model.eos) if self.model.eos >= 0 else ""
 
-    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
-        return self.model.tokenize(text, add_special=add_special, parse_special=True)
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        return self.model.tokenize(text, add_special=add_special, parse_special=parse_special)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        if any(not 0 <= t < self.model.n_vocab for t in tokens):
+            raise InvalidRequest(f"invalid token id: the vocabulary has {self.model.n_vocab} tokens")
+        return self.model.detokenize(tokens) if tokens else ""
 
     def fim_tokens(self) -> tuple[int, int, int] | None:
         return self.model.fim_tokens()

@@ -96,6 +96,10 @@ class Embedding(Protocol):
 
     async def embed(self, inputs: Sequence[Sequence[int]], *, normalize: bool = True) -> list[np.ndarray]: ...
 
+    async def rank(self, query: str, documents: Sequence[str]) -> tuple[list[float], int]:
+        """A reranker's (rank pooling) score of each document for ``query``, and the tokens evaluated."""
+        ...
+
 
 class EngineClient(Protocol):
     """A model in memory with its engine; safe to call from the event loop (``close`` blocks)."""
@@ -135,7 +139,11 @@ class EngineClient(Protocol):
         ...
 
     # -- tokens ------------------------------------------------------------------------------
-    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]: ...
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """The text of token ids, special tokens written out; InvalidRequest for an id outside the vocabulary."""
+        ...
 
     @property
     def media_marker(self) -> str | None:

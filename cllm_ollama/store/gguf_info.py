@@ -81,7 +81,8 @@ class GGUFInfo:
 
     @property
     def is_embedding(self) -> bool:
-        return "embedding" in self.capabilities
+        """Loaded for pooled outputs only (no generation slots): embedding models and rerankers."""
+        return "embedding" in self.capabilities or "rerank" in self.capabilities
 
 
 def is_gguf(path: Path) -> bool:
@@ -252,9 +253,15 @@ def _quantization_level(file_type: Any, elements_by_type: Counter[int]) -> str:
     return "unknown"
 
 
+# llama_pooling_type's rank: a reranker's classifier head (bge-reranker, jina-reranker, Qwen3-Reranker).
+_POOLING_RANK = 4
+
+
 def _capabilities(kv: dict[str, Any], arch: str, template: str) -> tuple[str, ...]:
     """Ollama's rules, read off the GGUF: the chat template is what cllm renders."""
     embedding = f"{arch}.pooling_type" in kv or arch in _EMBEDDING_ARCHS
+    if kv.get(f"{arch}.pooling_type") == _POOLING_RANK:  # a reranker scores pairs, and does nothing else
+        return ("rerank",)
     caps = ["embedding" if embedding else "completion"]
     if f"{arch}.vision.block_count" in kv:
         caps.append("vision")

@@ -295,8 +295,13 @@ def write_qwen3(
     endless: bool = False,
     fim: bool = False,
     metadata: Mapping[str, int | float] | None = None,
+    reranker: bool = False,
 ) -> Path:
     """Write a random-weight qwen3 GGUF.
+
+    ``reranker`` makes it a Qwen3-Reranker as llama.cpp's converter writes one: rank pooling,
+    a ``cls.output`` head of two labels (yes, no: llama.cpp softmaxes them, a score is P(yes)) and
+    a ``rerank`` template the query and document are put into.
 
     ``endless`` zeroes the end-of-generation tokens' embedding rows (the output projection is
     tied to them), so their logit is 0 while the best other token's is far above: greedy
@@ -322,11 +327,25 @@ def write_qwen3(
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
         _attention_block(t, s, f"blk.{i}.", post_norms=False)
+    if reranker:
+        w.add_pooling_type(gguf.PoolingType.RANK)
+        w.add_classifier_output_labels(["yes", "no"])
+        w.add_string(gguf.Keys.Tokenizer.CHAT_TEMPLATE_N.format(name="rerank"), RERANK_TEMPLATE)
+        t.matrix("cls.output.weight", 2, s.n_embd)
     for key, value in (metadata or {}).items():
         vtype = gguf.GGUFValueType.FLOAT32 if isinstance(value, float) else gguf.GGUFValueType.UINT32
         w.kv_data[0][key] = gguf.GGUFValue(value=value, type=vtype)
     _finish(w)
     return path
+
+
+# Qwen3-Reranker's prompt, shortened: where llama-server puts the query and the document.
+RERANK_TEMPLATE = "<|im_start|>user\nQuery: {query}\nDocument: {document}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def write_reranker(path: Path, *, seed: int = 0) -> Path:
+    """A tiny Qwen3-Reranker (``write_qwen3``'s ``reranker``)."""
+    return write_qwen3(path, name="tiny-reranker", seed=seed, reranker=True)
 
 
 def write_gemma3(
@@ -653,6 +672,28 @@ def write_qwen2vl_projector(
     return path
 
 
+def write_lora(folder: Path, *, rank: int = 4, alpha: float = 8.0, seed: int = 0) -> tuple[Path, Path]:
+    """A tiny base model and a LoRA for it: ``folder/base.gguf`` (``write_qwen3``) and
+    ``folder/adapter.gguf``, low-rank deltas (A, B) on every layer's attention query and FFN up
+    projection, in the layout llama.cpp's ``llama_adapter_lora_init`` checks (A is ``{n_in, rank}``,
+    B ``{rank, n_out}``), scaled by ``alpha / rank``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = write_qwen3(folder / "base.gguf", seed=seed)
+    path = folder / "adapter.gguf"
+    s = TINY
+    f32 = gguf.GGMLQuantizationType.F32
+    t = _Tensors(gguf.GGUFWriter(str(path), "qwen3"), np.random.default_rng(seed + 1), 0.5, f32)
+    t.w.add_type("adapter")
+    t.w.add_string("adapter.type", "lora")
+    t.w.add_float32("adapter.lora.alpha", alpha)
+    for i in range(s.n_layer):
+        for name, n_out in (("attn_q", s.n_head * s.head_dim), ("ffn_up", s.n_ff)):
+            t.matrix(f"blk.{i}.{name}.weight.lora_a", rank, s.n_embd)
+            t.matrix(f"blk.{i}.{name}.weight.lora_b", n_out, rank)
+    _finish(t.w)
+    return base, path
+
+
 def write_vision(folder: Path, *, kind: str = "gemma3", seed: int = 0) -> tuple[Path, Path]:
     """A tiny model that sees: ``folder/text.gguf`` and ``folder/mmproj.gguf``, its projector.
 
@@ -666,21 +707,31 @@ def write_vision(folder: Path, *, kind: str = "gemma3", seed: int = 0) -> tuple[
     return text, write_gemma3_projector(folder / "mmproj.gguf", n_embd_text=TINY.n_embd, seed=seed)
 
 
-_KINDS = {"qwen3": write_qwen3, "gemma3": write_gemma3, "mamba": write_mamba, "jamba": write_jamba}
+_KINDS = {
+    "qwen3": write_qwen3,
+    "gemma3": write_gemma3,
+    "mamba": write_mamba,
+    "jamba": write_jamba,
+    "reranker": write_reranker,
+}
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m cllm_ollama.testing.ggufs KIND DIR``: write a tiny test model of KIND into DIR
-    (``DIR/KIND.gguf``; ``vision`` writes ``DIR/text.gguf`` and ``DIR/mmproj.gguf``, a gemma3 and its
-    projector, ``vision-qwen2vl`` the same for an M-RoPE model)."""
+    (``DIR/KIND.gguf``, e.g. ``reranker``: a tiny Qwen3-Reranker; ``vision`` writes ``DIR/text.gguf``
+    and ``DIR/mmproj.gguf``, a gemma3 and its
+    projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``lora`` writes ``DIR/base.gguf`` and
+    ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
-    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl"])
+    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl", "lora"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
-    if args.kind.startswith("vision"):
-        paths: tuple[Path, ...] = write_vision(args.dir, kind="qwen2vl" if args.kind.endswith("qwen2vl") else "gemma3")
+    if args.kind == "lora":
+        paths: tuple[Path, ...] = write_lora(args.dir)
+    elif args.kind.startswith("vision"):
+        paths = write_vision(args.dir, kind="qwen2vl" if args.kind.endswith("qwen2vl") else "gemma3")
     else:
         args.dir.mkdir(parents=True, exist_ok=True)
         paths = (_KINDS[args.kind](args.dir / f"{args.kind}.gguf"),)

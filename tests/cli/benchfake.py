@@ -52,6 +52,8 @@ class FakeServer:
                 Route("/api/chat", self.ollama, methods=["POST"]),
                 Route("/v1/completions", self.openai, methods=["POST"]),
                 Route("/v1/chat/completions", self.openai, methods=["POST"]),
+                Route("/api/embed", self.embed, methods=["POST"]),
+                Route("/v1/embeddings", self.embed, methods=["POST"]),
             ]
         )
 
@@ -119,6 +121,17 @@ class FakeServer:
                 self.in_flight -= 1
 
         return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def embed(self, request: Request) -> Response:
+        """One vector per input; the prompt counted as PROMPT_EVAL_COUNT per input."""
+        body = await request.json()
+        self.bodies.append(body)
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        if request.url.path == "/api/embed":
+            count = PROMPT_EVAL_COUNT * len(texts)
+            return JSONResponse({"embeddings": [[0.5, 0.5]] * len(texts), "prompt_eval_count": count})
+        data = [{"object": "embedding", "index": i, "embedding": [0.5, 0.5]} for i in range(len(texts))]
+        return JSONResponse({"data": data, "usage": {"prompt_tokens": PROMPT_EVAL_COUNT * len(texts)}})
 
 
 @contextmanager

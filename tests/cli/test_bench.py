@@ -214,3 +214,21 @@ def test_plot_combines_results(tmp_path: Path) -> None:
     png = tmp_path / "p.png"
     _invoke("plot", *paths, "-o", str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("api", ["embed", "openai-embeddings"])
+def test_bench_embeddings_reports_inputs_per_second(fake: tuple[FakeServer, str], tmp_path: Path, api: str) -> None:
+    server, url = fake
+    out = tmp_path / "r.json"
+    result = _invoke(
+        "--url", url, "--api", api, "--model", "m", "-c", "1,4", "-n", "4", "--inputs", "3", "--json", str(out)
+    )
+    levels = json.loads(out.read_text())["levels"]
+    assert [(lv["requests"], lv["ok"]) for lv in levels] == [(4, 4), (4, 4)]
+    for lv in levels:
+        assert lv["generated_tokens"] == 4 * 3  # inputs embedded: the rate is inputs/s
+        assert lv["tokens_per_s"] == pytest.approx(12 / lv["wall_s"])
+        assert lv["prompt_tokens_mean"] == 3 * PROMPT_EVAL_COUNT
+    assert result.output.splitlines()[1].split()[4] == "in/s"
+    texts = [t for body in server.bodies for t in body["input"]]
+    assert len(server.bodies) == 9 and len(set(texts)) == 27  # a warm-up, then distinct texts only

@@ -53,6 +53,16 @@ def compat_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def own_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a cllm serving ``tiny`` for one module alone (its tests reload the model)."""
+    root = tmp_path_factory.mktemp("own")
+    install_tiny(root / "models", root)
+    settings = Settings(models_dir=root / "models", num_parallel=2, context_length=512, num_thread=2)
+    with serve_in_thread(create_app(settings)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def keyed_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of a cllm serving ``tiny`` that requires one of the keys ``other`` and ``k-compat``."""
     root = tmp_path_factory.mktemp("keyed")

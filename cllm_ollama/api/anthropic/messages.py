@@ -25,7 +25,7 @@ from ..images import Base64Error, b64decode_go
 from ..lifecycle import Chunk, Generation
 from ..ollama.chat import start_chat
 from ..resolve import resolve_model
-from ..shapes import Usage
+from ..shapes import Usage, truncation
 from ..wire import (
     bool_field,
     decode_error,
@@ -319,7 +319,7 @@ class MessagesEncoder:
             content.append({"type": "text", "text": final.delta.content})
         content += [_tool_use(call) for call in final.delta.tool_calls]
         stop = _stop_reason(final.done_reason, bool(final.delta.tool_calls))
-        return self._message(content, self._usage(final), stop)
+        return self._message(content, self._usage(final) | truncation(final.truncated), stop)
 
     async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
         """Ollama's order: thinking block, text block, each tool call as a whole block, then the end."""
@@ -338,7 +338,7 @@ class MessagesEncoder:
                 # The prompt is known by the first chunk (Ollama estimates it from the request's length).
                 prompt = len(self.gen.request.prompt) if self.gen.request is not None else 0
                 # How much of it is cached is known at the end (message_delta's usage).
-                usage = {"input_tokens": prompt, "output_tokens": 0}
+                usage = {"input_tokens": prompt, "output_tokens": 0} | truncation(self.gen.truncated)
                 yield {"type": "message_start", "message": self._message([], usage, None)}
             delta: Delta = chunk.delta
             for kind, text in (("thinking", delta.thinking), ("text", delta.content)):

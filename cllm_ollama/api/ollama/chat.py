@@ -14,12 +14,12 @@ from ...model_families import strips_think_history
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Encoder, Endpoint
 from ..errors import OLLAMA
-from ..fields import SharedFields, check_images, thinking_for
+from ..fields import SharedFields, check_images, think_level, thinking_for
 from ..images import tag_images
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
-from ..shapes import metrics
+from ..shapes import metrics, truncation
 from ..wire import (
     bool_field,
     created_at,
@@ -101,10 +101,10 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
         messages.insert(0, {"role": "system", "content": model.record.system})
     if strips_think_history(model.info.architecture, model.record.name.model):
         messages = strip_think_tags(messages)
-    level = body.get("think") if isinstance(body.get("think"), str) else None
     messages, images = tag_images(messages)
+    think_set = body.get("think") is not None
     render = chat_prompt(
-        model, messages, thinking=thinking, tools=tools, think_set=body.get("think") is not None, think_level=level
+        model, messages, thinking=thinking, tools=tools, think_set=think_set, think_level=think_level(body)
     )
     return Generation(
         request,
@@ -136,7 +136,7 @@ def _encoder(name: object, gen: Generation) -> Encoder:
             obj["logprobs"] = chunk.logprobs
         if chunk.done:
             obj["done_reason"] = chunk.done_reason
-            obj |= metrics(gen.t_start, gen.load_ns, chunk.stats)
+            obj |= metrics(gen.t_start, gen.load_ns, chunk.stats) | truncation(chunk.truncated)
         return obj
 
     return EachChunk(encode)

@@ -41,6 +41,8 @@ async def embed_texts(
 async def _embed(
     request: Request, model: ResolvedModel, body: dict[str, Any], texts: list[str], *, normalize: bool
 ) -> tuple[list[list[float]], int, int]:
+    if model.has("rerank"):  # its pooled output is two classifier scores, not an embedding
+        raise InvalidRequest(f'"{model.requested}" does not support embeddings')
     options = resolve_options(body.get("options"), model.record.params, request_type="EmbedRequest")
     pool = request.app.state.pool
     t0 = time.perf_counter_ns()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -15,12 +16,12 @@ from ...errors import InvalidRequest
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Endpoint
 from ..errors import OLLAMA
-from ..fields import SharedFields, check_images, thinking_for
+from ..fields import SharedFields, check_images, think_level, thinking_for
 from ..images import tag_images
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
-from ..shapes import metrics
+from ..shapes import metrics, truncation
 from ..wire import bool_field, created_at, decode_error, images_field, list_field, string_field
 
 _REQUEST = "GenerateRequest"
@@ -61,7 +62,14 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     if images and (suffix or context):
         raise InvalidRequest("images cannot be combined with suffix or context")
     think_set = body.get("think") is not None
-    templated = chat_prompt(model, messages, thinking=thinking, go_template=template or None, think_set=think_set)
+    templated = chat_prompt(
+        model,
+        messages,
+        thinking=thinking,
+        go_template=template or None,
+        think_set=think_set,
+        think_level=think_level(body),
+    )
 
     def render(loaded: EngineClient, limit: int | None, budget: RenderBudget | None) -> Rendered:
         if suffix:
@@ -69,7 +77,7 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         if raw:
             return Rendered(loaded.tokenize(prompt, add_special=True), prompt)
         rendered = templated(loaded, limit, budget)
-        return Rendered(list(context) + rendered.tokens, rendered.text)
+        return replace(rendered, tokens=list(context) + rendered.tokens)
 
     # A raw prompt places its images where its own [img-N] tags stand (else first).
     return Generation(
@@ -109,7 +117,7 @@ def _encode(name: object, raw: bool, gen: Generation, chunk: Chunk) -> dict[str,
             assert gen.request is not None
             # An image's cells are no token ids: a context sent back carries the text only.
             obj["context"] = [t for t in gen.request.prompt if t >= 0] + gen.generated
-        obj |= metrics(gen.t_start, gen.load_ns, chunk.stats)
+        obj |= metrics(gen.t_start, gen.load_ns, chunk.stats) | truncation(chunk.truncated)
     return obj
 
 

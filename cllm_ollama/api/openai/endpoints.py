@@ -28,7 +28,8 @@ from ..lifecycle import Chunk
 from ..ollama.chat import decode_tools, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
-from ..shapes import Usage
+from ..options import options_object
+from ..shapes import Usage, truncation
 from ..wire import (
     bool_field,
     decode_error,
@@ -52,13 +53,13 @@ def sampling_options(body: dict[str, Any], struct: str, float_type: str = "float
 
     Typed as Ollama's request structs (``struct``, whose floats are ``float_type``) declare them:
     a wrong type is Go's decode error, 400, before anything reaches the native options.
+    Ollama's own ``options`` object (what the OpenAI SDKs send with ``extra_body``: ``num_ctx``,
+    ``top_k``, ...) goes through as /api takes it, checked there; OpenAI's fields win over it.
     """
-    temperature = float_field(body, "temperature", struct, float_type)
-    top_p = float_field(body, "top_p", struct, float_type)
-    options: dict[str, Any] = {
-        "temperature": temperature if temperature is not None else 1.0,
-        "top_p": top_p if top_p is not None else 1.0,
-    }
+    options: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, **options_object(body.get("options"), struct)}
+    for key in ("temperature", "top_p"):
+        if (value := float_field(body, key, struct, float_type)) is not None:
+            options[key] = value
     max_tokens = int_field(body, "max_completion_tokens", struct)
     if max_tokens is None:
         max_tokens = int_field(body, "max_tokens", struct)
@@ -223,13 +224,15 @@ def _usage(chunk: Chunk) -> dict[str, Any]:
         "completion_tokens": u.completion,
         "total_tokens": u.total,
         "prompt_tokens_details": {"cached_tokens": u.cached},
-    }
+    } | truncation(chunk.truncated)
 
 
 def _finish_reason(chunk: Chunk, had_tool_calls: bool) -> str:
-    if had_tool_calls:
-        return "tool_calls"
-    return "length" if chunk.done_reason == "length" else "stop"
+    """``length`` ranks above ``tool_calls`` (Ollama #17485): tool calls only relabel a stop, and a
+    generation cut at its limit says so, its last call possibly unfinished."""
+    if chunk.done_reason == "length":
+        return "length"
+    return "tool_calls" if had_tool_calls else "stop"
 
 
 def _tool_calls(calls: list[dict[str, Any]], start: int) -> list[dict[str, Any]]:
@@ -413,7 +416,8 @@ async def embeddings(request: Request) -> Response:
         texts = raw
     else:
         raise InvalidRequest("invalid input type")
-    vectors, n_prompt, _ = await embed_texts(request, name, {"dimensions": dimensions}, texts)
+    options = options_object(body.get("options"), _EMBED)
+    vectors, n_prompt, _ = await embed_texts(request, name, {"dimensions": dimensions, "options": options}, texts)
     data = []
     for i, vector in enumerate(vectors):
         value: object = vector

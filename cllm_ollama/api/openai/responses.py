@@ -25,7 +25,7 @@ from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI
 from ..lifecycle import Chunk
 from ..ollama.chat import start_chat
-from ..shapes import Usage
+from ..shapes import Usage, truncation
 from ..wire import bool_field, decode_error, int_field, list_field, object_field, string_field, tool_call_id
 from .endpoints import content_and_images, format_value, sampling_options, think_value, tool_arguments
 
@@ -272,7 +272,7 @@ class ResponseEncoder:
                 "output_tokens": u.completion,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": u.total,
-            }
+            } | truncation(final.truncated)
         return out
 
     def whole(self, final: Chunk) -> dict[str, Any]:

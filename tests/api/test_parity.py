@@ -1,0 +1,74 @@
+"""Small parity gaps with Ollama (issue 20's audit of v0.33), over an engine that plays a script:
+/v1 ranks ``length`` above ``tool_calls`` (Ollama #17485), streamed or not; and, on the tiny
+model, /api/generate passes a ``think`` level to the template as /api/chat does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from scripted import ScriptedModel, scripted_pool
+from starlette.testclient import TestClient
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.engine.request import FinishReason
+
+MODEL = "tiny"  # installed by conftest.settings
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "tools": TOOLS, "reasoning_effort": "none"}
+
+
+@pytest.fixture
+def scripted(settings: Settings) -> Iterator[tuple[TestClient, list[str | BaseException], list[ScriptedModel]]]:
+    script: list[str | BaseException] = [CALL]
+    models: list[ScriptedModel] = []
+    app = create_app(settings)
+    with TestClient(app, base_url="http://localhost") as client:
+        app.state.pool = scripted_pool(script, models)
+        assert client.post("/api/generate", json={"model": MODEL}).json()["done_reason"] == "load"
+        yield client, script, models
+
+
+def _finish_reasons(body: dict[str, Any], client: TestClient) -> tuple[str, list[str]]:
+    whole = client.post("/v1/chat/completions", json=body).json()
+    r = client.post("/v1/chat/completions", json=body | {"stream": True})
+    chunks = [json.loads(e[6:]) for e in r.text.split("\n\n") if e and e != "data: [DONE]"]
+    assert any(c["choices"][0]["delta"].get("tool_calls") for c in chunks)
+    streamed = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"][0].get("finish_reason")]
+    return whole["choices"][0]["finish_reason"], streamed
+
+
+def test_length_ranks_above_tool_calls(
+    scripted: tuple[TestClient, list[str | BaseException], list[ScriptedModel]],
+) -> None:
+    client, _, models = scripted
+    assert _finish_reasons(BODY, client) == ("tool_calls", ["tool_calls"])
+    models[0].finish = FinishReason.LENGTH  # the call came, then the limit: maybe a second call was cut
+    assert _finish_reasons(BODY, client) == ("length", ["length"])
+
+
+@pytest.mark.model
+def test_generate_passes_think_levels_to_the_template(client: TestClient) -> None:
+    """Ollama's routes.go sets the template's ``.ThinkLevel`` for /api/generate too."""
+
+    def prompt(template: str, think: object) -> list[int]:
+        body = {"model": MODEL, "prompt": "Hi", "template": template, "think": think, "stream": False}
+        out = client.post("/api/generate", json=body | {"options": {"num_predict": 1}})
+        assert out.status_code == 200, out.text
+        return out.json()["context"][: out.json()["prompt_eval_count"]]  # type: ignore[no-any-return]
+
+    level = "{{ .ThinkLevel }}:{{ .Prompt }}"
+    assert prompt(level, "medium") == prompt("medium:{{ .Prompt }}", True)
+    assert prompt(level, "low") == prompt("low:{{ .Prompt }}", True) != prompt(level, "medium")
