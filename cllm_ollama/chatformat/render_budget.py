@@ -17,6 +17,12 @@ from ..errors import CllmError, RequestCanceled
 # Far beyond any context window (a million tokens is a few million characters), small enough that
 # a template cannot fill the server's memory with one prompt.
 MAX_PROMPT_CHARS = 32 * 1024 * 1024
+# A render that runs long (Go templates render on threads of the server's process) steps aside
+# this often, for this long: while it holds the GIL, the event loop and every other request's
+# thread wait their turn, and a looping template made every other chat wait for its timeout.
+# Renders of a few milliseconds never get here.
+YIELD_EVERY_S = 0.005
+YIELD_S = 0.001
 
 
 class RenderTimeout(CllmError):
@@ -39,9 +45,12 @@ class RenderBudget:
     max_chars: int = MAX_PROMPT_CHARS
     cancel: threading.Event = field(default_factory=threading.Event)
     deadline: float = field(init=False)
+    _yield_at: float = field(init=False)
 
     def __post_init__(self) -> None:
-        self.deadline = time.monotonic() + self.timeout
+        now = time.monotonic()
+        self.deadline = now + self.timeout
+        self._yield_at = now + YIELD_EVERY_S
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -50,5 +59,9 @@ class RenderBudget:
         """Raise if the client left or the time is up."""
         if self.cancel.is_set():
             raise RequestCanceled()
-        if time.monotonic() >= self.deadline:
+        now = time.monotonic()
+        if now >= self.deadline:
             raise RenderTimeout(self.timeout)
+        if now >= self._yield_at:
+            time.sleep(YIELD_S)
+            self._yield_at = now + YIELD_EVERY_S

@@ -52,6 +52,10 @@ def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[anthrop
         yield c, script  # type: ignore[misc]
 
 
+def prompt_tokens(usage: anthropic.types.Usage) -> int:
+    return usage.input_tokens + (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
+
+
 def test_create_and_stream_agree_with_native_chat(client: anthropic.Anthropic, compat_url: str) -> None:
     whole = client.messages.create(model=MODEL, max_tokens=N, messages=HI, extra_body=GREEDY, thinking=NO_THINKING)
     assert whole.type == "message" and whole.role == "assistant" and whole.id.startswith("msg_")
@@ -67,7 +71,10 @@ def test_create_and_stream_agree_with_native_chat(client: anthropic.Anthropic, c
         final = stream.get_final_message()
     assert text == block.text and final.content[0].text == block.text  # type: ignore[union-attr]
     assert final.stop_reason == "max_tokens" and final.usage.output_tokens == N
-    assert final.usage.input_tokens == whole.usage.input_tokens
+    # Anthropic's input_tokens leaves out what the prompt cache held (the stream reuses the first
+    # request's prompt): the prompt's whole count is the three counters together.
+    assert prompt_tokens(final.usage) == prompt_tokens(whole.usage)
+    assert final.usage.cache_read_input_tokens
 
     native = ollama.Client(host=compat_url).chat(
         model=MODEL, messages=HI, think=False, options={"temperature": 0, "num_predict": N}
