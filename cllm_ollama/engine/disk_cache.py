@@ -151,6 +151,10 @@ class DiskCache:
     # -- the IO thread's side ----------------------------------------------------------------
 
     def _work(self) -> None:
+        # Below llama.cpp's threads: on a machine with few cores, a checksum and a copy of tens of
+        # megabytes beside a decode stall its threads, which wait for each other at every step.
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         while (job := self._jobs.get()) is not None:
             try:
                 match job.kind:
