@@ -13,8 +13,11 @@ that is short, corrupt, foreign or not for these tokens is a miss (and is remove
 wrong answer. Past ``limit_bytes`` (over every identity) the least recently used files go.
 
 Threads: the in-memory index (a ``PromptCache`` whose payloads are paths) belongs to the
-engine thread; one IO thread does every read, write and removal in the order asked, so a
-read queued after a write finds the file.
+engine thread. Writes and removals run on a writer thread in the order asked, below llama.cpp's
+threads (nice 19): on a machine with few cores, a checksum and a copy of tens of megabytes beside a
+decode stall llama.cpp's threads, which wait for each other at every step. Reads are what a waiting
+request needs, so they run on a reader thread of their own at the normal priority; a read of a
+state still waiting for its write takes it from memory.
 """
 
 from __future__ import annotations
@@ -83,7 +86,10 @@ class DiskCache:
         # keeps the limit over every identity), but a state superseded by a longer one goes.
         self.index = PromptCache(1 << 62, min_tokens, on_remove=self._removed)
         self._gone: list[Path] = []  # files the IO thread found missing or bad (engine drops them)
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # writes and removals
+        self._reads: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._pending: dict[Path, tuple[tuple[int, ...], Any]] = {}  # written once the writer gets to them
+        self._pending_lock = threading.Lock()
         self._usable = True
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -92,7 +98,9 @@ class DiskCache:
             log.warning("prompt cache directory %s is unusable (%s): no disk cache", self.dir, exc)
             self._usable = False
         self._thread = threading.Thread(target=self._work, name="cllm-disk-cache", daemon=True)
+        self._reader = threading.Thread(target=self._read_jobs, name="cllm-disk-cache-read", daemon=True)
         self._thread.start()
+        self._reader.start()
 
     # -- the engine thread's side ------------------------------------------------------------
 
@@ -113,19 +121,23 @@ class DiskCache:
             return
         path = self.dir / (hashlib.blake2b(_token_bytes(tokens), digest_size=16).hexdigest() + SUFFIX)
         if self.index.add(tokens, path, size) is not None:
+            with self._pending_lock:
+                self._pending[path] = (tokens, payload)
             self._jobs.put(_Job("write", path, tokens, payload))
 
     def load(self, entry: CacheEntry, done: Callable[[bytearray | None], None]) -> None:
-        """Read ``entry``'s payload on the IO thread; ``done`` gets it there (None: a miss)."""
-        self._jobs.put(_Job("read", entry.payload, entry.tokens, done=done))
+        """Read ``entry``'s payload on the reader thread; ``done`` gets it there (None: a miss)."""
+        self._reads.put(_Job("read", entry.payload, entry.tokens, done=done))
 
     def forget(self, entry: CacheEntry) -> None:
         """A load of ``entry`` failed: it is no longer offered."""
         self.index.remove(entry)
 
     def close(self) -> None:
-        """Finish the IO queued so far (writes included), then stop the IO thread."""
+        """Finish the IO queued so far (writes included), then stop the IO threads."""
+        self._reads.put(None)
         self._jobs.put(None)
+        self._reader.join()
         self._thread.join()
         self.index.clear()
 
@@ -151,17 +163,28 @@ class DiskCache:
     # -- the IO thread's side ----------------------------------------------------------------
 
     def _work(self) -> None:
-        # Below llama.cpp's threads: on a machine with few cores, a checksum and a copy of tens of
-        # megabytes beside a decode stall its threads, which wait for each other at every step.
+        """The writer: writes and removals in order, below llama.cpp's threads (module docstring)."""
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        while (job := self._jobs.get()) is not None:
+        self._serve(self._jobs)
+
+    def _read_jobs(self) -> None:
+        self._serve(self._reads)
+
+    def _serve(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
+        while (job := jobs.get()) is not None:
             try:
                 match job.kind:
                     case "write":
-                        self._write(job.path, job.tokens, job.payload)
+                        try:
+                            self._write(job.path, job.tokens, job.payload)
+                        finally:
+                            with self._pending_lock:
+                                self._pending.pop(job.path, None)
                     case "read":
-                        data = self._read(job.path, job.tokens)
+                        data = self._read_pending(job.path, job.tokens)
+                        if data is None:
+                            data = self._read(job.path, job.tokens)
                         if data is None:
                             self._gone.append(job.path)
                         assert job.done is not None
@@ -172,6 +195,14 @@ class DiskCache:
                 log.exception("prompt cache IO failed on %s", job.path)
                 if job.kind == "read" and job.done is not None:
                     job.done(None)
+
+    def _read_pending(self, path: Path, tokens: tuple[int, ...]) -> bytearray | None:
+        """A state whose write has not happened yet, from memory (a copy: the caller owns it)."""
+        with self._pending_lock:
+            pending = self._pending.get(path)
+        if pending is None or pending[0] != tokens:
+            return None
+        return bytearray(pending[1])
 
     def _write(self, path: Path, tokens: tuple[int, ...], payload: Any) -> None:
         view = memoryview(payload).cast("B")

@@ -6,9 +6,11 @@ from __future__ import annotations
 import errno
 import os
 import queue
+import threading
 from pathlib import Path
 
 import pytest
+from polling import until
 
 from cllm_ollama.engine import disk_cache
 from cllm_ollama.engine.disk_cache import DiskCache, identity_digest, weights_id
@@ -120,11 +122,35 @@ def test_a_failed_write_is_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     got: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
     cache.load(cache.lookup(tokens(0))[0], got.put)  # type: ignore[arg-type]
     try:
-        assert got.get(timeout=10) is None  # queued after the write that failed: a miss
-        assert cache.lookup(tokens(0))[0] is None  # and no longer offered
+        # Read on its own thread: the state from memory while its write waits, else a miss.
+        assert got.get(timeout=10) in (None, state(1))
+        until(lambda: cache.lookup(tokens(0))[0] is None)  # once the write failed, no longer offered
         assert list(cache.dir.iterdir()) == []  # no temporary file left behind
     finally:
         cache.close()
+
+
+def test_a_read_does_not_wait_behind_the_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes run below llama.cpp's threads and may lag: a read of a state not yet written takes
+    it from memory instead of waiting for the writer."""
+    release = threading.Event()
+    real_write = DiskCache._write
+
+    def stuck(self: DiskCache, path: Path, toks: tuple[int, ...], payload: object) -> None:
+        release.wait(10)
+        real_write(self, path, toks, payload)
+
+    monkeypatch.setattr(DiskCache, "_write", stuck)
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    try:
+        cache.save(tokens(0), state(1))
+        got: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+        cache.load(cache.lookup(tokens(0))[0], got.put)  # type: ignore[arg-type]
+        assert got.get(timeout=5) == state(1)  # while the writer is still stuck
+    finally:
+        release.set()
+        cache.close()
+    assert len(list(cache.dir.glob("*.kv"))) == 1  # and the write still happened
 
 
 def test_an_unusable_directory_turns_the_disk_tier_off(tmp_path: Path) -> None:
