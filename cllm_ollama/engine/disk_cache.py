@@ -15,7 +15,9 @@ wrong answer. Past ``limit_bytes`` (over every identity) the least recently used
 Threads: the in-memory index (a ``PromptCache`` whose payloads are paths) belongs to the
 engine thread. Writes and removals run on a writer thread in the order asked, below llama.cpp's
 threads (nice 19): on a machine with few cores, a checksum and a copy of tens of megabytes beside a
-decode stall llama.cpp's threads, which wait for each other at every step. Reads are what a waiting
+decode stall llama.cpp's threads, which wait for each other at every step; so the writer also waits
+until the engine has nothing to decode (``engine_busy``), and what is waiting to be written is
+bounded (``MAX_PENDING_BYTES``: past it a state is not written). Reads are what a waiting
 request needs, so they run on a reader thread of their own at the normal priority; a read of a
 state still waiting for its write takes it from memory.
 """
@@ -42,6 +44,9 @@ MAGIC = b"CLLMKV01"
 _HEAD = struct.Struct("<8s32sIQ")  # magic, identity digest, n_tokens, payload bytes
 _SUM = 32  # blake2b digest size
 SUFFIX = ".kv"
+# States waiting for the writer, at most (they wait while the engine decodes): past it, a new
+# state is not written (the host-RAM tier may still hold it).
+MAX_PENDING_BYTES = 1 << 30
 
 
 def identity_digest(*parts: object) -> bytes:
@@ -88,8 +93,11 @@ class DiskCache:
         self._gone: list[Path] = []  # files the IO thread found missing or bad (engine drops them)
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # writes and removals
         self._reads: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._pending: dict[Path, tuple[tuple[int, ...], Any]] = {}  # written once the writer gets to them
+        self._pending: dict[Path, tuple[tuple[int, ...], Any, int]] = {}  # written once the writer gets to them
         self._pending_lock = threading.Lock()
+        self._pending_bytes = 0
+        self._idle = threading.Event()  # the engine has nothing to decode: the writer may run
+        self._idle.set()
         self._usable = True
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -120,10 +128,21 @@ class DiskCache:
         if not self._usable or size > self.limit_bytes or self.covers(tokens):
             return
         path = self.dir / (hashlib.blake2b(_token_bytes(tokens), digest_size=16).hexdigest() + SUFFIX)
+        with self._pending_lock:
+            if self._pending_bytes + size > MAX_PENDING_BYTES:
+                return
         if self.index.add(tokens, path, size) is not None:
             with self._pending_lock:
-                self._pending[path] = (tokens, payload)
+                self._pending[path] = (tokens, payload, size)
+                self._pending_bytes += size
             self._jobs.put(_Job("write", path, tokens, payload))
+
+    def engine_busy(self, busy: bool) -> None:
+        """The engine thread says whether it decodes: writes wait while it does."""
+        if busy:
+            self._idle.clear()
+        else:
+            self._idle.set()
 
     def load(self, entry: CacheEntry, done: Callable[[bytearray | None], None]) -> None:
         """Read ``entry``'s payload on the reader thread; ``done`` gets it there (None: a miss)."""
@@ -135,6 +154,7 @@ class DiskCache:
 
     def close(self) -> None:
         """Finish the IO queued so far (writes included), then stop the IO threads."""
+        self._idle.set()
         self._reads.put(None)
         self._jobs.put(None)
         self._reader.join()
@@ -176,11 +196,14 @@ class DiskCache:
             try:
                 match job.kind:
                     case "write":
+                        self._idle.wait()
                         try:
                             self._write(job.path, job.tokens, job.payload)
                         finally:
                             with self._pending_lock:
-                                self._pending.pop(job.path, None)
+                                done = self._pending.pop(job.path, None)
+                                if done is not None:
+                                    self._pending_bytes -= done[2]
                     case "read":
                         data = self._read_pending(job.path, job.tokens)
                         if data is None:

@@ -364,6 +364,11 @@ class Runner:
         """One pass: drain the inbox, plan, decode, publish. False once the runner is closing."""
         sched = self.scheduler
         with self._cv:
+            if self.disk is not None and not (self._adds or self._aborts or self._loaded or sched.has_work()):
+                self.disk.engine_busy(False)  # nothing to decode: the disk cache may write now
+                while not (self._adds or self._aborts or self._closing or self._loaded or sched.has_work()):
+                    self._cv.wait()
+                self.disk.engine_busy(True)
             while not (self._adds or self._aborts or self._closing or self._loaded or sched.has_work()):
                 self._cv.wait()
             adds, self._adds = self._adds, []

@@ -153,6 +153,23 @@ def test_a_read_does_not_wait_behind_the_writes(tmp_path: Path, monkeypatch: pyt
     assert len(list(cache.dir.glob("*.kv"))) == 1  # and the write still happened
 
 
+def test_writes_wait_while_the_engine_decodes(tmp_path: Path) -> None:
+    """On a machine with few cores the writer's checksum and copy stall a decode: it writes when
+    the engine has nothing to decode (or at close), and a read meanwhile comes from memory."""
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    try:
+        cache.engine_busy(True)
+        cache.save(tokens(0), state(1))
+        got: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+        cache.load(cache.lookup(tokens(0))[0], got.put)  # type: ignore[arg-type]
+        assert got.get(timeout=5) == state(1)
+        assert list(cache.dir.glob("*.kv")) == []  # the writer waits for the engine
+        cache.engine_busy(False)
+        until(lambda: len(list(cache.dir.glob("*.kv"))) == 1)
+    finally:
+        cache.close()
+
+
 def test_an_unusable_directory_turns_the_disk_tier_off(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
