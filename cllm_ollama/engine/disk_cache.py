@@ -229,7 +229,9 @@ class DiskCache:
 
     def _write(self, path: Path, tokens: tuple[int, ...], payload: Any) -> None:
         view = memoryview(payload).cast("B")
-        tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}")
+        # Not named *.kv: a scan (another process starting on this directory) or the limit's sweep
+        # would take a file still being written for a bad one and remove it.
+        tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{path.stem}.part")
         head = _HEAD.pack(MAGIC, self.identity, len(tokens), len(view)) + _token_bytes(tokens)
         check = hashlib.blake2b(head, digest_size=_SUM)
         check.update(view)
