@@ -364,13 +364,13 @@ class Runner:
         """One pass: drain the inbox, plan, decode, publish. False once the runner is closing."""
         sched = self.scheduler
         with self._cv:
-            if self.disk is not None and not (self._adds or self._aborts or self._loaded or sched.has_work()):
-                self.disk.engine_busy(False)  # nothing to decode: the disk cache may write now
+            if not (self._adds or self._aborts or self._closing or self._loaded or sched.has_work()):
+                if self.disk is not None:
+                    self.disk.engine_busy(False)  # nothing to decode: the disk cache may write now
                 while not (self._adds or self._aborts or self._closing or self._loaded or sched.has_work()):
                     self._cv.wait()
-                self.disk.engine_busy(True)
-            while not (self._adds or self._aborts or self._closing or self._loaded or sched.has_work()):
-                self._cv.wait()
+                if self.disk is not None:
+                    self.disk.engine_busy(True)
             adds, self._adds = self._adds, []
             aborts, self._aborts = self._aborts, []
             loaded, self._loaded = self._loaded, []
