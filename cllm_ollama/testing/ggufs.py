@@ -782,8 +782,8 @@ def main(argv: list[str] | None = None) -> None:
     (``DIR/KIND.gguf``, e.g. ``reranker``: a tiny Qwen3-Reranker; ``vision`` writes ``DIR/text.gguf``
     and ``DIR/mmproj.gguf``, a gemma3 and its
     projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``ollama-gemma3-vision`` writes
-    ``DIR/model.gguf``, that gemma3 and projector as one file in Ollama's converter layout; ``lora`` writes ``DIR/base.gguf`` and
-    ``DIR/adapter.gguf``, a LoRA for it)."""
+    ``DIR/model.gguf``, that gemma3 and projector as one file in Ollama's converter layout; ``lora``
+    writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)

@@ -22,7 +22,7 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.testing.ggufs import write_vision
+from cllm_ollama.testing.ggufs import write_ollama_gemma3_vision, write_vision
 from cllm_ollama.testing.images import png
 
 pytestmark = pytest.mark.model
@@ -50,6 +50,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 files[path.name] = digest
             r = httpx.post(f"{url}/api/create", json={"model": name, "files": files, "stream": False}, timeout=60)
             assert r.status_code == 200, r.text
+        # "eyes" again, as one GGUF in Ollama's converter layout (the vision tower inside): split at create.
+        data = write_ollama_gemma3_vision(root / "ollama-gemma3.gguf").read_bytes()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
+        body = {"model": "eyes-ollama", "files": {"model.gguf": digest}, "stream": False}
+        assert httpx.post(f"{url}/api/create", json=body, timeout=60).status_code == 200
         yield url
 
 
@@ -213,3 +219,14 @@ def test_an_image_over_the_context_is_refused_not_cut(server: str) -> None:
             model="eyes", prompt="word " * 600, images=[png(32, 32)], options={"num_ctx": 64}
         )
     assert err.value.status_code == 400
+
+
+def test_a_gemma3_in_ollamas_layout_sees_as_the_llama_cpp_files_do(server: str) -> None:
+    """Created from one GGUF with the vision tower inside (Ollama's converter layout), the split
+    model reports the vision capability and answers an image exactly as the two-file original."""
+    client = ollama.Client(server)
+    assert "vision" in (client.show("eyes-ollama").capabilities or [])
+    image = png(32, 32, seed=7)
+    answers = [client.chat(model=m, messages=turn(image), options=GREEDY) for m in ("eyes", "eyes-ollama")]
+    assert answers[0].message.content == answers[1].message.content
+    assert answers[0].prompt_eval_count == answers[1].prompt_eval_count
