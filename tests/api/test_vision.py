@@ -230,3 +230,31 @@ def test_a_gemma3_in_ollamas_layout_sees_as_the_llama_cpp_files_do(server: str) 
     answers = [client.chat(model=m, messages=turn(image), options=GREEDY) for m in ("eyes", "eyes-ollama")]
     assert answers[0].message.content == answers[1].message.content
     assert answers[0].prompt_eval_count == answers[1].prompt_eval_count
+
+
+def test_a_webp_image_is_seen_as_the_same_pixels_in_png(server: str) -> None:
+    """WebP (which Ollama takes, stb_image does not read) is decoded by Pillow: a lossless WebP of a
+    PNG's pixels answers as the PNG does, through the openai client; a truncated one is a 400."""
+    import io
+
+    from PIL import Image
+
+    picture = png(32, 32, seed=9)
+    out = io.BytesIO()
+    Image.open(io.BytesIO(picture)).save(out, format="WEBP", lossless=True)
+    webp = out.getvalue()
+    assert webp[:4] == b"RIFF" and webp[8:12] == b"WEBP"
+    client = ollama.Client(server)
+    as_png, as_webp = (client.chat(model="eyes", messages=turn(data), options=GREEDY) for data in (picture, webp))
+    assert as_webp.message.content == as_png.message.content
+    assert as_webp.prompt_eval_count == as_png.prompt_eval_count
+    oai = openai.OpenAI(base_url=f"{server}/v1", api_key="x")
+    url = f"data:image/webp;base64,{b64(webp)}"
+    content = [{"type": "text", "text": "What is in this picture?"}, {"type": "image_url", "image_url": {"url": url}}]
+    reply = oai.chat.completions.create(
+        model="eyes", messages=[{"role": "user", "content": content}], temperature=0, max_tokens=8, seed=1
+    )
+    assert reply.usage is not None and reply.usage.prompt_tokens == as_png.prompt_eval_count
+    with pytest.raises(ollama.ResponseError) as bad:
+        client.chat(model="eyes", messages=turn(webp[:40]), options=GREEDY)
+    assert bad.value.status_code == 400
