@@ -181,6 +181,9 @@ def plan(h: Header) -> list[Rewrite] | None:
         raise LayoutRefused(refusal(h.arch, refused[1]))
     if h.arch not in LLAMA_CPP_ARCHITECTURES:
         raise LayoutRefused(refusal(h.arch, "llama.cpp has no such architecture"))
+    if h.arch != "clip" and h.any_tensor("v.", "mm.", "a."):
+        # llama.cpp's loader refuses a model file with tensors it does not read.
+        raise LayoutRefused(refusal(h.arch, "its vision or audio tower is inside the model file"))
     return None
 
 

@@ -173,6 +173,7 @@ def header(arch: str, tensors: dict[str, list[int]] | None = None, **kv: Any) ->
         header("mllama"),
         header("gemma3", {"dense.0.weight": [4, 4]}),
         header("not-an-arch"),
+        header("qwen3vl", {"v.blk.0.attn_qkv.weight": [4, 12]}, qwen3vl__rope__dimension_sections=[2, 3, 3, 0]),
     ],
     ids=lambda h: h.arch,
 )
