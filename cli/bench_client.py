@@ -78,7 +78,7 @@ class Chunk:
     cached_tokens: int | None = None
 
 
-Messages = Sequence[Mapping[str, str]]
+Messages = Sequence[Mapping[str, Any]]
 
 
 def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
@@ -114,8 +114,18 @@ def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
     if target.api is Api.OPENAI_COMPLETIONS:
         body["prompt"] = prompt
     else:
-        body["messages"] = messages
+        body["messages"] = [_openai_message(m) for m in messages]
     return body
+
+
+def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    """Ollama's ``images`` on a message as OpenAI's content parts (data URLs), as a client sends them."""
+    images = message.pop("images", None)
+    if not images:
+        return message
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
+    parts += [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}} for data in images]
+    return {**message, "content": parts}
 
 
 def _error_text(error: object) -> str:
@@ -305,7 +315,7 @@ async def run_session(client: httpx.AsyncClient, target: Target, session: Sessio
             timings.append(RequestTiming(start=now, end=now, phase=phase, error="not sent: an earlier turn failed"))
             continue
         users.append(message)
-        timing = await send(client, target, history(session.system, users, answers), phase)
+        timing = await send(client, target, history(session.system, users, answers, session.image), phase)
         answers.append(timing.answer)
         timings.append(timing)
     return timings
