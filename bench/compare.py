@@ -33,8 +33,9 @@ import llama_build
 import make_model
 import pyserver_env
 import report
+import vision_bench
 from cllm_ollama.cli.bench import plot_results
-from plan import AGENT, DISTINCT, SELECTABLE, SESSION_WORKLOADS, WORKLOADS, Outcome, Plan, PrefixPlan
+from plan import AGENT, DISTINCT, SELECTABLE, SESSION_WORKLOADS, VISION, WORKLOADS, Outcome, Plan, PrefixPlan
 from targets import Running, Server, free_port
 
 from cllm_ollama.testing import real_model
@@ -92,6 +93,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     g.add_argument("--short-max-tokens", type=int, help="burst and preamble: tokens per answer [32; --quick: 8]")
     g.add_argument("--agent-tokens", type=int, help="agent: preamble tokens [16000; --quick: 1024]")
     g.add_argument("--agent-turns", type=int, help="agent: turns [10; --quick: 3]")
+    g.add_argument("--vision-users", type=int, help="vision: users chatting at once [6; --quick: 2]")
+    g.add_argument("--vision-turns", type=int, help="vision: turns per user, each re-sending the image [3; --quick: 2]")
     g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by testing.real_model]")
     a = p.parse_args(argv)
     levels = a.concurrency or ("1,4" if a.quick else "1,8,32")
@@ -127,6 +130,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         real_model=a.real_model.expanduser().resolve() if a.real_model else None,
         agent_tokens=pick(a.agent_tokens, 16000, 1024),
         agent_turns=pick(a.agent_turns, 10, 3),
+        vision_users=pick(a.vision_users, 6, 2),
+        vision_turns=pick(a.vision_turns, 3, 2),
+        vision_max_tokens=pick(a.chat_max_tokens, 64, 8),
     )
     plan = Plan(
         cache=a.cache.expanduser().resolve(),
@@ -143,7 +149,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         batched_bench=not a.no_batched_bench,
         quick=a.quick,
         workloads=tuple(w for w in SELECTABLE if w in workloads),
-        prefix=prefix if set(workloads) & set(SESSION_WORKLOADS) else None,
+        prefix=prefix if set(workloads) & {*SESSION_WORKLOADS, VISION} else None,
     )
     return plan, a.prepare_only
 
@@ -200,9 +206,10 @@ def cllm_outcome(plan: Plan, model: Path, work: Path) -> tuple[Outcome, Callable
 
 
 def cllm_server(
-    plan: Plan, model: Path, name: str, work: Path, slots: int, ctx: int
+    plan: Plan, model: Path, name: str, work: Path, slots: int, ctx: int, projector: Path | None = None
 ) -> tuple[Server, Callable[[], None]]:
-    """The ``cllm serve`` command on the store in ``work``, and what imports ``model`` there as ``name``."""
+    """The ``cllm serve`` command on the store in ``work``, and what imports ``model`` there as ``name``
+    (with ``projector`` as its projector layer: a second FROM, as in Ollama)."""
     port = free_port()
     settings = {
         "CLLM_NUM_PARALLEL": str(slots),
@@ -218,7 +225,7 @@ def cllm_server(
     log = plan.cache / "logs" / "cllm.log"
     server = Server("cllm", argv, f"http://127.0.0.1:{port}", "/api/version", log, env, settings)
     modelfile = work / f"Modelfile.{name}"
-    modelfile.write_text(f"FROM {model}\n")
+    modelfile.write_text(f"FROM {model}\n" + (f"FROM {projector}\n" if projector else ""))
     created = work / f".created-{name}"
 
     def create() -> None:
@@ -236,36 +243,41 @@ def llama_server_outcome(plan: Plan, binary: Path, model: Path) -> Outcome:
     return Outcome("llama-server", server, bench)
 
 
-def llama_server(plan: Plan, binary: Path, model: Path, name: str, slots: int, ctx: int) -> Server:
-    """llama-server with ``slots`` slots of ``ctx`` tokens each, on its defaults otherwise."""
+def llama_server(
+    plan: Plan, binary: Path, model: Path, name: str, slots: int, ctx: int, projector: Path | None = None
+) -> Server:
+    """llama-server with ``slots`` slots of ``ctx`` tokens each (and ``--mmproj``), on its defaults otherwise."""
     port = free_port()
     argv = [
         str(binary), "-m", str(model), "-np", str(slots), "-c", str(slots * ctx),
         "-t", str(plan.threads), "--cont-batching", "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip
+    argv += ["--mmproj", str(projector)] if projector else []
     log = plan.cache / "logs" / f"{name}.log"
     return Server(name, argv, f"http://127.0.0.1:{port}", "/health", log)
 
 
 def prefix_outcomes(
-    plan: Plan, workload: str, binary: Path, model: Path, work: Path
+    plan: Plan, workload: str, binary: Path, model: Path, work: Path, projector: Path | None = None
 ) -> list[tuple[Outcome, Callable[[], None]]]:
-    """The prefix workload's targets, in order: cllm, llama-server -np N, llama-server -np 1."""
+    """The prefix workload's targets, in order: cllm, llama-server -np N, llama-server -np 1
+    (serving ``projector`` beside the model for the vision workload)."""
     assert plan.prefix is not None
     pp = plan.prefix
     found: list[tuple[Outcome, Callable[[], None]]] = []
     ctx = pp.agent_ctx if workload == AGENT else pp.ctx
+    model_name = vision_bench.MODEL_NAME if projector else REAL_MODEL_NAME
     for name in (t for t in PREFIX_TARGETS if t in plan.targets):
         setup = _nothing
         if name == "cllm":
-            server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, pp.slots, ctx)
+            server, setup = cllm_server(plan, model, model_name, work, pp.slots, ctx, projector)
             api, label = "chat", f"cllm ({pp.slots} slots)"
         else:
             slots = pp.slots if name == "llama-server" else 1
-            server = llama_server(plan, binary, model, name, slots, ctx)
-            api, label = "openai-chat", f"llama-server -np {slots}"
+            server = llama_server(plan, binary, model, name, slots, ctx, projector)
+            api, label = "openai-chat", f"llama-server {'--mmproj ' if projector else ''}-np {slots}"
         bench = [
-            "--url", server.base_url, "--api", api, "--model", REAL_MODEL_NAME, "--label", label,
+            "--url", server.base_url, "--api", api, "--model", model_name, "--label", label,
             *pp.bench_args(workload), "--json", str(result_path(plan, workload, name)),
         ]  # fmt: skip
         found.append((Outcome(name, server, bench, workload=workload, label=label), setup))
@@ -375,14 +387,22 @@ def run_distinct(plan: Plan, binaries: dict[str, Path], model: Path, python: Pat
     return report.distinct_report(plan, model, outcomes, batched, versions(binaries, python), build, chart)
 
 
-def run_prefix(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
+def run_prefix(
+    plan: Plan, binaries: dict[str, Path], model: Path | None, vision: tuple[Path, Path] | None
+) -> list[str]:
     """Each prefix workload on cllm, llama-server -np N and -np 1 in turn; the lines of their report section."""
     outcomes: list[Outcome] = []
     charts: dict[str, Path | None] = {}
     with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
-        for workload in (w for w in plan.workloads if w in SESSION_WORKLOADS):
+        for workload in (w for w in plan.workloads if w in (*SESSION_WORKLOADS, VISION)):
             binary = binaries.get("llama-server", Path("llama-server"))
-            targets = prefix_outcomes(plan, workload, binary, model, Path(work))
+            if workload == VISION:
+                assert vision is not None
+                text, mmproj = vision
+                targets = prefix_outcomes(plan, workload, binary, text, Path(work), mmproj)
+            else:
+                assert model is not None
+                targets = prefix_outcomes(plan, workload, binary, model, Path(work))
             done = [run_target(plan, outcome, setup) for outcome, setup in targets]
             outcomes += done
             charts[workload] = plot([o.result for o in done if o.result], plan.out / f"plot-{workload}.png")
@@ -408,13 +428,16 @@ def main() -> None:
         model = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads)
         sdist_root = source.parent.parent
         python = pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
-    if plan.prefix is not None:
+    if set(plan.workloads) & set(SESSION_WORKLOADS):
         real = prefix_model(plan)
+    vision = None
+    if VISION in plan.workloads:
+        vision = make_model.ensure_vision_model(plan.cache, source / "models" / "ggml-vocab-qwen2.gguf", plan.threads)
     binaries = llama_build.build_tools(plan.cache, version) if needs_tools(plan) else {}
     if prepare_only:
         return
     distinct_lines = run_distinct(plan, binaries, model, python) if model is not None else None
-    prefix_lines = run_prefix(plan, binaries, real) if real is not None else None
+    prefix_lines = run_prefix(plan, binaries, real, vision) if plan.prefix is not None else None
     report.write(plan.report, distinct_lines, prefix_lines)
     print(f"\nwrote {plan.report}")
 

@@ -15,7 +15,10 @@ WORKLOADS = (DISTINCT, *PREFIX_WORKLOADS)  # what "all" runs
 # phase takes long on a small machine. Each target then runs it again on a restarted server.
 AGENT = "agent"
 SESSION_WORKLOADS = (*PREFIX_WORKLOADS, AGENT)  # on the real-weight model
-SELECTABLE = (*WORKLOADS, AGENT)
+# Issue 17's images (bench/vision_bench.py), run only when named: on a random-weight gemma3 and a
+# bench-size projector, against cllm and llama-server --mmproj.
+VISION = "vision"
+SELECTABLE = (*WORKLOADS, AGENT, VISION)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class PrefixPlan:
     real_model: Path | None
     agent_tokens: int = 16000
     agent_turns: int = 10
+    vision_users: int = 6
+    vision_turns: int = 3
+    vision_max_tokens: int = 64
 
     @property
     def agent_ctx(self) -> int:
@@ -66,6 +72,11 @@ class PrefixPlan:
                 "--workload", workload, "--users", str(self.preamble_chats), "--concurrency",
                 str(self.preamble_in_flight), "--system-tokens", str(self.preamble_tokens),
                 "--max-tokens", str(self.burst_max_tokens),
+            ]  # fmt: skip
+        if workload == VISION:
+            return [
+                "--workload", VISION, "--users", str(self.vision_users), "--turns", str(self.vision_turns),
+                "--user-tokens", str(self.user_tokens), "--max-tokens", str(self.vision_max_tokens),
             ]  # fmt: skip
         if workload == AGENT:
             return [

