@@ -139,7 +139,6 @@ _REFUSED: dict[str, tuple[_Marker, str]] = {
     ),
     "gptoss": (_always, 'llama.cpp names it "gpt-oss" and lays its expert tensors out differently'),
     "olmo3": (_always, "llama.cpp has no olmo3 architecture"),
-    "qwen25vl": (_always, 'llama.cpp runs Qwen2.5-VL as "qwen2vl" with its vision tower in a separate projector'),
     "glm4moelite": (_always, "llama.cpp runs GLM-4.7 Flash as deepseek2 with other metadata"),
     "deepseekocr": (_always, 'llama.cpp runs DeepSeek-OCR as "deepseek2-ocr" with a separate projector'),
     "glmocr": (_always, "llama.cpp has no glmocr architecture"),
@@ -157,9 +156,15 @@ class Rewrite:
     keep_tensor: Callable[[str], bool]
     renames: tuple[tuple[str, str], ...] = ()  # substring replacements in tensor names, in order
     keep_key: Callable[[str], bool] = lambda key: True
+    key_prefixes: tuple[str, str] | None = None  # a key prefix renamed (the architecture's)
     set_kv: dict[str, tuple[Any, GGUFValueType]] = field(default_factory=dict)
     to_f32: frozenset[str] = frozenset()  # (renamed) F16 tensors llama.cpp wants in F32
     vocab_rows: int | None = None  # tokenizer arrays cut to the embedding's rows
+
+    def key_name(self, key: str) -> str:
+        if self.key_prefixes is not None and key.startswith(self.key_prefixes[0]):
+            return self.key_prefixes[1] + key.removeprefix(self.key_prefixes[0])
+        return key
 
     def tensor_name(self, name: str) -> str:
         for old, new in self.renames:
@@ -174,6 +179,8 @@ def plan(h: Header) -> list[Rewrite] | None:
         raise LayoutRefused(refusal("gemma3", "EmbeddingGemma, whose dense layers llama.cpp names differently"))
     if h.arch == "gemma3" and _ollama_gemma3(h):
         return _gemma3(h)
+    if h.arch == "qwen25vl":
+        return _qwen25vl(h)
     if h.arch == "clip" and not h.kv.get("clip.projector_type") and h.any_tensor("mm."):
         return [_llava_projector()]
     refused = _REFUSED.get(h.arch)
@@ -304,6 +311,71 @@ def _gemma3(h: Header) -> list[Rewrite]:
     return [text, clip]
 
 
+_QWEN25VL_CLIP_RENAMES = (
+    ("v.merger.ln_q.", "v.post_ln."),
+    ("v.merger.mlp.0.", "mm.0."),
+    ("v.merger.mlp.2.", "mm.2."),
+    ("v.patch_embd_0.weight", "v.patch_embd.weight"),
+    ("v.patch_embd_1.weight", "v.patch_embd.weight.1"),
+)
+
+
+def _qwen25vl(h: Header) -> list[Rewrite]:
+    """Qwen2.5-VL as llama.cpp runs it (``handle_qwen25vl`` and its clip side in Ollama's shim): the
+    text model as ``qwen2vl`` with its M-RoPE sections padded to four, and the tower inside as a
+    ``qwen2.5vl_merger`` projector (merger and patch-embedding halves renamed)."""
+    kv = h.kv
+    sections = kv.get("qwen25vl.rope.mrope_section")
+    if not isinstance(sections, list) or len(sections) < 3:
+        raise LayoutRefused(refusal("qwen25vl", "no qwen25vl.rope.mrope_section for its M-RoPE positions"))
+    text = Rewrite(
+        role="model",
+        arch="qwen2vl",
+        keep_tensor=lambda name: not _vision_tensor(name),
+        keep_key=lambda key: not key.startswith(("qwen25vl.vision.", "qwen25vl.rope.mrope_section")),
+        key_prefixes=("qwen25vl.", "qwen2vl."),
+        set_kv={"qwen2vl.rope.dimension_sections": ([*sections[:3], 0], _ARRAY)},
+    )
+    if not h.any_tensor("v."):
+        return [text]
+
+    def vision(key: str, kind: GGUFValueType, default: Any = None) -> tuple[Any, GGUFValueType]:
+        value = kv.get(f"qwen25vl.vision.{key}", default)
+        if value is None:
+            raise LayoutRefused(refusal("qwen25vl", f"its vision tower states no qwen25vl.vision.{key}"))
+        return value, kind
+
+    full_attention = kv.get("qwen25vl.vision.fullatt_block_indexes") or [7]
+    clip = Rewrite(
+        role="projector",
+        arch="clip",
+        keep_tensor=_vision_tensor,
+        renames=_QWEN25VL_CLIP_RENAMES,
+        keep_key=lambda key: key.startswith("general.") and key != "general.file_type",
+        set_kv={
+            "clip.has_vision_encoder": (True, _BOOL),
+            "clip.use_silu": (True, _BOOL),
+            "clip.projector_type": ("qwen2.5vl_merger", _STR),
+            "clip.vision.block_count": vision("block_count", _U32),
+            "clip.vision.embedding_length": vision("embedding_length", _U32),
+            "clip.vision.attention.head_count": vision("attention.head_count", _U32),
+            "clip.vision.attention.layer_norm_epsilon": vision("attention.layer_norm_epsilon", _F32, 1e-6),
+            "clip.vision.patch_size": vision("patch_size", _U32),
+            "clip.vision.spatial_merge_size": vision("spatial_merge_size", _U32, 2),
+            "clip.vision.window_size": vision("window_size", _U32, 112),
+            "clip.vision.feed_forward_length": (h.rows("v.blk.0.ffn_up.weight") or 0, _U32),
+            # Window attention everywhere but every n-th block (as llama.cpp's converter derives it).
+            "clip.vision.n_wa_pattern": (int(full_attention[0]) + 1, _U32),
+            "clip.vision.image_size": (560, _U32),  # Qwen2-VL's default; the image keeps its own size
+            "clip.vision.projection_dim": (kv.get("qwen25vl.embedding_length"), _U32),
+            "clip.vision.image_mean": ([0.48145466, 0.4578275, 0.40821073], _ARRAY),
+            "clip.vision.image_std": ([0.26862954, 0.26130258, 0.27577711], _ARRAY),
+        },
+        to_f32=frozenset({"v.patch_embd.weight", "v.patch_embd.weight.1"}),
+    )
+    return [text, clip]
+
+
 def _llava_projector() -> Rewrite:
     """Older LLaVA projectors in Ollama's registry state no type; clip.cpp wants one (``mlp``)."""
     return Rewrite(
@@ -320,10 +392,10 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
     reader = GGUFReader(src)
     writer = GGUFWriter(dst, rw.arch)
     for f in reader.fields.values():
-        key = f.name
-        if key.startswith("GGUF.") or key in ("general.architecture", "general.alignment") or key in rw.set_kv:
+        key = rw.key_name(f.name)
+        if f.name.startswith("GGUF.") or key in ("general.architecture", "general.alignment") or key in rw.set_kv:
             continue
-        if not rw.keep_key(key):
+        if not rw.keep_key(f.name):
             continue
         value = f.contents()
         if rw.vocab_rows is not None and key in _VOCAB_ARRAYS and isinstance(value, list):
@@ -331,7 +403,7 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
         sub_type = f.types[-1] if f.types[0] == _ARRAY else None
         writer.add_key_value(key, value, f.types[0], sub_type=sub_type)
     for key, (value, kind) in rw.set_kv.items():
-        sub_type = _F32 if kind == _ARRAY else None
+        sub_type = (_F32 if isinstance(value[0], float) else GGUFValueType.INT32) if kind == _ARRAY else None
         writer.add_key_value(key, value, kind, sub_type=sub_type)
     kept = []
     for t in reader.tensors:

@@ -709,67 +709,6 @@ def write_vision(folder: Path, *, kind: str = "gemma3", seed: int = 0) -> tuple[
     return text, write_gemma3_projector(folder / "mmproj.gguf", n_embd_text=TINY.n_embd, seed=seed)
 
 
-# clip.cpp's projector tensor names -> the SigLIP names Ollama's converter writes (convert_gemma3.go).
-_OLLAMA_GEMMA3_NAMES = (
-    ("v.patch_embd", "v.patch_embedding"),
-    ("v.position_embd", "v.position_embedding"),
-    ("v.post_ln", "v.post_layernorm"),
-    (".ln1", ".layer_norm1"),
-    (".ln2", ".layer_norm2"),
-    (".attn_out.", ".attn_output."),
-    (".ffn_up", ".mlp.fc1"),
-    (".ffn_down", ".mlp.fc2"),
-    ("mm.input_projection", "mm.mm_input_projection"),
-    ("mm.soft_emb_norm", "mm.mm_soft_emb_norm"),
-)
-
-
-def write_ollama_gemma3_vision(path: Path, *, seed: int = 0) -> Path:
-    """``write_vision``'s gemma3 and projector as one GGUF laid out as Ollama's converter writes
-    a Gemma 3 that sees: the vision tower inside (``v.*``/``mm.*`` under SigLIP names, patch
-    embedding in F16), its hyperparameters as ``gemma3.vision.*`` and ``gemma3.mm.*`` keys, the
-    RoPE bases as ``gemma3.rope.local.freq_base``, no RMS-norm epsilon, and an image token left in
-    the vocabulary past the embedding's rows. llama.cpp cannot load it as it is."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        text_path, clip_path = write_vision(Path(tmp), kind="gemma3", seed=seed)
-        text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
-        w = gguf.GGUFWriter(str(path), "gemma3")
-        dropped = ("gemma3.attention.layer_norm_rms_epsilon", "gemma3.rope.freq_base_swa")
-        for f in text.fields.values():
-            if f.name.startswith("GGUF.") or f.name in ("general.architecture", *dropped):
-                continue
-            value = f.contents()
-            if f.name in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type"):
-                value = [*value, "<image_soft_token>" if f.name.endswith("tokens") else 3]
-            w.add_key_value(f.name, value, f.types[0], sub_type=f.types[-1] if len(f.types) > 1 else None)
-        w.add_float32("gemma3.rope.local.freq_base", 1e4)
-        v = TINY_VISION
-        for key, value in (
-            ("block_count", 1),
-            ("embedding_length", v.n_embd),
-            ("feed_forward_length", v.n_ff),
-            ("image_size", v.image_size),
-            ("patch_size", v.patch_size),
-            ("num_channels", 3),
-            ("attention.head_count", v.n_head),
-        ):
-            w.add_uint32(f"gemma3.vision.{key}", value)
-        w.add_float32("gemma3.vision.attention.layer_norm_epsilon", 1e-6)
-        w.add_uint32("gemma3.mm.tokens_per_image", (v.image_size // v.patch_size // v.merge) ** 2)
-        for t in text.tensors:
-            w.add_tensor(t.name, np.array(t.data))
-        for t in clip.tensors:
-            name = t.name
-            for ours, theirs in _OLLAMA_GEMMA3_NAMES:
-                name = name.replace(ours, theirs)
-            data = np.array(t.data)
-            w.add_tensor(name, data.astype(np.float16) if name == "v.patch_embedding.weight" else data)
-        _finish(w)
-    return path
-
-
 _KINDS = {
     "qwen3": write_qwen3,
     "gemma3": write_gemma3,
@@ -784,19 +723,26 @@ def main(argv: list[str] | None = None) -> None:
     (``DIR/KIND.gguf``, e.g. ``reranker``: a tiny Qwen3-Reranker; ``vision`` writes ``DIR/text.gguf``
     and ``DIR/mmproj.gguf``, a gemma3 and its
     projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``ollama-gemma3-vision`` writes
-    ``DIR/model.gguf``, that gemma3 and projector as one file in Ollama's converter layout; ``lora``
+    ``DIR/model.gguf``, that gemma3 and projector as one file in Ollama's converter layout (and
+    ``ollama-qwen25vl-vision`` a Qwen2.5-VL so); ``lora``
     writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
+    from .ollama_ggufs import write_ollama_gemma3_vision, write_ollama_qwen25vl_vision
+
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
-    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl", "ollama-gemma3-vision", "lora"])
+    ollama = {
+        "ollama-gemma3-vision": write_ollama_gemma3_vision,
+        "ollama-qwen25vl-vision": write_ollama_qwen25vl_vision,
+    }
+    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl", *ollama, "lora"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
     if args.kind == "lora":
         paths: tuple[Path, ...] = write_lora(args.dir)
-    elif args.kind == "ollama-gemma3-vision":
+    elif args.kind in ollama:
         args.dir.mkdir(parents=True, exist_ok=True)
-        paths = (write_ollama_gemma3_vision(args.dir / "model.gguf"),)
+        paths = (ollama[args.kind](args.dir / "model.gguf"),)
     elif args.kind.startswith("vision"):
         paths = write_vision(args.dir, kind="qwen2vl" if args.kind.endswith("qwen2vl") else "gemma3")
     else:

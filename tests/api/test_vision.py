@@ -22,8 +22,9 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.testing.ggufs import write_ollama_gemma3_vision, write_vision
+from cllm_ollama.testing.ggufs import write_vision
 from cllm_ollama.testing.images import png
+from cllm_ollama.testing.ollama_ggufs import write_ollama_gemma3_vision, write_ollama_qwen25vl_vision
 
 pytestmark = pytest.mark.model
 
@@ -50,12 +51,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 files[path.name] = digest
             r = httpx.post(f"{url}/api/create", json={"model": name, "files": files, "stream": False}, timeout=60)
             assert r.status_code == 200, r.text
-        # "eyes" again, as one GGUF in Ollama's converter layout (the vision tower inside): split at create.
-        data = write_ollama_gemma3_vision(root / "ollama-gemma3.gguf").read_bytes()
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
-        body = {"model": "eyes-ollama", "files": {"model.gguf": digest}, "stream": False}
-        assert httpx.post(f"{url}/api/create", json=body, timeout=60).status_code == 200
+        # One GGUF each in Ollama's converter layout (the vision tower inside): split at create.
+        for name, write in (
+            ("eyes-ollama", write_ollama_gemma3_vision),
+            ("eyes-ollama-vl", write_ollama_qwen25vl_vision),
+        ):
+            data = write(root / f"{name}.gguf").read_bytes()
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
+            body = {"model": name, "files": {"model.gguf": digest}, "stream": False}
+            r = httpx.post(f"{url}/api/create", json=body, timeout=60)
+            assert r.status_code == 200, r.text
         yield url
 
 
@@ -230,6 +236,18 @@ def test_a_gemma3_in_ollamas_layout_sees_as_the_llama_cpp_files_do(server: str) 
     answers = [client.chat(model=m, messages=turn(image), options=GREEDY) for m in ("eyes", "eyes-ollama")]
     assert answers[0].message.content == answers[1].message.content
     assert answers[0].prompt_eval_count == answers[1].prompt_eval_count
+
+
+def test_a_qwen25vl_in_ollamas_layout_sees(server: str) -> None:
+    """Created from one GGUF laid out as Ollama writes Qwen2.5-VL, the split model (a qwen2vl text
+    model and a qwen2.5vl_merger projector: window attention, SwiGLU, M-RoPE) takes an image."""
+    client = ollama.Client(server)
+    assert "vision" in (client.show("eyes-ollama-vl").capabilities or [])
+    plain = client.chat(model="eyes-ollama-vl", messages=[{"role": "user", "content": "Hi"}], options=GREEDY)
+    seen = client.chat(model="eyes-ollama-vl", messages=turn(png(32, 32, seed=5), "Hi"), options=GREEDY)
+    assert seen.done and seen.eval_count
+    assert seen.prompt_eval_count is not None and plain.prompt_eval_count is not None
+    assert seen.prompt_eval_count >= plain.prompt_eval_count + IMAGE_TOKENS
 
 
 def test_a_webp_image_is_seen_as_the_same_pixels_in_png(server: str) -> None:

@@ -27,7 +27,8 @@ from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
-from cllm_ollama.testing.ggufs import write_ollama_gemma3_vision, write_vision
+from cllm_ollama.testing.ggufs import write_vision
+from cllm_ollama.testing.ollama_ggufs import write_ollama_gemma3_vision, write_ollama_qwen25vl_vision
 
 CONFIG = {"model_format": "gguf", "model_family": "gemma3", "model_families": ["gemma3"], "model_type": "1M"}
 
@@ -121,6 +122,29 @@ def test_a_created_gemma3_with_its_vision_tower_inside_is_stored_split(
     events: list[dict[str, Any]] = []
     record = create_model(model_store, req, events.append)
     assert_split_like_llama_cpp_files(model_store, list(record.manifest.layers), tmp_path)
+
+
+def test_a_pulled_qwen25vl_with_its_vision_tower_inside_is_stored_as_qwen2vl_and_a_projector(
+    model_store: ModelStore, registry: FakeRegistry, tmp_path: Path
+) -> None:
+    data = write_ollama_qwen25vl_vision(tmp_path / "qwen25vl.gguf").read_bytes()
+    registry.add_model("library/qwen2.5vl", "tiny", [(mt.MODEL, data)], CONFIG)
+    assert "converting qwen25vl from Ollama's layout" in statuses(pull(model_store, registry, "qwen2.5vl:tiny"))
+    layers = {layer.media_type: layer for layer in model_store.get("qwen2.5vl:tiny").manifest.layers}
+    assert set(layers) == {mt.MODEL, mt.PROJECTOR}
+    text = gguf.GGUFReader(model_store.blob_path(layers[mt.MODEL].digest))
+    assert text.fields["general.architecture"].contents() == "qwen2vl"
+    assert text.fields["qwen2vl.rope.dimension_sections"].contents() == [2, 3, 3, 0]
+    assert not any(key.startswith("qwen25vl.") for key in text.fields)
+    assert not any(t.name.startswith(("v.", "mm.")) for t in text.tensors)
+    clip = gguf.GGUFReader(model_store.blob_path(layers[mt.PROJECTOR].digest))
+    assert clip.fields["clip.projector_type"].contents() == "qwen2.5vl_merger"
+    assert clip.fields["clip.vision.n_wa_pattern"].contents() == 2  # full attention in block 1
+    names = {t.name: t.tensor_type for t in clip.tensors}
+    for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
+        assert names[name] == gguf.GGMLQuantizationType.F32
+    assert {"v.post_ln.weight", "mm.0.weight", "mm.2.bias", "v.blk.1.ffn_gate.weight"} <= set(names)
+    assert not any(name.startswith("v.merger") for name in names)
 
 
 def test_a_layout_cllm_cannot_run_is_refused_at_pull_naming_the_architecture(
