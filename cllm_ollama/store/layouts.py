@@ -155,6 +155,7 @@ class Rewrite:
     arch: str
     keep_tensor: Callable[[str], bool]
     renames: tuple[tuple[str, str], ...] = ()  # substring replacements in tensor names, in order
+    exact: dict[str, str] = field(default_factory=dict)  # whole tensor names replaced (before ``renames``)
     keep_key: Callable[[str], bool] = lambda key: True
     key_prefixes: tuple[str, str] | None = None  # a key prefix renamed (the architecture's)
     set_kv: dict[str, tuple[Any, GGUFValueType]] = field(default_factory=dict)
@@ -167,6 +168,8 @@ class Rewrite:
         return key
 
     def tensor_name(self, name: str) -> str:
+        if name in self.exact:
+            return self.exact[name]
         for old, new in self.renames:
             name = name.replace(old, new)
         return name
@@ -176,7 +179,7 @@ def plan(h: Header) -> list[Rewrite] | None:
     """What to write instead of a GGUF laid out by Ollama's converter: None when llama.cpp loads it
     as it is; raises ``LayoutRefused`` (naming the architecture) when cllm cannot run it."""
     if h.arch == "gemma3" and "dense.0.weight" in h.shapes:
-        raise LayoutRefused(refusal("gemma3", "EmbeddingGemma, whose dense layers llama.cpp names differently"))
+        return [_embeddinggemma(h)]
     if h.arch == "gemma3" and _ollama_gemma3(h):
         return _gemma3(h)
     if h.arch == "qwen25vl":
@@ -309,6 +312,47 @@ def _gemma3(h: Header) -> list[Rewrite]:
         to_f32=frozenset({"v.patch_embd.weight", "v.position_embd.weight"}),
     )
     return [text, clip]
+
+
+_PATTERN = "gemma3.attention.sliding_window_pattern"
+
+
+def _embeddinggemma(h: Header) -> Rewrite:
+    """EmbeddingGemma as llama.cpp runs it, ``gemma-embedding`` (``handle_embeddinggemma`` in Ollama's
+    shim): keys under the new prefix, the sentence-transformers dense layers and the final norm
+    renamed, their widths stated; mean pooling unless the file says otherwise."""
+    d0, d1 = h.shapes.get("dense.0.weight"), h.shapes.get("dense.1.weight")
+    if not d0 or not d1 or len(d0) != 2 or len(d1) != 2:
+        raise LayoutRefused(refusal("gemma3", "EmbeddingGemma without its two dense layers"))
+    kv = h.kv
+    return Rewrite(
+        role="model",
+        arch="gemma-embedding",
+        keep_tensor=lambda name: True,
+        exact={
+            "dense.0.weight": "dense_2.weight",
+            "dense.1.weight": "dense_3.weight",
+            "norm.weight": "output_norm.weight",
+        },
+        # Ollama's shim drops the per-layer pattern Ollama wrote (llama.cpp then uses Gemma's every-6th
+        # global layer); a single number, which llama.cpp reads, stays.
+        keep_key=lambda key: (
+            key != "gemma3.attention.causal" and not (key == _PATTERN and isinstance(kv.get(key), list))
+        ),
+        key_prefixes=("gemma3.", "gemma-embedding."),
+        set_kv={
+            "gemma-embedding.attention.layer_norm_rms_epsilon": (
+                kv.get("gemma3.attention.layer_norm_rms_epsilon", 1e-6),
+                _F32,
+            ),
+            "gemma-embedding.rope.freq_base_swa": (kv.get("gemma3.rope.freq_base_swa", 1e4), _F32),
+            "gemma-embedding.pooling_type": (kv.get("gemma3.pooling_type") or 1, _U32),
+            "gemma-embedding.dense_2_feat_in": (d0[0], _U32),
+            "gemma-embedding.dense_2_feat_out": (d0[1], _U32),
+            "gemma-embedding.dense_3_feat_in": (d1[0], _U32),
+            "gemma-embedding.dense_3_feat_out": (d1[1], _U32),
+        },
+    )
 
 
 _QWEN25VL_CLIP_RENAMES = (

@@ -11,7 +11,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .ggufs import TINY, TINY_VISION, _finish, _Tensors, write_qwen2vl, write_vision
+from .ggufs import TINY, TINY_VISION, _finish, _Tensors, write_gemma3, write_qwen2vl, write_vision
 
 # clip.cpp's projector tensor names -> the SigLIP names Ollama's converter writes (convert_gemma3.go).
 _OLLAMA_GEMMA3_NAMES = (
@@ -130,5 +130,32 @@ def write_ollama_qwen25vl_vision(path: Path, *, seed: int = 0) -> Path:
         t.f32("v.merger.mlp.0.bias", np.zeros(merged))
         t.matrix("v.merger.mlp.2.weight", TINY.n_embd, merged)
         t.f32("v.merger.mlp.2.bias", np.zeros(TINY.n_embd))
+        _finish(w)
+    return path
+
+
+def write_ollama_embeddinggemma(path: Path, *, seed: int = 0) -> Path:
+    """A tiny EmbeddingGemma as Ollama's older converter wrote it: architecture ``gemma3`` with the
+    sentence-transformers head as ``dense.0``/``dense.1`` (n_embd -> 2 n_embd -> n_embd), the final
+    norm as ``norm.weight``, and ``gemma3.pooling_type`` 1 (mean). llama.cpp cannot load it as it is."""
+    with tempfile.TemporaryDirectory() as tmp:
+        text = gguf.GGUFReader(write_gemma3(Path(tmp) / "text.gguf", seed=seed))
+        t = _Tensors(
+            gguf.GGUFWriter(str(path), "gemma3"), np.random.default_rng(seed + 2), 0.2, gguf.GGMLQuantizationType.F32
+        )
+        w = t.w
+        for f in text.fields.values():
+            if f.name.startswith("GGUF.") or f.name == "general.architecture":
+                continue
+            w.add_key_value(f.name, f.contents(), f.types[0], sub_type=f.types[-1] if len(f.types) > 1 else None)
+        w.add_uint32("gemma3.pooling_type", 1)
+        w.add_bool("gemma3.attention.causal", False)
+        for tensor in text.tensors:
+            if tensor.name == "output.weight":
+                continue  # tied to the embeddings, as in EmbeddingGemma
+            name = "norm.weight" if tensor.name == "output_norm.weight" else tensor.name
+            w.add_tensor(name, np.array(tensor.data))
+        t.matrix("dense.0.weight", 2 * TINY.n_embd, TINY.n_embd)
+        t.matrix("dense.1.weight", TINY.n_embd, 2 * TINY.n_embd)
         _finish(w)
     return path

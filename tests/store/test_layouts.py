@@ -195,7 +195,7 @@ def header(arch: str, tensors: dict[str, list[int]] | None = None, **kv: Any) ->
         header("qwen25vl"),
         header("olmo3"),
         header("mllama"),
-        header("gemma3", {"dense.0.weight": [4, 4]}),
+        header("gemma3", {"dense.0.weight": [4, 4]}),  # EmbeddingGemma without its second dense layer
         header("not-an-arch"),
         header("qwen3vl", {"v.blk.0.attn_qkv.weight": [4, 12]}, qwen3vl__rope__dimension_sections=[2, 3, 3, 0]),
     ],
