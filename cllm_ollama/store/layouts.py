@@ -184,6 +184,8 @@ def plan(h: Header) -> list[Rewrite] | None:
         return _gemma3(h)
     if h.arch == "qwen25vl":
         return _qwen25vl(h)
+    if h.arch == "llama" and _llama3_metadata_gap(h):
+        return [_llama3_metadata(h)]
     if h.arch == "clip" and not h.kv.get("clip.projector_type") and h.any_tensor("mm."):
         return [_llava_projector()]
     refused = _REFUSED.get(h.arch)
@@ -312,6 +314,34 @@ def _gemma3(h: Header) -> list[Rewrite]:
         to_f32=frozenset({"v.patch_embd.weight", "v.position_embd.weight"}),
     )
     return [text, clip]
+
+
+_EOT = 128009  # <|eot_id|>, where Llama 3 Instruct ends a turn
+
+
+def _llama3_metadata_gap(h: Header) -> bool:
+    """A Llama 3 converted before llama.cpp named its pre-tokenizer, or ending turns at
+    <|end_of_text|> (``detect_ollama_llama3_metadata_gap``): its text would be split the wrong way."""
+    kv = h.kv
+    tokens = kv.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list) or len(tokens) <= _EOT or tokens[_EOT] != "<|eot_id|>":
+        return False
+    template = str(kv.get("tokenizer.chat_template") or "")
+    llama3 = tokens[128006] == "<|start_header_id|>" or "<|start_header_id|>" in template or "<|eot_id|>" in template
+    no_pre = kv.get("tokenizer.ggml.pre") in (None, "", "default")
+    return llama3 and (no_pre or kv.get("tokenizer.ggml.eos_token_id") == 128001)
+
+
+def _llama3_metadata(h: Header) -> Rewrite:
+    """The pre-tokenizer named, and turns ending at <|eot_id|> (what Ollama's shim sets)."""
+    kv = h.kv
+    fixes: dict[str, tuple[Any, GGUFValueType]] = {}
+    if kv.get("tokenizer.ggml.pre") in (None, "", "default"):
+        fixes["tokenizer.ggml.pre"] = ("llama-bpe", _STR)
+    for key in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"):
+        if kv.get(key) in (None, 128001):
+            fixes[key] = (_EOT, _U32)
+    return Rewrite(role="model", arch="llama", keep_tensor=lambda name: True, set_kv=fixes)
 
 
 _PATTERN = "gemma3.attention.sliding_window_pattern"

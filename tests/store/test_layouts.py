@@ -225,3 +225,25 @@ def test_layouts_llama_cpp_loads_are_kept_as_they_are(h: Header) -> None:
 def test_an_old_llava_projector_without_a_type_is_typed(tmp_path: Path) -> None:
     (rewrite,) = plan(header("clip", {"mm.0.weight": [4, 4]})) or []
     assert rewrite.role == "projector" and rewrite.set_kv["clip.projector_type"][0] == "mlp"
+
+
+def llama3_header(**kv: Any) -> Header:
+    tokens = [f"t{i}" for i in range(128256)]
+    tokens[128001], tokens[128006], tokens[128009] = "<|end_of_text|>", "<|start_header_id|>", "<|eot_id|>"
+    return header("llama", **{"tokenizer.ggml.tokens".replace(".", "__"): tokens, **kv})
+
+
+def test_a_llama3_without_its_pre_tokenizer_gets_it_and_ends_turns_at_eot() -> None:
+    """Ollama's shim fixes these Llama 3 files; llama.cpp would split their text with its default
+    pre-tokenizer and run on past the end of a turn."""
+    (rewrite,) = plan(llama3_header(tokenizer__ggml__eos_token_id=128001)) or []
+    assert rewrite.arch == "llama" and rewrite.keep_tensor("blk.0.attn_q.weight")
+    assert rewrite.set_kv == {
+        "tokenizer.ggml.pre": ("llama-bpe", gguf.GGUFValueType.STRING),
+        "tokenizer.ggml.eos_token_id": (128009, gguf.GGUFValueType.UINT32),
+        "tokenizer.ggml.eot_token_id": (128009, gguf.GGUFValueType.UINT32),
+    }
+    named = plan(llama3_header(tokenizer__ggml__pre="smaug-bpe", tokenizer__ggml__eos_token_id=128001)) or []
+    assert "tokenizer.ggml.pre" not in named[0].set_kv  # a named pre-tokenizer is kept
+    assert plan(llama3_header(tokenizer__ggml__pre="llama-bpe", tokenizer__ggml__eos_token_id=128009)) is None
+    assert plan(header("llama")) is None  # not a Llama 3 vocabulary
