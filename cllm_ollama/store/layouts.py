@@ -25,7 +25,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 
 from . import manifests as mt
-from .gguf_info import GGUFError, GGUFInfo, gguf_info
+from .gguf_info import GGUFError, GGUFInfo, gguf_info, gguf_info_of_prefix
 from .manifests import Layer
 from .store import Claim, ModelStore
 
@@ -498,6 +498,22 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
 
 
 _VOCAB_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type")
+
+
+# How much of a model blob a registry pull reads first to decide its layout before downloading
+# it: a GGUF's metadata and tensor list (a 262k-token vocabulary's header is ~6 MB).
+HEADER_PROBE_BYTES = 8 << 20
+HEADER_PROBE_MIN_BLOB = 64 << 20  # a smaller model is downloaded and then checked: little is lost
+
+
+def check_prefix(data: bytes) -> None:
+    """Raise ``LayoutRefused`` if a GGUF's first bytes already show a layout cllm cannot run
+    (nothing when they hold too little of the header to tell: decided after the download)."""
+    try:
+        info = gguf_info_of_prefix(data)
+    except GGUFError:
+        return
+    plan(Header.of(info))
 
 
 @dataclass(frozen=True)

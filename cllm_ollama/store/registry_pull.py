@@ -14,13 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from ..config import DEFAULT_REGISTRY_URL, Settings
 from ..errors import PullError
 from . import manifests as mt
 from .blobs import DIGEST_RE
 from .download import DigestMismatch, download_blob
 from .keys import ollama_signer
-from .layouts import LayoutRefused, adapt_layers
+from .layouts import HEADER_PROBE_BYTES, HEADER_PROBE_MIN_BLOB, LayoutRefused, adapt_layers, check_prefix
 from .manifests import Layer, Manifest, ManifestError
 from .names import ModelName
 from .registry import Registry, RegistryError, registry_url
@@ -100,6 +102,10 @@ def _pull_claimed(
         old = _digests_of(store, name)
         mismatch: DigestMismatch | None = None
         claim.pin(*(layer.digest for layer in manifest.all_layers))
+        try:  # a model cllm cannot run is refused before its gigabytes are downloaded
+            _check_header(store, registry, name, manifest)
+        except LayoutRefused as exc:
+            raise _Unrunnable(str(exc), []) from exc
         for layer in _layers(manifest):
             try:
                 download_blob(store, layer.hex, layer.size, report, _locator(registry, name, layer))
@@ -131,6 +137,32 @@ def _pull_claimed(
         store.discard_unused(unused)
     report({"status": "success"})
     return record
+
+
+def _check_header(store: ModelStore, registry: Registry, name: ModelName, manifest: Manifest) -> None:
+    """The model blob's first bytes, read with one ranged request, checked for a layout cllm cannot run."""
+    model = next((layer for layer in manifest.layers if layer.media_type == mt.MODEL), None)
+    if model is None or model.size < HEADER_PROBE_MIN_BLOB or store.has_blob(model.digest):
+        return
+    wanted = min(model.size, HEADER_PROBE_BYTES)
+    url = registry.url(name, "blobs", model.digest)
+    data = bytearray()
+    try:
+        response = registry.send("GET", url, headers={"Range": f"bytes=0-{wanted - 1}"}, stream=True)
+        try:
+            if response.status_code in (200, 206):
+                for chunk in response.iter_bytes():
+                    data += chunk
+                    if len(data) >= wanted:
+                        break
+        finally:
+            response.close()
+    except (RegistryError, httpx.HTTPError) as exc:
+        log.info(
+            "%s: the model's header could not be read first (%s): its layout is checked after the download", name, exc
+        )
+        return
+    check_prefix(bytes(data[:wanted]))
 
 
 def _locator(registry: Registry, name: ModelName, layer: Layer) -> Callable[[], tuple[str, dict[str, str]]]:

@@ -17,9 +17,10 @@ import gguf
 import numpy as np
 import orjson
 import pytest
-from fakeregistry import FakeRegistry, fake_registry, statuses
+from fakeregistry import FakeRegistry, digest_of, fake_registry, statuses
 
 from cllm_ollama.errors import InvalidRequest, PullError
+from cllm_ollama.store import layouts, registry_pull
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.layouts import Header, LayoutRefused, plan
@@ -97,8 +98,13 @@ def assert_split_like_llama_cpp_files(store: ModelStore, layers: list[mt.Layer],
 
 
 def test_a_pulled_gemma3_with_its_vision_tower_inside_is_stored_split(
-    model_store: ModelStore, registry: FakeRegistry, ollama_gemma3: bytes, tmp_path: Path
+    model_store: ModelStore,
+    registry: FakeRegistry,
+    ollama_gemma3: bytes,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(registry_pull, "HEADER_PROBE_MIN_BLOB", 0)  # its header is read first, and passes
     registry.add_model("library/gemma3", "tiny", [(mt.MODEL, ollama_gemma3), (mt.TEMPLATE, b"{{ .Prompt }}")], CONFIG)
     events = pull(model_store, registry, "gemma3:tiny")
     assert "converting gemma3 from Ollama's layout" in statuses(events)
@@ -147,9 +153,14 @@ def test_a_pulled_qwen25vl_with_its_vision_tower_inside_is_stored_as_qwen2vl_and
     assert not any(name.startswith("v.merger") for name in names)
 
 
+@pytest.mark.parametrize("probe", [layouts.HEADER_PROBE_BYTES, 64], ids=["header-read-first", "header-past-the-probe"])
 def test_a_layout_cllm_cannot_run_is_refused_at_pull_naming_the_architecture(
-    model_store: ModelStore, registry: FakeRegistry, tmp_path: Path
+    model_store: ModelStore, registry: FakeRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, probe: int
 ) -> None:
+    """Refused from the blob's first bytes, before its download; or, where the header is longer than
+    that first read, after the download, its blobs removed. Never a manifest."""
+    monkeypatch.setattr(registry_pull, "HEADER_PROBE_BYTES", probe)
+    monkeypatch.setattr(registry_pull, "HEADER_PROBE_MIN_BLOB", 0)  # as if the model were big
     data = tiny_gguf_of(tmp_path / "oss.gguf", "gptoss", {"token_embd.weight": (8, 4)}, **{"gptoss.block_count": 1})
     registry.add_model("library/gpt-oss", "tiny", [(mt.MODEL, data), (mt.PARAMS, orjson.dumps({}))], CONFIG)
     with pytest.raises(PullError) as refused:
@@ -158,7 +169,13 @@ def test_a_layout_cllm_cannot_run_is_refused_at_pull_naming_the_architecture(
         "architecture \"gptoss\" written by Ollama's converter is not supported by cllm's llama.cpp ("
     )
     assert model_store.list_models() == [] and model_store.resolve("gpt-oss:tiny") is None
-    assert [p.name for p in model_store.blobs_dir.iterdir() if p.name.startswith("sha256-")] == []
+    blobs = model_store.blobs_dir
+    assert not blobs.exists() or [p.name for p in blobs.iterdir() if p.name.startswith("sha256-")] == []
+    gets = registry.seen("GET", digest_of(data))
+    if probe > len(data):  # one ranged read of the header, nothing more
+        assert [r.headers.get("Range") for r in gets] == [f"bytes=0-{len(data) - 1}"]
+    else:
+        assert len(gets) > 1
 
 
 def test_a_layout_cllm_cannot_run_is_refused_at_create(model_store: ModelStore, tmp_path: Path) -> None:
