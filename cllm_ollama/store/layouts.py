@@ -121,8 +121,8 @@ _REFUSED: dict[str, tuple[_Marker, str]] = {
         "no M-RoPE sections, and a vision tower whose attention llama.cpp wants merged",
     ),
     "mistral3": (
-        lambda h: h.any_tensor("v.", "mm.") or h.has("rope.scaling.beta_fast") or h.has("rope.scaling_beta"),
-        "a Pixtral vision tower inside the model file and RoPE keys llama.cpp names differently",
+        lambda h: h.any_tensor("v.", "mm."),
+        "a Pixtral vision tower inside the model file, whose attention llama.cpp wants permuted",
     ),
     "llama4": (lambda h: h.any_tensor("v.", "mm."), "its vision tower is inside the model file"),
     "lfm2": (
@@ -184,6 +184,8 @@ def plan(h: Header) -> list[Rewrite] | None:
         return _gemma3(h)
     if h.arch == "qwen25vl":
         return _qwen25vl(h)
+    if h.arch == "mistral3" and not h.any_tensor("v.", "mm.") and _MISTRAL3_KEYS.keys() & h.kv.keys():
+        return [_mistral3_text(h)]
     if h.arch == "llama" and _llama3_metadata_gap(h):
         return [_llama3_metadata(h)]
     if h.arch == "clip" and not h.kv.get("clip.projector_type") and h.any_tensor("mm."):
@@ -314,6 +316,32 @@ def _gemma3(h: Header) -> list[Rewrite]:
         to_f32=frozenset({"v.patch_embd.weight", "v.position_embd.weight"}),
     )
     return [text, clip]
+
+
+# Ollama's names for Mistral 3's YaRN and attention-temperature keys -> llama.cpp's.
+_MISTRAL3_KEYS = {
+    "mistral3.rope.scaling.beta_fast": "mistral3.rope.scaling.yarn_beta_fast",
+    "mistral3.rope.scaling.beta_slow": "mistral3.rope.scaling.yarn_beta_slow",
+    "mistral3.rope.scaling.mscale_all_dim": "mistral3.rope.scaling.yarn_log_multiplier",
+    "mistral3.rope.scaling_beta": "mistral3.attention.temperature_scale",
+}
+
+
+def _mistral3_text(h: Header) -> Rewrite:
+    """A text-only Mistral 3 (``handle_mistral3``'s text side): its YaRN keys under llama.cpp's names,
+    and the Tekken pre-tokenizer named. (With the Pixtral tower inside it is refused: not mapped.)"""
+    fixes: dict[str, tuple[Any, GGUFValueType]] = {
+        new: (h.kv[old], _F32) for old, new in _MISTRAL3_KEYS.items() if old in h.kv and new not in h.kv
+    }
+    if h.kv.get("tokenizer.ggml.pre") in (None, "", "default"):
+        fixes["tokenizer.ggml.pre"] = ("tekken", _STR)
+    return Rewrite(
+        role="model",
+        arch="mistral3",
+        keep_tensor=lambda name: True,
+        keep_key=lambda key: key not in _MISTRAL3_KEYS,
+        set_kv=fixes,
+    )
 
 
 _EOT = 128009  # <|eot_id|>, where Llama 3 Instruct ends a turn

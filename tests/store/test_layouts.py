@@ -264,3 +264,24 @@ def test_a_llama3_without_its_pre_tokenizer_gets_it_and_ends_turns_at_eot() -> N
     assert "tokenizer.ggml.pre" not in named[0].set_kv  # a named pre-tokenizer is kept
     assert plan(llama3_header(tokenizer__ggml__pre="llama-bpe", tokenizer__ggml__eos_token_id=128009)) is None
     assert plan(header("llama")) is None  # not a Llama 3 vocabulary
+
+
+def test_a_text_only_mistral3_gets_llama_cpp_s_yarn_keys(model_store: ModelStore, tmp_path: Path) -> None:
+    w = gguf.GGUFWriter(str(tmp_path / "m3.gguf"), "mistral3")
+    w.add_uint32("mistral3.block_count", 1)
+    w.add_float32("mistral3.rope.scaling.beta_fast", 32.0)
+    w.add_float32("mistral3.rope.scaling.beta_slow", 1.0)
+    w.add_float32("mistral3.rope.scaling_beta", 0.1)
+    w.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    digest = model_store.write_blob_from([(tmp_path / "m3.gguf").read_bytes()])
+    record = create_model(model_store, CreateRequest(model=parse_name("m3"), files={"m3.gguf": digest}), print)
+    fields = gguf.GGUFReader(model_store.blob_path(record.manifest.layers[0].digest)).fields
+    assert fields["mistral3.rope.scaling.yarn_beta_fast"].contents() == 32.0
+    assert fields["mistral3.rope.scaling.yarn_beta_slow"].contents() == 1.0
+    assert fields["mistral3.attention.temperature_scale"].contents() == pytest.approx(0.1)
+    assert fields["tokenizer.ggml.pre"].contents() == "tekken"
+    assert "mistral3.rope.scaling.beta_fast" not in fields
