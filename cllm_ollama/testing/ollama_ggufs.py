@@ -159,3 +159,26 @@ def write_ollama_embeddinggemma(path: Path, *, seed: int = 0) -> Path:
         t.matrix("dense.1.weight", TINY.n_embd, 2 * TINY.n_embd)
         _finish(w)
     return path
+
+
+def write_ollama_gemma3_text(path: Path, *, seed: int = 0) -> Path:
+    """``write_gemma3`` as Ollama's converter writes a text-only Gemma 3 (1B, 270M): the local RoPE
+    base as ``gemma3.rope.local.freq_base`` (llama.cpp reads ``rope.freq_base_swa``) and the
+    sliding-window pattern as one bool per layer."""
+    with tempfile.TemporaryDirectory() as tmp:
+        text = gguf.GGUFReader(write_gemma3(Path(tmp) / "text.gguf", seed=seed))
+        w = gguf.GGUFWriter(str(path), "gemma3")
+        renamed = {"gemma3.rope.freq_base_swa": "gemma3.rope.local.freq_base"}
+        for f in text.fields.values():
+            if f.name.startswith("GGUF.") or f.name in (
+                "general.architecture",
+                "gemma3.attention.sliding_window_pattern",
+            ):
+                continue
+            sub_type = f.types[-1] if len(f.types) > 1 else None
+            w.add_key_value(renamed.get(f.name, f.name), f.contents(), f.types[0], sub_type=sub_type)
+        w.add_array("gemma3.attention.sliding_window_pattern", [True, False])  # write_gemma3's pattern 2
+        for t in text.tensors:
+            w.add_tensor(t.name, np.array(t.data))
+        _finish(w)
+    return path
