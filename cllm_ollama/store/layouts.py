@@ -574,6 +574,8 @@ def adapt_layers(
             try:
                 rewrite(store.blob_path(layer.digest), Path(tmp), rw)
                 out.append(claim.adopt_file(Path(tmp), mt.MODEL if rw.role == "model" else mt.PROJECTOR))
+            except (OSError, ValueError) as exc:  # a full disk, a file whose tensors are not where it says
+                raise LayoutRefused(f"converting {arch} from Ollama's layout failed: {exc}") from exc
             finally:
                 Path(tmp).unlink(missing_ok=True)
     if not replaced:

@@ -285,3 +285,18 @@ def test_a_text_only_mistral3_gets_llama_cpp_s_yarn_keys(model_store: ModelStore
     assert fields["mistral3.attention.temperature_scale"].contents() == pytest.approx(0.1)
     assert fields["tokenizer.ggml.pre"].contents() == "tekken"
     assert "mistral3.rope.scaling.beta_fast" not in fields
+
+
+def test_a_conversion_that_fails_is_a_clear_refusal_with_nothing_left(
+    model_store: ModelStore, ollama_gemma3: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(src: Path, dst: Path, rw: Any) -> None:
+        dst.write_bytes(b"GGUF")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(layouts, "rewrite", full_disk)
+    digest = model_store.write_blob_from([ollama_gemma3])
+    with pytest.raises(InvalidRequest, match=r"converting gemma3 from Ollama's layout failed: .*No space left"):
+        create_model(model_store, CreateRequest(model=parse_name("eyes"), files={"m.gguf": digest}), print)
+    assert model_store.list_models() == []
+    assert not any(p.name.startswith(".layout-") for p in model_store.blobs_dir.iterdir())
