@@ -236,6 +236,46 @@ _GEMMA3_CLIP_RENAMES = (
 )
 
 
+def _projector(
+    renames: tuple[tuple[str, str], ...], set_kv: dict[str, tuple[Any, GGUFValueType]], *to_f32: str
+) -> Rewrite:
+    """The CLIP GGUF of a tower inside a model file: its tensors renamed, general keys kept, the
+    ``to_f32`` tensors (patch embeddings: llama.cpp's converter keeps them F32) promoted."""
+    return Rewrite(
+        role="projector",
+        arch="clip",
+        keep_tensor=_vision_tensor,
+        renames=renames,
+        keep_key=lambda key: key.startswith("general.") and key != "general.file_type",
+        set_kv=set_kv,
+        to_f32=frozenset(to_f32),
+    )
+
+
+def _clip_keys(h: Header, projector_type: str, activation: str) -> dict[str, tuple[Any, GGUFValueType]]:
+    """What every CLIP projector split out of a model file states: its type, activation, ViT shape,
+    and an output as wide as the text model's input."""
+    return {
+        "clip.has_vision_encoder": (True, _BOOL),
+        activation: (True, _BOOL),
+        "clip.projector_type": (projector_type, _STR),
+        "clip.vision.block_count": _tower_key(h, "block_count", _U32),
+        "clip.vision.embedding_length": _tower_key(h, "embedding_length", _U32),
+        "clip.vision.attention.head_count": _tower_key(h, "attention.head_count", _U32),
+        "clip.vision.attention.layer_norm_epsilon": _tower_key(h, "attention.layer_norm_epsilon", _F32, 1e-6),
+        "clip.vision.patch_size": _tower_key(h, "patch_size", _U32),
+        "clip.vision.projection_dim": (h.kv.get(f"{h.arch}.embedding_length"), _U32),
+    }
+
+
+def _tower_key(h: Header, key: str, kind: GGUFValueType, default: Any = None) -> tuple[Any, GGUFValueType]:
+    """``<arch>.vision.<key>`` for a projector's metadata; refused when the tower does not state it."""
+    value = h.kv.get(f"{h.arch}.vision.{key}", default)
+    if value is None:
+        raise LayoutRefused(refusal(h.arch, f"its vision tower states no {h.arch}.vision.{key}"))
+    return value, kind
+
+
 _GEMMA3_TOWER_KEYS = ("gemma3.vision.", "gemma3.mm.", "gemma3.rope.global.", "gemma3.rope.local.")
 
 
@@ -276,25 +316,10 @@ def _gemma3(h: Header) -> list[Rewrite]:
     if not h.any_tensor("v."):
         return [text]
 
-    def vision(key: str, kind: GGUFValueType, default: Any = None) -> tuple[Any, GGUFValueType]:
-        value = kv.get(f"gemma3.vision.{key}", default)
-        if value is None:
-            raise LayoutRefused(refusal("gemma3", f"its vision tower states no gemma3.vision.{key}"))
-        return value, kind
-
     clip_kv = {
-        "clip.has_vision_encoder": (True, _BOOL),
-        "clip.use_gelu": (True, _BOOL),
-        "clip.projector_type": ("gemma3", _STR),
-        "clip.vision.block_count": vision("block_count", _U32),
-        "clip.vision.embedding_length": vision("embedding_length", _U32),
-        "clip.vision.feed_forward_length": vision("feed_forward_length", _U32),
-        "clip.vision.image_size": vision("image_size", _U32),
-        "clip.vision.patch_size": vision("patch_size", _U32),
-        "clip.vision.attention.head_count": vision("attention.head_count", _U32),
-        "clip.vision.attention.layer_norm_epsilon": vision("attention.layer_norm_epsilon", _F32, 1e-6),
-        # The projector's output is the text model's input: its width.
-        "clip.vision.projection_dim": (kv.get("gemma3.embedding_length"), _U32),
+        **_clip_keys(h, "gemma3", "clip.use_gelu"),
+        "clip.vision.feed_forward_length": _tower_key(h, "feed_forward_length", _U32),
+        "clip.vision.image_size": _tower_key(h, "image_size", _U32),
         "clip.vision.image_mean": ([0.5, 0.5, 0.5], _ARRAY),
         "clip.vision.image_std": ([0.5, 0.5, 0.5], _ARRAY),
     }
@@ -306,15 +331,7 @@ def _gemma3(h: Header) -> list[Rewrite]:
         side = round(tokens**0.5)
         if side * side == tokens and n_patches % side == 0 and n_patches // side != 4:
             clip_kv["clip.vision.projector.scale_factor"] = (n_patches // side, _U32)
-    clip = Rewrite(
-        role="projector",
-        arch="clip",
-        keep_tensor=_vision_tensor,
-        renames=_GEMMA3_CLIP_RENAMES,
-        keep_key=lambda key: key.startswith("general.") and key != "general.file_type",
-        set_kv=clip_kv,
-        to_f32=frozenset({"v.patch_embd.weight", "v.position_embd.weight"}),
-    )
+    clip = _projector(_GEMMA3_CLIP_RENAMES, clip_kv, "v.patch_embd.weight", "v.position_embd.weight")
     return [text, clip]
 
 
@@ -441,39 +458,22 @@ def _qwen25vl(h: Header) -> list[Rewrite]:
     if not h.any_tensor("v."):
         return [text]
 
-    def vision(key: str, kind: GGUFValueType, default: Any = None) -> tuple[Any, GGUFValueType]:
-        value = kv.get(f"qwen25vl.vision.{key}", default)
-        if value is None:
-            raise LayoutRefused(refusal("qwen25vl", f"its vision tower states no qwen25vl.vision.{key}"))
-        return value, kind
-
     full_attention = kv.get("qwen25vl.vision.fullatt_block_indexes") or [7]
-    clip = Rewrite(
-        role="projector",
-        arch="clip",
-        keep_tensor=_vision_tensor,
-        renames=_QWEN25VL_CLIP_RENAMES,
-        keep_key=lambda key: key.startswith("general.") and key != "general.file_type",
-        set_kv={
-            "clip.has_vision_encoder": (True, _BOOL),
-            "clip.use_silu": (True, _BOOL),
-            "clip.projector_type": ("qwen2.5vl_merger", _STR),
-            "clip.vision.block_count": vision("block_count", _U32),
-            "clip.vision.embedding_length": vision("embedding_length", _U32),
-            "clip.vision.attention.head_count": vision("attention.head_count", _U32),
-            "clip.vision.attention.layer_norm_epsilon": vision("attention.layer_norm_epsilon", _F32, 1e-6),
-            "clip.vision.patch_size": vision("patch_size", _U32),
-            "clip.vision.spatial_merge_size": vision("spatial_merge_size", _U32, 2),
-            "clip.vision.window_size": vision("window_size", _U32, 112),
+    clip = _projector(
+        _QWEN25VL_CLIP_RENAMES,
+        {
+            **_clip_keys(h, "qwen2.5vl_merger", "clip.use_silu"),
+            "clip.vision.spatial_merge_size": _tower_key(h, "spatial_merge_size", _U32, 2),
+            "clip.vision.window_size": _tower_key(h, "window_size", _U32, 112),
             "clip.vision.feed_forward_length": (h.rows("v.blk.0.ffn_up.weight") or 0, _U32),
             # Window attention everywhere but every n-th block (as llama.cpp's converter derives it).
             "clip.vision.n_wa_pattern": (int(full_attention[0]) + 1, _U32),
             "clip.vision.image_size": (560, _U32),  # Qwen2-VL's default; the image keeps its own size
-            "clip.vision.projection_dim": (kv.get("qwen25vl.embedding_length"), _U32),
             "clip.vision.image_mean": ([0.48145466, 0.4578275, 0.40821073], _ARRAY),
             "clip.vision.image_std": ([0.26862954, 0.26130258, 0.27577711], _ARRAY),
         },
-        to_f32=frozenset({"v.patch_embd.weight", "v.patch_embd.weight.1"}),
+        "v.patch_embd.weight",
+        "v.patch_embd.weight.1",
     )
     return [text, clip]
 

@@ -583,8 +583,11 @@ def _projector_header(path: Path, v: VisionShape, kind: str, n_embd_text: int, s
     return _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
 
 
-def _vit_block(t: _Tensors, v: VisionShape) -> None:
-    """The ViT blocks both projectors share (pre-norm attention and a GELU MLP), and the final norm."""
+def _vit_block(
+    t: _Tensors, v: VisionShape, *, gated: bool = False, norm_bias: bool = True, post_ln: bool = True
+) -> None:
+    """The ViT blocks the projectors share (pre-norm attention and an MLP, ``gated`` for SwiGLU;
+    norms without bias for RMS norms), and the final norm (``post_ln``)."""
     for i in range(v.n_layer):
         p = f"v.blk.{i}."
         for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
@@ -592,11 +595,16 @@ def _vit_block(t: _Tensors, v: VisionShape) -> None:
             t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
         for name in ("ln1", "ln2"):
             t.norm(f"{p}{name}.weight", v.n_embd)
-            t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
-        t.matrix(p + "ffn_up.weight", v.n_ff, v.n_embd)
-        t.f32(p + "ffn_up.bias", np.zeros(v.n_ff))
-        t.matrix(p + "ffn_down.weight", v.n_embd, v.n_ff)
-        t.f32(p + "ffn_down.bias", np.zeros(v.n_embd))
+            if norm_bias:
+                t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+        for name, rows, cols in (("ffn_gate", v.n_ff, v.n_embd),) * gated + (
+            ("ffn_up", v.n_ff, v.n_embd),
+            ("ffn_down", v.n_embd, v.n_ff),
+        ):
+            t.matrix(f"{p}{name}.weight", rows, cols)
+            t.f32(f"{p}{name}.bias", np.zeros(rows))
+    if not post_ln:
+        return
     t.norm("v.post_ln.weight", v.n_embd)
     t.f32("v.post_ln.bias", np.zeros(v.n_embd))
 

@@ -6,12 +6,32 @@ file with the vision tower inside, keys and tensor names llama.cpp does not acce
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
 
-from .ggufs import TINY, TINY_VISION, _finish, _Tensors, write_gemma3, write_qwen2vl, write_vision
+from .ggufs import TINY, TINY_VISION, _finish, _Tensors, _vit_block, write_gemma3, write_qwen2vl, write_vision
+
+
+def _copy_fields(
+    src: gguf.GGUFReader,
+    w: gguf.GGUFWriter,
+    *,
+    skip: tuple[str, ...] = (),
+    key: Callable[[str], str] = lambda name: name,
+    value: Callable[[str, Any], Any] = lambda name, v: v,
+) -> None:
+    """Every metadata field of ``src`` but ``skip`` (and the architecture) into ``w``, renamed by ``key``."""
+    for f in src.fields.values():
+        if f.name.startswith("GGUF.") or f.name in ("general.architecture", *skip):
+            continue
+        sub_type = f.types[-1] if len(f.types) > 1 else None
+        w.add_key_value(key(f.name), value(f.name, f.contents()), f.types[0], sub_type=sub_type)
+
 
 # clip.cpp's projector tensor names -> the SigLIP names Ollama's converter writes (convert_gemma3.go).
 _OLLAMA_GEMMA3_NAMES = (
@@ -38,14 +58,14 @@ def write_ollama_gemma3_vision(path: Path, *, seed: int = 0) -> Path:
         text_path, clip_path = write_vision(Path(tmp), kind="gemma3", seed=seed)
         text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
         w = gguf.GGUFWriter(str(path), "gemma3")
+
+        def image_token(name: str, value: Any) -> Any:
+            if name in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type"):
+                return [*value, "<image_soft_token>" if name.endswith("tokens") else 3]
+            return value
+
         dropped = ("gemma3.attention.layer_norm_rms_epsilon", "gemma3.rope.freq_base_swa")
-        for f in text.fields.values():
-            if f.name.startswith("GGUF.") or f.name in ("general.architecture", *dropped):
-                continue
-            value = f.contents()
-            if f.name in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type"):
-                value = [*value, "<image_soft_token>" if f.name.endswith("tokens") else 3]
-            w.add_key_value(f.name, value, f.types[0], sub_type=f.types[-1] if len(f.types) > 1 else None)
+        _copy_fields(text, w, skip=dropped, value=image_token)
         w.add_float32("gemma3.rope.local.freq_base", 1e4)
         v = TINY_VISION
         for key, value in (
@@ -85,11 +105,8 @@ def write_ollama_qwen25vl_vision(path: Path, *, seed: int = 0) -> Path:
             gguf.GGUFWriter(str(path), "qwen25vl"), np.random.default_rng(seed + 1), 0.2, gguf.GGMLQuantizationType.F32
         )
         w = t.w
-        for f in text.fields.values():
-            if f.name.startswith("GGUF.") or f.name in ("general.architecture", "qwen2vl.rope.dimension_sections"):
-                continue
-            key = f.name.replace("qwen2vl.", "qwen25vl.", 1)
-            w.add_key_value(key, f.contents(), f.types[0], sub_type=f.types[-1] if len(f.types) > 1 else None)
+        ours = ("qwen2vl.rope.dimension_sections",)
+        _copy_fields(text, w, skip=ours, key=lambda name: name.replace("qwen2vl.", "qwen25vl.", 1))
         w.add_array("qwen25vl.rope.mrope_section", [2, 3, 3])
         for key, value in (
             ("block_count", 2),
@@ -110,20 +127,7 @@ def write_ollama_qwen25vl_vision(path: Path, *, seed: int = 0) -> Path:
             w.add_tensor(
                 half, (t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2).astype(np.float16)
             )
-        for i in range(2):
-            p = f"v.blk.{i}."
-            for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
-                t.matrix(f"{p}{name}.weight", v.n_embd, v.n_embd)
-                t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
-            for name in ("ln1", "ln2"):
-                t.norm(f"{p}{name}.weight", v.n_embd)
-            for name, rows, cols in (
-                ("ffn_gate", v.n_ff, v.n_embd),
-                ("ffn_up", v.n_ff, v.n_embd),
-                ("ffn_down", v.n_embd, v.n_ff),
-            ):
-                t.matrix(f"{p}{name}.weight", rows, cols)
-                t.f32(f"{p}{name}.bias", np.zeros(rows))
+        _vit_block(t, replace(v, n_layer=2), gated=True, norm_bias=False, post_ln=False)
         merged = v.merge * v.merge * v.n_embd
         t.norm("v.merger.ln_q.weight", v.n_embd)
         t.matrix("v.merger.mlp.0.weight", merged, merged)
@@ -144,10 +148,7 @@ def write_ollama_embeddinggemma(path: Path, *, seed: int = 0) -> Path:
             gguf.GGUFWriter(str(path), "gemma3"), np.random.default_rng(seed + 2), 0.2, gguf.GGMLQuantizationType.F32
         )
         w = t.w
-        for f in text.fields.values():
-            if f.name.startswith("GGUF.") or f.name == "general.architecture":
-                continue
-            w.add_key_value(f.name, f.contents(), f.types[0], sub_type=f.types[-1] if len(f.types) > 1 else None)
+        _copy_fields(text, w)
         w.add_uint32("gemma3.pooling_type", 1)
         w.add_bool("gemma3.attention.causal", False)
         for tensor in text.tensors:
@@ -169,14 +170,8 @@ def write_ollama_gemma3_text(path: Path, *, seed: int = 0) -> Path:
         text = gguf.GGUFReader(write_gemma3(Path(tmp) / "text.gguf", seed=seed))
         w = gguf.GGUFWriter(str(path), "gemma3")
         renamed = {"gemma3.rope.freq_base_swa": "gemma3.rope.local.freq_base"}
-        for f in text.fields.values():
-            if f.name.startswith("GGUF.") or f.name in (
-                "general.architecture",
-                "gemma3.attention.sliding_window_pattern",
-            ):
-                continue
-            sub_type = f.types[-1] if len(f.types) > 1 else None
-            w.add_key_value(renamed.get(f.name, f.name), f.contents(), f.types[0], sub_type=sub_type)
+        pattern = ("gemma3.attention.sliding_window_pattern",)
+        _copy_fields(text, w, skip=pattern, key=lambda name: renamed.get(name, name))
         w.add_array("gemma3.attention.sliding_window_pattern", [True, False])  # write_gemma3's pattern 2
         for t in text.tensors:
             w.add_tensor(t.name, np.array(t.data))
