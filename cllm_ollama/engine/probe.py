@@ -58,19 +58,25 @@ def probe(
     except subprocess.TimeoutExpired as exc:
         raise EngineError(f"loading the model took more than {PROBE_TIMEOUT_S} s") from exc
     if proc.returncode == _ADAPTER_REFUSED:
-        raise InvalidRequest(f"llama.cpp cannot apply the model's adapter: {_reason(proc, path)}")
+        said = _said(proc, path)
+        raise InvalidRequest(f"llama.cpp cannot apply the model's adapter to it{': ' + said if said else ''}")
     if proc.returncode != 0:
         raise EngineError(f"llama.cpp cannot load this model: {_reason(proc, path)}")
     with _lock:
         _passed.add(key)
 
 
-def _reason(proc: subprocess.CompletedProcess[str], path: Path) -> str:
-    """The last thing llama.cpp said, without server paths, and how the child ended."""
+def _said(proc: subprocess.CompletedProcess[str], path: Path) -> str:
+    """The last thing llama.cpp said, without server paths."""
     lines = [line.strip() for line in proc.stderr.replace(str(path), path.name).splitlines() if line.strip()]
     said = next((line for line in reversed(lines) if "GGML_ASSERT" in line or "error" in line.lower()), "")
     said = said or (lines[-1] if lines else "")
-    said = re.sub(r"\S*/(\S+:\d+:)", r"\1", said)  # llama.cpp's build paths: keep file and line
+    return re.sub(r"\S*/(\S+:\d+:)", r"\1", said)  # llama.cpp's build paths: keep file and line
+
+
+def _reason(proc: subprocess.CompletedProcess[str], path: Path) -> str:
+    """What llama.cpp said last, and how the child ended."""
+    said = _said(proc, path)
     if proc.returncode < 0:
         try:
             how = f"the loader was killed by {signal.Signals(-proc.returncode).name}"
@@ -90,9 +96,8 @@ def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str = "
         Projector(model, Path(projector), n_threads=1, use_gpu=n_gpu_layers != 0).close()
     try:
         adapters = [Lora(model, Path(p)) for p in adapter_paths]
-    except AdapterRefused as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        os._exit(_ADAPTER_REFUSED)
+    except AdapterRefused:
+        os._exit(_ADAPTER_REFUSED)  # llama.cpp has said why on stderr
     ctx = Context(model, n_seq_max=1, n_ctx_seq=64, n_batch=16, n_threads=1, embeddings=embedding_only)
     ctx = with_adapters(ctx, adapters)
     batch = Batch(ctx.n_batch)
