@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from plan import Outcome, Plan
+from report import machine
 
 EMBED = "embed"
 MODEL_NAME = "bench-qwen3-embed"
@@ -79,10 +80,10 @@ def report(plan: Plan, ep: EmbedPlan, model: Path, outcomes: list[Outcome], vers
     loads = "; ".join(f"{o.label} {o.loadavg_before}" for o in outcomes)
     lines += [
         "",
-        f"- Load average (1 min, 5 min) before each target: {loads}.",
+        f"- Machine: {machine()[0]}; load average (1 min, 5 min) before each target: {loads}.",
         *[f"- {v}" for v in versions],
-        f"- Model: random-weight Qwen3-Embedding-0.6B shape (last-token pooling, Qwen's tokenizer), Q4_K_M, "
-        f"{model.stat().st_size / 2**20:.1f} MiB.",
+        f"- Model: random-weight qwen3 of the `{plan.shape}` shape (qwen3-0.6b is Qwen3-Embedding-0.6B's), "
+        f"last-token pooling as Qwen3-Embedding, Qwen's tokenizer, Q4_K_M, {model.stat().st_size / 2**20:.1f} MiB.",
         f"- Targets: cllm with {ep.slots} slots (sequences per embedding decode); `llama-server --embeddings "
         f"-np {ep.slots}` and `-np 1` (one request at a time). Every target: {plan.threads} llama.cpp threads, "
         f"{ep.ctx} tokens of context per slot.",
@@ -99,13 +100,13 @@ def report(plan: Plan, ep: EmbedPlan, model: Path, outcomes: list[Outcome], vers
         lines.append("| " + " | ".join([o.label, *cells, str(errors) if o.result else "–", rss]) + " |")
     by_name = {o.name: o for o in outcomes}
     cllm, many = by_name.get("cllm"), max(ep.levels)
-    if cllm is not None:
-        lines.append("")
-        for name, target in (("llama-server", "≥ 1.00"), ("llama-server-np1", "several times")):
-            other = by_name.get(name)
-            if other is not None:
-                ratio = _ratio(_rate(cllm, many), _rate(other, many))
-                lines.append(f"- inputs/s at {many} clients, cllm / {other.label}: {ratio} (target {target})")
+    ratios = []
+    for name, target in (("llama-server", "≥ 1.00"), ("llama-server-np1", "several times")):
+        other = by_name.get(name)
+        if cllm is not None and other is not None:
+            ratio = _ratio(_rate(cllm, many), _rate(other, many))
+            ratios.append(f"- inputs/s at {many} clients, cllm / {other.label}: {ratio} (target {target})")
+    lines += ["", *ratios] if ratios else []
     lines += ["", "### Commands", "", "```sh"]
     for o in outcomes:
         port = o.server.base_url.rsplit(":", 1)[1]
@@ -135,5 +136,5 @@ def write(report_path: Path, lines: list[str] | None, kept: str | None) -> None:
     home = str(Path.home())
     new = "\n".join([BEGIN, *lines, END]).replace(f"{report_path.parent}/", "").replace(home, "~") if lines else kept
     if new:
-        text = text.rstrip() + "\n\n" + new + "\n"
+        text = (text.rstrip() + "\n\n" if text.strip() else "") + new + "\n"
     report_path.write_text(text)
