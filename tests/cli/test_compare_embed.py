@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,20 +49,13 @@ def test_the_targets_are_cllm_and_llama_server_embeddings_np8_and_np1(tmp_path: 
     assert ran[1].bench[-1] == str(tmp_path / "out" / "embed" / "llama-server.json")
 
 
-@pytest.fixture
-def fake() -> Iterator[tuple[FakeServer, str]]:
-    server = FakeServer()
-    with serving(server) as url:
-        yield server, url
-
-
 @pytest.mark.parametrize("api", ["embed", "openai-embeddings"])
-def test_the_bench_arguments_run(fake: tuple[FakeServer, str], tmp_path: Path, api: str) -> None:
-    _, url = fake
+def test_the_bench_arguments_run(tmp_path: Path, api: str) -> None:
     plan, _ = compare.parse_args(["--workload", "embed", "--quick", "--embed-inputs", "2"])
     assert plan.embed is not None
     out = tmp_path / "r.json"
-    result = CliRunner().invoke(bench_command, plan.embed.bench_args(url, api, "x", out))
+    with serving(FakeServer()) as url:
+        result = CliRunner().invoke(bench_command, plan.embed.bench_args(url, api, "x", out))
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
     assert [lv["concurrency"] for lv in doc["levels"]] == [1, 8]
