@@ -831,10 +831,10 @@ class AdapterRefused(InvalidRequest):
 
 
 class Lora:
-    """A LoRA adapter loaded against a ``Model``; it applies to a context only once ``apply_adapters``
+    """A LoRA adapter loaded against a ``Model``, applied at ``scale`` to a context once ``with_adapters``
     sets it there. Its owner frees it after every context using it and before the model."""
 
-    def __init__(self, model: Model, path: Path) -> None:
+    def __init__(self, model: Model, path: Path, scale: float = 1.0) -> None:
         ptr = ll.llama_adapter_lora_init(model.ptr, str(path).encode())
         if not ptr:
             raise AdapterRefused(
@@ -843,6 +843,7 @@ class Lora:
             )
         self._ptr = ptr
         self.path = path
+        self.scale = scale
 
     def close(self) -> None:
         if self._ptr:
@@ -850,15 +851,15 @@ class Lora:
             self._ptr = None
 
 
-def with_adapters(ctx: Context, adapters: Sequence[Lora], scale: float = 1.0) -> Context:
-    """``ctx`` with ``adapters`` set on it, each at ``scale`` (Ollama's runner uses 1.0); closed if
-    llama.cpp refuses them. llama.cpp applies a context's adapters to every token it decodes,
-    which is why an adapted model has its own contexts. No adapters: ``ctx`` as it is."""
+def with_adapters(ctx: Context, adapters: Sequence[Lora]) -> Context:
+    """``ctx`` with ``adapters`` set on it, each at its scale; closed if llama.cpp refuses them.
+    llama.cpp applies a context's adapters to every token it decodes, which is why an adapted
+    model has its own contexts. No adapters: ``ctx`` as it is."""
     if not adapters:
         return ctx
     n = len(adapters)
     ptrs = (ll.llama_adapter_lora_p_ctypes * n)(*(a._ptr for a in adapters))
-    scales = (ctypes.c_float * n)(*([scale] * n))
+    scales = (ctypes.c_float * n)(*(a.scale for a in adapters))
     if ll.llama_set_adapters_lora(ctypes.c_void_p(ctx.ptr), ptrs, n, scales) != 0:
         ctx.close()
         raise EngineError("llama.cpp could not set the adapters on the context")

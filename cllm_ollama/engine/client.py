@@ -138,7 +138,7 @@ class LoadedModel:
         self.adapters: list[Lora] = []
         try:
             self._check_memory(resolved, *probes)
-            self.adapters = [Lora(self.model, path) for path in spec.adapters]
+            self.adapters = [Lora(self.model, path, spec.adapter_scale) for path in spec.adapters]
             if spec.projector is not None and not spec.embedding_only:
                 self.projector = Projector(
                     self.model, spec.projector, n_threads=resolved.n_threads, use_gpu=spec.n_gpu_layers != 0
