@@ -115,30 +115,17 @@ class LoadedModel:
         )
         self._weights = weights or SharedWeights()
         self.model = self._weights.acquire(spec.path, spec.n_gpu_layers)
-        n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
-        # What this load runs with: the spec, resolved against the model and the machine.
-        resolved = replace(
-            spec,
-            n_ctx_slot=n_ctx_slot,
-            # A client's num_thread must not be able to spawn thousands of threads.
-            n_threads=min(spec.n_threads, 4 * (os.cpu_count() or 1)) if spec.n_threads > 0 else physical_cores(),
-            # A client's num_batch beyond the whole context buys nothing (llama.cpp clamps its own
-            # contexts to n_ctx), but the embedder sizes its context by it: 3M asked for 1.2 TB.
-            n_batch=min(spec.n_batch, n_ctx_slot * spec.n_slots),
-            # The embedder's context is small and cleared after every batch: it stays f16.
-            kv_cache_type="f16"
-            if spec.embedding_only
-            else resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, self.model.head_dims()),
-        )
-        probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
         self.runner: Runner | None = None
         # Owned beside the model, closed after the runner (whose prompts it tokenized) and before it.
         self.projector: Projector | None = None
         # This model's adapters: loaded against the shared weights, set on its own contexts only.
         self.adapters: list[Lora] = []
         try:
+            resolved = self._resolve(spec)
+            probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
             self._check_memory(resolved, *probes)
-            self.adapters = [Lora(self.model, path, spec.adapter_scale) for path in spec.adapters]
+            for path in spec.adapters:
+                self.adapters.append(Lora(self.model, path, spec.adapter_scale))
             if spec.projector is not None and not spec.embedding_only:
                 self.projector = Projector(
                     self.model, spec.projector, n_threads=resolved.n_threads, use_gpu=spec.n_gpu_layers != 0
@@ -170,6 +157,23 @@ class LoadedModel:
         self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else resolved.n_ctx_slot
         self.max_queue = max_queue
         self.in_flight = 0
+
+    def _resolve(self, spec: LoadSpec) -> LoadSpec:
+        """What this load runs with: the spec, resolved against the model and the machine."""
+        n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
+        return replace(
+            spec,
+            n_ctx_slot=n_ctx_slot,
+            # A client's num_thread must not be able to spawn thousands of threads.
+            n_threads=min(spec.n_threads, 4 * (os.cpu_count() or 1)) if spec.n_threads > 0 else physical_cores(),
+            # A client's num_batch beyond the whole context buys nothing (llama.cpp clamps its own
+            # contexts to n_ctx), but the embedder sizes its context by it: 3M asked for 1.2 TB.
+            n_batch=min(spec.n_batch, n_ctx_slot * spec.n_slots),
+            # The embedder's context is small and cleared after every batch: it stays f16.
+            kv_cache_type="f16"
+            if spec.embedding_only
+            else resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, self.model.head_dims()),
+        )
 
     def occupancy(self) -> Occupancy:
         """Requests in slots, requests queued for one, and the KV cells in use, at this moment."""
