@@ -126,17 +126,14 @@ def tool_calls_json(calls: list[dict[str, Any]], start_index: int = 0) -> list[d
     ]
 
 
-def images_field(body: dict[str, Any], struct: str) -> list[str]:
-    """``images``: base64 strings (Go's []api.ImageData), [] when absent.
+def base64_images(images: list[str] | None) -> list[str]:
+    """``images`` (Go's []api.ImageData, strings already), [] when absent.
 
     Go decodes the base64 while it decodes the JSON: bad base64 is its error, as it words it.
     """
-    images = list_field(body, "images", struct, "[]api.ImageData") or []
-    for image in images:
-        if not isinstance(image, str):
-            raise decode_error(image, f"{struct}.images", "api.ImageData")
+    for image in images or ():
         try:
             b64decode_go(image)
         except Base64Error as exc:
             raise InvalidRequest(str(exc)) from exc
-    return images
+    return images or []

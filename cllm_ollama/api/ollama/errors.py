@@ -1,0 +1,28 @@
+"""Ollama's error seam: its error body, and its requests decoded with Go's error strings."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+from ..options import parse_keep_alive_field
+from ..schemas.go import GoStruct, translate
+
+T = TypeVar("T", bound=GoStruct)
+
+
+def ollama_error(status: int, message: str) -> dict[str, Any]:
+    """Ollama's error body: ``{"error": msg}`` whatever the status."""
+    return {"error": message}
+
+
+def decode(body: dict[str, Any], cls: type[T]) -> T:
+    """``body`` as ``cls``, or the error Go's decoder gives: a ``keep_alive`` Go cannot parse
+    (its own decoder, which stops the decode) before the first field of a wrong type."""
+    try:
+        return msgspec.convert(body, cls)
+    except msgspec.ValidationError as exc:
+        if "keep_alive" in cls.__struct_fields__:
+            parse_keep_alive_field(body.get("keep_alive"))
+        raise translate(exc, body, cls) from None
