@@ -21,7 +21,7 @@ from ..options import resolve_options
 from ..resolve import resolve_model
 from ..schemas.ollama import ChatRequest
 from ..shapes import metrics, truncation
-from ..wire import base64_images, created_at, decode_error, list_field, object_field, string_field, tool_calls_json
+from ..wire import base64_images, created_at, tool_calls_json
 from .errors import decode
 
 
@@ -32,21 +32,6 @@ def _messages(body: dict[str, Any], req: ChatRequest) -> list[dict[str, Any]]:
         base64_images(m.images)
         out.append(dict(raw) | {"role": (m.role or "").lower(), "content": m.content or ""})
     return out
-
-
-def decode_tools(body: dict[str, Any], struct: str) -> list[dict[str, Any]] | None:
-    """``tools`` as Go decodes []api.Tool (``struct`` is the request type); None when empty."""
-    tools = list_field(body, "tools", struct, "api.Tools") or []
-    where = f"{struct}.tools"
-    for tool in tools:
-        if not isinstance(tool, dict):
-            raise decode_error(tool, where, "api.Tool")
-        string_field(tool, "type", where)
-        function = object_field(tool, "function", where, "api.ToolFunction") or {}
-        for key in ("name", "description"):
-            string_field(function, key, f"{where}.function")
-        object_field(function, "parameters", f"{where}.function", "api.ToolFunctionParameters")
-    return tools or None
 
 
 async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
-import msgspec
-
+from ...errors import InvalidRequest
 from ..options import parse_keep_alive_field
-from ..schemas.go import GoStruct, translate
-
-T = TypeVar("T", bound=GoStruct)
+from ..schemas import go
+from ..schemas.go import T
 
 
 def ollama_error(status: int, message: str) -> dict[str, Any]:
@@ -21,8 +19,8 @@ def decode(body: dict[str, Any], cls: type[T]) -> T:
     """``body`` as ``cls``, or the error Go's decoder gives: a ``keep_alive`` Go cannot parse
     (its own decoder, which stops the decode) before the first field of a wrong type."""
     try:
-        return msgspec.convert(body, cls)
-    except msgspec.ValidationError as exc:
+        return go.decode(body, cls)
+    except InvalidRequest:
         if "keep_alive" in cls.__struct_fields__:
             parse_keep_alive_field(body.get("keep_alive"))
-        raise translate(exc, body, cls) from None
+        raise

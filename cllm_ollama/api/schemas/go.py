@@ -5,7 +5,7 @@ Go is lenient where a strict schema is not, so the types are too: unknown fields
 null is absent (every field is ``X | None``), numbers go into float fields, and what Go decodes
 with its own code (``keep_alive``, ``think``, ``format``, ``options``) stays raw (``Any``) for the
 handler. A validation error is translated back into Go's message by ``translate``, which each
-dialect's decode seam (``ollama.errors.decode``...) calls.
+dialect's decode seam (``ollama.errors.decode``...) calls around ``decode``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import functools
 import re
 import types
 import typing
-from typing import Annotated, Any, ClassVar, Union
+from typing import Annotated, Any, ClassVar, TypeVar, Union
 
 import msgspec
 
 from ...errors import InvalidRequest
 from ..wire import decode_error, go_type
 
+T = TypeVar("T", bound="GoStruct")
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 _I64 = 2**63
 
@@ -49,6 +50,14 @@ String = Annotated[str, go("string")] | None
 Bool = Annotated[bool, go("bool")] | None
 Int = Annotated[int, go("int", ge=-_I64, le=_I64 - 1)] | None
 Float64 = Annotated[float, go("float64")] | None
+
+
+def decode(body: dict[str, Any], cls: type[T]) -> T:
+    """``body`` (a JSON object, parsed already) as ``cls``, or Go's decode error (400)."""
+    try:
+        return msgspec.convert(body, cls)
+    except msgspec.ValidationError as exc:
+        raise translate(exc, body, cls) from None
 
 
 def translate(exc: msgspec.ValidationError, body: object, cls: type[GoStruct]) -> InvalidRequest:
