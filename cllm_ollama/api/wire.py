@@ -88,15 +88,6 @@ def int_field(body: dict[str, Any], key: str, struct: str) -> int | None:
     raise decode_error(value, f"{struct}.{key}", "int")
 
 
-def float_field(body: dict[str, Any], key: str, struct: str, target: str = "float64") -> float | None:
-    """A Go float (``target`` names its size in the error) that may be absent or null."""
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    raise decode_error(value, f"{struct}.{key}", target)
-
 
 def object_field(body: dict[str, Any], key: str, struct: str, target: str) -> dict[str, Any] | None:
     """A JSON object (a Go struct or map named ``target``) that may be absent or null."""
