@@ -88,7 +88,6 @@ def int_field(body: dict[str, Any], key: str, struct: str) -> int | None:
     raise decode_error(value, f"{struct}.{key}", "int")
 
 
-
 def object_field(body: dict[str, Any], key: str, struct: str, target: str) -> dict[str, Any] | None:
     """A JSON object (a Go struct or map named ``target``) that may be absent or null."""
     value = body.get(key)

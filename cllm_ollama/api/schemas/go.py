@@ -31,18 +31,28 @@ def go(name: str, **schema: Any) -> msgspec.Meta:
     return msgspec.Meta(extra={"go": name}, **schema)
 
 
+def doc(**schema: Any) -> msgspec.Meta:
+    """What the OpenAPI document says of a field beyond its type (``description``, ``enum``,
+    ``minItems``...), put on the whole ``X | None`` so that decoding is not constrained by it:
+    Ollama checks those values after the decode, with messages of its own."""
+    return msgspec.Meta(extra_json_schema=schema)
+
+
 class GoStruct(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request (or part of one) as Go declares it.
 
     ``go_name`` is the struct Go names in its errors; a part without one is named by the struct
     around it (a type decoding itself, as api.Message does, makes Go name the path from the
     request). ``go_where`` replaces the whole prefix where a dialect's own decoder names it so.
-    ``go_type`` names the struct as an item of an array (``api.Message``).
+    ``go_type`` names the struct as an item of an array (``api.Message``). ``required`` is
+    what the handler refuses to go without (the OpenAPI document's ``required``: a missing one is
+    the handler's 400 or 404, not a decode error).
     """
 
     go_name: ClassVar[str | None] = None
     go_where: ClassVar[str | None] = None
     go_type: ClassVar[str] = "object"
+    required: ClassVar[tuple[str, ...]] = ()
 
 
 # The field types Go's scalars decode to; None is Go's zero value, left for the handler to read.

@@ -4,19 +4,43 @@ Fields Go decodes with code of its own stay raw for the handler, which keeps Oll
 and order: ``keep_alive`` (a duration or seconds), ``think`` (a bool or a level), ``format``
 (``"json"`` or a schema), ``options`` (a free map validated by ``options.resolve_options``),
 ``input`` (a string or strings), a model file's ``files``/``adapters``/``parameters``...
+Their ``doc`` says what the OpenAPI document shows of them.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-from .go import Bool, GoStruct, Int, String, go
+import msgspec
+
+from .go import Bool, GoStruct, Int, String, doc, go
+
+STRING: dict[str, Any] = {"type": "string"}
+STRINGS: dict[str, Any] = {"type": "array", "items": STRING}
+OPTIONS = doc(**{"$ref": "#/components/schemas/Options"})
+KEEP_ALIVE = doc(
+    anyOf=[{"type": "number"}, STRING],
+    description='Seconds, or a Go duration ("5m", "-1s"); negative keeps the model loaded forever.',
+)
+THINK = doc(anyOf=[{"type": "boolean"}, {"type": "string", "enum": ["low", "medium", "high", "max"]}])
+FORMAT = doc(
+    anyOf=[{"type": "string", "enum": ["json", ""]}, {"type": "object"}],
+    description=(
+        '"json" or a JSON Schema the output must follow. Any other value is a 500 `invalid format: ...`, '
+        "as in Ollama; a schema beyond what a grammar can spell out is a 400."
+    ),
+)
+TOP_LOGPROBS = doc(minimum=0, maximum=20)
+Images = Annotated[
+    Annotated[list[Annotated[str, go("api.ImageData")]], go("[]api.ImageData")] | None,
+    doc(description="base64; cllm has no vision models (400)"),
+]
 
 
 class ToolCallFunction(GoStruct):
     go_type: ClassVar[str] = "api.ToolCallFunction"
-    name: String = None
     index: Int = None
+    name: String = None
     arguments: Annotated[dict[str, Any], go("api.ToolCallFunctionArguments")] | None = None
 
 
@@ -30,10 +54,10 @@ class Message(GoStruct):
     """api.Message decodes itself (to lower-case the role): Go names its fields from the request."""
 
     go_type: ClassVar[str] = "api.Message"
-    role: String = None
+    role: Annotated[String, doc(description="system, user, assistant or tool (lower-cased)")] = None
     content: String = None
     thinking: String = None
-    images: Annotated[list[Annotated[str, go("api.ImageData")]], go("[]api.ImageData")] | None = None
+    images: Images = None
     tool_calls: Annotated[list[ToolCall], go("[]api.ToolCall")] | None = None
     tool_name: String = None
     tool_call_id: String = None
@@ -55,16 +79,17 @@ class Tool(GoStruct):
 class GenerationRequest(GoStruct):
     """What /api/generate and /api/chat share (``fields.SharedFields`` reads it)."""
 
+    required: ClassVar[tuple[str, ...]] = ("model",)
     model: String = None
-    format: Any = None
-    options: Any = None
     stream: Bool = None
-    keep_alive: Any = None
-    think: Any = None
+    format: Annotated[Any, FORMAT] = None
+    keep_alive: Annotated[Any, KEEP_ALIVE] = None
+    options: Annotated[Any, OPTIONS] = None
+    think: Annotated[Any, THINK] = None
     truncate: Bool = None
     shift: Bool = None
     logprobs: Bool = None
-    top_logprobs: Int = None
+    top_logprobs: Annotated[Int, TOP_LOGPROBS] = None
 
 
 class GenerateRequest(GenerationRequest):
@@ -72,10 +97,12 @@ class GenerateRequest(GenerationRequest):
     prompt: String = None
     suffix: String = None
     system: String = None
-    template: String = None
-    context: Annotated[list[Annotated[int, go("int")]], go("[]int")] | None = None
+    template: Annotated[String, doc(description="a Go template; parse and execution errors are 500s")] = None
+    context: Annotated[
+        Annotated[list[Annotated[int, go("int")]], go("[]int")] | None, doc(description="deprecated")
+    ] = None
     raw: Bool = None
-    images: Annotated[list[Annotated[str, go("api.ImageData")]], go("[]api.ImageData")] | None = None
+    images: Images = None
 
 
 class ChatRequest(GenerationRequest):
@@ -86,27 +113,29 @@ class ChatRequest(GenerationRequest):
 
 class EmbedRequest(GoStruct):
     go_name: ClassVar[str | None] = "EmbedRequest"
+    required: ClassVar[tuple[str, ...]] = ("model",)
     model: String = None
-    input: Any = None
+    input: Annotated[Any, doc(anyOf=[STRING, STRINGS])] = None
     truncate: Bool = None
-    dimensions: Int = None
-    keep_alive: Any = None
-    options: Any = None
+    dimensions: Annotated[Int, doc(minimum=1)] = None
+    keep_alive: Annotated[Any, KEEP_ALIVE] = None
+    options: Annotated[Any, OPTIONS] = None
 
 
 class EmbeddingRequest(GoStruct):
     go_name: ClassVar[str | None] = "EmbeddingRequest"
+    required: ClassVar[tuple[str, ...]] = ("model",)
     model: String = None
     prompt: String = None
-    keep_alive: Any = None
-    options: Any = None
+    keep_alive: Annotated[Any, KEEP_ALIVE] = None
+    options: Annotated[Any, OPTIONS] = None
 
 
 class _Named(GoStruct):
     """A request naming one model: ``model``, or the deprecated ``name`` when it is empty."""
 
     model: String = None
-    name: String = None
+    name: Annotated[String, doc(description="deprecated spelling of model")] = None
 
     @property
     def model_name(self) -> str:
@@ -115,8 +144,10 @@ class _Named(GoStruct):
 
 class ShowRequest(_Named):
     go_name: ClassVar[str | None] = "ShowRequest"
-    system: String = None
     verbose: Bool = None
+    system: String = None
+    template: Annotated[Any, doc(type="string")] = None  # unused here; left as the handler found it
+    options: Annotated[Any, doc(type="object")] = None
 
 
 class DeleteRequest(_Named):
@@ -125,6 +156,7 @@ class DeleteRequest(_Named):
 
 class CopyRequest(GoStruct):
     go_name: ClassVar[str | None] = "CopyRequest"
+    required: ClassVar[tuple[str, ...]] = ("source", "destination")
     source: String = None
     destination: String = None
 
@@ -133,6 +165,8 @@ class PullRequest(_Named):
     go_name: ClassVar[str | None] = "PullRequest"
     insecure: Bool = None
     stream: Bool = None
+    username: Annotated[Any, doc(type="string")] = None  # unused here
+    password: Annotated[Any, doc(type="string")] = None
 
 
 class PushRequest(_Named):
@@ -141,8 +175,30 @@ class PushRequest(_Named):
     stream: Bool = None
 
 
+_CREATE_MESSAGE = {
+    "type": "object",
+    "properties": {"role": {"type": "string", "enum": ["system", "user", "assistant"]}, "content": STRING},
+    "required": ["role"],
+}
+
+
 class CreateRequest(GoStruct):
-    """The stream flag only: the rest is ``store.create.CreateRequest.from_json``'s, with its messages."""
+    """Typed here: ``stream``. The rest is ``store.create.CreateRequest.from_json``'s to check, with its
+    own messages (raw here, as its fields are ``Any``)."""
 
     go_name: ClassVar[str | None] = "CreateRequest"
+    model: Annotated[Any, doc(type="string")] = None
+    name: Annotated[Any, doc(type="string")] = None
+    from_: Annotated[Any, doc(type="string")] = msgspec.field(name="from", default=None)
+    files: Annotated[Any, doc(type="object", additionalProperties=STRING, description="file name -> sha256:<hex>")] = (
+        None
+    )
+    adapters: Annotated[Any, doc(type="object", additionalProperties=STRING)] = None
+    template: Annotated[Any, doc(type="string")] = None
+    system: Annotated[Any, doc(type="string")] = None
+    license: Annotated[Any, doc(anyOf=[STRING, STRINGS])] = None
+    parameters: Annotated[Any, doc(type="object")] = None
+    messages: Annotated[Any, doc(type="array", items=_CREATE_MESSAGE)] = None
+    quantize: Annotated[Any, doc(type="string", description="not supported (400)")] = None
+    quantization: Annotated[Any, doc(type="string")] = None
     stream: Bool = None
