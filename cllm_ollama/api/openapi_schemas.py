@@ -1,7 +1,6 @@
 """The schemas of the OpenAPI document (``openapi``): every request and response body cllm serves,
 in each dialect, as its components. The bodies the handlers decode into structs are generated
-from them (``schemas.openapi.components``); the responses, and the bodies still read by hand
-(tokens, rerank), are written here."""
+from them (``schemas.openapi.components``); the responses are written here."""
 
 from __future__ import annotations
 
@@ -28,10 +27,6 @@ def _optional(properties: dict[str, Schema], required: tuple[str, ...] = ()) -> 
     return {k: (v if k in required else nullable(v)) for k, v in properties.items()}
 
 
-def _request(properties: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
-    return object_schema(_optional(properties, required), required)
-
-
 STRING: Schema = {"type": "string"}
 BOOL: Schema = {"type": "boolean"}
 INT: Schema = {"type": "integer"}
@@ -40,7 +35,7 @@ ANY_OBJECT: Schema = {"type": "object"}
 STRINGS: Schema = {"type": "array", "items": STRING}
 NANOSECONDS: Schema = {"type": "integer", "minimum": 0, "description": "nanoseconds"}
 
-# ---------------------------------------------------------------- shared request pieces
+# ---------------------------------------------------------------- options: a free map, no struct
 
 _OPTIONS = object_schema(
     _optional(
@@ -71,10 +66,7 @@ _OPTIONS = object_schema(
         'type is a 500 `option "KEY" must be of type ...`, as in Ollama.'
     ),
 )
-_KEEP_ALIVE = {
-    "anyOf": [NUMBER, STRING],
-    "description": 'Seconds, or a Go duration ("5m", "-1s"); negative keeps the model loaded forever.',
-}
+
 # ---------------------------------------------------------------- native responses
 
 # shapes.TRUNCATED: present only when the prompt was cut to fit the context.
@@ -327,46 +319,18 @@ _ANTHROPIC_ERROR = object_schema(
 # ---------------------------------------------------------------- tokens (api/tokens.py)
 
 _TOKEN_IDS = {"type": "array", "items": {"type": "integer", "minimum": 0}}
-_TOKENIZE_REQUEST = _request(
-    {"model": STRING, "content": STRING, "keep_alive": _KEEP_ALIVE, "options": ref("Options")}, ("model",)
-)
-_DETOKENIZE_REQUEST = _request(
-    {"model": STRING, "tokens": _TOKEN_IDS, "keep_alive": _KEEP_ALIVE, "options": ref("Options")}, ("model",)
-)
 _NATIVE_DURATIONS = {"model": STRING, "total_duration": NANOSECONDS, "load_duration": NANOSECONDS}
 _TOKENIZE_RESPONSE = object_schema({"tokens": _TOKEN_IDS, **_NATIVE_DURATIONS}, ("tokens",))
 _DETOKENIZE_RESPONSE = object_schema({"content": STRING, **_NATIVE_DURATIONS}, ("content",))
-_SERVER_TOKENIZE_REQUEST = _request(
-    {"model": STRING, "content": STRING, "add_special": BOOL, "parse_special": BOOL, "with_pieces": BOOL},
-    ("model", "content"),
-)
 _PIECE = object_schema({"id": INT, "piece": {"anyOf": [STRING, {"type": "array", "items": INT}]}}, ("id", "piece"))
 _SERVER_TOKENIZE_RESPONSE = object_schema(
     {"tokens": {"type": "array", "items": {"anyOf": [INT, _PIECE]}}},
     ("tokens",),
     description="ids, or with_pieces: {id, piece} (piece as text, or its bytes when not UTF-8)",
 )
-_SERVER_DETOKENIZE_REQUEST = _request({"model": STRING, "tokens": _TOKEN_IDS}, ("model",))
 
 # ---------------------------------------------------------------- rerank (api/rerank.py)
 
-_RERANK_DOCUMENTS = {
-    "type": "array",
-    "minItems": 1,
-    "items": {"anyOf": [STRING, object_schema({"text": STRING}, ("text",))]},
-}
-_RERANK_REQUEST = _request(
-    {
-        "model": STRING,
-        "query": {"type": "string", "minLength": 1},
-        "documents": _RERANK_DOCUMENTS,
-        "top_n": {"type": "integer", "minimum": 1},
-        "return_documents": BOOL,
-        "keep_alive": _KEEP_ALIVE,
-        "options": ref("Options"),
-    },
-    ("model", "query", "documents"),
-)
 _RANK_RESULT = object_schema(
     {"index": INT, "relevance_score": NUMBER, "document": object_schema({"text": STRING})}, ("index", "relevance_score")
 )
@@ -416,6 +380,11 @@ _DECODED: dict[str, type[GoStruct]] = {
     "ResponsesRequest": openai.ResponsesRequest,
     "ResponsesTool": openai.ResponsesTool,  # recursive (a namespace holds tools): a component of its own
     "AnthropicMessagesRequest": anthropic.MessagesRequest,
+    "TokenizeRequest": ollama.TokenizeRequest,
+    "DetokenizeRequest": ollama.DetokenizeRequest,
+    "ServerTokenizeRequest": ollama.ServerTokenizeRequest,
+    "ServerDetokenizeRequest": ollama.ServerDetokenizeRequest,
+    "RerankRequest": ollama.RerankRequest,
 }
 
 SCHEMAS: dict[str, Schema] = {
@@ -435,14 +404,9 @@ SCHEMAS: dict[str, Schema] = {
     "OpenAIError": _OPENAI_ERROR,
     "AnthropicMessage": _ANTHROPIC_MESSAGE,
     "AnthropicError": _ANTHROPIC_ERROR,
-    "TokenizeRequest": _TOKENIZE_REQUEST,
     "TokenizeResponse": _TOKENIZE_RESPONSE,
-    "DetokenizeRequest": _DETOKENIZE_REQUEST,
     "DetokenizeResponse": _DETOKENIZE_RESPONSE,
-    "ServerTokenizeRequest": _SERVER_TOKENIZE_REQUEST,
     "ServerTokenizeResponse": _SERVER_TOKENIZE_RESPONSE,
-    "ServerDetokenizeRequest": _SERVER_DETOKENIZE_REQUEST,
-    "RerankRequest": _RERANK_REQUEST,
     "RerankResponse": _RERANK_RESPONSE,
     "ApiRerankResponse": _API_RERANK_RESPONSE,
     **components(_DECODED),

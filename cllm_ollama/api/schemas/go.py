@@ -58,7 +58,8 @@ class GoStruct(msgspec.Struct, kw_only=True, omit_defaults=True):
 # The field types Go's scalars decode to; None is Go's zero value, left for the handler to read.
 String = Annotated[str, go("string")] | None
 Bool = Annotated[bool, go("bool")] | None
-Int = Annotated[int, go("int", ge=-_I64, le=_I64 - 1)] | None
+GoInt = Annotated[int, go("int", ge=-_I64, le=_I64 - 1)]  # Go's int: 64 bits here
+Int = GoInt | None
 Float64 = Annotated[float, go("float64")] | None
 
 

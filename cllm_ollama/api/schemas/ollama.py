@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
-from .go import Bool, GoStruct, Int, String, doc, go
+from .go import Bool, GoInt, GoStruct, Int, String, doc, go
 
 STRING: dict[str, Any] = {"type": "string"}
 STRINGS: dict[str, Any] = {"type": "array", "items": STRING}
@@ -98,9 +98,7 @@ class GenerateRequest(GenerationRequest):
     suffix: String = None
     system: String = None
     template: Annotated[String, doc(description="a Go template; parse and execution errors are 500s")] = None
-    context: Annotated[
-        Annotated[list[Annotated[int, go("int")]], go("[]int")] | None, doc(description="deprecated")
-    ] = None
+    context: Annotated[Annotated[list[GoInt], go("[]int")] | None, doc(description="deprecated")] = None
     raw: Bool = None
     images: Images = None
 
@@ -202,3 +200,65 @@ class CreateRequest(GoStruct):
     quantize: Annotated[Any, doc(type="string", description="not supported (400)")] = None
     quantization: Annotated[Any, doc(type="string")] = None
     stream: Bool = None
+
+
+# ---------------------------------------------------------------- cllm's own: tokens and rerank
+
+_TOKEN_IDS = doc(items={"type": "integer", "minimum": 0})
+TokenIds = Annotated[Annotated[list[GoInt], go("[]int")] | None, _TOKEN_IDS]
+
+
+class ModelCall(GoStruct):
+    """A request for one model (``tokens._with_model`` reads it)."""
+
+    required: ClassVar[tuple[str, ...]] = ("model",)
+    model: String = None
+    keep_alive: Annotated[Any, KEEP_ALIVE] = None
+    options: Annotated[Any, OPTIONS] = None
+
+
+class TokenizeRequest(ModelCall):
+    """/api/tokenize."""
+
+    go_name: ClassVar[str | None] = "TokenizeRequest"
+    content: String = None
+
+
+class DetokenizeRequest(ModelCall):
+    """/api/detokenize."""
+
+    go_name: ClassVar[str | None] = "DetokenizeRequest"
+    tokens: TokenIds = None
+
+
+class ServerTokenizeRequest(ModelCall):
+    """/tokenize, as llama-server takes it (``content`` must be a string: its message, not Go's)."""
+
+    go_name: ClassVar[str | None] = "TokenizeRequest"
+    required: ClassVar[tuple[str, ...]] = ("model", "content")
+    content: Annotated[Any, doc(type="string")] = None
+    add_special: Bool = None
+    parse_special: Bool = None
+    with_pieces: Bool = None
+
+
+class ServerDetokenizeRequest(ModelCall):
+    """/detokenize, as llama-server takes it."""
+
+    go_name: ClassVar[str | None] = "DetokenizeRequest"
+    tokens: TokenIds = None
+
+
+_DOCUMENT = {"type": "object", "properties": {"text": STRING}, "required": ["text"]}
+
+
+class RerankRequest(ModelCall):
+    """/api/rerank and /v1/rerank (Jina's and Cohere's shape); ``query`` and ``documents`` are
+    checked by ``rerank`` with messages of its own."""
+
+    go_name: ClassVar[str | None] = "RerankRequest"
+    required: ClassVar[tuple[str, ...]] = ("model", "query", "documents")
+    query: Annotated[Any, doc(type="string", minLength=1)] = None
+    documents: Annotated[Any, doc(type="array", minItems=1, items={"anyOf": [STRING, _DOCUMENT]})] = None
+    top_n: Annotated[Int, doc(minimum=1)] = None
+    return_documents: Bool = None
