@@ -1,4 +1,5 @@
-"""Small pieces of Ollama's wire format shared by the handlers: timestamps, typed fields, tool calls."""
+"""Small pieces of Ollama's wire format shared by the handlers: Go's decode error and quoting, timestamps,
+the hand checks left for fields that are a union of shapes (content blocks, input items), tool calls."""
 
 from __future__ import annotations
 
@@ -68,24 +69,6 @@ def string_field(body: dict[str, Any], key: str, struct: str) -> str:
     if not isinstance(value, str):
         raise decode_error(value, f"{struct}.{key}", "string")
     return value
-
-
-def bool_field(body: dict[str, Any], key: str, struct: str) -> bool | None:
-    """A boolean that may be absent or null (None); ``"no"`` or 0 is Go's decode error, not a truth value."""
-    value = body.get(key)
-    if value is None or isinstance(value, bool):
-        return value
-    raise decode_error(value, f"{struct}.{key}", "bool")
-
-
-def int_field(body: dict[str, Any], key: str, struct: str) -> int | None:
-    """A Go ``int`` that may be absent or null: 1.5, 1e30 or true are decode errors."""
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
-        return value
-    raise decode_error(value, f"{struct}.{key}", "int")
 
 
 def object_field(body: dict[str, Any], key: str, struct: str, target: str) -> dict[str, Any] | None:
