@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schemas import go
-from ..schemas.go import T
+# Ollama's Anthropic layer decodes with Go's ``encoding/json`` too: a wrong type is Go's message,
+# which the ANTHROPIC boundary writes in Anthropic's body.
+from ..schemas.go import decode
+
+__all__ = ["anthropic_error", "decode"]
 
 # Anthropic's, as Ollama's anthropic.NewError maps them (413 as its API does).
 _ANTHROPIC_ERROR_TYPES = {
@@ -24,9 +27,3 @@ def anthropic_error(status: int, message: str) -> dict[str, Any]:
     """Anthropic's error body, which its SDK parses: ``{"type": "error", "error": {"type", "message"}}``."""
     kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def decode(body: dict[str, Any], cls: type[T]) -> T:
-    """``body`` as ``cls``. Ollama's Anthropic layer decodes with Go's ``encoding/json``: a wrong
-    type is Go's message, which the ANTHROPIC boundary writes in Anthropic's body."""
-    return go.decode(body, cls)

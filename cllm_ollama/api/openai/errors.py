@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schemas import go
-from ..schemas.go import T
+# Ollama's OpenAI layer decodes with Go's ``encoding/json`` too: a wrong type is Go's message,
+# which the OPENAI boundary writes in OpenAI's body.
+from ..schemas.go import decode
+
+__all__ = ["decode", "openai_error"]
 
 # OpenAI's error types by status; every other status is an "api_error".
 _OPENAI_ERROR_TYPES = {
@@ -20,9 +23,3 @@ def openai_error(status: int, message: str) -> dict[str, Any]:
     """OpenAI's error body, which its clients parse: ``{"error": {"message", "type", ...}}``."""
     kind = _OPENAI_ERROR_TYPES.get(status, "api_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
-
-
-def decode(body: dict[str, Any], cls: type[T]) -> T:
-    """``body`` as ``cls``. Ollama's OpenAI layer decodes with Go's ``encoding/json`` too: a wrong
-    type is Go's message, which the OPENAI boundary writes in OpenAI's body."""
-    return go.decode(body, cls)

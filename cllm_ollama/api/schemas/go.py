@@ -52,7 +52,13 @@ class GoStruct(msgspec.Struct, kw_only=True, omit_defaults=True):
     go_name: ClassVar[str | None] = None
     go_where: ClassVar[str | None] = None
     go_type: ClassVar[str] = "object"
+    go_package: ClassVar[str] = ""  # where set, a named struct's go_type is ``package.Name``
     required: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.go_package and "go_name" in cls.__dict__ and "go_type" not in cls.__dict__:
+            cls.go_type = f"{cls.go_package}.{cls.go_name}"
 
 
 # The field types Go's scalars decode to; None is Go's zero value, left for the handler to read.

@@ -31,23 +31,25 @@ _CONTENT_PART = {
 }
 
 
-class ToolCallFunction(GoStruct):
+class _OpenAI(GoStruct):
+    go_package: ClassVar[str] = "openai"
+
+
+class ToolCallFunction(_OpenAI):
     go_type: ClassVar[str] = _TOOL_CALL_FUNCTION
     name: String = None
     arguments: Annotated[Any, doc(type="string", description="a JSON object")] = None  # or an object
 
 
-class ToolCall(GoStruct):
+class ToolCall(_OpenAI):
     go_name: ClassVar[str | None] = "ToolCall"
-    go_type: ClassVar[str] = "openai.ToolCall"
     id: String = None
     type: String = None
     function: ToolCallFunction | None = None
 
 
-class Message(GoStruct):
+class Message(_OpenAI):
     go_name: ClassVar[str | None] = "Message"
-    go_type: ClassVar[str] = "openai.Message"
     role: String = None
     content: Annotated[Any, doc(anyOf=[STRING, {"type": "array", "items": _CONTENT_PART}])] = None
     reasoning: String = None
@@ -56,33 +58,30 @@ class Message(GoStruct):
     tool_calls: Annotated[list[ToolCall], go("[]openai.ToolCall")] | None = None
 
 
-class JsonSchema(GoStruct):
+class JsonSchema(_OpenAI):
     go_type: ClassVar[str] = "openai.JsonSchema"
     name: String = None
     schema: Annotated[Any, doc(type="object")] = None
     strict: Annotated[Any, doc(type="boolean")] = None
 
 
-class ResponseFormat(GoStruct):
+class ResponseFormat(_OpenAI):
     go_name: ClassVar[str | None] = "ResponseFormat"
-    go_type: ClassVar[str] = "openai.ResponseFormat"
     type: Annotated[String, _FORMAT_TYPE] = None
     json_schema: JsonSchema | None = None
 
 
-class Reasoning(GoStruct):
+class Reasoning(_OpenAI):
     go_name: ClassVar[str | None] = "Reasoning"
-    go_type: ClassVar[str] = "openai.Reasoning"
     effort: Annotated[String, _EFFORT] = None
 
 
-class StreamOptions(GoStruct):
+class StreamOptions(_OpenAI):
     go_name: ClassVar[str | None] = "StreamOptions"
-    go_type: ClassVar[str] = "openai.StreamOptions"
     include_usage: Bool = None
 
 
-class Sampling(GoStruct):
+class Sampling(_OpenAI):
     """What chat, text completions and responses share (``endpoints.sampling_options`` reads it)."""
 
     required: ClassVar[tuple[str, ...]] = ("model",)
@@ -128,7 +127,7 @@ class CompletionRequest(_Completions):
     max_completion_tokens: Annotated[Int, doc(description="as max_tokens")] = None
 
 
-class EmbedRequest(GoStruct):
+class EmbedRequest(_OpenAI):
     go_name: ClassVar[str | None] = "EmbedRequest"
     required: ClassVar[tuple[str, ...]] = ("model", "input")
     options: Annotated[Any, _OPTIONS] = None
@@ -138,29 +137,24 @@ class EmbedRequest(GoStruct):
     encoding_format: Annotated[String, doc(enum=["float", "base64"])] = None
 
 
-class ResponsesReasoning(GoStruct):
+class ResponsesReasoning(Reasoning):
     go_name: ClassVar[str | None] = "ResponsesReasoning"
-    go_type: ClassVar[str] = "openai.ResponsesReasoning"
-    effort: Annotated[String, _EFFORT] = None
     summary: String = None
 
 
-class ResponsesTextFormat(GoStruct):
+class ResponsesTextFormat(JsonSchema):
+    """Responses flatten chat's ``response_format``: its type beside the schema."""
+
     go_name: ClassVar[str | None] = "ResponsesTextFormat"
-    go_type: ClassVar[str] = "openai.ResponsesTextFormat"
     type: Annotated[String, _FORMAT_TYPE] = None
-    name: String = None
-    schema: Annotated[Any, doc(type="object")] = None
-    strict: Annotated[Any, doc(type="boolean")] = None
 
 
-class ResponsesText(GoStruct):
+class ResponsesText(_OpenAI):
     go_name: ClassVar[str | None] = "ResponsesText"
-    go_type: ClassVar[str] = "openai.ResponsesText"
     format: ResponsesTextFormat | None = None
 
 
-class ResponsesTool(GoStruct):
+class ResponsesTool(_OpenAI):
     """A flat function (``{"type": "function", "name", ...}``); a namespace of more tools, offered
     to the model as ``name.function``; or a tool that runs on OpenAI's side (web_search, ...),
     echoed, not offered to the model."""
