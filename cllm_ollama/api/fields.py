@@ -1,5 +1,5 @@
-"""Request fields /api/generate and /api/chat (and the dialects translated onto them) decode alike:
-keep_alive, truncate, format, logprobs, think, images."""
+"""What /api/generate and /api/chat (and the dialects translated onto them) read alike from their
+decoded requests: keep_alive, truncate, format, logprobs, think, images."""
 
 from __future__ import annotations
 

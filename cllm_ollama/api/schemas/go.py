@@ -27,7 +27,8 @@ _I64 = 2**63
 
 
 def go(name: str, **schema: Any) -> msgspec.Meta:
-    """A field's Go type as Go's decode errors name it (``"[]api.Message"``); ``schema`` is OpenAPI's."""
+    """A field's Go type as Go's decode errors name it (``"[]api.Message"``). ``schema`` holds msgspec
+    constraints, which the decode enforces (Go's int64 range) and the document shows."""
     return msgspec.Meta(extra={"go": name}, **schema)
 
 
