@@ -184,9 +184,13 @@ class Generation:
                 options.num_keep,
                 len(tokens),
             )
-        return await self._request(pool, tuple(tokens), limit), self._parser(rendered.text)
+        # Marked prefixes are kept only for a prompt whole (a cut one's offsets moved).
+        keep = rendered.marks if not self.truncated else ()
+        return await self._request(pool, tuple(tokens), limit, keep=keep), self._parser(rendered.text)
 
-    async def _request(self, pool: ModelPool, prompt: tuple[int, ...], limit: int, media: Any = None) -> EngineRequest:
+    async def _request(
+        self, pool: ModelPool, prompt: tuple[int, ...], limit: int, media: Any = None, keep: tuple[int, ...] = ()
+    ) -> EngineRequest:
         """The engine request for a fitted prompt, its grammar compiled off the event loop."""
         options = self.options
         grammar = await run_in_threadpool(grammar_for_format, self.fields.format)
@@ -200,6 +204,7 @@ class Generation:
             num_ctx=limit,
             arrival_ns=self.t_start,
             logprobs=self.fields.logprobs,
+            keep=keep,
             media=media,
         )
 

@@ -109,6 +109,14 @@ class Load(NamedTuple):
 KvOp = Save | Copy | Restore | Trim | Load
 
 
+class Checkpoint(NamedTuple):
+    """A sequence's state to save after a step (it holds ``tokens``), and to which tiers."""
+
+    tokens: tuple[int, ...]
+    host: bool
+    disk: bool
+
+
 @dataclass
 class PrefixStats:
     """Prompt tokens admitted, and how many of them were not computed, by where their KV came from."""
@@ -234,17 +242,25 @@ class PrefixReuse:
         tokens = tuple(chain.tokens)
         return () if self.cache.covers(tokens, chain.keys) else tokens
 
-    def to_checkpoint(self, slot: Slot) -> tuple[int, ...]:
-        """The prompt ``slot`` just finished computing, if it is worth writing to disk now."""
+    def to_checkpoint(self, slot: Slot) -> Checkpoint | None:
+        """What ``slot`` computed in this step that is worth saving now: its prefix at a length its
+        request asks to keep (``Request.keep``: to the host cache and to disk), or a prompt of
+        ``CHECKPOINT_TOKENS`` computed tokens or more just finished (to disk)."""
         request = slot.request
-        if self.disk is None or request is None or slot.state is not SlotState.GENERATING:
-            return ()
-        if slot.n_generated != 1 or len(slot.chain) != len(request.prompt):  # not just now
-            return ()
-        if len(slot.chain) - slot.prompt_cached < CHECKPOINT_TOKENS:
-            return ()
-        tokens = tuple(slot.chain.tokens)
-        return () if self.disk.covers(tokens, slot.chain.keys) else tokens
+        if request is None or (self.cache is None and self.disk is None):
+            return None
+        n = len(slot.chain)
+        done = slot.state is SlotState.GENERATING and slot.n_generated == 1 and n == len(request.prompt)
+        if not (done or slot.state is SlotState.PREFILL):
+            return None
+        hinted = n in request.keep
+        long = done and n - slot.prompt_cached >= CHECKPOINT_TOKENS
+        if not (hinted or long):
+            return None
+        tokens, keys = tuple(slot.chain.tokens), slot.chain.keys
+        host = hinted and self.cache is not None and n >= self.cache.min_tokens and not self.cache.covers(tokens, keys)
+        disk = self.disk is not None and n >= self.disk.index.min_tokens and not self.disk.covers(tokens, keys)
+        return Checkpoint(tokens, host, disk) if host or disk else None
 
     # -- decisions, and the operations they take ----------------------------------------
 

@@ -422,15 +422,7 @@ class Runner:
         for op in plan.ops:
             match op:
                 case Save(seq_id, tokens):
-                    assert self.cache is not None
-                    try:
-                        state = ctx.state_get(seq_id)
-                    except EngineError:
-                        log.warning("could not save the prompt state of sequence %d", seq_id)
-                        continue
-                    self.cache.add(tokens, state, len(state))
-                    if self.disk is not None:  # written on the disk cache's IO thread
-                        self.disk.save(tokens, state)
+                    self._keep(seq_id, tokens, host=True, disk=True)
                 case Copy(src, dst):
                     if src in lost:  # it copied (or was to copy) a prefix it does not hold
                         lost.add(dst)
@@ -519,16 +511,24 @@ class Runner:
         return events
 
     def _checkpoint(self, plan: StepPlan) -> None:
-        """Long prompts finished in this step go to disk now (written on the IO thread)."""
-        if self.disk is None:
-            return
+        """Prefixes a request asked to keep, and long prompts finished in this step, are saved now
+        (disk writes run on the IO thread)."""
         for slot, _ in plan.prefills:
-            tokens = self.scheduler.prefix.to_checkpoint(slot)
-            if tokens:
-                try:
-                    self.disk.save(tokens, self.ctx.state_get(slot.seq_id))
-                except EngineError:
-                    log.warning("could not save the prompt state of sequence %d", slot.seq_id)
+            checkpoint = self.scheduler.prefix.to_checkpoint(slot)
+            if checkpoint is not None:
+                self._keep(slot.seq_id, checkpoint.tokens, host=checkpoint.host, disk=checkpoint.disk)
+
+    def _keep(self, seq_id: int, tokens: tuple[int, ...], *, host: bool, disk: bool) -> None:
+        """Save sequence ``seq_id``'s state (it holds ``tokens``) to the host cache and/or disk."""
+        try:
+            state = self.ctx.state_get(seq_id)
+        except EngineError:
+            log.warning("could not save the prompt state of sequence %d", seq_id)
+            return
+        if host and self.cache is not None:
+            self.cache.add(tokens, state, len(state))
+        if disk and self.disk is not None:  # written on the disk cache's IO thread
+            self.disk.save(tokens, state)
 
     def _logprobs(self, plan: StepPlan, sampled: Sequence[int]) -> dict[int, TokenLogprob]:
         """Log-softmax of the raw logits, only for the requests that asked for it."""

@@ -78,8 +78,13 @@ def decode_tools(body: dict[str, Any], struct: str) -> list[dict[str, Any]] | No
     return tools or None
 
 
-async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
-    """Validate a chat body: its Generation, or a load/unload call's reason once done."""
+async def start_chat(
+    request: Request, body: dict[str, Any], t_start: int, *, cache_ends: tuple[int, ...] = ()
+) -> Generation | str:
+    """Validate a chat body: its Generation, or a load/unload call's reason once done.
+
+    ``cache_ends``: prefixes to keep (Anthropic's breakpoints), each as the count of the body's
+    messages after it (counted from the end: the model's own messages go before them)."""
     shared = SharedFields.of(body, _REQUEST)
     name = string_field(body, "model", _REQUEST)
     messages = _messages(body)
@@ -104,7 +109,13 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
     messages, images = tag_images(messages)
     think_set = body.get("think") is not None
     render = chat_prompt(
-        model, messages, thinking=thinking, tools=tools, think_set=think_set, think_level=think_level(body)
+        model,
+        messages,
+        thinking=thinking,
+        tools=tools,
+        think_set=think_set,
+        think_level=think_level(body),
+        cache_ends=cache_ends,
     )
     return Generation(
         request,
