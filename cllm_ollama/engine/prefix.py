@@ -28,13 +28,14 @@ The two pieces written into this component's seams:
 
 1. The DISK tier under host RAM (issue 18; ``engine/disk_cache.py``). ``best_now`` looks it up
    by the same chain (its files are named by a stable digest of the tokens, under the identity
-   of the weights, KV type, flash attention, slot count and state format). A disk read is slow,
+   of the weights, KV type, flash attention and state format). A disk read is slow,
    so it never runs on the engine thread: ``take`` emits a ``Load`` (the runner hands it to the
    disk cache's IO thread) and puts the slot in WAITING with a ``Wait`` that has no source
    slot; when the runner reports the read (``loaded``), ``resolve_waits`` turns it into
    ``Restore`` + ``Trim`` and the slot joins the next batch, while the other slots keep
    stepping. A ``Save``'s state also goes to disk, written on that IO thread, and a prompt that
-   computed ``CHECKPOINT_TOKENS`` or more is written as soon as it is done (``to_checkpoint``).
+   computed ``CHECKPOINT_TOKENS`` or more is written as soon as it is done, as is the prefix at
+   every length its request asks to keep (``Request.keep``, to host RAM too: ``to_checkpoint``).
 2. IMAGES in prompts (issue 17). A prompt becomes token runs plus media items (hash of the
    bytes, ``n_tokens``, ``n_pos``); ``engine/media.py`` (issue 17's first part) turns it into
    one key per KV cell, an image's cells a negative key from its hash. ``Request.prompt`` then

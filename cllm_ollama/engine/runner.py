@@ -168,17 +168,25 @@ class Runner:
 
     @staticmethod
     def _disk_cache(model: Model, spec: LoadSpec) -> DiskCache | None:
-        """The disk tier for this load: its identity is everything that changes a state's bytes,
-        the slot count among them (llama.cpp writes one KV stream per slot into a state and
-        refuses a state with another count: "n_stream mismatch")."""
+        """The disk tier for this load: its identity is everything that changes a state's bytes.
+        A model whose memory is one KV cache keeps its states without the slot count
+        (``state_streams``), so a load with another ``num_parallel`` reads them; for the others
+        (sliding-window ones write two caches) the slot count is part of the identity, as
+        llama.cpp refuses a state with another stream count ("n_stream mismatch")."""
         if spec.cache_dir is None or spec.cache_disk_bytes <= 0:
             return None
         # Image cells are the projector's output: another projector over the same weights differs.
         projector = weights_id(spec.projector) if spec.projector else ""
+        streams = spec.n_slots if model.n_swa == 0 else None
         identity = identity_digest(
-            weights_id(model.path), spec.kv_cache_type, spec.flash_attention, spec.n_slots, STATE_FORMAT, projector
+            weights_id(model.path),
+            spec.kv_cache_type,
+            spec.flash_attention,
+            "any slot count" if streams else spec.n_slots,
+            STATE_FORMAT,
+            projector,
         )
-        return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens)
+        return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens, streams)
 
     def _read_done(self, request_id: int) -> Callable[[bytearray | None], None]:
         """What the disk cache's IO thread calls with a read state: it wakes the engine thread."""
