@@ -392,7 +392,8 @@ class MessagesEncoder:
                 if open_kind:
                     yield {"type": "content_block_stop", "index": index}
                 stop = {"stop_reason": _stop_reason(chunk.done_reason, n_calls > 0), "stop_sequence": None}
-                yield {"type": "message_delta", "delta": stop, "usage": self._usage(chunk)}
+                usage = self._usage(chunk) | truncation(chunk.truncated)  # as message_start said
+                yield {"type": "message_delta", "delta": stop, "usage": usage}
                 yield {"type": "message_stop"}
 
 
