@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_binding import FakeBatch, FakeContext, FakeModel
+from fake_binding import FakeBatch, FakeContext, FakeModel, drain
 
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.request import Event, Request, SamplingParams
@@ -45,12 +45,7 @@ def runner(tmp_path: Path) -> Iterator[Runner]:
 def run(runner: Runner, request: Request) -> list[Event]:
     sink = Sink(queue.SimpleQueue())
     runner.submit(request, None, sink)
-    events: list[Event] = []
-    while not events or events[-1].finish is None:
-        events.append(sink.queue.get(timeout=10))  # type: ignore[attr-defined]
-        if sink.consume():
-            runner.wake()
-    return events
+    return drain(runner, sink)
 
 
 def saved(runner: Runner) -> tuple[set[int], set[int]]:
