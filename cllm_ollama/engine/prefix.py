@@ -246,7 +246,9 @@ class PrefixReuse:
     def to_checkpoint(self, slot: Slot) -> Checkpoint | None:
         """What ``slot`` computed in this step that is worth saving now: its prefix at a length its
         request asks to keep (``Request.keep``: to the host cache and to disk), or a prompt of
-        ``CHECKPOINT_TOKENS`` computed tokens or more just finished (to disk)."""
+        ``CHECKPOINT_TOKENS`` computed tokens or more just finished (to disk). A whole prompt goes
+        to disk only: the slot holds it, and is saved to RAM when it is reused (``to_save``);
+        copying it on the engine thread at every turn would stall the others for nothing."""
         request = slot.request
         if request is None or (self.cache is None and self.disk is None):
             return None
@@ -259,8 +261,9 @@ class PrefixReuse:
         if not (hinted or long):
             return None
         tokens, keys = tuple(slot.chain.tokens), slot.chain.keys
-        host = hinted and self.cache is not None and n >= self.cache.min_tokens and not self.cache.covers(tokens, keys)
-        disk = self.disk is not None and n >= self.disk.index.min_tokens and not self.disk.covers(tokens, keys)
+        cache, disk_cache = self.cache, self.disk
+        host = hinted and not done and cache is not None and n >= cache.min_tokens and not cache.covers(tokens, keys)
+        disk = disk_cache is not None and n >= disk_cache.index.min_tokens and not disk_cache.covers(tokens, keys)
         return Checkpoint(tokens, host, disk) if host or disk else None
 
     # -- decisions, and the operations they take ----------------------------------------

@@ -86,6 +86,7 @@ def test_without_a_hint_a_short_prompt_is_not_saved(runner: Runner) -> None:
     assert saved(runner) == (set(), set())
 
 
-def test_a_hint_at_the_prompts_end_saves_the_whole_prompt(runner: Runner) -> None:
+def test_a_hint_at_the_prompts_end_saves_the_whole_prompt_to_disk(runner: Runner) -> None:
+    """The slot holds it (and saves it to RAM when reused): only the disk gets a copy now."""
     run(runner, Request(PROMPT, GREEDY, num_predict=3, keep=(len(PROMPT),)))
-    assert saved(runner) == ({len(PROMPT)}, {len(PROMPT)})
+    assert saved(runner) == (set(), {len(PROMPT)})
