@@ -392,8 +392,7 @@ class MessagesEncoder:
                 if open_kind:
                     yield {"type": "content_block_stop", "index": index}
                 stop = {"stop_reason": _stop_reason(chunk.done_reason, n_calls > 0), "stop_sequence": None}
-                usage = self._usage(chunk) | truncation(chunk.truncated)  # as message_start said
-                yield {"type": "message_delta", "delta": stop, "usage": usage}
+                yield {"type": "message_delta", "delta": stop, "usage": self._usage(chunk)}
                 yield {"type": "message_stop"}
 
 
