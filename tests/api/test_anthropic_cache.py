@@ -78,14 +78,16 @@ def test_a_marked_system_prompt_is_kept_where_nothing_else_would_keep_it(setting
         settings, context_length=1024, num_parallel=1, cache_ram_mib=0, cache_dir=tmp_path / "kv", cache_disk_mib=64
     )
     other = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "Unrelated words here."}]}
-    read = {}
+    read, said = {}, {}
     for hinted in (False, True):
         with TestClient(
             create_app(replace(disk_only, cache_dir=tmp_path / f"kv{hinted}")), base_url="http://localhost"
         ) as c:
             assert c.post("/v1/messages", json=body("Which file?", hinted=hinted)).status_code == 200
             assert c.post("/v1/messages", json=other).status_code == 200
-            usage = c.post("/v1/messages", json=body("Which rule?", hinted=hinted)).json()["usage"]
-            read[hinted] = usage.get("cache_read_input_tokens", 0)
+            reply = c.post("/v1/messages", json=body("Which rule?", hinted=hinted)).json()
+            read[hinted] = reply["usage"].get("cache_read_input_tokens", 0)
+            said[hinted] = reply["content"]
     assert read[False] < 32  # the template's first tokens at most
     assert read[True] > 200  # the system prompt, from the state saved at its breakpoint
+    assert said[True] == said[False]  # greedy: the restored prefix answers as the computed one
