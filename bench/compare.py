@@ -1,6 +1,7 @@
 """cllm against llama.cpp's llama-server, llama-cpp-python's server and llama-batched-bench, in one run.
 
 Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-prefix-burst,preamble]``.
+``--workload embed`` (only when named): many clients embedding at once (``bench/embed.py``).
 
 - distinct: unrelated prompts on a random-weight model, against cllm, llama-server and
   llama-cpp-python's server, with llama-batched-bench as the ceiling.
@@ -29,12 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+import embed
 import llama_build
 import make_model
 import pyserver_env
 import report
 from cllm_ollama.cli.bench import plot_results
-from plan import AGENT, DISTINCT, SELECTABLE, SESSION_WORKLOADS, WORKLOADS, Outcome, Plan, PrefixPlan
+from plan import AGENT, DISTINCT, EMBED, SELECTABLE, SESSION_WORKLOADS, WORKLOADS, Outcome, Plan, PrefixPlan
 from targets import Running, Server, free_port
 
 from cllm_ollama.testing import real_model
@@ -93,6 +95,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     g.add_argument("--agent-tokens", type=int, help="agent: preamble tokens [16000; --quick: 1024]")
     g.add_argument("--agent-turns", type=int, help="agent: turns [10; --quick: 3]")
     g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by testing.real_model]")
+    e = p.add_argument_group("embed workload (only when named)")
+    e.add_argument("--embed-slots", type=int, default=8, help="cllm's slots and llama-server -np N's")
+    e.add_argument("--embed-concurrency", default="1,8", help="concurrent clients, comma-separated")
+    e.add_argument("--embed-requests", type=int, help="requests per level [64; --quick: 4]")
+    e.add_argument("--embed-inputs", type=int, default=1, help="texts per request")
+    e.add_argument("--embed-prompt-tokens", type=int, default=64, help="tokens per text")
     a = p.parse_args(argv)
     levels = a.concurrency or ("1,4" if a.quick else "1,8,32")
     targets = tuple(t for t in a.targets.split(",") if t)
@@ -144,6 +152,16 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         quick=a.quick,
         workloads=tuple(w for w in SELECTABLE if w in workloads),
         prefix=prefix if set(workloads) & set(SESSION_WORKLOADS) else None,
+        embed=embed.EmbedPlan(
+            slots=a.embed_slots,
+            levels=tuple(int(c) for c in a.embed_concurrency.split(",")),
+            requests=pick(a.embed_requests, 64, 4),
+            inputs=a.embed_inputs,
+            prompt_tokens=a.embed_prompt_tokens,
+            ctx=a.ctx,
+        )
+        if EMBED in workloads
+        else None,
     )
     return plan, a.prepare_only
 
@@ -236,12 +254,14 @@ def llama_server_outcome(plan: Plan, binary: Path, model: Path) -> Outcome:
     return Outcome("llama-server", server, bench)
 
 
-def llama_server(plan: Plan, binary: Path, model: Path, name: str, slots: int, ctx: int) -> Server:
-    """llama-server with ``slots`` slots of ``ctx`` tokens each, on its defaults otherwise."""
+def llama_server(
+    plan: Plan, binary: Path, model: Path, name: str, slots: int, ctx: int, extra: tuple[str, ...] = ()
+) -> Server:
+    """llama-server with ``slots`` slots of ``ctx`` tokens each, and ``extra``; on its defaults otherwise."""
     port = free_port()
     argv = [
         str(binary), "-m", str(model), "-np", str(slots), "-c", str(slots * ctx),
-        "-t", str(plan.threads), "--cont-batching", "--host", "127.0.0.1", "--port", str(port),
+        "-t", str(plan.threads), "--cont-batching", *extra, "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip
     log = plan.cache / "logs" / f"{name}.log"
     return Server(name, argv, f"http://127.0.0.1:{port}", "/health", log)
@@ -389,6 +409,35 @@ def run_prefix(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
     return report.prefix_report(plan, model, outcomes, versions(binaries, None), charts)
 
 
+def embed_outcomes(plan: Plan, binary: Path, model: Path, work: Path) -> list[tuple[Outcome, Callable[[], None]]]:
+    """The embed workload's targets, in order: cllm, llama-server --embeddings -np N, and -np 1."""
+    ep = plan.embed
+    assert ep is not None
+    found: list[tuple[Outcome, Callable[[], None]]] = []
+    for name in (t for t in embed.TARGETS if t in plan.targets):
+        setup = _nothing
+        if name == "cllm":
+            server, setup = cllm_server(plan, model, embed.MODEL_NAME, work, ep.slots, ep.ctx)
+            api, label = "embed", f"cllm ({ep.slots} slots)"
+        else:
+            slots = ep.slots if name == "llama-server" else 1
+            server = llama_server(plan, binary, model, name, slots, ep.ctx, embed.LLAMA_SERVER_ARGS)
+            api, label = "openai-embeddings", f"llama-server --embeddings -np {slots}"
+        bench = ep.bench_args(server.base_url, api, label, result_path(plan, EMBED, name))
+        found.append((Outcome(name, server, bench, workload=EMBED, label=label), setup))
+    return found
+
+
+def run_embed(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
+    """The embed workload on each target in turn; its report section."""
+    assert plan.embed is not None
+    with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
+        binary = binaries.get("llama-server", Path("llama-server"))
+        targets = embed_outcomes(plan, binary, model, Path(work))
+        outcomes = [run_target(plan, outcome, setup) for outcome, setup in targets]
+    return embed.report(plan, plan.embed, model, outcomes, versions(binaries, None))
+
+
 def needs_tools(plan: Plan) -> bool:
     """Whether this run starts llama-server or llama-batched-bench (a cllm-only run builds nothing)."""
     servers = any(t in plan.targets for t in ("llama-server", "llama-server-np1"))
@@ -402,9 +451,12 @@ def main() -> None:
     version = llama_build.binding_version()
     source = llama_build.source_tree(plan.cache, version)
     distinct = DISTINCT in plan.workloads
-    model = real = python = None
+    model = real = python = embedder = None
+    vocab = source / "models" / "ggml-vocab-qwen2.gguf"
+    if plan.embed is not None:
+        pooling = embed.POOLING_LAST
+        embedder = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads, pooling=pooling)
     if distinct:
-        vocab = source / "models" / "ggml-vocab-qwen2.gguf"
         model = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads)
         sdist_root = source.parent.parent
         python = pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
@@ -415,7 +467,10 @@ def main() -> None:
         return
     distinct_lines = run_distinct(plan, binaries, model, python) if model is not None else None
     prefix_lines = run_prefix(plan, binaries, real) if real is not None else None
+    embed_lines = run_embed(plan, binaries, embedder) if embedder is not None else None
+    kept = embed.section(plan.report)
     report.write(plan.report, distinct_lines, prefix_lines)
+    embed.write(plan.report, embed_lines, kept)
     print(f"\nwrote {plan.report}")
 
 

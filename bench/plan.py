@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from targets import Server
+
+if TYPE_CHECKING:
+    from embed import EmbedPlan
 
 DISTINCT = "distinct"
 PREFIX_WORKLOADS = ("chat", "shared-prefix-burst", "preamble")
@@ -15,7 +18,9 @@ WORKLOADS = (DISTINCT, *PREFIX_WORKLOADS)  # what "all" runs
 # phase takes long on a small machine. Each target then runs it again on a restarted server.
 AGENT = "agent"
 SESSION_WORKLOADS = (*PREFIX_WORKLOADS, AGENT)  # on the real-weight model
-SELECTABLE = (*WORKLOADS, AGENT)
+# Issue 20's many clients embedding at once (bench/embed.py), run only when named.
+EMBED = "embed"
+SELECTABLE = (*WORKLOADS, AGENT, EMBED)
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,7 @@ class Plan:
     quick: bool
     workloads: tuple[str, ...] = (DISTINCT,)
     prefix: PrefixPlan | None = None
+    embed: EmbedPlan | None = None  # when the embed workload runs
 
     @property
     def slots(self) -> int:
