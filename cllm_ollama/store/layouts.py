@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, ReaderTensor
 
 from . import manifests as mt
 from .gguf_info import GGUFError, GGUFInfo, gguf_info, gguf_info_of_prefix
@@ -112,19 +112,6 @@ _REFUSED: dict[str, tuple[_Marker, str]] = {
         "vision tower and multi-token-prediction tensors inside the model file",
     ),
     "qwen3next": (lambda h: h.any_tensor_ending(".ssm_dt"), "its SSM tensors carry the Go engine's names"),
-    "qwen3vl": (
-        lambda h: not h.has("rope.dimension_sections"),
-        "no M-RoPE sections, and a vision tower whose attention llama.cpp wants merged",
-    ),
-    "qwen3vlmoe": (
-        lambda h: not h.has("rope.dimension_sections"),
-        "no M-RoPE sections, and a vision tower whose attention llama.cpp wants merged",
-    ),
-    "mistral3": (
-        lambda h: h.any_tensor("v.", "mm."),
-        "a Pixtral vision tower inside the model file, whose attention llama.cpp wants permuted",
-    ),
-    "llama4": (lambda h: h.any_tensor("v.", "mm."), "its vision tower is inside the model file"),
     "lfm2": (
         lambda h: "output_norm.weight" in h.shapes and "token_embd_norm.weight" not in h.shapes,
         "its norm tensors carry the Go engine's names",
@@ -148,6 +135,22 @@ _REFUSED: dict[str, tuple[_Marker, str]] = {
 
 
 @dataclass(frozen=True)
+class Made:
+    """A tensor a rewrite computes: its name, type and numpy shape (bytes per row for a quantized
+    type, as ``GGUFReader`` gives them) known up front, its data made only as it is written."""
+
+    name: str
+    kind: GGMLQuantizationType
+    shape: tuple[int, ...]
+    dtype: type[np.generic]
+    data: Callable[[], np.ndarray]
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
 class Rewrite:
     """One GGUF written from another: its tensors kept and renamed, its metadata edited."""
 
@@ -161,6 +164,10 @@ class Rewrite:
     set_kv: dict[str, tuple[Any, GGUFValueType]] = field(default_factory=dict)
     to_f32: frozenset[str] = frozenset()  # (renamed) F16 tensors llama.cpp wants in F32
     vocab_rows: int | None = None  # tokenizer arrays cut to the embedding's rows
+    # Tensors computed rather than copied (a permutation, a merge, a split, a row of another):
+    # called with each source tensor and all of them by name, it returns what to write in its
+    # place ([] drops it), or None to copy it as the fields above say.
+    make: Callable[[ReaderTensor, dict[str, ReaderTensor]], list[Made] | None] | None = None
 
     def key_name(self, key: str) -> str:
         if self.key_prefixes is not None and key.startswith(self.key_prefixes[0]):
@@ -190,6 +197,11 @@ def plan(h: Header) -> list[Rewrite] | None:
         return [_llama3_metadata(h)]
     if h.arch == "clip" and not h.kv.get("clip.projector_type") and h.any_tensor("mm."):
         return [_llava_projector()]
+    from .layouts_vision import plan_vision  # it builds on this module's Rewrite
+
+    vision = plan_vision(h)
+    if vision is not None:
+        return vision
     refused = _REFUSED.get(h.arch)
     if refused is not None and refused[0](h):
         raise LayoutRefused(refusal(h.arch, refused[1]))
@@ -490,7 +502,8 @@ def _llava_projector() -> Rewrite:
 
 def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
     """Write ``dst`` from ``src`` as ``rw`` says: tensor bytes copied as they are (F16 promoted
-    where llama.cpp wants F32), streamed tensor by tensor from the mapped source."""
+    where llama.cpp wants F32) or computed by ``rw.make``, streamed tensor by tensor from the
+    mapped source."""
     reader = GGUFReader(src)
     writer = GGUFWriter(dst, rw.arch)
     for f in reader.fields.values():
@@ -505,10 +518,17 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
         sub_type = f.types[-1] if f.types[0] == _ARRAY else None
         writer.add_key_value(key, value, f.types[0], sub_type=sub_type)
     for key, (value, kind) in rw.set_kv.items():
-        sub_type = (_F32 if isinstance(value[0], float) else GGUFValueType.INT32) if kind == _ARRAY else None
+        sub_type = _array_type(value[0]) if kind == _ARRAY else None
         writer.add_key_value(key, value, kind, sub_type=sub_type)
-    kept = []
+    kept: list[np.ndarray | Callable[[], np.ndarray]] = []
+    sources = {t.name: t for t in reader.tensors}
     for t in reader.tensors:
+        made = rw.make(t, sources) if rw.make is not None else None
+        if made is not None:
+            for m in made:
+                writer.add_tensor_info(m.name, m.shape, np.dtype(m.dtype), m.nbytes, raw_dtype=m.kind)
+                kept.append(m.data)
+            continue
         if not rw.keep_tensor(t.name):
             continue
         name = rw.tensor_name(t.name)
@@ -521,11 +541,18 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     for data in kept:
-        writer.write_tensor_data(data)
+        writer.write_tensor_data(data() if callable(data) else data)
     writer.close()
 
 
 _VOCAB_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type")
+
+
+def _array_type(first: Any) -> GGUFValueType:
+    """The element type of an array ``set_kv`` states, from its first element."""
+    if isinstance(first, bool):
+        return _BOOL
+    return _F32 if isinstance(first, float) else GGUFValueType.INT32
 
 
 # How much of a model blob a registry pull reads first to decide its layout before downloading

@@ -1,0 +1,324 @@
+"""Ollama's single-file vision layouts whose map changes tensor data, not only names.
+
+mistral-small3.1/3.2 (``mistral3`` with its Pixtral tower inside), Qwen3-VL (``qwen3vl`` and
+``qwen3vlmoe``) and Llama 4 (``llama4``) were converted by Ollama for its Go engine as one GGUF.
+Each is split once, when it is pulled or created, into the text GGUF and the CLIP projector that
+llama.cpp's own converter writes for the same weights (``LlavaVisionModel``, ``Qwen3VLVisionModel``
+and ``Llama4VisionModel`` in its ``conversion/``), where Ollama's shim (``llama/compat``) redoes
+the same in memory at every load: Pixtral's Q/K rows permuted for ggml's RoPE and its [IMG_BREAK]
+embedding taken from the text model's, Qwen3-VL's Q/K/V fused and its two-frame patch embedding
+split. The store never loads a model: this reads headers and tensor bytes only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFValueType, ReaderTensor
+from gguf.quants import dequantize
+
+from .layouts import (
+    Header,
+    LayoutRefused,
+    Made,
+    Rewrite,
+    _clip_keys,
+    _mistral3_text,
+    _projector,
+    _tower_key,
+    _vision_tensor,
+    refusal,
+)
+
+_F32 = GGUFValueType.FLOAT32
+_U32 = GGUFValueType.UINT32
+_ARRAY = GGUFValueType.ARRAY
+_F32_TYPE = GGMLQuantizationType.F32
+_KV = dict[str, tuple[Any, GGUFValueType]]
+
+# OpenAI CLIP's pixel statistics, which Pixtral's image processor uses.
+_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+_CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+_HALF = [0.5, 0.5, 0.5]
+
+
+def plan_vision(h: Header) -> list[Rewrite] | None:
+    """The split of one of these files; None when ``h`` is none of them (raises ``LayoutRefused``
+    for one that cannot be mapped)."""
+    if h.arch == "mistral3" and h.any_tensor("v.", "mm."):
+        return _mistral3(h)
+    if h.arch in ("qwen3vl", "qwen3vlmoe") and not h.has("rope.dimension_sections"):
+        return _qwen3vl(h)
+    if h.arch == "llama4" and h.any_tensor("v.", "mm."):
+        return _llama4(h)
+    return None
+
+
+def _without_tower(text: Rewrite, *key_prefixes: str) -> Rewrite:
+    """A text rewrite that also leaves out the tower's tensors and keys."""
+    keep_key = text.keep_key
+    return dataclasses.replace(
+        text,
+        keep_tensor=lambda name: text.keep_tensor(name) and not _vision_tensor(name),
+        keep_key=lambda key: keep_key(key) and not key.startswith(key_prefixes),
+    )
+
+
+# Ollama's names for the Pixtral tower (convert_mistral.go) -> clip.cpp's (``kMistral3ClipRenames``).
+_PIXTRAL_RENAMES = (
+    ("v.patch_conv", "v.patch_embd"),
+    ("v.encoder_norm", "v.pre_ln"),
+    (".attn_output", ".attn_out"),
+    (".attn_norm", ".ln1"),
+    (".ffn_norm", ".ln2"),
+    ("mm.linear_1", "mm.1"),
+    ("mm.linear_2", "mm.2"),
+    ("mm.patch_merger.merging_layer", "mm.patch_merger"),
+    ("mm.norm", "mm.input_norm"),
+)
+_VIT_QK = re.compile(r"v\.blk\.\d+\.attn_[qk]\.(weight|bias)")
+_IMG_BREAK = "[IMG_BREAK]"
+
+
+def _mistral3(h: Header) -> list[Rewrite]:
+    """Mistral Small 3.1/3.2: the text model as ``_mistral3_text`` maps it, and a ``pixtral``
+    projector. Ollama left the tower's Q/K in Hugging Face's order (its repack skips ``v.*``);
+    llama.cpp's converter permutes them for ggml's RoPE, and adds the [IMG_BREAK] token's
+    embedding, which Pixtral puts after each row of an image."""
+    kv = h.kv
+    mapped = _mistral3_text(h)
+    empty_scaling = "mistral3.rope.scaling.type" in kv and not kv["mistral3.rope.scaling.type"]
+    text = _without_tower(
+        dataclasses.replace(
+            mapped,
+            # llama.cpp aborts on an empty RoPE scaling type (Ollama writes one when there is none).
+            keep_key=lambda key: mapped.keep_key(key) and not (empty_scaling and key == "mistral3.rope.scaling.type"),
+        ),
+        "mistral3.vision.",
+        "mistral3.mm.",
+        "mistral3.image_token_index",
+        "mistral3.spatial_merge_size",
+    )
+    tokens = kv.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list) or _IMG_BREAK not in tokens or "token_embd.weight" not in h.shapes:
+        why = "no [IMG_BREAK] token, whose embedding Pixtral puts between image rows"
+        raise LayoutRefused(refusal("mistral3", why))
+    img_break = tokens.index(_IMG_BREAK)
+    n_head = int(_tower_key(h, "attention.head_count", _U32)[0])
+    for name, shape in h.shapes.items():
+        if _VIT_QK.fullmatch(name) and shape[-1] % (2 * n_head):
+            raise LayoutRefused(refusal("mistral3", f"{name} does not split into {n_head} heads"))
+
+    clip_kv: _KV = {
+        **_clip_keys(h, "pixtral", "clip.use_silu"),
+        # Pixtral's norm epsilon is not in its config (1e-5 in transformers' modeling_pixtral.py).
+        "clip.vision.attention.layer_norm_epsilon": _tower_key(h, "attention.layer_norm_epsilon", _F32, 1e-5),
+        "clip.vision.feed_forward_length": _tower_key(h, "feed_forward_length", _U32),
+        "clip.vision.image_size": _tower_key(h, "image_size", _U32),
+        "clip.vision.image_mean": (_CLIP_MEAN, _ARRAY),
+        "clip.vision.image_std": (_CLIP_STD, _ARRAY),
+    }
+    if kv.get("mistral3.spatial_merge_size"):
+        clip_kv["clip.vision.spatial_merge_size"] = (kv["mistral3.spatial_merge_size"], _U32)
+    clip = _projector(_PIXTRAL_RENAMES, clip_kv, "v.patch_embd.weight")
+
+    def make(t: ReaderTensor, sources: dict[str, ReaderTensor]) -> list[Made] | None:
+        if t.name == "token_embd.weight":
+            return [_embedding_row(t, img_break, "v.token_embd.img_break")]
+        if _VIT_QK.fullmatch(t.name):
+            return [_rope_permuted(t, clip.tensor_name(t.name), n_head)]
+        return None
+
+    return [text, dataclasses.replace(clip, make=make)]
+
+
+def _rope_permuted(t: ReaderTensor, name: str, n_head: int) -> Made:
+    """A Q or K projection's rows in the order ggml's normal RoPE pairs them: each head's two
+    halves interleaved (``LlamaModel.permute`` in llama.cpp's converter). Whole rows move, so any
+    type, quantized too, keeps its bytes."""
+    data = t.data
+    rows = data.shape[0]
+
+    def permuted() -> np.ndarray:
+        heads = data.reshape(n_head, 2, rows // n_head // 2, *data.shape[1:])
+        return np.ascontiguousarray(heads.swapaxes(1, 2).reshape(data.shape))
+
+    return Made(name, t.tensor_type, tuple(data.shape), data.dtype.type, permuted)
+
+
+def _embedding_row(t: ReaderTensor, row: int, name: str) -> Made:
+    """One token's row of an embedding matrix, dequantized to F32."""
+    n_embd = int(t.shape[0])
+
+    def take() -> np.ndarray:
+        return dequantize(t.data[row : row + 1], t.tensor_type).reshape(n_embd).astype(np.float32)
+
+    return Made(name, _F32_TYPE, (n_embd,), np.float32, take)
+
+
+# Ollama's names for the Qwen3-VL tower (its first convert_qwen3vl.go) -> llama.cpp's.
+_QWEN3VL_RENAMES = (
+    ("v.merger.norm.", "v.post_ln."),
+    ("v.merger.linear_fc1.", "mm.0."),
+    ("v.merger.linear_fc2.", "mm.2."),
+    ("v.patch_embed.bias", "v.patch_embd.bias"),
+    ("v.pos_embed.weight", "v.position_embd.weight"),
+    (".norm1.", ".ln1."),
+    (".norm2.", ".ln2."),
+    (".mlp.linear_fc1.", ".ffn_up."),
+    (".mlp.linear_fc2.", ".ffn_down."),
+)
+_VIT_QKV = re.compile(r"(v\.blk\.\d+\.)attn_([qkv])\.(weight|bias)")
+_QWEN3VL_MROPE = [24, 20, 20, 0]  # every Qwen3-VL's sections (t, h, w) for its 128-wide heads
+
+
+def _qwen3vl(h: Header) -> list[Rewrite]:
+    """Qwen3-VL (dense or MoE): the text model with the two keys llama.cpp requires (M-RoPE
+    sections, which Ollama's converter dropped, and the deepstack count), and a ``qwen3vl_merger``
+    projector: Q/K/V fused into one ``attn_qkv``, the Conv3D patch embedding split into its two
+    frames, the deepstack mergers named by the block they follow."""
+    arch, kv = h.arch, h.kv
+    sections = kv.get(f"{arch}.rope.mrope_section")
+    if isinstance(sections, list) and len(sections) >= 3:
+        mrope = [*sections[:3], 0]
+    else:
+        heads = kv.get(f"{arch}.attention.head_count") or 1
+        head = kv.get(f"{arch}.attention.key_length") or (kv.get(f"{arch}.embedding_length") or 0) // heads
+        if head != 128:
+            why = f"no M-RoPE sections, and a head size of {head} where Qwen3-VL's [24, 20, 20] are for 128"
+            raise LayoutRefused(refusal(arch, why))
+        mrope = _QWEN3VL_MROPE
+    deepstack = [int(i) for i in kv.get(f"{arch}.vision.deepstack_visual_indexes") or []]
+    text = Rewrite(
+        role="model",
+        arch=arch,
+        keep_tensor=lambda name: not _vision_tensor(name),
+        keep_key=lambda key: not key.startswith((f"{arch}.vision.", f"{arch}.rope.mrope_section")),
+        set_kv={
+            f"{arch}.rope.dimension_sections": (mrope, _ARRAY),
+            f"{arch}.n_deepstack_layers": (len(deepstack), _U32),
+        },
+    )
+    if not h.any_tensor("v."):
+        return [text]
+
+    n_blocks = int(_tower_key(h, "block_count", _U32)[0])
+    n_in = int(kv.get(f"{arch}.vision.num_channels") or 3)
+    patch = h.shapes.get("v.patch_embed.weight")
+    positions = h.rows("v.pos_embed.weight")
+    if not patch or len(patch) != 4 or patch[2] != 2 or patch[3] % n_in or not positions:
+        raise LayoutRefused(refusal(arch, "its vision tower has no two-frame patch embedding or position table"))
+    clip_kv: _KV = {
+        **_clip_keys(h, "qwen3vl_merger", "clip.use_gelu"),
+        # As llama.cpp's converter: the text model's norm epsilon.
+        "clip.vision.attention.layer_norm_epsilon": (kv.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6), _F32),
+        "clip.vision.feed_forward_length": (h.rows("v.blk.0.mlp.linear_fc1.weight") or 0, _U32),
+        "clip.vision.image_size": (math.isqrt(positions) * int(_tower_key(h, "patch_size", _U32)[0]), _U32),
+        "clip.vision.spatial_merge_size": _tower_key(h, "spatial_merge_size", _U32, 2),
+        "clip.vision.image_mean": (_triple(kv.get(f"{arch}.vision.image_mean")), _ARRAY),
+        "clip.vision.image_std": (_triple(kv.get(f"{arch}.vision.image_std")), _ARRAY),
+        "clip.vision.is_deepstack_layers": ([i in deepstack for i in range(n_blocks)], _ARRAY),
+    }
+    clip = _projector(_QWEN3VL_RENAMES, clip_kv, "v.position_embd.weight")
+    clip = dataclasses.replace(
+        clip,
+        exact={
+            f"v.deepstack_merger.{i}.{old}.{part}": f"v.deepstack.{block}.{new}.{part}"
+            for i, block in enumerate(deepstack)
+            for old, new in (("norm", "norm"), ("linear_fc1", "fc1"), ("linear_fc2", "fc2"))
+            for part in ("weight", "bias")
+        },
+    )
+
+    def make(t: ReaderTensor, sources: dict[str, ReaderTensor]) -> list[Made] | None:
+        if t.name == "v.patch_embed.weight":
+            return _temporal_halves(t, n_in)
+        qkv = _VIT_QKV.fullmatch(t.name)
+        if qkv is None:
+            return None
+        block, which, part = qkv.groups()
+        if which != "q":
+            return []  # fused into the block's attn_qkv at its Q
+        return [_stacked([sources[f"{block}attn_{x}.{part}"] for x in "qkv"], f"{block}attn_qkv.{part}")]
+
+    return [text, dataclasses.replace(clip, make=make)]
+
+
+def _triple(value: Any) -> list[float]:
+    return [float(x) for x in value] if isinstance(value, list) and len(value) == 3 else _HALF
+
+
+def _stacked(parts: list[ReaderTensor], name: str) -> Made:
+    """Projections stacked into one, rows after rows (a fused Q/K/V); in F32 when their types
+    differ (Ollama's files can hold F16 Q and K beside a Q8_0 V)."""
+    first = parts[0]
+    if len({p.tensor_type for p in parts}) == 1:
+        shape = (sum(p.data.shape[0] for p in parts), *first.data.shape[1:])
+
+        def joined() -> np.ndarray:
+            return np.concatenate([p.data for p in parts])
+
+        return Made(name, first.tensor_type, shape, first.data.dtype.type, joined)
+    shape = (sum(int(p.shape[-1]) for p in parts), *(int(n) for n in reversed(first.shape[:-1])))
+
+    def as_f32() -> np.ndarray:
+        return np.concatenate([dequantize(p.data, p.tensor_type).reshape(-1, *shape[1:]) for p in parts])
+
+    return Made(name, _F32_TYPE, shape, np.float32, as_f32)
+
+
+def _temporal_halves(t: ReaderTensor, n_in: int) -> list[Made]:
+    """Qwen's Conv3D patch embedding over two frames, stored by Ollama as ggml ``[pw, ph, 2,
+    out*in]``, as the two Conv2D kernels ``[pw, ph, in, out]`` llama.cpp's converter writes (F32)."""
+    pw, ph, frames, packed = (int(n) for n in t.shape)
+    shape = (packed // n_in, n_in, ph, pw)
+
+    def frame(i: int) -> np.ndarray:
+        data = dequantize(t.data, t.tensor_type).reshape(packed, frames, ph, pw)
+        return np.ascontiguousarray(data[:, i].reshape(shape), dtype=np.float32)
+
+    return [
+        Made("v.patch_embd.weight", _F32_TYPE, shape, np.float32, lambda: frame(0)),
+        Made("v.patch_embd.weight.1", _F32_TYPE, shape, np.float32, lambda: frame(1)),
+    ]
+
+
+# Ollama's names for the Llama 4 tower (convert_llama4.go) -> clip.cpp's (``kLlama4ClipRenames``);
+# the adapter's MLP before the blocks' so that ``.mlp.fc1`` there stays the projector's.
+_LLAMA4_RENAMES = (
+    ("v.vision_adapter.mlp.fc1", "mm.model.mlp.1"),
+    ("v.vision_adapter.mlp.fc2", "mm.model.mlp.2"),
+    ("mm.linear_1", "mm.model.fc"),
+    ("v.class_embedding", "v.class_embd"),
+    ("v.layernorm_post", "v.post_ln"),
+    ("v.layernorm_pre", "v.pre_ln"),
+    ("v.patch_embedding", "v.patch_embd"),
+    (".attn_output", ".attn_out"),
+    (".attn_norm", ".ln1"),
+    (".ffn_norm", ".ln2"),
+    (".mlp.fc1", ".ffn_up"),
+    (".mlp.fc2", ".ffn_down"),
+)
+
+
+def _llama4(h: Header) -> list[Rewrite]:
+    """Llama 4: the text model as it is without the tower, and a ``llama4`` projector (its tower
+    renamed; llama.cpp's converter changes no data, Ollama's neither)."""
+    kv = h.kv
+    text = _without_tower(Rewrite(role="model", arch="llama4", keep_tensor=lambda name: True), "llama4.vision.")
+    ratio = kv.get("llama4.vision.pixel_shuffle_ratio") or 0.5
+    clip_kv: _KV = {
+        **_clip_keys(h, "llama4", "clip.use_gelu"),
+        "clip.vision.attention.layer_norm_epsilon": _tower_key(h, "layer_norm_epsilon", _F32, 1e-5),
+        "clip.vision.feed_forward_length": _tower_key(h, "feed_forward_length", _U32),
+        "clip.vision.image_size": _tower_key(h, "image_size", _U32),
+        "clip.vision.projector.scale_factor": (round(1 / ratio), _U32),
+        "clip.vision.image_mean": (_HALF, _ARRAY),
+        "clip.vision.image_std": (_HALF, _ARRAY),
+    }
+    clip = _projector(_LLAMA4_RENAMES, clip_kv, "v.position_embd.weight")
+    return [text, dataclasses.replace(clip, exact={"v.positional_embedding_vlm": "v.position_embd.weight"})]
