@@ -57,3 +57,11 @@ def test_lora_writes_a_base_and_its_adapter(tmp_path: Path) -> None:
     assert adapter.fields["general.type"].contents() == "adapter"
     assert adapter.fields["adapter.type"].contents() == "lora"
     assert {t.name.rsplit(".", 1)[1] for t in adapter.tensors} == {"lora_a", "lora_b"}
+
+
+def test_ollama_vision_kinds_write_one_file_with_the_tower_inside(tmp_path: Path) -> None:
+    for kind, arch in (("ollama-mistral3-vision", "mistral3"), ("ollama-qwen3vl-vision", "qwen3vl")):
+        assert _written(kind, tmp_path / kind) == [str(tmp_path / kind / "model.gguf")]
+        reader = gguf.GGUFReader(tmp_path / kind / "model.gguf")
+        assert reader.fields["general.architecture"].contents() == arch
+        assert any(t.name.startswith("v.blk.") for t in reader.tensors)

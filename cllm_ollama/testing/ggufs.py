@@ -563,8 +563,19 @@ class VisionShape:
 TINY_VISION = VisionShape()
 
 
-def _projector_header(path: Path, v: VisionShape, kind: str, n_embd_text: int, seed: int) -> _Tensors:
-    """A CLIP GGUF's writer with the keys every vision projector states (``clip.cpp`` ``load_hparams``)."""
+def _projector_header(
+    path: Path,
+    v: VisionShape,
+    kind: str,
+    n_embd_text: int,
+    seed: int,
+    *,
+    activation: str = "gelu",
+    eps: float = 1e-6,
+    mean_std: tuple[list[float], list[float]] = ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
+) -> _Tensors:
+    """A CLIP GGUF's writer with the keys every vision projector states (``clip.cpp`` ``load_hparams``):
+    its FFN ``activation`` (``clip.use_gelu`` or ``clip.use_silu``), norm epsilon and pixel statistics."""
     w = gguf.GGUFWriter(str(path), "clip")
     w.add_name(f"tiny-{kind}-mmproj")
     w.add_clip_has_vision_encoder(True)
@@ -576,10 +587,10 @@ def _projector_header(path: Path, v: VisionShape, kind: str, n_embd_text: int, s
     w.add_vision_block_count(v.n_layer)
     w.add_vision_head_count(v.n_head)
     w.add_vision_projection_dim(n_embd_text)
-    w.add_vision_attention_layernorm_eps(1e-6)
-    w.add_vision_image_mean([0.5, 0.5, 0.5])
-    w.add_vision_image_std([0.5, 0.5, 0.5])
-    w.add_vision_use_gelu(True)
+    w.add_vision_attention_layernorm_eps(eps)
+    w.add_vision_image_mean(mean_std[0])
+    w.add_vision_image_std(mean_std[1])
+    w.add_bool(f"clip.use_{activation}", True)
     return _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
 
 
@@ -646,18 +657,22 @@ def write_qwen2vl(path: Path, *, shape: Shape = TINY, vocab: Vocab | None = None
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
-        p = f"blk.{i}."
-        t.norm(p + "attn_norm.weight", s.n_embd)
-        t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
-        t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
-        t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
-        t.norm(p + "ffn_norm.weight", s.n_embd)
-        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
-        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
-        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+        _llama_block(t, s, f"blk.{i}.")
     _finish(w)
     return path
+
+
+def _llama_block(t: _Tensors, s: Shape, p: str) -> None:
+    """One Llama-style block's tensors (no QK norms): Qwen2's, Mistral's."""
+    t.norm(p + "attn_norm.weight", s.n_embd)
+    t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
+    t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+    t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+    t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+    t.norm(p + "ffn_norm.weight", s.n_embd)
+    t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+    t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+    t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
 
 
 def write_qwen2vl_projector(
@@ -734,16 +749,24 @@ def main(argv: list[str] | None = None) -> None:
     and ``DIR/mmproj.gguf``, a gemma3 and its
     projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``ollama-gemma3-vision`` writes
     ``DIR/model.gguf``, that gemma3 and projector as one file in Ollama's converter layout (and
-    ``ollama-qwen25vl-vision`` a Qwen2.5-VL so); ``lora``
+    ``ollama-qwen25vl-vision``, ``ollama-mistral3-vision``, ``ollama-qwen3vl-vision`` a Qwen2.5-VL,
+    a Mistral Small 3.1 with Pixtral, a Qwen3-VL so); ``lora``
     writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
-    from .ollama_ggufs import write_ollama_gemma3_vision, write_ollama_qwen25vl_vision
+    from .ollama_ggufs import (
+        write_ollama_gemma3_vision,
+        write_ollama_mistral3_vision,
+        write_ollama_qwen3vl_vision,
+        write_ollama_qwen25vl_vision,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
     ollama = {
         "ollama-gemma3-vision": write_ollama_gemma3_vision,
         "ollama-qwen25vl-vision": write_ollama_qwen25vl_vision,
+        "ollama-mistral3-vision": write_ollama_mistral3_vision,
+        "ollama-qwen3vl-vision": write_ollama_qwen3vl_vision,
     }
     parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl", *ollama, "lora"])
     parser.add_argument("dir", type=Path)

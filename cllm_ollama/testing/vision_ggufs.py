@@ -1,0 +1,168 @@
+"""Tiny random-weight models that see, in llama.cpp's layout (a text GGUF and its projector, as
+its converter writes them), for the families whose Ollama layout ``store/layouts_vision.py`` maps:
+Mistral 3 with a Pixtral projector, and Qwen3-VL with a deepstack merger. ``ollama_ggufs.py``
+writes the same weights laid out as Ollama's converter wrote them; mapped, they must be these.
+
+Tensors that Ollama's files hold in F16 get values F16 represents exactly, so that the mapped
+files can equal these bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+from .ggufs import (
+    TINY,
+    TINY_VISION,
+    Shape,
+    Vocab,
+    _add_tokenizer,
+    _attention_block,
+    _attention_header,
+    _finish,
+    _llama_block,
+    _projector_header,
+    _Tensors,
+    _vit_block,
+    synthetic_vocab,
+)
+
+_F32 = gguf.GGMLQuantizationType.F32
+IMAGE_TOKENS = ("[IMG]", "[IMG_BREAK]", "[IMG_END]")  # Pixtral's, in its vocabulary
+PIXTRAL_MEAN_STD = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
+# Qwen3-VL's M-RoPE sections are for 128-wide heads (Ollama's files do not state them).
+QWEN3VL = Shape(n_layer=2, n_embd=64, n_head=2, n_head_kv=1, head_dim=128, n_ff=128)
+QWEN3VL_VISION = dataclasses.replace(TINY_VISION, n_layer=2)
+DEEPSTACK = [0]  # the ViT blocks whose output a deepstack merger adds to the text model's input
+
+
+def pixtral_vocab() -> Vocab:
+    """``synthetic_vocab`` with Pixtral's image tokens after its specials (padded again to 32)."""
+    v = synthetic_vocab()
+    pairs = [(t, ty) for t, ty in zip(v.tokens, v.types, strict=True) if not t.startswith("<|pad_")]
+    pairs += [(t, int(gguf.TokenType.CONTROL)) for t in IMAGE_TOKENS]
+    while len(pairs) % 32:
+        pairs.append((f"<|pad_{len(pairs)}|>", int(gguf.TokenType.UNUSED)))
+    return dataclasses.replace(v, tokens=[t for t, _ in pairs], types=[ty for _, ty in pairs])
+
+
+def _f16_exact(t: _Tensors, shape: tuple[int, ...], std: float = 0.2) -> np.ndarray:
+    return (t.rng.standard_normal(shape) * std).astype(np.float16).astype(np.float32)
+
+
+def write_mistral3(path: Path, *, shape: Shape = TINY, seed: int = 0) -> Path:
+    """A tiny Mistral 3 text model (Llama blocks, no QK norms) with Pixtral's image tokens."""
+    t = _Tensors(gguf.GGUFWriter(str(path), "mistral3"), np.random.default_rng(seed), 0.5, _F32)
+    w, s = t.w, shape
+    _attention_header(w, s, "tiny-mistral3", _F32)
+    w.add_layer_norm_rms_eps(1e-5)
+    vocab = pixtral_vocab()
+    _add_tokenizer(w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        _llama_block(t, s, f"blk.{i}.")
+    _finish(w)
+    return path
+
+
+def write_pixtral_projector(path: Path, text: Path, *, seed: int = 0) -> Path:
+    """A Pixtral projector as llama.cpp's converter writes Mistral Small 3.1's: a SwiGLU ViT with
+    RMS norms and 2-D RoPE (its Q/K rows permuted for ggml's RoPE), a 2x2 patch merger, and the
+    text model's [IMG_BREAK] embedding row, which ends each row of an image."""
+    v = TINY_VISION
+    n_embd_text = TINY.n_embd
+    t = _projector_header(path, v, "pixtral", n_embd_text, seed, activation="silu", eps=1e-5, mean_std=PIXTRAL_MEAN_STD)
+    w = t.w
+    w.add_vision_spatial_merge_size(v.merge)
+    t.f32("v.patch_embd.weight", _f16_exact(t, (v.n_embd, 3, v.patch_size, v.patch_size)))
+    t.norm("v.pre_ln.weight", v.n_embd)
+    _vit_block(t, v, gated=True, norm_bias=False, post_ln=False)
+    t.norm("mm.input_norm.weight", v.n_embd)
+    t.matrix("mm.patch_merger.weight", v.n_embd, v.n_embd * v.merge * v.merge)
+    t.matrix("mm.1.weight", n_embd_text, v.n_embd)
+    t.matrix("mm.2.weight", n_embd_text, n_embd_text)
+    reader = gguf.GGUFReader(text)
+    embd = next(x for x in reader.tensors if x.name == "token_embd.weight")
+    tokens = reader.fields["tokenizer.ggml.tokens"].contents()
+    t.f32("v.token_embd.img_break", np.array(embd.data[tokens.index("[IMG_BREAK]")]))
+    _finish(w)
+    return path
+
+
+def write_mistral3_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/text.gguf`` (``write_mistral3``) and ``folder/mmproj.gguf``, its Pixtral projector."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_mistral3(folder / "text.gguf", seed=seed)
+    return text, write_pixtral_projector(folder / "mmproj.gguf", text, seed=seed)
+
+
+def write_qwen3vl(path: Path, *, shape: Shape = QWEN3VL, seed: int = 0) -> Path:
+    """A tiny Qwen3-VL text model: Qwen3 blocks, interleaved M-RoPE, and an input as wide as the
+    projector's output (its embedding and one deepstack feature per merger)."""
+    t = _Tensors(gguf.GGUFWriter(str(path), "qwen3vl"), np.random.default_rng(seed), 0.5, _F32)
+    w, s = t.w, shape
+    _attention_header(w, s, "tiny-qwen3vl", _F32)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_dimension_sections([24, 20, 20, 0])
+    w.add_uint32("qwen3vl.n_deepstack_layers", len(DEEPSTACK))
+    vocab = synthetic_vocab()
+    _add_tokenizer(w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        _attention_block(t, s, f"blk.{i}.", post_norms=False)
+    _finish(w)
+    return path
+
+
+def write_qwen3vl_projector(path: Path, *, n_embd_text: int = QWEN3VL.n_embd, seed: int = 0) -> Path:
+    """A Qwen3-VL projector (``qwen3vl_merger``) as llama.cpp's converter writes one: a LayerNorm
+    GELU ViT with fused Q/K/V and a learned position table, the two frames' patch kernels, the
+    2x2 merger, and a deepstack merger after each block in ``DEEPSTACK``."""
+    v = QWEN3VL_VISION
+    t = _projector_header(path, v, "qwen3vl_merger", n_embd_text, seed)
+    w = t.w
+    w.add_vision_spatial_merge_size(v.merge)
+    w.add_vision_is_deepstack_layers([i in DEEPSTACK for i in range(v.n_layer)])
+    n, merged = v.n_embd, v.n_embd * v.merge * v.merge
+    for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
+        t.f32(name, _f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
+    t.f32("v.patch_embd.bias", _f16_exact(t, (n,), 0.1))
+    t.f32("v.position_embd.weight", _f16_exact(t, (v.n_patches, n)))
+
+    def linear(name: str, rows: int, cols: int) -> None:
+        t.matrix(f"{name}.weight", rows, cols)
+        t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
+
+    for i in range(v.n_layer):
+        p = f"v.blk.{i}."
+        for norm in ("ln1", "ln2"):
+            t.norm(f"{p}{norm}.weight", n)
+            t.f32(f"{p}{norm}.bias", np.zeros(n))
+        linear(p + "attn_qkv", 3 * n, n)
+        linear(p + "attn_out", n, n)
+        linear(p + "ffn_up", v.n_ff, n)
+        linear(p + "ffn_down", n, v.n_ff)
+    t.norm("v.post_ln.weight", n)
+    t.f32("v.post_ln.bias", np.zeros(n))
+    linear("mm.0", merged, merged)
+    linear("mm.2", n_embd_text, merged)
+    for block in DEEPSTACK:
+        t.norm(f"v.deepstack.{block}.norm.weight", merged)
+        t.f32(f"v.deepstack.{block}.norm.bias", np.zeros(merged))
+        linear(f"v.deepstack.{block}.fc1", merged, merged)
+        linear(f"v.deepstack.{block}.fc2", n_embd_text, merged)
+    _finish(w)
+    return path
+
+
+def write_qwen3vl_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/text.gguf`` (``write_qwen3vl``) and ``folder/mmproj.gguf``, its projector."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_qwen3vl(folder / "text.gguf", seed=seed)
+    return text, write_qwen3vl_projector(folder / "mmproj.gguf", seed=seed)

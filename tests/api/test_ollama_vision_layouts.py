@@ -1,0 +1,69 @@
+"""Models that see, in Ollama's converter layout (one GGUF with the vision tower inside) that
+llama.cpp cannot load as it is: a Mistral Small 3.1 with its Pixtral tower and a Qwen3-VL with
+deepstack. Created, they are split into a text model and a projector, and answer an image
+exactly as the same weights written in llama.cpp's layout do.
+
+(The map itself, tensor for tensor, is in ``tests/store/test_layouts_vision.py``.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import ollama
+import pytest
+from serving import serve_in_thread
+
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.testing.images import png
+from cllm_ollama.testing.ollama_ggufs import write_ollama_mistral3_vision, write_ollama_qwen3vl_vision
+from cllm_ollama.testing.vision_ggufs import write_mistral3_vision, write_qwen3vl_vision
+
+pytestmark = pytest.mark.model
+
+GREEDY = {"temperature": 0, "num_predict": 8, "seed": 1}
+PAIRS = {
+    "pixtral": (write_mistral3_vision, write_ollama_mistral3_vision),
+    "qwen3vl": (write_qwen3vl_vision, write_ollama_qwen3vl_vision),
+}
+
+
+def create(url: str, name: str, paths: tuple[Path, ...]) -> None:
+    files = {}
+    for path in paths:
+        data = path.read_bytes()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
+        files[path.name] = digest
+    r = httpx.post(f"{url}/api/create", json={"model": name, "files": files, "stream": False}, timeout=60)
+    assert r.status_code == 200, r.text
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """For each family, ``<family>`` from llama.cpp's two files and ``<family>-ollama`` from Ollama's one."""
+    root = tmp_path_factory.mktemp("ollama-vision-layouts")
+    settings = Settings(models_dir=root / "models", num_parallel=2, context_length=512)
+    with serve_in_thread(create_app(settings)) as url:
+        for family, (llama_cpp, ollama_layout) in PAIRS.items():
+            create(url, family, llama_cpp(root / family))
+            create(url, f"{family}-ollama", (ollama_layout(root / f"{family}-ollama.gguf"),))
+        yield url
+
+
+@pytest.mark.parametrize("family", sorted(PAIRS))
+def test_a_vision_model_in_ollamas_layout_sees_as_llama_cpp_s_files_do(server: str, family: str) -> None:
+    client = ollama.Client(server)
+    assert "vision" in (client.show(f"{family}-ollama").capabilities or [])
+    image = png(32, 32, seed=3)
+    messages = [{"role": "user", "content": "What is in this picture?", "images": [image]}]
+    answers = [client.chat(model=m, messages=messages, options=GREEDY) for m in (family, f"{family}-ollama")]
+    assert answers[0].message.content and answers[0].message.content == answers[1].message.content
+    assert answers[0].prompt_eval_count == answers[1].prompt_eval_count
+    plain = client.chat(model=f"{family}-ollama", messages=[{"role": "user", "content": "What is in this picture?"}])
+    assert plain.prompt_eval_count is not None and answers[1].prompt_eval_count is not None
+    assert answers[1].prompt_eval_count > plain.prompt_eval_count  # the image's tokens are counted
