@@ -60,7 +60,8 @@ def test_lora_writes_a_base_and_its_adapter(tmp_path: Path) -> None:
 
 
 def test_ollama_vision_kinds_write_one_file_with_the_tower_inside(tmp_path: Path) -> None:
-    for kind, arch in (("ollama-mistral3-vision", "mistral3"), ("ollama-qwen3vl-vision", "qwen3vl")):
+    kinds = {"ollama-mistral3-vision": "mistral3", "ollama-qwen3vl-vision": "qwen3vl", "ollama-llama4-vision": "llama4"}
+    for kind, arch in kinds.items():
         assert _written(kind, tmp_path / kind) == [str(tmp_path / kind / "model.gguf")]
         reader = gguf.GGUFReader(tmp_path / kind / "model.gguf")
         assert reader.fields["general.architecture"].contents() == arch

@@ -309,7 +309,13 @@ def _llama4(h: Header) -> list[Rewrite]:
     """Llama 4: the text model as it is without the tower, and a ``llama4`` projector (its tower
     renamed; llama.cpp's converter changes no data, Ollama's neither)."""
     kv = h.kv
-    text = _without_tower(Rewrite(role="model", arch="llama4", keep_tensor=lambda name: True), "llama4.vision.")
+    # Without the tower, and without the keys Ollama's converter added that llama.cpp does not read.
+    text = _without_tower(
+        Rewrite(role="model", arch="llama4", keep_tensor=lambda name: True),
+        "llama4.vision.",
+        "llama4.attention.chunk_size",
+        "llama4.use_qk_norm",
+    )
     ratio = kv.get("llama4.vision.pixel_shuffle_ratio") or 0.5
     clip_kv: _KV = {
         **_clip_keys(h, "llama4", "clip.use_gelu"),

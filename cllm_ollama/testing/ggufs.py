@@ -662,14 +662,17 @@ def write_qwen2vl(path: Path, *, shape: Shape = TINY, vocab: Vocab | None = None
     return path
 
 
-def _llama_block(t: _Tensors, s: Shape, p: str) -> None:
-    """One Llama-style block's tensors (no QK norms): Qwen2's, Mistral's."""
+def _llama_block(t: _Tensors, s: Shape, p: str, *, ffn: bool = True) -> None:
+    """One Llama-style block's tensors (no QK norms): Qwen2's, Mistral's; without its FFN's
+    projections (``ffn=False``) for a block whose FFN is a mixture of experts."""
     t.norm(p + "attn_norm.weight", s.n_embd)
     t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
     t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
     t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
     t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
     t.norm(p + "ffn_norm.weight", s.n_embd)
+    if not ffn:
+        return
     t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
     t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
     t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
@@ -749,13 +752,15 @@ def main(argv: list[str] | None = None) -> None:
     and ``DIR/mmproj.gguf``, a gemma3 and its
     projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``ollama-gemma3-vision`` writes
     ``DIR/model.gguf``, that gemma3 and projector as one file in Ollama's converter layout (and
-    ``ollama-qwen25vl-vision``, ``ollama-mistral3-vision``, ``ollama-qwen3vl-vision`` a Qwen2.5-VL,
-    a Mistral Small 3.1 with Pixtral, a Qwen3-VL so); ``lora``
+    ``ollama-qwen25vl-vision``, ``ollama-mistral3-vision``, ``ollama-qwen3vl-vision``,
+    ``ollama-llama4-vision`` a Qwen2.5-VL, a Mistral Small 3.1 with Pixtral, a Qwen3-VL, a Llama 4
+    so); ``lora``
     writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
     from .ollama_ggufs import (
         write_ollama_gemma3_vision,
+        write_ollama_llama4_vision,
         write_ollama_mistral3_vision,
         write_ollama_qwen3vl_vision,
         write_ollama_qwen25vl_vision,
@@ -767,6 +772,7 @@ def main(argv: list[str] | None = None) -> None:
         "ollama-qwen25vl-vision": write_ollama_qwen25vl_vision,
         "ollama-mistral3-vision": write_ollama_mistral3_vision,
         "ollama-qwen3vl-vision": write_ollama_qwen3vl_vision,
+        "ollama-llama4-vision": write_ollama_llama4_vision,
     }
     parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl", *ollama, "lora"])
     parser.add_argument("dir", type=Path)

@@ -16,7 +16,13 @@ import gguf
 import numpy as np
 
 from .ggufs import TINY, TINY_VISION, _finish, _Tensors, _vit_block, write_gemma3, write_qwen2vl, write_vision
-from .vision_ggufs import DEEPSTACK, QWEN3VL_VISION, write_mistral3_vision, write_qwen3vl_vision
+from .vision_ggufs import (
+    DEEPSTACK,
+    QWEN3VL_VISION,
+    write_llama4_vision,
+    write_mistral3_vision,
+    write_qwen3vl_vision,
+)
 
 
 def _copy_fields(
@@ -313,5 +319,58 @@ def write_ollama_qwen3vl_vision(path: Path, *, seed: int = 0) -> Path:
                 name = f"v.deepstack_merger.{DEEPSTACK.index(int(block))}.{leaf}.{kind}"
             name = _renamed(name, _OLLAMA_QWEN3VL_NAMES)
             w.add_tensor(name, data.astype(np.float16) if name == "v.pos_embed.weight" else data)
+        _finish(w)
+    return path
+
+
+# clip.cpp's Llama 4 tensor names -> those Ollama's converter wrote (convert_llama4.go).
+_OLLAMA_LLAMA4_NAMES = (
+    ("mm.model.mlp.1", "v.vision_adapter.mlp.fc1"),
+    ("mm.model.mlp.2", "v.vision_adapter.mlp.fc2"),
+    ("mm.model.fc", "mm.linear_1"),
+    ("v.class_embd", "v.class_embedding"),
+    ("v.post_ln", "v.layernorm_post"),
+    ("v.pre_ln", "v.layernorm_pre"),
+    ("v.patch_embd", "v.patch_embedding"),
+    (".attn_out", ".attn_output"),
+    (".ln1", ".attn_norm"),
+    (".ln2", ".ffn_norm"),
+    (".ffn_up", ".mlp.fc1"),
+    (".ffn_down", ".mlp.fc2"),
+)
+
+
+def write_ollama_llama4_vision(path: Path, *, seed: int = 0) -> Path:
+    """``write_llama4_vision``'s model as one GGUF laid out as Ollama's converter writes Llama 4:
+    the tower inside under Hugging Face's names (the position table as
+    ``v.positional_embedding_vlm``, in F16), its hyperparameters as ``llama4.vision.*`` keys, and
+    the text keys llama.cpp does not read (``attention.chunk_size``, ``use_qk_norm``)."""
+    v = TINY_VISION
+    with tempfile.TemporaryDirectory() as tmp:
+        text_path, clip_path = write_llama4_vision(Path(tmp), seed=seed)
+        text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
+        w = gguf.GGUFWriter(str(path), "llama4")
+        _copy_fields(text, w)
+        for key, value in (
+            ("block_count", v.n_layer),
+            ("embedding_length", v.n_embd),
+            ("feed_forward_length", v.n_ff),
+            ("attention.head_count", v.n_head),
+            ("image_size", v.image_size),
+            ("patch_size", v.patch_size),
+        ):
+            w.add_uint32(f"llama4.vision.{key}", value)
+        w.add_float32("llama4.vision.rope.freq_base", 1e4)
+        w.add_float32("llama4.vision.layer_norm_epsilon", 1e-5)
+        w.add_float32("llama4.vision.pixel_shuffle_ratio", 1 / v.merge)
+        w.add_uint32("llama4.attention.chunk_size", 8192)
+        w.add_bool("llama4.use_qk_norm", True)
+        for t in text.tensors:
+            w.add_tensor(t.name, np.array(t.data))
+        for t in clip.tensors:
+            if t.name == "v.position_embd.weight":
+                w.add_tensor("v.positional_embedding_vlm", np.array(t.data).astype(np.float16))
+                continue
+            w.add_tensor(_renamed(t.name, _OLLAMA_LLAMA4_NAMES), np.array(t.data))
         _finish(w)
     return path

@@ -1,6 +1,6 @@
 """Tiny random-weight models that see, in llama.cpp's layout (a text GGUF and its projector, as
 its converter writes them), for the families whose Ollama layout ``store/layouts_vision.py`` maps:
-Mistral 3 with a Pixtral projector, and Qwen3-VL with a deepstack merger. ``ollama_ggufs.py``
+Mistral 3 with a Pixtral projector, Qwen3-VL with a deepstack merger, and Llama 4. ``ollama_ggufs.py``
 writes the same weights laid out as Ollama's converter wrote them; mapped, they must be these.
 
 Tensors that Ollama's files hold in F16 get values F16 represents exactly, so that the mapped
@@ -166,3 +166,63 @@ def write_qwen3vl_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     text = write_qwen3vl(folder / "text.gguf", seed=seed)
     return text, write_qwen3vl_projector(folder / "mmproj.gguf", seed=seed)
+
+
+N_EXPERT = 4  # the tiny Llama 4's routed experts (one used per token, beside a shared one)
+
+
+def write_llama4(path: Path, *, shape: Shape = TINY, seed: int = 0) -> Path:
+    """A tiny Llama 4 text model: a dense block, then a mixture-of-experts block (routed and
+    shared experts, ``interleave_moe_layer_step`` 2), chunked attention."""
+    t = _Tensors(gguf.GGUFWriter(str(path), "llama4"), np.random.default_rng(seed), 0.5, _F32)
+    w, s = t.w, shape
+    _attention_header(w, s, "tiny-llama4", _F32)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_expert_count(N_EXPERT)
+    w.add_expert_used_count(1)
+    w.add_expert_feed_forward_length(s.n_ff)
+    w.add_interleave_moe_layer_step(2)
+    vocab = synthetic_vocab()
+    _add_tokenizer(w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        moe = (i + 1) % 2 == 0
+        _llama_block(t, s, p, ffn=not moe)
+        if not moe:
+            continue
+        t.matrix(p + "ffn_gate_inp.weight", N_EXPERT, s.n_embd)
+        for name, rows, cols in (("gate", s.n_ff, s.n_embd), ("up", s.n_ff, s.n_embd), ("down", s.n_embd, s.n_ff)):
+            w.add_tensor(f"{p}ffn_{name}_exps.weight", _f16_exact(t, (N_EXPERT, rows, cols), 0.5))
+            t.matrix(f"{p}ffn_{name}_shexp.weight", rows, cols)
+    _finish(w)
+    return path
+
+
+def write_llama4_projector(path: Path, *, n_embd_text: int = TINY.n_embd, seed: int = 0) -> Path:
+    """A Llama 4 projector as llama.cpp's converter writes one: a LayerNorm GELU ViT over
+    unfolded patches with a class token, a learned position table and 2-D RoPE, a pixel shuffle
+    by 2, the adapter's two-layer MLP and the projection into the text model."""
+    v = TINY_VISION
+    t = _projector_header(path, v, "llama4", n_embd_text, seed, eps=1e-5)
+    t.w.add_vision_projector_scale_factor(v.merge)
+    n = v.n_embd
+    t.matrix("v.patch_embd.weight", n, 3 * v.patch_size * v.patch_size)
+    t.f32("v.class_embd", t.rng.standard_normal(n) * 0.2)
+    t.f32("v.position_embd.weight", _f16_exact(t, (v.n_patches + 1, n)))
+    t.norm("v.pre_ln.weight", n)
+    t.f32("v.pre_ln.bias", np.zeros(n))
+    _vit_block(t, v)
+    t.matrix("mm.model.mlp.1.weight", n_embd_text, n * v.merge * v.merge)
+    t.matrix("mm.model.mlp.2.weight", n_embd_text, n_embd_text)
+    t.matrix("mm.model.fc.weight", n_embd_text, n_embd_text)
+    _finish(t.w)
+    return path
+
+
+def write_llama4_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/text.gguf`` (``write_llama4``) and ``folder/mmproj.gguf``, its projector."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_llama4(folder / "text.gguf", seed=seed)
+    return text, write_llama4_projector(folder / "mmproj.gguf", seed=seed)

@@ -1,6 +1,6 @@
 """Models that see, in Ollama's converter layout (one GGUF with the vision tower inside) that
-llama.cpp cannot load as it is: a Mistral Small 3.1 with its Pixtral tower and a Qwen3-VL with
-deepstack. Created, they are split into a text model and a projector, and answer an image
+llama.cpp cannot load as it is: a Mistral Small 3.1 with its Pixtral tower, a Qwen3-VL with
+deepstack, a Llama 4. Created, they are split into a text model and a projector, and answer an image
 exactly as the same weights written in llama.cpp's layout do.
 
 (The map itself, tensor for tensor, is in ``tests/store/test_layouts_vision.py``.)
@@ -20,8 +20,12 @@ from serving import serve_in_thread
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.testing.images import png
-from cllm_ollama.testing.ollama_ggufs import write_ollama_mistral3_vision, write_ollama_qwen3vl_vision
-from cllm_ollama.testing.vision_ggufs import write_mistral3_vision, write_qwen3vl_vision
+from cllm_ollama.testing.ollama_ggufs import (
+    write_ollama_llama4_vision,
+    write_ollama_mistral3_vision,
+    write_ollama_qwen3vl_vision,
+)
+from cllm_ollama.testing.vision_ggufs import write_llama4_vision, write_mistral3_vision, write_qwen3vl_vision
 
 pytestmark = pytest.mark.model
 
@@ -29,6 +33,7 @@ GREEDY = {"temperature": 0, "num_predict": 8, "seed": 1}
 PAIRS = {
     "pixtral": (write_mistral3_vision, write_ollama_mistral3_vision),
     "qwen3vl": (write_qwen3vl_vision, write_ollama_qwen3vl_vision),
+    "llama4": (write_llama4_vision, write_ollama_llama4_vision),
 }
 
 

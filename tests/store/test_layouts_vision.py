@@ -1,4 +1,4 @@
-"""Ollama's single-file Mistral 3 (Pixtral) and Qwen3-VL, mapped when they enter the store into
+"""Ollama's single-file Mistral 3 (Pixtral), Qwen3-VL and Llama 4, mapped when they enter the store into
 what llama.cpp's converter writes for the same weights (``store/layouts_vision.py``): tensor for
 tensor, bit for bit, and the projector's keys as it states them.
 
@@ -24,8 +24,12 @@ from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
-from cllm_ollama.testing.ollama_ggufs import write_ollama_mistral3_vision, write_ollama_qwen3vl_vision
-from cllm_ollama.testing.vision_ggufs import write_mistral3_vision, write_qwen3vl_vision
+from cllm_ollama.testing.ollama_ggufs import (
+    write_ollama_llama4_vision,
+    write_ollama_mistral3_vision,
+    write_ollama_qwen3vl_vision,
+)
+from cllm_ollama.testing.vision_ggufs import write_llama4_vision, write_mistral3_vision, write_qwen3vl_vision
 
 CONFIG = {"model_format": "gguf", "model_family": "qwen3vl", "model_families": ["qwen3vl"], "model_type": "1M"}
 
@@ -105,6 +109,16 @@ def test_an_ollama_qwen3vl_is_pulled_as_llama_cpp_s_text_and_projector(
     assert "vision" in record.capabilities
 
 
+def test_an_ollama_llama4_with_its_tower_inside_is_stored_as_llama_cpp_s_text_and_projector(
+    model_store: ModelStore, tmp_path: Path
+) -> None:
+    """Only names change (and the keys llama.cpp does not read go): the tower under clip's names,
+    the position table promoted to F32."""
+    data = write_ollama_llama4_vision(tmp_path / "ollama.gguf").read_bytes()
+    text, clip = write_llama4_vision(tmp_path / "llama.cpp")
+    assert_split_as_llama_cpp_writes(created(model_store, data, "l4"), text, clip)
+
+
 def reader_of(path: Path, tensors: dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]) -> gguf.GGUFReader:
     w = gguf.GGUFWriter(str(path), "clip")
     for name, (data, kind) in tensors.items():
@@ -182,7 +196,7 @@ def test_a_vision_layout_that_cannot_be_mapped_is_refused_with_why(h: Header, wh
     assert why in str(refused.value)
 
 
-@pytest.mark.parametrize("write", [write_mistral3_vision, write_qwen3vl_vision])
+@pytest.mark.parametrize("write", [write_mistral3_vision, write_qwen3vl_vision, write_llama4_vision])
 def test_the_files_llama_cpp_s_converter_writes_are_kept_as_they_are(write: Any, tmp_path: Path) -> None:
     for path in write(tmp_path):
         info = gguf.GGUFReader(path)
