@@ -193,15 +193,20 @@ def _qwen3vl(h: Header) -> list[Rewrite]:
             raise LayoutRefused(refusal(arch, why))
         mrope = _QWEN3VL_MROPE
     deepstack = [int(i) for i in kv.get(f"{arch}.vision.deepstack_visual_indexes") or []]
+    text_kv: _KV = {
+        f"{arch}.rope.dimension_sections": (mrope, _ARRAY),
+        f"{arch}.n_deepstack_layers": (len(deepstack), _U32),
+    }
+    experts = h.shapes.get("blk.0.ffn_gate_exps.weight")
+    if experts and not h.has("expert_feed_forward_length"):
+        # Ollama's converter does not state the experts' width; llama.cpp's does (it would guess it).
+        text_kv[f"{arch}.expert_feed_forward_length"] = (experts[1], _U32)
     text = Rewrite(
         role="model",
         arch=arch,
         keep_tensor=lambda name: not _vision_tensor(name),
         keep_key=lambda key: not key.startswith((f"{arch}.vision.", f"{arch}.rope.mrope_section")),
-        set_kv={
-            f"{arch}.rope.dimension_sections": (mrope, _ARRAY),
-            f"{arch}.n_deepstack_layers": (len(deepstack), _U32),
-        },
+        set_kv=text_kv,
     )
     if not h.any_tensor("v."):
         return [text]
