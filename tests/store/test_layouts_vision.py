@@ -206,3 +206,21 @@ def test_the_files_llama_cpp_s_converter_writes_are_kept_as_they_are(write: Any,
             {t.name: [int(n) for n in t.shape] for t in info.tensors},
         )
         assert plan(h) is None
+
+
+def test_a_qwen3vl_moe_gets_its_sections_deepstack_count_and_experts_width() -> None:
+    """The MoE maps as the dense model does; a stated ``rope.mrope_section`` is used (padded to four)."""
+    h = header(
+        "qwen3vlmoe",
+        {"blk.0.ffn_gate_exps.weight": [64, 32, 4]},
+        qwen3vlmoe__rope__mrope_section=[16, 24, 24],
+        qwen3vlmoe__vision__deepstack_visual_indexes=[8, 16, 24],
+    )
+    (text,) = plan(h) or []
+    assert (text.role, text.arch) == ("model", "qwen3vlmoe")
+    assert {key: value for key, (value, _) in text.set_kv.items()} == {
+        "qwen3vlmoe.rope.dimension_sections": [16, 24, 24, 0],
+        "qwen3vlmoe.n_deepstack_layers": 3,
+        "qwen3vlmoe.expert_feed_forward_length": 32,
+    }
+    assert not text.keep_key("qwen3vlmoe.vision.block_count") and not text.keep_key("qwen3vlmoe.rope.mrope_section")
