@@ -69,6 +69,7 @@ def test_a_vision_model_in_ollamas_layout_sees_as_llama_cpp_s_files_do(server: s
     answers = [client.chat(model=m, messages=messages, options=GREEDY) for m in (family, f"{family}-ollama")]
     assert answers[0].message.content and answers[0].message.content == answers[1].message.content
     assert answers[0].prompt_eval_count == answers[1].prompt_eval_count
-    plain = client.chat(model=f"{family}-ollama", messages=[{"role": "user", "content": "What is in this picture?"}])
+    text_only = [{"role": "user", "content": "What is in this picture?"}]
+    plain = client.chat(model=f"{family}-ollama", messages=text_only, options=GREEDY)
     assert plain.prompt_eval_count is not None and answers[1].prompt_eval_count is not None
     assert answers[1].prompt_eval_count > plain.prompt_eval_count  # the image's tokens are counted
