@@ -169,10 +169,13 @@ def write_qwen3vl_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
 
 
 N_EXPERT = 4  # the tiny Llama 4's routed experts (one used per token, beside a shared one)
+# Four blocks: llama.cpp gives Llama 4 three chunked-attention blocks to one global, and cannot
+# run a model whose blocks are all chunked (its global KV cache would be empty).
+LLAMA4 = dataclasses.replace(TINY, n_layer=4)
 
 
-def write_llama4(path: Path, *, shape: Shape = TINY, seed: int = 0) -> Path:
-    """A tiny Llama 4 text model: a dense block, then a mixture-of-experts block (routed and
+def write_llama4(path: Path, *, shape: Shape = LLAMA4, seed: int = 0) -> Path:
+    """A tiny Llama 4 text model: dense blocks and mixture-of-experts blocks in turn (routed and
     shared experts, ``interleave_moe_layer_step`` 2), chunked attention."""
     t = _Tensors(gguf.GGUFWriter(str(path), "llama4"), np.random.default_rng(seed), 0.5, _F32)
     w, s = t.w, shape
