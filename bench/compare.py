@@ -1,6 +1,6 @@
 """cllm against llama.cpp's llama-server, llama-cpp-python's server and llama-batched-bench, in one run.
 
-Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-prefix-burst,preamble]``.
+Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-prefix-burst,preamble,agent,long]``.
 
 - distinct: unrelated prompts on a random-weight model, against cllm, llama-server and
   llama-cpp-python's server, with llama-batched-bench as the ceiling.
@@ -8,10 +8,15 @@ Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-pref
   Qwen2.5-Coder-0.5B-Instruct (fetched by ``cllm_ollama.testing.real_model``), against cllm,
   ``llama-server -np N`` (its defaults: prompt cache and host-RAM cache on) and ``llama-server
   -np 1`` (how Ollama runs it by default); every target restarted for every workload.
+- agent (issue 18, only when named): a coding agent's session, cllm through ``/v1/messages``,
+  llama-server through ``/v1/chat/completions``: cold, turn by turn, warm, after an unload (llama-server:
+  after its slots served other prompts) and after a restart.
+- long (issue 18, only when named): prefill and decode speed at 16k and 32k tokens of context, cllm
+  against ``llama-server -np 1`` on the same context, threads, flash attention, KV type and batch.
 
 Writes bench/results/ (*.json and plot.png; <workload>/*.json and plot-<workload>.png) and
-BENCHMARKS.md: a run of only the prefix workloads replaces only their section of it, a run of
-only distinct keeps that section. Models, sources and builds stay in ~/.cache/cllm-bench.
+BENCHMARKS.md: each part (distinct, the prefix workloads, agent, long) is rewritten only by a run
+of it, so parts can be rerun alone. Models, sources and builds stay in ~/.cache/cllm-bench.
 """
 
 from __future__ import annotations
@@ -33,8 +38,22 @@ import llama_build
 import make_model
 import pyserver_env
 import report
+import report_agent
+import report_long
 from cllm_ollama.cli.bench import plot_results
-from plan import AGENT, DISTINCT, SELECTABLE, SESSION_WORKLOADS, WORKLOADS, Outcome, Plan, PrefixPlan
+from plan import (
+    AGENT,
+    DISTINCT,
+    LONG,
+    PREFIX_WORKLOADS,
+    SELECTABLE,
+    SESSION_WORKLOADS,
+    WORKLOADS,
+    LongPlan,
+    Outcome,
+    Plan,
+    PrefixPlan,
+)
 from targets import Running, Server, free_port
 
 from cllm_ollama.testing import real_model
@@ -72,7 +91,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     p.add_argument(
         "--workload",
         default="all",
-        help=f"comma-separated, of {','.join(SELECTABLE)}, or all (all but agent) [default: all]",
+        help=f"comma-separated, of {','.join(SELECTABLE)}, or all (all but agent and long) [default: all]",
     )
     g = p.add_argument_group("prefix workloads (chat, shared-prefix-burst, preamble)")
     g.add_argument("--slots", type=int, default=8, help="slots of cllm and llama-server -np N")
@@ -93,6 +112,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     g.add_argument("--agent-tokens", type=int, help="agent: preamble tokens [16000; --quick: 1024]")
     g.add_argument("--agent-turns", type=int, help="agent: turns [10; --quick: 3]")
     g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by testing.real_model]")
+    g = p.add_argument_group("long contexts (long)")
+    g.add_argument("--long-depths", help="tokens of context, comma-separated [16384,32768; --quick: 1024,2048]")
+    g.add_argument("--long-requests", type=int, help="cold prompts per depth [2; --quick: 1]")
+    g.add_argument("--long-max-tokens", type=int, help="generated per prompt [128; --quick: 16]")
+    g.add_argument("--flash-attention", choices=("on", "off"), default="on", help="both targets [on]")
     a = p.parse_args(argv)
     levels = a.concurrency or ("1,4" if a.quick else "1,8,32")
     targets = tuple(t for t in a.targets.split(",") if t)
@@ -128,6 +152,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         agent_tokens=pick(a.agent_tokens, 16000, 1024),
         agent_turns=pick(a.agent_turns, 10, 3),
     )
+    depths = tuple(int(d) for d in (a.long_depths or ("1024,2048" if quick else "16384,32768")).split(","))
+    long = LongPlan(
+        depths=depths,
+        ctx=max(depths),
+        requests=pick(a.long_requests, 2, 1),
+        max_tokens=pick(a.long_max_tokens, 128, 16),
+        flash_attention=a.flash_attention == "on",
+    )
     plan = Plan(
         cache=a.cache.expanduser().resolve(),
         out=a.out.resolve(),
@@ -143,7 +175,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         batched_bench=not a.no_batched_bench,
         quick=a.quick,
         workloads=tuple(w for w in SELECTABLE if w in workloads),
-        prefix=prefix if set(workloads) & set(SESSION_WORKLOADS) else None,
+        prefix=prefix if set(workloads) & {*SESSION_WORKLOADS, LONG} else None,  # their real model
+        long=long if LONG in workloads else None,
     )
     return plan, a.prepare_only
 
@@ -200,15 +233,17 @@ def cllm_outcome(plan: Plan, model: Path, work: Path) -> tuple[Outcome, Callable
 
 
 def cllm_server(
-    plan: Plan, model: Path, name: str, work: Path, slots: int, ctx: int
+    plan: Plan, model: Path, name: str, work: Path, slots: int, ctx: int, extra: dict[str, str] | None = None
 ) -> tuple[Server, Callable[[], None]]:
-    """The ``cllm serve`` command on the store in ``work``, and what imports ``model`` there as ``name``."""
+    """The ``cllm serve`` command on the store in ``work``, and what imports ``model`` there as ``name``;
+    ``extra``: more settings."""
     port = free_port()
     settings = {
         "CLLM_NUM_PARALLEL": str(slots),
         "CLLM_CONTEXT_LENGTH": str(ctx),
         "CLLM_NUM_THREAD": str(plan.threads),
         "CLLM_KEEP_ALIVE": "-1",
+        **(extra or {}),
         "OLLAMA_MODELS": str(work / "models"),
         "OLLAMA_HOST": f"127.0.0.1:{port}",
     }
@@ -236,12 +271,14 @@ def llama_server_outcome(plan: Plan, binary: Path, model: Path) -> Outcome:
     return Outcome("llama-server", server, bench)
 
 
-def llama_server(plan: Plan, binary: Path, model: Path, name: str, slots: int, ctx: int) -> Server:
-    """llama-server with ``slots`` slots of ``ctx`` tokens each, on its defaults otherwise."""
+def llama_server(
+    plan: Plan, binary: Path, model: Path, name: str, slots: int, ctx: int, extra: tuple[str, ...] = ()
+) -> Server:
+    """llama-server with ``slots`` slots of ``ctx`` tokens each, ``extra`` flags, on its defaults otherwise."""
     port = free_port()
     argv = [
         str(binary), "-m", str(model), "-np", str(slots), "-c", str(slots * ctx),
-        "-t", str(plan.threads), "--cont-batching", "--host", "127.0.0.1", "--port", str(port),
+        "-t", str(plan.threads), "--cont-batching", *extra, "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip
     log = plan.cache / "logs" / f"{name}.log"
     return Server(name, argv, f"http://127.0.0.1:{port}", "/health", log)
@@ -254,19 +291,24 @@ def prefix_outcomes(
     assert plan.prefix is not None
     pp = plan.prefix
     found: list[tuple[Outcome, Callable[[], None]]] = []
-    ctx = pp.agent_ctx if workload == AGENT else pp.ctx
+    agent = workload == AGENT
+    ctx = pp.agent_ctx if agent else pp.ctx
     for name in (t for t in PREFIX_TARGETS if t in plan.targets):
-        setup = _nothing
+        setup, evict = _nothing, []
         if name == "cllm":
             server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, pp.slots, ctx)
-            api, label = "chat", f"cllm ({pp.slots} slots)"
+            # The agent speaks Anthropic's Messages API, as Claude Code does.
+            api, label = "anthropic-messages" if agent else "chat", f"cllm ({pp.slots} slots)"
         else:
             slots = pp.slots if name == "llama-server" else 1
-            server = llama_server(plan, binary, model, name, slots, ctx)
+            # The agent's yardstick: the prompt cache and its host-RAM tier, named though on by default.
+            extra = ("--cache-prompt", "--cache-ram", "8192") if agent else ()
+            server = llama_server(plan, binary, model, name, slots, ctx, extra)
             api, label = "openai-chat", f"llama-server -np {slots}"
+            evict = ["--evict", str(slots)] if agent else []  # it cannot unload: its slots serve others
         bench = [
             "--url", server.base_url, "--api", api, "--model", REAL_MODEL_NAME, "--label", label,
-            *pp.bench_args(workload), "--json", str(result_path(plan, workload, name)),
+            *pp.bench_args(workload), *evict, "--json", str(result_path(plan, workload, name)),
         ]  # fmt: skip
         found.append((Outcome(name, server, bench, workload=workload, label=label), setup))
         if workload == AGENT:
@@ -375,18 +417,92 @@ def run_distinct(plan: Plan, binaries: dict[str, Path], model: Path, python: Pat
     return report.distinct_report(plan, model, outcomes, batched, versions(binaries, python), build, chart)
 
 
-def run_prefix(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
-    """Each prefix workload on cllm, llama-server -np N and -np 1 in turn; the lines of their report section."""
+def run_sessions(
+    plan: Plan, binaries: dict[str, Path], model: Path, workloads: tuple[str, ...]
+) -> tuple[list[Outcome], dict[str, Path | None]]:
+    """Each session workload on cllm, llama-server -np N and -np 1 in turn; their outcomes and plots."""
     outcomes: list[Outcome] = []
     charts: dict[str, Path | None] = {}
     with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
-        for workload in (w for w in plan.workloads if w in SESSION_WORKLOADS):
+        for workload in workloads:
             binary = binaries.get("llama-server", Path("llama-server"))
             targets = prefix_outcomes(plan, workload, binary, model, Path(work))
             done = [run_target(plan, outcome, setup) for outcome, setup in targets]
             outcomes += done
             charts[workload] = plot([o.result for o in done if o.result], plan.out / f"plot-{workload}.png")
+    return outcomes, charts
+
+
+def run_prefix(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str] | None:
+    """The prefix workloads that were asked for; the lines of their report section (None: none asked)."""
+    workloads = tuple(w for w in plan.workloads if w in PREFIX_WORKLOADS)
+    if not workloads:
+        return None
+    outcomes, charts = run_sessions(plan, binaries, model, workloads)
     return report.prefix_report(plan, model, outcomes, versions(binaries, None), charts)
+
+
+def run_agent(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
+    """The agent's session on every prefix target, each then restarted; the lines of its section."""
+    outcomes, charts = run_sessions(plan, binaries, model, (AGENT,))
+    return report_agent.agent_report(plan, model, outcomes, versions(binaries, None), charts.get(AGENT))
+
+
+def long_outcomes(plan: Plan, binary: Path, model: Path, work: Path) -> list[tuple[Outcome, Callable[[], None]]]:
+    """cllm and llama-server -np 1 on one slot of the same context, threads, flash attention, KV type
+    and batch; each outcome's ``bench`` runs once per depth, with that depth's ``--prompt-tokens``."""
+    lp = plan.long
+    assert lp is not None
+    fa = "on" if lp.flash_attention else "off"
+    found: list[tuple[Outcome, Callable[[], None]]] = []
+    for name in (t for t in ("cllm", "llama-server") if t in plan.targets):
+        setup = _nothing
+        if name == "cllm":
+            same = {"OLLAMA_FLASH_ATTENTION": "1" if lp.flash_attention else "0",
+                    "OLLAMA_KV_CACHE_TYPE": lp.kv_type, "CLLM_NUM_BATCH": str(lp.n_batch)}  # fmt: skip
+            server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, 1, lp.ctx, same)
+            api, label = "generate", "cllm (1 slot)"
+        else:
+            flags = ("-fa", fa, "-ctk", lp.kv_type, "-ctv", lp.kv_type, "-b", str(lp.n_batch), "-ub", "512")
+            server = llama_server(plan, binary, model, name, 1, lp.ctx, flags)
+            api, label = "openai-completions", "llama-server -np 1"
+        bench = [
+            "--url", server.base_url, "--api", api, "--model", REAL_MODEL_NAME, "--label", label,
+            "--concurrency", "1", "--requests", str(lp.requests), "--max-tokens", str(lp.max_tokens),
+            "--warmup", "1", "--warmup-tokens", "16",
+        ]  # fmt: skip
+        found.append((Outcome(name, server, bench, workload=LONG, label=label), setup))
+    return found
+
+
+def run_long(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
+    """Each long-context target started once, then a cold prompt per depth; the lines of its section."""
+    lp = plan.long
+    assert lp is not None
+    results: dict[str, dict[int, dict[str, Any]]] = {}
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
+        binary = binaries.get("llama-server", Path("llama-server"))
+        for outcome, setup in long_outcomes(plan, binary, model, Path(work)):
+            outcomes.append(outcome)
+            found = results.setdefault(outcome.name, {})
+            print(f"\n== long: {outcome.name}: {outcome.server.command_line}", flush=True)
+            outcome.loadavg_before = " ".join(Path("/proc/loadavg").read_text().split()[:2])
+            try:
+                with Running(outcome.server) as running:
+                    running.wait_ready()
+                    setup()
+                    for depth in lp.depths:
+                        path = result_path(plan, LONG, f"{outcome.name}-{depth}")
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        args = [*outcome.bench, "--prompt-tokens", str(lp.prompt_tokens(depth)), "--json", str(path)]
+                        subprocess.run([sys.executable, "-m", "cllm_ollama.cli.bench", *args], check=True)
+                        found[depth] = json.loads(path.read_text())
+                    outcome.peak_rss_kib = running.peak_rss_kib()
+            except (RuntimeError, subprocess.CalledProcessError, OSError) as exc:
+                outcome.error = str(exc)
+                print(f"!! {outcome.name} failed: {exc}", flush=True)
+    return report_long.long_report(plan, model, outcomes, results, versions(binaries, None))
 
 
 def needs_tools(plan: Plan) -> bool:
@@ -408,14 +524,18 @@ def main() -> None:
         model = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads)
         sdist_root = source.parent.parent
         python = pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
-    if plan.prefix is not None:
+    if plan.prefix is not None:  # the prefix, agent and long workloads
         real = prefix_model(plan)
     binaries = llama_build.build_tools(plan.cache, version) if needs_tools(plan) else {}
     if prepare_only:
         return
     distinct_lines = run_distinct(plan, binaries, model, python) if model is not None else None
-    prefix_lines = run_prefix(plan, binaries, real) if real is not None else None
-    report.write(plan.report, distinct_lines, prefix_lines)
+    sections: dict[str, list[str] | None] = {}
+    if real is not None:
+        sections[report.PREFIX] = run_prefix(plan, binaries, real)
+        sections[AGENT] = run_agent(plan, binaries, real) if AGENT in plan.workloads else None
+        sections[LONG] = run_long(plan, binaries, real) if LONG in plan.workloads else None
+    report.write(plan.report, distinct_lines, sections.pop(report.PREFIX, None), sections)
     print(f"\nwrote {plan.report}")
 
 

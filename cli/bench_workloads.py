@@ -62,17 +62,24 @@ class Workload:
     stagger_s: float = 0.0  # delay between the starts of consecutive users (0: all at once)
     in_flight: int = 0  # sessions running at once; 0 = all (preamble: 1 = one chat after another)
     resume: bool = False  # agent: only the first turn, on a server restarted since the full run
+    # agent, on a server that cannot unload (llama-server): distinct prompts sent at once in the
+    # unload's stead, as many as it has slots, so the session's KV leaves them (for its RAM cache)
+    evict: int = 1
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.kind.value,
-            "turns": self.turns,
-            "system_tokens": self.system_tokens,
-            "users_per_system": self.users_per_system,
-            "user_tokens": self.user_tokens,
-            "stagger_s": self.stagger_s,
-            "in_flight": self.in_flight,
-        } | ({"resume": True} if self.resume else {})
+        return (
+            {
+                "name": self.kind.value,
+                "turns": self.turns,
+                "system_tokens": self.system_tokens,
+                "users_per_system": self.users_per_system,
+                "user_tokens": self.user_tokens,
+                "stagger_s": self.stagger_s,
+                "in_flight": self.in_flight,
+            }
+            | ({"resume": True} if self.resume else {})
+            | ({"evict": self.evict} if self.evict != 1 else {})
+        )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from cllm_ollama.cli.bench_workloads import AFTER_RESTART, AFTER_UNLOAD, COLD, W
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # compare.py's siblings are top-level
 
 import compare
-import report
+import report_agent
 
 fake = benchfake.fake  # the fixture: a fake server and its URL
 
@@ -77,6 +77,6 @@ def test_the_agent_report_compares_a_restart_with_the_cold_prefill(
         outcome.result = json.loads(out.read_text())
     cold = outcomes[0].result["levels"][0]["phases"][COLD]["ttft_ms"]["p50"]  # type: ignore[index]
     restart = outcomes[1].result["levels"][0]["phases"][AFTER_RESTART]["ttft_ms"]["p50"]  # type: ignore[index]
-    lines = report.agent_table(outcomes[:2])
+    lines = report_agent.agent_table(outcomes[:2])
     (row,) = [line for line in lines if line.startswith("| cllm")]
     assert f"| {restart / cold:.2f} |" in row
