@@ -203,11 +203,21 @@ def result_path(plan: Plan, workload: str, name: str) -> Path:
     return plan.out / f"{name}.json" if workload == DISTINCT else plan.out / workload / f"{name}.json"
 
 
-def run_target(plan: Plan, outcome: Outcome, setup: Callable[[], None] = lambda: None) -> Outcome:
-    """Start the server, wait for it, bench it, read its peak RSS, stop it; errors are recorded."""
-    json_path = result_path(plan, outcome.workload, outcome.name)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.unlink(missing_ok=True)
+def run_target(
+    plan: Plan,
+    outcome: Outcome,
+    setup: Callable[[], None] = lambda: None,
+    runs: list[tuple[list[str], Path]] | None = None,
+) -> Outcome:
+    """Start the server, wait for it, bench it, read its peak RSS, stop it; errors are recorded.
+
+    ``runs``: several ``cllm bench`` runs on the one server (their arguments and the JSON each
+    writes) instead of the outcome's own; its result is then the last run's.
+    """
+    runs = runs or [(outcome.bench, result_path(plan, outcome.workload, outcome.name))]
+    for _, path in runs:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
     outcome.loadavg_before = " ".join(Path("/proc/loadavg").read_text().split()[:2])
     print(f"\n== {outcome.workload}: {outcome.name}: {outcome.server.command_line}", flush=True)
     if float(outcome.loadavg_before.split()[0]) > 0.5:
@@ -216,9 +226,10 @@ def run_target(plan: Plan, outcome: Outcome, setup: Callable[[], None] = lambda:
         with Running(outcome.server) as running:
             running.wait_ready()
             setup()
-            subprocess.run([sys.executable, "-m", "cllm_ollama.cli.bench", *outcome.bench], check=True)
+            for args, _ in runs:
+                subprocess.run([sys.executable, "-m", "cllm_ollama.cli.bench", *args], check=True)
             outcome.peak_rss_kib = running.peak_rss_kib()
-        outcome.result = json.loads(json_path.read_text())
+        outcome.result = json.loads(runs[-1][1].read_text())
     except (RuntimeError, subprocess.CalledProcessError, OSError) as exc:
         outcome.error = str(exc)
         print(f"!! {outcome.name} failed: {exc}", flush=True)
@@ -484,24 +495,14 @@ def run_long(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
     with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
         binary = binaries.get("llama-server", Path("llama-server"))
         for outcome, setup in long_outcomes(plan, binary, model, Path(work)):
-            outcomes.append(outcome)
-            found = results.setdefault(outcome.name, {})
-            print(f"\n== long: {outcome.name}: {outcome.server.command_line}", flush=True)
-            outcome.loadavg_before = " ".join(Path("/proc/loadavg").read_text().split()[:2])
-            try:
-                with Running(outcome.server) as running:
-                    running.wait_ready()
-                    setup()
-                    for depth in lp.depths:
-                        path = result_path(plan, LONG, f"{outcome.name}-{depth}")
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        args = [*outcome.bench, "--prompt-tokens", str(lp.prompt_tokens(depth)), "--json", str(path)]
-                        subprocess.run([sys.executable, "-m", "cllm_ollama.cli.bench", *args], check=True)
-                        found[depth] = json.loads(path.read_text())
-                    outcome.peak_rss_kib = running.peak_rss_kib()
-            except (RuntimeError, subprocess.CalledProcessError, OSError) as exc:
-                outcome.error = str(exc)
-                print(f"!! {outcome.name} failed: {exc}", flush=True)
+            paths = {depth: result_path(plan, LONG, f"{outcome.name}-{depth}") for depth in lp.depths}
+            runs = [
+                ([*outcome.bench, "--prompt-tokens", str(lp.prompt_tokens(depth)), "--json", str(path)], path)
+                for depth, path in paths.items()
+            ]
+            outcomes.append(run_target(plan, outcome, setup, runs))
+            # What ran before a failure still counts.
+            results[outcome.name] = {d: json.loads(path.read_text()) for d, path in paths.items() if path.exists()}
     return report_long.long_report(plan, model, outcomes, results, versions(binaries, None))
 
 
