@@ -1,6 +1,7 @@
 """cllm against llama.cpp's llama-server, llama-cpp-python's server and llama-batched-bench, in one run.
 
-Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-prefix-burst,preamble,agent,long]``.
+Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-prefix-burst,preamble]``.
+``--workload agent``, ``long`` and ``embed`` run only when named.
 
 - distinct: unrelated prompts on a random-weight model, against cllm, llama-server and
   llama-cpp-python's server, with llama-batched-bench as the ceiling.
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import embed
 import llama_build
 import make_model
 import pyserver_env
@@ -44,6 +46,7 @@ from cllm_ollama.cli.bench import plot_results
 from plan import (
     AGENT,
     DISTINCT,
+    EMBED,
     LONG,
     PREFIX_WORKLOADS,
     SELECTABLE,
@@ -91,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     p.add_argument(
         "--workload",
         default="all",
-        help=f"comma-separated, of {','.join(SELECTABLE)}, or all (all but agent and long) [default: all]",
+        help=f"comma-separated, of {','.join(SELECTABLE)}, or all (all but agent, long and embed) [default: all]",
     )
     g = p.add_argument_group("prefix workloads (chat, shared-prefix-burst, preamble)")
     g.add_argument("--slots", type=int, default=8, help="slots of cllm and llama-server -np N")
@@ -117,6 +120,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     g.add_argument("--long-requests", type=int, help="cold prompts per depth [2; --quick: 1]")
     g.add_argument("--long-max-tokens", type=int, help="generated per prompt [128; --quick: 16]")
     g.add_argument("--flash-attention", choices=("on", "off"), default="on", help="both targets [on]")
+    e = p.add_argument_group("embed workload (only when named)")
+    e.add_argument("--embed-slots", type=int, default=8, help="cllm's slots and llama-server -np N's")
+    e.add_argument("--embed-concurrency", default="1,8", help="concurrent clients, comma-separated")
+    e.add_argument("--embed-requests", type=int, help="requests per level [64; --quick: 4]")
+    e.add_argument("--embed-inputs", type=int, default=1, help="texts per request")
+    e.add_argument("--embed-prompt-tokens", type=int, default=64, help="tokens per text")
     a = p.parse_args(argv)
     levels = a.concurrency or ("1,4" if a.quick else "1,8,32")
     targets = tuple(t for t in a.targets.split(",") if t)
@@ -177,6 +186,16 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         workloads=tuple(w for w in SELECTABLE if w in workloads),
         prefix=prefix if set(workloads) & {*SESSION_WORKLOADS, LONG} else None,  # their real model
         long=long if LONG in workloads else None,
+        embed=embed.EmbedPlan(
+            slots=a.embed_slots,
+            levels=tuple(int(c) for c in a.embed_concurrency.split(",")),
+            requests=pick(a.embed_requests, 64, 4),
+            inputs=a.embed_inputs,
+            prompt_tokens=a.embed_prompt_tokens,
+            ctx=a.ctx,
+        )
+        if EMBED in workloads
+        else None,
     )
     return plan, a.prepare_only
 
@@ -285,7 +304,7 @@ def llama_server_outcome(plan: Plan, binary: Path, model: Path) -> Outcome:
 def llama_server(
     plan: Plan, binary: Path, model: Path, name: str, slots: int, ctx: int, extra: tuple[str, ...] = ()
 ) -> Server:
-    """llama-server with ``slots`` slots of ``ctx`` tokens each, ``extra`` flags, on its defaults otherwise."""
+    """llama-server with ``slots`` slots of ``ctx`` tokens each, and ``extra``; on its defaults otherwise."""
     port = free_port()
     argv = [
         str(binary), "-m", str(model), "-np", str(slots), "-c", str(slots * ctx),
@@ -506,6 +525,35 @@ def run_long(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
     return report_long.long_report(plan, model, outcomes, results, versions(binaries, None))
 
 
+def embed_outcomes(plan: Plan, binary: Path, model: Path, work: Path) -> list[tuple[Outcome, Callable[[], None]]]:
+    """The embed workload's targets, in order: cllm, llama-server --embeddings -np N, and -np 1."""
+    ep = plan.embed
+    assert ep is not None
+    found: list[tuple[Outcome, Callable[[], None]]] = []
+    for name in (t for t in embed.TARGETS if t in plan.targets):
+        setup = _nothing
+        if name == "cllm":
+            server, setup = cllm_server(plan, model, embed.MODEL_NAME, work, ep.slots, ep.ctx)
+            api, label = "embed", f"cllm ({ep.slots} slots)"
+        else:
+            slots = ep.slots if name == "llama-server" else 1
+            server = llama_server(plan, binary, model, name, slots, ep.ctx, embed.LLAMA_SERVER_ARGS)
+            api, label = "openai-embeddings", f"llama-server --embeddings -np {slots}"
+        bench = ep.bench_args(server.base_url, api, label, result_path(plan, EMBED, name))
+        found.append((Outcome(name, server, bench, workload=EMBED, label=label), setup))
+    return found
+
+
+def run_embed(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
+    """The embed workload on each target in turn; its report section."""
+    assert plan.embed is not None
+    with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
+        binary = binaries.get("llama-server", Path("llama-server"))
+        targets = embed_outcomes(plan, binary, model, Path(work))
+        outcomes = [run_target(plan, outcome, setup) for outcome, setup in targets]
+    return embed.report(plan, plan.embed, model, outcomes, versions(binaries, None))
+
+
 def needs_tools(plan: Plan) -> bool:
     """Whether this run starts llama-server or llama-batched-bench (a cllm-only run builds nothing)."""
     servers = any(t in plan.targets for t in ("llama-server", "llama-server-np1"))
@@ -519,9 +567,12 @@ def main() -> None:
     version = llama_build.binding_version()
     source = llama_build.source_tree(plan.cache, version)
     distinct = DISTINCT in plan.workloads
-    model = real = python = None
+    model = real = python = embedder = None
+    vocab = source / "models" / "ggml-vocab-qwen2.gguf"
+    if plan.embed is not None:
+        pooling = embed.POOLING_LAST
+        embedder = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads, pooling=pooling)
     if distinct:
-        vocab = source / "models" / "ggml-vocab-qwen2.gguf"
         model = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads)
         sdist_root = source.parent.parent
         python = pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
@@ -536,7 +587,10 @@ def main() -> None:
         sections[report.PREFIX] = run_prefix(plan, binaries, real)
         sections[AGENT] = run_agent(plan, binaries, real) if AGENT in plan.workloads else None
         sections[LONG] = run_long(plan, binaries, real) if LONG in plan.workloads else None
+    embed_lines = run_embed(plan, binaries, embedder) if embedder is not None else None
+    kept = embed.section(plan.report)
     report.write(plan.report, distinct_lines, sections.pop(report.PREFIX, None), sections)
+    embed.write(plan.report, embed_lines, kept)
     print(f"\nwrote {plan.report}")
 
 

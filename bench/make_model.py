@@ -16,16 +16,20 @@ from cllm_ollama.testing.ggufs import QWEN3_0_6B, TINY, Shape, vocab_from_gguf, 
 SHAPES: dict[str, Shape] = {"qwen3-0.6b": QWEN3_0_6B, "qwen3-tiny": TINY}
 
 
-def model_path(cache: Path, shape: str) -> Path:
-    return cache / "models" / f"{shape}-random-qwen-vocab-q4_k_m.gguf"
+def model_path(cache: Path, shape: str, pooling: int | None = None) -> Path:
+    kind = "" if pooling is None else f"-embed-pooling{pooling}"
+    return cache / "models" / f"{shape}-random-qwen-vocab{kind}-q4_k_m.gguf"
 
 
-def ensure_model(cache: Path, vocab_gguf: Path, shape: str = "qwen3-0.6b", n_threads: int = 2) -> Path:
+def ensure_model(
+    cache: Path, vocab_gguf: Path, shape: str = "qwen3-0.6b", n_threads: int = 2, pooling: int | None = None
+) -> Path:
     """The Q4_K_M model for ``shape``; written (F16, then quantized) only when missing.
 
     ``vocab_gguf`` is llama.cpp's ``models/ggml-vocab-qwen2.gguf`` (Qwen3 shares that tokenizer).
+    ``pooling`` (a ``gguf.PoolingType``) makes it an embedding model (Qwen3-Embedding: last token).
     """
-    dst = model_path(cache, shape)
+    dst = model_path(cache, shape, pooling)
     if dst.exists():
         return dst
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -39,6 +43,7 @@ def ensure_model(cache: Path, vocab_gguf: Path, shape: str = "qwen3-0.6b", n_thr
             weight_std=0.02,
             qtype=gguf.GGMLQuantizationType.F16,
             name=f"{shape}-random",
+            metadata={"qwen3.pooling_type": pooling} if pooling is not None else None,
         )
         quantize(f16, part, "Q4_K_M", n_threads=n_threads)
         part.rename(dst)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from targets import Server
+
+if TYPE_CHECKING:
+    from embed import EmbedPlan
 
 DISTINCT = "distinct"
 PREFIX_WORKLOADS = ("chat", "shared-prefix-burst", "preamble")
@@ -17,7 +20,9 @@ AGENT = "agent"
 SESSION_WORKLOADS = (*PREFIX_WORKLOADS, AGENT)  # on the real-weight model
 # Issue 18's long contexts: prefill and decode speed at 16k and 32k tokens, one slot; also named only.
 LONG = "long"
-SELECTABLE = (*WORKLOADS, AGENT, LONG)
+# Issue 20's many clients embedding at once (bench/embed.py), run only when named.
+EMBED = "embed"
+SELECTABLE = (*WORKLOADS, AGENT, LONG, EMBED)
 # A context every agent preamble fits in, for cllm and llama-server alike (Qwen2.5's trained length).
 AGENT_CTX = 32768
 
@@ -115,7 +120,8 @@ class Plan:
     quick: bool
     workloads: tuple[str, ...] = (DISTINCT,)
     prefix: PrefixPlan | None = None
-    long: LongPlan | None = None
+    long: LongPlan | None = None  # when the long workload runs
+    embed: EmbedPlan | None = None  # when the embed workload runs
 
     @property
     def slots(self) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 from cllm_ollama.cli.bench_workloads import AFTER_RESTART, AFTER_UNLOAD, COLD, WARM
 from plan import Outcome, Plan
-from report import _errors, _fig, _level, _num, _ratio, _rss, _table, section_head, section_tail
+from report import _errors, _fig, _level, _num, _ratio, _rss, _table, real_model_head, section_tail
 
 TARGET_RATIO = 0.05  # after an unload or a restart, the known preamble's TTFT over its cold prefill
 
@@ -121,8 +121,8 @@ def agent_report(
     """The agent's section: setup, the phases, the turns, the targets, the commands."""
     pp = plan.prefix
     assert pp is not None
-    title = "## A coding agent's session: cold, warm, after an unload, after a restart (`agent`)"
-    lines = section_head(title, "agent", plan, outcomes, versions, model)
+    title = "A coding agent's session: cold, warm, after an unload, after a restart (`agent`)"
+    lines = real_model_head(title, "agent", plan, outcomes, versions, model)
     lines += [
         f"- Targets: cllm with {pp.slots} slots through `/v1/messages` (system prompt and last message marked "
         f"with `cache_control`, as Claude Code sends them); `llama-server -np {pp.slots}` and `-np 1` through "

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from plan import Outcome, Plan
-from report import _any_port, _num, _ratio, _rss, _table, section_head, section_tail
+from report import _any_port, _num, _ratio, _rss, _table, real_model_head, section_tail
 
 
 def _row(result: dict[str, Any] | None) -> dict[str, Any]:
@@ -61,8 +61,8 @@ def long_report(
     lp = plan.long
     assert lp is not None
     fa = "on" if lp.flash_attention else "off"
-    title = "## Long contexts: prefill and decode speed at depth (`long`)"
-    lines = section_head(title, "long", plan, outcomes, versions, model)
+    title = "Long contexts: prefill and decode speed at depth (`long`)"
+    lines = real_model_head(title, "long", plan, outcomes, versions, model)
     lines += [
         f"- Targets: cllm and `llama-server -np 1`, each one slot of {lp.ctx} tokens, {plan.threads} llama.cpp "
         f"threads, flash attention {fa}, K and V cache {lp.kv_type}, batches of {lp.n_batch} tokens in "

@@ -1,6 +1,6 @@
-"""Bytes on the wire: JSON with the escapes line-splitting clients need, each dialect's error
-body, and the framings a stream of objects goes out in (NDJSON, SSE, typed SSE events), with
-each one's keep-alive.
+"""Bytes on the wire: JSON with the escapes line-splitting clients need, and the framings a
+stream of objects goes out in (NDJSON, SSE, typed SSE events), each with its dialect's error
+body (written in the dialect's folder) and keep-alive.
 """
 
 from __future__ import annotations
@@ -10,28 +10,14 @@ from typing import Any, Protocol
 import orjson
 from starlette.responses import Response
 
+from .anthropic.errors import anthropic_error
+from .ollama.errors import ollama_error
+from .openai.errors import openai_error
+
 # httpx's iter_lines() splits on str.splitlines() boundaries, which include these; orjson
 # leaves them raw, so a token containing one would cut a streamed JSON object in two.
 _LINE_BREAKS = {0x2028: "\\u2028", 0x2029: "\\u2029", 0x85: "\\u0085"}
 _ESCAPABLE = b"\xe2\x80\xa8", b"\xe2\x80\xa9", b"\xc2\x85"
-# OpenAI's error types by status; every other status is an "api_error".
-_OPENAI_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "invalid_request_error",
-    404: "not_found_error",
-    413: "invalid_request_error",
-}
-# Anthropic's, as Ollama's anthropic.NewError maps them (413 as its API does).
-_ANTHROPIC_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    503: "overloaded_error",
-    529: "overloaded_error",
-}
 
 
 def dumps(obj: Any) -> bytes:
@@ -47,23 +33,6 @@ class JSONResponse(Response):
 
     def render(self, content: Any) -> bytes:
         return dumps(content)
-
-
-def ollama_error(status: int, message: str) -> dict[str, Any]:
-    """Ollama's error body: ``{"error": msg}`` whatever the status."""
-    return {"error": message}
-
-
-def openai_error(status: int, message: str) -> dict[str, Any]:
-    """OpenAI's error body, which its clients parse: ``{"error": {"message", "type", ...}}``."""
-    kind = _OPENAI_ERROR_TYPES.get(status, "api_error")
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
-
-
-def anthropic_error(status: int, message: str) -> dict[str, Any]:
-    """Anthropic's error body, which its SDK parses: ``{"type": "error", "error": {"type", "message"}}``."""
-    kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 # An SSE comment line: every SSE parser skips it (the SSE specification; the OpenAI and Anthropic

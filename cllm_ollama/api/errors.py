@@ -22,7 +22,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 
 from ..errors import CllmError, InvalidRequest, RequestCanceled
-from .encoders import JSONResponse, anthropic_error, ollama_error, openai_error
+from .anthropic.errors import anthropic_error
+from .encoders import JSONResponse
+from .ollama.errors import ollama_error
+from .openai.errors import openai_error
 from .wire import go_type
 
 log = logging.getLogger("cllm.api")

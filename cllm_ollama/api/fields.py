@@ -1,5 +1,5 @@
-"""Request fields /api/generate and /api/chat (and the dialects translated onto them) decode alike:
-keep_alive, truncate, format, logprobs, think, images."""
+"""What /api/generate and /api/chat (and the dialects translated onto them) read alike from their
+decoded requests: keep_alive, truncate, format, logprobs, think, images."""
 
 from __future__ import annotations
 
@@ -10,20 +10,19 @@ from typing import Any
 from ..errors import InvalidRequest
 from .options import parse_keep_alive_field, parse_think
 from .resolve import ResolvedModel
-from .wire import bool_field, int_field
+from .schemas.ollama import GenerationRequest
 
 
 def keep_alive_of(body: dict[str, Any]) -> float | None:
     return parse_keep_alive_field(body.get("keep_alive"))
 
 
-def logprobs_of(body: dict[str, Any], struct: str) -> int:
+def logprobs_of(req: GenerationRequest) -> int:
     """``logprobs``/``top_logprobs`` as the engine takes them: -1 off, else how many alternatives."""
-    logprobs = bool_field(body, "logprobs", struct)
-    top_logprobs = int_field(body, "top_logprobs", struct) or 0
+    top_logprobs = req.top_logprobs or 0
     if not 0 <= top_logprobs <= 20:
         raise InvalidRequest("top_logprobs must be between 0 and 20")
-    return top_logprobs if logprobs else -1
+    return top_logprobs if req.logprobs else -1
 
 
 @dataclass(frozen=True)
@@ -36,33 +35,29 @@ class SharedFields:
     logprobs: int  # -1 off, else how many alternatives per token
 
     @classmethod
-    def of(cls, body: dict[str, Any], struct: str) -> SharedFields:
-        """Decoded first, in Ollama's order: keep_alive and the types fail in Go's JSON decode,
-        then top_logprobs. ``struct`` names the request in Go's errors (``GenerateRequest``...).
-        """
-        keep_alive = keep_alive_of(body)
-        truncate = bool_field(body, "truncate", struct) is not False
-        bool_field(body, "shift", struct)  # no context shift here, but Go still decodes it
-        return cls(keep_alive, truncate, body.get("format"), logprobs_of(body, struct))
+    def of(cls, req: GenerationRequest) -> SharedFields:
+        """From a request decoded already (keep_alive and the types failed there, as in Go's JSON
+        decode); then top_logprobs, in Ollama's order."""
+        keep_alive = parse_keep_alive_field(req.keep_alive)
+        return cls(keep_alive, req.truncate is not False, req.format, logprobs_of(req))
 
 
-def thinking_for(model: ResolvedModel, body: dict[str, Any], display_name: str) -> bool:
+def thinking_for(model: ResolvedModel, req: GenerationRequest, display_name: str) -> bool:
     """``think`` resolved: defaults to on for thinking models, 400 where the model cannot."""
-    think = parse_think(body.get("think"))
+    think = parse_think(req.think)
     can_think = model.has("thinking")
     if think and not can_think:
         raise InvalidRequest(f'"{display_name}" does not support thinking')
     if think is None:
         # A grammar would constrain the thinking too: with `format`, answer directly.
-        return can_think and not body.get("format")
+        return can_think and not req.format
     return think
 
 
-def think_level(body: dict[str, Any]) -> str | None:
+def think_level(req: GenerationRequest) -> str | None:
     """``think`` as a level ("low" ... "max") for the template's ``ThinkLevel``; None for a boolean.
     /api/generate passes it as /api/chat does (Ollama's routes.go sets ``values.ThinkLevel`` for both)."""
-    think = body.get("think")
-    return think if isinstance(think, str) else None
+    return req.think if isinstance(req.think, str) else None
 
 
 def check_images(model: ResolvedModel, images: Sequence[str] | None) -> None:

@@ -21,11 +21,11 @@ from starlette.responses import Response
 from ..errors import InvalidRequest
 from .encoders import JSONResponse
 from .errors import OPENAI, read_json
-from .fields import keep_alive_of
 from .lifecycle import lease
-from .options import resolve_options
+from .ollama.errors import decode
+from .options import parse_keep_alive_field, resolve_options
 from .resolve import resolve_model
-from .wire import bool_field, int_field, string_field
+from .schemas.ollama import RerankRequest
 
 _REQUEST = "RerankRequest"
 
@@ -55,20 +55,21 @@ def _documents(body: dict[str, Any]) -> list[str]:
 
 
 async def _rank(request: Request, body: dict[str, Any]) -> Ranked:
-    name = string_field(body, "model", _REQUEST)
-    query = body.get("query")
+    req = decode(body, RerankRequest)
+    name = req.model or ""
+    query = req.query
     if not isinstance(query, str) or not query:
         raise InvalidRequest('"query" must be a non-empty string')
     documents = _documents(body)
-    top_n = int_field(body, "top_n", _REQUEST)
+    top_n = req.top_n
     if top_n is not None and top_n < 1:
         raise InvalidRequest('"top_n" must be a positive integer')
     model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
     if not model.has("rerank"):
         raise InvalidRequest(f'"{name}" does not support rerank')
-    options = resolve_options(body.get("options"), model.record.params, request_type=_REQUEST)
+    options = resolve_options(req.options, model.record.params, request_type=_REQUEST)
     t0 = time.perf_counter_ns()
-    async with lease(request.app.state.pool, model, options, keep_alive_of(body)) as entry:
+    async with lease(request.app.state.pool, model, options, parse_keep_alive_field(req.keep_alive)) as entry:
         load_ns = time.perf_counter_ns() - t0
         scores, n_tokens = await entry.model.embedder.rank(query, documents)
     order = sorted(enumerate(scores), key=lambda item: item[1], reverse=True)[:top_n]
@@ -78,7 +79,7 @@ async def _rank(request: Request, body: dict[str, Any]) -> Ranked:
 async def _jina(request: Request) -> Response:
     body = await read_json(request)
     ranked = await _rank(request, body)
-    return_documents = bool(bool_field(body, "return_documents", _REQUEST))
+    return_documents = bool(body.get("return_documents"))  # its type was checked with the rest, in _rank
     results = []
     for index, score in ranked.order:
         result: dict[str, Any] = {"index": index, "relevance_score": score}

@@ -11,7 +11,6 @@ from starlette.concurrency import run_in_threadpool
 
 from ..engine.pool import LoadRequest
 from ..errors import CllmError, EngineError, InvalidRequest, NotFound
-from ..store.create import ADAPTERS_REFUSED
 from ..store.gguf_info import GGUFInfo, gguf_info
 from ..store.names import parse_name
 from ..store.store import ModelRecord, ModelStore
@@ -58,8 +57,6 @@ async def resolve_model(store: ModelStore, name: str, *, empty_message: str, emp
 
 def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
     assert model.record.model_path is not None
-    if model.record.adapter_paths:  # a store written by another server: never run it without them
-        raise InvalidRequest(f"model '{model.record.short_name}' has an adapter; {ADAPTERS_REFUSED}")
     return LoadRequest(
         path=model.record.model_path,
         name=model.record.short_name,
@@ -71,6 +68,7 @@ def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
         num_parallel=options.num_parallel,
         embedding_only=model.info.is_embedding,
         projector=model.record.projector_paths[0] if model.record.projector_paths else None,
+        adapters=model.record.adapter_paths,
     )
 
 

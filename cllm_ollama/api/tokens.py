@@ -23,70 +23,65 @@ from ..engine.frontdoor import EngineClient
 from ..errors import InvalidRequest
 from .encoders import JSONResponse
 from .errors import read_json
-from .fields import keep_alive_of
 from .lifecycle import lease
-from .options import resolve_options
+from .ollama.errors import decode
+from .options import parse_keep_alive_field, resolve_options
 from .resolve import resolve_model
-from .wire import bool_field, decode_error, list_field, string_field
-
-
-def token_ids(body: dict[str, Any], struct: str) -> list[int]:
-    """``tokens``: a list of integers (Go's decode error for anything else)."""
-    tokens = list_field(body, "tokens", struct, "[]int") or []
-    for token in tokens:
-        if not isinstance(token, int) or isinstance(token, bool):
-            raise decode_error(token, f"{struct}.tokens", "int")
-    return tokens
-
+from .schemas.ollama import (
+    DetokenizeRequest,
+    ModelCall,
+    ServerDetokenizeRequest,
+    ServerTokenizeRequest,
+    TokenizeRequest,
+)
 
 T = TypeVar("T")
 
 
-async def _with_model(
-    request: Request, body: dict[str, Any], struct: str, work: Callable[[EngineClient], T]
-) -> tuple[T, int]:
+async def _with_model(request: Request, req: ModelCall, work: Callable[[EngineClient], T]) -> tuple[T, int]:
     """``work(loaded)`` run off the event loop on the named model, held for it; and the load time (ns)."""
-    name = string_field(body, "model", struct)
+    name = req.model or ""
     model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
-    options = resolve_options(body.get("options"), model.record.params, request_type=struct)
+    options = resolve_options(req.options, model.record.params, request_type=req.go_name or "")
     t0 = time.perf_counter_ns()
-    async with lease(request.app.state.pool, model, options, keep_alive_of(body)) as entry:
+    async with lease(request.app.state.pool, model, options, parse_keep_alive_field(req.keep_alive)) as entry:
         load_ns = time.perf_counter_ns() - t0
         return await run_in_threadpool(work, entry.model), load_ns
 
 
 async def api_tokenize(request: Request) -> Response:
     t_start = time.perf_counter_ns()
-    body = await read_json(request)
-    content = string_field(body, "content", "TokenizeRequest")
+    req = decode(await read_json(request), TokenizeRequest)
+    content = req.content or ""
     tokens, load_ns = await _with_model(
-        request, body, "TokenizeRequest", lambda m: m.tokenize(content, add_special=False) if content else []
+        request, req, lambda m: m.tokenize(content, add_special=False) if content else []
     )
-    return JSONResponse(_native(body, {"tokens": tokens}, t_start, load_ns))
+    return JSONResponse(_native(req, {"tokens": tokens}, t_start, load_ns))
 
 
 async def api_detokenize(request: Request) -> Response:
     t_start = time.perf_counter_ns()
-    body = await read_json(request)
-    tokens = token_ids(body, "DetokenizeRequest")
-    content, load_ns = await _with_model(request, body, "DetokenizeRequest", lambda m: m.detokenize(tokens))
-    return JSONResponse(_native(body, {"content": content}, t_start, load_ns))
+    req = decode(await read_json(request), DetokenizeRequest)
+    tokens = req.tokens or []
+    content, load_ns = await _with_model(request, req, lambda m: m.detokenize(tokens))
+    return JSONResponse(_native(req, {"content": content}, t_start, load_ns))
 
 
-def _native(body: dict[str, Any], out: dict[str, Any], t_start: int, load_ns: int) -> dict[str, Any]:
+def _native(req: ModelCall, out: dict[str, Any], t_start: int, load_ns: int) -> dict[str, Any]:
     total = time.perf_counter_ns() - t_start
-    return {"model": body.get("model"), **out, "total_duration": total, "load_duration": load_ns}
+    return {"model": req.model, **out, "total_duration": total, "load_duration": load_ns}
 
 
 async def tokenize(request: Request) -> Response:
-    body = await read_json(request)
-    struct = "TokenizeRequest"
-    content = body.get("content")
+    req = decode(await read_json(request), ServerTokenizeRequest)
+    content = req.content
     if not isinstance(content, str):
         raise InvalidRequest('"content" must be a string')
-    add_special = bool(bool_field(body, "add_special", struct))
-    parse_special = bool_field(body, "parse_special", struct) is not False
-    with_pieces = bool(bool_field(body, "with_pieces", struct))
+    add_special, parse_special, with_pieces = (
+        bool(req.add_special),
+        req.parse_special is not False,
+        bool(req.with_pieces),
+    )
 
     def work(loaded: EngineClient) -> list[Any]:
         tokens = loaded.tokenize(content, add_special=add_special, parse_special=parse_special) if content else []
@@ -94,7 +89,7 @@ async def tokenize(request: Request) -> Response:
             return tokens
         return [{"id": t, "piece": _piece(loaded.token_piece(t))} for t in tokens]
 
-    tokens, _ = await _with_model(request, body, struct, work)
+    tokens, _ = await _with_model(request, req, work)
     return JSONResponse({"tokens": tokens})
 
 
@@ -107,7 +102,7 @@ def _piece(raw: bytes) -> str | list[int]:
 
 
 async def detokenize(request: Request) -> Response:
-    body = await read_json(request)
-    tokens = token_ids(body, "DetokenizeRequest")
-    content, _ = await _with_model(request, body, "DetokenizeRequest", lambda m: m.detokenize(tokens))
+    req = decode(await read_json(request), ServerDetokenizeRequest)
+    tokens = req.tokens or []
+    content, _ = await _with_model(request, req, lambda m: m.detokenize(tokens))
     return JSONResponse({"content": content})

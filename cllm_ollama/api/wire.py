@@ -1,4 +1,5 @@
-"""Small pieces of Ollama's wire format shared by the handlers: timestamps, typed fields, tool calls."""
+"""Small pieces of Ollama's wire format shared by the handlers: Go's decode error and quoting, timestamps,
+the hand checks left for fields that are a union of shapes (content blocks, input items), tool calls."""
 
 from __future__ import annotations
 
@@ -70,34 +71,6 @@ def string_field(body: dict[str, Any], key: str, struct: str) -> str:
     return value
 
 
-def bool_field(body: dict[str, Any], key: str, struct: str) -> bool | None:
-    """A boolean that may be absent or null (None); ``"no"`` or 0 is Go's decode error, not a truth value."""
-    value = body.get(key)
-    if value is None or isinstance(value, bool):
-        return value
-    raise decode_error(value, f"{struct}.{key}", "bool")
-
-
-def int_field(body: dict[str, Any], key: str, struct: str) -> int | None:
-    """A Go ``int`` that may be absent or null: 1.5, 1e30 or true are decode errors."""
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
-        return value
-    raise decode_error(value, f"{struct}.{key}", "int")
-
-
-def float_field(body: dict[str, Any], key: str, struct: str, target: str = "float64") -> float | None:
-    """A Go float (``target`` names its size in the error) that may be absent or null."""
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    raise decode_error(value, f"{struct}.{key}", target)
-
-
 def object_field(body: dict[str, Any], key: str, struct: str, target: str) -> dict[str, Any] | None:
     """A JSON object (a Go struct or map named ``target``) that may be absent or null."""
     value = body.get(key)
@@ -126,17 +99,14 @@ def tool_calls_json(calls: list[dict[str, Any]], start_index: int = 0) -> list[d
     ]
 
 
-def images_field(body: dict[str, Any], struct: str) -> list[str]:
-    """``images``: base64 strings (Go's []api.ImageData), [] when absent.
+def base64_images(images: list[str] | None) -> list[str]:
+    """``images`` (Go's []api.ImageData, strings already), [] when absent.
 
     Go decodes the base64 while it decodes the JSON: bad base64 is its error, as it words it.
     """
-    images = list_field(body, "images", struct, "[]api.ImageData") or []
-    for image in images:
-        if not isinstance(image, str):
-            raise decode_error(image, f"{struct}.images", "api.ImageData")
+    for image in images or ():
         try:
             b64decode_go(image)
         except Base64Error as exc:
             raise InvalidRequest(str(exc)) from exc
-    return images
+    return images or []

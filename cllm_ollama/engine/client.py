@@ -20,8 +20,8 @@ from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
 from .binding import (
     KV_QUANT_BLOCK,
     CacheTypeRefused,
+    Lora,
     MediaPrompt,
-    Model,
     Projector,
     Sampler,
     gpu_free_memory,
@@ -33,6 +33,7 @@ from .memory import available_memory, check_memory_fit
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, Sink
+from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")
 
@@ -93,20 +94,74 @@ class LoadedModel:
         *,
         host_memory: MemoryProbe | None = None,
         gpu_memory: MemoryProbe | None = None,
+        weights: SharedWeights | None = None,
     ) -> None:
         """Blocking (reads weights, allocates the KV cache): call it from a worker thread.
 
         ``host_memory`` and ``gpu_memory`` tell the free bytes of each (tests pass small ones;
         by default ``available_memory`` and ``gpu_free_memory``, looked up at each load).
-        Raises ``InsufficientMemory`` when the KV cache would not fit.
+        ``weights`` hands out the ``llama_model`` (the pool's, shared with the other models over
+        the same file; by default this model's own). Raises ``InsufficientMemory`` when the KV
+        cache would not fit, ``AdapterRefused`` (a 400) for an adapter the weights do not take.
         """
         self.spec = spec
         projector = spec.projector if not spec.embedding_only else None
-        probe(spec.path, n_gpu_layers=spec.n_gpu_layers, embedding_only=spec.embedding_only, projector=projector)
-        self.model = Model(spec.path, n_gpu_layers=spec.n_gpu_layers)
+        probe(
+            spec.path,
+            n_gpu_layers=spec.n_gpu_layers,
+            embedding_only=spec.embedding_only,
+            projector=projector,
+            adapters=spec.adapters,
+        )
+        self._weights = weights or SharedWeights()
+        self.model = self._weights.acquire(spec.path, spec.n_gpu_layers)
+        self.runner: Runner | None = None
+        # Owned beside the model, closed after the runner (whose prompts it tokenized) and before it.
+        self.projector: Projector | None = None
+        # This model's adapters: loaded against the shared weights, set on its own contexts only.
+        self.adapters: list[Lora] = []
+        try:
+            resolved = self._resolve(spec)
+            probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
+            self._check_memory(resolved, *probes)
+            for path in spec.adapters:
+                self.adapters.append(Lora(self.model, path, spec.adapter_scale))
+            if spec.projector is not None and not spec.embedding_only:
+                self.projector = Projector(
+                    self.model, spec.projector, n_threads=resolved.n_threads, use_gpu=spec.n_gpu_layers != 0
+                )
+            if not spec.embedding_only:
+                try:
+                    self.runner = Runner(self.model, resolved, adapters=self.adapters)
+                except CacheTypeRefused as exc:
+                    # An f16 cache is 2-4x the quantized one: it must fit on its own account.
+                    log.warning("%s: using f16", exc)
+                    resolved = replace(resolved, kv_cache_type="f16")
+                    self._check_memory(resolved, *probes)
+                    self.runner = Runner(self.model, resolved, adapters=self.adapters)
+        except Exception:
+            self._free_model()
+            raise
+        self.resolved = resolved
+        self.embedder = Embedder(
+            self.model,
+            n_seq_max=resolved.n_slots,
+            n_ctx_seq=resolved.n_ctx_slot,
+            n_batch=resolved.n_batch,
+            n_threads=resolved.n_threads,
+            flash_attn=spec.flash_attention,
+            adapters=self.adapters,
+        )
+        # What the generation context got (llama.cpp may still have refused a quantized one).
+        self.kv_cache_type = resolved.kv_cache_type
+        self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else resolved.n_ctx_slot
+        self.max_queue = max_queue
+        self.in_flight = 0
+
+    def _resolve(self, spec: LoadSpec) -> LoadSpec:
+        """What this load runs with: the spec, resolved against the model and the machine."""
         n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
-        # What this load runs with: the spec, resolved against the model and the machine.
-        resolved = replace(
+        return replace(
             spec,
             n_ctx_slot=n_ctx_slot,
             # A client's num_thread must not be able to spawn thousands of threads.
@@ -119,44 +174,6 @@ class LoadedModel:
             if spec.embedding_only
             else resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, self.model.head_dims()),
         )
-        probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
-        self.runner: Runner | None = None
-        # Owned beside the model, closed after the runner (whose prompts it tokenized) and before it.
-        self.projector: Projector | None = None
-        try:
-            self._check_memory(resolved, *probes)
-            if spec.projector is not None and not spec.embedding_only:
-                self.projector = Projector(
-                    self.model, spec.projector, n_threads=resolved.n_threads, use_gpu=spec.n_gpu_layers != 0
-                )
-            if not spec.embedding_only:
-                try:
-                    self.runner = Runner(self.model, resolved)
-                except CacheTypeRefused as exc:
-                    # An f16 cache is 2-4x the quantized one: it must fit on its own account.
-                    log.warning("%s: using f16", exc)
-                    resolved = replace(resolved, kv_cache_type="f16")
-                    self._check_memory(resolved, *probes)
-                    self.runner = Runner(self.model, resolved)
-        except Exception:
-            if self.projector is not None:
-                self.projector.close()
-            self.model.close()
-            raise
-        self.resolved = resolved
-        self.embedder = Embedder(
-            self.model,
-            n_seq_max=resolved.n_slots,
-            n_ctx_seq=resolved.n_ctx_slot,
-            n_batch=resolved.n_batch,
-            n_threads=resolved.n_threads,
-            flash_attn=spec.flash_attention,
-        )
-        # What the generation context got (llama.cpp may still have refused a quantized one).
-        self.kv_cache_type = resolved.kv_cache_type
-        self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else resolved.n_ctx_slot
-        self.max_queue = max_queue
-        self.in_flight = 0
 
     def occupancy(self) -> Occupancy:
         """Requests in slots, requests queued for one, and the KV cells in use, at this moment."""
@@ -182,7 +199,7 @@ class LoadedModel:
             n_slots=spec.n_slots,
             host_weights=self.model.size_bytes
             - (self.size_vram if gpu is not None else 0)
-            + (spec.projector.stat().st_size if spec.projector is not None else 0),
+            + sum(path.stat().st_size for path in (spec.projector, *spec.adapters) if path is not None),
             host_free=host_memory(),
             gpu_share=min(self.model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0,
             gpu_free=gpu,
@@ -348,6 +365,13 @@ class LoadedModel:
         if self.runner is not None:
             self.runner.close()
         self.embedder.close()
+        self._free_model()
+
+    def _free_model(self) -> None:
+        """What sits on the weights first (projector, adapters: no context uses them now), then
+        this model's hold on the weights, which frees them when no other model shares them."""
         if self.projector is not None:
             self.projector.close()
-        self.model.close()
+        for adapter in self.adapters:
+            adapter.close()
+        self._weights.release(self.model)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import EngineError
-from .binding import Batch, Context, Model
+from .binding import Batch, Context, Lora, Model, with_adapters
 
 POOLING_UNSPECIFIED = -1
 POOLING_NONE = 0
@@ -69,10 +69,13 @@ class Embedder:
         n_batch: int,
         n_threads: int,
         flash_attn: bool | None = None,
+        adapters: Sequence[Lora] = (),
     ) -> None:
         """``flash_attn`` follows OLLAMA_FLASH_ATTENTION as the generation context does; the cache
-        stays f16: it is small and cleared after every batch."""
+        stays f16: it is small and cleared after every batch. ``adapters`` (the caller's) apply to
+        every context made here, as they do to an adapted model's generation context."""
         self._model = model
+        self._adapters = tuple(adapters)
         self._flash_attn = flash_attn
         self._n_ctx = n_ctx_seq
         self._n_seq_max = n_seq_max
@@ -174,7 +177,7 @@ class Embedder:
         return self._ctx, self._batch
 
     def _make(self, pooling: int, n_batch: int, n_ctx_seq: int) -> Context:
-        return Context(
+        ctx = Context(
             self._model,
             n_seq_max=self._n_seq_max,
             n_ctx_seq=n_ctx_seq,
@@ -184,6 +187,7 @@ class Embedder:
             pooling=pooling,
             flash_attn=self._flash_attn,
         )
+        return with_adapters(ctx, self._adapters)
 
     def _pooled(self, ctx: Context, batch: Batch, inputs: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """llama.cpp pools: whole inputs, as many as fit one decode."""

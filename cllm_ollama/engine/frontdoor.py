@@ -46,6 +46,10 @@ class LoadSpec:
     embedding_only: bool = False
     # The projector (an ``mmproj`` GGUF) of a model that sees: loaded beside it by libmtmd.
     projector: Path | None = None
+    # LoRA adapters (Ollama's ``ADAPTER``), applied at ``adapter_scale`` (Ollama's runner: 1.0) to this
+    # model's own contexts over weights shared with its base: the pool keys models by (path, adapters).
+    adapters: tuple[Path, ...] = ()
+    adapter_scale: float = 1.0
     # Host RAM for saved prompt states, and prompt tokens per step beside generation (0: off).
     cache_bytes: int = 0
     max_prefill: int = 0

@@ -7,6 +7,7 @@ the event loop only; loading and unloading happen in worker threads.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -23,6 +24,7 @@ from ..errors import InsufficientMemory
 from .client import LoadedModel
 from .frontdoor import EngineClient, LoadSpec
 from .grammar import GrammarChecker
+from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")
 
@@ -43,6 +45,21 @@ class LoadRequest:
     embedding_only: bool = False
     # A model that sees: its projector, loaded beside it.
     projector: Path | None = None
+    # LoRA adapters: a model of its own (its own context and slots) over the base's weights.
+    adapters: tuple[Path, ...] = ()
+
+    @property
+    def key(self) -> Key:
+        return (self.path, self.adapters)
+
+
+# What the pool keys a loaded model by: its weights and its adapters (a base and its adapted
+# models are loaded side by side, sharing one ``llama_model``).
+Key = tuple[Path, tuple[Path, ...]]
+
+
+def _key(spec: LoadSpec) -> Key:
+    return (spec.path, spec.adapters)
 
 
 class Timer(Protocol):
@@ -92,7 +109,8 @@ Loader = Callable[[LoadSpec, int], EngineClient]
 
 
 class ModelPool:
-    """Loaded models keyed by GGUF path: a model is never loaded twice."""
+    """Loaded models keyed by GGUF path and adapters: a model is never loaded twice, and weights
+    are in memory once however many adapted models use them (``weights``)."""
 
     def __init__(
         self,
@@ -101,7 +119,7 @@ class ModelPool:
         max_loaded: int,
         max_queue: int,
         default_keep_alive: float,
-        loader: Loader = LoadedModel,
+        loader: Loader | None = None,
         grammars: GrammarChecker | None = None,
         clock: Clock | None = None,
     ) -> None:
@@ -110,11 +128,13 @@ class ModelPool:
         self._max_loaded = max(1, max_loaded)
         self._max_queue = max_queue
         self.default_keep_alive = default_keep_alive
-        self._loader = loader
+        # The weights every loaded model holds, shared by a base and its adapted models.
+        self.weights = SharedWeights()
+        self._loader: Loader = loader or functools.partial(LoadedModel, weights=self.weights)
         self._clock = clock or SystemClock()
         # Output grammars are parsed in a child process first; the pool owns that process.
         self.grammars = grammars or GrammarChecker()
-        self._entries: dict[Path, Entry] = {}
+        self._entries: dict[Key, Entry] = {}
         self._load_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Condition()
@@ -126,7 +146,11 @@ class ModelPool:
     def _spec_for(self, req: LoadRequest, current: LoadSpec | None) -> LoadSpec:
         """The spec to load: defaults (or what is loaded now) with the request's settings on top."""
         spec = current or replace(
-            self._defaults, path=req.path, embedding_only=req.embedding_only, projector=req.projector
+            self._defaults,
+            path=req.path,
+            embedding_only=req.embedding_only,
+            projector=req.projector,
+            adapters=req.adapters,
         )
         if req.num_ctx is not None:
             # Never below what is loaded or the default: one client's small num_ctx must not
@@ -170,7 +194,7 @@ class ModelPool:
         A model that is loaded and fits the request is taken at once, without the load lock:
         a reload or eviction waiting on one model must not stall requests to another.
         """
-        entry = self._entries.get(req.path)
+        entry = self._entries.get(req.key)
         if entry is not None and not entry.draining and not self._needs_reload(entry, req):
             return self._hold(entry, req, keep_alive)
         self.waiting_for_load[req.name] += 1
@@ -183,7 +207,7 @@ class ModelPool:
 
     async def _acquire_locked(self, req: LoadRequest, keep_alive: float | None) -> Entry:
         async with self._load_lock:
-            entry = self._entries.get(req.path)
+            entry = self._entries.get(req.key)
             current: LoadSpec | None = None
             if entry is not None and entry.model.dead is not None:
                 # Its engine thread stopped (and failed what it ran): load it afresh.
@@ -217,7 +241,7 @@ class ModelPool:
                     last_used=self._clock.monotonic(),
                     slots_asked=spec.n_slots,
                 )
-                self._entries[req.path] = entry
+                self._entries[req.key] = entry
                 self.loads[req.name] += 1
             return self._hold(entry, req, keep_alive)
 
@@ -285,11 +309,14 @@ class ModelPool:
         finally:
             self.release(entry)
 
-    async def unload(self, path: Path) -> None:
-        """Unload now if idle, else as soon as the last request finishes (keep_alive 0)."""
-        entry = self._entries.get(path)
-        if entry is None:
-            return
+    async def unload(self, path: Path, adapters: tuple[Path, ...] | None = None) -> None:
+        """Unload now if idle, else as soon as the last request finishes (keep_alive 0): the model
+        with ``adapters``, or with ``None`` every model over the weights of ``path``."""
+        for key, entry in list(self._entries.items()):
+            if key[0] == path and adapters in (None, key[1]):
+                await self._unload_soon(entry)
+
+    async def _unload_soon(self, entry: Entry) -> None:
         entry.keep_alive = 0
         entry.expires_at = self._clock.time()
         if entry.refs == 0:
@@ -301,7 +328,7 @@ class ModelPool:
         A request for another name sharing the weights takes the entry over (and keeps it loaded).
         """
         for entry in [e for e in self._entries.values() if e.name == name]:
-            await self.unload(entry.model.spec.path)
+            await self._unload_soon(entry)
 
     def running(self) -> list[Entry]:
         """Loaded models, longest remaining time first (as /api/ps sorts)."""
@@ -330,15 +357,15 @@ class ModelPool:
                 await self._changed.wait_for(lambda: any(e.refs == 0 for e in self._entries.values()))
 
     async def _expire(self, entry: Entry) -> None:
-        if entry.refs == 0 and self._entries.get(entry.model.spec.path) is entry:
+        if entry.refs == 0 and self._entries.get(_key(entry.model.spec)) is entry:
             await self._unload(entry)
 
     async def _unload(self, entry: Entry) -> None:
         if entry.timer is not None:
             entry.timer.cancel()
             entry.timer = None
-        if self._entries.get(entry.model.spec.path) is entry:
-            del self._entries[entry.model.spec.path]
+        if self._entries.get(_key(entry.model.spec)) is entry:
+            del self._entries[_key(entry.model.spec)]
             await anyio.to_thread.run_sync(entry.model.close)
             self.unloads[entry.name] += 1
             log.info("unloaded %s", entry.name)

@@ -22,42 +22,61 @@ import sys
 import threading
 from pathlib import Path
 
-from ..errors import EngineError
+from ..errors import EngineError, InvalidRequest
 
 # A probe that runs longer than this is stuck, not slow: even a 70B model loads in minutes.
 PROBE_TIMEOUT_S = 1800
+# The child's exit status when llama.cpp refused an adapter cleanly (a wrong base): a 400, not a 500.
+_ADAPTER_REFUSED = 3
 
 _passed: set[tuple[object, ...]] = set()
 _lock = threading.Lock()
 
 
-def probe(path: Path, *, n_gpu_layers: int, embedding_only: bool, projector: Path | None = None) -> None:
+def probe(
+    path: Path,
+    *,
+    n_gpu_layers: int,
+    embedding_only: bool,
+    projector: Path | None = None,
+    adapters: tuple[Path, ...] = (),
+) -> None:
     """Raise ``EngineError`` if loading ``path`` (and a first decode), or its ``projector`` beside it
-    (clip.cpp asserts on what it cannot read too), kills a child process."""
+    (clip.cpp asserts on what it cannot read too), or its LoRA ``adapters`` (the first decode runs
+    with them), kills a child process; ``InvalidRequest`` if llama.cpp refused an adapter."""
     st = path.stat()
     pst = projector.stat() if projector is not None else None
-    key = (str(path), st.st_size, st.st_mtime_ns, n_gpu_layers, embedding_only, str(projector), pst and pst.st_size)
+    key: tuple[object, ...] = (str(path), st.st_size, st.st_mtime_ns, n_gpu_layers, embedding_only)
+    key += (str(projector), pst and pst.st_size, *((str(a), a.stat().st_size, a.stat().st_mtime_ns) for a in adapters))
     with _lock:
         if key in _passed:
             return
     cmd = [sys.executable, "-m", __name__, str(path), str(n_gpu_layers), "1" if embedding_only else "0"]
-    cmd += [str(projector)] if projector is not None else []
+    cmd += [str(projector) if projector is not None else "", *map(str, adapters)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
         raise EngineError(f"loading the model took more than {PROBE_TIMEOUT_S} s") from exc
+    if proc.returncode == _ADAPTER_REFUSED:
+        said = _said(proc, path)
+        raise InvalidRequest(f"llama.cpp cannot apply the model's adapter to it{': ' + said if said else ''}")
     if proc.returncode != 0:
         raise EngineError(f"llama.cpp cannot load this model: {_reason(proc, path)}")
     with _lock:
         _passed.add(key)
 
 
-def _reason(proc: subprocess.CompletedProcess[str], path: Path) -> str:
-    """The last thing llama.cpp said, without server paths, and how the child ended."""
+def _said(proc: subprocess.CompletedProcess[str], path: Path) -> str:
+    """The last thing llama.cpp said, without server paths."""
     lines = [line.strip() for line in proc.stderr.replace(str(path), path.name).splitlines() if line.strip()]
     said = next((line for line in reversed(lines) if "GGML_ASSERT" in line or "error" in line.lower()), "")
     said = said or (lines[-1] if lines else "")
-    said = re.sub(r"\S*/(\S+:\d+:)", r"\1", said)  # llama.cpp's build paths: keep file and line
+    return re.sub(r"\S*/(\S+:\d+:)", r"\1", said)  # llama.cpp's build paths: keep file and line
+
+
+def _reason(proc: subprocess.CompletedProcess[str], path: Path) -> str:
+    """What llama.cpp said last, and how the child ended."""
+    said = _said(proc, path)
     if proc.returncode < 0:
         try:
             how = f"the loader was killed by {signal.Signals(-proc.returncode).name}"
@@ -68,14 +87,19 @@ def _reason(proc: subprocess.CompletedProcess[str], path: Path) -> str:
     return f"{how}: {said[-400:]}" if said else how
 
 
-def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str | None = None) -> None:
+def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str = "", *adapter_paths: str) -> None:
     # Imported here: the parent never loads llama.cpp for a probe.
-    from .binding import Batch, Context, Model, Projector
+    from .binding import AdapterRefused, Batch, Context, Lora, Model, Projector, with_adapters
 
     model = Model(Path(path), n_gpu_layers=n_gpu_layers)
-    if projector is not None:
+    if projector:
         Projector(model, Path(projector), n_threads=1, use_gpu=n_gpu_layers != 0).close()
+    try:
+        adapters = [Lora(model, Path(p)) for p in adapter_paths]
+    except AdapterRefused:
+        os._exit(_ADAPTER_REFUSED)  # llama.cpp has said why on stderr
     ctx = Context(model, n_seq_max=1, n_ctx_seq=64, n_batch=16, n_threads=1, embeddings=embedding_only)
+    ctx = with_adapters(ctx, adapters)
     batch = Batch(ctx.n_batch)
     first = model.bos if model.bos >= 0 else 0
     tokens = [first, (first + 1) % model.n_vocab]
@@ -84,12 +108,14 @@ def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str | N
     if not embedding_only:
         ctx.logits(1)
     ctx.close()
+    for adapter in adapters:
+        adapter.close()
     model.close()
 
 
 if __name__ == "__main__":
     try:
-        _main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] if len(sys.argv) > 4 else None)
+        _main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", *sys.argv[4:])
     except Exception as exc:  # a clean failure (not an abort): say it on stderr, exit 1
         print(f"error: {exc}", file=sys.stderr)
         os._exit(1)

@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import EngineError
-from .binding import STATE_FORMAT, Batch, Context, Model, Sampler
+from .binding import STATE_FORMAT, Batch, Context, Lora, Model, Sampler, with_adapters
 from .blocks import BLOCK
 from .disk_cache import DiskCache, identity_digest, weights_id
 from .encoder import EncodeFailed, ImageEncoder
@@ -111,23 +111,28 @@ class Runner:
         *,
         context: Callable[..., Context] = Context,
         batch: Callable[[int], Batch] = Batch,
+        adapters: Sequence[Lora] = (),
     ) -> None:
         """``spec`` as the load resolved it (``client.resolve``): the context it asks for is made
-        here. ``context`` and ``batch`` make the llama.cpp objects; tests pass fakes (no llama.cpp)."""
+        here, with ``adapters`` (loaded for ``spec.adapters``, owned by the caller) set on it.
+        ``context`` and ``batch`` make the llama.cpp objects; tests pass fakes (no llama.cpp)."""
         self.model = model
         self.spec = spec
         # Set when the engine thread stopped for good: why. The pool then loads the model again.
         self.dead: str | None = None
         # Every generating slot puts a token in each batch: a batch smaller than the slot count
         # would trip llama.cpp's n_batch assertion (a process abort), whatever num_batch says.
-        self.ctx = context(
-            model,
-            n_seq_max=spec.n_slots,
-            n_ctx_seq=spec.n_ctx_slot,
-            n_batch=max(spec.n_batch, spec.n_slots),
-            n_threads=spec.n_threads,
-            cache_type=spec.kv_cache_type,
-            flash_attn=spec.flash_attention,
+        self.ctx = with_adapters(
+            context(
+                model,
+                n_seq_max=spec.n_slots,
+                n_ctx_seq=spec.n_ctx_slot,
+                n_batch=max(spec.n_batch, spec.n_slots),
+                n_threads=spec.n_threads,
+                cache_type=spec.kv_cache_type,
+                flash_attn=spec.flash_attention,
+            ),
+            adapters,
         )
         # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
         share = not model.is_recurrent
@@ -175,8 +180,16 @@ class Runner:
             return None
         # Image cells are the projector's output: another projector over the same weights differs.
         projector = weights_id(spec.projector) if spec.projector else ""
+        # A LoRA changes every layer's KV: an adapted model's states are its own.
+        adapters = ",".join(weights_id(path) for path in spec.adapters)
         identity = identity_digest(
-            weights_id(model.path), spec.kv_cache_type, spec.flash_attention, spec.n_slots, STATE_FORMAT, projector
+            weights_id(model.path),
+            spec.kv_cache_type,
+            spec.flash_attention,
+            spec.n_slots,
+            STATE_FORMAT,
+            projector,
+            *([adapters] if adapters else []),
         )
         return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens)
 

@@ -14,6 +14,7 @@ import orjson
 
 from ..errors import InvalidRequest
 from . import manifests as mt
+from .adapters import check_adapter, check_adapter_names
 from .blobs import parse_digest
 from .gguf_info import GGUFError, GGUFInfo, gguf_info, is_gguf
 from .manifests import Layer
@@ -55,12 +56,6 @@ class CreateRequest:
             parameters=_parameters(body),
             messages=_messages(body.get("messages")),
         )
-
-
-ADAPTERS_REFUSED = (
-    "adapters are not supported: cllm cannot apply a LoRA adapter (ADAPTER) yet; "
-    "merge it into the GGUF (llama.cpp's llama-export-lora) and create the model FROM the result"
-)
 
 
 def _optional(body: dict[str, Any], key: str, kind: type) -> Any:
@@ -121,9 +116,11 @@ def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report)
         raise InvalidRequest("neither 'from' or 'files' was specified")
     reused = {layer.digest for layer in layers}
 
-    if req.adapters or any(layer.media_type == mt.ADAPTER for layer in layers):
-        # Stored but not applied, the model would silently run without it.
-        raise InvalidRequest(ADAPTERS_REFUSED)
+    if req.adapters:
+        # Added to the base's (a model made FROM an adapted one keeps its adapter), as in Ollama.
+        for layer in _adapter_layers(store, claim, req.adapters, layers):
+            if layer.digest not in {kept.digest for kept in layers}:
+                layers.append(layer)
 
     def replace(media_type: str, blobs: list[bytes]) -> None:
         layers[:] = [layer for layer in layers if layer.media_type != media_type]
@@ -161,6 +158,35 @@ def _blob_layer(store: ModelStore, claim: Claim, digest: str, media_type: str) -
     return Layer(media_type, f"sha256:{hex_digest}", store.blob_path(digest).stat().st_size)
 
 
+def _gguf_upload(store: ModelStore, filename: str, digest: str, *, verbose: bool = False) -> GGUFInfo:
+    """The header of an uploaded GGUF; a 400 for anything else, whose blob is then removed (no
+    create can use it, so a copy of, say, /etc/passwd is not left behind)."""
+    path = store.blob_path(digest)
+    try:
+        if not is_gguf(path):
+            raise InvalidRequest(f"{filename}: invalid file magic: only GGUF files can be imported")
+        try:
+            return gguf_info(path, verbose=verbose)
+        except GGUFError as exc:
+            raise InvalidRequest(f"{filename}: {exc}") from exc
+    except InvalidRequest:
+        store.discard_unused([digest])
+        raise
+
+
+def _adapter_layers(store: ModelStore, claim: Claim, adapters: dict[str, str], layers: list[Layer]) -> list[Layer]:
+    """The request's adapters as ``adapter`` layers, each checked against the base model in ``layers``."""
+    check_adapter_names(adapters)
+    base_layer = next(layer for layer in layers if layer.media_type == mt.MODEL)
+    base = gguf_info(store.blob_path(base_layer.digest), verbose=True)
+    out = []
+    for filename, digest in adapters.items():
+        layer = _blob_layer(store, claim, digest, mt.ADAPTER)
+        check_adapter(filename, _gguf_upload(store, filename, digest, verbose=True), base)
+        out.append(layer)
+    return out
+
+
 def _is_projector(info: GGUFInfo) -> bool:
     """Ollama's test (server/create.go ``isProjectorGGUF``): a GGUF that says it is one, a vision
     tower without a text model, or a CLIP file with an encoder and no text blocks."""
@@ -182,18 +208,7 @@ def _from_files(
     projectors: list[Layer] = []
     for filename, digest in files.items():
         layer = _blob_layer(store, claim, digest, mt.MODEL)
-        path = store.blob_path(digest)
-        try:
-            if not is_gguf(path):
-                raise InvalidRequest(f"{filename}: invalid file magic: only GGUF files can be imported")
-            try:
-                info = gguf_info(path)
-            except GGUFError as exc:
-                raise InvalidRequest(f"{filename}: {exc}") from exc
-        except InvalidRequest:
-            # Not a GGUF: no create can use it, so do not leave a copy of, say, /etc/passwd behind.
-            store.discard_unused([digest])
-            raise
+        info = _gguf_upload(store, filename, digest)
         if info.problems:
             raise InvalidRequest(f"{filename}: llama.cpp cannot load this model: {'; '.join(info.problems)}")
         if _is_projector(info):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequest
+from .adapters import SAFETENSORS_REFUSED
 
 _INSTRUCTIONS = ("from", "parameter", "template", "system", "license", "message", "adapter")
 _ROLES = ("system", "user", "assistant")
@@ -187,6 +188,8 @@ def create_body(name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path
     adapters = {}
     for reference in mf.adapters:
         adapter = local_file(reference, base_dir)
+        if adapter is None and (base_dir / os.path.expanduser(reference)).is_dir():
+            raise InvalidRequest(f"ADAPTER {reference}: {SAFETENSORS_REFUSED}")  # Ollama's CLI uploads its files
         if adapter is None:
             raise InvalidRequest(f"no such file: {reference}")
         adapters[adapter.name] = upload(adapter)

@@ -672,13 +672,15 @@ def write_qwen2vl_projector(
     return path
 
 
-def write_lora(folder: Path, *, rank: int = 4, alpha: float = 8.0, seed: int = 0) -> tuple[Path, Path]:
+def write_lora(
+    folder: Path, *, rank: int = 4, alpha: float = 8.0, seed: int = 0, endless: bool = False
+) -> tuple[Path, Path]:
     """A tiny base model and a LoRA for it: ``folder/base.gguf`` (``write_qwen3``) and
     ``folder/adapter.gguf``, low-rank deltas (A, B) on every layer's attention query and FFN up
     projection, in the layout llama.cpp's ``llama_adapter_lora_init`` checks (A is ``{n_in, rank}``,
-    B ``{rank, n_out}``), scaled by ``alpha / rank``."""
+    B ``{rank, n_out}``), scaled by ``alpha / rank``. ``endless``: as ``write_qwen3``'s (oracle tests)."""
     folder.mkdir(parents=True, exist_ok=True)
-    base = write_qwen3(folder / "base.gguf", seed=seed)
+    base = write_qwen3(folder / "base.gguf", seed=seed, endless=endless)
     path = folder / "adapter.gguf"
     s = TINY
     f32 = gguf.GGMLQuantizationType.F32

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from cllm_ollama.app import create_app
 from cllm_ollama.chatformat.builtin_templates import CHATML
 from cllm_ollama.config import Settings
-from cllm_ollama.testing.ggufs import write_qwen3
+from cllm_ollama.testing.ggufs import Shape, write_gemma3, write_lora, write_qwen3
 
 
 @pytest.fixture
@@ -287,14 +287,45 @@ def test_push_errors(api: TestClient) -> None:
     assert (r.status_code, r.json()) == (400, {"error": "model is required"})
 
 
-def test_create_refuses_adapters(api: TestClient, tiny_gguf: Path) -> None:
-    """An ADAPTER would be stored and silently not applied: refused at create time instead."""
-    digest = upload(api, tiny_gguf.read_bytes())
-    adapter = upload(api, b"GGUF lora stand-in")
-    body = {"model": "m", "files": {"tiny.gguf": digest}, "adapters": {"lora.gguf": adapter}, "stream": False}
-    r = api.post("/api/create", json=body)
-    assert r.status_code == 400 and r.json()["error"].startswith("adapters are not supported")
-    assert api.post("/api/show", json={"model": "m"}).status_code == 404
+def test_create_takes_a_gguf_adapter_for_its_base(api: TestClient, tmp_path: Path) -> None:
+    """An adapter layer beside the weights; /api/show's Modelfile names it; FROM the model keeps it."""
+    base, adapter = write_lora(tmp_path)
+    digest, adapter_digest = upload(api, base.read_bytes()), upload(api, adapter.read_bytes())
+    body = {"model": "m", "files": {"base.gguf": digest}, "adapters": {"adapter.gguf": adapter_digest}}
+    r = api.post("/api/create", json={**body, "stream": False})
+    assert (r.status_code, r.json()) == (200, {"status": "success"})
+    record = api.app.state.store.get("m")  # type: ignore[attr-defined]
+    assert [(layer.media_type, layer.digest) for layer in record.manifest.layers][:2] == [
+        ("application/vnd.ollama.image.model", digest),
+        ("application/vnd.ollama.image.adapter", adapter_digest),
+    ]
+    modelfile = api.post("/api/show", json={"model": "m"}).json()["modelfile"]
+    assert re.search(r"^ADAPTER .*" + adapter_digest.replace(":", "-") + "$", modelfile, re.M)
+    r = api.post("/api/create", json={"model": "m2", "from": "m", "system": "be brief", "stream": False})
+    assert r.status_code == 200
+    assert "\nADAPTER " in api.post("/api/show", json={"model": "m2"}).json()["modelfile"]
+
+
+def test_create_refuses_an_adapter_for_another_base_with_a_400(api: TestClient, tmp_path: Path) -> None:
+    """llama.cpp's own checks, made at create (Ollama stores the adapter unchecked and fails at load)."""
+    _, adapter = write_lora(tmp_path / "lora")
+    adapter_digest = upload(api, adapter.read_bytes())
+    other_arch = upload(api, write_gemma3(tmp_path / "gemma.gguf").read_bytes())
+    other_shape = upload(api, write_qwen3(tmp_path / "wide.gguf", shape=Shape(n_ff=96)).read_bytes())
+    right = upload(api, (tmp_path / "lora" / "base.gguf").read_bytes())
+    cases = [
+        (other_arch, {"adapter.gguf": adapter_digest}, "adapter.gguf: the adapter is for architecture 'qwen3', "),
+        (other_shape, {"adapter.gguf": adapter_digest}, "adapter.gguf: the adapter does not fit the base model: "),
+        (right, {"a.gguf": adapter_digest, "b.gguf": right}, "only one adapter is currently supported"),
+        (right, {"a.safetensors": adapter_digest}, "safetensors adapters are not supported"),
+        (right, {"base.gguf": right}, "base.gguf: not a LoRA adapter (the GGUF is a model)"),
+        (right, {"lora.gguf": upload(api, b"GGUF lora stand-in")}, "lora.gguf: "),
+    ]
+    for base, adapters, error in cases:
+        body = {"model": "m", "files": {"base.gguf": base}, "adapters": adapters, "stream": False}
+        r = api.post("/api/create", json=body)
+        assert r.status_code == 400 and r.json()["error"].startswith(error), (error, r.json())
+        assert api.post("/api/show", json={"model": "m"}).status_code == 404
 
 
 def test_images_to_a_vision_model_are_refused_not_dropped(api: TestClient, tmp_path: Path) -> None:

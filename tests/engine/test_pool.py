@@ -223,3 +223,31 @@ def test_the_least_recently_used_idle_model_is_evicted_beyond_max_loaded() -> No
         await pool.close()
 
     asyncio.run(run())
+
+
+def test_a_model_with_adapters_is_its_own_entry_beside_its_base_and_unloads_on_its_own() -> None:
+    """Keyed by (weights, adapters): the base and each adapted model load once each and serve at
+    the same time; keep_alive 0 for one leaves the other; a deleted file unloads both."""
+    loads: list[LoadSpec] = []
+    adapter = (Path("/lora.gguf"),)
+
+    async def run() -> None:
+        pool = make_pool(loads, max_loaded=3)
+        base = await pool.acquire(request(), None)
+        tuned = await pool.acquire(LoadRequest(Path("/m.gguf"), "tuned", "d", adapters=adapter), None)
+        assert tuned is not base and [spec.adapters for spec in loads] == [(), adapter]
+        again = await pool.acquire(LoadRequest(Path("/m.gguf"), "tuned", "d", adapters=adapter), None)
+        assert again is tuned and len(loads) == 2
+        for entry in (base, tuned, again):
+            pool.release(entry)
+        await pool.unload(Path("/m.gguf"), ())
+        await settle(pool)
+        assert loaded(pool) == ["tuned"]
+        pool.release(await pool.acquire(request(), None))
+        assert loaded(pool) == ["m", "tuned"]
+        await pool.unload(Path("/m.gguf"))
+        await settle(pool)
+        assert loaded(pool) == []
+        await pool.close()
+
+    asyncio.run(run())

@@ -106,6 +106,17 @@ def test_create_body_uploads_local_files(tmp_path: Path) -> None:
         create_body("m3", parse_modelfile("FROM ./missing.gguf"), tmp_path, upload)
 
 
+def test_create_body_uploads_a_gguf_adapter_and_refuses_a_safetensors_folder(tmp_path: Path) -> None:
+    """ADAPTER joins ``adapters``; a folder is a safetensors adapter (Ollama converts it), refused clearly."""
+    (tmp_path / "lora.gguf").write_bytes(b"GGUF...")
+    (tmp_path / "hf-lora").mkdir()
+    digest = "sha256:" + "2" * 64
+    body = create_body("m", parse_modelfile("FROM qwen3\nADAPTER ./lora.gguf"), tmp_path, lambda p: digest)
+    assert body == {"model": "m", "from": "qwen3", "adapters": {"lora.gguf": digest}}
+    with pytest.raises(InvalidRequest, match=r"^ADAPTER \./hf-lora: safetensors adapters are not supported"):
+        create_body("m", parse_modelfile("FROM qwen3\nADAPTER ./hf-lora"), tmp_path, lambda p: "")
+
+
 def statuses(store: ModelStore, body: dict[str, Any]) -> list[str]:
     events: list[dict[str, Any]] = []
     create_model(store, CreateRequest.from_json(body), events.append)

@@ -31,6 +31,7 @@ from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.pull import HUB, REGISTRY, REGISTRY_THEN_HUB, pull_model, pull_source
 from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.ggufs import write_lora
 
 TEMPLATE = "{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}<|im_start|>user\n{{ .Prompt }}"
 PARAMS = {"stop": ["<|im_end|>"], "temperature": 0.7}
@@ -119,6 +120,18 @@ def test_a_library_name_comes_from_the_registry_with_its_layers(
     assert len(registry.seen("GET", "/blobs/")) == before
     assert [e for e in again if e.get("digest") == model_digest] == [{**progress[0], "completed": len(gguf_bytes)}]
     assert statuses(again)[-3:] == ["verifying sha256 digest", "writing manifest", "success"]
+
+
+def test_a_model_with_an_adapter_layer_is_pulled_with_it(
+    model_store: ModelStore, registry: FakeRegistry, tmp_path: Path
+) -> None:
+    """Ollama's registry serves models with an ADAPTER: the adapter is a blob the model runs with."""
+    base, adapter = write_lora(tmp_path)
+    layers = [(mt.MODEL, base.read_bytes()), (mt.ADAPTER, adapter.read_bytes())]
+    registry.add_model("library/tuned", "latest", layers, {**CONFIG, "file_type": "F32"})
+    assert statuses(pull(model_store, registry, "tuned"))[-1] == "success"
+    record = model_store.get("tuned")
+    assert [path.read_bytes() for path in record.adapter_paths] == [adapter.read_bytes()]
 
 
 def test_user_namespaces_and_tags(model_store: ModelStore, registry: FakeRegistry, gguf_bytes: bytes) -> None:

@@ -25,17 +25,10 @@ from ..images import Base64Error, b64decode_go
 from ..lifecycle import Chunk, Generation
 from ..ollama.chat import start_chat
 from ..resolve import resolve_model
+from ..schemas.anthropic import MessagesRequest
 from ..shapes import Usage, truncation
-from ..wire import (
-    bool_field,
-    decode_error,
-    float_field,
-    int_field,
-    list_field,
-    object_field,
-    string_field,
-    tool_call_id,
-)
+from ..wire import decode_error, object_field, string_field, tool_call_id
+from .errors import decode
 
 _REQUEST = "MessagesRequest"
 _TOOL_CHOICES = ("auto", "any", "tool", "none")
@@ -160,37 +153,29 @@ def _message(m: object) -> list[dict[str, Any]]:
     return out if role == "user" else out + results
 
 
-def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+def _tools(req: MessagesRequest) -> list[dict[str, Any]] | None:
     tools = []
-    for tool in list_field(body, "tools", _REQUEST, "[]anthropic.Tool") or []:
-        if not isinstance(tool, dict):
-            raise decode_error(tool, f"{_REQUEST}.tools", "anthropic.Tool")
-        name = string_field(tool, "name", f"Tool.{_REQUEST}.tools")
-        description = string_field(tool, "description", f"Tool.{_REQUEST}.tools")
-        schema = tool.get("input_schema")
+    for tool in req.tools or []:
+        name, schema = tool.name or "", tool.input_schema
         if schema is not None and not isinstance(schema, dict):
             raise InvalidRequest(f'invalid input_schema for tool "{name}"')
-        function = {"name": name, "description": description, "parameters": schema or {"type": "object"}}
+        function = {"name": name, "description": tool.description or "", "parameters": schema or {"type": "object"}}
         tools.append({"type": "function", "function": function})
-    choice = object_field(body, "tool_choice", _REQUEST, "anthropic.ToolChoice") or {}
-    kind = string_field(choice, "type", f"ToolChoice.{_REQUEST}.tool_choice")
+    kind = req.tool_choice.type if req.tool_choice is not None else None
     if kind and kind not in _TOOL_CHOICES:
         raise InvalidRequest(f"invalid tool_choice type: {kind}")
     # Ollama accepts tool_choice and does not enforce it; "none" at least means no tools.
     return None if kind == "none" else tools or None
 
 
-def _think(body: dict[str, Any]) -> object:
+def _think(req: MessagesRequest) -> object:
     """``thinking.type`` enabled/disabled, else ``output_config.effort`` as a level (budget is not enforced)."""
-    thinking = object_field(body, "thinking", _REQUEST, "anthropic.ThinkingConfig") or {}
-    kind = string_field(thinking, "type", f"ThinkingConfig.{_REQUEST}.thinking")
-    int_field(thinking, "budget_tokens", f"ThinkingConfig.{_REQUEST}.thinking")
+    kind = req.thinking.type if req.thinking is not None else None
     if kind == "enabled":
         return True
     if kind == "disabled":
         return False
-    config = object_field(body, "output_config", _REQUEST, "anthropic.OutputConfig") or {}
-    effort = string_field(config, "effort", f"OutputConfig.{_REQUEST}.output_config").strip().lower()
+    effort = ((req.output_config.effort if req.output_config is not None else None) or "").strip().lower()
     effort = "high" if effort == "xhigh" else effort
     return effort if effort in _EFFORTS else None
 
@@ -209,25 +194,17 @@ def _cache_hinted(body: dict[str, Any]) -> bool:
 
 
 def _decode(body: dict[str, Any]) -> Decoded:
-    model = string_field(body, "model", _REQUEST)
-    max_tokens = int_field(body, "max_tokens", _REQUEST)
-    raw = list_field(body, "messages", _REQUEST, "[]anthropic.MessageParam")
-    stream = bool(bool_field(body, "stream", _REQUEST))
+    req = decode(body, MessagesRequest)
+    model, max_tokens, raw, stream = req.model or "", req.max_tokens, body.get("messages"), bool(req.stream)
     options: dict[str, Any] = {}
-    for key in ("temperature", "top_p"):
-        if (value := float_field(body, key, _REQUEST)) is not None:
+    for key in ("temperature", "top_p", "top_k"):
+        if (value := getattr(req, key)) is not None:
             options[key] = value
-    if (top_k := int_field(body, "top_k", _REQUEST)) is not None:
-        options["top_k"] = top_k
-    stops = list_field(body, "stop_sequences", _REQUEST, "[]string") or []
-    for stop in stops:
-        if not isinstance(stop, str):
-            raise decode_error(stop, f"{_REQUEST}.stop_sequences", "string")
-    object_field(body, "metadata", _REQUEST, "anthropic.Metadata")
-    tools = _tools(body)
-    think = _think(body)
+    stops = req.stop_sequences or []
+    tools = _tools(req)
+    think = _think(req)
     messages: list[dict[str, Any]] = []
-    if system := _system(body.get("system")):
+    if system := _system(req.system):
         messages.append({"role": "system", "content": system})
     for m in raw or []:
         messages += _message(m)

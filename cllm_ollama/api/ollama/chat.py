@@ -19,71 +19,28 @@ from ..images import tag_images
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
+from ..schemas.ollama import ChatRequest
 from ..shapes import metrics, truncation
-from ..wire import (
-    bool_field,
-    created_at,
-    decode_error,
-    images_field,
-    int_field,
-    list_field,
-    object_field,
-    string_field,
-    tool_calls_json,
-)
-
-_REQUEST = "ChatRequest"
+from ..wire import base64_images, created_at, tool_calls_json
+from .errors import decode
 
 
-def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """Validate messages the way Go would decode them; roles are lower-cased as Ollama does."""
-    raw = list_field(body, "messages", _REQUEST, "[]api.Message") or []
-    return [_message(m) for m in raw]
-
-
-def _message(m: object) -> dict[str, Any]:
-    # api.Message decodes itself (to lower-case the role), so Go names the path from ChatRequest.
-    where = f"{_REQUEST}.messages"
-    if not isinstance(m, dict):
-        raise decode_error(m, where, "api.Message")
-    message = dict(m)
-    message["role"] = string_field(m, "role", where).lower()
-    message["content"] = string_field(m, "content", where)
-    for key in ("thinking", "tool_name", "tool_call_id"):
-        string_field(m, key, where)
-    images_field(m, where)
-    for call in list_field(m, "tool_calls", where, "[]api.ToolCall") or []:
-        if not isinstance(call, dict):
-            raise decode_error(call, f"{where}.tool_calls", "api.ToolCall")
-        string_field(call, "id", f"{where}.tool_calls")
-        function = object_field(call, "function", f"{where}.tool_calls", "api.ToolCallFunction") or {}
-        string_field(function, "name", f"{where}.tool_calls.function")
-        int_field(function, "index", f"{where}.tool_calls.function")
-        object_field(function, "arguments", f"{where}.tool_calls.function", "api.ToolCallFunctionArguments")
-    return message
-
-
-def decode_tools(body: dict[str, Any], struct: str) -> list[dict[str, Any]] | None:
-    """``tools`` as Go decodes []api.Tool (``struct`` is the request type); None when empty."""
-    tools = list_field(body, "tools", struct, "api.Tools") or []
-    where = f"{struct}.tools"
-    for tool in tools:
-        if not isinstance(tool, dict):
-            raise decode_error(tool, where, "api.Tool")
-        string_field(tool, "type", where)
-        function = object_field(tool, "function", where, "api.ToolFunction") or {}
-        for key in ("name", "description"):
-            string_field(function, key, f"{where}.function")
-        object_field(function, "parameters", f"{where}.function", "api.ToolFunctionParameters")
-    return tools or None
+def _messages(body: dict[str, Any], req: ChatRequest) -> list[dict[str, Any]]:
+    """The messages as dicts (what templates read), decoded already; roles lower-cased as Ollama does."""
+    out = []
+    for raw, m in zip(body.get("messages") or [], req.messages or [], strict=True):
+        base64_images(m.images)
+        out.append(dict(raw) | {"role": (m.role or "").lower(), "content": m.content or ""})
+    return out
 
 
 async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a chat body: its Generation, or a load/unload call's reason once done."""
-    shared = SharedFields.of(body, _REQUEST)
-    name = string_field(body, "model", _REQUEST)
-    messages = _messages(body)
-    tools = decode_tools(body, _REQUEST)
+    req = decode(body, ChatRequest)
+    shared = SharedFields.of(req)
+    name = req.model or ""
+    messages = _messages(body, req)
+    tools = body.get("tools") or None
     model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
     if not messages:
         options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
@@ -92,7 +49,7 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
         raise InvalidRequest(f'"{name}" does not support chat')
     if tools and not model.has("tools"):
         raise InvalidRequest(f"{model.full_name} does not support tools")
-    thinking = thinking_for(model, body, name)
+    thinking = thinking_for(model, req, name)
     for m in messages:
         check_images(model, m.get("images"))
     options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
@@ -102,9 +59,9 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
     if strips_think_history(model.info.architecture, model.record.name.model):
         messages = strip_think_tags(messages)
     messages, images = tag_images(messages)
-    think_set = body.get("think") is not None
+    think_set = req.think is not None
     render = chat_prompt(
-        model, messages, thinking=thinking, tools=tools, think_set=think_set, think_level=think_level(body)
+        model, messages, thinking=thinking, tools=tools, think_set=think_set, think_level=think_level(req)
     )
     return Generation(
         request,
@@ -143,7 +100,7 @@ def _encoder(name: object, gen: Generation) -> Encoder:
 
 
 def _decode(body: dict[str, Any]) -> Decoded:
-    stream = bool_field(body, "stream", _REQUEST) is not False
+    stream = body.get("stream") is not False  # its type is checked with the rest, in start_chat
     name = body.get("model")
     return Decoded(body, stream, lambda gen: _encoder(name, gen))
 

@@ -17,7 +17,8 @@ from ..fields import keep_alive_of
 from ..lifecycle import lease
 from ..options import resolve_options
 from ..resolve import ResolvedModel, resolve_model
-from ..wire import bool_field, int_field, string_field
+from ..schemas.ollama import EmbeddingRequest, EmbedRequest
+from .errors import decode
 
 
 async def _resolve(request: Request, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
@@ -77,9 +78,7 @@ def _cut(vector: np.ndarray, dimensions: int) -> np.ndarray:
 async def embed(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request)
-    name = string_field(body, "model", "EmbedRequest")
-    bool_field(body, "truncate", "EmbedRequest")
-    int_field(body, "dimensions", "EmbedRequest")
+    name = decode(body, EmbedRequest).model or ""
     model = await _resolve(request, name, empty_message="model '' not found", empty_status=404)
     raw = body.get("input")
     if raw is None or raw == "":
@@ -103,8 +102,8 @@ async def embed(request: Request) -> Response:
 
 async def embeddings(request: Request) -> Response:
     body = await read_json(request)
-    name = string_field(body, "model", "EmbeddingRequest")
+    req = decode(body, EmbeddingRequest)
+    name, prompt = req.model or "", req.prompt or ""
     model = await _resolve(request, name, empty_message="model is required", empty_status=400)
-    prompt = string_field(body, "prompt", "EmbeddingRequest")
     vectors, _, _ = await _embed(request, model, body, [prompt] if prompt else [], normalize=False)
     return JSONResponse({"embedding": vectors[0] if vectors else []})

@@ -21,23 +21,19 @@ from ..images import tag_images
 from ..lifecycle import Chunk, Generation, sentinel
 from ..options import resolve_options
 from ..resolve import resolve_model
+from ..schemas.ollama import GenerateRequest
 from ..shapes import metrics, truncation
-from ..wire import bool_field, created_at, decode_error, images_field, list_field, string_field
-
-_REQUEST = "GenerateRequest"
+from ..wire import base64_images, created_at
+from .errors import decode
 
 
 async def start_generate(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """Validate a generate body: its Generation, or a load/unload call's reason once done."""
-    shared = SharedFields.of(body, _REQUEST)
-    name = string_field(body, "model", _REQUEST)
-    prompt = string_field(body, "prompt", _REQUEST)
-    suffix = string_field(body, "suffix", _REQUEST)
-    system = string_field(body, "system", _REQUEST)
-    template = string_field(body, "template", _REQUEST)
-    raw = bool(bool_field(body, "raw", _REQUEST))
-    context = _context(body)
-    images = images_field(body, _REQUEST)
+    req = decode(body, GenerateRequest)
+    shared = SharedFields.of(req)
+    name, prompt, suffix, template = req.model or "", req.prompt or "", req.suffix or "", req.template or ""
+    system, raw, context = req.system or "", bool(req.raw), req.context or []
+    images = base64_images(req.images)
     model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
     if raw and (template or system or context):
         raise InvalidRequest("raw mode does not support template, system, or context")
@@ -46,7 +42,7 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
         return await sentinel(request.app.state.pool, model, shared.keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support generate')
-    thinking = thinking_for(model, body, name)
+    thinking = thinking_for(model, req, name)
     if suffix and not model.has("insert"):
         raise InvalidRequest(f"{model.full_name} does not support insert")
     check_images(model, images)
@@ -61,14 +57,14 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     messages, tagged = tag_images(messages, clear=True)
     if images and (suffix or context):
         raise InvalidRequest("images cannot be combined with suffix or context")
-    think_set = body.get("think") is not None
+    think_set = req.think is not None
     templated = chat_prompt(
         model,
         messages,
         thinking=thinking,
         go_template=template or None,
         think_set=think_set,
-        think_level=think_level(body),
+        think_level=think_level(req),
     )
 
     def render(loaded: EngineClient, limit: int | None, budget: RenderBudget | None) -> Rendered:
@@ -83,15 +79,6 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     return Generation(
         request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start, images=tagged
     )
-
-
-def _context(body: dict[str, Any]) -> list[int]:
-    """The deprecated ``context``: token ids from an earlier answer."""
-    context = list_field(body, "context", _REQUEST, "[]int") or []
-    for token in context:
-        if not isinstance(token, int) or isinstance(token, bool):
-            raise decode_error(token, f"{_REQUEST}.context", "int")
-    return context
 
 
 def _fill_in_the_middle(loaded: EngineClient, prompt: str, suffix: str) -> Rendered:
@@ -122,7 +109,7 @@ def _encode(name: object, raw: bool, gen: Generation, chunk: Chunk) -> dict[str,
 
 
 def _decode(body: dict[str, Any]) -> Decoded:
-    stream = bool_field(body, "stream", _REQUEST) is not False
+    stream = body.get("stream") is not False  # its type is checked with the rest, in start_generate
     name, raw = body.get("model"), bool(body.get("raw"))
     return Decoded(body, stream, lambda gen: EachChunk(partial(_encode, name, raw, gen)))
 

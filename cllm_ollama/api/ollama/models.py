@@ -22,7 +22,10 @@ from ...store.registry_pull import RegistryOptions
 from ...store.store import ModelStore
 from ..encoders import JSONResponse
 from ..errors import read_json
-from ..wire import bool_field, go_quote, string_field
+from ..schemas.ollama import CopyRequest, DeleteRequest, PullRequest, PushRequest, ShowRequest
+from ..schemas.ollama import CreateRequest as CreateStream
+from ..wire import go_quote
+from .errors import decode
 from .model_views import show_response, tag_entry
 from .progress import progress_events, progress_response
 
@@ -33,15 +36,6 @@ def _store(request: Request) -> ModelStore:
     return request.app.state.store
 
 
-def _text(body: dict[str, Any], struct: str, *keys: str) -> str:
-    """The first non-empty of ``keys`` (e.g. ``model`` then the deprecated ``name``), or "".
-
-    Every key is type-checked first, as Go decodes the whole body before the handler looks.
-    """
-    values = [string_field(body, key, struct) for key in keys]
-    return next((value for value in values if value), "")
-
-
 async def tags(request: Request) -> Response:
     # Broken models (a blob missing) are listed too, marked, so that they can be seen and deleted.
     records = await run_in_threadpool(lambda: _store(request).list_models(broken=True))
@@ -49,10 +43,8 @@ async def tags(request: Request) -> Response:
 
 
 async def show(request: Request) -> Response:
-    body = await read_json(request)
-    name = _text(body, "ShowRequest", "model", "name")
-    system = _text(body, "ShowRequest", "system") or None
-    verbose = bool(bool_field(body, "verbose", "ShowRequest"))
+    req = decode(await read_json(request), ShowRequest)
+    name, system, verbose = req.model_name, req.system or None, bool(req.verbose)
     if not name:
         raise InvalidRequest("model is required")
     store = _store(request)
@@ -65,8 +57,8 @@ async def show(request: Request) -> Response:
 
 
 async def copy(request: Request) -> Response:
-    body = await read_json(request)
-    source, destination = _text(body, "CopyRequest", "source"), _text(body, "CopyRequest", "destination")
+    req = decode(await read_json(request), CopyRequest)
+    source, destination = req.source or "", req.destination or ""
     for label, value in (("source", source), ("destination", destination)):
         try:
             parse_name(value)
@@ -80,8 +72,7 @@ async def copy(request: Request) -> Response:
 
 
 async def delete(request: Request) -> Response:
-    body = await read_json(request)
-    name = _text(body, "DeleteRequest", "model", "name")
+    name = decode(await read_json(request), DeleteRequest).model_name
     try:
         parse_name(name)
     except InvalidRequest:
@@ -136,7 +127,7 @@ async def blob_upload(request: Request) -> Response:
 
 async def create(request: Request) -> Response:
     body = await read_json(request)
-    stream = bool_field(body, "stream", "CreateRequest") is not False
+    stream = decode(body, CreateStream).stream is not False
     req = CreateRequest.from_json(body)
     store = _store(request)
     events = progress_events(lambda report: create_model(store, req, report))
@@ -144,10 +135,9 @@ async def create(request: Request) -> Response:
 
 
 async def pull(request: Request) -> Response:
-    body = await read_json(request)
-    name = _text(body, "PullRequest", "model", "name")
-    stream = bool_field(body, "stream", "PullRequest") is not False
-    options = _registry_options(request, body, "PullRequest")
+    req = decode(await read_json(request), PullRequest)
+    name, stream = req.model_name, req.stream is not False
+    options = _registry_options(request, req)
     parse_name(name)
     store = _store(request)
     events = progress_events(lambda report: pull_model(store, name, report, options=options))
@@ -155,10 +145,9 @@ async def pull(request: Request) -> Response:
 
 
 async def push(request: Request) -> Response:
-    body = await read_json(request)
-    name = _text(body, "PushRequest", "model", "name")
-    stream = bool_field(body, "stream", "PushRequest") is not False
-    options = _registry_options(request, body, "PushRequest")
+    req = decode(await read_json(request), PushRequest)
+    name, stream = req.model_name, req.stream is not False
+    options = _registry_options(request, req)
     if not name:
         raise InvalidRequest("model is required")
     store = _store(request)
@@ -166,7 +155,6 @@ async def push(request: Request) -> Response:
     return await progress_response(events, stream=stream)
 
 
-def _registry_options(request: Request, body: dict[str, Any], struct: str) -> RegistryOptions:
+def _registry_options(request: Request, req: PullRequest | PushRequest) -> RegistryOptions:
     """``insecure`` (plain HTTP to a registry named in the model name) and the server's registry settings."""
-    insecure = bool(bool_field(body, "insecure", struct))
-    return RegistryOptions.from_settings(request.app.state.settings, insecure=insecure)
+    return RegistryOptions.from_settings(request.app.state.settings, insecure=bool(req.insecure))

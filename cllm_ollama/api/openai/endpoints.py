@@ -25,52 +25,44 @@ from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI, read_json
 from ..images import Base64Error, b64decode_go
 from ..lifecycle import Chunk
-from ..ollama.chat import decode_tools, start_chat
+from ..ollama.chat import start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
 from ..options import options_object
-from ..shapes import Usage, truncation
-from ..wire import (
-    bool_field,
-    decode_error,
-    float_field,
-    int_field,
-    list_field,
-    object_field,
-    string_field,
-    tool_call_id,
+from ..schemas.openai import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    EmbedRequest,
+    Sampling,
+    ToolCall,
+    ToolCallFunction,
 )
+from ..shapes import Usage, truncation
+from ..wire import tool_call_id
+from .errors import decode
 
 _EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
 _EFFORT |= {"ultra": "max", "max": "max"}
-# Ollama's request structs, as Go's decode errors name them.
-_CHAT, _COMPLETION, _EMBED = "ChatCompletionRequest", "CompletionRequest", "EmbedRequest"
-_TOOL_CALL_FUNCTION = 'struct { Name string "json:\\"name\\""; Arguments string "json:\\"arguments\\"" }'
 
 
-def sampling_options(body: dict[str, Any], struct: str, float_type: str = "float64") -> dict[str, Any]:
+def sampling_options(req: Sampling) -> dict[str, Any]:
     """Sampling fields onto Ollama options; temperature and top_p default to 1.0 as in OpenAI.
 
-    Typed as Ollama's request structs (``struct``, whose floats are ``float_type``) declare them:
-    a wrong type is Go's decode error, 400, before anything reaches the native options.
-    Ollama's own ``options`` object (what the OpenAI SDKs send with ``extra_body``: ``num_ctx``,
-    ``top_k``, ...) goes through as /api takes it, checked there; OpenAI's fields win over it.
+    ``req`` is decoded already: a wrong type was Go's decode error, 400, before anything reaches
+    the native options. Ollama's own ``options`` object (what the OpenAI SDKs send with
+    ``extra_body``: ``num_ctx``, ``top_k``, ...) goes through as /api takes it, checked there;
+    OpenAI's fields win over it.
     """
-    options: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, **options_object(body.get("options"), struct)}
-    for key in ("temperature", "top_p"):
-        if (value := float_field(body, key, struct, float_type)) is not None:
-            options[key] = value
-    max_tokens = int_field(body, "max_completion_tokens", struct)
-    if max_tokens is None:
-        max_tokens = int_field(body, "max_tokens", struct)
+    options: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, **options_object(req.options, req.go_name or "")}
+    for key in ("temperature", "top_p", "frequency_penalty", "presence_penalty"):
+        if (value := getattr(req, key)) is not None:
+            options[key] = float(value)
+    max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     if max_tokens is not None:
         options["num_predict"] = max_tokens
-    if (seed := int_field(body, "seed", struct)) is not None:
-        options["seed"] = seed
-    for key in ("frequency_penalty", "presence_penalty"):
-        if (value := float_field(body, key, struct, float_type)) is not None:
-            options[key] = value
-    stop = body.get("stop")
+    if req.seed is not None:
+        options["seed"] = req.seed
+    stop = req.stop
     if stop is not None:
         stops = [stop] if isinstance(stop, str) else stop
         if not isinstance(stops, list):
@@ -100,11 +92,12 @@ def format_value(kind: str, schema: object) -> object:
     return None
 
 
-def _format(body: dict[str, Any]) -> object:
-    fmt = object_field(body, "response_format", _CHAT, "openai.ResponseFormat") or {}
-    kind = string_field(fmt, "type", "ResponseFormat.response_format")
-    schema = object_field(fmt, "json_schema", "ResponseFormat.response_format", "openai.JsonSchema") or {}
-    return format_value(kind.strip().lower(), schema.get("schema"))
+def _format(req: ChatCompletionRequest) -> object:
+    fmt = req.response_format
+    if fmt is None:
+        return None
+    schema = fmt.json_schema.schema if fmt.json_schema is not None else None
+    return format_value((fmt.type or "").strip().lower(), schema)
 
 
 # The data URLs Ollama's OpenAI layer takes (openai.go decodeImageURL); a blank type as /api/chat would.
@@ -152,41 +145,32 @@ def content_and_images(content: object) -> tuple[str, list[str]]:
     return "\n".join(texts), images
 
 
-def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    raw = list_field(body, "messages", _CHAT, "[]openai.Message")
-    if not raw:
+def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
+    if not req.messages:
         raise InvalidRequest("[] is too short - 'messages'")
     out = []
-    where = "Message.messages"
-    for m in raw:
-        if not isinstance(m, dict):
-            raise decode_error(m, f"{_CHAT}.messages", "openai.Message")
-        for key in ("role", "reasoning", "name", "tool_call_id"):
-            string_field(m, key, where)
-        content, images = content_and_images(m.get("content"))
-        message: dict[str, Any] = {"role": m.get("role") or "user", "content": content}
+    for m in req.messages:
+        content, images = content_and_images(m.content)
+        message: dict[str, Any] = {"role": m.role or "user", "content": content}
         if images:
             message["images"] = images
-        if m.get("reasoning"):
-            message["thinking"] = m["reasoning"]
-        if calls := list_field(m, "tool_calls", where, "[]openai.ToolCall"):
-            message["tool_calls"] = [_tool_call(call) for call in calls]
-        if m.get("role") == "tool":
-            if m.get("name"):
-                message["tool_name"] = m["name"]
-            if m.get("tool_call_id"):
-                message["tool_call_id"] = m["tool_call_id"]
+        if m.reasoning:
+            message["thinking"] = m.reasoning
+        if m.tool_calls:
+            message["tool_calls"] = [_tool_call(call) for call in m.tool_calls]
+        if m.role == "tool":
+            if m.name:
+                message["tool_name"] = m.name
+            if m.tool_call_id:
+                message["tool_call_id"] = m.tool_call_id
         out.append(message)
     return out
 
 
-def _tool_call(call: object) -> dict[str, Any]:
+def _tool_call(call: ToolCall) -> dict[str, Any]:
     """An OpenAI tool call in a message, as Ollama's: arguments decoded from their JSON string."""
-    if not isinstance(call, dict):
-        raise decode_error(call, "Message.messages.tool_calls", "openai.ToolCall")
-    function = object_field(call, "function", "ToolCall.messages.tool_calls", _TOOL_CALL_FUNCTION) or {}
-    name = string_field(function, "name", "ToolCall.messages.tool_calls.function")
-    return {"function": {"name": name, "arguments": tool_arguments(function.get("arguments"))}}
+    function = call.function or ToolCallFunction()
+    return {"function": {"name": function.name or "", "arguments": tool_arguments(function.arguments)}}
 
 
 def tool_arguments(value: object) -> dict[str, Any]:
@@ -203,13 +187,11 @@ def tool_arguments(value: object) -> dict[str, Any]:
     return value
 
 
-def think_value(body: dict[str, Any], struct: str = _CHAT, reasoning: str = "Reasoning") -> object:
-    """``reasoning_effort`` or ``reasoning.effort`` as ``think`` (``struct`` and ``reasoning`` name the
-    request's Go types in decode errors)."""
-    effort = string_field(body, "reasoning_effort", struct) or None
-    nested = object_field(body, "reasoning", struct, f"openai.{reasoning}") or {}
-    if effort is None:
-        effort = string_field(nested, "effort", f"{reasoning}.reasoning") or None
+def think_value(reasoning_effort: str | None, reasoning: Any) -> object:
+    """``reasoning_effort`` or ``reasoning.effort`` as ``think``."""
+    effort = reasoning_effort or None
+    if effort is None and reasoning is not None:
+        effort = reasoning.effort or None
     if effort is None:
         return None
     if effort not in _EFFORT:
@@ -247,9 +229,8 @@ def _tool_calls(calls: list[dict[str, Any]], start: int) -> list[dict[str, Any]]
     ]
 
 
-def _include_usage(body: dict[str, Any], struct: str) -> bool:
-    options = object_field(body, "stream_options", struct, "openai.StreamOptions") or {}
-    return bool(bool_field(options, "include_usage", "StreamOptions.stream_options"))
+def _include_usage(req: Sampling) -> bool:
+    return bool(req.stream_options and req.stream_options.include_usage)
 
 
 def _refuse_load(decoded: Decoded, reason: str) -> Response:
@@ -358,41 +339,36 @@ def _completion_logprobs(entries: list[dict[str, Any]]) -> dict[str, Any] | None
 
 
 def _decode_chat(body: dict[str, Any]) -> Decoded:
+    req = decode(body, ChatCompletionRequest)
     native: dict[str, Any] = {
-        "model": string_field(body, "model", _CHAT),
-        "messages": _messages(body),
-        "options": sampling_options(body, _CHAT),
-        "format": _format(body),
-        "tools": decode_tools(body, _CHAT),
-        "think": think_value(body),
-        "logprobs": bool(bool_field(body, "logprobs", _CHAT)),
-        "top_logprobs": int_field(body, "top_logprobs", _CHAT) or 0,
+        "model": req.model or "",
+        "messages": _messages(req),
+        "options": sampling_options(req),
+        "format": _format(req),
+        "tools": body.get("tools") or None,
+        "think": think_value(req.reasoning_effort, req.reasoning),
+        "logprobs": bool(req.logprobs),
+        "top_logprobs": req.top_logprobs or 0,
     }
-    stream = bool(bool_field(body, "stream", _CHAT))
-    include_usage = _include_usage(body, _CHAT)
-    return Decoded(native, stream, lambda gen: ChatCompletion(native["model"], include_usage))
+    include_usage = _include_usage(req)
+    return Decoded(native, bool(req.stream), lambda gen: ChatCompletion(native["model"], include_usage))
 
 
 def _decode_completion(body: dict[str, Any]) -> Decoded:
-    prompt = body.get("prompt")
+    req = decode(body, CompletionRequest)
+    prompt = req.prompt
     if not isinstance(prompt, str):
         raise InvalidRequest("invalid prompt: only a string is supported")
-    native = {
-        "model": string_field(body, "model", _COMPLETION),
-        "prompt": prompt,
-        "suffix": string_field(body, "suffix", _COMPLETION),
-        "options": sampling_options(body, _COMPLETION, "float32"),
-    }
+    native = {"model": req.model or "", "prompt": prompt, "suffix": req.suffix or "", "options": sampling_options(req)}
     # As Ollama's middleware: the prompt goes through the model's template (no raw), and an
     # integer ``logprobs`` asks for that many alternatives per token.
-    logprobs = int_field(body, "logprobs", _COMPLETION) or 0
+    logprobs = req.logprobs or 0
     if logprobs > 0:
         native |= {"logprobs": True, "top_logprobs": logprobs}
-    stream = bool(bool_field(body, "stream", _COMPLETION))
-    include_usage = _include_usage(body, _COMPLETION)
+    include_usage = _include_usage(req)
     if not prompt:
         raise InvalidRequest("prompt is required")
-    return Decoded(native, stream, lambda gen: TextCompletion(native["model"], include_usage))
+    return Decoded(native, bool(req.stream), lambda gen: TextCompletion(native["model"], include_usage))
 
 
 chat_completions = Endpoint(OPENAI, _decode_chat, start_chat, SSE, _refuse_load).handler()
@@ -401,22 +377,20 @@ completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, _refuse_
 
 @OPENAI.boundary
 async def embeddings(request: Request) -> Response:
-    body = await read_json(request)
-    name = string_field(body, "model", _EMBED)
-    dimensions = int_field(body, "dimensions", _EMBED)
-    encoding = string_field(body, "encoding_format", _EMBED) or "float"
+    req = decode(await read_json(request), EmbedRequest)
+    name, dimensions, encoding = req.model or "", req.dimensions, req.encoding_format or "float"
     if encoding not in ("float", "base64"):
         raise InvalidRequest(
             f"Invalid value for 'encoding_format' = {encoding}. Supported values: ['float', 'base64']."
         )
-    raw = body.get("input")
+    raw = req.input
     if isinstance(raw, str):
         texts = [raw]
     elif isinstance(raw, list) and raw and all(isinstance(t, str) for t in raw):
         texts = raw
     else:
         raise InvalidRequest("invalid input type")
-    options = options_object(body.get("options"), _EMBED)
+    options = options_object(req.options, "EmbedRequest")
     vectors, n_prompt, _ = await embed_texts(request, name, {"dimensions": dimensions, "options": options}, texts)
     data = []
     for i, vector in enumerate(vectors):

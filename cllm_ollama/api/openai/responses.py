@@ -25,12 +25,13 @@ from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI
 from ..lifecycle import Chunk
 from ..ollama.chat import start_chat
+from ..schemas.openai import ResponsesRequest, ResponsesTool
 from ..shapes import Usage, truncation
-from ..wire import bool_field, decode_error, int_field, list_field, object_field, string_field, tool_call_id
+from ..wire import list_field, string_field, tool_call_id
 from .endpoints import content_and_images, format_value, sampling_options, think_value, tool_arguments
+from .errors import decode
 
 _REQUEST = "ResponsesRequest"
-_TOOL = "ResponsesTool"
 # `include` values this server answers; the others (file search results, logprobs, ...) ask for
 # what it never produces, and are ignored as Ollama ignores them all.
 _ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -121,14 +122,13 @@ class _Conversation:
         self.thinking = encrypted or "\n".join(t for t in summary if isinstance(t, str))
 
 
-def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+def _messages(req: ResponsesRequest) -> list[dict[str, Any]]:
     """The chat messages: ``instructions`` as the system message, then the input items.
 
     An input that holds no message (only reasoning items, say) is refused here, before any
     model is loaded for it.
     """
-    raw = body.get("input")
-    instructions = string_field(body, "instructions", _REQUEST)
+    raw, instructions = req.input, req.instructions
     system = [{"role": "system", "content": instructions}] if instructions else []
     if isinstance(raw, str):
         return [*system, {"role": "user", "content": raw}]
@@ -183,44 +183,35 @@ class _Tools:
         return {"name": name}
 
 
-def _function(tool: dict[str, Any]) -> dict[str, Any]:
-    for key in ("name", "description"):
-        string_field(tool, key, f"{_TOOL}.{_REQUEST}.tools")
-    object_field(tool, "parameters", f"{_TOOL}.{_REQUEST}.tools", "map[string]interface {}")
-    return {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
-
-
-def _declare(tool: object, namespace: str, out: _Tools) -> None:
+def _declare(tool: ResponsesTool, namespace: str, out: _Tools) -> None:
     """One declaration into ``out``: a function, a namespace's members (qualified, recursively),
     or a tool that runs on OpenAI's side, which the model here cannot call and is not shown."""
-    if not isinstance(tool, dict):
-        raise decode_error(tool, f"{_REQUEST}.tools", f"openai.{_TOOL}")
-    kind = string_field(tool, "type", f"{_TOOL}.{_REQUEST}.tools")
-    if kind == "namespace":
-        inner = _qualified(namespace, string_field(tool, "name", f"{_TOOL}.{_REQUEST}.tools"))
-        for member in list_field(tool, "tools", f"{_TOOL}.{_REQUEST}.tools", f"[]openai.{_TOOL}") or []:
+    if tool.type == "namespace":
+        inner = _qualified(namespace, tool.name or "")
+        for member in tool.tools or []:
             _declare(member, inner, out)
-    elif kind == "function":
-        function = _function(tool)
-        name = function.get("name") or ""
+    elif tool.type == "function":
+        function = {k: v for k in ("name", "description", "parameters") if (v := getattr(tool, k)) is not None}
+        name = tool.name or ""
         if namespace:
             function["name"] = _qualified(namespace, name)
             out.namespaced[function["name"]] = (namespace, name.removeprefix(f"{namespace}."))
         out.chat.append({"type": "function", "function": function})
 
 
-def _tools(body: dict[str, Any]) -> _Tools:
+def _tools(req: ResponsesRequest) -> _Tools:
     """Responses tools are flat (``{"type":"function","name",...}``); chat tools nest ``function``."""
     out = _Tools([], {})
-    for tool in list_field(body, "tools", _REQUEST, f"[]openai.{_TOOL}") or []:
+    for tool in req.tools or []:
         _declare(tool, "", out)
     return out
 
 
-def _format(body: dict[str, Any]) -> object:
-    text = object_field(body, "text", _REQUEST, "openai.ResponsesText") or {}
-    fmt = object_field(text, "format", "ResponsesText.text", "openai.ResponsesTextFormat") or {}
-    return format_value(string_field(fmt, "type", "ResponsesTextFormat.text.format"), fmt.get("schema"))
+def _format(req: ResponsesRequest) -> object:
+    fmt = req.text.format if req.text is not None else None
+    if fmt is None:
+        return None
+    return format_value(fmt.type or "", fmt.schema)
 
 
 def _message(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
@@ -417,32 +408,20 @@ class _StreamedItems:
 
 
 def _decode(body: dict[str, Any]) -> Decoded:
-    options = sampling_options(body, _REQUEST)
-    if (max_output_tokens := int_field(body, "max_output_tokens", _REQUEST)) is not None:
-        options["num_predict"] = max_output_tokens
-    tools = _tools(body)
+    req = decode(body, ResponsesRequest)
+    options = sampling_options(req)
+    if req.max_output_tokens is not None:
+        options["num_predict"] = req.max_output_tokens
+    tools = _tools(req)
     native: dict[str, Any] = {
-        "model": string_field(body, "model", _REQUEST),
-        "messages": _messages(body),
+        "model": req.model or "",
+        "messages": _messages(req),
         "options": options,
-        "format": _format(body),
+        "format": _format(req),
         "tools": tools.chat or None,
-        "think": think_value(body, _REQUEST, "ResponsesReasoning"),
+        "think": think_value(req.reasoning_effort, req.reasoning),
     }
-    for key in ("truncation", "previous_response_id", "prompt_cache_key"):
-        string_field(body, key, _REQUEST)
-    for key in ("store", "parallel_tool_calls", "background"):
-        bool_field(body, key, _REQUEST)
-    string_field(
-        object_field(body, "reasoning", _REQUEST, "openai.ResponsesReasoning") or {},
-        "summary",
-        "ResponsesReasoning.reasoning",
-    )
-    for value in list_field(body, "include", _REQUEST, "[]string") or []:
-        if not isinstance(value, str):
-            raise decode_error(value, f"{_REQUEST}.include", "string")
-    stream = bool(bool_field(body, "stream", _REQUEST))
-    return Decoded(native, stream, lambda gen: ResponseEncoder(body, native["model"], tools))
+    return Decoded(native, bool(req.stream), lambda gen: ResponseEncoder(body, native["model"], tools))
 
 
 def _refuse_load(decoded: Decoded, reason: str) -> Response:

@@ -1,0 +1,1 @@
+"""Request bodies as typed structs (msgspec), the one description decoding and OpenAPI both read."""

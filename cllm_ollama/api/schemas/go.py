@@ -1,0 +1,146 @@
+"""Typed request bodies, decoded as Go's ``encoding/json`` would decode them, and its error strings.
+
+Each request is a ``msgspec.Struct`` whose fields say their Go type (``go("[]api.Message")``).
+Go is lenient where a strict schema is not, so the types are too: unknown fields are ignored,
+null is absent (every field is ``X | None``), numbers go into float fields, and what Go decodes
+with its own code (``keep_alive``, ``think``, ``format``, ``options``) stays raw (``Any``) for the
+handler. A validation error is translated back into Go's message by ``translate``, which each
+dialect's decode seam (``ollama.errors.decode``...) calls around ``decode``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import types
+import typing
+from typing import Annotated, Any, ClassVar, TypeVar, Union
+
+import msgspec
+
+from ...errors import InvalidRequest
+from ..wire import decode_error, go_type
+
+T = TypeVar("T", bound="GoStruct")
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_I64 = 2**63
+
+
+def go(name: str, **schema: Any) -> msgspec.Meta:
+    """A field's Go type as Go's decode errors name it (``"[]api.Message"``). ``schema`` holds msgspec
+    constraints, which the decode enforces (Go's int64 range) and the document shows."""
+    return msgspec.Meta(extra={"go": name}, **schema)
+
+
+def doc(**schema: Any) -> msgspec.Meta:
+    """What the OpenAPI document says of a field beyond its type (``description``, ``enum``,
+    ``minItems``...), put on the whole ``X | None`` so that decoding is not constrained by it:
+    Ollama checks those values after the decode, with messages of its own."""
+    return msgspec.Meta(extra_json_schema=schema)
+
+
+class GoStruct(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request (or part of one) as Go declares it.
+
+    ``go_name`` is the struct Go names in its errors; a part without one is named by the struct
+    around it (a type decoding itself, as api.Message does, makes Go name the path from the
+    request). ``go_where`` replaces the whole prefix where a dialect's own decoder names it so.
+    ``go_type`` names the struct as an item of an array (``api.Message``). ``required`` is
+    what the handler refuses to go without (the OpenAPI document's ``required``: a missing one is
+    the handler's 400 or 404, not a decode error).
+    """
+
+    go_name: ClassVar[str | None] = None
+    go_where: ClassVar[str | None] = None
+    go_type: ClassVar[str] = "object"
+    go_package: ClassVar[str] = ""  # where set, a named struct's go_type is ``package.Name``
+    required: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.go_package and "go_name" in cls.__dict__ and "go_type" not in cls.__dict__:
+            cls.go_type = f"{cls.go_package}.{cls.go_name}"
+
+
+# The field types Go's scalars decode to; None is Go's zero value, left for the handler to read.
+String = Annotated[str, go("string")] | None
+Bool = Annotated[bool, go("bool")] | None
+GoInt = Annotated[int, go("int", ge=-_I64, le=_I64 - 1)]  # Go's int: 64 bits here
+Int = GoInt | None
+Float64 = Annotated[float, go("float64")] | None
+
+
+def decode(body: dict[str, Any], cls: type[T]) -> T:
+    """``body`` (a JSON object, parsed already) as ``cls``, or Go's decode error (400)."""
+    try:
+        return msgspec.convert(body, cls)
+    except msgspec.ValidationError as exc:
+        raise translate(exc, body, cls) from None
+
+
+def translate(exc: msgspec.ValidationError, body: object, cls: type[GoStruct]) -> InvalidRequest:
+    """msgspec's ``Expected `str`, got `int` - at `$.messages[0].content``` as Go words it:
+    ``json: cannot unmarshal number into Go struct field ChatRequest.messages.content of type string``.
+
+    The path is walked through ``cls``'s fields (for the Go names) and through ``body`` (for the
+    value Go prints: ``number 1.5`` where an int was wanted).
+    """
+    message = str(exc)
+    path = message.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in message else "$"
+    segments = _SEGMENT.findall(path[1:])
+    if not segments:
+        return InvalidRequest(f"json: cannot unmarshal {go_type(body)} into Go value of type object")
+    named, fields = cls.go_where or cls.go_name or cls.__name__, list[str]()
+    struct: type[GoStruct] = cls
+    value: Any = body
+    current: Any = cls
+    where, target = named, "object"
+    for name, index in segments:
+        if name:
+            current, target = _field(struct, name)
+            fields.append(name)
+            where = f"{named}.{'.'.join(fields)}"
+            value = value.get(name) if isinstance(value, dict) else None
+        else:
+            current, target = _item(current)
+            value = value[int(index)] if isinstance(value, list) and int(index) < len(value) else None
+        if isinstance(current, type) and issubclass(current, GoStruct):
+            struct = current
+            if current.go_where:
+                named, fields = current.go_where, []
+            elif current.go_name:
+                named = current.go_name
+    return decode_error(value, where, target)
+
+
+@functools.cache
+def _hints(cls: type[GoStruct]) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def _field(struct: type[GoStruct], name: str) -> tuple[Any, str]:
+    """The type (None and Annotated taken off) and Go type name of ``struct``'s field ``name``."""
+    hint = _hints(struct).get(name, Any)
+    return _unwrap(hint)
+
+
+def _item(container: Any) -> tuple[Any, str]:
+    """The item type of a list type, and its Go name."""
+    args = typing.get_args(container)
+    return _unwrap(args[0] if args else Any)
+
+
+def _unwrap(hint: Any) -> tuple[Any, str]:
+    target = "object"
+    for _ in range(2):  # Annotated[X | None, ...] or Annotated[X, ...] | None
+        if typing.get_origin(hint) in (Union, types.UnionType):
+            rest = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+            hint = rest[0] if len(rest) == 1 else hint
+        if typing.get_origin(hint) is Annotated:
+            hint, *metas = typing.get_args(hint)
+            for meta in metas:
+                if isinstance(meta, msgspec.Meta) and meta.extra and "go" in meta.extra:
+                    target = meta.extra["go"]
+    if isinstance(hint, type) and issubclass(hint, GoStruct) and target == "object":
+        target = hint.go_type
+    return hint, target

@@ -1,0 +1,50 @@
+"""One ``llama_model`` per GGUF in memory, shared by every loaded model over it.
+
+A model with a LoRA adapter runs in its own context (llama.cpp applies a context's adapters to
+every token it decodes), but its weights are its base's: the base and each adapted variant hold
+the same ``Model`` here, and the last of them to unload frees it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from .binding import Model
+
+
+class SharedWeights:
+    """Reference-counted ``Model``s by (file, GPU layers): the one owner of the weights it hands out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[tuple[Path, int], tuple[Model, int]] = {}
+
+    def acquire(self, path: Path, n_gpu_layers: int) -> Model:
+        """The loaded weights of ``path`` (loaded now if nobody holds them); ``release`` gives them back.
+
+        Blocking: a first load reads the file. Loads are serialised here, so one file is never
+        loaded twice by two loads at once."""
+        key = (path, n_gpu_layers)
+        with self._lock:
+            model, refs = self._held.get(key) or (Model(path, n_gpu_layers=n_gpu_layers), 0)
+            self._held[key] = (model, refs + 1)
+            return model
+
+    def release(self, model: Model) -> None:
+        """One holder is done with ``model``; the last one frees it."""
+        with self._lock:
+            for key, (held, refs) in self._held.items():
+                if held is model:
+                    if refs > 1:
+                        self._held[key] = (held, refs - 1)
+                    else:
+                        del self._held[key]
+                        model.close()
+                    return
+        raise ValueError("these weights were not handed out here")
+
+    def loaded(self) -> list[tuple[Path, int]]:
+        """Each ``llama_model`` in memory: its file and how many loaded models use it."""
+        with self._lock:
+            return [(path, refs) for (path, _), (_, refs) in self._held.items()]

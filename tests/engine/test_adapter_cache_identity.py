@@ -1,0 +1,32 @@
+"""Saved prompt states on disk belong to the weights *and* the adapters that computed them: a LoRA
+changes every layer's KV, so an adapted model never reads its base's states, nor the base its."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from cllm_ollama.engine.binding import STATE_FORMAT
+from cllm_ollama.engine.disk_cache import identity_digest
+from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.runner import Runner
+
+WEIGHTS = Path("/store/blobs/sha256-" + "a" * 64)
+ADAPTER = Path("/store/blobs/sha256-" + "b" * 64)
+
+
+def _identity(tmp_path: Path, adapters: tuple[Path, ...]) -> bytes:
+    spec = LoadSpec(WEIGHTS, n_slots=2, n_ctx_slot=256, cache_dir=tmp_path, cache_disk_bytes=1 << 20, adapters=adapters)
+    disk = Runner._disk_cache(SimpleNamespace(path=WEIGHTS), spec)  # type: ignore[arg-type]
+    assert disk is not None
+    try:
+        return disk.identity
+    finally:
+        disk.close()
+
+
+def test_the_disk_tier_identity_includes_the_adapters_and_is_unchanged_without(tmp_path: Path) -> None:
+    base, adapted = _identity(tmp_path, ()), _identity(tmp_path, (ADAPTER,))
+    assert base != adapted
+    # A model without adapters keeps the identity it had before adapters existed: its states stay valid.
+    assert base == identity_digest(WEIGHTS.name, "f16", None, 2, STATE_FORMAT, "")
