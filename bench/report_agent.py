@@ -108,10 +108,12 @@ def describe(plan: Plan) -> str:
     assert pp is not None
     return (
         f"One agent: a ~{pp.agent_tokens}-token preamble (standing for tool definitions and instructions: "
-        f"Claude Code sends ~18,800), then {pp.agent_turns} turns, each re-sending the history with a "
-        f"~200-token tool result added and the answer the server gave, at most {pp.burst_max_tokens} tokens "
-        "per answer; then the first turn again with the model loaded (warm), after an unload, and on the "
-        "target restarted (cllm on the same store and prompt cache directory; llama-server has no disk tier)."
+        f"Claude Code sends ~18,800) and a task, then {pp.agent_turns - 1} turns, each re-sending the history "
+        "with the answer the server gave, a `read_file` tool call made in it and the call's ~200-token result "
+        "(Anthropic's `tool_use` and `tool_result` blocks; OpenAI's `tool_calls` and a `tool` message), at "
+        f"most {pp.burst_max_tokens} tokens per answer; then the first turn again with the model loaded "
+        "(warm), after an unload, and on the target restarted (cllm on the same store and prompt cache "
+        "directory; llama-server has no disk tier)."
     )
 
 

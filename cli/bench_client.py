@@ -94,6 +94,7 @@ def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
     if target.api is Api.ANTHROPIC:
         return anthropic_body(target, messages)
+    wire = dialect_messages(target.api, messages)
     if target.api in (Api.GENERATE, Api.CHAT):
         body: dict[str, Any] = {
             "model": target.model,
@@ -104,7 +105,7 @@ def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
         if target.api is Api.GENERATE:
             body |= {"prompt": prompt, "raw": target.raw}
         else:
-            body["messages"] = messages
+            body["messages"] = wire
         return body
     body = {
         "model": target.model,
@@ -119,11 +120,43 @@ def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
     if target.api is Api.OPENAI_COMPLETIONS:
         body["prompt"] = prompt
     else:
-        body["messages"] = messages
+        body["messages"] = wire
     return body
 
 
 _BREAKPOINT = {"type": "ephemeral"}
+
+
+def _tool_input(call_id: str) -> dict[str, str]:
+    return {"path": f"src/{call_id.removeprefix('call_')}.py"}
+
+
+def dialect_messages(api: Api, messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """``history``'s messages as ``api`` takes them: an assistant message's tool call (``tool_call_id``,
+    ``tool_name``) and a tool result (role ``tool``) in Ollama's, OpenAI's or Anthropic's shape
+    (Anthropic: a ``tool_use`` block after the answer's text, a user message of one ``tool_result``)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        call_id = m.get("tool_call_id")
+        if call_id is None:
+            out.append(dict(m))
+        elif m["role"] == "tool" and api is Api.ANTHROPIC:
+            result = {"type": "tool_result", "tool_use_id": call_id, "content": m["content"]}
+            out.append({"role": "user", "content": [result]})
+        elif m["role"] == "tool":
+            out.append(
+                {"role": "tool", "content": m["content"]} | ({} if api is Api.CHAT else {"tool_call_id": call_id})
+            )
+        elif api is Api.ANTHROPIC:
+            text = [{"type": "text", "text": m["content"]}] if m["content"] else []
+            use = {"type": "tool_use", "id": call_id, "name": m["tool_name"], "input": _tool_input(call_id)}
+            out.append({"role": "assistant", "content": [*text, use]})
+        else:
+            args: Any = _tool_input(call_id)
+            function = {"name": m["tool_name"], "arguments": args if api is Api.CHAT else json.dumps(args)}
+            call = {"function": function} | ({} if api is Api.CHAT else {"id": call_id, "type": "function"})
+            out.append({"role": "assistant", "content": m["content"], "tool_calls": [call]})
+    return out
 
 
 def anthropic_body(target: Target, messages: list[dict[str, str]]) -> dict[str, Any]:
@@ -131,10 +164,12 @@ def anthropic_body(target: Target, messages: list[dict[str, str]]) -> dict[str, 
     text blocks, ``cache_control`` breakpoints on it and on the last message (Claude Code marks
     both), greedy and streamed."""
     system = [m["content"] for m in messages if m["role"] == "system"]
-    turns: list[dict[str, Any]] = [dict(m) for m in messages if m["role"] != "system"]
+    turns = dialect_messages(Api.ANTHROPIC, [m for m in messages if m["role"] != "system"])
     if turns:
         last = turns[-1]
-        last["content"] = [{"type": "text", "text": last["content"], "cache_control": _BREAKPOINT}]
+        if isinstance(last["content"], str):
+            last["content"] = [{"type": "text", "text": last["content"]}]
+        last["content"][-1]["cache_control"] = _BREAKPOINT
     body: dict[str, Any] = {
         "model": target.model,
         "max_tokens": target.max_tokens,
@@ -358,7 +393,7 @@ async def run_session(client: httpx.AsyncClient, target: Target, session: Sessio
             timings.append(RequestTiming(start=now, end=now, phase=phase, error="not sent: an earlier turn failed"))
             continue
         users.append(message)
-        timing = await send(client, target, history(session.system, users, answers), phase)
+        timing = await send(client, target, history(session.system, users, answers, session.tools), phase)
         answers.append(timing.answer)
         timings.append(timing)
     return timings

@@ -90,6 +90,8 @@ class Session:
     start_s: float
     system: str | None
     turns: tuple[tuple[str, str], ...]  # (phase, user message)
+    # agent: every turn after the first is a tool's result, for a call the previous answer made
+    tools: bool = False
 
 
 def turn_phase(turn: int) -> str:
@@ -148,14 +150,14 @@ def build_waves(workload: Workload, users: int, level_key: str = "", seed: int =
         system = _system(w, level_key, group=0, seed=seed)
         first = make_text(w.user_tokens, f"{level_key}r1", seed)
         if w.resume:
-            return [[Session(0, 0.0, system, ((AFTER_RESTART, first),))]]
+            return [[Session(0, 0.0, system, ((AFTER_RESTART, first),), tools=True)]]
         turns = [(COLD, first)] + [
             (turn_phase(t), make_text(w.user_tokens, f"{level_key}r{t}", seed)) for t in range(2, w.turns + 1)
         ]
         return [
-            [Session(0, 0.0, system, tuple(turns))],
-            [Session(0, 0.0, system, ((WARM, first),))],
-            [Session(0, 0.0, system, ((AFTER_UNLOAD, first),))],
+            [Session(0, 0.0, system, tuple(turns), tools=True)],
+            [Session(0, 0.0, system, ((WARM, first),), tools=True)],
+            [Session(0, 0.0, system, ((AFTER_UNLOAD, first),), tools=True)],
         ]
     raise ValueError(f"{w.kind.value} is not a session workload")
 
@@ -200,16 +202,28 @@ def groups(workload: Workload) -> dict[str, tuple[str, ...]]:
     return {}
 
 
-def history(system: str | None, turns: Sequence[str], answers: Sequence[str]) -> list[dict[str, str]]:
+TOOL = "read_file"  # the tool an agent's answers call, each on a file of its own
+
+
+def history(
+    system: str | None, turns: Sequence[str], answers: Sequence[str], tools: bool = False
+) -> list[dict[str, str]]:
     """The messages a chat client sends for the turn after ``answers``: system, then user/assistant pairs.
 
-    ``turns`` holds the user messages so far (one more than ``answers``).
+    ``turns`` holds the user messages so far (one more than ``answers``). With ``tools`` (an agent)
+    every answer also calls TOOL (``tool_call_id`` and ``tool_name`` on the assistant message) and
+    every later turn is that call's result (role ``tool``); each API spells them its own way
+    (``bench_client.dialect_messages``).
     """
     if len(turns) != len(answers) + 1:
         raise ValueError("one user message more than answers")
     messages = [{"role": "system", "content": system}] if system is not None else []
-    for user, answer in zip(turns, [*answers, None], strict=True):
-        messages.append({"role": "user", "content": user})
+    for n, (user, answer) in enumerate(zip(turns, [*answers, None], strict=True)):
+        if tools and n > 0:
+            messages.append({"role": "tool", "content": user, "tool_call_id": f"call_{n}"})
+        else:
+            messages.append({"role": "user", "content": user})
         if answer is not None:
-            messages.append({"role": "assistant", "content": answer})
+            call = {"tool_call_id": f"call_{n + 1}", "tool_name": TOOL} if tools else {}
+            messages.append({"role": "assistant", "content": answer, **call})
     return messages

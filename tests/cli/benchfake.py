@@ -166,9 +166,11 @@ class FakeServer:
 
 
 def _plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages API content blocks as plain text, for ``answer_chunks``."""
+    """Messages API content blocks (text, tool results) as plain text, for ``answer_chunks``."""
     return [
-        m | {"content": "".join(b["text"] for b in m["content"])} if isinstance(m["content"], list) else m
+        m | {"content": "".join(b.get("text") or b.get("content") or "" for b in m["content"])}
+        if isinstance(m["content"], list)
+        else m
         for m in messages
     ]
 

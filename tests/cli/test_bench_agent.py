@@ -9,7 +9,17 @@ from pathlib import Path
 
 import benchfake
 from benchfake import FakeServer, invoke_bench
-from cllm_ollama.cli.bench_workloads import AFTER_RESTART, AFTER_UNLOAD, COLD, WARM, Kind, Workload, build_waves
+from cllm_ollama.cli.bench_client import Api, dialect_messages
+from cllm_ollama.cli.bench_workloads import (
+    AFTER_RESTART,
+    AFTER_UNLOAD,
+    COLD,
+    WARM,
+    Kind,
+    Workload,
+    build_waves,
+    history,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # compare.py's siblings are top-level
 
@@ -94,9 +104,14 @@ def test_the_agent_speaks_anthropic_as_claude_code_does_and_reads_its_cache_coun
     assert first["system"][0]["cache_control"] == {"type": "ephemeral"} and first["max_tokens"] == 9
     assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
     assert isinstance(second["messages"][0]["content"], str)  # an earlier turn: no breakpoint
-    assert second["messages"][-1]["content"][0]["cache_control"] == {"type": "ephemeral"}
-    # The answer the server streamed goes back into the history.
-    assert second["messages"][1]["content"] == "<L0r1/1>t1 t2 t3 t4 "
+    # The answer the server streamed goes back into the history, with the tool call it made; the
+    # next turn is that call's result, the breakpoint on it.
+    text, use = second["messages"][1]["content"]
+    assert text == {"type": "text", "text": "<L0r1/1>t1 t2 t3 t4 "}
+    assert (use["type"], use["id"], use["name"]) == ("tool_use", "call_1", "read_file")
+    (result,) = second["messages"][-1]["content"]
+    assert (result["type"], result["tool_use_id"]) == ("tool_result", "call_1")
+    assert result["content"].startswith("L0r2:") and result["cache_control"] == {"type": "ephemeral"}
     cold = json.loads(out.read_text())["levels"][0]["phases"][COLD]
     # The prompt is the uncached input plus the cache's writes and reads; reads are the cached tokens.
     assert (cold["prompt_tokens_mean"], cold["cached_tokens_mean"]) == (benchfake.PROMPT_EVAL_COUNT, benchfake.CACHED)
@@ -168,3 +183,21 @@ def test_the_agent_report_checks_the_issue_s_targets(tmp_path: Path) -> None:
     assert verdicts[1] == "- After a restart: TTFT / cold prefill 0.040 (target ≤ 0.05): met."
     assert "6.67–7.33 ms per new token (cold prefill: 6.25 ms per token)" in verdicts[2]
     assert verdicts[3] == "- Decode tok/s, cllm / llama-server -np 8: 1.20 (target ≥ 1.00)."
+
+
+def test_each_api_gets_the_agent_s_tool_calls_and_results_in_its_own_shape() -> None:
+    messages = history("S", ["task", "result"], ["looking"], tools=True)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
+    openai = dialect_messages(Api.OPENAI_CHAT, messages)
+    call = openai[2]["tool_calls"][0]
+    assert (call["id"], call["type"], call["function"]["name"]) == ("call_1", "function", "read_file")
+    assert json.loads(call["function"]["arguments"]) == {"path": "src/1.py"}  # a JSON string, as OpenAI's
+    assert openai[3] == {"role": "tool", "content": "result", "tool_call_id": "call_1"}
+    ollama = dialect_messages(Api.CHAT, messages)
+    assert ollama[2]["tool_calls"] == [{"function": {"name": "read_file", "arguments": {"path": "src/1.py"}}}]
+    assert ollama[3] == {"role": "tool", "content": "result"}
+    # Without tools (the chat workloads) nothing changes.
+    assert dialect_messages(Api.OPENAI_CHAT, history("S", ["a", "b"], ["x"])) == history("S", ["a", "b"], ["x"])
+    # An empty answer gives Anthropic no empty text block (it refuses one).
+    (use,) = dialect_messages(Api.ANTHROPIC, history(None, ["t", "r"], [""], tools=True))[1]["content"]
+    assert use["type"] == "tool_use"
