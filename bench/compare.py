@@ -64,6 +64,8 @@ from cllm_ollama.testing import real_model
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "bench-qwen3"
 REAL_MODEL_NAME = "bench-qwen25-coder"
+# Per request of the agent and long workloads: a cold 16k or 32k-token prefill on two cores takes minutes.
+LONG_TIMEOUT_S = 1800
 DISTINCT_TARGETS = ("cllm", "llama-server", "llama-cpp-python")
 PREFIX_TARGETS = ("cllm", "llama-server", "llama-server-np1")
 TARGETS = (*DISTINCT_TARGETS, "llama-server-np1")
@@ -338,7 +340,8 @@ def prefix_outcomes(
             evict = ["--evict", str(slots)] if agent else []  # it cannot unload: its slots serve others
         bench = [
             "--url", server.base_url, "--api", api, "--model", REAL_MODEL_NAME, "--label", label,
-            *pp.bench_args(workload), *evict, "--json", str(result_path(plan, workload, name)),
+            *pp.bench_args(workload), *evict, *(["--timeout", str(LONG_TIMEOUT_S)] if agent else []),
+            "--json", str(result_path(plan, workload, name)),
         ]  # fmt: skip
         found.append((Outcome(name, server, bench, workload=workload, label=label), setup))
         if workload == AGENT:
@@ -499,7 +502,7 @@ def long_outcomes(plan: Plan, binary: Path, model: Path, work: Path) -> list[tup
         bench = [
             "--url", server.base_url, "--api", api, "--model", REAL_MODEL_NAME, "--label", label,
             "--concurrency", "1", "--requests", str(lp.requests), "--max-tokens", str(lp.max_tokens),
-            "--warmup", "1", "--warmup-tokens", "16",
+            "--warmup", "1", "--warmup-tokens", "16", "--timeout", str(LONG_TIMEOUT_S),
         ]  # fmt: skip
         found.append((Outcome(name, server, bench, workload=LONG, label=label), setup))
     return found

@@ -37,6 +37,8 @@ def test_long_runs_only_when_named_with_the_same_settings_on_both_targets(tmp_pa
     assert [flag(f) for f in ("-np", "-c", "-t", "-fa", "-ctk", "-ctv", "-b", "-ub")] == [
         "1", "32768", "2", "on", "f16", "f16", "2048", "512"
     ]  # fmt: skip
+    # A cold 32k-token prefill on two cores outlasts cllm bench's default 600 s per request.
+    assert all(o.bench[o.bench.index("--timeout") + 1] == "1800" for o in (cllm, server))
     off, _ = compare.parse_args(["--workload", "long", "--flash-attention", "off", "--out", str(tmp_path)])
     (cllm, _), (server, _) = compare.long_outcomes(off, Path("/bin/llama-server"), Path("/m"), tmp_path)
     assert cllm.server.shown_env["OLLAMA_FLASH_ATTENTION"] == "0" and "off" in server.server.argv
