@@ -42,6 +42,7 @@ import pyserver_env
 import report
 import report_agent
 import report_long
+import vision_bench
 from cllm_ollama.cli.bench import plot_results
 from plan import (
     AGENT,
@@ -51,6 +52,7 @@ from plan import (
     PREFIX_WORKLOADS,
     SELECTABLE,
     SESSION_WORKLOADS,
+    VISION,
     WORKLOADS,
     LongPlan,
     Outcome,
@@ -116,6 +118,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     g.add_argument("--short-max-tokens", type=int, help="burst and preamble: tokens per answer [32; --quick: 8]")
     g.add_argument("--agent-tokens", type=int, help="agent: preamble tokens [16000; --quick: 1024]")
     g.add_argument("--agent-turns", type=int, help="agent: turns [10; --quick: 3]")
+    g.add_argument("--vision-users", type=int, help="vision: users chatting at once [6; --quick: 2]")
+    g.add_argument("--vision-turns", type=int, help="vision: turns per user, each re-sending the image [3; --quick: 2]")
     g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by testing.real_model]")
     g = p.add_argument_group("long contexts (long)")
     g.add_argument("--long-depths", help="tokens of context, comma-separated [16384,32768; --quick: 1024,2048]")
@@ -162,6 +166,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         real_model=a.real_model.expanduser().resolve() if a.real_model else None,
         agent_tokens=pick(a.agent_tokens, 16000, 1024),
         agent_turns=pick(a.agent_turns, 10, 3),
+        vision_users=pick(a.vision_users, 6, 2),
+        vision_turns=pick(a.vision_turns, 3, 2),
+        vision_max_tokens=pick(a.chat_max_tokens, 64, 8),
     )
     depths = tuple(int(d) for d in (a.long_depths or ("1024,2048" if quick else "16384,32768")).split(","))
     long = LongPlan(
@@ -186,7 +193,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         batched_bench=not a.no_batched_bench,
         quick=a.quick,
         workloads=tuple(w for w in SELECTABLE if w in workloads),
-        prefix=prefix if set(workloads) & {*SESSION_WORKLOADS, LONG} else None,  # their real model
+        prefix=prefix if set(workloads) & {*SESSION_WORKLOADS, LONG, VISION} else None,
         long=long if LONG in workloads else None,
         embed=embed.EmbedPlan(
             slots=a.embed_slots,
@@ -265,10 +272,17 @@ def cllm_outcome(plan: Plan, model: Path, work: Path) -> tuple[Outcome, Callable
 
 
 def cllm_server(
-    plan: Plan, model: Path, name: str, work: Path, slots: int, ctx: int, extra: dict[str, str] | None = None
+    plan: Plan,
+    model: Path,
+    name: str,
+    work: Path,
+    slots: int,
+    ctx: int,
+    projector: Path | None = None,
+    extra: dict[str, str] | None = None,
 ) -> tuple[Server, Callable[[], None]]:
-    """The ``cllm serve`` command on the store in ``work``, and what imports ``model`` there as ``name``;
-    ``extra``: more settings."""
+    """The ``cllm serve`` command on the store in ``work``, and what imports ``model`` there as ``name``
+    (with ``projector`` as its projector layer: a second FROM, as in Ollama); ``extra``: more settings."""
     port = free_port()
     settings = {
         "CLLM_NUM_PARALLEL": str(slots),
@@ -285,7 +299,7 @@ def cllm_server(
     log = plan.cache / "logs" / "cllm.log"
     server = Server("cllm", argv, f"http://127.0.0.1:{port}", "/api/version", log, env, settings)
     modelfile = work / f"Modelfile.{name}"
-    modelfile.write_text(f"FROM {model}\n")
+    modelfile.write_text(f"FROM {model}\n" + (f"FROM {projector}\n" if projector else ""))
     created = work / f".created-{name}"
 
     def create() -> None:
@@ -317,29 +331,32 @@ def llama_server(
 
 
 def prefix_outcomes(
-    plan: Plan, workload: str, binary: Path, model: Path, work: Path
+    plan: Plan, workload: str, binary: Path, model: Path, work: Path, projector: Path | None = None
 ) -> list[tuple[Outcome, Callable[[], None]]]:
-    """The prefix workload's targets, in order: cllm, llama-server -np N, llama-server -np 1."""
+    """The prefix workload's targets, in order: cllm, llama-server -np N, llama-server -np 1
+    (serving ``projector`` beside the model for the vision workload)."""
     assert plan.prefix is not None
     pp = plan.prefix
     found: list[tuple[Outcome, Callable[[], None]]] = []
     agent = workload == AGENT
     ctx = pp.agent_ctx if agent else pp.ctx
+    model_name = vision_bench.MODEL_NAME if projector else REAL_MODEL_NAME
     for name in (t for t in PREFIX_TARGETS if t in plan.targets):
         setup, evict = _nothing, []
         if name == "cllm":
-            server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, pp.slots, ctx)
+            server, setup = cllm_server(plan, model, model_name, work, pp.slots, ctx, projector)
             # The agent speaks Anthropic's Messages API, as Claude Code does.
             api, label = "anthropic-messages" if agent else "chat", f"cllm ({pp.slots} slots)"
         else:
             slots = pp.slots if name == "llama-server" else 1
+            mmproj = ("--mmproj", str(projector)) if projector else ()
             # The agent's yardstick: the prompt cache and its host-RAM tier, named though on by default.
-            extra = ("--cache-prompt", "--cache-ram", "8192") if agent else ()
-            server = llama_server(plan, binary, model, name, slots, ctx, extra)
-            api, label = "openai-chat", f"llama-server -np {slots}"
+            cache = ("--cache-prompt", "--cache-ram", "8192") if agent else ()
+            server = llama_server(plan, binary, model, name, slots, ctx, (*mmproj, *cache))
+            api, label = "openai-chat", f"llama-server {'--mmproj ' if projector else ''}-np {slots}"
             evict = ["--evict", str(slots)] if agent else []  # it cannot unload: its slots serve others
         bench = [
-            "--url", server.base_url, "--api", api, "--model", REAL_MODEL_NAME, "--label", label,
+            "--url", server.base_url, "--api", api, "--model", model_name, "--label", label,
             *pp.bench_args(workload), *evict, *(["--timeout", str(LONG_TIMEOUT_S)] if agent else []),
             "--json", str(result_path(plan, workload, name)),
         ]  # fmt: skip
@@ -451,27 +468,41 @@ def run_distinct(plan: Plan, binaries: dict[str, Path], model: Path, python: Pat
 
 
 def run_sessions(
-    plan: Plan, binaries: dict[str, Path], model: Path, workloads: tuple[str, ...]
+    plan: Plan,
+    binaries: dict[str, Path],
+    model: Path | None,
+    workloads: tuple[str, ...],
+    vision: tuple[Path, Path] | None = None,
 ) -> tuple[list[Outcome], dict[str, Path | None]]:
-    """Each session workload on cllm, llama-server -np N and -np 1 in turn; their outcomes and plots."""
+    """Each session workload on cllm, llama-server -np N and -np 1 in turn (the vision workload on
+    ``vision``'s model and projector); their outcomes and plots."""
     outcomes: list[Outcome] = []
     charts: dict[str, Path | None] = {}
     with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
         for workload in workloads:
             binary = binaries.get("llama-server", Path("llama-server"))
-            targets = prefix_outcomes(plan, workload, binary, model, Path(work))
+            if workload == VISION:
+                assert vision is not None
+                text, mmproj = vision
+                targets = prefix_outcomes(plan, workload, binary, text, Path(work), mmproj)
+            else:
+                assert model is not None
+                targets = prefix_outcomes(plan, workload, binary, model, Path(work))
             done = [run_target(plan, outcome, setup) for outcome, setup in targets]
             outcomes += done
             charts[workload] = plot([o.result for o in done if o.result], plan.out / f"plot-{workload}.png")
     return outcomes, charts
 
 
-def run_prefix(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str] | None:
-    """The prefix workloads that were asked for; the lines of their report section (None: none asked)."""
-    workloads = tuple(w for w in plan.workloads if w in PREFIX_WORKLOADS)
+def run_prefix(
+    plan: Plan, binaries: dict[str, Path], model: Path | None, vision: tuple[Path, Path] | None
+) -> list[str] | None:
+    """The prefix workloads that were asked for (vision among them); the lines of their report
+    section (None: none asked)."""
+    workloads = tuple(w for w in plan.workloads if w in (*PREFIX_WORKLOADS, VISION))
     if not workloads:
         return None
-    outcomes, charts = run_sessions(plan, binaries, model, workloads)
+    outcomes, charts = run_sessions(plan, binaries, model, workloads, vision)
     return report.prefix_report(plan, model, outcomes, versions(binaries, None), charts)
 
 
@@ -493,7 +524,7 @@ def long_outcomes(plan: Plan, binary: Path, model: Path, work: Path) -> list[tup
         if name == "cllm":
             same = {"OLLAMA_FLASH_ATTENTION": "1" if lp.flash_attention else "0",
                     "OLLAMA_KV_CACHE_TYPE": lp.kv_type, "CLLM_NUM_BATCH": str(lp.n_batch)}  # fmt: skip
-            server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, 1, lp.ctx, same)
+            server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, 1, lp.ctx, extra=same)
             api, label = "generate", "cllm (1 slot)"
         else:
             flags = ("-fa", fa, "-ctk", lp.kv_type, "-ctv", lp.kv_type, "-b", str(lp.n_batch), "-ub", "512")
@@ -579,15 +610,19 @@ def main() -> None:
         model = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads)
         sdist_root = source.parent.parent
         python = pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
-    if plan.prefix is not None:  # the prefix, agent and long workloads
+    if set(plan.workloads) & {*SESSION_WORKLOADS, LONG}:
         real = prefix_model(plan)
+    vision = None
+    if VISION in plan.workloads:
+        vision = make_model.ensure_vision_model(plan.cache, vocab, plan.threads)
     binaries = llama_build.build_tools(plan.cache, version) if needs_tools(plan) else {}
     if prepare_only:
         return
     distinct_lines = run_distinct(plan, binaries, model, python) if model is not None else None
     sections: dict[str, list[str] | None] = {}
+    if plan.prefix is not None:
+        sections[report.PREFIX] = run_prefix(plan, binaries, real, vision)
     if real is not None:
-        sections[report.PREFIX] = run_prefix(plan, binaries, real)
         sections[AGENT] = run_agent(plan, binaries, real) if AGENT in plan.workloads else None
         sections[LONG] = run_long(plan, binaries, real) if LONG in plan.workloads else None
     embed_lines = run_embed(plan, binaries, embedder) if embedder is not None else None

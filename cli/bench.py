@@ -17,7 +17,7 @@ import click
 from ..config import Settings
 from .bench_client import CHAT_APIS, EMBEDDING_APIS, Api, BenchError, Target, run_bench, run_workload
 from .bench_stats import LevelStats
-from .bench_workloads import DEFAULTS, Kind, Workload
+from .bench_workloads import DEFAULTS, VISION_IMAGE_PX, Kind, Workload
 
 _COLUMNS = (
     ("conc", 5), ("reqs", 5), ("ok", 5), ("err", 4), ("tok/s", 8), ("req/s", 7),
@@ -199,7 +199,8 @@ def _plot_groups(results: list[dict[str, Any]], out: Path) -> None:
     "several turns each, every turn re-sending the history. shared-prefix-burst: requests sharing a "
     "prefix, sent at once. preamble: chats sharing a long preamble, then short questions without it. "
     "agent: a coding agent's session (long preamble, turns adding tool results), its first turn again "
-    "warm and after an unload (--resume: after a server restart).",
+    "warm and after an unload (--resume: after a server restart). vision: users each chatting about "
+    "their own picture, every turn re-sending it (a model that sees).",
 )
 @click.option(
     "--api",
@@ -415,7 +416,7 @@ def _workload(
         in_flight = 1
     return Workload(
         kind=kind,
-        turns=(turns or int(str(defaults.get("turns", 3)))) if kind in (Kind.CHAT, Kind.AGENT) else 1,
+        turns=(turns or int(str(defaults.get("turns", 3)))) if kind in (Kind.CHAT, Kind.AGENT, Kind.VISION) else 1,
         system_tokens=int(str(defaults["system_tokens"])) if system_tokens is None else system_tokens,
         users_per_system=users_per_system,
         user_tokens=user_tokens or int(str(defaults["user_tokens"])),
@@ -438,6 +439,12 @@ def describe(w: Workload, max_tokens: int) -> str:
         return (
             f"agent: ~{w.system_tokens}-token preamble, {w.turns} turns adding ~{w.user_tokens}-token tool "
             f"results, {answer}; then its first turn warm and after an unload"
+        )
+    if w.kind is Kind.VISION:
+        px = VISION_IMAGE_PX
+        return (
+            f"vision: {w.turns} turns, a {px}x{px} picture per user in the first message, re-sent every turn, "
+            f"user messages ~{w.user_tokens} tokens, {answer}"
         )
     if w.kind is Kind.BURST:
         return f"burst: ~{w.system_tokens}-token shared prefix, ~{w.user_tokens}-token distinct suffixes, {answer}"

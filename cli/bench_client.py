@@ -81,7 +81,7 @@ class Chunk:
     cached_tokens: int | None = None
 
 
-Messages = Sequence[Mapping[str, str]]
+Messages = Sequence[Mapping[str, Any]]
 
 
 def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
@@ -120,8 +120,18 @@ def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
     if target.api is Api.OPENAI_COMPLETIONS:
         body["prompt"] = prompt
     else:
-        body["messages"] = wire
+        body["messages"] = [_openai_message(m) for m in wire]
     return body
+
+
+def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    """Ollama's ``images`` on a message as OpenAI's content parts (data URLs), as a client sends them."""
+    images = message.pop("images", None)
+    if not images:
+        return message
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
+    parts += [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}} for data in images]
+    return {**message, "content": parts}
 
 
 _BREAKPOINT = {"type": "ephemeral"}
@@ -131,7 +141,7 @@ def _tool_input(call_id: str) -> dict[str, str]:
     return {"path": f"src/{call_id.removeprefix('call_')}.py"}
 
 
-def dialect_messages(api: Api, messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+def dialect_messages(api: Api, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``history``'s messages as ``api`` takes them: an assistant message's tool call (``tool_call_id``,
     ``tool_name``) and a tool result (role ``tool``) in Ollama's, OpenAI's or Anthropic's shape
     (Anthropic: a ``tool_use`` block after the answer's text, a user message of one ``tool_result``)."""
@@ -159,7 +169,7 @@ def dialect_messages(api: Api, messages: list[dict[str, str]]) -> list[dict[str,
     return out
 
 
-def anthropic_body(target: Target, messages: list[dict[str, str]]) -> dict[str, Any]:
+def anthropic_body(target: Target, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """A Messages API request as coding agents send one: the system prompt a top-level list of
     text blocks, ``cache_control`` breakpoints on it and on the last message (Claude Code marks
     both), greedy and streamed."""
@@ -180,6 +190,16 @@ def anthropic_body(target: Target, messages: list[dict[str, str]]) -> dict[str, 
     if system:
         body["system"] = [{"type": "text", "text": "\n\n".join(system), "cache_control": _BREAKPOINT}]
     return body
+
+
+def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    """Ollama's ``images`` on a message as OpenAI's content parts (data URLs), as a client sends them."""
+    images = message.pop("images", None)
+    if not images:
+        return message
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
+    parts += [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}} for data in images]
+    return {**message, "content": parts}
 
 
 def _error_text(error: object) -> str:
@@ -393,7 +413,8 @@ async def run_session(client: httpx.AsyncClient, target: Target, session: Sessio
             timings.append(RequestTiming(start=now, end=now, phase=phase, error="not sent: an earlier turn failed"))
             continue
         users.append(message)
-        timing = await send(client, target, history(session.system, users, answers, session.tools), phase)
+        messages = history(session.system, users, answers, session.image, session.tools)
+        timing = await send(client, target, messages, phase)
         answers.append(timing.answer)
         timings.append(timing)
     return timings

@@ -10,6 +10,8 @@ re-sending the whole conversation so far (as chat clients do), starting at a pla
 - ``preamble``: N one-turn chats with the same long system preamble (a front end's tool
   definitions) and a short distinct question, a few at a time; then, as a yardstick, a few short
   questions with no preamble, one at a time.
+- ``vision`` (issue 17): users each in a multi-turn chat about their own picture; the image is in
+  the first user message, so every turn re-sends it (as Open WebUI does).
 - ``agent`` (issue 18): a coding agent's session: a ~16k-token preamble (tool definitions and
   instructions), then turns that each add a tool result to the history; its first turn again
   while the model is loaded (warm), then after the model is unloaded (``unload_before``), and,
@@ -20,9 +22,14 @@ No I/O here, so what is sent can be checked without a server.
 
 from __future__ import annotations
 
+import base64
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
+
+from cllm_ollama.testing.images import png
 
 from .bench_stats import make_text
 
@@ -33,6 +40,7 @@ class Kind(StrEnum):
     BURST = "shared-prefix-burst"
     PREAMBLE = "preamble"
     AGENT = "agent"
+    VISION = "vision"
 
 
 # Per kind: default levels, max tokens, system (prefix) tokens and user-message tokens.
@@ -42,7 +50,9 @@ DEFAULTS: dict[Kind, dict[str, object]] = {
     Kind.BURST: {"levels": "16", "max_tokens": 32, "system_tokens": 1000, "user_tokens": 16},
     Kind.PREAMBLE: {"levels": "8", "max_tokens": 32, "system_tokens": 6600, "user_tokens": 16},
     Kind.AGENT: {"levels": "1", "max_tokens": 32, "system_tokens": 16000, "user_tokens": 200, "turns": 10},
+    Kind.VISION: {"levels": "6", "max_tokens": 64, "system_tokens": 0, "user_tokens": 16, "turns": 3},
 }
+VISION_IMAGE_PX = 448  # each user's picture: a random-pixel PNG this wide and high (~600 KB)
 
 FIRST_CHAT, LATER_CHATS, SHORT_PROMPT = "first chat", "later chats", "short prompt"
 SHORT_PROMPTS = 3  # preamble: short questions without the preamble, the yardstick for "close to a short prompt"
@@ -90,6 +100,7 @@ class Session:
     start_s: float
     system: str | None
     turns: tuple[tuple[str, str], ...]  # (phase, user message)
+    image: bytes | None = None  # vision: sent with the first user message, on every turn
     # agent: every turn after the first is a tool's result, for a call the previous answer made
     tools: bool = False
 
@@ -120,6 +131,23 @@ def build_waves(workload: Workload, users: int, level_key: str = "", seed: int =
             for u in range(users)
         ]
         return [sessions]
+    if w.kind is Kind.VISION:
+        return [
+            [
+                Session(
+                    user=u,
+                    start_s=u * w.stagger_s,
+                    system=_system(w, level_key, group=0, seed=seed),
+                    turns=tuple(
+                        (turn_phase(t), make_text(w.user_tokens, f"{level_key}u{u}t{t}", seed))
+                        for t in range(1, w.turns + 1)
+                    ),
+                    # Distinct per user, level and seed: no level finds another's picture in a cache.
+                    image=png(VISION_IMAGE_PX, VISION_IMAGE_PX, seed=zlib.crc32(f"{level_key}u{u}s{seed}".encode())),
+                )
+                for u in range(users)
+            ]
+        ]
     if w.kind is Kind.BURST:
         system = _system(w, level_key, group=0, seed=seed)
         return [
@@ -184,7 +212,7 @@ def _system(w: Workload, level_key: str, group: int, seed: int) -> str | None:
 def groups(workload: Workload) -> dict[str, tuple[str, ...]]:
     """Report rows beyond the whole level: name -> the phases it pools."""
     w = workload
-    if w.kind is Kind.CHAT:
+    if w.kind in (Kind.CHAT, Kind.VISION):
         later = tuple(turn_phase(t) for t in range(2, w.turns + 1))
         rows: dict[str, tuple[str, ...]] = {turn_phase(1): (turn_phase(1),)}
         if later:
@@ -206,18 +234,23 @@ TOOL = "read_file"  # the tool an agent's answers call, each on a file of its ow
 
 
 def history(
-    system: str | None, turns: Sequence[str], answers: Sequence[str], tools: bool = False
-) -> list[dict[str, str]]:
+    system: str | None,
+    turns: Sequence[str],
+    answers: Sequence[str],
+    image: bytes | None = None,
+    tools: bool = False,
+) -> list[dict[str, Any]]:
     """The messages a chat client sends for the turn after ``answers``: system, then user/assistant pairs.
 
-    ``turns`` holds the user messages so far (one more than ``answers``). With ``tools`` (an agent)
-    every answer also calls TOOL (``tool_call_id`` and ``tool_name`` on the assistant message) and
-    every later turn is that call's result (role ``tool``); each API spells them its own way
-    (``bench_client.dialect_messages``).
+    ``turns`` holds the user messages so far (one more than ``answers``); ``image`` goes with the
+    first of them, base64 in Ollama's ``images`` (``bench_client`` rewrites it for OpenAI's API).
+    With ``tools`` (an agent) every answer also calls TOOL (``tool_call_id`` and ``tool_name`` on the
+    assistant message) and every later turn is that call's result (role ``tool``); each API spells
+    them its own way (``bench_client.dialect_messages``).
     """
     if len(turns) != len(answers) + 1:
         raise ValueError("one user message more than answers")
-    messages = [{"role": "system", "content": system}] if system is not None else []
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system is not None else []
     for n, (user, answer) in enumerate(zip(turns, [*answers, None], strict=True)):
         if tools and n > 0:
             messages.append({"role": "tool", "content": user, "tool_call_id": f"call_{n}"})
@@ -226,4 +259,7 @@ def history(
         if answer is not None:
             call = {"tool_call_id": f"call_{n + 1}", "tool_name": TOOL} if tools else {}
             messages.append({"role": "assistant", "content": answer, **call})
+    if image is not None:
+        first = next(m for m in messages if m["role"] == "user")
+        first["images"] = [base64.b64encode(image).decode()]
     return messages

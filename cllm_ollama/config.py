@@ -21,6 +21,11 @@ DEFAULT_PORT = 11434
 # sequences decode at ~2.5x the aggregate rate of one, and the KV cost (8 x num_ctx) is modest.
 DEFAULT_NUM_PARALLEL = 8
 DEFAULT_CONTEXT_LENGTH = 4096
+# How far a model's context grows, by reloading it, for a prompt that does not fit when nobody set
+# num_ctx (not the request, not the Modelfile, not OLLAMA_CONTEXT_LENGTH): agents that talk /v1
+# cannot set it, and their preamble (tool definitions first) would be cut. Ollama's advice for
+# agents and coding tools is "at least 64000 tokens".
+DEFAULT_CONTEXT_GROW = 65536
 DEFAULT_KEEP_ALIVE_S = 300.0
 DEFAULT_MAX_LOADED_MODELS = 3
 DEFAULT_MAX_QUEUE = 512
@@ -253,6 +258,10 @@ class Settings:
     max_loaded_models: int = DEFAULT_MAX_LOADED_MODELS
     max_queue: int = DEFAULT_MAX_QUEUE
     context_length: int = DEFAULT_CONTEXT_LENGTH
+    # CLLM_CONTEXT_GROW: the largest context a too-long prompt may grow the loaded one to (0: never
+    # grow, cut it). From the environment DEFAULT_CONTEXT_GROW unless OLLAMA_CONTEXT_LENGTH is set
+    # (the operator's context wins); off for settings built in code (tests pick their contexts).
+    context_grow: int = 0
     origins: tuple[str, ...] = ()
     # CLLM_API_KEY: the keys a request may carry (api/auth.py); none: no key is asked for, as in Ollama.
     # Out of repr so that printing the settings never shows one.
@@ -343,6 +352,8 @@ class Settings:
             max_loaded_models=get_int("MAX_LOADED_MODELS", DEFAULT_MAX_LOADED_MODELS, zero_is_default=True),
             max_queue=get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE, zero_is_default=True),
             context_length=get_int("CONTEXT_LENGTH", DEFAULT_CONTEXT_LENGTH, zero_is_default=True),
+            # The operator's OLLAMA_CONTEXT_LENGTH wins: nothing grows past it unless asked to.
+            context_grow=get_int("CONTEXT_GROW", 0 if get_int("CONTEXT_LENGTH", 0) else DEFAULT_CONTEXT_GROW),
             origins=tuple(o.strip() for o in origins.split(",") if o.strip()) if origins else (),
             api_keys=api_keys,
             client_api_key=client_keys[0] if client_keys else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cllm_ollama.config import (
+    DEFAULT_CONTEXT_GROW,
     DEFAULT_CONTEXT_LENGTH,
     DEFAULT_MAX_LOADED_MODELS,
     DEFAULT_MAX_QUEUE,
@@ -44,3 +45,18 @@ def test_values_are_clamped_to_their_minimum_and_kept_otherwise() -> None:
 def test_a_value_that_is_no_integer_is_refused() -> None:
     with pytest.raises(ConfigError, match="invalid CACHE_RAM"):
         Settings.from_env({"OLLAMA_CACHE_RAM": "lots"})
+
+
+@pytest.mark.parametrize(
+    ("env", "grow"),
+    [
+        ({}, DEFAULT_CONTEXT_GROW),
+        ({"OLLAMA_CONTEXT_LENGTH": "0"}, DEFAULT_CONTEXT_GROW),  # unset, as Ollama reads it
+        ({"OLLAMA_CONTEXT_LENGTH": "8192"}, 0),  # the operator's context wins
+        ({"OLLAMA_CONTEXT_LENGTH": "8192", "CLLM_CONTEXT_GROW": "32768"}, 32768),
+        ({"CLLM_CONTEXT_GROW": "0"}, 0),
+    ],
+)
+def test_a_too_long_prompt_grows_the_context_unless_one_was_set(env: dict[str, str], grow: int) -> None:
+    assert Settings.from_env(env).context_grow == grow
+    assert Settings().context_grow == 0  # settings built in code choose their contexts

@@ -31,7 +31,15 @@ from ..engine.media import cell_keys
 from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats
 from ..engine.request import Request as EngineRequest
-from ..errors import CllmError, ContextOverflow, EngineError, InvalidRequest, QueueFull, RequestCanceled
+from ..errors import (
+    CllmError,
+    ContextOverflow,
+    EngineError,
+    InsufficientMemory,
+    InvalidRequest,
+    QueueFull,
+    RequestCanceled,
+)
 from .fields import SharedFields
 from .formats import JSON_GRAMMAR, grammar_for_format
 from .images import b64decode_go, place_markers
@@ -119,13 +127,42 @@ class Generation:
     truncated: int = 0  # prompt tokens cut to fit (old turns, then the middle)
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
-        """Output chunks until the final one (``done``); the model is held exactly as long."""
+        """Output chunks until the final one (``done``); the model is held exactly as long.
+
+        A prompt too long for the loaded context, where nobody set ``num_ctx``, grows the context
+        (``Settings.context_grow``): the model is given back, loaded again with the larger one
+        (the pool's reload), and the request admitted there, once; nothing was sent before. Where
+        not even one slot of it fits in memory, the prompt is cut to the context loaded as before."""
         pool: ModelPool = self.http.app.state.pool
         t0 = time.perf_counter_ns()
+        grow = self.http.app.state.settings.context_grow if self.options.num_ctx is None else 0
+        try:
+            async with aclosing(self._run(pool, t0, grow)) as run:
+                async for chunk in run:
+                    yield chunk
+        except _Grow as more:
+            log.info("growing the context of %s to %d tokens for a longer prompt", self.model.full_name, more.n_ctx)
+            options, self.options = self.options, replace(self.options, num_ctx=more.n_ctx)
+            sent = False
+            try:
+                async with aclosing(self._run(pool, t0, 0)) as run:
+                    async for chunk in run:
+                        sent = True
+                        yield chunk
+            except InsufficientMemory as exc:  # raised by the load, before anything was sent
+                if sent:
+                    raise
+                log.warning("%s: no room for a %d-token context (%s)", self.model.full_name, more.n_ctx, exc.message)
+                self.options = options
+                async with aclosing(self._run(pool, t0, 0)) as run:
+                    async for chunk in run:
+                        yield chunk
+
+    async def _run(self, pool: ModelPool, t0: int, grow: int) -> AsyncGenerator[Chunk, None]:
         async with lease(pool, self.model, self.options, self.fields.keep_alive) as entry:
             self.load_ns = time.perf_counter_ns() - t0
             loaded = entry.model
-            request, parser = await self._admit(pool, loaded)
+            request, parser = await self._admit(pool, loaded, grow)
             self.request = request
             if not loaded.has_room():  # still a 503, before a stream's headers
                 raise QueueFull()
@@ -157,7 +194,7 @@ class Generation:
                     yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats, truncated=self.truncated)
                     return
 
-    async def _admit(self, pool: ModelPool, loaded: EngineClient) -> tuple[EngineRequest, StreamParser]:
+    async def _admit(self, pool: ModelPool, loaded: EngineClient, grow: int = 0) -> tuple[EngineRequest, StreamParser]:
         """Everything before the first token: the prompt, fitted; the grammar; the engine request."""
         options, truncate = self.options, self.fields.truncate
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
@@ -169,6 +206,8 @@ class Generation:
             rendered = await render_prompt(self.render, loaded, None, timeout=timeout, key=key)
             return await self._with_images(pool, loaded, rendered.text, limit), self._parser(rendered.text)
         rendered = await render_prompt(self.render, loaded, limit if truncate else None, timeout=timeout, key=key)
+        if grow and (n_ctx := _grown(len(rendered.tokens) + rendered.dropped, limit, loaded, grow)):
+            raise _Grow(n_ctx)
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
         )
@@ -184,9 +223,13 @@ class Generation:
                 options.num_keep,
                 len(tokens),
             )
-        return await self._request(pool, tuple(tokens), limit), self._parser(rendered.text)
+        # Marked prefixes are kept only for a prompt whole (a cut one's offsets moved).
+        keep = rendered.marks if not self.truncated else ()
+        return await self._request(pool, tuple(tokens), limit, keep=keep), self._parser(rendered.text)
 
-    async def _request(self, pool: ModelPool, prompt: tuple[int, ...], limit: int, media: Any = None) -> EngineRequest:
+    async def _request(
+        self, pool: ModelPool, prompt: tuple[int, ...], limit: int, media: Any = None, keep: tuple[int, ...] = ()
+    ) -> EngineRequest:
         """The engine request for a fitted prompt, its grammar compiled off the event loop."""
         options = self.options
         grammar = await run_in_threadpool(grammar_for_format, self.fields.format)
@@ -200,6 +243,7 @@ class Generation:
             num_ctx=limit,
             arrival_ns=self.t_start,
             logprobs=self.fields.logprobs,
+            keep=keep,
             media=media,
         )
 
@@ -237,6 +281,24 @@ class Generation:
             tools=self.tool_specs if self.tools else None,
             prompt=text,
         )
+
+
+class _Grow(Exception):
+    """The prompt does not fit the loaded context and would fit ``n_ctx`` (``Generation.chunks``)."""
+
+    def __init__(self, n_ctx: int) -> None:
+        super().__init__(n_ctx)
+        self.n_ctx = n_ctx
+
+
+def _grown(n_prompt: int, limit: int, loaded: EngineClient, most: int) -> int:
+    """The context that holds a prompt of ``n_prompt`` tokens with a quarter more (at least 1,024)
+    for the reply, as a power of two, at most ``most`` and the trained context; 0 when the prompt
+    fits ``limit`` or a larger context would not be larger than the loaded one."""
+    if n_prompt < limit:
+        return 0
+    n_ctx = min(1 << (n_prompt + max(n_prompt // 4, 1024) - 1).bit_length(), most, loaded.n_ctx_train)
+    return n_ctx if n_ctx > loaded.n_ctx_slot else 0
 
 
 def _close_media(task: asyncio.Future[Any]) -> None:

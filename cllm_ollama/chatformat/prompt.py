@@ -7,13 +7,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ..errors import CllmError, RequestCanceled
 from ..store.gguf_info import GGUFInfo
 from . import jinja_workers
 from .builtin_templates import builtin_template
@@ -62,6 +64,9 @@ class Rendered:
     # Tokens of the whole conversation left out to fit the limit (its oldest turns); when the
     # whole was too long even to render, at least one (the count is then unknown).
     dropped: int = 0
+    # Token offsets where the prefix the client marked to keep ends (``chat_prompt``'s
+    # ``cache_ends``), ascending; none when turns were dropped.
+    marks: tuple[int, ...] = ()
 
 
 # Renders a prompt for a loaded model; given a token limit, it may drop old turns to fit it.
@@ -126,6 +131,7 @@ def chat_prompt(
     go_template: str | None = None,
     think_set: bool = False,
     think_level: str | None = None,
+    cache_ends: Sequence[int] = (),
 ) -> Renderer:
     """Render the prompt as Ollama does: with the model's Go template (its template layer, as
     library models have) when it has one, else with the GGUF's own Jinja chat template (as
@@ -139,6 +145,11 @@ def chat_prompt(
     messages and the last message, as Ollama's chatPrompt does; what still does not fit is cut at
     the token level later. A ``think`` level (low, medium, high) reaches Jinja templates as
     ``reasoning_effort`` (gpt-oss's) and Go ones as ``.ThinkLevel``.
+
+    ``cache_ends`` marks prefixes the client asks to keep (Anthropic's ``cache_control``), each as
+    the number of messages after its end; the rendered prompt carries their token offsets
+    (``Rendered.marks``): the conversation rendered without those messages shares exactly that
+    much with the whole (one more render and tokenization per mark, only when asked).
     """
     levels = {"reasoning_effort": think_level} if think_level else {}
     jinja = model.info.chat_template
@@ -240,6 +251,8 @@ def chat_prompt(
                 return tried[n]
 
             if (whole := without_oldest(0)) is not None:
+                if cache_ends:
+                    return replace(whole, marks=marks(whole.tokens, render_text, loaded, add_bos))
                 return whole
             # A turn less never makes the prompt longer, so the fewest turns to drop are found by
             # bisection: O(log n) renders of the conversation, where dropping one at a time was O(n).
@@ -253,6 +266,30 @@ def chat_prompt(
             rendered = tried.get(low) or without_oldest(low)
             assert rendered is not None  # with every droppable turn gone, there is nothing left to try
             return replace(rendered, dropped=max(1, lengths.get(0, 0) - len(rendered.tokens)))
+
+    def marks(
+        tokens: list[int], render_text: Callable[[list[int] | None], str], loaded: Tokenizer, add_bos: bool
+    ) -> tuple[int, ...]:
+        """Where each of ``cache_ends``' prefixes ends in ``tokens`` (the whole prompt). A mark the
+        template cannot render alone (some refuse a conversation without a user turn) is left out."""
+        found: set[int] = set()
+        for after in cache_ends:
+            kept = len(messages) - after
+            if not 0 <= kept <= len(messages):
+                continue
+            if after == 0:  # the last message: its end is the prompt's (before the reply's header)
+                found.add(len(tokens))
+                continue
+            try:
+                text = render_text(list(range(kept)))
+            except (RenderTimeout, RequestCanceled):
+                raise
+            except (TemplateError, CllmError) as exc:
+                log.debug("cache breakpoint %d messages from the end not rendered: %s", after, exc)
+                continue
+            # commonprefix compares any sequences element by element (here token lists), in C.
+            found.add(len(os.path.commonprefix([tokens, loaded.tokenize(text, add_special=add_bos)])))  # noqa: RUF071
+        return tuple(sorted(n for n in found if n > 0))
 
     return render
 

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import EngineError, InvalidRequest, MediaError
 from ..model_families import PARSED_CONTROL_TOKENS  # what the output parsers read
 from .request import SamplingParams
+from .transcode import decode_rgb, is_webp
 
 # What a saved sequence state's layout depends on beyond the model and the context's settings.
 STATE_FORMAT = f"llama-cpp-python {ll.__version__}"
@@ -562,9 +563,9 @@ def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M", n_threads: int = 0) ->
 # embedding row per image token, which are then decoded into a sequence like a prompt's tokens.
 # Everything here owns its native object and frees it once, in ``close``.
 
-# Formats stb_image (inside libmtmd) decodes, by their first bytes. Anything else is refused
-# before libmtmd sees it: its helper would take unknown bytes for audio or hand them to an ffmpeg
-# subprocess as a video. (WebP, which Ollama takes, needs that ffmpeg in this build: not yet.)
+# Formats stb_image (inside libmtmd) decodes, by their first bytes, and WebP (decoded by Pillow,
+# ``transcode``). Anything else is refused before libmtmd sees it: its helper would take unknown
+# bytes for audio or hand them to an ffmpeg subprocess as a video.
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
 
 
@@ -603,7 +604,7 @@ def media_marker() -> str:
 
 def is_image(data: bytes) -> bool:
     """Whether ``data`` starts as an image the projector can decode (cheap; decoding may still fail)."""
-    return data.startswith(_IMAGE_MAGIC)
+    return data.startswith(_IMAGE_MAGIC) or is_webp(data)
 
 
 # The largest picture decoded (8192 x 8192): 200 MB of RGB, far beyond what any projector keeps
@@ -790,6 +791,10 @@ class Projector:
         if not is_image(data):
             raise MediaError(f"image {index}: unknown or unsupported image format")
         mtmd = _mtmd()
+        if is_webp(data):
+            width, height, rgb = decode_rgb(data, index, MAX_IMAGE_PIXELS)
+            bitmap = mtmd.mtmd_bitmap_init(width, height, (ctypes.c_uint8 * len(rgb)).from_buffer_copy(rgb))
+            return self._identified(bitmap, data)
         stb = _stb()
         nx, ny, nc = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
         # The header first: a few KB of PNG can claim a picture that would take gigabytes decoded.
@@ -804,10 +809,15 @@ class Projector:
             bitmap = mtmd.mtmd_bitmap_init(nx.value, ny.value, ctypes.cast(pixels, ctypes.POINTER(ctypes.c_uint8)))
         finally:
             stb.stbi_image_free(pixels)
+        return self._identified(bitmap, data)
+
+    @staticmethod
+    def _identified(bitmap: int | None, data: bytes) -> int:
+        """The bitmap, its id the SHA-256 of the bytes the client sent (whatever decoded them)."""
         if not bitmap:
             raise EngineError("libmtmd could not make a bitmap")
-        mtmd.mtmd_bitmap_set_id(bitmap, hashlib.sha256(data).hexdigest().encode())
-        return bitmap  # type: ignore[no-any-return]
+        _mtmd().mtmd_bitmap_set_id(bitmap, hashlib.sha256(data).hexdigest().encode())
+        return bitmap
 
     def non_causal(self, prompt: MediaPrompt, item: MediaItem) -> bool:
         """Whether the image's tokens attend to each other both ways (Gemma 3): decoded alone."""

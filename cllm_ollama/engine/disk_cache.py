@@ -2,9 +2,10 @@
 outlive an unload, a reload and a restart.
 
 A state's file lives under ``root/<identity>/``, where the identity digests everything that
-changes a state's bytes (the weights, the KV cache type, flash attention, the slot count, the
-llama.cpp state format), so models made ``FROM`` the same weights share files and no other model ever sees
-them. Its name is a stable digest of its tokens (not Python's ``hash``, which is free to change).
+changes a state's bytes (the weights, the KV cache type, flash attention, the llama.cpp state
+format; the slot count only where a state cannot be stored as one KV stream: ``state_streams``),
+so models made ``FROM`` the same weights share files and no other model ever sees them. Its
+name is a stable digest of its tokens (not Python's ``hash``, which is free to change).
 
 A file is: ``MAGIC``, the identity digest, the token count, the payload length, the tokens
 (int64: image cells carry negative keys), the payload, then a BLAKE2b checksum of all of it.
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .prompt_cache import CacheEntry, PromptCache
+from .state_streams import one_stream, widen
 
 log = logging.getLogger("cllm.engine")
 
@@ -82,8 +84,13 @@ class _Job:
 class DiskCache:
     """Prompt states in files, found by token prefix like the host cache; IO on its own thread."""
 
-    def __init__(self, root: Path, identity: bytes, limit_bytes: int, min_tokens: int) -> None:
+    def __init__(
+        self, root: Path, identity: bytes, limit_bytes: int, min_tokens: int, streams: int | None = None
+    ) -> None:
+        """``streams``: the context's KV stream count, when its states are kept without it
+        (``state_streams``: files then serve any slot count); None keeps them as they are."""
         self.root = root
+        self.streams = streams
         self.identity = identity
         self.limit_bytes = limit_bytes
         self.dir = root / identity.hex()[:32]
@@ -228,17 +235,23 @@ class DiskCache:
         return bytearray(pending[1])
 
     def _write(self, path: Path, tokens: tuple[int, ...], payload: Any) -> None:
-        view = memoryview(payload).cast("B")
+        pieces = [memoryview(payload).cast("B")] if self.streams is None else one_stream(payload)
+        if pieces is None:
+            log.warning("a prompt state of an unknown layout is not written to disk")
+            self._gone.append(path)
+            return
         # Not named *.kv: a scan (another process starting on this directory) or the limit's sweep
         # would take a file still being written for a bad one and remove it.
         tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{path.stem}.part")
-        head = _HEAD.pack(MAGIC, self.identity, len(tokens), len(view)) + _token_bytes(tokens)
+        head = _HEAD.pack(MAGIC, self.identity, len(tokens), sum(map(len, pieces))) + _token_bytes(tokens)
         check = hashlib.blake2b(head, digest_size=_SUM)
-        check.update(view)
+        for piece in pieces:
+            check.update(piece)
         try:
             with open(tmp, "wb") as f:
                 f.write(head)
-                f.write(view)
+                for piece in pieces:
+                    f.write(piece)
                 f.write(check.digest())
             os.replace(tmp, path)
         except OSError as exc:  # a full disk, a read-only directory: the request is not failed
@@ -280,14 +293,19 @@ class DiskCache:
                 raw = f.read(8 * n_tokens)
                 if raw != _token_bytes(tokens):
                     return self._bad(path, "other tokens")
-                payload = bytearray(n_payload)
-                if f.readinto(payload) != n_payload:
+                # Room for the context's empty streams after a one-stream state (``widen``).
+                payload = bytearray(n_payload + (4 * (self.streams - 1) if self.streams else 0))
+                stored = memoryview(payload)[:n_payload]
+                if f.readinto(stored) != n_payload:
                     return self._bad(path, "short")
                 check = hashlib.blake2b(head, digest_size=_SUM)
                 check.update(raw)
-                check.update(payload)
+                check.update(stored)
+                stored.release()
                 if f.read(_SUM + 1) != check.digest():
                     return self._bad(path, "checksum")
+                if self.streams is not None and not widen(payload, self.streams):
+                    return self._bad(path, "layout")
             os.utime(path)  # the LRU order is the files' modification times
             return payload
         except FileNotFoundError:

@@ -28,13 +28,14 @@ The two pieces written into this component's seams:
 
 1. The DISK tier under host RAM (issue 18; ``engine/disk_cache.py``). ``best_now`` looks it up
    by the same chain (its files are named by a stable digest of the tokens, under the identity
-   of the weights, KV type, flash attention, slot count and state format). A disk read is slow,
+   of the weights, KV type, flash attention and state format). A disk read is slow,
    so it never runs on the engine thread: ``take`` emits a ``Load`` (the runner hands it to the
    disk cache's IO thread) and puts the slot in WAITING with a ``Wait`` that has no source
    slot; when the runner reports the read (``loaded``), ``resolve_waits`` turns it into
    ``Restore`` + ``Trim`` and the slot joins the next batch, while the other slots keep
    stepping. A ``Save``'s state also goes to disk, written on that IO thread, and a prompt that
-   computed ``CHECKPOINT_TOKENS`` or more is written as soon as it is done (``to_checkpoint``).
+   computed ``CHECKPOINT_TOKENS`` or more is written as soon as it is done, as is the prefix at
+   every length its request asks to keep (``Request.keep``, to host RAM too: ``to_checkpoint``).
 2. IMAGES in prompts (issue 17). A prompt becomes token runs plus media items (hash of the
    bytes, ``n_tokens``, ``n_pos``); ``engine/media.py`` (issue 17's first part) turns it into
    one key per KV cell, an image's cells a negative key from its hash. ``Request.prompt`` then
@@ -107,6 +108,14 @@ class Load(NamedTuple):
 
 
 KvOp = Save | Copy | Restore | Trim | Load
+
+
+class Checkpoint(NamedTuple):
+    """A sequence's state to save after a step (it holds ``tokens``), and to which tiers."""
+
+    tokens: tuple[int, ...]
+    host: bool
+    disk: bool
 
 
 @dataclass
@@ -234,17 +243,28 @@ class PrefixReuse:
         tokens = tuple(chain.tokens)
         return () if self.cache.covers(tokens, chain.keys) else tokens
 
-    def to_checkpoint(self, slot: Slot) -> tuple[int, ...]:
-        """The prompt ``slot`` just finished computing, if it is worth writing to disk now."""
+    def to_checkpoint(self, slot: Slot) -> Checkpoint | None:
+        """What ``slot`` computed in this step that is worth saving now: its prefix at a length its
+        request asks to keep (``Request.keep``: to the host cache and to disk), or a prompt of
+        ``CHECKPOINT_TOKENS`` computed tokens or more just finished (to disk). A whole prompt goes
+        to disk only: the slot holds it, and is saved to RAM when it is reused (``to_save``);
+        copying it on the engine thread at every turn would stall the others for nothing."""
         request = slot.request
-        if self.disk is None or request is None or slot.state is not SlotState.GENERATING:
-            return ()
-        if slot.n_generated != 1 or len(slot.chain) != len(request.prompt):  # not just now
-            return ()
-        if len(slot.chain) - slot.prompt_cached < CHECKPOINT_TOKENS:
-            return ()
-        tokens = tuple(slot.chain.tokens)
-        return () if self.disk.covers(tokens, slot.chain.keys) else tokens
+        if request is None or (self.cache is None and self.disk is None):
+            return None
+        n = len(slot.chain)
+        done = slot.state is SlotState.GENERATING and slot.n_generated == 1 and n == len(request.prompt)
+        if not (done or slot.state is SlotState.PREFILL):
+            return None
+        hinted = n in request.keep
+        long = done and n - slot.prompt_cached >= CHECKPOINT_TOKENS
+        if not (hinted or long):
+            return None
+        tokens, keys = tuple(slot.chain.tokens), slot.chain.keys
+        cache, disk_cache = self.cache, self.disk
+        host = hinted and not done and cache is not None and n >= cache.min_tokens and not cache.covers(tokens, keys)
+        disk = disk_cache is not None and n >= disk_cache.index.min_tokens and not disk_cache.covers(tokens, keys)
+        return Checkpoint(tokens, host, disk) if host or disk else None
 
     # -- decisions, and the operations they take ----------------------------------------
 

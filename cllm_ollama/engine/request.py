@@ -78,6 +78,9 @@ class Request:
     logprobs: int = -1
     id: int = field(default_factory=next_request_id)
     arrival_ns: int = field(default_factory=time.perf_counter_ns)
+    # Prompt lengths whose KV the client asked to keep (Anthropic's ``cache_control``
+    # breakpoints), ascending: a prefill chunk ends at each, and the state there is saved.
+    keep: tuple[int, ...] = ()
     # With images: ``prompt`` is then ``media.cell_keys(media.parts)``, one key per KV cell.
     media: MediaInput | None = field(default=None, compare=False, repr=False)
 
@@ -106,6 +109,10 @@ class Request:
     def position_after(self, n_cells: int) -> int:
         """The position that follows the first ``n_cells`` cells (a whole prefix)."""
         return position_after(self.media.parts, n_cells) if self.images else n_cells  # type: ignore[union-attr]
+
+    def next_keep(self, cell: int) -> int:
+        """The first length to keep after ``cell`` (the prompt's length if none)."""
+        return next((n for n in self.keep if n > cell), len(self.prompt))
 
     def next_image(self, cell: int) -> int:
         """The first cell of the first image at or after ``cell`` (the prompt's length if none)."""

@@ -173,25 +173,28 @@ class Runner:
 
     @staticmethod
     def _disk_cache(model: Model, spec: LoadSpec) -> DiskCache | None:
-        """The disk tier for this load: its identity is everything that changes a state's bytes,
-        the slot count among them (llama.cpp writes one KV stream per slot into a state and
-        refuses a state with another count: "n_stream mismatch")."""
+        """The disk tier for this load: its identity is everything that changes a state's bytes.
+        A model whose memory is one KV cache keeps its states without the slot count
+        (``state_streams``), so a load with another ``num_parallel`` reads them; for the others
+        (sliding-window ones write two caches) the slot count is part of the identity, as
+        llama.cpp refuses a state with another stream count ("n_stream mismatch")."""
         if spec.cache_dir is None or spec.cache_disk_bytes <= 0:
             return None
         # Image cells are the projector's output: another projector over the same weights differs.
         projector = weights_id(spec.projector) if spec.projector else ""
+        streams = spec.n_slots if model.n_swa == 0 else None
         # A LoRA changes every layer's KV: an adapted model's states are its own.
         adapters = ",".join(weights_id(path) for path in spec.adapters)
         identity = identity_digest(
             weights_id(model.path),
             spec.kv_cache_type,
             spec.flash_attention,
-            spec.n_slots,
+            "any slot count" if streams else spec.n_slots,
             STATE_FORMAT,
             projector,
             *([adapters] if adapters else []),
         )
-        return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens)
+        return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens, streams)
 
     def _read_done(self, request_id: int) -> Callable[[bytearray | None], None]:
         """What the disk cache's IO thread calls with a read state: it wakes the engine thread."""
@@ -438,15 +441,7 @@ class Runner:
         for op in plan.ops:
             match op:
                 case Save(seq_id, tokens):
-                    assert self.cache is not None
-                    try:
-                        state = ctx.state_get(seq_id)
-                    except EngineError:
-                        log.warning("could not save the prompt state of sequence %d", seq_id)
-                        continue
-                    self.cache.add(tokens, state, len(state))
-                    if self.disk is not None:  # written on the disk cache's IO thread
-                        self.disk.save(tokens, state)
+                    self._keep(seq_id, tokens, host=True, disk=True)
                 case Copy(src, dst):
                     if src in lost:  # it copied (or was to copy) a prefix it does not hold
                         lost.add(dst)
@@ -534,16 +529,24 @@ class Runner:
         return events
 
     def _checkpoint(self, plan: StepPlan) -> None:
-        """Long prompts finished in this step go to disk now (written on the IO thread)."""
-        if self.disk is None:
-            return
+        """Prefixes a request asked to keep, and long prompts finished in this step, are saved now
+        (disk writes run on the IO thread)."""
         for slot, _ in plan.prefills:
-            tokens = self.scheduler.prefix.to_checkpoint(slot)
-            if tokens:
-                try:
-                    self.disk.save(tokens, self.ctx.state_get(slot.seq_id))
-                except EngineError:
-                    log.warning("could not save the prompt state of sequence %d", slot.seq_id)
+            checkpoint = self.scheduler.prefix.to_checkpoint(slot)
+            if checkpoint is not None:
+                self._keep(slot.seq_id, checkpoint.tokens, host=checkpoint.host, disk=checkpoint.disk)
+
+    def _keep(self, seq_id: int, tokens: tuple[int, ...], *, host: bool, disk: bool) -> None:
+        """Save sequence ``seq_id``'s state (it holds ``tokens``) to the host cache and/or disk."""
+        try:
+            state = self.ctx.state_get(seq_id)
+        except EngineError:
+            log.warning("could not save the prompt state of sequence %d", seq_id)
+            return
+        if host and self.cache is not None:
+            self.cache.add(tokens, state, len(state))
+        if disk and self.disk is not None:  # written on the disk cache's IO thread
+            self.disk.save(tokens, state)
 
     def _logprobs(self, plan: StepPlan, sampled: Sequence[int]) -> dict[int, TokenLogprob]:
         """Log-softmax of the raw logits, only for the requests that asked for it."""

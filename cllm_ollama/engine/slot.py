@@ -185,10 +185,12 @@ class Slot:
         self._prompt_cached = 0
 
     def prompt_chunk(self, budget: int) -> list[int]:
-        """The next prompt tokens to decode, up to the next image (decoded apart: ``image_due``)."""
-        assert self.request is not None
-        end = min(self.n_past + budget, self.request.next_image(self.n_past))
-        return list(self.request.prompt[self.n_past : end])
+        """The next prompt tokens to decode, up to the next image (decoded apart: ``image_due``) or
+        the next length to keep (its state is saved after the step)."""
+        request = self.request
+        assert request is not None
+        end = min(self.n_past + budget, request.next_image(self.n_past), request.next_keep(self.n_past))
+        return list(request.prompt[self.n_past : end])
 
     def image_due(self) -> Media | None:
         """The image that starts where the prompt stands, if one does."""

@@ -17,6 +17,7 @@ from . import manifests as mt
 from .adapters import check_adapter, check_adapter_names
 from .blobs import parse_digest
 from .gguf_info import GGUFError, GGUFInfo, gguf_info, is_gguf
+from .layouts import LayoutRefused, adapt_layers
 from .manifests import Layer
 from .names import ModelName, parse_name
 from .store import Claim, ModelRecord, ModelStore
@@ -218,7 +219,14 @@ def _from_files(
     if len(models) != 1:
         raise InvalidRequest(f"expected one GGUF model file, got {len(models)}")
     ((model_layer, info),) = models
-    return [model_layer, *projectors], mt.model_config(info)
+    layers = [model_layer, *projectors]
+    try:  # a GGUF laid out by Ollama's converter: rewritten for llama.cpp now, or refused
+        adapted = adapt_layers(store, claim, layers, report)
+    except LayoutRefused as exc:
+        raise InvalidRequest(str(exc)) from exc
+    if adapted is None:
+        return layers, mt.model_config(info)
+    return adapted.layers, mt.model_config(adapted.model)
 
 
 def import_gguf(

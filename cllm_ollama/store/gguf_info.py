@@ -102,6 +102,12 @@ def _cached_info(path: str, mtime_ns: int, size: int, verbose: bool) -> GGUFInfo
         return _read(buf, verbose)
 
 
+def gguf_info_of_prefix(data: bytes) -> GGUFInfo:
+    """The metadata and tensor list read from a file's first bytes (verbose); ``GGUFError`` when
+    they end before the tensor list does."""
+    return _read(data, True)
+
+
 def human_number(n: int) -> str:
     """Ollama's ``format.HumanNumber``: 751.63M, 8.2B, 4B, 135K."""
     for scale, suffix, decimals in ((1e9, "B", 1), (1e6, "M", 2), (1e3, "K", 0)):
@@ -112,7 +118,7 @@ def human_number(n: int) -> str:
 
 
 class _Cursor:
-    def __init__(self, buf: mmap.mmap) -> None:
+    def __init__(self, buf: mmap.mmap | bytes) -> None:
         self.buf = buf
         self.pos = 0
 
@@ -169,7 +175,7 @@ class _Cursor:
         return items if keep else []
 
 
-def _read(buf: mmap.mmap, verbose: bool) -> GGUFInfo:
+def _read(buf: mmap.mmap | bytes, verbose: bool) -> GGUFInfo:
     cur = _Cursor(buf)
     if buf[:4] != GGUF_MAGIC:
         raise GGUFError("invalid file magic")

@@ -14,16 +14,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from ..config import DEFAULT_REGISTRY_URL, Settings
 from ..errors import PullError
 from . import manifests as mt
 from .blobs import DIGEST_RE
 from .download import DigestMismatch, download_blob
 from .keys import ollama_signer
+from .layouts import HEADER_PROBE_BYTES, HEADER_PROBE_MIN_BLOB, LayoutRefused, adapt_layers, check_prefix
 from .manifests import Layer, Manifest, ManifestError
 from .names import ModelName
 from .registry import Registry, RegistryError, registry_url
-from .store import ModelStore
+from .store import Claim, ModelStore
 
 log = logging.getLogger("cllm.store")
 
@@ -54,6 +57,14 @@ class ManifestUnavailable(PullError):
     """The registry did not give us the manifest (not there, unreachable, refused)."""
 
 
+class _Unrunnable(PullError):
+    """A model laid out so that cllm cannot run it: refused before its manifest is written."""
+
+    def __init__(self, message: str, digests: list[str]) -> None:
+        super().__init__(message)
+        self.digests = digests
+
+
 def open_registry(name: ModelName, options: RegistryOptions, scheme: str | None = None) -> Registry:
     """The registry ``name`` lives on (raises ``RegistryError`` for http:// without insecure).
 
@@ -71,37 +82,87 @@ def pull_from_registry(
         registry = open_registry(name, options, scheme)
     except RegistryError as exc:
         raise PullError(exc.message) from exc
-    with store.claim() as claim:  # the blobs stay until the manifest names them
-        with registry:
-            try:
-                raw = registry.manifest(name)
-            except RegistryError as exc:
-                raise ManifestUnavailable(MANIFEST_PREFIX + exc.message) from exc
-            manifest = _parse(raw)
-            old = _digests_of(store, name)
-            mismatch: DigestMismatch | None = None
-            claim.pin(*(layer.digest for layer in manifest.all_layers))
-            for layer in _layers(manifest):
-                try:
-                    download_blob(store, layer.hex, layer.size, report, _locator(registry, name, layer))
-                except DigestMismatch as exc:  # reported after "verifying sha256 digest", as Ollama does
-                    mismatch = mismatch or exc
-                except RegistryError as exc:
-                    raise PullError(exc.message) from exc
-        report({"status": "verifying sha256 digest"})
-        if mismatch is not None:
-            raise mismatch
-        report({"status": "writing manifest"})
+    try:
+        with store.claim() as claim:  # the blobs stay until the manifest names them
+            return _pull_claimed(store, claim, registry, name, report, options)
+    except _Unrunnable as exc:
+        store.discard_unused(exc.digests)  # unpinned now: the blobs of a model cllm cannot run go
+        raise
+
+
+def _pull_claimed(
+    store: ModelStore, claim: Claim, registry: Registry, name: ModelName, report: Report, options: RegistryOptions
+) -> Any:
+    with registry:
         try:
+            raw = registry.manifest(name)
+        except RegistryError as exc:
+            raise ManifestUnavailable(MANIFEST_PREFIX + exc.message) from exc
+        manifest = _parse(raw)
+        old = _digests_of(store, name)
+        mismatch: DigestMismatch | None = None
+        claim.pin(*(layer.digest for layer in manifest.all_layers))
+        try:  # a model cllm cannot run is refused before its gigabytes are downloaded
+            _check_header(store, registry, name, manifest)
+        except LayoutRefused as exc:
+            raise _Unrunnable(str(exc), []) from exc
+        for layer in _layers(manifest):
+            try:
+                download_blob(store, layer.hex, layer.size, report, _locator(registry, name, layer))
+            except DigestMismatch as exc:  # reported after "verifying sha256 digest", as Ollama does
+                mismatch = mismatch or exc
+            except RegistryError as exc:
+                raise PullError(exc.message) from exc
+    report({"status": "verifying sha256 digest"})
+    if mismatch is not None:
+        raise mismatch
+    # A GGUF laid out by Ollama's converter is rewritten (or refused) now, never at its first request.
+    try:
+        adapted = adapt_layers(store, claim, list(manifest.layers), report)
+    except LayoutRefused as exc:
+        raise _Unrunnable(str(exc), [layer.digest for layer in manifest.all_layers]) from exc
+    report({"status": "writing manifest"})
+    try:
+        if adapted is None:
             record = store.write_manifest_bytes(name, raw)
-        except OSError as exc:
-            raise PullError(f"writing manifest: {exc.strerror or exc}") from exc
-        unused = old - {layer.digest for layer in manifest.all_layers}
-        if unused and not options.noprune:
-            report({"status": "removing unused layers"})
-            store.discard_unused(unused)
-        report({"status": "success"})
-        return record
+        else:  # what the store holds (and pushes) is the rewritten model
+            record = store.write_manifest(name, mt.model_config(adapted.model), adapted.layers)
+    except OSError as exc:
+        raise PullError(f"writing manifest: {exc.strerror or exc}") from exc
+    unused = old - {layer.digest for layer in manifest.all_layers}
+    if adapted is not None:
+        unused |= set(adapted.replaced)
+    if unused and not options.noprune:
+        report({"status": "removing unused layers"})
+        store.discard_unused(unused)
+    report({"status": "success"})
+    return record
+
+
+def _check_header(store: ModelStore, registry: Registry, name: ModelName, manifest: Manifest) -> None:
+    """The model blob's first bytes, read with one ranged request, checked for a layout cllm cannot run."""
+    model = next((layer for layer in manifest.layers if layer.media_type == mt.MODEL), None)
+    if model is None or model.size < HEADER_PROBE_MIN_BLOB or store.has_blob(model.digest):
+        return
+    wanted = min(model.size, HEADER_PROBE_BYTES)
+    url = registry.url(name, "blobs", model.digest)
+    data = bytearray()
+    try:
+        response = registry.send("GET", url, headers={"Range": f"bytes=0-{wanted - 1}"}, stream=True)
+        try:
+            if response.status_code in (200, 206):
+                for chunk in response.iter_bytes():
+                    data += chunk
+                    if len(data) >= wanted:
+                        break
+        finally:
+            response.close()
+    except (RegistryError, httpx.HTTPError) as exc:
+        log.info(
+            "%s: the model's header could not be read first (%s): its layout is checked after the download", name, exc
+        )
+        return
+    check_prefix(bytes(data[:wanted]))
 
 
 def _locator(registry: Registry, name: ModelName, layer: Layer) -> Callable[[], tuple[str, dict[str, str]]]:

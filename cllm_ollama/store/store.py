@@ -31,7 +31,7 @@ import orjson
 
 from ..errors import CllmError, InvalidRequest, NotFound
 from . import manifests as mt
-from .blobs import BlobWriter, atomic_write_bytes, fsync_dir, parse_digest, write_blob
+from .blobs import BlobWriter, atomic_write_bytes, fsync_dir, parse_digest, sha256_file, write_blob
 from .gguf_info import gguf_info
 from .locking import is_locked, remove_unless_locked
 from .manifests import Layer, Manifest, ManifestError, manifest_path
@@ -548,6 +548,18 @@ class Claim:
         if present:
             self._store.touch_blob(digest)
         return present
+
+    def adopt_file(self, path: Path, media_type: str) -> Layer:
+        """A file written beside the blobs (same filesystem) moved in as a layer, its blob pinned first."""
+        digest = "sha256:" + sha256_file(path)
+        self.pin(digest)
+        size = path.stat().st_size
+        if self._store.has_blob(digest):
+            path.unlink()
+            self._store.touch_blob(digest)
+        else:
+            self._store.adopt_blob(path, digest)
+        return Layer(media_type, digest, size)
 
     def add_layer(self, data: bytes, media_type: str) -> tuple[Layer, bool]:
         """``ModelStore.add_layer``, the new layer's blob pinned first."""

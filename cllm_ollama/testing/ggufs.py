@@ -553,6 +553,7 @@ class VisionShape:
     n_head: int = 2
     n_ff: int = 64
     merge: int = 2
+    n_layer: int = 1
 
     @property
     def n_patches(self) -> int:
@@ -572,7 +573,7 @@ def _projector_header(path: Path, v: VisionShape, kind: str, n_embd_text: int, s
     w.add_vision_patch_size(v.patch_size)
     w.add_vision_embedding_length(v.n_embd)
     w.add_vision_feed_forward_length(v.n_ff)
-    w.add_vision_block_count(1)
+    w.add_vision_block_count(v.n_layer)
     w.add_vision_head_count(v.n_head)
     w.add_vision_projection_dim(n_embd_text)
     w.add_vision_attention_layernorm_eps(1e-6)
@@ -582,19 +583,28 @@ def _projector_header(path: Path, v: VisionShape, kind: str, n_embd_text: int, s
     return _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
 
 
-def _vit_block(t: _Tensors, v: VisionShape) -> None:
-    """The one ViT block both projectors share (pre-norm attention and a GELU MLP), and the final norm."""
-    p = "v.blk.0."
-    for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
-        t.matrix(f"{p}{name}.weight", v.n_embd, v.n_embd)
-        t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
-    for name in ("ln1", "ln2"):
-        t.norm(f"{p}{name}.weight", v.n_embd)
-        t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
-    t.matrix(p + "ffn_up.weight", v.n_ff, v.n_embd)
-    t.f32(p + "ffn_up.bias", np.zeros(v.n_ff))
-    t.matrix(p + "ffn_down.weight", v.n_embd, v.n_ff)
-    t.f32(p + "ffn_down.bias", np.zeros(v.n_embd))
+def _vit_block(
+    t: _Tensors, v: VisionShape, *, gated: bool = False, norm_bias: bool = True, post_ln: bool = True
+) -> None:
+    """The ViT blocks the projectors share (pre-norm attention and an MLP, ``gated`` for SwiGLU;
+    norms without bias for RMS norms), and the final norm (``post_ln``)."""
+    for i in range(v.n_layer):
+        p = f"v.blk.{i}."
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            t.matrix(f"{p}{name}.weight", v.n_embd, v.n_embd)
+            t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+        for name in ("ln1", "ln2"):
+            t.norm(f"{p}{name}.weight", v.n_embd)
+            if norm_bias:
+                t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+        for name, rows, cols in (("ffn_gate", v.n_ff, v.n_embd),) * gated + (
+            ("ffn_up", v.n_ff, v.n_embd),
+            ("ffn_down", v.n_embd, v.n_ff),
+        ):
+            t.matrix(f"{p}{name}.weight", rows, cols)
+            t.f32(f"{p}{name}.bias", np.zeros(rows))
+    if not post_ln:
+        return
     t.norm("v.post_ln.weight", v.n_embd)
     t.f32("v.post_ln.bias", np.zeros(v.n_embd))
 
@@ -722,16 +732,27 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m cllm_ollama.testing.ggufs KIND DIR``: write a tiny test model of KIND into DIR
     (``DIR/KIND.gguf``, e.g. ``reranker``: a tiny Qwen3-Reranker; ``vision`` writes ``DIR/text.gguf``
     and ``DIR/mmproj.gguf``, a gemma3 and its
-    projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``lora`` writes ``DIR/base.gguf`` and
-    ``DIR/adapter.gguf``, a LoRA for it)."""
+    projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``ollama-gemma3-vision`` writes
+    ``DIR/model.gguf``, that gemma3 and projector as one file in Ollama's converter layout (and
+    ``ollama-qwen25vl-vision`` a Qwen2.5-VL so); ``lora``
+    writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
+    from .ollama_ggufs import write_ollama_gemma3_vision, write_ollama_qwen25vl_vision
+
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
-    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl", "lora"])
+    ollama = {
+        "ollama-gemma3-vision": write_ollama_gemma3_vision,
+        "ollama-qwen25vl-vision": write_ollama_qwen25vl_vision,
+    }
+    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl", *ollama, "lora"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
     if args.kind == "lora":
         paths: tuple[Path, ...] = write_lora(args.dir)
+    elif args.kind in ollama:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        paths = (ollama[args.kind](args.dir / "model.gguf"),)
     elif args.kind.startswith("vision"):
         paths = write_vision(args.dir, kind="qwen2vl" if args.kind.endswith("qwen2vl") else "gemma3")
     else:

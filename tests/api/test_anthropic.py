@@ -142,6 +142,32 @@ def test_request_translation() -> None:
     )
 
 
+def test_cache_control_breakpoints_become_prefixes_to_keep() -> None:
+    """Each breakpoint as the count of native messages after it: a tool result becomes its own
+    native message, so message ends are counted in native messages; tools and system end the
+    system message."""
+    marked = {"cache_control": {"type": "ephemeral"}}
+    body = BODY | {
+        "system": [{"type": "text", "text": "S"} | marked],
+        "tools": [TOOLS[0] | marked],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "q"} | marked]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "r"},
+                    {"type": "text", "text": "and?"} | marked,
+                ],
+            },
+        ],
+    }
+    native = _decode(body).native
+    assert [m["role"] for m in native["messages"]] == ["system", "user", "assistant", "tool", "user"]
+    assert native["_cache_ends"] == (0, 3, 4)
+    assert "_cache_ends" not in _decode(BODY).native  # no breakpoint, no hint
+
+
 def test_a_request_with_no_message_left_is_refused_before_the_model_loads(client: TestClient) -> None:
     """Empty content lists leave no message: a 400, and no model loaded (evicting another) for it."""
     r = client.post("/v1/messages", json=BODY | {"messages": [{"role": "user", "content": []}]})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +67,27 @@ def test_without_breakpoints_reused_tokens_are_still_reported_as_read(client: Te
     usage = deltas[-1]["usage"]
     assert usage["cache_read_input_tokens"] > 200 and usage["cache_creation_input_tokens"] == 0
     assert 0 < usage["input_tokens"] < 32
+
+
+def test_a_marked_system_prompt_is_kept_where_nothing_else_would_keep_it(settings: Settings, tmp_path: Path) -> None:
+    """With the disk tier alone (no host RAM to save a reused slot into) and one slot, a short
+    prompt's KV lives only in its slot: an unrelated request then overwrites it. The system
+    prompt's breakpoint saved its state at its end, so a later question over it reads it from
+    disk; without the breakpoint the same sequence computes it all again."""
+    disk_only = replace(
+        settings, context_length=1024, num_parallel=1, cache_ram_mib=0, cache_dir=tmp_path / "kv", cache_disk_mib=64
+    )
+    other = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "Unrelated words here."}]}
+    read, said = {}, {}
+    for hinted in (False, True):
+        with TestClient(
+            create_app(replace(disk_only, cache_dir=tmp_path / f"kv{hinted}")), base_url="http://localhost"
+        ) as c:
+            assert c.post("/v1/messages", json=body("Which file?", hinted=hinted)).status_code == 200
+            assert c.post("/v1/messages", json=other).status_code == 200
+            reply = c.post("/v1/messages", json=body("Which rule?", hinted=hinted)).json()
+            read[hinted] = reply["usage"].get("cache_read_input_tokens", 0)
+            said[hinted] = reply["content"]
+    assert read[False] < 32  # the template's first tokens at most
+    assert read[True] > 200  # the system prompt, from the state saved at its breakpoint
+    assert said[True] == said[False]  # greedy: the restored prefix answers as the computed one

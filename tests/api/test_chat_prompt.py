@@ -58,3 +58,22 @@ def test_a_think_level_reaches_the_template() -> None:
     assert chat_prompt(jinja, messages, thinking=True)(LOADED, None).text == "effort=unset"
     go: Any = SimpleNamespace(info=jinja.info, record=SimpleNamespace(template="{{ .ThinkLevel }}"), has=jinja.has)
     assert chat_prompt(go, messages, thinking=True, think_level="low")(LOADED, None).text == "low"
+
+
+def test_cache_ends_mark_where_the_kept_prefixes_end() -> None:
+    """A mark is where the conversation without the messages after it stops sharing tokens with
+    the whole: the system message's end, an earlier turn's end, the prompt's end."""
+    messages = history(2)  # system, 2 x (user, assistant), last user
+    whole = chat_prompt(MODEL, messages, thinking=False)(LOADED, None)
+    rendered = chat_prompt(MODEL, messages, thinking=False, cache_ends=(0, 3, 5))(LOADED, None)
+    assert rendered.tokens == whole.tokens
+    system_end, turn_end, end = rendered.marks
+    assert end == len(whole.tokens)
+    assert " ".join(whole.tokens[:system_end]).endswith("Be brief.<|im_end|>")
+    assert "question0" not in " ".join(whole.tokens[:system_end])
+    assert "question0" in " ".join(whole.tokens[:turn_end]) and "question1" not in " ".join(whole.tokens[:turn_end])
+
+
+def test_no_marks_when_turns_were_dropped() -> None:
+    rendered = chat_prompt(MODEL, history(40), thinking=False, cache_ends=(0, 80))(LOADED, 100)
+    assert rendered.dropped and rendered.marks == ()

@@ -24,6 +24,7 @@ from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.testing.ggufs import write_vision
 from cllm_ollama.testing.images import png
+from cllm_ollama.testing.ollama_ggufs import write_ollama_gemma3_vision, write_ollama_qwen25vl_vision
 
 pytestmark = pytest.mark.model
 
@@ -49,6 +50,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
                 files[path.name] = digest
             r = httpx.post(f"{url}/api/create", json={"model": name, "files": files, "stream": False}, timeout=60)
+            assert r.status_code == 200, r.text
+        # One GGUF each in Ollama's converter layout (the vision tower inside): split at create.
+        for name, write in (
+            ("eyes-ollama", write_ollama_gemma3_vision),
+            ("eyes-ollama-vl", write_ollama_qwen25vl_vision),
+        ):
+            data = write(root / f"{name}.gguf").read_bytes()
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
+            body = {"model": name, "files": {"model.gguf": digest}, "stream": False}
+            r = httpx.post(f"{url}/api/create", json=body, timeout=60)
             assert r.status_code == 200, r.text
         yield url
 
@@ -213,3 +225,54 @@ def test_an_image_over_the_context_is_refused_not_cut(server: str) -> None:
             model="eyes", prompt="word " * 600, images=[png(32, 32)], options={"num_ctx": 64}
         )
     assert err.value.status_code == 400
+
+
+def test_a_gemma3_in_ollamas_layout_sees_as_the_llama_cpp_files_do(server: str) -> None:
+    """Created from one GGUF with the vision tower inside (Ollama's converter layout), the split
+    model reports the vision capability and answers an image exactly as the two-file original."""
+    client = ollama.Client(server)
+    assert "vision" in (client.show("eyes-ollama").capabilities or [])
+    image = png(32, 32, seed=7)
+    answers = [client.chat(model=m, messages=turn(image), options=GREEDY) for m in ("eyes", "eyes-ollama")]
+    assert answers[0].message.content == answers[1].message.content
+    assert answers[0].prompt_eval_count == answers[1].prompt_eval_count
+
+
+def test_a_qwen25vl_in_ollamas_layout_sees(server: str) -> None:
+    """Created from one GGUF laid out as Ollama writes Qwen2.5-VL, the split model (a qwen2vl text
+    model and a qwen2.5vl_merger projector: window attention, SwiGLU, M-RoPE) takes an image."""
+    client = ollama.Client(server)
+    assert "vision" in (client.show("eyes-ollama-vl").capabilities or [])
+    plain = client.chat(model="eyes-ollama-vl", messages=[{"role": "user", "content": "Hi"}], options=GREEDY)
+    seen = client.chat(model="eyes-ollama-vl", messages=turn(png(32, 32, seed=5), "Hi"), options=GREEDY)
+    assert seen.done and seen.eval_count
+    assert seen.prompt_eval_count is not None and plain.prompt_eval_count is not None
+    assert seen.prompt_eval_count >= plain.prompt_eval_count + IMAGE_TOKENS
+
+
+def test_a_webp_image_is_seen_as_the_same_pixels_in_png(server: str) -> None:
+    """WebP (which Ollama takes, stb_image does not read) is decoded by Pillow: a lossless WebP of a
+    PNG's pixels answers as the PNG does, through the openai client; a truncated one is a 400."""
+    import io
+
+    from PIL import Image
+
+    picture = png(32, 32, seed=9)
+    out = io.BytesIO()
+    Image.open(io.BytesIO(picture)).save(out, format="WEBP", lossless=True)
+    webp = out.getvalue()
+    assert webp[:4] == b"RIFF" and webp[8:12] == b"WEBP"
+    client = ollama.Client(server)
+    as_png, as_webp = (client.chat(model="eyes", messages=turn(data), options=GREEDY) for data in (picture, webp))
+    assert as_webp.message.content == as_png.message.content
+    assert as_webp.prompt_eval_count == as_png.prompt_eval_count
+    oai = openai.OpenAI(base_url=f"{server}/v1", api_key="x")
+    url = f"data:image/webp;base64,{b64(webp)}"
+    content = [{"type": "text", "text": "What is in this picture?"}, {"type": "image_url", "image_url": {"url": url}}]
+    reply = oai.chat.completions.create(
+        model="eyes", messages=[{"role": "user", "content": content}], temperature=0, max_tokens=8, seed=1
+    )
+    assert reply.usage is not None and reply.usage.prompt_tokens == as_png.prompt_eval_count
+    with pytest.raises(ollama.ResponseError) as bad:
+        client.chat(model="eyes", messages=turn(webp[:40]), options=GREEDY)
+    assert bad.value.status_code == 400

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -319,3 +320,36 @@ def test_chat_against_a_live_server(live_cllm: str, tmp_path: Path, api: str) ->
     assert turn1["ttft_ms"]["p50"] > 0 and later["ttft_ms"]["p50"] > 0
     # the second turn carries the first turn's prompt, its answer and a new message: a longer prompt
     assert later["prompt_tokens_mean"] > turn1["prompt_tokens_mean"]
+
+
+@pytest.mark.parametrize("api", ["chat", "openai-chat"])
+def test_vision_users_resend_their_own_picture_every_turn(fake: tuple[FakeServer, str], api: str) -> None:
+    """Each user's first message carries its picture on every turn (Ollama's ``images``, or an
+    OpenAI ``image_url`` data URL); users' pictures differ; turn 1 is reported apart."""
+    server, url = fake
+    _invoke(
+        "--url", url, "--model", "m", "--workload", "vision", "--api", api, "--users", "3", "--turns", "2",
+        "--user-tokens", "8", "--max-tokens", "5",
+    )  # fmt: skip
+    bodies = server.bodies[1:]
+    assert len(bodies) == 6
+
+    def picture(body: dict[str, Any]) -> str:
+        first = next(m for m in body["messages"] if m["role"] == "user")
+        if api == "chat":
+            (image,) = first["images"]
+            return str(image)
+        text, part = first["content"]
+        assert text["type"] == "text" and part["type"] == "image_url"
+        return str(part["image_url"]["url"]).removeprefix("data:image/png;base64,")
+
+    by_user: dict[str, set[str]] = {}
+    for body in bodies:
+        assert sum(1 for m in body["messages"] if "images" in m or isinstance(m["content"], list)) == 1
+        first = next(m for m in body["messages"] if m["role"] == "user")
+        text = first["content"] if api == "chat" else first["content"][0]["text"]
+        by_user.setdefault(text.split(":", 1)[0].rsplit("t", 1)[0], set()).add(picture(body))
+    assert sorted(by_user) == ["L0u0", "L0u1", "L0u2"]
+    assert all(len(images) == 1 for images in by_user.values())
+    assert len(set().union(*by_user.values())) == 3
+    assert base64.b64decode(next(iter(by_user["L0u0"])))[:8] == b"\x89PNG\r\n\x1a\n"

@@ -150,3 +150,40 @@ def test_either_part_of_the_report_is_rewritten_alone(tmp_path: Path) -> None:
     main, section = report.split_sections(text)
     assert section is not None and section.startswith(report.BEGIN) and section.endswith(report.END)
     assert main == "# Benchmarks\n\ndistinct 2\n"
+
+
+def test_the_vision_workload_serves_the_projector_to_both_and_reports_follow_ups(
+    fake: tuple[FakeServer, str], tmp_path: Path
+) -> None:
+    plan, _ = compare.parse_args(["--workload", "vision", "--quick", "--cache", str(tmp_path), "--out",
+                                  str(tmp_path / "out"), "--report", str(tmp_path / "B.md")])  # fmt: skip
+    assert plan.workloads == ("vision",) and plan.prefix is not None
+    assert compare.parse_args([])[0].workloads == ("distinct", "chat", "shared-prefix-burst", "preamble")
+    text, mmproj = Path("/t.gguf"), Path("/mmproj.gguf")
+    found = compare.prefix_outcomes(plan, "vision", Path("/bin/llama-server"), text, tmp_path, mmproj)
+    outcomes = [o for o, _ in found]
+    assert [o.label for o in outcomes] == [
+        "cllm (8 slots)",
+        "llama-server --mmproj -np 8",
+        "llama-server --mmproj -np 1",
+    ]
+    np8 = outcomes[1].server.argv
+    assert np8[np8.index("-m") + 1] == "/t.gguf" and np8[np8.index("--mmproj") + 1] == "/mmproj.gguf"
+    assert (tmp_path / "Modelfile.bench-gemma3-vision").read_text() == "FROM /t.gguf\nFROM /mmproj.gguf\n"
+    _, url = fake
+    out = tmp_path / "r.json"
+    args = ["--url", url, "--model", "m", *plan.prefix.bench_args("vision"), "--json", str(out)]
+    result = CliRunner().invoke(bench_command, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["workload"]["name"] == "vision" and list(doc["levels"][0]["phases"])[:2] == ["turn 1", "turns 2+"]
+    level = {"turn 1": 3000.0, "turns 2+": 300.0}
+    theirs = _level(40.0, 2000.0, {**level, "turns 2+": 1500.0})
+    reported = [
+        _outcome("cllm", "cllm (8 slots)", "vision", _level(40.0, 1000.0, level)),
+        _outcome("llama-server", "llama-server --mmproj -np 8", "vision", theirs),
+    ]
+    lines = "\n".join(report.prefix_report(plan, None, reported, ["cllm 0.1.0"], {}))
+    assert "### Chats about a picture, re-sent every turn (`vision`)" in lines
+    assert "- Follow-up TTFT p50, cllm / llama-server --mmproj -np 8: 0.20 (target ≤ 0.30)" in lines
+    assert "- Generated tok/s, cllm / llama-server --mmproj -np 8: 1.00 (target ≥ 1.00)" in lines

@@ -59,6 +59,10 @@ def test_the_sdks_read_the_count_in_usage(own_url: str) -> None:
         assert len(usage) == 1 and (usage[0].model_extra or {}).get(FIELD) == out.usage.model_extra[FIELD]
         response = client.responses.create(model=MODEL, input=LONG * 4, max_output_tokens=2)
         assert response.usage is not None and (response.usage.model_extra or {}).get(FIELD, 0) > 0
+        with client.responses.stream(model=MODEL, input=LONG * 4, max_output_tokens=2) as responses:
+            streamed = responses.get_final_response()
+        assert streamed.usage is not None
+        assert (streamed.usage.model_extra or {}).get(FIELD) == response.usage.model_extra[FIELD]
         plain = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
         assert plain.usage is not None and FIELD not in (plain.usage.model_extra or {})
     claude = anthropic.Anthropic(base_url=own_url, api_key="ollama", max_retries=0, timeout=60)

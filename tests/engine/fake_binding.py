@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from cllm_ollama.engine.frontdoor import LoadSpec
-from cllm_ollama.engine.runner import Runner
+from cllm_ollama.engine.request import Event
+from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.errors import EngineError
 
 
@@ -111,3 +112,13 @@ def fake_runner(context: type[FakeContext] = FakeContext, n_slots: int = 2) -> R
         context=context,  # type: ignore[arg-type]
         batch=FakeBatch,  # type: ignore[arg-type]
     )
+
+
+def drain(runner: Runner, sink: Sink) -> list[Event]:
+    """Read to the last event, waking the engine when a pause ends, as the async client does."""
+    events: list[Event] = []
+    while not events or events[-1].finish is None:
+        events.append(sink.queue.get(timeout=10))  # type: ignore[attr-defined]
+        if sink.consume():
+            runner.wake()
+    return events

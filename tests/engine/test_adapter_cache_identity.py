@@ -15,9 +15,9 @@ WEIGHTS = Path("/store/blobs/sha256-" + "a" * 64)
 ADAPTER = Path("/store/blobs/sha256-" + "b" * 64)
 
 
-def _identity(tmp_path: Path, adapters: tuple[Path, ...]) -> bytes:
+def _identity(tmp_path: Path, adapters: tuple[Path, ...], n_swa: int = 0) -> bytes:
     spec = LoadSpec(WEIGHTS, n_slots=2, n_ctx_slot=256, cache_dir=tmp_path, cache_disk_bytes=1 << 20, adapters=adapters)
-    disk = Runner._disk_cache(SimpleNamespace(path=WEIGHTS), spec)  # type: ignore[arg-type]
+    disk = Runner._disk_cache(SimpleNamespace(path=WEIGHTS, n_swa=n_swa), spec)  # type: ignore[arg-type]
     assert disk is not None
     try:
         return disk.identity
@@ -28,5 +28,8 @@ def _identity(tmp_path: Path, adapters: tuple[Path, ...]) -> bytes:
 def test_the_disk_tier_identity_includes_the_adapters_and_is_unchanged_without(tmp_path: Path) -> None:
     base, adapted = _identity(tmp_path, ()), _identity(tmp_path, (ADAPTER,))
     assert base != adapted
-    # A model without adapters keeps the identity it had before adapters existed: its states stay valid.
-    assert base == identity_digest(WEIGHTS.name, "f16", None, 2, STATE_FORMAT, "")
+    # A model without adapters has no adapter part in its identity. Its states are kept as one KV
+    # stream (``state_streams``), whatever the slot count; a sliding-window model's, which cannot
+    # be, keep the identity they had before adapters existed (the slot count in it).
+    assert base == identity_digest(WEIGHTS.name, "f16", None, "any slot count", STATE_FORMAT, "")
+    assert _identity(tmp_path, (), n_swa=512) == identity_digest(WEIGHTS.name, "f16", None, 2, STATE_FORMAT, "")

@@ -162,3 +162,18 @@ def test_a_long_computed_prompt_reaches_disk_before_any_unload(
         assert state_files(tmp_path) == [path]
     finally:
         oracle.close(runner)
+
+
+@pytest.mark.parametrize(("saved_with", "read_with"), [(2, 1), (1, 3)])
+def test_a_state_saved_with_one_slot_count_restores_with_another(
+    gguf_path: Path, cold: llama_cpp.Llama, tmp_path: Path, saved_with: int, read_with: int
+) -> None:
+    """Files hold one KV stream (``state_streams``): a reload for another num_parallel reads them."""
+    first, _, follow_up = first_session(gguf_path, tmp_path, n_slots=saved_with)
+    runner = make_runner(gguf_path, n_slots=read_with, disk=tmp_path)
+    try:
+        tokens = answer_of(drain(submit(runner, Request(follow_up, GREEDY, num_predict=N))))
+        assert runner.scheduler.stats.loaded >= len(first)
+        assert tokens == cold_tokens(cold, follow_up)
+    finally:
+        oracle.close(runner)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from fake_binding import FakeContext, fake_runner
+from fake_binding import FakeContext, drain, fake_runner
 from polling import until
 
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
@@ -29,16 +29,6 @@ def submit(runner: Runner, prompt: tuple[int, ...], n: int = 5) -> tuple[Request
     sink = Sink(queue.SimpleQueue())
     runner.submit(request, None, sink)
     return request, sink
-
-
-def drain(runner: Runner, sink: Sink) -> list[Event]:
-    """Read to the last event, waking the engine when a pause ends, as the async client does."""
-    events: list[Event] = []
-    while not events or events[-1].finish is None:
-        events.append(sink.queue.get(timeout=10))  # type: ignore[attr-defined]
-        if sink.consume():
-            runner.wake()
-    return events
 
 
 def first_event(runner: Runner, sink: Sink) -> Event:

@@ -180,17 +180,35 @@ def _think(req: MessagesRequest) -> object:
     return effort if effort in _EFFORTS else None
 
 
+def _marked(blocks: object) -> bool:
+    """Whether a list of blocks (system, tools or a message's content) marks a breakpoint."""
+    return isinstance(blocks, list) and any(isinstance(b, dict) and b.get("cache_control") is not None for b in blocks)
+
+
 def _cache_hinted(body: dict[str, Any]) -> bool:
     """Whether the request marks ``cache_control`` breakpoints (on system, tools or messages):
     it asks for its prefix to be kept, and is told what was written to the cache and read from it."""
-    blocks = [body.get("system"), body.get("tools")]
-    blocks += [m.get("content") for m in body.get("messages") or () if isinstance(m, dict)]
-    return any(
-        isinstance(b, dict) and b.get("cache_control") is not None
-        for group in blocks
-        if isinstance(group, list)
-        for b in group
+    messages = body.get("messages") or ()
+    return (
+        _marked(body.get("system"))
+        or _marked(body.get("tools"))
+        or any(isinstance(m, dict) and _marked(m.get("content")) for m in messages)
     )
+
+
+def _cache_ends(body: dict[str, Any], ends: list[int], system: bool) -> tuple[int, ...]:
+    """The ``cache_control`` breakpoints as the engine's hints: each as the count of native
+    messages after it (``start_chat``'s ``cache_ends``). ``ends[i]``: native messages up to the end
+    of Anthropic message ``i``; a breakpoint on tools or system ends the system message (tools
+    are rendered in or before it)."""
+    total = ends[-1] if ends else 0
+    out = {total - end for m, end in zip(body.get("messages") or (), ends, strict=False) if _marked(m.get("content"))}
+    if _marked(body.get("tools")) or _marked(body.get("system")):
+        out.add(total - system)
+    return tuple(sorted(out))
+
+
+_CACHE_ENDS = "_cache_ends"  # the native body's private field for ``_start``
 
 
 def _decode(body: dict[str, Any]) -> Decoded:
@@ -206,8 +224,10 @@ def _decode(body: dict[str, Any]) -> Decoded:
     messages: list[dict[str, Any]] = []
     if system := _system(req.system):
         messages.append({"role": "system", "content": system})
+    ends: list[int] = []  # native messages up to each Anthropic one's end
     for m in raw or []:
         messages += _message(m)
+        ends.append(len(messages))
     if not model:
         raise InvalidRequest("model is required")
     if max_tokens is None or max_tokens <= 0:
@@ -221,18 +241,22 @@ def _decode(body: dict[str, Any]) -> Decoded:
         options["stop"] = stops
     native = {"model": model, "messages": messages, "options": options, "tools": tools, "think": think}
     hinted = _cache_hinted(body)
+    if hinted:
+        native[_CACHE_ENDS] = _cache_ends(body, ends, bool(system))
     return Decoded(native, stream, lambda gen: MessagesEncoder(model, gen, hinted))
 
 
 async def _start(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
     """A chat; ``think`` is dropped for a model that cannot think (Ollama relaxes it for agents)."""
+    body = dict(body)
+    cache_ends = body.pop(_CACHE_ENDS, ())
     if body.get("think"):
         model = await resolve_model(
             request.app.state.store, body["model"], empty_message="model is required", empty_status=400
         )
         if not model.has("thinking"):
             body = body | {"think": None}
-    return await start_chat(request, body, t_start)
+    return await start_chat(request, body, t_start, cache_ends=cache_ends)
 
 
 def _stop_reason(done_reason: str, had_tool_calls: bool) -> str:

@@ -34,8 +34,13 @@ def _messages(body: dict[str, Any], req: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
-    """Validate a chat body: its Generation, or a load/unload call's reason once done."""
+async def start_chat(
+    request: Request, body: dict[str, Any], t_start: int, *, cache_ends: tuple[int, ...] = ()
+) -> Generation | str:
+    """Validate a chat body: its Generation, or a load/unload call's reason once done.
+
+    ``cache_ends``: prefixes to keep (Anthropic's breakpoints), each as the count of the body's
+    messages after it (counted from the end: the model's own messages go before them)."""
     req = decode(body, ChatRequest)
     shared = SharedFields.of(req)
     name = req.model or ""
@@ -61,7 +66,13 @@ async def start_chat(request: Request, body: dict[str, Any], t_start: int) -> Ge
     messages, images = tag_images(messages)
     think_set = req.think is not None
     render = chat_prompt(
-        model, messages, thinking=thinking, tools=tools, think_set=think_set, think_level=think_level(req)
+        model,
+        messages,
+        thinking=thinking,
+        tools=tools,
+        think_set=think_set,
+        think_level=think_level(req),
+        cache_ends=cache_ends,
     )
     return Generation(
         request,

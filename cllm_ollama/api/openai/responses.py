@@ -308,7 +308,7 @@ class ResponseEncoder:
                         yield event
                 for event in items.close():
                     yield event
-                final = Chunk(items.whole, True, chunk.done_reason, chunk.stats)
+                final = Chunk(items.whole, True, chunk.done_reason, chunk.stats, truncated=chunk.truncated)
                 yield {"type": "response.completed", "response": self.snapshot("completed", items.done, final)}
 
 
