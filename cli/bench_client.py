@@ -192,16 +192,6 @@ def anthropic_body(target: Target, messages: list[dict[str, Any]]) -> dict[str, 
     return body
 
 
-def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
-    """Ollama's ``images`` on a message as OpenAI's content parts (data URLs), as a client sends them."""
-    images = message.pop("images", None)
-    if not images:
-        return message
-    parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
-    parts += [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}} for data in images]
-    return {**message, "content": parts}
-
-
 def _error_text(error: object) -> str:
     if isinstance(error, dict):
         return str(error.get("message", error))
