@@ -505,10 +505,32 @@ def _llava_projector() -> Rewrite:
 
 
 def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
-    """Write ``dst`` from ``src`` as ``rw`` says: tensor bytes copied as they are (F16 promoted
-    where llama.cpp wants F32), streamed tensor by tensor from the mapped source."""
+    """Write ``dst`` from ``src`` as ``rw`` says, streamed tensor by tensor from the memory-mapped
+    source: bytes copied as they are (F16 promoted where llama.cpp wants F32), or produced by the
+    map's ``tensors`` hook as each is written. A tensor produced unlike its declared shape raises
+    ``ValueError`` (the caller removes ``dst``)."""
     reader = GGUFReader(src)
     writer = GGUFWriter(dst, rw.arch)
+    try:
+        _copy_keys(reader, writer, rw)
+        tensors = _source_tensors(reader, rw)
+        if rw.tensors is not None:
+            tensors = rw.tensors(tensors)
+        for t in tensors:
+            writer.add_tensor_info(t.name, t.shape, t.dtype, t.nbytes, raw_dtype=t.kind)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for t in tensors:
+            data = t.data()
+            if tuple(data.shape) != t.shape or data.dtype != t.dtype:
+                raise ValueError(f"tensor {t.name} was produced as {data.dtype}{data.shape}, not {t.dtype}{t.shape}")
+            writer.write_tensor_data(data)
+    finally:
+        writer.close()
+
+
+def _copy_keys(reader: GGUFReader, writer: GGUFWriter, rw: Rewrite) -> None:
     for f in reader.fields.values():
         key = rw.key_name(f.name)
         if f.name.startswith("GGUF.") or key in ("general.architecture", "general.alignment") or key in rw.set_kv:
@@ -523,6 +545,10 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
     for key, (value, kind) in rw.set_kv.items():
         sub_type = (_F32 if isinstance(value[0], float) else GGUFValueType.INT32) if kind == _ARRAY else None
         writer.add_key_value(key, value, kind, sub_type=sub_type)
+
+
+def _source_tensors(reader: GGUFReader, rw: Rewrite) -> list[Tensor]:
+    """The kept tensors under their new names, their data still in the mapped source."""
     tensors: list[Tensor] = []
     for t in reader.tensors:
         if not rw.keep_tensor(t.name):
@@ -534,19 +560,7 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
             tensors.append(Tensor(name, f32, tuple(data.shape), np.dtype(np.float32), _as_f32(data)))
         else:
             tensors.append(Tensor.of(name, kind, data))
-    if rw.tensors is not None:
-        tensors = rw.tensors(tensors)
-    for t in tensors:
-        writer.add_tensor_info(t.name, t.shape, t.dtype, t.nbytes, raw_dtype=t.kind)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for t in tensors:
-        data = t.data()
-        if tuple(data.shape) != t.shape or data.dtype != t.dtype:
-            raise ValueError(f"tensor {t.name} was produced as {data.dtype}{data.shape}, not {t.dtype}{t.shape}")
-        writer.write_tensor_data(data)
-    writer.close()
+    return tensors
 
 
 def _as_f32(data: np.ndarray) -> Callable[[], np.ndarray]:
