@@ -734,8 +734,8 @@ def main(argv: list[str] | None = None) -> None:
     and ``DIR/mmproj.gguf``, a gemma3 and its
     projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``ollama-gemma3-vision`` writes
     ``DIR/model.gguf``, that gemma3 and projector as one file in Ollama's converter layout (and
-    ``ollama-qwen25vl-vision`` a Qwen2.5-VL so, ``ollama-gptoss`` and ``ollama-olmo3`` text models
-    so, whose llama.cpp-layout twins are ``gpt-oss`` and ``olmo2``); ``lora``
+    ``ollama-qwen25vl-vision`` a Qwen2.5-VL so, ``ollama-gptoss``, ``ollama-olmo3`` and
+    ``ollama-lfm2`` text models so, whose llama.cpp-layout twins are ``gpt-oss``, ``olmo2``, ``lfm2``); ``lora``
     writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
@@ -747,8 +747,9 @@ def main(argv: list[str] | None = None) -> None:
         "ollama-qwen25vl-vision": og.write_ollama_qwen25vl_vision,
         "ollama-gptoss": og.write_ollama_gptoss,
         "ollama-olmo3": og.write_ollama_olmo3,
+        "ollama-lfm2": og.write_ollama_lfm2,
     }
-    kinds = {**_KINDS, "gpt-oss": og.write_gptoss, "olmo2": og.write_olmo2}
+    kinds = {**_KINDS, "gpt-oss": og.write_gptoss, "olmo2": og.write_olmo2, "lfm2": og.write_lfm2}
     parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *ollama, "lora"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)

@@ -403,6 +403,74 @@ def write_ollama_olmo3(path: Path, *, seed: int = 0) -> Path:
     return _write_text(path, "olmo3", _olmo_keys("olmo3"), _olmo2_weights(seed), pre="qwen2")
 
 
+def _lfm2_weights(seed: int, norm: str) -> dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]:
+    """A tiny LFM2: block 0 a short convolution, block 1 attention (Q/K normed per head), both
+    with a SwiGLU FFN; embeddings tied to the output; the final norm named ``norm``."""
+    s = TINY
+    rng = np.random.default_rng(seed)
+    f32 = gguf.GGMLQuantizationType.F32
+
+    def normal(*shape: int) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
+        return (rng.standard_normal(shape, dtype=np.float32) * 0.5).astype(np.float32), f32
+
+    def ones(n: int) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
+        return np.ones(n, dtype=np.float32), f32
+
+    n_vocab, kv = len(synthetic_vocab().tokens), s.n_head_kv * s.head_dim
+    out = {"token_embd.weight": normal(n_vocab, s.n_embd), norm: ones(s.n_embd)}
+    for i in range(2):
+        p = f"blk.{i}."
+        out |= {
+            p + "attn_norm.weight": ones(s.n_embd),
+            p + "ffn_norm.weight": ones(s.n_embd),
+            p + "ffn_gate.weight": normal(s.n_ff, s.n_embd),
+            p + "ffn_up.weight": normal(s.n_ff, s.n_embd),
+            p + "ffn_down.weight": normal(s.n_embd, s.n_ff),
+        }
+    out |= {
+        "blk.0.shortconv.conv.weight": normal(s.n_embd, 3),
+        "blk.0.shortconv.in_proj.weight": normal(3 * s.n_embd, s.n_embd),
+        "blk.0.shortconv.out_proj.weight": normal(s.n_embd, s.n_embd),
+        "blk.1.attn_q_norm.weight": ones(s.head_dim),
+        "blk.1.attn_k_norm.weight": ones(s.head_dim),
+        "blk.1.attn_q.weight": normal(s.n_embd, s.n_embd),
+        "blk.1.attn_k.weight": normal(kv, s.n_embd),
+        "blk.1.attn_v.weight": normal(kv, s.n_embd),
+        "blk.1.attn_output.weight": normal(s.n_embd, s.n_embd),
+    }
+    return out
+
+
+def _lfm2_keys(n_ff: int) -> dict[str, tuple[Any, gguf.GGUFValueType]]:
+    s = TINY
+    u32, f32 = gguf.GGUFValueType.UINT32, gguf.GGUFValueType.FLOAT32
+    return {
+        "lfm2.context_length": (s.context_length, u32),
+        "lfm2.block_count": (2, u32),
+        "lfm2.embedding_length": (s.n_embd, u32),
+        "lfm2.feed_forward_length": (n_ff, u32),
+        "lfm2.attention.head_count": (s.n_head, u32),
+        "lfm2.attention.head_count_kv": ([0, s.n_head_kv], gguf.GGUFValueType.ARRAY),
+        "lfm2.attention.layer_norm_rms_epsilon": (1e-5, f32),
+        "lfm2.rope.freq_base": (1e6, f32),
+        "lfm2.shortconv.l_cache": (3, u32),
+    }
+
+
+def write_lfm2(path: Path, *, seed: int = 0) -> Path:
+    """A tiny LFM2 as llama.cpp's converter writes one (a hybrid model: a convolution's state and
+    an attention layer's KV cache). llama.cpp loads it."""
+    return _write_text(path, "lfm2", _lfm2_keys(TINY.n_ff), _lfm2_weights(seed, "token_embd_norm.weight"), pre="lfm2")
+
+
+def write_ollama_lfm2(path: Path, *, seed: int = 0) -> Path:
+    """``write_lfm2``'s weights as Ollama's converter wrote LFM2: the final norm as ``output_norm``,
+    a default pre-tokenizer, and an FFN width its tensors do not have (as some published files
+    state). llama.cpp cannot load it as it is."""
+    keys = _lfm2_keys(2 * TINY.n_ff)
+    return _write_text(path, "lfm2", keys, _lfm2_weights(seed, "output_norm.weight"), pre="default")
+
+
 class U32s(list[int]):
     """An array key stored as UINT32 (``_write_layout`` stores other integer arrays as INT32)."""
 
@@ -540,24 +608,6 @@ def _twin_qwen3next(seed: int) -> tuple[Layout, Layout]:
     return ours, theirs
 
 
-def _twin_lfm2(seed: int) -> tuple[Layout, Layout]:
-    t = _random(seed)
-    text = {"token_embd.weight": t(8, 4), "blk.0.ffn_gate.weight": t(12, 4)}
-    keys = {"lfm2.block_count": 1}
-    norm = t(4)
-    ours = Layout(
-        "lfm2",
-        keys | {"lfm2.feed_forward_length": 12, "tokenizer.ggml.pre": "lfm2"},
-        {**text, "token_embd_norm.weight": norm},
-    )
-    theirs = Layout(
-        "lfm2",
-        keys | {"lfm2.feed_forward_length": 16, "tokenizer.ggml.pre": "default"},
-        {**text, "output_norm.weight": norm},
-    )
-    return ours, theirs
-
-
 def _twin_laguna(seed: int) -> tuple[Layout, Layout]:
     t = _random(seed)
     text, gate = {"blk.0.attn_q.weight": t(4, 4)}, t(4, 4)
@@ -639,7 +689,6 @@ TEXT_TWINS: dict[str, Callable[[int], tuple[Layout, Layout]]] = {
     "qwen35": lambda seed: _twin_qwen35("qwen35", seed),
     "qwen35moe": lambda seed: _twin_qwen35("qwen35moe", seed),
     "qwen3next": _twin_qwen3next,
-    "lfm2": _twin_lfm2,
     "laguna": _twin_laguna,
     "nemotron_h_moe": _twin_nemotron_h_moe,
     "glm4moelite": _twin_glm4moelite,

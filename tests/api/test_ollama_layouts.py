@@ -21,9 +21,11 @@ from cllm_ollama.config import Settings
 from cllm_ollama.testing.ggufs import TINY, write_gemma3
 from cllm_ollama.testing.ollama_ggufs import (
     write_gptoss,
+    write_lfm2,
     write_ollama_embeddinggemma,
     write_ollama_gemma3_text,
     write_ollama_gptoss,
+    write_ollama_lfm2,
     write_ollama_olmo3,
     write_olmo2,
 )
@@ -80,14 +82,20 @@ def test_a_text_gemma3_in_ollamas_layout_answers_as_llama_cpp_s(server: str, tmp
     assert answers[0].response and answers[0].response == answers[1].response
 
 
-@pytest.mark.parametrize(("kind", "arch"), [("gptoss", "gpt-oss"), ("olmo3", "olmo2")], ids=["gptoss", "olmo3"])
+@pytest.mark.parametrize(
+    ("kind", "arch"), [("gptoss", "gpt-oss"), ("olmo3", "olmo2"), ("lfm2", "lfm2")], ids=["gptoss", "olmo3", "lfm2"]
+)
 def test_a_text_model_in_ollamas_layout_generates_what_its_llama_cpp_twin_does(
     server: str, tmp_path: Path, kind: str, arch: str
 ) -> None:
     """gpt-oss as Ollama converted it in 2025 (its own names, fused and interleaved MXFP4 experts)
-    and OLMo 3 (an architecture llama.cpp does not name): mapped at create, each generates what the
-    same weights written by llama.cpp's converter generate."""
-    writers = {"gptoss": (write_gptoss, write_ollama_gptoss), "olmo3": (write_olmo2, write_ollama_olmo3)}
+    OLMo 3 (an architecture llama.cpp does not name) and LFM2 (a hybrid: its final norm renamed):
+    mapped at create, each generates what the same weights written by llama.cpp's converter generate."""
+    writers = {
+        "gptoss": (write_gptoss, write_ollama_gptoss),
+        "olmo3": (write_olmo2, write_ollama_olmo3),
+        "lfm2": (write_lfm2, write_ollama_lfm2),
+    }
     llama, ollama_layout = writers[kind]
     for name, path in (
         (f"{kind}-llama", llama(tmp_path / "llama.gguf")),

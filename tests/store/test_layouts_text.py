@@ -2,8 +2,8 @@
 
 Each architecture's tiny file in Ollama's layout, once rewritten, is key for key and tensor for
 tensor (bytes included) the file llama.cpp's converter writes for the same weights; the file in
-llama.cpp's layout is left as it is. (That the mapped gpt-oss and OLMo 3 load and generate as their
-llama.cpp twins do is ``tests/api/test_ollama_layouts.py``.)
+llama.cpp's layout is left as it is. (That the mapped gpt-oss, OLMo 3 and LFM2 load and generate as
+their llama.cpp twins do is ``tests/api/test_ollama_layouts.py``.)
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ollama_ggufs import (
     TEXT_TWINS,
     write_gptoss,
+    write_lfm2,
     write_ollama_gptoss,
+    write_ollama_lfm2,
     write_ollama_olmo3,
     write_olmo2,
     write_text_twins,
@@ -56,12 +58,14 @@ def twins(kind: str, folder: Path) -> tuple[Path, Path]:
     if kind.startswith("gptoss"):
         fused = kind == "gptoss-fused"
         return write_gptoss(folder / "llama.gguf"), write_ollama_gptoss(folder / "ollama.gguf", fused=fused)
-    if kind == "olmo3":
-        return write_olmo2(folder / "llama.gguf"), write_ollama_olmo3(folder / "ollama.gguf")
+    if kind in LOADABLE:
+        llama, ollama = LOADABLE[kind]
+        return llama(folder / "llama.gguf"), ollama(folder / "ollama.gguf")
     return write_text_twins(kind, folder)
 
 
-KINDS = ["gptoss-fused", "gptoss-split", "olmo3", *TEXT_TWINS]
+LOADABLE = {"olmo3": (write_olmo2, write_ollama_olmo3), "lfm2": (write_lfm2, write_ollama_lfm2)}
+KINDS = ["gptoss-fused", "gptoss-split", *LOADABLE, *TEXT_TWINS]
 
 
 @pytest.mark.parametrize("kind", KINDS)
