@@ -193,6 +193,7 @@ def write_ollama_gemma3_text(path: Path, *, seed: int = 0) -> Path:
 # --- text models: llama.cpp's layout and Ollama's, from the same weights ---------------------------
 
 _MXFP4 = gguf.GGMLQuantizationType.MXFP4
+_F32 = gguf.GGMLQuantizationType.F32
 
 
 @dataclass(frozen=True)
@@ -207,31 +208,43 @@ class MoeShape:
 
 TINY_MOE = MoeShape()
 
+_Weight = tuple[np.ndarray, gguf.GGMLQuantizationType]
+_Weights = dict[str, _Weight]
 
-def _gptoss_weights(seed: int) -> dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]:
+
+class _Draw:
+    """The text models' weights, drawn from one seed: F32 normals, ones for norms, MXFP4 experts."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def normal(self, *shape: int, std: float = 0.5) -> _Weight:
+        return (self.rng.standard_normal(shape, dtype=np.float32) * std).astype(np.float32), _F32
+
+    def ones(self, n: int) -> _Weight:
+        return np.ones(n, dtype=np.float32), _F32
+
+    def mxfp4(self, *shape: int) -> _Weight:
+        return gguf.quants.quantize(self.rng.standard_normal(shape, dtype=np.float32) * 0.5, _MXFP4), _MXFP4
+
+
+def _gptoss_weights(seed: int) -> _Weights:
     """A tiny gpt-oss's tensors as llama.cpp's converter names and lays them out: separate Q/K/V with
     biases, attention sinks, a routed MoE whose gate, up and down experts are MXFP4 with biases."""
     s, m = TINY, TINY_MOE
-    rng = np.random.default_rng(seed)
-    f32 = gguf.GGMLQuantizationType.F32
-
-    def normal(*shape: int, std: float = 0.5) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
-        return (rng.standard_normal(shape, dtype=np.float32) * std).astype(np.float32), f32
-
-    def mxfp4(*shape: int) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
-        return gguf.quants.quantize(rng.standard_normal(shape, dtype=np.float32) * 0.5, _MXFP4), _MXFP4
-
+    d = _Draw(seed)
+    normal, ones, mxfp4 = d.normal, d.ones, d.mxfp4
     n_vocab = len(synthetic_vocab().tokens)
     out = {
         "token_embd.weight": normal(n_vocab, s.n_embd),
-        "output_norm.weight": (np.ones(s.n_embd, dtype=np.float32), f32),
+        "output_norm.weight": ones(s.n_embd),
         "output.weight": normal(n_vocab, s.n_embd),
     }
     q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     for i in range(s.n_layer):
         p = f"blk.{i}."
         out |= {
-            p + "attn_norm.weight": (np.ones(s.n_embd, dtype=np.float32), f32),
+            p + "attn_norm.weight": ones(s.n_embd),
             p + "attn_q.weight": normal(q, s.n_embd),
             p + "attn_q.bias": normal(q, std=0.1),
             p + "attn_k.weight": normal(kv, s.n_embd),
@@ -241,7 +254,7 @@ def _gptoss_weights(seed: int) -> dict[str, tuple[np.ndarray, gguf.GGMLQuantizat
             p + "attn_output.weight": normal(s.n_embd, q),
             p + "attn_output.bias": normal(s.n_embd, std=0.1),
             p + "attn_sinks.weight": normal(s.n_head),
-            p + "post_attention_norm.weight": (np.ones(s.n_embd, dtype=np.float32), f32),
+            p + "post_attention_norm.weight": ones(s.n_embd),
             p + "ffn_gate_inp.weight": normal(m.n_expert, s.n_embd),
             p + "ffn_gate_inp.bias": normal(m.n_expert, std=0.1),
             p + "ffn_gate_exps.weight": mxfp4(m.n_expert, m.n_ff_exp, s.n_embd),
@@ -254,56 +267,37 @@ def _gptoss_weights(seed: int) -> dict[str, tuple[np.ndarray, gguf.GGMLQuantizat
     return out
 
 
-def _gptoss_keys(prefix: str) -> dict[str, tuple[Any, gguf.GGUFValueType]]:
+def _gptoss_keys(prefix: str) -> dict[str, Any]:
     s, m = TINY, TINY_MOE
-    u32, f32 = gguf.GGUFValueType.UINT32, gguf.GGUFValueType.FLOAT32
     return {
-        f"{prefix}.context_length": (131072, u32),
-        f"{prefix}.block_count": (s.n_layer, u32),
-        f"{prefix}.embedding_length": (s.n_embd, u32),
-        f"{prefix}.feed_forward_length": (m.n_ff_exp, u32),
-        f"{prefix}.expert_count": (m.n_expert, u32),
-        f"{prefix}.expert_used_count": (m.n_expert_used, u32),
-        f"{prefix}.attention.head_count": (s.n_head, u32),
-        f"{prefix}.attention.head_count_kv": (s.n_head_kv, u32),
-        f"{prefix}.attention.key_length": (s.head_dim, u32),
-        f"{prefix}.attention.value_length": (s.head_dim, u32),
-        f"{prefix}.attention.layer_norm_rms_epsilon": (1e-5, f32),
-        f"{prefix}.attention.sliding_window": (m.sliding_window, u32),
-        f"{prefix}.rope.freq_base": (150000.0, f32),
-        f"{prefix}.rope.scaling.factor": (32.0, f32),
-        f"{prefix}.rope.scaling.original_context_length": (4096, u32),
+        f"{prefix}.context_length": 131072,
+        f"{prefix}.block_count": s.n_layer,
+        f"{prefix}.embedding_length": s.n_embd,
+        f"{prefix}.feed_forward_length": m.n_ff_exp,
+        f"{prefix}.expert_count": m.n_expert,
+        f"{prefix}.expert_used_count": m.n_expert_used,
+        f"{prefix}.attention.head_count": s.n_head,
+        f"{prefix}.attention.head_count_kv": s.n_head_kv,
+        f"{prefix}.attention.key_length": s.head_dim,
+        f"{prefix}.attention.value_length": s.head_dim,
+        f"{prefix}.attention.layer_norm_rms_epsilon": 1e-5,
+        f"{prefix}.attention.sliding_window": m.sliding_window,
+        f"{prefix}.rope.freq_base": 150000.0,
+        f"{prefix}.rope.scaling.factor": 32.0,
+        f"{prefix}.rope.scaling.original_context_length": 4096,
     }
 
 
-def _write_text(
-    path: Path,
-    arch: str,
-    keys: dict[str, tuple[Any, gguf.GGUFValueType]],
-    tensors: dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]],
-    *,
-    pre: str,
-) -> Path:
-    """A GGUF of ``arch`` with ``write_qwen3``'s tokenizer (its pre-tokenizer named ``pre``)."""
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_name("tiny")  # the same in both layouts
-    for key, (value, kind) in keys.items():
-        w.add_key_value(key, value, kind)
-    vocab = synthetic_vocab()
-    _add_tokenizer(w, vocab, None)
-    w.kv_data[0]["tokenizer.ggml.pre"] = gguf.GGUFValue(value=pre, type=gguf.GGUFValueType.STRING)
-    for name, (data, kind) in tensors.items():
-        w.add_tensor(name, data, raw_dtype=kind if kind == _MXFP4 else None)
-    _finish(w)
-    return path
+def _write_text(path: Path, arch: str, keys: dict[str, Any], tensors: _Weights, *, pre: str) -> Path:
+    """A loadable GGUF of ``arch``: ``write_qwen3``'s tokenizer, its pre-tokenizer named ``pre``."""
+    return write_layout(path, Layout(arch, {"general.name": "tiny", **keys}, tensors), pre=pre)
 
 
 def write_gptoss(path: Path, *, seed: int = 0) -> Path:
     """A tiny gpt-oss as llama.cpp's converter writes one (``conversion/gpt_oss.py``): architecture
     ``gpt-oss``, the experts' width and YaRN stated, the GPT-4o pre-tokenizer. llama.cpp loads it."""
     keys = _gptoss_keys("gpt-oss")
-    keys["gpt-oss.expert_feed_forward_length"] = (TINY_MOE.n_ff_exp, gguf.GGUFValueType.UINT32)
-    keys["gpt-oss.rope.scaling.type"] = ("yarn", gguf.GGUFValueType.STRING)
+    keys |= {"gpt-oss.expert_feed_forward_length": TINY_MOE.n_ff_exp, "gpt-oss.rope.scaling.type": "yarn"}
     return _write_text(path, "gpt-oss", keys, _gptoss_weights(seed), pre="gpt-4o")
 
 
@@ -323,7 +317,7 @@ def write_ollama_gptoss(path: Path, *, seed: int = 0, fused: bool = True) -> Pat
     Face's checkpoint): each block's gate and up experts as one ``ffn_gate_up_exps``, their rows
     interleaved (gate, up, gate, ...), the MXFP4 ones named without ``.weight``; otherwise split, as
     Ollama's converter has written them since. llama.cpp cannot load it as it is."""
-    out: dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]] = {}
+    out: _Weights = {}
     weights = _gptoss_weights(seed)
     for name, value in weights.items():
         if fused and ".ffn_up_exps." in name:
@@ -342,17 +336,11 @@ def write_ollama_gptoss(path: Path, *, seed: int = 0, fused: bool = True) -> Pat
     return _write_text(path, "gptoss", _gptoss_keys("gptoss"), out, pre="default")
 
 
-def _olmo2_weights(seed: int) -> dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]:
+def _olmo2_weights(seed: int) -> _Weights:
     """OLMo 2/3's tensors: Q and K normed across all heads, norms after attention and FFN only."""
     s = TINY
-    rng = np.random.default_rng(seed)
-    f32 = gguf.GGMLQuantizationType.F32
-
-    def normal(*shape: int) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
-        return (rng.standard_normal(shape, dtype=np.float32) * 0.5).astype(np.float32), f32
-
-    def ones(n: int) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
-        return np.ones(n, dtype=np.float32), f32
+    d = _Draw(seed)
+    normal, ones = d.normal, d.ones
 
     n_vocab = len(synthetic_vocab().tokens)
     out = {"token_embd.weight": normal(n_vocab, s.n_embd), "output_norm.weight": ones(s.n_embd)}
@@ -376,19 +364,18 @@ def _olmo2_weights(seed: int) -> dict[str, tuple[np.ndarray, gguf.GGMLQuantizati
     return out
 
 
-def _olmo_keys(prefix: str) -> dict[str, tuple[Any, gguf.GGUFValueType]]:
+def _olmo_keys(prefix: str) -> dict[str, Any]:
     s = TINY
-    u32, f32 = gguf.GGUFValueType.UINT32, gguf.GGUFValueType.FLOAT32
     return {
-        f"{prefix}.context_length": (s.context_length, u32),
-        f"{prefix}.block_count": (s.n_layer, u32),
-        f"{prefix}.embedding_length": (s.n_embd, u32),
-        f"{prefix}.feed_forward_length": (s.n_ff, u32),
-        f"{prefix}.attention.head_count": (s.n_head, u32),
-        f"{prefix}.attention.head_count_kv": (s.n_head_kv, u32),
-        f"{prefix}.attention.layer_norm_rms_epsilon": (1e-6, f32),
-        f"{prefix}.attention.sliding_window": (16, u32),
-        f"{prefix}.rope.freq_base": (5e5, f32),
+        f"{prefix}.context_length": s.context_length,
+        f"{prefix}.block_count": s.n_layer,
+        f"{prefix}.embedding_length": s.n_embd,
+        f"{prefix}.feed_forward_length": s.n_ff,
+        f"{prefix}.attention.head_count": s.n_head,
+        f"{prefix}.attention.head_count_kv": s.n_head_kv,
+        f"{prefix}.attention.layer_norm_rms_epsilon": 1e-6,
+        f"{prefix}.attention.sliding_window": 16,
+        f"{prefix}.rope.freq_base": 5e5,
     }
 
 
@@ -403,18 +390,12 @@ def write_ollama_olmo3(path: Path, *, seed: int = 0) -> Path:
     return _write_text(path, "olmo3", _olmo_keys("olmo3"), _olmo2_weights(seed), pre="qwen2")
 
 
-def _lfm2_weights(seed: int, norm: str) -> dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]:
+def _lfm2_weights(seed: int, norm: str) -> _Weights:
     """A tiny LFM2: block 0 a short convolution, block 1 attention (Q/K normed per head), both
     with a SwiGLU FFN; embeddings tied to the output; the final norm named ``norm``."""
     s = TINY
-    rng = np.random.default_rng(seed)
-    f32 = gguf.GGMLQuantizationType.F32
-
-    def normal(*shape: int) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
-        return (rng.standard_normal(shape, dtype=np.float32) * 0.5).astype(np.float32), f32
-
-    def ones(n: int) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
-        return np.ones(n, dtype=np.float32), f32
+    d = _Draw(seed)
+    normal, ones = d.normal, d.ones
 
     n_vocab, kv = len(synthetic_vocab().tokens), s.n_head_kv * s.head_dim
     out = {"token_embd.weight": normal(n_vocab, s.n_embd), norm: ones(s.n_embd)}
@@ -441,19 +422,18 @@ def _lfm2_weights(seed: int, norm: str) -> dict[str, tuple[np.ndarray, gguf.GGML
     return out
 
 
-def _lfm2_keys(n_ff: int) -> dict[str, tuple[Any, gguf.GGUFValueType]]:
+def _lfm2_keys(n_ff: int) -> dict[str, Any]:
     s = TINY
-    u32, f32 = gguf.GGUFValueType.UINT32, gguf.GGUFValueType.FLOAT32
     return {
-        "lfm2.context_length": (s.context_length, u32),
-        "lfm2.block_count": (2, u32),
-        "lfm2.embedding_length": (s.n_embd, u32),
-        "lfm2.feed_forward_length": (n_ff, u32),
-        "lfm2.attention.head_count": (s.n_head, u32),
-        "lfm2.attention.head_count_kv": ([0, s.n_head_kv], gguf.GGUFValueType.ARRAY),
-        "lfm2.attention.layer_norm_rms_epsilon": (1e-5, f32),
-        "lfm2.rope.freq_base": (1e6, f32),
-        "lfm2.shortconv.l_cache": (3, u32),
+        "lfm2.context_length": s.context_length,
+        "lfm2.block_count": 2,
+        "lfm2.embedding_length": s.n_embd,
+        "lfm2.feed_forward_length": n_ff,
+        "lfm2.attention.head_count": s.n_head,
+        "lfm2.attention.head_count_kv": [0, s.n_head_kv],
+        "lfm2.attention.layer_norm_rms_epsilon": 1e-5,
+        "lfm2.rope.freq_base": 1e6,
+        "lfm2.shortconv.l_cache": 3,
     }
 
 
@@ -473,9 +453,6 @@ def write_ollama_lfm2(path: Path, *, seed: int = 0) -> Path:
 
 class U32s(list[int]):
     """An array key stored as UINT32 (``_write_layout`` stores other integer arrays as INT32)."""
-
-
-_Weights = dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]
 
 
 @dataclass(frozen=True)
@@ -499,23 +476,19 @@ def _value_types(value: Any) -> tuple[gguf.GGUFValueType, gguf.GGUFValueType | N
     return (v.UINT32 if isinstance(value, int) else v.FLOAT32 if isinstance(value, float) else v.STRING), None
 
 
-def write_layout(path: Path, layout: Layout) -> Path:
+def write_layout(path: Path, layout: Layout, *, pre: str | None = None) -> Path:
+    """``layout`` as a GGUF; with ``pre``, also ``write_qwen3``'s tokenizer, that pre-tokenizer named."""
     w = gguf.GGUFWriter(str(path), layout.arch)
     for key, value in layout.keys.items():
         kind, sub_type = _value_types(value)
         w.add_key_value(key, list(value) if isinstance(value, U32s) else value, kind, sub_type=sub_type)
+    if pre is not None:
+        _add_tokenizer(w, synthetic_vocab(), None)
+        w.kv_data[0]["tokenizer.ggml.pre"] = gguf.GGUFValue(value=pre, type=gguf.GGUFValueType.STRING)
     for name, (data, kind) in layout.tensors.items():
-        w.add_tensor(name, data, raw_dtype=None if kind in _NUMPY_KINDS else kind)
+        w.add_tensor(name, data, raw_dtype=None if kind in (_F32, gguf.GGMLQuantizationType.F16) else kind)
     _finish(w)
     return path
-
-
-_NUMPY_KINDS = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
-
-
-def _random(seed: int) -> Callable[..., tuple[np.ndarray, gguf.GGMLQuantizationType]]:
-    rng = np.random.default_rng(seed)
-    return lambda *shape: (rng.standard_normal(shape, dtype=np.float32), gguf.GGMLQuantizationType.F32)
 
 
 def _renamed(tensors: _Weights, *pairs: tuple[str, str]) -> _Weights:
@@ -529,7 +502,7 @@ def _renamed(tensors: _Weights, *pairs: tuple[str, str]) -> _Weights:
 
 def _twin_gemma3n(seed: int) -> tuple[Layout, Layout]:
     """Ollama keeps Gemma 3n's image and audio markers in the vocabulary and token embeddings."""
-    t = _random(seed)
+    t = _Draw(seed).normal
     tokens = ["<pad>", "<eos>", "<bos>", "<0x41>", "<unused0>", "a", "b", "c"]
     keys = {"gemma3n.block_count": 1, "tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens}
     embd, extra = t(10, 4), ["<image_soft_token>", "<audio_soft_token>"]
@@ -550,7 +523,7 @@ def _twin_gemma3n(seed: int) -> tuple[Layout, Layout]:
 
 def _twin_gemma4(seed: int) -> tuple[Layout, Layout]:
     """Ollama's Gemma 4: the towers inside, the experts' scale under its own name, an SPM model name."""
-    t = _random(seed)
+    t = _Draw(seed).normal
     text = {"token_embd.weight": t(8, 4)}
     text |= {"blk.0.ffn_gate_exps.weight": t(2, 3, 4), "blk.0.ffn_up_exps.weight": t(2, 3, 4)}
     scale = t(2)
@@ -572,7 +545,7 @@ def _twin_gemma4(seed: int) -> tuple[Layout, Layout]:
 def _twin_qwen35(arch: str, seed: int) -> tuple[Layout, Layout]:
     """Ollama's older Qwen 3.5: per-layer KV heads, three M-RoPE sections, ``ssm_dt``, the vision
     tower and multi-token-prediction head inside, and its marker keys."""
-    t = _random(seed)
+    t = _Draw(seed).normal
     keys: dict[str, Any] = {f"{arch}.block_count": 2, f"{arch}.full_attention_interval": 2}
     text = {"blk.0.ssm_a": t(4), "blk.1.attn_q.weight": t(4, 4), "token_embd.weight": t(8, 4)}
     dt = t(4)
@@ -598,7 +571,7 @@ def _twin_qwen35(arch: str, seed: int) -> tuple[Layout, Layout]:
 
 
 def _twin_qwen3next(seed: int) -> tuple[Layout, Layout]:
-    t = _random(seed)
+    t = _Draw(seed).normal
     text, dt = {"blk.1.attn_q.weight": t(4, 4)}, t(4)
     keys = {"qwen3next.block_count": 2}
     ours = Layout("qwen3next", keys | {"qwen3next.attention.head_count_kv": 2}, {**text, "blk.0.ssm_dt.bias": dt})
@@ -609,7 +582,7 @@ def _twin_qwen3next(seed: int) -> tuple[Layout, Layout]:
 
 
 def _twin_laguna(seed: int) -> tuple[Layout, Layout]:
-    t = _random(seed)
+    t = _Draw(seed).normal
     text, gate = {"blk.0.attn_q.weight": t(4, 4)}, t(4, 4)
     ours = Layout(
         "laguna",
@@ -625,7 +598,7 @@ def _twin_laguna(seed: int) -> tuple[Layout, Layout]:
 
 
 def _twin_nemotron_h_moe(seed: int) -> tuple[Layout, Layout]:
-    t = _random(seed)
+    t = _Draw(seed).normal
     latent = {"blk.1.ffn_latent_down.weight": t(3, 4), "blk.1.ffn_latent_up.weight": t(4, 3), "blk.0.x.weight": t(4)}
     ours = Layout("nemotron_h_moe", {"nemotron_h_moe.block_count": 2, "nemotron_h_moe.moe_latent_size": 3}, latent)
     theirs = Layout(
@@ -641,7 +614,7 @@ def _twin_nemotron_h_moe(seed: int) -> tuple[Layout, Layout]:
 
 def _twin_glm4moelite(seed: int) -> tuple[Layout, Layout]:
     """GLM-4.7 Flash: Ollama's per-head MLA lengths; llama.cpp's deepseek2 wants the absorbed ones."""
-    t = _random(seed)
+    t = _Draw(seed).normal
     tensors = {"blk.0.attn_kv_a_mqa.weight": t(8, 4), "blk.0.attn_k_b.weight": t(2, 4, 4)}
     same = {"block_count": 1, "attention.kv_lora_rank": 512, "rope.dimension_count": 64}
     eos = {"tokenizer.ggml.eos_token_ids": [10, 11, 12]}
