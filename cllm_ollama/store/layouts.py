@@ -526,6 +526,7 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
             if tuple(data.shape) != t.shape or data.dtype != t.dtype:
                 raise ValueError(f"tensor {t.name} was produced as {data.dtype}{data.shape}, not {t.dtype}{t.shape}")
             writer.write_tensor_data(data)
+            del data  # one produced tensor in memory at a time, not two
     finally:
         writer.close()
 
