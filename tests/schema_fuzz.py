@@ -153,10 +153,7 @@ def steer(case: schemathesis.Case, model: str | None) -> None:
             body["options"] = {"num_predict": MAX_TOKENS}
         elif isinstance(options, dict):
             _bound(options, "num_predict")
-    elif path == "/v1/chat/completions":
-        _bound(body, "max_tokens")
-        _bound(body, "max_completion_tokens", only_if_set=True)
-    elif path == "/v1/completions":
+    elif path in ("/v1/chat/completions", "/v1/completions"):
         _bound(body, "max_tokens")
         _bound(body, "max_completion_tokens", only_if_set=True)
     elif path == "/v1/responses":
