@@ -231,7 +231,7 @@ def _include_usage(req: Sampling) -> bool:
     return bool(req.stream_options and req.stream_options.include_usage)
 
 
-def _refuse_load(decoded: Decoded, reason: str) -> Response:
+def _refuse_load(decoded: Decoded[Any], reason: str) -> Response:
     """OpenAI requests always carry a prompt: an empty one is no way to load a model."""
     raise InvalidRequest("empty request")
 

@@ -414,7 +414,7 @@ def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
     return Decoded(call, bool(req.stream), lambda gen: ResponseEncoder(body, model, tools))
 
 
-def _refuse_load(decoded: Decoded, reason: str) -> Response:
+def _refuse_load(decoded: Decoded[ChatCall], reason: str) -> Response:
     """Unreachable from a valid body (``_messages`` refuses an input without messages); kept
     because a Responses request is never a load call."""
     raise InvalidRequest("input is required")

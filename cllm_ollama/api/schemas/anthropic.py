@@ -14,7 +14,6 @@ from .go import Bool, Float64, GoStruct, Int, String, doc, go
 from .ollama import STRING
 
 _OBJECT = {"type": "object"}
-_KINDS = ["text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking", "document"]
 
 
 class ImageSource(GoStruct):
@@ -32,7 +31,7 @@ class ContentBlock(GoStruct):
     go_where: ClassVar[str | None] = "ContentBlock.messages.content"
     go_type: ClassVar[str] = "anthropic.ContentBlock"
     required: ClassVar[tuple[str, ...]] = ("type",)
-    type: Annotated[String, doc(description=f"{', '.join(_KINDS[:5])} are read; other kinds are skipped")] = None
+    type: Annotated[String, doc(description="text, image, tool_use, tool_result, thinking; others skipped")] = None
     text: String = None
     source: ImageSource | None = None
     id: String = None

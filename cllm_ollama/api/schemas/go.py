@@ -5,7 +5,9 @@ Go is lenient where a strict schema is not, so the types are too: unknown fields
 null is absent (every field is ``X | None``), numbers go into float fields, and what Go decodes
 with its own code (``keep_alive``, ``think``, ``format``, ``options``) stays raw (``Any``) for the
 handler. A validation error is translated back into Go's message by ``translate``, which each
-dialect's decode seam (``ollama.errors.decode``...) calls around ``decode``.
+dialect's decode seam (``ollama.errors.decode``...) calls around ``decode``; where Go has ``any``
+and Ollama checks the shape by hand (a message's content parts, Responses input items), the
+type says Ollama's message (``refuse``) and ``translate`` gives it instead.
 """
 
 from __future__ import annotations
