@@ -140,7 +140,8 @@ def _field(struct: type[GoStruct], name: str) -> tuple[Any, str, Refusal | None]
 def _item(container: Any) -> tuple[Any, str, Refusal | None]:
     """The item type of a list type (or of the list in a union: a string or parts), as ``_field``."""
     if typing.get_origin(container) in (Union, types.UnionType):
-        container = next((arg for arg in typing.get_args(container) if typing.get_origin(arg) is list), Any)
+        bare = [typing.get_args(a)[0] if typing.get_origin(a) is Annotated else a for a in typing.get_args(container)]
+        container = next((arg for arg in bare if typing.get_origin(arg) is list), Any)
     args = typing.get_args(container)
     return _unwrap(args[0] if args else Any)
 
