@@ -55,6 +55,12 @@ CASES = [
     ("/v1/chat/completions", v1_content([{"type": "image_url", "image_url": {}}]), FORMAT),
     ("/v1/chat/completions", v1_content([{"type": "audio"}]), "invalid message content type: audio"),
     ("/v1/chat/completions", v1_content([{"text": "x"}]), "invalid message content type: None"),
+    (
+        "/v1/chat/completions",
+        V1_CHAT
+        | {"messages": [*HI, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 5}}]}]},
+        "invalid tool call arguments",
+    ),
     ("/v1/responses", RESPONSES | {"input": 5}, INPUT),
     ("/v1/responses", RESPONSES | {"input": []}, INPUT),
     ("/v1/responses", RESPONSES | {"input": [5]}, "invalid input item"),

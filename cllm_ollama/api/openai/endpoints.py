@@ -171,18 +171,16 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     return {"function": {"name": function.name or "", "arguments": tool_arguments(function.arguments)}}
 
 
-def tool_arguments(value: object) -> dict[str, Any]:
+def tool_arguments(value: str | dict[str, Any] | None) -> dict[str, Any]:
     """Tool call arguments: a JSON object, or a string holding one (OpenAI's form)."""
     if isinstance(value, str):
         try:
             value = orjson.loads(value or "{}")
         except orjson.JSONDecodeError as exc:
             raise InvalidRequest(f"invalid tool call arguments: {exc}") from exc
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidRequest("invalid tool call arguments")
-    return value
+        if value is not None and not isinstance(value, dict):  # JSON text of something else
+            raise InvalidRequest("invalid tool call arguments")
+    return value or {}
 
 
 def think_value(reasoning_effort: str | None, reasoning: Any) -> object:

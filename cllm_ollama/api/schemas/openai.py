@@ -27,6 +27,10 @@ _OPTIONS = doc(
 _EFFORT = doc(enum=["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"])
 _FORMAT_TYPE = doc(enum=["text", "json_object", "json_schema"])
 _MESSAGE_FORMAT = "invalid message format"
+# A call's arguments: OpenAI's JSON text, or the object itself; anything else is Ollama's refusal.
+Arguments = Annotated[
+    str | dict[str, Any], refuse("invalid tool call arguments", description="a JSON object or its text")
+]
 
 
 class _OpenAI(GoStruct):
@@ -36,7 +40,7 @@ class _OpenAI(GoStruct):
 class ToolCallFunction(_OpenAI):
     go_type: ClassVar[str] = _TOOL_CALL_FUNCTION
     name: String = None
-    arguments: Annotated[Any, doc(type="string", description="a JSON object")] = None  # or an object
+    arguments: Arguments | None = None
 
 
 class ToolCall(_OpenAI):
@@ -216,16 +220,7 @@ class ResponsesInputItem(_OpenAI):
     name: String = None
     namespace: Annotated[String, doc(description="a namespaced call's namespace: the model sees ns.name")] = None
     call_id: String = None
-    arguments: (
-        Annotated[
-            str | dict[str, Any], refuse("invalid tool call arguments", description="a JSON object (or its text)")
-        ]
-        | None
-    ) = None
-    # Go's json.RawMessage: a string, parts (their text is the output) or any JSON, written out as is.
-    output: Annotated[Any, doc(anyOf=[STRING, {"type": "array", "items": {"type": "object"}}, {}])] = None
-    encrypted_content: Annotated[String, doc(description="a reasoning item's text, as cllm returns it")] = None
-    summary: Annotated[list[ResponsesReasoningSummary], go("[]openai.ResponsesReasoningSummary")] | None = None
+    arguments: Arguments | None = None
 
 
 # A string, or a non-empty list of items; anything else (an item that is no object) is refused
