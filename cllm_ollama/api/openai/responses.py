@@ -120,8 +120,8 @@ class _Conversation:
 
     def reasoning(self, item: ResponsesInputItem) -> None:
         """Ollama returns its thinking as the item's ``encrypted_content``; a summary stands in for it."""
-        summary = [s.text or "" for s in item.summary or ()]
-        self.thinking = item.encrypted_content or "\n".join(t for t in summary)
+        summary = "\n".join(s.text or "" for s in item.summary or ())
+        self.thinking = item.encrypted_content or summary
 
 
 def _messages(req: ResponsesRequest) -> list[dict[str, Any]]:
