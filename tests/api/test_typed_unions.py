@@ -12,6 +12,7 @@ import pytest
 from conftest import MODEL
 from scripted import scripted_pool
 from starlette.testclient import TestClient
+from test_bad_input import HI, RESPONSES, V1_CHAT, unmarshal
 
 from cllm_ollama.api.anthropic.messages import _decode as anthropic_decode
 from cllm_ollama.api.openai.responses import _decode as responses_decode
@@ -20,16 +21,9 @@ from cllm_ollama.api.schemas.go import GoStruct
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 
-HI = [{"role": "user", "content": "hi"}]
-V1_CHAT = {"model": MODEL, "messages": HI, "max_tokens": 1}
-RESPONSES = {"model": MODEL, "input": "hi", "max_output_tokens": 1}
 MESSAGES = {"model": MODEL, "max_tokens": 1, "messages": HI}
 FORMAT, CONTENT_TYPE = "invalid message format", "invalid message content type"
 INPUT = "input must be a string or a non-empty list of items"
-
-
-def unmarshal(got: str, field: str, target: str) -> str:
-    return f"json: cannot unmarshal {got} into Go struct field {field} of type {target}"
 
 
 def v1_content(content: object) -> dict[str, Any]:
