@@ -195,4 +195,4 @@ def test_a_request_with_no_message_left_is_refused_before_the_model_loads(client
 )
 def test_claude_codes_billing_header_is_dropped_from_the_system_prompt(system: object, rendered: str) -> None:
     native = _decode(BODY | {"system": system}).native
-    assert native["messages"][0] == {"role": "system", "content": rendered}
+    assert native.messages[0] == {"role": "system", "content": rendered}

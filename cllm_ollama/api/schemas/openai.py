@@ -221,6 +221,10 @@ class ResponsesInputItem(_OpenAI):
     namespace: Annotated[String, doc(description="a namespaced call's namespace: the model sees ns.name")] = None
     call_id: String = None
     arguments: Arguments | None = None
+    # Go's json.RawMessage: a string, parts (their text is the output) or any JSON, written out as is.
+    output: Annotated[Any, doc(anyOf=[STRING, {"type": "array", "items": {"type": "object"}}, {}])] = None
+    encrypted_content: Annotated[String, doc(description="a reasoning item's text, as cllm returns it")] = None
+    summary: Annotated[list[ResponsesReasoningSummary], go("[]openai.ResponsesReasoningSummary")] | None = None
 
 
 # A string, or a non-empty list of items; anything else (an item that is no object) is refused
