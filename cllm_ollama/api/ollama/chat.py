@@ -35,7 +35,7 @@ def _messages(body: dict[str, Any], req: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # made on every chat's path: no frozen __setattr__ round trips
 class ChatCall:
     """A chat decoded once, from /api/chat or translated from another dialect: what ``start_chat`` runs.
 
