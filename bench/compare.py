@@ -1,7 +1,7 @@
 """cllm against llama.cpp's llama-server, llama-cpp-python's server and llama-batched-bench, in one run.
 
 Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-prefix-burst,preamble]``.
-``--workload embed`` (only when named): many clients embedding at once (``bench/embed.py``).
+``--workload agent``, ``long`` and ``embed`` run only when named.
 
 - distinct: unrelated prompts on a random-weight model, against cllm, llama-server and
   llama-cpp-python's server, with llama-batched-bench as the ceiling.
@@ -9,10 +9,15 @@ Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-pref
   Qwen2.5-Coder-0.5B-Instruct (fetched by ``cllm_ollama.testing.real_model``), against cllm,
   ``llama-server -np N`` (its defaults: prompt cache and host-RAM cache on) and ``llama-server
   -np 1`` (how Ollama runs it by default); every target restarted for every workload.
+- agent (issue 18, only when named): a coding agent's session, cllm through ``/v1/messages``,
+  llama-server through ``/v1/chat/completions``: cold, turn by turn, warm, after an unload (llama-server:
+  after its slots served other prompts) and after a restart.
+- long (issue 18, only when named): prefill and decode speed at 16k and 32k tokens of context, cllm
+  against ``llama-server -np 1`` on the same context, threads, flash attention, KV type and batch.
 
 Writes bench/results/ (*.json and plot.png; <workload>/*.json and plot-<workload>.png) and
-BENCHMARKS.md: a run of only the prefix workloads replaces only their section of it, a run of
-only distinct keeps that section. Models, sources and builds stay in ~/.cache/cllm-bench.
+BENCHMARKS.md: each part (distinct, the prefix workloads, agent, long) is rewritten only by a run
+of it, so parts can be rerun alone. Models, sources and builds stay in ~/.cache/cllm-bench.
 """
 
 from __future__ import annotations
@@ -35,9 +40,25 @@ import llama_build
 import make_model
 import pyserver_env
 import report
+import report_agent
+import report_long
 import vision_bench
 from cllm_ollama.cli.bench import plot_results
-from plan import AGENT, DISTINCT, EMBED, SELECTABLE, SESSION_WORKLOADS, VISION, WORKLOADS, Outcome, Plan, PrefixPlan
+from plan import (
+    AGENT,
+    DISTINCT,
+    EMBED,
+    LONG,
+    PREFIX_WORKLOADS,
+    SELECTABLE,
+    SESSION_WORKLOADS,
+    VISION,
+    WORKLOADS,
+    LongPlan,
+    Outcome,
+    Plan,
+    PrefixPlan,
+)
 from targets import Running, Server, free_port
 
 from cllm_ollama.testing import real_model
@@ -45,6 +66,8 @@ from cllm_ollama.testing import real_model
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "bench-qwen3"
 REAL_MODEL_NAME = "bench-qwen25-coder"
+# Per request of the agent and long workloads: a cold 16k or 32k-token prefill on two cores takes minutes.
+LONG_TIMEOUT_S = 1800
 DISTINCT_TARGETS = ("cllm", "llama-server", "llama-cpp-python")
 PREFIX_TARGETS = ("cllm", "llama-server", "llama-server-np1")
 TARGETS = (*DISTINCT_TARGETS, "llama-server-np1")
@@ -75,7 +98,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     p.add_argument(
         "--workload",
         default="all",
-        help=f"comma-separated, of {','.join(SELECTABLE)}, or all (all but agent) [default: all]",
+        help=f"comma-separated, of {','.join(SELECTABLE)}, or all (all but agent, long and embed) [default: all]",
     )
     g = p.add_argument_group("prefix workloads (chat, shared-prefix-burst, preamble)")
     g.add_argument("--slots", type=int, default=8, help="slots of cllm and llama-server -np N")
@@ -98,6 +121,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     g.add_argument("--vision-users", type=int, help="vision: users chatting at once [6; --quick: 2]")
     g.add_argument("--vision-turns", type=int, help="vision: turns per user, each re-sending the image [3; --quick: 2]")
     g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by testing.real_model]")
+    g = p.add_argument_group("long contexts (long)")
+    g.add_argument("--long-depths", help="tokens of context, comma-separated [16384,32768; --quick: 1024,2048]")
+    g.add_argument("--long-requests", type=int, help="cold prompts per depth [2; --quick: 1]")
+    g.add_argument("--long-max-tokens", type=int, help="generated per prompt [128; --quick: 16]")
+    g.add_argument("--flash-attention", choices=("on", "off"), default="on", help="both targets [on]")
     e = p.add_argument_group("embed workload (only when named)")
     e.add_argument("--embed-slots", type=int, default=8, help="cllm's slots and llama-server -np N's")
     e.add_argument("--embed-concurrency", default="1,8", help="concurrent clients, comma-separated")
@@ -142,6 +170,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         vision_turns=pick(a.vision_turns, 3, 2),
         vision_max_tokens=pick(a.chat_max_tokens, 64, 8),
     )
+    depths = tuple(int(d) for d in (a.long_depths or ("1024,2048" if quick else "16384,32768")).split(","))
+    long = LongPlan(
+        depths=depths,
+        ctx=max(depths),
+        requests=pick(a.long_requests, 2, 1),
+        max_tokens=pick(a.long_max_tokens, 128, 16),
+        flash_attention=a.flash_attention == "on",
+    )
     plan = Plan(
         cache=a.cache.expanduser().resolve(),
         out=a.out.resolve(),
@@ -157,7 +193,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         batched_bench=not a.no_batched_bench,
         quick=a.quick,
         workloads=tuple(w for w in SELECTABLE if w in workloads),
-        prefix=prefix if set(workloads) & {*SESSION_WORKLOADS, VISION} else None,
+        prefix=prefix if set(workloads) & {*SESSION_WORKLOADS, LONG, VISION} else None,
+        long=long if LONG in workloads else None,
         embed=embed.EmbedPlan(
             slots=a.embed_slots,
             levels=tuple(int(c) for c in a.embed_concurrency.split(",")),
@@ -194,11 +231,21 @@ def result_path(plan: Plan, workload: str, name: str) -> Path:
     return plan.out / f"{name}.json" if workload == DISTINCT else plan.out / workload / f"{name}.json"
 
 
-def run_target(plan: Plan, outcome: Outcome, setup: Callable[[], None] = lambda: None) -> Outcome:
-    """Start the server, wait for it, bench it, read its peak RSS, stop it; errors are recorded."""
-    json_path = result_path(plan, outcome.workload, outcome.name)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.unlink(missing_ok=True)
+def run_target(
+    plan: Plan,
+    outcome: Outcome,
+    setup: Callable[[], None] = lambda: None,
+    runs: list[tuple[list[str], Path]] | None = None,
+) -> Outcome:
+    """Start the server, wait for it, bench it, read its peak RSS, stop it; errors are recorded.
+
+    ``runs``: several ``cllm bench`` runs on the one server (their arguments and the JSON each
+    writes) instead of the outcome's own; its result is then the last run's.
+    """
+    runs = runs or [(outcome.bench, result_path(plan, outcome.workload, outcome.name))]
+    for _, path in runs:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
     outcome.loadavg_before = " ".join(Path("/proc/loadavg").read_text().split()[:2])
     print(f"\n== {outcome.workload}: {outcome.name}: {outcome.server.command_line}", flush=True)
     if float(outcome.loadavg_before.split()[0]) > 0.5:
@@ -207,9 +254,10 @@ def run_target(plan: Plan, outcome: Outcome, setup: Callable[[], None] = lambda:
         with Running(outcome.server) as running:
             running.wait_ready()
             setup()
-            subprocess.run([sys.executable, "-m", "cllm_ollama.cli.bench", *outcome.bench], check=True)
+            for args, _ in runs:
+                subprocess.run([sys.executable, "-m", "cllm_ollama.cli.bench", *args], check=True)
             outcome.peak_rss_kib = running.peak_rss_kib()
-        outcome.result = json.loads(json_path.read_text())
+        outcome.result = json.loads(runs[-1][1].read_text())
     except (RuntimeError, subprocess.CalledProcessError, OSError) as exc:
         outcome.error = str(exc)
         print(f"!! {outcome.name} failed: {exc}", flush=True)
@@ -224,16 +272,24 @@ def cllm_outcome(plan: Plan, model: Path, work: Path) -> tuple[Outcome, Callable
 
 
 def cllm_server(
-    plan: Plan, model: Path, name: str, work: Path, slots: int, ctx: int, projector: Path | None = None
+    plan: Plan,
+    model: Path,
+    name: str,
+    work: Path,
+    slots: int,
+    ctx: int,
+    projector: Path | None = None,
+    extra: dict[str, str] | None = None,
 ) -> tuple[Server, Callable[[], None]]:
     """The ``cllm serve`` command on the store in ``work``, and what imports ``model`` there as ``name``
-    (with ``projector`` as its projector layer: a second FROM, as in Ollama)."""
+    (with ``projector`` as its projector layer: a second FROM, as in Ollama); ``extra``: more settings."""
     port = free_port()
     settings = {
         "CLLM_NUM_PARALLEL": str(slots),
         "CLLM_CONTEXT_LENGTH": str(ctx),
         "CLLM_NUM_THREAD": str(plan.threads),
         "CLLM_KEEP_ALIVE": "-1",
+        **(extra or {}),
         "OLLAMA_MODELS": str(work / "models"),
         "OLLAMA_HOST": f"127.0.0.1:{port}",
     }
@@ -282,21 +338,27 @@ def prefix_outcomes(
     assert plan.prefix is not None
     pp = plan.prefix
     found: list[tuple[Outcome, Callable[[], None]]] = []
-    ctx = pp.agent_ctx if workload == AGENT else pp.ctx
+    agent = workload == AGENT
+    ctx = pp.agent_ctx if agent else pp.ctx
     model_name = vision_bench.MODEL_NAME if projector else REAL_MODEL_NAME
     for name in (t for t in PREFIX_TARGETS if t in plan.targets):
-        setup = _nothing
+        setup, evict = _nothing, []
         if name == "cllm":
             server, setup = cllm_server(plan, model, model_name, work, pp.slots, ctx, projector)
-            api, label = "chat", f"cllm ({pp.slots} slots)"
+            # The agent speaks Anthropic's Messages API, as Claude Code does.
+            api, label = "anthropic-messages" if agent else "chat", f"cllm ({pp.slots} slots)"
         else:
             slots = pp.slots if name == "llama-server" else 1
             mmproj = ("--mmproj", str(projector)) if projector else ()
-            server = llama_server(plan, binary, model, name, slots, ctx, mmproj)
+            # The agent's yardstick: the prompt cache and its host-RAM tier, named though on by default.
+            cache = ("--cache-prompt", "--cache-ram", "8192") if agent else ()
+            server = llama_server(plan, binary, model, name, slots, ctx, (*mmproj, *cache))
             api, label = "openai-chat", f"llama-server {'--mmproj ' if projector else ''}-np {slots}"
+            evict = ["--evict", str(slots)] if agent else []  # it cannot unload: its slots serve others
         bench = [
             "--url", server.base_url, "--api", api, "--model", model_name, "--label", label,
-            *pp.bench_args(workload), "--json", str(result_path(plan, workload, name)),
+            *pp.bench_args(workload), *evict, *(["--timeout", str(LONG_TIMEOUT_S)] if agent else []),
+            "--json", str(result_path(plan, workload, name)),
         ]  # fmt: skip
         found.append((Outcome(name, server, bench, workload=workload, label=label), setup))
         if workload == AGENT:
@@ -405,14 +467,19 @@ def run_distinct(plan: Plan, binaries: dict[str, Path], model: Path, python: Pat
     return report.distinct_report(plan, model, outcomes, batched, versions(binaries, python), build, chart)
 
 
-def run_prefix(
-    plan: Plan, binaries: dict[str, Path], model: Path | None, vision: tuple[Path, Path] | None
-) -> list[str]:
-    """Each prefix workload on cllm, llama-server -np N and -np 1 in turn; the lines of their report section."""
+def run_sessions(
+    plan: Plan,
+    binaries: dict[str, Path],
+    model: Path | None,
+    workloads: tuple[str, ...],
+    vision: tuple[Path, Path] | None = None,
+) -> tuple[list[Outcome], dict[str, Path | None]]:
+    """Each session workload on cllm, llama-server -np N and -np 1 in turn (the vision workload on
+    ``vision``'s model and projector); their outcomes and plots."""
     outcomes: list[Outcome] = []
     charts: dict[str, Path | None] = {}
     with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
-        for workload in (w for w in plan.workloads if w in (*SESSION_WORKLOADS, VISION)):
+        for workload in workloads:
             binary = binaries.get("llama-server", Path("llama-server"))
             if workload == VISION:
                 assert vision is not None
@@ -424,7 +491,72 @@ def run_prefix(
             done = [run_target(plan, outcome, setup) for outcome, setup in targets]
             outcomes += done
             charts[workload] = plot([o.result for o in done if o.result], plan.out / f"plot-{workload}.png")
+    return outcomes, charts
+
+
+def run_prefix(
+    plan: Plan, binaries: dict[str, Path], model: Path | None, vision: tuple[Path, Path] | None
+) -> list[str] | None:
+    """The prefix workloads that were asked for (vision among them); the lines of their report
+    section (None: none asked)."""
+    workloads = tuple(w for w in plan.workloads if w in (*PREFIX_WORKLOADS, VISION))
+    if not workloads:
+        return None
+    outcomes, charts = run_sessions(plan, binaries, model, workloads, vision)
     return report.prefix_report(plan, model, outcomes, versions(binaries, None), charts)
+
+
+def run_agent(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
+    """The agent's session on every prefix target, each then restarted; the lines of its section."""
+    outcomes, charts = run_sessions(plan, binaries, model, (AGENT,))
+    return report_agent.agent_report(plan, model, outcomes, versions(binaries, None), charts.get(AGENT))
+
+
+def long_outcomes(plan: Plan, binary: Path, model: Path, work: Path) -> list[tuple[Outcome, Callable[[], None]]]:
+    """cllm and llama-server -np 1 on one slot of the same context, threads, flash attention, KV type
+    and batch; each outcome's ``bench`` runs once per depth, with that depth's ``--prompt-tokens``."""
+    lp = plan.long
+    assert lp is not None
+    fa = "on" if lp.flash_attention else "off"
+    found: list[tuple[Outcome, Callable[[], None]]] = []
+    for name in (t for t in ("cllm", "llama-server") if t in plan.targets):
+        setup = _nothing
+        if name == "cllm":
+            same = {"OLLAMA_FLASH_ATTENTION": "1" if lp.flash_attention else "0",
+                    "OLLAMA_KV_CACHE_TYPE": lp.kv_type, "CLLM_NUM_BATCH": str(lp.n_batch)}  # fmt: skip
+            server, setup = cllm_server(plan, model, REAL_MODEL_NAME, work, 1, lp.ctx, extra=same)
+            api, label = "generate", "cllm (1 slot)"
+        else:
+            flags = ("-fa", fa, "-ctk", lp.kv_type, "-ctv", lp.kv_type, "-b", str(lp.n_batch), "-ub", "512")
+            server = llama_server(plan, binary, model, name, 1, lp.ctx, flags)
+            api, label = "openai-completions", "llama-server -np 1"
+        bench = [
+            "--url", server.base_url, "--api", api, "--model", REAL_MODEL_NAME, "--label", label,
+            "--concurrency", "1", "--requests", str(lp.requests), "--max-tokens", str(lp.max_tokens),
+            "--warmup", "1", "--warmup-tokens", "16", "--timeout", str(LONG_TIMEOUT_S),
+        ]  # fmt: skip
+        found.append((Outcome(name, server, bench, workload=LONG, label=label), setup))
+    return found
+
+
+def run_long(plan: Plan, binaries: dict[str, Path], model: Path) -> list[str]:
+    """Each long-context target started once, then a cold prompt per depth; the lines of its section."""
+    lp = plan.long
+    assert lp is not None
+    results: dict[str, dict[int, dict[str, Any]]] = {}
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(dir=plan.cache, prefix="cllm-store-") as work:
+        binary = binaries.get("llama-server", Path("llama-server"))
+        for outcome, setup in long_outcomes(plan, binary, model, Path(work)):
+            paths = {depth: result_path(plan, LONG, f"{outcome.name}-{depth}") for depth in lp.depths}
+            runs = [
+                ([*outcome.bench, "--prompt-tokens", str(lp.prompt_tokens(depth)), "--json", str(path)], path)
+                for depth, path in paths.items()
+            ]
+            outcomes.append(run_target(plan, outcome, setup, runs))
+            # What ran before a failure still counts.
+            results[outcome.name] = {d: json.loads(path.read_text()) for d, path in paths.items() if path.exists()}
+    return report_long.long_report(plan, model, outcomes, results, versions(binaries, None))
 
 
 def embed_outcomes(plan: Plan, binary: Path, model: Path, work: Path) -> list[tuple[Outcome, Callable[[], None]]]:
@@ -478,7 +610,7 @@ def main() -> None:
         model = make_model.ensure_model(plan.cache, vocab, plan.shape, n_threads=plan.threads)
         sdist_root = source.parent.parent
         python = pyserver_env.server_python(plan.cache, sdist_root) if "llama-cpp-python" in plan.targets else None
-    if set(plan.workloads) & set(SESSION_WORKLOADS):
+    if set(plan.workloads) & {*SESSION_WORKLOADS, LONG}:
         real = prefix_model(plan)
     vision = None
     if VISION in plan.workloads:
@@ -487,10 +619,15 @@ def main() -> None:
     if prepare_only:
         return
     distinct_lines = run_distinct(plan, binaries, model, python) if model is not None else None
-    prefix_lines = run_prefix(plan, binaries, real, vision) if plan.prefix is not None else None
+    sections: dict[str, list[str] | None] = {}
+    if plan.prefix is not None:
+        sections[report.PREFIX] = run_prefix(plan, binaries, real, vision)
+    if real is not None:
+        sections[AGENT] = run_agent(plan, binaries, real) if AGENT in plan.workloads else None
+        sections[LONG] = run_long(plan, binaries, real) if LONG in plan.workloads else None
     embed_lines = run_embed(plan, binaries, embedder) if embedder is not None else None
     kept = embed.section(plan.report)
-    report.write(plan.report, distinct_lines, prefix_lines)
+    report.write(plan.report, distinct_lines, sections.pop(report.PREFIX, None), sections)
     embed.write(plan.report, embed_lines, kept)
     print(f"\nwrote {plan.report}")
 

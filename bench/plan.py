@@ -18,12 +18,16 @@ WORKLOADS = (DISTINCT, *PREFIX_WORKLOADS)  # what "all" runs
 # phase takes long on a small machine. Each target then runs it again on a restarted server.
 AGENT = "agent"
 SESSION_WORKLOADS = (*PREFIX_WORKLOADS, AGENT)  # on the real-weight model
+# Issue 18's long contexts: prefill and decode speed at 16k and 32k tokens, one slot; also named only.
+LONG = "long"
 # Issue 20's many clients embedding at once (bench/embed.py), run only when named.
 EMBED = "embed"
 # Issue 17's images (bench/vision_bench.py), run only when named: on a random-weight gemma3 and a
 # bench-size projector, against cllm and llama-server --mmproj.
 VISION = "vision"
-SELECTABLE = (*WORKLOADS, AGENT, EMBED, VISION)
+SELECTABLE = (*WORKLOADS, AGENT, LONG, EMBED, VISION)
+# A context every agent preamble fits in, for cllm and llama-server alike (Qwen2.5's trained length).
+AGENT_CTX = 32768
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class PrefixPlan:
     preamble_tokens: int
     preamble_chats: int
     preamble_in_flight: int
-    real_model: Path | None
+    real_model: Path | None  # None: fetched with cllm_ollama.testing.real_model
     agent_tokens: int = 16000
     agent_turns: int = 10
     vision_users: int = 6
@@ -54,9 +58,10 @@ class PrefixPlan:
 
     @property
     def agent_ctx(self) -> int:
-        """Context per slot for the agent: its preamble, turns of ~232 tokens, room to spare."""
+        """Context per slot for the agent: 32k as agents need, more if its preamble, turns of ~232
+        tokens and room to spare do not fit."""
         need = self.agent_tokens + self.agent_turns * 232 + 1024
-        return max(self.ctx, -(-need // 1024) * 1024)  # None: fetched with cllm_ollama.testing.real_model
+        return max(AGENT_CTX, -(-need // 1024) * 1024)
 
     def bench_args(self, workload: str) -> list[str]:
         """``cllm bench`` arguments that say what the workload sends (the same for every target)."""
@@ -92,6 +97,24 @@ class PrefixPlan:
 
 
 @dataclass(frozen=True)
+class LongPlan:
+    """The long-context workload: one cold prompt after another at each depth, on one slot, with
+    every setting that changes llama.cpp's speed the same for cllm and llama-server."""
+
+    depths: tuple[int, ...]  # tokens of context: the prompt and the answer together
+    ctx: int  # the slot's context, both targets
+    requests: int  # per depth, each a distinct prompt (nothing cached)
+    max_tokens: int  # generated per request
+    flash_attention: bool
+    kv_type: str = "f16"
+    n_batch: int = 2048  # llama-server's default; micro-batches of 512 on both
+    margin: int = 64  # tokens left free for the prompt's approximate length
+
+    def prompt_tokens(self, depth: int) -> int:
+        return depth - self.max_tokens - self.margin
+
+
+@dataclass(frozen=True)
 class Plan:
     cache: Path
     out: Path
@@ -108,6 +131,7 @@ class Plan:
     quick: bool
     workloads: tuple[str, ...] = (DISTINCT,)
     prefix: PrefixPlan | None = None
+    long: LongPlan | None = None  # when the long workload runs
     embed: EmbedPlan | None = None  # when the embed workload runs
 
     @property

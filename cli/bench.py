@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ..config import Settings
-from .bench_client import EMBEDDING_APIS, Api, BenchError, Target, run_bench, run_workload
+from .bench_client import CHAT_APIS, EMBEDDING_APIS, Api, BenchError, Target, run_bench, run_workload
 from .bench_stats import LevelStats
 from .bench_workloads import DEFAULTS, VISION_IMAGE_PX, Kind, Workload
 
@@ -237,6 +237,14 @@ def _plot_groups(results: list[dict[str, Any]], out: Path) -> None:
     help="agent: only the first turn of the session a full run sent (run it on a restarted server).",
 )
 @click.option(
+    "--evict",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="agent, on a server that cannot unload (llama-server): distinct prompts sent at once instead "
+    "(its slot count), so the turn after measures its RAM cache.",
+)
+@click.option(
     "--system-tokens",
     type=click.IntRange(min=0),
     help="The shared part: chat: system prompt [450]; shared-prefix-burst: prefix [1000]; preamble: preamble [6600].",
@@ -263,6 +271,11 @@ def _plot_groups(results: list[dict[str, Any]], out: Path) -> None:
 @click.option("--max-tokens", type=click.IntRange(min=1), help="[distinct: 64; chat: 128; others: 32]")
 @click.option("--seed", type=int, default=0, show_default=True, help="Also picks the texts: change it to start cold.")
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Uncounted requests first.")
+@click.option(
+    "--warmup-tokens",
+    type=click.IntRange(min=1),
+    help="distinct: the warm-up prompts' size [default: --prompt-tokens]; small where prompts are long.",
+)
 @click.option("--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Per request, s.")
 @click.option("--raw/--templated", default=True, show_default=True, help="/api/generate: skip the template.")
 @click.option(
@@ -287,6 +300,7 @@ def bench_command(
     users: str | None,
     turns: int | None,
     resume: bool,
+    evict: int,
     system_tokens: int | None,
     users_per_system: int,
     user_tokens: int | None,
@@ -294,6 +308,7 @@ def bench_command(
     max_tokens: int | None,
     seed: int,
     warmup: int,
+    warmup_tokens: int | None,
     timeout: float,
     raw: bool,
     ignore_eos: bool | None,
@@ -315,9 +330,11 @@ def bench_command(
         raise click.UsageError("--model is required")
     kind = Kind(workload)
     defaults = DEFAULTS[kind]
-    chat_api = api is None or Api(api) in (Api.CHAT, Api.OPENAI_CHAT)
+    chat_api = api is None or Api(api) in CHAT_APIS
     if kind is not Kind.DISTINCT and not chat_api:
-        raise click.UsageError(f"--workload {kind.value} sends conversations: use --api chat or openai-chat")
+        raise click.UsageError(
+            f"--workload {kind.value} sends conversations: use --api chat or openai-chat (or anthropic-messages)"
+        )
     embedding = api is not None and Api(api) in EMBEDDING_APIS
     api = api or (Api.GENERATE.value if kind is Kind.DISTINCT else Api.CHAT.value)
     settings = Settings.from_env()
@@ -357,12 +374,12 @@ def bench_command(
             else:
                 click.echo(f"{label}: model {model}, prompt ~{prompt_tokens} tokens, {max_tokens} generated")
             click.echo(table_header(rate="in/s" if embedding else "tok/s"))
-            stats = asyncio.run(run_bench(target, levels, warmup=warmup, on_level=show))
+            stats = asyncio.run(run_bench(target, levels, warmup, show, warmup_tokens))
         else:
             if resume and kind is not Kind.AGENT:
                 raise click.UsageError("--resume is for --workload agent")
             shape = _workload(kind, concurrency, turns, system_tokens, users_per_system, user_tokens, stagger)
-            shape = replace(shape, resume=resume)
+            shape = replace(shape, resume=resume, evict=evict if kind is Kind.AGENT else 1)
             u_levels = parse_levels(users or str(defaults["levels"]))
             click.echo(f"{label}: model {model}, {describe(shape, max_tokens)}")
             click.echo(table_header("users", cached=True))

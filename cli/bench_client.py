@@ -29,12 +29,14 @@ class Api(StrEnum):
     CHAT = "chat"
     OPENAI_COMPLETIONS = "openai-completions"
     OPENAI_CHAT = "openai-chat"
+    ANTHROPIC = "anthropic-messages"
     EMBED = "embed"
     OPENAI_EMBEDDINGS = "openai-embeddings"
 
 
 # Embedding APIs: one answer per request, no stream; a level's "tokens" are the inputs embedded.
 EMBEDDING_APIS = (Api.EMBED, Api.OPENAI_EMBEDDINGS)
+CHAT_APIS = (Api.CHAT, Api.OPENAI_CHAT, Api.ANTHROPIC)  # the APIs that take conversations
 
 
 PATHS = {
@@ -42,6 +44,7 @@ PATHS = {
     Api.CHAT: "/api/chat",
     Api.OPENAI_COMPLETIONS: "/v1/completions",
     Api.OPENAI_CHAT: "/v1/chat/completions",
+    Api.ANTHROPIC: "/v1/messages",
     Api.EMBED: "/api/embed",
     Api.OPENAI_EMBEDDINGS: "/v1/embeddings",
 }
@@ -86,9 +89,12 @@ def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
 
     ``prompt`` is a text, or a whole conversation for the chat APIs (a text becomes one user message).
     """
-    if not isinstance(prompt, str) and target.api not in (Api.CHAT, Api.OPENAI_CHAT):
+    if not isinstance(prompt, str) and target.api not in CHAT_APIS:
         raise ValueError(f"a conversation needs a chat API, not {target.api.value}")
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    if target.api is Api.ANTHROPIC:
+        return anthropic_body(target, messages)
+    wire = dialect_messages(target.api, messages)
     if target.api in (Api.GENERATE, Api.CHAT):
         body: dict[str, Any] = {
             "model": target.model,
@@ -99,7 +105,7 @@ def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
         if target.api is Api.GENERATE:
             body |= {"prompt": prompt, "raw": target.raw}
         else:
-            body["messages"] = messages
+            body["messages"] = wire
         return body
     body = {
         "model": target.model,
@@ -114,7 +120,7 @@ def request_body(target: Target, prompt: str | Messages) -> dict[str, Any]:
     if target.api is Api.OPENAI_COMPLETIONS:
         body["prompt"] = prompt
     else:
-        body["messages"] = [_openai_message(m) for m in messages]
+        body["messages"] = [_openai_message(m) for m in wire]
     return body
 
 
@@ -126,6 +132,64 @@ def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
     parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
     parts += [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}} for data in images]
     return {**message, "content": parts}
+
+
+_BREAKPOINT = {"type": "ephemeral"}
+
+
+def _tool_input(call_id: str) -> dict[str, str]:
+    return {"path": f"src/{call_id.removeprefix('call_')}.py"}
+
+
+def dialect_messages(api: Api, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``history``'s messages as ``api`` takes them: an assistant message's tool call (``tool_call_id``,
+    ``tool_name``) and a tool result (role ``tool``) in Ollama's, OpenAI's or Anthropic's shape
+    (Anthropic: a ``tool_use`` block after the answer's text, a user message of one ``tool_result``)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        call_id = m.get("tool_call_id")
+        if call_id is None:
+            out.append(dict(m))
+        elif m["role"] == "tool" and api is Api.ANTHROPIC:
+            result = {"type": "tool_result", "tool_use_id": call_id, "content": m["content"]}
+            out.append({"role": "user", "content": [result]})
+        elif m["role"] == "tool":
+            out.append(
+                {"role": "tool", "content": m["content"]} | ({} if api is Api.CHAT else {"tool_call_id": call_id})
+            )
+        elif api is Api.ANTHROPIC:
+            text = [{"type": "text", "text": m["content"]}] if m["content"] else []
+            use = {"type": "tool_use", "id": call_id, "name": m["tool_name"], "input": _tool_input(call_id)}
+            out.append({"role": "assistant", "content": [*text, use]})
+        else:
+            args: Any = _tool_input(call_id)
+            function = {"name": m["tool_name"], "arguments": args if api is Api.CHAT else json.dumps(args)}
+            call = {"function": function} | ({} if api is Api.CHAT else {"id": call_id, "type": "function"})
+            out.append({"role": "assistant", "content": m["content"], "tool_calls": [call]})
+    return out
+
+
+def anthropic_body(target: Target, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Messages API request as coding agents send one: the system prompt a top-level list of
+    text blocks, ``cache_control`` breakpoints on it and on the last message (Claude Code marks
+    both), greedy and streamed."""
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    turns = dialect_messages(Api.ANTHROPIC, [m for m in messages if m["role"] != "system"])
+    if turns:
+        last = turns[-1]
+        if isinstance(last["content"], str):
+            last["content"] = [{"type": "text", "text": last["content"]}]
+        last["content"][-1]["cache_control"] = _BREAKPOINT
+    body: dict[str, Any] = {
+        "model": target.model,
+        "max_tokens": target.max_tokens,
+        "stream": True,
+        "temperature": 0,
+        "messages": turns,
+    }
+    if system:
+        body["system"] = [{"type": "text", "text": "\n\n".join(system), "cache_control": _BREAKPOINT}]
+    return body
 
 
 def _error_text(error: object) -> str:
@@ -146,6 +210,8 @@ def parse_chunk(api: Api, obj: dict[str, Any]) -> Chunk:
         if obj.get("done"):
             return Chunk(text, obj.get("eval_count"), obj.get("prompt_eval_count"), done=True, answer=answer)
         return Chunk(text, answer=answer)
+    if api is Api.ANTHROPIC:
+        return _anthropic_chunk(obj)
     text = answer = ""
     for choice in obj.get("choices") or []:
         if api is Api.OPENAI_COMPLETIONS:
@@ -160,6 +226,25 @@ def parse_chunk(api: Api, obj: dict[str, Any]) -> Chunk:
     if cached is None:
         cached = (obj.get("timings") or {}).get("cache_n")  # llama-server's own field
     return Chunk(text, usage.get("completion_tokens"), usage.get("prompt_tokens"), answer=answer, cached_tokens=cached)
+
+
+def _anthropic_chunk(obj: dict[str, Any]) -> Chunk:
+    """One Messages API event: text deltas, the prompt at ``message_start``, the counts at
+    ``message_delta`` (the prompt is the uncached input plus the cache reads and writes)."""
+    kind = obj.get("type")
+    if kind == "content_block_delta":
+        delta = obj.get("delta") or {}
+        answer = delta.get("text") or ""
+        return Chunk((delta.get("thinking") or "") + answer, answer=answer)
+    if kind == "message_start":
+        usage = (obj.get("message") or {}).get("usage") or {}
+        return Chunk(prompt_tokens=usage.get("input_tokens"))
+    if kind == "message_delta":
+        usage = obj.get("usage") or {}
+        read = usage.get("cache_read_input_tokens") or 0
+        prompt = (usage.get("input_tokens") or 0) + (usage.get("cache_creation_input_tokens") or 0) + read
+        return Chunk(tokens=usage.get("output_tokens"), prompt_tokens=prompt or None, cached_tokens=read)
+    return Chunk(done=kind == "message_stop")
 
 
 def _payload(api: Api, line: str) -> str | None:
@@ -278,15 +363,18 @@ async def run_bench(
     levels: list[tuple[int, int]],
     warmup: int = 1,
     on_level: Callable[[LevelStats], None] = lambda stats: None,
+    warmup_tokens: int | None = None,
 ) -> list[LevelStats]:
-    """Warm up (loads the model, not counted), then run each (concurrency, requests) level in turn.
+    """Warm up (loads the model, not counted; prompts of ``warmup_tokens``, default the measured
+    size), then run each (concurrency, requests) level in turn.
 
     Request numbers never repeat across levels, so no prompt is ever sent twice.
     """
     results: list[LevelStats] = []
     async with new_client(max(c for c, _ in levels), target.timeout_s) as client:
         for index in range(warmup):
-            timing = await send(client, target, make_prompt(target.prompt_tokens, -1 - index, target.seed))
+            size = warmup_tokens or target.prompt_tokens
+            timing = await send(client, target, make_prompt(size, -1 - index, target.seed))
             if timing.error is not None:
                 raise BenchError(f"warm-up request failed: {timing.error}")
         first = 0
@@ -315,7 +403,8 @@ async def run_session(client: httpx.AsyncClient, target: Target, session: Sessio
             timings.append(RequestTiming(start=now, end=now, phase=phase, error="not sent: an earlier turn failed"))
             continue
         users.append(message)
-        timing = await send(client, target, history(session.system, users, answers, session.image), phase)
+        messages = history(session.system, users, answers, session.image, session.tools)
+        timing = await send(client, target, messages, phase)
         answers.append(timing.answer)
         timings.append(timing)
     return timings
@@ -342,7 +431,7 @@ async def run_sessions(
 
 async def unload(client: httpx.AsyncClient, target: Target) -> bool:
     """Ask an Ollama-compatible server to unload the model now (``keep_alive: 0``); False where
-    the server cannot (llama-server has no unload: its next turn then measures its RAM cache)."""
+    the server cannot (llama-server has no unload: ``evict`` stands in for it)."""
     headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
     body = {"model": target.model, "keep_alive": 0}
     try:
@@ -350,6 +439,15 @@ async def unload(client: httpx.AsyncClient, target: Target) -> bool:
     except httpx.HTTPError:
         return False
     return response.status_code == 200
+
+
+async def evict(client: httpx.AsyncClient, target: Target, prompts: int) -> None:
+    """Push a session out of a server's slots with ``prompts`` distinct short prompts at once
+    (its slot count): what a server that cannot unload does when other work comes, after which
+    its next turn measures what the server kept elsewhere (llama-server: its host-RAM cache)."""
+    async with asyncio.TaskGroup() as group:
+        for index in range(prompts):
+            group.create_task(send(client, target, make_prompt(32, -1000 - index, target.seed)))
 
 
 async def run_workload(
@@ -365,7 +463,7 @@ async def run_workload(
     so no level finds another's prompts in a cache.
     """
     results: list[LevelStats] = []
-    async with new_client(max(levels), target.timeout_s) as client:
+    async with new_client(max(*levels, workload.evict), target.timeout_s) as client:
         for index in range(warmup):
             timing = await send(client, target, make_prompt(16, -1 - index, target.seed))
             if timing.error is not None:
@@ -373,8 +471,8 @@ async def run_workload(
         for number, users in enumerate(levels):
             timings: list[RequestTiming] = []
             for wave, sessions in enumerate(build_waves(workload, users, f"L{number}", target.seed)):
-                if unload_before(workload, wave):
-                    await unload(client, target)
+                if unload_before(workload, wave) and not await unload(client, target):
+                    await evict(client, target, workload.evict)
                 timings += await run_sessions(client, target, sessions, wave_in_flight(workload, wave))
             stats = summarize(users, timings, groups(workload))
             on_level(stats)

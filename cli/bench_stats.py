@@ -93,6 +93,7 @@ class LevelStats:
     error_samples: list[str]
     cached_tokens_mean: float | None = None
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # report row name -> its figures
+    decode_tokens_per_s: float | None = None  # after each request's first token: the decode speed alone
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,6 +119,14 @@ def _latencies(good: Sequence[RequestTiming]) -> tuple[list[float], list[float]]
     return ttft, itl
 
 
+def decode_rate(good: Sequence[RequestTiming]) -> float | None:
+    """Generated tokens per second after the first one, pooled: the decode speed alone, which a
+    level's tokens/s (prefill included in its wall time) hides when prompts are long."""
+    spans = [(t.generated - 1, t.chunk_times[-1] - t.chunk_times[0]) for t in good if len(t.chunk_times) > 1]
+    seconds = sum(s for _, s in spans)
+    return sum(n for n, _ in spans) / seconds if seconds > 0 else None
+
+
 def phase_stats(timings: Sequence[RequestTiming]) -> dict[str, Any]:
     """The latency figures of a subset of a level's requests (its tokens/s belongs to the whole level)."""
     good = [t for t in timings if t.error is None]
@@ -131,6 +140,7 @@ def phase_stats(timings: Sequence[RequestTiming]) -> dict[str, Any]:
         "prompt_tokens_mean": _mean([t.prompt_tokens for t in good if t.prompt_tokens is not None]),
         "cached_tokens_mean": _mean([t.cached_tokens for t in good if t.cached_tokens is not None]),
         "generated_tokens": sum(t.generated for t in good),
+        "decode_tokens_per_s": decode_rate(good),
     }
 
 
@@ -166,4 +176,5 @@ def summarize(
         error_samples=sorted(set(errors))[:3],
         cached_tokens_mean=_mean([t.cached_tokens for t in good if t.cached_tokens is not None]),
         phases=phases,
+        decode_tokens_per_s=decode_rate(good),
     )

@@ -72,17 +72,24 @@ class Workload:
     stagger_s: float = 0.0  # delay between the starts of consecutive users (0: all at once)
     in_flight: int = 0  # sessions running at once; 0 = all (preamble: 1 = one chat after another)
     resume: bool = False  # agent: only the first turn, on a server restarted since the full run
+    # agent, on a server that cannot unload (llama-server): distinct prompts sent at once in the
+    # unload's stead, as many as it has slots, so the session's KV leaves them (for its RAM cache)
+    evict: int = 1
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.kind.value,
-            "turns": self.turns,
-            "system_tokens": self.system_tokens,
-            "users_per_system": self.users_per_system,
-            "user_tokens": self.user_tokens,
-            "stagger_s": self.stagger_s,
-            "in_flight": self.in_flight,
-        } | ({"resume": True} if self.resume else {})
+        return (
+            {
+                "name": self.kind.value,
+                "turns": self.turns,
+                "system_tokens": self.system_tokens,
+                "users_per_system": self.users_per_system,
+                "user_tokens": self.user_tokens,
+                "stagger_s": self.stagger_s,
+                "in_flight": self.in_flight,
+            }
+            | ({"resume": True} if self.resume else {})
+            | ({"evict": self.evict} if self.evict != 1 else {})
+        )
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,8 @@ class Session:
     system: str | None
     turns: tuple[tuple[str, str], ...]  # (phase, user message)
     image: bytes | None = None  # vision: sent with the first user message, on every turn
+    # agent: every turn after the first is a tool's result, for a call the previous answer made
+    tools: bool = False
 
 
 def turn_phase(turn: int) -> str:
@@ -169,14 +178,14 @@ def build_waves(workload: Workload, users: int, level_key: str = "", seed: int =
         system = _system(w, level_key, group=0, seed=seed)
         first = make_text(w.user_tokens, f"{level_key}r1", seed)
         if w.resume:
-            return [[Session(0, 0.0, system, ((AFTER_RESTART, first),))]]
+            return [[Session(0, 0.0, system, ((AFTER_RESTART, first),), tools=True)]]
         turns = [(COLD, first)] + [
             (turn_phase(t), make_text(w.user_tokens, f"{level_key}r{t}", seed)) for t in range(2, w.turns + 1)
         ]
         return [
-            [Session(0, 0.0, system, tuple(turns))],
-            [Session(0, 0.0, system, ((WARM, first),))],
-            [Session(0, 0.0, system, ((AFTER_UNLOAD, first),))],
+            [Session(0, 0.0, system, tuple(turns), tools=True)],
+            [Session(0, 0.0, system, ((WARM, first),), tools=True)],
+            [Session(0, 0.0, system, ((AFTER_UNLOAD, first),), tools=True)],
         ]
     raise ValueError(f"{w.kind.value} is not a session workload")
 
@@ -221,21 +230,35 @@ def groups(workload: Workload) -> dict[str, tuple[str, ...]]:
     return {}
 
 
+TOOL = "read_file"  # the tool an agent's answers call, each on a file of its own
+
+
 def history(
-    system: str | None, turns: Sequence[str], answers: Sequence[str], image: bytes | None = None
+    system: str | None,
+    turns: Sequence[str],
+    answers: Sequence[str],
+    image: bytes | None = None,
+    tools: bool = False,
 ) -> list[dict[str, Any]]:
     """The messages a chat client sends for the turn after ``answers``: system, then user/assistant pairs.
 
     ``turns`` holds the user messages so far (one more than ``answers``); ``image`` goes with the
     first of them, base64 in Ollama's ``images`` (``bench_client`` rewrites it for OpenAI's API).
+    With ``tools`` (an agent) every answer also calls TOOL (``tool_call_id`` and ``tool_name`` on the
+    assistant message) and every later turn is that call's result (role ``tool``); each API spells
+    them its own way (``bench_client.dialect_messages``).
     """
     if len(turns) != len(answers) + 1:
         raise ValueError("one user message more than answers")
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system is not None else []
-    for user, answer in zip(turns, [*answers, None], strict=True):
-        messages.append({"role": "user", "content": user})
+    for n, (user, answer) in enumerate(zip(turns, [*answers, None], strict=True)):
+        if tools and n > 0:
+            messages.append({"role": "tool", "content": user, "tool_call_id": f"call_{n}"})
+        else:
+            messages.append({"role": "user", "content": user})
         if answer is not None:
-            messages.append({"role": "assistant", "content": answer})
+            call = {"tool_call_id": f"call_{n + 1}", "tool_name": TOOL} if tools else {}
+            messages.append({"role": "assistant", "content": answer, **call})
     if image is not None:
         first = next(m for m in messages if m["role"] == "user")
         first["images"] = [base64.b64encode(image).decode()]

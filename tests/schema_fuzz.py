@@ -153,13 +153,14 @@ def steer(case: schemathesis.Case, model: str | None) -> None:
             body["options"] = {"num_predict": MAX_TOKENS}
         elif isinstance(options, dict):
             _bound(options, "num_predict")
-    elif path == "/v1/chat/completions":
+    elif path in ("/v1/chat/completions", "/v1/completions"):
         _bound(body, "max_tokens")
         _bound(body, "max_completion_tokens", only_if_set=True)
-    elif path == "/v1/completions":
-        _bound(body, "max_tokens")
     elif path == "/v1/responses":
         _bound(body, "max_output_tokens")
+        # Decoded since Codex's requests carry them, and described since the schemas generate the document.
+        _bound(body, "max_tokens", only_if_set=True)
+        _bound(body, "max_completion_tokens", only_if_set=True)
     elif path == "/v1/messages":
         _bound(body, "max_tokens")
 

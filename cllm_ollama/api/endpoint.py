@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -49,27 +49,29 @@ class EachChunk:
             yield self.whole(chunk)
 
 
-@dataclass(frozen=True)
-class Decoded:
-    """A dialect's request, decoded: the native body (as /api/generate or /api/chat read it),
-    whether to stream, and how to encode the output once the generation exists."""
+N = TypeVar("N")
 
-    native: dict[str, Any]
+
+@dataclass(frozen=True)
+class Decoded(Generic[N]):
+    """A dialect's request, decoded once: the native request (typed, as /api/generate or /api/chat
+    run it: ``start`` never decodes it again), whether to stream, and how to encode the output
+    once the generation exists."""
+
+    native: N
     stream: bool
     encoder: Callable[[Generation], Encoder]
 
 
-# Validates a native body and prepares its generation, or answers a load/unload call (its reason).
-Start = Callable[[Request, dict[str, Any], int], Awaitable[Generation | str]]
-
-
 @dataclass(frozen=True)
-class Endpoint:
+class Endpoint(Generic[N]):
     dialect: Dialect  # its error boundary
-    decode: Callable[[dict[str, Any]], Decoded]
-    start: Start
+    decode: Callable[[dict[str, Any]], Decoded[N]]
+    # Checks a native request against its model and prepares its generation, or answers a
+    # load/unload call (its reason).
+    start: Callable[[Request, N, int], Awaitable[Generation | str]]
     framing: Callable[[], Framing]
-    loaded: Callable[[Decoded, str], Response]  # the answer to a load or unload call
+    loaded: Callable[[Decoded[N], str], Response]  # the answer to a load or unload call
 
     def handler(self) -> Handler:
         return self.dialect.boundary(self._serve)

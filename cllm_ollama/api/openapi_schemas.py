@@ -380,6 +380,7 @@ _DECODED: dict[str, type[GoStruct]] = {
     "ResponsesRequest": openai.ResponsesRequest,
     "ResponsesTool": openai.ResponsesTool,  # recursive (a namespace holds tools): a component of its own
     "AnthropicMessagesRequest": anthropic.MessagesRequest,
+    "AnthropicContentBlock": anthropic.ContentBlock,  # also what system's blocks are
     "TokenizeRequest": ollama.TokenizeRequest,
     "DetokenizeRequest": ollama.DetokenizeRequest,
     "ServerTokenizeRequest": ollama.ServerTokenizeRequest,

@@ -1,5 +1,5 @@
 """Small pieces of Ollama's wire format shared by the handlers: Go's decode error and quoting, timestamps,
-the hand checks left for fields that are a union of shapes (content blocks, input items), tool calls."""
+tool calls, images."""
 
 from __future__ import annotations
 
@@ -59,32 +59,6 @@ def decode_error(value: object, field: str, target: str) -> InvalidRequest:
     if got == "number" and target in _GO_INTS:
         got = f"number {value}"
     return InvalidRequest(f"json: cannot unmarshal {got} into Go struct field {field} of type {target}")
-
-
-def string_field(body: dict[str, Any], key: str, struct: str) -> str:
-    """A string field that may be absent or null; another type is Go's decode error (400)."""
-    value = body.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise decode_error(value, f"{struct}.{key}", "string")
-    return value
-
-
-def object_field(body: dict[str, Any], key: str, struct: str, target: str) -> dict[str, Any] | None:
-    """A JSON object (a Go struct or map named ``target``) that may be absent or null."""
-    value = body.get(key)
-    if value is None or isinstance(value, dict):
-        return value
-    raise decode_error(value, f"{struct}.{key}", target)
-
-
-def list_field(body: dict[str, Any], key: str, struct: str, target: str) -> list[Any] | None:
-    """A JSON array (a Go slice named ``target``) that may be absent or null; items are the caller's."""
-    value = body.get(key)
-    if value is None or isinstance(value, list):
-        return value
-    raise decode_error(value, f"{struct}.{key}", target)
 
 
 def tool_call_id() -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, ReaderTensor
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 
 from . import manifests as mt
 from .gguf_info import GGUFError, GGUFInfo, gguf_info, gguf_info_of_prefix
@@ -58,11 +58,17 @@ class Header:
     arch: str
     kv: dict[str, Any]
     shapes: dict[str, list[int]]
+    types: dict[str, str] = field(default_factory=dict)  # each tensor's ggml type name ("F32", "MXFP4", "4")
 
     @classmethod
     def of(cls, info: GGUFInfo) -> Header:
         """From ``gguf_info(path, verbose=True)`` (tensors are only listed when read verbosely)."""
-        return cls(info.architecture, info.model_info, {t["name"]: t["shape"] for t in info.tensors})
+        return cls(
+            info.architecture,
+            info.model_info,
+            {t["name"]: t["shape"] for t in info.tensors},
+            {t["name"]: t["type"] for t in info.tensors},
+        )
 
     def has(self, key: str) -> bool:
         return f"{self.arch}.{key}" in self.kv
@@ -93,40 +99,9 @@ def _always(h: Header) -> bool:
 
 # Ollama-converter layouts llama.cpp cannot load as they are, each with its marker (as Ollama's
 # compat shim detects it) and why cllm refuses it: the map is not mechanical (tensors merged,
-# split or repacked, expert layouts, towers llama.cpp reads differently).
+# split or repacked, towers llama.cpp reads differently). The text models cllm maps are in
+# ``layouts_text``.
 _REFUSED: dict[str, tuple[_Marker, str]] = {
-    "gemma3n": (
-        lambda h: h.rows("token_embd.weight") != h.rows("per_layer_token_embd.weight"),
-        "its token embeddings keep the multimodal vocabulary that its per-layer embeddings lack",
-    ),
-    "gemma4": (
-        lambda h: h.any_tensor("a.", "v.", "mm.", "model.vision_tower.") or h.kv.get("tokenizer.ggml.model") == "llama",
-        "its audio and vision towers are inside the model file, in a layout llama.cpp reads differently",
-    ),
-    "qwen35": (
-        lambda h: h.has("vision.block_count") or h.has("rope.mrope_interleaved") or h.any_tensor("mtp.", "v."),
-        "vision tower and multi-token-prediction tensors inside the model file",
-    ),
-    "qwen35moe": (
-        lambda h: h.has("vision.block_count") or h.has("feed_forward_length") or h.any_tensor("mtp.", "v."),
-        "vision tower and multi-token-prediction tensors inside the model file",
-    ),
-    "qwen3next": (lambda h: h.any_tensor_ending(".ssm_dt"), "its SSM tensors carry the Go engine's names"),
-    "lfm2": (
-        lambda h: "output_norm.weight" in h.shapes and "token_embd_norm.weight" not in h.shapes,
-        "its norm tensors carry the Go engine's names",
-    ),
-    "laguna": (
-        lambda h: h.has("rope.swa.freq_base") or "blk.0.attn_g.weight" in h.shapes,
-        "its attention-gate tensors and sliding-window RoPE keys carry older names",
-    ),
-    "nemotron_h_moe": (
-        lambda h: h.any_tensor("blk.0.ffn_latent_in", "blk.1.ffn_latent_in", "mtp."),
-        "latent-FFN and multi-token-prediction tensors llama.cpp does not read",
-    ),
-    "gptoss": (_always, 'llama.cpp names it "gpt-oss" and lays its expert tensors out differently'),
-    "olmo3": (_always, "llama.cpp has no olmo3 architecture"),
-    "glm4moelite": (_always, "llama.cpp runs GLM-4.7 Flash as deepseek2 with other metadata"),
     "deepseekocr": (_always, 'llama.cpp runs DeepSeek-OCR as "deepseek2-ocr" with a separate projector'),
     "glmocr": (_always, "llama.cpp has no glmocr architecture"),
     "nemotron_h_omni": (_always, "its audio and vision towers are inside the model file"),
@@ -135,19 +110,36 @@ _REFUSED: dict[str, tuple[_Marker, str]] = {
 
 
 @dataclass(frozen=True)
-class Made:
-    """A tensor a rewrite computes: its name, type and numpy shape (bytes per row for a quantized
-    type, as ``GGUFReader`` gives them) known up front, its data made only as it is written."""
+class Tensor:
+    """One tensor of the GGUF being written: its ggml type, its data's numpy shape and dtype as
+    ``GGUFReader`` gives them (rows first; bytes per row for quantized types), and ``data``, which
+    produces the bytes only when they are written: a view of the memory-mapped source, or computed
+    from it (split, merged, converted), so a 13 GB model is never held in memory whole."""
 
     name: str
     kind: GGMLQuantizationType
     shape: tuple[int, ...]
-    dtype: type[np.generic]
+    dtype: np.dtype[Any]
     data: Callable[[], np.ndarray]
+
+    @classmethod
+    def of(cls, name: str, kind: GGMLQuantizationType, array: np.ndarray) -> Tensor:
+        return cls(name, kind, tuple(array.shape), array.dtype, lambda: array)
+
+    def renamed(self, name: str) -> Tensor:
+        return Tensor(name, self.kind, self.shape, self.dtype, self.data)
+
+    def take(self, part: slice, name: str, axis: int = 0) -> Tensor:
+        """The ``part`` of its numpy ``axis`` (whole rows of a quantized tensor stay whole), as ``name``."""
+        shape = list(self.shape)
+        shape[axis] = len(range(*part.indices(shape[axis])))
+        index = (slice(None),) * axis + (part,)
+        source = self.data
+        return Tensor(name, self.kind, tuple(shape), self.dtype, lambda: np.ascontiguousarray(source()[index]))
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
 
 @dataclass(frozen=True)
@@ -164,10 +156,9 @@ class Rewrite:
     set_kv: dict[str, tuple[Any, GGUFValueType]] = field(default_factory=dict)
     to_f32: frozenset[str] = frozenset()  # (renamed) F16 tensors llama.cpp wants in F32
     vocab_rows: int | None = None  # tokenizer arrays cut to the embedding's rows
-    # Tensors computed rather than copied (a permutation, a merge, a split, a row of another):
-    # called with each source tensor and all of them by name, it returns what to write in its
-    # place ([] drops it), or None to copy it as the fields above say.
-    make: Callable[[ReaderTensor, dict[str, ReaderTensor]], list[Made] | None] | None = None
+    # After the renames: what the written tensors are made of (split, merged, transformed or
+    # synthesized, still produced at write time); None writes them as they are.
+    tensors: Callable[[list[Tensor]], list[Tensor]] | None = None
 
     def key_name(self, key: str) -> str:
         if self.key_prefixes is not None and key.startswith(self.key_prefixes[0]):
@@ -197,8 +188,12 @@ def plan(h: Header) -> list[Rewrite] | None:
         return [_llama3_metadata(h)]
     if h.arch == "clip" and not h.kv.get("clip.projector_type") and h.any_tensor("mm."):
         return [_llava_projector()]
-    from .layouts_vision import plan_vision  # it builds on this module's Rewrite
+    from .layouts_text import plan_text  # the text maps build on this module's framework
+    from .layouts_vision import plan_vision
 
+    text = plan_text(h)
+    if text is not None:
+        return text
     vision = plan_vision(h)
     if vision is not None:
         return vision
@@ -501,11 +496,33 @@ def _llava_projector() -> Rewrite:
 
 
 def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
-    """Write ``dst`` from ``src`` as ``rw`` says: tensor bytes copied as they are (F16 promoted
-    where llama.cpp wants F32) or computed by ``rw.make``, streamed tensor by tensor from the
-    mapped source."""
+    """Write ``dst`` from ``src`` as ``rw`` says, streamed tensor by tensor from the memory-mapped
+    source: bytes copied as they are (F16 promoted where llama.cpp wants F32), or produced by the
+    map's ``tensors`` hook as each is written. A tensor produced unlike its declared shape raises
+    ``ValueError`` (the caller removes ``dst``)."""
     reader = GGUFReader(src)
     writer = GGUFWriter(dst, rw.arch)
+    try:
+        _copy_keys(reader, writer, rw)
+        tensors = _source_tensors(reader, rw)
+        if rw.tensors is not None:
+            tensors = rw.tensors(tensors)
+        for t in tensors:
+            writer.add_tensor_info(t.name, t.shape, t.dtype, t.nbytes, raw_dtype=t.kind)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for t in tensors:
+            data = t.data()
+            if tuple(data.shape) != t.shape or data.dtype != t.dtype:
+                raise ValueError(f"tensor {t.name} was produced as {data.dtype}{data.shape}, not {t.dtype}{t.shape}")
+            writer.write_tensor_data(data)
+            del data  # one produced tensor in memory at a time, not two
+    finally:
+        writer.close()
+
+
+def _copy_keys(reader: GGUFReader, writer: GGUFWriter, rw: Rewrite) -> None:
     for f in reader.fields.values():
         key = rw.key_name(f.name)
         if f.name.startswith("GGUF.") or key in ("general.architecture", "general.alignment") or key in rw.set_kv:
@@ -520,32 +537,6 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
     for key, (value, kind) in rw.set_kv.items():
         sub_type = _array_type(value[0]) if kind == _ARRAY else None
         writer.add_key_value(key, value, kind, sub_type=sub_type)
-    kept: list[np.ndarray | Callable[[], np.ndarray]] = []
-    sources = {t.name: t for t in reader.tensors}
-    for t in reader.tensors:
-        made = rw.make(t, sources) if rw.make is not None else None
-        if made is not None:
-            for m in made:
-                writer.add_tensor_info(m.name, m.shape, np.dtype(m.dtype), m.nbytes, raw_dtype=m.kind)
-                kept.append(m.data)
-            continue
-        if not rw.keep_tensor(t.name):
-            continue
-        name = rw.tensor_name(t.name)
-        data, kind = t.data, t.tensor_type
-        if name in rw.to_f32 and kind == GGMLQuantizationType.F16:
-            data, kind = np.asarray(data, dtype=np.float32), GGMLQuantizationType.F32
-        writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes, raw_dtype=kind)
-        kept.append(data)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for data in kept:
-        writer.write_tensor_data(data() if callable(data) else data)
-    writer.close()
-
-
-_VOCAB_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type")
 
 
 def _array_type(first: Any) -> GGUFValueType:
@@ -553,6 +544,29 @@ def _array_type(first: Any) -> GGUFValueType:
     if isinstance(first, bool):
         return _BOOL
     return _F32 if isinstance(first, float) else GGUFValueType.INT32
+
+
+def _source_tensors(reader: GGUFReader, rw: Rewrite) -> list[Tensor]:
+    """The kept tensors under their new names, their data still in the mapped source."""
+    tensors: list[Tensor] = []
+    for t in reader.tensors:
+        if not rw.keep_tensor(t.name):
+            continue
+        name = rw.tensor_name(t.name)
+        data, kind = t.data, t.tensor_type
+        if name in rw.to_f32 and kind == GGMLQuantizationType.F16:
+            f32 = GGMLQuantizationType.F32
+            tensors.append(Tensor(name, f32, tuple(data.shape), np.dtype(np.float32), _as_f32(data)))
+        else:
+            tensors.append(Tensor.of(name, kind, data))
+    return tensors
+
+
+def _as_f32(data: np.ndarray) -> Callable[[], np.ndarray]:
+    return lambda: np.asarray(data, dtype=np.float32)
+
+
+_VOCAB_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type")
 
 
 # How much of a model blob a registry pull reads first to decide its layout before downloading

@@ -18,14 +18,15 @@ import re
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFValueType, ReaderTensor
+from gguf import GGMLQuantizationType, GGUFValueType
+from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import dequantize
 
 from .layouts import (
     Header,
     LayoutRefused,
-    Made,
     Rewrite,
+    Tensor,
     _clip_keys,
     _mistral3_text,
     _projector,
@@ -126,38 +127,51 @@ def _mistral3(h: Header) -> list[Rewrite]:
         clip_kv["clip.vision.spatial_merge_size"] = (kv["mistral3.spatial_merge_size"], _U32)
     clip = _projector(_PIXTRAL_RENAMES, clip_kv, "v.patch_embd.weight")
 
-    def make(t: ReaderTensor, sources: dict[str, ReaderTensor]) -> list[Made] | None:
-        if t.name == "token_embd.weight":
-            return [_embedding_row(t, img_break, "v.token_embd.img_break")]
-        if _VIT_QK.fullmatch(t.name):
-            return [_rope_permuted(t, clip.tensor_name(t.name), n_head)]
-        return None
+    def tensors(ts: list[Tensor]) -> list[Tensor]:
+        out = []
+        for t in ts:
+            if t.name == "token_embd.weight":
+                out.append(_embedding_row(t, img_break, "v.token_embd.img_break"))
+            elif _VIT_QK.fullmatch(t.name):
+                out.append(_rope_permuted(t, n_head))
+            else:
+                out.append(t)
+        return out
 
-    return [text, dataclasses.replace(clip, make=make)]
+    # The text embedding is read too: its [IMG_BREAK] row.
+    keep = clip.keep_tensor
+    return [text, dataclasses.replace(clip, keep_tensor=lambda n: keep(n) or n == "token_embd.weight", tensors=tensors)]
 
 
-def _rope_permuted(t: ReaderTensor, name: str, n_head: int) -> Made:
+def _rope_permuted(t: Tensor, n_head: int) -> Tensor:
     """A Q or K projection's rows in the order ggml's normal RoPE pairs them: each head's two
     halves interleaved (``LlamaModel.permute`` in llama.cpp's converter). Whole rows move, so any
     type, quantized too, keeps its bytes."""
-    data = t.data
-    rows = data.shape[0]
+    rows, source = t.shape[0], t.data
 
     def permuted() -> np.ndarray:
+        data = source()
         heads = data.reshape(n_head, 2, rows // n_head // 2, *data.shape[1:])
         return np.ascontiguousarray(heads.swapaxes(1, 2).reshape(data.shape))
 
-    return Made(name, t.tensor_type, tuple(data.shape), data.dtype.type, permuted)
+    return Tensor(t.name, t.kind, t.shape, t.dtype, permuted)
 
 
-def _embedding_row(t: ReaderTensor, row: int, name: str) -> Made:
+def _embedding_row(t: Tensor, row: int, name: str) -> Tensor:
     """One token's row of an embedding matrix, dequantized to F32."""
-    n_embd = int(t.shape[0])
+    source, kind = t.data, t.kind
 
     def take() -> np.ndarray:
-        return dequantize(t.data[row : row + 1], t.tensor_type).reshape(n_embd).astype(np.float32)
+        return dequantize(source()[row : row + 1], kind).reshape(-1).astype(np.float32)
 
-    return Made(name, _F32_TYPE, (n_embd,), np.float32, take)
+    n_embd = t.shape[-1] if kind in (_F32_TYPE, GGMLQuantizationType.F16) else _row_width(t)
+    return Tensor(name, _F32_TYPE, (n_embd,), np.dtype(np.float32), take)
+
+
+def _row_width(t: Tensor) -> int:
+    """Elements per row of a quantized tensor (its numpy shape counts bytes)."""
+    block, size = GGML_QUANT_SIZES[t.kind]
+    return t.shape[-1] // size * block
 
 
 # Ollama's names for the Qwen3-VL tower (its first convert_qwen3vl.go) -> llama.cpp's.
@@ -239,56 +253,58 @@ def _qwen3vl(h: Header) -> list[Rewrite]:
         },
     )
 
-    def make(t: ReaderTensor, sources: dict[str, ReaderTensor]) -> list[Made] | None:
-        if t.name == "v.patch_embed.weight":
-            return _temporal_halves(t, n_in)
-        qkv = _VIT_QKV.fullmatch(t.name)
-        if qkv is None:
-            return None
-        block, which, part = qkv.groups()
-        if which != "q":
-            return []  # fused into the block's attn_qkv at its Q
-        return [_stacked([sources[f"{block}attn_{x}.{part}"] for x in "qkv"], f"{block}attn_qkv.{part}")]
+    def tensors(ts: list[Tensor]) -> list[Tensor]:
+        by_name = {t.name: t for t in ts}
+        out = []
+        for t in ts:
+            qkv = _VIT_QKV.fullmatch(t.name)
+            if t.name == "v.patch_embed.weight":
+                out += _temporal_halves(t, n_in)
+            elif qkv is None:
+                out.append(t)
+            elif qkv.group(2) == "q":  # K and V are fused into the block's attn_qkv at its Q
+                block, _, part = qkv.groups()
+                out.append(_stacked([by_name[f"{block}attn_{x}.{part}"] for x in "qkv"], f"{block}attn_qkv.{part}"))
+        return out
 
-    return [text, dataclasses.replace(clip, make=make)]
+    return [text, dataclasses.replace(clip, tensors=tensors)]
 
 
 def _triple(value: Any) -> list[float]:
     return [float(x) for x in value] if isinstance(value, list) and len(value) == 3 else _HALF
 
 
-def _stacked(parts: list[ReaderTensor], name: str) -> Made:
+def _stacked(parts: list[Tensor], name: str) -> Tensor:
     """Projections stacked into one, rows after rows (a fused Q/K/V); in F32 when their types
     differ (Ollama's files can hold F16 Q and K beside a Q8_0 V)."""
     first = parts[0]
-    if len({p.tensor_type for p in parts}) == 1:
-        shape = (sum(p.data.shape[0] for p in parts), *first.data.shape[1:])
-
-        def joined() -> np.ndarray:
-            return np.concatenate([p.data for p in parts])
-
-        return Made(name, first.tensor_type, shape, first.data.dtype.type, joined)
-    shape = (sum(int(p.shape[-1]) for p in parts), *(int(n) for n in reversed(first.shape[:-1])))
+    if len({p.kind for p in parts}) == 1:
+        shape = (sum(p.shape[0] for p in parts), *first.shape[1:])
+        return Tensor(name, first.kind, shape, first.dtype, lambda: np.concatenate([p.data() for p in parts]))
+    width = first.shape[-1] if first.kind in (_F32_TYPE, GGMLQuantizationType.F16) else _row_width(first)
+    shape = (sum(p.shape[0] for p in parts), *first.shape[1:-1], width)
 
     def as_f32() -> np.ndarray:
-        return np.concatenate([dequantize(p.data, p.tensor_type).reshape(-1, *shape[1:]) for p in parts])
+        return np.concatenate([dequantize(p.data(), p.kind).reshape(-1, *shape[1:]) for p in parts])
 
-    return Made(name, _F32_TYPE, shape, np.float32, as_f32)
+    return Tensor(name, _F32_TYPE, shape, np.dtype(np.float32), as_f32)
 
 
-def _temporal_halves(t: ReaderTensor, n_in: int) -> list[Made]:
+def _temporal_halves(t: Tensor, n_in: int) -> list[Tensor]:
     """Qwen's Conv3D patch embedding over two frames, stored by Ollama as ggml ``[pw, ph, 2,
     out*in]``, as the two Conv2D kernels ``[pw, ph, in, out]`` llama.cpp's converter writes (F32)."""
-    pw, ph, frames, packed = (int(n) for n in t.shape)
+    packed, frames, ph, pw = t.shape
     shape = (packed // n_in, n_in, ph, pw)
+    source, kind = t.data, t.kind
 
     def frame(i: int) -> np.ndarray:
-        data = dequantize(t.data, t.tensor_type).reshape(packed, frames, ph, pw)
+        data = dequantize(source(), kind).reshape(packed, frames, ph, pw)
         return np.ascontiguousarray(data[:, i].reshape(shape), dtype=np.float32)
 
+    f32 = np.dtype(np.float32)
     return [
-        Made("v.patch_embd.weight", _F32_TYPE, shape, np.float32, lambda: frame(0)),
-        Made("v.patch_embd.weight.1", _F32_TYPE, shape, np.float32, lambda: frame(1)),
+        Tensor("v.patch_embd.weight", _F32_TYPE, shape, f32, lambda: frame(0)),
+        Tensor("v.patch_embd.weight.1", _F32_TYPE, shape, f32, lambda: frame(1)),
     ]
 
 

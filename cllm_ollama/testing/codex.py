@@ -96,6 +96,11 @@ class Exchange:
     body: bytes
     status: int | None = None
     response: bytes = b""
+    # time.monotonic() seconds: the request's arrival, the first body part that carries generated
+    # text (a stream's first delta; a whole answer's body), and the response's end.
+    started: float = 0.0
+    first_token: float | None = None
+    ended: float | None = None
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -107,6 +112,11 @@ class Exchange:
 
     def __str__(self) -> str:
         return f"{self.method} {self.path} -> {self.status}"
+
+
+# What a streamed part carries once text is generated: Anthropic's content_block_delta, the
+# Responses API's response.*.delta, a chat completion's delta, an Ollama stream's first object.
+_TEXT_MARKS = (b'_delta"', b'.delta"', b'"delta"', b'"done":false')
 
 
 class RequestLog:
@@ -123,7 +133,7 @@ class RequestLog:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        exchange = Exchange(scope["method"], scope["path"], b"")
+        exchange = Exchange(scope["method"], scope["path"], b"", started=time.monotonic())
         self.exchanges.append(exchange)
 
         async def receive_logged() -> Message:
@@ -136,7 +146,13 @@ class RequestLog:
             if message["type"] == "http.response.start":
                 exchange.status = message["status"]
             elif message["type"] == "http.response.body":
-                exchange.response += message.get("body", b"")
+                part = message.get("body", b"")
+                exchange.response += part
+                last = not message.get("more_body", False)
+                if exchange.first_token is None and (any(m in part for m in _TEXT_MARKS) or last):
+                    exchange.first_token = time.monotonic()
+                if last:
+                    exchange.ended = time.monotonic()
             await send(message)
 
         await self.app(scope, receive_logged, send_logged)

@@ -752,29 +752,29 @@ def main(argv: list[str] | None = None) -> None:
     and ``DIR/mmproj.gguf``, a gemma3 and its
     projector, ``vision-qwen2vl`` the same for an M-RoPE model; ``ollama-gemma3-vision`` writes
     ``DIR/model.gguf``, that gemma3 and projector as one file in Ollama's converter layout (and
-    ``ollama-qwen25vl-vision``, ``ollama-mistral3-vision``, ``ollama-qwen3vl-vision``,
-    ``ollama-llama4-vision`` a Qwen2.5-VL, a Mistral Small 3.1 with Pixtral, a Qwen3-VL, a Llama 4
-    so); ``lora``
+    ``ollama-qwen25vl-vision`` a Qwen2.5-VL so, ``ollama-mistral3-vision``, ``ollama-qwen3vl-vision``
+    and ``ollama-llama4-vision`` a Mistral Small 3.1 with Pixtral, a Qwen3-VL, a Llama 4 so,
+    ``ollama-gptoss``, ``ollama-olmo3`` and
+    ``ollama-lfm2`` text models so, whose llama.cpp-layout twins are ``gpt-oss``, ``olmo2``, ``lfm2``); ``lora``
     writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
-    from .ollama_ggufs import (
-        write_ollama_gemma3_vision,
-        write_ollama_llama4_vision,
-        write_ollama_mistral3_vision,
-        write_ollama_qwen3vl_vision,
-        write_ollama_qwen25vl_vision,
-    )
+    from . import ollama_ggufs as og
+    from . import ollama_vision_ggufs as ov
 
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
     ollama = {
-        "ollama-gemma3-vision": write_ollama_gemma3_vision,
-        "ollama-qwen25vl-vision": write_ollama_qwen25vl_vision,
-        "ollama-mistral3-vision": write_ollama_mistral3_vision,
-        "ollama-qwen3vl-vision": write_ollama_qwen3vl_vision,
-        "ollama-llama4-vision": write_ollama_llama4_vision,
+        "ollama-gemma3-vision": og.write_ollama_gemma3_vision,
+        "ollama-qwen25vl-vision": og.write_ollama_qwen25vl_vision,
+        "ollama-gptoss": og.write_ollama_gptoss,
+        "ollama-olmo3": og.write_ollama_olmo3,
+        "ollama-lfm2": og.write_ollama_lfm2,
+        "ollama-mistral3-vision": ov.write_ollama_mistral3_vision,
+        "ollama-qwen3vl-vision": ov.write_ollama_qwen3vl_vision,
+        "ollama-llama4-vision": ov.write_ollama_llama4_vision,
     }
-    parser.add_argument("kind", choices=[*_KINDS, "vision", "vision-qwen2vl", *ollama, "lora"])
+    kinds = {**_KINDS, "gpt-oss": og.write_gptoss, "olmo2": og.write_olmo2, "lfm2": og.write_lfm2}
+    parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *ollama, "lora"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
     if args.kind == "lora":
@@ -786,7 +786,7 @@ def main(argv: list[str] | None = None) -> None:
         paths = write_vision(args.dir, kind="qwen2vl" if args.kind.endswith("qwen2vl") else "gemma3")
     else:
         args.dir.mkdir(parents=True, exist_ok=True)
-        paths = (_KINDS[args.kind](args.dir / f"{args.kind}.gguf"),)
+        paths = (kinds[args.kind](args.dir / f"{args.kind}.gguf"),)
     for path in paths:
         print(path)
 

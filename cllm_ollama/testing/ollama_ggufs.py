@@ -5,23 +5,26 @@ file with the vision tower inside, keys and tensor names llama.cpp does not acce
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import gguf
 import numpy as np
 
-from .ggufs import TINY, TINY_VISION, _finish, _Tensors, _vit_block, write_gemma3, write_qwen2vl, write_vision
-from .vision_ggufs import (
-    DEEPSTACK,
-    QWEN3VL_VISION,
-    write_llama4_vision,
-    write_mistral3_vision,
-    write_qwen3vl_vision,
+from .ggufs import (
+    TINY,
+    TINY_VISION,
+    _add_tokenizer,
+    _finish,
+    _Tensors,
+    _vit_block,
+    synthetic_vocab,
+    write_gemma3,
+    write_qwen2vl,
+    write_vision,
 )
 
 
@@ -187,190 +190,486 @@ def write_ollama_gemma3_text(path: Path, *, seed: int = 0) -> Path:
     return path
 
 
-# clip.cpp's Pixtral tensor names -> the Hugging Face names Ollama's converter kept (convert_mistral.go).
-_OLLAMA_PIXTRAL_NAMES = (
-    ("v.patch_embd", "v.patch_conv"),
-    ("v.pre_ln", "v.encoder_norm"),
-    (".attn_out.", ".attn_output."),
-    (".ln1", ".attn_norm"),
-    (".ln2", ".ffn_norm"),
-    ("mm.input_norm", "mm.norm"),
-    ("mm.patch_merger", "mm.patch_merger.merging_layer"),
-    ("mm.1.", "mm.linear_1."),
-    ("mm.2.", "mm.linear_2."),
-)
-_VIT_QK = re.compile(r"v\.blk\.\d+\.attn_[qk]\.(weight|bias)")
+# --- text models: llama.cpp's layout and Ollama's, from the same weights ---------------------------
+
+_MXFP4 = gguf.GGMLQuantizationType.MXFP4
+_F32 = gguf.GGMLQuantizationType.F32
 
 
-def _hf_rope_order(data: np.ndarray, n_head: int) -> np.ndarray:
-    """A Q or K projection's rows back in Hugging Face's order (each head's halves apart): the
-    inverse of the permutation llama.cpp's converter applies."""
-    heads = data.reshape(n_head, data.shape[0] // n_head // 2, 2, *data.shape[1:])
-    return np.ascontiguousarray(heads.swapaxes(1, 2).reshape(data.shape))
+@dataclass(frozen=True)
+class MoeShape:
+    """A tiny gpt-oss: ``Shape``'s attention, and experts of MXFP4 rows (widths a multiple of 32)."""
+
+    n_expert: int = 4
+    n_expert_used: int = 2
+    n_ff_exp: int = 64
+    sliding_window: int = 16
 
 
-def _renamed(name: str, names: tuple[tuple[str, str], ...]) -> str:
-    for ours, theirs in names:
-        name = name.replace(ours, theirs)
-    return name
+TINY_MOE = MoeShape()
+
+_Weight = tuple[np.ndarray, gguf.GGMLQuantizationType]
+_Weights = dict[str, _Weight]
 
 
-def write_ollama_mistral3_vision(path: Path, *, seed: int = 0) -> Path:
-    """``write_mistral3_vision``'s model as one GGUF laid out as Ollama's converter writes Mistral
-    Small 3.1: the Pixtral tower inside under Hugging Face's names, its Q/K rows in Hugging Face's
-    order (Ollama's repack skips ``v.*``), its patch convolution in F16, its hyperparameters as
-    ``mistral3.vision.*`` keys, an empty RoPE scaling type, and no [IMG_BREAK] tensor (the map
-    takes it from the text embedding). llama.cpp cannot load it as it is."""
-    v = TINY_VISION
-    with tempfile.TemporaryDirectory() as tmp:
-        text_path, clip_path = write_mistral3_vision(Path(tmp), seed=seed)
-        text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
-        w = gguf.GGUFWriter(str(path), "mistral3")
-        _copy_fields(text, w)
-        for key, value in (
-            ("block_count", v.n_layer),
-            ("embedding_length", v.n_embd),
-            ("feed_forward_length", v.n_ff),
-            ("attention.head_count", v.n_head),
-            ("attention.key_length", v.n_embd // v.n_head),
-            ("image_size", v.image_size),
-            ("patch_size", v.patch_size),
-            ("num_channels", 3),
-        ):
-            w.add_uint32(f"mistral3.vision.{key}", value)
-        w.add_float32("mistral3.vision.rope.freq_base", 1e4)
-        tokens = text.fields["tokenizer.ggml.tokens"].contents()
-        w.add_uint32("mistral3.image_token_index", tokens.index("[IMG]"))
-        w.add_uint32("mistral3.spatial_merge_size", v.merge)
-        w.add_bool("mistral3.mm.projector_bias", False)
-        w.add_string("mistral3.rope.scaling.type", "")
-        for t in text.tensors:
-            w.add_tensor(t.name, np.array(t.data))
-        for t in clip.tensors:
-            if t.name == "v.token_embd.img_break":
-                continue
-            data = np.array(t.data)
-            if _VIT_QK.fullmatch(t.name):
-                data = _hf_rope_order(data, v.n_head)
-            name = _renamed(t.name, _OLLAMA_PIXTRAL_NAMES)
-            w.add_tensor(name, data.astype(np.float16) if name == "v.patch_conv.weight" else data)
-        _finish(w)
-    return path
+class _Draw:
+    """The text models' weights, drawn from one seed: F32 normals, ones for norms, MXFP4 experts."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def normal(self, *shape: int, std: float = 0.5) -> _Weight:
+        return (self.rng.standard_normal(shape, dtype=np.float32) * std).astype(np.float32), _F32
+
+    def ones(self, n: int) -> _Weight:
+        return np.ones(n, dtype=np.float32), _F32
+
+    def mxfp4(self, *shape: int) -> _Weight:
+        return gguf.quants.quantize(self.rng.standard_normal(shape, dtype=np.float32) * 0.5, _MXFP4), _MXFP4
 
 
-# clip.cpp's Qwen3-VL tensor names -> those Ollama's first converter wrote (convert_qwen3vl.go).
-_OLLAMA_QWEN3VL_NAMES = (
-    ("v.post_ln.", "v.merger.norm."),
-    ("mm.0.", "v.merger.linear_fc1."),
-    ("mm.2.", "v.merger.linear_fc2."),
-    ("v.patch_embd.bias", "v.patch_embed.bias"),
-    ("v.position_embd.weight", "v.pos_embed.weight"),
-    (".ln1.", ".norm1."),
-    (".ln2.", ".norm2."),
-    (".ffn_up.", ".mlp.linear_fc1."),
-    (".ffn_down.", ".mlp.linear_fc2."),
-)
-_DEEPSTACK = re.compile(r"v\.deepstack\.(\d+)\.(norm|fc1|fc2)\.(weight|bias)")
+def _gptoss_weights(seed: int) -> _Weights:
+    """A tiny gpt-oss's tensors as llama.cpp's converter names and lays them out: separate Q/K/V with
+    biases, attention sinks, a routed MoE whose gate, up and down experts are MXFP4 with biases."""
+    s, m = TINY, TINY_MOE
+    d = _Draw(seed)
+    normal, ones, mxfp4 = d.normal, d.ones, d.mxfp4
+    n_vocab = len(synthetic_vocab().tokens)
+    out = {
+        "token_embd.weight": normal(n_vocab, s.n_embd),
+        "output_norm.weight": ones(s.n_embd),
+        "output.weight": normal(n_vocab, s.n_embd),
+    }
+    q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        out |= {
+            p + "attn_norm.weight": ones(s.n_embd),
+            p + "attn_q.weight": normal(q, s.n_embd),
+            p + "attn_q.bias": normal(q, std=0.1),
+            p + "attn_k.weight": normal(kv, s.n_embd),
+            p + "attn_k.bias": normal(kv, std=0.1),
+            p + "attn_v.weight": normal(kv, s.n_embd),
+            p + "attn_v.bias": normal(kv, std=0.1),
+            p + "attn_output.weight": normal(s.n_embd, q),
+            p + "attn_output.bias": normal(s.n_embd, std=0.1),
+            p + "attn_sinks.weight": normal(s.n_head),
+            p + "post_attention_norm.weight": ones(s.n_embd),
+            p + "ffn_gate_inp.weight": normal(m.n_expert, s.n_embd),
+            p + "ffn_gate_inp.bias": normal(m.n_expert, std=0.1),
+            p + "ffn_gate_exps.weight": mxfp4(m.n_expert, m.n_ff_exp, s.n_embd),
+            p + "ffn_gate_exps.bias": normal(m.n_expert, m.n_ff_exp, std=0.1),
+            p + "ffn_up_exps.weight": mxfp4(m.n_expert, m.n_ff_exp, s.n_embd),
+            p + "ffn_up_exps.bias": normal(m.n_expert, m.n_ff_exp, std=0.1),
+            p + "ffn_down_exps.weight": mxfp4(m.n_expert, s.n_embd, m.n_ff_exp),
+            p + "ffn_down_exps.bias": normal(m.n_expert, s.n_embd, std=0.1),
+        }
+    return out
 
 
-def write_ollama_qwen3vl_vision(path: Path, *, seed: int = 0) -> Path:
-    """``write_qwen3vl_vision``'s model as one GGUF laid out as Ollama's first Qwen3-VL converter
-    wrote it: no M-RoPE sections nor deepstack count for the text model, the tower's keys as
-    ``qwen3vl.vision.*``, and the tower inside with Q/K/V split, the two frames' patch kernels
-    packed into one Conv3D tensor (ggml ``[pw, ph, 2, out*in]``, F16), the position table in F16,
-    and the deepstack mergers numbered in order. llama.cpp cannot load it as it is."""
-    v = QWEN3VL_VISION
-    with tempfile.TemporaryDirectory() as tmp:
-        text_path, clip_path = write_qwen3vl_vision(Path(tmp), seed=seed)
-        text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
-        w = gguf.GGUFWriter(str(path), "qwen3vl")
-        _copy_fields(text, w, skip=("qwen3vl.rope.dimension_sections", "qwen3vl.n_deepstack_layers"))
-        for key, value in (
-            ("block_count", v.n_layer),
-            ("embedding_length", v.n_embd),
-            ("attention.head_count", v.n_head),
-            ("num_channels", 3),
-            ("patch_size", v.patch_size),
-            ("spatial_merge_size", v.merge),
-            ("temporal_patch_size", 2),
-            ("shortest_edge", 65536),
-            ("longest_edge", 16777216),
-        ):
-            w.add_uint32(f"qwen3vl.vision.{key}", value)
-        w.add_float32("qwen3vl.vision.attention.layer_norm_epsilon", 1e-6)
-        w.add_float32("qwen3vl.vision.rope.freq_base", 1e4)
-        w.add_array("qwen3vl.vision.deepstack_visual_indexes", DEEPSTACK)
-        w.add_array("qwen3vl.vision.image_mean", [0.5, 0.5, 0.5])
-        w.add_array("qwen3vl.vision.image_std", [0.5, 0.5, 0.5])
-        for t in text.tensors:
-            w.add_tensor(t.name, np.array(t.data))
-        tensors = {t.name: np.array(t.data) for t in clip.tensors}
-        frames = np.stack([tensors.pop("v.patch_embd.weight"), tensors.pop("v.patch_embd.weight.1")], axis=2)
-        out, n_in, _, ph, pw = frames.shape
-        w.add_tensor("v.patch_embed.weight", frames.reshape(out * n_in, 2, ph, pw).astype(np.float16))
-        for name, data in tensors.items():
-            if ".attn_qkv." in name:
-                for part, which in zip(np.split(data, 3), "qkv", strict=True):
-                    w.add_tensor(name.replace("attn_qkv", f"attn_{which}"), part)
-                continue
-            if deepstack := _DEEPSTACK.fullmatch(name):
-                block, leaf, kind = deepstack.groups()
-                leaf = {"fc1": "linear_fc1", "fc2": "linear_fc2"}.get(leaf, leaf)
-                name = f"v.deepstack_merger.{DEEPSTACK.index(int(block))}.{leaf}.{kind}"
-            name = _renamed(name, _OLLAMA_QWEN3VL_NAMES)
-            w.add_tensor(name, data.astype(np.float16) if name == "v.pos_embed.weight" else data)
-        _finish(w)
-    return path
+def _gptoss_keys(prefix: str) -> dict[str, Any]:
+    s, m = TINY, TINY_MOE
+    return {
+        f"{prefix}.context_length": 131072,
+        f"{prefix}.block_count": s.n_layer,
+        f"{prefix}.embedding_length": s.n_embd,
+        f"{prefix}.feed_forward_length": m.n_ff_exp,
+        f"{prefix}.expert_count": m.n_expert,
+        f"{prefix}.expert_used_count": m.n_expert_used,
+        f"{prefix}.attention.head_count": s.n_head,
+        f"{prefix}.attention.head_count_kv": s.n_head_kv,
+        f"{prefix}.attention.key_length": s.head_dim,
+        f"{prefix}.attention.value_length": s.head_dim,
+        f"{prefix}.attention.layer_norm_rms_epsilon": 1e-5,
+        f"{prefix}.attention.sliding_window": m.sliding_window,
+        f"{prefix}.rope.freq_base": 150000.0,
+        f"{prefix}.rope.scaling.factor": 32.0,
+        f"{prefix}.rope.scaling.original_context_length": 4096,
+    }
 
 
-# clip.cpp's Llama 4 tensor names -> those Ollama's converter wrote (convert_llama4.go).
-_OLLAMA_LLAMA4_NAMES = (
-    ("mm.model.mlp.1", "v.vision_adapter.mlp.fc1"),
-    ("mm.model.mlp.2", "v.vision_adapter.mlp.fc2"),
-    ("mm.model.fc", "mm.linear_1"),
-    ("v.class_embd", "v.class_embedding"),
-    ("v.post_ln", "v.layernorm_post"),
-    ("v.pre_ln", "v.layernorm_pre"),
-    ("v.patch_embd", "v.patch_embedding"),
-    (".attn_out", ".attn_output"),
-    (".ln1", ".attn_norm"),
-    (".ln2", ".ffn_norm"),
-    (".ffn_up", ".mlp.fc1"),
-    (".ffn_down", ".mlp.fc2"),
+def _write_text(path: Path, arch: str, keys: dict[str, Any], tensors: _Weights, *, pre: str) -> Path:
+    """A loadable GGUF of ``arch``: ``write_qwen3``'s tokenizer, its pre-tokenizer named ``pre``."""
+    return write_layout(path, Layout(arch, {"general.name": "tiny", **keys}, tensors), pre=pre)
+
+
+def write_gptoss(path: Path, *, seed: int = 0) -> Path:
+    """A tiny gpt-oss as llama.cpp's converter writes one (``conversion/gpt_oss.py``): architecture
+    ``gpt-oss``, the experts' width and YaRN stated, the GPT-4o pre-tokenizer. llama.cpp loads it."""
+    keys = _gptoss_keys("gpt-oss")
+    keys |= {"gpt-oss.expert_feed_forward_length": TINY_MOE.n_ff_exp, "gpt-oss.rope.scaling.type": "yarn"}
+    return _write_text(path, "gpt-oss", keys, _gptoss_weights(seed), pre="gpt-4o")
+
+
+# Ollama's converter's names for gpt-oss tensors (convert_gptoss.go before the architecture was
+# renamed "gpt-oss"), as (llama.cpp's, Ollama's) name endings.
+_OLLAMA_GPTOSS_NAMES = (
+    (".attn_output.", ".attn_out."),
+    (".attn_sinks.weight", ".attn_sinks"),
+    (".post_attention_norm.", ".ffn_norm."),
 )
 
 
-def write_ollama_llama4_vision(path: Path, *, seed: int = 0) -> Path:
-    """``write_llama4_vision``'s model as one GGUF laid out as Ollama's converter writes Llama 4:
-    the tower inside under Hugging Face's names (the position table as
-    ``v.positional_embedding_vlm``, in F16), its hyperparameters as ``llama4.vision.*`` keys, and
-    the text keys llama.cpp does not read (``attention.chunk_size``, ``use_qk_norm``)."""
-    v = TINY_VISION
-    with tempfile.TemporaryDirectory() as tmp:
-        text_path, clip_path = write_llama4_vision(Path(tmp), seed=seed)
-        text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
-        w = gguf.GGUFWriter(str(path), "llama4")
-        _copy_fields(text, w)
-        for key, value in (
-            ("block_count", v.n_layer),
-            ("embedding_length", v.n_embd),
-            ("feed_forward_length", v.n_ff),
-            ("attention.head_count", v.n_head),
-            ("image_size", v.image_size),
-            ("patch_size", v.patch_size),
-        ):
-            w.add_uint32(f"llama4.vision.{key}", value)
-        w.add_float32("llama4.vision.rope.freq_base", 1e4)
-        w.add_float32("llama4.vision.layer_norm_epsilon", 1e-5)
-        w.add_float32("llama4.vision.pixel_shuffle_ratio", 1 / v.merge)
-        w.add_uint32("llama4.attention.chunk_size", 8192)
-        w.add_bool("llama4.use_qk_norm", True)
-        for t in text.tensors:
-            w.add_tensor(t.name, np.array(t.data))
-        for t in clip.tensors:
-            if t.name == "v.position_embd.weight":
-                w.add_tensor("v.positional_embedding_vlm", np.array(t.data).astype(np.float16))
-                continue
-            w.add_tensor(_renamed(t.name, _OLLAMA_LLAMA4_NAMES), np.array(t.data))
-        _finish(w)
+def write_ollama_gptoss(path: Path, *, seed: int = 0, fused: bool = True) -> Path:
+    """``write_gptoss``'s weights as Ollama's converter wrote gpt-oss (``gptoss``, its keys under
+    ``gptoss.``, no expert width nor YaRN type, a default pre-tokenizer, ``attn_out``, ``ffn_norm``,
+    ``attn_sinks`` without its suffix). ``fused`` (converted August to October 2025 from Hugging
+    Face's checkpoint): each block's gate and up experts as one ``ffn_gate_up_exps``, their rows
+    interleaved (gate, up, gate, ...), the MXFP4 ones named without ``.weight``; otherwise split, as
+    Ollama's converter has written them since. llama.cpp cannot load it as it is."""
+    out: _Weights = {}
+    weights = _gptoss_weights(seed)
+    for name, value in weights.items():
+        if fused and ".ffn_up_exps." in name:
+            continue
+        if fused and ".ffn_gate_exps." in name:
+            (gate, kind), (up, _) = value, weights[name.replace("gate", "up")]
+            both = np.empty((gate.shape[0], 2 * gate.shape[1], *gate.shape[2:]), dtype=gate.dtype)
+            both[:, 0::2], both[:, 1::2] = gate, up
+            name = name.replace(".ffn_gate_exps.", ".ffn_gate_up_exps.")
+            value = (both, kind)
+        if fused and value[1] == _MXFP4 and name.endswith(".weight"):
+            name = name.removesuffix(".weight")
+        for ours, theirs in _OLLAMA_GPTOSS_NAMES:
+            name = name.replace(ours, theirs)
+        out[name] = value
+    return _write_text(path, "gptoss", _gptoss_keys("gptoss"), out, pre="default")
+
+
+def _olmo2_weights(seed: int) -> _Weights:
+    """OLMo 2/3's tensors: Q and K normed across all heads, norms after attention and FFN only."""
+    s = TINY
+    d = _Draw(seed)
+    normal, ones = d.normal, d.ones
+
+    n_vocab = len(synthetic_vocab().tokens)
+    out = {"token_embd.weight": normal(n_vocab, s.n_embd), "output_norm.weight": ones(s.n_embd)}
+    out["output.weight"] = normal(n_vocab, s.n_embd)
+    q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        out |= {
+            p + "attn_q.weight": normal(q, s.n_embd),
+            p + "attn_k.weight": normal(kv, s.n_embd),
+            p + "attn_v.weight": normal(kv, s.n_embd),
+            p + "attn_output.weight": normal(s.n_embd, q),
+            p + "attn_q_norm.weight": ones(q),
+            p + "attn_k_norm.weight": ones(kv),
+            p + "post_attention_norm.weight": ones(s.n_embd),
+            p + "ffn_gate.weight": normal(s.n_ff, s.n_embd),
+            p + "ffn_up.weight": normal(s.n_ff, s.n_embd),
+            p + "ffn_down.weight": normal(s.n_embd, s.n_ff),
+            p + "post_ffw_norm.weight": ones(s.n_embd),
+        }
+    return out
+
+
+def _olmo_keys(prefix: str) -> dict[str, Any]:
+    s = TINY
+    return {
+        f"{prefix}.context_length": s.context_length,
+        f"{prefix}.block_count": s.n_layer,
+        f"{prefix}.embedding_length": s.n_embd,
+        f"{prefix}.feed_forward_length": s.n_ff,
+        f"{prefix}.attention.head_count": s.n_head,
+        f"{prefix}.attention.head_count_kv": s.n_head_kv,
+        f"{prefix}.attention.layer_norm_rms_epsilon": 1e-6,
+        f"{prefix}.attention.sliding_window": 16,
+        f"{prefix}.rope.freq_base": 5e5,
+    }
+
+
+def write_olmo2(path: Path, *, seed: int = 0) -> Path:
+    """A tiny OLMo 3 as llama.cpp runs it: architecture ``olmo2`` with a 16-token sliding window."""
+    return _write_text(path, "olmo2", _olmo_keys("olmo2"), _olmo2_weights(seed), pre="qwen2")
+
+
+def write_ollama_olmo3(path: Path, *, seed: int = 0) -> Path:
+    """``write_olmo2``'s weights as Ollama's converter writes OLMo 3: architecture ``olmo3`` (which
+    llama.cpp does not name) and its keys under ``olmo3.``."""
+    return _write_text(path, "olmo3", _olmo_keys("olmo3"), _olmo2_weights(seed), pre="qwen2")
+
+
+def _lfm2_weights(seed: int, norm: str) -> _Weights:
+    """A tiny LFM2: block 0 a short convolution, block 1 attention (Q/K normed per head), both
+    with a SwiGLU FFN; embeddings tied to the output; the final norm named ``norm``."""
+    s = TINY
+    d = _Draw(seed)
+    normal, ones = d.normal, d.ones
+
+    n_vocab, kv = len(synthetic_vocab().tokens), s.n_head_kv * s.head_dim
+    out = {"token_embd.weight": normal(n_vocab, s.n_embd), norm: ones(s.n_embd)}
+    for i in range(2):
+        p = f"blk.{i}."
+        out |= {
+            p + "attn_norm.weight": ones(s.n_embd),
+            p + "ffn_norm.weight": ones(s.n_embd),
+            p + "ffn_gate.weight": normal(s.n_ff, s.n_embd),
+            p + "ffn_up.weight": normal(s.n_ff, s.n_embd),
+            p + "ffn_down.weight": normal(s.n_embd, s.n_ff),
+        }
+    out |= {
+        "blk.0.shortconv.conv.weight": normal(s.n_embd, 3),
+        "blk.0.shortconv.in_proj.weight": normal(3 * s.n_embd, s.n_embd),
+        "blk.0.shortconv.out_proj.weight": normal(s.n_embd, s.n_embd),
+        "blk.1.attn_q_norm.weight": ones(s.head_dim),
+        "blk.1.attn_k_norm.weight": ones(s.head_dim),
+        "blk.1.attn_q.weight": normal(s.n_embd, s.n_embd),
+        "blk.1.attn_k.weight": normal(kv, s.n_embd),
+        "blk.1.attn_v.weight": normal(kv, s.n_embd),
+        "blk.1.attn_output.weight": normal(s.n_embd, s.n_embd),
+    }
+    return out
+
+
+def _lfm2_keys(n_ff: int) -> dict[str, Any]:
+    s = TINY
+    return {
+        "lfm2.context_length": s.context_length,
+        "lfm2.block_count": 2,
+        "lfm2.embedding_length": s.n_embd,
+        "lfm2.feed_forward_length": n_ff,
+        "lfm2.attention.head_count": s.n_head,
+        "lfm2.attention.head_count_kv": [0, s.n_head_kv],
+        "lfm2.attention.layer_norm_rms_epsilon": 1e-5,
+        "lfm2.rope.freq_base": 1e6,
+        "lfm2.shortconv.l_cache": 3,
+    }
+
+
+def write_lfm2(path: Path, *, seed: int = 0) -> Path:
+    """A tiny LFM2 as llama.cpp's converter writes one (a hybrid model: a convolution's state and
+    an attention layer's KV cache). llama.cpp loads it."""
+    return _write_text(path, "lfm2", _lfm2_keys(TINY.n_ff), _lfm2_weights(seed, "token_embd_norm.weight"), pre="lfm2")
+
+
+def write_ollama_lfm2(path: Path, *, seed: int = 0) -> Path:
+    """``write_lfm2``'s weights as Ollama's converter wrote LFM2: the final norm as ``output_norm``,
+    a default pre-tokenizer, and an FFN width its tensors do not have (as some published files
+    state). llama.cpp cannot load it as it is."""
+    keys = _lfm2_keys(2 * TINY.n_ff)
+    return _write_text(path, "lfm2", keys, _lfm2_weights(seed, "output_norm.weight"), pre="default")
+
+
+class U32s(list[int]):
+    """An array key stored as UINT32 (``_write_layout`` stores other integer arrays as INT32)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A GGUF's architecture, keys (typed by their Python values) and tensors."""
+
+    arch: str
+    keys: dict[str, Any]
+    tensors: _Weights
+
+
+def _value_types(value: Any) -> tuple[gguf.GGUFValueType, gguf.GGUFValueType | None]:
+    v = gguf.GGUFValueType
+    if isinstance(value, U32s):
+        return v.ARRAY, v.UINT32
+    if isinstance(value, list):
+        first = value[0]
+        return v.ARRAY, v.STRING if isinstance(first, str) else v.FLOAT32 if isinstance(first, float) else v.INT32
+    if isinstance(value, bool):
+        return v.BOOL, None
+    return (v.UINT32 if isinstance(value, int) else v.FLOAT32 if isinstance(value, float) else v.STRING), None
+
+
+def write_layout(path: Path, layout: Layout, *, pre: str | None = None) -> Path:
+    """``layout`` as a GGUF; with ``pre``, also ``write_qwen3``'s tokenizer, that pre-tokenizer named."""
+    w = gguf.GGUFWriter(str(path), layout.arch)
+    for key, value in layout.keys.items():
+        kind, sub_type = _value_types(value)
+        w.add_key_value(key, list(value) if isinstance(value, U32s) else value, kind, sub_type=sub_type)
+    if pre is not None:
+        _add_tokenizer(w, synthetic_vocab(), None)
+        w.kv_data[0]["tokenizer.ggml.pre"] = gguf.GGUFValue(value=pre, type=gguf.GGUFValueType.STRING)
+    for name, (data, kind) in layout.tensors.items():
+        w.add_tensor(name, data, raw_dtype=None if kind in (_F32, gguf.GGMLQuantizationType.F16) else kind)
+    _finish(w)
     return path
+
+
+def _renamed(tensors: _Weights, *pairs: tuple[str, str]) -> _Weights:
+    out = {}
+    for name, value in tensors.items():
+        for old, new in pairs:
+            name = name.replace(old, new)
+        out[name] = value
+    return out
+
+
+def _twin_gemma3n(seed: int) -> tuple[Layout, Layout]:
+    """Ollama keeps Gemma 3n's image and audio markers in the vocabulary and token embeddings."""
+    t = _Draw(seed).normal
+    tokens = ["<pad>", "<eos>", "<bos>", "<0x41>", "<unused0>", "a", "b", "c"]
+    keys = {"gemma3n.block_count": 1, "tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens}
+    embd, extra = t(10, 4), ["<image_soft_token>", "<audio_soft_token>"]
+    ours = Layout(
+        "gemma3n",
+        {**keys, "tokenizer.ggml.scores": [0.0] * 8, "tokenizer.ggml.token_type": [3, 3, 3, 6, 1, 1, 1, 1]}
+        | {"tokenizer.ggml.eos_token_ids": [1, 106]},
+        {"token_embd.weight": (embd[0][:8], embd[1]), "per_layer_token_embd.weight": t(8, 6), "blk.0.x.weight": t(4)},
+    )
+    theirs = Layout(
+        "gemma3n",
+        {**keys, "tokenizer.ggml.tokens": tokens + extra, "tokenizer.ggml.scores": [0.0] * 10}
+        | {"tokenizer.ggml.token_type": [3, 3, 3, 1, 4, 1, 1, 1, 3, 3], "tokenizer.ggml.eos_token_ids": [1]},
+        {**ours.tensors, "token_embd.weight": embd},
+    )
+    return ours, theirs
+
+
+def _twin_gemma4(seed: int) -> tuple[Layout, Layout]:
+    """Ollama's Gemma 4: the towers inside, the experts' scale under its own name, an SPM model name."""
+    t = _Draw(seed).normal
+    text = {"token_embd.weight": t(8, 4)}
+    text |= {"blk.0.ffn_gate_exps.weight": t(2, 3, 4), "blk.0.ffn_up_exps.weight": t(2, 3, 4)}
+    scale = t(2)
+    ours = Layout(
+        "gemma4",
+        {"gemma4.block_count": 1, "tokenizer.ggml.model": "gemma4"},
+        {**text, "blk.0.ffn_down_exps.scale": scale},
+    )
+    towers = {"v.blk.0.attn_q.weight": t(4, 4), "a.blk.0.attn_q.weight": t(4, 4), "mm.input_projection.weight": t(4, 4)}
+    theirs = Layout(
+        "gemma4",
+        {"gemma4.block_count": 1, "tokenizer.ggml.model": "llama", "gemma4.vision.block_count": 1}
+        | {"gemma4.audio.block_count": 1},
+        {**text, "blk.0.ffn_gate_inp.per_expert_scale": scale, **towers, "model.vision_tower.x.weight": t(4)},
+    )
+    return ours, theirs
+
+
+def _twin_qwen35(arch: str, seed: int) -> tuple[Layout, Layout]:
+    """Ollama's older Qwen 3.5: per-layer KV heads, three M-RoPE sections, ``ssm_dt``, the vision
+    tower and multi-token-prediction head inside, and its marker keys."""
+    t = _Draw(seed).normal
+    keys: dict[str, Any] = {f"{arch}.block_count": 2, f"{arch}.full_attention_interval": 2}
+    text = {"blk.0.ssm_a": t(4), "blk.1.attn_q.weight": t(4, 4), "token_embd.weight": t(8, 4)}
+    dt = t(4)
+    ours = Layout(
+        arch,
+        keys | {f"{arch}.attention.head_count_kv": 2, f"{arch}.rope.dimension_sections": [11, 11, 10, 0]},
+        {**text, "blk.0.ssm_dt.bias": dt},
+    )
+    marks: dict[str, Any] = {
+        f"{arch}.attention.head_count_kv": U32s([0, 2]),
+        f"{arch}.rope.dimension_sections": [11, 11, 10],
+        f"{arch}.rope.mrope_section": [11, 11, 10],
+        f"{arch}.rope.mrope_interleaved": True,
+        f"{arch}.ssm.v_head_reordered": True,
+        f"{arch}.image_token_id": 7,
+        f"{arch}.vision.block_count": 1,
+    }
+    if arch == "qwen35moe":
+        marks[f"{arch}.feed_forward_length"] = 16
+    extra = {"mtp.fc.weight": t(4, 8), "mtp.layers.0.attn_q.weight": t(4, 4), "v.blk.0.attn_q.weight": t(4, 4)}
+    theirs = Layout(arch, keys | marks, {**text, "blk.0.ssm_dt": dt, **extra, "mm.0.weight": t(4, 4)})
+    return ours, theirs
+
+
+def _twin_qwen3next(seed: int) -> tuple[Layout, Layout]:
+    t = _Draw(seed).normal
+    text, dt = {"blk.1.attn_q.weight": t(4, 4)}, t(4)
+    keys = {"qwen3next.block_count": 2}
+    ours = Layout("qwen3next", keys | {"qwen3next.attention.head_count_kv": 2}, {**text, "blk.0.ssm_dt.bias": dt})
+    theirs = Layout(
+        "qwen3next", keys | {"qwen3next.attention.head_count_kv": U32s([0, 2])}, {**text, "blk.0.ssm_dt": dt}
+    )
+    return ours, theirs
+
+
+def _twin_laguna(seed: int) -> tuple[Layout, Layout]:
+    t = _Draw(seed).normal
+    text, gate = {"blk.0.attn_q.weight": t(4, 4)}, t(4, 4)
+    ours = Layout(
+        "laguna",
+        {"laguna.block_count": 1, "laguna.rope.dimension_count_swa": 8, "laguna.rope.freq_base_swa": 1e4},
+        {**text, "blk.0.attn_gate.weight": gate},
+    )
+    theirs = Layout(
+        "laguna",
+        {"laguna.block_count": 1, "laguna.rope.swa.dimension_count": 8, "laguna.rope.swa.freq_base": 1e4},
+        {**text, "blk.0.attn_g.weight": gate},
+    )
+    return ours, theirs
+
+
+def _twin_nemotron_h_moe(seed: int) -> tuple[Layout, Layout]:
+    t = _Draw(seed).normal
+    latent = {"blk.1.ffn_latent_down.weight": t(3, 4), "blk.1.ffn_latent_up.weight": t(4, 3), "blk.0.x.weight": t(4)}
+    ours = Layout("nemotron_h_moe", {"nemotron_h_moe.block_count": 2, "nemotron_h_moe.moe_latent_size": 3}, latent)
+    theirs = Layout(
+        "nemotron_h_moe",
+        {"nemotron_h_moe.block_count": 2},
+        {
+            **_renamed(latent, (".ffn_latent_down", ".ffn_latent_in"), (".ffn_latent_up", ".ffn_latent_out")),
+            "mtp.layers.0.mixer.experts.0.up_proj.weight": t(4, 4),
+        },
+    )
+    return ours, theirs
+
+
+def _twin_glm4moelite(seed: int) -> tuple[Layout, Layout]:
+    """GLM-4.7 Flash: Ollama's per-head MLA lengths; llama.cpp's deepseek2 wants the absorbed ones."""
+    t = _Draw(seed).normal
+    tensors = {"blk.0.attn_kv_a_mqa.weight": t(8, 4), "blk.0.attn_k_b.weight": t(2, 4, 4)}
+    same = {"block_count": 1, "attention.kv_lora_rank": 512, "rope.dimension_count": 64}
+    eos = {"tokenizer.ggml.eos_token_ids": [10, 11, 12]}
+    ours = Layout(
+        "deepseek2",
+        {f"deepseek2.{k}": v for k, v in same.items()}
+        | {
+            "deepseek2.attention.head_count_kv": 1,
+            "deepseek2.attention.key_length": 576,
+            "deepseek2.attention.value_length": 512,
+            "deepseek2.attention.key_length_mla": 256,
+            "deepseek2.attention.value_length_mla": 256,
+            "deepseek2.expert_group_count": 1,
+            "deepseek2.expert_group_used_count": 1,
+            "tokenizer.ggml.pre": "glm4",
+            "tokenizer.ggml.eot_token_id": 11,
+            "tokenizer.ggml.eom_token_id": 12,
+        }
+        | eos,
+        tensors,
+    )
+    theirs = Layout(
+        "glm4moelite",
+        {f"glm4moelite.{k}": v for k, v in same.items()}
+        | {
+            "glm4moelite.attention.head_count_kv": 20,
+            "glm4moelite.attention.key_length": 256,
+            "glm4moelite.attention.value_length": 256,
+            "glm4moelite.attention.key_length_mla": 576,
+            "glm4moelite.attention.value_length_mla": 512,
+            "tokenizer.ggml.pre": "default",
+        }
+        | eos,
+        tensors,
+    )
+    return ours, theirs
+
+
+# Each text architecture Ollama's converter writes differently: the same weights in llama.cpp's
+# layout and in Ollama's, at the level of keys and tensors (not loadable models; ``write_gptoss``
+# and ``write_olmo2`` are).
+TEXT_TWINS: dict[str, Callable[[int], tuple[Layout, Layout]]] = {
+    "gemma3n": _twin_gemma3n,
+    "gemma4": _twin_gemma4,
+    "qwen35": lambda seed: _twin_qwen35("qwen35", seed),
+    "qwen35moe": lambda seed: _twin_qwen35("qwen35moe", seed),
+    "qwen3next": _twin_qwen3next,
+    "laguna": _twin_laguna,
+    "nemotron_h_moe": _twin_nemotron_h_moe,
+    "glm4moelite": _twin_glm4moelite,
+}
+
+
+def write_text_twins(kind: str, folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/llama.gguf`` (llama.cpp's layout) and ``folder/ollama.gguf`` (Ollama's) of ``kind``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ours, theirs = TEXT_TWINS[kind](seed)
+    return write_layout(folder / "llama.gguf", ours), write_layout(folder / "ollama.gguf", theirs)

@@ -133,12 +133,12 @@ def test_request_translation() -> None:
         "output_config": {"effort": "xhigh"},
     }
     native = _decode(body).native
-    assert native["messages"][0] == {"role": "system", "content": "AB"}
-    assert native["options"] == {"temperature": 0.5, "top_p": 0.9, "top_k": 7, "num_predict": 32, "stop": ["END"]}
-    assert native["tools"] is None  # tool_choice none
-    assert native["think"] == "high"
+    assert native.messages[0] == {"role": "system", "content": "AB"}
+    assert native.req.options == {"temperature": 0.5, "top_p": 0.9, "top_k": 7, "num_predict": 32, "stop": ["END"]}
+    assert native.tools is None  # tool_choice none
+    assert native.req.think == "high"
     assert (
-        _decode(BODY | {"thinking": {"type": "disabled"}, "output_config": {"effort": "low"}}).native["think"] is False
+        _decode(BODY | {"thinking": {"type": "disabled"}, "output_config": {"effort": "low"}}).native.req.think is False
     )
 
 
@@ -163,9 +163,9 @@ def test_cache_control_breakpoints_become_prefixes_to_keep() -> None:
         ],
     }
     native = _decode(body).native
-    assert [m["role"] for m in native["messages"]] == ["system", "user", "assistant", "tool", "user"]
-    assert native["_cache_ends"] == (0, 3, 4)
-    assert "_cache_ends" not in _decode(BODY).native  # no breakpoint, no hint
+    assert [m["role"] for m in native.messages] == ["system", "user", "assistant", "tool", "user"]
+    assert native.cache_ends == (0, 3, 4)
+    assert _decode(BODY).native.cache_ends == ()  # no breakpoint, no hint
 
 
 def test_a_request_with_no_message_left_is_refused_before_the_model_loads(client: TestClient) -> None:
@@ -195,4 +195,4 @@ def test_a_request_with_no_message_left_is_refused_before_the_model_loads(client
 )
 def test_claude_codes_billing_header_is_dropped_from_the_system_prompt(system: object, rendered: str) -> None:
     native = _decode(BODY | {"system": system}).native
-    assert native["messages"][0] == {"role": "system", "content": rendered}
+    assert native.messages[0] == {"role": "system", "content": rendered}

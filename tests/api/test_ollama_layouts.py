@@ -19,7 +19,16 @@ from serving import serve_in_thread
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.testing.ggufs import TINY, write_gemma3
-from cllm_ollama.testing.ollama_ggufs import write_ollama_embeddinggemma, write_ollama_gemma3_text
+from cllm_ollama.testing.ollama_ggufs import (
+    write_gptoss,
+    write_lfm2,
+    write_ollama_embeddinggemma,
+    write_ollama_gemma3_text,
+    write_ollama_gptoss,
+    write_ollama_lfm2,
+    write_ollama_olmo3,
+    write_olmo2,
+)
 
 pytestmark = pytest.mark.model
 
@@ -71,3 +80,34 @@ def test_a_text_gemma3_in_ollamas_layout_answers_as_llama_cpp_s(server: str, tmp
     prompt = "a long story about the sea and the sky and the stars " * 3  # past the 16-token window
     answers = [client.generate(model=m, prompt=prompt, options=options) for m in ("g3", "g3-ollama")]
     assert answers[0].response and answers[0].response == answers[1].response
+
+
+@pytest.mark.parametrize(
+    ("kind", "arch"), [("gptoss", "gpt-oss"), ("olmo3", "olmo2"), ("lfm2", "lfm2")], ids=["gptoss", "olmo3", "lfm2"]
+)
+def test_a_text_model_in_ollamas_layout_generates_what_its_llama_cpp_twin_does(
+    server: str, tmp_path: Path, kind: str, arch: str
+) -> None:
+    """gpt-oss as Ollama converted it in 2025 (its own names, fused and interleaved MXFP4 experts)
+    OLMo 3 (an architecture llama.cpp does not name) and LFM2 (a hybrid: its final norm renamed):
+    mapped at create, each generates what the same weights written by llama.cpp's converter generate."""
+    writers = {
+        "gptoss": (write_gptoss, write_ollama_gptoss),
+        "olmo3": (write_olmo2, write_ollama_olmo3),
+        "lfm2": (write_lfm2, write_ollama_lfm2),
+    }
+    llama, ollama_layout = writers[kind]
+    for name, path in (
+        (f"{kind}-llama", llama(tmp_path / "llama.gguf")),
+        (kind, ollama_layout(tmp_path / "ollama.gguf")),
+    ):
+        r = create_from(server, name, path)
+        assert r.status_code == 200, r.text
+    client = ollama.Client(server)
+    info = client.show(kind).modelinfo or {}
+    assert info["general.architecture"] == arch
+    options = {"temperature": 0, "num_predict": 12, "seed": 1}
+    prompt = "a long story about the sea and the sky and the stars " * 3  # past the 16-token window
+    answers = [client.generate(model=m, prompt=prompt, options=options) for m in (f"{kind}-llama", kind)]
+    assert answers[0].response and answers[0].response == answers[1].response
+    assert answers[0].eval_count == answers[1].eval_count

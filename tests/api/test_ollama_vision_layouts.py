@@ -22,7 +22,7 @@ from serving import serve_in_thread
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.testing.images import png
-from cllm_ollama.testing.ollama_ggufs import (
+from cllm_ollama.testing.ollama_vision_ggufs import (
     write_ollama_llama4_vision,
     write_ollama_mistral3_vision,
     write_ollama_qwen3vl_vision,

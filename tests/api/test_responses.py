@@ -62,16 +62,17 @@ def events(text: str) -> list[dict[str, Any]]:
 
 def test_codex_tools_become_chat_functions_namespaces_qualified_hosted_tools_left_out() -> None:
     native = _decode(CODEX).native
-    names = [tool["function"]["name"] for tool in native["tools"]]
+    assert native.tools is not None
+    names = [tool["function"]["name"] for tool in native.tools]
     assert names == ["exec_command", "multi_agent_v1.close_agent", "multi_agent_v1.wait_agent"]
-    assert native["tools"][1]["function"]["parameters"] == OBJECT
+    assert native.tools[1]["function"]["parameters"] == OBJECT
 
 
 def test_a_namespace_inside_a_namespace_and_a_member_already_qualified() -> None:
     inner = {"type": "namespace", "name": "b", "tools": [{"type": "function", "name": "f"}]}
     outer = {"type": "namespace", "name": "a", "tools": [inner, {"type": "function", "name": "a.g"}]}
     native = _decode(CODEX | {"tools": [outer]}).native
-    assert [tool["function"]["name"] for tool in native["tools"]] == ["a.b.f", "a.g"]
+    assert [tool["function"]["name"] for tool in native.tools or []] == ["a.b.f", "a.g"]
 
 
 def test_codex_request_is_answered_and_echoes_what_it_declared(scripted: Any) -> None:
@@ -139,7 +140,7 @@ def test_a_turn_replayed_by_codex_becomes_the_chat_history() -> None:
         {"type": "function_call_output", "call_id": "call_7", "output": [{"type": "input_text", "text": "closed"}]},
         {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}},
     ]
-    messages = _decode(CODEX | {"input": history}).native["messages"]
+    messages = _decode(CODEX | {"input": history}).native.messages
     assert messages == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Close a1."},
@@ -162,7 +163,7 @@ def test_an_assistant_message_between_a_call_and_its_output_joins_the_call() -> 
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Running."}]},
         {"type": "function_call_output", "call_id": "c1", "output": "ok"},
     ]
-    messages = _decode(CODEX | {"input": history}).native["messages"]
+    messages = _decode(CODEX | {"input": history}).native.messages
     assert [(m["role"], m["content"]) for m in messages] == [("user", "Go."), ("assistant", "Running."), ("tool", "ok")]
 
 

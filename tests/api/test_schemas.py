@@ -97,7 +97,7 @@ def test_go_leniency_null_is_absent_unknown_fields_ignored_ints_into_floats() ->
         {"temperature": 1, "messages": [{"content": [{"type": "text", "text": "hi"}]}]}, openai.ChatCompletionRequest
     )
     assert v1.temperature == 1.0 and isinstance(v1.temperature, float)
-    assert v1.messages is not None and v1.messages[0].content == [{"type": "text", "text": "hi"}]  # raw: a union
+    assert v1.messages is not None and v1.messages[0].content == [openai.ContentPart(type="text", text="hi")]
 
 
 def test_the_documents_request_bodies_come_from_the_structs() -> None:

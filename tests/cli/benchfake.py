@@ -23,7 +23,7 @@ from starlette.routing import Route
 CHUNKS = 5  # text chunks the fake streams per request
 EVAL_COUNT = 7  # what it reports as generated tokens (differs on purpose: the report must use it)
 PROMPT_EVAL_COUNT = 11
-CACHED = 3  # /v1/chat/completions: usage.prompt_tokens_details.cached_tokens
+CACHED = 3  # /v1/chat/completions: usage.prompt_tokens_details.cached_tokens; /v1/messages: cache reads
 
 
 def answer_chunks(body: dict[str, Any]) -> list[str]:
@@ -44,6 +44,7 @@ class FakeServer:
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.unloads = True  # False: refuses keep_alive 0 as a server without unloads would (404)
         self.in_flight = 0
         self.peak = 0
         self.app = Starlette(
@@ -52,6 +53,7 @@ class FakeServer:
                 Route("/api/chat", self.ollama, methods=["POST"]),
                 Route("/v1/completions", self.openai, methods=["POST"]),
                 Route("/v1/chat/completions", self.openai, methods=["POST"]),
+                Route("/v1/messages", self.anthropic, methods=["POST"]),
                 Route("/api/embed", self.embed, methods=["POST"]),
                 Route("/v1/embeddings", self.embed, methods=["POST"]),
             ]
@@ -79,6 +81,8 @@ class FakeServer:
     async def ollama(self, request: Request) -> Response:
         body = await request.json()
         refusal = self._refusal(body)
+        if not self.unloads and body.get("keep_alive") == 0:
+            refusal = JSONResponse({"error": "not found"}, status_code=404)
         if refusal is not None:
             self.bodies.append(body)
             return refusal
@@ -122,6 +126,33 @@ class FakeServer:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
+    async def anthropic(self, request: Request) -> Response:
+        """Anthropic's event stream: the prompt at message_start, text deltas, then the counters
+        (uncached input, cache writes and CACHED reads adding up to PROMPT_EVAL_COUNT)."""
+        body = await request.json()
+        await self._enter(body)
+
+        def event(obj: dict[str, Any]) -> bytes:
+            return f"event: {obj['type']}\ndata: {json.dumps(obj)}\n\n".encode()
+
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                usage = {"input_tokens": PROMPT_EVAL_COUNT, "output_tokens": 0}
+                yield event({"type": "message_start", "message": {"usage": usage}})
+                for text in answer_chunks(body | {"messages": _plain(body["messages"])}):
+                    yield event(
+                        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+                    )
+                    await anyio.sleep(0)
+                usage = {"input_tokens": PROMPT_EVAL_COUNT - CACHED - 1, "output_tokens": EVAL_COUNT,
+                         "cache_creation_input_tokens": 1, "cache_read_input_tokens": CACHED}  # fmt: skip
+                yield event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage})
+                yield event({"type": "message_stop"})
+            finally:
+                self.in_flight -= 1
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
     async def embed(self, request: Request) -> Response:
         """One vector per input; the prompt counted as PROMPT_EVAL_COUNT per input."""
         body = await request.json()
@@ -132,6 +163,16 @@ class FakeServer:
             return JSONResponse({"embeddings": [[0.5, 0.5]] * len(texts), "prompt_eval_count": count})
         data = [{"object": "embedding", "index": i, "embedding": [0.5, 0.5]} for i in range(len(texts))]
         return JSONResponse({"data": data, "usage": {"prompt_tokens": PROMPT_EVAL_COUNT * len(texts)}})
+
+
+def _plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages API content blocks (text, tool results) as plain text, for ``answer_chunks``."""
+    return [
+        m | {"content": "".join(b.get("text") or b.get("content") or "" for b in m["content"])}
+        if isinstance(m["content"], list)
+        else m
+        for m in messages
+    ]
 
 
 @contextmanager

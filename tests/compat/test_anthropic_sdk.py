@@ -202,7 +202,7 @@ def test_tool_result_reaches_the_prompt(tmp_path: Path) -> None:
         ],
     }
     native = _decode(body).native
-    assert native["messages"] == [
+    assert native.messages == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Weather?"},
         {
@@ -213,4 +213,4 @@ def test_tool_result_reaches_the_prompt(tmp_path: Path) -> None:
         {"role": "tool", "content": "sunny", "tool_call_id": "toolu_1"},
         {"role": "user", "content": "Thanks"},
     ]
-    assert json.dumps(native["options"]) == '{"num_predict": 8}'
+    assert json.dumps(native.req.options) == '{"num_predict": 8}'

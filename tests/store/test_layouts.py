@@ -161,14 +161,14 @@ def test_a_layout_cllm_cannot_run_is_refused_at_pull_naming_the_architecture(
     that first read, after the download, its blobs removed. Never a manifest."""
     monkeypatch.setattr(registry_pull, "HEADER_PROBE_BYTES", probe)
     monkeypatch.setattr(registry_pull, "HEADER_PROBE_MIN_BLOB", 0)  # as if the model were big
-    data = tiny_gguf_of(tmp_path / "oss.gguf", "gptoss", {"token_embd.weight": (8, 4)}, **{"gptoss.block_count": 1})
-    registry.add_model("library/gpt-oss", "tiny", [(mt.MODEL, data), (mt.PARAMS, orjson.dumps({}))], CONFIG)
+    data = tiny_gguf_of(tmp_path / "mllama.gguf", "mllama", {"token_embd.weight": (8, 4)}, **{"mllama.block_count": 1})
+    registry.add_model("library/llama3.2-vision", "tiny", [(mt.MODEL, data), (mt.PARAMS, orjson.dumps({}))], CONFIG)
     with pytest.raises(PullError) as refused:
-        pull(model_store, registry, "gpt-oss:tiny")
+        pull(model_store, registry, "llama3.2-vision:tiny")
     assert refused.value.message.startswith(
-        "architecture \"gptoss\" written by Ollama's converter is not supported by cllm's llama.cpp ("
+        "architecture \"mllama\" written by Ollama's converter is not supported by cllm's llama.cpp ("
     )
-    assert model_store.list_models() == [] and model_store.resolve("gpt-oss:tiny") is None
+    assert model_store.list_models() == [] and model_store.resolve("llama3.2-vision:tiny") is None
     blobs = model_store.blobs_dir
     assert not blobs.exists() or [p.name for p in blobs.iterdir() if p.name.startswith("sha256-")] == []
     gets = registry.seen("GET", digest_of(data))
@@ -180,14 +180,14 @@ def test_a_layout_cllm_cannot_run_is_refused_at_pull_naming_the_architecture(
 
 def test_a_layout_cllm_cannot_run_is_refused_at_create(model_store: ModelStore, tmp_path: Path) -> None:
     data = tiny_gguf_of(
-        tmp_path / "g3n.gguf",
-        "gemma3n",
-        {"token_embd.weight": (10, 4), "per_layer_token_embd.weight": (8, 4)},
-        **{"gemma3n.block_count": 1},
+        tmp_path / "ocr.gguf",
+        "deepseekocr",
+        {"token_embd.weight": (10, 4), "s.blk.0.attn_qkv.weight": (8, 4)},
+        **{"deepseekocr.block_count": 1},
     )
     digest = model_store.write_blob_from([data])
     req = CreateRequest(model=parse_name("g3n"), files={"g3n.gguf": digest})
-    with pytest.raises(InvalidRequest, match=r'^architecture "gemma3n" written by Ollama\'s converter'):
+    with pytest.raises(InvalidRequest, match=r'^architecture "deepseekocr" written by Ollama\'s converter'):
         create_model(model_store, req, lambda event: None)
     assert model_store.list_models() == []
 
@@ -201,16 +201,13 @@ def header(arch: str, tensors: dict[str, list[int]] | None = None, **kv: Any) ->
 @pytest.mark.parametrize(
     "h",
     [
-        header("gemma3n", {"token_embd.weight": [4, 10], "per_layer_token_embd.weight": [4, 8]}),
-        header("gemma4", {"v.blk.0.attn_q.weight": [4, 4]}),
+        header("nemotron_h_omni", {"a.blk.0.attn_q.weight": [4, 4]}),
+        header("glmocr"),
         header("qwen3vl", {"token_embd.weight": [4, 8]}),
-        header("qwen35moe", {"mtp.0.weight": [4]}),
         header("mistral3", {"v.patch_conv.weight": [4]}),
         header("llama4", {"mm.linear_1.weight": [4, 4]}),
-        header("lfm2", {"output_norm.weight": [4]}),
-        header("qwen3next", {"blk.0.ssm_dt": [4]}),
         header("qwen25vl"),
-        header("olmo3"),
+        header("deepseekocr"),
         header("mllama"),
         header("gemma3", {"dense.0.weight": [4, 4]}),  # EmbeddingGemma without its second dense layer
         header("not-an-arch"),
@@ -230,6 +227,9 @@ def test_layouts_llama_cpp_cannot_load_are_refused_naming_the_architecture(h: He
         header("qwen3vl", qwen3vl__rope__dimension_sections=[24, 20, 20, 0]),
         header("mistral3", {"blk.0.attn_q.weight": [4, 4]}),
         header("lfm2", {"token_embd_norm.weight": [4]}),
+        header("gemma3n", {"token_embd.weight": [4, 8], "per_layer_token_embd.weight": [4, 8]}),
+        header("qwen3next", {"blk.0.ssm_dt.bias": [4]}),
+        header("gpt-oss"),
         header("qwen3"),
         header("clip", {"mm.0.weight": [4, 4]}, clip__projector_type="mlp"),
     ],

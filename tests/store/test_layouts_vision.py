@@ -19,12 +19,12 @@ from fakeregistry import FakeRegistry, fake_registry, statuses
 from cllm_ollama.store import layouts_vision
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
-from cllm_ollama.store.layouts import Header, LayoutRefused, plan
+from cllm_ollama.store.layouts import Header, LayoutRefused, Tensor, plan
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
-from cllm_ollama.testing.ollama_ggufs import (
+from cllm_ollama.testing.ollama_vision_ggufs import (
     write_ollama_llama4_vision,
     write_ollama_mistral3_vision,
     write_ollama_qwen3vl_vision,
@@ -141,7 +141,7 @@ def test_q_k_and_v_of_different_types_are_fused_in_f32(tmp_path: Path) -> None:
     r = reader_of(
         tmp_path / "qkv.gguf", {"q": (q.astype(np.float16), f16), "k": (k.astype(np.float16), f16), "v": (v, q8)}
     )
-    made = layouts_vision._stacked(list(r.tensors), "qkv")
+    made = layouts_vision._stacked([Tensor.of(t.name, t.tensor_type, t.data) for t in r.tensors], "qkv")
     assert (made.kind, made.shape) == (gguf.GGMLQuantizationType.F32, (96, 64))
     want = np.concatenate([gguf.quants.dequantize(t.data, t.tensor_type) for t in r.tensors])
     np.testing.assert_array_equal(made.data(), want)
@@ -152,7 +152,7 @@ def test_a_quantized_projection_is_permuted_by_whole_rows(tmp_path: Path) -> Non
     the permuted dequantized original."""
     data = np.random.default_rng(1).standard_normal((16, 64), dtype=np.float32)
     (t,) = reader_of(tmp_path / "q.gguf", {"v.blk.0.attn_q.weight": (data, gguf.GGMLQuantizationType.Q8_0)}).tensors
-    made = layouts_vision._rope_permuted(t, "v.blk.0.attn_q.weight", n_head=2)
+    made = layouts_vision._rope_permuted(Tensor.of(t.name, t.tensor_type, t.data), n_head=2)
     got = gguf.quants.dequantize(made.data(), made.kind)
     rows = gguf.quants.dequantize(t.data, t.tensor_type)
     want = rows.reshape(2, 2, 4, 64).swapaxes(1, 2).reshape(16, 64)

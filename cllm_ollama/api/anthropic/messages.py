@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
 from typing import Any
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -23,11 +25,12 @@ from ..endpoint import Decoded, Endpoint
 from ..errors import ANTHROPIC
 from ..images import Base64Error, b64decode_go
 from ..lifecycle import Chunk, Generation
-from ..ollama.chat import start_chat
+from ..ollama.chat import ChatCall, start_chat
 from ..resolve import resolve_model
-from ..schemas.anthropic import MessagesRequest
+from ..schemas.anthropic import ContentBlock, ImageSource, MessageParam, MessagesRequest
+from ..schemas.ollama import ChatRequest
 from ..shapes import Usage, truncation
-from ..wire import decode_error, object_field, string_field, tool_call_id
+from ..wire import decode_error, tool_call_id
 from .errors import decode
 
 _REQUEST = "MessagesRequest"
@@ -69,12 +72,16 @@ def _system(value: object) -> str:
     return ""
 
 
-def _image(source: object) -> str:
-    if not isinstance(source, dict):
+def _image(source: ImageSource | dict[str, Any] | None) -> str:
+    """An image block's base64 data: its typed source, or a tool result's raw one (Go's ``any``)."""
+    if isinstance(source, dict):
+        kind, data = source.get("type"), source.get("data")
+    elif source is not None:
+        kind, data = source.type, source.data
+    else:
         raise InvalidRequest("invalid image source")
-    if source.get("type") != "base64":
-        raise InvalidRequest(f"invalid image source type: {source.get('type')}. Only base64 images are supported.")
-    data = source.get("data")
+    if kind != "base64":
+        raise InvalidRequest(f"invalid image source type: {kind}. Only base64 images are supported.")
     if not isinstance(data, str):
         raise InvalidRequest("invalid base64 image data")
     try:
@@ -85,6 +92,7 @@ def _image(source: object) -> str:
 
 
 def _tool_result(content: object) -> tuple[str, list[str]]:
+    """A tool result's content, ``any`` in Go: a string, or blocks (what is no object is skipped)."""
     if isinstance(content, str):
         return content, []
     texts: list[str] = []
@@ -96,50 +104,46 @@ def _tool_result(content: object) -> tuple[str, list[str]]:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 texts.append(block["text"])
             elif block.get("type") == "image":
-                images.append(_image(block.get("source")))
+                source = block.get("source")
+                images.append(_image(source if isinstance(source, dict) else None))
     return "".join(texts), images
 
 
-def _message(m: object) -> list[dict[str, Any]]:
+def _message(m: MessageParam) -> list[dict[str, Any]]:
     """One Anthropic message as native ones: tool results first (each its own ``tool`` message)."""
-    where = f"{_REQUEST}.messages"
-    if not isinstance(m, dict):
-        raise decode_error(m, where, "anthropic.MessageParam")
-    role = string_field(m, "role", where).lower()
-    content = m.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-    if not isinstance(blocks, list):
-        raise decode_error(content, f"{where}.content", "[]anthropic.ContentBlock")
+    role = (m.role or "").lower()
+    content = m.content
+    blocks = [ContentBlock(type="text", text=content)] if isinstance(content, str) else content
+    if blocks is None:
+        raise decode_error(None, f"{_REQUEST}.messages.content", "[]anthropic.ContentBlock")
     text: list[str] = []
     images: list[str] = []
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     thinking = ""
     for block in blocks:
-        if not isinstance(block, dict):
-            raise decode_error(block, f"{where}.content", "anthropic.ContentBlock")
-        kind = string_field(block, "type", "ContentBlock.messages.content")
+        kind = block.type
         if kind == "text":
-            text.append(string_field(block, "text", "ContentBlock.messages.content"))
+            text.append(block.text or "")
         elif kind == "image":
-            images.append(_image(block.get("source")))
+            images.append(_image(block.source))
         elif kind == "tool_use":
-            if not block.get("id"):
+            if not block.id:
                 raise InvalidRequest("tool_use block missing required 'id' field")
-            if not block.get("name"):
+            if not block.name:
                 raise InvalidRequest("tool_use block missing required 'name' field")
-            arguments = object_field(block, "input", "ContentBlock.messages.content", "api.ToolCallFunctionArguments")
-            calls.append({"id": block["id"], "function": {"name": block["name"], "arguments": arguments or {}}})
+            calls.append({"id": block.id, "function": {"name": block.name, "arguments": block.input or {}}})
         elif kind == "tool_result":
-            result, result_images = _tool_result(block.get("content"))
+            result, result_images = _tool_result(block.content)
             tool: dict[str, Any] = {"role": "tool", "content": result}
             if result_images:
                 tool["images"] = result_images
-            if block.get("tool_use_id"):
-                tool["tool_call_id"] = block["tool_use_id"]
+            if block.tool_use_id:
+                tool["tool_call_id"] = block.tool_use_id
             results.append(tool)
         elif kind == "thinking":
-            thinking = string_field(block, "thinking", "ContentBlock.messages.content")
+            thinking = block.thinking or ""
+        # Other kinds (redacted_thinking, document, server tools...) are skipped, as Ollama skips them.
     out: list[dict[str, Any]] = results if role == "user" else []
     if text or images or calls or thinking:
         message: dict[str, Any] = {"role": role, "content": "".join(text)}
@@ -208,12 +212,9 @@ def _cache_ends(body: dict[str, Any], ends: list[int], system: bool) -> tuple[in
     return tuple(sorted(out))
 
 
-_CACHE_ENDS = "_cache_ends"  # the native body's private field for ``_start``
-
-
-def _decode(body: dict[str, Any]) -> Decoded:
+def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
     req = decode(body, MessagesRequest)
-    model, max_tokens, raw, stream = req.model or "", req.max_tokens, body.get("messages"), bool(req.stream)
+    model, max_tokens, stream = req.model or "", req.max_tokens, bool(req.stream)
     options: dict[str, Any] = {}
     for key in ("temperature", "top_p", "top_k"):
         if (value := getattr(req, key)) is not None:
@@ -225,38 +226,35 @@ def _decode(body: dict[str, Any]) -> Decoded:
     if system := _system(req.system):
         messages.append({"role": "system", "content": system})
     ends: list[int] = []  # native messages up to each Anthropic one's end
-    for m in raw or []:
+    for m in req.messages or []:
         messages += _message(m)
         ends.append(len(messages))
     if not model:
         raise InvalidRequest("model is required")
     if max_tokens is None or max_tokens <= 0:
         raise InvalidRequest("max_tokens is required and must be positive")
-    if not raw or not messages:
+    if not req.messages or not messages:
         # No message left (content lists all empty) would be a load call to /api/chat: refused
         # here, before the model is loaded (and another perhaps evicted) for nothing.
         raise InvalidRequest("messages is required")
     options["num_predict"] = max_tokens
     if stops:
         options["stop"] = stops
-    native = {"model": model, "messages": messages, "options": options, "tools": tools, "think": think}
     hinted = _cache_hinted(body)
-    if hinted:
-        native[_CACHE_ENDS] = _cache_ends(body, ends, bool(system))
-    return Decoded(native, stream, lambda gen: MessagesEncoder(model, gen, hinted))
+    cache_ends = _cache_ends(body, ends, bool(system)) if hinted else ()
+    call = ChatCall.of(ChatRequest(model=model, options=options, think=think), messages, tools, cache_ends)
+    return Decoded(call, stream, lambda gen: MessagesEncoder(model, gen, hinted))
 
 
-async def _start(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
+async def _start(request: Request, call: ChatCall, t_start: int) -> Generation | str:
     """A chat; ``think`` is dropped for a model that cannot think (Ollama relaxes it for agents)."""
-    body = dict(body)
-    cache_ends = body.pop(_CACHE_ENDS, ())
-    if body.get("think"):
+    if call.req.think:
         model = await resolve_model(
-            request.app.state.store, body["model"], empty_message="model is required", empty_status=400
+            request.app.state.store, call.req.model or "", empty_message="model is required", empty_status=400
         )
         if not model.has("thinking"):
-            body = body | {"think": None}
-    return await start_chat(request, body, t_start, cache_ends=cache_ends)
+            call = replace(call, req=msgspec.structs.replace(call.req, think=None))
+    return await start_chat(request, call, t_start)
 
 
 def _stop_reason(done_reason: str, had_tool_calls: bool) -> str:
@@ -373,7 +371,7 @@ class MessagesEncoder:
                 yield {"type": "message_stop"}
 
 
-def _refuse_load(decoded: Decoded, reason: str) -> Response:
+def _refuse_load(decoded: Decoded[ChatCall], reason: str) -> Response:
     raise InvalidRequest("messages is required")
 
 

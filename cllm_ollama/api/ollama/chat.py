@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -26,29 +27,51 @@ from .errors import decode
 
 
 def _messages(body: dict[str, Any], req: ChatRequest) -> list[dict[str, Any]]:
-    """The messages as dicts (what templates read), decoded already; roles lower-cased as Ollama does."""
+    """The messages as dicts (what templates read), decoded already."""
     out = []
     for raw, m in zip(body.get("messages") or [], req.messages or [], strict=True):
         base64_images(m.images)
-        out.append(dict(raw) | {"role": (m.role or "").lower(), "content": m.content or ""})
+        out.append(dict(raw) | {"role": m.role or "", "content": m.content or ""})
     return out
 
 
-async def start_chat(
-    request: Request, body: dict[str, Any], t_start: int, *, cache_ends: tuple[int, ...] = ()
-) -> Generation | str:
-    """Validate a chat body: its Generation, or a load/unload call's reason once done.
+@dataclass(slots=True)  # made on every chat's path: no frozen __setattr__ round trips
+class ChatCall:
+    """A chat decoded once, from /api/chat or translated from another dialect: what ``start_chat`` runs.
 
-    ``cache_ends``: prefixes to keep (Anthropic's breakpoints), each as the count of the body's
-    messages after it (counted from the end: the model's own messages go before them)."""
-    req = decode(body, ChatRequest)
-    shared = SharedFields.of(req)
+    ``req`` holds the typed fields a generation reads (model, options, format, think...; its
+    ``messages`` and ``tools`` are not read); the messages and tools are dicts, as templates read
+    them, their images valid base64. ``cache_ends``: prefixes to keep (Anthropic's breakpoints),
+    each as the count of these messages after it (counted from the end: the model's own messages
+    go before them)."""
+
+    req: ChatRequest
+    shared: SharedFields
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    cache_ends: tuple[int, ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        req: ChatRequest,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        cache_ends: tuple[int, ...] = (),
+    ) -> ChatCall:
+        """A translated chat (its messages built already): the shared fields read, in Ollama's order."""
+        return cls(req, SharedFields.of(req), messages, tools, cache_ends)
+
+
+async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generation | str:
+    """Check a chat against its model: its Generation, or a load/unload call's reason once done."""
+    req, shared, messages, tools = call.req, call.shared, call.messages, call.tools
     name = req.model or ""
-    messages = _messages(body, req)
-    tools = body.get("tools") or None
+    for m in messages:  # api.Message lower-cases its role as it decodes, whichever dialect built it
+        m["role"] = m["role"].lower()
     model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
     if not messages:
-        options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
+        options = resolve_options(req.options, model.record.params, request_type="ChatRequest")
         return await sentinel(request.app.state.pool, model, shared.keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support chat')
@@ -57,7 +80,7 @@ async def start_chat(
     thinking = thinking_for(model, req, name)
     for m in messages:
         check_images(model, m.get("images"))
-    options = resolve_options(body.get("options"), model.record.params, request_type="ChatRequest")
+    options = resolve_options(req.options, model.record.params, request_type="ChatRequest")
     messages = list(model.record.messages) + messages
     if model.record.system and messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": model.record.system})
@@ -72,7 +95,7 @@ async def start_chat(
         tools=tools,
         think_set=think_set,
         think_level=think_level(req),
-        cache_ends=cache_ends,
+        cache_ends=call.cache_ends,
     )
     return Generation(
         request,
@@ -110,15 +133,16 @@ def _encoder(name: object, gen: Generation) -> Encoder:
     return EachChunk(encode)
 
 
-def _decode(body: dict[str, Any]) -> Decoded:
-    stream = body.get("stream") is not False  # its type is checked with the rest, in start_chat
-    name = body.get("model")
-    return Decoded(body, stream, lambda gen: _encoder(name, gen))
+def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
+    req = decode(body, ChatRequest)
+    shared = SharedFields.of(req)  # before the messages' images, in Ollama's order
+    call = ChatCall(req, shared, _messages(body, req), body.get("tools") or None)
+    return Decoded(call, req.stream is not False, lambda gen: _encoder(req.model, gen))
 
 
-def _loaded(decoded: Decoded, reason: str) -> Response:
+def _loaded(decoded: Decoded[ChatCall], reason: str) -> Response:
     message = {"role": "assistant", "content": ""}
-    obj = {"model": decoded.native.get("model"), "created_at": created_at(), "message": message, "done": True}
+    obj = {"model": decoded.native.req.model, "created_at": created_at(), "message": message, "done": True}
     return JSONResponse(obj | {"done_reason": reason})
 
 

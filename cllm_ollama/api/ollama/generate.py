@@ -27,9 +27,9 @@ from ..wire import base64_images, created_at
 from .errors import decode
 
 
-async def start_generate(request: Request, body: dict[str, Any], t_start: int) -> Generation | str:
-    """Validate a generate body: its Generation, or a load/unload call's reason once done."""
-    req = decode(body, GenerateRequest)
+async def start_generate(request: Request, req: GenerateRequest, t_start: int) -> Generation | str:
+    """Check a generate request (decoded once: from /api/generate, or built by /v1/completions)
+    against its model: its Generation, or a load/unload call's reason once done."""
     shared = SharedFields.of(req)
     name, prompt, suffix, template = req.model or "", req.prompt or "", req.suffix or "", req.template or ""
     system, raw, context = req.system or "", bool(req.raw), req.context or []
@@ -38,7 +38,7 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     if raw and (template or system or context):
         raise InvalidRequest("raw mode does not support template, system, or context")
     if not prompt and not images:
-        options = resolve_options(body.get("options"), model.record.params)
+        options = resolve_options(req.options, model.record.params)
         return await sentinel(request.app.state.pool, model, shared.keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support generate')
@@ -46,7 +46,7 @@ async def start_generate(request: Request, body: dict[str, Any], t_start: int) -
     if suffix and not model.has("insert"):
         raise InvalidRequest(f"{model.full_name} does not support insert")
     check_images(model, images)
-    options = resolve_options(body.get("options"), model.record.params)
+    options = resolve_options(req.options, model.record.params)
     system = system or model.record.system or ""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     if not context:
@@ -108,14 +108,14 @@ def _encode(name: object, raw: bool, gen: Generation, chunk: Chunk) -> dict[str,
     return obj
 
 
-def _decode(body: dict[str, Any]) -> Decoded:
-    stream = body.get("stream") is not False  # its type is checked with the rest, in start_generate
-    name, raw = body.get("model"), bool(body.get("raw"))
-    return Decoded(body, stream, lambda gen: EachChunk(partial(_encode, name, raw, gen)))
+def _decode(body: dict[str, Any]) -> Decoded[GenerateRequest]:
+    req = decode(body, GenerateRequest)
+    name, raw = req.model, bool(req.raw)
+    return Decoded(req, req.stream is not False, lambda gen: EachChunk(partial(_encode, name, raw, gen)))
 
 
-def _loaded(decoded: Decoded, reason: str) -> Response:
-    name = decoded.native.get("model")
+def _loaded(decoded: Decoded[GenerateRequest], reason: str) -> Response:
+    name = decoded.native.model
     return JSONResponse(
         {"model": name, "created_at": created_at(), "response": "", "done": True, "done_reason": reason}
     )

@@ -25,14 +25,17 @@ from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI, read_json
 from ..images import Base64Error, b64decode_go
 from ..lifecycle import Chunk
-from ..ollama.chat import start_chat
+from ..ollama.chat import ChatCall, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
 from ..options import options_object
+from ..schemas.ollama import ChatRequest, GenerateRequest
 from ..schemas.openai import (
     ChatCompletionRequest,
     CompletionRequest,
+    ContentPart,
     EmbedRequest,
+    ImageURL,
     Sampling,
     ToolCall,
     ToolCallFunction,
@@ -119,29 +122,24 @@ def _image_url_data(url: str) -> str:
     return data
 
 
-def content_and_images(content: object) -> tuple[str, list[str]]:
+def content_and_images(content: str | list[ContentPart] | None) -> tuple[str, list[str]]:
+    """A message's text (its text parts joined by newlines) and images (base64), checked as
+    Ollama checks them; the parts' shapes were checked by the decode."""
     if content is None or isinstance(content, str):
         return content or "", []
-    if not isinstance(content, list):
-        raise InvalidRequest("invalid message content type")
     texts, images = [], []
     for part in content:
-        if not isinstance(part, dict):
-            raise InvalidRequest("invalid message format")
-        kind = part.get("type")
-        if kind == "text":
-            if not isinstance(part.get("text"), str):
+        if part.type == "text":
+            if part.text is None:
                 raise InvalidRequest("invalid message format")
-            texts.append(part["text"])
-        elif kind == "image_url":
-            url = part.get("image_url")
-            if isinstance(url, dict):
-                url = url.get("url")
-            if not isinstance(url, str):
+            texts.append(part.text)
+        elif part.type == "image_url":
+            url = part.image_url.url if isinstance(part.image_url, ImageURL) else part.image_url
+            if url is None:
                 raise InvalidRequest("invalid message format")
             images.append(_image_url_data(url))
         else:
-            raise InvalidRequest(f"invalid message content type: {kind}")
+            raise InvalidRequest(f"invalid message content type: {part.type}")
     return "\n".join(texts), images
 
 
@@ -173,18 +171,16 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     return {"function": {"name": function.name or "", "arguments": tool_arguments(function.arguments)}}
 
 
-def tool_arguments(value: object) -> dict[str, Any]:
+def tool_arguments(value: str | dict[str, Any] | None) -> dict[str, Any]:
     """Tool call arguments: a JSON object, or a string holding one (OpenAI's form)."""
     if isinstance(value, str):
         try:
             value = orjson.loads(value or "{}")
         except orjson.JSONDecodeError as exc:
             raise InvalidRequest(f"invalid tool call arguments: {exc}") from exc
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidRequest("invalid tool call arguments")
-    return value
+        if value is not None and not isinstance(value, dict):  # JSON text of something else
+            raise InvalidRequest("invalid tool call arguments")
+    return value or {}
 
 
 def think_value(reasoning_effort: str | None, reasoning: Any) -> object:
@@ -233,7 +229,7 @@ def _include_usage(req: Sampling) -> bool:
     return bool(req.stream_options and req.stream_options.include_usage)
 
 
-def _refuse_load(decoded: Decoded, reason: str) -> Response:
+def _refuse_load(decoded: Decoded[Any], reason: str) -> Response:
     """OpenAI requests always carry a prompt: an empty one is no way to load a model."""
     raise InvalidRequest("empty request")
 
@@ -338,37 +334,43 @@ def _completion_logprobs(entries: list[dict[str, Any]]) -> dict[str, Any] | None
     }
 
 
-def _decode_chat(body: dict[str, Any]) -> Decoded:
+def _decode_chat(body: dict[str, Any]) -> Decoded[ChatCall]:
     req = decode(body, ChatCompletionRequest)
-    native: dict[str, Any] = {
-        "model": req.model or "",
-        "messages": _messages(req),
-        "options": sampling_options(req),
-        "format": _format(req),
-        "tools": body.get("tools") or None,
-        "think": think_value(req.reasoning_effort, req.reasoning),
-        "logprobs": bool(req.logprobs),
-        "top_logprobs": req.top_logprobs or 0,
-    }
+    messages = _messages(req)  # its errors before the options', as Ollama's order has them
+    native = ChatRequest(
+        model=req.model or "",
+        options=sampling_options(req),
+        format=_format(req),
+        think=think_value(req.reasoning_effort, req.reasoning),
+        logprobs=bool(req.logprobs),
+        top_logprobs=req.top_logprobs or 0,
+    )
+    # The tools were decoded as api.Tools already: the templates read them as sent.
+    call = ChatCall.of(native, messages, body.get("tools") or None)
     include_usage = _include_usage(req)
-    return Decoded(native, bool(req.stream), lambda gen: ChatCompletion(native["model"], include_usage))
+    return Decoded(call, bool(req.stream), lambda gen: ChatCompletion(native.model or "", include_usage))
 
 
-def _decode_completion(body: dict[str, Any]) -> Decoded:
+def _decode_completion(body: dict[str, Any]) -> Decoded[GenerateRequest]:
     req = decode(body, CompletionRequest)
     prompt = req.prompt
     if not isinstance(prompt, str):
         raise InvalidRequest("invalid prompt: only a string is supported")
-    native = {"model": req.model or "", "prompt": prompt, "suffix": req.suffix or "", "options": sampling_options(req)}
     # As Ollama's middleware: the prompt goes through the model's template (no raw), and an
     # integer ``logprobs`` asks for that many alternatives per token.
     logprobs = req.logprobs or 0
-    if logprobs > 0:
-        native |= {"logprobs": True, "top_logprobs": logprobs}
+    native = GenerateRequest(
+        model=req.model or "",
+        prompt=prompt,
+        suffix=req.suffix or "",
+        options=sampling_options(req),
+        logprobs=True if logprobs > 0 else None,
+        top_logprobs=logprobs if logprobs > 0 else None,
+    )
     include_usage = _include_usage(req)
     if not prompt:
         raise InvalidRequest("prompt is required")
-    return Decoded(native, bool(req.stream), lambda gen: TextCompletion(native["model"], include_usage))
+    return Decoded(native, bool(req.stream), lambda gen: TextCompletion(native.model or "", include_usage))
 
 
 chat_completions = Endpoint(OPENAI, _decode_chat, start_chat, SSE, _refuse_load).handler()

@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from starlette.responses import Response
 
 from ...chatformat.parsers import Delta
@@ -24,14 +25,14 @@ from ..encoders import SSEEvents, dumps
 from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI
 from ..lifecycle import Chunk
-from ..ollama.chat import start_chat
-from ..schemas.openai import ResponsesRequest, ResponsesTool
+from ..ollama.chat import ChatCall, start_chat
+from ..schemas.ollama import ChatRequest
+from ..schemas.openai import ContentPart, ResponsesInputItem, ResponsesRequest, ResponsesTool
 from ..shapes import Usage, truncation
-from ..wire import list_field, string_field, tool_call_id
+from ..wire import tool_call_id
 from .endpoints import content_and_images, format_value, sampling_options, think_value, tool_arguments
 from .errors import decode
 
-_REQUEST = "ResponsesRequest"
 # `include` values this server answers; the others (file search results, logprobs, ...) ask for
 # what it never produces, and are ignored as Ollama ignores them all.
 _ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -41,22 +42,36 @@ def _id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
 
 
-def _content(content: object) -> tuple[str, list[str]]:
-    """Input content: a string or parts of type input_text/output_text, and input_image (a data URL,
-    checked as a chat message's ``image_url`` is)."""
+_PARTS = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
+
+
+def _content(content: str | list[ContentPart] | None) -> tuple[str, list[str]]:
+    """Input content: a string or parts of type input_text/output_text (a missing text is empty, as
+    Go's zero), and input_image (a data URL, checked as a chat message's ``image_url`` is)."""
     if isinstance(content, list):
-        parts = [_part(p) for p in content if isinstance(p, dict)]
-        return content_and_images(parts)
+        content = [_chat_part(p) for p in content]
     return content_and_images(content)
 
 
-def _part(part: dict[str, Any]) -> dict[str, Any]:
-    kind = part.get("type")
-    if kind in ("input_text", "output_text"):
-        return {"type": "text", "text": part.get("text", "")}
-    if kind == "input_image":
-        return {"type": "image_url", "image_url": part.get("image_url")}
-    return part
+def _chat_part(part: ContentPart) -> ContentPart:
+    kind = _PARTS.get(part.type) if isinstance(part.type, str) else None
+    if kind == "text":
+        return ContentPart(type=kind, text=part.text or "")
+    return ContentPart(type=kind, image_url=part.image_url) if kind else part
+
+
+def _output(output: object) -> str:
+    """A function call's output, Go's ``json.RawMessage``: a string; the text of parts (their
+    shapes checked as a message's are; what is no object is skipped); else the JSON as sent."""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        try:
+            parts = msgspec.convert([p for p in output if isinstance(p, dict)], list[ContentPart])
+        except msgspec.ValidationError:
+            raise InvalidRequest("invalid message format") from None
+        return _content(parts)[0]
+    return dumps(output).decode()
 
 
 @dataclass
@@ -76,11 +91,11 @@ class _Conversation:
         if self.thinking:
             message["thinking"], self.thinking = self.thinking, ""
 
-    def message(self, item: dict[str, Any], answers: str | None) -> None:
+    def message(self, item: ResponsesInputItem, answers: str | None) -> None:
         """A message; an assistant's that stands between a call and its output (``answers``
         names that output's call) joins the call's turn, so the output follows its call."""
-        role = "system" if item.get("role") == "developer" else item.get("role") or "user"
-        text, images = _content(item.get("content"))
+        role = "system" if item.role == "developer" else item.role or "user"
+        text, images = _content(item.content)
         message = {"role": role, "content": text} | ({"images": images} if images else {})
         last = self.messages[-1] if self.messages else None
         calls = last.get("tool_calls", []) if last is not None and last["role"] == "assistant" else []
@@ -93,33 +108,20 @@ class _Conversation:
             self._take_thinking(message)
         self.messages.append(message)
 
-    def function_call(self, item: dict[str, Any]) -> None:
-        name = _qualified(string_field(item, "namespace", f"{_REQUEST}.input"), item.get("name") or "")
-        call = {
-            "id": item.get("call_id") or "",
-            "function": {"name": name, "arguments": tool_arguments(item.get("arguments"))},
-        }
+    def function_call(self, item: ResponsesInputItem) -> None:
+        name = _qualified(item.namespace or "", item.name or "")
+        call = {"id": item.call_id or "", "function": {"name": name, "arguments": tool_arguments(item.arguments)}}
         turn = self._assistant_turn()
         turn.setdefault("tool_calls", []).append(call)
         self._take_thinking(turn)
 
-    def function_call_output(self, item: dict[str, Any]) -> None:
-        output = item.get("output")
-        content = (
-            output
-            if isinstance(output, str)
-            else _content(output)[0]
-            if isinstance(output, list)
-            else dumps(output).decode()
-        )
-        self.messages.append({"role": "tool", "content": content, "tool_call_id": item.get("call_id") or ""})
+    def function_call_output(self, item: ResponsesInputItem) -> None:
+        self.messages.append({"role": "tool", "content": _output(item.output), "tool_call_id": item.call_id or ""})
 
-    def reasoning(self, item: dict[str, Any]) -> None:
+    def reasoning(self, item: ResponsesInputItem) -> None:
         """Ollama returns its thinking as the item's ``encrypted_content``; a summary stands in for it."""
-        encrypted = string_field(item, "encrypted_content", f"{_REQUEST}.input")
-        parts = list_field(item, "summary", f"{_REQUEST}.input", "[]openai.ResponsesReasoningSummary") or []
-        summary = [s.get("text", "") for s in parts if isinstance(s, dict)]
-        self.thinking = encrypted or "\n".join(t for t in summary if isinstance(t, str))
+        summary = "\n".join(s.text or "" for s in item.summary or ())
+        self.thinking = item.encrypted_content or summary
 
 
 def _messages(req: ResponsesRequest) -> list[dict[str, Any]]:
@@ -128,27 +130,18 @@ def _messages(req: ResponsesRequest) -> list[dict[str, Any]]:
     An input that holds no message (only reasoning items, say) is refused here, before any
     model is loaded for it.
     """
-    raw, instructions = req.input, req.instructions
+    items, instructions = req.input, req.instructions
     system = [{"role": "system", "content": instructions}] if instructions else []
-    if isinstance(raw, str):
-        return [*system, {"role": "user", "content": raw}]
-    if not isinstance(raw, list) or not raw:
+    if isinstance(items, str):
+        return [*system, {"role": "user", "content": items}]
+    if not items:
         raise InvalidRequest("input must be a string or a non-empty list of items")
-    where = f"{_REQUEST}.input"
     conversation = _Conversation()
-    for i, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise InvalidRequest("invalid input item")
-        kind = string_field(item, "type", where) or "message"
-        for key in ("role", "name", "call_id"):
-            string_field(item, key, where)
+    for i, item in enumerate(items):
+        kind = item.type or "message"
         if kind == "message":
-            after = raw[i + 1] if i + 1 < len(raw) else None
-            answers = (
-                after.get("call_id")
-                if isinstance(after, dict) and after.get("type") == "function_call_output"
-                else None
-            )
+            after = items[i + 1] if i + 1 < len(items) else None
+            answers = after.call_id if after is not None and after.type == "function_call_output" else None
             conversation.message(item, answers)
         elif kind == "function_call":
             conversation.function_call(item)
@@ -407,24 +400,21 @@ class _StreamedItems:
         return events
 
 
-def _decode(body: dict[str, Any]) -> Decoded:
+def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
     req = decode(body, ResponsesRequest)
     options = sampling_options(req)
     if req.max_output_tokens is not None:
         options["num_predict"] = req.max_output_tokens
     tools = _tools(req)
-    native: dict[str, Any] = {
-        "model": req.model or "",
-        "messages": _messages(req),
-        "options": options,
-        "format": _format(req),
-        "tools": tools.chat or None,
-        "think": think_value(req.reasoning_effort, req.reasoning),
-    }
-    return Decoded(native, bool(req.stream), lambda gen: ResponseEncoder(body, native["model"], tools))
+    model, messages = req.model or "", _messages(req)
+    native = ChatRequest(
+        model=model, options=options, format=_format(req), think=think_value(req.reasoning_effort, req.reasoning)
+    )
+    call = ChatCall.of(native, messages, tools.chat or None)
+    return Decoded(call, bool(req.stream), lambda gen: ResponseEncoder(body, model, tools))
 
 
-def _refuse_load(decoded: Decoded, reason: str) -> Response:
+def _refuse_load(decoded: Decoded[ChatCall], reason: str) -> Response:
     """Unreachable from a valid body (``_messages`` refuses an input without messages); kept
     because a Responses request is never a load call."""
     raise InvalidRequest("input is required")

@@ -1,7 +1,9 @@
 """Anthropic's Messages request as Ollama's Anthropic layer (``anthropic/anthropic.go``) declares it.
 
-``system`` (a string or blocks), a message's ``content`` (a string or blocks of several kinds)
-and a tool's ``input_schema`` stay raw: ``anthropic.messages`` checks them with its own messages.
+A content block is one struct for every kind, as Go declares it: ``type`` says which fields
+count, and a kind nothing here reads is skipped (Ollama counts and skips it). ``system`` (a string
+or blocks), a tool result's ``content`` and a tool's ``input_schema`` are ``any`` in Go too:
+``anthropic.messages`` reads them with its own messages.
 """
 
 from __future__ import annotations
@@ -12,29 +14,46 @@ from .go import Bool, Float64, GoStruct, Int, String, doc, go
 from .ollama import STRING
 
 _OBJECT = {"type": "object"}
-_BLOCK = {
-    "type": "object",
-    "properties": {
-        "type": {"type": "string", "enum": ["text", "image", "tool_use", "tool_result", "thinking"]},
-        "text": STRING,
-        "id": STRING,
-        "name": STRING,
-        "input": _OBJECT,
-        "tool_use_id": STRING,
-        "content": {"anyOf": [STRING, {"type": "array", "items": _OBJECT}]},
-        "thinking": STRING,
-        "source": _OBJECT,
-    },
-    "required": ["type"],
-}
-_CONTENT = doc(anyOf=[STRING, {"type": "array", "items": _BLOCK}])
+
+
+class ImageSource(GoStruct):
+    go_type: ClassVar[str] = "anthropic.ImageSource"
+    type: Annotated[String, doc(enum=["base64"], description="only base64 images are supported")] = None
+    media_type: String = None
+    data: String = None
+    url: String = None
+
+
+class ContentBlock(GoStruct):
+    """A block of a message's content. api.MessageParam decodes its content itself (a string is
+    one text block): Go names the block's fields from ``ContentBlock.messages.content``."""
+
+    go_where: ClassVar[str | None] = "ContentBlock.messages.content"
+    go_type: ClassVar[str] = "anthropic.ContentBlock"
+    required: ClassVar[tuple[str, ...]] = ("type",)
+    type: Annotated[String, doc(description="text, image, tool_use, tool_result, thinking; others skipped")] = None
+    text: String = None
+    source: ImageSource | None = None
+    id: String = None
+    name: String = None
+    input: Annotated[dict[str, Any], go("api.ToolCallFunctionArguments")] | None = None
+    tool_use_id: String = None
+    content: Annotated[Any, doc(anyOf=[STRING, {"type": "array", "items": _OBJECT}])] = None
+    is_error: Bool = None
+    thinking: String = None
+    signature: String = None
+    cache_control: Annotated[Any, doc(type="object", description="a prompt-cache breakpoint")] = None
+
+
+Content = Annotated[str | list[ContentBlock], go("[]anthropic.ContentBlock")]
+_SYSTEM = doc(anyOf=[STRING, {"type": "array", "items": {"$ref": "#/components/schemas/AnthropicContentBlock"}}])
 
 
 class MessageParam(GoStruct):
     go_type: ClassVar[str] = "anthropic.MessageParam"
     required: ClassVar[tuple[str, ...]] = ("role", "content")
     role: Annotated[String, doc(enum=["user", "assistant"])] = None
-    content: Annotated[Any, _CONTENT] = None
+    content: Content | None = None
 
 
 class Tool(GoStruct):
@@ -73,7 +92,7 @@ class MessagesRequest(GoStruct):
     model: String = None
     max_tokens: Annotated[Int, doc(minimum=1)] = None
     messages: Annotated[Annotated[list[MessageParam], go("[]anthropic.MessageParam")] | None, doc(minItems=1)] = None
-    system: Annotated[Any, _CONTENT] = None
+    system: Annotated[Any, _SYSTEM] = None
     stream: Bool = None
     temperature: Float64 = None
     top_p: Float64 = None

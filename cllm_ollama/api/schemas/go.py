@@ -5,7 +5,9 @@ Go is lenient where a strict schema is not, so the types are too: unknown fields
 null is absent (every field is ``X | None``), numbers go into float fields, and what Go decodes
 with its own code (``keep_alive``, ``think``, ``format``, ``options``) stays raw (``Any``) for the
 handler. A validation error is translated back into Go's message by ``translate``, which each
-dialect's decode seam (``ollama.errors.decode``...) calls around ``decode``.
+dialect's decode seam (``ollama.errors.decode``...) calls around ``decode``; where Go has ``any``
+and Ollama checks the shape by hand (a message's content parts, Responses input items), the
+type says Ollama's message (``refuse``) and ``translate`` gives it instead.
 """
 
 from __future__ import annotations
@@ -24,12 +26,20 @@ from ..wire import decode_error, go_type
 T = TypeVar("T", bound="GoStruct")
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 _I64 = 2**63
+Refusal = tuple[str, bool]  # ``refuse``'s message, and whether it covers what is inside too
 
 
 def go(name: str, **schema: Any) -> msgspec.Meta:
     """A field's Go type as Go's decode errors name it (``"[]api.Message"``). ``schema`` holds msgspec
     constraints, which the decode enforces (Go's int64 range) and the document shows."""
     return msgspec.Meta(extra={"go": name}, **schema)
+
+
+def refuse(message: str, *, within: bool = False, **schema: Any) -> msgspec.Meta:
+    """A part Ollama checks by hand after Go's decode (``any`` there), with a message of its own: a
+    wrong shape at it (``within``: or anywhere inside it) is ``message``, not Go's decode error.
+    The innermost such part on the error's path says it. ``schema``: as ``doc``."""
+    return msgspec.Meta(extra={"refuse": (message, within)}, extra_json_schema=schema or None)
 
 
 def doc(**schema: Any) -> msgspec.Meta:
@@ -94,23 +104,25 @@ def translate(exc: msgspec.ValidationError, body: object, cls: type[GoStruct]) -
     struct: type[GoStruct] = cls
     value: Any = body
     current: Any = cls
-    where, target = named, "object"
-    for name, index in segments:
+    where, target, refusal = named, "object", None
+    for step, (name, index) in enumerate(segments, 1):
         if name:
-            current, target = _field(struct, name)
+            current, target, refused = _field(struct, name)
             fields.append(name)
             where = f"{named}.{'.'.join(fields)}"
             value = value.get(name) if isinstance(value, dict) else None
         else:
-            current, target = _item(current)
+            current, target, refused = _item(current)
             value = value[int(index)] if isinstance(value, list) and int(index) < len(value) else None
+        if refused is not None and (refused[1] or step == len(segments)):
+            refusal = refused[0]
         if isinstance(current, type) and issubclass(current, GoStruct):
             struct = current
             if current.go_where:
                 named, fields = current.go_where, []
             elif current.go_name:
                 named = current.go_name
-    return decode_error(value, where, target)
+    return InvalidRequest(refusal) if refusal is not None else decode_error(value, where, target)
 
 
 @functools.cache
@@ -118,20 +130,24 @@ def _hints(cls: type[GoStruct]) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def _field(struct: type[GoStruct], name: str) -> tuple[Any, str]:
-    """The type (None and Annotated taken off) and Go type name of ``struct``'s field ``name``."""
+def _field(struct: type[GoStruct], name: str) -> tuple[Any, str, Refusal | None]:
+    """The type (None and Annotated taken off), Go type name and refusal (``refuse``) of
+    ``struct``'s field ``name``."""
     hint = _hints(struct).get(name, Any)
     return _unwrap(hint)
 
 
-def _item(container: Any) -> tuple[Any, str]:
-    """The item type of a list type, and its Go name."""
+def _item(container: Any) -> tuple[Any, str, Refusal | None]:
+    """The item type of a list type (or of the list in a union: a string or parts), as ``_field``."""
+    if typing.get_origin(container) in (Union, types.UnionType):
+        bare = [typing.get_args(a)[0] if typing.get_origin(a) is Annotated else a for a in typing.get_args(container)]
+        container = next((arg for arg in bare if typing.get_origin(arg) is list), Any)
     args = typing.get_args(container)
     return _unwrap(args[0] if args else Any)
 
 
-def _unwrap(hint: Any) -> tuple[Any, str]:
-    target = "object"
+def _unwrap(hint: Any) -> tuple[Any, str, Refusal | None]:
+    target, refusal = "object", None
     for _ in range(2):  # Annotated[X | None, ...] or Annotated[X, ...] | None
         if typing.get_origin(hint) in (Union, types.UnionType):
             rest = [arg for arg in typing.get_args(hint) if arg is not type(None)]
@@ -139,8 +155,9 @@ def _unwrap(hint: Any) -> tuple[Any, str]:
         if typing.get_origin(hint) is Annotated:
             hint, *metas = typing.get_args(hint)
             for meta in metas:
-                if isinstance(meta, msgspec.Meta) and meta.extra and "go" in meta.extra:
-                    target = meta.extra["go"]
+                if isinstance(meta, msgspec.Meta) and meta.extra:
+                    target = meta.extra.get("go", target)
+                    refusal = meta.extra.get("refuse", refusal)
     if isinstance(hint, type) and issubclass(hint, GoStruct) and target == "object":
         target = hint.go_type
-    return hint, target
+    return hint, target, refusal

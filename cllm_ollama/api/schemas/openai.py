@@ -1,14 +1,20 @@
 """OpenAI's request bodies as Ollama's OpenAI layer (``openai/openai.go``) declares them.
 
-Fields that layer checks with messages of its own stay raw: ``content`` (a string or parts),
-``stop`` (a string or strings), ``prompt``, ``input``, ``options`` (Ollama's, via ``extra_body``).
+A message's ``content`` (a string or parts) and a Responses request's ``input`` (a string or
+items, with their contents) are typed here where Go has ``any`` and checks by hand: a wrong shape
+is Ollama's own message (``refuse``), not Go's decode error. A part or item is one struct for
+every ``type``, as Ollama reads them (a kind it does not take is the handler's refusal, with the
+kind named). Fields that layer checks with messages of its own stay raw: ``stop`` (a string or
+strings), ``prompt``, embeddings' ``input``, ``options`` (Ollama's, via ``extra_body``).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-from .go import Bool, Float64, GoStruct, Int, String, doc, go
+import msgspec
+
+from .go import Bool, Float64, GoStruct, Int, String, doc, go, refuse
 from .ollama import STRING, STRINGS, TOP_LOGPROBS, Tool
 
 Float32 = Annotated[float, go("float32")] | None
@@ -20,15 +26,11 @@ _OPTIONS = doc(
 )
 _EFFORT = doc(enum=["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"])
 _FORMAT_TYPE = doc(enum=["text", "json_object", "json_schema"])
-_CONTENT_PART = {
-    "type": "object",
-    "properties": {
-        "type": {"type": "string", "enum": ["text", "image_url"]},
-        "text": STRING,
-        "image_url": {"anyOf": [STRING, {"type": "object", "properties": {"url": STRING}}]},
-    },
-    "required": ["type"],
-}
+_MESSAGE_FORMAT = "invalid message format"
+# A call's arguments: OpenAI's JSON text, or the object itself; anything else is Ollama's refusal.
+Arguments = Annotated[
+    str | dict[str, Any], refuse("invalid tool call arguments", description="a JSON object or its text")
+]
 
 
 class _OpenAI(GoStruct):
@@ -38,7 +40,7 @@ class _OpenAI(GoStruct):
 class ToolCallFunction(_OpenAI):
     go_type: ClassVar[str] = _TOOL_CALL_FUNCTION
     name: String = None
-    arguments: Annotated[Any, doc(type="string", description="a JSON object")] = None  # or an object
+    arguments: Arguments | None = None
 
 
 class ToolCall(_OpenAI):
@@ -48,10 +50,34 @@ class ToolCall(_OpenAI):
     function: ToolCallFunction | None = None
 
 
+class ImageURL(_OpenAI):
+    url: Annotated[String, doc(description="a base64 data URL (image/jpeg, png or webp)")] = None
+
+
+class ContentPart(_OpenAI):
+    """A part of a message's content: ``text``, or ``image_url`` (its URL, or an object holding it).
+    A Responses message's parts (``input_text``, ``output_text``, ``input_image``) are read as these."""
+
+    required: ClassVar[tuple[str, ...]] = ("type",)
+    # Any: Ollama names an unknown kind in its refusal, whatever its JSON type.
+    type: Annotated[Any, doc(type="string", enum=["text", "image_url", "input_text", "output_text", "input_image"])] = (
+        None
+    )
+    text: String = None
+    image_url: str | ImageURL | None = None
+
+
+# A string, or parts; anything else is "invalid message content type", a part that is no part
+# (or holds a field of the wrong type) "invalid message format", as Ollama's checks say.
+Content = Annotated[
+    str | list[Annotated[ContentPart, refuse(_MESSAGE_FORMAT, within=True)]], refuse("invalid message content type")
+]
+
+
 class Message(_OpenAI):
     go_name: ClassVar[str | None] = "Message"
     role: String = None
-    content: Annotated[Any, doc(anyOf=[STRING, {"type": "array", "items": _CONTENT_PART}])] = None
+    content: Content | None = None
     reasoning: String = None
     name: String = None
     tool_call_id: String = None
@@ -169,47 +195,50 @@ class ResponsesTool(_OpenAI):
     tools: Annotated[list[ResponsesTool], go("[]openai.ResponsesTool")] | None = None
 
 
-_TEXT_PART = {
-    "type": "object",
-    "properties": {"type": {"type": "string", "enum": ["input_text", "output_text"]}, "text": STRING},
-    "required": ["type"],
-}
-_TEXT_PARTS = {"anyOf": [STRING, {"type": "array", "items": _TEXT_PART}]}
-_INPUT_ITEM_FIELDS = {
-    "type": {
-        "type": "string",
-        "enum": ["message", "function_call", "function_call_output", "reasoning", "web_search_call"],
-        "description": "web_search_call items are history only (the message after one holds what it found)",
-    },
-    "role": {"type": "string", "enum": ["system", "developer", "user", "assistant"]},
-    "content": _TEXT_PARTS,
-    "name": STRING,
-    "namespace": {"type": "string", "description": "a namespaced call's namespace: the model sees ns.name"},
-    "call_id": STRING,
-    "arguments": {"type": "string", "description": "a JSON object"},
-    "output": _TEXT_PARTS,
-    "encrypted_content": {"type": "string", "description": "a reasoning item's text, as cllm returns it"},
-    "summary": {
-        "type": "array",
-        "items": {"type": "object", "properties": {"type": {"const": "summary_text"}, "text": STRING}},
-    },
-}
-# Every field of an input item may be null, as Go's zero values.
-_INPUT_ITEM = {
-    "type": "object",
-    "properties": {
-        k: v | {"type": [v["type"], "null"]} if isinstance(v.get("type"), str) else {"anyOf": [v, {"type": "null"}]}
-        for k, v in _INPUT_ITEM_FIELDS.items()
-    },
-}
+class ResponsesReasoningSummary(_OpenAI):
+    go_name: ClassVar[str | None] = "ResponsesReasoningSummary"
+    type: Annotated[String, doc(enum=["summary_text"])] = None
+    text: String = None
+
+
+class ResponsesInputItem(_OpenAI):
+    """An input item, one struct for every kind as Ollama reads them (``type`` says which fields
+    count): a message, a function call, its output, a reasoning item; a ``web_search_call`` is
+    history only (the message after one holds what it found). Every field may be null (Go's zero)."""
+
+    go_where: ClassVar[str | None] = "ResponsesRequest.input"
+    go_type: ClassVar[str] = "openai.ResponsesInputItem"
+    type: Annotated[
+        String,
+        doc(
+            enum=["message", "function_call", "function_call_output", "reasoning", "web_search_call"],
+            description="message when absent; web_search_call items are history only",
+        ),
+    ] = None
+    role: Annotated[String, doc(enum=["system", "developer", "user", "assistant"])] = None
+    content: Content | None = None
+    name: String = None
+    namespace: Annotated[String, doc(description="a namespaced call's namespace: the model sees ns.name")] = None
+    call_id: String = None
+    arguments: Arguments | None = None
+    # Go's json.RawMessage: a string, parts (their text is the output) or any JSON, written out as is.
+    output: Annotated[Any, doc(anyOf=[STRING, {"type": "array", "items": {"type": "object"}}, {}])] = None
+    encrypted_content: Annotated[String, doc(description="a reasoning item's text, as cllm returns it")] = None
+    summary: Annotated[list[ResponsesReasoningSummary], go("[]openai.ResponsesReasoningSummary")] | None = None
+
+
+# A string, or a non-empty list of items; anything else (an item that is no object) is refused
+# with Ollama's message for it.
+Input = Annotated[
+    str | Annotated[list[Annotated[ResponsesInputItem, refuse("invalid input item")]], msgspec.Meta(min_length=1)],
+    refuse("input must be a string or a non-empty list of items"),
+]
 
 
 class ResponsesRequest(Sampling):
-    """``input`` (a string or items of several shapes) stays raw: ``responses._messages`` reads it."""
-
     go_name: ClassVar[str | None] = "ResponsesRequest"
     required: ClassVar[tuple[str, ...]] = ("model", "input")
-    input: Annotated[Any, doc(anyOf=[STRING, {"type": "array", "items": _INPUT_ITEM, "minItems": 1}])] = None
+    input: Input | None = None
     instructions: String = None
     max_output_tokens: Int = None
     tools: Annotated[list[ResponsesTool], go("[]openai.ResponsesTool")] | None = None

@@ -53,10 +53,10 @@ class _Writer:
         on null. What ``doc`` put on the whole ``X | None`` is merged into ``X``."""
         prop = {k: v for k, v in prop.items() if k not in ("default", "title")}
         branches = prop.get("anyOf")
-        if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+        if isinstance(branches, list) and {"type": "null"} in branches:
+            rest = [b for b in branches if b != {"type": "null"}]
             del prop["anyOf"]
-            inner = next(b for b in branches if b != {"type": "null"})
-            prop = self.schema(inner) | prop
+            prop = (self.schema(rest[0]) if len(rest) == 1 else {"anyOf": rest}) | prop
         return self.schema(prop)
 
     def schema(self, schema: Schema) -> Schema:
@@ -69,6 +69,8 @@ class _Writer:
         out = {k: v for k, v in schema.items() if not (k in ("minimum", "maximum") and v in _INT64)}
         if isinstance(out.get("items"), dict):
             out["items"] = self.schema(out["items"])
+        if isinstance(out.get("anyOf"), list):  # a union of shapes (a string or blocks)
+            out["anyOf"] = [self.schema(branch) for branch in out["anyOf"]]
         return out
 
 

@@ -1,0 +1,50 @@
+"""The only package that touches llama.cpp: pointers, ctypes structs and return codes live here.
+
+Everything it hands out is plain Python (ints, bytes, numpy views). ``core`` holds models,
+contexts, batches and samplers; ``media`` libmtmd (projectors and prompts with images);
+``lora`` adapters. The engine imports from here, never from the parts.
+"""
+
+from .core import (
+    KV_QUANT_BLOCK,
+    KV_TYPES,
+    POOLING_RANK,
+    STATE_FORMAT,
+    Batch,
+    CacheTypeRefused,
+    Context,
+    Model,
+    Sampler,
+    gpu_free_memory,
+    grammar_parses,
+    physical_cores,
+    quantize,
+)
+from .lora import AdapterRefused, Lora, with_adapters
+from .media import MAX_IMAGE_PIXELS, MediaItem, MediaPrompt, Projector, TextRun, is_image, media_marker
+
+__all__ = [
+    "KV_QUANT_BLOCK",
+    "KV_TYPES",
+    "MAX_IMAGE_PIXELS",
+    "POOLING_RANK",
+    "STATE_FORMAT",
+    "AdapterRefused",
+    "Batch",
+    "CacheTypeRefused",
+    "Context",
+    "Lora",
+    "MediaItem",
+    "MediaPrompt",
+    "Model",
+    "Projector",
+    "Sampler",
+    "TextRun",
+    "gpu_free_memory",
+    "grammar_parses",
+    "is_image",
+    "media_marker",
+    "physical_cores",
+    "quantize",
+    "with_adapters",
+]

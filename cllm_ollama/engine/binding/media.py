@@ -1,0 +1,293 @@
+"""libmtmd, for models with a projector (an ``mmproj`` GGUF): the binding's media part.
+
+A prompt with images is tokenized by libmtmd into chunks: runs of text tokens and image chunks.
+An image chunk is encoded by the projector (the ViT forward pass: slow on a CPU) into one
+embedding row per image token, which are then decoded into a sequence like a prompt's tokens.
+Everything here owns its native object and frees it once, in ``close``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp as ll
+import numpy as np
+
+from ...errors import EngineError, MediaError
+from ..transcode import decode_rgb, is_webp
+from .core import Context, Model, log_callback
+
+# Formats stb_image (inside libmtmd) decodes, by their first bytes, and WebP (decoded by Pillow,
+# ``transcode``). Anything else is refused before libmtmd sees it: its helper would take unknown
+# bytes for audio or hand them to an ffmpeg subprocess as a video.
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
+
+
+@functools.cache
+def _mtmd():  # type: ignore[no-untyped-def]
+    """``llama_cpp.mtmd_cpp``, imported on first use (it loads libmtmd, which text models never
+    need), its log sent where llama.cpp's goes."""
+    import llama_cpp.mtmd_cpp as mtmd
+
+    callback = log_callback()
+    mtmd.mtmd_log_set(callback, ctypes.c_void_p(0))
+    mtmd.mtmd_helper_log_set(callback, ctypes.c_void_p(0))
+    return mtmd
+
+
+@functools.cache
+def _stb() -> ctypes.CDLL:
+    """stb_image's decoder, which libmtmd exports (the one its own helper decodes images with)."""
+    lib = _mtmd()._libmtmd
+    lib.stbi_load_from_memory.restype = ctypes.c_void_p
+    lib.stbi_load_from_memory.argtypes = (
+        [ctypes.c_char_p, ctypes.c_int] + [ctypes.POINTER(ctypes.c_int)] * 3 + [ctypes.c_int]
+    )
+    lib.stbi_info_from_memory.restype = ctypes.c_int
+    lib.stbi_info_from_memory.argtypes = [ctypes.c_char_p, ctypes.c_int] + [ctypes.POINTER(ctypes.c_int)] * 3
+    lib.stbi_image_free.restype = None
+    lib.stbi_image_free.argtypes = [ctypes.c_void_p]
+    return lib  # type: ignore[no-any-return]
+
+
+def media_marker() -> str:
+    """libmtmd's default text for one image in a prompt (``<__media__>``); a ``Projector`` uses its
+    own ``marker`` instead, unguessable, so that a user who types this text places no image."""
+    return _mtmd().mtmd_default_marker().decode()
+
+
+def is_image(data: bytes) -> bool:
+    """Whether ``data`` starts as an image the projector can decode (cheap; decoding may still fail)."""
+    return data.startswith(_IMAGE_MAGIC) or is_webp(data)
+
+
+# The largest picture decoded (8192 x 8192): 200 MB of RGB, far beyond what any projector keeps
+# (it resizes to well under 4 Mpx); larger is refused before it is decoded.
+MAX_IMAGE_PIXELS = 1 << 26
+
+
+class TextRun(tuple[int, ...]):
+    """A run of text tokens in a tokenized prompt with media."""
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """One image in a tokenized prompt: ``n_tokens`` embeddings that take ``n_pos`` positions
+    (fewer than tokens for M-RoPE models such as Qwen2-VL: ``max(rows, columns)`` of its token
+    grid), identified by the SHA-256 of its bytes."""
+
+    id: str
+    n_tokens: int
+    n_pos: int
+    index: int  # the chunk's place in its ``MediaPrompt``
+
+
+class MediaPrompt:
+    """A prompt tokenized with its images (libmtmd's ``mtmd_input_chunks``, owned here).
+
+    ``parts`` is plain Python: text runs and media items in prompt order. The projector that
+    made it must outlive it; encode and decode go through that projector.
+    """
+
+    def __init__(self, projector: Projector, ptr: int) -> None:
+        mtmd = _mtmd()
+        self._projector = projector
+        self._ptr = ptr
+        parts: list[TextRun | MediaItem] = []
+        for i in range(mtmd.mtmd_input_chunks_size(ptr)):
+            chunk = mtmd.mtmd_input_chunks_get(ptr, i)
+            if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
+                n = ctypes.c_size_t()
+                tokens = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+                parts.append(TextRun(tokens[: n.value]))
+            else:
+                chunk_id = mtmd.mtmd_input_chunk_get_id(chunk) or b""
+                parts.append(
+                    MediaItem(
+                        id=chunk_id.decode(),
+                        n_tokens=int(mtmd.mtmd_input_chunk_get_n_tokens(chunk)),
+                        n_pos=int(mtmd.mtmd_input_chunk_get_n_pos(chunk)),
+                        index=i,
+                    )
+                )
+        self.parts: tuple[TextRun | MediaItem, ...] = tuple(parts)
+        self.n_tokens: int = sum(p.n_tokens if isinstance(p, MediaItem) else len(p) for p in parts)
+        self.n_pos: int = int(mtmd.mtmd_helper_get_n_pos(ptr))
+
+    def _chunk(self, item: MediaItem) -> int:
+        return _mtmd().mtmd_input_chunks_get(self._ptr, item.index)  # type: ignore[no-any-return]
+
+    def encode(self, item: MediaItem) -> np.ndarray:
+        """Run the projector over one image: its embeddings, ``(n_tokens, n_embd)`` float32, a copy
+        (libmtmd's output buffer is reused by the next encode)."""
+        mtmd, proj = _mtmd(), self._projector
+        if mtmd.mtmd_encode_chunk(proj.ptr, self._chunk(item)) != 0:
+            raise EngineError(f"the projector could not encode image {item.id[:12]}")
+        ptr = mtmd.mtmd_get_output_embd(proj.ptr)
+        return np.ctypeslib.as_array(ptr, shape=(item.n_tokens, proj.n_embd)).copy()
+
+    def decode(self, ctx: Context, item: MediaItem, embd: np.ndarray, pos: int, seq_id: int) -> int:
+        """Decode an image's embeddings into ``seq_id`` from position ``pos``; the position after it.
+
+        libmtmd's helper does what the model needs, as llama-server does: non-causal attention over
+        the image for Gemma 3 (switched on for this decode only: it applies to the whole context,
+        so no other sequence may decode in the same call), 2-D M-RoPE positions for Qwen-VL.
+        No logits: a prompt's last chunk is text.
+        """
+        mtmd = _mtmd()
+        embd = np.ascontiguousarray(embd, dtype=np.float32)
+        if embd.shape != (item.n_tokens, self._projector.n_embd):
+            raise EngineError(f"embeddings of shape {embd.shape} for an image of {item.n_tokens} tokens")
+        if item.n_tokens > ctx.n_ubatch and self._projector.non_causal(self, item):
+            # The helper would split the image over micro-batches, each seeing only its own part.
+            raise EngineError(
+                f"an image of {item.n_tokens} tokens needs micro-batches of as many (n_ubatch {ctx.n_ubatch})"
+            )
+        new_pos = ll.llama_pos(0)
+        rc = mtmd.mtmd_helper_decode_image_chunk(
+            self._projector.ptr,
+            ctx.ptr,
+            self._chunk(item),
+            embd.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+            pos,
+            seq_id,
+            ctx.n_batch,
+            ctypes.byref(new_pos),
+            mtmd.mtmd_helper_post_decode_callback(),  # NULL: no callback
+            None,
+        )
+        if rc != 0:
+            raise EngineError(f"decoding image {item.id[:12]} failed ({rc})")
+        return int(new_pos.value)
+
+    def eval_all(self, ctx: Context, pos: int, seq_id: int) -> int:
+        """The whole prompt into ``seq_id`` the way libmtmd's own helper does it (logits for the
+        last token): the reference a batching engine's media step must match. The next position."""
+        new_pos = ll.llama_pos(0)
+        rc = _mtmd().mtmd_helper_eval_chunks(
+            self._projector.ptr, ctx.ptr, self._ptr, pos, seq_id, ctx.n_batch, True, ctypes.byref(new_pos)
+        )
+        if rc != 0:
+            raise EngineError(f"evaluating a prompt with media failed ({rc})")
+        return int(new_pos.value)
+
+    def close(self) -> None:
+        if self._ptr:
+            _mtmd().mtmd_input_chunks_free(self._ptr)
+            self._ptr = None
+
+
+class Projector:
+    """A model's projector loaded by libmtmd (``mtmd_context``), beside the model it feeds.
+
+    Tokenizing only reads it; encoding writes its output buffer, so one thread encodes at a time.
+    The model must outlive it.
+    """
+
+    def __init__(
+        self, model: Model, path: Path, *, n_threads: int, use_gpu: bool = True, marker: str | None = None
+    ) -> None:
+        mtmd = _mtmd()
+        # Random per projector, as Ollama makes llama-server's (LLAMA_MEDIA_MARKER): prompt text
+        # cannot forge an image's place. libmtmd copies it.
+        self.marker: str = marker or f"<__media_{secrets.token_hex(8)}__>"
+        params = mtmd.mtmd_context_params_default()
+        params.media_marker = self.marker.encode()
+        params.use_gpu = use_gpu and bool(ll.llama_supports_gpu_offload())
+        params.n_threads = n_threads
+        params.print_timings = False
+        params.warmup = False
+        ptr = mtmd.mtmd_init_from_file(str(path).encode(), model.ptr, params)
+        if not ptr:
+            raise EngineError(f"libmtmd could not load projector {path.name} for {model.path.name}")
+        self._ptr = ptr
+        self.model = model
+        self.path = path
+        self.n_embd: int = int(ll.llama_model_n_embd_inp(model.ptr))
+        self.vision: bool = bool(mtmd.mtmd_support_vision(ptr))
+        self.uses_mrope: bool = bool(mtmd.mtmd_decode_use_mrope(ptr))
+
+    def tokenize(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
+        """``text`` with one ``self.marker`` per image, in order, tokenized with the images.
+
+        Raises ``MediaError`` (a 400) for bytes that are no image; ``EngineError`` where markers
+        and images disagree (the caller placed them).
+        """
+        mtmd = _mtmd()
+        bitmaps: list[int] = []
+        chunks = mtmd.mtmd_input_chunks_init()
+        try:
+            for i, data in enumerate(images):
+                bitmaps.append(self._bitmap(data, i))
+            if (n_markers := text.count(self.marker)) != len(images):
+                raise EngineError(f"the prompt has {n_markers} image markers for {len(images)} images")
+            raw = text.encode("utf-8")
+            inp = mtmd.mtmd_input_text(text=raw, text_len=len(raw), add_special=add_special, parse_special=True)
+            array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
+            rc = mtmd.mtmd_tokenize(self._ptr, chunks, ctypes.byref(inp), array, len(bitmaps))
+            if rc != 0:
+                raise MediaError(f"the projector could not preprocess the images ({rc})")
+            prompt = MediaPrompt(self, chunks)
+            chunks = None
+            return prompt
+        finally:
+            for bitmap in bitmaps:
+                mtmd.mtmd_bitmap_free(bitmap)
+            if chunks:
+                mtmd.mtmd_input_chunks_free(chunks)
+
+    def _bitmap(self, data: bytes, index: int) -> int:
+        """An RGB bitmap decoded from image bytes, its id the SHA-256 of the bytes.
+
+        What libmtmd's ``mtmd_helper_bitmap_init_from_buf`` does for an image, without its
+        fallbacks: bytes stb_image cannot decode are an error here, never audio or an ffmpeg run.
+        """
+        if not is_image(data):
+            raise MediaError(f"image {index}: unknown or unsupported image format")
+        mtmd = _mtmd()
+        if is_webp(data):
+            width, height, rgb = decode_rgb(data, index, MAX_IMAGE_PIXELS)
+            bitmap = mtmd.mtmd_bitmap_init(width, height, (ctypes.c_uint8 * len(rgb)).from_buffer_copy(rgb))
+            return self._identified(bitmap, data)
+        stb = _stb()
+        nx, ny, nc = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        # The header first: a few KB of PNG can claim a picture that would take gigabytes decoded.
+        # (stb_image itself refuses more than 1 GB.)
+        info = stb.stbi_info_from_memory(data, len(data), ctypes.byref(nx), ctypes.byref(ny), ctypes.byref(nc))
+        if info and nx.value * ny.value > MAX_IMAGE_PIXELS:
+            raise MediaError(f"image {index}: {nx.value}x{ny.value} pixels is more than {MAX_IMAGE_PIXELS}")
+        pixels = stb.stbi_load_from_memory(data, len(data), ctypes.byref(nx), ctypes.byref(ny), ctypes.byref(nc), 3)
+        if not pixels:
+            raise MediaError(f"image {index}: the image could not be decoded")
+        try:
+            bitmap = mtmd.mtmd_bitmap_init(nx.value, ny.value, ctypes.cast(pixels, ctypes.POINTER(ctypes.c_uint8)))
+        finally:
+            stb.stbi_image_free(pixels)
+        return self._identified(bitmap, data)
+
+    @staticmethod
+    def _identified(bitmap: int | None, data: bytes) -> int:
+        """The bitmap, its id the SHA-256 of the bytes the client sent (whatever decoded them)."""
+        if not bitmap:
+            raise EngineError("libmtmd could not make a bitmap")
+        _mtmd().mtmd_bitmap_set_id(bitmap, hashlib.sha256(data).hexdigest().encode())
+        return bitmap
+
+    def non_causal(self, prompt: MediaPrompt, item: MediaItem) -> bool:
+        """Whether the image's tokens attend to each other both ways (Gemma 3): decoded alone."""
+        return bool(_mtmd().mtmd_decode_use_non_causal(self._ptr, prompt._chunk(item)))
+
+    def close(self) -> None:
+        if self._ptr:
+            _mtmd().mtmd_free(self._ptr)
+            self._ptr = None
+
+    @property
+    def ptr(self) -> int:
+        return self._ptr  # type: ignore[no-any-return]

@@ -1,0 +1,225 @@
+"""The union parts of requests, typed (Anthropic's content blocks, OpenAI's content parts, Responses
+input items): Ollama's own messages for their wrong shapes, Go's for their wrong field types, kinds
+nothing reads skipped; and every body decoded once, translated ones included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+from conftest import MODEL
+from scripted import scripted_pool
+from starlette.testclient import TestClient
+from test_bad_input import HI, RESPONSES, V1_CHAT, unmarshal
+
+from cllm_ollama.api.anthropic.messages import _decode as anthropic_decode
+from cllm_ollama.api.openai.responses import _decode as responses_decode
+from cllm_ollama.api.schemas import anthropic, ollama, openai
+from cllm_ollama.api.schemas.go import GoStruct
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+
+MESSAGES = {"model": MODEL, "max_tokens": 1, "messages": HI}
+FORMAT, CONTENT_TYPE = "invalid message format", "invalid message content type"
+INPUT = "input must be a string or a non-empty list of items"
+
+
+def v1_content(content: object) -> dict[str, Any]:
+    return V1_CHAT | {"messages": [{"role": "user", "content": content}]}
+
+
+def item(**fields: object) -> dict[str, Any]:
+    return RESPONSES | {"input": [fields]}
+
+
+def blocks(*content: object) -> dict[str, Any]:
+    return MESSAGES | {"messages": [{"role": "user", "content": list(content)}]}
+
+
+# Each message is the one the hand checks gave before the parts were typed (byte for byte: this
+# list passes on the tree before them too).
+CASES = [
+    ("/v1/chat/completions", v1_content(5), CONTENT_TYPE),
+    ("/v1/chat/completions", v1_content({"type": "text"}), CONTENT_TYPE),
+    ("/v1/chat/completions", v1_content([5]), FORMAT),
+    ("/v1/chat/completions", v1_content([{"type": "text"}]), FORMAT),
+    ("/v1/chat/completions", v1_content([{"type": "image_url", "image_url": 5}]), FORMAT),
+    ("/v1/chat/completions", v1_content([{"type": "image_url", "image_url": {"url": 5}}]), FORMAT),
+    ("/v1/chat/completions", v1_content([{"type": "image_url", "image_url": {}}]), FORMAT),
+    ("/v1/chat/completions", v1_content([{"type": "audio"}]), "invalid message content type: audio"),
+    ("/v1/chat/completions", v1_content([{"text": "x"}]), "invalid message content type: None"),
+    (
+        "/v1/chat/completions",
+        V1_CHAT
+        | {"messages": [*HI, {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 5}}]}]},
+        "invalid tool call arguments",
+    ),
+    ("/v1/responses", RESPONSES | {"input": 5}, INPUT),
+    ("/v1/responses", RESPONSES | {"input": []}, INPUT),
+    ("/v1/responses", RESPONSES | {"input": [5]}, "invalid input item"),
+    ("/v1/responses", item(type=5), unmarshal("number", "ResponsesRequest.input.type", "string")),
+    ("/v1/responses", item(role=[]), unmarshal("array", "ResponsesRequest.input.role", "string")),
+    (
+        "/v1/responses",
+        item(type="function_call", namespace=5),
+        unmarshal("number", "ResponsesRequest.input.namespace", "string"),
+    ),
+    ("/v1/responses", item(type="function_call", name="f", arguments=[1]), "invalid tool call arguments"),
+    ("/v1/responses", item(type="function_call", name="f", arguments=7), "invalid tool call arguments"),
+    (
+        "/v1/responses",
+        item(type="reasoning", encrypted_content=5),
+        unmarshal("number", "ResponsesRequest.input.encrypted_content", "string"),
+    ),
+    ("/v1/responses", item(role="user", content=5), CONTENT_TYPE),
+    ("/v1/responses", item(role="user", content=[{"type": "input_text", "text": 5}]), FORMAT),
+    ("/v1/responses", item(role="user", content=[{"type": "input_file"}]), "invalid message content type: input_file"),
+    ("/v1/responses", item(type="custom_tool_call"), "unsupported input item type: custom_tool_call"),
+    (
+        "/v1/responses",
+        item(type="function_call_output", call_id="c", output=[{"type": "input_text", "text": 5}]),
+        FORMAT,
+    ),
+    (
+        "/v1/messages",
+        MESSAGES | {"messages": [{"role": "user", "content": 5}]},
+        unmarshal("number", "MessagesRequest.messages.content", "[]anthropic.ContentBlock"),
+    ),
+    ("/v1/messages", blocks(5), unmarshal("number", "MessagesRequest.messages.content", "anthropic.ContentBlock")),
+    ("/v1/messages", blocks({"type": 5}), unmarshal("number", "ContentBlock.messages.content.type", "string")),
+    (
+        "/v1/messages",
+        blocks({"type": "text", "text": 5}),
+        unmarshal("number", "ContentBlock.messages.content.text", "string"),
+    ),
+    (
+        "/v1/messages",
+        blocks({"type": "thinking", "thinking": []}),
+        unmarshal("array", "ContentBlock.messages.content.thinking", "string"),
+    ),
+    (
+        "/v1/messages",
+        blocks({"type": "tool_use", "id": "t", "name": "f", "input": [1]}),
+        unmarshal("array", "ContentBlock.messages.content.input", "api.ToolCallFunctionArguments"),
+    ),
+    ("/v1/messages", blocks({"type": "tool_use", "id": "t"}), "tool_use block missing required 'name' field"),
+    ("/v1/messages", blocks({"type": "image"}), "invalid image source"),
+    (
+        "/v1/messages",
+        blocks({"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}),
+        "invalid image source type: url. Only base64 images are supported.",
+    ),
+    ("/v1/messages", blocks({"type": "image", "source": {"type": "base64"}}), "invalid base64 image data"),
+    (
+        "/v1/messages",
+        blocks({"type": "tool_result", "content": [{"type": "image", "source": {"type": "base64", "data": "!"}}]}),
+        "invalid base64 image data: illegal base64 data at input byte 0",
+    ),
+    (
+        "/v1/messages",
+        MESSAGES | {"messages": [{"role": 5, "content": "hi"}]},
+        unmarshal("number", "MessagesRequest.messages.role", "string"),
+    ),
+]
+
+
+# Where typing made the decode stricter, Go's way: these were skipped, or failed later by other words.
+GO_STRICTER = [
+    (
+        "/v1/messages",
+        blocks({"type": "image", "source": 5}),
+        unmarshal("number", "ContentBlock.messages.content.source", "anthropic.ImageSource"),
+    ),
+    (
+        "/v1/messages",
+        blocks({"type": "tool_use", "id": 5, "name": "f"}),
+        unmarshal("number", "ContentBlock.messages.content.id", "string"),
+    ),
+    ("/v1/responses", item(role="user", content=["x"]), FORMAT),
+    (
+        "/v1/responses",
+        item(type="reasoning", summary=[5]),
+        unmarshal("number", "ResponsesRequest.input.summary", "openai.ResponsesReasoningSummary"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "message"), CASES + GO_STRICTER)
+def test_a_wrong_shape_is_a_400_with_its_message(
+    client: TestClient, path: str, body: dict[str, Any], message: str
+) -> None:
+    r = client.post(path, json=body)
+    assert (r.status_code, r.json()["error"]["message"]) == (400, message)
+
+
+def test_block_kinds_nothing_reads_are_skipped_as_ollama_skips_them() -> None:
+    body = blocks(
+        {"type": "redacted_thinking", "data": "opaque"},
+        {"type": "document", "source": {"type": "text", "data": "x"}},
+        {"type": "text", "text": "hi", "citations": None, "cache_control": {"type": "ephemeral"}},
+        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}},
+    )
+    assert anthropic_decode(body).native.messages == [{"role": "user", "content": "hi"}]
+
+
+def test_input_items_and_parts_read_as_before() -> None:
+    history = [
+        {"role": "developer", "content": "Be brief."},
+        {"type": "message", "role": "user", "content": [{"type": "input_text"}, {"type": "text", "text": "Go."}]},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}], "content": None},
+        {"type": "function_call", "namespace": "ns", "name": "f", "arguments": '{"a": 1}', "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "output_text", "text": "ok"}, 5]},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search"}},
+        {"type": "function_call_output", "call_id": "c2", "output": {"rows": 1}},
+    ]
+    assert responses_decode(RESPONSES | {"input": history}).native.messages == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "\nGo."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "function": {"name": "ns.f", "arguments": {"a": 1}}}],
+            "thinking": "plan",
+        },
+        {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+        {"role": "tool", "content": '{"rows":1}', "tool_call_id": "c2"},
+    ]
+
+
+@pytest.fixture
+def decoded(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, list[type]]]:
+    """A client over the scripted engine, and the request structs decoded while it serves."""
+    seen: list[type] = []
+    convert = msgspec.convert
+
+    def counting(obj: Any, target: Any, **kwargs: Any) -> Any:
+        if isinstance(target, type) and issubclass(target, GoStruct):
+            seen.append(target)
+        return convert(obj, target, **kwargs)
+
+    monkeypatch.setattr(msgspec, "convert", counting)
+    app = create_app(settings)
+    with TestClient(app, base_url="http://localhost") as client:
+        app.state.pool = scripted_pool(["Hello."])
+        yield client, seen
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "struct"),
+    [
+        ("/api/chat", {"model": MODEL, "messages": HI, "stream": False}, ollama.ChatRequest),
+        ("/api/generate", {"model": MODEL, "prompt": "hi", "stream": False}, ollama.GenerateRequest),
+        ("/v1/chat/completions", V1_CHAT, openai.ChatCompletionRequest),
+        ("/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 1}, openai.CompletionRequest),
+        ("/v1/responses", RESPONSES, openai.ResponsesRequest),
+        ("/v1/messages", MESSAGES, anthropic.MessagesRequest),
+    ],
+)
+def test_each_body_is_decoded_once(
+    decoded: tuple[TestClient, list[type]], path: str, body: dict[str, Any], struct: type
+) -> None:
+    client, seen = decoded
+    assert client.post(path, json=body).status_code == 200
+    assert seen == [struct]

@@ -1,0 +1,44 @@
+"""A long prompt's state goes to disk after its first token is published, not before: the copy
+(hundreds of MB at 32k tokens) on the engine thread must not add to the time to first token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import oracle
+import pytest
+from oracle import GREEDY, N, drain, make_runner, submit
+from polling import until
+
+from cllm_ollama.engine import disk_cache, prefix
+from cllm_ollama.engine.request import Request
+from cllm_ollama.engine.runner import Sink
+
+pytestmark = pytest.mark.model
+gguf_path = oracle.gguf_path  # the oracle model (a fixture)
+
+
+def test_the_first_token_is_out_before_the_checkpoint_copies_the_state(
+    gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)  # the test prompts are short
+    runner = make_runner(gguf_path, n_slots=1, disk=tmp_path)
+    sinks: list[Sink] = []
+    published_at_copy: list[int] = []
+    state_get = runner.ctx.state_get
+
+    def watched(seq_id: int) -> bytearray:
+        published_at_copy.append(sinks[0].published if sinks else -1)
+        return state_get(seq_id)
+
+    monkeypatch.setattr(runner.ctx, "state_get", watched)
+    try:
+        prompt = oracle.shared_prompts(runner.model)[0]
+        assert len(prompt) >= prefix.CHECKPOINT_TOKENS
+        request = Request(prompt, GREEDY, num_predict=N)
+        sinks.append(submit(runner, request))
+        drain(sinks[0])
+        until(lambda: list(tmp_path.glob("*/*" + disk_cache.SUFFIX)))  # the checkpoint was written
+        assert published_at_copy and published_at_copy[0] >= 1  # the first token went out first
+    finally:
+        oracle.close(runner)
