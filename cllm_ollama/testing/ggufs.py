@@ -653,13 +653,18 @@ def write_qwen2vl(path: Path, *, shape: Shape = TINY, vocab: Vocab | None = None
     _attention_header(w, s, "tiny-qwen2vl", gguf.GGMLQuantizationType.F32)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_dimension_sections([2, 3, 3, 0])  # t, y, x: half the head (16), as Qwen2-VL's [16, 24, 24]
-    _add_tokenizer(w, vocab, None)
+    _llama_body(t, s, vocab)
+    return path
+
+
+def _llama_body(t: _Tensors, s: Shape, vocab: Vocab) -> None:
+    """A Llama-style text model's tokenizer and tensors (``_llama_block``s), and the file finished."""
+    _add_tokenizer(t.w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
         _llama_block(t, s, f"blk.{i}.")
-    _finish(w)
-    return path
+    _finish(t.w)
 
 
 def _llama_block(t: _Tensors, s: Shape, p: str, *, ffn: bool = True) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import gguf
@@ -14,7 +16,40 @@ import numpy as np
 
 from .ggufs import TINY_VISION, _finish
 from .ollama_ggufs import _copy_fields
-from .vision_ggufs import DEEPSTACK, QWEN3VL_VISION, write_llama4_vision, write_mistral3_vision, write_qwen3vl_vision
+from .vision_ggufs import (
+    DEEPSTACK,
+    QWEN3VL_VISION,
+    pixtral_vocab,
+    write_llama4_vision,
+    write_mistral3_vision,
+    write_qwen3vl_vision,
+)
+
+
+@contextmanager
+def _one_file(
+    path: Path,
+    arch: str,
+    pair: Callable[..., tuple[Path, Path]],
+    seed: int,
+    vision: dict[str, int],
+    skip: tuple[str, ...] = (),
+) -> Iterator[tuple[gguf.GGUFReader, gguf.GGUFWriter]]:
+    """``path``, one GGUF of ``arch`` made from the llama.cpp-layout ``pair`` of files: the text
+    model's keys (but ``skip``) and tensors, the tower's ``vision`` keys as ``<arch>.vision.*``;
+    the caller adds the rest from the projector it is given, then the file is finished."""
+    with tempfile.TemporaryDirectory() as tmp:
+        text_path, clip_path = pair(Path(tmp), seed=seed)
+        text = gguf.GGUFReader(text_path)
+        w = gguf.GGUFWriter(str(path), arch)
+        _copy_fields(text, w, skip=skip)
+        for key, value in vision.items():
+            w.add_uint32(f"{arch}.vision.{key}", value)
+        for t in text.tensors:
+            w.add_tensor(t.name, np.array(t.data))
+        yield gguf.GGUFReader(clip_path), w
+        _finish(w)
+
 
 # clip.cpp's Pixtral tensor names -> the Hugging Face names Ollama's converter kept (convert_mistral.go).
 _OLLAMA_PIXTRAL_NAMES = (
@@ -51,30 +86,22 @@ def write_ollama_mistral3_vision(path: Path, *, seed: int = 0) -> Path:
     ``mistral3.vision.*`` keys, an empty RoPE scaling type, and no [IMG_BREAK] tensor (the map
     takes it from the text embedding). llama.cpp cannot load it as it is."""
     v = TINY_VISION
-    with tempfile.TemporaryDirectory() as tmp:
-        text_path, clip_path = write_mistral3_vision(Path(tmp), seed=seed)
-        text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
-        w = gguf.GGUFWriter(str(path), "mistral3")
-        _copy_fields(text, w)
-        for key, value in (
-            ("block_count", v.n_layer),
-            ("embedding_length", v.n_embd),
-            ("feed_forward_length", v.n_ff),
-            ("attention.head_count", v.n_head),
-            ("attention.key_length", v.n_embd // v.n_head),
-            ("image_size", v.image_size),
-            ("patch_size", v.patch_size),
-            ("num_channels", 3),
-        ):
-            w.add_uint32(f"mistral3.vision.{key}", value)
+    vision = {
+        "block_count": v.n_layer,
+        "embedding_length": v.n_embd,
+        "feed_forward_length": v.n_ff,
+        "attention.head_count": v.n_head,
+        "attention.key_length": v.n_embd // v.n_head,
+        "image_size": v.image_size,
+        "patch_size": v.patch_size,
+        "num_channels": 3,
+    }
+    with _one_file(path, "mistral3", write_mistral3_vision, seed, vision) as (clip, w):
         w.add_float32("mistral3.vision.rope.freq_base", 1e4)
-        tokens = text.fields["tokenizer.ggml.tokens"].contents()
-        w.add_uint32("mistral3.image_token_index", tokens.index("[IMG]"))
+        w.add_uint32("mistral3.image_token_index", pixtral_vocab().tokens.index("[IMG]"))
         w.add_uint32("mistral3.spatial_merge_size", v.merge)
         w.add_bool("mistral3.mm.projector_bias", False)
         w.add_string("mistral3.rope.scaling.type", "")
-        for t in text.tensors:
-            w.add_tensor(t.name, np.array(t.data))
         for t in clip.tensors:
             if t.name == "v.token_embd.img_break":
                 continue
@@ -83,7 +110,6 @@ def write_ollama_mistral3_vision(path: Path, *, seed: int = 0) -> Path:
                 data = _hf_rope_order(data, v.n_head)
             name = _renamed(t.name, _OLLAMA_PIXTRAL_NAMES)
             w.add_tensor(name, data.astype(np.float16) if name == "v.patch_conv.weight" else data)
-        _finish(w)
     return path
 
 
@@ -109,30 +135,24 @@ def write_ollama_qwen3vl_vision(path: Path, *, seed: int = 0) -> Path:
     packed into one Conv3D tensor (ggml ``[pw, ph, 2, out*in]``, F16), the position table in F16,
     and the deepstack mergers numbered in order. llama.cpp cannot load it as it is."""
     v = QWEN3VL_VISION
-    with tempfile.TemporaryDirectory() as tmp:
-        text_path, clip_path = write_qwen3vl_vision(Path(tmp), seed=seed)
-        text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
-        w = gguf.GGUFWriter(str(path), "qwen3vl")
-        _copy_fields(text, w, skip=("qwen3vl.rope.dimension_sections", "qwen3vl.n_deepstack_layers"))
-        for key, value in (
-            ("block_count", v.n_layer),
-            ("embedding_length", v.n_embd),
-            ("attention.head_count", v.n_head),
-            ("num_channels", 3),
-            ("patch_size", v.patch_size),
-            ("spatial_merge_size", v.merge),
-            ("temporal_patch_size", 2),
-            ("shortest_edge", 65536),
-            ("longest_edge", 16777216),
-        ):
-            w.add_uint32(f"qwen3vl.vision.{key}", value)
+    vision = {
+        "block_count": v.n_layer,
+        "embedding_length": v.n_embd,
+        "attention.head_count": v.n_head,
+        "num_channels": 3,
+        "patch_size": v.patch_size,
+        "spatial_merge_size": v.merge,
+        "temporal_patch_size": 2,
+        "shortest_edge": 65536,
+        "longest_edge": 16777216,
+    }
+    ours = ("qwen3vl.rope.dimension_sections", "qwen3vl.n_deepstack_layers")
+    with _one_file(path, "qwen3vl", write_qwen3vl_vision, seed, vision, ours) as (clip, w):
         w.add_float32("qwen3vl.vision.attention.layer_norm_epsilon", 1e-6)
         w.add_float32("qwen3vl.vision.rope.freq_base", 1e4)
         w.add_array("qwen3vl.vision.deepstack_visual_indexes", DEEPSTACK)
         w.add_array("qwen3vl.vision.image_mean", [0.5, 0.5, 0.5])
         w.add_array("qwen3vl.vision.image_std", [0.5, 0.5, 0.5])
-        for t in text.tensors:
-            w.add_tensor(t.name, np.array(t.data))
         tensors = {t.name: np.array(t.data) for t in clip.tensors}
         frames = np.stack([tensors.pop("v.patch_embd.weight"), tensors.pop("v.patch_embd.weight.1")], axis=2)
         out, n_in, _, ph, pw = frames.shape
@@ -148,7 +168,6 @@ def write_ollama_qwen3vl_vision(path: Path, *, seed: int = 0) -> Path:
                 name = f"v.deepstack_merger.{DEEPSTACK.index(int(block))}.{leaf}.{kind}"
             name = _renamed(name, _OLLAMA_QWEN3VL_NAMES)
             w.add_tensor(name, data.astype(np.float16) if name == "v.pos_embed.weight" else data)
-        _finish(w)
     return path
 
 
@@ -175,31 +194,23 @@ def write_ollama_llama4_vision(path: Path, *, seed: int = 0) -> Path:
     ``v.positional_embedding_vlm``, in F16), its hyperparameters as ``llama4.vision.*`` keys, and
     the text keys llama.cpp does not read (``attention.chunk_size``, ``use_qk_norm``)."""
     v = TINY_VISION
-    with tempfile.TemporaryDirectory() as tmp:
-        text_path, clip_path = write_llama4_vision(Path(tmp), seed=seed)
-        text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
-        w = gguf.GGUFWriter(str(path), "llama4")
-        _copy_fields(text, w)
-        for key, value in (
-            ("block_count", v.n_layer),
-            ("embedding_length", v.n_embd),
-            ("feed_forward_length", v.n_ff),
-            ("attention.head_count", v.n_head),
-            ("image_size", v.image_size),
-            ("patch_size", v.patch_size),
-        ):
-            w.add_uint32(f"llama4.vision.{key}", value)
+    vision = {
+        "block_count": v.n_layer,
+        "embedding_length": v.n_embd,
+        "feed_forward_length": v.n_ff,
+        "attention.head_count": v.n_head,
+        "image_size": v.image_size,
+        "patch_size": v.patch_size,
+    }
+    with _one_file(path, "llama4", write_llama4_vision, seed, vision) as (clip, w):
         w.add_float32("llama4.vision.rope.freq_base", 1e4)
         w.add_float32("llama4.vision.layer_norm_epsilon", 1e-5)
         w.add_float32("llama4.vision.pixel_shuffle_ratio", 1 / v.merge)
         w.add_uint32("llama4.attention.chunk_size", 8192)
         w.add_bool("llama4.use_qk_norm", True)
-        for t in text.tensors:
-            w.add_tensor(t.name, np.array(t.data))
         for t in clip.tensors:
             if t.name == "v.position_embd.weight":
                 w.add_tensor("v.positional_embedding_vlm", np.array(t.data).astype(np.float16))
                 continue
             w.add_tensor(_renamed(t.name, _OLLAMA_LLAMA4_NAMES), np.array(t.data))
-        _finish(w)
     return path

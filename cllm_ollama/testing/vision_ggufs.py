@@ -25,6 +25,7 @@ from .ggufs import (
     _attention_header,
     _finish,
     _llama_block,
+    _llama_body,
     _projector_header,
     _Tensors,
     _vit_block,
@@ -60,13 +61,7 @@ def write_mistral3(path: Path, *, shape: Shape = TINY, seed: int = 0) -> Path:
     w, s = t.w, shape
     _attention_header(w, s, "tiny-mistral3", _F32)
     w.add_layer_norm_rms_eps(1e-5)
-    vocab = pixtral_vocab()
-    _add_tokenizer(w, vocab, None)
-    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
-    t.norm("output_norm.weight", s.n_embd)
-    for i in range(s.n_layer):
-        _llama_block(t, s, f"blk.{i}.")
-    _finish(w)
+    _llama_body(t, s, pixtral_vocab())
     return path
 
 

@@ -8,16 +8,13 @@ exactly as the same weights written in llama.cpp's layout do.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx
 import ollama
 import pytest
 from polling import until
-from serving import serve_in_thread
+from serving import create_from_files, serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
@@ -39,17 +36,6 @@ PAIRS = {
 }
 
 
-def create(url: str, name: str, paths: tuple[Path, ...]) -> None:
-    files = {}
-    for path in paths:
-        data = path.read_bytes()
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
-        files[path.name] = digest
-    r = httpx.post(f"{url}/api/create", json={"model": name, "files": files, "stream": False}, timeout=60)
-    assert r.status_code == 200, r.text
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """For each family, ``<family>`` from llama.cpp's two files and ``<family>-ollama`` from Ollama's one."""
@@ -57,8 +43,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     settings = Settings(models_dir=root / "models", num_parallel=2, context_length=512)
     with serve_in_thread(create_app(settings)) as url:
         for family, (llama_cpp, ollama_layout) in PAIRS.items():
-            create(url, family, llama_cpp(root / family))
-            create(url, f"{family}-ollama", (ollama_layout(root / f"{family}-ollama.gguf"),))
+            create_from_files(url, family, llama_cpp(root / family))
+            create_from_files(url, f"{family}-ollama", (ollama_layout(root / f"{family}-ollama.gguf"),))
         yield url
 
 

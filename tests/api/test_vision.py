@@ -18,7 +18,7 @@ import httpx
 import ollama
 import openai
 import pytest
-from serving import serve_in_thread
+from serving import create_from_files, serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
@@ -43,14 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     settings = Settings(models_dir=root / "models", num_parallel=4, context_length=512)
     with serve_in_thread(create_app(settings)) as url:
         for name, kind in (("eyes", "gemma3"), ("eyes-vl", "qwen2vl")):
-            files = {}
-            for path in write_vision(root / kind, kind=kind):
-                data = path.read_bytes()
-                digest = "sha256:" + hashlib.sha256(data).hexdigest()
-                assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
-                files[path.name] = digest
-            r = httpx.post(f"{url}/api/create", json={"model": name, "files": files, "stream": False}, timeout=60)
-            assert r.status_code == 200, r.text
+            create_from_files(url, name, write_vision(root / kind, kind=kind))
         # One GGUF each in Ollama's converter layout (the vision tower inside): split at create.
         for name, write in (
             ("eyes-ollama", write_ollama_gemma3_vision),
