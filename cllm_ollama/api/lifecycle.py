@@ -95,7 +95,7 @@ async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | No
     """Ollama's empty-prompt calls: ``keep_alive`` 0 unloads, anything else loads."""
     if keep_alive == 0:
         assert model.record.model_path is not None
-        await pool.unload(model.record.model_path, model.record.adapter_paths)
+        await pool.unload(model.record.model_path, load_request(model, options).key)
         return "unload"
     async with lease(pool, model, options, keep_alive):
         return "load"

@@ -50,16 +50,18 @@ class LoadRequest:
 
     @property
     def key(self) -> Key:
-        return (self.path, self.adapters)
+        return (self.path, self.projector, self.adapters)
 
 
-# What the pool keys a loaded model by: its weights and its adapters (a base and its adapted
-# models are loaded side by side, sharing one ``llama_model``).
-Key = tuple[Path, tuple[Path, ...]]
+# What the pool keys a loaded model by: its weights, its projector and its adapters (a base and
+# its adapted models are loaded side by side, sharing one ``llama_model``; two models made from
+# one text GGUF with different projectors, or one with and one without, are two runners: Ollama's
+# converter layouts map to text files byte-identical to llama.cpp's, so they share a blob).
+Key = tuple[Path, Path | None, tuple[Path, ...]]
 
 
 def _key(spec: LoadSpec) -> Key:
-    return (spec.path, spec.adapters)
+    return (spec.path, spec.projector, spec.adapters)
 
 
 class Timer(Protocol):
@@ -309,11 +311,11 @@ class ModelPool:
         finally:
             self.release(entry)
 
-    async def unload(self, path: Path, adapters: tuple[Path, ...] | None = None) -> None:
+    async def unload(self, path: Path, key: Key | None = None) -> None:
         """Unload now if idle, else as soon as the last request finishes (keep_alive 0): the model
-        with ``adapters``, or with ``None`` every model over the weights of ``path``."""
-        for key, entry in list(self._entries.items()):
-            if key[0] == path and adapters in (None, key[1]):
+        loaded for ``key``, or with ``None`` every model over the weights of ``path``."""
+        for loaded, entry in list(self._entries.items()):
+            if loaded[0] == path and key in (None, loaded):
                 await self._unload_soon(entry)
 
     async def _unload_soon(self, entry: Entry) -> None:

@@ -225,6 +225,29 @@ def test_the_least_recently_used_idle_model_is_evicted_beyond_max_loaded() -> No
     asyncio.run(run())
 
 
+def test_models_over_one_text_file_with_other_projectors_are_entries_of_their_own() -> None:
+    """Keyed by projector too: Ollama-layout vision models map to text files byte-identical to
+    llama.cpp's, so a text-only model and a model that sees (or two with different projectors) can
+    share one text blob; each must run with its own projector, never another model's runner."""
+    loads: list[LoadSpec] = []
+
+    async def run() -> None:
+        pool = make_pool(loads, max_loaded=3)
+        text = await pool.acquire(LoadRequest(Path("/m.gguf"), "text", "d"), None)
+        sees = await pool.acquire(LoadRequest(Path("/m.gguf"), "sees", "d", projector=Path("/a.gguf")), None)
+        other = await pool.acquire(LoadRequest(Path("/m.gguf"), "other", "d", projector=Path("/b.gguf")), None)
+        assert len({id(text), id(sees), id(other)}) == 3
+        assert [spec.projector for spec in loads] == [None, Path("/a.gguf"), Path("/b.gguf")]
+        for entry in (text, sees, other):
+            pool.release(entry)
+        await pool.unload(Path("/m.gguf"), (Path("/m.gguf"), Path("/a.gguf"), ()))
+        await settle(pool)
+        assert loaded(pool) == ["other", "text"]
+        await pool.close()
+
+    asyncio.run(run())
+
+
 def test_a_model_with_adapters_is_its_own_entry_beside_its_base_and_unloads_on_its_own() -> None:
     """Keyed by (weights, adapters): the base and each adapted model load once each and serve at
     the same time; keep_alive 0 for one leaves the other; a deleted file unloads both."""
@@ -240,7 +263,7 @@ def test_a_model_with_adapters_is_its_own_entry_beside_its_base_and_unloads_on_i
         assert again is tuned and len(loads) == 2
         for entry in (base, tuned, again):
             pool.release(entry)
-        await pool.unload(Path("/m.gguf"), ())
+        await pool.unload(Path("/m.gguf"), (Path("/m.gguf"), None, ()))
         await settle(pool)
         assert loaded(pool) == ["tuned"]
         pool.release(await pool.acquire(request(), None))
