@@ -50,8 +50,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def ask(client: ollama.Client, model: str, messages: list[dict[str, Any]]) -> ollama.ChatResponse:
     """``model``'s answer, the model then unloaded: the map may write a text GGUF byte for byte the
-    same as llama.cpp's, and the pool keys a loaded model by its weights, not its projector, so
-    the other model must not find this one loaded."""
+    same as llama.cpp's, so the two models share a text blob; the pool keys by projector too
+    (``tests/engine/test_pool.py``), and unloading keeps each answer from a fresh load regardless."""
     answer = client.chat(model=model, messages=messages, options=GREEDY, logprobs=True)
     client.generate(model=model, prompt="", keep_alive=0)
     until(lambda: all(m.name != f"{model}:latest" for m in client.ps().models))
