@@ -2,7 +2,7 @@
 
     CllmError                  (500 unless a subclass says otherwise)
     ├── InvalidRequest         400  bad input a client can fix
-    │   ├── MediaError         400  an image that is no image
+    │   ├── MediaError         400  an image or a clip the projector cannot read
     │   └── ContextOverflow    400  prompt longer than num_ctx with truncate:false
     ├── NotFound               404  model, blob or file that does not exist
     ├── QueueFull              503  beyond OLLAMA_MAX_QUEUE
@@ -34,7 +34,7 @@ class InvalidRequest(CllmError):
 
 
 class MediaError(InvalidRequest):
-    """Bytes sent as an image that are no image the model's projector can read."""
+    """Bytes sent as an image or audio that the model's projector cannot read as either."""
 
     def __init__(self, detail: str) -> None:
         # llama-server's words, which Ollama passes on; ``detail`` says what was wrong.

@@ -257,7 +257,7 @@ class LoadedModel:
 
     def tokenize_media(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
         if self.projector is None:
-            raise InvalidRequest("this model was loaded without a projector: it cannot see images")
+            raise InvalidRequest("this model was loaded without a projector: it takes no images or audio")
         return self.projector.tokenize(text, images, add_special=add_special)
 
     def token_piece(self, token: int) -> bytes:
@@ -282,10 +282,10 @@ class LoadedModel:
         tokens = request.prompt
         if request.media is not None:
             if self.projector is None:
-                raise InvalidRequest("this model was loaded without a projector: it cannot see images")
+                raise InvalidRequest("this model was loaded without a projector: it takes no images or audio")
             if not isinstance(request.media.parts[-1], Sequence):
-                # An image decodes no logits: the first token is sampled after text.
-                raise InvalidRequest("a prompt cannot end with an image")
+                # A media chunk decodes no logits: the first token is sampled after text.
+                raise InvalidRequest("a prompt cannot end with an image or audio")
             tokens = tuple(t for t in tokens if t >= 0)  # an image's cells are no token ids
         if tokens and (min(tokens) < 0 or max(tokens) >= self.model.n_vocab):
             raise InvalidRequest("invalid token id in the prompt or context")

@@ -1,7 +1,7 @@
 """The only package that touches llama.cpp: pointers, ctypes structs and return codes live here.
 
 Everything it hands out is plain Python (ints, bytes, numpy views). ``core`` holds models,
-contexts, batches and samplers; ``media`` libmtmd (projectors and prompts with images);
+contexts, batches and samplers; ``media`` libmtmd (projectors and prompts with images or audio);
 ``lora`` adapters. The engine imports from here, never from the parts.
 """
 
@@ -21,11 +21,21 @@ from .core import (
     quantize,
 )
 from .lora import AdapterRefused, Lora, with_adapters
-from .media import MAX_IMAGE_PIXELS, MediaItem, MediaPrompt, Projector, TextRun, is_image, media_marker
+from .media import (
+    MAX_AUDIO_SECONDS,
+    MAX_IMAGE_PIXELS,
+    MediaItem,
+    MediaPrompt,
+    Projector,
+    TextRun,
+    is_image,
+    media_marker,
+)
 
 __all__ = [
     "KV_QUANT_BLOCK",
     "KV_TYPES",
+    "MAX_AUDIO_SECONDS",
     "MAX_IMAGE_PIXELS",
     "POOLING_RANK",
     "STATE_FORMAT",

@@ -1,9 +1,10 @@
 """libmtmd, for models with a projector (an ``mmproj`` GGUF): the binding's media part.
 
-A prompt with images is tokenized by libmtmd into chunks: runs of text tokens and image chunks.
-An image chunk is encoded by the projector (the ViT forward pass: slow on a CPU) into one
-embedding row per image token, which are then decoded into a sequence like a prompt's tokens.
-Everything here owns its native object and frees it once, in ``close``.
+A prompt with images or audio is tokenized by libmtmd into chunks: runs of text tokens and media
+chunks (an image; up to 30 s of audio, a longer clip being several). A media chunk is encoded by
+the projector (a ViT or an audio encoder: slow on a CPU) into one embedding row per token, which
+are then decoded into a sequence like a prompt's tokens. Everything here owns its native object
+and frees it once, in ``close``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import ctypes
 import functools
 import hashlib
 import secrets
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ import llama_cpp as ll
 import numpy as np
 
 from ...errors import EngineError, MediaError
+from ..audio import claimed_seconds, is_audio
 from ..transcode import decode_rgb, is_webp
 from .core import Context, Model, log_callback
 
@@ -70,6 +73,26 @@ def is_image(data: bytes) -> bool:
 # The largest picture decoded (8192 x 8192): 200 MB of RGB, far beyond what any projector keeps
 # (it resizes to well under 4 Mpx); larger is refused before it is decoded.
 MAX_IMAGE_PIXELS = 1 << 26
+# The longest clip decoded: 30 minutes is 115 MB of 16 kHz floats and 60 encoder windows (45,000
+# tokens for Qwen2.5-Omni: more than most contexts hold); longer is refused before it is decoded.
+MAX_AUDIO_SECONDS = 1800
+
+
+def _check_length(seconds: float | None, index: int) -> None:
+    """A clip's length: None (a header that cannot be read, no samples) is no audio, and more than
+    ``MAX_AUDIO_SECONDS`` is refused."""
+    if seconds is None:
+        raise MediaError(f"audio {index}: the audio could not be decoded")
+    if seconds > MAX_AUDIO_SECONDS:
+        raise MediaError(f"audio {index}: {seconds:.0f} seconds is more than {MAX_AUDIO_SECONDS}")
+
+
+def _nth_chunk_id(media_id: str, n: int) -> str:
+    """The id of the ``n``-th chunk in a prompt that libmtmd gave ``media_id`` (the SHA-256 of the
+    bytes): a clip longer than 30 s is several audio chunks, an image sliced (llava-uhd) several
+    image chunks, all with its id. Each must be known apart (its embeddings, its KV cells), and
+    the same again in the next turn: the first keeps the id, the others get a hash of it and n."""
+    return media_id if n == 0 else hashlib.sha256(f"{media_id}/{n}".encode()).hexdigest()
 
 
 class TextRun(tuple[int, ...]):
@@ -78,14 +101,15 @@ class TextRun(tuple[int, ...]):
 
 @dataclass(frozen=True)
 class MediaItem:
-    """One image in a tokenized prompt: ``n_tokens`` embeddings that take ``n_pos`` positions
-    (fewer than tokens for M-RoPE models such as Qwen2-VL: ``max(rows, columns)`` of its token
-    grid), identified by the SHA-256 of its bytes."""
+    """One media chunk in a tokenized prompt (an image, or a window of audio): ``n_tokens``
+    embeddings that take ``n_pos`` positions (fewer than tokens for M-RoPE images such as
+    Qwen2-VL's: ``max(rows, columns)`` of its token grid), identified by the SHA-256 of its bytes."""
 
     id: str
     n_tokens: int
     n_pos: int
     index: int  # the chunk's place in its ``MediaPrompt``
+    kind: str = "image"  # or "audio"
 
 
 class MediaPrompt:
@@ -100,22 +124,26 @@ class MediaPrompt:
         self._projector = projector
         self._ptr = ptr
         parts: list[TextRun | MediaItem] = []
+        seen: Counter[str] = Counter()
         for i in range(mtmd.mtmd_input_chunks_size(ptr)):
             chunk = mtmd.mtmd_input_chunks_get(ptr, i)
-            if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
+            kind = mtmd.mtmd_input_chunk_get_type(chunk)
+            if kind == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
                 n = ctypes.c_size_t()
                 tokens = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
                 parts.append(TextRun(tokens[: n.value]))
             else:
-                chunk_id = mtmd.mtmd_input_chunk_get_id(chunk) or b""
+                chunk_id = (mtmd.mtmd_input_chunk_get_id(chunk) or b"").decode()
                 parts.append(
                     MediaItem(
-                        id=chunk_id.decode(),
+                        id=_nth_chunk_id(chunk_id, seen[chunk_id]),
                         n_tokens=int(mtmd.mtmd_input_chunk_get_n_tokens(chunk)),
                         n_pos=int(mtmd.mtmd_input_chunk_get_n_pos(chunk)),
                         index=i,
+                        kind="audio" if kind == mtmd.MTMD_INPUT_CHUNK_TYPE_AUDIO else "image",
                     )
                 )
+                seen[chunk_id] += 1
         self.parts: tuple[TextRun | MediaItem, ...] = tuple(parts)
         self.n_tokens: int = sum(p.n_tokens if isinstance(p, MediaItem) else len(p) for p in parts)
         self.n_pos: int = int(mtmd.mtmd_helper_get_n_pos(ptr))
@@ -124,26 +152,26 @@ class MediaPrompt:
         return _mtmd().mtmd_input_chunks_get(self._ptr, item.index)  # type: ignore[no-any-return]
 
     def encode(self, item: MediaItem) -> np.ndarray:
-        """Run the projector over one image: its embeddings, ``(n_tokens, n_embd)`` float32, a copy
-        (libmtmd's output buffer is reused by the next encode)."""
+        """Run the projector over one media chunk: its embeddings, ``(n_tokens, n_embd)`` float32,
+        a copy (libmtmd's output buffer is reused by the next encode)."""
         mtmd, proj = _mtmd(), self._projector
         if mtmd.mtmd_encode_chunk(proj.ptr, self._chunk(item)) != 0:
-            raise EngineError(f"the projector could not encode image {item.id[:12]}")
+            raise EngineError(f"the projector could not encode {item.kind} {item.id[:12]}")
         ptr = mtmd.mtmd_get_output_embd(proj.ptr)
         return np.ctypeslib.as_array(ptr, shape=(item.n_tokens, proj.n_embd)).copy()
 
     def decode(self, ctx: Context, item: MediaItem, embd: np.ndarray, pos: int, seq_id: int) -> int:
-        """Decode an image's embeddings into ``seq_id`` from position ``pos``; the position after it.
+        """Decode a media chunk's embeddings into ``seq_id`` from position ``pos``; the position after it.
 
         libmtmd's helper does what the model needs, as llama-server does: non-causal attention over
         the image for Gemma 3 (switched on for this decode only: it applies to the whole context,
-        so no other sequence may decode in the same call), 2-D M-RoPE positions for Qwen-VL.
-        No logits: a prompt's last chunk is text.
+        so no other sequence may decode in the same call), 2-D M-RoPE positions for Qwen-VL
+        images, 1-D ones for audio. No logits: a prompt's last chunk is text.
         """
         mtmd = _mtmd()
         embd = np.ascontiguousarray(embd, dtype=np.float32)
         if embd.shape != (item.n_tokens, self._projector.n_embd):
-            raise EngineError(f"embeddings of shape {embd.shape} for an image of {item.n_tokens} tokens")
+            raise EngineError(f"embeddings of shape {embd.shape} for an {item.kind} of {item.n_tokens} tokens")
         if item.n_tokens > ctx.n_ubatch and self._projector.non_causal(self, item):
             # The helper would split the image over micro-batches, each seeing only its own part.
             raise EngineError(
@@ -163,7 +191,7 @@ class MediaPrompt:
             None,
         )
         if rc != 0:
-            raise EngineError(f"decoding image {item.id[:12]} failed ({rc})")
+            raise EngineError(f"decoding {item.kind} {item.id[:12]} failed ({rc})")
         return int(new_pos.value)
 
     def eval_all(self, ctx: Context, pos: int, seq_id: int) -> int:
@@ -211,13 +239,16 @@ class Projector:
         self.path = path
         self.n_embd: int = int(ll.llama_model_n_embd_inp(model.ptr))
         self.vision: bool = bool(mtmd.mtmd_support_vision(ptr))
+        self.audio: bool = bool(mtmd.mtmd_support_audio(ptr))
+        self.sample_rate: int = int(mtmd.mtmd_get_audio_sample_rate(ptr))  # -1 without audio
         self.uses_mrope: bool = bool(mtmd.mtmd_decode_use_mrope(ptr))
 
     def tokenize(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
-        """``text`` with one ``self.marker`` per image, in order, tokenized with the images.
+        """``text`` with one ``self.marker`` per medium (an image or, where the projector hears, a
+        WAV, MP3 or FLAC clip), in order, tokenized with them.
 
-        Raises ``MediaError`` (a 400) for bytes that are no image; ``EngineError`` where markers
-        and images disagree (the caller placed them).
+        Raises ``MediaError`` (a 400) for bytes that are neither; ``EngineError`` where markers
+        and media disagree (the caller placed them).
         """
         mtmd = _mtmd()
         bitmaps: list[int] = []
@@ -243,11 +274,17 @@ class Projector:
                 mtmd.mtmd_input_chunks_free(chunks)
 
     def _bitmap(self, data: bytes, index: int) -> int:
-        """An RGB bitmap decoded from image bytes, its id the SHA-256 of the bytes.
+        """A bitmap decoded from image bytes (RGB) or, where the projector hears, audio bytes (PCM),
+        its id the SHA-256 of the bytes.
 
-        What libmtmd's ``mtmd_helper_bitmap_init_from_buf`` does for an image, without its
-        fallbacks: bytes stb_image cannot decode are an error here, never audio or an ffmpeg run.
+        What libmtmd's ``mtmd_helper_bitmap_init_from_buf`` does, without its fallbacks: bytes
+        that are neither are an error here, never an ffmpeg run; audio to a projector that does
+        not hear is no image either.
         """
+        if self.audio and is_audio(data):
+            return self._audio_bitmap(data, index)
+        if not self.vision:  # an audio projector (Ultravox, Qwen2-Audio): libmtmd would refuse it
+            raise MediaError(f"image {index}: this model's projector takes audio, not images")
         if not is_image(data):
             raise MediaError(f"image {index}: unknown or unsupported image format")
         mtmd = _mtmd()
@@ -271,6 +308,25 @@ class Projector:
             stb.stbi_image_free(pixels)
         return self._identified(bitmap, data)
 
+    def _audio_bitmap(self, data: bytes, index: int) -> int:
+        """16 kHz mono PCM decoded by libmtmd's helper (miniaudio), as llama-server decodes it, once
+        the header's claimed length is known to be within ``MAX_AUDIO_SECONDS`` (its buffer is
+        sized by that claim)."""
+        _check_length(claimed_seconds(data), index)
+        mtmd = _mtmd()
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        # ``is_audio`` is the helper's own test: it takes its audio branch, never stb_image or ffmpeg.
+        bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ptr, buf, len(data), False)
+        if not bitmap:
+            raise MediaError(f"audio {index}: the audio could not be decoded")
+        try:
+            n_samples = int(mtmd.mtmd_bitmap_get_nx(bitmap))
+            _check_length(n_samples / self.sample_rate if n_samples else None, index)
+        except MediaError:
+            mtmd.mtmd_bitmap_free(bitmap)
+            raise
+        return self._identified(bitmap, data)
+
     @staticmethod
     def _identified(bitmap: int | None, data: bytes) -> int:
         """The bitmap, its id the SHA-256 of the bytes the client sent (whatever decoded them)."""
@@ -280,7 +336,7 @@ class Projector:
         return bitmap
 
     def non_causal(self, prompt: MediaPrompt, item: MediaItem) -> bool:
-        """Whether the image's tokens attend to each other both ways (Gemma 3): decoded alone."""
+        """Whether the item's tokens attend to each other both ways (Gemma 3's images): decoded alone."""
         return bool(_mtmd().mtmd_decode_use_non_causal(self._ptr, prompt._chunk(item)))
 
     def close(self) -> None:
