@@ -1,5 +1,5 @@
 """What /api/generate and /api/chat (and the dialects translated onto them) read alike from their
-decoded requests: keep_alive, truncate, format, logprobs, think, images."""
+decoded requests: keep_alive, truncate, format, logprobs, think, images (and audio)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidRequest
+from .images import is_audio_base64
 from .options import parse_keep_alive_field, parse_think
 from .resolve import ResolvedModel
 from .schemas.ollama import GenerationRequest
@@ -61,16 +62,19 @@ def think_level(req: GenerationRequest) -> str | None:
 
 
 def check_images(model: ResolvedModel, images: Sequence[str] | None) -> None:
-    """Images (valid base64 already: ``wire.images_field``) go only to a model that sees.
+    """Images and audio (valid base64 already: ``wire.images_field``) go only to a model that sees
+    or hears: audio (WAV, MP3, FLAC, told by its first bytes) needs the ``audio`` capability,
+    anything else ``vision``, each refused in the words of Ollama's capability check.
 
-    Bytes that are no image are the projector's to find (``binding.MediaError``, a 400) when
+    Bytes that are neither are the projector's to find (``binding.MediaError``, a 400) when
     the engine tokenizes the prompt, as llama-server finds them for Ollama.
     """
-    if not images:
-        return
-    if not model.has("vision"):
-        raise InvalidRequest(f"{model.full_name} does not support vision")
-    if not model.record.projector_paths:
-        # A vision tower inside the GGUF (Ollama's own converter's layout) that nothing here maps
-        # to a projector yet: dropping the images silently would answer about nothing.
-        raise InvalidRequest(f"{model.full_name}: images are not supported without a separate projector file")
+    for image in images or ():
+        capability = "audio" if is_audio_base64(image) else "vision"
+        if not model.has(capability):
+            raise InvalidRequest(f"{model.full_name} does not support {capability}")
+        if not model.record.projector_paths:
+            # A tower inside the GGUF (Ollama's own converter's layout) that nothing here maps
+            # to a projector yet: dropping the media silently would answer about nothing.
+            what = "audio is" if capability == "audio" else "images are"
+            raise InvalidRequest(f"{model.full_name}: {what} not supported without a separate projector file")

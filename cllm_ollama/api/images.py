@@ -1,8 +1,10 @@
 """Images in requests: base64 decoded as Go decodes it, and where each image goes in a prompt.
 
 Ollama's clients send images as base64 (native ``images``, OpenAI data URLs, Anthropic ``source``
-blocks). Go's decoder is stricter than Python's lenient one (padding required, nothing but line
-breaks ignored) and its errors name the offending byte, which Ollama passes on as they are.
+blocks), and audio the same way, in the same ``images`` (OpenAI's ``input_audio`` is carried
+there too): the bytes say which they are (``is_audio_base64``). Go's decoder is stricter than
+Python's lenient one (padding required, nothing but line breaks ignored) and its errors name the
+offending byte, which Ollama passes on as they are.
 
 Placement follows Ollama (``server/prompt.go`` ``imageTaggedMessages``): each image of a message
 gets the tag ``[img-N]``, N counting images across the whole prompt, replacing the message's
@@ -16,6 +18,8 @@ import binascii
 import re
 from collections.abc import Sequence
 from typing import Any
+
+from ..engine.audio import is_audio
 
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _DECODE = {c: i for i, c in enumerate(_ALPHABET)}
@@ -93,6 +97,12 @@ def _go_decode(src: bytes, si: int, out: bytearray) -> bytes:
         out += value.to_bytes(3, "big")[: j - 1 if j < 4 else 3]
         if j < 4:
             return bytes(out)
+
+
+def is_audio_base64(data: str) -> bool:
+    """Whether ``data`` (valid base64 already) holds audio: its first bytes decoded, not all of it."""
+    head = data[:64].replace("\n", "").replace("\r", "")[:16]
+    return is_audio(binascii.a2b_base64(head[: len(head) - len(head) % 4]))
 
 
 def tag_images(messages: Sequence[dict[str, Any]], *, clear: bool = False) -> tuple[list[dict[str, Any]], list[str]]:

@@ -115,6 +115,18 @@ _DIGEST = {
 _MODEL_PARAM = {"name": "model", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
 
 
+_TRANSCRIPTION = object_schema(
+    {
+        "model": STRING,
+        "file": {"type": "string", "format": "binary", "description": "the audio: WAV, MP3 or FLAC"},
+        "response_format": {"type": "string", "description": "text for a plain-text answer; else JSON"},
+        "language": STRING,
+        "prompt": STRING,
+    },
+    ("model", "file"),
+)
+
+
 def _public(op: dict[str, Any]) -> dict[str, Any]:
     """An operation that needs no key even when CLLM_API_KEY is set (the health check)."""
     responses = {code: r for code, r in op["responses"].items() if code != "401"}
@@ -388,6 +400,21 @@ def _paths() -> dict[str, Any]:
                 body="ResponsesRequest",
                 error="OpenAIError",
             )
+        },
+        "/v1/audio/transcriptions": {
+            "post": _op(
+                "openaiTranscriptions",
+                "OpenAI speech to text: the audio transcribed by a model that hears, as a chat (Ollama's)",
+                "openai",
+                _ok(
+                    "The transcript",
+                    _json(object_schema({"text": STRING}, ("text",)))
+                    | {"text/plain": {"schema": {"type": "string", "description": "response_format=text"}}},
+                ),
+                f"{_GENERATION_ERRORS} 413",
+                error="OpenAIError",
+            )
+            | {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _TRANSCRIPTION}}}}
         },
         "/v1/messages": {
             "post": _op(

@@ -10,7 +10,7 @@ from .anthropic import messages as anthropic
 from .middleware import metrics
 from .ollama import chat, embed, generate, models, running, system
 from .openai import endpoints as openai
-from .openai import responses
+from .openai import responses, transcriptions
 
 
 class _AnyPath(PathConvertor):
@@ -53,6 +53,7 @@ ROUTES = [
     Route("/v1/completions", openai.completions, methods=["POST"]),
     Route("/v1/embeddings", openai.embeddings, methods=["POST"]),
     Route("/v1/responses", responses.responses, methods=["POST"]),
+    Route("/v1/audio/transcriptions", transcriptions.transcriptions, methods=["POST"]),
     Route("/v1/messages", anthropic.messages, methods=["POST"]),
     Route("/v1/models", openai.models, methods=["GET"]),
     Route("/v1/models/{model:anypath}", openai.model, methods=["GET"]),

@@ -102,6 +102,18 @@ def _cached_info(path: str, mtime_ns: int, size: int, verbose: bool) -> GGUFInfo
         return _read(buf, verbose)
 
 
+def projector_hears(path: Path) -> bool:
+    """Whether a projector GGUF has an audio encoder: Ollama's ``projectorHasAudio``, less what its
+    ``projectorSuppressesAudioCapability`` hides (Gemma 3n's vision projector)."""
+    try:
+        kv = gguf_info(path).model_info
+    except (GGUFError, OSError):
+        return False
+    if kv.get("clip.vision.projector_type") == "gemma3nv":
+        return False
+    return any(key.endswith("has_audio_encoder") and value is True for key, value in kv.items())
+
+
 def gguf_info_of_prefix(data: bytes) -> GGUFInfo:
     """The metadata and tensor list read from a file's first bytes (verbose); ``GGUFError`` when
     they end before the tensor list does."""
@@ -271,6 +283,8 @@ def _capabilities(kv: dict[str, Any], arch: str, template: str) -> tuple[str, ..
     caps = ["embedding" if embedding else "completion"]
     if f"{arch}.vision.block_count" in kv:
         caps.append("vision")
+    if f"{arch}.audio.block_count" in kv:
+        caps.append("audio")
     if re.search(r"\btools\b", template):
         caps.append("tools")
     fim = "tokenizer.ggml.fim_pre_token_id" in kv and "tokenizer.ggml.fim_suf_token_id" in kv

@@ -32,7 +32,7 @@ import orjson
 from ..errors import CllmError, InvalidRequest, NotFound
 from . import manifests as mt
 from .blobs import BlobWriter, atomic_write_bytes, fsync_dir, parse_digest, sha256_file, write_blob
-from .gguf_info import gguf_info
+from .gguf_info import gguf_info, projector_hears
 from .locking import is_locked, remove_unless_locked
 from .manifests import Layer, Manifest, ManifestError, manifest_path
 from .names import ModelName, parse_name
@@ -99,10 +99,13 @@ class ModelRecord:
 
     @property
     def capabilities(self) -> list[str]:
-        """The GGUF's capabilities, plus ``vision`` when a projector layer comes with it."""
+        """The GGUF's capabilities, plus ``vision`` when a projector layer comes with it (any
+        projector, as Ollama's ``projectorCapabilities`` says) and ``audio`` when one of them hears."""
         caps = list(gguf_info(self.model_path).capabilities) if self.model_path else []
         if self.projector_paths and "vision" not in caps:
             caps.append("vision")
+        if "audio" not in caps and any(projector_hears(p) for p in self.projector_paths):
+            caps.append("audio")
         return caps
 
 

@@ -761,7 +761,8 @@ def main(argv: list[str] | None = None) -> None:
     and ``ollama-llama4-vision`` a Mistral Small 3.1 with Pixtral, a Qwen3-VL, a Llama 4 so,
     ``ollama-gptoss``, ``ollama-olmo3`` and
     ``ollama-lfm2`` text models so, whose llama.cpp-layout twins are ``gpt-oss``, ``olmo2``, ``lfm2``); ``lora``
-    writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
+    writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it; ``audio`` ``DIR/text.gguf`` and
+    ``DIR/mmproj.gguf``, a model that hears: a qwen3 and its qwen2a audio projector)."""
     import argparse
 
     from . import ollama_ggufs as og
@@ -779,11 +780,15 @@ def main(argv: list[str] | None = None) -> None:
         "ollama-llama4-vision": ov.write_ollama_llama4_vision,
     }
     kinds = {**_KINDS, "gpt-oss": og.write_gptoss, "olmo2": og.write_olmo2, "lfm2": og.write_lfm2}
-    parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *ollama, "lora"])
+    parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *ollama, "lora", "audio"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
     if args.kind == "lora":
         paths: tuple[Path, ...] = write_lora(args.dir)
+    elif args.kind == "audio":
+        from .audio_ggufs import write_audio
+
+        paths = write_audio(args.dir)
     elif args.kind in ollama:
         args.dir.mkdir(parents=True, exist_ok=True)
         paths = (ollama[args.kind](args.dir / "model.gguf"),)

@@ -122,9 +122,25 @@ def _image_url_data(url: str) -> str:
     return data
 
 
+def input_audio_data(value: object) -> str:
+    """The base64 payload of an ``input_audio`` part, checked as Ollama checks it; its ``format``
+    is not read (the bytes say what they are, as they say it to libmtmd)."""
+    if not isinstance(value, dict):
+        raise InvalidRequest("invalid input_audio format")
+    data = value.get("data")
+    if not isinstance(data, str):
+        raise InvalidRequest("invalid input_audio format: missing data")
+    try:
+        b64decode_go(data)
+    except Base64Error as exc:
+        raise InvalidRequest(f"invalid input_audio base64 data: {exc}") from None
+    return data
+
+
 def content_and_images(content: str | list[ContentPart] | None) -> tuple[str, list[str]]:
-    """A message's text (its text parts joined by newlines) and images (base64), checked as
-    Ollama checks them; the parts' shapes were checked by the decode."""
+    """A message's text (its text parts joined by newlines) and media (base64): its images and,
+    as Ollama carries them, its audio clips (``input_audio``), all in Ollama's ``images``, checked
+    as Ollama checks them; the parts' shapes were checked by the decode."""
     if content is None or isinstance(content, str):
         return content or "", []
     texts, images = [], []
@@ -138,6 +154,8 @@ def content_and_images(content: str | list[ContentPart] | None) -> tuple[str, li
             if url is None:
                 raise InvalidRequest("invalid message format")
             images.append(_image_url_data(url))
+        elif part.type == "input_audio":
+            images.append(input_audio_data(part.input_audio))
         else:
             raise InvalidRequest(f"invalid message content type: {part.type}")
     return "\n".join(texts), images

@@ -54,17 +54,25 @@ class ImageURL(_OpenAI):
     url: Annotated[String, doc(description="a base64 data URL (image/jpeg, png or webp)")] = None
 
 
+_PART_TYPES = ["text", "image_url", "input_audio", "input_text", "output_text", "input_image"]
+_INPUT_AUDIO = doc(
+    type="object",
+    properties={"data": {"type": "string", "description": "the audio (WAV, MP3 or FLAC), base64"}, "format": STRING},
+)
+
+
 class ContentPart(_OpenAI):
-    """A part of a message's content: ``text``, or ``image_url`` (its URL, or an object holding it).
-    A Responses message's parts (``input_text``, ``output_text``, ``input_image``) are read as these."""
+    """A part of a message's content: ``text``, ``image_url`` (its URL, or an object holding it) or
+    ``input_audio`` (``{data, format}``). A Responses message's parts (``input_text``,
+    ``output_text``, ``input_image``) are read as these."""
 
     required: ClassVar[tuple[str, ...]] = ("type",)
     # Any: Ollama names an unknown kind in its refusal, whatever its JSON type.
-    type: Annotated[Any, doc(type="string", enum=["text", "image_url", "input_text", "output_text", "input_image"])] = (
-        None
-    )
+    type: Annotated[Any, doc(type="string", enum=_PART_TYPES)] = None
     text: String = None
     image_url: str | ImageURL | None = None
+    # Any: Ollama's checks word what is wrong with it (``endpoints.input_audio_data``).
+    input_audio: Annotated[Any, _INPUT_AUDIO] = None
 
 
 # A string, or parts; anything else is "invalid message content type", a part that is no part

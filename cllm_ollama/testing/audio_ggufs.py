@@ -1,0 +1,97 @@
+"""A tiny random-weight model that hears, in llama.cpp's layout: a text GGUF and its audio projector.
+
+The projector is Qwen2-Audio's and Qwen2.5-Omni's (``qwen2a``), the smallest libmtmd takes: a
+Whisper encoder (two 1-D convolutions, LayerNorm GELU blocks whose key projection has no bias, a
+learned position table), 2x average pooling and one linear layer into the text model, written
+with the keys and tensors ``clip.cpp`` requires (``load_hparams``, ``load_tensors``,
+``models/whisper-enc.cpp``) and the conv kernels in F16, as llama.cpp's converter writes them.
+libmtmd cuts audio into 30 s windows of 3000 mel frames (a shorter clip is padded to one), each
+1500 encoder positions and ``AUDIO_TOKENS`` tokens in the text model; at these sizes a window
+encodes in milliseconds. The text model is ``write_qwen3``'s, with a ChatML template that does
+not think (an answer is content, as a transcript must be).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+from .ggufs import TINY, _finish, _Tensors, write_qwen3
+
+AUDIO_TOKENS = 750  # one 30 s window: 3000 mel frames, halved by the convolution and by the pooling
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class AudioShape:
+    n_layer: int = 1
+    n_embd: int = 16
+    n_head: int = 2
+    n_ff: int = 32
+    n_mel: int = 80  # Whisper's mel bins (v3 and Qwen2-Audio have 128)
+    n_positions: int = 1500  # Whisper's: one 30 s window after the stride-2 convolution
+
+
+TINY_AUDIO = AudioShape()
+
+
+def write_qwen2a_projector(
+    path: Path, *, n_embd_text: int = TINY.n_embd, shape: AudioShape = TINY_AUDIO, seed: int = 0
+) -> Path:
+    """Write a random-weight ``qwen2a`` audio projector (an ``mmproj`` GGUF, architecture ``clip``)."""
+    a = shape
+    w = gguf.GGUFWriter(str(path), "clip")
+    w.add_name("tiny-qwen2a-mmproj")
+    w.add_clip_has_audio_encoder(True)
+    w.add_clip_projector_type(gguf.VisionProjectorType.QWEN2A)
+    w.add_audio_embedding_length(a.n_embd)
+    w.add_audio_feed_forward_length(a.n_ff)
+    w.add_audio_block_count(a.n_layer)
+    w.add_audio_head_count(a.n_head)
+    w.add_audio_projection_dim(n_embd_text)
+    w.add_audio_attention_layernorm_eps(1e-5)
+    w.add_audio_num_mel_bins(a.n_mel)
+    t = _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
+    n = a.n_embd
+    for i, n_in in ((1, a.n_mel), (2, n)):
+        w.add_tensor(f"a.conv1d.{i}.weight", (t.rng.standard_normal((n, n_in, 3)) * 0.2).astype(np.float16))
+        t.f32(f"a.conv1d.{i}.bias", np.zeros((n, 1)))  # as a column: added to each frame
+    t.f32("a.position_embd.weight", t.rng.standard_normal((a.n_positions, n)) * 0.2)
+
+    def linear(name: str, rows: int, cols: int, *, bias: bool = True) -> None:
+        t.matrix(f"{name}.weight", rows, cols)
+        if bias:
+            t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
+
+    def norm(name: str) -> None:
+        t.norm(f"{name}.weight", n)
+        t.f32(f"{name}.bias", np.zeros(n))
+
+    for i in range(a.n_layer):
+        p = f"a.blk.{i}."
+        norm(p + "ln1")
+        linear(p + "attn_q", n, n)
+        linear(p + "attn_k", n, n, bias=False)  # Whisper's key projection has no bias
+        linear(p + "attn_v", n, n)
+        linear(p + "attn_out", n, n)
+        norm(p + "ln2")
+        linear(p + "ffn_up", a.n_ff, n)
+        linear(p + "ffn_down", n, a.n_ff)
+    norm("a.post_ln")
+    linear("mm.a.fc", n_embd_text, n)
+    _finish(w)
+    return path
+
+
+def write_audio(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """A tiny model that hears: ``folder/text.gguf`` (``write_qwen3``, ChatML) and
+    ``folder/mmproj.gguf``, its ``qwen2a`` projector."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_qwen3(folder / "text.gguf", chat_template=CHATML, name="tiny-qwen3-audio", seed=seed)
+    return text, write_qwen2a_projector(folder / "mmproj.gguf", seed=seed)

@@ -1,0 +1,165 @@
+"""Audio end to end, through the official ``ollama`` and ``openai`` clients, on the tiny model that
+hears (a qwen3 with a ``qwen2a`` projector: Qwen2-Audio's and Qwen2.5-Omni's Whisper encoder).
+
+A real server, a real llama.cpp with libmtmd: a clip accepted in Ollama's ``images``, in OpenAI's
+``input_audio`` and by ``/v1/audio/transcriptions``; its tokens counted; a re-sent clip reused
+from the KV cache; greedy output the same batched or alone, reused or cold.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import ollama
+import openai
+import pytest
+from serving import serve_in_thread
+
+from cllm_ollama.api.openai.transcriptions import transcription_messages
+from cllm_ollama.app import create_app
+from cllm_ollama.config import Settings
+from cllm_ollama.testing.audio import wav
+from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio
+from cllm_ollama.testing.images import png
+
+pytestmark = pytest.mark.model
+
+MODEL = "ears"
+GREEDY = {"temperature": 0, "num_predict": 8, "seed": 1}
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server whose store has "ears": the tiny text model and its audio projector, created from
+    the two files as a user would, answers kept short (a transcription sets no limit of its own)."""
+    root = tmp_path_factory.mktemp("audio-server")
+    settings = Settings(models_dir=root / "models", num_parallel=4, context_length=2048)
+    with serve_in_thread(create_app(settings)) as url:
+        files = {}
+        for path in write_audio(root / "ears"):
+            data = path.read_bytes()
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
+            files[path.name] = digest
+        body = {"model": MODEL, "files": files, "parameters": {"num_predict": 8}, "stream": False}
+        r = httpx.post(f"{url}/api/create", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        yield url
+
+
+def unload(url: str) -> None:
+    """Drop the model and every KV it holds: the next request runs cold."""
+    ollama.Client(url).generate(model=MODEL, prompt="", keep_alive=0)
+
+
+def turn(clip: bytes, question: str = "What is said here?") -> list[dict[str, Any]]:
+    return [{"role": "user", "content": question, "images": [clip]}]
+
+
+def openai_turn(clip: bytes, text: str = "Listen to this.") -> list[dict[str, Any]]:
+    audio = {"type": "input_audio", "input_audio": {"data": b64(clip), "format": "wav"}}
+    return [{"role": "user", "content": [{"type": "text", "text": text}, audio]}]
+
+
+def test_the_model_shows_it_hears(server: str) -> None:
+    show = ollama.Client(server).show(MODEL)
+    # Any projector makes a model "vision" in Ollama's list; one with an audio encoder also "audio".
+    assert {"completion", "vision", "audio"} <= set(show.capabilities or [])
+    info = httpx.post(f"{server}/api/show", json={"model": MODEL}).json()["projector_info"]
+    assert info["clip.has_audio_encoder"] is True and info["clip.projector_type"] == "qwen2a"
+
+
+def test_a_clip_is_heard_and_its_tokens_counted_on_generate_and_chat(server: str) -> None:
+    client = ollama.Client(server)
+    clip = wav(1.0, seed=1)
+    plain = client.generate(model=MODEL, prompt="Transcribe it.", options=GREEDY)
+    heard = client.generate(model=MODEL, prompt="Transcribe it.", images=[clip], options=GREEDY)
+    assert heard.done and heard.eval_count
+    # The clip's tokens count as prompt tokens (plus libmtmd's begin/end-of-audio text).
+    assert heard.prompt_eval_count is not None and plain.prompt_eval_count is not None
+    assert heard.prompt_eval_count >= plain.prompt_eval_count + AUDIO_TOKENS
+    assert heard.context and min(heard.context) >= 0  # token ids only: a next request may send it back
+    chat = client.chat(model=MODEL, messages=turn(clip), options=GREEDY)
+    assert chat.message.role == "assistant" and (chat.prompt_eval_count or 0) > AUDIO_TOKENS
+    other = client.generate(model=MODEL, prompt="Transcribe it.", images=[wav(1.0, seed=2)], options=GREEDY)
+    assert other.prompt_eval_count == heard.prompt_eval_count  # as long a window, another sound
+
+
+def test_a_resent_clip_is_reused_and_answers_as_a_cold_run(server: str) -> None:
+    """Turn 2 re-sends turn 1's clip in OpenAI's ``input_audio``: its KV is reused (cached tokens),
+    and greedy output equals a cold run of the same request on a freshly loaded model."""
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key="x")
+    first = openai_turn(wav(1.0, seed=3))
+    unload(server)
+    one = client.chat.completions.create(model=MODEL, messages=first, temperature=0, max_tokens=8, seed=1)  # type: ignore[arg-type]
+    follow = [*first, {"role": "assistant", "content": one.choices[0].message.content}]
+    follow.append({"role": "user", "content": "And who said it?"})
+    warm = client.chat.completions.create(model=MODEL, messages=follow, temperature=0, max_tokens=8, seed=1)  # type: ignore[arg-type]
+    assert warm.usage is not None and warm.usage.prompt_tokens_details is not None
+    assert (warm.usage.prompt_tokens_details.cached_tokens or 0) > AUDIO_TOKENS  # not computed again
+    unload(server)
+    cold = client.chat.completions.create(model=MODEL, messages=follow, temperature=0, max_tokens=8, seed=1)  # type: ignore[arg-type]
+    assert cold.usage is not None and (cold.usage.prompt_tokens_details.cached_tokens or 0) == 0  # type: ignore[union-attr]
+    assert warm.choices[0].message.content == cold.choices[0].message.content
+    assert warm.usage.prompt_tokens == cold.usage.prompt_tokens
+
+
+def test_audio_requests_batched_answer_as_each_alone(server: str) -> None:
+    client = ollama.Client(server)
+    clips = [wav(1.0, seed=10 + i) for i in range(4)]
+
+    def ask(clip: bytes) -> str:
+        return client.chat(model=MODEL, messages=turn(clip), options=GREEDY).message.content or ""
+
+    alone = []
+    for clip in clips:
+        unload(server)  # nothing reused: each computed on its own
+        alone.append(ask(clip))
+    unload(server)
+    with ThreadPoolExecutor(len(clips)) as pool:
+        together = list(pool.map(ask, clips))
+    assert together == alone
+    assert len(set(alone)) > 1  # the sounds make a difference to the answer
+
+
+def test_a_transcription_is_the_chat_ollama_makes_of_it(server: str) -> None:
+    """``client.audio.transcriptions.create`` answers what /api/chat answers to Ollama's
+    transcription prompt at temperature 0, trimmed; ``response_format=text`` as plain text."""
+    clip = wav(1.0, seed=20)
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key="x")
+    transcript = client.audio.transcriptions.create(model=MODEL, file=("clip.wav", clip, "audio/wav"))
+    messages = transcription_messages(clip, "", "")
+    chat = ollama.Client(server).chat(model=MODEL, messages=messages, options={"temperature": 0})
+    assert transcript.text == (chat.message.content or "").strip() != ""
+    text = client.audio.transcriptions.create(
+        model=MODEL, file=("clip.wav", clip, "audio/wav"), response_format="text", language="en", prompt="A test."
+    )
+    with_context = transcription_messages(clip, "en", "A test.")
+    assert with_context[0]["content"].endswith(" The audio is in en. Context: A test.")  # type: ignore[union-attr]
+    chat = ollama.Client(server).chat(model=MODEL, messages=with_context, options={"temperature": 0})
+    assert text == (chat.message.content or "").strip()
+
+
+@pytest.mark.parametrize(
+    ("data", "detail"),
+    [
+        (wav(1.0)[:40], "no audio: a WAV cut before its data"),
+        (png(8, 8), "an image, to a projector that only hears"),
+    ],
+)
+def test_bytes_the_projector_cannot_read_are_refused(server: str, data: bytes, detail: str) -> None:
+    with pytest.raises(ollama.ResponseError) as caught:
+        ollama.Client(server).chat(model=MODEL, messages=turn(data), options=GREEDY)
+    assert caught.value.status_code == 400 and caught.value.error == "Failed to load image or audio file", detail
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key="x")
+    with pytest.raises(openai.BadRequestError, match="Failed to load image or audio file"):
+        client.audio.transcriptions.create(model=MODEL, file=("clip.wav", data, "audio/wav"))
