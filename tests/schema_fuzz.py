@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 import jsonschema
+import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -105,7 +106,7 @@ _GENERATING = (
     "/v1/responses",
     "/v1/messages",
 )
-_NAMED = (*_GENERATING, "/api/embed", "/api/embeddings", "/api/show", "/v1/embeddings")
+_NAMED = (*_GENERATING, "/api/embed", "/api/embeddings", "/api/show", "/v1/embeddings", "/v1/audio/transcriptions")
 _WRITES = ("/api/delete", "/api/create", "/api/pull")  # their target name must not be a test model
 
 
@@ -312,12 +313,20 @@ class Tally:
 
 def send(client: httpx.Client, base_url: str, case: schemathesis.Case) -> httpx.Response:
     kwargs = case.as_transport_kwargs(base_url=base_url)
-    content = kwargs.get("data")
+    content, headers = kwargs.get("data"), dict(kwargs.get("headers") or {})
     if "json" in kwargs:
         content = json.dumps(kwargs["json"]).encode()
-    return client.request(
-        kwargs["method"], kwargs["url"], params=kwargs.get("params"), headers=kwargs.get("headers"), content=content
-    )
+    elif kwargs.get("files") is not None or isinstance(content, dict):
+        # A multipart form (the transcription endpoint's), in requests' shape: encoded as requests
+        # encodes it (what schemathesis prepares it for), sent as the bytes it makes.
+        prepared = requests.PreparedRequest()
+        prepared.prepare_headers(None)
+        prepared.prepare_body(content, kwargs.get("files"))
+        content = prepared.body
+        headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+        headers["Content-Type"] = prepared.headers["Content-Type"]
+    method, url, params = kwargs["method"], kwargs["url"], kwargs.get("params")
+    return client.request(method, url, params=params, headers=headers, content=content)
 
 
 def _reproducer(case: schemathesis.Case, base_url: str) -> str:

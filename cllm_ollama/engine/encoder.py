@@ -23,8 +23,12 @@ from .request import MediaInput
 
 log = logging.getLogger("cllm.engine")
 
-# Encoded images kept (a Gemma 3 image is 256 x 2560 floats, 2.6 MB).
+# Encoded images kept (a Gemma 3 image is 256 x 2560 floats, 2.6 MB; a 30 s window of Qwen2.5-Omni
+# audio 750 x 3584, 10.8 MB).
 KEPT_IMAGES = 16
+# Media items of one prompt queued ahead of the one being decoded: fewer than are kept, so that a
+# long clip's windows encoded early are not dropped before their turn and encoded again.
+ENCODE_AHEAD = KEPT_IMAGES // 4
 
 
 class EncodeFailed:

@@ -22,7 +22,7 @@ from ..errors import EngineError
 from .binding import STATE_FORMAT, Batch, Context, Lora, Model, Sampler, with_adapters
 from .blocks import BLOCK
 from .disk_cache import DiskCache, identity_digest, weights_id
-from .encoder import EncodeFailed, ImageEncoder
+from .encoder import ENCODE_AHEAD, EncodeFailed, ImageEncoder
 from .frontdoor import LoadSpec, Occupancy
 from .media import Media
 from .prefix import Copy, Load, Restore, Save, Trim
@@ -325,14 +325,15 @@ class Runner:
         return image is not None and self._embeddings(slot.request, image) is None  # type: ignore[arg-type]
 
     def _encode_ahead(self, slots: list[Slot]) -> None:
-        """Queue the encodes of the images newly admitted prompts still need, so that they run while
-        the text before them is decoded, not after."""
+        """Queue the encodes of the next images (or audio windows) these prompts still need, at most
+        ``ENCODE_AHEAD``, so that they run while the text and media before them are decoded, not
+        after; called as a prompt is admitted and as each of its media items is decoded."""
         for slot in slots:
             request = slot.request
             if request is not None and request.media is not None:
-                for start, image in request.images.items():
-                    if start >= slot.n_past:
-                        self._embeddings(request, image)
+                ahead = [image for start, image in request.images.items() if start >= slot.n_past]
+                for image in ahead[:ENCODE_AHEAD]:
+                    self._embeddings(request, image)
 
     def _release_media(self, request_id: int) -> None:
         media = self._media.pop(request_id, None)
@@ -498,6 +499,7 @@ class Runner:
                 plan.images.remove((slot, image, embd))
                 self.ctx.seq_clear(slot.seq_id)
                 failed.append(self.scheduler.fail(slot, str(exc)))
+        self._encode_ahead([slot for slot, _, _ in plan.images])  # the items after these, next
         return failed
 
     def _step(self, plan: StepPlan) -> list[Event]:
