@@ -106,7 +106,7 @@ class LoadedModel:
         """
         self.spec = spec
         projector = spec.projector if not spec.embedding_only else None
-        probe(
+        audio_refused = probe(
             spec.path,
             n_gpu_layers=spec.n_gpu_layers,
             embedding_only=spec.embedding_only,
@@ -130,6 +130,7 @@ class LoadedModel:
                 self.projector = Projector(
                     self.model, spec.projector, n_threads=resolved.n_threads, use_gpu=spec.n_gpu_layers != 0
                 )
+                self.projector.audio_refused = audio_refused
             if not spec.embedding_only:
                 try:
                     self.runner = Runner(self.model, resolved, adapters=self.adapters)

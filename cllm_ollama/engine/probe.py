@@ -10,6 +10,8 @@ A file that passed is remembered (by path, size and mtime) for the life of the s
 This covers asserts on loading and on the first decode. An assert that only a particular
 input trips later (a context size, a batch shape) is not covered: ``gguf_check`` refuses the
 metadata known to cause those, and the engine checks requests before they reach llama.cpp.
+Audio is: a projector that hears encodes a second of silence last, after the child has said so;
+if that kills it, the model loads but its audio is refused (``probe`` returns why).
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ PROBE_TIMEOUT_S = 1800
 # The child's exit status when llama.cpp refused an adapter cleanly (a wrong base): a 400, not a 500.
 _ADAPTER_REFUSED = 3
 
-_passed: set[tuple[object, ...]] = set()
+# How ggml says why it aborts: GGML_ASSERT's condition, or GGML_ABORT's "file.cpp:123: message".
+_ABORT = re.compile(r"GGML_ASSERT|\.(?:c|cc|cpp|h):\d+: \S")
+# What the child prints before it encodes audio: dying after it, only the audio is at fault.
+_AUDIO = "probe: encoding audio"
+
+_passed: dict[tuple[object, ...], str | None] = {}
 _lock = threading.Lock()
 
 
@@ -40,17 +47,18 @@ def probe(
     embedding_only: bool,
     projector: Path | None = None,
     adapters: tuple[Path, ...] = (),
-) -> None:
+) -> str | None:
     """Raise ``EngineError`` if loading ``path`` (and a first decode), or its ``projector`` beside it
     (clip.cpp asserts on what it cannot read too), or its LoRA ``adapters`` (the first decode runs
-    with them), kills a child process; ``InvalidRequest`` if llama.cpp refused an adapter."""
+    with them), kills a child process; ``InvalidRequest`` if llama.cpp refused an adapter. Returns
+    why the projector's audio must be refused where encoding it killed the child, else None."""
     st = path.stat()
     pst = projector.stat() if projector is not None else None
     key: tuple[object, ...] = (str(path), st.st_size, st.st_mtime_ns, n_gpu_layers, embedding_only)
     key += (str(projector), pst and pst.st_size, *((str(a), a.stat().st_size, a.stat().st_mtime_ns) for a in adapters))
     with _lock:
         if key in _passed:
-            return
+            return _passed[key]
     cmd = [sys.executable, "-m", __name__, str(path), str(n_gpu_layers), "1" if embedding_only else "0"]
     cmd += [str(projector) if projector is not None else "", *map(str, adapters)]
     try:
@@ -60,16 +68,20 @@ def probe(
     if proc.returncode == _ADAPTER_REFUSED:
         said = _said(proc, path)
         raise InvalidRequest(f"llama.cpp cannot apply the model's adapter to it{': ' + said if said else ''}")
-    if proc.returncode != 0:
+    audio_refused = None
+    if proc.returncode != 0 and _AUDIO in proc.stdout:
+        audio_refused = f"llama.cpp cannot encode this model's audio ({_reason(proc, path)})"
+    elif proc.returncode != 0:
         raise EngineError(f"llama.cpp cannot load this model: {_reason(proc, path)}")
     with _lock:
-        _passed.add(key)
+        _passed[key] = audio_refused
+    return audio_refused
 
 
 def _said(proc: subprocess.CompletedProcess[str], path: Path) -> str:
     """The last thing llama.cpp said, without server paths."""
     lines = [line.strip() for line in proc.stderr.replace(str(path), path.name).splitlines() if line.strip()]
-    said = next((line for line in reversed(lines) if "GGML_ASSERT" in line or "error" in line.lower()), "")
+    said = next((line for line in reversed(lines) if _ABORT.search(line) or "error" in line.lower()), "")
     said = said or (lines[-1] if lines else "")
     return re.sub(r"\S*/(\S+:\d+:)", r"\1", said)  # llama.cpp's build paths: keep file and line
 
@@ -92,8 +104,7 @@ def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str = "
     from .binding import AdapterRefused, Batch, Context, Lora, Model, Projector, with_adapters
 
     model = Model(Path(path), n_gpu_layers=n_gpu_layers)
-    if projector:
-        Projector(model, Path(projector), n_threads=1, use_gpu=n_gpu_layers != 0).close()
+    proj = Projector(model, Path(projector), n_threads=1, use_gpu=n_gpu_layers != 0) if projector else None
     try:
         adapters = [Lora(model, Path(p)) for p in adapter_paths]
     except AdapterRefused:
@@ -110,6 +121,11 @@ def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str = "
     ctx.close()
     for adapter in adapters:
         adapter.close()
+    if proj is not None:
+        if proj.audio:  # last: where only this dies, the model is sound and only its audio is refused
+            print(_AUDIO, flush=True)
+            proj.encode_silence()
+        proj.close()
     model.close()
 
 

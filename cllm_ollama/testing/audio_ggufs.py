@@ -41,15 +41,13 @@ class AudioShape:
 TINY_AUDIO = AudioShape()
 
 
-def write_qwen2a_projector(
-    path: Path, *, n_embd_text: int = TINY.n_embd, shape: AudioShape = TINY_AUDIO, seed: int = 0
-) -> Path:
-    """Write a random-weight ``qwen2a`` audio projector (an ``mmproj`` GGUF, architecture ``clip``)."""
-    a = shape
+def _audio_projector(path: Path, kind: str, n_embd_text: int, a: AudioShape, seed: int) -> _Tensors:
+    """A CLIP GGUF's writer with the keys every Whisper-encoder audio projector states, and the
+    encoder's tensors: the projection into the text model is the caller's (its type's)."""
     w = gguf.GGUFWriter(str(path), "clip")
-    w.add_name("tiny-qwen2a-mmproj")
+    w.add_name(f"tiny-{kind}-mmproj")
     w.add_clip_has_audio_encoder(True)
-    w.add_clip_projector_type(gguf.VisionProjectorType.QWEN2A)
+    w.add_clip_projector_type(kind)
     w.add_audio_embedding_length(a.n_embd)
     w.add_audio_feed_forward_length(a.n_ff)
     w.add_audio_block_count(a.n_layer)
@@ -64,11 +62,6 @@ def write_qwen2a_projector(
         t.f32(f"a.conv1d.{i}.bias", np.zeros((n, 1)))  # as a column: added to each frame
     t.f32("a.position_embd.weight", t.rng.standard_normal((a.n_positions, n)) * 0.2)
 
-    def linear(name: str, rows: int, cols: int, *, bias: bool = True) -> None:
-        t.matrix(f"{name}.weight", rows, cols)
-        if bias:
-            t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
-
     def norm(name: str) -> None:
         t.norm(f"{name}.weight", n)
         t.f32(f"{name}.bias", np.zeros(n))
@@ -76,16 +69,49 @@ def write_qwen2a_projector(
     for i in range(a.n_layer):
         p = f"a.blk.{i}."
         norm(p + "ln1")
-        linear(p + "attn_q", n, n)
-        linear(p + "attn_k", n, n, bias=False)  # Whisper's key projection has no bias
-        linear(p + "attn_v", n, n)
-        linear(p + "attn_out", n, n)
+        _linear(t, p + "attn_q", n, n)
+        _linear(t, p + "attn_k", n, n, bias=False)  # Whisper's key projection has no bias
+        _linear(t, p + "attn_v", n, n)
+        _linear(t, p + "attn_out", n, n)
         norm(p + "ln2")
-        linear(p + "ffn_up", a.n_ff, n)
-        linear(p + "ffn_down", n, a.n_ff)
+        _linear(t, p + "ffn_up", a.n_ff, n)
+        _linear(t, p + "ffn_down", n, a.n_ff)
     norm("a.post_ln")
-    linear("mm.a.fc", n_embd_text, n)
-    _finish(w)
+    return t
+
+
+def _linear(t: _Tensors, name: str, rows: int, cols: int, *, bias: bool = True) -> None:
+    t.matrix(f"{name}.weight", rows, cols)
+    if bias:
+        t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
+
+
+def write_qwen2a_projector(
+    path: Path, *, n_embd_text: int = TINY.n_embd, shape: AudioShape = TINY_AUDIO, seed: int = 0
+) -> Path:
+    """Write a random-weight ``qwen2a`` audio projector (an ``mmproj`` GGUF, architecture ``clip``):
+    the encoder, 2x average pooling (libmtmd's, for this type) and one linear layer."""
+    t = _audio_projector(path, gguf.VisionProjectorType.QWEN2A, n_embd_text, shape, seed)
+    _linear(t, "mm.a.fc", n_embd_text, shape.n_embd)
+    _finish(t.w)
+    return path
+
+
+def write_ultravox_projector(
+    path: Path, *, stack_factor: int, n_embd_text: int = TINY.n_embd, shape: AudioShape = TINY_AUDIO, seed: int = 0
+) -> Path:
+    """Write a random-weight Ultravox projector: the encoder, ``stack_factor`` frames stacked into
+    one token, RMS norms around a SwiGLU. Ultravox's own factor, 8, makes libmtmd abort on every
+    window (it counts 187 tokens where the encoder makes 188): what the load's probe must catch."""
+    a = shape
+    t = _audio_projector(path, gguf.VisionProjectorType.ULTRAVOX, n_embd_text, a, seed)
+    t.w.add_audio_stack_factor(stack_factor)
+    stacked, hidden = a.n_embd * stack_factor, 2 * a.n_ff
+    t.norm("mm.a.norm_pre.weight", stacked)
+    t.matrix("mm.a.mlp.1.weight", 2 * hidden, stacked)  # SwiGLU: gate and value halves
+    t.norm("mm.a.norm_mid.weight", hidden)
+    t.matrix("mm.a.mlp.2.weight", n_embd_text, hidden)
+    _finish(t.w)
     return path
 
 

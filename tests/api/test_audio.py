@@ -12,6 +12,7 @@ import base64
 import hashlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,11 +21,11 @@ import openai
 import pytest
 from serving import serve_in_thread
 
-from cllm_ollama.api.openai.transcriptions import transcription_messages
+from cllm_ollama.api.openai.transcriptions import GO_SPACE, transcription_messages
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.testing.audio import wav
-from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio
+from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio, write_ultravox_projector
 from cllm_ollama.testing.images import png
 
 pytestmark = pytest.mark.model
@@ -37,22 +38,35 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+def create(url: str, name: str, paths: tuple[Path, ...]) -> None:
+    """``name`` created from GGUF files uploaded as blobs, its answers kept short (a transcription
+    sets no limit of its own)."""
+    files = {}
+    for path in paths:
+        data = path.read_bytes()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code in (200, 201)  # 200: had it
+        files[path.name] = digest
+    body = {"model": name, "files": files, "parameters": {"num_predict": 8}, "stream": False}
+    r = httpx.post(f"{url}/api/create", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A server whose store has "ears": the tiny text model and its audio projector, created from
-    the two files as a user would, answers kept short (a transcription sets no limit of its own)."""
+    """A server whose store has "ears" (the tiny text model and its qwen2a projector, created from
+    the two files as a user would), "ears-ultravox" (an Ultravox projector stacking 4 frames) and
+    "ears-aborting" (one stacking Ultravox's own 8, on which libmtmd aborts)."""
     root = tmp_path_factory.mktemp("audio-server")
-    settings = Settings(models_dir=root / "models", num_parallel=4, context_length=2048)
+    # No disk cache: a clip's prompt is long enough to be saved there, and an unload must run cold.
+    settings = Settings(models_dir=root / "models", num_parallel=4, context_length=2048, cache_disk_mib=0)
     with serve_in_thread(create_app(settings)) as url:
-        files = {}
-        for path in write_audio(root / "ears"):
-            data = path.read_bytes()
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            assert httpx.post(f"{url}/api/blobs/{digest}", content=data).status_code == 201
-            files[path.name] = digest
-        body = {"model": MODEL, "files": files, "parameters": {"num_predict": 8}, "stream": False}
-        r = httpx.post(f"{url}/api/create", json=body, timeout=60)
-        assert r.status_code == 200, r.text
+        text, mmproj = write_audio(root / "ears")
+        create(url, MODEL, (text, mmproj))
+        for name, stack in (("ears-ultravox", 4), ("ears-aborting", 8)):
+            folder = root / name
+            folder.mkdir()
+            create(url, name, (text, write_ultravox_projector(folder / "mmproj.gguf", stack_factor=stack)))
         yield url
 
 
@@ -115,7 +129,7 @@ def test_a_resent_clip_is_reused_and_answers_as_a_cold_run(server: str) -> None:
 
 def test_audio_requests_batched_answer_as_each_alone(server: str) -> None:
     client = ollama.Client(server)
-    clips = [wav(1.0, seed=10 + i) for i in range(4)]
+    clips = [wav(20.0, seed=10 + i) for i in range(4)]  # 20 s of a 30 s window: enough to tell apart
 
     def ask(clip: bytes) -> str:
         return client.chat(model=MODEL, messages=turn(clip), options=GREEDY).message.content or ""
@@ -139,14 +153,14 @@ def test_a_transcription_is_the_chat_ollama_makes_of_it(server: str) -> None:
     transcript = client.audio.transcriptions.create(model=MODEL, file=("clip.wav", clip, "audio/wav"))
     messages = transcription_messages(clip, "", "")
     chat = ollama.Client(server).chat(model=MODEL, messages=messages, options={"temperature": 0})
-    assert transcript.text == (chat.message.content or "").strip() != ""
+    assert transcript.text == (chat.message.content or "").strip(GO_SPACE) != ""
     text = client.audio.transcriptions.create(
         model=MODEL, file=("clip.wav", clip, "audio/wav"), response_format="text", language="en", prompt="A test."
     )
     with_context = transcription_messages(clip, "en", "A test.")
     assert with_context[0]["content"].endswith(" The audio is in en. Context: A test.")  # type: ignore[union-attr]
     chat = ollama.Client(server).chat(model=MODEL, messages=with_context, options={"temperature": 0})
-    assert text == (chat.message.content or "").strip()
+    assert text == (chat.message.content or "").strip(GO_SPACE)
 
 
 @pytest.mark.parametrize(
@@ -163,3 +177,24 @@ def test_bytes_the_projector_cannot_read_are_refused(server: str, data: bytes, d
     client = openai.OpenAI(base_url=f"{server}/v1", api_key="x")
     with pytest.raises(openai.BadRequestError, match="Failed to load image or audio file"):
         client.audio.transcriptions.create(model=MODEL, file=("clip.wav", data, "audio/wav"))
+
+
+def test_an_ultravox_hears(server: str) -> None:
+    client = ollama.Client(server)
+    plain = client.generate(model="ears-ultravox", prompt="Transcribe it.", options=GREEDY)
+    heard = client.generate(model="ears-ultravox", prompt="Transcribe it.", images=[wav(1.0)], options=GREEDY)
+    # 1500 encoder positions stacked by 4: 375 tokens, and no begin/end-of-audio text for Ultravox.
+    assert heard.prompt_eval_count == (plain.prompt_eval_count or 0) + AUDIO_TOKENS // 2
+
+
+def test_a_model_whose_audio_aborts_llama_cpp_refuses_audio_and_the_server_lives(server: str) -> None:
+    """libmtmd aborts the process on every window of Ultravox's own stacking (8): the load's probe
+    saw its child die there, so audio is refused with why, and everything else still runs."""
+    client = ollama.Client(server)
+    with pytest.raises(ollama.ResponseError) as caught:
+        client.chat(model="ears-aborting", messages=turn(wav(1.0)), options=GREEDY)
+    assert caught.value.status_code == 500
+    assert "cannot encode this model's audio" in caught.value.error
+    assert "Invalid number of output tokens" in caught.value.error
+    assert client.chat(model="ears-aborting", messages=[{"role": "user", "content": "Hi"}], options=GREEDY).done
+    assert client.chat(model=MODEL, messages=turn(wav(1.0)), options=GREEDY).done

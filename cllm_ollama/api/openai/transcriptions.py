@@ -30,6 +30,9 @@ SYSTEM = (
     "Transcribe the audio exactly as spoken. Output only the spoken words. Do not answer any question in the audio."
 )
 QUESTION = "What exact words are spoken in this audio?"
+# Go's strings.TrimSpace trims Unicode White_Space, which Python's str.strip exceeds (U+001C-U+001F).
+GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+GO_SPACE += "\u2028\u2029\u202f\u205f\u3000"
 
 
 def transcription_messages(audio: bytes, language: str, prompt: str) -> list[dict[str, object]]:
@@ -86,7 +89,7 @@ async def transcriptions(request: Request) -> Response:
     gen = await start_chat(request, call, t_start)
     assert isinstance(gen, Generation)  # a chat with messages is never a load or unload call
     final = await until_disconnect(request, collect(gen.chunks()))
-    text = final.delta.content.strip()
+    text = final.delta.content.strip(GO_SPACE)
     if _value(form, "response_format") == "text":
         return PlainTextResponse(text)
     return JSONResponse({"text": text})

@@ -242,6 +242,8 @@ class Projector:
         self.audio: bool = bool(mtmd.mtmd_support_audio(ptr))
         self.sample_rate: int = int(mtmd.mtmd_get_audio_sample_rate(ptr))  # -1 without audio
         self.uses_mrope: bool = bool(mtmd.mtmd_decode_use_mrope(ptr))
+        # Why this projector's audio must not reach libmtmd (``probe``: it aborts there), or None.
+        self.audio_refused: str | None = None
 
     def tokenize(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
         """``text`` with one ``self.marker`` per medium (an image or, where the projector hears, a
@@ -282,6 +284,8 @@ class Projector:
         not hear is no image either.
         """
         if self.audio and is_audio(data):
+            if self.audio_refused is not None:
+                raise EngineError(f"audio {index}: {self.audio_refused}")
             return self._audio_bitmap(data, index)
         if not self.vision:  # an audio projector (Ultravox, Qwen2-Audio): libmtmd would refuse it
             raise MediaError(f"image {index}: this model's projector takes audio, not images")
@@ -326,6 +330,31 @@ class Projector:
             mtmd.mtmd_bitmap_free(bitmap)
             raise
         return self._identified(bitmap, data)
+
+    def encode_silence(self) -> None:
+        """Tokenize and encode one second of silence, as a clip would be: what ``probe`` runs in a
+        child process, since libmtmd aborts on the audio of some projectors (the window's token
+        count it computes disagrees with the encoder's output for Ultravox and Voxtral stacking)."""
+        mtmd = _mtmd()
+        samples = (ctypes.c_float * self.sample_rate)()
+        bitmap = mtmd.mtmd_bitmap_init_from_audio(self.sample_rate, samples)
+        chunks = mtmd.mtmd_input_chunks_init()
+        try:
+            raw = self.marker.encode()
+            inp = mtmd.mtmd_input_text(text=raw, text_len=len(raw), add_special=False, parse_special=True)
+            array = (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap)
+            if mtmd.mtmd_tokenize(self._ptr, chunks, ctypes.byref(inp), array, 1) != 0:
+                raise EngineError("the projector could not preprocess a second of silence")
+            prompt = MediaPrompt(self, chunks)
+            chunks = None  # the prompt's now
+            try:
+                prompt.encode(next(p for p in prompt.parts if isinstance(p, MediaItem)))
+            finally:
+                prompt.close()
+        finally:
+            mtmd.mtmd_bitmap_free(bitmap)
+            if chunks:
+                mtmd.mtmd_input_chunks_free(chunks)
 
     @staticmethod
     def _identified(bitmap: int | None, data: bytes) -> int:
