@@ -13,7 +13,6 @@ import ctypes
 import functools
 import hashlib
 import secrets
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,10 +87,11 @@ def _check_length(seconds: float | None, index: int) -> None:
 
 
 def _nth_chunk_id(media_id: str, n: int) -> str:
-    """The id of the ``n``-th chunk in a prompt that libmtmd gave ``media_id`` (the SHA-256 of the
-    bytes): a clip longer than 30 s is several audio chunks, an image sliced (llava-uhd) several
-    image chunks, all with its id. Each must be known apart (its embeddings, its KV cells), and
-    the same again in the next turn: the first keeps the id, the others get a hash of it and n."""
+    """The id of the ``n``-th of a run of media chunks that libmtmd gave one id (the SHA-256 of the
+    bytes), nothing between them: a clip longer than 30 s is such a run of audio windows. Each
+    must be known apart (its embeddings, its KV cells), and the same again in the next turn: the
+    first keeps the id, the others get a hash of it and n. The same bytes sent twice, text between
+    them (an image, a clip between its begin and end text), keep the one id."""
     return media_id if n == 0 else hashlib.sha256(f"{media_id}/{n}".encode()).hexdigest()
 
 
@@ -124,7 +124,7 @@ class MediaPrompt:
         self._projector = projector
         self._ptr = ptr
         parts: list[TextRun | MediaItem] = []
-        seen: Counter[str] = Counter()
+        run: tuple[str, int] = ("", 0)  # the id of the media chunks just before, and how many
         for i in range(mtmd.mtmd_input_chunks_size(ptr)):
             chunk = mtmd.mtmd_input_chunks_get(ptr, i)
             kind = mtmd.mtmd_input_chunk_get_type(chunk)
@@ -132,18 +132,19 @@ class MediaPrompt:
                 n = ctypes.c_size_t()
                 tokens = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
                 parts.append(TextRun(tokens[: n.value]))
+                run = ("", 0)
             else:
                 chunk_id = (mtmd.mtmd_input_chunk_get_id(chunk) or b"").decode()
+                run = (chunk_id, run[1] + 1 if run[0] == chunk_id else 0)
                 parts.append(
                     MediaItem(
-                        id=_nth_chunk_id(chunk_id, seen[chunk_id]),
+                        id=_nth_chunk_id(chunk_id, run[1]),
                         n_tokens=int(mtmd.mtmd_input_chunk_get_n_tokens(chunk)),
                         n_pos=int(mtmd.mtmd_input_chunk_get_n_pos(chunk)),
                         index=i,
                         kind="audio" if kind == mtmd.MTMD_INPUT_CHUNK_TYPE_AUDIO else "image",
                     )
                 )
-                seen[chunk_id] += 1
         self.parts: tuple[TextRun | MediaItem, ...] = tuple(parts)
         self.n_tokens: int = sum(p.n_tokens if isinstance(p, MediaItem) else len(p) for p in parts)
         self.n_pos: int = int(mtmd.mtmd_helper_get_n_pos(ptr))
