@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..engine.audio import is_audio
+from ..errors import InvalidRequest
 
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _DECODE = {c: i for i, c in enumerate(_ALPHABET)}
@@ -97,6 +98,18 @@ def _go_decode(src: bytes, si: int, out: bytearray) -> bytes:
         out += value.to_bytes(3, "big")[: j - 1 if j < 4 else 3]
         if j < 4:
             return bytes(out)
+
+
+def checked_base64(data: object, *, not_a_string: str, invalid: str) -> str:
+    """``data`` where it is a string of valid base64 (Go's decoder's rules), else ``InvalidRequest``:
+    ``not_a_string``, or ``invalid`` with Go's error after it (its offending byte)."""
+    if not isinstance(data, str):
+        raise InvalidRequest(not_a_string)
+    try:
+        b64decode_go(data)
+    except Base64Error as exc:
+        raise InvalidRequest(f"{invalid}: {exc}") from None
+    return data
 
 
 def is_audio_base64(data: str) -> bool:

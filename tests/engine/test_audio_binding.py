@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from test_media_binding import decode_stepwise, greedy
+from test_media_binding import decode_stepwise, greedy, tokenize
 
 from cllm_ollama.engine.binding import MAX_AUDIO_SECONDS, Context, MediaItem, MediaPrompt, Model, Projector, TextRun
 from cllm_ollama.engine.media import cell_keys
@@ -43,16 +43,11 @@ def ctx(projector: Projector) -> Iterator[Context]:
 
 @pytest.fixture
 def prompts() -> Iterator[list[MediaPrompt]]:
+    """Prompts a test tokenizes, freed after it."""
     made: list[MediaPrompt] = []
     yield made
     for prompt in made:
         prompt.close()
-
-
-def tokenize(projector: Projector, made: list[MediaPrompt], text: str, clips: list[bytes]) -> MediaPrompt:
-    prompt = projector.tokenize(text, clips)
-    made.append(prompt)
-    return prompt
 
 
 def test_a_clip_is_one_audio_chunk_between_the_projectors_markers(projector: Projector, prompts: list) -> None:

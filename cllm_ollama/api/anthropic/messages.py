@@ -23,7 +23,7 @@ from ...errors import InvalidRequest
 from ..encoders import AnthropicSSE, dumps
 from ..endpoint import Decoded, Endpoint
 from ..errors import ANTHROPIC
-from ..images import Base64Error, b64decode_go
+from ..images import checked_base64
 from ..lifecycle import Chunk, Generation
 from ..ollama.chat import ChatCall, start_chat
 from ..resolve import resolve_model
@@ -82,13 +82,7 @@ def _image(source: ImageSource | dict[str, Any] | None) -> str:
         raise InvalidRequest("invalid image source")
     if kind != "base64":
         raise InvalidRequest(f"invalid image source type: {kind}. Only base64 images are supported.")
-    if not isinstance(data, str):
-        raise InvalidRequest("invalid base64 image data")
-    try:
-        b64decode_go(data)
-    except Base64Error as exc:
-        raise InvalidRequest(f"invalid base64 image data: {exc}") from None
-    return data
+    return checked_base64(data, not_a_string="invalid base64 image data", invalid="invalid base64 image data")
 
 
 def _tool_result(content: object) -> tuple[str, list[str]]:

@@ -23,7 +23,7 @@ from ...store.store import ModelRecord
 from ..encoders import SSE, JSONResponse, dumps
 from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI, read_json
-from ..images import Base64Error, b64decode_go
+from ..images import Base64Error, b64decode_go, checked_base64
 from ..lifecycle import Chunk
 from ..ollama.chat import ChatCall, start_chat
 from ..ollama.embed import embed_texts
@@ -127,14 +127,8 @@ def input_audio_data(value: object) -> str:
     is not read (the bytes say what they are, as they say it to libmtmd)."""
     if not isinstance(value, dict):
         raise InvalidRequest("invalid input_audio format")
-    data = value.get("data")
-    if not isinstance(data, str):
-        raise InvalidRequest("invalid input_audio format: missing data")
-    try:
-        b64decode_go(data)
-    except Base64Error as exc:
-        raise InvalidRequest(f"invalid input_audio base64 data: {exc}") from None
-    return data
+    missing = "invalid input_audio format: missing data"
+    return checked_base64(value.get("data"), not_a_string=missing, invalid="invalid input_audio base64 data")
 
 
 def content_and_images(content: str | list[ContentPart] | None) -> tuple[str, list[str]]:
