@@ -66,3 +66,12 @@ def test_ollama_vision_kinds_write_one_file_with_the_tower_inside(tmp_path: Path
         reader = gguf.GGUFReader(tmp_path / kind / "model.gguf")
         assert reader.fields["general.architecture"].contents() == arch
         assert any(t.name.startswith("v.blk.") for t in reader.tensors)
+
+
+def test_audio_writes_a_text_model_and_its_audio_projector(tmp_path: Path) -> None:
+    assert _written("audio", tmp_path) == [str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")]
+    text, mmproj = gguf.GGUFReader(tmp_path / "text.gguf"), gguf.GGUFReader(tmp_path / "mmproj.gguf")
+    assert mmproj.fields["clip.has_audio_encoder"].contents() is True
+    assert mmproj.fields["clip.projector_type"].contents() == "qwen2a"
+    assert mmproj.fields["clip.audio.projection_dim"].contents() == text.fields["qwen3.embedding_length"].contents()
+    assert (tmp_path / "mmproj.gguf").stat().st_size < 200_000
