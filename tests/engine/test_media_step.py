@@ -15,7 +15,7 @@ from fake_binding import FakeBatch, FakeContext, FakeModel
 from polling import until
 from test_media import Image, image
 
-from cllm_ollama.engine.encoder import EncodeFailed, ImageEncoder
+from cllm_ollama.engine.encoder import ENCODE_AHEAD, KEPT_IMAGES, EncodeFailed, ImageEncoder
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.prefix import Trim
@@ -225,5 +225,35 @@ def test_the_runner_decodes_images_on_its_thread_and_a_failed_one_ends_only_its_
         assert ends[id(good)].stats is not None and ends[id(good)].stats.prompt_tokens == 9  # image cells count
         until(lambda: good.closed == 1 and broken.closed == 1)
         assert runner._media == {}
+    finally:
+        runner.close()
+
+
+def test_a_long_clips_windows_are_encoded_a_few_ahead_each_once_and_decoded_in_order() -> None:
+    """A long clip is many media items in a row (its 30 s windows): they are queued on the media
+    thread a few at a time ahead of their decode, never all at once, so that none is dropped from
+    the encoder's kept few before its turn and encoded twice."""
+    windows = [image(b"window %d" % i) for i in range(2 * KEPT_IMAGES)]
+    prompt = Decoding([(3, 4), *windows, (5,)])
+    prompt.gate.clear()  # the first encode holds until the queue has been looked at
+    runner = Runner(
+        FakeModel(),  # type: ignore[arg-type]
+        LoadSpec(Path("fake.gguf"), n_slots=1, n_ctx_slot=256, n_batch=16, n_threads=1, projector=Path("mm.gguf")),
+        context=FakeContext,  # type: ignore[arg-type]
+        batch=FakeBatch,  # type: ignore[arg-type]
+    )
+    try:
+        sink = Sink(queue.SimpleQueue())
+        media = cast(MediaInput, prompt)
+        runner.submit(Request(cell_keys(prompt.parts), SamplingParams(temperature=0), 2, media=media), None, sink)
+        until(prompt.started.is_set)
+        assert runner.encoder is not None and len(runner.encoder._queued) <= ENCODE_AHEAD
+        prompt.gate.set()
+        events: list[Event] = []
+        while not events or events[-1].finish is None:
+            events.append(sink.queue.get(timeout=10))  # type: ignore[attr-defined]
+        assert events[-1].finish is FinishReason.LENGTH
+        assert prompt.encoded == [w.id for w in windows]  # each once, in order
+        assert [embd for _, _, _, embd in prompt.decoded] == [f"embd-{w.id[:6]}" for w in windows]
     finally:
         runner.close()
