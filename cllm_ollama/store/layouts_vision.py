@@ -297,13 +297,9 @@ def _stacked(parts: list[Tensor], name: str) -> Tensor:
     if len({p.kind for p in parts}) == 1:
         shape = (sum(p.shape[0] for p in parts), *first.shape[1:])
         return Tensor(name, first.kind, shape, first.dtype, lambda: np.concatenate([p.data() for p in parts]))
-    width = first.shape[-1] if first.kind in (_F32_TYPE, GGMLQuantizationType.F16) else _row_width(first)
-    shape = (sum(p.shape[0] for p in parts), *first.shape[1:-1], width)
-
-    def as_f32() -> np.ndarray:
-        return np.concatenate([dequantize(p.data(), p.kind).reshape(-1, *shape[1:]) for p in parts])
-
-    return Tensor(name, _F32_TYPE, shape, np.dtype(np.float32), as_f32)
+    f32 = [_in_f32(p) for p in parts]
+    shape = (sum(p.shape[0] for p in f32), *f32[0].shape[1:])
+    return Tensor(name, _F32_TYPE, shape, np.dtype(np.float32), lambda: np.concatenate([p.data() for p in f32]))
 
 
 def _temporal_halves(t: Tensor, n_in: int) -> list[Tensor]:
