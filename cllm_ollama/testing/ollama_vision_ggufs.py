@@ -204,8 +204,8 @@ def write_ollama_qwen35_vision(path: Path, arch: str = "qwen35", *, seed: int = 
     dt = functools.partial(re.sub, r"\.ssm_dt\.bias$", ".ssm_dt")
     with _one_file(path, arch, pair, seed, vision, ours, text_name=dt) as (clip, w):
         w.add_array(f"{arch}.attention.head_count_kv", [0, 2])
-        w.add_array(f"{arch}.rope.dimension_sections", [11, 11, 10])
-        w.add_array(f"{arch}.rope.mrope_section", [11, 11, 10])
+        w.add_array(f"{arch}.rope.dimension_sections", [2, 3, 3])
+        w.add_array(f"{arch}.rope.mrope_section", [2, 3, 3])
         w.add_bool(f"{arch}.rope.mrope_interleaved", True)
         w.add_uint32(f"{arch}.image_token_id", 7)
         w.add_float32(f"{arch}.vision.attention.layer_norm_epsilon", 1e-6)

@@ -6,8 +6,8 @@ Gemma 4: a loadable text model and one projector with both of its towers, as lla
 ``Gemma4VisionAudioModel`` writes it: a ``gemma4v`` ViT (RMS norms, gated FFN, a learned 2-D
 position table, 3x3 pooling, standardization) and a ``gemma4a`` Conformer (a two-convolution
 subsampler, half-step FFNs, chunked attention with relative positions, a depthwise convolution).
-Qwen 3.5: its tower is Qwen3-VL's (a ``qwen3vl_merger`` projector without deepstack); its text
-model, a hybrid of linear and full attention, is written at the level of keys and tensors only.
+Qwen 3.5: a loadable hybrid of linear (gated delta net) and full attention, and its tower is
+Qwen3-VL's (a ``qwen3vl_merger`` projector without deepstack).
 """
 
 from __future__ import annotations
@@ -158,22 +158,53 @@ def write_gemma4_vision(folder: Path, *, audio: bool = True, seed: int = 0) -> t
     return text, write_gemma4_projector(folder / "mmproj.gguf", audio=audio, seed=seed)
 
 
-QWEN35_EMBD = 16  # the keys-level text model's width (the projector's output)
+QWEN35_SSM = {"conv_kernel": 4, "state_size": 16, "group_count": 1, "time_step_rank": 2, "inner_size": 32}
 
 
 def write_qwen35_text(path: Path, arch: str = "qwen35", *, seed: int = 0) -> Path:
-    """A Qwen 3.5 (or ``qwen35moe``) text model's keys and a few tensors as llama.cpp's converter
-    names them (not a model llama.cpp can run: its layers are incomplete)."""
-    rng = np.random.default_rng(seed)
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_uint32(f"{arch}.block_count", 2)
-    w.add_uint32(f"{arch}.embedding_length", QWEN35_EMBD)
+    """A tiny Qwen 3.5 text model: a linear-attention (gated delta net) block, then a full-attention
+    one with a gated query and QK norms, interleaved M-RoPE. Under ``qwen35moe`` the same keys and
+    tensors (what the map sees is the same; llama.cpp would want experts to run it)."""
+    t = _Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, _F32)
+    w, s = t.w, TINY
+    _attention_header(w, s, "tiny-qwen35", _F32)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_dimension_sections([2, 3, 3, 0])  # t, y, x over half the 16-wide head
     w.add_uint32(f"{arch}.full_attention_interval", 2)
-    w.add_uint32(f"{arch}.attention.head_count_kv", 2)
-    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
-    w.add_array(f"{arch}.rope.dimension_sections", [11, 11, 10, 0])
-    for name, shape in (("token_embd.weight", (32, QWEN35_EMBD)), ("blk.0.ssm_a", (4,)), ("blk.0.ssm_dt.bias", (4,))):
-        w.add_tensor(name, rng.standard_normal(shape).astype(np.float32))
+    if arch == "qwen35moe":  # llama.cpp's states only its experts' width (Ollama's a dense one too)
+        del w.kv_data[0]["qwen35moe.feed_forward_length"]
+    for key, value in QWEN35_SSM.items():
+        w.add_uint32(f"{arch}.ssm.{key}", value)
+    vocab = synthetic_vocab()
+    _add_tokenizer(w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    head, n_v = QWEN35_SSM["state_size"], QWEN35_SSM["time_step_rank"]
+    key_dim, value_dim = head * QWEN35_SSM["group_count"], head * n_v
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        t.norm(p + "post_attention_norm.weight", s.n_embd)
+        if i % 2 == 0:  # linear attention
+            t.matrix(p + "attn_qkv.weight", 2 * key_dim + value_dim, s.n_embd)
+            t.matrix(p + "attn_gate.weight", value_dim, s.n_embd)
+            t.f32(p + "ssm_conv1d.weight", t.rng.standard_normal((2 * key_dim + value_dim, 4)) * 0.5)
+            t.f32(p + "ssm_dt.bias", t.rng.standard_normal(n_v) * 0.5)
+            t.f32(p + "ssm_a", -np.exp(t.rng.standard_normal(n_v) * 0.5))
+            t.matrix(p + "ssm_beta.weight", n_v, s.n_embd)
+            t.matrix(p + "ssm_alpha.weight", n_v, s.n_embd)
+            t.norm(p + "ssm_norm.weight", head)
+            t.matrix(p + "ssm_out.weight", s.n_embd, value_dim)
+        else:  # full attention, its query twice as wide (the second half gates the output)
+            t.matrix(p + "attn_q.weight", 2 * s.n_head * s.head_dim, s.n_embd)
+            t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+            t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+            t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+            t.norm(p + "attn_q_norm.weight", s.head_dim)
+            t.norm(p + "attn_k_norm.weight", s.head_dim)
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
     _finish(w)
     return path
 
@@ -183,5 +214,5 @@ def write_qwen35_vision(folder: Path, arch: str = "qwen35", *, seed: int = 0) ->
     projector without deepstack, as llama.cpp's converter writes Qwen 3.5's."""
     folder.mkdir(parents=True, exist_ok=True)
     text = write_qwen35_text(folder / "text.gguf", arch, seed=seed)
-    clip = write_qwen3vl_projector(folder / "mmproj.gguf", n_embd_text=QWEN35_EMBD, seed=seed, deepstack=[])
+    clip = write_qwen3vl_projector(folder / "mmproj.gguf", n_embd_text=TINY.n_embd, seed=seed, deepstack=[])
     return text, clip

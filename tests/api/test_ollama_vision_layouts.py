@@ -1,6 +1,6 @@
 """Models that see, in Ollama's converter layout (one GGUF with the vision tower inside) that
 llama.cpp cannot load as it is: a Mistral Small 3.1 with its Pixtral tower, a Qwen3-VL with
-deepstack, a Llama 4, a Gemma 4 (its audio tower inside too). Created, they are split into a text
+deepstack, a Llama 4, a Gemma 4 (its audio tower inside too), a Qwen 3.5. Created, they are split into a text
 model and a projector, and answer an image exactly as the same weights written in llama.cpp's
 layout do.
 
@@ -25,8 +25,9 @@ from cllm_ollama.testing.ollama_vision_ggufs import (
     write_ollama_llama4_vision,
     write_ollama_mistral3_vision,
     write_ollama_qwen3vl_vision,
+    write_ollama_qwen35_vision,
 )
-from cllm_ollama.testing.tower_ggufs import write_gemma4_vision
+from cllm_ollama.testing.tower_ggufs import write_gemma4_vision, write_qwen35_vision
 from cllm_ollama.testing.vision_ggufs import write_llama4_vision, write_mistral3_vision, write_qwen3vl_vision
 
 pytestmark = pytest.mark.model
@@ -37,6 +38,7 @@ PAIRS = {
     "qwen3vl": (write_qwen3vl_vision, write_ollama_qwen3vl_vision),
     "llama4": (write_llama4_vision, write_ollama_llama4_vision),
     "gemma4": (write_gemma4_vision, write_ollama_gemma4),
+    "qwen35": (write_qwen35_vision, write_ollama_qwen35_vision),
 }
 
 
