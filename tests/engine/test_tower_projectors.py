@@ -3,8 +3,8 @@ text model: it reports vision and audio, and a second of sound and an image enco
 embeddings as through the projector llama.cpp's converter writes for the same weights.
 
 (That the audio reaches the model through the APIs is the audio path's; the split itself, tensor
-for tensor, is ``tests/store/test_layouts_vision.py``.) libmtmd's audio calls are made here directly:
-the binding exposes images only so far.
+for tensor, is ``tests/store/test_layouts_vision.py``.) libmtmd's audio calls are made here
+directly: the binding takes images only so far.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from cllm_ollama.engine.binding import Model, Projector
+from cllm_ollama.engine.binding import MediaItem, Model, Projector
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.names import parse_name
@@ -104,15 +104,15 @@ def test_the_split_gemma4_audio_tower_encodes_as_llama_cpp_s(pair: tuple[Project
 
 
 def test_the_split_gemma4_vision_tower_encodes_as_llama_cpp_s(pair: tuple[Projector, Projector]) -> None:
-    mtmd = _mtmd()
     got = []
     image = png(48, 40, seed=5)
     for proj in pair:
-        bitmap = proj._bitmap(image, 0)
+        prompt = proj.tokenize(f"Look: {proj.marker}", [image])
         try:
-            got.append(encoded(proj, bitmap, mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE))
+            (item,) = [part for part in prompt.parts if isinstance(part, MediaItem)]
+            got.append(prompt.encode(item))
         finally:
-            mtmd.mtmd_bitmap_free(bitmap)
+            prompt.close()
     want, mapped = got
     assert want.shape[0] >= 70 and np.isfinite(want).all()  # libmtmd gives a Gemma 4 image 70 tokens at least
     np.testing.assert_allclose(mapped, want, rtol=1e-5, atol=1e-5)
