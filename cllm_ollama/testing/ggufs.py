@@ -760,10 +760,12 @@ def main(argv: list[str] | None = None) -> None:
     ``ollama-qwen25vl-vision`` a Qwen2.5-VL so, ``ollama-mistral3-vision``, ``ollama-qwen3vl-vision``
     and ``ollama-llama4-vision`` a Mistral Small 3.1 with Pixtral, a Qwen3-VL, a Llama 4 so,
     ``ollama-gptoss``, ``ollama-olmo3`` and
-    ``ollama-lfm2`` text models so, whose llama.cpp-layout twins are ``gpt-oss``, ``olmo2``, ``lfm2``); ``lora``
-    writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
+    ``ollama-lfm2`` text models so, whose llama.cpp-layout twins are ``gpt-oss``, ``olmo2``, ``lfm2``;
+    ``ollama-deepseekocr`` a DeepSeek-OCR so, whose twin ``vision-deepseekocr`` writes as a text
+    GGUF and its projector); ``lora`` writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
+    from . import ocr_ggufs as oc
     from . import ollama_ggufs as og
     from . import ollama_vision_ggufs as ov
 
@@ -777,9 +779,11 @@ def main(argv: list[str] | None = None) -> None:
         "ollama-mistral3-vision": ov.write_ollama_mistral3_vision,
         "ollama-qwen3vl-vision": ov.write_ollama_qwen3vl_vision,
         "ollama-llama4-vision": ov.write_ollama_llama4_vision,
+        "ollama-deepseekocr": oc.write_ollama_deepseekocr,
     }
+    pairs = {"vision-deepseekocr": oc.write_deepseekocr_vision}
     kinds = {**_KINDS, "gpt-oss": og.write_gptoss, "olmo2": og.write_olmo2, "lfm2": og.write_lfm2}
-    parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *ollama, "lora"])
+    parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *pairs, *ollama, "lora"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
     if args.kind == "lora":
@@ -787,6 +791,8 @@ def main(argv: list[str] | None = None) -> None:
     elif args.kind in ollama:
         args.dir.mkdir(parents=True, exist_ok=True)
         paths = (ollama[args.kind](args.dir / "model.gguf"),)
+    elif args.kind in pairs:
+        paths = pairs[args.kind](args.dir)
     elif args.kind.startswith("vision"):
         paths = write_vision(args.dir, kind="qwen2vl" if args.kind.endswith("qwen2vl") else "gemma3")
     else:
