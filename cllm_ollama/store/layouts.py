@@ -103,7 +103,6 @@ def _always(h: Header) -> bool:
 # ``layouts_text``.
 _REFUSED: dict[str, tuple[_Marker, str]] = {
     "glmocr": (_always, "llama.cpp has no glmocr architecture"),
-    "nemotron_h_omni": (_always, "its audio and vision towers are inside the model file"),
     "mllama": (_always, "llama.cpp has no Llama 3.2 Vision (mllama) architecture"),
 }
 
@@ -188,6 +187,7 @@ def plan(h: Header) -> list[Rewrite] | None:
     if h.arch == "clip" and not h.kv.get("clip.projector_type") and h.any_tensor("mm."):
         return [_llava_projector()]
     from .layouts_ocr import plan_ocr
+    from .layouts_omni import plan_omni
     from .layouts_text import plan_text  # the text maps build on this module's framework
     from .layouts_vision import plan_vision
 
@@ -197,9 +197,9 @@ def plan(h: Header) -> list[Rewrite] | None:
     vision = plan_vision(h)
     if vision is not None:
         return vision
-    ocr = plan_ocr(h)
-    if ocr is not None:
-        return ocr
+    towers = plan_ocr(h) or plan_omni(h)
+    if towers is not None:
+        return towers
     refused = _REFUSED.get(h.arch)
     if refused is not None and refused[0](h):
         raise LayoutRefused(refusal(h.arch, refused[1]))

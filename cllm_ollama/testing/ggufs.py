@@ -761,13 +761,15 @@ def main(argv: list[str] | None = None) -> None:
     and ``ollama-llama4-vision`` a Mistral Small 3.1 with Pixtral, a Qwen3-VL, a Llama 4 so,
     ``ollama-gptoss``, ``ollama-olmo3`` and
     ``ollama-lfm2`` text models so, whose llama.cpp-layout twins are ``gpt-oss``, ``olmo2``, ``lfm2``;
-    ``ollama-deepseekocr`` a DeepSeek-OCR so, whose twin ``vision-deepseekocr`` writes as a text
-    GGUF and its projector); ``lora`` writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
+    ``ollama-deepseekocr`` a DeepSeek-OCR so and ``ollama-nemotron-omni`` a Nemotron Omni so, whose
+    twins ``vision-deepseekocr`` and ``vision-nemotron`` write as a text GGUF and its projector);
+    ``lora`` writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
     from . import ocr_ggufs as oc
     from . import ollama_ggufs as og
     from . import ollama_vision_ggufs as ov
+    from . import omni_ggufs as om
 
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
     ollama = {
@@ -780,8 +782,9 @@ def main(argv: list[str] | None = None) -> None:
         "ollama-qwen3vl-vision": ov.write_ollama_qwen3vl_vision,
         "ollama-llama4-vision": ov.write_ollama_llama4_vision,
         "ollama-deepseekocr": oc.write_ollama_deepseekocr,
+        "ollama-nemotron-omni": om.write_ollama_nemotron_omni,
     }
-    pairs = {"vision-deepseekocr": oc.write_deepseekocr_vision}
+    pairs = {"vision-deepseekocr": oc.write_deepseekocr_vision, "vision-nemotron": om.write_nemotron_omni_vision}
     kinds = {**_KINDS, "gpt-oss": og.write_gptoss, "olmo2": og.write_olmo2, "lfm2": og.write_lfm2}
     parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *pairs, *ollama, "lora"])
     parser.add_argument("dir", type=Path)

@@ -2,7 +2,7 @@
 writes for the same weights (``store/layouts_ocr.py``): a ``deepseek2-ocr`` text GGUF and a
 ``deepseekocr`` projector, tensor for tensor, bit for bit, key for key.
 
-(Served end to end in ``tests/api/test_ollama_ocr_layouts.py``.)
+(Served end to end in ``tests/api/test_ollama_ocr_omni_layouts.py``.)
 """
 
 from __future__ import annotations
