@@ -17,6 +17,7 @@ from fakeregistry import FakeRegistry, fake_registry, statuses
 from test_layouts_vision import assert_split_as_llama_cpp_writes, created, header
 
 from cllm_ollama.store import manifests as mt
+from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.store.layouts import Header, LayoutRefused, plan
 from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
@@ -62,10 +63,7 @@ def test_an_ollama_deepseekocr_is_pulled_split(model_store: ModelStore, registry
 
 def test_the_files_llama_cpp_s_converter_writes_are_kept_as_they_are(tmp_path: Path) -> None:
     for path in write_deepseekocr_vision(tmp_path):
-        info = gguf.GGUFReader(path)
-        arch = str(info.fields["general.architecture"].contents())
-        h = header(arch, {t.name: [int(n) for n in t.shape] for t in info.tensors})
-        assert plan(h) is None
+        assert plan(Header.of(gguf_info(path, verbose=True))) is None
 
 
 MOE = {"blk.1.ffn_down_exps.weight": [32, 64, 4], "blk.1.ffn_down_shexp.weight": [64, 64]}

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gguf
 import numpy as np
 import pytest
 from test_layouts_vision import assert_split_as_llama_cpp_writes, created, header
 
 from cllm_ollama.store import layouts_omni
+from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.store.layouts import Header, LayoutRefused, plan
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.omni_ggufs import write_nemotron_omni_vision, write_ollama_nemotron_omni
@@ -54,9 +54,7 @@ def test_the_position_table_is_resized_bilinearly_with_corners_aligned() -> None
 
 def test_the_files_llama_cpp_s_converter_writes_are_kept_as_they_are(tmp_path: Path) -> None:
     for path in write_nemotron_omni_vision(tmp_path):
-        info = gguf.GGUFReader(path)
-        arch = str(info.fields["general.architecture"].contents())
-        assert plan(header(arch, {t.name: [int(n) for n in t.shape] for t in info.tensors})) is None
+        assert plan(Header.of(gguf_info(path, verbose=True))) is None
 
 
 VISION_KEYS = {
