@@ -100,7 +100,7 @@ def _projector_of(h: Header) -> Rewrite:
             if t.name == "v.patch_embd.weight":
                 out.append(_as_conv_kernel(t, n_in, patch))
             elif t.name == "v.position_embd.weight":
-                out.append(_positions_resized(t, side))
+                out.append(_positions_resized(t, side, n_embd))
             elif qkv is None:
                 out.append(t)
             elif qkv.group(2) == "q":  # K and V are fused into the block's attn_qkv at its Q
@@ -124,21 +124,16 @@ def _as_conv_kernel(t: Tensor, n_in: int, patch: int) -> Tensor:
     return Tensor(t.name, _F32, shape, _F32_DTYPE, lambda: dequantize(source(), kind).reshape(shape).astype(np.float32))
 
 
-def _positions_resized(t: Tensor, side: int) -> Tensor:
+def _positions_resized(t: Tensor, side: int, n_embd: int) -> Tensor:
     """The position table, made at RADIO's largest grid, resized to the fixed image's grid as
     llama.cpp's converter does (bilinear, corners aligned: ``F.interpolate``), as ``[1, side*side, n]``."""
     source, kind = t.data, t.kind
 
     def resized() -> np.ndarray:
-        table = dequantize(source(), kind).astype(np.float32)
-        n_embd = table.shape[-1]
-        grid = table.reshape(-1, n_embd)
+        grid = dequantize(source(), kind).astype(np.float32).reshape(-1, n_embd)
         src = math.isqrt(grid.shape[0])
         return _bilinear(grid.reshape(src, src, n_embd), side).reshape(1, side * side, n_embd)
 
-    n_embd = t.shape[-1] if kind in (_F32, GGMLQuantizationType.F16) else 0
-    if not n_embd:
-        raise LayoutRefused(refusal(_ARCH, f"its position table is of type {kind.name}, not F32 or F16"))
     return Tensor(t.name, _F32, (1, side * side, n_embd), _F32_DTYPE, resized)
 
 
