@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from gguf.quants import dequantize
 
 from .layouts import Header, LayoutRefused, Rewrite, Tensor, _clip_keys, _projector, _tower_key, refusal
 from .layouts_text import _nemotron_h_moe
-from .layouts_vision import _stacked
+from .layouts_vision import _VIT_QKV, _stacked
 
 _U32 = GGUFValueType.UINT32
 _ARRAY = GGUFValueType.ARRAY
@@ -43,7 +42,6 @@ _EXACT = {
     "mm.1.weight": "mm.model.mlp.1.weight",
     "mm.2.weight": "mm.model.mlp.3.weight",
 }
-_VIT_QKV = re.compile(r"(v\.blk\.\d+\.)attn_([qkv])\.(weight|bias)")
 # OpenAI CLIP's pixel statistics: Ollama's converter's default, and Nemotron's.
 _CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 _CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
