@@ -123,9 +123,9 @@ def write_deepseekocr_projector(
         if bias:
             t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
 
-    def norm(name: str, n: int) -> None:
-        t.norm(f"{name}.weight", n)
-        t.f32(f"{name}.bias", np.zeros(n))
+    def norm(name: str, n: int) -> None:  # distinct per norm, so that one mistaken for another shows
+        t.f32(f"{name}.weight", 1 + t.rng.standard_normal(n) * 0.1)
+        t.f32(f"{name}.bias", t.rng.standard_normal(n) * 0.1)
 
     n, d_head = v.sam_embd, v.sam_embd // v.sam_heads
     t.f32("v.sam.patch_embd.weight", t.rng.standard_normal((n, 3, v.sam_patch, v.sam_patch)) * 0.05)

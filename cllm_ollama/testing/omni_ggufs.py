@@ -133,14 +133,14 @@ def write_nemotron_projector(path: Path, *, n_embd_text: int = NEMOTRON.n_embd, 
     for i in range(v.n_layer):
         p = f"v.blk.{i}."
         for norm in ("ln1", "ln2"):
-            t.norm(f"{p}{norm}.weight", n)
-            t.f32(f"{p}{norm}.bias", np.zeros(n))
+            t.f32(f"{p}{norm}.weight", 1 + t.rng.standard_normal(n) * 0.1)  # ln1 mistaken for ln2 shows
+            t.f32(f"{p}{norm}.bias", t.rng.standard_normal(n) * 0.1)
         linear(p + "attn_qkv", 3 * n, n)
         linear(p + "attn_out", n, n)
         linear(p + "ffn_up", v.n_ff, n)
         linear(p + "ffn_down", n, v.n_ff)
     merged = n * v.merge * v.merge
-    t.norm("mm.model.mlp.0.weight", merged)
+    t.f32("mm.model.mlp.0.weight", 1 + t.rng.standard_normal(merged) * 0.1)
     t.matrix("mm.model.mlp.1.weight", PROJECTOR_HIDDEN, merged)
     t.matrix("mm.model.mlp.3.weight", n_embd_text, PROJECTOR_HIDDEN)
     _finish(t.w)
