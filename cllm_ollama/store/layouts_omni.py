@@ -92,19 +92,11 @@ def _projector_of(h: Header) -> Rewrite:
 
     def tensors(ts: list[Tensor]) -> list[Tensor]:
         by_name = {t.name: t for t in ts}
-        out = []
-        for t in ts:
-            qkv = _VIT_QKV.fullmatch(t.name)
-            if t.name == "v.patch_embd.weight":
-                out.append(_as_conv_kernel(t, n_in, patch))
-            elif t.name == "v.position_embd.weight":
-                out.append(_positions_resized(t, side, n_embd))
-            elif qkv is None:
-                out.append(t)
-            elif qkv.group(2) == "q":  # K and V are fused into the block's attn_qkv at its Q
-                block, _, part = qkv.groups()
-                out.append(_stacked([by_name[f"{block}attn_{x}.{part}"] for x in "qkv"], f"{block}attn_qkv.{part}"))
-        return out
+        reshaped = {
+            "v.patch_embd.weight": lambda t: _as_conv_kernel(t, n_in, patch),
+            "v.position_embd.weight": lambda t: _positions_resized(t, side, n_embd),
+        }
+        return [u for t in ts for u in ([reshaped[t.name](t)] if t.name in reshaped else fused_qkv(t, by_name))]
 
     return dataclasses.replace(
         clip,
@@ -112,6 +104,18 @@ def _projector_of(h: Header) -> Rewrite:
         exact=_EXACT,
         tensors=tensors,
     )
+
+
+def fused_qkv(t: Tensor, by_name: dict[str, Tensor]) -> list[Tensor]:
+    """``t`` as it is, unless it is a ViT block's Q, K or V: Q's place gets the block's fused
+    ``attn_qkv`` (``by_name`` holds the three), K's and V's nothing."""
+    qkv = _VIT_QKV.fullmatch(t.name)
+    if qkv is None:
+        return [t]
+    block, which, part = qkv.groups()
+    if which != "q":
+        return []
+    return [_stacked([by_name[f"{block}attn_{x}.{part}"] for x in "qkv"], f"{block}attn_qkv.{part}")]
 
 
 def _as_conv_kernel(t: Tensor, n_in: int, patch: int) -> Tensor:

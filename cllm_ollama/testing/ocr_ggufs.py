@@ -88,6 +88,29 @@ def write_deepseekocr_text(path: Path, *, shape: Shape = OCR, seed: int = 0) -> 
     return path
 
 
+def biased_linear(t: _Tensors, name: str, rows: int, cols: int) -> None:
+    t.matrix(f"{name}.weight", rows, cols)
+    t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
+
+
+def layer_norm(t: _Tensors, name: str, n: int) -> None:
+    """A LayerNorm's weight and bias, distinct per norm, so that a map mistaking one for another shows."""
+    t.f32(f"{name}.weight", 1 + t.rng.standard_normal(n) * 0.1)
+    t.f32(f"{name}.bias", t.rng.standard_normal(n) * 0.1)
+
+
+def vit_blocks(t: _Tensors, n_layer: int, n: int, n_ff: int) -> None:
+    """CLIP-style ViT blocks as clip.cpp names them: LayerNorms, fused Q/K/V, biased projections."""
+    for i in range(n_layer):
+        p = f"v.blk.{i}."
+        layer_norm(t, p + "ln1", n)
+        biased_linear(t, p + "attn_qkv", 3 * n, n)
+        biased_linear(t, p + "attn_out", n, n)
+        layer_norm(t, p + "ln2", n)
+        biased_linear(t, p + "ffn_up", n_ff, n)
+        biased_linear(t, p + "ffn_down", n, n_ff)
+
+
 def write_deepseekocr_projector(
     path: Path, *, n_embd_text: int = OCR.n_embd, v: OcrVision = OCR_VISION, seed: int = 0
 ) -> Path:
@@ -118,14 +141,11 @@ def write_deepseekocr_projector(
     w.add_uint32("clip.vision.sam.embedding_length", v.sam_embd)
     w.add_uint32("clip.vision.sam.head_count", v.sam_heads)
 
-    def linear(name: str, rows: int, cols: int, bias: bool = True) -> None:
-        t.matrix(f"{name}.weight", rows, cols)
-        if bias:
-            t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
+    def linear(name: str, rows: int, cols: int) -> None:
+        biased_linear(t, name, rows, cols)
 
-    def norm(name: str, n: int) -> None:  # distinct per norm, so that one mistaken for another shows
-        t.f32(f"{name}.weight", 1 + t.rng.standard_normal(n) * 0.1)
-        t.f32(f"{name}.bias", t.rng.standard_normal(n) * 0.1)
+    def norm(name: str, n: int) -> None:
+        layer_norm(t, name, n)
 
     n, d_head = v.sam_embd, v.sam_embd // v.sam_heads
     t.f32("v.sam.patch_embd.weight", t.rng.standard_normal((n, 3, v.sam_patch, v.sam_patch)) * 0.05)
@@ -154,14 +174,7 @@ def write_deepseekocr_projector(
     t.f32("v.patch_embd.weight", _f16_exact(t, (c, 3, v.clip_patch, v.clip_patch)))
     t.f32("v.position_embd.weight", _f16_exact(t, ((v.sam_grid // 4) ** 2 + 1, c)))
     norm("v.pre_ln", c)
-    for i in range(v.clip_layers):
-        p = f"v.blk.{i}."
-        norm(p + "ln1", c)
-        linear(p + "attn_qkv", 3 * c, c)
-        linear(p + "attn_out", c, c)
-        norm(p + "ln2", c)
-        linear(p + "ffn_up", v.clip_ff, c)
-        linear(p + "ffn_down", c, v.clip_ff)
+    vit_blocks(t, v.clip_layers, c, v.clip_ff)
     linear("mm.model.fc", n_embd_text, 2 * c)
     t.f32("v.image_newline", t.rng.standard_normal(n_embd_text) * 0.2)
     t.f32("v.view_seperator", t.rng.standard_normal((1, n_embd_text)) * 0.2)

@@ -28,6 +28,7 @@ from .ggufs import (
     _Tensors,
     synthetic_vocab,
 )
+from .ocr_ggufs import vit_blocks
 from .ollama_ggufs import _copy_fields
 from .vision_ggufs import _f16_exact
 
@@ -126,19 +127,7 @@ def write_nemotron_projector(path: Path, *, n_embd_text: int = NEMOTRON.n_embd, 
     step = (SOURCE_GRID - 1) // (side - 1)
     t.f32("v.position_embd.weight", grid[::step, ::step].reshape(1, side * side, n))
 
-    def linear(name: str, rows: int, cols: int) -> None:
-        t.matrix(f"{name}.weight", rows, cols)
-        t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
-
-    for i in range(v.n_layer):
-        p = f"v.blk.{i}."
-        for norm in ("ln1", "ln2"):
-            t.f32(f"{p}{norm}.weight", 1 + t.rng.standard_normal(n) * 0.1)  # ln1 mistaken for ln2 shows
-            t.f32(f"{p}{norm}.bias", t.rng.standard_normal(n) * 0.1)
-        linear(p + "attn_qkv", 3 * n, n)
-        linear(p + "attn_out", n, n)
-        linear(p + "ffn_up", v.n_ff, n)
-        linear(p + "ffn_down", n, v.n_ff)
+    vit_blocks(t, v.n_layer, n, v.n_ff)
     merged = n * v.merge * v.merge
     t.f32("mm.model.mlp.0.weight", 1 + t.rng.standard_normal(merged) * 0.1)
     t.matrix("mm.model.mlp.1.weight", PROJECTOR_HIDDEN, merged)
