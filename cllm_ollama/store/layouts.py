@@ -102,9 +102,7 @@ def _always(h: Header) -> bool:
 # split or repacked, towers llama.cpp reads differently). The text models cllm maps are in
 # ``layouts_text``.
 _REFUSED: dict[str, tuple[_Marker, str]] = {
-    "deepseekocr": (_always, 'llama.cpp runs DeepSeek-OCR as "deepseek2-ocr" with a separate projector'),
     "glmocr": (_always, "llama.cpp has no glmocr architecture"),
-    "nemotron_h_omni": (_always, "its audio and vision towers are inside the model file"),
     "mllama": (_always, "llama.cpp has no Llama 3.2 Vision (mllama) architecture"),
 }
 
@@ -188,6 +186,8 @@ def plan(h: Header) -> list[Rewrite] | None:
         return [_llama3_metadata(h)]
     if h.arch == "clip" and not _projector_types(h) and h.any_tensor("mm."):
         return [_llava_projector()]
+    from .layouts_ocr import plan_ocr
+    from .layouts_omni import plan_omni
     from .layouts_text import plan_text  # the text maps build on this module's framework
     from .layouts_vision import plan_vision
 
@@ -198,6 +198,9 @@ def plan(h: Header) -> list[Rewrite] | None:
     text = plan_text(h)
     if text is not None:
         return text
+    towers = plan_ocr(h) or plan_omni(h)
+    if towers is not None:
+        return towers
     refused = _REFUSED.get(h.arch)
     if refused is not None and refused[0](h):
         raise LayoutRefused(refusal(h.arch, refused[1]))

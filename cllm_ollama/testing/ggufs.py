@@ -761,13 +761,16 @@ def main(argv: list[str] | None = None) -> None:
     and ``ollama-llama4-vision`` a Mistral Small 3.1 with Pixtral, a Qwen3-VL, a Llama 4 so,
     ``ollama-gptoss``, ``ollama-olmo3`` and
     ``ollama-lfm2`` text models so, whose llama.cpp-layout twins are ``gpt-oss``, ``olmo2``, ``lfm2``;
-    ``ollama-gemma4`` a Gemma 4 with both towers, ``ollama-qwen35-vision`` a Qwen 3.5 with its tower, whose
-    twins ``gemma4-towers`` and ``qwen35-vision`` write text.gguf and mmproj.gguf); ``lora``
-    writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
+    ``ollama-gemma4`` a Gemma 4 with both towers, ``ollama-qwen35-vision`` a Qwen 3.5 with its tower,
+    ``ollama-deepseekocr`` a DeepSeek-OCR and ``ollama-nemotron-omni`` a Nemotron Omni so, whose
+    twins ``gemma4-towers``, ``qwen35-vision``, ``vision-deepseekocr`` and ``vision-nemotron`` write
+    text.gguf and mmproj.gguf); ``lora`` writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it)."""
     import argparse
 
+    from . import ocr_ggufs as oc
     from . import ollama_ggufs as og
     from . import ollama_vision_ggufs as ov
+    from . import omni_ggufs as om
     from . import tower_ggufs as tg
 
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
@@ -782,10 +785,17 @@ def main(argv: list[str] | None = None) -> None:
         "ollama-llama4-vision": ov.write_ollama_llama4_vision,
         "ollama-gemma4": ov.write_ollama_gemma4,
         "ollama-qwen35-vision": ov.write_ollama_qwen35_vision,
+        "ollama-deepseekocr": oc.write_ollama_deepseekocr,
+        "ollama-nemotron-omni": om.write_ollama_nemotron_omni,
     }
-    pairs = {"gemma4-towers": tg.write_gemma4_vision, "qwen35-vision": tg.write_qwen35_vision}
+    pairs = {
+        "gemma4-towers": tg.write_gemma4_vision,
+        "qwen35-vision": tg.write_qwen35_vision,
+        "vision-deepseekocr": oc.write_deepseekocr_vision,
+        "vision-nemotron": om.write_nemotron_omni_vision,
+    }
     kinds = {**_KINDS, "gpt-oss": og.write_gptoss, "olmo2": og.write_olmo2, "lfm2": og.write_lfm2}
-    parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *ollama, *pairs, "lora"])
+    parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *pairs, *ollama, "lora"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
     if args.kind == "lora":
