@@ -68,6 +68,17 @@ def test_ollama_vision_kinds_write_one_file_with_the_tower_inside(tmp_path: Path
         assert any(t.name.startswith("v.blk.") for t in reader.tensors)
 
 
+def test_tower_models_write_llama_cpp_s_pair_and_ollama_s_one_file(tmp_path: Path) -> None:
+    """DeepSeek-OCR and Nemotron Omni: the llama.cpp-layout twin as a text model and its projector,
+    Ollama's layout as one file."""
+    for kind, arch in (("deepseekocr", "deepseekocr"), ("nemotron", "nemotron_h_omni")):
+        pair = _written(f"vision-{kind}", tmp_path / kind)
+        assert pair == [str(tmp_path / kind / "text.gguf"), str(tmp_path / kind / "mmproj.gguf")]
+        ollama_kind = "ollama-deepseekocr" if kind == "deepseekocr" else "ollama-nemotron-omni"
+        (one,) = _written(ollama_kind, tmp_path / f"ollama-{kind}")
+        assert gguf.GGUFReader(one).fields["general.architecture"].contents() == arch
+
+
 def test_audio_writes_a_text_model_and_its_audio_projector(tmp_path: Path) -> None:
     assert _written("audio", tmp_path) == [str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")]
     text, mmproj = gguf.GGUFReader(tmp_path / "text.gguf"), gguf.GGUFReader(tmp_path / "mmproj.gguf")

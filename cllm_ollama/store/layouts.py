@@ -102,9 +102,7 @@ def _always(h: Header) -> bool:
 # split or repacked, towers llama.cpp reads differently). The text models cllm maps are in
 # ``layouts_text``.
 _REFUSED: dict[str, tuple[_Marker, str]] = {
-    "deepseekocr": (_always, 'llama.cpp runs DeepSeek-OCR as "deepseek2-ocr" with a separate projector'),
     "glmocr": (_always, "llama.cpp has no glmocr architecture"),
-    "nemotron_h_omni": (_always, "its audio and vision towers are inside the model file"),
     "mllama": (_always, "llama.cpp has no Llama 3.2 Vision (mllama) architecture"),
 }
 
@@ -186,17 +184,23 @@ def plan(h: Header) -> list[Rewrite] | None:
         return [_mistral3_text(h)]
     if h.arch == "llama" and _llama3_metadata_gap(h):
         return [_llama3_metadata(h)]
-    if h.arch == "clip" and not h.kv.get("clip.projector_type") and h.any_tensor("mm."):
+    if h.arch == "clip" and not _projector_types(h) and h.any_tensor("mm."):
         return [_llava_projector()]
+    from .layouts_ocr import plan_ocr
+    from .layouts_omni import plan_omni
     from .layouts_text import plan_text  # the text maps build on this module's framework
     from .layouts_vision import plan_vision
 
-    text = plan_text(h)
-    if text is not None:
-        return text
+    # The towers first: a gemma4 or qwen35 with one inside splits it out beside its text map.
     vision = plan_vision(h)
     if vision is not None:
         return vision
+    text = plan_text(h)
+    if text is not None:
+        return text
+    towers = plan_ocr(h) or plan_omni(h)
+    if towers is not None:
+        return towers
     refused = _REFUSED.get(h.arch)
     if refused is not None and refused[0](h):
         raise LayoutRefused(refusal(h.arch, refused[1]))
@@ -206,6 +210,12 @@ def plan(h: Header) -> list[Rewrite] | None:
         # llama.cpp's loader refuses a model file with tensors it does not read.
         raise LayoutRefused(refusal(h.arch, "its vision or audio tower is inside the model file"))
     return None
+
+
+def _projector_types(h: Header) -> list[str]:
+    """The projector types a CLIP GGUF states: one for all, or one per modality (Gemma 4's has both)."""
+    keys = ("clip.projector_type", "clip.vision.projector_type", "clip.audio.projector_type")
+    return [h.kv[key] for key in keys if h.kv.get(key)]
 
 
 def _ollama_gemma3(h: Header) -> bool:

@@ -4,8 +4,9 @@ Each map mirrors what Ollama's own llama-server shim (``llama/compat/llama-ollam
 in ollama/ollama, the ``handle_<arch>`` functions) does in memory at every load; cllm does it once,
 when the model enters the store, through ``layouts.rewrite``. ``plan_text`` answers for the
 architectures it knows: the rewrites, None when the file is already in llama.cpp's layout, or
-``LayoutRefused`` naming what cannot be mapped. Towers and multi-token-prediction heads that the
-text model's llama.cpp loader does not read are dropped (llama.cpp refuses unread tensors).
+``LayoutRefused`` naming what cannot be mapped. Multi-token-prediction heads that the text
+model's llama.cpp loader does not read are dropped (llama.cpp refuses unread tensors); the towers
+of Gemma 4 and Qwen 3.5 are left out of the text model here and split out in ``layouts_vision``.
 """
 
 from __future__ import annotations
@@ -157,10 +158,11 @@ _GEMMA4_TOWERS = ("a.", "v.", "mm.", "model.vision_tower.")
 
 
 def _gemma4(h: Header) -> Rewrite:
-    """Gemma 4's text model (``handle_gemma4``): the audio and vision towers dropped (not split out:
-    cllm runs it as a text model), its BPE tokenizer named ``gemma4`` rather than ``llama`` (else
-    its control tokens come out as text), and the experts' per-expert scale under llama.cpp's name.
-    (Ollama's shim also fuses the experts' gate and up for speed; llama.cpp loads them split.)"""
+    """Gemma 4's text model (``handle_gemma4``): without the audio and vision towers (which
+    ``layouts_vision`` splits into a projector), its BPE tokenizer named ``gemma4`` rather than
+    ``llama`` (else its control tokens come out as text), and the experts' per-expert scale under
+    llama.cpp's name. (Ollama's shim also fuses the experts' gate and up for speed; llama.cpp loads
+    them split.)"""
     set_kv: _KV = {}
     if h.kv.get("tokenizer.ggml.model") == "llama":
         set_kv["tokenizer.ggml.model"] = ("gemma4", _STR)
@@ -200,8 +202,8 @@ _QWEN35_TOWER_KEYS = (
 
 def _qwen35(h: Header) -> Rewrite:
     """Qwen 3.5 dense and MoE (``apply_qwen35_text_fixes``): the KV-head count as one number, the
-    M-RoPE sections padded to four, ``ssm_dt`` named, and the vision tower and multi-token-prediction
-    head dropped (cllm runs the text model and does not draft with MTP)."""
+    M-RoPE sections padded to four, ``ssm_dt`` named, without the vision tower (``layouts_vision``
+    splits it into a projector) and the multi-token-prediction head (cllm does not draft with MTP)."""
     kv = h.kv
     set_kv: _KV = {}
     heads = kv.get(f"{h.arch}.attention.head_count_kv")

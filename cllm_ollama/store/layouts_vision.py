@@ -1,13 +1,15 @@
 """Ollama's single-file vision layouts whose map changes tensor data, not only names.
 
 mistral-small3.1/3.2 (``mistral3`` with its Pixtral tower inside), Qwen3-VL (``qwen3vl`` and
-``qwen3vlmoe``) and Llama 4 (``llama4``) were converted by Ollama for its Go engine as one GGUF.
-Each is split once, when it is pulled or created, into the text GGUF and the CLIP projector that
-llama.cpp's own converter writes for the same weights (``LlavaVisionModel``, ``Qwen3VLVisionModel``
-and ``Llama4VisionModel`` in its ``conversion/``), where Ollama's shim (``llama/compat``) redoes
-the same in memory at every load: Pixtral's Q/K rows permuted for ggml's RoPE and its [IMG_BREAK]
-embedding taken from the text model's, Qwen3-VL's Q/K/V fused and its two-frame patch embedding
-split. The store never loads a model: this reads headers and tensor bytes only.
+``qwen3vlmoe``), Llama 4 (``llama4``), Gemma 4 (``gemma4``, a vision and an audio tower) and Qwen 3.5
+(``qwen35``, ``qwen35moe``) were converted by Ollama for its Go engine as one GGUF. Each is split
+once, when it is pulled or created, into the text GGUF and the CLIP projector that llama.cpp's own
+converter writes for the same weights (``LlavaVisionModel``, ``Qwen3VLVisionModel``,
+``Llama4VisionModel`` and ``Gemma4VisionAudioModel`` in its ``conversion/``), where Ollama's shim
+(``llama/compat``) redoes the same in memory at every load: Pixtral's Q/K rows permuted for ggml's
+RoPE and its [IMG_BREAK] embedding taken from the text model's, Qwen3-VL's (and Qwen 3.5's) Q/K/V
+fused and its two-frame patch embedding split, Gemma 4's audio tensors renamed. The store never
+loads a model: this reads headers and tensor bytes only.
 """
 
 from __future__ import annotations
@@ -34,10 +36,14 @@ from .layouts import (
     _vision_tensor,
     refusal,
 )
+from .layouts_text import _gemma4 as _gemma4_text
+from .layouts_text import _qwen35 as _qwen35_text
 
 _F32 = GGUFValueType.FLOAT32
 _U32 = GGUFValueType.UINT32
 _ARRAY = GGUFValueType.ARRAY
+_STR = GGUFValueType.STRING
+_BOOL = GGUFValueType.BOOL
 _F32_TYPE = GGMLQuantizationType.F32
 _KV = dict[str, tuple[Any, GGUFValueType]]
 
@@ -56,6 +62,10 @@ def plan_vision(h: Header) -> list[Rewrite] | None:
         return _qwen3vl(h)
     if h.arch == "llama4" and h.any_tensor("v.", "mm."):
         return _llama4(h)
+    if h.arch == "gemma4" and h.any_tensor("v.", "a."):
+        return _gemma4(h)
+    if h.arch in ("qwen35", "qwen35moe") and h.any_tensor("v."):
+        return [_qwen35_text(h), _qwen3vl_projector(h, [])]
     return None
 
 
@@ -224,7 +234,13 @@ def _qwen3vl(h: Header) -> list[Rewrite]:
     )
     if not h.any_tensor("v."):
         return [text]
+    return [text, _qwen3vl_projector(h, deepstack)]
 
+
+def _qwen3vl_projector(h: Header, deepstack: list[int]) -> Rewrite:
+    """The ``qwen3vl_merger`` projector of a Qwen3-VL's or Qwen 3.5's tower in Ollama's layout (the
+    same tower: llama.cpp's ``Qwen3VLVisionModel`` converts both; Qwen 3.5 has no deepstack)."""
+    arch, kv = h.arch, h.kv
     n_blocks = int(_tower_key(h, "block_count", _U32)[0])
     n_in = int(kv.get(f"{arch}.vision.num_channels") or 3)
     patch = h.shapes.get("v.patch_embed.weight")
@@ -267,7 +283,7 @@ def _qwen3vl(h: Header) -> list[Rewrite]:
                 out.append(_stacked([by_name[f"{block}attn_{x}.{part}"] for x in "qkv"], f"{block}attn_qkv.{part}"))
         return out
 
-    return [text, dataclasses.replace(clip, tensors=tensors)]
+    return dataclasses.replace(clip, tensors=tensors)
 
 
 def _triple(value: Any) -> list[float]:
@@ -281,13 +297,9 @@ def _stacked(parts: list[Tensor], name: str) -> Tensor:
     if len({p.kind for p in parts}) == 1:
         shape = (sum(p.shape[0] for p in parts), *first.shape[1:])
         return Tensor(name, first.kind, shape, first.dtype, lambda: np.concatenate([p.data() for p in parts]))
-    width = first.shape[-1] if first.kind in (_F32_TYPE, GGMLQuantizationType.F16) else _row_width(first)
-    shape = (sum(p.shape[0] for p in parts), *first.shape[1:-1], width)
-
-    def as_f32() -> np.ndarray:
-        return np.concatenate([dequantize(p.data(), p.kind).reshape(-1, *shape[1:]) for p in parts])
-
-    return Tensor(name, _F32_TYPE, shape, np.dtype(np.float32), as_f32)
+    f32 = [_in_f32(p) for p in parts]
+    shape = (sum(p.shape[0] for p in f32), *f32[0].shape[1:])
+    return Tensor(name, _F32_TYPE, shape, np.dtype(np.float32), lambda: np.concatenate([p.data() for p in f32]))
 
 
 def _temporal_halves(t: Tensor, n_in: int) -> list[Tensor]:
@@ -349,3 +361,107 @@ def _llama4(h: Header) -> list[Rewrite]:
     }
     clip = _projector(_LLAMA4_RENAMES, clip_kv, "v.position_embd.weight")
     return [text, dataclasses.replace(clip, exact={"v.positional_embedding_vlm": "v.position_embd.weight"})]
+
+
+# Ollama's names for Gemma 4's audio tower (convert_gemma4.go) -> llama.cpp's (``handle_gemma4_clip``
+# in Ollama's shim): the SSCP's projection and the encoder's output projection under other names,
+# and in each block the norms around attention and the relative-position projection.
+_GEMMA4_AUDIO_NAMES = {
+    "a.pre_encode.out.weight": "a.input_projection.weight",
+    "a.pre_encode.out.bias": "a.input_projection.bias",
+    "mm.a.fc.weight": "a.pre_encode.out.weight",
+    "mm.a.fc.bias": "a.pre_encode.out.bias",
+}
+_GEMMA4_AUDIO_BLOCK = re.compile(r"(a\.blk\.\d+\.)(ln1|ln2|layer_pre_norm|linear_pos)(\..+)")
+_GEMMA4_AUDIO_LEAVES = {
+    "ln1": "attn_pre_norm",
+    "ln2": "attn_post_norm",
+    "layer_pre_norm": "ln2",
+    "linear_pos": "attn_k_rel",
+}
+_GEMMA4_MERGE = 3  # clip.cpp's pooling kernel for gemma4v unless told
+
+
+def _gemma4(h: Header) -> list[Rewrite]:
+    """Gemma 4: the text model as ``layouts_text`` maps it, and one projector for both towers as
+    llama.cpp's converter writes it (``Gemma4VisionAudioModel``): a ``gemma4v`` vision side (Ollama
+    already wrote clip.cpp's tensor names) and a ``gemma4a`` audio side (a few names differ), the
+    position table in F32 and the patch embedding promoted as Ollama's shim does. Ollama's packed
+    ``v.clamp_data`` (its Go engine's form of the per-linear clamps; clip.cpp reads the per-tensor
+    ``.input_min``-style scalars, which Ollama's converter also writes) is left out, as the shim leaves it unread."""
+    kv = h.kv
+    text = _gemma4_text(h)
+    n_embd = kv.get("gemma4.embedding_length")
+    if not n_embd:
+        raise LayoutRefused(refusal("gemma4", "no gemma4.embedding_length for its projector's output"))
+    clip_kv: _KV = {}
+    if h.any_tensor("v."):
+        clip_kv |= {
+            "clip.has_vision_encoder": (True, _BOOL),
+            "clip.vision.projector_type": ("gemma4v", _STR),
+            "clip.vision.projection_dim": (n_embd, _U32),
+            # Unused by gemma4v (an image keeps its own size), stated as llama.cpp's converter does.
+            "clip.vision.image_size": (224, _U32),
+            **_gemma4_tower_keys(h, "vision", ("patch_size",)),
+            # The tower standardizes its output itself (v.std_bias, v.std_scale).
+            "clip.vision.image_mean": ([0.0, 0.0, 0.0], _ARRAY),
+            "clip.vision.image_std": ([1.0, 1.0, 1.0], _ARRAY),
+        }
+        merge = kv.get("gemma4.vision.projector.scale_factor")
+        if merge and merge != _GEMMA4_MERGE:
+            clip_kv["clip.vision.projector.scale_factor"] = (merge, _U32)
+    if h.any_tensor("a."):
+        clip_kv |= {
+            "clip.has_audio_encoder": (True, _BOOL),
+            "clip.audio.projector_type": ("gemma4a", _STR),
+            "clip.audio.projection_dim": (n_embd, _U32),
+            **_gemma4_tower_keys(h, "audio", ()),
+            "clip.audio.num_mel_bins": (kv.get("gemma4.audio.num_mel_bins", 128), _U32),  # Gemma 4's feature extractor
+        }
+    clip = Rewrite(
+        role="projector",
+        arch="clip",
+        keep_tensor=lambda name: name.startswith(("v.", "a.", "mm.")) and name != "v.clamp_data",
+        exact={**_GEMMA4_AUDIO_NAMES, **_gemma4_audio_blocks(h)},
+        keep_key=lambda key: key.startswith("general.") and key != "general.file_type",
+        set_kv=clip_kv,
+        tensors=_gemma4_tensors,
+    )
+    return [text, clip]
+
+
+def _gemma4_tower_keys(h: Header, modality: str, extra: tuple[str, ...]) -> _KV:
+    """A Gemma 4 tower's shape under clip's names (``gemma4.<modality>.*`` -> ``clip.<modality>.*``)."""
+    keys: _KV = {}
+    for key in ("embedding_length", "feed_forward_length", "block_count", "attention.head_count", *extra):
+        value = h.kv.get(f"gemma4.{modality}.{key}")
+        if value is None:
+            raise LayoutRefused(refusal("gemma4", f"its {modality} tower states no gemma4.{modality}.{key}"))
+        keys[f"clip.{modality}.{key}"] = (value, _U32)
+    eps = h.kv.get(f"gemma4.{modality}.attention.layer_norm_epsilon", 1e-6)
+    keys[f"clip.{modality}.attention.layer_norm_epsilon"] = (eps, _F32)
+    return keys
+
+
+def _gemma4_audio_blocks(h: Header) -> dict[str, str]:
+    out = {}
+    for name in h.shapes:
+        if m := _GEMMA4_AUDIO_BLOCK.fullmatch(name):
+            out[name] = m.group(1) + _GEMMA4_AUDIO_LEAVES[m.group(2)] + m.group(3)
+    return out
+
+
+def _gemma4_tensors(ts: list[Tensor]) -> list[Tensor]:
+    """The position table and patch embedding in F32 (llama.cpp's converter forces the first;
+    Ollama's shim promotes the second, which every backend's convolution takes)."""
+    return [_in_f32(t) if t.name in ("v.position_embd.weight", "v.patch_embd.weight") else t for t in ts]
+
+
+def _in_f32(t: Tensor) -> Tensor:
+    """``t`` as F32 (dequantized from F16, BF16 or a quantized type)."""
+    if t.kind == _F32_TYPE:
+        return t
+    width = t.shape[-1] if t.kind == GGMLQuantizationType.F16 else _row_width(t)
+    shape = (*t.shape[:-1], width)
+    source, kind = t.data, t.kind
+    return Tensor(t.name, _F32_TYPE, shape, np.dtype(np.float32), lambda: dequantize(source(), kind).reshape(shape))

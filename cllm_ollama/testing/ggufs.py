@@ -760,13 +760,20 @@ def main(argv: list[str] | None = None) -> None:
     ``ollama-qwen25vl-vision`` a Qwen2.5-VL so, ``ollama-mistral3-vision``, ``ollama-qwen3vl-vision``
     and ``ollama-llama4-vision`` a Mistral Small 3.1 with Pixtral, a Qwen3-VL, a Llama 4 so,
     ``ollama-gptoss``, ``ollama-olmo3`` and
-    ``ollama-lfm2`` text models so, whose llama.cpp-layout twins are ``gpt-oss``, ``olmo2``, ``lfm2``); ``lora``
-    writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it; ``audio`` ``DIR/text.gguf`` and
-    ``DIR/mmproj.gguf``, a model that hears: a qwen3 and its qwen2a audio projector)."""
+    ``ollama-lfm2`` text models so, whose llama.cpp-layout twins are ``gpt-oss``, ``olmo2``, ``lfm2``;
+    ``ollama-gemma4`` a Gemma 4 with both towers, ``ollama-qwen35-vision`` a Qwen 3.5 with its tower,
+    ``ollama-deepseekocr`` a DeepSeek-OCR and ``ollama-nemotron-omni`` a Nemotron Omni so, whose
+    twins ``gemma4-towers``, ``qwen35-vision``, ``vision-deepseekocr`` and ``vision-nemotron`` write
+    text.gguf and mmproj.gguf); ``lora`` writes ``DIR/base.gguf`` and ``DIR/adapter.gguf``, a LoRA for it;
+    ``audio`` ``DIR/text.gguf`` and ``DIR/mmproj.gguf``, a qwen3 that hears through a qwen2a projector)."""
     import argparse
 
+    from . import audio_ggufs as au
+    from . import ocr_ggufs as oc
     from . import ollama_ggufs as og
     from . import ollama_vision_ggufs as ov
+    from . import omni_ggufs as om
+    from . import tower_ggufs as tg
 
     parser = argparse.ArgumentParser(prog="python -m cllm_ollama.testing.ggufs", description=main.__doc__)
     ollama = {
@@ -778,17 +785,26 @@ def main(argv: list[str] | None = None) -> None:
         "ollama-mistral3-vision": ov.write_ollama_mistral3_vision,
         "ollama-qwen3vl-vision": ov.write_ollama_qwen3vl_vision,
         "ollama-llama4-vision": ov.write_ollama_llama4_vision,
+        "ollama-gemma4": ov.write_ollama_gemma4,
+        "ollama-qwen35-vision": ov.write_ollama_qwen35_vision,
+        "ollama-deepseekocr": oc.write_ollama_deepseekocr,
+        "ollama-nemotron-omni": om.write_ollama_nemotron_omni,
+    }
+    pairs = {
+        "gemma4-towers": tg.write_gemma4_vision,
+        "qwen35-vision": tg.write_qwen35_vision,
+        "vision-deepseekocr": oc.write_deepseekocr_vision,
+        "vision-nemotron": om.write_nemotron_omni_vision,
+        "audio": au.write_audio,
     }
     kinds = {**_KINDS, "gpt-oss": og.write_gptoss, "olmo2": og.write_olmo2, "lfm2": og.write_lfm2}
-    parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *ollama, "lora", "audio"])
+    parser.add_argument("kind", choices=[*kinds, "vision", "vision-qwen2vl", *pairs, *ollama, "lora"])
     parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
     if args.kind == "lora":
         paths: tuple[Path, ...] = write_lora(args.dir)
-    elif args.kind == "audio":
-        from .audio_ggufs import write_audio
-
-        paths = write_audio(args.dir)
+    elif args.kind in pairs:
+        paths = pairs[args.kind](args.dir)
     elif args.kind in ollama:
         args.dir.mkdir(parents=True, exist_ok=True)
         paths = (ollama[args.kind](args.dir / "model.gguf"),)

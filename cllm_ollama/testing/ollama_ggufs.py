@@ -522,7 +522,8 @@ def _twin_gemma3n(seed: int) -> tuple[Layout, Layout]:
 
 
 def _twin_gemma4(seed: int) -> tuple[Layout, Layout]:
-    """Ollama's Gemma 4: the towers inside, the experts' scale under its own name, an SPM model name."""
+    """Ollama's Gemma 4 text model: the experts' scale under its own name, an SPM model name, a stray
+    tower tensor. (With its towers inside it is split: ``ollama_vision_ggufs.write_ollama_gemma4``.)"""
     t = _Draw(seed).normal
     text = {"token_embd.weight": t(8, 4)}
     text |= {"blk.0.ffn_gate_exps.weight": t(2, 3, 4), "blk.0.ffn_up_exps.weight": t(2, 3, 4)}
@@ -532,19 +533,19 @@ def _twin_gemma4(seed: int) -> tuple[Layout, Layout]:
         {"gemma4.block_count": 1, "tokenizer.ggml.model": "gemma4"},
         {**text, "blk.0.ffn_down_exps.scale": scale},
     )
-    towers = {"v.blk.0.attn_q.weight": t(4, 4), "a.blk.0.attn_q.weight": t(4, 4), "mm.input_projection.weight": t(4, 4)}
     theirs = Layout(
         "gemma4",
         {"gemma4.block_count": 1, "tokenizer.ggml.model": "llama", "gemma4.vision.block_count": 1}
         | {"gemma4.audio.block_count": 1},
-        {**text, "blk.0.ffn_gate_inp.per_expert_scale": scale, **towers, "model.vision_tower.x.weight": t(4)},
+        {**text, "blk.0.ffn_gate_inp.per_expert_scale": scale, "model.vision_tower.x.weight": t(4)},
     )
     return ours, theirs
 
 
 def _twin_qwen35(arch: str, seed: int) -> tuple[Layout, Layout]:
-    """Ollama's older Qwen 3.5: per-layer KV heads, three M-RoPE sections, ``ssm_dt``, the vision
-    tower and multi-token-prediction head inside, and its marker keys."""
+    """Ollama's older Qwen 3.5: per-layer KV heads, three M-RoPE sections, ``ssm_dt``, the
+    multi-token-prediction head inside, and its marker keys. (With its vision tower inside it is
+    split: ``ollama_vision_ggufs.write_ollama_qwen35_vision``.)"""
     t = _Draw(seed).normal
     keys: dict[str, Any] = {f"{arch}.block_count": 2, f"{arch}.full_attention_interval": 2}
     text = {"blk.0.ssm_a": t(4), "blk.1.attn_q.weight": t(4, 4), "token_embd.weight": t(8, 4)}
@@ -565,8 +566,8 @@ def _twin_qwen35(arch: str, seed: int) -> tuple[Layout, Layout]:
     }
     if arch == "qwen35moe":
         marks[f"{arch}.feed_forward_length"] = 16
-    extra = {"mtp.fc.weight": t(4, 8), "mtp.layers.0.attn_q.weight": t(4, 4), "v.blk.0.attn_q.weight": t(4, 4)}
-    theirs = Layout(arch, keys | marks, {**text, "blk.0.ssm_dt": dt, **extra, "mm.0.weight": t(4, 4)})
+    extra = {"mtp.fc.weight": t(4, 8), "mtp.layers.0.attn_q.weight": t(4, 4)}
+    theirs = Layout(arch, keys | marks, {**text, "blk.0.ssm_dt": dt, **extra})
     return ours, theirs
 
 

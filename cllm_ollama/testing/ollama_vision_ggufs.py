@@ -1,10 +1,12 @@
 """Tiny models that see, laid out as Ollama's converter wrote them with the vision tower inside,
-from the same weights that ``vision_ggufs.py`` writes in llama.cpp's layout: Mistral Small 3.1
-(Pixtral), Qwen3-VL and Llama 4. ``store/layouts_vision.py`` maps them back at pull or create.
+from the same weights that ``vision_ggufs.py`` and ``tower_ggufs.py`` write in llama.cpp's layout:
+Mistral Small 3.1 (Pixtral), Qwen3-VL, Llama 4, Gemma 4 (its audio tower too) and Qwen 3.5.
+``store/layouts_vision.py`` maps them back at pull or create.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
 from collections.abc import Callable, Iterator
@@ -16,6 +18,7 @@ import numpy as np
 
 from .ggufs import TINY_VISION, _finish
 from .ollama_ggufs import _copy_fields
+from .tower_ggufs import GEMMA4_AUDIO, GEMMA4_CONV_KERNEL, GEMMA4_VISION, write_gemma4_vision, write_qwen35_vision
 from .vision_ggufs import (
     DEEPSTACK,
     QWEN3VL_VISION,
@@ -34,10 +37,11 @@ def _one_file(
     seed: int,
     vision: dict[str, int],
     skip: tuple[str, ...] = (),
+    text_name: Callable[[str], str] = lambda name: name,
 ) -> Iterator[tuple[gguf.GGUFReader, gguf.GGUFWriter]]:
     """``path``, one GGUF of ``arch`` made from the llama.cpp-layout ``pair`` of files: the text
-    model's keys (but ``skip``) and tensors, the tower's ``vision`` keys as ``<arch>.vision.*``;
-    the caller adds the rest from the projector it is given, then the file is finished."""
+    model's keys (but ``skip``) and tensors (named by ``text_name``), the tower's ``vision`` keys as
+    ``<arch>.vision.*``; the caller adds the rest from the projector it is given, then the file is finished."""
     with tempfile.TemporaryDirectory() as tmp:
         text_path, clip_path = pair(Path(tmp), seed=seed)
         text = gguf.GGUFReader(text_path)
@@ -46,7 +50,7 @@ def _one_file(
         for key, value in vision.items():
             w.add_uint32(f"{arch}.vision.{key}", value)
         for t in text.tensors:
-            w.add_tensor(t.name, np.array(t.data))
+            w.add_tensor(text_name(t.name), np.array(t.data))
         yield gguf.GGUFReader(clip_path), w
         _finish(w)
 
@@ -153,21 +157,122 @@ def write_ollama_qwen3vl_vision(path: Path, *, seed: int = 0) -> Path:
         w.add_array("qwen3vl.vision.deepstack_visual_indexes", DEEPSTACK)
         w.add_array("qwen3vl.vision.image_mean", [0.5, 0.5, 0.5])
         w.add_array("qwen3vl.vision.image_std", [0.5, 0.5, 0.5])
-        tensors = {t.name: np.array(t.data) for t in clip.tensors}
-        frames = np.stack([tensors.pop("v.patch_embd.weight"), tensors.pop("v.patch_embd.weight.1")], axis=2)
-        out, n_in, _, ph, pw = frames.shape
-        w.add_tensor("v.patch_embed.weight", frames.reshape(out * n_in, 2, ph, pw).astype(np.float16))
-        for name, data in tensors.items():
-            if ".attn_qkv." in name:
-                for part, which in zip(np.split(data, 3), "qkv", strict=True):
-                    w.add_tensor(name.replace("attn_qkv", f"attn_{which}"), part)
-                continue
-            if deepstack := _DEEPSTACK.fullmatch(name):
-                block, leaf, kind = deepstack.groups()
-                leaf = {"fc1": "linear_fc1", "fc2": "linear_fc2"}.get(leaf, leaf)
-                name = f"v.deepstack_merger.{DEEPSTACK.index(int(block))}.{leaf}.{kind}"
-            name = _renamed(name, _OLLAMA_QWEN3VL_NAMES)
-            w.add_tensor(name, data.astype(np.float16) if name == "v.pos_embed.weight" else data)
+        _ollama_qwen3vl_tower(clip, w)
+    return path
+
+
+def _ollama_qwen3vl_tower(clip: gguf.GGUFReader, w: gguf.GGUFWriter) -> None:
+    """A ``qwen3vl_merger`` projector's tensors as Ollama's converter writes the tower (Qwen3-VL's
+    first converter and Qwen 3.5's alike): Q/K/V split, the two frames' patch kernels packed into one
+    Conv3D tensor (ggml ``[pw, ph, 2, out*in]``, F16), the position table in F16, the deepstack
+    mergers numbered in order."""
+    tensors = {t.name: np.array(t.data) for t in clip.tensors}
+    frames = np.stack([tensors.pop("v.patch_embd.weight"), tensors.pop("v.patch_embd.weight.1")], axis=2)
+    out, n_in, _, ph, pw = frames.shape
+    w.add_tensor("v.patch_embed.weight", frames.reshape(out * n_in, 2, ph, pw).astype(np.float16))
+    for name, data in tensors.items():
+        if ".attn_qkv." in name:
+            for part, which in zip(np.split(data, 3), "qkv", strict=True):
+                w.add_tensor(name.replace("attn_qkv", f"attn_{which}"), part)
+            continue
+        if deepstack := _DEEPSTACK.fullmatch(name):
+            block, leaf, kind = deepstack.groups()
+            leaf = {"fc1": "linear_fc1", "fc2": "linear_fc2"}.get(leaf, leaf)
+            name = f"v.deepstack_merger.{DEEPSTACK.index(int(block))}.{leaf}.{kind}"
+        name = _renamed(name, _OLLAMA_QWEN3VL_NAMES)
+        w.add_tensor(name, data.astype(np.float16) if name == "v.pos_embed.weight" else data)
+
+
+def write_ollama_qwen35_vision(path: Path, arch: str = "qwen35", *, seed: int = 0) -> Path:
+    """``write_qwen35_vision``'s model as one GGUF laid out as Ollama's converter writes Qwen 3.5
+    (convert_qwen3next.go): per-layer KV heads, three M-RoPE sections and its marker keys for the
+    text model, ``ssm_dt`` without ``.bias``, and Qwen3-VL's tower inside as Ollama writes it
+    (``_ollama_qwen3vl_tower``), its keys as ``<arch>.vision.*``."""
+    v = QWEN3VL_VISION
+    vision = {
+        "block_count": v.n_layer,
+        "embedding_length": v.n_embd,
+        "feed_forward_length": v.n_ff,
+        "attention.head_count": v.n_head,
+        "num_channels": 3,
+        "patch_size": v.patch_size,
+        "spatial_merge_size": v.merge,
+        "temporal_patch_size": 2,
+    }
+    ours = (f"{arch}.attention.head_count_kv", f"{arch}.rope.dimension_sections")
+    pair = functools.partial(write_qwen35_vision, arch=arch)
+    dt = functools.partial(re.sub, r"\.ssm_dt\.bias$", ".ssm_dt")
+    with _one_file(path, arch, pair, seed, vision, ours, text_name=dt) as (clip, w):
+        w.add_array(f"{arch}.attention.head_count_kv", [0, 2])
+        w.add_array(f"{arch}.rope.dimension_sections", [2, 3, 3])
+        w.add_array(f"{arch}.rope.mrope_section", [2, 3, 3])
+        w.add_bool(f"{arch}.rope.mrope_interleaved", True)
+        w.add_uint32(f"{arch}.image_token_id", 7)
+        w.add_float32(f"{arch}.vision.attention.layer_norm_epsilon", 1e-6)
+        w.add_float32(f"{arch}.vision.rope.freq_base", 1e4)
+        w.add_array(f"{arch}.vision.image_mean", [0.5, 0.5, 0.5])
+        w.add_array(f"{arch}.vision.image_std", [0.5, 0.5, 0.5])
+        _ollama_qwen3vl_tower(clip, w)
+    return path
+
+
+# llama.cpp's Gemma 4 audio names -> those Ollama's converter writes (convert_gemma4.go); its vision
+# tower Ollama already names as clip.cpp does.
+_OLLAMA_GEMMA4_AUDIO = {
+    "a.input_projection.weight": "a.pre_encode.out.weight",
+    "a.pre_encode.out.weight": "mm.a.fc.weight",
+    "a.pre_encode.out.bias": "mm.a.fc.bias",
+}
+_AUDIO_BLOCK = re.compile(r"(a\.blk\.\d+\.)(attn_pre_norm|attn_post_norm|ln2|attn_k_rel)(\..+)")
+_OLLAMA_AUDIO_LEAVES = {
+    "attn_pre_norm": "ln1",
+    "attn_post_norm": "ln2",
+    "ln2": "layer_pre_norm",
+    "attn_k_rel": "linear_pos",
+}
+
+
+def _ollama_gemma4_name(name: str) -> str:
+    if name in _OLLAMA_GEMMA4_AUDIO:
+        return _OLLAMA_GEMMA4_AUDIO[name]
+    if block := _AUDIO_BLOCK.fullmatch(name):
+        return block.group(1) + _OLLAMA_AUDIO_LEAVES[block.group(2)] + block.group(3)
+    return name
+
+
+def write_ollama_gemma4(path: Path, *, audio: bool = True, seed: int = 0) -> Path:
+    """``write_gemma4_vision``'s model as one GGUF laid out as Ollama's converter writes Gemma 4:
+    both towers inside (the vision one under clip.cpp's names, its patch embedding and position
+    table in F16; the audio one with Ollama's names for the SSCP and output projections and for
+    the attention norms and relative-position projection of each block), their hyperparameters
+    as ``gemma4.vision.*`` and ``gemma4.audio.*`` keys. llama.cpp cannot load it as it is."""
+    v, a = GEMMA4_VISION, GEMMA4_AUDIO
+    vision = {
+        "block_count": v.n_layer,
+        "embedding_length": v.n_embd,
+        "attention.head_count": v.n_head,
+        "feed_forward_length": v.n_ff,
+        "patch_size": v.patch_size,
+        "num_channels": 3,
+        "projector.scale_factor": v.merge,
+    }
+    with _one_file(path, "gemma4", functools.partial(write_gemma4_vision, audio=audio), seed, vision) as (clip, w):
+        w.add_float32("gemma4.vision.attention.layer_norm_epsilon", 1e-6)
+        if audio:
+            for key, value in (
+                ("block_count", a.n_layer),
+                ("embedding_length", a.n_embd),
+                ("feed_forward_length", a.n_ff),
+                ("attention.head_count", a.n_head),
+                ("conv_kernel_size", GEMMA4_CONV_KERNEL),
+            ):
+                w.add_uint32(f"gemma4.audio.{key}", value)
+            w.add_float32("gemma4.audio.attention.layer_norm_epsilon", 1e-6)
+        for t in clip.tensors:
+            data = np.array(t.data)
+            if t.name in ("v.patch_embd.weight", "v.position_embd.weight"):
+                data = data.astype(np.float16)
+            w.add_tensor(_ollama_gemma4_name(t.name), data)
     return path
 
 

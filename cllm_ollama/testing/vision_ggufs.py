@@ -115,15 +115,17 @@ def write_qwen3vl(path: Path, *, shape: Shape = QWEN3VL, seed: int = 0) -> Path:
     return path
 
 
-def write_qwen3vl_projector(path: Path, *, n_embd_text: int = QWEN3VL.n_embd, seed: int = 0) -> Path:
+def write_qwen3vl_projector(
+    path: Path, *, n_embd_text: int = QWEN3VL.n_embd, seed: int = 0, deepstack: list[int] = DEEPSTACK
+) -> Path:
     """A Qwen3-VL projector (``qwen3vl_merger``) as llama.cpp's converter writes one: a LayerNorm
     GELU ViT with fused Q/K/V and a learned position table, the two frames' patch kernels, the
-    2x2 merger, and a deepstack merger after each block in ``DEEPSTACK``."""
+    2x2 merger, and a deepstack merger after each block in ``deepstack`` (Qwen 3.5's has none)."""
     v = QWEN3VL_VISION
     t = _projector_header(path, v, "qwen3vl_merger", n_embd_text, seed)
     w = t.w
     w.add_vision_spatial_merge_size(v.merge)
-    w.add_vision_is_deepstack_layers([i in DEEPSTACK for i in range(v.n_layer)])
+    w.add_vision_is_deepstack_layers([i in deepstack for i in range(v.n_layer)])
     n, merged = v.n_embd, v.n_embd * v.merge * v.merge
     for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
         t.f32(name, _f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
@@ -147,7 +149,7 @@ def write_qwen3vl_projector(path: Path, *, n_embd_text: int = QWEN3VL.n_embd, se
     t.f32("v.post_ln.bias", np.zeros(n))
     linear("mm.0", merged, merged)
     linear("mm.2", n_embd_text, merged)
-    for block in DEEPSTACK:
+    for block in deepstack:
         t.norm(f"v.deepstack.{block}.norm.weight", merged)
         t.f32(f"v.deepstack.{block}.norm.bias", np.zeros(merged))
         linear(f"v.deepstack.{block}.fc1", merged, merged)

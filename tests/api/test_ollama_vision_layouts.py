@@ -1,7 +1,8 @@
 """Models that see, in Ollama's converter layout (one GGUF with the vision tower inside) that
 llama.cpp cannot load as it is: a Mistral Small 3.1 with its Pixtral tower, a Qwen3-VL with
-deepstack, a Llama 4. Created, they are split into a text model and a projector, and answer an image
-exactly as the same weights written in llama.cpp's layout do.
+deepstack, a Llama 4, a Gemma 4 (its audio tower inside too), a Qwen 3.5. Created, they are split into a text
+model and a projector, and answer an image exactly as the same weights written in llama.cpp's
+layout do.
 
 (The map itself, tensor for tensor, is in ``tests/store/test_layouts_vision.py``.)
 """
@@ -20,10 +21,13 @@ from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.testing.images import png
 from cllm_ollama.testing.ollama_vision_ggufs import (
+    write_ollama_gemma4,
     write_ollama_llama4_vision,
     write_ollama_mistral3_vision,
     write_ollama_qwen3vl_vision,
+    write_ollama_qwen35_vision,
 )
+from cllm_ollama.testing.tower_ggufs import write_gemma4_vision, write_qwen35_vision
 from cllm_ollama.testing.vision_ggufs import write_llama4_vision, write_mistral3_vision, write_qwen3vl_vision
 
 pytestmark = pytest.mark.model
@@ -33,6 +37,8 @@ PAIRS = {
     "pixtral": (write_mistral3_vision, write_ollama_mistral3_vision),
     "qwen3vl": (write_qwen3vl_vision, write_ollama_qwen3vl_vision),
     "llama4": (write_llama4_vision, write_ollama_llama4_vision),
+    "gemma4": (write_gemma4_vision, write_ollama_gemma4),
+    "qwen35": (write_qwen35_vision, write_ollama_qwen35_vision),
 }
 
 

@@ -1,4 +1,5 @@
-"""Ollama's single-file Mistral 3 (Pixtral), Qwen3-VL and Llama 4, mapped when they enter the store into
+"""Ollama's single-file Mistral 3 (Pixtral), Qwen3-VL, Llama 4, Gemma 4 (vision and audio towers) and
+Qwen 3.5, mapped when they enter the store into
 what llama.cpp's converter writes for the same weights (``store/layouts_vision.py``): tensor for
 tensor, bit for bit, and the projector's keys as it states them.
 
@@ -25,10 +26,13 @@ from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ollama_vision_ggufs import (
+    write_ollama_gemma4,
     write_ollama_llama4_vision,
     write_ollama_mistral3_vision,
     write_ollama_qwen3vl_vision,
+    write_ollama_qwen35_vision,
 )
+from cllm_ollama.testing.tower_ggufs import write_gemma4_vision, write_qwen35_vision
 from cllm_ollama.testing.vision_ggufs import write_llama4_vision, write_mistral3_vision, write_qwen3vl_vision
 
 CONFIG = {"model_format": "gguf", "model_family": "qwen3vl", "model_families": ["qwen3vl"], "model_type": "1M"}
@@ -119,6 +123,44 @@ def test_an_ollama_llama4_with_its_tower_inside_is_stored_as_llama_cpp_s_text_an
     assert_split_as_llama_cpp_writes(created(model_store, data, "l4"), text, clip)
 
 
+@pytest.mark.parametrize("audio", [True, False], ids=["vision-audio", "vision"])
+def test_an_ollama_gemma4_with_its_towers_is_stored_as_llama_cpp_s_text_and_projector(
+    model_store: ModelStore, tmp_path: Path, audio: bool
+) -> None:
+    """One projector for both towers, as llama.cpp's converter writes it: the vision side's names
+    kept, its patch embedding and position table in F32; the audio side's SSCP and output
+    projections and its blocks' attention norms and relative-position projection renamed; each
+    tower's keys under ``clip.vision.*`` / ``clip.audio.*`` with its own projector type."""
+    data = write_ollama_gemma4(tmp_path / "ollama.gguf", audio=audio).read_bytes()
+    text, clip = write_gemma4_vision(tmp_path / "llama.cpp", audio=audio)
+    stored = created(model_store, data, "g4")
+    assert_split_as_llama_cpp_writes(stored, text, clip)
+    assert any(name.startswith("a.") for name in fields_of_tensors(stored[mt.PROJECTOR])) == audio
+    assert "vision" in model_store.get("g4").capabilities
+
+
+def fields_of_tensors(path: Path) -> list[str]:
+    return [t.name for t in gguf.GGUFReader(path).tensors]
+
+
+@pytest.mark.parametrize("arch", ["qwen35", "qwen35moe"])
+def test_an_ollama_qwen35_is_pulled_as_llama_cpp_s_text_and_projector(
+    model_store: ModelStore, registry: FakeRegistry, tmp_path: Path, arch: str
+) -> None:
+    """The text model as the text map makes it, and the tower as Qwen3-VL's (``qwen3vl_merger``,
+    Q/K/V fused, the Conv3D patch kernel split) without deepstack."""
+    data = write_ollama_qwen35_vision(tmp_path / "ollama.gguf", arch).read_bytes()
+    registry.add_model("library/qwen3.5", "tiny", [(mt.MODEL, data)], {**CONFIG, "model_family": arch})
+    events: list[dict[str, Any]] = []
+    pull_model(model_store, "qwen3.5:tiny", events.append, options=RegistryOptions(registry_url=registry.url))
+    assert f"converting {arch} from Ollama's layout" in statuses(events)
+    record = model_store.get("qwen3.5:tiny")
+    stored = {layer.media_type: model_store.blob_path(layer.digest) for layer in record.manifest.layers}
+    text, clip = write_qwen35_vision(tmp_path / "llama.cpp", arch)
+    assert_split_as_llama_cpp_writes(stored, text, clip)
+    assert "vision" in record.capabilities
+
+
 def reader_of(path: Path, tensors: dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]) -> gguf.GGUFReader:
     w = gguf.GGUFWriter(str(path), "clip")
     for name, (data, kind) in tensors.items():
@@ -187,8 +229,24 @@ def header(arch: str, tensors: dict[str, list[int]], **kv: Any) -> Header:
             ),
             "no two-frame patch embedding",
         ),
+        (
+            header("gemma4", {"v.blk.0.attn_q.weight": [4, 4]}, gemma4__embedding_length=64),
+            "its vision tower states no gemma4.vision.embedding_length",
+        ),
+        (
+            header(
+                "qwen35",
+                {"v.blk.0.attn_q.weight": [4, 4]},
+                qwen35__vision__block_count=1,
+                qwen35__vision__embedding_length=4,
+                qwen35__vision__attention__head_count=1,
+                qwen35__vision__patch_size=2,
+                qwen35__embedding_length=8,
+            ),
+            "no two-frame patch embedding",
+        ),
     ],
-    ids=["qwen3vl-head", "mistral3-img-break", "qwen3vl-patch"],
+    ids=["qwen3vl-head", "mistral3-img-break", "qwen3vl-patch", "gemma4-keys", "qwen35-patch"],
 )
 def test_a_vision_layout_that_cannot_be_mapped_is_refused_with_why(h: Header, why: str) -> None:
     with pytest.raises(LayoutRefused, match=rf'^architecture "{h.arch}" written by Ollama\'s converter') as refused:
@@ -196,7 +254,10 @@ def test_a_vision_layout_that_cannot_be_mapped_is_refused_with_why(h: Header, wh
     assert why in str(refused.value)
 
 
-@pytest.mark.parametrize("write", [write_mistral3_vision, write_qwen3vl_vision, write_llama4_vision])
+LLAMA_CPP_PAIRS = [write_mistral3_vision, write_qwen3vl_vision, write_llama4_vision, write_gemma4_vision]
+
+
+@pytest.mark.parametrize("write", [*LLAMA_CPP_PAIRS, write_qwen35_vision])
 def test_the_files_llama_cpp_s_converter_writes_are_kept_as_they_are(write: Any, tmp_path: Path) -> None:
     for path in write(tmp_path):
         info = gguf.GGUFReader(path)

@@ -290,13 +290,16 @@ class MessagesEncoder:
 
     def _usage(self, final: Chunk) -> dict[str, int]:
         """Anthropic's counters, which add up to the prompt: tokens read from the prompt cache
-        (KV reused, from a slot, RAM or disk), written to it (with breakpoints: every computed
-        token, all of which the cache keeps), and the rest. Ollama's two counters alone where
-        nothing was cached or asked to be."""
+        (KV reused, from a slot, RAM or disk), tokens computed up to the last ``cache_control``
+        breakpoint (written to the cache: the breakpoints' states are saved), and the tokens after
+        it, as Anthropic counts them. Ollama's two counters alone where nothing was cached or asked
+        to be."""
         u = Usage.of(final.stats)
         if not (self.cache_hinted or u.cached):
             return {"input_tokens": u.prompt, "output_tokens": u.completion}
-        created = u.prompt - u.cached if self.cache_hinted else 0
+        request = self.gen.request
+        marked = max(request.keep, default=0) if request is not None else 0
+        created = max(0, marked - u.cached)
         return {
             "input_tokens": u.prompt - u.cached - created,
             "output_tokens": u.completion,

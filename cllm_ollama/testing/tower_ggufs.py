@@ -1,0 +1,218 @@
+"""Tiny random-weight Gemma 4 and Qwen 3.5 files in llama.cpp's layout, for the towers that
+``store/layouts_vision.py`` splits out of Ollama's one-file layout (``ollama_vision_ggufs.py`` writes
+the same weights that way; mapped, they must be these).
+
+Gemma 4: a loadable text model and one projector with both of its towers, as llama.cpp's
+``Gemma4VisionAudioModel`` writes it: a ``gemma4v`` ViT (RMS norms, gated FFN, a learned 2-D
+position table, 3x3 pooling, standardization) and a ``gemma4a`` Conformer (a two-convolution
+subsampler, half-step FFNs, chunked attention with relative positions, a depthwise convolution).
+Qwen 3.5: a loadable hybrid of linear (gated delta net) and full attention, and its tower is
+Qwen3-VL's (a ``qwen3vl_merger`` projector without deepstack).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+from .ggufs import (
+    TINY,
+    VisionShape,
+    _add_tokenizer,
+    _attention_block,
+    _attention_header,
+    _finish,
+    _projector_header,
+    _Tensors,
+    synthetic_vocab,
+)
+from .vision_ggufs import _f16_exact, write_qwen3vl_projector
+
+_F32 = gguf.GGMLQuantizationType.F32
+# Gemma 4's ViT: 3x3 patches pooled into a token; libmtmd sizes an image to 70..1120 tokens.
+GEMMA4_VISION = VisionShape(image_size=224, patch_size=8, n_embd=32, n_head=2, n_ff=64, merge=3)
+GEMMA4_POSITIONS = 128  # the position table's rows per axis (patches per side an image may have)
+GEMMA4_AUDIO = VisionShape(n_embd=32, n_head=2, n_ff=128)  # a Conformer block's width, heads, FFN (4x)
+GEMMA4_AUDIO_CHANNELS = (4, 4)  # the subsampler's two convolutions
+GEMMA4_AUDIO_OUT = 48  # the encoder's output projection, before the embedder
+GEMMA4_MELS = 128
+GEMMA4_CONV_KERNEL = 5
+CLAMPED = ("attn_q",)  # the linears whose clamp scalars the tiny towers carry (in their first block)
+
+
+def write_gemma4(path: Path, *, seed: int = 0) -> Path:
+    """A tiny Gemma 4 text model: a sliding-window block then a global one (proportional RoPE
+    through ``rope_freqs``), QK norms, post norms and a per-layer output scale."""
+    t = _Tensors(gguf.GGUFWriter(str(path), "gemma4"), np.random.default_rng(seed), 0.5, _F32)
+    w, s = t.w, TINY
+    _attention_header(w, s, "tiny-gemma4", _F32)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base_swa(1e4)
+    w.add_sliding_window(16)
+    w.add_array("gemma4.attention.sliding_window_pattern", [i % 2 == 0 for i in range(s.n_layer)])
+    w.add_uint32("gemma4.attention.key_length_swa", s.head_dim)
+    w.add_uint32("gemma4.attention.value_length_swa", s.head_dim)
+    w.add_uint32("gemma4.embedding_length_per_layer_input", 0)
+    vocab = synthetic_vocab()
+    _add_tokenizer(w, vocab, None)
+    # As write_gemma3: small input embeddings (Gemma scales them by sqrt(n_embd)) and an untied output.
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd, std=0.5 / np.sqrt(s.n_embd))
+    t.matrix("output.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    t.f32("rope_freqs.weight", np.where(np.arange(s.head_dim // 2) < s.head_dim // 8, 1.0, 1e30))
+    for i in range(s.n_layer):
+        _attention_block(t, s, f"blk.{i}.", post_norms=True)
+        t.f32(f"blk.{i}.layer_output_scale.weight", np.array([0.8]))
+    _finish(w)
+    return path
+
+
+def _clamps(t: _Tensors, prefix: str) -> None:
+    """Clamp scalars (Gemma 4's clippable linears) on ``prefix``'s first block, wide enough to
+    leave random activations alone only in part."""
+    for leaf in CLAMPED:
+        for end, value in (("input_min", -4.0), ("input_max", 4.0), ("output_min", -8.0), ("output_max", 8.0)):
+            t.f32(f"{prefix}.blk.0.{leaf}.{end}", np.array([value]))
+
+
+def write_gemma4_projector(path: Path, *, n_embd_text: int = TINY.n_embd, audio: bool = True, seed: int = 0) -> Path:
+    """The projector llama.cpp's converter writes for Gemma 4: a ``gemma4v`` vision side and (with
+    ``audio``) a ``gemma4a`` audio side in one file."""
+    v = GEMMA4_VISION
+    t = _projector_header(path, v, "gemma4v", n_embd_text, seed, mean_std=([0.0] * 3, [1.0] * 3))
+    w = t.w
+    # llama.cpp's converter states the projector per modality and no activation (clip.cpp's default).
+    del w.kv_data[0]["clip.projector_type"], w.kv_data[0]["clip.use_gelu"]
+    w.add_string("clip.vision.projector_type", "gemma4v")
+    n, head = v.n_embd, v.n_embd // v.n_head
+    t.f32("v.patch_embd.weight", _f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
+    t.f32("v.position_embd.weight", _f16_exact(t, (2, GEMMA4_POSITIONS, n)))
+    for i in range(v.n_layer):
+        p = f"v.blk.{i}."
+        for leaf in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            t.matrix(f"{p}{leaf}.weight", n, n)
+        t.norm(p + "attn_q_norm.weight", head)
+        t.norm(p + "attn_k_norm.weight", head)
+        for norm in ("ln1", "ln2", "attn_post_norm", "ffn_post_norm"):
+            t.norm(f"{p}{norm}.weight", n)
+        t.matrix(p + "ffn_gate.weight", v.n_ff, n)
+        t.matrix(p + "ffn_up.weight", v.n_ff, n)
+        t.matrix(p + "ffn_down.weight", n, v.n_ff)
+        t.f32(p + "out_scale.weight", np.array([0.9]))
+    _clamps(t, "v")
+    t.f32("v.std_bias", t.rng.standard_normal(n) * 0.1)
+    t.f32("v.std_scale", 1 + t.rng.standard_normal(n) * 0.1)
+    t.matrix("mm.input_projection.weight", n_embd_text, n)
+    if audio:
+        _gemma4_audio(t, n_embd_text)
+    _finish(w)
+    return path
+
+
+def _gemma4_audio(t: _Tensors, n_embd_text: int) -> None:
+    """The ``gemma4a`` side: its keys and tensors under llama.cpp's names."""
+    a, w = GEMMA4_AUDIO, t.w
+    w.add_clip_has_audio_encoder(True)
+    w.add_string("clip.audio.projector_type", "gemma4a")
+    w.add_audio_projection_dim(n_embd_text)
+    w.add_audio_embedding_length(a.n_embd)
+    w.add_audio_feed_forward_length(a.n_ff)
+    w.add_audio_block_count(a.n_layer)
+    w.add_audio_head_count(a.n_head)
+    w.add_audio_attention_layernorm_eps(1e-6)
+    w.add_audio_num_mel_bins(GEMMA4_MELS)
+    c0, c1 = GEMMA4_AUDIO_CHANNELS
+    for i, (c_in, c_out) in enumerate(((1, c0), (c0, c1))):
+        t.f32(f"a.conv1d.{i}.weight", t.rng.standard_normal((c_out, c_in, 3, 3)) * 0.3)
+        t.norm(f"a.conv1d.{i}.norm.weight", c_out)
+    n, head = a.n_embd, a.n_embd // a.n_head
+    t.matrix("a.input_projection.weight", n, c1 * GEMMA4_MELS // 4)
+    for i in range(a.n_layer):
+        p = f"a.blk.{i}."
+        for half in ("", "_1"):
+            t.norm(f"{p}ffn_norm{half}.weight", n)
+            t.matrix(f"{p}ffn_up{half}.weight", a.n_ff, n)
+            t.matrix(f"{p}ffn_down{half}.weight", n, a.n_ff)
+            t.norm(f"{p}ffn_post_norm{half}.weight", n)
+        for leaf in ("attn_q", "attn_k", "attn_v", "attn_out", "attn_k_rel"):
+            t.matrix(f"{p}{leaf}.weight", n, n)
+        t.f32(p + "per_dim_scale.weight", np.logaddexp(0, t.rng.standard_normal(head)))
+        for norm in ("attn_pre_norm", "attn_post_norm", "conv_norm", "norm_conv", "ln2"):
+            t.norm(f"{p}{norm}.weight", n)
+        t.matrix(p + "conv_pw1.weight", 2 * n, n)
+        t.f32(p + "conv_dw.weight", t.rng.standard_normal((n, GEMMA4_CONV_KERNEL)) * 0.3)
+        t.matrix(p + "conv_pw2.weight", n, n)
+    _clamps(t, "a")
+    t.matrix("a.pre_encode.out.weight", GEMMA4_AUDIO_OUT, n)
+    t.f32("a.pre_encode.out.bias", t.rng.standard_normal(GEMMA4_AUDIO_OUT) * 0.1)
+    t.matrix("mm.a.input_projection.weight", n_embd_text, GEMMA4_AUDIO_OUT)
+
+
+def write_gemma4_vision(folder: Path, *, audio: bool = True, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/text.gguf`` (``write_gemma4``) and ``folder/mmproj.gguf``, its projector (both
+    towers unless ``audio`` is false)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_gemma4(folder / "text.gguf", seed=seed)
+    return text, write_gemma4_projector(folder / "mmproj.gguf", audio=audio, seed=seed)
+
+
+QWEN35_SSM = {"conv_kernel": 4, "state_size": 16, "group_count": 1, "time_step_rank": 2, "inner_size": 32}
+
+
+def write_qwen35_text(path: Path, arch: str = "qwen35", *, seed: int = 0) -> Path:
+    """A tiny Qwen 3.5 text model: a linear-attention (gated delta net) block, then a full-attention
+    one with a gated query and QK norms, interleaved M-RoPE. Under ``qwen35moe`` the same keys and
+    tensors (what the map sees is the same; llama.cpp would want experts to run it)."""
+    t = _Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, _F32)
+    w, s = t.w, TINY
+    _attention_header(w, s, "tiny-qwen35", _F32)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_dimension_sections([2, 3, 3, 0])  # t, y, x over half the 16-wide head
+    w.add_uint32(f"{arch}.full_attention_interval", 2)
+    if arch == "qwen35moe":  # llama.cpp's states only its experts' width (Ollama's a dense one too)
+        del w.kv_data[0]["qwen35moe.feed_forward_length"]
+    for key, value in QWEN35_SSM.items():
+        w.add_uint32(f"{arch}.ssm.{key}", value)
+    vocab = synthetic_vocab()
+    _add_tokenizer(w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    head, n_v = QWEN35_SSM["state_size"], QWEN35_SSM["time_step_rank"]
+    key_dim, value_dim = head * QWEN35_SSM["group_count"], head * n_v
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        t.norm(p + "post_attention_norm.weight", s.n_embd)
+        if i % 2 == 0:  # linear attention
+            t.matrix(p + "attn_qkv.weight", 2 * key_dim + value_dim, s.n_embd)
+            t.matrix(p + "attn_gate.weight", value_dim, s.n_embd)
+            t.f32(p + "ssm_conv1d.weight", t.rng.standard_normal((2 * key_dim + value_dim, 4)) * 0.5)
+            t.f32(p + "ssm_dt.bias", t.rng.standard_normal(n_v) * 0.5)
+            t.f32(p + "ssm_a", -np.exp(t.rng.standard_normal(n_v) * 0.5))
+            t.matrix(p + "ssm_beta.weight", n_v, s.n_embd)
+            t.matrix(p + "ssm_alpha.weight", n_v, s.n_embd)
+            t.norm(p + "ssm_norm.weight", head)
+            t.matrix(p + "ssm_out.weight", s.n_embd, value_dim)
+        else:  # full attention, its query twice as wide (the second half gates the output)
+            t.matrix(p + "attn_q.weight", 2 * s.n_head * s.head_dim, s.n_embd)
+            t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
+            t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
+            t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
+            t.norm(p + "attn_q_norm.weight", s.head_dim)
+            t.norm(p + "attn_k_norm.weight", s.head_dim)
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+    _finish(w)
+    return path
+
+
+def write_qwen35_vision(folder: Path, arch: str = "qwen35", *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/text.gguf`` (``write_qwen35_text``) and ``folder/mmproj.gguf``, a ``qwen3vl_merger``
+    projector without deepstack, as llama.cpp's converter writes Qwen 3.5's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_qwen35_text(folder / "text.gguf", arch, seed=seed)
+    clip = write_qwen3vl_projector(folder / "mmproj.gguf", n_embd_text=TINY.n_embd, seed=seed, deepstack=[])
+    return text, clip

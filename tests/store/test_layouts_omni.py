@@ -1,0 +1,106 @@
+"""Ollama's single-file Nemotron Omni, mapped when it enters the store into what llama.cpp's converter
+writes for the same weights (``store/layouts_omni.py``): a ``nemotron_h`` text GGUF and a
+``nemotron_v2_vl`` projector, tensor for tensor, bit for bit, key for key; the audio tower left out.
+
+(Served end to end in ``tests/api/test_ollama_ocr_omni_layouts.py``.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_layouts_vision import assert_split_as_llama_cpp_writes, created, header
+
+from cllm_ollama.store import layouts_omni
+from cllm_ollama.store.gguf_info import gguf_info
+from cllm_ollama.store.layouts import Header, LayoutRefused, plan
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.omni_ggufs import write_nemotron_omni_vision, write_ollama_nemotron_omni
+
+
+def test_an_ollama_nemotron_omni_is_stored_as_llama_cpp_s_text_and_projector(
+    model_store: ModelStore, tmp_path: Path
+) -> None:
+    """The text model as ``nemotron_h`` (keys renamed, towers' keys and tensors gone); RADIO's patch
+    embedding as a convolution kernel, its position table resized to the image's grid, Q/K/V fused,
+    the class token and projector renamed; the audio tower's tensors and keys dropped."""
+    data = write_ollama_nemotron_omni(tmp_path / "ollama.gguf").read_bytes()
+    text, clip = write_nemotron_omni_vision(tmp_path / "llama.cpp")
+    stored = created(model_store, data, "omni")
+    assert_split_as_llama_cpp_writes(stored, text, clip)
+
+
+def test_the_position_table_is_resized_bilinearly_with_corners_aligned() -> None:
+    """Against the definition (PyTorch's ``F.interpolate(..., "bilinear", align_corners=True)``):
+    output point i samples the source at i * (s - 1) / (side - 1)."""
+    grid = np.random.default_rng(0).standard_normal((5, 5, 3)).astype(np.float32)
+    got = layouts_omni._bilinear(grid, 3)  # the source at 0, 2 and 4: the corners and the middle, exactly
+    np.testing.assert_array_equal(got, grid[::2, ::2])
+    got = layouts_omni._bilinear(grid, 4)  # at 0, 4/3, 8/3, 4
+    at = np.arange(4) * 4 / 3
+    want = np.empty((4, 4, 3))
+    for y, sy in enumerate(at):
+        for x, sx in enumerate(at):
+            y0, x0 = int(sy), int(sx)
+            y1, x1 = min(y0 + 1, 4), min(x0 + 1, 4)
+            wy, wx = sy - y0, sx - x0
+            top = grid[y0, x0] * (1 - wx) + grid[y0, x1] * wx
+            bottom = grid[y1, x0] * (1 - wx) + grid[y1, x1] * wx
+            want[y, x] = top * (1 - wy) + bottom * wy
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_the_files_llama_cpp_s_converter_writes_are_kept_as_they_are(tmp_path: Path) -> None:
+    for path in write_nemotron_omni_vision(tmp_path):
+        assert plan(Header.of(gguf_info(path, verbose=True))) is None
+
+
+VISION_KEYS = {
+    f"nemotron_h_omni__vision__{key}": value
+    for key, value in (
+        ("block_count", 1),
+        ("embedding_length", 8),
+        ("feed_forward_length", 16),
+        ("attention__head_count", 2),
+        ("patch_size", 16),
+        ("image_size", 64),
+    )
+}
+
+
+def test_with_experts_it_is_a_nemotron_h_moe_with_that_map_s_fixes() -> None:
+    """Experts make it ``nemotron_h_moe``: its latent FFN renamed, the MTP head dropped (as the
+    text-only map does), besides the towers."""
+    h = header(
+        "nemotron_h_omni",
+        {"v.position_embd": [8, 256], "blk.1.ffn_latent_in.weight": [8, 4], "mtp.0.weight": [4]},
+        nemotron_h_omni__expert_count=4,
+        nemotron_h_omni__embedding_length=8,
+        **VISION_KEYS,
+    )
+    text, clip = plan(h) or []
+    assert (text.arch, clip.arch) == ("nemotron_h_moe", "clip")
+    assert text.key_name("nemotron_h_omni.expert_count") == "nemotron_h_moe.expert_count"
+    assert text.set_kv["nemotron_h_moe.moe_latent_size"][0] == 4
+    assert not any(text.keep_tensor(n) for n in ("mtp.0.weight", "v.blk.0.ln1.weight", "a.blk.0.x", "mm.a.1.weight"))
+    assert not text.keep_key("nemotron_h_omni.vision.block_count")
+    assert not text.keep_key("nemotron_h_omni.audio.block_count")
+    assert not clip.keep_tensor("mm.a.1.weight") and not clip.keep_tensor("a.blk.0.x")
+    assert clip.set_kv["clip.projector_type"][0] == "nemotron_v2_vl"
+
+
+@pytest.mark.parametrize(
+    ("h", "why"),
+    [
+        (header("nemotron_h_omni", {"a.blk.0.attn_q.weight": [4, 4]}), "no vision tower (v.*)"),
+        (header("nemotron_h_omni", {"v.position_embd": [8, 250]}, **VISION_KEYS), "no square position table"),
+        (header("nemotron_h_omni", {"v.position_embd": [8, 256]}), "states no nemotron_h_omni.vision.patch_size"),
+    ],
+    ids=["audio-only", "positions", "no-keys"],
+)
+def test_a_nemotron_omni_that_cannot_be_mapped_is_refused_with_why(h: Header, why: str) -> None:
+    with pytest.raises(LayoutRefused, match=r'^architecture "nemotron_h_omni" written by Ollama\'s converter') as no:
+        plan(h)
+    assert why in str(no.value)
