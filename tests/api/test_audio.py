@@ -27,6 +27,7 @@ from cllm_ollama.config import Settings
 from cllm_ollama.testing.audio import wav
 from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio, write_ultravox_projector
 from cllm_ollama.testing.images import png
+from cllm_ollama.testing.ollama_vision_ggufs import write_ollama_gemma4
 
 pytestmark = pytest.mark.model
 
@@ -56,7 +57,8 @@ def create(url: str, name: str, paths: tuple[Path, ...]) -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A server whose store has "ears" (the tiny text model and its qwen2a projector, created from
     the two files as a user would), "ears-ultravox" (an Ultravox projector stacking 4 frames) and
-    "ears-aborting" (one stacking Ultravox's own 8, on which libmtmd aborts)."""
+    "ears-aborting" (one stacking Ultravox's own 8, on which libmtmd aborts), and "gemma4" (Gemma 4
+    in Ollama's one-file layout, both towers inside)."""
     root = tmp_path_factory.mktemp("audio-server")
     # No disk cache: a clip's prompt is long enough to be saved there, and an unload must run cold.
     settings = Settings(models_dir=root / "models", num_parallel=4, context_length=2048, cache_disk_mib=0)
@@ -67,6 +69,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             folder = root / name
             folder.mkdir()
             create(url, name, (text, write_ultravox_projector(folder / "mmproj.gguf", stack_factor=stack)))
+        # A Gemma 4 in Ollama's one-file layout: its audio tower split into a projector at create.
+        create(url, "gemma4", (write_ollama_gemma4(root / "model.gguf"),))
         yield url
 
 
@@ -198,3 +202,12 @@ def test_a_model_whose_audio_aborts_llama_cpp_refuses_audio_and_the_server_lives
     assert "Invalid number of output tokens" in caught.value.error
     assert client.chat(model="ears-aborting", messages=[{"role": "user", "content": "Hi"}], options=GREEDY).done
     assert client.chat(model=MODEL, messages=turn(wav(1.0)), options=GREEDY).done
+
+
+def test_a_gemma4_in_ollamas_layout_hears(server: str) -> None:
+    """Its audio tower, split out at create, is heard: ``audio`` listed, a 2 s clip's 50 tokens counted."""
+    client = ollama.Client(server)
+    assert {"vision", "audio"} <= set(client.show("gemma4").capabilities or [])
+    plain = client.generate(model="gemma4", prompt="Transcribe it.", options=GREEDY)
+    heard = client.generate(model="gemma4", prompt="Transcribe it.", images=[wav(2.0)], options=GREEDY)
+    assert (heard.prompt_eval_count or 0) >= (plain.prompt_eval_count or 0) + 50
