@@ -189,17 +189,24 @@ class Decoding(Prompt):
         return pos + item.n_pos
 
 
+def fake_runner(n_slots: int) -> Runner:
+    """A runner over the fake model and context, loaded with a projector."""
+    mm = Path("mm.gguf")
+    spec = LoadSpec(Path("fake.gguf"), n_slots=n_slots, n_ctx_slot=256, n_batch=16, n_threads=1, projector=mm)
+    return Runner(
+        FakeModel(),  # type: ignore[arg-type]
+        spec,
+        context=FakeContext,  # type: ignore[arg-type]
+        batch=FakeBatch,  # type: ignore[arg-type]
+    )
+
+
 def test_the_runner_decodes_images_on_its_thread_and_a_failed_one_ends_only_its_request() -> None:
     class Broken(Decoding):
         def encode(self, item: Image) -> str:
             raise RuntimeError("the projector refused")
 
-    runner = Runner(
-        FakeModel(),  # type: ignore[arg-type]
-        LoadSpec(Path("fake.gguf"), n_slots=3, n_ctx_slot=256, n_batch=16, n_threads=1, projector=Path("mm.gguf")),
-        context=FakeContext,  # type: ignore[arg-type]
-        batch=FakeBatch,  # type: ignore[arg-type]
-    )
+    runner = fake_runner(n_slots=3)
     try:
         cat = image(b"cat", n_tokens=6, n_pos=3)
         good, broken = Decoding([(3, 4), cat, (5,)]), Broken([(3, 4), image(b"dog"), (5,)])
@@ -236,12 +243,7 @@ def test_a_long_clips_windows_are_encoded_a_few_ahead_each_once_and_decoded_in_o
     windows = [image(b"window %d" % i) for i in range(2 * KEPT_IMAGES)]
     prompt = Decoding([(3, 4), *windows, (5,)])
     prompt.gate.clear()  # the first encode holds until the queue has been looked at
-    runner = Runner(
-        FakeModel(),  # type: ignore[arg-type]
-        LoadSpec(Path("fake.gguf"), n_slots=1, n_ctx_slot=256, n_batch=16, n_threads=1, projector=Path("mm.gguf")),
-        context=FakeContext,  # type: ignore[arg-type]
-        batch=FakeBatch,  # type: ignore[arg-type]
-    )
+    runner = fake_runner(n_slots=1)
     try:
         sink = Sink(queue.SimpleQueue())
         media = cast(MediaInput, prompt)
