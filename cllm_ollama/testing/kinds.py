@@ -1,0 +1,90 @@
+"""``python -m cllm_ollama.testing.ggufs KIND DIR``: every tiny test model a test loads, by name, so
+anyone can write the model a test used by hand. One table: the kind, what it writes, the writer."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from . import audio_ggufs as au
+from . import ggufs as gg
+from . import ocr_ggufs as oc
+from . import ollama_ggufs as og
+from . import ollama_vision_ggufs as ov
+from . import omni_ggufs as om
+from . import tower_ggufs as tg
+
+Writer = Callable[[Path], tuple[Path, ...]]
+
+
+def _one(write: Callable[[Path], Path], name: str) -> Writer:
+    """A writer of one file, ``DIR/<name>.gguf``."""
+
+    def run(folder: Path) -> tuple[Path, ...]:
+        folder.mkdir(parents=True, exist_ok=True)
+        return (write(folder / f"{name}.gguf"),)
+
+    return run
+
+
+# kind -> (what DIR gets, writer). Ollama-layout kinds write DIR/model.gguf: one file as Ollama's
+# converter writes it; their llama.cpp-layout twins are named beside them.
+KINDS: dict[str, tuple[str, Writer]] = {
+    "qwen3": ("DIR/qwen3.gguf: a tiny Qwen3", _one(gg.write_qwen3, "qwen3")),
+    "gemma3": ("DIR/gemma3.gguf: a tiny Gemma 3 (sliding-window layers)", _one(gg.write_gemma3, "gemma3")),
+    "mamba": ("DIR/mamba.gguf: a recurrent model", _one(gg.write_mamba, "mamba")),
+    "jamba": ("DIR/jamba.gguf: a hybrid model", _one(gg.write_jamba, "jamba")),
+    "reranker": ("DIR/reranker.gguf: a tiny Qwen3-Reranker", _one(gg.write_reranker, "reranker")),
+    "gpt-oss": ("DIR/gpt-oss.gguf: twin of ollama-gptoss", _one(og.write_gptoss, "gpt-oss")),
+    "olmo2": ("DIR/olmo2.gguf: twin of ollama-olmo3", _one(og.write_olmo2, "olmo2")),
+    "lfm2": ("DIR/lfm2.gguf: twin of ollama-lfm2", _one(og.write_lfm2, "lfm2")),
+    "lora": ("DIR/base.gguf and DIR/adapter.gguf, a LoRA for it", gg.write_lora),
+    "vision": ("DIR/text.gguf and DIR/mmproj.gguf: a gemma3 that sees", gg.write_vision),
+    "vision-qwen2vl": (
+        "DIR/text.gguf and DIR/mmproj.gguf: an M-RoPE model that sees",
+        lambda folder: gg.write_vision(folder, kind="qwen2vl"),
+    ),
+    "gemma4-towers": ("DIR/text.gguf and DIR/mmproj.gguf: twin of ollama-gemma4", tg.write_gemma4_vision),
+    "qwen35-vision": ("DIR/text.gguf and DIR/mmproj.gguf: twin of ollama-qwen35-vision", tg.write_qwen35_vision),
+    "vision-deepseekocr": (
+        "DIR/text.gguf and DIR/mmproj.gguf: twin of ollama-deepseekocr",
+        oc.write_deepseekocr_vision,
+    ),
+    "vision-nemotron": (
+        "DIR/text.gguf and DIR/mmproj.gguf: twin of ollama-nemotron-omni",
+        om.write_nemotron_omni_vision,
+    ),
+    "audio": ("DIR/text.gguf and DIR/mmproj.gguf: a qwen3 that hears (qwen2a projector)", au.write_audio),
+    "ollama-gemma3-vision": (
+        "the vision kind's gemma3 and projector in one file",
+        _one(og.write_ollama_gemma3_vision, "model"),
+    ),
+    "ollama-qwen25vl-vision": ("a Qwen2.5-VL", _one(og.write_ollama_qwen25vl_vision, "model")),
+    "ollama-gptoss": ("a gpt-oss", _one(og.write_ollama_gptoss, "model")),
+    "ollama-olmo3": ("an OLMo 3", _one(og.write_ollama_olmo3, "model")),
+    "ollama-lfm2": ("an LFM2", _one(og.write_ollama_lfm2, "model")),
+    "ollama-mistral3-vision": ("a Mistral Small 3.1 with Pixtral", _one(ov.write_ollama_mistral3_vision, "model")),
+    "ollama-qwen3vl-vision": ("a Qwen3-VL", _one(ov.write_ollama_qwen3vl_vision, "model")),
+    "ollama-llama4-vision": ("a Llama 4 with its tower", _one(ov.write_ollama_llama4_vision, "model")),
+    "ollama-gemma4": ("a Gemma 4 with both towers", _one(ov.write_ollama_gemma4, "model")),
+    "ollama-qwen35-vision": ("a Qwen 3.5 with its tower", _one(ov.write_ollama_qwen35_vision, "model")),
+    "ollama-deepseekocr": ("a DeepSeek-OCR", _one(oc.write_ollama_deepseekocr, "model")),
+    "ollama-nemotron-omni": ("a Nemotron Omni", _one(om.write_ollama_nemotron_omni, "model")),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Write a tiny random-weight test model of KIND into DIR and print the paths written."""
+    listing = "\n".join(f"  {kind}: {what}" for kind, (what, _) in KINDS.items())
+    parser = argparse.ArgumentParser(
+        prog="python -m cllm_ollama.testing.ggufs",
+        description=main.__doc__,
+        epilog="kinds (ollama-* write DIR/model.gguf, laid out as Ollama's converter writes it):\n" + listing,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("kind", choices=list(KINDS), metavar="KIND")
+    parser.add_argument("dir", type=Path)
+    args = parser.parse_args(argv)
+    for path in KINDS[args.kind][1](args.dir):
+        print(path)
