@@ -1,6 +1,6 @@
 """Ollama's single-file Nemotron Omni, mapped when it enters the store into what llama.cpp's converter
-writes for the same weights (``store/layouts_omni.py``): a ``nemotron_h`` text GGUF and a
-``nemotron_v2_vl`` projector, tensor for tensor, bit for bit, key for key; the audio tower left out.
+writes for the same weights (``store/layouts_omni.py``): a ``nemotron_h`` text GGUF and one
+projector (``nemotron_v2_vl`` vision, ``parakeet`` audio), tensor for tensor, bit for bit, key for key.
 
 (Served end to end in ``tests/api/test_ollama_ocr_omni_layouts.py``.)
 """
@@ -11,25 +11,31 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_layouts_vision import assert_split_as_llama_cpp_writes, created, header
+from test_layouts_vision import assert_split_as_llama_cpp_writes, created, fields, header
 
 from cllm_ollama.store import layouts_omni
+from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.store.layouts import Header, LayoutRefused, plan
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.omni_ggufs import write_nemotron_omni_vision, write_ollama_nemotron_omni
 
 
+@pytest.mark.parametrize("audio", [True, False], ids=["hears", "vision-only"])
 def test_an_ollama_nemotron_omni_is_stored_as_llama_cpp_s_text_and_projector(
-    model_store: ModelStore, tmp_path: Path
+    model_store: ModelStore, tmp_path: Path, audio: bool
 ) -> None:
     """The text model as ``nemotron_h`` (keys renamed, towers' keys and tensors gone); RADIO's patch
     embedding as a convolution kernel, its position table resized to the image's grid, Q/K/V fused,
-    the class token and projector renamed; the audio tower's tensors and keys dropped."""
-    data = write_ollama_nemotron_omni(tmp_path / "ollama.gguf").read_bytes()
-    text, clip = write_nemotron_omni_vision(tmp_path / "llama.cpp")
+    the class token and projector renamed; the Parakeet tower beside it under clip.cpp's names, its
+    convolution biases and depthwise kernel reshaped, its norms, biases and kernels in F32 (Ollama
+    wrote the pointwise kernels and position biases in F16), the two sides' types under their
+    modality's key. Without an audio tower, the vision projector alone, as Nano VL's."""
+    data = write_ollama_nemotron_omni(tmp_path / "ollama.gguf", audio=audio).read_bytes()
+    text, clip = write_nemotron_omni_vision(tmp_path / "llama.cpp", audio=audio)
     stored = created(model_store, data, "omni")
     assert_split_as_llama_cpp_writes(stored, text, clip)
+    assert ("clip.has_audio_encoder" in fields(stored[mt.PROJECTOR], "clip.")) is audio
 
 
 def test_the_position_table_is_resized_bilinearly_with_corners_aligned() -> None:
