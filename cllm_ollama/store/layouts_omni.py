@@ -155,10 +155,7 @@ _PARAKEET_STARTS = {
     "a.feature_extractor.window": "a.window",
     "a.subsampling.linear.": "a.pre_encode.out.",
     "mm.a.norm.": "mm.a.norm_pre.",
-    **{
-        f"a.subsampling.{old}.": f"a.conv1d.{i}."
-        for old, i in (("conv0", 0), ("dw1", 2), ("pw1", 3), ("dw2", 5), ("pw2", 6))
-    },
+    **{f"a.subsampling.{old}.": f"a.conv1d.{i}." for old, i in _SUBSAMPLING},
 }
 _PARAKEET_MLP = re.compile(r"mm\.a\.(\d+)\.")
 _PARAKEET_LEAVES = {
