@@ -59,7 +59,8 @@ def plan_omni(h: Header) -> list[Rewrite] | None:
 
 def nemotron_h_omni(h: Header) -> list[Rewrite]:
     """The text model under llama.cpp's Nemotron-H architecture (with ``nemotron_h_moe``'s own
-    fixes when it has experts), and the RADIO tower as a ``nemotron_v2_vl`` projector."""
+    fixes when it has experts), and the RADIO tower as a ``nemotron_v2_vl`` projector, with the
+    Parakeet tower as its ``parakeet`` audio side when the file has one."""
     if not h.any_tensor("v."):
         why = "no vision tower (v.*) to split out; its audio tower alone is not mapped"
         raise LayoutRefused(refusal(_ARCH, why))
