@@ -283,7 +283,7 @@ def _capabilities(kv: dict[str, Any], arch: str, template: str) -> tuple[str, ..
     caps = ["embedding" if embedding else "completion"]
     if f"{arch}.vision.block_count" in kv:
         caps.append("vision")
-    if f"{arch}.audio.block_count" in kv and arch != "nemotron_h_omni":  # Ollama hides Nemotron Omni's
+    if f"{arch}.audio.block_count" in kv:
         caps.append("audio")
     if re.search(r"\btools\b", template):
         caps.append("tools")

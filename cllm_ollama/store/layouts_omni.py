@@ -6,15 +6,17 @@ projector (``mm.*``), and a Parakeet audio encoder (``a.*``, ``mm.a.*``). llama.
 model as ``nemotron_h`` or ``nemotron_h_moe`` and the vision tower as a ``nemotron_v2_vl`` CLIP
 projector (``NemotronNanoV2VLModel`` in its ``conversion/nemotron.py``). The split is made once, at
 pull or create, where Ollama's shim (``handle_nemotron_h_omni`` and its clip side in
-``llama/compat``) redoes it in memory at every load. Like the shim, the audio encoder is left out:
-llama.cpp's converter writes it into the same projector as a ``parakeet`` encoder, a map not
-written here, so the model hears nothing yet.
+``llama/compat``) redoes it in memory at every load. Unlike the shim (which sets
+``clip.has_audio_encoder`` false), the Parakeet audio encoder is mapped too, into the same
+projector as llama.cpp's converter writes it: a ``parakeet`` audio side beside the
+``nemotron_v2_vl`` vision side, each type under its modality's key.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -23,9 +25,12 @@ from gguf.quants import dequantize
 
 from .layouts import Header, LayoutRefused, Rewrite, Tensor, _clip_keys, _projector, _tower_key, refusal
 from .layouts_text import _nemotron_h_moe
-from .layouts_vision import _VIT_QKV, _stacked
+from .layouts_vision import _VIT_QKV, _in_f32, _stacked
 
 _U32 = GGUFValueType.UINT32
+_F32_KEY = GGUFValueType.FLOAT32
+_STR = GGUFValueType.STRING
+_BOOL = GGUFValueType.BOOL
 _ARRAY = GGUFValueType.ARRAY
 _F32 = GGMLQuantizationType.F32
 _F32_DTYPE = np.dtype(np.float32)
@@ -54,7 +59,8 @@ def plan_omni(h: Header) -> list[Rewrite] | None:
 
 def nemotron_h_omni(h: Header) -> list[Rewrite]:
     """The text model under llama.cpp's Nemotron-H architecture (with ``nemotron_h_moe``'s own
-    fixes when it has experts), and the RADIO tower as a ``nemotron_v2_vl`` projector."""
+    fixes when it has experts), and the RADIO tower as a ``nemotron_v2_vl`` projector, with the
+    Parakeet tower as its ``parakeet`` audio side when the file has one."""
     if not h.any_tensor("v."):
         why = "no vision tower (v.*) to split out; its audio tower alone is not mapped"
         raise LayoutRefused(refusal(_ARCH, why))
@@ -88,6 +94,10 @@ def _projector_of(h: Header) -> Rewrite:
         "clip.vision.image_mean": _tower_key(h, "image_mean", _ARRAY, _CLIP_MEAN),
         "clip.vision.image_std": _tower_key(h, "image_std", _ARRAY, _CLIP_STD),
     }
+    hears = h.any_tensor(*_AUDIO)
+    if hears:
+        del clip_kv["clip.projector_type"]
+        clip_kv |= {"clip.vision.projector_type": ("nemotron_v2_vl", _STR), **_parakeet_keys(h)}
     clip = _projector((), clip_kv, "v.class_embd")
 
     def tensors(ts: list[Tensor]) -> list[Tensor]:
@@ -96,12 +106,18 @@ def _projector_of(h: Header) -> Rewrite:
             "v.patch_embd.weight": lambda t: _as_conv_kernel(t, n_in, patch),
             "v.position_embd.weight": lambda t: _positions_resized(t, side, n_embd),
         }
-        return [u for t in ts for u in ([reshaped[t.name](t)] if t.name in reshaped else fused_qkv(t, by_name))]
+
+        def made(t: Tensor) -> list[Tensor]:
+            if t.name in reshaped:
+                return [reshaped[t.name](t)]
+            return [_parakeet_tensor(t)] if t.name.startswith(_AUDIO) else fused_qkv(t, by_name)
+
+        return [u for t in ts for u in made(t)]
 
     return dataclasses.replace(
         clip,
-        keep_tensor=lambda name: name.startswith(_VISION) and not name.startswith(_AUDIO),
-        exact=_EXACT,
+        keep_tensor=lambda name: name.startswith(_TOWERS) and (hears or not name.startswith(_AUDIO)),
+        exact={**_EXACT, **{name: _parakeet_name(name) for name in h.shapes if hears and name.startswith(_AUDIO)}},
         tensors=tensors,
     )
 
@@ -121,9 +137,109 @@ def fused_qkv(t: Tensor, by_name: dict[str, Tensor]) -> list[Tensor]:
 def _as_conv_kernel(t: Tensor, n_in: int, patch: int) -> Tensor:
     """RADIO's linear patch embedding ``[out, in*p*p]`` (channel-major rows) as the convolution
     kernel ``[out, in, p, p]`` llama.cpp's converter writes: the same numbers, in F32."""
-    source, kind, n_out = t.data, t.kind, t.shape[0]
-    shape = (n_out, n_in, patch, patch)
-    return Tensor(t.name, _F32, shape, _F32_DTYPE, lambda: dequantize(source(), kind).reshape(shape).astype(np.float32))
+    return _f32_shaped(t, (t.shape[0], n_in, patch, patch))
+
+
+def _f32_shaped(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``t``'s numbers in F32, as ``shape`` (the same count)."""
+    source = _in_f32(t).data
+    return Tensor(t.name, _F32, shape, _F32_DTYPE, lambda: np.asarray(source(), np.float32).reshape(shape))
+
+
+# The subsampling's layers: Ollama's names, and their index in the Hugging Face ``nn.Sequential``.
+_SUBSAMPLING = (("conv0", 0), ("dw1", 2), ("pw1", 3), ("dw2", 5), ("pw2", 6))
+# Parakeet's names in Ollama's file (``convert_nemotron_h.go``'s replacements of the Hugging Face
+# names) -> clip.cpp's (``tensor_mapping.py``'s for the same Hugging Face names): whole-name starts,
+# then a block's leaf (longest first: ``ffn2_up`` before a bare ``ffn``).
+_PARAKEET_STARTS = {
+    "a.feature_extractor.fb": "a.mel_filters",
+    "a.feature_extractor.window": "a.window",
+    "a.subsampling.linear.": "a.pre_encode.out.",
+    "mm.a.norm.": "mm.a.norm_pre.",
+    **{f"a.subsampling.{old}.": f"a.conv1d.{i}." for old, i in _SUBSAMPLING},
+}
+_PARAKEET_MLP = re.compile(r"mm\.a\.(\d+)\.")
+_PARAKEET_LEAVES = {
+    "ffn1_up": "ffn_up",
+    "ffn1_down": "ffn_down",
+    "ffn1_norm": "ffn_norm",
+    "ffn2_up": "ffn_up_1",
+    "ffn2_down": "ffn_down_1",
+    "ffn2_norm": "ffn_norm_1",
+    "attn_norm": "ln1",
+    "out_norm": "ln2",
+    "conv_norm": "norm_conv",  # the norm before the convolution module
+    "conv_bn.running_mean": "conv_norm_mean",
+    "conv_bn.running_var": "conv_norm_var",
+    "conv_bn": "conv_norm",  # the module's batch norm
+    "attn_rel_k": "linear_pos",
+    "attn_bias_u": "pos_bias_u",
+    "attn_bias_v": "pos_bias_v",
+}
+_PARAKEET_BLOCK = re.compile(
+    r"(a\.blk\.\d+\.)(" + "|".join(sorted(_PARAKEET_LEAVES, key=len, reverse=True)) + r")\b(.*)"
+)
+# A bias broadcast over a 2-D convolution's output: llama.cpp's converter writes it [1, C, 1, 1].
+_CONV_BIAS = re.compile(r"a\.conv1d\.\d+\.bias|a\.blk\.\d+\.conv_pw[12]\.bias")
+
+
+def _parakeet_name(name: str) -> str:
+    """An audio tensor's name in clip.cpp's Parakeet."""
+    for old, new in _PARAKEET_STARTS.items():
+        if name.startswith(old):
+            return new + name.removeprefix(old)
+    if m := _PARAKEET_MLP.match(name):
+        return f"mm.a.mlp.{m.group(1)}." + name[m.end() :]
+    if m := _PARAKEET_BLOCK.fullmatch(name):
+        return m.group(1) + _PARAKEET_LEAVES[m.group(2)] + m.group(3)
+    return name
+
+
+def _parakeet_tensor(t: Tensor) -> Tensor:
+    """A (renamed) audio tensor as ``NemotronNanoV2VLModel`` writes it: convolution biases
+    ``[1, C, 1, 1]``, the depthwise kernel Ollama squeezed to ``[n, k]`` as ``[1, 1, n, k]``, and
+    in F32 what its ``tensor_force_quant`` forces (biases, norms, convolution kernels) and what
+    clip.cpp reads as F32 vectors (the mel filterbank, the window); the rest as Ollama wrote it."""
+    name = t.name
+    if _CONV_BIAS.fullmatch(name):
+        return _f32_shaped(t, (1, math.prod(t.shape), 1, 1))
+    if ".conv_dw.weight" in name and len(t.shape) == 2:
+        return _f32_shaped(t, (1, 1, *t.shape))
+    forced = "bias" in name or "norm" in name or ("conv" in name and "weight" in name)
+    return _in_f32(t) if forced or name in ("a.mel_filters", "a.window") else t
+
+
+def _parakeet_keys(h: Header) -> dict[str, tuple[Any, GGUFValueType]]:
+    """The audio side's keys as llama.cpp's converter writes them, from ``nemotron_h_omni.audio.*``;
+    refused when one is missing, or when clip.cpp would abort on it (it builds only a factor-8
+    subsampling and an odd depthwise kernel)."""
+
+    def audio(key: str) -> Any:
+        value = h.kv.get(f"{_ARCH}.audio.{key}")
+        if value is None:
+            raise LayoutRefused(refusal(_ARCH, f"its audio tower states no {_ARCH}.audio.{key}"))
+        return value
+
+    factor, kernel = audio("subsampling_factor"), audio("conv_kernel_size")
+    if factor != 8 or kernel % 2 == 0:
+        why = f"its audio tower's subsampling factor {factor} or kernel {kernel} (llama.cpp runs 8 and odd)"
+        raise LayoutRefused(refusal(_ARCH, why))
+    return {
+        "clip.has_audio_encoder": (True, _BOOL),
+        "clip.audio.projector_type": ("parakeet", _STR),
+        "clip.audio.projection_dim": (h.kv.get(f"{_ARCH}.embedding_length"), _U32),
+        **{
+            f"clip.audio.{key}": (audio(key), _U32)
+            for key in ("embedding_length", "feed_forward_length", "block_count", "attention.head_count")
+        },
+        "clip.audio.num_mel_bins": (audio("num_mel_bins"), _U32),
+        "clip.audio.attention.layer_norm_epsilon": (
+            h.kv.get(f"{_ARCH}.audio.attention.layer_norm_epsilon", 1e-5),
+            _F32_KEY,
+        ),
+        "clip.audio.subsampling_factor": (factor, _U32),
+        "clip.audio.conv_kernel_size": (kernel, _U32),
+    }
 
 
 def _positions_resized(t: Tensor, side: int, n_embd: int) -> Tensor:

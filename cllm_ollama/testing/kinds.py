@@ -52,7 +52,7 @@ KINDS: dict[str, tuple[str, Writer]] = {
         oc.write_deepseekocr_vision,
     ),
     "vision-nemotron": (
-        "DIR/text.gguf and DIR/mmproj.gguf: twin of ollama-nemotron-omni",
+        "DIR/text.gguf and DIR/mmproj.gguf (RADIO and Parakeet): twin of ollama-nemotron-omni",
         om.write_nemotron_omni_vision,
     ),
     "audio": ("DIR/text.gguf and DIR/mmproj.gguf: a qwen3 that hears (qwen2a projector)", au.write_audio),
@@ -70,7 +70,7 @@ KINDS: dict[str, tuple[str, Writer]] = {
     "ollama-gemma4": ("a Gemma 4 with both towers", _one(ov.write_ollama_gemma4, "model")),
     "ollama-qwen35-vision": ("a Qwen 3.5 with its tower", _one(ov.write_ollama_qwen35_vision, "model")),
     "ollama-deepseekocr": ("a DeepSeek-OCR", _one(oc.write_ollama_deepseekocr, "model")),
-    "ollama-nemotron-omni": ("a Nemotron Omni", _one(om.write_ollama_nemotron_omni, "model")),
+    "ollama-nemotron-omni": ("a Nemotron Omni with both towers", _one(om.write_ollama_nemotron_omni, "model")),
 }
 
 

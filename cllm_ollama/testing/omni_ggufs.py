@@ -1,13 +1,16 @@
-"""A tiny random-weight Nemotron Omni in both layouts: llama.cpp's (a ``nemotron_h`` text GGUF and its
-``nemotron_v2_vl`` projector) and Ollama's (one ``nemotron_h_omni`` GGUF with the RADIO vision
-tower, its projector and a token Parakeet audio tower inside, as ``convert_nemotron_h.go`` writes
-it), from the same weights. ``store/layouts_omni.py`` maps the second into the first.
+"""A tiny random-weight Nemotron Omni in both layouts: llama.cpp's (a ``nemotron_h`` text GGUF and one
+projector with a ``nemotron_v2_vl`` vision side and a ``parakeet`` audio side) and Ollama's (one
+``nemotron_h_omni`` GGUF with the RADIO vision tower, its projector and the Parakeet audio tower
+inside, as ``convert_nemotron_h.go`` writes it), from the same weights. ``store/layouts_omni.py``
+maps the second into the first.
 
 The text model is a three-block Nemotron-H (a Mamba-2 block, an attention block, a ReLU² MLP
 block); the ViT sees 32-pixel images in 8-pixel patches, after two register tokens, its 4 x 4
 patches merged 2 x 2 into 4 image tokens. Ollama's file holds RADIO's position table at a 7 x 7
 grid, which llama.cpp's converter resizes (bilinear, corners aligned) to the image's 4 x 4: every
-other row and column, exactly.
+other row and column, exactly. The Parakeet tower is one Conformer block 16 wide after the three
+stride-2 subsampling convolutions (4 channels) that turn 128 mel bins into 16, its projector an
+RMS norm and a ReLU² MLP into the text model: a second of audio is 13 tokens.
 """
 
 from __future__ import annotations
@@ -64,6 +67,26 @@ SOURCE_GRID = 7  # RADIO's position table as Ollama keeps it (its largest grid),
 PROJECTOR_HIDDEN = 96
 
 
+@dataclasses.dataclass(frozen=True)
+class ParakeetShape:
+    """A Parakeet (FastConformer) audio encoder and its projector (``clip_graph_parakeet``)."""
+
+    n_embd: int = 16
+    n_head: int = 2
+    n_ff: int = 32
+    n_layer: int = 1
+    channels: int = 4  # the subsampling convolutions'
+    conv_kernel: int = 3  # the Conformer's depthwise convolution (odd)
+    n_mel: int = 128  # the only count Ollama's converter accepts
+    hidden: int = 32  # the projector's MLP
+    subsampling: int = 8  # three stride-2 convolutions: clip.cpp requires 8
+
+
+PARAKEET = ParakeetShape()
+_N_FFT_BINS = 257  # libmtmd's Parakeet preprocessor: a 512-point FFT
+_WINDOW = 400  # 25 ms at 16 kHz
+
+
 def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int = 0) -> Path:
     """A tiny ``nemotron_h`` as llama.cpp loads Ollama's Nemotron-H (per-block KV-head and FFN
     arrays: a Mamba-2 block has neither, an attention block no FFN, an MLP block no KV heads)."""
@@ -112,13 +135,20 @@ def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int =
     return path
 
 
-def write_nemotron_projector(path: Path, *, n_embd_text: int = NEMOTRON.n_embd, seed: int = 0) -> Path:
-    """The ``nemotron_v2_vl`` projector as llama.cpp's converter writes Nemotron Nano VL's: RADIO's
-    patch embedding as a convolution kernel, its class and register tokens, the position table
-    resized to the image's grid (``[1, patches, n]``), fused Q/K/V, and the RMS-normed ReLU² MLP
-    that takes each 2 x 2 group of patches into the text model."""
+def write_nemotron_projector(
+    path: Path, *, n_embd_text: int = NEMOTRON.n_embd, seed: int = 0, audio: bool = True
+) -> Path:
+    """The projector as llama.cpp's converter writes Nemotron Omni's (Nano VL's without ``audio``):
+    RADIO's patch embedding as a convolution kernel, its class and register tokens, the position
+    table resized to the image's grid (``[1, patches, n]``), fused Q/K/V, and the RMS-normed ReLU²
+    MLP that takes each 2 x 2 group of patches into the text model; with ``audio``, the Parakeet
+    tower beside it (``write_parakeet``), each side's projector type under its modality."""
     v = VISION
     t = _projector_header(path, v, "nemotron_v2_vl", n_embd_text, seed)
+    if audio:
+        del t.w.kv_data[0]["clip.projector_type"]
+        t.w.add_clip_vision_projector_type("nemotron_v2_vl")
+        write_parakeet(t, n_embd_text)
     t.w.add_vision_projector_scale_factor(v.merge)
     n, side = v.n_embd, v.image_size // v.patch_size
     t.f32("v.patch_embd.weight", _f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
@@ -136,18 +166,74 @@ def write_nemotron_projector(path: Path, *, n_embd_text: int = NEMOTRON.n_embd, 
     return path
 
 
+def write_parakeet(t: _Tensors, n_embd_text: int, a: ParakeetShape = PARAKEET) -> None:
+    """Parakeet's keys and tensors as ``NemotronNanoV2VLModel`` writes them: the subsampling
+    convolutions as ``a.conv1d.{0,2,3,5,6}`` with ``[1, C, 1, 1]`` biases, the depthwise kernel
+    ``[1, 1, n, k]``, the batch norm's running statistics as ``conv_norm_mean``/``_var``, biases,
+    norms and convolutions in F32, the other matrices in F16 (its ``--outtype f16``; F16-exact values)."""
+    w, n, c, rng = t.w, a.n_embd, a.channels, t.rng
+    w.add_clip_has_audio_encoder(True)
+    w.add_clip_audio_projector_type("parakeet")
+    w.add_audio_projection_dim(n_embd_text)
+    w.add_audio_embedding_length(n)
+    w.add_audio_feed_forward_length(a.n_ff)
+    w.add_audio_block_count(a.n_layer)
+    w.add_audio_head_count(a.n_head)
+    w.add_audio_num_mel_bins(a.n_mel)
+    w.add_audio_attention_layernorm_eps(1e-5)
+    w.add_uint32("clip.audio.subsampling_factor", a.subsampling)  # no writer method in this gguf-py
+    w.add_audio_conv_kernel_size(a.conv_kernel)
+
+    def f16(name: str, *shape: int, std: float = 0.3) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape) * std).astype(np.float16))
+
+    def f32(name: str, *shape: int, std: float = 0.3, mean: float = 0.0) -> None:
+        t.f32(name, _f16_exact(t, shape, std) + mean)
+
+    # Mel filters that weigh the spectrum's bins (non-negative, as a filterbank's), a Hann window.
+    t.f32("a.mel_filters", rng.uniform(0.0, 0.02, (1, a.n_mel, _N_FFT_BINS)))
+    t.f32("a.window", np.hanning(_WINDOW + 1)[:_WINDOW])
+    for i, (c_in, k) in {0: (1, 3), 2: (1, 3), 3: (c, 1), 5: (1, 3), 6: (c, 1)}.items():
+        f32(f"a.conv1d.{i}.weight", c, c_in, k, k, std=0.5)
+        f32(f"a.conv1d.{i}.bias", 1, c, 1, 1, std=0.1)
+    freq = a.n_mel // a.subsampling
+    t.f32("a.pre_encode.out.weight", rng.standard_normal((n, c * freq)) * 0.2)
+    f32("a.pre_encode.out.bias", n, std=0.1)
+    for i in range(a.n_layer):
+        p = f"a.blk.{i}."
+        for norm in ("ffn_norm", "ln1", "norm_conv", "conv_norm", "ffn_norm_1", "ln2"):
+            f32(f"{p}{norm}.weight", n, std=0.1, mean=1.0)
+            f32(f"{p}{norm}.bias", n, std=0.1)
+        for up, down in (("ffn_up", "ffn_down"), ("ffn_up_1", "ffn_down_1")):
+            f16(f"{p}{up}.weight", a.n_ff, n)
+            f16(f"{p}{down}.weight", n, a.n_ff)
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out", "linear_pos"):
+            f16(f"{p}{name}.weight", n, n)
+        f32(p + "pos_bias_u", a.n_head, n // a.n_head, std=0.1)
+        f32(p + "pos_bias_v", a.n_head, n // a.n_head, std=0.1)
+        f32(p + "conv_pw1.weight", 2 * n, n)
+        f32(p + "conv_pw1.bias", 1, 2 * n, 1, 1, std=0.1)  # written, never read by clip.cpp's graph
+        f32(p + "conv_dw.weight", 1, 1, n, a.conv_kernel, std=0.5)
+        f32(p + "conv_norm_mean", n, std=0.1)
+        t.f32(p + "conv_norm_var", 1 + rng.uniform(0.0, 0.5, n))
+        f32(p + "conv_pw2.weight", n, n)
+    f32("mm.a.norm_pre.weight", n, std=0.1, mean=1.0)
+    f16("mm.a.mlp.1.weight", a.hidden, n)
+    f16("mm.a.mlp.2.weight", n_embd_text, a.hidden)
+
+
 def source_positions(seed: int) -> np.ndarray:
     """RADIO's position table at ``SOURCE_GRID`` (``[rows, columns, n]``), F16-exact, from ``seed``."""
     grid = np.random.default_rng([seed, SOURCE_GRID]).standard_normal((SOURCE_GRID, SOURCE_GRID, VISION.n_embd))
     return (grid * 0.2).astype(np.float16).astype(np.float32)
 
 
-def write_nemotron_omni_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
-    """``folder/text.gguf`` and ``folder/mmproj.gguf``: Nemotron Omni's text and vision halves in
-    llama.cpp's layout."""
+def write_nemotron_omni_vision(folder: Path, *, seed: int = 0, audio: bool = True) -> tuple[Path, Path]:
+    """``folder/text.gguf`` and ``folder/mmproj.gguf``: Nemotron Omni's text half and its towers
+    (its vision tower alone without ``audio``) in llama.cpp's layout."""
     folder.mkdir(parents=True, exist_ok=True)
     text = write_nemotron_h(folder / "text.gguf", seed=seed)
-    return text, write_nemotron_projector(folder / "mmproj.gguf", seed=seed)
+    return text, write_nemotron_projector(folder / "mmproj.gguf", seed=seed, audio=audio)
 
 
 # clip.cpp's names -> Ollama's (convert_nemotron_h.go's replacements of the Hugging Face names).
@@ -156,20 +242,69 @@ _OLLAMA_NAMES = {
     "mm.model.mlp.1.weight": "mm.1.weight",
     "mm.model.mlp.3.weight": "mm.2.weight",
 }
-# A token of the Parakeet audio tower Ollama's file carries (the map leaves it out).
-_AUDIO = {"a.blk.0.attn_q.weight": (8, 8), "a.blk.0.attn_q.bias": (8,), "mm.a.1.weight": (64, 8)}
+_SUBSAMPLING = ((0, "conv0"), (2, "dw1"), (3, "pw1"), (5, "dw2"), (6, "pw2"))  # a.conv1d.<i> is Ollama's <name>
+# clip.cpp's Parakeet names -> Ollama's (convert_nemotron_h.go's replacements of the Hugging Face names).
+_OLLAMA_AUDIO = {
+    "a.mel_filters": "a.feature_extractor.fb",
+    "a.window": "a.feature_extractor.window",
+    "a.pre_encode.out.": "a.subsampling.linear.",
+    "mm.a.norm_pre.": "mm.a.norm.",
+    "mm.a.mlp.": "mm.a.",
+    **{
+        f"a.conv1d.{i}.": f"a.subsampling.{name}."
+        for i, name in ((0, "conv0"), (2, "dw1"), (3, "pw1"), (5, "dw2"), (6, "pw2"))
+    },
+}
+_OLLAMA_AUDIO_LEAVES = {
+    "ffn_up_1": "ffn2_up",
+    "ffn_down_1": "ffn2_down",
+    "ffn_norm_1": "ffn2_norm",
+    "ffn_up": "ffn1_up",
+    "ffn_down": "ffn1_down",
+    "ffn_norm": "ffn1_norm",
+    "ln1": "attn_norm",
+    "ln2": "out_norm",
+    "norm_conv": "conv_norm",
+    "linear_pos": "attn_rel_k",
+    "pos_bias_u": "attn_bias_u",
+    "pos_bias_v": "attn_bias_v",
+    "conv_norm_mean": "conv_bn.running_mean",
+    "conv_norm_var": "conv_bn.running_var",
+    "conv_norm": "conv_bn",
+}
 
 
-def write_ollama_nemotron_omni(path: Path, *, seed: int = 0) -> Path:
+def _ollama_audio(name: str, data: np.ndarray) -> tuple[str, np.ndarray]:
+    """A Parakeet tensor of llama.cpp's projector as Ollama's converter writes it: its name, the
+    convolution biases and depthwise kernel squeezed to the Hugging Face shapes (the pointwise
+    kernels' trailing 1 too), in F32 where its ``Kind`` says (biases, 1-D tensors, the feature
+    extractor, the subsampling, the depthwise kernel) and F16 elsewhere."""
+    for old, new in _OLLAMA_AUDIO.items():
+        if name.startswith(old):
+            name = new + name.removeprefix(old)
+            break
+    else:
+        block, _, leaf = name.partition(".blk.")
+        index, _, rest = leaf.partition(".")
+        stem, dot, suffix = rest.partition(".")
+        name = f"{block}.blk.{index}.{_OLLAMA_AUDIO_LEAVES.get(stem, stem)}{dot}{suffix}"
+    if name.endswith(".bias") or ".conv_dw." in name:
+        data = data.reshape(-1, data.shape[-1]) if ".conv_dw." in name else data.reshape(-1)
+    f32 = name.endswith(".bias") or data.ndim == 1 or name.startswith(("a.feature_extractor.", "a.subsampling."))
+    return name, data.astype(np.float32 if f32 or ".conv_dw." in name else np.float16)
+
+
+def write_ollama_nemotron_omni(path: Path, *, seed: int = 0, audio: bool = True) -> Path:
     """``write_nemotron_omni_vision``'s model as one GGUF laid out as Ollama's converter writes
     Nemotron 3 Nano Omni: architecture ``nemotron_h_omni``, the tower's hyperparameters as
     ``nemotron_h_omni.vision.*`` (and audio's as ``.audio.*``), RADIO's linear patch embedding
     ``[n, 3*p*p]``, its class and register tokens and its position table at its largest grid
     ``[cells, n]`` (all F16), Q/K/V
-    split, the projector under Ollama's names, and audio tensors. llama.cpp cannot load it as it is."""
+    split, the projector under Ollama's names, and the Parakeet tower (``_ollama_audio``; without it
+    when not ``audio``), its keys as ``nemotron_h_omni.audio.*``. llama.cpp cannot load it as it is."""
     v = VISION
     with tempfile.TemporaryDirectory() as tmp:
-        text_path, clip_path = write_nemotron_omni_vision(Path(tmp), seed=seed)
+        text_path, clip_path = write_nemotron_omni_vision(Path(tmp), seed=seed, audio=audio)
         text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
         w = gguf.GGUFWriter(str(path), "nemotron_h_omni")
         _copy_fields(text, w, key=lambda k: k.replace("nemotron_h.", "nemotron_h_omni.", 1))
@@ -190,14 +325,15 @@ def write_ollama_nemotron_omni(path: Path, *, seed: int = 0) -> Path:
         w.add_bool(arch + "use_thumbnail", True)
         w.add_array(arch + "image_mean", [0.5, 0.5, 0.5])
         w.add_array(arch + "image_std", [0.5, 0.5, 0.5])
-        w.add_uint32("nemotron_h_omni.audio.block_count", 1)
-        w.add_uint32("nemotron_h_omni.audio.embedding_length", 8)
+        if audio:
+            _ollama_audio_keys(w)
         for t in text.tensors:
             w.add_tensor(t.name, np.array(t.data))
-        rng = np.random.default_rng(seed)
         for t in clip.tensors:
             data = np.array(t.data)
-            if t.name == "v.patch_embd.weight":
+            if t.name.startswith(("a.", "mm.a.")):
+                w.add_tensor(*_ollama_audio(t.name, data))
+            elif t.name == "v.patch_embd.weight":
                 w.add_tensor(t.name, data.reshape(data.shape[0], -1).astype(np.float16))
             elif t.name == "v.position_embd.weight":
                 w.add_tensor("v.position_embd", source_positions(seed).reshape(-1, v.n_embd).astype(np.float16))
@@ -208,7 +344,28 @@ def write_ollama_nemotron_omni(path: Path, *, seed: int = 0) -> Path:
                     w.add_tensor(t.name.replace("attn_qkv", f"attn_{which}"), part)
             else:
                 w.add_tensor(_OLLAMA_NAMES.get(t.name, t.name), data)
-        for name, shape in _AUDIO.items():
-            w.add_tensor(name, rng.standard_normal(shape).astype(np.float32))
         _finish(w)
     return path
+
+
+def _ollama_audio_keys(w: gguf.GGUFWriter, a: ParakeetShape = PARAKEET) -> None:
+    """The Parakeet tower's keys as ``nemotronHNanoVLModel.KV`` writes them."""
+    arch = "nemotron_h_omni.audio."
+    for key, value in (
+        ("block_count", a.n_layer),
+        ("embedding_length", a.n_embd),
+        ("feed_forward_length", a.n_ff),
+        ("attention.head_count", a.n_head),
+        ("conv_kernel_size", a.conv_kernel),
+        ("num_mel_bins", a.n_mel),
+        ("sample_rate", 16000),
+        ("subsampling_factor", a.subsampling),
+        ("subsampling_conv_channels", a.channels),
+        ("subsampling_conv_kernel_size", 3),
+        ("subsampling_conv_stride", 2),
+        ("projection_hidden_size", a.hidden),
+        ("sound_token_id", 5),
+    ):
+        w.add_uint32(arch + key, value)
+    w.add_float32(arch + "attention.layer_norm_epsilon", 1e-5)
+    w.add_bool(arch + "scale_input", False)

@@ -1,6 +1,6 @@
 """Ollama's single-file Nemotron Omni, mapped when it enters the store into what llama.cpp's converter
-writes for the same weights (``store/layouts_omni.py``): a ``nemotron_h`` text GGUF and a
-``nemotron_v2_vl`` projector, tensor for tensor, bit for bit, key for key; the audio tower left out.
+writes for the same weights (``store/layouts_omni.py``): a ``nemotron_h`` text GGUF and one
+projector (``nemotron_v2_vl`` vision, ``parakeet`` audio), tensor for tensor, bit for bit, key for key.
 
 (Served end to end in ``tests/api/test_ollama_ocr_omni_layouts.py``.)
 """
@@ -11,25 +11,31 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_layouts_vision import assert_split_as_llama_cpp_writes, created, header
+from test_layouts_vision import assert_split_as_llama_cpp_writes, created, fields, header
 
 from cllm_ollama.store import layouts_omni
+from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.store.layouts import Header, LayoutRefused, plan
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.omni_ggufs import write_nemotron_omni_vision, write_ollama_nemotron_omni
 
 
+@pytest.mark.parametrize("audio", [True, False], ids=["hears", "vision-only"])
 def test_an_ollama_nemotron_omni_is_stored_as_llama_cpp_s_text_and_projector(
-    model_store: ModelStore, tmp_path: Path
+    model_store: ModelStore, tmp_path: Path, audio: bool
 ) -> None:
     """The text model as ``nemotron_h`` (keys renamed, towers' keys and tensors gone); RADIO's patch
     embedding as a convolution kernel, its position table resized to the image's grid, Q/K/V fused,
-    the class token and projector renamed; the audio tower's tensors and keys dropped."""
-    data = write_ollama_nemotron_omni(tmp_path / "ollama.gguf").read_bytes()
-    text, clip = write_nemotron_omni_vision(tmp_path / "llama.cpp")
+    the class token and projector renamed; the Parakeet tower beside it under clip.cpp's names, its
+    convolution biases and depthwise kernel reshaped, its norms, biases and kernels in F32 (Ollama
+    wrote the pointwise kernels and position biases in F16), the two sides' types under their
+    modality's key. Without an audio tower, the vision projector alone, as Nano VL's."""
+    data = write_ollama_nemotron_omni(tmp_path / "ollama.gguf", audio=audio).read_bytes()
+    text, clip = write_nemotron_omni_vision(tmp_path / "llama.cpp", audio=audio)
     stored = created(model_store, data, "omni")
     assert_split_as_llama_cpp_writes(stored, text, clip)
+    assert ("clip.has_audio_encoder" in fields(stored[mt.PROJECTOR], "clip.")) is audio
 
 
 def test_the_position_table_is_resized_bilinearly_with_corners_aligned() -> None:
@@ -70,6 +76,42 @@ VISION_KEYS = {
 }
 
 
+HEARS = {"v.position_embd": [8, 256], "a.blk.0.attn_q.weight": [4, 4]}
+AUDIO_KEYS = {
+    f"nemotron_h_omni__audio__{key}": value
+    for key, value in (
+        ("block_count", 1),
+        ("embedding_length", 4),
+        ("feed_forward_length", 16),
+        ("attention__head_count", 2),
+        ("num_mel_bins", 128),
+        ("subsampling_factor", 8),
+        ("conv_kernel_size", 9),
+    )
+}
+
+
+def test_ollama_s_parakeet_names_are_clip_cpp_s() -> None:
+    """Each of Ollama's names for a Parakeet tensor (``convert_nemotron_h.go``) under the name
+    clip.cpp loads (``tensor_mapping.py`` for the same Hugging Face tensor); two norms swap names."""
+    for ollama_name, clip_name in (
+        ("a.subsampling.conv0.bias", "a.conv1d.0.bias"),
+        ("a.subsampling.pw2.weight", "a.conv1d.6.weight"),
+        ("a.subsampling.linear.weight", "a.pre_encode.out.weight"),
+        ("a.feature_extractor.fb", "a.mel_filters"),
+        ("a.blk.11.ffn2_norm.bias", "a.blk.11.ffn_norm_1.bias"),
+        ("a.blk.0.conv_norm.weight", "a.blk.0.norm_conv.weight"),
+        ("a.blk.0.conv_bn.weight", "a.blk.0.conv_norm.weight"),
+        ("a.blk.0.conv_bn.running_var", "a.blk.0.conv_norm_var"),
+        ("a.blk.0.attn_bias_u", "a.blk.0.pos_bias_u"),
+        ("a.blk.0.attn_rel_k.weight", "a.blk.0.linear_pos.weight"),
+        ("a.blk.0.attn_out.weight", "a.blk.0.attn_out.weight"),
+        ("mm.a.norm.weight", "mm.a.norm_pre.weight"),
+        ("mm.a.2.weight", "mm.a.mlp.2.weight"),
+    ):
+        assert layouts_omni._parakeet_name(ollama_name) == clip_name
+
+
 def test_with_experts_it_is_a_nemotron_h_moe_with_that_map_s_fixes() -> None:
     """Experts make it ``nemotron_h_moe``: its latent FFN renamed, the MTP head dropped (as the
     text-only map does), besides the towers."""
@@ -97,8 +139,18 @@ def test_with_experts_it_is_a_nemotron_h_moe_with_that_map_s_fixes() -> None:
         (header("nemotron_h_omni", {"a.blk.0.attn_q.weight": [4, 4]}), "no vision tower (v.*)"),
         (header("nemotron_h_omni", {"v.position_embd": [8, 250]}, **VISION_KEYS), "no square position table"),
         (header("nemotron_h_omni", {"v.position_embd": [8, 256]}), "states no nemotron_h_omni.vision.patch_size"),
+        (header("nemotron_h_omni", HEARS, **VISION_KEYS), "states no nemotron_h_omni.audio.subsampling_factor"),
+        (
+            header(
+                "nemotron_h_omni",
+                HEARS,
+                **VISION_KEYS,
+                **{**AUDIO_KEYS, "nemotron_h_omni__audio__subsampling_factor": 4},
+            ),
+            "subsampling factor 4 or kernel 9 (llama.cpp runs 8 and odd)",
+        ),
     ],
-    ids=["audio-only", "positions", "no-keys"],
+    ids=["audio-only", "positions", "no-keys", "no-audio-keys", "subsampling"],
 )
 def test_a_nemotron_omni_that_cannot_be_mapped_is_refused_with_why(h: Header, why: str) -> None:
     with pytest.raises(LayoutRefused, match=r'^architecture "nemotron_h_omni" written by Ollama\'s converter') as no:
