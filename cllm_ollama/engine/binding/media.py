@@ -20,6 +20,7 @@ import llama_cpp as ll
 import numpy as np
 
 from ...errors import EngineError, MediaError
+from ..image_breaks import image_break_row, mend_image_breaks
 from ..transcode import decode_rgb, is_webp
 from .core import Context, Model, log_callback
 
@@ -125,12 +126,14 @@ class MediaPrompt:
 
     def encode(self, item: MediaItem) -> np.ndarray:
         """Run the projector over one image: its embeddings, ``(n_tokens, n_embd)`` float32, a copy
-        (libmtmd's output buffer is reused by the next encode)."""
+        (libmtmd's output buffer is reused by the next encode), Pixtral's [IMG_BREAK] rows mended
+        where llama.cpp's graph spoiled them (``image_breaks``)."""
         mtmd, proj = _mtmd(), self._projector
         if mtmd.mtmd_encode_chunk(proj.ptr, self._chunk(item)) != 0:
             raise EngineError(f"the projector could not encode image {item.id[:12]}")
         ptr = mtmd.mtmd_get_output_embd(proj.ptr)
-        return np.ctypeslib.as_array(ptr, shape=(item.n_tokens, proj.n_embd)).copy()
+        embd = np.ctypeslib.as_array(ptr, shape=(item.n_tokens, proj.n_embd)).copy()
+        return embd if np.isfinite(embd).all() else mend_image_breaks(embd, proj.image_break)
 
     def decode(self, ctx: Context, item: MediaItem, embd: np.ndarray, pos: int, seq_id: int) -> int:
         """Decode an image's embeddings into ``seq_id`` from position ``pos``; the position after it.
@@ -278,6 +281,11 @@ class Projector:
             raise EngineError("libmtmd could not make a bitmap")
         _mtmd().mtmd_bitmap_set_id(bitmap, hashlib.sha256(data).hexdigest().encode())
         return bitmap
+
+    @functools.cached_property
+    def image_break(self) -> np.ndarray | None:
+        """Pixtral's [IMG_BREAK] embedding, read from the file the first time an encode needs it."""
+        return image_break_row(self.path)
 
     def non_causal(self, prompt: MediaPrompt, item: MediaItem) -> bool:
         """Whether the image's tokens attend to each other both ways (Gemma 3): decoded alone."""
