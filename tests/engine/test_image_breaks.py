@@ -4,6 +4,7 @@ log-probabilities, made to happen every time on a poisoned heap."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import subprocess
 import sys
@@ -40,6 +41,9 @@ def test_nothing_is_mended_when_the_projector_itself_failed_or_has_no_break_row(
 
 
 @pytest.mark.model
+@pytest.mark.skipif(
+    not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="the heap is poisoned through glibc's (2.33+) malloc"
+)
 def test_a_pixtral_projector_encodes_an_image_whole_on_a_poisoned_heap(tmp_path: Path) -> None:
     child = Path(__file__).with_name("poisoned_heap.py")
     done = subprocess.run([sys.executable, str(child), str(tmp_path)], capture_output=True, text=True, timeout=120)
