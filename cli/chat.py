@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -213,6 +214,13 @@ class WordWrap:
 
     def close(self) -> None:
         self._flush()
+
+
+def catch_ctrl_c() -> None:
+    """Let Ctrl+C stop an answer even when this process started with SIGINT ignored (what a shell
+    without job control gives a command run with ``&``, and its children inherit): Python then
+    leaves it ignored, while Ollama's CLI takes it back (Go's ``signal.Notify`` does)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def reply(backend: HttpBackend, session: Session, *, wrap: bool = False) -> dict[str, Any] | None:

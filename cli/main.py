@@ -24,7 +24,7 @@ from ..errors import CllmError
 from ..store.modelfile import parse_modelfile
 from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
 from .bench import bench_command
-from .chat import THINK_VALUES, Session, interactive, parse_think, reply
+from .chat import THINK_VALUES, Session, catch_ctrl_c, interactive, parse_think, reply
 from .progress import ProgressPrinter
 from .render import models_table, running_table, show_text
 
@@ -254,6 +254,7 @@ def run_command(
     insecure: bool,
 ) -> None:
     """Run a model: answer PROMPT (or what stdin holds), or start an interactive session (needs `cllm serve`)."""
+    catch_ctrl_c()
     prompts = list(prompt)
     if think is not None and think.lower() not in THINK_VALUES:
         # `--think Why...`: as with Ollama's optional-value flag, the word is the prompt's, not the flag's.

@@ -64,11 +64,6 @@ def ask(client: ollama.Client, model: str, messages: list[dict[str, Any]]) -> ol
     return answer
 
 
-# Once in nine runs (2026-11-25, a fresh-clone CI run) the Ollama-layout Pixtral answered with NaN logprobs (null on the
-# wire) while its llama.cpp-layout twin, the same bytes once mapped (the map is deterministic), did
-# not: an intermittent fault in inference on these random weights, not in the map. Until found, a
-# rerun; three failures running still fail.
-@pytest.mark.flaky(reruns=2)
 @pytest.mark.parametrize("family", sorted(PAIRS))
 def test_a_vision_model_in_ollamas_layout_sees_as_llama_cpp_s_files_do(server: str, family: str) -> None:
     client = ollama.Client(server)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...errors import EngineError, MediaError
 from ..audio import claimed_seconds, is_audio
+from ..image_breaks import image_break_row, mend_image_breaks
 from ..transcode import decode_rgb, is_webp
 from .core import Context, Model, log_callback
 
@@ -154,12 +155,14 @@ class MediaPrompt:
 
     def encode(self, item: MediaItem) -> np.ndarray:
         """Run the projector over one media chunk: its embeddings, ``(n_tokens, n_embd)`` float32,
-        a copy (libmtmd's output buffer is reused by the next encode)."""
+        a copy (libmtmd's output buffer is reused by the next encode), Pixtral's [IMG_BREAK] rows
+        mended where llama.cpp's graph spoiled them (``image_breaks``)."""
         mtmd, proj = _mtmd(), self._projector
         if mtmd.mtmd_encode_chunk(proj.ptr, self._chunk(item)) != 0:
             raise EngineError(f"the projector could not encode {item.kind} {item.id[:12]}")
         ptr = mtmd.mtmd_get_output_embd(proj.ptr)
-        return np.ctypeslib.as_array(ptr, shape=(item.n_tokens, proj.n_embd)).copy()
+        embd = np.ctypeslib.as_array(ptr, shape=(item.n_tokens, proj.n_embd)).copy()
+        return embd if np.isfinite(embd).all() else mend_image_breaks(embd, proj.image_break)
 
     def decode(self, ctx: Context, item: MediaItem, embd: np.ndarray, pos: int, seq_id: int) -> int:
         """Decode a media chunk's embeddings into ``seq_id`` from position ``pos``; the position after it.
@@ -364,6 +367,11 @@ class Projector:
             raise EngineError("libmtmd could not make a bitmap")
         _mtmd().mtmd_bitmap_set_id(bitmap, hashlib.sha256(data).hexdigest().encode())
         return bitmap
+
+    @functools.cached_property
+    def image_break(self) -> np.ndarray | None:
+        """Pixtral's [IMG_BREAK] embedding, read from the file the first time an encode needs it."""
+        return image_break_row(self.path)
 
     def non_causal(self, prompt: MediaPrompt, item: MediaItem) -> bool:
         """Whether the item's tokens attend to each other both ways (Gemma 3's images): decoded alone."""
