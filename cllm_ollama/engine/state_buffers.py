@@ -98,6 +98,11 @@ class StateBuffers:
             self._jobs.put(("free", old.mm))
         self._jobs.put(("prepare", key, n_bytes))
 
+    def ready(self, key: int) -> bool:
+        """Whether ``key``'s prepared buffer has its pages in (a ``take`` now only copies)."""
+        with self._lock:
+            return key in self._ready
+
     def discard(self, key: int) -> None:
         """``key`` expects no save now: its prepared buffer, if any, goes."""
         with self._lock:
