@@ -142,13 +142,12 @@ class Runner:
         )
         # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
         share = not model.is_recurrent
-        self._cell_bytes = model.kv_bytes_per_token(spec.kv_cache_type) + STATE_BYTES_PER_CELL
-        # Saved states' memory, made ready and freed off this thread: a save only copies.
-        self.buffers = (
-            StateBuffers(max(spec.cache_bytes, self._state_bytes(spec.n_ctx_slot)), f"cllm-state-{model.path.name}")
-            if share
-            else None
-        )
+        self._cell_bytes = model.kv_bytes_per_token(spec.kv_cache_type) + STATE_BYTES_PER_CELL if share else 0
+        # Saved states' memory, made ready and freed off this thread: a save only copies. Made
+        # ready at most: two full slots' states, or one when the host cache holds less.
+        full = self._state_bytes(spec.n_ctx_slot)
+        limit = max(full, min(spec.cache_bytes, 2 * full))
+        self.buffers = StateBuffers(limit, f"cllm-state-{model.path.name}") if share else None
         self._expected: dict[int, tuple[int | None, int]] = {}  # slot -> (its request, its next save's tokens)
         self.cache = PromptCache(spec.cache_bytes, spec.cache_min_tokens) if spec.cache_bytes > 0 and share else None
         self.disk = self._disk_cache(model, spec, self._alloc(None)) if share else None

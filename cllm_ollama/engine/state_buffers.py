@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import mmap
 import os
 import queue
@@ -29,6 +30,8 @@ import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
+
+log = logging.getLogger("cllm.engine")
 
 # A state's bytes: what ``take`` hands out, ``Context.state_get`` fills and ``state_set`` reads.
 StateBuffer = ctypes.Array  # of ctypes.c_char
@@ -161,15 +164,18 @@ class StateBuffers:
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         while (job := self._jobs.get()) is not None:
-            match job:
-                case ("prepare", key, size):
-                    self._prepare(key, size)
-                case ("trim", mm, keep):
-                    start = -(-keep // mmap.PAGESIZE) * mmap.PAGESIZE
-                    self._drop_pages(mm, start)
-                case ("free", mm):
-                    self._free(mm)
-                    self.stats.freed += 1
+            try:
+                match job:
+                    case ("prepare", key, size):
+                        self._prepare(key, size)
+                    case ("trim", mm, keep):
+                        start = -(-keep // mmap.PAGESIZE) * mmap.PAGESIZE
+                        self._drop_pages(mm, start)
+                    case ("free", mm):
+                        self._free(mm)
+                        self.stats.freed += 1
+            except Exception:  # the worker must not die: a save then maps fresh memory itself
+                log.exception("state buffer job %s failed", job[0])
 
     def _still_wanted(self, key: int, size: int) -> bool:
         with self._lock:
