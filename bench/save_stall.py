@@ -7,8 +7,9 @@
 Without ``--itl``: for each state size, where the engine thread's time goes in a save (the size
 query; a fresh zeroed buffer as ``ctypes.create_string_buffer`` makes it; llama.cpp's copy into
 ready pages, and into a fresh mapping whose pages fault in during the copy; freeing the buffer
-later) and in a restore from RAM (``state_set``), beside what runs off it (the one-stream view
-and checksum of a disk write, a disk read with its checks).
+later), in a restore from RAM (``state_set``) and in the caches' indexing of the tokens (host
+and disk), beside what runs off it (the one-stream view and checksum of a disk write, a disk
+read with its checks).
 
 With ``--itl``: ``--streams`` sequences decode a token each per step while, in windows of
 ``--window`` steps taken in turn (rounds interleave them, so machine noise falls on all alike),
@@ -44,6 +45,7 @@ import numpy as np
 
 from cllm_ollama.engine.binding import Batch, Context, Model
 from cllm_ollama.engine.disk_cache import DiskCache, identity_digest
+from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.state_buffers import StateBuffers
 from cllm_ollama.engine.state_streams import one_stream
 from cllm_ollama.testing.real_model import real_model_path
@@ -115,7 +117,7 @@ def profile(model: Model, sizes: list[int], threads: int) -> None:
     small = small_state(model, ctx, batch)
     print(
         "tokens  MiB  | engine thread, ms: size  zeroed-alloc  copy(ready)  copy(fresh)  old-total  free-old"
-        "  restore | off it: one-stream  checksum  disk-read"
+        "  restore  index | off it: one-stream  checksum  disk-read"
     )
     with tempfile.TemporaryDirectory() as root:
         for n in sizes:
@@ -149,7 +151,10 @@ def profile(model: Model, sizes: list[int], threads: int) -> None:
             alloc = functools.partial(buffers.take, None)
             disk = DiskCache(Path(root), identity_digest("bench", n), 1 << 40, 32, 4, alloc)
             tokens = tuple(range(n))
+            t = clock()
+            PromptCache(1 << 40).add(tokens, ready, len(ready))
             disk.save(tokens, ready)
+            t_books = t()
             disk.close()
             disk = DiskCache(Path(root), identity_digest("bench", n), 1 << 40, 32, 4, alloc)
             entry, _ = disk.lookup(tokens)
@@ -165,7 +170,7 @@ def profile(model: Model, sizes: list[int], threads: int) -> None:
             mib = size / MB
             print(
                 f"{n:6d} {mib:5.0f} | {t_size:6.1f} {t_zero:10.1f} {t_ready:10.1f} {t_fresh:11.1f} {t_old:10.1f}"
-                f" {t_free:8.1f} {t_restore:8.1f} | {t_one:8.2f} {t_sum:9.1f} {t_read:9.1f}"
+                f" {t_free:8.1f} {t_restore:8.1f} {t_books:6.1f} | {t_one:8.2f} {t_sum:9.1f} {t_read:9.1f}"
             )
             print(
                 f"         per MB: copy into ready pages {t_ready / mib:.3f} ms, old save {t_old / mib:.3f} ms,"
