@@ -185,7 +185,7 @@ class Runner:
         return self.ctx.n_ctx_seq
 
     @staticmethod
-    def _disk_cache(model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | None) -> DiskCache | None:
+    def _disk_cache(model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | None = None) -> DiskCache | None:
         """The disk tier for this load: its identity is everything that changes a state's bytes.
         A model whose memory is one KV cache keeps its states without the slot count
         (``state_streams``), so a load with another ``num_parallel`` reads them; for the others
