@@ -9,8 +9,10 @@ buffers are anonymous mappings that a worker thread handles, below llama.cpp's t
 - ``prepare(key, n)``: map ``n`` bytes for the save that ``key`` (a slot) is expected to make next,
   and fault the pages in a slice at a time (``ctypes.memset`` releases the GIL);
 - ``take(key, n)``: exactly ``n`` bytes, of ``key``'s prepared buffer when it is ready and large
-  enough (its unneeded tail is dropped by the worker), else of a fresh mapping (whose pages fault
-  in during the copy, but are not zeroed first as ``ctypes.create_string_buffer``'s are);
+  enough (its unneeded tail is dropped by the worker), else of the spare, a buffer of the last
+  save's size prepared after it (a slot reused at once under load had no time to expect its save),
+  else of a fresh mapping (whose pages fault in during the copy, but are not zeroed first as
+  ``ctypes.create_string_buffer``'s are);
 - when the last reference to a buffer goes, on whatever thread, the worker drops its pages a slice
   at a time and unmaps it: no thread frees hundreds of MB in one call with the GIL held.
 
@@ -51,6 +53,14 @@ class BufferStats:
     hits: int = 0  # saves that found their prepared buffer ready
     fresh: int = 0  # saves (and reads) that mapped fresh memory
     freed: int = 0  # buffers whose pages the worker dropped
+
+
+# The key of the spare buffer: one of the last save's size, for the next save nobody expected.
+SPARE = -1
+
+
+def _fits(size: int, n_bytes: int) -> bool:
+    return n_bytes <= size <= SLACK * n_bytes
 
 
 @dataclass
@@ -101,6 +111,12 @@ class StateBuffers:
             self._jobs.put(("free", old.mm))
         self._jobs.put(("prepare", key, n_bytes))
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the buffers prepared or being prepared (at most ``limit_bytes``)."""
+        with self._lock:
+            return sum(self._wanted.values())
+
     def ready(self, key: int) -> bool:
         """Whether ``key``'s prepared buffer has its pages in (a ``take`` now only copies)."""
         with self._lock:
@@ -112,15 +128,22 @@ class StateBuffers:
             self._discard(key)
 
     def take(self, key: int | None, n_bytes: int) -> StateBuffer:
-        """A writable buffer of exactly ``n_bytes`` (``key``'s prepared one if it serves)."""
+        """A writable buffer of exactly ``n_bytes``: ``key``'s prepared one if it serves, else the
+        spare if it does (then a new spare of this size is prepared), else fresh memory."""
         prepared = None
         with self._lock:
             if key is not None and key in self._wanted:
                 del self._wanted[key]
                 prepared = self._ready.pop(key, None)
-        if prepared is not None and not n_bytes <= prepared.size <= SLACK * n_bytes:
-            self._jobs.put(("free", prepared.mm))
-            prepared = None
+            if prepared is not None and not _fits(prepared.size, n_bytes):
+                self._jobs.put(("free", prepared.mm))
+                prepared = None
+            spare = self._ready.get(SPARE)
+            if key is not None and prepared is None and spare is not None and _fits(spare.size, n_bytes):
+                prepared = self._ready.pop(SPARE)
+                del self._wanted[SPARE]
+        if key is not None:
+            self.prepare(SPARE, n_bytes)  # for a save nobody expected: a slot reused at once, under load
         if prepared is not None:
             mm = prepared.mm
             self.stats.hits += 1
