@@ -265,6 +265,7 @@ def itl(model: Model, n_cells: int, streams: int, rounds: int, window: int, thre
                 last = now
             assert not waiting, "a disk read took longer than the window"
             del kept
+            buffers.flush()  # what the worker still has to do is not left to the next window
     print(
         f"{streams} streams decoding; another sequence's state: {n_cells} tokens, {len(state) / MB:.0f} MiB; "
         f"{rounds} rounds of {window}-step windows; prepared buffers ready in time: {buffers.stats.hits}/{rounds}"

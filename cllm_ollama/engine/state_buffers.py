@@ -156,6 +156,12 @@ class StateBuffers:
         weakref.finalize(buf, self._release, mm).atexit = False
         return buf
 
+    def flush(self) -> None:
+        """Wait until the worker has done what was asked of it so far (tests, benchmarks)."""
+        done = threading.Event()
+        self._jobs.put(("flush", done))
+        done.wait()
+
     def close(self) -> None:
         """Stop the worker once the work queued so far is done (buffers still held are unmapped
         when they go, by whichever thread drops them)."""
@@ -197,6 +203,8 @@ class StateBuffers:
                     case ("free", mm):
                         self._free(mm)
                         self.stats.freed += 1
+                    case ("flush", done):
+                        done.set()
             except Exception:  # the worker must not die: a save then maps fresh memory itself
                 log.exception("state buffer job %s failed", job[0])
 
