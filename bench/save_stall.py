@@ -2,7 +2,7 @@
 (issue 18).
 
     python bench/save_stall.py [MODEL.gguf] [--tokens 2048,8192,16384] [--threads 2]
-    python bench/save_stall.py --itl [--tokens 16384] [--streams 3] [--rounds 5] [--window 45]
+    python bench/save_stall.py --itl [--tokens 16384] [--streams 3] [--rounds 4] [--window 60]
 
 Without ``--itl``: for each state size, where the engine thread's time goes in a save (the size
 query; a fresh zeroed buffer as ``ctypes.create_string_buffer`` makes it; llama.cpp's copy into
@@ -297,8 +297,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--itl", action="store_true", help="the other streams' inter-token latency")
     parser.add_argument("--streams", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--window", type=int, default=45)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--window", type=int, default=60)
     args = parser.parse_args()
     model = Model(args.model or real_model_path())
     if args.itl:
