@@ -129,9 +129,9 @@ def test_a_slot_expects_its_next_save_so_that_its_buffer_can_be_made_ready_befor
     assert slot.request is None and s.prefix.next_save(slot) == 41  # idle: saved once reused
     cache.add(slot.chain.tokens, "state", 10)
     assert s.prefix.next_save(slot) == 0  # held by the cache already: nothing to save
-    s.add(req([*SHARED, 6], num_predict=1))
+    s.add(req([*SHARED, 6, 7], num_predict=5))
     step(s)
-    assert s.prefix.next_save(slot) == 0  # a short prompt, no hint, no disk: no save ahead
+    assert slot.request is not None and s.prefix.next_save(slot) == 0  # no hint, no disk: no save ahead
 
 
 def test_a_long_prompt_expects_its_checkpoint_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
