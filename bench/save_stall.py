@@ -239,7 +239,7 @@ def itl(model: Model, n_cells: int, streams: int, rounds: int, window: int, thre
             last = time.perf_counter()
             for i in range(window):
                 t0 = time.perf_counter()
-                op = i == window // 3 and not kind.startswith("load")
+                op = i == window // 3 and kind in ("save-old", "save-new", "restore")
                 if i == window // 3:
                     if kind == "save-old":
                         kept = ctx.state_get(long_seq)
