@@ -43,10 +43,9 @@ from typing import Any
 import llama_cpp as ll
 import numpy as np
 
-from cllm_ollama.engine.binding import Batch, Context, Model
+from cllm_ollama.engine.binding import Batch, Context, Model, StateBuffers
 from cllm_ollama.engine.disk_cache import DiskCache, identity_digest
 from cllm_ollama.engine.prompt_cache import PromptCache
-from cllm_ollama.engine.state_buffers import StateBuffers
 from cllm_ollama.engine.state_streams import one_stream
 from cllm_ollama.testing.real_model import real_model_path
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import EngineError
-from .binding import STATE_FORMAT, Batch, Context, Lora, Model, Sampler, with_adapters
+from .binding import STATE_FORMAT, Batch, Context, Lora, Model, Sampler, StateBuffers, with_adapters
 from .blocks import BLOCK
 from .disk_cache import DiskCache, identity_digest, weights_id
 from .encoder import EncodeFailed, ImageEncoder
@@ -31,7 +31,6 @@ from .prompt_cache import PromptCache
 from .request import Event, FinishReason, MediaInput, Request, TokenLogprob
 from .scheduler import Scheduler, StepPlan
 from .slot import Slot, SlotState
-from .state_buffers import StateBuffers
 
 log = logging.getLogger("cllm.engine")
 

@@ -13,11 +13,11 @@ import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel
 from polling import until
 
-from cllm_ollama.engine import state_buffers
+from cllm_ollama.engine.binding import state_buffers
+from cllm_ollama.engine.binding.state_buffers import StateBuffers
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.request import Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
-from cllm_ollama.engine.state_buffers import StateBuffers
 
 MIB = 1 << 20
 

@@ -14,8 +14,7 @@ import numpy as np
 import oracle
 import pytest
 
-from cllm_ollama.engine.binding import Batch, Context, Model
-from cllm_ollama.engine.state_buffers import StateBuffers
+from cllm_ollama.engine.binding import Batch, Context, Model, StateBuffers
 
 pytestmark = pytest.mark.model
 gguf_path = oracle.gguf_path  # the oracle model (a fixture)

@@ -2,7 +2,8 @@
 
 Everything it hands out is plain Python (ints, bytes, numpy views). ``core`` holds models,
 contexts, batches and samplers; ``media`` libmtmd (projectors and prompts with images);
-``lora`` adapters. The engine imports from here, never from the parts.
+``lora`` adapters; ``state_buffers`` the host memory saved sequence states are copied into. The
+engine imports from here, never from the parts.
 """
 
 from .core import (
@@ -22,6 +23,7 @@ from .core import (
 )
 from .lora import AdapterRefused, Lora, with_adapters
 from .media import MAX_IMAGE_PIXELS, MediaItem, MediaPrompt, Projector, TextRun, is_image, media_marker
+from .state_buffers import StateBuffers
 
 __all__ = [
     "KV_QUANT_BLOCK",
@@ -39,6 +41,7 @@ __all__ = [
     "Model",
     "Projector",
     "Sampler",
+    "StateBuffers",
     "TextRun",
     "gpu_free_memory",
     "grammar_parses",
