@@ -1,10 +1,11 @@
 """Host memory for saved sequence states, made ready and given back off the engine thread (issue 18).
 
 A save of a sequence's KV (``Context.state_get``) runs on the engine thread between two decodes,
-so every stream waits for it. Into a fresh buffer, little of that wait is the copy: on the 2-core
-development machine a 150 MB state took ~80 ms to zero and fault in fresh pages, ~6 ms to copy,
-and ~8 ms more (GIL held) to free later (``bench/save_stall.py`` reports it per MB). So state
-buffers are anonymous mappings that a worker thread handles, below llama.cpp's threads (nice 19):
+so every stream waits for it. Into a fresh buffer, little of that wait is the copy: on the shared
+2-core development machine (``bench/save_stall.py``, Qwen2.5-0.5B, 16k tokens, a 192 MiB state)
+a save took ~170 ms, of which ~150 ms zeroing and faulting in fresh pages and ~27 ms llama.cpp's
+copy, and freeing the buffer later ~12 ms more, GIL held. So state buffers are anonymous
+mappings that a worker thread handles, below llama.cpp's threads (nice 19):
 
 - ``prepare(key, n)``: map ``n`` bytes for the save that ``key`` (a slot) is expected to make next,
   and fault the pages in a slice at a time (``ctypes.memset`` releases the GIL);
