@@ -20,7 +20,9 @@ decode stall llama.cpp's threads, which wait for each other at every step; so th
 until the engine has nothing to decode (``engine_busy``), and what is waiting to be written is
 bounded (``MAX_PENDING_BYTES``: past it a state is not written). Reads are what a waiting
 request needs, so they run on a reader thread of their own at the normal priority; a read of a
-state still waiting for its write takes it from memory.
+state still waiting for its write takes that state itself (states are never changed once made).
+A read's buffer comes from ``alloc`` (the runner's ``StateBuffers``: a fresh mapping, whose pages
+the read faults in with the GIL released, where ``bytearray(n)`` zeroes them holding it).
 """
 
 from __future__ import annotations
@@ -85,11 +87,19 @@ class DiskCache:
     """Prompt states in files, found by token prefix like the host cache; IO on its own thread."""
 
     def __init__(
-        self, root: Path, identity: bytes, limit_bytes: int, min_tokens: int, streams: int | None = None
+        self,
+        root: Path,
+        identity: bytes,
+        limit_bytes: int,
+        min_tokens: int,
+        streams: int | None = None,
+        alloc: Callable[[int], Any] = bytearray,
     ) -> None:
         """``streams``: the context's KV stream count, when its states are kept without it
-        (``state_streams``: files then serve any slot count); None keeps them as they are."""
+        (``state_streams``: files then serve any slot count); None keeps them as they are.
+        ``alloc(n)``: a zeroed writable buffer of ``n`` bytes, for what a read returns."""
         self.root = root
+        self._alloc = alloc
         self.streams = streams
         self.identity = identity
         self.limit_bytes = limit_bytes
@@ -226,13 +236,14 @@ class DiskCache:
                 if job.kind == "read" and job.done is not None:
                     job.done(None)
 
-    def _read_pending(self, path: Path, tokens: tuple[int, ...]) -> bytearray | None:
-        """A state whose write has not happened yet, from memory (a copy: the caller owns it)."""
+    def _read_pending(self, path: Path, tokens: tuple[int, ...]) -> Any:
+        """A state whose write has not happened yet, from memory: the state itself, not a copy
+        (nobody changes a state once made), in this context's own layout already."""
         with self._pending_lock:
             pending = self._pending.get(path)
         if pending is None or pending[0] != tokens:
             return None
-        return bytearray(pending[1])
+        return pending[1]
 
     def _write(self, path: Path, tokens: tuple[int, ...], payload: Any) -> None:
         pieces = [memoryview(payload).cast("B")] if self.streams is None else one_stream(payload)
@@ -294,8 +305,8 @@ class DiskCache:
                 if raw != _token_bytes(tokens):
                     return self._bad(path, "other tokens")
                 # Room for the context's empty streams after a one-stream state (``widen``).
-                payload = bytearray(n_payload + (4 * (self.streams - 1) if self.streams else 0))
-                stored = memoryview(payload)[:n_payload]
+                payload = self._alloc(n_payload + (4 * (self.streams - 1) if self.streams else 0))
+                stored = memoryview(payload).cast("B")[:n_payload]
                 if f.readinto(stored) != n_payload:
                     return self._bad(path, "short")
                 check = hashlib.blake2b(head, digest_size=_SUM)

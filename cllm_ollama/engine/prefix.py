@@ -266,6 +266,21 @@ class PrefixReuse:
         disk = disk_cache is not None and n >= disk_cache.index.min_tokens and not disk_cache.covers(tokens, keys)
         return Checkpoint(tokens, host, disk) if host or disk else None
 
+    def next_save(self, slot: Slot) -> int:
+        """How many tokens the next state ``slot`` is expected to save holds (0: none), so that
+        its buffer can be made ready before (``state_buffers``): the next length its request asks
+        to keep, its prompt when that makes a checkpoint (``to_checkpoint``), or, idle, what it
+        holds when reusing it would save that (``to_save``)."""
+        request = slot.request
+        if request is None:
+            return len(slot.chain) if self.to_save(slot, 0) else 0
+        if slot.state not in (SlotState.PREFILL, SlotState.WAITING):
+            return 0
+        tiers = [c.min_tokens for c in (self.cache, self.disk.index if self.disk else None) if c is not None]
+        n = request.next_keep(len(slot.chain))
+        long = self.disk is not None and n == len(request.prompt) and n - slot.prompt_cached >= CHECKPOINT_TOKENS
+        return n if tiers and n >= min(tiers) and (n in request.keep or long) else 0
+
     # -- decisions, and the operations they take ----------------------------------------
 
     def find(self, request: Request, dst: Slot, kept: int, exclude: frozenset[int]) -> tuple[int, Source]:

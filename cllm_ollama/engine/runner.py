@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import EngineError
-from .binding import STATE_FORMAT, Batch, Context, Lora, Model, Sampler, with_adapters
+from .binding import STATE_FORMAT, Batch, Context, Lora, Model, Sampler, StateBuffers, with_adapters
 from .blocks import BLOCK
 from .disk_cache import DiskCache, identity_digest, weights_id
 from .encoder import ENCODE_AHEAD, EncodeFailed, ImageEncoder
@@ -40,6 +41,10 @@ MAX_BUFFERED_EVENTS = 256
 # (Qwen2.5-0.5B Q4_K_M, 4096 cells, 2 cores): the stream copy costs 10-16 ms at any prefix
 # length, the state copy about 10x more per token (11 ms at 1024 tokens, 171 ms at 4000).
 STATE_COPY_FACTOR = 10
+# What a saved state holds beyond its cells' K and V rows (headers, each cell's position and
+# sequence), bounded from above: a prepared buffer must not be short (``state_buffers``).
+STATE_BYTES_PER_CELL = 64
+STATE_HEADER_BYTES = 64 << 10
 
 
 class EventQueue(Protocol):
@@ -136,8 +141,15 @@ class Runner:
         )
         # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
         share = not model.is_recurrent
+        self._cell_bytes = model.kv_bytes_per_token(spec.kv_cache_type) + STATE_BYTES_PER_CELL if share else 0
+        # Saved states' memory, made ready and freed off this thread: a save only copies. Made
+        # ready at most: two full slots' states, or one when the host cache holds less.
+        full = self._state_bytes(spec.n_ctx_slot)
+        limit = max(full, min(spec.cache_bytes, 2 * full))
+        self.buffers = StateBuffers(limit, f"cllm-state-{model.path.name}") if share else None
+        self._expected: dict[int, tuple[int | None, int]] = {}  # slot -> (its request, its next save's tokens)
         self.cache = PromptCache(spec.cache_bytes, spec.cache_min_tokens) if spec.cache_bytes > 0 and share else None
-        self.disk = self._disk_cache(model, spec) if share else None
+        self.disk = self._disk_cache(model, spec, self._alloc(None)) if share else None
         self.scheduler = Scheduler(
             n_slots=spec.n_slots,
             n_ctx_slot=self.ctx.n_ctx_seq,
@@ -172,7 +184,7 @@ class Runner:
         return self.ctx.n_ctx_seq
 
     @staticmethod
-    def _disk_cache(model: Model, spec: LoadSpec) -> DiskCache | None:
+    def _disk_cache(model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | None = None) -> DiskCache | None:
         """The disk tier for this load: its identity is everything that changes a state's bytes.
         A model whose memory is one KV cache keeps its states without the slot count
         (``state_streams``), so a load with another ``num_parallel`` reads them; for the others
@@ -194,7 +206,36 @@ class Runner:
             projector,
             *([adapters] if adapters else []),
         )
-        return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens, streams)
+        return DiskCache(
+            spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens, streams, alloc or bytearray
+        )
+
+    def _state_bytes(self, n_tokens: int) -> int:
+        """At least the size of a saved state of ``n_tokens`` cells (their K, V and metadata)."""
+        return n_tokens * self._cell_bytes + STATE_HEADER_BYTES
+
+    def _alloc(self, seq_id: int | None) -> Callable[[int], Any] | None:
+        """Where a state of sequence ``seq_id`` (None: not a slot's expected save) is written."""
+        return None if self.buffers is None else functools.partial(self.buffers.take, seq_id)
+
+    def _prepare_saves(self) -> None:
+        """Have each slot's next expected save find its buffer ready (``state_buffers``): asked
+        again only when what the slot expects changes (an idle slot's, once)."""
+        buffers, prefix = self.buffers, self.scheduler.prefix
+        if buffers is None:
+            return
+        for slot in self.scheduler.slots:
+            request, last = slot.request, self._expected.get(slot.seq_id)
+            if request is None and last is not None and last[0] is None:
+                continue
+            expected = (None if request is None else request.id, prefix.next_save(slot))
+            if expected == last:
+                continue
+            self._expected[slot.seq_id] = expected
+            if expected[1]:
+                buffers.prepare(slot.seq_id, self._state_bytes(expected[1]))
+            else:
+                buffers.discard(slot.seq_id)
 
     def _read_done(self, request_id: int) -> Callable[[bytearray | None], None]:
         """What the disk cache's IO thread calls with a read state: it wakes the engine thread."""
@@ -281,6 +322,8 @@ class Runner:
         )
         if self.cache is not None:
             self.cache.clear()
+        if self.buffers is not None:
+            self.buffers.close()
 
     def _save_to_disk(self) -> None:
         """At unload, what the slots hold goes to disk unless it is there nearly all (the engine
@@ -295,7 +338,7 @@ class Runner:
                 if len(chain) >= disk.index.min_tokens and disk.lookup(chain.tokens, chain.keys)[1] + BLOCK <= len(
                     chain
                 ):
-                    disk.save(chain.tokens, self.ctx.state_get(slot.seq_id))
+                    disk.save(chain.tokens, self.ctx.state_get(slot.seq_id, self._alloc(slot.seq_id)))
         except Exception:
             log.exception("could not save prompt states to disk")
         finally:
@@ -412,6 +455,7 @@ class Runner:
             sched.loaded(request_id, state)
         admitted = sched.admit()
         self._apply_kv(admitted)
+        self._prepare_saves()
         self._encode_ahead(admitted.admitted)
         plan = sched.plan()
         if len(plan) == 0 and not plan.images:
@@ -429,6 +473,7 @@ class Runner:
         # After the step's tokens are out: copying a long prompt's state (~400 MB at 32k tokens of
         # a 0.5B model) must not hold back its first token.
         self._checkpoint(plan)
+        self._prepare_saves()
         self.times.busy_ns += time.perf_counter_ns() - t_busy
         return True
 
@@ -448,7 +493,7 @@ class Runner:
                         lost.add(dst)
                     elif len(self.scheduler.slots[src].cached) * STATE_COPY_FACTOR < ctx.n_ctx_seq:
                         try:
-                            copied = ctx.state_set(dst, ctx.state_get(src))
+                            copied = ctx.state_set(dst, ctx.state_get(src, self._alloc(None)))
                         except EngineError:  # the source's state could not be read: as a refused set
                             copied = False
                         if not copied:
@@ -541,7 +586,7 @@ class Runner:
     def _keep(self, seq_id: int, tokens: tuple[int, ...], *, host: bool, disk: bool) -> None:
         """Save sequence ``seq_id``'s state (it holds ``tokens``) to the host cache and/or disk."""
         try:
-            state = self.ctx.state_get(seq_id)
+            state = self.ctx.state_get(seq_id, self._alloc(seq_id))
         except EngineError:
             log.warning("could not save the prompt state of sequence %d", seq_id)
             return

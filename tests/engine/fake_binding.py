@@ -26,6 +26,9 @@ class FakeModel:
         self.is_recurrent = False
         self.n_swa = 0
 
+    def kv_bytes_per_token(self, cache_type: str = "f16") -> int:
+        return 16
+
     def piece(self, token: int) -> bytes:
         return b"" if token == 0 else bytes([96 + token % 26 + 1])
 
@@ -94,7 +97,7 @@ class FakeContext:
     def seq_pos_min(self, seq_id: int) -> int:
         return 0
 
-    def state_get(self, seq_id: int) -> bytes:
+    def state_get(self, seq_id: int, alloc: Any = None) -> bytes:
         return bytes(8)
 
     def state_set(self, seq_id: int, data: bytes) -> bool:

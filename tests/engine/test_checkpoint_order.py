@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import oracle
 import pytest
@@ -27,9 +28,9 @@ def test_the_first_token_is_out_before_the_checkpoint_copies_the_state(
     published_at_copy: list[int] = []
     state_get = runner.ctx.state_get
 
-    def watched(seq_id: int) -> bytearray:
+    def watched(seq_id: int, alloc: Any = None) -> Any:
         published_at_copy.append(sinks[0].published if sinks else -1)
-        return state_get(seq_id)
+        return state_get(seq_id, alloc)
 
     monkeypatch.setattr(runner.ctx, "state_get", watched)
     try:

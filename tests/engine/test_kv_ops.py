@@ -39,7 +39,7 @@ class CellContext(FakeContext):
     def seq_copy(self, src: int, dst: int) -> None:
         self.seqs[dst] = list(self.seqs[src])
 
-    def state_get(self, seq_id: int) -> tuple[int, ...]:  # type: ignore[override]
+    def state_get(self, seq_id: int, alloc: Any = None) -> tuple[int, ...]:  # type: ignore[override]
         if seq_id in self.unreadable:
             raise EngineError(f"could not save the state of sequence {seq_id}")
         return tuple(self.seqs[seq_id])

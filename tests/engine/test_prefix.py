@@ -4,11 +4,14 @@ performs them, and waiting for another slot's prefix as a named slot state."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from test_scheduler import SHARED, make, req, run_to_end, step
 
+from cllm_ollama.engine import prefix
 from cllm_ollama.engine.blocks import block_keys
+from cllm_ollama.engine.disk_cache import DiskCache
 from cllm_ollama.engine.prefix import Copy, KvOp, Restore, Save, Trim
 from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.slot import SlotState, Tier
@@ -113,3 +116,31 @@ def test_random_traffic_keeps_every_slots_kv_what_the_scheduler_believes(seed: i
         kv.decode(plan.tokens, plan.positions, plan.seq_ids)
         s.update(plan, [rng.choice((0, *range(1, 27))) for _ in plan.outputs])
     assert s.stats.cached > 0  # the traffic did reuse prefixes
+
+
+def test_a_slot_expects_its_next_save_so_that_its_buffer_can_be_made_ready_before() -> None:
+    cache = PromptCache(limit_bytes=1 << 20, min_tokens=32)
+    s = make(n_slots=1, n_ctx=256, n_batch=16, cache=cache)
+    slot = s.slots[0]
+    s.add(req([*SHARED, 5], num_predict=1, keep=(32,)))
+    step(s)
+    assert slot.n_past == 16 and s.prefix.next_save(slot) == 32  # the length its request asks to keep
+    run_to_end(s)
+    assert slot.request is None and s.prefix.next_save(slot) == 41  # idle: saved once reused
+    cache.add(slot.chain.tokens, "state", 10)
+    assert s.prefix.next_save(slot) == 0  # held by the cache already: nothing to save
+    s.add(req([*SHARED, 6, 7], num_predict=5))
+    step(s)
+    assert slot.request is not None and s.prefix.next_save(slot) == 0  # no hint, no disk: no save ahead
+
+
+def test_a_long_prompt_expects_its_checkpoint_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=1, n_ctx=256, n_batch=16, disk=disk)
+        s.add(req([*SHARED, 5], num_predict=1))
+        step(s)
+        assert s.prefix.next_save(s.slots[0]) == 41  # the whole prompt, once computed
+    finally:
+        disk.close()

@@ -3,6 +3,7 @@
 Everything it hands out is plain Python (ints, bytes, numpy views). ``core`` holds models,
 contexts, batches and samplers; ``media`` libmtmd (projectors and prompts with images or audio);
 ``lora`` adapters. The engine imports from here, never from the parts.
+from .state_buffers import StateBuffers
 """
 
 from .core import (
@@ -31,6 +32,7 @@ from .media import (
     is_image,
     media_marker,
 )
+from .state_buffers import StateBuffers
 
 __all__ = [
     "KV_QUANT_BLOCK",
@@ -49,6 +51,7 @@ __all__ = [
     "Model",
     "Projector",
     "Sampler",
+    "StateBuffers",
     "TextRun",
     "gpu_free_memory",
     "grammar_parses",

@@ -11,7 +11,7 @@ import ctypes
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import llama_cpp as ll
@@ -319,6 +319,14 @@ class Batch:
         self.struct.n_tokens = n
 
 
+def _uint8s(data: ctypes.Array[ctypes.c_char] | bytearray) -> ctypes.Array[ctypes.c_uint8]:
+    """``data``'s bytes as llama.cpp's ``uint8_t *``, not copied. Not ``ctypes.cast``: casting a
+    ctypes object stores it in its own ``_objects``, a reference cycle that left every saved state
+    (hundreds of MB) to the cyclic garbage collector, freed at some later collection on whatever
+    thread ran it."""
+    return (ctypes.c_uint8 * len(data)).from_buffer(data)
+
+
 class CacheTypeRefused(EngineError):
     """llama.cpp would not make a context with a quantized KV cache (it returned none)."""
 
@@ -449,24 +457,24 @@ class Context:
         position of its state (the last token)."""
         return int(ll.llama_memory_seq_pos_min(self._mem, seq_id))
 
-    def state_get(self, seq_id: int) -> ctypes.Array[ctypes.c_char]:
-        """A sequence's KV serialised (cost grows with the tokens it holds, not the context)."""
+    def state_get(
+        self, seq_id: int, alloc: Callable[[int], ctypes.Array[ctypes.c_char]] | None = None
+    ) -> ctypes.Array[ctypes.c_char]:
+        """A sequence's KV serialised (cost grows with the tokens it holds, not the context) into
+        ``alloc(size)``: a buffer of exactly ``size`` bytes (``state_buffers``: ready pages, not
+        fresh zeroed ones), by default a fresh zeroed one. llama.cpp copies straight into it."""
         size = ll.llama_state_seq_get_size_ext(self._ptr, seq_id, 0)
-        buf = ctypes.create_string_buffer(size)
-        n = ll.llama_state_seq_get_data_ext(
-            self._ptr, ctypes.cast(buf, ctypes.POINTER(ctypes.c_uint8)), size, seq_id, 0
-        )
-        if n != size:
+        buf = ctypes.create_string_buffer(size) if alloc is None else alloc(size)
+        n = ll.llama_state_seq_get_data_ext(self._ptr, _uint8s(buf), size, seq_id, 0)
+        if n != size or size == 0:
             raise EngineError(f"could not save the state of sequence {seq_id}")
         return buf
 
     def state_set(self, seq_id: int, data: ctypes.Array[ctypes.c_char] | bytearray) -> bool:
         """Replace a sequence's KV with a saved state (``state_get``'s, or its bytes read back
-        from disk); False if llama.cpp refused it (no room, another layout)."""
-        if isinstance(data, bytearray):
-            data = (ctypes.c_char * len(data)).from_buffer(data)  # no copy
-        ptr = ctypes.cast(data, ctypes.POINTER(ctypes.c_uint8))
-        return ll.llama_state_seq_set_data_ext(self._ptr, ptr, len(data), seq_id, 0) == len(data)
+        from disk); False if llama.cpp refused it (no room, another layout). No copy is made
+        here: llama.cpp copies the bytes into the KV cache."""
+        return ll.llama_state_seq_set_data_ext(self._ptr, _uint8s(data), len(data), seq_id, 0) == len(data)
 
     def clear(self) -> None:
         ll.llama_memory_clear(self._mem, True)
