@@ -100,6 +100,12 @@ def read_file(path: Path) -> bytes:
         return f.read()
 
 
+def _go_error(exc: OSError, path: str) -> str:
+    """Go's words for a file that cannot be read: ``open /p.png: permission denied``."""
+    verb = "read" if isinstance(exc, IsADirectoryError) else "open"  # Go opens a directory, then fails to read
+    return f"{verb} {path}: {str(exc.strerror).lower()}"
+
+
 def attach(text: str) -> tuple[str, list[str]]:
     """``text`` without the paths of the files it names, and those files base64-encoded (Ollama's
     ``images``, audio included). Prints ``Added image '...'``/``Added audio '...'`` per file on
@@ -113,8 +119,7 @@ def attach(text: str) -> tuple[str, list[str]]:
         except FileNotFoundError:
             continue
         except (FileError, OSError) as exc:
-            # Go's words for an unreadable file: "open /p.png: permission denied".
-            message = str(exc) if isinstance(exc, FileError) else f"open {path}: {str(exc.strerror).lower()}"
+            message = str(exc) if isinstance(exc, FileError) else _go_error(exc, path)
             click.echo(f"Couldn't process file: {json.dumps(message)}", err=True)
             raise FileError(message) from exc
         what = "audio" if path.lower().endswith(".wav") else "image"

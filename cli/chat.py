@@ -88,6 +88,12 @@ _INT_PARAMETERS = {"seed", "num_predict", "top_k", "num_ctx", "repeat_last_n", "
 _THINK_LEVELS = ("high", "medium", "low")
 _HISTORY_LINES = 1000
 THINK_VALUES = ("true", "false", "yes", "no", "on", "off", *_THINK_LEVELS)
+_TURN_REFUSALS = (
+    "does not support thinking",
+    "invalid think value",
+    "does not support audio",
+    "does not support vision",
+)
 
 
 @dataclass
@@ -545,7 +551,8 @@ class Repl:
         try:
             answer = reply(self.backend, session, wrap=session.wordwrap)
         except CllmError as exc:
-            if "does not support thinking" in exc.message or "invalid think value" in exc.message:
+            # Ollama goes on after these; a refused file (audio to a model that only sees) too, here.
+            if any(phrase in exc.message for phrase in _TURN_REFUSALS):
                 click.echo(f"error: {exc.message}")
                 session.messages.pop()
                 return None

@@ -83,6 +83,13 @@ def test_a_file_that_is_not_an_image_or_wav_fails_the_turn(
     assert capsys.readouterr().err == f'Couldn\'t process file: "{message}"\n'
 
 
+def test_a_directory_named_like_an_image_fails_the_turn(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "album.png").mkdir()
+    with pytest.raises(FileError):
+        attach(f"{tmp_path}/album.png")
+    assert capsys.readouterr().err == f'Couldn\'t process file: "read {tmp_path}/album.png: is a directory"\n'
+
+
 def test_a_file_over_100_mb_fails_the_turn(tmp_path: Path, capsys: Any) -> None:
     big = tmp_path / "big.png"
     big.write_bytes(png(4, 4))

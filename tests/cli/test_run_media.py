@@ -134,6 +134,10 @@ def test_a_session_turn_names_an_image(served: dict[str, Any]) -> None:
     child.expect(r"prompt eval count:\s+(\d+) token\(s\)")
     seen = int(child.match.group(1))
     assert seen == api_chat(served["url"], "eyes", "What is it?", photo)["prompt_eval_count"]
+    # A clip for a model that only sees: the server refuses the turn; the session goes on.
+    child.sendline(f"{served['files'] / 'clip.wav'} Listen.")
+    child.expect_exact("error: registry.ollama.ai/library/eyes:latest does not support audio")
+    child.expect_exact(">>> ")
     child.sendline("/load plain")
     child.expect_exact("Loading model 'plain'")
     child.expect_exact(">>> ")
