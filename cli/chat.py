@@ -2,6 +2,7 @@
 
 One answer for a prompt (or piped stdin), else an interactive session with Ollama's commands
 (``/set``, ``/show``, ``/load``, ``/save``, ``/clear``, ``/list``, ``/?``, ``\"\"\"`` multi-line input).
+For a model that sees or hears, image and WAV files named in a prompt go with it (``attachments``).
 Ctrl+C stops an answer and keeps the session; at an empty prompt it says how to leave.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 import click
 
 from ..errors import CllmError
+from .attachments import USAGE_FILES, FileError, attach, file_names, supports_media
 from .backend import HttpBackend
 from .render import models_table, show_text
 
@@ -87,6 +89,12 @@ _INT_PARAMETERS = {"seed", "num_predict", "top_k", "num_ctx", "repeat_last_n", "
 _THINK_LEVELS = ("high", "medium", "low")
 _HISTORY_LINES = 1000
 THINK_VALUES = ("true", "false", "yes", "no", "on", "off", *_THINK_LEVELS)
+_TURN_REFUSALS = (
+    "does not support thinking",
+    "invalid think value",
+    "does not support audio",
+    "does not support vision",
+)
 
 
 @dataclass
@@ -103,6 +111,17 @@ class Session:
     verbose: bool = False
     wordwrap: bool = True
     keep_alive: str | None = None
+    multimodal: bool = False  # the model sees or hears: files named in a prompt are sent with it
+
+    def user_message(self, text: str) -> dict[str, Any]:
+        """The user's turn, with the files ``text`` names when the model takes them (``FileError``
+        when one cannot be sent)."""
+        message: dict[str, Any] = {"role": "user", "content": text}
+        if self.multimodal:
+            message["content"], images = attach(text)
+            if images:
+                message["images"] = images
+        return message
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": self.messages, "stream": True}
@@ -413,7 +432,8 @@ class Repl:
         if command in ("/?", "/help"):
             topic = args[1].lstrip("/") if len(args) > 1 else ""
             usage = {"set": USAGE_SET, "show": USAGE_SHOW, "shortcut": USAGE_SHORTCUTS, "shortcuts": USAGE_SHORTCUTS}
-            click.echo(usage.get(topic, USAGE if not topic else ""), nl=False)
+            main = USAGE + USAGE_FILES if session.multimodal else USAGE
+            click.echo(usage.get(topic, main if not topic else ""), nl=False)
         elif command == "/set":
             self.set(args, stripped)
         elif command == "/show":
@@ -430,6 +450,8 @@ class Repl:
             self.load(args)
         elif command == "/save":
             self.save(args)
+        elif session.multimodal and any(name.startswith(command) for name in file_names(stripped)):
+            return self.send(line)  # a prompt that begins with a file's path
         else:
             click.echo(f"Unknown command '{command}'. Type /? for help")
         return None
@@ -496,11 +518,13 @@ class Repl:
             return
         click.echo(f"Loading model '{args[1]}'")
         try:
-            self.backend.show(args[1])
+            show = self.backend.show(args[1])
         except CllmError:
             click.echo(f"Couldn't find model '{args[1]}'")
             return
         self.session.model = args[1]
+        # Ollama keeps the first model's answer here; the model now loaded is the one that sees or not.
+        self.session.multimodal = supports_media(show)
         self.session.messages = []
         self.session.system = ""
         load_model(self.backend, self.session)
@@ -527,11 +551,16 @@ class Repl:
 
     def send(self, text: str) -> None:
         session = self.session
-        session.messages.append({"role": "user", "content": text})
+        try:
+            message = session.user_message(text)
+        except FileError:
+            return None  # said on stderr; unlike Ollama, which ends the session, the session goes on
+        session.messages.append(message)
         try:
             answer = reply(self.backend, session, wrap=session.wordwrap)
         except CllmError as exc:
-            if "does not support thinking" in exc.message or "invalid think value" in exc.message:
+            # Ollama goes on after these; a refused file (audio to a model that only sees) too, here.
+            if any(phrase in exc.message for phrase in _TURN_REFUSALS):
                 click.echo(f"error: {exc.message}")
                 session.messages.pop()
                 return None

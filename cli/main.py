@@ -22,6 +22,7 @@ from ..app import create_app
 from ..config import ConfigError, Settings
 from ..errors import CllmError
 from ..store.modelfile import parse_modelfile
+from .attachments import FileError, supports_media
 from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
 from .bench import bench_command
 from .chat import THINK_VALUES, Session, catch_ctrl_c, interactive, parse_think, reply
@@ -284,8 +285,12 @@ def run_command(
             for vector in vectors:
                 click.echo(json.dumps(vector))
             return
+        session.multimodal = supports_media(show)
         if prompts or not stdin_is_terminal or not sys.stdout.isatty():
-            session.messages.append({"role": "user", "content": " ".join(prompts)})
+            try:
+                session.messages.append(session.user_message(" ".join(prompts)))
+            except FileError as exc:
+                raise CommandError(str(exc)) from exc
             reply(backend, session, wrap=session.wordwrap)
         else:
             interactive(backend, session)
