@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+import test_media_binding
 from oracle import GREEDY, drain, submit, tokens_of
 from test_media_binding import greedy
-from test_media_engine import ask
+from test_media_engine import ask, cold_ask
 
 from cllm_ollama.engine.binding import Context, MediaItem, MediaPrompt, Model, Projector, TextRun
 from cllm_ollama.engine.frontdoor import LoadSpec
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.model
 
 N_PREDICT = 8
 QUESTION = "Here is a picture: {m}\nQ: What is in it?\nA:"
+prompts = test_media_binding.prompts  # a fixture: prompts a test tokenizes, freed after it
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +41,6 @@ def projector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Projector]:
     yield proj
     proj.close()
     model.close()
-
-
-@pytest.fixture
-def prompts() -> Iterator[list[MediaPrompt]]:
-    """Prompts a test tokenizes itself (not handed to a runner), freed after it."""
-    made: list[MediaPrompt] = []
-    yield made
-    for prompt in made:
-        prompt.close()
 
 
 def items(prompt: MediaPrompt) -> list[MediaItem]:
@@ -164,11 +157,5 @@ def test_a_resent_sliced_image_reuses_its_cells_and_answers_as_a_cold_run(projec
     finally:
         warm_runner.close()
     assert cached >= len(first.prompt)  # the whole first turn, every tile, from the slot's KV
-    cold_runner = Runner(projector.model, spec(projector, 1))
-    try:
-        again, _ = ask(cold_runner, projector, picture, answer)
-        assert cold_runner.scheduler.stats.cached == 0
-    finally:
-        cold_runner.close()
-    assert warm == again
+    assert warm == cold_ask(spec(projector, 1), projector, picture, answer)
     assert len({k for k in request.prompt if k < 0}) == 3  # two tiles and the overview, each its own key
