@@ -11,6 +11,7 @@ decoding it.
 
 from __future__ import annotations
 
+import math
 import struct
 
 from .mp3 import mp3_seconds
@@ -29,15 +30,15 @@ def is_audio(data: bytes) -> bool:
     return wav or mp3 or data[:4] == b"fLaC"
 
 
-def claimed_seconds(data: bytes) -> float | None:
+def claimed_seconds(data: bytes, limit: float = math.inf) -> float | None:
     """How long the audio says it lasts (for an MP3, which says nothing, the most its frame
-    headers let it last: ``mp3.mp3_seconds``); None for a header that cannot be read (miniaudio
-    would not decode it either)."""
+    headers let it last: ``mp3.mp3_seconds``, which may stop counting past ``limit``); None for
+    a header that cannot be read (miniaudio would not decode it either)."""
     if data[:4] == b"RIFF":
         return _wav_seconds(data)
     if data[:4] == b"fLaC":
         return _flac_seconds(data)
-    return mp3_seconds(data)
+    return mp3_seconds(data, limit)
 
 
 def _wav_seconds(data: bytes) -> float | None:

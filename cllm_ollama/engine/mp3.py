@@ -10,12 +10,16 @@ padding) and bounds what miniaudio would decode:
 - every Xing/Info frame count in the file (miniaudio believes the one in the frame it starts at);
 - the frames walked from header to header as minimp3 does: the next frame where this one ends
   when a header that matches it is there, else the next header further on;
-- half the sum over every byte position that reads as a frame header: a decoded frame starts at
-  one of them, so a crafted file whose walk misses frames minimp3 finds cannot last much longer
-  than this says (half: the false headers inside a real file's frames add a tenth or so).
+- half the sum over every byte position that reads as a frame header. Every decoded frame starts
+  at one of them, so the whole sum bounds any decode, also of a crafted file whose walk misses
+  frames minimp3 finds: such a file passes only if it decodes to at most twice the limit. Half,
+  because bytes inside a real file's frames read as headers by chance (one in ~5,000: a tenth to
+  a half more again, by bitrate), which must not refuse a real file the walk finds short.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -33,19 +37,19 @@ _KBPS = {
     (False, 1): (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),
 }
 _BLOCK = 1 << 20  # bytes scanned for headers at a time (the masks of a 32 MiB body at once are 100s of MB)
-_GIVE_UP = 100_000.0  # seconds: past this the count stops (longer than any clip taken)
 
 
-def mp3_seconds(data: bytes) -> float | None:
+def mp3_seconds(data: bytes, limit: float = math.inf) -> float | None:
     """How long ``data`` could last decoded, at most (see the module); None where no frame
-    header follows its ID3 tag (nothing miniaudio could decode)."""
+    header follows its ID3 tag (nothing miniaudio could decode). Once the count of every header
+    is past ``limit`` (the longest clip taken), that is the answer: the walk is not needed."""
     start = _after_id3(data)
     if start is None:
         return None
-    heads, everywhere = _headers(data, start)
+    heads, everywhere = _headers(data, start, limit)
     if heads.size == 0:
         return None
-    if everywhere / 2 > _GIVE_UP:
+    if everywhere / 2 > limit:
         return everywhere / 2
     return max(_walk(data, heads), _xing_claim(data, start), everywhere / 2)
 
@@ -62,9 +66,9 @@ def _after_id3(data: bytes) -> int | None:
     return size if size <= len(data) else None
 
 
-def _headers(data: bytes, start: int) -> tuple[np.ndarray, float]:
+def _headers(data: bytes, start: int, limit: float) -> tuple[np.ndarray, float]:
     """The positions from ``start`` on whose four bytes read as a frame header, and the seconds
-    of a frame at every one of them summed (stopping early past twice ``_GIVE_UP``)."""
+    of a frame at every one of them summed (stopping once past twice ``limit``)."""
     found: list[np.ndarray] = []
     total = 0.0
     for at in range(start, max(start, len(data) - 3), _BLOCK):
@@ -77,7 +81,7 @@ def _headers(data: bytes, start: int) -> tuple[np.ndarray, float]:
         v, rate = version[where], (b2[where] >> 2) & 3
         total += float((_SAMPLES[v, layer[where]] / _RATES[v, rate]).sum())
         found.append(where + at)
-        if total / 2 > _GIVE_UP:
+        if total / 2 > limit:
             break
     return (np.concatenate(found) if found else np.empty(0, np.int64)), total
 

@@ -120,7 +120,12 @@ def test_an_mp3_without_a_valid_frame_header_has_no_length(data: bytes) -> None:
 
 
 def test_the_walk_over_32_mib_is_cheap() -> None:
-    data = b"\xff" * (32 << 20)  # no header anywhere: a sync word at every byte, none valid
+    """No header anywhere (a sync byte at every position, none valid), or nine hours of frames:
+    read in a few seconds at most (the tokenizing thread's time), the long one given up once
+    past the limit."""
+    nothing, long = b"\xff" * (32 << 20), mp3((32 << 20) // 72)
     t0 = time.perf_counter()
-    assert claimed_seconds(data) is None
+    assert claimed_seconds(nothing, MAX_AUDIO_SECONDS) is None
+    assert claimed_seconds(long, MAX_AUDIO_SECONDS) > MAX_AUDIO_SECONDS
     assert time.perf_counter() - t0 < 5
+    assert claimed_seconds(long) == pytest.approx((32 << 20) // 72 * 0.072)  # walked through without a limit

@@ -325,7 +325,7 @@ class Projector:
         """16 kHz mono PCM decoded by libmtmd's helper (miniaudio), as llama-server decodes it, once
         the header's claimed length is known to be within ``MAX_AUDIO_SECONDS`` (its buffer is
         sized by that claim)."""
-        _check_length(claimed_seconds(data), index)
+        _check_length(claimed_seconds(data, MAX_AUDIO_SECONDS), index)
         mtmd = _mtmd()
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         # ``is_audio`` is the helper's own test: it takes its audio branch, never stb_image or ffmpeg.
