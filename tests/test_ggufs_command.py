@@ -42,6 +42,18 @@ def test_vision_qwen2vl_writes_an_m_rope_pair(tmp_path: Path) -> None:
     assert gguf.GGUFReader(tmp_path / "mmproj.gguf").fields["clip.projector_type"].contents() == "qwen2vl_merger"
 
 
+def test_vision_sliced_writes_a_pair_whose_projector_tiles(tmp_path: Path) -> None:
+    assert _written("vision-sliced", tmp_path) == [str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")]
+    mmproj = gguf.GGUFReader(tmp_path / "mmproj.gguf")
+    assert mmproj.fields["clip.projector_type"].contents() == "idefics3"
+    # Larger than one tile: libmtmd scales images to this longest side and cuts them into tiles.
+    assert (
+        mmproj.fields["clip.vision.preproc_image_size"].contents() > mmproj.fields["clip.vision.image_size"].contents()
+    )
+    tokens = gguf.GGUFReader(tmp_path / "text.gguf").fields["tokenizer.ggml.tokens"].contents()
+    assert {"<fake_token_around_image>", "<global-img>"} <= set(tokens)
+
+
 def test_reranker_writes_a_rank_pooled_qwen3(tmp_path: Path) -> None:
     assert _written("reranker", tmp_path) == [str(tmp_path / "reranker.gguf")]
     reader = gguf.GGUFReader(tmp_path / "reranker.gguf")

@@ -2,14 +2,19 @@
 
 libmtmd's helper decodes WAV, MP3 and FLAC (miniaudio) into 16 kHz mono floats, in one buffer as
 long as the file's header claims: a WAV's ``fact`` chunk or a sample rate of 1 Hz, a FLAC's
-sample count, a few bytes each, can claim days of audio, whose buffer would exhaust the memory
-before anything could refuse it. ``claimed_seconds`` reads that claim first, so that the binding
-refuses a clip longer than it takes (``binding.MAX_AUDIO_SECONDS``) before decoding it.
+sample count, an MP3's Xing frame count, a few bytes each, can claim days of audio, whose buffer
+would exhaust the memory before anything could refuse it (an MP3 without a claim is as long as
+its frames, 32 MiB of them up to nine hours). ``claimed_seconds`` reads that claim first, so
+that the binding refuses a clip longer than it takes (``binding.MAX_AUDIO_SECONDS``) before
+decoding it.
 """
 
 from __future__ import annotations
 
+import math
 import struct
+
+from .mp3 import mp3_seconds
 
 _WAV_NO_SIZE = 0xFFFFFFFF  # a streamed WAV's data size: "to the end of the file"
 
@@ -25,15 +30,15 @@ def is_audio(data: bytes) -> bool:
     return wav or mp3 or data[:4] == b"fLaC"
 
 
-def claimed_seconds(data: bytes) -> float | None:
-    """How long the audio says it lasts (0.0 for MP3, whose length is only known by reading it
-    through: its decoded size is bounded by the bytes sent); None for a WAV or FLAC header that
-    cannot be read (miniaudio would not decode it either)."""
+def claimed_seconds(data: bytes, limit: float = math.inf) -> float | None:
+    """How long the audio says it lasts (for an MP3, which says nothing, the most its frame
+    headers let it last: ``mp3.mp3_seconds``, which may stop counting past ``limit``); None for
+    a header that cannot be read (miniaudio would not decode it either)."""
     if data[:4] == b"RIFF":
         return _wav_seconds(data)
     if data[:4] == b"fLaC":
         return _flac_seconds(data)
-    return 0.0
+    return mp3_seconds(data, limit)
 
 
 def _wav_seconds(data: bytes) -> float | None:

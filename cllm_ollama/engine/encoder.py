@@ -6,9 +6,10 @@ own (one per projector: an encode writes the projector's output buffer), while t
 stepping; a slot whose image is not encoded yet waits at it. The engine thread then decodes the
 embeddings into the slot's sequence, alone, between token steps.
 
-Embeddings are kept by image (the SHA-256 of its bytes) for the few most recent images, so that
-requests sending the same image at once encode it once. This component also owns the closing of
-the prompts handed to it (``release``): never while one of their images is being encoded.
+Embeddings are kept by media item (its id: the SHA-256 of its bytes, and its tile or window) for
+the few most recent, so that requests sending the same image at once encode it once. This
+component also owns the closing of the prompts handed to it (``release``): never while one of
+their images is being encoded.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """A prompt with media (images, audio), as the engine's prefix machinery and positions need to see it.
 
 A tokenized prompt with media (``binding.MediaPrompt.parts``) is runs of text tokens and media
-items: an image, or up to 30 s of audio (a longer clip is several items). Each item fills
-``n_tokens`` KV cells but advances the position by ``n_pos`` (fewer, for M-RoPE models such as
-Qwen2-VL), and is either in a sequence whole or not at all. The engine treats both kinds alike:
+items: an image (or a tile of a large one), or up to 30 s of audio (a longer clip is several
+items). Each item fills ``n_tokens`` KV cells but advances the position by ``n_pos`` (fewer, for
+M-RoPE models such as Qwen2-VL), and is either in a sequence whole or not at all. The engine treats both kinds alike:
 encoded off the engine thread, decoded as embeddings, reused by identity.
 
 ``cell_keys`` gives one int per KV cell: text tokens as themselves, a media item's cells as a
-negative number derived from the SHA-256 of its bytes. The token-prefix machinery (common
+negative number derived from its id (the SHA-256 of its bytes; of them and its tile or window
+after a medium's first chunk). The token-prefix machinery (common
 prefixes, block hashes, the host cache) then works unchanged: the same image in another turn,
 slot or saved state matches, a different one does not, and no token id is negative.
 ``whole_prefix`` cuts a matched prefix back to the start of any image it ends inside, and
@@ -24,7 +25,7 @@ class Media(Protocol):
     """What the engine needs of one media item (``binding.MediaItem`` is one)."""
 
     @property
-    def id(self) -> str: ...  # the SHA-256 of the item's bytes (and of its place in a clip), hex
+    def id(self) -> str: ...  # the SHA-256 of its medium's bytes (and of its tile or window), hex
 
     @property
     def n_tokens(self) -> int: ...

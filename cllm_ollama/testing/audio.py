@@ -36,3 +36,33 @@ def wav_claiming(seconds: float) -> bytes:
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
     return kind + struct.pack("<I", len(data)) + data
+
+
+_L3_KBPS = {
+    True: (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),  # MPEG-1
+    False: (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),  # MPEG-2 and 2.5
+}
+_RATES = {44100: (3, 0), 48000: (3, 1), 32000: (3, 2), 22050: (2, 0), 24000: (2, 1), 16000: (2, 2), 8000: (0, 2)}
+
+
+def mp3(frames: int, *, kbps: int = 8, rate: int = 8000, xing: int | None = None, id3: int | None = None) -> bytes:
+    """``frames`` mono Layer III frames of zeros after valid headers (minimp3 decodes them as
+    silence: 1,152 samples a frame at MPEG-1 rates, 576 below); with ``xing``, a first frame
+    that carries a Xing header claiming that many frames; with ``id3``, an ID3v2 tag of that
+    many bytes first. No encoder needed: enough for a walk of the headers and for a decode."""
+    version, rate_index = _RATES[rate]
+    mpeg1 = version == 3
+    index = _L3_KBPS[mpeg1].index(kbps)
+    header = bytes([0xFF, 0xE0 | version << 3 | 1 << 1 | 1, index << 4 | rate_index << 2, 0xC0])
+    length = (144 if mpeg1 else 72) * kbps * 1000 // rate
+    frame = header + b"\0" * (length - 4)
+    out = frame * frames
+    if xing is not None:
+        side = 17 if mpeg1 else 9  # a mono frame's side information
+        tag = b"Xing" + (1).to_bytes(4, "big") + xing.to_bytes(4, "big")
+        first = header + b"\0" * side + tag
+        out = first + b"\0" * (length - len(first)) + out
+    if id3 is not None:
+        size = bytes((id3 >> shift) & 0x7F for shift in (21, 14, 7, 0))
+        out = b"ID3\x04\x00\x00" + size + b"\0" * id3 + out
+    return out

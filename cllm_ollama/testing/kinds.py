@@ -13,6 +13,7 @@ from . import ocr_ggufs as oc
 from . import ollama_ggufs as og
 from . import ollama_vision_ggufs as ov
 from . import omni_ggufs as om
+from . import sliced_ggufs as sl
 from . import tower_ggufs as tg
 
 Writer = Callable[[Path], tuple[Path, ...]]
@@ -54,6 +55,10 @@ KINDS: dict[str, tuple[str, Writer]] = {
     "vision-nemotron": (
         "DIR/text.gguf and DIR/mmproj.gguf (RADIO and Parakeet): twin of ollama-nemotron-omni",
         om.write_nemotron_omni_vision,
+    ),
+    "vision-sliced": (
+        "DIR/text.gguf and DIR/mmproj.gguf: a qwen3 that sees in tiles (idefics3 projector)",
+        sl.write_sliced_vision,
     ),
     "audio": ("DIR/text.gguf and DIR/mmproj.gguf: a qwen3 that hears (qwen2a projector)", au.write_audio),
     "ollama-gemma3-vision": (

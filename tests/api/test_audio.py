@@ -24,7 +24,7 @@ from serving import serve_in_thread
 from cllm_ollama.api.openai.transcriptions import GO_SPACE, transcription_messages
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.testing.audio import wav
+from cllm_ollama.testing.audio import mp3, wav
 from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio, write_ultravox_projector
 from cllm_ollama.testing.images import png
 from cllm_ollama.testing.ollama_vision_ggufs import write_ollama_gemma4
@@ -172,6 +172,8 @@ def test_a_transcription_is_the_chat_ollama_makes_of_it(server: str) -> None:
     [
         (wav(1.0)[:40], "no audio: a WAV cut before its data"),
         (png(8, 8), "an image, to a projector that only hears"),
+        (mp3(26_000), "an MP3 of 31 minutes (8 kbit/s frames), refused before it is decoded"),
+        (mp3(1, xing=10**9), "an MP3 whose Xing header claims years"),
     ],
 )
 def test_bytes_the_projector_cannot_read_are_refused(server: str, data: bytes, detail: str) -> None:

@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 from test_media_binding import decode_stepwise, greedy, tokenize
 
+from cllm_ollama.engine.audio import claimed_seconds
 from cllm_ollama.engine.binding import MAX_AUDIO_SECONDS, Context, MediaItem, MediaPrompt, Model, Projector, TextRun
+from cllm_ollama.engine.binding.media import _mtmd
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.errors import MediaError
-from cllm_ollama.testing.audio import wav, wav_claiming
+from cllm_ollama.testing.audio import mp3, wav, wav_claiming
 from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio
 from cllm_ollama.testing.images import png
 
@@ -112,6 +114,10 @@ def test_a_one_second_clip_encodes_in_well_under_a_second(projector: Projector, 
         (b"RIFF\0\0\0\0WAVEfmt ", "audio 0: the audio could not be decoded"),
         (b"ID3\x04\0\0\0\0\0\0" + b"\0" * 32, "audio 0: the audio could not be decoded"),  # a tag, no frames
         (wav_claiming(MAX_AUDIO_SECONDS + 1), f"seconds is more than {MAX_AUDIO_SECONDS}"),  # before decoding
+        (mp3(26_000), "audio 0: 1872 seconds is more than 1800"),  # 1.9 MB of 8 kbit/s frames, before decoding
+        # A claim miniaudio sizes its buffer by (wrapped to 32 bits: 59,298 s, 3.8 GB decoded, then refused).
+        (mp3(1, xing=10**9), "audio 0: 72000000 seconds is more than 1800"),
+        (b"\xff\xfb\xf0\x00" + b"\0" * 32, "audio 0: the audio could not be decoded"),  # a bad bitrate
         (png(8, 8), "image 0: this model's projector takes audio, not images"),
         (b"not audio at all", "image 0: this model's projector takes audio, not images"),
     ],
@@ -121,6 +127,21 @@ def test_bytes_that_are_no_audio_raise_media_error(projector: Projector, data: b
         projector.tokenize(f"hear {projector.marker}", [data])
     assert caught.value.status_code == 400 and caught.value.message == "Failed to load image or audio file"
     assert detail in caught.value.detail
+
+
+@pytest.mark.parametrize("data", [mp3(100), mp3(100, kbps=128, rate=44100, id3=64), mp3(40, xing=100)])
+def test_an_mp3_decodes_to_no_more_than_its_headers_said(projector: Projector, prompts: list, data: bytes) -> None:
+    """miniaudio decodes the synthetic frames (silence): as long as the walk said, or as the Xing
+    header claimed (its buffer is sized by the claim, past the frames there)."""
+    prompt = tokenize(projector, prompts, projector.marker, [data])
+    (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
+    assert item.n_tokens > 0
+    bitmap = projector._audio_bitmap(data, 0)
+    try:
+        decoded = _mtmd().mtmd_bitmap_get_nx(bitmap) / projector.sample_rate
+    finally:
+        _mtmd().mtmd_bitmap_free(bitmap)
+    assert decoded == pytest.approx(claimed_seconds(data), rel=1e-3)
 
 
 def test_audio_to_a_projector_that_does_not_hear_is_no_image(tmp_path_factory: pytest.TempPathFactory) -> None:

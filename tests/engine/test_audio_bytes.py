@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import struct
+import time
 
 import pytest
 
 from cllm_ollama.api.images import is_audio_base64
 from cllm_ollama.engine.audio import claimed_seconds, is_audio
-from cllm_ollama.testing.audio import wav, wav_claiming
+from cllm_ollama.engine.binding import MAX_AUDIO_SECONDS
+from cllm_ollama.testing.audio import mp3, wav, wav_claiming
 from cllm_ollama.testing.images import png
 
 
@@ -69,5 +71,61 @@ def test_a_flac_says_how_long_it_lasts_in_its_streaminfo() -> None:
     assert claimed_seconds(b"fLaC\x80\0\0\x22") is None  # cut short
 
 
-def test_an_mp3_claims_nothing_it_has_to_be_read_through() -> None:
-    assert claimed_seconds(b"ID3\x04\x00" + b"\0" * 16) == 0.0
+@pytest.mark.parametrize(
+    ("kbps", "rate", "frame_seconds"), [(8, 8000, 0.072), (128, 44100, 1152 / 44100), (32, 16000, 0.036)]
+)
+def test_an_mp3_lasts_as_long_as_its_frame_headers_say(kbps: int, rate: int, frame_seconds: float) -> None:
+    assert claimed_seconds(mp3(100, kbps=kbps, rate=rate)) == pytest.approx(100 * frame_seconds)
+    assert claimed_seconds(mp3(100, kbps=kbps, rate=rate, id3=500)) == pytest.approx(100 * frame_seconds)
+
+
+def test_a_low_bitrate_mp3_of_a_few_megabytes_lasts_past_the_limit() -> None:
+    """8 kbit/s: 1,000 bytes a second, so 32 MiB would be nine hours of samples decoded."""
+    data = mp3(26_000)  # 1.9 MB
+    assert claimed_seconds(data) == pytest.approx(26_000 * 0.072) and claimed_seconds(data) > MAX_AUDIO_SECONDS
+
+
+def test_a_xing_header_s_frame_count_is_believed_as_miniaudio_believes_it() -> None:
+    assert claimed_seconds(mp3(10, xing=10**8)) == pytest.approx(10**8 * 0.072)  # days, in a 1 KB file
+    assert claimed_seconds(mp3(10, xing=5)) == pytest.approx(11 * 0.072)  # the frames there, if more
+
+
+def test_frames_after_garbage_are_found_again() -> None:
+    data = mp3(50) + b"\0\xff\x13" * 101 + mp3(30, kbps=16)
+    assert claimed_seconds(data) == pytest.approx(80 * 0.072)
+
+
+def test_a_file_whose_walk_skips_frames_still_counts_them() -> None:
+    """A chain of large frames (MPEG-1 Layer I, 448 kbit/s at 32 kHz: 672 bytes, 12 ms) that
+    hides 9 small ones (72 bytes, 72 ms) in each: minimp3 could decode those, so the count
+    of every header bounds the length, not the walk that follows the large ones."""
+    big = bytes([0xFF, 0xFF, 0xE8, 0xC0])
+    block = big + mp3(9) + b"\0" * (672 - 4 - 9 * 72)
+    hidden = 1000 * 9 * 0.072
+    assert claimed_seconds(block * 1000) >= hidden / 2
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"ID3\x04\x00" + b"\0" * 16,  # a tag, no frames
+        b"ID3\x04\x00\x00\x00\x00\x7f\x7f" + mp3(3),  # a tag longer than the file
+        b"\xff\xfb\xf0\x00" + b"\0" * 16,  # a sync word, a bad bitrate
+        b"\xff\xfb\x9c\x00" + b"\0" * 16,  # a bad sample rate
+        b"\xff\xef\x90\x00" + b"\0" * 16,  # a reserved version
+    ],
+)
+def test_an_mp3_without_a_valid_frame_header_has_no_length(data: bytes) -> None:
+    assert is_audio(data) and claimed_seconds(data) is None
+
+
+def test_the_walk_over_32_mib_is_cheap() -> None:
+    """No header anywhere (a sync byte at every position, none valid), or nine hours of frames:
+    read in a few seconds at most (the tokenizing thread's time), the long one given up once
+    past the limit."""
+    nothing, long = b"\xff" * (32 << 20), mp3((32 << 20) // 72)
+    t0 = time.perf_counter()
+    assert claimed_seconds(nothing, MAX_AUDIO_SECONDS) is None
+    assert claimed_seconds(long, MAX_AUDIO_SECONDS) > MAX_AUDIO_SECONDS
+    assert time.perf_counter() - t0 < 5
+    assert claimed_seconds(long) == pytest.approx((32 << 20) // 72 * 0.072)  # walked through without a limit

@@ -73,6 +73,17 @@ def ask(
     return tokens_of(events), request
 
 
+def cold_ask(spec: LoadSpec, projector: Projector, picture: bytes, answer: list[int]) -> list[int]:
+    """The second turn on a runner of its own, nothing cached: the cold reference."""
+    runner = Runner(projector.model, spec)
+    try:
+        tokens, _ = ask(runner, projector, picture, answer)
+        assert runner.scheduler.stats.cached == 0
+    finally:
+        runner.close()
+    return tokens
+
+
 def test_an_image_restored_from_the_host_cache_answers_as_a_cold_run(seeing: tuple[Model, Projector]) -> None:
     model, projector = seeing
     spec = LoadSpec(
@@ -89,12 +100,7 @@ def test_an_image_restored_from_the_host_cache_answers_as_a_cold_run(seeing: tup
         assert stats.restored > 4  # the first turn, its image's cells included
     finally:
         warm_runner.close()
-    cold_runner = Runner(model, spec)  # no host cache, a fresh context
-    try:
-        cold, _ = ask(cold_runner, projector, picture, answer)
-        assert cold_runner.scheduler.stats.cached == 0
-    finally:
-        cold_runner.close()
+    cold = cold_ask(spec, projector, picture, answer)  # no host cache, a fresh context
     assert warm == cold
     assert min(request.prompt) < 0  # the prompt did hold an image
 

@@ -1,7 +1,8 @@
 """libmtmd, for models with a projector (an ``mmproj`` GGUF): the binding's media part.
 
 A prompt with images or audio is tokenized by libmtmd into chunks: runs of text tokens and media
-chunks (an image; up to 30 s of audio, a longer clip being several). A media chunk is encoded by
+chunks (an image, or a tile of one and its overview where the projector slices a large one, text
+between them; up to 30 s of audio, a longer clip being several). A media chunk is encoded by
 the projector (a ViT or an audio encoder: slow on a CPU) into one embedding row per token, which
 are then decoded into a sequence like a prompt's tokens. Everything here owns its native object
 and frees it once, in ``close``.
@@ -87,13 +88,20 @@ def _check_length(seconds: float | None, index: int) -> None:
         raise MediaError(f"audio {index}: {seconds:.0f} seconds is more than {MAX_AUDIO_SECONDS}")
 
 
-def _nth_chunk_id(media_id: str, n: int) -> str:
-    """The id of the ``n``-th of a run of media chunks that libmtmd gave one id (the SHA-256 of the
-    bytes), nothing between them: a clip longer than 30 s is such a run of audio windows. Each
-    must be known apart (its embeddings, its KV cells), and the same again in the next turn: the
-    first keeps the id, the others get a hash of it and n. The same bytes sent twice, text between
-    them (an image, a clip between its begin and end text), keep the one id."""
-    return media_id if n == 0 else hashlib.sha256(f"{media_id}/{n}".encode()).hexdigest()
+def _tagged(digest: str, n: int) -> str:
+    """The id the prompt's ``n``-th medium's bitmap gets: the SHA-256 of its bytes, and ``n``.
+    libmtmd gives every chunk it makes of a bitmap the bitmap's id (an image's tiles and its
+    overview, text between them; a clip's 30 s windows): the tag says whose chunk each is."""
+    return f"{digest}#{n}"
+
+
+def _chunk_id(tag: str, k: int) -> str:
+    """The id of the ``k``-th chunk of the medium tagged ``tag``: its bytes' SHA-256 and k. Each
+    tile or window must be known apart (its embeddings, its KV cells), and the same again in the
+    next turn wherever the medium sits: the first chunk keeps the bytes' hash, the others get a
+    hash of it and k. The same bytes sent twice get the same ids twice, as their chunks are alike."""
+    digest = tag.rpartition("#")[0] or tag
+    return digest if k == 0 else hashlib.sha256(f"{digest}/{k}".encode()).hexdigest()
 
 
 class TextRun(tuple[int, ...]):
@@ -102,9 +110,10 @@ class TextRun(tuple[int, ...]):
 
 @dataclass(frozen=True)
 class MediaItem:
-    """One media chunk in a tokenized prompt (an image, or a window of audio): ``n_tokens``
+    """One media chunk in a tokenized prompt (an image, a tile of one, or a window of audio): ``n_tokens``
     embeddings that take ``n_pos`` positions (fewer than tokens for M-RoPE images such as
-    Qwen2-VL's: ``max(rows, columns)`` of its token grid), identified by the SHA-256 of its bytes."""
+    Qwen2-VL's: ``max(rows, columns)`` of its token grid), identified by the SHA-256 of its medium's
+    bytes and its place among that medium's chunks (``_chunk_id``)."""
 
     id: str
     n_tokens: int
@@ -125,7 +134,7 @@ class MediaPrompt:
         self._projector = projector
         self._ptr = ptr
         parts: list[TextRun | MediaItem] = []
-        run: tuple[str, int] = ("", 0)  # the id of the media chunks just before, and how many
+        seen: dict[str, int] = {}  # the chunks met of each medium, by its bitmap's tag
         for i in range(mtmd.mtmd_input_chunks_size(ptr)):
             chunk = mtmd.mtmd_input_chunks_get(ptr, i)
             kind = mtmd.mtmd_input_chunk_get_type(chunk)
@@ -133,13 +142,12 @@ class MediaPrompt:
                 n = ctypes.c_size_t()
                 tokens = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
                 parts.append(TextRun(tokens[: n.value]))
-                run = ("", 0)
             else:
-                chunk_id = (mtmd.mtmd_input_chunk_get_id(chunk) or b"").decode()
-                run = (chunk_id, run[1] + 1 if run[0] == chunk_id else 0)
+                tag = (mtmd.mtmd_input_chunk_get_id(chunk) or b"").decode()
+                seen[tag] = k = seen.get(tag, -1) + 1
                 parts.append(
                     MediaItem(
-                        id=_nth_chunk_id(chunk_id, run[1]),
+                        id=_chunk_id(tag, k),
                         n_tokens=int(mtmd.mtmd_input_chunk_get_n_tokens(chunk)),
                         n_pos=int(mtmd.mtmd_input_chunk_get_n_pos(chunk)),
                         index=i,
@@ -281,7 +289,7 @@ class Projector:
 
     def _bitmap(self, data: bytes, index: int) -> int:
         """A bitmap decoded from image bytes (RGB) or, where the projector hears, audio bytes (PCM),
-        its id the SHA-256 of the bytes.
+        its id the SHA-256 of the bytes tagged with ``index`` (``_tagged``).
 
         What libmtmd's ``mtmd_helper_bitmap_init_from_buf`` does, without its fallbacks: bytes
         that are neither are an error here, never an ffmpeg run; audio to a projector that does
@@ -299,7 +307,7 @@ class Projector:
         if is_webp(data):
             width, height, rgb = decode_rgb(data, index, MAX_IMAGE_PIXELS)
             bitmap = mtmd.mtmd_bitmap_init(width, height, (ctypes.c_uint8 * len(rgb)).from_buffer_copy(rgb))
-            return self._identified(bitmap, data)
+            return self._identified(bitmap, data, index)
         stb = _stb()
         nx, ny, nc = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
         # The header first: a few KB of PNG can claim a picture that would take gigabytes decoded.
@@ -314,13 +322,13 @@ class Projector:
             bitmap = mtmd.mtmd_bitmap_init(nx.value, ny.value, ctypes.cast(pixels, ctypes.POINTER(ctypes.c_uint8)))
         finally:
             stb.stbi_image_free(pixels)
-        return self._identified(bitmap, data)
+        return self._identified(bitmap, data, index)
 
     def _audio_bitmap(self, data: bytes, index: int) -> int:
         """16 kHz mono PCM decoded by libmtmd's helper (miniaudio), as llama-server decodes it, once
         the header's claimed length is known to be within ``MAX_AUDIO_SECONDS`` (its buffer is
         sized by that claim)."""
-        _check_length(claimed_seconds(data), index)
+        _check_length(claimed_seconds(data, MAX_AUDIO_SECONDS), index)
         mtmd = _mtmd()
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         # ``is_audio`` is the helper's own test: it takes its audio branch, never stb_image or ffmpeg.
@@ -333,7 +341,7 @@ class Projector:
         except MediaError:
             mtmd.mtmd_bitmap_free(bitmap)
             raise
-        return self._identified(bitmap, data)
+        return self._identified(bitmap, data, index)
 
     def encode_silence(self) -> None:
         """Tokenize and encode one second of silence, as a clip would be: what ``probe`` runs in a
@@ -361,11 +369,12 @@ class Projector:
                 mtmd.mtmd_input_chunks_free(chunks)
 
     @staticmethod
-    def _identified(bitmap: int | None, data: bytes) -> int:
-        """The bitmap, its id the SHA-256 of the bytes the client sent (whatever decoded them)."""
+    def _identified(bitmap: int | None, data: bytes, index: int) -> int:
+        """The bitmap, its id the SHA-256 of the bytes the client sent (whatever decoded them)
+        tagged with its place among the prompt's media (``_tagged``)."""
         if not bitmap:
             raise EngineError("libmtmd could not make a bitmap")
-        _mtmd().mtmd_bitmap_set_id(bitmap, hashlib.sha256(data).hexdigest().encode())
+        _mtmd().mtmd_bitmap_set_id(bitmap, _tagged(hashlib.sha256(data).hexdigest(), index).encode())
         return bitmap
 
     @functools.cached_property
