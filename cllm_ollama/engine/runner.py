@@ -218,13 +218,14 @@ class Runner:
         """Where a state of sequence ``seq_id`` (None: not a slot's expected save) is written."""
         return None if self.buffers is None else functools.partial(self.buffers.take, seq_id)
 
-    def _prepare_saves(self) -> None:
-        """Have each slot's next expected save find its buffer ready (``state_buffers``): asked
-        again only when what the slot expects changes (an idle slot's, once)."""
+    def _prepare_saves(self, slots: Sequence[Slot] | None = None) -> None:
+        """Have each of ``slots``' (None: every slot's) next expected save find its buffer ready
+        (``state_buffers``): asked again only when what the slot expects changes (an idle slot's,
+        once)."""
         buffers, prefix = self.buffers, self.scheduler.prefix
         if buffers is None:
             return
-        for slot in self.scheduler.slots:
+        for slot in self.scheduler.slots if slots is None else slots:
             request, last = slot.request, self._expected.get(slot.seq_id)
             if request is None and last is not None and last[0] is None:
                 continue
@@ -455,7 +456,7 @@ class Runner:
             sched.loaded(request_id, state)
         admitted = sched.admit()
         self._apply_kv(admitted)
-        self._prepare_saves()
+        self._prepare_saves(admitted.admitted)  # the rest at the step's end
         self._encode_ahead(admitted.admitted)
         plan = sched.plan()
         if len(plan) == 0 and not plan.images:
