@@ -94,6 +94,8 @@ class Scheduler:
     ``max_prefill`` caps prompt tokens per step while other slots generate, so they keep
     a steady pace (None: only ``n_batch`` caps it). ``embeddings`` gives an image's encoded
     embeddings, or None while they are being encoded (the slot then waits at that image).
+    ``last_apart`` decodes a prompt's last token in a step after the rest of it, as a re-sent
+    prompt's is (``Slot.prompt_chunk``); the tests of other rules turn it off.
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class Scheduler:
         share: bool = True,
         max_prefill: int | None = None,
         embeddings: Callable[[Request, Media], object | None] = lambda request, image: None,
+        last_apart: bool = True,
     ) -> None:
         self.slots = [Slot(i, n_ctx_slot) for i in range(n_slots)]
         assert n_batch >= n_slots, "every generating slot needs room in each batch"
@@ -118,6 +121,7 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.prefix = PrefixReuse(self.slots, cache, share, disk)
         self.max_prefill = max_prefill
+        self.last_apart = last_apart
         self._piece = piece
         self._is_eog = is_eog
         self._paused = paused
@@ -297,7 +301,7 @@ class Scheduler:
                     plan.images.append((slot, image, embd))
                     budget -= image.n_tokens
                 continue
-            chunks[slot.seq_id] = slot.prompt_chunk(budget)
+            chunks[slot.seq_id] = slot.prompt_chunk(budget, self.last_apart)
             budget -= len(chunks[slot.seq_id])
         # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of
         # consecutive ids, and any other order costs extra passes over the weights.

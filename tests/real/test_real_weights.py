@@ -26,7 +26,13 @@ WEATHER_TOOL = {
         },
     },
 }
-ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+# Without the system line this 0.5B model's first token is a near-tie between a bare call ('{"') and a
+# fenced one ('```'): 0.005 nats apart through the ollama client, which llama.cpp's kernels on
+# another CPU (AVX2 against AVX-512) flip. With it the call leads by about 0.5 nats on both.
+ASK = [
+    {"role": "system", "content": "Reply only with a JSON tool call."},
+    {"role": "user", "content": "What is the weather in Paris?"},
+]
 GREEDY = {"temperature": 0, "num_predict": 24, "seed": 1}  # a call is 17 tokens
 
 
