@@ -299,6 +299,9 @@ class Settings:
     # Flash attention: True on, False off, None (unset) lets llama.cpp choose per device ("auto"),
     # which it turns on itself where a quantized V cache needs it.
     flash_attention: bool | None = None
+    # CLLM_DETERMINISTIC: batch-invariant decoding for every model (engine/invariance.py): a request's
+    # tokens are bitwise the same whatever shares its steps, cold or cached; prefill ~30% slower.
+    deterministic: bool = False
     # Catalog names (qwen3:0.6b...) from Ollama's registry first, the Hugging Face Hub if it lacks them.
     prefer_registry: bool = False
     debug: bool = False
@@ -373,5 +376,6 @@ class Settings:
             registry_url=_env_registry_url(get("REGISTRY_URL")),
             kv_cache_type=_env_kv_cache_type(get("KV_CACHE_TYPE")),
             flash_attention=_env_flash_attention(get("FLASH_ATTENTION")),
+            deterministic=(deterministic := get("DETERMINISTIC")) is not None and _go_bool(deterministic),
             prefer_registry=prefer_registry is not None and _go_bool(prefer_registry),
         )

@@ -58,6 +58,7 @@ _OPTIONS = object_schema(
             "num_gpu": INT,
             "main_gpu": INT,
             "use_mmap": BOOL,
+            "deterministic": BOOL,
             "num_thread": INT,
         }
     ),

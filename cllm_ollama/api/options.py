@@ -40,6 +40,8 @@ _KINDS: dict[str, str] = {
     "main_gpu": _INT,
     "use_mmap": _BOOL,
     "num_thread": _INT,
+    # cllm's own: batch-invariant decoding for this model (CLLM_DETERMINISTIC for all of them).
+    "deterministic": _BOOL,
 }
 _SAMPLING_KEYS = (
     "temperature",
@@ -72,6 +74,8 @@ class RequestOptions:
     num_thread: int | None = None
     # The model's own slot count (Modelfile ``PARAMETER num_parallel``); None: OLLAMA_NUM_PARALLEL.
     num_parallel: int | None = None
+    # Batch-invariant decoding (Modelfile or request ``deterministic``); None: the server's.
+    deterministic: bool | None = None
 
     def sampling_within(self, n_ctx: int) -> SamplingParams:
         """The sampling parameters of a request whose context is ``n_ctx`` tokens.
@@ -155,6 +159,7 @@ def resolve_options(
         num_gpu=values.get("num_gpu"),
         num_thread=values.get("num_thread"),
         num_parallel=_num_parallel((model_params or {}).get("num_parallel")),
+        deterministic=values.get("deterministic"),
     )
 
 

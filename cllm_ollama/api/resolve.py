@@ -66,6 +66,7 @@ def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
         num_gpu=options.num_gpu,
         num_thread=options.num_thread,
         num_parallel=options.num_parallel,
+        deterministic=options.deterministic,
         embedding_only=model.info.is_embedding,
         projector=model.record.projector_paths[0] if model.record.projector_paths else None,
         adapters=model.record.adapter_paths,

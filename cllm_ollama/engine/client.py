@@ -114,7 +114,7 @@ class LoadedModel:
             adapters=spec.adapters,
         )
         self._weights = weights or SharedWeights()
-        self.model = self._weights.acquire(spec.path, spec.n_gpu_layers)
+        self.model = self._weights.acquire(spec.path, spec.n_gpu_layers, spec.deterministic)
         self.runner: Runner | None = None
         # Owned beside the model, closed after the runner (whose prompts it tokenized) and before it.
         self.projector: Projector | None = None

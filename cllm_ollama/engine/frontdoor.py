@@ -61,6 +61,9 @@ class LoadSpec:
     # Saved prompt states on disk, under host RAM: where, and how many bytes in all (0: off).
     cache_dir: Path | None = None
     cache_disk_bytes: int = 0
+    # Batch-invariant decoding (``invariance``): no weight repacking, steps shaped so that every
+    # token takes the same llama.cpp kernels whatever else is in the batch.
+    deterministic: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LoadSpec:
@@ -77,6 +80,7 @@ class LoadSpec:
             max_prefill=settings.prefill_chunk,
             kv_cache_type=settings.kv_cache_type,
             flash_attention=settings.flash_attention,
+            deterministic=settings.deterministic,
         )
 
 

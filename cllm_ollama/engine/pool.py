@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 from ..errors import InsufficientMemory
+from .binding import batch_invariant_kernels
 from .client import LoadedModel
 from .frontdoor import EngineClient, LoadSpec
 from .grammar import GrammarChecker
@@ -42,6 +43,8 @@ class LoadRequest:
     num_thread: int | None = None
     # Slots (parallel sequences) for this model: a Modelfile's num_parallel; None: the server's.
     num_parallel: int | None = None
+    # Batch-invariant decoding for this model; None: the server's (CLLM_DETERMINISTIC).
+    deterministic: bool | None = None
     embedding_only: bool = False
     # A model that sees: its projector, loaded beside it.
     projector: Path | None = None
@@ -127,6 +130,8 @@ class ModelPool:
     ) -> None:
         """``defaults``: how models load unless a request asks otherwise (``LoadSpec.from_settings``)."""
         self._defaults = defaults
+        if defaults.deterministic:  # before any model computes: ggml reads it once
+            batch_invariant_kernels()
         self._max_loaded = max(1, max_loaded)
         self._max_queue = max_queue
         self.default_keep_alive = default_keep_alive
@@ -168,6 +173,8 @@ class ModelPool:
             spec = replace(spec, n_threads=req.num_thread)
         if req.num_parallel:
             spec = replace(spec, n_slots=req.num_parallel)
+        if req.deterministic is not None:
+            spec = replace(spec, deterministic=req.deterministic)
         return spec
 
     @staticmethod
@@ -178,8 +185,8 @@ class ModelPool:
         limit: clients that disagree on num_ctx must not make the model thrash. ``num_batch``
         and ``num_thread`` apply when a request loads the model and never reload it: one
         client's setting would otherwise slow every other user's requests from then on.
-        A different ``num_gpu``, or ``num_parallel`` (two models made from one GGUF with their
-        own Modelfile settings), reloads only a model nobody is using.
+        A different ``num_gpu``, ``num_parallel`` (two models made from one GGUF with their
+        own Modelfile settings) or ``deterministic``, reloads only a model nobody is using.
         """
         loaded = entry.model
         if loaded.dead is not None:
@@ -188,7 +195,8 @@ class ModelPool:
             return True
         gpu = req.num_gpu is not None and req.num_gpu >= 0 and req.num_gpu != loaded.spec.n_gpu_layers
         slots = req.num_parallel is not None and req.num_parallel != entry.slots_asked
-        return (gpu or slots) and entry.refs == 0
+        mode = req.deterministic is not None and req.deterministic != loaded.spec.deterministic
+        return (gpu or slots or mode) and entry.refs == 0
 
     async def acquire(self, req: LoadRequest, keep_alive: float | None) -> Entry:
         """The loaded model for ``req`` (loading or reloading it first), with a reference held.

@@ -25,6 +25,7 @@ from .blocks import BLOCK
 from .disk_cache import DiskCache, identity_digest, weights_id
 from .encoder import ENCODE_AHEAD, EncodeFailed, ImageEncoder
 from .frontdoor import LoadSpec, Occupancy
+from .invariance import MAX_ROWS, shape
 from .media import Media
 from .prefix import Copy, Load, Restore, Save, Trim
 from .prompt_cache import PromptCache
@@ -127,12 +128,15 @@ class Runner:
         self.dead: str | None = None
         # Every generating slot puts a token in each batch: a batch smaller than the slot count
         # would trip llama.cpp's n_batch assertion (a process abort), whatever num_batch says.
+        # The deterministic mode pads a step by up to a row a slot, and keeps it to one ubatch.
+        self.invariant = spec.deterministic
+        n_batch = min(max(spec.n_batch, 2 * spec.n_slots), 512) if self.invariant else max(spec.n_batch, spec.n_slots)
         self.ctx = with_adapters(
             context(
                 model,
                 n_seq_max=spec.n_slots,
                 n_ctx_seq=spec.n_ctx_slot,
-                n_batch=max(spec.n_batch, spec.n_slots),
+                n_batch=n_batch,
                 n_threads=spec.n_threads,
                 cache_type=spec.kv_cache_type,
                 flash_attn=spec.flash_attention,
@@ -153,7 +157,7 @@ class Runner:
         self.scheduler = Scheduler(
             n_slots=spec.n_slots,
             n_ctx_slot=self.ctx.n_ctx_seq,
-            n_batch=self.ctx.n_batch,
+            n_batch=self.ctx.n_batch - spec.n_slots if self.invariant else self.ctx.n_batch,
             piece=model.piece,
             is_eog=model.is_eog,
             paused=self._paused,
@@ -162,8 +166,9 @@ class Runner:
             share=share,
             max_prefill=spec.max_prefill or None,
             embeddings=self._embeddings,
+            max_rows=MAX_ROWS if self.invariant else None,
         )
-        self.batch = batch(self.scheduler.n_batch)
+        self.batch = batch(self.ctx.n_batch)
         self._cv = threading.Condition()
         self._adds: list[tuple[Request, Sampler | None, Sink]] = []
         self._reserved = 0  # requests counted as queued before their submit (``reserve``)
@@ -561,16 +566,27 @@ class Runner:
         failed = self._decode_images(plan) if plan.images else []
         if len(plan) == 0:
             return failed + self.scheduler.update(plan, ())
-        self.batch.fill(plan.tokens, plan.positions, plan.seq_ids, [row for _, row in plan.outputs])
+        rows = [row for _, row in plan.outputs]
+        picks, n_logits, pads = list(range(len(rows))), len(rows), []
+        if self.invariant:
+            shaped = shape(plan.tokens, plan.positions, plan.seq_ids, rows, self.ctx.n_ctx_seq)
+            self.batch.fill(shaped.tokens, shaped.positions, shaped.seq_ids, shaped.outputs)
+            rows, picks, n_logits, pads = shaped.rows, shaped.logits, len(shaped.outputs), shaped.pads
+        else:
+            self.batch.fill(plan.tokens, plan.positions, plan.seq_ids, rows)
         t0 = time.perf_counter_ns()
-        self.ctx.decode(self.batch)
+        try:
+            self.ctx.decode(self.batch)
+        finally:
+            for seq_id, pos in pads:  # the mode's throw-away rows leave nothing in the KV
+                self.ctx.seq_rm(seq_id, pos)
         t1 = time.perf_counter_ns()
-        sampled = self._sample(plan)
+        sampled = self._sample(plan, rows, picks, n_logits)
         times = self.times
         times.sample_ns += time.perf_counter_ns() - t1
         times.decode_ns += t1 - t0
         times.steps += 1
-        logprobs = self._logprobs(plan, sampled)
+        logprobs = self._logprobs(plan, sampled, picks, n_logits)
         events = failed + self.scheduler.update(plan, sampled)
         if logprobs:
             events = [replace(e, logprob=logprobs[e.request_id]) if e.request_id in logprobs else e for e in events]
@@ -596,8 +612,11 @@ class Runner:
         if disk and self.disk is not None:  # written on the disk cache's IO thread
             self.disk.save(tokens, state)
 
-    def _logprobs(self, plan: StepPlan, sampled: Sequence[int]) -> dict[int, TokenLogprob]:
-        """Log-softmax of the raw logits, only for the requests that asked for it."""
+    def _logprobs(
+        self, plan: StepPlan, sampled: Sequence[int], picks: Sequence[int], n_logits: int
+    ) -> dict[int, TokenLogprob]:
+        """Log-softmax of the raw logits, only for the requests that asked for it (``picks[j]``: the
+        logits row of ``plan.outputs[j]`` among ``n_logits``)."""
         out: dict[int, TokenLogprob] = {}
         logits: np.ndarray | None = None
         for j, ((slot, _row), token) in enumerate(zip(plan.outputs, sampled, strict=True)):
@@ -605,8 +624,8 @@ class Runner:
             if request is None or request.logprobs < 0:
                 continue
             if logits is None:
-                logits = self.ctx.logits(len(plan.outputs))
-            row = logits[j].astype(np.float64)
+                logits = self.ctx.logits(n_logits)
+            row = logits[picks[j]].astype(np.float64)
             peak = row.max()
             log_z = peak + np.log(np.exp(row - peak).sum())
             top: tuple[tuple[int, float], ...] = ()
@@ -617,23 +636,26 @@ class Runner:
             out[request.id] = TokenLogprob(int(token), float(row[token] - log_z), top)
         return out
 
-    def _sample(self, plan: StepPlan) -> Sequence[int]:
+    def _sample(self, plan: StepPlan, rows: Sequence[int], picks: Sequence[int], n_logits: int) -> Sequence[int]:
+        """A token for each of ``plan.outputs``: ``rows[j]`` is its row in the decoded batch,
+        ``picks[j]`` its logits row among ``n_logits`` (they differ in the deterministic mode)."""
         outputs = plan.outputs
         if not outputs:
             return ()
         chains = [self._samplers.get(slot.request.id) for slot, _ in outputs]  # type: ignore[union-attr]
         if not any(chains):
             # All greedy: one argmax over the logits rows, no per-vocabulary Python work.
-            return np.argmax(self.ctx.logits(len(outputs)), axis=1).tolist()  # type: ignore[no-any-return]
+            best = np.argmax(self.ctx.logits(n_logits), axis=1)
+            return best.tolist() if n_logits == len(outputs) else best[list(picks)].tolist()  # type: ignore[no-any-return]
         logits: np.ndarray | None = None
         tokens: list[int] = []
-        for j, ((_, row), sampler) in enumerate(zip(outputs, chains, strict=True)):
+        for j, sampler in enumerate(chains):
             if sampler is not None:
-                tokens.append(sampler.sample(self.ctx, row))
+                tokens.append(sampler.sample(self.ctx, rows[j]))
             else:
                 if logits is None:
-                    logits = self.ctx.logits(len(outputs))
-                tokens.append(int(logits[j].argmax()))
+                    logits = self.ctx.logits(n_logits)
+                tokens.append(int(logits[picks[j]].argmax()))
         return tokens
 
     def _emit(self, events: list[Event]) -> None:

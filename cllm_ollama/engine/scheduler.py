@@ -95,7 +95,8 @@ class Scheduler:
     a steady pace (None: only ``n_batch`` caps it). ``embeddings`` gives an image's encoded
     embeddings, or None while they are being encoded (the slot then waits at that image).
     ``last_apart`` decodes a prompt's last token in a step after the rest of it, as a re-sent
-    prompt's is (``Slot.prompt_chunk``); the tests of other rules turn it off.
+    prompt's is (``Slot.prompt_chunk``); the tests of other rules turn it off. ``max_rows`` caps
+    one prompt's tokens in a step (the deterministic mode: ``invariance.MAX_ROWS``).
     """
 
     def __init__(
@@ -114,6 +115,7 @@ class Scheduler:
         max_prefill: int | None = None,
         embeddings: Callable[[Request, Media], object | None] = lambda request, image: None,
         last_apart: bool = True,
+        max_rows: int | None = None,
     ) -> None:
         self.slots = [Slot(i, n_ctx_slot) for i in range(n_slots)]
         assert n_batch >= n_slots, "every generating slot needs room in each batch"
@@ -122,6 +124,7 @@ class Scheduler:
         self.prefix = PrefixReuse(self.slots, cache, share, disk)
         self.max_prefill = max_prefill
         self.last_apart = last_apart
+        self.max_rows = max_rows
         self._piece = piece
         self._is_eog = is_eog
         self._paused = paused
@@ -301,7 +304,8 @@ class Scheduler:
                     plan.images.append((slot, image, embd))
                     budget -= image.n_tokens
                 continue
-            chunks[slot.seq_id] = slot.prompt_chunk(budget, self.last_apart)
+            rows = budget if self.max_rows is None else min(budget, self.max_rows)
+            chunks[slot.seq_id] = slot.prompt_chunk(rows, self.last_apart)
             budget -= len(chunks[slot.seq_id])
         # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of
         # consecutive ids, and any other order costs extra passes over the weights.

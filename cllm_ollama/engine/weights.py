@@ -14,20 +14,24 @@ from .binding import Model
 
 
 class SharedWeights:
-    """Reference-counted ``Model``s by (file, GPU layers): the one owner of the weights it hands out."""
+    """Reference-counted ``Model``s by (file, GPU layers, batch invariance): the one owner of the
+    weights it hands out."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[Path, int], tuple[Model, int]] = {}
+        self._held: dict[tuple[Path, int, bool], tuple[Model, int]] = {}
 
-    def acquire(self, path: Path, n_gpu_layers: int) -> Model:
+    def acquire(self, path: Path, n_gpu_layers: int, batch_invariant: bool = False) -> Model:
         """The loaded weights of ``path`` (loaded now if nobody holds them); ``release`` gives them back.
 
         Blocking: a first load reads the file. Loads are serialised here, so one file is never
         loaded twice by two loads at once."""
-        key = (path, n_gpu_layers)
+        key = (path, n_gpu_layers, batch_invariant)
         with self._lock:
-            model, refs = self._held.get(key) or (Model(path, n_gpu_layers=n_gpu_layers), 0)
+            model, refs = self._held.get(key) or (
+                Model(path, n_gpu_layers=n_gpu_layers, batch_invariant=batch_invariant),
+                0,
+            )
             self._held[key] = (model, refs + 1)
             return model
 
@@ -47,4 +51,4 @@ class SharedWeights:
     def loaded(self) -> list[tuple[Path, int]]:
         """Each ``llama_model`` in memory: its file and how many loaded models use it."""
         with self._lock:
-            return [(path, refs) for (path, _), (_, refs) in self._held.items()]
+            return [(path, refs) for (path, _, _), (_, refs) in self._held.items()]

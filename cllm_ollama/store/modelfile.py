@@ -26,7 +26,10 @@ _FLOAT_PARAMS = {
     "top_p", "min_p", "typical_p", "temperature", "repeat_penalty", "presence_penalty",
     "frequency_penalty", "mirostat_tau", "mirostat_eta", "tfs_z",
 }  # fmt: skip
-_BOOL_PARAMS = {"use_mmap", "use_mlock", "numa", "low_vram", "f16_kv", "logits_all", "vocab_only", "penalize_newline"}
+_BOOL_PARAMS = {
+    "use_mmap", "use_mlock", "numa", "low_vram", "f16_kv", "logits_all", "vocab_only", "penalize_newline",
+    "deterministic",  # cllm's own: batch-invariant decoding for this model
+}  # fmt: skip
 _LIST_PARAMS = {"stop"}
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}

@@ -107,11 +107,13 @@ class FakeContext:
         pass
 
 
-def fake_runner(context: type[FakeContext] = FakeContext, n_slots: int = 2) -> Runner:
+def fake_runner(context: type[FakeContext] = FakeContext, n_slots: int = 2, deterministic: bool = False) -> Runner:
     """A real runner (its engine thread, scheduler and KV operations) over the fakes; close it."""
     return Runner(
         FakeModel(),  # type: ignore[arg-type]
-        LoadSpec(Path("fake.gguf"), n_slots=n_slots, n_ctx_slot=4096, n_batch=16, n_threads=1),
+        LoadSpec(
+            Path("fake.gguf"), n_slots=n_slots, n_ctx_slot=4096, n_batch=16, n_threads=1, deterministic=deterministic
+        ),
         context=context,  # type: ignore[arg-type]
         batch=FakeBatch,  # type: ignore[arg-type]
     )

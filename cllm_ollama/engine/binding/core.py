@@ -97,12 +97,40 @@ def physical_cores() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
+_tiled_checked = False
+
+
+def batch_invariant_kernels() -> None:
+    """Turn off ggml's tiled K-quant matrix product for this process: it takes over from the
+    vector kernels at 8 rows a batch, and rounds differently. ggml reads GGML_CPU_TILED_MM once,
+    at the first K-quant product of the process: the server sets it at start when
+    CLLM_DETERMINISTIC is on; a deterministic model loaded later into a process that already
+    computed keeps what ggml chose then (said in the log)."""
+    global _tiled_checked
+    if os.environ.get("GGML_CPU_TILED_MM") == "0":
+        return
+    os.environ["GGML_CPU_TILED_MM"] = "0"
+    if Context.decoded and not _tiled_checked:
+        _tiled_checked = True
+        log.warning(
+            "a deterministic model was loaded after others ran: llama.cpp's tiled K-quant kernels may "
+            "still be on in this process (set CLLM_DETERMINISTIC=1 when the server starts)"
+        )
+
+
 class Model:
     """Weights and vocabulary of one GGUF file."""
 
-    def __init__(self, path: Path, *, n_gpu_layers: int = -1, use_mmap: bool = True) -> None:
+    def __init__(
+        self, path: Path, *, n_gpu_layers: int = -1, use_mmap: bool = True, batch_invariant: bool = False
+    ) -> None:
+        """``batch_invariant`` keeps the weights as stored: llama.cpp's repacked CPU layouts compute
+        a batch's rows in groups of four and the rest one by one, each rounding differently."""
         _init()
+        if batch_invariant:
+            batch_invariant_kernels()
         params = ll.llama_model_default_params()
+        params.use_extra_bufts = not batch_invariant
         if n_gpu_layers < 0 or not ll.llama_supports_gpu_offload():
             n_gpu_layers = 999 if ll.llama_supports_gpu_offload() else 0
         params.n_gpu_layers = n_gpu_layers
@@ -114,6 +142,7 @@ class Model:
         self._vocab = ll.llama_model_get_vocab(ptr)
         self.path = path
         self.n_gpu_layers = n_gpu_layers
+        self.batch_invariant = batch_invariant
         self.n_vocab: int = ll.llama_vocab_n_tokens(self._vocab)
         self.n_ctx_train: int = ll.llama_model_n_ctx_train(ptr)
         self.n_embd: int = ll.llama_model_n_embd(ptr)
@@ -376,7 +405,8 @@ class Context:
         else:
             # At most one logits row per sequence is read from a batch: size the output buffer for
             # that, not for n_batch rows of the whole vocabulary (a client's num_batch sets n_batch).
-            params.n_outputs_max = n_seq_max
+            # A batch-invariant model's steps ask for one more row in some ubatches (``invariance``).
+            params.n_outputs_max = 2 * n_seq_max if model.batch_invariant else n_seq_max
         params.flash_attn_type = _FLASH_ATTN[flash_attn]
         params.type_k = params.type_v = KV_TYPES[cache_type][0]
         ptr = ll.llama_init_from_model(model.ptr, params)
@@ -404,7 +434,11 @@ class Context:
             ll.llama_free(self._ptr)
             self._ptr = None
 
+    # Whether any context of this process has decoded (``batch_invariant_kernels`` warns then).
+    decoded = False
+
     def decode(self, batch: Batch) -> None:
+        Context.decoded = True
         rc = ll.llama_decode(self._ptr, batch.struct)
         if rc != 0:
             reason = {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(rc, "compute error")
