@@ -3,11 +3,9 @@ the official ``ollama`` client and ``openai`` SDK. Greedy and short (num_predict
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
-import httpx
 import ollama
 import openai
 import pytest
@@ -161,24 +159,6 @@ def test_embeddings(native: ollama.Client) -> None:
         return sum(x * y for x, y in zip(a, b, strict=True))
 
     assert cos(vectors[0], vectors[1]) > cos(vectors[0], vectors[2])
-
-
-def test_batched_equals_sequential(real_url: str) -> None:
-    prompts = ["Write a Python hello world.", "What is 2+2?", "Name a color.", "Define recursion briefly."]
-    options = {"temperature": 0, "num_predict": 12, "seed": 1}
-
-    async def ask(client: httpx.AsyncClient, prompt: str) -> str:
-        body = {"model": MODEL, "prompt": prompt, "stream": False, "options": options}
-        return (await client.post(real_url + "/api/generate", json=body, timeout=300)).json()["response"]
-
-    async def run() -> tuple[list[str], list[str]]:
-        async with httpx.AsyncClient() as client:
-            alone = [await ask(client, p) for p in prompts]
-            together = await asyncio.gather(*(ask(client, p) for p in prompts))
-        return alone, list(together)
-
-    alone, together = asyncio.run(run())
-    assert together == alone
 
 
 def test_openai_completions_use_the_template_and_give_logprobs(sdk: openai.OpenAI) -> None:
