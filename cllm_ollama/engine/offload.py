@@ -1,0 +1,175 @@
+"""Where a model's layers go when ``num_gpu`` is unset: as many as the GPUs' free memory holds,
+the rest on the CPU, as Ollama fits them (``llm/memory.go``: ``EstimateGPULayers``, and
+``server/sched.go``: one GPU where the model fits on one, unless ``OLLAMA_SCHED_SPREAD``).
+
+Pure: devices and sizes in, a placement out. A layer's cost is its weights plus its share of the
+KV cache (every slot's context at the cache type); the output layer (output norm and output
+matrix, or the tied embeddings) counts as one more layer, as in llama.cpp's ``n_gpu_layers``; a
+projector and the compute graph are reserved on the first device used. Layers go to the devices
+that can hold the graph and at least one layer, in turn (Ollama's round robin), each while it has
+room; ``tensor_split`` is then the layer count per device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gguf import GGUFReader
+
+# What llama.cpp's CUDA and ROCm backends keep for themselves beyond the buffers (Ollama's
+# MinimumMemory for CUDA: 457 MiB); a device reports it as used only once the context exists.
+DEVICE_RESERVE = 457 << 20
+
+
+@dataclass(frozen=True)
+class Device:
+    """One GPU as llama.cpp enumerates it: its name and free bytes now."""
+
+    name: str
+    free: int
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """What a load puts in memory, per part (bytes)."""
+
+    layers: tuple[int, ...]  # each repeating block's weights
+    output: int  # output norm and output matrix (or the tied token embeddings)
+    kv_per_layer: int  # the KV cache of one layer for every slot's context
+    graph: int  # llama.cpp's compute buffer on a device
+    projector: int = 0  # a vision/audio projector, on the first device
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """``n_gpu_layers`` for llama.cpp (the output layer counts as one), how many on each device
+    (``tensor_split``), and the bytes each device and the CPU hold."""
+
+    n_gpu_layers: int
+    per_device: tuple[int, ...]
+    device_bytes: tuple[int, ...]
+    cpu_bytes: int
+
+    @property
+    def tensor_split(self) -> tuple[float, ...]:
+        total = sum(self.per_device)
+        return tuple(n / total for n in self.per_device) if total else ()
+
+    def processor(self) -> str:
+        """Ollama's PROCESSOR column: ``100% GPU``, ``100% CPU`` or ``48%/52% CPU/GPU``."""
+        on_gpu = sum(self.device_bytes)
+        total = on_gpu + self.cpu_bytes
+        if total == 0 or on_gpu == 0:
+            return "100% CPU"
+        if self.cpu_bytes == 0:
+            return "100% GPU"
+        gpu = round(100 * on_gpu / total)
+        return f"{100 - gpu}%/{gpu}% CPU/GPU"
+
+
+def _layer(sizes: ModelSizes, i: int) -> int:
+    return sizes.layers[i] + sizes.kv_per_layer
+
+
+def _spread(devices: Sequence[Device], sizes: ModelSizes, overhead: int, limit: int | None) -> Placement:
+    """Ollama's round robin over ``devices``: each layer to the next device that still has room."""
+    n = sizes.n_layers
+    free = [max(0, d.free - overhead) for d in devices]
+    used = [0] * len(devices)
+    counts = [0] * len(devices)
+    first_layer = _layer(sizes, 0) if n else sizes.output
+    with_space: list[int] = []
+    for i in range(len(devices)):
+        reserve = sizes.projector if not with_space else 0
+        if limit is None and free[i] < reserve + sizes.graph + DEVICE_RESERVE + 2 * first_layer:
+            continue
+        with_space.append(i)
+        used[i] += DEVICE_RESERVE + reserve + sizes.graph
+    placed = 0
+    parts = [_layer(sizes, i) for i in range(n)] + [sizes.output]
+    cpu = 0
+    for index, size in enumerate(parts):
+        if limit is not None and placed >= limit:
+            cpu += size
+            continue
+        fitted = False
+        candidates = list(with_space)
+        while candidates:
+            k = candidates[index % len(candidates)]
+            if limit is not None or free[k] >= used[k] + size:
+                used[k] += size
+                counts[k] += 1
+                placed += 1
+                fitted = True
+                break
+            candidates.remove(k)
+            with_space.remove(k)
+        if not fitted:
+            cpu += size
+    device_bytes = tuple(u if c else 0 for u, c in zip(used, counts, strict=True))
+    return Placement(placed, tuple(counts), device_bytes, cpu)
+
+
+def fit(
+    devices: Sequence[Device],
+    sizes: ModelSizes,
+    *,
+    num_gpu: int | None = None,
+    overhead: int = 0,
+    spread: bool = False,
+) -> Placement:
+    """The placement of a load. ``num_gpu`` (a request's or Modelfile's) gives exactly that many
+    layers, whatever the memory says, as Ollama's option does; unset, layers are fitted to the
+    devices' free memory less ``overhead`` (OLLAMA_GPU_OVERHEAD). With several devices the model
+    goes on the one with the most free memory where it fits whole, and is spread over all of them
+    (split by layer count) only when no single one holds it or ``spread`` (OLLAMA_SCHED_SPREAD)."""
+    total_parts = sizes.n_layers + 1
+    if not devices:
+        return Placement(0, (), (), sum(_layer(sizes, i) for i in range(sizes.n_layers)) + sizes.output)
+    if num_gpu is not None and num_gpu >= 0:
+        return _spread(devices, sizes, overhead, min(num_gpu, total_parts))
+    if len(devices) > 1 and not spread:
+        for device in sorted(devices, key=lambda d: -d.free):
+            alone = _spread([device], sizes, overhead, None)
+            if alone.n_gpu_layers == total_parts:
+                counts = tuple(alone.per_device[0] if d is device else 0 for d in devices)
+                placed = tuple(alone.device_bytes[0] if d is device else 0 for d in devices)
+                return Placement(alone.n_gpu_layers, counts, placed, alone.cpu_bytes)
+    return _spread(devices, sizes, overhead, None)
+
+
+def model_sizes(
+    path: Path, n_ctx_total: int, kv_bytes_per_token: int, n_ubatch: int, projector: Path | None = None
+) -> ModelSizes:
+    """Per-part sizes of the GGUF at ``path`` from its tensor table (no weights read), the KV cache
+    of ``n_ctx_total`` cells at ``kv_bytes_per_token`` (every layer's K and V), and a compute
+    buffer estimate: the logits of a ubatch plus a sixth of the KV, Ollama's fallback."""
+    reader = GGUFReader(path)
+    blocks: dict[int, int] = {}
+    output = embd = norm = 0
+    n_vocab = 0
+    for tensor in reader.tensors:
+        size = int(tensor.n_bytes)
+        name = tensor.name
+        if name.startswith("blk."):
+            index = int(name.split(".")[1])
+            blocks[index] = blocks.get(index, 0) + size
+        elif name == "output.weight":
+            output = size
+        elif name == "token_embd.weight":
+            embd = size
+            n_vocab = int(tensor.shape[-1]) if len(tensor.shape) > 1 else 0
+        elif name.startswith("output_norm"):
+            norm += size
+    layers = tuple(blocks[i] for i in sorted(blocks))
+    kv_total = n_ctx_total * kv_bytes_per_token
+    kv_per_layer = kv_total // max(1, len(layers))
+    graph = n_ubatch * n_vocab * 4 + kv_total // 6
+    proj = projector.stat().st_size if projector is not None else 0
+    return ModelSizes(layers, norm + (output or embd), kv_per_layer, graph, proj)

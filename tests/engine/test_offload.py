@@ -1,0 +1,80 @@
+"""The GPU offload policy (``engine.offload``) against fake device lists, with Ollama's decisions
+as the reference (``llm/memory.go``, ``server/sched.go``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cllm_ollama.engine.offload import DEVICE_RESERVE, Device, ModelSizes, fit, model_sizes
+from cllm_ollama.testing.ggufs import write_qwen3
+
+MIB = 1 << 20
+GIB = 1 << 30
+# A 7B-like model: 32 blocks of 200 MiB, a 500 MiB output layer, 16 MiB of KV per layer, a
+# 300 MiB compute graph: 7.2 GiB of parts, about 7.9 GiB with the graph and the device's reserve.
+SEVEN_B = ModelSizes(layers=(200 * MIB,) * 32, output=500 * MIB, kv_per_layer=16 * MIB, graph=300 * MIB)
+
+
+def test_no_gpu_keeps_everything_on_the_cpu() -> None:
+    placed = fit([], SEVEN_B)
+    assert placed.n_gpu_layers == 0 and placed.processor() == "100% CPU"
+    assert placed.cpu_bytes == 32 * 216 * MIB + 500 * MIB
+
+
+def test_a_gpu_that_holds_the_model_takes_every_layer_and_the_output() -> None:
+    placed = fit([Device("CUDA0", 24 * GIB)], SEVEN_B)
+    assert placed.n_gpu_layers == 33 and placed.per_device == (33,) and placed.processor() == "100% GPU"
+    assert placed.device_bytes == (DEVICE_RESERVE + 300 * MIB + 32 * 216 * MIB + 500 * MIB,)
+
+
+def test_a_smaller_gpu_takes_what_fits_and_the_cpu_the_rest() -> None:
+    placed = fit([Device("CUDA0", 4 * GIB)], SEVEN_B)
+    # (4096 - 457 - 300) MiB hold 15 layers of 216 MiB.
+    assert placed.n_gpu_layers == 15 and placed.cpu_bytes == 17 * 216 * MIB + 500 * MIB
+    gpu = sum(placed.device_bytes)
+    share = round(100 * gpu / (gpu + placed.cpu_bytes))
+    assert 0 < share < 100 and placed.processor() == f"{100 - share}%/{share}% CPU/GPU"
+
+
+def test_the_gpu_overhead_is_kept_free() -> None:
+    plain = fit([Device("CUDA0", 4 * GIB)], SEVEN_B)
+    less = fit([Device("CUDA0", 4 * GIB)], SEVEN_B, overhead=1 * GIB)
+    assert less.n_gpu_layers == plain.n_gpu_layers - 5  # 1024 MiB / 216 MiB
+
+
+def test_a_gpu_too_small_for_the_graph_and_two_layers_gets_nothing() -> None:
+    placed = fit([Device("CUDA0", 1 * GIB)], SEVEN_B)
+    assert placed.n_gpu_layers == 0 and placed.processor() == "100% CPU"
+
+
+@pytest.mark.parametrize("num_gpu", [0, 5, 33, 99])
+def test_num_gpu_gives_exactly_that_many_layers_whatever_the_memory(num_gpu: int) -> None:
+    placed = fit([Device("CUDA0", 1 * GIB)], SEVEN_B, num_gpu=num_gpu)
+    assert placed.n_gpu_layers == min(num_gpu, 33)
+
+
+def test_two_gpus_one_of_which_holds_the_model_use_that_one_alone() -> None:
+    placed = fit([Device("CUDA0", 6 * GIB), Device("CUDA1", 12 * GIB)], SEVEN_B)
+    assert placed.per_device == (0, 33) and placed.processor() == "100% GPU"
+
+
+def test_a_model_no_single_gpu_holds_is_split_by_layer_count() -> None:
+    placed = fit([Device("CUDA0", 5 * GIB), Device("CUDA1", 5 * GIB)], SEVEN_B)
+    assert placed.n_gpu_layers == 33 and all(n > 10 for n in placed.per_device)
+    assert sum(placed.tensor_split) == pytest.approx(1.0)
+
+
+def test_sched_spread_uses_every_gpu_even_where_one_would_do() -> None:
+    placed = fit([Device("CUDA0", 24 * GIB), Device("CUDA1", 24 * GIB)], SEVEN_B, spread=True)
+    assert placed.per_device == (17, 16)
+
+
+def test_sizes_come_from_the_gguf_tensor_table(tmp_path: Path) -> None:
+    path = write_qwen3(tmp_path / "m.gguf")
+    sizes = model_sizes(path, n_ctx_total=1024, kv_bytes_per_token=4096, n_ubatch=512)
+    assert sizes.n_layers >= 1 and all(layer > 0 for layer in sizes.layers) and sizes.output > 0
+    assert sizes.kv_per_layer * sizes.n_layers == pytest.approx(1024 * 4096, abs=sizes.n_layers)
+    total = sum(sizes.layers) + sizes.output
+    assert total <= path.stat().st_size
