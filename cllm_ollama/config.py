@@ -153,6 +153,21 @@ def _env_body_size(text: str | None) -> int:
         raise ConfigError(f"invalid MAX_BODY_SIZE: {text!r} is not a number of bytes") from exc
 
 
+def _env_gpu_overhead(text: str | None) -> int:
+    """OLLAMA_GPU_OVERHEAD: bytes kept free on each GPU; as Ollama, a value that is no unsigned
+    integer is a warning and 0."""
+    if text is None:
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        log.warning("invalid GPU_OVERHEAD %r: using 0", text)
+        return 0
+    return value
+
+
 def _env_timeout(name: str, text: str | None, default: float) -> float:
     """Seconds, or a Go duration ("500ms"); it must be positive."""
     if text is None:
@@ -302,6 +317,10 @@ class Settings:
     # CLLM_DETERMINISTIC: batch-invariant decoding for every model (engine/invariance.py): a request's
     # tokens are bitwise the same whatever shares its steps, cold or cached; prefill ~30% slower.
     deterministic: bool = False
+    # OLLAMA_GPU_OVERHEAD (bytes kept free on each GPU) and OLLAMA_SCHED_SPREAD (a model over every
+    # GPU even where one holds it), as Ollama reads them: engine/offload.py fits layers with them.
+    gpu_overhead: int = 0
+    sched_spread: bool = False
     # Catalog names (qwen3:0.6b...) from Ollama's registry first, the Hugging Face Hub if it lacks them.
     prefer_registry: bool = False
     debug: bool = False
@@ -377,5 +396,7 @@ class Settings:
             kv_cache_type=_env_kv_cache_type(get("KV_CACHE_TYPE")),
             flash_attention=_env_flash_attention(get("FLASH_ATTENTION")),
             deterministic=(deterministic := get("DETERMINISTIC")) is not None and _go_bool(deterministic),
+            gpu_overhead=_env_gpu_overhead(get("GPU_OVERHEAD")),
+            sched_spread=(spread := get("SCHED_SPREAD")) is not None and _go_bool(spread),
             prefer_registry=prefer_registry is not None and _go_bool(prefer_registry),
         )

@@ -60,3 +60,14 @@ def test_a_value_that_is_no_integer_is_refused() -> None:
 def test_a_too_long_prompt_grows_the_context_unless_one_was_set(env: dict[str, str], grow: int) -> None:
     assert Settings.from_env(env).context_grow == grow
     assert Settings().context_grow == 0  # settings built in code choose their contexts
+
+
+def test_gpu_overhead_and_sched_spread_are_read_as_ollama_reads_them(caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings.from_env({"OLLAMA_GPU_OVERHEAD": "1073741824", "OLLAMA_SCHED_SPREAD": "1"})
+    assert settings.gpu_overhead == 1 << 30 and settings.sched_spread
+    assert Settings.from_env({}).gpu_overhead == 0 and not Settings.from_env({}).sched_spread
+    # A value that is no unsigned integer: Ollama warns and uses 0.
+    assert Settings.from_env({"OLLAMA_GPU_OVERHEAD": "1GB"}).gpu_overhead == 0
+    assert "GPU_OVERHEAD" in caplog.text
+    assert Settings.from_env({"CLLM_DETERMINISTIC": "true"}).deterministic
+    assert not Settings.from_env({"CLLM_DETERMINISTIC": "0"}).deterministic

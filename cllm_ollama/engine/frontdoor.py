@@ -64,6 +64,9 @@ class LoadSpec:
     # Batch-invariant decoding (``invariance``): no weight repacking, steps shaped so that every
     # token takes the same llama.cpp kernels whatever else is in the batch.
     deterministic: bool = False
+    # Bytes kept free on each GPU, and whether a model spreads over every GPU (engine/offload.py).
+    gpu_overhead: int = 0
+    sched_spread: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LoadSpec:
@@ -81,6 +84,8 @@ class LoadSpec:
             kv_cache_type=settings.kv_cache_type,
             flash_attention=settings.flash_attention,
             deterministic=settings.deterministic,
+            gpu_overhead=settings.gpu_overhead,
+            sched_spread=settings.sched_spread,
         )
 
 

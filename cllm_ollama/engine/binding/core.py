@@ -122,10 +122,18 @@ class Model:
     """Weights and vocabulary of one GGUF file."""
 
     def __init__(
-        self, path: Path, *, n_gpu_layers: int = -1, use_mmap: bool = True, batch_invariant: bool = False
+        self,
+        path: Path,
+        *,
+        n_gpu_layers: int = -1,
+        use_mmap: bool = True,
+        batch_invariant: bool = False,
+        tensor_split: Sequence[float] = (),
     ) -> None:
         """``batch_invariant`` keeps the weights as stored: llama.cpp's repacked CPU layouts compute
-        a batch's rows in groups of four and the rest one by one, each rounding differently."""
+        a batch's rows in groups of four and the rest one by one, each rounding differently.
+        ``tensor_split``: the share of the offloaded layers each GPU takes (empty: llama.cpp's
+        own split, by free memory)."""
         _init()
         if batch_invariant:
             batch_invariant_kernels()
@@ -135,6 +143,9 @@ class Model:
             n_gpu_layers = 999 if ll.llama_supports_gpu_offload() else 0
         params.n_gpu_layers = n_gpu_layers
         params.use_mmap = use_mmap
+        if tensor_split:
+            split = (ctypes.c_float * ll.llama_max_devices())(*tensor_split)
+            params.tensor_split = split  # read during the load only
         ptr = ll.llama_model_load_from_file(str(path).encode(), params)
         if not ptr:
             raise EngineError(f"llama.cpp could not load model {path}")
@@ -278,6 +289,8 @@ def _ggml() -> ctypes.CDLL:
     lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
     lib.ggml_backend_dev_type.restype = ctypes.c_int
     lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_name.restype = ctypes.c_char_p
+    lib.ggml_backend_dev_name.argtypes = [ctypes.c_void_p]
     size_p = ctypes.POINTER(ctypes.c_size_t)
     lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, size_p, size_p]
     lib.ggml_backend_dev_memory.restype = None
@@ -288,23 +301,30 @@ def _ggml() -> ctypes.CDLL:
 _GPU_DEVICE_TYPES = (1, 2)
 
 
-def gpu_free_memory() -> int | None:
-    """Free bytes over the GPUs llama.cpp offloads layers (and their KV cache) to; None without
-    one (a CPU build, or no device found): the KV cache then lives in host RAM."""
+def gpu_devices() -> list[tuple[str, int, int]]:
+    """The GPUs llama.cpp offloads to, in its order: (name, free bytes, total bytes). Empty for a
+    CPU build. The backends apply CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and
+    GGML_VK_VISIBLE_DEVICES themselves when they enumerate."""
     _init()
     try:
         lib = _ggml()
     except OSError:
-        return None
-    free_total, found = 0, False
+        return []
+    found = []
     for i in range(lib.ggml_backend_dev_count()):
         dev = lib.ggml_backend_dev_get(i)
         if lib.ggml_backend_dev_type(dev) in _GPU_DEVICE_TYPES:
             free, total = ctypes.c_size_t(), ctypes.c_size_t()
             lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
-            free_total += free.value
-            found = True
-    return free_total if found else None
+            found.append((lib.ggml_backend_dev_name(dev).decode(errors="replace"), free.value, total.value))
+    return found
+
+
+def gpu_free_memory() -> int | None:
+    """Free bytes over the GPUs llama.cpp offloads layers (and their KV cache) to; None without
+    one (a CPU build, or no device found): the KV cache then lives in host RAM."""
+    devices = gpu_devices()
+    return sum(free for _, free, _ in devices) if devices else None
 
 
 class Batch:
