@@ -48,6 +48,8 @@ MAGIC = b"CLLMKV01"
 _HEAD = struct.Struct("<8s32sIQ")  # magic, identity digest, n_tokens, payload bytes
 _SUM = 32  # blake2b digest size
 SUFFIX = ".kv"
+# A state being written: ``.tmp-<pid>-<thread>-<name>.part``, renamed to ``<name>.kv`` when whole.
+PART_GLOB = ".tmp-*.part"
 # States waiting for the writer, at most (they wait while the engine decodes): past it, a new
 # state is not written (the host-RAM tier may still hold it).
 MAX_PENDING_BYTES = 1 << 30
@@ -66,6 +68,25 @@ def weights_id(path: Path) -> str:
         return name
     st = path.stat()
     return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _writer_alive(part: Path) -> bool:
+    """Whether the writer named in a half-written file's name still runs (it may be writing it):
+    another process by its pid, this one by its thread (a restarted server in a container often
+    gets the pid its killed predecessor had)."""
+    try:
+        pid, thread = (int(field) for field in part.name.split("-")[1:3])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return any(t.ident == thread for t in threading.enumerate())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _token_bytes(tokens: Sequence[int]) -> bytes:
@@ -116,6 +137,7 @@ class DiskCache:
         self._idle = threading.Event()  # the engine has nothing to decode: the writer may run
         self._idle.set()
         self._usable = True
+        self._unwritable = False  # said once: the directory cannot be written (read-only, full)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._scan()
@@ -189,11 +211,16 @@ class DiskCache:
                     self.index.remove(entry)
 
     def _scan(self) -> None:
-        """Index the files a previous run left (headers and tokens only; payloads are checked on read)."""
+        """Index the files a previous run left (headers and tokens only; payloads are checked on
+        read), and remove the half-written ones of a process that is gone (killed during a save)."""
+        for sub in (d for d in self.root.iterdir() if d.is_dir()):
+            for part in sub.glob(PART_GLOB):
+                if not _writer_alive(part):
+                    self._unlink(part)
         for path in sorted(self.dir.glob("*" + SUFFIX), key=lambda p: p.stat().st_mtime_ns):
             tokens = self._read_head(path)
             if tokens is None:
-                path.unlink(missing_ok=True)
+                self._unlink(path)
             else:
                 self.index.add(tokens, path, path.stat().st_size)
 
@@ -230,7 +257,7 @@ class DiskCache:
                         assert job.done is not None
                         job.done(data)
                     case "remove":
-                        job.path.unlink(missing_ok=True)
+                        self._unlink(job.path)
             except Exception:  # the IO thread must not die: a failed job is a miss
                 log.exception("prompt cache IO failed on %s", job.path)
                 if job.kind == "read" and job.done is not None:
@@ -266,7 +293,7 @@ class DiskCache:
                 f.write(check.digest())
             os.replace(tmp, path)
         except OSError as exc:  # a full disk, a read-only directory: the request is not failed
-            log.warning("could not write a prompt state to %s: %s", self.dir, exc)
+            self._cannot_write(exc)
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             self._gone.append(path)
@@ -327,12 +354,27 @@ class DiskCache:
 
     def _bad(self, path: Path, why: str) -> bytearray | None:
         log.warning("prompt state %s is unusable (%s): computing the prompt instead", path.name, why)
-        path.unlink(missing_ok=True)
+        self._unlink(path)
         return None
+
+    def _unlink(self, path: Path) -> None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            self._cannot_write(exc)
+
+    def _cannot_write(self, exc: OSError) -> None:
+        """A write or removal failed (a read-only folder, a full disk): said once, not per file."""
+        if not self._unwritable:
+            self._unwritable = True
+            log.warning(
+                "the prompt cache folder %s cannot be written (%s): states are not kept on disk", self.root, exc
+            )
 
     def _keep_limit(self, just_written: Path) -> None:
         """Remove the least recently used files (any identity) until the total fits the limit."""
         files: list[tuple[int, int, Path]] = []
+        writing = 0  # states other writers are writing now: they count, and are not ours to remove
         for sub in self.root.iterdir():
             if not sub.is_dir():
                 continue
@@ -340,7 +382,10 @@ class DiskCache:
                 with contextlib.suppress(OSError):
                     st = path.stat()
                     files.append((st.st_mtime_ns, st.st_size, path))
-        total = sum(size for _, size, _ in files)
+            for part in sub.glob(PART_GLOB):
+                with contextlib.suppress(OSError):
+                    writing += part.stat().st_size
+        total = writing + sum(size for _, size, _ in files)
         for _, size, path in sorted(files):
             if total <= self.limit_bytes:
                 break

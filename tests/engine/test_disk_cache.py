@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import os
 import queue
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -186,3 +188,61 @@ def test_models_made_from_the_same_weights_share_an_identity(tmp_path: Path) -> 
     plain = tmp_path / "model.gguf"
     plain.write_bytes(b"weights")
     assert weights_id(plain) != weights_id(blob)
+
+
+def test_half_written_states_of_a_killed_writer_are_removed_at_start(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no process has now
+    folder = tmp_path / ME.hex()[:32]
+    folder.mkdir(parents=True)
+    dead_process = folder / f".tmp-{gone.pid}-1-aaaa.part"
+    dead_thread = folder / f".tmp-{os.getpid()}-1-bbbb.part"  # this pid, by a predecessor (a container)
+    writing = folder / f".tmp-{os.getpid()}-{threading.get_ident()}-cccc.part"  # a live writer's
+    for path in (dead_process, dead_thread, writing):
+        path.write_bytes(bytes(100))
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    try:
+        assert not dead_process.exists() and not dead_thread.exists() and writing.exists()
+    finally:
+        cache.close()
+
+
+def test_states_being_written_count_against_the_limit(tmp_path: Path) -> None:
+    file_size = disk_cache._HEAD.size + 8 * 64 + PAYLOAD + disk_cache._SUM
+    limit = 3 * file_size
+    cache = DiskCache(tmp_path, ME, limit, 32)
+    try:
+        for i in range(2):
+            cache.save(tokens(1000 * i), state(i))
+        cache = reopen(cache, limit)
+        # Another writer's state in progress takes the room of one file and a half.
+        (cache.dir / f".tmp-{os.getpid()}-{threading.get_ident()}-dddd.part").write_bytes(bytes(file_size * 3 // 2))
+        cache.save(tokens(2000), state(2))
+        cache = reopen(cache, limit)
+        on_disk = sum(p.stat().st_size for p in cache.dir.iterdir())
+        assert on_disk <= limit and read(cache, tokens(0)) is None and read(cache, tokens(2000)) == state(2)
+    finally:
+        cache.close()
+
+
+def test_a_folder_that_cannot_be_written_is_said_once_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    cache.save(tokens(0), state(1))
+    cache.close()
+    (cache.dir / "0123.kv").write_bytes(b"not a state")  # removed at the next start, if it can be
+
+    def read_only(self: Path, missing_ok: bool = False) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(Path, "unlink", read_only)
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    try:
+        cache.save(tokens(0, 128), state(2))  # supersedes the first: its removal fails too
+        cache = reopen(cache)
+    finally:
+        cache.close()
+    said = [r for r in caplog.records if "cannot be written" in r.getMessage()]
+    assert len(said) <= 2 and all(r.exc_info is None for r in caplog.records)  # once per DiskCache opened
+    assert said and "Read-only file system" in said[0].getMessage()
