@@ -17,6 +17,7 @@ import httpx
 import uvicorn
 
 from .. import OLLAMA_COMPAT_VERSION, __version__
+from ..api.middleware.auth import AccessLogRedaction
 from ..api.middleware.shutdown import Drain
 from ..app import create_app
 from ..config import ConfigError, Settings
@@ -120,6 +121,8 @@ def serve_command() -> None:
         port=settings.host.port,
         timeout_graceful_shutdown=int(settings.shutdown_grace) + 5,
     )
+    # After uvicorn configured its loggers: a key sent as ?key= never reaches the access log.
+    logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
     _Server(config, app.state.drain).run()
 
 

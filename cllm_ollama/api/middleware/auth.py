@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import re
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -39,6 +41,28 @@ _WRONG = {
     "openai": "Incorrect API key provided.",
     "anthropic": "invalid x-api-key",
 }
+
+
+# Query parameters that carry credentials (a key refused in a query string is still in the URL).
+_SECRET_PARAM = re.compile(
+    r"(?i)([?&](?:key|api[-_]?key|x-api-key|token|access[-_]token|auth|password|secret|sig|signature)=)[^&#]*"
+)
+
+
+def redact_query(path: str) -> str:
+    """``path`` with the values of credential-carrying query parameters replaced by ``***``."""
+    return _SECRET_PARAM.sub(r"\1***", path) if "?" in path else path
+
+
+class AccessLogRedaction(logging.Filter):
+    """uvicorn's access log line without the credentials a client put in a query string."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        # uvicorn's access record: (client, method, path with query, HTTP version, status).
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            record.args = (*args[:2], redact_query(args[2]), *args[3:])
+        return True
 
 
 def _digest(key: bytes) -> bytes:

@@ -1,0 +1,63 @@
+"""No credential reaches a log line: a key a client sent in a query string (refused, as keys go in
+headers) is redacted in uvicorn's access log of the real ``cllm serve``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from cllm_ollama.api.middleware.auth import AccessLogRedaction, redact_query
+
+SECRET = "sk-query-9f3a"
+
+
+def test_credential_parameters_are_redacted_and_others_kept() -> None:
+    assert redact_query(f"/api/tags?key={SECRET}") == "/api/tags?key=***"
+    assert redact_query(f"/v1/models?a=1&API_KEY={SECRET}&b=2") == "/v1/models?a=1&API_KEY=***&b=2"
+    assert redact_query(f"/x?access_token={SECRET}#frag") == "/x?access_token=***#frag"
+    assert redact_query("/api/tags?monkey=1&keys=2") == "/api/tags?monkey=1&keys=2"
+    record = logging.LogRecord(
+        "uvicorn.access", 20, "", 0, '%s - "%s %s HTTP/%s" %d', ("c", "GET", f"/?key={SECRET}", "1.1", 401), None
+    )
+    assert AccessLogRedaction().filter(record) and SECRET not in record.getMessage()
+
+
+def test_the_served_access_log_never_holds_a_query_key(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OLLAMA_", "CLLM_"))}
+    env |= {"OLLAMA_HOST": f"127.0.0.1:{port}", "OLLAMA_MODELS": str(tmp_path / "models"), "CLLM_API_KEY": "right"}
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from cllm_ollama.cli.main import main; main()", "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url, timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        assert httpx.get(f"{url}/api/tags?key={SECRET}", timeout=10).status_code == 401
+        assert httpx.get(f"{url}/api/tags", headers={"Authorization": "Bearer right"}, timeout=10).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    text = log.read_text()
+    assert "/api/tags?key=*** HTTP/1.1" in text and SECRET not in text
