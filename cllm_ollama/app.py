@@ -17,6 +17,7 @@ from .api.middleware.limits import BodyLimit
 from .api.middleware.metrics import RequestCounter, ServerMetrics
 from .api.middleware.shutdown import Drain, DrainMiddleware
 from .api.routes import ROUTES
+from .chatformat import jinja_workers
 from .config import Settings
 from .engine.frontdoor import LoadSpec
 from .engine.pool import ModelPool
@@ -43,7 +44,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             yield
         finally:
-            await app.state.pool.close()
+            try:
+                await app.state.pool.close()
+            finally:
+                # The render workers are the server's too: they stop with it.
+                await run_in_threadpool(jinja_workers.close_workers)
 
     drain = Drain(settings.shutdown_grace)
     metrics = ServerMetrics(lambda: getattr(app.state, "pool", None))

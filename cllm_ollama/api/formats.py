@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from ..engine.grammar import JSON_GRAMMAR, json_schema_grammar
 from ..errors import CllmError, InvalidRequest
-from .wire import go_quote
+from ..gostrconv import go_quote
 
 # Largest count a schema may ask for (maxLength, maxItems, ...): the converter spells a bound of
 # N as N nested groups; llama.cpp refuses more than ~2000 of them and its recursive parser

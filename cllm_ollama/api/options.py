@@ -12,7 +12,8 @@ from typing import Any
 from ..config import ConfigError, parse_keep_alive
 from ..engine.request import SamplingParams
 from ..errors import CllmError, InvalidRequest
-from .wire import go_quote, go_type
+from ..gostrconv import go_quote
+from .wire import go_type
 
 _INT, _FLOAT, _BOOL, _STRINGS = "integer", "float32", "boolean", "array"
 

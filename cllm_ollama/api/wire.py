@@ -1,4 +1,4 @@
-"""Small pieces of Ollama's wire format shared by the handlers: Go's decode error and quoting, timestamps,
+"""Small pieces of Ollama's wire format shared by the handlers: Go's decode error, timestamps,
 tool calls, images."""
 
 from __future__ import annotations
@@ -13,27 +13,6 @@ from .images import Base64Error, b64decode_go
 
 _GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
 _GO_INTS = ("int", "int32", "int64")
-_GO_ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t", "\v": r"\v"}
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` (strconv.Quote), for error strings clients compare byte for byte."""
-    out = ['"']
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
 
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits

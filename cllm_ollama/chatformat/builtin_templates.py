@@ -59,12 +59,18 @@ PHI3 = (
 _BY_FAMILY = {"chatml": CHATML, "llama3": LLAMA3, "gemma": GEMMA, "mistral": MISTRAL, "phi3": PHI3}
 
 
-def builtin_template(info: GGUFInfo | None) -> str:
-    """The family's format for a GGUF without a chat template: its special tokens decide, then its
-    architecture (``model_families.builtin_family``)."""
+def builtin_name(info: GGUFInfo | None) -> str:
+    """The family whose format a GGUF without a chat template gets: its special tokens decide, then
+    its architecture (``model_families.builtin_family``); ChatML without either. Named apart from
+    the template so that a log line can say which one is used."""
     if info is None:
-        return CHATML
-    return _BY_FAMILY[builtin_family(info.chat_markers, info.architecture)]
+        return "chatml"
+    return builtin_family(info.chat_markers, info.architecture)
+
+
+def builtin_template(info: GGUFInfo | None) -> str:
+    """The family's format for a GGUF without a chat template (``builtin_name`` says which)."""
+    return _BY_FAMILY[builtin_name(info)]
 
 
 def template_in_use(record_template: str | None, info: GGUFInfo | None) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..model_families import parser_family
-from .parsers import BufferedParser, Delta, OutputParser, _held, prompt_opens_thinking, tool_format_for_template
+from .parsers import BufferedParser, Delta, OutputParser, hold_back, prompt_opens_thinking, tool_format_for_template
 
 
 class StreamParser(Protocol):
@@ -155,9 +155,8 @@ class BlockTools(BufferedParser):
                 self._buf = self._buf[start + len(self._open) :]
                 self._in_block = True
                 continue
-            keep = 0 if final else _held(self._buf, self._open)
-            out.content += self._buf[: len(self._buf) - keep]
-            self._buf = self._buf[len(self._buf) - keep :]
+            ready, self._buf = hold_back(self._buf, self._open, final=final)
+            out.content += ready
             return out
 
 
@@ -274,9 +273,8 @@ class Harmony(BufferedParser):
                 self._end_message(out)
                 self._started = True
                 continue
-            keep = 0 if final else max(_held(buf, m) for m in _HARMONY_MARKS)
-            self._emit(out, buf[: len(buf) - keep])
-            self._buf = buf[len(buf) - keep :]
+            ready, self._buf = hold_back(buf, *_HARMONY_MARKS, final=final)
+            self._emit(out, ready)
             if final:
                 self._end_message(out)
             return out

@@ -18,14 +18,6 @@ from ..errors import CllmError, InvalidRequest
 from .parsers import OutputParser
 from .render_budget import PromptTooLong
 
-# For GGUFs without a chat template: transformers' old default, ChatML.
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
-
 
 class _GenerationTag(Extension):
     """``{% generation %}…{% endgeneration %}``: transformers marks assistant text with it; here it

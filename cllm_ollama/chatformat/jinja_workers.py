@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from ..errors import CllmError, InvalidRequest
 from .jinja import render_chat
@@ -47,7 +47,7 @@ def _encode(obj: object) -> bytes:
     return _HEADER.pack(len(data)) + data
 
 
-def _read_exact(stream: BinaryIO, n: int) -> bytes:
+def _read_exact(stream: IO[bytes], n: int) -> bytes:
     data = bytearray()
     while len(data) < n:
         chunk = stream.read(n - len(data))
@@ -57,7 +57,7 @@ def _read_exact(stream: BinaryIO, n: int) -> bytes:
     return bytes(data)
 
 
-def _read_message(stream: BinaryIO) -> Any:
+def _read_message(stream: IO[bytes]) -> Any:
     (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
     return json.loads(_read_exact(stream, size).decode("utf-8", "surrogatepass"))
 
@@ -70,8 +70,8 @@ class _Worker:
             [sys.executable, "-c", _WORKER_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin: BinaryIO = self.proc.stdin
-        self.stdout: BinaryIO = self.proc.stdout
+        self.stdin: IO[bytes] = self.proc.stdin
+        self.stdout: IO[bytes] = self.proc.stdout
         self.poller = select.poll()
         self.poller.register(self.stdout.fileno(), select.POLLIN)
         self.dead = False
@@ -137,6 +137,8 @@ class RenderPool:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self.busy = 0  # sessions holding a worker
+        # Counts ``close`` calls: a worker taken before the last one is stopped when given back.
+        self._closes = 0
 
     @contextmanager
     def session(
@@ -149,6 +151,7 @@ class RenderPool:
             worker = self._take()
             with self._lock:
                 self.busy += 1
+                closes = self._closes
             try:
                 worker.send(
                     {
@@ -163,8 +166,11 @@ class RenderPool:
             finally:
                 with self._lock:
                     self.busy -= 1
-                    if not worker.dead:
+                    keep = not worker.dead and closes == self._closes
+                    if keep:
                         self._idle.append(worker)
+                if not keep and not worker.dead:  # the pool was closed while it rendered
+                    worker.kill()
         finally:
             self._slots.release()
 
@@ -185,15 +191,30 @@ class RenderPool:
                 self._idle.append(started)
         return worker or _Worker()
 
+    def pids(self) -> list[int]:
+        """The idle workers' process ids: what ``close`` stops now."""
+        with self._lock:
+            return [worker.proc.pid for worker in self._idle]
+
     def close(self) -> None:
-        """Stop the idle workers (busy ones stop when their parent exits: their stdin closes)."""
+        """Stop the idle workers now, and the busy ones as their sessions end. The pool stays
+        usable: a later session starts fresh workers."""
         with self._lock:
             idle, self._idle = self._idle, []
+            self._closes += 1
         for worker in idle:
             worker.kill()
 
 
+# The server's workers, shared by every model's renders; the app's lifespan closes them
+# (``close_workers``) when the server stops.
 POOL = RenderPool()
+
+
+def close_workers() -> None:
+    """Stop the shared pool's workers: its owner, the app's lifespan, calls this at shutdown, so that
+    no render worker outlives the server that started it (nor idles on between test apps)."""
+    POOL.close()
 
 
 def serve() -> None:

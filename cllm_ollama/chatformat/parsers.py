@@ -102,6 +102,16 @@ def _held(text: str, tag: str) -> int:
     return 0
 
 
+def hold_back(text: str, *marks: str, final: bool) -> tuple[str, str]:
+    """``text`` split into what can be emitted now and its longest end that could still grow into
+    one of ``marks`` (a tag, a call's opening), which waits for more text; at the end (``final``)
+    nothing waits. Every streaming parser holds back this way, and only this much."""
+    if final:
+        return text, ""
+    keep = max((_held(text, mark) for mark in marks), default=0)
+    return text[: len(text) - keep], text[len(text) - keep :]
+
+
 @dataclass
 class _JsonScan:
     """Where a call's JSON stands after the text so far, so that each feed scans only its own text.
@@ -313,9 +323,8 @@ class OutputParser(BufferedParser):
                 self._buf = buf[end + len(self._close) :]
                 self._state = _State.AFTER_THINK_WS
                 return True
-            keep = 0 if final else _held(buf, self._close)
-            out.thinking += buf[: len(buf) - keep]
-            self._buf = buf[len(buf) - keep :]
+            ready, self._buf = hold_back(buf, self._close, final=final)
+            out.thinking += ready
             return False
         if state is _State.LOOK_CALL:
             return self._look_call(final)
@@ -399,9 +408,8 @@ class OutputParser(BufferedParser):
             self._seen.append(buf[:end])
             self._end_call(out, end_tag, buf[end + len(end_tag) :])
             return True
-        keep = 0 if final else _held(buf, end_tag)
-        self._seen.append(buf[: len(buf) - keep])
-        self._buf = buf[len(buf) - keep :]
+        ready, self._buf = hold_back(buf, end_tag, final=final)
+        self._seen.append(ready)
         if final:
             out.content += self._lead + self._take_seen()
         return False
@@ -464,7 +472,6 @@ class OutputParser(BufferedParser):
             out.content += buf[:start]
             self._open_call(tag, buf[start + len(tag) :])
             return True
-        keep = 0 if final else _held(buf, tag)
-        out.content += buf[: len(buf) - keep]
-        self._buf = buf[len(buf) - keep :]
+        ready, self._buf = hold_back(buf, tag, final=final)
+        out.content += ready
         return False

@@ -4,6 +4,7 @@ remembered. ``render_queue`` runs renders in turn across models, on threads of t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 from ..errors import CllmError, RequestCanceled
 from ..store.gguf_info import GGUFInfo
 from . import jinja_workers
-from .builtin_templates import builtin_template
+from .builtin_templates import builtin_name, builtin_template
 from .gotemplate import TemplateError, render_ollama
 from .render_budget import PromptTooLong, RenderBudget, RenderTimeout
 
@@ -64,7 +65,7 @@ class Rendered:
     # Tokens of the whole conversation left out to fit the limit (its oldest turns); when the
     # whole was too long even to render, at least one (the count is then unknown).
     dropped: int = 0
-    # Token offsets where the prefix the client marked to keep ends (``chat_prompt``'s
+    # Token offsets where the prefix the client marked to keep ends (``ChatPrompt``'s
     # ``cache_ends``), ascending; none when turns were dropped.
     marks: tuple[int, ...] = ()
 
@@ -122,160 +123,217 @@ def _digest(*parts: Any) -> str:
     ).hexdigest()
 
 
-def chat_prompt(
-    model: PromptModel,
-    messages: list[dict[str, Any]],
-    *,
-    thinking: bool,
-    tools: list[dict[str, Any]] | None = None,
-    go_template: str | None = None,
-    think_set: bool = False,
-    think_level: str | None = None,
-    cache_ends: Sequence[int] = (),
-) -> Renderer:
-    """Render the prompt as Ollama does: with the model's Go template (its template layer, as
-    library models have) when it has one, else with the GGUF's own Jinja chat template (as
-    Ollama's llama-server mode does), else ChatML.
+# Renders the messages at the given indexes (all of them if None) into the prompt's text.
+TextRenderer = Callable[[list[int] | None], str]
 
-    A request's ``template`` replaces the model's; one that cannot be rendered is a 500, as in
-    Ollama. A model's Go template (its template layer, which takes precedence over the GGUF's, as
-    in Ollama) that cannot be rendered (beyond what gotemplate.py knows) falls back to the GGUF's
-    chat template, with a warning in the log; a GGUF with neither gets its family's built-in
-    template (``builtin_templates``). Over the limit, the oldest turns go first, keeping system
-    messages and the last message, as Ollama's chatPrompt does; what still does not fit is cut at
-    the token level later. A ``think`` level (low, medium, high) reaches Jinja templates as
-    ``reasoning_effort`` (gpt-oss's) and Go ones as ``.ThinkLevel``.
+
+class TurnDropper:
+    """One conversation rendered without its oldest turns, to find the fewest to drop for the
+    prompt to fit ``limit`` tokens. Each rendering is remembered, so that the bisection never
+    renders the same count twice.
+
+    ``droppable``: the indexes of the turns that may go, oldest first; ``count``: how many messages
+    there are; ``tokenize`` turns a rendering into the tokens counted against ``limit``.
+    """
+
+    def __init__(
+        self,
+        render_text: TextRenderer,
+        tokenize: Callable[[str], list[int]],
+        count: int,
+        droppable: Sequence[int],
+        limit: int | None,
+    ) -> None:
+        self._render_text = render_text
+        self._tokenize = tokenize
+        self._count = count
+        self._droppable = droppable
+        self._limit = limit
+        self._tried: dict[int, Rendered | None] = {}
+        self._lengths: dict[int, int] = {}  # tokens of each rendering, fitting or not
+
+    def without_oldest(self, n: int) -> Rendered | None:
+        """The prompt without the ``n`` oldest droppable turns; None if it does not fit ``limit``
+        and dropping more could still help (with none left to drop, it is returned anyway)."""
+        gone = set(self._droppable[:n])
+        last_resort = self._limit is None or n == len(self._droppable)
+        try:
+            text = self._render_text([i for i in range(self._count) if i not in gone] if n else None)
+        except PromptTooLong:
+            if last_resort:
+                raise
+            self._tried[n] = None
+            return None
+        tokens = self._tokenize(text)
+        self._lengths[n] = len(tokens)
+        fits = self._limit is None or len(tokens) < self._limit
+        self._tried[n] = Rendered(tokens, text) if fits or last_resort else None
+        return self._tried[n]
+
+    def fewest_dropped(self) -> Rendered:
+        """The prompt with the fewest oldest turns dropped that fits, for a conversation whose whole
+        did not. A turn less never makes the prompt longer, so they are found by bisection: O(log n)
+        renders of the conversation, where dropping one at a time was O(n)."""
+        low, high = 1, len(self._droppable)
+        while low < high:
+            mid = (low + high) // 2
+            if self.without_oldest(mid) is None:
+                low = mid + 1
+            else:
+                high = mid
+        rendered = self._tried.get(low) or self.without_oldest(low)
+        assert rendered is not None  # with every droppable turn gone, there is nothing left to try
+        return replace(rendered, dropped=max(1, self._lengths.get(0, 0) - len(rendered.tokens)))
+
+
+class ChatPrompt:
+    """A conversation's prompt, rendered as Ollama does: with the model's Go template (its template
+    layer, as library models have) when it has one, else with the GGUF's own Jinja chat template
+    (as Ollama's llama-server mode does), else its family's built-in template (``builtin_templates``).
+    Called with a loaded model's tokenizer, it is a ``Renderer``.
+
+    A request's ``go_template`` replaces the model's; one that cannot be rendered is a 500, as in
+    Ollama. A model's Go template that cannot be rendered (beyond what gotemplate knows) falls back
+    to the GGUF's chat template, or the built-in one, with a warning in the log. Over the limit, the
+    oldest turns go first, keeping system messages and the last message, as Ollama's chatPrompt
+    does; what still does not fit is cut at the token level later. A ``think_level`` (low, medium,
+    high) reaches Jinja templates as ``reasoning_effort`` (gpt-oss's) and Go ones as ``.ThinkLevel``.
 
     ``cache_ends`` marks prefixes the client asks to keep (Anthropic's ``cache_control``), each as
     the number of messages after its end; the rendered prompt carries their token offsets
     (``Rendered.marks``): the conversation rendered without those messages shares exactly that
     much with the whole (one more render and tokenization per mark, only when asked).
     """
-    levels = {"reasoning_effort": think_level} if think_level else {}
-    jinja = model.info.chat_template
-    from_request = go_template is not None
-    if go_template is None:
-        go_template = model.record.template or None
 
-    # The order turns are dropped in: oldest first, never a system message or the last message.
-    droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]
+    def __init__(
+        self,
+        model: PromptModel,
+        messages: list[dict[str, Any]],
+        *,
+        thinking: bool,
+        tools: list[dict[str, Any]] | None = None,
+        go_template: str | None = None,
+        think_set: bool = False,
+        think_level: str | None = None,
+        cache_ends: Sequence[int] = (),
+    ) -> None:
+        self.model = model
+        self.messages = messages
+        self.thinking = thinking
+        self.tools = tools
+        self.think_set = think_set
+        self.think_level = think_level
+        self.cache_ends = tuple(cache_ends)
+        self.jinja = model.info.chat_template
+        self.from_request = go_template is not None
+        self.go_template = go_template if go_template is not None else model.record.template or None
+        # The order turns are dropped in: oldest first, never a system message or the last message.
+        self.droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]
+
+    @property
+    def template(self) -> str:
+        """The template tried first: renders that timed out are remembered under it."""
+        if self.go_template is not None:
+            return self.go_template
+        return self.jinja or builtin_template(self.model.info)
+
+    def __call__(self, loaded: Tokenizer, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
+        """The prompt for ``loaded``, fitted to ``limit`` tokens, refused at once if the same render
+        already ran past this budget's timeout."""
+        budget = budget or RenderBudget()
+        template = self.template
+        key = ""
+        if TIMED_OUT.has(template):  # only then is the render worth a digest
+            key = self.render_key(loaded, limit)
+            if TIMED_OUT.exceeded(template, key, budget.timeout):
+                raise RenderTimeout(budget.timeout)
+        try:
+            return self.render_any(loaded, limit, budget)
+        except RenderTimeout:
+            TIMED_OUT.add(template, key or self.render_key(loaded, limit), budget.timeout)
+            name = self.model.full_name
+            log.warning("%s: its template ran past the render timeout; the same render is now refused", name)
+            raise
+
+    def render_key(self, loaded: Tokenizer, limit: int | None) -> str:
+        """A digest of everything the render depends on: two renders with one key are the same."""
+        model = self.model
+        variables = (self.tools, self.thinking, self.think_set, self.think_level, model.has("thinking"))
+        tokens = (loaded.bos_text, loaded.eos_text)
+        return _digest(self.go_template, self.jinja, self.messages, (*variables, *tokens), limit)
+
+    def render_any(self, loaded: Tokenizer, limit: int | None, budget: RenderBudget) -> Rendered:
+        """With the Go template if there is one, falling back to Jinja when the model's cannot be rendered."""
+        if self.go_template is None:
+            return self.fitted(loaded, limit, budget, use_go=False)
+        try:
+            return self.fitted(loaded, limit, budget, use_go=True)
+        except TemplateError as exc:
+            if self.from_request:
+                raise
+            _warn_fallback(self.model, self.go_template, exc)
+        return self.fitted(loaded, limit, budget, use_go=False)
+
+    def fitted(self, loaded: Tokenizer, limit: int | None, budget: RenderBudget, use_go: bool) -> Rendered:
+        """The whole conversation if it fits ``limit``, else without its fewest oldest turns that do."""
+        add_bos = use_go  # Go templates do not write BOS: the tokenizer adds it.
+
+        def tokenize(text: str) -> list[int]:
+            return loaded.tokenize(text, add_special=add_bos)
+
+        with self.text_renderer(loaded, budget, use_go) as render_text:
+            dropper = TurnDropper(render_text, tokenize, len(self.messages), self.droppable, limit)
+            whole = dropper.without_oldest(0)
+            if whole is None:
+                return dropper.fewest_dropped()
+            if self.cache_ends:
+                return replace(whole, marks=self.marks(whole.tokens, render_text, tokenize))
+            return whole
 
     @contextmanager
-    def text_renderer(
-        loaded: Tokenizer, budget: RenderBudget, use_go: bool
-    ) -> Iterator[Callable[[list[int] | None], str]]:
-        """Renders the messages at the given indexes (all if None) under ``budget``."""
+    def text_renderer(self, loaded: Tokenizer, budget: RenderBudget, use_go: bool) -> Iterator[TextRenderer]:
+        """Renders of the messages under ``budget``: Go templates in this thread, Jinja ones on a
+        render worker held for as long as the context is (``jinja_workers``)."""
         if use_go:
-            assert go_template is not None
-            template = go_template
-
-            def render_go(keep: list[int] | None) -> str:
-                kept = messages if keep is None else [messages[i] for i in keep]
-                return render_ollama(
-                    template,
-                    kept,
-                    tools=tools,
-                    think=thinking,
-                    think_level=think_level or "",
-                    think_set=think_set,
-                    budget=budget,
-                )
-
-            yield render_go
+            yield functools.partial(self.render_go, budget)
             return
+        levels = {"reasoning_effort": self.think_level} if self.think_level else {}
         with jinja_workers.POOL.session(
-            jinja or builtin_template(model.info),
-            messages,
+            self.jinja or builtin_template(self.model.info),
+            self.messages,
             budget,
-            tools=tools,
-            enable_thinking=thinking if model.has("thinking") else None,
+            tools=self.tools,
+            enable_thinking=self.thinking if self.model.has("thinking") else None,
             bos_token=loaded.bos_text,
             eos_token=loaded.eos_text,
             **levels,
         ) as session:
             yield session.render
 
-    def render(loaded: Tokenizer, limit: int | None, budget: RenderBudget | None = None) -> Rendered:
-        budget = budget or RenderBudget()
-        template = go_template if go_template is not None else jinja or builtin_template(model.info)
-        key = ""
-        if TIMED_OUT.has(template):  # only then is the render worth a digest
-            key = render_key(loaded, limit)
-            if TIMED_OUT.exceeded(template, key, budget.timeout):
-                raise RenderTimeout(budget.timeout)
-        try:
-            return render_any(loaded, limit, budget)
-        except RenderTimeout:
-            TIMED_OUT.add(template, key or render_key(loaded, limit), budget.timeout)
-            log.warning("%s: its template ran past the render timeout; the same render is now refused", model.full_name)
-            raise
-
-    def render_key(loaded: Tokenizer, limit: int | None) -> str:
-        variables = (tools, thinking, think_set, think_level, model.has("thinking"), loaded.bos_text, loaded.eos_text)
-        return _digest(go_template, jinja, messages, variables, limit)
-
-    def render_any(loaded: Tokenizer, limit: int | None, budget: RenderBudget) -> Rendered:
-        if go_template is None:
-            return fitted(loaded, limit, budget, use_go=False)
-        try:
-            return fitted(loaded, limit, budget, use_go=True)
-        except TemplateError as exc:
-            if from_request:
-                raise
-            _warn_fallback(model, go_template, exc)
-        return fitted(loaded, limit, budget, use_go=False)
-
-    def fitted(loaded: Tokenizer, limit: int | None, budget: RenderBudget, use_go: bool) -> Rendered:
-        # Go templates do not write BOS: the tokenizer adds it.
-        add_bos = use_go
-        with text_renderer(loaded, budget, use_go) as render_text:
-            tried: dict[int, Rendered | None] = {}
-            lengths: dict[int, int] = {}  # tokens of each rendering, fitting or not
-
-            def without_oldest(n: int) -> Rendered | None:
-                """The prompt without the ``n`` oldest droppable turns; None if it does not fit
-                ``limit`` and dropping more could still help."""
-                gone = set(droppable[:n])
-                last_resort = limit is None or n == len(droppable)
-                try:
-                    text = render_text([i for i in range(len(messages)) if i not in gone] if n else None)
-                except PromptTooLong:
-                    if last_resort:
-                        raise
-                    tried[n] = None
-                    return None
-                tokens = loaded.tokenize(text, add_special=add_bos)
-                lengths[n] = len(tokens)
-                fits = limit is None or len(tokens) < limit
-                tried[n] = Rendered(tokens, text) if fits or last_resort else None
-                return tried[n]
-
-            if (whole := without_oldest(0)) is not None:
-                if cache_ends:
-                    return replace(whole, marks=marks(whole.tokens, render_text, loaded, add_bos))
-                return whole
-            # A turn less never makes the prompt longer, so the fewest turns to drop are found by
-            # bisection: O(log n) renders of the conversation, where dropping one at a time was O(n).
-            low, high = 1, len(droppable)
-            while low < high:
-                mid = (low + high) // 2
-                if without_oldest(mid) is None:
-                    low = mid + 1
-                else:
-                    high = mid
-            rendered = tried.get(low) or without_oldest(low)
-            assert rendered is not None  # with every droppable turn gone, there is nothing left to try
-            return replace(rendered, dropped=max(1, lengths.get(0, 0) - len(rendered.tokens)))
+    def render_go(self, budget: RenderBudget, keep: list[int] | None) -> str:
+        """The messages at ``keep`` (all if None) rendered with the Go template."""
+        assert self.go_template is not None
+        kept = self.messages if keep is None else [self.messages[i] for i in keep]
+        return render_ollama(
+            self.go_template,
+            kept,
+            tools=self.tools,
+            think=self.thinking,
+            think_level=self.think_level or "",
+            think_set=self.think_set,
+            budget=budget,
+        )
 
     def marks(
-        tokens: list[int], render_text: Callable[[list[int] | None], str], loaded: Tokenizer, add_bos: bool
+        self, tokens: list[int], render_text: TextRenderer, tokenize: Callable[[str], list[int]]
     ) -> tuple[int, ...]:
         """Where each of ``cache_ends``' prefixes ends in ``tokens`` (the whole prompt). A mark the
         template cannot render alone (some refuse a conversation without a user turn) is left out."""
         found: set[int] = set()
-        for after in cache_ends:
-            kept = len(messages) - after
-            if not 0 <= kept <= len(messages):
+        count = len(self.messages)
+        for after in self.cache_ends:
+            kept = count - after
+            if not 0 <= kept <= count:
                 continue
             if after == 0:  # the last message: its end is the prompt's (before the reply's header)
                 found.add(len(tokens))
@@ -288,10 +346,8 @@ def chat_prompt(
                 log.debug("cache breakpoint %d messages from the end not rendered: %s", after, exc)
                 continue
             # commonprefix compares any sequences element by element (here token lists), in C.
-            found.add(len(os.path.commonprefix([tokens, loaded.tokenize(text, add_special=add_bos)])))  # noqa: RUF071
+            found.add(len(os.path.commonprefix([tokens, tokenize(text)])))  # noqa: RUF071
         return tuple(sorted(n for n in found if n > 0))
-
-    return render
 
 
 def _warn_fallback(model: PromptModel, template: str, exc: TemplateError) -> None:
@@ -300,5 +356,8 @@ def _warn_fallback(model: PromptModel, template: str, exc: TemplateError) -> Non
     if key in _warned:
         return
     _warned.add(key)
-    instead = "the GGUF's chat template" if model.info.chat_template else "ChatML"
+    if model.info.chat_template:
+        instead = "the GGUF's chat template"
+    else:
+        instead = f"the built-in {builtin_name(model.info)} template"
     log.warning("%s: its Go template cannot be rendered (%s); using %s instead", model.full_name, exc.message, instead)

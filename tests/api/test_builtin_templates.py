@@ -11,7 +11,7 @@ import pytest
 
 from cllm_ollama.chatformat import builtin_templates as bt
 from cllm_ollama.chatformat.jinja import render_chat
-from cllm_ollama.chatformat.prompt import chat_prompt
+from cllm_ollama.chatformat.prompt import ChatPrompt
 from cllm_ollama.store.gguf_info import GGUFInfo, gguf_info
 from cllm_ollama.testing.ggufs import qwen3_chat_template, write_qwen3
 
@@ -82,10 +82,10 @@ def test_a_template_layer_outranks_the_gguf_s_template() -> None:
         has=lambda cap: False,
     )
     # Ollama renders a .Prompt-only template once per turn (older turns with their answers).
-    assert chat_prompt(model, MESSAGES, thinking=False)(LOADED, None).text == "[Hi]Hello![Why?]"
+    assert ChatPrompt(model, MESSAGES, thinking=False)(LOADED, None).text == "[Hi]Hello![Why?]"
 
 
 def test_no_template_renders_the_family_s_builtin() -> None:
     model: Any = SimpleNamespace(info=info("gemma3"), record=SimpleNamespace(template=None), has=lambda cap: False)
-    text = chat_prompt(model, MESSAGES, thinking=False)(LOADED, None).text
+    text = ChatPrompt(model, MESSAGES, thinking=False)(LOADED, None).text
     assert text.startswith("<s><start_of_turn>user\nBe brief.") and "<|im_start|>" not in text

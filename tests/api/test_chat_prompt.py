@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from cllm_ollama.chatformat.prompt import chat_prompt
+from cllm_ollama.chatformat.prompt import ChatPrompt
 from cllm_ollama.testing.ggufs import qwen3_chat_template
 
 # A model with Qwen3's chat template and nothing else (test_render_bounds.py fits its chats over it too).
@@ -26,14 +26,14 @@ def history(turns: int) -> list[dict[str, str]]:
 
 
 def test_under_the_limit_nothing_is_dropped() -> None:
-    rendered = chat_prompt(MODEL, history(3), thinking=False)(LOADED, 1000)
+    rendered = ChatPrompt(MODEL, history(3), thinking=False)(LOADED, 1000)
     assert all(f"question{i}" in rendered.text for i in range(3))
 
 
 def test_oldest_turns_are_dropped_until_it_fits() -> None:
     messages = history(40)
-    full = chat_prompt(MODEL, messages, thinking=False)(LOADED, None)
-    rendered = chat_prompt(MODEL, messages, thinking=False)(LOADED, 100)
+    full = ChatPrompt(MODEL, messages, thinking=False)(LOADED, None)
+    rendered = ChatPrompt(MODEL, messages, thinking=False)(LOADED, 100)
     assert len(full.tokens) >= 100 > len(rendered.tokens)
     assert "Be brief." in rendered.text and "last question" in rendered.text
     assert "question0" not in rendered.text and "question39" in rendered.text
@@ -41,7 +41,7 @@ def test_oldest_turns_are_dropped_until_it_fits() -> None:
 
 
 def test_system_and_last_message_are_kept_even_when_still_too_long() -> None:
-    rendered = chat_prompt(MODEL, history(40), thinking=False)(LOADED, 3)
+    rendered = ChatPrompt(MODEL, history(40), thinking=False)(LOADED, 3)
     assert "Be brief." in rendered.text and "last question" in rendered.text
     assert "question" not in rendered.text.replace("last question", "")
 
@@ -54,18 +54,18 @@ def test_a_think_level_reaches_the_template() -> None:
         has=lambda cap: True,
     )
     messages = [{"role": "user", "content": "hi"}]
-    assert chat_prompt(jinja, messages, thinking=True, think_level="high")(LOADED, None).text == "effort=high"
-    assert chat_prompt(jinja, messages, thinking=True)(LOADED, None).text == "effort=unset"
+    assert ChatPrompt(jinja, messages, thinking=True, think_level="high")(LOADED, None).text == "effort=high"
+    assert ChatPrompt(jinja, messages, thinking=True)(LOADED, None).text == "effort=unset"
     go: Any = SimpleNamespace(info=jinja.info, record=SimpleNamespace(template="{{ .ThinkLevel }}"), has=jinja.has)
-    assert chat_prompt(go, messages, thinking=True, think_level="low")(LOADED, None).text == "low"
+    assert ChatPrompt(go, messages, thinking=True, think_level="low")(LOADED, None).text == "low"
 
 
 def test_cache_ends_mark_where_the_kept_prefixes_end() -> None:
     """A mark is where the conversation without the messages after it stops sharing tokens with
     the whole: the system message's end, an earlier turn's end, the prompt's end."""
     messages = history(2)  # system, 2 x (user, assistant), last user
-    whole = chat_prompt(MODEL, messages, thinking=False)(LOADED, None)
-    rendered = chat_prompt(MODEL, messages, thinking=False, cache_ends=(0, 3, 5))(LOADED, None)
+    whole = ChatPrompt(MODEL, messages, thinking=False)(LOADED, None)
+    rendered = ChatPrompt(MODEL, messages, thinking=False, cache_ends=(0, 3, 5))(LOADED, None)
     assert rendered.tokens == whole.tokens
     system_end, turn_end, end = rendered.marks
     assert end == len(whole.tokens)
@@ -75,5 +75,5 @@ def test_cache_ends_mark_where_the_kept_prefixes_end() -> None:
 
 
 def test_no_marks_when_turns_were_dropped() -> None:
-    rendered = chat_prompt(MODEL, history(40), thinking=False, cache_ends=(0, 80))(LOADED, 100)
+    rendered = ChatPrompt(MODEL, history(40), thinking=False, cache_ends=(0, 80))(LOADED, 100)
     assert rendered.dropped and rendered.marks == ()

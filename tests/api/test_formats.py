@@ -6,7 +6,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from cllm_ollama.api.formats import JSON_GRAMMAR, grammar_for_format
-from cllm_ollama.api.wire import go_quote
 from cllm_ollama.errors import CllmError, InvalidRequest
 
 
@@ -40,15 +39,6 @@ def test_invalid_format(fmt: object, quoted: str) -> None:
         grammar_for_format(fmt)
     assert type(info.value) is CllmError and info.value.status_code == 500
     assert info.value.message == f'invalid format: {quoted}; expected "json" or a valid JSON Schema object'
-
-
-def test_go_quote() -> None:
-    assert go_quote("plain") == '"plain"'
-    assert go_quote('a"b\\c') == r'"a\"b\\c"'
-    assert go_quote("\n\t\r\a\b\f\v") == r'"\n\t\r\a\b\f\v"'
-    assert go_quote("\x00\x1f\x7f") == r'"\x00\x1f\x7f"'
-    assert go_quote("é 😀") == '"é 😀"'
-    assert go_quote("\u200b\u00a0\U000e0001") == r'"\u200b\u00a0\U000e0001"'
 
 
 def test_json_schema() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from cllm_ollama.chatformat.prompt import chat_prompt
+from cllm_ollama.chatformat.prompt import ChatPrompt
 from cllm_ollama.testing.ggufs import qwen3_chat_template
 
 TINY = "tiny"  # the model tests/api/conftest.py stores
@@ -33,31 +33,47 @@ def model(template: str | None) -> Any:
 
 
 def test_the_template_layer_is_rendered() -> None:
-    rendered = chat_prompt(model(GO_TEMPLATE), MESSAGES, thinking=False)(LOADED, None)
+    rendered = ChatPrompt(model(GO_TEMPLATE), MESSAGES, thinking=False)(LOADED, None)
     assert rendered.text == "[system] Be brief.\n[user] Hi\n[assistant]"
 
 
 def test_without_one_the_ggufs_chat_template_is_rendered() -> None:
-    rendered = chat_prompt(model(None), MESSAGES, thinking=False)(LOADED, None)
+    rendered = ChatPrompt(model(None), MESSAGES, thinking=False)(LOADED, None)
     assert rendered.text.startswith("<|im_start|>system\nBe brief.<|im_end|>")
 
 
 def test_an_unrenderable_template_falls_back_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="cllm.api"):
-        rendered = chat_prompt(model(UNRENDERABLE), MESSAGES, thinking=False)(LOADED, None)
-        chat_prompt(model(UNRENDERABLE), MESSAGES, thinking=False)(LOADED, None)
-    assert rendered.text == chat_prompt(model(None), MESSAGES, thinking=False)(LOADED, None).text
+        rendered = ChatPrompt(model(UNRENDERABLE), MESSAGES, thinking=False)(LOADED, None)
+        ChatPrompt(model(UNRENDERABLE), MESSAGES, thinking=False)(LOADED, None)
+    assert rendered.text == ChatPrompt(model(None), MESSAGES, thinking=False)(LOADED, None).text
     warnings = [r.getMessage() for r in caplog.records if "Go template cannot be rendered" in r.getMessage()]
     assert len(warnings) == 1  # once per template, not per request
     assert warnings[0].startswith("m:latest: its Go template cannot be rendered (template: ")
     assert warnings[0].endswith("using the GGUF's chat template instead")
 
 
+def test_without_a_gguf_template_the_warning_names_the_family_s_builtin(caplog: pytest.LogCaptureFixture) -> None:
+    # A Gemma GGUF with no chat template falls back to Gemma's built-in format, not ChatML: the log says so.
+    template = UNRENDERABLE + "{{/* gemma */}}"  # warned once per template: not the other test's
+    gemma: Any = SimpleNamespace(
+        info=SimpleNamespace(chat_template=None, chat_markers=("<start_of_turn>",), architecture="gemma3"),
+        record=SimpleNamespace(template=template),
+        has=lambda cap: False,
+        full_name="g:latest",
+    )
+    with caplog.at_level(logging.WARNING, logger="cllm.api"):
+        rendered = ChatPrompt(gemma, MESSAGES, thinking=False)(LOADED, None)
+    assert rendered.text.startswith("<start_of_turn>user\nBe brief.")
+    warnings = [r.getMessage() for r in caplog.records if "Go template cannot be rendered" in r.getMessage()]
+    assert warnings and warnings[0].endswith("using the built-in gemma template instead")
+
+
 def test_a_request_template_that_cannot_be_rendered_is_still_an_error() -> None:
     from cllm_ollama.chatformat.gotemplate import TemplateError
 
     with pytest.raises(TemplateError):
-        chat_prompt(model(None), MESSAGES, thinking=False, go_template=UNRENDERABLE)(LOADED, None)
+        ChatPrompt(model(None), MESSAGES, thinking=False, go_template=UNRENDERABLE)(LOADED, None)
 
 
 @pytest.mark.model

@@ -24,7 +24,7 @@ from cllm_ollama.app import create_app
 from cllm_ollama.chatformat import jinja_workers
 from cllm_ollama.chatformat.jinja import render_chat
 from cllm_ollama.chatformat.jinja_workers import POOL, RenderSession
-from cllm_ollama.chatformat.prompt import chat_prompt
+from cllm_ollama.chatformat.prompt import ChatPrompt
 from cllm_ollama.chatformat.render_budget import PromptTooLong, RenderBudget, RenderTimeout
 from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.errors import CllmError, InvalidRequest
@@ -155,12 +155,12 @@ def renders(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize("limit", [3, 40, 150, 151, 400, 2000])
 def test_fitting_drops_the_same_turns_as_one_at_a_time(limit: int) -> None:
     messages = history(30)
-    assert chat_prompt(MODEL, messages, thinking=False)(LOADED, limit).text == one_turn_at_a_time(messages, limit)
+    assert ChatPrompt(MODEL, messages, thinking=False)(LOADED, limit).text == one_turn_at_a_time(messages, limit)
 
 
 def test_a_thousand_turn_chat_is_fitted_in_log_n_renders(renders: list[int]) -> None:
     messages = history(1000)
-    rendered = chat_prompt(MODEL, messages, thinking=False)(LOADED, 300)
+    rendered = ChatPrompt(MODEL, messages, thinking=False)(LOADED, 300)
     assert len(rendered.tokens) < 300 and "question999" in rendered.text and "question0 " not in rendered.text
     assert renders[0] <= math.ceil(math.log2(2000)) + 2
 

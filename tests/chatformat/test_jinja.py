@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 import cllm_ollama.testing
-from cllm_ollama.chatformat.jinja import CHATML_TEMPLATE, render_chat, strip_think_tags
+from cllm_ollama.chatformat.builtin_templates import CHATML
+from cllm_ollama.chatformat.jinja import render_chat, strip_think_tags
 from cllm_ollama.errors import CllmError, InvalidRequest
 
 QWEN3 = (Path(cllm_ollama.testing.__file__).parent / "qwen3.jinja").read_text()
@@ -120,7 +121,7 @@ def test_extra_variables_and_hf_globals() -> None:
 
 def test_chatml_fallback() -> None:
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
-    assert render_chat(CHATML_TEMPLATE, messages) == (
+    assert render_chat(CHATML, messages) == (
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
     )
 

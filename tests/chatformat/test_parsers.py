@@ -9,6 +9,7 @@ from cllm_ollama.chatformat.parsers import (
     Delta,
     OutputParser,
     ToolFormat,
+    hold_back,
     prompt_opens_thinking,
     tool_format_for_template,
 )
@@ -305,3 +306,22 @@ def test_prompt_opens_thinking() -> None:
     assert prompt_opens_thinking("<|im_start|>assistant\n<think>\n")
     assert not prompt_opens_thinking("<|im_start|>assistant\n")
     assert not prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "marks", "expected"),
+    [
+        ("hello <thi", ("<think>",), ("hello ", "<thi")),
+        ("hello <", ("<think>",), ("hello ", "<")),
+        ("hello", ("<think>",), ("hello", "")),
+        ("a <think>", ("<think>",), ("a <think>", "")),  # a whole mark is the parser's to find, not held
+        ("x <|st", ("<|end|>", "<|start|>"), ("x ", "<|st")),  # the longest end any mark may begin
+        ("x <|", ("<|end|>", "<|start|>"), ("x ", "<|")),
+        ("", ("<think>",), ("", "")),
+    ],
+)
+def test_hold_back_keeps_only_an_end_that_may_begin_a_mark(
+    text: str, marks: tuple[str, ...], expected: tuple[str, str]
+) -> None:
+    assert hold_back(text, *marks, final=False) == expected
+    assert hold_back(text, *marks, final=True) == (text, "")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cllm_ollama.chatformat import jinja_workers
-from cllm_ollama.chatformat.prompt import TimedOut, chat_prompt
+from cllm_ollama.chatformat.prompt import ChatPrompt, TimedOut
 from cllm_ollama.chatformat.render_budget import RenderBudget, RenderTimeout
 from cllm_ollama.chatformat.render_queue import FairQueue
 
@@ -90,7 +90,7 @@ def test_a_cancelled_waiter_leaves_the_queue() -> None:
 
 def test_a_render_that_timed_out_is_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     messages = [{"role": "user", "content": "Hi"}]
-    render = chat_prompt(model(LOOPING), messages, thinking=False)
+    render = ChatPrompt(model(LOOPING), messages, thinking=False)
     with pytest.raises(RenderTimeout):
         render(LOADED, None, RenderBudget(0.3))
     sessions: list[str] = []
@@ -102,7 +102,7 @@ def test_a_render_that_timed_out_is_refused_at_once(monkeypatch: pytest.MonkeyPa
     assert not sessions  # refused without a worker
     # Another conversation with the same template is rendered (one client must not make a model's
     # template refused for all), and so is the same one under a longer timeout.
-    other = chat_prompt(model(LOOPING), [{"role": "user", "content": "Hello"}], thinking=False)
+    other = ChatPrompt(model(LOOPING), [{"role": "user", "content": "Hello"}], thinking=False)
     with pytest.raises(RenderTimeout):
         other(LOADED, None, RenderBudget(0.3))
     with pytest.raises(RenderTimeout):

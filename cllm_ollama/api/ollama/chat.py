@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...chatformat.jinja import strip_think_tags
-from ...chatformat.prompt import chat_prompt
+from ...chatformat.prompt import ChatPrompt
 from ...errors import InvalidRequest
 from ...model_families import strips_think_history
 from ..encoders import NDJSON, JSONResponse
@@ -88,7 +88,7 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
         messages = strip_think_tags(messages)
     messages, images = tag_images(messages)
     think_set = req.think is not None
-    render = chat_prompt(
+    render = ChatPrompt(
         model,
         messages,
         thinking=thinking,

@@ -9,7 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...chatformat.prompt import Rendered, chat_prompt
+from ...chatformat.prompt import ChatPrompt, Rendered
 from ...chatformat.render_budget import RenderBudget
 from ...engine.frontdoor import EngineClient
 from ...errors import InvalidRequest
@@ -58,7 +58,7 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
     if images and (suffix or context):
         raise InvalidRequest("images cannot be combined with suffix or context")
     think_set = req.think is not None
-    templated = chat_prompt(
+    templated = ChatPrompt(
         model,
         messages,
         thinking=thinking,

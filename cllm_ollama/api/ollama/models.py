@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...errors import InvalidRequest, NotFound
+from ...gostrconv import go_quote
 from ...store.blobs import parse_digest
 from ...store.create import CreateRequest, create_model
 from ...store.names import parse_name
@@ -24,7 +25,6 @@ from ..encoders import JSONResponse
 from ..errors import read_json
 from ..schemas.ollama import CopyRequest, DeleteRequest, PullRequest, PushRequest, ShowRequest
 from ..schemas.ollama import CreateRequest as CreateStream
-from ..wire import go_quote
 from .errors import decode
 from .model_views import show_response, tag_entry
 from .progress import progress_events, progress_response

@@ -8,7 +8,8 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from .values import NO_VALUE, GoStruct, TemplateError, go_json, go_print, json_string, truth, type_name
+from ...gostrconv import go_quote
+from .values import NO_VALUE, GoStruct, TemplateError, go_json, go_print, truth, type_name
 
 
 def _kind(value: Any) -> str:
@@ -115,10 +116,6 @@ def _sprintln(*args: Any) -> str:
 _VERB = re.compile(r"%([-+# 0]*)(\d+)?(?:\.(\d+))?([a-zA-Z%])")
 
 
-def _go_quote(text: str) -> str:
-    return json_string(text).replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&")
-
-
 def _sprintf(fmt: str, *args: Any) -> str:
     if not isinstance(fmt, str):
         raise TemplateError("error calling printf: format is not a string")
@@ -137,7 +134,7 @@ def _sprintf(fmt: str, *args: Any) -> str:
         if v in "vs":
             text = go_print(value)
         elif v == "q":
-            text = _go_quote(value) if isinstance(value, str) else go_print(value)
+            text = go_quote(value) if isinstance(value, str) else go_print(value)
         elif v == "d" and isinstance(value, int) and not isinstance(value, bool):
             text = str(value)
         elif v in "feEgG" and isinstance(value, int | float) and not isinstance(value, bool):
