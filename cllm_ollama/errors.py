@@ -8,6 +8,7 @@
     ├── QueueFull              503  beyond OLLAMA_MAX_QUEUE
     ├── RequestCanceled        499  the client left while waiting
     ├── PullError              500  the hub or the network failed a pull
+    ├── StorageFull            500  the model store's disk is full (Go's words for the write)
     └── EngineError            500  llama.cpp failed to load or decode
         └── InsufficientMemory 500  the KV cache (and weights) would not fit
 
@@ -72,6 +73,15 @@ class RequestCanceled(CllmError):
 
 class PullError(CllmError):
     status_code = 500
+
+
+class StorageFull(CllmError):
+    """A write to the store ran out of disk: Ollama answers with Go's error for the write."""
+
+    status_code = 500
+
+    def __init__(self, path: object) -> None:
+        super().__init__(f"write {path}: no space left on device")
 
 
 class EngineError(CllmError):

@@ -6,6 +6,7 @@ directory, fsync, ``os.replace``, fsync of the directory.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, StorageFull
 
 DIGEST_RE = re.compile(r"^sha256[:-]([0-9a-fA-F]{64})$")
 _CHUNK = 1 << 20
@@ -53,6 +54,11 @@ def commit_file(tmp: Path, path: Path) -> None:
     fsync_dir(path.parent)
 
 
+def full_disk(exc: OSError, path: Path) -> StorageFull | OSError:
+    """A full disk (or quota) as the store's worded error; any other failure as it was."""
+    return StorageFull(path) if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path_for(path)
@@ -62,6 +68,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         commit_file(tmp, path)
+    except OSError as exc:
+        raise full_disk(exc, tmp) from None
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -89,7 +97,11 @@ class BlobWriter:
         self.size = 0
 
     def write(self, chunk: bytes) -> None:
-        self._file.write(chunk)
+        """Append ``chunk``; a full disk is a ``StorageFull`` (the caller aborts: nothing is kept)."""
+        try:
+            self._file.write(chunk)
+        except OSError as exc:
+            raise full_disk(exc, self._tmp) from None
         self._hash.update(chunk)
         self.size += len(chunk)
 
@@ -99,9 +111,12 @@ class BlobWriter:
             got = self._hash.hexdigest()
             if expected_digest is not None and parse_digest(expected_digest) != got:
                 raise DigestMismatch(expected_digest, f"sha256:{got}")
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._file.close()
+            except OSError as exc:
+                raise full_disk(exc, self._tmp) from None
             final = self._dir / f"sha256-{got}"
             if final.is_symlink() or not final.exists():
                 commit_file(self._tmp, final)  # a link is replaced, never written through
