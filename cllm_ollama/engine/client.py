@@ -24,12 +24,14 @@ from .binding import (
     MediaPrompt,
     Projector,
     Sampler,
+    gpu_devices,
     gpu_free_memory,
     physical_cores,
 )
 from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
 from .memory import available_memory, check_memory_fit
+from .offload import Device, Placement, place
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, Sink
@@ -95,6 +97,7 @@ class LoadedModel:
         host_memory: MemoryProbe | None = None,
         gpu_memory: MemoryProbe | None = None,
         weights: SharedWeights | None = None,
+        devices: Callable[[], list[tuple[str, int, int]]] = gpu_devices,
     ) -> None:
         """Blocking (reads weights, allocates the KV cache): call it from a worker thread.
 
@@ -103,7 +106,20 @@ class LoadedModel:
         ``weights`` hands out the ``llama_model`` (the pool's, shared with the other models over
         the same file; by default this model's own). Raises ``InsufficientMemory`` when the KV
         cache would not fit, ``AdapterRefused`` (a 400) for an adapter the weights do not take.
+        ``devices`` lists the GPUs (name, free, total): layers are fitted to them (``offload``).
         """
+        found = [Device(name, free) for name, free, _ in devices()]
+        self.placement: Placement | None = None
+        if found:
+            spec, self.placement = place(spec, found)
+            devices_used = ", ".join(f"{d.name}: {n}" for d, n in zip(found, self.placement.per_device, strict=True))
+            log.info(
+                "%s: %d layers to the GPUs (%s), %s",
+                spec.path.name,
+                spec.n_gpu_layers,
+                devices_used,
+                self.placement.processor(),
+            )
         self.spec = spec
         projector = spec.projector if not spec.embedding_only else None
         audio_refused = probe(
@@ -114,7 +130,7 @@ class LoadedModel:
             adapters=spec.adapters,
         )
         self._weights = weights or SharedWeights()
-        self.model = self._weights.acquire(spec.path, spec.n_gpu_layers, spec.deterministic)
+        self.model = self._weights.acquire(spec.path, spec.n_gpu_layers, spec.deterministic, spec.tensor_split)
         self.runner: Runner | None = None
         # Owned beside the model, closed after the runner (whose prompts it tokenized) and before it.
         self.projector: Projector | None = None

@@ -67,6 +67,8 @@ class LoadSpec:
     # Bytes kept free on each GPU, and whether a model spreads over every GPU (engine/offload.py).
     gpu_overhead: int = 0
     sched_spread: bool = False
+    # Each GPU's share of the offloaded layers (empty: one GPU, or llama.cpp's own split).
+    tensor_split: tuple[float, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LoadSpec:

@@ -13,10 +13,12 @@ room; ``tensor_split`` is then the layer count per device.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gguf import GGUFReader
+
+from .frontdoor import LoadSpec
 
 # What llama.cpp's CUDA and ROCm backends keep for themselves beyond the buffers (Ollama's
 # MinimumMemory for CUDA: 457 MiB); a device reports it as used only once the context exists.
@@ -144,6 +146,36 @@ def fit(
     return _spread(devices, sizes, overhead, None)
 
 
+# Bytes a K or V value takes in the cache, by cache type (llama.cpp's f16, q8_0 and q4_0 blocks).
+KV_VALUE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+
+
+def _field(reader: GGUFReader, key: str) -> list[int]:
+    """An integer metadata value (or per-layer array) of the GGUF; empty when absent."""
+    field = reader.fields.get(key)
+    if field is None or not field.data:
+        return []
+    return [int(field.parts[i][0]) for i in field.data]
+
+
+def kv_bytes_per_token(path: Path, cache_type: str = "f16") -> int:
+    """Bytes of K and V one token takes over every layer, from the GGUF's metadata (before llama.cpp
+    loads it): per layer, KV heads x (key + value head size) values."""
+    reader = GGUFReader(path)
+    arch_field = reader.fields.get("general.architecture")
+    if arch_field is None:
+        return 0
+    arch = bytes(arch_field.parts[arch_field.data[0]]).decode()
+    n_layer = (_field(reader, f"{arch}.block_count") or [0])[0]
+    n_head = _field(reader, f"{arch}.attention.head_count") or [1]
+    n_head_kv = _field(reader, f"{arch}.attention.head_count_kv") or n_head
+    n_embd = (_field(reader, f"{arch}.embedding_length") or [0])[0]
+    key = (_field(reader, f"{arch}.attention.key_length") or [n_embd // max(1, n_head[0])])[0]
+    value = (_field(reader, f"{arch}.attention.value_length") or [key])[0]
+    heads = n_head_kv if len(n_head_kv) == n_layer else n_head_kv[:1] * n_layer
+    return int(sum(heads) * (key + value) * KV_VALUE_BYTES.get(cache_type, 2.0))
+
+
 def model_sizes(
     path: Path, n_ctx_total: int, kv_bytes_per_token: int, n_ubatch: int, projector: Path | None = None
 ) -> ModelSizes:
@@ -173,3 +205,22 @@ def model_sizes(
     graph = n_ubatch * n_vocab * 4 + kv_total // 6
     proj = projector.stat().st_size if projector is not None else 0
     return ModelSizes(layers, norm + (output or embd), kv_per_layer, graph, proj)
+
+
+def place(spec: LoadSpec, devices: Sequence[Device]) -> tuple[LoadSpec, Placement]:
+    """``spec`` with the GPU layers (and, over several GPUs, the split) its placement on ``devices``
+    gives. Slots come first: the KV cache of every slot's context is part of each layer's cost, so
+    more slots put fewer layers on a GPU rather than fewer slots in the load (Ollama sizes its KV
+    from num_ctx x num_parallel the same way before it fits layers)."""
+    n_ctx_total = 0 if spec.embedding_only else spec.n_ctx_slot * spec.n_slots
+    sizes = model_sizes(
+        spec.path,
+        n_ctx_total,
+        kv_bytes_per_token(spec.path, spec.kv_cache_type),
+        min(spec.n_batch, 512),
+        spec.projector,
+    )
+    num_gpu = spec.n_gpu_layers if spec.n_gpu_layers >= 0 else None
+    placement = fit(devices, sizes, num_gpu=num_gpu, overhead=spec.gpu_overhead, spread=spec.sched_spread)
+    split = placement.tensor_split if len(devices) > 1 else ()
+    return replace(spec, n_gpu_layers=placement.n_gpu_layers, tensor_split=split), placement

@@ -19,17 +19,19 @@ class SharedWeights:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[Path, int, bool], tuple[Model, int]] = {}
+        self._held: dict[tuple[Path, int, bool, tuple[float, ...]], tuple[Model, int]] = {}
 
-    def acquire(self, path: Path, n_gpu_layers: int, batch_invariant: bool = False) -> Model:
+    def acquire(
+        self, path: Path, n_gpu_layers: int, batch_invariant: bool = False, tensor_split: tuple[float, ...] = ()
+    ) -> Model:
         """The loaded weights of ``path`` (loaded now if nobody holds them); ``release`` gives them back.
 
         Blocking: a first load reads the file. Loads are serialised here, so one file is never
         loaded twice by two loads at once."""
-        key = (path, n_gpu_layers, batch_invariant)
+        key = (path, n_gpu_layers, batch_invariant, tensor_split)
         with self._lock:
             model, refs = self._held.get(key) or (
-                Model(path, n_gpu_layers=n_gpu_layers, batch_invariant=batch_invariant),
+                Model(path, n_gpu_layers=n_gpu_layers, batch_invariant=batch_invariant, tensor_split=tensor_split),
                 0,
             )
             self._held[key] = (model, refs + 1)
@@ -51,4 +53,4 @@ class SharedWeights:
     def loaded(self) -> list[tuple[Path, int]]:
         """Each ``llama_model`` in memory: its file and how many loaded models use it."""
         with self._lock:
-            return [(path, refs) for (path, _, _), (_, refs) in self._held.items()]
+            return [(path, refs) for (path, *_), (_, refs) in self._held.items()]

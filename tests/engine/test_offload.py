@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cllm_ollama.engine.offload import DEVICE_RESERVE, Device, ModelSizes, fit, model_sizes
+from cllm_ollama.engine.binding import Model
+from cllm_ollama.engine.client import LoadedModel
+from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.offload import DEVICE_RESERVE, Device, ModelSizes, fit, kv_bytes_per_token, model_sizes
 from cllm_ollama.testing.ggufs import write_qwen3
 
 MIB = 1 << 20
@@ -78,3 +81,43 @@ def test_sizes_come_from_the_gguf_tensor_table(tmp_path: Path) -> None:
     assert sizes.kv_per_layer * sizes.n_layers == pytest.approx(1024 * 4096, abs=sizes.n_layers)
     total = sum(sizes.layers) + sizes.output
     assert total <= path.stat().st_size
+
+
+@pytest.mark.model
+def test_kv_bytes_per_token_from_the_gguf_match_llama_cpps(tmp_path: Path) -> None:
+    path = write_qwen3(tmp_path / "m.gguf")
+    model = Model(path)
+    try:
+        for cache_type in ("f16", "q8_0", "q4_0"):
+            assert kv_bytes_per_token(path, cache_type) == model.kv_bytes_per_token(cache_type)
+    finally:
+        model.close()
+
+
+@pytest.mark.model
+def test_a_load_fits_its_layers_to_the_gpus_it_is_shown(tmp_path: Path) -> None:
+    # A CPU build runs them on the CPU whatever it is told; what the load decided is in its spec.
+    path = write_qwen3(tmp_path / "m.gguf")
+    spec = LoadSpec(path=path, n_slots=2, n_ctx_slot=256)
+    loaded = LoadedModel(spec, 4, devices=lambda: [("GPU0", 64 * GIB, 80 * GIB)])
+    try:
+        assert loaded.placement is not None and loaded.placement.processor() == "100% GPU"
+        assert loaded.spec.n_gpu_layers == sizes_of(path).n_layers + 1 and loaded.spec.tensor_split == ()
+        assert loaded.runner is not None
+    finally:
+        loaded.close()
+    tiny_gpu = LoadedModel(spec, 4, devices=lambda: [("GPU0", 1 * MIB, 80 * GIB), ("GPU1", 1 * MIB, 80 * GIB)])
+    try:
+        assert tiny_gpu.spec.n_gpu_layers == 0 and tiny_gpu.placement is not None
+        assert tiny_gpu.placement.processor() == "100% CPU"
+    finally:
+        tiny_gpu.close()
+    no_gpu = LoadedModel(spec, 4, devices=list)
+    try:
+        assert no_gpu.placement is None and no_gpu.spec.n_gpu_layers == -1
+    finally:
+        no_gpu.close()
+
+
+def sizes_of(path: Path) -> ModelSizes:
+    return model_sizes(path, 0, 0, 512)
