@@ -152,6 +152,8 @@ class Model:
         self.is_recurrent: bool = bool(ll.llama_model_is_recurrent(ptr) or ll.llama_model_is_hybrid(ptr))
         self.n_swa: int = int(ll.llama_model_n_swa(ptr))
         self._pieces: list[bytes | None] = [None] * self.n_vocab
+        # The scheduler asks for every generated token: one ctypes call each, unless cached.
+        self._eog: list[bool | None] = [None] * self.n_vocab
         # A reranker's classifier outputs (rank pooling gives these per sequence, not n_embd).
         self.n_cls_out: int = int(ll.llama_model_n_cls_out(ptr))
         # Whether the vocabulary adds BOS, EOS, SEP around a text (a rerank pair without a template follows it).
@@ -236,7 +238,11 @@ class Model:
         return raw.decode("utf-8", "replace") if raw else None
 
     def is_eog(self, token: int) -> bool:
-        return bool(ll.llama_vocab_is_eog(self._vocab, token))
+        """Whether ``token`` ends generation; cached per id, as ``piece`` is (asked per token)."""
+        cached = self._eog[token]
+        if cached is None:
+            cached = self._eog[token] = bool(ll.llama_vocab_is_eog(self._vocab, token))
+        return cached
 
     def token_text(self, token: int) -> str:
         return ll.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
