@@ -119,7 +119,7 @@ class Runner:
         batch: Callable[[int], Batch] = Batch,
         adapters: Sequence[Lora] = (),
     ) -> None:
-        """``spec`` as the load resolved it (``client.resolve``): the context it asks for is made
+        """``spec`` as the load resolved it (``LoadedModel._resolve``): the context it asks for is made
         here, with ``adapters`` (loaded for ``spec.adapters``, owned by the caller) set on it.
         ``context`` and ``batch`` make the llama.cpp objects; tests pass fakes (no llama.cpp)."""
         self.model = model

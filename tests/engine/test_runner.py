@@ -12,7 +12,7 @@ import llama_cpp
 import pytest
 
 from cllm_ollama.engine.binding import Model, Sampler
-from cllm_ollama.engine.client import LoadedModel, LoadSpec
+from cllm_ollama.engine.loaded import LoadedModel, LoadSpec
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.testing.ggufs import write_qwen3
