@@ -23,7 +23,7 @@ from ..errors import EngineError
 from .binding import STATE_FORMAT, Batch, Context, Lora, Model, Sampler, StateBuffers, with_adapters
 from .blocks import BLOCK
 from .disk_cache import DiskCache, identity_digest, weights_id
-from .encoder import ENCODE_AHEAD, EncodeFailed, ImageEncoder
+from .encoder import ENCODE_AHEAD, EncodeFailed, MediaEncoder
 from .frontdoor import LoadSpec, Occupancy
 from .invariance import MAX_ROWS, shape
 from .media import Media
@@ -176,9 +176,9 @@ class Runner:
         self._loaded: list[tuple[int, bytearray | None]] = []  # disk reads done (request id, state)
         self._sinks: dict[int, Sink] = {}
         self._samplers: dict[int, Sampler] = {}
-        # Prompts with images, by request id: released to the encoder when their request ends.
+        # Prompts with media, by request id: released to the encoder when their request ends.
         self._media: dict[int, MediaInput] = {}
-        self.encoder = ImageEncoder(self.wake, f"cllm-media-{model.path.name}") if spec.projector else None
+        self.encoder = MediaEncoder(self.wake, f"cllm-media-{model.path.name}") if spec.projector else None
         self._closing = False
         self.times = StepTimes()
         self._thread = threading.Thread(target=self._loop, name=f"cllm-engine-{model.path.name}", daemon=True)
@@ -354,14 +354,14 @@ class Runner:
         sink = self._sinks.get(request_id)
         return sink is not None and sink.behind
 
-    def _embeddings(self, request: Request, image: Media) -> object | None:
-        """The scheduler's question: is ``image`` encoded? Asking queues it on the media thread."""
+    def _embeddings(self, request: Request, item: Media) -> object | None:
+        """The scheduler's question: is ``item`` encoded? Asking queues it on the media thread."""
         if self.encoder is None or request.media is None:
             return EncodeFailed("this model was loaded without its projector")
-        return self.encoder.want(request.media, image)
+        return self.encoder.want(request.media, item)
 
     def _idle(self, request_id: int) -> bool:
-        """Nothing to do for this request until its reader catches up, its image is encoded (each
+        """Nothing to do for this request until its reader catches up, its media item is encoded (each
         wakes the loop: ``wake``), or the slot whose prefix it waits for gets on (that slot's work)."""
         if self._paused(request_id):
             return True
@@ -370,19 +370,19 @@ class Runner:
             return False
         if slot.state is SlotState.WAITING:
             return True
-        image = slot.image_due()
-        return image is not None and self._embeddings(slot.request, image) is None  # type: ignore[arg-type]
+        item = slot.media_due()
+        return item is not None and self._embeddings(slot.request, item) is None  # type: ignore[arg-type]
 
     def _encode_ahead(self, slots: list[Slot]) -> None:
-        """Queue the encodes of the next images (or audio windows) these prompts still need, at most
+        """Queue the encodes of the next media items (images, audio windows) these prompts still need, at most
         ``ENCODE_AHEAD``, so that they run while the text and media before them are decoded, not
         after; called as a prompt is admitted and as each of its media items is decoded."""
         for slot in slots:
             request = slot.request
             if request is not None and request.media is not None:
-                ahead = [image for start, image in request.images.items() if start >= slot.n_past]
-                for image in ahead[:ENCODE_AHEAD]:
-                    self._embeddings(request, image)
+                ahead = [item for start, item in request.media_items.items() if start >= slot.n_past]
+                for item in ahead[:ENCODE_AHEAD]:
+                    self._embeddings(request, item)
 
     def _release_media(self, request_id: int) -> None:
         media = self._media.pop(request_id, None)
@@ -464,8 +464,8 @@ class Runner:
         self._prepare_saves(admitted.admitted)  # the rest at the step's end
         self._encode_ahead(admitted.admitted)
         plan = sched.plan()
-        if len(plan) == 0 and not plan.images:
-            # Every running slot's reader is behind, its state is being read from disk or its image
+        if len(plan) == 0 and not plan.media:
+            # Every running slot's reader is behind, its state is being read from disk or its media item
             # is being encoded: sleep until one catches up, a read is done or the encode ends. The
             # check runs under the lock that ``wake`` and the reads' ``done`` take, so a wake-up
             # cannot slip past it.
@@ -534,23 +534,23 @@ class Runner:
         low = self.ctx.seq_pos_min(seq_id)
         return 0 <= low <= max(0, pos - n_swa)  # llama-server's rule
 
-    def _decode_images(self, plan: StepPlan) -> list[Event]:
-        """The media step: each image's embeddings into its slot's sequence, one decode each,
+    def _decode_media(self, plan: StepPlan) -> list[Event]:
+        """The media step: each item's embeddings into its slot's sequence, one decode each,
         before the batch (an embedding batch carries no tokens; Gemma 3's non-causal attention
         switches the whole context). One that fails ends only its own request."""
         failed: list[Event] = []
-        for slot, image, embd in list(plan.images):
+        for slot, item, embd in list(plan.media):
             request = slot.request
             assert request is not None and request.media is not None
             try:
                 if isinstance(embd, EncodeFailed):
                     raise EngineError(embd.message)
-                request.media.decode(self.ctx, image, embd, slot.pos, slot.seq_id)
+                request.media.decode(self.ctx, item, embd, slot.pos, slot.seq_id)
             except EngineError as exc:
-                plan.images.remove((slot, image, embd))
+                plan.media.remove((slot, item, embd))
                 self.ctx.seq_clear(slot.seq_id)
                 failed.append(self.scheduler.fail(slot, str(exc)))
-        self._encode_ahead([slot for slot, _, _ in plan.images])  # the items after these, next
+        self._encode_ahead([slot for slot, _, _ in plan.media])  # the items after these, next
         return failed
 
     def _step(self, plan: StepPlan) -> list[Event]:
@@ -561,9 +561,9 @@ class Runner:
                 assert request is not None
                 window = request.sampling.repeat_last_n
                 prompt = request.prompt[-window:] if window > 0 else request.prompt
-                # An image's cells are no tokens: they take no part in penalties.
+                # A media item's cells are no tokens: they take no part in penalties.
                 sampler.prime([t for t in prompt if t >= 0] if request.media is not None else prompt)
-        failed = self._decode_images(plan) if plan.images else []
+        failed = self._decode_media(plan) if plan.media else []
         if len(plan) == 0:
             return failed + self.scheduler.update(plan, ())
         rows = [row for _, row in plan.outputs]
