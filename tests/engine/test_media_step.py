@@ -232,7 +232,7 @@ def test_the_runner_decodes_images_on_its_thread_and_a_failed_one_ends_only_its_
         ]
         assert ends[id(good)].stats is not None and ends[id(good)].stats.prompt_tokens == 9  # image cells count
         until(lambda: good.closed == 1 and broken.closed == 1)
-        assert runner._media == {}
+        assert runner.feed.held == {}
     finally:
         runner.close()
 
