@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cllm_ollama.engine.client import LoadedModel
 from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.request import Request, SamplingParams
 from cllm_ollama.testing.ggufs import TINY, VisionShape, write_gemma3, write_gemma3_projector

@@ -14,8 +14,8 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.engine.client import LoadSpec
 from cllm_ollama.engine.frontdoor import Occupancy
+from cllm_ollama.engine.loaded import LoadSpec
 from cllm_ollama.engine.pool import ModelPool
 from cllm_ollama.engine.request import Event, FinishReason, Request, Stats
 from cllm_ollama.store.create import import_gguf

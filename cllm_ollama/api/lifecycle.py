@@ -25,8 +25,8 @@ from ..chatformat.family_parsers import StreamParser, parser_for
 from ..chatformat.parsers import Delta
 from ..chatformat.prompt import Renderer
 from ..chatformat.render_queue import render_prompt
-from ..engine.client import fit_prompt
 from ..engine.frontdoor import EngineClient
+from ..engine.loaded import fit_prompt
 from ..engine.media import cell_keys
 from ..engine.pool import Entry, ModelPool
 from ..engine.request import FinishReason, Stats

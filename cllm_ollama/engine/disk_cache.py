@@ -21,7 +21,7 @@ until the engine has nothing to decode (``engine_busy``), and what is waiting to
 bounded (``MAX_PENDING_BYTES``: past it a state is not written). Reads are what a waiting
 request needs, so they run on a reader thread of their own at the normal priority; a read of a
 state still waiting for its write takes that state itself (states are never changed once made).
-A read's buffer comes from ``alloc`` (the runner's ``StateBuffers``: a fresh mapping, whose pages
+A read's buffer comes from ``alloc`` (``KvStore``'s ``StateBuffers``: a fresh mapping, whose pages
 the read faults in with the GIL released, where ``bytearray(n)`` zeroes them holding it).
 """
 

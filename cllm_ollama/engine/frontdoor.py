@@ -2,7 +2,7 @@
 
 As vLLM's ``EngineClient`` and Ollama's ``llm.LlamaServer``: the HTTP edge and the model pool
 see a loaded model only through ``EngineClient`` (tokenize, generate, embed, occupancy, close,
-and the facts of its context), and ask for one with a ``LoadSpec``. ``client.LoadedModel`` is
+and the facts of its context), and ask for one with a ``LoadSpec``. ``loaded.LoadedModel`` is
 the real one; every test fake implements the same protocol, so a type checker
 (``mypy cllm_ollama/engine tests/fakeengine.py``) catches a fake that drifts from it.
 """
@@ -33,7 +33,7 @@ class LoadSpec:
 
     Named once, from the settings (``config.Settings``) through the pool to the runner and the
     binding's context: what the load resolves (a context the weights can hold, a thread count,
-    the cache type llama.cpp accepts) comes back as a ``LoadSpec`` too (``client.load``).
+    the cache type llama.cpp accepts) comes back as a ``LoadSpec`` too (``loaded.LoadedModel``).
     """
 
     path: Path

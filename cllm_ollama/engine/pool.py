@@ -22,9 +22,9 @@ import anyio.to_thread
 
 from ..errors import InsufficientMemory
 from .binding import batch_invariant_kernels
-from .client import LoadedModel
 from .frontdoor import EngineClient, LoadSpec
 from .grammar import GrammarChecker
+from .loaded import LoadedModel
 from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")

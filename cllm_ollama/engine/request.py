@@ -90,8 +90,8 @@ class Request:
         return block_keys(self.prompt)
 
     @cached_property
-    def images(self) -> dict[int, Media]:
-        """The prompt's images by their first cell (empty for a text prompt)."""
+    def media_items(self) -> dict[int, Media]:
+        """The prompt's media items (images, tiles, audio windows) by their first cell (empty for text)."""
         out: dict[int, Media] = {}
         cell = 0
         for part in self.media.parts if self.media is not None else ():
@@ -103,20 +103,20 @@ class Request:
         return out
 
     def whole(self, n_cells: int) -> int:
-        """``n_cells`` cut back to the start of an image it ends inside: KV holds images whole."""
-        return whole_prefix(self.media.parts, n_cells) if self.images else n_cells  # type: ignore[union-attr]
+        """``n_cells`` cut back to the start of a media item it ends inside: KV holds items whole."""
+        return whole_prefix(self.media.parts, n_cells) if self.media_items else n_cells  # type: ignore[union-attr]
 
     def position_after(self, n_cells: int) -> int:
         """The position that follows the first ``n_cells`` cells (a whole prefix)."""
-        return position_after(self.media.parts, n_cells) if self.images else n_cells  # type: ignore[union-attr]
+        return position_after(self.media.parts, n_cells) if self.media_items else n_cells  # type: ignore[union-attr]
 
     def next_keep(self, cell: int) -> int:
         """The first length to keep after ``cell`` (the prompt's length if none)."""
         return next((n for n in self.keep if n > cell), len(self.prompt))
 
-    def next_image(self, cell: int) -> int:
-        """The first cell of the first image at or after ``cell`` (the prompt's length if none)."""
-        return min((start for start in self.images if start >= cell), default=len(self.prompt))
+    def next_media(self, cell: int) -> int:
+        """The first cell of the first media item at or after ``cell`` (the prompt's length if none)."""
+        return min((start for start in self.media_items if start >= cell), default=len(self.prompt))
 
 
 class FinishReason(enum.StrEnum):

@@ -51,8 +51,9 @@ class StepPlan:
     ops: list[KvOp] = field(default_factory=list)
     # Slots that took a new request in this step (the runner sets up their samplers).
     admitted: list[Slot] = field(default_factory=list)
-    # (slot, image, its embeddings): an image to decode into the slot, alone, before the batch.
-    images: list[tuple[Slot, Media, object]] = field(default_factory=list)
+    # (slot, item, its embeddings): a media item (image or audio window) to decode into the
+    # slot, alone, before the batch.
+    media: list[tuple[Slot, Media, object]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -92,8 +93,8 @@ class Scheduler:
     engine). ``cache`` is the host-RAM prompt cache, ``disk`` the disk one (None: none). ``share`` allows copying
     KV between sequences and reusing part of one; recurrent models cannot do either.
     ``max_prefill`` caps prompt tokens per step while other slots generate, so they keep
-    a steady pace (None: only ``n_batch`` caps it). ``embeddings`` gives an image's encoded
-    embeddings, or None while they are being encoded (the slot then waits at that image).
+    a steady pace (None: only ``n_batch`` caps it). ``embeddings`` gives a media item's encoded
+    embeddings, or None while they are being encoded (the slot then waits at that item).
     ``last_apart`` decodes a prompt's last token in a step after the rest of it, as a re-sent
     prompt's is (``Slot.prompt_chunk``); the tests of other rules turn it off. ``max_rows`` caps
     one prompt's tokens in a step (the deterministic mode: ``invariance.MAX_ROWS``).
@@ -113,7 +114,7 @@ class Scheduler:
         disk: DiskCache | None = None,
         share: bool = True,
         max_prefill: int | None = None,
-        embeddings: Callable[[Request, Media], object | None] = lambda request, image: None,
+        embeddings: Callable[[Request, Media], object | None] = lambda request, item: None,
         last_apart: bool = True,
         max_rows: int | None = None,
     ) -> None:
@@ -197,7 +198,7 @@ class Scheduler:
         return events
 
     def fail(self, slot: Slot, message: str) -> Event:
-        """End ``slot``'s request with an error (its image could not be encoded or decoded); the
+        """End ``slot``'s request with an error (its media item could not be encoded or decoded); the
         caller clears the sequence, whose KV is then unknown."""
         assert slot.request is not None
         del self._by_request[slot.request.id]
@@ -297,12 +298,12 @@ class Scheduler:
         for slot in prefilling:
             if budget <= 0:
                 break
-            if (image := slot.image_due()) is not None:
-                # One image a step, decoded on its own: running streams keep their pace.
-                embd = self._embeddings(slot.request, image)  # type: ignore[arg-type]
-                if embd is not None and not plan.images:
-                    plan.images.append((slot, image, embd))
-                    budget -= image.n_tokens
+            if (item := slot.media_due()) is not None:
+                # One media item a step, decoded on its own: running streams keep their pace.
+                embd = self._embeddings(slot.request, item)  # type: ignore[arg-type]
+                if embd is not None and not plan.media:
+                    plan.media.append((slot, item, embd))
+                    budget -= item.n_tokens
                 continue
             rows = budget if self.max_rows is None else min(budget, self.max_rows)
             chunks[slot.seq_id] = slot.prompt_chunk(rows, self.last_apart)
@@ -329,8 +330,8 @@ class Scheduler:
         now = self._clock()
         for slot, n in plan.prefills:
             slot.advance_prompt(n)
-        for slot, image, _ in plan.images:
-            slot.advance_image(image)
+        for slot, item, _ in plan.media:
+            slot.advance_media(item)
         events: list[Event] = []
         for (slot, _row), token in zip(plan.outputs, sampled, strict=True):
             request = slot.request

@@ -185,7 +185,7 @@ class Slot:
         self._prompt_cached = 0
 
     def prompt_chunk(self, budget: int, last_apart: bool = True) -> list[int]:
-        """The next prompt tokens to decode, up to the next image (decoded apart: ``image_due``) or
+        """The next prompt tokens to decode, up to the next media item (decoded apart: ``media_due``) or
         the next length to keep (its state is saved after the step).
 
         The last prompt token goes in a step of its own, as it does when the rest of the prompt is
@@ -196,21 +196,21 @@ class Slot:
         assert request is not None
         prompt = request.prompt
         last = len(prompt) - 1
-        end = min(self.n_past + budget, request.next_image(self.n_past), request.next_keep(self.n_past))
+        end = min(self.n_past + budget, request.next_media(self.n_past), request.next_keep(self.n_past))
         if last_apart and self.n_past < last and prompt[last] >= 0:  # an image cell is no token to hold back
             end = min(end, last)
         return list(prompt[self.n_past : end])
 
-    def image_due(self) -> Media | None:
-        """The image that starts where the prompt stands, if one does."""
-        return self.request.images.get(self.n_past) if self.request is not None else None
+    def media_due(self) -> Media | None:
+        """The media item (image or audio window) that starts where the prompt stands, if one does."""
+        return self.request.media_items.get(self.n_past) if self.request is not None else None
 
-    def advance_image(self, image: Media) -> None:
-        """Record that ``image`` (the one due) was decoded: its cells, and its positions."""
-        assert self.request is not None and self.state is SlotState.PREFILL and self.image_due() is image
-        self.chain.extend(self.request.prompt[self.n_past : self.n_past + image.n_tokens])
-        self.n_past += image.n_tokens
-        self.shift += image.n_tokens - image.n_pos
+    def advance_media(self, item: Media) -> None:
+        """Record that ``item`` (the one due) was decoded: its cells, and its positions."""
+        assert self.request is not None and self.state is SlotState.PREFILL and self.media_due() is item
+        self.chain.extend(self.request.prompt[self.n_past : self.n_past + item.n_tokens])
+        self.n_past += item.n_tokens
+        self.shift += item.n_tokens - item.n_pos
 
     def advance_prompt(self, n: int) -> None:
         """Record that ``n`` more prompt tokens were decoded."""

@@ -285,14 +285,14 @@ def test_penalties_change_greedy_output(client: TestClient) -> None:
 def test_load_options_a_client_sends_cannot_exhaust_the_machine(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cllm_ollama.engine import client as engine_client
+    from cllm_ollama.engine import loaded as engine_loaded
 
     body = {"model": MODEL, "prompt": "Hi", "stream": False}
     # Huge batch and thread counts are clamped (an unclamped batch reserves n_batch x n_vocab logits).
     huge = client.post("/api/generate", json=body | {"options": GREEDY | {"num_batch": 10**7, "num_thread": 10**6}})
     assert huge.status_code == 200 and huge.json()["eval_count"] == 12
     # A context the machine cannot hold is refused before llama.cpp allocates it.
-    monkeypatch.setattr(engine_client, "available_memory", lambda: 1 << 20)
+    monkeypatch.setattr(engine_loaded, "available_memory", lambda: 1 << 20)
     r = client.post("/api/generate", json=body | {"options": GREEDY | {"num_ctx": 40960}})
     assert r.status_code == 500 and r.json()["error"].startswith("model requires more system memory")
     monkeypatch.undo()

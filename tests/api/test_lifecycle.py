@@ -12,7 +12,7 @@ from fakeengine import FakeEngine
 
 from cllm_ollama.api.lifecycle import lease
 from cllm_ollama.api.options import resolve_options
-from cllm_ollama.engine.client import LoadSpec
+from cllm_ollama.engine.loaded import LoadSpec
 from cllm_ollama.engine.pool import ModelPool
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from cllm_ollama.engine.binding import STATE_FORMAT
 from cllm_ollama.engine.disk_cache import identity_digest
 from cllm_ollama.engine.frontdoor import LoadSpec
-from cllm_ollama.engine.runner import Runner
+from cllm_ollama.engine.kv_store import disk_cache_for
 
 WEIGHTS = Path("/store/blobs/sha256-" + "a" * 64)
 ADAPTER = Path("/store/blobs/sha256-" + "b" * 64)
@@ -17,7 +17,7 @@ ADAPTER = Path("/store/blobs/sha256-" + "b" * 64)
 
 def _identity(tmp_path: Path, adapters: tuple[Path, ...], n_swa: int = 0) -> bytes:
     spec = LoadSpec(WEIGHTS, n_slots=2, n_ctx_slot=256, cache_dir=tmp_path, cache_disk_bytes=1 << 20, adapters=adapters)
-    disk = Runner._disk_cache(SimpleNamespace(path=WEIGHTS, n_swa=n_swa), spec)  # type: ignore[arg-type]
+    disk = disk_cache_for(SimpleNamespace(path=WEIGHTS, n_swa=n_swa), spec)  # type: ignore[arg-type]
     assert disk is not None
     try:
         return disk.identity

@@ -24,7 +24,7 @@ import pytest
 from oracle import drain, submit, tokens_of
 
 from cllm_ollama.engine.binding import KV_TYPES, Batch, CacheTypeRefused, Context, Model, gpu_free_memory
-from cllm_ollama.engine.client import LoadedModel, LoadSpec
+from cllm_ollama.engine.loaded import LoadedModel, LoadSpec
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 from cllm_ollama.engine.request import Request
 from cllm_ollama.engine.runner import Runner
@@ -142,7 +142,7 @@ def test_a_context_llama_cpp_refuses_quantized_says_so(small_heads: Path) -> Non
 def test_a_refused_quantized_cache_falls_back_to_f16_only_if_that_fits(small_heads: Path) -> None:
     """The fallback is 2-4x larger: it is checked against memory again before it is made."""
     spec = LoadSpec(path=small_heads, n_slots=2, n_ctx_slot=64, kv_cache_type="q8_0")
-    with patch("cllm_ollama.engine.client.resolve_kv_cache_type", return_value="q8_0"):  # past the known check
+    with patch("cllm_ollama.engine.loaded.resolve_kv_cache_type", return_value="q8_0"):  # past the known check
         loaded = LoadedModel(spec, 4)
         try:
             assert loaded.kv_cache_type == "f16" and loaded.runner is not None

@@ -1,4 +1,4 @@
-"""The runner's KV operations (``Runner._apply_kv``) over a fake context whose sequences hold
+"""The runner's KV operations (``KvStore.apply``) over a fake context whose sequences hold
 cells: an operation that cannot be done costs its own request a recomputed prompt, and so does
 every later copy that reads what it left, never a sequence that holds other than it is said to."""
 
@@ -63,7 +63,7 @@ def apply(runner: Runner, ops: list[Any], monkeypatch: pytest.MonkeyPatch) -> se
     """Perform ``ops`` as the engine thread does (it is idle); the sequences reported lost."""
     lost: set[int] = set()
     monkeypatch.setattr(runner.scheduler, "lost_prefix", lost.add)
-    runner._apply_kv(StepPlan(ops=ops))
+    runner.kv.apply(StepPlan(ops=ops), runner.scheduler)
     return lost
 
 

@@ -14,8 +14,8 @@ from oracle import GREEDY, OTHER, drain, submit, tokens_of
 from polling import until
 
 from cllm_ollama.engine.binding import MediaPrompt, Model, Projector
-from cllm_ollama.engine.client import LoadedModel
 from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.request import Event, FinishReason, Request
 from cllm_ollama.engine.runner import Runner

@@ -15,7 +15,7 @@ from fake_binding import FakeBatch, FakeContext, FakeModel
 from polling import until
 from test_media import Image, image
 
-from cllm_ollama.engine.encoder import ENCODE_AHEAD, KEPT_IMAGES, EncodeFailed, ImageEncoder
+from cllm_ollama.engine.encoder import ENCODE_AHEAD, KEPT_MEDIA, EncodeFailed, MediaEncoder
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.prefix import Trim
@@ -73,13 +73,13 @@ def test_an_image_is_decoded_alone_once_encoded_and_mrope_positions_trail_the_ce
     s = make(ready)
     s.add(media_request([(1, 2), cat, (3, 4)], num_predict=3))
     plan = s.schedule()
-    assert plan.tokens == [1, 2] and plan.positions == [0, 1] and not plan.images  # text up to the image
+    assert plan.tokens == [1, 2] and plan.positions == [0, 1] and not plan.media  # text up to the image
     s.update(plan, [])
     plan = s.schedule()  # not encoded yet: the slot waits at its image, nothing else to do
-    assert len(plan) == 0 and not plan.images
+    assert len(plan) == 0 and not plan.media
     ready[cat.id] = "embd"
     plan = s.schedule()
-    assert [(slot.seq_id, item, embd) for slot, item, embd in plan.images] == [(0, cat, "embd")]
+    assert [(slot.seq_id, item, embd) for slot, item, embd in plan.media] == [(0, cat, "embd")]
     assert len(plan) == 0  # the image's decode is a step of its own
     s.update(plan, [])
     slot = s.slots[0]
@@ -115,14 +115,14 @@ def test_a_request_cuts_lengths_back_to_whole_images_and_places_them_at_position
     request = media_request([tuple(range(1, 11)), cat, (1, 2)])
     assert [request.whole(n) for n in (5, 10, 11, 29, 30, 31)] == [5, 10, 10, 10, 30, 31]
     assert [request.position_after(n) for n in (10, 30, 31)] == [10, 15, 16]
-    assert request.next_image(0) == 10 and request.next_image(11) == len(request.prompt) == 32
+    assert request.next_media(0) == 10 and request.next_media(11) == len(request.prompt) == 32
     text = Request((1, 2, 3))
-    assert text.whole(2) == 2 and text.position_after(2) == 2 and text.images == {}
+    assert text.whole(2) == 2 and text.position_after(2) == 2 and text.media_items == {}
 
 
 def test_the_encoder_encodes_each_image_once_off_the_caller_and_closes_after_the_encode() -> None:
     woken = threading.Event()
-    encoder = ImageEncoder(woken.set)
+    encoder = MediaEncoder(woken.set)
     cat = image(b"cat")
     a, b = Prompt([cat]), Prompt([cat])
     try:
@@ -160,7 +160,7 @@ def test_a_failed_encode_is_an_answer_not_a_dead_thread() -> None:
             raise RuntimeError("no")
 
     woken = threading.Event()
-    encoder = ImageEncoder(woken.set)
+    encoder = MediaEncoder(woken.set)
     try:
         cat, dog = image(b"cat"), image(b"dog")
         broken = Broken([cat])
@@ -232,7 +232,7 @@ def test_the_runner_decodes_images_on_its_thread_and_a_failed_one_ends_only_its_
         ]
         assert ends[id(good)].stats is not None and ends[id(good)].stats.prompt_tokens == 9  # image cells count
         until(lambda: good.closed == 1 and broken.closed == 1)
-        assert runner._media == {}
+        assert runner.feed.held == {}
     finally:
         runner.close()
 
@@ -241,7 +241,7 @@ def test_a_long_clips_windows_are_encoded_a_few_ahead_each_once_and_decoded_in_o
     """A long clip is many media items in a row (its 30 s windows): they are queued on the media
     thread a few at a time ahead of their decode, never all at once, so that none is dropped from
     the encoder's kept few before its turn and encoded twice."""
-    windows = [image(b"window %d" % i) for i in range(2 * KEPT_IMAGES)]
+    windows = [image(b"window %d" % i) for i in range(2 * KEPT_MEDIA)]
     prompt = Decoding([(3, 4), *windows, (5,)])
     prompt.gate.clear()  # the first encode holds until the queue has been looked at
     runner = fake_runner(n_slots=1)

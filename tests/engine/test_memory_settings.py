@@ -13,7 +13,7 @@ from test_pool import FakeClock, FakeModel, fake_pool
 
 from cllm_ollama.api.options import MAX_PARALLEL, resolve_options
 from cllm_ollama.config import Settings
-from cllm_ollama.engine.client import LoadSpec, resolve_kv_cache_type
+from cllm_ollama.engine.loaded import LoadSpec, resolve_kv_cache_type
 from cllm_ollama.engine.memory import check_memory_fit, fit_slots
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 from cllm_ollama.errors import CllmError, InsufficientMemory

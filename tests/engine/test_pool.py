@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fakeengine import FakeEngine
 
-from cllm_ollama.engine.client import LoadSpec
+from cllm_ollama.engine.loaded import LoadSpec
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 
 

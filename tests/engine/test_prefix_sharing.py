@@ -24,7 +24,7 @@ from oracle import (
     tokens_of,
 )
 
-from cllm_ollama.engine import runner as runner_module
+from cllm_ollama.engine import kv_store
 from cllm_ollama.engine.request import Request
 
 pytestmark = pytest.mark.model
@@ -36,7 +36,7 @@ def test_a_prefix_copied_from_a_generating_slot_gives_the_cold_tokens(
     gguf_path: Path, cold: llama_cpp.Llama, factor: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both ways of copying a prefix: the whole KV stream, or the source's serialised state."""
-    monkeypatch.setattr(runner_module, "STATE_COPY_FACTOR", factor)
+    monkeypatch.setattr(kv_store, "STATE_COPY_FACTOR", factor)
     runner = make_runner(gguf_path, n_slots=2)
     try:
         first, second = shared_prompts(runner.model)[:2]

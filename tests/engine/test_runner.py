@@ -11,8 +11,9 @@ import gguf
 import llama_cpp
 import pytest
 
+from cllm_ollama.engine import outbox
 from cllm_ollama.engine.binding import Model, Sampler
-from cllm_ollama.engine.client import LoadedModel, LoadSpec
+from cllm_ollama.engine.loaded import LoadedModel, LoadSpec
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.testing.ggufs import write_qwen3
@@ -154,10 +155,8 @@ def test_async_generate_and_queue_limit(oracle_gguf: Path) -> None:
 
 
 def test_a_slow_reader_pauses_only_its_own_slot(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cllm_ollama.engine import runner as runner_module
-
     buffered = 16  # small, so the pause comes well before the slot's context is full
-    monkeypatch.setattr(runner_module, "MAX_BUFFERED_EVENTS", buffered)
+    monkeypatch.setattr(outbox, "MAX_BUFFERED_EVENTS", buffered)
     model = runner.model
     n = buffered + 30
     # A random model may stop early at an end-of-generation token: use a prompt that does not.

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
-from fake_binding import FakeContext, drain, fake_runner
+from fake_binding import FakeBatch, FakeContext, FakeModel, drain, fake_runner
 from polling import until
 
+from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.errors import EngineError
@@ -56,7 +59,7 @@ def test_a_failed_step_with_pending_aborts_leaks_nothing(runner: Runner) -> None
     assert ends[second.id] is FinishReason.ERROR
     ctx.fail_decode = None
     assert drain(runner, submit(runner, (3,), n=2)[1])[-1].finish is FinishReason.LENGTH
-    assert runner._sinks == {} and runner._samplers == {}
+    assert runner.outbox.sinks == {} and runner.sampling.samplers == {}
 
 
 def test_a_dead_engine_says_why_and_ends_what_it_ran(runner: Runner) -> None:
@@ -88,3 +91,41 @@ def test_occupancy_is_exact_when_every_running_reader_lags(runner: Runner) -> No
     for request_id in runner.scheduler.running_ids() + [r.id for r in runner.scheduler.waiting]:
         runner.abort(request_id)
     until(lambda: runner.occupancy() == replace(now, running=0, waiting=0, cells_used=0), timeout=10)
+
+
+def test_a_part_that_cannot_be_made_releases_the_parts_made_before_it(tmp_path: Path) -> None:
+    """The batch is made last but one: when it fails, the context is closed and the threads of
+    the state buffers, the disk cache and the media encoder are stopped (a reload after a failed
+    load must not find them still holding memory)."""
+    closed: list[FakeContext] = []
+    made: list[str] = []
+
+    class ClosingContext(FakeContext):
+        def close(self) -> None:
+            closed.append(self)
+
+    def no_batch(capacity: int) -> FakeBatch:
+        made.extend(t.name for t in threading.enumerate())
+        raise EngineError("no memory for the batch")
+
+    blob = Path("/store/blobs/sha256-" + "a" * 64)
+    model = FakeModel()
+    model.path = blob
+    spec = LoadSpec(
+        blob,
+        n_slots=2,
+        n_ctx_slot=4096,
+        n_batch=16,
+        n_threads=1,
+        cache_bytes=1 << 20,
+        cache_dir=tmp_path,
+        cache_disk_bytes=1 << 20,
+        projector=Path("/store/blobs/sha256-" + "b" * 64),
+    )
+    before = {t.name for t in threading.enumerate()}
+    with pytest.raises(EngineError, match="no memory for the batch"):
+        Runner(model, spec, context=ClosingContext, batch=no_batch)  # type: ignore[arg-type]
+    parts = {f"cllm-state-{blob.name}", "cllm-disk-cache", "cllm-disk-cache-read", f"cllm-media-{blob.name}"}
+    assert parts <= set(made) - before  # each part was running when the batch failed
+    assert len(closed) == 1
+    until(lambda: not parts & {t.name for t in threading.enumerate()}, timeout=10)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cllm_ollama.engine.client import LoadedModel
 from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.weights import SharedWeights
 from cllm_ollama.errors import InsufficientMemory, InvalidRequest
 from cllm_ollama.testing.ggufs import write_gemma3, write_lora

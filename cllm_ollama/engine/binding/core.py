@@ -163,6 +163,8 @@ class Model:
         self.is_recurrent: bool = bool(ll.llama_model_is_recurrent(ptr) or ll.llama_model_is_hybrid(ptr))
         self.n_swa: int = int(ll.llama_model_n_swa(ptr))
         self._pieces: list[bytes | None] = [None] * self.n_vocab
+        # The scheduler asks for every generated token: one ctypes call each, unless cached.
+        self._eog: list[bool | None] = [None] * self.n_vocab
         # A reranker's classifier outputs (rank pooling gives these per sequence, not n_embd).
         self.n_cls_out: int = int(ll.llama_model_n_cls_out(ptr))
         # Whether the vocabulary adds BOS, EOS, SEP around a text (a rerank pair without a template follows it).
@@ -247,7 +249,11 @@ class Model:
         return raw.decode("utf-8", "replace") if raw else None
 
     def is_eog(self, token: int) -> bool:
-        return bool(ll.llama_vocab_is_eog(self._vocab, token))
+        """Whether ``token`` ends generation; cached per id, as ``piece`` is (asked per token)."""
+        cached = self._eog[token]
+        if cached is None:
+            cached = self._eog[token] = bool(ll.llama_vocab_is_eog(self._vocab, token))
+        return cached
 
     def token_text(self, token: int) -> str:
         return ll.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
@@ -380,6 +386,52 @@ class CacheTypeRefused(EngineError):
     """llama.cpp would not make a context with a quantized KV cache (it returned none)."""
 
 
+def _context_params(
+    model: Model,
+    n_seq_max: int,
+    n_ctx_seq: int,
+    n_batch: int,
+    n_threads: int,
+    embeddings: bool,
+    pooling: int,
+    cache_type: str,
+    flash_attn: bool | None,
+) -> ll.llama_context_params:
+    """The ``llama_context_params`` of a ``Context`` (its arguments say what each means)."""
+    params = ll.llama_context_default_params()
+    params.n_ctx = n_ctx_seq * n_seq_max
+    params.n_batch = n_batch
+    params.n_ubatch = min(n_batch, 512)
+    params.n_seq_max = n_seq_max
+    params.n_threads = n_threads
+    params.n_threads_batch = n_threads
+    # Separate KV streams per sequence: a token attends only to its own sequence's cells,
+    # which decodes 30-45% faster at 8-32 sequences than one unified cache.
+    params.kv_unified = False
+    # Sliding-window models keep every cell (llama.cpp's default, said here because prefix
+    # reuse depends on it): with a trimmed window the start of a sequence is gone and a
+    # cached prefix could not be reused. The runner still checks seq_pos_min before reuse.
+    params.swa_full = True
+    params.no_perf = True
+    if embeddings:
+        # Sequences of different lengths pool wrongly with split KV streams (checked:
+        # an input's vector changed with its batch-mates); one stream keeps them apart
+        # by the attention mask alone, and the cache is cleared between batches anyway.
+        params.kv_unified = True
+        params.embeddings = True
+        params.pooling_type = pooling
+        # Non-causal encoders need a whole sequence in one ubatch.
+        params.n_ubatch = n_batch
+    else:
+        # At most one logits row per sequence is read from a batch: size the output buffer for
+        # that, not for n_batch rows of the whole vocabulary (a client's num_batch sets n_batch).
+        # A batch-invariant model's steps ask for one more row in some ubatches (``invariance``).
+        params.n_outputs_max = 2 * n_seq_max if model.batch_invariant else n_seq_max
+    params.flash_attn_type = _FLASH_ATTN[flash_attn]
+    params.type_k = params.type_v = KV_TYPES[cache_type][0]
+    return params
+
+
 class Context:
     """A llama.cpp context with ``n_seq_max`` independent sequences of ``n_ctx_seq`` cells each."""
 
@@ -398,37 +450,9 @@ class Context:
     ) -> None:
         """``cache_type`` is the K and V element type (a ``KV_TYPES`` key); ``flash_attn`` None
         lets llama.cpp choose (it turns it on itself for a quantized V cache)."""
-        params = ll.llama_context_default_params()
-        params.n_ctx = n_ctx_seq * n_seq_max
-        params.n_batch = n_batch
-        params.n_ubatch = min(n_batch, 512)
-        params.n_seq_max = n_seq_max
-        params.n_threads = n_threads
-        params.n_threads_batch = n_threads
-        # Separate KV streams per sequence: a token attends only to its own sequence's cells,
-        # which decodes 30-45% faster at 8-32 sequences than one unified cache.
-        params.kv_unified = False
-        # Sliding-window models keep every cell (llama.cpp's default, said here because prefix
-        # reuse depends on it): with a trimmed window the start of a sequence is gone and a
-        # cached prefix could not be reused. The runner still checks seq_pos_min before reuse.
-        params.swa_full = True
-        params.no_perf = True
-        if embeddings:
-            # Sequences of different lengths pool wrongly with split KV streams (checked:
-            # an input's vector changed with its batch-mates); one stream keeps them apart
-            # by the attention mask alone, and the cache is cleared between batches anyway.
-            params.kv_unified = True
-            params.embeddings = True
-            params.pooling_type = pooling
-            # Non-causal encoders need a whole sequence in one ubatch.
-            params.n_ubatch = n_batch
-        else:
-            # At most one logits row per sequence is read from a batch: size the output buffer for
-            # that, not for n_batch rows of the whole vocabulary (a client's num_batch sets n_batch).
-            # A batch-invariant model's steps ask for one more row in some ubatches (``invariance``).
-            params.n_outputs_max = 2 * n_seq_max if model.batch_invariant else n_seq_max
-        params.flash_attn_type = _FLASH_ATTN[flash_attn]
-        params.type_k = params.type_v = KV_TYPES[cache_type][0]
+        params = _context_params(
+            model, n_seq_max, n_ctx_seq, n_batch, n_threads, embeddings, pooling, cache_type, flash_attn
+        )
         ptr = ll.llama_init_from_model(model.ptr, params)
         if not ptr and cache_type != "f16":
             # llama.cpp refuses (a null context, not an abort) what it cannot do with a quantized

@@ -1,4 +1,4 @@
-"""The async client over the fake binding: who owns a request's sampler when its caller goes."""
+"""The loaded model over the fake binding: who owns a request's sampler when its caller goes."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel
 
-from cllm_ollama.engine.client import LoadedModel
 from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner
 from cllm_ollama.errors import InvalidRequest

@@ -148,14 +148,7 @@ class LoadedModel:
                 )
                 self.projector.audio_refused = audio_refused
             if not spec.embedding_only:
-                try:
-                    self.runner = Runner(self.model, resolved, adapters=self.adapters)
-                except CacheTypeRefused as exc:
-                    # An f16 cache is 2-4x the quantized one: it must fit on its own account.
-                    log.warning("%s: using f16", exc)
-                    resolved = replace(resolved, kv_cache_type="f16")
-                    self._check_memory(resolved, *probes)
-                    self.runner = Runner(self.model, resolved, adapters=self.adapters)
+                resolved = self._start_runner(resolved, probes)
         except Exception:
             self._free_model()
             raise
@@ -174,6 +167,19 @@ class LoadedModel:
         self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else resolved.n_ctx_slot
         self.max_queue = max_queue
         self.in_flight = 0
+
+    def _start_runner(self, resolved: LoadSpec, probes: tuple[MemoryProbe, MemoryProbe]) -> LoadSpec:
+        """The engine thread over ``resolved``, or over an f16 cache when llama.cpp refuses the
+        quantized one: the spec it runs with."""
+        try:
+            self.runner = Runner(self.model, resolved, adapters=self.adapters)
+        except CacheTypeRefused as exc:
+            # An f16 cache is 2-4x the quantized one: it must fit on its own account.
+            log.warning("%s: using f16", exc)
+            resolved = replace(resolved, kv_cache_type="f16")
+            self._check_memory(resolved, *probes)
+            self.runner = Runner(self.model, resolved, adapters=self.adapters)
+        return resolved
 
     def _resolve(self, spec: LoadSpec) -> LoadSpec:
         """What this load runs with: the spec, resolved against the model and the machine."""

@@ -1,0 +1,227 @@
+"""The KV cache's contents beyond the live sequences: what the scheduler's KV operations do,
+prompt states saved to the host cache and to disk, and the memory those saves are copied into.
+
+The scheduler decides (``prefix``); this performs, on the engine thread, in the order planned.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import EngineError
+from .binding import STATE_FORMAT, Context, Model, StateBuffers
+from .blocks import BLOCK
+from .disk_cache import DiskCache, identity_digest, weights_id
+from .frontdoor import LoadSpec
+from .prefix import Copy, Load, PrefixReuse, Restore, Save, Trim
+from .prompt_cache import PromptCache
+from .scheduler import Scheduler, StepPlan
+from .slot import Slot
+
+log = logging.getLogger("cllm.engine")
+
+# A cross-slot copy serialises the source's state when it holds fewer tokens than
+# n_ctx_seq / this, and copies the whole KV stream otherwise. Measured with bench/kv_copy.py
+# (Qwen2.5-0.5B Q4_K_M, 4096 cells, 2 cores): the stream copy costs 10-16 ms at any prefix
+# length, the state copy about 10x more per token (11 ms at 1024 tokens, 171 ms at 4000).
+STATE_COPY_FACTOR = 10
+# What a saved state holds beyond its cells' K and V rows (headers, each cell's position and
+# sequence), bounded from above: a prepared buffer must not be short (``state_buffers``).
+STATE_BYTES_PER_CELL = 64
+STATE_HEADER_BYTES = 64 << 10
+
+ReadDone = Callable[[int], Callable[[bytearray | None], None]]
+
+
+def disk_cache_for(model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | None = None) -> DiskCache | None:
+    """The disk tier for this load: its identity is everything that changes a state's bytes.
+    A model whose memory is one KV cache keeps its states without the slot count
+    (``state_streams``), so a load with another ``num_parallel`` reads them; for the others
+    (sliding-window ones write two caches) the slot count is part of the identity, as
+    llama.cpp refuses a state with another stream count ("n_stream mismatch")."""
+    if spec.cache_dir is None or spec.cache_disk_bytes <= 0:
+        return None
+    # Image cells are the projector's output: another projector over the same weights differs.
+    projector = weights_id(spec.projector) if spec.projector else ""
+    streams = spec.n_slots if model.n_swa == 0 else None
+    # A LoRA changes every layer's KV: an adapted model's states are its own.
+    adapters = ",".join(weights_id(path) for path in spec.adapters)
+    identity = identity_digest(
+        weights_id(model.path),
+        spec.kv_cache_type,
+        spec.flash_attention,
+        "any slot count" if streams else spec.n_slots,
+        STATE_FORMAT,
+        projector,
+        *([adapters] if adapters else []),
+    )
+    alloc = alloc or bytearray
+    return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens, streams, alloc)
+
+
+class KvStore:
+    """Saved prompt states (host ``cache``, ``disk``) and the KV operations over one context.
+
+    ``read_done(request_id)`` is what a disk read calls when it is done (the engine's inbox).
+    Recurrent models share nothing: no saves, no caches, no buffers.
+    """
+
+    def __init__(self, model: Model, spec: LoadSpec, ctx: Context, read_done: ReadDone) -> None:
+        self.model, self.ctx = model, ctx
+        self._read_done = read_done
+        # Recurrent state cannot be cut at a position or shared: such models recompute prompts.
+        self.share = not model.is_recurrent
+        self._cell_bytes = model.kv_bytes_per_token(spec.kv_cache_type) + STATE_BYTES_PER_CELL if self.share else 0
+        # Saved states' memory, made ready and freed off this thread: a save only copies. Made
+        # ready at most: two full slots' states, or one when the host cache holds less.
+        full = self.state_bytes(spec.n_ctx_slot)
+        limit = max(full, min(spec.cache_bytes, 2 * full))
+        self.buffers = StateBuffers(limit, f"cllm-state-{model.path.name}") if self.share else None
+        self._expected: dict[int, tuple[int | None, int]] = {}  # slot -> (its request, its next save's tokens)
+        host = spec.cache_bytes > 0 and self.share
+        self.cache = PromptCache(spec.cache_bytes, spec.cache_min_tokens) if host else None
+        self.disk: DiskCache | None = None
+        self._disk_open = False
+        try:
+            self.disk = disk_cache_for(model, spec, self.alloc(None)) if self.share else None
+        except BaseException:
+            self.close()
+            raise
+        self._disk_open = self.disk is not None
+
+    def state_bytes(self, n_tokens: int) -> int:
+        """At least the size of a saved state of ``n_tokens`` cells (their K, V and metadata)."""
+        return n_tokens * self._cell_bytes + STATE_HEADER_BYTES
+
+    def alloc(self, seq_id: int | None) -> Callable[[int], Any] | None:
+        """Where a state of sequence ``seq_id`` (None: not a slot's expected save) is written."""
+        return None if self.buffers is None else functools.partial(self.buffers.take, seq_id)
+
+    def prepare_saves(self, slots: Sequence[Slot], prefix: PrefixReuse) -> None:
+        """Have each of ``slots``' next expected save find its buffer ready (``state_buffers``):
+        asked again only when what the slot expects changes (an idle slot's, once)."""
+        buffers = self.buffers
+        if buffers is None:
+            return
+        for slot in slots:
+            request, last = slot.request, self._expected.get(slot.seq_id)
+            if request is None and last is not None and last[0] is None:
+                continue
+            expected = (None if request is None else request.id, prefix.next_save(slot))
+            if expected == last:
+                continue
+            self._expected[slot.seq_id] = expected
+            if expected[1]:
+                buffers.prepare(slot.seq_id, self.state_bytes(expected[1]))
+            else:
+                buffers.discard(slot.seq_id)
+
+    def apply(self, plan: StepPlan, scheduler: Scheduler) -> None:
+        """Perform admission's KV operations in the order planned (``prefix`` says what each means).
+
+        One that cannot be done costs only its own request a recomputed prompt; it never
+        fails the others in the batch.
+        """
+        ctx, lost = self.ctx, set()
+        for op in plan.ops:
+            match op:
+                case Save(seq_id, tokens):
+                    self.keep(seq_id, tokens, host=True, disk=True)
+                case Copy(src, dst):
+                    # A source in ``lost`` copied (or was to copy) a prefix it does not hold.
+                    if src in lost or not self._copied(src, dst, len(scheduler.slots[src].cached)):
+                        lost.add(dst)
+                case Restore(seq_id, entry):
+                    if not ctx.state_set(seq_id, entry.payload):
+                        lost.add(seq_id)
+                case Load(request_id, entry):
+                    assert self.disk is not None
+                    self.disk.load(entry, self._read_done(request_id))
+                case Trim(seq_id, pos):
+                    if seq_id in lost or not ctx.seq_rm(seq_id, pos) or not self.window_held(seq_id, pos):
+                        lost.add(seq_id)
+        for seq_id in lost:
+            log.warning("KV of sequence %d could not be reused: its prompt is computed again", seq_id)
+            ctx.seq_clear(seq_id)
+            scheduler.lost_prefix(seq_id)
+
+    def _copied(self, src: int, dst: int, n_cached: int) -> bool:
+        """Copy sequence ``src``'s KV (``n_cached`` tokens) into ``dst``: a short one by its state,
+        a long one as the whole stream (``STATE_COPY_FACTOR``). False: ``dst`` lost it."""
+        ctx = self.ctx
+        if n_cached * STATE_COPY_FACTOR >= ctx.n_ctx_seq:
+            ctx.seq_copy(src, dst)
+            return True
+        try:
+            return ctx.state_set(dst, ctx.state_get(src, self.alloc(None)))
+        except EngineError:  # the source's state could not be read: as a refused set
+            return False
+
+    def window_held(self, seq_id: int, pos: int) -> bool:
+        """Whether a sliding-window sequence cut at ``pos`` still holds the window before it.
+
+        A live sequence keeps every cell (``swa_full``), but a saved state keeps only the last
+        window of its SWA layers: restored (or state-copied) and cut below that, the window the
+        next token attends to is gone. Full attention and recurrent memory keep what ``seq_rm``
+        left (for recurrent state ``seq_pos_min`` is the last position, not a start).
+        """
+        n_swa = self.model.n_swa
+        if pos == 0 or n_swa == 0:
+            return True
+        low = self.ctx.seq_pos_min(seq_id)
+        return 0 <= low <= max(0, pos - n_swa)  # llama-server's rule
+
+    def checkpoint(self, plan: StepPlan, prefix: PrefixReuse) -> None:
+        """Prefixes a request asked to keep, and long prompts finished in this step, are saved now
+        (disk writes run on the IO thread)."""
+        for slot, _ in plan.prefills:
+            checkpoint = prefix.to_checkpoint(slot)
+            if checkpoint is not None:
+                self.keep(slot.seq_id, checkpoint.tokens, host=checkpoint.host, disk=checkpoint.disk)
+
+    def keep(self, seq_id: int, tokens: tuple[int, ...], *, host: bool, disk: bool) -> None:
+        """Save sequence ``seq_id``'s state (it holds ``tokens``) to the host cache and/or disk."""
+        try:
+            state = self.ctx.state_get(seq_id, self.alloc(seq_id))
+        except EngineError:
+            log.warning("could not save the prompt state of sequence %d", seq_id)
+            return
+        if host and self.cache is not None:
+            self.cache.add(tokens, state, len(state))
+        if disk and self.disk is not None:  # written on the disk cache's IO thread
+            self.disk.save(tokens, state)
+
+    def save_to_disk(self, slots: Sequence[Slot]) -> None:
+        """At unload, what the slots hold goes to disk unless it is there nearly all (the engine
+        thread has stopped: reading the KV here is safe), and the writes finish before the model
+        is freed. The host cache's states went to disk when they were saved."""
+        disk = self.disk
+        if disk is None:
+            return
+        try:
+            for slot in slots:
+                chain = slot.chain
+                if len(chain) >= disk.index.min_tokens and disk.lookup(chain.tokens, chain.keys)[1] + BLOCK <= len(
+                    chain
+                ):
+                    disk.save(chain.tokens, self.ctx.state_get(slot.seq_id, self.alloc(slot.seq_id)))
+        except Exception:
+            log.exception("could not save prompt states to disk")
+        finally:
+            self._close_disk()
+
+    def _close_disk(self) -> None:
+        if self.disk is not None and self._disk_open:
+            self._disk_open = False
+            self.disk.close()
+
+    def close(self) -> None:
+        """Free what this holds (the disk tier's pending writes finish first; no slot is saved)."""
+        self._close_disk()
+        if self.cache is not None:
+            self.cache.clear()
+        if self.buffers is not None:
+            self.buffers.close()
