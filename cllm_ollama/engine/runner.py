@@ -95,6 +95,7 @@ class Runner:
                     n_threads=spec.n_threads,
                     cache_type=spec.kv_cache_type,
                     flash_attn=spec.flash_attention,
+                    outputs_per_seq=2 if self.invariant else 1,
                 ),
                 adapters,
             )

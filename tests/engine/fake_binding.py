@@ -59,6 +59,7 @@ class FakeContext:
         n_threads: int,
         cache_type: str = "f16",
         flash_attn: bool | None = None,
+        outputs_per_seq: int = 1,
     ) -> None:
         self.model = model
         self.cache_type, self.flash_attn = cache_type, flash_attn

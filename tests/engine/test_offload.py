@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cllm_ollama.engine.binding import Model
-from cllm_ollama.engine.client import LoadedModel
 from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.offload import DEVICE_RESERVE, Device, ModelSizes, fit, kv_bytes_per_token, model_sizes
 from cllm_ollama.testing.ggufs import write_qwen3
 

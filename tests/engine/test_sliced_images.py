@@ -167,7 +167,10 @@ def test_batched_sliced_images_answer_as_cold_single_runs(slicing: Projector) ->
 
 def test_a_resent_sliced_image_reuses_its_cells_and_answers_as_a_cold_run(slicing: Projector, prompts: list) -> None:
     projector, picture = slicing, png(96, 40, seed=6)
-    warm_runner = Runner(projector.model, spec(projector, 1))
+    # The next turn computes the first one's answer inside a chunk cold and one token a step warm:
+    # only the deterministic mode makes those round alike (a tiny random model's near-ties flip).
+    exact = spec(projector, 1, deterministic=True)
+    warm_runner = Runner(projector.model, exact)
     try:
         answer, first = ask(warm_runner, projector, picture)
         warm, request = ask(warm_runner, projector, picture, answer)
@@ -175,7 +178,7 @@ def test_a_resent_sliced_image_reuses_its_cells_and_answers_as_a_cold_run(slicin
     finally:
         warm_runner.close()
     assert cached >= len(first.prompt)  # the whole first turn, every tile, from the slot's KV
-    assert warm == cold_ask(spec(projector, 1), projector, picture, answer)
+    assert warm == cold_ask(exact, projector, picture, answer)
     prompts.append(alone := projector.tokenize(projector.marker, [picture]))
     tiles = items(alone)
     assert len(tiles) > 2 and len({k for k in request.prompt if k < 0}) == len(tiles)  # each tile its own key

@@ -396,6 +396,7 @@ def _context_params(
     pooling: int,
     cache_type: str,
     flash_attn: bool | None,
+    outputs_per_seq: int,
 ) -> ll.llama_context_params:
     """The ``llama_context_params`` of a ``Context`` (its arguments say what each means)."""
     params = ll.llama_context_default_params()
@@ -425,8 +426,9 @@ def _context_params(
     else:
         # At most one logits row per sequence is read from a batch: size the output buffer for
         # that, not for n_batch rows of the whole vocabulary (a client's num_batch sets n_batch).
-        # A batch-invariant model's steps ask for one more row in some ubatches (``invariance``).
-        params.n_outputs_max = 2 * n_seq_max if model.batch_invariant else n_seq_max
+        # The deterministic mode's steps ask for up to one more row a sequence (``invariance``):
+        # past n_outputs_max llama.cpp aborts the process.
+        params.n_outputs_max = outputs_per_seq * n_seq_max
     params.flash_attn_type = _FLASH_ATTN[flash_attn]
     params.type_k = params.type_v = KV_TYPES[cache_type][0]
     return params
@@ -447,11 +449,22 @@ class Context:
         pooling: int = -1,
         cache_type: str = "f16",
         flash_attn: bool | None = None,
+        outputs_per_seq: int = 1,
     ) -> None:
         """``cache_type`` is the K and V element type (a ``KV_TYPES`` key); ``flash_attn`` None
-        lets llama.cpp choose (it turns it on itself for a quantized V cache)."""
+        lets llama.cpp choose (it turns it on itself for a quantized V cache). ``outputs_per_seq``:
+        the logits rows a step may ask for, per sequence (the deterministic mode's steps: 2)."""
         params = _context_params(
-            model, n_seq_max, n_ctx_seq, n_batch, n_threads, embeddings, pooling, cache_type, flash_attn
+            model,
+            n_seq_max,
+            n_ctx_seq,
+            n_batch,
+            n_threads,
+            embeddings,
+            pooling,
+            cache_type,
+            flash_attn,
+            outputs_per_seq,
         )
         ptr = ll.llama_init_from_model(model.ptr, params)
         if not ptr and cache_type != "f16":
