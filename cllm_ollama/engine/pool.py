@@ -21,13 +21,22 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 from ..errors import InsufficientMemory
-from .binding import batch_invariant_kernels
+from .binding import batch_invariant_kernels, gpu_devices
 from .frontdoor import EngineClient, LoadSpec
 from .grammar import GrammarChecker
 from .loaded import LoadedModel
 from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")
+
+
+def _log_devices() -> None:
+    """Say which GPUs llama.cpp found (layers are fitted to them: ``offload``), or that none was."""
+    devices = gpu_devices()
+    if not devices:
+        log.info("no GPU found (llama.cpp built for the CPU, or no device visible): layers run on the CPU")
+    for name, free, total in devices:
+        log.info("GPU %s: %.1f GiB free of %.1f GiB", name, free / 2**30, total / 2**30)
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,7 @@ class ModelPool:
         self._defaults = defaults
         if defaults.deterministic:  # before any model computes: ggml reads it once
             batch_invariant_kernels()
+        _log_devices()
         self._max_loaded = max(1, max_loaded)
         self._max_queue = max_queue
         self.default_keep_alive = default_keep_alive
