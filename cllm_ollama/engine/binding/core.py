@@ -287,7 +287,9 @@ class Model:
 def _ggml() -> ctypes.CDLL:
     """libggml, which llama_cpp has loaded beside libllama (dlopen hands back the same library,
     with the backend registry llama.cpp offloads through); its device calls are declared here."""
-    folder = Path(ll.__file__).parent / "lib"
+    # LLAMA_CPP_LIB_PATH: a llama.cpp built apart (a GPU build), which llama_cpp loaded instead.
+    override = os.environ.get("LLAMA_CPP_LIB_PATH")
+    folder = Path(override) if override else Path(ll.__file__).parent / "lib"
     name = next((n for n in ("libggml.so", "libggml.dylib", "ggml.dll") if (folder / n).exists()), "libggml.so")
     lib = ctypes.CDLL(str(folder / name))
     lib.ggml_backend_dev_count.restype = ctypes.c_size_t
