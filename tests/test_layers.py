@@ -35,6 +35,11 @@ def files(layer: str) -> list[Path]:
     [
         ("engine", ("cllm_ollama.api", "cllm_ollama.store", "starlette")),
         ("store", ("cllm_ollama.api", "cllm_ollama.engine", "starlette", "llama_cpp")),
+        # The layout converter rewrites GGUFs and knows nothing of where they are kept or served.
+        (
+            "convert",
+            ("cllm_ollama.api", "cllm_ollama.engine", "cllm_ollama.store", "cllm_ollama.chatformat", "llama_cpp"),
+        ),
         # Above the engine there is no llama.cpp: grammars, samplers and pointers stay below it.
         ("api", ("llama_cpp", "ctypes")),
         # The chat format sits between the dialects and the engine and knows neither HTTP nor llama.cpp:
