@@ -10,11 +10,15 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "cllm_ollama"
 
 
-def imports_of(path: Path) -> set[str]:
-    """Absolute module names a file imports (relative imports resolved against the package)."""
+def imports_of(tree: ast.AST | Path, path: Path | None = None) -> set[str]:
+    """Absolute module names a file (or one import in it) imports, relative imports resolved
+    against the package."""
+    if isinstance(tree, Path):
+        tree, path = ast.parse(tree.read_text()), tree
+    assert path is not None
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -35,6 +39,11 @@ def files(layer: str) -> list[Path]:
     [
         ("engine", ("cllm_ollama.api", "cllm_ollama.store", "starlette")),
         ("store", ("cllm_ollama.api", "cllm_ollama.engine", "starlette", "llama_cpp")),
+        # The layout converter rewrites GGUFs and knows nothing of where they are kept or served.
+        (
+            "convert",
+            ("cllm_ollama.api", "cllm_ollama.engine", "cllm_ollama.store", "cllm_ollama.chatformat", "llama_cpp"),
+        ),
         # Above the engine there is no llama.cpp: grammars, samplers and pointers stay below it.
         ("api", ("llama_cpp", "ctypes")),
         # The chat format sits between the dialects and the engine and knows neither HTTP nor llama.cpp:
@@ -62,3 +71,41 @@ def test_only_the_binding_touches_llama_cpp_and_ctypes() -> None:
             "engine/grammar.py": {"llama_cpp.llama_grammar"},  # pure-Python JSON-schema-to-GBNF converter
         }.get(name, found if name.startswith("engine/binding/") else set())  # the ctypes layer itself
         assert found <= allowed, f"{path.relative_to(PACKAGE)} imports {found - allowed}"
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every cllm_ollama module -> the cllm_ollama modules it imports, function-level imports included
+    (``from . import x`` counts as importing the submodule ``x``)."""
+    paths = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        found = imports_of(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                found |= {f"{module}.{alias.name}" for module in imports_of(node, path) for alias in node.names}
+        graph[name] = {m for m in found if m in paths and m != name}
+    return graph
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    graph = module_graph()
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            assert module != start, f"{start} imports itself through {sorted(seen)}"
+            if module not in seen:
+                seen.add(module)
+                todo += graph[module]
+
+
+@pytest.mark.parametrize("layer", ["convert", "store", "testing"])
+def test_no_private_name_is_imported_across_modules(layer: str) -> None:
+    for path in files(layer):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                assert not private, f"{path.relative_to(PACKAGE)} imports {private}"

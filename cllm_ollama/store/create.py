@@ -12,12 +12,13 @@ from typing import Any
 
 import orjson
 
+from ..convert.framework import LayoutRefused
 from ..errors import InvalidRequest
 from . import manifests as mt
 from .adapters import check_adapter, check_adapter_names
 from .blobs import parse_digest
+from .conversion import adapt_layers
 from .gguf_info import GGUFError, GGUFInfo, gguf_info, is_gguf
-from .layouts import LayoutRefused, adapt_layers
 from .manifests import Layer
 from .names import ModelName, parse_name
 from .store import Claim, ModelRecord, ModelStore

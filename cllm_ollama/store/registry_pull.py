@@ -17,12 +17,13 @@ from typing import Any
 import httpx
 
 from ..config import DEFAULT_REGISTRY_URL, Settings
+from ..convert.framework import LayoutRefused
 from ..errors import PullError
 from . import manifests as mt
 from .blobs import DIGEST_RE
+from .conversion import HEADER_PROBE_BYTES, HEADER_PROBE_MIN_BLOB, adapt_layers, check_prefix
 from .download import DigestMismatch, download_blob
 from .keys import ollama_signer
-from .layouts import HEADER_PROBE_BYTES, HEADER_PROBE_MIN_BLOB, LayoutRefused, adapt_layers, check_prefix
 from .manifests import Layer, Manifest, ManifestError
 from .names import ModelName
 from .registry import Registry, RegistryError, registry_url

@@ -19,7 +19,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .ggufs import TINY, _finish, _Tensors, write_qwen3
+from .core_ggufs import write_qwen3
+from .gguf_base import TINY, Tensors, finish
 
 AUDIO_TOKENS = 750  # one 30 s window: 3000 mel frames, halved by the convolution and by the pooling
 CHATML = (
@@ -41,7 +42,7 @@ class AudioShape:
 TINY_AUDIO = AudioShape()
 
 
-def _audio_projector(path: Path, kind: str, n_embd_text: int, a: AudioShape, seed: int) -> _Tensors:
+def _audio_projector(path: Path, kind: str, n_embd_text: int, a: AudioShape, seed: int) -> Tensors:
     """A CLIP GGUF's writer with the keys every Whisper-encoder audio projector states, and the
     encoder's tensors: the projection into the text model is the caller's (its type's)."""
     w = gguf.GGUFWriter(str(path), "clip")
@@ -55,7 +56,7 @@ def _audio_projector(path: Path, kind: str, n_embd_text: int, a: AudioShape, see
     w.add_audio_projection_dim(n_embd_text)
     w.add_audio_attention_layernorm_eps(1e-5)
     w.add_audio_num_mel_bins(a.n_mel)
-    t = _Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
+    t = Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
     n = a.n_embd
     for i, n_in in ((1, a.n_mel), (2, n)):
         w.add_tensor(f"a.conv1d.{i}.weight", (t.rng.standard_normal((n, n_in, 3)) * 0.2).astype(np.float16))
@@ -80,7 +81,7 @@ def _audio_projector(path: Path, kind: str, n_embd_text: int, a: AudioShape, see
     return t
 
 
-def _linear(t: _Tensors, name: str, rows: int, cols: int, *, bias: bool = True) -> None:
+def _linear(t: Tensors, name: str, rows: int, cols: int, *, bias: bool = True) -> None:
     t.matrix(f"{name}.weight", rows, cols)
     if bias:
         t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
@@ -93,7 +94,7 @@ def write_qwen2a_projector(
     the encoder, 2x average pooling (libmtmd's, for this type) and one linear layer."""
     t = _audio_projector(path, gguf.VisionProjectorType.QWEN2A, n_embd_text, shape, seed)
     _linear(t, "mm.a.fc", n_embd_text, shape.n_embd)
-    _finish(t.w)
+    finish(t.w)
     return path
 
 
@@ -111,7 +112,7 @@ def write_ultravox_projector(
     t.matrix("mm.a.mlp.1.weight", 2 * hidden, stacked)  # SwiGLU: gate and value halves
     t.norm("mm.a.norm_mid.weight", hidden)
     t.matrix("mm.a.mlp.2.weight", n_embd_text, hidden)
-    _finish(t.w)
+    finish(t.w)
     return path
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import audio_ggufs as au
-from . import ggufs as gg
+from . import core_ggufs as gg
 from . import ocr_ggufs as oc
 from . import ollama_ggufs as og
 from . import ollama_vision_ggufs as ov

@@ -1,7 +1,7 @@
 """A tiny random-weight DeepSeek-OCR in both layouts: llama.cpp's (a ``deepseek2-ocr`` text GGUF and
 its ``deepseekocr`` projector, as its converter writes them) and Ollama's (one ``deepseekocr`` GGUF
 with the SAM and CLIP towers inside, as ``convert_deepseekocr.go`` writes it), from the same weights.
-``store/layouts_ocr.py`` maps the second into the first.
+``convert/deepseek.py`` maps the second into the first.
 
 The projector is a real, if tiny, SAM + CLIP pair as libmtmd's ``deepseekocr`` graph reads it: clip.cpp
 fixes the view at 1024 pixels in 16-pixel patches (64 x 64), SAM's neck and two stride-2
@@ -19,9 +19,17 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .ggufs import Shape, _add_tokenizer, _finish, _llama_block, _model_header, _Tensors, synthetic_vocab
-from .ollama_ggufs import _copy_fields
-from .vision_ggufs import _f16_exact
+from .gguf_base import (
+    Shape,
+    Tensors,
+    add_tokenizer,
+    copy_fields,
+    f16_exact,
+    finish,
+    llama_block,
+    model_header,
+    synthetic_vocab,
+)
 
 _F32 = gguf.GGMLQuantizationType.F32
 OCR = Shape(n_layer=2, n_embd=64, n_head=4, n_head_kv=4, head_dim=16, n_ff=128, context_length=8192)
@@ -53,9 +61,9 @@ OCR_VISION = OcrVision()
 def write_deepseekocr_text(path: Path, *, shape: Shape = OCR, seed: int = 0) -> Path:
     """A tiny ``deepseek2-ocr``: a dense first block, then mixture-of-experts blocks with shared
     experts; multi-head attention (DeepSeek-OCR's decoder has no MLA), NeoX RoPE at base 10000."""
-    t = _Tensors(gguf.GGUFWriter(str(path), "deepseek2-ocr"), np.random.default_rng(seed), 0.5, _F32)
+    t = Tensors(gguf.GGUFWriter(str(path), "deepseek2-ocr"), np.random.default_rng(seed), 0.5, _F32)
     w, s = t.w, shape
-    _model_header(w, s, "tiny-deepseek-ocr", _F32)
+    model_header(w, s, "tiny-deepseek-ocr", _F32)
     w.add_feed_forward_length(s.n_ff)
     w.add_head_count(s.n_head)
     w.add_head_count_kv(s.n_head_kv)
@@ -68,38 +76,38 @@ def write_deepseekocr_text(path: Path, *, shape: Shape = OCR, seed: int = 0) -> 
     w.add_expert_feed_forward_length(N_FF_EXP)
     w.add_expert_shared_count(N_EXPERT_SHARED)
     vocab = synthetic_vocab()
-    _add_tokenizer(w, vocab, None)
+    add_tokenizer(w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
         p = f"blk.{i}."
-        _llama_block(t, s, p, ffn=i == 0)
+        llama_block(t, s, p, ffn=i == 0)
         if i == 0:
             continue
         t.matrix(p + "ffn_gate_inp.weight", N_EXPERT, s.n_embd)
         for name, rows, cols in (("gate", N_FF_EXP, s.n_embd), ("up", N_FF_EXP, s.n_embd)):
-            w.add_tensor(f"{p}ffn_{name}_exps.weight", _f16_exact(t, (N_EXPERT, rows, cols), 0.5))
-        w.add_tensor(f"{p}ffn_down_exps.weight", _f16_exact(t, (N_EXPERT, s.n_embd, N_FF_EXP), 0.5))
+            w.add_tensor(f"{p}ffn_{name}_exps.weight", f16_exact(t, (N_EXPERT, rows, cols), 0.5))
+        w.add_tensor(f"{p}ffn_down_exps.weight", f16_exact(t, (N_EXPERT, s.n_embd, N_FF_EXP), 0.5))
         shared = N_FF_EXP * N_EXPERT_SHARED
         t.matrix(p + "ffn_gate_shexp.weight", shared, s.n_embd)
         t.matrix(p + "ffn_up_shexp.weight", shared, s.n_embd)
         t.matrix(p + "ffn_down_shexp.weight", s.n_embd, shared)
-    _finish(w)
+    finish(w)
     return path
 
 
-def biased_linear(t: _Tensors, name: str, rows: int, cols: int) -> None:
+def biased_linear(t: Tensors, name: str, rows: int, cols: int) -> None:
     t.matrix(f"{name}.weight", rows, cols)
     t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
 
 
-def layer_norm(t: _Tensors, name: str, n: int) -> None:
+def layer_norm(t: Tensors, name: str, n: int) -> None:
     """A LayerNorm's weight and bias, distinct per norm, so that a map mistaking one for another shows."""
     t.f32(f"{name}.weight", 1 + t.rng.standard_normal(n) * 0.1)
     t.f32(f"{name}.bias", t.rng.standard_normal(n) * 0.1)
 
 
-def vit_blocks(t: _Tensors, n_layer: int, n: int, n_ff: int) -> None:
+def vit_blocks(t: Tensors, n_layer: int, n: int, n_ff: int) -> None:
     """CLIP-style ViT blocks as clip.cpp names them: LayerNorms, fused Q/K/V, biased projections."""
     for i in range(n_layer):
         p = f"v.blk.{i}."
@@ -118,7 +126,7 @@ def write_deepseekocr_projector(
     position table, relative positions and neck in F32), CLIP (``v.*``, fused Q/K/V, a class token),
     the linear projection of both (``mm.model.fc``), the newline and view-separator embeddings."""
     w = gguf.GGUFWriter(str(path), "clip")
-    t = _Tensors(w, np.random.default_rng(seed), 0.2, _F32)
+    t = Tensors(w, np.random.default_rng(seed), 0.2, _F32)
     w.add_name("tiny-deepseekocr-mmproj")
     w.add_clip_has_vision_encoder(True)
     w.add_clip_projector_type("deepseekocr")
@@ -150,35 +158,35 @@ def write_deepseekocr_projector(
     n, d_head = v.sam_embd, v.sam_embd // v.sam_heads
     t.f32("v.sam.patch_embd.weight", t.rng.standard_normal((n, 3, v.sam_patch, v.sam_patch)) * 0.05)
     t.f32("v.sam.patch_embd.bias", np.zeros(n))
-    t.f32("v.sam.pos_embd.weight", _f16_exact(t, (1, v.sam_grid, v.sam_grid, n), 0.1))
+    t.f32("v.sam.pos_embd.weight", f16_exact(t, (1, v.sam_grid, v.sam_grid, n), 0.1))
     for i in range(v.sam_layers):
         p = f"v.sam.blk.{i}."
         norm(p + "pre_ln", n)
         linear(p + "attn.qkv", 3 * n, n)
         linear(p + "attn.out", n, n)
         span = 2 * (v.sam_grid if i == 2 else v.window) - 1  # block 2 attends globally
-        t.f32(p + "attn.pos_h.weight", _f16_exact(t, (span, d_head), 0.1))
-        t.f32(p + "attn.pos_w.weight", _f16_exact(t, (span, d_head), 0.1))
+        t.f32(p + "attn.pos_h.weight", f16_exact(t, (span, d_head), 0.1))
+        t.f32(p + "attn.pos_w.weight", f16_exact(t, (span, d_head), 0.1))
         norm(p + "post_ln", n)
         linear(p + "mlp.lin1", 4 * n, n)
         linear(p + "mlp.lin2", n, 4 * n)
-    t.f32("v.sam.neck.0.weight", _f16_exact(t, (v.neck, n, 1, 1)))
+    t.f32("v.sam.neck.0.weight", f16_exact(t, (v.neck, n, 1, 1)))
     norm("v.sam.neck.1", v.neck)
-    t.f32("v.sam.neck.2.weight", _f16_exact(t, (v.neck, v.neck, 3, 3)))
+    t.f32("v.sam.neck.2.weight", f16_exact(t, (v.neck, v.neck, 3, 3)))
     norm("v.sam.neck.3", v.neck)
-    t.f32("v.sam.net_2.weight", _f16_exact(t, (2 * v.neck, v.neck, 3, 3)))
-    t.f32("v.sam.net_3.weight", _f16_exact(t, (v.clip_embd, 2 * v.neck, 3, 3)))
+    t.f32("v.sam.net_2.weight", f16_exact(t, (2 * v.neck, v.neck, 3, 3)))
+    t.f32("v.sam.net_3.weight", f16_exact(t, (v.clip_embd, 2 * v.neck, 3, 3)))
 
     c = v.clip_embd
-    t.f32("v.class_embd", _f16_exact(t, (c,)))
-    t.f32("v.patch_embd.weight", _f16_exact(t, (c, 3, v.clip_patch, v.clip_patch)))
-    t.f32("v.position_embd.weight", _f16_exact(t, ((v.sam_grid // 4) ** 2 + 1, c)))
+    t.f32("v.class_embd", f16_exact(t, (c,)))
+    t.f32("v.patch_embd.weight", f16_exact(t, (c, 3, v.clip_patch, v.clip_patch)))
+    t.f32("v.position_embd.weight", f16_exact(t, ((v.sam_grid // 4) ** 2 + 1, c)))
     norm("v.pre_ln", c)
     vit_blocks(t, v.clip_layers, c, v.clip_ff)
     linear("mm.model.fc", n_embd_text, 2 * c)
     t.f32("v.image_newline", t.rng.standard_normal(n_embd_text) * 0.2)
     t.f32("v.view_seperator", t.rng.standard_normal((1, n_embd_text)) * 0.2)
-    _finish(w)
+    finish(w)
     return path
 
 
@@ -242,7 +250,7 @@ def write_ollama_deepseekocr(path: Path, *, seed: int = 0) -> Path:
         text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
         w = gguf.GGUFWriter(str(path), "deepseekocr")
         skip = tuple(f"deepseek2-ocr.{key}" for key in _NOT_IN_OLLAMA)
-        _copy_fields(text, w, skip=skip, key=lambda k: k.replace("deepseek2-ocr.", "deepseekocr.", 1))
+        copy_fields(text, w, skip=skip, key=lambda k: k.replace("deepseek2-ocr.", "deepseekocr.", 1))
         for key, value in (
             ("vision.block_count", v.clip_layers),
             ("vision.embedding_length", v.clip_embd),
@@ -264,5 +272,5 @@ def write_ollama_deepseekocr(path: Path, *, seed: int = 0) -> Path:
             elif data.ndim > 1 and any(part in t.name for part in _OLLAMA_F16):
                 data = data.astype(np.float16)
             w.add_tensor(_ollama_name(t.name), data)
-        _finish(w)
+        finish(w)
     return path

@@ -1,6 +1,6 @@
 """Tiny GGUFs laid out as Ollama's own converter writes them (``convert/`` in ollama/ollama): one
 file with the vision tower inside, keys and tensor names llama.cpp does not accept as they are.
-``store/layouts.py`` maps them at pull or create; these are what its tests pull and create.
+``cllm_ollama.convert`` maps them at pull or create; these are what its tests pull and create.
 """
 
 from __future__ import annotations
@@ -14,35 +14,8 @@ from typing import Any
 import gguf
 import numpy as np
 
-from .ggufs import (
-    TINY,
-    TINY_VISION,
-    _add_tokenizer,
-    _finish,
-    _Tensors,
-    _vit_block,
-    synthetic_vocab,
-    write_gemma3,
-    write_qwen2vl,
-    write_vision,
-)
-
-
-def _copy_fields(
-    src: gguf.GGUFReader,
-    w: gguf.GGUFWriter,
-    *,
-    skip: tuple[str, ...] = (),
-    key: Callable[[str], str] = lambda name: name,
-    value: Callable[[str, Any], Any] = lambda name, v: v,
-) -> None:
-    """Every metadata field of ``src`` but ``skip`` (and the architecture) into ``w``, renamed by ``key``."""
-    for f in src.fields.values():
-        if f.name.startswith("GGUF.") or f.name in ("general.architecture", *skip):
-            continue
-        sub_type = f.types[-1] if len(f.types) > 1 else None
-        w.add_key_value(key(f.name), value(f.name, f.contents()), f.types[0], sub_type=sub_type)
-
+from .core_ggufs import write_gemma3, write_qwen2vl, write_vision
+from .gguf_base import TINY, TINY_VISION, Tensors, add_tokenizer, copy_fields, finish, synthetic_vocab, vit_block
 
 # clip.cpp's projector tensor names -> the SigLIP names Ollama's converter writes (convert_gemma3.go).
 _OLLAMA_GEMMA3_NAMES = (
@@ -76,7 +49,7 @@ def write_ollama_gemma3_vision(path: Path, *, seed: int = 0) -> Path:
             return value
 
         dropped = ("gemma3.attention.layer_norm_rms_epsilon", "gemma3.rope.freq_base_swa")
-        _copy_fields(text, w, skip=dropped, value=image_token)
+        copy_fields(text, w, skip=dropped, value=image_token)
         w.add_float32("gemma3.rope.local.freq_base", 1e4)
         v = TINY_VISION
         for key, value in (
@@ -99,7 +72,7 @@ def write_ollama_gemma3_vision(path: Path, *, seed: int = 0) -> Path:
                 name = name.replace(ours, theirs)
             data = np.array(t.data)
             w.add_tensor(name, data.astype(np.float16) if name == "v.patch_embedding.weight" else data)
-        _finish(w)
+        finish(w)
     return path
 
 
@@ -112,12 +85,12 @@ def write_ollama_qwen25vl_vision(path: Path, *, seed: int = 0) -> Path:
     v = TINY_VISION
     with tempfile.TemporaryDirectory() as tmp:
         text = gguf.GGUFReader(write_qwen2vl(Path(tmp) / "text.gguf", seed=seed))
-        t = _Tensors(
+        t = Tensors(
             gguf.GGUFWriter(str(path), "qwen25vl"), np.random.default_rng(seed + 1), 0.2, gguf.GGMLQuantizationType.F32
         )
         w = t.w
         ours = ("qwen2vl.rope.dimension_sections",)
-        _copy_fields(text, w, skip=ours, key=lambda name: name.replace("qwen2vl.", "qwen25vl.", 1))
+        copy_fields(text, w, skip=ours, key=lambda name: name.replace("qwen2vl.", "qwen25vl.", 1))
         w.add_array("qwen25vl.rope.mrope_section", [2, 3, 3])
         for key, value in (
             ("block_count", 2),
@@ -138,14 +111,14 @@ def write_ollama_qwen25vl_vision(path: Path, *, seed: int = 0) -> Path:
             w.add_tensor(
                 half, (t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2).astype(np.float16)
             )
-        _vit_block(t, replace(v, n_layer=2), gated=True, norm_bias=False, post_ln=False)
+        vit_block(t, replace(v, n_layer=2), gated=True, norm_bias=False, post_ln=False)
         merged = v.merge * v.merge * v.n_embd
         t.norm("v.merger.ln_q.weight", v.n_embd)
         t.matrix("v.merger.mlp.0.weight", merged, merged)
         t.f32("v.merger.mlp.0.bias", np.zeros(merged))
         t.matrix("v.merger.mlp.2.weight", TINY.n_embd, merged)
         t.f32("v.merger.mlp.2.bias", np.zeros(TINY.n_embd))
-        _finish(w)
+        finish(w)
     return path
 
 
@@ -155,11 +128,11 @@ def write_ollama_embeddinggemma(path: Path, *, seed: int = 0) -> Path:
     norm as ``norm.weight``, and ``gemma3.pooling_type`` 1 (mean). llama.cpp cannot load it as it is."""
     with tempfile.TemporaryDirectory() as tmp:
         text = gguf.GGUFReader(write_gemma3(Path(tmp) / "text.gguf", seed=seed))
-        t = _Tensors(
+        t = Tensors(
             gguf.GGUFWriter(str(path), "gemma3"), np.random.default_rng(seed + 2), 0.2, gguf.GGMLQuantizationType.F32
         )
         w = t.w
-        _copy_fields(text, w)
+        copy_fields(text, w)
         w.add_uint32("gemma3.pooling_type", 1)
         w.add_bool("gemma3.attention.causal", False)
         for tensor in text.tensors:
@@ -169,7 +142,7 @@ def write_ollama_embeddinggemma(path: Path, *, seed: int = 0) -> Path:
             w.add_tensor(name, np.array(tensor.data))
         t.matrix("dense.0.weight", 2 * TINY.n_embd, TINY.n_embd)
         t.matrix("dense.1.weight", TINY.n_embd, 2 * TINY.n_embd)
-        _finish(w)
+        finish(w)
     return path
 
 
@@ -182,11 +155,11 @@ def write_ollama_gemma3_text(path: Path, *, seed: int = 0) -> Path:
         w = gguf.GGUFWriter(str(path), "gemma3")
         renamed = {"gemma3.rope.freq_base_swa": "gemma3.rope.local.freq_base"}
         pattern = ("gemma3.attention.sliding_window_pattern",)
-        _copy_fields(text, w, skip=pattern, key=lambda name: renamed.get(name, name))
+        copy_fields(text, w, skip=pattern, key=lambda name: renamed.get(name, name))
         w.add_array("gemma3.attention.sliding_window_pattern", [True, False])  # write_gemma3's pattern 2
         for t in text.tensors:
             w.add_tensor(t.name, np.array(t.data))
-        _finish(w)
+        finish(w)
     return path
 
 
@@ -483,11 +456,11 @@ def write_layout(path: Path, layout: Layout, *, pre: str | None = None) -> Path:
         kind, sub_type = _value_types(value)
         w.add_key_value(key, list(value) if isinstance(value, U32s) else value, kind, sub_type=sub_type)
     if pre is not None:
-        _add_tokenizer(w, synthetic_vocab(), None)
+        add_tokenizer(w, synthetic_vocab(), None)
         w.kv_data[0]["tokenizer.ggml.pre"] = gguf.GGUFValue(value=pre, type=gguf.GGUFValueType.STRING)
-    for name, (data, kind) in layout.tensors.items():
-        w.add_tensor(name, data, raw_dtype=None if kind in (_F32, gguf.GGMLQuantizationType.F16) else kind)
-    _finish(w)
+    for name, (data, qtype) in layout.tensors.items():
+        w.add_tensor(name, data, raw_dtype=None if qtype in (_F32, gguf.GGMLQuantizationType.F16) else qtype)
+    finish(w)
     return path
 
 

@@ -1,7 +1,7 @@
 """Tiny models that see, laid out as Ollama's converter wrote them with the vision tower inside,
 from the same weights that ``vision_ggufs.py`` and ``tower_ggufs.py`` write in llama.cpp's layout:
 Mistral Small 3.1 (Pixtral), Qwen3-VL, Llama 4, Gemma 4 (its audio tower too) and Qwen 3.5.
-``store/layouts_vision.py`` maps them back at pull or create.
+``cllm_ollama.convert`` maps them back at pull or create.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .ggufs import TINY_VISION, _finish
-from .ollama_ggufs import _copy_fields
+from .gguf_base import TINY_VISION, copy_fields, finish
 from .tower_ggufs import GEMMA4_AUDIO, GEMMA4_CONV_KERNEL, GEMMA4_VISION, write_gemma4_vision, write_qwen35_vision
 from .vision_ggufs import (
     DEEPSTACK,
@@ -46,13 +45,13 @@ def _one_file(
         text_path, clip_path = pair(Path(tmp), seed=seed)
         text = gguf.GGUFReader(text_path)
         w = gguf.GGUFWriter(str(path), arch)
-        _copy_fields(text, w, skip=skip)
+        copy_fields(text, w, skip=skip)
         for key, value in vision.items():
             w.add_uint32(f"{arch}.vision.{key}", value)
         for t in text.tensors:
             w.add_tensor(text_name(t.name), np.array(t.data))
         yield gguf.GGUFReader(clip_path), w
-        _finish(w)
+        finish(w)
 
 
 # clip.cpp's Pixtral tensor names -> the Hugging Face names Ollama's converter kept (convert_mistral.go).

@@ -1,7 +1,7 @@
 """A tiny random-weight Nemotron Omni in both layouts: llama.cpp's (a ``nemotron_h`` text GGUF and one
 projector with a ``nemotron_v2_vl`` vision side and a ``parakeet`` audio side) and Ollama's (one
 ``nemotron_h_omni`` GGUF with the RADIO vision tower, its projector and the Parakeet audio tower
-inside, as ``convert_nemotron_h.go`` writes it), from the same weights. ``store/layouts_omni.py``
+inside, as ``convert_nemotron_h.go`` writes it), from the same weights. ``convert/nemotron.py``
 maps the second into the first.
 
 The text model is a three-block Nemotron-H (a Mamba-2 block, an attention block, a ReLU² MLP
@@ -22,18 +22,18 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .ggufs import (
+from .gguf_base import (
     TINY_VISION,
-    _add_tokenizer,
-    _finish,
-    _model_header,
-    _projector_header,
-    _Tensors,
+    Tensors,
+    add_tokenizer,
+    copy_fields,
+    f16_exact,
+    finish,
+    model_header,
+    projector_header,
     synthetic_vocab,
 )
 from .ocr_ggufs import vit_blocks
-from .ollama_ggufs import _copy_fields
-from .vision_ggufs import _f16_exact
 
 _F32 = gguf.GGMLQuantizationType.F32
 
@@ -90,9 +90,9 @@ _WINDOW = 400  # 25 ms at 16 kHz
 def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int = 0) -> Path:
     """A tiny ``nemotron_h`` as llama.cpp loads Ollama's Nemotron-H (per-block KV-head and FFN
     arrays: a Mamba-2 block has neither, an attention block no FFN, an MLP block no KV heads)."""
-    t = _Tensors(gguf.GGUFWriter(str(path), "nemotron_h"), np.random.default_rng(seed), 0.5, _F32)
+    t = Tensors(gguf.GGUFWriter(str(path), "nemotron_h"), np.random.default_rng(seed), 0.5, _F32)
     w, s = t.w, shape
-    _model_header(w, s, "tiny-nemotron-h", _F32)  # type: ignore[arg-type]
+    model_header(w, s, "tiny-nemotron-h", _F32)  # type: ignore[arg-type]
     w.add_head_count(s.n_head)
     w.add_head_count_kv([s.n_head_kv if kind == "*" else 0 for kind in s.pattern])
     w.add_feed_forward_length([s.n_ff if kind == "-" else 0 for kind in s.pattern])
@@ -107,7 +107,7 @@ def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int =
     w.add_ssm_group_count(s.n_group)
     w.add_ssm_time_step_rank(s.ssm_heads)
     vocab = synthetic_vocab()
-    _add_tokenizer(w, vocab, None)
+    add_tokenizer(w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
     conv = s.d_inner + 2 * s.n_group * s.d_state
@@ -131,7 +131,7 @@ def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int =
         else:
             t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
             t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
-    _finish(w)
+    finish(w)
     return path
 
 
@@ -144,15 +144,15 @@ def write_nemotron_projector(
     MLP that takes each 2 x 2 group of patches into the text model; with ``audio``, the Parakeet
     tower beside it (``write_parakeet``), each side's projector type under its modality."""
     v = VISION
-    t = _projector_header(path, v, "nemotron_v2_vl", n_embd_text, seed)
+    t = projector_header(path, v, "nemotron_v2_vl", n_embd_text, seed)
     if audio:
         del t.w.kv_data[0]["clip.projector_type"]
         t.w.add_clip_vision_projector_type("nemotron_v2_vl")
         write_parakeet(t, n_embd_text)
     t.w.add_vision_projector_scale_factor(v.merge)
     n, side = v.n_embd, v.image_size // v.patch_size
-    t.f32("v.patch_embd.weight", _f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
-    t.f32("v.class_embd", _f16_exact(t, (N_REGISTERS, n)))
+    t.f32("v.patch_embd.weight", f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
+    t.f32("v.class_embd", f16_exact(t, (N_REGISTERS, n)))
     grid = source_positions(seed)
     step = (SOURCE_GRID - 1) // (side - 1)
     t.f32("v.position_embd.weight", grid[::step, ::step].reshape(1, side * side, n))
@@ -162,11 +162,11 @@ def write_nemotron_projector(
     t.f32("mm.model.mlp.0.weight", 1 + t.rng.standard_normal(merged) * 0.1)
     t.matrix("mm.model.mlp.1.weight", PROJECTOR_HIDDEN, merged)
     t.matrix("mm.model.mlp.3.weight", n_embd_text, PROJECTOR_HIDDEN)
-    _finish(t.w)
+    finish(t.w)
     return path
 
 
-def write_parakeet(t: _Tensors, n_embd_text: int, a: ParakeetShape = PARAKEET) -> None:
+def write_parakeet(t: Tensors, n_embd_text: int, a: ParakeetShape = PARAKEET) -> None:
     """Parakeet's keys and tensors as ``NemotronNanoV2VLModel`` writes them: the subsampling
     convolutions as ``a.conv1d.{0,2,3,5,6}`` with ``[1, C, 1, 1]`` biases, the depthwise kernel
     ``[1, 1, n, k]``, the batch norm's running statistics as ``conv_norm_mean``/``_var``, biases,
@@ -188,7 +188,7 @@ def write_parakeet(t: _Tensors, n_embd_text: int, a: ParakeetShape = PARAKEET) -
         w.add_tensor(name, (rng.standard_normal(shape) * std).astype(np.float16))
 
     def f32(name: str, *shape: int, std: float = 0.3, mean: float = 0.0) -> None:
-        t.f32(name, _f16_exact(t, shape, std) + mean)
+        t.f32(name, f16_exact(t, shape, std) + mean)
 
     # Mel filters that weigh the spectrum's bins (non-negative, as a filterbank's), a Hann window.
     t.f32("a.mel_filters", rng.uniform(0.0, 0.02, (1, a.n_mel, _N_FFT_BINS)))
@@ -307,7 +307,7 @@ def write_ollama_nemotron_omni(path: Path, *, seed: int = 0, audio: bool = True)
         text_path, clip_path = write_nemotron_omni_vision(Path(tmp), seed=seed, audio=audio)
         text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
         w = gguf.GGUFWriter(str(path), "nemotron_h_omni")
-        _copy_fields(text, w, key=lambda k: k.replace("nemotron_h.", "nemotron_h_omni.", 1))
+        copy_fields(text, w, key=lambda k: k.replace("nemotron_h.", "nemotron_h_omni.", 1))
         arch = "nemotron_h_omni.vision."
         for key, value in (
             ("block_count", v.n_layer),
@@ -344,7 +344,7 @@ def write_ollama_nemotron_omni(path: Path, *, seed: int = 0, audio: bool = True)
                     w.add_tensor(t.name.replace("attn_qkv", f"attn_{which}"), part)
             else:
                 w.add_tensor(_OLLAMA_NAMES.get(t.name, t.name), data)
-        _finish(w)
+        finish(w)
     return path
 
 

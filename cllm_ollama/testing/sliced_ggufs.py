@@ -15,7 +15,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .ggufs import TINY, TINY_VISION, Vocab, _finish, _projector_header, _vit_block, synthetic_vocab, write_qwen3
+from .core_ggufs import write_qwen3
+from .gguf_base import TINY, TINY_VISION, Vocab, finish, projector_header, synthetic_vocab, vit_block
 
 # Idefics3's image text, which libmtmd looks up as single tokens of the text model's vocabulary
 # (a missing one would be token -1 in the prompt).
@@ -41,15 +42,15 @@ def write_idefics3_projector(path: Path, *, n_embd_text: int = TINY.n_embd, seed
     model. A tile is ``TINY_VISION``'s 32 px: 4 image tokens; an image is scaled to a longest side
     of ``LONGEST_EDGE`` and cut into tiles, then once more whole as the overview."""
     v = TINY_VISION
-    t = _projector_header(path, v, "idefics3", n_embd_text, seed)
+    t = projector_header(path, v, "idefics3", n_embd_text, seed)
     t.w.add_vision_projector_scale_factor(v.merge)
     t.w.add_uint32("clip.vision.preproc_image_size", LONGEST_EDGE)
     t.f32("v.patch_embd.weight", t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2)
     t.f32("v.patch_embd.bias", np.zeros(v.n_embd))
     t.matrix("v.position_embd.weight", v.n_patches, v.n_embd)
-    _vit_block(t, v)
+    vit_block(t, v)
     t.matrix("mm.model.fc.weight", n_embd_text, v.n_embd * v.merge * v.merge)
-    _finish(t.w)
+    finish(t.w)
     return path
 
 

@@ -1,5 +1,5 @@
 """Tiny random-weight Gemma 4 and Qwen 3.5 files in llama.cpp's layout, for the towers that
-``store/layouts_vision.py`` splits out of Ollama's one-file layout (``ollama_vision_ggufs.py`` writes
+``cllm_ollama.convert`` splits out of Ollama's one-file layout (``ollama_vision_ggufs.py`` writes
 the same weights that way; mapped, they must be these).
 
 Gemma 4: a loadable text model and one projector with both of its towers, as llama.cpp's
@@ -17,18 +17,19 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .ggufs import (
+from .gguf_base import (
     TINY,
+    Tensors,
     VisionShape,
-    _add_tokenizer,
-    _attention_block,
-    _attention_header,
-    _finish,
-    _projector_header,
-    _Tensors,
+    add_tokenizer,
+    attention_block,
+    attention_header,
+    f16_exact,
+    finish,
+    projector_header,
     synthetic_vocab,
 )
-from .vision_ggufs import _f16_exact, write_qwen3vl_projector
+from .vision_ggufs import write_qwen3vl_projector
 
 _F32 = gguf.GGMLQuantizationType.F32
 # Gemma 4's ViT: 3x3 patches pooled into a token; libmtmd sizes an image to 70..1120 tokens.
@@ -45,9 +46,9 @@ CLAMPED = ("attn_q",)  # the linears whose clamp scalars the tiny towers carry (
 def write_gemma4(path: Path, *, seed: int = 0) -> Path:
     """A tiny Gemma 4 text model: a sliding-window block then a global one (proportional RoPE
     through ``rope_freqs``), QK norms, post norms and a per-layer output scale."""
-    t = _Tensors(gguf.GGUFWriter(str(path), "gemma4"), np.random.default_rng(seed), 0.5, _F32)
+    t = Tensors(gguf.GGUFWriter(str(path), "gemma4"), np.random.default_rng(seed), 0.5, _F32)
     w, s = t.w, TINY
-    _attention_header(w, s, "tiny-gemma4", _F32)
+    attention_header(w, s, "tiny-gemma4", _F32)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base_swa(1e4)
     w.add_sliding_window(16)
@@ -56,20 +57,20 @@ def write_gemma4(path: Path, *, seed: int = 0) -> Path:
     w.add_uint32("gemma4.attention.value_length_swa", s.head_dim)
     w.add_uint32("gemma4.embedding_length_per_layer_input", 0)
     vocab = synthetic_vocab()
-    _add_tokenizer(w, vocab, None)
+    add_tokenizer(w, vocab, None)
     # As write_gemma3: small input embeddings (Gemma scales them by sqrt(n_embd)) and an untied output.
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd, std=0.5 / np.sqrt(s.n_embd))
     t.matrix("output.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
     t.f32("rope_freqs.weight", np.where(np.arange(s.head_dim // 2) < s.head_dim // 8, 1.0, 1e30))
     for i in range(s.n_layer):
-        _attention_block(t, s, f"blk.{i}.", post_norms=True)
+        attention_block(t, s, f"blk.{i}.", post_norms=True)
         t.f32(f"blk.{i}.layer_output_scale.weight", np.array([0.8]))
-    _finish(w)
+    finish(w)
     return path
 
 
-def _clamps(t: _Tensors, prefix: str) -> None:
+def _clamps(t: Tensors, prefix: str) -> None:
     """Clamp scalars (Gemma 4's clippable linears) on ``prefix``'s first block, wide enough to
     leave random activations alone only in part."""
     for leaf in CLAMPED:
@@ -81,14 +82,14 @@ def write_gemma4_projector(path: Path, *, n_embd_text: int = TINY.n_embd, audio:
     """The projector llama.cpp's converter writes for Gemma 4: a ``gemma4v`` vision side and (with
     ``audio``) a ``gemma4a`` audio side in one file."""
     v = GEMMA4_VISION
-    t = _projector_header(path, v, "gemma4v", n_embd_text, seed, mean_std=([0.0] * 3, [1.0] * 3))
+    t = projector_header(path, v, "gemma4v", n_embd_text, seed, mean_std=([0.0] * 3, [1.0] * 3))
     w = t.w
     # llama.cpp's converter states the projector per modality and no activation (clip.cpp's default).
     del w.kv_data[0]["clip.projector_type"], w.kv_data[0]["clip.use_gelu"]
     w.add_string("clip.vision.projector_type", "gemma4v")
     n, head = v.n_embd, v.n_embd // v.n_head
-    t.f32("v.patch_embd.weight", _f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
-    t.f32("v.position_embd.weight", _f16_exact(t, (2, GEMMA4_POSITIONS, n)))
+    t.f32("v.patch_embd.weight", f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
+    t.f32("v.position_embd.weight", f16_exact(t, (2, GEMMA4_POSITIONS, n)))
     for i in range(v.n_layer):
         p = f"v.blk.{i}."
         for leaf in ("attn_q", "attn_k", "attn_v", "attn_out"):
@@ -107,11 +108,11 @@ def write_gemma4_projector(path: Path, *, n_embd_text: int = TINY.n_embd, audio:
     t.matrix("mm.input_projection.weight", n_embd_text, n)
     if audio:
         _gemma4_audio(t, n_embd_text)
-    _finish(w)
+    finish(w)
     return path
 
 
-def _gemma4_audio(t: _Tensors, n_embd_text: int) -> None:
+def _gemma4_audio(t: Tensors, n_embd_text: int) -> None:
     """The ``gemma4a`` side: its keys and tensors under llama.cpp's names."""
     a, w = GEMMA4_AUDIO, t.w
     w.add_clip_has_audio_encoder(True)
@@ -165,9 +166,9 @@ def write_qwen35_text(path: Path, arch: str = "qwen35", *, seed: int = 0) -> Pat
     """A tiny Qwen 3.5 text model: a linear-attention (gated delta net) block, then a full-attention
     one with a gated query and QK norms, interleaved M-RoPE. Under ``qwen35moe`` the same keys and
     tensors (what the map sees is the same; llama.cpp would want experts to run it)."""
-    t = _Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, _F32)
+    t = Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, _F32)
     w, s = t.w, TINY
-    _attention_header(w, s, "tiny-qwen35", _F32)
+    attention_header(w, s, "tiny-qwen35", _F32)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_dimension_sections([2, 3, 3, 0])  # t, y, x over half the 16-wide head
     w.add_uint32(f"{arch}.full_attention_interval", 2)
@@ -176,7 +177,7 @@ def write_qwen35_text(path: Path, arch: str = "qwen35", *, seed: int = 0) -> Pat
     for key, value in QWEN35_SSM.items():
         w.add_uint32(f"{arch}.ssm.{key}", value)
     vocab = synthetic_vocab()
-    _add_tokenizer(w, vocab, None)
+    add_tokenizer(w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
     head, n_v = QWEN35_SSM["state_size"], QWEN35_SSM["time_step_rank"]
@@ -205,7 +206,7 @@ def write_qwen35_text(path: Path, arch: str = "qwen35", *, seed: int = 0) -> Pat
         t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
         t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
         t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
-    _finish(w)
+    finish(w)
     return path
 
 

@@ -1,5 +1,5 @@
 """Tiny random-weight models that see, in llama.cpp's layout (a text GGUF and its projector, as
-its converter writes them), for the families whose Ollama layout ``store/layouts_vision.py`` maps:
+its converter writes them), for the families whose Ollama layout ``cllm_ollama.convert`` maps:
 Mistral 3 with a Pixtral projector, Qwen3-VL with a deepstack merger, and Llama 4. ``ollama_ggufs.py``
 writes the same weights laid out as Ollama's converter wrote them; mapped, they must be these.
 
@@ -15,21 +15,22 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .ggufs import (
+from .gguf_base import (
     TINY,
     TINY_VISION,
     Shape,
+    Tensors,
     Vocab,
-    _add_tokenizer,
-    _attention_block,
-    _attention_header,
-    _finish,
-    _llama_block,
-    _llama_body,
-    _projector_header,
-    _Tensors,
-    _vit_block,
+    add_tokenizer,
+    attention_block,
+    attention_header,
+    f16_exact,
+    finish,
+    llama_block,
+    llama_body,
+    projector_header,
     synthetic_vocab,
+    vit_block,
 )
 
 _F32 = gguf.GGMLQuantizationType.F32
@@ -51,17 +52,13 @@ def pixtral_vocab() -> Vocab:
     return dataclasses.replace(v, tokens=[t for t, _ in pairs], types=[ty for _, ty in pairs])
 
 
-def _f16_exact(t: _Tensors, shape: tuple[int, ...], std: float = 0.2) -> np.ndarray:
-    return (t.rng.standard_normal(shape) * std).astype(np.float16).astype(np.float32)
-
-
 def write_mistral3(path: Path, *, shape: Shape = TINY, seed: int = 0) -> Path:
     """A tiny Mistral 3 text model (Llama blocks, no QK norms) with Pixtral's image tokens."""
-    t = _Tensors(gguf.GGUFWriter(str(path), "mistral3"), np.random.default_rng(seed), 0.5, _F32)
+    t = Tensors(gguf.GGUFWriter(str(path), "mistral3"), np.random.default_rng(seed), 0.5, _F32)
     w, s = t.w, shape
-    _attention_header(w, s, "tiny-mistral3", _F32)
+    attention_header(w, s, "tiny-mistral3", _F32)
     w.add_layer_norm_rms_eps(1e-5)
-    _llama_body(t, s, pixtral_vocab())
+    llama_body(t, s, pixtral_vocab())
     return path
 
 
@@ -71,12 +68,12 @@ def write_pixtral_projector(path: Path, text: Path, *, seed: int = 0) -> Path:
     text model's [IMG_BREAK] embedding row, which ends each row of an image."""
     v = TINY_VISION
     n_embd_text = TINY.n_embd
-    t = _projector_header(path, v, "pixtral", n_embd_text, seed, activation="silu", eps=1e-5, mean_std=PIXTRAL_MEAN_STD)
+    t = projector_header(path, v, "pixtral", n_embd_text, seed, activation="silu", eps=1e-5, mean_std=PIXTRAL_MEAN_STD)
     w = t.w
     w.add_vision_spatial_merge_size(v.merge)
-    t.f32("v.patch_embd.weight", _f16_exact(t, (v.n_embd, 3, v.patch_size, v.patch_size)))
+    t.f32("v.patch_embd.weight", f16_exact(t, (v.n_embd, 3, v.patch_size, v.patch_size)))
     t.norm("v.pre_ln.weight", v.n_embd)
-    _vit_block(t, v, gated=True, norm_bias=False, post_ln=False)
+    vit_block(t, v, gated=True, norm_bias=False, post_ln=False)
     t.norm("mm.input_norm.weight", v.n_embd)
     t.matrix("mm.patch_merger.weight", v.n_embd, v.n_embd * v.merge * v.merge)
     t.matrix("mm.1.weight", n_embd_text, v.n_embd)
@@ -85,7 +82,7 @@ def write_pixtral_projector(path: Path, text: Path, *, seed: int = 0) -> Path:
     embd = next(x for x in reader.tensors if x.name == "token_embd.weight")
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     t.f32("v.token_embd.img_break", np.array(embd.data[tokens.index("[IMG_BREAK]")]))
-    _finish(w)
+    finish(w)
     return path
 
 
@@ -99,19 +96,19 @@ def write_mistral3_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
 def write_qwen3vl(path: Path, *, shape: Shape = QWEN3VL, seed: int = 0) -> Path:
     """A tiny Qwen3-VL text model: Qwen3 blocks, interleaved M-RoPE, and an input as wide as the
     projector's output (its embedding and one deepstack feature per merger)."""
-    t = _Tensors(gguf.GGUFWriter(str(path), "qwen3vl"), np.random.default_rng(seed), 0.5, _F32)
+    t = Tensors(gguf.GGUFWriter(str(path), "qwen3vl"), np.random.default_rng(seed), 0.5, _F32)
     w, s = t.w, shape
-    _attention_header(w, s, "tiny-qwen3vl", _F32)
+    attention_header(w, s, "tiny-qwen3vl", _F32)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_dimension_sections([24, 20, 20, 0])
     w.add_uint32("qwen3vl.n_deepstack_layers", len(DEEPSTACK))
     vocab = synthetic_vocab()
-    _add_tokenizer(w, vocab, None)
+    add_tokenizer(w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
-        _attention_block(t, s, f"blk.{i}.", post_norms=False)
-    _finish(w)
+        attention_block(t, s, f"blk.{i}.", post_norms=False)
+    finish(w)
     return path
 
 
@@ -122,15 +119,15 @@ def write_qwen3vl_projector(
     GELU ViT with fused Q/K/V and a learned position table, the two frames' patch kernels, the
     2x2 merger, and a deepstack merger after each block in ``deepstack`` (Qwen 3.5's has none)."""
     v = QWEN3VL_VISION
-    t = _projector_header(path, v, "qwen3vl_merger", n_embd_text, seed)
+    t = projector_header(path, v, "qwen3vl_merger", n_embd_text, seed)
     w = t.w
     w.add_vision_spatial_merge_size(v.merge)
     w.add_vision_is_deepstack_layers([i in deepstack for i in range(v.n_layer)])
     n, merged = v.n_embd, v.n_embd * v.merge * v.merge
     for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
-        t.f32(name, _f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
-    t.f32("v.patch_embd.bias", _f16_exact(t, (n,), 0.1))
-    t.f32("v.position_embd.weight", _f16_exact(t, (v.n_patches, n)))
+        t.f32(name, f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
+    t.f32("v.patch_embd.bias", f16_exact(t, (n,), 0.1))
+    t.f32("v.position_embd.weight", f16_exact(t, (v.n_patches, n)))
 
     def linear(name: str, rows: int, cols: int) -> None:
         t.matrix(f"{name}.weight", rows, cols)
@@ -154,7 +151,7 @@ def write_qwen3vl_projector(
         t.f32(f"v.deepstack.{block}.norm.bias", np.zeros(merged))
         linear(f"v.deepstack.{block}.fc1", merged, merged)
         linear(f"v.deepstack.{block}.fc2", n_embd_text, merged)
-    _finish(w)
+    finish(w)
     return path
 
 
@@ -174,29 +171,29 @@ LLAMA4 = dataclasses.replace(TINY, n_layer=4)
 def write_llama4(path: Path, *, shape: Shape = LLAMA4, seed: int = 0) -> Path:
     """A tiny Llama 4 text model: dense blocks and mixture-of-experts blocks in turn (routed and
     shared experts, ``interleave_moe_layer_step`` 2), chunked attention."""
-    t = _Tensors(gguf.GGUFWriter(str(path), "llama4"), np.random.default_rng(seed), 0.5, _F32)
+    t = Tensors(gguf.GGUFWriter(str(path), "llama4"), np.random.default_rng(seed), 0.5, _F32)
     w, s = t.w, shape
-    _attention_header(w, s, "tiny-llama4", _F32)
+    attention_header(w, s, "tiny-llama4", _F32)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_expert_count(N_EXPERT)
     w.add_expert_used_count(1)
     w.add_expert_feed_forward_length(s.n_ff)
     w.add_interleave_moe_layer_step(2)
     vocab = synthetic_vocab()
-    _add_tokenizer(w, vocab, None)
+    add_tokenizer(w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
         p = f"blk.{i}."
         moe = (i + 1) % 2 == 0
-        _llama_block(t, s, p, ffn=not moe)
+        llama_block(t, s, p, ffn=not moe)
         if not moe:
             continue
         t.matrix(p + "ffn_gate_inp.weight", N_EXPERT, s.n_embd)
         for name, rows, cols in (("gate", s.n_ff, s.n_embd), ("up", s.n_ff, s.n_embd), ("down", s.n_embd, s.n_ff)):
-            w.add_tensor(f"{p}ffn_{name}_exps.weight", _f16_exact(t, (N_EXPERT, rows, cols), 0.5))
+            w.add_tensor(f"{p}ffn_{name}_exps.weight", f16_exact(t, (N_EXPERT, rows, cols), 0.5))
             t.matrix(f"{p}ffn_{name}_shexp.weight", rows, cols)
-    _finish(w)
+    finish(w)
     return path
 
 
@@ -205,19 +202,19 @@ def write_llama4_projector(path: Path, *, n_embd_text: int = TINY.n_embd, seed: 
     unfolded patches with a class token, a learned position table and 2-D RoPE, a pixel shuffle
     by 2, the adapter's two-layer MLP and the projection into the text model."""
     v = TINY_VISION
-    t = _projector_header(path, v, "llama4", n_embd_text, seed, eps=1e-5)
+    t = projector_header(path, v, "llama4", n_embd_text, seed, eps=1e-5)
     t.w.add_vision_projector_scale_factor(v.merge)
     n = v.n_embd
     t.matrix("v.patch_embd.weight", n, 3 * v.patch_size * v.patch_size)
     t.f32("v.class_embd", t.rng.standard_normal(n) * 0.2)
-    t.f32("v.position_embd.weight", _f16_exact(t, (v.n_patches + 1, n)))
+    t.f32("v.position_embd.weight", f16_exact(t, (v.n_patches + 1, n)))
     t.norm("v.pre_ln.weight", n)
     t.f32("v.pre_ln.bias", np.zeros(n))
-    _vit_block(t, v)
+    vit_block(t, v)
     t.matrix("mm.model.mlp.1.weight", n_embd_text, n * v.merge * v.merge)
     t.matrix("mm.model.mlp.2.weight", n_embd_text, n_embd_text)
     t.matrix("mm.model.fc.weight", n_embd_text, n_embd_text)
-    _finish(t.w)
+    finish(t.w)
     return path
 
 

@@ -1,4 +1,4 @@
-"""GGUFs laid out by Ollama's own converter, decided when they enter the store (``store/layouts.py``).
+"""GGUFs laid out by Ollama's own converter, decided when they enter the store (``cllm_ollama/convert``).
 
 Tiny files in Ollama's layout are pulled through the loopback registry and created from uploads:
 a gemma3 with its vision tower inside is split into a text GGUF and a CLIP projector (the store
@@ -19,11 +19,12 @@ import orjson
 import pytest
 from fakeregistry import FakeRegistry, digest_of, fake_registry, statuses
 
+from cllm_ollama.convert.dispatch import plan
+from cllm_ollama.convert.framework import Header, LayoutRefused
 from cllm_ollama.errors import InvalidRequest, PullError
-from cllm_ollama.store import layouts, registry_pull
+from cllm_ollama.store import conversion, registry_pull
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
-from cllm_ollama.store.layouts import Header, LayoutRefused, plan
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
@@ -153,7 +154,9 @@ def test_a_pulled_qwen25vl_with_its_vision_tower_inside_is_stored_as_qwen2vl_and
     assert not any(name.startswith("v.merger") for name in names)
 
 
-@pytest.mark.parametrize("probe", [layouts.HEADER_PROBE_BYTES, 64], ids=["header-read-first", "header-past-the-probe"])
+@pytest.mark.parametrize(
+    "probe", [conversion.HEADER_PROBE_BYTES, 64], ids=["header-read-first", "header-past-the-probe"]
+)
 def test_a_layout_cllm_cannot_run_is_refused_at_pull_naming_the_architecture(
     model_store: ModelStore, registry: FakeRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, probe: int
 ) -> None:
@@ -294,7 +297,7 @@ def test_a_conversion_that_fails_is_a_clear_refusal_with_nothing_left(
         dst.write_bytes(b"GGUF")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(layouts, "rewrite", full_disk)
+    monkeypatch.setattr(conversion, "rewrite", full_disk)
     digest = model_store.write_blob_from([ollama_gemma3])
     with pytest.raises(InvalidRequest, match=r"converting gemma3 from Ollama's layout failed: .*No space left"):
         create_model(model_store, CreateRequest(model=parse_name("eyes"), files={"m.gguf": digest}), print)

@@ -1,5 +1,5 @@
 """Ollama's single-file DeepSeek-OCR, mapped when it enters the store into what llama.cpp's converter
-writes for the same weights (``store/layouts_ocr.py``): a ``deepseek2-ocr`` text GGUF and a
+writes for the same weights (``convert/deepseek.py``): a ``deepseek2-ocr`` text GGUF and a
 ``deepseekocr`` projector, tensor for tensor, bit for bit, key for key.
 
 (Served end to end in ``tests/api/test_ollama_ocr_omni_layouts.py``.)
@@ -16,9 +16,10 @@ import pytest
 from fakeregistry import FakeRegistry, fake_registry, statuses
 from test_layouts_vision import assert_split_as_llama_cpp_writes, created, header
 
+from cllm_ollama.convert.dispatch import plan
+from cllm_ollama.convert.framework import Header, LayoutRefused
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.gguf_info import gguf_info
-from cllm_ollama.store.layouts import Header, LayoutRefused, plan
 from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore

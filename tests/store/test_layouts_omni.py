@@ -1,5 +1,5 @@
 """Ollama's single-file Nemotron Omni, mapped when it enters the store into what llama.cpp's converter
-writes for the same weights (``store/layouts_omni.py``): a ``nemotron_h`` text GGUF and one
+writes for the same weights (``convert/nemotron.py`` and ``convert/parakeet.py``): a ``nemotron_h`` text GGUF and one
 projector (``nemotron_v2_vl`` vision, ``parakeet`` audio), tensor for tensor, bit for bit, key for key.
 
 (Served end to end in ``tests/api/test_ollama_ocr_omni_layouts.py``.)
@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from test_layouts_vision import assert_split_as_llama_cpp_writes, created, fields, header
 
-from cllm_ollama.store import layouts_omni
+from cllm_ollama.convert import nemotron, parakeet
+from cllm_ollama.convert.dispatch import plan
+from cllm_ollama.convert.framework import Header, LayoutRefused
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.gguf_info import gguf_info
-from cllm_ollama.store.layouts import Header, LayoutRefused, plan
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.omni_ggufs import write_nemotron_omni_vision, write_ollama_nemotron_omni
 
@@ -42,9 +43,9 @@ def test_the_position_table_is_resized_bilinearly_with_corners_aligned() -> None
     """Against the definition (PyTorch's ``F.interpolate(..., "bilinear", align_corners=True)``):
     output point i samples the source at i * (s - 1) / (side - 1)."""
     grid = np.random.default_rng(0).standard_normal((5, 5, 3)).astype(np.float32)
-    got = layouts_omni._bilinear(grid, 3)  # the source at 0, 2 and 4: the corners and the middle, exactly
+    got = nemotron._bilinear(grid, 3)  # the source at 0, 2 and 4: the corners and the middle, exactly
     np.testing.assert_array_equal(got, grid[::2, ::2])
-    got = layouts_omni._bilinear(grid, 4)  # at 0, 4/3, 8/3, 4
+    got = nemotron._bilinear(grid, 4)  # at 0, 4/3, 8/3, 4
     at = np.arange(4) * 4 / 3
     want = np.empty((4, 4, 3))
     for y, sy in enumerate(at):
@@ -109,7 +110,7 @@ def test_ollama_s_parakeet_names_are_clip_cpp_s() -> None:
         ("mm.a.norm.weight", "mm.a.norm_pre.weight"),
         ("mm.a.2.weight", "mm.a.mlp.2.weight"),
     ):
-        assert layouts_omni._parakeet_name(ollama_name) == clip_name
+        assert parakeet.parakeet_name(ollama_name) == clip_name
 
 
 def test_with_experts_it_is_a_nemotron_h_moe_with_that_map_s_fixes() -> None:

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 from fakeregistry import FakeRegistry, fake_registry, statuses
 
+from cllm_ollama.convert.dispatch import plan
+from cllm_ollama.convert.framework import Header, LayoutRefused, Rewrite, Tensor, rewrite
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.gguf_info import gguf_info
-from cllm_ollama.store.layouts import Header, LayoutRefused, Rewrite, Tensor, plan, rewrite
 from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore

@@ -1,6 +1,6 @@
 """Ollama's single-file Mistral 3 (Pixtral), Qwen3-VL, Llama 4, Gemma 4 (vision and audio towers) and
 Qwen 3.5, mapped when they enter the store into
-what llama.cpp's converter writes for the same weights (``store/layouts_vision.py``): tensor for
+what llama.cpp's converter writes for the same weights (``cllm_ollama/convert``): tensor for
 tensor, bit for bit, and the projector's keys as it states them.
 
 (Served end to end in ``tests/api/test_ollama_vision_layouts.py``.)
@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from fakeregistry import FakeRegistry, fake_registry, statuses
 
-from cllm_ollama.store import layouts_vision
+from cllm_ollama.convert import framework, mistral
+from cllm_ollama.convert.dispatch import plan
+from cllm_ollama.convert.framework import Header, LayoutRefused, Tensor
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
-from cllm_ollama.store.layouts import Header, LayoutRefused, Tensor, plan
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
@@ -183,7 +184,7 @@ def test_q_k_and_v_of_different_types_are_fused_in_f32(tmp_path: Path) -> None:
     r = reader_of(
         tmp_path / "qkv.gguf", {"q": (q.astype(np.float16), f16), "k": (k.astype(np.float16), f16), "v": (v, q8)}
     )
-    made = layouts_vision._stacked([Tensor.of(t.name, t.tensor_type, t.data) for t in r.tensors], "qkv")
+    made = framework.stacked([Tensor.of(t.name, t.tensor_type, t.data) for t in r.tensors], "qkv")
     assert (made.kind, made.shape) == (gguf.GGMLQuantizationType.F32, (96, 64))
     want = np.concatenate([gguf.quants.dequantize(t.data, t.tensor_type) for t in r.tensors])
     np.testing.assert_array_equal(made.data(), want)
@@ -194,7 +195,7 @@ def test_a_quantized_projection_is_permuted_by_whole_rows(tmp_path: Path) -> Non
     the permuted dequantized original."""
     data = np.random.default_rng(1).standard_normal((16, 64), dtype=np.float32)
     (t,) = reader_of(tmp_path / "q.gguf", {"v.blk.0.attn_q.weight": (data, gguf.GGMLQuantizationType.Q8_0)}).tensors
-    made = layouts_vision._rope_permuted(Tensor.of(t.name, t.tensor_type, t.data), n_head=2)
+    made = mistral._rope_permuted(Tensor.of(t.name, t.tensor_type, t.data), n_head=2)
     got = gguf.quants.dequantize(made.data(), made.kind)
     rows = gguf.quants.dequantize(t.data, t.tensor_type)
     want = rows.reshape(2, 2, 4, 64).swapaxes(1, 2).reshape(16, 64)

@@ -16,7 +16,7 @@ from typing import Any
 
 from gguf import GGUFValueType
 
-from .layouts import Header, LayoutRefused, Rewrite, Tensor, _projector, _tower_key, refusal
+from .framework import Header, LayoutRefused, Rewrite, Tensor, projector, refusal, tower_key
 
 _F32 = GGUFValueType.FLOAT32
 _U32 = GGUFValueType.UINT32
@@ -57,11 +57,6 @@ _VIEW_SEPARATOR = "v.view_seperator"
 _TOKENS_PER_SIDE = 16
 
 
-def plan_ocr(h: Header) -> list[Rewrite] | None:
-    """DeepSeek-OCR's split; None for any other file."""
-    return deepseekocr(h) if h.arch == _ARCH else None
-
-
 def deepseekocr(h: Header) -> list[Rewrite]:
     """The text model as ``deepseek2-ocr`` with the keys llama.cpp requires, and the SAM and CLIP
     towers with the projector as one ``deepseekocr`` CLIP GGUF."""
@@ -97,15 +92,15 @@ def deepseekocr(h: Header) -> list[Rewrite]:
 
 def _projector_of(h: Header) -> Rewrite:
     kv = h.kv
-    image_size = _tower_key(h, "image_size", _U32)
-    patch_size = _tower_key(h, "patch_size", _U32)
-    heads = _tower_key(h, "head_count", _U32)
+    image_size = tower_key(h, "image_size", _U32)
+    patch_size = tower_key(h, "patch_size", _U32)
+    heads = tower_key(h, "head_count", _U32)
     clip_kv: dict[str, tuple[Any, GGUFValueType]] = {
         "clip.has_vision_encoder": (True, _BOOL),
         "clip.use_gelu": (True, _BOOL),
         "clip.projector_type": ("deepseekocr", _STR),
-        "clip.vision.block_count": _tower_key(h, "block_count", _U32),
-        "clip.vision.embedding_length": _tower_key(h, "embedding_length", _U32),
+        "clip.vision.block_count": tower_key(h, "block_count", _U32),
+        "clip.vision.embedding_length": tower_key(h, "embedding_length", _U32),
         "clip.vision.attention.head_count": heads,
         # llama.cpp's converter states heads x 4 (clip.cpp reads the FFN's width from its tensors).
         "clip.vision.feed_forward_length": (heads[0] * 4, _U32),
@@ -125,7 +120,7 @@ def _projector_of(h: Header) -> Rewrite:
     scale = image_size[0] // max(1, patch_size[0]) // _TOKENS_PER_SIDE
     if scale > 0 and scale != 4:  # llama.cpp's converter states only a factor other than clip.cpp's 4
         clip_kv["clip.vision.projector.scale_factor"] = (scale, _U32)
-    clip = _projector(_CLIP_RENAMES, clip_kv)
+    clip = projector(_CLIP_RENAMES, clip_kv)
     sam = {name: _sam_name(name) for name in h.shapes if name.startswith("s.")}
     mapped = [sam.get(name) or clip.tensor_name(name) for name in h.shapes if name.startswith(_TOWERS)]
     return dataclasses.replace(
