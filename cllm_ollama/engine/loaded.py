@@ -22,6 +22,7 @@ from .binding import (
     CacheTypeRefused,
     Lora,
     MediaPrompt,
+    Model,
     Projector,
     Sampler,
     gpu_devices,
@@ -31,7 +32,7 @@ from .binding import (
 from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
 from .memory import available_memory, check_memory_fit
-from .offload import Device, Placement, place
+from .offload import Device, placed
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, Sink
@@ -86,6 +87,55 @@ def fit_prompt(tokens: list[int], limit: int, *, num_keep: int, num_predict: int
 MemoryProbe = Callable[[], int | None]
 
 
+def resolved_spec(spec: LoadSpec, model: Model) -> LoadSpec:
+    """What this load runs with: the spec, resolved against the model and the machine."""
+    n_ctx_slot = max(16, min(spec.n_ctx_slot, model.n_ctx_train or spec.n_ctx_slot))
+    return replace(
+        spec,
+        n_ctx_slot=n_ctx_slot,
+        # A client's num_thread must not be able to spawn thousands of threads.
+        n_threads=min(spec.n_threads, 4 * (os.cpu_count() or 1)) if spec.n_threads > 0 else physical_cores(),
+        # A client's num_batch beyond the whole context buys nothing (llama.cpp clamps its own
+        # contexts to n_ctx), but the embedder sizes its context by it: 3M asked for 1.2 TB.
+        n_batch=min(spec.n_batch, n_ctx_slot * spec.n_slots),
+        # The embedder's context is small and cleared after every batch: it stays f16.
+        kv_cache_type="f16"
+        if spec.embedding_only
+        else resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, model.head_dims()),
+    )
+
+
+def check_load_memory(spec: LoadSpec, model: Model, host_memory: MemoryProbe, gpu_memory: MemoryProbe) -> None:
+    """Refuse a KV cache the machine cannot hold: allocating it would get the process killed
+    (host RAM) or fail deep in llama.cpp (a GPU).
+
+    The KV cache lives where its layer runs (llama.cpp's offload_kqv default): on the GPUs
+    for offloaded layers, whose weights are loaded by now (so the free memory is net of
+    them), in host RAM for the rest, beside their mmap'ed weights (page cache counts as
+    available, so they are counted here). Raises ``InsufficientMemory`` saying how many
+    slots would fit, so the pool can retry with fewer.
+    """
+    gpu = gpu_memory() if model.n_gpu_layers > 0 else None
+    n_layer = max(1, model.n_layer)
+    check_memory_fit(
+        kv_bytes_per_token=model.kv_bytes_per_token(spec.kv_cache_type),
+        n_ctx_slot=spec.n_ctx_slot,
+        n_slots=spec.n_slots,
+        host_weights=model.size_bytes
+        - (vram_bytes(model) if gpu is not None else 0)
+        + sum(path.stat().st_size for path in (spec.projector, *spec.adapters) if path is not None),
+        host_free=host_memory(),
+        gpu_share=min(model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0,
+        gpu_free=gpu,
+    )
+
+
+def vram_bytes(model: Model) -> int:
+    """Bytes of weights offloaded to a GPU, pro rata of the offloaded layers (+1: the output)."""
+    n = model.n_layer + 1
+    return model.size_bytes * min(model.n_gpu_layers, n) // n
+
+
 class LoadedModel:
     """A model in memory with its engine thread; safe to call from the event loop."""
 
@@ -101,32 +151,18 @@ class LoadedModel:
     ) -> None:
         """Blocking (reads weights, allocates the KV cache): call it from a worker thread.
 
-        ``host_memory`` and ``gpu_memory`` tell the free bytes of each (tests pass small ones;
-        by default ``available_memory`` and ``gpu_free_memory``, looked up at each load).
-        ``weights`` hands out the ``llama_model`` (the pool's, shared with the other models over
-        the same file; by default this model's own). Raises ``InsufficientMemory`` when the KV
-        cache would not fit, ``AdapterRefused`` (a 400) for an adapter the weights do not take.
-        ``devices`` lists the GPUs (name, free, total): layers are fitted to them (``offload``).
-        """
-        found = [Device(name, free) for name, free, _ in devices()]
-        self.placement: Placement | None = None
-        if found:
-            spec, self.placement = place(spec, found)
-            devices_used = ", ".join(f"{d.name}: {n}" for d, n in zip(found, self.placement.per_device, strict=True))
-            log.info(
-                "%s: %d layers to the GPUs (%s), %s",
-                spec.path.name,
-                spec.n_gpu_layers,
-                devices_used,
-                self.placement.processor(),
-            )
+        ``host_memory``, ``gpu_memory``: free bytes of each (by default looked up at each load);
+        ``weights`` hands out the ``llama_model`` (the pool's, shared by the models over the same
+        file); ``devices`` lists the GPUs (name, free, total) the layers are fitted to. Raises
+        ``InsufficientMemory`` when the KV cache would not fit, ``AdapterRefused`` (a 400) for
+        an adapter the weights do not take."""
+        spec, self.placement = placed(spec, [Device(name, free) for name, free, _ in devices()])
         self.spec = spec
-        projector = spec.projector if not spec.embedding_only else None
         audio_refused = probe(
             spec.path,
             n_gpu_layers=spec.n_gpu_layers,
             embedding_only=spec.embedding_only,
-            projector=projector,
+            projector=None if spec.embedding_only else spec.projector,
             adapters=spec.adapters,
         )
         self._weights = weights or SharedWeights()
@@ -137,36 +173,43 @@ class LoadedModel:
         # This model's adapters: loaded against the shared weights, set on its own contexts only.
         self.adapters: list[Lora] = []
         try:
-            resolved = self._resolve(spec)
+            resolved = resolved_spec(spec, self.model)
             probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
-            self._check_memory(resolved, *probes)
-            for path in spec.adapters:
-                self.adapters.append(Lora(self.model, path, spec.adapter_scale))
-            if spec.projector is not None and not spec.embedding_only:
-                self.projector = Projector(
-                    self.model, spec.projector, n_threads=resolved.n_threads, use_gpu=spec.n_gpu_layers != 0
-                )
-                self.projector.audio_refused = audio_refused
+            check_load_memory(resolved, self.model, *probes)
+            self._load_beside(resolved, audio_refused)
             if not spec.embedding_only:
                 resolved = self._start_runner(resolved, probes)
-        except Exception:
+            self.embedder = Embedder(
+                self.model,
+                n_seq_max=resolved.n_slots,
+                n_ctx_seq=resolved.n_ctx_slot,
+                n_batch=resolved.n_batch,
+                n_threads=resolved.n_threads,
+                flash_attn=spec.flash_attention,
+                adapters=self.adapters,
+            )
+        except Exception:  # what was made is released, the engine thread first
+            if self.runner is not None:
+                self.runner.close()
             self._free_model()
             raise
         self.resolved = resolved
-        self.embedder = Embedder(
-            self.model,
-            n_seq_max=resolved.n_slots,
-            n_ctx_seq=resolved.n_ctx_slot,
-            n_batch=resolved.n_batch,
-            n_threads=resolved.n_threads,
-            flash_attn=spec.flash_attention,
-            adapters=self.adapters,
-        )
         # What the generation context got (llama.cpp may still have refused a quantized one).
         self.kv_cache_type = resolved.kv_cache_type
         self._n_ctx_slot = self.runner.n_ctx_slot if self.runner else resolved.n_ctx_slot
         self.max_queue = max_queue
         self.in_flight = 0
+
+    def _load_beside(self, resolved: LoadSpec, audio_refused: str | None) -> None:
+        """The adapters and the projector, over the weights (``_free_model`` releases them)."""
+        spec = self.spec
+        for path in spec.adapters:
+            self.adapters.append(Lora(self.model, path, spec.adapter_scale))
+        if spec.projector is not None and not spec.embedding_only:
+            self.projector = Projector(
+                self.model, spec.projector, n_threads=resolved.n_threads, use_gpu=spec.n_gpu_layers != 0
+            )
+            self.projector.audio_refused = audio_refused
 
     def _start_runner(self, resolved: LoadSpec, probes: tuple[MemoryProbe, MemoryProbe]) -> LoadSpec:
         """The engine thread over ``resolved``, or over an f16 cache when llama.cpp refuses the
@@ -177,56 +220,15 @@ class LoadedModel:
             # An f16 cache is 2-4x the quantized one: it must fit on its own account.
             log.warning("%s: using f16", exc)
             resolved = replace(resolved, kv_cache_type="f16")
-            self._check_memory(resolved, *probes)
+            check_load_memory(resolved, self.model, *probes)
             self.runner = Runner(self.model, resolved, adapters=self.adapters)
         return resolved
-
-    def _resolve(self, spec: LoadSpec) -> LoadSpec:
-        """What this load runs with: the spec, resolved against the model and the machine."""
-        n_ctx_slot = max(16, min(spec.n_ctx_slot, self.model.n_ctx_train or spec.n_ctx_slot))
-        return replace(
-            spec,
-            n_ctx_slot=n_ctx_slot,
-            # A client's num_thread must not be able to spawn thousands of threads.
-            n_threads=min(spec.n_threads, 4 * (os.cpu_count() or 1)) if spec.n_threads > 0 else physical_cores(),
-            # A client's num_batch beyond the whole context buys nothing (llama.cpp clamps its own
-            # contexts to n_ctx), but the embedder sizes its context by it: 3M asked for 1.2 TB.
-            n_batch=min(spec.n_batch, n_ctx_slot * spec.n_slots),
-            # The embedder's context is small and cleared after every batch: it stays f16.
-            kv_cache_type="f16"
-            if spec.embedding_only
-            else resolve_kv_cache_type(spec.kv_cache_type, spec.flash_attention, self.model.head_dims()),
-        )
 
     def occupancy(self) -> Occupancy:
         """Requests in slots, requests queued for one, and the KV cells in use, at this moment."""
         if self.runner is None:
             return Occupancy(running=0, waiting=0, cells_used=0, cells_total=0)
         return self.runner.occupancy()
-
-    def _check_memory(self, spec: LoadSpec, host_memory: MemoryProbe, gpu_memory: MemoryProbe) -> None:
-        """Refuse a KV cache the machine cannot hold: allocating it would get the process killed
-        (host RAM) or fail deep in llama.cpp (a GPU).
-
-        The KV cache lives where its layer runs (llama.cpp's offload_kqv default): on the GPUs
-        for offloaded layers, whose weights are loaded by now (so the free memory is net of
-        them), in host RAM for the rest, beside their mmap'ed weights (page cache counts as
-        available, so they are counted here). Raises ``InsufficientMemory`` saying how many
-        slots would fit, so the pool can retry with fewer.
-        """
-        gpu = gpu_memory() if self.model.n_gpu_layers > 0 else None
-        n_layer = max(1, self.model.n_layer)
-        check_memory_fit(
-            kv_bytes_per_token=self.model.kv_bytes_per_token(spec.kv_cache_type),
-            n_ctx_slot=spec.n_ctx_slot,
-            n_slots=spec.n_slots,
-            host_weights=self.model.size_bytes
-            - (self.size_vram if gpu is not None else 0)
-            + sum(path.stat().st_size for path in (spec.projector, *spec.adapters) if path is not None),
-            host_free=host_memory(),
-            gpu_share=min(self.model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0,
-            gpu_free=gpu,
-        )
 
     @property
     def n_ctx_slot(self) -> int:
@@ -251,9 +253,7 @@ class LoadedModel:
 
     @property
     def size_vram(self) -> int:
-        """Bytes of weights offloaded to a GPU, pro rata of the offloaded layers (+1: the output)."""
-        n = self.model.n_layer + 1
-        return self.size_bytes * min(self.model.n_gpu_layers, n) // n
+        return vram_bytes(self.model)
 
     @property
     def bos_text(self) -> str:
@@ -325,12 +325,7 @@ class LoadedModel:
         The engine builds the request's sampler from ``request.sampling`` and owns it: it is
         freed when the request ends, however it ends.
         """
-        try:
-            runner = self._check(request)
-        except Exception:
-            if request.media is not None:
-                request.media.close()
-            raise
+        runner = self._admitted(request)
         queue: asyncio.Queue[Event] = asyncio.Queue()
         sink = Sink(queue, asyncio.get_running_loop())
         self.in_flight += 1
@@ -382,6 +377,16 @@ class LoadedModel:
                     runner.unreserve()
                 if not submitted and request.media is not None:  # never the runner's
                     request.media.close()
+
+    def _admitted(self, request: Request) -> Runner:
+        """The runner that will take ``request`` (``_check``); a refused request's media is freed
+        here, as nothing else will own it."""
+        try:
+            return self._check(request)
+        except Exception:
+            if request.media is not None:
+                request.media.close()
+            raise
 
     def close(self) -> None:
         """Blocking: stops the engine threads (cancelling what runs) and frees the model."""

@@ -12,6 +12,7 @@ room; ``tensor_split`` is then the layer count per device.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +20,8 @@ from pathlib import Path
 from gguf import GGUFReader
 
 from .frontdoor import LoadSpec
+
+log = logging.getLogger("cllm.engine")
 
 # What llama.cpp's CUDA and ROCm backends keep for themselves beyond the buffers (Ollama's
 # MinimumMemory for CUDA: 457 MiB); a device reports it as used only once the context exists.
@@ -224,3 +227,13 @@ def place(spec: LoadSpec, devices: Sequence[Device]) -> tuple[LoadSpec, Placemen
     placement = fit(devices, sizes, num_gpu=num_gpu, overhead=spec.gpu_overhead, spread=spec.sched_spread)
     split = placement.tensor_split if len(devices) > 1 else ()
     return replace(spec, n_gpu_layers=placement.n_gpu_layers, tensor_split=split), placement
+
+
+def placed(spec: LoadSpec, devices: Sequence[Device]) -> tuple[LoadSpec, Placement | None]:
+    """``place`` on the GPUs found, saying so in the log; ``spec`` as it is (and None) without any."""
+    if not devices:
+        return spec, None
+    spec, placement = place(spec, devices)
+    used = ", ".join(f"{d.name}: {n}" for d, n in zip(devices, placement.per_device, strict=True))
+    log.info("%s: %d layers to the GPUs (%s), %s", spec.path.name, spec.n_gpu_layers, used, placement.processor())
+    return spec, placement

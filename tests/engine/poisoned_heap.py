@@ -26,7 +26,6 @@ import numpy as np
 
 from cllm_ollama.engine.binding import MediaItem, Model, Projector
 from cllm_ollama.testing.images import png
-from cllm_ollama.testing.vision_ggufs import write_mistral3_vision
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 BLOCK = 16 << 10  # no bigger than a projector's compute buffer: every free chunk that could hold one is taken
@@ -83,7 +82,8 @@ def encode(model: Model, mmproj: Path, image: bytes) -> tuple[np.ndarray, np.nda
 
 
 def main() -> None:
-    text, mmproj = write_mistral3_vision(Path(sys.argv[1]))
+    # The model is written by the caller: the writers' imports would reshape this process's heap.
+    text, mmproj = Path(sys.argv[1]), Path(sys.argv[2])
     image = png(32, 32, seed=3)
     model = Model(text)
     _, clean = encode(model, mmproj, image)

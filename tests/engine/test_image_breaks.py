@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from cllm_ollama.engine.image_breaks import mend_image_breaks
+from cllm_ollama.testing.vision_ggufs import write_mistral3_vision
 
 ROW = np.array([0.5, -1.0, 2.0, 0.0], dtype=np.float32)
 
@@ -46,7 +47,10 @@ def test_nothing_is_mended_when_the_projector_itself_failed_or_has_no_break_row(
 )
 def test_a_pixtral_projector_encodes_an_image_whole_on_a_poisoned_heap(tmp_path: Path) -> None:
     child = Path(__file__).with_name("poisoned_heap.py")
-    done = subprocess.run([sys.executable, str(child), str(tmp_path)], capture_output=True, text=True, timeout=120)
+    text, mmproj = write_mistral3_vision(tmp_path)  # here: in the child, the writers' imports move the heap
+    done = subprocess.run(
+        [sys.executable, str(child), str(text), str(mmproj)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # Pixtral takes at least 8 image tokens, so the 32 px picture is enlarged to 48 px: 8 px patches
