@@ -262,6 +262,41 @@ def default_cache_dir(models_dir: Path) -> Path:
     return models_dir.parent / "prompt-cache"
 
 
+class EnvReader:
+    """The environment as cllm reads it: each variable as ``CLLM_<NAME>`` first, else Ollama's
+    ``OLLAMA_<NAME>``, quotes and blanks trimmed; an empty value is unset."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+
+    def get(self, name: str) -> str | None:
+        for key in (f"CLLM_{name}", f"OLLAMA_{name}"):
+            raw = self.env.get(key)
+            if raw is not None and raw.strip().strip("\"'").strip() != "":
+                return raw.strip().strip("\"'").strip()
+        return None
+
+    def get_bool(self, name: str) -> bool:
+        """Set and true as Go's strconv.ParseBool reads it (Ollama's envconfig.Bool)."""
+        raw = self.get(name)
+        return raw is not None and _go_bool(raw)
+
+    def get_int(self, name: str, default: int, minimum: int = 0, *, zero_is_default: bool = False) -> int:
+        """The variable as an integer of at least ``minimum``. 0 is a value like any other
+        (CACHE_RAM=0 turns the cache off) unless ``zero_is_default``: where Ollama reads 0
+        as "unset" (OLLAMA_MAX_LOADED_MODELS=0, OLLAMA_CONTEXT_LENGTH=0)."""
+        raw = self.get(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError as exc:
+            raise ConfigError(f"invalid {name}: {raw!r} is not an integer") from exc
+        if value == 0 and zero_is_default:
+            return default
+        return max(value, minimum)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the server; built by ``Settings.from_env`` or directly in tests."""
@@ -331,72 +366,43 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-
-        def get(name: str) -> str | None:
-            for key in (f"CLLM_{name}", f"OLLAMA_{name}"):
-                raw = env.get(key)
-                if raw is not None and raw.strip().strip("\"'").strip() != "":
-                    return raw.strip().strip("\"'").strip()
-            return None
-
-        def get_int(name: str, default: int, minimum: int = 0, *, zero_is_default: bool = False) -> int:
-            """The variable as an integer of at least ``minimum``. 0 is a value like any other
-            (CACHE_RAM=0 turns the cache off) unless ``zero_is_default``: where Ollama reads 0
-            as "unset" (OLLAMA_MAX_LOADED_MODELS=0, OLLAMA_CONTEXT_LENGTH=0)."""
-            raw = get(name)
-            if raw is None:
-                return default
-            try:
-                value = int(raw)
-            except ValueError as exc:
-                raise ConfigError(f"invalid {name}: {raw!r} is not an integer") from exc
-            if value == 0 and zero_is_default:
-                return default
-            return max(value, minimum)
-
-        models = get("MODELS")
-        keep_alive = get("KEEP_ALIVE")
-        origins = get("ORIGINS")
-        debug = get("DEBUG")
-        noprune = get("NOPRUNE")
-        prefer_registry = get("PREFER_REGISTRY")
-        metrics_public = get("METRICS_PUBLIC")
+        e = EnvReader(os.environ if env is None else env)
+        models, keep_alive, origins = e.get("MODELS"), e.get("KEEP_ALIVE"), e.get("ORIGINS")
         # Only CLLM_API_KEY turns the check on: OLLAMA_API_KEY holds an ollama.com account key in
         # Ollama users' shells, and Ollama's server never reads it. Clients may send it, though.
-        api_keys = _env_api_keys(env.get("CLLM_API_KEY"))
-        client_keys = api_keys or _env_api_keys(env.get("OLLAMA_API_KEY"))
+        api_keys = _env_api_keys(e.env.get("CLLM_API_KEY"))
+        client_keys = api_keys or _env_api_keys(e.env.get("OLLAMA_API_KEY"))
         return cls(
-            host=parse_host(get("HOST") or ""),
+            host=parse_host(e.get("HOST") or ""),
             models_dir=Path(models).expanduser() if models else _default_models_dir(),
             keep_alive=_env_keep_alive(keep_alive) if keep_alive else DEFAULT_KEEP_ALIVE_S,
-            num_parallel=get_int("NUM_PARALLEL", DEFAULT_NUM_PARALLEL, minimum=1),
-            max_loaded_models=get_int("MAX_LOADED_MODELS", DEFAULT_MAX_LOADED_MODELS, zero_is_default=True),
-            max_queue=get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE, zero_is_default=True),
-            context_length=get_int("CONTEXT_LENGTH", DEFAULT_CONTEXT_LENGTH, zero_is_default=True),
+            num_parallel=e.get_int("NUM_PARALLEL", DEFAULT_NUM_PARALLEL, minimum=1),
+            max_loaded_models=e.get_int("MAX_LOADED_MODELS", DEFAULT_MAX_LOADED_MODELS, zero_is_default=True),
+            max_queue=e.get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE, zero_is_default=True),
+            context_length=e.get_int("CONTEXT_LENGTH", DEFAULT_CONTEXT_LENGTH, zero_is_default=True),
             # The operator's OLLAMA_CONTEXT_LENGTH wins: nothing grows past it unless asked to.
-            context_grow=get_int("CONTEXT_GROW", 0 if get_int("CONTEXT_LENGTH", 0) else DEFAULT_CONTEXT_GROW),
+            context_grow=e.get_int("CONTEXT_GROW", 0 if e.get_int("CONTEXT_LENGTH", 0) else DEFAULT_CONTEXT_GROW),
             origins=tuple(o.strip() for o in origins.split(",") if o.strip()) if origins else (),
             api_keys=api_keys,
             client_api_key=client_keys[0] if client_keys else None,
-            metrics_public=metrics_public is not None and _go_bool(metrics_public),
-            num_thread=get_int("NUM_THREAD", 0),
-            num_batch=get_int("NUM_BATCH", 512, minimum=1),
-            cache_ram_mib=get_int("CACHE_RAM", 4096),
-            cache_dir=Path(cache_dir).expanduser() if (cache_dir := get("CACHE_DIR")) else None,
-            cache_disk_mib=get_int("CACHE_DISK", 8192),
-            prefill_chunk=get_int("PREFILL_CHUNK", 256),
-            render_timeout=_env_timeout("RENDER_TIMEOUT", get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
-            shutdown_grace=_env_timeout("SHUTDOWN_GRACE", get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
-            stream_keepalive=_env_timeout("STREAM_KEEPALIVE", get("STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S),
-            debug=debug not in (None, "0", "false", "False"),
-            max_body_size=_env_body_size(get("MAX_BODY_SIZE")),
-            noprune=noprune is not None and _go_bool(noprune),
-            registry_url=_env_registry_url(get("REGISTRY_URL")),
-            kv_cache_type=_env_kv_cache_type(get("KV_CACHE_TYPE")),
-            flash_attention=_env_flash_attention(get("FLASH_ATTENTION")),
-            deterministic=(deterministic := get("DETERMINISTIC")) is not None and _go_bool(deterministic),
-            gpu_overhead=_env_gpu_overhead(get("GPU_OVERHEAD")),
-            sched_spread=(spread := get("SCHED_SPREAD")) is not None and _go_bool(spread),
-            prefer_registry=prefer_registry is not None and _go_bool(prefer_registry),
+            metrics_public=e.get_bool("METRICS_PUBLIC"),
+            num_thread=e.get_int("NUM_THREAD", 0),
+            num_batch=e.get_int("NUM_BATCH", 512, minimum=1),
+            cache_ram_mib=e.get_int("CACHE_RAM", 4096),
+            cache_dir=Path(cache_dir).expanduser() if (cache_dir := e.get("CACHE_DIR")) else None,
+            cache_disk_mib=e.get_int("CACHE_DISK", 8192),
+            prefill_chunk=e.get_int("PREFILL_CHUNK", 256),
+            render_timeout=_env_timeout("RENDER_TIMEOUT", e.get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
+            shutdown_grace=_env_timeout("SHUTDOWN_GRACE", e.get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
+            stream_keepalive=_env_timeout("STREAM_KEEPALIVE", e.get("STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S),
+            debug=e.get("DEBUG") not in (None, "0", "false", "False"),
+            max_body_size=_env_body_size(e.get("MAX_BODY_SIZE")),
+            noprune=e.get_bool("NOPRUNE"),
+            registry_url=_env_registry_url(e.get("REGISTRY_URL")),
+            kv_cache_type=_env_kv_cache_type(e.get("KV_CACHE_TYPE")),
+            flash_attention=_env_flash_attention(e.get("FLASH_ATTENTION")),
+            deterministic=e.get_bool("DETERMINISTIC"),
+            gpu_overhead=_env_gpu_overhead(e.get("GPU_OVERHEAD")),
+            sched_spread=e.get_bool("SCHED_SPREAD"),
+            prefer_registry=e.get_bool("PREFER_REGISTRY"),
         )
