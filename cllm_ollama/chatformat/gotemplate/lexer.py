@@ -90,110 +90,132 @@ def _number(text: str) -> int | float:
 
 def lex(src: str) -> list[Item]:
     """Go's lexer: text, and for each action its tokens between ``left`` and ``right`` items."""
-    items: list[Item] = []
-    pos = 0
-    line = 1
-    while True:
-        start = src.find("{{", pos)
-        if start < 0:
-            if pos < len(src):
-                items.append(Item("text", src[pos:], line))
-            break
-        trim_left = src.startswith("{{-", start) and start + 3 < len(src) and src[start + 3] in _SPACE
-        text = src[pos:start]
-        if trim_left:
-            text = text.rstrip(_SPACE)
-        if text:
-            items.append(Item("text", text, line))
-        line += src.count("\n", pos, start)
-        pos = start + (4 if trim_left else 2)
-        # A comment fills the whole action: {{/* ... */}}, optionally with trim markers.
-        if src.startswith("/*", pos):
-            end = src.find("*/", pos + 2)
-            if end < 0:
-                raise TemplateError(f":{line}: unclosed comment")
-            after = end + 2
-            trim_right = False
-            if after < len(src) and src[after] in _SPACE and src.startswith("-}}", after + 1):
-                trim_right, after = True, after + 4
-            elif src.startswith("}}", after):
-                after += 2
+    return _Lexer(src).run()
+
+
+def _token(kind: str, text: str, line: int) -> Item:
+    """The item of one action token (not a space or a parenthesis: ``_Lexer._action``)."""
+    if kind == "string":
+        return Item("string", _unquote(text), line)
+    if kind == "raw":
+        return Item("string", text[1:-1], line)
+    if kind == "char":
+        value = _unquote('"' + text[1:-1].replace('"', '\\"') + '"')
+        if len(value) != 1:
+            raise TemplateError(f":{line}: malformed character constant: {text}")
+        return Item("number", ord(value), line)
+    if kind == "number":
+        return Item("number", _number(text), line)
+    if kind == "field":
+        return Item("field", text[1:], line)
+    if kind == "var":
+        return Item("var", text, line)
+    if kind == "dot":
+        return Item("dot", None, line)
+    if kind == "declare":
+        return Item(":=", None, line)
+    if kind == "ident":
+        if text in ("true", "false"):
+            return Item("bool", text == "true", line)
+        if text == "nil":
+            return Item("nil", None, line)
+        return Item("keyword" if text in _KEYWORDS else "ident", text, line)
+    return Item(text, None, line)
+
+
+class _Lexer:
+    """One pass over a template's source: ``run`` gives its items."""
+
+    def __init__(self, src: str) -> None:
+        self.src = src
+        self.pos = 0
+        self.line = 1
+        self.items: list[Item] = []
+
+    def run(self) -> list[Item]:
+        src = self.src
+        while True:
+            start = src.find("{{", self.pos)
+            if start < 0:
+                if self.pos < len(src):
+                    self.items.append(Item("text", src[self.pos :], self.line))
+                break
+            trim_left = src.startswith("{{-", start) and start + 3 < len(src) and src[start + 3] in _SPACE
+            text = src[self.pos : start]
+            if trim_left:
+                text = text.rstrip(_SPACE)
+            if text:
+                self.items.append(Item("text", text, self.line))
+            self.line += src.count("\n", self.pos, start)
+            self.pos = start + (4 if trim_left else 2)
+            if src.startswith("/*", self.pos):
+                self._comment()
             else:
-                raise TemplateError(f":{line}: comment ends before closing delimiter")
-            line += src.count("\n", pos, after)
-            pos = after
-            if trim_right:
-                while pos < len(src) and src[pos] in _SPACE:
-                    line += src[pos] == "\n"
-                    pos += 1
-            continue
-        items.append(Item("left", None, line))
+                self._action()
+        self.items.append(Item("eof", None, self.line))
+        return self.items
+
+    def _skip_space(self) -> None:
+        src = self.src
+        while self.pos < len(src) and src[self.pos] in _SPACE:
+            self.line += src[self.pos] == "\n"
+            self.pos += 1
+
+    def _comment(self) -> None:
+        """A comment fills the whole action: {{/* ... */}}, optionally with trim markers."""
+        src, pos, line = self.src, self.pos, self.line
+        end = src.find("*/", pos + 2)
+        if end < 0:
+            raise TemplateError(f":{line}: unclosed comment")
+        after = end + 2
+        trim_right = False
+        if after < len(src) and src[after] in _SPACE and src.startswith("-}}", after + 1):
+            trim_right, after = True, after + 4
+        elif src.startswith("}}", after):
+            after += 2
+        else:
+            raise TemplateError(f":{line}: comment ends before closing delimiter")
+        self.line += src.count("\n", pos, after)
+        self.pos = after
+        if trim_right:
+            self._skip_space()
+
+    def _action(self) -> None:
+        """The tokens of one action, between its ``left`` and ``right`` items."""
+        src, items = self.src, self.items
+        items.append(Item("left", None, self.line))
         depth = 0
         while True:
+            pos = self.pos
             if pos >= len(src):
-                raise TemplateError(f":{line}: unclosed action")
+                raise TemplateError(f":{self.line}: unclosed action")
             if src[pos] in _SPACE and src.startswith("-}}", pos + 1):
-                line += src[pos] == "\n"
-                pos += 4
-                while pos < len(src) and src[pos] in _SPACE:
-                    line += src[pos] == "\n"
-                    pos += 1
+                self.line += src[pos] == "\n"
+                self.pos += 4
+                self._skip_space()
                 break
             if src.startswith("}}", pos):
-                pos += 2
+                self.pos += 2
                 break
             m = _ACTION_TOKEN.match(src, pos)
             if m is None:
-                raise TemplateError(f":{line}: unexpected {src[pos]!r} in command")
-            kind = m.lastgroup
-            text = m.group()
+                raise TemplateError(f":{self.line}: unexpected {src[pos]!r} in command")
+            kind, text = m.lastgroup, m.group()
             assert kind is not None
             if kind == "space":
+                items.append(Item("space", None, self.line))
                 if src.startswith("-}}", m.end()) and len(text) > 1:  # leave " -}}" whole for the check above
                     text = text[:-1]
-                    items.append(Item("space", None, line))
-                    line += text.count("\n")
-                    pos += len(text)
+                    self.line += text.count("\n")
+                    self.pos += len(text)
                     continue
-                items.append(Item("space", None, line))
-            elif kind == "string":
-                items.append(Item("string", _unquote(text), line))
-            elif kind == "raw":
-                items.append(Item("string", text[1:-1], line))
-            elif kind == "char":
-                value = _unquote('"' + text[1:-1].replace('"', '\\"') + '"')
-                if len(value) != 1:
-                    raise TemplateError(f":{line}: malformed character constant: {text}")
-                items.append(Item("number", ord(value), line))
-            elif kind == "number":
-                items.append(Item("number", _number(text), line))
-            elif kind == "field":
-                items.append(Item("field", text[1:], line))
-            elif kind == "var":
-                items.append(Item("var", text, line))
-            elif kind == "dot":
-                items.append(Item("dot", None, line))
-            elif kind == "ident":
-                if text in ("true", "false"):
-                    items.append(Item("bool", text == "true", line))
-                elif text == "nil":
-                    items.append(Item("nil", None, line))
-                elif text in _KEYWORDS:
-                    items.append(Item("keyword", text, line))
-                else:
-                    items.append(Item("ident", text, line))
-            elif kind == "declare":
-                items.append(Item(":=", None, line))
+            elif text in ("(", ")") and kind not in ("string", "raw", "char"):
+                depth += 1 if text == "(" else -1
+                if depth > MAX_DEPTH:
+                    raise TemplateError("max expression depth exceeded")
+                items.append(Item(text, None, self.line))
             else:
-                if text == "(":
-                    depth += 1
-                    if depth > MAX_DEPTH:
-                        raise TemplateError("max expression depth exceeded")
-                elif text == ")":
-                    depth -= 1
-                items.append(Item(text, None, line))
-            line += text.count("\n")
-            pos = m.end()
-        items.append(Item("right", None, line))
-    items.append(Item("eof", None, line))
-    return items
+                items.append(_token(kind, text, self.line))
+            self.line += text.count("\n")
+            self.pos = m.end()
+        items.append(Item("right", None, self.line))
