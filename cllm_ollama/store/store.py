@@ -21,7 +21,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -227,7 +227,8 @@ class ModelStore:
                     continue  # a download still running in another process
                 path.unlink(missing_ok=True)
                 removed.append(entry.name)
-            self._prune_manifest_dirs(cutoff)
+            if self.manifests_dir.is_dir() and self._inside(self.manifests_dir):
+                prune_manifest_dirs(self.manifests_dir, cutoff)
         if removed:
             log.info("pruned %d unused blobs and leftover files", len(removed))
         return removed
@@ -236,18 +237,7 @@ class ModelStore:
 
     def _names_on_disk(self) -> Iterator[ModelName]:
         """Every name with a manifest file, readable or not (a broken one must stay deletable)."""
-        if not self.manifests_dir.is_dir():
-            return
-        for path in sorted(self.manifests_dir.glob("*/*/*/*")):
-            if not self._manifest_exists(path):
-                continue
-            host, namespace, model, tag = path.relative_to(self.manifests_dir).parts
-            try:
-                name = parse_name(f"{host}/{namespace}/{model}:{tag}")
-            except InvalidRequest:
-                continue  # temp files and foreign entries
-            if name.parts == (host, namespace, model, tag):
-                yield name
+        return names_in(self.manifests_dir, self._manifest_exists)
 
     def resolve(self, name: str | ModelName) -> ModelName | None:
         """The stored spelling of ``name`` (matching ignores case), or None."""
@@ -404,19 +394,6 @@ class ModelStore:
         # A link counts even when it dangles or leads out: reading it fails, deleting it works.
         return (path.is_file() or path.is_symlink()) and self._inside(path.parent)
 
-    def _prune_manifest_dirs(self, cutoff: float) -> None:
-        """Leftover temp files and emptied directories under ``manifests/`` (never through a link)."""
-        if not self.manifests_dir.is_dir() or not self._inside(self.manifests_dir):
-            return
-        for top, _dirs, files in os.walk(self.manifests_dir, topdown=False):
-            for file in files:
-                path = Path(top, file)
-                if file.startswith(".tmp-") and path.lstat().st_mtime <= cutoff:
-                    path.unlink(missing_ok=True)
-            if Path(top) != self.manifests_dir:
-                with contextlib.suppress(OSError):  # not empty
-                    os.rmdir(top)
-
     def _remove_manifest(self, name: ModelName) -> None:
         path = self._writable(manifest_path(self.manifests_dir, name))
         path.unlink(missing_ok=True)
@@ -428,76 +405,119 @@ class ModelStore:
                 break
 
     def _referenced_digests(self) -> set[str] | None:
-        """``sha256:<hex>`` of every blob some manifest names; None if a manifest cannot be read.
-
-        Digests are found by pattern rather than by schema, so a manifest laid out in a way we
-        do not parse (a newer Ollama's) still protects its blobs; one that is not even JSON
-        (truncated) may own any blob.
-        """
-        used: set[str] = set()
-        for name in self._names_on_disk():
-            try:
-                raw = self._readable(manifest_path(self.manifests_dir, name)).read_bytes()
-                orjson.loads(raw)
-            except (OSError, OutsideStore, orjson.JSONDecodeError) as exc:
-                log.warning("not collecting blobs: cannot read %s: %s", name, exc)
-                return None
-            used.update(f"sha256:{hex_.decode().lower()}" for hex_ in _DIGEST_IN_TEXT.findall(raw))
-        return used
+        """``sha256:<hex>`` of every blob some manifest names; None if a manifest cannot be read."""
+        return referenced_digests(
+            self._readable(manifest_path(self.manifests_dir, name)) for name in self._names_on_disk()
+        )
 
     def _blob_file(self, layer: Layer) -> Path:
         return self._readable(self.blob_path(layer.digest))
 
-    def _read_text(self, layer: Layer) -> str:
-        return self._blob_file(layer).read_text(encoding="utf-8")
-
     def _record(self, name: ModelName) -> ModelRecord:
-        path = self._readable(manifest_path(self.manifests_dir, name))
-        raw = path.read_bytes()
-        manifest = Manifest.from_bytes(raw)
-        modified = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC).astimezone()
-        missing = tuple(layer.digest for layer in manifest.all_layers if not self._blob_file(layer).is_file())
-        config: dict[str, Any] = {}
-        config_path = self._blob_file(manifest.config)
-        if manifest.config.digest not in missing:
-            loaded = orjson.loads(config_path.read_bytes())
-            config = loaded if isinstance(loaded, dict) else {}
-        fields: dict[str, Any] = {"license": [], "messages": [], "params": {}}
-        model_path = None
-        projectors: list[Path] = []
-        adapters: list[Path] = []
-        for layer in manifest.layers:
-            if layer.media_type == mt.MODEL:
-                model_path = self._blob_file(layer)
-            elif layer.media_type == mt.PROJECTOR:
-                projectors.append(self._blob_file(layer))
-            elif layer.media_type == mt.ADAPTER:
-                adapters.append(self._blob_file(layer))
-            elif layer.digest in missing:
-                continue
-            elif layer.media_type in (mt.TEMPLATE, mt.PROMPT):
-                fields["template"] = self._read_text(layer)
-            elif layer.media_type == mt.SYSTEM:
-                fields["system"] = self._read_text(layer)
-            elif layer.media_type == mt.LICENSE:
-                fields["license"].append(self._read_text(layer))
-            elif layer.media_type == mt.PARAMS:
-                fields["params"] = orjson.loads(self._blob_file(layer).read_bytes()) or {}
-            elif layer.media_type == mt.MESSAGES:
-                fields["messages"] = orjson.loads(self._blob_file(layer).read_bytes()) or []
-        return ModelRecord(
-            name=name,
-            digest=hashlib.sha256(raw).hexdigest(),
-            size=sum(layer.size for layer in manifest.all_layers),
-            modified_at=modified,
-            manifest=manifest,
-            config=config,
-            model_path=model_path,
-            projector_paths=tuple(projectors),
-            adapter_paths=tuple(adapters),
-            missing=missing,
-            **fields,
-        )
+        return read_record(name, self._readable(manifest_path(self.manifests_dir, name)), self._blob_file)
+
+
+def names_in(manifests_dir: Path, exists: Callable[[Path], bool]) -> Iterator[ModelName]:
+    """The names whose manifest file ``exists`` under ``manifests_dir`` (host/namespace/model/tag)."""
+    if not manifests_dir.is_dir():
+        return
+    for path in sorted(manifests_dir.glob("*/*/*/*")):
+        if not exists(path):
+            continue
+        host, namespace, model, tag = path.relative_to(manifests_dir).parts
+        try:
+            name = parse_name(f"{host}/{namespace}/{model}:{tag}")
+        except InvalidRequest:
+            continue  # temp files and foreign entries
+        if name.parts == (host, namespace, model, tag):
+            yield name
+
+
+def referenced_digests(manifests: Iterable[Path]) -> set[str] | None:
+    """``sha256:<hex>`` of every blob the manifest files name; None if one cannot be read.
+
+    Digests are found by pattern rather than by schema, so a manifest laid out in a way we
+    do not parse (a newer Ollama's) still protects its blobs; one that is not even JSON
+    (truncated) may own any blob.
+    """
+    used: set[str] = set()
+    paths = iter(manifests)
+    while True:
+        try:
+            path = next(paths)
+        except StopIteration:
+            return used
+        except OutsideStore as exc:
+            log.warning("not collecting blobs: %s", exc)
+            return None
+        try:
+            raw = path.read_bytes()
+            orjson.loads(raw)
+        except (OSError, orjson.JSONDecodeError) as exc:
+            log.warning("not collecting blobs: cannot read %s: %s", path, exc)
+            return None
+        used.update(f"sha256:{hex_.decode().lower()}" for hex_ in _DIGEST_IN_TEXT.findall(raw))
+
+
+def read_record(name: ModelName, path: Path, blob_file: Callable[[Layer], Path]) -> ModelRecord:
+    """The model a manifest file describes, its blobs found by ``blob_file`` (missing ones listed)."""
+    raw = path.read_bytes()
+    manifest = Manifest.from_bytes(raw)
+    modified = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC).astimezone()
+    missing = tuple(layer.digest for layer in manifest.all_layers if not blob_file(layer).is_file())
+    config: dict[str, Any] = {}
+    config_path = blob_file(manifest.config)
+    if manifest.config.digest not in missing:
+        loaded = orjson.loads(config_path.read_bytes())
+        config = loaded if isinstance(loaded, dict) else {}
+    fields: dict[str, Any] = {"license": [], "messages": [], "params": {}}
+    model_path = None
+    projectors: list[Path] = []
+    adapters: list[Path] = []
+    for layer in manifest.layers:
+        if layer.media_type == mt.MODEL:
+            model_path = blob_file(layer)
+        elif layer.media_type == mt.PROJECTOR:
+            projectors.append(blob_file(layer))
+        elif layer.media_type == mt.ADAPTER:
+            adapters.append(blob_file(layer))
+        elif layer.digest in missing:
+            continue
+        elif layer.media_type in (mt.TEMPLATE, mt.PROMPT):
+            fields["template"] = blob_file(layer).read_text(encoding="utf-8")
+        elif layer.media_type == mt.SYSTEM:
+            fields["system"] = blob_file(layer).read_text(encoding="utf-8")
+        elif layer.media_type == mt.LICENSE:
+            fields["license"].append(blob_file(layer).read_text(encoding="utf-8"))
+        elif layer.media_type == mt.PARAMS:
+            fields["params"] = orjson.loads(blob_file(layer).read_bytes()) or {}
+        elif layer.media_type == mt.MESSAGES:
+            fields["messages"] = orjson.loads(blob_file(layer).read_bytes()) or []
+    return ModelRecord(
+        name=name,
+        digest=hashlib.sha256(raw).hexdigest(),
+        size=sum(layer.size for layer in manifest.all_layers),
+        modified_at=modified,
+        manifest=manifest,
+        config=config,
+        model_path=model_path,
+        projector_paths=tuple(projectors),
+        adapter_paths=tuple(adapters),
+        missing=missing,
+        **fields,
+    )
+
+
+def prune_manifest_dirs(manifests_dir: Path, cutoff: float) -> None:
+    """Leftover temp files and emptied directories under ``manifests/`` (never through a link)."""
+    for top, _dirs, files in os.walk(manifests_dir, topdown=False):
+        for file in files:
+            path = Path(top, file)
+            if file.startswith(".tmp-") and path.lstat().st_mtime <= cutoff:
+                path.unlink(missing_ok=True)
+        if Path(top) != manifests_dir:
+            with contextlib.suppress(OSError):  # not empty
+                os.rmdir(top)
 
 
 class Claim:
