@@ -119,6 +119,31 @@ def vit_blocks(t: Tensors, n_layer: int, n: int, n_ff: int) -> None:
         biased_linear(t, p + "ffn_down", n, n_ff)
 
 
+def _sam_tower(t: Tensors, v: OcrVision) -> None:
+    """SAM's blocks, neck and the two convolutions after it, as llama.cpp's converter writes them."""
+    n, d_head = v.sam_embd, v.sam_embd // v.sam_heads
+    t.f32("v.sam.patch_embd.weight", t.rng.standard_normal((n, 3, v.sam_patch, v.sam_patch)) * 0.05)
+    t.f32("v.sam.patch_embd.bias", np.zeros(n))
+    t.f32("v.sam.pos_embd.weight", f16_exact(t, (1, v.sam_grid, v.sam_grid, n), 0.1))
+    for i in range(v.sam_layers):
+        p = f"v.sam.blk.{i}."
+        layer_norm(t, p + "pre_ln", n)
+        biased_linear(t, p + "attn.qkv", 3 * n, n)
+        biased_linear(t, p + "attn.out", n, n)
+        span = 2 * (v.sam_grid if i == 2 else v.window) - 1  # block 2 attends globally
+        t.f32(p + "attn.pos_h.weight", f16_exact(t, (span, d_head), 0.1))
+        t.f32(p + "attn.pos_w.weight", f16_exact(t, (span, d_head), 0.1))
+        layer_norm(t, p + "post_ln", n)
+        biased_linear(t, p + "mlp.lin1", 4 * n, n)
+        biased_linear(t, p + "mlp.lin2", n, 4 * n)
+    t.f32("v.sam.neck.0.weight", f16_exact(t, (v.neck, n, 1, 1)))
+    layer_norm(t, "v.sam.neck.1", v.neck)
+    t.f32("v.sam.neck.2.weight", f16_exact(t, (v.neck, v.neck, 3, 3)))
+    layer_norm(t, "v.sam.neck.3", v.neck)
+    t.f32("v.sam.net_2.weight", f16_exact(t, (2 * v.neck, v.neck, 3, 3)))
+    t.f32("v.sam.net_3.weight", f16_exact(t, (v.clip_embd, 2 * v.neck, 3, 3)))
+
+
 def write_deepseekocr_projector(
     path: Path, *, n_embd_text: int = OCR.n_embd, v: OcrVision = OCR_VISION, seed: int = 0
 ) -> Path:
@@ -149,41 +174,15 @@ def write_deepseekocr_projector(
     w.add_uint32("clip.vision.sam.embedding_length", v.sam_embd)
     w.add_uint32("clip.vision.sam.head_count", v.sam_heads)
 
-    def linear(name: str, rows: int, cols: int) -> None:
-        biased_linear(t, name, rows, cols)
-
-    def norm(name: str, n: int) -> None:
-        layer_norm(t, name, n)
-
-    n, d_head = v.sam_embd, v.sam_embd // v.sam_heads
-    t.f32("v.sam.patch_embd.weight", t.rng.standard_normal((n, 3, v.sam_patch, v.sam_patch)) * 0.05)
-    t.f32("v.sam.patch_embd.bias", np.zeros(n))
-    t.f32("v.sam.pos_embd.weight", f16_exact(t, (1, v.sam_grid, v.sam_grid, n), 0.1))
-    for i in range(v.sam_layers):
-        p = f"v.sam.blk.{i}."
-        norm(p + "pre_ln", n)
-        linear(p + "attn.qkv", 3 * n, n)
-        linear(p + "attn.out", n, n)
-        span = 2 * (v.sam_grid if i == 2 else v.window) - 1  # block 2 attends globally
-        t.f32(p + "attn.pos_h.weight", f16_exact(t, (span, d_head), 0.1))
-        t.f32(p + "attn.pos_w.weight", f16_exact(t, (span, d_head), 0.1))
-        norm(p + "post_ln", n)
-        linear(p + "mlp.lin1", 4 * n, n)
-        linear(p + "mlp.lin2", n, 4 * n)
-    t.f32("v.sam.neck.0.weight", f16_exact(t, (v.neck, n, 1, 1)))
-    norm("v.sam.neck.1", v.neck)
-    t.f32("v.sam.neck.2.weight", f16_exact(t, (v.neck, v.neck, 3, 3)))
-    norm("v.sam.neck.3", v.neck)
-    t.f32("v.sam.net_2.weight", f16_exact(t, (2 * v.neck, v.neck, 3, 3)))
-    t.f32("v.sam.net_3.weight", f16_exact(t, (v.clip_embd, 2 * v.neck, 3, 3)))
+    _sam_tower(t, v)
 
     c = v.clip_embd
     t.f32("v.class_embd", f16_exact(t, (c,)))
     t.f32("v.patch_embd.weight", f16_exact(t, (c, 3, v.clip_patch, v.clip_patch)))
     t.f32("v.position_embd.weight", f16_exact(t, ((v.sam_grid // 4) ** 2 + 1, c)))
-    norm("v.pre_ln", c)
+    layer_norm(t, "v.pre_ln", c)
     vit_blocks(t, v.clip_layers, c, v.clip_ff)
-    linear("mm.model.fc", n_embd_text, 2 * c)
+    biased_linear(t, "mm.model.fc", n_embd_text, 2 * c)
     t.f32("v.image_newline", t.rng.standard_normal(n_embd_text) * 0.2)
     t.f32("v.view_seperator", t.rng.standard_normal((1, n_embd_text)) * 0.2)
     finish(w)
