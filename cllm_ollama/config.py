@@ -107,7 +107,8 @@ def parse_keep_alive(value: object) -> float:
         seconds = parse_go_duration(value)
     else:
         # Go's names for what JSON decodes to, as Ollama's message shows them.
-        go = {list: "[]interface {}", dict: "map[string]interface {}"}.get(type(value), type(value).__name__)
+        go_names: dict[type, str] = {list: "[]interface {}", dict: "map[string]interface {}"}
+        go = go_names.get(type(value), type(value).__name__)
         raise ConfigError(f"Unsupported type: '{go}'")
     # Negative, or beyond Go's Duration range (~292 years): forever.
     return FOREVER if seconds < 0 or seconds >= _MAX_DURATION_S else seconds

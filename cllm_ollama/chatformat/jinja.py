@@ -23,7 +23,7 @@ class _GenerationTag(Extension):
     """``{% generation %}…{% endgeneration %}``: transformers marks assistant text with it; here it
     only renders its body, but without it such templates would not parse."""
 
-    tags = frozenset({"generation"})
+    tags = {"generation"}  # noqa: RUF012 (jinja2's Extension declares it a plain set)
 
     def parse(self, parser: Any) -> nodes.Node:
         lineno = next(parser.stream).lineno

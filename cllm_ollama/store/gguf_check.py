@@ -61,8 +61,13 @@ def hyperparameter_problems(kv: dict[str, Any], arch: str) -> list[str]:
     elif n_groups:
         problems.append(f"{arch}.expert_group_count {n_groups} without experts")
     heads, heads_kv = _ints(get("attention.head_count")), _ints(get("attention.head_count_kv"))
-    scalar_heads = heads and heads_kv and len(heads) == len(heads_kv) == 1 and heads[0] > 0
-    if scalar_heads and (heads_kv[0] <= 0 or heads[0] % heads_kv[0]):  # type: ignore[index]
+    if (
+        heads
+        and heads_kv
+        and len(heads) == len(heads_kv) == 1
+        and heads[0] > 0
+        and (heads_kv[0] <= 0 or heads[0] % heads_kv[0])
+    ):
         problems.append(f"{arch}.attention.head_count_kv {heads_kv[0]} does not divide head_count {heads[0]}")
     for key in ("embedding_length", "context_length"):
         value = _ints(get(key))

@@ -204,8 +204,8 @@ def _resolve(store: ModelStore, name: ModelName, catalog: Catalog) -> Source:
             f"the catalog expects {entry.sha256}"
         )
     source = _source(entry.repo, file, revision, entry.params, entry.license)
-    if entry.projector:
-        projector = _hub_call(lambda: _file_info(entry.repo, entry.projector, revision))
+    if (projector_file := entry.projector) is not None:
+        projector = _hub_call(lambda: _file_info(entry.repo, projector_file, revision))
         source = replace(source, projector=_source(entry.repo, projector, revision, {}, None))
     return source
 

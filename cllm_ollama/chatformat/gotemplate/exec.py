@@ -147,7 +147,7 @@ class _State:
             self.push(pipe.decl[i], value)
 
     @staticmethod
-    def _range_items(value: Any, names: int) -> list[tuple[Any, Any]] | range | Iterable[tuple[Any, Any]]:
+    def _range_items(value: Any, names: int) -> Iterable[tuple[Any, Any]]:
         if value is None or value is NO_VALUE:
             return []
         if isinstance(value, list | tuple):

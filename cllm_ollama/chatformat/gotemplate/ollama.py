@@ -161,8 +161,8 @@ def template_tools(tools: list[dict[str, Any]] | None) -> GoList | None:
     out = GoList()
     for tool in tools:
         t = tool if isinstance(tool, dict) else {}
-        fn = t.get("function") if isinstance(t.get("function"), dict) else {}
-        params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+        fn: dict[str, Any] = t["function"] if isinstance(t.get("function"), dict) else {}
+        params: dict[str, Any] = fn["parameters"] if isinstance(fn.get("parameters"), dict) else {}
         raw_props = params.get("properties")
         props = _properties(raw_props) if isinstance(raw_props, dict) else None
         parameters = GoStruct(
@@ -218,7 +218,9 @@ def template_message(message: dict[str, Any]) -> GoStruct:
     """Ollama's ``templateMessage``: Role, Content, Thinking, Images, ToolCalls, ToolName, ToolCallID."""
     calls = []
     for call in message.get("tool_calls") or []:
-        fn = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else {}
+        fn: dict[str, Any] = (
+            call["function"] if isinstance(call, dict) and isinstance(call.get("function"), dict) else {}
+        )
         calls.append(
             GoStruct(
                 "template.templateToolCall",
