@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -164,11 +164,13 @@ class Generation:
             loaded = entry.model
             request, parser = await self._admit(pool, loaded, grow)
             self.request = request
-            if not loaded.has_room():  # still a 503, before a stream's headers
-                raise QueueFull()
-            self.admitted.set()
+            with freed_if_refused(request):
+                if not loaded.has_room():  # still a 503, before a stream's headers
+                    raise QueueFull()
+                self.admitted.set()
+                meter = self.http.app.state.metrics.generation(self.model.record.short_name, self.t_start)
             logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
-            meter = self.http.app.state.metrics.generation(self.model.record.short_name, self.t_start)
+            # From its first step ``generate`` owns the media, and frees it even when it refuses.
             async with aclosing(loaded.generate(request)) as events:
                 async for event in events:
                     if event.finish is not None:
@@ -299,6 +301,18 @@ def _grown(n_prompt: int, limit: int, loaded: EngineClient, most: int) -> int:
         return 0
     n_ctx = min(1 << (n_prompt + max(n_prompt // 4, 1024) - 1).bit_length(), most, loaded.n_ctx_train)
     return n_ctx if n_ctx > loaded.n_ctx_slot else 0
+
+
+@contextmanager
+def freed_if_refused(request: EngineRequest) -> Iterator[None]:
+    """The request's media (native memory) freed if the block raises: until ``generate`` takes the
+    request, nobody else would free it."""
+    try:
+        yield
+    except BaseException:
+        if request.media is not None:
+            request.media.close()
+        raise
 
 
 def _close_media(task: asyncio.Future[Any]) -> None:

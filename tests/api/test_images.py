@@ -6,19 +6,13 @@ and where each image goes in a prompt (Ollama's ``[img-N]`` tags, then the proje
 from __future__ import annotations
 
 import base64
-import hashlib
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from conftest import MODEL
 from starlette.testclient import TestClient
 
 from cllm_ollama.api.images import Base64Error, b64decode_go, place_markers, tag_images
-from cllm_ollama.app import create_app
-from cllm_ollama.config import Settings
-from cllm_ollama.testing.ggufs import write_vision
 from cllm_ollama.testing.images import png
 
 # Go's own table (encoding/base64 TestDecodeCorrupt): input, offset of the error or None.
@@ -192,23 +186,6 @@ def test_anthropic_image_errors(client: TestClient, data: str, message: str) -> 
     r = client.post("/v1/messages", json=body, headers=ANTHROPIC_HEADERS)
     assert r.status_code == 400
     assert r.json()["error"]["message"] == message
-
-
-@pytest.fixture
-def seeing(tmp_path: Path) -> Iterator[TestClient]:
-    """An app whose store has "eyes": the tiny gemma3 created with its projector, as a user would."""
-    settings = Settings(models_dir=tmp_path / "models")
-    text, mmproj = write_vision(tmp_path / "vision")
-    with TestClient(create_app(settings), base_url="http://localhost") as client:
-        files = {}
-        for path in (text, mmproj):
-            data = path.read_bytes()
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            assert client.post(f"/api/blobs/{digest}", content=data).status_code == 201
-            files[path.name] = digest
-        r = client.post("/api/create", json={"model": "eyes", "files": files, "stream": False})
-        assert r.status_code == 200, r.text
-        yield client
 
 
 def test_a_model_created_with_a_projector_shows_vision_and_the_projectors_info(seeing: TestClient) -> None:
