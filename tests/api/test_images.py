@@ -6,13 +6,14 @@ and where each image goes in a prompt (Ollama's ``[img-N]`` tags, then the proje
 from __future__ import annotations
 
 import base64
+import json
 import time
 
 import pytest
 from conftest import MODEL
 from starlette.testclient import TestClient
 
-from cllm_ollama.api.images import Base64Error, b64decode_go, place_markers, tag_images
+from cllm_ollama.api.media import Base64Error, Media, b64decode_go, decode_media, place_markers, tag_media
 from cllm_ollama.testing.images import png
 
 # Go's own table (encoding/base64 TestDecodeCorrupt): input, offset of the error or None.
@@ -81,14 +82,15 @@ def test_a_large_image_decodes_in_c_and_a_large_bad_one_fails_fast() -> None:
 
 
 def test_images_are_tagged_as_ollama_tags_them() -> None:
+    a, b, c = (decode_media(text) for text in ("QQ==", "Qg==", "Qw=="))
     messages = [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "What is this?", "images": ["A", "B"]},
+        {"role": "user", "content": "What is this?", "images": [a, b]},
         {"role": "assistant", "content": "Two cats."},
-        {"role": "user", "content": "Compare [img] with the first.", "images": ["C"]},
+        {"role": "user", "content": "Compare [img] with the first.", "images": [c]},
     ]
-    tagged, images = tag_images(messages, clear=True)
-    assert images == ["A", "B", "C"]
+    tagged, media = tag_media(messages, clear=True)
+    assert media == [b"A", b"B", b"C"]
     assert [m["content"] for m in tagged] == [
         "Be brief.",
         "[img-0][img-1]What is this?",
@@ -96,9 +98,18 @@ def test_images_are_tagged_as_ollama_tags_them() -> None:
         "Compare [img-2] with the first.",
     ]
     assert all("images" not in m for m in tagged)
-    assert messages[1]["images"] == ["A", "B"] and messages[1]["content"] == "What is this?"
-    kept, _ = tag_images(messages)
-    assert kept[1] == {"role": "user", "content": "[img-0][img-1]What is this?", "images": ["A", "B"]}
+    assert messages[1]["images"] == ["QQ==", "Qg=="] and messages[1]["content"] == "What is this?"
+    kept, _ = tag_media(messages)
+    # Templates see the base64 the client sent, as in Ollama.
+    assert kept[1] == {"role": "user", "content": "[img-0][img-1]What is this?", "images": ["QQ==", "Qg=="]}
+
+
+def test_media_is_decoded_once_where_its_dialect_decodes_it() -> None:
+    """A request's media keep the text templates see and carry the bytes, so that nothing decodes
+    them again (a large image decoded twice, the second time on the event loop)."""
+    item = decode_media("aGk=")
+    assert isinstance(item, Media) and item == "aGk=" and item.data == b"hi" and not item.is_audio
+    assert json.dumps([item]) == '["aGk="]'  # what a Jinja worker is sent
 
 
 def test_markers_replace_tags_once_each_and_give_the_images_order() -> None:

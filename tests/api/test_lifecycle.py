@@ -12,11 +12,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from fakeengine import FakeEngine
 from scripted import ScriptedModel, scripted_pool
 from starlette.testclient import TestClient
 
+from cllm_ollama.api import media
 from cllm_ollama.api.lifecycle import lease
+from cllm_ollama.api.media import b64decode_go
 from cllm_ollama.api.options import resolve_options
 from cllm_ollama.engine.client import LoadSpec
 from cllm_ollama.engine.pool import ModelPool
@@ -91,12 +94,14 @@ class FullModel(ScriptedModel):
     """A model that sees, whose queue is full: every request is refused before the engine takes it."""
 
     media: list[CountedMedia] = field(default_factory=list)
+    seen: list[Sequence[bytes]] = field(default_factory=list)  # what the projector was given
 
     @property
     def media_marker(self) -> str | None:
         return "<__media__>"
 
     def tokenize_media(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaInput:
+        self.seen.append(images)
         self.media.append(CountedMedia())
         return self.media[-1]
 
@@ -115,3 +120,27 @@ def test_a_request_refused_for_a_full_queue_frees_its_tokenized_images(seeing: T
     (model,) = models
     assert isinstance(model, FullModel)
     assert [m.closed for m in model.media] == [1]
+
+
+def test_an_image_is_decoded_once_and_its_bytes_go_to_the_projector(
+    seeing: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the request is decoded, never again (it was decoded a second time on the event loop)."""
+    decodes: list[str] = []
+
+    def counted(text: str) -> bytes:
+        decodes.append(text)
+        return b64decode_go(text)
+
+    monkeypatch.setattr(media, "b64decode_go", counted)
+    models: list[ScriptedModel] = []
+    seeing.app.state.pool = scripted_pool([], models, make=FullModel)  # type: ignore[attr-defined]
+    data = png(8, 8)
+    body = {
+        "model": "eyes",
+        "messages": [{"role": "user", "content": "What?", "images": [base64.b64encode(data).decode()]}],
+    }
+    assert seeing.post("/api/chat", json=body | {"stream": False}).status_code == 503
+    (model,) = models
+    assert isinstance(model, FullModel)
+    assert [list(images) for images in model.seen] == [[data]] and len(decodes) == 1
