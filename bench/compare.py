@@ -6,7 +6,7 @@ Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-pref
 - distinct: unrelated prompts on a random-weight model, against cllm, llama-server and
   llama-cpp-python's server, with llama-batched-bench as the ceiling.
 - chat, shared-prefix-burst, preamble (issue 7): prompts that share prefixes, on the real-weight
-  Qwen2.5-Coder-0.5B-Instruct (fetched by ``cllm_ollama.testing.real_model``), against cllm,
+  Qwen2.5-Coder-0.5B-Instruct (fetched by tests/harness/real_model.py), against cllm,
   ``llama-server -np N`` (its defaults: prompt cache and host-RAM cache on) and ``llama-server
   -np 1`` (how Ollama runs it by default); every target restarted for every workload.
 - agent (issue 18, only when named): a coding agent's session, cllm through ``/v1/messages``,
@@ -61,7 +61,7 @@ from plan import (
 )
 from targets import Running, Server, free_port
 
-from cllm_ollama.testing import real_model
+import real_model  # tests/harness/real_model.py, through bench/real_model.py
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "bench-qwen3"
@@ -120,7 +120,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     g.add_argument("--agent-turns", type=int, help="agent: turns [10; --quick: 3]")
     g.add_argument("--vision-users", type=int, help="vision: users chatting at once [6; --quick: 2]")
     g.add_argument("--vision-turns", type=int, help="vision: turns per user, each re-sending the image [3; --quick: 2]")
-    g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by testing.real_model]")
+    g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by tests/harness/real_model.py]")
     g = p.add_argument_group("long contexts (long)")
     g.add_argument("--long-depths", help="tokens of context, comma-separated [16384,32768; --quick: 1024,2048]")
     g.add_argument("--long-requests", type=int, help="cold prompts per depth [2; --quick: 1]")

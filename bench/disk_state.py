@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cllm_ollama.engine.binding import Batch, Context, Model
 from cllm_ollama.engine.disk_cache import DiskCache, identity_digest
-from cllm_ollama.testing.real_model import real_model_path
+from real_model import real_model_path  # tests/harness/real_model.py, through bench/real_model.py
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ from cllm_ollama.engine.binding import Batch, Context, Model, StateBuffers
 from cllm_ollama.engine.disk_cache import DiskCache, identity_digest
 from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.state_streams import one_stream
-from cllm_ollama.testing.real_model import real_model_path
+from real_model import real_model_path  # tests/harness/real_model.py, through bench/real_model.py
 
 MB = 1 << 20
 
