@@ -113,6 +113,10 @@ class Media(str):
         item.data = data
         return item
 
+    def __getnewargs__(self) -> tuple[str, bytes]:  # type: ignore[override]
+        """What ``copy`` and ``pickle`` rebuild it from (str's own would drop the bytes)."""
+        return str(self), self.data
+
     @property
     def is_audio(self) -> bool:
         """Audio (WAV, MP3, FLAC) by its first bytes; anything else goes to the projector as an image."""

@@ -6,6 +6,7 @@ and where each image goes in a prompt (Ollama's ``[img-N]`` tags, then the proje
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import time
 
@@ -110,6 +111,8 @@ def test_media_is_decoded_once_where_its_dialect_decodes_it() -> None:
     item = decode_media("aGk=")
     assert isinstance(item, Media) and item == "aGk=" and item.data == b"hi" and not item.is_audio
     assert json.dumps([item]) == '["aGk="]'  # what a Jinja worker is sent
+    copied = copy.deepcopy(item)
+    assert isinstance(copied, Media) and copied == item and copied.data == b"hi"
 
 
 def test_markers_replace_tags_once_each_and_give_the_images_order() -> None:
