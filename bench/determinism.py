@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import real_model  # tests/harness/real_model.py, through bench/real_model.py
 
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.store import ModelStore
-import real_model  # tests/harness/real_model.py, through bench/real_model.py
 
 MODEL = "coder"
 SYSTEM = (

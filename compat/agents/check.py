@@ -41,7 +41,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the harness, out of the wheel
 
-from harness.codex import Exchange, RequestLog, run_codex  # noqa: E402
+from harness.codex import Exchange, RequestLog, run_codex
 
 PINS = {"@anthropic-ai/claude-code": "2.1.332", "@openai/codex": "0.169.0"}
 BINARIES = {"claude": "claude", "codex": "codex"}  # agent -> its node_modules/.bin name
@@ -182,12 +182,13 @@ def server(args: argparse.Namespace, root: Path) -> Iterator[tuple[str, RequestL
         with serve_in_thread(log) as url:
             yield url, log
         return
+    from harness.real_model import real_model_path
+
     from cllm_ollama.app import create_app
     from cllm_ollama.config import Settings
     from cllm_ollama.store.create import import_gguf
     from cllm_ollama.store.store import ModelStore
     from cllm_ollama.testing.ggufs import write_qwen3
-    from harness.real_model import real_model_path
 
     gguf = args.gguf or (real_model_path(quiet=False) if args.real else write_qwen3(root / "tiny-qwen3.gguf"))
     import_gguf(ModelStore(root / "models"), MODEL, gguf)
