@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -37,8 +38,9 @@ GREEDY = {"temperature": 0, "num_predict": 24, "seed": 1}  # a call is 17 tokens
 
 
 @pytest.fixture(scope="module")
-def native(real_url: str) -> ollama.Client:
-    return ollama.Client(host=real_url, timeout=300)
+def native(real_url: str) -> Iterator[ollama.Client]:
+    with ollama.Client(host=real_url, timeout=300) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
