@@ -1,5 +1,5 @@
 """Fixtures shared by every test directory: a tiny GGUF, an empty model store, a fake Hugging Face Hub;
-every ``ollama.Client`` closed when its test ends."""
+every ``ollama.Client`` closed when its test module ends."""
 
 from __future__ import annotations
 
@@ -54,11 +54,12 @@ def fake_hub() -> Iterator[FakeHub]:
         yield FakeHub(router)
 
 
-@pytest.fixture(autouse=True)
-def ollama_clients_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every ``ollama.Client`` a test makes, closed when the test ends: the SDK closes its pooled
-    connections only when asked, and a test's ``ollama.Client(url).chat(...)`` would otherwise leave
-    its socket to the garbage collector (a ResourceWarning, an error here, in whichever test runs then)."""
+@pytest.fixture(autouse=True, scope="module")
+def ollama_clients_closed() -> Iterator[None]:
+    """Every ``ollama.Client`` a test module makes (its fixtures' too), closed when the module ends:
+    the SDK closes its pooled connections only when asked, and ``ollama.Client(url).chat(...)``
+    would otherwise leave its socket to the garbage collector (a ResourceWarning, an error here,
+    in whichever test runs then)."""
     made: list[ollama.Client] = []
     init = ollama.Client.__init__
 
@@ -66,7 +67,8 @@ def ollama_clients_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         init(self, *args, **kwargs)  # type: ignore[arg-type]
         made.append(self)
 
-    monkeypatch.setattr(ollama.Client, "__init__", tracked)
-    yield
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ollama.Client, "__init__", tracked)
+        yield
     for client in made:
         client.close()
