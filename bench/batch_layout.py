@@ -22,7 +22,7 @@ from cllm_ollama.engine.binding import Batch, Context, Model
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     if path is None:
-        from cllm_ollama.testing.real_model import real_model_path
+        from real_model import real_model_path  # tests/harness, through bench/real_model.py
 
         path = real_model_path()
     model = Model(path)

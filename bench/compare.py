@@ -6,7 +6,7 @@ Usage: ``python bench/compare.py [--quick] [--workload distinct,chat,shared-pref
 - distinct: unrelated prompts on a random-weight model, against cllm, llama-server and
   llama-cpp-python's server, with llama-batched-bench as the ceiling.
 - chat, shared-prefix-burst, preamble (issue 7): prompts that share prefixes, on the real-weight
-  Qwen2.5-Coder-0.5B-Instruct (fetched by ``cllm_ollama.testing.real_model``), against cllm,
+  Qwen2.5-Coder-0.5B-Instruct (fetched by tests/harness/real_model.py), against cllm,
   ``llama-server -np N`` (its defaults: prompt cache and host-RAM cache on) and ``llama-server
   -np 1`` (how Ollama runs it by default); every target restarted for every workload.
 - agent (issue 18, only when named): a coding agent's session, cllm through ``/v1/messages``,
@@ -39,6 +39,7 @@ import embed
 import llama_build
 import make_model
 import pyserver_env
+import real_model  # tests/harness/real_model.py, through bench/real_model.py
 import report
 import report_agent
 import report_long
@@ -61,8 +62,6 @@ from plan import (
 )
 from targets import Running, Server, free_port
 
-from cllm_ollama.testing import real_model
-
 REPO = Path(__file__).resolve().parent.parent
 MODEL_NAME = "bench-qwen3"
 REAL_MODEL_NAME = "bench-qwen25-coder"
@@ -73,8 +72,8 @@ PREFIX_TARGETS = ("cllm", "llama-server", "llama-server-np1")
 TARGETS = (*DISTINCT_TARGETS, "llama-server-np1")
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
-    """The plan, and whether to stop after preparing the model and the build."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the distinct workload's settings, then each other workload's group."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke run: levels 1,4, 4 requests, 32 tokens")
     p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "cllm-bench")
@@ -100,6 +99,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         default="all",
         help=f"comma-separated, of {','.join(SELECTABLE)}, or all (all but agent, long and embed) [default: all]",
     )
+    _prefix_args(p)
+    _long_and_embed_args(p)
+    return p
+
+
+def _prefix_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("prefix workloads (chat, shared-prefix-burst, preamble)")
     g.add_argument("--slots", type=int, default=8, help="slots of cllm and llama-server -np N")
     g.add_argument("--chat-ctx", type=int, default=8192, help="context per slot, every target")
@@ -120,7 +125,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     g.add_argument("--agent-turns", type=int, help="agent: turns [10; --quick: 3]")
     g.add_argument("--vision-users", type=int, help="vision: users chatting at once [6; --quick: 2]")
     g.add_argument("--vision-turns", type=int, help="vision: turns per user, each re-sending the image [3; --quick: 2]")
-    g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by testing.real_model]")
+    g.add_argument("--real-model", type=Path, help="the GGUF to use [default: fetched by tests/harness/real_model.py]")
+
+
+def _long_and_embed_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("long contexts (long)")
     g.add_argument("--long-depths", help="tokens of context, comma-separated [16384,32768; --quick: 1024,2048]")
     g.add_argument("--long-requests", type=int, help="cold prompts per depth [2; --quick: 1]")
@@ -132,22 +140,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
     e.add_argument("--embed-requests", type=int, help="requests per level [64; --quick: 4]")
     e.add_argument("--embed-inputs", type=int, default=1, help="texts per request")
     e.add_argument("--embed-prompt-tokens", type=int, default=64, help="tokens per text")
-    a = p.parse_args(argv)
-    levels = a.concurrency or ("1,4" if a.quick else "1,8,32")
-    targets = tuple(t for t in a.targets.split(",") if t)
-    unknown = set(targets) - set(TARGETS)
-    if unknown:
-        p.error(f"unknown targets: {', '.join(sorted(unknown))}")
-    workloads = WORKLOADS if a.workload == "all" else tuple(w for w in a.workload.split(",") if w)
-    unknown = set(workloads) - set(SELECTABLE)
-    if unknown or not workloads:
-        p.error(f"unknown workloads: {', '.join(sorted(unknown))}; choose from {', '.join(SELECTABLE)} or all")
-    quick = a.quick
 
-    def pick(value: int | None, default: int, small: int) -> int:
-        return value if value is not None else (small if quick else default)
 
-    prefix = PrefixPlan(
+def _prefix_plan(a: argparse.Namespace, pick: Callable[[int | None, int, int], int]) -> PrefixPlan:
+    """The session workloads' settings (chat, burst, preamble, agent, vision), ``pick`` choosing
+    between a given value, the default and the --quick one."""
+    return PrefixPlan(
         slots=a.slots,
         ctx=a.chat_ctx,
         users=pick(a.users, 12, 2),
@@ -170,6 +168,27 @@ def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
         vision_turns=pick(a.vision_turns, 3, 2),
         vision_max_tokens=pick(a.chat_max_tokens, 64, 8),
     )
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Plan, bool]:
+    """The plan, and whether to stop after preparing the model and the build."""
+    p = _parser()
+    a = p.parse_args(argv)
+    levels = a.concurrency or ("1,4" if a.quick else "1,8,32")
+    targets = tuple(t for t in a.targets.split(",") if t)
+    unknown = set(targets) - set(TARGETS)
+    if unknown:
+        p.error(f"unknown targets: {', '.join(sorted(unknown))}")
+    workloads = WORKLOADS if a.workload == "all" else tuple(w for w in a.workload.split(",") if w)
+    unknown = set(workloads) - set(SELECTABLE)
+    if unknown or not workloads:
+        p.error(f"unknown workloads: {', '.join(sorted(unknown))}; choose from {', '.join(SELECTABLE)} or all")
+    quick = a.quick
+
+    def pick(value: int | None, default: int, small: int) -> int:
+        return value if value is not None else (small if quick else default)
+
+    prefix = _prefix_plan(a, pick)
     depths = tuple(int(d) for d in (a.long_depths or ("1024,2048" if quick else "16384,32768")).split(","))
     long = LongPlan(
         depths=depths,

@@ -4,7 +4,7 @@ chunk size (a server whose batch is 32 tokens) and after a restart that reads th
 from the disk tier; by default and in the deterministic mode (CLLM_DETERMINISTIC=1).
 
 Usage: ``python bench/determinism.py [--prompts 50] [--tokens 64] [--modes default,deterministic]``.
-Runs ``cllm serve`` as a child process on the real Qwen2.5-Coder-0.5B (``testing.real_model``);
+Runs ``cllm serve`` as a child process on the real Qwen2.5-Coder-0.5B (tests/harness/real_model.py);
 prints, per mode and case, how many prompts answered bitwise as cold (tokens and logprobs) and how
 many only in their tokens; ``--json`` writes the counts.
 """
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import real_model  # tests/harness/real_model.py, through bench/real_model.py
 
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.store import ModelStore
-from cllm_ollama.testing import real_model
 
 MODEL = "coder"
 SYSTEM = (

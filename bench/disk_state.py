@@ -15,9 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from real_model import real_model_path  # tests/harness/real_model.py, through bench/real_model.py
+
 from cllm_ollama.engine.binding import Batch, Context, Model
 from cllm_ollama.engine.disk_cache import DiskCache, identity_digest
-from cllm_ollama.testing.real_model import real_model_path
 
 
 def main() -> None:

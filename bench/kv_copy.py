@@ -28,7 +28,7 @@ def main() -> None:
     args = ap.parse_args()
     path = args.model
     if path is None:
-        from cllm_ollama.testing.real_model import real_model_path
+        from real_model import real_model_path  # tests/harness, through bench/real_model.py
 
         path = real_model_path()
     model = Model(path)

@@ -49,7 +49,7 @@ class PrefixPlan:
     preamble_tokens: int
     preamble_chats: int
     preamble_in_flight: int
-    real_model: Path | None  # None: fetched with cllm_ollama.testing.real_model
+    real_model: Path | None  # None: fetched with tests/harness/real_model.py
     agent_tokens: int = 16000
     agent_turns: int = 10
     vision_users: int = 6

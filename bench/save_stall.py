@@ -42,12 +42,12 @@ from typing import Any
 
 import llama_cpp as ll
 import numpy as np
+from real_model import real_model_path  # tests/harness/real_model.py, through bench/real_model.py
 
 from cllm_ollama.engine.binding import Batch, Context, Model, StateBuffers
 from cllm_ollama.engine.disk_cache import DiskCache, identity_digest
 from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.state_streams import one_stream
-from cllm_ollama.testing.real_model import real_model_path
 
 MB = 1 << 20
 

@@ -117,6 +117,10 @@ class HttpBackend:
         # No read timeout: a pull or create may be silent for long stretches (hashing a big file).
         self.client = httpx.Client(base_url=base_url, headers=headers, timeout=httpx.Timeout(None, connect=10.0))
 
+    def close(self) -> None:
+        """Its pooled connections closed (else each command leaves a socket to the garbage collector)."""
+        self.client.close()
+
     def _raise_for_error(self, response: httpx.Response) -> None:
         if response.status_code < 400:
             return

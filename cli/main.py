@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import httpx
@@ -53,8 +53,23 @@ def _settings() -> Settings:
         return Settings.from_env()
 
 
+B = TypeVar("B", bound=Backend)
+
+
 def _backend() -> Backend:
-    return connect(_settings())
+    """The server, or the store where none runs: closed when the command ends."""
+    return _closed_with_command(connect(_settings()))
+
+
+def _server() -> HttpBackend:
+    """The running server (the commands that need the engine): closed when the command ends."""
+    return _closed_with_command(server(_settings()))
+
+
+def _closed_with_command(backend: B) -> B:
+    if isinstance(backend, HttpBackend):
+        click.get_current_context().call_on_close(backend.close)
+    return backend
 
 
 class _Server(uvicorn.Server):
@@ -280,7 +295,7 @@ def run_command(
             wordwrap=not nowordwrap and stdin_is_terminal and sys.stdout.isatty(),
             keep_alive=keepalive,
         )
-        backend = server(_settings())
+        backend = _server()
         show = _present(backend, model)
         capabilities = show.get("capabilities") or []
         if "embedding" in capabilities and "completion" not in capabilities:
@@ -320,7 +335,7 @@ def stop_command(model: str) -> None:
     """Stop a running model (unload it now)."""
     with user_errors():
         try:
-            server(_settings()).unload(model)
+            _server().unload(model)
         except CllmError as exc:
             if "not found" in exc.message:
                 raise CommandError(f'couldn\'t find model "{model}" to stop') from exc
@@ -331,7 +346,7 @@ def stop_command(model: str) -> None:
 def ps_command() -> None:
     """List the models in memory (needs `cllm serve`)."""
     with user_errors():
-        models = server(_settings()).running()
+        models = _server().running()
     click.echo(running_table(models, datetime.now().astimezone()))
 
 

@@ -1,10 +1,12 @@
-"""Fixtures shared by every test directory: a tiny GGUF, an empty model store, a fake Hugging Face Hub."""
+"""Fixtures shared by every test directory: a tiny GGUF, an empty model store, a fake Hugging Face Hub;
+every ``ollama.Client`` closed when its test module ends."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
+import ollama
 import pytest
 import respx
 from fakehub import FakeHub
@@ -50,3 +52,23 @@ def fake_hub() -> Iterator[FakeHub]:
             404, json={"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown"}]}
         )
         yield FakeHub(router)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def ollama_clients_closed() -> Iterator[None]:
+    """Every ``ollama.Client`` a test module makes (its fixtures' too), closed when the module ends:
+    the SDK closes its pooled connections only when asked, and ``ollama.Client(url).chat(...)``
+    would otherwise leave its socket to the garbage collector (a ResourceWarning, an error here,
+    in whichever test runs then)."""
+    made: list[ollama.Client] = []
+    init = ollama.Client.__init__
+
+    def tracked(self: ollama.Client, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        made.append(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ollama.Client, "__init__", tracked)
+        yield
+    for client in made:
+        client.close()

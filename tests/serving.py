@@ -1,12 +1,11 @@
-"""Tests import the live-server helper from here; it lives in the package so that commands
-(``python -m cllm_ollama.testing.codex``) serve the same way."""
+"""Tests import the live-server helper from here; it lives in the harness so that its commands
+(``python -m harness.codex``) serve the same way."""
 
 import hashlib
 from pathlib import Path
 
 import httpx
-
-from cllm_ollama.testing.serving import serve_in_thread
+from harness.serving import serve_in_thread
 
 __all__ = ["create_from_files", "serve_in_thread"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidRequest
-from .images import is_audio_base64
+from .media import Media
 from .options import parse_keep_alive_field, parse_think
 from .resolve import ResolvedModel
 from .schemas.ollama import GenerationRequest
@@ -61,16 +61,16 @@ def think_level(req: GenerationRequest) -> str | None:
     return req.think if isinstance(req.think, str) else None
 
 
-def check_images(model: ResolvedModel, images: Sequence[str] | None) -> None:
-    """Images and audio (valid base64 already: ``wire.images_field``) go only to a model that sees
+def check_media(model: ResolvedModel, media: Sequence[Media] | None) -> None:
+    """Images and audio (decoded already: ``wire.decoded_media``) go only to a model that sees
     or hears: audio (WAV, MP3, FLAC, told by its first bytes) needs the ``audio`` capability,
     anything else ``vision``, each refused in the words of Ollama's capability check.
 
     Bytes that are neither are the projector's to find (``binding.MediaError``, a 400) when
     the engine tokenizes the prompt, as llama-server finds them for Ollama.
     """
-    for image in images or ():
-        capability = "audio" if is_audio_base64(image) else "vision"
+    for item in media or ():
+        capability = "audio" if item.is_audio else "vision"
         if not model.has(capability):
             raise InvalidRequest(f"{model.full_name} does not support {capability}")
         if not model.record.projector_paths:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,7 +42,7 @@ from ..errors import (
 )
 from .fields import SharedFields
 from .formats import JSON_GRAMMAR, grammar_for_format
-from .images import b64decode_go, place_markers
+from .media import place_markers
 from .options import RequestOptions
 from .resolve import ResolvedModel, load_request, naming_the_model
 from .shapes import logprob_json
@@ -118,8 +118,8 @@ class Generation:
     # Set once everything that can be refused with a status has been checked (the model loaded,
     # the prompt fitted, the grammar compiled): a stream may answer from then on.
     admitted: asyncio.Event = field(default_factory=asyncio.Event)
-    # The prompt's images (base64, valid), in ``[img-N]`` tag order (``images.tag_images``).
-    images: list[str] = field(default_factory=list)
+    # The prompt's images and audio (decoded bytes), in ``[img-N]`` tag order (``media.tag_media``).
+    media: list[bytes] = field(default_factory=list)
     # Filled in as it runs, for the encoder of the final chunk.
     load_ns: int = 0
     request: EngineRequest | None = None
@@ -164,11 +164,13 @@ class Generation:
             loaded = entry.model
             request, parser = await self._admit(pool, loaded, grow)
             self.request = request
-            if not loaded.has_room():  # still a 503, before a stream's headers
-                raise QueueFull()
-            self.admitted.set()
+            with freed_if_refused(request):
+                if not loaded.has_room():  # still a 503, before a stream's headers
+                    raise QueueFull()
+                self.admitted.set()
+                meter = self.http.app.state.metrics.generation(self.model.record.short_name, self.t_start)
             logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
-            meter = self.http.app.state.metrics.generation(self.model.record.short_name, self.t_start)
+            # From its first step ``generate`` owns the media, and frees it even when it refuses.
             async with aclosing(loaded.generate(request)) as events:
                 async for event in events:
                     if event.finish is not None:
@@ -201,10 +203,10 @@ class Generation:
         limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
         timeout = self.http.app.state.settings.render_timeout
         key = self.model.full_name
-        if self.images:
-            # Never cut with images (Ollama refuses too): neither turns nor tokens are dropped.
+        if self.media:
+            # Never cut with media (Ollama refuses too): neither turns nor tokens are dropped.
             rendered = await render_prompt(self.render, loaded, None, timeout=timeout, key=key)
-            return await self._with_images(pool, loaded, rendered.text, limit), self._parser(rendered.text)
+            return await self._with_media(pool, loaded, rendered.text, limit), self._parser(rendered.text)
         rendered = await render_prompt(self.render, loaded, limit if truncate else None, timeout=timeout, key=key)
         if grow and (n_ctx := _grown(len(rendered.tokens) + rendered.dropped, limit, loaded, grow)):
             raise _Grow(n_ctx)
@@ -247,18 +249,18 @@ class Generation:
             media=media,
         )
 
-    async def _with_images(self, pool: ModelPool, loaded: EngineClient, text: str, limit: int) -> EngineRequest:
+    async def _with_media(self, pool: ModelPool, loaded: EngineClient, text: str, limit: int) -> EngineRequest:
         """The rendered prompt's ``[img-N]`` tags swapped for the projector's marker, tokenized with
-        the images by the projector (off the event loop: it decodes them): one key per KV cell."""
+        the media by the projector (off the event loop: it decodes images and audio): one key per KV cell."""
         marker = loaded.media_marker
         if marker is None:
             raise InvalidRequest(f"{self.model.full_name} was loaded without a projector: it cannot see images")
-        text, order = place_markers(text, len(self.images), marker)
-        images = [b64decode_go(self.images[i]) for i in order]
+        text, order = place_markers(text, len(self.media), marker)
+        items = [self.media[i] for i in order]
         # The template may write BOS itself (Jinja ones do); the tokenizer adds it otherwise.
         add_special = not (loaded.bos_text and text.startswith(loaded.bos_text))
         tokenizing = asyncio.ensure_future(
-            run_in_threadpool(lambda: loaded.tokenize_media(text, images, add_special=add_special))
+            run_in_threadpool(lambda: loaded.tokenize_media(text, items, add_special=add_special))
         )
         try:
             media = await asyncio.shield(tokenizing)
@@ -299,6 +301,18 @@ def _grown(n_prompt: int, limit: int, loaded: EngineClient, most: int) -> int:
         return 0
     n_ctx = min(1 << (n_prompt + max(n_prompt // 4, 1024) - 1).bit_length(), most, loaded.n_ctx_train)
     return n_ctx if n_ctx > loaded.n_ctx_slot else 0
+
+
+@contextmanager
+def freed_if_refused(request: EngineRequest) -> Iterator[None]:
+    """The request's media (native memory) freed if the block raises: until ``generate`` takes the
+    request, nobody else would free it."""
+    try:
+        yield
+    except BaseException:
+        if request.media is not None:
+            request.media.close()
+        raise
 
 
 def _close_media(task: asyncio.Future[Any]) -> None:

@@ -1,5 +1,5 @@
 """Small pieces of Ollama's wire format shared by the handlers: Go's decode error, timestamps,
-tool calls, images."""
+tool calls, media."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidRequest
-from .images import Base64Error, b64decode_go
+from .media import Base64Error, Media, decode_media
 
 _GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
 _GO_INTS = ("int", "int32", "int64")
@@ -52,14 +52,12 @@ def tool_calls_json(calls: list[dict[str, Any]], start_index: int = 0) -> list[d
     ]
 
 
-def base64_images(images: list[str] | None) -> list[str]:
-    """``images`` (Go's []api.ImageData, strings already), [] when absent.
+def decoded_media(items: list[str] | None) -> list[Media]:
+    """``images`` (Go's []api.ImageData: images and audio, strings already) decoded, [] when absent.
 
     Go decodes the base64 while it decodes the JSON: bad base64 is its error, as it words it.
     """
-    for image in images or ():
-        try:
-            b64decode_go(image)
-        except Base64Error as exc:
-            raise InvalidRequest(str(exc)) from exc
-    return images or []
+    try:
+        return [decode_media(item) for item in items or ()]
+    except Base64Error as exc:
+        raise InvalidRequest(str(exc)) from exc

@@ -6,11 +6,11 @@ A check to run by hand, not in CI (issue 18). It:
    cache folder (``~/.cache/cllm-agents``) unless they are there already;
 2. serves a model with cllm in this process on a loopback port: the tiny random-weight qwen3
    (``cllm_ollama.testing.ggufs``, the default: it says nonsense, the protocol is what is checked),
-   ``--real`` for Qwen2.5-Coder-0.5B (``cllm_ollama.testing.real_model``) or ``--gguf PATH``; or,
+   ``--real`` for Qwen2.5-Coder-0.5B (tests/harness/real_model.py) or ``--gguf PATH``; or,
    with ``--url``, puts a recording proxy in front of a cllm that already runs;
 3. runs each agent on a small task in a scratch folder: Claude Code as ``claude -p`` with
    ``ANTHROPIC_BASE_URL`` set to the server, Codex as ``codex exec`` with a Responses provider at
-   ``/v1`` (``cllm_ollama.testing.codex``, as tests/compat/test_codex.py runs it);
+   ``/v1`` (tests/harness/codex.py, as tests/compat/test_codex.py runs it);
 4. prints every request the server saw, agent by agent and run by run (twice each by default: the
    second run's first request shows what the prompt cache kept of the first's preamble): endpoint,
    status, prompt tokens, cached tokens (what the server reports as reused), time to the first
@@ -39,7 +39,9 @@ from typing import Any
 import httpx
 from starlette.types import Message, Receive, Scope, Send
 
-from cllm_ollama.testing.codex import Exchange, RequestLog, run_codex
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the harness, out of the wheel
+
+from harness.codex import Exchange, RequestLog, run_codex
 
 PINS = {"@anthropic-ai/claude-code": "2.1.332", "@openai/codex": "0.169.0"}
 BINARIES = {"claude": "claude", "codex": "codex"}  # agent -> its node_modules/.bin name
@@ -173,19 +175,20 @@ def run_claude(
 @contextlib.contextmanager
 def server(args: argparse.Namespace, root: Path) -> Iterator[tuple[str, RequestLog]]:
     """A recorded server: cllm in this process on the chosen model, or a proxy to ``--url``."""
-    from cllm_ollama.testing.serving import serve_in_thread
+    from harness.serving import serve_in_thread
 
     if args.url:
         log = RequestLog(Proxy(args.url))
         with serve_in_thread(log) as url:
             yield url, log
         return
+    from harness.real_model import real_model_path
+
     from cllm_ollama.app import create_app
     from cllm_ollama.config import Settings
     from cllm_ollama.store.create import import_gguf
     from cllm_ollama.store.store import ModelStore
     from cllm_ollama.testing.ggufs import write_qwen3
-    from cllm_ollama.testing.real_model import real_model_path
 
     gguf = args.gguf or (real_model_path(quiet=False) if args.real else write_qwen3(root / "tiny-qwen3.gguf"))
     import_gguf(ModelStore(root / "models"), MODEL, gguf)

@@ -1,7 +1,9 @@
-"""Fixtures for inference over HTTP: a store holding the tiny qwen3 model, and an app on it."""
+"""Fixtures for inference over HTTP: a store holding the tiny qwen3 model, and an app on it; an app
+whose store has a model that sees."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.store.create import import_gguf
 from cllm_ollama.store.store import ModelStore
-from cllm_ollama.testing.ggufs import write_qwen3
+from cllm_ollama.testing.ggufs import write_qwen3, write_vision
 
 MODEL = "tiny"
 ENDLESS = "endless"  # never emits end-of-generation: a request runs until its limit
@@ -43,3 +45,20 @@ def settings(tmp_path: Path, qwen3_gguf: Path, endless_gguf: Path) -> Settings:
 def client(settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(settings), base_url="http://localhost") as c:
         yield c
+
+
+@pytest.fixture
+def seeing(tmp_path: Path) -> Iterator[TestClient]:
+    """An app whose store has "eyes": the tiny gemma3 created with its projector, as a user would."""
+    settings = Settings(models_dir=tmp_path / "models")
+    text, mmproj = write_vision(tmp_path / "vision")
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
+        files = {}
+        for path in (text, mmproj):
+            data = path.read_bytes()
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            assert client.post(f"/api/blobs/{digest}", content=data).status_code == 201
+            files[path.name] = digest
+        r = client.post("/api/create", json={"model": "eyes", "files": files, "stream": False})
+        assert r.status_code == 200, r.text
+        yield client

@@ -6,19 +6,15 @@ and where each image goes in a prompt (Ollama's ``[img-N]`` tags, then the proje
 from __future__ import annotations
 
 import base64
-import hashlib
+import copy
+import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from conftest import MODEL
 from starlette.testclient import TestClient
 
-from cllm_ollama.api.images import Base64Error, b64decode_go, place_markers, tag_images
-from cllm_ollama.app import create_app
-from cllm_ollama.config import Settings
-from cllm_ollama.testing.ggufs import write_vision
+from cllm_ollama.api.media import Base64Error, Media, b64decode_go, decode_media, place_markers, tag_media
 from cllm_ollama.testing.images import png
 
 # Go's own table (encoding/base64 TestDecodeCorrupt): input, offset of the error or None.
@@ -87,14 +83,15 @@ def test_a_large_image_decodes_in_c_and_a_large_bad_one_fails_fast() -> None:
 
 
 def test_images_are_tagged_as_ollama_tags_them() -> None:
+    a, b, c = (decode_media(text) for text in ("QQ==", "Qg==", "Qw=="))
     messages = [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "What is this?", "images": ["A", "B"]},
+        {"role": "user", "content": "What is this?", "images": [a, b]},
         {"role": "assistant", "content": "Two cats."},
-        {"role": "user", "content": "Compare [img] with the first.", "images": ["C"]},
+        {"role": "user", "content": "Compare [img] with the first.", "images": [c]},
     ]
-    tagged, images = tag_images(messages, clear=True)
-    assert images == ["A", "B", "C"]
+    tagged, media = tag_media(messages, clear=True)
+    assert media == [b"A", b"B", b"C"]
     assert [m["content"] for m in tagged] == [
         "Be brief.",
         "[img-0][img-1]What is this?",
@@ -102,9 +99,20 @@ def test_images_are_tagged_as_ollama_tags_them() -> None:
         "Compare [img-2] with the first.",
     ]
     assert all("images" not in m for m in tagged)
-    assert messages[1]["images"] == ["A", "B"] and messages[1]["content"] == "What is this?"
-    kept, _ = tag_images(messages)
-    assert kept[1] == {"role": "user", "content": "[img-0][img-1]What is this?", "images": ["A", "B"]}
+    assert messages[1]["images"] == ["QQ==", "Qg=="] and messages[1]["content"] == "What is this?"
+    kept, _ = tag_media(messages)
+    # Templates see the base64 the client sent, as in Ollama.
+    assert kept[1] == {"role": "user", "content": "[img-0][img-1]What is this?", "images": ["QQ==", "Qg=="]}
+
+
+def test_media_is_decoded_once_where_its_dialect_decodes_it() -> None:
+    """A request's media keep the text templates see and carry the bytes, so that nothing decodes
+    them again (a large image decoded twice, the second time on the event loop)."""
+    item = decode_media("aGk=")
+    assert isinstance(item, Media) and item == "aGk=" and item.data == b"hi" and not item.is_audio
+    assert json.dumps([item]) == '["aGk="]'  # what a Jinja worker is sent
+    copied = copy.deepcopy(item)
+    assert isinstance(copied, Media) and copied == item and copied.data == b"hi"
 
 
 def test_markers_replace_tags_once_each_and_give_the_images_order() -> None:
@@ -192,23 +200,6 @@ def test_anthropic_image_errors(client: TestClient, data: str, message: str) -> 
     r = client.post("/v1/messages", json=body, headers=ANTHROPIC_HEADERS)
     assert r.status_code == 400
     assert r.json()["error"]["message"] == message
-
-
-@pytest.fixture
-def seeing(tmp_path: Path) -> Iterator[TestClient]:
-    """An app whose store has "eyes": the tiny gemma3 created with its projector, as a user would."""
-    settings = Settings(models_dir=tmp_path / "models")
-    text, mmproj = write_vision(tmp_path / "vision")
-    with TestClient(create_app(settings), base_url="http://localhost") as client:
-        files = {}
-        for path in (text, mmproj):
-            data = path.read_bytes()
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            assert client.post(f"/api/blobs/{digest}", content=data).status_code == 201
-            files[path.name] = digest
-        r = client.post("/api/create", json={"model": "eyes", "files": files, "stream": False})
-        assert r.status_code == 200, r.text
-        yield client
 
 
 def test_a_model_created_with_a_projector_shows_vision_and_the_projectors_info(seeing: TestClient) -> None:

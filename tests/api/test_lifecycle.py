@@ -1,19 +1,30 @@
-"""The lifecycle's hold on a model: a lease cancelled during a load gives the model back when it is ready."""
+"""The lifecycle's hold on a model: a lease cancelled during a load gives the model back when it is
+ready; a request refused before the engine takes it frees its tokenized images."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from fakeengine import FakeEngine
+from scripted import ScriptedModel, scripted_pool
+from starlette.testclient import TestClient
 
+from cllm_ollama.api import media
 from cllm_ollama.api.lifecycle import lease
+from cllm_ollama.api.media import b64decode_go
 from cllm_ollama.api.options import resolve_options
 from cllm_ollama.engine.loaded import LoadSpec
 from cllm_ollama.engine.pool import ModelPool
+from cllm_ollama.engine.request import MediaInput, Part
+from cllm_ollama.testing.images import png
 
 
 class SlowModel(FakeEngine):
@@ -59,3 +70,77 @@ def test_a_lease_cancelled_during_the_load_gives_the_model_back_once_loaded() ->
         await pool.close()
 
     asyncio.run(run())
+
+
+@dataclass
+class CountedMedia:
+    """A tokenized prompt with an image: text tokens only, and how often it was freed."""
+
+    parts: Sequence[Part] = ((5, 6, 7),)
+    closed: int = 0
+
+    def encode(self, item: Any) -> Any:
+        raise NotImplementedError
+
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+@dataclass
+class FullModel(ScriptedModel):
+    """A model that sees, whose queue is full: every request is refused before the engine takes it."""
+
+    media: list[CountedMedia] = field(default_factory=list)
+    seen: list[Sequence[bytes]] = field(default_factory=list)  # what the projector was given
+
+    @property
+    def media_marker(self) -> str | None:
+        return "<__media__>"
+
+    def tokenize_media(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaInput:
+        self.seen.append(images)
+        self.media.append(CountedMedia())
+        return self.media[-1]
+
+    def has_room(self) -> bool:
+        return False
+
+
+def test_a_request_refused_for_a_full_queue_frees_its_tokenized_images(seeing: TestClient) -> None:
+    """The prompt tokenized with its images holds native memory until closed: a 503 frees it."""
+    models: list[ScriptedModel] = []
+    seeing.app.state.pool = scripted_pool([], models, make=FullModel)  # type: ignore[attr-defined]
+    image = base64.b64encode(png(8, 8)).decode()
+    body = {"model": "eyes", "prompt": "What is it?", "images": [image], "stream": False}
+    r = seeing.post("/api/generate", json=body)
+    assert r.status_code == 503, r.text
+    (model,) = models
+    assert isinstance(model, FullModel)
+    assert [m.closed for m in model.media] == [1]
+
+
+def test_an_image_is_decoded_once_and_its_bytes_go_to_the_projector(
+    seeing: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the request is decoded, never again (it was decoded a second time on the event loop)."""
+    decodes: list[str] = []
+
+    def counted(text: str) -> bytes:
+        decodes.append(text)
+        return b64decode_go(text)
+
+    monkeypatch.setattr(media, "b64decode_go", counted)
+    models: list[ScriptedModel] = []
+    seeing.app.state.pool = scripted_pool([], models, make=FullModel)  # type: ignore[attr-defined]
+    data = png(8, 8)
+    body = {
+        "model": "eyes",
+        "messages": [{"role": "user", "content": "What?", "images": [base64.b64encode(data).decode()]}],
+    }
+    assert seeing.post("/api/chat", json=body | {"stream": False}).status_code == 503
+    (model,) = models
+    assert isinstance(model, FullModel)
+    assert [list(images) for images in model.seen] == [[data]] and len(decodes) == 1

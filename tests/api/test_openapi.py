@@ -73,3 +73,15 @@ def test_the_api_key_is_described() -> None:
             public = path == "/"
             assert (op.get("security") == []) is public, (path, method)
             assert ("401" in op["responses"]) is not public, (path, method)
+
+
+def test_the_document_says_which_models_take_images_and_audio() -> None:
+    """cllm serves vision and audio models: the ``images`` fields say so, and for which models."""
+    described = [
+        schema["properties"]["images"]["description"]
+        for schema in document()["components"]["schemas"].values()
+        if "images" in schema.get("properties", {})
+    ]
+    assert described
+    for text in described:
+        assert "no vision" not in text and "vision capability" in text and "audio" in text

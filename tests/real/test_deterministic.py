@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
+from harness import real_model
 
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.store import ModelStore
-from cllm_ollama.testing import real_model
 
 MODEL = "coder"
 PROMPTS = [

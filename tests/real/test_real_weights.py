@@ -4,6 +4,7 @@ the official ``ollama`` client and ``openai`` SDK. Greedy and short (num_predict
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import ollama
@@ -35,8 +36,9 @@ GREEDY = {"temperature": 0, "num_predict": 24, "seed": 1}  # a call is 17 tokens
 
 
 @pytest.fixture(scope="module")
-def native(real_url: str) -> ollama.Client:
-    return ollama.Client(host=real_url, timeout=300)
+def native(real_url: str) -> Iterator[ollama.Client]:
+    with ollama.Client(host=real_url, timeout=300) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")

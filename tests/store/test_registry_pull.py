@@ -495,11 +495,9 @@ def test_a_blob_another_process_is_downloading_is_waited_for(
             (blobs / "sha256-{hex_}-partial-0").unlink()
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
-    try:
+    with subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None and proc.stdout.readline() == "holding\n"
         events = pull(model_store, registry, "tiny")
-    finally:
         proc.wait(30)
     assert ranged(registry, hex_) == []
     assert {

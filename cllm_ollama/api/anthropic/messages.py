@@ -23,8 +23,8 @@ from ...errors import InvalidRequest
 from ..encoders import AnthropicSSE, dumps
 from ..endpoint import Decoded, Endpoint
 from ..errors import ANTHROPIC
-from ..images import checked_base64
 from ..lifecycle import Chunk, Generation
+from ..media import Media, checked_media
 from ..ollama.chat import ChatCall, start_chat
 from ..resolve import resolve_model
 from ..schemas.anthropic import ContentBlock, ImageSource, MessageParam, MessagesRequest
@@ -72,8 +72,8 @@ def _system(value: object) -> str:
     return ""
 
 
-def _image(source: ImageSource | dict[str, Any] | None) -> str:
-    """An image block's base64 data: its typed source, or a tool result's raw one (Go's ``any``)."""
+def _image(source: ImageSource | dict[str, Any] | None) -> Media:
+    """An image block's data, decoded: its typed source, or a tool result's raw one (Go's ``any``)."""
     if isinstance(source, dict):
         kind, data = source.get("type"), source.get("data")
     elif source is not None:
@@ -82,15 +82,15 @@ def _image(source: ImageSource | dict[str, Any] | None) -> str:
         raise InvalidRequest("invalid image source")
     if kind != "base64":
         raise InvalidRequest(f"invalid image source type: {kind}. Only base64 images are supported.")
-    return checked_base64(data, not_a_string="invalid base64 image data", invalid="invalid base64 image data")
+    return checked_media(data, not_a_string="invalid base64 image data", invalid="invalid base64 image data")
 
 
-def _tool_result(content: object) -> tuple[str, list[str]]:
+def _tool_result(content: object) -> tuple[str, list[Media]]:
     """A tool result's content, ``any`` in Go: a string, or blocks (what is no object is skipped)."""
     if isinstance(content, str):
         return content, []
     texts: list[str] = []
-    images: list[str] = []
+    images: list[Media] = []
     if isinstance(content, list):
         for block in content:
             if not isinstance(block, dict):
@@ -111,7 +111,7 @@ def _message(m: MessageParam) -> list[dict[str, Any]]:
     if blocks is None:
         raise decode_error(None, f"{_REQUEST}.messages.content", "[]anthropic.ContentBlock")
     text: list[str] = []
-    images: list[str] = []
+    images: list[Media] = []
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     thinking = ""

@@ -15,23 +15,25 @@ from ...model_families import strips_think_history
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Encoder, Endpoint
 from ..errors import OLLAMA
-from ..fields import SharedFields, check_images, think_level, thinking_for
-from ..images import tag_images
+from ..fields import SharedFields, check_media, think_level, thinking_for
 from ..lifecycle import Chunk, Generation, sentinel
+from ..media import tag_media
 from ..options import resolve_options
 from ..resolve import resolve_model
 from ..schemas.ollama import ChatRequest
 from ..shapes import metrics, truncation
-from ..wire import base64_images, created_at, tool_calls_json
+from ..wire import created_at, decoded_media, tool_calls_json
 from .errors import decode
 
 
 def _messages(body: dict[str, Any], req: ChatRequest) -> list[dict[str, Any]]:
-    """The messages as dicts (what templates read), decoded already."""
+    """The messages as dicts (what templates read), decoded already: their media too (``Media``)."""
     out = []
     for raw, m in zip(body.get("messages") or [], req.messages or [], strict=True):
-        base64_images(m.images)
-        out.append(dict(raw) | {"role": m.role or "", "content": m.content or ""})
+        message = dict(raw) | {"role": m.role or "", "content": m.content or ""}
+        if media := decoded_media(m.images):
+            message["images"] = media
+        out.append(message)
     return out
 
 
@@ -41,7 +43,7 @@ class ChatCall:
 
     ``req`` holds the typed fields a generation reads (model, options, format, think...; its
     ``messages`` and ``tools`` are not read); the messages and tools are dicts, as templates read
-    them, their images valid base64. ``cache_ends``: prefixes to keep (Anthropic's breakpoints),
+    them, their media decoded (``media.Media``). ``cache_ends``: prefixes to keep (Anthropic's breakpoints),
     each as the count of these messages after it (counted from the end: the model's own messages
     go before them)."""
 
@@ -79,14 +81,14 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
         raise InvalidRequest(f"{model.full_name} does not support tools")
     thinking = thinking_for(model, req, name)
     for m in messages:
-        check_images(model, m.get("images"))
+        check_media(model, m.get("images"))
     options = resolve_options(req.options, model.record.params, request_type="ChatRequest")
     messages = list(model.record.messages) + messages
     if model.record.system and messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": model.record.system})
     if strips_think_history(model.info.architecture, model.record.name.model):
         messages = strip_think_tags(messages)
-    messages, images = tag_images(messages)
+    messages, media = tag_media(messages)
     think_set = req.think is not None
     render = ChatPrompt(
         model,
@@ -107,7 +109,7 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
         tools=bool(tools),
         t_start=t_start,
         tool_specs=tools,
-        images=images,
+        media=media,
     )
 
 

@@ -16,14 +16,14 @@ from ...errors import InvalidRequest
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Endpoint
 from ..errors import OLLAMA
-from ..fields import SharedFields, check_images, think_level, thinking_for
-from ..images import tag_images
+from ..fields import SharedFields, check_media, think_level, thinking_for
 from ..lifecycle import Chunk, Generation, sentinel
+from ..media import tag_media
 from ..options import resolve_options
 from ..resolve import resolve_model
 from ..schemas.ollama import GenerateRequest
 from ..shapes import metrics, truncation
-from ..wire import base64_images, created_at
+from ..wire import created_at, decoded_media
 from .errors import decode
 
 
@@ -33,11 +33,11 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
     shared = SharedFields.of(req)
     name, prompt, suffix, template = req.model or "", req.prompt or "", req.suffix or "", req.template or ""
     system, raw, context = req.system or "", bool(req.raw), req.context or []
-    images = base64_images(req.images)
+    media = decoded_media(req.images)
     model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
     if raw and (template or system or context):
         raise InvalidRequest("raw mode does not support template, system, or context")
-    if not prompt and not images:
+    if not prompt and not media:
         options = resolve_options(req.options, model.record.params)
         return await sentinel(request.app.state.pool, model, shared.keep_alive, options)
     if not model.has("completion"):
@@ -45,17 +45,17 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
     thinking = thinking_for(model, req, name)
     if suffix and not model.has("insert"):
         raise InvalidRequest(f"{model.full_name} does not support insert")
-    check_images(model, images)
+    check_media(model, media)
     options = resolve_options(req.options, model.record.params)
     system = system or model.record.system or ""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     if not context:
         messages += model.record.messages
     messages.append(
-        {"role": "user", "content": prompt, "images": images} if images else {"role": "user", "content": prompt}
+        {"role": "user", "content": prompt, "images": media} if media else {"role": "user", "content": prompt}
     )
-    messages, tagged = tag_images(messages, clear=True)
-    if images and (suffix or context):
+    messages, tagged = tag_media(messages, clear=True)
+    if media and (suffix or context):
         raise InvalidRequest("images cannot be combined with suffix or context")
     think_set = req.think is not None
     templated = ChatPrompt(
@@ -75,9 +75,9 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
         rendered = templated(loaded, limit, budget)
         return replace(rendered, tokens=list(context) + rendered.tokens)
 
-    # A raw prompt places its images where its own [img-N] tags stand (else first).
+    # A raw prompt places its media where its own [img-N] tags stand (else first).
     return Generation(
-        request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start, images=tagged
+        request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start, media=tagged
     )
 
 

@@ -23,8 +23,8 @@ from ...store.store import ModelRecord
 from ..encoders import SSE, JSONResponse, dumps
 from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI, read_json
-from ..images import Base64Error, b64decode_go, checked_base64
 from ..lifecycle import Chunk
+from ..media import Base64Error, Media, checked_media, decode_media
 from ..ollama.chat import ChatCall, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
@@ -107,37 +107,36 @@ def _format(req: ChatCompletionRequest) -> object:
 _DATA_URL_PREFIXES = ("data:;base64,", *(f"data:image/{kind};base64," for kind in ("jpeg", "jpg", "png", "webp")))
 
 
-def _image_url_data(url: str) -> str:
-    """The base64 payload of an ``image_url``, checked as Ollama checks it."""
+def _image_url_data(url: str) -> Media:
+    """The base64 payload of an ``image_url``, checked as Ollama checks it, decoded."""
     if url.startswith(("http://", "https://")):
         raise InvalidRequest("image URLs are not currently supported, please use base64 encoded data instead")
     prefix = next((p for p in _DATA_URL_PREFIXES if url.startswith(p)), None)
     if prefix is None:
         raise InvalidRequest("invalid image input")
-    data = url[len(prefix) :]
     try:
-        b64decode_go(data)
+        return decode_media(url[len(prefix) :])
     except Base64Error:
         raise InvalidRequest("invalid image input") from None
-    return data
 
 
-def input_audio_data(value: object) -> str:
-    """The base64 payload of an ``input_audio`` part, checked as Ollama checks it; its ``format``
+def input_audio_data(value: object) -> Media:
+    """The base64 payload of an ``input_audio`` part, checked as Ollama checks it, decoded; its ``format``
     is not read (the bytes say what they are, as they say it to libmtmd)."""
     if not isinstance(value, dict):
         raise InvalidRequest("invalid input_audio format")
     missing = "invalid input_audio format: missing data"
-    return checked_base64(value.get("data"), not_a_string=missing, invalid="invalid input_audio base64 data")
+    return checked_media(value.get("data"), not_a_string=missing, invalid="invalid input_audio base64 data")
 
 
-def content_and_images(content: str | list[ContentPart] | None) -> tuple[str, list[str]]:
+def content_and_media(content: str | list[ContentPart] | None) -> tuple[str, list[Media]]:
     """A message's text (its text parts joined by newlines) and media (base64): its images and,
     as Ollama carries them, its audio clips (``input_audio``), all in Ollama's ``images``, checked
     as Ollama checks them; the parts' shapes were checked by the decode."""
     if content is None or isinstance(content, str):
         return content or "", []
-    texts, images = [], []
+    texts: list[str] = []
+    media: list[Media] = []
     for part in content:
         if part.type == "text":
             if part.text is None:
@@ -147,12 +146,12 @@ def content_and_images(content: str | list[ContentPart] | None) -> tuple[str, li
             url = part.image_url.url if isinstance(part.image_url, ImageURL) else part.image_url
             if url is None:
                 raise InvalidRequest("invalid message format")
-            images.append(_image_url_data(url))
+            media.append(_image_url_data(url))
         elif part.type == "input_audio":
-            images.append(input_audio_data(part.input_audio))
+            media.append(input_audio_data(part.input_audio))
         else:
             raise InvalidRequest(f"invalid message content type: {part.type}")
-    return "\n".join(texts), images
+    return "\n".join(texts), media
 
 
 def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
@@ -160,10 +159,10 @@ def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
         raise InvalidRequest("[] is too short - 'messages'")
     out = []
     for m in req.messages:
-        content, images = content_and_images(m.content)
+        content, media = content_and_media(m.content)
         message: dict[str, Any] = {"role": m.role or "user", "content": content}
-        if images:
-            message["images"] = images
+        if media:
+            message["images"] = media
         if m.reasoning:
             message["thinking"] = m.reasoning
         if m.tool_calls:

@@ -25,12 +25,13 @@ from ..encoders import SSEEvents, dumps
 from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI
 from ..lifecycle import Chunk
+from ..media import Media
 from ..ollama.chat import ChatCall, start_chat
 from ..schemas.ollama import ChatRequest
 from ..schemas.openai import ContentPart, ResponsesInputItem, ResponsesRequest, ResponsesTool
 from ..shapes import Usage, truncation
 from ..wire import tool_call_id
-from .endpoints import content_and_images, format_value, sampling_options, think_value, tool_arguments
+from .endpoints import content_and_media, format_value, sampling_options, think_value, tool_arguments
 from .errors import decode
 
 # `include` values this server answers; the others (file search results, logprobs, ...) ask for
@@ -45,12 +46,12 @@ def _id(prefix: str) -> str:
 _PARTS = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
 
 
-def _content(content: str | list[ContentPart] | None) -> tuple[str, list[str]]:
+def _content(content: str | list[ContentPart] | None) -> tuple[str, list[Media]]:
     """Input content: a string or parts of type input_text/output_text (a missing text is empty, as
     Go's zero), and input_image (a data URL, checked as a chat message's ``image_url`` is)."""
     if isinstance(content, list):
         content = [_chat_part(p) for p in content]
-    return content_and_images(content)
+    return content_and_media(content)
 
 
 def _chat_part(part: ContentPart) -> ContentPart:
@@ -95,8 +96,8 @@ class _Conversation:
         """A message; an assistant's that stands between a call and its output (``answers``
         names that output's call) joins the call's turn, so the output follows its call."""
         role = "system" if item.role == "developer" else item.role or "user"
-        text, images = _content(item.content)
-        message = {"role": role, "content": text} | ({"images": images} if images else {})
+        text, media = _content(item.content)
+        message = {"role": role, "content": text} | ({"images": media} if media else {})
         last = self.messages[-1] if self.messages else None
         calls = last.get("tool_calls", []) if last is not None and last["role"] == "assistant" else []
         if role == "assistant" and answers is not None and any(call.get("id") == answers for call in calls):

@@ -22,6 +22,7 @@ from ...errors import InvalidRequest, RequestCanceled
 from ..encoders import JSONResponse
 from ..errors import OPENAI
 from ..lifecycle import Generation, collect
+from ..media import Media
 from ..ollama.chat import ChatCall, start_chat
 from ..schemas.ollama import ChatRequest
 from ..streaming import until_disconnect
@@ -42,7 +43,8 @@ def transcription_messages(audio: bytes, language: str, prompt: str) -> list[dic
         system += f" The audio is in {language}."
     if prompt:
         system += f" Context: {prompt}"
-    user = {"role": "user", "content": QUESTION, "images": [base64.b64encode(audio).decode()]}
+    # The audio's bytes as they are (nothing to decode); its base64 is what a template would see.
+    user = {"role": "user", "content": QUESTION, "images": [Media(base64.b64encode(audio).decode(), audio)]}
     return [{"role": "system", "content": system}, user]
 
 

@@ -33,7 +33,12 @@ FORMAT = doc(
 TOP_LOGPROBS = doc(minimum=0, maximum=20)
 Images = Annotated[
     Annotated[list[Annotated[str, go("api.ImageData")]], go("[]api.ImageData")] | None,
-    doc(description="base64; cllm has no vision models (400)"),
+    doc(
+        description=(
+            "base64 images (for a model with the vision capability) and audio, WAV, MP3 or FLAC "
+            "(the audio capability); a model without the capability answers 400"
+        )
+    ),
 ]
 
 

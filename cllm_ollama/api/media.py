@@ -1,15 +1,17 @@
-"""Images in requests: base64 decoded as Go decodes it, and where each image goes in a prompt.
+"""Media in requests (images and audio): base64 decoded once, as Go decodes it, and where each
+item goes in a prompt.
 
 Ollama's clients send images as base64 (native ``images``, OpenAI data URLs, Anthropic ``source``
 blocks), and audio the same way, in the same ``images`` (OpenAI's ``input_audio`` is carried
-there too): the bytes say which they are (``is_audio_base64``). Go's decoder is stricter than
+there too): the bytes say which they are (``Media.is_audio``). Go's decoder is stricter than
 Python's lenient one (padding required, nothing but line breaks ignored) and its errors name the
-offending byte, which Ollama passes on as they are.
+offending byte, which Ollama passes on as they are. Each item is decoded once, where its dialect
+decodes the request (``decode_media``); its bytes travel with the text templates see (``Media``).
 
-Placement follows Ollama (``server/prompt.go`` ``imageTaggedMessages``): each image of a message
-gets the tag ``[img-N]``, N counting images across the whole prompt, replacing the message's
+Placement follows Ollama (``server/prompt.go`` ``imageTaggedMessages``): each item of a message
+gets the tag ``[img-N]``, N counting items across the whole prompt, replacing the message's
 ``[img]`` placeholders in order or else prefixed to its content. The rendered prompt's tags are
-then swapped for the projector's media marker, one each, in image order.
+then swapped for the projector's media marker, one each, in tag order.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..engine.audio import is_audio
+from ..engine import audio
 from ..errors import InvalidRequest
 
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -100,38 +102,58 @@ def _go_decode(src: bytes, si: int, out: bytearray) -> bytes:
             return bytes(out)
 
 
-def checked_base64(data: object, *, not_a_string: str, invalid: str) -> str:
-    """``data`` where it is a string of valid base64 (Go's decoder's rules), else ``InvalidRequest``:
-    ``not_a_string``, or ``invalid`` with Go's error after it (its offending byte)."""
+class Media(str):
+    """One item as the client sent it (base64: what templates see, as in Ollama), with its bytes
+    decoded once (``data``), so that nothing decodes it again on the event loop."""
+
+    data: bytes
+
+    def __new__(cls, text: str, data: bytes) -> Media:
+        item = super().__new__(cls, text)
+        item.data = data
+        return item
+
+    def __getnewargs__(self) -> tuple[str, bytes]:  # type: ignore[override]
+        """What ``copy`` and ``pickle`` rebuild it from (str's own would drop the bytes)."""
+        return str(self), self.data
+
+    @property
+    def is_audio(self) -> bool:
+        """Audio (WAV, MP3, FLAC) by its first bytes; anything else goes to the projector as an image."""
+        return audio.is_audio(self.data)
+
+
+def decode_media(text: str) -> Media:
+    """``text`` (base64) decoded by Go's rules: the item, or ``Base64Error``."""
+    return Media(text, b64decode_go(text))
+
+
+def checked_media(data: object, *, not_a_string: str, invalid: str) -> Media:
+    """``data`` decoded where it is a string of valid base64 (Go's decoder's rules), else
+    ``InvalidRequest``: ``not_a_string``, or ``invalid`` with Go's error after it (its offending byte)."""
     if not isinstance(data, str):
         raise InvalidRequest(not_a_string)
     try:
-        b64decode_go(data)
+        return decode_media(data)
     except Base64Error as exc:
         raise InvalidRequest(f"{invalid}: {exc}") from None
-    return data
 
 
-def is_audio_base64(data: str) -> bool:
-    """Whether ``data`` (valid base64 already) holds audio: its first bytes decoded, not all of it."""
-    head = data[:64].replace("\n", "").replace("\r", "")[:16]
-    return is_audio(binascii.a2b_base64(head[: len(head) - len(head) % 4]))
+def tag_media(messages: Sequence[dict[str, Any]], *, clear: bool = False) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """Messages with ``[img-N]`` tags where their media go, and all items' bytes in tag order.
 
-
-def tag_images(messages: Sequence[dict[str, Any]], *, clear: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
-    """Messages with ``[img-N]`` tags where their images go, and all images in tag order.
-
-    The returned messages are copies (``clear`` drops their ``images``, as Ollama does for
-    /api/generate; /api/chat keeps them for templates that look); the originals are left as they were.
+    The messages' ``images`` are ``Media`` (decoded by their dialect). The returned messages are
+    copies (``clear`` drops their ``images``, as Ollama does for /api/generate; /api/chat keeps
+    them for templates that look); the originals are left as they were.
     """
     tagged: list[dict[str, Any]] = []
-    images: list[str] = []
+    media: list[bytes] = []
     for message in messages:
         content = message.get("content") or ""
         prefix = ""
-        for image in message.get("images") or ():
-            tag = f"[img-{len(images)}]"
-            images.append(image)
+        for item in message.get("images") or ():
+            tag = f"[img-{len(media)}]"
+            media.append(item.data)
             if "[img]" in content:
                 content = content.replace("[img]", tag, 1)
             else:
@@ -140,25 +162,25 @@ def tag_images(messages: Sequence[dict[str, Any]], *, clear: bool = False) -> tu
         if message.get("images"):
             copy["content"] = prefix + content
         tagged.append(copy)
-    return tagged, images
+    return tagged, media
 
 
-def place_markers(prompt: str, n_images: int, marker: str) -> tuple[str, list[int]]:
-    """A rendered prompt with the first ``[img-N]`` tag of each image (N < ``n_images``) swapped
-    for ``marker``, and the images' indexes in the order their markers now stand.
+def place_markers(prompt: str, n_media: int, marker: str) -> tuple[str, list[int]]:
+    """A rendered prompt with the first ``[img-N]`` tag of each item (N < ``n_media``) swapped
+    for ``marker``, and the items' indexes in the order their markers now stand.
 
-    The projector takes one marker per image and pairs them in order, so the caller passes the
-    images in the returned order. An image whose tag the template dropped (or that a raw prompt
+    The projector takes one marker per item and pairs them in order, so the caller passes the
+    items in the returned order. An item whose tag the template dropped (or that a raw prompt
     never had) goes first rather than being lost. Other tags stay text.
     """
     spans: list[tuple[int, int, int]] = []
-    for i in range(n_images):
+    for i in range(n_media):
         tag = f"[img-{i}]"
         at = prompt.find(tag)
         if at >= 0:
             spans.append((at, at + len(tag), i))  # tags end in "]" and start with "[": no overlaps
     placed = {i for _, _, i in spans}
-    order = [i for i in range(n_images) if i not in placed]
+    order = [i for i in range(n_media) if i not in placed]
     pieces, last = [marker * len(order)], 0
     for start, end, i in sorted(spans):
         pieces += [prompt[last:start], marker]

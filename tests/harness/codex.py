@@ -6,8 +6,8 @@ request fails the run at once instead of being retried away). :class:`RequestLog
 front of the server and keeps every request Codex sent and the status it got, so that a check
 can fail on any non-200, and read what Codex needs (its tool calls, their outputs, call ids).
 
-``python -m cllm_ollama.testing.codex`` runs one session against the real-weight 0.5B model
-(:mod:`cllm_ollama.testing.real_model`) with a task that needs a shell command, and reports
+``PYTHONPATH=tests python -m harness.codex`` runs one session against the real-weight 0.5B model
+(:mod:`harness.real_model`) with a task that needs a shell command, and reports
 every request and whether a tool call went round trip (the model's call, Codex's output for
 that ``call_id`` in the next request). A 0.5B model may do the task badly; the protocol must hold.
 """
@@ -193,8 +193,9 @@ def _real_session(args: argparse.Namespace) -> int:
     from cllm_ollama.config import Settings
     from cllm_ollama.store.create import import_gguf
     from cllm_ollama.store.store import ModelStore
-    from cllm_ollama.testing.real_model import real_model_path
-    from cllm_ollama.testing.serving import serve_in_thread
+
+    from .real_model import real_model_path
+    from .serving import serve_in_thread
 
     binary = codex_binary()
     if binary is None:

