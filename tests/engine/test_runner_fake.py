@@ -98,14 +98,14 @@ def test_a_part_that_cannot_be_made_releases_the_parts_made_before_it(tmp_path: 
     the state buffers, the disk cache and the media encoder are stopped (a reload after a failed
     load must not find them still holding memory)."""
     closed: list[FakeContext] = []
-    made: list[str] = []
+    made: list[threading.Thread] = []
 
     class ClosingContext(FakeContext):
         def close(self) -> None:
             closed.append(self)
 
     def no_batch(capacity: int) -> FakeBatch:
-        made.extend(t.name for t in threading.enumerate())
+        made.extend(threading.enumerate())
         raise EngineError("no memory for the batch")
 
     blob = Path("/store/blobs/sha256-" + "a" * 64)
@@ -122,10 +122,11 @@ def test_a_part_that_cannot_be_made_releases_the_parts_made_before_it(tmp_path: 
         cache_disk_bytes=1 << 20,
         projector=Path("/store/blobs/sha256-" + "b" * 64),
     )
-    before = {t.name for t in threading.enumerate()}
+    before = set(threading.enumerate())  # threads by identity: another test's may share a name
     with pytest.raises(EngineError, match="no memory for the batch"):
         Runner(model, spec, context=ClosingContext, batch=no_batch)  # type: ignore[arg-type]
     parts = {f"cllm-state-{blob.name}", "cllm-disk-cache", "cllm-disk-cache-read", f"cllm-media-{blob.name}"}
-    assert parts <= set(made) - before  # each part was running when the batch failed
+    started = [t for t in made if t not in before and t.name in parts]
+    assert {t.name for t in started} == parts  # each part was running when the batch failed
     assert len(closed) == 1
-    until(lambda: not parts & {t.name for t in threading.enumerate()}, timeout=10)
+    until(lambda: not any(t.is_alive() for t in started), timeout=10)
