@@ -39,6 +39,10 @@ class Tokenizer(Protocol):
 
     def tokenize(self, text: str, *, add_special: bool = True) -> list[int]: ...
 
+    def fim_tokens(self) -> tuple[int, int, int] | None:
+        """The vocabulary's fill-in-the-middle (prefix, suffix, middle) tokens, if it has them."""
+        ...
+
 
 class _Record(Protocol):
     template: str
@@ -47,8 +51,11 @@ class _Record(Protocol):
 class PromptModel(Protocol):
     """What rendering needs of a resolved model (the API's ``ResolvedModel`` is one)."""
 
-    record: _Record
-    info: GGUFInfo
+    @property
+    def record(self) -> _Record: ...
+
+    @property
+    def info(self) -> GGUFInfo: ...
 
     @property
     def full_name(self) -> str: ...

@@ -9,9 +9,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...chatformat.prompt import ChatPrompt, Rendered
+from ...chatformat.prompt import ChatPrompt, Rendered, Tokenizer
 from ...chatformat.render_budget import RenderBudget
-from ...engine.frontdoor import EngineClient
 from ...errors import InvalidRequest
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Endpoint
@@ -67,7 +66,7 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
         think_level=think_level(req),
     )
 
-    def render(loaded: EngineClient, limit: int | None, budget: RenderBudget | None) -> Rendered:
+    def render(loaded: Tokenizer, limit: int | None, budget: RenderBudget | None) -> Rendered:
         if suffix:
             return _fill_in_the_middle(loaded, prompt, suffix)
         if raw:
@@ -81,7 +80,7 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
     )
 
 
-def _fill_in_the_middle(loaded: EngineClient, prompt: str, suffix: str) -> Rendered:
+def _fill_in_the_middle(loaded: Tokenizer, prompt: str, suffix: str) -> Rendered:
     """``<fim_pre>prompt<fim_suf>suffix<fim_mid>``: the infill layout llama.cpp's server uses."""
     fim = loaded.fim_tokens()
     if fim is None:
