@@ -27,7 +27,7 @@ import numpy as np
 from cllm_ollama.engine.binding import MediaItem, Model, Projector
 from cllm_ollama.testing.images import png
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_PERTURB = -1, -3, -6  # glibc's mallopt parameters
 BLOCK = 16 << 10  # no bigger than a projector's compute buffer: every free chunk that could hold one is taken
 
 
@@ -57,6 +57,10 @@ def poison_heap() -> None:
     libc.free.argtypes = [ctypes.c_void_p]
     libc.mallinfo2.restype = _Mallinfo2
     assert libc.mallopt(M_MMAP_THRESHOLD, 1 << 30) and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+    # And every block malloc hands out from now on comes filled with 0xFF (the complement of the low
+    # byte of 0x100): the fault does not depend on where the projector's buffers land in the heap,
+    # which any import or path length moves.
+    assert libc.mallopt(M_PERTURB, 0x100)
     blocks = []
     for _ in range((libc.mallinfo2().fordblks + (64 << 20)) // BLOCK):
         block = libc.malloc(BLOCK)
