@@ -151,7 +151,9 @@ def run_mode(mode: str, models: Path, work: Path, texts: list[str], tokens: int)
     # A restart on the same disk tier (the first server saved its states as it went and at exit).
     with serve(models, extra | disk, log) as url:
         restarted = asyncio.run(one_by_one(url, texts, tokens))
-    with serve(models, extra | {"OLLAMA_NUM_BATCH": "32"}, log) as url:
+    # Its own empty disk tier: nothing reused, only the chunking differs.
+    chunked = {"OLLAMA_NUM_BATCH": "32", "CLLM_CACHE_DIR": str(work / f"cache-chunked-{mode}")}
+    with serve(models, extra | chunked, log) as url:
         chunked = asyncio.run(one_by_one(url, texts, tokens))
     results = {
         "re-sent": compare(cold, again),

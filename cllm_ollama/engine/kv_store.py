@@ -57,6 +57,9 @@ def disk_cache_for(model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | N
         STATE_FORMAT,
         projector,
         *([adapters] if adapters else []),
+        # The deterministic mode computes other bytes (unrepacked weights, other kernels): a state
+        # saved by one mode, restored by the other, would answer as neither does cold.
+        *(["deterministic"] if spec.deterministic else []),
     )
     alloc = alloc or bytearray
     return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens, streams, alloc)
