@@ -152,8 +152,8 @@ def run_mode(mode: str, models: Path, work: Path, texts: list[str], tokens: int)
     with serve(models, extra | disk, log) as url:
         restarted = asyncio.run(one_by_one(url, texts, tokens))
     # Its own empty disk tier: nothing reused, only the chunking differs.
-    chunked = {"OLLAMA_NUM_BATCH": "32", "CLLM_CACHE_DIR": str(work / f"cache-chunked-{mode}")}
-    with serve(models, extra | chunked, log) as url:
+    chunking = {"OLLAMA_NUM_BATCH": "32", "CLLM_CACHE_DIR": str(work / f"cache-chunked-{mode}")}
+    with serve(models, extra | chunking, log) as url:
         chunked = asyncio.run(one_by_one(url, texts, tokens))
     results = {
         "re-sent": compare(cold, again),
