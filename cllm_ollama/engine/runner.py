@@ -328,16 +328,41 @@ class Runner:
         return events
 
     def _decode(self, plan: StepPlan) -> tuple[Sequence[int], Sequence[int], int]:
-        """Decode ``plan``'s batch (shaped in the deterministic mode, ``invariance``): each
-        output's batch row, its logits row, and the number of logits rows."""
-        rows = [row for _, row in plan.outputs]
-        picks, n_logits, pads = list(range(len(rows))), len(rows), []
+        """Decode ``plan``'s batch in two calls: the prompt rows without logits first, then the rows
+        whose logits are sampled (each generating slot's token and the last token of each prompt
+        that ends in this step). A prompt's last token is so computed beside decode rows only, as
+        it is when the rest of its prompt comes from a cache: llama.cpp's CPU kernels round a
+        token inside a chunk differently from one alone, and a re-sent request then answers as it
+        did cold. Returns, for the second call: each output's batch row, its logits row, and the
+        number of logits rows."""
+        wanted = {row for _, row in plan.outputs}
+        body = [i for i in range(len(plan)) if i not in wanted]
+        if body:
+            self._call(
+                [plan.tokens[i] for i in body], [plan.positions[i] for i in body], [plan.seq_ids[i] for i in body], []
+            )
+        heads = [row for _, row in plan.outputs]  # ascending: rows are laid out in slot order
+        if not heads:
+            return (), (), 0
+        return self._call(
+            [plan.tokens[i] for i in heads],
+            [plan.positions[i] for i in heads],
+            [plan.seq_ids[i] for i in heads],
+            list(range(len(heads))),
+        )
+
+    def _call(
+        self, tokens: list[int], positions: list[int], seq_ids: list[int], outputs: list[int]
+    ) -> tuple[Sequence[int], Sequence[int], int]:
+        """One ``llama_decode`` of these rows (shaped in the deterministic mode, ``invariance``):
+        each output's batch row, its logits row, and the number of logits rows."""
+        rows, picks, n_logits, pads = outputs, list(range(len(outputs))), len(outputs), []
         if self.invariant:
-            shaped = shape(plan.tokens, plan.positions, plan.seq_ids, rows, self.ctx.n_ctx_seq)
+            shaped = shape(tokens, positions, seq_ids, outputs, self.ctx.n_ctx_seq)
             self.batch.fill(shaped.tokens, shaped.positions, shaped.seq_ids, shaped.outputs)
             rows, picks, n_logits, pads = shaped.rows, shaped.logits, len(shaped.outputs), shaped.pads
         else:
-            self.batch.fill(plan.tokens, plan.positions, plan.seq_ids, rows)
+            self.batch.fill(tokens, positions, seq_ids, outputs)
         t0 = time.perf_counter_ns()
         try:
             self.ctx.decode(self.batch)

@@ -95,8 +95,7 @@ class Scheduler:
     ``max_prefill`` caps prompt tokens per step while other slots generate, so they keep
     a steady pace (None: only ``n_batch`` caps it). ``embeddings`` gives a media item's encoded
     embeddings, or None while they are being encoded (the slot then waits at that item).
-    ``last_apart`` decodes a prompt's last token in a step after the rest of it, as a re-sent
-    prompt's is (``Slot.prompt_chunk``); the tests of other rules turn it off. ``max_rows`` caps
+    ``max_rows`` caps
     one prompt's tokens in a step (the deterministic mode: ``invariance.MAX_ROWS``).
     """
 
@@ -115,7 +114,6 @@ class Scheduler:
         share: bool = True,
         max_prefill: int | None = None,
         embeddings: Callable[[Request, Media], object | None] = lambda request, item: None,
-        last_apart: bool = True,
         max_rows: int | None = None,
     ) -> None:
         self.slots = [Slot(i, n_ctx_slot) for i in range(n_slots)]
@@ -124,7 +122,6 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.prefix = PrefixReuse(self.slots, cache, share, disk)
         self.max_prefill = max_prefill
-        self.last_apart = last_apart
         self.max_rows = max_rows
         self._piece = piece
         self._is_eog = is_eog
@@ -306,7 +303,7 @@ class Scheduler:
                     budget -= item.n_tokens
                 continue
             rows = budget if self.max_rows is None else min(budget, self.max_rows)
-            chunks[slot.seq_id] = slot.prompt_chunk(rows, self.last_apart)
+            chunks[slot.seq_id] = slot.prompt_chunk(rows)
             budget -= len(chunks[slot.seq_id])
         # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of
         # consecutive ids, and any other order costs extra passes over the weights.

@@ -184,22 +184,13 @@ class Slot:
         self.shift = 0
         self._prompt_cached = 0
 
-    def prompt_chunk(self, budget: int, last_apart: bool = True) -> list[int]:
+    def prompt_chunk(self, budget: int) -> list[int]:
         """The next prompt tokens to decode, up to the next media item (decoded apart: ``media_due``) or
-        the next length to keep (its state is saved after the step).
-
-        The last prompt token goes in a step of its own, as it does when the rest of the prompt is
-        reused from a cache (at least one token must be decoded for logits): llama.cpp's CPU
-        kernels round a token differently alone than inside a chunk (a vector product against
-        a matrix one), so this is what makes a re-sent request answer as it did cold."""
+        the next length to keep (its state is saved after the step)."""
         request = self.request
         assert request is not None
-        prompt = request.prompt
-        last = len(prompt) - 1
         end = min(self.n_past + budget, request.next_media(self.n_past), request.next_keep(self.n_past))
-        if last_apart and self.n_past < last and prompt[last] >= 0:  # an image cell is no token to hold back
-            end = min(end, last)
-        return list(prompt[self.n_past : end])
+        return list(request.prompt[self.n_past : end])
 
     def media_due(self) -> Media | None:
         """The media item (image or audio window) that starts where the prompt stands, if one does."""

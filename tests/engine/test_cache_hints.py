@@ -63,7 +63,7 @@ def prefill_ends(runner: Runner) -> list[int]:
 
 
 def test_a_prefill_chunk_ends_at_a_length_to_keep() -> None:
-    s = Scheduler(1, 512, 64, lambda t: b"x", lambda t: False, last_apart=False)
+    s = Scheduler(1, 512, 64, lambda t: b"x", lambda t: False)
     s.add(Request(PROMPT, GREEDY, num_predict=1, keep=(40, HINT)))
     sizes = []
     while (plan := s.schedule()).prefills:

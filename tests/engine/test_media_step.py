@@ -63,7 +63,6 @@ def make(ready: dict[str, object], n_slots: int = 2) -> Scheduler:
         lambda t: False,
         clock=lambda: next(clock),
         embeddings=lambda request, item: ready.get(item.id),
-        last_apart=False,
     )
 
 

@@ -130,3 +130,16 @@ def test_a_part_that_cannot_be_made_releases_the_parts_made_before_it(tmp_path: 
     assert {t.name for t in started} == parts  # each part was running when the batch failed
     assert len(closed) == 1
     until(lambda: not any(t.is_alive() for t in started), timeout=10)
+
+
+def test_a_prompts_last_token_is_decoded_beside_the_decode_rows_cold_as_when_re_sent(runner: Runner) -> None:
+    # llama.cpp's CPU kernels round a token inside a chunk differently from one alone: a re-sent
+    # prompt decodes only its last token (the rest is cached), so a cold one decodes its last token
+    # in a call of its own too, after the rest, in the same step.
+    ctx: FakeContext = runner.ctx  # type: ignore[assignment]
+    _, sink = submit(runner, (3, 4, 5), n=1)
+    drain(runner, sink)
+    assert ctx.batches == [[(3, 0, 0), (4, 1, 0)], [(5, 2, 0)]]
+    _, sink = submit(runner, (3, 4, 5), n=1)
+    drain(runner, sink)
+    assert ctx.batches[2:] == [[(5, 2, 0)]]

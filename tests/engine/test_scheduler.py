@@ -21,10 +21,7 @@ def piece(t: int) -> bytes:
 
 
 def make(n_slots: int = 2, n_ctx: int = 64, n_batch: int = 16, **kw: object) -> Scheduler:
-    """A scheduler whose prompts are decoded whole in a step (``last_apart`` off): these tests check
-    admission, reuse and layout; the last token's own step has tests of its own."""
     clock = iter(range(0, 10**9, 1000))
-    kw.setdefault("last_apart", False)
     return Scheduler(n_slots, n_ctx, n_batch, piece, lambda t: t == EOG, clock=lambda: next(clock), **kw)  # type: ignore[arg-type]
 
 
@@ -354,26 +351,3 @@ def test_occupancy_counts_slots_queue_and_the_cells_running_requests_hold() -> N
     # The last request waited for a slot; its queue time says how long (the clock ticks 1000 per call).
     queued = [e.stats.queue_ns for e in events if e.finish is not None and e.stats is not None]
     assert queued and queued[-1] > 0
-
-
-def test_a_prompts_last_token_is_decoded_in_a_step_of_its_own_cold_as_when_re_sent() -> None:
-    # A re-sent prompt reuses all but its last token, which is then decoded alone; a cold one takes
-    # the same path (llama.cpp rounds a token alone differently from one inside a chunk).
-    s = make(n_slots=1, last_apart=True)
-    s.add(req([1, 2, 3, 4], num_predict=1))
-    first, _ = step(s)
-    assert first.tokens == [1, 2, 3] and first.outputs == []
-    last, events = step(s)
-    assert last.tokens == [4] and last.positions == [3] and len(last.outputs) == 1
-    assert events[-1].finish is FinishReason.LENGTH
-    s.add(req([1, 2, 3, 4], num_predict=1))
-    again, _ = step(s)
-    assert again.tokens == [4] and again.positions == [3] and len(again.outputs) == 1
-    assert s.stats.cached == 3
-
-
-def test_a_one_token_prompt_is_decoded_at_once() -> None:
-    s = make(n_slots=1, last_apart=True)
-    s.add(req([5], num_predict=1))
-    plan, _ = step(s)
-    assert plan.tokens == [5] and len(plan.outputs) == 1
