@@ -14,20 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-import real_model  # tests/harness/real_model.py, through bench/real_model.py
+import real_model  # tests/harness/real_model.py, through bench/real_model.py (which puts tests/ on the path)
+from harness.child_server import cllm_serve
 
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.store import ModelStore
@@ -58,49 +54,18 @@ def prompts(n: int) -> list[str]:
     return [ASKS[i % len(ASKS)].format(TOPICS[i % len(TOPICS)]) for i in range(n)]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serve(models: Path, extra: dict[str, str], log: Path) -> Iterator[str]:
     """``cllm serve`` on ``models`` with ``extra`` settings; stopped (SIGTERM: states go to disk) after."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OLLAMA_", "CLLM_", "GGML_"))}
-    env |= {
-        "OLLAMA_HOST": f"127.0.0.1:{port}",
-        "OLLAMA_MODELS": str(models),
+    settings = {
         "OLLAMA_NUM_PARALLEL": "4",
         "OLLAMA_CONTEXT_LENGTH": "2048",
         "OLLAMA_KEEP_ALIVE": "-1",
         "CLLM_NUM_THREAD": "2",
         **extra,
     }
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from cllm_ollama.cli.main import main; main()", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"cllm serve did not start: see {log}")
-            time.sleep(0.2)
+    with cllm_serve(models, settings, log, ready_s=120) as (_, url):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=120)
 
 
 Answer = list[tuple[str, float]]

@@ -4,14 +4,10 @@ headers) is redacted in uvicorn's access log of the real ``cllm serve``."""
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
+from harness.child_server import cllm_serve
 
 from cllm_ollama.api.middleware.auth import AccessLogRedaction, redact_query
 
@@ -30,34 +26,9 @@ def test_credential_parameters_are_redacted_and_others_kept() -> None:
 
 
 def test_the_served_access_log_never_holds_a_query_key(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OLLAMA_", "CLLM_"))}
-    env |= {"OLLAMA_HOST": f"127.0.0.1:{port}", "OLLAMA_MODELS": str(tmp_path / "models"), "CLLM_API_KEY": "right"}
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from cllm_ollama.cli.main import main; main()", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+    with cllm_serve(tmp_path / "models", {"CLLM_API_KEY": "right"}, log) as (_, url):
         assert httpx.get(f"{url}/api/tags?key={SECRET}", timeout=10).status_code == 401
         assert httpx.get(f"{url}/api/tags", headers={"Authorization": "Bearer right"}, timeout=10).status_code == 200
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     text = log.read_text()
     assert "/api/tags?key=*** HTTP/1.1" in text and SECRET not in text

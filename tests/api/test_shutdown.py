@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +18,7 @@ import httpx
 import orjson
 import pytest
 from conftest import ENDLESS
+from harness.child_server import cllm_serve
 from starlette.types import Message, Receive, Scope, Send
 
 from cllm_ollama.api.middleware.shutdown import Drain, DrainMiddleware
@@ -32,53 +30,21 @@ GRACE_S = 1.0
 EXIT_BOUND_S = 15.0  # generous: the test machine is shared and noisy
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def server(tmp_path: Path, endless_gguf: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
     models = tmp_path / "models"
     import_gguf(ModelStore(models), ENDLESS, endless_gguf)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OLLAMA_", "CLLM_"))}
-    env |= {
-        "OLLAMA_HOST": f"127.0.0.1:{port}",
-        "OLLAMA_MODELS": str(models),
+    settings = {
         "OLLAMA_NUM_PARALLEL": "2",
         "OLLAMA_CONTEXT_LENGTH": "8192",
         "CLLM_NUM_THREAD": "1",
         "CLLM_SHUTDOWN_GRACE": str(GRACE_S),
     }
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from cllm_ollama.cli.main import main; main()", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+    with cllm_serve(models, settings, log) as (proc, url):
         yield proc, url, log
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
-@pytest.mark.model
 def test_sigterm_ends_running_streams_with_an_error_and_exits(
     server: tuple[subprocess.Popen[bytes], str, Path],
 ) -> None:

@@ -8,10 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from harness import real_model
+from harness.child_server import cllm_serve
 
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.store import ModelStore
@@ -36,12 +33,6 @@ OTHERS = ["Write a haiku about the sea.", "List the planets of the solar system.
 OPTIONS = {"temperature": 0, "num_predict": 24, "seed": 1}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def deterministic_url(real_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("deterministic")
@@ -54,39 +45,14 @@ def deterministic_url(real_gguf: Path, tmp_path_factory: pytest.TempPathFactory)
     except OSError:
         shutil.copyfile(real_gguf, blob)
     create_model(store, CreateRequest.from_json({"model": MODEL, "files": {real_gguf.name: digest}}), lambda _: None)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OLLAMA_", "CLLM_", "GGML_"))}
-    env |= {
-        "OLLAMA_HOST": f"127.0.0.1:{port}",
-        "OLLAMA_MODELS": str(root / "models"),
+    settings = {
         "OLLAMA_NUM_PARALLEL": "4",
         "OLLAMA_CONTEXT_LENGTH": "2048",
         "CLLM_NUM_THREAD": "2",
         "CLLM_DETERMINISTIC": "1",
     }
-    log = root / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from cllm_ollama.cli.main import main; main()", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+    with cllm_serve(root / "models", settings, root / "serve.log") as (_, url):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 async def _ask(client: httpx.AsyncClient, url: str, prompt: str, **options: Any) -> list[tuple[str, float]]:
