@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,9 +23,6 @@ from typing import Any
 import httpx
 import real_model  # tests/harness/real_model.py, through bench/real_model.py (which puts tests/ on the path)
 from harness.child_server import cllm_serve
-
-from cllm_ollama.store.create import CreateRequest, create_model
-from cllm_ollama.store.store import ModelStore
 
 MODEL = "coder"
 SYSTEM = (
@@ -146,12 +142,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cllm-determinism-") as tmp:
         work = Path(tmp)
         models = work / "models"
-        store = ModelStore(models)
-        digest = "sha256:" + real_model.SHA256
-        blob = store.blob_path(digest)
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(gguf, blob)
-        create_model(store, CreateRequest.from_json({"model": MODEL, "files": {gguf.name: digest}}), lambda _: None)
+        real_model.install(models, gguf, MODEL)
         for mode in a.modes.split(","):
             out[mode] = run_mode(mode, models, work, texts, a.tokens)
     if a.json:

@@ -6,6 +6,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness.real_model import SHA256, RealModelUnavailable, real_model_path
+from harness.real_model import SHA256, RealModelUnavailable, install, real_model_path
 
-__all__ = ["SHA256", "RealModelUnavailable", "real_model_path"]
+__all__ = ["SHA256", "RealModelUnavailable", "install", "real_model_path"]

