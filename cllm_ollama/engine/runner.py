@@ -60,6 +60,11 @@ class StepTimes:
         )
 
 
+def _rows(plan: StepPlan, rows: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """The tokens, positions and sequences of ``rows`` of ``plan``'s batch."""
+    return [plan.tokens[i] for i in rows], [plan.positions[i] for i in rows], [plan.seq_ids[i] for i in rows]
+
+
 class Runner:
     """Continuous batching over one model: ``submit`` and ``abort`` from any thread."""
 
@@ -335,21 +340,13 @@ class Runner:
         token inside a chunk differently from one alone, and a re-sent request then answers as it
         did cold. Returns, for the second call: each output's batch row, its logits row, and the
         number of logits rows."""
-        wanted = {row for _, row in plan.outputs}
-        body = [i for i in range(len(plan)) if i not in wanted]
-        if body:
-            self._call(
-                [plan.tokens[i] for i in body], [plan.positions[i] for i in body], [plan.seq_ids[i] for i in body], []
-            )
         heads = [row for _, row in plan.outputs]  # ascending: rows are laid out in slot order
-        if not heads:
-            return (), (), 0
-        return self._call(
-            [plan.tokens[i] for i in heads],
-            [plan.positions[i] for i in heads],
-            [plan.seq_ids[i] for i in heads],
-            list(range(len(heads))),
-        )
+        if len(heads) == len(plan):  # only decode rows (most steps): one call, no copies
+            return self._call(plan.tokens, plan.positions, plan.seq_ids, list(range(len(heads))))
+        wanted = set(heads)
+        body = [i for i in range(len(plan)) if i not in wanted]
+        self._call(*_rows(plan, body), [])
+        return self._call(*_rows(plan, heads), list(range(len(heads)))) if heads else ((), (), 0)
 
     def _call(
         self, tokens: list[int], positions: list[int], seq_ids: list[int], outputs: list[int]
