@@ -98,10 +98,10 @@ def latency_table(plan: Plan, outcomes: list[Outcome]) -> list[str]:
             ttft, itl = row["ttft_ms"], row["itl_ms"]
             rows.append([
                 str(c), NAMES[o.name], _num(ttft["p50"]), _num(ttft["p95"]), _num(itl["p50"]),
-                _num(itl["p95"]), _num(row["requests_per_s"], 2), f"{row['errors']} / {row['requests']}",
-                _num(row["prompt_tokens_mean"], 0),
+                _num(itl["p95"]), _num(itl.get("p99")), _num(row["requests_per_s"], 2),
+                f"{row['errors']} / {row['requests']}", _num(row["prompt_tokens_mean"], 0),
             ])  # fmt: skip
-    header = ["concurrency", "target", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "requests/s",
+    header = ["concurrency", "target", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "ITL p99", "requests/s",
               "errors", "prompt tokens (server count)"]  # fmt: skip
     return _table(header, rows)
 
@@ -174,7 +174,7 @@ def distinct_report(
             "",
             "## Plot",
             "",
-            f"![tokens/s and TTFT against concurrency]({os.path.relpath(plot, plan.report.parent)})",
+            f"![tokens/s, TTFT and ITL against concurrency]({os.path.relpath(plot, plan.report.parent)})",
         ]
     lines += ["", "## Commands", "", "Build (from the pinned llama-cpp-python sdist's `vendor/llama.cpp`):"]
     lines += ["", "```sh", *build, "```", "", "Servers (one at a time, each stopped before the next starts):"]

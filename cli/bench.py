@@ -125,23 +125,26 @@ def plot_results(results: list[dict[str, Any]], out: Path) -> None:
         _plot_groups(results, out)
         return
     plt = _pyplot()
-    fig, (tps, ttft) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (tps, ttft, itl) = plt.subplots(1, 3, figsize=(15, 4.2))
     levels: set[int] = set()
     for result in results:
         rows = result["levels"]
         x = [row["concurrency"] for row in rows]
         levels.update(x)
         tps.plot(x, [row["tokens_per_s"] for row in rows], marker="o", label=result["label"])
-        points = [(row["concurrency"], row["ttft_ms"]["p50"]) for row in rows if row["ttft_ms"]["p50"]]
-        if points:
-            ttft.plot(*zip(*points, strict=True), marker="o", label=result["label"])
-    for ax, title in ((tps, "generated tokens/s (aggregate)"), (ttft, "time to first token p50 (ms)")):
+        for ax, key, q in ((ttft, "ttft_ms", "p50"), (itl, "itl_ms", "p95")):
+            points = [(row["concurrency"], row[key][q]) for row in rows if row.get(key, {}).get(q)]
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", label=result["label"])
+    titles = ("generated tokens/s (aggregate)", "time to first token p50 (ms)", "inter-token latency p95 (ms)")
+    for ax, title in zip((tps, ttft, itl), titles, strict=True):
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(levels), [str(c) for c in sorted(levels)])
         ax.set_xlabel("concurrent requests")
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
     ttft.set_yscale("log")
+    itl.set_yscale("log")
     tps.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=120)

@@ -100,10 +100,11 @@ class LevelStats:
 
 
 def _ms(values: Sequence[float]) -> dict[str, float | None]:
-    p50, p95 = percentile(values, 50), percentile(values, 95)
+    p50, p95, p99 = percentile(values, 50), percentile(values, 95), percentile(values, 99)
     return {
         "p50": None if p50 is None else p50 * 1000,
         "p95": None if p95 is None else p95 * 1000,
+        "p99": None if p99 is None else p99 * 1000,
         "mean": sum(values) / len(values) * 1000 if values else None,
     }
 

@@ -336,9 +336,12 @@ class Settings:
     # model store. 8 GiB holds ~100 states of a 6,600-token prompt of a small model.
     cache_dir: Path | None = None
     cache_disk_mib: int = 8192
-    # Prompt tokens per decode step while other requests generate, so their tokens keep a
-    # steady pace (0: only num_batch caps them).
-    prefill_chunk: int = 256
+    # A fixed cap on prompt tokens per decode step while other requests generate (0: none, the
+    # step budget alone decides: engine/step_budget.py).
+    prefill_chunk: int = 0
+    # The inter-token latency (ms) the step budget keeps running streams to while prompts are
+    # read beside them (0: twice a decode-only step as measured, at least 100 ms).
+    target_itl_ms: int = 0
     render_timeout: float = DEFAULT_RENDER_TIMEOUT_S
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE_S
     # CLLM_STREAM_KEEPALIVE: seconds (or a Go duration) between keep-alives of a quiet stream.
@@ -392,7 +395,8 @@ class Settings:
             cache_ram_mib=e.get_int("CACHE_RAM", 4096),
             cache_dir=Path(cache_dir).expanduser() if (cache_dir := e.get("CACHE_DIR")) else None,
             cache_disk_mib=e.get_int("CACHE_DISK", 8192),
-            prefill_chunk=e.get_int("PREFILL_CHUNK", 256),
+            prefill_chunk=e.get_int("PREFILL_CHUNK", 0),
+            target_itl_ms=e.get_int("TARGET_ITL", 0),
             render_timeout=_env_timeout("RENDER_TIMEOUT", e.get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
             shutdown_grace=_env_timeout("SHUTDOWN_GRACE", e.get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
             stream_keepalive=_env_timeout("STREAM_KEEPALIVE", e.get("STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S),

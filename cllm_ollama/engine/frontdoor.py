@@ -50,9 +50,11 @@ class LoadSpec:
     # model's own contexts over weights shared with its base: the pool keys models by (path, adapters).
     adapters: tuple[Path, ...] = ()
     adapter_scale: float = 1.0
-    # Host RAM for saved prompt states, and prompt tokens per step beside generation (0: off).
+    # Host RAM for saved prompt states, and prompt tokens per step beside generation (0: no cap).
     cache_bytes: int = 0
     max_prefill: int = 0
+    # The step time (ns) to keep to while streams generate (0: from measured costs, ``step_budget``).
+    target_itl_ns: int = 0
     # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto).
     kv_cache_type: str = "f16"
     flash_attention: bool | None = None
@@ -83,6 +85,7 @@ class LoadSpec:
             cache_dir=settings.cache_dir,
             cache_disk_bytes=settings.cache_disk_mib << 20,
             max_prefill=settings.prefill_chunk,
+            target_itl_ns=settings.target_itl_ms * 1_000_000,
             kv_cache_type=settings.kv_cache_type,
             flash_attention=settings.flash_attention,
             deterministic=settings.deterministic,

@@ -34,6 +34,7 @@ from .request import Event, FinishReason, Request
 from .sampling import Sampling
 from .scheduler import Scheduler, StepPlan
 from .slot import SlotState
+from .step_budget import StepBudget
 
 __all__ = ["Runner", "Sink", "StepTimes"]
 
@@ -111,6 +112,7 @@ class Runner:
             undo.callback(self.feed.close)
             self.sampling = Sampling(self.ctx)
             self.outbox = Outbox(self._release)
+            self.budget = StepBudget(spec.target_itl_ns, spec.max_prefill)
             self.scheduler = self._scheduler()
             self.batch = batch(self.ctx.n_batch)
             self._thread = threading.Thread(target=self._loop, name=f"cllm-engine-{model.path.name}", daemon=True)
@@ -129,7 +131,7 @@ class Runner:
             cache=kv.cache,
             disk=kv.disk,
             share=kv.share,
-            max_prefill=spec.max_prefill or None,
+            budget=self.budget,
             embeddings=self.feed.embeddings,
             max_rows=MAX_ROWS if self.invariant else None,
         )
@@ -366,5 +368,7 @@ class Runner:
         finally:
             for seq_id, pos in pads:  # the mode's throw-away rows leave nothing in the KV
                 self.ctx.seq_rm(seq_id, pos)
-        self.times.decode_ns += time.perf_counter_ns() - t0
+        ns = time.perf_counter_ns() - t0
+        self.times.decode_ns += ns
+        self.budget.observe(len(tokens), not outputs, ns)
         return rows, picks, n_logits

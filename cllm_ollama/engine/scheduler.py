@@ -29,6 +29,7 @@ from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
+from .step_budget import StepBudget
 
 # How many waiting requests admission looks at when it prefers one whose prefix is cached.
 ADMIT_WINDOW = 8
@@ -92,11 +93,11 @@ class Scheduler:
     request's reader is too far behind (its slot then skips steps instead of blocking the
     engine). ``cache`` is the host-RAM prompt cache, ``disk`` the disk one (None: none). ``share`` allows copying
     KV between sequences and reusing part of one; recurrent models cannot do either.
-    ``max_prefill`` caps prompt tokens per step while other slots generate, so they keep
-    a steady pace (None: only ``n_batch`` caps it). ``embeddings`` gives a media item's encoded
-    embeddings, or None while they are being encoded (the slot then waits at that item).
-    ``max_rows`` caps
-    one prompt's tokens in a step (the deterministic mode: ``invariance.MAX_ROWS``).
+    ``budget`` says how many prompt tokens a step may carry beside generating slots, so they
+    keep their pace (``step_budget.StepBudget``; the runner measures its costs). ``embeddings``
+    gives a media item's encoded embeddings, or None while they are being encoded (the slot then
+    waits at that item). ``max_rows`` caps one prompt's tokens in a step (the deterministic mode:
+    ``invariance.MAX_ROWS``).
     """
 
     def __init__(
@@ -112,7 +113,7 @@ class Scheduler:
         cache: PromptCache | None = None,
         disk: DiskCache | None = None,
         share: bool = True,
-        max_prefill: int | None = None,
+        budget: StepBudget | None = None,
         embeddings: Callable[[Request, Media], object | None] = lambda request, item: None,
         max_rows: int | None = None,
     ) -> None:
@@ -121,7 +122,7 @@ class Scheduler:
         self.n_batch = n_batch
         self.waiting: deque[Request] = deque()
         self.prefix = PrefixReuse(self.slots, cache, share, disk)
-        self.max_prefill = max_prefill
+        self.budget = budget if budget is not None else StepBudget()
         self.max_rows = max_rows
         self._piece = piece
         self._is_eog = is_eog
@@ -276,7 +277,8 @@ class Scheduler:
     # -- phase 2: the batch -------------------------------------------------------------
 
     def plan(self) -> StepPlan:
-        """Lay out the step's batch (after ``admit`` and its KV operations)."""
+        """Lay out the step's batch (after ``admit`` and its KV operations): a token for each
+        generating slot, then prompt chunks and media within the step budget."""
         plan = self._pending if self._pending is not None else StepPlan()
         self._pending = None
         generating = {
@@ -284,27 +286,14 @@ class Scheduler:
             for s in self.slots
             if s.state is SlotState.GENERATING and not self._paused(s.request.id)  # type: ignore[union-attr]
         }
-        budget = self.n_batch - len(generating)
-        if generating and self.max_prefill is not None:
-            budget = min(budget, self.max_prefill)
+        room = self.n_batch - len(generating)
+        budget = self.budget.prefill_rows(len(generating), room)
         prefilling = sorted(
             (s for s in self.slots if s.state is SlotState.PREFILL),
             key=lambda s: s.request.arrival_ns,  # type: ignore[union-attr]
         )
-        chunks: dict[int, list[int]] = {}
-        for slot in prefilling:
-            if budget <= 0:
-                break
-            if (item := slot.media_due()) is not None:
-                # One media item a step, decoded on its own: running streams keep their pace.
-                embd = self._embeddings(slot.request, item)  # type: ignore[arg-type]
-                if embd is not None and not plan.media:
-                    plan.media.append((slot, item, embd))
-                    budget -= item.n_tokens
-                continue
-            rows = budget if self.max_rows is None else min(budget, self.max_rows)
-            chunks[slot.seq_id] = slot.prompt_chunk(rows)
-            budget -= len(chunks[slot.seq_id])
+        budget -= self._media(prefilling, budget, plan)
+        chunks = {slot.seq_id: slot.prompt_chunk(rows) for slot, rows in self._shares(prefilling, budget, room).items()}
         # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of
         # consecutive ids, and any other order costs extra passes over the weights.
         for slot in self.slots:
@@ -316,6 +305,46 @@ class Scheduler:
                 plan.add(slot, chunk, output=done)
                 plan.prefills.append((slot, len(chunk)))
         return plan
+
+    def _media(self, prefilling: list[Slot], budget: int, plan: StepPlan) -> int:
+        """At most one media item a step, decoded on its own before the batch: the oldest prompt's
+        whatever its size (it must get on), another's only within ``budget``. Its tokens."""
+        for i, slot in enumerate(prefilling):
+            item = slot.media_due()
+            if item is None or (i and item.n_tokens > budget):
+                continue
+            embd = self._embeddings(slot.request, item)  # type: ignore[arg-type]
+            if embd is not None:
+                plan.media.append((slot, item, embd))
+                return item.n_tokens
+        return 0
+
+    def _shares(self, prefilling: list[Slot], budget: int, room: int) -> dict[Slot, int]:
+        """Prompt rows per prefilling slot within ``budget``: prompts with the fewest tokens left
+        first (a short chat is not stuck behind a long document; among equals, arrival order),
+        with a quarter of the budget kept for the oldest prompt (none starves)."""
+        cap = room if self.max_rows is None else min(room, self.max_rows)
+        text = [s for s in prefilling if s.media_due() is None]
+        if not text:
+            return {}
+        free = {s: s.chunk_room(cap) for s in text}
+        shares = dict.fromkeys(text, 0)
+
+        def grant(slot: Slot, rows: int) -> None:
+            nonlocal budget
+            n = max(0, min(rows, free[slot] - shares[slot], budget))
+            shares[slot] += n
+            budget -= n
+
+        oldest, shortest = text[0], sorted(text, key=lambda s: s.prompt_left)  # stable: arrival among equals
+        reserve = min(budget // 4, free[oldest]) if len(text) > 1 else 0
+        budget -= reserve
+        for slot in shortest:
+            grant(slot, budget)
+        budget += reserve
+        for slot in (oldest, *shortest):  # the oldest's quarter, then what it could not take
+            grant(slot, budget)
+        return {slot: n for slot, n in shares.items() if n}
 
     def schedule(self) -> StepPlan:
         """Both phases at once, for callers with no KV operations to perform in between."""

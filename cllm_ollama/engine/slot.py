@@ -187,10 +187,20 @@ class Slot:
     def prompt_chunk(self, budget: int) -> list[int]:
         """The next prompt tokens to decode, up to the next media item (decoded apart: ``media_due``) or
         the next length to keep (its state is saved after the step)."""
+        assert self.request is not None
+        return list(self.request.prompt[self.n_past : self.n_past + self.chunk_room(budget)])
+
+    def chunk_room(self, budget: int) -> int:
+        """How many prompt tokens the next chunk can hold, at most ``budget`` (``prompt_chunk``)."""
         request = self.request
         assert request is not None
         end = min(self.n_past + budget, request.next_media(self.n_past), request.next_keep(self.n_past))
-        return list(request.prompt[self.n_past : end])
+        return max(0, end - self.n_past)
+
+    @property
+    def prompt_left(self) -> int:
+        """Prompt tokens not decoded yet."""
+        return len(self.request.prompt) - self.n_past if self.request is not None else 0
 
     def media_due(self) -> Media | None:
         """The media item (image or audio window) that starts where the prompt stands, if one does."""

@@ -52,7 +52,7 @@ def test_summarize_aggregates_tokens_over_the_level_wall_time() -> None:
 def test_summarize_of_only_failures_reports_no_latencies() -> None:
     s = summarize(1, [RequestTiming(start=0.0, end=1.0, error="ConnectError: refused")])
     assert (s.ok, s.errors, s.generated_tokens, s.tokens_per_s) == (0, 1, 0, 0.0)
-    assert s.ttft_ms == {"p50": None, "p95": None, "mean": None}
+    assert s.ttft_ms == {"p50": None, "p95": None, "p99": None, "mean": None}
 
 
 # ---------------------------------------------------------------- prompts and wire formats

@@ -10,6 +10,7 @@ from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.scheduler import Occupancy, Scheduler, StepPlan
 from cllm_ollama.engine.slot import Slot, SlotState, StopMatcher
+from cllm_ollama.engine.step_budget import StepBudget
 
 EOG = 0
 # Token t > 0 spells one letter; 900+ are the two halves of "é" (UTF-8 c3 a9).
@@ -298,7 +299,7 @@ def test_admission_prefers_a_cached_prompt_but_passes_nobody_over_forever() -> N
 
 
 def test_prefill_is_capped_while_others_generate_and_rows_follow_sequence_ids() -> None:
-    s = make(n_slots=3, n_ctx=256, n_batch=64, max_prefill=8)
+    s = make(n_slots=3, n_ctx=256, n_batch=64, budget=StepBudget(cap=8))
     s.add(req([1], num_predict=20))
     s.add(req([2], num_predict=20))
     step(s)
@@ -306,7 +307,7 @@ def test_prefill_is_capped_while_others_generate_and_rows_follow_sequence_ids() 
     plan, _ = step(s)
     assert plan.seq_ids == [0, 1] + [2] * 8
     # With nothing generating, only n_batch caps a prompt.
-    s2 = make(n_slots=1, n_ctx=256, n_batch=64, max_prefill=8)
+    s2 = make(n_slots=1, n_ctx=256, n_batch=64, budget=StepBudget(cap=8))
     s2.add(req(list(range(1, 30)), num_predict=1))
     plan, _ = step(s2)
     assert len(plan) == 29

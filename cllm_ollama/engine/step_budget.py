@@ -1,0 +1,122 @@
+"""How many prompt tokens a step may carry so that running streams keep their pace.
+
+Sarathi-Serve's stall-free batching over costs measured on this model and device: every
+generating stream's token goes into each step; prompt chunks fill what is left of a target step
+time (the inter-token latency a stream sees). With nothing generating, prompts run at full width.
+
+The runner times each ``llama_decode`` call (``StepCosts.observe``); a step that carries prompt
+rows is two calls (the prompt rows, then the rows whose logits are sampled: ``runner._decode``), so
+its time is the cost of the prompt call plus the cost of the decode call. The costs are kept apart
+for the two kinds of call: prompt rows attend over their whole chunk and can sit deep in a long
+context, decode rows do not.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+# Weight of a new observation in a bucket's moving average.
+ALPHA = 0.25
+# The target step time, when none is set, is this many times a decode-only step ...
+AUTO_SLACK = 2.0
+# ... and never under this (ns): below ~10 tokens/s a stream's pace is plain to see, above it a
+# newcomer's prompt may take its share.
+AUTO_FLOOR_NS = 100_000_000
+# Prompt rows a step may always carry, so that no prompt starves whatever the costs say.
+MIN_PREFILL_ROWS = 16
+# Before the first prompt call is measured: prompt rows per step beside generating streams.
+UNMEASURED_PREFILL_ROWS = 256
+
+
+@dataclass
+class _Bucket:
+    rows: float
+    ns: float
+
+
+@dataclass
+class CallCosts:
+    """Nanoseconds of one ``llama_decode`` call by its number of rows: a moving average per
+    power-of-two bucket of rows, interpolated between buckets (CPU kernels get cheaper per row
+    as calls grow, so one straight line fits badly)."""
+
+    buckets: dict[int, _Bucket] = field(default_factory=dict)
+
+    def observe(self, rows: int, ns: int) -> None:
+        if rows <= 0 or ns <= 0:
+            return
+        key = rows.bit_length()
+        b = self.buckets.get(key)
+        if b is None:
+            self.buckets[key] = _Bucket(float(rows), float(ns))
+        else:
+            b.rows += ALPHA * (rows - b.rows)
+            b.ns += ALPHA * (ns - b.ns)
+
+    def measured(self) -> bool:
+        return bool(self.buckets)
+
+    def cost(self, rows: int) -> float:
+        """Predicted ns of a call of ``rows`` rows (0 before any observation)."""
+        points = self._points()
+        if not points or rows <= 0:
+            return 0.0
+        xs = [p.rows for p in points]
+        i = bisect.bisect_left(xs, rows)
+        if i == 0:  # below the smallest measured call: proportional, a lower bound
+            return points[0].ns * rows / points[0].rows
+        if i == len(points):  # above the largest: at the largest one's cost per row
+            return points[-1].ns * rows / points[-1].rows
+        lo, hi = points[i - 1], points[i]
+        return lo.ns + (hi.ns - lo.ns) * (rows - lo.rows) / (hi.rows - lo.rows)
+
+    def rows_within(self, ns: float, most: int) -> int:
+        """The most rows (at most ``most``) whose call is predicted to take ``ns`` or less."""
+        lo, hi = 0, most
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.cost(mid) <= ns:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _points(self) -> list[_Bucket]:
+        return [self.buckets[k] for k in sorted(self.buckets)]
+
+
+class StepBudget:
+    """The prompt rows a step may carry beside ``decode_rows`` generating streams.
+
+    ``target_ns`` is the step time to keep to while streams generate; 0 picks it from the measured
+    decode-only step: ``AUTO_SLACK`` times it, at least ``AUTO_FLOOR_NS``. ``cap`` (0: none) is a
+    fixed ceiling on prompt rows beside generating streams (``CLLM_PREFILL_CHUNK``).
+    """
+
+    def __init__(self, target_ns: int = 0, cap: int = 0) -> None:
+        self.target_ns = target_ns
+        self.cap = cap
+        self.decode = CallCosts()
+        self.prompt = CallCosts()
+
+    def observe(self, rows: int, prompt: bool, ns: int) -> None:
+        """One ``llama_decode`` call: its rows, whether they were prompt rows without logits, its time."""
+        (self.prompt if prompt else self.decode).observe(rows, ns)
+
+    def target(self, decode_rows: int) -> float:
+        """The step time to keep to with ``decode_rows`` generating streams (ns)."""
+        if self.target_ns:
+            return float(self.target_ns)
+        return max(AUTO_SLACK * self.decode.cost(decode_rows), AUTO_FLOOR_NS)
+
+    def prefill_rows(self, decode_rows: int, room: int) -> int:
+        """Prompt rows for a step with ``decode_rows`` generating streams and ``room`` rows left in the
+        batch: all of it with nothing generating, else what the target step time leaves."""
+        if decode_rows == 0:
+            return room
+        most = min(room, self.cap) if self.cap else room
+        if not (self.decode.measured() and self.prompt.measured()):
+            return min(most, UNMEASURED_PREFILL_ROWS)
+        left = self.target(decode_rows) - self.decode.cost(decode_rows)
+        return min(most, max(MIN_PREFILL_ROWS, self.prompt.rows_within(left, most)))

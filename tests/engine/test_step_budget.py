@@ -1,0 +1,132 @@
+"""The step budget: measured call costs, the prompt rows they leave, and how waiting prompts share them."""
+
+from __future__ import annotations
+
+from cllm_ollama.engine.request import Request, SamplingParams
+from cllm_ollama.engine.scheduler import Scheduler, StepPlan
+from cllm_ollama.engine.step_budget import (
+    AUTO_FLOOR_NS,
+    MIN_PREFILL_ROWS,
+    UNMEASURED_PREFILL_ROWS,
+    CallCosts,
+    StepBudget,
+)
+
+MS = 1_000_000
+
+
+def costs(per_row_ms: float, fixed_ms: float, rows: tuple[int, ...] = (1, 8, 32, 128, 512)) -> CallCosts:
+    c = CallCosts()
+    for r in rows:
+        c.observe(r, int((fixed_ms + per_row_ms * r) * MS))
+    return c
+
+
+def test_costs_interpolate_between_measured_calls_and_scale_beyond() -> None:
+    c = costs(per_row_ms=2, fixed_ms=10)
+    assert c.cost(32) == 74 * MS
+    assert c.cost(80) == (74 + (266 - 74) * 48 / 96) * MS  # between the 32- and 128-row calls
+    assert c.cost(1024) == 1034 * MS * 2  # past the largest: its cost per row
+    assert c.rows_within(266 * MS, most=4096) == 128
+    assert c.rows_within(0, most=4096) == 0
+
+
+def test_a_bucket_follows_its_latest_calls() -> None:
+    c = CallCosts()
+    c.observe(32, 100 * MS)
+    for _ in range(40):
+        c.observe(32, 200 * MS)
+    assert abs(c.cost(32) - 200 * MS) < 1 * MS
+
+
+def budget(target_ms: int = 0, cap: int = 0) -> StepBudget:
+    b = StepBudget(target_ms * MS, cap)
+    b.decode, b.prompt = costs(per_row_ms=4, fixed_ms=20), costs(per_row_ms=3, fixed_ms=20)
+    return b
+
+
+def test_prompt_rows_fill_what_the_target_leaves_beside_decode_rows() -> None:
+    b = budget(target_ms=300)
+    # 32 decode rows cost 148 ms; 152 ms are left; a prompt call of r rows costs 20 + 3r.
+    assert b.prefill_rows(32, room=480) == 44
+    assert b.prefill_rows(32, room=30) == 30  # the batch's room caps it
+
+
+def test_the_auto_target_is_twice_a_decode_step_and_never_under_the_floor() -> None:
+    b = budget()
+    assert b.target(32) == 2 * 148 * MS
+    assert b.prefill_rows(32, room=480) == 42  # 148 ms left: (148 - 20) / 3
+    assert b.target(1) == AUTO_FLOOR_NS  # 2 x 24 ms is under the floor
+
+
+def test_no_prompt_starves_and_nothing_generating_means_full_width() -> None:
+    b = budget(target_ms=100)  # less than the decode step itself
+    assert b.prefill_rows(32, room=480) == MIN_PREFILL_ROWS
+    assert b.prefill_rows(0, room=512) == 512
+    assert budget(target_ms=300, cap=8).prefill_rows(32, room=480) == 8
+
+
+def test_before_anything_is_measured_a_fixed_share() -> None:
+    assert StepBudget().prefill_rows(4, room=508) == UNMEASURED_PREFILL_ROWS
+    assert StepBudget().prefill_rows(4, room=100) == 100
+
+
+class Rows(StepBudget):
+    """A budget of a fixed number of prompt rows beside generating streams."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def prefill_rows(self, decode_rows: int, room: int) -> int:
+        return room if decode_rows == 0 else min(self.rows, room)
+
+
+def scheduler(n_slots: int, n_batch: int, rows: int) -> Scheduler:
+    clock = iter(range(0, 10**12, 1000))
+    return Scheduler(
+        n_slots, 100_000, n_batch, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=Rows(rows)
+    )
+
+
+def request(n: int, arrival: int) -> Request:
+    """A prompt of ``n`` tokens sharing no prefix with another's (distinct first token)."""
+    first = 1_000_000 * (arrival + 1)
+    return Request(tuple(range(first, first + n)), SamplingParams(temperature=0), num_predict=1000, arrival_ns=arrival)
+
+
+def advance(s: Scheduler) -> StepPlan:
+    plan = s.schedule()
+    s.update(plan, [5] * len(plan.outputs))
+    return plan
+
+
+def rows_of(plan: StepPlan) -> dict[int, int]:
+    return {slot.seq_id: n for slot, n in plan.prefills}
+
+
+def test_a_short_chat_is_not_stuck_behind_a_long_document() -> None:
+    """A 40k-token prompt is being read beside a generating stream; a short chat arriving later
+    has its prompt read within two steps, and the document keeps its quarter meanwhile."""
+    s = scheduler(n_slots=3, n_batch=512, rows=64)
+    s.add(request(4, arrival=0))
+    advance(s)  # slot 0 generates from now on
+    s.add(request(40_000, arrival=1))
+    advance(s)
+    s.add(request(40, arrival=2))
+    plan = advance(s)
+    assert rows_of(plan) == {1: 24, 2: 40}  # the document's quarter first, then the short prompt whole
+    assert s.slots[2].state.value == "generating"
+    assert rows_of(advance(s)) == {1: 64}  # the rest goes to the document again
+
+
+def test_equal_prompts_arriving_together_go_in_arrival_order() -> None:
+    """Fewest tokens left first: a prompt half read goes before the untouched ones, and equal ones
+    in arrival order, so the first ones start generating as early as in plain FIFO."""
+    s = scheduler(n_slots=5, n_batch=512, rows=96)
+    s.add(request(4, arrival=0))
+    advance(s)
+    for i in range(4):
+        s.add(request(64, arrival=10 + i))
+    assert rows_of(advance(s)) == {1: 64, 2: 32}
+    assert rows_of(advance(s)) == {2: 32, 3: 64}
