@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -48,6 +48,7 @@ from .resolve import ResolvedModel, load_request, naming_the_model
 from .shapes import logprob_json
 
 log = logging.getLogger("cllm.api")
+T = TypeVar("T")
 
 
 @dataclass
@@ -132,7 +133,8 @@ class Generation:
         A prompt too long for the loaded context, where nobody set ``num_ctx``, grows the context
         (``Settings.context_grow``): the model is given back, loaded again with the larger one
         (the pool's reload), and the request admitted there, once; nothing was sent before. Where
-        not even one slot of it fits in memory, the prompt is cut to the context loaded as before."""
+        not even one slot of it fits in memory, the prompt is cut to the context loaded as before.
+        A prompt with images or audio grows alike, measured once the projector has tokenized it."""
         pool: ModelPool = self.http.app.state.pool
         t0 = time.perf_counter_ns()
         grow = self.http.app.state.settings.context_grow if self.options.num_ctx is None else 0
@@ -266,7 +268,7 @@ class Generation:
             if not self.fields.truncate:
                 raise ContextOverflow()
             items = [self.media[i] for i in order]
-            counter = await run_in_threadpool(media_counter, loaded, whole.text, prompt.parts, items, order)
+            counter = await _to_the_end(lambda: media_counter(loaded, whole.text, prompt.parts, items, order))
         prompt.close()  # given up for one without the oldest turns
         return await self._fit_media(pool, loaded, whole.text, counter, limit, len(keys))
 
@@ -351,6 +353,17 @@ def _closed_if_raises(media: MediaInput | None) -> Iterator[None]:
     except BaseException:
         if media is not None:
             media.close()
+        raise
+
+
+async def _to_the_end(work: Callable[[], T]) -> T:
+    """``work`` on a thread; if cancelled (the client left), waited for all the same before the
+    cancel goes on: it uses the loaded model, which its caller holds only until this returns."""
+    task = asyncio.ensure_future(run_in_threadpool(work))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
         raise
 
 
