@@ -20,6 +20,7 @@ from scripted import ScriptedModel, scripted_pool
 from starlette.testclient import TestClient
 
 from cllm_ollama.api.fitting import MediaCounter, media_counter
+from cllm_ollama.api.media import place_markers
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys, media_cells
 from cllm_ollama.engine.request import Event, MediaInput, Part, Request
@@ -90,6 +91,14 @@ class PictureModel(ScriptedModel):
                 request.media.close()
 
 
+@dataclass
+class FullPictureModel(PictureModel):
+    """One whose queue is full: every request is refused (503) before the engine takes it."""
+
+    def has_room(self) -> bool:
+        return False
+
+
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -109,7 +118,10 @@ def conversation(turns: int, system: bool = True) -> list[dict[str, Any]]:
 
 
 def serve(
-    client: TestClient, memory: int = 1 << 20, around: Callable[[bytes], int] = lambda image: 0
+    client: TestClient,
+    memory: int = 1 << 20,
+    around: Callable[[bytes], int] = lambda image: 0,
+    kind: type[PictureModel] = PictureModel,
 ) -> tuple[list[PictureModel], list[int]]:
     """The app's pool made of ``PictureModel``s (all loaded, and their contexts), contexts growing
     to 4,096 as the server's default lets them; a context larger than ``memory`` is refused by
@@ -123,7 +135,7 @@ def serve(
         loads.append(spec.n_ctx_slot)
         if spec.n_ctx_slot > memory:
             raise InsufficientMemory("model requires more system memory (9.0 GiB) than is available (1.0 GiB)")
-        models.append(PictureModel(spec, script, n_ctx_slot=spec.n_ctx_slot, around=around))
+        models.append(kind(spec, script, n_ctx_slot=spec.n_ctx_slot, around=around))
         return models[-1]
 
     client.app.state.pool = scripted_pool(["ok"], make=make)  # type: ignore[attr-defined]
@@ -192,6 +204,13 @@ def test_when_even_the_last_turn_and_its_image_do_not_fit_it_is_refused(seeing: 
     assert freed_once(models)
 
 
+def test_a_fitted_prompt_refused_for_a_full_queue_is_freed_with_the_whole_one(seeing: TestClient) -> None:
+    models, _ = serve(seeing, kind=FullPictureModel)
+    assert chat(seeing, conversation(3), num_ctx=512).status_code == 503
+    (model,) = models
+    assert len(model.prompts) == 2 and freed_once(models)
+
+
 def test_truncate_false_refuses_instead_of_dropping_turns(seeing: TestClient) -> None:
     models, _ = serve(seeing)
     body = {"model": "eyes", "messages": conversation(3), "stream": False, "truncate": False}
@@ -242,3 +261,9 @@ def test_each_items_cells_are_its_chunks_and_the_text_between_them() -> None:
 @pytest.mark.parametrize("n_items", [1, 3])
 def test_a_stand_in_chunk_counts_toward_the_first_item(n_items: int) -> None:
     assert media_cells([Item("x", 4, 4), (1,), Item("y", 2, 2)], [b"z"] * n_items)[0] == 4 + 1 + 2
+
+
+def test_an_item_left_out_with_its_turn_is_not_placed_first() -> None:
+    """Untagged items go first (a template that drops tags); one whose turn was dropped goes nowhere."""
+    assert place_markers("[img-1] x", 3, "<M>", dropped=[0]) == ("<M><M> x", [2, 1])
+    assert place_markers("[img-1] x", 2, "<M>") == ("<M><M> x", [0, 1])
