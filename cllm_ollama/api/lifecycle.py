@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -23,13 +23,12 @@ from starlette.requests import Request
 from ..chatformat.builtin_templates import template_in_use
 from ..chatformat.family_parsers import StreamParser, parser_for
 from ..chatformat.parsers import Delta
-from ..chatformat.prompt import Renderer
+from ..chatformat.prompt import Rendered, Renderer, Tokenizer
 from ..chatformat.render_queue import render_prompt
 from ..engine.frontdoor import EngineClient
-from ..engine.loaded import fit_prompt
 from ..engine.media import cell_keys
 from ..engine.pool import Entry, ModelPool
-from ..engine.request import FinishReason, Stats
+from ..engine.request import FinishReason, MediaInput, Stats
 from ..engine.request import Request as EngineRequest
 from ..errors import (
     CllmError,
@@ -41,6 +40,7 @@ from ..errors import (
     RequestCanceled,
 )
 from .fields import SharedFields
+from .fitting import MediaCounter, fit_prompt, grown_context, media_counter
 from .formats import JSON_GRAMMAR, grammar_for_format
 from .media import place_markers
 from .options import RequestOptions
@@ -48,6 +48,7 @@ from .resolve import ResolvedModel, load_request, naming_the_model
 from .shapes import logprob_json
 
 log = logging.getLogger("cllm.api")
+T = TypeVar("T")
 
 
 @dataclass
@@ -145,7 +146,8 @@ class Generation:
         A prompt too long for the loaded context, where nobody set ``num_ctx``, grows the context
         (``Settings.context_grow``): the model is given back, loaded again with the larger one
         (the pool's reload), and the request admitted there, once; nothing was sent before. Where
-        not even one slot of it fits in memory, the prompt is cut to the context loaded as before."""
+        not even one slot of it fits in memory, the prompt is cut to the context loaded as before.
+        A prompt with images or audio grows alike, measured once the projector has tokenized it."""
         pool: ModelPool = self.http.app.state.pool
         t0 = time.perf_counter_ns()
         grow = self.http.app.state.settings.context_grow if self.options.num_ctx is None else 0
@@ -214,14 +216,10 @@ class Generation:
         options, truncate = self.options, self.fields.truncate
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
         limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
-        timeout = self.http.app.state.settings.render_timeout
-        key = self.model.full_name
         if self.media:
-            # Never cut with media (Ollama refuses too): neither turns nor tokens are dropped.
-            rendered = await render_prompt(self.render, loaded, None, timeout=timeout, key=key)
-            return await self._with_media(pool, loaded, rendered.text, limit), self._parser(rendered.text)
-        rendered = await render_prompt(self.render, loaded, limit if truncate else None, timeout=timeout, key=key)
-        if grow and (n_ctx := _grown(len(rendered.tokens) + rendered.dropped, limit, loaded, grow)):
+            return await self._admit_media(pool, loaded, limit, grow)
+        rendered = await self._render(loaded, limit if truncate else None)
+        if grow and (n_ctx := grown_context(len(rendered.tokens) + rendered.dropped, limit, loaded, grow)):
             raise _Grow(n_ctx)
         tokens = fit_prompt(
             rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
@@ -262,13 +260,67 @@ class Generation:
             media=media,
         )
 
-    async def _with_media(self, pool: ModelPool, loaded: EngineClient, text: str, limit: int) -> EngineRequest:
+    async def _render(self, tokenizer: Tokenizer, limit: int | None) -> Rendered:
+        timeout = self.http.app.state.settings.render_timeout
+        return await render_prompt(self.render, tokenizer, limit, timeout=timeout, key=self.model.full_name)
+
+    async def _admit_media(
+        self, pool: ModelPool, loaded: EngineClient, limit: int, grow: int
+    ) -> tuple[EngineRequest, StreamParser]:
+        """``_admit`` for a prompt with images or audio, whose length in KV cells is known once the
+        projector has tokenized it: too long, it grows the context as a text prompt does, else
+        loses its oldest turns and their media (``_fit_media``); never a cut through the middle."""
+        whole = await self._render(loaded, None)
+        prompt, order = await self._tokenized(loaded, whole.text)
+        with _closed_if_raises(prompt):
+            keys = cell_keys(prompt.parts)
+            if len(keys) < limit:
+                return await self._request(pool, keys, limit, prompt), self._parser(whole.text)
+            if grow and (n_ctx := grown_context(len(keys), limit, loaded, grow)):
+                raise _Grow(n_ctx)
+            if not self.fields.truncate:
+                raise ContextOverflow()
+            items = [self.media[i] for i in order]
+            counter = await _to_the_end(lambda: media_counter(loaded, whole.text, prompt.parts, items, order))
+        prompt.close()  # given up for one without the oldest turns
+        return await self._fit_media(pool, loaded, whole.text, counter, limit, len(keys))
+
+    async def _fit_media(
+        self, pool: ModelPool, loaded: EngineClient, whole: str, counter: MediaCounter, limit: int, n_whole: int
+    ) -> tuple[EngineRequest, StreamParser]:
+        """The conversation without its fewest oldest turns, their media with them, that fits
+        ``limit`` cells, as ``counter`` counts them; tokenized with its media to be sure, and the
+        count tightened by what it was short where it still does not fit. ContextOverflow where
+        no turn is left to drop."""
+        budget, tried = limit, whole
+        while True:
+            fitted = await self._render(counter, budget)
+            if fitted.text == tried:
+                raise ContextOverflow()  # not even the last turn with its media fits
+            tried = fitted.text
+            gone = counter.dropped(whole, fitted.text)
+            prompt, _ = await self._tokenized(loaded, fitted.text, gone)
+            with _closed_if_raises(prompt):
+                keys = cell_keys(prompt.parts)
+                if len(keys) < limit:
+                    self.truncated = max(1, n_whole - len(keys))
+                    log.warning(
+                        "dropping the oldest turns: limit=%d dropped=%d media=%d", limit, self.truncated, len(gone)
+                    )
+                    return await self._request(pool, keys, limit, prompt), self._parser(fitted.text)
+            prompt.close()
+            budget = max(1, len(fitted.tokens) - (len(keys) - limit) - 1)
+
+    async def _tokenized(
+        self, loaded: EngineClient, text: str, dropped: Sequence[int] = ()
+    ) -> tuple[MediaInput, list[int]]:
         """The rendered prompt's ``[img-N]`` tags swapped for the projector's marker, tokenized with
-        the media by the projector (off the event loop: it decodes images and audio): one key per KV cell."""
+        the media by the projector (off the event loop: it decodes images and audio), and the
+        media's order; ``dropped`` items left out. The caller owns the prompt: it holds native memory."""
         marker = loaded.media_marker
         if marker is None:
             raise InvalidRequest(f"{self.model.full_name} was loaded without a projector: it cannot see images")
-        text, order = place_markers(text, len(self.media), marker)
+        text, order = place_markers(text, len(self.media), marker, dropped)
         items = [self.media[i] for i in order]
         # The template may write BOS itself (Jinja ones do); the tokenizer adds it otherwise.
         add_special = not (loaded.bos_text and text.startswith(loaded.bos_text))
@@ -276,17 +328,9 @@ class Generation:
             run_in_threadpool(lambda: loaded.tokenize_media(text, items, add_special=add_special))
         )
         try:
-            media = await asyncio.shield(tokenizing)
+            return await asyncio.shield(tokenizing), order
         except asyncio.CancelledError:  # the client left: the thread still ends with a prompt to free
             tokenizing.add_done_callback(_close_media)
-            raise
-        try:
-            prompt = cell_keys(media.parts)
-            if len(prompt) >= limit:
-                raise ContextOverflow()
-            return await self._request(pool, prompt, limit, media)
-        except BaseException:
-            media.close()  # the request that would own it was never made
             raise
 
     def _parser(self, text: str) -> StreamParser:
@@ -306,25 +350,33 @@ class _Grow(Exception):
         self.n_ctx = n_ctx
 
 
-def _grown(n_prompt: int, limit: int, loaded: EngineClient, most: int) -> int:
-    """The context that holds a prompt of ``n_prompt`` tokens with a quarter more (at least 1,024)
-    for the reply, as a power of two, at most ``most`` and the trained context; 0 when the prompt
-    fits ``limit`` or a larger context would not be larger than the loaded one."""
-    if n_prompt < limit:
-        return 0
-    n_ctx = min(1 << (n_prompt + max(n_prompt // 4, 1024) - 1).bit_length(), most, loaded.n_ctx_train)
-    return n_ctx if n_ctx > loaded.n_ctx_slot else 0
-
-
 @contextmanager
 def freed_if_refused(request: EngineRequest) -> Iterator[None]:
     """The request's media (native memory) freed if the block raises: until ``generate`` takes the
     request, nobody else would free it."""
+    with _closed_if_raises(request.media):
+        yield
+
+
+@contextmanager
+def _closed_if_raises(media: MediaInput | None) -> Iterator[None]:
+    """``media`` (a tokenized prompt: native memory) freed if the block raises, whoever was to own it."""
     try:
         yield
     except BaseException:
-        if request.media is not None:
-            request.media.close()
+        if media is not None:
+            media.close()
+        raise
+
+
+async def _to_the_end(work: Callable[[], T]) -> T:
+    """``work`` on a thread; if cancelled (the client left), waited for all the same before the
+    cancel goes on: it uses the loaded model, which its caller holds only until this returns."""
+    task = asyncio.ensure_future(run_in_threadpool(work))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
         raise
 
 

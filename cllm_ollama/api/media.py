@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import binascii
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..engine import audio
@@ -29,6 +29,8 @@ _DECODE = {c: i for i, c in enumerate(_ALPHABET)}
 _PAD = ord("=")
 _NEWLINES = (ord("\n"), ord("\r"))
 _IRREGULAR = re.compile(rb"[^A-Za-z0-9+/\r\n]")
+# Where an item goes in a prompt (``tag_media``), its number captured.
+TAGS = re.compile(r"\[img-(0|[1-9][0-9]*)\]")
 
 
 class Base64Error(ValueError):
@@ -165,13 +167,14 @@ def tag_media(messages: Sequence[dict[str, Any]], *, clear: bool = False) -> tup
     return tagged, media
 
 
-def place_markers(prompt: str, n_media: int, marker: str) -> tuple[str, list[int]]:
+def place_markers(prompt: str, n_media: int, marker: str, dropped: Collection[int] = ()) -> tuple[str, list[int]]:
     """A rendered prompt with the first ``[img-N]`` tag of each item (N < ``n_media``) swapped
     for ``marker``, and the items' indexes in the order their markers now stand.
 
     The projector takes one marker per item and pairs them in order, so the caller passes the
     items in the returned order. An item whose tag the template dropped (or that a raw prompt
-    never had) goes first rather than being lost. Other tags stay text.
+    never had) goes first rather than being lost, unless it is one of ``dropped`` (its turn was
+    left out to fit the context). Other tags stay text.
     """
     spans: list[tuple[int, int, int]] = []
     for i in range(n_media):
@@ -180,7 +183,7 @@ def place_markers(prompt: str, n_media: int, marker: str) -> tuple[str, list[int
         if at >= 0:
             spans.append((at, at + len(tag), i))  # tags end in "]" and start with "[": no overlaps
     placed = {i for _, _, i in spans}
-    order = [i for i in range(n_media) if i not in placed]
+    order = [i for i in range(n_media) if i not in placed and i not in dropped]
     pieces, last = [marker * len(order)], 0
     for start, end, i in sorted(spans):
         pieces += [prompt[last:start], marker]

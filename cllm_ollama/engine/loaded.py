@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import anyio.to_thread
 
-from ..errors import ContextOverflow, EngineError, InvalidRequest, QueueFull
+from ..errors import EngineError, InvalidRequest, QueueFull
 from .binding import (
     KV_QUANT_BLOCK,
     CacheTypeRefused,
@@ -65,23 +65,6 @@ def resolve_kv_cache_type(cache_type: str, flash_attention: bool | None, head_di
         )
         return "f16"
     return cache_type
-
-
-def fit_prompt(tokens: list[int], limit: int, *, num_keep: int, num_predict: int, truncate: bool) -> list[int]:
-    """Make a prompt fit its context as Ollama does: keep the first ``num_keep`` tokens and
-    the end, dropping from the middle, or refuse with Ollama's message when ``truncate`` is off.
-
-    Truncation leaves room to generate (``num_predict`` tokens, at most half the context, or a
-    quarter of it when unbounded) instead of filling the context with prompt.
-    """
-    if len(tokens) < limit:
-        return tokens
-    if not truncate:
-        raise ContextOverflow()
-    room = min(num_predict, limit // 2) if num_predict > 0 else limit // 4
-    keep_total = max(1, limit - max(1, room))
-    keep_head = max(0, min(num_keep, keep_total - 1))
-    return tokens[:keep_head] + tokens[len(tokens) - (keep_total - keep_head) :]
 
 
 MemoryProbe = Callable[[], int | None]

@@ -17,6 +17,7 @@ slot or saved state matches, a different one does not, and no token id is negati
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
@@ -60,6 +61,29 @@ def cell_keys(parts: Sequence[Part]) -> tuple[int, ...]:
     for part in parts:
         out += part if isinstance(part, Sequence) else [media_key(part)] * part.n_tokens
     return tuple(out)
+
+
+def media_cells(parts: Sequence[Part], media: Sequence[bytes]) -> list[int]:
+    """The KV cells each item of ``media`` (in the order it was tokenized with ``parts``) takes:
+    its chunks (an image's tiles and overview, a clip's windows) and the text between them. An
+    item's first chunk is known by its id, the SHA-256 of its bytes; a chunk known by no item's
+    (a stand-in prompt) counts toward the item before it, or the first."""
+    digests = [hashlib.sha256(data).hexdigest() for data in media]
+    cells = [0] * len(media)
+    item, between = -1, 0  # the item whose chunks are being met; text since its last chunk
+    for part in parts:
+        if isinstance(part, Sequence):
+            between += len(part)
+            continue
+        if item + 1 < len(media) and part.id == digests[item + 1]:
+            item += 1  # the next item's first chunk: the text before it is the prompt's
+        elif item >= 0:
+            cells[item] += between  # text between one item's chunks (a sliced image's rows)
+        item = max(item, 0)
+        if media:
+            cells[item] += part.n_tokens
+        between = 0
+    return cells
 
 
 def whole_prefix(parts: Sequence[Part], n_cells: int) -> int:
