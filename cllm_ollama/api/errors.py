@@ -26,7 +26,7 @@ from .anthropic.errors import anthropic_error
 from .encoders import JSONResponse
 from .ollama.errors import ollama_error
 from .openai.errors import openai_error
-from .wire import go_type
+from .schemas.go import go_type
 
 log = logging.getLogger("cllm.api")
 

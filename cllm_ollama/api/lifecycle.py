@@ -40,12 +40,11 @@ from ..errors import (
     QueueFull,
     RequestCanceled,
 )
-from .fields import SharedFields
-from .formats import JSON_GRAMMAR, grammar_for_format
 from .media import place_markers
 from .options import RequestOptions
+from .output_shapes import logprob_json
+from .request_fields import JSON_GRAMMAR, SharedFields, grammar_for_format
 from .resolve import ResolvedModel, load_request, naming_the_model
-from .shapes import logprob_json
 
 log = logging.getLogger("cllm.api")
 

@@ -23,7 +23,8 @@ from .encoders import JSONResponse
 from .errors import OPENAI, read_json
 from .lifecycle import lease
 from .ollama.errors import decode
-from .options import parse_keep_alive_field, resolve_options
+from .options import resolve_options
+from .request_fields import parse_keep_alive_field
 from .resolve import resolve_model
 from .schemas.ollama import RerankRequest
 

@@ -26,11 +26,12 @@ from ..errors import ANTHROPIC
 from ..lifecycle import Chunk, Generation
 from ..media import Media, checked_media
 from ..ollama.chat import ChatCall, start_chat
+from ..output_shapes import Usage, truncation
 from ..resolve import resolve_model
 from ..schemas.anthropic import ContentBlock, ImageSource, MessageParam, MessagesRequest
+from ..schemas.go import decode_error
 from ..schemas.ollama import ChatRequest
-from ..shapes import Usage, truncation
-from ..wire import decode_error, tool_call_id
+from ..tool_calls import tool_call_id
 from .errors import decode
 
 _REQUEST = "MessagesRequest"

@@ -13,9 +13,9 @@ from starlette.responses import Response
 from ...errors import InvalidRequest, NotFound
 from ..encoders import JSONResponse
 from ..errors import read_json
-from ..fields import keep_alive_of
 from ..lifecycle import lease
 from ..options import resolve_options
+from ..request_fields import keep_alive_of
 from ..resolve import ResolvedModel, resolve_model
 from ..schemas.ollama import EmbeddingRequest, EmbedRequest
 from .errors import decode

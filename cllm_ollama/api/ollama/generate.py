@@ -15,14 +15,13 @@ from ...errors import InvalidRequest
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Endpoint
 from ..errors import OLLAMA
-from ..fields import SharedFields, check_media, think_level, thinking_for
 from ..lifecycle import Chunk, Generation, sentinel
 from ..media import tag_media
 from ..options import resolve_options
+from ..output_shapes import created_at, metrics, truncation
+from ..request_fields import SharedFields, check_media, decoded_media, think_level, thinking_for
 from ..resolve import resolve_model
 from ..schemas.ollama import GenerateRequest
-from ..shapes import metrics, truncation
-from ..wire import created_at, decoded_media
 from .errors import decode
 
 

@@ -29,6 +29,7 @@ from ..ollama.chat import ChatCall, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
 from ..options import options_object
+from ..output_shapes import Usage, truncation
 from ..schemas.ollama import ChatRequest, GenerateRequest
 from ..schemas.openai import (
     ChatCompletionRequest,
@@ -40,8 +41,7 @@ from ..schemas.openai import (
     ToolCall,
     ToolCallFunction,
 )
-from ..shapes import Usage, truncation
-from ..wire import tool_call_id
+from ..tool_calls import tool_call_id
 from .errors import decode
 
 _EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}

@@ -27,10 +27,10 @@ from ..errors import OPENAI
 from ..lifecycle import Chunk
 from ..media import Media
 from ..ollama.chat import ChatCall, start_chat
+from ..output_shapes import Usage, truncation
 from ..schemas.ollama import ChatRequest
 from ..schemas.openai import ContentPart, ResponsesInputItem, ResponsesRequest, ResponsesTool
-from ..shapes import Usage, truncation
-from ..wire import tool_call_id
+from ..tool_calls import tool_call_id
 from .endpoints import content_and_media, format_value, sampling_options, think_value, tool_arguments
 from .errors import decode
 
