@@ -14,7 +14,8 @@ from typing import Any
 
 import click
 
-from ..config import Settings
+from cllm_ollama.config import Settings
+
 from .bench_client import CHAT_APIS, EMBEDDING_APIS, Api, BenchError, Target, run_bench, run_workload
 from .bench_stats import LevelStats
 from .bench_workloads import DEFAULTS, VISION_IMAGE_PX, Kind, Workload

@@ -76,7 +76,7 @@ class Workload:
     # unload's stead, as many as it has slots, so the session's KV leaves them (for its RAM cache)
     evict: int = 1
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         return (
             {
                 "name": self.kind.value,
@@ -225,8 +225,8 @@ def groups(workload: Workload) -> dict[str, tuple[str, ...]]:
     if w.kind is Kind.AGENT:
         if w.resume:
             return {AFTER_RESTART: (AFTER_RESTART,)}
-        later = {turn_phase(t): (turn_phase(t),) for t in range(2, w.turns + 1)}
-        return {COLD: (COLD,), **later, WARM: (WARM,), AFTER_UNLOAD: (AFTER_UNLOAD,)}
+        turns = {turn_phase(t): (turn_phase(t),) for t in range(2, w.turns + 1)}
+        return {COLD: (COLD,), **turns, WARM: (WARM,), AFTER_UNLOAD: (AFTER_UNLOAD,)}
     return {}
 
 

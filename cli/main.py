@@ -16,13 +16,14 @@ import click
 import httpx
 import uvicorn
 
-from .. import OLLAMA_COMPAT_VERSION, __version__
-from ..api.middleware.auth import AccessLogRedaction
-from ..api.middleware.shutdown import Drain
-from ..app import create_app
-from ..config import ConfigError, Settings
-from ..errors import CllmError
-from ..store.modelfile import parse_modelfile
+from cllm_ollama import OLLAMA_COMPAT_VERSION, __version__
+from cllm_ollama.api.middleware.auth import AccessLogRedaction
+from cllm_ollama.api.middleware.shutdown import Drain
+from cllm_ollama.app import create_app
+from cllm_ollama.config import ConfigError, Settings
+from cllm_ollama.errors import CllmError
+from cllm_ollama.store.modelfile import parse_modelfile
+
 from .attachments import FileError, supports_media
 from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
 from .bench import bench_command

@@ -10,7 +10,7 @@ per token as requests go. Every series of a model carries ``model_name``, as vLL
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
@@ -219,7 +219,7 @@ class RequestCounter:
     must not be able to create a series per URL or per made-up method) and status; a client gone
     before any answer counts as 499."""
 
-    def __init__(self, app: ASGIApp, routes: list[BaseRoute], metrics: ServerMetrics) -> None:
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute], metrics: ServerMetrics) -> None:
         self.app, self._routes, self._counter = app, routes, metrics.http_requests
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

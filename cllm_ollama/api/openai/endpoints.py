@@ -37,7 +37,7 @@ from ..schemas.openai import (
     ContentPart,
     EmbedRequest,
     ImageURL,
-    Sampling,
+    ResponsesRequest,
     ToolCall,
     ToolCallFunction,
 )
@@ -48,7 +48,7 @@ _EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "h
 _EFFORT |= {"ultra": "max", "max": "max"}
 
 
-def sampling_options(req: Sampling) -> dict[str, Any]:
+def sampling_options(req: ChatCompletionRequest | CompletionRequest | ResponsesRequest) -> dict[str, Any]:
     """Sampling fields onto Ollama options; temperature and top_p default to 1.0 as in OpenAI.
 
     ``req`` is decoded already: a wrong type was Go's decode error, 400, before anything reaches
@@ -236,7 +236,7 @@ def _tool_calls(calls: list[dict[str, Any]], start: int) -> list[dict[str, Any]]
     ]
 
 
-def _include_usage(req: Sampling) -> bool:
+def _include_usage(req: ChatCompletionRequest | CompletionRequest) -> bool:
     return bool(req.stream_options and req.stream_options.include_usage)
 
 
