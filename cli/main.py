@@ -18,7 +18,8 @@ import uvicorn
 
 from cllm_ollama import OLLAMA_COMPAT_VERSION, __version__
 from cllm_ollama.api.middleware.auth import AccessLogRedaction
-from cllm_ollama.api.middleware.shutdown import Drain
+from cllm_ollama.api.middleware.drain import Drain
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.errors import CllmError
@@ -139,7 +140,7 @@ def serve_command() -> None:
     )
     # After uvicorn configured its loggers: a key sent as ?key= never reaches the access log.
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
-    _Server(config, app.state.drain).run()
+    _Server(config, services(app).drain).run()
 
 
 cli.add_command(serve_command, "start")

@@ -45,6 +45,7 @@ from .options import RequestOptions
 from .output_shapes import logprob_json
 from .request_fields import JSON_GRAMMAR, SharedFields, grammar_for_format
 from .resolve import ResolvedModel, load_request, naming_the_model
+from .services import services
 
 log = logging.getLogger("cllm.api")
 
@@ -132,9 +133,9 @@ class Generation:
         (``Settings.context_grow``): the model is given back, loaded again with the larger one
         (the pool's reload), and the request admitted there, once; nothing was sent before. Where
         not even one slot of it fits in memory, the prompt is cut to the context loaded as before."""
-        pool: ModelPool = self.http.app.state.pool
+        pool: ModelPool = services(self.http).pool
         t0 = time.perf_counter_ns()
-        grow = self.http.app.state.settings.context_grow if self.options.num_ctx is None else 0
+        grow = services(self.http).settings.context_grow if self.options.num_ctx is None else 0
         try:
             async with aclosing(self._run(pool, t0, grow)) as run:
                 async for chunk in run:
@@ -167,7 +168,7 @@ class Generation:
                 if not loaded.has_room():  # still a 503, before a stream's headers
                     raise QueueFull()
                 self.admitted.set()
-                meter = self.http.app.state.metrics.generation(self.model.record.short_name, self.t_start)
+                meter = services(self.http).metrics.generation(self.model.record.short_name, self.t_start)
             logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
             # From its first step ``generate`` owns the media, and frees it even when it refuses.
             async with aclosing(loaded.generate(request)) as events:
@@ -200,7 +201,7 @@ class Generation:
         options, truncate = self.options, self.fields.truncate
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
         limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
-        timeout = self.http.app.state.settings.render_timeout
+        timeout = services(self.http).settings.render_timeout
         key = self.model.full_name
         if self.media:
             # Never cut with media (Ollama refuses too): neither turns nor tokens are dropped.

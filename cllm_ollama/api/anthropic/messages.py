@@ -31,6 +31,7 @@ from ..resolve import resolve_model
 from ..schemas.anthropic import ContentBlock, ImageSource, MessageParam, MessagesRequest
 from ..schemas.go import decode_error
 from ..schemas.ollama import ChatRequest
+from ..services import services
 from ..tool_calls import tool_call_id
 from .errors import decode
 
@@ -245,7 +246,7 @@ async def _start(request: Request, call: ChatCall, t_start: int) -> Generation |
     """A chat; ``think`` is dropped for a model that cannot think (Ollama relaxes it for agents)."""
     if call.req.think:
         model = await resolve_model(
-            request.app.state.store, call.req.model or "", empty_message="model is required", empty_status=400
+            services(request).store, call.req.model or "", empty_message="model is required", empty_status=400
         )
         if not model.has("thinking"):
             call = replace(call, req=msgspec.structs.replace(call.req, think=None))

@@ -17,7 +17,6 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
-from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -254,8 +253,3 @@ class RequestCounter:
             if match is Match.PARTIAL:
                 return getattr(route, "path", "other")
         return "other"
-
-
-async def metrics(request: Request) -> Response:
-    server: ServerMetrics = request.app.state.metrics
-    return server.response()

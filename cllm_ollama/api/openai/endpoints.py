@@ -41,6 +41,7 @@ from ..schemas.openai import (
     ToolCall,
     ToolCallFunction,
 )
+from ..services import services
 from ..tool_calls import tool_call_id
 from .errors import decode
 
@@ -421,7 +422,7 @@ def _model_object(record: ModelRecord) -> dict[str, Any]:
 
 
 async def list_records(request: Request) -> list[ModelRecord]:
-    return await run_in_threadpool(request.app.state.store.list_models)  # type: ignore[no-any-return]
+    return await run_in_threadpool(services(request).store.list_models)  # type: ignore[no-any-return]
 
 
 @OPENAI.boundary
@@ -435,7 +436,7 @@ async def model(request: Request) -> Response:
     name = request.path_params["model"]
     try:
         # The store's lookup, as /api/show's: a missing tag means latest, and case does not matter.
-        record = await run_in_threadpool(request.app.state.store.get, name)
+        record = await run_in_threadpool(services(request).store.get, name)
     except (InvalidRequest, NotFound):
         raise NotFound(f"model '{name}' not found") from None
     return JSONResponse(_model_object(record))
