@@ -77,12 +77,11 @@ def _typed() -> dict[str, Callable[[dict[str, Any]], object]]:
     before one decode per request), the decode ``start_chat``/``start_generate`` then ran on it.
     """
     from cllm_ollama.api.anthropic import messages
-    from cllm_ollama.api.fields import SharedFields
     from cllm_ollama.api.ollama import chat, errors, generate
     from cllm_ollama.api.openai import endpoints, responses
+    from cllm_ollama.api.request_fields import SharedFields, decoded_media
     from cllm_ollama.api.schemas import ollama as o
     from cllm_ollama.api.schemas import openai as oa
-    from cllm_ollama.api.wire import base64_images
 
     def native(translate: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], object]:
         def run(body: dict[str, Any]) -> object:
@@ -93,7 +92,7 @@ def _typed() -> dict[str, Callable[[dict[str, Any]], object]]:
                 req = errors.decode(decoded.native, o.ChatRequest)
                 return SharedFields.of(req), chat._messages(decoded.native, req)
             req = errors.decode(decoded.native, o.GenerateRequest)  # what start_generate did first
-            return SharedFields.of(req), base64_images(req.images)
+            return SharedFields.of(req), decoded_media(req.images)
 
         return run
 
@@ -121,11 +120,12 @@ def _typed() -> dict[str, Callable[[dict[str, Any]], object]]:
 
 def _by_hand() -> dict[str, Callable[[dict[str, Any]], object]]:
     """A tree before issue 19: the same steps, through its field-by-field checks."""
-    from cllm_ollama.api.anthropic import messages  # type: ignore[attr-defined]
     from cllm_ollama.api.fields import SharedFields
+    from cllm_ollama.api.wire import bool_field, images_field, int_field, string_field  # type: ignore[attr-defined]
+
+    from cllm_ollama.api.anthropic import messages  # type: ignore[attr-defined]
     from cllm_ollama.api.ollama import chat, generate, models
     from cllm_ollama.api.openai import endpoints, responses
-    from cllm_ollama.api.wire import bool_field, images_field, int_field, string_field  # type: ignore[attr-defined]
 
     def generate_(body: dict[str, Any]) -> object:
         bool_field(body, "stream", "GenerateRequest")

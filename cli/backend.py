@@ -13,16 +13,16 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..api.ollama.model_views import show_response, tag_entry
-from ..config import Settings
-from ..errors import CllmError
-from ..store.blobs import sha256_file
-from ..store.create import CreateRequest, create_model
-from ..store.modelfile import Modelfile, create_body
-from ..store.pull import pull_model
-from ..store.push import push_model
-from ..store.registry_pull import RegistryOptions
-from ..store.store import ModelStore
+from cllm_ollama.api.ollama.model_views import show_response, tag_entry
+from cllm_ollama.config import Settings
+from cllm_ollama.errors import CllmError
+from cllm_ollama.store.blobs import sha256_file
+from cllm_ollama.store.create import CreateRequest, create_model
+from cllm_ollama.store.modelfile import Modelfile, create_body
+from cllm_ollama.store.pull import pull_model
+from cllm_ollama.store.push import push_model
+from cllm_ollama.store.registry_pull import RegistryOptions
+from cllm_ollama.store.store import ModelStore
 
 Report = Callable[[dict[str, Any]], None]
 PROBE_TIMEOUT_S = 1.0

@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
-from ..config import Settings
+from cllm_ollama.config import Settings
+
 from .bench_client import CHAT_APIS, EMBEDDING_APIS, Api, BenchError, Target, run_bench, run_workload
 from .bench_stats import LevelStats
 from .bench_workloads import DEFAULTS, VISION_IMAGE_PX, Kind, Workload
@@ -332,68 +334,101 @@ def bench_command(
     if not model:
         raise click.UsageError("--model is required")
     kind = Kind(workload)
-    defaults = DEFAULTS[kind]
-    chat_api = api is None or Api(api) in CHAT_APIS
-    if kind is not Kind.DISTINCT and not chat_api:
+    eos = (kind is Kind.DISTINCT) if ignore_eos is None else ignore_eos
+    target = replace(_target(kind, url, api, model, prompt_tokens, max_tokens, inputs), seed=seed, raw=raw)
+    target = replace(target, timeout_s=timeout, ignore_eos=eos)
+    label = label or f"{target.api.value} {target.url}"
+    show = _printer(cached=kind is not Kind.DISTINCT)
+    shape: Workload | None = None
+    try:
+        if kind is Kind.DISTINCT:
+            stats = _run_distinct(target, label, concurrency, requests, users, warmup, warmup_tokens, show)
+        else:
+            shape = _workload(kind, concurrency, turns, system_tokens, users_per_system, user_tokens, stagger)
+            shape = _resumed(shape, resume, evict)
+            stats = _run_shaped(target, label, shape, users, warmup, show)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    _save(result_document(target, label, stats, warmup, shape), json_path, plot_path)
+
+
+def _save(document: dict[str, Any], json_path: Path | None, plot_path: Path | None) -> None:
+    """The results as ``--json`` and ``--plot`` ask."""
+    if json_path:
+        json_path.write_text(json.dumps(document, indent=2) + "\n")
+    if plot_path:
+        plot_results([document], plot_path)
+
+
+def _target(
+    kind: Kind, url: str | None, api: str | None, model: str, prompt_tokens: int, max_tokens: int | None, inputs: int
+) -> Target:
+    """Where to send and what each request asks for: the workload's API and token defaults filled
+    in (conversations need an API that takes them), the URL and key from the environment."""
+    chosen = Api(api) if api is not None else (Api.GENERATE if kind is Kind.DISTINCT else Api.CHAT)
+    if kind is not Kind.DISTINCT and chosen not in CHAT_APIS:
         raise click.UsageError(
             f"--workload {kind.value} sends conversations: use --api chat or openai-chat (or anthropic-messages)"
         )
-    embedding = api is not None and Api(api) in EMBEDDING_APIS
-    api = api or (Api.GENERATE.value if kind is Kind.DISTINCT else Api.CHAT.value)
     settings = Settings.from_env()
-    url = url or settings.host.url
-    max_tokens = max_tokens or int(str(defaults["max_tokens"]))
-    target = Target(
-        url=url,
-        api=Api(api),
+    return Target(
+        url=url or settings.host.url,
+        api=chosen,
         model=model,
         prompt_tokens=prompt_tokens,
-        max_tokens=max_tokens,
-        seed=seed,
-        raw=raw,
-        ignore_eos=(kind is Kind.DISTINCT) if ignore_eos is None else ignore_eos,
-        timeout_s=timeout,
+        max_tokens=max_tokens or int(str(DEFAULTS[kind]["max_tokens"])),
         api_key=settings.client_api_key,
         inputs=inputs,
     )
-    label = label or f"{api} {url}"
+
+
+def _printer(cached: bool) -> Callable[[LevelStats], None]:
+    """Prints each level's row, its phases and its error samples as the level finishes."""
 
     def show(stats: LevelStats) -> None:
-        click.echo(table_row(stats, cached=kind is not Kind.DISTINCT))
+        click.echo(table_row(stats, cached=cached))
         for name, figures in stats.phases.items():
             click.echo(phase_row(name, figures))
         for sample in stats.error_samples:
             click.echo(f"  error: {sample}", err=True)
 
-    shape: Workload | None = None
-    try:
-        if kind is Kind.DISTINCT:
-            if users is not None:
-                raise click.UsageError("--users is for the other workloads; distinct uses --concurrency")
-            c_levels = parse_levels(concurrency or str(defaults["levels"]))
-            levels = [(c, max(requests, c) if requests else max(2 * c, 8)) for c in c_levels]
-            if embedding:
-                click.echo(f"{label}: model {model}, {inputs} input(s) of ~{prompt_tokens} tokens per request")
-            else:
-                click.echo(f"{label}: model {model}, prompt ~{prompt_tokens} tokens, {max_tokens} generated")
-            click.echo(table_header(rate="in/s" if embedding else "tok/s"))
-            stats = asyncio.run(run_bench(target, levels, warmup, show, warmup_tokens))
-        else:
-            if resume and kind is not Kind.AGENT:
-                raise click.UsageError("--resume is for --workload agent")
-            shape = _workload(kind, concurrency, turns, system_tokens, users_per_system, user_tokens, stagger)
-            shape = replace(shape, resume=resume, evict=evict if kind is Kind.AGENT else 1)
-            u_levels = parse_levels(users or str(defaults["levels"]))
-            click.echo(f"{label}: model {model}, {describe(shape, max_tokens)}")
-            click.echo(table_header("users", cached=True))
-            stats = asyncio.run(run_workload(target, shape, u_levels, warmup=warmup, on_level=show))
-    except BenchError as exc:
-        raise click.ClickException(str(exc)) from None
-    document = result_document(target, label, stats, warmup, shape)
-    if json_path:
-        json_path.write_text(json.dumps(document, indent=2) + "\n")
-    if plot_path:
-        plot_results([document], plot_path)
+    return show
+
+
+def _run_distinct(
+    target: Target,
+    label: str,
+    concurrency: str | None,
+    requests: int | None,
+    users: str | None,
+    warmup: int,
+    warmup_tokens: int | None,
+    show: Callable[[LevelStats], None],
+) -> list[LevelStats]:
+    """The distinct workload: each concurrency level sends its own distinct prompts."""
+    if users is not None:
+        raise click.UsageError("--users is for the other workloads; distinct uses --concurrency")
+    c_levels = parse_levels(concurrency or str(DEFAULTS[Kind.DISTINCT]["levels"]))
+    levels = [(c, max(requests, c) if requests else max(2 * c, 8)) for c in c_levels]
+    embedding = target.api in EMBEDDING_APIS
+    per_request = (
+        f"{target.inputs} input(s) of ~{target.prompt_tokens} tokens per request"
+        if embedding
+        else f"prompt ~{target.prompt_tokens} tokens, {target.max_tokens} generated"
+    )
+    click.echo(f"{label}: model {target.model}, {per_request}")
+    click.echo(table_header(rate="in/s" if embedding else "tok/s"))
+    return asyncio.run(run_bench(target, levels, warmup, show, warmup_tokens))
+
+
+def _run_shaped(
+    target: Target, label: str, shape: Workload, users: str | None, warmup: int, show: Callable[[LevelStats], None]
+) -> list[LevelStats]:
+    """A workload that shares prefixes, at each level of users."""
+    u_levels = parse_levels(users or str(DEFAULTS[shape.kind]["levels"]))
+    click.echo(f"{label}: model {target.model}, {describe(shape, target.max_tokens)}")
+    click.echo(table_header("users", cached=True))
+    return asyncio.run(run_workload(target, shape, u_levels, warmup=warmup, on_level=show))
 
 
 def _workload(
@@ -426,6 +461,13 @@ def _workload(
         stagger_s=stagger,
         in_flight=in_flight,
     )
+
+
+def _resumed(shape: Workload, resume: bool, evict: int) -> Workload:
+    """``--resume`` and ``--evict``, which only the agent workload takes (``--evict``: ignored by others)."""
+    if resume and shape.kind is not Kind.AGENT:
+        raise click.UsageError("--resume is for --workload agent")
+    return replace(shape, resume=resume, evict=evict if shape.kind is Kind.AGENT else 1)
 
 
 def describe(w: Workload, max_tokens: int) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import base64
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -76,7 +76,7 @@ class Workload:
     # unload's stead, as many as it has slots, so the session's KV leaves them (for its RAM cache)
     evict: int = 1
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         return (
             {
                 "name": self.kind.value,
@@ -115,79 +115,102 @@ def build_waves(workload: Workload, users: int, level_key: str = "", seed: int =
     ``level_key`` goes into every text, so no prompt of one level shares a prefix with another
     level's (nor with another run's, when it differs): each level starts cold.
     """
-    w = workload
-    if w.kind is Kind.CHAT:
-        size = w.users_per_system or users
-        sessions = [
+    build = _WAVES.get(workload.kind)
+    if build is None:
+        raise ValueError(f"{workload.kind.value} is not a session workload")
+    return build(workload, users, level_key, seed)
+
+
+def _user_turns(w: Workload, level_key: str, user: int, seed: int) -> tuple[tuple[str, str], ...]:
+    """A chatting user's messages, one per turn, each tagged with its turn."""
+    return tuple(
+        (turn_phase(t), make_text(w.user_tokens, f"{level_key}u{user}t{t}", seed)) for t in range(1, w.turns + 1)
+    )
+
+
+def _chat_waves(w: Workload, users: int, level_key: str, seed: int) -> list[list[Session]]:
+    size = w.users_per_system or users
+    return [
+        [
             Session(
                 user=u,
                 start_s=u * w.stagger_s,
                 system=_system(w, level_key, group=u // size, seed=seed),
-                turns=tuple(
-                    (turn_phase(t), make_text(w.user_tokens, f"{level_key}u{u}t{t}", seed))
-                    for t in range(1, w.turns + 1)
-                ),
+                turns=_user_turns(w, level_key, u, seed),
             )
             for u in range(users)
         ]
-        return [sessions]
-    if w.kind is Kind.VISION:
-        return [
-            [
-                Session(
-                    user=u,
-                    start_s=u * w.stagger_s,
-                    system=_system(w, level_key, group=0, seed=seed),
-                    turns=tuple(
-                        (turn_phase(t), make_text(w.user_tokens, f"{level_key}u{u}t{t}", seed))
-                        for t in range(1, w.turns + 1)
-                    ),
-                    # Distinct per user, level and seed: no level finds another's picture in a cache.
-                    image=png(VISION_IMAGE_PX, VISION_IMAGE_PX, seed=zlib.crc32(f"{level_key}u{u}s{seed}".encode())),
-                )
-                for u in range(users)
-            ]
-        ]
-    if w.kind is Kind.BURST:
-        system = _system(w, level_key, group=0, seed=seed)
-        return [
-            [
-                Session(u, u * w.stagger_s, system, (("burst", make_text(w.user_tokens, f"{level_key}q{u}", seed)),))
-                for u in range(users)
-            ]
-        ]
-    if w.kind is Kind.PREAMBLE:
-        system = _system(w, level_key, group=0, seed=seed)
-        chats = [
+    ]
+
+
+def _vision_waves(w: Workload, users: int, level_key: str, seed: int) -> list[list[Session]]:
+    return [
+        [
             Session(
-                u,
-                u * w.stagger_s,
-                system,
-                ((FIRST_CHAT if u == 0 else LATER_CHATS, make_text(w.user_tokens, f"{level_key}q{u}", seed)),),
+                user=u,
+                start_s=u * w.stagger_s,
+                system=_system(w, level_key, group=0, seed=seed),
+                turns=_user_turns(w, level_key, u, seed),
+                # Distinct per user, level and seed: no level finds another's picture in a cache.
+                image=png(VISION_IMAGE_PX, VISION_IMAGE_PX, seed=zlib.crc32(f"{level_key}u{u}s{seed}".encode())),
             )
             for u in range(users)
         ]
-        short = [
-            Session(users + i, 0.0, None, ((SHORT_PROMPT, make_text(w.user_tokens, f"{level_key}s{i}", seed)),))
-            for i in range(SHORT_PROMPTS)
+    ]
+
+
+def _burst_waves(w: Workload, users: int, level_key: str, seed: int) -> list[list[Session]]:
+    system = _system(w, level_key, group=0, seed=seed)
+    return [
+        [
+            Session(u, u * w.stagger_s, system, (("burst", make_text(w.user_tokens, f"{level_key}q{u}", seed)),))
+            for u in range(users)
         ]
-        return [chats, short]
-    if w.kind is Kind.AGENT:
-        # One agent per level: its texts depend on the level key and seed only, so a resumed run
-        # (a restarted server) sends the very preamble and first tool result of the full run.
-        system = _system(w, level_key, group=0, seed=seed)
-        first = make_text(w.user_tokens, f"{level_key}r1", seed)
-        if w.resume:
-            return [[Session(0, 0.0, system, ((AFTER_RESTART, first),), tools=True)]]
-        turns = [(COLD, first)] + [
-            (turn_phase(t), make_text(w.user_tokens, f"{level_key}r{t}", seed)) for t in range(2, w.turns + 1)
-        ]
-        return [
-            [Session(0, 0.0, system, tuple(turns), tools=True)],
-            [Session(0, 0.0, system, ((WARM, first),), tools=True)],
-            [Session(0, 0.0, system, ((AFTER_UNLOAD, first),), tools=True)],
-        ]
-    raise ValueError(f"{w.kind.value} is not a session workload")
+    ]
+
+
+def _preamble_waves(w: Workload, users: int, level_key: str, seed: int) -> list[list[Session]]:
+    system = _system(w, level_key, group=0, seed=seed)
+    chats = [
+        Session(
+            u,
+            u * w.stagger_s,
+            system,
+            ((FIRST_CHAT if u == 0 else LATER_CHATS, make_text(w.user_tokens, f"{level_key}q{u}", seed)),),
+        )
+        for u in range(users)
+    ]
+    short = [
+        Session(users + i, 0.0, None, ((SHORT_PROMPT, make_text(w.user_tokens, f"{level_key}s{i}", seed)),))
+        for i in range(SHORT_PROMPTS)
+    ]
+    return [chats, short]
+
+
+def _agent_waves(w: Workload, users: int, level_key: str, seed: int) -> list[list[Session]]:
+    """One agent per level: its texts depend on the level key and seed only, so a resumed run
+    (a restarted server) sends the very preamble and first tool result of the full run."""
+    system = _system(w, level_key, group=0, seed=seed)
+    first = make_text(w.user_tokens, f"{level_key}r1", seed)
+    if w.resume:
+        return [[Session(0, 0.0, system, ((AFTER_RESTART, first),), tools=True)]]
+    turns = [(COLD, first)] + [
+        (turn_phase(t), make_text(w.user_tokens, f"{level_key}r{t}", seed)) for t in range(2, w.turns + 1)
+    ]
+    return [
+        [Session(0, 0.0, system, tuple(turns), tools=True)],
+        [Session(0, 0.0, system, ((WARM, first),), tools=True)],
+        [Session(0, 0.0, system, ((AFTER_UNLOAD, first),), tools=True)],
+    ]
+
+
+_WAVES: dict[Kind, Callable[[Workload, int, str, int], list[list[Session]]]] = {
+    Kind.CHAT: _chat_waves,
+    Kind.VISION: _vision_waves,
+    Kind.BURST: _burst_waves,
+    Kind.PREAMBLE: _preamble_waves,
+    Kind.AGENT: _agent_waves,
+}
 
 
 def unload_before(workload: Workload, wave: int) -> bool:
@@ -225,8 +248,8 @@ def groups(workload: Workload) -> dict[str, tuple[str, ...]]:
     if w.kind is Kind.AGENT:
         if w.resume:
             return {AFTER_RESTART: (AFTER_RESTART,)}
-        later = {turn_phase(t): (turn_phase(t),) for t in range(2, w.turns + 1)}
-        return {COLD: (COLD,), **later, WARM: (WARM,), AFTER_UNLOAD: (AFTER_UNLOAD,)}
+        turns = {turn_phase(t): (turn_phase(t),) for t in range(2, w.turns + 1)}
+        return {COLD: (COLD,), **turns, WARM: (WARM,), AFTER_UNLOAD: (AFTER_UNLOAD,)}
     return {}
 
 

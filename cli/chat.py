@@ -20,7 +20,8 @@ from typing import Any
 
 import click
 
-from ..errors import CllmError
+from cllm_ollama.errors import CllmError
+
 from .attachments import USAGE_FILES, FileError, attach, file_names, supports_media
 from .backend import HttpBackend
 from .render import models_table, show_text
@@ -250,7 +251,7 @@ def reply(backend: HttpBackend, session: Session, *, wrap: bool = False) -> dict
     content: list[str] = []
     thinking_text: list[str] = []
     calls: list[dict[str, Any]] = []
-    state = {"thinking": False, "final": {}}
+    state: dict[str, Any] = {"thinking": False, "final": {}}
     width = shutil.get_terminal_size((80, 24)).columns - 5
     out = WordWrap(lambda s: click.echo(s, nl=False), width) if wrap and width > 10 else None
 
@@ -415,18 +416,22 @@ class Repl:
             if kind == "system":
                 _set_system(session, text)
                 return None
-            return self.send(text)
+            self.send(text)
+            return None
         stripped = line.strip()
         if line.startswith(MULTILINE):
             rest = line[len(MULTILINE) :]
             if rest.endswith(MULTILINE) and len(rest) >= len(MULTILINE):
-                return self.send(rest[: -len(MULTILINE)])
+                self.send(rest[: -len(MULTILINE)])
+                return None
             self.buffer, self.multiline = [rest], "prompt"
             return None
         if stripped in ("/bye", "/exit") or stripped.startswith(("/bye ", "/exit ")):
             return "bye"
         if not stripped.startswith("/"):
-            return self.send(line) if stripped else None
+            if stripped:
+                self.send(line)
+            return None
         args = stripped.split()
         command = args[0]
         if command in ("/?", "/help"):
@@ -451,7 +456,7 @@ class Repl:
         elif command == "/save":
             self.save(args)
         elif session.multimodal and any(name.startswith(command) for name in file_names(stripped)):
-            return self.send(line)  # a prompt that begins with a file's path
+            self.send(line)  # a prompt that begins with a file's path
         else:
             click.echo(f"Unknown command '{command}'. Type /? for help")
         return None

@@ -16,13 +16,15 @@ import click
 import httpx
 import uvicorn
 
-from .. import OLLAMA_COMPAT_VERSION, __version__
-from ..api.middleware.auth import AccessLogRedaction
-from ..api.middleware.shutdown import Drain
-from ..app import create_app
-from ..config import ConfigError, Settings
-from ..errors import CllmError
-from ..store.modelfile import parse_modelfile
+from cllm_ollama import OLLAMA_COMPAT_VERSION, __version__
+from cllm_ollama.api.middleware.auth import AccessLogRedaction
+from cllm_ollama.api.middleware.drain import Drain
+from cllm_ollama.api.services import services
+from cllm_ollama.app import create_app
+from cllm_ollama.config import ConfigError, Settings
+from cllm_ollama.errors import CllmError
+from cllm_ollama.store.modelfile import parse_modelfile
+
 from .attachments import FileError, supports_media
 from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
 from .bench import bench_command
@@ -138,7 +140,7 @@ def serve_command() -> None:
     )
     # After uvicorn configured its loggers: a key sent as ?key= never reaches the access log.
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
-    _Server(config, app.state.drain).run()
+    _Server(config, services(app).drain).run()
 
 
 cli.add_command(serve_command, "start")

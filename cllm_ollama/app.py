@@ -14,28 +14,29 @@ from .api.middleware.auth import ApiKeyRequired
 from .api.middleware.cors import cors_middleware
 from .api.middleware.hosts import LocalHostsOnly, is_loopback
 from .api.middleware.limits import BodyLimit
-from .api.middleware.metrics import RequestCounter, ServerMetrics
-from .api.middleware.shutdown import Drain, DrainMiddleware
+from .api.middleware.metrics import RequestCounter
+from .api.middleware.shutdown import DrainMiddleware
 from .api.routes import ROUTES
+from .api.services import Services, install
 from .chatformat import jinja_workers
 from .config import Settings
 from .engine.frontdoor import LoadSpec
 from .engine.pool import ModelPool
-from .store.store import ModelStore
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
+    shared = Services(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if not settings.noprune:
             # As Ollama does, and only here: before the first request none of our pulls, uploads
             # or creates is in flight (another process's recent files are spared by their age).
-            await run_in_threadpool(app.state.store.prune)
+            await run_in_threadpool(shared.store.prune)
         # Startup repair: a model missing a blob (older version, crash, hand edit) is named once in the log.
-        await run_in_threadpool(app.state.store.report_broken)
-        app.state.pool = ModelPool(
+        await run_in_threadpool(shared.store.report_broken)
+        shared.pool = ModelPool(
             defaults=LoadSpec.from_settings(settings),
             max_loaded=settings.max_loaded_models,
             max_queue=settings.max_queue,
@@ -45,20 +46,18 @@ def create_app(settings: Settings | None = None) -> Starlette:
             yield
         finally:
             try:
-                await app.state.pool.close()
+                await shared.pool.close()
             finally:
                 # The render workers are the server's too: they stop with it.
                 await run_in_threadpool(jinja_workers.close_workers)
 
-    drain = Drain(settings.shutdown_grace)
-    metrics = ServerMetrics(lambda: getattr(app.state, "pool", None))
     # The key is checked inside CORS, so that a 401 to an allowed origin carries its CORS headers
     # (the browser shows it) and preflights, which never carry a key, are answered before it.
     app = Starlette(
         routes=ROUTES,
         middleware=[
-            Middleware(RequestCounter, routes=ROUTES, metrics=metrics),
-            Middleware(DrainMiddleware, drain=drain),
+            Middleware(RequestCounter, routes=ROUTES, metrics=shared.metrics),
+            Middleware(DrainMiddleware, drain=shared.drain),
             cors_middleware(settings.origins),
         ]
         + ([Middleware(LocalHostsOnly)] if is_loopback(settings.host.host) else [])
@@ -71,8 +70,5 @@ def create_app(settings: Settings | None = None) -> Starlette:
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.metrics = metrics
-    app.state.drain = drain  # the server begins it when it stops (cli: cllm serve)
-    app.state.store = ModelStore(settings.models_dir)
+    install(app, shared)
     return app

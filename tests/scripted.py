@@ -12,6 +12,7 @@ import gguf
 from fakeengine import FakeEngine
 from serving import serve_in_thread
 
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.frontdoor import Occupancy
@@ -80,5 +81,5 @@ def scripted_server(root: Path, model: str = "tiny") -> Iterator[tuple[str, list
     app = create_app(Settings(models_dir=root / "models", num_parallel=2, context_length=256, num_thread=1))
     script: list[str | BaseException] = []
     with serve_in_thread(app) as url:
-        app.state.pool = scripted_pool(script)  # type: ignore[attr-defined]
+        services(app).pool = scripted_pool(script)
         yield url, script

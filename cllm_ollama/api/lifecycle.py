@@ -39,13 +39,13 @@ from ..errors import (
     QueueFull,
     RequestCanceled,
 )
-from .fields import SharedFields
 from .fitting import MediaCounter, fit_prompt, grown_context, media_counter
-from .formats import JSON_GRAMMAR, grammar_for_format
 from .media import place_markers
 from .options import RequestOptions
+from .output_shapes import logprob_json
+from .request_fields import JSON_GRAMMAR, SharedFields, grammar_for_format
 from .resolve import ResolvedModel, load_request, naming_the_model
-from .shapes import logprob_json
+from .services import services
 
 log = logging.getLogger("cllm.api")
 T = TypeVar("T")
@@ -148,9 +148,9 @@ class Generation:
         (the pool's reload), and the request admitted there, once; nothing was sent before. Where
         not even one slot of it fits in memory, the prompt is cut to the context loaded as before.
         A prompt with images or audio grows alike, measured once the projector has tokenized it."""
-        pool: ModelPool = self.http.app.state.pool
+        pool: ModelPool = services(self.http).pool
         t0 = time.perf_counter_ns()
-        grow = self.http.app.state.settings.context_grow if self.options.num_ctx is None else 0
+        grow = services(self.http).settings.context_grow if self.options.num_ctx is None else 0
         try:
             async with aclosing(self._run(pool, t0, grow)) as run:
                 async for chunk in run:
@@ -183,7 +183,7 @@ class Generation:
                 if not loaded.has_room():  # still a 503, before a stream's headers
                     raise QueueFull()
                 self.admitted.set()
-                meter = self.http.app.state.metrics.generation(self.model.record.short_name, self.t_start)
+                meter = services(self.http).metrics.generation(self.model.record.short_name, self.t_start)
             logprobs: list[dict[str, Any]] = []  # held until a chunk goes out with them
             # From its first step ``generate`` owns the media, and frees it even when it refuses.
             async with aclosing(loaded.generate(request)) as events:
@@ -261,7 +261,7 @@ class Generation:
         )
 
     async def _render(self, tokenizer: Tokenizer, limit: int | None) -> Rendered:
-        timeout = self.http.app.state.settings.render_timeout
+        timeout = services(self.http).settings.render_timeout
         return await render_prompt(self.render, tokenizer, limit, timeout=timeout, key=self.model.full_name)
 
     async def _admit_media(

@@ -144,8 +144,9 @@ def _model_op(op_id: str, summary: str, tag: str, response: Schema, body: str, e
     return {"post": _op(op_id, summary, tag, _ok("Done", _json(response)), _GENERATION_ERRORS, body=body, error=error)}
 
 
-def _paths() -> dict[str, Any]:
+def _system_paths() -> dict[str, Any]:
     text = {"text/plain": {"schema": {"const": "Ollama is running"}}}
+    exposition = {"text/plain": {"schema": STRING}, "application/openmetrics-text": {"schema": STRING}}
     return {
         "/": _get_and_head(_public(_op("root", "Health check", "system", _ok("Ollama is running", text), ""))),
         "/openapi.json": _get_and_head(
@@ -156,13 +157,7 @@ def _paths() -> dict[str, Any]:
                 "metrics",
                 "Prometheus metrics (vLLM's names for the Model Server Protocol's gauges)",
                 "system",
-                _ok(
-                    "The exposition: Prometheus text, or OpenMetrics when the Accept header asks for it",
-                    {
-                        "text/plain": {"schema": STRING},
-                        "application/openmetrics-text": {"schema": STRING},
-                    },
-                ),
+                _ok("The exposition: Prometheus text, or OpenMetrics when the Accept header asks for it", exposition),
                 "",
             )
         ),
@@ -175,24 +170,19 @@ def _paths() -> dict[str, Any]:
                 "",
             )
         ),
-        "/api/tags": _get_and_head(
-            _op(
-                "tags",
-                "Models in the store",
-                "models",
-                _ok("Models", _json(object_schema({"models": {"type": "array", "items": TAG}}, ("models",)))),
-                "",
-            )
-        ),
-        "/api/ps": _get_and_head(
-            _op(
-                "ps",
-                "Models in memory",
-                "models",
-                _ok("Models", _json(object_schema({"models": {"type": "array", "items": RUNNING}}, ("models",)))),
-                "",
-            )
-        ),
+    }
+
+
+def _listed(items: Schema) -> dict[str, Any]:
+    """A JSON body ``{"models": [item...]}`` (/api/tags, /api/ps)."""
+    return _json(object_schema({"models": {"type": "array", "items": items}}, ("models",)))
+
+
+def _model_paths() -> dict[str, Any]:
+    """The store's models: listed, shown, copied, deleted."""
+    return {
+        "/api/tags": _get_and_head(_op("tags", "Models in the store", "models", _ok("Models", _listed(TAG)), "")),
+        "/api/ps": _get_and_head(_op("ps", "Models in memory", "models", _ok("Models", _listed(RUNNING)), "")),
         "/api/show": {
             "post": _op(
                 "show",
@@ -205,242 +195,253 @@ def _paths() -> dict[str, Any]:
         },
         "/api/copy": {"post": _op("copy", "Copy a model", "models", _EMPTY, "400 404", body="CopyRequest")},
         "/api/delete": {"delete": _op("delete", "Delete a model", "models", _EMPTY, "400 404", body="DeleteRequest")},
+    }
+
+
+def _blob_paths() -> dict[str, Any]:
+    """/api/blobs/{digest}: whether a blob is there, and its upload."""
+    exists = _op("blobExists", "Whether a blob is in the store", "models", _ok("Present"), "404", parameters=[_DIGEST])
+    exists["responses"] = {
+        "200": {"description": "Present"},
+        "401": {"description": _WHY["401"]},
+        "403": {"description": _WHY["403"]},
+        "404": {"description": "Absent"},
+    }
+    upload = _op(
+        "blobUpload",
+        "Upload a blob (no body size limit)",
+        "models",
+        _ok("Stored", code="201") | _ok("Already present"),
+        "400",
+        parameters=[_DIGEST],
+    )
+    upload["requestBody"] = {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
+    return {"/api/blobs/{digest}": {"head": exists, "post": upload}}
+
+
+def _transfer_paths() -> dict[str, Any]:
+    """Models made or moved: create (and its blobs), pull, push."""
+    statuses = _ok("Statuses", _streamed("ProgressResponse", _NDJSON, "one ProgressResponse per line"))
+    return {
         "/api/create": {
             "post": _op(
                 "create",
                 "Create a model from another, or from uploaded GGUF blobs",
                 "models",
-                _ok("Statuses", _streamed("ProgressResponse", _NDJSON, "one ProgressResponse per line")),
+                statuses,
                 "400 404 500",
                 body="CreateRequest",
             )
         },
-        "/api/blobs/{digest}": {
-            "head": _op(
-                "blobExists",
-                "Whether a blob is in the store",
-                "models",
-                _ok("Present"),
-                "404",
-                parameters=[_DIGEST],
-            )
-            | {
-                "responses": {
-                    "200": {"description": "Present"},
-                    "401": {"description": _WHY["401"]},
-                    "403": {"description": _WHY["403"]},
-                    "404": {"description": "Absent"},
-                }
-            },
-            "post": _op(
-                "blobUpload",
-                "Upload a blob (no body size limit)",
-                "models",
-                _ok("Stored", code="201") | _ok("Already present"),
-                "400",
-                parameters=[_DIGEST],
-            )
-            | {
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
-                }
-            },
-        },
+        **_blob_paths(),
         "/api/pull": {
             "post": _op(
-                "pull",
-                "Pull a model from the Hugging Face Hub",
-                "models",
-                _ok("Statuses", _streamed("ProgressResponse", _NDJSON, "one ProgressResponse per line")),
-                "400 404 500",
-                body="PullRequest",
+                "pull", "Pull a model from the Hugging Face Hub", "models", statuses, "400 404 500", body="PullRequest"
             )
         },
         "/api/push": {
             "post": _op("push", "Not supported by cllm", "models", {}, "400 501", body="PushRequest"),
         },
-        "/api/generate": {
-            "post": _op(
-                "generate",
-                "Complete a prompt",
-                "inference",
-                _ok("Completion", _streamed("GenerateResponse", _NDJSON, "one GenerateResponse per line")),
-                _GENERATION_ERRORS,
-                body="GenerateRequest",
-            )
-        },
-        "/api/chat": {
-            "post": _op(
-                "chat",
-                "Answer a conversation",
-                "inference",
-                _ok("Reply", _streamed("ChatResponse", _NDJSON, "one ChatResponse per line")),
-                _GENERATION_ERRORS,
-                body="ChatRequest",
-            )
-        },
-        "/api/embed": {
-            "post": _op(
-                "embed",
-                "Normalised embeddings of one or more inputs",
-                "inference",
-                _ok("Vectors", _json(ref("EmbedResponse"))),
-                _GENERATION_ERRORS,
-                body="EmbedRequest",
-            )
-        },
-        "/api/embeddings": {
-            "post": _op(
-                "embeddings",
-                "One raw embedding (legacy)",
-                "inference",
-                _ok("Vector", _json(object_schema({"embedding": VECTOR}, ("embedding",)))),
-                _GENERATION_ERRORS,
-                body="EmbeddingRequest",
-            )
-        },
-        "/api/tokenize": _model_op(
-            "tokenize",
-            "A text's token ids in a model's vocabulary (no BOS added; special tokens parsed)",
+    }
+
+
+def _generation(
+    op_id: str, summary: str, tag: str, ok: dict[str, Any], body: str, error: str = "Error"
+) -> dict[str, Any]:
+    """A POST that runs a model (loaded on demand): generation and embedding endpoints."""
+    return {"post": _op(op_id, summary, tag, ok, _GENERATION_ERRORS, body=body, error=error)}
+
+
+def _native_paths() -> dict[str, Any]:
+    """Ollama's own generation and embedding endpoints."""
+    embedding = _json(object_schema({"embedding": VECTOR}, ("embedding",)))
+    return {
+        "/api/generate": _generation(
+            "generate",
+            "Complete a prompt",
             "inference",
-            ref("TokenizeResponse"),
-            "TokenizeRequest",
+            _ok("Completion", _streamed("GenerateResponse", _NDJSON, "one GenerateResponse per line")),
+            "GenerateRequest",
         ),
-        "/api/detokenize": _model_op(
-            "detokenize",
-            "The text of token ids (special tokens written out)",
+        "/api/chat": _generation(
+            "chat",
+            "Answer a conversation",
             "inference",
-            ref("DetokenizeResponse"),
-            "DetokenizeRequest",
+            _ok("Reply", _streamed("ChatResponse", _NDJSON, "one ChatResponse per line")),
+            "ChatRequest",
         ),
-        "/api/rerank": _model_op(
-            "rerank",
-            "Scores of documents for a query, best first (a reranker model)",
+        "/api/embed": _generation(
+            "embed",
+            "Normalised embeddings of one or more inputs",
             "inference",
-            ref("ApiRerankResponse"),
-            "RerankRequest",
+            _ok("Vectors", _json(ref("EmbedResponse"))),
+            "EmbedRequest",
         ),
-        "/rerank": _model_op(
-            "serverRerank",
-            "Jina/Cohere rerank, as llama-server serves it",
-            "llama-server",
-            ref("RerankResponse"),
-            "RerankRequest",
+        "/api/embeddings": _generation(
+            "embeddings", "One raw embedding (legacy)", "inference", _ok("Vector", embedding), "EmbeddingRequest"
         ),
-        "/v1/rerank": _model_op(
-            "openaiRerank",
-            "Jina/Cohere rerank (LangChain, LlamaIndex, LiteLLM rerankers)",
+    }
+
+
+# Tokens and rerank, one JSON object each way: path, operation id, summary, tag, response, body, error.
+_MODEL_OPS: tuple[tuple[str, str, str, str, Schema, str, str], ...] = (
+    (
+        "/api/tokenize",
+        "tokenize",
+        "A text's token ids in a model's vocabulary (no BOS added; special tokens parsed)",
+        "inference",
+        ref("TokenizeResponse"),
+        "TokenizeRequest",
+        "Error",
+    ),
+    (
+        "/api/detokenize",
+        "detokenize",
+        "The text of token ids (special tokens written out)",
+        "inference",
+        ref("DetokenizeResponse"),
+        "DetokenizeRequest",
+        "Error",
+    ),
+    (
+        "/api/rerank",
+        "rerank",
+        "Scores of documents for a query, best first (a reranker model)",
+        "inference",
+        ref("ApiRerankResponse"),
+        "RerankRequest",
+        "Error",
+    ),
+    (
+        "/rerank",
+        "serverRerank",
+        "Jina/Cohere rerank, as llama-server serves it",
+        "llama-server",
+        ref("RerankResponse"),
+        "RerankRequest",
+        "Error",
+    ),
+    (
+        "/v1/rerank",
+        "openaiRerank",
+        "Jina/Cohere rerank (LangChain, LlamaIndex, LiteLLM rerankers)",
+        "openai",
+        ref("RerankResponse"),
+        "RerankRequest",
+        "OpenAIError",
+    ),
+    (
+        "/v2/rerank",
+        "cohereRerank",
+        "Cohere's v2 rerank path (the cohere SDK's ClientV2, LangChain's CohereRerank)",
+        "cohere",
+        ref("RerankResponse"),
+        "RerankRequest",
+        "Error",
+    ),
+    (
+        "/tokenize",
+        "serverTokenize",
+        "llama-server's /tokenize, on the named model",
+        "llama-server",
+        ref("ServerTokenizeResponse"),
+        "ServerTokenizeRequest",
+        "Error",
+    ),
+    (
+        "/detokenize",
+        "serverDetokenize",
+        "llama-server's /detokenize, on the named model",
+        "llama-server",
+        object_schema({"content": STRING}, ("content",)),
+        "ServerDetokenizeRequest",
+        "Error",
+    ),
+)
+
+
+def _model_op_paths() -> dict[str, Any]:
+    return {
+        path: _model_op(op, summary, tag, response, body, error)
+        for path, op, summary, tag, response, body, error in _MODEL_OPS
+    }
+
+
+def _openai_generation_paths() -> dict[str, Any]:
+    """/v1's chat, completions, embeddings and responses."""
+    return {
+        "/v1/chat/completions": _generation(
+            "openaiChatCompletions",
+            "OpenAI chat completions",
             "openai",
-            ref("RerankResponse"),
-            "RerankRequest",
+            _ok("Completion", _streamed("ChatCompletion", _SSE, "chat.completion.chunk events, then [DONE]")),
+            "ChatCompletionRequest",
             "OpenAIError",
         ),
-        "/v2/rerank": _model_op(
-            "cohereRerank",
-            "Cohere's v2 rerank path (the cohere SDK's ClientV2, LangChain's CohereRerank)",
-            "cohere",
-            ref("RerankResponse"),
-            "RerankRequest",
+        "/v1/completions": _generation(
+            "openaiCompletions",
+            "OpenAI completions (raw prompt)",
+            "openai",
+            _ok("Completion", _streamed("TextCompletion", _SSE, "text_completion events, then [DONE]")),
+            "CompletionRequest",
+            "OpenAIError",
         ),
-        "/tokenize": _model_op(
-            "serverTokenize",
-            "llama-server's /tokenize, on the named model",
-            "llama-server",
-            ref("ServerTokenizeResponse"),
-            "ServerTokenizeRequest",
+        "/v1/embeddings": _generation(
+            "openaiEmbeddings",
+            "OpenAI embeddings",
+            "openai",
+            _ok("Vectors", _json(ref("OpenAIEmbeddingList"))),
+            "OpenAIEmbeddingRequest",
+            "OpenAIError",
         ),
-        "/detokenize": _model_op(
-            "serverDetokenize",
-            "llama-server's /detokenize, on the named model",
-            "llama-server",
-            object_schema({"content": STRING}, ("content",)),
-            "ServerDetokenizeRequest",
+        "/v1/responses": _generation(
+            "openaiResponses",
+            "OpenAI Responses API (stateless)",
+            "openai",
+            _ok("Response", _streamed("Response", _SSE, "typed response.* events")),
+            "ResponsesRequest",
+            "OpenAIError",
         ),
-        "/v1/chat/completions": {
-            "post": _op(
-                "openaiChatCompletions",
-                "OpenAI chat completions",
-                "openai",
-                _ok("Completion", _streamed("ChatCompletion", _SSE, "chat.completion.chunk events, then [DONE]")),
-                _GENERATION_ERRORS,
-                body="ChatCompletionRequest",
-                error="OpenAIError",
-            )
-        },
-        "/v1/completions": {
-            "post": _op(
-                "openaiCompletions",
-                "OpenAI completions (raw prompt)",
-                "openai",
-                _ok("Completion", _streamed("TextCompletion", _SSE, "text_completion events, then [DONE]")),
-                _GENERATION_ERRORS,
-                body="CompletionRequest",
-                error="OpenAIError",
-            )
-        },
-        "/v1/embeddings": {
-            "post": _op(
-                "openaiEmbeddings",
-                "OpenAI embeddings",
-                "openai",
-                _ok("Vectors", _json(ref("OpenAIEmbeddingList"))),
-                _GENERATION_ERRORS,
-                body="OpenAIEmbeddingRequest",
-                error="OpenAIError",
-            )
-        },
-        "/v1/responses": {
-            "post": _op(
-                "openaiResponses",
-                "OpenAI Responses API (stateless)",
-                "openai",
-                _ok("Response", _streamed("Response", _SSE, "typed response.* events")),
-                _GENERATION_ERRORS,
-                body="ResponsesRequest",
-                error="OpenAIError",
-            )
-        },
-        "/v1/audio/transcriptions": {
-            "post": _op(
-                "openaiTranscriptions",
-                "OpenAI speech to text: the audio transcribed by a model that hears, as a chat (Ollama's)",
-                "openai",
-                _ok(
-                    "The transcript",
-                    _json(object_schema({"text": STRING}, ("text",)))
-                    | {"text/plain": {"schema": {"type": "string", "description": "response_format=text"}}},
-                ),
-                f"{_GENERATION_ERRORS} 413",
-                error="OpenAIError",
-            )
-            | {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _TRANSCRIPTION}}}}
-        },
-        "/v1/messages": {
-            "post": _op(
-                "anthropicMessages",
-                "Anthropic Messages API",
-                "anthropic",
-                _ok("Message", _streamed("AnthropicMessage", _SSE, "message_start ... message_stop events")),
-                _GENERATION_ERRORS,
-                body="AnthropicMessagesRequest",
-                error="AnthropicError",
-            )
-        },
+    }
+
+
+def _transcription_paths() -> dict[str, Any]:
+    """/v1/audio/transcriptions: a multipart form in, a transcript (JSON or text) out."""
+    transcript = _json(object_schema({"text": STRING}, ("text",)))
+    transcript |= {"text/plain": {"schema": {"type": "string", "description": "response_format=text"}}}
+    post = _op(
+        "openaiTranscriptions",
+        "OpenAI speech to text: the audio transcribed by a model that hears, as a chat (Ollama's)",
+        "openai",
+        _ok("The transcript", transcript),
+        f"{_GENERATION_ERRORS} 413",
+        error="OpenAIError",
+    )
+    post["requestBody"] = {"required": True, "content": {"multipart/form-data": {"schema": _TRANSCRIPTION}}}
+    return {"/v1/audio/transcriptions": {"post": post}}
+
+
+def _messages_and_models_paths() -> dict[str, Any]:
+    """Anthropic's /v1/messages, then /v1's model list and one model."""
+    listed = {"object": {"const": "list"}, "data": nullable({"type": "array", "items": V1_MODEL})}
+    return {
+        "/v1/messages": _generation(
+            "anthropicMessages",
+            "Anthropic Messages API",
+            "anthropic",
+            _ok("Message", _streamed("AnthropicMessage", _SSE, "message_start ... message_stop events")),
+            "AnthropicMessagesRequest",
+            "AnthropicError",
+        ),
         "/v1/models": _get_and_head(
             _op(
                 "openaiModels",
                 "OpenAI model list",
                 "openai",
-                _ok(
-                    "Models",
-                    _json(
-                        object_schema(
-                            {"object": {"const": "list"}, "data": nullable({"type": "array", "items": V1_MODEL})},
-                            ("object", "data"),
-                        )
-                    ),
-                ),
+                _ok("Models", _json(object_schema(listed, ("object", "data")))),
                 "",
                 error="OpenAIError",
             )
@@ -457,6 +458,20 @@ def _paths() -> dict[str, Any]:
             )
         ),
     }
+
+
+def _paths() -> dict[str, Any]:
+    """Every path, in the document's order."""
+    return (
+        _system_paths()
+        | _model_paths()
+        | _transfer_paths()
+        | _native_paths()
+        | _model_op_paths()
+        | _openai_generation_paths()
+        | _transcription_paths()
+        | _messages_and_models_paths()
+    )
 
 
 _SECURITY_SCHEMES = {

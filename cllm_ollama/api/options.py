@@ -1,5 +1,5 @@
-"""Request fields with Ollama's own decoding rules: ``options`` (api/types.go FromMap), ``think``,
-``keep_alive``. Error strings are Ollama's, because clients match on them.
+"""Ollama's ``options`` (api/types.go FromMap) merged over a Modelfile's parameters into typed
+``RequestOptions``. Error strings are Ollama's, because clients match on them.
 """
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..config import ConfigError, parse_keep_alive
 from ..engine.request import SamplingParams
 from ..errors import CllmError, InvalidRequest
 from ..gostrconv import go_quote
-from .wire import go_type
+from .schemas.go import go_type
 
 _INT, _FLOAT, _BOOL, _STRINGS = "integer", "float32", "boolean", "array"
 
@@ -56,7 +55,6 @@ _SAMPLING_KEYS = (
     "frequency_penalty",
     "seed",
 )
-_THINK_LEVELS = ("low", "medium", "high", "max")
 # llama.cpp's LLAMA_MAX_SEQ: the most sequences (slots) one context can hold.
 MAX_PARALLEL = 256
 
@@ -176,26 +174,3 @@ def _num_parallel(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise CllmError(f"option {go_quote('num_parallel')} must be of type integer", 500)
     return min(int(value), MAX_PARALLEL) if value >= 1 else None
-
-
-def parse_think(value: object) -> bool | None:
-    """``think``: None when unset (the caller applies the model's default); a level means on."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        if value in _THINK_LEVELS:
-            return True
-        raise InvalidRequest(
-            f'invalid think value: {go_quote(value)} (must be "high", "medium", "low", "max", true, or false)'
-        )
-    raise InvalidRequest('think must be a boolean or string ("high", "medium", "low", "max", true, or false)')
-
-
-def parse_keep_alive_field(value: object) -> float | None:
-    """``keep_alive`` in seconds (``config.FOREVER`` when negative); None when unset."""
-    if value is None:
-        return None
-    try:
-        return parse_keep_alive(value)
-    except ConfigError as exc:
-        raise InvalidRequest(str(exc)) from exc

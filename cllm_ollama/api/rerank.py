@@ -23,9 +23,11 @@ from .encoders import JSONResponse
 from .errors import OPENAI, read_json
 from .lifecycle import lease
 from .ollama.errors import decode
-from .options import parse_keep_alive_field, resolve_options
+from .options import resolve_options
+from .request_fields import parse_keep_alive_field
 from .resolve import resolve_model
 from .schemas.ollama import RerankRequest
+from .services import services
 
 _REQUEST = "RerankRequest"
 
@@ -64,12 +66,12 @@ async def _rank(request: Request, body: dict[str, Any]) -> Ranked:
     top_n = req.top_n
     if top_n is not None and top_n < 1:
         raise InvalidRequest('"top_n" must be a positive integer')
-    model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
+    model = await resolve_model(services(request).store, name, empty_message="model is required", empty_status=400)
     if not model.has("rerank"):
         raise InvalidRequest(f'"{name}" does not support rerank')
     options = resolve_options(req.options, model.record.params, request_type=_REQUEST)
     t0 = time.perf_counter_ns()
-    async with lease(request.app.state.pool, model, options, parse_keep_alive_field(req.keep_alive)) as entry:
+    async with lease(services(request).pool, model, options, parse_keep_alive_field(req.keep_alive)) as entry:
         load_ns = time.perf_counter_ns() - t0
         scores, n_tokens = await entry.model.embedder.rank(query, documents)
     order = sorted(enumerate(scores), key=lambda item: item[1], reverse=True)[:top_n]

@@ -7,7 +7,6 @@ from starlette.routing import Route
 
 from . import openapi, rerank, tokens
 from .anthropic import messages as anthropic
-from .middleware import metrics
 from .ollama import chat, embed, generate, models, running, system
 from .openai import endpoints as openai
 from .openai import responses, transcriptions
@@ -26,7 +25,7 @@ ROUTES = [
     Route("/", system.root, methods=["GET", "HEAD"]),
     Route("/openapi.json", openapi.openapi_json, methods=["GET", "HEAD"]),
     Route("/api/version", system.version, methods=["GET", "HEAD"]),
-    Route("/metrics", metrics.metrics, methods=["GET", "HEAD"]),
+    Route("/metrics", system.metrics, methods=["GET", "HEAD"]),
     Route("/api/tags", models.tags, methods=["GET", "HEAD"]),
     Route("/api/show", models.show, methods=["POST"]),
     Route("/api/copy", models.copy, methods=["POST"]),

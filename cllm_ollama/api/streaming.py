@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import CllmError, RequestCanceled
 from .encoders import Framing
 from .errors import describe
+from .services import services
 
 T = TypeVar("T")
 log = logging.getLogger("cllm.api")
@@ -69,7 +70,7 @@ class StreamResponse(StreamingResponse):
         is gone.
         """
         if request is not None and admitted is not None:
-            self._interval = request.app.state.settings.stream_keepalive
+            self._interval = services(request).settings.stream_keepalive
         try:
             opening = self._opening(admitted)
             await (opening if request is None else until_disconnect(request, opening))

@@ -25,7 +25,8 @@ from .encoders import JSONResponse
 from .errors import read_json
 from .lifecycle import lease
 from .ollama.errors import decode
-from .options import parse_keep_alive_field, resolve_options
+from .options import resolve_options
+from .request_fields import parse_keep_alive_field
 from .resolve import resolve_model
 from .schemas.ollama import (
     DetokenizeRequest,
@@ -34,6 +35,7 @@ from .schemas.ollama import (
     ServerTokenizeRequest,
     TokenizeRequest,
 )
+from .services import services
 
 T = TypeVar("T")
 
@@ -41,10 +43,10 @@ T = TypeVar("T")
 async def _with_model(request: Request, req: ModelCall, work: Callable[[EngineClient], T]) -> tuple[T, int]:
     """``work(loaded)`` run off the event loop on the named model, held for it; and the load time (ns)."""
     name = req.model or ""
-    model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
+    model = await resolve_model(services(request).store, name, empty_message="model is required", empty_status=400)
     options = resolve_options(req.options, model.record.params, request_type=req.go_name or "")
     t0 = time.perf_counter_ns()
-    async with lease(request.app.state.pool, model, options, parse_keep_alive_field(req.keep_alive)) as entry:
+    async with lease(services(request).pool, model, options, parse_keep_alive_field(req.keep_alive)) as entry:
         load_ns = time.perf_counter_ns() - t0
         return await run_in_threadpool(work, entry.model), load_ns
 

@@ -45,7 +45,8 @@ class Tokenizer(Protocol):
 
 
 class _Record(Protocol):
-    template: str
+    @property
+    def template(self) -> str | None: ...
 
 
 class PromptModel(Protocol):

@@ -209,24 +209,8 @@ class ModelStore:
             if used is None:
                 log.warning("not pruning unused blobs while a manifest cannot be read")
                 return removed
-            for entry in sorted(os.scandir(self.blobs_dir), key=lambda e: e.name):
-                path = Path(entry.path)
-                if entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime > cutoff:
-                    continue
-                blob = _BLOB_NAME.fullmatch(entry.name)
-                if blob is not None:
-                    if f"sha256:{blob.group(1)}" in used or self._pins.spare(blob.group(1)):
-                        continue
-                elif not _LEFTOVER_NAME.fullmatch(entry.name):
-                    continue  # not ours: left alone
-                elif entry.name.endswith(".lock"):
-                    if remove_unless_locked(path):
-                        removed.append(entry.name)
-                    continue
-                elif is_locked(path.with_name(_PART_SUFFIX.sub("", entry.name) + ".lock")):
-                    continue  # a download still running in another process
-                path.unlink(missing_ok=True)
-                removed.append(entry.name)
+            entries = sorted(os.scandir(self.blobs_dir), key=lambda e: e.name)
+            removed = [e.name for e in entries if _pruned(e, used, self._pins.spare, cutoff)]
             if self.manifests_dir.is_dir() and self._inside(self.manifests_dir):
                 prune_manifest_dirs(self.manifests_dir, cutoff)
         if removed:
@@ -415,6 +399,27 @@ class ModelStore:
 
     def _record(self, name: ModelName) -> ModelRecord:
         return read_record(name, self._readable(manifest_path(self.manifests_dir, name)), self._blob_file)
+
+
+def _pruned(entry: os.DirEntry[str], used: set[str], spare: Callable[[str], bool], cutoff: float) -> bool:
+    """Remove one entry of ``blobs/`` if a prune should, and say whether it did: a blob no
+    manifest references (``used``) nor a pin keeps (``spare``), or a leftover temp, partial or
+    lock file, modified before ``cutoff``; a download another process still runs is kept."""
+    path = Path(entry.path)
+    if entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime > cutoff:
+        return False
+    blob = _BLOB_NAME.fullmatch(entry.name)
+    if blob is not None:
+        if f"sha256:{blob.group(1)}" in used or spare(blob.group(1)):
+            return False
+    elif not _LEFTOVER_NAME.fullmatch(entry.name):
+        return False  # not ours: left alone
+    elif entry.name.endswith(".lock"):
+        return remove_unless_locked(path)
+    elif is_locked(path.with_name(_PART_SUFFIX.sub("", entry.name) + ".lock")):
+        return False  # a download still running in another process
+    path.unlink(missing_ok=True)
+    return True
 
 
 def names_in(manifests_dir: Path, exists: Callable[[Path], bool]) -> Iterator[ModelName]:

@@ -18,6 +18,7 @@ import pytest
 from serving import serve_in_thread
 from starlette.applications import Starlette
 
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.binding import Batch, Context, Lora, Model, with_adapters
@@ -121,7 +122,7 @@ def test_the_adapted_model_decodes_as_llama_cpp_with_the_adapter_beside_its_base
     for (model, i), (_, tokens) in zip(jobs, got, strict=True):
         assert tokens == (want_tuned if model == "tuned" else want_base)[i], (model, PROMPTS[i])
     # Two loaded models, each with its own slots, over one llama_model holding the weights once.
-    pool_state = app.state.pool
+    pool_state = services(app).pool
     entries = {entry.name: entry for entry in pool_state.running()}
     assert set(entries) == {"base:latest", "tuned:latest"}
     assert entries["base:latest"].model.model is entries["tuned:latest"].model.model
@@ -143,7 +144,7 @@ def test_the_adapted_model_decodes_as_llama_cpp_with_the_adapter_beside_its_base
 def test_an_adapter_for_another_base_is_a_400_at_load(served: tuple[str, Starlette], tmp_path: Path) -> None:
     """A store written elsewhere (create checks the base): llama.cpp refuses the adapter, the server lives."""
     url, app = served
-    store = app.state.store
+    store = services(app).store
     other = write_gemma3(tmp_path / "gemma.gguf")
     digest = upload(url, other)
     tuned = store.get("tuned")

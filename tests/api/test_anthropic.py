@@ -12,6 +12,7 @@ from scripted import scripted_pool
 from starlette.testclient import TestClient
 
 from cllm_ollama.api.anthropic.messages import _decode
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 
@@ -26,7 +27,7 @@ def scripted(settings: Settings) -> Iterator[tuple[TestClient, list[str | BaseEx
     script: list[str | BaseException] = []
     app = create_app(settings)
     with TestClient(app, base_url="http://localhost") as client:
-        app.state.pool = scripted_pool(script)
+        services(app).pool = scripted_pool(script)
         yield client, script
 
 

@@ -13,6 +13,7 @@ import pytest
 from scripted import ScriptedModel, scripted_pool
 from starlette.testclient import TestClient
 
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.frontdoor import LoadSpec
@@ -78,7 +79,7 @@ def test_the_grown_context_is_loaded_or_where_it_does_not_fit_the_prompt_is_cut(
 
     app = create_app(replace(settings, context_grow=4096))
     with TestClient(app, base_url="http://localhost") as client:
-        app.state.pool = scripted_pool(["ok"], make=make)
+        services(app).pool = scripted_pool(["ok"], make=make)
         usage = chat(client, "Hi")
         assert FIELD not in usage
         usage = chat(client, "x" * 700)

@@ -11,6 +11,8 @@ import pytest
 from polling import until
 from starlette.testclient import TestClient
 
+from cllm_ollama.api.services import services
+
 pytestmark = pytest.mark.model
 MODEL = "tiny"
 TEXTS = ["the sea", "hello world", "a sky of stars", "rain", "one two three", "blue", "green hills", "x"]
@@ -23,7 +25,7 @@ def test_concurrent_embed_requests_share_decodes(client: TestClient) -> None:
         return r.json()["embeddings"][0]  # type: ignore[no-any-return]
 
     alone = [embed(t) for t in TEXTS]
-    (entry,) = client.app.state.pool.running()  # type: ignore[attr-defined]
+    (entry,) = services(client.app).pool.running()
     embedder = entry.model.embedder
     rounds, decodes = embedder.rounds, embedder.decodes
     gate = threading.Event()

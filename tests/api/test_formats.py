@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from cllm_ollama.api.formats import JSON_GRAMMAR, grammar_for_format
+from cllm_ollama.api.request_fields import JSON_GRAMMAR, grammar_for_format
 from cllm_ollama.errors import CllmError, InvalidRequest
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.store.create import import_gguf
@@ -363,7 +364,7 @@ def test_template_override_is_a_go_template(client: TestClient) -> None:
 def test_a_rejected_request_gives_its_model_back(client: TestClient, path: str, body: dict[str, Any]) -> None:
     r = client.post(path, json={"model": MODEL, **body})
     assert 400 <= r.status_code < 600
-    assert all(entry.refs == 0 for entry in client.app.state.pool.running())  # type: ignore[attr-defined]
+    assert all(entry.refs == 0 for entry in services(client.app).pool.running())
     # A reload (which waits for the model to be idle) still goes through.
     bigger = client.post(
         "/api/generate", json={"model": MODEL, "prompt": "x", "stream": False, "options": GREEDY | {"num_ctx": 512}}

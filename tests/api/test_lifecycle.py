@@ -21,6 +21,7 @@ from cllm_ollama.api import media
 from cllm_ollama.api.lifecycle import lease
 from cllm_ollama.api.media import b64decode_go
 from cllm_ollama.api.options import resolve_options
+from cllm_ollama.api.services import services
 from cllm_ollama.engine.loaded import LoadSpec
 from cllm_ollama.engine.pool import ModelPool
 from cllm_ollama.engine.request import MediaInput, Part
@@ -112,7 +113,7 @@ class FullModel(ScriptedModel):
 def test_a_request_refused_for_a_full_queue_frees_its_tokenized_images(seeing: TestClient) -> None:
     """The prompt tokenized with its images holds native memory until closed: a 503 frees it."""
     models: list[ScriptedModel] = []
-    seeing.app.state.pool = scripted_pool([], models, make=FullModel)  # type: ignore[attr-defined]
+    services(seeing.app).pool = scripted_pool([], models, make=FullModel)
     image = base64.b64encode(png(8, 8)).decode()
     body = {"model": "eyes", "prompt": "What is it?", "images": [image], "stream": False}
     r = seeing.post("/api/generate", json=body)
@@ -134,7 +135,7 @@ def test_an_image_is_decoded_once_and_its_bytes_go_to_the_projector(
 
     monkeypatch.setattr(media, "b64decode_go", counted)
     models: list[ScriptedModel] = []
-    seeing.app.state.pool = scripted_pool([], models, make=FullModel)  # type: ignore[attr-defined]
+    services(seeing.app).pool = scripted_pool([], models, make=FullModel)
     data = png(8, 8)
     body = {
         "model": "eyes",

@@ -17,6 +17,7 @@ from polling import until
 from serving import serve_in_thread
 from starlette.applications import Starlette
 
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 
@@ -87,7 +88,7 @@ def test_concurrent_clients_get_exactly_the_sequential_outputs(live: tuple[str, 
 
 
 def _runner(app: Starlette):  # type: ignore[no-untyped-def]
-    (entry,) = app.state.pool.running()
+    (entry,) = services(app).pool.running()
     return entry.model.runner
 
 
@@ -189,7 +190,7 @@ def test_a_v1_client_that_leaves_mid_stream_frees_its_slot_at_once(
         left = time.monotonic()
         until(lambda: not runner.scheduler.running_ids(), timeout=5)
         freed = time.monotonic() - left
-        (entry,) = app.state.pool.running()
+        (entry,) = services(app).pool.running()
         until(lambda: entry.refs == 0 and entry.model.in_flight == 0, timeout=5)
         print(f"{path}: slot freed {freed * 1000:.0f} ms after the client left")
         assert freed < 2  # at once: a step or two, not when a garbage collector gets to it

@@ -15,6 +15,7 @@ import pytest
 from scripted import ScriptedModel, scripted_pool
 from serving import serve_in_thread
 
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.frontdoor import LoadSpec
@@ -47,7 +48,7 @@ def gated(tmp_path: Path) -> Iterator[tuple[httpx.Client, Gate]]:
     app = create_app(Settings(models_dir=tmp_path / "models", num_parallel=2, context_length=256, num_thread=1))
     gate = Gate()
     with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=60) as client:
-        app.state.pool = scripted_pool(["Hello", "."], make=gate.load)  # type: ignore[attr-defined]
+        services(app).pool = scripted_pool(["Hello", "."], make=gate.load)
         try:
             yield client, gate
         finally:

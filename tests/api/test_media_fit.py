@@ -21,6 +21,7 @@ from starlette.testclient import TestClient
 
 from cllm_ollama.api.fitting import MediaCounter, media_counter
 from cllm_ollama.api.media import place_markers
+from cllm_ollama.api.services import services
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys, media_cells
 from cllm_ollama.engine.request import Event, MediaInput, Part, Request
@@ -126,8 +127,8 @@ def serve(
     """The app's pool made of ``PictureModel``s (all loaded, and their contexts), contexts growing
     to 4,096 as the server's default lets them; a context larger than ``memory`` is refused by
     the load, as a machine without room refuses it."""
-    state = client.app.state  # type: ignore[attr-defined]
-    state.settings = replace(state.settings, context_grow=4096)
+    shared = services(client.app)
+    shared.settings = replace(shared.settings, context_grow=4096)
     models: list[PictureModel] = []
     loads: list[int] = []
 
@@ -138,7 +139,7 @@ def serve(
         models.append(kind(spec, script, n_ctx_slot=spec.n_ctx_slot, around=around))
         return models[-1]
 
-    client.app.state.pool = scripted_pool(["ok"], make=make)  # type: ignore[attr-defined]
+    shared.pool = scripted_pool(["ok"], make=make)
     return models, loads
 
 

@@ -7,6 +7,8 @@ import pytest
 from conftest import MODEL
 from starlette.testclient import TestClient
 
+from cllm_ollama.api.services import services
+
 pytestmark = pytest.mark.model
 
 
@@ -17,7 +19,7 @@ def test_a_model_created_with_num_parallel_runs_that_many_slots(client: TestClie
     assert "num_parallel                   2" in shown["parameters"].splitlines()
     assert "PARAMETER num_parallel 2" in shown["modelfile"]
 
-    pool = client.app.state.pool  # type: ignore[attr-defined]
+    pool = services(client.app).pool
     r = client.post(
         "/api/generate", json={"model": "two", "prompt": "Hi", "stream": False, "options": {"num_predict": 2}}
     )
@@ -35,7 +37,7 @@ def test_a_model_created_with_num_parallel_runs_that_many_slots(client: TestClie
 
 
 def test_a_request_cannot_set_num_parallel(client: TestClient) -> None:
-    pool = client.app.state.pool  # type: ignore[attr-defined]
+    pool = services(client.app).pool
     options = {"num_predict": 2, "num_parallel": 1}
     r = client.post("/api/generate", json={"model": MODEL, "prompt": "Hi", "stream": False, "options": options})
     assert r.status_code == 200

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from cllm_ollama.api.options import RequestOptions, parse_keep_alive_field, parse_think, resolve_options
+from cllm_ollama.api.options import RequestOptions, resolve_options
+from cllm_ollama.api.request_fields import parse_keep_alive_field, parse_think
 from cllm_ollama.config import FOREVER
 from cllm_ollama.engine.request import SamplingParams
 from cllm_ollama.errors import CllmError, InvalidRequest

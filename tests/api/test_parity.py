@@ -12,6 +12,7 @@ import pytest
 from scripted import ScriptedModel, scripted_pool
 from starlette.testclient import TestClient
 
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.request import FinishReason
@@ -36,7 +37,7 @@ def scripted(settings: Settings) -> Iterator[tuple[TestClient, list[str | BaseEx
     models: list[ScriptedModel] = []
     app = create_app(settings)
     with TestClient(app, base_url="http://localhost") as client:
-        app.state.pool = scripted_pool(script, models)
+        services(app).pool = scripted_pool(script, models)
         assert client.post("/api/generate", json={"model": MODEL}).json()["done_reason"] == "load"
         yield client, script, models
 

@@ -12,6 +12,7 @@ from scripted import ScriptedModel, scripted_pool
 from starlette.testclient import TestClient
 
 from cllm_ollama.api.openai.responses import _decode
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 
@@ -52,7 +53,7 @@ def scripted(settings: Settings) -> Iterator[tuple[TestClient, list[str | BaseEx
     loaded: list[ScriptedModel] = []
     app = create_app(settings)
     with TestClient(app, base_url="http://localhost") as client:
-        app.state.pool = scripted_pool(script, loaded)
+        services(app).pool = scripted_pool(script, loaded)
         yield client, script, loaded
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from cllm_ollama.api.ollama.errors import decode
 from cllm_ollama.api.openapi import document
-from cllm_ollama.api.options import parse_keep_alive_field
+from cllm_ollama.api.request_fields import parse_keep_alive_field
 from cllm_ollama.api.schemas import anthropic, ollama, openai
 from cllm_ollama.api.schemas.go import GoStruct
 from cllm_ollama.api.schemas.go import decode as go_decode

@@ -21,7 +21,8 @@ from conftest import ENDLESS
 from harness.child_server import cllm_serve
 from starlette.types import Message, Receive, Scope, Send
 
-from cllm_ollama.api.middleware.shutdown import Drain, DrainMiddleware
+from cllm_ollama.api.middleware.drain import Drain
+from cllm_ollama.api.middleware.shutdown import DrainMiddleware
 from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.store.create import import_gguf
 from cllm_ollama.store.store import ModelStore

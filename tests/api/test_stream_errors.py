@@ -12,6 +12,7 @@ import pytest
 from scripted import ScriptedModel, scripted_pool
 from starlette.testclient import TestClient
 
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 
@@ -28,7 +29,7 @@ def scripted(settings: Settings) -> Iterator[tuple[TestClient, list[str | BaseEx
     models: list[ScriptedModel] = []
     app = create_app(settings)
     with TestClient(app, base_url="http://localhost", raise_server_exceptions=False) as client:
-        app.state.pool = scripted_pool(script, models)
+        services(app).pool = scripted_pool(script, models)
         yield client, script, models
 
 
@@ -90,7 +91,7 @@ def test_a_non_cllm_exception_mid_stream_ends_it_with_the_dialects_error(
     else:
         assert out[-2:] == [OPENAI_ERROR, "[DONE]"] and len(out) >= 3
     # Given back: no reference held, nothing left running.
-    assert [e.refs for e in client.app.state.pool.running()] == [0]  # type: ignore[attr-defined]
+    assert [e.refs for e in services(client.app).pool.running()] == [0]
     assert not models[0].running
 
 
@@ -103,7 +104,7 @@ def test_the_same_exception_before_the_first_byte_is_a_500_in_the_dialects_shape
     r = client.post(path, json=ENDPOINTS[path])
     assert r.status_code == 500
     assert r.json() == error_body(path)
-    assert [e.refs for e in client.app.state.pool.running()] == [0]  # type: ignore[attr-defined]
+    assert [e.refs for e in services(client.app).pool.running()] == [0]
 
 
 @pytest.mark.parametrize("path", list(ENDPOINTS))

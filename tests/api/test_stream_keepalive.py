@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import types
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -21,7 +20,9 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from cllm_ollama.api.encoders import NDJSON, SSE, AnthropicSSE, Framing, SSEEvents
+from cllm_ollama.api.services import Services, install
 from cllm_ollama.api.streaming import StreamResponse
+from cllm_ollama.config import Settings
 from cllm_ollama.errors import QueueFull
 
 BUSY = "server busy, please try again.  maximum pending requests exceeded"
@@ -45,7 +46,7 @@ def app_for(framing: Callable[[], Framing]) -> Starlette:
         return await StreamResponse(framing(), objects(), idle=idle).start(request, admitted)
 
     app = Starlette(routes=[Route("/", handler, methods=["POST"])])
-    app.state.settings = types.SimpleNamespace(stream_keepalive=0.001, models_dir="")
+    install(app, Services(Settings(stream_keepalive=0.001)))
     return app
 
 

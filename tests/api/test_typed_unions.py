@@ -18,6 +18,7 @@ from cllm_ollama.api.anthropic.messages import _decode as anthropic_decode
 from cllm_ollama.api.openai.responses import _decode as responses_decode
 from cllm_ollama.api.schemas import anthropic, ollama, openai
 from cllm_ollama.api.schemas.go import GoStruct
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 
@@ -202,7 +203,7 @@ def decoded(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[tup
     monkeypatch.setattr(msgspec, "convert", counting)
     app = create_app(settings)
     with TestClient(app, base_url="http://localhost") as client:
-        app.state.pool = scripted_pool(["Hello."])
+        services(app).pool = scripted_pool(["Hello."])
         yield client, seen
 
 

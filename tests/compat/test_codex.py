@@ -21,6 +21,7 @@ from harness.codex import RequestLog, codex_binary, function_calls, run_codex
 from scripted import ScriptedModel, scripted_pool
 from serving import serve_in_thread
 
+from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine.request import Event, Request
@@ -96,7 +97,7 @@ def scripted_codex(tiny_root: Path) -> Iterator[tuple[str, RequestLog, list[list
     app = create_app(settings)
     log = RequestLog(app)
     with serve_in_thread(log) as url:
-        app.state.pool = scripted_pool([], make=lambda spec, script: Turns(spec, script, turns=turns))  # type: ignore[attr-defined]
+        services(app).pool = scripted_pool([], make=lambda spec, script: Turns(spec, script, turns=turns))
         yield url, log, turns
 
 

@@ -26,11 +26,13 @@ from ..errors import ANTHROPIC
 from ..lifecycle import Chunk, Generation
 from ..media import Media, checked_media
 from ..ollama.chat import ChatCall, start_chat
+from ..output_shapes import Usage, truncation
 from ..resolve import resolve_model
 from ..schemas.anthropic import ContentBlock, ImageSource, MessageParam, MessagesRequest
+from ..schemas.go import decode_error
 from ..schemas.ollama import ChatRequest
-from ..shapes import Usage, truncation
-from ..wire import decode_error, tool_call_id
+from ..services import services
+from ..tool_calls import tool_call_id
 from .errors import decode
 
 _REQUEST = "MessagesRequest"
@@ -244,7 +246,7 @@ async def _start(request: Request, call: ChatCall, t_start: int) -> Generation |
     """A chat; ``think`` is dropped for a model that cannot think (Ollama relaxes it for agents)."""
     if call.req.think:
         model = await resolve_model(
-            request.app.state.store, call.req.model or "", empty_message="model is required", empty_status=400
+            services(request).store, call.req.model or "", empty_message="model is required", empty_status=400
         )
         if not model.has("thinking"):
             call = replace(call, req=msgspec.structs.replace(call.req, think=None))

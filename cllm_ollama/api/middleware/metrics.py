@@ -10,14 +10,13 @@ per token as requests go. Every series of a model carries ``model_name``, as vLL
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
-from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -219,7 +218,7 @@ class RequestCounter:
     must not be able to create a series per URL or per made-up method) and status; a client gone
     before any answer counts as 499."""
 
-    def __init__(self, app: ASGIApp, routes: list[BaseRoute], metrics: ServerMetrics) -> None:
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute], metrics: ServerMetrics) -> None:
         self.app, self._routes, self._counter = app, routes, metrics.http_requests
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -254,8 +253,3 @@ class RequestCounter:
             if match is Match.PARTIAL:
                 return getattr(route, "path", "other")
         return "other"
-
-
-async def metrics(request: Request) -> Response:
-    server: ServerMetrics = request.app.state.metrics
-    return server.response()

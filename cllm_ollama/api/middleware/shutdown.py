@@ -1,11 +1,11 @@
 """Stopping the server: requests in flight get a short grace period, then end with an error.
 
 On SIGTERM uvicorn stops accepting connections, then waits for every open one to finish, so a
-long generation kept the process alive for as long as it ran (48.8 s measured). ``Drain`` is
-told when shutdown starts; from then ``DrainMiddleware`` answers new requests 503, and when the
-grace period is over it cancels each request still running (which aborts its engine request,
-as a client that leaves does) and ends its response itself: a final ``{"error"}`` line on
-NDJSON, an error event on SSE, or a 503 if nothing was sent yet.
+long generation kept the process alive for as long as it ran (48.8 s measured). ``Drain``
+(``drain.py``) is told when shutdown starts; from then ``DrainMiddleware`` answers new requests
+503, and when the grace period is over it cancels each request still running (which aborts its
+engine request, as a client that leaves does) and ends its response itself: a final
+``{"error"}`` line on NDJSON, an error event on SSE, or a 503 if nothing was sent yet.
 """
 
 from __future__ import annotations
@@ -16,37 +16,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..encoders import NDJSON, SSE, AnthropicSSE, SSEEvents
 from ..errors import dialect_for
+from .drain import Drain
 
 SHUTTING_DOWN = "server shutting down"
 # How long a cancelled request may take to unwind (abort its engine request) before its
 # response is ended anyway: a worker thread it waits on cannot be interrupted.
 UNWIND_S = 1.0
-
-
-class Drain:
-    """The server's shutdown, as the app sees it: not started, in its grace period, or over."""
-
-    def __init__(self, grace: float) -> None:
-        self.grace = grace
-        self.stopping = False
-        self._expired: asyncio.Future[None] | None = None
-
-    def begin(self) -> None:
-        """Start the grace period; call on the event loop, once shutdown has begun."""
-        if not self.stopping:
-            self.stopping = True
-            asyncio.get_running_loop().call_later(self.grace, self._expire)
-
-    def expired(self) -> asyncio.Future[None]:
-        """Done when the grace period is over (one future that every request waits on)."""
-        loop = asyncio.get_running_loop()
-        if self._expired is None or self._expired.get_loop() is not loop:
-            self._expired = loop.create_future()
-        return self._expired
-
-    def _expire(self) -> None:
-        if not self.expired().done():
-            self.expired().set_result(None)
 
 
 class _Exchange:

@@ -15,14 +15,15 @@ from ...model_families import strips_think_history
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Encoder, Endpoint
 from ..errors import OLLAMA
-from ..fields import SharedFields, check_media, think_level, thinking_for
 from ..lifecycle import Chunk, Generation, sentinel
 from ..media import tag_media
 from ..options import resolve_options
+from ..output_shapes import created_at, metrics, truncation
+from ..request_fields import SharedFields, check_media, decoded_media, think_level, thinking_for
 from ..resolve import resolve_model
 from ..schemas.ollama import ChatRequest
-from ..shapes import metrics, truncation
-from ..wire import created_at, decoded_media, tool_calls_json
+from ..services import services
+from ..tool_calls import tool_calls_json
 from .errors import decode
 
 
@@ -71,10 +72,10 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
     name = req.model or ""
     for m in messages:  # api.Message lower-cases its role as it decodes, whichever dialect built it
         m["role"] = m["role"].lower()
-    model = await resolve_model(request.app.state.store, name, empty_message="model is required", empty_status=400)
+    model = await resolve_model(services(request).store, name, empty_message="model is required", empty_status=400)
     if not messages:
         options = resolve_options(req.options, model.record.params, request_type="ChatRequest")
-        return await sentinel(request.app.state.pool, model, shared.keep_alive, options)
+        return await sentinel(services(request).pool, model, shared.keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support chat')
     if tools and not model.has("tools"):

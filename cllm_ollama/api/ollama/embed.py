@@ -13,18 +13,19 @@ from starlette.responses import Response
 from ...errors import InvalidRequest, NotFound
 from ..encoders import JSONResponse
 from ..errors import read_json
-from ..fields import keep_alive_of
 from ..lifecycle import lease
 from ..options import resolve_options
+from ..request_fields import keep_alive_of
 from ..resolve import ResolvedModel, resolve_model
 from ..schemas.ollama import EmbeddingRequest, EmbedRequest
+from ..services import services
 from .errors import decode
 
 
 async def _resolve(request: Request, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
     try:
         return await resolve_model(
-            request.app.state.store, name, empty_message=empty_message, empty_status=empty_status
+            services(request).store, name, empty_message=empty_message, empty_status=empty_status
         )
     except NotFound:
         # The one place Ollama still says "try pulling it first" (handleScheduleError).
@@ -45,7 +46,7 @@ async def _embed(
     if model.has("rerank"):  # its pooled output is two classifier scores, not an embedding
         raise InvalidRequest(f'"{model.requested}" does not support embeddings')
     options = resolve_options(body.get("options"), model.record.params, request_type="EmbedRequest")
-    pool = request.app.state.pool
+    pool = services(request).pool
     t0 = time.perf_counter_ns()
     async with lease(pool, model, options, keep_alive_of(body)) as entry:
         load_ns = time.perf_counter_ns() - t0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import InvalidRequest
-from ..options import parse_keep_alive_field
+from ..request_fields import parse_keep_alive_field
 from ..schemas import go
 from ..schemas.go import T
 

@@ -15,14 +15,14 @@ from ...errors import InvalidRequest
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Endpoint
 from ..errors import OLLAMA
-from ..fields import SharedFields, check_media, think_level, thinking_for
 from ..lifecycle import Chunk, Generation, sentinel
 from ..media import tag_media
 from ..options import resolve_options
+from ..output_shapes import created_at, metrics, truncation
+from ..request_fields import SharedFields, check_media, decoded_media, think_level, thinking_for
 from ..resolve import resolve_model
 from ..schemas.ollama import GenerateRequest
-from ..shapes import metrics, truncation
-from ..wire import created_at, decoded_media
+from ..services import services
 from .errors import decode
 
 
@@ -33,12 +33,12 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
     name, prompt, suffix, template = req.model or "", req.prompt or "", req.suffix or "", req.template or ""
     system, raw, context = req.system or "", bool(req.raw), req.context or []
     media = decoded_media(req.images)
-    model = await resolve_model(request.app.state.store, name, empty_message="model '' not found", empty_status=404)
+    model = await resolve_model(services(request).store, name, empty_message="model '' not found", empty_status=404)
     if raw and (template or system or context):
         raise InvalidRequest("raw mode does not support template, system, or context")
     if not prompt and not media:
         options = resolve_options(req.options, model.record.params)
-        return await sentinel(request.app.state.pool, model, shared.keep_alive, options)
+        return await sentinel(services(request).pool, model, shared.keep_alive, options)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support generate')
     thinking = thinking_for(model, req, name)

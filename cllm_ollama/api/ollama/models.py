@@ -25,6 +25,7 @@ from ..encoders import JSONResponse
 from ..errors import read_json
 from ..schemas.ollama import CopyRequest, DeleteRequest, PullRequest, PushRequest, ShowRequest
 from ..schemas.ollama import CreateRequest as CreateStream
+from ..services import services
 from .errors import decode
 from .model_views import show_response, tag_entry
 from .progress import progress_events, progress_response
@@ -33,7 +34,7 @@ _UPLOAD_BATCH = 1 << 20  # bytes gathered before each hop to the writer thread
 
 
 def _store(request: Request) -> ModelStore:
-    return request.app.state.store
+    return services(request).store
 
 
 async def tags(request: Request) -> Response:
@@ -89,7 +90,7 @@ async def delete(request: Request) -> Response:
         raise NotFound(f"model '{name}' not found") from None
     # A deleted model leaves memory once its running requests end: its file, when no other
     # name shares it, else what runs under its name (another name using the weights keeps them).
-    pool = request.app.state.pool
+    pool = services(request).pool
     if removed is not None:
         await pool.unload(removed)
     await pool.unload_name(stored_name)
@@ -157,4 +158,4 @@ async def push(request: Request) -> Response:
 
 def _registry_options(request: Request, req: PullRequest | PushRequest) -> RegistryOptions:
     """``insecure`` (plain HTTP to a registry named in the model name) and the server's registry settings."""
-    return RegistryOptions.from_settings(request.app.state.settings, insecure=bool(req.insecure))
+    return RegistryOptions.from_settings(services(request).settings, insecure=bool(req.insecure))

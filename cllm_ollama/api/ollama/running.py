@@ -12,6 +12,7 @@ from starlette.responses import Response
 from ...engine.pool import Entry
 from ...errors import NotFound
 from ..encoders import JSONResponse
+from ..services import services
 from .model_views import details
 
 # Ollama shows "forever" as the largest Go duration from now: about 292 years.
@@ -28,8 +29,8 @@ def _expires_at(entry: Entry) -> str:
 
 async def ps(request: Request) -> Response:
     models = []
-    store = request.app.state.store
-    for entry in request.app.state.pool.running():
+    store = services(request).store
+    for entry in services(request).pool.running():
         try:
             record_details = details(await run_in_threadpool(store.get, entry.name))
         except NotFound:  # deleted while loaded
@@ -47,7 +48,7 @@ async def ps(request: Request) -> Response:
                 "context_length": entry.model.n_ctx_slot,
                 "num_parallel": entry.model.n_slots,
                 "requests_running": occupancy.running,
-                "requests_queued": occupancy.waiting + request.app.state.pool.waiting_for_load[entry.name],
+                "requests_queued": occupancy.waiting + services(request).pool.waiting_for_load[entry.name],
             }
         )
     return JSONResponse({"models": models})

@@ -1,4 +1,4 @@
-"""Health and version: what clients probe before anything else."""
+"""Health, version and metrics: what clients and scrapers probe before anything else."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from ... import OLLAMA_COMPAT_VERSION
 from ..encoders import JSONResponse
+from ..services import services
 
 
 async def root(request: Request) -> Response:
@@ -15,3 +16,8 @@ async def root(request: Request) -> Response:
 
 async def version(request: Request) -> Response:
     return JSONResponse({"version": OLLAMA_COMPAT_VERSION})
+
+
+async def metrics(request: Request) -> Response:
+    """GET /metrics: the app's own registry as Prometheus text (``middleware.metrics``)."""
+    return services(request).metrics.response()

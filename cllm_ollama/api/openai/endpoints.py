@@ -29,6 +29,7 @@ from ..ollama.chat import ChatCall, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
 from ..options import options_object
+from ..output_shapes import Usage, truncation
 from ..schemas.ollama import ChatRequest, GenerateRequest
 from ..schemas.openai import (
     ChatCompletionRequest,
@@ -36,19 +37,19 @@ from ..schemas.openai import (
     ContentPart,
     EmbedRequest,
     ImageURL,
-    Sampling,
+    ResponsesRequest,
     ToolCall,
     ToolCallFunction,
 )
-from ..shapes import Usage, truncation
-from ..wire import tool_call_id
+from ..services import services
+from ..tool_calls import tool_call_id
 from .errors import decode
 
 _EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
 _EFFORT |= {"ultra": "max", "max": "max"}
 
 
-def sampling_options(req: Sampling) -> dict[str, Any]:
+def sampling_options(req: ChatCompletionRequest | CompletionRequest | ResponsesRequest) -> dict[str, Any]:
     """Sampling fields onto Ollama options; temperature and top_p default to 1.0 as in OpenAI.
 
     ``req`` is decoded already: a wrong type was Go's decode error, 400, before anything reaches
@@ -236,7 +237,7 @@ def _tool_calls(calls: list[dict[str, Any]], start: int) -> list[dict[str, Any]]
     ]
 
 
-def _include_usage(req: Sampling) -> bool:
+def _include_usage(req: ChatCompletionRequest | CompletionRequest) -> bool:
     return bool(req.stream_options and req.stream_options.include_usage)
 
 
@@ -421,7 +422,7 @@ def _model_object(record: ModelRecord) -> dict[str, Any]:
 
 
 async def list_records(request: Request) -> list[ModelRecord]:
-    return await run_in_threadpool(request.app.state.store.list_models)  # type: ignore[no-any-return]
+    return await run_in_threadpool(services(request).store.list_models)  # type: ignore[no-any-return]
 
 
 @OPENAI.boundary
@@ -435,7 +436,7 @@ async def model(request: Request) -> Response:
     name = request.path_params["model"]
     try:
         # The store's lookup, as /api/show's: a missing tag means latest, and case does not matter.
-        record = await run_in_threadpool(request.app.state.store.get, name)
+        record = await run_in_threadpool(services(request).store.get, name)
     except (InvalidRequest, NotFound):
         raise NotFound(f"model '{name}' not found") from None
     return JSONResponse(_model_object(record))

@@ -27,10 +27,10 @@ from ..errors import OPENAI
 from ..lifecycle import Chunk
 from ..media import Media
 from ..ollama.chat import ChatCall, start_chat
+from ..output_shapes import Usage, truncation
 from ..schemas.ollama import ChatRequest
 from ..schemas.openai import ContentPart, ResponsesInputItem, ResponsesRequest, ResponsesTool
-from ..shapes import Usage, truncation
-from ..wire import tool_call_id
+from ..tool_calls import tool_call_id
 from .endpoints import content_and_media, format_value, sampling_options, think_value, tool_arguments
 from .errors import decode
 
@@ -97,7 +97,7 @@ class _Conversation:
         names that output's call) joins the call's turn, so the output follows its call."""
         role = "system" if item.role == "developer" else item.role or "user"
         text, media = _content(item.content)
-        message = {"role": role, "content": text} | ({"images": media} if media else {})
+        message: dict[str, Any] = {"role": role, "content": text} | ({"images": media} if media else {})
         last = self.messages[-1] if self.messages else None
         calls = last.get("tool_calls", []) if last is not None and last["role"] == "assistant" else []
         if role == "assistant" and answers is not None and any(call.get("id") == answers for call in calls):
@@ -386,7 +386,7 @@ class _StreamedItems:
             if self.encrypted:
                 item["encrypted_content"] = text
             events.append({"type": "response.reasoning_summary_text.done", **where, "summary_index": 0, "text": text})
-            part = {"type": "summary_text", "text": text}
+            part: dict[str, Any] = {"type": "summary_text", "text": text}
             events.append({"type": "response.reasoning_summary_part.done", **where, "summary_index": 0, "part": part})
         elif item["type"] == "message":
             item = _message(item["id"], text)

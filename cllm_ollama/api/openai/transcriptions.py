@@ -44,7 +44,8 @@ def transcription_messages(audio: bytes, language: str, prompt: str) -> list[dic
     if prompt:
         system += f" Context: {prompt}"
     # The audio's bytes as they are (nothing to decode); its base64 is what a template would see.
-    user = {"role": "user", "content": QUESTION, "images": [Media(base64.b64encode(audio).decode(), audio)]}
+    media = [Media(base64.b64encode(audio).decode(), audio)]
+    user: dict[str, object] = {"role": "user", "content": QUESTION, "images": media}
     return [{"role": "system", "content": system}, user]
 
 

@@ -21,12 +21,30 @@ from typing import Annotated, Any, ClassVar, TypeVar, Union
 import msgspec
 
 from ...errors import InvalidRequest
-from ..wire import decode_error, go_type
 
 T = TypeVar("T", bound="GoStruct")
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 _I64 = 2**63
 Refusal = tuple[str, bool]  # ``refuse``'s message, and whether it covers what is inside too
+_GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+_GO_INTS = ("int", "int32", "int64")
+
+
+def go_type(value: object) -> str:
+    """How Go's JSON decoder names a value's type in its errors ("string", "number", "array"...)."""
+    return _GO_TYPES.get(type(value), "value")
+
+
+def decode_error(value: object, field: str, target: str) -> InvalidRequest:
+    """Go's JSON decode error for ``value`` in the struct field ``field`` of Go type ``target``.
+
+    ``field`` is what Go prints: the innermost struct, then the path from the request's root
+    (``ChatRequest.messages.content``). A number an integer field cannot hold is quoted, as Go does.
+    """
+    got = go_type(value)
+    if got == "number" and target in _GO_INTS:
+        got = f"number {value}"
+    return InvalidRequest(f"json: cannot unmarshal {got} into Go struct field {field} of type {target}")
 
 
 def go(name: str, **schema: Any) -> msgspec.Meta:

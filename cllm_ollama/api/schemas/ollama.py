@@ -82,7 +82,7 @@ class Tool(GoStruct):
 
 
 class GenerationRequest(GoStruct):
-    """What /api/generate and /api/chat share (``fields.SharedFields`` reads it)."""
+    """What /api/generate and /api/chat share (``request_fields.SharedFields`` reads it)."""
 
     required: ClassVar[tuple[str, ...]] = ("model",)
     model: String = None

@@ -1,14 +1,20 @@
-"""Output shapes more than one endpoint writes: Ollama's metrics, token counts as usage, and
-log probabilities (one entry shape for Ollama and OpenAI)."""
+"""Output shapes more than one endpoint writes: Ollama's timestamps and metrics, the truncation
+note, token counts as usage, and log probabilities (one entry shape for Ollama and OpenAI)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from ..engine.request import Stats, TokenLogprob
+
+
+def created_at() -> str:
+    """RFC 3339 with fractional seconds in UTC, as Go's time.Time marshals."""
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def metrics(t_start: int, load_ns: int, stats: Stats | None) -> dict[str, int]:
