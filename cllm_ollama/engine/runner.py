@@ -20,16 +20,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from .binding import Batch, Context, Lora, Model, Sampler, StateBuffers, with_adapters
-from .disk_cache import DiskCache
-from .encoder import MediaEncoder
+from .binding import Batch, Context, Lora, Model, Sampler, with_adapters
 from .frontdoor import LoadSpec, Occupancy
 from .inbox import Add, Inbox
 from .invariance import MAX_ROWS, shape
 from .kv_store import KvStore
 from .media_feed import MediaFeed
 from .outbox import Outbox, Sink
-from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
 from .sampling import Sampling
 from .scheduler import Scheduler, StepPlan
@@ -59,6 +56,12 @@ class StepTimes:
             f"{self.steps} steps; per step: decode {self.decode_ns / per:.2f} ms, "
             f"sampling {self.sample_ns / per:.2f} ms, python {python / per:.3f} ms"
         )
+
+
+def log_step(plan: StepPlan, ns: int) -> None:
+    """The step log (debug): what a step carried beside its generating streams, and its time."""
+    prompt = {slot.seq_id: n for slot, n in plan.prefills}
+    log.debug("step: %d decode rows, prompt rows %s, %.1f ms", len(plan) - sum(prompt.values()), prompt, ns / 1e6)
 
 
 def _rows(plan: StepPlan, rows: list[int]) -> tuple[list[int], list[int], list[int]]:
@@ -144,22 +147,6 @@ class Runner:
     def dead(self) -> str | None:
         """Set when the engine thread stopped for good: why. The pool then loads the model again."""
         return self.inbox.dead
-
-    @property
-    def cache(self) -> PromptCache | None:
-        return self.kv.cache
-
-    @property
-    def disk(self) -> DiskCache | None:
-        return self.kv.disk
-
-    @property
-    def buffers(self) -> StateBuffers | None:
-        return self.kv.buffers
-
-    @property
-    def encoder(self) -> MediaEncoder | None:
-        return self.feed.encoder
 
     # -- any thread -------------------------------------------------------------------------
 
@@ -322,8 +309,11 @@ class Runner:
         failed = self.feed.decode(plan, self.ctx, self.scheduler.fail) if plan.media else []
         if len(plan) == 0:
             return failed + self.scheduler.update(plan, ())
+        t0 = time.perf_counter_ns()
         rows, picks, n_logits = self._decode(plan)
         t1 = time.perf_counter_ns()
+        if log.isEnabledFor(logging.DEBUG):
+            log_step(plan, t1 - t0)
         sampled = self.sampling.sample(plan, rows, picks, n_logits)
         times = self.times
         times.sample_ns += time.perf_counter_ns() - t1

@@ -50,9 +50,9 @@ def run(runner: Runner, request: Request) -> list[Event]:
 
 def saved(runner: Runner) -> tuple[set[int], set[int]]:
     """The lengths of the prompt states in the host cache and on disk."""
-    assert runner.cache is not None and runner.disk is not None
-    host = {len(e.tokens) for e in runner.cache._entries.values()}
-    disk = {len(e.tokens) for e in runner.disk.index._entries.values()}
+    assert runner.kv.cache is not None and runner.kv.disk is not None
+    host = {len(e.tokens) for e in runner.kv.cache._entries.values()}
+    disk = {len(e.tokens) for e in runner.kv.disk.index._entries.values()}
     return host, disk
 
 
@@ -77,7 +77,7 @@ def test_a_hinted_request_saves_its_state_at_the_hint(runner: Runner) -> None:
     assert HINT - 1 in prefill_ends(runner)  # a chunk ended there: the KV held exactly the hint
     host, disk = saved(runner)
     assert host == {HINT} and disk == {HINT}
-    assert runner.cache.lookup(PROMPT[:HINT])[1] == HINT  # type: ignore[union-attr]
+    assert runner.kv.cache.lookup(PROMPT[:HINT])[1] == HINT  # type: ignore[union-attr]
 
 
 def test_without_a_hint_a_short_prompt_is_not_saved(runner: Runner) -> None:

@@ -151,7 +151,7 @@ def test_a_long_computed_prompt_reaches_disk_before_any_unload(
         answer_of(drain(submit(runner, Request(first, GREEDY, num_predict=N))))
         # Written while the model is still loaded: a crash now would not lose it.
         (path,) = until(lambda: state_files(tmp_path))
-        reader = disk_cache.DiskCache(tmp_path, runner.disk.identity, 1 << 20, 32)  # type: ignore[union-attr]
+        reader = disk_cache.DiskCache(tmp_path, runner.kv.disk.identity, 1 << 20, 32)  # type: ignore[union-attr]
         try:
             assert reader.lookup(first)[1] == len(first)
             assert reader.lookup(first)[0].tokens == first  # type: ignore[union-attr]

@@ -112,7 +112,7 @@ def test_a_request_that_leaves_while_its_image_encodes_frees_its_slot_and_prompt
     mmproj = write_gemma3_projector(tmp_path / "mmproj.gguf", n_embd_text=TINY.n_embd, shape=SLOW_VIT)
     loaded = LoadedModel(LoadSpec(text, n_slots=2, n_ctx_slot=256, n_threads=2, projector=mmproj), max_queue=4)
     runner, marker = loaded.runner, loaded.media_marker
-    assert runner is not None and runner.encoder is not None and marker is not None
+    assert runner is not None and runner.feed.encoder is not None and marker is not None
 
     def image_request(seed: int) -> Request:
         media = loaded.tokenize_media(f"See {marker} now.", [png(448, 448, seed=seed)])
@@ -121,7 +121,7 @@ def test_a_request_that_leaves_while_its_image_encodes_frees_its_slot_and_prompt
     async def leave_mid_encode() -> MediaPrompt:
         request = image_request(1)
         task = asyncio.ensure_future(anext(aiter(loaded.generate(request))))
-        await asyncio.to_thread(until, lambda: runner.encoder._running is request.media)  # type: ignore[union-attr]
+        await asyncio.to_thread(until, lambda: runner.feed.encoder._running is request.media)  # type: ignore[union-attr]
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         return request.media  # type: ignore[return-value]

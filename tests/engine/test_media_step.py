@@ -249,7 +249,7 @@ def test_a_long_clips_windows_are_encoded_a_few_ahead_each_once_and_decoded_in_o
         media = cast(MediaInput, prompt)
         runner.submit(Request(cell_keys(prompt.parts), SamplingParams(temperature=0), 2, media=media), None, sink)
         until(prompt.started.is_set)
-        assert runner.encoder is not None and len(runner.encoder._queued) <= ENCODE_AHEAD
+        assert runner.feed.encoder is not None and len(runner.feed.encoder._queued) <= ENCODE_AHEAD
         prompt.gate.set()
         events: list[Event] = []
         while not events or events[-1].finish is None:

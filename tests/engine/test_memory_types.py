@@ -68,7 +68,7 @@ def distinct_prompts(model: Model) -> list[tuple[int, ...]]:
 def assert_no_sharing(runner: Runner) -> None:
     """A recurrent or hybrid memory cannot be cut: nothing copied, nothing restored, no host cache."""
     assert runner.model.is_recurrent
-    assert runner.cache is None
+    assert runner.kv.cache is None
     assert runner.scheduler.stats.copied == 0
     assert runner.scheduler.stats.restored == 0
 
@@ -200,7 +200,7 @@ def test_a_conversation_back_after_its_slot_was_taken_equals_cold(
         first = shared_prompts(model)[0]
         answer = answer_then_other(runner, first)  # the other takes the only slot
         if arch not in RECURRENT:
-            assert runner.cache is not None and len(runner.cache) == 1  # the first was saved
+            assert runner.kv.cache is not None and len(runner.kv.cache) == 1  # the first was saved
         follow_up = next_turn(model, first, answer)
         events = drain(submit(runner, Request(follow_up, GREEDY, num_predict=N)))
         assert tokens_of(events) == cold_tokens(cold, follow_up)

@@ -77,13 +77,13 @@ def test_a_conversation_restored_from_the_host_cache_gives_the_cold_tokens(
         model = runner.model
         first = shared_prompts(model)[0]
         answer = answer_then_other(runner, first)  # the other takes the only slot: saves the first
-        assert runner.cache is not None and len(runner.cache) == 1
+        assert runner.kv.cache is not None and len(runner.kv.cache) == 1
         follow_up = next_turn(model, first, answer)
         events = drain(submit(runner, Request(follow_up, GREEDY, num_predict=N)))
         assert tokens_of(events) == cold_tokens(cold, follow_up)
         assert runner.scheduler.stats.restored >= len(first)
         # The entry stays after a restore: the other conversation can come back too.
         drain(submit(runner, Request((*model.tokenize(OTHER), 11), GREEDY, num_predict=4)))
-        assert len(runner.cache) == 2
+        assert len(runner.kv.cache) == 2
     finally:
         close(runner)

@@ -133,7 +133,7 @@ def test_a_slot_reused_for_another_conversation_saves_into_the_buffer_made_ready
         cache_min_tokens=64,
     )
     runner = Runner(FakeModel(), spec, context=AllocContext, batch=FakeBatch)  # type: ignore[arg-type]
-    buffers = runner.buffers
+    buffers = runner.kv.buffers
     assert buffers is not None
     rng = random.Random(0)
     try:
@@ -144,7 +144,7 @@ def test_a_slot_reused_for_another_conversation_saves_into_the_buffer_made_ready
                 pass
             until(lambda: buffers.ready(0))  # the idle slot's save is expected, its buffer ready
         assert buffers.stats.hits == 1  # the second request's admission saved the first's state into it
-        assert runner.cache is not None and len(runner.cache) == 1
+        assert runner.kv.cache is not None and len(runner.kv.cache) == 1
         assert event.finish is not None
     finally:
         runner.close()
