@@ -41,6 +41,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             max_loaded=settings.max_loaded_models,
             max_queue=settings.max_queue,
             default_keep_alive=settings.keep_alive,
+            media=settings.media,
         )
         try:
             yield

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .engine.media_budget import DEFAULT_AUDIO_SECONDS, DEFAULT_REQUEST_PIXELS, DEFAULT_SERVER_PIXELS, MediaLimits
+
 DEFAULT_PORT = 11434
 # Ollama's default is 1 slot. Continuous batching is the point of cllm: on a CPU, 8
 # sequences decode at ~2.5x the aggregate rate of one, and the KV cost (8 x num_ctx) is modest.
@@ -360,6 +362,10 @@ class Settings:
     # GPU even where one holds it), as Ollama reads them: engine/offload.py fits layers with them.
     gpu_overhead: int = 0
     sched_spread: bool = False
+    # CLLM_MAX_REQUEST_PIXELS, CLLM_MAX_DECODE_PIXELS, CLLM_MAX_AUDIO_SECONDS (engine/media_budget.py):
+    # the pixels a request's images may add up to, the pixels being decoded at once across the
+    # server, and how long a request's audio may last; 0: no limit (8192x8192 an image still).
+    media: MediaLimits = field(default_factory=MediaLimits)
     # Catalog names (qwen3:0.6b...) from Ollama's registry first, the Hugging Face Hub if it lacks them.
     prefer_registry: bool = False
     debug: bool = False
@@ -410,4 +416,9 @@ class Settings:
             gpu_overhead=_env_gpu_overhead(e.get("GPU_OVERHEAD")),
             sched_spread=e.get_bool("SCHED_SPREAD"),
             prefer_registry=e.get_bool("PREFER_REGISTRY"),
+            media=MediaLimits(
+                request_pixels=e.get_int("MAX_REQUEST_PIXELS", DEFAULT_REQUEST_PIXELS),
+                server_pixels=e.get_int("MAX_DECODE_PIXELS", DEFAULT_SERVER_PIXELS),
+                audio_seconds=e.get_int("MAX_AUDIO_SECONDS", DEFAULT_AUDIO_SECONDS),
+            ),
         )

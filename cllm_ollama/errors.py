@@ -3,6 +3,7 @@
     CllmError                  (500 unless a subclass says otherwise)
     ├── InvalidRequest         400  bad input a client can fix
     │   ├── MediaError         400  an image or a clip the projector cannot read
+    │   ├── MediaTooLarge      400  media past a size limit (named in the message)
     │   └── ContextOverflow    400  prompt longer than num_ctx with truncate:false
     ├── NotFound               404  model, blob or file that does not exist
     ├── QueueFull              503  beyond OLLAMA_MAX_QUEUE
@@ -41,6 +42,11 @@ class MediaError(InvalidRequest):
         # llama-server's words, which Ollama passes on; ``detail`` says what was wrong.
         super().__init__("Failed to load image or audio file")
         self.detail = detail
+
+
+class MediaTooLarge(InvalidRequest):
+    """Media past one of the server's size limits: the message names the item, its size and the
+    limit (its setting), so that a client knows what to shrink; nothing of it was decoded."""
 
 
 class ContextOverflow(InvalidRequest):

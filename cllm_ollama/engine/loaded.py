@@ -31,6 +31,7 @@ from .binding import (
 )
 from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
+from .media_budget import MediaLimits, PixelBudget
 from .memory import available_memory, check_memory_fit
 from .offload import Device, placed
 from .probe import probe
@@ -131,6 +132,8 @@ class LoadedModel:
         gpu_memory: MemoryProbe | None = None,
         weights: SharedWeights | None = None,
         devices: Callable[[], list[tuple[str, int, int]]] = gpu_devices,
+        media: MediaLimits | None = None,
+        pixel_budget: PixelBudget | None = None,
     ) -> None:
         """Blocking (reads weights, allocates the KV cache): call it from a worker thread.
 
@@ -138,7 +141,9 @@ class LoadedModel:
         ``weights`` hands out the ``llama_model`` (the pool's, shared by the models over the same
         file); ``devices`` lists the GPUs (name, free, total) the layers are fitted to. Raises
         ``InsufficientMemory`` when the KV cache would not fit, ``AdapterRefused`` (a 400) for
-        an adapter the weights do not take."""
+        an adapter the weights do not take. ``media``, ``pixel_budget``: the server's limits on
+        a request's images and audio, and its pixels being decoded (``media_budget``)."""
+        self._media = (media, pixel_budget)
         spec, self.placement = placed(spec, [Device(name, free) for name, free, _ in devices()])
         self.spec = spec
         audio_refused = probe(
@@ -189,8 +194,14 @@ class LoadedModel:
         for path in spec.adapters:
             self.adapters.append(Lora(self.model, path, spec.adapter_scale))
         if spec.projector is not None and not spec.embedding_only:
+            limits, budget = self._media
             self.projector = Projector(
-                self.model, spec.projector, n_threads=resolved.n_threads, use_gpu=spec.n_gpu_layers != 0
+                self.model,
+                spec.projector,
+                n_threads=resolved.n_threads,
+                use_gpu=spec.n_gpu_layers != 0,
+                limits=limits,
+                budget=budget,
             )
             self.projector.audio_refused = audio_refused
 

@@ -25,6 +25,7 @@ from .binding import batch_invariant_kernels, gpu_devices
 from .frontdoor import EngineClient, LoadSpec
 from .grammar import GrammarChecker
 from .loaded import LoadedModel
+from .media_budget import MediaLimits, PixelBudget
 from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")
@@ -136,8 +137,10 @@ class ModelPool:
         loader: Loader | None = None,
         grammars: GrammarChecker | None = None,
         clock: Clock | None = None,
+        media: MediaLimits | None = None,
     ) -> None:
-        """``defaults``: how models load unless a request asks otherwise (``LoadSpec.from_settings``)."""
+        """``defaults``: how models load unless a request asks otherwise (``LoadSpec.from_settings``);
+        ``media``: the limits on what a request's images and audio may cost (``media_budget``)."""
         self._defaults = defaults
         if defaults.deterministic:  # before any model computes: ggml reads it once
             batch_invariant_kernels()
@@ -147,7 +150,12 @@ class ModelPool:
         self.default_keep_alive = default_keep_alive
         # The weights every loaded model holds, shared by a base and its adapted models.
         self.weights = SharedWeights()
-        self._loader: Loader = loader or functools.partial(LoadedModel, weights=self.weights)
+        # Pixels being decoded at once, server-wide: every model's projector draws on this one.
+        self.media = media or MediaLimits()
+        self.pixel_budget = PixelBudget(self.media.server_pixels)
+        self._loader: Loader = loader or functools.partial(
+            LoadedModel, weights=self.weights, media=self.media, pixel_budget=self.pixel_budget
+        )
         self._clock = clock or SystemClock()
         # Output grammars are parsed in a child process first; the pool owns that process.
         self.grammars = grammars or GrammarChecker()

@@ -18,7 +18,7 @@ from cllm_ollama.engine.audio import claimed_seconds
 from cllm_ollama.engine.binding import MAX_AUDIO_SECONDS, Context, MediaItem, MediaPrompt, Model, Projector, TextRun
 from cllm_ollama.engine.binding.media import _mtmd
 from cllm_ollama.engine.media import cell_keys
-from cllm_ollama.errors import MediaError
+from cllm_ollama.errors import MediaError, MediaTooLarge
 from cllm_ollama.testing.audio import mp3, wav, wav_claiming
 from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio
 from cllm_ollama.testing.images import png
@@ -113,10 +113,6 @@ def test_a_one_second_clip_encodes_in_well_under_a_second(projector: Projector, 
         (wav(1.0)[:40], "audio 0: the audio could not be decoded"),  # no data chunk
         (b"RIFF\0\0\0\0WAVEfmt ", "audio 0: the audio could not be decoded"),
         (b"ID3\x04\0\0\0\0\0\0" + b"\0" * 32, "audio 0: the audio could not be decoded"),  # a tag, no frames
-        (wav_claiming(MAX_AUDIO_SECONDS + 1), f"seconds is more than {MAX_AUDIO_SECONDS}"),  # before decoding
-        (mp3(26_000), "audio 0: 1872 seconds is more than 1800"),  # 1.9 MB of 8 kbit/s frames, before decoding
-        # A claim miniaudio sizes its buffer by (wrapped to 32 bits: 59,298 s, 3.8 GB decoded, then refused).
-        (mp3(1, xing=10**9), "audio 0: 72000000 seconds is more than 1800"),
         (b"\xff\xfb\xf0\x00" + b"\0" * 32, "audio 0: the audio could not be decoded"),  # a bad bitrate
         (png(8, 8), "image 0: this model's projector takes audio, not images"),
         (b"not audio at all", "image 0: this model's projector takes audio, not images"),
@@ -127,6 +123,30 @@ def test_bytes_that_are_no_audio_raise_media_error(projector: Projector, data: b
         projector.tokenize(f"hear {projector.marker}", [data])
     assert caught.value.status_code == 400 and caught.value.message == "Failed to load image or audio file"
     assert detail in caught.value.detail
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (wav_claiming(MAX_AUDIO_SECONDS + 1), f"seconds: more than {MAX_AUDIO_SECONDS} (CLLM_MAX_AUDIO_SECONDS)"),
+        (mp3(26_000), "audio 0 lasts 1872 seconds: more than 1800"),  # 1.9 MB of 8 kbit/s frames
+        # A claim miniaudio sizes its buffer by (wrapped to 32 bits: 59,298 s, 3.8 GB decoded, then refused).
+        (mp3(1, xing=10**9), "audio 0 lasts 72000000 seconds: more than 1800"),
+    ],
+)
+def test_audio_longer_than_the_limit_is_refused_before_decoding(
+    projector: Projector, data: bytes, message: str
+) -> None:
+    with pytest.raises(MediaTooLarge) as caught:
+        projector.tokenize(f"hear {projector.marker}", [data])
+    assert caught.value.status_code == 400 and message in caught.value.message
+
+
+def test_a_requests_clips_add_up_against_the_limit(projector: Projector) -> None:
+    """Two clips of 1,000 s each: either alone would do, together they are past 1,800 s."""
+    clip = wav_claiming(1000)
+    with pytest.raises(MediaTooLarge, match="the request's audio lasts 2000 seconds: more than 1800"):
+        projector.tokenize(f"{projector.marker}{projector.marker}", [clip, clip])
 
 
 @pytest.mark.parametrize("data", [mp3(100), mp3(100, kbps=128, rate=44100, id3=64), mp3(40, xing=100)])

@@ -26,9 +26,10 @@ from cllm_ollama.engine.binding import (
     media_marker,
 )
 from cllm_ollama.engine.media import cell_keys, position_after
-from cllm_ollama.errors import EngineError, MediaError
+from cllm_ollama.engine.media_budget import PixelBudget
+from cllm_ollama.errors import EngineError, MediaError, MediaTooLarge
 from cllm_ollama.testing.ggufs import write_gemma3_projector, write_vision
-from cllm_ollama.testing.images import png, png_claiming
+from cllm_ollama.testing.images import bmp_claiming, png, png_claiming
 
 pytestmark = pytest.mark.model
 
@@ -169,8 +170,6 @@ def test_encoded_embeddings_are_the_projectors_width_and_repeatable(projector: P
         (png(8, 8)[:40], "could not be decoded"),  # a PNG header, cut short
         (b"\xff\xd8\xff\xe0" + b"\x00" * 64, "could not be decoded"),  # a JPEG start, no JPEG
         (b"RIFF\x00\x00\x00\x00WAVEfmt ", "unknown or unsupported image format"),  # audio is not an image
-        (png_claiming(10_000, 10_000), "10000x10000 pixels is more than"),  # 300 MB: refused before decoding
-        (png_claiming(100_000, 100_000), "could not be decoded"),  # 30 GB: stb_image refuses it
     ],
 )
 def test_bytes_that_are_no_image_raise_media_error(projector: Projector, data: bytes, message: str) -> None:
@@ -178,6 +177,38 @@ def test_bytes_that_are_no_image_raise_media_error(projector: Projector, data: b
         projector.tokenize(f"see {projector.marker}", [data])
     assert caught.value.status_code == 400 and caught.value.message == "Failed to load image or audio file"
     assert message in caught.value.detail
+
+
+@pytest.fixture
+def budget(projector: Projector) -> Iterator[PixelBudget]:
+    """A decode budget of the projector's own for one test (as the pool's, 2**27 pixels)."""
+    shared, projector.budget = projector.budget, PixelBudget(1 << 27)
+    yield projector.budget
+    projector.budget = shared
+
+
+def test_a_bomb_header_is_refused_by_its_size_before_it_is_decoded(projector: Projector, budget: PixelBudget) -> None:
+    with pytest.raises(MediaTooLarge) as caught:
+        projector.tokenize(f"see {projector.marker}", [png_claiming(10_000, 10_000)])  # 300 MB decoded
+    assert caught.value.status_code == 400
+    assert caught.value.message.startswith("image 0 is 10000x10000: larger than 67108864 pixels")
+    assert budget.peak == 0  # nothing was decoded
+
+
+def test_the_largest_image_is_decoded_reduced_to_the_projectors_size(
+    projector: Projector, prompts: list, budget: PixelBudget
+) -> None:
+    """A 54-byte BMP claiming 8192x8192 (201 MB decoded): decoded once, within the server's decode
+    budget, and kept as the 32 px the projector uses; the same tokens as any other image."""
+    assert projector.image_side == 32
+    bomb = bmp_claiming(8192, 8192)
+    prompt = tokenize(projector, prompts, f"see {projector.marker}", [bomb])
+    (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
+    assert item.n_tokens == IMAGE_TOKENS and item.id == hashlib.sha256(bomb).hexdigest()
+    assert budget.peak == 8192 * 8192 and budget.in_use == 0
+    # Three of them are more than a request may have (two): refused before the first is decoded.
+    with pytest.raises(MediaTooLarge, match="the request's images add up to 201326592 pixels"):
+        projector.tokenize(projector.marker * 3, [bomb] * 3)
 
 
 def test_markers_and_images_must_agree(projector: Projector) -> None:

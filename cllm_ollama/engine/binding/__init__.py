@@ -6,6 +6,7 @@ contexts, batches and samplers; ``media`` libmtmd (projectors and prompts with i
 from .state_buffers import StateBuffers
 """
 
+from ..media_budget import MAX_IMAGE_PIXELS
 from .core import (
     KV_QUANT_BLOCK,
     KV_TYPES,
@@ -26,14 +27,13 @@ from .core import (
 from .lora import AdapterRefused, Lora, with_adapters
 from .media import (
     MAX_AUDIO_SECONDS,
-    MAX_IMAGE_PIXELS,
     MediaItem,
     MediaPrompt,
     Projector,
     TextRun,
-    is_image,
     media_marker,
 )
+from .pixels import is_image
 from .state_buffers import StateBuffers
 
 __all__ = [

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import math
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,16 +22,19 @@ from pathlib import Path
 import llama_cpp as ll
 import numpy as np
 
-from ...errors import EngineError, MediaError
+from ...errors import EngineError, MediaError, MediaTooLarge
 from ..audio import claimed_seconds, is_audio
 from ..image_breaks import image_break_row, mend_image_breaks
-from ..transcode import decode_rgb, is_webp
+from ..media_budget import (
+    DEFAULT_AUDIO_SECONDS,
+    MediaLimits,
+    PixelBudget,
+    ProjectorGeometry,
+    check_audio,
+    check_images,
+)
 from .core import Context, Model, log_callback
-
-# Formats stb_image (inside libmtmd) decodes, by their first bytes, and WebP (decoded by Pillow,
-# ``transcode``). Anything else is refused before libmtmd sees it: its helper would take unknown
-# bytes for audio or hand them to an ffmpeg subprocess as a video.
-_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
+from .pixels import decode_image, image_size
 
 
 @functools.cache
@@ -45,47 +49,26 @@ def _mtmd():  # type: ignore[no-untyped-def]
     return mtmd
 
 
-@functools.cache
-def _stb() -> ctypes.CDLL:
-    """stb_image's decoder, which libmtmd exports (the one its own helper decodes images with)."""
-    lib = _mtmd()._libmtmd
-    lib.stbi_load_from_memory.restype = ctypes.c_void_p
-    lib.stbi_load_from_memory.argtypes = (
-        [ctypes.c_char_p, ctypes.c_int] + [ctypes.POINTER(ctypes.c_int)] * 3 + [ctypes.c_int]
-    )
-    lib.stbi_info_from_memory.restype = ctypes.c_int
-    lib.stbi_info_from_memory.argtypes = [ctypes.c_char_p, ctypes.c_int] + [ctypes.POINTER(ctypes.c_int)] * 3
-    lib.stbi_image_free.restype = None
-    lib.stbi_image_free.argtypes = [ctypes.c_void_p]
-    return lib  # type: ignore[no-any-return]
-
-
 def media_marker() -> str:
     """libmtmd's default text for one image in a prompt (``<__media__>``); a ``Projector`` uses its
     own ``marker`` instead, unguessable, so that a user who types this text places no image."""
     return _mtmd().mtmd_default_marker().decode()
 
 
-def is_image(data: bytes) -> bool:
-    """Whether ``data`` starts as an image the projector can decode (cheap; decoding may still fail)."""
-    return data.startswith(_IMAGE_MAGIC) or is_webp(data)
+# The longest clip decoded, unless the operator's limit is lower (``MediaLimits.audio_seconds``).
+MAX_AUDIO_SECONDS = DEFAULT_AUDIO_SECONDS
 
 
-# The largest picture decoded (8192 x 8192): 200 MB of RGB, far beyond what any projector keeps
-# (it resizes to well under 4 Mpx); larger is refused before it is decoded.
-MAX_IMAGE_PIXELS = 1 << 26
-# The longest clip decoded: 30 minutes is 115 MB of 16 kHz floats and 60 encoder windows (45,000
-# tokens for Qwen2.5-Omni: more than most contexts hold); longer is refused before it is decoded.
-MAX_AUDIO_SECONDS = 1800
-
-
-def _check_length(seconds: float | None, index: int) -> None:
+def _check_length(seconds: float | None, index: int, limit: int) -> None:
     """A clip's length: None (a header that cannot be read, no samples) is no audio, and more than
-    ``MAX_AUDIO_SECONDS`` is refused."""
+    ``limit`` seconds is refused."""
     if seconds is None:
         raise MediaError(f"audio {index}: the audio could not be decoded")
-    if seconds > MAX_AUDIO_SECONDS:
-        raise MediaError(f"audio {index}: {seconds:.0f} seconds is more than {MAX_AUDIO_SECONDS}")
+    if limit and seconds > limit:
+        raise MediaTooLarge(
+            f"audio {index} lasts {seconds:.0f} seconds: more than {limit} (CLLM_MAX_AUDIO_SECONDS); "
+            "send a shorter clip"
+        )
 
 
 def _tagged(digest: str, n: int) -> str:
@@ -231,8 +214,18 @@ class Projector:
     """
 
     def __init__(
-        self, model: Model, path: Path, *, n_threads: int, use_gpu: bool = True, marker: str | None = None
+        self,
+        model: Model,
+        path: Path,
+        *,
+        n_threads: int,
+        use_gpu: bool = True,
+        marker: str | None = None,
+        limits: MediaLimits | None = None,
+        budget: PixelBudget | None = None,
     ) -> None:
+        """``limits`` and ``budget``: the server's media limits and its pixels being decoded
+        (``media_budget``; the pool's, shared by every projector), by default a budget of its own."""
         mtmd = _mtmd()
         # Random per projector, as Ollama makes llama-server's (LLAMA_MEDIA_MARKER): prompt text
         # cannot forge an image's place. libmtmd copies it.
@@ -256,20 +249,27 @@ class Projector:
         self.uses_mrope: bool = bool(mtmd.mtmd_decode_use_mrope(ptr))
         # Why this projector's audio must not reach libmtmd (``probe``: it aborts there), or None.
         self.audio_refused: str | None = None
+        self.limits = limits or MediaLimits()
+        self.budget = budget or PixelBudget(self.limits.server_pixels)
+        # What its preprocessor keeps of an image: images are reduced to no less as they are decoded.
+        self.geometry = ProjectorGeometry.read(path) if self.vision else ProjectorGeometry()
+        self.image_side: int = self.geometry.working_side()
 
     def tokenize(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
         """``text`` with one ``self.marker`` per medium (an image or, where the projector hears, a
         WAV, MP3 or FLAC clip), in order, tokenized with them.
 
-        Raises ``MediaError`` (a 400) for bytes that are neither; ``EngineError`` where markers
-        and media disagree (the caller placed them).
+        Raises ``MediaError`` (a 400) for bytes that are neither, ``MediaTooLarge`` (a 400) for
+        media past the limits (``media_budget``: all measured before any is decoded);
+        ``EngineError`` where markers and media disagree (the caller placed them).
         """
         mtmd = _mtmd()
+        sizes = self._measure(images)
         bitmaps: list[int] = []
         chunks = mtmd.mtmd_input_chunks_init()
         try:
-            for i, data in enumerate(images):
-                bitmaps.append(self._bitmap(data, i))
+            for i, data in enumerate(images):  # one at a time: each reduced before the next is decoded
+                bitmaps.append(self._bitmap(data, i, sizes[i]))
             if (n_markers := text.count(self.marker)) != len(images):
                 raise EngineError(f"the prompt has {n_markers} image markers for {len(images)} images")
             raw = text.encode("utf-8")
@@ -287,48 +287,46 @@ class Projector:
             if chunks:
                 mtmd.mtmd_input_chunks_free(chunks)
 
-    def _bitmap(self, data: bytes, index: int) -> int:
-        """A bitmap decoded from image bytes (RGB) or, where the projector hears, audio bytes (PCM),
-        its id the SHA-256 of the bytes tagged with ``index`` (``_tagged``).
+    def _measure(self, media: Sequence[bytes]) -> list[tuple[int, int] | None]:
+        """Each image's size by its header (None for a clip) and each clip's length, checked
+        against the limits before anything is decoded; ``MediaError`` for bytes that are neither
+        (audio to a projector that does not hear is no image either)."""
+        sizes: list[tuple[int, int] | None] = []
+        seconds: list[float] = []
+        cap = self.limits.audio_seconds
+        for index, data in enumerate(media):
+            if self.audio and is_audio(data):
+                if self.audio_refused is not None:
+                    raise EngineError(f"audio {index}: {self.audio_refused}")
+                length = claimed_seconds(data, cap or math.inf)
+                _check_length(length, index, cap)
+                seconds.append(length or 0.0)
+                sizes.append(None)
+            elif not self.vision:  # an audio projector (Ultravox, Qwen2-Audio): libmtmd would refuse it
+                raise MediaError(f"image {index}: this model's projector takes audio, not images")
+            else:
+                sizes.append(image_size(data, index))
+        check_images(sizes, self.limits, self.geometry.floor_pixels())
+        check_audio(seconds, self.limits)
+        return sizes
+
+    def _bitmap(self, data: bytes, index: int, size: tuple[int, int] | None) -> int:
+        """A bitmap decoded from image bytes of header size ``size`` (RGB, reduced to what the
+        projector keeps: ``image_side``) or, for a clip (``size`` None), audio bytes (PCM), its
+        id the SHA-256 of the bytes tagged with ``index`` (``_tagged``).
 
         What libmtmd's ``mtmd_helper_bitmap_init_from_buf`` does, without its fallbacks: bytes
-        that are neither are an error here, never an ffmpeg run; audio to a projector that does
-        not hear is no image either.
+        that are neither were refused by ``_measure``, never handed to an ffmpeg run.
         """
-        if self.audio and is_audio(data):
-            if self.audio_refused is not None:
-                raise EngineError(f"audio {index}: {self.audio_refused}")
+        if size is None:
             return self._audio_bitmap(data, index)
-        if not self.vision:  # an audio projector (Ultravox, Qwen2-Audio): libmtmd would refuse it
-            raise MediaError(f"image {index}: this model's projector takes audio, not images")
-        if not is_image(data):
-            raise MediaError(f"image {index}: unknown or unsupported image format")
-        mtmd = _mtmd()
-        if is_webp(data):
-            width, height, rgb = decode_rgb(data, index, MAX_IMAGE_PIXELS)
-            bitmap = mtmd.mtmd_bitmap_init(width, height, (ctypes.c_uint8 * len(rgb)).from_buffer_copy(rgb))
-            return self._identified(bitmap, data, index)
-        stb = _stb()
-        nx, ny, nc = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        # The header first: a few KB of PNG can claim a picture that would take gigabytes decoded.
-        # (stb_image itself refuses more than 1 GB.)
-        info = stb.stbi_info_from_memory(data, len(data), ctypes.byref(nx), ctypes.byref(ny), ctypes.byref(nc))
-        if info and nx.value * ny.value > MAX_IMAGE_PIXELS:
-            raise MediaError(f"image {index}: {nx.value}x{ny.value} pixels is more than {MAX_IMAGE_PIXELS}")
-        pixels = stb.stbi_load_from_memory(data, len(data), ctypes.byref(nx), ctypes.byref(ny), ctypes.byref(nc), 3)
-        if not pixels:
-            raise MediaError(f"image {index}: the image could not be decoded")
-        try:
-            bitmap = mtmd.mtmd_bitmap_init(nx.value, ny.value, ctypes.cast(pixels, ctypes.POINTER(ctypes.c_uint8)))
-        finally:
-            stb.stbi_image_free(pixels)
+        bitmap = decode_image(data, index, size, self.image_side, self.budget, _mtmd().mtmd_bitmap_init)
         return self._identified(bitmap, data, index)
 
     def _audio_bitmap(self, data: bytes, index: int) -> int:
         """16 kHz mono PCM decoded by libmtmd's helper (miniaudio), as llama-server decodes it, once
-        the header's claimed length is known to be within ``MAX_AUDIO_SECONDS`` (its buffer is
+        the header's claimed length is known to be within the limit (``_measure``: its buffer is
         sized by that claim)."""
-        _check_length(claimed_seconds(data, MAX_AUDIO_SECONDS), index)
         mtmd = _mtmd()
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         # ``is_audio`` is the helper's own test: it takes its audio branch, never stb_image or ffmpeg.
@@ -337,7 +335,7 @@ class Projector:
             raise MediaError(f"audio {index}: the audio could not be decoded")
         try:
             n_samples = int(mtmd.mtmd_bitmap_get_nx(bitmap))
-            _check_length(n_samples / self.sample_rate if n_samples else None, index)
+            _check_length(n_samples / self.sample_rate if n_samples else None, index, self.limits.audio_seconds)
         except MediaError:
             mtmd.mtmd_bitmap_free(bitmap)
             raise
