@@ -32,7 +32,7 @@ from .binding import (
 from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
 from .media_budget import MediaLimits, PixelBudget
-from .memory import available_memory, check_memory_fit
+from .memory import available_memory, check_memory_fit, compute_bytes, resident_bytes
 from .offload import Device, placed
 from .probe import probe
 from .request import Event, Request, SamplingParams
@@ -89,29 +89,50 @@ def resolved_spec(spec: LoadSpec, model: Model) -> LoadSpec:
     )
 
 
-def check_load_memory(spec: LoadSpec, model: Model, host_memory: MemoryProbe, gpu_memory: MemoryProbe) -> None:
+def check_load_memory(spec: LoadSpec, model: Model, host_memory: MemoryProbe, gpu_memory: MemoryProbe) -> int:
     """Refuse a KV cache the machine cannot hold: allocating it would get the process killed
     (host RAM) or fail deep in llama.cpp (a GPU).
 
     The KV cache lives where its layer runs (llama.cpp's offload_kqv default): on the GPUs
     for offloaded layers, whose weights are loaded by now (so the free memory is net of
     them), in host RAM for the rest, beside their mmap'ed weights (page cache counts as
-    available, so they are counted here). Raises ``InsufficientMemory`` saying how many
+    available, so they are counted here), and beside the compute buffers. The free memory is
+    net of what the process holds already (its heap, weights it copied): that is counted too,
+    in the refusal's numbers and in what it returns, the host RAM the process will hold once
+    loaded (``LoadedModel.host_estimate``). Raises ``InsufficientMemory`` saying how many
     slots would fit, so the pool can retry with fewer.
     """
     gpu = gpu_memory() if model.n_gpu_layers > 0 else None
     n_layer = max(1, model.n_layer)
+    host_weights, held = host_fixed_bytes(spec, model, offloaded=gpu is not None), resident_bytes()
+    gpu_share = min(model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0
+    kv = model.kv_bytes_per_token(spec.kv_cache_type)
     check_memory_fit(
-        kv_bytes_per_token=model.kv_bytes_per_token(spec.kv_cache_type),
+        kv_bytes_per_token=kv,
         n_ctx_slot=spec.n_ctx_slot,
         n_slots=spec.n_slots,
-        host_weights=model.size_bytes
-        - (vram_bytes(model) if gpu is not None else 0)
-        + sum(path.stat().st_size for path in (spec.projector, *spec.adapters) if path is not None),
+        host_weights=host_weights,
         host_free=host_memory(),
-        gpu_share=min(model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0,
+        gpu_share=gpu_share,
         gpu_free=gpu,
+        host_held=held,
     )
+    return held + host_weights + int(kv * (1 - gpu_share)) * spec.n_ctx_slot * spec.n_slots
+
+
+def host_fixed_bytes(spec: LoadSpec, model: Model, *, offloaded: bool) -> int:
+    """What a load adds in host RAM besides its KV cache: the weights' host copy (the mmap'ed
+    file's pages of the layers not offloaded, which the kernel counts as free page cache until
+    they are read), the projector's and adapters' files, and the generation context's compute
+    buffers (``compute_bytes``)."""
+    files = sum(path.stat().st_size for path in (spec.projector, *spec.adapters) if path is not None)
+    weights = model.size_bytes - (vram_bytes(model) if offloaded else 0)
+    compute = (
+        0
+        if spec.embedding_only
+        else compute_bytes(min(spec.n_batch, 512), 2 * spec.n_slots, model.n_vocab, model.n_embd)
+    )
+    return weights + files + compute
 
 
 def vram_bytes(model: Model) -> int:
@@ -163,7 +184,8 @@ class LoadedModel:
         try:
             resolved = resolved_spec(spec, self.model)
             probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
-            check_load_memory(resolved, self.model, *probes)
+            # The host RAM this load should leave the process holding: measured against in a test.
+            self.host_estimate = check_load_memory(resolved, self.model, *probes)
             self._load_beside(resolved, audio_refused)
             if not spec.embedding_only:
                 resolved = self._start_runner(resolved, probes)
@@ -214,7 +236,7 @@ class LoadedModel:
             # An f16 cache is 2-4x the quantized one: it must fit on its own account.
             log.warning("%s: using f16", exc)
             resolved = replace(resolved, kv_cache_type="f16")
-            check_load_memory(resolved, self.model, *probes)
+            self.host_estimate = check_load_memory(resolved, self.model, *probes)
             self.runner = Runner(self.model, resolved, adapters=self.adapters)
         return resolved
 

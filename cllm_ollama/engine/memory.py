@@ -98,6 +98,26 @@ def _stat(path: Path) -> dict[str, int]:
     return out
 
 
+def resident_bytes(status: Path = Path("/proc/self/status")) -> int:
+    """What this process holds in RAM now (``VmRSS``: its heap, any anonymous copy of weights,
+    the file pages it maps); 0 where unknown."""
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def compute_bytes(n_ubatch: int, n_outputs: int, n_vocab: int, n_embd: int) -> int:
+    """What a generation context's compute buffers may hold once it decodes a full micro-batch:
+    ``n_outputs`` rows of logits (``n_vocab`` floats; the graph's and the output buffer's) and the
+    layers' activations (a few dozen rows of ``n_embd`` floats per token of ``n_ubatch``; flash
+    attention keeps the attention scores out of it)."""
+    return 4 * (2 * n_outputs * n_vocab + 32 * n_ubatch * n_embd)
+
+
 def fit_slots(
     kv_bytes_per_token: float, n_ctx_slot: int, n_slots: int, fixed_bytes: int, available: int | None
 ) -> int | None:
@@ -124,22 +144,28 @@ def check_memory_fit(
     host_free: int | None,
     gpu_share: float = 0.0,
     gpu_free: int | None = None,
+    host_held: int = 0,
 ) -> None:
     """Raise ``InsufficientMemory`` (with the slots that would fit) unless ``n_slots`` slots of
     ``n_ctx_slot`` tokens fit: ``gpu_share`` of the KV cache (the offloaded layers') in
-    ``gpu_free``, the rest in ``host_free`` beside ``host_weights``. None: unknown, no check.
+    ``gpu_free``, the rest in ``host_free`` beside ``host_weights`` (and whatever else the load
+    adds in host RAM: compute buffers). None: unknown, no check.
+
+    ``host_held`` is what the process holds already (its RSS): ``host_free`` is net of it (the
+    kernel's count), so it is in both sides of the refusal's numbers, which then say what the
+    process would hold and what it could.
     """
-    pools = [("system", kv_bytes_per_token * (1 - gpu_share), host_weights, host_free)]
+    pools = [("system", kv_bytes_per_token * (1 - gpu_share), host_weights, host_free, host_held)]
     if gpu_share > 0:
-        pools.append(("GPU", kv_bytes_per_token * gpu_share, 0, gpu_free))
+        pools.append(("GPU", kv_bytes_per_token * gpu_share, 0, gpu_free, 0))
     fits: int | None = n_slots
     refusal = ""
-    for name, kv, fixed, available in pools:
+    for name, kv, fixed, available, held in pools:
         got = fit_slots(kv, n_ctx_slot, n_slots, fixed, available)
         if available is not None and (got is None or got < n_slots):
             refusal = refusal or (
-                f"model requires more {name} memory ({(fixed + kv * n_ctx_slot * n_slots) / GIB:.1f} GiB) "
-                f"than is available ({available / GIB:.1f} GiB)"
+                f"model requires more {name} memory ({(held + fixed + kv * n_ctx_slot * n_slots) / GIB:.1f} GiB) "
+                f"than is available ({(held + available) / GIB:.1f} GiB)"
             )
         fits = None if got is None or fits is None else min(fits, got)
     if refusal:

@@ -24,7 +24,7 @@ import pytest
 from oracle import drain, submit, tokens_of
 
 from cllm_ollama.engine.binding import KV_TYPES, Batch, CacheTypeRefused, Context, Model, gpu_free_memory
-from cllm_ollama.engine.loaded import LoadedModel, LoadSpec
+from cllm_ollama.engine.loaded import LoadedModel, LoadSpec, host_fixed_bytes, resolved_spec
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 from cllm_ollama.engine.request import Request
 from cllm_ollama.engine.runner import Runner
@@ -150,7 +150,7 @@ def test_a_refused_quantized_cache_falls_back_to_f16_only_if_that_fits(small_hea
             loaded.close()
         probe = Model(small_heads)
         q8, f16 = probe.kv_bytes_per_token("q8_0"), probe.kv_bytes_per_token("f16")
-        weights = probe.size_bytes
+        weights = fixed_bytes(spec, probe)
         probe.close()
         # Room for the weights and a q8_0 cache, not for an f16 one.
         room = weights + 2 * 64 * (q8 + f16) // 2
@@ -171,23 +171,29 @@ def test_a_loaded_model_reports_the_cache_type_it_got(small_heads: Path, model: 
         loaded.close()
 
 
+def fixed_bytes(spec: LoadSpec, model: Model) -> int:
+    """What the load of ``spec`` adds in host RAM besides its KV cache (weights, compute buffers)."""
+    return host_fixed_bytes(resolved_spec(spec, model), model, offloaded=False)
+
+
 def test_a_load_short_of_memory_says_how_many_slots_fit(model: Model) -> None:
     kv_slot = model.kv_bytes_per_token("q8_0") * 256
-    # Room for the weights and three slots' q8_0 cache: of 8 asked, halving gives 2.
-    memory = model.size_bytes + 3 * kv_slot
     spec = LoadSpec(path=model.path, n_slots=8, n_ctx_slot=256, kv_cache_type="q8_0")
+    # Room for the weights, the compute buffers and three slots' q8_0 cache: of 8 asked, halving gives 2.
+    memory = fixed_bytes(spec, model) + 3 * kv_slot
     with pytest.raises(
         InsufficientMemory, match=r"model requires more system memory \(.* GiB\) than is available"
     ) as e:
         LoadedModel(spec, 4, host_memory=lambda: memory)
     assert e.value.fits == 2
     with pytest.raises(InsufficientMemory) as e:
-        LoadedModel(spec, 4, host_memory=lambda: model.size_bytes + kv_slot - 1)
+        LoadedModel(spec, 4, host_memory=lambda: fixed_bytes(spec, model) + kv_slot - 1)
     assert e.value.fits is None
 
 
 def test_the_pool_loads_a_model_short_of_memory_with_the_slots_that_fit(model: Model) -> None:
-    memory = model.size_bytes + 3 * model.kv_bytes_per_token("f16") * 256
+    spec = LoadSpec(path=model.path, n_slots=8, n_ctx_slot=256, n_batch=64, n_threads=2)
+    memory = fixed_bytes(spec, model) + 3 * model.kv_bytes_per_token("f16") * 256
 
     async def main() -> None:
         pool = ModelPool(
