@@ -2,8 +2,9 @@
 to RGB with Pillow: WebP.
 
 Ollama takes WebP (its server decodes with golang.org/x/image/webp); stb_image does not read it.
-Only what stb cannot read, and a JPEG that is reduced anyway (libjpeg decodes it at 1/2 to 1/8
-scale: ``Image.draft``), is decoded here, in the thread that tokenizes the prompt (never the
+A still WebP is decoded by libwebp at the reduced size (``binding.webp``); an animated one (its
+first frame), and a JPEG that is reduced anyway (libjpeg decodes it at 1/2 to 1/8 scale:
+``Image.draft``), are decoded here, in the thread that tokenizes the prompt (never the
 event loop or the engine's thread), and the image keeps its identity: the SHA-256 of the bytes
 the client sent, so a re-sent image is reused from the KV cache like any other.
 
@@ -19,6 +20,10 @@ import numpy as np
 
 from ..errors import MediaError
 
+# What Pillow's WebP reader holds at once, in full-size RGB images: libwebp's animation decoder's
+# two RGBA canvases, the frame's bytes and Pillow's own 4-byte pixels.
+PILLOW_WEBP_COPIES = 6
+
 # Full-size pixels box-filtered at once: a band's temporaries are a few MB, never a copy of the image.
 _BAND_PIXELS = 1 << 20
 
@@ -32,20 +37,27 @@ def is_jpeg(data: bytes) -> bool:
     return data[:3] == b"\xff\xd8\xff"
 
 
-def pillow_size(data: bytes) -> tuple[int, int] | None:
-    """The size a WebP or JPEG header states (only the header is read), or None if it cannot be read."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(data), formats=["WEBP", "JPEG"]) as image:
-            return image.size
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+def webp_size(data: bytes) -> tuple[int, int] | None:
+    """The canvas size a WebP's header states (its first 30 bytes: an extended file's canvas, a
+    lossy or a lossless bitstream's frame), or None where it does not read as one. Read here,
+    not by Pillow: opening a WebP with Pillow allocates two canvases of that size."""
+    if len(data) < 30:
         return None
+    chunk = data[12:16]
+    if chunk == b"VP8X":
+        return int.from_bytes(data[24:27], "little") + 1, int.from_bytes(data[27:30], "little") + 1
+    if chunk == b"VP8 " and data[23:26] == b"\x9d\x01\x2a":
+        return int.from_bytes(data[26:28], "little") & 0x3FFF, int.from_bytes(data[28:30], "little") & 0x3FFF
+    if chunk == b"VP8L" and data[20] == 0x2F:
+        bits = int.from_bytes(data[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    return None
 
 
 def decode_reduced(data: bytes, index: int, size: tuple[int, int]) -> tuple[int, int, bytes]:
-    """``(width, height, pixels)`` of a WebP or JPEG decoded to 8-bit RGB rows at ``size`` (the
-    header's own size, or less: ``media_budget.reduced_size``); the first frame of an animation."""
+    """``(width, height, pixels)`` of a WebP or JPEG decoded by Pillow to 8-bit RGB rows at ``size``
+    (the header's own size, or less: ``media_budget.reduced_size``); the first frame of an
+    animation. A WebP costs ``PILLOW_WEBP_COPIES`` times its pixels on the way."""
     from PIL import Image, UnidentifiedImageError
 
     try:

@@ -1,18 +1,21 @@
 """Image bombs against the real ``cllm serve``: a 54-byte BMP header claims 8192x8192 (201 MB of
 RGB decoded). 110 of them in a request (8 KB of JSON) once took a server past 20 GB; now the
 request is refused by the headers' sizes, and requests within the limits decode one image at a
-time, reduced, within the server's decode budget. The server's peak RSS (VmHWM) is the proof.
+time, reduced, within the server's decode budget (a valid 8192x8192 WebP among them). The
+server's peak RSS (VmHWM) is the proof.
 """
 
 from __future__ import annotations
 
 import base64
+import io
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 from harness.child_server import cllm_serve
+from PIL import Image
 from serving import create_from_files
 
 from cllm_ollama.testing.ggufs import write_vision
@@ -26,6 +29,13 @@ PEAK_BOUND = 1 << 30
 BOMB = base64.b64encode(bmp_claiming(8192, 8192)).decode()
 
 
+def webp_bomb() -> str:
+    """A valid 8192x8192 lossless WebP of one colour: 2.6 KB (it once cost 1.4 GB to decode)."""
+    out = io.BytesIO()
+    Image.new("RGB", (8192, 8192), (10, 200, 30)).save(out, format="WEBP", lossless=True)
+    return base64.b64encode(out.getvalue()).decode()
+
+
 def peak_rss(pid: int) -> int:
     """The process's peak resident set (``VmHWM``), bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -34,11 +44,11 @@ def peak_rss(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def generate(url: str, n_images: int) -> httpx.Response:
+def generate(url: str, images: list[str]) -> httpx.Response:
     body = {
         "model": "eyes",
         "prompt": "What is this?",
-        "images": [BOMB] * n_images,
+        "images": images,
         "stream": False,
         "options": {"num_predict": 1, "temperature": 0},
     }
@@ -49,10 +59,11 @@ def test_image_bombs_are_refused_or_decoded_within_the_memory_bound(tmp_path: Pa
     settings = {"OLLAMA_CONTEXT_LENGTH": "512", "OLLAMA_NUM_PARALLEL": "4", "CLLM_NUM_THREAD": "2"}
     with cllm_serve(tmp_path / "models", settings, tmp_path / "serve.log") as (proc, url):
         create_from_files(url, "eyes", write_vision(tmp_path / "gemma3", kind="gemma3"))
-        assert generate(url, 1).status_code == 200  # loaded, one bomb decoded (reduced to 32 px)
+        assert generate(url, [BOMB]).status_code == 200  # loaded, one bomb decoded (reduced to 32 px)
+        webp = webp_bomb()
         with ThreadPoolExecutor(8) as pool:
-            refused = list(pool.map(lambda _: generate(url, 110), range(8)))
-            within = list(pool.map(lambda _: generate(url, 2), range(8)))  # the request limit exactly
+            refused = list(pool.map(lambda _: generate(url, [BOMB] * 110), range(8)))
+            within = list(pool.map(lambda _: generate(url, [BOMB, webp]), range(8)))  # the request limit exactly
         for r in refused:
             assert r.status_code == 400
             assert r.json() == {

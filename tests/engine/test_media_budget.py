@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from cllm_ollama.config import Settings
+from cllm_ollama.engine.binding.webp import decode_scaled
 from cllm_ollama.engine.media_budget import (
     GENERIC_SIDE,
     MAX_IMAGE_PIXELS,
@@ -22,8 +23,8 @@ from cllm_ollama.engine.media_budget import (
     check_images,
     reduced_size,
 )
-from cllm_ollama.engine.transcode import decode_reduced, pillow_size, reduce_rgb
-from cllm_ollama.errors import MediaTooLarge
+from cllm_ollama.engine.transcode import decode_reduced, reduce_rgb, webp_size
+from cllm_ollama.errors import MediaError, MediaTooLarge
 from cllm_ollama.testing.ggufs import write_vision
 
 SIDE = 8192
@@ -157,19 +158,50 @@ def test_box_reduction_keeps_the_picture() -> None:
     assert (flat == 77).all()
 
 
-@pytest.mark.parametrize("fmt", ["WEBP", "JPEG"])
-def test_pillow_reads_the_size_from_the_header_and_decodes_reduced(fmt: str) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [{"quality": 90}, {"lossless": True}, {"lossless": True, "exif": b"Exif\0\0"}],  # VP8, VP8L, VP8X
+    ids=["lossy", "lossless", "extended"],
+)
+def test_a_webps_size_is_read_from_its_header_as_pillow_reads_it(options: dict[str, object]) -> None:
+    for size in ((900, 600), (1, 16383), (16383, 3)):
+        data = encoded(Image.new("RGB", size, (1, 2, 3)), "WEBP", **options)
+        assert webp_size(data) == size == Image.open(io.BytesIO(data)).size
+    assert webp_size(b"RIFF\0\0\0\0WEBPVP8 ") is None  # cut short
+    assert webp_size(b"RIFF\0\0\0\0WEBPXXXX" + b"\0" * 20) is None
+
+
+@pytest.mark.parametrize("lossless", [False, True])
+def test_libwebp_decodes_a_still_webp_straight_to_the_reduced_size(lossless: bool) -> None:
+    y, x = np.mgrid[0:600, 0:900]
+    full = np.stack([x * 255 // 899, y * 255 // 599, np.full_like(x, 90)], axis=-1).astype(np.uint8)
+    data = encoded(Image.fromarray(full), "WEBP", quality=95, lossless=lossless)
+    small = decode_scaled(data, (90, 60))
+    assert small is not None and small.shape == (60, 90, 3)
+    expected = np.asarray(Image.fromarray(full).resize((90, 60), Image.Resampling.BOX)).astype(int)
+    assert np.abs(small.astype(int) - expected).mean() < 3
+    same = decode_scaled(data, (900, 600))
+    assert same is not None and same.shape == (600, 900, 3)
+    assert np.abs(same.astype(int) - np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))).max() <= 2
+
+
+def test_an_animated_webp_is_left_to_pillow_and_broken_bytes_refused() -> None:
+    frames = [Image.new("RGB", (64, 48), color) for color in ((200, 0, 0), (0, 200, 0))]
+    data = encoded(frames[0], "WEBP", save_all=True, append_images=frames[1:], lossless=True)
+    assert webp_size(data) == (64, 48) and decode_scaled(data, (32, 24)) is None
+    width, height, rgb = decode_reduced(data, 0, (32, 24))  # the first frame
+    assert (width, height) == (32, 24) and rgb[:3] == bytes((200, 0, 0))
+    broken = encoded(frames[0], "WEBP", quality=90)[:40]
+    assert decode_scaled(broken, (32, 24)) is None
+    with pytest.raises(MediaError) as caught:
+        decode_reduced(broken, 3, (32, 24))
+    assert caught.value.detail == "image 3: the image could not be decoded"
+
+
+def test_pillow_decodes_a_reduced_jpeg_at_a_fraction_of_its_size() -> None:
     picture = Image.fromarray(np.full((600, 900, 3), (200, 30, 60), dtype=np.uint8))
-    data = encoded(picture, fmt, quality=95)
-    assert pillow_size(data) == (900, 600)
+    data = encoded(picture, "JPEG", quality=95)
     width, height, rgb = decode_reduced(data, 0, reduced_size(900, 600, 64))
     assert (width, height) == (96, 64) and len(rgb) == 96 * 64 * 3
     pixel = np.frombuffer(rgb, dtype=np.uint8).reshape(64, 96, 3)[32, 48]
     assert np.abs(pixel.astype(int) - [200, 30, 60]).max() <= 8
-    assert decode_reduced(data, 0, (900, 600))[:2] == (900, 600)  # as it came when no smaller is wanted
-
-
-def test_a_webp_with_alpha_decodes_to_rgb() -> None:
-    data = encoded(Image.new("RGBA", (64, 48), (10, 20, 30, 128)), "WEBP", lossless=True)
-    width, height, rgb = decode_reduced(data, 0, (32, 24))
-    assert (width, height, len(rgb)) == (32, 24, 32 * 24 * 3)

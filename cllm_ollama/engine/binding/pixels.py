@@ -1,7 +1,8 @@
 """Image bytes to RGB pixels for libmtmd, measured before they are decoded and reduced as they are.
 
-stb_image (inside libmtmd, what its own helper decodes with) reads PNG, JPEG, GIF and BMP; Pillow
-WebP (``transcode``), and a JPEG that is reduced anyway (decoded at a fraction of its size).
+stb_image (inside libmtmd, what its own helper decodes with) reads PNG, JPEG, GIF and BMP; libwebp
+a still WebP, at the reduced size (``webp``); Pillow an animated one, and a JPEG that is reduced
+anyway (decoded at a fraction of its size: ``transcode``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 
 from ...errors import MediaError
 from ..media_budget import PixelBudget, reduced_size
-from ..transcode import decode_reduced, is_jpeg, is_webp, pillow_size, reduce_rgb
+from ..transcode import PILLOW_WEBP_COPIES, decode_reduced, is_jpeg, is_webp, reduce_rgb, webp_size
+from .webp import decode_scaled
 
 # Formats stb_image decodes, by their first bytes, and WebP (decoded by Pillow). Anything else is
 # refused before libmtmd sees it: its helper would take unknown bytes for audio or hand them to
@@ -53,7 +55,7 @@ def image_size(data: bytes, index: int) -> tuple[int, int]:
     if not is_image(data):
         raise MediaError(f"image {index}: unknown or unsupported image format")
     if is_webp(data):
-        size = pillow_size(data)
+        size = webp_size(data)
     else:
         nx, ny, nc = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
         ok = _stb().stbi_info_from_memory(data, len(data), ctypes.byref(nx), ctypes.byref(ny), ctypes.byref(nc))
@@ -71,11 +73,23 @@ def decode_image(data: bytes, index: int, size: tuple[int, int], side: int, budg
     rows, its shorter side reduced to ``side`` where it is longer (``reduced_size``), while it
     holds its full size's pixels of the server's ``budget``. ``pixels`` lives during the call only."""
     target = reduced_size(*size, side)
-    with budget.hold(size[0] * size[1]):
-        if is_webp(data) or (is_jpeg(data) and target != size):
-            width, height, rgb = decode_reduced(data, index, target)
-            return make(width, height, ctypes.cast(ctypes.c_char_p(rgb), ctypes.POINTER(ctypes.c_uint8)))
+    pixels = size[0] * size[1]
+    if is_webp(data):
+        with budget.hold(pixels):
+            scaled = decode_scaled(data, target)
+        if scaled is not None:
+            return make(target[0], target[1], scaled.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)))
+        with budget.hold(pixels * PILLOW_WEBP_COPIES):  # an animation, or no libwebp of our own
+            return _made(decode_reduced(data, index, target), make)
+    with budget.hold(pixels):
+        if is_jpeg(data) and target != size:
+            return _made(decode_reduced(data, index, target), make)
         return _stb_decode(data, index, side, make)
+
+
+def _made(decoded: tuple[int, int, bytes], make: Make[T]) -> T:
+    width, height, rgb = decoded
+    return make(width, height, ctypes.cast(ctypes.c_char_p(rgb), ctypes.POINTER(ctypes.c_uint8)))
 
 
 def _stb_decode(data: bytes, index: int, side: int, make: Make[T]) -> T:
