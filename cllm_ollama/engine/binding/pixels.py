@@ -26,6 +26,11 @@ _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"B
 
 T = TypeVar("T")
 
+# What stb_image holds while it decodes, in full-size RGB images (measured at 8192x8192): a BMP is
+# read into its output, a PNG inflated beside it, a JPEG's planes kept beside it, a GIF's canvas,
+# background and history (9 bytes a pixel) beside it. The decode budget is charged as much.
+_STB_COPIES = {b"BM": 1, b"\x89P": 2, b"\xff\xd8": 2, b"GI": 3}
+
 
 def is_image(data: bytes) -> bool:
     """Whether ``data`` starts as an image the projector can decode (cheap; decoding may still fail)."""
@@ -71,7 +76,8 @@ Make = Callable[[int, int, Any], T]
 def decode_image(data: bytes, index: int, size: tuple[int, int], side: int, budget: PixelBudget, make: Make[T]) -> T:
     """``make(width, height, pixels)`` over the image of header size ``size`` decoded to 8-bit RGB
     rows, its shorter side reduced to ``side`` where it is longer (``reduced_size``), while it
-    holds its full size's pixels of the server's ``budget``. ``pixels`` lives during the call only."""
+    holds its full size's pixels of the server's ``budget``, times its decoder's working copies.
+    ``pixels`` lives during the call only."""
     target = reduced_size(*size, side)
     pixels = size[0] * size[1]
     if is_webp(data):
@@ -81,9 +87,10 @@ def decode_image(data: bytes, index: int, size: tuple[int, int], side: int, budg
             return make(target[0], target[1], scaled.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)))
         with budget.hold(pixels * PILLOW_WEBP_COPIES):  # an animation, or no libwebp of our own
             return _made(decode_reduced(data, index, target), make)
-    with budget.hold(pixels):
-        if is_jpeg(data) and target != size:
+    if is_jpeg(data) and target != size:
+        with budget.hold(pixels):  # decoded at 1/2 to 1/8 scale, then reduced
             return _made(decode_reduced(data, index, target), make)
+    with budget.hold(pixels * _STB_COPIES.get(data[:2], 2)):
         return _stb_decode(data, index, side, make)
 
 
