@@ -6,8 +6,9 @@ limit (``MediaTooLarge``, a 400 that names the limit) before anything is decoded
 - each image: at most ``MAX_IMAGE_PIXELS``;
 - each request: its images' pixels summed (``MediaLimits.request_pixels``), each counted as at
   least the projector's own image size (a 1x1 PNG is still a whole image to preprocess);
-- the server: pixels being decoded at once, across all requests (``PixelBudget``): an image
-  waits for room rather than fail, so a burst costs time, not memory.
+- the server: pixels held by decodes at once, across all requests (``PixelBudget``): a request
+  takes its whole peak at once (its kept copies and its costliest decode) and waits for room
+  rather than fail, so a burst costs time, not memory.
 The images are then decoded one at a time, each reduced as it is decoded to what its projector
 uses (``working_side``), so that a request holds its small copies only; audio likewise: a
 request's clips may last ``MediaLimits.audio_seconds`` together.
@@ -99,10 +100,11 @@ def check_audio(seconds: list[float], limits: MediaLimits) -> None:
 
 
 class PixelBudget:
-    """Pixels being decoded at once across the server (one per server: ``ModelPool`` owns it).
+    """Pixels held by decodes at once across the server (one per server: ``ModelPool`` owns it).
 
-    A decode holds its image's pixels while it runs (``hold``) and waits for room first; one
-    image never needs more than the whole budget (``check_images`` refuses it).
+    A request's tokenizing holds its peak while it runs (``hold``), all of it at once: nobody
+    holds a part while waiting for more, so no two requests wait on each other. A hold larger
+    than the budget takes all of it (it runs alone).
     """
 
     def __init__(self, limit: int) -> None:

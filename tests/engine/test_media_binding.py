@@ -205,10 +205,36 @@ def test_the_largest_image_is_decoded_reduced_to_the_projectors_size(
     prompt = tokenize(projector, prompts, f"see {projector.marker}", [bomb])
     (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
     assert item.n_tokens == IMAGE_TOKENS and item.id == hashlib.sha256(bomb).hexdigest()
-    assert budget.peak == 8192 * 8192 and budget.in_use == 0
+    assert budget.peak == 8192 * 8192 + 32 * 32 and budget.in_use == 0  # its decode, and the 32 px it keeps
     # Three of them are more than a request may have (two): refused before the first is decoded.
     with pytest.raises(MediaTooLarge, match="the request's images add up to 201326592 pixels"):
         projector.tokenize(projector.marker * 3, [bomb] * 3)
+
+
+def test_requests_decoding_at_once_stay_within_the_servers_budget(projector: Projector, budget: PixelBudget) -> None:
+    """Four requests of two bombs each, at once, on a budget of one bomb and its small copies:
+    each request holds its whole peak before it decodes, so they take turns and none waits on
+    another's part."""
+    projector.budget = small = PixelBudget(8192 * 8192 + 2 * 32 * 32)
+    bomb = bmp_claiming(8192, 8192)
+    made: list[MediaPrompt] = []
+    lock = threading.Lock()
+
+    def run() -> None:
+        prompt = projector.tokenize(projector.marker * 2, [bomb, bomb])
+        with lock:
+            made.append(prompt)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert len(made) == 4 and small.peak == small.limit and small.in_use == 0
+    finally:
+        for prompt in made:
+            prompt.close()
 
 
 def test_markers_and_images_must_agree(projector: Projector) -> None:

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from cllm_ollama.config import Settings
+from cllm_ollama.engine.binding.pixels import decode_cost
 from cllm_ollama.engine.binding.webp import decode_scaled
 from cllm_ollama.engine.media_budget import (
     GENERIC_SIDE,
@@ -26,6 +27,7 @@ from cllm_ollama.engine.media_budget import (
 from cllm_ollama.engine.transcode import decode_reduced, reduce_rgb, webp_size
 from cllm_ollama.errors import MediaError, MediaTooLarge
 from cllm_ollama.testing.ggufs import write_vision
+from cllm_ollama.testing.images import bmp_claiming, png_claiming
 
 SIDE = 8192
 
@@ -205,3 +207,19 @@ def test_pillow_decodes_a_reduced_jpeg_at_a_fraction_of_its_size() -> None:
     assert (width, height) == (96, 64) and len(rgb) == 96 * 64 * 3
     pixel = np.frombuffer(rgb, dtype=np.uint8).reshape(64, 96, 3)[32, 48]
     assert np.abs(pixel.astype(int) - [200, 30, 60]).max() <= 8
+
+
+def test_a_decode_is_charged_its_decoders_working_copies() -> None:
+    """stb_image holds a BMP once, a PNG twice, a GIF three times; a reduced JPEG is decoded at a
+    fraction of its size; Pillow's WebP reader (animations only) six times."""
+    size, px = (4000, 3000), 4000 * 3000
+    assert decode_cost(bmp_claiming(*size), size, 896) == px
+    assert decode_cost(png_claiming(*size), size, 896) == 2 * px
+    assert decode_cost(b"GIF89a" + b"\0" * 30, size, 896) == 3 * px
+    jpeg = encoded(Image.new("RGB", (64, 48)), "JPEG")
+    assert decode_cost(jpeg, size, 896) == px  # reduced: decoded by Pillow at a smaller scale
+    assert decode_cost(jpeg, size, 4096) == 2 * px  # as it is: stb_image
+    frames = [Image.new("RGB", (64, 48), c) for c in ((200, 0, 0), (0, 200, 0))]
+    animated = encoded(frames[0], "WEBP", save_all=True, append_images=frames[1:], lossless=True)
+    assert decode_cost(animated, size, 896) == 6 * px
+    assert decode_cost(encoded(frames[0], "WEBP"), size, 896) == px

@@ -32,9 +32,10 @@ from ..media_budget import (
     ProjectorGeometry,
     check_audio,
     check_images,
+    reduced_size,
 )
 from .core import Context, Model, log_callback
-from .pixels import decode_image, image_size
+from .pixels import decode_cost, decode_image, image_size
 
 
 @functools.cache
@@ -268,16 +269,19 @@ class Projector:
         bitmaps: list[int] = []
         chunks = mtmd.mtmd_input_chunks_init()
         try:
-            for i, data in enumerate(images):  # one at a time: each reduced before the next is decoded
-                bitmaps.append(self._bitmap(data, i, sizes[i]))
-            if (n_markers := text.count(self.marker)) != len(images):
-                raise EngineError(f"the prompt has {n_markers} image markers for {len(images)} images")
-            raw = text.encode("utf-8")
-            inp = mtmd.mtmd_input_text(text=raw, text_len=len(raw), add_special=add_special, parse_special=True)
-            array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
-            rc = mtmd.mtmd_tokenize(self._ptr, chunks, ctypes.byref(inp), array, len(bitmaps))
-            if rc != 0:
-                raise MediaError(f"the projector could not preprocess the images ({rc})")
+            # The request's peak, held of the server's decode budget at once (never a part while
+            # waiting for more: no two requests can wait on each other).
+            with self.budget.hold(self._peak(images, sizes)):
+                for i, data in enumerate(images):  # one at a time: each reduced before the next is decoded
+                    bitmaps.append(self._bitmap(data, i, sizes[i]))
+                if (n_markers := text.count(self.marker)) != len(images):
+                    raise EngineError(f"the prompt has {n_markers} image markers for {len(images)} images")
+                raw = text.encode("utf-8")
+                inp = mtmd.mtmd_input_text(text=raw, text_len=len(raw), add_special=add_special, parse_special=True)
+                array = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
+                rc = mtmd.mtmd_tokenize(self._ptr, chunks, ctypes.byref(inp), array, len(bitmaps))
+                if rc != 0:
+                    raise MediaError(f"the projector could not preprocess the images ({rc})")
             prompt = MediaPrompt(self, chunks)
             chunks = None
             return prompt
@@ -287,12 +291,11 @@ class Projector:
             if chunks:
                 mtmd.mtmd_input_chunks_free(chunks)
 
-    def _measure(self, media: Sequence[bytes]) -> list[tuple[int, int] | None]:
-        """Each image's size by its header (None for a clip) and each clip's length, checked
-        against the limits before anything is decoded; ``MediaError`` for bytes that are neither
+    def _measure(self, media: Sequence[bytes]) -> list[tuple[int, int] | float]:
+        """Each image's size by its header and each clip's length (seconds), checked against the
+        limits before anything is decoded; ``MediaError`` for bytes that are neither
         (audio to a projector that does not hear is no image either)."""
-        sizes: list[tuple[int, int] | None] = []
-        seconds: list[float] = []
+        sizes: list[tuple[int, int] | float] = []
         cap = self.limits.audio_seconds
         for index, data in enumerate(media):
             if self.audio and is_audio(data):
@@ -300,27 +303,40 @@ class Projector:
                     raise EngineError(f"audio {index}: {self.audio_refused}")
                 length = claimed_seconds(data, cap or math.inf)
                 _check_length(length, index, cap)
-                seconds.append(length or 0.0)
-                sizes.append(None)
+                sizes.append(length or 0.0)
             elif not self.vision:  # an audio projector (Ultravox, Qwen2-Audio): libmtmd would refuse it
                 raise MediaError(f"image {index}: this model's projector takes audio, not images")
             else:
                 sizes.append(image_size(data, index))
-        check_images(sizes, self.limits, self.geometry.floor_pixels())
-        check_audio(seconds, self.limits)
+        check_images([s if isinstance(s, tuple) else None for s in sizes], self.limits, self.geometry.floor_pixels())
+        check_audio([s for s in sizes if not isinstance(s, tuple)], self.limits)
         return sizes
 
-    def _bitmap(self, data: bytes, index: int, size: tuple[int, int] | None) -> int:
+    def _peak(self, media: Sequence[bytes], sizes: list[tuple[int, int] | float]) -> int:
+        """What tokenizing ``media`` holds at its peak, in RGB pixels: every medium's kept copy
+        (an image reduced to ``image_side``; a clip's 16 kHz floats, 4 bytes a sample) and the
+        costliest image's decode (``decode_cost``)."""
+        kept, decoding = 0, 0
+        for data, size in zip(media, sizes, strict=True):
+            if not isinstance(size, tuple):
+                kept += int(size * max(self.sample_rate, 0) * 4 // 3)
+            else:
+                width, height = reduced_size(*size, self.image_side)
+                kept += width * height
+                decoding = max(decoding, decode_cost(data, size, self.image_side))
+        return kept + decoding
+
+    def _bitmap(self, data: bytes, index: int, size: tuple[int, int] | float) -> int:
         """A bitmap decoded from image bytes of header size ``size`` (RGB, reduced to what the
-        projector keeps: ``image_side``) or, for a clip (``size`` None), audio bytes (PCM), its
+        projector keeps: ``image_side``) or, for a clip (``size`` its length), audio bytes (PCM), its
         id the SHA-256 of the bytes tagged with ``index`` (``_tagged``).
 
         What libmtmd's ``mtmd_helper_bitmap_init_from_buf`` does, without its fallbacks: bytes
         that are neither were refused by ``_measure``, never handed to an ffmpeg run.
         """
-        if size is None:
+        if not isinstance(size, tuple):
             return self._audio_bitmap(data, index)
-        bitmap = decode_image(data, index, size, self.image_side, self.budget, _mtmd().mtmd_bitmap_init)
+        bitmap = decode_image(data, index, size, self.image_side, _mtmd().mtmd_bitmap_init)
         return self._identified(bitmap, data, index)
 
     def _audio_bitmap(self, data: bytes, index: int) -> int:

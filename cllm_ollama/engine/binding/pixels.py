@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ...errors import MediaError
-from ..media_budget import PixelBudget, reduced_size
+from ..media_budget import reduced_size
 from ..transcode import PILLOW_WEBP_COPIES, decode_reduced, is_jpeg, is_webp, reduce_rgb, webp_size
 from .webp import decode_scaled
 
@@ -73,25 +73,31 @@ def image_size(data: bytes, index: int) -> tuple[int, int]:
 Make = Callable[[int, int, Any], T]
 
 
-def decode_image(data: bytes, index: int, size: tuple[int, int], side: int, budget: PixelBudget, make: Make[T]) -> T:
-    """``make(width, height, pixels)`` over the image of header size ``size`` decoded to 8-bit RGB
-    rows, its shorter side reduced to ``side`` where it is longer (``reduced_size``), while it
-    holds its full size's pixels of the server's ``budget``, times its decoder's working copies.
-    ``pixels`` lives during the call only."""
-    target = reduced_size(*size, side)
+def decode_cost(data: bytes, size: tuple[int, int], side: int) -> int:
+    """What decoding the image of header size ``size`` holds at its peak, in RGB pixels: its full
+    size times its decoder's working copies, or less where it is decoded at a smaller scale."""
     pixels = size[0] * size[1]
+    if is_webp(data):  # an animation (VP8X's flag) goes to Pillow
+        animated = data[12:16] == b"VP8X" and len(data) > 20 and data[20] & 0x02
+        return pixels * PILLOW_WEBP_COPIES if animated else pixels
+    if is_jpeg(data) and reduced_size(*size, side) != size:
+        return pixels  # decoded at 1/2 to 1/8 scale, then reduced
+    return pixels * _STB_COPIES.get(data[:2], 2)
+
+
+def decode_image(data: bytes, index: int, size: tuple[int, int], side: int, make: Make[T]) -> T:
+    """``make(width, height, pixels)`` over the image of header size ``size`` decoded to 8-bit RGB
+    rows, its shorter side reduced to ``side`` where it is longer (``reduced_size``); what it
+    holds meanwhile is ``decode_cost``. ``pixels`` lives during the call only."""
+    target = reduced_size(*size, side)
     if is_webp(data):
-        with budget.hold(pixels):
-            scaled = decode_scaled(data, target)
+        scaled = decode_scaled(data, target)
         if scaled is not None:
             return make(target[0], target[1], scaled.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)))
-        with budget.hold(pixels * PILLOW_WEBP_COPIES):  # an animation, or no libwebp of our own
-            return _made(decode_reduced(data, index, target), make)
+        return _made(decode_reduced(data, index, target), make)  # an animation, or no libwebp of our own
     if is_jpeg(data) and target != size:
-        with budget.hold(pixels):  # decoded at 1/2 to 1/8 scale, then reduced
-            return _made(decode_reduced(data, index, target), make)
-    with budget.hold(pixels * _STB_COPIES.get(data[:2], 2)):
-        return _stb_decode(data, index, side, make)
+        return _made(decode_reduced(data, index, target), make)
+    return _stb_decode(data, index, side, make)
 
 
 def _made(decoded: tuple[int, int, bytes], make: Make[T]) -> T:
