@@ -282,6 +282,8 @@ class Projector:
                 rc = mtmd.mtmd_tokenize(self._ptr, chunks, ctypes.byref(inp), array, len(bitmaps))
                 if rc != 0:
                     raise MediaError(f"the projector could not preprocess the images ({rc})")
+                while bitmaps:  # preprocessed into the chunks: freed before the budget is
+                    mtmd.mtmd_bitmap_free(bitmaps.pop())
             prompt = MediaPrompt(self, chunks)
             chunks = None
             return prompt
