@@ -189,15 +189,7 @@ class LoadedModel:
             self._load_beside(resolved, audio_refused)
             if not spec.embedding_only:
                 resolved = self._start_runner(resolved, probes)
-            self.embedder = Embedder(
-                self.model,
-                n_seq_max=resolved.n_slots,
-                n_ctx_seq=resolved.n_ctx_slot,
-                n_batch=resolved.n_batch,
-                n_threads=resolved.n_threads,
-                flash_attn=spec.flash_attention,
-                adapters=self.adapters,
-            )
+            self.embedder = self._embedder(resolved)
         except Exception:  # what was made is released, the engine thread first
             if self.runner is not None:
                 self.runner.close()
@@ -226,6 +218,18 @@ class LoadedModel:
                 budget=budget,
             )
             self.projector.audio_refused = audio_refused
+
+    def _embedder(self, resolved: LoadSpec) -> Embedder:
+        """The embedding side (its context is made lazily, at the first embed)."""
+        return Embedder(
+            self.model,
+            n_seq_max=resolved.n_slots,
+            n_ctx_seq=resolved.n_ctx_slot,
+            n_batch=resolved.n_batch,
+            n_threads=resolved.n_threads,
+            flash_attn=self.spec.flash_attention,
+            adapters=self.adapters,
+        )
 
     def _start_runner(self, resolved: LoadSpec, probes: tuple[MemoryProbe, MemoryProbe]) -> LoadSpec:
         """The engine thread over ``resolved``, or over an f16 cache when llama.cpp refuses the
