@@ -20,6 +20,8 @@ DEFAULT_PORT = 11434
 # Ollama's default is 1 slot. Continuous batching is the point of cllm: on a CPU, 8
 # sequences decode at ~2.5x the aggregate rate of one, and the KV cost (8 x num_ctx) is modest.
 DEFAULT_NUM_PARALLEL = 8
+# Settings whose default depends on the device a model runs on (engine/tuning.py), by variable.
+TUNABLE = {"num_parallel": "NUM_PARALLEL", "num_batch": "NUM_BATCH", "prefill_chunk": "PREFILL_CHUNK"}
 DEFAULT_CONTEXT_LENGTH = 4096
 # How far a model's context grows, by reloading it, for a prompt that does not fit when nobody set
 # num_ctx (not the request, not the Modelfile, not OLLAMA_CONTEXT_LENGTH): agents that talk /v1
@@ -360,6 +362,9 @@ class Settings:
     # Catalog names (qwen3:0.6b...) from Ollama's registry first, the Hugging Face Hub if it lacks them.
     prefer_registry: bool = False
     debug: bool = False
+    # Which of TUNABLE the environment left unset: cllm chooses those per device (engine/tuning.py).
+    # Settings made directly (tests) leave none unset: what they say is what loads.
+    unset: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.cache_dir is None:
@@ -406,4 +411,5 @@ class Settings:
             gpu_overhead=_env_gpu_overhead(e.get("GPU_OVERHEAD")),
             sched_spread=e.get_bool("SCHED_SPREAD"),
             prefer_registry=e.get_bool("PREFER_REGISTRY"),
+            unset=frozenset(name for name, var in TUNABLE.items() if e.get(var) is None),
         )

@@ -32,10 +32,11 @@ from .binding import (
 from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
 from .memory import available_memory, check_memory_fit
-from .offload import Device, placed
+from .offload import Device
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, Sink
+from .tuning import choose
 from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")
@@ -156,7 +157,7 @@ class LoadedModel:
         file); ``devices`` lists the GPUs (name, free, total) the layers are fitted to. Raises
         ``InsufficientMemory`` when the KV cache would not fit, ``AdapterRefused`` (a 400) for
         an adapter the weights do not take."""
-        spec, self.placement = placed(spec, [Device(name, free) for name, free, _ in devices()])
+        spec, self.placement = choose(spec, [Device(name, free) for name, free, _ in devices()])
         self.spec = spec
         audio_refused = probe(
             spec.path,
