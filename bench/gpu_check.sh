@@ -10,7 +10,9 @@
 #
 # Every phase is time-boxed inside GPU_CHECK_BUDGET_S (default 560 s, under the call's 600) and
 # writes to $OUT as it goes: check.log (all of it), env.txt, build.log, bench.md (the table),
-# results.tgz (JSON, server logs, ninja's slowest steps), offload.json. At most 8 files come back.
+# results.tgz (JSON, server logs, ninja's steps, batched-bench, save_stall.txt), offload.json.
+# At most 8 files come back. Phases after the offload step (llama-batched-bench, state save and
+# restore from device memory) run only while time is left.
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +33,7 @@ THREADS=${GPU_CHECK_THREADS:-8}
 OUT=${OUT:-$REPO/.gpu-out}
 START=$(date +%s)
 mkdir -p "$OUT" "$WORK"
+OUT=$(cd "$OUT" && pwd) WORK=$(cd "$WORK" && pwd)
 exec > >(tee -a "$OUT/check.log") 2>&1
 
 left() { echo $((BUDGET - $(date +%s) + START)); }
@@ -82,6 +85,7 @@ export PYTHONPATH=$SITE PATH=$SITE/bin:$PATH PYTHONUNBUFFERED=1  # the carried s
     || die "pip could not build and install cllm"
 export PYTHONPATH=$SITE:$CLLM_SITE PATH=$CLLM_SITE/bin:$PATH
 command -v cllm >/dev/null || die "no cllm command in $CLLM_SITE/bin"
+cd "$WORK"  # not the repo: its cllm_ollama/ (no cli/ inside) would shadow the installed package for `python -m`
 "$PY" -c "import cllm_ollama.api, starlette, uvicorn, gguf, msgspec, orjson, jinja2, httpx, numpy" \
     || die "an import cllm needs failed (see above)"
 
@@ -148,6 +152,15 @@ if (( $(left) > 45 )); then
     run_boxed 60 5 "$PY" "$REPO/bench/gpu_bench.py" batched --cache "$WORK/cache" --out "$WORK/results" \
         --build "$BUILD" --shape "$SHAPE" --levels "$LEVELS" --max-tokens "$MAX_TOKENS" --threads "$THREADS" \
         "${GPU_FLAG[@]}" || say "batched-bench stopped (rc $?)"
+    pack
+fi
+# --- 7. saving and restoring prompt states from device memory, if time is left --------------------
+if (( $(left) > 60 )); then
+    say "state save/restore on the device path (bench/save_stall.py)"
+    run_boxed 90 5 "$PY" "$REPO/bench/save_stall.py" "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" \
+        --tokens "${GPU_CHECK_STATE_TOKENS:-2048,8192}" --threads "$THREADS" >"$WORK/results/save_stall.txt" 2>&1 \
+        || say "save_stall stopped (rc $?)"
+    tail -25 "$WORK/results/save_stall.txt"
     pack
 fi
 say "done; $(left)s of the budget left"
