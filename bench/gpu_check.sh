@@ -7,6 +7,8 @@
 # Prepared here by `python bench/gpu_prepare.py` (.gpu-carry/: the trimmed source and the wheels),
 # which prints the device call:  run(command="bash bench/gpu_check.sh", carry=[".gpu-carry"], timeout_s=600)
 # Rehearsed on a CPU:  GPU_CHECK_BACKEND=cpu bench/gpu_check.sh  (see GPU_CHECK_* below).
+# If the build runs out of its time box, call again at once: a machine still warm keeps
+# /tmp/gpu-check, the re-unpacked source keeps its timestamps, and ninja goes on where it stopped.
 #
 # Every phase is time-boxed inside GPU_CHECK_BUDGET_S (default 560 s, under the call's 600) and
 # writes to $OUT as it goes: check.log (all of it), env.txt, build.log, bench.md (the table),
