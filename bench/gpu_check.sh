@@ -55,6 +55,8 @@ run_boxed() {
 }
 
 say "cllm GPU check: backend $BACKEND, budget ${BUDGET}s, $JOBS jobs, repo $REPO"
+# nvcc where CUDA installs it; cmake and ninja may be the Python packages beside python3.
+export PATH=$PATH:/usr/local/cuda/bin:$(dirname "$(command -v "$PY")")
 # --- 0. what the machine has; fail fast on what is missing --------------------------------------
 {
     date -u; uname -a; nproc; free -g | head -2; df -h /tmp | tail -1
@@ -64,7 +66,6 @@ say "cllm GPU check: backend $BACKEND, budget ${BUDGET}s, $JOBS jobs, repo $REPO
     git -C "$REPO" log --oneline -1 2>/dev/null
 } >"$OUT/env.txt" 2>&1
 if [ "$BACKEND" = cuda ]; then
-    command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
     command -v nvcc >/dev/null || die "no nvcc (looked on PATH and /usr/local/cuda/bin)"
     nvidia-smi -L || die "nvidia-smi sees no GPU"
     CC_FOUND=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
