@@ -22,6 +22,8 @@ DEFAULT_PORT = 11434
 # Ollama's default is 1 slot. Continuous batching is the point of cllm: on a CPU, 8
 # sequences decode at ~2.5x the aggregate rate of one, and the KV cost (8 x num_ctx) is modest.
 DEFAULT_NUM_PARALLEL = 8
+# Settings whose default depends on the device a model runs on (engine/tuning.py), by variable.
+TUNABLE = {"num_parallel": "NUM_PARALLEL", "num_batch": "NUM_BATCH"}
 DEFAULT_CONTEXT_LENGTH = 4096
 # How far a model's context grows, by reloading it, for a prompt that does not fit when nobody set
 # num_ctx (not the request, not the Modelfile, not OLLAMA_CONTEXT_LENGTH): agents that talk /v1
@@ -369,6 +371,9 @@ class Settings:
     # Catalog names (qwen3:0.6b...) from Ollama's registry first, the Hugging Face Hub if it lacks them.
     prefer_registry: bool = False
     debug: bool = False
+    # Which of TUNABLE the environment left unset: cllm chooses those per device (engine/tuning.py).
+    # Settings made directly (tests) leave none unset: what they say is what loads.
+    unset: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.cache_dir is None:
@@ -421,4 +426,5 @@ class Settings:
                 server_pixels=e.get_int("MAX_DECODE_PIXELS", DEFAULT_SERVER_PIXELS),
                 audio_seconds=e.get_int("MAX_AUDIO_SECONDS", DEFAULT_AUDIO_SECONDS),
             ),
+            unset=frozenset(name for name, var in TUNABLE.items() if e.get(var) is None),
         )

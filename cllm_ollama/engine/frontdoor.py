@@ -71,6 +71,9 @@ class LoadSpec:
     sched_spread: bool = False
     # Each GPU's share of the offloaded layers (empty: one GPU, or llama.cpp's own split).
     tensor_split: tuple[float, ...] = ()
+    # The fields the operator left unset, each with its CPU default: the device a model lands on
+    # chooses them (engine/tuning.py); a request or a retry that sets one takes it out.
+    tunable: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LoadSpec:
@@ -91,6 +94,10 @@ class LoadSpec:
             deterministic=settings.deterministic,
             gpu_overhead=settings.gpu_overhead,
             sched_spread=settings.sched_spread,
+            tunable=(
+                (("n_slots", settings.num_parallel),) * ("num_parallel" in settings.unset)
+                + (("n_batch", settings.num_batch),) * ("num_batch" in settings.unset)
+            ),
         )
 
 

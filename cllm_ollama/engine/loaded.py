@@ -33,10 +33,11 @@ from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
 from .media_budget import MediaLimits, PixelBudget
 from .memory import available_memory, check_memory_fit, compute_bytes, resident_bytes
-from .offload import Device, placed
+from .offload import Device
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, Sink
+from .tuning import choose
 from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")
@@ -165,7 +166,7 @@ class LoadedModel:
         an adapter the weights do not take. ``media``, ``pixel_budget``: the server's limits on
         a request's images and audio, and its pixels being decoded (``media_budget``)."""
         self._media = (media, pixel_budget)
-        spec, self.placement = placed(spec, [Device(name, free) for name, free, _ in devices()])
+        spec, self.placement = choose(spec, [Device(name, free) for name, free, _ in devices()])
         self.spec = spec
         audio_refused = probe(
             spec.path,

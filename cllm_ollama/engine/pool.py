@@ -26,6 +26,7 @@ from .frontdoor import EngineClient, LoadSpec
 from .grammar import GrammarChecker
 from .loaded import LoadedModel
 from .media_budget import MediaLimits, PixelBudget
+from .tuning import pinned, raised
 from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")
@@ -184,13 +185,13 @@ class ModelPool:
             spec = replace(spec, n_ctx_slot=max(req.num_ctx, floor))
         if req.num_batch is not None:
             # Never below the server's: a client's tiny batch would slow everyone's prefill.
-            spec = replace(spec, n_batch=max(req.num_batch, self._defaults.n_batch))
+            spec = raised(spec, "n_batch", max(req.num_batch, self._defaults.n_batch))
         if req.num_gpu is not None and req.num_gpu >= 0:
             spec = replace(spec, n_gpu_layers=req.num_gpu)
         if req.num_thread:
             spec = replace(spec, n_threads=req.num_thread)
         if req.num_parallel:
-            spec = replace(spec, n_slots=req.num_parallel)
+            spec = pinned(spec, n_slots=req.num_parallel)
         if req.deterministic is not None:
             spec = replace(spec, deterministic=req.deterministic)
         return spec
@@ -298,7 +299,7 @@ class ModelPool:
                         exc.message,
                         exc.fits,
                     )
-                    spec = replace(spec, n_slots=exc.fits)
+                    spec = pinned(spec, n_slots=exc.fits)
                     continue
                 raise
 

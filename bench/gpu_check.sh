@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# The GPU check in one command (issue 31): build the pinned llama.cpp for CUDA (compute capability
+# 9.0 only: an H100 or H200) with llama-server from the same source, install cllm and the carried
+# wheels, write the random-weight bench model, bench cllm against llama-server -np 32 and -np 1
+# (Ollama's default) at 1, 8, 32 and 64 concurrent requests, then a partly offloaded load.
+#
+# Prepared here by `python bench/gpu_prepare.py` (.gpu-carry/: the trimmed source and the wheels),
+# which prints the device call:  run(command="bash bench/gpu_check.sh", carry=[".gpu-carry"], timeout_s=600)
+# Rehearsed on a CPU:  GPU_CHECK_BACKEND=cpu bench/gpu_check.sh  (see GPU_CHECK_* below).
+# If the build runs out of its time box, call again at once: a machine still warm keeps
+# /tmp/gpu-check, the re-unpacked source keeps its timestamps, and ninja goes on where it stopped.
+#
+# Every phase is time-boxed inside GPU_CHECK_BUDGET_S (default 560 s, under the call's 600) and
+# writes to $OUT as it goes: check.log (all of it), env.txt, build.log, bench.md (the table),
+# results.tgz (JSON, server logs, ninja's steps, batched-bench, save_stall.txt), offload.json.
+# At most 8 files come back. Phases after the offload step (llama-batched-bench, state save and
+# restore from device memory) run only while time is left.
+set -u -o pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BACKEND=${GPU_CHECK_BACKEND:-cuda}
+BUDGET=${GPU_CHECK_BUDGET_S:-560}
+WORK=${GPU_CHECK_WORK:-/tmp/gpu-check}
+CARRY=${GPU_CHECK_CARRY:-$REPO/.gpu-carry}
+WHEELS=${GPU_CHECK_WHEELS:-$CARRY/wheels}
+PY=${GPU_CHECK_PYTHON:-python3}
+JOBS=${GPU_CHECK_JOBS:-$(nproc)}
+NICE=${GPU_CHECK_NICE:-0}
+SHAPE=${GPU_CHECK_SHAPE:-qwen3-0.6b}
+LEVELS=${GPU_CHECK_LEVELS:-1,8,32,64}
+SLOTS=${GPU_CHECK_SLOTS:-32}
+MAX_TOKENS=${GPU_CHECK_MAX_TOKENS:-128}
+REQUESTS=${GPU_CHECK_REQUESTS:-}
+THREADS=${GPU_CHECK_THREADS:-8}
+OUT=${OUT:-$REPO/.gpu-out}
+START=$(date +%s)
+mkdir -p "$OUT" "$WORK"
+OUT=$(cd "$OUT" && pwd) WORK=$(cd "$WORK" && pwd)
+exec > >(tee -a "$OUT/check.log") 2>&1
+
+left() { echo $((BUDGET - $(date +%s) + START)); }
+say() { echo "[$(date -u +%H:%M:%S) +$(($(date +%s) - START))s] $*"; }
+die() { say "FAILED: $*"; pack; exit 1; }
+pack() {  # results so far, in one file (the 8-file limit)
+    mkdir -p "$WORK/results"
+    cp -f "$WORK/build/.ninja_log" "$WORK/results/ninja_log.txt" 2>/dev/null
+    tar -czf "$OUT/results.tgz" -C "$WORK" results cache/logs 2>/dev/null
+}
+# run_boxed SECONDS_CAP RESERVE CMD...: at most the cap, and never into the last RESERVE seconds.
+run_boxed() {
+    local cap=$1 reserve=$2; shift 2
+    local t=$(( $(left) - reserve )); (( t > cap )) && t=$cap
+    (( t < 10 )) && { say "no time left for: $*"; return 124; }
+    timeout -s INT -k 20 "$t" nice -n "$NICE" "$@"
+}
+
+say "cllm GPU check: backend $BACKEND, budget ${BUDGET}s, $JOBS jobs, repo $REPO"
+# nvcc where CUDA installs it; cmake and ninja may be the Python packages beside python3.
+export PATH=$PATH:/usr/local/cuda/bin:$(dirname "$(command -v "$PY")")
+# --- 0. what the machine has; fail fast on what is missing --------------------------------------
+{
+    date -u; uname -a; nproc; free -g | head -2; df -h /tmp | tail -1
+    command -v nvidia-smi >/dev/null && nvidia-smi
+    command -v nvcc >/dev/null && nvcc --version | tail -2
+    cmake --version | head -1; ninja --version; "$PY" --version; "$PY" -m pip --version
+    git -C "$REPO" log --oneline -1 2>/dev/null
+} >"$OUT/env.txt" 2>&1
+if [ "$BACKEND" = cuda ]; then
+    command -v nvcc >/dev/null || die "no nvcc (looked on PATH and /usr/local/cuda/bin)"
+    nvidia-smi -L || die "nvidia-smi sees no GPU"
+    CC_FOUND=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
+    say "GPU compute capability $CC_FOUND (building for ${GPU_CHECK_ARCH:-90})"
+fi
+command -v cmake >/dev/null && command -v ninja >/dev/null || die "cmake and ninja are needed"
+SRC_TGZ=$(ls "$CARRY"/llama.cpp-*.tar.gz 2>/dev/null | head -1)
+[ -n "$SRC_TGZ" ] || die "no $CARRY/llama.cpp-*.tar.gz: run python bench/gpu_prepare.py here and carry .gpu-carry"
+ls "$WHEELS"/*.whl >/dev/null 2>&1 || die "no wheels in $WHEELS"
+
+# --- 1. cllm and the wheels the machine lacks, into one folder on PYTHONPATH --------------------
+SITE=$WORK/site  # the carried wheels
+CLLM_SITE=$WORK/cllm  # cllm itself, apart: pip --target will not add to a bin/ that exists
+rm -rf "$SITE" "$CLLM_SITE"
+say "installing the carried wheels and cllm into $SITE"
+"$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl \
+    || die "pip could not install the carried wheels"
+export PYTHONPATH=$SITE PATH=$SITE/bin:$PATH PYTHONUNBUFFERED=1  # the carried setuptools builds cllm
+"$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target "$CLLM_SITE" "$REPO" \
+    || die "pip could not build and install cllm"
+export PYTHONPATH=$SITE:$CLLM_SITE PATH=$CLLM_SITE/bin:$PATH
+command -v cllm >/dev/null || die "no cllm command in $CLLM_SITE/bin"
+cd "$WORK"  # not the repo: its cllm_ollama/ (no cli/ inside) would shadow the installed package for `python -m`
+"$PY" -c "import cllm_ollama.api, starlette, uvicorn, gguf, msgspec, orjson, jinja2, httpx, numpy" \
+    || die "an import cllm needs failed (see above)"
+
+# --- 2. llama.cpp from the trimmed source: the libraries cllm loads, llama-server, batched-bench -
+SRC=$WORK/src
+BUILD=$WORK/build
+rm -rf "$SRC" && mkdir -p "$SRC" && tar -xzf "$SRC_TGZ" -C "$SRC" || die "could not unpack $SRC_TGZ"
+# The model's F16 weights are written meanwhile (Python, one core); quantized after the build.
+mkdir -p "$WORK/cache/logs" "$WORK/results"
+nice -n 5 "$PY" "$REPO/bench/gpu_bench.py" f16 --cache "$WORK/cache" --out "$WORK/results" --shape "$SHAPE" \
+    --vocab "$SRC/llama.cpp/models/ggml-vocab-qwen2.gguf" >"$WORK/cache/logs/model.log" 2>&1 &
+F16_PID=$!
+FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=ON
+       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF
+       -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF)
+[ "$BACKEND" = cuda ] && FLAGS+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${GPU_CHECK_ARCH:-90}"
+                                 "-DCMAKE_CUDA_COMPILER=$(command -v nvcc)")
+say "configuring: cmake ${FLAGS[*]}"
+run_boxed 120 200 cmake -S "$SRC/llama.cpp" -B "$BUILD" "${FLAGS[@]}" >"$OUT/build.log" 2>&1 \
+    || { tail -30 "$OUT/build.log"; die "cmake configure failed (build.log)"; }
+say "building llama-server and llama-batched-bench (-j$JOBS)"
+# The build may take all but what the model, a bench and the offload step need (~3 minutes).
+run_boxed 3600 "${GPU_CHECK_AFTER_BUILD_S:-170}" cmake --build "$BUILD" -j "$JOBS" \
+    --target llama-server llama-batched-bench >>"$OUT/build.log" 2>&1
+RC=$?
+# ninja's log: the slowest steps, so that a next run knows what to cut.
+awk -F'\t' 'NR>1 {printf "%7.1f s  %s\n", ($2-$1)/1000, $4}' "$BUILD/.ninja_log" 2>/dev/null | sort -rn | head -12
+(( RC == 0 )) || { tail -30 "$OUT/build.log"; die "build failed or ran out of time (rc $RC; build.log)"; }
+say "built: $(ls "$BUILD/bin" | tr '\n' ' ')"
+# llama-cpp-python's Python part loads libllama and libggml from llama_cpp/lib: the build's.
+ln -sfn "$BUILD/bin" "$SITE/llama_cpp/lib"
+export LLAMA_CPP_LIB_PATH=$BUILD/bin MTMD_CPP_LIB=$BUILD/bin
+"$BUILD/bin/llama-server" --version 2>&1 | tail -2
+"$PY" -c "import sys; from cllm_ollama.engine.binding import gpu_devices; d = gpu_devices(); \
+print('llama.cpp devices:', d); sys.exit(0 if d or '$BACKEND' == 'cpu' else 3)" | tee "$WORK/results/devices.txt" \
+    || die "the binding could not load the build, or llama.cpp found no GPU"
+
+# --- 3. the bench model ---------------------------------------------------------------------------
+say "waiting for the F16 model, then quantizing to Q4_K_M"
+wait "$F16_PID" || { cat "$WORK/cache/logs/model.log"; die "writing the F16 model failed"; }
+run_boxed 120 100 "$PY" "$REPO/bench/gpu_bench.py" model --cache "$WORK/cache" --out "$WORK/results" \
+    --shape "$SHAPE" --threads "$(nproc)" || die "quantizing the model failed"
+pack
+
+# --- 4. cllm vs llama-server -np N vs -np 1 --------------------------------------------------------
+GPU_FLAG=(); [ "$BACKEND" = cuda ] && GPU_FLAG=(--gpu)
+say "bench: levels $LEVELS, $SLOTS slots, $MAX_TOKENS tokens"
+run_boxed 400 "${GPU_CHECK_AFTER_BENCH_S:-70}" "$PY" "$REPO/bench/gpu_bench.py" bench --cache "$WORK/cache" \
+    --out "$WORK/results" --build "$BUILD" --shape "$SHAPE" --levels "$LEVELS" --slots "$SLOTS" \
+    --max-tokens "$MAX_TOKENS" --threads "$THREADS" ${REQUESTS:+--requests "$REQUESTS"} "${GPU_FLAG[@]}" \
+    || say "bench stopped early (rc $?): what finished is in bench.md"
+cp -f "$WORK/results/bench.md" "$OUT/bench.md" 2>/dev/null
+pack
+
+# --- 5. a partly offloaded load ------------------------------------------------------------------
+say "offload: OLLAMA_GPU_OVERHEAD set so that about half the layers fit"
+run_boxed 150 5 "$PY" "$REPO/bench/gpu_bench.py" offload --cache "$WORK/cache" --out "$WORK/results" \
+    --shape "$SHAPE" --threads "$THREADS" || say "offload step stopped (rc $?)"
+cp -f "$WORK/results/offload.json" "$OUT/offload.json" 2>/dev/null
+pack
+
+# --- 6. the ceiling, if time is left -------------------------------------------------------------
+if (( $(left) > 45 )); then
+    run_boxed 60 5 "$PY" "$REPO/bench/gpu_bench.py" batched --cache "$WORK/cache" --out "$WORK/results" \
+        --build "$BUILD" --shape "$SHAPE" --levels "$LEVELS" --max-tokens "$MAX_TOKENS" --threads "$THREADS" \
+        "${GPU_FLAG[@]}" || say "batched-bench stopped (rc $?)"
+    pack
+fi
+# --- 7. saving and restoring prompt states from device memory, if time is left --------------------
+if (( $(left) > 60 )); then
+    say "state save/restore on the device path (bench/save_stall.py)"
+    run_boxed 90 5 "$PY" "$REPO/bench/save_stall.py" "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" \
+        --tokens "${GPU_CHECK_STATE_TOKENS:-2048,8192}" --threads "$THREADS" >"$WORK/results/save_stall.txt" 2>&1 \
+        || say "save_stall stopped (rc $?)"
+    tail -25 "$WORK/results/save_stall.txt"
+    pack
+fi
+say "done; $(left)s of the budget left"
+cat "$OUT/bench.md" 2>/dev/null
