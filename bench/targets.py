@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import socket
 import subprocess
 import time
@@ -46,12 +48,18 @@ class Running:
 
     def __enter__(self) -> Running:
         self.server.log.parent.mkdir(parents=True, exist_ok=True)
+        # A Python server that dies of a signal (a crash in native code) still says where it was.
+        env = {**(self.server.env if self.server.env is not None else os.environ), "PYTHONFAULTHANDLER": "1"}
         with self.server.log.open("wb") as log:
-            self.proc = subprocess.Popen(self.server.argv, stdout=log, stderr=subprocess.STDOUT, env=self.server.env)
+            self.proc = subprocess.Popen(self.server.argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is not None:  # it died on its own: how, at the end of its log
+            with self.server.log.open("a") as log:
+                log.write(f"\n!! {self.server.name} exited by itself: {_how(self.proc.returncode)}\n")
             return
         self.proc.terminate()
         try:
@@ -81,6 +89,13 @@ class Running:
         """Peak resident memory (VmHWM) of the server and every process below it, summed."""
         assert self.proc is not None
         return sum(_vm_hwm_kib(pid) for pid in _tree(self.proc.pid))
+
+
+def _how(code: int) -> str:
+    """An exit status in words: a negative one is the signal that ended the process."""
+    if code < 0:
+        return f"signal {-code} ({signal.Signals(-code).name})"
+    return f"exit code {code}"
 
 
 def _tree(root: int) -> list[int]:
