@@ -45,6 +45,8 @@ DEFAULT_SHUTDOWN_GRACE_S = 5.0
 # sends nothing else): under the idle timeouts of clients and proxies (60 s in nginx and AWS's
 # load balancers), and rare enough to cost nothing.
 DEFAULT_STREAM_KEEPALIVE_S = 10.0
+# How long a stream waits for its model to load before it gets its headers (and keep-alives).
+DEFAULT_LOAD_HEADERS_S = 0.5
 # Where names without a host (and registry.ollama.ai/... names) are pulled from and pushed to.
 DEFAULT_REGISTRY_URL = "https://registry.ollama.ai"
 FOREVER = math.inf
@@ -350,6 +352,10 @@ class Settings:
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE_S
     # CLLM_STREAM_KEEPALIVE: seconds (or a Go duration) between keep-alives of a quiet stream.
     stream_keepalive: float = DEFAULT_STREAM_KEEPALIVE_S
+    # CLLM_LOAD_HEADERS: seconds (or a Go duration) a stream waits for its model's load before its
+    # headers go out; a refusal after that ends the stream with an error object instead of a status.
+    # 0: headers only once admitted. Settings made directly (tests) mean 0: statuses stay exact.
+    load_headers: float = 0.0
     # The server behind registry.ollama.ai names (a mirror, or a test's stand-in).
     registry_url: str = DEFAULT_REGISTRY_URL
     # K and V cache element type of generation contexts: "f16", "q8_0" or "q4_0".
@@ -411,6 +417,7 @@ class Settings:
             render_timeout=_env_timeout("RENDER_TIMEOUT", e.get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
             shutdown_grace=_env_timeout("SHUTDOWN_GRACE", e.get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
             stream_keepalive=_env_timeout("STREAM_KEEPALIVE", e.get("STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S),
+            load_headers=_env_timeout("LOAD_HEADERS", e.get("LOAD_HEADERS"), DEFAULT_LOAD_HEADERS_S),
             debug=e.get("DEBUG") not in (None, "0", "false", "False"),
             max_body_size=_env_body_size(e.get("MAX_BODY_SIZE")),
             noprune=e.get_bool("NOPRUNE"),

@@ -65,20 +65,16 @@ class Chunk:
     truncated: int = 0
 
 
-# A stream that waits this long for its model to load gets its headers (and keep-alives) then.
-LOAD_QUIET_S = 0.5
-
-
 @asynccontextmanager
 async def lease(
     pool: ModelPool,
     model: ResolvedModel,
     options: RequestOptions,
     keep_alive: float | None,
-    loading: asyncio.Event | None = None,
+    loading: tuple[asyncio.Event, float] | None = None,
 ) -> AsyncIterator[Entry]:
-    """The model loaded as ``options`` ask, held until the block ends; ``loading`` is set if that
-    takes over ``LOAD_QUIET_S`` (a load, or a reload waiting for running requests).
+    """The model loaded as ``options`` ask, held until the block ends; ``loading``'s event is set
+    if that takes over its seconds (a load, or a reload waiting for running requests).
 
     A load cannot be interrupted: if the waiting task is cancelled (its client left), the load
     goes on and the model is given back as soon as it is held.
@@ -86,8 +82,8 @@ async def lease(
     with naming_the_model(model):
         acquiring = asyncio.ensure_future(pool.acquire(load_request(model, options), keep_alive))
         try:
-            if loading is not None and not (await asyncio.wait({acquiring}, timeout=LOAD_QUIET_S))[0]:
-                loading.set()
+            if loading is not None and not (await asyncio.wait({acquiring}, timeout=loading[1]))[0]:
+                loading[0].set()
             entry = await asyncio.shield(acquiring)
         except asyncio.CancelledError:
 
@@ -129,7 +125,7 @@ class Generation:
     tool_specs: list[dict[str, Any]] | None = None
     # Set once everything that can be refused with a status has been checked (the model loaded,
     # the prompt fitted, the grammar compiled), or once a load has kept the request waiting
-    # ``LOAD_QUIET_S``: a stream may answer from then on (its headers, then keep-alives; a refusal
+    # ``Settings.load_headers``: a stream may answer from then on (its headers, then keep-alives; a refusal
     # after that ends it with an error object, as any error after the first byte does).
     admitted: asyncio.Event = field(default_factory=asyncio.Event)
     # The prompt's images and audio (decoded bytes), in ``[img-N]`` tag order (``media.tag_media``).
@@ -174,7 +170,9 @@ class Generation:
                         yield chunk
 
     async def _run(self, pool: ModelPool, t0: int, grow: int) -> AsyncGenerator[Chunk, None]:
-        async with lease(pool, self.model, self.options, self.fields.keep_alive, self.admitted) as entry:
+        wait = services(self.http).settings.load_headers
+        loading = (self.admitted, wait) if wait > 0 else None
+        async with lease(pool, self.model, self.options, self.fields.keep_alive, loading) as entry:
             self.load_ns = time.perf_counter_ns() - t0
             loaded = entry.model
             request, parser = await self._admit(pool, loaded, grow)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import gguf
@@ -45,7 +46,8 @@ class Gate:
 def gated(tmp_path: Path) -> Iterator[tuple[httpx.Client, Gate]]:
     path = write_qwen3(tmp_path / "tiny.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
     import_gguf(ModelStore(tmp_path / "models"), "tiny", path)
-    app = create_app(Settings(models_dir=tmp_path / "models", num_parallel=2, context_length=256, num_thread=1))
+    settings = Settings(models_dir=tmp_path / "models", num_parallel=2, context_length=256, num_thread=1)
+    app = create_app(replace(settings, load_headers=0.2))
     gate = Gate()
     with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=60) as client:
         services(app).pool = scripted_pool(["Hello", "."], make=gate.load)
