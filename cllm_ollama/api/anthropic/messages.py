@@ -32,7 +32,7 @@ from ..schemas.anthropic import ContentBlock, ImageSource, MessageParam, Message
 from ..schemas.go import decode_error
 from ..schemas.ollama import ChatRequest
 from ..services import services
-from ..tool_calls import tool_call_id
+from ..tool_calls import random_id
 from .errors import decode
 
 _REQUEST = "MessagesRequest"
@@ -263,7 +263,7 @@ def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
     function = call["function"]
     return {
         "type": "tool_use",
-        "id": f"toolu_{tool_call_id()}",
+        "id": f"toolu_{random_id()}",
         "name": function["name"],
         "input": function["arguments"],
     }

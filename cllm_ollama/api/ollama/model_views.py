@@ -103,7 +103,7 @@ def show_response(record: ModelRecord, *, verbose: bool = False, system: str | N
     info = _info(record, record.model_path, verbose)
     # Ollama shows the first projector's metadata as it shows the model's.
     projector = _info(record, record.projector_paths[0], verbose) if record.projector_paths else None
-    template = template_in_use(record.template, info) if info or record.template else None
+    template = template_in_use(record.template, info, record.renderer) if info or record.template else None
     system = system or record.system
     capabilities = record.capabilities if info else []
     resp: dict[str, Any] = {
@@ -112,12 +112,15 @@ def show_response(record: ModelRecord, *, verbose: bool = False, system: str | N
         "parameters": parameters_text(record.params),
         "template": template or "",
         "system": system or "",
+        "renderer": record.renderer,
+        "parser": record.parser,
         "details": details(record),
         "messages": record.messages,
         "model_info": info.model_info if info else {},
         "projector_info": projector.model_info if projector else {},
         "capabilities": capabilities,
         "modified_at": record.modified_at.isoformat(),
+        "requires": record.config.get("requires") if isinstance(record.config.get("requires"), str) else "",
     }
     if verbose and info:
         resp["tensors"] = list(info.tensors)
