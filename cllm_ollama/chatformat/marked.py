@@ -153,8 +153,8 @@ class Marked(BufferedParser):
             return None
         if buf[start] not in "{[":
             return start, start  # no JSON: the block ends here (and does not parse)
-        end = _json_end(buf, start)
-        return None if end is None else (end, end)
+        closed = _json_end(buf, start)
+        return None if closed is None else (closed, closed)
 
     def _call(self, out: Delta, final: bool) -> bool:
         buf = self._buf
