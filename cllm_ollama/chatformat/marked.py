@@ -63,7 +63,7 @@ class Marked(BufferedParser):
         self._buf = ""
         self._state = _In.THINK if start_in_thinking else _In.CONTENT
         self._prefix = family.think_prefix if start_in_thinking else ""  # still to strip from the thinking
-        self._trim = False  # drop the whitespace that opens the next text (after a closing mark)
+        self._trim = start_in_thinking  # drop the whitespace that opens the next text (after a mark)
         marks = [m for m in (self._open, self._think_open) if m]
         self._content_marks = tuple(marks) + family.dropped_marks
 
@@ -113,7 +113,7 @@ class Marked(BufferedParser):
             return True
         out.content += before.rstrip()
         if mark == self._think_open:
-            self._state, self._prefix, self._trim = _In.THINK, self._family.think_prefix, False
+            self._state, self._prefix, self._trim = _In.THINK, self._family.think_prefix, True
         elif self._tools is None:  # no tools requested: the block is text
             out.content += mark
         else:
