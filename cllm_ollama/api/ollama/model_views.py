@@ -28,15 +28,30 @@ def details(record: ModelRecord) -> dict[str, Any]:
     }
 
 
+def _lengths(record: ModelRecord, info: GGUFInfo | None) -> dict[str, int]:
+    """``details.context_length``/``embedding_length`` as Ollama's list gives them (2026-05): the
+    config's, else the GGUF's; left out where neither says (Go's omitempty)."""
+    config = record.config
+    context = config.get("context_length") or (info.context_length if info else None)
+    embedding = config.get("embedding_length") or (info.embedding_length if info else None)
+    lengths = {"context_length": context, "embedding_length": embedding}
+    return {k: v for k, v in lengths.items() if isinstance(v, int) and v > 0}
+
+
 def tag_entry(record: ModelRecord) -> dict[str, Any]:
-    return {
+    """One /api/tags entry, with the details' lengths and the capabilities Ollama's list added in 2026-05."""
+    info = None if record.broken else _info(record, record.model_path, False)
+    entry = {
         "name": record.short_name,
         "model": record.short_name,
         "modified_at": record.modified_at.isoformat(),
         "size": record.size,
         "digest": record.digest,
-        "details": details(record),
-    } | ({"broken": record.broken} if record.broken else {})  # cllm's own: why it cannot be used
+        "details": details(record) | _lengths(record, info),
+    }
+    if info is not None:
+        entry["capabilities"] = record.capabilities
+    return entry | ({"broken": record.broken} if record.broken else {})  # cllm's own: why it cannot be used
 
 
 def go_value(value: Any) -> str:
