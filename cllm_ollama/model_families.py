@@ -140,14 +140,20 @@ FAMILIES: dict[str, Family] = {
             parser="blocks",
             parser_marks=("<function=", "<parameter="),
             tool_block=("<tool_call>", "</tool_call>"),
-            ollama_parsers=(("qwen3-coder", False), ("qwen3.5", True)),
+            ollama_parsers=(
+                ("qwen3-coder", False),
+                ("qwen3.5", True),
+                ("ornith", True),
+                ("nemotron-3-nano", True),
+                ("nemotron-3.5-nano", True),
+            ),
         ),
         Family(
             "glm",
             parser="blocks",
             parser_marks=("<arg_key>",),
             tool_block=("<tool_call>", "</tool_call>"),
-            ollama_parsers=(("glm-4.7", True),),
+            ollama_parsers=(("glm-4.7", True), ("laguna", True)),
         ),
         Family(
             "deepseek",
@@ -156,13 +162,18 @@ FAMILIES: dict[str, Family] = {
             tool_block=("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
             # Ollama matches the name, not the architecture: R1's distills are qwen2 and llama models.
             strip_think_names=("deepseek-r1",),
-            ollama_parsers=(("deepseek3", True),),
+            ollama_parsers=(("deepseek3", True), ("cogito", True)),
         ),
         Family("hermes", tool_syntax="HERMES", tool_syntax_marks=("<tool_call>",)),  # Qwen 2.5, Hermes
         Family(
             "qwen3",
             strip_think_archs=("qwen3",),
-            ollama_parsers=(("qwen3", False), ("qwen3-thinking", True), ("cogito", True)),
+            ollama_parsers=(
+                ("qwen3", False),
+                ("qwen3-thinking", True),
+                ("qwen3-vl-instruct", False),
+                ("qwen3-vl-thinking", True),
+            ),
         ),
         Family(
             "mistral",
@@ -218,6 +229,16 @@ PARSED_CONTROL_TOKENS = frozenset(t for f in FAMILIES.values() for t in f.contro
 # The special tokens that pick a built-in template, in the order they are looked for.
 CHAT_MARKERS = tuple(t for name in BUILTIN_ORDER for t in FAMILIES[name].builtin_tokens)
 
+
+# The parser Ollama's create names for a GGUF of these architectures when none is given
+# (``server/create.go``).
+ARCH_PARSERS = {
+    "gemma4": "gemma4",
+    "laguna": "laguna",
+    "nemotron_h": "nemotron-3-nano",
+    "nemotron_h_moe": "nemotron-3-nano",
+    "nemotron_h_omni": "nemotron-3-nano",
+}
 
 # Ollama's parser names: the family (None: the JSON tool parser) and whether it thinks.
 OLLAMA_PARSERS: dict[str, tuple[str, bool]] = {

@@ -163,13 +163,9 @@ def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report)
 
 def _named(config: dict[str, Any], req: CreateRequest) -> dict[str, Any]:
     """The config with the request's renderer, parser and required version (new values win, the
-    base model's are kept); a Gemma 4 GGUF gets Ollama's ``gemma4`` parser when none is named, as
-    Ollama's create gives it from the architecture."""
+    base model's are kept, as in Ollama)."""
     named = {"renderer": req.renderer, "parser": req.parser, "requires": req.requires}
-    config = {**config, **{k: v for k, v in named.items() if v}}
-    if not config.get("parser") and config.get("model_family") == "gemma4":
-        config["parser"] = "gemma4"
-    return config
+    return {**config, **{k: v for k, v in named.items() if v}}
 
 
 def _blob_layer(store: ModelStore, claim: Claim, digest: str, media_type: str) -> Layer:
