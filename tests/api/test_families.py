@@ -207,3 +207,16 @@ def test_a_go_template_with_tools_and_a_named_parser(tmp_path: Path) -> None:
         ]
         message = client.chat(model="plain", messages=ASK, tools=[TOOL]).message  # no parser named: Hermes
         assert message.content == family.output and not message.tool_calls
+
+
+def test_json_that_is_no_call_streams_as_it_comes(tmp_path: Path) -> None:
+    """An answer that opens like an untagged call (Codex's second turn) streams from its first key
+    on: each token after it is its own chunk, not one burst when the JSON closes."""
+    answer = ['{"', "command", '":', ' "', "ls", " -la", '",', ' "', "why", '":', ' "', "list", '"}', " Done", "."]
+    with scripted_server(tmp_path, MODEL) as (url, script):
+        script[:] = answer
+        body = {"model": MODEL, "messages": ASK, "tools": [TOOL], "think": False}
+        parts = list(ollama.Client(host=url).chat(**body, stream=True))
+    contents = [p.message.content for p in parts if p.message.content]
+    assert "".join(contents) == "".join(answer)
+    assert len(contents) == len(answer) - 1  # only '{"' waited, for the key after it
