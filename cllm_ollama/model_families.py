@@ -101,7 +101,7 @@ FAMILIES: dict[str, Family] = {
             parser_marks=("<|tool_call_start|>",),
             tool_block=("<|tool_call_start|>", "<|tool_call_end|>"),
             think_tags=("<think>", "</think>"),
-            control_tokens=("<|tool_call_start|>", "<|tool_call_end|>"),
+            control_tokens=("<|tool_call_start|>", "<|tool_call_end|>", "<think>", "</think>"),
             ollama_parsers=(("lfm2", False), ("lfm2-thinking", True)),
         ),
         Family(  # Command R7B / A: thinking, then response or action blocks
@@ -126,6 +126,7 @@ FAMILIES: dict[str, Family] = {
             parser_marks=("<function_calls>",),
             tool_block=("<function_calls>", "</function_calls>"),
             think_tags=("<think>", "</think>"),
+            control_tokens=("<function_calls>", "</function_calls>", "<think>", "</think>"),
             ollama_parsers=(("olmo3", False), ("olmo3-think", True)),
         ),
         Family(  # gpt-oss

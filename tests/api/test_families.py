@@ -198,6 +198,7 @@ def test_a_go_template_with_tools_and_a_named_parser(tmp_path: Path) -> None:
         }
         shown = httpx.post(f"{url}/api/show", json={"model": "named"}, timeout=60).json()
         assert (shown["parser"], shown["renderer"]) == ("gemma4", "gemma4")
+        assert "RENDERER gemma4\nPARSER gemma4\n" in shown["modelfile"]
         assert shown["capabilities"] == ["completion", "tools", "thinking"]
         script[:] = tokens(family.output)
         message = client.chat(model="named", messages=ASK, tools=[TOOL], think=True).message

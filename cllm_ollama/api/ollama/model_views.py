@@ -97,6 +97,9 @@ def modelfile_text(record: ModelRecord, template: str | None, system: str | None
         lines.append(f"TEMPLATE {_quote(template)}")
     if system:
         lines.append(f"SYSTEM {_quote(system)}")
+    lines += [
+        f"{key.upper()} {value}" for key, value in (("renderer", record.renderer), ("parser", record.parser)) if value
+    ]
     lines += [f"PARAMETER {k} {_quote(_plain_value(v))}" for k, v in _each(record.params)]
     lines += [f"LICENSE {_quote(text)}" for text in record.license]
     lines += [f"MESSAGE {m.get('role')} {_quote(str(m.get('content', '')))}" for m in record.messages]
