@@ -145,11 +145,31 @@ def parse_functiongemma(block: str, tools: Tools) -> list[Call] | None:
     return _keyed_call(block, "<escape>")
 
 
+def _json_calls(block: str) -> list[Call] | None:
+    """The older Mistral calls: ``[{"name": ..., "arguments": {...}}, ...]``."""
+    try:
+        decoded = json.loads(block)
+    except ValueError:
+        return None
+    calls = []
+    for item in decoded if isinstance(decoded, list) else [decoded]:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            return None
+        arguments = item.get("arguments", {})
+        if not isinstance(arguments, dict):
+            return None
+        calls.append(call(item["name"], arguments))
+    return calls or None
+
+
 def parse_ministral(block: str, tools: Tools) -> list[Call] | None:
-    """Ministral 3 / Devstral: ``NAME[ARGS]{json}`` (the opening ``[TOOL_CALLS]`` already read)."""
+    """Ministral 3 / Devstral: ``NAME[ARGS]{json}`` (the opening ``[TOOL_CALLS]`` already read),
+    or the older Mistral list of JSON calls."""
     name, sep, arguments = block.partition("[ARGS]")
     name = name.strip()
-    if not sep or not name or "\n" in name:
+    if not sep:
+        return _json_calls(block)
+    if not name or "\n" in name:
         return None
     try:
         decoded = json.loads(arguments) if arguments.strip() else {}

@@ -146,8 +146,13 @@ class Marked(BufferedParser):
             end = buf.find(self._close)
             return None if end < 0 else (end, end + len(self._close))
         args = buf.find("[ARGS]")  # no closing mark: the block ends with its JSON arguments
-        if args < 0:
-            return None
+        head = buf.lstrip()
+        if head[:1] in ("[", "{"):  # the older Mistral format: a JSON list of calls
+            closed = _json_end(buf, len(buf) - len(head))
+            return None if closed is None else (closed, closed)
+        if args < 0 or "\n" in buf[:args]:  # a name runs to ``[ARGS]`` on one line; else no call
+            line = buf.find("\n")
+            return None if line < 0 else (line, line)
         start = len(buf) - len(buf[args + 6 :].lstrip())
         if start == len(buf):
             return None

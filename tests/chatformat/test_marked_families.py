@@ -252,3 +252,13 @@ def test_a_real_untagged_call_still_parses() -> None:
     assert out.content == "" and out.tool_calls == [
         {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
     ]
+
+
+def test_ministral_reads_the_older_json_list_and_lets_a_stray_tag_go() -> None:
+    """Mistral Small's ``[TOOL_CALLS][{...}]`` still parses; a ``[TOOL_CALLS]`` that no ``[ARGS]``
+    follows on its line is text again at the line's end, not held to the end of the answer."""
+    text = '[TOOL_CALLS][{"name": "get_weather", "arguments": {"location": "Paris"}}]'
+    assert same_in_any_chunking("ministral", text) == ("", "", [WEATHER_PARIS])
+    parser = parser_for(None, thinking=False, tools=TOOLS, parser="ministral")
+    assert parser.feed("See [TOOL_CALLS]docs").content == "See"
+    assert parser.feed(" for more\nThen").content == "[TOOL_CALLS]docs for more\nThen"
