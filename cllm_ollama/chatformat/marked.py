@@ -22,27 +22,37 @@ class _In(enum.Enum):
     AFTER_CALL = enum.auto()
 
 
-def _json_end(text: str, start: int) -> int | None:
-    """Index just past the JSON value that opens at ``text[start]`` (``{`` or ``[``); None while open."""
-    depth, in_string, escape = 0, False, False
-    for i in range(start, len(text)):
-        c = text[i]
-        if in_string:
-            if escape:
-                escape = False
-            elif c == "\\":
-                escape = True
+class _JsonEnd:
+    """Where the JSON value that opens at ``start`` (``{`` or ``[``) closes, each character
+    scanned once however the text arrives: each call goes on where the last one stopped."""
+
+    def __init__(self) -> None:
+        self.pos = -1  # the next index to scan; -1 before the first call
+        self.depth, self.in_string, self.escape = 0, False, False
+
+    def end(self, text: str, start: int) -> int | None:
+        """Index just past the value's closing bracket; None while it is open."""
+        if self.pos < 0:
+            self.pos = start
+        for i in range(self.pos, len(text)):
+            c = text[i]
+            if self.in_string:
+                if self.escape:
+                    self.escape = False
+                elif c == "\\":
+                    self.escape = True
+                elif c == '"':
+                    self.in_string = False
             elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "[{":
-            depth += 1
-        elif c in "]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
+                self.in_string = True
+            elif c in "[{":
+                self.depth += 1
+            elif c in "]}":
+                self.depth -= 1
+                if self.depth == 0:
+                    return i + 1
+        self.pos = len(text)
+        return None
 
 
 def _trailing_space(text: str) -> int:
@@ -64,6 +74,10 @@ class Marked(BufferedParser):
         self._state = _In.THINK if start_in_thinking else _In.CONTENT
         self._prefix = family.think_prefix if start_in_thinking else ""  # still to strip from the thinking
         self._trim = start_in_thinking  # drop the whitespace that opens the next text (after a mark)
+        # A call's block, which only grows until it ends, is searched once: how far the closing mark
+        # was looked for, and where its JSON arguments stand.
+        self._searched = 0
+        self._json = _JsonEnd()
         marks = [m for m in (self._open, self._think_open) if m]
         self._content_marks = tuple(marks) + family.dropped_marks
 
@@ -117,7 +131,7 @@ class Marked(BufferedParser):
         elif self._tools is None:  # no tools requested: the block is text
             out.content += mark
         else:
-            self._state = _In.CALL
+            self._state, self._searched, self._json = _In.CALL, 0, _JsonEnd()
         return True
 
     def _think(self, out: Delta, final: bool) -> bool:
@@ -143,12 +157,13 @@ class Marked(BufferedParser):
     def _block_end(self, buf: str) -> tuple[int, int] | None:
         """Where the call's block ends and where the text after it starts; None while it is open."""
         if self._close:
-            end = buf.find(self._close)
+            end = buf.find(self._close, max(0, self._searched - len(self._close) + 1))
+            self._searched = len(buf)
             return None if end < 0 else (end, end + len(self._close))
         args = buf.find("[ARGS]")  # no closing mark: the block ends with its JSON arguments
         head = buf.lstrip()
         if head[:1] in ("[", "{"):  # the older Mistral format: a JSON list of calls
-            closed = _json_end(buf, len(buf) - len(head))
+            closed = self._json.end(buf, len(buf) - len(head))
             return None if closed is None else (closed, closed)
         if args < 0 or "\n" in buf[:args]:  # a name runs to ``[ARGS]`` on one line; else no call
             line = buf.find("\n")
@@ -158,7 +173,7 @@ class Marked(BufferedParser):
             return None
         if buf[start] not in "{[":
             return start, start  # no JSON: the block ends here (and does not parse)
-        closed = _json_end(buf, start)
+        closed = self._json.end(buf, start)
         return None if closed is None else (closed, closed)
 
     def _call(self, out: Delta, final: bool) -> bool:
