@@ -120,19 +120,31 @@ def _bare(word: str) -> Any:
 
 
 def _keyed_call(block: str, quote: str) -> list[Call] | None:
-    """``call:NAME{key:value,...}``, Gemma 4's and FunctionGemma's call."""
+    """``call:NAME{key:value,...}``, Gemma 4's and FunctionGemma's call; a call cut short (its last
+    string or its closing brace missing, as a stop can leave it) is repaired as Ollama repairs it."""
     match = re.match(r"\s*call:([^{]+)\{", block)
     if match is None:
         return None
-    reader = _Keyed(block, quote)
-    reader.i = match.end() - 1
-    try:
-        arguments = reader.mapping()
-    except ValueError:
-        return None
-    if block[reader.i :].strip():
-        return None
-    return [call(match.group(1).strip(), arguments)]
+    for text in _repairs(block.rstrip(), quote):
+        reader = _Keyed(text, quote)
+        reader.i = match.end() - 1
+        try:
+            arguments = reader.mapping()
+        except ValueError:
+            continue
+        if not text[reader.i :].strip():
+            return [call(match.group(1).strip(), arguments)]
+    return None
+
+
+def _repairs(block: str, quote: str) -> list[str]:
+    """The block, then it with its unclosed string closed (before a final brace), then with the
+    closing brace added."""
+    closed = block
+    if block.count(quote) % 2:
+        cut = len(block) - 1 if block.endswith("}") else len(block)
+        closed = block[:cut] + quote + block[cut:]
+    return list(dict.fromkeys([block, closed, closed + "}"]))
 
 
 def parse_gemma4(block: str, tools: Tools) -> list[Call] | None:

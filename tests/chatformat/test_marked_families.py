@@ -262,3 +262,14 @@ def test_ministral_reads_the_older_json_list_and_lets_a_stray_tag_go() -> None:
     parser = parser_for(None, thinking=False, tools=TOOLS, parser="ministral")
     assert parser.feed("See [TOOL_CALLS]docs").content == "See"
     assert parser.feed(" for more\nThen").content == "[TOOL_CALLS]docs for more\nThen"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        '<|tool_call>call:get_weather{location:<|"|>Paris}<tool_call|>',  # the string's closing mark missing
+        '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>',  # cut by a stop: no brace, no closing mark
+    ],
+)
+def test_gemma4_calls_cut_short_are_repaired(block: str) -> None:
+    assert same_in_any_chunking("gemma4", block) == ("", "", [WEATHER_PARIS])
