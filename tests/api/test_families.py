@@ -218,6 +218,10 @@ def test_json_that_is_no_call_streams_as_it_comes(tmp_path: Path) -> None:
         script[:] = answer
         body = {"model": MODEL, "messages": ASK, "tools": [TOOL], "think": False}
         parts = list(ollama.Client(host=url).chat(**body, stream=True))
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="ollama", max_retries=0, timeout=60)
+        tools: Any = [{"type": "function", **FUNCTION}]
+        with client.responses.stream(model=MODEL, input="ls?", tools=tools, reasoning={"effort": "none"}) as s:
+            deltas = [e.delta for e in s if e.type == "response.output_text.delta"]
     contents = [p.message.content for p in parts if p.message.content]
-    assert "".join(contents) == "".join(answer)
-    assert len(contents) == len(answer) - 1  # only '{"' waited, for the key after it
+    assert "".join(contents) == "".join(deltas) == "".join(answer)
+    assert len(contents) == len(deltas) == len(answer) - 1  # only '{"' waited, for the key after it
