@@ -21,11 +21,24 @@ from dataclasses import dataclass
 class Family:
     name: str
     # The output parser: "harmony" (channels), "blocks" (calls between ``tool_block`` marks, parsed
-    # by the family's own parser) or "json" (calls as JSON, in ``tool_syntax``).
+    # by the family's own parser, after the ``<think>`` splitter), "marked" (thinking between
+    # ``think_tags`` and calls between ``tool_block`` marks, both read by one parser) or "json"
+    # (calls as JSON, in ``tool_syntax``).
     parser: str = "json"
     # A chat template that holds all of these is the family's, for the output parser.
     parser_marks: tuple[str, ...] = ()
+    # A call's opening and closing marks; no closing mark: the call ends with its JSON arguments.
     tool_block: tuple[str, str] = ("", "")
+    # "marked" families: the thinking's marks, a line the thinking opens with that is no thinking
+    # (Gemma 4's channel name), marks that are dropped wherever they stand in the content (Command's
+    # response wrappers), and marks dropped right after a call (Gemma 4's stray closers).
+    think_tags: tuple[str, str] = ("", "")
+    think_prefix: str = ""
+    dropped_marks: tuple[str, ...] = ()
+    after_call_noise: tuple[str, ...] = ()
+    # Ollama's parser names (a registry config's ``parser``, a Modelfile's PARSER) that name this
+    # family, each with whether that parser thinks (Ollama's HasThinkingSupport).
+    ollama_parsers: tuple[tuple[str, bool], ...] = ()
     # The family's JSON tool-call syntax (parsers.ToolFormat's name), and the template marks, any of
     # which teach it.
     tool_syntax: str = ""
@@ -48,22 +61,101 @@ class Family:
 # Llama 3.1-3.3's templates: the ipython environment line, the tag, the instruction for bare JSON.
 _LLAMA_MARKS = ("<|python_tag|>", "Environment: ipython", '"parameters": dictionary')
 
+_GEMMA4_MARKS = ("<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>', "<|tool_response>")
+_COHERE_MARKS = ("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>")
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
+        Family(  # Gemma 4: ``<|channel>thought\n...<channel|>``, ``<|tool_call>call:NAME{k:v}<tool_call|>``
+            "gemma4",
+            parser="marked",
+            parser_marks=("<|tool_call>", "<|channel>"),
+            tool_block=("<|tool_call>", "<tool_call|>"),
+            think_tags=("<|channel>", "<channel|>"),
+            think_prefix="thought\n",
+            after_call_noise=("<tool_call|>", "<|tool_response>"),
+            control_tokens=_GEMMA4_MARKS,
+            ollama_parsers=(("gemma4", True), ("gemma4-no-thinking", False)),
+        ),
+        Family(  # FunctionGemma: ``<start_function_call>call:NAME{k:<escape>v<escape>}<end_function_call>``
+            "functiongemma",
+            parser="marked",
+            parser_marks=("<start_function_call>",),
+            tool_block=("<start_function_call>", "<end_function_call>"),
+            control_tokens=("<start_function_call>", "<end_function_call>", "<escape>"),
+            ollama_parsers=(("functiongemma", False),),
+        ),
+        Family(  # Ministral 3, Devstral 2, Mistral Small 3.2 / Magistral: ``[TOOL_CALLS]NAME[ARGS]{...}``
+            "ministral",
+            parser="marked",
+            parser_marks=("[TOOL_CALLS]", "[ARGS]"),
+            tool_block=("[TOOL_CALLS]", ""),
+            think_tags=("[THINK]", "[/THINK]"),
+            control_tokens=("[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"),
+            ollama_parsers=(("ministral", False),),
+        ),
+        Family(  # LFM2 / LFM2.5: ``<|tool_call_start|>[f(a=1)]<|tool_call_end|>``
+            "lfm2",
+            parser="marked",
+            parser_marks=("<|tool_call_start|>",),
+            tool_block=("<|tool_call_start|>", "<|tool_call_end|>"),
+            think_tags=("<think>", "</think>"),
+            control_tokens=("<|tool_call_start|>", "<|tool_call_end|>", "<think>", "</think>"),
+            ollama_parsers=(("lfm2", False), ("lfm2-thinking", True)),
+        ),
+        Family(  # Command R7B / A: thinking, then response or action blocks
+            "cohere",
+            parser="marked",
+            parser_marks=("<|START_ACTION|>",),
+            tool_block=("<|START_ACTION|>", "<|END_ACTION|>"),
+            think_tags=("<|START_THINKING|>", "<|END_THINKING|>"),
+            dropped_marks=_COHERE_MARKS,
+            control_tokens=(
+                "<|START_THINKING|>",
+                "<|END_THINKING|>",
+                "<|START_ACTION|>",
+                "<|END_ACTION|>",
+                *_COHERE_MARKS,
+            ),
+            ollama_parsers=(("cohere", True),),
+        ),
+        Family(  # OLMo 3: ``<function_calls>f(a=1)\ng(b=2)</function_calls>``
+            "olmo3",
+            parser="marked",
+            parser_marks=("<function_calls>",),
+            tool_block=("<function_calls>", "</function_calls>"),
+            think_tags=("<think>", "</think>"),
+            control_tokens=("<function_calls>", "</function_calls>", "<think>", "</think>"),
+            ollama_parsers=(("olmo3", False), ("olmo3-think", True)),
+        ),
         Family(  # gpt-oss
             "harmony",
             parser="harmony",
             parser_marks=("<|channel|>", "<|message|>"),
             control_tokens=("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>"),
+            ollama_parsers=(("harmony", True),),
         ),
         Family(
             "qwen3-coder",
             parser="blocks",
             parser_marks=("<function=", "<parameter="),
             tool_block=("<tool_call>", "</tool_call>"),
+            ollama_parsers=(
+                ("qwen3-coder", False),
+                ("qwen3.5", True),
+                ("ornith", True),
+                ("nemotron-3-nano", True),
+                ("nemotron-3.5-nano", True),
+            ),
         ),
-        Family("glm", parser="blocks", parser_marks=("<arg_key>",), tool_block=("<tool_call>", "</tool_call>")),
+        Family(
+            "glm",
+            parser="blocks",
+            parser_marks=("<arg_key>",),
+            tool_block=("<tool_call>", "</tool_call>"),
+            ollama_parsers=(("glm-4.7", True), ("laguna", True)),
+        ),
         Family(
             "deepseek",
             parser="blocks",
@@ -71,9 +163,19 @@ FAMILIES: dict[str, Family] = {
             tool_block=("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
             # Ollama matches the name, not the architecture: R1's distills are qwen2 and llama models.
             strip_think_names=("deepseek-r1",),
+            ollama_parsers=(("deepseek3", True), ("cogito", True)),
         ),
         Family("hermes", tool_syntax="HERMES", tool_syntax_marks=("<tool_call>",)),  # Qwen 2.5, Hermes
-        Family("qwen3", strip_think_archs=("qwen3",)),
+        Family(
+            "qwen3",
+            strip_think_archs=("qwen3",),
+            ollama_parsers=(
+                ("qwen3", False),
+                ("qwen3-thinking", True),
+                ("qwen3-vl-instruct", False),
+                ("qwen3-vl-thinking", True),
+            ),
+        ),
         Family(
             "mistral",
             tool_syntax="MISTRAL",
@@ -99,7 +201,20 @@ FAMILIES: dict[str, Family] = {
 # The order each question is asked in. Parsers: the most specific marks first (Qwen3-Coder's
 # templates also hold <tool_call>). JSON tool syntaxes: Hermes first (Hermes templates for Llama
 # models also carry Llama's marks); none found is Hermes. Built-in templates: ChatML last.
-PARSER_ORDER = ("harmony", "qwen3-coder", "glm", "deepseek")
+# Gemma 4 before FunctionGemma (a Gemma 4 template may teach both marks), Ministral's ``[ARGS]``
+# before the older Mistral JSON (``tool_syntax``).
+PARSER_ORDER = (
+    "harmony",
+    "qwen3-coder",
+    "glm",
+    "deepseek",
+    "gemma4",
+    "functiongemma",
+    "ministral",
+    "lfm2",
+    "cohere",
+    "olmo3",
+)
 TOOL_SYNTAX_ORDER = ("hermes", "mistral", "llama3")
 BUILTIN_ORDER = ("gemma", "llama3", "chatml", "phi3", "mistral")
 
@@ -116,14 +231,50 @@ PARSED_CONTROL_TOKENS = frozenset(t for f in FAMILIES.values() for t in f.contro
 CHAT_MARKERS = tuple(t for name in BUILTIN_ORDER for t in FAMILIES[name].builtin_tokens)
 
 
-def parser_family(template: str | None) -> Family | None:
-    """The family whose own output parser reads a chat template's output; None: the JSON tool parser."""
+# The parser Ollama's create names for a GGUF of these architectures when none is given
+# (``server/create.go``).
+ARCH_PARSERS = {
+    "gemma4": "gemma4",
+    "laguna": "laguna",
+    "nemotron_h": "nemotron-3-nano",
+    "nemotron_h_moe": "nemotron-3-nano",
+    "nemotron_h_omni": "nemotron-3-nano",
+}
+
+# Ollama's parser names: the family (None: the JSON tool parser) and whether it thinks.
+OLLAMA_PARSERS: dict[str, tuple[str, bool]] = {
+    parser: (f.name, thinks) for f in FAMILIES.values() for parser, thinks in f.ollama_parsers
+}
+
+
+def parser_family(template: str | None, parser: str | None = None) -> Family | None:
+    """The family whose own output parser reads a model's output; None: the JSON tool parser.
+
+    ``parser``, Ollama's parser name from the model's config (a registry model's, a Modelfile's
+    PARSER), decides when cllm knows it; else the chat template's marks do.
+    """
+    if parser and parser in OLLAMA_PARSERS:
+        family = FAMILIES[OLLAMA_PARSERS[parser][0]]
+        return family if family.parser != "json" else None
     template = template or ""
     for name in PARSER_ORDER:
         family = FAMILIES[name]
         if all(mark in template for mark in family.parser_marks):
             return family
     return None
+
+
+def parser_capabilities(parser: str | None) -> tuple[str, ...]:
+    """What a named Ollama parser grants a model (``parserCapabilities``): tools, and thinking
+    where that parser thinks; nothing for a name cllm does not know."""
+    if not parser or parser not in OLLAMA_PARSERS:
+        return ()
+    return ("tools", "thinking") if OLLAMA_PARSERS[parser][1] else ("tools",)
+
+
+def template_thinks(template: str) -> bool:
+    """Whether a chat template teaches thinking in a family's own marks (``[THINK]``, Command's)."""
+    return any(f.think_tags[0] and f.think_tags[0] in template for f in FAMILIES.values() if f.parser == "marked")
 
 
 def tool_syntax(template: str | None) -> str:

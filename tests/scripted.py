@@ -73,13 +73,20 @@ def scripted_pool(
 
 
 @contextmanager
-def scripted_server(root: Path, model: str = "tiny") -> Iterator[tuple[str, list[str | BaseException]]]:
-    """A live server (real sockets) with the tiny qwen3 installed as ``model``, whose engine plays
-    the yielded script: its base URL and the script to fill."""
-    path = write_qwen3(root / "tiny.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
+def scripted_server(
+    root: Path, model: str = "tiny", *, chat_template: str | None = None, n_ctx: int = 256
+) -> Iterator[tuple[str, list[str | BaseException]]]:
+    """A live server (real sockets) with the tiny qwen3 installed as ``model`` (carrying
+    ``chat_template`` where given), whose engine plays the yielded script, with ``n_ctx`` cells a
+    slot: its base URL and the script to fill."""
+    path = write_qwen3(root / "tiny.gguf", qtype=gguf.GGMLQuantizationType.Q8_0, chat_template=chat_template)
     import_gguf(ModelStore(root / "models"), model, path)
-    app = create_app(Settings(models_dir=root / "models", num_parallel=2, context_length=256, num_thread=1))
+    app = create_app(Settings(models_dir=root / "models", num_parallel=2, context_length=n_ctx, num_thread=1))
     script: list[str | BaseException] = []
+
+    def make(spec: LoadSpec, steps: list[str | BaseException]) -> ScriptedModel:
+        return ScriptedModel(spec, steps, n_ctx_slot=n_ctx, n_ctx_train=n_ctx)
+
     with serve_in_thread(app) as url:
-        services(app).pool = scripted_pool(script)
+        services(app).pool = scripted_pool(script, make=make)
         yield url, script

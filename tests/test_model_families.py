@@ -33,3 +33,16 @@ def test_builtin_family_by_tokens_then_architecture() -> None:
     assert mf.builtin_family((), "llama") == "mistral"
     assert mf.builtin_family(("<|im_start|>",), "qwen2") == "chatml"
     assert mf.builtin_family((), "unknown") == "chatml"
+
+
+def test_marked_families_render_every_mark_their_parser_splits_on() -> None:
+    """A mark the binding rendered as nothing (a control token) would never reach the parser."""
+    for family in mf.FAMILIES.values():
+        if family.parser == "marked":
+            marks = {*family.tool_block, *family.think_tags, *family.dropped_marks, *family.after_call_noise} - {""}
+            assert marks <= set(family.control_tokens), family.name
+
+
+def test_a_family_s_own_thinking_marks_grant_thinking() -> None:
+    assert mf.template_thinks("...[THINK]...") and mf.template_thinks("<|START_THINKING|>")
+    assert not mf.template_thinks("{{ .Prompt }}")

@@ -333,10 +333,11 @@ class Generation:
 
     def _parser(self, text: str) -> StreamParser:
         return parser_for(
-            template_in_use(self.model.record.template, self.model.info),
+            template_in_use(self.model.record.template, self.model.info, self.model.record.renderer),
             thinking=self.thinking,
             tools=self.tool_specs if self.tools else None,
             prompt=text,
+            parser=self.model.record.parser,
         )
 
 

@@ -436,6 +436,14 @@ def _messages_and_models_paths() -> dict[str, Any]:
             "AnthropicMessagesRequest",
             "AnthropicError",
         ),
+        "/v1/messages/count_tokens": _generation(
+            "anthropicCountTokens",
+            "Anthropic's count of a messages request's input tokens (max_tokens not needed)",
+            "anthropic",
+            _ok("Count", _json(object_schema({"input_tokens": {"type": "integer"}}, ("input_tokens",)))),
+            "AnthropicMessagesRequest",
+            "AnthropicError",
+        ),
         "/v1/models": _get_and_head(
             _op(
                 "openaiModels",

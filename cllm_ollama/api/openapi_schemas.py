@@ -142,6 +142,8 @@ _DETAILS = object_schema(
         "families": nullable(STRINGS),
         "parameter_size": STRING,
         "quantization_level": STRING,
+        "context_length": INT,
+        "embedding_length": INT,
     }
 )
 TAG = object_schema(
@@ -152,6 +154,8 @@ TAG = object_schema(
         "size": INT,
         "digest": STRING,
         "details": ref("ModelDetails"),
+        "capabilities": STRINGS,
+        "broken": STRING,
     },
     ("name", "model", "modified_at", "size", "digest", "details"),
 )
@@ -179,6 +183,9 @@ SHOW_RESPONSE = object_schema(
         "parameters": STRING,
         "template": STRING,
         "system": STRING,
+        "renderer": STRING,
+        "parser": STRING,
+        "requires": STRING,
         "details": ref("ModelDetails"),
         "messages": {"type": "array", "items": ANY_OBJECT},
         "model_info": ANY_OBJECT,

@@ -6,6 +6,7 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.routing import Route
 
 from . import openapi, rerank, tokens
+from .anthropic import count_tokens
 from .anthropic import messages as anthropic
 from .ollama import chat, embed, generate, models, running, system
 from .openai import endpoints as openai
@@ -54,6 +55,7 @@ ROUTES = [
     Route("/v1/responses", responses.responses, methods=["POST"]),
     Route("/v1/audio/transcriptions", transcriptions.transcriptions, methods=["POST"]),
     Route("/v1/messages", anthropic.messages, methods=["POST"]),
+    Route("/v1/messages/count_tokens", count_tokens.count_tokens, methods=["POST"]),
     Route("/v1/models", openai.models, methods=["GET"]),
     Route("/v1/models/{model:anypath}", openai.model, methods=["GET"]),
 ]

@@ -9,14 +9,20 @@ from typing import Any
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 
 
-def tool_call_id() -> str:
-    """A call's id as Ollama makes one: 8 random lowercase letters and digits."""
+def random_id() -> str:
+    """8 random lowercase letters and digits, the random part of Ollama's call ids."""
     return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
 
 
+def tool_call_id() -> str:
+    """A call's id as Ollama's ``toolCallId`` makes one: ``call_`` and 8 random letters and digits."""
+    return f"call_{random_id()}"
+
+
 def tool_calls_json(calls: list[dict[str, Any]], start_index: int = 0) -> list[dict[str, Any]]:
-    """Ollama's shape: an 8-character id and the call's index inside ``function``."""
+    """Ollama's shape: the call's id (the model's own where its format writes one, as Command's
+    actions do) and the call's index inside ``function``."""
     return [
-        {"id": tool_call_id(), "function": {"index": start_index + i, **call["function"]}}
+        {"id": call.get("id") or tool_call_id(), "function": {"index": start_index + i, **call["function"]}}
         for i, call in enumerate(calls)
     ]

@@ -73,11 +73,22 @@ def builtin_template(info: GGUFInfo | None) -> str:
     return _BY_FAMILY[builtin_name(info)]
 
 
-def template_in_use(record_template: str | None, info: GGUFInfo | None) -> str:
+def go_template_in_use(record_template: str | None, renderer: str, info: GGUFInfo | None) -> str | None:
+    """The model's ``TEMPLATE`` (a Go template layer), unless its config names one of Ollama's
+    renderers, which Ollama renders with instead of the template: then the GGUF's own chat
+    template, where it has one, is the nearest cllm has to that renderer."""
+    if renderer and info is not None and info.chat_template:
+        return None
+    return record_template or None
+
+
+def template_in_use(record_template: str | None, info: GGUFInfo | None, renderer: str = "") -> str:
     """The template a model's prompts are rendered with, as Ollama ranks them: the model's
-    ``TEMPLATE`` (a Go template layer) first, then the GGUF's chat template, then the family's built-in one."""
-    if record_template:
-        return record_template
+    ``TEMPLATE`` (a Go template layer) first (``go_template_in_use``), then the GGUF's chat
+    template, then the family's built-in one."""
+    go_template = go_template_in_use(record_template, renderer, info)
+    if go_template:
+        return go_template
     if info is not None and info.chat_template:
         return info.chat_template
     return builtin_template(info)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..model_families import parser_family
+from .call_syntaxes import MARKED_PARSERS
+from .marked import Marked
 from .parsers import BufferedParser, Delta, OutputParser, hold_back, prompt_opens_thinking, tool_format_for_template
 
 
@@ -286,14 +288,21 @@ def parser_for(
     thinking: bool,
     tools: list[dict[str, Any]] | None,
     prompt: str = "",
+    parser: str | None = None,
 ) -> StreamParser:
-    """The output parser for a model whose chat template is ``template``, for one request."""
+    """The output parser for a model whose chat template is ``template`` (and whose config names
+    Ollama's ``parser``, which decides where cllm knows it), for one request."""
     specs = {
         f["name"]: f for t in tools or [] if isinstance(f := t.get("function"), dict) and isinstance(f.get("name"), str)
     }
-    family = parser_family(template)
+    family = parser_family(template, parser)
     if family is not None and family.parser == "harmony":
         return Harmony(thinking=thinking, tools=bool(tools))
+    if family is not None and family.parser == "marked":
+        think_open = family.think_tags[0]
+        opened = bool(think_open) and prompt_opens_thinking(prompt, think_open)
+        parse = MARKED_PARSERS[family.name]
+        return Marked(family, parse, specs if tools else None, thinking=thinking, start_in_thinking=opened)
     start_in_thinking = thinking and prompt_opens_thinking(prompt)
     reasoning = OutputParser(thinking=thinking, tools=False, start_in_thinking=start_in_thinking)
     if not tools:

@@ -83,6 +83,42 @@ _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
 # How a call object, or a list of them, can begin, written without whitespace; \Z lets a start that is still too
 # short through.
 _CALLS_HEAD = re.compile(r'\[?\{(?:"|\Z)|\[\Z')
+# An untagged call's first key, complete, and its ``name`` value, whole or still open.
+_FIRST_KEY = re.compile(r'\s*\[?\s*\{\s*"((?:[^"\\]|\\.)*)"', re.DOTALL)
+_OPEN_KEY = re.compile(r'\s*\[?\s*\{\s*"((?:[^"\\]|\\.)*)\Z', re.DOTALL)
+_NAME_VALUE = re.compile(r'\s*:\s*"((?:[^"\\]|\\.)*)("?)', re.DOTALL)
+# The keys a call object may open with (``_tool_call`` reads name, arguments, parameters).
+_CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})
+# Past this many characters an untagged call's start is no longer looked at: it was decided by then.
+_VERDICT_SPAN = 256
+
+
+def bare_call_verdict(prefix: str, names: frozenset[str]) -> bool | None:
+    """Whether untagged JSON that starts with ``prefix`` may still be a call: False as soon as it
+    cannot (its first key is none of a call's, or its ``name`` is, or begins, no requested tool's),
+    True once it may (it is then held until its JSON closes), None while its start is too short to say."""
+    key = _FIRST_KEY.match(prefix)
+    if key is None:
+        partial = _OPEN_KEY.match(prefix)
+        if partial is not None and not any(k.startswith(partial.group(1)) for k in _CALL_KEYS):
+            return False
+        return None if len(prefix) < _VERDICT_SPAN else True
+    if key.group(1) not in _CALL_KEYS:
+        return False
+    if key.group(1) != "name" or not names:
+        return True
+    value = _NAME_VALUE.match(prefix, key.end())
+    if value is None:
+        return None if len(prefix) - key.end() < _VERDICT_SPAN else True
+    try:
+        name = json.loads(f'"{value.group(1)}"') if value.group(2) else value.group(1)
+    except ValueError:
+        return False
+    if value.group(2):
+        return name in names
+    if len(prefix) >= _VERDICT_SPAN or "\\" in name:
+        return True
+    return None if any(n.startswith(name) for n in names) else False
 
 
 def prompt_opens_thinking(prompt: str, think_open: str = "<think>") -> bool:
@@ -268,6 +304,8 @@ class OutputParser(BufferedParser):
         self._lead = ""
         self._tagged = True
         self._json = _JsonScan()
+        # An untagged call's verdict (``bare_call_verdict``): None while its start is undecided.
+        self._verdict: bool | None = True
 
     def _drain(self, *, final: bool) -> Delta:
         out = Delta()
@@ -397,6 +435,7 @@ class OutputParser(BufferedParser):
         self._buf = rest
         self._json = _JsonScan()
         self._tagged = tagged
+        self._verdict = None if not tagged else True
         self._state = _State.TAGGED if self._format.end_tag and tagged else _State.JSON
 
     def _tagged_call(self, out: Delta, final: bool) -> bool:
@@ -430,6 +469,13 @@ class OutputParser(BufferedParser):
         if len(scan.head) < 3:
             scan.head = (scan.head + "".join(text.split()))[:3]
             if not _CALLS_HEAD.match(scan.head):
+                out.content += self._lead
+                self._buf = self._take_seen() + text
+                self._state = _State.CONTENT
+                return True
+        if self._verdict is None:
+            self._verdict = bare_call_verdict("".join(self._seen) + text, self._names)
+            if self._verdict is False:  # it cannot be a call: what was held goes out at once
                 out.content += self._lead
                 self._buf = self._take_seen() + text
                 self._state = _State.CONTENT

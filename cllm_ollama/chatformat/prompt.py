@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ..errors import CllmError, RequestCanceled
 from ..store.gguf_info import GGUFInfo
 from . import jinja_workers
-from .builtin_templates import builtin_name, builtin_template
+from .builtin_templates import builtin_name, builtin_template, go_template_in_use
 from .gotemplate import TemplateError, render_ollama
 from .render_budget import PromptTooLong, RenderBudget, RenderTimeout
 
@@ -47,6 +47,9 @@ class Tokenizer(Protocol):
 class _Record(Protocol):
     @property
     def template(self) -> str | None: ...
+
+    @property
+    def renderer(self) -> str: ...
 
 
 class PromptModel(Protocol):
@@ -234,7 +237,9 @@ class ChatPrompt:
         self.cache_ends = tuple(cache_ends)
         self.jinja = model.info.chat_template
         self.from_request = go_template is not None
-        self.go_template = go_template if go_template is not None else model.record.template or None
+        if go_template is None:
+            go_template = go_template_in_use(model.record.template, model.record.renderer, model.info)
+        self.go_template = go_template
         # The order turns are dropped in: oldest first, never a system message or the last message.
         self.droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]
 

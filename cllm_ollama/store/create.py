@@ -40,6 +40,10 @@ class CreateRequest:
     license: list[str] | None = None
     parameters: dict[str, Any] | None = None
     messages: list[dict[str, str]] | None = None
+    # Ollama's renderer and parser names, kept in the config as Ollama keeps them.
+    renderer: str | None = None
+    parser: str | None = None
+    requires: str | None = None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> CreateRequest:
@@ -57,6 +61,9 @@ class CreateRequest:
             license=[license_] if isinstance(license_, str) else _optional(body, "license", list),
             parameters=_parameters(body),
             messages=_messages(body.get("messages")),
+            renderer=_optional(body, "renderer", str) or None,
+            parser=_optional(body, "parser", str) or None,
+            requires=_optional(body, "requires", str) or None,
         )
 
 
@@ -117,6 +124,7 @@ def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report)
     else:
         raise InvalidRequest("neither 'from' or 'files' was specified")
     reused = {layer.digest for layer in layers}
+    config = _named(config, req)
 
     if req.adapters:
         # Added to the base's (a model made FROM an adapted one keeps its adapter), as in Ollama.
@@ -151,6 +159,13 @@ def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report)
     record = store.write_manifest(req.model, config, layers)
     report({"status": "success"})
     return record
+
+
+def _named(config: dict[str, Any], req: CreateRequest) -> dict[str, Any]:
+    """The config with the request's renderer, parser and required version (new values win, the
+    base model's are kept, as in Ollama)."""
+    named = {"renderer": req.renderer, "parser": req.parser, "requires": req.requires}
+    return {**config, **{k: v for k, v in named.items() if v}}
 
 
 def _blob_layer(store: ModelStore, claim: Claim, digest: str, media_type: str) -> Layer:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
-from ..model_families import CHAT_MARKERS
+from ..model_families import CHAT_MARKERS, template_thinks
 from .gguf_check import hyperparameter_problems
 
 GGUF_MAGIC = b"GGUF"
@@ -290,6 +290,6 @@ def _capabilities(kv: dict[str, Any], arch: str, template: str) -> tuple[str, ..
     fim = "tokenizer.ggml.fim_pre_token_id" in kv and "tokenizer.ggml.fim_suf_token_id" in kv
     if fim or re.search(r"\bsuffix\b", template):
         caps.append("insert")
-    if "<think>" in template or "enable_thinking" in template:
+    if "<think>" in template or "enable_thinking" in template or template_thinks(template):
         caps.append("thinking")
     return tuple(caps)

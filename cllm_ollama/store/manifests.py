@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from ..model_families import ARCH_PARSERS
 from .gguf_info import GGUFInfo
 from .names import ModelName
 
@@ -90,12 +91,24 @@ def manifest_path(manifests_dir: Path, name: ModelName) -> Path:
     return manifests_dir.joinpath(*name.parts)
 
 
-def model_config(info: GGUFInfo) -> dict[str, Any]:
-    """The config blob Ollama writes for a GGUF model; /api/tags reads its details from it."""
-    return {
+def model_config(info: GGUFInfo, kept: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config blob Ollama writes for a GGUF model; /api/tags reads its details from it.
+
+    ``kept``: an earlier config of the same model (a registry's, for a file cllm rewrote) whose
+    renderer, parser and required version stay. Without a parser, the architecture's own where
+    Ollama's create names one (Gemma 4's, Nemotron 3's, Laguna's)."""
+    config: dict[str, Any] = {
         "model_format": "gguf",
         "model_family": info.family,
         "model_families": list(info.families),
         "model_type": info.parameter_size,
         "file_type": info.quantization_level,
     }
+    config |= {k: v for k, v in (kept or {}).items() if k in NAMED_FIELDS and isinstance(v, str) and v}
+    if not config.get("parser") and info.architecture in ARCH_PARSERS:
+        config["parser"] = ARCH_PARSERS[info.architecture]
+    return config
+
+
+# The config's names for Ollama's renderer, parser and required version (its ``model.ConfigV2``).
+NAMED_FIELDS = ("renderer", "parser", "requires")

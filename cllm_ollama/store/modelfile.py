@@ -1,6 +1,7 @@
 """Modelfiles: parse Ollama's format and turn it into an ``/api/create`` body, as the ollama CLI does.
 
-Instructions: FROM, PARAMETER, TEMPLATE, SYSTEM, LICENSE, MESSAGE, ADAPTER (case-insensitive);
+Instructions: FROM, PARAMETER, TEMPLATE, SYSTEM, LICENSE, MESSAGE, ADAPTER, RENDERER, PARSER, REQUIRES
+(case-insensitive);
 values may be bare, "quoted" or \"\"\"triple-quoted\"\"\" (multi-line); ``#`` starts a comment line.
 """
 
@@ -15,7 +16,18 @@ from typing import Any
 from ..errors import InvalidRequest
 from .adapters import SAFETENSORS_REFUSED
 
-_INSTRUCTIONS = ("from", "parameter", "template", "system", "license", "message", "adapter")
+_INSTRUCTIONS = (
+    "from",
+    "parameter",
+    "template",
+    "system",
+    "license",
+    "message",
+    "adapter",
+    "renderer",
+    "parser",
+    "requires",
+)
 _ROLES = ("system", "user", "assistant")
 _INT_PARAMS = {
     "num_keep", "seed", "num_predict", "top_k", "repeat_last_n", "num_ctx", "num_batch", "num_gpu",
@@ -45,6 +57,10 @@ class Modelfile:
     system: str | None = None
     license: list[str] = field(default_factory=list)
     messages: list[dict[str, str]] = field(default_factory=list)
+    # Ollama's renderer and output parser by name (its ``model/renderers``, ``model/parsers``).
+    renderer: str | None = None
+    parser: str | None = None
+    requires: str | None = None
 
 
 def parse_parameter(name: str, value: str) -> Any:
@@ -130,7 +146,8 @@ def parse_modelfile(text: str) -> Modelfile:
         instruction = sc.word().lower()
         if instruction not in _INSTRUCTIONS:
             raise InvalidRequest(
-                'command must be one of "from", "license", "template", "system", "adapter", "parameter", or "message"'
+                'command must be one of "from", "license", "template", "system", "adapter", "renderer", '
+                '"parser", "parameter", "message", or "requires"'
             )
         sc.skip(" \t")
         if instruction == "parameter":
@@ -204,6 +221,9 @@ def create_body(name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path
         "license": mf.license or None,
         "parameters": mf.parameters or None,
         "messages": mf.messages or None,
+        "renderer": mf.renderer,
+        "parser": mf.parser,
+        "requires": mf.requires,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

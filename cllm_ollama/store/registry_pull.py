@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
 from ..config import DEFAULT_REGISTRY_URL, Settings
 from ..convert.framework import LayoutRefused
@@ -127,7 +128,8 @@ def _pull_claimed(
         if adapted is None:
             record = store.write_manifest_bytes(name, raw)
         else:  # what the store holds (and pushes) is the rewritten model
-            record = store.write_manifest(name, mt.model_config(adapted.model), adapted.layers)
+            kept = _registry_config(store, manifest)  # its renderer and parser names stay
+            record = store.write_manifest(name, mt.model_config(adapted.model, kept), adapted.layers)
     except OSError as exc:
         raise PullError(f"writing manifest: {exc.strerror or exc}") from exc
     unused = old - {layer.digest for layer in manifest.all_layers}
@@ -138,6 +140,15 @@ def _pull_claimed(
         store.discard_unused(unused)
     report({"status": "success"})
     return record
+
+
+def _registry_config(store: ModelStore, manifest: Manifest) -> dict[str, Any]:
+    """The config blob the registry sent (downloaded with the layers); empty if it is not JSON."""
+    try:
+        config = orjson.loads(store.blob_path(manifest.config.digest).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def _check_header(store: ModelStore, registry: Registry, name: ModelName, manifest: Manifest) -> None:

@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from ..errors import CllmError, InvalidRequest, NotFound
+from ..model_families import parser_capabilities
 from . import manifests as mt
 from .blobs import BlobWriter, atomic_write_bytes, fsync_dir, parse_digest, sha256_file, write_blob
 from .gguf_info import gguf_info, projector_hears
@@ -49,6 +50,11 @@ _BLOB_NAME = re.compile(r"sha256-([0-9a-f]{64})")
 _LEFTOVER_NAME = re.compile(r"\.(tmp|partial)-.+|sha256-[0-9a-f]{64}-partial(-\d+|\.lock)?")
 _PART_SUFFIX = re.compile(r"(?<=-partial)-\d+$")
 _DIGEST_IN_TEXT = re.compile(rb"sha256[:-]([0-9a-fA-F]{64})")
+# A Go template's fields that grant a capability (Ollama reads ``Template.Vars``, lower-cased names).
+_TEMPLATE_FIELDS = (
+    ("tools", re.compile(r"\{\{[^}]*\.tools\b", re.IGNORECASE)),
+    ("insert", re.compile(r"\{\{[^}]*\.suffix\b", re.IGNORECASE)),
+)
 
 
 class BrokenModel(NotFound):
@@ -98,14 +104,32 @@ class ModelRecord:
         return self.name.display_shortest()
 
     @property
+    def parser(self) -> str:
+        """Ollama's output parser named in the config (a registry model's, a Modelfile's PARSER)."""
+        value = self.config.get("parser")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def renderer(self) -> str:
+        """Ollama's prompt renderer named in the config (a registry model's, a Modelfile's RENDERER)."""
+        value = self.config.get("renderer")
+        return value if isinstance(value, str) else ""
+
+    @property
     def capabilities(self) -> list[str]:
         """The GGUF's capabilities, plus ``vision`` when a projector layer comes with it (any
-        projector, as Ollama's ``projectorCapabilities`` says) and ``audio`` when one of them hears."""
+        projector, as Ollama's ``projectorCapabilities`` says) and ``audio`` when one of them hears;
+        then what the model's Go template uses (``.Tools``, ``.Suffix``: Ollama's
+        ``goTemplateCapabilities``) and what its named parser can (``parserCapabilities``)."""
         caps = list(gguf_info(self.model_path).capabilities) if self.model_path else []
         if self.projector_paths and "vision" not in caps:
             caps.append("vision")
         if "audio" not in caps and any(projector_hears(p) for p in self.projector_paths):
             caps.append("audio")
+        extra = list(parser_capabilities(self.parser))
+        if self.template and "completion" in caps:
+            extra += [cap for cap, field in _TEMPLATE_FIELDS if field.search(self.template)]
+        caps += [cap for cap in dict.fromkeys(extra) if cap not in caps]
         return caps
 
 

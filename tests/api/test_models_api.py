@@ -69,7 +69,12 @@ def test_tags(api: TestClient, tiny: str) -> None:
         "families": ["qwen3"],
         "parameter_size": "99K",
         "quantization_level": "F32",
+        # Ollama's list since 2026-05 (#16215): the GGUF's lengths and the model's capabilities.
+        "context_length": 40960,
+        "embedding_length": 64,
     }
+    assert entry["capabilities"] == api.post("/api/show", json={"model": "tiny"}).json()["capabilities"]
+    assert entry["capabilities"] == ["completion", "tools", "thinking"]
 
 
 def test_tags_is_an_empty_array(api: TestClient) -> None:

@@ -43,7 +43,11 @@ def test_every_operation_documents_its_error_shape() -> None:
     for path, item in document()["paths"].items():
         for method, op in item.items():
             error = (
-                "AnthropicError" if path == "/v1/messages" else "OpenAIError" if path.startswith("/v1/") else "Error"
+                "AnthropicError"
+                if path.startswith("/v1/messages")
+                else "OpenAIError"
+                if path.startswith("/v1/")
+                else "Error"
             )
             for code, response in op["responses"].items():
                 if int(code) >= 400 and code != "403" and method != "head":

@@ -187,6 +187,21 @@ def test_create_from_existing_model(model_store: ModelStore, tiny_gguf: Path) ->
     assert sum(layer.media_type == mt.SYSTEM for layer in derived.manifest.layers) == 1
 
 
+def test_renderer_and_parser_names_go_to_the_config(model_store: ModelStore, tiny_gguf: Path, tmp_path: Path) -> None:
+    """Modelfile RENDERER/PARSER/REQUIRES become the create body's fields and the config's, as in
+    Ollama; a model made from one keeps them unless it names others."""
+    mf = parse_modelfile("FROM qwen3:0.6b\nRENDERER gemma4\nparser gemma4\nREQUIRES 0.20.0\n")
+    body = create_body("m", mf, tmp_path, lambda path: "")
+    assert (body["renderer"], body["parser"], body["requires"]) == ("gemma4", "gemma4", "0.20.0")
+    statuses(model_store, {"model": "base", "files": {"t.gguf": upload(model_store, tiny_gguf)}, "parser": "lfm2"})
+    statuses(model_store, {"model": "kept", "from": "base", "renderer": "lfm2"})
+    statuses(model_store, {"model": "other", "from": "base", "parser": "olmo3"})
+    assert model_store.get("base").parser == "lfm2" and model_store.get("base").renderer == ""
+    assert (model_store.get("kept").parser, model_store.get("kept").renderer) == ("lfm2", "lfm2")
+    assert model_store.get("other").parser == "olmo3"
+    assert "tools" in model_store.get("base").capabilities
+
+
 @pytest.mark.parametrize(
     ("body", "error", "kind"),
     [

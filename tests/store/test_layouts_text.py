@@ -127,6 +127,7 @@ def registry() -> Iterator[FakeRegistry]:
 def test_a_pulled_gptoss_is_stored_as_gpt_oss(model_store: ModelStore, registry: FakeRegistry, tmp_path: Path) -> None:
     _, theirs = twins("gptoss-fused", tmp_path)
     config = {"model_format": "gguf", "model_family": "gptoss", "model_families": ["gptoss"], "model_type": "20B"}
+    config |= {"renderer": "harmony", "parser": "harmony"}  # as the registry's gpt-oss names them
     registry.add_model("library/gpt-oss", "tiny", [(mt.MODEL, theirs.read_bytes())], config)
     events: list[dict[str, Any]] = []
     pull_model(model_store, "gpt-oss:tiny", events.append, options=RegistryOptions(registry_url=registry.url))
@@ -135,3 +136,6 @@ def test_a_pulled_gptoss_is_stored_as_gpt_oss(model_store: ModelStore, registry:
     stored = model_store.blob_path(layer.digest)
     assert fields_of(stored)["general.architecture"][1] == "gpt-oss"
     assert tensors_of(stored) == tensors_of(tmp_path / "llama.gguf")
+    # The rewritten model's config keeps the registry's renderer and parser names.
+    pulled = model_store.get("gpt-oss:tiny")
+    assert (pulled.renderer, pulled.parser, pulled.config["model_family"]) == ("harmony", "harmony", "gpt-oss")

@@ -32,7 +32,7 @@ from ..schemas.anthropic import ContentBlock, ImageSource, MessageParam, Message
 from ..schemas.go import decode_error
 from ..schemas.ollama import ChatRequest
 from ..services import services
-from ..tool_calls import tool_call_id
+from ..tool_calls import random_id
 from .errors import decode
 
 _REQUEST = "MessagesRequest"
@@ -153,7 +153,22 @@ def _message(m: MessageParam) -> list[dict[str, Any]]:
     return out if role == "user" else out + results
 
 
+def _custom_only(req: MessagesRequest) -> None:
+    """Refuse a tool of any type but ``custom``: Anthropic's server tools (``web_search_*``,
+    ``code_execution_*``, ``web_fetch_*``) run on Anthropic's side and its schema-less client tools
+    (``bash_*``, ``text_editor_*``) are defined there; cllm runs none of them, and a model handed
+    one as a plain function would call a tool nobody runs. Anthropic answers a tool type it does
+    not offer with invalid_request_error, naming the tool; so does cllm."""
+    for i, tool in enumerate(req.tools or []):
+        if tool.type not in (None, "", "custom"):
+            raise InvalidRequest(
+                f"tools.{i}: tool type '{tool.type}' is not supported by this server: only custom tools "
+                "(type 'custom', with an input_schema) can be declared; cllm runs no server tools"
+            )
+
+
 def _tools(req: MessagesRequest) -> list[dict[str, Any]] | None:
+    _custom_only(req)
     tools = []
     for tool in req.tools or []:
         name, schema = tool.name or "", tool.input_schema
@@ -263,7 +278,7 @@ def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
     function = call["function"]
     return {
         "type": "tool_use",
-        "id": f"toolu_{tool_call_id()}",
+        "id": f"toolu_{random_id()}",
         "name": function["name"],
         "input": function["arguments"],
     }
@@ -375,3 +390,13 @@ def _refuse_load(decoded: Decoded[ChatCall], reason: str) -> Response:
 
 
 messages = Endpoint(ANTHROPIC, _decode, _start, AnthropicSSE, _refuse_load).handler()
+
+
+def count_call(body: dict[str, Any]) -> ChatCall:
+    """A ``/v1/messages/count_tokens`` body as the chat it counts: a messages body without
+    ``max_tokens`` (nor ``stream``), checked as one."""
+    return _decode({**body, "max_tokens": 1, "stream": False}).native
+
+
+# The start of a messages chat (``think`` dropped for a model that cannot think), for count_tokens.
+start_messages = _start

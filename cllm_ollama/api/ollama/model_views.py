@@ -28,15 +28,30 @@ def details(record: ModelRecord) -> dict[str, Any]:
     }
 
 
+def _lengths(record: ModelRecord, info: GGUFInfo | None) -> dict[str, int]:
+    """``details.context_length``/``embedding_length`` as Ollama's list gives them (2026-05): the
+    config's, else the GGUF's; left out where neither says (Go's omitempty)."""
+    config = record.config
+    context = config.get("context_length") or (info.context_length if info else None)
+    embedding = config.get("embedding_length") or (info.embedding_length if info else None)
+    lengths = {"context_length": context, "embedding_length": embedding}
+    return {k: v for k, v in lengths.items() if isinstance(v, int) and v > 0}
+
+
 def tag_entry(record: ModelRecord) -> dict[str, Any]:
-    return {
+    """One /api/tags entry, with the details' lengths and the capabilities Ollama's list added in 2026-05."""
+    info = None if record.broken else _info(record, record.model_path, False)
+    entry = {
         "name": record.short_name,
         "model": record.short_name,
         "modified_at": record.modified_at.isoformat(),
         "size": record.size,
         "digest": record.digest,
-        "details": details(record),
-    } | ({"broken": record.broken} if record.broken else {})  # cllm's own: why it cannot be used
+        "details": details(record) | _lengths(record, info),
+    }
+    if info is not None:
+        entry["capabilities"] = record.capabilities
+    return entry | ({"broken": record.broken} if record.broken else {})  # cllm's own: why it cannot be used
 
 
 def go_value(value: Any) -> str:
@@ -82,6 +97,9 @@ def modelfile_text(record: ModelRecord, template: str | None, system: str | None
         lines.append(f"TEMPLATE {_quote(template)}")
     if system:
         lines.append(f"SYSTEM {_quote(system)}")
+    lines += [
+        f"{key.upper()} {value}" for key, value in (("renderer", record.renderer), ("parser", record.parser)) if value
+    ]
     lines += [f"PARAMETER {k} {_quote(_plain_value(v))}" for k, v in _each(record.params)]
     lines += [f"LICENSE {_quote(text)}" for text in record.license]
     lines += [f"MESSAGE {m.get('role')} {_quote(str(m.get('content', '')))}" for m in record.messages]
@@ -103,7 +121,7 @@ def show_response(record: ModelRecord, *, verbose: bool = False, system: str | N
     info = _info(record, record.model_path, verbose)
     # Ollama shows the first projector's metadata as it shows the model's.
     projector = _info(record, record.projector_paths[0], verbose) if record.projector_paths else None
-    template = template_in_use(record.template, info) if info or record.template else None
+    template = template_in_use(record.template, info, record.renderer) if info or record.template else None
     system = system or record.system
     capabilities = record.capabilities if info else []
     resp: dict[str, Any] = {
@@ -112,12 +130,15 @@ def show_response(record: ModelRecord, *, verbose: bool = False, system: str | N
         "parameters": parameters_text(record.params),
         "template": template or "",
         "system": system or "",
+        "renderer": record.renderer,
+        "parser": record.parser,
         "details": details(record),
         "messages": record.messages,
         "model_info": info.model_info if info else {},
         "projector_info": projector.model_info if projector else {},
         "capabilities": capabilities,
         "modified_at": record.modified_at.isoformat(),
+        "requires": record.config.get("requires") if isinstance(record.config.get("requires"), str) else "",
     }
     if verbose and info:
         resp["tensors"] = list(info.tensors)

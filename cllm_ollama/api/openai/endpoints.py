@@ -228,7 +228,7 @@ def _finish_reason(chunk: Chunk, had_tool_calls: bool) -> str:
 def _tool_calls(calls: list[dict[str, Any]], start: int) -> list[dict[str, Any]]:
     return [
         {
-            "id": f"call_{tool_call_id()}",
+            "id": c.get("id") or tool_call_id(),
             "index": start + i,
             "type": "function",
             "function": {"name": c["function"]["name"], "arguments": dumps(c["function"]["arguments"]).decode()},

@@ -365,7 +365,7 @@ class _StreamedItems:
         self.whole.tool_calls.append(call)
         events = self.close()
         arguments = dumps(call["function"]["arguments"]).decode()
-        item = {"type": "function_call", "id": _id("fc"), "call_id": f"call_{tool_call_id()}"}
+        item = {"type": "function_call", "id": _id("fc"), "call_id": call.get("id") or tool_call_id()}
         item |= self.tools.call_names(call["function"]["name"]) | {"arguments": "", "status": "in_progress"}
         events.append(self._begin(item))
         where = self._where()

@@ -202,6 +202,9 @@ class CreateRequest(GoStruct):
     license: Annotated[Any, doc(anyOf=[STRING, STRINGS])] = None
     parameters: Annotated[Any, doc(type="object")] = None
     messages: Annotated[Any, doc(type="array", items=_CREATE_MESSAGE)] = None
+    renderer: Annotated[Any, doc(type="string")] = None
+    parser: Annotated[Any, doc(type="string")] = None
+    requires: Annotated[Any, doc(type="string")] = None
     quantize: Annotated[Any, doc(type="string", description="not supported (400)")] = None
     quantization: Annotated[Any, doc(type="string")] = None
     stream: Bool = None
