@@ -141,6 +141,8 @@ run_boxed 400 "${GPU_CHECK_AFTER_BENCH_S:-70}" "$PY" "$REPO/bench/gpu_bench.py" 
     --max-tokens "$MAX_TOKENS" --threads "$THREADS" ${REQUESTS:+--requests "$REQUESTS"} "${GPU_FLAG[@]}" \
     || say "bench stopped early (rc $?): what finished is in bench.md"
 cp -f "$WORK/results/bench.md" "$OUT/bench.md" 2>/dev/null
+# cllm's own log when it did not finish (on the H200, 2026-11-28, it died silently while loading).
+grep -q 'failed: cllm' "$WORK/results/bench.md" 2>/dev/null && tail -40 "$WORK/cache/logs/cllm.log"
 pack
 
 # --- 5. a partly offloaded load ------------------------------------------------------------------
