@@ -153,7 +153,8 @@ def _syntax(template: str | None) -> _Syntax:
 
 
 def _tool(spec: dict[str, Any]) -> _Tool:
-    function = spec.get("function") if isinstance(spec.get("function"), dict) else spec
+    inner = spec.get("function")
+    function: dict[str, Any] = inner if isinstance(inner, dict) else spec
     parameters = function.get("parameters")
     if parameters is None or parameters == {}:
         parameters = {"type": "object"}
