@@ -6,8 +6,10 @@
   OpenAI says the model "will not call any tool and instead generates a message").
 - ``required`` (OpenAI; Anthropic's ``any``) and a named function (Anthropic's ``tool``): the
   output is a call, forced by a grammar in the family's call syntax (``call_grammar``): of any of
-  the tools, or of the named one only. Several calls may follow one another unless parallel calls
-  are off (OpenAI's ``parallel_tool_calls: false``, Anthropic's ``disable_parallel_tool_use``).
+  the tools, or of the named one only. One call, unless the request asks for parallel calls
+  explicitly (``parallel_tool_calls: true``; Anthropic's ``disable_parallel_tool_use: false``), as
+  llama-server does: a grammar that lets calls follow one another lets a small model repeat its
+  call until the token limit cuts the last one (Qwen2.5-Coder-0.5B did, sampled).
 
 A choice that names a tool not in ``tools`` is a 400, as OpenAI and Anthropic answer it.
 """
@@ -24,7 +26,7 @@ from ..errors import InvalidRequest
 class ToolChoice:
     mode: str = "auto"  # auto | none | required | function
     name: str = ""  # the function, for mode "function"
-    parallel: bool = True
+    parallel: bool = False  # several forced calls may follow one another
 
     @property
     def forced(self) -> bool:
@@ -49,7 +51,7 @@ AUTO = ToolChoice()
 def openai_tool_choice(value: object, parallel: object, *, flat: bool = False) -> ToolChoice:
     """Chat completions' ``tool_choice`` (``{"type": "function", "function": {"name"}}``), or with
     ``flat`` the Responses API's (``{"type": "function", "name"}``)."""
-    parallel_ok = parallel is not False
+    parallel_ok = parallel is True
     if value is None:
         return ToolChoice(parallel=parallel_ok)
     if isinstance(value, str):
@@ -68,7 +70,7 @@ def openai_tool_choice(value: object, parallel: object, *, flat: bool = False) -
 
 def anthropic_tool_choice(kind: str | None, name: str | None, disable_parallel: object) -> ToolChoice:
     """Messages' ``{"type": "auto" | "any" | "tool" | "none", "name", "disable_parallel_tool_use"}``."""
-    parallel = disable_parallel is not True
+    parallel = disable_parallel is False
     if kind is None or kind == "auto":
         return ToolChoice(parallel=parallel)
     if kind == "none":

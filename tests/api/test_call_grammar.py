@@ -104,8 +104,9 @@ def test_a_bad_tool_schema_is_a_400() -> None:
         (None, None, ToolChoice()),
         ("auto", None, ToolChoice()),
         ("none", None, ToolChoice("none")),
-        ("required", False, ToolChoice("required", parallel=False)),
-        ({"type": "function", "function": {"name": "now"}}, True, ToolChoice("function", "now")),
+        ("required", None, ToolChoice("required")),  # one call unless asked for more, as llama-server
+        ("required", True, ToolChoice("required", parallel=True)),
+        ({"type": "function", "function": {"name": "now"}}, False, ToolChoice("function", "now")),
     ],
 )
 def test_openai_tool_choice(value: object, parallel: object, expected: ToolChoice) -> None:
@@ -126,7 +127,8 @@ def test_bad_openai_tool_choice(value: object) -> None:
 
 def test_anthropic_tool_choice() -> None:
     assert anthropic_tool_choice(None, None, None) == ToolChoice()
-    assert anthropic_tool_choice("any", None, True) == ToolChoice("required", parallel=False)
+    assert anthropic_tool_choice("any", None, True) == ToolChoice("required")
+    assert anthropic_tool_choice("any", None, False) == ToolChoice("required", parallel=True)
     assert anthropic_tool_choice("tool", "now", None) == ToolChoice("function", "now")
     assert anthropic_tool_choice("none", None, None).mode == "none"
     with pytest.raises(InvalidRequest, match="invalid tool_choice type: sometimes"):
