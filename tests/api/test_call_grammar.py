@@ -156,3 +156,15 @@ def test_which_grammar_holds_the_output() -> None:
         output_grammar("json", gbnf, None)
     with pytest.raises(InvalidRequest, match="forced tool_choice"):
         output_grammar(None, gbnf, lambda: "calls")
+
+
+def test_the_openapi_document_lists_the_output_controls() -> None:
+    from cllm_ollama.api.openapi import document
+
+    schemas = document()["components"]["schemas"]
+    extra = {"grammar", "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n"}
+    extra |= {"dry_sequence_breakers", "xtc_probability", "xtc_threshold"}
+    for name in ("ChatCompletionRequest", "CompletionRequest", "ResponsesRequest", "Options"):
+        assert extra <= set(schemas[name]["properties"]), name
+    for name in ("ChatCompletionRequest", "ResponsesRequest"):
+        assert {"tool_choice", "parallel_tool_calls"} <= set(schemas[name]["properties"])

@@ -201,3 +201,15 @@ def test_bad_sampler_values_are_400s_before_anything_loads(
     r = client.post("/v1/completions", json={"model": "tiny", "prompt": "hi", option: value})
     assert r.status_code == 400 and r.json()["error"]["message"] == message
     _nothing_loaded(client)
+
+
+def test_a_forced_call_streams_on_messages(client: TestClient) -> None:
+    tools = [{"name": n, "input_schema": s} for n, s in SCHEMAS.items()]
+    body = {"model": "tiny", "messages": HI, "tools": tools, "max_tokens": 120, "temperature": 0, "stream": True}
+    with client.stream("POST", "/v1/messages", json=body | {"tool_choice": {"type": "tool", "name": "flag"}}) as r:
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert [b["type"] for b in starts] == ["tool_use"] and starts[0]["name"] == "flag"
+    partial = "".join(e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta")
+    _check("flag", partial, {"flag"})
+    assert [e["delta"]["stop_reason"] for e in events if e["type"] == "message_delta"] == ["tool_use"]
