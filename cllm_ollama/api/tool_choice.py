@@ -63,8 +63,8 @@ def openai_tool_choice(value: object, parallel: object, *, flat: bool = False) -
         name = holder.get("name") if isinstance(holder, dict) else None
         if isinstance(name, str) and name:
             return ToolChoice("function", name, parallel_ok)
-    if isinstance(value, dict) and value.get("type") in ("auto", "none", "required") and flat:
-        return ToolChoice(value["type"], parallel=parallel_ok)
+    if isinstance(value, dict) and value.get("type") in ("auto", "none", "required"):
+        return ToolChoice(value["type"], parallel=parallel_ok)  # the mode as an object, as some clients send it
     raise InvalidRequest("Invalid value for 'tool_choice': a function choice needs a function name")
 
 

@@ -107,6 +107,7 @@ def test_a_bad_tool_schema_is_a_400() -> None:
         ("required", None, ToolChoice("required")),  # one call unless asked for more, as llama-server
         ("required", True, ToolChoice("required", parallel=True)),
         ({"type": "function", "function": {"name": "now"}}, False, ToolChoice("function", "now")),
+        ({"type": "required"}, None, ToolChoice("required")),
     ],
 )
 def test_openai_tool_choice(value: object, parallel: object, expected: ToolChoice) -> None:
