@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
@@ -39,11 +40,12 @@ from ..errors import (
     QueueFull,
     RequestCanceled,
 )
+from .call_grammar import call_grammar
 from .fitting import MediaCounter, fit_prompt, grown_context, media_counter
 from .media import place_markers
 from .options import RequestOptions
 from .output_shapes import logprob_json
-from .request_fields import JSON_GRAMMAR, SharedFields, grammar_for_format
+from .request_fields import JSON_GRAMMAR, SharedFields, output_grammar
 from .resolve import ResolvedModel, load_request, naming_the_model
 from .services import services
 
@@ -123,6 +125,9 @@ class Generation:
     t_start: int
     # The requested tools' definitions (the parser checks and types calls against them).
     tool_specs: list[dict[str, Any]] | None = None
+    # A forced tool choice: the tools the output must be a call of (several calls if ``many_calls``).
+    call_tools: list[dict[str, Any]] | None = None
+    many_calls: bool = True
     # Set once everything that can be refused with a status has been checked (the model loaded,
     # the prompt fitted, the grammar compiled), or once a load has kept the request waiting
     # ``Settings.load_headers``: a stream may answer from then on (its headers, then keep-alives; a refusal
@@ -135,6 +140,7 @@ class Generation:
     request: EngineRequest | None = None
     generated: list[int] = field(default_factory=list)
     truncated: int = 0  # prompt tokens cut to fit (old turns, then the middle)
+    grammar: str | None = None  # the output's, checked (``_grammar``)
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
         """Output chunks until the final one (``done``); the model is held exactly as long.
@@ -146,6 +152,7 @@ class Generation:
         A prompt with images or audio grows alike, measured once the projector has tokenized it."""
         pool: ModelPool = services(self.http).pool
         t0 = time.perf_counter_ns()
+        self.grammar = await self._grammar(pool)  # a bad one is a 400 before anything loads
         grow = services(self.http).settings.context_grow if self.options.num_ctx is None else 0
         try:
             async with aclosing(self._run(pool, t0, grow)) as run:
@@ -243,12 +250,9 @@ class Generation:
     ) -> EngineRequest:
         """The engine request for a fitted prompt, its grammar compiled off the event loop."""
         options = self.options
-        grammar = await run_in_threadpool(grammar_for_format, self.fields.format)
-        if grammar is not None and grammar is not JSON_GRAMMAR:
-            await pool.grammars.check(grammar)
         return EngineRequest(
             prompt=prompt,
-            sampling=replace(options.sampling_within(limit), grammar=grammar),
+            sampling=replace(options.sampling_within(limit), grammar=self.grammar),
             num_predict=options.num_predict,
             stop=options.stop,
             num_ctx=limit,
@@ -257,6 +261,19 @@ class Generation:
             keep=keep,
             media=media,
         )
+
+    async def _grammar(self, pool: ModelPool) -> str | None:
+        """The output's grammar (``output_grammar``), built off the event loop and parsed by the
+        pool's checker: one llama.cpp cannot parse never reaches the engine thread."""
+        forced = None
+        if self.call_tools is not None:
+            template = template_in_use(self.model.record.template, self.model.info)
+            forced = partial(call_grammar, template, self.call_tools, many=self.many_calls)
+        grammar = await run_in_threadpool(output_grammar, self.fields.format, self.options.grammar, forced)
+        if grammar is not None and grammar is not JSON_GRAMMAR:
+            sent = self.options.grammar is not None and forced is None
+            await pool.grammars.check(grammar, "grammar" if sent else "format")
+        return grammar
 
     async def _render(self, tokenizer: Tokenizer, limit: int | None) -> Rendered:
         timeout = services(self.http).settings.render_timeout

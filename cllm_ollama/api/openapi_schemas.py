@@ -60,11 +60,20 @@ _OPTIONS = object_schema(
             "use_mmap": BOOL,
             "deterministic": BOOL,
             "num_thread": INT,
+            "grammar": {"type": "string", "description": "a GBNF grammar the output must match (not with format)"},
+            "dry_multiplier": {"type": "number", "minimum": 0, "description": "DRY's strength; 0 (default) is off"},
+            "dry_base": {"type": "number", "minimum": 1, "description": "DRY's base (1.75)"},
+            "dry_allowed_length": {"type": "integer", "minimum": 0, "description": "repeats DRY lets pass (2)"},
+            "dry_penalty_last_n": {"type": "integer", "minimum": -1, "description": "DRY's window; -1 (default): all"},
+            "dry_sequence_breakers": {"type": "array", "items": STRING, "minItems": 1},
+            "xtc_probability": {"type": "number", "minimum": 0, "maximum": 1, "description": "XTC; 0 (default) is off"},
+            "xtc_threshold": {"type": "number", "minimum": 0, "maximum": 1, "description": "XTC's threshold (0.1)"},
         }
     ),
     description=(
-        "Sampling and load options (Ollama's api.Options). Unknown keys are ignored; a value of the wrong "
-        'type is a 500 `option "KEY" must be of type ...`, as in Ollama.'
+        "Sampling and load options (Ollama's api.Options, and llama-server's grammar, DRY and XTC). Unknown "
+        'keys are ignored; a value of the wrong type is a 500 `option "KEY" must be of type ...`, as in Ollama; '
+        "a sampler value out of range is a 400."
     ),
 )
 

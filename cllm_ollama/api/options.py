@@ -14,7 +14,7 @@ from ..errors import CllmError, InvalidRequest
 from ..gostrconv import go_quote
 from .schemas.go import go_type
 
-_INT, _FLOAT, _BOOL, _STRINGS = "integer", "float32", "boolean", "array"
+_INT, _FLOAT, _BOOL, _STRINGS, _STRING = "integer", "float32", "boolean", "array", "string"
 
 # Every option Ollama still declares, with its Go kind. Keys outside this table (mirostat, tfs_z,
 # numa, use_mlock, ... removed upstream but still sent by ollama-python) are ignored, as Ollama does.
@@ -42,6 +42,15 @@ _KINDS: dict[str, str] = {
     "num_thread": _INT,
     # cllm's own: batch-invariant decoding for this model (CLLM_DETERMINISTIC for all of them).
     "deterministic": _BOOL,
+    # Beyond Ollama, with llama-server's names: a GBNF grammar, the DRY and XTC samplers.
+    "grammar": _STRING,
+    "dry_multiplier": _FLOAT,
+    "dry_base": _FLOAT,
+    "dry_allowed_length": _INT,
+    "dry_penalty_last_n": _INT,
+    "dry_sequence_breakers": _STRINGS,
+    "xtc_probability": _FLOAT,
+    "xtc_threshold": _FLOAT,
 }
 _SAMPLING_KEYS = (
     "temperature",
@@ -54,7 +63,24 @@ _SAMPLING_KEYS = (
     "presence_penalty",
     "frequency_penalty",
     "seed",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "dry_sequence_breakers",
+    "xtc_probability",
+    "xtc_threshold",
 )
+# Each sampler option's allowed range (inclusive) and its refusal, a 400 as llama-server's are.
+_RANGES: dict[str, tuple[float, float, str]] = {
+    "repeat_last_n": (-1, math.inf, "repeat_last_n must be >= -1"),
+    "dry_multiplier": (0.0, math.inf, "dry_multiplier must be >= 0"),
+    "dry_base": (1.0, math.inf, "dry_base must be >= 1"),
+    "dry_allowed_length": (0, math.inf, "dry_allowed_length must be >= 0"),
+    "dry_penalty_last_n": (-1, math.inf, "dry_penalty_last_n must be >= -1"),
+    "xtc_probability": (0.0, 1.0, "xtc_probability must be between 0 and 1"),
+    "xtc_threshold": (0.0, 1.0, "xtc_threshold must be between 0 and 1"),
+}
 # llama.cpp's LLAMA_MAX_SEQ: the most sequences (slots) one context can hold.
 MAX_PARALLEL = 256
 
@@ -75,6 +101,8 @@ class RequestOptions:
     num_parallel: int | None = None
     # Batch-invariant decoding (Modelfile or request ``deterministic``); None: the server's.
     deterministic: bool | None = None
+    # A GBNF grammar the output must match (``options.grammar``, llama-server's ``grammar``).
+    grammar: str | None = None
 
     def sampling_within(self, n_ctx: int) -> SamplingParams:
         """The sampling parameters of a request whose context is ``n_ctx`` tokens.
@@ -83,10 +111,12 @@ class RequestOptions:
         (2^31-1 took 8 GB and 18 s per request), yet no window sees more than the context: it
         is clamped to it, and -1 means the whole context, as llama.cpp's server reads it.
         """
-        last_n = self.sampling.repeat_last_n
-        if last_n == -1 or last_n > n_ctx:
-            return replace(self.sampling, repeat_last_n=n_ctx)
-        return self.sampling
+        sampling = self.sampling
+        if sampling.repeat_last_n == -1 or sampling.repeat_last_n > n_ctx:
+            sampling = replace(sampling, repeat_last_n=n_ctx)
+        if sampling.dry and (sampling.dry_penalty_last_n == -1 or sampling.dry_penalty_last_n > n_ctx):
+            sampling = replace(sampling, dry_penalty_last_n=n_ctx)  # DRY's ring, alike
+        return sampling
 
 
 def _convert(key: str, value: object) -> object:
@@ -100,6 +130,9 @@ def _convert(key: str, value: object) -> object:
             return float(value)
     elif kind == _BOOL:
         if isinstance(value, bool):
+            return value
+    elif kind == _STRING:
+        if isinstance(value, str):
             return value
     else:
         # Ollama wants an array; a bare string is taken as one stop sequence (lenient, loses nothing).
@@ -142,9 +175,7 @@ def resolve_options(
             # A null value leaves the lower layer's setting in place (FromMap skips nil).
             if key in _KINDS and value is not None:
                 values[key] = _convert(key, value)
-    if values.get("repeat_last_n", 0) < -1:
-        # llama.cpp's server refuses it with this text, which Ollama passes on as a 400.
-        raise InvalidRequest("repeat_last_n must be >= -1")
+    check_ranges(values)
     sampling = SamplingParams(**{k: values[k] for k in _SAMPLING_KEYS if k in values})
     # Slots are the model's, never a request's: one client must not reload a model for everyone
     # with another slot count (Ollama has no such option; a request's is ignored like any unknown).
@@ -159,7 +190,19 @@ def resolve_options(
         num_thread=values.get("num_thread"),
         num_parallel=_num_parallel((model_params or {}).get("num_parallel")),
         deterministic=values.get("deterministic"),
+        grammar=values.get("grammar") or None,
     )
+
+
+def check_ranges(values: Mapping[str, Any]) -> None:
+    """Refuse sampler values out of range (llama-server's checks: repeat_last_n's text is the one
+    Ollama passes on as a 400); DRY's breakers must be a non-empty list, as llama-server says."""
+    for key, (low, high, message) in _RANGES.items():
+        value = values.get(key)
+        if value is not None and not low <= value <= high:
+            raise InvalidRequest(message)
+    if values.get("dry_sequence_breakers") == ():
+        raise InvalidRequest("dry_sequence_breakers must be a non-empty array of strings")
 
 
 def _num_parallel(value: object) -> int | None:

@@ -8,7 +8,7 @@ The grammar itself is the engine's (``engine/grammar.py``): this layer never tou
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,8 +84,9 @@ def thinking_for(model: ResolvedModel, req: GenerationRequest, display_name: str
     if think and not can_think:
         raise InvalidRequest(f'"{display_name}" does not support thinking')
     if think is None:
-        # A grammar would constrain the thinking too: with `format`, answer directly.
-        return can_think and not req.format
+        # A grammar would constrain the thinking too: with `format` or `grammar`, answer directly.
+        grammar = req.options.get("grammar") if isinstance(req.options, dict) else None
+        return can_think and not (req.format or grammar)
     return think
 
 
@@ -160,6 +161,24 @@ def check_schema_bounds(schema: object, depth: int = 0) -> None:
         return
     for child in children:
         check_schema_bounds(child, depth + 1)
+
+
+def output_grammar(fmt: object, grammar: str | None, forced_calls: Callable[[], str] | None) -> str | None:
+    """The grammar the output is held to: a forced tool call's (the whole output is the call, so
+    ``format`` has nothing left to shape), else ``grammar`` (GBNF as sent), else ``format``'s.
+    ``grammar`` with either of the others is a 400, as llama-server refuses it.
+
+    Can take a while for a big schema: call it off the event loop.
+    """
+    if grammar is not None:
+        if forced_calls is not None:
+            raise InvalidRequest("grammar cannot be combined with a forced tool_choice")
+        if fmt is not None and fmt != "":
+            raise InvalidRequest("either format (response_format) or grammar can be given, not both")
+        return grammar
+    if forced_calls is not None:
+        return forced_calls()
+    return grammar_for_format(fmt)
 
 
 def grammar_for_format(fmt: object) -> str | None:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import multiprocessing
+import re
 import threading
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
@@ -107,11 +109,12 @@ class GrammarChecker:
         self._executor: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    async def check(self, grammar: str) -> None:
-        """Raise ``GrammarRejected`` unless llama.cpp can parse ``grammar`` without harm."""
+    async def check(self, grammar: str, what: str = "format") -> None:
+        """Raise ``GrammarRejected`` unless llama.cpp can parse ``grammar`` without harm; ``what``
+        names where it came from in the refusal (``format``, or ``grammar`` as sent)."""
         if nesting_depth(grammar) > self.max_nesting:
             raise GrammarRejected(
-                f"format is too deeply nested for the grammar engine (more than {self.max_nesting} levels)"
+                f"{what} is too deeply nested for the grammar engine (more than {self.max_nesting} levels)"
             )
         verdict = self._verdicts.get(grammar)
         if verdict is None:
@@ -122,7 +125,9 @@ class GrammarChecker:
         else:
             self._verdicts.move_to_end(grammar)
         if not verdict:
-            raise GrammarRejected("format could not be turned into a grammar: llama.cpp refused it")
+            if what == "grammar":
+                raise GrammarRejected("invalid grammar: llama.cpp could not parse it")
+            raise GrammarRejected(f"{what} could not be turned into a grammar: llama.cpp refused it")
 
     def _check_in_child(self, grammar: str) -> bool:
         with self._lock:
@@ -158,3 +163,26 @@ def json_schema_grammar(schema_json: str) -> str:
         return json_schema_to_gbnf(schema_json)
     except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise InvalidRequest(f"invalid JSON schema in format: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=64)
+def grammar_with_schemas(root: str, schemas: tuple[tuple[str, str], ...]) -> str:
+    """GBNF whose ``root`` rule is ``root``, which names a rule per JSON Schema in ``schemas``
+    (pairs of a rule name, lowercase letters, digits and dashes, and the schema as JSON text):
+    the text a tool call wraps its arguments in is the caller's, the arguments' rules the converter's.
+
+    Can take a while for big schemas: call it off the event loop. Cached, as ``json_schema_grammar``.
+    """
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    renamed = root
+    try:
+        for name, schema_json in schemas:
+            schema = converter.resolve_refs(json.loads(schema_json), "stdin")
+            key = converter.visit(schema, name)
+            if key != name:  # the converter renames a rule that clashes with one of its own
+                renamed = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", key, renamed)
+    except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise InvalidRequest(f"invalid JSON schema in tool parameters: {exc}") from exc
+    return f"root ::= {renamed}\n{converter.format_grammar()}"

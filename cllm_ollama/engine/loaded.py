@@ -310,7 +310,7 @@ class LoadedModel:
     def _sampler_for(self, params: SamplingParams) -> Sampler | None:
         """A native chain, or None when plain argmax in the runner gives the same token."""
         penalized = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
-        if params.greedy and not penalized:
+        if params.greedy and not penalized:  # ``greedy`` is False with a grammar or DRY
             return None
         try:
             return Sampler(self.model, params)

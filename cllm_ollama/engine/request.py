@@ -38,12 +38,31 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     seed: int = -1
-    # GBNF grammar text (from `format`); None = unconstrained.
+    # GBNF grammar text (from `format`, `grammar` or a forced tool call); None = unconstrained.
     grammar: str | None = None
+    # DRY ("don't repeat yourself"), llama-server's names and defaults: off while the multiplier is 0.
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1  # -1: the whole context
+    dry_sequence_breakers: tuple[str, ...] = ("\n", ":", '"', "*")
+    # XTC ("exclude top choices"): off while the probability is 0 (or the threshold above 0.5).
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
+
+    @property
+    def dry(self) -> bool:
+        return self.dry_multiplier > 0.0 and self.dry_penalty_last_n != 0
 
     @property
     def greedy(self) -> bool:
-        return self.temperature <= 0.0 and self.grammar is None
+        """Plain argmax gives the token: no grammar, no temperature, no DRY (which acts on logits)."""
+        return self.temperature <= 0.0 and self.grammar is None and not self.dry
+
+    @property
+    def prime_window(self) -> int:
+        """Prompt tokens the chain's penalties look back on (the larger of the two windows)."""
+        return max(self.repeat_last_n, self.dry_penalty_last_n if self.dry else 0)
 
 
 class MediaInput(Protocol):

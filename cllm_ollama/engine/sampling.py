@@ -42,7 +42,7 @@ class Sampling:
             assert request is not None
             sampler = self.samplers.get(request.id)
             if sampler is not None:
-                window = request.sampling.repeat_last_n
+                window = request.sampling.prime_window
                 prompt = request.prompt[-window:] if window > 0 else request.prompt
                 # A media item's cells are no tokens: they take no part in penalties.
                 sampler.prime([t for t in prompt if t >= 0] if request.media is not None else prompt)

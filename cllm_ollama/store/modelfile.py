@@ -33,16 +33,19 @@ _INT_PARAMS = {
     "num_keep", "seed", "num_predict", "top_k", "repeat_last_n", "num_ctx", "num_batch", "num_gpu",
     "main_gpu", "num_thread", "mirostat",
     "num_parallel",  # cllm's own: this model's slots (Ollama has only OLLAMA_NUM_PARALLEL)
+    "dry_allowed_length", "dry_penalty_last_n",  # llama-server's DRY, as options
 }  # fmt: skip
 _FLOAT_PARAMS = {
     "top_p", "min_p", "typical_p", "temperature", "repeat_penalty", "presence_penalty",
     "frequency_penalty", "mirostat_tau", "mirostat_eta", "tfs_z",
+    "dry_multiplier", "dry_base", "xtc_probability", "xtc_threshold",  # llama-server's DRY and XTC
 }  # fmt: skip
 _BOOL_PARAMS = {
     "use_mmap", "use_mlock", "numa", "low_vram", "f16_kv", "logits_all", "vocab_only", "penalize_newline",
     "deterministic",  # cllm's own: batch-invariant decoding for this model
 }  # fmt: skip
-_LIST_PARAMS = {"stop"}
+_LIST_PARAMS = {"stop", "dry_sequence_breakers"}
+_STRING_PARAMS = {"grammar"}  # GBNF, as ``options.grammar``
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
@@ -76,6 +79,8 @@ def parse_parameter(name: str, value: str) -> Any:
     except ValueError:
         kind = "int" if key in _INT_PARAMS else "float"
         raise InvalidRequest(f"invalid {kind} value [{value}]") from None
+    if key in _STRING_PARAMS:
+        return value
     if key in _BOOL_PARAMS:
         if value in _TRUE | _FALSE:
             return value in _TRUE

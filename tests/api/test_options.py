@@ -176,3 +176,57 @@ def test_repeat_last_n_below_minus_one_is_refused() -> None:
         resolve_options({"repeat_last_n": -2}, None)
     with pytest.raises(InvalidRequest):
         resolve_options(None, {"repeat_last_n": -100})
+
+
+def test_grammar_dry_and_xtc_options() -> None:
+    """llama-server's names and defaults; a Modelfile's values under the request's."""
+    defaults = resolve_options(None, None)
+    assert defaults.grammar is None
+    assert not defaults.sampling.dry and defaults.sampling.xtc_probability == 0.0
+    assert defaults.sampling.dry_sequence_breakers == ("\n", ":", '"', "*")
+    opts = resolve_options(
+        {"grammar": 'root ::= "a"', "dry_multiplier": 0.8, "dry_sequence_breakers": ["\n"], "xtc_probability": 0.5},
+        {"dry_base": 2.0, "dry_multiplier": 0.1, "xtc_threshold": 0.2},
+    )
+    assert opts.grammar == 'root ::= "a"'
+    s = opts.sampling
+    assert (s.dry_multiplier, s.dry_base, s.dry_sequence_breakers) == (0.8, 2.0, ("\n",))
+    assert (s.xtc_probability, s.xtc_threshold) == (0.5, 0.2)
+    assert s.dry and not SamplingParams(temperature=0, dry_multiplier=0.8).greedy
+    # DRY's window of -1 is the context, as repeat_last_n's; untouched while DRY is off.
+    assert opts.sampling_within(512).dry_penalty_last_n == 512
+    assert defaults.sampling_within(512).dry_penalty_last_n == -1
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"dry_multiplier": -0.1}, "dry_multiplier must be >= 0"),
+        ({"dry_base": 0.99}, "dry_base must be >= 1"),
+        ({"dry_allowed_length": -1}, "dry_allowed_length must be >= 0"),
+        ({"dry_penalty_last_n": -2}, "dry_penalty_last_n must be >= -1"),
+        ({"dry_sequence_breakers": []}, "dry_sequence_breakers must be a non-empty array of strings"),
+        ({"xtc_probability": 1.01}, "xtc_probability must be between 0 and 1"),
+        ({"xtc_threshold": float("nan")}, "xtc_threshold must be between 0 and 1"),
+    ],
+)
+def test_sampler_values_out_of_range_are_400s(options: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        resolve_options(options, None)
+    assert info.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"grammar": 5}, 'option "grammar" must be of type string'),
+        ({"dry_multiplier": "x"}, 'option "dry_multiplier" must be of type float32'),
+        ({"dry_sequence_breakers": [1]}, 'option "dry_sequence_breakers" must be of an array of strings'),
+    ],
+)
+def test_sampler_values_of_the_wrong_type_are_refused_as_ollama_refuses_options(
+    options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(CllmError) as info:
+        resolve_options(options, None)
+    assert info.value.message == message

@@ -225,3 +225,20 @@ def test_create_rejects_a_file_that_is_not_gguf(model_store: ModelStore) -> None
     with pytest.raises(InvalidRequest, match="invalid file magic"):
         statuses(model_store, {"model": "x", "files": {"model.gguf": digest}})
     assert model_store.list_models() == []
+
+
+def test_modelfile_parameters_for_grammar_dry_and_xtc() -> None:
+    mf = parse_modelfile(
+        "FROM x\nPARAMETER dry_multiplier 0.8\nPARAMETER dry_allowed_length 3\n"
+        'PARAMETER dry_sequence_breakers "."\nPARAMETER dry_sequence_breakers ":"\n'
+        'PARAMETER xtc_probability 0.5\nPARAMETER grammar "root ::= [a-z]+"\n'
+    )
+    assert mf.parameters == {
+        "dry_multiplier": 0.8,
+        "dry_allowed_length": 3,
+        "dry_sequence_breakers": [".", ":"],
+        "xtc_probability": 0.5,
+        "grammar": "root ::= [a-z]+",
+    }
+    with pytest.raises(InvalidRequest, match="invalid float value"):
+        parse_parameter("dry_base", "high")

@@ -33,10 +33,10 @@ from ..schemas.go import decode_error
 from ..schemas.ollama import ChatRequest
 from ..services import services
 from ..tool_calls import random_id
+from ..tool_choice import AUTO, ToolChoice, anthropic_tool_choice
 from .errors import decode
 
 _REQUEST = "MessagesRequest"
-_TOOL_CHOICES = ("auto", "any", "tool", "none")
 _EFFORTS = ("low", "medium", "high", "max")
 # Claude Code's first system block, "x-anthropic-billing-header: cc_version=2.1.101.e51;
 # cc_entrypoint=cli; cch=a5145;": the version's suffix hashes the first user message and ``cch``
@@ -176,11 +176,15 @@ def _tools(req: MessagesRequest) -> list[dict[str, Any]] | None:
             raise InvalidRequest(f'invalid input_schema for tool "{name}"')
         function = {"name": name, "description": tool.description or "", "parameters": schema or {"type": "object"}}
         tools.append({"type": "function", "function": function})
-    kind = req.tool_choice.type if req.tool_choice is not None else None
-    if kind and kind not in _TOOL_CHOICES:
-        raise InvalidRequest(f"invalid tool_choice type: {kind}")
-    # Ollama accepts tool_choice and does not enforce it; "none" at least means no tools.
-    return None if kind == "none" else tools or None
+    return tools or None
+
+
+def _tool_choice(req: MessagesRequest) -> ToolChoice:
+    """``tool_choice``, enforced (Ollama accepts it and does not): ``tool_choice.ToolChoice``."""
+    choice = req.tool_choice
+    if choice is None:
+        return AUTO
+    return anthropic_tool_choice(choice.type or None, choice.name, choice.disable_parallel_tool_use)
 
 
 def _think(req: MessagesRequest) -> object:
@@ -231,7 +235,8 @@ def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
         if (value := getattr(req, key)) is not None:
             options[key] = value
     stops = req.stop_sequences or []
-    tools = _tools(req)
+    choice = _tool_choice(req)
+    tools = _tools(req) if choice.mode != "none" else None  # none: no tools shown, no calls read
     think = _think(req)
     messages: list[dict[str, Any]] = []
     if system := _system(req.system):
@@ -253,7 +258,8 @@ def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
         options["stop"] = stops
     hinted = _cache_hinted(body)
     cache_ends = _cache_ends(body, ends, bool(system)) if hinted else ()
-    call = ChatCall.of(ChatRequest(model=model, options=options, think=think), messages, tools, cache_ends)
+    native = ChatRequest(model=model, options=options, think=think)
+    call = ChatCall.of(native, messages, tools, cache_ends, tool_choice=choice)
     return Decoded(call, stream, lambda gen: MessagesEncoder(model, gen, hinted))
 
 

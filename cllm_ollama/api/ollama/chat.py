@@ -24,6 +24,7 @@ from ..resolve import resolve_model
 from ..schemas.ollama import ChatRequest
 from ..services import services
 from ..tool_calls import tool_calls_json
+from ..tool_choice import AUTO, ToolChoice
 from .errors import decode
 
 
@@ -53,6 +54,7 @@ class ChatCall:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     cache_ends: tuple[int, ...] = ()
+    tool_choice: ToolChoice = AUTO  # the dialects' ``tool_choice`` (/api/chat has none)
 
     @classmethod
     def of(
@@ -61,14 +63,18 @@ class ChatCall:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         cache_ends: tuple[int, ...] = (),
+        tool_choice: ToolChoice = AUTO,
     ) -> ChatCall:
         """A translated chat (its messages built already): the shared fields read, in Ollama's order."""
-        return cls(req, SharedFields.of(req), messages, tools, cache_ends)
+        return cls(req, SharedFields.of(req), messages, tools, cache_ends, tool_choice)
 
 
 async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generation | str:
     """Check a chat against its model: its Generation, or a load/unload call's reason once done."""
-    req, shared, messages, tools = call.req, call.shared, call.messages, call.tools
+    req, shared, messages, tools, choice = call.req, call.shared, call.messages, call.tools, call.tool_choice
+    if choice.mode == "none":
+        tools = None  # no call: the model is not shown the tools, and no text is read as one
+    call_tools = choice.allowed(tools) if choice.forced else None  # a 400 before the model is looked up
     name = req.model or ""
     for m in messages:  # api.Message lower-cases its role as it decodes, whichever dialect built it
         m["role"] = m["role"].lower()
@@ -80,7 +86,8 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
         raise InvalidRequest(f'"{name}" does not support chat')
     if tools and not model.has("tools"):
         raise InvalidRequest(f"{model.full_name} does not support tools")
-    thinking = thinking_for(model, req, name)
+    # A forced call is the whole output (its grammar leaves no room for thinking).
+    thinking = thinking_for(model, req, name) and call_tools is None
     for m in messages:
         check_media(model, m.get("images"))
     options = resolve_options(req.options, model.record.params, request_type="ChatRequest")
@@ -110,6 +117,8 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
         tools=bool(tools),
         t_start=t_start,
         tool_specs=tools,
+        call_tools=call_tools,
+        many_calls=choice.parallel,
         media=media,
     )
 

@@ -43,6 +43,7 @@ from ..schemas.openai import (
 )
 from ..services import services
 from ..tool_calls import tool_call_id
+from ..tool_choice import openai_tool_choice
 from .errors import decode
 
 _EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
@@ -66,6 +67,7 @@ def sampling_options(req: ChatCompletionRequest | CompletionRequest | ResponsesR
         options["num_predict"] = max_tokens
     if req.seed is not None:
         options["seed"] = req.seed
+    options |= extra_sampling(req)
     stop = req.stop
     if stop is not None:
         stops = [stop] if isinstance(stop, str) else stop
@@ -76,6 +78,24 @@ def sampling_options(req: ChatCompletionRequest | CompletionRequest | ResponsesR
                 raise InvalidRequest(f"invalid type for 'stop' field: {_go_dynamic_type(item)}")
         options["stop"] = stops
     return options
+
+
+# llama-server's extra body fields, the native options of the same names (checked there).
+EXTRA_SAMPLING = (
+    "grammar",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "dry_sequence_breakers",
+    "xtc_probability",
+    "xtc_threshold",
+)
+
+
+def extra_sampling(req: Any) -> dict[str, Any]:
+    """The extra fields a decoded request carries, as native options."""
+    return {key: value for key in EXTRA_SAMPLING if (value := getattr(req, key, None)) is not None}
 
 
 def _go_dynamic_type(value: object) -> str:
@@ -358,7 +378,8 @@ def _decode_chat(body: dict[str, Any]) -> Decoded[ChatCall]:
         top_logprobs=req.top_logprobs or 0,
     )
     # The tools were decoded as api.Tools already: the templates read them as sent.
-    call = ChatCall.of(native, messages, body.get("tools") or None)
+    choice = openai_tool_choice(req.tool_choice, req.parallel_tool_calls)
+    call = ChatCall.of(native, messages, body.get("tools") or None, tool_choice=choice)
     include_usage = _include_usage(req)
     return Decoded(call, bool(req.stream), lambda gen: ChatCompletion(native.model or "", include_usage))
 

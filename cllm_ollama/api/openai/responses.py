@@ -31,6 +31,7 @@ from ..output_shapes import Usage, truncation
 from ..schemas.ollama import ChatRequest
 from ..schemas.openai import ContentPart, ResponsesInputItem, ResponsesRequest, ResponsesTool
 from ..tool_calls import tool_call_id
+from ..tool_choice import openai_tool_choice
 from .endpoints import content_and_media, format_value, sampling_options, think_value, tool_arguments
 from .errors import decode
 
@@ -411,7 +412,8 @@ def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
     native = ChatRequest(
         model=model, options=options, format=_format(req), think=think_value(req.reasoning_effort, req.reasoning)
     )
-    call = ChatCall.of(native, messages, tools.chat or None)
+    choice = openai_tool_choice(req.tool_choice, req.parallel_tool_calls, flat=True)
+    call = ChatCall.of(native, messages, tools.chat or None, tool_choice=choice)
     return Decoded(call, bool(req.stream), lambda gen: ResponseEncoder(body, model, tools))
 
 

@@ -69,8 +69,12 @@ class Tool(GoStruct):
 class ToolChoice(GoStruct):
     go_where: ClassVar[str | None] = "ToolChoice.MessagesRequest.tool_choice"
     go_type: ClassVar[str] = "anthropic.ToolChoice"
-    type: Annotated[String, doc(enum=["auto", "any", "tool", "none"])] = None
+    type: Annotated[
+        String,
+        doc(enum=["auto", "any", "tool", "none"], description="enforced: any and tool by a grammar; none: no call"),
+    ] = None
     name: String = None
+    disable_parallel_tool_use: Bool = None
 
 
 class ThinkingConfig(GoStruct):

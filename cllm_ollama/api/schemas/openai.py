@@ -115,8 +115,15 @@ class StreamOptions(_OpenAI):
     include_usage: Bool = None
 
 
+_EXTRA = "llama-server's extra field, as options.{} on /api"
+_BREAKERS = Annotated[list[Annotated[str, go("string")]], go("[]string")]
+
+
 class Sampling(_OpenAI):
-    """What chat, text completions and responses share (``endpoints.sampling_options`` reads it)."""
+    """What chat, text completions and responses share (``endpoints.sampling_options`` reads it).
+
+    ``grammar`` and the DRY and XTC fields are llama-server's extra body fields (``extra_body``
+    in the SDKs), passed on as the native options of the same names."""
 
     required: ClassVar[tuple[str, ...]] = ("model",)
     options: Annotated[Any, _OPTIONS] = None
@@ -128,6 +135,44 @@ class Sampling(_OpenAI):
     stop: Annotated[Any, doc(anyOf=[STRING, STRINGS])] = None
     frequency_penalty: Float64 = None
     presence_penalty: Float64 = None
+    grammar: Annotated[
+        String, doc(description="a GBNF grammar the output must match (" + _EXTRA.format("grammar") + ")")
+    ] = None
+    dry_multiplier: Annotated[Float64, doc(minimum=0, description=_EXTRA.format("dry_multiplier"))] = None
+    dry_base: Annotated[Float64, doc(minimum=1, description=_EXTRA.format("dry_base"))] = None
+    dry_allowed_length: Annotated[Int, doc(minimum=0, description=_EXTRA.format("dry_allowed_length"))] = None
+    dry_penalty_last_n: Annotated[Int, doc(minimum=-1, description=_EXTRA.format("dry_penalty_last_n"))] = None
+    dry_sequence_breakers: Annotated[_BREAKERS | None, doc(minItems=1)] = None
+    xtc_probability: Annotated[Float64, doc(minimum=0, maximum=1, description=_EXTRA.format("xtc_probability"))] = None
+    xtc_threshold: Annotated[Float64, doc(minimum=0, maximum=1, description=_EXTRA.format("xtc_threshold"))] = None
+
+
+# OpenAI's tool_choice: a mode, or the one function the call must be of.
+_TOOL_CHOICE = doc(
+    anyOf=[
+        {"type": "string", "enum": ["none", "auto", "required"]},
+        {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": ["function"]},
+                "function": {"type": "object", "properties": {"name": STRING}, "required": ["name"]},
+            },
+            "required": ["type", "function"],
+        },
+    ],
+    description="enforced: required and a named function by a grammar in the model's call syntax; none: no call",
+)
+_RESPONSES_TOOL_CHOICE = doc(
+    anyOf=[
+        {"type": "string", "enum": ["none", "auto", "required"]},
+        {
+            "type": "object",
+            "properties": {"type": {"type": "string", "enum": ["function"]}, "name": STRING},
+            "required": ["type", "name"],
+        },
+    ],
+    description="enforced: required and a named function by a grammar in the model's call syntax; none: no call",
+)
 
 
 class _Completions(Sampling):
@@ -142,6 +187,8 @@ class ChatCompletionRequest(_Completions):
     max_completion_tokens: Int = None
     response_format: ResponseFormat | None = None
     tools: Annotated[list[Tool], go("api.Tools")] | None = None
+    tool_choice: Annotated[Any, _TOOL_CHOICE] = None
+    parallel_tool_calls: Annotated[Bool, doc(description="false: a forced call is one call")] = None
     reasoning_effort: Annotated[String, _EFFORT] = None
     reasoning: Reasoning | None = None
     logprobs: Bool = None
@@ -258,6 +305,7 @@ class ResponsesRequest(Sampling):
     previous_response_id: Annotated[String, doc(description="accepted, not looked up (stateless)")] = None
     store: Bool = None
     parallel_tool_calls: Bool = None
+    tool_choice: Annotated[Any, _RESPONSES_TOOL_CHOICE] = None
     background: Bool = None
     text: ResponsesText | None = None
     reasoning: ResponsesReasoning | None = None

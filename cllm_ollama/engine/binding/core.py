@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import llama_cpp as ll
 import numpy as np
@@ -578,7 +579,11 @@ class Context:
 
 
 class Sampler:
-    """A native llama.cpp sampler chain for one request (holds its RNG, penalty window, grammar)."""
+    """A native llama.cpp sampler chain for one request (holds its RNG, penalty window, grammar).
+
+    The order is llama-server's: grammar, penalties, DRY, then top-k, typical, top-p, min-p, XTC,
+    temperature and the draw (greedy: the argmax after the penalties and DRY).
+    """
 
     def __init__(self, model: Model, params: SamplingParams) -> None:
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
@@ -601,25 +606,35 @@ class Sampler:
                     model.n_vocab, last_n, params.repeat_penalty, params.frequency_penalty, params.presence_penalty
                 ),
             )
+        self.has_dry = params.dry
+        if self.has_dry:
+            add(chain, _dry_sampler(model, params))
         if params.temperature <= 0:
             add(chain, ll.llama_sampler_init_greedy())
         else:
-            if params.top_k > 0:
-                add(chain, ll.llama_sampler_init_top_k(params.top_k))
-            if 0 < params.typical_p < 1:
-                add(chain, ll.llama_sampler_init_typical(params.typical_p, 1))
-            if 0 < params.top_p < 1:
-                add(chain, ll.llama_sampler_init_top_p(params.top_p, 1))
-            if params.min_p > 0:
-                add(chain, ll.llama_sampler_init_min_p(params.min_p, 1))
-            add(chain, ll.llama_sampler_init_temp(params.temperature))
-            seed = params.seed if params.seed >= 0 else ll.LLAMA_DEFAULT_SEED
-            add(chain, ll.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+            self._add_sampling(params)
         self._grammar = params.grammar is not None
 
+    def _add_sampling(self, params: SamplingParams) -> None:
+        """The truncations, XTC, the temperature and the draw of a sampled (non-greedy) chain."""
+        add, chain = ll.llama_sampler_chain_add, self._chain
+        if params.top_k > 0:
+            add(chain, ll.llama_sampler_init_top_k(params.top_k))
+        if 0 < params.typical_p < 1:
+            add(chain, ll.llama_sampler_init_typical(params.typical_p, 1))
+        if 0 < params.top_p < 1:
+            add(chain, ll.llama_sampler_init_top_p(params.top_p, 1))
+        if params.min_p > 0:
+            add(chain, ll.llama_sampler_init_min_p(params.min_p, 1))
+        seed = (params.seed if params.seed >= 0 else ll.LLAMA_DEFAULT_SEED) & 0xFFFFFFFF
+        if params.xtc_probability > 0 and params.xtc_threshold <= 0.5:
+            add(chain, ll.llama_sampler_init_xtc(params.xtc_probability, params.xtc_threshold, 1, seed))
+        add(chain, ll.llama_sampler_init_temp(params.temperature))
+        add(chain, ll.llama_sampler_init_dist(seed))
+
     def prime(self, tokens: Sequence[int]) -> None:
-        """Put prompt tokens into the penalty window, as llama-server does."""
-        if self.has_penalties and not self._grammar:
+        """Put prompt tokens into the penalty and DRY windows, as llama-server does."""
+        if (self.has_penalties or self.has_dry) and not self._grammar:
             for t in tokens:
                 ll.llama_sampler_accept(self._chain, t)
 
@@ -631,6 +646,25 @@ class Sampler:
         if self._chain:
             ll.llama_sampler_free(self._chain)
             self._chain = None
+
+
+def _dry_sampler(model: Model, params: SamplingParams) -> Any:
+    """llama.cpp's DRY sampler; it copies the sequence breakers, so the array may go after the call.
+
+    It reads a window of -1 as 0 (off): the whole context is passed as its length (the API clamps
+    -1 to the request's context; the model's trained one is the fallback)."""
+    breakers = [b.encode() for b in params.dry_sequence_breakers]
+    array = (ctypes.c_char_p * max(1, len(breakers)))(*breakers)
+    last_n = params.dry_penalty_last_n if params.dry_penalty_last_n > 0 else model.n_ctx_train
+    return ll.llama_sampler_init_dry(
+        model.vocab_ptr,
+        params.dry_multiplier,
+        params.dry_base,
+        params.dry_allowed_length,
+        last_n,
+        array,
+        len(breakers),
+    )
 
 
 def grammar_parses(grammar: str) -> bool:

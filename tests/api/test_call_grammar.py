@@ -1,0 +1,171 @@
+"""Forced tool calls (issue 34): ``tool_choice`` read per dialect, and the grammar that forces a call
+built in each family's call syntax, checked by llama.cpp's own parser."""
+
+from __future__ import annotations
+
+import pytest
+
+from cllm_ollama.api.call_grammar import call_grammar
+from cllm_ollama.api.request_fields import JSON_GRAMMAR, output_grammar
+from cllm_ollama.api.tool_choice import ToolChoice, anthropic_tool_choice, openai_tool_choice
+from cllm_ollama.errors import InvalidRequest
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+}
+NOW = {"type": "function", "function": {"name": "now"}}  # no parameters: any object
+TOOLS = [WEATHER, NOW]
+
+# A template holding each family's marks (``model_families``), and how a call of get_weather begins there.
+FAMILIES = {
+    "hermes": ("{{ '<tool_call>' }}", '"<tool_call>\\n" tc0 "\\n</tool_call>"'),
+    "no marks": (None, '"<tool_call>\\n" tc0 "\\n</tool_call>"'),
+    "llama3": ("<|python_tag|> Environment: ipython", "tc0"),
+    "mistral": ("[TOOL_CALLS]", '"[TOOL_CALLS]["'),
+    "qwen3-coder": ("<tool_call><function=x><parameter=y>", '"<tool_call>\\n<function=get_weather>\\n"'),
+    "glm": ("<tool_call><arg_key>", '"<tool_call>get_weather\\n"'),
+    "deepseek v3": (
+        "<｜tool▁calls▁begin｜> ```json",
+        '"<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\\n```json\\n"',
+    ),
+    "deepseek v3.1": ("<｜tool▁calls▁begin｜>", '"<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" tc0'),
+    "harmony": (
+        "<|channel|><|message|>",
+        '"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"',
+    ),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_gets_its_call_syntax_and_llama_cpp_parses_it(family: str) -> None:
+    pytest.importorskip("llama_cpp")
+    from cllm_ollama.engine.binding import grammar_parses
+
+    template, opening = FAMILIES[family]
+    for many in (True, False):
+        grammar = call_grammar(template, TOOLS, many=many)
+        root = grammar.splitlines()[0]
+        assert root.startswith("root ::= ") and opening in root
+        assert "now" in root or "tc1" in root  # both tools may be called
+        assert grammar_parses(grammar), grammar
+
+
+def test_json_calls_hold_the_arguments_to_the_schema() -> None:
+    pytest.importorskip("llama_cpp")
+    lines = call_grammar(None, [WEATHER], many=False).splitlines()
+    assert lines[0] == 'root ::= ("<tool_call>\\n" tc0 "\\n</tool_call>")'
+    # name first, as a constant; then arguments by the schema: city required, days optional, nothing else.
+    assert 'tc0 ::= "{" space tc0-name-kv "," space tc0-arguments-kv "}" space' in lines
+    assert 'tc0-name ::= "\\"get_weather\\""' in lines
+    assert (
+        'tc0-arguments ::= "{" space tc0-arguments-city-kv ( "," space ( tc0-arguments-days-kv ) )? "}" space' in lines
+    )
+    assert 'tc0-arguments-days-kv ::= "\\"days\\"" space ":" space integer' in lines
+
+
+def test_several_calls_unless_parallel_calls_are_off() -> None:
+    pytest.importorskip("llama_cpp")
+    many = call_grammar(None, [WEATHER], many=True).splitlines()[0]
+    assert many.endswith('("\\n" "<tool_call>\\n" tc0 "\\n</tool_call>")*)')
+    one = call_grammar(None, [WEATHER], many=False).splitlines()[0]
+    assert ")*" not in one
+    # gpt-oss writes one call per message: always one.
+    assert ")*" not in call_grammar("<|channel|><|message|>", TOOLS, many=True).splitlines()[0]
+
+
+def test_text_parameters_of_qwen3_coder() -> None:
+    pytest.importorskip("llama_cpp")
+    root = call_grammar("<function=x><parameter=y>", [WEATHER], many=False).splitlines()[0]
+    # city is text (no "</" inside), required; days is JSON by its schema, optional.
+    assert '"<parameter=city>\\n" (([^<] | "<" [^/])*) "\\n</parameter>\\n"' in root
+    assert '("<parameter=days>\\n" integer "\\n</parameter>\\n")?' in root
+
+
+def test_a_bad_tool_schema_is_a_400() -> None:
+    pytest.importorskip("llama_cpp")
+    bad = {"type": "function", "function": {"name": "f", "parameters": {"type": "nonsense"}}}
+    with pytest.raises(InvalidRequest, match="invalid JSON schema in tool parameters"):
+        call_grammar(None, [bad], many=False)
+    with pytest.raises(InvalidRequest, match="invalid parameters"):
+        call_grammar(None, [{"type": "function", "function": {"name": "f", "parameters": [1]}}], many=False)
+
+
+@pytest.mark.parametrize(
+    ("value", "parallel", "expected"),
+    [
+        (None, None, ToolChoice()),
+        ("auto", None, ToolChoice()),
+        ("none", None, ToolChoice("none")),
+        ("required", None, ToolChoice("required")),  # one call unless asked for more, as llama-server
+        ("required", True, ToolChoice("required", parallel=True)),
+        ({"type": "function", "function": {"name": "now"}}, False, ToolChoice("function", "now")),
+        ({"type": "required"}, None, ToolChoice("required")),
+    ],
+)
+def test_openai_tool_choice(value: object, parallel: object, expected: ToolChoice) -> None:
+    assert openai_tool_choice(value, parallel) == expected
+
+
+def test_responses_tool_choice_is_flat() -> None:
+    assert openai_tool_choice({"type": "function", "name": "now"}, None, flat=True) == ToolChoice("function", "now")
+    with pytest.raises(InvalidRequest):
+        openai_tool_choice({"type": "function", "function": {"name": "now"}}, None, flat=True)
+
+
+@pytest.mark.parametrize("value", ["always", 3, {"type": "function"}, {"type": "function", "function": {}}])
+def test_bad_openai_tool_choice(value: object) -> None:
+    with pytest.raises(InvalidRequest, match="tool_choice"):
+        openai_tool_choice(value, None)
+
+
+def test_anthropic_tool_choice() -> None:
+    assert anthropic_tool_choice(None, None, None) == ToolChoice()
+    assert anthropic_tool_choice("any", None, True) == ToolChoice("required")
+    assert anthropic_tool_choice("any", None, False) == ToolChoice("required", parallel=True)
+    assert anthropic_tool_choice("tool", "now", None) == ToolChoice("function", "now")
+    assert anthropic_tool_choice("none", None, None).mode == "none"
+    with pytest.raises(InvalidRequest, match="invalid tool_choice type: sometimes"):
+        anthropic_tool_choice("sometimes", None, None)
+    with pytest.raises(InvalidRequest, match="name"):
+        anthropic_tool_choice("tool", None, None)
+
+
+def test_the_tools_a_forced_call_may_be_of() -> None:
+    assert ToolChoice("required").allowed(TOOLS) == TOOLS
+    assert ToolChoice("function", "now").allowed(TOOLS) == [NOW]
+    with pytest.raises(InvalidRequest, match="not in tools: 'later'"):
+        ToolChoice("function", "later").allowed(TOOLS)
+    with pytest.raises(InvalidRequest, match="requires tools"):
+        ToolChoice("required").allowed(None)
+
+
+def test_which_grammar_holds_the_output() -> None:
+    gbnf = 'root ::= "a"'
+    assert output_grammar(None, None, None) is None
+    assert output_grammar("json", None, None) is JSON_GRAMMAR
+    assert output_grammar(None, gbnf, None) == gbnf
+    assert output_grammar("json", None, lambda: "calls") == "calls"  # the call is the whole output
+    with pytest.raises(InvalidRequest, match="not both"):
+        output_grammar("json", gbnf, None)
+    with pytest.raises(InvalidRequest, match="forced tool_choice"):
+        output_grammar(None, gbnf, lambda: "calls")
+
+
+def test_the_openapi_document_lists_the_output_controls() -> None:
+    from cllm_ollama.api.openapi import document
+
+    schemas = document()["components"]["schemas"]
+    extra = {"grammar", "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n"}
+    extra |= {"dry_sequence_breakers", "xtc_probability", "xtc_threshold"}
+    for name in ("ChatCompletionRequest", "CompletionRequest", "ResponsesRequest", "Options"):
+        assert extra <= set(schemas[name]["properties"]), name
+    for name in ("ChatCompletionRequest", "ResponsesRequest"):
+        assert {"tool_choice", "parallel_tool_calls"} <= set(schemas[name]["properties"])
