@@ -37,8 +37,15 @@ def live(settings: Settings) -> Iterator[tuple[str, Starlette]]:
         yield url, app
 
 
-def test_official_client_sync_generate_and_chat(live: tuple[str, Starlette]) -> None:
-    client = ollama.Client(host=live[0])
+@pytest.fixture
+def client(live: tuple[str, Starlette]) -> Iterator[ollama.Client]:
+    """ollama-python's client on the live server, closed after the test (it pools connections)."""
+    official = ollama.Client(host=live[0])
+    yield official
+    official.close()
+
+
+def test_official_client_sync_generate_and_chat(client: ollama.Client) -> None:
     whole = client.generate(model=MODEL, prompt="Hello", options=GREEDY)
     assert whole.done and whole.done_reason == "length" and whole.eval_count == 16
     parts = list(client.generate(model=MODEL, prompt="Hello", options=GREEDY, stream=True))
@@ -57,18 +64,19 @@ def test_official_client_sync_generate_and_chat(live: tuple[str, Starlette]) -> 
 def test_official_client_async(live: tuple[str, Starlette]) -> None:
     async def main() -> None:
         client = ollama.AsyncClient(host=live[0])
-        whole = await client.chat(model=MODEL, messages=[{"role": "user", "content": "Hi"}], options=GREEDY)
-        parts = [p async for p in await client.generate(model=MODEL, prompt="Hi", options=GREEDY, stream=True)]
-        assert whole.message.role == "assistant" and parts[-1].done and parts[-1].eval_count == 16
-        embedded = await client.embed(model=MODEL, input=["a", "b"])
-        assert len(embedded.embeddings) == 2
+        try:
+            whole = await client.chat(model=MODEL, messages=[{"role": "user", "content": "Hi"}], options=GREEDY)
+            parts = [p async for p in await client.generate(model=MODEL, prompt="Hi", options=GREEDY, stream=True)]
+            assert whole.message.role == "assistant" and parts[-1].done and parts[-1].eval_count == 16
+            embedded = await client.embed(model=MODEL, input=["a", "b"])
+            assert len(embedded.embeddings) == 2
+        finally:
+            await client.close()  # on this loop, where its pooled connections live
 
     asyncio.run(main())
 
 
-def test_concurrent_clients_get_exactly_the_sequential_outputs(live: tuple[str, Starlette]) -> None:
-    client = ollama.Client(host=live[0])
-
+def test_concurrent_clients_get_exactly_the_sequential_outputs(client: ollama.Client) -> None:
     def one(prompt: str) -> str:
         return client.generate(model=MODEL, prompt=prompt, raw=True, options=GREEDY).response
 

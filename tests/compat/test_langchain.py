@@ -64,8 +64,13 @@ def test_chat_async(compat_url: str) -> None:
     llm = chat_model(compat_url)
 
     async def both() -> tuple[str, str]:
-        reply = await llm.ainvoke("Hi")
-        streamed = "".join([str(c.content) async for c in llm.astream("Hi")])
+        try:
+            reply = await llm.ainvoke("Hi")
+            streamed = "".join([str(c.content) async for c in llm.astream("Hi")])
+        finally:
+            # ChatOllama never closes the async client it made: on this loop, which its pooled
+            # connection belongs to, or the garbage collector finds the socket open.
+            await llm._async_client.close()
         return str(reply.content), streamed
 
     reply, streamed = asyncio.run(both())

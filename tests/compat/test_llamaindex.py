@@ -4,6 +4,9 @@ the native API gives for the same greedy request."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+
 import numpy as np
 import ollama
 import pytest
@@ -18,20 +21,33 @@ N = 12
 GREEDY = {"temperature": 0, "num_predict": N}
 
 
-def llm(url: str) -> llms.Ollama:
-    return llms.Ollama(
+@pytest.fixture
+def client(compat_url: str) -> Iterator[ollama.Client]:
+    """ollama-python's own client, for the native answers; closed after the test (its pooled
+    connection would otherwise be left to the garbage collector)."""
+    native = ollama.Client(host=compat_url)
+    yield native
+    native.close()
+
+
+@pytest.fixture
+def model(compat_url: str) -> Iterator[llms.Ollama]:
+    """LlamaIndex's Ollama LLM on the live server, its synchronous client closed afterwards
+    (an asynchronous one is closed by the test that uses it, on its own event loop)."""
+    made = llms.Ollama(
         model=MODEL,
-        base_url=url,
+        base_url=compat_url,
         temperature=0,
         request_timeout=60,
         thinking=False,
         additional_kwargs={"num_predict": N},
     )
+    yield made
+    made.client.close()
 
 
-def test_complete_and_stream_complete(compat_url: str) -> None:
-    native = ollama.Client(host=compat_url).generate(model=MODEL, prompt="Hi", options=GREEDY, think=False)
-    model = llm(compat_url)
+def test_complete_and_stream_complete(client: ollama.Client, model: llms.Ollama) -> None:
+    native = client.generate(model=MODEL, prompt="Hi", options=GREEDY, think=False)
     out = model.complete("Hi")
     assert out.text == native.response and out.text
     parts = list(model.stream_complete("Hi"))
@@ -39,15 +55,14 @@ def test_complete_and_stream_complete(compat_url: str) -> None:
     assert "".join(p.delta or "" for p in parts) == out.text
 
 
-def test_chat_and_stream_chat(compat_url: str) -> None:
+def test_chat_and_stream_chat(client: ollama.Client, model: llms.Ollama) -> None:
     messages = [ChatMessage(role="system", content="Be brief."), ChatMessage(role="user", content="Hi")]
-    native = ollama.Client(host=compat_url).chat(
+    native = client.chat(
         model=MODEL,
         messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
         options=GREEDY,
         think=False,
     )
-    model = llm(compat_url)
     reply = model.chat(messages)
     assert reply.message.content == native.message.content and reply.message.content
     assert reply.raw is not None and reply.raw["eval_count"] == N
@@ -55,21 +70,27 @@ def test_chat_and_stream_chat(compat_url: str) -> None:
     assert streamed[-1].message.content == reply.message.content
 
 
-def test_async_chat(compat_url: str) -> None:
-    import asyncio
-
-    model = llm(compat_url)
+def test_async_chat(model: llms.Ollama) -> None:
     whole = model.chat([ChatMessage(role="user", content="Hi")]).message.content
-    reply = asyncio.run(model.achat([ChatMessage(role="user", content="Hi")]))
-    assert reply.message.content == whole
+
+    async def ask() -> str | None:
+        try:
+            return (await model.achat([ChatMessage(role="user", content="Hi")])).message.content
+        finally:
+            await model.async_client.close()  # on the loop its connection belongs to
+
+    assert asyncio.run(ask()) == whole
 
 
-def test_embeddings_equal_native_embed(compat_url: str) -> None:
-    native = ollama.Client(host=compat_url).embed(model=MODEL, input=["first text", "second"])
+def test_embeddings_equal_native_embed(compat_url: str, client: ollama.Client) -> None:
+    native = client.embed(model=MODEL, input=["first text", "second"])
     embed = embeddings.OllamaEmbedding(model_name=MODEL, base_url=compat_url)
-    one = embed.get_text_embedding("first text")
-    batch = embed.get_text_embedding_batch(["first text", "second"])
-    query = embed.get_query_embedding("second")
+    try:
+        one = embed.get_text_embedding("first text")
+        batch = embed.get_text_embedding_batch(["first text", "second"])
+        query = embed.get_query_embedding("second")
+    finally:
+        embed._client.close()  # made by the integration, which never closes it
     assert np.allclose(one, native.embeddings[0], atol=1e-5)
     assert np.allclose(batch, native.embeddings, atol=1e-5) and len(batch) == 2
     assert np.allclose(query, native.embeddings[1], atol=1e-5)

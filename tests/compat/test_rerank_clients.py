@@ -17,6 +17,7 @@ from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_reranker
 
 langchain_cohere = pytest.importorskip("langchain_cohere")
+cohere = pytest.importorskip("cohere")
 documents = pytest.importorskip("langchain_core.documents")
 
 pytestmark = pytest.mark.model
@@ -32,12 +33,27 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield served
 
 
-def test_langchain_cohere_rerank(url: str) -> None:
-    ours = httpx.post(f"{url}/v1/rerank", json={"model": "ranker", "query": QUERY, "documents": DOCS}, timeout=60)
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    """The connections of the test and of the SDK's client, closed after the test (the client
+    CohereRerank makes for itself is never closed, its pooled socket left to the collector)."""
+    with httpx.Client(timeout=60) as client:
+        yield client
+
+
+def reranker(url: str, http: httpx.Client, model: str, **kwargs: object) -> langchain_cohere.CohereRerank:
+    """CohereRerank over the ClientV2 it would make itself (base URL, key), on ``http``."""
+    client = cohere.ClientV2("ollama", base_url=url, httpx_client=http)
+    return langchain_cohere.CohereRerank(model=model, client=client, **kwargs)
+
+
+def test_langchain_cohere_rerank(url: str, http: httpx.Client) -> None:
+    ours = http.post(f"{url}/v1/rerank", json={"model": "ranker", "query": QUERY, "documents": DOCS})
     expected = ours.json()["results"][:2]
-    reranker = langchain_cohere.CohereRerank(model="ranker", base_url=url, cohere_api_key="ollama", top_n=2)
-    kept = reranker.compress_documents([documents.Document(page_content=d) for d in DOCS], QUERY)
+    kept = reranker(url, http, "ranker", top_n=2).compress_documents(
+        [documents.Document(page_content=d) for d in DOCS], QUERY
+    )
     assert [d.page_content for d in kept] == [DOCS[r["index"]] for r in expected]
     assert [d.metadata["relevance_score"] for d in kept] == pytest.approx([r["relevance_score"] for r in expected])
     with pytest.raises(Exception, match=r"not found"):
-        langchain_cohere.CohereRerank(model="nope", base_url=url, cohere_api_key="ollama").rerank(DOCS, QUERY)
+        reranker(url, http, "nope").rerank(DOCS, QUERY)
