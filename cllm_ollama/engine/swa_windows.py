@@ -21,6 +21,12 @@ live lists together stay under ``limit_bytes`` (a share of the host cache's budg
 go first. A checkpoint names the tokens it follows; one whose tokens are not the start of the
 sequence it would serve is never used.
 
+The re-sent answer's tokens are never replaced with the generated ones, even where both spell
+the same text (which would let the cut land at the answer's end): the model would then read
+other tokens than a cold request with the same messages does, and could answer otherwise; a
+re-sent request answers as it did cold (the deterministic mode promises it bitwise). The
+checkpoints bound what the different tokenization costs instead.
+
 Pure bookkeeping: ``KvStore`` makes the copies and restores them, on the engine thread.
 """
 

@@ -175,8 +175,9 @@ def install(models: Path, gguf: Path, name: str, weights: Weights | None = None)
     digest = "sha256:" + (weights or qwen()).sha256
     blob = store.blob_path(digest)
     blob.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(gguf, blob)
-    except OSError:
-        shutil.copyfile(gguf, blob)
+    if not blob.exists():  # a second name for the same weights shares the blob
+        try:
+            os.link(gguf, blob)
+        except OSError:
+            shutil.copyfile(gguf, blob)
     create_model(store, CreateRequest.from_json({"model": name, "files": {gguf.name: digest}}), lambda _: None)

@@ -5,8 +5,8 @@ sliding-window layers only), and answers re-sent with a whitespace edit three qu
 ends re-wrap and trim text), so each tokenizes differently from what was generated from there
 on and the reusable prefix ends inside it, below the saved window. Each follow-up computes at
 most its new tokens plus one window (the server's own counters say what it computed), and
-answers as a cold server does. Both run in the deterministic mode: a restored window must not
-turn a near-tie of a greedy pick another way.
+answers as it does cold (the model unloaded, nothing saved on disk). Both run in the
+deterministic mode: a restored window must not turn a near-tie of a greedy pick another way.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import httpx
 import pytest
 from harness import real_model
 from harness.child_server import cllm_serve
+from polling import until
 
 WINDOW = 512
 ANSWER = 530  # tokens: past the window
@@ -43,8 +44,7 @@ def gemma_gguf() -> Path:
 @pytest.fixture(scope="module")
 def gemma_url(gemma_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("swa")
-    for name in ("gemma", "cold"):  # "cold": unloaded after each request, so nothing is reused
-        real_model.install(root / "models", gemma_gguf, name, real_model.GEMMA)
+    real_model.install(root / "models", gemma_gguf, "gemma", real_model.GEMMA)
     settings = {
         "OLLAMA_NUM_PARALLEL": "1",
         "OLLAMA_CONTEXT_LENGTH": "4096",
@@ -77,6 +77,11 @@ def ask(client: httpx.Client, url: str, model: str, messages: list[dict[str, str
     return reply.json()
 
 
+def unload(client: httpx.Client, url: str) -> None:
+    client.post(url + "/api/generate", json={"model": "gemma", "keep_alive": 0})
+    until(lambda: not client.get(url + "/api/ps").json()["models"])
+
+
 def re_wrapped(text: str) -> str:
     """``text`` with one whitespace edit three quarters in: the same words, other tokens."""
     at = 3 * len(text) // 4
@@ -97,6 +102,7 @@ def test_follow_ups_restore_a_window_checkpoint_and_answer_as_cold(gemma_url: st
             answer = reply["message"]["content"]
             if turn:
                 new = reply["prompt_eval_count"] - previous
+                print(f"turn {turn + 1}: prompt {reply['prompt_eval_count']}, new {new}, computed {spent:.0f}")
                 # The edited answer is computed again from the checkpoint before the edit on, and
                 # no more than a window (a half, and the answer's last quarter) past the new turn.
                 assert new < spent <= new + WINDOW, (turn, new, spent, reply["prompt_eval_count"])
@@ -108,7 +114,8 @@ def test_follow_ups_restore_a_window_checkpoint_and_answer_as_cold(gemma_url: st
             # Another conversation takes the only slot: this one is saved to the host cache.
             ask(client, gemma_url, "gemma", [{"role": "user", "content": f"A title for: {question}"}], 8)
         for history, tokens in follow_ups:
+            unload(client, gemma_url)  # its host cache goes with it
             before = computed(client, gemma_url)
-            cold = ask(client, gemma_url, "cold", history, CHECKED, keep_alive=0)
+            cold = ask(client, gemma_url, "gemma", history, CHECKED, keep_alive=0)
             assert computed(client, gemma_url) - before == cold["prompt_eval_count"]  # nothing reused
             assert [t["token"] for t in cold["logprobs"]] == tokens
