@@ -19,7 +19,8 @@ from .frontdoor import LoadSpec
 from .prefix import Copy, Load, PrefixReuse, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .scheduler import Scheduler, StepPlan
-from .slot import Slot
+from .slot import Slot, SlotState
+from .swa_windows import Window, Windows
 
 log = logging.getLogger("cllm.engine")
 
@@ -32,6 +33,9 @@ STATE_COPY_FACTOR = 10
 # sequence), bounded from above: a prepared buffer must not be short (``state_buffers``).
 STATE_BYTES_PER_CELL = 64
 STATE_HEADER_BYTES = 64 << 10
+# The share of the host cache's budget that the slots' live checkpoints of a sliding window may
+# take (``swa_windows``); those saved with a state count in the cache itself.
+WINDOW_SHARE = 4
 
 ReadDone = Callable[[int], Callable[[bytearray | None], None]]
 
@@ -86,6 +90,14 @@ class KvStore:
         self._expected: dict[int, tuple[int | None, int]] = {}  # slot -> (its request, its next save's tokens)
         host = spec.cache_bytes > 0 and self.share
         self.cache = PromptCache(spec.cache_bytes, spec.cache_min_tokens) if host else None
+        # A sliding-window model's cuts below its saved window restore the nearest checkpoint of
+        # it (``swa_windows``): one every half window, so that a cut costs at most that much more.
+        n_swa = model.n_swa
+        self.windows = (
+            Windows(spec.n_slots, n_swa // 2, spec.cache_bytes // WINDOW_SHARE)
+            if n_swa > 0 and self.cache is not None
+            else None
+        )
         self.disk: DiskCache | None = None
         self._disk_open = False
         try:
@@ -129,27 +141,71 @@ class KvStore:
         fails the others in the batch.
         """
         ctx, lost = self.ctx, set()
+        # Whose window checkpoints each trimmed sequence now holds the start of (``swa_windows``).
+        origin: dict[int, tuple[Window, ...]] = {}
+        windows = self.windows
         for op in plan.ops:
             match op:
                 case Save(seq_id, tokens):
                     self.keep(seq_id, tokens, host=True, disk=True)
                 case Copy(src, dst):
+                    origin[dst] = windows.of(src) if windows is not None else ()
                     # A source in ``lost`` copied (or was to copy) a prefix it does not hold.
                     if src in lost or not self._copied(src, dst, len(scheduler.slots[src].cached)):
                         lost.add(dst)
                 case Restore(seq_id, entry):
+                    origin[seq_id] = entry.windows
                     if not ctx.state_set(seq_id, entry.payload):
                         lost.add(seq_id)
                 case Load(request_id, entry):
                     assert self.disk is not None
                     self.disk.load(entry, self._read_done(request_id))
                 case Trim(seq_id, pos):
-                    if seq_id in lost or not ctx.seq_rm(seq_id, pos) or not self.window_held(seq_id, pos):
+                    if windows is not None:
+                        origin.setdefault(seq_id, windows.of(seq_id))
+                    if seq_id in lost or not self._trimmed(scheduler, seq_id, pos, origin.get(seq_id, ())):
                         lost.add(seq_id)
         for seq_id in lost:
             log.warning("KV of sequence %d could not be reused: its prompt is computed again", seq_id)
             ctx.seq_clear(seq_id)
             scheduler.lost_prefix(seq_id)
+        if windows is not None:
+            for seq_id, held in origin.items():
+                windows.adopt(seq_id, () if seq_id in lost else held, len(scheduler.slots[seq_id].cached))
+
+    def _trimmed(self, scheduler: Scheduler, seq_id: int, pos: int, windows: tuple[Window, ...]) -> bool:
+        """Cut sequence ``seq_id`` at ``pos``, or where one of ``windows`` lets it keep its start
+        (``_back_to_window``); False: what it kept is unusable."""
+        if not self.ctx.seq_rm(seq_id, pos):
+            return False
+        return self.window_held(seq_id, pos) or self._back_to_window(scheduler, seq_id, windows)
+
+    def _back_to_window(self, scheduler: Scheduler, seq_id: int, candidates: tuple[Window, ...]) -> bool:
+        """A sliding-window sequence cut below the window it holds: keep its start only up to the
+        nearest checkpoint of the window at or before the cut, and put that window back
+        (``swa_windows``). False: there is none, or it could not be restored."""
+        slot, windows = scheduler.slots[seq_id], self.windows
+        request = slot.request
+        if windows is None or request is None or slot.state is not SlotState.PREFILL:
+            return False
+        window = windows.best(candidates, slot.cached)
+        if window is None or window.n != request.whole(window.n) or window.pos != request.position_after(window.n):
+            return False
+        ctx = self.ctx
+        if not (
+            ctx.seq_rm(seq_id, window.pos)
+            and ctx.state_set(seq_id, window.payload, window=True)
+            and self.window_held(seq_id, window.pos)
+        ):
+            return False
+        log.info(
+            "sequence %d keeps %d of %d tokens, up to a checkpoint of its sliding window",
+            seq_id,
+            window.n,
+            len(slot.cached),
+        )
+        scheduler.prefix.cut_back(slot, window.n)
+        return True
 
     def _copied(self, src: int, dst: int, n_cached: int) -> bool:
         """Copy sequence ``src``'s KV (``n_cached`` tokens) into ``dst``: a short one by its state,
@@ -179,11 +235,40 @@ class KvStore:
 
     def checkpoint(self, plan: StepPlan, prefix: PrefixReuse) -> None:
         """Prefixes a request asked to keep, and long prompts finished in this step, are saved now
-        (disk writes run on the IO thread)."""
+        (disk writes run on the IO thread); so are a sliding-window model's checkpoints."""
         for slot, _ in plan.prefills:
             checkpoint = prefix.to_checkpoint(slot)
             if checkpoint is not None:
                 self.keep(slot.seq_id, checkpoint.tokens, host=checkpoint.host, disk=checkpoint.disk)
+        if self.windows is not None:
+            self._window_checkpoints(plan)
+
+    def _window_checkpoints(self, plan: StepPlan) -> None:
+        """Copy the window of the sequences this step took past a checkpoint's place: along a
+        prompt's last two windows, at its end, every half window of an answer and at its end."""
+        windows = self.windows
+        assert windows is not None
+        tail = 2 * self.model.n_swa
+        prefilled = set()
+        for slot, _ in plan.prefills:
+            prefilled.add(slot.seq_id)
+            request, n = slot.request, len(slot.chain)
+            ended = request is None or slot.state is not SlotState.PREFILL
+            if (ended or len(request.prompt) - n <= tail) and windows.due(slot.seq_id, n, now=ended):  # type: ignore[union-attr]
+                self._window(slot)
+        for slot, _ in plan.outputs:
+            if slot.seq_id not in prefilled and windows.due(slot.seq_id, len(slot.chain), now=slot.request is None):
+                self._window(slot)
+
+    def _window(self, slot: Slot) -> None:
+        """Keep a checkpoint of ``slot``'s sliding window (its SWA layers' cells alone)."""
+        assert self.windows is not None
+        try:
+            state = self.ctx.state_get(slot.seq_id, window=True)
+        except EngineError:
+            log.warning("could not save the sliding window of sequence %d", slot.seq_id)
+            return
+        self.windows.add(slot.seq_id, slot.chain.tokens, slot.pos, state, len(state))
 
     def keep(self, seq_id: int, tokens: tuple[int, ...], *, host: bool, disk: bool) -> None:
         """Save sequence ``seq_id``'s state (it holds ``tokens``) to the host cache and/or disk."""
@@ -193,7 +278,8 @@ class KvStore:
             log.warning("could not save the prompt state of sequence %d", seq_id)
             return
         if host and self.cache is not None:
-            self.cache.add(tokens, state, len(state))
+            windows = self.windows.for_entry(seq_id, tokens) if self.windows is not None else ()
+            self.cache.add(tokens, state, len(state), windows)
         if disk and self.disk is not None:  # written on the disk cache's IO thread
             self.disk.save(tokens, state)
 
@@ -224,6 +310,8 @@ class KvStore:
     def close(self) -> None:
         """Free what this holds (the disk tier's pending writes finish first; no slot is saved)."""
         self._close_disk()
+        if self.windows is not None:
+            self.windows.clear()
         if self.cache is not None:
             self.cache.clear()
         if self.buffers is not None:

@@ -378,6 +378,14 @@ class PrefixReuse:
         else:
             slot.forget()
 
+    def cut_back(self, slot: Slot, n: int) -> None:
+        """``slot``'s sequence holds its prompt's first ``n`` tokens only, fewer than planned (a
+        sliding-window model's cut fell below the window its state holds: the nearest checkpoint
+        of that window was restored instead, ``swa_windows``); it computes the rest."""
+        assert slot.request is not None and n <= len(slot.cached)
+        self.stats.count(slot.prefix_source, n - slot.prompt_cached)
+        slot.take_prefix(n, slot.prefix_source)
+
     def _restore_loaded(self, slot: Slot, n: int, read: CacheEntry, state: bytearray | None) -> list[KvOp]:
         """A disk read is done: restore it into ``slot`` (keeping it in RAM too), or go on without."""
         slot.stop_waiting()

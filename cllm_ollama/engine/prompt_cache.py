@@ -35,6 +35,8 @@ class CacheEntry:
     payload: Any
     size: int
     keys: list[int] = field(default_factory=list, repr=False)  # block_keys(tokens)
+    # A sliding-window model's checkpoints along ``tokens`` (``swa_windows``), counted in ``size``.
+    windows: tuple[Any, ...] = field(default=(), repr=False)
     id: int = field(default_factory=lambda: next(_ids))
 
 
@@ -106,9 +108,11 @@ class PromptCache:
     def worth_saving(self, tokens: Sequence[int], payload_size: int) -> bool:
         return len(tokens) >= self.min_tokens and payload_size <= self.limit_bytes and not self.covers(tokens)
 
-    def add(self, tokens: Sequence[int], payload: Any, size: int) -> CacheEntry | None:
-        """Keep a state; entries it makes redundant (prefixes of it) go. None if not kept."""
+    def add(self, tokens: Sequence[int], payload: Any, size: int, windows: tuple[Any, ...] = ()) -> CacheEntry | None:
+        """Keep a state (with its ``windows``: checkpoints of ``size`` bytes, ``swa_windows``);
+        entries it makes redundant (prefixes of it) go. None if not kept."""
         tokens = tuple(tokens)
+        size += sum(w.size for w in windows)
         if not self.worth_saving(tokens, size):
             return None
         keys = block_keys(tokens)
@@ -122,7 +126,7 @@ class PromptCache:
                     and tokens[: len(entry.tokens)] == entry.tokens
                 ):
                     self._remove(entry)
-        entry = CacheEntry(tokens, payload, size, keys)
+        entry = CacheEntry(tokens, payload, size, keys, windows)
         self._entries[entry.id] = entry
         for key in keys:
             self._index.setdefault(key, set()).add(entry.id)

