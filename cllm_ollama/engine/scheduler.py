@@ -287,11 +287,14 @@ class Scheduler:
             if s.state is SlotState.GENERATING and not self._paused(s.request.id)  # type: ignore[union-attr]
         }
         room = self.n_batch - len(generating)
-        budget = self.budget.prefill_rows(len(generating), room)
         prefilling = sorted(
             (s for s in self.slots if s.state is SlotState.PREFILL),
             key=lambda s: s.request.arrival_ns,  # type: ignore[union-attr]
         )
+        # More requests wait for their first token than streams run (a burst of arrivals): a
+        # step's stall costs the few streams less than a trickle of prompts costs the many.
+        crowd = len(prefilling) + len(self.waiting) > len(generating)
+        budget = room if crowd else self.budget.prefill_rows(len(generating), room)
         budget -= self._media(prefilling, budget, plan)
         chunks = {slot.seq_id: slot.prompt_chunk(rows) for slot, rows in self._shares(prefilling, budget, room).items()}
         # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of

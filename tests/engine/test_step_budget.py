@@ -108,25 +108,40 @@ def rows_of(plan: StepPlan) -> dict[int, int]:
 def test_a_short_chat_is_not_stuck_behind_a_long_document() -> None:
     """A 40k-token prompt is being read beside a generating stream; a short chat arriving later
     has its prompt read within two steps, and the document keeps its quarter meanwhile."""
-    s = scheduler(n_slots=3, n_batch=512, rows=64)
+    s = scheduler(n_slots=4, n_batch=512, rows=64)
     s.add(request(4, arrival=0))
-    advance(s)  # slot 0 generates from now on
-    s.add(request(40_000, arrival=1))
+    s.add(request(4, arrival=1))
+    advance(s)  # slots 0 and 1 generate from now on
+    s.add(request(40_000, arrival=2))
     advance(s)
-    s.add(request(40, arrival=2))
+    s.add(request(40, arrival=3))
     plan = advance(s)
-    assert rows_of(plan) == {1: 24, 2: 40}  # the document's quarter first, then the short prompt whole
-    assert s.slots[2].state.value == "generating"
-    assert rows_of(advance(s)) == {1: 64}  # the rest goes to the document again
+    assert rows_of(plan) == {2: 24, 3: 40}  # the document's quarter first, then the short prompt whole
+    assert s.slots[3].state.value == "generating"
+    assert rows_of(advance(s)) == {2: 64}  # the rest goes to the document again
 
 
 def test_equal_prompts_arriving_together_go_in_arrival_order() -> None:
     """Fewest tokens left first: a prompt half read goes before the untouched ones, and equal ones
     in arrival order, so the first ones start generating as early as in plain FIFO."""
-    s = scheduler(n_slots=5, n_batch=512, rows=96)
-    s.add(request(4, arrival=0))
-    advance(s)
+    s = scheduler(n_slots=8, n_batch=512, rows=96)
+    for i in range(4):
+        s.add(request(4, arrival=i))
+    advance(s)  # four streams generate
     for i in range(4):
         s.add(request(64, arrival=10 + i))
-    assert rows_of(advance(s)) == {1: 64, 2: 32}
-    assert rows_of(advance(s)) == {2: 32, 3: 64}
+    assert rows_of(advance(s)) == {4: 64, 5: 32}
+    assert rows_of(advance(s)) == {5: 32, 6: 64}
+
+
+def test_a_burst_of_prompts_gets_the_whole_batch_while_few_streams_run() -> None:
+    """Three prompts waiting beside one generating stream: the step is theirs at full width (the
+    budget's 16 rows would make three users wait for one)."""
+    s = scheduler(n_slots=5, n_batch=512, rows=16)
+    s.add(request(4, arrival=0))
+    advance(s)
+    for i in range(3):
+        s.add(request(64, arrival=10 + i))
+    assert rows_of(advance(s)) == {1: 64, 2: 64, 3: 64}
+    s.add(request(64, arrival=20))  # one waiting beside four streams: the budget again
+    assert sum(rows_of(advance(s)).values()) == 16
