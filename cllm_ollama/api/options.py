@@ -52,6 +52,16 @@ _KINDS: dict[str, str] = {
     "xtc_probability": _FLOAT,
     "xtc_threshold": _FLOAT,
 }
+# llama-server's DRY and XTC sampler options (also read as extra body fields on /v1).
+DRY_XTC = (
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "dry_sequence_breakers",
+    "xtc_probability",
+    "xtc_threshold",
+)
 _SAMPLING_KEYS = (
     "temperature",
     "top_k",
@@ -63,13 +73,7 @@ _SAMPLING_KEYS = (
     "presence_penalty",
     "frequency_penalty",
     "seed",
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_penalty_last_n",
-    "dry_sequence_breakers",
-    "xtc_probability",
-    "xtc_threshold",
+    *DRY_XTC,
 )
 # Each sampler option's allowed range (inclusive) and its refusal, a 400 as llama-server's are.
 _RANGES: dict[str, tuple[float, float, str]] = {

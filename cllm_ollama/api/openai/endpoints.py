@@ -28,7 +28,7 @@ from ..media import Base64Error, Media, checked_media, decode_media
 from ..ollama.chat import ChatCall, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
-from ..options import options_object
+from ..options import DRY_XTC, options_object
 from ..output_shapes import Usage, truncation
 from ..schemas.ollama import ChatRequest, GenerateRequest
 from ..schemas.openai import (
@@ -81,16 +81,7 @@ def sampling_options(req: ChatCompletionRequest | CompletionRequest | ResponsesR
 
 
 # llama-server's extra body fields, the native options of the same names (checked there).
-EXTRA_SAMPLING = (
-    "grammar",
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_penalty_last_n",
-    "dry_sequence_breakers",
-    "xtc_probability",
-    "xtc_threshold",
-)
+EXTRA_SAMPLING = ("grammar", *DRY_XTC)
 
 
 def extra_sampling(req: Any) -> dict[str, Any]:
