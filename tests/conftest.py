@@ -1,10 +1,13 @@
 """Fixtures shared by every test directory: a tiny GGUF, an empty model store, a fake Hugging Face Hub;
-every ``ollama.Client`` closed when its test module ends."""
+every official SDK client closed when its test module ends."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import ollama
 import pytest
@@ -54,21 +57,33 @@ def fake_hub() -> Iterator[FakeHub]:
         yield FakeHub(router)
 
 
+def _sdk_clients() -> list[type[Any]]:
+    """The official clients' sync classes that pool connections (those installed)."""
+    classes: list[type[Any]] = [ollama.Client]
+    for module, name in (("openai", "OpenAI"), ("anthropic", "Anthropic")):
+        with contextlib.suppress(ImportError):
+            classes.append(getattr(importlib.import_module(module), name))
+    return classes
+
+
 @pytest.fixture(autouse=True, scope="module")
-def ollama_clients_closed() -> Iterator[None]:
-    """Every ``ollama.Client`` a test module makes (its fixtures' too), closed when the module ends:
-    the SDK closes its pooled connections only when asked, and ``ollama.Client(url).chat(...)``
-    would otherwise leave its socket to the garbage collector (a ResourceWarning, an error here,
-    in whichever test runs then)."""
-    made: list[ollama.Client] = []
-    init = ollama.Client.__init__
-
-    def tracked(self: ollama.Client, *args: object, **kwargs: object) -> None:
-        init(self, *args, **kwargs)  # type: ignore[arg-type]
-        made.append(self)
-
+def sdk_clients_closed() -> Iterator[None]:
+    """Every ``ollama.Client``, ``openai.OpenAI`` and ``anthropic.Anthropic`` a test module makes
+    (its fixtures' too), closed when the module ends: the SDKs close their pooled connections only
+    when asked, and ``ollama.Client(url).chat(...)`` would otherwise leave its socket to the garbage
+    collector (a ResourceWarning, an error here, in whichever test runs then)."""
+    made: list[Any] = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ollama.Client, "__init__", tracked)
+        for cls in _sdk_clients():
+            patch.setattr(cls, "__init__", _tracking(cls.__init__, made))
         yield
     for client in made:
         client.close()
+
+
+def _tracking(init: Any, made: list[Any]) -> Any:
+    def tracked(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    return tracked
