@@ -204,7 +204,7 @@ class KvStore:
             window.n,
             len(slot.cached),
         )
-        scheduler.prefix.cut_back(slot, window.n)
+        scheduler.kept_prefix(seq_id, window.n)
         return True
 
     def _copied(self, src: int, dst: int, n_cached: int) -> bool:

@@ -232,6 +232,11 @@ class Scheduler:
         """A KV operation of this step failed for ``seq_id``: its slot computes its prompt anew."""
         self.prefix.lost(self.slots[seq_id])
 
+    def kept_prefix(self, seq_id: int, n: int) -> None:
+        """``seq_id`` holds only its prompt's first ``n`` tokens (a sliding-window checkpoint was
+        restored below the planned cut): its slot computes the rest."""
+        self.prefix.cut_back(self.slots[seq_id], n)
+
     def _next_request(self) -> Request:
         """FIFO, except that a request whose prefix is cached may go first, a bounded number of times."""
         head = self.waiting[0]
