@@ -3,9 +3,10 @@ only about ``share`` of the model's layers fit in the GPU's free memory, then a 
 and ``cllm ps`` (size_vram and PROCESSOR), a short concurrent bench, and ``num_gpu`` asked
 explicitly (exactly that many layers). Writes ``offload.json`` and prints a summary.
 
-The overhead comes from the GPU's free memory (nvidia-smi, read before cllm starts: a CUDA
-context in this process would hold memory the server then cannot use) less what cllm's own fitting
-(engine/offload.py) counts for the first ``share`` of the layers.
+The overhead comes from the GPU's free memory as a process holding llama.cpp's CUDA context sees
+it (read in a child, before cllm starts: a context in this process would hold memory the server
+then cannot use) less what cllm's own fitting (engine/offload.py) counts for the first ``share``
+of the layers.
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ NAME = "offload-qwen3"
 
 
 def gpu_free_bytes() -> int | None:
-    """The first GPU's free memory, from nvidia-smi; None where there is none."""
+    """The first GPU's free memory as a process that holds llama.cpp's CUDA context sees it (the
+    server will hold one too: on the H200 it took ~0.5 GiB, more than half this model's layers, and
+    an overhead sized from nvidia-smi's figure left room for none); nvidia-smi's where that fails.
+    None where there is no GPU."""
+    probe = "from cllm_ollama.engine.binding import gpu_devices; d = gpu_devices(); print(d[0][1] if d else '')"
+    seen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    last = seen.stdout.strip().splitlines()[-1:] if seen.returncode == 0 else []
+    if last and last[0].isdigit():
+        return int(last[0])
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
