@@ -309,11 +309,11 @@ class Runner:
         failed = self.feed.decode(plan, self.ctx, self.scheduler.fail) if plan.media else []
         if len(plan) == 0:
             return failed + self.scheduler.update(plan, ())
-        t0 = time.perf_counter_ns()
+        decoded_ns = self.times.decode_ns
         rows, picks, n_logits = self._decode(plan)
         t1 = time.perf_counter_ns()
         if log.isEnabledFor(logging.DEBUG):
-            log_step(plan, t1 - t0)
+            log_step(plan, self.times.decode_ns - decoded_ns)
         sampled = self.sampling.sample(plan, rows, picks, n_logits)
         times = self.times
         times.sample_ns += time.perf_counter_ns() - t1

@@ -296,12 +296,7 @@ class Scheduler:
             (s for s in self.slots if s.state is SlotState.PREFILL),
             key=lambda s: s.request.arrival_ns,  # type: ignore[union-attr]
         )
-        # More requests wait for their first token than streams run (a burst of arrivals): a
-        # step's stall costs the few streams less than a trickle of prompts costs the many.
-        crowd = len(prefilling) + len(self.waiting) > len(generating)
-        budget = room if crowd else self.budget.prefill_rows(len(generating), room)
-        budget -= self._media(prefilling, budget, plan)
-        chunks = {slot.seq_id: slot.prompt_chunk(rows) for slot, rows in self._shares(prefilling, budget, room).items()}
+        chunks = self._chunks(prefilling, len(generating), room, plan) if prefilling else {}
         # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of
         # consecutive ids, and any other order costs extra passes over the weights.
         for slot in self.slots:
@@ -313,6 +308,16 @@ class Scheduler:
                 plan.add(slot, chunk, output=done)
                 plan.prefills.append((slot, len(chunk)))
         return plan
+
+    def _chunks(self, prefilling: list[Slot], n_generating: int, room: int, plan: StepPlan) -> dict[int, list[int]]:
+        """The step's prompt chunks by sequence (and its media item, into ``plan``), within the
+        step budget: all the room when more requests wait for their first token than streams run
+        (a burst of arrivals: a step's stall costs the few streams less than a trickle of prompts
+        costs the many)."""
+        crowd = len(prefilling) + len(self.waiting) > n_generating
+        budget = room if crowd else self.budget.prefill_rows(n_generating, room)
+        budget -= self._media(prefilling, budget, plan)
+        return {slot.seq_id: slot.prompt_chunk(rows) for slot, rows in self._shares(prefilling, budget, room).items()}
 
     def _media(self, prefilling: list[Slot], budget: int, plan: StepPlan) -> int:
         """At most one media item a step, decoded on its own before the batch: the oldest prompt's

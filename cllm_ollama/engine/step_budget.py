@@ -42,6 +42,9 @@ class CallCosts:
     as calls grow, so one straight line fits badly)."""
 
     buckets: dict[int, _Bucket] = field(default_factory=dict)
+    # The buckets in order of rows, made again only when a bucket is added (each one's averages
+    # move in place): ``cost`` runs a dozen times a step.
+    points: list[_Bucket] = field(default_factory=list)
 
     def observe(self, rows: int, ns: int) -> None:
         if rows <= 0 or ns <= 0:
@@ -50,6 +53,7 @@ class CallCosts:
         b = self.buckets.get(key)
         if b is None:
             self.buckets[key] = _Bucket(float(rows), float(ns))
+            self.points = [self.buckets[k] for k in sorted(self.buckets)]
         else:
             b.rows += ALPHA * (rows - b.rows)
             b.ns += ALPHA * (ns - b.ns)
@@ -59,11 +63,10 @@ class CallCosts:
 
     def cost(self, rows: int) -> float:
         """Predicted ns of a call of ``rows`` rows (0 before any observation)."""
-        points = self._points()
+        points = self.points
         if not points or rows <= 0:
             return 0.0
-        xs = [p.rows for p in points]
-        i = bisect.bisect_left(xs, rows)
+        i = bisect.bisect_left(points, float(rows), key=lambda p: p.rows)
         if i == 0:  # below the smallest measured call: proportional, a lower bound
             return points[0].ns * rows / points[0].rows
         if i == len(points):  # above the largest: at the largest one's cost per row
@@ -81,9 +84,6 @@ class CallCosts:
             else:
                 hi = mid - 1
         return lo
-
-    def _points(self) -> list[_Bucket]:
-        return [self.buckets[k] for k in sorted(self.buckets)]
 
 
 class StepBudget:
