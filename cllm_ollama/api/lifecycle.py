@@ -182,7 +182,7 @@ class Generation:
         async with lease(pool, self.model, self.options, self.fields.keep_alive, loading) as entry:
             self.load_ns = time.perf_counter_ns() - t0
             loaded = entry.model
-            request, parser = await self._admit(pool, loaded, grow)
+            request, parser = await self._admit(loaded, grow)
             self.request = request
             with freed_if_refused(request):
                 if not loaded.has_room():  # still a 503, before a stream's headers
@@ -216,13 +216,13 @@ class Generation:
                     yield Chunk(done=True, done_reason=str(event.finish), stats=event.stats, truncated=self.truncated)
                     return
 
-    async def _admit(self, pool: ModelPool, loaded: EngineClient, grow: int = 0) -> tuple[EngineRequest, StreamParser]:
+    async def _admit(self, loaded: EngineClient, grow: int = 0) -> tuple[EngineRequest, StreamParser]:
         """Everything before the first token: the prompt, fitted; the grammar; the engine request."""
         options, truncate = self.options, self.fields.truncate
         # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
         limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
         if self.media:
-            return await self._admit_media(pool, loaded, limit, grow)
+            return await self._admit_media(loaded, limit, grow)
         rendered = await self._render(loaded, limit if truncate else None)
         if grow and (n_ctx := grown_context(len(rendered.tokens) + rendered.dropped, limit, loaded, grow)):
             raise _Grow(n_ctx)
@@ -243,12 +243,12 @@ class Generation:
             )
         # Marked prefixes are kept only for a prompt whole (a cut one's offsets moved).
         keep = rendered.marks if not self.truncated else ()
-        return await self._request(pool, tuple(tokens), limit, keep=keep), self._parser(rendered.text)
+        return self._request(tuple(tokens), limit, keep=keep), self._parser(rendered.text)
 
-    async def _request(
-        self, pool: ModelPool, prompt: tuple[int, ...], limit: int, media: Any = None, keep: tuple[int, ...] = ()
+    def _request(
+        self, prompt: tuple[int, ...], limit: int, media: Any = None, keep: tuple[int, ...] = ()
     ) -> EngineRequest:
-        """The engine request for a fitted prompt, its grammar compiled off the event loop."""
+        """The engine request for a fitted prompt, with the grammar ``_grammar`` compiled."""
         options = self.options
         return EngineRequest(
             prompt=prompt,
@@ -279,9 +279,7 @@ class Generation:
         timeout = services(self.http).settings.render_timeout
         return await render_prompt(self.render, tokenizer, limit, timeout=timeout, key=self.model.full_name)
 
-    async def _admit_media(
-        self, pool: ModelPool, loaded: EngineClient, limit: int, grow: int
-    ) -> tuple[EngineRequest, StreamParser]:
+    async def _admit_media(self, loaded: EngineClient, limit: int, grow: int) -> tuple[EngineRequest, StreamParser]:
         """``_admit`` for a prompt with images or audio, whose length in KV cells is known once the
         projector has tokenized it: too long, it grows the context as a text prompt does, else
         loses its oldest turns and their media (``_fit_media``); never a cut through the middle."""
@@ -290,7 +288,7 @@ class Generation:
         with _closed_if_raises(prompt):
             keys = cell_keys(prompt.parts)
             if len(keys) < limit:
-                return await self._request(pool, keys, limit, prompt), self._parser(whole.text)
+                return self._request(keys, limit, prompt), self._parser(whole.text)
             if grow and (n_ctx := grown_context(len(keys), limit, loaded, grow)):
                 raise _Grow(n_ctx)
             if not self.fields.truncate:
@@ -298,10 +296,10 @@ class Generation:
             items = [self.media[i] for i in order]
             counter = await _to_the_end(lambda: media_counter(loaded, whole.text, prompt.parts, items, order))
         prompt.close()  # given up for one without the oldest turns
-        return await self._fit_media(pool, loaded, whole.text, counter, limit, len(keys))
+        return await self._fit_media(loaded, whole.text, counter, limit, len(keys))
 
     async def _fit_media(
-        self, pool: ModelPool, loaded: EngineClient, whole: str, counter: MediaCounter, limit: int, n_whole: int
+        self, loaded: EngineClient, whole: str, counter: MediaCounter, limit: int, n_whole: int
     ) -> tuple[EngineRequest, StreamParser]:
         """The conversation without its fewest oldest turns, their media with them, that fits
         ``limit`` cells, as ``counter`` counts them; tokenized with its media to be sure, and the
@@ -322,7 +320,7 @@ class Generation:
                     log.warning(
                         "dropping the oldest turns: limit=%d dropped=%d media=%d", limit, self.truncated, len(gone)
                     )
-                    return await self._request(pool, keys, limit, prompt), self._parser(fitted.text)
+                    return self._request(keys, limit, prompt), self._parser(fitted.text)
             prompt.close()
             budget = max(1, len(fitted.tokens) - (len(keys) - limit) - 1)
 
