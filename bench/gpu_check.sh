@@ -133,6 +133,14 @@ run_boxed 120 100 "$PY" "$REPO/bench/gpu_bench.py" model --cache "$WORK/cache" -
     --shape "$SHAPE" --threads "$(nproc)" || die "quantizing the model failed"
 pack
 
+# --- 3b. the serve path's load outside the server, stage by stage (cllm died loading on the H200) --
+say "cllm's load, stage by stage (bench/gpu_load_steps.py)"
+run_boxed 90 300 env PYTHONFAULTHANDLER=1 CLLM_NUM_THREAD="$THREADS" "$PY" "$REPO/bench/gpu_load_steps.py" \
+    "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" --slots "$SLOTS" --ctx 512 \
+    >"$WORK/results/load_steps.txt" 2>&1
+say "load steps: rc $? (the last stage printed is where it stopped)"
+grep -v "^20..-..-.. " "$WORK/results/load_steps.txt" | tail -25
+
 # --- 4. cllm vs llama-server -np N vs -np 1 --------------------------------------------------------
 GPU_FLAG=(); [ "$BACKEND" = cuda ] && GPU_FLAG=(--gpu)
 say "bench: levels $LEVELS, $SLOTS slots, $MAX_TOKENS tokens"
@@ -142,7 +150,11 @@ run_boxed 400 "${GPU_CHECK_AFTER_BENCH_S:-70}" "$PY" "$REPO/bench/gpu_bench.py" 
     || say "bench stopped early (rc $?): what finished is in bench.md"
 cp -f "$WORK/results/bench.md" "$OUT/bench.md" 2>/dev/null
 # cllm's own log when it did not finish (on the H200, 2026-11-28, it died silently while loading).
-grep -q 'failed: cllm' "$WORK/results/bench.md" 2>/dev/null && tail -40 "$WORK/cache/logs/cllm.log"
+if grep -q 'failed: cllm' "$WORK/results/bench.md" 2>/dev/null; then
+    tail -40 "$WORK/cache/logs/cllm.log"
+    # A process killed by the kernel (out of memory) leaves no trace of its own.
+    { dmesg 2>/dev/null | tail -20; free -m; } | tee "$WORK/results/after_cllm_failed.txt"
+fi
 pack
 
 # --- 5. a partly offloaded load ------------------------------------------------------------------
