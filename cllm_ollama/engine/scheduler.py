@@ -20,6 +20,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .blocks import BLOCK
 from .disk_cache import DiskCache
@@ -29,12 +30,22 @@ from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
-from .step_budget import StepBudget
+from .step_budget import MIN_PREFILL_ROWS, StepBudget
 
 # How many waiting requests admission looks at when it prefers one whose prefix is cached.
 ADMIT_WINDOW = 8
 # A request is passed over for better-cached ones at most this many times.
 MAX_PASSED_OVER = 4
+
+
+class MediaPiece(NamedTuple):
+    """Rows ``rows`` of a media item's embeddings (``embd``, all of its rows) to decode into
+    ``slot``'s sequence in this step, in a call of their own (``media_feed``)."""
+
+    slot: Slot
+    item: Media
+    embd: object
+    rows: range
 
 
 @dataclass
@@ -52,9 +63,8 @@ class StepPlan:
     ops: list[KvOp] = field(default_factory=list)
     # Slots that took a new request in this step (the runner sets up their samplers).
     admitted: list[Slot] = field(default_factory=list)
-    # (slot, item, its embeddings): a media item (image or audio window) to decode into the
-    # slot, alone, before the batch.
-    media: list[tuple[Slot, Media, object]] = field(default_factory=list)
+    # A piece of a media item (image or audio window) to decode into its slot before the batch.
+    media: list[MediaPiece] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -316,21 +326,41 @@ class Scheduler:
         costs the many)."""
         crowd = len(prefilling) + len(self.waiting) > n_generating
         budget = room if crowd else self.budget.prefill_rows(n_generating, room)
-        budget -= self._media(prefilling, budget, plan)
+        budget = max(0, budget - self._media(prefilling, budget, plan))
         return {slot.seq_id: slot.prompt_chunk(rows) for slot, rows in self._shares(prefilling, budget, room).items()}
 
     def _media(self, prefilling: list[Slot], budget: int, plan: StepPlan) -> int:
-        """At most one media item a step, decoded on its own before the batch: the oldest prompt's
-        whatever its size (it must get on), another's only within ``budget``. Its tokens."""
+        """At most one media piece a step: the next rows of the oldest prompt's item, or of
+        another's within ``budget``. Its rows, which the step's prompt text then goes without.
+
+        A piece is at most ``budget`` rows (and ``max_rows`` in the deterministic mode), so an
+        image or an audio window is spread over steps beside the generating streams, but the
+        oldest prompt's piece is never under ``MIN_PREFILL_ROWS`` (it must get on). An item whose
+        tokens attend both ways (``whole``: Gemma 3's images) is one piece whatever its size:
+        the oldest's always, another's only within ``budget``."""
         for i, slot in enumerate(prefilling):
             item = slot.media_due()
-            if item is None or (i and item.n_tokens > budget):
+            if item is None:
+                continue
+            left = item.n_tokens - slot.media_rows
+            n = left if item.whole else self._piece_rows(left, budget if i else max(budget, MIN_PREFILL_ROWS))
+            if i and n > budget:
                 continue
             embd = self._embeddings(slot.request, item)  # type: ignore[arg-type]
             if embd is not None:
-                plan.media.append((slot, item, embd))
-                return item.n_tokens
+                plan.media.append(MediaPiece(slot, item, embd, range(slot.media_rows, slot.media_rows + n)))
+                return n
         return 0
+
+    def _piece_rows(self, left: int, budget: int) -> int:
+        """Rows of the next piece of an item with ``left`` rows to decode, about ``budget``: never
+        more than a batch, nor a lone row where more are left, nor a lone row left behind (a
+        one-row call takes other CPU kernels than the rest, which the deterministic mode avoids)."""
+        cap = self.n_batch if self.max_rows is None else min(self.n_batch, self.max_rows)
+        n = max(min(left, budget, cap), min(left, 2))
+        if left - n == 1:
+            n = n - 1 if n > 2 else left
+        return n
 
     def _shares(self, prefilling: list[Slot], budget: int, room: int) -> dict[Slot, int]:
         """Prompt rows per prefilling slot within ``budget``: prompts with the fewest tokens left
@@ -369,8 +399,8 @@ class Scheduler:
         now = self._clock()
         for slot, n in plan.prefills:
             slot.advance_prompt(n)
-        for slot, item, _ in plan.media:
-            slot.advance_media(item)
+        for piece in plan.media:
+            piece.slot.advance_media(piece.item, len(piece.rows))
         events: list[Event] = []
         for (slot, _row), token in zip(plan.outputs, sampled, strict=True):
             request = slot.request

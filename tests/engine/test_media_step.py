@@ -41,7 +41,7 @@ class Prompt:
         self.encoded.append(item.id)
         return f"embd-{item.id[:6]}"
 
-    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int, rows: range | None = None) -> int:
         raise AssertionError("the scheduler never decodes")
 
     def close(self) -> None:
@@ -78,7 +78,7 @@ def test_an_image_is_decoded_alone_once_encoded_and_mrope_positions_trail_the_ce
     assert len(plan) == 0 and not plan.media
     ready[cat.id] = "embd"
     plan = s.schedule()
-    assert [(slot.seq_id, item, embd) for slot, item, embd in plan.media] == [(0, cat, "embd")]
+    assert [(slot.seq_id, item, embd, rows) for slot, item, embd, rows in plan.media] == [(0, cat, "embd", range(6))]
     assert len(plan) == 0  # the image's decode is a step of its own
     s.update(plan, [])
     slot = s.slots[0]
@@ -182,10 +182,10 @@ class Decoding(Prompt):
     def __init__(self, parts: list[Any]) -> None:
         super().__init__(parts)
         self.gate.set()
-        self.decoded: list[tuple[str, int, int, str]] = []
+        self.decoded: list[tuple[str, int, int, str, range | None]] = []
 
-    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
-        self.decoded.append((threading.current_thread().name, pos, seq_id, embd))
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int, rows: range | None = None) -> int:
+        self.decoded.append((threading.current_thread().name, pos, seq_id, embd, rows))
         return pos + item.n_pos
 
 
@@ -226,7 +226,7 @@ def test_the_runner_decodes_images_on_its_thread_and_a_failed_one_ends_only_its_
             ends[key] = events[-1]
         assert ends[id(good)].finish is FinishReason.LENGTH and ends[id(None)].finish is FinishReason.LENGTH
         assert ends[id(broken)].finish is FinishReason.ERROR and ends[id(broken)].error == "the projector refused"
-        assert [(thread.startswith("cllm-engine"), pos, embd) for thread, pos, _, embd in good.decoded] == [
+        assert [(thread.startswith("cllm-engine"), pos, embd) for thread, pos, _, embd, _ in good.decoded] == [
             (True, 2, f"embd-{cat.id[:6]}")
         ]
         assert ends[id(good)].stats is not None and ends[id(good)].stats.prompt_tokens == 9  # image cells count
@@ -256,6 +256,6 @@ def test_a_long_clips_windows_are_encoded_a_few_ahead_each_once_and_decoded_in_o
             events.append(sink.queue.get(timeout=10))  # type: ignore[attr-defined]
         assert events[-1].finish is FinishReason.LENGTH
         assert prompt.encoded == [w.id for w in windows]  # each once, in order
-        assert [embd for _, _, _, embd in prompt.decoded] == [f"embd-{w.id[:6]}" for w in windows]
+        assert [embd for _, _, _, embd, _ in prompt.decoded] == [f"embd-{w.id[:6]}" for w in windows]
     finally:
         runner.close()
