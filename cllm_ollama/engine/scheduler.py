@@ -30,7 +30,7 @@ from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
-from .step_budget import MIN_PREFILL_ROWS, StepBudget
+from .step_budget import StepBudget
 
 # How many waiting requests admission looks at when it prefers one whose prefix is cached.
 ADMIT_WINDOW = 8
@@ -334,8 +334,8 @@ class Scheduler:
         another's within ``budget``. Its rows, which the step's prompt text then goes without.
 
         A piece is at most ``budget`` rows (and ``max_rows`` in the deterministic mode), so an
-        image or an audio window is spread over steps beside the generating streams, but the
-        oldest prompt's piece is never under ``MIN_PREFILL_ROWS`` (it must get on). An item whose
+        image or an audio window is spread over steps beside the generating streams (the budget
+        is never under ``step_budget.MIN_PREFILL_ROWS`` there: no item starves). An item whose
         tokens attend both ways (``whole``: Gemma 3's images) is one piece whatever its size:
         the oldest's always, another's only within ``budget``."""
         for i, slot in enumerate(prefilling):
@@ -343,7 +343,7 @@ class Scheduler:
             if item is None:
                 continue
             left = item.n_tokens - slot.media_rows
-            n = left if item.whole else self._piece_rows(left, budget if i else max(budget, MIN_PREFILL_ROWS))
+            n = left if item.whole else self._piece_rows(left, budget)
             if i and n > budget:
                 continue
             embd = self._embeddings(slot.request, item)  # type: ignore[arg-type]

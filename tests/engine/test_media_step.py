@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,11 +18,13 @@ from test_media import Image, image
 from cllm_ollama.engine.encoder import ENCODE_AHEAD, KEPT_MEDIA, EncodeFailed, MediaEncoder
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
+from cllm_ollama.engine.media_feed import MediaFeed
 from cllm_ollama.engine.prefix import Trim
 from cllm_ollama.engine.request import Event, FinishReason, MediaInput, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.engine.scheduler import Scheduler
 from cllm_ollama.engine.slot import SlotState
+from cllm_ollama.engine.step_budget import StepBudget
 
 
 @dataclass(eq=False)
@@ -259,3 +261,110 @@ def test_a_long_clips_windows_are_encoded_a_few_ahead_each_once_and_decoded_in_o
         assert [embd for _, _, _, embd, _ in prompt.decoded] == [f"embd-{w.id[:6]}" for w in windows]
     finally:
         runner.close()
+
+
+def beside_a_stream(ready: dict[str, object], cap: int, max_rows: int | None = None) -> Scheduler:
+    """A scheduler whose steps carry ``cap`` prompt rows beside a generating stream (slot 0's)."""
+    clock = iter(range(0, 10**9, 1000))
+    s = Scheduler(
+        2,
+        256,
+        128,
+        lambda t: b"x",
+        lambda t: False,
+        clock=lambda: next(clock),
+        budget=StepBudget(cap=cap),
+        embeddings=lambda request, item: ready.get(item.id),
+        max_rows=max_rows,
+    )
+    s.add(Request((1, 2, 3), SamplingParams(temperature=0), num_predict=100))
+    plan = s.schedule()
+    s.update(plan, [5])
+    assert s.slots[0].state is SlotState.GENERATING
+    return s
+
+
+def pieces_until_text(s: Scheduler) -> list[tuple[range, int, int]]:
+    """Step until the image prompt (slot 1) has decoded its image: each step's media piece's rows,
+    the stream's decode rows beside it, and slot 1's cells counted after the step."""
+    seen = []
+    for _ in range(50):
+        plan = s.schedule()
+        if not plan.media:
+            return seen
+        (piece,) = plan.media
+        assert piece.slot.seq_id == 1 and piece.embd == "embd"
+        seen.append((piece.rows, len(plan.outputs), 0))
+        s.update(plan, [5] * len(plan.outputs))
+        seen[-1] = (piece.rows, seen[-1][1], s.slots[1].n_past)
+    raise AssertionError("the image never finished")
+
+
+def test_an_image_is_decoded_in_pieces_of_the_budget_beside_a_generating_stream() -> None:
+    cat = image(b"cat", n_tokens=17, n_pos=5)  # M-RoPE: its positions are its start's until it is whole
+    s = beside_a_stream({cat.id: "embd"}, cap=8)
+    s.add(media_request([(7, 8), cat, (9,)], num_predict=2))
+    plan = s.schedule()
+    assert plan.prefills == [(s.slots[1], 2)] and not plan.media  # the text before the image
+    s.update(plan, [5])
+    steps = pieces_until_text(s)
+    # Rows in order, 8 a step, never a lone row left for a step of its own (8, then 7 and 2, not 8 and 1);
+    # every piece beside the stream's token; the image counted in the slot only once whole.
+    assert steps == [(range(0, 8), 1, 2), (range(8, 15), 1, 2), (range(15, 17), 1, 19)]
+    assert s.slots[1].pos == 2 + 5
+    plan = s.schedule()
+    assert plan.prefills == [(s.slots[1], 1)] and plan.positions[-1] == 7  # the text after it, at its position
+
+
+def test_an_image_whose_tokens_attend_both_ways_is_one_piece_whatever_the_budget() -> None:
+    cat = replace(image(b"cat", n_tokens=40), whole=True)
+    s = beside_a_stream({cat.id: "embd"}, cap=8)
+    s.add(media_request([(7, 8), cat, (9,)], num_predict=2))
+    s.update(s.schedule(), [5])
+    assert pieces_until_text(s) == [(range(0, 40), 1, 42)]
+
+
+def test_the_deterministic_mode_keeps_a_piece_under_its_row_limit_even_at_full_width() -> None:
+    cat = image(b"cat", n_tokens=100)
+    ready = {cat.id: "embd"}
+    clock = iter(range(0, 10**9, 1000))
+    s = Scheduler(
+        1,
+        256,
+        128,
+        lambda t: b"x",
+        lambda t: False,
+        clock=lambda: next(clock),
+        embeddings=lambda r, i: ready.get(i.id),
+        max_rows=63,
+    )
+    s.add(media_request([cat, (9,)], num_predict=2))
+    sizes = []
+    while (plan := s.schedule()).media:
+        sizes.append(len(plan.media[0].rows))
+        s.update(plan, [])
+    assert sizes == [63, 37]
+
+
+def test_the_rows_of_an_image_left_half_decoded_are_removed_before_the_slot_is_reused() -> None:
+    cat = image(b"cat", n_tokens=20, n_pos=4)
+    s = beside_a_stream({cat.id: "embd"}, cap=8)
+    request = media_request([(7, 8), cat, (9,)], num_predict=2)
+    prompt = Decoding(list(request.media.parts))  # type: ignore[union-attr]
+    request = replace(request, media=prompt)
+    s.add(request)
+    s.update(s.schedule(), [5])
+    feed = MediaFeed(False, lambda: None, "test")
+    ctx = FakeContext(FakeModel(), n_seq_max=2, n_ctx_seq=256, n_batch=128, n_threads=1)  # type: ignore[arg-type]
+    removed: list[tuple[int, int]] = []
+    ctx.seq_rm = lambda seq_id, p0, p1=-1: removed.append((seq_id, p0)) or True  # type: ignore[method-assign]
+    plan = s.schedule()
+    assert feed.decode(plan, ctx, s.fail, lambda rows, ns: None) == []  # type: ignore[arg-type]
+    assert [(pos, rows) for _, pos, _, _, rows in prompt.decoded] == [(2, range(0, 8))]
+    s.update(plan, [5])
+    feed.drop_partial(ctx, s.slots)  # type: ignore[arg-type]
+    assert removed == [] and feed.partial == {1: (request.id, 2)}  # still decoding: kept
+    s.abort([request.id])
+    feed.drop_partial(ctx, s.slots)  # type: ignore[arg-type]
+    assert removed == [(1, 2)] and feed.partial == {}  # from the image's first position on
+    assert len(s.slots[1].cached) == 2  # the slot counts the text before it, no part of the image
