@@ -10,6 +10,7 @@ the comparisons are exact, never a greedy near-tie.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -27,7 +28,7 @@ from cllm_ollama.engine.binding import Batch, Context, MediaItem, MediaPrompt, M
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.request import Event, FinishReason, Request
-from cllm_ollama.engine.runner import Runner
+from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.errors import EngineError
 from cllm_ollama.testing.audio import wav
 from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio
@@ -143,10 +144,14 @@ def media_steps(records: list[logging.LogRecord], seq_id: int) -> list[tuple[int
         match = STEP.match(record.getMessage())
         if match is None:
             continue
-        rows = dict(tuple(map(int, kv.split(": "))) for kv in match[2].split(", ") if kv)
+        rows = {int(k): int(v) for k, v in (kv.split(": ") for kv in match[2].split(", ") if kv)}
         if seq_id in rows:
             out.append((int(match[1]), rows[seq_id]))
     return out
+
+
+def has_events(sink: Sink) -> bool:
+    return not sink.queue.empty()  # type: ignore[attr-defined]
 
 
 def ask_with_streams(runner: Runner, projector: Projector, n_streams: int) -> tuple[list[int], int]:
@@ -156,7 +161,7 @@ def ask_with_streams(runner: Runner, projector: Projector, n_streams: int) -> tu
     texts = [Request(tuple(model.tokenize(f"Count to a thousand, {i}:")), GREEDY) for i in range(n_streams)]
     streams = [submit(runner, text) for text in texts]
     for sink in streams:  # every stream generates before the media prompt arrives
-        until(lambda sink=sink: not sink.queue.empty())  # type: ignore[attr-defined]
+        until(functools.partial(has_events, sink))
     readers = [threading.Thread(target=drain, args=(sink,), daemon=True) for sink in streams]
     for reader in readers:
         reader.start()

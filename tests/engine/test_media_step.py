@@ -287,7 +287,7 @@ def beside_a_stream(ready: dict[str, object], cap: int, max_rows: int | None = N
 def pieces_until_text(s: Scheduler) -> list[tuple[range, int, int]]:
     """Step until the image prompt (slot 1) has decoded its image: each step's media piece's rows,
     the stream's decode rows beside it, and slot 1's cells counted after the step."""
-    seen = []
+    seen: list[tuple[range, int, int]] = []
     for _ in range(50):
         plan = s.schedule()
         if not plan.media:
@@ -357,7 +357,12 @@ def test_the_rows_of_an_image_left_half_decoded_are_removed_before_the_slot_is_r
     feed = MediaFeed(False, lambda: None, "test")
     ctx = FakeContext(FakeModel(), n_seq_max=2, n_ctx_seq=256, n_batch=128, n_threads=1)  # type: ignore[arg-type]
     removed: list[tuple[int, int]] = []
-    ctx.seq_rm = lambda seq_id, p0, p1=-1: removed.append((seq_id, p0)) or True  # type: ignore[method-assign]
+
+    def seq_rm(seq_id: int, p0: int, p1: int = -1) -> bool:
+        removed.append((seq_id, p0))
+        return True
+
+    ctx.seq_rm = seq_rm  # type: ignore[method-assign]
     plan = s.schedule()
     assert feed.decode(plan, ctx, s.fail, lambda rows, ns: None) == []  # type: ignore[arg-type]
     assert [(pos, rows) for _, pos, _, _, rows in prompt.decoded] == [(2, range(0, 8))]
