@@ -48,6 +48,46 @@ class MediaPiece(NamedTuple):
     rows: range
 
 
+def shares(prefilling: list[Slot], budget: int, cap: int, media: MediaPiece | None) -> dict[Slot, int]:
+    """Prompt rows per prefilling slot (in arrival order) within ``budget``, at most ``cap`` each:
+    prompts with the fewest tokens left first (a short chat is not stuck behind a long document;
+    among equals, arrival order), with a quarter of the budget kept for the oldest prompt (none
+    starves). ``media``'s slot takes part, the rows left in its item as its room: an image or an
+    audio window shares a step's prompt rows with other prompts' text as text does."""
+    text = [s for s in prefilling if s.media_due() is None or (media is not None and s is media.slot)]
+    if not text:
+        return {}
+    free = {s: s.chunk_room(cap) if media is None or s is not media.slot else len(media.rows) for s in text}
+    granted = dict.fromkeys(text, 0)
+
+    def grant(slot: Slot, rows: int) -> None:
+        nonlocal budget
+        n = max(0, min(rows, free[slot] - granted[slot], budget))
+        granted[slot] += n
+        budget -= n
+
+    oldest, shortest = text[0], sorted(text, key=lambda s: s.prompt_left)  # stable: arrival among equals
+    reserve = min(budget // 4, free[oldest]) if len(text) > 1 else 0
+    budget -= reserve
+    for slot in shortest:
+        grant(slot, budget)
+    budget += reserve
+    for slot in (oldest, *shortest):  # the oldest's quarter, then what it could not take
+        grant(slot, budget)
+    return {slot: n for slot, n in granted.items() if n}
+
+
+def piece_rows(left: int, share: int, cap: int) -> int:
+    """Rows of the next piece of a media item with ``left`` rows to decode, given a ``share`` of
+    the step's prompt rows: at most ``cap`` (and the share), but never a lone row where more are
+    left, nor a lone row left behind (a one-row call takes other CPU kernels than the rest, which
+    the deterministic mode avoids; and a call's fixed cost is not worth one row)."""
+    n = max(min(left, share, cap), min(left, 2))
+    if left - n == 1:
+        n = n - 1 if n > 2 else left
+    return n
+
+
 @dataclass
 class StepPlan:
     """One step: KV operations to perform first, then one llama.cpp batch as parallel arrays."""
@@ -320,74 +360,46 @@ class Scheduler:
         return plan
 
     def _chunks(self, prefilling: list[Slot], n_generating: int, room: int, plan: StepPlan) -> dict[int, list[int]]:
-        """The step's prompt chunks by sequence (and its media item, into ``plan``), within the
+        """The step's prompt chunks by sequence (and its media piece, into ``plan``), within the
         step budget: all the room when more requests wait for their first token than streams run
         (a burst of arrivals: a step's stall costs the few streams less than a trickle of prompts
         costs the many)."""
         crowd = len(prefilling) + len(self.waiting) > n_generating
         budget = room if crowd else self.budget.prefill_rows(n_generating, room)
-        budget = max(0, budget - self._media(prefilling, budget, plan))
-        return {slot.seq_id: slot.prompt_chunk(rows) for slot, rows in self._shares(prefilling, budget, room).items()}
+        media = self._media(prefilling, budget)
+        if media is not None and media.item.whole:  # one piece, out of the budget first
+            plan.media.append(media)
+            budget = max(0, budget - len(media.rows))
+            media = None
+        chunks = {}
+        cap = room if self.max_rows is None else min(room, self.max_rows)
+        for slot, rows in shares(prefilling, budget, cap, media).items():
+            if media is not None and slot is media.slot:
+                first = slot.media_rows
+                n = piece_rows(media.item.n_tokens - first, rows, self._media_cap())
+                plan.media.append(media._replace(rows=range(first, first + n)))
+            else:
+                chunks[slot.seq_id] = slot.prompt_chunk(rows)
+        return chunks
 
-    def _media(self, prefilling: list[Slot], budget: int, plan: StepPlan) -> int:
-        """At most one media piece a step: the next rows of the oldest prompt's item, or of
-        another's within ``budget``. Its rows, which the step's prompt text then goes without.
-
-        A piece is at most ``budget`` rows (and ``max_rows`` in the deterministic mode), so an
-        image or an audio window is spread over steps beside the generating streams (the budget
-        is never under ``step_budget.MIN_PREFILL_ROWS`` there: no item starves). An item whose
-        tokens attend both ways (``whole``: Gemma 3's images) is one piece whatever its size:
-        the oldest's always, another's only within ``budget``."""
+    def _media(self, prefilling: list[Slot], budget: int) -> MediaPiece | None:
+        """The media item that may have a piece decoded in this step (one a step, in a call of its
+        own): the oldest prompt's whose item is encoded, its remaining rows. An item whose tokens
+        attend both ways (``whole``: Gemma 3's images) is one piece whatever its size: the oldest
+        prompt's always, another's only within ``budget``. Any other item's piece is its share of
+        the budget, as a prompt's text would get (``shares``)."""
         for i, slot in enumerate(prefilling):
             item = slot.media_due()
-            if item is None:
-                continue
-            left = item.n_tokens - slot.media_rows
-            n = left if item.whole else self._piece_rows(left, budget)
-            if i and n > budget:
+            if item is None or (i and item.whole and item.n_tokens > budget):
                 continue
             embd = self._embeddings(slot.request, item)  # type: ignore[arg-type]
             if embd is not None:
-                plan.media.append(MediaPiece(slot, item, embd, range(slot.media_rows, slot.media_rows + n)))
-                return n
-        return 0
+                return MediaPiece(slot, item, embd, range(slot.media_rows, item.n_tokens))
+        return None
 
-    def _piece_rows(self, left: int, budget: int) -> int:
-        """Rows of the next piece of an item with ``left`` rows to decode, about ``budget``: never
-        more than a batch, nor a lone row where more are left, nor a lone row left behind (a
-        one-row call takes other CPU kernels than the rest, which the deterministic mode avoids)."""
-        cap = self.n_batch if self.max_rows is None else min(self.n_batch, self.max_rows)
-        n = max(min(left, budget, cap), min(left, 2))
-        if left - n == 1:
-            n = n - 1 if n > 2 else left
-        return n
-
-    def _shares(self, prefilling: list[Slot], budget: int, room: int) -> dict[Slot, int]:
-        """Prompt rows per prefilling slot within ``budget``: prompts with the fewest tokens left
-        first (a short chat is not stuck behind a long document; among equals, arrival order),
-        with a quarter of the budget kept for the oldest prompt (none starves)."""
-        cap = room if self.max_rows is None else min(room, self.max_rows)
-        text = [s for s in prefilling if s.media_due() is None]
-        if not text:
-            return {}
-        free = {s: s.chunk_room(cap) for s in text}
-        shares = dict.fromkeys(text, 0)
-
-        def grant(slot: Slot, rows: int) -> None:
-            nonlocal budget
-            n = max(0, min(rows, free[slot] - shares[slot], budget))
-            shares[slot] += n
-            budget -= n
-
-        oldest, shortest = text[0], sorted(text, key=lambda s: s.prompt_left)  # stable: arrival among equals
-        reserve = min(budget // 4, free[oldest]) if len(text) > 1 else 0
-        budget -= reserve
-        for slot in shortest:
-            grant(slot, budget)
-        budget += reserve
-        for slot in (oldest, *shortest):  # the oldest's quarter, then what it could not take
-            grant(slot, budget)
-        return {slot: n for slot, n in shares.items() if n}
+    def _media_cap(self) -> int:
+        """The most rows of a media piece: a batch (its call is its own), 63 in the deterministic mode."""
+        return self.n_batch if self.max_rows is None else min(self.n_batch, self.max_rows)
 
     def schedule(self) -> StepPlan:
         """Both phases at once, for callers with no KV operations to perform in between."""

@@ -205,8 +205,8 @@ class Slot:
 
     @property
     def prompt_left(self) -> int:
-        """Prompt tokens not decoded yet."""
-        return len(self.request.prompt) - self.n_past if self.request is not None else 0
+        """Prompt tokens not decoded yet (a media item's decoded rows not counted)."""
+        return len(self.request.prompt) - self.n_past - self.media_rows if self.request is not None else 0
 
     def media_due(self) -> Media | None:
         """The media item (image or audio window) that starts where the prompt stands, if one does."""

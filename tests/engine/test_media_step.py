@@ -263,11 +263,13 @@ def test_a_long_clips_windows_are_encoded_a_few_ahead_each_once_and_decoded_in_o
         runner.close()
 
 
-def beside_a_stream(ready: dict[str, object], cap: int, max_rows: int | None = None) -> Scheduler:
-    """A scheduler whose steps carry ``cap`` prompt rows beside a generating stream (slot 0's)."""
+def beside_a_stream(
+    ready: dict[str, object], cap: int, max_rows: int | None = None, streams: int = 1, n_slots: int = 2
+) -> Scheduler:
+    """A scheduler whose steps carry ``cap`` prompt rows beside generating streams (the first slots')."""
     clock = iter(range(0, 10**9, 1000))
     s = Scheduler(
-        2,
+        n_slots,
         256,
         128,
         lambda t: b"x",
@@ -277,10 +279,11 @@ def beside_a_stream(ready: dict[str, object], cap: int, max_rows: int | None = N
         embeddings=lambda request, item: ready.get(item.id),
         max_rows=max_rows,
     )
-    s.add(Request((1, 2, 3), SamplingParams(temperature=0), num_predict=100))
+    for i in range(streams):
+        s.add(Request((1, 2, 3 + i), SamplingParams(temperature=0), num_predict=100))
     plan = s.schedule()
-    s.update(plan, [5])
-    assert s.slots[0].state is SlotState.GENERATING
+    s.update(plan, [5] * streams)
+    assert all(s.slots[i].state is SlotState.GENERATING for i in range(streams))
     return s
 
 
@@ -373,3 +376,21 @@ def test_the_rows_of_an_image_left_half_decoded_are_removed_before_the_slot_is_r
     feed.drop_partial(ctx, s.slots)  # type: ignore[arg-type]
     assert removed == [(1, 2)] and feed.partial == {}  # from the image's first position on
     assert len(s.slots[1].cached) == 2  # the slot counts the text before it, no part of the image
+
+
+def test_a_short_chat_shares_the_step_with_a_long_audio_window_and_neither_waits() -> None:
+    """A media item takes part in the sharing of a step's prompt rows as text does: the chat that
+    arrives while a 100-row window is being decoded beside two streams gets its rows at once
+    (fewest left first), and the window keeps the oldest prompt's quarter."""
+    window = image(b"audio window", n_tokens=100)
+    s = beside_a_stream({window.id: "embd"}, cap=16, streams=2, n_slots=4)
+    s.add(media_request([(7, 8), window, (9,)], num_predict=2))
+    s.update(s.schedule(), [5, 5])  # the text before the window
+    plan = s.schedule()
+    assert [len(p.rows) for p in plan.media] == [16] and not plan.prefills  # alone: the whole budget
+    s.update(plan, [5] * len(plan.outputs))
+    s.add(Request(tuple(range(20, 30)), SamplingParams(temperature=0), num_predict=2))
+    plan = s.schedule()
+    assert [(p.slot.seq_id, p.rows) for p in plan.media] == [(2, range(16, 22))]  # its quarter, and the rest
+    assert [(slot.seq_id, n) for slot, n in plan.prefills] == [(3, 10)]  # the chat whole, in one step
+    assert len(plan.outputs) == 3  # the streams' tokens, and the chat's first
