@@ -7,16 +7,19 @@ once no encode reads it.
 
 **Media in pieces.** An item's ``llama_decode`` is what stalls the other streams (its encode
 runs beside them), so the scheduler cuts it into pieces that fit the step budget
-(``Scheduler._media``, ``step_budget``): each step decodes at most one piece, the next rows of
-one item, at the positions libmtmd's helper gives the whole item (sequential, or M-RoPE's t, y,
-x for Qwen-VL images: ``binding.MediaPrompt.decode``). A piece shares its step with the text
-rows in a call of its own, before them: a llama.cpp batch holds token ids or embeddings, never
-both. A step is then up to three calls: the media piece, the prompts' text rows, and the rows
-whose logits are sampled (the generating streams' tokens first among them in the budget); the
-piece's rows come out of the prompt rows the budget leaves, and its call is timed into the
+(``Scheduler._chunks``, ``step_budget``): each step decodes at most one piece, the next rows of
+one item (the oldest prompt's that is encoded), at the positions libmtmd's helper gives the whole
+item (sequential, or M-RoPE's t, y, x for Qwen-VL images: ``binding.MediaPrompt.decode``). The
+piece's size is its slot's share of the prompt rows the budget leaves after the generating
+streams' tokens, shared with other prompts' text as text is (``scheduler.shares``: fewest rows
+left first, the oldest's quarter), so a short chat is not held up by a long clip either. A piece
+shares its step with the text rows in a call of its own, before them: a llama.cpp batch holds
+token ids or embeddings, never both. A step is then up to three calls: the media piece, the
+prompts' text rows, and the rows whose logits are sampled; the piece's call is timed into the
 prompt-call costs like any other call without logits. An item whose tokens attend both ways
-(Gemma 3's images: ``mtmd_decode_use_non_causal``) is one piece whatever its size, decoded with
-causal attention off for the whole context, so it never shares a call and is never split.
+(Gemma 3's images: ``mtmd_decode_use_non_causal``) is one piece whatever its size (the oldest
+prompt's always, another's when it fits the budget), decoded with causal attention off for the
+whole context, so it never shares a call and is never split.
 
 Until its last piece is decoded an item counts nowhere (not in ``Slot.n_past``, its chain, saved
 states or prefixes): its rows decoded so far sit in the sequence above the slot's position. A

@@ -5,7 +5,8 @@ A step has two phases. ``admit`` puts waiting requests into free slots, in arriv
 prefix-reuse component (``prefix.PrefixReuse``) where each prompt's start comes from and which
 KV operations bring it (save, copy, restore, trim); the runner performs them in order and
 reports any that failed. ``plan`` then lays out the batch: one token for every generating slot and prompt
-chunks of admitted ones, rows in sequence-id order. The runner decodes it, samples the
+chunks of admitted ones, rows in sequence-id order, and at most one piece of a media item's
+embeddings, decoded in a call of its own (``media_feed``). The runner decodes it, samples the
 rows marked for output, and hands the tokens back to ``update``.
 
 Doing less work than anyone else is the point of this policy: a prompt's start is taken from
