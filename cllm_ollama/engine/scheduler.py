@@ -58,7 +58,7 @@ def shares(prefilling: list[Slot], budget: int, cap: int, media: MediaPiece | No
     text = [s for s in prefilling if s.media_due() is None or (media is not None and s is media.slot)]
     if not text:
         return {}
-    free = {s: s.chunk_room(cap) if media is None or s is not media.slot else len(media.rows) for s in text}
+    free = {s: s.chunk_room(cap) if media is None or s is not media.slot else min(len(media.rows), cap) for s in text}
     granted = dict.fromkeys(text, 0)
 
     def grant(slot: Slot, rows: int) -> None:
