@@ -170,7 +170,6 @@ def ask_with_streams(runner: Runner, projector: Projector, n_streams: int) -> tu
     events: list[Event] = drain(submit(runner, request))
     assert events[-1].finish is FinishReason.LENGTH, events[-1].error
     slot = n_streams  # the streams took the first slots
-    assert all(reader.is_alive() for reader in readers)  # still generating when the answer ended
     for text in texts:
         runner.abort(text.id)
     for reader in readers:
@@ -209,7 +208,9 @@ def test_media_rows_are_spread_over_steps_beside_running_streams_and_answer_the_
     assert answer == expected
     steps = media_steps(caplog.records, slot)
     assert sum(rows for _, rows in steps) == n_rows
-    assert all(decode >= 2 for decode, _ in steps)  # every piece beside both streams' tokens
+    # Every piece beside the streams' tokens (at least one of them: a random model's stream may
+    # sample its end-of-generation token on another CPU).
+    assert all(decode >= 1 for decode, _ in steps)
     if kind == "gemma3":
         assert [rows for _, rows in steps] == [biggest]  # one piece, whatever the budget
     else:
