@@ -125,10 +125,12 @@ class MediaFeed:
         engine closing): the sequence is then exactly what its slot counts, as a save, a copy or
         the next request expects."""
         for seq_id, (request_id, pos) in list(self.partial.items()):
-            request = slots[seq_id].request
-            if request is None or request.id != request_id:
-                ctx.seq_rm(seq_id, pos)
+            slot = slots[seq_id]
+            if slot.request is None or slot.request.id != request_id:
                 del self.partial[seq_id]
+                if not ctx.seq_rm(seq_id, pos):  # a recurrent state has taken the rows in: all of it goes
+                    ctx.seq_clear(seq_id)
+                    slot.forget()
 
     def forget_partial(self) -> None:
         """Every sequence was cleared (a failed step): no item is half decoded any more."""

@@ -14,7 +14,7 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio
 from cllm_ollama.testing.ggufs import write_vision
 from cllm_ollama.testing.images import png
 from cllm_ollama.testing.sliced_ggufs import write_sliced_vision
+from cllm_ollama.testing.tower_ggufs import write_qwen35_vision
+from cllm_ollama.testing.vision_ggufs import write_qwen3vl_vision
 
 pytestmark = pytest.mark.model
 
@@ -42,25 +44,32 @@ QUESTION = "Look: {m} What is in it?"
 N_CTX = AUDIO_TOKENS + 256
 
 
-def _write(kind: str, folder: Path) -> tuple[Path, Path]:
-    if kind == "audio":
-        return write_audio(folder)
-    if kind == "idefics3":
-        return write_sliced_vision(folder)
-    return write_vision(folder, kind=kind)
+WRITERS: dict[str, Callable[[Path], tuple[Path, Path]]] = {
+    "qwen2vl": lambda folder: write_vision(folder, kind="qwen2vl"),
+    "qwen3vl": write_qwen3vl_vision,
+    "qwen35": write_qwen35_vision,
+    "audio": write_audio,
+    "idefics3": write_sliced_vision,
+    "gemma3": write_vision,
+}
 
 
 def media_of(kind: str) -> bytes:
     """An audio window (750 rows) or an image: Qwen2-VL's 256 x 192 is a grid of 8 x 6 tokens (not
-    square: y and x told apart), Idefics3's is 2 x 2 tiles and an overview."""
-    return wav(1.0, seed=3) if kind == "audio" else png(256, 192, seed=3) if kind == "qwen2vl" else png(64, 64, seed=3)
+    square: y and x told apart), Qwen3-VL's and Qwen 3.5's 16 x 12; Idefics3's 64 px is 2 x 2 tiles
+    and an overview."""
+    if kind == "audio":
+        return wav(1.0, seed=3)
+    return png(64, 64, seed=3) if kind in ("idefics3", "gemma3") else png(256, 192, seed=3)
 
 
-@pytest.fixture(scope="module", params=["qwen2vl", "audio", "idefics3", "gemma3"])
+@pytest.fixture(scope="module", params=list(WRITERS))
 def projector(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Projector]:
-    """qwen2vl: M-RoPE; audio (Qwen2-Audio) and idefics3: sequential positions; gemma3: non-causal."""
+    """M-RoPE: qwen2vl, qwen3vl (deepstack: its rows are wider than the model) and qwen35 (a hybrid
+    of attention and recurrent layers); sequential positions: audio (Qwen2-Audio) and idefics3;
+    gemma3: non-causal."""
     batch_invariant_kernels()
-    text, mmproj = _write(request.param, tmp_path_factory.mktemp(request.param))
+    text, mmproj = WRITERS[request.param](tmp_path_factory.mktemp(request.param))
     model = Model(text, batch_invariant=True)
     proj = Projector(model, mmproj, n_threads=2)
     proj.kind = request.param  # type: ignore[attr-defined]
@@ -107,9 +116,10 @@ def test_media_decoded_in_pieces_answers_exactly_as_libmtmds_helper(projector: P
     try:
         items = [p for p in prompt.parts if isinstance(p, MediaItem)]
         assert all(item.whole == (projector.kind == "gemma3") for item in items)  # type: ignore[attr-defined]
-        # The helper cuts an item into calls of its n_batch rows: 16 here, pieces of 16 and others below.
-        end, reference, answer = helper_reference(projector, 16)
-        for size in (16, 5, 63):
+        # The helper cuts an item (and a text run) into calls of its n_batch rows: 32 here, which
+        # leaves no text run a lone row; pieces of 32 and of other sizes below.
+        end, reference, answer = helper_reference(projector, 32)
+        for size in (32, 5, 63):
             ctx.seq_clear(0)
             pos, logits = decode_in_pieces(ctx, prompt, 0, size)
             assert pos == end == prompt.n_pos
@@ -177,6 +187,9 @@ def ask_with_streams(runner: Runner, projector: Projector, n_streams: int) -> tu
     return tokens_of(events), slot
 
 
+# Not Qwen 3.5: the deterministic mode's throw-away pad rows cannot be removed from a recurrent
+# state, so its text steps fail there, with or without media (the same on main).
+@pytest.mark.parametrize("projector", [kind for kind in WRITERS if kind != "qwen35"], indirect=True)
 def test_media_rows_are_spread_over_steps_beside_running_streams_and_answer_the_same(
     projector: Projector, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel
 from polling import until
 from test_media import Image, image
@@ -349,7 +350,8 @@ def test_the_deterministic_mode_keeps_a_piece_under_its_row_limit_even_at_full_w
     assert sizes == [63, 37]
 
 
-def test_the_rows_of_an_image_left_half_decoded_are_removed_before_the_slot_is_reused() -> None:
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_the_rows_of_an_image_left_half_decoded_are_removed_before_the_slot_is_reused(recurrent: bool) -> None:
     cat = image(b"cat", n_tokens=20, n_pos=4)
     s = beside_a_stream({cat.id: "embd"}, cap=8)
     request = media_request([(7, 8), cat, (9,)], num_predict=2)
@@ -363,9 +365,10 @@ def test_the_rows_of_an_image_left_half_decoded_are_removed_before_the_slot_is_r
 
     def seq_rm(seq_id: int, p0: int, p1: int = -1) -> bool:
         removed.append((seq_id, p0))
-        return True
+        return not recurrent  # recurrent memory cannot drop part of a sequence
 
     ctx.seq_rm = seq_rm  # type: ignore[method-assign]
+    ctx.seq_clear = lambda seq_id: removed.append((seq_id, -1))  # type: ignore[method-assign]
     plan = s.schedule()
     assert feed.decode(plan, ctx, s.fail, lambda rows, ns: None) == []  # type: ignore[arg-type]
     assert [(pos, rows) for _, pos, _, _, rows in prompt.decoded] == [(2, range(0, 8))]
@@ -374,8 +377,10 @@ def test_the_rows_of_an_image_left_half_decoded_are_removed_before_the_slot_is_r
     assert removed == [] and feed.partial == {1: (request.id, 2)}  # still decoding: kept
     s.abort([request.id])
     feed.drop_partial(ctx, s.slots)  # type: ignore[arg-type]
-    assert removed == [(1, 2)] and feed.partial == {}  # from the image's first position on
-    assert len(s.slots[1].cached) == 2  # the slot counts the text before it, no part of the image
+    if recurrent:  # the state took the rows in: the whole sequence goes, and the slot holds nothing
+        assert removed == [(1, 2), (1, -1)] and feed.partial == {} and s.slots[1].cached == []
+    else:  # from the image's first position on; the slot counts the text before it, no part of the image
+        assert removed == [(1, 2)] and feed.partial == {} and len(s.slots[1].cached) == 2
 
 
 def test_a_short_chat_shares_the_step_with_a_long_audio_window_and_neither_waits() -> None:
