@@ -317,14 +317,12 @@ class Runner:
         self.sampling.prime(plan.admitted)
         decoded_ns = self.times.decode_ns
         failed = self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call) if plan.media else []
-        if len(plan) == 0:
-            if log.isEnabledFor(logging.DEBUG):
-                log_step(plan, self.times.decode_ns - decoded_ns)
-            return failed + self.scheduler.update(plan, ())
-        rows, picks, n_logits = self._decode(plan)
+        rows, picks, n_logits = self._decode(plan) if len(plan) else ((), (), 0)  # none: a media piece alone
         t1 = time.perf_counter_ns()
         if log.isEnabledFor(logging.DEBUG):
             log_step(plan, self.times.decode_ns - decoded_ns)
+        if len(plan) == 0:
+            return failed + self.scheduler.update(plan, ())
         sampled = self.sampling.sample(plan, rows, picks, n_logits)
         times = self.times
         times.sample_ns += time.perf_counter_ns() - t1
