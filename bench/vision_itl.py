@@ -1,13 +1,21 @@
-"""Running streams' inter-token latency with and without a concurrent image encode (issue 17).
+"""Running text streams' inter-token latency while an image's or an audio window's prompt is read,
+against the same streams alone (issue 32's target: ITL p95 during the media's prefill <= 2x).
 
-    python bench/vision_itl.py [--streams 2] [--tokens 200] [--images 3]
+    python bench/vision_itl.py [--media image,audio] [--streams 2] [--rounds 3] [--tokens 200]
+                               [--threads 4] [--layers 8] [--width 512]
 
-A tiny random-weight gemma3 and a projector large enough that an encode takes a while on a CPU
-(a one-block ViT over 448 px in 14 px patches: 1024 patches, pooled to 64 image tokens) load in
-the real engine. ``--streams`` text requests generate ``--tokens`` tokens each, once alone and once
-while image requests (distinct pictures, one after another) run beside them. Prints each
-phase's inter-token latency p50/p95/max and the image requests' time to first token, which is
-mostly the encode. Timings on a shared machine are noisy: compare the two phases of one run.
+Random-weight models big enough that decoding a media item's embeddings is felt on a CPU (not the
+tests' 64-wide ones): an M-RoPE Qwen2-VL-shaped text model (``--layers`` x ``--width``) whose
+projector makes a 448 px image 256 tokens, and a Qwen3-shaped one hearing through Qwen2-Audio's
+projector, a 30 s window being 750 tokens. Each loads in the real engine. ``--streams`` text
+requests generate ``--tokens`` tokens alone, then generate while ``--rounds`` media requests
+(distinct pictures or clips, one after another) run beside them, until the last one answers.
+
+Printed per media kind: ITL p50/p95/max of the streams alone; of their gaps that end while a media
+request waits for its first token (its encode, off the engine thread, and its decode, in pieces
+within the step budget: "during prefill"); the p95 ratio against the 2x target; and the media
+requests' time to first token. Timings on a shared machine are noisy: run it alone, and compare
+the phases of one run.
 """
 
 from __future__ import annotations
@@ -18,86 +26,171 @@ import itertools
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.request import Request, SamplingParams
-from cllm_ollama.testing.ggufs import TINY, VisionShape, write_gemma3, write_gemma3_projector
+from cllm_ollama.testing.audio import wav
+from cllm_ollama.testing.audio_ggufs import write_qwen2a_projector
+from cllm_ollama.testing.core_ggufs import write_qwen2vl, write_qwen2vl_projector, write_qwen3
+from cllm_ollama.testing.gguf_base import Shape, VisionShape
 from cllm_ollama.testing.images import png
 
-VIT = VisionShape(image_size=448, patch_size=14, n_embd=256, n_head=4, n_ff=1024, merge=4)
+# A one-block ViT over 448 px in 14 px patches (1024), merged 2 x 2: 256 image tokens.
+VIT = VisionShape(image_size=448, patch_size=14, n_embd=256, n_head=4, n_ff=1024, merge=2)
+TARGET = 2.0  # ITL p95 during a media prefill, at most this many times the streams' alone
+GREEDY = SamplingParams(temperature=0)
 
 
-def pct(values: list[float], q: float) -> float:
+def pct(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def stream(model: LoadedModel, prompt: str, n: int) -> list[float]:
-    """Gaps between a request's tokens, in ms (the first token's wait left out)."""
-    request = Request(tuple(model.tokenize(prompt)), SamplingParams(temperature=0), num_predict=n)
-    times = []
-    async for event in model.generate(request):
-        if event.tokens:
-            times.append(time.perf_counter())
+def gaps_during(times: Sequence[float], windows: Sequence[tuple[float, float]]) -> list[float]:
+    """The gaps (ms) between a stream's token times that end inside one of ``windows`` (start, end)."""
+    return [1e3 * (b - a) for a, b in itertools.pairwise(times) if any(start < b <= end for start, end in windows)]
+
+
+def all_gaps(times: Sequence[float]) -> list[float]:
     return [1e3 * (b - a) for a, b in itertools.pairwise(times)]
 
 
-async def see(model: LoadedModel, seed: int) -> float:
-    """One image request: its time to first token in ms."""
+@dataclass
+class Phase:
+    """One phase's token times per stream and the media requests' (sent, first token) windows."""
+
+    streams: list[list[float]] = field(default_factory=list)
+    windows: list[tuple[float, float]] = field(default_factory=list)
+
+
+def shapes(args: argparse.Namespace) -> Shape:
+    """``--layers`` x ``--width``, heads of 16 (what the M-RoPE writer's rope sections assume)."""
+    head_dim = 16
+    n_head = max(1, args.width // head_dim)
+    return Shape(
+        n_layer=args.layers,
+        n_embd=args.width,
+        n_head=n_head,
+        n_head_kv=max(1, n_head // 2),
+        head_dim=head_dim,
+        n_ff=3 * args.width,
+    )
+
+
+def write_models(kind: str, folder: Path, shape: Shape) -> tuple[Path, Path]:
+    """The text model and projector of ``kind``: image (M-RoPE Qwen2-VL) or audio (Qwen2-Audio)."""
+    if kind == "image":
+        text = write_qwen2vl(folder / "text.gguf", shape=shape)
+        return text, write_qwen2vl_projector(folder / "mmproj.gguf", n_embd_text=shape.n_embd, shape=VIT)
+    text = write_qwen3(folder / "text.gguf", shape=shape, name="bench-qwen3-audio")
+    return text, write_qwen2a_projector(folder / "mmproj.gguf", n_embd_text=shape.n_embd)
+
+
+def medium(kind: str, seed: int) -> bytes:
+    """A distinct 448 px picture, or a distinct 29 s clip: one audio window, 750 tokens (30 s
+    spill into a second window)."""
+    return png(448, 448, seed=seed) if kind == "image" else wav(29.0, seed=seed)
+
+
+async def stream(model: LoadedModel, prompt: str, n: int, until: Callable[[], bool]) -> list[float]:
+    """A text request's token times: ``n`` tokens, or on until ``until()`` says the phase is over."""
+    request = Request(tuple(model.tokenize(prompt)), GREEDY, num_predict=-1)
+    times: list[float] = []
+    generator = model.generate(request)
+    try:
+        async for event in generator:
+            if event.tokens:
+                times.append(time.perf_counter())
+            if len(times) >= n and until():
+                break
+    finally:
+        await generator.aclose()  # a stream cut short is aborted
+    return times
+
+
+async def ask(model: LoadedModel, kind: str, seed: int) -> tuple[float, float]:
+    """One media request: when it was sent and when its first token came."""
     marker = model.media_marker
     assert marker is not None
-    media = await asyncio.to_thread(model.tokenize_media, f"Look: {marker} What is it?", [png(448, 448, seed=seed)])
-    request = Request(cell_keys(media.parts), SamplingParams(temperature=0), num_predict=2, media=media)
-    t0 = time.perf_counter()
-    first = 0.0
+    media = await asyncio.to_thread(model.tokenize_media, f"Look: {marker} What is it?", [medium(kind, seed)])
+    request = Request(cell_keys(media.parts), GREEDY, num_predict=2, media=media)
+    t0, first = time.perf_counter(), 0.0
     async for event in model.generate(request):
         if event.tokens and not first:
-            first = time.perf_counter() - t0
-    return 1e3 * first
+            first = time.perf_counter()
+    return t0, first
 
 
-async def phase(
-    model: LoadedModel, args: argparse.Namespace, images: int, seed: int
-) -> tuple[list[float], list[float]]:
-    streams = [stream(model, f"Tell a story number {i}.", args.tokens) for i in range(args.streams)]
-    gaps_task = asyncio.gather(*streams)
+async def phase(model: LoadedModel, args: argparse.Namespace, kind: str, rounds: int, seed: int) -> Phase:
+    done = asyncio.Event()
+    streams = [stream(model, f"Tell a story number {i}.", args.tokens, done.is_set) for i in range(args.streams)]
+    streams_task = asyncio.gather(*streams)
 
-    async def images_meanwhile() -> list[float]:
-        await asyncio.sleep(0.05)  # let the streams start generating
-        return [await see(model, seed + i) for i in range(images)]
+    async def media_meanwhile() -> list[tuple[float, float]]:
+        try:
+            await asyncio.sleep(0.2)  # the streams generate before the first media request
+            return [await ask(model, kind, seed + i) for i in range(rounds)]
+        finally:
+            done.set()
 
-    gaps, ttft = await asyncio.gather(gaps_task, images_meanwhile())
-    return [g for one in gaps for g in one], ttft
+    times, windows = await asyncio.gather(streams_task, media_meanwhile())
+    return Phase(list(times), windows)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--streams", type=int, default=2)
-    ap.add_argument("--tokens", type=int, default=200)
-    ap.add_argument("--images", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+def report(kind: str, alone: Phase, beside: Phase) -> str:
+    base = [g for times in alone.streams for g in all_gaps(times)]
+    during = [g for times in beside.streams for g in gaps_during(times, beside.windows)]
+    ratio = pct(during, 0.95) / pct(base, 0.95)
+    ttft = ", ".join(f"{1e3 * (first - sent):.0f}" for sent, first in beside.windows)
+    return (
+        f"{kind}: streams alone ITL p50 {statistics.median(base):.1f} ms, p95 {pct(base, 0.95):.1f} ms, "
+        f"max {max(base):.1f} ms ({len(base)} gaps)\n"
+        f"{kind}: during its prefill ITL p50 {statistics.median(during) if during else float('nan'):.1f} ms, "
+        f"p95 {pct(during, 0.95):.1f} ms, max {max(during, default=float('nan')):.1f} ms ({len(during)} gaps); "
+        f"p95 ratio {ratio:.2f}x (target <= {TARGET:.0f}x: {'met' if ratio <= TARGET else 'MISSED'}); "
+        f"{kind} TTFT {ttft} ms"
+    )
+
+
+def run(kind: str, args: argparse.Namespace) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        text = write_gemma3(Path(tmp) / "text.gguf")
-        proj = write_gemma3_projector(Path(tmp) / "mmproj.gguf", n_embd_text=TINY.n_embd, shape=VIT)
+        text, proj = write_models(kind, Path(tmp), shapes(args))
         spec = LoadSpec(
-            path=text, n_slots=args.streams + 1, n_ctx_slot=1024, n_threads=args.threads, projector=proj, cache_bytes=0
+            path=text,
+            n_slots=args.streams + 1,
+            n_ctx_slot=8192,
+            n_threads=args.threads,
+            projector=proj,
+            target_itl_ns=int(args.target_itl_ms * 1e6),
         )
         model = LoadedModel(spec, max_queue=8)
         try:
-            asyncio.run(phase(model, args, 1, 1000))  # warm up (first encode allocates)
-            for name, images in (("alone", 0), ("with image encodes", args.images)):
-                gaps, ttft = asyncio.run(phase(model, args, images, 100 * (images + 1)))
-                print(
-                    f"{name:>20}: ITL p50 {statistics.median(gaps):.2f} ms, p95 {pct(gaps, 0.95):.2f} ms, "
-                    f"max {max(gaps):.2f} ms over {len(gaps)} gaps"
-                    + (f"; image TTFT {', '.join(f'{t:.0f}' for t in ttft)} ms" if ttft else "")
-                )
+            asyncio.run(phase(model, args, kind, 1, 1000))  # warm up: the first encode allocates, costs get measured
+            alone = asyncio.run(phase(model, args, kind, 0, 0))
+            beside = asyncio.run(phase(model, args, kind, args.rounds, 100))
         finally:
             model.close()
+    return report(kind, alone, beside)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--media", default="image,audio", help="comma-separated: image, audio")
+    ap.add_argument("--streams", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=200, help="tokens each stream generates at least")
+    ap.add_argument("--rounds", type=int, default=3, help="media requests, one after another")
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--target-itl-ms", type=float, default=0.0, help="CLLM_TARGET_ITL (0: auto)")
+    args = ap.parse_args()
+    for kind in args.media.split(","):
+        print(run(kind.strip(), args), flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ takes far longer on a CPU than a token step; done on the engine thread it would 
 running stream. Here it runs on a thread of its own (one per projector: an encode writes the
 projector's output buffer), while the engine keeps stepping; a slot whose media item is not
 encoded yet waits at it. The engine thread then decodes the embeddings into the slot's
-sequence, alone, between token steps.
+sequence, in pieces within the step budget (``media_feed``).
 
 Embeddings are kept by media item (its id: the SHA-256 of its bytes, and its tile or window) for
 the few most recent, so that requests sending the same image or clip at once encode it once. This

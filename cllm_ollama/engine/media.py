@@ -34,6 +34,9 @@ class Media(Protocol):
     @property
     def n_pos(self) -> int: ...
 
+    @property
+    def whole(self) -> bool: ...  # its tokens attend both ways (Gemma 3's images): one piece
+
 
 Part = Sequence[int] | Media
 

@@ -61,7 +61,14 @@ class StepTimes:
 def log_step(plan: StepPlan, ns: int) -> None:
     """The step log (debug): what a step carried beside its generating streams, and its time."""
     prompt = {slot.seq_id: n for slot, n in plan.prefills}
-    log.debug("step: %d decode rows, prompt rows %s, %.1f ms", len(plan) - sum(prompt.values()), prompt, ns / 1e6)
+    media = {piece.slot.seq_id: len(piece.rows) for piece in plan.media}
+    log.debug(
+        "step: %d decode rows, prompt rows %s, media rows %s, %.1f ms",
+        len(plan) - sum(prompt.values()),
+        prompt,
+        media,
+        ns / 1e6,
+    )
 
 
 def _rows(plan: StepPlan, rows: list[int]) -> tuple[list[int], list[int], list[int]]:
@@ -237,6 +244,7 @@ class Runner:
                 try:
                     events = self.scheduler.fail_all(str(exc))
                     self.ctx.clear()
+                    self.feed.forget_partial()
                     self.outbox.emit(events)
                 except Exception as fatal:
                     self._stop_dead(fatal)
@@ -263,6 +271,7 @@ class Runner:
         # Published at once: a step that fails below must not lose them (their sinks and
         # samplers would never be released).
         self.outbox.emit(sched.abort(aborts))
+        self.feed.drop_partial(self.ctx, sched.slots)  # before a slot left half-way is saved or reused
         if drained.closing:
             return False
         for request_id, state in drained.loaded:
@@ -306,14 +315,14 @@ class Runner:
     def _step(self, plan: StepPlan) -> list[Event]:
         """Decode ``plan`` (its media first), sample its outputs: the step's events."""
         self.sampling.prime(plan.admitted)
-        failed = self.feed.decode(plan, self.ctx, self.scheduler.fail) if plan.media else []
-        if len(plan) == 0:
-            return failed + self.scheduler.update(plan, ())
         decoded_ns = self.times.decode_ns
-        rows, picks, n_logits = self._decode(plan)
+        failed = self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call) if plan.media else []
+        rows, picks, n_logits = self._decode(plan) if len(plan) else ((), (), 0)  # none: a media piece alone
         t1 = time.perf_counter_ns()
         if log.isEnabledFor(logging.DEBUG):
             log_step(plan, self.times.decode_ns - decoded_ns)
+        if len(plan) == 0:
+            return failed + self.scheduler.update(plan, ())
         sampled = self.sampling.sample(plan, rows, picks, n_logits)
         times = self.times
         times.sample_ns += time.perf_counter_ns() - t1
@@ -323,6 +332,11 @@ class Runner:
         if logprobs:
             events = [replace(e, logprob=logprobs[e.request_id]) if e.request_id in logprobs else e for e in events]
         return events
+
+    def _media_call(self, rows: int, ns: int) -> None:
+        """A media piece's decode: timed as a prompt call (rows without logits) for the budget."""
+        self.times.decode_ns += ns
+        self.budget.observe(rows, True, ns)
 
     def _decode(self, plan: StepPlan) -> tuple[Sequence[int], Sequence[int], int]:
         """Decode ``plan``'s batch in two calls: the prompt rows without logits first, then the rows

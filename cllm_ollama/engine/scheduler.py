@@ -5,7 +5,8 @@ A step has two phases. ``admit`` puts waiting requests into free slots, in arriv
 prefix-reuse component (``prefix.PrefixReuse``) where each prompt's start comes from and which
 KV operations bring it (save, copy, restore, trim); the runner performs them in order and
 reports any that failed. ``plan`` then lays out the batch: one token for every generating slot and prompt
-chunks of admitted ones, rows in sequence-id order. The runner decodes it, samples the
+chunks of admitted ones, rows in sequence-id order, and at most one piece of a media item's
+embeddings, decoded in a call of its own (``media_feed``). The runner decodes it, samples the
 rows marked for output, and hands the tokens back to ``update``.
 
 Doing less work than anyone else is the point of this policy: a prompt's start is taken from
@@ -20,6 +21,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .blocks import BLOCK
 from .disk_cache import DiskCache
@@ -37,6 +39,56 @@ ADMIT_WINDOW = 8
 MAX_PASSED_OVER = 4
 
 
+class MediaPiece(NamedTuple):
+    """Rows ``rows`` of a media item's embeddings (``embd``, all of its rows) to decode into
+    ``slot``'s sequence in this step, in a call of their own (``media_feed``)."""
+
+    slot: Slot
+    item: Media
+    embd: object
+    rows: range
+
+
+def shares(prefilling: list[Slot], budget: int, cap: int, media: MediaPiece | None) -> dict[Slot, int]:
+    """Prompt rows per prefilling slot (in arrival order) within ``budget``, at most ``cap`` each:
+    prompts with the fewest tokens left first (a short chat is not stuck behind a long document;
+    among equals, arrival order), with a quarter of the budget kept for the oldest prompt (none
+    starves). ``media``'s slot takes part, the rows left in its item as its room: an image or an
+    audio window shares a step's prompt rows with other prompts' text as text does."""
+    text = [s for s in prefilling if s.media_due() is None or (media is not None and s is media.slot)]
+    if not text:
+        return {}
+    free = {s: s.chunk_room(cap) if media is None or s is not media.slot else min(len(media.rows), cap) for s in text}
+    granted = dict.fromkeys(text, 0)
+
+    def grant(slot: Slot, rows: int) -> None:
+        nonlocal budget
+        n = max(0, min(rows, free[slot] - granted[slot], budget))
+        granted[slot] += n
+        budget -= n
+
+    oldest, shortest = text[0], sorted(text, key=lambda s: s.prompt_left)  # stable: arrival among equals
+    reserve = min(budget // 4, free[oldest]) if len(text) > 1 else 0
+    budget -= reserve
+    for slot in shortest:
+        grant(slot, budget)
+    budget += reserve
+    for slot in (oldest, *shortest):  # the oldest's quarter, then what it could not take
+        grant(slot, budget)
+    return {slot: n for slot, n in granted.items() if n}
+
+
+def piece_rows(left: int, share: int, cap: int) -> int:
+    """Rows of the next piece of a media item with ``left`` rows to decode, given a ``share`` of
+    the step's prompt rows: at most ``cap`` (and the share), but never a lone row where more are
+    left, nor a lone row left behind (a one-row call takes other CPU kernels than the rest, which
+    the deterministic mode avoids; and a call's fixed cost is not worth one row)."""
+    n = max(min(left, share, cap), min(left, 2))
+    if left - n == 1:
+        n = n - 1 if n > 2 else left
+    return n
+
+
 @dataclass
 class StepPlan:
     """One step: KV operations to perform first, then one llama.cpp batch as parallel arrays."""
@@ -52,9 +104,8 @@ class StepPlan:
     ops: list[KvOp] = field(default_factory=list)
     # Slots that took a new request in this step (the runner sets up their samplers).
     admitted: list[Slot] = field(default_factory=list)
-    # (slot, item, its embeddings): a media item (image or audio window) to decode into the
-    # slot, alone, before the batch.
-    media: list[tuple[Slot, Media, object]] = field(default_factory=list)
+    # A piece of a media item (image or audio window) to decode into its slot before the batch.
+    media: list[MediaPiece] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -310,54 +361,46 @@ class Scheduler:
         return plan
 
     def _chunks(self, prefilling: list[Slot], n_generating: int, room: int, plan: StepPlan) -> dict[int, list[int]]:
-        """The step's prompt chunks by sequence (and its media item, into ``plan``), within the
+        """The step's prompt chunks by sequence (and its media piece, into ``plan``), within the
         step budget: all the room when more requests wait for their first token than streams run
         (a burst of arrivals: a step's stall costs the few streams less than a trickle of prompts
         costs the many)."""
         crowd = len(prefilling) + len(self.waiting) > n_generating
         budget = room if crowd else self.budget.prefill_rows(n_generating, room)
-        budget -= self._media(prefilling, budget, plan)
-        return {slot.seq_id: slot.prompt_chunk(rows) for slot, rows in self._shares(prefilling, budget, room).items()}
+        media = self._media(prefilling, budget)
+        if media is not None and media.item.whole:  # one piece, out of the budget first
+            plan.media.append(media)
+            budget = max(0, budget - len(media.rows))
+            media = None
+        chunks = {}
+        cap = room if self.max_rows is None else min(room, self.max_rows)
+        for slot, rows in shares(prefilling, budget, cap, media).items():
+            if media is not None and slot is media.slot:
+                first = slot.media_rows
+                n = piece_rows(media.item.n_tokens - first, rows, self._media_cap())
+                plan.media.append(media._replace(rows=range(first, first + n)))
+            else:
+                chunks[slot.seq_id] = slot.prompt_chunk(rows)
+        return chunks
 
-    def _media(self, prefilling: list[Slot], budget: int, plan: StepPlan) -> int:
-        """At most one media item a step, decoded on its own before the batch: the oldest prompt's
-        whatever its size (it must get on), another's only within ``budget``. Its tokens."""
+    def _media(self, prefilling: list[Slot], budget: int) -> MediaPiece | None:
+        """The media item that may have a piece decoded in this step (one a step, in a call of its
+        own): the oldest prompt's whose item is encoded, its remaining rows. An item whose tokens
+        attend both ways (``whole``: Gemma 3's images) is one piece whatever its size: the oldest
+        prompt's always, another's only within ``budget``. Any other item's piece is its share of
+        the budget, as a prompt's text would get (``shares``)."""
         for i, slot in enumerate(prefilling):
             item = slot.media_due()
-            if item is None or (i and item.n_tokens > budget):
+            if item is None or (i and item.whole and item.n_tokens > budget):
                 continue
             embd = self._embeddings(slot.request, item)  # type: ignore[arg-type]
             if embd is not None:
-                plan.media.append((slot, item, embd))
-                return item.n_tokens
-        return 0
+                return MediaPiece(slot, item, embd, range(slot.media_rows, item.n_tokens))
+        return None
 
-    def _shares(self, prefilling: list[Slot], budget: int, room: int) -> dict[Slot, int]:
-        """Prompt rows per prefilling slot within ``budget``: prompts with the fewest tokens left
-        first (a short chat is not stuck behind a long document; among equals, arrival order),
-        with a quarter of the budget kept for the oldest prompt (none starves)."""
-        cap = room if self.max_rows is None else min(room, self.max_rows)
-        text = [s for s in prefilling if s.media_due() is None]
-        if not text:
-            return {}
-        free = {s: s.chunk_room(cap) for s in text}
-        shares = dict.fromkeys(text, 0)
-
-        def grant(slot: Slot, rows: int) -> None:
-            nonlocal budget
-            n = max(0, min(rows, free[slot] - shares[slot], budget))
-            shares[slot] += n
-            budget -= n
-
-        oldest, shortest = text[0], sorted(text, key=lambda s: s.prompt_left)  # stable: arrival among equals
-        reserve = min(budget // 4, free[oldest]) if len(text) > 1 else 0
-        budget -= reserve
-        for slot in shortest:
-            grant(slot, budget)
-        budget += reserve
-        for slot in (oldest, *shortest):  # the oldest's quarter, then what it could not take
-            grant(slot, budget)
-        return {slot: n for slot, n in shares.items() if n}
+    def _media_cap(self) -> int:
+        """The most rows of a media piece: a batch (its call is its own), 63 in the deterministic mode."""
+        return self.n_batch if self.max_rows is None else min(self.n_batch, self.max_rows)
 
     def schedule(self) -> StepPlan:
         """Both phases at once, for callers with no KV operations to perform in between."""
@@ -369,8 +412,8 @@ class Scheduler:
         now = self._clock()
         for slot, n in plan.prefills:
             slot.advance_prompt(n)
-        for slot, item, _ in plan.media:
-            slot.advance_media(item)
+        for piece in plan.media:
+            piece.slot.advance_media(piece.item, len(piece.rows))
         events: list[Event] = []
         for (slot, _row), token in zip(plan.outputs, sampled, strict=True):
             request = slot.request

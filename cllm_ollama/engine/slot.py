@@ -102,6 +102,9 @@ class Slot:
         self.n_past = 0
         # Cells minus positions so far (images of M-RoPE models take fewer positions than cells).
         self.shift = 0
+        # Rows of the media item due (``media_due``) decoded so far: an item is decoded in pieces
+        # over steps, and counts in ``n_past`` (and ``chain``) only once it is whole.
+        self.media_rows = 0
         self.limit = n_ctx
         self.last_token = -1
         self.n_generated = 0
@@ -155,6 +158,7 @@ class Slot:
         self.chain.truncate(n_reuse)
         self.n_past = n_reuse
         self.shift = n_reuse - request.position_after(n_reuse)
+        self.media_rows = 0
         self._prompt_cached = n_reuse
         self.n_generated = 0
         self.last_token = -1
@@ -171,6 +175,7 @@ class Slot:
         self.chain = TokenChain(self.request.prompt[:n], self.request.prefix_keys)
         self.n_past = n
         self.shift = n - self.request.position_after(n)
+        self.media_rows = 0
         self._prompt_cached = n
         self.prefix_source = source
 
@@ -182,6 +187,7 @@ class Slot:
         self.chain.clear()
         self.n_past = 0
         self.shift = 0
+        self.media_rows = 0
         self._prompt_cached = 0
 
     def prompt_chunk(self, budget: int) -> list[int]:
@@ -199,16 +205,22 @@ class Slot:
 
     @property
     def prompt_left(self) -> int:
-        """Prompt tokens not decoded yet."""
-        return len(self.request.prompt) - self.n_past if self.request is not None else 0
+        """Prompt tokens not decoded yet (a media item's decoded rows not counted)."""
+        return len(self.request.prompt) - self.n_past - self.media_rows if self.request is not None else 0
 
     def media_due(self) -> Media | None:
         """The media item (image or audio window) that starts where the prompt stands, if one does."""
         return self.request.media_items.get(self.n_past) if self.request is not None else None
 
-    def advance_media(self, item: Media) -> None:
-        """Record that ``item`` (the one due) was decoded: its cells, and its positions."""
+    def advance_media(self, item: Media, rows: int) -> None:
+        """Record that ``rows`` more rows of ``item`` (the one due) were decoded; once it is whole,
+        its cells and its positions."""
         assert self.request is not None and self.state is SlotState.PREFILL and self.media_due() is item
+        self.media_rows += rows
+        assert self.media_rows <= item.n_tokens
+        if self.media_rows < item.n_tokens:
+            return
+        self.media_rows = 0
         self.chain.extend(self.request.prompt[self.n_past : self.n_past + item.n_tokens])
         self.n_past += item.n_tokens
         self.shift += item.n_tokens - item.n_pos

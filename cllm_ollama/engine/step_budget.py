@@ -6,7 +6,9 @@ time (the inter-token latency a stream sees). With nothing generating, prompts r
 
 The runner times each ``llama_decode`` call (``StepCosts.observe``); a step that carries prompt
 rows is two calls (the prompt rows, then the rows whose logits are sampled: ``runner._decode``), so
-its time is the cost of the prompt call plus the cost of the decode call. The costs are kept apart
+its time is the cost of the prompt call plus the cost of the decode call; a piece of a media
+item's embeddings is a third call, before them (``media_feed``), whose rows come out of the same
+prompt rows and are timed as a prompt call. The costs are kept apart
 for the two kinds of call: prompt rows attend over their whole chunk and can sit deep in a long
 context, decode rows do not.
 """

@@ -83,7 +83,7 @@ class CountedMedia:
     def encode(self, item: Any) -> Any:
         raise NotImplementedError
 
-    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int, rows: range | None = None) -> int:
         raise NotImplementedError
 
     def close(self) -> None:

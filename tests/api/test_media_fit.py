@@ -39,6 +39,7 @@ class Item:
     id: str
     n_tokens: int
     n_pos: int
+    whole: bool = False
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Tokenized:
     def encode(self, item: Any) -> Any:
         raise NotImplementedError
 
-    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int, rows: range | None = None) -> int:
         raise NotImplementedError
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ class Image:
     id: str
     n_tokens: int
     n_pos: int
+    whole: bool = False
 
 
 def image(data: bytes, n_tokens: int = 4, n_pos: int | None = None) -> Image:

@@ -41,8 +41,8 @@ class Continued:
     def encode(self, item: Any) -> Any:
         return self.media.encode(item)
 
-    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
-        return self.media.decode(ctx, item, embd, pos, seq_id)
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int, rows: range | None = None) -> int:
+        return self.media.decode(ctx, item, embd, pos, seq_id, rows)
 
     def close(self) -> None:
         self.media.close()

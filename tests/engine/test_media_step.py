@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel
 from polling import until
 from test_media import Image, image
@@ -18,11 +19,13 @@ from test_media import Image, image
 from cllm_ollama.engine.encoder import ENCODE_AHEAD, KEPT_MEDIA, EncodeFailed, MediaEncoder
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
+from cllm_ollama.engine.media_feed import MediaFeed
 from cllm_ollama.engine.prefix import Trim
 from cllm_ollama.engine.request import Event, FinishReason, MediaInput, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.engine.scheduler import Scheduler
 from cllm_ollama.engine.slot import SlotState
+from cllm_ollama.engine.step_budget import StepBudget
 
 
 @dataclass(eq=False)
@@ -41,7 +44,7 @@ class Prompt:
         self.encoded.append(item.id)
         return f"embd-{item.id[:6]}"
 
-    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int, rows: range | None = None) -> int:
         raise AssertionError("the scheduler never decodes")
 
     def close(self) -> None:
@@ -78,7 +81,7 @@ def test_an_image_is_decoded_alone_once_encoded_and_mrope_positions_trail_the_ce
     assert len(plan) == 0 and not plan.media
     ready[cat.id] = "embd"
     plan = s.schedule()
-    assert [(slot.seq_id, item, embd) for slot, item, embd in plan.media] == [(0, cat, "embd")]
+    assert [(slot.seq_id, item, embd, rows) for slot, item, embd, rows in plan.media] == [(0, cat, "embd", range(6))]
     assert len(plan) == 0  # the image's decode is a step of its own
     s.update(plan, [])
     slot = s.slots[0]
@@ -182,10 +185,10 @@ class Decoding(Prompt):
     def __init__(self, parts: list[Any]) -> None:
         super().__init__(parts)
         self.gate.set()
-        self.decoded: list[tuple[str, int, int, str]] = []
+        self.decoded: list[tuple[str, int, int, str, range | None]] = []
 
-    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int) -> int:
-        self.decoded.append((threading.current_thread().name, pos, seq_id, embd))
+    def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int, rows: range | None = None) -> int:
+        self.decoded.append((threading.current_thread().name, pos, seq_id, embd, rows))
         return pos + item.n_pos
 
 
@@ -226,7 +229,7 @@ def test_the_runner_decodes_images_on_its_thread_and_a_failed_one_ends_only_its_
             ends[key] = events[-1]
         assert ends[id(good)].finish is FinishReason.LENGTH and ends[id(None)].finish is FinishReason.LENGTH
         assert ends[id(broken)].finish is FinishReason.ERROR and ends[id(broken)].error == "the projector refused"
-        assert [(thread.startswith("cllm-engine"), pos, embd) for thread, pos, _, embd in good.decoded] == [
+        assert [(thread.startswith("cllm-engine"), pos, embd) for thread, pos, _, embd, _ in good.decoded] == [
             (True, 2, f"embd-{cat.id[:6]}")
         ]
         assert ends[id(good)].stats is not None and ends[id(good)].stats.prompt_tokens == 9  # image cells count
@@ -256,6 +259,143 @@ def test_a_long_clips_windows_are_encoded_a_few_ahead_each_once_and_decoded_in_o
             events.append(sink.queue.get(timeout=10))  # type: ignore[attr-defined]
         assert events[-1].finish is FinishReason.LENGTH
         assert prompt.encoded == [w.id for w in windows]  # each once, in order
-        assert [embd for _, _, _, embd in prompt.decoded] == [f"embd-{w.id[:6]}" for w in windows]
+        assert [embd for _, _, _, embd, _ in prompt.decoded] == [f"embd-{w.id[:6]}" for w in windows]
     finally:
         runner.close()
+
+
+def beside_a_stream(
+    ready: dict[str, object], cap: int, max_rows: int | None = None, streams: int = 1, n_slots: int = 2
+) -> Scheduler:
+    """A scheduler whose steps carry ``cap`` prompt rows beside generating streams (the first slots')."""
+    clock = iter(range(0, 10**9, 1000))
+    s = Scheduler(
+        n_slots,
+        256,
+        128,
+        lambda t: b"x",
+        lambda t: False,
+        clock=lambda: next(clock),
+        budget=StepBudget(cap=cap),
+        embeddings=lambda request, item: ready.get(item.id),
+        max_rows=max_rows,
+    )
+    for i in range(streams):
+        s.add(Request((1, 2, 3 + i), SamplingParams(temperature=0), num_predict=100))
+    plan = s.schedule()
+    s.update(plan, [5] * streams)
+    assert all(s.slots[i].state is SlotState.GENERATING for i in range(streams))
+    return s
+
+
+def pieces_until_text(s: Scheduler) -> list[tuple[range, int, int]]:
+    """Step until the image prompt (slot 1) has decoded its image: each step's media piece's rows,
+    the stream's decode rows beside it, and slot 1's cells counted after the step."""
+    seen: list[tuple[range, int, int]] = []
+    for _ in range(50):
+        plan = s.schedule()
+        if not plan.media:
+            return seen
+        (piece,) = plan.media
+        assert piece.slot.seq_id == 1 and piece.embd == "embd"
+        seen.append((piece.rows, len(plan.outputs), 0))
+        s.update(plan, [5] * len(plan.outputs))
+        seen[-1] = (piece.rows, seen[-1][1], s.slots[1].n_past)
+    raise AssertionError("the image never finished")
+
+
+def test_an_image_is_decoded_in_pieces_of_the_budget_beside_a_generating_stream() -> None:
+    cat = image(b"cat", n_tokens=17, n_pos=5)  # M-RoPE: its positions are its start's until it is whole
+    s = beside_a_stream({cat.id: "embd"}, cap=8)
+    s.add(media_request([(7, 8), cat, (9,)], num_predict=2))
+    plan = s.schedule()
+    assert plan.prefills == [(s.slots[1], 2)] and not plan.media  # the text before the image
+    s.update(plan, [5])
+    steps = pieces_until_text(s)
+    # Rows in order, 8 a step, never a lone row left for a step of its own (8, then 7 and 2, not 8 and 1);
+    # every piece beside the stream's token; the image counted in the slot only once whole.
+    assert steps == [(range(0, 8), 1, 2), (range(8, 15), 1, 2), (range(15, 17), 1, 19)]
+    assert s.slots[1].pos == 2 + 5
+    plan = s.schedule()
+    assert plan.prefills == [(s.slots[1], 1)] and plan.positions[-1] == 7  # the text after it, at its position
+
+
+def test_an_image_whose_tokens_attend_both_ways_is_one_piece_whatever_the_budget() -> None:
+    cat = replace(image(b"cat", n_tokens=40), whole=True)
+    s = beside_a_stream({cat.id: "embd"}, cap=8)
+    s.add(media_request([(7, 8), cat, (9,)], num_predict=2))
+    s.update(s.schedule(), [5])
+    assert pieces_until_text(s) == [(range(0, 40), 1, 42)]
+
+
+def test_the_deterministic_mode_keeps_a_piece_under_its_row_limit_even_at_full_width() -> None:
+    cat = image(b"cat", n_tokens=100)
+    ready = {cat.id: "embd"}
+    clock = iter(range(0, 10**9, 1000))
+    s = Scheduler(
+        1,
+        256,
+        128,
+        lambda t: b"x",
+        lambda t: False,
+        clock=lambda: next(clock),
+        embeddings=lambda r, i: ready.get(i.id),
+        max_rows=63,
+    )
+    s.add(media_request([cat, (9,)], num_predict=2))
+    sizes = []
+    while (plan := s.schedule()).media:
+        sizes.append(len(plan.media[0].rows))
+        s.update(plan, [])
+    assert sizes == [63, 37]
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_the_rows_of_an_image_left_half_decoded_are_removed_before_the_slot_is_reused(recurrent: bool) -> None:
+    cat = image(b"cat", n_tokens=20, n_pos=4)
+    s = beside_a_stream({cat.id: "embd"}, cap=8)
+    request = media_request([(7, 8), cat, (9,)], num_predict=2)
+    prompt = Decoding(list(request.media.parts))  # type: ignore[union-attr]
+    request = replace(request, media=prompt)
+    s.add(request)
+    s.update(s.schedule(), [5])
+    feed = MediaFeed(False, lambda: None, "test")
+    ctx = FakeContext(FakeModel(), n_seq_max=2, n_ctx_seq=256, n_batch=128, n_threads=1)  # type: ignore[arg-type]
+    removed: list[tuple[int, int]] = []
+
+    def seq_rm(seq_id: int, p0: int, p1: int = -1) -> bool:
+        removed.append((seq_id, p0))
+        return not recurrent  # recurrent memory cannot drop part of a sequence
+
+    ctx.seq_rm = seq_rm  # type: ignore[method-assign]
+    ctx.seq_clear = lambda seq_id: removed.append((seq_id, -1))  # type: ignore[method-assign]
+    plan = s.schedule()
+    assert feed.decode(plan, ctx, s.fail, lambda rows, ns: None) == []  # type: ignore[arg-type]
+    assert [(pos, rows) for _, pos, _, _, rows in prompt.decoded] == [(2, range(0, 8))]
+    s.update(plan, [5])
+    feed.drop_partial(ctx, s.slots)  # type: ignore[arg-type]
+    assert removed == [] and feed.partial == {1: (request.id, 2)}  # still decoding: kept
+    s.abort([request.id])
+    feed.drop_partial(ctx, s.slots)  # type: ignore[arg-type]
+    if recurrent:  # the state took the rows in: the whole sequence goes, and the slot holds nothing
+        assert removed == [(1, 2), (1, -1)] and feed.partial == {} and s.slots[1].cached == []
+    else:  # from the image's first position on; the slot counts the text before it, no part of the image
+        assert removed == [(1, 2)] and feed.partial == {} and len(s.slots[1].cached) == 2
+
+
+def test_a_short_chat_shares_the_step_with_a_long_audio_window_and_neither_waits() -> None:
+    """A media item takes part in the sharing of a step's prompt rows as text does: the chat that
+    arrives while a 100-row window is being decoded beside two streams gets its rows at once
+    (fewest left first), and the window keeps the oldest prompt's quarter."""
+    window = image(b"audio window", n_tokens=100)
+    s = beside_a_stream({window.id: "embd"}, cap=16, streams=2, n_slots=4)
+    s.add(media_request([(7, 8), window, (9,)], num_predict=2))
+    s.update(s.schedule(), [5, 5])  # the text before the window
+    plan = s.schedule()
+    assert [len(p.rows) for p in plan.media] == [16] and not plan.prefills  # alone: the whole budget
+    s.update(plan, [5] * len(plan.outputs))
+    s.add(Request(tuple(range(20, 30)), SamplingParams(temperature=0), num_predict=2))
+    plan = s.schedule()
+    assert [(p.slot.seq_id, p.rows) for p in plan.media] == [(2, range(16, 22))]  # its quarter, and the rest
+    assert [(slot.seq_id, n) for slot, n in plan.prefills] == [(3, 10)]  # the chat whole, in one step
+    assert len(plan.outputs) == 3  # the streams' tokens, and the chat's first

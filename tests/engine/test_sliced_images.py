@@ -116,9 +116,11 @@ def test_the_engine_decodes_each_tile_s_own_embeddings(slicing: Projector, promp
         def encode(self, item: MediaItem) -> np.ndarray:
             return self.media.encode(item)
 
-        def decode(self, ctx: Any, item: MediaItem, embd: np.ndarray, pos: int, seq_id: int) -> int:
+        def decode(
+            self, ctx: Any, item: MediaItem, embd: np.ndarray, pos: int, seq_id: int, rows: range | None = None
+        ) -> int:
             self.decoded[item.index] = np.array(embd)
-            return self.media.decode(ctx, item, embd, pos, seq_id)
+            return self.media.decode(ctx, item, embd, pos, seq_id, rows)
 
         def close(self) -> None:
             self.media.close()

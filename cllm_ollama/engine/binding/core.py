@@ -507,6 +507,40 @@ class Context:
             reason = {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(rc, "compute error")
             raise EngineError(f"llama_decode failed ({rc}): {reason}")
 
+    def decode_embeddings(self, embd: np.ndarray, positions: np.ndarray, seq_id: int) -> None:
+        """Decode rows of input embeddings (``(rows, n_embd)`` float32) into ``seq_id``, no logits:
+        a media chunk's rows, or some of them. ``positions`` is ``(sections, rows)``: one section,
+        or four for M-RoPE models (llama.cpp reads an embedding batch's positions section-major).
+        A batch holds token ids or embeddings, never both: text goes through ``decode``."""
+        n = embd.shape[0]
+        if n > self.n_batch:
+            raise EngineError(f"{n} embedding rows exceed the batch ({self.n_batch})")
+        rows = np.ascontiguousarray(embd, dtype=np.float32)
+        pos = np.ascontiguousarray(positions, dtype=np.int32).reshape(-1)
+        seq = np.full(1, seq_id, dtype=np.int32)
+        int_p = ctypes.POINTER(ctypes.c_int32)
+        seq_ptr = seq.ctypes.data_as(int_p)
+        n_seq_id = np.ones(n, dtype=np.int32)
+        logits = np.zeros(n, dtype=np.int8)
+        struct = ll.llama_batch(
+            n_tokens=n,
+            token=None,
+            embd=rows.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+            pos=pos.ctypes.data_as(int_p),
+            n_seq_id=n_seq_id.ctypes.data_as(int_p),
+            seq_id=(int_p * (n + 1))(*([seq_ptr] * n)),
+            logits=logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)),
+        )
+        Context.decoded = True
+        rc = ll.llama_decode(self._ptr, struct)
+        if rc != 0:
+            reason = {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(rc, "compute error")
+            raise EngineError(f"llama_decode of embeddings failed ({rc}): {reason}")
+
+    def causal_attention(self, causal: bool) -> None:
+        """Switch causal attention for the whole context (Gemma 3's images attend both ways)."""
+        ll.llama_set_causal_attn(self._ptr, causal)
+
     def logits(self, n_outputs: int) -> np.ndarray:
         """Rows of logits for the batch's output tokens, in batch order (a view: read it now)."""
         ptr = ll.llama_get_logits(self._ptr)

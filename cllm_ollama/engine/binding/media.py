@@ -104,6 +104,8 @@ class MediaItem:
     n_pos: int
     index: int  # the chunk's place in its ``MediaPrompt``
     kind: str = "image"  # or "audio"
+    # Its tokens attend to each other both ways (Gemma 3's images): decoded in one piece, alone.
+    whole: bool = False
 
 
 class MediaPrompt:
@@ -136,6 +138,7 @@ class MediaPrompt:
                         n_pos=int(mtmd.mtmd_input_chunk_get_n_pos(chunk)),
                         index=i,
                         kind="audio" if kind == mtmd.MTMD_INPUT_CHUNK_TYPE_AUDIO else "image",
+                        whole=bool(mtmd.mtmd_decode_use_non_causal(projector.ptr, chunk)),
                     )
                 )
         self.parts: tuple[TextRun | MediaItem, ...] = tuple(parts)
@@ -156,39 +159,66 @@ class MediaPrompt:
         embd = np.ctypeslib.as_array(ptr, shape=(item.n_tokens, proj.n_embd)).copy()
         return embd if np.isfinite(embd).all() else mend_image_breaks(embd, proj.image_break)
 
-    def decode(self, ctx: Context, item: MediaItem, embd: np.ndarray, pos: int, seq_id: int) -> int:
-        """Decode a media chunk's embeddings into ``seq_id`` from position ``pos``; the position after it.
+    def decode(
+        self, ctx: Context, item: MediaItem, embd: np.ndarray, pos: int, seq_id: int, rows: range | None = None
+    ) -> int:
+        """Decode ``rows`` (all by default) of a media chunk's embeddings into ``seq_id``, the chunk
+        starting at position ``pos``; the position after the chunk.
 
-        libmtmd's helper does what the model needs, as llama-server does: non-causal attention over
-        the image for Gemma 3 (switched on for this decode only: it applies to the whole context,
-        so no other sequence may decode in the same call), 2-D M-RoPE positions for Qwen-VL
-        images, 1-D ones for audio. No logits: a prompt's last chunk is text.
+        What libmtmd's ``mtmd_helper_decode_image_chunk`` does for a whole chunk, as llama-server
+        does, but a piece at a time, so that the engine can spread a chunk over steps: positions
+        are computed for the whole chunk as the helper computes them (``_positions``) and the
+        piece's are taken. Rows must come in order: each attends to the rows before it (an M-RoPE
+        image's causal mask is raster order, which is row order). A ``whole`` chunk (Gemma 3's
+        non-causal images) is decoded in one piece, its attention switched for this decode only:
+        it applies to the whole context, so no other sequence may decode in the same call. No
+        logits: a prompt's last chunk is text.
         """
-        mtmd = _mtmd()
         embd = np.ascontiguousarray(embd, dtype=np.float32)
         if embd.shape != (item.n_tokens, self._projector.n_embd):
             raise EngineError(f"embeddings of shape {embd.shape} for an {item.kind} of {item.n_tokens} tokens")
-        if item.n_tokens > ctx.n_ubatch and self._projector.non_causal(self, item):
-            # The helper would split the image over micro-batches, each seeing only its own part.
+        rows = range(item.n_tokens) if rows is None else rows
+        if rows.step != 1 or not 0 <= rows.start < rows.stop <= item.n_tokens:
+            raise EngineError(f"rows {rows.start}..{rows.stop} of an {item.kind} of {item.n_tokens} tokens")
+        if item.whole and len(rows) != item.n_tokens:
+            raise EngineError(f"an {item.kind} whose tokens attend both ways is decoded whole, not in pieces")
+        if item.whole and item.n_tokens > ctx.n_ubatch:
+            # llama.cpp would split the image over micro-batches, each seeing only its own part.
             raise EngineError(
                 f"an image of {item.n_tokens} tokens needs micro-batches of as many (n_ubatch {ctx.n_ubatch})"
             )
-        new_pos = ll.llama_pos(0)
-        rc = mtmd.mtmd_helper_decode_image_chunk(
-            self._projector.ptr,
-            ctx.ptr,
-            self._chunk(item),
-            embd.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-            pos,
-            seq_id,
-            ctx.n_batch,
-            ctypes.byref(new_pos),
-            mtmd.mtmd_helper_post_decode_callback(),  # NULL: no callback
-            None,
-        )
-        if rc != 0:
-            raise EngineError(f"decoding {item.kind} {item.id[:12]} failed ({rc})")
-        return int(new_pos.value)
+        positions = self._positions(item, pos)
+        if item.whole:
+            ctx.causal_attention(False)
+        try:
+            for start in range(rows.start, rows.stop, ctx.n_batch):
+                stop = min(start + ctx.n_batch, rows.stop)
+                ctx.decode_embeddings(embd[start:stop], positions[:, start:stop], seq_id)
+        finally:
+            if item.whole:
+                ctx.causal_attention(True)
+        return pos + item.n_pos
+
+    def _positions(self, item: MediaItem, pos: int) -> np.ndarray:
+        """The positions of a chunk's rows from ``pos``, ``(sections, n_tokens)`` int32, as
+        ``mtmd_helper_decode_image_chunk`` sets them: one section, ``pos + i``, for most models;
+        for M-RoPE models (``mtmd_decode_use_mrope``: Qwen2-VL, Qwen2.5-VL, Qwen3-VL) four, in
+        the order t, y, x, z: libmtmd's decoder positions for an image (t the chunk's start, y and
+        x its row and column from it), ``pos + i`` in all four for audio."""
+        n = item.n_tokens
+        flat = pos + np.arange(n, dtype=np.int32)
+        if not self._projector.uses_mrope:
+            return flat[None, :]
+        if item.kind == "audio":
+            return np.tile(flat, (4, 1))
+        mtmd = _mtmd()
+        image = mtmd.mtmd_input_chunk_get_tokens_image(self._chunk(item))
+        if not image:
+            raise EngineError(f"image {item.id[:12]} has no image tokens")
+        out = (mtmd.mtmd_decoder_pos * n)()
+        mtmd.mtmd_helper_image_get_decoder_pos(image, pos, out)
+        txyz = np.frombuffer(out, dtype=np.uint32).reshape(n, 4)
+        return np.ascontiguousarray(txyz[:, [0, 2, 1, 3]].T.astype(np.int32))
 
     def eval_all(self, ctx: Context, pos: int, seq_id: int) -> int:
         """The whole prompt into ``seq_id`` the way libmtmd's own helper does it (logits for the

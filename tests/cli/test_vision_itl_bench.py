@@ -1,0 +1,49 @@
+"""bench/vision_itl.py's parts, without measuring anything: the models it writes make a 256-token
+image (M-RoPE, decoded in pieces) and a 750-token audio window, and it counts a stream's gaps as
+"during a prefill" by when they end."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import vision_itl
+
+from cllm_ollama.engine.binding import Context, MediaItem, Model, Projector
+from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS
+
+
+def test_gaps_count_as_during_a_prefill_by_when_they_end() -> None:
+    times = [0.0, 0.010, 0.020, 0.120, 0.130]
+    assert vision_itl.all_gaps(times) == pytest.approx([10, 10, 100, 10])
+    assert vision_itl.gaps_during(times, [(0.015, 0.125)]) == pytest.approx([10, 100])
+    assert vision_itl.gaps_during(times, []) == []
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(("kind", "tokens"), [("image", 256), ("audio", AUDIO_TOKENS)])
+def test_the_bench_models_make_the_media_the_issue_is_about(kind: str, tokens: int, tmp_path: Path) -> None:
+    small = vision_itl.shapes(argparse.Namespace(layers=1, width=64))
+    text, mmproj = vision_itl.write_models(kind, tmp_path, small)
+    model = Model(text)
+    projector = Projector(model, mmproj, n_threads=1)
+    try:
+        prompt = projector.tokenize(f"Look: {projector.marker} What is it?", [vision_itl.medium(kind, 1)])
+        ctx = Context(model, n_seq_max=1, n_ctx_seq=1024, n_batch=256, n_threads=1)
+        try:
+            (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
+            assert item.n_tokens == tokens and not item.whole and item.kind == kind
+            assert projector.uses_mrope == (kind == "image")
+            assert prompt.eval_all(ctx, 0, 0) == prompt.n_pos and np.isfinite(ctx.logits(1)).all()
+        finally:
+            ctx.close()
+            prompt.close()
+    finally:
+        projector.close()
+        model.close()
