@@ -15,12 +15,29 @@ lone output row with a second one: the output product then has two rows as well.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+log = logging.getLogger("cllm.engine")
 
 # One less than ggml's CPU flash-attention query tile (GGML_FA_TILE_Q): the most rows of one
 # sequence a step holds in the mode.
 MAX_ROWS = 63
+
+
+def shapes_steps(deterministic: bool, *, recurrent: bool, name: str) -> bool:
+    """Whether a runner in the mode shapes its steps. Not for a recurrent or hybrid model: its
+    state cannot drop a throw-away pad token (llama.cpp refuses the padded batch: "inconsistent
+    sequence positions"), so every request would fail. Such a model still runs its weights as
+    stored, but its answers may change with what shares a step, and the log says so."""
+    if deterministic and recurrent:
+        log.warning(
+            "%s has recurrent state, which cannot drop the deterministic mode's pad tokens: "
+            "its steps are not shaped, and its answers may vary with what else runs",
+            name,
+        )
+    return deterministic and not recurrent
 
 
 @dataclass

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from .binding import Batch, Context, Lora, Model, Sampler, with_adapters
 from .frontdoor import LoadSpec, Occupancy
 from .inbox import Add, Inbox
-from .invariance import MAX_ROWS, shape
+from .invariance import MAX_ROWS, shape, shapes_steps
 from .kv_store import KvStore
 from .media_feed import MediaFeed
 from .outbox import Outbox, Sink
@@ -97,7 +97,7 @@ class Runner:
         # Every generating slot puts a token in each batch: a batch smaller than the slot count
         # would trip llama.cpp's n_batch assertion (a process abort), whatever num_batch says.
         # The deterministic mode pads a step by up to a row a slot, and keeps it to one ubatch.
-        self.invariant = spec.deterministic
+        self.invariant = shapes_steps(spec.deterministic, recurrent=model.is_recurrent, name=model.path.name)
         n_batch = min(max(spec.n_batch, 2 * spec.n_slots), 512) if self.invariant else max(spec.n_batch, spec.n_slots)
         self.inbox = Inbox()
         self.times = StepTimes()

@@ -287,3 +287,22 @@ def test_an_swa_conversation_is_restored_from_the_host_cache(swa_path: Path, swa
         assert runner.scheduler.stats.restored >= len(first)
     finally:
         close(runner)
+
+
+@pytest.mark.parametrize("writer", [write_mamba, write_jamba], ids=["mamba", "jamba"])
+def test_the_deterministic_mode_serves_recurrent_models(
+    writer: Callable[..., Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The mode's pad tokens cannot be dropped from a recurrent state: padded, every step failed
+    # ("invalid batch"). Unshaped, such a model answers, as cold, and the log says why.
+    runner = make_runner(writer(tmp_path / "m.gguf", endless=True), n_slots=2, deterministic=True)
+    try:
+        assert not runner.invariant
+        assert "cannot drop the deterministic mode's pad tokens" in caplog.text
+        prompts = distinct_prompts(runner.model)[:2]
+        sinks = [submit(runner, Request(p, GREEDY, num_predict=N)) for p in prompts]
+        results = [tokens_of(drain(s)) for s in sinks]
+        with cold_llm(runner.model.path) as llm:
+            assert results == [cold_tokens(llm, p) for p in prompts]
+    finally:
+        close(runner)
