@@ -16,6 +16,9 @@ import ollama
 import pytest
 from scripted import scripted_server
 
+from cllm_ollama.engine.request import Request
+from cllm_ollama.model_families import FAMILIES as FORMATS
+
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
@@ -63,6 +66,11 @@ FAMILIES = [
 ]
 
 
+# Each family's engine requests, and its script (``served``).
+SEEN: dict[str, list[Request]] = {}
+SCRIPTS: dict[str, list[str | BaseException]] = {}
+
+
 def tokens(text: str) -> list[str]:
     """The output in small pieces, as an engine streams it (marks split across pieces too)."""
     return [text[i : i + 3] for i in range(0, len(text), 3)]
@@ -73,8 +81,10 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     family: Family = request.param
     template = (TEMPLATES / f"{family.name}.jinja").read_text()
     root = tmp_path_factory.mktemp(family.name)
-    with scripted_server(root, MODEL, chat_template=template, n_ctx=4096) as (url, script):
+    seen = SEEN.setdefault(family.name, [])
+    with scripted_server(root, MODEL, chat_template=template, n_ctx=4096, seen=seen) as (url, script):
         script[:] = tokens(family.output)
+        SCRIPTS[family.name] = script
         yield url, family
 
 
@@ -174,6 +184,36 @@ def test_anthropic_messages(served: tuple[str, Family], stream: bool) -> None:
     assert blocks["text"].text.strip() == TEXT  # type: ignore[union-attr]
     assert (blocks["tool_use"].name, blocks["tool_use"].input) == ("get_weather", ARGS)  # type: ignore[union-attr]
     assert message.stop_reason == "tool_use"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_forced_call_is_asked_for_in_the_family_syntax(served: tuple[str, Family], stream: bool) -> None:
+    """``tool_choice`` naming the function: the engine gets a grammar whose every text opens with
+    the family's own call mark (the grammar's texts parse back by ``test_call_grammar``), and the
+    call the model writes under it comes back as a call, with no text."""
+    url, family = served
+    mark = FORMATS[family.name].tool_block[0]
+    script = SCRIPTS[family.name]
+    played = list(script)
+    script[:] = tokens(family.output[family.output.index(mark) :])
+    try:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="ollama", max_retries=0, timeout=60)
+        kwargs: dict[str, Any] = {"model": MODEL, "messages": ASK, "tools": [TOOL], "reasoning_effort": "none"}
+        kwargs["tool_choice"] = {"type": "function", "function": {"name": "get_weather"}}
+        if stream:
+            deltas = [c.choices[0].delta for c in client.chat.completions.create(**kwargs, stream=True) if c.choices]
+            content = "".join(d.content or "" for d in deltas)
+            calls = [(t.function.name, json.loads(t.function.arguments)) for d in deltas for t in d.tool_calls or []]
+        else:
+            message = client.chat.completions.create(**kwargs).choices[0].message
+            content = message.content or ""
+            calls = [(t.function.name, json.loads(t.function.arguments)) for t in message.tool_calls or []]
+    finally:
+        script[:] = played
+    assert (content.strip(), calls) == ("", [("get_weather", ARGS)])
+    grammar = SEEN[family.name][-1].sampling.grammar or ""
+    root = grammar.splitlines()[0]
+    assert root.startswith("root ::= ") and json.dumps(mark)[:-1] in root.split()[2], root
 
 
 NO_TOOLS_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
