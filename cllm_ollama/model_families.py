@@ -154,7 +154,8 @@ FAMILIES: dict[str, Family] = {
             parser="blocks",
             parser_marks=("<arg_key>",),
             tool_block=("<tool_call>", "</tool_call>"),
-            ollama_parsers=(("glm-4.7", True), ("laguna", True)),
+            # Laguna writes GLM's calls; poolside-v1 is Ollama's name for its v8 (LagunaV8Parser).
+            ollama_parsers=(("glm-4.7", True), ("laguna", True), ("poolside-v1", True)),
         ),
         Family(
             "deepseek",

@@ -77,7 +77,10 @@ _GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>"
 
 
 def parse_glm(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None:
-    """GLM-4.5/4.6: ``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...``."""
+    """GLM-4.5/4.6: ``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...``; or a JSON call
+    object, ``{"name": ..., "arguments": {...}}``, which Laguna also writes in the block."""
+    if block.lstrip().startswith("{"):
+        return _json_call(block)
     name, _, rest = block.strip().partition("<arg_key>")
     name = name.strip()
     if not name or "\n" in name:
@@ -85,6 +88,18 @@ def parse_glm(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None
     properties = _properties(tools, name)
     arguments = {k.strip(): _typed(v, properties.get(k.strip())) for k, v in _GLM_ARG.findall("<arg_key>" + rest)}
     return [_call(name, arguments)]
+
+
+def _json_call(block: str) -> list[Call] | None:
+    """One call as a JSON object ``{"name": NAME, "arguments": {...}}`` (no arguments: none)."""
+    try:
+        decoded = json.loads(block)
+    except ValueError:
+        return None
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("name"), str):
+        return None
+    arguments = decoded.get("arguments") or {}
+    return [_call(decoded["name"], arguments)] if isinstance(arguments, dict) else None
 
 
 _DS_CALL_BEGIN = "<｜tool▁call▁begin｜>"
