@@ -175,6 +175,16 @@ def _text_value(schema: dict[str, Any]) -> str:
     return "(" + " | ".join(literal(v) for v in values) + ")" if values else f"({_TEXT_VALUE})"
 
 
+def _glimmer(tool: _Tool, rules: _Rules) -> str:
+    """Glimmer: a message to the tool, its body an ATEM block, a parameter a line (text as is)."""
+
+    def write(key: str, value: str) -> str:
+        return literal(f'<atem:parameter name="{key}">') + f" {value} " + literal("</atem:parameter>\n")
+
+    head = literal(f' to={tool.name}<|message|><atem:function_calls>\n<atem:invoke name="{tool.name}">\n')
+    return f"{head} {_text_parameters(tool, rules, write)} " + literal("</atem:invoke>\n</atem:function_calls>")
+
+
 def _qwen3_coder(tool: _Tool, rules: _Rules) -> str:
     def write(key: str, value: str) -> str:
         return literal("<parameter=" + key + ">\n") + f" {value} " + literal("\n</parameter>\n")
@@ -222,7 +232,9 @@ class _Syntax:
     opening: str = ""
     closing: str = ""
     many: bool = True  # several calls in one answer
-    one_line: bool = False  # JSON values without line breaks (OLMo 3: one call a line)
+    # The JSON values' optional whitespace, where the family's parser wants less than JSON allows:
+    # no line breaks (OLMo 3: one call a line), none at all (Glimmer types a bare value as written).
+    space: str = ""
 
 
 _HERMES = _Syntax(lambda t, r: f'"<tool_call>\\n" {_json_call(t, r)} "\\n</tool_call>"', '"\\n"')
@@ -242,8 +254,10 @@ _FAMILY_SYNTAXES = {
     "ministral": _Syntax(_ministral),
     "lfm2": _Syntax(_python_call, literal(","), literal("<|tool_call_start|>["), literal("]<|tool_call_end|>")),
     "olmo3": _Syntax(
-        _python_call, literal("\n"), literal("<function_calls>"), literal("</function_calls>"), one_line=True
+        _python_call, literal("\n"), literal("<function_calls>"), literal("</function_calls>"), space='" "?'
     ),
+    # After the prompt's ``<|start|>assistant``: `` to=NAME<|message|>``; each further call a message.
+    "glimmer": _Syntax(_glimmer, literal("<|eom|><|start|>assistant"), space='""'),
     "cohere": _Syntax(
         _cohere, literal(",\n\n    "), literal("<|START_ACTION|>[\n\n    "), literal("\n\n]<|END_ACTION|>")
     ),
@@ -291,7 +305,7 @@ def call_grammar(
     calls = f"{one} ({syntax.separator} {one})*" if many and syntax.many else one
     root = " ".join(part for part in (syntax.opening, f"({calls})", syntax.closing) if part)
     grammar = _JSON_CHAR.sub(lambda _: _STRICT_CHAR, grammar_with_schemas(root, tuple(rules.schemas)))
-    return _SPACE.sub(lambda _: 'space ::= " "?', grammar) if syntax.one_line else grammar
+    return _SPACE.sub(lambda _: f"space ::= {syntax.space}", grammar) if syntax.space else grammar
 
 
 # A character of a JSON string as JSON has it (llama.cpp's converter today): the converter

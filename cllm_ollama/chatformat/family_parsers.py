@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ..model_families import parser_family
 from .call_syntaxes import MARKED_PARSERS
+from .glimmer import Glimmer
 from .marked import Marked
 from .parsers import BufferedParser, Delta, OutputParser, hold_back, prompt_opens_thinking, tool_format_for_template
 
@@ -313,6 +314,8 @@ def parser_for(
     family = parser_family(template, parser)
     if family is not None and family.parser == "harmony":
         return Harmony(thinking=thinking, tools=bool(tools))
+    if family is not None and family.parser == "glimmer":
+        return Glimmer(specs if tools else None, thinking=thinking)
     if family is not None and family.parser == "marked":
         think_open = family.think_tags[0]
         opened = bool(think_open) and prompt_opens_thinking(prompt, think_open)

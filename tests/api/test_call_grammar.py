@@ -48,6 +48,10 @@ FAMILIES = {
     "ministral": ("[TOOL_CALLS] [ARGS]", '"[TOOL_CALLS]get_weather[ARGS]" tc0'),
     "lfm2": ("<|tool_call_start|>", '"<|tool_call_start|>[" ((("get_weather(" "city=" string'),
     "olmo3": ("<function_calls>", '"<function_calls>" ((("get_weather(" "city=" string'),
+    "glimmer": (
+        "<|message|> <|eot|> <atem:function_calls>",
+        '" to=get_weather<|message|><atem:function_calls>\\n<atem:invoke name=\\"get_weather\\">\\n"',
+    ),
     "cohere": ("<|START_ACTION|>", '"<|START_ACTION|>[\\n\\n    " (((tc0) | (tc1))'),
 }
 
@@ -221,6 +225,7 @@ PARSERS = {
     "lfm2": ("lfm2", None),
     "olmo3": ("olmo3", None),
     "cohere": ("cohere", None),
+    "glimmer": ("glimmer", None),
     "qwen3-coder": ("qwen3-coder", None),
     "glm": ("glm-4.7", None),
     "harmony": ("harmony", None),

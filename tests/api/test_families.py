@@ -41,6 +41,7 @@ class Family:
     name: str
     output: str  # what the model says, in the family's format
     thinks: bool  # whether the template teaches thinking (the model then has the capability)
+    forced_mark: str = ""  # what a forced call opens with, where not the family's call mark
 
 
 FAMILIES = [
@@ -62,6 +63,14 @@ FAMILIES = [
         "functiongemma",
         f"{TEXT}<start_function_call>call:get_weather{{city:<escape>Paris<escape>}}<end_function_call>",
         False,
+    ),
+    Family(
+        "glimmer",
+        f" to=self<|message|>{THOUGHT}<|eom|><|start|>assistant to=user<|message|>{TEXT}<|eom|>"
+        '<|start|>assistant to=get_weather<|message|><atem:function_calls>\n<atem:invoke name="get_weather">\n'
+        '<atem:parameter name="city">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eot|>',
+        True,
+        forced_mark=" to=get_weather<|message|>",
     ),
 ]
 
@@ -192,7 +201,7 @@ def test_a_forced_call_is_asked_for_in_the_family_syntax(served: tuple[str, Fami
     the family's own call mark (the grammar's texts parse back by ``test_call_grammar``), and the
     call the model writes under it comes back as a call, with no text."""
     url, family = served
-    mark = FORMATS[family.name].tool_block[0]
+    mark = family.forced_mark or FORMATS[family.name].tool_block[0]
     script = SCRIPTS[family.name]
     played = list(script)
     script[:] = tokens(family.output[family.output.index(mark) :])
@@ -213,7 +222,9 @@ def test_a_forced_call_is_asked_for_in_the_family_syntax(served: tuple[str, Fami
     assert (content.strip(), calls) == ("", [("get_weather", ARGS)])
     grammar = SEEN[family.name][-1].sampling.grammar or ""
     root = grammar.splitlines()[0]
-    assert root.startswith("root ::= ") and json.dumps(mark)[:-1] in root.split()[2], root
+    assert root.startswith("root ::= ") and json.dumps(mark)[:-1] in root, root
+    first = root.split('"', 1)[1]  # every call opens with the mark: the first literal begins with it
+    assert first.startswith(json.dumps(mark)[1:-1]), root
 
 
 NO_TOOLS_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
