@@ -51,7 +51,9 @@ FAMILIES = [
         True,
     ),
     Family("ministral", f'[THINK]{THOUGHT}[/THINK]{TEXT}[TOOL_CALLS]get_weather[ARGS]{{"city": "Paris"}}', True),
-    Family("lfm2", f'{TEXT}<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>', False),
+    Family(  # LFM2 and LFM2.5, whose templates write past thinking back (Ollama's lfm2-thinking)
+        "lfm2", f'<think>{THOUGHT}</think>{TEXT}<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>', True
+    ),
     Family(
         "cohere",
         f"{THOUGHT}<|END_THINKING|><|START_RESPONSE|>{TEXT}<|END_RESPONSE|><|START_ACTION|>"

@@ -1,0 +1,170 @@
+"""The family test templates (``tests/data/families``) render what the published ones and Ollama's
+renderers render: cllm may not carry the published templates, so each was written by hand and is
+held here to the prompts those render, transcribed (Gemma 4: the 31B model's template, as Ollama's
+``model/renderers/testdata`` has it; LFM2: Ollama's ``lfm2_test.go`` parity cases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cllm_ollama.chatformat.jinja import render_chat
+
+TEMPLATES = Path(__file__).parents[1] / "data" / "families"
+
+# --- Gemma 4
+
+G_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "description": "A city"}, "days": {"type": "integer"}},
+                "required": ["city"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "now", "description": "The time", "parameters": {"type": "object"}}},
+]
+
+
+def _call(city: str, **more: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": "get_weather", "arguments": {"city": city, **more}}}
+
+
+G_TALK = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "thinking": "hmm", "tool_calls": [_call("Paris", days=2), _call("Rome")]},
+    {"role": "tool", "content": "Sunny"},
+    {"role": "tool", "content": "Rain"},
+    {"role": "assistant", "content": "Sunny and rain."},
+    {"role": "user", "content": "Thanks"},
+    {"role": "assistant", "content": "<|channel>thought\nok<channel|>Welcome."},
+    {"role": "user", "content": "Bye"},
+]
+Q = '<|"|>'
+G_SYSTEM = (
+    f"Be brief.<|tool>declaration:get_weather{{description:{Q}The weather in a city{Q},parameters:{{properties:"
+    f"{{city:{{description:{Q}A city{Q},type:{Q}STRING{Q}}},days:{{type:{Q}INTEGER{Q}}}}},required:[{Q}city{Q}],"
+    f"type:{Q}OBJECT{Q}}}}}<tool|><|tool>declaration:now{{description:{Q}The time{Q},parameters:{{type:{Q}OBJECT{Q}}}}}"
+    "<tool|><turn|>\n"
+)
+G_TURNS = (
+    "<|turn>user\nWeather in Paris?<turn|>\n<|turn>model\n"
+    f"<|tool_call>call:get_weather{{city:{Q}Paris{Q},days:2}}<tool_call|>"
+    f"<|tool_call>call:get_weather{{city:{Q}Rome{Q}}}<tool_call|>"
+    f"<|tool_response>response:get_weather{{value:{Q}Sunny{Q}}}<tool_response|>"
+    f"<|tool_response>response:get_weather{{value:{Q}Rain{Q}}}<tool_response|>Sunny and rain.<turn|>\n"
+    "<|turn>user\nThanks<turn|>\n<|turn>model\nWelcome.<turn|>\n<|turn>user\nBye<turn|>\n<|turn>model\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "thinking", "expected"),
+    [
+        (
+            [{"role": "user", "content": "Weather in Paris?"}],
+            None,
+            False,
+            "<bos><|turn>user\nWeather in Paris?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>",
+        ),
+        (
+            [{"role": "user", "content": "Weather in Paris?"}],
+            None,
+            True,
+            "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nWeather in Paris?<turn|>\n<|turn>model\n",
+        ),
+        (G_TALK, G_TOOLS, False, "<bos><|turn>system\n" + G_SYSTEM + G_TURNS + "<|channel>thought\n<channel|>"),
+        (G_TALK, G_TOOLS, True, "<bos><|turn>system\n<|think|>\n" + G_SYSTEM + G_TURNS),
+    ],
+)
+def test_gemma4_renders_as_the_published_template(messages: Any, tools: Any, thinking: bool, expected: str) -> None:
+    """Declarations in Gemma's own syntax, calls and their results in one model turn, past
+    thinking dropped, and the empty thought channel when thinking is off (the 31B template)."""
+    template = (TEMPLATES / "gemma4.jinja").read_text()
+    assert render_chat(template, messages, tools=tools, enable_thinking=thinking, bos_token="<bos>") == expected
+
+
+# --- LFM2 (lfm2_test.go, TestLFM2Renderer_ChatTemplateParity, the cases with a generation prompt)
+
+S = "<|startoftext|>"
+CALL = [{"function": {"name": "get_weather", "arguments": {"location": "Paris"}}}]
+CALLED = '<|tool_call_start|>[get_weather(location="Paris")]<|tool_call_end|><|im_end|>\n'
+ANSWERED = "<|im_start|>tool\n<|tool_response_start|>22C<|tool_response_end|><|im_end|>\n<|im_start|>assistant\n"
+
+
+def _tool(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+
+
+def _listed(*names: str) -> str:
+    return ", ".join(f'{{"name": "{n}", "parameters": {{"type": "object"}}}}' for n in names)
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "thinking", "expected"),
+    [
+        ([{"role": "user", "content": "Hello"}], None, False, S + "<|im_start|>user\nHello<|im_end|>\n"),
+        (
+            [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Hi"}],
+            None,
+            False,
+            S + "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",
+        ),
+        (
+            [{"role": "user", "content": "Use tools"}],
+            [_tool("get_weather")],
+            False,
+            S + f"<|im_start|>system\nList of tools: <|tool_list_start|>[{_listed('get_weather')}]<|tool_list_end|>"
+            "<|im_end|>\n<|im_start|>user\nUse tools<|im_end|>\n",
+        ),
+        (
+            [{"role": "system", "content": "Follow instructions."}, {"role": "user", "content": "Do work"}],
+            [_tool("tool_a"), _tool("tool_b")],
+            False,
+            S + "<|im_start|>system\nFollow instructions.\nList of tools: "
+            f"<|tool_list_start|>[{_listed('tool_a', 'tool_b')}]<|tool_list_end|><|im_end|>\n"
+            "<|im_start|>user\nDo work<|im_end|>\n",
+        ),
+        (
+            [{"role": "developer", "content": "Do X"}, {"role": "user", "content": "Hi"}],
+            None,
+            False,
+            S + "<|im_start|>developer\nDo X<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",
+        ),
+        (
+            [
+                {"role": "user", "content": "Q1"},
+                {"role": "assistant", "content": "A1"},
+                {"role": "user", "content": "Q2"},
+            ],
+            None,
+            True,
+            S + "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n",
+        ),
+    ],
+)
+def test_lfm2_renders_as_ollama_s_renderer(messages: Any, tools: Any, thinking: bool, expected: str) -> None:
+    template = (TEMPLATES / "lfm2.jinja").read_text()
+    got = render_chat(template, messages, tools=tools, enable_thinking=thinking, bos_token=S)
+    assert got == expected + "<|im_start|>assistant\n"
+
+
+@pytest.mark.parametrize("thinking", [False, True])
+def test_lfm2_calls_results_and_thinking(thinking: bool) -> None:
+    """Calls before content, results between their marks, the thinking written back when asked."""
+    template = (TEMPLATES / "lfm2.jinja").read_text()
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "thinking": "Let me check the weather.", "tool_calls": CALL},
+        {"role": "tool", "content": "22C"},
+    ]
+    think = "<think>Let me check the weather.</think>" if thinking else ""
+    expected = S + "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n" + think + CALLED + ANSWERED
+    assert render_chat(template, messages, enable_thinking=thinking, bos_token=S) == expected
