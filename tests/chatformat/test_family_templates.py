@@ -168,3 +168,87 @@ def test_lfm2_calls_results_and_thinking(thinking: bool) -> None:
     think = "<think>Let me check the weather.</think>" if thinking else ""
     expected = S + "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n" + think + CALLED + ANSWERED
     assert render_chat(template, messages, enable_thinking=thinking, bos_token=S) == expected
+
+
+# --- OLMo 3 (olmo3_test.go, TestOlmo3Renderer)
+
+O_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather",
+        "parameters": {
+            "type": "object",
+            "required": ["location"],
+            "properties": {"location": {"type": "string", "description": "The city"}},
+        },
+    },
+}
+O_FUNCTIONS = (
+    '<functions>[{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather", '
+    '"parameters": {"type": "object", "required": ["location"], "properties": {"location": {"type": "string", '
+    '"description": "The city"}}}}}]</functions>'
+)
+O_DEFAULT = "<|im_start|>system\nYou are a helpful function-calling AI assistant. "
+O_SYSTEM = "<|im_start|>system\nYou are a helpful assistant."
+O_INSTRUCTION = (
+    "You are provided with function signatures within <functions></functions> XML tags. You may call one or more "
+    "functions to assist with the user query. Output any function calls within <function_calls></function_calls> XML "
+    "tags. Do not make assumptions about what values to plug into functions."
+)
+SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
+WEATHER_CALL = {"function": {"name": "get_weather", "arguments": {"location": "San Francisco"}}}
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "expected"),
+    [
+        (
+            [{"role": "user", "content": "Hello!"}],
+            None,
+            O_DEFAULT + "You do not currently have access to any functions. <functions></functions><|im_end|>\n"
+            "<|im_start|>user\nHello!<|im_end|>\n",
+        ),
+        (
+            [SYSTEM, {"role": "user", "content": "Hello!"}],
+            None,
+            O_SYSTEM + "<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n",
+        ),
+        (
+            [SYSTEM, {"role": "user", "content": "What is the weather?"}],
+            [O_TOOL],
+            O_SYSTEM + O_FUNCTIONS + "<|im_end|>\n<|im_start|>user\nWhat is the weather?<|im_end|>\n",
+        ),
+        (
+            [{"role": "user", "content": "What is the weather?"}],
+            [O_TOOL],
+            O_DEFAULT + O_INSTRUCTION + O_FUNCTIONS + "<|im_end|>\n<|im_start|>user\nWhat is the weather?<|im_end|>\n",
+        ),
+        (
+            [
+                SYSTEM,
+                {"role": "user", "content": "What is the weather in SF?"},
+                {"role": "assistant", "content": "Let me check the weather.", "tool_calls": [WEATHER_CALL]},
+                {"role": "tool", "content": '{"temperature": 68}'},
+            ],
+            [O_TOOL],
+            O_SYSTEM + O_FUNCTIONS + "<|im_end|>\n<|im_start|>user\nWhat is the weather in SF?<|im_end|>\n"
+            '<|im_start|>assistant\nLet me check the weather.<function_calls>get_weather(location="San Francisco")'
+            '</function_calls><|im_end|>\n<|im_start|>environment\n{"temperature": 68}<|im_end|>\n',
+        ),
+        (
+            [
+                SYSTEM,
+                {"role": "user", "content": "Hello"},
+                {"role": "assistant", "content": "Hi there!"},
+                {"role": "user", "content": "How are you?"},
+            ],
+            None,
+            O_SYSTEM + "<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi there!<|im_end|>\n"
+            "<|im_start|>user\nHow are you?<|im_end|>\n",
+        ),
+    ],
+)
+def test_olmo3_renders_as_ollama_s_renderer(messages: Any, tools: Any, expected: str) -> None:
+    template = (TEMPLATES / "olmo3.jinja").read_text()
+    assert render_chat(template, messages, tools=tools) == expected + "<|im_start|>assistant\n"
