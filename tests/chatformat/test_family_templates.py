@@ -252,3 +252,106 @@ WEATHER_CALL = {"function": {"name": "get_weather", "arguments": {"location": "S
 def test_olmo3_renders_as_ollama_s_renderer(messages: Any, tools: Any, expected: str) -> None:
     template = (TEMPLATES / "olmo3.jinja").read_text()
     assert render_chat(template, messages, tools=tools) == expected + "<|im_start|>assistant\n"
+
+
+# --- Command (cohere_test.go: Ollama's renderer, itself checked against North-Mini-Code-1.0's template)
+
+C_SYSTEM = "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|><|START_TEXT|>"
+C_NO_TOOLS = "# Available Tools\n```json\n[\n\n\n\n]\n```<|END_TEXT|><|END_OF_TURN_TOKEN|>"
+C_USER = "<|START_OF_TURN_TOKEN|><|USER_TOKEN|><|START_TEXT|>{}<|END_TEXT|><|END_OF_TURN_TOKEN|>"
+C_BOT = "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+
+
+def _cohere(messages: Any, tools: Any = None, thinking: bool | None = None) -> str:
+    return render_chat((TEMPLATES / "cohere.jinja").read_text(), messages, tools=tools, enable_thinking=thinking)
+
+
+def test_command_user_history_and_thinking() -> None:
+    assert _cohere([{"role": "user", "content": "USERMSG"}]) == (
+        C_SYSTEM + C_NO_TOOLS + C_USER.format("USERMSG") + C_BOT + "<|START_THINKING|>"
+    )
+    history = [
+        {"role": "system", "content": "DEVPREAMBLE"},
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1", "thinking": "THINK1"},
+        {"role": "user", "content": "Q2"},
+    ]
+    assert _cohere(history) == (
+        C_SYSTEM
+        + "DEVPREAMBLE\n\n\n\n"
+        + C_NO_TOOLS
+        + C_USER.format("Q1")
+        + C_BOT
+        + "<|START_THINKING|>THINK1<|END_THINKING|><|START_TEXT|>A1<|END_TEXT|><|END_OF_TURN_TOKEN|>"
+        + C_USER.format("Q2")
+        + C_BOT
+        + "<|START_THINKING|>"
+    )
+    assert _cohere([{"role": "user", "content": "Q"}], thinking=False).endswith(
+        C_BOT + "<|START_THINKING|><|END_THINKING|>"
+    )
+
+
+def _result(call_id: str, content: str) -> str:
+    return (
+        f'\n    {{\n        "tool_call_id": "{call_id}",\n        "results": {{\n\n            \n            "0": '
+        f'{{"content": "{content}"}}\n\n        }},\n        "is_error": null\n    }}'
+    )
+
+
+def test_command_tools_actions_and_results() -> None:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Get weather",
+            "parameters": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}},
+        },
+    }
+    call = {"id": "call_x", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    got = _cohere(
+        [
+            {"role": "user", "content": "weather in Paris?"},
+            {"role": "assistant", "content": "", "thinking": "I should call the tool", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_x", "content": "15C sunny"},
+            {"role": "user", "content": "thanks"},
+        ],
+        [tool],
+    )
+    tools = (
+        '# Available Tools\n```json\n[\n\n    {"name": "get_weather", "description": "Get weather", "parameters": '
+        '{"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}, "responses": null}'
+        "\n\n\n]\n```"
+    )
+    action = (
+        C_BOT + "\n            \n                <|START_THINKING|>I should call the tool<|END_THINKING|>"
+        '<|START_ACTION|>[\n\n    {"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}'
+        "\n\n]<|END_ACTION|><|END_OF_TURN_TOKEN|>"
+    )
+    result = (
+        "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|><|START_TOOL_RESULT|>["
+        + _result("0", "15C sunny")
+        + "\n\n]<|END_TOOL_RESULT|><|END_OF_TURN_TOKEN|>"
+    )
+    assert tools in got and action in got and result in got
+
+
+def test_command_several_actions_and_merged_results() -> None:
+    calls = [
+        {"id": "a", "function": {"name": "t1", "arguments": {}}},
+        {"id": "b", "function": {"name": "t2", "arguments": {"x": 1}}},
+    ]
+    got = _cohere(
+        [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "a", "content": "r1"},
+            {"role": "tool", "tool_call_id": "b", "content": "r2"},
+        ]
+    )
+    action = (
+        '<|START_ACTION|>[\n\n    {"tool_call_id": "0", "tool_name": "t1", "parameters": {}},\n\n    '
+        '{"tool_call_id": "1", "tool_name": "t2", "parameters": {"x": 1}}\n\n]<|END_ACTION|>'
+    )
+    results = "<|START_TOOL_RESULT|>[" + _result("0", "r1") + "," + _result("1", "r2") + "\n\n]<|END_TOOL_RESULT|>"
+    assert action in got and results in got
