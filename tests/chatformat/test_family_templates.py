@@ -355,3 +355,163 @@ def test_command_several_actions_and_merged_results() -> None:
     )
     results = "<|START_TOOL_RESULT|>[" + _result("0", "r1") + "," + _result("1", "r2") + "\n\n]<|END_TOOL_RESULT|>"
     assert action in got and results in got
+
+
+# --- FunctionGemma (functiongemma_test.go, TestFunctionGemmaRenderer)
+
+F_INTRO = "<start_of_turn>developer\nYou can do function calling with the following functions:"
+F_WEATHER_DECL = (
+    "<start_function_declaration>declaration:get_weather{description:<escape>Get weather<escape>,parameters:"
+    "{properties:{city:{description:<escape>City<escape>,type:<escape>STRING<escape>}},type:<escape>OBJECT<escape>}}"
+    "<end_function_declaration>"
+)
+F_TIME_DECL = (
+    "<start_function_declaration>declaration:get_time{description:<escape>Get current time<escape>,parameters:"
+    "{properties:{timezone:{description:<escape>Timezone<escape>,type:<escape>STRING<escape>}},"
+    "type:<escape>OBJECT<escape>}}<end_function_declaration>"
+)
+
+
+def _f_tool(name: str, description: str, properties: dict[str, Any], required: list[str] | None = None) -> Any:
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        parameters["required"] = required
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+F_WEATHER = _f_tool("get_weather", "Get weather", {"city": {"type": "string", "description": "City"}})
+F_TIME = _f_tool("get_time", "Get current time", {"timezone": {"type": "string", "description": "Timezone"}})
+
+
+def _f_call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"function": {"name": name, "arguments": arguments}}
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def _called(*calls: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": "", "tool_calls": list(calls)}
+
+
+def _result_of(text: str) -> dict[str, Any]:
+    return {"role": "tool", "content": text}
+
+
+F_MODEL = "<start_of_turn>model\n"
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "expected"),
+    [
+        ([_user("Hello!")], None, "<start_of_turn>user\nHello!<end_of_turn>\n" + F_MODEL),
+        (
+            [{"role": "system", "content": "You are helpful"}, _user("Hello!")],
+            None,
+            "<start_of_turn>developer\nYou are helpful<end_of_turn>\n<start_of_turn>user\nHello!<end_of_turn>\n"
+            + F_MODEL,
+        ),
+        (
+            [{"role": "developer", "content": "Be concise."}, _user("Weather?")],
+            [F_WEATHER],
+            "<start_of_turn>developer\nBe concise.\nYou can do function calling with the following functions:"
+            + F_WEATHER_DECL
+            + "<end_of_turn>\n<start_of_turn>user\nWeather?<end_of_turn>\n"
+            + F_MODEL,
+        ),
+        (
+            [_user("Hi"), {"role": "assistant", "content": "Hello!"}, _user("More")],
+            None,
+            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nMore<end_of_turn>\n" + F_MODEL,
+        ),
+        (  # tool_call: the result closes the prompt, the model answers in its own turn
+            [_user("Weather?"), _called(_f_call("get_weather", city="Paris")), _result_of("Sunny")],
+            [F_WEATHER],
+            F_INTRO
+            + F_WEATHER_DECL
+            + "<end_of_turn>\n<start_of_turn>user\nWeather?<end_of_turn>\n"
+            + F_MODEL
+            + "<start_function_call>call:get_weather{city:<escape>Paris<escape>}<end_function_call>"
+            "<start_function_response>response:get_weather{<escape>Sunny<escape>}<end_function_response>",
+        ),
+        (  # numeric_arguments
+            [_user("Add"), _called(_f_call("add", a=1.0, b=2.0)), _result_of("3")],
+            [_f_tool("add", "Add numbers", {"a": {"type": "number"}, "b": {"type": "number"}})],
+            F_INTRO + "<start_function_declaration>declaration:add{description:<escape>Add numbers<escape>,parameters:"
+            "{properties:{a:{description:<escape><escape>,type:<escape>NUMBER<escape>},b:{description:<escape><escape>,"
+            "type:<escape>NUMBER<escape>}},type:<escape>OBJECT<escape>}}<end_function_declaration><end_of_turn>\n"
+            "<start_of_turn>user\nAdd<end_of_turn>\n" + F_MODEL + "<start_function_call>call:add{a:1,b:2}"
+            "<end_function_call><start_function_response>response:add{<escape>3<escape>}<end_function_response>",
+        ),
+        (  # tool_with_required_params
+            [_user("Weather?")],
+            [
+                _f_tool(
+                    "get_weather",
+                    "Gets the weather for a given city",
+                    {
+                        "city": {"type": "string", "description": "City Name"},
+                        "country": {"type": "string", "description": "Country Name"},
+                    },
+                    ["city"],
+                )
+            ],
+            F_INTRO + "<start_function_declaration>declaration:get_weather{description:<escape>Gets the weather for a "
+            "given city<escape>,parameters:{properties:{city:{description:<escape>City Name<escape>,type:<escape>STRING"
+            "<escape>},country:{description:<escape>Country Name<escape>,type:<escape>STRING<escape>}},required:"
+            "[<escape>city<escape>],type:<escape>OBJECT<escape>}}<end_function_declaration><end_of_turn>\n"
+            "<start_of_turn>user\nWeather?<end_of_turn>\n" + F_MODEL,
+        ),
+        (  # parallel_tool_calls
+            [
+                _user("Weather and time?"),
+                _called(_f_call("get_weather", city="Paris"), _f_call("get_time", timezone="UTC")),
+                _result_of("Sunny"),
+                _result_of("12:00"),
+            ],
+            [F_WEATHER, F_TIME],
+            F_INTRO + F_WEATHER_DECL + F_TIME_DECL + "<end_of_turn>\n<start_of_turn>user\nWeather and time?"
+            "<end_of_turn>\n" + F_MODEL + "<start_function_call>call:get_weather{city:<escape>Paris<escape>}"
+            "<end_function_call><start_function_call>call:get_time{timezone:<escape>UTC<escape>}<end_function_call>"
+            "<start_function_response>response:get_weather{<escape>Sunny<escape>}<end_function_response>"
+            "<start_function_response>response:get_time{<escape>12:00<escape>}<end_function_response>",
+        ),
+        (  # user_after_tool_response
+            [
+                _user("Weather?"),
+                _called(_f_call("get_weather", city="Paris")),
+                _result_of("Sunny"),
+                _user("Thanks! What about London?"),
+            ],
+            [F_WEATHER],
+            F_INTRO
+            + F_WEATHER_DECL
+            + "<end_of_turn>\n<start_of_turn>user\nWeather?<end_of_turn>\n"
+            + F_MODEL
+            + "<start_function_call>call:get_weather{city:<escape>Paris<escape>}<end_function_call>"
+            "<start_function_response>response:get_weather{<escape>Sunny<escape>}<end_function_response>"
+            "Thanks! What about London?<end_of_turn>\n" + F_MODEL,
+        ),
+        (  # tool_empty_properties
+            [_user("Test")],
+            [{"type": "function", "function": {"name": "test_fn", "parameters": {"type": "object"}}}],
+            F_INTRO + "<start_function_declaration>declaration:test_fn{description:<escape><escape>,parameters:"
+            "{type:<escape>OBJECT<escape>}}<end_function_declaration><end_of_turn>\n<start_of_turn>user\nTest"
+            "<end_of_turn>\n" + F_MODEL,
+        ),
+        (  # boolean_argument
+            [_user("Set flag"), _called(_f_call("set_flag", enabled=True)), _result_of("done")],
+            [_f_tool("set_flag", "Set a flag", {"enabled": {"type": "boolean", "description": "Flag value"}})],
+            F_INTRO + "<start_function_declaration>declaration:set_flag{description:<escape>Set a flag<escape>,"
+            "parameters:{properties:{enabled:{description:<escape>Flag value<escape>,type:<escape>BOOLEAN<escape>}},"
+            "type:<escape>OBJECT<escape>}}<end_function_declaration><end_of_turn>\n<start_of_turn>user\nSet flag"
+            "<end_of_turn>\n" + F_MODEL + "<start_function_call>call:set_flag{enabled:true}<end_function_call>"
+            "<start_function_response>response:set_flag{<escape>done<escape>}<end_function_response>",
+        ),
+    ],
+)
+def test_functiongemma_renders_as_ollama_s_renderer(messages: Any, tools: Any, expected: str) -> None:
+    template = (TEMPLATES / "functiongemma.jinja").read_text()
+    assert render_chat(template, messages, tools=tools, bos_token="<bos>") == "<bos>" + expected
