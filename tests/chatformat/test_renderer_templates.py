@@ -1,0 +1,293 @@
+"""cllm's Jinja ports of Ollama's Go renderers (``chatformat.renderer_templates``) write the prompts
+Ollama's renderers write: the cases of ``model/renderers/laguna_test.go`` (its reference-flow tests,
+themselves checked against Poolside's published templates), transcribed; and a model whose config
+names such a renderer and whose GGUF has no chat template is rendered with the port."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cllm_ollama.chatformat.builtin_templates import go_template_in_use, template_in_use
+from cllm_ollama.chatformat.jinja import render_chat
+from cllm_ollama.chatformat.renderer_templates import LAGUNA, POOLSIDE_V1, renderer_template
+
+BOS = "〈|EOS|〉"
+DEFAULT = (
+    "You are a helpful, conversationally-fluent assistant made by Poolside. You are here to be helpful to users "
+    "through natural language conversations."
+)
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get weather",
+        "parameters": {
+            "type": "object",
+            "required": ["location"],
+            "properties": {"location": {"type": "string", "description": "City"}},
+        },
+    },
+}
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add numbers",
+        "parameters": {
+            "type": "object",
+            "required": ["a", "b"],
+            "properties": {
+                "a": {"type": "number", "description": "First number"},
+                "b": {"type": "number", "description": "Second number"},
+            },
+        },
+    },
+}
+WEATHER_JSON = (
+    '{"type": "function", "function": {"name": "get_weather", "description": "Get weather", "parameters": '
+    '{"type": "object", "required": ["location"], "properties": {"location": {"type": "string", "description": '
+    '"City"}}}}}'
+)
+ADD_JSON = (
+    '{"type": "function", "function": {"name": "add", "description": "Add numbers", "parameters": {"type": "object", '
+    '"required": ["a", "b"], "properties": {"a": {"type": "number", "description": "First number"}, "b": {"type": '
+    '"number", "description": "Second number"}}}}}'
+)
+TOOLS_INTRO = (
+    "### Tools\n\nYou may call functions to assist with the user query.\n"
+    "All available function signatures are listed below:\n<available_tools>\n"
+)
+CALL_FORMAT = (
+    "<tool_call>function-name\n<arg_key>argument-key</arg_key>\n<arg_value>value-of-argument-key</arg_value>\n"
+    "</tool_call>"
+)
+NO_THINK_FORMAT = (
+    "For each function call, return an unescaped XML-like object with function name and arguments within "
+    "'<tool_call>' and '</tool_call>' tags, like here:\n"
+)
+THINK_FORMAT = (
+    "Wrap your thinking in '<think>', '</think>' tags, followed by a function call. For each function call, return "
+    "an unescaped XML-like object with function name and arguments within '<tool_call>' and '</tool_call>' tags, "
+    "like here:\n<think> your thoughts here </think>\n"
+)
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def system(text: str) -> dict[str, Any]:
+    return {"role": "system", "content": text}
+
+
+ADD_HISTORY = [
+    user("Add these."),
+    {
+        "role": "assistant",
+        "content": "\nCalling the tool.\n",
+        "thinking": "Need addition.",
+        "tool_calls": [{"function": {"name": "add", "arguments": {"a": 2, "b": 3}}}],
+    },
+    {"role": "tool", "content": "5"},
+    user("Thanks"),
+]
+MIXED_CALLS = [
+    user("Do calls"),
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"function": {"name": "echo", "arguments": {"text": "hello", "count": 2}}},
+            {"function": {"name": "configure", "arguments": {"flag": True, "options": {"mode": "fast"}}}},
+        ],
+    },
+    user("Done?"),
+]
+V2_HEADER = f"{BOS}<system>\n\n{DEFAULT}\n</system>\n"
+
+V2_CASES = [
+    ([user("Hello")], None, None, V2_HEADER + "<user>\nHello\n</user>\n<assistant>\n</think>"),
+    ([user("Hello")], None, True, V2_HEADER + "<user>\nHello\n</user>\n<assistant>\n<think>"),
+    (
+        [system("Stay concise.\n\n"), user("Hi")],
+        None,
+        None,
+        f"{BOS}<system>\n\nStay concise.\n</system>\n<user>\nHi\n</user>\n<assistant>\n</think>",
+    ),
+    ([system(""), user("Hi")], None, None, f"{BOS}<user>\nHi\n</user>\n<assistant>\n</think>"),
+    (
+        [system("Primary."), user("Hi"), system("Secondary.")],
+        None,
+        None,
+        f"{BOS}<system>\n\nPrimary.\n</system>\n<user>\nHi\n</user>\n<system>\nSecondary.\n</system>\n"
+        "<assistant>\n</think>",
+    ),
+    (
+        [system(""), user("Weather?")],
+        [WEATHER],
+        None,
+        f"{BOS}<system>\n\n\n{TOOLS_INTRO}{WEATHER_JSON}\n</available_tools>\n\n{NO_THINK_FORMAT}{CALL_FORMAT}"
+        "\n</system>\n<user>\nWeather?\n</user>\n<assistant>\n</think>",
+    ),
+    (
+        [system("Stay concise."), user("Weather?")],
+        [WEATHER],
+        True,
+        f"{BOS}<system>\n\nStay concise.\n\n{TOOLS_INTRO}{WEATHER_JSON}\n</available_tools>\n\n{THINK_FORMAT}"
+        f"{CALL_FORMAT}\n</system>\n<user>\nWeather?\n</user>\n<assistant>\n<think>",
+    ),
+    (
+        [user("Add then report weather")],
+        [WEATHER, ADD],
+        None,
+        f"{BOS}<system>\n\n{DEFAULT}\n\n{TOOLS_INTRO}{WEATHER_JSON}\n{ADD_JSON}\n</available_tools>\n\n"
+        f"{NO_THINK_FORMAT}{CALL_FORMAT}\n</system>\n<user>\nAdd then report weather\n</user>\n<assistant>\n</think>",
+    ),
+    (
+        ADD_HISTORY,
+        None,
+        True,
+        V2_HEADER + "<user>\nAdd these.\n</user>\n<assistant>\n<think>\nNeed addition.\n</think>\nCalling the tool.\n"
+        "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>2</arg_value>\n<arg_key>b</arg_key>\n<arg_value>3"
+        "</arg_value>\n</tool_call>\n</assistant>\n<tool_response>\n5\n</tool_response>\n<user>\nThanks\n</user>\n"
+        "<assistant>\n<think>",
+    ),
+    (
+        [user("Explain"), {"role": "assistant", "content": "<think>\nPlan\n</think>\nAnswer\n\n"}, user("Next")],
+        None,
+        True,
+        V2_HEADER + "<user>\nExplain\n</user>\n<assistant>\n<think>\nPlan\n</think>\nAnswer\n</assistant>\n"
+        "<user>\nNext\n</user>\n<assistant>\n<think>",
+    ),
+    (
+        [
+            user("Explain"),
+            {"role": "assistant", "thinking": "Use metadata.", "content": "<think>Ignore this</think>\nAnswer"},
+            user("Next"),
+        ],
+        None,
+        None,
+        V2_HEADER + "<user>\nExplain\n</user>\n<assistant>\n<think>\nUse metadata.\n</think>\nAnswer\n</assistant>\n"
+        "<user>\nNext\n</user>\n<assistant>\n</think>",
+    ),
+    (
+        [user("Continue"), {"role": "assistant", "content": " \n\t "}, user("Next")],
+        None,
+        None,
+        V2_HEADER + "<user>\nContinue\n</user>\n<assistant>\n</think>\n</assistant>\n<user>\nNext\n</user>\n"
+        "<assistant>\n</think>",
+    ),
+    (
+        MIXED_CALLS,
+        None,
+        None,
+        V2_HEADER + "<user>\nDo calls\n</user>\n<assistant>\n</think>\n<tool_call>echo\n<arg_key>text</arg_key>\n"
+        "<arg_value>hello</arg_value>\n<arg_key>count</arg_key>\n<arg_value>2</arg_value>\n</tool_call>\n"
+        "<tool_call>configure\n<arg_key>flag</arg_key>\n<arg_value>true</arg_value>\n<arg_key>options</arg_key>\n"
+        '<arg_value>{"mode": "fast"}</arg_value>\n</tool_call>\n</assistant>\n<user>\nDone?\n</user>\n'
+        "<assistant>\n</think>",
+    ),
+]
+V8_HEADER = f"{BOS}<system>{DEFAULT}</system>\n"
+V8_CASES = [
+    ([user("Hello")], None, None, V8_HEADER + "<user>Hello</user>\n<assistant></think>"),
+    ([user("Hello")], None, True, V8_HEADER + "<user>Hello</user>\n<assistant><think>"),
+    (
+        [system("Stay concise.\n\n"), user("Hi")],
+        None,
+        None,
+        f"{BOS}<system>Stay concise.</system>\n<user>Hi</user>\n<assistant></think>",
+    ),
+    ([system(""), user("Hi")], None, None, f"{BOS}<user>Hi</user>\n<assistant></think>"),
+    (
+        [system(""), user("Weather?")],
+        [WEATHER],
+        None,
+        f"{BOS}<system>{TOOLS_INTRO}{WEATHER_JSON}\n</available_tools></system>\n<user>Weather?</user>\n"
+        "<assistant></think>",
+    ),
+    ([system(""), user("Hi")], None, True, f"{BOS}<system></system>\n<user>Hi</user>\n<assistant><think>"),
+    (
+        [system("Primary."), user("Hi"), system("Secondary.")],
+        None,
+        None,
+        f"{BOS}<system>Primary.</system>\n<user>Hi</user>\n<system>Secondary.</system>\n<assistant></think>",
+    ),
+    (
+        [system("Stay concise."), user("Weather?")],
+        [WEATHER],
+        True,
+        f"{BOS}<system>Stay concise.\n\n{TOOLS_INTRO}{WEATHER_JSON}\n</available_tools></system>\n"
+        "<user>Weather?</user>\n<assistant><think>",
+    ),
+    (
+        [user("Add then report weather")],
+        [WEATHER, ADD],
+        None,
+        f"{BOS}<system>{DEFAULT}\n\n{TOOLS_INTRO}{WEATHER_JSON}\n{ADD_JSON}\n</available_tools></system>\n"
+        "<user>Add then report weather</user>\n<assistant></think>",
+    ),
+]
+
+
+@pytest.mark.parametrize(("messages", "tools", "thinking", "expected"), V2_CASES)
+def test_laguna_is_ollama_s_laguna_renderer(messages: Any, tools: Any, thinking: Any, expected: str) -> None:
+    assert render_chat(LAGUNA, messages, tools=tools, enable_thinking=thinking, bos_token=BOS) == expected
+
+
+@pytest.mark.parametrize(("messages", "tools", "thinking", "expected"), V8_CASES)
+def test_poolside_v1_is_ollama_s_laguna_v8_renderer(messages: Any, tools: Any, thinking: Any, expected: str) -> None:
+    assert render_chat(POOLSIDE_V1, messages, tools=tools, enable_thinking=thinking, bos_token=BOS) == expected
+
+
+def _info(chat_template: str | None) -> Any:
+    from cllm_ollama.store.gguf_info import GGUFInfo
+
+    return GGUFInfo(
+        architecture="laguna",
+        context_length=4096,
+        embedding_length=64,
+        block_count=2,
+        chat_template=chat_template,
+        file_type=None,
+        quantization_level="Q8_0",
+        parameter_count=1,
+        parameter_size="1",
+        model_info={},
+        capabilities=("completion",),
+        family="laguna",
+        families=("laguna",),
+        tensors=(),
+    )
+
+
+def test_a_renderer_model_without_a_chat_template_renders_with_the_port() -> None:
+    """Ollama's converter drops Laguna's chat template: the config's renderer names the format.
+    A GGUF template, where there is one, still comes first; an unported renderer keeps the
+    ``TEMPLATE`` layer, as before."""
+    bare = _info(None)
+    assert renderer_template("poolside-v1") == POOLSIDE_V1 and renderer_template("nope") is None
+    assert go_template_in_use("{{ .Prompt }}", "laguna", bare) is None
+    assert template_in_use("{{ .Prompt }}", bare, "laguna") == LAGUNA
+    assert template_in_use("{{ .Prompt }}", bare, "poolside-v1") == POOLSIDE_V1
+    assert template_in_use("{{ .Prompt }}", bare, "glm-4.7") == "{{ .Prompt }}"
+    templated = _info("{{ messages }}")
+    assert template_in_use("{{ .Prompt }}", templated, "laguna") == "{{ messages }}"
+
+
+def test_the_prompt_of_such_a_model_is_the_port_s() -> None:
+    """``ChatPrompt`` renders with the port, by Jinja, instead of the ``{{ .Prompt }}`` layer."""
+    from types import SimpleNamespace
+
+    from cllm_ollama.chatformat.prompt import ChatPrompt
+
+    model: Any = SimpleNamespace(
+        info=_info(None),
+        record=SimpleNamespace(renderer="poolside-v1", template="{{ .Prompt }}"),
+        has=lambda cap: cap == "thinking",
+        full_name="laguna:latest",
+    )
+    prompt = ChatPrompt(model, [user("Hi")], thinking=False)
+    assert prompt.go_template is None and prompt.template == POOLSIDE_V1
