@@ -123,7 +123,7 @@ def _string_values(schema: dict[str, Any]) -> list[str] | None:
 def _keyed(quote: str, opening: str, closing: str) -> Callable[[_Tool, _Rules], str]:
     """Gemma 4 and FunctionGemma: ``call:NAME{key:value,...}``, a string between ``quote`` marks."""
 
-    def write_value(key: str, schema: dict[str, Any], rules: _Rules) -> str:
+    def write_value(schema: dict[str, Any], rules: _Rules) -> str:
         if schema.get("type") != "string":
             return rules.add(schema)
         values = _string_values(schema)
@@ -132,7 +132,7 @@ def _keyed(quote: str, opening: str, closing: str) -> Callable[[_Tool, _Rules], 
 
     def call(tool: _Tool, rules: _Rules) -> str:
         def write(key: str, schema: dict[str, Any]) -> str:
-            return literal(key + ":") + " " + write_value(key, schema, rules)
+            return literal(key + ":") + " " + write_value(schema, rules)
 
         head = literal(opening + "call:" + tool.name + "{")
         return f"{head} {_keyword_parameters(tool, rules, write, literal(','))} " + literal("}" + closing)
