@@ -16,6 +16,7 @@ import ollama
 import pytest
 from scripted import scripted_server
 
+from cllm_ollama.chatformat.renderer_templates import RENDERER_TEMPLATES
 from cllm_ollama.engine.request import Request
 from cllm_ollama.model_families import FAMILIES as FORMATS
 
@@ -90,7 +91,8 @@ def tokens(text: str) -> list[str]:
 @pytest.fixture(scope="module", params=FAMILIES, ids=lambda f: f.name)
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Family]]:
     family: Family = request.param
-    template = (TEMPLATES / f"{family.name}.jinja").read_text()
+    # The ported renderers are the families' templates (test_family_templates holds them to Ollama's).
+    template = RENDERER_TEMPLATES.get(family.name) or (TEMPLATES / f"{family.name}.jinja").read_text()
     root = tmp_path_factory.mktemp(family.name)
     seen = SEEN.setdefault(family.name, [])
     with scripted_server(root, MODEL, chat_template=template, n_ctx=4096, seen=seen) as (url, script):

@@ -1,18 +1,17 @@
-"""The family test templates (``tests/data/families``) render what the published ones and Ollama's
-renderers render: cllm may not carry the published templates, so each was written by hand and is
-held here to the prompts those render, transcribed (Gemma 4: the 31B model's template, as Ollama's
-``model/renderers/testdata`` has it; LFM2: Ollama's ``lfm2_test.go`` parity cases)."""
+"""cllm's Jinja ports of Ollama's renderers for the 2026 families (``chatformat.renderer_templates``)
+render what the references render, transcribed: Gemma 4's the published templates (the 31B
+model's and the smaller ones', as Ollama's renderer testdata has them); LFM2's, OLMo 3's,
+Command's and FunctionGemma's Ollama's renderers (their ``model/renderers/*_test.go`` cases that
+end in a generation prompt). The family tests serve the same templates as a GGUF's."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cllm_ollama.chatformat.jinja import render_chat
-
-TEMPLATES = Path(__file__).parents[1] / "data" / "families"
+from cllm_ollama.chatformat.renderer_templates import COHERE, FUNCTIONGEMMA, GEMMA4, GEMMA4_LARGE, LFM2, OLMO3
 
 # --- Gemma 4
 
@@ -87,8 +86,10 @@ G_TURNS = (
 def test_gemma4_renders_as_the_published_template(messages: Any, tools: Any, thinking: bool, expected: str) -> None:
     """Declarations in Gemma's own syntax, calls and their results in one model turn, past
     thinking dropped, and the empty thought channel when thinking is off (the 31B template)."""
-    template = (TEMPLATES / "gemma4.jinja").read_text()
-    assert render_chat(template, messages, tools=tools, enable_thinking=thinking, bos_token="<bos>") == expected
+    assert render_chat(GEMMA4_LARGE, messages, tools=tools, enable_thinking=thinking, bos_token="<bos>") == expected
+    # The smaller models' (Ollama's "gemma4"): no empty thought channel when thinking is off.
+    small = expected.removesuffix("<|channel>thought\n<channel|>")
+    assert render_chat(GEMMA4, messages, tools=tools, enable_thinking=thinking, bos_token="<bos>") == small
 
 
 # --- LFM2 (lfm2_test.go, TestLFM2Renderer_ChatTemplateParity, the cases with a generation prompt)
@@ -151,15 +152,13 @@ def _listed(*names: str) -> str:
     ],
 )
 def test_lfm2_renders_as_ollama_s_renderer(messages: Any, tools: Any, thinking: bool, expected: str) -> None:
-    template = (TEMPLATES / "lfm2.jinja").read_text()
-    got = render_chat(template, messages, tools=tools, enable_thinking=thinking, bos_token=S)
+    got = render_chat(LFM2, messages, tools=tools, enable_thinking=thinking, bos_token=S)
     assert got == expected + "<|im_start|>assistant\n"
 
 
 @pytest.mark.parametrize("thinking", [False, True])
 def test_lfm2_calls_results_and_thinking(thinking: bool) -> None:
     """Calls before content, results between their marks, the thinking written back when asked."""
-    template = (TEMPLATES / "lfm2.jinja").read_text()
     messages = [
         {"role": "user", "content": "Weather?"},
         {"role": "assistant", "content": "", "thinking": "Let me check the weather.", "tool_calls": CALL},
@@ -167,7 +166,7 @@ def test_lfm2_calls_results_and_thinking(thinking: bool) -> None:
     ]
     think = "<think>Let me check the weather.</think>" if thinking else ""
     expected = S + "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n" + think + CALLED + ANSWERED
-    assert render_chat(template, messages, enable_thinking=thinking, bos_token=S) == expected
+    assert render_chat(LFM2, messages, enable_thinking=thinking, bos_token=S) == expected
 
 
 # --- OLMo 3 (olmo3_test.go, TestOlmo3Renderer)
@@ -250,8 +249,7 @@ WEATHER_CALL = {"function": {"name": "get_weather", "arguments": {"location": "S
     ],
 )
 def test_olmo3_renders_as_ollama_s_renderer(messages: Any, tools: Any, expected: str) -> None:
-    template = (TEMPLATES / "olmo3.jinja").read_text()
-    assert render_chat(template, messages, tools=tools) == expected + "<|im_start|>assistant\n"
+    assert render_chat(OLMO3, messages, tools=tools) == expected + "<|im_start|>assistant\n"
 
 
 # --- Command (cohere_test.go: Ollama's renderer, itself checked against North-Mini-Code-1.0's template)
@@ -263,7 +261,7 @@ C_BOT = "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
 
 
 def _cohere(messages: Any, tools: Any = None, thinking: bool | None = None) -> str:
-    return render_chat((TEMPLATES / "cohere.jinja").read_text(), messages, tools=tools, enable_thinking=thinking)
+    return render_chat(COHERE, messages, tools=tools, enable_thinking=thinking)
 
 
 def test_command_user_history_and_thinking() -> None:
@@ -513,5 +511,4 @@ F_MODEL = "<start_of_turn>model\n"
     ],
 )
 def test_functiongemma_renders_as_ollama_s_renderer(messages: Any, tools: Any, expected: str) -> None:
-    template = (TEMPLATES / "functiongemma.jinja").read_text()
-    assert render_chat(template, messages, tools=tools, bos_token="<bos>") == "<bos>" + expected
+    assert render_chat(FUNCTIONGEMMA, messages, tools=tools, bos_token="<bos>") == "<bos>" + expected

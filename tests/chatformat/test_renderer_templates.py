@@ -11,7 +11,17 @@ import pytest
 
 from cllm_ollama.chatformat.builtin_templates import go_template_in_use, template_in_use
 from cllm_ollama.chatformat.jinja import render_chat
-from cllm_ollama.chatformat.renderer_templates import LAGUNA, POOLSIDE_V1, renderer_template
+from cllm_ollama.chatformat.renderer_templates import (
+    COHERE,
+    FUNCTIONGEMMA,
+    GEMMA4,
+    GEMMA4_LARGE,
+    LAGUNA,
+    LFM2,
+    OLMO3,
+    POOLSIDE_V1,
+    renderer_template,
+)
 
 BOS = "〈|EOS|〉"
 DEFAULT = (
@@ -291,3 +301,23 @@ def test_the_prompt_of_such_a_model_is_the_port_s() -> None:
     )
     prompt = ChatPrompt(model, [user("Hi")], thinking=False)
     assert prompt.go_template is None and prompt.template == POOLSIDE_V1
+
+
+@pytest.mark.parametrize(
+    ("renderer", "port"),
+    [
+        ("gemma4", GEMMA4),
+        ("gemma4-small", GEMMA4),
+        ("gemma4-large", GEMMA4_LARGE),
+        ("lfm2", LFM2),
+        ("lfm2-thinking", LFM2),
+        ("olmo3", OLMO3),
+        ("cohere", COHERE),
+        ("functiongemma", FUNCTIONGEMMA),
+    ],
+)
+def test_ollama_s_renderer_names_pick_their_ports(renderer: str, port: str) -> None:
+    """As Ollama's ``rendererForName`` names them (the ports are held to Ollama's renderer tests in
+    ``test_family_templates``); OLMo 3.1's and OLMo 3 Think's renderers are not ported."""
+    assert template_in_use("{{ .Prompt }}", _info(None), renderer) == port
+    assert renderer_template("olmo3.1") is None and renderer_template("olmo3-think") is None
