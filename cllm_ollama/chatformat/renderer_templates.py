@@ -12,8 +12,8 @@ format.
 Each template writes what its renderer writes, held to the prompts of Ollama's renderer tests
 (``tests/chatformat/test_renderer_templates.py``, ``test_family_templates.py``), except an
 assistant prefill, which cllm does not continue in place. Not ported: Qwen3-Coder's, Qwen 3.5's
-and 3.8's, Qwen3-VL's, Ornith's, Cogito's, DeepSeek 3.1's, OLMo 3.1's and OLMo 3 Think's,
-Nemotron 3's, GLM 4.7's and GLM-OCR's, Glimmer's.
+and 3.8's, Qwen3-VL's, Ornith's, Cogito's, DeepSeek 3.1's, OLMo 3 Think's, Nemotron 3's, GLM
+4.7's and GLM-OCR's, Glimmer's.
 """
 
 from __future__ import annotations
@@ -259,6 +259,13 @@ OLMO3 = r"""
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
 """
 
+# OLMo 3.1 ("olmo3.1"): OLMo 3's, its default system prompt Olmo's own.
+OLMO3_1 = OLMO3.replace(
+    "'You are a helpful function-calling AI assistant. '",
+    "'You are Olmo, a helpful AI assistant built by Ai2. Your date cutoff is December 2024, and your model '"
+    "\n    ~ 'weights are available at https://huggingface.co/allenai. '",
+)
+
 # Command ("cohere", North / Command A 2026): the Available Tools block, thinking and actions in
 # the chatbot turn, call ids regenerated in order, consecutive results merged, the generation
 # prompt opening the thinking.
@@ -395,6 +402,7 @@ RENDERER_TEMPLATES = {
     "lfm2": LFM2,
     "lfm2-thinking": LFM2,
     "olmo3": OLMO3,
+    "olmo3.1": OLMO3_1,
     "cohere": COHERE,
     "functiongemma": FUNCTIONGEMMA,
 }

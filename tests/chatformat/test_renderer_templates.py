@@ -19,6 +19,7 @@ from cllm_ollama.chatformat.renderer_templates import (
     LAGUNA,
     LFM2,
     OLMO3,
+    OLMO3_1,
     POOLSIDE_V1,
     renderer_template,
 )
@@ -318,6 +319,20 @@ def test_the_prompt_of_such_a_model_is_the_port_s() -> None:
 )
 def test_ollama_s_renderer_names_pick_their_ports(renderer: str, port: str) -> None:
     """As Ollama's ``rendererForName`` names them (the ports are held to Ollama's renderer tests in
-    ``test_family_templates``); OLMo 3.1's and OLMo 3 Think's renderers are not ported."""
+    ``test_family_templates``); OLMo 3 Think's renderer is not ported."""
     assert template_in_use("{{ .Prompt }}", _info(None), renderer) == port
-    assert renderer_template("olmo3.1") is None and renderer_template("olmo3-think") is None
+    assert renderer_template("olmo3-think") is None
+
+
+def test_olmo3_1_is_olmo3_with_olmo_s_default_system_prompt() -> None:
+    """Ollama's ``olmo3.1`` is its OLMo 3 renderer with ``olmo31DefaultSystemMessage``."""
+    hi = [user("Hello!")]
+    olmo = (
+        "<|im_start|>system\nYou are Olmo, a helpful AI assistant built by Ai2. Your date cutoff is December 2024, "
+        "and your model weights are available at https://huggingface.co/allenai. "
+    )
+    plain = "<|im_start|>system\nYou are a helpful function-calling AI assistant. "
+    assert render_chat(OLMO3_1, hi) == render_chat(OLMO3, hi).replace(plain, olmo)
+    assert render_chat(OLMO3_1, hi).startswith(olmo + "You do not currently have access to any functions.")
+    assert render_chat(OLMO3_1, [system("Be brief."), *hi]) == render_chat(OLMO3, [system("Be brief."), *hi])
+    assert renderer_template("olmo3.1") == OLMO3_1
