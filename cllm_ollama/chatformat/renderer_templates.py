@@ -11,9 +11,9 @@ format.
 
 Each template writes what its renderer writes, held to the prompts of Ollama's renderer tests
 (``tests/chatformat/test_renderer_templates.py``, ``test_family_templates.py``), except an
-assistant prefill, which cllm does not continue in place. Not ported: Qwen3-Coder's, Qwen 3.5's
-and 3.8's, Qwen3-VL's, Ornith's, Cogito's, DeepSeek 3.1's, OLMo 3 Think's, Nemotron 3's, GLM
-4.7's and GLM-OCR's, Glimmer's.
+assistant prefill, which cllm does not continue in place. Not ported: Qwen 3.5's and 3.8's,
+Qwen3-VL's, Ornith's, Cogito's, DeepSeek 3.1's, OLMo 3 Think's, Nemotron 3's, GLM 4.7's and
+GLM-OCR's, Glimmer's.
 """
 
 from __future__ import annotations
@@ -393,6 +393,85 @@ FUNCTIONGEMMA = r"""
 {%- if add_generation_prompt and ns.prev != 'tool_response' -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}
 """
 
+# Qwen3-Coder ("qwen3-coder"): tools as XML in the system turn (a default system prompt with
+# them), calls as ``<function=NAME><parameter=KEY>``, consecutive results in one user turn. JSON in
+# the tool list and in call arguments is compact, as Ollama's renderer writes it.
+QWEN3_CODER = r"""
+{%- macro compact(v) -%}{{- v | tojson(separators=(',', ':')) -}}{%- endmacro -%}
+{%- macro scalar(v) -%}
+{%- if v is none -%}{{- 'null' -}}
+{%- elif v is sameas true -%}{{- 'true' -}}
+{%- elif v is sameas false -%}{{- 'false' -}}
+{%- elif v is string -%}{{- v -}}
+{%- elif v is mapping or v is sequence -%}{{- compact(v) -}}
+{%- else -%}{{- v | string -}}
+{%- endif -%}
+{%- endmacro -%}
+{%- macro extra(obj, handled) -%}
+{%- for key, value in obj.items() if key not in handled and value is not none -%}
+{{- '\n<' + key + '>' + scalar(value) + '</' + key + '>' -}}
+{%- endfor -%}
+{%- endmacro -%}
+{%- set ns = namespace(system='') -%}
+{%- for message in messages -%}
+{%- if message['role'] == 'system' and not ns.system -%}{%- set ns.system = message['content'] -%}{%- endif -%}
+{%- endfor -%}
+{%- if ns.system or tools -%}
+{{- '<|im_start|>system\n'
+    ~ (ns.system or 'You are Qwen, a helpful AI assistant that can interact with a computer to solve tasks.') -}}
+{%- if tools -%}
+{{- '\n\n# Tools\n\nYou have access to the following functions:\n\n<tools>' -}}
+{%- for tool in tools -%}
+{%- set f = tool['function'] -%}
+{%- set params = f['parameters'] or {} -%}
+{{- '\n<function>\n<name>' + f['name'] + '</name>' -}}
+{%- if f['description'] -%}{{- '\n<description>' + f['description'] + '</description>' -}}{%- endif -%}
+{{- '\n<parameters>' -}}
+{%- for name, prop in (params['properties'] or {}).items() -%}
+{{- '\n<parameter>\n<name>' + name + '</name>' -}}
+{%- if prop['type'] -%}{{- '\n<type>' + scalar(prop['type']) + '</type>' -}}{%- endif -%}
+{%- if prop['description'] -%}{{- '\n<description>' + prop['description'] + '</description>' -}}{%- endif -%}
+{{- extra(prop, ['type', 'description']) + '\n</parameter>' -}}
+{%- endfor -%}
+{{- extra(params, ['type', 'properties']) + '\n</parameters>\n</function>' -}}
+{%- endfor -%}
+{{- '\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n'
+    ~ '<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n'
+    ~ '<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n'
+    ~ '</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n'
+    ~ '- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested '
+    ~ 'within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n'
+    ~ '- You may provide optional reasoning for your function call in natural language BEFORE the function call, '
+    ~ 'but NOT after\n- If there is no function call available, answer the question like normal with your current '
+    ~ 'knowledge and do not tell the user about function calls\n</IMPORTANT>' -}}
+{%- endif -%}
+{{- '<|im_end|>\n' -}}
+{%- endif -%}
+{%- set turns = messages | rejectattr('role', 'equalto', 'system') | list -%}
+{%- for message in turns -%}
+{%- if message['role'] == 'assistant' -%}
+{{- '<|im_start|>assistant\n' -}}
+{%- if message['tool_calls'] -%}
+{%- if message['content'] -%}{{- message['content'] + '\n' -}}{%- endif -%}
+{%- for tool_call in message['tool_calls'] -%}
+{{- '\n<tool_call>\n<function=' + tool_call['function']['name'] + '>' -}}
+{%- for key, value in (tool_call['function']['arguments'] or {}).items() -%}
+{{- '\n<parameter=' + key + '>\n' + scalar(value) + '\n</parameter>' -}}
+{%- endfor -%}
+{{- '\n</function>\n</tool_call>' -}}
+{%- endfor -%}
+{%- else -%}{{- message['content'] or '' -}}{%- endif -%}
+{{- '<|im_end|>\n' -}}
+{%- elif message['role'] == 'tool' -%}
+{%- if loop.first or loop.previtem['role'] != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}
+{{- '\n<tool_response>\n' + message['content'] + '\n</tool_response>' -}}
+{%- if loop.last or loop.nextitem['role'] != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}
+{%- else -%}{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
+"""
+
 RENDERER_TEMPLATES = {
     "laguna": LAGUNA,
     "poolside-v1": POOLSIDE_V1,
@@ -405,6 +484,7 @@ RENDERER_TEMPLATES = {
     "olmo3.1": OLMO3_1,
     "cohere": COHERE,
     "functiongemma": FUNCTIONGEMMA,
+    "qwen3-coder": QWEN3_CODER,
 }
 
 

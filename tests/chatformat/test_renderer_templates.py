@@ -21,6 +21,7 @@ from cllm_ollama.chatformat.renderer_templates import (
     OLMO3,
     OLMO3_1,
     POOLSIDE_V1,
+    QWEN3_CODER,
     renderer_template,
 )
 
@@ -336,3 +337,147 @@ def test_olmo3_1_is_olmo3_with_olmo_s_default_system_prompt() -> None:
     assert render_chat(OLMO3_1, hi).startswith(olmo + "You do not currently have access to any functions.")
     assert render_chat(OLMO3_1, [system("Be brief."), *hi]) == render_chat(OLMO3, [system("Be brief."), *hi])
     assert renderer_template("olmo3.1") == OLMO3_1
+
+
+# --- Qwen3-Coder (qwen3coder_test.go, TestQwen3CoderRenderer)
+
+Q_INSTRUCTIONS = """
+
+If you choose to call a function ONLY reply in the following format with NO suffix:
+
+<tool_call>
+<function=example_function_name>
+<parameter=example_parameter_1>
+value_1
+</parameter>
+<parameter=example_parameter_2>
+This is the value for the second parameter
+that can span
+multiple lines
+</parameter>
+</function>
+</tool_call>
+
+<IMPORTANT>
+Reminder:
+- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within \
+<tool_call></tool_call> XML tags
+- Required parameters MUST be specified
+- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT \
+after
+- If there is no function call available, answer the question like normal with your current knowledge and do not \
+tell the user about function calls
+</IMPORTANT><|im_end|>
+"""
+Q_TOOLS_INTRO = "\n\n# Tools\n\nYou have access to the following functions:\n\n<tools>"
+
+
+def _q_tool(name: str, description: str, properties: dict[str, Any], required: list[str] | None = None) -> Any:
+    parameters: dict[str, Any] = {"properties": properties}
+    if required:
+        parameters["required"] = required
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+def _q_call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"function": {"name": name, "arguments": arguments}}
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "expected"),
+    [
+        (
+            [system("You are a helpful assistant."), user("Hello, how are you?")],
+            None,
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello, how are you?"
+            "<|im_end|>\n<|im_start|>assistant\n",
+        ),
+        (
+            [
+                system("You are a helpful assistant with access to tools."),
+                user("What is the weather like in San Francisco?"),
+                {
+                    "role": "assistant",
+                    "content": "I'll check the weather in San Francisco for you.",
+                    "tool_calls": [_q_call("get_weather", unit="fahrenheit")],
+                },
+                {"role": "tool", "content": '{"temperature": 68}'},
+                user("That sounds nice! What about New York?"),
+            ],
+            [
+                _q_tool(
+                    "get_weather",
+                    "Get the current weather in a given location",
+                    {
+                        "unit": {
+                            "type": "string",
+                            "enum": ["celsius", "fahrenheit"],
+                            "description": "The unit of temperature",
+                        }
+                    },
+                    ["unit"],
+                )
+            ],
+            "<|im_start|>system\nYou are a helpful assistant with access to tools."
+            + Q_TOOLS_INTRO
+            + "\n<function>\n<name>get_weather</name>\n<description>Get the current weather in a given location"
+            "</description>\n<parameters>\n<parameter>\n<name>unit</name>\n<type>string</type>\n<description>The unit "
+            'of temperature</description>\n<enum>["celsius","fahrenheit"]</enum>\n</parameter>\n<required>["unit"]'
+            "</required>\n</parameters>\n</function>\n</tools>"
+            + Q_INSTRUCTIONS
+            + "<|im_start|>user\nWhat is the weather like in San Francisco?<|im_end|>\n<|im_start|>assistant\n"
+            "I'll check the weather in San Francisco for you.\n\n<tool_call>\n<function=get_weather>\n"
+            "<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call><|im_end|>\n<|im_start|>user\n"
+            '<tool_response>\n{"temperature": 68}\n</tool_response><|im_end|>\n<|im_start|>user\nThat sounds nice! '
+            "What about New York?<|im_end|>\n<|im_start|>assistant\n",
+        ),
+        (
+            [
+                system("You are a helpful assistant with access to tools."),
+                user("call double(1) and triple(2)"),
+                {
+                    "role": "assistant",
+                    "content": "I'll call double(1) and triple(2) for you.",
+                    "tool_calls": [_q_call("double", number="1"), _q_call("triple", number="2")],
+                },
+                {"role": "tool", "content": '{"number": 2}'},
+                {"role": "tool", "content": '{"number": 6}'},
+            ],
+            [
+                _q_tool(
+                    "double", "Double a number", {"number": {"type": "string", "description": "The number to double"}}
+                ),
+                _q_tool(
+                    "triple", "Triple a number", {"number": {"type": "string", "description": "The number to triple"}}
+                ),
+            ],
+            "<|im_start|>system\nYou are a helpful assistant with access to tools."
+            + Q_TOOLS_INTRO
+            + "\n<function>\n<name>double</name>\n<description>Double a number</description>\n<parameters>\n<parameter>"
+            "\n<name>number</name>\n<type>string</type>\n<description>The number to double</description>\n</parameter>"
+            "\n</parameters>\n</function>\n<function>\n<name>triple</name>\n<description>Triple a number</description>"
+            "\n<parameters>\n<parameter>\n<name>number</name>\n<type>string</type>\n<description>The number to triple"
+            "</description>\n</parameter>\n</parameters>\n</function>\n</tools>"
+            + Q_INSTRUCTIONS
+            + "<|im_start|>user\ncall double(1) and triple(2)<|im_end|>\n<|im_start|>assistant\nI'll call double(1) "
+            "and triple(2) for you.\n\n<tool_call>\n<function=double>\n<parameter=number>\n1\n</parameter>\n"
+            "</function>\n</tool_call>\n<tool_call>\n<function=triple>\n<parameter=number>\n2\n</parameter>\n"
+            '</function>\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n{"number": 2}\n'
+            '</tool_response>\n<tool_response>\n{"number": 6}\n</tool_response><|im_end|>\n<|im_start|>assistant\n',
+        ),
+        (
+            [
+                user("call tool"),
+                {"role": "assistant", "content": "", "tool_calls": [_q_call("echo", payload={"foo": "bar"})]},
+                {"role": "tool", "content": '{"payload": {"foo": "bar"}}'},
+            ],
+            None,
+            "<|im_start|>user\ncall tool<|im_end|>\n<|im_start|>assistant\n\n<tool_call>\n<function=echo>\n"
+            '<parameter=payload>\n{"foo":"bar"}\n</parameter>\n</function>\n</tool_call><|im_end|>\n<|im_start|>user\n'
+            '<tool_response>\n{"payload": {"foo": "bar"}}\n</tool_response><|im_end|>\n<|im_start|>assistant\n',
+        ),
+    ],
+)
+def test_qwen3_coder_is_ollama_s_renderer(messages: Any, tools: Any, expected: str) -> None:
+    assert render_chat(QWEN3_CODER, messages, tools=tools) == expected
+    assert renderer_template("qwen3-coder") == QWEN3_CODER
