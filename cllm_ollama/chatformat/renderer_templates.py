@@ -12,8 +12,8 @@ format.
 Each template writes what its renderer writes, held to the prompts of Ollama's renderer tests
 (``tests/chatformat/test_renderer_templates.py``, ``test_family_templates.py``), except an
 assistant prefill, which cllm does not continue in place. Not ported: Qwen 3.5's and 3.8's,
-Qwen3-VL's, Ornith's, Cogito's, DeepSeek 3.1's, OLMo 3 Think's, Nemotron 3's, GLM 4.7's and
-GLM-OCR's, Glimmer's.
+Qwen3-VL's, Ornith's, Cogito's, DeepSeek 3.1's, OLMo 3 Think's, Nemotron 3's, GLM-OCR's,
+Glimmer's.
 """
 
 from __future__ import annotations
@@ -472,6 +472,41 @@ QWEN3_CODER = r"""
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
 """
 
+# GLM 4.7 ("glm-4.7"): tools as JSON in a system turn, every assistant turn opening with its
+# thinking (or a bare ``</think>``), thinking kept across turns and on unless turned off.
+GLM_4_7 = r"""
+{%- set thinking = enable_thinking is not defined or enable_thinking -%}
+{{- '[gMASK]<sop>' -}}
+{%- if tools -%}
+{{- '<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n'
+    ~ 'You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n' -}}
+{%- for tool in tools -%}{{- tool | tojson + '\n' -}}{%- endfor -%}
+{{- '</tools>\n\nFor each function call, output the function name and arguments within the following XML format:\n'
+    ~ '<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value>'
+    ~ '<arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call>' -}}
+{%- endif -%}
+{%- for message in messages -%}
+{%- if message['role'] == 'user' -%}{{- '<|user|>' + message['content'] -}}
+{%- elif message['role'] == 'assistant' -%}
+{{- '<|assistant|>' ~ ('<think>' ~ message['thinking'] ~ '</think>' if message['thinking'] else '</think>')
+    ~ (message['content'] or '') -}}
+{%- for tool_call in message['tool_calls'] or [] -%}
+{{- '<tool_call>' + tool_call['function']['name'] -}}
+{%- for key, value in (tool_call['function']['arguments'] or {}).items() -%}
+{{- '<arg_key>' + key + '</arg_key><arg_value>'
+    ~ (value if value is string else value | tojson(separators=(',', ':'))) ~ '</arg_value>' -}}
+{%- endfor -%}
+{{- '</tool_call>' -}}
+{%- endfor -%}
+{%- elif message['role'] == 'tool' -%}
+{%- if loop.first or loop.previtem['role'] != 'tool' -%}{{- '<|observation|>' -}}{%- endif -%}
+{{- '<tool_response>' + message['content'] + '</tool_response>' -}}
+{%- elif message['role'] == 'system' -%}{{- '<|system|>' + message['content'] -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|assistant|>' + ('<think>' if thinking else '</think>') -}}{%- endif -%}
+"""
+
 RENDERER_TEMPLATES = {
     "laguna": LAGUNA,
     "poolside-v1": POOLSIDE_V1,
@@ -485,6 +520,7 @@ RENDERER_TEMPLATES = {
     "cohere": COHERE,
     "functiongemma": FUNCTIONGEMMA,
     "qwen3-coder": QWEN3_CODER,
+    "glm-4.7": GLM_4_7,
 }
 
 

@@ -16,6 +16,7 @@ from cllm_ollama.chatformat.renderer_templates import (
     FUNCTIONGEMMA,
     GEMMA4,
     GEMMA4_LARGE,
+    GLM_4_7,
     LAGUNA,
     LFM2,
     OLMO3,
@@ -284,7 +285,7 @@ def test_a_renderer_model_without_a_chat_template_renders_with_the_port() -> Non
     assert go_template_in_use("{{ .Prompt }}", "laguna", bare) is None
     assert template_in_use("{{ .Prompt }}", bare, "laguna") == LAGUNA
     assert template_in_use("{{ .Prompt }}", bare, "poolside-v1") == POOLSIDE_V1
-    assert template_in_use("{{ .Prompt }}", bare, "glm-4.7") == "{{ .Prompt }}"
+    assert template_in_use("{{ .Prompt }}", bare, "qwen3.5") == "{{ .Prompt }}"
     templated = _info("{{ messages }}")
     assert template_in_use("{{ .Prompt }}", templated, "laguna") == "{{ messages }}"
 
@@ -481,3 +482,118 @@ def _q_call(name: str, **arguments: Any) -> dict[str, Any]:
 def test_qwen3_coder_is_ollama_s_renderer(messages: Any, tools: Any, expected: str) -> None:
     assert render_chat(QWEN3_CODER, messages, tools=tools) == expected
     assert renderer_template("qwen3-coder") == QWEN3_CODER
+
+
+# --- GLM 4.7 (glm47_test.go, TestGLM47Renderer)
+
+G_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get weather",
+        "parameters": {"type": "object", "required": ["location"], "properties": {"location": {"type": "string"}}},
+    },
+}
+G_HEADER = (
+    "[gMASK]<sop><|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+    '{"type": "function", "function": {"name": "get_weather", "description": "Get weather", "parameters": '
+    '{"type": "object", "required": ["location"], "properties": {"location": {"type": "string"}}}}}\n</tools>\n\n'
+    "For each function call, output the function name and arguments within the following XML format:\n"
+    "<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value>"
+    "<arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call>"
+)
+
+
+def _weather(location: str, **more: Any) -> dict[str, Any]:
+    return {"function": {"name": "get_weather", "arguments": {"location": location, **more}}}
+
+
+def _g_called(location: str, **more: Any) -> str:
+    extra = "".join(f"<arg_key>{k}</arg_key><arg_value>{v}</arg_value>" for k, v in more.items())
+    return f"<tool_call>get_weather<arg_key>location</arg_key><arg_value>{location}</arg_value>{extra}</tool_call>"
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "thinking", "expected"),
+    [
+        ([user("Hello")], None, None, "[gMASK]<sop><|user|>Hello<|assistant|><think>"),
+        ([user("Hello")], None, False, "[gMASK]<sop><|user|>Hello<|assistant|></think>"),
+        (
+            [system("You are helpful."), user("Hello")],
+            None,
+            None,
+            "[gMASK]<sop><|system|>You are helpful.<|user|>Hello<|assistant|><think>",
+        ),
+        (
+            [user("Hi"), {"role": "assistant", "content": "Hello there"}, user("How are you?")],
+            None,
+            None,
+            "[gMASK]<sop><|user|>Hi<|assistant|></think>Hello there<|user|>How are you?<|assistant|><think>",
+        ),
+        (
+            [user("Answer with reasoning."), {"role": "assistant", "thinking": "Plan.", "content": "Done."}],
+            None,
+            None,
+            "[gMASK]<sop><|user|>Answer with reasoning.<|assistant|><think>Plan.</think>Done.<|assistant|><think>",
+        ),
+        (
+            [
+                user("Weather?"),
+                {"role": "assistant", "content": "", "tool_calls": [_weather("Tokyo", unit="celsius")]},
+                {"role": "tool", "content": '{"temperature":22}'},
+            ],
+            [G_TOOL],
+            None,
+            G_HEADER
+            + "<|user|>Weather?<|assistant|></think>"
+            + _g_called("Tokyo", unit="celsius")
+            + '<|observation|><tool_response>{"temperature":22}</tool_response><|assistant|><think>',
+        ),
+        (
+            [
+                user("Weather?"),
+                {"role": "assistant", "content": "Let me check", "tool_calls": [_weather("Tokyo")]},
+                {"role": "tool", "content": '{"temperature":22}'},
+                {"role": "assistant", "content": "It is 22C."},
+            ],
+            [G_TOOL],
+            None,
+            G_HEADER
+            + "<|user|>Weather?<|assistant|></think>Let me check"
+            + _g_called("Tokyo")
+            + '<|observation|><tool_response>{"temperature":22}</tool_response><|assistant|></think>It is 22C.'
+            "<|assistant|><think>",
+        ),
+        (
+            [
+                user("Compare weather"),
+                {"role": "assistant", "content": "", "tool_calls": [_weather("Tokyo"), _weather("Paris")]},
+                {"role": "tool", "content": '{"temperature":22}'},
+                {"role": "tool", "content": '{"temperature":18}'},
+            ],
+            [G_TOOL],
+            None,
+            G_HEADER
+            + "<|user|>Compare weather<|assistant|></think>"
+            + _g_called("Tokyo")
+            + _g_called("Paris")
+            + '<|observation|><tool_response>{"temperature":22}</tool_response><tool_response>{"temperature":18}'
+            "</tool_response><|assistant|><think>",
+        ),
+        (
+            [
+                user("Think step by step"),
+                {"role": "assistant", "thinking": "Let me think...", "content": "Here's my answer."},
+                user("Continue"),
+            ],
+            None,
+            None,
+            "[gMASK]<sop><|user|>Think step by step<|assistant|><think>Let me think...</think>Here's my answer."
+            "<|user|>Continue<|assistant|><think>",
+        ),
+    ],
+)
+def test_glm_4_7_is_ollama_s_renderer(messages: Any, tools: Any, thinking: Any, expected: str) -> None:
+    assert render_chat(GLM_4_7, messages, tools=tools, enable_thinking=thinking) == expected
+    assert renderer_template("glm-4.7") == GLM_4_7
