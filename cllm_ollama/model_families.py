@@ -20,10 +20,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Family:
     name: str
-    # The output parser: "harmony" (channels), "blocks" (calls between ``tool_block`` marks, parsed
-    # by the family's own parser, after the ``<think>`` splitter), "marked" (thinking between
-    # ``think_tags`` and calls between ``tool_block`` marks, both read by one parser) or "json"
-    # (calls as JSON, in ``tool_syntax``).
+    # The output parser: "harmony" (channels), "glimmer" (messages to recipients), "blocks" (calls
+    # between ``tool_block`` marks, parsed by the family's own parser, after the ``<think>``
+    # splitter), "marked" (thinking between ``think_tags`` and calls between ``tool_block`` marks,
+    # both read by one parser) or "json" (calls as JSON, in ``tool_syntax``).
     parser: str = "json"
     # A chat template that holds all of these is the family's, for the output parser.
     parser_marks: tuple[str, ...] = ()
@@ -129,6 +129,14 @@ FAMILIES: dict[str, Family] = {
             control_tokens=("<function_calls>", "</function_calls>", "<think>", "</think>"),
             ollama_parsers=(("olmo3", False), ("olmo3-think", True)),
         ),
+        Family(  # Glimmer: ``to=self<|message|>...<|eom|><|start|>assistant to=TOOL<|message|><atem:...>``
+            "glimmer",
+            parser="glimmer",
+            parser_marks=("<|message|>", "<|eot|>", "<atem:function_calls>"),
+            think_tags=("to=self<|message|>", "<|eom|>"),  # a message to itself is its thinking
+            control_tokens=("<|start|>", "<|message|>", "<|eom|>", "<|eot|>"),
+            ollama_parsers=(("glimmer", True),),
+        ),
         Family(  # gpt-oss
             "harmony",
             parser="harmony",
@@ -154,7 +162,8 @@ FAMILIES: dict[str, Family] = {
             parser="blocks",
             parser_marks=("<arg_key>",),
             tool_block=("<tool_call>", "</tool_call>"),
-            ollama_parsers=(("glm-4.7", True), ("laguna", True)),
+            # Laguna writes GLM's calls; poolside-v1 is Ollama's name for its v8 (LagunaV8Parser).
+            ollama_parsers=(("glm-4.7", True), ("laguna", True), ("poolside-v1", True)),
         ),
         Family(
             "deepseek",
@@ -204,6 +213,7 @@ FAMILIES: dict[str, Family] = {
 # Gemma 4 before FunctionGemma (a Gemma 4 template may teach both marks), Ministral's ``[ARGS]``
 # before the older Mistral JSON (``tool_syntax``).
 PARSER_ORDER = (
+    "glimmer",
     "harmony",
     "qwen3-coder",
     "glm",
@@ -273,8 +283,10 @@ def parser_capabilities(parser: str | None) -> tuple[str, ...]:
 
 
 def template_thinks(template: str) -> bool:
-    """Whether a chat template teaches thinking in a family's own marks (``[THINK]``, Command's)."""
-    return any(f.think_tags[0] and f.think_tags[0] in template for f in FAMILIES.values() if f.parser == "marked")
+    """Whether a chat template teaches thinking in a family's own marks (``[THINK]``, Command's,
+    Glimmer's messages to itself)."""
+    thinkers = (f for f in FAMILIES.values() if f.parser in ("marked", "glimmer"))
+    return any(f.think_tags[0] and f.think_tags[0] in template for f in thinkers)
 
 
 def tool_syntax(template: str | None) -> str:

@@ -34,12 +34,15 @@ class ScriptedModel(FakeEngine):
     n_ctx_train: int = 256
     running: set[int] = field(default_factory=set)
     finish: FinishReason = FinishReason.STOP  # how every generation ends once the script is played
+    recorded: list[Request] | None = None  # where each request is recorded, if anywhere
 
     def occupancy(self) -> Occupancy:
         return Occupancy(running=len(self.running), waiting=0, cells_used=0, cells_total=self.n_ctx_slot * self.n_slots)
 
     async def generate(self, request: Request) -> AsyncGenerator[Event, None]:
         self.running.add(request.id)
+        if self.recorded is not None:
+            self.recorded.append(request)
         try:
             for step in self.script:
                 if isinstance(step, BaseException):
@@ -74,18 +77,23 @@ def scripted_pool(
 
 @contextmanager
 def scripted_server(
-    root: Path, model: str = "tiny", *, chat_template: str | None = None, n_ctx: int = 256
+    root: Path,
+    model: str = "tiny",
+    *,
+    chat_template: str | None = None,
+    n_ctx: int = 256,
+    seen: list[Request] | None = None,
 ) -> Iterator[tuple[str, list[str | BaseException]]]:
     """A live server (real sockets) with the tiny qwen3 installed as ``model`` (carrying
     ``chat_template`` where given), whose engine plays the yielded script, with ``n_ctx`` cells a
-    slot: its base URL and the script to fill."""
+    slot: its base URL and the script to fill; the engine's requests are added to ``seen``."""
     path = write_qwen3(root / "tiny.gguf", qtype=gguf.GGMLQuantizationType.Q8_0, chat_template=chat_template)
     import_gguf(ModelStore(root / "models"), model, path)
     app = create_app(Settings(models_dir=root / "models", num_parallel=2, context_length=n_ctx, num_thread=1))
     script: list[str | BaseException] = []
 
     def make(spec: LoadSpec, steps: list[str | BaseException]) -> ScriptedModel:
-        return ScriptedModel(spec, steps, n_ctx_slot=n_ctx, n_ctx_train=n_ctx)
+        return ScriptedModel(spec, steps, n_ctx_slot=n_ctx, n_ctx_train=n_ctx, recorded=seen)
 
     with serve_in_thread(app) as url:
         services(app).pool = scripted_pool(script, make=make)

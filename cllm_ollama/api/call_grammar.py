@@ -3,15 +3,21 @@ output is one call, or several, in the syntax the model's family writes calls in
 parser reads them (``model_families`` says which family; ``chatformat.family_parsers`` and
 ``chatformat.parsers`` read them), each call's arguments held to its tool's JSON Schema.
 
-Families whose calls are JSON put the whole argument object under its schema's rules. Qwen3-Coder
-and GLM write each parameter as text: a string parameter is any text without ``</``, another one
-the JSON its schema allows (the parser types it back by the schema). A family this table does not
-know gets a bare JSON call object, ``{"name": ..., "arguments": {...}}``.
+Families whose calls are JSON put the whole argument object under its schema's rules. The others
+write each parameter in their own way, its value as JSON by its schema unless said otherwise:
+- Qwen3-Coder and GLM as text between tags: a string parameter is any text without ``</`` (the
+  parser types the others back by the schema);
+- Gemma 4 and FunctionGemma as ``key:value`` in braces, a string between the family's quote marks
+  (``<|"|>``, ``<escape>``), which it may not contain;
+- LFM2 and OLMo 3 as Python keyword arguments (JSON's literals are Python's), OLMo 3's on one line;
+- Ministral 3 as JSON after ``[ARGS]``, Command as JSON actions.
+A family this table does not know gets a bare JSON call object, ``{"name": ..., "arguments": {...}}``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +26,15 @@ from ..engine.grammar import grammar_with_schemas
 from ..errors import InvalidRequest
 from ..model_families import parser_family, tool_syntax
 
-# Text up to a closing tag: no ``</`` inside (Qwen3-Coder's and GLM's string parameters).
-_TEXT_VALUE = '([^<] | "<" [^/])*'
+# Text up to a closing tag: no ``</`` inside (Qwen3-Coder's and GLM's string parameters). A run of
+# ``<`` is followed by anything but ``/`` (or another ``<``), so the text may not end in ``<``.
+_TEXT_VALUE = '([^<] | "<"+ [^/<])*'
+
+
+def _quoted_text(quote: str) -> str:
+    """Text between a family's ``quote`` marks (``<|"|>``, ``<escape>``), which it may not hold: a
+    run of ``<`` is never followed by the mark's second character."""
+    return f'([^<] | "<"+ [^<{quote[1]}])*'
 
 
 def literal(text: str) -> str:
@@ -74,10 +87,102 @@ def _text_parameters(tool: _Tool, rules: _Rules, write: Callable[[str, str], str
     parts = []
     for key, schema in tool.properties.items():
         schema = schema if isinstance(schema, dict) else {}
-        value = f"({_TEXT_VALUE})" if schema.get("type") == "string" else rules.add(schema)
+        value = _text_value(schema) if schema.get("type") == "string" else rules.add(schema)
         part = write(key, value)
         parts.append(part if key in tool.required else f"({part})?")
     return " ".join(parts) or '""'
+
+
+def _listed(required: list[str], optional: list[str], comma: str) -> str:
+    """Parameters between ``comma``: the required ones, then each optional one or not."""
+    if required:
+        return " ".join([f" {comma} ".join(required)] + [f"({comma} {o})?" for o in optional])
+    tails = [" ".join([o] + [f"({comma} {rest})?" for rest in optional[i + 1 :]]) for i, o in enumerate(optional)]
+    return "(" + " | ".join(f"({t})" for t in tails) + ")?" if tails else '""'
+
+
+def _keyword_parameters(tool: _Tool, rules: _Rules, write: Callable[[str, dict[str, Any]], str], comma: str) -> str:
+    """The parameters of a family that names each one, between ``comma``: the required ones in the
+    schema's order, then the optional ones; ``write(key, schema)`` spells one."""
+    required: list[str] = []
+    optional: list[str] = []
+    for key, schema in tool.properties.items():
+        part = write(key, schema if isinstance(schema, dict) else {})
+        (required if key in tool.required else optional).append(part)
+    return _listed(required, optional, comma)
+
+
+def _string_values(schema: dict[str, Any]) -> list[str] | None:
+    """The strings a string parameter may be, where its schema lists them (``enum``, ``const``)."""
+    values = [schema["const"]] if "const" in schema else schema.get("enum")
+    if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+        return values
+    return None
+
+
+def _keyed(quote: str, opening: str, closing: str) -> Callable[[_Tool, _Rules], str]:
+    """Gemma 4 and FunctionGemma: ``call:NAME{key:value,...}``, a string between ``quote`` marks."""
+
+    def write_value(schema: dict[str, Any], rules: _Rules) -> str:
+        if schema.get("type") != "string":
+            return rules.add(schema)
+        values = _string_values(schema)
+        text = "(" + " | ".join(literal(v) for v in values) + ")" if values else f"({_quoted_text(quote)})"
+        return f"{literal(quote)} {text} {literal(quote)}"
+
+    def call(tool: _Tool, rules: _Rules) -> str:
+        def write(key: str, schema: dict[str, Any]) -> str:
+            return literal(key + ":") + " " + write_value(schema, rules)
+
+        head = literal(opening + "call:" + tool.name + "{")
+        return f"{head} {_keyword_parameters(tool, rules, write, literal(','))} " + literal("}" + closing)
+
+    return call
+
+
+def _python_call(tool: _Tool, rules: _Rules) -> str:
+    """LFM2 and OLMo 3: ``NAME(key=value, ...)``, each value JSON by its schema."""
+
+    def write(key: str, schema: dict[str, Any]) -> str:
+        return literal(key + "=") + " " + rules.add(schema)
+
+    return f"{literal(tool.name + '(')} {_keyword_parameters(tool, rules, write, literal(', '))} {literal(')')}"
+
+
+def _ministral(tool: _Tool, rules: _Rules) -> str:
+    """Ministral 3 / Devstral: ``[TOOL_CALLS]NAME[ARGS]{json}``, each call opening its own."""
+    return literal("[TOOL_CALLS]" + tool.name + "[ARGS]") + " " + rules.add(tool.parameters)
+
+
+def _cohere(tool: _Tool, rules: _Rules) -> str:
+    """Command: one action, ``{"tool_call_id": "0", "tool_name": NAME, "parameters": {...}}``."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "tool_call_id": {"type": "string", "pattern": "^[0-9]{1,3}$"},
+            "tool_name": {"const": tool.name},
+            "parameters": tool.parameters,
+        },
+        "required": ["tool_call_id", "tool_name", "parameters"],
+        "additionalProperties": False,
+    }
+    return rules.add(schema)
+
+
+def _text_value(schema: dict[str, Any]) -> str:
+    """A string parameter written as text: one of the strings its schema lists, or any text."""
+    values = _string_values(schema)
+    return "(" + " | ".join(literal(v) for v in values) + ")" if values else f"({_TEXT_VALUE})"
+
+
+def _glimmer(tool: _Tool, rules: _Rules) -> str:
+    """Glimmer: a message to the tool, its body an ATEM block, a parameter a line (text as is)."""
+
+    def write(key: str, value: str) -> str:
+        return literal(f'<atem:parameter name="{key}">') + f" {value} " + literal("</atem:parameter>\n")
+
+    head = literal(f' to={tool.name}<|message|><atem:function_calls>\n<atem:invoke name="{tool.name}">\n')
+    return f"{head} {_text_parameters(tool, rules, write)} " + literal("</atem:invoke>\n</atem:function_calls>")
 
 
 def _qwen3_coder(tool: _Tool, rules: _Rules) -> str:
@@ -127,29 +232,48 @@ class _Syntax:
     opening: str = ""
     closing: str = ""
     many: bool = True  # several calls in one answer
+    # The JSON values' optional whitespace, where the family's parser wants less than JSON allows:
+    # no line breaks (OLMo 3: one call a line), none at all (Glimmer types a bare value as written).
+    space: str = ""
 
 
-def _syntax(template: str | None) -> _Syntax:
-    """The call syntax of the family the template's output parser is chosen by."""
-    family = parser_family(template)
+_HERMES = _Syntax(lambda t, r: f'"<tool_call>\\n" {_json_call(t, r)} "\\n</tool_call>"', '"\\n"')
+_JSON_SYNTAXES = {
+    "HERMES": _HERMES,
+    "LLAMA": _Syntax(lambda t, r: _json_call(t, r, "parameters"), '";"'),
+    "MISTRAL": _Syntax(_json_call, '","', '"[TOOL_CALLS]["', '"]"'),
+}
+# Each family's own syntax, as its renderer writes calls into the history (Ollama's
+# ``model/renderers``) and its parser reads them.
+_FAMILY_SYNTAXES = {
+    "qwen3-coder": _Syntax(_qwen3_coder, '"\\n"'),
+    "glm": _Syntax(_glm, '"\\n"'),
+    "harmony": _Syntax(_harmony, many=False),
+    "gemma4": _Syntax(_keyed('<|"|>', "<|tool_call>", "<tool_call|>")),
+    "functiongemma": _Syntax(_keyed("<escape>", "<start_function_call>", "<end_function_call>")),
+    "ministral": _Syntax(_ministral),
+    "lfm2": _Syntax(_python_call, literal(","), literal("<|tool_call_start|>["), literal("]<|tool_call_end|>")),
+    "olmo3": _Syntax(
+        _python_call, literal("\n"), literal("<function_calls>"), literal("</function_calls>"), space='" "?'
+    ),
+    # After the prompt's ``<|start|>assistant``: `` to=NAME<|message|>``; each further call a message.
+    "glimmer": _Syntax(_glimmer, literal("<|eom|><|start|>assistant"), space='""'),
+    "cohere": _Syntax(
+        _cohere, literal(",\n\n    "), literal("<|START_ACTION|>[\n\n    "), literal("\n\n]<|END_ACTION|>")
+    ),
+}
+
+
+def _syntax(template: str | None, parser: str | None) -> _Syntax:
+    """The call syntax of the family the model's output parser is chosen by (``parser_family``)."""
+    family = parser_family(template, parser)
     if family is None:
-        kind = tool_syntax(template)
-        if kind == "HERMES":
-            return _Syntax(lambda t, r: f'"<tool_call>\\n" {_json_call(t, r)} "\\n</tool_call>"', '"\\n"')
-        if kind == "LLAMA":
-            return _Syntax(lambda t, r: _json_call(t, r, "parameters"), '";"')
-        if kind == "MISTRAL":
-            return _Syntax(_json_call, '","', '"[TOOL_CALLS]["', '"]"')
-    elif family.name == "qwen3-coder":
-        return _Syntax(_qwen3_coder, '"\\n"')
-    elif family.name == "glm":
-        return _Syntax(_glm, '"\\n"')
-    elif family.name == "deepseek":
+        return _JSON_SYNTAXES.get(tool_syntax(template), _HERMES)
+    if family.name == "deepseek":
         fenced = "```json" in (template or "")
         return _Syntax(_deepseek_call(fenced), opening=literal(_DS["calls▁begin"]), closing=literal(_DS["calls▁end"]))
-    elif family.name == "harmony":
-        return _Syntax(_harmony, many=False)
-    return _Syntax(_json_call, '"\\n"')  # a family whose call syntax is not known here: bare JSON
+    # A family whose call syntax is not known here: bare JSON.
+    return _FAMILY_SYNTAXES.get(family.name, _Syntax(_json_call, '"\\n"'))
 
 
 def _tool(spec: dict[str, Any]) -> _Tool:
@@ -163,18 +287,32 @@ def _tool(spec: dict[str, Any]) -> _Tool:
     return _Tool(str(function.get("name") or ""), parameters)
 
 
-def call_grammar(template: str | None, tools: Sequence[dict[str, Any]], *, many: bool) -> str:
+def call_grammar(
+    template: str | None, tools: Sequence[dict[str, Any]], *, many: bool, parser: str | None = None
+) -> str:
     """GBNF for output that is only calls of ``tools`` (chat-shaped tool specs): one, or with
-    ``many`` one or more, in the syntax of the family ``template`` belongs to.
+    ``many`` one or more, in the syntax of the family ``template`` belongs to, or that Ollama's
+    ``parser`` name (the model's config) picks, as the output parser picks it.
 
     Converts the tools' schemas: call it off the event loop.
     """
-    syntax = _syntax(template)
+    syntax = _syntax(template, parser)
     rules = _Rules()
     alternatives = [syntax.call(_tool(spec), rules) for spec in tools]
     if not alternatives:
         raise InvalidRequest("tool_choice requires tools")
     one = alternatives[0] if len(alternatives) == 1 else "(" + " | ".join(f"({a})" for a in alternatives) + ")"
-    calls = f"{one} ({syntax.separator} {one})*" if many and syntax.many and syntax.separator else one
+    calls = f"{one} ({syntax.separator} {one})*" if many and syntax.many else one
     root = " ".join(part for part in (syntax.opening, f"({calls})", syntax.closing) if part)
-    return grammar_with_schemas(root, tuple(rules.schemas))
+    grammar = _JSON_CHAR.sub(lambda _: _STRICT_CHAR, grammar_with_schemas(root, tuple(rules.schemas)))
+    return _SPACE.sub(lambda _: f"space ::= {syntax.space}", grammar) if syntax.space else grammar
+
+
+# A character of a JSON string as JSON has it (llama.cpp's converter today): the converter
+# llama-cpp-python carries lets raw control characters and ``\/`` in, and a raw tab or line break
+# makes the call JSON that every family's parser (and Ollama's) refuses, a Python-style call a
+# string with a ``\/`` that is not the one written.
+_JSON_CHAR = re.compile(r"^char ::= .*$", re.MULTILINE)
+_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4})'
+# The converter's optional whitespace, which may break lines.
+_SPACE = re.compile(r"^space ::= .*$", re.MULTILINE)

@@ -267,8 +267,10 @@ class Generation:
         pool's checker: one llama.cpp cannot parse never reaches the engine thread."""
         forced = None
         if self.call_tools is not None:
-            template = template_in_use(self.model.record.template, self.model.info)
-            forced = partial(call_grammar, template, self.call_tools, many=self.many_calls)
+            # The family the output parser reads (``_parser``): its template and its config's parser name.
+            record = self.model.record
+            template = template_in_use(record.template, self.model.info, record.renderer)
+            forced = partial(call_grammar, template, self.call_tools, many=self.many_calls, parser=record.parser)
         grammar = await run_in_threadpool(output_grammar, self.fields.format, self.options.grammar, forced)
         if grammar is not None and grammar is not JSON_GRAMMAR:
             sent = self.options.grammar is not None and forced is None

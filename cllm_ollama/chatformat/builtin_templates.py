@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..model_families import builtin_family
 from ..store.gguf_info import GGUFInfo
+from .renderer_templates import renderer_template
 
 CHATML = (
     "{% for message in messages %}"
@@ -76,19 +77,26 @@ def builtin_template(info: GGUFInfo | None) -> str:
 def go_template_in_use(record_template: str | None, renderer: str, info: GGUFInfo | None) -> str | None:
     """The model's ``TEMPLATE`` (a Go template layer), unless its config names one of Ollama's
     renderers, which Ollama renders with instead of the template: then the GGUF's own chat
-    template, where it has one, is the nearest cllm has to that renderer."""
-    if renderer and info is not None and info.chat_template:
+    template, where it has one, is the nearest cllm has to that renderer, else cllm's port of the
+    renderer (``renderer_templates``), where it has one."""
+    if renderer and ((info is not None and info.chat_template) or renderer_template(renderer)):
         return None
     return record_template or None
+
+
+def jinja_template(info: GGUFInfo | None, renderer: str = "") -> str | None:
+    """The Jinja template a model is rendered with when no Go template is: the GGUF's chat
+    template, else cllm's port of the renderer its config names; None: the family's built-in."""
+    if info is not None and info.chat_template:
+        return info.chat_template
+    return renderer_template(renderer)
 
 
 def template_in_use(record_template: str | None, info: GGUFInfo | None, renderer: str = "") -> str:
     """The template a model's prompts are rendered with, as Ollama ranks them: the model's
     ``TEMPLATE`` (a Go template layer) first (``go_template_in_use``), then the GGUF's chat
-    template, then the family's built-in one."""
+    template or the named renderer's port (``jinja_template``), then the family's built-in one."""
     go_template = go_template_in_use(record_template, renderer, info)
     if go_template:
         return go_template
-    if info is not None and info.chat_template:
-        return info.chat_template
-    return builtin_template(info)
+    return jinja_template(info, renderer) or builtin_template(info)

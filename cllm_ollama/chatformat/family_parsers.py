@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ..model_families import parser_family
 from .call_syntaxes import MARKED_PARSERS
+from .glimmer import Glimmer
 from .marked import Marked
 from .parsers import BufferedParser, Delta, OutputParser, hold_back, prompt_opens_thinking, tool_format_for_template
 
@@ -77,7 +78,10 @@ _GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>"
 
 
 def parse_glm(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None:
-    """GLM-4.5/4.6: ``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...``."""
+    """GLM-4.5/4.6: ``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...``; or a JSON call
+    object, ``{"name": ..., "arguments": {...}}``, which Laguna also writes in the block."""
+    if block.lstrip().startswith("{"):
+        return _json_call(block)
     name, _, rest = block.strip().partition("<arg_key>")
     name = name.strip()
     if not name or "\n" in name:
@@ -85,6 +89,18 @@ def parse_glm(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None
     properties = _properties(tools, name)
     arguments = {k.strip(): _typed(v, properties.get(k.strip())) for k, v in _GLM_ARG.findall("<arg_key>" + rest)}
     return [_call(name, arguments)]
+
+
+def _json_call(block: str) -> list[Call] | None:
+    """One call as a JSON object ``{"name": NAME, "arguments": {...}}`` (no arguments: none)."""
+    try:
+        decoded = json.loads(block)
+    except ValueError:
+        return None
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("name"), str):
+        return None
+    arguments = decoded.get("arguments") or {}
+    return [_call(decoded["name"], arguments)] if isinstance(arguments, dict) else None
 
 
 _DS_CALL_BEGIN = "<｜tool▁call▁begin｜>"
@@ -298,6 +314,8 @@ def parser_for(
     family = parser_family(template, parser)
     if family is not None and family.parser == "harmony":
         return Harmony(thinking=thinking, tools=bool(tools))
+    if family is not None and family.parser == "glimmer":
+        return Glimmer(specs if tools else None, thinking=thinking)
     if family is not None and family.parser == "marked":
         think_open = family.think_tags[0]
         opened = bool(think_open) and prompt_opens_thinking(prompt, think_open)

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ..errors import CllmError, RequestCanceled
 from ..store.gguf_info import GGUFInfo
 from . import jinja_workers
-from .builtin_templates import builtin_name, builtin_template, go_template_in_use
+from .builtin_templates import builtin_name, builtin_template, go_template_in_use, jinja_template
 from .gotemplate import TemplateError, render_ollama
 from .render_budget import PromptTooLong, RenderBudget, RenderTimeout
 
@@ -235,7 +235,7 @@ class ChatPrompt:
         self.think_set = think_set
         self.think_level = think_level
         self.cache_ends = tuple(cache_ends)
-        self.jinja = model.info.chat_template
+        self.jinja = jinja_template(model.info, model.record.renderer)
         self.from_request = go_template is not None
         if go_template is None:
             go_template = go_template_in_use(model.record.template, model.record.renderer, model.info)

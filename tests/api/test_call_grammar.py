@@ -3,6 +3,8 @@ built in each family's call syntax, checked by llama.cpp's own parser."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from cllm_ollama.api.call_grammar import call_grammar
@@ -41,6 +43,16 @@ FAMILIES = {
         "<|channel|><|message|>",
         '"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"',
     ),
+    "gemma4": ("<|tool_call> <|channel>", '"<|tool_call>call:get_weather{" "city:" "<|\\"|>"'),
+    "functiongemma": ("<start_function_call>", '"<start_function_call>call:get_weather{" "city:" "<escape>"'),
+    "ministral": ("[TOOL_CALLS] [ARGS]", '"[TOOL_CALLS]get_weather[ARGS]" tc0'),
+    "lfm2": ("<|tool_call_start|>", '"<|tool_call_start|>[" ((("get_weather(" "city=" string'),
+    "olmo3": ("<function_calls>", '"<function_calls>" ((("get_weather(" "city=" string'),
+    "glimmer": (
+        "<|message|> <|eot|> <atem:function_calls>",
+        '" to=get_weather<|message|><atem:function_calls>\\n<atem:invoke name=\\"get_weather\\">\\n"',
+    ),
+    "cohere": ("<|START_ACTION|>", '"<|START_ACTION|>[\\n\\n    " (((tc0) | (tc1))'),
 }
 
 
@@ -85,7 +97,7 @@ def test_text_parameters_of_qwen3_coder() -> None:
     pytest.importorskip("llama_cpp")
     root = call_grammar("<function=x><parameter=y>", [WEATHER], many=False).splitlines()[0]
     # city is text (no "</" inside), required; days is JSON by its schema, optional.
-    assert '"<parameter=city>\\n" (([^<] | "<" [^/])*) "\\n</parameter>\\n"' in root
+    assert '"<parameter=city>\\n" (([^<] | "<"+ [^/<])*) "\\n</parameter>\\n"' in root
     assert '("<parameter=days>\\n" integer "\\n</parameter>\\n")?' in root
 
 
@@ -169,3 +181,101 @@ def test_the_openapi_document_lists_the_output_controls() -> None:
         assert extra <= set(schemas[name]["properties"]), name
     for name in ("ChatCompletionRequest", "ResponsesRequest"):
         assert {"tool_choice", "parallel_tool_calls"} <= set(schemas[name]["properties"])
+
+
+# A tool whose arguments take every kind of value: text (with the family's marks in reach), a
+# choice, numbers, a flag, a list, a nested object; only ``path`` is required.
+EDIT = {
+    "type": "function",
+    "function": {
+        "name": "edit_file",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "mode": {"type": "string", "enum": ["append", "replace"]},
+                "line": {"type": "integer"},
+                "scale": {"type": "number"},
+                "dry_run": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "range": {
+                    "type": "object",
+                    "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}},
+                    "required": ["start"],
+                },
+            },
+            "required": ["path"],
+        },
+    },
+}
+OPTIONAL_ONLY = {
+    "type": "function",
+    "function": {
+        "name": "list_dir",
+        "parameters": {"type": "object", "properties": {"all": {"type": "boolean"}, "depth": {"type": "integer"}}},
+    },
+}
+SAMPLED_TOOLS = [WEATHER, NOW, EDIT, OPTIONAL_ONLY]
+
+# Each family's output parser, by Ollama's parser name or, for the JSON syntaxes, by a template's marks.
+PARSERS = {
+    "gemma4": ("gemma4", None),
+    "functiongemma": ("functiongemma", None),
+    "ministral": ("ministral", None),
+    "lfm2": ("lfm2", None),
+    "olmo3": ("olmo3", None),
+    "cohere": ("cohere", None),
+    "glimmer": ("glimmer", None),
+    "qwen3-coder": ("qwen3-coder", None),
+    "glm": ("glm-4.7", None),
+    "harmony": ("harmony", None),
+    "deepseek v3.1": ("deepseek3", "<｜tool▁calls▁begin｜>"),
+    "hermes": (None, "{{ '<tool_call>' }}"),
+    "llama3": (None, "<|python_tag|> Environment: ipython"),
+    "mistral": (None, "[TOOL_CALLS]"),
+}
+
+
+def _read_back(parser: str | None, template: str | None, text: str, chunk: int) -> Any:
+    from cllm_ollama.chatformat.family_parsers import parser_for
+    from cllm_ollama.chatformat.parsers import Delta
+
+    reader = parser_for(template, thinking=False, tools=SAMPLED_TOOLS, parser=parser)
+    out = Delta()
+    for i in range(0, len(text), chunk):
+        out.add(reader.feed(text[i : i + chunk]))
+    out.add(reader.finish())
+    return out
+
+
+@pytest.mark.parametrize("family", PARSERS)
+@pytest.mark.parametrize("many", [False, True])
+def test_what_a_forced_call_grammar_lets_a_model_write_parses_back_into_its_calls(family: str, many: bool) -> None:
+    """Texts drawn at random from each family's forced-call grammar, read by that family's output
+    parser (streamed whole and a few characters at a time): calls only, of the given tools, each
+    call's arguments valid by its tool's schema."""
+    pytest.importorskip("llama_cpp")
+    import jsonschema
+    from gbnf_sample import Sampler
+
+    from cllm_ollama.engine.binding import grammar_parses
+
+    parser, template = PARSERS[family]
+    grammar = call_grammar(template, SAMPLED_TOOLS, many=many, parser=parser)
+    assert grammar_parses(grammar)
+    schemas = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in SAMPLED_TOOLS}
+    seen: set[str] = set()
+    several = False
+    for seed in range(60):
+        text = Sampler(grammar, seed).text()
+        whole = _read_back(parser, template, text, len(text))
+        assert whole == _read_back(parser, template, text, 3), text
+        assert whole.content.strip() == "" and whole.thinking == "", text
+        assert whole.tool_calls, text
+        several |= len(whole.tool_calls) > 1
+        for made in whole.tool_calls:
+            name, arguments = made["function"]["name"], made["function"]["arguments"]
+            jsonschema.validate(arguments, schemas[name])
+            seen.add(name)
+    assert seen == set(schemas)
+    assert several == (many and family != "harmony")

@@ -16,6 +16,10 @@ import ollama
 import pytest
 from scripted import scripted_server
 
+from cllm_ollama.chatformat.renderer_templates import RENDERER_TEMPLATES
+from cllm_ollama.engine.request import Request
+from cllm_ollama.model_families import FAMILIES as FORMATS
+
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
@@ -38,6 +42,7 @@ class Family:
     name: str
     output: str  # what the model says, in the family's format
     thinks: bool  # whether the template teaches thinking (the model then has the capability)
+    forced_mark: str = ""  # what a forced call opens with, where not the family's call mark
 
 
 FAMILIES = [
@@ -47,7 +52,9 @@ FAMILIES = [
         True,
     ),
     Family("ministral", f'[THINK]{THOUGHT}[/THINK]{TEXT}[TOOL_CALLS]get_weather[ARGS]{{"city": "Paris"}}', True),
-    Family("lfm2", f'{TEXT}<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>', False),
+    Family(  # LFM2 and LFM2.5, whose templates write past thinking back (Ollama's lfm2-thinking)
+        "lfm2", f'<think>{THOUGHT}</think>{TEXT}<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>', True
+    ),
     Family(
         "cohere",
         f"{THOUGHT}<|END_THINKING|><|START_RESPONSE|>{TEXT}<|END_RESPONSE|><|START_ACTION|>"
@@ -60,7 +67,20 @@ FAMILIES = [
         f"{TEXT}<start_function_call>call:get_weather{{city:<escape>Paris<escape>}}<end_function_call>",
         False,
     ),
+    Family(
+        "glimmer",
+        f" to=self<|message|>{THOUGHT}<|eom|><|start|>assistant to=user<|message|>{TEXT}<|eom|>"
+        '<|start|>assistant to=get_weather<|message|><atem:function_calls>\n<atem:invoke name="get_weather">\n'
+        '<atem:parameter name="city">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eot|>',
+        True,
+        forced_mark=" to=get_weather<|message|>",
+    ),
 ]
+
+
+# Each family's engine requests, and its script (``served``).
+SEEN: dict[str, list[Request]] = {}
+SCRIPTS: dict[str, list[str | BaseException]] = {}
 
 
 def tokens(text: str) -> list[str]:
@@ -71,10 +91,13 @@ def tokens(text: str) -> list[str]:
 @pytest.fixture(scope="module", params=FAMILIES, ids=lambda f: f.name)
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Family]]:
     family: Family = request.param
-    template = (TEMPLATES / f"{family.name}.jinja").read_text()
+    # The ported renderers are the families' templates (test_family_templates holds them to Ollama's).
+    template = RENDERER_TEMPLATES.get(family.name) or (TEMPLATES / f"{family.name}.jinja").read_text()
     root = tmp_path_factory.mktemp(family.name)
-    with scripted_server(root, MODEL, chat_template=template, n_ctx=4096) as (url, script):
+    seen = SEEN.setdefault(family.name, [])
+    with scripted_server(root, MODEL, chat_template=template, n_ctx=4096, seen=seen) as (url, script):
         script[:] = tokens(family.output)
+        SCRIPTS[family.name] = script
         yield url, family
 
 
@@ -174,6 +197,38 @@ def test_anthropic_messages(served: tuple[str, Family], stream: bool) -> None:
     assert blocks["text"].text.strip() == TEXT  # type: ignore[union-attr]
     assert (blocks["tool_use"].name, blocks["tool_use"].input) == ("get_weather", ARGS)  # type: ignore[union-attr]
     assert message.stop_reason == "tool_use"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_forced_call_is_asked_for_in_the_family_syntax(served: tuple[str, Family], stream: bool) -> None:
+    """``tool_choice`` naming the function: the engine gets a grammar whose every text opens with
+    the family's own call mark (the grammar's texts parse back by ``test_call_grammar``), and the
+    call the model writes under it comes back as a call, with no text."""
+    url, family = served
+    mark = family.forced_mark or FORMATS[family.name].tool_block[0]
+    script = SCRIPTS[family.name]
+    played = list(script)
+    script[:] = tokens(family.output[family.output.index(mark) :])
+    try:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="ollama", max_retries=0, timeout=60)
+        kwargs: dict[str, Any] = {"model": MODEL, "messages": ASK, "tools": [TOOL], "reasoning_effort": "none"}
+        kwargs["tool_choice"] = {"type": "function", "function": {"name": "get_weather"}}
+        if stream:
+            deltas = [c.choices[0].delta for c in client.chat.completions.create(**kwargs, stream=True) if c.choices]
+            content = "".join(d.content or "" for d in deltas)
+            calls = [(t.function.name, json.loads(t.function.arguments)) for d in deltas for t in d.tool_calls or []]
+        else:
+            message = client.chat.completions.create(**kwargs).choices[0].message
+            content = message.content or ""
+            calls = [(t.function.name, json.loads(t.function.arguments)) for t in message.tool_calls or []]
+    finally:
+        script[:] = played
+    assert (content.strip(), calls) == ("", [("get_weather", ARGS)])
+    grammar = SEEN[family.name][-1].sampling.grammar or ""
+    root = grammar.splitlines()[0]
+    assert root.startswith("root ::= ") and json.dumps(mark)[:-1] in root, root
+    first = root.split('"', 1)[1]  # every call opens with the mark: the first literal begins with it
+    assert first.startswith(json.dumps(mark)[1:-1]), root
 
 
 NO_TOOLS_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"

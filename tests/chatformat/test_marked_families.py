@@ -10,6 +10,7 @@ import pytest
 
 from cllm_ollama.chatformat.family_parsers import parser_for
 from cllm_ollama.chatformat.parsers import Delta, OutputParser, ToolFormat
+from cllm_ollama.chatformat.renderer_templates import RENDERER_TEMPLATES
 from cllm_ollama.model_families import OLLAMA_PARSERS, parser_capabilities, parser_family
 
 TEMPLATES = Path(__file__).parents[1] / "data" / "families"
@@ -177,12 +178,11 @@ def test_command_keeps_the_model_s_call_id() -> None:
     assert delta.tool_calls == [{"id": "7", "function": {"name": "search", "arguments": {}}}]
 
 
-@pytest.mark.parametrize(
-    ("template", "family"),
-    [(f"{n}.jinja", n) for n in ("gemma4", "ministral", "lfm2", "cohere", "olmo3", "functiongemma")],
-)
-def test_each_family_s_template_picks_its_parser(template: str, family: str) -> None:
-    found = parser_family((TEMPLATES / template).read_text())
+@pytest.mark.parametrize("family", ["gemma4", "ministral", "lfm2", "cohere", "olmo3", "functiongemma", "glimmer"])
+def test_each_family_s_template_picks_its_parser(family: str) -> None:
+    """The families' templates (a ported renderer's, else the test data's) hold their marks."""
+    template = RENDERER_TEMPLATES.get(family) or (TEMPLATES / f"{family}.jinja").read_text()
+    found = parser_family(template)
     assert found is not None and found.name == family
 
 
@@ -273,3 +273,51 @@ def test_ministral_reads_the_older_json_list_and_lets_a_stray_tag_go() -> None:
 )
 def test_gemma4_calls_cut_short_are_repaired(block: str) -> None:
     assert same_in_any_chunking("gemma4", block) == ("", "", [WEATHER_PARIS])
+
+
+# --- Laguna and poolside-v1 (laguna_test.go): GLM's calls, or a JSON call object in the block
+
+LAGUNA_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"location": {"type": "string"}, "days": {"type": "integer"}},
+            },
+        },
+    }
+]
+
+
+@pytest.mark.parametrize("name", ["laguna", "poolside-v1"])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (  # TestLagunaParserToolCall
+            "<tool_call>get_weather\n<arg_key>location</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
+            [("get_weather", {"location": "Paris", "days": 3})],
+        ),
+        (  # TestLagunaParserJSONToolCall
+            '<tool_call>\n{"name":"get_weather","arguments":{"location":"Paris","days":3}}\n</tool_call>',
+            [("get_weather", {"location": "Paris", "days": 3})],
+        ),
+    ],
+)
+def test_laguna_and_poolside_calls(name: str, text: str, expected: Any) -> None:
+    assert same_in_any_chunking(name, text, tools=LAGUNA_TOOLS) == ("", "", expected)
+
+
+def test_poolside_v1_is_laguna_v8() -> None:
+    """Ollama's ``poolside-v1`` is the Laguna v8 parser: it thinks and calls
+    (TestLagunaV8ParserAssistantHistoryStillPrimesThinking: a prompt that opens ``<think>``)."""
+    assert parser_capabilities("poolside-v1") == ("tools", "thinking")
+    assert parser_family(None, "poolside-v1") is parser_family(None, "laguna")
+    primed = "<|assistant|>\n<think>"
+    assert same_in_any_chunking("poolside-v1", "Reasoning.</think>Answer.", prompt=primed, tools=None) == (
+        "Reasoning.",
+        "Answer.",
+        [],
+    )
