@@ -304,15 +304,9 @@ def call_grammar(
     one = alternatives[0] if len(alternatives) == 1 else "(" + " | ".join(f"({a})" for a in alternatives) + ")"
     calls = f"{one} ({syntax.separator} {one})*" if many and syntax.many else one
     root = " ".join(part for part in (syntax.opening, f"({calls})", syntax.closing) if part)
-    grammar = _JSON_CHAR.sub(lambda _: _STRICT_CHAR, grammar_with_schemas(root, tuple(rules.schemas)))
+    grammar = grammar_with_schemas(root, tuple(rules.schemas))
     return _SPACE.sub(lambda _: f"space ::= {syntax.space}", grammar) if syntax.space else grammar
 
 
-# A character of a JSON string as JSON has it (llama.cpp's converter today): the converter
-# llama-cpp-python carries lets raw control characters and ``\/`` in, and a raw tab or line break
-# makes the call JSON that every family's parser (and Ollama's) refuses, a Python-style call a
-# string with a ``\/`` that is not the one written.
-_JSON_CHAR = re.compile(r"^char ::= .*$", re.MULTILINE)
-_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4})'
 # The converter's optional whitespace, which may break lines.
 _SPACE = re.compile(r"^space ::= .*$", re.MULTILINE)

@@ -160,7 +160,7 @@ def json_schema_grammar(schema_json: str) -> str:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        return json_schema_to_gbnf(schema_json)
+        return strict_strings(json_schema_to_gbnf(schema_json))
     except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise InvalidRequest(f"invalid JSON schema in format: {exc}") from exc
 
@@ -185,4 +185,17 @@ def grammar_with_schemas(root: str, schemas: tuple[tuple[str, str], ...]) -> str
                 renamed = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", key, renamed)
     except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise InvalidRequest(f"invalid JSON schema in tool parameters: {exc}") from exc
-    return f"root ::= {renamed}\n{converter.format_grammar()}"
+    return strict_strings(f"root ::= {renamed}\n{converter.format_grammar()}")
+
+
+# A character of a JSON string as JSON has it (llama.cpp's converter today): the converter
+# llama-cpp-python carries lets raw control characters and ``\/`` in, and a raw tab or line break
+# makes JSON that every parser (a family's, Ollama's, a client's ``json.loads``) refuses, a
+# Python-style call a string with a ``\/`` that is not the one written.
+_JSON_CHAR = re.compile(r"^char ::= .*$", re.MULTILINE)
+_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4})'
+
+
+def strict_strings(grammar: str) -> str:
+    """``grammar`` with the converter's JSON string character replaced by JSON's own."""
+    return _JSON_CHAR.sub(lambda _: _STRICT_CHAR, grammar)

@@ -146,3 +146,26 @@ def test_huge_schemas_get_400_on_every_dialect_and_the_server_lives(client: Test
     r = client.post("/api/chat", json=ok)
     assert r.status_code == 200, r.text
     assert r.json()["message"]["content"].startswith('"')
+
+
+def test_what_a_schema_format_lets_a_model_write_is_json_of_that_schema() -> None:
+    # llama-cpp-python's converter let raw control characters into strings (a raw tab or line
+    # break): JSON that json.loads and every client refuses. Texts drawn at random from the
+    # grammar must all parse and hold to the schema.
+    pytest.importorskip("llama_cpp")
+    import json
+
+    import jsonschema
+    from gbnf_sample import Sampler
+
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["name", "tags"],
+    }
+    grammar = grammar_for_format(schema)
+    assert grammar is not None
+    texts = [Sampler(grammar, seed).text() for seed in range(80)]
+    for text in texts:
+        jsonschema.validate(json.loads(text), schema)
+    assert any("\\" in text for text in texts)  # escapes were drawn, and parsed
