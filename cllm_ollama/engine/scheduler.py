@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .blocks import BLOCK
-from .disk_cache import DiskCache
+from .disk_cache import DiskCache, Read
 from .frontdoor import Occupancy
 from .media import Media
 from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
@@ -220,7 +220,7 @@ class Scheduler:
         self._pending = plan
         return plan
 
-    def loaded(self, request_id: int, state: bytearray | None) -> None:
+    def loaded(self, request_id: int, state: Read | None) -> None:
         """A disk read the runner did for ``request_id`` is done (None: a miss); ``admit`` uses it."""
         self.prefix.loaded(request_id, state)
 
