@@ -5,7 +5,8 @@ message again, each sent through Open WebUI's chat page, must each answer 200.
 Open WebUI sets no ``num_ctx`` and sends its tool definitions with every chat: the first picture
 message is longer than the 4,096-token default context, which cllm grows for it (before issue 35,
 only for text: a picture got 400). After the unload the model loads at 4,096 again and the next
-picture message must grow it again.
+picture message must grow it again; its conversation's start comes back from disk, where the
+tiny gemma3's sliding-window checkpoints were saved with it, so no prompt is computed whole again.
 
 Skipped unless Open WebUI (in its own venv) and Chromium are installed: ``bash compat/open_webui.sh``
 installs both and runs this. Open WebUI's background tasks (titles, tags, follow-up suggestions)
@@ -137,3 +138,6 @@ def test_picture_chat_through_open_webui_grows_the_context_across_a_follow_up_an
     # cllm's own access log says the same, and the page shows every answer.
     assert [status for _, path, status in rig.access() if path == "/api/chat"] == [200, 200, 200]
     assert [first["answers"], follow["answers"], again["answers"]] == [1, 2, 3]
+    # The message after the unload found the conversation's start on disk, with the checkpoints
+    # of the model's sliding window (gemma3): not computed whole again.
+    assert "could not be reused" not in rig.cllm_log.read_text(errors="replace")
