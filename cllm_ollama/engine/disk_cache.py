@@ -105,6 +105,38 @@ def _windows_bytes(windows: tuple[Window, ...]) -> int:
     return (_COUNT.size + sum(_WINDOW.size + w.size for w in windows)) if windows else 0
 
 
+def _with_windows(pieces: list[memoryview], windows: tuple[Window, ...]) -> list[memoryview]:
+    """A state's pieces to write, then its window checkpoints (``_read_windows`` reads them)."""
+    if not windows:
+        return pieces
+    out = [*pieces, memoryview(_COUNT.pack(len(windows)))]
+    for w in windows:
+        out += [memoryview(_WINDOW.pack(w.n, w.pos, w.size)), memoryview(w.payload).cast("B")]
+    return out
+
+
+def _read_windows(f: Any, n_bytes: int, tokens: tuple[int, ...], check: Any) -> tuple[Window, ...] | None:
+    """The window checkpoints stored after a payload (``n_bytes`` of them), read into
+    ``check``; None if they do not add up or do not lie along ``tokens``."""
+    if n_bytes == 0:
+        return ()
+    raw = f.read(n_bytes)
+    if len(raw) != n_bytes or n_bytes < _COUNT.size:
+        return None
+    check.update(raw)
+    (count,), at, windows = _COUNT.unpack_from(raw), _COUNT.size, []
+    for _ in range(count):
+        if at + _WINDOW.size > n_bytes:
+            return None
+        n, pos, size = _WINDOW.unpack_from(raw, at)
+        at += _WINDOW.size
+        if n > len(tokens) or at + size > n_bytes:
+            return None
+        windows.append(window_of(tokens[:n], pos, bytearray(raw[at : at + size])))
+        at += size
+    return tuple(windows) if at == n_bytes else None
+
+
 class Read(NamedTuple):
     """A state read back: its payload and the window checkpoints saved with it."""
 
@@ -151,8 +183,7 @@ class DiskCache:
         self._gone: list[Path] = []  # files the IO thread found missing or bad (engine drops them)
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # writes and removals
         self._reads: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        # Written once the writer gets to them: tokens, payload, checkpoints, size.
-        self._pending: dict[Path, tuple[tuple[int, ...], Any, tuple[Window, ...], int]] = {}
+        self._pending: dict[Path, tuple[tuple[int, ...], Any, tuple[Window, ...], int]] = {}  # for the writer
         self._pending_lock = threading.Lock()
         self._pending_bytes = 0
         self._idle = threading.Event()  # the engine has nothing to decode: the writer may run
@@ -304,10 +335,7 @@ class DiskCache:
         # would take a file still being written for a bad one and remove it.
         tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{path.stem}.part")
         n_payload = sum(map(len, pieces))
-        if windows:  # the checkpoints after the payload (``_read_windows``)
-            pieces.append(memoryview(_COUNT.pack(len(windows))))
-            for w in windows:
-                pieces += [memoryview(_WINDOW.pack(w.n, w.pos, w.size)), memoryview(w.payload).cast("B")]
+        pieces = _with_windows(pieces, windows)
         head = _HEAD.pack(MAGIC, self.identity, len(tokens), n_payload, _windows_bytes(windows)) + _token_bytes(tokens)
         check = hashlib.blake2b(head, digest_size=_SUM)
         for piece in pieces:
@@ -345,8 +373,7 @@ class DiskCache:
             return None
 
     def _read(self, path: Path, tokens: tuple[int, ...]) -> Read | None:
-        """The payload and checkpoints if the file is whole, ours and for ``tokens``; None
-        otherwise (removed)."""
+        """The state and checkpoints if the file is whole, ours and for ``tokens``; else None (removed)."""
         try:
             with open(path, "rb") as f:
                 head = f.read(_HEAD.size)
@@ -369,7 +396,7 @@ class DiskCache:
                 check.update(raw)
                 check.update(stored)
                 stored.release()
-                windows = self._read_windows(f, n_windows, tokens, check)
+                windows = _read_windows(f, n_windows, tokens, check)
                 if windows is None:
                     return self._bad(path, "checkpoints")
                 if f.read(_SUM + 1) != check.digest():
@@ -383,28 +410,6 @@ class DiskCache:
         except OSError as exc:
             log.warning("could not read prompt state %s: %s", path, exc)
             return None
-
-    @staticmethod
-    def _read_windows(f: Any, n_bytes: int, tokens: tuple[int, ...], check: Any) -> tuple[Window, ...] | None:
-        """The window checkpoints stored after a payload (``n_bytes`` of them), read into
-        ``check``; None if they do not add up or do not lie along ``tokens``."""
-        if n_bytes == 0:
-            return ()
-        raw = f.read(n_bytes)
-        if len(raw) != n_bytes or n_bytes < _COUNT.size:
-            return None
-        check.update(raw)
-        (count,), at, windows = _COUNT.unpack_from(raw), _COUNT.size, []
-        for _ in range(count):
-            if at + _WINDOW.size > n_bytes:
-                return None
-            n, pos, size = _WINDOW.unpack_from(raw, at)
-            at += _WINDOW.size
-            if n > len(tokens) or at + size > n_bytes:
-                return None
-            windows.append(window_of(tokens[:n], pos, bytearray(raw[at : at + size])))
-            at += size
-        return tuple(windows) if at == n_bytes else None
 
     def _bad(self, path: Path, why: str) -> Read | None:
         log.warning("prompt state %s is unusable (%s): computing the prompt instead", path.name, why)
