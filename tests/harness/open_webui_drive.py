@@ -23,10 +23,23 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 ANSWER_S = 180  # one answer, on a busy two-core machine
 DONE = ".copy-response-button"  # an answer's, rendered once ``message.done``
 EDITOR = "#chat-input"  # the message editor (attachments show above it once uploaded)
-WELCOME_S = 30  # the "what's new" dialog follows the page's models and changelog requests
+WELCOME_S = 30  # how long a new page waits for the "what's new" dialog
+
+
+def dismiss_welcome(page: Page, wait_s: float) -> None:
+    """Close the "what's new" dialog a new user first gets over the page, as a user does, if it
+    shows within ``wait_s`` seconds (it follows the page's models and changelog requests)."""
+    welcome = page.get_by_role("button", name="Okay, Let's Go!")
+    try:
+        welcome.wait_for(state="visible", timeout=wait_s * 1000)
+    except PlaywrightTimeout:
+        return  # not shown to this user (seen already), or not yet
+    welcome.click()
+    welcome.wait_for(state="hidden")
 
 
 def send(page: Page, text: str, image: str | None) -> dict[str, Any]:
+    dismiss_welcome(page, 0.1)  # shown late, on a slow machine
     before = page.locator(DONE).count()
     if image:
         # The chat input's own (hidden) file input: the first multiple-file input in the form.
@@ -54,15 +67,7 @@ def main() -> None:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(url)
         page.locator(EDITOR).wait_for(state="visible", timeout=ANSWER_S * 1000)
-        # A new user first gets the "what's new" dialog over the page: dismissed as a user does.
-        welcome = page.get_by_role("button", name="Okay, Let's Go!")
-        try:
-            welcome.wait_for(state="visible", timeout=WELCOME_S * 1000)
-        except PlaywrightTimeout:
-            pass  # not shown to this user (seen already)
-        else:
-            welcome.click()
-            welcome.wait_for(state="hidden")
+        dismiss_welcome(page, WELCOME_S)
         print(json.dumps({"ok": True, "ready": page.url}), flush=True)
         for line in sys.stdin:
             command = json.loads(line)
