@@ -6,8 +6,8 @@
 # - Open WebUI (PyPI's open-webui) and playwright in a venv of their own, outside the repository
 #   ($OPEN_WEBUI_VENV, default ~/.cache/cllm-open-webui/venv): Open WebUI pins torch,
 #   transformers and a hundred other packages that must not meet cllm's.
-# Measured on a 2-core machine: Chromium 84 s; Open WebUI 234 s and 7.4 GB (torch and its CUDA
-# libraries are 5.3 GB of it), playwright 7 s. The check itself takes about a minute.
+# Measured on a shared 2-core machine: Chromium 84 s; Open WebUI and playwright 193-241 s and 7.5 GB
+# (torch and its CUDA libraries are 5.3 GB of it); 1 s when already installed. The check takes ~1 minute.
 #
 # Usage: bash compat/open_webui.sh [--install-only]   (run from anywhere; cllm's .venv must exist)
 set -euo pipefail
