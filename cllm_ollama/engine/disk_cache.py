@@ -7,8 +7,13 @@ format; the slot count only where a state cannot be stored as one KV stream: ``s
 so models made ``FROM`` the same weights share files and no other model ever sees them. Its
 name is a stable digest of its tokens (not Python's ``hash``, which is free to change).
 
-A file is: ``MAGIC``, the identity digest, the token count, the payload length, the tokens
-(int64: image cells carry negative keys), the payload, then a BLAKE2b checksum of all of it.
+A file is: ``MAGIC``, the identity digest, the token count, the payload length, the length of
+the window checkpoints, the tokens (int64: image cells carry negative keys), the payload, the
+checkpoints, then a BLAKE2b checksum of all of it. A sliding-window model's state takes its
+checkpoints along (``swa_windows``: the count, then each one's token count, position, length and
+bytes; its tokens are the state's first ones), as in the host cache, so that a follow-up cut
+below the window a state loaded from disk holds restores the nearest one instead of computing
+its whole prompt again.
 It is written to a temporary name and renamed, so a reader sees a whole file or none; a file
 that is short, corrupt, foreign or not for these tokens is a miss (and is removed), never a
 wrong answer. Past ``limit_bytes`` (over every identity) the least recently used files go.
@@ -37,15 +42,18 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .prompt_cache import CacheEntry, PromptCache
 from .state_streams import one_stream, widen
+from .swa_windows import Window, window_of
 
 log = logging.getLogger("cllm.engine")
 
-MAGIC = b"CLLMKV01"
-_HEAD = struct.Struct("<8s32sIQ")  # magic, identity digest, n_tokens, payload bytes
+MAGIC = b"CLLMKV02"  # 02: with the window checkpoints
+_HEAD = struct.Struct("<8s32sIQQ")  # magic, identity digest, n_tokens, payload bytes, checkpoint bytes
+_COUNT = struct.Struct("<I")  # window checkpoints
+_WINDOW = struct.Struct("<IqQ")  # one's token count, position, bytes
 _SUM = 32  # blake2b digest size
 SUFFIX = ".kv"
 # A state being written: ``.tmp-<pid>-<thread>-<name>.part``, renamed to ``<name>.kv`` when whole.
@@ -93,6 +101,49 @@ def _token_bytes(tokens: Sequence[int]) -> bytes:
     return struct.pack(f"<{len(tokens)}q", *tokens)
 
 
+def _windows_bytes(windows: tuple[Window, ...]) -> int:
+    return (_COUNT.size + sum(_WINDOW.size + w.size for w in windows)) if windows else 0
+
+
+def _with_windows(pieces: list[memoryview], windows: tuple[Window, ...]) -> list[memoryview]:
+    """A state's pieces to write, then its window checkpoints (``_read_windows`` reads them)."""
+    if not windows:
+        return pieces
+    out = [*pieces, memoryview(_COUNT.pack(len(windows)))]
+    for w in windows:
+        out += [memoryview(_WINDOW.pack(w.n, w.pos, w.size)), memoryview(w.payload).cast("B")]
+    return out
+
+
+def _read_windows(f: Any, n_bytes: int, tokens: tuple[int, ...], check: Any) -> tuple[Window, ...] | None:
+    """The window checkpoints stored after a payload (``n_bytes`` of them), read into
+    ``check``; None if they do not add up or do not lie along ``tokens``."""
+    if n_bytes == 0:
+        return ()
+    raw = f.read(n_bytes)
+    if len(raw) != n_bytes or n_bytes < _COUNT.size:
+        return None
+    check.update(raw)
+    (count,), at, windows = _COUNT.unpack_from(raw), _COUNT.size, []
+    for _ in range(count):
+        if at + _WINDOW.size > n_bytes:
+            return None
+        n, pos, size = _WINDOW.unpack_from(raw, at)
+        at += _WINDOW.size
+        if n > len(tokens) or at + size > n_bytes:
+            return None
+        windows.append(window_of(tokens[:n], pos, bytearray(raw[at : at + size])))
+        at += size
+    return tuple(windows) if at == n_bytes else None
+
+
+class Read(NamedTuple):
+    """A state read back: its payload and the window checkpoints saved with it."""
+
+    payload: Any
+    windows: tuple[Window, ...] = ()
+
+
 @dataclass(frozen=True)
 class _Job:
     """One piece of IO work, done on the IO thread in the order queued."""
@@ -101,7 +152,8 @@ class _Job:
     path: Path
     tokens: tuple[int, ...] = ()
     payload: Any = None
-    done: Callable[[bytearray | None], None] | None = None
+    done: Callable[[Read | None], None] | None = None
+    windows: tuple[Window, ...] = ()
 
 
 class DiskCache:
@@ -131,7 +183,7 @@ class DiskCache:
         self._gone: list[Path] = []  # files the IO thread found missing or bad (engine drops them)
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # writes and removals
         self._reads: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._pending: dict[Path, tuple[tuple[int, ...], Any, int]] = {}  # written once the writer gets to them
+        self._pending: dict[Path, tuple[tuple[int, ...], Any, tuple[Window, ...], int]] = {}  # for the writer
         self._pending_lock = threading.Lock()
         self._pending_bytes = 0
         self._idle = threading.Event()  # the engine has nothing to decode: the writer may run
@@ -160,10 +212,11 @@ class DiskCache:
         self._drop_gone()
         return self.index.covers(tokens, keys)
 
-    def save(self, tokens: Sequence[int], payload: Any) -> None:
-        """Write a state (bytes-like; not changed afterwards) unless the disk holds it already."""
+    def save(self, tokens: Sequence[int], payload: Any, windows: tuple[Window, ...] = ()) -> None:
+        """Write a state (bytes-like; not changed afterwards) and its window checkpoints (those
+        along ``tokens``) unless the disk holds it already."""
         tokens = tuple(tokens)
-        size = _HEAD.size + 8 * len(tokens) + len(payload) + _SUM
+        size = _HEAD.size + 8 * len(tokens) + len(payload) + _windows_bytes(windows) + _SUM
         if not self._usable or size > self.limit_bytes or self.covers(tokens):
             return
         path = self.dir / (hashlib.blake2b(_token_bytes(tokens), digest_size=16).hexdigest() + SUFFIX)
@@ -172,9 +225,9 @@ class DiskCache:
                 return
         if self.index.add(tokens, path, size) is not None:
             with self._pending_lock:
-                self._pending[path] = (tokens, payload, size)
+                self._pending[path] = (tokens, payload, windows, size)
                 self._pending_bytes += size
-            self._jobs.put(_Job("write", path, tokens, payload))
+            self._jobs.put(_Job("write", path, tokens, payload, windows=windows))
 
     def engine_busy(self, busy: bool) -> None:
         """The engine thread says whether it decodes: writes wait while it does."""
@@ -183,7 +236,7 @@ class DiskCache:
         else:
             self._idle.set()
 
-    def load(self, entry: CacheEntry, done: Callable[[bytearray | None], None]) -> None:
+    def load(self, entry: CacheEntry, done: Callable[[Read | None], None]) -> None:
         """Read ``entry``'s payload on the reader thread; ``done`` gets it there (None: a miss)."""
         self._reads.put(_Job("read", entry.payload, entry.tokens, done=done))
 
@@ -242,12 +295,12 @@ class DiskCache:
                     case "write":
                         self._idle.wait()
                         try:
-                            self._write(job.path, job.tokens, job.payload)
+                            self._write(job.path, job.tokens, job.payload, job.windows)
                         finally:
                             with self._pending_lock:
                                 done = self._pending.pop(job.path, None)
                                 if done is not None:
-                                    self._pending_bytes -= done[2]
+                                    self._pending_bytes -= done[3]
                     case "read":
                         data = self._read_pending(job.path, job.tokens)
                         if data is None:
@@ -263,16 +316,16 @@ class DiskCache:
                 if job.kind == "read" and job.done is not None:
                     job.done(None)
 
-    def _read_pending(self, path: Path, tokens: tuple[int, ...]) -> Any:
+    def _read_pending(self, path: Path, tokens: tuple[int, ...]) -> Read | None:
         """A state whose write has not happened yet, from memory: the state itself, not a copy
         (nobody changes a state once made), in this context's own layout already."""
         with self._pending_lock:
             pending = self._pending.get(path)
         if pending is None or pending[0] != tokens:
             return None
-        return pending[1]
+        return Read(pending[1], pending[2])
 
-    def _write(self, path: Path, tokens: tuple[int, ...], payload: Any) -> None:
+    def _write(self, path: Path, tokens: tuple[int, ...], payload: Any, windows: tuple[Window, ...] = ()) -> None:
         pieces = [memoryview(payload).cast("B")] if self.streams is None else one_stream(payload)
         if pieces is None:
             log.warning("a prompt state of an unknown layout is not written to disk")
@@ -281,7 +334,9 @@ class DiskCache:
         # Not named *.kv: a scan (another process starting on this directory) or the limit's sweep
         # would take a file still being written for a bad one and remove it.
         tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{path.stem}.part")
-        head = _HEAD.pack(MAGIC, self.identity, len(tokens), sum(map(len, pieces))) + _token_bytes(tokens)
+        n_payload = sum(map(len, pieces))
+        pieces = _with_windows(pieces, windows)
+        head = _HEAD.pack(MAGIC, self.identity, len(tokens), n_payload, _windows_bytes(windows)) + _token_bytes(tokens)
         check = hashlib.blake2b(head, digest_size=_SUM)
         for piece in pieces:
             check.update(piece)
@@ -306,27 +361,28 @@ class DiskCache:
                 head = f.read(_HEAD.size)
                 if len(head) != _HEAD.size:
                     return None
-                magic, identity, n_tokens, n_payload = _HEAD.unpack(head)
+                magic, identity, n_tokens, n_payload, n_windows = _HEAD.unpack(head)
                 if magic != MAGIC or identity != self.identity:
                     return None
                 raw = f.read(8 * n_tokens)
-                if len(raw) != 8 * n_tokens or path.stat().st_size != _HEAD.size + len(raw) + n_payload + _SUM:
+                whole = _HEAD.size + len(raw) + n_payload + n_windows + _SUM
+                if len(raw) != 8 * n_tokens or path.stat().st_size != whole:
                     return None
                 return struct.unpack(f"<{n_tokens}q", raw)
         except OSError:
             return None
 
-    def _read(self, path: Path, tokens: tuple[int, ...]) -> bytearray | None:
-        """The payload if the file is whole, ours and for ``tokens``; None otherwise (removed)."""
+    def _read(self, path: Path, tokens: tuple[int, ...]) -> Read | None:
+        """The state and checkpoints if the file is whole, ours and for ``tokens``; else None (removed)."""
         try:
             with open(path, "rb") as f:
                 head = f.read(_HEAD.size)
                 if len(head) != _HEAD.size:
                     return self._bad(path, "short")
-                magic, identity, n_tokens, n_payload = _HEAD.unpack(head)
+                magic, identity, n_tokens, n_payload, n_windows = _HEAD.unpack(head)
                 if magic != MAGIC or identity != self.identity or n_tokens != len(tokens):
                     return self._bad(path, "foreign")
-                if os.fstat(f.fileno()).st_size != _HEAD.size + 8 * n_tokens + n_payload + _SUM:
+                if os.fstat(f.fileno()).st_size != _HEAD.size + 8 * n_tokens + n_payload + n_windows + _SUM:
                     return self._bad(path, "short")  # also before a length read from it is allocated
                 raw = f.read(8 * n_tokens)
                 if raw != _token_bytes(tokens):
@@ -340,19 +396,22 @@ class DiskCache:
                 check.update(raw)
                 check.update(stored)
                 stored.release()
+                windows = _read_windows(f, n_windows, tokens, check)
+                if windows is None:
+                    return self._bad(path, "checkpoints")
                 if f.read(_SUM + 1) != check.digest():
                     return self._bad(path, "checksum")
                 if self.streams is not None and not widen(payload, self.streams):
                     return self._bad(path, "layout")
             os.utime(path)  # the LRU order is the files' modification times
-            return payload
+            return Read(payload, windows)
         except FileNotFoundError:
             return None
         except OSError as exc:
             log.warning("could not read prompt state %s: %s", path, exc)
             return None
 
-    def _bad(self, path: Path, why: str) -> bytearray | None:
+    def _bad(self, path: Path, why: str) -> Read | None:
         log.warning("prompt state %s is unusable (%s): computing the prompt instead", path.name, why)
         self._unlink(path)
         return None

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from ..errors import EngineError
 from .binding import Sampler
+from .disk_cache import Read
 from .outbox import Sink
 from .request import Request
 
@@ -28,7 +29,7 @@ class Drained:
     """One pass's posts: adds (already handed to ``take``), aborts, disk reads done, closing."""
 
     aborts: list[int] = field(default_factory=list)
-    loaded: list[tuple[int, bytearray | None]] = field(default_factory=list)
+    loaded: list[tuple[int, Read | None]] = field(default_factory=list)
     closing: bool = False
 
 
@@ -40,7 +41,7 @@ class Inbox:
         self._adds: list[Add] = []
         self._reserved = 0  # requests counted as queued before their submit (``reserve``)
         self._aborts: list[int] = []
-        self._loaded: list[tuple[int, bytearray | None]] = []  # disk reads done (request id, state)
+        self._loaded: list[tuple[int, Read | None]] = []  # disk reads done (request id, state)
         self._closing = False
         # Set when the engine thread stopped for good: why (``submit`` says it).
         self.dead: str | None = None
@@ -86,10 +87,10 @@ class Inbox:
         with self._cv:
             self._cv.notify()
 
-    def read_done(self, request_id: int) -> Callable[[bytearray | None], None]:
+    def read_done(self, request_id: int) -> Callable[[Read | None], None]:
         """What the disk cache's IO thread calls with a read state: it wakes the engine thread."""
 
-        def done(state: bytearray | None) -> None:
+        def done(state: Read | None) -> None:
             with self._cv:
                 self._loaded.append((request_id, state))
                 self._cv.notify()

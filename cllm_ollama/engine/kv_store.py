@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import EngineError
 from .binding import STATE_FORMAT, Context, Model, StateBuffers
 from .blocks import BLOCK
-from .disk_cache import DiskCache, identity_digest, weights_id
+from .disk_cache import DiskCache, Read, identity_digest, weights_id
 from .frontdoor import LoadSpec
 from .prefix import Copy, Load, PrefixReuse, Restore, Save, Trim
 from .prompt_cache import PromptCache
@@ -37,7 +37,7 @@ STATE_HEADER_BYTES = 64 << 10
 # take (``swa_windows``); those saved with a state count in the cache itself.
 WINDOW_SHARE = 4
 
-ReadDone = Callable[[int], Callable[[bytearray | None], None]]
+ReadDone = Callable[[int], Callable[[Read | None], None]]
 
 
 def disk_cache_for(model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | None = None) -> DiskCache | None:
@@ -277,26 +277,26 @@ class KvStore:
         except EngineError:
             log.warning("could not save the prompt state of sequence %d", seq_id)
             return
+        windows = self.windows.for_entry(seq_id, tokens) if self.windows is not None else ()
         if host and self.cache is not None:
-            windows = self.windows.for_entry(seq_id, tokens) if self.windows is not None else ()
             self.cache.add(tokens, state, len(state), windows)
         if disk and self.disk is not None:  # written on the disk cache's IO thread
-            self.disk.save(tokens, state)
+            self.disk.save(tokens, state, windows)
 
     def save_to_disk(self, slots: Sequence[Slot]) -> None:
         """At unload, what the slots hold goes to disk unless it is there nearly all (the engine
         thread has stopped: reading the KV here is safe), and the writes finish before the model
         is freed. The host cache's states went to disk when they were saved."""
-        disk = self.disk
+        disk, windows = self.disk, self.windows
         if disk is None:
             return
         try:
             for slot in slots:
                 chain = slot.chain
-                if len(chain) >= disk.index.min_tokens and disk.lookup(chain.tokens, chain.keys)[1] + BLOCK <= len(
-                    chain
-                ):
-                    disk.save(chain.tokens, self.ctx.state_get(slot.seq_id, self.alloc(slot.seq_id)))
+                if len(chain) < disk.index.min_tokens or disk.lookup(chain.tokens, chain.keys)[1] + BLOCK > len(chain):
+                    continue
+                held = windows.for_entry(slot.seq_id, chain.tokens) if windows is not None else ()
+                disk.save(chain.tokens, self.ctx.state_get(slot.seq_id, self.alloc(slot.seq_id)), held)
         except Exception:
             log.exception("could not save prompt states to disk")
         finally:

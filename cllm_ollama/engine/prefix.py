@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .blocks import BLOCK, keyed_prefix, verified
-from .disk_cache import DiskCache
+from .disk_cache import DiskCache, Read
 from .prompt_cache import CacheEntry, PromptCache
 from .request import Request
 from .slot import Slot, SlotState, Tier, Wait
@@ -176,7 +176,7 @@ class PrefixReuse:
         self.stats = PrefixStats()
         # Disk reads asked for and done (request id -> the file's entry; -> the state, None: a miss).
         self._reading: dict[int, CacheEntry] = {}
-        self._loaded: dict[int, bytearray | None] = {}
+        self._loaded: dict[int, Read | None] = {}
 
     # -- questions (cheap: block keys only, nothing verified) ----------------------------
 
@@ -326,7 +326,7 @@ class PrefixReuse:
         self.stats.count(dst.prefix_source, dst.prompt_cached)
         return ops
 
-    def loaded(self, request_id: int, state: bytearray | None) -> None:
+    def loaded(self, request_id: int, state: Read | None) -> None:
         """The runner read a ``Load``'s state (None: the file was unusable, a miss)."""
         if request_id in self._reading:
             self._loaded[request_id] = state
@@ -386,17 +386,18 @@ class PrefixReuse:
         self.stats.count(slot.prefix_source, n - slot.prompt_cached)
         slot.take_prefix(n, slot.prefix_source)
 
-    def _restore_loaded(self, slot: Slot, n: int, read: CacheEntry, state: bytearray | None) -> list[KvOp]:
-        """A disk read is done: restore it into ``slot`` (keeping it in RAM too), or go on without."""
+    def _restore_loaded(self, slot: Slot, n: int, read: CacheEntry, state: Read | None) -> list[KvOp]:
+        """A disk read is done: restore it into ``slot`` (keeping it in RAM too, its window
+        checkpoints with it), or go on without."""
         slot.stop_waiting()
         if state is None:
             if self.disk is not None:
                 self.disk.forget(read)
             return []
-        tokens = read.tokens
-        entry = self.cache.add(tokens, state, len(state)) if self.cache is not None else None
+        tokens, (payload, windows) = read.tokens, state
+        entry = self.cache.add(tokens, payload, len(payload), windows) if self.cache is not None else None
         if entry is None:  # not kept in RAM (too big, or no host cache): restored from the read
-            entry = CacheEntry(tokens, state, len(state))
+            entry = CacheEntry(tokens, payload, len(payload), windows=windows)
         self.stats.count(slot.prefix_source, -slot.prompt_cached)
         slot.take_prefix(n, Tier.DISK)
         self.stats.count(slot.prefix_source, slot.prompt_cached)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .blocks import BLOCK
-from .disk_cache import DiskCache
+from .disk_cache import DiskCache, Read
 from .frontdoor import Occupancy
 from .media import Media
 from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
@@ -271,7 +271,7 @@ class Scheduler:
         self._pending = plan
         return plan
 
-    def loaded(self, request_id: int, state: bytearray | None) -> None:
+    def loaded(self, request_id: int, state: Read | None) -> None:
         """A disk read the runner did for ``request_id`` is done (None: a miss); ``admit`` uses it."""
         self.prefix.loaded(request_id, state)
 

@@ -15,11 +15,12 @@ full-attention KV up to the nearest checkpoint at or before ``c``, puts that che
 back, and computes from there: at most ``spacing`` tokens more than the cut itself would.
 
 Each slot keeps at most ``per_slot`` checkpoints (llama-server keeps 8: the same here), the
-newest; a state saved to the host cache takes the slot's along (``CacheEntry.windows``, counted in
-its size), so a conversation restored after another request took its slot finds them too. The
-live lists together stay under ``limit_bytes`` (a share of the host cache's budget); the oldest
-go first. A checkpoint names the tokens it follows; one whose tokens are not the start of the
-sequence it would serve is never used.
+newest; a state saved to the host cache or to disk takes the slot's along (``CacheEntry.windows``,
+counted in its size; ``disk_cache`` writes them into the state's file), so a conversation
+restored after another request took its slot, or loaded from disk after an unload or a restart,
+finds them too. The live lists together stay under ``limit_bytes`` (a share of the host cache's
+budget); the oldest go first. A checkpoint names the tokens it follows; one whose tokens are not
+the start of the sequence it would serve is never used.
 
 The re-sent answer's tokens are never replaced with the generated ones, even where both spell
 the same text (which would let the cut land at the answer's end): the model would then read
@@ -61,6 +62,12 @@ class Window:
     def follows(self, tokens: Sequence[int]) -> bool:
         """Whether this checkpoint was taken after exactly ``tokens[:n]``."""
         return self.n <= len(tokens) and self.tokens == _key(tokens[: self.n])
+
+
+def window_of(tokens: Sequence[int], pos: int, payload: Any) -> Window:
+    """A checkpoint taken after ``tokens`` (the next position ``pos``) holding ``payload``: one
+    read back with a state from disk."""
+    return Window(len(tokens), pos, _key(tokens), payload, len(payload))
 
 
 class Windows:

@@ -15,7 +15,8 @@ import pytest
 from polling import until
 
 from cllm_ollama.engine import disk_cache
-from cllm_ollama.engine.disk_cache import DiskCache, identity_digest, weights_id
+from cllm_ollama.engine.disk_cache import DiskCache, Read, identity_digest, weights_id
+from cllm_ollama.engine.swa_windows import window_of
 
 ME = identity_digest("weights-a", "f16")
 OTHER = identity_digest("weights-b", "f16")
@@ -28,10 +29,16 @@ def tokens(start: int, n: int = 64) -> tuple[int, ...]:
 
 def read(cache: DiskCache, prompt: tuple[int, ...]) -> bytearray | None:
     """The state the cache gives for ``prompt`` (through its IO thread), or None."""
+    got = read_whole(cache, prompt)
+    return None if got is None else got.payload
+
+
+def read_whole(cache: DiskCache, prompt: tuple[int, ...]) -> Read | None:
+    """The state and checkpoints the cache gives for ``prompt``, or None."""
     entry, _n = cache.lookup(prompt)
     if entry is None:
         return None
-    got: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+    got: queue.SimpleQueue[Read | None] = queue.SimpleQueue()
     cache.load(entry, got.put)
     return got.get(timeout=10)
 
@@ -121,11 +128,11 @@ def test_a_failed_write_is_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(disk_cache.os, "replace", full)
     cache.save(tokens(0), state(1))
     assert cache.lookup(tokens(0))[0] is not None  # offered while the write is queued
-    got: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+    got: queue.SimpleQueue[Read | None] = queue.SimpleQueue()
     cache.load(cache.lookup(tokens(0))[0], got.put)  # type: ignore[arg-type]
     try:
         # Read on its own thread: the state from memory while its write waits, else a miss.
-        assert got.get(timeout=10) in (None, state(1))
+        assert got.get(timeout=10) in (None, Read(state(1)))
         until(lambda: cache.lookup(tokens(0))[0] is None)  # once the write failed, no longer offered
         assert list(cache.dir.iterdir()) == []  # no temporary file left behind
     finally:
@@ -138,17 +145,17 @@ def test_a_read_does_not_wait_behind_the_writes(tmp_path: Path, monkeypatch: pyt
     release = threading.Event()
     real_write = DiskCache._write
 
-    def stuck(self: DiskCache, path: Path, toks: tuple[int, ...], payload: object) -> None:
+    def stuck(self: DiskCache, path: Path, toks: tuple[int, ...], payload: object, windows: tuple = ()) -> None:
         release.wait(10)
-        real_write(self, path, toks, payload)
+        real_write(self, path, toks, payload, windows)
 
     monkeypatch.setattr(DiskCache, "_write", stuck)
     cache = DiskCache(tmp_path, ME, 1 << 20, 32)
     try:
         cache.save(tokens(0), state(1))
-        got: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+        got: queue.SimpleQueue[Read | None] = queue.SimpleQueue()
         cache.load(cache.lookup(tokens(0))[0], got.put)  # type: ignore[arg-type]
-        assert got.get(timeout=5) == state(1)  # while the writer is still stuck
+        assert got.get(timeout=5) == Read(state(1))  # while the writer is still stuck
     finally:
         release.set()
         cache.close()
@@ -162,9 +169,9 @@ def test_writes_wait_while_the_engine_decodes(tmp_path: Path) -> None:
     try:
         cache.engine_busy(True)
         cache.save(tokens(0), state(1))
-        got: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+        got: queue.SimpleQueue[Read | None] = queue.SimpleQueue()
         cache.load(cache.lookup(tokens(0))[0], got.put)  # type: ignore[arg-type]
-        assert got.get(timeout=5) == state(1)
+        assert got.get(timeout=5) == Read(state(1))
         assert list(cache.dir.glob("*.kv")) == []  # the writer waits for the engine
         cache.engine_busy(False)
         until(lambda: len(list(cache.dir.glob("*.kv"))) == 1)
@@ -246,3 +253,36 @@ def test_a_folder_that_cannot_be_written_is_said_once_without_a_traceback(
     said = [r for r in caplog.records if "cannot be written" in r.getMessage()]
     assert len(said) <= 2 and all(r.exc_info is None for r in caplog.records)  # once per DiskCache opened
     assert said and "Read-only file system" in said[0].getMessage()
+
+
+def test_a_states_window_checkpoints_come_back_with_it(tmp_path: Path) -> None:
+    """A sliding-window model's state is written with its checkpoints (``swa_windows``) and read
+    back with them, from memory while its write waits and from the file after a restart; a file
+    whose checkpoints are damaged is a miss."""
+    prompt = tokens(0, 128)
+    windows = (window_of(prompt[:40], 40, state(7)[:100]), window_of(prompt[:96], 96, state(8)[:60]))
+    expected = [(40, 40, state(7)[:100], 100), (96, 96, state(8)[:60], 60)]
+
+    def read_back(cache: DiskCache) -> list[tuple[int, int, bytes, int]]:
+        got = read_whole(cache, prompt)
+        assert got is not None and got.payload == state(1)
+        assert all(w.follows(prompt) for w in got.windows)
+        return [(w.n, w.pos, bytes(w.payload), w.size) for w in got.windows]
+
+    cache = DiskCache(tmp_path, ME, 1 << 20, 32)
+    cache.save(prompt, state(1), windows)
+    assert read_back(cache) == expected  # from the pending write, or the file
+    cache = reopen(cache)
+    try:
+        assert read_back(cache) == expected
+    finally:
+        cache.close()
+    (path,) = cache.dir.glob("*.kv")
+    data = bytearray(path.read_bytes())
+    data[-disk_cache._SUM - 10] ^= 0xFF  # a byte of the last checkpoint: only the checksum sees it
+    path.write_bytes(data)
+    cache = reopen(cache)
+    try:
+        assert read_whole(cache, prompt) is None and list(cache.dir.glob("*.kv")) == []
+    finally:
+        cache.close()

@@ -120,7 +120,7 @@ def test_others_keep_stepping_while_a_state_is_read_from_disk(
     release = threading.Event()
     read = disk_cache.DiskCache._read
 
-    def slow_read(self: disk_cache.DiskCache, path: Path, tokens: tuple[int, ...]) -> bytearray | None:
+    def slow_read(self: disk_cache.DiskCache, path: Path, tokens: tuple[int, ...]) -> disk_cache.Read | None:
         assert release.wait(60)  # a disk that takes as long as the test wants
         return read(self, path, tokens)
 

@@ -306,3 +306,34 @@ def test_the_deterministic_mode_serves_recurrent_models(
             assert results == [cold_tokens(llm, p) for p in prompts]
     finally:
         close(runner)
+
+
+def test_an_swa_state_loaded_from_disk_brings_its_window_checkpoints(
+    swa_path: Path, swa_cold: llama_cpp.Llama, tmp_path: Path
+) -> None:
+    """After an unload, a follow-up that re-sends the answer changed halfway (as a client's
+    re-tokenized text is) cuts the state loaded from disk below the window it holds: the
+    checkpoints saved in its file let it keep its start up to the nearest one, instead of
+    computing the whole prompt again, and it answers as cold does."""
+    answer_n, cut = 120, 70  # checkpoints every 32 answer tokens (MIN_GAP): the nearest is < 32 back
+    runner = make_runner(swa_path, n_slots=1, n_ctx=512, disk=tmp_path)
+    try:
+        model = runner.model
+        first = shared_prompts(model)[0]
+        answer = tokens_of(drain(submit(runner, Request(first, GREEDY, num_predict=answer_n))))
+        edit = tuple(model.tokenize(" Or so I was told.", add_special=False))
+        assert edit[0] != answer[cut]
+        follow_up = next_turn(model, first, [*answer[:cut], *edit])
+    finally:
+        close(runner)  # the unload: the slot's state goes to disk
+    runner = make_runner(swa_path, n_slots=1, n_ctx=512, disk=tmp_path)
+    try:
+        events = drain(submit(runner, Request(follow_up, GREEDY, num_predict=N)))
+        stats = events[-1].stats
+        assert stats is not None
+        computed = stats.prompt_tokens - stats.prompt_cached
+        assert runner.scheduler.stats.loaded >= len(first)  # a start came from the file
+        assert computed <= len(follow_up) - (len(first) + cut) + 32
+        assert tokens_of(events) == cold_tokens(swa_cold, follow_up)
+    finally:
+        close(runner)
