@@ -31,26 +31,40 @@ def cllm_serve(
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OLLAMA_", "CLLM_", "GGML_"))}
     env |= {"OLLAMA_HOST": f"127.0.0.1:{port}", "OLLAMA_MODELS": str(models), **settings}
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [python, "-c", "from cllm_ollama.cli.main import main; main()", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    argv = [python, "-c", "from cllm_ollama.cli.main import main; main()", "serve"]
     url = f"http://127.0.0.1:{port}"
+    with child_process(argv, env=env, log=log, ready_url=url, ready_s=ready_s, name="cllm serve") as proc:
+        yield proc, url
+
+
+@contextmanager
+def child_process(
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    log: Path,
+    ready_url: str,
+    ready_s: float,
+    name: str,
+    cwd: Path | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` as a child process, its output appended to ``log``; yields it once ``ready_url``
+    answers 200 (failing, with the log's tail, if it exits or ``ready_s`` pass first), and ends it
+    (SIGTERM, then SIGKILL) afterwards: one owner for each server a test starts."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + ready_s
         while True:
             try:
-                if httpx.get(url, timeout=1).status_code == 200:
+                if httpx.get(ready_url, timeout=2).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"cllm serve did not start:\n{log.read_text(errors='replace')[-4000:]}")
+                raise RuntimeError(f"{name} did not start:\n{log.read_text(errors='replace')[-4000:]}")
             time.sleep(0.2)
-        yield proc, url
+        yield proc
     finally:
         if proc.poll() is None:
             proc.terminate()

@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,7 +27,7 @@ from typing import Any
 import httpx
 from starlette.types import Receive, Scope, Send
 
-from .child_server import free_port
+from .child_server import child_process, free_port
 
 VENV = Path(os.environ.get("OPEN_WEBUI_VENV", Path.home() / ".cache" / "cllm-open-webui" / "venv"))
 DRIVER = Path(__file__).with_name("open_webui_drive.py")
@@ -163,32 +161,9 @@ def open_webui_serve(
         **(settings or {}),
     }
     data_dir.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [str(VENV / "bin" / "open-webui"), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            cwd=data_dir,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    argv = [str(VENV / "bin" / "open-webui"), "serve", "--host", "127.0.0.1", "--port", str(port)]
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + READY_S
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"open-webui did not start:\n{log.read_text(errors='replace')[-4000:]}")
-            time.sleep(1)
+    with child_process(
+        argv, env=env, log=log, ready_url=f"{url}/health", ready_s=READY_S, name="open-webui", cwd=data_dir
+    ):
         yield url
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
