@@ -5,7 +5,8 @@
 # state copies from device buffers.
 #
 #   bash bench/vulkan_build.sh            # as root on Debian 12: apt packages, headers, sdist, build
-#   eval "$(bash bench/vulkan_build.sh --env)"   # then LLAMA_CPP_LIB_PATH / MTMD_CPP_LIB point at it
+#   eval "$(bash bench/vulkan_build.sh --env)"   # LLAMA_CPP_LIB_PATH / MTMD_CPP_LIB point at it,
+#                                                # GGML_VK_VISIBLE_DEVICES=0 names lavapipe
 #
 # Like bench/gpu_check.sh, this is plain CMake with -DBUILD_SHARED_LIBS=ON: the installed
 # llama-cpp-python loads the build through LLAMA_CPP_LIB_PATH and MTMD_CPP_LIB, no wheel rebuilt.
@@ -24,7 +25,7 @@ PY=${VULKAN_BUILD_PYTHON:-$REPO/.venv/bin/python}
 VERSION=$(sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' "$REPO/pyproject.toml" | head -1)
 BIN=$DIR/build/bin
 if [ "${1:-}" = --env ]; then  # what the tier and a user's shell need, once built
-    echo "export LLAMA_CPP_LIB_PATH=$BIN MTMD_CPP_LIB=$BIN"
+    echo "export LLAMA_CPP_LIB_PATH=$BIN MTMD_CPP_LIB=$BIN GGML_VK_VISIBLE_DEVICES=\${GGML_VK_VISIBLE_DEVICES:-0}"
     exit 0
 fi
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
@@ -69,6 +70,7 @@ T0=$(date +%s)
 nice -n "$NICE" cmake --build "$DIR/build" -j "$JOBS" --target llama mtmd >"$DIR/build.log" 2>&1 \
     || { tail -40 "$DIR/build.log"; exit 1; }
 say "built in $(( $(date +%s) - T0 )) s: $(ls "$BIN" | tr '\n' ' ')"
-LLAMA_CPP_LIB_PATH=$BIN MTMD_CPP_LIB=$BIN "$PY" -c "from cllm_ollama.engine.binding import gpu_devices; \
+# llama.cpp's Vulkan backend passes over CPU-type devices (lavapipe is one) unless they are named.
+GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0} LLAMA_CPP_LIB_PATH=$BIN MTMD_CPP_LIB=$BIN "$PY" -c "from cllm_ollama.engine.binding import gpu_devices; \
 print('llama.cpp devices:', gpu_devices())" || say "warning: $PY could not list the build's devices"
-echo "export LLAMA_CPP_LIB_PATH=$BIN MTMD_CPP_LIB=$BIN"
+bash "$0" --env
