@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -77,6 +78,7 @@ def main() -> None:
     path = model()
     log = ROOT / "serve.log"
     log.unlink(missing_ok=True)
+    shutil.rmtree(ROOT / "models", ignore_errors=True)  # a fresh store: the blob upload expects a 201
     with cllm_serve(ROOT / "models", settings, log, ready_s=120) as (proc, url):
         create_from_files(url, "m", (path,))
         for r in range(rounds):
