@@ -8,7 +8,7 @@ caught glibc's "corrupted double-linked list" at a malloc inside lavapipe under
 ``ggml_vk_rope`` -> ``ggml_backend_vk_graph_compute`` -> ``llama_decode`` (the heap was corrupted
 earlier). The same on the CPU build (also with ``CLLM_NUM_BATCH=2048``), and with
 ``CLLM_NUM_BATCH=512`` on Vulkan (64 requests), did not crash; greedy requests (``TEMP=0``) ran
-7 minutes without a crash but did not finish a burst, so that is open.
+7 and 6.7 minutes without a crash but did not finish a burst either, so that is open.
 
     .venv/bin/python bench/vulkan_crash.py [KEY=VALUE ...]    # server settings, e.g. CLLM_NUM_BATCH=512
     CPU=1: the CPU build instead; TEMP=0: greedy requests; ROUNDS=N bursts (default 3)
