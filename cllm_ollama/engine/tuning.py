@@ -2,7 +2,7 @@
 
 cllm's defaults (8 slots, batches of 512) were chosen on CPUs, where decode is compute-bound: a
 step's cost grows with its rows. On a GPU decode is bound by reading the weights, so 32 rows cost
-little more than one: more slots multiply throughput, and longer batches cut time to first token.
+little more than one: more slots multiply throughput (batches stay 512: see ``GPU_BATCH``).
 How many prompt tokens a step carries beside running streams is not a default per device: the
 step budget measures it on the device (``step_budget``). So when a model is wholly on GPUs, the
 settings the operator left unset (``LoadSpec.tunable``) take ``GPU`` values; a model that is
@@ -30,7 +30,11 @@ from .offload import Device, Placement, place, placed
 log = logging.getLogger("cllm.engine")
 
 # The LoadSpec fields a device may choose, and their values on a GPU.
-GPU_BATCH = 2048  # llama-server's default; ubatches of 512
+# Batches of 512 (one ubatch), not llama-server's 2048: with 32 slots and 2048-token batches the
+# server died of heap corruption inside llama_decode, on the H200 (CUDA) and on Vulkan
+# (bench/vulkan_crash.py: 3 of 3 runs), and not with 512; the cause in llama.cpp is not found yet.
+# A ubatch is 512 either way, so the GPU computes the same; a longer prompt takes more calls.
+GPU_BATCH = 512
 GPU_SLOTS = (32, 16)  # tried in turn; below them, the CPU default
 
 

@@ -92,7 +92,7 @@ def test_a_request_pins_slots_and_raises_the_batch_floor(model: Path) -> None:
     assert spec.n_slots == 2 and spec.n_batch == GPU_BATCH
     bigger, _ = choose(raised(unset_spec(model), "n_batch", 4096), gpu)
     assert bigger.n_batch == 4096
-    smaller, _ = choose(raised(unset_spec(model), "n_batch", 1024), gpu)
+    smaller, _ = choose(raised(unset_spec(model), "n_batch", GPU_BATCH // 2), gpu)
     assert smaller.n_batch == GPU_BATCH  # a request's num_batch is a floor, not a cap
     on_cpu, _ = choose(raised(unset_spec(model), "n_batch", 1024), [])
     assert on_cpu.n_batch == 1024
