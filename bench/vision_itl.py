@@ -52,8 +52,9 @@ def pct(values: Sequence[float], q: float) -> float:
 
 
 def gaps_during(times: Sequence[float], windows: Sequence[tuple[float, float]]) -> list[float]:
-    """The gaps (ms) between a stream's token times that end inside one of ``windows`` (start, end)."""
-    return [1e3 * (b - a) for a, b in itertools.pairwise(times) if any(start < b <= end for start, end in windows)]
+    """The gaps (ms) between a stream's token times that overlap one of ``windows`` (start, end): a
+    stall that spans a whole window counts, as a gap that merely ends in one would miss it."""
+    return [1e3 * (b - a) for a, b in itertools.pairwise(times) if any(a < end and b > start for start, end in windows)]
 
 
 def all_gaps(times: Sequence[float]) -> list[float]:

@@ -19,10 +19,12 @@ from cllm_ollama.engine.binding import Context, MediaItem, Model, Projector
 from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS
 
 
-def test_gaps_count_as_during_a_prefill_by_when_they_end() -> None:
+def test_gaps_count_as_during_a_prefill_when_they_overlap_it() -> None:
     times = [0.0, 0.010, 0.020, 0.120, 0.130]
     assert vision_itl.all_gaps(times) == pytest.approx([10, 10, 100, 10])
-    assert vision_itl.gaps_during(times, [(0.015, 0.125)]) == pytest.approx([10, 100])
+    assert vision_itl.gaps_during(times, [(0.015, 0.125)]) == pytest.approx([10, 100, 10])
+    # A stall spanning the whole window counts (one that merely ended in it would be missed).
+    assert vision_itl.gaps_during(times, [(0.030, 0.110)]) == pytest.approx([100])
     assert vision_itl.gaps_during(times, []) == []
 
 
