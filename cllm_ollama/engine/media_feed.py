@@ -123,7 +123,9 @@ class MediaFeed:
     def drop_partial(self, ctx: Context, slots: Sequence[Slot]) -> None:
         """Remove the rows of half-decoded items whose request has left its slot (aborted, or its
         engine closing): the sequence is then exactly what its slot counts, as a save, a copy or
-        the next request expects."""
+        the next request expects. Called every pass: nothing to do unless an item is half decoded."""
+        if not self.partial:
+            return
         for seq_id, (request_id, pos) in list(self.partial.items()):
             slot = slots[seq_id]
             if slot.request is None or slot.request.id != request_id:

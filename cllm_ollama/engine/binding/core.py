@@ -440,6 +440,11 @@ def _context_params(
     return params
 
 
+def _decode_error(rc: int) -> str:
+    """What a non-zero ``llama_decode`` return says."""
+    return {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(rc, "compute error")
+
+
 class Context:
     """A llama.cpp context with ``n_seq_max`` independent sequences of ``n_ctx_seq`` cells each."""
 
@@ -504,8 +509,7 @@ class Context:
         Context.decoded = True
         rc = ll.llama_decode(self._ptr, batch.struct)
         if rc != 0:
-            reason = {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(rc, "compute error")
-            raise EngineError(f"llama_decode failed ({rc}): {reason}")
+            raise EngineError(f"llama_decode failed ({rc}): {_decode_error(rc)}")
 
     def decode_embeddings(self, embd: np.ndarray, positions: np.ndarray, seq_id: int) -> None:
         """Decode rows of input embeddings (``(rows, n_embd)`` float32) into ``seq_id``, no logits:
@@ -534,8 +538,7 @@ class Context:
         Context.decoded = True
         rc = ll.llama_decode(self._ptr, struct)
         if rc != 0:
-            reason = {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(rc, "compute error")
-            raise EngineError(f"llama_decode of embeddings failed ({rc}): {reason}")
+            raise EngineError(f"llama_decode of embeddings failed ({rc}): {_decode_error(rc)}")
 
     def causal_attention(self, causal: bool) -> None:
         """Switch causal attention for the whole context (Gemma 3's images attend both ways)."""
