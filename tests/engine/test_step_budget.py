@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cllm_ollama.engine.request import Request, SamplingParams
-from cllm_ollama.engine.scheduler import Scheduler, StepPlan
+from cllm_ollama.engine.scheduler import HOLD_STEPS, Scheduler, StepPlan
 from cllm_ollama.engine.step_budget import (
     AUTO_FLOOR_NS,
     MIN_PREFILL_ROWS,
@@ -136,12 +136,73 @@ def test_equal_prompts_arriving_together_go_in_arrival_order() -> None:
 
 def test_a_burst_of_prompts_gets_the_whole_batch_while_few_streams_run() -> None:
     """Three prompts waiting beside one generating stream: the step is theirs at full width (the
-    budget's 16 rows would make three users wait for one)."""
+    budget's 16 rows would make three users wait for one), and the stream holds for it."""
     s = scheduler(n_slots=5, n_batch=512, rows=16)
     s.add(request(4, arrival=0))
     advance(s)
     for i in range(3):
         s.add(request(64, arrival=10 + i))
-    assert rows_of(advance(s)) == {1: 64, 2: 64, 3: 64}
+    plan = advance(s)
+    assert rows_of(plan) == {1: 64, 2: 64, 3: 64}
+    assert [slot.seq_id for slot, _ in plan.outputs] == [1, 2, 3]  # slot 0 holds
     s.add(request(64, arrival=20))  # one waiting beside four streams: the budget again
-    assert sum(rows_of(advance(s)).values()) == 16
+    plan = advance(s)
+    assert sum(rows_of(plan).values()) == 16
+    assert [slot.seq_id for slot, _ in plan.outputs] == [0, 1, 2, 3]
+
+
+def decoding(plan: StepPlan) -> list[int]:
+    """The sequences whose generating stream has a row in ``plan``."""
+    prompts = {slot.seq_id for slot, _ in plan.prefills}
+    return [slot.seq_id for slot, _ in plan.outputs if slot.seq_id not in prompts]
+
+
+def test_the_streams_hold_once_for_a_whole_burst_not_at_every_step_of_it() -> None:
+    """32 distinct prompts at once, 8 to a batch: the first 8 streams wait for the other 24 prompts
+    in one gap of three steps (a stream then has one long gap per burst, not three stretched
+    ones), and then all 32 generate together."""
+    s = scheduler(n_slots=32, n_batch=512, rows=16)
+    for i in range(32):
+        s.add(request(64, arrival=i))
+    plans = [advance(s) for _ in range(5)]
+    assert [sorted(rows_of(p)) for p in plans[:4]] == [list(range(k, k + 8)) for k in range(0, 32, 8)]
+    assert [decoding(p) for p in plans] == [[], [], [], [], list(range(32))]
+
+
+def test_a_hold_run_is_bounded_and_the_streams_get_a_step_before_the_next() -> None:
+    """Prompts that keep a crowd going for more than HOLD_STEPS steps: the streams hold for
+    HOLD_STEPS steps, then decode once (beside prompt rows) before the next run."""
+    s = scheduler(n_slots=40, n_batch=64, rows=16)
+    s.add(request(4, arrival=0))
+    advance(s)  # slot 0 generates
+    for i in range(39):
+        s.add(request(64, arrival=10 + i))
+    plans = [advance(s) for _ in range(HOLD_STEPS + 2)]
+    assert [decoding(p) for p in plans[:HOLD_STEPS]] == [[]] * HOLD_STEPS
+    after = plans[HOLD_STEPS]
+    assert decoding(after) == list(range(HOLD_STEPS + 1))  # slot 0 and the run's prompts, one each
+    assert decoding(plans[HOLD_STEPS + 1]) == []  # the next run
+
+
+def test_short_prompts_are_read_whole_while_their_call_stays_short() -> None:
+    """A 500 ms prompt call holds (500 - 20) / 3 = 160 rows: the shortest prompts that fit go whole."""
+    b = budget()
+    assert b.whole(32, [40, 64, 100], room=480) == 2  # 104 rows; 204 would take 632 ms
+    assert b.whole(32, [40, 64], room=100) == 1  # the batch's room
+    assert b.whole(0, [40], room=480) == 0  # nothing generating: full width anyway
+    assert StepBudget().whole(32, [40], room=480) == 0  # nothing measured yet
+
+
+def test_a_short_prompt_beside_a_stream_is_read_in_one_step() -> None:
+    """One stream generates; a 100-token prompt arrives. The budget alone would give it 18 rows a
+    step (a 100 ms target, a 24 ms decode call, 3 ms a prompt row) and stretch six of the stream's
+    steps; it is read whole in one, and its first token comes out of that step."""
+    clock = iter(range(0, 10**12, 1000))
+    s = Scheduler(4, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=budget())
+    assert s.budget.prefill_rows(1, room=511) == 18
+    s.add(request(4, arrival=0))
+    advance(s)
+    s.add(request(100, arrival=1))
+    plan = advance(s)
+    assert rows_of(plan) == {1: 100}
+    assert s.slots[1].state.value == "generating"
