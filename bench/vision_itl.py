@@ -63,7 +63,7 @@ def all_gaps(times: Sequence[float]) -> list[float]:
 
 @dataclass
 class Phase:
-    """One phase's token times per stream and the media requests' (sent, first token) windows."""
+    """One phase's token times per answer of each stream and the media requests' (sent, first token) windows."""
 
     streams: list[list[float]] = field(default_factory=list)
     windows: list[tuple[float, float]] = field(default_factory=list)
@@ -98,27 +98,31 @@ def medium(kind: str, seed: int) -> bytes:
     return png(448, 448, seed=seed) if kind == "image" else wav(29.0, seed=seed)
 
 
-async def stream(model: LoadedModel, prompt: str, n: int, until: Callable[[], bool]) -> list[float]:
-    """A text request's token times: ``n`` tokens, or on until ``until()`` says the phase is over."""
-    request = Request(tuple(model.tokenize(prompt)), GREEDY, num_predict=-1)
-    times: list[float] = []
-    generator = model.generate(request)
-    try:
-        async for event in generator:
-            if event.tokens:
-                times.append(time.perf_counter())
-            if len(times) >= n and until():
-                break
-    finally:
-        await generator.aclose()  # a stream cut short is aborted
-    return times
+async def stream(model: LoadedModel, prompt: str, n: int, until: Callable[[], bool]) -> list[list[float]]:
+    """A text stream's token times: ``n`` tokens, or on until ``until()`` says the phase is over. A
+    random model may end its answer early: the stream then asks again, and each answer's times are
+    a list of their own (the gap across a new request is a first token, not an inter-token gap)."""
+    segments: list[list[float]] = []
+    while sum(map(len, segments)) < n or not until():
+        times: list[float] = []
+        segments.append(times)
+        generator = model.generate(Request(tuple(model.tokenize(f"{prompt} {len(segments)}")), GREEDY, num_predict=-1))
+        try:
+            async for event in generator:
+                if event.tokens:
+                    times.append(time.perf_counter())
+                if sum(map(len, segments)) >= n and until():
+                    break
+        finally:
+            await generator.aclose()  # a stream cut short is aborted
+    return segments
 
 
-async def ask(model: LoadedModel, kind: str, seed: int) -> tuple[float, float]:
-    """One media request: when it was sent and when its first token came."""
+async def ask(model: LoadedModel, data: bytes) -> tuple[float, float]:
+    """One media request (``data``: a picture or a clip): when it was sent and when its first token came."""
     marker = model.media_marker
     assert marker is not None
-    media = await asyncio.to_thread(model.tokenize_media, f"Look: {marker} What is it?", [medium(kind, seed)])
+    media = await asyncio.to_thread(model.tokenize_media, f"Look: {marker} What is it?", [data])
     request = Request(cell_keys(media.parts), GREEDY, num_predict=2, media=media)
     t0, first = time.perf_counter(), 0.0
     async for event in model.generate(request):
@@ -129,18 +133,21 @@ async def ask(model: LoadedModel, kind: str, seed: int) -> tuple[float, float]:
 
 async def phase(model: LoadedModel, args: argparse.Namespace, kind: str, rounds: int, seed: int) -> Phase:
     done = asyncio.Event()
+    # Made before the streams start: a 29 s clip takes long enough to write that, on the event loop,
+    # it delayed the streams' token times by up to 470 ms.
+    media = [medium(kind, seed + i) for i in range(rounds)]
     streams = [stream(model, f"Tell a story number {i}.", args.tokens, done.is_set) for i in range(args.streams)]
     streams_task = asyncio.gather(*streams)
 
     async def media_meanwhile() -> list[tuple[float, float]]:
         try:
             await asyncio.sleep(0.2)  # the streams generate before the first media request
-            return [await ask(model, kind, seed + i) for i in range(rounds)]
+            return [await ask(model, data) for data in media]
         finally:
             done.set()
 
-    times, windows = await asyncio.gather(streams_task, media_meanwhile())
-    return Phase(list(times), windows)
+    segments, windows = await asyncio.gather(streams_task, media_meanwhile())
+    return Phase([times for stream_segments in segments for times in stream_segments], windows)
 
 
 def report(kind: str, alone: Phase, beside: Phase) -> str:
@@ -168,6 +175,7 @@ def run(kind: str, args: argparse.Namespace) -> str:
             n_threads=args.threads,
             projector=proj,
             target_itl_ns=int(args.target_itl_ms * 1e6),
+            flash_attention={"auto": None, "on": True, "off": False}[args.flash_attention],
         )
         model = LoadedModel(spec, max_queue=8)
         try:
@@ -189,6 +197,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--target-itl-ms", type=float, default=0.0, help="CLLM_TARGET_ITL (0: auto)")
+    ap.add_argument("--flash-attention", choices=("auto", "on", "off"), default="auto", help="OLLAMA_FLASH_ATTENTION")
     args = ap.parse_args()
     for kind in args.media.split(","):
         print(run(kind.strip(), args), flush=True)

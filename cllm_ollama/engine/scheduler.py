@@ -409,13 +409,12 @@ class Scheduler:
         (a burst of arrivals: a step's stall costs the few streams less than a trickle of prompts
         costs the many)."""
         crowd = len(prefilling) + len(self.waiting) > n_generating
-        whole: list[Slot] = []
-        if crowd:
-            budget = room
-        else:
-            whole = self._whole(prefilling, n_generating, room)
-            budget = min(room, self.budget.prefill_rows(n_generating, room) + sum(s.prompt_left for s in whole))
+        whole = [] if crowd else self._whole(prefilling, n_generating, room)
+        extra = sum(s.prompt_left for s in whole)
+        budget = room if crowd else min(room, self.budget.prefill_rows(n_generating, room) + extra)
         media = self._media(prefilling, budget)
+        if media is not None and not media.item.whole and not crowd:  # a piece: the target without its floor
+            budget = min(room, self.budget.prefill_rows(n_generating, room, media=True) + extra)
         if media is not None and media.item.whole:  # one piece, out of the budget first
             plan.media.append(media)
             budget = max(0, budget - len(media.rows))

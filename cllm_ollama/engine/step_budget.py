@@ -27,6 +27,10 @@ AUTO_SLACK = 2.0
 AUTO_FLOOR_NS = 100_000_000
 # Prompt rows a step may always carry, so that no prompt starves whatever the costs say.
 MIN_PREFILL_ROWS = 16
+# Rows of a media piece a step may always carry: a piece is never a lone row (``scheduler.piece_rows``),
+# and its cost on a CPU grows with its rows from the first (a 16-row piece took twice a small model's
+# decode step), so the budget's own figure is kept to.
+MIN_MEDIA_ROWS = 2
 # Before the first prompt call is measured: prompt rows per step beside generating streams.
 UNMEASURED_PREFILL_ROWS = 256
 # A prompt whose call is predicted to take at most this long (ns), or what the target step leaves,
@@ -109,22 +113,26 @@ class StepBudget:
         """One ``llama_decode`` call: its rows, whether they were prompt rows without logits, its time."""
         (self.prompt if prompt else self.decode).observe(rows, ns)
 
-    def target(self, decode_rows: int) -> float:
-        """The step time to keep to with ``decode_rows`` generating streams (ns)."""
+    def target(self, decode_rows: int, floor: bool = True) -> float:
+        """The step time to keep to with ``decode_rows`` generating streams (ns); ``floor``: at
+        least ``AUTO_FLOOR_NS`` when picked automatically."""
         if self.target_ns:
             return float(self.target_ns)
-        return max(AUTO_SLACK * self.decode.cost(decode_rows), AUTO_FLOOR_NS)
+        return max(AUTO_SLACK * self.decode.cost(decode_rows), AUTO_FLOOR_NS if floor else 0.0)
 
-    def prefill_rows(self, decode_rows: int, room: int) -> int:
+    def prefill_rows(self, decode_rows: int, room: int, media: bool = False) -> int:
         """Prompt rows for a step with ``decode_rows`` generating streams and ``room`` rows left in the
-        batch: all of it with nothing generating, else what the target step time leaves."""
+        batch: all of it with nothing generating, else what the target step time leaves. A step
+        that decodes a piece of a media item (``media``) keeps to the target without its floor: an
+        image or an audio window takes tens of steps, and at the floor a fast model's streams
+        (6-15 ms steps) ran at 7-16x their pace through all of them."""
         if decode_rows == 0:
             return room
         most = min(room, self.cap) if self.cap else room
         if not (self.decode.measured() and self.prompt.measured()):
             return min(most, UNMEASURED_PREFILL_ROWS)
-        left = self.target(decode_rows) - self.decode.cost(decode_rows)
-        return min(most, max(MIN_PREFILL_ROWS, self.prompt.rows_within(left, most)))
+        left = self.target(decode_rows, floor=not media) - self.decode.cost(decode_rows)
+        return min(most, max(MIN_MEDIA_ROWS if media else MIN_PREFILL_ROWS, self.prompt.rows_within(left, most)))
 
     def whole(self, decode_rows: int, lefts: list[int], room: int) -> int:
         """How many of the prompts with ``lefts`` rows left (shortest first) are read whole in a step

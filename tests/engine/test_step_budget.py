@@ -6,6 +6,7 @@ from cllm_ollama.engine.request import Request, SamplingParams
 from cllm_ollama.engine.scheduler import HOLD_STEPS, Scheduler, StepPlan
 from cllm_ollama.engine.step_budget import (
     AUTO_FLOOR_NS,
+    MIN_MEDIA_ROWS,
     MIN_PREFILL_ROWS,
     UNMEASURED_PREFILL_ROWS,
     CallCosts,
@@ -206,3 +207,12 @@ def test_a_short_prompt_beside_a_stream_is_read_in_one_step() -> None:
     plan = advance(s)
     assert rows_of(plan) == {1: 100}
     assert s.slots[1].state.value == "generating"
+
+
+def test_a_media_piece_keeps_to_the_target_without_its_floor() -> None:
+    """A 24 ms decode step: text may stretch it to the 100 ms floor (18 prompt rows), a media piece
+    to twice it only (here the 2 rows a piece always has); above the floor the two agree."""
+    b = budget()
+    assert b.prefill_rows(1, room=511) == 18
+    assert b.prefill_rows(1, room=511, media=True) == MIN_MEDIA_ROWS == 2
+    assert b.prefill_rows(32, room=480, media=True) == b.prefill_rows(32, room=480) == 42
