@@ -67,8 +67,10 @@ class Placement:
         return tuple(n / total for n in self.per_device) if total else ()
 
     def processor(self) -> str:
-        """Ollama's PROCESSOR column: ``100% GPU``, ``100% CPU`` or ``48%/52% CPU/GPU``."""
-        on_gpu = sum(self.device_bytes)
+        """Ollama's PROCESSOR column: ``100% GPU``, ``100% CPU`` or ``48%/52% CPU/GPU``. The bytes
+        a device keeps for itself (``DEVICE_RESERVE``) are room left, not the model's: counted, a
+        small model with 3 of 9 layers on the GPU read ``0%/100% CPU/GPU``."""
+        on_gpu = sum(max(0, b - DEVICE_RESERVE) for b in self.device_bytes)
         total = on_gpu + self.cpu_bytes
         if total == 0 or on_gpu == 0:
             return "100% CPU"

@@ -36,9 +36,16 @@ def test_a_smaller_gpu_takes_what_fits_and_the_cpu_the_rest() -> None:
     placed = fit([Device("CUDA0", 4 * GIB)], SEVEN_B)
     # (4096 - 457 - 300) MiB hold 15 layers of 216 MiB.
     assert placed.n_gpu_layers == 15 and placed.cpu_bytes == 17 * 216 * MIB + 500 * MIB
-    gpu = sum(placed.device_bytes)
+    gpu = sum(placed.device_bytes) - DEVICE_RESERVE
     share = round(100 * gpu / (gpu + placed.cpu_bytes))
     assert 0 < share < 100 and placed.processor() == f"{100 - share}%/{share}% CPU/GPU"
+
+
+def test_the_processor_column_counts_the_model_not_the_devices_own_reserve() -> None:
+    """3 of 9 small layers on the GPU: the graph (20 MiB) and 3 layers there, 6 and the output here."""
+    small = ModelSizes(layers=(4 * MIB,) * 9, output=4 * MIB, kv_per_layer=0, graph=20 * MIB)
+    placed = fit([Device("CUDA0", 24 * GIB)], small, num_gpu=3)
+    assert placed.processor() == "47%/53% CPU/GPU"  # (20 + 12) MiB there against 28 MiB here
 
 
 def test_the_gpu_overhead_is_kept_free() -> None:
