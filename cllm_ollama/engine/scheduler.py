@@ -97,6 +97,58 @@ def piece_rows(left: int, share: int, cap: int) -> int:
     return n
 
 
+def whole_prompts(
+    prefilling: list[Slot], budget: StepBudget, n_generating: int, room: int, max_rows: int | None
+) -> list[Slot]:
+    """The prompts read whole in a step beside ``n_generating`` streams, shortest first
+    (``StepBudget.whole``): only text that one chunk can hold to the prompt's end."""
+    cap = room if max_rows is None else min(room, max_rows)
+    text = sorted((s for s in prefilling if s.chunk_room(cap) == s.prompt_left), key=lambda s: s.prompt_left)
+    return text[: budget.whole(n_generating, [s.prompt_left for s in text], room)]
+
+
+class HoldRun:
+    """Whether a step reads prompts alone while the generating streams hold.
+
+    A burst of arrivals (more prompts in slots waiting for their first token, each of at most a
+    batch, than streams running) is read in a run of steps at the batch's full width, at most
+    ``HOLD_STEPS``, and each stream waits once for the whole run instead of at every step of it. A
+    stream's inter-token gaps then have one long one per burst rather than many (a trickle of
+    prompt rows beside the streams stretched a third of the gaps of 32 distinct clients to 2-3
+    steps), and the burst's prompts come without decode calls beside them. The run goes on while a
+    prompt it read is unfinished (arrivals meanwhile join it); after it the streams get a step
+    before the next. A prompt longer than a batch never starts a run: a 40k-token document is read
+    within the step budget and the streams keep going.
+    """
+
+    def __init__(self, n_batch: int) -> None:
+        self.n_batch = n_batch
+        self.steps = 0  # steps of the current run; -1: one has just ended
+        self.members: set[int] = set()  # the sequences it read
+
+    def holds(self, prefilling: list[Slot], n_generating: int) -> bool:
+        if not n_generating or not prefilling:
+            self.steps, self.members = 0, set()
+            return False
+        if self.steps < 0:  # the step after a run was the streams'
+            self.steps = 0
+        elif self.steps and (self.steps >= HOLD_STEPS or not any(s.seq_id in self.members for s in prefilling)):
+            self.steps, self.members = -1, set()  # the run is over: the streams get a step before the next
+            return False
+        if not self.steps and sum(s.prompt_left <= self.n_batch for s in prefilling) <= n_generating:
+            return False
+        self.steps += 1
+        return True
+
+    def read(self, prefilling: list[Slot]) -> None:
+        """The step held: ``prefilling`` belong to the run."""
+        self.members |= {s.seq_id for s in prefilling}
+
+    def cancel(self) -> None:
+        """Nothing could be read in the step ``holds`` granted (media being encoded): no run."""
+        self.steps = 0
+
+
 @dataclass
 class StepPlan:
     """One step: KV operations to perform first, then one llama.cpp batch as parallel arrays."""
@@ -192,9 +244,7 @@ class Scheduler:
         self._enqueued: dict[int, int] = {}  # request id -> when it joined ``waiting``
         self._passed: dict[int, int] = {}
         self._pending: StepPlan | None = None
-        # Steps of the current hold run (``_holds``; -1: one just ended) and the sequences it read.
-        self._held = 0
-        self._run: set[int] = set()
+        self._hold = HoldRun(n_batch)
 
     @property
     def stats(self) -> PrefixStats:
@@ -358,17 +408,15 @@ class Scheduler:
             key=lambda s: s.request.arrival_ns,  # type: ignore[union-attr]
         )
         chunks: dict[int, list[int]] = {}
-        if self._holds(prefilling, len(generating)):
+        if self._hold.holds(prefilling, len(generating)):
             chunks = self._chunks(prefilling, 0, self.n_batch, plan)
             if chunks or plan.media:
                 generating = set()  # they hold for this step
-                self._run |= {s.seq_id for s in prefilling}
+                self._hold.read(prefilling)
             else:  # nothing to read yet (its media is being encoded): the streams go on
-                self._held = 0
-        if generating and prefilling:
+                self._hold.cancel()
+        if prefilling and not (chunks or plan.media):  # no hold
             chunks = self._chunks(prefilling, len(generating), self.n_batch - len(generating), plan)
-        elif prefilling and not (chunks or plan.media):
-            chunks = self._chunks(prefilling, 0, self.n_batch, plan)
         # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of
         # consecutive ids, and any other order costs extra passes over the weights.
         for slot in self.slots:
@@ -381,35 +429,11 @@ class Scheduler:
                 plan.prefills.append((slot, len(chunk)))
         return plan
 
-    def _holds(self, prefilling: list[Slot], n_generating: int) -> bool:
-        """Whether this step reads prompts alone while the generating streams hold: a burst of
-        arrivals (more short prompts in slots, waiting for their first token, than streams running) is read
-        in a run of steps at the batch's full width, at most ``HOLD_STEPS``, and each stream waits
-        once for the whole run instead of at every step of it. A stream's inter-token gaps then
-        have one long one per burst rather than many (a trickle of prompt rows beside the streams
-        stretched a third of the gaps of 32 distinct clients to 2-3 steps), and the burst's
-        prompts come without decode calls beside them. A prompt longer than a batch never starts
-        a run: a 40k-token document is read within the step budget and the streams keep going."""
-        if not n_generating or not prefilling:
-            self._held, self._run = 0, set()
-            return False
-        if self._held < 0:  # the step after a run was the streams'
-            self._held = 0
-        elif self._held and (self._held >= HOLD_STEPS or not any(s.seq_id in self._run for s in prefilling)):
-            self._held, self._run = -1, set()  # the run is over: the streams get a step before the next
-            return False
-        if not self._held and sum(s.prompt_left <= self.n_batch for s in prefilling) <= n_generating:
-            return False
-        self._held += 1
-        return True
-
     def _chunks(self, prefilling: list[Slot], n_generating: int, room: int, plan: StepPlan) -> dict[int, list[int]]:
-        """The step's prompt chunks by sequence (and its media piece, into ``plan``), within the
-        step budget: all the room when more requests wait for their first token than streams run
-        (a burst of arrivals: a step's stall costs the few streams less than a trickle of prompts
-        costs the many)."""
+        """The step's prompt chunks by sequence (and its media piece, into ``plan``), within the step
+        budget: all the room when more requests wait for their first token than streams run."""
         crowd = len(prefilling) + len(self.waiting) > n_generating
-        whole = [] if crowd else self._whole(prefilling, n_generating, room)
+        whole = [] if crowd else whole_prompts(prefilling, self.budget, n_generating, room, self.max_rows)
         extra = sum(s.prompt_left for s in whole)
         budget = room if crowd else min(room, self.budget.prefill_rows(n_generating, room) + extra)
         media = self._media(prefilling, budget)
@@ -429,13 +453,6 @@ class Scheduler:
             else:
                 chunks[slot.seq_id] = slot.prompt_chunk(rows)
         return chunks
-
-    def _whole(self, prefilling: list[Slot], n_generating: int, room: int) -> list[Slot]:
-        """The prompts read whole in this step beside generating streams, shortest first
-        (``StepBudget.whole``): only text that one chunk can hold to the prompt's end."""
-        cap = room if self.max_rows is None else min(room, self.max_rows)
-        text = sorted((s for s in prefilling if s.chunk_room(cap) == s.prompt_left), key=lambda s: s.prompt_left)
-        return text[: self.budget.whole(n_generating, [s.prompt_left for s in text], room)]
 
     def _media(self, prefilling: list[Slot], budget: int) -> MediaPiece | None:
         """The media item that may have a piece decoded in this step (one a step, in a call of its
