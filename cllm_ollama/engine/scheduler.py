@@ -141,8 +141,9 @@ class HoldRun:
         return True
 
     def read(self, prefilling: list[Slot]) -> None:
-        """The step held: ``prefilling`` belong to the run."""
-        self.members |= {s.seq_id for s in prefilling}
+        """The step held: the short ones of ``prefilling`` belong to the run (a long document read
+        beside them does not keep it going)."""
+        self.members |= {s.seq_id for s in prefilling if s.prompt_left <= self.n_batch}
 
     def cancel(self) -> None:
         """Nothing could be read in the step ``holds`` granted (media being encoded): no run."""

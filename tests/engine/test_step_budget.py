@@ -216,3 +216,19 @@ def test_a_media_piece_keeps_to_the_target_without_its_floor() -> None:
     assert b.prefill_rows(1, room=511) == 18
     assert b.prefill_rows(1, room=511, media=True) == MIN_MEDIA_ROWS == 2
     assert b.prefill_rows(32, room=480, media=True) == b.prefill_rows(32, room=480) == 42
+
+
+def test_a_long_document_read_in_a_burst_does_not_keep_the_streams_holding() -> None:
+    """Two short prompts and a 40k-token document arrive beside a stream: the short ones make a
+    burst and are read in one held step (the document gets its share of it); the run is over once
+    they are, and the stream decodes while the document goes on in the budget's chunks."""
+    s = scheduler(n_slots=4, n_batch=512, rows=16)
+    s.add(request(4, arrival=0))
+    advance(s)  # slot 0 generates
+    s.add(request(40_000, arrival=1))
+    s.add(request(40, arrival=2))
+    s.add(request(60, arrival=3))
+    held = advance(s)
+    assert decoding(held) == [] and rows_of(held)[2] == 40 and rows_of(held)[3] == 60
+    after = advance(s)
+    assert decoding(after) == [0, 2, 3] and rows_of(after) == {1: 16}
