@@ -37,7 +37,7 @@ from .step_budget import StepBudget
 ADMIT_WINDOW = 8
 # A request is passed over for better-cached ones at most this many times.
 MAX_PASSED_OVER = 4
-# The most steps in a row that generating streams hold while a burst of prompts is read (``_holds``);
+# The most steps in a row that generating streams hold while a burst of prompts is read (``HoldRun``);
 # then they get a step before the next run.
 HOLD_STEPS = 4
 
@@ -127,6 +127,7 @@ class HoldRun:
         self.members: set[int] = set()  # the sequences it read
 
     def holds(self, prefilling: list[Slot], n_generating: int) -> bool:
+        """Whether this step, with these prompts and ``n_generating`` streams, is a run's."""
         if not n_generating or not prefilling:
             self.steps, self.members = 0, set()
             return False
