@@ -187,37 +187,39 @@ class MediaPrompt:
             raise EngineError(
                 f"an image of {item.n_tokens} tokens needs micro-batches of as many (n_ubatch {ctx.n_ubatch})"
             )
-        positions = self._positions(item, pos)
+        positions = self._positions(item, pos, rows)
         if item.whole:
             ctx.causal_attention(False)
         try:
             for start in range(rows.start, rows.stop, ctx.n_batch):
                 stop = min(start + ctx.n_batch, rows.stop)
-                ctx.decode_embeddings(embd[start:stop], positions[:, start:stop], seq_id)
+                ctx.decode_embeddings(embd[start:stop], positions[:, start - rows.start : stop - rows.start], seq_id)
         finally:
             if item.whole:
                 ctx.causal_attention(True)
         return pos + item.n_pos
 
-    def _positions(self, item: MediaItem, pos: int) -> np.ndarray:
-        """The positions of a chunk's rows from ``pos``, ``(sections, n_tokens)`` int32, as
-        ``mtmd_helper_decode_image_chunk`` sets them: one section, ``pos + i``, for most models;
-        for M-RoPE models (``mtmd_decode_use_mrope``: Qwen2-VL, Qwen2.5-VL, Qwen3-VL) four, in
-        the order t, y, x, z: libmtmd's decoder positions for an image (t the chunk's start, y and
-        x its row and column from it), ``pos + i`` in all four for audio."""
-        n = item.n_tokens
-        flat = pos + np.arange(n, dtype=np.int32)
+    def _positions(self, item: MediaItem, pos: int, rows: range) -> np.ndarray:
+        """The positions of a chunk's ``rows``, the chunk starting at ``pos``, ``(sections,
+        len(rows))`` int32, as ``mtmd_helper_decode_image_chunk`` sets them: one section, ``pos +
+        i``, for most models; for M-RoPE models (``mtmd_decode_use_mrope``: Qwen2-VL, Qwen2.5-VL,
+        Qwen3-VL) four, in the order t, y, x, z: libmtmd's decoder positions for an image (t the
+        chunk's start, y and x its row and column from it), ``pos + i`` in all four for audio.
+        Only an M-RoPE image's are computed for the whole chunk (libmtmd gives them so), then cut:
+        a piece is a few rows of a 750-row audio window, each step."""
+        flat = pos + np.arange(rows.start, rows.stop, dtype=np.int32)
         if not self._projector.uses_mrope:
             return flat[None, :]
         if item.kind == "audio":
             return np.tile(flat, (4, 1))
+        n = item.n_tokens
         mtmd = _mtmd()
         image = mtmd.mtmd_input_chunk_get_tokens_image(self._chunk(item))
         if not image:
             raise EngineError(f"image {item.id[:12]} has no image tokens")
         out = (mtmd.mtmd_decoder_pos * n)()
         mtmd.mtmd_helper_image_get_decoder_pos(image, pos, out)
-        txyz = np.frombuffer(out, dtype=np.uint32).reshape(n, 4)
+        txyz = np.frombuffer(out, dtype=np.uint32).reshape(n, 4)[rows.start : rows.stop]
         return np.ascontiguousarray(txyz[:, [0, 2, 1, 3]].T.astype(np.int32))
 
     def eval_all(self, ctx: Context, pos: int, seq_id: int) -> int:
