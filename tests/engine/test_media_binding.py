@@ -68,13 +68,17 @@ def tokenize(projector: Projector, made: list[MediaPrompt], text: str, images: l
     return prompt
 
 
-def decode_stepwise(ctx: Context, prompt: MediaPrompt, seq_id: int) -> tuple[int, np.ndarray]:
-    """What a batching engine does: text runs as token batches, each image encoded then decoded."""
+def decode_stepwise(ctx: Context, prompt: MediaPrompt, seq_id: int, size: int | None = None) -> tuple[int, np.ndarray]:
+    """What a batching engine does: text runs as token batches, each image encoded then decoded,
+    ``size`` rows a call (None: whole; whole anyway where it must be): the last token's logits."""
     batch, pos = Batch(ctx.n_batch), 0
     logits = np.empty(0)
     for part in prompt.parts:
         if isinstance(part, MediaItem):
-            pos = prompt.decode(ctx, part, prompt.encode(part), pos, seq_id)
+            embd, step = prompt.encode(part), part.n_tokens if part.whole or size is None else size
+            for first in range(0, part.n_tokens, step):
+                end = prompt.decode(ctx, part, embd, pos, seq_id, range(first, min(first + step, part.n_tokens)))
+            pos = end
         else:
             batch.fill(part, range(pos, pos + len(part)), [seq_id] * len(part), [len(part) - 1])
             ctx.decode(batch)

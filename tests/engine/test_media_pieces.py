@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 from oracle import GREEDY, drain, submit, tokens_of
 from polling import until
-from test_media_binding import greedy
+from test_media_binding import decode_stepwise, greedy
 
-from cllm_ollama.engine.binding import Batch, Context, MediaItem, MediaPrompt, Model, Projector, batch_invariant_kernels
+from cllm_ollama.engine.binding import Context, MediaItem, Model, Projector, batch_invariant_kernels
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.request import Event, FinishReason, Request
@@ -78,24 +78,6 @@ def projector(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     model.close()
 
 
-def decode_in_pieces(ctx: Context, prompt: MediaPrompt, seq_id: int, size: int) -> tuple[int, np.ndarray]:
-    """The prompt into ``seq_id``, text runs as token batches and each media item ``size`` rows a
-    call (whole where it must be): the last token's logits."""
-    batch, pos, logits = Batch(ctx.n_batch), 0, np.empty(0)
-    for part in prompt.parts:
-        if isinstance(part, MediaItem):
-            embd, step = prompt.encode(part), part.n_tokens if part.whole else size
-            for first in range(0, part.n_tokens, step):
-                end = prompt.decode(ctx, part, embd, pos, seq_id, range(first, min(first + step, part.n_tokens)))
-            pos = end
-        else:
-            batch.fill(part, range(pos, pos + len(part)), [seq_id] * len(part), [len(part) - 1])
-            ctx.decode(batch)
-            logits = ctx.logits(1)[0].copy()
-            pos += len(part)
-    return pos, logits
-
-
 def helper_reference(projector: Projector, n_batch: int) -> tuple[int, np.ndarray, list[int]]:
     """libmtmd's own helper over the whole prompt, splitting each item into calls of ``n_batch``
     rows: the position after it, the last logits and 8 greedy tokens."""
@@ -121,7 +103,7 @@ def test_media_decoded_in_pieces_answers_exactly_as_libmtmds_helper(projector: P
         end, reference, answer = helper_reference(projector, 32)
         for size in (32, 5, 63):
             ctx.seq_clear(0)
-            pos, logits = decode_in_pieces(ctx, prompt, 0, size)
+            pos, logits = decode_stepwise(ctx, prompt, 0, size)
             assert pos == end == prompt.n_pos
             np.testing.assert_array_equal(logits, reference, err_msg=f"pieces of {size}")
             assert greedy(ctx, pos, logits, 0, 8) == answer

@@ -56,16 +56,25 @@ def media_request(parts: list[Any], **kw: Any) -> Request:
     return Request(cell_keys(parts), SamplingParams(temperature=0), media=prompt, **kw)
 
 
-def make(ready: dict[str, object], n_slots: int = 2) -> Scheduler:
+def make(
+    ready: dict[str, object],
+    n_slots: int = 2,
+    n_ctx: int = 128,
+    n_batch: int = 32,
+    max_rows: int | None = None,
+    budget: StepBudget | None = None,
+) -> Scheduler:
     clock = iter(range(0, 10**9, 1000))
     return Scheduler(
         n_slots,
-        128,
-        32,
+        n_ctx,
+        n_batch,
         lambda t: b"x",
         lambda t: False,
         clock=lambda: next(clock),
+        budget=budget,
         embeddings=lambda request, item: ready.get(item.id),
+        max_rows=max_rows,
     )
 
 
@@ -268,18 +277,7 @@ def beside_a_stream(
     ready: dict[str, object], cap: int, max_rows: int | None = None, streams: int = 1, n_slots: int = 2
 ) -> Scheduler:
     """A scheduler whose steps carry ``cap`` prompt rows beside generating streams (the first slots')."""
-    clock = iter(range(0, 10**9, 1000))
-    s = Scheduler(
-        n_slots,
-        256,
-        128,
-        lambda t: b"x",
-        lambda t: False,
-        clock=lambda: next(clock),
-        budget=StepBudget(cap=cap),
-        embeddings=lambda request, item: ready.get(item.id),
-        max_rows=max_rows,
-    )
+    s = make(ready, n_slots, n_ctx=256, n_batch=128, max_rows=max_rows, budget=StepBudget(cap=cap))
     for i in range(streams):
         s.add(Request((1, 2, 3 + i), SamplingParams(temperature=0), num_predict=100))
     plan = s.schedule()
@@ -330,18 +328,7 @@ def test_an_image_whose_tokens_attend_both_ways_is_one_piece_whatever_the_budget
 
 def test_the_deterministic_mode_keeps_a_piece_under_its_row_limit_even_at_full_width() -> None:
     cat = image(b"cat", n_tokens=100)
-    ready = {cat.id: "embd"}
-    clock = iter(range(0, 10**9, 1000))
-    s = Scheduler(
-        1,
-        256,
-        128,
-        lambda t: b"x",
-        lambda t: False,
-        clock=lambda: next(clock),
-        embeddings=lambda r, i: ready.get(i.id),
-        max_rows=63,
-    )
+    s = make({cat.id: "embd"}, n_slots=1, n_ctx=256, n_batch=128, max_rows=63)
     s.add(media_request([cat, (9,)], num_predict=2))
     sizes = []
     while (plan := s.schedule()).media:
