@@ -31,8 +31,9 @@ log = logging.getLogger("cllm.engine")
 
 # The LoadSpec fields a device may choose, and their values on a GPU.
 # Batches of 512 (one ubatch), not llama-server's 2048: with 32 slots and 2048-token batches the
-# server died of heap corruption inside llama_decode, on the H200 (CUDA) and on Vulkan
-# (bench/vulkan_crash.py: 3 of 3 runs), and not with 512; the cause in llama.cpp is not found yet.
+# server died silently on the H200 (CUDA) and of heap corruption inside llama_decode on Vulkan
+# (bench/vulkan_crash.py: 4 of 6 runs within 330 s), and not with 512 (600 s); the cause is not
+# found yet.
 # A ubatch is 512 either way, so the GPU computes the same; a longer prompt takes more calls.
 GPU_BATCH = 512
 GPU_SLOTS = (32, 16)  # tried in turn; below them, the CPU default
