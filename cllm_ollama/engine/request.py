@@ -60,6 +60,12 @@ class SamplingParams:
         return self.temperature <= 0.0 and self.grammar is None and not self.dry
 
     @property
+    def reproducible(self) -> bool:
+        """Sent again, the request should answer as it did: greedy, or sampled from a fixed seed.
+        An unseeded draw differs every time anyway, so nothing is spent keeping it the same."""
+        return self.temperature <= 0.0 or self.seed >= 0
+
+    @property
     def prime_window(self) -> int:
         """Prompt tokens the chain's penalties look back on (the larger of the two windows)."""
         return max(self.repeat_last_n, self.dry_penalty_last_n if self.dry else 0)

@@ -4,9 +4,10 @@ Sarathi-Serve's stall-free batching over costs measured on this model and device
 generating stream's token goes into each step; prompt chunks fill what is left of a target step
 time (the inter-token latency a stream sees). With nothing generating, prompts run at full width.
 
-The runner times each ``llama_decode`` call (``StepCosts.observe``); a step that carries prompt
-rows is two calls (the prompt rows, then the rows whose logits are sampled: ``runner._decode``), so
-its time is the cost of the prompt call plus the cost of the decode call; a piece of a media
+The runner times each ``llama_decode`` call (``StepBudget.observe``); a step that carries prompt
+rows is two calls where a reproducible prompt ends in it (the prompt rows, then the rows whose
+logits are sampled: ``runner._decode``), else one, so its time is taken as the cost of the prompt
+call plus the cost of the decode call (an upper bound for one call); a piece of a media
 item's embeddings is a third call, before them (``media_feed``), whose rows come out of the same
 prompt rows and are timed as a prompt call. The costs are kept apart
 for the two kinds of call: prompt rows attend over their whole chunk and can sit deep in a long
@@ -110,7 +111,7 @@ class StepBudget:
         self.prompt = CallCosts()
 
     def observe(self, rows: int, prompt: bool, ns: int) -> None:
-        """One ``llama_decode`` call: its rows, whether they were prompt rows without logits, its time."""
+        """One ``llama_decode`` call: its rows, whether it carried prompt rows (rows without logits), its time."""
         (self.prompt if prompt else self.decode).observe(rows, ns)
 
     def target(self, decode_rows: int, floor: bool = True) -> float:

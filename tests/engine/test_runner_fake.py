@@ -143,3 +143,17 @@ def test_a_prompts_last_token_is_decoded_beside_the_decode_rows_cold_as_when_re_
     _, sink = submit(runner, (3, 4, 5), n=1)
     drain(runner, sink)
     assert ctx.batches[2:] == [[(5, 2, 0)]]
+
+
+@pytest.mark.parametrize(("sampling", "calls"), [(SamplingParams(seed=7), 2), (SamplingParams(), 1)])
+def test_only_a_reproducible_prompt_has_its_last_token_decoded_apart(
+    runner: Runner, sampling: SamplingParams, calls: int
+) -> None:
+    # A seeded draw answers again as it did, so its prompt ends as a greedy one does (above); an
+    # unseeded one differs every time, and its prompt is read in one call.
+    ctx: FakeContext = runner.ctx  # type: ignore[assignment]
+    sink = Sink(queue.SimpleQueue())
+    runner.submit(Request((3, 4, 5), sampling, num_predict=1), None, sink)
+    drain(runner, sink)
+    assert len(ctx.batches) == calls
+    assert [row for batch in ctx.batches for row in batch] == [(3, 0, 0), (4, 1, 0), (5, 2, 0)]
