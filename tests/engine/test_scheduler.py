@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from cllm_ollama.engine.prefix import Copy
 from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.scheduler import Occupancy, Scheduler, StepPlan
@@ -333,6 +334,23 @@ def test_a_new_conversation_takes_a_slot_with_nothing_to_save_before_the_lowest_
     plan, _ = step(s)
     assert plan.admitted == [s.slots[1]] and plan.saves == []
     assert s.slots[0].cached[:40] == SHARED
+
+
+def test_beside_a_running_request_a_returning_conversation_takes_the_slot_next_to_it() -> None:
+    # llama.cpp decodes each run of consecutive active ids apart (one weight read each): the
+    # conversation's own KV, alone in slot 0, is copied next to the running request instead.
+    s = make(n_slots=4, n_ctx=128, n_batch=64)
+    for first in (1, 100, 200):  # three conversations at once, in slots 0, 1 and 2, and a long answer
+        s.add(req([first + i for i in range(40)], num_predict=1))
+    s.add(req([300, 301, 302], num_predict=50))
+    for _ in range(3):
+        step(s)
+    assert [s.slots[i].cached[0] for i in range(3)] == [1, 100, 200]
+    assert [slot.busy for slot in s.slots] == [False, False, False, True]
+    s.add(req([*range(1, 41), 7, 8], num_predict=1))
+    plan, _ = step(s)
+    assert plan.admitted == [s.slots[2]] and plan.copies == [Copy(src=0, dst=2)]
+    assert plan.seq_ids[0] == 2 and len(plan) == 3  # only the rest of its prompt is read
 
 
 def test_occupancy_counts_slots_queue_and_the_cells_running_requests_hold() -> None:
