@@ -349,16 +349,21 @@ class Runner:
         anyway, and is spared the second call's cost (13-47 ms on a CPU for a lone prompt). Returns,
         for the last call: each output's batch row, its logits row, and the number of logits rows."""
         heads = [row for _, row in plan.outputs]  # ascending: rows are laid out in slot order
-        prefilling = {slot for slot, _ in plan.prefills}
-        apart = self.invariant or any(  # a prefilling slot's output row is its prompt's last token
-            s.request is not None and s.request.sampling.reproducible for s, _ in plan.outputs if s in prefilling
-        )
-        if len(heads) == len(plan) or not apart:  # one call, no copies (most steps: only decode rows)
+        if len(heads) == len(plan) or not self._ends_reproducible(plan):  # one call, no copies
             return self._call(plan.tokens, plan.positions, plan.seq_ids, heads)
         wanted = set(heads)
         body = [i for i in range(len(plan)) if i not in wanted]
         self._call(*_rows(plan, body), [])
         return self._call(*_rows(plan, heads), list(range(len(heads)))) if heads else ((), (), 0)
+
+    def _ends_reproducible(self, plan: StepPlan) -> bool:
+        """Whether a prompt that ends in ``plan`` must answer as it would cached (the mode, or a
+        reproducible request): a prefilling slot's output row is its prompt's last token. Asked
+        only of steps with prompt rows, not of every decode step."""
+        if self.invariant:
+            return True
+        ending = {slot for slot, _ in plan.prefills}
+        return any(s in ending and s.request is not None and s.request.sampling.reproducible for s, _ in plan.outputs)
 
     def _call(
         self, tokens: list[int], positions: list[int], seq_ids: list[int], outputs: list[int]
