@@ -23,8 +23,11 @@ DEFAULT_PORT = 11434
 # sequences decode at ~2.5x the aggregate rate of one, and the KV cost (8 x num_ctx) is modest.
 DEFAULT_NUM_PARALLEL = 8
 # Settings whose default depends on the device a model runs on (engine/tuning.py), by variable.
-TUNABLE = {"num_parallel": "NUM_PARALLEL", "num_batch": "NUM_BATCH"}
+TUNABLE = {"num_parallel": "NUM_PARALLEL", "num_batch": "NUM_BATCH", "gap_fill": "GAP_FILL"}
 DEFAULT_CONTEXT_LENGTH = 4096
+# No gaps filled on a CPU: a pass over the weights costs about a row there, and a row in a deep
+# sequence more (engine/gap_fill.py); a model wholly on GPUs fills some (engine/tuning.py).
+DEFAULT_GAP_FILL = 0
 # How far a model's context grows, by reloading it, for a prompt that does not fit when nobody set
 # num_ctx (not the request, not the Modelfile, not OLLAMA_CONTEXT_LENGTH): agents that talk /v1
 # cannot set it, and their preamble (tool definitions first) would be cut. Ollama's advice for
@@ -348,6 +351,10 @@ class Settings:
     # The inter-token latency (ms) the step budget keeps running streams to while prompts are
     # read beside them (0: twice a decode-only step as measured, at least 100 ms).
     target_itl_ms: int = 0
+    # CLLM_GAP_FILL: the longest run of idle slots between generating ones that a decode step fills
+    # with a throw-away row each, so that llama.cpp reads the weights once for the step
+    # (engine/gap_fill.py); 0: none. A model wholly on GPUs takes the GPU value when it is unset.
+    gap_fill: int = DEFAULT_GAP_FILL
     render_timeout: float = DEFAULT_RENDER_TIMEOUT_S
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE_S
     # CLLM_STREAM_KEEPALIVE: seconds (or a Go duration) between keep-alives of a quiet stream.
@@ -414,6 +421,7 @@ class Settings:
             cache_disk_mib=e.get_int("CACHE_DISK", 8192),
             prefill_chunk=e.get_int("PREFILL_CHUNK", 0),
             target_itl_ms=e.get_int("TARGET_ITL", 0),
+            gap_fill=e.get_int("GAP_FILL", DEFAULT_GAP_FILL),
             render_timeout=_env_timeout("RENDER_TIMEOUT", e.get("RENDER_TIMEOUT"), DEFAULT_RENDER_TIMEOUT_S),
             shutdown_grace=_env_timeout("SHUTDOWN_GRACE", e.get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
             stream_keepalive=_env_timeout("STREAM_KEEPALIVE", e.get("STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S),

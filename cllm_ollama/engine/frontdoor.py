@@ -55,6 +55,8 @@ class LoadSpec:
     max_prefill: int = 0
     # The step time (ns) to keep to while streams generate (0: from measured costs, ``step_budget``).
     target_itl_ns: int = 0
+    # The longest gap of idle slots between a decode step's that throw-away rows close (``gap_fill``).
+    gap_fill: int = 0
     # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto).
     kv_cache_type: str = "f16"
     flash_attention: bool | None = None
@@ -89,6 +91,7 @@ class LoadSpec:
             cache_disk_bytes=settings.cache_disk_mib << 20,
             max_prefill=settings.prefill_chunk,
             target_itl_ns=settings.target_itl_ms * 1_000_000,
+            gap_fill=settings.gap_fill,
             kv_cache_type=settings.kv_cache_type,
             flash_attention=settings.flash_attention,
             deterministic=settings.deterministic,
@@ -97,6 +100,7 @@ class LoadSpec:
             tunable=(
                 (("n_slots", settings.num_parallel),) * ("num_parallel" in settings.unset)
                 + (("n_batch", settings.num_batch),) * ("num_batch" in settings.unset)
+                + (("gap_fill", settings.gap_fill),) * ("gap_fill" in settings.unset)
             ),
         )
 

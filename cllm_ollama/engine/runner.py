@@ -20,8 +20,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from .binding import Batch, Context, Lora, Model, Sampler, with_adapters
+from ..errors import EngineError
+from .binding import Batch, Context, DecodeError, Lora, Model, Sampler, with_adapters
 from .frontdoor import LoadSpec, Occupancy
+from .gap_fill import chosen, fill, one_row_each
 from .inbox import Add, Inbox
 from .invariance import MAX_ROWS, shape, shapes_steps
 from .kv_store import KvStore
@@ -99,6 +101,10 @@ class Runner:
         # The deterministic mode pads a step by up to a row a slot, and keeps it to one ubatch.
         self.invariant = shapes_steps(spec.deterministic, recurrent=model.is_recurrent, name=model.path.name)
         n_batch = min(max(spec.n_batch, 2 * spec.n_slots), 512) if self.invariant else max(spec.n_batch, spec.n_slots)
+        # Gaps between a decode call's sequences closed with throw-away rows (``gap_fill``): not in
+        # the deterministic mode (it shapes its steps itself), nor where a recurrent state could not
+        # drop the row again.
+        self.gap_fill = 0 if self.invariant or model.is_recurrent else spec.gap_fill
         self.inbox = Inbox()
         self.times = StepTimes()
         with contextlib.ExitStack() as undo:
@@ -375,15 +381,56 @@ class Runner:
             shaped = shape(tokens, positions, seq_ids, outputs, self.ctx.n_ctx_seq)
             self.batch.fill(shaped.tokens, shaped.positions, shaped.seq_ids, shaped.outputs)
             rows, picks, n_logits, pads = shaped.rows, shaped.logits, len(shaped.outputs), shaped.pads
+        elif fills := self._gap_pads(seq_ids):
+            filled = fill(tokens, positions, seq_ids, outputs, fills)
+            self.batch.fill(filled.tokens, filled.positions, filled.seq_ids, filled.outputs)
+            rows, pads = filled.rows, filled.pads
         else:
             self.batch.fill(tokens, positions, seq_ids, outputs)
         t0 = time.perf_counter_ns()
         try:
             self.ctx.decode(self.batch)
+        except DecodeError as exc:
+            if self.invariant or not pads or exc.rc != 1:
+                raise
+            # No cell for a gap's row after all (a slot's count was short): llama.cpp put back what
+            # the failed fit took, and the call goes again without them rather than fail every stream.
+            log.warning("a throw-away row found no KV cell (%s): the step is decoded without them", exc)
+            self._remove(pads)
+            pads, rows = [], outputs
+            self.batch.fill(tokens, positions, seq_ids, outputs)
+            self.ctx.decode(self.batch)
         finally:
-            for seq_id, pos in pads:  # the mode's throw-away rows leave nothing in the KV
-                self.ctx.seq_rm(seq_id, pos)
+            self._remove(pads)
         ns = time.perf_counter_ns() - t0
         self.times.decode_ns += ns
         self.budget.observe(len(tokens), len(outputs) < len(tokens), ns)
         return rows, picks, n_logits
+
+    def _remove(self, pads: list[tuple[int, int]]) -> None:
+        """Take the throw-away rows (the mode's, a gap's) out of the KV again. A memory that cannot
+        drop them fails the step: the loop then clears the context, the one state known to be whole."""
+        for seq_id, pos in pads:
+            if not self.ctx.seq_rm(seq_id, pos):
+                raise EngineError(f"a throw-away row at position {pos} of sequence {seq_id} could not be removed")
+
+    def _gap_pads(self, seq_ids: list[int]) -> dict[int, int]:
+        """The idle sequences whose throw-away row closes a gap between a decode call's sequences
+        (``gap_fill.chosen``), each with the position after its last. A sequence's cells are the
+        larger of what llama.cpp holds by position and what its slot counts (an M-RoPE image
+        takes more cells than positions; a prompt chunk of this step's first call is not counted
+        by its slot yet)."""
+        if not self.gap_fill or len(seq_ids) < 2 or not one_row_each(seq_ids):
+            return {}
+        slots, ctx = self.scheduler.slots, self.ctx
+        nxt: dict[int, int] = {}
+
+        def cells(s: int) -> int:
+            if s not in nxt:
+                nxt[s] = ctx.seq_pos_max(s) + 1
+            return max(nxt[s], slots[s].n_past + slots[s].media_rows)
+
+        def room(s: int) -> bool:
+            return cells(s) + 1 < slots[s].n_ctx
+
+        return {s: nxt[s] for gap in chosen(seq_ids, self.gap_fill, cells, room) for s in gap}

@@ -5,7 +5,7 @@ step's cost grows with its rows. On a GPU decode is bound by reading the weights
 little more than one: more slots multiply throughput (batches stay 512: see ``GPU_BATCH``).
 How many prompt tokens a step carries beside running streams is not a default per device: the
 step budget measures it on the device (``step_budget``). So when a model is wholly on GPUs, the
-settings the operator left unset (``LoadSpec.tunable``) take ``GPU`` values; a model that is
+settings the operator left unset (``LoadSpec.tunable``: slots, batch, ``gap_fill``) take ``GPU`` values; a model that is
 partly on the CPU keeps the CPU ones, since its CPU layers set the pace of each step.
 
 Slots come before the GPU defaults: the KV cache of every slot is part of each layer's cost, so
@@ -31,12 +31,16 @@ log = logging.getLogger("cllm.engine")
 
 # The LoadSpec fields a device may choose, and their values on a GPU.
 # Batches of 512 (one ubatch), not llama-server's 2048: with 32 slots and 2048-token batches the
-# server died silently on the H200 (CUDA) and of heap corruption inside llama_decode on Vulkan
-# (bench/vulkan_crash.py: 4 of 6 runs within 330 s), and not with 512 (600 s); the cause is not
-# found yet.
-# A ubatch is 512 either way, so the GPU computes the same; a longer prompt takes more calls.
+# server died silently on the H200 (CUDA: not explained yet) and of heap corruption inside
+# llama_decode on Vulkan (bench/vulkan_crash.py: 5 of 8 runs), which points to Debian 12's lavapipe
+# (Mesa 22.3): Mesa 25.0 ran 11 bursts without a crash, and Khronos' validation layer found no
+# misuse. A ubatch is 512 either way, so the GPU computes the same; a longer prompt takes more calls.
 GPU_BATCH = 512
 GPU_SLOTS = (32, 16)  # tried in turn; below them, the CPU default
+# Gaps of up to 4 idle slots closed with throw-away rows (``gap_fill``): on the H200 a pass over
+# a small model's weights cost ~15 decode rows (llama-batched-bench: 1.48 ms a step for one
+# sequence, 4.24 for 32); a quarter of that, as a pad in a deep sequence also reads its KV.
+GPU_GAP_FILL = 4
 
 
 def pinned(spec: LoadSpec, **values: Any) -> LoadSpec:
@@ -68,6 +72,8 @@ def gpu_candidates(spec: LoadSpec) -> list[LoadSpec]:
     values: dict[str, Any] = {}
     if "n_batch" in names:
         values["n_batch"] = max(GPU_BATCH, base.n_batch)
+    if "gap_fill" in names:
+        values["gap_fill"] = GPU_GAP_FILL
     tuned = replace(base, **values)
     if "n_slots" not in names or spec.embedding_only:
         return [tuned]

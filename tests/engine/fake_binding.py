@@ -68,11 +68,15 @@ class FakeContext:
         self.fail_decode: str | None = None
         self.fail_clear = False
         self._last: np.ndarray = np.zeros((0, model.n_vocab), np.float32)
+        self.pos_max: dict[int, int] = {}  # each sequence's last position, as llama.cpp keeps it
+        self.removed: list[tuple[int, int]] = []  # (sequence, from position) of every seq_rm
 
     def decode(self, batch: FakeBatch) -> None:
         if self.fail_decode is not None:
             raise EngineError(self.fail_decode)
         self.batches.append(batch.rows)
+        for _, pos, seq in batch.rows:
+            self.pos_max[seq] = max(self.pos_max.get(seq, -1), pos)
         logits = np.zeros((len(batch.outputs), self.model.n_vocab), np.float32)
         for j, row in enumerate(batch.outputs):
             logits[j, batch.rows[row][0] % (self.model.n_vocab - 1) + 1] = 1.0
@@ -87,7 +91,13 @@ class FakeContext:
             raise RuntimeError("the KV cache is gone")
 
     def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
+        self.removed.append((seq_id, p0))
+        if p1 < 0 and seq_id in self.pos_max:
+            self.pos_max[seq_id] = min(self.pos_max[seq_id], p0 - 1)
         return True
+
+    def seq_pos_max(self, seq_id: int) -> int:
+        return self.pos_max.get(seq_id, -1)
 
     def seq_clear(self, seq_id: int) -> None:
         pass
@@ -108,12 +118,20 @@ class FakeContext:
         pass
 
 
-def fake_runner(context: type[FakeContext] = FakeContext, n_slots: int = 2, deterministic: bool = False) -> Runner:
+def fake_runner(
+    context: type[FakeContext] = FakeContext, n_slots: int = 2, deterministic: bool = False, gap_fill: int = 0
+) -> Runner:
     """A real runner (its engine thread, scheduler and KV operations) over the fakes; close it."""
     return Runner(
         FakeModel(),  # type: ignore[arg-type]
         LoadSpec(
-            Path("fake.gguf"), n_slots=n_slots, n_ctx_slot=4096, n_batch=16, n_threads=1, deterministic=deterministic
+            Path("fake.gguf"),
+            n_slots=n_slots,
+            n_ctx_slot=4096,
+            n_batch=16,
+            n_threads=1,
+            deterministic=deterministic,
+            gap_fill=gap_fill,
         ),
         context=context,  # type: ignore[arg-type]
         batch=FakeBatch,  # type: ignore[arg-type]

@@ -1,17 +1,21 @@
-"""The engine thread's step loop over a fake binding: failures, aborts and a dead engine."""
+"""The engine thread's step loop over a fake binding: failures, aborts, a dead engine, and the rows that
+fill gaps between its streams."""
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel, drain, fake_runner
 from polling import until
 
+from cllm_ollama.engine.binding import DecodeError
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
@@ -157,3 +161,137 @@ def test_only_a_reproducible_prompt_has_its_last_token_decoded_apart(
     drain(runner, sink)
     assert len(ctx.batches) == calls
     assert [row for batch in ctx.batches for row in batch] == [(3, 0, 0), (4, 1, 0), (5, 2, 0)]
+
+
+class RowSampler:
+    """A sampler chain stand-in that reads the batch row the runner names (the fake's next token
+    after that row's token): a wrong row shows as a stream that stops counting up."""
+
+    def __init__(self, ctx: FakeContext) -> None:
+        self.ctx = ctx
+
+    def prime(self, tokens: object) -> None:
+        pass
+
+    def sample(self, ctx: object, row: int) -> int:
+        return self.ctx.batches[-1][row][0] % 49 + 1
+
+    def close(self) -> None:
+        pass
+
+
+class Stream(NamedTuple):
+    request: Request
+    sink: Sink
+    tokens: list[int]  # what it sent, as far as read
+
+
+def stream(runner: Runner, prompt: tuple[int, ...]) -> Stream:
+    """A long request sampled by a ``RowSampler``, its first token read (it generates)."""
+    request = Request(prompt, SamplingParams(temperature=0.8), num_predict=100_000)
+    sink = Sink(queue.SimpleQueue())
+    runner.submit(request, RowSampler(runner.ctx), sink)  # type: ignore[arg-type]
+    return Stream(request, sink, list(first_event(runner, sink).tokens))
+
+
+def read(runner: Runner, streams: list[Stream]) -> bool:
+    """Read what the streams sent so far, as a client does (a reader far behind pauses its slot)."""
+    for s in streams:
+        while not s.sink.queue.empty():  # type: ignore[attr-defined]
+            s.tokens.extend(s.sink.queue.get().tokens)  # type: ignore[attr-defined]
+            if s.sink.consume():
+                runner.wake()
+    return True
+
+
+def end(runner: Runner, streams: list[Stream]) -> list[list[int]]:
+    """Abort the streams; each one's tokens, all of them."""
+    for s in streams:
+        runner.abort(s.request.id)
+    return [s.tokens + [t for e in drain(runner, s.sink) for t in e.tokens] for s in streams]
+
+
+def counting(tokens: list[int]) -> bool:
+    return all(b == a % 49 + 1 for a, b in itertools.pairwise(tokens))
+
+
+def test_an_idle_slot_between_two_streams_gets_a_throw_away_row_removed_after_the_call() -> None:
+    # llama.cpp reads the weights once per run of neighbouring sequences (engine/gap_fill.py): with
+    # slot 1 idle between two streams, its row makes one run of the call, and goes again after it.
+    runner = fake_runner(n_slots=3, gap_fill=1)
+    ctx: FakeContext = runner.ctx  # type: ignore[assignment]
+    try:
+        first, middle, last = (stream(runner, prompt) for prompt in ((3,), (20,), (30,)))
+        end(runner, [middle])
+        seen = len(ctx.batches)
+        until(lambda: read(runner, [first, last]) and len(ctx.batches) > seen + 5)
+        padded = [rows for rows in ctx.batches[seen + 1 :] if len(rows) == 3]
+        assert padded and all([seq for _, _, seq in rows] == [0, 1, 2] for rows in padded)
+        pad = padded[-1][1]
+        assert pad[0] == padded[-1][0][0]  # the call's first token
+        assert (1, pad[1]) in ctx.removed and ctx.seq_pos_max(1) == pad[1] - 1  # gone again
+        # Each stream's sampler still reads its own row: its tokens go on counting up from its own.
+        assert all(counting(tokens) for tokens in end(runner, [first, last]))
+    finally:
+        runner.close()
+
+
+def test_a_gap_longer_than_the_setting_stays_open() -> None:
+    runner = fake_runner(n_slots=4, gap_fill=1)
+    ctx: FakeContext = runner.ctx  # type: ignore[assignment]
+    try:
+        streams = [stream(runner, (3 + 10 * i,)) for i in range(4)]
+        end(runner, streams[1:3])  # slots 1 and 2 idle: a gap of two
+        seen = len(ctx.batches)
+        until(lambda: read(runner, [streams[0], streams[3]]) and len(ctx.batches) > seen + 3)
+        assert all([seq for _, _, seq in rows] == [0, 3] for rows in ctx.batches[seen + 1 :])
+        end(runner, [streams[0], streams[3]])
+    finally:
+        runner.close()
+
+
+def test_an_idle_slot_in_a_deeper_span_gets_no_row_until_the_streams_reach_it() -> None:
+    # Every row of a ubatch attends over its deepest stream's cells, in spans of 256: a pad in a
+    # deeper idle sequence would make every row of the call read more, so it waits for the streams.
+    runner = fake_runner(n_slots=3, gap_fill=1)
+    ctx: FakeContext = runner.ctx  # type: ignore[assignment]
+    try:
+        first = stream(runner, (3,))
+        middle = stream(runner, tuple(range(1, 41)) * 15)  # 600 cells: the span of 768
+        last = stream(runner, (30,))
+        end(runner, [middle])
+        idle = len(ctx.batches)
+        until(lambda: read(runner, [first, last]) and min(ctx.seq_pos_max(0), ctx.seq_pos_max(2)) > 530)
+        after = ctx.batches[idle + 1 :]
+        padded = [any(seq == 1 for _, _, seq in rows) for rows in after]
+        shallowest = [min(pos for _, pos, seq in rows if seq != 1) for rows in after]
+        assert not padded[0] and padded[-1]
+        assert all(depth >= 512 for depth, pad in zip(shallowest, padded, strict=True) if pad)
+        end(runner, [first, last])
+    finally:
+        runner.close()
+
+
+def test_a_throw_away_row_without_a_cell_leaves_the_step_to_go_on_without_it() -> None:
+    # A slot's count short of llama.cpp's cells would make the padded call fail for want of a cell
+    # (llama_decode's 1, the KV left as it was): the call goes again without the row.
+    class NoRoom(FakeContext):
+        full: int | None = None
+
+        def decode(self, batch: FakeBatch) -> None:
+            if any(seq == self.full for _, _, seq in batch.rows):
+                raise DecodeError(1)
+            super().decode(batch)
+
+    runner = fake_runner(NoRoom, n_slots=3, gap_fill=1)
+    ctx: NoRoom = runner.ctx  # type: ignore[assignment]
+    try:
+        first, middle, last = (stream(runner, prompt) for prompt in ((3,), (20,), (30,)))
+        end(runner, [middle])
+        ctx.full = 1
+        seen = len(ctx.batches)
+        until(lambda: read(runner, [first, last]) and len(ctx.batches) > seen + 3)
+        assert all([seq for _, _, seq in rows] == [0, 2] for rows in ctx.batches[seen + 1 :])
+        assert all(counting(tokens) for tokens in end(runner, [first, last]))  # neither failed
+    finally:
+        runner.close()

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cllm_ollama.config import DEFAULT_NUM_PARALLEL, Settings
+from cllm_ollama.config import DEFAULT_GAP_FILL, DEFAULT_NUM_PARALLEL, Settings
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.offload import DEVICE_RESERVE, Device, kv_bytes_per_token, model_sizes
-from cllm_ollama.engine.tuning import GPU_BATCH, choose, pinned, raised
+from cllm_ollama.engine.tuning import GPU_BATCH, GPU_GAP_FILL, choose, pinned, raised
 from cllm_ollama.testing.ggufs import Shape, write_qwen3
 
 GIB = 1 << 30
@@ -40,9 +40,11 @@ def whole(path: Path, slots: int, share: float = 1.0) -> int:
 
 def test_every_unset_setting_is_tunable_and_a_set_one_is_not() -> None:
     unset = LoadSpec.from_settings(Settings.from_env({}))
-    assert dict(unset.tunable) == {"n_slots": DEFAULT_NUM_PARALLEL, "n_batch": 512}
-    chosen = LoadSpec.from_settings(Settings.from_env({"OLLAMA_NUM_PARALLEL": "4", "CLLM_PREFILL_CHUNK": "64"}))
-    assert dict(chosen.tunable) == {"n_batch": 512}
+    assert dict(unset.tunable) == {"n_slots": DEFAULT_NUM_PARALLEL, "n_batch": 512, "gap_fill": DEFAULT_GAP_FILL}
+    chosen = LoadSpec.from_settings(
+        Settings.from_env({"OLLAMA_NUM_PARALLEL": "4", "CLLM_PREFILL_CHUNK": "64", "CLLM_GAP_FILL": "0"})
+    )
+    assert dict(chosen.tunable) == {"n_batch": 512} and chosen.gap_fill == 0
     assert LoadSpec.from_settings(Settings()).tunable == ()  # settings made directly mean what they say
 
 
@@ -50,12 +52,14 @@ def test_without_a_gpu_the_cpu_defaults_stay(model: Path) -> None:
     spec, placement = choose(unset_spec(model), [])
     assert placement is None
     assert (spec.n_slots, spec.n_batch, spec.max_prefill) == (DEFAULT_NUM_PARALLEL, 512, 0)
+    assert spec.gap_fill == DEFAULT_GAP_FILL
 
 
 def test_a_model_wholly_on_a_gpu_gets_the_gpu_defaults(model: Path) -> None:
     spec, placement = choose(unset_spec(model), [Device("GPU0", 80 * GIB)])
     assert placement is not None and placement.processor() == "100% GPU"
     assert (spec.n_slots, spec.n_batch, spec.max_prefill) == (32, GPU_BATCH, 0)  # prompt rows: the step budget's
+    assert spec.gap_fill == GPU_GAP_FILL  # a pass over the weights costs many rows there
     assert spec.flash_attention is None  # llama.cpp's auto: on wherever the device has the kernel
 
 
@@ -70,6 +74,7 @@ def test_a_model_partly_on_the_cpu_keeps_the_cpu_defaults(model: Path) -> None:
     spec, placement = choose(unset_spec(model), [Device("GPU0", whole(model, DEFAULT_NUM_PARALLEL, 0.6))])
     assert placement is not None and placement.cpu_bytes > 0 and placement.n_gpu_layers > 0
     assert (spec.n_slots, spec.n_batch, spec.max_prefill) == (DEFAULT_NUM_PARALLEL, 512, 0)
+    assert spec.gap_fill == DEFAULT_GAP_FILL
 
 
 def test_num_gpu_short_of_the_whole_model_keeps_the_cpu_defaults(model: Path) -> None:

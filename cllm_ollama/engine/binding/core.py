@@ -445,6 +445,14 @@ def _decode_error(rc: int) -> str:
     return {1: "no KV cache slot for the batch", 2: "aborted", -1: "invalid batch"}.get(rc, "compute error")
 
 
+class DecodeError(EngineError):
+    """``llama_decode`` returned ``rc`` (1: no room in the KV cache, which it left as it was)."""
+
+    def __init__(self, rc: int) -> None:
+        super().__init__(f"llama_decode failed ({rc}): {_decode_error(rc)}")
+        self.rc = rc
+
+
 class Context:
     """A llama.cpp context with ``n_seq_max`` independent sequences of ``n_ctx_seq`` cells each."""
 
@@ -509,7 +517,7 @@ class Context:
         Context.decoded = True
         rc = ll.llama_decode(self._ptr, batch.struct)
         if rc != 0:
-            raise EngineError(f"llama_decode failed ({rc}): {_decode_error(rc)}")
+            raise DecodeError(rc)
 
     def decode_embeddings(self, embd: np.ndarray, positions: np.ndarray, seq_id: int) -> None:
         """Decode rows of input embeddings (``(rows, n_embd)`` float32) into ``seq_id``, no logits:
@@ -584,6 +592,11 @@ class Context:
         next decode; a partial range would abort the process (llama-kv-cache.cpp seq_cp).
         """
         ll.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
+
+    def seq_pos_max(self, seq_id: int) -> int:
+        """Highest position held; -1 if empty. A batch's next row for the sequence must be at
+        the position after it (llama.cpp refuses the batch otherwise)."""
+        return int(ll.llama_memory_seq_pos_max(self._mem, seq_id))
 
     def seq_pos_min(self, seq_id: int) -> int:
         """Lowest position still held; -1 if empty. Above 0 where a sliding window dropped the

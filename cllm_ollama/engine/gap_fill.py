@@ -1,0 +1,123 @@
+"""Throw-away rows that close the gaps between a decode call's sequences, so that llama.cpp reads
+the weights once for the call rather than once per run of neighbouring sequences.
+
+llama.cpp cuts a batch over split KV streams (``kv_unified`` off) into ubatches of consecutive
+sequence ids (``split_equal``, sequential: it takes a row only if its sequence is the last one
+taken plus one, scanning the rows in order), and every ubatch is a pass over the weights.
+Decoding sequences 0, 2, 4 and 6 is four passes; with a row in each of 1, 3 and 5 (a token at
+the position after its sequence's last, removed after the call, as the deterministic mode's pads
+are) it is one. A pass costs more than a row on every device, but not by the same factor. On two
+CPU cores (real Qwen2.5-Coder-0.5B, ``bench/seq_gaps.py``) a pass costs about a row: with 64
+tokens in every sequence, filling gaps of one made steps faster ([0, 2, 4, 6] 79 -> 62 ms,
+[0, 1, 2, 4, 5, 6] 85-89 -> 75-77 ms) and gaps of two slower ([0, 3, 6] 59 -> 61 ms); with 2048,
+where a row's attention costs as much again, even gaps of one lost ([0, 2, 4, 6] 113 -> 120 ms).
+On the H200 (``llama-batched-bench``: 1.48 ms a step for one sequence, 4.24 ms for 32) a pass
+costs ~15 rows. So gaps of at most ``most`` idle sequences are closed (``LoadSpec.gap_fill``,
+``CLLM_GAP_FILL``): none on a CPU, a few on a GPU (``tuning``).
+
+Every row of a ubatch attends over the same span of cells: its deepest stream's, rounded up to
+256 (``llama_kv_cache::get_n_kv``). Joining a shallow run to a deep one would make the shallow
+rows read the deep span (CUDA's flash attention skips most of a masked tail; the CPU, Vulkan and
+attention without flash do not), and a deep pad would deepen both. So a gap is filled only where
+the runs on both sides have the same span and its pads none deeper (``chosen``): no row then
+attends over more cells than it did.
+
+Only a call with one row per sequence is filled (a decode step, or the rows sampled after a
+prompt's body): with more rows a sequence's ubatches are cut by its own length as well.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+# llama.cpp rounds a ubatch's attention span up to this many cells (and never less).
+SPAN = 256
+
+
+def span(cells: int) -> int:
+    """The cells a row attends over in a ubatch whose deepest stream holds ``cells``."""
+    return max(SPAN, -(-cells // SPAN) * SPAN)
+
+
+def gaps(seq_ids: Sequence[int], most: int) -> list[range]:
+    """The runs of sequence ids missing between ``seq_ids`` (ascending) that are ``most`` long or
+    shorter: each one a pass of the weights saved if all of it is filled."""
+    return [range(a + 1, b) for a, b in itertools.pairwise(seq_ids) if 1 < b - a <= most + 1]
+
+
+def chosen(seq_ids: Sequence[int], most: int, cells: Callable[[int], int], room: Callable[[int], bool]) -> list[range]:
+    """The gaps of ``gaps(seq_ids, most)`` worth filling: every sequence of it has ``room`` for a
+    row, and the runs it joins have the same attention ``span`` (of ``cells``, a sequence's cells),
+    its own sequences no deeper, so that no row reads more cells than it did."""
+    chosen_gaps = []
+    for gap in gaps(seq_ids, most):
+        before = span(max(cells(s) for s in _run(seq_ids, gap.start - 1, -1)))
+        after = span(max(cells(s) for s in _run(seq_ids, gap.stop, 1)))
+        if before == after and all(room(s) and span(cells(s)) <= before for s in gap):
+            chosen_gaps.append(gap)
+    return chosen_gaps
+
+
+def _run(seq_ids: Sequence[int], start: int, step: int) -> list[int]:
+    """The run of consecutive ids of ``seq_ids`` from ``start`` (one of them) towards ``step``."""
+    present, run = set(seq_ids), []
+    while start in present:
+        run.append(start)
+        start += step
+    return run
+
+
+def one_row_each(seq_ids: Sequence[int]) -> bool:
+    """Whether a call's rows are one per sequence, in ascending order (as steps lay them out)."""
+    return all(a < b for a, b in itertools.pairwise(seq_ids))
+
+
+@dataclass
+class Filled:
+    """A call's rows with the throw-away ones among them, and where the call's own rows went."""
+
+    tokens: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    seq_ids: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)  # the rows with logits, ascending
+    rows: list[int] = field(default_factory=list)  # per output of the call: its row here
+    pads: list[tuple[int, int]] = field(default_factory=list)  # (sequence, position) to remove after
+
+
+def fill(
+    tokens: Sequence[int],
+    positions: Sequence[int],
+    seq_ids: Sequence[int],
+    outputs: Sequence[int],
+    pads: Mapping[int, int],
+) -> Filled:
+    """The rows of a call (ascending sequences, ``outputs`` its rows with logits) with a row for each
+    sequence of ``pads`` at the position it maps to, all in sequence order: llama.cpp's scan takes
+    a sequence into a ubatch only right after the one before it. A pad repeats the call's first
+    token (any token of the vocabulary would do: nothing reads its output)."""
+    out = Filled()
+    where: dict[int, int] = {}
+    extra = iter(sorted(pads.items()))
+    pending = next(extra, None)
+
+    def add(token: int, pos: int, seq: int) -> None:
+        out.tokens.append(token)
+        out.positions.append(pos)
+        out.seq_ids.append(seq)
+
+    for row, seq in enumerate(seq_ids):
+        while pending is not None and pending[0] < seq:
+            add(tokens[0], pending[1], pending[0])
+            out.pads.append(pending)
+            pending = next(extra, None)
+        where[row] = len(out.tokens)
+        add(tokens[row], positions[row], seq)
+    while pending is not None:
+        add(tokens[0], pending[1], pending[0])
+        out.pads.append(pending)
+        pending = next(extra, None)
+    out.rows = [where[row] for row in outputs]
+    out.outputs = sorted(out.rows)
+    return out
