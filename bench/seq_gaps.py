@@ -1,6 +1,6 @@
 """What a gap in the active sequence ids costs a decode step (split KV streams, as cllm runs them).
 
-    python bench/seq_gaps.py MODEL.gguf [--threads 2]
+    python bench/seq_gaps.py MODEL.gguf [--threads 2] [--depth 64]
 
 llama.cpp cuts a batch over per-sequence KV streams (``kv_unified`` off) into ubatches of
 consecutive sequence ids (``llama_batch_allocr::split_equal``, sequential), and each ubatch reads
@@ -8,6 +8,8 @@ the weights again. Eight sequences get a 64-token prompt each; then one-token de
 sets of sequences with and without gaps, median of 8 steps each (the scheduler's slot choice,
 ``Scheduler._place``, is why: 2026-11-29 on two cores, real Qwen2.5-Coder-0.5B Q4_K_M,
 [0, 1, 2] 44 ms, [0, 3, 6] 61 ms, [0, 1, 2, 3] 48 ms, [0, 2, 4, 6] 81 ms, all eight 80 ms).
+Each set with gaps is measured again with the gaps filled by throw-away rows, removed after each
+step, as ``engine/gap_fill.py`` does (``CLLM_GAP_FILL``).
 """
 
 from __future__ import annotations
@@ -18,33 +20,46 @@ import time
 from pathlib import Path
 
 from cllm_ollama.engine.binding import Batch, Context, Model
+from cllm_ollama.engine.gap_fill import fill, gaps
 
-SETS = ([0, 1, 2], [0, 3, 6], [0, 1, 2, 3], [0, 2, 4, 6], list(range(8)))
+SETS = ([0, 1, 2], [0, 3, 6], [0, 1, 2, 3], [0, 2, 4, 6], [0, 1, 2, 4, 5, 6], [0, 1, 2, 3, 4, 5, 6], list(range(8)))
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model", type=Path)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--depth", type=int, default=64, help="prompt tokens in each sequence before the steps")
     a = p.parse_args()
     model = Model(a.model, n_gpu_layers=0)
-    ctx = Context(model, n_seq_max=8, n_ctx_seq=512, n_batch=512, n_threads=a.threads)
+    ctx = Context(model, n_seq_max=8, n_ctx_seq=a.depth + 256, n_batch=512, n_threads=a.threads)
     batch = Batch(512)
     for s in range(8):
-        batch.fill(list(range(100, 164)), list(range(64)), [s] * 64, [])
-        ctx.decode(batch)
-    pos = [64] * 8
+        for start in range(0, a.depth, 512):
+            n = min(512, a.depth - start)
+            batch.fill([100 + (start + i) % 1000 for i in range(n)], list(range(start, start + n)), [s] * n, [])
+            ctx.decode(batch)
+    pos = [a.depth] * 8
 
-    def step(seqs: list[int]) -> float:
-        batch.fill([42] * len(seqs), [pos[s] for s in seqs], seqs, list(range(len(seqs))))
+    def step(seqs: list[int], most: int = 0) -> float:
+        pads = {s: ctx.seq_pos_max(s) + 1 for run in gaps(seqs, most) for s in run}
+        rows = fill([42] * len(seqs), [pos[s] for s in seqs], seqs, list(range(len(seqs))), pads)
+        batch.fill(rows.tokens, rows.positions, rows.seq_ids, rows.outputs)
         t0 = time.perf_counter()
         ctx.decode(batch)
+        for s, p in rows.pads:
+            ctx.seq_rm(s, p)
+        ms = (time.perf_counter() - t0) * 1000
         for s in seqs:
             pos[s] += 1
-        return (time.perf_counter() - t0) * 1000
+        return ms
 
     for seqs in SETS:
-        print(f"sequences {seqs}: {statistics.median(step(seqs) for _ in range(8)):.1f} ms a step")
+        print(f"sequences {seqs}: {statistics.median(step(seqs) for _ in range(8)):.1f} ms a step", flush=True)
+        if gaps(seqs, 8):
+            most = max(len(run) for run in gaps(seqs, 8))
+            ms = statistics.median(step(seqs, most) for _ in range(8))
+            print(f"sequences {seqs}, gaps filled: {ms:.1f} ms a step", flush=True)
     ctx.close()
     model.close()
 

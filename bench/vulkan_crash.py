@@ -9,6 +9,11 @@ caught glibc's "corrupted double-linked list" at a malloc inside lavapipe under
 earlier). The same on the CPU build (also with ``CLLM_NUM_BATCH=2048``), and with
 ``CLLM_NUM_BATCH=512`` on Vulkan (64 requests), did not crash; greedy requests (``TEMP=0``) ran
 7 and 6.7 minutes without a crash but did not finish a burst either, so that is open.
+2026-11-29: the evidence points to Debian 12's lavapipe (Mesa 22.3), not llama.cpp's calls: with Khronos'
+validation layer (``VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation``, Debian's
+``vulkan-validationlayers``) 2 bursts ran with no error reported, and with Mesa 25.0.7 from
+bookworm-backports (``apt-get install -t bookworm-backports mesa-vulkan-drivers``) 3 and then 8
+bursts ran without a crash, where Mesa 22.3 had died in 5 of 8 runs within its first two.
 
     .venv/bin/python bench/vulkan_crash.py [KEY=VALUE ...]    # server settings, e.g. CLLM_NUM_BATCH=512
     CPU=1: the CPU build instead; TEMP=0: greedy requests; ROUNDS=N bursts (default 3)
