@@ -12,9 +12,10 @@
 #
 # Every phase is time-boxed inside GPU_CHECK_BUDGET_S (default 560 s, under the call's 600) and
 # writes to $OUT as it goes: check.log (all of it), env.txt, build.log, bench.md (the table),
-# results.tgz (JSON, server logs, ninja's steps, batched-bench, save_stall.txt), offload.json.
-# At most 8 files come back. Phases after the offload step (llama-batched-bench, state save and
-# restore from device memory) run only while time is left.
+# results.tgz (JSON, server logs, ninja's steps, batched-bench, seq_gaps.txt, save_stall.txt),
+# offload.json. At most 8 files come back. Phases after the offload step (llama-batched-bench, the
+# cost of gaps between decode sequences, state save and restore from device memory) run only
+# while time is left.
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -169,6 +170,17 @@ if (( $(left) > 45 )); then
     run_boxed 60 5 "$PY" "$REPO/bench/gpu_bench.py" batched --cache "$WORK/cache" --out "$WORK/results" \
         --build "$BUILD" --shape "$SHAPE" --levels "$LEVELS" --max-tokens "$MAX_TOKENS" --threads "$THREADS" \
         "${GPU_FLAG[@]}" || say "batched-bench stopped (rc $?)"
+    pack
+fi
+# --- 6b. what a gap between decode sequences costs on the device, filled and not (GPU_GAP_FILL) ---
+if (( $(left) > 60 )); then
+    say "gaps in a decode step's sequences (bench/seq_gaps.py --seqs 32)"
+    for DEPTH in 64 2048; do
+        run_boxed 30 5 "$PY" "$REPO/bench/seq_gaps.py" "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" \
+            --seqs 32 --depth "$DEPTH" --gpu-layers 999 --threads "$THREADS" >>"$WORK/results/seq_gaps.txt" 2>&1 \
+            || say "seq_gaps at depth $DEPTH stopped (rc $?)"
+    done
+    grep "sequences" "$WORK/results/seq_gaps.txt" | sed 's/sequences \[[^]]*\] //'
     pack
 fi
 # --- 7. saving and restoring prompt states from device memory, if time is left --------------------
