@@ -112,13 +112,14 @@ def test_streams_beside_an_idle_cached_slot_answer_as_cold_and_the_slot_comes_ba
     batch.fill = recording  # type: ignore[method-assign,assignment]
     try:
         prompts = shared_prompts(runner.model)[:3]
-        sinks = [submit_to(runner, Request(p, GREEDY, num_predict=2 if i == 1 else N)) for i, p in enumerate(prompts)]
+        lengths = (2 * N, 2, 2 * N)  # the middle one ends first
+        sinks = [submit_to(runner, Request(p, GREEDY, num_predict=n)) for p, n in zip(prompts, lengths, strict=True)]
         answers = [tokens_of(drain(sink)) for sink in sinks]
         for prompt, answer in zip(prompts, answers, strict=True):
             assert answer == cold_tokens(cold, prompt, len(answer))
         # Each position of a sequence is decoded once, but a pad goes in again at the next step.
         pad = len(prompts[1]) + 1
-        assert middle.count(pad) >= N - 4 and all(middle.count(pos) == 1 for pos in middle if pos != pad)
+        assert middle.count(pad) >= 2 and all(middle.count(pos) == 1 for pos in middle if pos != pad)
         again = next_turn(runner.model, prompts[1], answers[1])
         events = drain(submit_to(runner, Request(again, GREEDY, num_predict=N)))
         assert events[-1].stats is not None and events[-1].stats.prompt_cached > len(prompts[1])
