@@ -165,14 +165,7 @@ run_boxed 150 5 "$PY" "$REPO/bench/gpu_bench.py" offload --cache "$WORK/cache" -
 cp -f "$WORK/results/offload.json" "$OUT/offload.json" 2>/dev/null
 pack
 
-# --- 6. the ceiling, if time is left -------------------------------------------------------------
-if (( $(left) > 45 )); then
-    run_boxed 60 5 "$PY" "$REPO/bench/gpu_bench.py" batched --cache "$WORK/cache" --out "$WORK/results" \
-        --build "$BUILD" --shape "$SHAPE" --levels "$LEVELS" --max-tokens "$MAX_TOKENS" --threads "$THREADS" \
-        "${GPU_FLAG[@]}" || say "batched-bench stopped (rc $?)"
-    pack
-fi
-# --- 6b. what a gap between decode sequences costs on the device, filled and not (GPU_GAP_FILL) ---
+# --- 6. what a gap between decode sequences costs on the device, filled and not (GPU_GAP_FILL) ----
 if (( $(left) > 60 )); then
     say "gaps in a decode step's sequences (bench/seq_gaps.py --seqs 32)"
     for DEPTH in 64 2048; do
@@ -181,6 +174,13 @@ if (( $(left) > 60 )); then
             || say "seq_gaps at depth $DEPTH stopped (rc $?)"
     done
     grep "sequences" "$WORK/results/seq_gaps.txt" | sed 's/sequences \[[^]]*\] //'
+    pack
+fi
+# --- 6b. the ceiling (measured on the H200 once already), if time is left ------------------------
+if (( $(left) > 45 )); then
+    run_boxed 60 5 "$PY" "$REPO/bench/gpu_bench.py" batched --cache "$WORK/cache" --out "$WORK/results" \
+        --build "$BUILD" --shape "$SHAPE" --levels "$LEVELS" --max-tokens "$MAX_TOKENS" --threads "$THREADS" \
+        "${GPU_FLAG[@]}" || say "batched-bench stopped (rc $?)"
     pack
 fi
 # --- 7. saving and restoring prompt states from device memory, if time is left --------------------
