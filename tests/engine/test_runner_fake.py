@@ -17,6 +17,7 @@ from polling import until
 
 from cllm_ollama.engine.binding import DecodeError
 from cllm_ollama.engine.frontdoor import LoadSpec
+from cllm_ollama.engine.gap_fill import SPAN, span
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.errors import EngineError
@@ -257,16 +258,19 @@ def test_an_idle_slot_in_a_deeper_span_gets_no_row_until_the_streams_reach_it() 
     ctx: FakeContext = runner.ctx  # type: ignore[assignment]
     try:
         first = stream(runner, (3,))
-        middle = stream(runner, tuple(range(1, 41)) * 15)  # 600 cells: the span of 768
+        middle = stream(runner, tuple(range(1, 41)) * 15)  # 600 cells and what it generates
         last = stream(runner, (30,))
         end(runner, [middle])
         idle = len(ctx.batches)
-        until(lambda: read(runner, [first, last]) and min(ctx.seq_pos_max(0), ctx.seq_pos_max(2)) > 530)
+        # The idle slot's span starts past ``floor`` (512 or more: the other two stop at most 257
+        # tokens in, when their readers fall behind, and the middle one is 600 deeper).
+        floor = span(ctx.seq_pos_max(1) + 1) - SPAN
+        until(lambda: read(runner, [first, last]) and any(seq == 1 for rows in ctx.batches[idle:] for *_, seq in rows))
         after = ctx.batches[idle + 1 :]
         padded = [any(seq == 1 for _, _, seq in rows) for rows in after]
         shallowest = [min(pos for _, pos, seq in rows if seq != 1) for rows in after]
-        assert not padded[0] and any(padded)
-        assert all(depth >= 512 for depth, pad in zip(shallowest, padded, strict=True) if pad)
+        assert not padded[0]
+        assert all(depth >= floor for depth, pad in zip(shallowest, padded, strict=True) if pad)
         end(runner, [first, last])
     finally:
         runner.close()
