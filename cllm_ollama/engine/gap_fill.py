@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+
+from .invariance import Shaped
 
 # llama.cpp rounds a ubatch's attention span up to this many cells (and never less).
 SPAN = 256
@@ -51,39 +52,26 @@ def chosen(seq_ids: Sequence[int], most: int, cells: Callable[[int], int], room:
     """The gaps of ``gaps(seq_ids, most)`` worth filling: every sequence of it has ``room`` for a
     row, and the runs it joins have the same attention ``span`` (of ``cells``, a sequence's cells),
     its own sequences no deeper, so that no row reads more cells than it did."""
+    runs = [[seq_ids[0]]] if seq_ids else []
+    for a, b in itertools.pairwise(seq_ids):
+        if b == a + 1:
+            runs[-1].append(b)
+        else:
+            runs.append([b])
     chosen_gaps = []
-    for gap in gaps(seq_ids, most):
-        before = span(max(cells(s) for s in _run(seq_ids, gap.start - 1, -1)))
-        after = span(max(cells(s) for s in _run(seq_ids, gap.stop, 1)))
-        if before == after and all(room(s) and span(cells(s)) <= before for s in gap):
+    for before, after in itertools.pairwise(runs):
+        gap = range(before[-1] + 1, after[0])
+        if len(gap) > most:
+            continue
+        deepest = span(max(cells(s) for s in before))
+        if deepest == span(max(cells(s) for s in after)) and all(room(s) and span(cells(s)) <= deepest for s in gap):
             chosen_gaps.append(gap)
     return chosen_gaps
-
-
-def _run(seq_ids: Sequence[int], start: int, step: int) -> list[int]:
-    """The run of consecutive ids of ``seq_ids`` from ``start`` (one of them) towards ``step``."""
-    present, run = set(seq_ids), []
-    while start in present:
-        run.append(start)
-        start += step
-    return run
 
 
 def one_row_each(seq_ids: Sequence[int]) -> bool:
     """Whether a call's rows are one per sequence, in ascending order (as steps lay them out)."""
     return all(a < b for a, b in itertools.pairwise(seq_ids))
-
-
-@dataclass
-class Filled:
-    """A call's rows with the throw-away ones among them, and where the call's own rows went."""
-
-    tokens: list[int] = field(default_factory=list)
-    positions: list[int] = field(default_factory=list)
-    seq_ids: list[int] = field(default_factory=list)
-    outputs: list[int] = field(default_factory=list)  # the rows with logits, ascending
-    rows: list[int] = field(default_factory=list)  # per output of the call: its row here
-    pads: list[tuple[int, int]] = field(default_factory=list)  # (sequence, position) to remove after
 
 
 def fill(
@@ -92,32 +80,23 @@ def fill(
     seq_ids: Sequence[int],
     outputs: Sequence[int],
     pads: Mapping[int, int],
-) -> Filled:
-    """The rows of a call (ascending sequences, ``outputs`` its rows with logits) with a row for each
-    sequence of ``pads`` at the position it maps to, all in sequence order: llama.cpp's scan takes
-    a sequence into a ubatch only right after the one before it. A pad repeats the call's first
-    token (any token of the vocabulary would do: nothing reads its output)."""
-    out = Filled()
+) -> Shaped:
+    """The rows of a call (one per sequence, ascending; ``outputs`` its rows with logits) with a row
+    for each sequence of ``pads`` at the position it maps to, all in sequence order: llama.cpp's
+    scan takes a sequence into a ubatch only right after the one before it. A pad repeats the
+    call's first token (any token of the vocabulary would do: nothing reads its output). The
+    logits rows stay the call's own, in order: pads have none."""
+    out = Shaped()
     where: dict[int, int] = {}
-    extra = iter(sorted(pads.items()))
-    pending = next(extra, None)
-
-    def add(token: int, pos: int, seq: int) -> None:
-        out.tokens.append(token)
-        out.positions.append(pos)
+    for seq, row in sorted([(seq, row) for row, seq in enumerate(seq_ids)] + [(seq, -1) for seq in pads]):
+        if row < 0:
+            out.pads.append((seq, pads[seq]))
+        else:
+            where[row] = len(out.tokens)
+        out.tokens.append(tokens[max(row, 0)])
+        out.positions.append(positions[row] if row >= 0 else pads[seq])
         out.seq_ids.append(seq)
-
-    for row, seq in enumerate(seq_ids):
-        while pending is not None and pending[0] < seq:
-            add(tokens[0], pending[1], pending[0])
-            out.pads.append(pending)
-            pending = next(extra, None)
-        where[row] = len(out.tokens)
-        add(tokens[row], positions[row], seq)
-    while pending is not None:
-        add(tokens[0], pending[1], pending[0])
-        out.pads.append(pending)
-        pending = next(extra, None)
     out.rows = [where[row] for row in outputs]
     out.outputs = sorted(out.rows)
+    out.logits = list(range(len(outputs)))
     return out

@@ -377,14 +377,16 @@ class Runner:
         """One ``llama_decode`` of these rows (shaped in the deterministic mode, ``invariance``):
         each output's batch row, its logits row, and the number of logits rows."""
         rows, picks, n_logits, pads = outputs, list(range(len(outputs))), len(outputs), []
-        if self.invariant:
-            shaped = shape(tokens, positions, seq_ids, outputs, self.ctx.n_ctx_seq)
+        # Throw-away rows: the deterministic mode's (``invariance``), or a gap's (``gap_fill``).
+        fills = {} if self.invariant else self._gap_pads(seq_ids)
+        if self.invariant or fills:
+            shaped = (
+                shape(tokens, positions, seq_ids, outputs, self.ctx.n_ctx_seq)
+                if self.invariant
+                else fill(tokens, positions, seq_ids, outputs, fills)
+            )
             self.batch.fill(shaped.tokens, shaped.positions, shaped.seq_ids, shaped.outputs)
             rows, picks, n_logits, pads = shaped.rows, shaped.logits, len(shaped.outputs), shaped.pads
-        elif fills := self._gap_pads(seq_ids):
-            filled = fill(tokens, positions, seq_ids, outputs, fills)
-            self.batch.fill(filled.tokens, filled.positions, filled.seq_ids, filled.outputs)
-            rows, pads = filled.rows, filled.pads
         else:
             self.batch.fill(tokens, positions, seq_ids, outputs)
         t0 = time.perf_counter_ns()

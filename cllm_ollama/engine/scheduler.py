@@ -378,8 +378,10 @@ class Scheduler:
         # long as they generate. So beside running requests a slot next to one goes first, even
         # where the request's own KV sits in a lone slot: ``prefix.find`` then copies it over,
         # once. A distinct-prompt load spread over free slots had run 12% slower.
-        busy = {s.seq_id for s in self.slots if s.busy}
-        pool = idle if spare else [s for s in idle if busy & {s.seq_id - 1, s.seq_id + 1}] or idle
+        pool = idle
+        if not spare:
+            busy = {s.seq_id for s in self.slots if s.busy}
+            pool = [s for s in idle if busy & {s.seq_id - 1, s.seq_id + 1}] or idle
         own = {s.seq_id: prefix.own(s, request) for s in pool}
         # The free slot whose own KV goes furthest; among equals the lowest id (no gap forms). With
         # nothing running, none can: then a slot whose content need not be saved first (empty, or
