@@ -235,11 +235,14 @@ class KvStore:
 
     def checkpoint(self, plan: StepPlan, prefix: PrefixReuse) -> None:
         """Prefixes a request asked to keep, and long prompts finished in this step, are saved now
-        (disk writes run on the IO thread); so are a sliding-window model's checkpoints."""
+        (disk writes run on the IO thread), or once no slot is busy (``to_checkpoint``: those
+        deferred while others streamed); so are a sliding-window model's checkpoints."""
         for slot, _ in plan.prefills:
             checkpoint = prefix.to_checkpoint(slot)
             if checkpoint is not None:
                 self.keep(slot.seq_id, checkpoint.tokens, host=checkpoint.host, disk=checkpoint.disk)
+        for seq_id, tokens in prefix.deferred_saves():
+            self.keep(seq_id, tokens, host=False, disk=True)
         if self.windows is not None:
             self._window_checkpoints(plan)
 

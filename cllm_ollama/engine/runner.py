@@ -47,29 +47,33 @@ class StepTimes:
     steps: int = 0
     decode_ns: int = 0
     sample_ns: int = 0
+    kv_ns: int = 0  # KV work between steps: states saved, restored, copied; sequences cut
     busy_ns: int = 0
 
     def summary(self) -> str:
         if not self.steps:
             return "no steps"
         per = 1e6 * self.steps
-        python = self.busy_ns - self.decode_ns - self.sample_ns
+        python = self.busy_ns - self.decode_ns - self.sample_ns - self.kv_ns
         return (
             f"{self.steps} steps; per step: decode {self.decode_ns / per:.2f} ms, "
-            f"sampling {self.sample_ns / per:.2f} ms, python {python / per:.3f} ms"
+            f"sampling {self.sample_ns / per:.2f} ms, KV operations {self.kv_ns / per:.2f} ms, "
+            f"python {python / per:.3f} ms"
         )
 
 
-def log_step(plan: StepPlan, ns: int) -> None:
-    """The step log (debug): what a step carried beside its generating streams, and its time."""
+def log_step(plan: StepPlan, ns: int, kv_ns: int) -> None:
+    """The step log (debug): what a step carried beside its generating streams, its time, and the
+    KV work the engine thread did since the step before (``StepBudget.stall_ns``)."""
     prompt = {slot.seq_id: n for slot, n in plan.prefills}
     media = {piece.slot.seq_id: len(piece.rows) for piece in plan.media}
     log.debug(
-        "step: %d decode rows, prompt rows %s, media rows %s, %.1f ms",
+        "step: %d decode rows, prompt rows %s, media rows %s, %.1f ms (KV operations before it %.1f ms)",
         len(plan) - sum(prompt.values()),
         prompt,
         media,
         ns / 1e6,
+        kv_ns / 1e6,
     )
 
 
@@ -283,7 +287,9 @@ class Runner:
         for request_id, state in drained.loaded:
             sched.loaded(request_id, state)
         admitted = sched.admit()
+        t_kv = time.perf_counter_ns()
         kv.apply(admitted, sched)
+        self._kv_time(t_kv)
         kv.prepare_saves(admitted.admitted, sched.prefix)  # the rest at the step's end
         self.feed.encode_ahead(admitted.admitted)
         plan = sched.plan()
@@ -294,12 +300,21 @@ class Runner:
             self.inbox.sleep_unless(self._all_idle)
             return True
         self.outbox.emit(self._step(plan))
+        self.budget.stall_ns = 0  # the streams got their tokens
         # After the step's tokens are out: copying a long prompt's state (~400 MB at 32k tokens of
         # a 0.5B model) must not hold back its first token.
+        t_kv = time.perf_counter_ns()
         kv.checkpoint(plan, sched.prefix)
+        self._kv_time(t_kv)
         kv.prepare_saves(sched.slots, sched.prefix)
         self.times.busy_ns += time.perf_counter_ns() - t_busy
         return True
+
+    def _kv_time(self, t0: int) -> None:
+        """KV work since ``t0``: the next step's streams waited for it (``StepBudget.stall_ns``)."""
+        ns = time.perf_counter_ns() - t0
+        self.times.kv_ns += ns
+        self.budget.stall_ns += ns
 
     def _all_idle(self) -> bool:
         sched = self.scheduler
@@ -326,7 +341,7 @@ class Runner:
         rows, picks, n_logits = self._decode(plan) if len(plan) else ((), (), 0)  # none: a media piece alone
         t1 = time.perf_counter_ns()
         if log.isEnabledFor(logging.DEBUG):
-            log_step(plan, self.times.decode_ns - decoded_ns)
+            log_step(plan, self.times.decode_ns - decoded_ns, self.budget.stall_ns)
         if len(plan) == 0:
             return failed + self.scheduler.update(plan, ())
         sampled = self.sampling.sample(plan, rows, picks, n_logits)

@@ -394,6 +394,7 @@ class Scheduler:
         tokens = prefix.to_save(dst, kept)
         if tokens:
             plan.ops.append(Save(dst.seq_id, tokens))
+            prefix.saving(dst)
         dst.assign(request, kept, now, now - self._enqueued.pop(request.id, now))
         self._by_request[request.id] = dst
         plan.admitted.append(dst)

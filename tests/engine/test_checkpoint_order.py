@@ -12,7 +12,7 @@ from oracle import GREEDY, N, drain, make_runner, submit
 from polling import until
 
 from cllm_ollama.engine import disk_cache, prefix
-from cllm_ollama.engine.request import Request
+from cllm_ollama.engine.request import Event, Request
 from cllm_ollama.engine.runner import Sink
 
 pytestmark = pytest.mark.model
@@ -41,5 +41,39 @@ def test_the_first_token_is_out_before_the_checkpoint_copies_the_state(
         drain(sinks[0])
         until(lambda: list(tmp_path.glob("*/*" + disk_cache.SUFFIX)))  # the checkpoint was written
         assert published_at_copy and published_at_copy[0] >= 1  # the first token went out first
+    finally:
+        oracle.close(runner)
+
+
+def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
+    gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy would stall the running stream (several decode steps on a GPU): it is taken once no
+    slot is busy, with the answer the slot holds by then."""
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)
+    runner = make_runner(gguf_path, n_slots=2, n_ctx=512, disk=tmp_path)
+    copies: list[bool] = []  # at each state copy: whether some slot was busy
+    state_get = runner.ctx.state_get
+
+    def watched(seq_id: int, alloc: Any = None) -> Any:
+        copies.append(any(slot.busy for slot in runner.scheduler.slots))
+        return state_get(seq_id, alloc)
+
+    monkeypatch.setattr(runner.ctx, "state_get", watched)
+    try:
+        stream = submit(runner, Request(tuple(runner.model.tokenize("Hello")), GREEDY, num_predict=300))
+        until(lambda: stream.published >= 1)
+        prompt = oracle.shared_prompts(runner.model)[0]
+        answer = oracle.tokens_of(drain(submit(runner, Request(prompt, GREEDY, num_predict=N))))
+        assert copies == [] and stream.published < 300  # the stream still runs: nothing copied
+        events: list[Event] = []
+        while not events or events[-1].finish is None:  # a reader that wakes its paused stream
+            events.append(stream.queue.get(timeout=60))  # type: ignore[attr-defined]
+            if stream.consume():
+                runner.wake()
+        until(lambda: list(tmp_path.glob("*/*" + disk_cache.SUFFIX)))
+        assert copies == [False]  # one copy, with no slot busy
+        entry, _ = runner.kv.disk.lookup((*prompt, *answer))  # type: ignore[union-attr]
+        assert entry is not None and entry.tokens == (*prompt, *answer[:-1])  # its last token never decoded
     finally:
         oracle.close(runner)

@@ -144,3 +144,66 @@ def test_a_long_prompt_expects_its_checkpoint_to_disk(tmp_path: Path, monkeypatc
         assert s.prefix.next_save(s.slots[0]) == 41  # the whole prompt, once computed
     finally:
         disk.close()
+
+
+def test_a_long_prompts_checkpoint_waits_while_another_slot_streams(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Copying the state holds the engine thread (tens of ms on a GPU, several decode steps): it
+    waits until no slot is busy, and is then taken with the answer the slot holds by then."""
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
+        s.add(req([90, 91, 92], num_predict=8))
+        step(s)  # slot 0 streams
+        s.add(req([*SHARED, 5], num_predict=3))
+        step(s)  # slot 1 computes a long prompt and samples its first token
+        long = s.slots[1]
+        assert long.state is SlotState.GENERATING and s.prefix.to_checkpoint(long) is None
+        assert s.prefix.next_save(long) == 0  # no buffer made ready for a save that waits
+        step(s)
+        assert s.prefix.deferred_saves() == []  # slot 0 still streams
+        run_to_end(s)
+        # Prompt and answer (its last token never decoded): 41 + 2.
+        assert s.prefix.deferred_saves() == [(1, (*SHARED, 5, 1, 1))]
+        assert s.prefix.deferred_saves() == []  # taken once
+    finally:
+        disk.close()
+
+
+def test_alone_a_long_prompt_is_checkpointed_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
+        s.add(req([*SHARED, 5], num_predict=3))
+        step(s)
+        checkpoint = s.prefix.to_checkpoint(s.slots[0])
+        assert checkpoint is not None and checkpoint.disk and checkpoint.tokens == (*SHARED, 5)
+    finally:
+        disk.close()
+
+
+def test_a_slot_reused_while_its_checkpoint_waits_is_saved_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a host cache too: the reuse would cut the cells the checkpoint waited for."""
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
+        s.add(req([90, 91, 92], num_predict=50))
+        step(s)
+        s.add(req([*SHARED, 5], num_predict=2))
+        step(s)
+        assert s.prefix.to_checkpoint(s.slots[1]) is None  # deferred: slot 0 streams
+        step(s)
+        assert s.slots[1].state is SlotState.IDLE
+        s.add(req([70 + i % 5 for i in range(20)], num_predict=2))
+        plan = s.admit()
+        assert plan.ops[0] == Save(1, (*SHARED, 5, 1))
+        run_to_end(s)
+        assert s.prefix.deferred_saves() == []  # saved once, at the reuse
+    finally:
+        disk.close()

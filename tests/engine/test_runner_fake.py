@@ -15,11 +15,13 @@ import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel, drain, fake_runner
 from polling import until
 
+from cllm_ollama.engine import runner as runner_module
 from cllm_ollama.engine.binding import DecodeError
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.gap_fill import SPAN, span
 from cllm_ollama.engine.request import Event, FinishReason, Request, SamplingParams
 from cllm_ollama.engine.runner import Runner, Sink
+from cllm_ollama.engine.scheduler import StepPlan
 from cllm_ollama.errors import EngineError
 
 GREEDY = SamplingParams(temperature=0)
@@ -301,3 +303,39 @@ def test_a_throw_away_row_without_a_cell_leaves_the_step_to_go_on_without_it() -
         assert all(counting(tokens) for tokens in end(runner, [first, last]))  # neither failed
     finally:
         runner.close()
+
+
+def test_kv_work_before_a_step_is_what_the_budget_takes_off_its_prompt_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner times its KV operations (here the admission's cut, made to take 30 ms) and the
+    step after them plans with that much of its target gone; the step after that, with none."""
+    ms = 1_000_000
+
+    class Clock:
+        ns = 0
+
+        @classmethod
+        def perf_counter_ns(cls) -> int:
+            cls.ns += 1000
+            return cls.ns
+
+    class SlowCut(FakeContext):
+        def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
+            Clock.ns += 30 * ms
+            return super().seq_rm(seq_id, p0, p1)
+
+    monkeypatch.setattr(runner_module, "time", Clock)
+    r = fake_runner(SlowCut)
+    seen: list[int] = []
+    plan = r.scheduler.plan
+
+    def watched() -> StepPlan:
+        seen.append(r.budget.stall_ns)
+        return plan()
+
+    monkeypatch.setattr(r.scheduler, "plan", watched)
+    try:
+        drain(r, submit(r, (3, 4), n=3)[1])
+        assert seen[0] >= 30 * ms and all(ns < ms for ns in seen[1:]) and len(seen) >= 3
+        assert r.times.kv_ns >= 30 * ms
+    finally:
+        r.close()
