@@ -235,16 +235,24 @@ class KvStore:
 
     def checkpoint(self, plan: StepPlan, prefix: PrefixReuse) -> None:
         """Prefixes a request asked to keep, and long prompts finished in this step, are saved now
-        (disk writes run on the IO thread), or once no slot is busy (``to_checkpoint``: those
-        deferred while others streamed); so are a sliding-window model's checkpoints."""
+        (disk writes run on the IO thread), the latter once no slot is busy (``to_checkpoint``);
+        so are a sliding-window model's checkpoints."""
         for slot, _ in plan.prefills:
             checkpoint = prefix.to_checkpoint(slot)
-            if checkpoint is not None:
+            if checkpoint is None:
+                continue
+            if checkpoint.later:
+                prefix.defer(slot)
+            if checkpoint.host or checkpoint.disk:
                 self.keep(slot.seq_id, checkpoint.tokens, host=checkpoint.host, disk=checkpoint.disk)
-        for seq_id, tokens in prefix.deferred_saves():
-            self.keep(seq_id, tokens, host=False, disk=True)
+        self.save_deferred(prefix)
         if self.windows is not None:
             self._window_checkpoints(plan)
+
+    def save_deferred(self, prefix: PrefixReuse) -> None:
+        """The checkpoints that waited for the other slots, once none is busy (to disk)."""
+        for seq_id, tokens in prefix.take_deferred():
+            self.keep(seq_id, tokens, host=False, disk=True)
 
     def _window_checkpoints(self, plan: StepPlan) -> None:
         """Copy the window of the sequences this step took past a checkpoint's place: along a

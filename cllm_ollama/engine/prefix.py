@@ -34,8 +34,9 @@ The two pieces written into this component's seams:
    slot; when the runner reports the read (``loaded``), ``resolve_waits`` turns it into
    ``Restore`` + ``Trim`` and the slot joins the next batch, while the other slots keep
    stepping. A ``Save``'s state also goes to disk, written on that IO thread, and a prompt that
-   computed ``CHECKPOINT_TOKENS`` or more is written as soon as it is done, as is the prefix at
-   every length its request asks to keep (``Request.keep``, to host RAM too: ``to_checkpoint``).
+   computed ``CHECKPOINT_TOKENS`` or more is written once it is done and no other slot is busy
+   (or before its slot is reused), as is the prefix at every length its request asks to keep
+   (``Request.keep``, to host RAM too, at once: ``to_checkpoint``).
 2. IMAGES in prompts (issue 17). A prompt becomes token runs plus media items (hash of the
    bytes, ``n_tokens``, ``n_pos``); ``engine/media.py`` (issue 17's first part) turns it into
    one key per KV cell, an image's cells a negative key from its hash. ``Request.prompt`` then
@@ -64,10 +65,11 @@ from .slot import Slot, SlotState, Tier, Wait
 # Fewer shared tokens than this are recomputed: a copy moves a whole KV stream, a restore a
 # whole saved state, which only pays for itself beyond a few tokens of prefill.
 MIN_SHARE = 16
-# A prompt that took at least this many computed tokens is written to disk as soon as it is
-# done (not only when its slot is reused or the model unloaded): what a crash, or a kill, would
-# otherwise cost again. Serialising it stalls the engine thread for a copy of its KV, a small
-# fraction of what computing this many tokens took.
+# A prompt that took at least this many computed tokens is written to disk once it is done (not
+# only when its slot is reused or the model unloaded): what a crash, or a kill, would otherwise
+# cost again. Serialising it stalls the engine thread for a copy of its KV, a small fraction of
+# what computing this many tokens took, but several decode steps on a GPU: while other slots are
+# busy it waits for them (``to_checkpoint``).
 CHECKPOINT_TOKENS = 1024
 
 
@@ -111,11 +113,13 @@ KvOp = Save | Copy | Restore | Trim | Load
 
 
 class Checkpoint(NamedTuple):
-    """A sequence's state to save after a step (it holds ``tokens``), and to which tiers."""
+    """A sequence's state to save after a step (it holds ``tokens``), and to which tiers;
+    ``later``: its disk copy waits until no other slot is busy (``PrefixReuse.defer``)."""
 
     tokens: tuple[int, ...]
     host: bool
     disk: bool
+    later: bool = False
 
 
 @dataclass
@@ -251,9 +255,20 @@ class PrefixReuse:
         tokens = tuple(chain.tokens)
         return () if self.cache.covers(tokens, chain.keys) else tokens
 
-    def saving(self, slot: Slot) -> None:
-        """``slot``'s state is saved before its reuse (a ``Save`` of ``to_save``): no checkpoint waits."""
-        self._deferred.discard(slot.seq_id)
+    def defer(self, slot: Slot) -> None:
+        """``slot``'s checkpoint waits (``Checkpoint.later``): taken by ``take_deferred`` once no slot
+        is busy, or by ``to_save`` before the slot's reuse cuts its cells."""
+        self._deferred.add(slot.seq_id)
+
+    def reused(self, slot: Slot, kept: int) -> None:
+        """``slot`` takes a new request keeping ``kept`` of its cells (after any ``Save`` of
+        ``to_save``): a waiting checkpoint goes unless the slot keeps all it was for."""
+        if kept < len(slot.chain):
+            self._deferred.discard(slot.seq_id)
+
+    def cleared(self) -> None:
+        """The KV cache was cleared: no checkpoint waits."""
+        self._deferred.clear()
 
     def _others_busy(self, slot: Slot) -> bool:
         return any(other.busy for other in self.slots if other is not slot)
@@ -269,7 +284,7 @@ class PrefixReuse:
         to disk only: the slot holds it, and is saved to RAM when it is reused (``to_save``);
         copying it on the engine thread at every turn would stall the others for nothing.
 
-        While another slot is busy, a finished prompt's checkpoint waits (``deferred_saves``): the
+        While another slot is busy, a finished prompt's checkpoint waits (``later``): the
         copy holds the engine thread (~0.1 ms per MiB of state from host or device memory: 20 ms
         for 2k tokens of a larger model on an H200, several decode steps there), and every stream
         would wait for it. It is taken when no slot is busy, or before the slot's reuse cuts
@@ -290,12 +305,11 @@ class PrefixReuse:
         host = hinted and not done and cache is not None and n >= cache.min_tokens and not cache.covers(tokens, keys)
         disk = self._disk_lacks(tokens, keys)
         if disk and not hinted and self._others_busy(slot):
-            self._deferred.add(slot.seq_id)
-            disk = False
+            return Checkpoint(tokens, host, False, later=True)
         return Checkpoint(tokens, host, disk) if host or disk else None
 
-    def deferred_saves(self) -> list[tuple[int, tuple[int, ...]]]:
-        """The deferred checkpoints to take now, each a sequence and the tokens it holds: all of
+    def take_deferred(self) -> list[tuple[int, tuple[int, ...]]]:
+        """The waiting checkpoints to take now, each a sequence and the tokens it holds: all of
         them once no slot is busy (none then waits for the copies), else none."""
         if not self._deferred or any(slot.busy for slot in self.slots):
             return []
@@ -319,7 +333,7 @@ class PrefixReuse:
             self.disk is not None
             and n == len(request.prompt)
             and n - slot.prompt_cached >= CHECKPOINT_TOKENS
-            and not self._others_busy(slot)  # else deferred (``to_checkpoint``)
+            and not self._others_busy(slot)  # else it waits (``to_checkpoint``)
         )
         return n if tiers and n >= min(tiers) and (n in request.keep or long) else 0
 

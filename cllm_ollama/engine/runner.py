@@ -294,13 +294,10 @@ class Runner:
         self.feed.encode_ahead(admitted.admitted)
         plan = sched.plan()
         if len(plan) == 0 and not plan.media:
-            # Every running slot's reader is behind, its state is being read from disk or its
-            # media item is being encoded: sleep until one catches up, a read is done or the
-            # encode ends.
-            self.inbox.sleep_unless(self._all_idle)
+            self._rest(t_busy)
             return True
         self.outbox.emit(self._step(plan))
-        self.budget.stall_ns = 0  # the streams got their tokens
+        self.budget.stepped()  # the streams got their tokens
         # After the step's tokens are out: copying a long prompt's state (~400 MB at 32k tokens of
         # a 0.5B model) must not hold back its first token.
         t_kv = time.perf_counter_ns()
@@ -310,11 +307,25 @@ class Runner:
         self.times.busy_ns += time.perf_counter_ns() - t_busy
         return True
 
+    def _rest(self, t_busy: int) -> None:
+        """A pass with nothing to decode. No slot is busy (the last stream was aborted: the
+        checkpoints that waited for it are taken now), or every running slot's reader is behind,
+        its state is being read from disk or its media item is being encoded: sleep until one
+        catches up, a read is done or the encode ends. No stream waits on this pass's KV work."""
+        sched = self.scheduler
+        t_kv = time.perf_counter_ns()
+        self.kv.save_deferred(sched.prefix)
+        self._kv_time(t_kv)
+        self.budget.stepped()
+        self.times.busy_ns += time.perf_counter_ns() - t_busy
+        if sched.has_work():  # else the next pass waits in ``take``, which lets the disk cache write
+            self.inbox.sleep_unless(self._all_idle)
+
     def _kv_time(self, t0: int) -> None:
-        """KV work since ``t0``: the next step's streams waited for it (``StepBudget.stall_ns``)."""
+        """KV work since ``t0``: the next step's streams waited for it (``StepBudget.stalled``)."""
         ns = time.perf_counter_ns() - t0
         self.times.kv_ns += ns
-        self.budget.stall_ns += ns
+        self.budget.stalled(ns)
 
     def _all_idle(self) -> bool:
         sched = self.scheduler

@@ -307,6 +307,7 @@ class Scheduler:
         self._by_request.clear()
         for slot in self.slots:
             slot.forget()
+        self.prefix.cleared()
         return events
 
     def fail(self, slot: Slot, message: str) -> Event:
@@ -394,7 +395,7 @@ class Scheduler:
         tokens = prefix.to_save(dst, kept)
         if tokens:
             plan.ops.append(Save(dst.seq_id, tokens))
-            prefix.saving(dst)
+        prefix.reused(dst, kept)
         dst.assign(request, kept, now, now - self._enqueued.pop(request.id, now))
         self._by_request[request.id] = dst
         plan.admitted.append(dst)

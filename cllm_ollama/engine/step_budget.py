@@ -16,8 +16,8 @@ context, decode rows do not.
 Streams also wait for the KV work the engine thread does between steps (a state saved after a
 step, a state restored or copied at admission): ~0.1 ms per MiB from host or device memory, 21 ms
 for the 2k-token state (224 MiB) of the GPU check's model on an H200, several of its decode steps. The runner reports
-that time (``StepBudget.stall_ns``), and the next step's prompt rows make room for it, so that a
-stream's gap stays within the target.
+that time (``StepBudget.stalled``), and the next step's prompt chunks make room for it, so that a
+stream's gap stays within the target (a short prompt read whole, ``StepBudget.whole``, is not cut).
 """
 
 from __future__ import annotations
@@ -115,13 +115,21 @@ class StepBudget:
         self.cap = cap
         self.decode = CallCosts()
         self.prompt = CallCosts()
-        # The engine thread's KV work since the last step's tokens went out (ns), set by the runner
-        # before each plan: the coming step's streams have waited that long already.
+        # The engine thread's KV work since the last step's tokens went out (ns): the coming
+        # step's streams have waited that long already.
         self.stall_ns = 0
 
     def observe(self, rows: int, prompt: bool, ns: int) -> None:
         """One ``llama_decode`` call: its rows, whether it carried prompt rows (rows without logits), its time."""
         (self.prompt if prompt else self.decode).observe(rows, ns)
+
+    def stalled(self, ns: int) -> None:
+        """The engine thread spent ``ns`` on KV work (saves, restores, copies) since the last step."""
+        self.stall_ns += ns
+
+    def stepped(self) -> None:
+        """A step's tokens went out, or the engine rests with no stream waiting: no stall is owed."""
+        self.stall_ns = 0
 
     def target(self, decode_rows: int, floor: bool = True) -> float:
         """The step time to keep to with ``decode_rows`` generating streams (ns); ``floor``: at
@@ -157,7 +165,7 @@ class StepBudget:
         if not decode_rows or not (self.decode.measured() and self.prompt.measured()):
             return 0
         most = min(room, self.cap) if self.cap else room
-        limit = max(self.target(decode_rows) - self.decode.cost(decode_rows) - self.stall_ns, WHOLE_NS)
+        limit = max(self.target(decode_rows) - self.decode.cost(decode_rows), WHOLE_NS)
         rows = n = 0
         for left in lefts:
             if rows + left > most or self.prompt.cost(rows + left) > limit:

@@ -45,11 +45,13 @@ def test_the_first_token_is_out_before_the_checkpoint_copies_the_state(
         oracle.close(runner)
 
 
+@pytest.mark.parametrize("end", ["finished", "aborted"])
 def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
-    gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, end: str
 ) -> None:
     """The copy would stall the running stream (several decode steps on a GPU): it is taken once no
-    slot is busy, with the answer the slot holds by then."""
+    slot is busy, with the answer the slot holds by then; also when the stream ends by an abort,
+    with no step after it."""
     monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)
     runner = make_runner(gguf_path, n_slots=2, n_ctx=512, disk=tmp_path)
     copies: list[bool] = []  # at each state copy: whether some slot was busy
@@ -61,11 +63,14 @@ def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
 
     monkeypatch.setattr(runner.ctx, "state_get", watched)
     try:
-        stream = submit(runner, Request(tuple(runner.model.tokenize("Hello")), GREEDY, num_predict=300))
+        streaming = Request(tuple(runner.model.tokenize("Hello")), GREEDY, num_predict=300)
+        stream = submit(runner, streaming)
         until(lambda: stream.published >= 1)
         prompt = oracle.shared_prompts(runner.model)[0]
         answer = oracle.tokens_of(drain(submit(runner, Request(prompt, GREEDY, num_predict=N))))
         assert copies == [] and stream.published < 300  # the stream still runs: nothing copied
+        if end == "aborted":
+            runner.abort(streaming.id)
         events: list[Event] = []
         while not events or events[-1].finish is None:  # a reader that wakes its paused stream
             events.append(stream.queue.get(timeout=60))  # type: ignore[attr-defined]

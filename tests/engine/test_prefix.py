@@ -12,9 +12,10 @@ from test_scheduler import SHARED, make, req, run_to_end, step
 from cllm_ollama.engine import prefix
 from cllm_ollama.engine.blocks import block_keys
 from cllm_ollama.engine.disk_cache import DiskCache
-from cllm_ollama.engine.prefix import Copy, KvOp, Restore, Save, Trim
+from cllm_ollama.engine.prefix import Checkpoint, Copy, KvOp, Restore, Save, Trim
 from cllm_ollama.engine.prompt_cache import PromptCache
-from cllm_ollama.engine.slot import SlotState, Tier
+from cllm_ollama.engine.scheduler import Scheduler
+from cllm_ollama.engine.slot import Slot, SlotState, Tier
 
 
 def test_a_slot_waiting_for_another_slots_prefix_is_in_a_state_of_its_own_then_copies_it() -> None:
@@ -146,6 +147,14 @@ def test_a_long_prompt_expects_its_checkpoint_to_disk(tmp_path: Path, monkeypatc
         disk.close()
 
 
+def after_step(s: Scheduler, slot: Slot) -> Checkpoint | None:
+    """What ``KvStore.checkpoint`` asks of the prefix component after a step for ``slot``."""
+    checkpoint = s.prefix.to_checkpoint(slot)
+    if checkpoint is not None and checkpoint.later:
+        s.prefix.defer(slot)
+    return checkpoint
+
+
 def test_a_long_prompts_checkpoint_waits_while_another_slot_streams(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -160,14 +169,15 @@ def test_a_long_prompts_checkpoint_waits_while_another_slot_streams(
         s.add(req([*SHARED, 5], num_predict=3))
         step(s)  # slot 1 computes a long prompt and samples its first token
         long = s.slots[1]
-        assert long.state is SlotState.GENERATING and s.prefix.to_checkpoint(long) is None
+        checkpoint = after_step(s, long)
+        assert long.state is SlotState.GENERATING and checkpoint == ((*SHARED, 5), False, False, True)
         assert s.prefix.next_save(long) == 0  # no buffer made ready for a save that waits
         step(s)
-        assert s.prefix.deferred_saves() == []  # slot 0 still streams
+        assert s.prefix.take_deferred() == []  # slot 0 still streams
         run_to_end(s)
         # Prompt and answer (its last token never decoded): 41 + 2.
-        assert s.prefix.deferred_saves() == [(1, (*SHARED, 5, 1, 1))]
-        assert s.prefix.deferred_saves() == []  # taken once
+        assert s.prefix.take_deferred() == [(1, (*SHARED, 5, 1, 1))]
+        assert s.prefix.take_deferred() == []  # taken once
     finally:
         disk.close()
 
@@ -179,8 +189,7 @@ def test_alone_a_long_prompt_is_checkpointed_at_once(tmp_path: Path, monkeypatch
         s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
         s.add(req([*SHARED, 5], num_predict=3))
         step(s)
-        checkpoint = s.prefix.to_checkpoint(s.slots[0])
-        assert checkpoint is not None and checkpoint.disk and checkpoint.tokens == (*SHARED, 5)
+        assert after_step(s, s.slots[0]) == ((*SHARED, 5), False, True, False)
     finally:
         disk.close()
 
@@ -197,13 +206,34 @@ def test_a_slot_reused_while_its_checkpoint_waits_is_saved_first(
         step(s)
         s.add(req([*SHARED, 5], num_predict=2))
         step(s)
-        assert s.prefix.to_checkpoint(s.slots[1]) is None  # deferred: slot 0 streams
+        checkpoint = after_step(s, s.slots[1])
+        assert checkpoint is not None and checkpoint.later  # slot 0 streams
         step(s)
         assert s.slots[1].state is SlotState.IDLE
         s.add(req([70 + i % 5 for i in range(20)], num_predict=2))
         plan = s.admit()
         assert plan.ops[0] == Save(1, (*SHARED, 5, 1))
         run_to_end(s)
-        assert s.prefix.deferred_saves() == []  # saved once, at the reuse
+        assert s.prefix.take_deferred() == []  # saved once, at the reuse
+    finally:
+        disk.close()
+
+
+def test_a_checkpoint_waits_no_longer_once_its_cells_are_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed step clears the KV cache; the slot's later request is not saved in its name."""
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
+        s.add(req([90, 91, 92], num_predict=50))
+        step(s)
+        s.add(req([*SHARED, 5], num_predict=2))
+        step(s)
+        assert after_step(s, s.slots[1]) is not None
+        s.fail_all("compute error")
+        s.add(req([80, 81], num_predict=1))
+        s.add(req([*SHARED, 6, 7], num_predict=1))  # into slot 1, not checkpointed (not asked here)
+        run_to_end(s)
+        assert s.slots[1].cached == [*SHARED, 6, 7] and s.prefix.take_deferred() == []
     finally:
         disk.close()

@@ -55,11 +55,14 @@ def test_prompt_rows_fill_what_the_target_leaves_beside_decode_rows() -> None:
 
 def test_kv_work_the_streams_already_waited_for_comes_out_of_the_prompt_rows() -> None:
     b = budget(target_ms=300)
-    b.stall_ns = 60 * MS  # a state saved after the last step: 92 ms are left, not 152
-    assert b.prefill_rows(32, room=480) == 24
-    b.stall_ns = 400 * MS  # more than the target: the floor still reads a prompt on
+    b.stalled(40 * MS)  # a state saved after the last step, one restored before this one
+    b.stalled(20 * MS)
+    assert b.prefill_rows(32, room=480) == 24  # 92 ms are left, not 152
+    b.stalled(340 * MS)  # more than the target: the floor still reads a prompt on
     assert b.prefill_rows(32, room=480) == MIN_PREFILL_ROWS
     assert b.prefill_rows(0, room=512) == 512  # nobody streams: nobody waits
+    b.stepped()
+    assert b.prefill_rows(32, room=480) == 44
 
 
 def test_the_auto_target_is_twice_a_decode_step_and_never_under_the_floor() -> None:
