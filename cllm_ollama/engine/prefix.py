@@ -284,11 +284,13 @@ class PrefixReuse:
         to disk only: the slot holds it, and is saved to RAM when it is reused (``to_save``);
         copying it on the engine thread at every turn would stall the others for nothing.
 
-        While another slot is busy, a finished prompt's checkpoint waits (``later``): the
-        copy holds the engine thread (~0.1 ms per MiB of state from host or device memory: 20 ms
-        for 2k tokens of a larger model on an H200, several decode steps there), and every stream
-        would wait for it. It is taken when no slot is busy, or before the slot's reuse cuts
-        its cells (``to_save``), with the answer the slot holds by then."""
+        While another slot is busy, a finished prompt's save (long, or kept to its end as an
+        agent's last breakpoint asks) waits (``later``): the copy holds the engine thread (~0.1 ms
+        per MiB of state from host or device memory, 21 ms for the GPU check model's 2k-token state
+        on an H200: several decode steps there), and every stream would wait for it. It is taken
+        when no slot is busy, or before the slot's reuse cuts its cells (``to_save``), with the
+        answer the slot holds by then: what the next turn starts with. A length kept inside the
+        prompt is saved at once: the slot goes past it in its next step."""
         request = slot.request
         if request is None or (self.cache is None and self.disk is None):
             return None
@@ -304,8 +306,8 @@ class PrefixReuse:
         cache = self.cache
         host = hinted and not done and cache is not None and n >= cache.min_tokens and not cache.covers(tokens, keys)
         disk = self._disk_lacks(tokens, keys)
-        if disk and not hinted and self._others_busy(slot):
-            return Checkpoint(tokens, host, False, later=True)
+        if disk and done and self._others_busy(slot):  # ``host`` is False when ``done``
+            return Checkpoint(tokens, False, False, later=True)
         return Checkpoint(tokens, host, disk) if host or disk else None
 
     def take_deferred(self) -> list[tuple[int, tuple[int, ...]]]:
@@ -329,12 +331,9 @@ class PrefixReuse:
             return 0
         tiers = [c.min_tokens for c in (self.cache, self.disk.index if self.disk else None) if c is not None]
         n = request.next_keep(len(slot.chain))
-        long = (
-            self.disk is not None
-            and n == len(request.prompt)
-            and n - slot.prompt_cached >= CHECKPOINT_TOKENS
-            and not self._others_busy(slot)  # else it waits (``to_checkpoint``)
-        )
+        if n == len(request.prompt) and (self.disk is None or self._others_busy(slot)):
+            return 0  # a whole prompt is saved to disk only, and waits while others are busy
+        long = n == len(request.prompt) and n - slot.prompt_cached >= CHECKPOINT_TOKENS
         return n if tiers and n >= min(tiers) and (n in request.keep or long) else 0
 
     # -- decisions, and the operations they take ----------------------------------------

@@ -182,6 +182,29 @@ def test_a_long_prompts_checkpoint_waits_while_another_slot_streams(
         disk.close()
 
 
+def test_an_agents_breakpoint_at_its_prompts_end_waits_too_but_not_one_inside_it(tmp_path: Path) -> None:
+    """A coding agent marks its last message: the whole prompt, saved to disk only (the slot holds
+    it), waits like a long one; a breakpoint inside the prompt is saved at once, to RAM too."""
+    cache = PromptCache(limit_bytes=1 << 20, min_tokens=32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=2, n_ctx=256, n_batch=64, cache=cache, disk=disk)
+        s.add(req([90, 91, 92], num_predict=50))
+        step(s)
+        s.add(req([*SHARED, 5, 6], num_predict=3, keep=(32, 42)))
+        step(s)  # the prompt is cut at its first breakpoint
+        agent = s.slots[1]
+        assert after_step(s, agent) == (tuple(SHARED[:32]), True, True, False)
+        assert s.prefix.next_save(agent) == 0  # its next save waits: no buffer made ready for it
+        step(s)
+        assert agent.state is SlotState.GENERATING
+        assert after_step(s, agent) == ((*SHARED, 5, 6), False, False, True)
+        run_to_end(s)
+        assert s.prefix.take_deferred() == [(1, (*SHARED, 5, 6, 1, 1))]
+    finally:
+        disk.close()
+
+
 def test_alone_a_long_prompt_is_checkpointed_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
     disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
