@@ -4,6 +4,8 @@ performs them, and waiting for another slot's prefix as a named slot state."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -135,18 +137,6 @@ def test_a_slot_expects_its_next_save_so_that_its_buffer_can_be_made_ready_befor
     assert slot.request is not None and s.prefix.next_save(slot) == 0  # no hint, no disk: no save ahead
 
 
-def test_a_long_prompt_expects_its_checkpoint_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
-    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
-    try:
-        s = make(n_slots=1, n_ctx=256, n_batch=16, disk=disk)
-        s.add(req([*SHARED, 5], num_predict=1))
-        step(s)
-        assert s.prefix.next_save(s.slots[0]) == 41  # the whole prompt, once computed
-    finally:
-        disk.close()
-
-
 def after_step(s: Scheduler, slot: Slot) -> Checkpoint | None:
     """What ``KvStore.checkpoint`` asks of the prefix component after a step for ``slot``."""
     checkpoint = s.prefix.to_checkpoint(slot)
@@ -155,31 +145,54 @@ def after_step(s: Scheduler, slot: Slot) -> Checkpoint | None:
     return checkpoint
 
 
+def test_a_long_prompt_expects_its_checkpoint_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=1, n_ctx=256, n_batch=16, disk=disk)
+        s.add(req([*SHARED, 5], num_predict=3))
+        step(s)
+        assert s.prefix.next_save(s.slots[0]) == 41  # the whole prompt, once computed
+        while s.slots[0].state is SlotState.PREFILL:
+            step(s)
+        # Alone, it is saved at once (to disk only: the slot holds it).
+        assert after_step(s, s.slots[0]) == ((*SHARED, 5), False, True, False)
+    finally:
+        disk.close()
+
+
+@contextmanager
+def deferred_beside_a_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: int) -> Iterator[Scheduler]:
+    """Slot 0 streams; slot 1 has just computed a long prompt (``answer`` tokens to come), whose
+    checkpoint waits."""
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
+        s.add(req([90, 91, 92], num_predict=50))
+        step(s)
+        s.add(req([*SHARED, 5], num_predict=answer))
+        step(s)  # slot 1 computes its prompt and samples its first token
+        assert s.slots[1].state is SlotState.GENERATING
+        assert after_step(s, s.slots[1]) == ((*SHARED, 5), False, False, True)
+        yield s
+    finally:
+        disk.close()
+
+
 def test_a_long_prompts_checkpoint_waits_while_another_slot_streams(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Copying the state holds the engine thread (tens of ms on a GPU, several decode steps): it
     waits until no slot is busy, and is then taken with the answer the slot holds by then."""
-    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
-    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
-    try:
-        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
-        s.add(req([90, 91, 92], num_predict=8))
-        step(s)  # slot 0 streams
-        s.add(req([*SHARED, 5], num_predict=3))
-        step(s)  # slot 1 computes a long prompt and samples its first token
-        long = s.slots[1]
-        checkpoint = after_step(s, long)
-        assert long.state is SlotState.GENERATING and checkpoint == ((*SHARED, 5), False, False, True)
-        assert s.prefix.next_save(long) == 0  # no buffer made ready for a save that waits
+    with deferred_beside_a_stream(tmp_path, monkeypatch, answer=3) as s:
+        assert s.prefix.next_save(s.slots[1]) == 0  # no buffer made ready for a save that waits
         step(s)
         assert s.prefix.take_deferred() == []  # slot 0 still streams
         run_to_end(s)
         # Prompt and answer (its last token never decoded): 41 + 2.
         assert s.prefix.take_deferred() == [(1, (*SHARED, 5, 1, 1))]
         assert s.prefix.take_deferred() == []  # taken once
-    finally:
-        disk.close()
 
 
 def test_an_agents_breakpoint_at_its_prompts_end_waits_too_but_not_one_inside_it(tmp_path: Path) -> None:
@@ -205,32 +218,11 @@ def test_an_agents_breakpoint_at_its_prompts_end_waits_too_but_not_one_inside_it
         disk.close()
 
 
-def test_alone_a_long_prompt_is_checkpointed_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
-    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
-    try:
-        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
-        s.add(req([*SHARED, 5], num_predict=3))
-        step(s)
-        assert after_step(s, s.slots[0]) == ((*SHARED, 5), False, True, False)
-    finally:
-        disk.close()
-
-
 def test_a_slot_reused_while_its_checkpoint_waits_is_saved_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without a host cache too: the reuse would cut the cells the checkpoint waited for."""
-    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
-    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
-    try:
-        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
-        s.add(req([90, 91, 92], num_predict=50))
-        step(s)
-        s.add(req([*SHARED, 5], num_predict=2))
-        step(s)
-        checkpoint = after_step(s, s.slots[1])
-        assert checkpoint is not None and checkpoint.later  # slot 0 streams
+    with deferred_beside_a_stream(tmp_path, monkeypatch, answer=2) as s:
         step(s)
         assert s.slots[1].state is SlotState.IDLE
         s.add(req([70 + i % 5 for i in range(20)], num_predict=2))
@@ -238,25 +230,13 @@ def test_a_slot_reused_while_its_checkpoint_waits_is_saved_first(
         assert plan.ops[0] == Save(1, (*SHARED, 5, 1))
         run_to_end(s)
         assert s.prefix.take_deferred() == []  # saved once, at the reuse
-    finally:
-        disk.close()
 
 
 def test_a_checkpoint_waits_no_longer_once_its_cells_are_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failed step clears the KV cache; the slot's later request is not saved in its name."""
-    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
-    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
-    try:
-        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
-        s.add(req([90, 91, 92], num_predict=50))
-        step(s)
-        s.add(req([*SHARED, 5], num_predict=2))
-        step(s)
-        assert after_step(s, s.slots[1]) is not None
+    with deferred_beside_a_stream(tmp_path, monkeypatch, answer=2) as s:
         s.fail_all("compute error")
         s.add(req([80, 81], num_predict=1))
         s.add(req([*SHARED, 6, 7], num_predict=1))  # into slot 1, not checkpointed (not asked here)
         run_to_end(s)
         assert s.slots[1].cached == [*SHARED, 6, 7] and s.prefix.take_deferred() == []
-    finally:
-        disk.close()
