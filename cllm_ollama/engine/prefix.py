@@ -73,6 +73,15 @@ MIN_SHARE = 16
 CHECKPOINT_TOKENS = 1024
 
 
+def room_to_grow(n: int, n_ctx: int) -> int:
+    """The tokens to make a buffer ready for, for a state that holds ``n`` now and grows while its
+    slot answers: the power of two at or above ``n``, at most the slot's context. It changes only
+    at doublings (each one a buffer made again, off the engine thread, well before the save), and is
+    never more than twice what it serves, within the buffers' slack (``state_buffers.SLACK``, 4)
+    even beside the bound on a state's header (``kv_store.STATE_HEADER_BYTES``)."""
+    return min(n_ctx, 1 << (n - 1).bit_length()) if n > 0 else 0
+
+
 class Save(NamedTuple):
     """Keep sequence ``seq_id``'s state (it holds ``tokens``) in the host cache."""
 
@@ -323,8 +332,11 @@ class PrefixReuse:
         """How many tokens the next state ``slot`` is expected to save holds (0: none), so that
         its buffer can be made ready before (``state_buffers``): the next length its request asks
         to keep, its prompt when that makes a checkpoint (``to_checkpoint``), or, idle, what it
-        holds when reusing it would save that (``to_save``)."""
+        holds when reusing it would save that (``to_save``). A slot whose checkpoint waits
+        (``defer``) expects it, at a size that leaves room for its answer (``room_to_grow``)."""
         request = slot.request
+        if slot.seq_id in self._deferred:
+            return room_to_grow(len(slot.chain), slot.n_ctx)
         if request is None:
             return len(slot.chain) if self.to_save(slot, 0) else 0
         if slot.state not in (SlotState.PREFILL, SlotState.WAITING):

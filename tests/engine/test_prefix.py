@@ -14,7 +14,7 @@ from test_scheduler import SHARED, make, req, run_to_end, step
 from cllm_ollama.engine import prefix
 from cllm_ollama.engine.blocks import block_keys
 from cllm_ollama.engine.disk_cache import DiskCache
-from cllm_ollama.engine.prefix import Checkpoint, Copy, KvOp, Restore, Save, Trim
+from cllm_ollama.engine.prefix import Checkpoint, Copy, KvOp, Restore, Save, Trim, room_to_grow
 from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.scheduler import Scheduler
 from cllm_ollama.engine.slot import Slot, SlotState, Tier
@@ -145,6 +145,12 @@ def after_step(s: Scheduler, slot: Slot) -> Checkpoint | None:
     return checkpoint
 
 
+def test_a_waiting_checkpoints_buffer_is_made_again_only_at_doublings() -> None:
+    sizes = {0: 0, 1: 1, 2: 2, 3: 4, 41: 64, 64: 64, 65: 128, 100: 128, 1500: 2048, 3000: 4096, 5000: 4096}
+    assert {n: room_to_grow(n, 4096) for n in sizes} == sizes
+    assert all(n <= room_to_grow(n, 1 << 20) < 2 * n for n in range(1, 5000))  # within the slack
+
+
 def test_a_long_prompt_expects_its_checkpoint_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
     disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
@@ -186,10 +192,12 @@ def test_a_long_prompts_checkpoint_waits_while_another_slot_streams(
     """Copying the state holds the engine thread (tens of ms on a GPU, several decode steps): it
     waits until no slot is busy, and is then taken with the answer the slot holds by then."""
     with deferred_beside_a_stream(tmp_path, monkeypatch, answer=3) as s:
-        assert s.prefix.next_save(s.slots[1]) == 0  # no buffer made ready for a save that waits
+        # Its buffer is made ready for what the slot will hold: 41 tokens now, up to 64 answered.
+        assert s.prefix.next_save(s.slots[1]) == 64
         step(s)
         assert s.prefix.take_deferred() == []  # slot 0 still streams
         run_to_end(s)
+        assert s.prefix.next_save(s.slots[1]) == 64  # the same buffer, idle: not made again
         # Prompt and answer (its last token never decoded): 41 + 2.
         assert s.prefix.take_deferred() == [(1, (*SHARED, 5, 1, 1))]
         assert s.prefix.take_deferred() == []  # taken once
