@@ -1,5 +1,6 @@
 """A long prompt's state goes to disk after its first token is published, not before: the copy
-(hundreds of MB at 32k tokens) on the engine thread must not add to the time to first token."""
+(hundreds of MB at 32k tokens) on the engine thread must not add to the time to first token. While
+other slots are busy it waits until none is, and then copies into a buffer made ready ahead."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from typing import Any
 
 import oracle
 import pytest
+from fake_binding import drain as read_waking
 from oracle import GREEDY, N, drain, make_runner, submit
 from polling import until
 
 from cllm_ollama.engine import disk_cache, outbox, prefix
-from cllm_ollama.engine.request import Event, Request
+from cllm_ollama.engine.request import Request
 from cllm_ollama.engine.runner import Runner, Sink
 
 pytestmark = pytest.mark.model
@@ -45,6 +47,19 @@ def test_the_first_token_is_out_before_the_checkpoint_copies_the_state(
         oracle.close(runner)
 
 
+def watch_copies(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """At each state copy of ``runner``'s context, whether some slot was busy (a list that grows)."""
+    copies: list[bool] = []
+    state_get = runner.ctx.state_get
+
+    def watched(seq_id: int, alloc: Any = None) -> Any:
+        copies.append(any(slot.busy for slot in runner.scheduler.slots))
+        return state_get(seq_id, alloc)
+
+    monkeypatch.setattr(runner.ctx, "state_get", watched)
+    return copies
+
+
 @pytest.mark.parametrize("end", ["finished", "aborted"])
 def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
     gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, end: str
@@ -54,14 +69,7 @@ def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
     with no step after it."""
     monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)
     runner = make_runner(gguf_path, n_slots=2, n_ctx=512, disk=tmp_path)
-    copies: list[bool] = []  # at each state copy: whether some slot was busy
-    state_get = runner.ctx.state_get
-
-    def watched(seq_id: int, alloc: Any = None) -> Any:
-        copies.append(any(slot.busy for slot in runner.scheduler.slots))
-        return state_get(seq_id, alloc)
-
-    monkeypatch.setattr(runner.ctx, "state_get", watched)
+    copies = watch_copies(runner, monkeypatch)
     try:
         streaming = Request(tuple(runner.model.tokenize("Hello")), GREEDY, num_predict=300)
         stream = submit(runner, streaming)
@@ -71,27 +79,13 @@ def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
         assert copies == [] and stream.published < 300  # the stream still runs: nothing copied
         if end == "aborted":
             runner.abort(streaming.id)
-        events: list[Event] = []
-        while not events or events[-1].finish is None:  # a reader that wakes its paused stream
-            events.append(stream.queue.get(timeout=60))  # type: ignore[attr-defined]
-            if stream.consume():
-                runner.wake()
+        read_waking(runner, stream)  # a reader that wakes its paused stream
         until(lambda: list(tmp_path.glob("*/*" + disk_cache.SUFFIX)))
         assert copies == [False]  # one copy, with no slot busy
         entry, _ = runner.kv.disk.lookup((*prompt, *answer))  # type: ignore[union-attr]
         assert entry is not None and entry.tokens == (*prompt, *answer[:-1])  # its last token never decoded
     finally:
         oracle.close(runner)
-
-
-def read_to_end(runner: Runner, sink: Sink) -> list[Event]:
-    """A reader that wakes its stream when a pause ends."""
-    events: list[Event] = []
-    while not events or events[-1].finish is None:
-        events.append(sink.queue.get(timeout=60))  # type: ignore[attr-defined]
-        if sink.consume():
-            runner.wake()
-    return events
 
 
 def test_a_waiting_checkpoint_finds_its_buffer_ready_when_its_own_answer_ends(
@@ -102,26 +96,19 @@ def test_a_waiting_checkpoint_finds_its_buffer_ready_when_its_own_answer_ends(
     memory whose pages fault in during the copy (tens of ms per 100 MB)."""
     monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)
     runner = make_runner(gguf_path, n_slots=2, n_ctx=512, disk=tmp_path)
-    copies: list[bool] = []  # at each state copy: whether some slot was busy
-    state_get = runner.ctx.state_get
-
-    def watched(seq_id: int, alloc: Any = None) -> Any:
-        copies.append(any(slot.busy for slot in runner.scheduler.slots))
-        return state_get(seq_id, alloc)
-
-    monkeypatch.setattr(runner.ctx, "state_get", watched)
+    copies = watch_copies(runner, monkeypatch)
     try:
         # Both readers wait at first: each stream pauses once far enough ahead, its slot busy.
         other = submit(runner, Request(tuple(runner.model.tokenize("Hello")), GREEDY, num_predict=300))
         until(lambda: other.published >= 1)
         long = submit(runner, Request(oracle.shared_prompts(runner.model)[0], GREEDY, num_predict=300))
         until(lambda: long.published >= 1)  # its prompt ended beside the other stream: the save waits
-        read_to_end(runner, other)
+        read_waking(runner, other)
         until(lambda: long.backlog > outbox.MAX_BUFFERED_EVENTS)
         buffers = runner.kv.buffers
         assert buffers is not None and copies == []
         buffers.flush()  # what the worker was asked to make ready is ready
-        read_to_end(runner, long)
+        read_waking(runner, long)
         until(lambda: list(tmp_path.glob("*/*" + disk_cache.SUFFIX)))
         assert copies == [False] and buffers.stats.hits == 1 and buffers.stats.fresh == 0
     finally:
