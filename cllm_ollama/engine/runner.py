@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import ParamSpec
 
 from ..errors import EngineError
 from .binding import Batch, Context, DecodeError, Lora, Model, Sampler, with_adapters
@@ -38,6 +39,8 @@ from .step_budget import StepBudget
 __all__ = ["Runner", "Sink", "StepTimes"]
 
 log = logging.getLogger("cllm.engine")
+
+P = ParamSpec("P")
 
 
 @dataclass
@@ -287,9 +290,7 @@ class Runner:
         for request_id, state in drained.loaded:
             sched.loaded(request_id, state)
         admitted = sched.admit()
-        t_kv = time.perf_counter_ns()
-        kv.apply(admitted, sched)
-        self._kv_time(t_kv)
+        self._kv_work(kv.apply, admitted, sched)
         kv.prepare_saves(admitted.admitted, sched.prefix)  # the rest at the step's end
         self.feed.encode_ahead(admitted.admitted)
         plan = sched.plan()
@@ -300,9 +301,7 @@ class Runner:
         self.budget.stepped()  # the streams got their tokens
         # After the step's tokens are out: copying a long prompt's state (~400 MB at 32k tokens of
         # a 0.5B model) must not hold back its first token.
-        t_kv = time.perf_counter_ns()
-        kv.checkpoint(plan, sched.prefix)
-        self._kv_time(t_kv)
+        self._kv_work(kv.checkpoint, plan, sched.prefix)
         kv.prepare_saves(sched.slots, sched.prefix)
         self.times.busy_ns += time.perf_counter_ns() - t_busy
         return True
@@ -313,16 +312,17 @@ class Runner:
         its state is being read from disk or its media item is being encoded: sleep until one
         catches up, a read is done or the encode ends. No stream waits on this pass's KV work."""
         sched = self.scheduler
-        t_kv = time.perf_counter_ns()
-        self.kv.save_deferred(sched.prefix)
-        self._kv_time(t_kv)
+        self._kv_work(self.kv.save_deferred, sched.prefix)
         self.budget.stepped()
         self.times.busy_ns += time.perf_counter_ns() - t_busy
         if sched.has_work():  # else the next pass waits in ``take``, which lets the disk cache write
             self.inbox.sleep_unless(self._all_idle)
 
-    def _kv_time(self, t0: int) -> None:
-        """KV work since ``t0``: the next step's streams waited for it (``StepBudget.stalled``)."""
+    def _kv_work(self, op: Callable[P, None], *args: P.args, **kwargs: P.kwargs) -> None:
+        """Run KV work ``op`` between steps, timed: the next step's streams wait for it
+        (``StepBudget.stalled``)."""
+        t0 = time.perf_counter_ns()
+        op(*args, **kwargs)
         ns = time.perf_counter_ns() - t0
         self.times.kv_ns += ns
         self.budget.stalled(ns)
