@@ -36,7 +36,8 @@ The two pieces written into this component's seams:
    stepping. A ``Save``'s state also goes to disk, written on that IO thread, and a prompt that
    computed ``CHECKPOINT_TOKENS`` or more is written once it is done and no other slot is busy
    (or before its slot is reused), as is the prefix at every length its request asks to keep
-   (``Request.keep``, to host RAM too, at once: ``to_checkpoint``).
+   (``Request.keep``: at once, to host RAM too, when no other slot is busy or the model slides a
+   window; else with the rest, ``to_checkpoint``).
 2. IMAGES in prompts (issue 17). A prompt becomes token runs plus media items (hash of the
    bytes, ``n_tokens``, ``n_pos``); ``engine/media.py`` (issue 17's first part) turns it into
    one key per KV cell, an image's cells a negative key from its hash. ``Request.prompt`` then
@@ -177,15 +178,24 @@ class PrefixReuse:
 
     ``share`` allows copying KV between sequences and reusing part of one; recurrent models
     can do neither (a slot then keeps its sequence only when the prompt continues all of it).
+    ``windowed``: the model slides a window over some layers, so a state holding more than a
+    prefix cannot give that prefix back (its window there is gone): a length a request asks to
+    keep is saved when the slot reaches it.
     """
 
     def __init__(
-        self, slots: Sequence[Slot], cache: PromptCache | None, share: bool, disk: DiskCache | None = None
+        self,
+        slots: Sequence[Slot],
+        cache: PromptCache | None,
+        share: bool,
+        disk: DiskCache | None = None,
+        windowed: bool = False,
     ) -> None:
         self.slots = slots
         self.cache = cache if share else None
         self.disk = disk if share else None
         self.share = share
+        self.windowed = windowed
         self.stats = PrefixStats()
         # Disk reads asked for and done (request id -> the file's entry; -> the state, None: a miss).
         self._reading: dict[int, CacheEntry] = {}
@@ -293,13 +303,15 @@ class PrefixReuse:
         to disk only: the slot holds it, and is saved to RAM when it is reused (``to_save``);
         copying it on the engine thread at every turn would stall the others for nothing.
 
-        While another slot is busy, a finished prompt's save (long, or kept to its end as an
-        agent's last breakpoint asks) waits (``later``): the copy holds the engine thread (~0.1 ms
-        per MiB of state from host or device memory, 21 ms for the GPU check model's 2k-token state
-        on an H200: several decode steps there), and every stream would wait for it. It is taken
-        when no slot is busy, or before the slot's reuse cuts its cells (``to_save``), with the
-        answer the slot holds by then: what the next turn starts with. A length kept inside the
-        prompt is saved at once: the slot goes past it in its next step."""
+        While another slot is busy, the save waits (``later``): the copy holds the engine thread
+        (~0.1 ms per MiB of state from host or device memory, 21 ms for the GPU check model's
+        2k-token state on an H200, 100-200 ms for a coding agent's 20k-token context: several
+        decode steps there), and every stream would wait for it. It is taken when no slot is
+        busy, or before the slot's reuse cuts its cells (``to_save``), with all the slot holds by
+        then (the answer too: what the next turn starts with). That state also gives back any
+        length kept inside the prompt (an agent's breakpoint after its tools), as every state
+        gives back its prefixes; meanwhile the slot itself holds it, for others to copy. Only a
+        sliding-window model (``windowed``) saves such a length at once, to RAM too."""
         request = slot.request
         if request is None or (self.cache is None and self.disk is None):
             return None
@@ -315,8 +327,9 @@ class PrefixReuse:
         cache = self.cache
         host = hinted and not done and cache is not None and n >= cache.min_tokens and not cache.covers(tokens, keys)
         disk = self._disk_lacks(tokens, keys)
-        if disk and done and self._others_busy(slot):  # ``host`` is False when ``done``
-            return Checkpoint(tokens, False, False, later=True)
+        if (done or not self.windowed) and self._others_busy(slot):
+            # RAM gets it when the slot is reused (``to_save``): only the disk copy waits.
+            return Checkpoint(tokens, False, False, later=True) if disk else None
         return Checkpoint(tokens, host, disk) if host or disk else None
 
     def take_deferred(self) -> list[tuple[int, tuple[int, ...]]]:
@@ -343,8 +356,10 @@ class PrefixReuse:
             return 0
         tiers = [c.min_tokens for c in (self.cache, self.disk.index if self.disk else None) if c is not None]
         n = request.next_keep(len(slot.chain))
-        if n == len(request.prompt) and (self.disk is None or self._others_busy(slot)):
-            return 0  # a whole prompt is saved to disk only, and waits while others are busy
+        if self._others_busy(slot) and (n == len(request.prompt) or not self.windowed):
+            return 0  # it waits (``to_checkpoint``)
+        if n == len(request.prompt) and self.disk is None:
+            return 0  # a whole prompt is saved to disk only
         long = n == len(request.prompt) and n - slot.prompt_cached >= CHECKPOINT_TOKENS
         return n if tiers and n >= min(tiers) and (n in request.keep or long) else 0
 

@@ -154,6 +154,7 @@ class Runner:
             cache=kv.cache,
             disk=kv.disk,
             share=kv.share,
+            windowed=self.model.n_swa > 0,
             budget=self.budget,
             embeddings=self.feed.embeddings,
             max_rows=MAX_ROWS if self.invariant else None,

@@ -206,6 +206,7 @@ class Scheduler:
     request's reader is too far behind (its slot then skips steps instead of blocking the
     engine). ``cache`` is the host-RAM prompt cache, ``disk`` the disk one (None: none). ``share`` allows copying
     KV between sequences and reusing part of one; recurrent models cannot do either.
+    ``windowed``: the model slides a window over some layers (``PrefixReuse``).
     ``budget`` says how many prompt tokens a step may carry beside generating slots, so they
     keep their pace (``step_budget.StepBudget``; the runner measures its costs). ``embeddings``
     gives a media item's encoded embeddings, or None while they are being encoded (the slot then
@@ -226,6 +227,7 @@ class Scheduler:
         cache: PromptCache | None = None,
         disk: DiskCache | None = None,
         share: bool = True,
+        windowed: bool = False,
         budget: StepBudget | None = None,
         embeddings: Callable[[Request, Media], object | None] = lambda request, item: None,
         max_rows: int | None = None,
@@ -234,7 +236,7 @@ class Scheduler:
         assert n_batch >= n_slots, "every generating slot needs room in each batch"
         self.n_batch = n_batch
         self.waiting: deque[Request] = deque()
-        self.prefix = PrefixReuse(self.slots, cache, share, disk)
+        self.prefix = PrefixReuse(self.slots, cache, share, disk, windowed)
         self.budget = budget if budget is not None else StepBudget()
         self.max_rows = max_rows
         self._piece = piece

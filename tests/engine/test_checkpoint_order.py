@@ -60,14 +60,16 @@ def watch_copies(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return copies
 
 
-@pytest.mark.parametrize("end", ["finished", "aborted"])
+@pytest.mark.parametrize(("end", "why"), [("finished", "long"), ("aborted", "long"), ("finished", "breakpoint")])
 def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
-    gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, end: str
+    gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, end: str, why: str
 ) -> None:
     """The copy would stall the running stream (several decode steps on a GPU): it is taken once no
     slot is busy, with the answer the slot holds by then; also when the stream ends by an abort,
-    with no step after it."""
-    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)
+    with no step after it. The same for an agent's breakpoint inside its prompt (after its tools):
+    the state taken then gives that length back too."""
+    if why == "long":
+        monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)
     runner = make_runner(gguf_path, n_slots=2, n_ctx=512, disk=tmp_path)
     copies = watch_copies(runner, monkeypatch)
     try:
@@ -75,7 +77,9 @@ def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
         stream = submit(runner, streaming)
         until(lambda: stream.published >= 1)
         prompt = oracle.shared_prompts(runner.model)[0]
-        answer = oracle.tokens_of(drain(submit(runner, Request(prompt, GREEDY, num_predict=N))))
+        tools = len(prompt) - 8
+        keep = (tools,) if why == "breakpoint" else ()
+        answer = oracle.tokens_of(drain(submit(runner, Request(prompt, GREEDY, num_predict=N, keep=keep))))
         assert copies == [] and stream.published < 300  # the stream still runs: nothing copied
         if end == "aborted":
             runner.abort(streaming.id)
@@ -84,6 +88,7 @@ def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
         assert copies == [False]  # one copy, with no slot busy
         entry, _ = runner.kv.disk.lookup((*prompt, *answer))  # type: ignore[union-attr]
         assert entry is not None and entry.tokens == (*prompt, *answer[:-1])  # its last token never decoded
+        assert runner.kv.disk.lookup(prompt[:tools]) == (entry, tools)  # type: ignore[union-attr]
     finally:
         oracle.close(runner)
 

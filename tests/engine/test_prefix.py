@@ -203,25 +203,58 @@ def test_a_long_prompts_checkpoint_waits_while_another_slot_streams(
         assert s.prefix.take_deferred() == []  # taken once
 
 
-def test_an_agents_breakpoint_at_its_prompts_end_waits_too_but_not_one_inside_it(tmp_path: Path) -> None:
-    """A coding agent marks its last message: the whole prompt, saved to disk only (the slot holds
-    it), waits like a long one; a breakpoint inside the prompt is saved at once, to RAM too."""
+def agent_beside_a_stream(s: Scheduler) -> Slot:
+    """Slot 0 streams; slot 1 takes an agent's prompt with a breakpoint inside it (after 32
+    tokens, as after its tools) and one at its end, and computes up to the first."""
+    s.add(req([90, 91, 92], num_predict=50))
+    step(s)
+    s.add(req([*SHARED, 5, 6], num_predict=3, keep=(32, 42)))
+    step(s)  # the prompt is cut at its first breakpoint
+    return s.slots[1]
+
+
+def test_an_agents_breakpoints_wait_while_another_slot_streams(tmp_path: Path) -> None:
+    """Both of a coding agent's breakpoints wait, inside its prompt (its tools) and at its end
+    (its last message): the state taken once no slot is busy gives back both lengths, and the
+    slot holds them meanwhile (for RAM, it is saved when reused)."""
     cache = PromptCache(limit_bytes=1 << 20, min_tokens=32)
     disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
     try:
         s = make(n_slots=2, n_ctx=256, n_batch=64, cache=cache, disk=disk)
-        s.add(req([90, 91, 92], num_predict=50))
-        step(s)
-        s.add(req([*SHARED, 5, 6], num_predict=3, keep=(32, 42)))
-        step(s)  # the prompt is cut at its first breakpoint
-        agent = s.slots[1]
-        assert after_step(s, agent) == (tuple(SHARED[:32]), True, True, False)
-        assert s.prefix.next_save(agent) == 0  # its next save waits: no buffer made ready for it
+        agent = agent_beside_a_stream(s)
+        assert after_step(s, agent) == (tuple(SHARED[:32]), False, False, True)
+        assert s.prefix.next_save(agent) == 32  # its buffer is made ready for what it holds,
         step(s)
         assert agent.state is SlotState.GENERATING
         assert after_step(s, agent) == ((*SHARED, 5, 6), False, False, True)
+        assert s.prefix.next_save(agent) == 64  # and again as it grows
         run_to_end(s)
         assert s.prefix.take_deferred() == [(1, (*SHARED, 5, 6, 1, 1))]
+    finally:
+        disk.close()
+
+
+@pytest.mark.parametrize("windowed", [False, True])
+def test_a_breakpoint_inside_a_prompt_is_saved_at_once_alone_or_for_a_sliding_window(
+    tmp_path: Path, windowed: bool
+) -> None:
+    """Alone, nothing waits for the copy; a sliding-window model's state past the breakpoint no
+    longer holds the window there, so it is saved when the slot reaches it, to RAM too."""
+    cache = PromptCache(limit_bytes=1 << 20, min_tokens=32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=2, n_ctx=256, n_batch=64, cache=cache, disk=disk, windowed=windowed)
+        if windowed:
+            agent = agent_beside_a_stream(s)
+        else:
+            s.add(req([*SHARED, 5, 6], num_predict=3, keep=(32, 42)))
+            step(s)
+            agent = s.slots[0]
+        assert after_step(s, agent) == (tuple(SHARED[:32]), True, True, False)
+        # Then the whole prompt: saved at once alone, waiting beside the stream.
+        assert s.prefix.next_save(agent) == (0 if windowed else 42)
+        step(s)
+        assert after_step(s, agent) == ((*SHARED, 5, 6), False, not windowed, windowed)
     finally:
         disk.close()
 
