@@ -233,10 +233,11 @@ class KvStore:
         low = self.ctx.seq_pos_min(seq_id)
         return 0 <= low <= max(0, pos - n_swa)  # llama-server's rule
 
-    def checkpoint(self, plan: StepPlan, prefix: PrefixReuse) -> None:
+    def checkpoint(self, plan: StepPlan, prefix: PrefixReuse, quiet: Callable[[], bool]) -> None:
         """Prefixes a request asked to keep, and long prompts finished in this step, are saved now
-        (disk writes run on the IO thread), the latter once no slot is busy (``to_checkpoint``);
-        so are a sliding-window model's checkpoints."""
+        (disk writes run on the IO thread), or, while other slots are busy, once none is and
+        ``quiet()`` says no request came (``to_checkpoint``, ``save_deferred``); so are a
+        sliding-window model's checkpoints."""
         for slot, _ in plan.prefills:
             checkpoint = prefix.to_checkpoint(slot)
             if checkpoint is None:
@@ -245,13 +246,14 @@ class KvStore:
                 prefix.defer(slot)
             if checkpoint.host or checkpoint.disk:
                 self.keep(slot.seq_id, checkpoint.tokens, host=checkpoint.host, disk=checkpoint.disk)
-        self.save_deferred(prefix)
+        self.save_deferred(prefix, quiet)
         if self.windows is not None:
             self._window_checkpoints(plan)
 
-    def save_deferred(self, prefix: PrefixReuse) -> None:
-        """The checkpoints that waited for the other slots, once none is busy (to disk)."""
-        for seq_id, tokens in prefix.take_deferred():
+    def save_deferred(self, prefix: PrefixReuse, quiet: Callable[[], bool]) -> None:
+        """The checkpoints that waited for the other slots, once none is busy (to disk), one by
+        one while ``quiet()`` (``PrefixReuse.take_deferred``)."""
+        for seq_id, tokens in prefix.take_deferred(quiet):
             self.keep(seq_id, tokens, host=False, disk=True)
 
     def _window_checkpoints(self, plan: StepPlan) -> None:

@@ -53,7 +53,7 @@ The two pieces written into this component's seams:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -276,7 +276,8 @@ class PrefixReuse:
 
     def defer(self, slot: Slot) -> None:
         """``slot``'s checkpoint waits (``Checkpoint.later``): taken by ``take_deferred`` once no slot
-        is busy, or by ``to_save`` before the slot's reuse cuts its cells."""
+        is busy and no request came meanwhile, or by ``to_save`` before the slot's reuse cuts its
+        cells."""
         self._deferred.add(slot.seq_id)
 
     def reused(self, slot: Slot, kept: int) -> None:
@@ -332,14 +333,21 @@ class PrefixReuse:
             return Checkpoint(tokens, False, False, later=True) if disk else None
         return Checkpoint(tokens, host, disk) if host or disk else None
 
-    def take_deferred(self) -> list[tuple[int, tuple[int, ...]]]:
-        """The waiting checkpoints to take now, each a sequence and the tokens it holds: all of
-        them once no slot is busy (none then waits for the copies), else none."""
-        if not self._deferred or any(slot.busy for slot in self.slots):
-            return []
-        due = [(seq_id, self.slots[seq_id].chain) for seq_id in sorted(self._deferred)]
-        self._deferred.clear()
-        return [(seq_id, tuple(chain.tokens)) for seq_id, chain in due if self._disk_lacks(chain.tokens, chain.keys)]
+    def take_deferred(self, quiet: Callable[[], bool] = lambda: True) -> Iterator[tuple[int, tuple[int, ...]]]:
+        """The waiting checkpoints to take now, one at a time (to be saved as they come), each a
+        sequence and the tokens it holds: none while a slot is busy, and none more once ``quiet()``
+        is False, a request having come meanwhile (it would wait for the copies, on a GPU 100-200
+        ms each for an agent's context): those wait on for the next moment no slot is busy, or
+        for their slot's reuse."""
+        if any(slot.busy for slot in self.slots):
+            return
+        for seq_id in sorted(self._deferred):
+            if not quiet():
+                return
+            self._deferred.discard(seq_id)
+            chain = self.slots[seq_id].chain
+            if self._disk_lacks(chain.tokens, chain.keys):
+                yield seq_id, tuple(chain.tokens)
 
     def next_save(self, slot: Slot) -> int:
         """How many tokens the next state ``slot`` is expected to save holds (0: none), so that

@@ -302,18 +302,19 @@ class Runner:
         self.budget.stepped()  # the streams got their tokens
         # After the step's tokens are out: copying a long prompt's state (~400 MB at 32k tokens of
         # a 0.5B model) must not hold back its first token.
-        self._kv_work(kv.checkpoint, plan, sched.prefix)
+        self._kv_work(kv.checkpoint, plan, sched.prefix, self.inbox.quiet)
         kv.prepare_saves(sched.slots, sched.prefix)
         self.times.busy_ns += time.perf_counter_ns() - t_busy
         return True
 
     def _rest(self, t_busy: int) -> None:
         """A pass with nothing to decode. No slot is busy (the last stream was aborted: the
-        checkpoints that waited for it are taken now), or every running slot's reader is behind,
-        its state is being read from disk or its media item is being encoded: sleep until one
-        catches up, a read is done or the encode ends. No stream waits on this pass's KV work."""
+        checkpoints that waited for it are taken now, unless a request came meanwhile), or every
+        running slot's reader is behind, its state is being read from disk or its media item is
+        being encoded: sleep until one catches up, a read is done or the encode ends. No stream
+        waits on this pass's KV work."""
         sched = self.scheduler
-        self._kv_work(self.kv.save_deferred, sched.prefix)
+        self._kv_work(self.kv.save_deferred, sched.prefix, self.inbox.quiet)
         self.budget.stepped()
         self.times.busy_ns += time.perf_counter_ns() - t_busy
         if sched.has_work():  # else the next pass waits in ``take``, which lets the disk cache write

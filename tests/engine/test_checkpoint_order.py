@@ -4,6 +4,7 @@ other slots are busy it waits until none is, and then copies into a buffer made 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,37 @@ def test_while_another_stream_runs_the_checkpoint_waits_for_it_to_end(
         entry, _ = runner.kv.disk.lookup((*prompt, *answer))  # type: ignore[union-attr]
         assert entry is not None and entry.tokens == (*prompt, *answer[:-1])  # its last token never decoded
         assert runner.kv.disk.lookup(prompt[:tools]) == (entry, tools)  # type: ignore[union-attr]
+    finally:
+        oracle.close(runner)
+
+
+def test_a_request_that_came_as_the_last_stream_ended_does_not_wait_for_a_waiting_checkpoint(
+    gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy would hold back a request posted meanwhile: it waits on, and is taken at the next
+    moment no slot is busy, or before its slot's reuse."""
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 64)
+    runner = make_runner(gguf_path, n_slots=2, n_ctx=512, disk=tmp_path)
+    copies = watch_copies(runner, monkeypatch)
+    asked = threading.Event()
+    answers = iter([False])  # the first time the engine asks, a request has come
+
+    def quiet() -> bool:
+        asked.set()
+        return next(answers, True)
+
+    monkeypatch.setattr(runner.inbox, "quiet", quiet)
+    try:
+        stream = submit(runner, Request(tuple(runner.model.tokenize("Hello")), GREEDY, num_predict=300))
+        until(lambda: stream.published >= 1)
+        prompt = oracle.shared_prompts(runner.model)[0]
+        drain(submit(runner, Request(prompt, GREEDY, num_predict=N)))
+        read_waking(runner, stream)
+        until(asked.is_set)
+        assert copies == []  # no slot busy, but a request came: not copied
+        drain(submit(runner, Request(tuple(runner.model.tokenize("Bye")), GREEDY, num_predict=2)))
+        until(lambda: list(tmp_path.glob("*/*" + disk_cache.SUFFIX)))
+        assert runner.kv.disk.lookup(prompt)[1] == len(prompt)  # type: ignore[union-attr]
     finally:
         oracle.close(runner)
 

@@ -195,12 +195,35 @@ def test_a_long_prompts_checkpoint_waits_while_another_slot_streams(
         # Its buffer is made ready for what the slot will hold: 41 tokens now, up to 64 answered.
         assert s.prefix.next_save(s.slots[1]) == 64
         step(s)
-        assert s.prefix.take_deferred() == []  # slot 0 still streams
+        assert list(s.prefix.take_deferred()) == []  # slot 0 still streams
         run_to_end(s)
         assert s.prefix.next_save(s.slots[1]) == 64  # the same buffer, idle: not made again
         # Prompt and answer (its last token never decoded): 41 + 2.
-        assert s.prefix.take_deferred() == [(1, (*SHARED, 5, 1, 1))]
-        assert s.prefix.take_deferred() == []  # taken once
+        assert list(s.prefix.take_deferred()) == [(1, (*SHARED, 5, 1, 1))]
+        assert list(s.prefix.take_deferred()) == []  # taken once
+
+
+def test_waiting_checkpoints_stop_for_a_request_that_came(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each copy holds the engine thread: once a request has come, it would wait for the rest,
+    which wait on for the next moment no slot is busy (or their slot's reuse)."""
+    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=3, n_ctx=256, n_batch=128, disk=disk)
+        s.add(req([90, 91, 92], num_predict=50))
+        step(s)
+        other = [70 + i % 9 for i in range(40)]
+        s.add(req([*SHARED, 5], num_predict=2))
+        s.add(req(other, num_predict=2))
+        step(s)
+        checkpoints = [after_step(s, slot) for slot in s.slots[1:]]
+        assert all(c is not None and c.later for c in checkpoints)  # both wait beside slot 0's stream
+        run_to_end(s)
+        came = iter([True, False])  # quiet before the first copy, not before the second
+        assert list(s.prefix.take_deferred(lambda: next(came))) == [(1, (*SHARED, 5, 1))]
+        assert list(s.prefix.take_deferred()) == [(2, (*other, 1))]
+    finally:
+        disk.close()
 
 
 def agent_beside_a_stream(s: Scheduler) -> Slot:
@@ -229,7 +252,7 @@ def test_an_agents_breakpoints_wait_while_another_slot_streams(tmp_path: Path) -
         assert after_step(s, agent) == ((*SHARED, 5, 6), False, False, True)
         assert s.prefix.next_save(agent) == 64  # and again as it grows
         run_to_end(s)
-        assert s.prefix.take_deferred() == [(1, (*SHARED, 5, 6, 1, 1))]
+        assert list(s.prefix.take_deferred()) == [(1, (*SHARED, 5, 6, 1, 1))]
     finally:
         disk.close()
 
@@ -270,7 +293,7 @@ def test_a_slot_reused_while_its_checkpoint_waits_is_saved_first(
         plan = s.admit()
         assert plan.ops[0] == Save(1, (*SHARED, 5, 1))
         run_to_end(s)
-        assert s.prefix.take_deferred() == []  # saved once, at the reuse
+        assert list(s.prefix.take_deferred()) == []  # saved once, at the reuse
 
 
 def test_a_checkpoint_waits_no_longer_once_its_cells_are_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -280,4 +303,4 @@ def test_a_checkpoint_waits_no_longer_once_its_cells_are_gone(tmp_path: Path, mo
         s.add(req([80, 81], num_predict=1))
         s.add(req([*SHARED, 6, 7], num_predict=1))  # into slot 1, not checkpointed (not asked here)
         run_to_end(s)
-        assert s.slots[1].cached == [*SHARED, 6, 7] and s.prefix.take_deferred() == []
+        assert s.slots[1].cached == [*SHARED, 6, 7] and list(s.prefix.take_deferred()) == []
