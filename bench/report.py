@@ -297,9 +297,27 @@ def chat_table(outcomes: list[Outcome]) -> list[str]:
             _num(_fig(lv, None, key="itl_ms"), 1), _num(_fig(lv, None, "p95", key="itl_ms"), 1),
             _errors(lv), _num(lv.get("prompt_tokens_mean"), 0), _num(lv.get("cached_tokens_mean"), 0), _rss(o),
         ])  # fmt: skip
-    ratios = _vs(outcomes, lambda lv: lv.get("tokens_per_s"), "Generated tok/s", "≥ 1.50")
+    ratios = _vs(outcomes, lambda lv: lv.get("tokens_per_s"), "Generated tok/s", "≥ 1.7")
     ratios += _vs(outcomes, lambda lv: _fig(lv, None), "TTFT p50", "≤ 0.40")
-    return _table(header, rows) + (["", *ratios] if ratios else [])
+    ratios += _vs(outcomes, lambda lv: _fig(lv, None, "mean"), "TTFT mean", "–")
+    return _table(header, rows) + (["", *ratios] if ratios else []) + ["", *waiting_lines(outcomes)]
+
+
+def waiting_lines(outcomes: list[Outcome]) -> list[str]:
+    """Little's law over a closed loop: users wait for a first token on average requests/s x mean
+    TTFT, so with more users than slots no scheduling brings the mean TTFT under (users - slots)
+    / requests/s; and how many tokens an answer took, which the tok/s ratio weighs."""
+    lines = []
+    for o in outcomes:
+        lv = _level(o)
+        mean, rate, n = _fig(lv, None, "mean"), lv.get("requests_per_s"), lv.get("requests")
+        if mean is None or not rate or not n:
+            continue
+        lines.append(
+            f"- {o.label}: {rate:.2f} requests/s x {mean / 1000:.2f} s mean TTFT = {rate * mean / 1000:.1f} users"
+            f" waiting for a first token on average; {lv.get('generated_tokens', 0) / n:.1f} tokens per answer"
+        )
+    return lines
 
 
 def burst_table(outcomes: list[Outcome]) -> list[str]:

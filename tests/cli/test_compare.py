@@ -102,6 +102,7 @@ def _level(tps: float, ttft: float, phases: dict[str, float]) -> dict[str, Any]:
 
     return {
         "concurrency": 12, "requests": 36, "errors": 0, "tokens_per_s": tps, "generated_tokens": 1000,
+        "requests_per_s": tps / 50,
         "wall_s": 60.0, "ttft_ms": lat(ttft), "itl_ms": lat(100.0), "prompt_tokens_mean": 700.0,
         "cached_tokens_mean": None, "phases": {name: {"ttft_ms": lat(v), "itl_ms": lat(100.0)}
                                                for name, v in phases.items()},
@@ -125,7 +126,11 @@ def test_prefix_report_tables_and_targets(tmp_path: Path) -> None:
     charts = {"chat": tmp_path / "results" / "plot-chat.png"}
     text = "\n".join(report.prefix_report(plan, model, outcomes, ["cllm 0.1.0"], charts))
     assert "| cllm (8 slots) | 45.0 | 1000 | 60.0 | 2000 | 4000 | 4000 | 8000 | 1000 | 2000 |" in text
-    assert "- Generated tok/s, cllm / llama-server -np 8: 1.50 (target ≥ 1.50)" in text
+    assert "- Generated tok/s, cllm / llama-server -np 8: 1.50 (target ≥ 1.7)" in text
+    assert "- TTFT mean, cllm / llama-server -np 8: 0.25 (target –)" in text
+    # Little's law: requests/s x mean TTFT users wait on average.
+    assert "- cllm (8 slots): 0.90 requests/s x 2.00 s mean TTFT = 1.8 users waiting" in text
+    assert "1.8 users waiting for a first token on average; 27.8 tokens per answer" in text
     assert "- Generated tok/s, cllm / llama-server -np 1: 1.80\n" in text
     assert "- TTFT p50, cllm / llama-server -np 8: 0.25 (target ≤ 0.40)" in text
     assert "- TTFT p50, cllm / llama-server -np 8: 0.20 (target ≤ 0.30)" in text  # the burst
