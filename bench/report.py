@@ -313,10 +313,12 @@ def waiting_lines(outcomes: list[Outcome]) -> list[str]:
         mean, rate, n = _fig(lv, None, "mean"), lv.get("requests_per_s"), lv.get("requests")
         if mean is None or not rate or not n:
             continue
-        lines.append(
+        line = (
             f"- {o.label}: {rate:.2f} requests/s x {mean / 1000:.2f} s mean TTFT = {rate * mean / 1000:.1f} users"
-            f" waiting for a first token on average; {lv.get('generated_tokens', 0) / n:.1f} tokens per answer"
+            " waiting for a first token on average"
         )
+        tokens = lv.get("generated_tokens")
+        lines.append(line + (f"; {tokens / n:.1f} tokens per answer" if tokens is not None else ""))
     return lines
 
 

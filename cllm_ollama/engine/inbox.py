@@ -112,10 +112,10 @@ class Inbox:
     # -- the engine thread ------------------------------------------------------------------
 
     def quiet(self) -> bool:
-        """Nothing posted since the last ``take``: work the engine may do now (a state saved to
-        disk while nothing runs) keeps no one waiting."""
+        """Nothing posted since the last ``take``, and no request on its way (``reserve``): work
+        the engine may do now (a state saved to disk while nothing runs) keeps no one waiting."""
         with self._cv:
-            return not self._news()
+            return not (self._news() or self._reserved)
 
     def take(
         self, has_work: Callable[[], bool], register: Callable[[Add], None], idle: Callable[[bool], None]

@@ -246,6 +246,8 @@ class KvStore:
                 prefix.defer(slot)
             if checkpoint.host or checkpoint.disk:
                 self.keep(slot.seq_id, checkpoint.tokens, host=checkpoint.host, disk=checkpoint.disk)
+                if checkpoint.disk:
+                    prefix.saved(slot)
         self.save_deferred(prefix, quiet)
         if self.windows is not None:
             self._window_checkpoints(plan)

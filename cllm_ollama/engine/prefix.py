@@ -124,7 +124,8 @@ KvOp = Save | Copy | Restore | Trim | Load
 
 class Checkpoint(NamedTuple):
     """A sequence's state to save after a step (it holds ``tokens``), and to which tiers;
-    ``later``: its disk copy waits until no other slot is busy (``PrefixReuse.defer``)."""
+    ``later``: its disk copy waits until no other slot is busy and no request came meanwhile, or
+    for the slot's reuse (``PrefixReuse.defer``)."""
 
     tokens: tuple[int, ...]
     host: bool
@@ -200,8 +201,8 @@ class PrefixReuse:
         # Disk reads asked for and done (request id -> the file's entry; -> the state, None: a miss).
         self._reading: dict[int, CacheEntry] = {}
         self._loaded: dict[int, Read | None] = {}
-        # Slots whose long prompt's disk checkpoint waits for a moment when no other slot is busy,
-        # or for the slot's reuse (``to_checkpoint``).
+        # Slots whose disk checkpoint (a long prompt, an agent's breakpoints) waits for a moment
+        # when no slot is busy and no request came, or for the slot's reuse (``to_checkpoint``).
         self._deferred: set[int] = set()
 
     # -- questions (cheap: block keys only, nothing verified) ----------------------------
@@ -280,6 +281,11 @@ class PrefixReuse:
         cells."""
         self._deferred.add(slot.seq_id)
 
+    def saved(self, slot: Slot) -> None:
+        """``slot``'s whole chain went to disk after this step: a checkpoint that waited, of a
+        length it has since gone past, is covered."""
+        self._deferred.discard(slot.seq_id)
+
     def reused(self, slot: Slot, kept: int) -> None:
         """``slot`` takes a new request keeping ``kept`` of its cells (after any ``Save`` of
         ``to_save``): a waiting checkpoint goes unless the slot keeps all it was for."""
@@ -311,8 +317,9 @@ class PrefixReuse:
         busy, or before the slot's reuse cuts its cells (``to_save``), with all the slot holds by
         then (the answer too: what the next turn starts with). That state also gives back any
         length kept inside the prompt (an agent's breakpoint after its tools), as every state
-        gives back its prefixes; meanwhile the slot itself holds it, for others to copy. Only a
-        sliding-window model (``windowed``) saves such a length at once, to RAM too."""
+        gives back its prefixes; meanwhile the slot itself holds it, for others to copy. Beside
+        busy slots, only a sliding-window model (``windowed``) saves such a length at once, to RAM
+        too. A save made at once covers what waited before it (``saved``)."""
         request = slot.request
         if request is None or (self.cache is None and self.disk is None):
             return None
@@ -357,7 +364,10 @@ class PrefixReuse:
         (``defer``) expects it, at a size that leaves room for its answer (``room_to_grow``)."""
         request = slot.request
         if slot.seq_id in self._deferred:
-            return room_to_grow(len(slot.chain), slot.n_ctx)
+            n = len(slot.chain)
+            if request is not None and slot.state in (SlotState.PREFILL, SlotState.WAITING):
+                n = max(n, len(request.prompt))  # not made again at each doubling of a prompt read on
+            return room_to_grow(n, slot.n_ctx)
         if request is None:
             return len(slot.chain) if self.to_save(slot, 0) else 0
         if slot.state not in (SlotState.PREFILL, SlotState.WAITING):

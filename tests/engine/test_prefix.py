@@ -142,6 +142,8 @@ def after_step(s: Scheduler, slot: Slot) -> Checkpoint | None:
     checkpoint = s.prefix.to_checkpoint(slot)
     if checkpoint is not None and checkpoint.later:
         s.prefix.defer(slot)
+    if checkpoint is not None and checkpoint.disk:
+        s.prefix.saved(slot)
     return checkpoint
 
 
@@ -246,13 +248,35 @@ def test_an_agents_breakpoints_wait_while_another_slot_streams(tmp_path: Path) -
         s = make(n_slots=2, n_ctx=256, n_batch=64, cache=cache, disk=disk)
         agent = agent_beside_a_stream(s)
         assert after_step(s, agent) == (tuple(SHARED[:32]), False, False, True)
-        assert s.prefix.next_save(agent) == 32  # its buffer is made ready for what it holds,
+        assert s.prefix.next_save(agent) == 64  # its buffer is made ready for its whole prompt
         step(s)
         assert agent.state is SlotState.GENERATING
         assert after_step(s, agent) == ((*SHARED, 5, 6), False, False, True)
-        assert s.prefix.next_save(agent) == 64  # and again as it grows
+        assert s.prefix.next_save(agent) == 64  # and its answer: not made again
         run_to_end(s)
         assert list(s.prefix.take_deferred()) == [(1, (*SHARED, 5, 6, 1, 1))]
+    finally:
+        disk.close()
+
+
+def test_a_waiting_breakpoint_is_covered_by_its_prompts_save_once_the_others_ended(tmp_path: Path) -> None:
+    """The stream beside it ends before the agent's prompt does: its end is saved at once, which
+    holds the breakpoint too, and no second copy of the whole state follows."""
+    cache = PromptCache(limit_bytes=1 << 20, min_tokens=32)
+    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
+    try:
+        s = make(n_slots=2, n_ctx=256, n_batch=64, cache=cache, disk=disk)
+        s.add(req([90, 91, 92], num_predict=3))
+        step(s)
+        s.add(req([*SHARED, 5, 6], num_predict=3, keep=(32, 42)))
+        step(s)  # the stream's second token; the agent's prompt up to its first breakpoint
+        agent = s.slots[1]
+        assert after_step(s, agent) == (tuple(SHARED[:32]), False, False, True)
+        step(s)  # the stream's last token; the rest of the agent's prompt
+        assert s.slots[0].request is None and agent.state is SlotState.GENERATING
+        assert after_step(s, agent) == ((*SHARED, 5, 6), False, True, False)  # alone now: at once
+        run_to_end(s)
+        assert list(s.prefix.take_deferred()) == []
     finally:
         disk.close()
 
