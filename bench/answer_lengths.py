@@ -1,9 +1,10 @@
-"""The chat workload's turn-1 chats sent one at a time, greedy, to cllm and to llama-server in turn:
-the answers' lengths and starts. Alone, the two servers give the same answers; under the chat's
-load llama-server's run longer (BENCHMARKS.md, "Why the chat's TTFT follows its request rate"), so
-its tok/s there counts more generated tokens per prompt read.
+"""The chat workload's turn-1 chats (the very prompts of `compare.py --workload chat`'s level) sent
+one at a time, greedy, to cllm and to llama-server in turn: each answer's length and start, and
+whether the two servers' texts agree. Alone they agree but for a near-tie that flips between the
+two builds' kernels, and one flip into a loop that runs to the token limit outweighs the rest
+(BENCHMARKS.md, "Why the chat's TTFT follows its request rate").
 
-    python bench/answer_lengths.py [--users 6] [--model GGUF] [--llama-server BIN]
+    python bench/answer_lengths.py [--users 12] [--model GGUF] [--llama-server BIN]
 """
 
 from __future__ import annotations
@@ -48,14 +49,14 @@ def answers(running: Running, target: Target, chats: list[list[dict[str, str]]])
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--users", type=int, default=6)
+    p.add_argument("--users", type=int, default=12)
     p.add_argument("--model", type=Path, help="a GGUF [the real Qwen2.5-Coder-0.5B of the chat workload]")
     p.add_argument("--llama-server", type=Path, default=DEFAULT_BINARY)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     model = a.model or real_model_path(quiet=False)
     workload = Workload(kind=Kind.CHAT, system_tokens=450, user_tokens=32)
-    sessions = build_waves(workload, a.users, "lengths", 0)[0]
+    sessions = build_waves(workload, a.users, "L0", 0)[0]  # the bench's first level
     chats = [
         [{"role": "system", "content": s.system or ""}, {"role": "user", "content": s.turns[0][1]}] for s in sessions
     ]
@@ -87,6 +88,8 @@ def main() -> None:
     for i, (ours, theirs) in enumerate(zip(found["cllm"], found["llama-server"], strict=True)):
         same = "same text" if ours[1] == theirs[1] else "texts differ"
         print(f"chat {i}: cllm {ours[0]} tokens, llama-server {theirs[0]} tokens, {same}: {ours[1][:60]!r}")
+    totals = {name: sum(n for n, _ in found[name]) for name in found}
+    print(f"turn 1, all chats: cllm {totals['cllm']} tokens, llama-server {totals['llama-server']} tokens")
 
 
 if __name__ == "__main__":
