@@ -346,7 +346,7 @@ class PrefixReuse:
         is False, a request having come meanwhile (it would wait for the copies, on a GPU 100-200
         ms each for an agent's context): those wait on for the next moment no slot is busy, or
         for their slot's reuse."""
-        if any(slot.busy for slot in self.slots):
+        if not self._deferred or any(slot.busy for slot in self.slots):  # every step: cheap when none waits
             return
         for seq_id in sorted(self._deferred):
             if not quiet():
@@ -374,7 +374,7 @@ class PrefixReuse:
             return 0
         tiers = [c.min_tokens for c in (self.cache, self.disk.index if self.disk else None) if c is not None]
         n = request.next_keep(len(slot.chain))
-        if self._others_busy(slot) and (n == len(request.prompt) or not self.windowed):
+        if (n == len(request.prompt) or not self.windowed) and self._others_busy(slot):
             return 0  # it waits (``to_checkpoint``)
         if n == len(request.prompt) and self.disk is None:
             return 0  # a whole prompt is saved to disk only
