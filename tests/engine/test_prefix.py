@@ -170,19 +170,23 @@ def test_a_long_prompt_expects_its_checkpoint_to_disk(tmp_path: Path, monkeypatc
 
 
 @contextmanager
-def deferred_beside_a_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: int) -> Iterator[Scheduler]:
-    """Slot 0 streams; slot 1 has just computed a long prompt (``answer`` tokens to come), whose
-    checkpoint waits."""
+def deferred_beside_a_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: int, prompts: tuple[list[int], ...] = ([*SHARED, 5],)
+) -> Iterator[Scheduler]:
+    """Slot 0 streams; slots 1, 2, ... have just computed ``prompts``, long ones (``answer`` tokens
+    to come each), whose checkpoints wait."""
     monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
     disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
     try:
-        s = make(n_slots=2, n_ctx=256, n_batch=64, disk=disk)
+        s = make(n_slots=1 + len(prompts), n_ctx=256, n_batch=64 * len(prompts), disk=disk)
         s.add(req([90, 91, 92], num_predict=50))
         step(s)
-        s.add(req([*SHARED, 5], num_predict=answer))
-        step(s)  # slot 1 computes its prompt and samples its first token
-        assert s.slots[1].state is SlotState.GENERATING
-        assert after_step(s, s.slots[1]) == ((*SHARED, 5), False, False, True)
+        for prompt in prompts:
+            s.add(req(prompt, num_predict=answer))
+        step(s)  # slots 1, ... compute their prompts and sample their first tokens
+        for slot, prompt in zip(s.slots[1:], prompts, strict=True):
+            assert slot.state is SlotState.GENERATING
+            assert after_step(s, slot) == (tuple(prompt), False, False, True)
         yield s
     finally:
         disk.close()
@@ -208,24 +212,13 @@ def test_a_long_prompts_checkpoint_waits_while_another_slot_streams(
 def test_waiting_checkpoints_stop_for_a_request_that_came(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each copy holds the engine thread: once a request has come, it would wait for the rest,
     which wait on for the next moment no slot is busy (or their slot's reuse)."""
-    monkeypatch.setattr(prefix, "CHECKPOINT_TOKENS", 32)
-    disk = DiskCache(tmp_path, bytes(32), 1 << 20, 32)
-    try:
-        s = make(n_slots=3, n_ctx=256, n_batch=128, disk=disk)
-        s.add(req([90, 91, 92], num_predict=50))
-        step(s)
-        other = [70 + i % 9 for i in range(40)]
-        s.add(req([*SHARED, 5], num_predict=2))
-        s.add(req(other, num_predict=2))
-        step(s)
-        checkpoints = [after_step(s, slot) for slot in s.slots[1:]]
-        assert all(c is not None and c.later for c in checkpoints)  # both wait beside slot 0's stream
+    other = [70 + i % 9 for i in range(40)]
+    # Both wait beside slot 0's stream.
+    with deferred_beside_a_stream(tmp_path, monkeypatch, answer=2, prompts=([*SHARED, 5], other)) as s:
         run_to_end(s)
         came = iter([True, False])  # quiet before the first copy, not before the second
         assert list(s.prefix.take_deferred(lambda: next(came))) == [(1, (*SHARED, 5, 1))]
         assert list(s.prefix.take_deferred()) == [(2, (*other, 1))]
-    finally:
-        disk.close()
 
 
 def agent_beside_a_stream(s: Scheduler) -> Slot:
