@@ -4,27 +4,24 @@ whether the two servers' texts agree. Alone they agree but for a near-tie that f
 two builds' kernels, and one flip into a loop that runs to the token limit outweighs the rest
 (BENCHMARKS.md, "Why the chat's TTFT follows its request rate").
 
-    python bench/answer_lengths.py [--users 12] [--model GGUF] [--llama-server BIN]
+    python bench/answer_lengths.py [--users 12] [--model GGUF] [--threads 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+import compare
+import llama_build
 from cllm_ollama.cli.bench_client import Api, Target, request_body
 from cllm_ollama.cli.bench_workloads import Kind, Workload, build_waves
 from real_model import real_model_path
-from targets import Running, Server, free_port
-
-DEFAULT_BINARY = Path.home() / ".cache/cllm-bench/build/llama.cpp-0.3.36/bin/llama-server"
+from targets import Running
 
 
 def answers(running: Running, target: Target, chats: list[list[dict[str, str]]]) -> list[tuple[int, str]]:
@@ -51,40 +48,33 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--users", type=int, default=12)
     p.add_argument("--model", type=Path, help="a GGUF [the real Qwen2.5-Coder-0.5B of the chat workload]")
-    p.add_argument("--llama-server", type=Path, default=DEFAULT_BINARY)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     model = a.model or real_model_path(quiet=False)
-    workload = Workload(kind=Kind.CHAT, system_tokens=450, user_tokens=32)
+    # The chat workload's servers, as compare.py starts them (its defaults: 8 slots of 8192 tokens).
+    plan, _ = compare.parse_args(["--workload", "chat", "--threads", str(a.threads)])
+    pp = plan.prefix
+    assert pp is not None
+    slots, ctx = pp.slots, pp.ctx
+    binary = llama_build.build_tools(plan.cache, llama_build.binding_version())["llama-server"]
+    workload = Workload(kind=Kind.CHAT, system_tokens=pp.system_tokens, user_tokens=pp.user_tokens)
     sessions = build_waves(workload, a.users, "L0", 0)[0]  # the bench's first level
+    max_tokens = pp.max_tokens
     chats = [
         [{"role": "system", "content": s.system or ""}, {"role": "user", "content": s.turns[0][1]}] for s in sessions
     ]
+    found: dict[str, list[tuple[int, str]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        work, port = Path(tmp), free_port()
-        env = os.environ | {
-            "OLLAMA_HOST": f"127.0.0.1:{port}",
-            "OLLAMA_MODELS": str(work / "models"),
-            "CLLM_NUM_PARALLEL": "8",
-            "CLLM_CONTEXT_LENGTH": "8192",
-            "CLLM_NUM_THREAD": str(a.threads),
-        }
-        cllm = str(Path(sys.executable).parent / "cllm")
-        (work / "Modelfile").write_text(f"FROM {model}\n")
-        found: dict[str, list[tuple[int, str]]] = {}
-        server = Server("cllm", [cllm, "serve"], f"http://127.0.0.1:{port}", "/api/version", work / "cllm.log", env)
+        server, create = compare.cllm_server(plan, model, "m", Path(tmp), slots, ctx)
         with Running(server) as running:  # one server at a time: two would share the two cores
             running.wait_ready()
-            subprocess.run([cllm, "create", "m", "-f", str(work / "Modelfile")], env=env, check=True)
-            found["cllm"] = answers(running, Target(server.base_url, Api.CHAT, "m", max_tokens=128), chats)
-        port = free_port()
-        argv = [str(a.llama_server), "-m", str(model), "-np", "8", "-c", "65536", "-t", str(a.threads)]
-        argv += ["--cont-batching", "--host", "127.0.0.1", "--port", str(port)]
-        server = Server("llama-server", argv, f"http://127.0.0.1:{port}", "/health", work / "llama-server.log")
-        with Running(server) as running:
-            running.wait_ready()
-            target = Target(server.base_url, Api.OPENAI_CHAT, "m", max_tokens=128)
-            found["llama-server"] = answers(running, target, chats)
+            create()
+            found["cllm"] = answers(running, Target(server.base_url, Api.CHAT, "m", max_tokens=max_tokens), chats)
+    server = compare.llama_server(plan, binary, model, "llama-server", slots, ctx)
+    with Running(server) as running:
+        running.wait_ready()
+        target = Target(server.base_url, Api.OPENAI_CHAT, "m", max_tokens=max_tokens)
+        found["llama-server"] = answers(running, target, chats)
     for i, (ours, theirs) in enumerate(zip(found["cllm"], found["llama-server"], strict=True)):
         same = "same text" if ours[1] == theirs[1] else "texts differ"
         print(f"chat {i}: cllm {ours[0]} tokens, llama-server {theirs[0]} tokens, {same}: {ours[1][:60]!r}")
