@@ -99,14 +99,17 @@ def medium(kind: str, seed: int) -> bytes:
 
 
 async def stream(model: LoadedModel, prompt: str, n: int, until: Callable[[], bool]) -> list[list[float]]:
-    """A text stream's token times: ``n`` tokens, or on until ``until()`` says the phase is over. A
-    random model may end its answer early: the stream then asks again, and each answer's times are
-    a list of their own (the gap across a new request is a first token, not an inter-token gap)."""
+    """A text stream's token times: ``n`` tokens, or on until ``until()`` says the phase is over,
+    in answers of at most ``n`` tokens: the stream then asks again (as when a random model ends its
+    answer early), so that its context is as deep beside the media as alone (a decode step of the
+    bench's model at 1,500 tokens took 5x one at 200, and had counted as the media's). Each answer's
+    times are a list of their own (the gap across a new request is a first token, not an
+    inter-token gap)."""
     segments: list[list[float]] = []
     while sum(map(len, segments)) < n or not until():
         times: list[float] = []
         segments.append(times)
-        generator = model.generate(Request(tuple(model.tokenize(f"{prompt} {len(segments)}")), GREEDY, num_predict=-1))
+        generator = model.generate(Request(tuple(model.tokenize(f"{prompt} {len(segments)}")), GREEDY, num_predict=n))
         try:
             async for event in generator:
                 if event.tokens:
