@@ -16,10 +16,14 @@ left first, the oldest's quarter), so a short chat is not held up by a long clip
 shares its step with the text rows in a call of its own, before them: a llama.cpp batch holds
 token ids or embeddings, never both. A step is then up to three calls: the media piece, the
 prompts' text rows, and the rows whose logits are sampled; the piece's call is timed into the
-prompt-call costs like any other call without logits. An item whose tokens attend both ways
-(Gemma 3's images: ``mtmd_decode_use_non_causal``) is one piece whatever its size (the oldest
-prompt's always, another's when it fits the budget), decoded with causal attention off for the
-whole context, so it never shares a call and is never split.
+prompt-call costs like any other call without logits. Where the budget leaves a row at most
+and no prompt text is read in the step, that row rides in the generating streams' call instead,
+their tokens given as their embedding rows (``binding.token_rows``): a call of its own costs about
+a small model's whole decode step however few its rows, a row in theirs a fraction of it.
+
+An item whose tokens attend both ways (Gemma 3's images: ``mtmd_decode_use_non_causal``) is one
+piece whatever its size (the oldest prompt's always, another's when it fits the budget), decoded
+with causal attention off for the whole context, so it never shares a call and is never split.
 
 Until its last piece is decoded an item counts nowhere (not in ``Slot.n_past``, its chain, saved
 states or prefixes): its rows decoded so far sit in the sequence above the slot's position. A
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ..errors import EngineError
 from .binding import Context
@@ -91,21 +96,32 @@ class MediaFeed:
                     self.embeddings(request, item)
 
     def decode(
-        self, plan: StepPlan, ctx: Context, fail: Callable[[Slot, str], Event], observe: Callable[[int, int], None]
+        self,
+        plan: StepPlan,
+        ctx: Context,
+        fail: Callable[[Slot, str], Event],
+        observe: Callable[[int, int], None],
+        ride: Callable[[Any, Any, int], None],
     ) -> list[Event]:
         """The step's media pieces, each into its slot's sequence in a call of its own before the
-        batch, timed into ``observe(rows, ns)``. One that fails ends only its own request (``fail``)."""
+        batch, timed into ``observe(rows, ns)``; a piece that ``rides`` is handed to ``ride(embeddings,
+        positions, seq_id)`` instead, for the streams' call. One that fails ends only its own
+        request (``fail``)."""
         failed: list[Event] = []
         for piece in list(plan.media):
-            slot, item, embd, rows = piece
+            slot, item, embd, rows = piece.slot, piece.item, piece.embd, piece.rows
             request = slot.request
             assert request is not None and request.media is not None
             try:
                 if isinstance(embd, EncodeFailed):
                     raise EngineError(embd.message)
-                t0 = time.perf_counter_ns()
-                request.media.decode(ctx, item, embd, slot.pos, slot.seq_id, rows=rows)
-                observe(len(rows), time.perf_counter_ns() - t0)
+                if piece.rides:
+                    embeddings, positions = request.media.piece(item, embd, slot.pos, rows)
+                    ride(embeddings, positions, slot.seq_id)
+                else:
+                    t0 = time.perf_counter_ns()
+                    request.media.decode(ctx, item, embd, slot.pos, slot.seq_id, rows=rows)
+                    observe(len(rows), time.perf_counter_ns() - t0)
             except EngineError as exc:
                 plan.media.remove(piece)
                 self.partial.pop(slot.seq_id, None)

@@ -13,16 +13,19 @@ to their readers). ``Runner`` is the loop that wires them.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import ParamSpec
+from typing import Any, ParamSpec
+
+import numpy as np
 
 from ..errors import EngineError
-from .binding import Batch, Context, DecodeError, Lora, Model, Sampler, with_adapters
+from .binding import Batch, Context, DecodeError, Lora, Model, Sampler, TokenRows, token_rows, with_adapters
 from .frontdoor import LoadSpec, Occupancy
 from .gap_fill import chosen, fill, one_row_each
 from .inbox import Add, Inbox
@@ -133,6 +136,12 @@ class Runner:
             undo.callback(self.kv.close)
             self.feed = MediaFeed(spec.projector is not None, self.inbox.wake, f"cllm-media-{model.path.name}")
             undo.callback(self.feed.close)
+            # A media row may ride in the streams' call (``MediaPiece.rides``): not where the mode
+            # fixes the calls' shapes, nor with adapters (one on the embedding table would be skipped).
+            ride = spec.projector is not None and not self.invariant and not adapters
+            self.token_rows: TokenRows | None = token_rows(model) if ride else None
+            if self.token_rows is not None:
+                undo.callback(self.token_rows.close)
             self.sampling = Sampling(self.ctx)
             self.outbox = Outbox(self._release)
             self.budget = StepBudget(spec.target_itl_ns, spec.max_prefill)
@@ -158,6 +167,7 @@ class Runner:
             budget=self.budget,
             embeddings=self.feed.embeddings,
             max_rows=MAX_ROWS if self.invariant else None,
+            ride=self.token_rows is not None,
         )
 
     @property
@@ -223,6 +233,8 @@ class Runner:
             stats.loaded,
         )
         self.kv.close()
+        if self.token_rows is not None:
+            self.token_rows.close()
 
     # -- the engine thread ------------------------------------------------------------------
 
@@ -350,8 +362,16 @@ class Runner:
         """Decode ``plan`` (its media first), sample its outputs: the step's events."""
         self.sampling.prime(plan.admitted)
         decoded_ns = self.times.decode_ns
-        failed = self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call) if plan.media else []
-        rows, picks, n_logits = self._decode(plan) if len(plan) else ((), (), 0)  # none: a media piece alone
+        riding: list[tuple[Any, Any, int]] = []
+        failed = (
+            self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call, lambda *row: riding.append(row))
+            if plan.media
+            else []
+        )
+        if riding:
+            rows, picks, n_logits = self._ride(plan, *riding[0])
+        else:
+            rows, picks, n_logits = self._decode(plan) if len(plan) else ((), (), 0)  # none: a media piece alone
         t1 = time.perf_counter_ns()
         if log.isEnabledFor(logging.DEBUG):
             log_step(plan, self.times.decode_ns - decoded_ns, self.budget.stall_ns)
@@ -371,6 +391,28 @@ class Runner:
         """A media piece's decode: timed as a prompt call (rows without logits) for the budget."""
         self.times.decode_ns += ns
         self.budget.observe(rows, True, ns)
+
+    def _ride(
+        self, plan: StepPlan, embd: np.ndarray, positions: np.ndarray, seq_id: int
+    ) -> tuple[Sequence[int], Sequence[int], int]:
+        """One call for the step's generating streams and the media row riding with them
+        (``MediaPiece.rides``: ``embd``, ``positions`` into ``seq_id``): the streams' tokens as
+        their embedding rows, every row in sequence order (one ubatch where the ids run on). Each
+        output's batch row, its logits row, and the number of logits rows."""
+        assert self.token_rows is not None
+        at = bisect.bisect_left(plan.seq_ids, seq_id)  # the plan's rows are in sequence order
+        rows = np.insert(self.token_rows.rows(plan.tokens), at, embd, axis=0)
+        text = np.tile(np.asarray(plan.positions, dtype=np.int32), (len(positions), 1))
+        if len(positions) == 4:  # M-RoPE: a token's t, y and x are its position, z is 0 (as llama.cpp makes them)
+            text[3] = 0
+        outputs = [row + (row >= at) for _, row in plan.outputs]
+        seq_ids = [*plan.seq_ids[:at], seq_id, *plan.seq_ids[at:]]
+        t0 = time.perf_counter_ns()
+        self.ctx.decode_embeddings(rows, np.insert(text, at, positions[:, 0], axis=1), seq_ids, outputs)
+        ns = time.perf_counter_ns() - t0
+        self.times.decode_ns += ns
+        self.budget.observe(len(seq_ids), False, ns)  # a row a sequence, as a decode call with one more stream
+        return outputs, list(range(len(outputs))), len(outputs)
 
     def _decode(self, plan: StepPlan) -> tuple[Sequence[int], Sequence[int], int]:
         """Decode ``plan``'s batch, in two calls where a prompt that ends in this step is

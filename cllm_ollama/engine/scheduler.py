@@ -44,12 +44,14 @@ HOLD_STEPS = 4
 
 class MediaPiece(NamedTuple):
     """Rows ``rows`` of a media item's embeddings (``embd``, all of its rows) to decode into
-    ``slot``'s sequence in this step, in a call of their own (``media_feed``)."""
+    ``slot``'s sequence in this step, in a call of their own (``media_feed``), or, one row that
+    ``rides``, in the generating streams' call, their tokens as embeddings (``Scheduler.ride``)."""
 
     slot: Slot
     item: Media
     embd: object
     rows: range
+    rides: bool = False
 
 
 def shares(
@@ -211,7 +213,8 @@ class Scheduler:
     keep their pace (``step_budget.StepBudget``; the runner measures its costs). ``embeddings``
     gives a media item's encoded embeddings, or None while they are being encoded (the slot then
     waits at that item). ``max_rows`` caps one prompt's tokens in a step (the deterministic mode:
-    ``invariance.MAX_ROWS``).
+    ``invariance.MAX_ROWS``). ``ride``: a media piece of one row may share the generating streams'
+    call (``binding.token_rows``; not in the deterministic mode, whose calls have fixed shapes).
     """
 
     def __init__(
@@ -231,6 +234,7 @@ class Scheduler:
         budget: StepBudget | None = None,
         embeddings: Callable[[Request, Media], object | None] = lambda request, item: None,
         max_rows: int | None = None,
+        ride: bool = False,
     ) -> None:
         self.slots = [Slot(i, n_ctx_slot) for i in range(n_slots)]
         assert n_batch >= n_slots, "every generating slot needs room in each batch"
@@ -239,6 +243,7 @@ class Scheduler:
         self.prefix = PrefixReuse(self.slots, cache, share, disk, windowed)
         self.budget = budget if budget is not None else StepBudget()
         self.max_rows = max_rows
+        self.ride = ride
         self._piece = piece
         self._is_eog = is_eog
         self._paused = paused
@@ -459,11 +464,14 @@ class Scheduler:
             media = None
         chunks = {}
         cap = room if self.max_rows is None else min(room, self.max_rows)
-        for slot, rows in shares(prefilling, budget, cap, media, whole).items():
+        granted = shares(prefilling, budget, cap, media, whole)
+        for slot, rows in granted.items():
             if media is not None and slot is media.slot:
                 first = slot.media_rows
-                n = piece_rows(media.item.n_tokens - first, rows, self._media_cap())
-                plan.media.append(media._replace(rows=range(first, first + n)))
+                # The budget leaves a row at most: it rides in the streams' call, alone in the step.
+                rides = rows == 1 and self.ride and n_generating > 0 and len(granted) == 1
+                n = 1 if rides else piece_rows(media.item.n_tokens - first, rows, self._media_cap())
+                plan.media.append(media._replace(rows=range(first, first + n), rides=rides))
             else:
                 chunks[slot.seq_id] = slot.prompt_chunk(rows)
         return chunks

@@ -29,20 +29,33 @@ from dataclasses import dataclass, field
 ALPHA = 0.25
 # The target step time, when none is set, is this many times a decode-only step ...
 AUTO_SLACK = 2.0
+# ... and a step that decodes a piece of a media item this many times: an image or an audio window
+# takes tens to hundreds of steps, and every stream's gaps through all of them are kept well within
+# AUTO_SLACK (issue 32: their p95 at most twice their p95 without it), not at it.
+MEDIA_SLACK = 1.5
 # ... and never under this (ns): below ~10 tokens/s a stream's pace is plain to see, above it a
 # newcomer's prompt may take its share.
 AUTO_FLOOR_NS = 100_000_000
 # Prompt rows a step may always carry, so that no prompt starves whatever the costs say.
 MIN_PREFILL_ROWS = 16
-# Rows of a media piece a step may always carry: a piece is never a lone row (``scheduler.piece_rows``),
-# and its cost on a CPU grows with its rows from the first (a 16-row piece took twice a small model's
-# decode step), so the budget's own figure is kept to.
-MIN_MEDIA_ROWS = 2
+# Rows of a media piece a step may always carry. Its cost on a CPU grows with its rows from the
+# first (a 16-row piece took twice a small model's decode step), and a call of its own costs about
+# a small model's whole decode step however few its rows, so where the budget leaves a row at most
+# that row rides in the streams' call (``scheduler.MediaPiece.rides``); a piece in a call of its
+# own is never a lone row (``scheduler.piece_rows``).
+MIN_MEDIA_ROWS = 1
 # Before the first prompt call is measured: prompt rows per step beside generating streams.
 UNMEASURED_PREFILL_ROWS = 256
 # A prompt whose call is predicted to take at most this long (ns), or what the target step leaves,
 # is read whole in one step rather than in the budget's chunks (``StepBudget.whole``).
 WHOLE_NS = 500_000_000
+
+
+# Calls of up to this many rows are averaged by their exact count: a decode call has a row per
+# stream, and one more stream can cost a small model a third more (a power-of-two bucket took the
+# 3-row calls of a step with a media row riding in it for 2-row ones, and thought the streams' own
+# step 60% dearer than it was).
+EXACT_ROWS = 16
 
 
 @dataclass
@@ -65,7 +78,7 @@ class CallCosts:
     def observe(self, rows: int, ns: int) -> None:
         if rows <= 0 or ns <= 0:
             return
-        key = rows.bit_length()
+        key = rows if rows <= EXACT_ROWS else EXACT_ROWS + rows.bit_length()
         b = self.buckets.get(key)
         if b is None:
             self.buckets[key] = _Bucket(float(rows), float(ns))
@@ -131,25 +144,27 @@ class StepBudget:
         """A step's tokens went out, or the engine rests with no stream waiting: no stall is owed."""
         self.stall_ns = 0
 
-    def target(self, decode_rows: int, floor: bool = True) -> float:
+    def target(self, decode_rows: int, floor: bool = True, media: bool = False) -> float:
         """The step time to keep to with ``decode_rows`` generating streams (ns); ``floor``: at
-        least ``AUTO_FLOOR_NS`` when picked automatically."""
+        least ``AUTO_FLOOR_NS`` when picked automatically; ``media``: a step with a media piece's
+        (``MEDIA_SLACK``)."""
         if self.target_ns:
             return float(self.target_ns)
-        return max(AUTO_SLACK * self.decode.cost(decode_rows), AUTO_FLOOR_NS if floor else 0.0)
+        slack = MEDIA_SLACK if media else AUTO_SLACK
+        return max(slack * self.decode.cost(decode_rows), AUTO_FLOOR_NS if floor else 0.0)
 
     def prefill_rows(self, decode_rows: int, room: int, media: bool = False) -> int:
         """Prompt rows for a step with ``decode_rows`` generating streams and ``room`` rows left in the
         batch: all of it with nothing generating, else what the target step time leaves. A step
-        that decodes a piece of a media item (``media``) keeps to the target without its floor: an
-        image or an audio window takes tens of steps, and at the floor a fast model's streams
-        (6-15 ms steps) ran at 7-16x their pace through all of them."""
+        that decodes a piece of a media item (``media``) keeps to ``MEDIA_SLACK`` times the decode
+        step, without the floor: an image or an audio window takes tens of steps, and at the floor
+        a fast model's streams (6-15 ms steps) ran at 7-16x their pace through all of them."""
         if decode_rows == 0:
             return room
         most = min(room, self.cap) if self.cap else room
         if not (self.decode.measured() and self.prompt.measured()):
             return min(most, UNMEASURED_PREFILL_ROWS)
-        left = self.target(decode_rows, floor=not media) - self.decode.cost(decode_rows) - self.stall_ns
+        left = self.target(decode_rows, floor=not media, media=media) - self.decode.cost(decode_rows) - self.stall_ns
         return min(most, max(MIN_MEDIA_ROWS if media else MIN_PREFILL_ROWS, self.prompt.rows_within(left, most)))
 
     def whole(self, decode_rows: int, lefts: list[int], room: int) -> int:

@@ -57,6 +57,9 @@ class Tokenized:
     def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int, rows: range | None = None) -> int:
         raise NotImplementedError
 
+    def piece(self, item: Any, embd: Any, pos: int, rows: range) -> tuple[Any, Any]:
+        raise NotImplementedError
+
     def close(self) -> None:
         self.closed += 1
 

@@ -29,6 +29,9 @@ class FakeModel:
     def kv_bytes_per_token(self, cache_type: str = "f16") -> int:
         return 16
 
+    def meta(self, key: str) -> str | None:
+        return None  # no architecture: its tokens never ride as embeddings (``binding.token_rows``)
+
     def piece(self, token: int) -> bytes:
         return b"" if token == 0 else bytes([96 + token % 26 + 1])
 

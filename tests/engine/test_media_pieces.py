@@ -15,6 +15,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,44 @@ def test_media_rows_are_spread_over_steps_beside_running_streams_and_answer_the_
         assert [rows for _, rows in steps] == [biggest]  # one piece, whatever the budget
     else:
         assert len(steps) >= n_rows // 8 and max(rows for _, rows in steps) <= 9
+
+
+# The models whose tokens can ride as embeddings (``binding.token_rows``): an M-RoPE image, audio.
+@pytest.mark.parametrize("projector", ["qwen2vl", "audio"], indirect=True)
+def test_a_media_row_rides_in_the_streams_call_and_answers_the_same(
+    projector: Projector, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Outside the deterministic mode, where the budget leaves a row a step (a prompt chunk of 1),
+    each media row rides in the streams' call, their tokens given as embedding rows: the step log
+    shows pieces of one row beside the streams' tokens, and the answer is the one it gives alone."""
+    kind = projector.kind  # type: ignore[attr-defined]
+    spec = LoadSpec(
+        projector.model.path,
+        n_slots=3,
+        n_ctx_slot=N_CTX + 1024,
+        n_batch=256,
+        n_threads=2,
+        projector=projector.path,
+        max_prefill=1,
+    )
+    alone = Runner(projector.model, replace(spec, deterministic=True))
+    try:
+        media: Any = projector.tokenize(QUESTION.format(m=projector.marker), [media_of(kind)])
+        n_rows = sum(p.n_tokens for p in media.parts if isinstance(p, MediaItem))
+        expected = tokens_of(drain(submit(alone, Request(cell_keys(media.parts), GREEDY, num_predict=8, media=media))))
+    finally:
+        alone.close()
+    runner = Runner(projector.model, spec)
+    try:
+        assert runner.token_rows is not None
+        with caplog.at_level(logging.DEBUG, logger="cllm.engine"):
+            answer, slot = ask_with_streams(runner, projector, 2)
+    finally:
+        runner.close()
+    # Every call of these rows takes the same kernels as alone (the weights are as stored) while a
+    # stream generates beside them; a random model's streams rarely both end meanwhile.
+    assert answer == expected
+    steps = media_steps(caplog.records, slot)
+    assert sum(rows for _, rows in steps) == n_rows
+    # A piece in a call of its own is never a lone row: one beside the streams' tokens rode with them.
+    assert all(rows == 1 for _, rows in steps) and all(decode >= 1 for decode, _ in steps)

@@ -90,7 +90,7 @@ def test_an_image_is_decoded_alone_once_encoded_and_mrope_positions_trail_the_ce
     assert len(plan) == 0 and not plan.media
     ready[cat.id] = "embd"
     plan = s.schedule()
-    assert [(slot.seq_id, item, embd, rows) for slot, item, embd, rows in plan.media] == [(0, cat, "embd", range(6))]
+    assert [(p.slot.seq_id, p.item, p.embd, p.rows, p.rides) for p in plan.media] == [(0, cat, "embd", range(6), False)]
     assert len(plan) == 0  # the image's decode is a step of its own
     s.update(plan, [])
     slot = s.slots[0]
@@ -357,7 +357,7 @@ def test_the_rows_of_an_image_left_half_decoded_are_removed_before_the_slot_is_r
     ctx.seq_rm = seq_rm  # type: ignore[method-assign]
     ctx.seq_clear = lambda seq_id: removed.append((seq_id, -1))  # type: ignore[method-assign]
     plan = s.schedule()
-    assert feed.decode(plan, ctx, s.fail, lambda rows, ns: None) == []  # type: ignore[arg-type]
+    assert feed.decode(plan, ctx, s.fail, lambda rows, ns: None, lambda *row: None) == []  # type: ignore[arg-type]
     assert [(pos, rows) for _, pos, _, _, rows in prompt.decoded] == [(2, range(0, 8))]
     s.update(plan, [5])
     feed.drop_partial(ctx, s.slots)  # type: ignore[arg-type]

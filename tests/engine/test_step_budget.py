@@ -6,6 +6,7 @@ from cllm_ollama.engine.request import Request, SamplingParams
 from cllm_ollama.engine.scheduler import HOLD_STEPS, Scheduler, StepPlan
 from cllm_ollama.engine.step_budget import (
     AUTO_FLOOR_NS,
+    MEDIA_SLACK,
     MIN_MEDIA_ROWS,
     MIN_PREFILL_ROWS,
     UNMEASURED_PREFILL_ROWS,
@@ -221,13 +222,16 @@ def test_a_short_prompt_beside_a_stream_is_read_in_one_step() -> None:
     assert s.slots[1].state.value == "generating"
 
 
-def test_a_media_piece_keeps_to_the_target_without_its_floor() -> None:
+def test_a_media_piece_keeps_to_a_tighter_target_without_its_floor() -> None:
     """A 24 ms decode step: text may stretch it to the 100 ms floor (18 prompt rows), a media piece
-    to twice it only (here the 2 rows a piece always has); above the floor the two agree."""
+    to 1.5x it only (here the one row a piece always has: it rides in the streams' call). With 32
+    streams (a 148 ms step) text stretches it to 2x (42 rows), a media piece to 1.5x (18 rows)."""
     b = budget()
     assert b.prefill_rows(1, room=511) == 18
-    assert b.prefill_rows(1, room=511, media=True) == MIN_MEDIA_ROWS == 2
-    assert b.prefill_rows(32, room=480, media=True) == b.prefill_rows(32, room=480) == 42
+    assert b.prefill_rows(1, room=511, media=True) == MIN_MEDIA_ROWS == 1
+    assert b.prefill_rows(32, room=480) == 42
+    assert b.prefill_rows(32, room=480, media=True) == 18
+    assert b.target(32, media=True) == MEDIA_SLACK * b.decode.cost(32)
 
 
 def test_a_long_document_read_in_a_burst_does_not_keep_the_streams_holding() -> None:

@@ -36,6 +36,7 @@ from .media import (
 )
 from .pixels import is_image
 from .state_buffers import StateBuffers
+from .token_rows import TokenRows, token_rows
 
 __all__ = [
     "KV_QUANT_BLOCK",
@@ -57,6 +58,7 @@ __all__ = [
     "Sampler",
     "StateBuffers",
     "TextRun",
+    "TokenRows",
     "batch_invariant_kernels",
     "gpu_devices",
     "gpu_free_memory",
@@ -65,5 +67,6 @@ __all__ = [
     "media_marker",
     "physical_cores",
     "quantize",
+    "token_rows",
     "with_adapters",
 ]

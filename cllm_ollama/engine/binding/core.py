@@ -288,14 +288,19 @@ class Model:
         return self._ptr  # type: ignore[no-any-return]
 
 
-def _ggml() -> ctypes.CDLL:
-    """libggml, which llama_cpp has loaded beside libllama (dlopen hands back the same library,
-    with the backend registry llama.cpp offloads through); its device calls are declared here."""
+def ggml_library(stem: str) -> ctypes.CDLL:
+    """One of the ggml libraries llama_cpp has loaded beside libllama (``ggml``, ``ggml-base``):
+    dlopen hands back the same library, with the state llama.cpp set up in it."""
     # LLAMA_CPP_LIB_PATH: a llama.cpp built apart (a GPU build), which llama_cpp loaded instead.
     override = os.environ.get("LLAMA_CPP_LIB_PATH")
     folder = Path(override) if override else Path(ll.__file__).parent / "lib"
-    name = next((n for n in ("libggml.so", "libggml.dylib", "ggml.dll") if (folder / n).exists()), "libggml.so")
-    lib = ctypes.CDLL(str(folder / name))
+    names = (f"lib{stem}.so", f"lib{stem}.dylib", f"{stem}.dll")
+    return ctypes.CDLL(str(folder / next((n for n in names if (folder / n).exists()), names[0])))
+
+
+def _ggml() -> ctypes.CDLL:
+    """libggml, with the backend registry llama.cpp offloads through; its device calls are declared here."""
+    lib = ggml_library("ggml")
     lib.ggml_backend_dev_count.restype = ctypes.c_size_t
     lib.ggml_backend_dev_get.restype = ctypes.c_void_p
     lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
@@ -519,28 +524,32 @@ class Context:
         if rc != 0:
             raise DecodeError(rc)
 
-    def decode_embeddings(self, embd: np.ndarray, positions: np.ndarray, seq_id: int) -> None:
-        """Decode rows of input embeddings (``(rows, n_embd)`` float32) into ``seq_id``, no logits:
-        a media chunk's rows, or some of them. ``positions`` is ``(sections, rows)``: one section,
-        or four for M-RoPE models (llama.cpp reads an embedding batch's positions section-major).
-        A batch holds token ids or embeddings, never both: text goes through ``decode``."""
+    def decode_embeddings(
+        self, embd: np.ndarray, positions: np.ndarray, seq_id: int | Sequence[int], outputs: Sequence[int] = ()
+    ) -> None:
+        """Decode rows of input embeddings (``(rows, n_embd)`` float32) into ``seq_id`` (one for
+        all rows, or one per row), logits for the rows in ``outputs``: a media chunk's rows, or
+        some of them, with tokens' rows beside them (``token_rows``). ``positions`` is ``(sections,
+        rows)``: one section, or four for M-RoPE models (llama.cpp reads an embedding batch's
+        positions section-major). A batch holds token ids or embeddings, never both: text alone
+        goes through ``decode``."""
         n = embd.shape[0]
         if n > self.n_batch:
             raise EngineError(f"{n} embedding rows exceed the batch ({self.n_batch})")
         rows = np.ascontiguousarray(embd, dtype=np.float32)
         pos = np.ascontiguousarray(positions, dtype=np.int32).reshape(-1)
-        seq = np.full(1, seq_id, dtype=np.int32)
+        seq = np.ascontiguousarray(np.broadcast_to(np.asarray(seq_id, dtype=np.int32), (n,)))
         int_p = ctypes.POINTER(ctypes.c_int32)
-        seq_ptr = seq.ctypes.data_as(int_p)
         n_seq_id = np.ones(n, dtype=np.int32)
         logits = np.zeros(n, dtype=np.int8)
+        logits[list(outputs)] = 1
         struct = ll.llama_batch(
             n_tokens=n,
             token=None,
             embd=rows.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
             pos=pos.ctypes.data_as(int_p),
             n_seq_id=n_seq_id.ctypes.data_as(int_p),
-            seq_id=(int_p * (n + 1))(*([seq_ptr] * n)),
+            seq_id=(int_p * (n + 1))(*[ctypes.cast(seq.ctypes.data + 4 * i, int_p) for i in range(n)]),
             logits=logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)),
         )
         Context.decoded = True

@@ -174,12 +174,8 @@ class MediaPrompt:
         it applies to the whole context, so no other sequence may decode in the same call. No
         logits: a prompt's last chunk is text.
         """
-        embd = np.ascontiguousarray(embd, dtype=np.float32)
-        if embd.shape != (item.n_tokens, self._projector.n_embd):
-            raise EngineError(f"embeddings of shape {embd.shape} for an {item.kind} of {item.n_tokens} tokens")
         rows = range(item.n_tokens) if rows is None else rows
-        if rows.step != 1 or not 0 <= rows.start < rows.stop <= item.n_tokens:
-            raise EngineError(f"rows {rows.start}..{rows.stop} of an {item.kind} of {item.n_tokens} tokens")
+        embd, positions = self.piece(item, embd, pos, rows)
         if item.whole and len(rows) != item.n_tokens:
             raise EngineError(f"an {item.kind} whose tokens attend both ways is decoded whole, not in pieces")
         if item.whole and item.n_tokens > ctx.n_ubatch:
@@ -187,17 +183,27 @@ class MediaPrompt:
             raise EngineError(
                 f"an image of {item.n_tokens} tokens needs micro-batches of as many (n_ubatch {ctx.n_ubatch})"
             )
-        positions = self._positions(item, pos, rows)
         if item.whole:
             ctx.causal_attention(False)
         try:
-            for start in range(rows.start, rows.stop, ctx.n_batch):
-                stop = min(start + ctx.n_batch, rows.stop)
-                ctx.decode_embeddings(embd[start:stop], positions[:, start - rows.start : stop - rows.start], seq_id)
+            for start in range(0, len(rows), ctx.n_batch):
+                stop = min(start + ctx.n_batch, len(rows))
+                ctx.decode_embeddings(embd[start:stop], positions[:, start:stop], seq_id)
         finally:
             if item.whole:
                 ctx.causal_attention(True)
         return pos + item.n_pos
+
+    def piece(self, item: MediaItem, embd: np.ndarray, pos: int, rows: range) -> tuple[np.ndarray, np.ndarray]:
+        """What a decode of ``rows`` of a media chunk starting at position ``pos`` feeds llama.cpp:
+        their embeddings, ``(len(rows), n_embd)`` float32, and positions, ``(sections, len(rows))``
+        (``_positions``); for ``decode``, or for a call that carries other rows too."""
+        embd = np.ascontiguousarray(embd, dtype=np.float32)
+        if embd.shape != (item.n_tokens, self._projector.n_embd):
+            raise EngineError(f"embeddings of shape {embd.shape} for an {item.kind} of {item.n_tokens} tokens")
+        if rows.step != 1 or not 0 <= rows.start < rows.stop <= item.n_tokens:
+            raise EngineError(f"rows {rows.start}..{rows.stop} of an {item.kind} of {item.n_tokens} tokens")
+        return embd[rows.start : rows.stop], self._positions(item, pos, rows)
 
     def _positions(self, item: MediaItem, pos: int, rows: range) -> np.ndarray:
         """The positions of a chunk's ``rows``, the chunk starting at ``pos``, ``(sections,
