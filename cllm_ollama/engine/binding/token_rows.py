@@ -66,6 +66,8 @@ def _base() -> ctypes.CDLL:
     lib.gguf_get_data_offset.argtypes = [ctypes.c_void_p]
     lib.gguf_get_tensor_type.restype = ctypes.c_int
     lib.gguf_get_tensor_type.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    lib.ggml_row_size.restype = ctypes.c_size_t
+    lib.ggml_row_size.argtypes = [ctypes.c_int, ctypes.c_int64]
     lib.ggml_get_type_traits.restype = ctypes.POINTER(_TypeTraits)
     lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
     return lib
@@ -92,10 +94,12 @@ class TokenRows:
         finally:
             lib.gguf_free(ctx)
         to_float = lib.ggml_get_type_traits(kind).contents.to_float
-        if not (to_float or kind == _F32) or size != n_vocab * (size // n_vocab):
+        row_bytes = lib.ggml_row_size(kind, n_embd)
+        # A table may have more rows than the vocabulary has tokens (padded for the kernels).
+        if not (to_float or kind == _F32) or size % row_bytes or size // row_bytes < n_vocab:
             raise ValueError(f"{path.name}'s {_TENSOR.decode()} (type {kind}, {size} bytes) is no table of rows here")
         self.n_embd = n_embd
-        self._row_bytes = size // n_vocab
+        self._row_bytes = row_bytes
         self._n_vocab = n_vocab
         self._to_float = _ToFloat(to_float) if to_float else None  # None: stored as float32
         with open(path, "rb") as f:
@@ -105,7 +109,7 @@ class TokenRows:
             raise ValueError(f"{path.name} ends inside its {_TENSOR.decode()}")
         self._table = np.frombuffer(self._map, dtype=np.uint8, count=size, offset=offset)
         self._base = self._table.ctypes.data
-        self._floats = self._table.view(np.float32).reshape(n_vocab, n_embd) if kind == _F32 else None
+        self._floats = self._table.view(np.float32).reshape(-1, n_embd) if kind == _F32 else None
 
     def rows(self, tokens: Sequence[int]) -> np.ndarray:
         """The embedding rows of ``tokens``, ``(len(tokens), n_embd)`` float32."""
