@@ -170,6 +170,30 @@ def ask_with_streams(runner: Runner, projector: Projector, n_streams: int) -> tu
     return tokens_of(events), slot
 
 
+def alone_and_beside_streams(
+    projector: Projector, spec: LoadSpec, alone: LoadSpec, caplog: pytest.LogCaptureFixture
+) -> tuple[list[int], list[int], list[tuple[int, int]], list[int]]:
+    """The media prompt's greedy answer from a runner of ``alone``'s with nothing beside it, then
+    from one of ``spec``'s beside two text streams, that step's media pieces (``media_steps``), and
+    the rows of each of its media items."""
+    media: Any = projector.tokenize(QUESTION.format(m=projector.marker), [media_of(projector.kind)])  # type: ignore[attr-defined]
+    items = [p.n_tokens for p in media.parts if isinstance(p, MediaItem)]
+    runner = Runner(projector.model, alone)
+    try:
+        expected = tokens_of(drain(submit(runner, Request(cell_keys(media.parts), GREEDY, num_predict=8, media=media))))
+    finally:
+        runner.close()
+    runner = Runner(projector.model, spec)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="cllm.engine"):
+            answer, slot = ask_with_streams(runner, projector, 2)
+        rides = runner.token_rows is not None
+    finally:
+        runner.close()
+    assert rides == (not spec.deterministic)  # these models' tokens ride outside the mode
+    return expected, answer, media_steps(caplog.records, slot), items
+
+
 # Not Qwen 3.5: the deterministic mode's throw-away pad rows cannot be removed from a recurrent
 # state, so its text steps fail there, with or without media (the same on main).
 @pytest.mark.parametrize("projector", [kind for kind in WRITERS if kind != "qwen35"], indirect=True)
@@ -187,22 +211,9 @@ def test_media_rows_are_spread_over_steps_beside_running_streams_and_answer_the_
         max_prefill=8,  # prompt rows a step beside generating streams
         deterministic=True,
     )
-    alone = Runner(projector.model, spec)
-    try:
-        media: Any = projector.tokenize(QUESTION.format(m=projector.marker), [media_of(kind)])
-        n_rows = sum(p.n_tokens for p in media.parts if isinstance(p, MediaItem))
-        biggest = max(p.n_tokens for p in media.parts if isinstance(p, MediaItem))
-        expected = tokens_of(drain(submit(alone, Request(cell_keys(media.parts), GREEDY, num_predict=8, media=media))))
-    finally:
-        alone.close()
-    runner = Runner(projector.model, spec)
-    try:
-        with caplog.at_level(logging.DEBUG, logger="cllm.engine"):
-            answer, slot = ask_with_streams(runner, projector, 2)
-    finally:
-        runner.close()
+    expected, answer, steps, items = alone_and_beside_streams(projector, spec, spec, caplog)
     assert answer == expected
-    steps = media_steps(caplog.records, slot)
+    n_rows, biggest = sum(items), max(items)
     assert sum(rows for _, rows in steps) == n_rows
     # Every piece beside the streams' tokens (at least one of them: a random model's stream may
     # sample its end-of-generation token on another CPU).
@@ -221,7 +232,6 @@ def test_a_media_row_rides_in_the_streams_call_and_answers_the_same(
     """Outside the deterministic mode, where the budget leaves a row a step (a prompt chunk of 1),
     each media row rides in the streams' call, their tokens given as embedding rows: the step log
     shows pieces of one row beside the streams' tokens, and the answer is the one it gives alone."""
-    kind = projector.kind  # type: ignore[attr-defined]
     spec = LoadSpec(
         projector.model.path,
         n_slots=3,
@@ -231,24 +241,12 @@ def test_a_media_row_rides_in_the_streams_call_and_answers_the_same(
         projector=projector.path,
         max_prefill=1,
     )
-    alone = Runner(projector.model, replace(spec, deterministic=True))
-    try:
-        media: Any = projector.tokenize(QUESTION.format(m=projector.marker), [media_of(kind)])
-        n_rows = sum(p.n_tokens for p in media.parts if isinstance(p, MediaItem))
-        expected = tokens_of(drain(submit(alone, Request(cell_keys(media.parts), GREEDY, num_predict=8, media=media))))
-    finally:
-        alone.close()
-    runner = Runner(projector.model, spec)
-    try:
-        assert runner.token_rows is not None
-        with caplog.at_level(logging.DEBUG, logger="cllm.engine"):
-            answer, slot = ask_with_streams(runner, projector, 2)
-    finally:
-        runner.close()
+    expected, answer, steps, items = alone_and_beside_streams(
+        projector, spec, replace(spec, deterministic=True), caplog
+    )
     # Every call of these rows takes the same kernels as alone (the weights are as stored) while a
     # stream generates beside them; a random model's streams rarely both end meanwhile.
     assert answer == expected
-    steps = media_steps(caplog.records, slot)
-    assert sum(rows for _, rows in steps) == n_rows
+    assert sum(rows for _, rows in steps) == sum(items)
     # A piece in a call of its own is never a lone row: one beside the streams' tokens rode with them.
     assert all(rows == 1 for _, rows in steps) and all(decode >= 1 for decode, _ in steps)
