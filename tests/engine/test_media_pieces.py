@@ -170,6 +170,21 @@ def ask_with_streams(runner: Runner, projector: Projector, n_streams: int) -> tu
     return tokens_of(events), slot
 
 
+def beside_streams(projector: Projector, max_prefill: int, deterministic: bool) -> LoadSpec:
+    """A load of ``projector``'s model with room for the media prompt and two text streams;
+    ``max_prefill``: the prompt rows a step may carry beside generating streams."""
+    return LoadSpec(
+        projector.model.path,
+        n_slots=3,
+        n_ctx_slot=N_CTX + 1024,
+        n_batch=256,
+        n_threads=2,
+        projector=projector.path,
+        max_prefill=max_prefill,
+        deterministic=deterministic,
+    )
+
+
 def alone_and_beside_streams(
     projector: Projector, spec: LoadSpec, alone: LoadSpec, caplog: pytest.LogCaptureFixture
 ) -> tuple[list[int], list[int], list[tuple[int, int]], list[int]]:
@@ -201,16 +216,7 @@ def test_media_rows_are_spread_over_steps_beside_running_streams_and_answer_the_
     projector: Projector, caplog: pytest.LogCaptureFixture
 ) -> None:
     kind = projector.kind  # type: ignore[attr-defined]
-    spec = LoadSpec(
-        projector.model.path,
-        n_slots=3,
-        n_ctx_slot=N_CTX + 1024,
-        n_batch=256,
-        n_threads=2,
-        projector=projector.path,
-        max_prefill=8,  # prompt rows a step beside generating streams
-        deterministic=True,
-    )
+    spec = beside_streams(projector, max_prefill=8, deterministic=True)
     expected, answer, steps, items = alone_and_beside_streams(projector, spec, spec, caplog)
     assert answer == expected
     n_rows, biggest = sum(items), max(items)
@@ -232,15 +238,7 @@ def test_a_media_row_rides_in_the_streams_call_and_answers_the_same(
     """Outside the deterministic mode, where the budget leaves a row a step (a prompt chunk of 1),
     each media row rides in the streams' call, their tokens given as embedding rows: the step log
     shows pieces of one row beside the streams' tokens, and the answer is the one it gives alone."""
-    spec = LoadSpec(
-        projector.model.path,
-        n_slots=3,
-        n_ctx_slot=N_CTX + 1024,
-        n_batch=256,
-        n_threads=2,
-        projector=projector.path,
-        max_prefill=1,
-    )
+    spec = beside_streams(projector, max_prefill=1, deterministic=False)
     expected, answer, steps, items = alone_and_beside_streams(
         projector, spec, replace(spec, deterministic=True), caplog
     )
