@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ParamSpec
+from typing import ParamSpec
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from .request import Event, FinishReason, Request
 from .sampling import Sampling
 from .scheduler import Scheduler, StepPlan
 from .slot import SlotState
-from .step_budget import StepBudget
+from .step_budget import AUTO_SLACK, MEDIA_SLACK, StepBudget
 
 __all__ = ["Runner", "Sink", "StepTimes"]
 
@@ -137,14 +137,18 @@ class Runner:
             self.feed = MediaFeed(spec.projector is not None, self.inbox.wake, f"cllm-media-{model.path.name}")
             undo.callback(self.feed.close)
             # A media row may ride in the streams' call (``MediaPiece.rides``): not where the mode
-            # fixes the calls' shapes, nor with adapters (one on the embedding table would be skipped).
-            ride = spec.projector is not None and not self.invariant and not adapters
+            # fixes the calls' shapes, nor with adapters (one on the embedding table would be
+            # skipped), nor where gaps between the streams are filled (a ride call has no pads, so
+            # there it could cost passes that a piece's own call does not: a GPU's default).
+            ride = spec.projector is not None and not self.invariant and not adapters and not self.gap_fill
             self.token_rows: TokenRows | None = token_rows(model) if ride else None
             if self.token_rows is not None:
                 undo.callback(self.token_rows.close)
             self.sampling = Sampling(self.ctx)
             self.outbox = Outbox(self._release)
-            self.budget = StepBudget(spec.target_itl_ns, spec.max_prefill)
+            self.budget = StepBudget(
+                spec.target_itl_ns, spec.max_prefill, MEDIA_SLACK if self.token_rows is not None else AUTO_SLACK
+            )
             self.scheduler = self._scheduler()
             self.batch = batch(self.ctx.n_batch)
             self._thread = threading.Thread(target=self._loop, name=f"cllm-engine-{model.path.name}", daemon=True)
@@ -362,14 +366,16 @@ class Runner:
         """Decode ``plan`` (its media first), sample its outputs: the step's events."""
         self.sampling.prime(plan.admitted)
         decoded_ns = self.times.decode_ns
-        riding: list[tuple[Any, Any, int]] = []
-        failed = (
-            self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call, lambda *row: riding.append(row))
-            if plan.media
-            else []
-        )
-        if riding:
-            rows, picks, n_logits = self._ride(plan, *riding[0])
+        # A riding media row is decoded with the streams' rows in the feed's call (a failure there
+        # ends only the media's request, and the streams' rows go again without it).
+        ridden: list[tuple[Sequence[int], Sequence[int], int]] = []
+
+        def ride(embd: np.ndarray, positions: np.ndarray, seq_id: int) -> None:
+            ridden.append(self._ride(plan, embd, positions, seq_id))
+
+        failed = self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call, ride) if plan.media else []
+        if ridden:
+            rows, picks, n_logits = ridden[0]
         else:
             rows, picks, n_logits = self._decode(plan) if len(plan) else ((), (), 0)  # none: a media piece alone
         t1 = time.perf_counter_ns()
@@ -409,9 +415,9 @@ class Runner:
         seq_ids = [*plan.seq_ids[:at], seq_id, *plan.seq_ids[at:]]
         t0 = time.perf_counter_ns()
         self.ctx.decode_embeddings(rows, np.insert(text, at, positions[:, 0], axis=1), seq_ids, outputs)
-        ns = time.perf_counter_ns() - t0
-        self.times.decode_ns += ns
-        self.budget.observe(len(seq_ids), False, ns)  # a row a sequence, as a decode call with one more stream
+        # Not a cost for the budget: as a decode call of one more row it would stand for one more
+        # stream's step, which costs no host lookup of rows.
+        self.times.decode_ns += time.perf_counter_ns() - t0
         return outputs, list(range(len(outputs))), len(outputs)
 
     def _decode(self, plan: StepPlan) -> tuple[Sequence[int], Sequence[int], int]:

@@ -6,8 +6,8 @@ prefix-reuse component (``prefix.PrefixReuse``) where each prompt's start comes 
 KV operations bring it (save, copy, restore, trim); the runner performs them in order and
 reports any that failed. ``plan`` then lays out the batch: one token for every generating slot and prompt
 chunks of admitted ones, rows in sequence-id order, and at most one piece of a media item's
-embeddings, decoded in a call of its own (``media_feed``). The runner decodes it, samples the
-rows marked for output, and hands the tokens back to ``update``.
+embeddings, decoded in a call of its own, or one row riding in the streams' call (``media_feed``).
+The runner decodes it, samples the rows marked for output, and hands the tokens back to ``update``.
 
 Doing less work than anyone else is the point of this policy: a prompt's start is taken from
 wherever its KV already is (the slot's own cache, any other slot, busy or idle, or the host

@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 ALPHA = 0.25
 # The target step time, when none is set, is this many times a decode-only step ...
 AUTO_SLACK = 2.0
-# ... and a step that decodes a piece of a media item this many times: an image or an audio window
-# takes tens to hundreds of steps, and every stream's gaps through all of them are kept well within
-# AUTO_SLACK (issue 32: their p95 at most twice their p95 without it), not at it.
+# ... and a step that decodes a piece of a media item this many times where a lone media row can
+# ride in the streams' call (``StepBudget.media_slack``): an image or an audio window takes tens to
+# hundreds of steps, and every stream's gaps through all of them are kept well within AUTO_SLACK
+# (issue 32: their p95 at most twice their p95 without it), not at it. Without riding, a piece's
+# own call costs a small model's whole decode step, so a tighter target would only shrink pieces.
 MEDIA_SLACK = 1.5
 # ... and never under this (ns): below ~10 tokens/s a stream's pace is plain to see, above it a
 # newcomer's prompt may take its share.
@@ -42,7 +44,8 @@ MIN_PREFILL_ROWS = 16
 # first (a 16-row piece took twice a small model's decode step), and a call of its own costs about
 # a small model's whole decode step however few its rows, so where the budget leaves a row at most
 # that row rides in the streams' call (``scheduler.MediaPiece.rides``); a piece in a call of its
-# own is never a lone row (``scheduler.piece_rows``).
+# own is never a lone row (``scheduler.piece_rows``) but the last one a riding piece left behind
+# (never in the deterministic mode, where nothing rides).
 MIN_MEDIA_ROWS = 1
 # Before the first prompt call is measured: prompt rows per step beside generating streams.
 UNMEASURED_PREFILL_ROWS = 256
@@ -66,9 +69,9 @@ class _Bucket:
 
 @dataclass
 class CallCosts:
-    """Nanoseconds of one ``llama_decode`` call by its number of rows: a moving average per
-    power-of-two bucket of rows, interpolated between buckets (CPU kernels get cheaper per row
-    as calls grow, so one straight line fits badly)."""
+    """Nanoseconds of one ``llama_decode`` call by its number of rows: a moving average per row
+    count up to ``EXACT_ROWS``, then per power-of-two bucket of rows, interpolated between them
+    (CPU kernels get cheaper per row as calls grow, so one straight line fits badly)."""
 
     buckets: dict[int, _Bucket] = field(default_factory=dict)
     # The buckets in order of rows, made again only when a bucket is added (each one's averages
@@ -121,11 +124,14 @@ class StepBudget:
     ``target_ns`` is the step time to keep to while streams generate; 0 picks it from the measured
     decode-only step: ``AUTO_SLACK`` times it, at least ``AUTO_FLOOR_NS``. ``cap`` (0: none) is a
     fixed ceiling on prompt rows beside generating streams (``CLLM_PREFILL_CHUNK``).
+    ``media_slack``: the multiple of the decode step a step with a media piece keeps to
+    (``MEDIA_SLACK`` where a media row can ride in the streams' call).
     """
 
-    def __init__(self, target_ns: int = 0, cap: int = 0) -> None:
+    def __init__(self, target_ns: int = 0, cap: int = 0, media_slack: float = AUTO_SLACK) -> None:
         self.target_ns = target_ns
         self.cap = cap
+        self.media_slack = media_slack
         self.decode = CallCosts()
         self.prompt = CallCosts()
         # The engine thread's KV work since the last step's tokens went out (ns): the coming
@@ -147,16 +153,16 @@ class StepBudget:
     def target(self, decode_rows: int, floor: bool = True, media: bool = False) -> float:
         """The step time to keep to with ``decode_rows`` generating streams (ns); ``floor``: at
         least ``AUTO_FLOOR_NS`` when picked automatically; ``media``: a step with a media piece's
-        (``MEDIA_SLACK``)."""
+        (``media_slack``)."""
         if self.target_ns:
             return float(self.target_ns)
-        slack = MEDIA_SLACK if media else AUTO_SLACK
+        slack = self.media_slack if media else AUTO_SLACK
         return max(slack * self.decode.cost(decode_rows), AUTO_FLOOR_NS if floor else 0.0)
 
     def prefill_rows(self, decode_rows: int, room: int, media: bool = False) -> int:
         """Prompt rows for a step with ``decode_rows`` generating streams and ``room`` rows left in the
         batch: all of it with nothing generating, else what the target step time leaves. A step
-        that decodes a piece of a media item (``media``) keeps to ``MEDIA_SLACK`` times the decode
+        that decodes a piece of a media item (``media``) keeps to ``media_slack`` times the decode
         step, without the floor: an image or an audio window takes tens of steps, and at the floor
         a fast model's streams (6-15 ms steps) ran at 7-16x their pace through all of them."""
         if decode_rows == 0:

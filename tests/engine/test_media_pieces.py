@@ -30,6 +30,7 @@ from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.request import Event, FinishReason, Request
 from cllm_ollama.engine.runner import Runner, Sink
+from cllm_ollama.engine.step_budget import AUTO_SLACK, MEDIA_SLACK
 from cllm_ollama.errors import EngineError
 from cllm_ollama.testing.audio import wav
 from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS, write_audio
@@ -203,6 +204,7 @@ def alone_and_beside_streams(
         with caplog.at_level(logging.DEBUG, logger="cllm.engine"):
             answer, slot = ask_with_streams(runner, projector, 2)
         rides = runner.token_rows is not None
+        assert runner.budget.media_slack == (MEDIA_SLACK if rides else AUTO_SLACK)  # the tighter target with riding
     finally:
         runner.close()
     assert rides == (not spec.deterministic)  # these models' tokens ride outside the mode
@@ -248,3 +250,37 @@ def test_a_media_row_rides_in_the_streams_call_and_answers_the_same(
     assert sum(rows for _, rows in steps) == sum(items)
     # A piece in a call of its own is never a lone row: one beside the streams' tokens rode with them.
     assert all(rows == 1 for _, rows in steps) and all(decode >= 1 for decode, _ in steps)
+
+
+@pytest.mark.parametrize("projector", ["audio"], indirect=True)
+def test_a_riding_row_whose_call_fails_ends_only_its_request(
+    projector: Projector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The streams' call that carries a media row fails: the media's request ends with the error,
+    and the streams' rows go again without it (they keep generating), as when a piece's own call fails."""
+    runner = Runner(projector.model, beside_streams(projector, max_prefill=1, deterministic=False))
+    try:
+        decode = runner.ctx.decode_embeddings
+
+        def failing(embd: np.ndarray, positions: np.ndarray, seq_id: Any, outputs: Any = ()) -> None:
+            if not isinstance(seq_id, int):  # a sequence a row: the streams' call with a media row in it
+                raise EngineError("llama_decode of embeddings failed (-1): a stand-in")
+            decode(embd, positions, seq_id, outputs)
+
+        monkeypatch.setattr(runner.ctx, "decode_embeddings", failing)
+        model = projector.model
+        texts = [Request(tuple(model.tokenize(f"Count to a thousand, {i}:")), GREEDY) for i in range(2)]
+        streams = [submit(runner, text) for text in texts]
+        for sink in streams:
+            until(functools.partial(has_events, sink))
+        media: Any = projector.tokenize(QUESTION.format(m=projector.marker), [media_of("audio")])
+        events = drain(submit(runner, Request(cell_keys(media.parts), GREEDY, num_predict=8, media=media)))
+        assert events[-1].finish is FinishReason.ERROR and "a stand-in" in (events[-1].error or "")
+        for sink in streams:  # after the failure, every stream still gets tokens, and no error
+            while not sink.queue.empty():  # type: ignore[attr-defined]
+                assert sink.queue.get().finish is None  # type: ignore[attr-defined]
+            assert sink.queue.get(timeout=60).tokens  # type: ignore[attr-defined]
+        for text in texts:
+            runner.abort(text.id)
+    finally:
+        runner.close()

@@ -222,13 +222,16 @@ def test_a_short_prompt_beside_a_stream_is_read_in_one_step() -> None:
     assert s.slots[1].state.value == "generating"
 
 
-def test_a_media_piece_keeps_to_a_tighter_target_without_its_floor() -> None:
+def test_a_media_piece_keeps_to_its_target_without_the_floor() -> None:
     """A 24 ms decode step: text may stretch it to the 100 ms floor (18 prompt rows), a media piece
-    to 1.5x it only (here the one row a piece always has: it rides in the streams' call). With 32
-    streams (a 148 ms step) text stretches it to 2x (42 rows), a media piece to 1.5x (18 rows)."""
+    to twice it only (here the one row a piece always has); with 32 streams (a 148 ms step) both
+    stretch it to 2x (42 rows). Where a media row can ride in the streams' call, a media step keeps
+    to 1.5x (18 rows)."""
     b = budget()
     assert b.prefill_rows(1, room=511) == 18
     assert b.prefill_rows(1, room=511, media=True) == MIN_MEDIA_ROWS == 1
+    assert b.prefill_rows(32, room=480, media=True) == b.prefill_rows(32, room=480) == 42
+    b.media_slack = MEDIA_SLACK
     assert b.prefill_rows(32, room=480) == 42
     assert b.prefill_rows(32, room=480, media=True) == 18
     assert b.target(32, media=True) == MEDIA_SLACK * b.decode.cost(32)

@@ -139,5 +139,5 @@ def token_rows(model: Model) -> TokenRows | None:
         return None
     try:
         return TokenRows(model.path, model.n_vocab, model.n_embd)
-    except ValueError:
+    except (ValueError, OSError, AttributeError):  # no such table; no libggml-base, or not these symbols
         return None
