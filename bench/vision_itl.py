@@ -2,12 +2,13 @@
 against the same streams alone (issue 32's target: ITL p95 during the media's prefill <= 2x).
 
     python bench/vision_itl.py [--media image,audio] [--streams 2] [--rounds 3] [--tokens 200]
-                               [--threads 4] [--layers 8] [--width 512]
+                               [--threads 4] [--layers 8] [--width 512] [--text-model GGUF]
 
 Random-weight models big enough that decoding a media item's embeddings is felt on a CPU (not the
 tests' 64-wide ones): an M-RoPE Qwen2-VL-shaped text model (``--layers`` x ``--width``) whose
 projector makes a 448 px image 256 tokens, and a Qwen3-shaped one hearing through Qwen2-Audio's
-projector, a 30 s window being 750 tokens. Each loads in the real engine. ``--streams`` text
+projector, a 30 s window being 750 tokens (``--text-model``: a GGUF of one's own, such as a real
+Qwen2.5, hears through a random projector as wide). Each loads in the real engine. ``--streams`` text
 requests generate ``--tokens`` tokens alone, then generate while ``--rounds`` media requests
 (distinct pictures or clips, one after another) run beside them, until the last one answers.
 
@@ -34,6 +35,7 @@ from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.media import cell_keys
 from cllm_ollama.engine.request import Request, SamplingParams
+from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.testing.audio import wav
 from cllm_ollama.testing.audio_ggufs import write_qwen2a_projector
 from cllm_ollama.testing.core_ggufs import write_qwen2vl, write_qwen2vl_projector, write_qwen3
@@ -83,8 +85,16 @@ def shapes(args: argparse.Namespace) -> Shape:
     )
 
 
-def write_models(kind: str, folder: Path, shape: Shape) -> tuple[Path, Path]:
-    """The text model and projector of ``kind``: image (M-RoPE Qwen2-VL) or audio (Qwen2-Audio)."""
+def write_models(kind: str, folder: Path, shape: Shape, text_model: Path | None = None) -> tuple[Path, Path]:
+    """The text model and projector of ``kind``: image (M-RoPE Qwen2-VL) or audio (Qwen2-Audio);
+    ``text_model``: a GGUF of one's own as audio's text model, with the projector made as wide."""
+    if text_model is not None:
+        if kind != "audio":
+            raise SystemExit("--text-model serves audio only (an image's M-RoPE needs a Qwen2-VL text model)")
+        width = gguf_info(text_model).embedding_length
+        if width is None:
+            raise SystemExit(f"{text_model} has no embedding length")
+        return text_model, write_qwen2a_projector(folder / "mmproj.gguf", n_embd_text=width)
     if kind == "image":
         text = write_qwen2vl(folder / "text.gguf", shape=shape)
         return text, write_qwen2vl_projector(folder / "mmproj.gguf", n_embd_text=shape.n_embd, shape=VIT)
@@ -170,7 +180,7 @@ def report(kind: str, alone: Phase, beside: Phase) -> str:
 
 def run(kind: str, args: argparse.Namespace) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        text, proj = write_models(kind, Path(tmp), shapes(args))
+        text, proj = write_models(kind, Path(tmp), shapes(args), args.text_model)
         spec = LoadSpec(
             path=text,
             n_slots=args.streams + 1,
@@ -199,6 +209,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--width", type=int, default=512)
+    ap.add_argument(
+        "--text-model", type=Path, help="audio only: this GGUF as the text model (e.g. a real one), a projector as wide"
+    )
     ap.add_argument("--target-itl-ms", type=float, default=0.0, help="CLLM_TARGET_ITL (0: auto)")
     ap.add_argument("--flash-attention", choices=("auto", "on", "off"), default="auto", help="OLLAMA_FLASH_ATTENTION")
     args = ap.parse_args()
