@@ -17,6 +17,8 @@ import vision_itl
 
 from cllm_ollama.engine.binding import Context, MediaItem, Model, Projector
 from cllm_ollama.testing.audio_ggufs import AUDIO_TOKENS
+from cllm_ollama.testing.core_ggufs import write_qwen3
+from cllm_ollama.testing.gguf_base import Shape
 
 
 def test_gaps_count_as_during_a_prefill_when_they_overlap_it() -> None:
@@ -49,3 +51,31 @@ def test_the_bench_models_make_the_media_the_issue_is_about(kind: str, tokens: i
     finally:
         projector.close()
         model.close()
+
+
+@pytest.mark.model
+def test_a_text_model_of_ones_own_hears_through_a_projector_as_wide(tmp_path: Path) -> None:
+    """``--text-model``: a GGUF wider than the bench's own (here a 96-wide tiny Qwen3) takes a
+    projector of its width, and a clip's window decodes into it; an image needs Qwen2-VL's M-RoPE."""
+    text = write_qwen3(tmp_path / "own.gguf", shape=Shape(n_embd=96, n_head=6, n_head_kv=2))
+    same, mmproj = vision_itl.write_models(
+        "audio", tmp_path, vision_itl.shapes(argparse.Namespace(layers=1, width=64)), text
+    )
+    assert same == text
+    model = Model(text)
+    projector = Projector(model, mmproj, n_threads=1)
+    try:
+        prompt = projector.tokenize(f"Listen: {projector.marker}", [vision_itl.medium("audio", 1)])
+        ctx = Context(model, n_seq_max=1, n_ctx_seq=1024, n_batch=256, n_threads=1)
+        try:
+            assert prompt.eval_all(ctx, 0, 0) == prompt.n_pos and np.isfinite(ctx.logits(1)).all()
+        finally:
+            ctx.close()
+            prompt.close()
+    finally:
+        projector.close()
+        model.close()
+    with pytest.raises(SystemExit, match="audio only"):
+        vision_itl.write_models(
+            "image", tmp_path / "image", vision_itl.shapes(argparse.Namespace(layers=1, width=64)), text
+        )
