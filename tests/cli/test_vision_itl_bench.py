@@ -30,11 +30,13 @@ def test_gaps_count_as_during_a_prefill_when_they_overlap_it() -> None:
     assert vision_itl.gaps_during(times, []) == []
 
 
-@pytest.mark.model
-@pytest.mark.parametrize(("kind", "tokens"), [("image", 256), ("audio", AUDIO_TOKENS)])
-def test_the_bench_models_make_the_media_the_issue_is_about(kind: str, tokens: int, tmp_path: Path) -> None:
-    small = vision_itl.shapes(argparse.Namespace(layers=1, width=64))
-    text, mmproj = vision_itl.write_models(kind, tmp_path, small)
+SMALL = vision_itl.shapes(argparse.Namespace(layers=1, width=64))
+
+
+def heard(text: Path, mmproj: Path, kind: str) -> tuple[MediaItem, bool]:
+    """A prompt with one of the bench's media through ``text`` and ``mmproj``, evaluated whole by
+    libmtmd's helper (finite logits at the position after it): its media item, and whether the
+    projector positions it by M-RoPE."""
     model = Model(text)
     projector = Projector(model, mmproj, n_threads=1)
     try:
@@ -42,9 +44,8 @@ def test_the_bench_models_make_the_media_the_issue_is_about(kind: str, tokens: i
         ctx = Context(model, n_seq_max=1, n_ctx_seq=1024, n_batch=256, n_threads=1)
         try:
             (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
-            assert item.n_tokens == tokens and not item.whole and item.kind == kind
-            assert projector.uses_mrope == (kind == "image")
             assert prompt.eval_all(ctx, 0, 0) == prompt.n_pos and np.isfinite(ctx.logits(1)).all()
+            return item, projector.uses_mrope
         finally:
             ctx.close()
             prompt.close()
@@ -54,28 +55,21 @@ def test_the_bench_models_make_the_media_the_issue_is_about(kind: str, tokens: i
 
 
 @pytest.mark.model
+@pytest.mark.parametrize(("kind", "tokens"), [("image", 256), ("audio", AUDIO_TOKENS)])
+def test_the_bench_models_make_the_media_the_issue_is_about(kind: str, tokens: int, tmp_path: Path) -> None:
+    item, mrope = heard(*vision_itl.write_models(kind, tmp_path, SMALL), kind)
+    assert item.n_tokens == tokens and not item.whole and item.kind == kind
+    assert mrope == (kind == "image")
+
+
+@pytest.mark.model
 def test_a_text_model_of_ones_own_hears_through_a_projector_as_wide(tmp_path: Path) -> None:
     """``--text-model``: a GGUF wider than the bench's own (here a 96-wide tiny Qwen3) takes a
     projector of its width, and a clip's window decodes into it; an image needs Qwen2-VL's M-RoPE."""
     text = write_qwen3(tmp_path / "own.gguf", shape=Shape(n_embd=96, n_head=6, n_head_kv=2))
-    same, mmproj = vision_itl.write_models(
-        "audio", tmp_path, vision_itl.shapes(argparse.Namespace(layers=1, width=64)), text
-    )
+    same, mmproj = vision_itl.write_models("audio", tmp_path, SMALL, text)
     assert same == text
-    model = Model(text)
-    projector = Projector(model, mmproj, n_threads=1)
-    try:
-        prompt = projector.tokenize(f"Listen: {projector.marker}", [vision_itl.medium("audio", 1)])
-        ctx = Context(model, n_seq_max=1, n_ctx_seq=1024, n_batch=256, n_threads=1)
-        try:
-            assert prompt.eval_all(ctx, 0, 0) == prompt.n_pos and np.isfinite(ctx.logits(1)).all()
-        finally:
-            ctx.close()
-            prompt.close()
-    finally:
-        projector.close()
-        model.close()
+    item, _ = heard(text, mmproj, "audio")
+    assert item.n_tokens == AUDIO_TOKENS
     with pytest.raises(SystemExit, match="audio only"):
-        vision_itl.write_models(
-            "image", tmp_path / "image", vision_itl.shapes(argparse.Namespace(layers=1, width=64)), text
-        )
+        vision_itl.write_models("image", tmp_path / "image", SMALL, text)
