@@ -369,11 +369,13 @@ class Runner:
         # A riding media row is decoded with the streams' rows in the feed's call (a failure there
         # ends only the media's request, and the streams' rows go again without it).
         ridden: list[tuple[Sequence[int], Sequence[int], int]] = []
+        failed: list[Event] = []
+        if plan.media:  # no callback made for the steps without media
 
-        def ride(embd: np.ndarray, positions: np.ndarray, seq_id: int) -> None:
-            ridden.append(self._ride(plan, embd, positions, seq_id))
+            def ride(embd: np.ndarray, positions: np.ndarray, seq_id: int) -> None:
+                ridden.append(self._ride(plan, embd, positions, seq_id))
 
-        failed = self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call, ride) if plan.media else []
+            failed = self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call, ride)
         if ridden:
             rows, picks, n_logits = ridden[0]
         else:

@@ -150,14 +150,15 @@ class StepBudget:
         """A step's tokens went out, or the engine rests with no stream waiting: no stall is owed."""
         self.stall_ns = 0
 
-    def target(self, decode_rows: int, floor: bool = True, media: bool = False) -> float:
-        """The step time to keep to with ``decode_rows`` generating streams (ns); ``floor``: at
-        least ``AUTO_FLOOR_NS`` when picked automatically; ``media``: a step with a media piece's
-        (``media_slack``)."""
+    def target(self, decode_rows: int, media: bool = False) -> float:
+        """The step time to keep to with ``decode_rows`` generating streams (ns): when picked
+        automatically, at least ``AUTO_FLOOR_NS``; ``media``: a step with a media piece's
+        (``media_slack`` times the decode step, no floor)."""
         if self.target_ns:
             return float(self.target_ns)
-        slack = self.media_slack if media else AUTO_SLACK
-        return max(slack * self.decode.cost(decode_rows), AUTO_FLOOR_NS if floor else 0.0)
+        if media:
+            return self.media_slack * self.decode.cost(decode_rows)
+        return max(AUTO_SLACK * self.decode.cost(decode_rows), AUTO_FLOOR_NS)
 
     def prefill_rows(self, decode_rows: int, room: int, media: bool = False) -> int:
         """Prompt rows for a step with ``decode_rows`` generating streams and ``room`` rows left in the
@@ -170,7 +171,7 @@ class StepBudget:
         most = min(room, self.cap) if self.cap else room
         if not (self.decode.measured() and self.prompt.measured()):
             return min(most, UNMEASURED_PREFILL_ROWS)
-        left = self.target(decode_rows, floor=not media, media=media) - self.decode.cost(decode_rows) - self.stall_ns
+        left = self.target(decode_rows, media) - self.decode.cost(decode_rows) - self.stall_ns
         return min(most, max(MIN_MEDIA_ROWS if media else MIN_PREFILL_ROWS, self.prompt.rows_within(left, most)))
 
     def whole(self, decode_rows: int, lefts: list[int], room: int) -> int:
