@@ -165,7 +165,7 @@ def profile(model: Model, sizes: list[int], threads: int) -> None:
             disk.load(entry, got.put)
             read = got.get()
             t_read = t()
-            assert read is not None and bytes(read) == bytes(ready)
+            assert read is not None and bytes(read.payload) == bytes(ready)
             disk.close()
             del pieces, ready, fresh, read
             buffers.flush()
