@@ -16,7 +16,7 @@ from .binding import STATE_FORMAT, Context, Model, StateBuffers
 from .blocks import BLOCK
 from .disk_cache import DiskCache, Read, identity_digest, weights_id
 from .frontdoor import LoadSpec
-from .prefix import Copy, Load, PrefixReuse, Restore, Save, Trim
+from .prefix import Copy, Load, Move, PrefixReuse, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .scheduler import Scheduler, StepPlan
 from .slot import Slot, SlotState
@@ -153,6 +153,13 @@ class KvStore:
                     # A source in ``lost`` copied (or was to copy) a prefix it does not hold.
                     if src in lost or not self._copied(src, dst, len(scheduler.slots[src].cached)):
                         lost.add(dst)
+                case Move(src, dst):
+                    # Planned only where nothing else this step reads or writes either sequence.
+                    if self._copied(src, dst, len(scheduler.slots[src].cached)):
+                        scheduler.moved(src, dst)
+                    else:  # the stream stays; what ``dst`` holds now is unknown
+                        ctx.seq_clear(dst)
+                        scheduler.slots[dst].forget()
                 case Restore(seq_id, entry):
                     origin[seq_id] = entry.windows
                     if not ctx.state_set(seq_id, entry.payload):

@@ -97,6 +97,14 @@ class Copy(NamedTuple):
     dst: int
 
 
+class Move(NamedTuple):
+    """Sequence ``src``'s generating stream goes on in ``dst`` (``Scheduler``'s compaction): ``dst``
+    takes all of ``src``'s KV, and ``src``, idle, keeps its copy as a cached prefix."""
+
+    src: int
+    dst: int
+
+
 class Restore(NamedTuple):
     """Sequence ``seq_id`` takes a saved state (a ``Trim`` then cuts it)."""
 
@@ -119,7 +127,7 @@ class Load(NamedTuple):
     entry: CacheEntry
 
 
-KvOp = Save | Copy | Restore | Trim | Load
+KvOp = Save | Copy | Move | Restore | Trim | Load
 
 
 class Checkpoint(NamedTuple):

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import EngineError
 from .binding import Batch, Context, DecodeError, Lora, Model, Sampler, TokenRows, token_rows, with_adapters
+from .compaction import runs
 from .frontdoor import LoadSpec, Occupancy
 from .gap_fill import chosen, fill, one_row_each
 from .inbox import Add, Inbox
@@ -74,10 +75,12 @@ def log_step(plan: StepPlan, ns: int, kv_ns: int) -> None:
     prompt = {slot.seq_id: n for slot, n in plan.prefills}
     media = {piece.slot.seq_id: len(piece.rows) for piece in plan.media}
     log.debug(
-        "step: %d decode rows, prompt rows %s, media rows %s, %.1f ms (KV operations before it %.1f ms)",
+        "step: %d decode rows, prompt rows %s, media rows %s, sequences in %d runs, %.1f ms "
+        "(KV operations before it %.1f ms)",
         len(plan) - sum(prompt.values()),
         prompt,
         media,
+        len(runs(plan.seq_ids)),
         ns / 1e6,
         kv_ns / 1e6,
     )
@@ -172,6 +175,11 @@ class Runner:
             embeddings=self.feed.embeddings,
             max_rows=MAX_ROWS if self.invariant else None,
             ride=self.token_rows is not None,
+            # A stream moves into a gap between the batch's sequences (``compaction``) where no
+            # throw-away row fills it, nor the mode fixes the steps' shapes, and its KV can be
+            # copied whole: not a recurrent state, nor a sliding window (its checkpoints are kept
+            # by sequence: ``swa_windows``).
+            compact=kv.share and not self.invariant and not self.gap_fill and self.model.n_swa == 0,
         )
 
     @property

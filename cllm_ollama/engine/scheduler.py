@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .blocks import BLOCK
+from .compaction import MIN_TOKENS_LEFT, closing_move
 from .disk_cache import DiskCache, Read
 from .frontdoor import Occupancy
 from .media import Media
-from .prefix import Copy, KvOp, PrefixReuse, PrefixStats, Restore, Save, Trim
+from .prefix import Copy, KvOp, Move, PrefixReuse, PrefixStats, Restore, Save, Trim
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
@@ -235,6 +236,7 @@ class Scheduler:
         embeddings: Callable[[Request, Media], object | None] = lambda request, item: None,
         max_rows: int | None = None,
         ride: bool = False,
+        compact: bool = False,
     ) -> None:
         self.slots = [Slot(i, n_ctx_slot) for i in range(n_slots)]
         assert n_batch >= n_slots, "every generating slot needs room in each batch"
@@ -244,6 +246,8 @@ class Scheduler:
         self.budget = budget if budget is not None else StepBudget()
         self.max_rows = max_rows
         self.ride = ride
+        # Whether a generating stream moves into a gap between the batch's sequences (``compaction``).
+        self.compact = compact
         self._piece = piece
         self._is_eog = is_eog
         self._paused = paused
@@ -339,8 +343,52 @@ class Scheduler:
                 break
             request = self._next_request()
             self._place(request, idle, plan, now, sources)
+        if self.compact:
+            self._close_gap(plan, sources)
         self._pending = plan
         return plan
+
+    def _close_gap(self, plan: StepPlan, sources: set[int]) -> None:
+        """Move one generating stream into a gap between the batch's sequences, if one can close
+        it (``compaction``): not a sequence this step's other operations read or write, nor one a
+        waiting slot counts on, nor a stream that is nearly done or whose reader is behind."""
+        rows = {s.seq_id for s in self.slots if s.state in (SlotState.PREFILL, SlotState.GENERATING)}
+        if len(rows) < 2 or max(rows) - min(rows) + 1 == len(rows):  # every step: cheap when no gap
+            return
+        taken = sources | {s.seq_id for s in plan.admitted}
+        taken |= {s.wait.source.seq_id for s in self.slots if s.wait is not None and s.wait.source is not None}
+        movable = [s.seq_id for s in self.slots if s.seq_id not in taken and self._movable(s)]
+        prefix = self.prefix
+        idle = sorted(
+            (s for s in self.slots if not s.busy and s.seq_id not in taken),
+            key=lambda s: (bool(s.cached), s.seq_id),  # an empty one first: nothing to save
+        )
+        move = closing_move(rows, movable, [s.seq_id for s in idle], lambda seq_id: len(self.slots[seq_id].cached))
+        if move is None:
+            return
+        src, dst = move
+        tokens = prefix.to_save(self.slots[dst], 0)
+        if tokens:
+            plan.ops.append(Save(dst, tokens))
+        prefix.reused(self.slots[dst], 0)
+        plan.ops.append(Move(src, dst))
+
+    def _movable(self, slot: Slot) -> bool:
+        request = slot.request
+        if slot.state is not SlotState.GENERATING or request is None or self._paused(request.id):
+            return False
+        left = slot.limit - slot.n_past
+        if request.num_predict >= 0:
+            left = min(left, request.num_predict - slot.n_generated)
+        return left >= MIN_TOKENS_LEFT
+
+    def moved(self, src: int, dst: int) -> None:
+        """Sequence ``dst`` holds ``src``'s KV now (a ``Move`` was done): ``src``'s stream goes on there."""
+        source, target = self.slots[src], self.slots[dst]
+        request = source.request
+        assert request is not None
+        source.hand_over(target)
+        self._by_request[request.id] = target
 
     def loaded(self, request_id: int, state: Read | None) -> None:
         """A disk read the runner did for ``request_id`` is done (None: a miss); ``admit`` uses it."""

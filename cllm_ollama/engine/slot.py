@@ -90,6 +90,26 @@ class StopMatcher:
         return text
 
 
+# What a slot knows of the request it serves, beside its state and its chain: all of it moves
+# with the request when the request goes on in another slot (``Slot.hand_over``).
+_PROGRESS = (
+    "request",
+    "limit",
+    "n_past",
+    "shift",
+    "media_rows",
+    "last_token",
+    "n_generated",
+    "_utf8",
+    "_stops",
+    "_prompt_cached",
+    "_t_admit",
+    "_t_first",
+    "_queued_ns",
+    "prefix_source",
+)
+
+
 class Slot:
     """A sequence id in the llama.cpp context, plus the progress of the request it serves."""
 
@@ -178,6 +198,19 @@ class Slot:
         self.media_rows = 0
         self._prompt_cached = n
         self.prefix_source = source
+
+    def hand_over(self, dst: Slot) -> None:
+        """Move this slot's generating request, with all its progress, to idle ``dst``, whose
+        sequence now holds a copy of this one's KV (``Scheduler``'s compaction). This slot goes
+        idle and keeps what its sequence holds (the prompt and the answer so far) as a cached prefix."""
+        assert self.state is SlotState.GENERATING and dst.state is SlotState.IDLE and self.wait is None
+        dst.chain = TokenChain(self.chain.tokens, self.chain.keys)
+        for name in _PROGRESS:
+            setattr(dst, name, getattr(self, name))
+        dst.state, self.state = SlotState.GENERATING, SlotState.IDLE
+        self.request = None
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._stops = StopMatcher(())
 
     def lose_prefix(self) -> None:
         """The KV this slot counted on is gone: compute the prompt from its start."""
