@@ -16,7 +16,7 @@ from .binding import STATE_FORMAT, Context, Model, StateBuffers
 from .blocks import BLOCK
 from .disk_cache import DiskCache, Read, identity_digest, weights_id
 from .frontdoor import LoadSpec
-from .prefix import Copy, Load, Move, PrefixReuse, Restore, Save, Trim
+from .prefix import Copy, Load, Move, PrefixReuse, Restore, Save, Trim, copied_cells
 from .prompt_cache import PromptCache
 from .scheduler import Scheduler, StepPlan
 from .slot import Slot, SlotState
@@ -24,11 +24,6 @@ from .swa_windows import Window, Windows
 
 log = logging.getLogger("cllm.engine")
 
-# A cross-slot copy serialises the source's state when it holds fewer tokens than
-# n_ctx_seq / this, and copies the whole KV stream otherwise. Measured with bench/kv_copy.py
-# (Qwen2.5-0.5B Q4_K_M, 4096 cells, 2 cores): the stream copy costs 10-16 ms at any prefix
-# length, the state copy about 10x more per token (11 ms at 1024 tokens, 171 ms at 4000).
-STATE_COPY_FACTOR = 10
 # What a saved state holds beyond its cells' K and V rows (headers, each cell's position and
 # sequence), bounded from above: a prepared buffer must not be short (``state_buffers``).
 STATE_BYTES_PER_CELL = 64
@@ -158,6 +153,7 @@ class KvStore:
                     if self._copied(src, dst, len(scheduler.slots[src].cached)):
                         scheduler.moved(src, dst)
                     else:  # the stream stays; what ``dst`` holds now is unknown
+                        log.warning("sequence %d could not be copied into %d: its stream stays where it is", src, dst)
                         ctx.seq_clear(dst)
                         scheduler.slots[dst].forget()
                 case Restore(seq_id, entry):
@@ -216,9 +212,9 @@ class KvStore:
 
     def _copied(self, src: int, dst: int, n_cached: int) -> bool:
         """Copy sequence ``src``'s KV (``n_cached`` tokens) into ``dst``: a short one by its state,
-        a long one as the whole stream (``STATE_COPY_FACTOR``). False: ``dst`` lost it."""
+        a long one as the whole stream (``prefix.copied_cells``). False: ``dst`` lost it."""
         ctx = self.ctx
-        if n_cached * STATE_COPY_FACTOR >= ctx.n_ctx_seq:
+        if copied_cells(n_cached, ctx.n_ctx_seq) == ctx.n_ctx_seq:
             ctx.seq_copy(src, dst)
             return True
         try:

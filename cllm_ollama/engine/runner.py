@@ -281,7 +281,7 @@ class Runner:
                 log.exception("engine step failed")
                 try:
                     events = self.scheduler.fail_all(str(exc))
-                    self.ctx.clear()
+                    self.ctx.reset()
                     self.feed.forget_partial()
                     self.outbox.emit(events)
                 except Exception as fatal:

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .blocks import BLOCK
-from .compaction import MIN_TOKENS_LEFT, closing_move
+from .compaction import closing_move, worth_moving
 from .disk_cache import DiskCache, Read
 from .frontdoor import Occupancy
 from .media import Media
-from .prefix import Copy, KvOp, Move, PrefixReuse, PrefixStats, Restore, Save, Trim
+from .prefix import Copy, KvOp, Move, PrefixReuse, PrefixStats, Restore, Save, Trim, copied_cells
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
@@ -352,7 +352,7 @@ class Scheduler:
         """Move one generating stream into a gap between the batch's sequences, if one can close
         it (``compaction``): not a sequence this step's other operations read or write, nor one a
         waiting slot counts on, nor a stream that is nearly done or whose reader is behind."""
-        rows = {s.seq_id for s in self.slots if s.state in (SlotState.PREFILL, SlotState.GENERATING)}
+        rows = {s.seq_id for s in self.slots if s.state is SlotState.PREFILL or self._stepping(s)}
         if len(rows) < 2 or max(rows) - min(rows) + 1 == len(rows):  # every step: cheap when no gap
             return
         taken = sources | {s.seq_id for s in plan.admitted}
@@ -363,7 +363,8 @@ class Scheduler:
             (s for s in self.slots if not s.busy and s.seq_id not in taken),
             key=lambda s: (bool(s.cached), s.seq_id),  # an empty one first: nothing to save
         )
-        move = closing_move(rows, movable, [s.seq_id for s in idle], lambda seq_id: len(self.slots[seq_id].cached))
+        # A row's span counts the cell this step's token takes (the sequence's next one).
+        move = closing_move(rows, movable, [s.seq_id for s in idle], lambda seq_id: len(self.slots[seq_id].cached) + 1)
         if move is None:
             return
         src, dst = move
@@ -373,14 +374,19 @@ class Scheduler:
         prefix.reused(self.slots[dst], 0)
         plan.ops.append(Move(src, dst))
 
+    def _stepping(self, slot: Slot) -> bool:
+        """Whether ``slot`` generates in this step (its reader is not behind)."""
+        return slot.state is SlotState.GENERATING and slot.request is not None and not self._paused(slot.request.id)
+
     def _movable(self, slot: Slot) -> bool:
+        """Whether moving ``slot``'s stream pays: it generates now and has enough tokens left."""
         request = slot.request
-        if slot.state is not SlotState.GENERATING or request is None or self._paused(request.id):
+        if request is None or not self._stepping(slot):
             return False
         left = slot.limit - slot.n_past
         if request.num_predict >= 0:
             left = min(left, request.num_predict - slot.n_generated)
-        return left >= MIN_TOKENS_LEFT
+        return worth_moving(left, copied_cells(len(slot.cached), slot.n_ctx))
 
     def moved(self, src: int, dst: int) -> None:
         """Sequence ``dst`` holds ``src``'s KV now (a ``Move`` was done): ``src``'s stream goes on there."""

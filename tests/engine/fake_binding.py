@@ -93,6 +93,9 @@ class FakeContext:
         if self.fail_clear:
             raise RuntimeError("the KV cache is gone")
 
+    def reset(self) -> None:
+        self.clear()
+
     def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
         self.removed.append((seq_id, p0))
         if p1 < 0 and seq_id in self.pos_max:

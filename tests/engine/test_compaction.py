@@ -10,16 +10,22 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
+from fake_binding import fake_runner
 from oracle import GREEDY, N, close, cold, cold_tokens, drain, gguf_path, make_runner, next_turn, shared_prompts
 from oracle import submit as submit_to
+from test_kv_ops import CellContext, apply
 from test_scheduler import SHARED, make, req, step
 
-from cllm_ollama.engine.compaction import MIN_TOKENS_LEFT, closing_move, runs
+from cllm_ollama.engine.binding import Batch, Context, Model
+from cllm_ollama.engine.blocks import TokenChain
+from cllm_ollama.engine.compaction import MIN_TOKENS_LEFT, closing_move, runs, worth_moving
 from cllm_ollama.engine.prefix import Move, Save
 from cllm_ollama.engine.prompt_cache import PromptCache
 from cllm_ollama.engine.request import Request
 from cllm_ollama.engine.slot import SlotState
+from cllm_ollama.testing.ggufs import write_qwen3
 
 __all__ = ["cold", "gguf_path"]  # fixtures
 
@@ -64,8 +70,25 @@ def test_a_move_that_would_make_a_row_read_more_cells_is_not_made() -> None:
 def test_the_idle_slots_are_tried_in_the_order_given() -> None:
     # The scheduler gives an empty slot first (nothing to save before it is overwritten): either
     # gap here joins two runs.
-    assert closing_move({0, 2, 4}, [0, 2, 4], [3, 1], depth(10)) == (4, 3)
-    assert closing_move({0, 2, 4}, [0, 2, 4], [1, 3], depth(10)) == (4, 1)
+    assert closing_move({0, 2, 4}, [0, 2, 4], [3, 1], depth(10)) == (0, 3)  # [2, 3, 4]
+    assert closing_move({0, 2, 4}, [0, 2, 4], [1, 3], depth(10)) == (4, 1)  # [0, 1, 2]
+
+
+def test_another_stream_is_tried_where_the_farthest_one_joins_nothing() -> None:
+    # Moving 3 (or 2) into 1 leaves two runs; moving 0 there leaves one.
+    assert closing_move({0, 2, 3, 4}, [0, 2, 3], [1], depth(10)) == (0, 1)
+
+
+def test_a_row_counts_the_cell_its_token_takes_in_its_span() -> None:
+    # 255 and 256 cells: one span of 256 as they stand, but the step's token makes the second 257.
+    cells = {0: 255, 2: 256}
+    assert closing_move({0, 2}, [0, 2], [1], lambda s: cells[s]) == (2, 1)
+    assert closing_move({0, 2}, [0, 2], [1], lambda s: cells[s] + 1) is None
+
+
+def test_a_longer_copy_asks_for_more_tokens_left() -> None:
+    assert worth_moving(MIN_TOKENS_LEFT, 512) and not worth_moving(MIN_TOKENS_LEFT - 1, 512)
+    assert not worth_moving(MIN_TOKENS_LEFT, 32768) and worth_moving(8 * MIN_TOKENS_LEFT, 32768)
 
 
 def test_the_scheduler_moves_a_stream_into_the_gap_its_neighbour_left_and_saves_what_the_gap_held() -> None:
@@ -99,15 +122,112 @@ def test_a_stream_nearly_done_stays_where_it_is() -> None:
     step(s)  # slot 0 computes the shared start; 1 and 2 wait for it, then copy it
     while s.slots[1].busy:
         step(s)
-    asked: list[tuple[int, bool]] = []  # (tokens left, whether a move was planned), step by step
+    asked: list[tuple[int, bool]] = []  # (tokens left, whether slot 2 was to move), step by step
     while s.slots[2].busy:
         ops = s.admit().ops  # the moves are not made: nothing performs them here
         left = MIN_TOKENS_LEFT + 3 - s.slots[2].n_generated
-        asked.append((left, ops == [Move(2, 1)]))
+        asked.append((left, any(isinstance(op, Move) and op.src == 2 for op in ops)))
+        if left < MIN_TOKENS_LEFT:  # then slot 0, with more to go, moves up beside it instead
+            assert ops == [Move(0, 1)]
         plan = s.plan()
         s.update(plan, [1] * len(plan.outputs))
     assert asked and all(move == (left >= MIN_TOKENS_LEFT) for left, move in asked)
     assert any(move for _, move in asked) and not all(move for _, move in asked)
+
+
+def test_a_paused_stream_neither_moves_nor_counts_as_a_row() -> None:
+    paused: set[int] = set()
+    s = make(n_slots=4, n_ctx=128, n_batch=64, compact=True, paused=paused.__contains__)
+    for tail, n in ((7, 30), (8, 1), (9, 30), (10, 30)):
+        s.add(req([*SHARED, tail], num_predict=n))
+    step(s)
+    while s.slots[1].busy:
+        step(s)
+    assert [slot.busy for slot in s.slots] == [True, False, True, True]
+    # Slot 0's reader is behind: this step's rows are 2 and 3 alone, one run.
+    paused.add(s.slots[0].request.id)  # type: ignore[union-attr]
+    assert not s.admit().ops
+    s.plan()
+    paused.clear()
+    assert s.admit().ops == [Move(3, 1)]
+
+
+def test_a_move_hands_the_stream_over_once_its_kv_is_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = fake_runner(CellContext, n_slots=3)
+    try:
+        ctx: CellContext = runner.ctx  # type: ignore[assignment]
+        ctx.seqs[2] = list(range(45))
+        moved: list[tuple[int, int]] = []
+        monkeypatch.setattr(runner.scheduler, "moved", lambda src, dst: moved.append((src, dst)))
+        assert not apply(runner, [Move(2, 1)], monkeypatch)
+        assert moved == [(2, 1)] and ctx.seqs[1] == list(range(45))
+    finally:
+        runner.close()
+
+
+def test_a_move_whose_copy_fails_leaves_the_stream_where_it_is(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    runner = fake_runner(CellContext, n_slots=3)
+    try:
+        ctx: CellContext = runner.ctx  # type: ignore[assignment]
+        ctx.seqs[1], ctx.seqs[2] = [0, 1, 2], list(range(45))
+        runner.scheduler.slots[1].chain = TokenChain([5, 6, 7])
+        ctx.refuse = {1}  # a short source is copied by its state: llama.cpp refuses it
+        moved: list[tuple[int, int]] = []
+        monkeypatch.setattr(runner.scheduler, "moved", lambda src, dst: moved.append((src, dst)))
+        assert not apply(runner, [Move(2, 1)], monkeypatch)  # no request loses its prefix
+        assert not moved and ctx.seqs[1] == [] and runner.scheduler.slots[1].cached == []
+        assert "could not be copied" in caplog.text
+    finally:
+        runner.close()
+
+
+@pytest.mark.model
+def test_a_reset_does_the_copies_still_queued_before_anything_new_lands(tmp_path: Any) -> None:
+    # A whole-stream copy waits for the next decode; a step that failed clears the cache, and a
+    # state restored into the copy's destination then would be overwritten by that decode.
+    model = Model(write_qwen3(tmp_path / "m.gguf"))
+    prompt = [(7 * i) % 200 + 3 for i in range(24)]
+    head = len(prompt) - 1
+
+    def with_head(ctx: Context) -> None:
+        batch = Batch(32)
+        batch.fill(prompt[:-1], list(range(head)), [0] * head, [])
+        ctx.decode(batch)
+
+    def next_logits(ctx: Context, seq: int) -> np.ndarray:
+        batch = Batch(1)
+        batch.fill([prompt[-1]], [head], [seq], [0])
+        ctx.decode(batch)
+        return np.array(ctx.logits(1)[0])
+
+    def restored(reset: bool) -> np.ndarray:
+        ctx = Context(model, n_seq_max=2, n_ctx_seq=64, n_batch=32, n_threads=2)
+        try:
+            with_head(ctx)
+            state = bytes(ctx.state_get(0))
+            ctx.seq_copy(0, 1)  # queued until the next decode
+            if reset:
+                ctx.reset()
+            else:
+                ctx.clear()
+            assert ctx.state_set(1, bytearray(state))
+            return next_logits(ctx, 1)
+        finally:
+            ctx.close()
+
+    try:
+        ctx = Context(model, n_seq_max=2, n_ctx_seq=64, n_batch=32, n_threads=2)
+        try:
+            with_head(ctx)
+            cold = next_logits(ctx, 0)
+        finally:
+            ctx.close()
+        assert np.array_equal(restored(reset=True), cold)
+        assert not np.array_equal(restored(reset=False), cold)  # what the reset prevents
+    finally:
+        model.close()
 
 
 STEP_RUNS = re.compile(r"step: .*sequences in (\d+) runs")

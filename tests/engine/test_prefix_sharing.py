@@ -24,19 +24,19 @@ from oracle import (
     tokens_of,
 )
 
-from cllm_ollama.engine import kv_store
+from cllm_ollama.engine import prefix
 from cllm_ollama.engine.request import Request
 
 pytestmark = pytest.mark.model
 gguf_path, cold = oracle.gguf_path, oracle.cold  # the oracle model and its cold reference (fixtures)
 
 
-@pytest.mark.parametrize("factor", [0, 10**6], ids=["stream-copy", "state-copy"])
+@pytest.mark.parametrize("factor", [0, 10**6], ids=["state-copy", "stream-copy"])
 def test_a_prefix_copied_from_a_generating_slot_gives_the_cold_tokens(
     gguf_path: Path, cold: llama_cpp.Llama, factor: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both ways of copying a prefix: the whole KV stream, or the source's serialised state."""
-    monkeypatch.setattr(kv_store, "STATE_COPY_FACTOR", factor)
+    monkeypatch.setattr(prefix, "STATE_COPY_FACTOR", factor)
     runner = make_runner(gguf_path, n_slots=2)
     try:
         first, second = shared_prompts(runner.model)[:2]
