@@ -649,12 +649,12 @@ class Context:
         """Every sequence emptied, after a step failed with the cache in an unknown state. A copy
         ``seq_copy`` queued is done at the next decode, and ``llama_memory_clear`` leaves it queued:
         it would land on whatever its sequence holds by then. So one throw-away token is decoded
-        (which does the copies, into sequences now empty), then removed."""
+        (which does the copies, into sequences now empty), and the cache cleared again."""
         self.clear()
         flush = Batch(1)
         flush.fill([0], [0], [0], [0])
         self.decode(flush)
-        ll.llama_memory_seq_rm(self._mem, -1, -1, -1)
+        self.clear()
 
     @property
     def ptr(self) -> int:
