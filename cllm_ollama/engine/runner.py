@@ -234,7 +234,8 @@ class Runner:
         self.ctx.close()
         stats = self.scheduler.stats
         log.info(
-            "engine for %s: %s; prompt tokens %d, not computed %d (own slot %d, copied %d, restored %d, loaded %d)",
+            "engine for %s: %s; prompt tokens %d, not computed %d (own slot %d, copied %d, restored %d, loaded %d); "
+            "streams moved into gaps %d",
             self.model.path.name,
             self.times.summary(),
             stats.prompt_tokens,
@@ -243,6 +244,7 @@ class Runner:
             stats.copied,
             stats.restored,
             stats.loaded,
+            self.scheduler.moves,
         )
         self.kv.close()
         if self.token_rows is not None:

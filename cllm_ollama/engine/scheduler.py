@@ -246,8 +246,10 @@ class Scheduler:
         self.budget = budget if budget is not None else StepBudget()
         self.max_rows = max_rows
         self.ride = ride
-        # Whether a generating stream moves into a gap between the batch's sequences (``compaction``).
+        # Whether a generating stream moves into a gap between the batch's sequences (``compaction``),
+        # and how many have (the engine's summary at unload).
         self.compact = compact
+        self.moves = 0
         self._piece = piece
         self._is_eog = is_eog
         self._paused = paused
@@ -395,6 +397,7 @@ class Scheduler:
         assert request is not None
         source.hand_over(target)
         self._by_request[request.id] = target
+        self.moves += 1
 
     def loaded(self, request_id: int, state: Read | None) -> None:
         """A disk read the runner did for ``request_id`` is done (None: a miss); ``admit`` uses it."""
