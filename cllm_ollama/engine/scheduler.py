@@ -507,11 +507,13 @@ class Scheduler:
 
     def _chunks(self, prefilling: list[Slot], n_generating: int, room: int, plan: StepPlan) -> dict[int, list[int]]:
         """The step's prompt chunks by sequence (and its media piece, into ``plan``), within the step
-        budget: all the room when more requests wait for their first token than streams run."""
+        budget: the full width (``StepBudget.full_width``) when more requests wait for their first
+        token than streams run."""
         crowd = len(prefilling) + len(self.waiting) > n_generating
         whole = [] if crowd else whole_prompts(prefilling, self.budget, n_generating, room, self.max_rows)
         extra = sum(s.prompt_left for s in whole)
-        budget = room if crowd else min(room, self.budget.prefill_rows(n_generating, room) + extra)
+        full = self.budget.full_width(room)
+        budget = full if crowd else min(room, self.budget.prefill_rows(n_generating, room) + extra)
         media = self._media(prefilling, budget)
         if media is not None and not media.item.whole and not crowd:  # a piece: the target without its floor
             budget = min(room, self.budget.prefill_rows(n_generating, room, media=True) + extra)

@@ -2,7 +2,8 @@
 
 Sarathi-Serve's stall-free batching over costs measured on this model and device: every
 generating stream's token goes into each step; prompt chunks fill what is left of a target step
-time (the inter-token latency a stream sees). With nothing generating, prompts run at full width.
+time (the inter-token latency a stream sees). With nothing generating, prompts run at full width
+(calls of up to a few seconds: ``FULL_WIDTH_NS``).
 
 The runner times each ``llama_decode`` call (``StepBudget.observe``); a step that carries prompt
 rows is two calls where a reproducible prompt ends in it (the prompt rows, then the rows whose
@@ -52,6 +53,18 @@ UNMEASURED_PREFILL_ROWS = 256
 # A prompt whose call is predicted to take at most this long (ns), or what the target step leaves,
 # is read whole in one step rather than in the budget's chunks (``StepBudget.whole``).
 WHOLE_NS = 500_000_000
+
+
+# A step that nothing waits on beside it (no stream generating, or a crowd of prompts waiting for
+# their first token while the streams hold: ``scheduler.HoldRun``) reads prompts at the batch's
+# full width: all of it, unless a call that wide is predicted to take longer than this (ns). On
+# the bench's 0.5-0.6B models a 512-row call takes 2.0-2.4 s on two cores, so this leaves them
+# as they are; a 7B model there would take over a minute a call, and every stream holding for a
+# burst, every request arriving meanwhile and every client that gave up would wait for it.
+FULL_WIDTH_NS = 3_000_000_000
+# ... but a full-width step carries at least this many rows, where even they take longer (a large
+# model on a CPU): a call's fixed cost, the weights read once, must stay small beside its rows.
+MIN_FULL_WIDTH_ROWS = 64
 
 
 # Calls of up to this many rows are averaged by their exact count: a decode call has a row per
@@ -167,12 +180,19 @@ class StepBudget:
         step, without the floor: an image or an audio window takes tens of steps, and at the floor
         a fast model's streams (6-15 ms steps) ran at 7-16x their pace through all of them."""
         if decode_rows == 0:
-            return room
+            return self.full_width(room)
         most = min(room, self.cap) if self.cap else room
         if not (self.decode.measured() and self.prompt.measured()):
             return min(most, UNMEASURED_PREFILL_ROWS)
         left = self.target(decode_rows, media) - self.decode.cost(decode_rows) - self.stall_ns
         return min(most, max(MIN_MEDIA_ROWS if media else MIN_PREFILL_ROWS, self.prompt.rows_within(left, most)))
+
+    def full_width(self, room: int) -> int:
+        """The prompt rows of a step that nothing waits on beside it: all of ``room``, or as many as
+        a call predicted to take ``FULL_WIDTH_NS`` holds, never under ``MIN_FULL_WIDTH_ROWS``."""
+        if not self.prompt.measured():
+            return room
+        return min(room, max(MIN_FULL_WIDTH_ROWS, self.prompt.rows_within(FULL_WIDTH_NS, room)))
 
     def whole(self, decode_rows: int, lefts: list[int], room: int) -> int:
         """How many of the prompts with ``lefts`` rows left (shortest first) are read whole in a step

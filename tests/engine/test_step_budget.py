@@ -6,7 +6,9 @@ from cllm_ollama.engine.request import Request, SamplingParams
 from cllm_ollama.engine.scheduler import HOLD_STEPS, Scheduler, StepPlan
 from cllm_ollama.engine.step_budget import (
     AUTO_FLOOR_NS,
+    FULL_WIDTH_NS,
     MEDIA_SLACK,
+    MIN_FULL_WIDTH_ROWS,
     MIN_MEDIA_ROWS,
     MIN_PREFILL_ROWS,
     UNMEASURED_PREFILL_ROWS,
@@ -64,6 +66,17 @@ def test_kv_work_the_streams_already_waited_for_comes_out_of_the_prompt_rows() -
     assert b.prefill_rows(0, room=512) == 512  # nobody streams: nobody waits
     b.stepped()
     assert b.prefill_rows(32, room=480) == 44
+
+
+def test_a_full_width_call_is_kept_to_a_few_seconds_but_never_to_a_handful_of_rows() -> None:
+    b = budget()
+    assert b.full_width(512) == 512  # 20 + 3 x 512 ms: 1.6 s
+    b.prompt = costs(per_row_ms=10, fixed_ms=20)  # a larger model: 512 rows would take 5.1 s
+    assert b.full_width(512) == (FULL_WIDTH_NS // MS - 20) // 10 == b.prefill_rows(0, room=512)
+    b.prompt = costs(per_row_ms=200, fixed_ms=400)  # a 7B model on two cores
+    assert b.full_width(512) == MIN_FULL_WIDTH_ROWS
+    assert b.full_width(40) == 40
+    assert StepBudget().full_width(512) == 512  # nothing measured yet
 
 
 def test_the_auto_target_is_twice_a_decode_step_and_never_under_the_floor() -> None:
@@ -251,3 +264,19 @@ def test_a_long_document_read_in_a_burst_does_not_keep_the_streams_holding() -> 
     assert decoding(held) == [] and rows_of(held)[2] == 40 and rows_of(held)[3] == 60
     after = advance(s)
     assert decoding(after) == [0, 2, 3] and rows_of(after) == {1: 16}
+
+
+def test_a_burst_on_a_slow_model_is_read_in_calls_of_a_few_seconds() -> None:
+    """A larger model's 512-row call would take 5.1 s: the burst's steps carry what 3 s holds (the
+    streams holding for it, and anyone arriving meanwhile, wait that long, not minutes), and more
+    of them are read."""
+    b = budget()
+    b.prompt = costs(per_row_ms=10, fixed_ms=20)
+    clock = iter(range(0, 10**12, 1000))
+    s = Scheduler(16, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=b)
+    for i in range(16):
+        s.add(request(64, arrival=i))
+    plans = [advance(s) for _ in range(5)]
+    per_step = [sum(rows_of(p).values()) for p in plans]
+    assert all(n <= (FULL_WIDTH_NS // MS - 20) // 10 for n in per_step)
+    assert sum(per_step) == 16 * 64 and per_step[0] >= 256
