@@ -74,10 +74,10 @@ def closing_move(
         above = sorted((s for s in movable if s > dst), reverse=True)
         sources = above + below if len(above) >= len(below) else below + above
         for src in sources[:SOURCES_TRIED]:
-            after = (rows - {src}) | {dst}
-            if len(runs(after)) >= before:
+            after = runs((rows - {src}) | {dst})
+            if len(after) >= before:
                 continue
-            merged = next(run for run in runs(after) if dst in run)
+            merged = next(run for run in after if dst in run)
             parts = runs(set(merged) - {dst, src})
             spans = {span(max(cells(s) for s in part)) for part in parts} | {span(cells(src))}
             if len(spans) == 1:

@@ -512,8 +512,10 @@ class Scheduler:
         crowd = len(prefilling) + len(self.waiting) > n_generating
         whole = [] if crowd else whole_prompts(prefilling, self.budget, n_generating, room, self.max_rows)
         extra = sum(s.prompt_left for s in whole)
-        full = self.budget.full_width(room)
-        budget = full if crowd else min(room, self.budget.prefill_rows(n_generating, room) + extra)
+        if crowd:
+            budget = self.budget.full_width(room)
+        else:
+            budget = min(room, self.budget.prefill_rows(n_generating, room) + extra)
         media = self._media(prefilling, budget)
         if media is not None and not media.item.whole and not crowd:  # a piece: the target without its floor
             budget = min(room, self.budget.prefill_rows(n_generating, room, media=True) + extra)

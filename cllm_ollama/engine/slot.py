@@ -209,8 +209,8 @@ class Slot:
             setattr(dst, name, getattr(self, name))
         dst.state, self.state = SlotState.GENERATING, SlotState.IDLE
         self.request = None
+        # ``dst`` holds this decoder now; the next ``assign`` here resets its own in place.
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        self._stops = StopMatcher(())
 
     def lose_prefix(self) -> None:
         """The KV this slot counted on is gone: compute the prompt from its start."""
