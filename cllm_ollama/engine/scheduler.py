@@ -32,14 +32,15 @@ from .prefix import Copy, KvOp, Move, PrefixReuse, PrefixStats, Restore, Save, T
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
-from .step_budget import StepBudget
+from .step_budget import MIN_PREFILL_ROWS, StepBudget
 
 # How many waiting requests admission looks at when it prefers one whose prefix is cached.
 ADMIT_WINDOW = 8
 # A request is passed over for better-cached ones at most this many times.
 MAX_PASSED_OVER = 4
-# The most steps in a row that generating streams hold while a burst of prompts is read (``HoldRun``);
-# then they get a step before the next run.
+# Generating streams hold while a burst of prompts is read (``HoldRun``) for at most the rows of this
+# many full-width steps, however narrow its steps (``StepBudget.burst``); then they get a step
+# before the next run.
 HOLD_STEPS = 4
 
 
@@ -100,22 +101,40 @@ def piece_rows(left: int, share: int, cap: int) -> int:
     return n
 
 
+def readable_whole(prefilling: list[Slot], room: int, max_rows: int | None) -> list[Slot]:
+    """The prompts one chunk can hold to their end (text only), shortest first."""
+    cap = room if max_rows is None else min(room, max_rows)
+    return sorted((s for s in prefilling if s.chunk_room(cap) == s.prompt_left), key=lambda s: s.prompt_left)
+
+
 def whole_prompts(
     prefilling: list[Slot], budget: StepBudget, n_generating: int, room: int, max_rows: int | None
 ) -> list[Slot]:
     """The prompts read whole in a step beside ``n_generating`` streams, shortest first
-    (``StepBudget.whole``): only text that one chunk can hold to the prompt's end."""
-    cap = room if max_rows is None else min(room, max_rows)
-    text = sorted((s for s in prefilling if s.chunk_room(cap) == s.prompt_left), key=lambda s: s.prompt_left)
+    (``StepBudget.whole``)."""
+    text = readable_whole(prefilling, room, max_rows)
     return text[: budget.whole(n_generating, [s.prompt_left for s in text], room)]
+
+
+def burst_prompts(prefilling: list[Slot], budget: StepBudget, room: int, max_rows: int | None) -> list[Slot]:
+    """The prompts a crowd's step reads whole, shortest first (``StepBudget.burst``)."""
+    text = readable_whole(prefilling, room, max_rows)
+    return text[: budget.burst([s.prompt_left for s in text], room)]
+
+
+def requests(slots: Iterable[Slot]) -> set[int]:
+    """The ids of the requests in ``slots``."""
+    return {s.request.id for s in slots if s.request is not None}
 
 
 class HoldRun:
     """Whether a step reads prompts alone while the generating streams hold.
 
     A burst of arrivals (more prompts in slots waiting for their first token, each of at most a
-    batch, than streams running) is read in a run of steps at the batch's full width, at most
-    ``HOLD_STEPS``, and each stream waits once for the whole run instead of at every step of it. A
+    batch, than streams running) is read in a run of steps that nothing else shares (as many
+    prompts a step as bring their first tokens soonest: ``StepBudget.burst``), at most the rows of
+    ``HOLD_STEPS`` full-width steps, and each stream waits once for the whole run instead of at
+    every step of it. A
     stream's inter-token gaps then have one long one per burst rather than many (a trickle of
     prompt rows beside the streams stretched a third of the gaps of 32 distinct clients to 2-3
     steps), and the burst's prompts come without decode calls beside them. The run goes on while a
@@ -127,31 +146,34 @@ class HoldRun:
     def __init__(self, n_batch: int) -> None:
         self.n_batch = n_batch
         self.steps = 0  # steps of the current run; -1: one has just ended
-        self.members: set[int] = set()  # the sequences it read
+        self.rows = 0  # prompt rows the current run read
+        self.members: set[int] = set()  # the requests it read (a slot may take another meanwhile)
 
-    def holds(self, prefilling: list[Slot], n_generating: int) -> bool:
-        """Whether this step, with these prompts and ``n_generating`` streams, is a run's."""
+    def holds(self, prefilling: list[Slot], n_generating: int, most: int) -> bool:
+        """Whether this step, with these prompts and ``n_generating`` streams, is a run's; a run
+        reads at most ``most`` rows."""
         if not n_generating or not prefilling:
-            self.steps, self.members = 0, set()
+            self.steps, self.rows, self.members = 0, 0, set()
             return False
         if self.steps < 0:  # the step after a run was the streams'
             self.steps = 0
-        elif self.steps and (self.steps >= HOLD_STEPS or not any(s.seq_id in self.members for s in prefilling)):
-            self.steps, self.members = -1, set()  # the run is over: the streams get a step before the next
+        elif self.steps and (self.rows >= most or self.members.isdisjoint(requests(prefilling))):
+            self.steps, self.rows, self.members = -1, 0, set()  # over: the streams get a step before the next
             return False
         if not self.steps and sum(s.prompt_left <= self.n_batch for s in prefilling) <= n_generating:
             return False
         self.steps += 1
         return True
 
-    def read(self, prefilling: list[Slot]) -> None:
-        """The step held: the short ones of ``prefilling`` belong to the run (a long document read
-        beside them does not keep it going)."""
-        self.members |= {s.seq_id for s in prefilling if s.prompt_left <= self.n_batch}
+    def read(self, prefilling: list[Slot], rows: int) -> None:
+        """The step held and read ``rows`` prompt rows: the short ones of ``prefilling`` belong to
+        the run (a long document read beside them does not keep it going)."""
+        self.members |= requests(s for s in prefilling if s.prompt_left <= self.n_batch)
+        self.rows += rows
 
     def cancel(self) -> None:
         """Nothing could be read in the step ``holds`` granted (media being encoded): no run."""
-        self.steps = 0
+        self.steps, self.rows = 0, 0
 
 
 @dataclass
@@ -484,11 +506,11 @@ class Scheduler:
             key=lambda s: s.request.arrival_ns,  # type: ignore[union-attr]
         )
         chunks: dict[int, list[int]] = {}
-        if self._hold.holds(prefilling, len(generating)):
+        if self._hold.holds(prefilling, len(generating), HOLD_STEPS * self.budget.full_width(self.n_batch)):
             chunks = self._chunks(prefilling, 0, self.n_batch, plan)
             if chunks or plan.media:
                 generating = set()  # they hold for this step
-                self._hold.read(prefilling)
+                self._hold.read(prefilling, sum(map(len, chunks.values())) + sum(len(m.rows) for m in plan.media))
             else:  # nothing to read yet (its media is being encoded): the streams go on
                 self._hold.cancel()
         if prefilling and not (chunks or plan.media):  # no hold
@@ -517,6 +539,8 @@ class Scheduler:
         else:
             budget = min(room, self.budget.prefill_rows(n_generating, room) + extra)
         media = self._media(prefilling, budget)
+        if crowd and media is None:
+            whole, budget = self._burst(prefilling, room, budget)
         if media is not None and not media.item.whole and not crowd:  # a piece: the target without its floor
             budget = min(room, self.budget.prefill_rows(n_generating, room, media=True) + extra)
         if media is not None and media.item.whole:  # one piece, out of the budget first
@@ -536,6 +560,25 @@ class Scheduler:
             else:
                 chunks[slot.seq_id] = slot.prompt_chunk(rows)
         return chunks
+
+    def _burst(self, prefilling: list[Slot], room: int, width: int) -> tuple[list[Slot], int]:
+        """A crowd's step without media: the short prompts it reads whole (``StepBudget.burst``) and
+        its rows, the oldest prompt (a long document, say) taking a quarter of them where it is
+        not among those, so that no burst starves it. With none to read whole: the full ``width``."""
+        burst = burst_prompts(prefilling, self.budget, room, self.max_rows)
+        if not burst:
+            return [], width
+        oldest = prefilling[0]
+        if oldest in burst or oldest.media_due() is not None:
+            return burst, sum(s.prompt_left for s in burst)
+
+        def with_share(slots: list[Slot]) -> int:
+            rows = sum(s.prompt_left for s in slots)
+            return rows + max(rows // 3, MIN_PREFILL_ROWS)
+
+        while len(burst) > 1 and with_share(burst) > width:
+            burst.pop()
+        return [*burst, oldest], min(width, with_share(burst))
 
     def _media(self, prefilling: list[Slot], budget: int) -> MediaPiece | None:
         """The media item that may have a piece decoded in this step (one a step, in a call of its
