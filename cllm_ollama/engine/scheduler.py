@@ -116,10 +116,13 @@ def whole_prompts(
     return text[: budget.whole(n_generating, [s.prompt_left for s in text], room)]
 
 
-def burst_prompts(prefilling: list[Slot], budget: StepBudget, room: int, max_rows: int | None) -> list[Slot]:
-    """The prompts a crowd's step reads whole, shortest first (``StepBudget.burst``)."""
+def burst_prompts(
+    prefilling: list[Slot], budget: StepBudget, room: int, max_rows: int | None, others: int
+) -> list[Slot]:
+    """The prompts a crowd's step reads whole, shortest first, with ``others`` waiting for all of
+    them (``StepBudget.burst``)."""
     text = readable_whole(prefilling, room, max_rows)
-    return text[: budget.burst([s.prompt_left for s in text], room)]
+    return text[: budget.burst([s.prompt_left for s in text], room, others)]
 
 
 def requests(slots: Iterable[Slot]) -> set[int]:
@@ -507,7 +510,7 @@ class Scheduler:
         )
         chunks: dict[int, list[int]] = {}
         if self._hold.holds(prefilling, len(generating), HOLD_STEPS * self.budget.full_width(self.n_batch)):
-            chunks = self._chunks(prefilling, 0, self.n_batch, plan)
+            chunks = self._chunks(prefilling, 0, self.n_batch, plan, held=len(generating))
             if chunks or plan.media:
                 generating = set()  # they hold for this step
                 self._hold.read(prefilling, sum(map(len, chunks.values())) + sum(len(m.rows) for m in plan.media))
@@ -527,10 +530,12 @@ class Scheduler:
                 plan.prefills.append((slot, len(chunk)))
         return plan
 
-    def _chunks(self, prefilling: list[Slot], n_generating: int, room: int, plan: StepPlan) -> dict[int, list[int]]:
+    def _chunks(
+        self, prefilling: list[Slot], n_generating: int, room: int, plan: StepPlan, held: int = 0
+    ) -> dict[int, list[int]]:
         """The step's prompt chunks by sequence (and its media piece, into ``plan``), within the step
-        budget: the full width (``StepBudget.full_width``) when more requests wait for their first
-        token than streams run."""
+        budget: the full width (``StepBudget.full_width``), or a burst's (``_burst``), when more
+        requests wait for their first token than streams run; ``held``: streams holding for it."""
         crowd = len(prefilling) + len(self.waiting) > n_generating
         whole = [] if crowd else whole_prompts(prefilling, self.budget, n_generating, room, self.max_rows)
         extra = sum(s.prompt_left for s in whole)
@@ -540,7 +545,7 @@ class Scheduler:
             budget = min(room, self.budget.prefill_rows(n_generating, room) + extra)
         media = self._media(prefilling, budget)
         if crowd and media is None:
-            whole, budget = self._burst(prefilling, room, budget)
+            whole, budget = self._burst(prefilling, room, budget, held + n_generating + len(self.waiting))
         if media is not None and not media.item.whole and not crowd:  # a piece: the target without its floor
             budget = min(room, self.budget.prefill_rows(n_generating, room, media=True) + extra)
         if media is not None and media.item.whole:  # one piece, out of the budget first
@@ -561,11 +566,12 @@ class Scheduler:
                 chunks[slot.seq_id] = slot.prompt_chunk(rows)
         return chunks
 
-    def _burst(self, prefilling: list[Slot], room: int, width: int) -> tuple[list[Slot], int]:
-        """A crowd's step without media: the short prompts it reads whole (``StepBudget.burst``) and
-        its rows, the oldest prompt (a long document, say) taking a quarter of them where it is
-        not among those, so that no burst starves it. With none to read whole: the full ``width``."""
-        burst = burst_prompts(prefilling, self.budget, room, self.max_rows)
+    def _burst(self, prefilling: list[Slot], room: int, width: int, others: int) -> tuple[list[Slot], int]:
+        """A crowd's step without media, with ``others`` (streams, queued requests) waiting for the
+        whole read: the short prompts it reads whole (``StepBudget.burst``) and its rows, the
+        oldest prompt (a long document, say) taking a quarter of them where it is not among those,
+        so that no burst starves it. With none to read whole: the full ``width``."""
+        burst = burst_prompts(prefilling, self.budget, room, self.max_rows, others)
         if not burst:
             return [], width
         oldest = prefilling[0]

@@ -202,30 +202,35 @@ class StepBudget:
             return room
         return min(room, max(MIN_FULL_WIDTH_ROWS, self.prompt.rows_within(FULL_WIDTH_NS, room)))
 
-    def burst(self, lefts: list[int], room: int) -> int:
-        """How many of the prompts with ``lefts`` rows left (shortest first, each read whole) a step
-        that nothing waits on beside it reads: the number that, each step reading as many until all
-        are read, brings them their first tokens soonest on average, within the full width.
+    def burst(self, lefts: list[int], room: int, others: int = 0) -> int:
+        """How many of the prompts with ``lefts`` rows left (shortest first, each read whole) a
+        crowd's step reads, within the full width: the number that, each step reading as many until
+        all are read, makes their summed wait for their first tokens, plus ``others`` times the
+        whole read, least. ``others`` wait for all of it: streams holding for the burst (or
+        stretched by its steps) and requests queued for a slot.
 
         A prompt's first token goes out after the step that reads its end, so a wide step makes all
         of its prompts wait for the last of them: on two cores a 512-row call (eight 64-token
-        prompts) took 1.74 s where a 64-row one took 233 ms, the same 3.4-3.6 ms a row, and a burst
-        of 32 read eight at a time gave its median prompt 5.5 s where one or two at a time give
-        4.5. Where a call's fixed cost dominates (a GPU: the weights read once a call), the widest
-        step stays the soonest and wins. Nothing measured yet: as many as the full width holds."""
+        prompts) took 1.74 s where a 64-row one took 233 ms, the same 3.4-3.6 ms a row, and eight
+        clients' first tokens came after 1.3-1.5 s (p50) read one a step against 2.0-2.4 s read
+        together. Each narrower step costs the call's fixed cost again, which every stream and
+        queued request waits for: a shared prompt's eight short ends, read three steps instead of
+        one while eight requests queued, made that workload 5% slower. Where a call's fixed cost
+        dominates (a GPU: the weights read once a call), the widest step wins. Nothing measured
+        yet: as many as the full width holds."""
         width = self.full_width(room)
         fits = sum(1 for end in itertools.accumulate(lefts) if end <= width)
         if fits <= 1 or not self.prompt.measured():
             return fits
         ends = [0, *itertools.accumulate(lefts)]
-        waits = {}  # k: the prompts' summed wait for their first tokens, reading k a step
+        waits = {}  # k: the summed wait, reading k a step
         for k in range(1, fits + 1):
             t = total = 0.0
             for i in range(0, len(lefts), k):
                 j = min(i + k, len(lefts))
                 t += self.prompt.cost(ends[j] - ends[i])
                 total += t * (j - i)
-            waits[k] = total
+            waits[k] = total + others * t
         least = min(waits.values())
         return max(k for k, w in waits.items() if w <= least * (1 + BURST_SLACK))
 

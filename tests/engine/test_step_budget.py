@@ -294,6 +294,9 @@ def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> N
     assert cpu.burst([10] * 32 + [64] * 8, room=512) == 6  # short ones first, a few a step
     assert cpu.burst([64] * 32, room=100) == 1  # the batch's room
     assert cpu.burst([600], room=512) == 0  # longer than a batch: no prompt is read whole
+    # Streams holding for the burst and requests queued for a slot wait for all of it: each
+    # narrower step's fixed cost is theirs too, and the steps widen.
+    assert [cpu.burst([64] * 8, room=512, others=n) for n in (0, 4, 32)] == [1, 3, 8]
     gpu = budget()
     gpu.prompt = costs(per_row_ms=0.02, fixed_ms=10)
     assert gpu.burst([64] * 32, room=512) == 8
@@ -301,9 +304,10 @@ def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> N
 
 
 def test_the_streams_hold_once_for_a_burst_read_a_few_prompts_a_step() -> None:
-    """32 distinct prompts at once on the CPU's costs: each step reads at most four, whose first
-    tokens come out of it; the streams started by the first steps hold until the last prompt is
-    read (one long gap, as when a step read eight), then all 32 generate together."""
+    """32 distinct prompts at once on the CPU's costs: the first step reads four, whose first
+    tokens come out of it, and the steps widen as more streams hold for the rest; those streams
+    hold until the last prompt is read (one long gap, as when a step read eight), then all 32
+    generate together."""
     clock = iter(range(0, 10**12, 1000))
     s = Scheduler(32, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=budget())
     for i in range(32):
@@ -312,7 +316,7 @@ def test_the_streams_hold_once_for_a_burst_read_a_few_prompts_a_step() -> None:
     while not plans or rows_of(plans[-1]):
         plans.append(advance(s))
     burst = plans[:-1]
-    assert len(burst) >= 8 and all(len(rows_of(p)) <= 4 for p in burst)
+    assert [len(rows_of(p)) for p in burst] == [4, 5, 5, 6, 8, 4]
     assert all(sorted(slot.seq_id for slot, _ in p.outputs) == sorted(rows_of(p)) for p in burst)
     assert sorted(q for p in burst for q in rows_of(p)) == list(range(32))
     assert decoding(plans[-1]) == list(range(32))
