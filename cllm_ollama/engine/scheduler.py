@@ -32,7 +32,7 @@ from .prefix import Copy, KvOp, Move, PrefixReuse, PrefixStats, Restore, Save, T
 from .prompt_cache import PromptCache
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
-from .step_budget import MIN_PREFILL_ROWS, StepBudget
+from .step_budget import StepBudget, oldest_share
 
 # How many waiting requests admission looks at when it prefers one whose prefix is cached.
 ADMIT_WINDOW = 8
@@ -116,15 +116,6 @@ def whole_prompts(
     return text[: budget.whole(n_generating, [s.prompt_left for s in text], room)]
 
 
-def burst_prompts(
-    prefilling: list[Slot], budget: StepBudget, room: int, max_rows: int | None, others: int
-) -> list[Slot]:
-    """The prompts a crowd's step reads whole, shortest first, with ``others`` waiting for all of
-    them (``StepBudget.burst``)."""
-    text = readable_whole(prefilling, room, max_rows)
-    return text[: budget.burst([s.prompt_left for s in text], room, others)]
-
-
 def requests(slots: Iterable[Slot]) -> set[int]:
     """The ids of the requests in ``slots``."""
     return {s.request.id for s in slots if s.request is not None}
@@ -176,7 +167,7 @@ class HoldRun:
 
     def cancel(self) -> None:
         """Nothing could be read in the step ``holds`` granted (media being encoded): no run."""
-        self.steps, self.rows = 0, 0
+        self.steps, self.rows, self.members = 0, 0, set()
 
 
 @dataclass
@@ -568,23 +559,22 @@ class Scheduler:
 
     def _burst(self, prefilling: list[Slot], room: int, width: int, others: int) -> tuple[list[Slot], int]:
         """A crowd's step without media, with ``others`` (streams, queued requests) waiting for the
-        whole read: the short prompts it reads whole (``StepBudget.burst``) and its rows, the
-        oldest prompt (a long document, say) taking a quarter of them where it is not among those,
-        so that no burst starves it. With none to read whole: the full ``width``."""
-        burst = burst_prompts(prefilling, self.budget, room, self.max_rows, others)
+        whole read: the short prompts it reads whole where fewer than ``width`` rows are sooner
+        (``StepBudget.burst``) and its rows, the oldest prompt (a long document, say) taking its
+        share (``oldest_share``) where it is not among those. Else none and the full ``width``,
+        shared as any step's prompt rows are (``shares``)."""
+        text = readable_whole(prefilling, room, self.max_rows)
+        oldest = prefilling[0]
+        share = oldest.media_due() is None and oldest not in text
+        burst = text[: self.budget.burst([s.prompt_left for s in text], room, others, share)]
         if not burst:
             return [], width
-        oldest = prefilling[0]
+        rows = sum(s.prompt_left for s in burst)
         if oldest in burst or oldest.media_due() is not None:
-            return burst, sum(s.prompt_left for s in burst)
-
-        def with_share(slots: list[Slot]) -> int:
-            rows = sum(s.prompt_left for s in slots)
-            return rows + max(rows // 3, MIN_PREFILL_ROWS)
-
-        while len(burst) > 1 and with_share(burst) > width:
-            burst.pop()
-        return [*burst, oldest], min(width, with_share(burst))
+            return burst, rows
+        if rows + oldest_share(rows) > width:  # the oldest is short but not among them: no room for its share
+            return [], width
+        return [*burst, oldest], rows + oldest_share(rows)
 
     def _media(self, prefilling: list[Slot], budget: int) -> MediaPiece | None:
         """The media item that may have a piece decoded in this step (one a step, in a call of its

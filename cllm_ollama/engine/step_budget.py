@@ -2,8 +2,10 @@
 
 Sarathi-Serve's stall-free batching over costs measured on this model and device: every
 generating stream's token goes into each step; prompt chunks fill what is left of a target step
-time (the inter-token latency a stream sees). With nothing generating, prompts run at full width
-(calls of up to a few seconds: ``FULL_WIDTH_NS``).
+time (the inter-token latency a stream sees). With nothing generating, or a crowd of prompts
+waiting for their first token, a step reads as many prompts whole as bring their first tokens
+soonest (``StepBudget.burst``), at most the full width (calls of up to a few seconds:
+``FULL_WIDTH_NS``).
 
 The runner times each ``llama_decode`` call (``StepBudget.observe``); a step that carries prompt
 rows is two calls where a reproducible prompt ends in it (the prompt rows, then the rows whose
@@ -57,8 +59,9 @@ WHOLE_NS = 500_000_000
 
 
 # A step that nothing waits on beside it (no stream generating, or a crowd of prompts waiting for
-# their first token while the streams hold: ``scheduler.HoldRun``) reads prompts at the batch's
-# full width: all of it, unless a call that wide is predicted to take longer than this (ns). On
+# their first token while the streams hold: ``scheduler.HoldRun``) reads prompts at most at the
+# batch's full width (``StepBudget.burst`` may read fewer): all of it, unless a call that wide is
+# predicted to take longer than this (ns). On
 # the bench's 0.5-0.6B models a 512-row call takes 2.0-2.4 s on two cores, so this leaves them
 # as they are; a 7B model there would take over a minute a call, and every stream holding for a
 # burst, every request arriving meanwhile and every client that gave up would wait for it.
@@ -139,6 +142,13 @@ class CallCosts:
         return lo
 
 
+def oldest_share(rows: int) -> int:
+    """The rows a crowd's step narrower than the full width (``StepBudget.burst``) gives the
+    oldest prompt beside ``rows`` of short ones, where it is not among them (a long document): a
+    quarter of the step, never under ``MIN_PREFILL_ROWS``, so that no burst starves it."""
+    return max(rows // 3, MIN_PREFILL_ROWS)
+
+
 class StepBudget:
     """The prompt rows a step may carry beside ``decode_rows`` generating streams.
 
@@ -183,7 +193,8 @@ class StepBudget:
 
     def prefill_rows(self, decode_rows: int, room: int, media: bool = False) -> int:
         """Prompt rows for a step with ``decode_rows`` generating streams and ``room`` rows left in the
-        batch: all of it with nothing generating, else what the target step time leaves. A step
+        batch: the full width with nothing generating (the scheduler takes such a step as a crowd's:
+        ``full_width``, ``burst``), else what the target step time leaves. A step
         that decodes a piece of a media item (``media``) keeps to ``media_slack`` times the decode
         step, without the floor: an image or an audio window takes tens of steps, and at the floor
         a fast model's streams (6-15 ms steps) ran at 7-16x their pace through all of them."""
@@ -196,18 +207,20 @@ class StepBudget:
         return min(most, max(MIN_MEDIA_ROWS if media else MIN_PREFILL_ROWS, self.prompt.rows_within(left, most)))
 
     def full_width(self, room: int) -> int:
-        """The prompt rows of a step that nothing waits on beside it: all of ``room``, or as many as
-        a call predicted to take ``FULL_WIDTH_NS`` holds, never under ``MIN_FULL_WIDTH_ROWS``."""
+        """The most prompt rows of a step that nothing waits on beside it: all of ``room``, or as
+        many as a call predicted to take ``FULL_WIDTH_NS`` holds, never under ``MIN_FULL_WIDTH_ROWS``."""
         if not self.prompt.measured():
             return room
         return min(room, max(MIN_FULL_WIDTH_ROWS, self.prompt.rows_within(FULL_WIDTH_NS, room)))
 
-    def burst(self, lefts: list[int], room: int, others: int = 0) -> int:
+    def burst(self, lefts: list[int], room: int, others: int = 0, share: bool = False) -> int:
         """How many of the prompts with ``lefts`` rows left (shortest first, each read whole) a
-        crowd's step reads, within the full width: the number that, each step reading as many until
+        crowd's step reads where a step narrower than the full width is sooner; 0 where none is
+        (or nothing is measured yet). The number is the one that, each step reading as many until
         all are read, makes their summed wait for their first tokens, plus ``others`` times the
         whole read, least. ``others`` wait for all of it: streams holding for the burst (or
-        stretched by its steps) and requests queued for a slot.
+        stretched by its steps) and requests queued for a slot. ``share``: each step also carries
+        the oldest prompt's share (``oldest_share``).
 
         A prompt's first token goes out after the step that reads its end, so a wide step makes all
         of its prompts wait for the last of them: on two cores a 512-row call (eight 64-token
@@ -216,23 +229,27 @@ class StepBudget:
         together. Each narrower step costs the call's fixed cost again, which every stream and
         queued request waits for: a shared prompt's eight short ends, read three steps instead of
         one while eight requests queued, made that workload 5% slower. Where a call's fixed cost
-        dominates (a GPU: the weights read once a call), the widest step wins. Nothing measured
-        yet: as many as the full width holds."""
+        dominates (a GPU: the weights read once a call), the widest step wins."""
+
+        def step_rows(rows: int) -> int:
+            return rows + oldest_share(rows) if share else rows
+
         width = self.full_width(room)
-        fits = sum(1 for end in itertools.accumulate(lefts) if end <= width)
+        fits = sum(1 for end in itertools.accumulate(lefts) if step_rows(end) <= width)
         if fits <= 1 or not self.prompt.measured():
-            return fits
+            return 0
         ends = [0, *itertools.accumulate(lefts)]
         waits = {}  # k: the summed wait, reading k a step
         for k in range(1, fits + 1):
             t = total = 0.0
             for i in range(0, len(lefts), k):
                 j = min(i + k, len(lefts))
-                t += self.prompt.cost(ends[j] - ends[i])
+                t += self.prompt.cost(step_rows(ends[j] - ends[i]))
                 total += t * (j - i)
             waits[k] = total + others * t
         least = min(waits.values())
-        return max(k for k, w in waits.items() if w <= least * (1 + BURST_SLACK))
+        k = max(k for k, w in waits.items() if w <= least * (1 + BURST_SLACK))
+        return 0 if k == fits else k
 
     def whole(self, decode_rows: int, lefts: list[int], room: int) -> int:
         """How many of the prompts with ``lefts`` rows left (shortest first) are read whole in a step

@@ -267,19 +267,23 @@ def test_a_long_document_read_in_a_burst_does_not_keep_the_streams_holding() -> 
 
 
 def test_a_burst_on_a_slow_model_is_read_in_calls_of_a_few_seconds() -> None:
-    """A larger model's 512-row call would take 5.1 s: the burst's steps carry what 3 s holds at
-    most (the streams holding for it, and anyone arriving meanwhile, wait that long, not minutes),
-    here one prompt each (``test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows``)."""
+    """A larger model's 512-row call would take 5.1 s: a document read with nothing generating
+    goes in calls of what 3 s holds (anyone arriving meanwhile waits that long, not minutes), and
+    so does a burst of short prompts where no narrower step fits."""
     b = budget()
     b.prompt = costs(per_row_ms=10, fixed_ms=20)
+    cap = (FULL_WIDTH_NS // MS - 20) // 10
     clock = iter(range(0, 10**12, 1000))
+    s = Scheduler(16, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=b)
+    s.add(request(40_000, arrival=0))
+    assert [sum(rows_of(advance(s)).values()) for _ in range(3)] == [cap] * 3
+    b.prompt = costs(per_row_ms=10, fixed_ms=2000)  # a call's fixed cost dominates
+    cap = (FULL_WIDTH_NS // MS - 2000) // 10
     s = Scheduler(16, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=b)
     for i in range(16):
         s.add(request(64, arrival=i))
-    plans = [advance(s) for _ in range(16)]
-    per_step = [sum(rows_of(p).values()) for p in plans]
-    assert all(n <= (FULL_WIDTH_NS // MS - 20) // 10 for n in per_step)
-    assert sum(per_step) == 16 * 64
+    assert b.full_width(512) == cap and b.burst([64] * 16, room=512) == 0
+    assert sum(rows_of(advance(s)).values()) == cap
 
 
 def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> None:
@@ -292,15 +296,17 @@ def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> N
     assert cpu.burst([64] * 32, room=512) == 4
     assert cpu.burst([64] * 8, room=512) == 1
     assert cpu.burst([10] * 32 + [64] * 8, room=512) == 6  # short ones first, a few a step
-    assert cpu.burst([64] * 32, room=100) == 1  # the batch's room
+    assert cpu.burst([64] * 32, room=100) == 0  # the batch holds one: the full width is as narrow
     assert cpu.burst([600], room=512) == 0  # longer than a batch: no prompt is read whole
     # Streams holding for the burst and requests queued for a slot wait for all of it: each
     # narrower step's fixed cost is theirs too, and the steps widen.
-    assert [cpu.burst([64] * 8, room=512, others=n) for n in (0, 4, 32)] == [1, 3, 8]
+    assert [cpu.burst([64] * 8, room=512, others=n) for n in (0, 4, 32)] == [1, 3, 0]  # 0: all 8
     gpu = budget()
     gpu.prompt = costs(per_row_ms=0.02, fixed_ms=10)
-    assert gpu.burst([64] * 32, room=512) == 8
-    assert StepBudget().burst([64] * 32, room=512) == 8
+    assert gpu.burst([64] * 32, room=512) == 0  # the full width
+    assert StepBudget().burst([64] * 32, room=512) == 0
+    # A document waiting first takes its share of every such step: fewer prompts fit beside it.
+    assert cpu.burst([64] * 8, room=512, others=4, share=True) == 2
 
 
 def test_the_streams_hold_once_for_a_burst_read_a_few_prompts_a_step() -> None:
