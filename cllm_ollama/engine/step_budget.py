@@ -217,19 +217,21 @@ class StepBudget:
         """How many of the prompts with ``lefts`` rows left (shortest first, each read whole) a
         crowd's step reads where a step narrower than the full width is sooner; 0 where none is
         (or nothing is measured yet). The number is the one that, each step reading as many until
-        all are read, makes their summed wait for their first tokens, plus ``others`` times the
-        whole read, least. ``others`` wait for all of it: streams holding for the burst (or
-        stretched by its steps) and requests queued for a slot. ``share``: each step also carries
-        the oldest prompt's share (``oldest_share``).
+        all are read, makes their summed wait for their first tokens, plus the whole read's time
+        for each of them and each of ``others``, least: the prompts' streams hold for the rest of
+        the burst before their second tokens, and ``others`` wait for all of it too (streams
+        holding for it, or stretched by its steps, and requests queued for a slot). ``share``:
+        each step also carries the oldest prompt's share (``oldest_share``).
 
         A prompt's first token goes out after the step that reads its end, so a wide step makes all
         of its prompts wait for the last of them: on two cores a 512-row call (eight 64-token
-        prompts) took 1.74 s where a 64-row one took 233 ms, the same 3.4-3.6 ms a row, and eight
-        clients' first tokens came after 1.3-1.5 s (p50) read one a step against 2.0-2.4 s read
-        together. Each narrower step costs the call's fixed cost again, which every stream and
-        queued request waits for: a shared prompt's eight short ends, read three steps instead of
-        one while eight requests queued, made that workload 5% slower. Where a call's fixed cost
-        dominates (a GPU: the weights read once a call), the widest step wins."""
+        prompts) took 1.74 s where a 64-row one took 233 ms, the same 3.4-3.6 ms a row. But each
+        narrower step costs the call's fixed cost again, and everyone waits for the whole read:
+        weighing first tokens alone, 32 clients' bursts read a few prompts a step came 10% later
+        at their median and cost 4.5% of tok/s (the first steps share the cores with the burst's
+        HTTP intake); weighing the whole read too, 8 clients' first tokens came after 1.4-1.8 s
+        (p50) against 1.9-2.2 s read together, and 32 clients' as before. Where a call's fixed
+        cost dominates (a GPU: the weights read once a call), the widest step wins."""
 
         def step_rows(rows: int) -> int:
             return rows + oldest_share(rows) if share else rows
@@ -246,7 +248,7 @@ class StepBudget:
                 j = min(i + k, len(lefts))
                 t += self.prompt.cost(step_rows(ends[j] - ends[i]))
                 total += t * (j - i)
-            waits[k] = total + others * t
+            waits[k] = total + (others + len(lefts)) * t
         least = min(waits.values())
         k = max(k for k, w in waits.items() if w <= least * (1 + BURST_SLACK))
         return 0 if k == fits else k

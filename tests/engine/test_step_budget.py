@@ -287,45 +287,43 @@ def test_a_burst_on_a_slow_model_is_read_in_calls_of_a_few_seconds() -> None:
 
 
 def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> None:
-    """A prompt's first token goes out after the step that reads its end. Where a call costs its
-    rows (a CPU: 20 ms fixed, 3 ms a row), reading 32 prompts eight at a time makes the median one
-    wait for two 1.6 s calls; two at a time bring them soonest, and four at a time within
-    BURST_SLACK of that (fewer calls). Where the fixed cost dominates (a GPU's), the widest step is
-    soonest. Nothing measured: what the full width holds."""
+    """A prompt's first token goes out after the step that reads its end, and its stream then
+    holds for the rest of the burst. Where a call costs its rows (a CPU: 20 ms fixed, 3 ms a row),
+    8 prompts read three at a time bring their first tokens sooner at little cost to the whole
+    read; 32 read eight at a time lose less to the whole read than they gain. Streams holding for
+    the burst and requests queued for a slot wait for all of it: the steps widen. Where the fixed
+    cost dominates (a GPU's), the widest step wins. 0: the full width."""
     cpu = budget()
-    assert cpu.burst([64] * 32, room=512) == 4
-    assert cpu.burst([64] * 8, room=512) == 1
-    assert cpu.burst([10] * 32 + [64] * 8, room=512) == 6  # short ones first, a few a step
+    assert cpu.burst([64] * 8, room=512) == 3
+    assert cpu.burst([64] * 32, room=512) == 0
+    assert cpu.burst([10] * 32 + [64] * 8, room=512) == 17  # short ones first, a few a step
     assert cpu.burst([64] * 32, room=100) == 0  # the batch holds one: the full width is as narrow
     assert cpu.burst([600], room=512) == 0  # longer than a batch: no prompt is read whole
-    # Streams holding for the burst and requests queued for a slot wait for all of it: each
-    # narrower step's fixed cost is theirs too, and the steps widen.
-    assert [cpu.burst([64] * 8, room=512, others=n) for n in (0, 4, 32)] == [1, 3, 0]  # 0: all 8
+    assert [cpu.burst([64] * 8, room=512, others=n) for n in (0, 4, 32)] == [3, 5, 0]
+    # A document waiting first takes its share of every such step: each is dearer, fewer share it.
+    assert (cpu.burst([64] * 8, room=512, others=2), cpu.burst([64] * 8, room=512, others=2, share=True)) == (5, 4)
     gpu = budget()
     gpu.prompt = costs(per_row_ms=0.02, fixed_ms=10)
-    assert gpu.burst([64] * 32, room=512) == 0  # the full width
-    assert StepBudget().burst([64] * 32, room=512) == 0
-    # A document waiting first takes its share of every such step: fewer prompts fit beside it.
-    assert cpu.burst([64] * 8, room=512, others=4, share=True) == 2
+    assert gpu.burst([64] * 8, room=512) == 0
+    assert StepBudget().burst([64] * 8, room=512) == 0  # nothing measured yet
 
 
 def test_the_streams_hold_once_for_a_burst_read_a_few_prompts_a_step() -> None:
-    """32 distinct prompts at once on the CPU's costs: the first step reads four, whose first
-    tokens come out of it, and the steps widen as more streams hold for the rest; those streams
-    hold until the last prompt is read (one long gap, as when a step read eight), then all 32
-    generate together."""
+    """8 distinct prompts at once on the CPU's costs: the first step reads three, whose first
+    tokens come out of it; those streams hold while the other five are read (one long gap, as when
+    a step read all eight), then all 8 generate together."""
     clock = iter(range(0, 10**12, 1000))
-    s = Scheduler(32, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=budget())
-    for i in range(32):
+    s = Scheduler(8, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=budget())
+    for i in range(8):
         s.add(request(64, arrival=i))
     plans = []
     while not plans or rows_of(plans[-1]):
         plans.append(advance(s))
     burst = plans[:-1]
-    assert [len(rows_of(p)) for p in burst] == [4, 5, 5, 6, 8, 4]
+    assert [len(rows_of(p)) for p in burst] == [3, 4, 1]
     assert all(sorted(slot.seq_id for slot, _ in p.outputs) == sorted(rows_of(p)) for p in burst)
-    assert sorted(q for p in burst for q in rows_of(p)) == list(range(32))
-    assert decoding(plans[-1]) == list(range(32))
+    assert sorted(q for p in burst for q in rows_of(p)) == list(range(8))
+    assert decoding(plans[-1]) == list(range(8))
 
 
 def test_a_burst_leaves_the_oldest_prompt_its_share() -> None:
@@ -338,4 +336,4 @@ def test_a_burst_leaves_the_oldest_prompt_its_share() -> None:
     for i in range(4):
         s.add(request(60, arrival=1 + i))
     plan = advance(s)
-    assert rows_of(plan) == {0: 20, 1: 60}  # the document: a third of 60 rows, a quarter of the step
+    assert rows_of(plan) == {0: 40, 1: 60, 2: 60}  # the document: a third of 120 rows, a quarter of the step
