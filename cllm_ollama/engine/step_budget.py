@@ -215,30 +215,30 @@ class StepBudget:
 
     def burst(self, lefts: list[int], room: int, others: int = 0, share: bool = False) -> int:
         """How many of the prompts with ``lefts`` rows left (shortest first, each read whole) a
-        crowd's step reads where a step narrower than the full width is sooner; 0 where none is
-        (or nothing is measured yet). The number is the one that, each step reading as many until
-        all are read, makes their summed wait for their first tokens, plus the whole read's time
-        for each of them and each of ``others``, least: the prompts' streams hold for the rest of
-        the burst before their second tokens, and ``others`` wait for all of it too (streams
-        holding for it, or stretched by its steps, and requests queued for a slot). ``share``:
-        each step also carries the oldest prompt's share (``oldest_share``).
+        crowd's step reads where all of them fit one full-width step and a narrower step is
+        sooner; 0 where not (or nothing is measured yet). The number is the one that, each step
+        reading as many until all are read, makes their summed wait for their first tokens, plus
+        the whole read's time for each of them and each of ``others``, least: the prompts' streams
+        hold for the rest of the burst before their second tokens, and ``others`` wait for all of
+        it too (streams holding for it, or stretched by its steps, and requests queued for a slot).
+        ``share``: each step also carries the oldest prompt's share (``oldest_share``).
 
-        A prompt's first token goes out after the step that reads its end, so a wide step makes all
-        of its prompts wait for the last of them: on two cores a 512-row call (eight 64-token
-        prompts) took 1.74 s where a 64-row one took 233 ms, the same 3.4-3.6 ms a row. But each
-        narrower step costs the call's fixed cost again, and everyone waits for the whole read:
-        weighing first tokens alone, 32 clients' bursts read a few prompts a step came 10% later
-        at their median and cost 4.5% of tok/s (the first steps share the cores with the burst's
-        HTTP intake); weighing the whole read too, 8 clients' first tokens came after 1.4-1.8 s
-        (p50) against 1.9-2.2 s read together, and 32 clients' as before. Where a call's fixed
-        cost dominates (a GPU: the weights read once a call), the widest step wins."""
+        A prompt's first token goes out after the step that reads its end, so one wide step makes
+        all of its prompts wait for the last of them: on two cores a 512-row call (eight 64-token
+        prompts) took 1.74 s where a 64-row one took 233 ms, the same 3.4-3.6 ms a row, and 8
+        clients' first tokens came after 1.3-1.8 s (p50; mean 1.3-1.5 s) read a few a step
+        against 1.9-2.2 s (mean 1.7-1.9 s) read together. A burst longer than a full-width step
+        already gets its first tokens a step at a time: narrower steps there only spread them (32
+        clients, 4 alternating runs: mean 3% sooner, median 9% later, and weighing first tokens
+        alone 4.5% fewer tok/s). Where a call's fixed cost dominates (a GPU: the weights read once
+        a call), the widest step wins."""
 
         def step_rows(rows: int) -> int:
             return rows + oldest_share(rows) if share else rows
 
         width = self.full_width(room)
         fits = sum(1 for end in itertools.accumulate(lefts) if step_rows(end) <= width)
-        if fits <= 1 or not self.prompt.measured():
+        if fits <= 1 or fits < len(lefts) or not self.prompt.measured():
             return 0
         ends = [0, *itertools.accumulate(lefts)]
         waits = {}  # k: the summed wait, reading k a step

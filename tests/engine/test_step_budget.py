@@ -289,19 +289,20 @@ def test_a_burst_on_a_slow_model_is_read_in_calls_of_a_few_seconds() -> None:
 def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> None:
     """A prompt's first token goes out after the step that reads its end, and its stream then
     holds for the rest of the burst. Where a call costs its rows (a CPU: 20 ms fixed, 3 ms a row),
-    8 prompts read three at a time bring their first tokens sooner at little cost to the whole
-    read; 32 read eight at a time lose less to the whole read than they gain. Streams holding for
-    the burst and requests queued for a slot wait for all of it: the steps widen. Where the fixed
-    cost dominates (a GPU's), the widest step wins. 0: the full width."""
+    8 prompts that one full-width step would read together go three a step: their first tokens
+    come sooner at little cost to the whole read. Streams holding for the burst and requests
+    queued for a slot wait for all of it: the steps widen. A burst longer than the full width is
+    read at the full width, where first tokens already come a step at a time; so is one where the
+    fixed cost dominates (a GPU's). 0: the full width."""
     cpu = budget()
     assert cpu.burst([64] * 8, room=512) == 3
-    assert cpu.burst([64] * 32, room=512) == 0
-    assert cpu.burst([10] * 32 + [64] * 8, room=512) == 17  # short ones first, a few a step
-    assert cpu.burst([64] * 32, room=100) == 0  # the batch holds one: the full width is as narrow
+    assert cpu.burst([10] * 32, room=512) == 21  # short ones: most of them a step
+    assert cpu.burst([64] * 32, room=512) == cpu.burst([10] * 32 + [64] * 8, room=512) == 0
+    assert cpu.burst([64] * 8, room=100) == 0  # the batch holds one: the full width is as narrow
     assert cpu.burst([600], room=512) == 0  # longer than a batch: no prompt is read whole
     assert [cpu.burst([64] * 8, room=512, others=n) for n in (0, 4, 32)] == [3, 5, 0]
     # A document waiting first takes its share of every such step: each is dearer, fewer share it.
-    assert (cpu.burst([64] * 8, room=512, others=2), cpu.burst([64] * 8, room=512, others=2, share=True)) == (5, 4)
+    assert (cpu.burst([64] * 6, room=512), cpu.burst([64] * 6, room=512, share=True)) == (4, 2)
     gpu = budget()
     gpu.prompt = costs(per_row_ms=0.02, fixed_ms=10)
     assert gpu.burst([64] * 8, room=512) == 0
