@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cllm_ollama.engine.request import Request, SamplingParams
-from cllm_ollama.engine.scheduler import HOLD_STEPS, Scheduler, StepPlan
+from cllm_ollama.engine.scheduler import HOLD_STEPS, HoldRun, Scheduler, StepPlan
+from cllm_ollama.engine.slot import Slot
 from cllm_ollama.engine.step_budget import (
     AUTO_FLOOR_NS,
     FULL_WIDTH_NS,
@@ -338,3 +339,28 @@ def test_a_burst_leaves_the_oldest_prompt_its_share() -> None:
         s.add(request(60, arrival=1 + i))
     plan = advance(s)
     assert rows_of(plan) == {0: 40, 1: 60, 2: 60}  # the document: a third of 120 rows, a quarter of the step
+
+
+def test_a_hold_run_ends_when_its_requests_are_read_though_their_slots_take_new_ones() -> None:
+    """A run lasts while a request it read is unfinished. A slot that a run's request left and a
+    new request took is not that request: the run ends and the streams get their step."""
+    run = HoldRun(n_batch=512)
+    slots = [Slot(i, 1000) for i in range(3)]
+    for i, slot in enumerate(slots):
+        slot.assign(request(64, arrival=i), 0, now_ns=0)
+    assert run.holds(slots[1:], n_generating=1, most=2048)
+    run.read(slots[1:], 128)
+    slots[1].abort(now_ns=0)  # slot 1's request ended; a new one takes its slot
+    slots[1].assign(request(64, arrival=10), 0, now_ns=0)
+    assert run.holds(slots[1:2], n_generating=2, most=2048) is False
+
+
+def test_a_hold_run_reads_at_most_its_rows_then_the_streams_get_a_step() -> None:
+    run = HoldRun(n_batch=512)
+    slots = [Slot(i, 1000) for i in range(4)]
+    for i, slot in enumerate(slots):
+        slot.assign(request(64, arrival=i), 0, now_ns=0)
+    assert run.holds(slots, n_generating=1, most=128)
+    run.read(slots, 128)
+    assert run.holds(slots, n_generating=1, most=128) is False  # the streams' step
+    assert run.holds(slots, n_generating=1, most=128)  # the next run
