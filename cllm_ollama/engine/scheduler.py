@@ -125,16 +125,15 @@ class HoldRun:
     """Whether a step reads prompts alone while the generating streams hold.
 
     A burst of arrivals (more prompts in slots waiting for their first token, each of at most a
-    batch, than streams running) is read in a run of steps that nothing else shares (as many
-    prompts a step as bring their first tokens soonest: ``StepBudget.burst``), at most the rows of
-    ``HOLD_STEPS`` full-width steps, and each stream waits once for the whole run instead of at
-    every step of it. A
-    stream's inter-token gaps then have one long one per burst rather than many (a trickle of
-    prompt rows beside the streams stretched a third of the gaps of 32 distinct clients to 2-3
-    steps), and the burst's prompts come without decode calls beside them. The run goes on while a
-    prompt it read is unfinished (arrivals meanwhile join it); after it the streams get a step
-    before the next. A prompt longer than a batch never starts a run: a 40k-token document is read
-    within the step budget and the streams keep going.
+    batch, than streams running) is read in a run of steps that nothing else shares (at the full
+    width, or a few prompts a step where one step would read them all: ``StepBudget.burst``), at
+    most the rows of ``HOLD_STEPS`` full-width steps, and each stream waits once for the whole run
+    instead of at every step of it. A stream's inter-token gaps then have one long one per burst
+    rather than many (a trickle of prompt rows beside the streams stretched a third of the gaps of
+    32 distinct clients to 2-3 steps), and the burst's prompts come without decode calls beside
+    them. The run goes on while a prompt it read is unfinished (arrivals meanwhile join it); after
+    it the streams get a step before the next. A prompt longer than a batch never starts a run: a
+    40k-token document is read within the step budget and the streams keep going.
     """
 
     def __init__(self, n_batch: int) -> None:
