@@ -561,9 +561,13 @@ class Scheduler:
         whole read: the short prompts it reads whole where fewer than ``width`` rows are sooner
         (``StepBudget.burst``) and its rows, the oldest prompt (a long document, say) taking its
         share (``oldest_share``) where it is not among those. Else none and the full ``width``,
-        shared as any step's prompt rows are (``shares``)."""
+        shared as any step's prompt rows are (``shares``): also where another prompt's chunk ends
+        short of its end (a shared start its followers wait for, a kept length), which a narrow
+        step would leave waiting."""
         text = readable_whole(prefilling, room, self.max_rows)
         oldest = prefilling[0]
+        if any(s is not oldest and s not in text and s.media_due() is None for s in prefilling):
+            return [], width
         share = oldest.media_due() is None and oldest not in text
         burst = text[: self.budget.burst([s.prompt_left for s in text], room, others, share)]
         if not burst:

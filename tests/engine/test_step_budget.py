@@ -341,6 +341,19 @@ def test_a_burst_leaves_the_oldest_prompt_its_share() -> None:
     assert rows_of(plan) == {0: 40, 1: 60, 2: 60}  # the document: a third of 120 rows, a quarter of the step
 
 
+def test_a_burst_beside_a_prompt_read_in_parts_goes_at_the_full_width() -> None:
+    """A prompt whose chunk ends short of its end (here a kept length; a shared start others wait
+    for is another) is not among a narrow step's prompts: where it is not the oldest, the burst
+    goes at the full width, shared as before, so that it is not left waiting."""
+    clock = iter(range(0, 10**12, 1000))
+    s = Scheduler(8, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=budget())
+    for i in range(4):
+        s.add(request(64, arrival=i))
+    kept = request(64, arrival=10)
+    s.add(Request(kept.prompt, kept.sampling, num_predict=1000, arrival_ns=10, keep=(32,)))
+    assert rows_of(advance(s)) == {0: 64, 1: 64, 2: 64, 3: 64, 4: 32}
+
+
 def test_a_hold_run_ends_when_its_requests_are_read_though_their_slots_take_new_ones() -> None:
     """A run lasts while a request it read is unfinished. A slot that a run's request left and a
     new request took is not that request: the run ends and the streams get their step."""
