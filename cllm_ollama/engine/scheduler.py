@@ -136,21 +136,23 @@ class HoldRun:
     40k-token document is read within the step budget and the streams keep going.
     """
 
-    def __init__(self, n_batch: int) -> None:
+    def __init__(self, n_batch: int, most: Callable[[], int]) -> None:
+        """``most``: the rows a run may read, asked only while one goes on (it searches the
+        measured costs, which a step with no run need not pay)."""
         self.n_batch = n_batch
+        self.most = most
         self.steps = 0  # steps of the current run; -1: one has just ended
         self.rows = 0  # prompt rows the current run read
         self.members: set[int] = set()  # the requests it read (a slot may take another meanwhile)
 
-    def holds(self, prefilling: list[Slot], n_generating: int, most: int) -> bool:
-        """Whether this step, with these prompts and ``n_generating`` streams, is a run's; a run
-        reads at most ``most`` rows."""
+    def holds(self, prefilling: list[Slot], n_generating: int) -> bool:
+        """Whether this step, with these prompts and ``n_generating`` streams, is a run's."""
         if not n_generating or not prefilling:
             self.steps, self.rows, self.members = 0, 0, set()
             return False
         if self.steps < 0:  # the step after a run was the streams'
             self.steps = 0
-        elif self.steps and (self.rows >= most or self.members.isdisjoint(requests(prefilling))):
+        elif self.steps and (self.rows >= self.most() or self.members.isdisjoint(requests(prefilling))):
             self.steps, self.rows, self.members = -1, 0, set()  # over: the streams get a step before the next
             return False
         if not self.steps and sum(s.prompt_left <= self.n_batch for s in prefilling) <= n_generating:
@@ -274,7 +276,7 @@ class Scheduler:
         self._enqueued: dict[int, int] = {}  # request id -> when it joined ``waiting``
         self._passed: dict[int, int] = {}
         self._pending: StepPlan | None = None
-        self._hold = HoldRun(n_batch)
+        self._hold = HoldRun(n_batch, lambda: HOLD_STEPS * self.budget.full_width(n_batch))
 
     @property
     def stats(self) -> PrefixStats:
@@ -499,7 +501,7 @@ class Scheduler:
             key=lambda s: s.request.arrival_ns,  # type: ignore[union-attr]
         )
         chunks: dict[int, list[int]] = {}
-        if self._hold.holds(prefilling, len(generating), HOLD_STEPS * self.budget.full_width(self.n_batch)):
+        if self._hold.holds(prefilling, len(generating)):
             chunks = self._chunks(prefilling, 0, self.n_batch, plan, held=len(generating))
             if chunks or plan.media:
                 generating = set()  # they hold for this step
@@ -565,10 +567,11 @@ class Scheduler:
         short of its end (a shared start its followers wait for, a kept length), which a narrow
         step would leave waiting."""
         text = readable_whole(prefilling, room, self.max_rows)
+        whole = set(text)
         oldest = prefilling[0]
-        if any(s is not oldest and s not in text and s.media_due() is None for s in prefilling):
+        if any(s is not oldest and s not in whole and s.media_due() is None for s in prefilling):
             return [], width
-        share = oldest.media_due() is None and oldest not in text
+        share = oldest.media_due() is None and oldest not in whole
         burst = text[: self.budget.burst([s.prompt_left for s in text], room, others, share)]
         if not burst:
             return [], width

@@ -357,23 +357,23 @@ def test_a_burst_beside_a_prompt_read_in_parts_goes_at_the_full_width() -> None:
 def test_a_hold_run_ends_when_its_requests_are_read_though_their_slots_take_new_ones() -> None:
     """A run lasts while a request it read is unfinished. A slot that a run's request left and a
     new request took is not that request: the run ends and the streams get their step."""
-    run = HoldRun(n_batch=512)
+    run = HoldRun(n_batch=512, most=lambda: 2048)
     slots = [Slot(i, 1000) for i in range(3)]
     for i, slot in enumerate(slots):
         slot.assign(request(64, arrival=i), 0, now_ns=0)
-    assert run.holds(slots[1:], n_generating=1, most=2048)
+    assert run.holds(slots[1:], n_generating=1)
     run.read(slots[1:], 128)
     slots[1].abort(now_ns=0)  # slot 1's request ended; a new one takes its slot
     slots[1].assign(request(64, arrival=10), 0, now_ns=0)
-    assert run.holds(slots[1:2], n_generating=2, most=2048) is False
+    assert run.holds(slots[1:2], n_generating=2) is False
 
 
 def test_a_hold_run_reads_at_most_its_rows_then_the_streams_get_a_step() -> None:
-    run = HoldRun(n_batch=512)
+    run = HoldRun(n_batch=512, most=lambda: 128)
     slots = [Slot(i, 1000) for i in range(4)]
     for i, slot in enumerate(slots):
         slot.assign(request(64, arrival=i), 0, now_ns=0)
-    assert run.holds(slots, n_generating=1, most=128)
+    assert run.holds(slots, n_generating=1)
     run.read(slots, 128)
-    assert run.holds(slots, n_generating=1, most=128) is False  # the streams' step
-    assert run.holds(slots, n_generating=1, most=128)  # the next run
+    assert run.holds(slots, n_generating=1) is False  # the streams' step
+    assert run.holds(slots, n_generating=1)  # the next run
