@@ -61,10 +61,10 @@ WHOLE_NS = 500_000_000
 # A step that nothing waits on beside it (no stream generating, or a crowd of prompts waiting for
 # their first token while the streams hold: ``scheduler.HoldRun``) reads prompts at most at the
 # batch's full width (``StepBudget.burst`` may read fewer): all of it, unless a call that wide is
-# predicted to take longer than this (ns). On
-# the bench's 0.5-0.6B models a 512-row call takes 2.0-2.4 s on two cores, so this leaves them
-# as they are; a 7B model there would take over a minute a call, and every stream holding for a
-# burst, every request arriving meanwhile and every client that gave up would wait for it.
+# predicted to take longer than this (ns). On the bench's 0.5-0.6B models a 512-row call takes
+# 2.0-2.4 s on two cores, so this leaves them as they are; a 7B model there would take over a
+# minute a call, and every stream holding for a burst, every request arriving meanwhile and every
+# client that gave up would wait for it.
 FULL_WIDTH_NS = 3_000_000_000
 # ... but a full-width step carries at least this many rows, where even they take longer (a large
 # model on a CPU): a call's fixed cost, the weights read once, must stay small beside its rows.
@@ -236,22 +236,21 @@ class StepBudget:
         def step_rows(rows: int) -> int:
             return rows + oldest_share(rows) if share else rows
 
-        width = self.full_width(room)
-        fits = sum(1 for end in itertools.accumulate(lefts) if step_rows(end) <= width)
-        if fits <= 1 or fits < len(lefts) or not self.prompt.measured():
-            return 0
+        n = len(lefts)
         ends = [0, *itertools.accumulate(lefts)]
+        if n < 2 or not self.prompt.measured() or step_rows(ends[-1]) > self.full_width(room):
+            return 0
         waits = {}  # k: the summed wait, reading k a step
-        for k in range(1, fits + 1):
+        for k in range(1, n + 1):
             t = total = 0.0
-            for i in range(0, len(lefts), k):
-                j = min(i + k, len(lefts))
+            for i in range(0, n, k):
+                j = min(i + k, n)
                 t += self.prompt.cost(step_rows(ends[j] - ends[i]))
                 total += t * (j - i)
-            waits[k] = total + (others + len(lefts)) * t
+            waits[k] = total + (others + n) * t
         least = min(waits.values())
         k = max(k for k, w in waits.items() if w <= least * (1 + BURST_SLACK))
-        return 0 if k == fits else k
+        return 0 if k == n else k
 
     def whole(self, decode_rows: int, lefts: list[int], room: int) -> int:
         """How many of the prompts with ``lefts`` rows left (shortest first) are read whole in a step
