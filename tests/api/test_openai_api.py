@@ -38,6 +38,8 @@ def test_chat_completion_and_its_stream_agree(client: TestClient) -> None:
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
     assert text == choice["message"]["content"]
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    # As Ollama's chunks: finish_reason null until the last, no logprobs key when none were asked for.
+    assert all(c["choices"][0]["finish_reason"] is None and "logprobs" not in c["choices"][0] for c in chunks[:-2])
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 8
 
 

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from test_bad_input import HI, RESPONSES, V1_CHAT, unmarshal
 
 from cllm_ollama.api.anthropic.messages import _decode as anthropic_decode
+from cllm_ollama.api.openai.endpoints import _decode_chat as chat_completions_decode
 from cllm_ollama.api.openai.responses import _decode as responses_decode
 from cllm_ollama.api.schemas import anthropic, ollama, openai
 from cllm_ollama.api.schemas.go import GoStruct
@@ -186,6 +187,28 @@ def test_input_items_and_parts_read_as_before() -> None:
         },
         {"role": "tool", "content": "ok", "tool_call_id": "c1"},
         {"role": "tool", "content": '{"rows":1}', "tool_call_id": "c2"},
+    ]
+
+
+def test_a_chat_completions_tool_result_is_named_by_its_call_id() -> None:
+    """OpenAI's clients send a tool's result with only the call's id: the call keeps its id and the
+    result takes the called function's name (the last call with that id), as Ollama's translation does."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "call_1"},
+        {"role": "tool", "content": "?", "tool_call_id": "call_9"},
+        {"role": "tool", "content": "named", "tool_call_id": "call_1", "name": "other"},
+    ]
+    messages = chat_completions_decode(V1_CHAT | {"messages": history}).native.messages
+    assert messages[1]["tool_calls"] == [
+        {"id": "call_1", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    ]
+    assert messages[2:] == [
+        {"role": "tool", "content": "sunny", "tool_name": "get_weather", "tool_call_id": "call_1"},
+        {"role": "tool", "content": "?", "tool_call_id": "call_9"},
+        {"role": "tool", "content": "named", "tool_name": "other", "tool_call_id": "call_1"},
     ]
 
 

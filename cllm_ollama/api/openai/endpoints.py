@@ -37,6 +37,7 @@ from ..schemas.openai import (
     ContentPart,
     EmbedRequest,
     ImageURL,
+    Message,
     ResponsesRequest,
     ToolCall,
     ToolCallFunction,
@@ -180,8 +181,8 @@ def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
         if m.tool_calls:
             message["tool_calls"] = [_tool_call(call) for call in m.tool_calls]
         if m.role == "tool":
-            if m.name:
-                message["tool_name"] = m.name
+            if name := m.name or _called_name(req.messages, m.tool_call_id):
+                message["tool_name"] = name
             if m.tool_call_id:
                 message["tool_call_id"] = m.tool_call_id
         out.append(message)
@@ -189,9 +190,21 @@ def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
-    """An OpenAI tool call in a message, as Ollama's: arguments decoded from their JSON string."""
+    """An OpenAI tool call in a message, as Ollama's: its id kept (templates pair results with
+    calls by it), arguments decoded from their JSON string."""
     function = call.function or ToolCallFunction()
-    return {"function": {"name": function.name or "", "arguments": tool_arguments(function.arguments)}}
+    made: dict[str, Any] = {"function": {"name": function.name or "", "arguments": tool_arguments(function.arguments)}}
+    return {"id": call.id, **made} if call.id else made
+
+
+def _called_name(messages: list[Message], call_id: str | None) -> str | None:
+    """The name of the function whose call had ``call_id``: what a tool result without a ``name``
+    answers (OpenAI's clients send only the id). The last such call wins, as in Ollama."""
+    for message in reversed(messages) if call_id else ():
+        for call in message.tool_calls or ():
+            if call.id == call_id and call.function is not None:
+                return call.function.name
+    return None
 
 
 def tool_arguments(value: str | dict[str, Any] | None) -> dict[str, Any]:
@@ -304,14 +317,13 @@ class ChatCompletion(_Completions):
             if chunk.delta.tool_calls:
                 delta["tool_calls"] = _tool_calls(chunk.delta.tool_calls, n_calls)
                 n_calls += len(chunk.delta.tool_calls)
-            logprobs = {"content": chunk.logprobs} if chunk.logprobs else None
-            if not chunk.done:
-                choice = {"index": 0, "delta": delta, "logprobs": logprobs}
-                yield self.base | {"object": self.chunk_object, "choices": [choice]}
-                continue
-            finish = {"index": 0, "delta": delta, "finish_reason": _finish_reason(chunk, n_calls > 0)}
-            yield self.base | {"object": self.chunk_object, "choices": [finish]}
-            if self.include_usage:
+            # As Ollama's: finish_reason in every chunk (null until the last), logprobs only where there are some.
+            reason = _finish_reason(chunk, n_calls > 0) if chunk.done else None
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": reason}
+            if chunk.logprobs:
+                choice["logprobs"] = {"content": chunk.logprobs}
+            yield self.base | {"object": self.chunk_object, "choices": [choice]}
+            if chunk.done and self.include_usage:
                 yield self.usage_chunk(chunk)
 
 
