@@ -58,7 +58,12 @@ async def _embed(
         if any(len(tokens) > limit for tokens in inputs):
             if body.get("truncate") is False:
                 raise InvalidRequest("the input length exceeds the context length")
-            inputs = [tokens[:limit] for tokens in inputs]
+            inputs = await run_in_threadpool(
+                lambda: [
+                    cut_text(tokens, loaded.tokenize(t, add_special=False), limit) if len(tokens) > limit else tokens
+                    for t, tokens in zip(texts, inputs, strict=True)
+                ]
+            )
         if any(not tokens for tokens in inputs):
             raise InvalidRequest("cannot embed an empty input")
         vectors = await loaded.embedder.embed(inputs, normalize=normalize)
@@ -68,6 +73,18 @@ async def _embed(
             raise InvalidRequest("dimensions must be a positive integer")
         vectors = [_cut(v, dimensions) for v in vectors]
     return [v.tolist() for v in vectors], sum(len(t) for t in inputs), load_ns
+
+
+def cut_text(tokens: list[int], text: list[int], limit: int) -> list[int]:
+    """``tokens`` (an input's ``text`` tokens with the special tokens the model adds around them)
+    cut to ``limit`` in the text, the specials kept at both ends, as Ollama's cut of the text
+    does: an embedder that pools the last token (Qwen3-Embedding) reads its end-of-text token."""
+    for lead in range(len(tokens) - len(text) + 1):
+        if tokens[lead : lead + len(text)] == text:
+            trail = tokens[lead + len(text) :]
+            room = limit - lead - len(trail)
+            return tokens[:lead] + text[:room] + trail if room > 0 else tokens[:limit]
+    return tokens[:limit]
 
 
 def _cut(vector: np.ndarray, dimensions: int) -> np.ndarray:
