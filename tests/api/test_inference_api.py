@@ -246,6 +246,9 @@ def test_embed_returns_normalised_vectors_and_legacy_raw_ones(client: TestClient
     assert np.allclose(single["embeddings"][0], a, atol=1e-5)
     cut = client.post("/api/embed", json={"model": MODEL, "input": "hello world", "dimensions": 8}).json()
     assert len(cut["embeddings"][0]) == 8 and abs(np.linalg.norm(cut["embeddings"][0]) - 1) < 1e-5
+    for ignored in (0, -3, 64, 1000):  # as Ollama: only a size between 0 and the vector's cuts it
+        whole = client.post("/api/embed", json={"model": MODEL, "input": "hello world", "dimensions": ignored})
+        assert whole.status_code == 200 and np.allclose(whole.json()["embeddings"][0], a, atol=1e-5)
     legacy = client.post("/api/embeddings", json={"model": MODEL, "prompt": "hello world"}).json()
     raw = np.array(legacy["embedding"])
     assert np.allclose(raw / np.linalg.norm(raw), a, atol=1e-5)

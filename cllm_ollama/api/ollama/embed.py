@@ -67,11 +67,11 @@ async def _embed(
         if any(not tokens for tokens in inputs):
             raise InvalidRequest("cannot embed an empty input")
         vectors = await loaded.embedder.embed(inputs, normalize=normalize)
+    # Ollama cuts to ``dimensions`` only where it is positive and below the vector's size; any
+    # other value is ignored (the decode checked its type).
     dimensions = body.get("dimensions")
-    if dimensions is not None:
-        if not isinstance(dimensions, int) or isinstance(dimensions, bool) or dimensions < 1:
-            raise InvalidRequest("dimensions must be a positive integer")
-        vectors = [_cut(v, dimensions) for v in vectors]
+    if isinstance(dimensions, int) and dimensions > 0:
+        vectors = [_cut(v, dimensions) if dimensions < len(v) else v for v in vectors]
     return [v.tolist() for v in vectors], sum(len(t) for t in inputs), load_ns
 
 

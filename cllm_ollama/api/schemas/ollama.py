@@ -120,7 +120,7 @@ class EmbedRequest(GoStruct):
     model: String = None
     input: Annotated[Any, doc(anyOf=[STRING, STRINGS])] = None
     truncate: Bool = None
-    dimensions: Annotated[Int, doc(minimum=1)] = None
+    dimensions: Int = None
     keep_alive: Annotated[Any, KEEP_ALIVE] = None
     options: Annotated[Any, OPTIONS] = None
 

@@ -214,7 +214,7 @@ class EmbedRequest(_OpenAI):
     options: Annotated[Any, _OPTIONS] = None
     model: String = None
     input: Annotated[Any, doc(anyOf=[STRING, {"type": "array", "items": STRING, "minItems": 1}])] = None
-    dimensions: Annotated[Int, doc(minimum=1)] = None
+    dimensions: Int = None
     encoding_format: Annotated[String, doc(enum=["float", "base64"])] = None
 
 
