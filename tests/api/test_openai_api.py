@@ -67,9 +67,11 @@ def test_completions_render_the_prompt_and_give_logprobs(client: TestClient) -> 
 def test_embeddings_float_and_base64(client: TestClient) -> None:
     out = client.post("/v1/embeddings", json={"model": MODEL, "input": ["a b", "c"]}).json()
     assert out["object"] == "list" and [d["index"] for d in out["data"]] == [0, 1]
-    b64 = client.post("/v1/embeddings", json={"model": MODEL, "input": "a b", "encoding_format": "base64"}).json()
-    decoded = np.frombuffer(base64.b64decode(b64["data"][0]["embedding"]), dtype="<f4")
-    assert np.allclose(decoded, out["data"][0]["embedding"], atol=1e-6)
+    for encoding in ("base64", "BASE64"):  # Ollama takes the format in any case
+        body = {"model": MODEL, "input": "a b", "encoding_format": encoding}
+        b64 = client.post("/v1/embeddings", json=body).json()
+        decoded = np.frombuffer(base64.b64decode(b64["data"][0]["embedding"]), dtype="<f4")
+        assert np.allclose(decoded, out["data"][0]["embedding"], atol=1e-6)
 
 
 def test_models(client: TestClient) -> None:
@@ -100,6 +102,9 @@ def test_models(client: TestClient) -> None:
             400,
             "Invalid value for 'encoding_format' = hex. Supported values: ['float', 'base64'].",
         ),
+        ("/v1/embeddings", {"model": MODEL}, 400, "invalid input"),
+        ("/v1/embeddings", {"model": MODEL, "input": []}, 400, "invalid input"),
+        ("/v1/embeddings", {"model": MODEL, "input": [1, 2]}, 400, "invalid input type"),
     ],
 )
 def test_errors_are_openai_shaped(

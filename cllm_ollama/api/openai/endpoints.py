@@ -416,15 +416,17 @@ completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, _refuse_
 @OPENAI.boundary
 async def embeddings(request: Request) -> Response:
     req = decode(await read_json(request), EmbedRequest)
-    name, dimensions, encoding = req.model or "", req.dimensions, req.encoding_format or "float"
-    if encoding not in ("float", "base64"):
+    name, dimensions, encoding = req.model or "", req.dimensions, (req.encoding_format or "float").lower()
+    if encoding not in ("float", "base64"):  # as Ollama's, in any case
         raise InvalidRequest(
-            f"Invalid value for 'encoding_format' = {encoding}. Supported values: ['float', 'base64']."
+            f"Invalid value for 'encoding_format' = {req.encoding_format}. Supported values: ['float', 'base64']."
         )
     raw = req.input
+    if raw is None or raw == []:
+        raise InvalidRequest("invalid input")
     if isinstance(raw, str):
         texts = [raw]
-    elif isinstance(raw, list) and raw and all(isinstance(t, str) for t in raw):
+    elif isinstance(raw, list) and all(isinstance(t, str) for t in raw):
         texts = raw
     else:
         raise InvalidRequest("invalid input type")
