@@ -22,6 +22,7 @@ from cllm_ollama.api.schemas.go import GoStruct
 from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
+from cllm_ollama.errors import InvalidRequest
 
 MESSAGES = {"model": MODEL, "max_tokens": 1, "messages": HI}
 FORMAT, CONTENT_TYPE = "invalid message format", "invalid message content type"
@@ -210,6 +211,25 @@ def test_a_chat_completions_tool_result_is_named_by_its_call_id() -> None:
         {"role": "tool", "content": "?", "tool_call_id": "call_9"},
         {"role": "tool", "content": "named", "tool_name": "other", "tool_call_id": "call_1"},
     ]
+
+
+def test_reasoning_effort_is_read_in_ollamas_order() -> None:
+    """A ``reasoning`` object decides before ``reasoning_effort``, even with no effort in it; OpenAI's
+    tiers past Ollama's are clamped, anything else refused in Ollama's words."""
+
+    def think(extra: dict[str, Any]) -> object:
+        return chat_completions_decode(V1_CHAT | extra).native.req.think
+
+    assert think({"reasoning_effort": "high"}) == "high"
+    assert think({"reasoning": {"effort": "low"}, "reasoning_effort": "high"}) == "low"
+    assert think({"reasoning": {}, "reasoning_effort": "high"}) is None
+    assert (think({"reasoning_effort": "minimal"}), think({"reasoning_effort": "xhigh"})) == ("low", "max")
+    with pytest.raises(InvalidRequest) as refused:
+        think({"reasoning_effort": "extreme"})
+    assert refused.value.message == (
+        'invalid reasoning value: "extreme" '
+        '(must be "minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none")'
+    )
 
 
 @pytest.fixture

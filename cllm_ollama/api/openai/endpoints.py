@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...errors import InvalidRequest, NotFound
+from ...gostrconv import go_quote
 from ...store.store import ModelRecord
 from ..encoders import SSE, JSONResponse, dumps
 from ..endpoint import Decoded, Endpoint
@@ -49,6 +50,7 @@ from .errors import decode
 
 _EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "max"}
 _EFFORT |= {"ultra": "max", "max": "max"}
+_EFFORTS = '"minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none"'
 
 
 def sampling_options(req: ChatCompletionRequest | CompletionRequest | ResponsesRequest) -> dict[str, Any]:
@@ -220,14 +222,13 @@ def tool_arguments(value: str | dict[str, Any] | None) -> dict[str, Any]:
 
 
 def think_value(reasoning_effort: str | None, reasoning: Any) -> object:
-    """``reasoning_effort`` or ``reasoning.effort`` as ``think``."""
-    effort = reasoning_effort or None
-    if effort is None and reasoning is not None:
-        effort = reasoning.effort or None
+    """``reasoning.effort``, else ``reasoning_effort``, as ``think`` (Ollama's order: a ``reasoning``
+    object decides even where its effort is empty)."""
+    effort = (reasoning.effort if reasoning is not None else reasoning_effort) or None
     if effort is None:
         return None
     if effort not in _EFFORT:
-        raise InvalidRequest(f'invalid reasoning value: \'{effort}\' (must be "high", "medium", "low", or "none")')
+        raise InvalidRequest(f"invalid reasoning value: {go_quote(effort)} (must be {_EFFORTS})")
     return _EFFORT[effort]
 
 
