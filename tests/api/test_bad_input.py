@@ -218,14 +218,13 @@ OPENAI_CASES = [
         V1_CHAT | {"presence_penalty": True},
         unmarshal("bool", "ChatCompletionRequest.presence_penalty", "float64"),
     ),
-    ("/v1/chat/completions", V1_CHAT | {"stop": 5}, "invalid type for 'stop' field: float64"),
-    ("/v1/chat/completions", V1_CHAT | {"stop": ["a", None]}, "invalid type for 'stop' field: <nil>"),
     (
         "/v1/completions",
         V1_COMPLETION | {"temperature": "hot"},
         unmarshal("string", "CompletionRequest.temperature", "float32"),
     ),
     ("/v1/completions", V1_COMPLETION | {"stop": [{}]}, "invalid type for 'stop' field: map[string]interface {}"),
+    ("/v1/completions", V1_COMPLETION | {"stop": ["a", None]}, "invalid type for 'stop' field: <nil>"),
     (
         "/v1/responses",
         RESPONSES | {"max_output_tokens": "x"},

@@ -232,6 +232,16 @@ def test_reasoning_effort_is_read_in_ollamas_order() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("stop", "stops"), [("x", ["x"]), (["a", None, 3, "b"], ["a", "b"]), (5, None), ({"a": 1}, None), (None, None)]
+)
+def test_a_chat_completions_stop_keeps_its_strings(stop: object, stops: list[str] | None) -> None:
+    """Ollama's chat translation keeps a stop list's strings and ignores everything else (only
+    /v1/completions refuses a list's other items)."""
+    options = chat_completions_decode(V1_CHAT | {"stop": stop}).native.req.options or {}
+    assert options.get("stop") == stops
+
+
 @pytest.fixture
 def decoded(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, list[type]]]:
     """A client over the scripted engine, and the request structs decoded while it serves."""

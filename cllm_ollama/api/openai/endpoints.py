@@ -71,15 +71,16 @@ def sampling_options(req: ChatCompletionRequest | CompletionRequest | ResponsesR
     if req.seed is not None:
         options["seed"] = req.seed
     options |= extra_sampling(req)
+    # As Ollama: a string or a list of them; other values are ignored, and so are a list's other
+    # items, except on /v1/completions, which refuses them.
     stop = req.stop
-    if stop is not None:
-        stops = [stop] if isinstance(stop, str) else stop
-        if not isinstance(stops, list):
-            raise InvalidRequest(f"invalid type for 'stop' field: {_go_dynamic_type(stop)}")
-        for item in stops:
-            if not isinstance(item, str):
-                raise InvalidRequest(f"invalid type for 'stop' field: {_go_dynamic_type(item)}")
-        options["stop"] = stops
+    if isinstance(stop, str):
+        options["stop"] = [stop]
+    elif isinstance(stop, list):
+        wrong = next((item for item in stop if not isinstance(item, str)), "")
+        if wrong != "" and isinstance(req, CompletionRequest):
+            raise InvalidRequest(f"invalid type for 'stop' field: {_go_dynamic_type(wrong)}")
+        options["stop"] = [item for item in stop if isinstance(item, str)]
     return options
 
 
