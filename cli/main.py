@@ -174,10 +174,13 @@ def push_command(name: str, insecure: bool) -> None:
 
 
 @cli.command("list")
-def list_command() -> None:
-    """List models."""
+@click.argument("prefix", nargs=-1)
+def list_command(prefix: tuple[str, ...]) -> None:
+    """List models (those whose name starts with PREFIX, in any case, as in Ollama)."""
     with user_errors():
         models = _backend().tags()
+    if prefix:
+        models = [m for m in models if m["name"].lower().startswith(prefix[0].lower())]
     click.echo(models_table(models, datetime.now().astimezone()))
 
 
@@ -345,10 +348,13 @@ def stop_command(model: str) -> None:
 
 
 @cli.command("ps")
-def ps_command() -> None:
-    """List the models in memory (needs `cllm serve`)."""
+@click.argument("prefix", nargs=-1)
+def ps_command(prefix: tuple[str, ...]) -> None:
+    """List the models in memory (needs `cllm serve`), those whose name starts with PREFIX."""
     with user_errors():
         models = _server().running()
+    if prefix:  # case-sensitive here, as in Ollama
+        models = [m for m in models if m["name"].startswith(prefix[0])]
     click.echo(running_table(models, datetime.now().astimezone()))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -11,13 +12,13 @@ _ABRIDGED_LINES = 2
 
 
 def human_time(then: datetime, now: datetime) -> str:
+    """Go ollama's format.HumanTime: how long ago (or from now) ``then`` is, as ``ollama list`` says it."""
     seconds = (now - then).total_seconds()
-    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400),
-                       ("hour", 3600), ("minute", 60), ("second", 1)):  # fmt: skip
-        if seconds >= size:
-            n = int(seconds // size)
-            return f"{n} {unit}{'s' if n > 1 else ''} ago"
-    return "Less than a second ago"
+    if int(int(seconds / 3600) / 24 / 365) < -20:
+        return "Forever"
+    if seconds < 0:
+        return f"{_human_duration(-seconds)} from now"
+    return f"{_human_duration(seconds)} ago"
 
 
 def table(rows: list[list[str]]) -> str:
@@ -79,7 +80,7 @@ def _human_duration(seconds: float) -> str:
         return "About a minute"
     if minutes < 60:
         return f"{minutes} minutes"
-    hours = minutes // 60
+    hours = math.floor(seconds / 3600 + 0.5)  # Go's math.Round of the hours
     if hours == 1:
         return "About an hour"
     if hours < 48:
@@ -90,7 +91,7 @@ def _human_duration(seconds: float) -> str:
         return f"{hours // 24 // 7} weeks"
     if hours < 24 * 365 * 2:
         return f"{hours // 24 // 30} months"
-    return f"{hours // 24 // 365} years"
+    return f"{int(seconds // 3600) // 24 // 365} years"
 
 
 def _section(title: str, rows: list[list[str]]) -> list[str]:

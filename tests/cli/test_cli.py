@@ -85,6 +85,8 @@ def test_create_list_show_cp_rm_locally(local_env: dict[str, str], workdir: Path
 
     assert assert_ok(run(local_env, "cp", "tiny", "me/copy:v1")) == "copied 'tiny' to 'me/copy:v1'\n"
     assert assert_ok(run(local_env, "ls")).count("\n") == 3
+    # A name prefix, in any case, as Ollama's `ollama ls PREFIX`.
+    assert [line.split()[0] for line in assert_ok(run(local_env, "ls", "ME/")).splitlines()] == ["NAME", "me/copy:v1"]
     assert assert_ok(run(local_env, "rm", "tiny", "me/copy:v1")) == "deleted 'tiny'\ndeleted 'me/copy:v1'\n"
     assert assert_ok(run(local_env, "list")).splitlines() == ["NAME    ID    SIZE    MODIFIED"]
 
@@ -225,6 +227,9 @@ def test_run_and_ps_through_a_running_server(server: dict[str, str], workdir: Pa
     assert header.split() == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL", "RUNNING", "QUEUED"]
     assert row.startswith("tiny:latest") and "100% CPU" in row and "minutes from now" in row
     assert row.split()[-2:] == ["0/8", "0"]  # idle: nothing in its 8 slots (the default), nothing queued
+    # A name prefix, case-sensitive here (Ollama's `ollama ps PREFIX`).
+    names = [[line.split()[0] for line in assert_ok(run(server, "ps", p)).splitlines()] for p in ("ti", "Ti")]
+    assert names == [["NAME", "tiny:latest"], ["NAME"]]
     # Piped input is a prompt, as for `ollama run`, not a session (test_run.py drives one in a terminal).
     piped = CliRunner().invoke(cli, ["run", "tiny", "--no-think"], env=server, input="Hi\n/bye\n")
     assert piped.exit_code == 0 and ">>>" not in piped.output

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from cllm_ollama.cli import chat
 from cllm_ollama.cli.backend import HttpBackend
 from cllm_ollama.cli.main import cli
-from cllm_ollama.cli.render import running_table
+from cllm_ollama.cli.render import human_time, running_table
 from fakehub import FakeHub
 from polling import until
 from prometheus_client.parser import text_string_to_metric_families
@@ -269,6 +269,26 @@ def test_ps_columns_as_ollama_words_them() -> None:
         ["100% GPU", "4096", "4 minutes from now", "2/8", "3"],
         ["75%/25% CPU/GPU", "4096", "Stopping...", "2/8", "3"],
         ["100% CPU", "4096", "Forever", "2/8", "3"],
+    ]
+
+
+def test_list_says_how_long_ago_in_ollamas_words() -> None:
+    """format.HumanTime: "About" a minute or an hour, rounded hours up to two days, then days,
+    weeks and months up to twice their unit."""
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    ago = [90, 3600, 5400, 30 * 3600, 10 * 86400, 40 * 86400, 400 * 86400, 800 * 86400, -150]
+    assert [human_time(now - timedelta(seconds=s), now) for s in ago] == [
+        "About a minute ago",
+        "About an hour ago",
+        "2 hours ago",
+        "30 hours ago",
+        "10 days ago",
+        "5 weeks ago",
+        "13 months ago",
+        "2 years ago",
+        "2 minutes from now",
     ]
 
 
