@@ -150,6 +150,13 @@ class HttpBackend:
                     raise CllmError(event["error"])
                 report(event)
 
+    def load(self, name: str, keep_alive: str | None) -> None:
+        """An empty prompt: the model is loaded, nothing generated (``ollama run MODEL ""``)."""
+        body: dict[str, Any] = {"model": name}
+        if keep_alive is not None:
+            body["keep_alive"] = keep_alive
+        self._call("POST", "/api/generate", body)
+
     def unload(self, name: str) -> None:
         """``keep_alive: 0`` with no prompt: the model leaves memory now (``ollama stop``)."""
         self._call("POST", "/api/generate", {"model": name, "keep_alive": 0})

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from cllm_ollama.errors import CllmError
+from cllm_ollama.gostrconv import go_quote
 
 from .attachments import USAGE_FILES, FileError, attach, file_names, supports_media
 from .backend import HttpBackend
@@ -87,7 +88,7 @@ USAGE_SHORTCUTS = """Available keyboard shortcuts:
   Ctrl + d            Exit cllm (/bye)
 """
 _INT_PARAMETERS = {"seed", "num_predict", "top_k", "num_ctx", "repeat_last_n", "num_gpu", "num_keep", "num_batch"}
-_THINK_LEVELS = ("high", "medium", "low")
+_THINK_LEVELS = ("high", "medium", "low", "max")
 _HISTORY_LINES = 1000
 THINK_VALUES = ("true", "false", "yes", "no", "on", "off", *_THINK_LEVELS)
 _TURN_REFUSALS = (
@@ -129,12 +130,22 @@ class Session:
         if self.options:
             body["options"] = self.options
         if self.format:
-            body["format"] = self.format
+            body["format"] = format_value(self.format)
         if self.think is not None:
             body["think"] = self.think
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
         return body
+
+
+def format_value(text: str) -> Any:
+    """``--format`` as Ollama's CLI sends it: ``json``, or the JSON it holds (a schema object)."""
+    if text == "json":
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # the server refuses it in its own words
 
 
 def parse_think(value: str | None) -> bool | str | None:
@@ -148,7 +159,7 @@ def parse_think(value: str | None) -> bool | str | None:
         return False
     if lowered in _THINK_LEVELS:
         return lowered
-    raise CllmError(f"invalid value for --think: {value!r} (must be true, false, high, medium, or low)")
+    raise CllmError(f"invalid value for --think: {go_quote(value)} (must be true, false, high, medium, low, or max)")
 
 
 def go_duration(ns: int) -> str:
@@ -289,7 +300,7 @@ def reply(backend: HttpBackend, session: Session, *, wrap: bool = False) -> dict
         return None
     if out is not None:
         out.close()
-    click.echo()
+    click.echo("\n")  # a blank line after each answer, as Ollama's CLI leaves
     if session.verbose and state["final"]:
         click.echo(summary(state["final"]), err=True)
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
@@ -476,10 +487,8 @@ class Repl:
             session.verbose = what == "verbose"
             click.echo(f"Set '{what}' mode.")
         elif what == "think":
-            level = args[2].lower() if len(args) > 2 else ""
-            if level and level not in _THINK_LEVELS:
-                click.echo(f"Invalid think level '{level}'. Use 'high', 'medium', or 'low'")
-                return
+            # Any level, as Ollama's /set think: the server says which it takes when a message goes.
+            level = args[2] if len(args) > 2 else ""
             session.think = level or True
             click.echo(f"Set 'think' mode to '{level}'." if level else "Set 'think' mode.")
         elif what == "nothink":

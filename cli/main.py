@@ -303,15 +303,21 @@ def run_command(
         backend = _server()
         show = _present(backend, model)
         capabilities = show.get("capabilities") or []
+        text = " ".join(prompts)
         if "embedding" in capabilities and "completion" not in capabilities:
-            vectors = backend.embed(model, " ".join(prompts), keepalive)
+            if not text:
+                raise CommandError(f'embedding models require input text. Usage: cllm run {model} "your text here"')
+            vectors = backend.embed(model, text, keepalive)
             for vector in vectors:
                 click.echo(json.dumps(vector))
             return
         session.multimodal = supports_media(show)
         if prompts or not stdin_is_terminal or not sys.stdout.isatty():
+            if not text:  # no prompt: the model is loaded, nothing is asked (Ollama's preload idiom)
+                backend.load(model, keepalive)
+                return
             try:
-                session.messages.append(session.user_message(" ".join(prompts)))
+                session.messages.append(session.user_message(text))
             except FileError as exc:
                 raise CommandError(str(exc)) from exc
             reply(backend, session, wrap=session.wordwrap)

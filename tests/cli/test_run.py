@@ -186,7 +186,7 @@ def test_piped_stdin_goes_before_the_prompt(monkeypatch: pytest.MonkeyPatch) -> 
     args = ["run", "m", "--format", "json", "--keepalive", "10m", "--think=high", "Summarise"]
     result = CliRunner().invoke(cli, args, input="some text\n")
     assert result.exit_code == 0, result.output
-    assert result.output == "ok\n"
+    assert result.output == "ok\n\n"  # a blank line after the answer, as Ollama's CLI leaves
     (body,) = sent
     assert body["messages"] == [{"role": "user", "content": "some text\n Summarise"}]
     assert body["format"] == "json" and body["keep_alive"] == "10m" and body["think"] == "high"
@@ -194,6 +194,30 @@ def test_piped_stdin_goes_before_the_prompt(monkeypatch: pytest.MonkeyPatch) -> 
     # `--think` takes a value only as `--think=value`: a following word is the prompt's.
     assert CliRunner().invoke(cli, ["run", "m", "--think", "Why?", "--hidethinking"], input="").exit_code == 0
     assert sent[0]["think"] is True and sent[0]["messages"] == [{"role": "user", "content": "Why?"}]
+    sent.clear()
+    # A JSON schema on the command line goes as the object it is; `max` is a thinking level.
+    schema = '{"type": "object", "properties": {"a": {"type": "string"}}}'
+    assert CliRunner().invoke(cli, ["run", "m", "--format", schema, "--think=max", "Hi"], input="").exit_code == 0
+    assert sent[0]["format"] == {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert sent[0]["think"] == "max"
+
+
+def test_run_with_no_prompt_loads_the_model_and_says_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ollama run MODEL ""` (or empty stdin): the model is loaded, nothing asked, nothing printed."""
+    loads: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(HttpBackend, "stream", lambda self, path, body, report: pytest.fail("asked the model"))
+    monkeypatch.setattr(HttpBackend, "load", lambda self, name, keep_alive: loads.append((name, keep_alive)))
+    monkeypatch.setattr(HttpBackend, "show", lambda self, name, verbose=False: {"capabilities": ["completion"]})
+    monkeypatch.setattr("cllm_ollama.cli.main.server", lambda settings: HttpBackend("http://127.0.0.1:9"))
+    for args in (["run", "m", ""], ["run", "m", "--keepalive", "1h"]):
+        result = CliRunner().invoke(cli, args, input="")
+        assert (result.exit_code, result.output) == (0, "")
+    assert loads == [("m", None), ("m", "1h")]
+    # An embedding model has nothing to load for: it needs the text.
+    monkeypatch.setattr(HttpBackend, "show", lambda self, name, verbose=False: {"capabilities": ["embedding"]})
+    empty = CliRunner().invoke(cli, ["run", "emb"], input="")
+    assert empty.exit_code == 1
+    assert empty.output == 'Error: embedding models require input text. Usage: cllm run emb "your text here"\n'
 
 
 def test_run_pulls_a_missing_model_first(monkeypatch: pytest.MonkeyPatch) -> None:

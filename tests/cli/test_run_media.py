@@ -87,7 +87,7 @@ def test_one_shot_sends_the_image_a_prompt_names(served: dict[str, Any], monkeyp
     # The same request through the API: the path taken out of the text, the image sent.
     api = api_chat(served["url"], "eyes", "What is in ?", served["files"] / "photo.png")
     assert prompt_count(result.stderr) == api["prompt_eval_count"]
-    assert result.stdout == api["message"]["content"] + "\n"
+    assert result.stdout == api["message"]["content"] + "\n\n"
     plain = api_chat(served["url"], "eyes", "What is in ?")
     assert api["prompt_eval_count"] >= plain["prompt_eval_count"] + IMAGE_TOKENS
 
