@@ -23,6 +23,7 @@ from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.errors import CllmError
+from cllm_ollama.store.create import QUANTIZE_REFUSED
 from cllm_ollama.store.modelfile import parse_modelfile
 
 from .attachments import FileError, supports_media
@@ -237,8 +238,11 @@ def remove_command(names: tuple[str, ...]) -> None:
     show_default=True,
     help="The Modelfile to build from.",
 )
-def create_command(name: str, modelfile: Path) -> None:
+@click.option("--quantize", "-q", default="", help="Not supported: import an already quantized GGUF.")
+def create_command(name: str, modelfile: Path, quantize: str) -> None:
     """Create a model from a Modelfile (FROM a .gguf file or an existing model)."""
+    if quantize:  # Ollama's flag, refused in the server's words before anything is read or sent
+        raise CommandError(QUANTIZE_REFUSED)
     printer = ProgressPrinter()
     try:
         with user_errors():
@@ -264,7 +268,7 @@ def create_command(name: str, modelfile: Path) -> None:
 @click.option("--no-think", "no_think", is_flag=True, hidden=True)
 @click.option("--hidethinking", is_flag=True, help="Hide the thinking output (when thinking).")
 @click.option("--nowordwrap", is_flag=True, help="Do not wrap words to the next line automatically.")
-@click.option("--insecure", is_flag=True, help="Use an insecure registry (accepted, as by Ollama).")
+@click.option("--insecure", is_flag=True, help="Use an insecure registry (plain HTTP) if the model must be pulled.")
 def run_command(
     model: str,
     prompt: tuple[str, ...],
@@ -301,7 +305,7 @@ def run_command(
             keep_alive=keepalive,
         )
         backend = _server()
-        show = _present(backend, model)
+        show = _present(backend, model, insecure)
         capabilities = show.get("capabilities") or []
         text = " ".join(prompts)
         if "embedding" in capabilities and "completion" not in capabilities:
@@ -325,8 +329,9 @@ def run_command(
             interactive(backend, session)
 
 
-def _present(backend: HttpBackend, model: str) -> dict[str, Any]:
-    """The model's /api/show, pulling it first when it is not there (as `ollama run` does)."""
+def _present(backend: HttpBackend, model: str, insecure: bool) -> dict[str, Any]:
+    """The model's /api/show, pulling it first when it is not there (as `ollama run` does, from a
+    plain-HTTP registry with ``--insecure``)."""
     try:
         return backend.show(model)
     except CllmError as exc:
@@ -334,7 +339,7 @@ def _present(backend: HttpBackend, model: str) -> dict[str, Any]:
             raise
     printer = ProgressPrinter()
     try:
-        backend.pull(model, printer)
+        backend.pull(model, printer, insecure=insecure)
     finally:
         printer.close()
     return backend.show(model)

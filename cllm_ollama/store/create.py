@@ -26,6 +26,8 @@ from .store import Claim, ModelRecord, ModelStore
 Report = Callable[[dict[str, Any]], None]
 _ROLES = ("system", "user", "assistant")
 
+QUANTIZE_REFUSED = "quantization is not supported by cllm: import an already quantized GGUF"
+
 
 @dataclass(frozen=True)
 class CreateRequest:
@@ -49,7 +51,7 @@ class CreateRequest:
     def from_json(cls, body: dict[str, Any]) -> CreateRequest:
         model = parse_name(body.get("model") or body.get("name") or "")
         if body.get("quantize") or body.get("quantization"):
-            raise InvalidRequest("quantization is not supported by cllm: import an already quantized GGUF")
+            raise InvalidRequest(QUANTIZE_REFUSED)
         license_ = body.get("license")
         return cls(
             model=model,

@@ -19,6 +19,7 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
+from cllm_ollama.store.create import QUANTIZE_REFUSED
 
 MODELFILE = '''FROM ./tiny.gguf
 PARAMETER stop "<|im_end|>"
@@ -99,6 +100,7 @@ def test_create_list_show_cp_rm_locally(local_env: dict[str, str], workdir: Path
         (["cp", "nope", "x"], "Error: model 'nope:latest' not found"),
         (["show", "../x"], "Error: invalid model name"),
         (["pull", "not-a-catalog-model"], "Error: pull model manifest: file does not exist"),
+        (["create", "x", "-q", "q4_K_M"], f"Error: {QUANTIZE_REFUSED}"),
     ],
 )
 def test_errors_are_one_line(local_env: dict[str, str], fake_hub: FakeHub, args: list[str], error: str) -> None:

@@ -225,19 +225,19 @@ def test_run_pulls_a_missing_model_first(monkeypatch: pytest.MonkeyPatch) -> Non
 
     def show(self: HttpBackend, name: str, verbose: bool = False) -> dict[str, Any]:
         calls.append("show")
-        if "pull" not in calls:
+        if len(calls) == 1:
             from cllm_ollama.errors import CllmError
 
             raise CllmError(f"model '{name}' not found", 404)
         return {"capabilities": ["embedding"]}
 
     monkeypatch.setattr(HttpBackend, "show", show)
-    monkeypatch.setattr(HttpBackend, "pull", lambda self, name, report: calls.append("pull"))
+    monkeypatch.setattr(HttpBackend, "pull", lambda self, name, report, insecure: calls.append(f"pull {insecure}"))
     monkeypatch.setattr(HttpBackend, "embed", lambda self, name, text, keep_alive: [[0.5, -1.0]])
     monkeypatch.setattr("cllm_ollama.cli.main.server", lambda settings: HttpBackend("http://127.0.0.1:9"))
-    result = CliRunner().invoke(cli, ["run", "emb", "hello"])
+    result = CliRunner().invoke(cli, ["run", "emb", "hello", "--insecure"])
     assert result.exit_code == 0, result.output
-    assert calls == ["show", "pull", "show"]
+    assert calls == ["show", "pull True", "show"]  # --insecure: the pull may use plain HTTP
     assert result.output.splitlines()[-1] == "[0.5, -1.0]"  # an embedding model prints its vector
 
 
