@@ -6,6 +6,8 @@ import math
 from datetime import datetime
 from typing import Any
 
+from cllm_ollama.store.gguf_info import human_number
+
 from .progress import human_bytes
 
 _ABRIDGED_LINES = 2
@@ -100,6 +102,24 @@ def _section(title: str, rows: list[list[str]]) -> list[str]:
     return [f"  {title}", *("    " + line for line in table(rows).splitlines()), ""]
 
 
+def _projector_rows(info: dict[str, Any]) -> list[list[str]]:
+    """Ollama's Projector section: a vision or audio tower's architecture, size and widths."""
+    arch = info.get("general.architecture") or ""
+
+    def value(suffix: str) -> Any:
+        found = (info.get(f"{arch}.{modality}.{suffix}") for modality in ("vision", "audio"))
+        return next((v for v in found if isinstance(v, int | float)), None)
+
+    count = info.get("general.parameter_count")
+    facts = [
+        ("architecture", arch or None),
+        ("parameters", human_number(int(count)) if isinstance(count, int | float) else None),
+        ("embedding length", value("embedding_length")),
+        ("dimensions", value("projection_dim")),
+    ]
+    return [[k, str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)] for k, v in facts if v is not None]
+
+
 def show_text(show: dict[str, Any]) -> str:
     """The default ``show`` view: model facts, capabilities, parameters, system, license (abridged)."""
     info = show.get("model_info") or {}
@@ -114,6 +134,7 @@ def show_text(show: dict[str, Any]) -> str:
     ]
     out = ["", *_section("Model", [[k, str(v)] for k, v in facts if v not in (None, "")])]
     out += _section("Capabilities", [[c] for c in show.get("capabilities") or []])
+    out += _section("Projector", _projector_rows(show.get("projector_info") or {}))
     params = [line.split(None, 1) for line in (show.get("parameters") or "").splitlines() if line.strip()]
     out += _section("Parameters", [[p[0], p[1] if len(p) > 1 else ""] for p in params])
     out += _section("System", [[line] for line in (show.get("system") or "").splitlines()[:_ABRIDGED_LINES]])

@@ -4,6 +4,7 @@ pseudo-terminal (pexpect), Ctrl+C mid-answer included; one-shot prompts and pipe
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from click.testing import CliRunner
 from cllm_ollama.cli import chat
 from cllm_ollama.cli.backend import HttpBackend
 from cllm_ollama.cli.main import cli
-from cllm_ollama.cli.render import human_time, running_table
+from cllm_ollama.cli.render import human_time, running_table, show_text
 from fakehub import FakeHub
 from polling import until
 from prometheus_client.parser import text_string_to_metric_families
@@ -314,6 +315,30 @@ def test_list_says_how_long_ago_in_ollamas_words() -> None:
         "2 years ago",
         "2 minutes from now",
     ]
+
+
+def test_show_has_ollamas_projector_section() -> None:
+    show = {
+        "model_info": {"general.architecture": "gemma3", "gemma3.context_length": 131072},
+        "details": {"parameter_size": "4.3B", "quantization_level": "Q4_K_M"},
+        "capabilities": ["completion", "vision"],
+        "projector_info": {
+            "general.architecture": "clip",
+            "general.parameter_count": 416866032,
+            "clip.vision.embedding_length": 1152,
+            "clip.vision.projection_dim": 2560.0,
+        },
+    }
+    text = show_text(show)
+    projector = text[text.index("  Projector") :].split("\n\n")[0].splitlines()
+    assert [re.split(r"\s{2,}", line.strip()) for line in projector] == [
+        ["Projector"],
+        ["architecture", "clip"],
+        ["parameters", "416.87M"],
+        ["embedding length", "1152"],
+        ["dimensions", "2560"],
+    ]
+    assert "Projector" not in show_text(show | {"projector_info": None})
 
 
 def test_go_durations_and_word_wrap() -> None:
