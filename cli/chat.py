@@ -22,6 +22,7 @@ import click
 
 from cllm_ollama.errors import CllmError
 from cllm_ollama.gostrconv import go_quote
+from cllm_ollama.store.modelfile import parse_parameter
 
 from .attachments import USAGE_FILES, FileError, attach, file_names, supports_media
 from .backend import HttpBackend
@@ -87,7 +88,6 @@ USAGE_SHORTCUTS = """Available keyboard shortcuts:
   Ctrl + c            Stop the model from responding
   Ctrl + d            Exit cllm (/bye)
 """
-_INT_PARAMETERS = {"seed", "num_predict", "top_k", "num_ctx", "repeat_last_n", "num_gpu", "num_keep", "num_batch"}
 _THINK_LEVELS = ("high", "medium", "low", "max")
 _HISTORY_LINES = 1000
 THINK_VALUES = ("true", "false", "yes", "no", "on", "off", *_THINK_LEVELS)
@@ -311,30 +311,14 @@ def reply(backend: HttpBackend, session: Session, *, wrap: bool = False) -> dict
     return message
 
 
-def _value(raw: str) -> Any:
-    try:
-        return int(raw)
-    except ValueError:
-        pass
-    try:
-        return float(raw)
-    except ValueError:
-        pass
-    if raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    return raw
-
-
 def _set_parameter(session: Session, name: str, values: list[str]) -> None:
-    if name == "stop":
-        session.options["stop"] = values
-    elif name in _INT_PARAMETERS:
-        try:
-            session.options[name] = int(values[0])
-        except ValueError:
-            raise ValueError(f"invalid int value [{values[0]}]") from None
-    else:
-        session.options[name] = _value(values[0])
+    """``/set parameter NAME VALUE...``, typed as a Modelfile's PARAMETER (Ollama's ``FormatParams``):
+    a name Ollama does not know, or a value of the wrong kind, is said and not set."""
+    try:
+        session.options[name] = values if name == "stop" else parse_parameter(name, values[0])
+    except CllmError as exc:
+        click.echo(f"Couldn't set parameter: {go_quote(exc.message)}")
+        return
     click.echo(f"Set parameter '{name}' to '{', '.join(values)}'")
 
 
@@ -507,10 +491,7 @@ class Repl:
             if len(args) < 4:
                 click.echo(USAGE_PARAMETERS, nl=False)
                 return
-            try:
-                _set_parameter(session, args[2], args[3:])
-            except ValueError as exc:
-                click.echo(f"Couldn't set parameter: {json.dumps(str(exc))}")
+            _set_parameter(session, args[2], args[3:])
         elif what == "system":
             if len(args) < 3:
                 click.echo(USAGE_SET, nl=False)
@@ -597,8 +578,9 @@ def history_path() -> Path:
     return Path.home() / ".cllm" / "history"
 
 
-def interactive(backend: HttpBackend, session: Session) -> None:
-    """A session as `ollama run` offers: line history kept across sessions; /bye (or Ctrl+D) leaves."""
+def interactive(backend: HttpBackend, session: Session, *, history: bool = True) -> None:
+    """A session as `ollama run` offers: line history kept across sessions (unless ``history`` is
+    off: OLLAMA_NOHISTORY); /bye (or Ctrl+D) leaves."""
     try:
         import readline  # line editing, history and bracketed paste for input()
     except ImportError:  # pragma: no cover - Windows has none
@@ -607,6 +589,8 @@ def interactive(backend: HttpBackend, session: Session) -> None:
     if readline is not None:
         with contextlib.suppress(OSError):
             readline.read_history_file(path)
+        if not history:
+            _history(False)
     load_model(backend, session)
     try:
         Repl(backend, session).run()

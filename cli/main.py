@@ -326,7 +326,7 @@ def run_command(
                 raise CommandError(str(exc)) from exc
             reply(backend, session, wrap=session.wordwrap)
         else:
-            interactive(backend, session)
+            interactive(backend, session, history=not _settings().nohistory)
 
 
 def _present(backend: HttpBackend, model: str, insecure: bool) -> dict[str, Any]:

@@ -334,6 +334,8 @@ class Settings:
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     # OLLAMA_NOPRUNE: keep unreferenced blobs and stale partial downloads at start.
     noprune: bool = False
+    # OLLAMA_NOHISTORY: `cllm run` sessions keep no history of the lines typed.
+    nohistory: bool = False
     # cllm's own: llama.cpp threads (0 = one per physical core) and batch size.
     num_thread: int = 0
     num_batch: int = 512
@@ -429,6 +431,7 @@ class Settings:
             debug=e.get("DEBUG") not in (None, "0", "false", "False"),
             max_body_size=_env_body_size(e.get("MAX_BODY_SIZE")),
             noprune=e.get_bool("NOPRUNE"),
+            nohistory=e.get_bool("NOHISTORY"),
             registry_url=_env_registry_url(e.get("REGISTRY_URL")),
             kv_cache_type=_env_kv_cache_type(e.get("KV_CACHE_TYPE")),
             flash_attention=_env_flash_attention(e.get("FLASH_ATTENTION")),

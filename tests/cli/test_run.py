@@ -74,6 +74,7 @@ def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> No
         ("/set parameter temperature 0", "Set parameter 'temperature' to '0'"),
         ("/set parameter num_predict 5", "Set parameter 'num_predict' to '5'"),
         ("/set parameter num_ctx x", 'Couldn\'t set parameter: "invalid int value [x]"'),
+        ("/set parameter temprature 0", "Couldn't set parameter: \"unknown parameter 'temprature'\""),
         ("/show info", "architecture"),
         ("/show parameters", "User defined parameters:"),
         ("/show license", "No license was specified for this model."),
@@ -122,6 +123,16 @@ def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> No
     assert saved == "You are\nterse.\n"
     parameters = CliRunner().invoke(cli, ["show", "terse", "--parameters"], env=served).output
     assert "temperature" in parameters and "num_predict" in parameters
+    # OLLAMA_NOHISTORY: a session that keeps none of its lines (the earlier ones stay).
+    child = spawn(served | {"OLLAMA_NOHISTORY": "1"}, "run", "tiny")
+    child.expect_exact(">>> ")
+    child.sendline("/set parameter seed 7")
+    child.expect_exact("Set parameter 'seed' to '7'")
+    child.sendline("/bye")
+    child.expect(pexpect.EOF)
+    child.close()
+    kept = (Path(served["HOME"]) / ".cllm" / "history").read_text()
+    assert "/set parameter seed 7" not in kept and "/set parameter temperature 0\n" in kept
 
 
 def ignore_ctrl_c() -> None:
