@@ -10,6 +10,7 @@ wrapped in ``OPENAI.boundary``, ``/v1/messages`` in ``ANTHROPIC.boundary``.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from starlette.responses import PlainTextResponse, Response
 from ..errors import CllmError, InvalidRequest, RequestCanceled
 from .anthropic.errors import anthropic_error
 from .encoders import JSONResponse
+from .go_json import GoSyntaxError, first_value
 from .ollama.errors import ollama_error
 from .openai.errors import openai_error
 from .schemas.go import go_type
@@ -45,13 +47,30 @@ async def read_json(request: Request) -> dict[str, Any]:
         raise InvalidRequest("missing request body")
     try:
         data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(f"invalid character in request body: {exc}") from exc
+    except orjson.JSONDecodeError:
+        data = _first_value(body)
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise InvalidRequest(f"json: cannot unmarshal {go_type(data)} into Go value of type object")
     return data
+
+
+def _first_value(body: bytes) -> Any:
+    """A body orjson refused, read as Go's decoder reads it: its first value (what follows is not
+    read), Go's words where that is malformed; bytes that are not UTF-8 inside it replaced, as Go does."""
+    try:
+        value = first_value(body)
+    except GoSyntaxError as exc:
+        raise InvalidRequest(str(exc)) from None
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(value.decode("utf-8", "replace"))
+    except (ValueError, RecursionError) as exc:  # nesting deeper than Python reads, within Go's 10000
+        raise InvalidRequest(f"invalid request body: {exc}") from None
 
 
 def public_message(request: Request, message: str) -> str:
