@@ -201,7 +201,7 @@ def show_command(name: str, field: str | None, verbose: bool) -> None:
     with user_errors():
         show = _backend().show(name, verbose=verbose)
     if field is None:
-        click.echo(show_text(show))
+        click.echo(show_text(show, verbose))
     else:
         click.echo(show.get(field) or "")
 

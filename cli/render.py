@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from cllm_ollama.store.gguf_info import human_number
@@ -120,7 +122,7 @@ def _projector_rows(info: dict[str, Any]) -> list[list[str]]:
     return [[k, str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)] for k, v in facts if v is not None]
 
 
-def show_text(show: dict[str, Any]) -> str:
+def show_text(show: dict[str, Any], verbose: bool = False) -> str:
     """The default ``show`` view: model facts, capabilities, parameters, system, license (abridged)."""
     info = show.get("model_info") or {}
     details = show.get("details") or {}
@@ -137,9 +139,76 @@ def show_text(show: dict[str, Any]) -> str:
     out += _section("Projector", _projector_rows(show.get("projector_info") or {}))
     params = [line.split(None, 1) for line in (show.get("parameters") or "").splitlines() if line.strip()]
     out += _section("Parameters", [[p[0], p[1] if len(p) > 1 else ""] for p in params])
-    out += _section("System", [[line] for line in (show.get("system") or "").splitlines()[:_ABRIDGED_LINES]])
-    license_lines = [line for line in (show.get("license") or "").splitlines() if line.strip()]
-    if len(license_lines) > _ABRIDGED_LINES:
-        license_lines = [*license_lines[:_ABRIDGED_LINES], "..."]
-    out += _section("License", [[line] for line in license_lines])
+    if verbose:
+        out += _section("Metadata", [[k, _metadata_value(v)] for k, v in sorted(info.items())])
+        tensors = show.get("tensors") or []
+        out += _section("Tensors", [[t["name"], t["type"], _go_value(t["shape"])] for t in tensors])
+    out += _section("System", _head(show.get("system") or ""))
+    out += _section("License", _head(show.get("license") or ""))
     return "\n".join(out)
+
+
+def _head(text: str) -> list[list[str]]:
+    """Ollama's abridged System and License: the first non-blank lines, trimmed, then "..."."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > _ABRIDGED_LINES:
+        lines = [*lines[:_ABRIDGED_LINES], "..."]
+    return [[line] for line in lines]
+
+
+def go_float(x: float) -> str:
+    """Go's ``%v`` (``%g``, shortest) of a float64: the exponent form from 1e+06 and below 1e-04."""
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "+Inf" if x > 0 else "-Inf"
+    if x == 0:
+        return "-0" if math.copysign(1, x) < 0 else "0"
+    sign, digits, exponent = Decimal(repr(float(x))).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    exp10 = len(text) + int(exponent) - 1
+    minus = "-" if sign else ""
+    if exp10 < -4 or exp10 >= 6:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        return f"{minus}{mantissa}e{'+' if exp10 >= 0 else '-'}{abs(exp10):02d}"
+    if exp10 < 0:
+        return f"{minus}0.{'0' * (-exp10 - 1)}{text}"
+    whole = text[: exp10 + 1].ljust(exp10 + 1, "0")
+    return f"{minus}{whole}" + (f".{text[exp10 + 1 :]}" if len(text) > exp10 + 1 else "")
+
+
+def _go_value(value: Any) -> str:
+    """Go's ``%v`` of a value JSON decoded into ``any`` (numbers are float64 there)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return go_float(float(value))
+    if isinstance(value, list):
+        return "[" + " ".join(_go_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_value(v)}" for k, v in sorted(value.items())) + "]"
+    return "<nil>" if value is None else str(value)
+
+
+def _width(text: str) -> int:
+    """Cells a string takes in a terminal (go-runewidth): wide East Asian runes two, marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _metadata_value(value: Any) -> str:
+    """A Metadata row's value as ``ollama show -v`` prints it: an array cut to about ten cells,
+    with how many more it holds; a value of another kind named by its Go type."""
+    if value is None or isinstance(value, dict):
+        return "<nil>" if value is None else "map[string]interface {}"
+    if not isinstance(value, list):
+        return _go_value(value)
+    shown, total = 0, 1
+    for i, item in enumerate(value):
+        width = _width(_go_value(item)) + (2 if i else 0)
+        if total + width > 10 and i > 0:
+            break
+        total += width
+        shown += 1
+    if shown < len(value):
+        return _go_value(value[:shown])[:-1] + f" ...+{len(value) - shown} more]"
+    return _go_value(value)

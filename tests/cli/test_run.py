@@ -352,6 +352,39 @@ def test_show_has_ollamas_projector_section() -> None:
     assert "Projector" not in show_text(show | {"projector_info": None})
 
 
+def test_show_verbose_prints_ollamas_metadata_and_tensors() -> None:
+    show = {
+        "model_info": {
+            "general.architecture": "qwen2",
+            "qwen2.rope.freq_base": 1000000.0,
+            "qwen2.context_length": 32768,
+            "tokenizer.ggml.tokens": ["!", '"', "#", "$", "%"],
+            "tokenizer.ggml.add_bos_token": False,
+            "tokenizer.ggml.merges": None,
+        },
+        "details": {"quantization_level": "Q4_K_M"},
+        "tensors": [{"name": "token_embd.weight", "type": "Q4_K", "shape": [896, 151936]}],
+        "system": "\n  Be brief.  \n\nAnswer in English.\nThird line.\n",
+    }
+    text = show_text(show, verbose=True)
+
+    def rows(title: str) -> list[list[str]]:
+        block = text[text.index(f"  {title}\n") :].split("\n\n")[0].splitlines()[1:]
+        return [re.split(r"\s{2,}", line.strip()) for line in block]
+
+    assert rows("Metadata") == [
+        ["general.architecture", "qwen2"],
+        ["qwen2.context_length", "32768"],
+        ["qwen2.rope.freq_base", "1e+06"],  # Go's %g
+        ["tokenizer.ggml.add_bos_token", "false"],
+        ["tokenizer.ggml.merges", "<nil>"],
+        ["tokenizer.ggml.tokens", '[! " # ...+2 more]'],
+    ]
+    assert rows("Tensors") == [["token_embd.weight", "Q4_K", "[896 151936]"]]
+    assert rows("System") == [["Be brief."], ["Answer in English."], ["..."]]  # blank lines skipped
+    assert "Metadata" not in show_text(show) and "Tensors" not in show_text(show)
+
+
 def test_go_durations_and_word_wrap() -> None:
     assert [chat.go_duration(n) for n in (0, 999, 1_500, 12_345_678, 1_500_000_000, 62_500_000_000)] == [
         "0s",
