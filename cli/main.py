@@ -188,22 +188,28 @@ def list_command(prefix: tuple[str, ...]) -> None:
 cli.add_command(list_command, "ls")
 
 
+SHOW_ONE_FIELD = "only one of '--license', '--modelfile', '--parameters', '--system', or '--template' can be specified"
+
+
 @cli.command("show")
 @click.argument("name")
-@click.option("--license", "field", flag_value="license", help="Show the license.")
-@click.option("--modelfile", "field", flag_value="modelfile", help="Show the Modelfile.")
-@click.option("--parameters", "field", flag_value="parameters", help="Show the parameters.")
-@click.option("--system", "field", flag_value="system", help="Show the system message.")
-@click.option("--template", "field", flag_value="template", help="Show the template.")
+@click.option("--license", is_flag=True, help="Show the license.")
+@click.option("--modelfile", is_flag=True, help="Show the Modelfile.")
+@click.option("--parameters", is_flag=True, help="Show the parameters.")
+@click.option("--system", is_flag=True, help="Show the system message.")
+@click.option("--template", is_flag=True, help="Show the template.")
 @click.option("--verbose", "-v", is_flag=True, help="Include the full metadata arrays and tensors.")
-def show_command(name: str, field: str | None, verbose: bool) -> None:
+def show_command(name: str, verbose: bool, **fields: bool) -> None:
     """Show information about a model."""
+    chosen = [field for field, on in fields.items() if on]
+    if len(chosen) > 1:
+        raise CommandError(SHOW_ONE_FIELD)
     with user_errors():
         show = _backend().show(name, verbose=verbose)
-    if field is None:
+    if not chosen:
         click.echo(show_text(show, verbose))
     else:
-        click.echo(show.get(field) or "")
+        click.echo(show.get(chosen[0]) or "")
 
 
 @cli.command("cp")

@@ -101,6 +101,11 @@ def test_create_list_show_cp_rm_locally(local_env: dict[str, str], workdir: Path
         (["show", "../x"], "Error: invalid model name"),
         (["pull", "not-a-catalog-model"], "Error: pull model manifest: file does not exist"),
         (["create", "x", "-q", "q4_K_M"], f"Error: {QUANTIZE_REFUSED}"),
+        (
+            ["show", "x", "--system", "--license"],
+            "Error: only one of '--license', '--modelfile', '--parameters', '--system', or '--template' "
+            "can be specified",
+        ),
     ],
 )
 def test_errors_are_one_line(local_env: dict[str, str], fake_hub: FakeHub, args: list[str], error: str) -> None:
