@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Architectures of gpt-oss (llama.cpp's name, and Ollama's converter's), whose harmony format
+# takes the reasoning levels low, medium and high only (Ollama's shouldUseHarmony).
+HARMONY_ARCHS = ("gpt-oss", "gptoss")
+
 
 @dataclass(frozen=True)
 class Family:

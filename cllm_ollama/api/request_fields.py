@@ -16,6 +16,7 @@ from ..config import ConfigError, parse_keep_alive
 from ..engine.grammar import JSON_GRAMMAR, json_schema_grammar
 from ..errors import CllmError, InvalidRequest
 from ..gostrconv import go_quote
+from ..model_families import HARMONY_ARCHS
 from .media import Base64Error, Media, decode_media
 from .resolve import ResolvedModel
 from .schemas.ollama import GenerationRequest
@@ -90,10 +91,13 @@ def thinking_for(model: ResolvedModel, req: GenerationRequest, display_name: str
     return think
 
 
-def think_level(req: GenerationRequest) -> str | None:
-    """``think`` as a level ("low" ... "max") for the template's ``ThinkLevel``; None for a boolean.
-    /api/generate passes it as /api/chat does (Ollama's routes.go sets ``values.ThinkLevel`` for both)."""
-    return req.think if isinstance(req.think, str) else None
+def think_level(model: ResolvedModel, req: GenerationRequest) -> str | None:
+    """``think`` as a level ("low" ... "max") for the template; None for a boolean. /api/generate
+    passes it as /api/chat does (Ollama's routes.go sets ``values.ThinkLevel`` for both), except
+    gpt-oss's "max", which its harmony format does not take: "high", as Ollama maps it."""
+    if not isinstance(req.think, str):
+        return None
+    return "high" if req.think == "max" and model.info.architecture in HARMONY_ARCHS else req.think
 
 
 def check_media(model: ResolvedModel, media: Sequence[Media] | None) -> None:

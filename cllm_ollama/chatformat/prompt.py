@@ -332,8 +332,10 @@ class ChatPrompt:
             kept,
             tools=self.tools,
             think=self.thinking,
-            think_level=self.think_level or "",
-            think_set=self.think_set,
+            # As Ollama's handlers tell a template: a thinking model's unset think is true, so set,
+            # and true is the level "medium" (ThinkValue.String).
+            think_level=(self.think_level or "medium") if self.thinking else "",
+            think_set=self.think_set or self.model.has("thinking"),
             budget=budget,
         )
 

@@ -73,3 +73,22 @@ def test_generate_passes_think_levels_to_the_template(client: TestClient) -> Non
     level = "{{ .ThinkLevel }}:{{ .Prompt }}"
     assert prompt(level, "medium") == prompt("medium:{{ .Prompt }}", True)
     assert prompt(level, "low") == prompt("low:{{ .Prompt }}", True) != prompt(level, "medium")
+    # A thinking model's unset think is true (so set), and true is the level "medium"; false has none.
+    flags = "{{ .IsThinkSet }}/{{ .Think }}/{{ .ThinkLevel }}:{{ .Prompt }}"
+    assert prompt(flags, None) == prompt(flags, True) == prompt("true/true/medium:{{ .Prompt }}", None)
+    assert prompt(flags, False) == prompt("true/false/:{{ .Prompt }}", None)
+    assert prompt(flags, "high") == prompt("true/true/high:{{ .Prompt }}", None)
+
+
+def test_gpt_oss_reads_max_as_high() -> None:
+    """Its harmony format takes low, medium and high: Ollama maps "max" to "high" for it alone."""
+    from types import SimpleNamespace
+
+    from cllm_ollama.api.request_fields import think_level
+
+    def level(arch: str, think: object) -> str | None:
+        model = SimpleNamespace(info=SimpleNamespace(architecture=arch))
+        return think_level(model, SimpleNamespace(think=think))  # type: ignore[arg-type]
+
+    assert (level("gpt-oss", "max"), level("gptoss", "max"), level("qwen3", "max")) == ("high", "high", "max")
+    assert (level("gpt-oss", "low"), level("gpt-oss", True)) == ("low", None)

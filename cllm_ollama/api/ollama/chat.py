@@ -104,7 +104,7 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
         thinking=thinking,
         tools=tools,
         think_set=think_set,
-        think_level=think_level(req),
+        think_level=think_level(model, req),
         cache_ends=call.cache_ends,
     )
     return Generation(

@@ -63,7 +63,7 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
         thinking=thinking,
         go_template=template or None,
         think_set=think_set,
-        think_level=think_level(req),
+        think_level=think_level(model, req),
     )
 
     def render(loaded: Tokenizer, limit: int | None, budget: RenderBudget | None) -> Rendered:
