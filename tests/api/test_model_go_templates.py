@@ -94,3 +94,24 @@ def test_over_http(client: TestClient, caplog: pytest.LogCaptureFixture) -> None
     assert broken.status_code == 200 and chat.status_code == 200
     assert broken.json()["prompt_eval_count"] == plain["prompt_eval_count"]
     assert any("broken:latest: its Go template cannot be rendered" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.model
+def test_the_modelfile_system_yields_to_the_clients_own(client: TestClient) -> None:
+    """Ollama puts the Modelfile's SYSTEM first unless the client's first message is a system one,
+    and its MESSAGEs before the client's: a client's system prompt does not get a second one."""
+    few = {"system": "S", "messages": [{"role": "user", "content": "u1"}, {"role": "assistant", "content": "a1"}]}
+    for name, extra in (("few", few), ("plain", {})):
+        body = {"model": name, "from": TINY, "template": GO_TEMPLATE, "stream": False, **extra}
+        assert client.post("/api/create", json=body).status_code == 200
+
+    def count(name: str, *turns: tuple[str, str]) -> int:
+        messages = [{"role": role, "content": content} for role, content in turns]
+        body = {"model": name, "messages": messages, "stream": False, "options": {"num_predict": 1}}
+        r = client.post("/api/chat", json=body)
+        assert r.status_code == 200, r.text
+        return r.json()["prompt_eval_count"]  # type: ignore[no-any-return]
+
+    u1, a1 = ("user", "u1"), ("assistant", "a1")
+    assert count("few", ("system", "C"), ("user", "q")) == count("plain", u1, a1, ("system", "C"), ("user", "q"))
+    assert count("few", ("user", "q")) == count("plain", ("system", "S"), u1, a1, ("user", "q"))

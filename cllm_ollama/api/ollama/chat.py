@@ -91,9 +91,10 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
     for m in messages:
         check_media(model, m.get("images"))
     options = resolve_options(req.options, model.record.params, request_type="ChatRequest")
-    messages = list(model.record.messages) + messages
-    if model.record.system and messages[0]["role"] != "system":
-        messages.insert(0, {"role": "system", "content": model.record.system})
+    # The Modelfile's SYSTEM goes first unless the client's own first message is a system one (the
+    # Modelfile's MESSAGEs, which go before the client's, are not asked), as in Ollama.
+    system = [{"role": "system", "content": model.record.system}] if model.record.system else []
+    messages = [*(system if messages[0]["role"] != "system" else []), *model.record.messages, *messages]
     if strips_think_history(model.info.architecture, model.record.name.model):
         messages = strip_think_tags(messages)
     messages, media = tag_media(messages)
