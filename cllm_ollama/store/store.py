@@ -346,7 +346,8 @@ class ModelStore:
         target = parse_name(dst) if isinstance(dst, str) else dst
         with self._lock:
             record = self.get(src)
-            data = record.manifest.to_bytes()
+            # Byte for byte, as Ollama's CopyModel: the copy keeps the source's digest (its ID).
+            data = self.manifest_bytes(record.name)
             self._write_manifest_locked(target, record.manifest, data)
             return self._record(target)
 

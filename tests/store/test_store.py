@@ -12,6 +12,7 @@ import pytest
 from cllm_ollama.errors import InvalidRequest, NotFound
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.blobs import DigestMismatch, parse_digest
+from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.store import ModelStore
 
 
@@ -119,6 +120,17 @@ def test_manifest_needs_its_blobs(model_store: ModelStore) -> None:
     with pytest.raises(NotFound, match="not found"):
         model_store.write_manifest("ghost", {}, [missing])
     assert model_store.list_models() == []
+
+
+def test_a_copy_keeps_the_manifest_byte_for_byte(model_store: ModelStore, tiny_gguf: Path) -> None:
+    """As Ollama's CopyModel: the copy's digest (its ID in `ollama list`) is the source's, whatever
+    the source's manifest holds that cllm would not write itself (Ollama's trailing newline)."""
+    install(model_store, "tiny", tiny_gguf, {mt.SYSTEM: b"one"})
+    pulled = model_store.manifest_bytes(parse_name("tiny")) + b"\n"
+    model_store.write_manifest_bytes("pulled", pulled)
+    model_store.copy("pulled", "copied")
+    assert model_store.manifest_bytes(parse_name("copied")) == pulled
+    assert model_store.get("copied").digest == model_store.get("pulled").digest
 
 
 def test_copy_shares_blobs_and_gc_keeps_what_is_used(model_store: ModelStore, tiny_gguf: Path) -> None:
