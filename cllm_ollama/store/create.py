@@ -142,13 +142,19 @@ def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report)
             if existed:
                 reused.add(layer.digest)
 
-    if req.template is not None:
+    # As Ollama's createModel: an empty template, system or messages keeps the base model's; a
+    # license is added to the base's, not put in its place.
+    if req.template:
         replace(mt.TEMPLATE, [req.template.encode()])
-    if req.system is not None:
+    if req.system:
         replace(mt.SYSTEM, [req.system.encode()])
-    if req.license is not None:
-        replace(mt.LICENSE, [str(text).encode() for text in req.license])
-    if req.messages is not None:
+    for text in [text for text in req.license or () if text]:
+        layer, existed = claim.add_layer(str(text).encode(), mt.LICENSE)
+        if all(kept.digest != layer.digest for kept in layers):
+            layers.append(layer)
+        if existed:
+            reused.add(layer.digest)
+    if req.messages:
         replace(mt.MESSAGES, [orjson.dumps(req.messages)])
     if req.parameters:
         # New values win; the base model's other parameters are kept, as in Ollama.

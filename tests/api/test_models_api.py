@@ -218,6 +218,19 @@ def test_create_streams_statuses(api: TestClient, tiny_gguf: Path) -> None:
     assert statuses[-2:] == ["writing manifest", "success"]
 
 
+def test_create_from_keeps_what_empty_fields_do_not_replace_and_adds_licenses(api: TestClient, tiny: str) -> None:
+    """As Ollama's createModel: an empty system, template or messages keeps the base model's, and
+    a license joins the base's."""
+    messages = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
+    base = {"model": "base", "from": "tiny", "template": "{{ .Prompt }}", "messages": messages, "stream": False}
+    assert api.post("/api/create", json=base).status_code == 200
+    body = {"model": "derived", "from": "base", "system": "", "template": "", "messages": [], "license": "Apache"}
+    assert api.post("/api/create", json=body | {"stream": False}).status_code == 200
+    shown = api.post("/api/show", json={"model": "derived"}).json()
+    assert (shown["system"], shown["template"], shown["messages"]) == ("Be brief.", "{{ .Prompt }}", messages)
+    assert shown["license"] == "MIT\nApache"
+
+
 @pytest.mark.parametrize(
     ("body", "status", "error"),
     [
