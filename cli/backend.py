@@ -109,7 +109,7 @@ class LocalBackend:
                 return self.store.write_blob_from(f)
 
         body = create_body(name, modelfile, base_dir, upload)
-        create_model(self.store, CreateRequest.from_json(body), report)
+        create_model(self.store, CreateRequest.from_json(body), report, noprune=self.settings.noprune)
 
 
 class HttpBackend:

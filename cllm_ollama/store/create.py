@@ -107,13 +107,20 @@ def _messages(value: Any) -> list[dict[str, str]] | None:
     return out
 
 
-def create_model(store: ModelStore, req: CreateRequest, report: Report) -> ModelRecord:
+def create_model(store: ModelStore, req: CreateRequest, report: Report, *, noprune: bool = False) -> ModelRecord:
     """Assemble the layers, write the manifest last; raise ``InvalidRequest``/``NotFound`` on bad input.
 
-    Every blob used is pinned until the manifest names it: a delete meanwhile cannot take it.
+    Every blob used is pinned until the manifest names it: a delete meanwhile cannot take it. A
+    model the new one replaces leaves the blobs nothing else uses, which go (as in Ollama's
+    create), unless ``noprune`` (OLLAMA_NOPRUNE).
     """
     with store.claim() as claim:
-        return _create(store, claim, req, report)
+        old = store.digests_of(req.model)
+        record = _create(store, claim, req, report)
+    unused = old - {layer.digest for layer in record.manifest.all_layers}
+    if unused and not noprune:
+        store.discard_unused(unused)
+    return record
 
 
 def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report) -> ModelRecord:

@@ -101,7 +101,7 @@ def _pull_claimed(
         except RegistryError as exc:
             raise ManifestUnavailable(MANIFEST_PREFIX + exc.message) from exc
         manifest = _parse(raw)
-        old = _digests_of(store, name)
+        old = store.digests_of(name)
         mismatch: DigestMismatch | None = None
         claim.pin(*(layer.digest for layer in manifest.all_layers))
         try:  # a model cllm cannot run is refused before its gigabytes are downloaded
@@ -209,15 +209,3 @@ def _layers(manifest: Manifest) -> list[Layer]:
             seen.add(layer.digest)
             out.append(Layer(layer.media_type, layer.digest.lower(), layer.size))
     return out
-
-
-def _digests_of(store: ModelStore, name: ModelName) -> set[str]:
-    """The blobs the model stored under ``name`` uses now (candidates for removal after the pull)."""
-    found = store.resolve(name)
-    if found is None:
-        return set()
-    try:
-        return {layer.digest for layer in Manifest.from_bytes(store.manifest_bytes(found)).all_layers}
-    except (OSError, ManifestError) as exc:
-        log.warning("pulling %s over an unreadable manifest: %s", name, exc)
-        return set()

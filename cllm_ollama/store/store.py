@@ -204,6 +204,18 @@ class ModelStore:
         self._readable(path.with_name(path.name + ".lock"))
         return path
 
+    def digests_of(self, name: ModelName) -> set[str]:
+        """The blobs the model stored under ``name`` uses now: what a pull or create that replaces it
+        may leave unused (none where there is no such model or its manifest cannot be read)."""
+        found = self.resolve(name)
+        if found is None:
+            return set()
+        try:
+            return {layer.digest for layer in Manifest.from_bytes(self.manifest_bytes(found)).all_layers}
+        except (OSError, ManifestError, OutsideStore) as exc:
+            log.warning("replacing %s, whose manifest cannot be read: %s", name, exc)
+            return set()
+
     def discard_unused(self, digests: Iterable[str]) -> None:
         """Remove those of ``digests`` no manifest references (what a failed create leaves)."""
         with self._lock:

@@ -218,6 +218,21 @@ def test_create_streams_statuses(api: TestClient, tiny_gguf: Path) -> None:
     assert statuses[-2:] == ["writing manifest", "success"]
 
 
+def test_create_over_a_model_removes_the_blobs_only_it_used(api: TestClient, tiny: str, models_dir: Path) -> None:
+    """As Ollama's create (unless OLLAMA_NOPRUNE): re-creating a name leaves no blob behind that
+    nothing uses; what another model uses stays."""
+
+    def blob(text: str) -> Path:
+        return models_dir / "blobs" / f"sha256-{hashlib.sha256(text.encode()).hexdigest()}"
+
+    for system in ("first words", "second words"):
+        body = {"model": "m", "from": "tiny", "system": system, "stream": False}
+        assert api.post("/api/create", json=body).status_code == 200
+    assert not blob("first words").exists() and blob("second words").exists()
+    assert blob("Be brief.").exists()  # tiny's own system prompt: tiny still uses it
+    assert api.post("/api/show", json={"model": "tiny"}).json()["system"] == "Be brief."
+
+
 def test_create_from_keeps_what_empty_fields_do_not_replace_and_adds_licenses(api: TestClient, tiny: str) -> None:
     """As Ollama's createModel: an empty system, template or messages keeps the base model's, and
     a license joins the base's."""

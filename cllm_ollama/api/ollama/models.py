@@ -131,7 +131,8 @@ async def create(request: Request) -> Response:
     stream = decode(body, CreateStream).stream is not False
     req = CreateRequest.from_json(body)
     store = _store(request)
-    events = progress_events(lambda report: create_model(store, req, report))
+    noprune = services(request).settings.noprune
+    events = progress_events(lambda report: create_model(store, req, report, noprune=noprune))
     return await progress_response(events, stream=stream)
 
 
