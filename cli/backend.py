@@ -109,7 +109,8 @@ class LocalBackend:
                 return self.store.write_blob_from(f)
 
         body = create_body(name, modelfile, base_dir, upload)
-        create_model(self.store, CreateRequest.from_json(body), report, noprune=self.settings.noprune)
+        req = CreateRequest.from_json(body)
+        create_model(self.store, req, report, noprune=self.settings.noprune, pull=self.pull)
 
 
 class HttpBackend:

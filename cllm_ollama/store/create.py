@@ -107,13 +107,23 @@ def _messages(value: Any) -> list[dict[str, str]] | None:
     return out
 
 
-def create_model(store: ModelStore, req: CreateRequest, report: Report, *, noprune: bool = False) -> ModelRecord:
+def create_model(
+    store: ModelStore,
+    req: CreateRequest,
+    report: Report,
+    *,
+    noprune: bool = False,
+    pull: Callable[[str, Report], object] | None = None,
+) -> ModelRecord:
     """Assemble the layers, write the manifest last; raise ``InvalidRequest``/``NotFound`` on bad input.
 
-    Every blob used is pinned until the manifest names it: a delete meanwhile cannot take it. A
-    model the new one replaces leaves the blobs nothing else uses, which go (as in Ollama's
-    create), unless ``noprune`` (OLLAMA_NOPRUNE).
+    A ``from`` model the store lacks is pulled first with ``pull`` where there is one (its progress
+    in the same stream), as Ollama's create does. Every blob used is pinned until the manifest
+    names it: a delete meanwhile cannot take it. A model the new one replaces leaves the blobs
+    nothing else uses, which go (as in Ollama's create), unless ``noprune`` (OLLAMA_NOPRUNE).
     """
+    if pull is not None and req.from_ and not req.files and store.resolve(parse_name(req.from_)) is None:
+        pull(req.from_, report)
     with store.claim() as claim:
         old = store.digests_of(req.model)
         record = _create(store, claim, req, report)

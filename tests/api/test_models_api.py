@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 from fakehub import FakeHub
+from fakeregistry import fake_registry
 from starlette.testclient import TestClient
 
 from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.chatformat.builtin_templates import CHATML
 from cllm_ollama.config import Settings
+from cllm_ollama.store import manifests as mt
 from cllm_ollama.testing.ggufs import Shape, write_gemma3, write_lora, write_qwen3
 
 
@@ -246,11 +248,28 @@ def test_create_from_keeps_what_empty_fields_do_not_replace_and_adds_licenses(ap
     assert shown["license"] == "MIT\nApache"
 
 
+def test_create_from_a_model_not_here_pulls_it_first(models_dir: Path, tiny_gguf: Path) -> None:
+    """As Ollama's create: `FROM llama3.2` on a fresh server pulls llama3.2, its progress in the
+    create's stream, then makes the new model; a name no registry has is the pull's error."""
+    with fake_registry() as registry:
+        registry.add_model("library/base", "latest", [(mt.MODEL, tiny_gguf.read_bytes())], {"model_format": "gguf"})
+        settings = Settings(models_dir=models_dir, registry_url=registry.url)
+        with TestClient(create_app(settings), base_url="http://localhost") as client:
+            r = client.post("/api/create", json={"model": "mine", "from": "base", "system": "Be brief."})
+            statuses = [line["status"] for line in lines(r.text)]
+            assert statuses[0] == "pulling manifest" and statuses.count("success") == 2  # the pull's, then the create's
+            assert statuses[statuses.index("success") + 1 :][-2:] == ["writing manifest", "success"]
+            names = {m["name"] for m in client.get("/api/tags").json()["models"]}
+            assert names == {"base:latest", "mine:latest"}
+            assert client.post("/api/show", json={"model": "mine"}).json()["system"] == "Be brief."
+            missing = client.post("/api/create", json={"model": "m", "from": "missing", "stream": False})
+            assert (missing.status_code, missing.json()) == (500, {"error": "pull model manifest: file does not exist"})
+
+
 @pytest.mark.parametrize(
     ("body", "status", "error"),
     [
         ({"model": "bad name", "from": "tiny"}, 400, "invalid model name"),
-        ({"model": "m", "from": "missing"}, 404, "model 'missing:latest' not found"),
         ({"model": "m"}, 400, "neither 'from' or 'files' was specified"),
     ],
 )

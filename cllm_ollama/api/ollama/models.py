@@ -15,7 +15,7 @@ from starlette.responses import Response
 from ...errors import InvalidRequest, NotFound
 from ...gostrconv import go_quote
 from ...store.blobs import parse_digest
-from ...store.create import CreateRequest, create_model
+from ...store.create import CreateRequest, Report, create_model
 from ...store.names import parse_name
 from ...store.pull import pull_model
 from ...store.push import push_model
@@ -131,8 +131,13 @@ async def create(request: Request) -> Response:
     stream = decode(body, CreateStream).stream is not False
     req = CreateRequest.from_json(body)
     store = _store(request)
-    noprune = services(request).settings.noprune
-    events = progress_events(lambda report: create_model(store, req, report, noprune=noprune))
+    settings = services(request).settings
+    options = RegistryOptions.from_settings(settings, insecure=False)
+
+    def pull(name: str, report: Report) -> object:
+        return pull_model(store, name, report, options=options)
+
+    events = progress_events(lambda report: create_model(store, req, report, noprune=settings.noprune, pull=pull))
     return await progress_response(events, stream=stream)
 
 
