@@ -179,18 +179,13 @@ class _Scanner:
 
     def _zero(self, c: int) -> None:
         if c == ord("."):
-            self.step = self._dot
+            self.step = self._digit("after decimal point in numeric literal", self._fraction)
         elif c in b"eE":
             self.step = self._exp
         else:
             self._end_value(c)
 
-    def _dot(self, c: int) -> None:
-        if c not in _DIGITS:
-            self._fail(c, "after decimal point in numeric literal")
-        self.step = self._dot_digits
-
-    def _dot_digits(self, c: int) -> None:
+    def _fraction(self, c: int) -> None:
         if c in _DIGITS:
             return
         if c in b"eE":
@@ -199,19 +194,25 @@ class _Scanner:
             self._end_value(c)
 
     def _exp(self, c: int) -> None:
+        exponent = self._digit("in exponent of numeric literal", self._exp_digits)
         if c in b"+-":
-            self.step = self._exp_sign
+            self.step = exponent
         else:
-            self._exp_sign(c)
-
-    def _exp_sign(self, c: int) -> None:
-        if c not in _DIGITS:
-            self._fail(c, "in exponent of numeric literal")
-        self.step = self._exp_digits
+            exponent(c)
 
     def _exp_digits(self, c: int) -> None:
         if c not in _DIGITS:
             self._end_value(c)
+
+    def _digit(self, context: str, then: Callable[[int], None]) -> Callable[[int], None]:
+        """A step that takes one digit, then goes on with ``then``."""
+
+        def step(c: int) -> None:
+            if c not in _DIGITS:
+                self._fail(c, context)
+            self.step = then
+
+        return step
 
     def _literal(self, rest: bytes, word: str) -> Callable[[int], None]:
         def step(c: int) -> None:
