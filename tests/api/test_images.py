@@ -210,6 +210,9 @@ def test_a_model_created_with_a_projector_shows_vision_and_the_projectors_info(s
     assert info["clip.projector_type"] == "gemma3"
     assert info["clip.vision.projection_dim"] == show["model_info"]["gemma3.embedding_length"]
     assert show["model_info"]["general.architecture"] == "gemma3"
+    # Its Modelfile names the projector in a FROM of its own, so that it makes the model again.
+    froms = [line for line in show["modelfile"].splitlines() if line.startswith("FROM ")]
+    assert len(froms) == 2 and froms[0] != froms[1] and all("sha256-" in line for line in froms)
 
 
 def test_a_model_without_a_projector_shows_none(client: TestClient) -> None:

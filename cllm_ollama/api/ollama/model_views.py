@@ -93,6 +93,9 @@ def modelfile_text(record: ModelRecord, template: str | None, system: str | None
     if record.model_path is not None:
         lines.append(f"FROM {record.model_path}")
     lines += [f"ADAPTER {path}" for path in record.adapter_paths]
+    # Each projector a FROM of its own, after the model's, as Ollama writes them: the Modelfile
+    # then makes the model again with its vision or hearing.
+    lines += [f"FROM {path}" for path in record.projector_paths]
     if template:
         lines.append(f"TEMPLATE {_quote(template)}")
     if system:
