@@ -61,6 +61,8 @@ class Decoded(Generic[N]):
     native: N
     stream: bool
     encoder: Callable[[Generation], Encoder]
+    # Ollama's ``_debug_render_only``: answer the prompt as rendered, generate nothing.
+    render_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,10 @@ class Endpoint(Generic[N]):
         if isinstance(gen, str):
             return self.loaded(decoded, gen)
         encoder = decoded.encoder(gen)
+        if decoded.render_only and isinstance(encoder, EachChunk):
+            text, n_media = await gen.rendered_prompt()
+            info = {"rendered_template": text} | ({"image_count": n_media} if n_media else {})
+            return JSONResponse(encoder.idle() | {"_debug_info": info})
         chunks = gen.chunks()
         if not decoded.stream:
             return JSONResponse(encoder.whole(await until_disconnect(request, collect(chunks))))

@@ -176,6 +176,18 @@ class Generation:
                     async for chunk in run:
                         yield chunk
 
+    async def rendered_prompt(self) -> tuple[str, int]:
+        """The prompt as the model's template renders it, and how many images and clips it holds
+        (Ollama's ``_debug_render_only``): the model is loaded, as Ollama loads it for this, and
+        turns that do not fit are left out as a generation would leave them; nothing is generated."""
+        pool: ModelPool = services(self.http).pool
+        async with lease(pool, self.model, self.options, self.fields.keep_alive) as entry:
+            loaded = entry.model
+            limit = max(4, min(self.options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
+            fits = self.fields.truncate and not self.media  # a media prompt is measured by its projector
+            rendered = await self._render(loaded, limit if fits else None)
+        return rendered.text, len(self.media)
+
     async def _run(self, pool: ModelPool, t0: int, grow: int) -> AsyncGenerator[Chunk, None]:
         wait = services(self.http).settings.load_headers
         loading = (self.admitted, wait) if wait > 0 else None

@@ -92,3 +92,19 @@ def test_gpt_oss_reads_max_as_high() -> None:
 
     assert (level("gpt-oss", "max"), level("gptoss", "max"), level("qwen3", "max")) == ("high", "high", "max")
     assert (level("gpt-oss", "low"), level("gpt-oss", True)) == ("low", None)
+
+
+@pytest.mark.model
+def test_debug_render_only_answers_the_prompt_and_generates_nothing(client: TestClient) -> None:
+    """Ollama's ``_debug_render_only``: the rendered template, for /api/chat and /api/generate."""
+    chat = client.post(
+        "/api/chat",
+        json={"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "_debug_render_only": True},
+    )
+    assert chat.status_code == 200 and chat.headers["content-type"].startswith("application/json")
+    out = chat.json()
+    assert out["done"] is False and "eval_count" not in out and out["message"]["content"] == ""
+    assert out["_debug_info"]["rendered_template"].startswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant")
+    body = {"model": MODEL, "prompt": "Hi", "template": "[{{ .Prompt }}]", "_debug_render_only": True}
+    generate = client.post("/api/generate", json=body).json()
+    assert generate["_debug_info"] == {"rendered_template": "[Hi]"} and generate["response"] == ""

@@ -150,7 +150,7 @@ def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
     req = decode(body, ChatRequest)
     shared = SharedFields.of(req)  # before the messages' images, in Ollama's order
     call = ChatCall(req, shared, _messages(body, req), body.get("tools") or None)
-    return Decoded(call, req.stream is not False, lambda gen: _encoder(req.model, gen))
+    return Decoded(call, req.stream is not False, lambda gen: _encoder(req.model, gen), bool(req.debug_render_only))
 
 
 def _loaded(decoded: Decoded[ChatCall], reason: str) -> Response:

@@ -110,7 +110,8 @@ def _encode(name: object, raw: bool, gen: Generation, chunk: Chunk) -> dict[str,
 def _decode(body: dict[str, Any]) -> Decoded[GenerateRequest]:
     req = decode(body, GenerateRequest)
     name, raw = req.model, bool(req.raw)
-    return Decoded(req, req.stream is not False, lambda gen: EachChunk(partial(_encode, name, raw, gen)))
+    render_only = bool(req.debug_render_only)
+    return Decoded(req, req.stream is not False, lambda gen: EachChunk(partial(_encode, name, raw, gen)), render_only)
 
 
 def _loaded(decoded: Decoded[GenerateRequest], reason: str) -> Response:

@@ -95,6 +95,9 @@ class GenerationRequest(GoStruct):
     shift: Bool = None
     logprobs: Bool = None
     top_logprobs: Annotated[Int, TOP_LOGPROBS] = None
+    debug_render_only: Annotated[Bool, doc(description="return the rendered prompt, generate nothing")] = msgspec.field(
+        name="_debug_render_only", default=None
+    )
 
 
 class GenerateRequest(GenerationRequest):
