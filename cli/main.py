@@ -25,6 +25,7 @@ from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.errors import CllmError
 from cllm_ollama.store.create import QUANTIZE_REFUSED
 from cllm_ollama.store.modelfile import parse_modelfile
+from cllm_ollama.store.names import parse_name
 
 from .attachments import FileError, supports_media
 from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
@@ -169,9 +170,15 @@ def push_command(name: str, insecure: bool) -> None:
     printer = ProgressPrinter()
     try:
         with user_errors():
+            wanted = parse_name(name)
             _backend().push(name, printer, insecure=insecure)
     finally:
         printer.close()
+    # Where the model now is, as Ollama's CLI ends a push (ollama.com's page for its own registry).
+    where = str(wanted)
+    if wanted.host.lower().endswith((".ollama.ai", ".ollama.com")):
+        where = "https://ollama.com/" + wanted.display_shortest().removesuffix(":latest")
+    click.echo(f"\nYou can find your model at:\n\n\t{where}")
 
 
 @cli.command("list")

@@ -178,7 +178,14 @@ def test_push_then_pull_back_with_the_ollama_client_and_the_cli(
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(cli, ["push", "--insecure", retagged], env=env)
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[-2:] == ["pushing manifest", "success"]
+    assert result.output.splitlines()[-6:] == [
+        "pushing manifest",
+        "success",
+        "",
+        "You can find your model at:",
+        "",
+        f"\t{registry_host}/team/tiny:v2",
+    ]
     assert registry_manifest(registry_host, "team/tiny", "v2") == pushed
     server_env = {"OLLAMA_HOST": url, "OLLAMA_MODELS": str(tmp_path / "unused")}
     result = CliRunner().invoke(cli, ["pull", "--insecure", retagged], env=server_env)

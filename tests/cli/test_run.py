@@ -232,6 +232,14 @@ def test_run_with_no_prompt_loads_the_model_and_says_nothing(monkeypatch: pytest
     assert empty.output == 'Error: embedding models require input text. Usage: cllm run emb "your text here"\n'
 
 
+def test_a_push_to_ollama_com_says_where_the_model_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(HttpBackend, "push", lambda self, name, report, insecure=False: report({"status": "success"}))
+    monkeypatch.setattr("cllm_ollama.cli.main.connect", lambda settings: HttpBackend("http://127.0.0.1:9"))
+    result = CliRunner().invoke(cli, ["push", "me/model"])
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith("success\n\nYou can find your model at:\n\n\thttps://ollama.com/me/model\n")
+
+
 def test_run_pulls_a_missing_model_first(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 
