@@ -162,6 +162,9 @@ def pull_command(name: str, insecure: bool) -> None:
         printer.close()
 
 
+PUSH_REFUSED = "you are not authorized to push to this namespace, create the model under a namespace you own"
+
+
 @cli.command("push")
 @click.argument("name")
 @click.option("--insecure", is_flag=True, help="Use an insecure registry (plain HTTP).")
@@ -171,7 +174,12 @@ def push_command(name: str, insecure: bool) -> None:
     try:
         with user_errors():
             wanted = parse_name(name)
-            _backend().push(name, printer, insecure=insecure)
+            try:
+                _backend().push(name, printer, insecure=insecure)
+            except CllmError as exc:
+                if "access denied" in exc.message.lower():  # the registry refused it: Ollama's words
+                    raise CommandError(PUSH_REFUSED) from exc
+                raise
     finally:
         printer.close()
     # Where the model now is, as Ollama's CLI ends a push (ollama.com's page for its own registry).

@@ -238,6 +238,17 @@ def test_a_push_to_ollama_com_says_where_the_model_is(monkeypatch: pytest.Monkey
     result = CliRunner().invoke(cli, ["push", "me/model"])
     assert result.exit_code == 0, result.output
     assert result.output.endswith("success\n\nYou can find your model at:\n\n\thttps://ollama.com/me/model\n")
+    # A registry that refuses the push: Ollama's words for it.
+    from cllm_ollama.errors import CllmError
+
+    def refused(self: HttpBackend, name: str, report: Any, insecure: bool = False) -> None:
+        raise CllmError("unauthorized: access denied", 401)
+
+    monkeypatch.setattr(HttpBackend, "push", refused)
+    result = CliRunner().invoke(cli, ["push", "me/model"])
+    assert result.exit_code == 1 and result.output == (
+        "Error: you are not authorized to push to this namespace, create the model under a namespace you own\n"
+    )
 
 
 def test_run_pulls_a_missing_model_first(monkeypatch: pytest.MonkeyPatch) -> None:
