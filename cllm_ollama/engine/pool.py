@@ -269,6 +269,7 @@ class ModelPool:
                     model=model,
                     last_used=self._clock.monotonic(),
                     slots_asked=spec.n_slots,
+                    keep_alive=self.default_keep_alive,
                 )
                 self._entries[req.key] = entry
                 self.loads[req.name] += 1
@@ -306,7 +307,8 @@ class ModelPool:
     def _hold(self, entry: Entry, req: LoadRequest, keep_alive: float | None) -> Entry:
         entry.refs += 1
         entry.name = req.name
-        entry.keep_alive = self.default_keep_alive if keep_alive is None else keep_alive
+        if keep_alive is not None:  # without one, the model keeps what it was last given (Ollama's runner)
+            entry.keep_alive = keep_alive
         entry.expires_at = self._clock.time() + entry.keep_alive
         if entry.timer is not None:
             entry.timer.cancel()

@@ -180,6 +180,31 @@ def test_keep_alive_expiry_unloads_when_the_time_is_up_and_a_new_request_stops_t
     asyncio.run(run())
 
 
+def test_a_request_without_keep_alive_keeps_what_the_model_was_given() -> None:
+    """As Ollama's scheduler: a keep_alive is the loaded model's until a request gives another (the
+    default only at a load), so `"keep_alive": -1` once pins a model that later chats leave be."""
+    clock = FakeClock()
+
+    async def run() -> None:
+        pool = make_pool([], clock)
+        assert (await pool.acquire(request(), None)).keep_alive == 300  # loaded: the default
+        pinned = await pool.acquire(request(), math.inf)
+        plain = await pool.acquire(request(), None)
+        assert plain is pinned and plain.keep_alive == math.inf
+        for entry in (plain, pinned, pinned):
+            pool.release(entry)
+        clock.advance(10**6)
+        await settle(pool)
+        assert loaded(pool) == ["m"]
+        pool.release(await pool.acquire(request(), 60))  # another given: that one from now on
+        clock.advance(60)
+        await settle(pool)
+        assert loaded(pool) == []
+        await pool.close()
+
+    asyncio.run(run())
+
+
 def test_keep_alive_zero_unloads_at_release_and_negative_never_expires() -> None:
     clock = FakeClock()
 
