@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import zstandard
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
@@ -43,6 +44,8 @@ async def read_json(request: Request) -> dict[str, Any]:
     except ClientDisconnect:
         # Gone before its body arrived: nobody to answer, nothing that went wrong here.
         raise RequestCanceled() from None
+    if request.headers.get("content-encoding", "").strip().lower() == "zstd":
+        body = _unzstd(body)
     if not body.strip():
         raise InvalidRequest("missing request body")
     try:
@@ -54,6 +57,26 @@ async def read_json(request: Request) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidRequest(f"json: cannot unmarshal {go_type(data)} into Go value of type object")
     return data
+
+
+# Ollama's cap on a decompressed body (maxDecompressedBodySize): a small zstd frame cannot unfold
+# into gigabytes here.
+MAX_DECOMPRESSED_BODY = 20 << 20
+
+
+def _unzstd(body: bytes) -> bytes:
+    """A zstd-compressed body (Codex compresses its /v1/responses requests, and Ollama reads them),
+    at most ``MAX_DECOMPRESSED_BODY`` bytes of it, refused in Ollama's words."""
+    out = bytearray()
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True) as reader:
+            while piece := reader.read(1 << 20):
+                out += piece
+                if len(out) > MAX_DECOMPRESSED_BODY:
+                    raise InvalidRequest("http: request body too large")
+    except zstandard.ZstdError:
+        raise InvalidRequest("failed to decompress zstd body") from None
+    return bytes(out)
 
 
 def _first_value(body: bytes) -> Any:

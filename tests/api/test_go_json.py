@@ -4,6 +4,7 @@ what is read, as Go's json.Decoder reads it (what follows is ignored)."""
 from __future__ import annotations
 
 import pytest
+import zstandard
 from starlette.testclient import TestClient
 
 from cllm_ollama.api.go_json import GoSyntaxError, first_value
@@ -72,3 +73,18 @@ def test_over_http_ollamas_answers(store_settings: Settings) -> None:
         bad = client.post("/v1/chat/completions", content=b"{oops")
         assert bad.status_code == 400
         assert bad.json()["error"]["message"] == "invalid character 'o' looking for beginning of object key string"
+
+
+def test_a_zstd_body_is_read_as_ollama_reads_codexs(store_settings: Settings) -> None:
+    """Codex compresses its /v1/responses bodies with zstd (Content-Encoding), which Ollama reads."""
+    zstd = zstandard.ZstdCompressor()
+    headers = {"Content-Encoding": "zstd", "Content-Type": "application/json"}
+    with TestClient(create_app(store_settings), base_url="http://localhost") as client:
+        body = zstd.compress(b'{"model": "nope", "input": "Hi"}')
+        found = client.post("/v1/responses", content=body, headers=headers)
+        assert found.status_code == 404  # decoded: the model was looked up
+        broken = client.post("/v1/responses", content=b"not zstd", headers=headers)
+        assert broken.status_code == 400 and broken.json()["error"]["message"] == "failed to decompress zstd body"
+        bomb = zstd.compress(b'{"model": "nope", "input": "' + b"a" * (21 << 20) + b'"}')
+        big = client.post("/v1/responses", content=bomb, headers=headers)
+        assert big.status_code == 400 and big.json()["error"]["message"] == "http: request body too large"
