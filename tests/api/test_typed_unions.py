@@ -12,10 +12,11 @@ import pytest
 from conftest import MODEL
 from scripted import scripted_pool
 from starlette.testclient import TestClient
-from test_bad_input import HI, RESPONSES, V1_CHAT, unmarshal
+from test_bad_input import HI, RESPONSES, V1_CHAT, V1_COMPLETION, unmarshal
 
 from cllm_ollama.api.anthropic.messages import _decode as anthropic_decode
 from cllm_ollama.api.openai.endpoints import _decode_chat as chat_completions_decode
+from cllm_ollama.api.openai.endpoints import _decode_completion as completions_decode
 from cllm_ollama.api.openai.responses import _decode as responses_decode
 from cllm_ollama.api.schemas import anthropic, ollama, openai
 from cllm_ollama.api.schemas.go import GoStruct
@@ -240,6 +241,19 @@ def test_a_chat_completions_stop_keeps_its_strings(stop: object, stops: list[str
     /v1/completions refuses a list's other items)."""
     options = chat_completions_decode(V1_CHAT | {"stop": stop}).native.req.options or {}
     assert options.get("stop") == stops
+
+
+def test_each_openai_translation_sets_ollamas_sampling_defaults() -> None:
+    """Chat completions: temperature and top_p 1.0. Responses: temperature 1.0, top_p left to the
+    model (its Modelfile's). Completions: both penalties always (0), and a top_p of 0 read as 1."""
+    chat = chat_completions_decode(V1_CHAT).native.req.options or {}
+    assert (chat["temperature"], chat["top_p"]) == (1.0, 1.0)
+    responses = responses_decode(RESPONSES).native.req.options or {}
+    assert responses["temperature"] == 1.0 and "top_p" not in responses
+    completion = completions_decode(V1_COMPLETION | {"top_p": 0}).native.options or {}
+    assert (completion["top_p"], completion["frequency_penalty"], completion["presence_penalty"]) == (1.0, 0.0, 0.0)
+    given = completions_decode(V1_COMPLETION | {"top_p": 0.5, "presence_penalty": 1}).native.options or {}
+    assert (given["top_p"], given["presence_penalty"]) == (0.5, 1.0)
 
 
 @pytest.fixture

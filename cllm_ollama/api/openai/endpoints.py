@@ -54,17 +54,25 @@ _EFFORTS = '"minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "non
 
 
 def sampling_options(req: ChatCompletionRequest | CompletionRequest | ResponsesRequest) -> dict[str, Any]:
-    """Sampling fields onto Ollama options; temperature and top_p default to 1.0 as in OpenAI.
+    """Sampling fields onto Ollama options, with the defaults each of Ollama's translations sets:
+    temperature 1.0, top_p 1.0 (not on /v1/responses), and on /v1/completions both penalties.
 
     ``req`` is decoded already: a wrong type was Go's decode error, 400, before anything reaches
     the native options. Ollama's own ``options`` object (what the OpenAI SDKs send with
     ``extra_body``: ``num_ctx``, ``top_k``, ...) goes through as /api takes it, checked there;
     OpenAI's fields win over it.
     """
-    options: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, **options_object(req.options, req.go_name or "")}
+    options: dict[str, Any] = {"temperature": 1.0, **options_object(req.options, req.go_name or "")}
+    if not isinstance(req, ResponsesRequest):  # Ollama's Responses leaves top_p to the model's default
+        options["top_p"] = 1.0
     for key in ("temperature", "top_p", "frequency_penalty", "presence_penalty"):
         if (value := getattr(req, key)) is not None:
             options[key] = float(value)
+    if isinstance(req, CompletionRequest):
+        # Ollama's completions always send both penalties (0 unless given) and read a top_p of 0 as 1.
+        options["frequency_penalty"] = float(req.frequency_penalty or 0)
+        options["presence_penalty"] = float(req.presence_penalty or 0)
+        options["top_p"] = float(req.top_p) if req.top_p else 1.0
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     if max_tokens is not None:
         options["num_predict"] = max_tokens
