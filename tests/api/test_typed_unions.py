@@ -180,7 +180,7 @@ def test_input_items_and_parts_read_as_before() -> None:
     ]
     assert responses_decode(RESPONSES | {"input": history}).native.messages == [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "\nGo."},
+        {"role": "user", "content": "Go."},  # parts run on, as Ollama joins them
         {
             "role": "assistant",
             "content": "",

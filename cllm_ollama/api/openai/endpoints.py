@@ -153,8 +153,8 @@ def input_audio_data(value: object) -> Media:
     return checked_media(value.get("data"), not_a_string=missing, invalid="invalid input_audio base64 data")
 
 
-def content_and_media(content: str | list[ContentPart] | None) -> tuple[str, list[Media]]:
-    """A message's text (its text parts joined by newlines) and media (base64): its images and,
+def content_and_media(content: str | list[ContentPart] | None, joiner: str = "\n") -> tuple[str, list[Media]]:
+    """A message's text (its text parts joined by ``joiner``) and media (base64): its images and,
     as Ollama carries them, its audio clips (``input_audio``), all in Ollama's ``images``, checked
     as Ollama checks them; the parts' shapes were checked by the decode."""
     if content is None or isinstance(content, str):
@@ -175,7 +175,7 @@ def content_and_media(content: str | list[ContentPart] | None) -> tuple[str, lis
             media.append(input_audio_data(part.input_audio))
         else:
             raise InvalidRequest(f"invalid message content type: {part.type}")
-    return "\n".join(texts), media
+    return joiner.join(texts), media
 
 
 def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:

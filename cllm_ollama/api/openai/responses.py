@@ -49,10 +49,11 @@ _PARTS = {"input_text": "text", "output_text": "text", "input_image": "image_url
 
 def _content(content: str | list[ContentPart] | None) -> tuple[str, list[Media]]:
     """Input content: a string or parts of type input_text/output_text (a missing text is empty, as
-    Go's zero), and input_image (a data URL, checked as a chat message's ``image_url`` is)."""
+    Go's zero; the texts run on with nothing between them, as Ollama's ``content += v.Text``), and
+    input_image (a data URL, checked as a chat message's ``image_url`` is)."""
     if isinstance(content, list):
         content = [_chat_part(p) for p in content]
-    return content_and_media(content)
+    return content_and_media(content, joiner="")
 
 
 def _chat_part(part: ContentPart) -> ContentPart:
