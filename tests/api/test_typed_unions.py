@@ -256,6 +256,23 @@ def test_each_openai_translation_sets_ollamas_sampling_defaults() -> None:
     assert (given["top_p"], given["presence_penalty"]) == (0.5, 1.0)
 
 
+def test_a_tool_output_with_a_picture_carries_it_to_the_model() -> None:
+    """Codex's view_image (or an MCP tool) returns an image among its output's parts: the tool
+    message holds it, as Ollama's translation keeps it."""
+    import base64
+
+    from cllm_ollama.testing.images import png
+
+    url = "data:image/png;base64," + base64.b64encode(png(8, 8)).decode()
+    output = [{"type": "input_text", "text": "here:"}, {"type": "input_image", "image_url": url}]
+    history = [
+        {"type": "function_call", "name": "view_image", "arguments": "{}", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": output},
+    ]
+    (_, tool) = responses_decode(RESPONSES | {"input": history}).native.messages
+    assert tool["role"] == "tool" and tool["content"] == "here:" and len(tool["images"]) == 1
+
+
 @pytest.fixture
 def decoded(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, list[type]]]:
     """A client over the scripted engine, and the request structs decoded while it serves."""

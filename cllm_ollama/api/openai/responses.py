@@ -63,18 +63,19 @@ def _chat_part(part: ContentPart) -> ContentPart:
     return ContentPart(type=kind, image_url=part.image_url) if kind else part
 
 
-def _output(output: object) -> str:
-    """A function call's output, Go's ``json.RawMessage``: a string; the text of parts (their
-    shapes checked as a message's are; what is no object is skipped); else the JSON as sent."""
+def _output(output: object) -> tuple[str, list[Media]]:
+    """A function call's output, Go's ``json.RawMessage``: a string; the text and images of parts
+    (their shapes checked as a message's are; what is no object is skipped: a tool that returns a
+    picture, Codex's view_image, shows it to a model that sees, as in Ollama); else the JSON as sent."""
     if isinstance(output, str):
-        return output
+        return output, []
     if isinstance(output, list):
         try:
             parts = msgspec.convert([p for p in output if isinstance(p, dict)], list[ContentPart])
         except msgspec.ValidationError:
             raise InvalidRequest("invalid message format") from None
-        return _content(parts)[0]
-    return dumps(output).decode()
+        return _content(parts)
+    return dumps(output).decode(), []
 
 
 @dataclass
@@ -119,7 +120,9 @@ class _Conversation:
         self._take_thinking(turn)
 
     def function_call_output(self, item: ResponsesInputItem) -> None:
-        self.messages.append({"role": "tool", "content": _output(item.output), "tool_call_id": item.call_id or ""})
+        text, media = _output(item.output)
+        message: dict[str, Any] = {"role": "tool", "content": text, "tool_call_id": item.call_id or ""}
+        self.messages.append(message | {"images": media} if media else message)
 
     def reasoning(self, item: ResponsesInputItem) -> None:
         """Ollama returns its thinking as the item's ``encrypted_content``; a summary stands in for it."""
