@@ -124,11 +124,17 @@ def parse_keep_alive(value: object) -> float:
 
 
 def _env_keep_alive(text: str) -> float:
-    # OLLAMA_KEEP_ALIVE accepts a bare integer (seconds) as well as a duration.
+    """OLLAMA_KEEP_ALIVE: a duration, or a bare integer of seconds; anything else is Ollama's
+    default, as its envconfig.KeepAlive reads it (with a warning here)."""
     try:
         return parse_keep_alive(float(text))
     except ValueError:
+        pass
+    try:
         return parse_keep_alive(text)
+    except ConfigError:
+        log.warning("invalid environment variable KEEP_ALIVE=%r, using the default 5m", text)
+        return DEFAULT_KEEP_ALIVE_S
 
 
 def _go_bool(text: str) -> bool:
@@ -278,6 +284,7 @@ class EnvReader:
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
+        self.ignored: set[str] = set()  # Ollama's variables set to what Ollama ignores (``get_int``)
 
     def get(self, name: str) -> str | None:
         for key in (f"CLLM_{name}", f"OLLAMA_{name}"):
@@ -291,17 +298,27 @@ class EnvReader:
         raw = self.get(name)
         return raw is not None and _go_bool(raw)
 
-    def get_int(self, name: str, default: int, minimum: int = 0, *, zero_is_default: bool = False) -> int:
+    def get_int(
+        self, name: str, default: int, minimum: int = 0, *, zero_is_default: bool = False, ollamas: bool = False
+    ) -> int:
         """The variable as an integer of at least ``minimum``. 0 is a value like any other
         (CACHE_RAM=0 turns the cache off) unless ``zero_is_default``: where Ollama reads 0
-        as "unset" (OLLAMA_MAX_LOADED_MODELS=0, OLLAMA_CONTEXT_LENGTH=0)."""
+        as "unset" (OLLAMA_MAX_LOADED_MODELS=0, OLLAMA_CONTEXT_LENGTH=0). cllm's own variables
+        refuse a value that is no integer; Ollama's (``ollamas``: its envconfig.Uint) warn and take
+        the default for one that is no unsigned integer, so a deployment Ollama ran still starts."""
         raw = self.get(name)
         if raw is None:
             return default
         try:
             value = int(raw)
         except ValueError as exc:
-            raise ConfigError(f"invalid {name}: {raw!r} is not an integer") from exc
+            if not ollamas:
+                raise ConfigError(f"invalid {name}: {raw!r} is not an integer") from exc
+            value = -1
+        if value < 0 and ollamas:
+            log.warning("invalid environment variable %s=%r: ignored, as Ollama ignores it", name, raw)
+            self.ignored.add(name)
+            return default
         if value == 0 and zero_is_default:
             return default
         return max(value, minimum)
@@ -398,6 +415,7 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         e = EnvReader(os.environ if env is None else env)
         models, keep_alive, origins = e.get("MODELS"), e.get("KEEP_ALIVE"), e.get("ORIGINS")
+        context_length = e.get_int("CONTEXT_LENGTH", 0, ollamas=True)  # 0: unset, as Ollama reads it
         # Only CLLM_API_KEY turns the check on: OLLAMA_API_KEY holds an ollama.com account key in
         # Ollama users' shells, and Ollama's server never reads it. Clients may send it, though.
         api_keys = _env_api_keys(e.env.get("CLLM_API_KEY"))
@@ -406,12 +424,14 @@ class Settings:
             host=parse_host(e.get("HOST") or ""),
             models_dir=Path(models).expanduser() if models else _default_models_dir(),
             keep_alive=_env_keep_alive(keep_alive) if keep_alive else DEFAULT_KEEP_ALIVE_S,
-            num_parallel=e.get_int("NUM_PARALLEL", DEFAULT_NUM_PARALLEL, minimum=1),
-            max_loaded_models=e.get_int("MAX_LOADED_MODELS", DEFAULT_MAX_LOADED_MODELS, zero_is_default=True),
-            max_queue=e.get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE, zero_is_default=True),
-            context_length=e.get_int("CONTEXT_LENGTH", DEFAULT_CONTEXT_LENGTH, zero_is_default=True),
+            num_parallel=e.get_int("NUM_PARALLEL", DEFAULT_NUM_PARALLEL, minimum=1, ollamas=True),
+            max_loaded_models=e.get_int(
+                "MAX_LOADED_MODELS", DEFAULT_MAX_LOADED_MODELS, zero_is_default=True, ollamas=True
+            ),
+            max_queue=e.get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE, zero_is_default=True, ollamas=True),
+            context_length=context_length or DEFAULT_CONTEXT_LENGTH,
             # The operator's OLLAMA_CONTEXT_LENGTH wins: nothing grows past it unless asked to.
-            context_grow=e.get_int("CONTEXT_GROW", 0 if e.get_int("CONTEXT_LENGTH", 0) else DEFAULT_CONTEXT_GROW),
+            context_grow=e.get_int("CONTEXT_GROW", 0 if context_length else DEFAULT_CONTEXT_GROW),
             origins=tuple(o.strip() for o in origins.split(",") if o.strip()) if origins else (),
             api_keys=api_keys,
             client_api_key=client_keys[0] if client_keys else None,
@@ -444,5 +464,5 @@ class Settings:
                 server_pixels=e.get_int("MAX_DECODE_PIXELS", DEFAULT_SERVER_PIXELS),
                 audio_seconds=e.get_int("MAX_AUDIO_SECONDS", DEFAULT_AUDIO_SECONDS),
             ),
-            unset=frozenset(name for name, var in TUNABLE.items() if e.get(var) is None),
+            unset=frozenset(name for name, var in TUNABLE.items() if e.get(var) is None or var in e.ignored),
         )

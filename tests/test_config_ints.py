@@ -71,3 +71,25 @@ def test_gpu_overhead_and_sched_spread_are_read_as_ollama_reads_them(caplog: pyt
     assert "GPU_OVERHEAD" in caplog.text
     assert Settings.from_env({"CLLM_DETERMINISTIC": "true"}).deterministic
     assert not Settings.from_env({"CLLM_DETERMINISTIC": "0"}).deterministic
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"OLLAMA_NUM_PARALLEL": "abc"},
+        {"OLLAMA_CONTEXT_LENGTH": "8k"},
+        {"OLLAMA_CONTEXT_LENGTH": "-1"},
+        {"OLLAMA_MAX_QUEUE": "-1"},
+        {"OLLAMA_MAX_LOADED_MODELS": "-1"},
+        {"OLLAMA_KEEP_ALIVE": "1d"},
+    ],
+)
+def test_an_ollama_variable_ollama_cannot_read_is_ignored_with_a_warning(
+    env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ollama's envconfig warns and takes the default (a negative count is no unsigned integer;
+    a keep_alive that is neither a duration nor seconds is 5m): a deployment it ran starts here too."""
+    with caplog.at_level("WARNING", logger="cllm.config"):
+        settings = Settings.from_env(env)
+    assert settings == Settings.from_env({})
+    assert any("invalid environment variable" in r.getMessage() for r in caplog.records)
