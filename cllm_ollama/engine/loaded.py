@@ -128,12 +128,14 @@ def host_fixed_bytes(spec: LoadSpec, model: Model, *, offloaded: bool) -> int:
     buffers (``compute_bytes``)."""
     files = sum(path.stat().st_size for path in (spec.projector, *spec.adapters) if path is not None)
     weights = model.size_bytes - (vram_bytes(model) if offloaded else 0)
-    compute = (
-        0
-        if spec.embedding_only
-        else compute_bytes(min(spec.n_batch, 512), 2 * spec.n_slots, model.n_vocab, model.n_embd)
-    )
-    return weights + files + compute
+    return weights + files + context_compute_bytes(spec, model)
+
+
+def context_compute_bytes(spec: LoadSpec, model: Model) -> int:
+    """The generation context's compute buffers (``compute_bytes``; none for an embedding model)."""
+    if spec.embedding_only:
+        return 0
+    return compute_bytes(min(spec.n_batch, 512), 2 * spec.n_slots, model.n_vocab, model.n_embd)
 
 
 def vram_bytes(model: Model) -> int:
@@ -270,11 +272,18 @@ class LoadedModel:
 
     @property
     def size_bytes(self) -> int:
-        return self.model.size_bytes
+        """What the model holds in memory, as Ollama's /api/ps counts it (its runner's whole
+        footprint): the weights, every slot's KV cache and the compute buffers."""
+        spec, model = self.spec, self.model
+        kv = model.kv_bytes_per_token(spec.kv_cache_type) * spec.n_ctx_slot * spec.n_slots
+        return model.size_bytes + kv + context_compute_bytes(spec, model)
 
     @property
     def size_vram(self) -> int:
-        return vram_bytes(self.model)
+        """The part of ``size_bytes`` on GPUs: pro rata of the offloaded layers (+1: the output),
+        so a model wholly offloaded is all of it (``100% GPU``), one on the CPU none of it."""
+        n = self.model.n_layer + 1
+        return self.size_bytes * min(self.model.n_gpu_layers, n) // n
 
     @property
     def bos_text(self) -> str:

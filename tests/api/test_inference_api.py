@@ -136,6 +136,11 @@ def test_load_and_unload_sentinels_and_ps(client: TestClient) -> None:
     assert loaded["name"] == "tiny:latest" and loaded["model"] == "tiny:latest"
     assert loaded["context_length"] == 256 and loaded["size"] > 0 and loaded["expires_at"].endswith("Z")
     assert loaded["details"]["family"] == "qwen3"
+    # As Ollama counts a runner: the weights, every slot's KV cache and the compute buffers.
+    (entry,) = services(client.app).pool.running()
+    model, spec = entry.model.model, entry.model.spec  # type: ignore[attr-defined]
+    kv = model.kv_bytes_per_token(spec.kv_cache_type) * spec.n_ctx_slot * spec.n_slots
+    assert loaded["size"] > model.size_bytes + kv and loaded["size_vram"] == 0
     r = client.post("/api/chat", json={"model": MODEL, "messages": [], "keep_alive": 0})
     assert r.json()["done_reason"] == "unload" and r.json()["message"] == {"role": "assistant", "content": ""}
     assert client.get("/api/ps").json() == {"models": []}
