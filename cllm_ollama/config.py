@@ -137,9 +137,26 @@ def _env_keep_alive(text: str) -> float:
         return DEFAULT_KEEP_ALIVE_S
 
 
+_GO_TRUE = ("1", "t", "T", "true", "TRUE", "True")
+_GO_FALSE = ("0", "f", "F", "false", "FALSE", "False")
+
+
 def _go_bool(text: str) -> bool:
     """Ollama's envconfig.Bool: Go's strconv.ParseBool, and any other non-empty value is true."""
-    return text not in ("0", "f", "F", "false", "FALSE", "False")
+    return text not in _GO_FALSE
+
+
+def _env_debug(text: str | None) -> bool:
+    """OLLAMA_DEBUG as Ollama's LogLevel reads it: true as Go's ParseBool takes it, or a non-zero
+    integer (2 is Ollama's trace level: debug here); anything else ("no", "off") is info."""
+    if text is None or text in _GO_FALSE:
+        return False
+    if text in _GO_TRUE:
+        return True
+    try:
+        return int(text) != 0
+    except ValueError:
+        return False
 
 
 def _env_kv_cache_type(text: str | None) -> str:
@@ -448,7 +465,7 @@ class Settings:
             shutdown_grace=_env_timeout("SHUTDOWN_GRACE", e.get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
             stream_keepalive=_env_timeout("STREAM_KEEPALIVE", e.get("STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S),
             load_headers=_env_timeout("LOAD_HEADERS", e.get("LOAD_HEADERS"), DEFAULT_LOAD_HEADERS_S),
-            debug=e.get("DEBUG") not in (None, "0", "false", "False"),
+            debug=_env_debug(e.get("DEBUG")),
             max_body_size=_env_body_size(e.get("MAX_BODY_SIZE")),
             noprune=e.get_bool("NOPRUNE"),
             nohistory=e.get_bool("NOHISTORY"),

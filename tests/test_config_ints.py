@@ -93,3 +93,21 @@ def test_an_ollama_variable_ollama_cannot_read_is_ignored_with_a_warning(
         settings = Settings.from_env(env)
     assert settings == Settings.from_env({})
     assert any("invalid environment variable" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("value", "debug"),
+    [
+        ("1", True),
+        ("true", True),
+        ("T", True),
+        ("2", True),
+        ("FALSE", False),
+        ("f", False),
+        ("no", False),
+        ("0", False),
+    ],
+)
+def test_ollama_debug_is_read_as_ollamas_log_level(value: str, debug: bool) -> None:
+    """ParseBool first, then a non-zero integer (Ollama's 2 is trace); "no" or "FALSE" are info."""
+    assert Settings.from_env({"OLLAMA_DEBUG": value}).debug is debug
