@@ -83,6 +83,14 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.drain = drain
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:  # bound: Ollama's line, which scripts wait for
+            config = self.config
+            logging.getLogger("cllm").info(
+                "Listening on %s:%d (version %s)", config.host, config.port, OLLAMA_COMPAT_VERSION
+            )
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.drain.begin()
         await super().shutdown(sockets=sockets)

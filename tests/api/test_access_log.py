@@ -32,3 +32,13 @@ def test_the_served_access_log_never_holds_a_query_key(tmp_path: Path) -> None:
         assert httpx.get(f"{url}/api/tags", headers={"Authorization": "Bearer right"}, timeout=10).status_code == 200
     text = log.read_text()
     assert "/api/tags?key=*** HTTP/1.1" in text and SECRET not in text
+
+
+def test_serve_says_where_it_listens_as_ollama_does(tmp_path: Path) -> None:
+    """Ollama logs "Listening on HOST:PORT (version V)" once bound; scripts wait for that line."""
+    from cllm_ollama import OLLAMA_COMPAT_VERSION
+
+    log = tmp_path / "serve.log"
+    with cllm_serve(tmp_path / "models", {}, log) as (_, url):
+        host_port = url.removeprefix("http://")
+    assert f"Listening on {host_port} (version {OLLAMA_COMPAT_VERSION})" in log.read_text()
