@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 import unicodedata
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
+from cllm_ollama.chatformat.gotemplate.values import go_print, type_name
 from cllm_ollama.store.gguf_info import human_number
 
 from .progress import human_bytes
@@ -156,38 +156,22 @@ def _head(text: str) -> list[list[str]]:
     return [[line] for line in lines]
 
 
-def go_float(x: float) -> str:
-    """Go's ``%v`` (``%g``, shortest) of a float64: the exponent form from 1e+06 and below 1e-04."""
-    if x != x:
-        return "NaN"
-    if x in (float("inf"), float("-inf")):
-        return "+Inf" if x > 0 else "-Inf"
-    if x == 0:
-        return "-0" if math.copysign(1, x) < 0 else "0"
-    sign, digits, exponent = Decimal(repr(float(x))).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    exp10 = len(text) + int(exponent) - 1
-    minus = "-" if sign else ""
-    if exp10 < -4 or exp10 >= 6:
-        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
-        return f"{minus}{mantissa}e{'+' if exp10 >= 0 else '-'}{abs(exp10):02d}"
-    if exp10 < 0:
-        return f"{minus}0.{'0' * (-exp10 - 1)}{text}"
-    whole = text[: exp10 + 1].ljust(exp10 + 1, "0")
-    return f"{minus}{whole}" + (f".{text[exp10 + 1 :]}" if len(text) > exp10 + 1 else "")
-
-
 def _go_value(value: Any) -> str:
-    """Go's ``%v`` of a value JSON decoded into ``any`` (numbers are float64 there)."""
+    """Go's ``%v`` of a value JSON decoded into ``any``, where every number is a float64."""
+    return go_print(_as_decoded(value))
+
+
+def _as_decoded(value: Any) -> Any:
+    """``value`` as Go's JSON decoder holds it in ``any``: numbers as float64."""
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return value
     if isinstance(value, int | float):
-        return go_float(float(value))
+        return float(value)
     if isinstance(value, list):
-        return "[" + " ".join(_go_value(v) for v in value) + "]"
+        return [_as_decoded(v) for v in value]
     if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_go_value(v)}" for k, v in sorted(value.items())) + "]"
-    return "<nil>" if value is None else str(value)
+        return {k: _as_decoded(v) for k, v in value.items()}
+    return value
 
 
 def _width(text: str) -> int:
@@ -199,7 +183,7 @@ def _metadata_value(value: Any) -> str:
     """A Metadata row's value as ``ollama show -v`` prints it: an array cut to about ten cells,
     with how many more it holds; a value of another kind named by its Go type."""
     if value is None or isinstance(value, dict):
-        return "<nil>" if value is None else "map[string]interface {}"
+        return type_name(value)  # Go's %T
     if not isinstance(value, list):
         return _go_value(value)
     shown, total = 0, 1
