@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .engine.media_budget import DEFAULT_AUDIO_SECONDS, DEFAULT_REQUEST_PIXELS, DEFAULT_SERVER_PIXELS, MediaLimits
+from .gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
 
 DEFAULT_PORT = 11434
 # Ollama's default is 1 slot. Continuous batching is the point of cllm: on a CPU, 8
@@ -137,21 +138,17 @@ def _env_keep_alive(text: str) -> float:
         return DEFAULT_KEEP_ALIVE_S
 
 
-_GO_TRUE = ("1", "t", "T", "true", "TRUE", "True")
-_GO_FALSE = ("0", "f", "F", "false", "FALSE", "False")
-
-
 def _go_bool(text: str) -> bool:
     """Ollama's envconfig.Bool: Go's strconv.ParseBool, and any other non-empty value is true."""
-    return text not in _GO_FALSE
+    return text not in PARSE_BOOL_FALSE
 
 
 def _env_debug(text: str | None) -> bool:
     """OLLAMA_DEBUG as Ollama's LogLevel reads it: true as Go's ParseBool takes it, or a non-zero
     integer (2 is Ollama's trace level: debug here); anything else ("no", "off") is info."""
-    if text is None or text in _GO_FALSE:
+    if text is None or text in PARSE_BOOL_FALSE:
         return False
-    if text in _GO_TRUE:
+    if text in PARSE_BOOL_TRUE:
         return True
     try:
         return int(text) != 0

@@ -45,3 +45,8 @@ def go_quote(text: str) -> str:
             out.append(f"\\U{code:08x}")
     out.append('"')
     return "".join(out)
+
+
+# What Go's strconv.ParseBool takes as true and as false (anything else is its error).
+PARSE_BOOL_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+PARSE_BOOL_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequest
+from ..gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
 from .adapters import SAFETENSORS_REFUSED
 
 _INSTRUCTIONS = (
@@ -46,8 +47,6 @@ _BOOL_PARAMS = {
 }  # fmt: skip
 _LIST_PARAMS = {"stop", "dry_sequence_breakers"}
 _STRING_PARAMS = {"grammar"}  # GBNF, as ``options.grammar``
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
 
 @dataclass
@@ -82,8 +81,8 @@ def parse_parameter(name: str, value: str) -> Any:
     if key in _STRING_PARAMS:
         return value
     if key in _BOOL_PARAMS:
-        if value in _TRUE | _FALSE:
-            return value in _TRUE
+        if value in PARSE_BOOL_TRUE | PARSE_BOOL_FALSE:
+            return value in PARSE_BOOL_TRUE
         raise InvalidRequest(f"invalid bool value [{value}]")
     raise InvalidRequest(f"unknown parameter '{name}'")
 
