@@ -151,13 +151,17 @@ def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report)
             if layer.digest not in {kept.digest for kept in layers}:
                 layers.append(layer)
 
+    def add(data: bytes, media_type: str) -> None:
+        layer, existed = claim.add_layer(data, media_type)
+        if all(kept.digest != layer.digest or kept.media_type != media_type for kept in layers):
+            layers.append(layer)
+        if existed:
+            reused.add(layer.digest)
+
     def replace(media_type: str, blobs: list[bytes]) -> None:
         layers[:] = [layer for layer in layers if layer.media_type != media_type]
         for data in blobs:
-            layer, existed = claim.add_layer(data, media_type)
-            layers.append(layer)
-            if existed:
-                reused.add(layer.digest)
+            add(data, media_type)
 
     # As Ollama's createModel: an empty template, system or messages keeps the base model's; a
     # license is added to the base's, not put in its place.
@@ -165,12 +169,9 @@ def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report)
         replace(mt.TEMPLATE, [req.template.encode()])
     if req.system:
         replace(mt.SYSTEM, [req.system.encode()])
-    for text in [text for text in req.license or () if text]:
-        layer, existed = claim.add_layer(str(text).encode(), mt.LICENSE)
-        if all(kept.digest != layer.digest for kept in layers):
-            layers.append(layer)
-        if existed:
-            reused.add(layer.digest)
+    for text in req.license or ():
+        if text:
+            add(str(text).encode(), mt.LICENSE)
     if req.messages:
         replace(mt.MESSAGES, [orjson.dumps(req.messages)])
     if req.parameters:
