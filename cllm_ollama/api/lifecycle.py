@@ -182,10 +182,8 @@ class Generation:
         turns that do not fit are left out as a generation would leave them; nothing is generated."""
         pool: ModelPool = services(self.http).pool
         async with lease(pool, self.model, self.options, self.fields.keep_alive) as entry:
-            loaded = entry.model
-            limit = max(4, min(self.options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
             fits = self.fields.truncate and not self.media  # a media prompt is measured by its projector
-            rendered = await self._render(loaded, limit if fits else None)
+            rendered = await self._render(entry.model, self._limit(entry.model) if fits else None)
         return rendered.text, len(self.media)
 
     async def _run(self, pool: ModelPool, t0: int, grow: int) -> AsyncGenerator[Chunk, None]:
@@ -231,8 +229,7 @@ class Generation:
     async def _admit(self, loaded: EngineClient, grow: int = 0) -> tuple[EngineRequest, StreamParser]:
         """Everything before the first token: the prompt, fitted; the grammar; the engine request."""
         options, truncate = self.options, self.fields.truncate
-        # Ollama's minimum num_ctx is 4; above the loaded context, the loaded one is the limit.
-        limit = max(4, min(options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
+        limit = self._limit(loaded)
         if self.media:
             return await self._admit_media(loaded, limit, grow)
         rendered = await self._render(loaded, limit if truncate else None)
@@ -256,6 +253,11 @@ class Generation:
         # Marked prefixes are kept only for a prompt whole (a cut one's offsets moved).
         keep = rendered.marks if not self.truncated else ()
         return self._request(tuple(tokens), limit, keep=keep), self._parser(rendered.text)
+
+    def _limit(self, loaded: EngineClient) -> int:
+        """The prompt's context: the request's ``num_ctx`` (Ollama's minimum is 4), at most the
+        loaded one."""
+        return max(4, min(self.options.num_ctx or loaded.n_ctx_slot, loaded.n_ctx_slot))
 
     def _request(
         self, prompt: tuple[int, ...], limit: int, media: Any = None, keep: tuple[int, ...] = ()
