@@ -325,14 +325,14 @@ class EnvReader:
             return default
         try:
             value = int(raw)
-        except ValueError as exc:
-            if not ollamas:
-                raise ConfigError(f"invalid {name}: {raw!r} is not an integer") from exc
-            value = -1
-        if value < 0 and ollamas:
+        except ValueError:
+            value = None
+        if ollamas and (value is None or value < 0):
             log.warning("invalid environment variable %s=%r: ignored, as Ollama ignores it", name, raw)
             self.ignored.add(name)
             return default
+        if value is None:
+            raise ConfigError(f"invalid {name}: {raw!r} is not an integer")
         if value == 0 and zero_is_default:
             return default
         return max(value, minimum)
