@@ -53,40 +53,39 @@ _EFFORT |= {"ultra": "max", "max": "max"}
 _EFFORTS = '"minimal", "low", "medium", "high", "xhigh", "ultra", "max", or "none"'
 
 
-def sampling_options(req: ChatCompletionRequest | CompletionRequest | ResponsesRequest) -> dict[str, Any]:
-    """Sampling fields onto Ollama options, with the defaults each of Ollama's translations sets:
-    temperature 1.0, top_p 1.0 (not on /v1/responses), and on /v1/completions both penalties.
+def sampling_options(
+    req: ChatCompletionRequest | CompletionRequest | ResponsesRequest,
+    *,
+    top_p: float | None = 1.0,
+    strict_stop: bool = False,
+) -> dict[str, Any]:
+    """Sampling fields onto Ollama options, with Ollama's translations' defaults: temperature 1.0,
+    ``top_p`` unless None (Ollama's Responses leaves it to the model). A stop list's items that are
+    no strings are dropped, or refused with ``strict_stop`` (Ollama's completions).
 
     ``req`` is decoded already: a wrong type was Go's decode error, 400, before anything reaches
     the native options. Ollama's own ``options`` object (what the OpenAI SDKs send with
     ``extra_body``: ``num_ctx``, ``top_k``, ...) goes through as /api takes it, checked there;
     OpenAI's fields win over it.
     """
-    options: dict[str, Any] = {"temperature": 1.0, **options_object(req.options, req.go_name or "")}
-    if not isinstance(req, ResponsesRequest):  # Ollama's Responses leaves top_p to the model's default
-        options["top_p"] = 1.0
+    defaults: dict[str, Any] = {"temperature": 1.0} | ({"top_p": top_p} if top_p is not None else {})
+    options: dict[str, Any] = {**defaults, **options_object(req.options, req.go_name or "")}
     for key in ("temperature", "top_p", "frequency_penalty", "presence_penalty"):
         if (value := getattr(req, key)) is not None:
             options[key] = float(value)
-    if isinstance(req, CompletionRequest):
-        # Ollama's completions always send both penalties (0 unless given) and read a top_p of 0 as 1.
-        options["frequency_penalty"] = float(req.frequency_penalty or 0)
-        options["presence_penalty"] = float(req.presence_penalty or 0)
-        options["top_p"] = float(req.top_p) if req.top_p else 1.0
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     if max_tokens is not None:
         options["num_predict"] = max_tokens
     if req.seed is not None:
         options["seed"] = req.seed
     options |= extra_sampling(req)
-    # As Ollama: a string or a list of them; other values are ignored, and so are a list's other
-    # items, except on /v1/completions, which refuses them.
+    # As Ollama: a string or a list of them; other values are ignored, and so are a list's other items.
     stop = req.stop
     if isinstance(stop, str):
         options["stop"] = [stop]
     elif isinstance(stop, list):
         wrong = next((item for item in stop if not isinstance(item, str)), "")
-        if wrong != "" and isinstance(req, CompletionRequest):
+        if wrong != "" and strict_stop:
             raise InvalidRequest(f"invalid type for 'stop' field: {_go_dynamic_type(wrong)}")
         options["stop"] = [item for item in stop if isinstance(item, str)]
     return options
@@ -409,7 +408,13 @@ def _decode_completion(body: dict[str, Any]) -> Decoded[GenerateRequest]:
         model=req.model or "",
         prompt=prompt,
         suffix=req.suffix or "",
-        options=sampling_options(req),
+        # Ollama's completions also always send both penalties (0 unless given) and read a top_p of 0 as 1.
+        options=sampling_options(req, strict_stop=True)
+        | {
+            "frequency_penalty": float(req.frequency_penalty or 0),
+            "presence_penalty": float(req.presence_penalty or 0),
+            "top_p": float(req.top_p) if req.top_p else 1.0,
+        },
         logprobs=True if logprobs > 0 else None,
         top_logprobs=logprobs if logprobs > 0 else None,
     )

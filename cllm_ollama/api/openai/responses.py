@@ -408,7 +408,7 @@ class _StreamedItems:
 
 def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
     req = decode(body, ResponsesRequest)
-    options = sampling_options(req)
+    options = sampling_options(req, top_p=None)  # Ollama's Responses leaves top_p to the model
     if req.max_output_tokens is not None:
         options["num_predict"] = req.max_output_tokens
     tools = _tools(req)
