@@ -25,6 +25,10 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_SERVER=ON",
     "-DLLAMA_USE_PREBUILT_UI=OFF",
     "-DLLAMA_OPENSSL=OFF",
+    # Without the AMX kernels, as cllm runs (its binding leaves them out): this llama.cpp's die with
+    # SIGILL once GCC built them natively on an AMX CPU (their tile configuration optimised away).
+    "-DCMAKE_C_FLAGS=-U__AMX_INT8__",
+    "-DCMAKE_CXX_FLAGS=-U__AMX_INT8__",
 )  # fmt: skip
 
 

@@ -73,6 +73,7 @@ def _init() -> None:
 
         _log_callback = callback
         ll.llama_log_set(callback, ctypes.c_void_p(0))
+        _without_amx()
         _initialized = True
 
 
@@ -315,7 +316,74 @@ def _ggml() -> ctypes.CDLL:
 
 
 # ggml_backend_dev_type: 1 GPU, 2 integrated GPU (CPU 0 and accelerators 3 hold no offloaded layers).
+_CPU_DEVICE_TYPE = 0
 _GPU_DEVICE_TYPES = (1, 2)
+# The CPU backend's weight layout for Intel's AMX tiles (ggml's AMX buffer type's name).
+_AMX = b"AMX"
+
+
+def _cpu_weight_layouts() -> ctypes.Array[ctypes.c_void_p] | None:
+    """The CPU backend's extra weight layouts (buffer types), NULL-terminated: the array llama.cpp
+    picks a weight's layout from, as it asks for it (``ggml_backend_dev_get_extra_bufts``); built
+    once per process, so what is taken out of it stays out. None where the build has no such list."""
+    try:
+        lib = _ggml()
+    except OSError:
+        return None
+    lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
+    lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+    lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
+    lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
+    lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    cpu = lib.ggml_backend_dev_by_type(_CPU_DEVICE_TYPE)
+    if not cpu:
+        return None
+    reg = lib.ggml_backend_dev_backend_reg(cpu)
+    address = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
+    if not address:
+        return None
+    listed = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)(address)(cpu)
+    if not listed:
+        return None
+    n = 0
+    while listed[n]:
+        n += 1
+    return (ctypes.c_void_p * (n + 1)).from_address(ctypes.addressof(listed.contents))
+
+
+def _buffer_type_name(buft: int) -> bytes:
+    lib = _ggml()
+    lib.ggml_backend_buft_name.restype = ctypes.c_char_p
+    lib.ggml_backend_buft_name.argtypes = [ctypes.c_void_p]
+    return lib.ggml_backend_buft_name(buft) or b""
+
+
+def cpu_weight_layouts() -> list[str]:
+    """The names of the CPU's extra weight layouts llama.cpp may choose from (``CPU_REPACK``, ...)."""
+    _init()
+    layouts = _cpu_weight_layouts()
+    return [_buffer_type_name(b).decode() for b in layouts if b] if layouts is not None else []
+
+
+def _without_amx() -> None:
+    """Take ggml's AMX weight layout out of the CPU's choices, before any model is loaded.
+
+    The pinned llama.cpp's AMX kernels die with SIGILL on every CPU that has AMX (Intel Xeon from
+    Sapphire Rapids on) when GCC built them, as a native build does there: GCC drops the stores
+    that fill the tile configuration on the stack, so the first tile instruction finds no tile
+    configured (llama.cpp PR 26954). Without the layout, such weights take the repacked AVX-512
+    layout, as on any CPU without AMX."""
+    layouts = _cpu_weight_layouts()
+    if layouts is None:
+        return
+    listed = [b for b in layouts if b]
+    kept = [b for b in listed if _buffer_type_name(b) != _AMX]
+    if len(kept) < len(listed):
+        for i, buft in enumerate([*kept, None]):
+            layouts[i] = buft
+        names = ", ".join(_buffer_type_name(b).decode() for b in kept) or "the plain layout"
+        log.info("llama.cpp's AMX kernels are left out (this llama.cpp's die with SIGILL); weights take %s", names)
 
 
 def gpu_devices() -> list[tuple[str, int, int]]:
