@@ -49,6 +49,19 @@ def test_completions(client: TestClient) -> None:
     assert out["usage"]["completion_tokens"] == 5
 
 
+def test_an_empty_completion_prompt_loads_the_model(client: TestClient) -> None:
+    """As Ollama's completions: the generate handler's load call, its reason as the finish reason."""
+    out = client.post("/v1/completions", json={"model": MODEL, "prompt": ""}).json()
+    assert out["object"] == "text_completion" and out["model"] == MODEL
+    assert out["choices"] == [{"text": "", "index": 0, "logprobs": None, "finish_reason": "load"}]
+    assert out["usage"]["total_tokens"] == 0
+    r = client.post("/v1/completions", json={"model": MODEL, "prompt": "", "stream": True})
+    events = [line.removeprefix("data: ") for line in r.text.splitlines() if line]
+    assert r.headers["content-type"].startswith("text/event-stream") and events[-1] == "[DONE]"
+    assert [json.loads(e)["choices"][0]["finish_reason"] for e in events[:-1]] == ["load"]
+    assert client.post("/v1/completions", json={"model": "nope", "prompt": ""}).status_code == 404
+
+
 def test_completions_render_the_prompt_and_give_logprobs(client: TestClient) -> None:
     body = {"model": MODEL, "prompt": "Once", "max_tokens": 4, "temperature": 0}
     out = client.post("/v1/completions", json=body | {"logprobs": 2}).json()
@@ -77,7 +90,13 @@ def test_embeddings_float_and_base64(client: TestClient) -> None:
 def test_models(client: TestClient) -> None:
     listed = client.get("/v1/models").json()
     assert listed["object"] == "list" and sorted(m["id"] for m in listed["data"]) == ["endless:latest", "tiny:latest"]
-    assert client.get("/v1/models/tiny").json()["id"] == "tiny:latest"
+    # A retrieve names the model as it was asked for, as Ollama's ToModel does.
+    assert client.get("/v1/models/tiny").json() | {"created": 0} == {
+        "id": "tiny",
+        "object": "model",
+        "created": 0,
+        "owned_by": "library",
+    }
     r = client.get("/v1/models/nope")
     assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
 

@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from ...errors import InvalidRequest, NotFound
 from ...gostrconv import go_quote
+from ...store.names import parse_name
 from ...store.store import ModelRecord
 from ..encoders import SSE, JSONResponse, dumps
 from ..endpoint import Decoded, Endpoint
@@ -275,7 +276,7 @@ def _include_usage(req: ChatCompletionRequest | CompletionRequest) -> bool:
 
 
 def _refuse_load(decoded: Decoded[Any], reason: str) -> Response:
-    """OpenAI requests always carry a prompt: an empty one is no way to load a model."""
+    """A chat completion always has a message (the request's check): no way to load a model."""
     raise InvalidRequest("empty request")
 
 
@@ -348,6 +349,12 @@ class TextCompletion(_Completions):
         }
         return self.base | {"object": self.chunk_object, "choices": [choice], "usage": _usage(final)}
 
+    def loaded(self, reason: str) -> dict[str, Any]:
+        """The answer to a call that only loaded the model: no text, Ollama's ``done_reason`` as
+        the finish reason, no tokens."""
+        choice = {"text": "", "index": 0, "logprobs": None, "finish_reason": reason}
+        return self.base | {"object": self.chunk_object, "choices": [choice], "usage": _usage(Chunk())}
+
     async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
         async for chunk in chunks:
             choice: dict[str, Any] = {
@@ -419,13 +426,21 @@ def _decode_completion(body: dict[str, Any]) -> Decoded[GenerateRequest]:
         top_logprobs=logprobs if logprobs > 0 else None,
     )
     include_usage = _include_usage(req)
-    if not prompt:
-        raise InvalidRequest("prompt is required")
     return Decoded(native, bool(req.stream), lambda gen: TextCompletion(native.model or "", include_usage))
 
 
+def _completion_loaded(decoded: Decoded[GenerateRequest], reason: str) -> Response:
+    """An empty prompt loads the model and generates nothing, as Ollama's completions answer it
+    (its generate handler's load call): one completion, or one chunk and ``[DONE]``."""
+    answer = TextCompletion(decoded.native.model or "", False).loaded(reason)
+    if not decoded.stream:
+        return JSONResponse(answer)
+    framing = SSE()
+    return Response(framing.frame(answer) + framing.end(), media_type=framing.media_type)
+
+
 chat_completions = Endpoint(OPENAI, _decode_chat, start_chat, SSE, _refuse_load).handler()
-completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, _refuse_load).handler()
+completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, _completion_loaded).handler()
 
 
 @OPENAI.boundary
@@ -457,9 +472,13 @@ async def embeddings(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": data, "model": name, "usage": usage})
 
 
-def _model_object(record: ModelRecord) -> dict[str, Any]:
+def _model_object(record: ModelRecord, asked: str | None = None) -> dict[str, Any]:
+    """One model as OpenAI lists it. A retrieve names it as it was asked for (Ollama's
+    ``ToModel(r, c.Param("model"))``), its owner the namespace of that name."""
     created = int(record.modified_at.timestamp())
-    return {"id": record.short_name, "object": "model", "created": created, "owned_by": record.name.namespace}
+    name = asked if asked is not None else record.short_name
+    owner = parse_name(asked).namespace if asked is not None else record.name.namespace
+    return {"id": name, "object": "model", "created": created, "owned_by": owner}
 
 
 async def list_records(request: Request) -> list[ModelRecord]:
@@ -480,4 +499,4 @@ async def model(request: Request) -> Response:
         record = await run_in_threadpool(services(request).store.get, name)
     except (InvalidRequest, NotFound):
         raise NotFound(f"model '{name}' not found") from None
-    return JSONResponse(_model_object(record))
+    return JSONResponse(_model_object(record, name))
