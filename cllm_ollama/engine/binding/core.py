@@ -326,16 +326,16 @@ def _cpu_weight_layouts() -> ctypes.Array[ctypes.c_void_p] | None:
     """The CPU backend's extra weight layouts (buffer types), NULL-terminated: the array llama.cpp
     picks a weight's layout from, as it asks for it (``ggml_backend_dev_get_extra_bufts``); built
     once per process, so what is taken out of it stays out. None where the build has no such list."""
-    try:
+    try:  # every model load passes here: a library without these calls only keeps its layouts
         lib = _ggml()
-    except OSError:
+        lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
+        lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+        lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
+        lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
+        lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
+        lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    except (OSError, AttributeError):
         return None
-    lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
-    lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
-    lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
-    lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
-    lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     cpu = lib.ggml_backend_dev_by_type(_CPU_DEVICE_TYPE)
     if not cpu:
         return None
