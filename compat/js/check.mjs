@@ -221,7 +221,7 @@ await check('openai.models', async () => {
   for await (const m of openai.models.list()) ids.push(m.id)
   expect(ids.includes(FULL), `${FULL} not in ${JSON.stringify(ids)}`)
   const one = await openai.models.retrieve(MODEL)
-  eq(one.id, FULL, 'retrieved id')
+  eq(one.id, MODEL, 'retrieved id (named as asked, as Ollama names it)')
   return ids.join(', ')
 })
 
