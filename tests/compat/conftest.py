@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,12 @@ MODEL = "tiny"
 URL_ENV = "CLLM_COMPAT_URL"
 
 
-def install_tiny(models_dir: Path, work_dir: Path, parameters: dict[str, Any] | None = None) -> None:
+def install_tiny(
+    models_dir: Path, work_dir: Path, parameters: dict[str, Any] | None = None, *, endless: bool = False
+) -> None:
     """Write the tiny qwen3 (Q8_0, peaked logits: greedy output is stable under batching) and create
-    ``tiny`` (with the Modelfile ``parameters`` given)."""
-    path = write_qwen3(work_dir / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
+    ``tiny`` (with the Modelfile ``parameters`` given); ``endless``: one that never ends a generation."""
+    path = write_qwen3(work_dir / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0, endless=endless)
     store = ModelStore(models_dir)
     with open(path, "rb") as f:
         digest = store.write_blob_from(f)
@@ -52,13 +55,19 @@ def compat_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@contextmanager
+def serve_tiny(root: Path, *, endless: bool = False) -> Iterator[str]:
+    """A cllm serving ``tiny`` from a store under ``root``, for one module alone (its tests reload the model)."""
+    install_tiny(root / "models", root, endless=endless)
+    settings = Settings(models_dir=root / "models", num_parallel=2, context_length=512, num_thread=2)
+    with serve_in_thread(create_app(settings)) as url:
+        yield url
+
+
 @pytest.fixture(scope="module")
 def own_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of a cllm serving ``tiny`` for one module alone (its tests reload the model)."""
-    root = tmp_path_factory.mktemp("own")
-    install_tiny(root / "models", root)
-    settings = Settings(models_dir=root / "models", num_parallel=2, context_length=512, num_thread=2)
-    with serve_in_thread(create_app(settings)) as url:
+    with serve_tiny(tmp_path_factory.mktemp("own")) as url:
         yield url
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from conftest import serve_tiny
 
 openai = pytest.importorskip("openai")
 
@@ -17,9 +18,12 @@ MESSAGES = [{"role": "user", "content": "Hi"}]
 
 
 @pytest.fixture(scope="module")
-def url(own_url: str) -> str:
-    """A server of its own: these tests reload the model with other contexts."""
-    return own_url
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server of its own (these tests reload the model with other contexts) whose ``tiny`` never
+    ends a generation by itself: a token count then says which limit held, whatever the CPU's
+    kernels sample (an unseeded sample had ended after 3 tokens, under a limit of 5)."""
+    with serve_tiny(tmp_path_factory.mktemp("options"), endless=True) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
