@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
+from importlib import metadata
 from pathlib import Path
 
 from ..errors import EngineError, InvalidRequest
@@ -96,7 +97,22 @@ def _reason(proc: subprocess.CompletedProcess[str], path: Path) -> str:
             how = f"the loader was killed by signal {-proc.returncode}"
     else:
         how = f"the loader exited with {proc.returncode}"
+    if proc.returncode == -signal.SIGILL:
+        how += f" ({_rebuild_hint()})"
     return f"{how}: {said[-400:]}" if said else how
+
+
+def _rebuild_hint() -> str:
+    """What to do about a SIGILL: llama.cpp ran an instruction this CPU lacks, which a build made on
+    another machine does (a copied virtual environment, a wheel cache shared between hosts)."""
+    try:
+        pinned = f"llama-cpp-python=={metadata.version('llama_cpp_python')}"
+    except metadata.PackageNotFoundError:
+        pinned = "llama-cpp-python"
+    return (
+        "llama.cpp was built for instructions this CPU lacks, as a build from another machine is: "
+        f"rebuild it here with pip install --force-reinstall --no-cache-dir --no-deps {pinned}"
+    )
 
 
 def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str = "", *adapter_paths: str) -> None:

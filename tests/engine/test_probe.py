@@ -61,6 +61,24 @@ def test_the_probe_survives_what_kills_llama_cpp(broken: dict[str, Path], name: 
     assert str(broken[name].parent) not in message  # no server paths
 
 
+def test_an_illegal_instruction_says_to_rebuild_llama_cpp_here(
+    tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGILL is a build for another CPU (a copied venv, a shared wheel cache): say how to mend it."""
+    model = tmp_path / "never-probed.gguf"  # a path no other test has probed (a pass is remembered)
+    model.write_bytes(tiny_gguf.read_bytes())
+
+    def killed(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(cmd, -4, "", "")
+
+    monkeypatch.setattr(probe_module.subprocess, "run", killed)
+    with pytest.raises(EngineError) as info:
+        probe_module.probe(model, n_gpu_layers=0, embedding_only=False)
+    message = info.value.message
+    assert message.startswith("llama.cpp cannot load this model: the loader was killed by SIGILL")
+    assert "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python==" in message
+
+
 @pytest.mark.model
 def test_a_model_that_passed_is_not_probed_again(tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     probe_module.probe(tiny_gguf, n_gpu_layers=0, embedding_only=False)
