@@ -104,7 +104,11 @@ nice -n 5 "$PY" "$REPO/bench/gpu_bench.py" f16 --cache "$WORK/cache" --out "$WOR
 F16_PID=$!
 FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=ON
        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF
-       -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF)
+       -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
+       # No AMX kernels (H100/H200 hosts are mostly AMX Xeons): GCC's native build of this
+       # llama.cpp's dies with SIGILL at their first tile instruction (README); cllm's binding
+       # leaves them out at run time too, llama-server and batched-bench could not.
+       -DCMAKE_C_FLAGS=-U__AMX_INT8__ -DCMAKE_CXX_FLAGS=-U__AMX_INT8__)
 [ "$BACKEND" = cuda ] && FLAGS+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${GPU_CHECK_ARCH:-90}"
                                  "-DCMAKE_CUDA_COMPILER=$(command -v nvcc)")
 say "configuring: cmake ${FLAGS[*]}"

@@ -41,6 +41,8 @@ CARRIED = (
     "click==8.5.1",
     "httpx==0.28.1",
     "diskcache==5.6.3",
+    # A C extension: the wheel for the GPU machine's Python is fetched below (cllm serve imports it).
+    "zstandard==0.25.0",
     # Builds cllm there (pip --no-build-isolation): the image's setuptools may predate PEP 639's
     # `license = "MIT"`, which setuptools reads from 77 on.
     "setuptools==80.9.0",
