@@ -326,7 +326,7 @@ def _cpu_weight_layouts() -> ctypes.Array[ctypes.c_void_p] | None:
     """The CPU backend's extra weight layouts (buffer types), NULL-terminated: the array llama.cpp
     picks a weight's layout from, as it asks for it (``ggml_backend_dev_get_extra_bufts``); built
     once per process, so what is taken out of it stays out. None where the build has no such list."""
-    try:  # every model load passes here: a library without these calls only keeps its layouts
+    try:  # every process that loads llama.cpp passes here: a library without these calls keeps its layouts
         lib = _ggml()
         lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
         lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
