@@ -127,7 +127,7 @@ def host_fixed_bytes(spec: LoadSpec, model: Model, *, offloaded: bool) -> int:
     they are read), the projector's and adapters' files, and the generation context's compute
     buffers (``compute_bytes``)."""
     files = sum(path.stat().st_size for path in (spec.projector, *spec.adapters) if path is not None)
-    weights = model.size_bytes - (vram_bytes(model) if offloaded else 0)
+    weights = model.size_bytes - (on_gpus(model, model.size_bytes) if offloaded else 0)
     return weights + files + context_compute_bytes(spec, model)
 
 
@@ -138,10 +138,11 @@ def context_compute_bytes(spec: LoadSpec, model: Model) -> int:
     return compute_bytes(min(spec.n_batch, 512), 2 * spec.n_slots, model.n_vocab, model.n_embd)
 
 
-def vram_bytes(model: Model) -> int:
-    """Bytes of weights offloaded to a GPU, pro rata of the offloaded layers (+1: the output)."""
+def on_gpus(model: Model, nbytes: int) -> int:
+    """The part of ``nbytes`` (the weights, or the whole footprint) on GPUs: pro rata of the
+    offloaded layers (+1: the output), so a model wholly offloaded holds all of it there."""
     n = model.n_layer + 1
-    return model.size_bytes * min(model.n_gpu_layers, n) // n
+    return nbytes * min(model.n_gpu_layers, n) // n
 
 
 class LoadedModel:
@@ -280,10 +281,8 @@ class LoadedModel:
 
     @property
     def size_vram(self) -> int:
-        """The part of ``size_bytes`` on GPUs: pro rata of the offloaded layers (+1: the output),
-        so a model wholly offloaded is all of it (``100% GPU``), one on the CPU none of it."""
-        n = self.model.n_layer + 1
-        return self.size_bytes * min(self.model.n_gpu_layers, n) // n
+        """The part of ``size_bytes`` on GPUs (``100% GPU`` wholly offloaded, none on the CPU)."""
+        return on_gpus(self.model, self.size_bytes)
 
     @property
     def bos_text(self) -> str:
