@@ -8,6 +8,7 @@ from any thread (llama.h).
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import threading
@@ -299,8 +300,10 @@ def ggml_library(stem: str) -> ctypes.CDLL:
     return ctypes.CDLL(str(folder / next((n for n in names if (folder / n).exists()), names[0])))
 
 
+@functools.cache
 def _ggml() -> ctypes.CDLL:
-    """libggml, with the backend registry llama.cpp offloads through; its device calls are declared here."""
+    """libggml, with the backend registry llama.cpp offloads through; its device and buffer-type
+    calls are declared here, once."""
     lib = ggml_library("ggml")
     lib.ggml_backend_dev_count.restype = ctypes.c_size_t
     lib.ggml_backend_dev_get.restype = ctypes.c_void_p
@@ -312,6 +315,14 @@ def _ggml() -> ctypes.CDLL:
     size_p = ctypes.POINTER(ctypes.c_size_t)
     lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, size_p, size_p]
     lib.ggml_backend_dev_memory.restype = None
+    lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
+    lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+    lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
+    lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
+    lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.ggml_backend_buft_name.restype = ctypes.c_char_p
+    lib.ggml_backend_buft_name.argtypes = [ctypes.c_void_p]
     return lib
 
 
@@ -328,12 +339,6 @@ def _cpu_weight_layouts() -> ctypes.Array[ctypes.c_void_p] | None:
     once per process, so what is taken out of it stays out. None where the build has no such list."""
     try:  # every process that loads llama.cpp passes here: a library without these calls keeps its layouts
         lib = _ggml()
-        lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
-        lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
-        lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
-        lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
-        lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
-        lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     except (OSError, AttributeError):
         return None
     cpu = lib.ggml_backend_dev_by_type(_CPU_DEVICE_TYPE)
@@ -353,10 +358,7 @@ def _cpu_weight_layouts() -> ctypes.Array[ctypes.c_void_p] | None:
 
 
 def _buffer_type_name(buft: int) -> bytes:
-    lib = _ggml()
-    lib.ggml_backend_buft_name.restype = ctypes.c_char_p
-    lib.ggml_backend_buft_name.argtypes = [ctypes.c_void_p]
-    return lib.ggml_backend_buft_name(buft) or b""
+    return _ggml().ggml_backend_buft_name(buft) or b""
 
 
 def cpu_weight_layouts() -> list[str]:
@@ -393,7 +395,7 @@ def gpu_devices() -> list[tuple[str, int, int]]:
     _init()
     try:
         lib = _ggml()
-    except OSError:
+    except (OSError, AttributeError):  # no libggml beside libllama, or one without these calls
         return []
     found = []
     for i in range(lib.ggml_backend_dev_count()):
