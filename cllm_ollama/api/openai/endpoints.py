@@ -476,9 +476,8 @@ def _model_object(record: ModelRecord, asked: str | None = None) -> dict[str, An
     """One model as OpenAI lists it. A retrieve names it as it was asked for (Ollama's
     ``ToModel(r, c.Param("model"))``), its owner the namespace of that name."""
     created = int(record.modified_at.timestamp())
-    name = asked if asked is not None else record.short_name
-    owner = parse_name(asked).namespace if asked is not None else record.name.namespace
-    return {"id": name, "object": "model", "created": created, "owned_by": owner}
+    owner = (record.name if asked is None else parse_name(asked)).namespace
+    return {"id": asked or record.short_name, "object": "model", "created": created, "owned_by": owner}
 
 
 async def list_records(request: Request) -> list[ModelRecord]:
