@@ -143,8 +143,30 @@ say "cllm's load, stage by stage (bench/gpu_load_steps.py)"
 run_boxed 90 300 env PYTHONFAULTHANDLER=1 CLLM_NUM_THREAD="$THREADS" "$PY" "$REPO/bench/gpu_load_steps.py" \
     "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" --slots "$SLOTS" --ctx 512 \
     >"$WORK/results/load_steps.txt" 2>&1
-say "load steps: rc $? (the last stage printed is where it stopped)"
+LOAD_RC=$?
+say "load steps: rc $LOAD_RC (the last stage printed is where it stopped)"
 grep -v "^20..-..-.. " "$WORK/results/load_steps.txt" | tail -25
+# A load that died: the settings that differ from the CPU path, turned back one at a time, so that
+# the same call both says which one kills it and still measures cllm (the bench runs with the first
+# that loads; bench.md says which).
+if (( LOAD_RC != 0 )); then
+    for VARIANT in ${GPU_CHECK_VARIANTS:-CLLM_GAP_FILL=0 OLLAMA_FLASH_ATTENTION=0 CLLM_NUM_PARALLEL=8}; do
+        VSLOTS=$SLOTS; [[ $VARIANT == CLLM_NUM_PARALLEL=* ]] && VSLOTS=${VARIANT#*=}
+        say "load steps again with $VARIANT"
+        run_boxed 60 280 env PYTHONFAULTHANDLER=1 CLLM_NUM_THREAD="$THREADS" "$VARIANT" "$PY" \
+            "$REPO/bench/gpu_load_steps.py" "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" \
+            --slots "$VSLOTS" --ctx 512 >"$WORK/results/load_steps.$VARIANT.txt" 2>&1
+        RC=$?
+        grep -v "^20..-..-.. " "$WORK/results/load_steps.$VARIANT.txt" | tail -6
+        if (( RC == 0 )); then
+            say "loads with $VARIANT: the bench runs cllm so"
+            export "${VARIANT?}"; SLOTS=$VSLOTS
+            echo "$VARIANT" >"$WORK/results/cllm_variant.txt"
+            break
+        fi
+        say "dies with $VARIANT too (rc $RC)"
+    done
+fi
 
 # --- 4. cllm vs llama-server -np N vs -np 1 --------------------------------------------------------
 GPU_FLAG=(); [ "$BACKEND" = cuda ] && GPU_FLAG=(--gpu)
@@ -154,6 +176,7 @@ run_boxed 400 "${GPU_CHECK_AFTER_BENCH_S:-70}" "$PY" "$REPO/bench/gpu_bench.py" 
     --max-tokens "$MAX_TOKENS" --threads "$THREADS" ${REQUESTS:+--requests "$REQUESTS"} "${GPU_FLAG[@]}" \
     || say "bench stopped early (rc $?): what finished is in bench.md"
 cp -f "$WORK/results/bench.md" "$OUT/bench.md" 2>/dev/null
+[ -f "$WORK/results/cllm_variant.txt" ] && echo "cllm ran with $(cat "$WORK/results/cllm_variant.txt") (its default load died)" >>"$OUT/bench.md"
 # cllm's own log when it did not finish (on the H200, 2026-11-28, it died silently while loading).
 if grep -q 'failed: cllm' "$WORK/results/bench.md" 2>/dev/null; then
     tail -40 "$WORK/cache/logs/cllm.log"
