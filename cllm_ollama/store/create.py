@@ -114,6 +114,7 @@ def create_model(
     *,
     noprune: bool = False,
     pull: Callable[[str, Report], object] | None = None,
+    check_template: Callable[[str], None] | None = None,
 ) -> ModelRecord:
     """Assemble the layers, write the manifest last; raise ``InvalidRequest``/``NotFound`` on bad input.
 
@@ -121,19 +122,27 @@ def create_model(
     in the same stream), as Ollama's create does. Every blob used is pinned until the manifest
     names it: a delete meanwhile cannot take it. A model the new one replaces leaves the blobs
     nothing else uses, which go (as in Ollama's create), unless ``noprune`` (OLLAMA_NOPRUNE).
+    ``check_template`` raises on a ``template`` that cannot be used (the store knows no template
+    language), before any layer of it is written.
     """
     if pull is not None and req.from_ and not req.files and store.resolve(parse_name(req.from_)) is None:
         pull(req.from_, report)
     with store.claim() as claim:
         old = store.digests_of(req.model)
-        record = _create(store, claim, req, report)
+        record = _create(store, claim, req, report, check_template)
     unused = old - {layer.digest for layer in record.manifest.all_layers}
     if unused and not noprune:
         store.discard_unused(unused)
     return record
 
 
-def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report) -> ModelRecord:
+def _create(
+    store: ModelStore,
+    claim: Claim,
+    req: CreateRequest,
+    report: Report,
+    check_template: Callable[[str], None] | None,
+) -> ModelRecord:
     if req.files:
         layers, config = _from_files(store, claim, req.files, report)
         base_params: dict[str, Any] = {}
@@ -166,6 +175,8 @@ def _create(store: ModelStore, claim: Claim, req: CreateRequest, report: Report)
     # As Ollama's createModel: an empty template, system or messages keeps the base model's; a
     # license is added to the base's, not put in its place.
     if req.template:
+        if check_template is not None:
+            check_template(req.template)
         replace(mt.TEMPLATE, [req.template.encode()])
     if req.system:
         replace(mt.SYSTEM, [req.system.encode()])

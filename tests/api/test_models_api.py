@@ -399,3 +399,22 @@ def test_show_returns_the_builtin_template_a_gguf_without_one_is_prompted_with(a
     assert api.post("/api/show", json={"model": "bare"}).json()["template"] == CHATML  # its vocabulary has <|im_start|>
     api.post("/api/create", json={"model": "templated", "from": "bare", "template": "{{ .Prompt }}", "stream": False})
     assert api.post("/api/show", json={"model": "templated"}).json()["template"] == "{{ .Prompt }}"
+
+
+@pytest.mark.parametrize(
+    ("template", "error"),
+    [
+        ("{{ .Prompt ", "template error: template: :1: unclosed action"),
+        ("{{ .Prompt | nosuch }}", 'template error: template: :1: function "nosuch" not defined'),
+    ],
+)
+def test_create_refuses_a_template_go_cannot_parse(api: TestClient, tiny: str, template: str, error: str) -> None:
+    """As Ollama's create (errBadTemplate): 400 and the error, and no model written; streamed too,
+    since no progress line came before it (Ollama's streamResponse)."""
+    body = {"model": "bad", "from": "tiny", "template": template, "stream": False}
+    answer = api.post("/api/create", json=body)
+    assert (answer.status_code, answer.json()) == (400, {"error": error})
+    streamed = api.post("/api/create", json=body | {"stream": True})
+    assert (streamed.status_code, streamed.json()) == (400, {"error": error})
+    assert api.post("/api/show", json={"model": "bad"}).status_code == 404
+    assert api.post("/api/create", json=body | {"template": "{{ .Prompt }}"}).status_code == 200

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...chatformat.gotemplate import TemplateError, parse_ollama
 from ...errors import InvalidRequest, NotFound
 from ...gostrconv import go_quote
 from ...store.blobs import parse_digest
@@ -137,8 +138,19 @@ async def create(request: Request) -> Response:
     def pull(name: str, report: Report) -> object:
         return pull_model(store, name, report, options=options)
 
-    events = progress_events(lambda report: create_model(store, req, report, noprune=settings.noprune, pull=pull))
-    return await progress_response(events, stream=stream)
+    def create(report: Report) -> object:
+        return create_model(store, req, report, noprune=settings.noprune, pull=pull, check_template=_parsable_template)
+
+    return await progress_response(progress_events(create), stream=stream)
+
+
+def _parsable_template(template: str) -> None:
+    """As Ollama's create: a template Go cannot parse is refused (400 ``template error: ...``)
+    rather than stored in a model whose every chat would fail."""
+    try:
+        parse_ollama(template)
+    except TemplateError as e:
+        raise InvalidRequest(f"template error: {e.message}") from None
 
 
 async def pull(request: Request) -> Response:
