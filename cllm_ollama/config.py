@@ -35,7 +35,6 @@ DEFAULT_GAP_FILL = 0
 # agents and coding tools is "at least 64000 tokens".
 DEFAULT_CONTEXT_GROW = 65536
 DEFAULT_KEEP_ALIVE_S = 300.0
-DEFAULT_MAX_LOADED_MODELS = 3
 DEFAULT_MAX_QUEUE = 512
 # Ollama reads bodies without a bound. 32 MiB is Anthropic's request cap: more than a full
 # 128K-token history as JSON (~1 MB) many times over, with room for a few base64 images;
@@ -346,7 +345,8 @@ class Settings:
     models_dir: Path = field(default_factory=_default_models_dir)
     keep_alive: float = DEFAULT_KEEP_ALIVE_S
     num_parallel: int = DEFAULT_NUM_PARALLEL
-    max_loaded_models: int = DEFAULT_MAX_LOADED_MODELS
+    # 0 (unset): as Ollama, 3 per GPU found, a CPU counting as one (``engine.pool.MODELS_PER_GPU``).
+    max_loaded_models: int = 0
     max_queue: int = DEFAULT_MAX_QUEUE
     context_length: int = DEFAULT_CONTEXT_LENGTH
     # CLLM_CONTEXT_GROW: the largest context a too-long prompt may grow the loaded one to (0: never
@@ -439,9 +439,7 @@ class Settings:
             models_dir=Path(models).expanduser() if models else _default_models_dir(),
             keep_alive=_env_keep_alive(keep_alive) if keep_alive else DEFAULT_KEEP_ALIVE_S,
             num_parallel=e.get_int("NUM_PARALLEL", DEFAULT_NUM_PARALLEL, minimum=1, ollamas=True),
-            max_loaded_models=e.get_int(
-                "MAX_LOADED_MODELS", DEFAULT_MAX_LOADED_MODELS, zero_is_default=True, ollamas=True
-            ),
+            max_loaded_models=e.get_int("MAX_LOADED_MODELS", 0, ollamas=True),
             max_queue=e.get_int("MAX_QUEUE", DEFAULT_MAX_QUEUE, zero_is_default=True, ollamas=True),
             context_length=context_length or DEFAULT_CONTEXT_LENGTH,
             # The operator's OLLAMA_CONTEXT_LENGTH wins: nothing grows past it unless asked to.

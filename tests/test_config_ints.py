@@ -7,7 +7,6 @@ import pytest
 from cllm_ollama.config import (
     DEFAULT_CONTEXT_GROW,
     DEFAULT_CONTEXT_LENGTH,
-    DEFAULT_MAX_LOADED_MODELS,
     DEFAULT_MAX_QUEUE,
     ConfigError,
     Settings,
@@ -27,8 +26,9 @@ def test_zero_means_the_default_where_ollama_reads_it_as_unset() -> None:
     settings = Settings.from_env(
         {"OLLAMA_MAX_LOADED_MODELS": "0", "OLLAMA_MAX_QUEUE": "0", "OLLAMA_CONTEXT_LENGTH": "0"}
     )
+    # 0 loaded models: the pool's per-GPU default (tests/engine/test_pool_limits.py).
     assert (settings.max_loaded_models, settings.max_queue, settings.context_length) == (
-        DEFAULT_MAX_LOADED_MODELS,
+        0,
         DEFAULT_MAX_QUEUE,
         DEFAULT_CONTEXT_LENGTH,
     )

@@ -32,13 +32,20 @@ from .weights import SharedWeights
 log = logging.getLogger("cllm.engine")
 
 
-def _log_devices() -> None:
-    """Say which GPUs llama.cpp found (layers are fitted to them: ``offload``), or that none was."""
+# Models loaded at once per GPU found (a CPU counts as one) where the operator set no number:
+# Ollama's defaultModelsPerGPU.
+MODELS_PER_GPU = 3
+
+
+def _log_devices() -> int:
+    """Say which GPUs llama.cpp found (layers are fitted to them: ``offload``), or that none was;
+    return how many."""
     devices = gpu_devices()
     if not devices:
         log.info("no GPU found (llama.cpp built for the CPU, or no device visible): layers run on the CPU")
     for name, free, total in devices:
         log.info("GPU %s: %.1f GiB free of %.1f GiB", name, free / 2**30, total / 2**30)
+    return len(devices)
 
 
 @dataclass(frozen=True)
@@ -145,8 +152,9 @@ class ModelPool:
         self._defaults = defaults
         if defaults.deterministic:  # before any model computes: ggml reads it once
             batch_invariant_kernels()
-        _log_devices()
-        self._max_loaded = max(1, max_loaded)
+        n_gpus = _log_devices()
+        # 0: as Ollama, ``MODELS_PER_GPU`` for each GPU (a CPU counts as one).
+        self._max_loaded = max_loaded if max_loaded > 0 else MODELS_PER_GPU * max(1, n_gpus)
         self._max_queue = max_queue
         self.default_keep_alive = default_keep_alive
         # The weights every loaded model holds, shared by a base and its adapted models.

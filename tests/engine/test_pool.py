@@ -9,8 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from fakeengine import FakeEngine
 
+from cllm_ollama.engine import pool as pool_module
 from cllm_ollama.engine.loaded import LoadSpec
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 
@@ -245,6 +247,22 @@ def test_the_least_recently_used_idle_model_is_evicted_beyond_max_loaded() -> No
         pool.release(a2)
         d = await asyncio.wait_for(waiting, 5)
         assert loaded(pool) == ["c", "d"] and d.refs == 1 and len(loads) == 4
+        await pool.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(("gpus", "most"), [(0, 3), (1, 3), (2, 6)])
+def test_unset_max_loaded_is_three_models_per_gpu_found(monkeypatch: pytest.MonkeyPatch, gpus: int, most: int) -> None:
+    """OLLAMA_MAX_LOADED_MODELS unset (0): Ollama's 3 per GPU, a CPU counting as one."""
+    monkeypatch.setattr(pool_module, "gpu_devices", lambda: [(f"CUDA{i}", 2**34, 2**35) for i in range(gpus)])
+    loads: list[LoadSpec] = []
+
+    async def run() -> None:
+        pool = make_pool(loads, max_loaded=0)
+        for i in range(most + 1):
+            pool.release(await pool.acquire(request(f"/{i}.gguf"), None))
+        assert len(loaded(pool)) == most and len(loads) == most + 1
         await pool.close()
 
     asyncio.run(run())
