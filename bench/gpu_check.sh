@@ -7,8 +7,6 @@
 # Prepared here by `python bench/gpu_prepare.py` (.gpu-carry/: the trimmed source and the wheels),
 # which prints the device call:  run(command="bash bench/gpu_check.sh", carry=[".gpu-carry"], timeout_s=600)
 # Rehearsed on a CPU:  GPU_CHECK_BACKEND=cpu bench/gpu_check.sh  (see GPU_CHECK_* below).
-# A build made ahead by bench/cuda_prebuild.sh and carried (.gpu-carry/llama.cpp-*-cuda90.tar.xz)
-# saves the build's minutes; it is used where it runs (GPU_CHECK_PREBUILT=0: never).
 # If the build runs out of its time box, call again at once: a machine still warm keeps
 # /tmp/gpu-check, the re-unpacked source keeps its timestamps, and ninja goes on where it stopped.
 #
@@ -104,55 +102,34 @@ mkdir -p "$WORK/cache/logs" "$WORK/results"
 nice -n 5 "$PY" "$REPO/bench/gpu_bench.py" f16 --cache "$WORK/cache" --out "$WORK/results" --shape "$SHAPE" \
     --vocab "$SRC/llama.cpp/models/ggml-vocab-qwen2.gguf" >"$WORK/cache/logs/model.log" 2>&1 &
 F16_PID=$!
-# shellcheck source=bench/llama_flags.sh
-. "$REPO/bench/llama_flags.sh"
-build_from_source() {
-    llama_cmake_flags "$BACKEND" native
-    BUILD=$WORK/build  # kept between calls: a rerun on a machine still warm goes on where ninja stopped
-    say "configuring: cmake ${FLAGS[*]}"
-    run_boxed 120 200 cmake -S "$SRC/llama.cpp" -B "$BUILD" "${FLAGS[@]}" >"$OUT/build.log" 2>&1 \
-        || { tail -30 "$OUT/build.log"; die "cmake configure failed (build.log)"; }
-    say "building llama-server and llama-batched-bench (-j$JOBS)"
-    # The build may take all but what the model, a bench and the offload step need (~3 minutes).
-    run_boxed 3600 "${GPU_CHECK_AFTER_BUILD_S:-170}" cmake --build "$BUILD" -j "$JOBS" \
-        --target llama-server llama-batched-bench >>"$OUT/build.log" 2>&1
-    local rc=$?
-    # ninja's log: the slowest steps, so that a next run knows what to cut.
-    awk -F'\t' 'NR>1 {printf "%7.1f s  %s\n", ($2-$1)/1000, $4}' "$BUILD/.ninja_log" 2>/dev/null | sort -rn | head -12
-    (( rc == 0 )) || { tail -30 "$OUT/build.log"; die "build failed or ran out of time (rc $rc; build.log)"; }
-    say "built: $(ls "$BUILD/bin" | tr '\n' ' ')"
-}
-# A build made ahead on another machine (bench/cuda_prebuild.sh), when carried: its libraries link
-# the CUDA runtime and cuBLAS by name, found in this machine's toolkit.
-use_prebuilt() {
-    BUILD=$WORK/prebuilt
-    rm -rf "$BUILD" && mkdir -p "$BUILD/bin" && tar -xJf "$1" -C "$BUILD/bin" || return 1
-    if [ "$BACKEND" = cuda ]; then
-        local cublas
-        cublas=$(find "$(dirname "$(command -v nvcc)")/.." /usr/local /opt -name 'libcublas.so.*' 2>/dev/null | head -1)
-        [ -n "$cublas" ] || { say "no libcublas on this machine"; return 1; }
-        export LD_LIBRARY_PATH=$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    fi
-    say "using the carried build $(basename "$1") (made by bench/cuda_prebuild.sh)"
-}
-# The build runs here, and the binding loads it and (on a GPU) finds the device.
-build_works() {
-    "$BUILD/bin/llama-server" --version 2>&1 | tail -4 || return 1
-    # llama-cpp-python's Python part loads libllama and libggml from llama_cpp/lib: the build's.
-    ln -sfn "$BUILD/bin" "$SITE/llama_cpp/lib"
-    export LLAMA_CPP_LIB_PATH=$BUILD/bin MTMD_CPP_LIB=$BUILD/bin
-    "$PY" -c "import sys; from cllm_ollama.engine.binding import gpu_devices; d = gpu_devices(); \
-print('llama.cpp devices:', d); sys.exit(0 if d or '$BACKEND' == 'cpu' else 3)" | tee "$WORK/results/devices.txt"
-}
-PREBUILT=$(ls "$CARRY"/llama.cpp-*-"$BACKEND${GPU_CHECK_ARCH:-90}".tar.xz 2>/dev/null | head -1)
-[ "$BACKEND" = cpu ] && PREBUILT=$(ls "$CARRY"/llama.cpp-*-cpu.tar.xz 2>/dev/null | head -1)
-if [ -n "$PREBUILT" ] && [ "${GPU_CHECK_PREBUILT:-1}" != 0 ] && use_prebuilt "$PREBUILT" && build_works; then
-    :
-else
-    [ -n "$PREBUILT" ] && say "the carried build does not serve here: building from the source"
-    build_from_source
-    build_works || die "the binding could not load the build, or llama.cpp found no GPU"
-fi
+FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=ON
+       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF
+       -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
+       # No AMX kernels (H100/H200 hosts are mostly AMX Xeons): GCC's native build of this
+       # llama.cpp's dies with SIGILL at their first tile instruction (README); cllm's binding
+       # leaves them out at run time too, llama-server and batched-bench could not.
+       -DCMAKE_C_FLAGS=-U__AMX_INT8__ -DCMAKE_CXX_FLAGS=-U__AMX_INT8__)
+[ "$BACKEND" = cuda ] && FLAGS+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${GPU_CHECK_ARCH:-90}"
+                                 "-DCMAKE_CUDA_COMPILER=$(command -v nvcc)")
+say "configuring: cmake ${FLAGS[*]}"
+run_boxed 120 200 cmake -S "$SRC/llama.cpp" -B "$BUILD" "${FLAGS[@]}" >"$OUT/build.log" 2>&1 \
+    || { tail -30 "$OUT/build.log"; die "cmake configure failed (build.log)"; }
+say "building llama-server and llama-batched-bench (-j$JOBS)"
+# The build may take all but what the model, a bench and the offload step need (~3 minutes).
+run_boxed 3600 "${GPU_CHECK_AFTER_BUILD_S:-170}" cmake --build "$BUILD" -j "$JOBS" \
+    --target llama-server llama-batched-bench >>"$OUT/build.log" 2>&1
+RC=$?
+# ninja's log: the slowest steps, so that a next run knows what to cut.
+awk -F'\t' 'NR>1 {printf "%7.1f s  %s\n", ($2-$1)/1000, $4}' "$BUILD/.ninja_log" 2>/dev/null | sort -rn | head -12
+(( RC == 0 )) || { tail -30 "$OUT/build.log"; die "build failed or ran out of time (rc $RC; build.log)"; }
+say "built: $(ls "$BUILD/bin" | tr '\n' ' ')"
+# llama-cpp-python's Python part loads libllama and libggml from llama_cpp/lib: the build's.
+ln -sfn "$BUILD/bin" "$SITE/llama_cpp/lib"
+export LLAMA_CPP_LIB_PATH=$BUILD/bin MTMD_CPP_LIB=$BUILD/bin
+"$BUILD/bin/llama-server" --version 2>&1 | tail -2
+"$PY" -c "import sys; from cllm_ollama.engine.binding import gpu_devices; d = gpu_devices(); \
+print('llama.cpp devices:', d); sys.exit(0 if d or '$BACKEND' == 'cpu' else 3)" | tee "$WORK/results/devices.txt" \
+    || die "the binding could not load the build, or llama.cpp found no GPU"
 
 # --- 3. the bench model ---------------------------------------------------------------------------
 say "waiting for the F16 model, then quantizing to Q4_K_M"
