@@ -17,12 +17,16 @@ from ..errors import CllmError, RequestCanceled
 # Far beyond any context window (a million tokens is a few million characters), small enough that
 # a template cannot fill the server's memory with one prompt.
 MAX_PROMPT_CHARS = 32 * 1024 * 1024
-# A render that runs long (Go templates render on threads of the server's process) steps aside
-# this often, for this long: while it holds the GIL, the event loop and every other request's
-# thread wait their turn, and a looping template made every other chat wait for its timeout.
-# Renders of a few milliseconds never get here.
-YIELD_EVERY_S = 0.005
-YIELD_S = 0.001
+# A render that runs long (Go templates render on threads of the server's process) computes in
+# turns of TURN_S, one long render of the process at a time, each turn followed by PAUSE_S where
+# none computes (``_next_turn``): long renders take at most about half of one core, whatever their
+# number. Renders of a few milliseconds never get here. Stepping aside 1 ms every 5 ms, each on its
+# own, freed the GIL but not the CPU: two looping renders kept a core busy, waking hundreds of
+# times a second, and llama.cpp's threads, which meet at a barrier after every op of the graph,
+# waited at each op for the one without a core: another model's decode of 0.4 ms took 0.4-0.7 s,
+# and its chat seconds, until the looping renders timed out.
+TURN_S = 0.005
+PAUSE_S = 0.005
 
 
 class RenderTimeout(CllmError):
@@ -45,12 +49,12 @@ class RenderBudget:
     max_chars: int = MAX_PROMPT_CHARS
     cancel: threading.Event = field(default_factory=threading.Event)
     deadline: float = field(init=False)
-    _yield_at: float = field(init=False)
+    _turn_ends: float = field(init=False)
 
     def __post_init__(self) -> None:
         now = time.monotonic()
         self.deadline = now + self.timeout
-        self._yield_at = now + YIELD_EVERY_S
+        self._turn_ends = now + TURN_S
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -59,9 +63,33 @@ class RenderBudget:
         """Raise if the client left or the time is up."""
         if self.cancel.is_set():
             raise RequestCanceled()
-        now = time.monotonic()
-        if now >= self.deadline:
+        if time.monotonic() >= self.deadline:
             raise RenderTimeout(self.timeout)
-        if now >= self._yield_at:
-            time.sleep(YIELD_S)
-            self._yield_at = now + YIELD_EVERY_S
+
+    def check_turn(self) -> None:
+        """``check``, from a render computing on a thread of the server's process: past its first
+        TURN_S, it waits here (holding neither the GIL nor a core) for its next turn. A render
+        waiting on a worker process computes nothing here, and only ``check``s."""
+        self.check()
+        if time.monotonic() < self._turn_ends:
+            return
+        start = _next_turn()
+        self._turn_ends = start + TURN_S
+        # ``cancel`` ends the wait at once; the deadline, at its end.
+        self.cancel.wait(max(0.0, min(start, self.deadline) - time.monotonic()))
+        self.check()
+
+
+_turns = threading.Lock()
+_free_at = 0.0  # when the last turn given out ends, its pause included
+
+
+def _next_turn() -> float:
+    """When the long render asking may compute next: after a pause, and after the turns given out
+    before it with theirs. A turn is a time, not a lock: one its render never takes (it ended)
+    lapses, and nothing is to be given back."""
+    global _free_at
+    with _turns:
+        start = max(time.monotonic() + PAUSE_S, _free_at)
+        _free_at = start + TURN_S + PAUSE_S
+    return start

@@ -51,7 +51,7 @@ class _Output:
     def step(self) -> None:
         self.steps += 1
         if self.steps % _CHECK_EVERY == 0:
-            self.budget.check()
+            self.budget.check_turn()
 
     def write(self, text: str) -> None:
         self.size += len(text)
