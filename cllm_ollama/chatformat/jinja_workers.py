@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from ..errors import CllmError, InvalidRequest
 from .jinja import render_chat
-from .render_budget import TURN_S, PromptTooLong, RenderBudget
+from .render_budget import PromptTooLong, RenderBudget
 
 # Rendering is CPU work next to llama.cpp's threads: a couple of processes serve hundreds of renders
 # a second, and each idle one costs ~20 MB. One model renders on all but one of them
@@ -86,18 +86,10 @@ class _Worker:
             raise CllmError(f"template: renderer exited ({self.proc.returncode})") from exc
 
     def receive(self, budget: RenderBudget) -> Any:
-        """The worker's answer, waiting no longer than the budget allows. A long render computes
-        in the turns long renders share (``render_budget.TURN_S``): between them the worker is
-        stopped, so that looping templates leave the cores to llama.cpp's threads."""
+        """The worker's answer, waiting no longer than the budget allows."""
         try:
-            while not self.poller.poll(min(TURN_S, budget.remaining()) * 1000):
+            while not self.poller.poll(min(_POLL_S, budget.remaining()) * 1000):
                 budget.check()
-                if budget.turn_over():
-                    self.proc.send_signal(signal.SIGSTOP)
-                    try:
-                        budget.wait_turn()
-                    finally:
-                        self.proc.send_signal(signal.SIGCONT)
             return _read_message(self.stdout)
         except BaseException as exc:
             self.kill()

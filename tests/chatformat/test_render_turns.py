@@ -1,20 +1,14 @@
-"""Long renders compute in turns with pauses between, so that however many loop, they leave the
-cores to llama.cpp's threads most of the time: Go ones on the server's threads
-(``render_budget.check_turn``), Jinja ones in worker processes stopped between turns."""
+"""Long renders on the server's threads compute in turns with pauses between, so that however many
+loop, they leave the cores to llama.cpp's threads most of the time (``render_budget.check_turn``)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from cllm_ollama.chatformat.jinja_workers import RenderPool
 from cllm_ollama.chatformat.render_budget import PAUSE_S, TURN_S, RenderBudget, RenderTimeout
-
-LOOPING = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
 
 
 def spin(budget: RenderBudget, seconds: float) -> float:
@@ -59,56 +53,3 @@ def test_turns_end_at_the_deadline() -> None:
     with pytest.raises(RenderTimeout):
         spin(budget, 5.0)
     assert time.monotonic() - start < 2.0
-
-
-def cpu_seconds(pid: int) -> float:
-    """A process's user and system time so far (Linux's /proc), 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def render_workers() -> list[int]:
-    """This process's render workers, busy ones included (``RenderPool.pids`` names the idle)."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == os.getpid() and b"jinja_workers" in cmdline:
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def test_looping_jinja_renders_are_stopped_between_their_turns() -> None:
-    """Two looping templates in worker processes: without turns they would take a core each."""
-    pool = RenderPool(3)
-    errors: list[BaseException] = []
-
-    def loop() -> None:
-        try:
-            with pool.session(LOOPING, [{"role": "user", "content": "x"}], RenderBudget(timeout=1.5)) as session:
-                session.render()
-        except RenderTimeout as e:
-            errors.append(e)
-
-    try:
-        threads = [threading.Thread(target=loop) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        time.sleep(0.3)  # the workers start and take their first turns
-        pids = render_workers()
-        assert len(pids) >= 2
-        cpu, wall = sum(map(cpu_seconds, pids)), time.monotonic()
-        time.sleep(0.8)
-        share = (sum(map(cpu_seconds, pids)) - cpu) / (time.monotonic() - wall)
-        for thread in threads:
-            thread.join()
-    finally:
-        pool.close()
-    assert len(errors) == 2  # both ran to the timeout, and were stopped no earlier
-    assert share < 0.9, f"the looping workers took {share:.2f} of a core"
