@@ -316,7 +316,7 @@ class EnvReader:
     ) -> int:
         """The variable as an integer of at least ``minimum``. 0 is a value like any other
         (CACHE_RAM=0 turns the cache off) unless ``zero_is_default``: where Ollama reads 0
-        as "unset" (OLLAMA_MAX_LOADED_MODELS=0, OLLAMA_CONTEXT_LENGTH=0). cllm's own variables
+        as "unset" (OLLAMA_MAX_QUEUE=0, OLLAMA_CONTEXT_LENGTH=0). cllm's own variables
         refuse a value that is no integer; Ollama's (``ollamas``: its envconfig.Uint) warn and take
         the default for one that is no unsigned integer, so a deployment Ollama ran still starts."""
         raw = self.get(name)
