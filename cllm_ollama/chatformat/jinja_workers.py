@@ -9,6 +9,12 @@ place at the next request. Each worker also runs under a memory limit.
 A request holds one worker for all of its renders (``RenderPool.session``): the template and the
 messages go over once, then each render names the messages to keep (dropped-turn fitting).
 Messages travel as length-prefixed JSON over the worker's stdin and stdout.
+
+A long render takes the turns of every long render (``render_budget``): between its turns the
+worker pauses itself, on its server's word (``_PAUSE``, with the time its next turn starts) and for
+``MAX_PAUSE_S`` at most, so that looping templates leave the cores to llama.cpp's threads and no
+pause outlasts its server. Stopping a worker from outside (SIGSTOP) left it stopped forever when
+its server died between the stop and the continue.
 """
 
 from __future__ import annotations
@@ -22,13 +28,14 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any
 
 from ..errors import CllmError, InvalidRequest
 from .jinja import render_chat
-from .render_budget import PromptTooLong, RenderBudget
+from .render_budget import TURN_S, PromptTooLong, RenderBudget
 
 # Rendering is CPU work next to llama.cpp's threads: a couple of processes serve hundreds of renders
 # a second, and each idle one costs ~20 MB. One model renders on all but one of them
@@ -37,9 +44,18 @@ WORKERS = 3
 # Address space a worker may use: a template cannot take the server's memory with it.
 WORKER_MEMORY_BYTES = 2 * 1024**3
 _POLL_S = 0.05  # how often a waiting render looks at its budget
+# The server's word to a worker to pause: ignored by default, so that a word reaching a worker
+# before it listens (a Python process starting) does nothing. None where there is no such signal
+# (Windows): renders there do not pause.
+_PAUSE: signal.Signals | None = getattr(signal, "SIGURG", None)
+_UNTIL = struct.Struct("<d")  # when the paused render's next turn starts (``time.monotonic``)
+# The longest pause: far longer than a wait for a turn among a few long renders, short enough
+# that no worker is held by a word it misread.
+MAX_PAUSE_S = 0.5
+_ORPHAN_CHECK_S = 1.0  # how often a worker looks whether its server is still there
 _HEADER = struct.Struct("<Q")
 log = logging.getLogger("cllm.api")
-_WORKER_MAIN = "from cllm_ollama.chatformat.jinja_workers import serve; serve()"
+_WORKER_MAIN = "from cllm_ollama.chatformat.jinja_workers import serve; serve({})"
 
 
 def _encode(obj: object) -> bytes:
@@ -66,9 +82,22 @@ class _Worker:
     """One rendering process; ``dead`` once it was killed or found gone."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
-        )
+        # The pauses' times go over a pipe of their own, never waited on by the server.
+        until_r, self._until = os.pipe()
+        os.set_blocking(self._until, False)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_MAIN.format(until_r)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                bufsize=0,
+                pass_fds=(until_r,),
+            )
+        except BaseException:
+            os.close(self._until)
+            raise
+        finally:
+            os.close(until_r)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
@@ -86,10 +115,13 @@ class _Worker:
             raise CllmError(f"template: renderer exited ({self.proc.returncode})") from exc
 
     def receive(self, budget: RenderBudget) -> Any:
-        """The worker's answer, waiting no longer than the budget allows."""
+        """The worker's answer, waiting no longer than the budget allows. Past its turn, the
+        render's worker pauses until the next (``pause``)."""
         try:
-            while not self.poller.poll(min(_POLL_S, budget.remaining()) * 1000):
+            while not self.poller.poll(min(TURN_S, budget.remaining()) * 1000):
                 budget.check()
+                if budget.turn_over():
+                    self.pause(budget)
             return _read_message(self.stdout)
         except BaseException as exc:
             self.kill()
@@ -99,12 +131,26 @@ class _Worker:
             log.warning("render worker %d killed: %s", self.proc.pid, why)
             raise
 
+    def pause(self, budget: RenderBudget) -> None:
+        """Wait for the render's next turn, the worker paused until then (``_paused``)."""
+        budget.wait_turn(self._tell_pause)
+
+    def _tell_pause(self, until: float) -> None:
+        if _PAUSE is None:
+            return
+        try:
+            os.write(self._until, _UNTIL.pack(until))
+        except BlockingIOError:  # the worker has not read thousands of pauses: it is stuck in C code
+            return
+        self.proc.send_signal(_PAUSE)
+
     def kill(self) -> None:
         self.dead = True
         self.proc.kill()
         self.proc.wait()
         self.stdin.close()
         self.stdout.close()
+        os.close(self._until)
 
 
 class RenderSession:
@@ -217,10 +263,36 @@ def close_workers() -> None:
     POOL.close()
 
 
-def serve() -> None:
+def _pause_until(until_fd: int) -> None:
+    """The worker's pause between turns, on its server's word: until the time last written (one it
+    reads late may have passed, and pauses nothing), for MAX_PAUSE_S at most."""
+    data = b""
+    try:
+        while chunk := os.read(until_fd, 4096):
+            data += chunk
+    except BlockingIOError:
+        pass
+    if len(data) >= _UNTIL.size:  # each time is written whole (less than PIPE_BUF)
+        (until,) = _UNTIL.unpack_from(data, len(data) - _UNTIL.size)
+        time.sleep(min(MAX_PAUSE_S, max(0.0, until - time.monotonic())))
+
+
+def _exit_when_orphaned(server: int) -> None:
+    """End the worker once its server is gone: a render that loops would never read the end of
+    its stdin."""
+    while os.getppid() == server:
+        time.sleep(_ORPHAN_CHECK_S)
+    os._exit(1)
+
+
+def serve(until_fd: int) -> None:
     """A worker's main loop: render until stdin closes (the server exited)."""
     # Ctrl-C reaches the whole process group: the server decides when its workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.set_blocking(until_fd, False)
+    if _PAUSE is not None:
+        signal.signal(_PAUSE, lambda signum, frame: _pause_until(until_fd))
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     try:
         import resource
 

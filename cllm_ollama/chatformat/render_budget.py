@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..config import DEFAULT_RENDER_TIMEOUT_S
@@ -17,14 +18,14 @@ from ..errors import CllmError, RequestCanceled
 # Far beyond any context window (a million tokens is a few million characters), small enough that
 # a template cannot fill the server's memory with one prompt.
 MAX_PROMPT_CHARS = 32 * 1024 * 1024
-# A render that runs long (Go templates render on threads of the server's process) computes in
-# turns of TURN_S, one long render of the process at a time, each turn followed by PAUSE_S where
-# none computes (``_next_turn``): long renders take at most about half of one core, whatever their
-# number. Renders of a few milliseconds never get here. Stepping aside 1 ms every 5 ms, each on its
-# own, freed the GIL but not the CPU: two looping renders kept a core busy, waking hundreds of
-# times a second, and llama.cpp's threads, which meet at a barrier after every op of the graph,
-# waited at each op for the one without a core: another model's decode of 0.4 ms took 0.4-0.7 s,
-# and its chat seconds, until the looping renders timed out.
+# A render that runs long (a Go template on a thread of the server's process, a Jinja one in a
+# worker process that pauses itself between turns) computes in turns of TURN_S, one long render at
+# a time, each turn followed by PAUSE_S where none computes (``_next_turn``): long renders take at
+# most about half of one core, whatever their number. Renders of a few milliseconds never get
+# here. Stepping aside 1 ms every 5 ms, each on its own, freed the GIL but not the CPU: two looping
+# renders kept a core busy, waking hundreds of times a second, and llama.cpp's threads, which meet
+# at a barrier after every op of the graph, waited at each op for the one without a core: another
+# model's decode of 0.4 ms took 0.4-0.7 s, and its chat seconds, until the looping renders timed out.
 TURN_S = 0.005
 PAUSE_S = 0.005
 
@@ -68,12 +69,21 @@ class RenderBudget:
 
     def check_turn(self) -> None:
         """``check``, from a render computing on a thread of the server's process: past its first
-        TURN_S, it waits here (holding neither the GIL nor a core) for its next turn. A render
-        waiting on a worker process computes nothing here, and only ``check``s."""
+        TURN_S, it waits here (holding neither the GIL nor a core) for its next turn. (A render on
+        a worker process has the worker paused while it waits: ``jinja_workers``.)"""
         self.check()
-        if time.monotonic() < self._turn_ends:
-            return
+        if self.turn_over():
+            self.wait_turn()
+
+    def turn_over(self) -> bool:
+        """Whether the render has computed for its turn (its first is TURN_S from the start)."""
+        return time.monotonic() >= self._turn_ends
+
+    def wait_turn(self, told: Callable[[float], None] | None = None) -> None:
+        """Wait for the render's next turn, then ``check``; ``told`` hears when it starts."""
         start = _next_turn()
+        if told is not None:
+            told(start)
         self._turn_ends = start + TURN_S
         # ``cancel`` ends the wait at once; the deadline, at its end.
         self.cancel.wait(max(0.0, min(start, self.deadline) - time.monotonic()))
