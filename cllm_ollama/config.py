@@ -48,6 +48,8 @@ DEFAULT_SHUTDOWN_GRACE_S = 5.0
 # sends nothing else): under the idle timeouts of clients and proxies (60 s in nginx and AWS's
 # load balancers), and rare enough to cost nothing.
 DEFAULT_STREAM_KEEPALIVE_S = 10.0
+# OLLAMA_LOAD_TIMEOUT's default: how long a model's load may go without progress (Ollama's 5m).
+DEFAULT_LOAD_TIMEOUT_S = 300.0
 # How long a stream waits for its model to load before it gets its headers (and keep-alives).
 DEFAULT_LOAD_HEADERS_S = 0.5
 # Where names without a host (and registry.ollama.ai/... names) are pulled from and pushed to.
@@ -208,6 +210,22 @@ def _env_timeout(name: str, text: str | None, default: float) -> float:
     if not seconds > 0:
         raise ConfigError(f"invalid {name}: {text!r} is not a positive duration")
     return seconds
+
+
+def _env_load_timeout(text: str | None) -> float:
+    """OLLAMA_LOAD_TIMEOUT as Ollama's envconfig.LoadTimeout reads it: a Go duration, else an integer
+    of seconds, else (silently there, with a warning here) the default; zero or less: no limit."""
+    if text is None:
+        return DEFAULT_LOAD_TIMEOUT_S
+    try:
+        seconds = parse_go_duration(text)
+    except ConfigError:
+        try:
+            seconds = float(int(text))
+        except ValueError:
+            log.warning("invalid LOAD_TIMEOUT %r: using the default 5m", text)
+            return DEFAULT_LOAD_TIMEOUT_S
+    return FOREVER if seconds <= 0 else seconds
 
 
 def _env_registry_url(text: str | None) -> str:
@@ -389,6 +407,9 @@ class Settings:
     # (engine/gap_fill.py); 0: none. A model wholly on GPUs takes the GPU value when it is unset.
     gap_fill: int = DEFAULT_GAP_FILL
     render_timeout: float = DEFAULT_RENDER_TIMEOUT_S
+    # OLLAMA_LOAD_TIMEOUT: how long a model's load may go without progress before it is given up
+    # (engine/load_stall.py); FOREVER: never. Settings made directly (tests) never give up.
+    load_timeout: float = FOREVER
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE_S
     # CLLM_STREAM_KEEPALIVE: seconds (or a Go duration) between keep-alives of a quiet stream.
     stream_keepalive: float = DEFAULT_STREAM_KEEPALIVE_S
@@ -460,6 +481,7 @@ class Settings:
             shutdown_grace=_env_timeout("SHUTDOWN_GRACE", e.get("SHUTDOWN_GRACE"), DEFAULT_SHUTDOWN_GRACE_S),
             stream_keepalive=_env_timeout("STREAM_KEEPALIVE", e.get("STREAM_KEEPALIVE"), DEFAULT_STREAM_KEEPALIVE_S),
             load_headers=_env_timeout("LOAD_HEADERS", e.get("LOAD_HEADERS"), DEFAULT_LOAD_HEADERS_S),
+            load_timeout=_env_load_timeout(e.get("LOAD_TIMEOUT")),
             debug=_env_debug(e.get("DEBUG")),
             max_body_size=_env_body_size(e.get("MAX_BODY_SIZE")),
             noprune=e.get_bool("NOPRUNE"),

@@ -9,6 +9,7 @@ the real one; every test fake implements the same protocol, so a type checker
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,8 @@ class LoadSpec:
     sched_spread: bool = False
     # Each GPU's share of the offloaded layers (empty: one GPU, or llama.cpp's own split).
     tensor_split: tuple[float, ...] = ()
+    # How long a load may go without progress before it is given up (``load_stall``; inf: never).
+    load_timeout: float = math.inf
     # The fields the operator left unset, each with its CPU default: the device a model lands on
     # chooses them (engine/tuning.py); a request or a retry that sets one takes it out.
     tunable: tuple[tuple[str, int], ...] = ()
@@ -97,6 +100,7 @@ class LoadSpec:
             deterministic=settings.deterministic,
             gpu_overhead=settings.gpu_overhead,
             sched_spread=settings.sched_spread,
+            load_timeout=settings.load_timeout,
             tunable=(
                 (("n_slots", settings.num_parallel),) * ("num_parallel" in settings.unset)
                 + (("n_batch", settings.num_batch),) * ("num_batch" in settings.unset)

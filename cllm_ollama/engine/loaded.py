@@ -177,9 +177,12 @@ class LoadedModel:
             embedding_only=spec.embedding_only,
             projector=None if spec.embedding_only else spec.projector,
             adapters=spec.adapters,
+            stall_timeout=spec.load_timeout,
         )
         self._weights = weights or SharedWeights()
-        self.model = self._weights.acquire(spec.path, spec.n_gpu_layers, spec.deterministic, spec.tensor_split)
+        self.model = self._weights.acquire(
+            spec.path, spec.n_gpu_layers, spec.deterministic, spec.tensor_split, spec.load_timeout
+        )
         self.runner: Runner | None = None
         # Owned beside the model, closed after the runner (whose prompts it tokenized) and before it.
         self.projector: Projector | None = None

@@ -16,16 +16,21 @@ if that kills it, the model loads but its audio is refused (``probe`` returns wh
 
 from __future__ import annotations
 
+import math
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from importlib import metadata
 from pathlib import Path
+from typing import IO
 
 from ..errors import EngineError, InvalidRequest
+from .load_stall import StallWatch
 
 # A probe that runs longer than this is stuck, not slow: even a 70B model loads in minutes.
 PROBE_TIMEOUT_S = 1800
@@ -36,6 +41,8 @@ _ADAPTER_REFUSED = 3
 _ABORT = re.compile(r"GGML_ASSERT|\.(?:c|cc|cpp|h):\d+: \S")
 # What the child prints before it encodes audio: dying after it, only the audio is at fault.
 _AUDIO = "probe: encoding audio"
+# What the child prints as the weights are read (the share read follows): what a stall is timed by.
+_PROGRESS = "probe: progress "
 
 _passed: dict[tuple[object, ...], str | None] = {}
 _lock = threading.Lock()
@@ -48,11 +55,14 @@ def probe(
     embedding_only: bool,
     projector: Path | None = None,
     adapters: tuple[Path, ...] = (),
+    stall_timeout: float = math.inf,
 ) -> str | None:
     """Raise ``EngineError`` if loading ``path`` (and a first decode), or its ``projector`` beside it
     (clip.cpp asserts on what it cannot read too), or its LoRA ``adapters`` (the first decode runs
     with them), kills a child process; ``InvalidRequest`` if llama.cpp refused an adapter. Returns
-    why the projector's audio must be refused where encoding it killed the child, else None."""
+    why the projector's audio must be refused where encoding it killed the child, else None.
+    ``stall_timeout``: how long the child may go without progress (``load_stall``) before it is
+    killed and the load refused."""
     st = path.stat()
     pst = projector.stat() if projector is not None else None
     key: tuple[object, ...] = (str(path), st.st_size, st.st_mtime_ns, n_gpu_layers, embedding_only)
@@ -62,10 +72,7 @@ def probe(
             return _passed[key]
     cmd = [sys.executable, "-m", __name__, str(path), str(n_gpu_layers), "1" if embedding_only else "0"]
     cmd += [str(projector) if projector is not None else "", *map(str, adapters)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        raise EngineError(f"loading the model took more than {PROBE_TIMEOUT_S} s") from exc
+    proc = run_child(cmd, StallWatch(stall_timeout))
     if proc.returncode == _ADAPTER_REFUSED:
         said = _said(proc, path)
         raise InvalidRequest(f"llama.cpp cannot apply the model's adapter to it{': ' + said if said else ''}")
@@ -77,6 +84,57 @@ def probe(
     with _lock:
         _passed[key] = audio_refused
     return audio_refused
+
+
+def run_child(cmd: list[str], watch: StallWatch) -> subprocess.CompletedProcess[str]:
+    """Run the child to its end, killing it once ``watch`` says its load stalled or PROBE_TIMEOUT_S
+    passed: its stdout is read line by line as it comes (its progress), its stderr whole."""
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    assert child.stdout is not None and child.stderr is not None
+    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    stderr: list[str] = []
+
+    def read_stdout(stream: IO[str]) -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    def read_stderr(stream: IO[str]) -> None:
+        stderr.append(stream.read())
+
+    readers = [
+        threading.Thread(target=read_stdout, args=(child.stdout,), daemon=True),
+        threading.Thread(target=read_stderr, args=(child.stderr,), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    out: list[str] = []
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, min(watch.remaining(), deadline - time.monotonic())))
+            except queue.Empty:
+                line = ""
+            if line is None:
+                break
+            if line.startswith(_PROGRESS) and watch.heard(float(line[len(_PROGRESS) :])):
+                continue
+            if watch.stalled or watch.remaining() <= 0:
+                raise watch.error()
+            if time.monotonic() >= deadline:
+                raise EngineError(f"loading the model took more than {PROBE_TIMEOUT_S} s")
+            out.append(line)
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    finally:
+        for reader in readers:
+            reader.join()
+        child.stdout.close()
+        child.stderr.close()
+    return subprocess.CompletedProcess(cmd, child.wait(), "".join(out), "".join(stderr))
 
 
 def _said(proc: subprocess.CompletedProcess[str], path: Path) -> str:
@@ -115,11 +173,16 @@ def _rebuild_hint() -> str:
     )
 
 
+def _report_progress(share: float) -> bool:
+    print(f"{_PROGRESS}{share:.4f}", flush=True)
+    return True
+
+
 def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str = "", *adapter_paths: str) -> None:
     # Imported here: the parent never loads llama.cpp for a probe.
     from .binding import AdapterRefused, Batch, Context, Lora, Model, Projector, with_adapters
 
-    model = Model(Path(path), n_gpu_layers=n_gpu_layers)
+    model = Model(Path(path), n_gpu_layers=n_gpu_layers, progress=_report_progress)
     proj = Projector(model, Path(projector), n_threads=1, use_gpu=n_gpu_layers != 0) if projector else None
     try:
         adapters = [Lora(model, Path(p)) for p in adapter_paths]

@@ -7,10 +7,13 @@ the same ``Model`` here, and the last of them to unload frees it.
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 
+from ..errors import EngineError
 from .binding import Model
+from .load_stall import StallWatch
 
 
 class SharedWeights:
@@ -22,20 +25,38 @@ class SharedWeights:
         self._held: dict[tuple[Path, int, bool, tuple[float, ...]], tuple[Model, int]] = {}
 
     def acquire(
-        self, path: Path, n_gpu_layers: int, batch_invariant: bool = False, tensor_split: tuple[float, ...] = ()
+        self,
+        path: Path,
+        n_gpu_layers: int,
+        batch_invariant: bool = False,
+        tensor_split: tuple[float, ...] = (),
+        stall_timeout: float = math.inf,
     ) -> Model:
         """The loaded weights of ``path`` (loaded now if nobody holds them); ``release`` gives them back.
 
         Blocking: a first load reads the file. Loads are serialised here, so one file is never
-        loaded twice by two loads at once."""
+        loaded twice by two loads at once. A load without progress for ``stall_timeout`` ends
+        with ``LoadStalled``."""
         key = (path, n_gpu_layers, batch_invariant, tensor_split)
         with self._lock:
-            model, refs = self._held.get(key) or (
-                Model(path, n_gpu_layers=n_gpu_layers, batch_invariant=batch_invariant, tensor_split=tensor_split),
-                0,
-            )
-            self._held[key] = (model, refs + 1)
-            return model
+            held = self._held.get(key)
+            if held is None:
+                watch = StallWatch(stall_timeout)
+                try:
+                    model = Model(
+                        path,
+                        n_gpu_layers=n_gpu_layers,
+                        batch_invariant=batch_invariant,
+                        tensor_split=tensor_split,
+                        progress=watch.heard,
+                    )
+                except EngineError:
+                    if watch.stalled:
+                        raise watch.error() from None
+                    raise
+                held = (model, 0)
+            self._held[key] = (held[0], held[1] + 1)
+            return held[0]
 
     def release(self, model: Model) -> None:
         """One holder is done with ``model``; the last one frees it."""

@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.engine import probe as probe_module
+from cllm_ollama.engine.load_stall import StallWatch
 from cllm_ollama.errors import EngineError
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.gguf_info import gguf_info
@@ -68,10 +69,10 @@ def test_an_illegal_instruction_says_to_rebuild_llama_cpp_here(
     model = tmp_path / "never-probed.gguf"  # a path no other test has probed (a pass is remembered)
     model.write_bytes(tiny_gguf.read_bytes())
 
-    def killed(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    def killed(cmd: list[str], watch: StallWatch) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(cmd, -4, "", "")
 
-    monkeypatch.setattr(probe_module.subprocess, "run", killed)
+    monkeypatch.setattr(probe_module, "run_child", killed)
     with pytest.raises(EngineError) as info:
         probe_module.probe(model, n_gpu_layers=0, embedding_only=False)
     message = info.value.message

@@ -124,6 +124,19 @@ def batch_invariant_kernels() -> None:
         )
 
 
+def _progress_callback(progress: Callable[[float], bool]) -> Any:
+    """``progress`` as llama.cpp's load calls it; an exception in it ends the load, as a False does."""
+
+    def heard(share: float, _user_data: object) -> bool:
+        try:
+            return bool(progress(share))
+        except Exception:
+            log.exception("a load's progress callback failed: the load ends")
+            return False
+
+    return ll.llama_progress_callback(heard)
+
+
 class Model:
     """Weights and vocabulary of one GGUF file."""
 
@@ -135,11 +148,13 @@ class Model:
         use_mmap: bool = True,
         batch_invariant: bool = False,
         tensor_split: Sequence[float] = (),
+        progress: Callable[[float], bool] | None = None,
     ) -> None:
         """``batch_invariant`` keeps the weights as stored: llama.cpp's repacked CPU layouts compute
         a batch's rows in groups of four and the rest one by one, each rounding differently.
         ``tensor_split``: the share of the offloaded layers each GPU takes (empty: llama.cpp's
-        own split, by free memory)."""
+        own split, by free memory). ``progress`` hears the share of the weights read, after each
+        tensor; its False ends the load (``EngineError``)."""
         _init()
         if batch_invariant:
             batch_invariant_kernels()
@@ -152,6 +167,9 @@ class Model:
         if tensor_split:
             split = (ctypes.c_float * ll.llama_max_devices())(*tensor_split)
             params.tensor_split = split  # read during the load only
+        if progress is not None:
+            heard = _progress_callback(progress)
+            params.progress_callback = heard  # called during the load only
         ptr = ll.llama_model_load_from_file(str(path).encode(), params)
         if not ptr:
             raise EngineError(f"llama.cpp could not load model {path}")
