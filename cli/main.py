@@ -115,7 +115,33 @@ def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     ctx.exit()
 
 
-@click.group("cllm", context_settings={"help_option_names": ["-h", "--help"]})
+class UsageError(click.UsageError):
+    """A usage error with cobra's exit status, 1."""
+
+    exit_code = 1
+
+
+class OllamaExits(click.Group):
+    """Ollama's exit statuses (cobra's): a usage error exits 1, not click's 2, and no command at all
+    shows the help and exits 0. The messages stay click's, which say more than cobra's."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and not ctx.resilient_parsing:
+            click.echo(ctx.get_help())
+            ctx.exit(0)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            raise UsageError(e.format_message(), e.ctx) from None
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as e:  # a command's own arguments, or no such command
+            raise UsageError(e.format_message(), e.ctx) from None
+
+
+@click.group("cllm", cls=OllamaExits, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "-v",
     "--version",

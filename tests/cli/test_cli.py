@@ -115,6 +115,30 @@ def test_errors_are_one_line(local_env: dict[str, str], fake_hub: FakeHub, args:
     assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["nosuch"], "'nosuch'"),
+        (["run"], "'MODEL'"),
+        (["run", "--bogus", "m"], "--bogus"),
+        (["bench", "--bogus"], "--bogus"),
+    ],
+)
+def test_usage_errors_exit_1_as_ollamas(args: list[str], named: str) -> None:
+    """cobra's status for a usage error is 1 (click's own is 2): scripts written for ollama test it.
+    The words stay click's, which name what is wrong."""
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    last = result.output.splitlines()[-1]
+    assert last.startswith("Error: ") and named in last
+
+
+def test_no_command_shows_the_help_and_exits_0() -> None:
+    result = CliRunner().invoke(cli, [])
+    assert result.exit_code == 0
+    assert result.output.startswith("Usage: cllm [OPTIONS] COMMAND [ARGS]...") and "serve" in result.output
+
+
 def test_create_errors(local_env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "Modelfile").write_text("FROM ./missing.gguf\n")
     result = run(local_env, "create", "m", cwd=tmp_path)
