@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -41,12 +40,14 @@ from starlette.types import Message, Receive, Scope, Send
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the harness, out of the wheel
 
+from harness.claude import run_claude
 from harness.codex import Exchange, RequestLog, run_codex
 
 PINS = {"@anthropic-ai/claude-code": "2.1.332", "@openai/codex": "0.169.0"}
 BINARIES = {"claude": "claude", "codex": "codex"}  # agent -> its node_modules/.bin name
 MODEL = "agent"
 TASK = "Read the file answer.txt in this folder and tell me the number in it."
+CLAUDE_FLAGS = ["--max-turns", "3", "--allowedTools", "Read"]
 
 
 def install(cache: Path) -> dict[str, Path]:
@@ -148,30 +149,6 @@ def seen(exchange: Exchange) -> Seen:
                 ms(exchange.ended))  # fmt: skip
 
 
-def run_claude(
-    binary: Path, url: str, model: str, home: Path, workdir: Path, timeout: float
-) -> subprocess.CompletedProcess[str]:
-    """``claude -p TASK`` in ``workdir`` against ``url``, as a user pointing it at a local server would:
-    its model and its small fast model both ``model``, no telemetry or update checks (no internet)."""
-    home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
-    env |= {
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": url,
-        "ANTHROPIC_API_KEY": "cllm-local",
-        "ANTHROPIC_MODEL": model,
-        "ANTHROPIC_SMALL_FAST_MODEL": model,
-        "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-    }
-    command = [str(binary), "-p", TASK, "--output-format", "json", "--max-turns", "3", "--allowedTools", "Read"]
-    return subprocess.run(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
-
-
 @contextlib.contextmanager
 def server(args: argparse.Namespace, root: Path) -> Iterator[tuple[str, RequestLog]]:
     """A recorded server: cllm in this process on the chosen model, or a proxy to ``--url``."""
@@ -247,7 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             first = len(log.exchanges)
             t0 = time.monotonic()
             if agent == "claude":
-                run = run_claude(bins[agent], url, name, Path(tmp) / "home-claude", work, args.timeout)
+                home = Path(tmp) / "home-claude"
+                run = run_claude(bins[agent], url, name, TASK, home, work, args.timeout, CLAUDE_FLAGS)
             else:
                 run = run_codex(bins[agent], url, name, TASK, Path(tmp) / "home-codex", work, args.timeout)
             took = time.monotonic() - t0
