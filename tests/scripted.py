@@ -3,6 +3,7 @@ through every layer above the engine, for tests that need them from a model too 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from pathlib import Path
 import gguf
 from fakeengine import FakeEngine
 from serving import serve_in_thread
+from starlette.types import ASGIApp
 
 from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
@@ -98,3 +100,36 @@ def scripted_server(
     with serve_in_thread(app) as url:
         services(app).pool = scripted_pool(script, make=make)
         yield url, script
+
+
+@dataclass
+class Turns(ScriptedModel):
+    """A scripted model that says the next of ``turns`` on each request, then "Done.": an agent's
+    session, turn by turn."""
+
+    turns: list[list[str | BaseException]] = field(default_factory=list)
+    n_ctx_slot: int = 65536
+
+    async def generate(self, request: Request) -> AsyncGenerator[Event, None]:
+        self.script = self.turns.pop(0) if self.turns else ["Done."]
+        async for event in super().generate(request):
+            yield event
+
+
+def tool_call(name: str, arguments: dict[str, object]) -> str:
+    """What the tiny qwen3 says to call a tool, as its chat format's parser reads it."""
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+@contextmanager
+def scripted_turns(
+    models_dir: Path, front: Callable[[ASGIApp], ASGIApp] = lambda app: app
+) -> Iterator[tuple[str, ASGIApp, list[list[str | BaseException]]]]:
+    """A live server over ``models_dir`` (its model installed) whose engine plays the yielded turns,
+    one per request (``Turns``), behind ``front(app)`` (a request log): its URL and that front."""
+    turns: list[list[str | BaseException]] = []
+    app = create_app(Settings(models_dir=models_dir, num_parallel=1, context_length=65536, num_thread=1))
+    wrapped = front(app)
+    with serve_in_thread(wrapped) as url:
+        services(app).pool = scripted_pool([], make=lambda spec, script: Turns(spec, script, turns=turns))
+        yield url, wrapped, turns

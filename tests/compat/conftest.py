@@ -14,6 +14,8 @@ from typing import Any
 
 import gguf
 import pytest
+from harness.codex import RequestLog
+from scripted import scripted_turns
 from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
@@ -79,3 +81,20 @@ def keyed_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     settings = Settings(models_dir=root / "models", context_length=512, num_thread=2, api_keys=("other", "k-compat"))
     with serve_in_thread(create_app(settings)) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def agent_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store for the coding agents' checks: the tiny qwen3 as ``tiny``, its answers kept short
+    (random weights ramble, and the agents' prompts are long already)."""
+    root = tmp_path_factory.mktemp("agent")
+    install_tiny(root / "models", root, {"num_predict": 48})
+    return root
+
+
+@pytest.fixture
+def scripted_agent(agent_root: Path) -> Iterator[tuple[str, RequestLog, list[list[str | BaseException]]]]:
+    """A live server (the tiny model installed, its engine scripted turn by turn) behind a RequestLog."""
+    with scripted_turns(agent_root / "models", RequestLog) as (url, log, turns):
+        assert isinstance(log, RequestLog)
+        yield url, log, turns

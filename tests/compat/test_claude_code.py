@@ -11,22 +11,17 @@ under the same real server and the same real Claude Code.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import install_tiny
 from harness.claude import claude_binary, run_claude
 from harness.codex import Exchange, RequestLog
-from scripted import ScriptedModel, scripted_pool
+from scripted import tool_call
 from serving import serve_in_thread
 
-from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.engine.request import Event, Request
 
 CLAUDE = claude_binary()
 pytestmark = pytest.mark.skipif(CLAUDE is None, reason="claude is not installed: run `npm ci` in compat/js")
@@ -58,20 +53,12 @@ def said(exchange: Exchange) -> str:
     )
 
 
-@pytest.fixture(scope="module")
-def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store holding the tiny qwen3 as ``tiny``, its answers kept short (random weights ramble)."""
-    root = tmp_path_factory.mktemp("claude")
-    install_tiny(root / "models", root, {"num_predict": 24})
-    return root
-
-
 @pytest.mark.model
-def test_claude_code_print_mode_on_the_tiny_model(tiny_root: Path, tmp_path: Path) -> None:
+def test_claude_code_print_mode_on_the_tiny_model(agent_root: Path, tmp_path: Path) -> None:
     """Claude Code's requests as it sends them (its whole system prompt and tool list, ~34k tokens of
     the tiny model's vocabulary, streamed, with cache_control), read by the real engine."""
     assert CLAUDE is not None
-    settings = Settings(models_dir=tiny_root / "models", num_parallel=1, context_length=40960, num_thread=2)
+    settings = Settings(models_dir=agent_root / "models", num_parallel=1, context_length=40960, num_thread=2)
     log = RequestLog(create_app(settings))
     with serve_in_thread(log) as url:
         run = run_claude(
@@ -85,42 +72,16 @@ def test_claude_code_print_mode_on_the_tiny_model(tiny_root: Path, tmp_path: Pat
     assert result["result"] == said(first)
 
 
-@dataclass
-class Turns(ScriptedModel):
-    """A scripted model that says the next of ``turns`` on each request, then "Done."."""
-
-    turns: list[list[str | BaseException]] = field(default_factory=list)
-    n_ctx_slot: int = 65536
-
-    async def generate(self, request: Request) -> AsyncIterator[Event]:
-        self.script = self.turns.pop(0) if self.turns else ["Done."]
-        async for event in super().generate(request):
-            yield event
-
-
-@pytest.fixture
-def scripted_claude(tiny_root: Path) -> Iterator[tuple[str, RequestLog, list[list[str | BaseException]]]]:
-    """A live server (the tiny model installed, its engine scripted turn by turn) behind a RequestLog."""
-    turns: list[list[str | BaseException]] = []
-    settings = Settings(models_dir=tiny_root / "models", num_parallel=1, context_length=65536, num_thread=1)
-    app = create_app(settings)
-    log = RequestLog(app)
-    with serve_in_thread(log) as url:
-        services(app).pool = scripted_pool([], make=lambda spec, script: Turns(spec, script, turns=turns))
-        yield url, log, turns
-
-
-def test_claude_code_runs_a_tool_and_sends_its_result_back_under_its_id(scripted_claude: Any, tmp_path: Path) -> None:
+def test_claude_code_runs_a_tool_and_sends_its_result_back_under_its_id(scripted_agent: Any, tmp_path: Path) -> None:
     """Turn 1 asks to Read a file, turn 2 answers: Claude Code reads it and sends the file's text
     back as the tool_result of that tool_use's id."""
     assert CLAUDE is not None
-    url, log, turns = scripted_claude
+    url, log, turns = scripted_agent
     work = tmp_path / "work"
     work.mkdir()
     (work / "answer.txt").write_text("42\n")
-    read = {"name": "Read", "arguments": {"file_path": str(work / "answer.txt")}}
     turns += [
-        ["<think>", "Read it first.", "</think>", "<tool_call>\n" + json.dumps(read) + "\n</tool_call>"],
+        ["<think>", "Read it first.", "</think>", tool_call("Read", {"file_path": str(work / "answer.txt")})],
         ["The number is 42."],
     ]
     flags = ["--max-turns", "3", "--allowedTools", "Read"]

@@ -10,21 +10,16 @@ scripted engine under the same real server and the same real Codex.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import install_tiny
 from harness.codex import RequestLog, codex_binary, function_calls, run_codex
-from scripted import ScriptedModel, scripted_pool
+from scripted import tool_call
 from serving import serve_in_thread
 
-from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.engine.request import Event, Request
 
 CODEX = codex_binary()
 pytestmark = pytest.mark.skipif(CODEX is None, reason="codex is not installed: run `npm ci` in compat/js")
@@ -42,19 +37,11 @@ def assert_all_answered(log: RequestLog, run: Any) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
 
 
-@pytest.fixture(scope="module")
-def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store holding the tiny qwen3 as ``tiny``, its answers kept short (random weights ramble)."""
-    root = tmp_path_factory.mktemp("codex")
-    install_tiny(root / "models", root, {"num_predict": 48})
-    return root
-
-
 @pytest.mark.model
-def test_codex_exec_on_the_tiny_model(tiny_root: Path, tmp_path: Path) -> None:
+def test_codex_exec_on_the_tiny_model(agent_root: Path, tmp_path: Path) -> None:
     """Codex's first request as it is (40 kB: 9 tools, a namespace, web_search, include, ...)."""
     assert CODEX is not None
-    settings = Settings(models_dir=tiny_root / "models", num_parallel=1, context_length=4096, num_thread=2)
+    settings = Settings(models_dir=agent_root / "models", num_parallel=1, context_length=4096, num_thread=2)
     log = RequestLog(create_app(settings))
     with serve_in_thread(log) as url:
         run = run_codex(CODEX, url, MODEL, "Say hello.", tmp_path / "home", tmp_path / "work", TIMEOUT_S)
@@ -72,43 +59,14 @@ def test_codex_exec_on_the_tiny_model(tiny_root: Path, tmp_path: Path) -> None:
     assert said == ["".join(streamed)] or not streamed
 
 
-@dataclass
-class Turns(ScriptedModel):
-    """A scripted model that says the next of ``turns`` on each request, then "Done."."""
-
-    turns: list[list[str | BaseException]] = field(default_factory=list)
-    n_ctx_slot: int = 65536
-
-    async def generate(self, request: Request) -> AsyncIterator[Event]:
-        self.script = self.turns.pop(0) if self.turns else ["Done."]
-        async for event in super().generate(request):
-            yield event
-
-
-def call(name: str, arguments: dict[str, Any]) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
-
-
-@pytest.fixture
-def scripted_codex(tiny_root: Path) -> Iterator[tuple[str, RequestLog, list[list[str | BaseException]]]]:
-    """A live server (the tiny model installed, its engine scripted turn by turn) behind a RequestLog."""
-    turns: list[list[str | BaseException]] = []
-    settings = Settings(models_dir=tiny_root / "models", num_parallel=1, context_length=65536, num_thread=1)
-    app = create_app(settings)
-    log = RequestLog(app)
-    with serve_in_thread(log) as url:
-        services(app).pool = scripted_pool([], make=lambda spec, script: Turns(spec, script, turns=turns))
-        yield url, log, turns
-
-
-def test_codex_tool_calls_round_trip_with_their_call_ids(scripted_codex: Any, tmp_path: Path) -> None:
+def test_codex_tool_calls_round_trip_with_their_call_ids(scripted_agent: Any, tmp_path: Path) -> None:
     """Turn 1 runs a shell command, turn 2 calls a namespace member, turn 3 answers: Codex runs each
     call and sends its output back under the call's id, the namespaced one under its namespace."""
     assert CODEX is not None
-    url, log, turns = scripted_codex
+    url, log, turns = scripted_agent
     turns += [
-        ["<think>", "Look first.", "</think>", call("exec_command", {"cmd": "echo codex-round-trip"})],
-        [call("multi_agent_v1.close_agent", {"target": "nobody"})],
+        ["<think>", "Look first.", "</think>", tool_call("exec_command", {"cmd": "echo codex-round-trip"})],
+        [tool_call("multi_agent_v1.close_agent", {"target": "nobody"})],
         ["Done: the command printed codex-round-trip."],
     ]
     run = run_codex(CODEX, url, MODEL, "Run echo.", tmp_path / "home", tmp_path / "work", TIMEOUT_S)
@@ -130,11 +88,11 @@ def test_codex_tool_calls_round_trip_with_their_call_ids(scripted_codex: Any, tm
     assert turns == []
 
 
-def test_codex_oss_mode_reads_the_model_listing(scripted_codex: Any, tmp_path: Path) -> None:
+def test_codex_oss_mode_reads_the_model_listing(scripted_agent: Any, tmp_path: Path) -> None:
     """``codex --oss`` (its built-in Ollama provider, as Ollama users run it) lists the models on
     /v1/models and /api/tags and asks /api/version before its first turn."""
     assert CODEX is not None
-    url, log, turns = scripted_codex
+    url, log, turns = scripted_agent
     turns += [["Hello."]]
     oss = ["--oss", "--local-provider", "ollama", "-m", f"{MODEL}:latest"]
     env = {"CODEX_OSS_BASE_URL": f"{url}/v1"}

@@ -10,6 +10,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from .codex import run_headless
+
 ROOT = Path(__file__).resolve().parents[2]
 _BIN = ROOT / "compat" / "js" / "node_modules" / ".bin" / "claude"
 
@@ -48,14 +50,4 @@ def run_claude(
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
     }
-    command = [str(binary), "-p", prompt, "--output-format", "json", *extra]
-    return subprocess.run(
-        command,
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_headless([str(binary), "-p", prompt, "--output-format", "json", *extra], env, timeout, workdir)

@@ -76,8 +76,16 @@ def run_codex(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
     env |= {"CODEX_HOME": str(home)} | (extra_env or {})
     command = [str(binary), "exec", "--skip-git-repo-check", "--ephemeral", "--json", "-C", str(workdir)]
+    return run_headless([*command, *extra, prompt], env, timeout)
+
+
+def run_headless(
+    command: Sequence[str], env: dict[str, str], timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """An agent's command line run to its end with no terminal, its output kept."""
     return subprocess.run(
-        [*command, *extra, prompt],
+        command,
+        cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
