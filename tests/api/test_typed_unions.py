@@ -42,18 +42,22 @@ def blocks(*content: object) -> dict[str, Any]:
     return MESSAGES | {"messages": [{"role": "user", "content": list(content)}]}
 
 
-# Each message is the one the hand checks gave before the parts were typed (byte for byte: this
-# list passes on the tree before them too).
+# Each message is Ollama's (openai.FromChatRequest's hand checks, for chat completions).
 CASES = [
-    ("/v1/chat/completions", v1_content(5), CONTENT_TYPE),
-    ("/v1/chat/completions", v1_content({"type": "text"}), CONTENT_TYPE),
+    # Go's %T of what came where Ollama's content is ``any`` (openai.FromChatRequest).
+    ("/v1/chat/completions", v1_content(5), f"{CONTENT_TYPE}: float64"),
+    ("/v1/chat/completions", v1_content(True), f"{CONTENT_TYPE}: bool"),
+    ("/v1/chat/completions", v1_content({"type": "text"}), f"{CONTENT_TYPE}: map[string]interface {{}}"),
+    ("/v1/chat/completions", v1_content(None), f"{CONTENT_TYPE}: <nil>"),  # optional beside tool calls only
+    ("/v1/chat/completions", V1_CHAT | {"messages": [{"role": "user"}]}, f"{CONTENT_TYPE}: <nil>"),
     ("/v1/chat/completions", v1_content([5]), FORMAT),
     ("/v1/chat/completions", v1_content([{"type": "text"}]), FORMAT),
     ("/v1/chat/completions", v1_content([{"type": "image_url", "image_url": 5}]), FORMAT),
     ("/v1/chat/completions", v1_content([{"type": "image_url", "image_url": {"url": 5}}]), FORMAT),
     ("/v1/chat/completions", v1_content([{"type": "image_url", "image_url": {}}]), FORMAT),
-    ("/v1/chat/completions", v1_content([{"type": "audio"}]), "invalid message content type: audio"),
-    ("/v1/chat/completions", v1_content([{"text": "x"}]), "invalid message content type: None"),
+    # A part of no kind Ollama reads: its switch's default.
+    ("/v1/chat/completions", v1_content([{"type": "audio"}]), FORMAT),
+    ("/v1/chat/completions", v1_content([{"text": "x"}]), FORMAT),
     (
         "/v1/chat/completions",
         V1_CHAT
@@ -77,7 +81,7 @@ CASES = [
         item(type="reasoning", encrypted_content=5),
         unmarshal("number", "ResponsesRequest.input.encrypted_content", "string"),
     ),
-    ("/v1/responses", item(role="user", content=5), CONTENT_TYPE),
+    ("/v1/responses", item(role="user", content=5), f"{CONTENT_TYPE}: float64"),
     ("/v1/responses", item(role="user", content=[{"type": "input_text", "text": 5}]), FORMAT),
     ("/v1/responses", item(role="user", content=[{"type": "input_file"}]), "invalid message content type: input_file"),
     ("/v1/responses", item(type="custom_tool_call"), "unsupported input item type: custom_tool_call"),

@@ -32,8 +32,10 @@ from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
 from ..options import DRY_XTC, options_object
 from ..output_shapes import Usage, truncation
+from ..schemas.go import go_any_type
 from ..schemas.ollama import ChatRequest, GenerateRequest
 from ..schemas.openai import (
+    CONTENT_TYPE,
     ChatCompletionRequest,
     CompletionRequest,
     ContentPart,
@@ -153,10 +155,13 @@ def input_audio_data(value: object) -> Media:
     return checked_media(value.get("data"), not_a_string=missing, invalid="invalid input_audio base64 data")
 
 
-def content_and_media(content: str | list[ContentPart] | None, joiner: str = "\n") -> tuple[str, list[Media]]:
+def content_and_media(
+    content: str | list[ContentPart] | None, joiner: str = "\n", unknown: str = "invalid message format"
+) -> tuple[str, list[Media]]:
     """A message's text (its text parts joined by ``joiner``) and media (base64): its images and,
     as Ollama carries them, its audio clips (``input_audio``), all in Ollama's ``images``, checked
-    as Ollama checks them; the parts' shapes were checked by the decode."""
+    as Ollama checks them; the parts' shapes were checked by the decode. A part of another kind is
+    refused with ``unknown`` (its ``%T``: the kind)."""
     if content is None or isinstance(content, str):
         return content or "", []
     texts: list[str] = []
@@ -174,7 +179,7 @@ def content_and_media(content: str | list[ContentPart] | None, joiner: str = "\n
         elif part.type == "input_audio":
             media.append(input_audio_data(part.input_audio))
         else:
-            raise InvalidRequest(f"invalid message content type: {part.type}")
+            raise InvalidRequest(unknown.replace("%T", str(part.type)))
     return joiner.join(texts), media
 
 
@@ -183,6 +188,8 @@ def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
         raise InvalidRequest("[] is too short - 'messages'")
     out = []
     for m in req.messages:
+        if m.content is None and not m.tool_calls:  # content is optional beside tool calls only
+            raise InvalidRequest(CONTENT_TYPE.replace("%T", go_any_type(None)))
         content, media = content_and_media(m.content)
         message: dict[str, Any] = {"role": m.role or "user", "content": content}
         if media:

@@ -29,7 +29,7 @@ from ..media import Media
 from ..ollama.chat import ChatCall, start_chat
 from ..output_shapes import Usage, truncation
 from ..schemas.ollama import ChatRequest
-from ..schemas.openai import ContentPart, ResponsesInputItem, ResponsesRequest, ResponsesTool
+from ..schemas.openai import CONTENT_TYPE, ContentPart, ResponsesInputItem, ResponsesRequest, ResponsesTool
 from ..tool_calls import tool_call_id
 from ..tool_choice import openai_tool_choice
 from .endpoints import content_and_media, format_value, sampling_options, think_value, tool_arguments
@@ -53,7 +53,7 @@ def _content(content: str | list[ContentPart] | None) -> tuple[str, list[Media]]
     input_image (a data URL, checked as a chat message's ``image_url`` is)."""
     if isinstance(content, list):
         content = [_chat_part(p) for p in content]
-    return content_and_media(content, joiner="")
+    return content_and_media(content, joiner="", unknown=CONTENT_TYPE)
 
 
 def _chat_part(part: ContentPart) -> ContentPart:

@@ -28,11 +28,19 @@ _I64 = 2**63
 Refusal = tuple[str, bool]  # ``refuse``'s message, and whether it covers what is inside too
 _GO_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
 _GO_INTS = ("int", "int32", "int64")
+_GO_ANY_TYPES = {bool: "bool", str: "string", list: "[]interface {}", dict: "map[string]interface {}"}
 
 
 def go_type(value: object) -> str:
     """How Go's JSON decoder names a value's type in its errors ("string", "number", "array"...)."""
     return _GO_TYPES.get(type(value), "value")
+
+
+def go_any_type(value: object) -> str:
+    """Go's ``%T`` of a JSON value decoded into an ``any``: what Ollama's hand checks print."""
+    if value is None:
+        return "<nil>"
+    return _GO_ANY_TYPES.get(type(value), "float64")
 
 
 def decode_error(value: object, field: str, target: str) -> InvalidRequest:
@@ -55,8 +63,9 @@ def go(name: str, **schema: Any) -> msgspec.Meta:
 
 def refuse(message: str, *, within: bool = False, **schema: Any) -> msgspec.Meta:
     """A part Ollama checks by hand after Go's decode (``any`` there), with a message of its own: a
-    wrong shape at it (``within``: or anywhere inside it) is ``message``, not Go's decode error.
-    The innermost such part on the error's path says it. ``schema``: as ``doc``."""
+    wrong shape at it (``within``: or anywhere inside it) is ``message``, not Go's decode error,
+    its ``%T`` the value's Go type as Ollama prints it (``go_any_type``). The innermost such part
+    on the error's path says it. ``schema``: as ``doc``."""
     return msgspec.Meta(extra={"refuse": (message, within)}, extra_json_schema=schema or None)
 
 
@@ -122,7 +131,7 @@ def translate(exc: msgspec.ValidationError, body: object, cls: type[GoStruct]) -
     struct: type[GoStruct] = cls
     value: Any = body
     current: Any = cls
-    where, target, refusal = named, "object", None
+    where, target, refusal, refused_value = named, "object", None, None
     for step, (name, index) in enumerate(segments, 1):
         if name:
             current, target, refused = _field(struct, name)
@@ -133,14 +142,16 @@ def translate(exc: msgspec.ValidationError, body: object, cls: type[GoStruct]) -
             current, target, refused = _item(current)
             value = value[int(index)] if isinstance(value, list) and int(index) < len(value) else None
         if refused is not None and (refused[1] or step == len(segments)):
-            refusal = refused[0]
+            refusal, refused_value = refused[0], value
         if isinstance(current, type) and issubclass(current, GoStruct):
             struct = current
             if current.go_where:
                 named, fields = current.go_where, []
             elif current.go_name:
                 named = current.go_name
-    return InvalidRequest(refusal) if refusal is not None else decode_error(value, where, target)
+    if refusal is not None:
+        return InvalidRequest(refusal.replace("%T", go_any_type(refused_value)))
+    return decode_error(value, where, target)
 
 
 @functools.cache

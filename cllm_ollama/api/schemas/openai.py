@@ -75,11 +75,11 @@ class ContentPart(_OpenAI):
     input_audio: Annotated[Any, _INPUT_AUDIO] = None
 
 
-# A string, or parts; anything else is "invalid message content type", a part that is no part
-# (or holds a field of the wrong type) "invalid message format", as Ollama's checks say.
-Content = Annotated[
-    str | list[Annotated[ContentPart, refuse(_MESSAGE_FORMAT, within=True)]], refuse("invalid message content type")
-]
+# A string, or parts; anything else is "invalid message content type: float64" (Go's %T of what
+# came), a part that is no part (or holds a field of the wrong type) "invalid message format", as
+# Ollama's checks say.
+CONTENT_TYPE = "invalid message content type: %T"
+Content = Annotated[str | list[Annotated[ContentPart, refuse(_MESSAGE_FORMAT, within=True)]], refuse(CONTENT_TYPE)]
 
 
 class Message(_OpenAI):
