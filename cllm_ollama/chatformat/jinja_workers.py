@@ -132,7 +132,7 @@ class _Worker:
             raise
 
     def pause(self, budget: RenderBudget) -> None:
-        """Wait for the render's next turn, the worker paused until then (``_paused``)."""
+        """Wait for the render's next turn, the worker paused until then (``_pause_until``)."""
         budget.wait_turn(self._tell_pause)
 
     def _tell_pause(self, until: float) -> None:
@@ -140,7 +140,7 @@ class _Worker:
             return
         try:
             os.write(self._until, _UNTIL.pack(until))
-        except BlockingIOError:  # the worker has not read thousands of pauses: it is stuck in C code
+        except OSError:  # full: it has not read thousands of pauses (stuck in C code); or it is gone
             return
         self.proc.send_signal(_PAUSE)
 
@@ -150,7 +150,9 @@ class _Worker:
         self.proc.wait()
         self.stdin.close()
         self.stdout.close()
-        os.close(self._until)
+        if self._until >= 0:  # once: the number may name another file after
+            os.close(self._until)
+            self._until = -1
 
 
 class RenderSession:
