@@ -80,7 +80,7 @@ class Endpoint(Generic[N]):
 
     async def _serve(self, request: Request) -> Response:
         t_start = time.perf_counter_ns()
-        decoded = self.decode(await read_json(request))
+        decoded = self.decode(await read_json(request, self.dialect.empty_body))
         gen = await self.start(request, decoded.native, t_start)
         if isinstance(gen, str):
             return self.loaded(decoded, gen)

@@ -35,10 +35,13 @@ from .services import services
 log = logging.getLogger("cllm.api")
 
 Handler = Callable[[Request], Awaitable[Response]]
+# Ollama's native handlers' words for a request without a body.
+MISSING_BODY = "missing request body"
 
 
-async def read_json(request: Request) -> dict[str, Any]:
-    """Decode a JSON object body with Ollama's error strings for the failure cases."""
+async def read_json(request: Request, empty: str = MISSING_BODY) -> dict[str, Any]:
+    """Decode a JSON object body with Ollama's error strings for the failure cases (``empty``: for
+    no body at all, the dialect's ``empty_body``)."""
     try:
         body = await request.body()
     except ClientDisconnect:
@@ -47,7 +50,7 @@ async def read_json(request: Request) -> dict[str, Any]:
     if request.headers.get("content-encoding", "").strip().lower() == "zstd":
         body = _unzstd(body)
     if not body.strip():
-        raise InvalidRequest("missing request body")
+        raise InvalidRequest(empty)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -117,10 +120,13 @@ def describe(request: Request, exc: Exception) -> tuple[int, str]:
 
 @dataclass(frozen=True)
 class Dialect:
-    """How one API family writes an error: ``body(status, message)``."""
+    """How one API family writes an error: ``body(status, message)``. ``empty_body``: its words for
+    a request without a body (Ollama's native handlers check for it; its /v1 middlewares pass on
+    gin's bind error, Go's ``EOF``)."""
 
     name: str
     body: Callable[[int, str], dict[str, Any]]
+    empty_body: str = MISSING_BODY
 
     def response(self, status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse(self.body(status, message), status_code=status, headers=headers)
@@ -141,8 +147,8 @@ class Dialect:
 
 
 OLLAMA = Dialect("ollama", ollama_error)
-OPENAI = Dialect("openai", openai_error)
-ANTHROPIC = Dialect("anthropic", anthropic_error)
+OPENAI = Dialect("openai", openai_error, "EOF")
+ANTHROPIC = Dialect("anthropic", anthropic_error, "EOF")
 
 
 def dialect_for(path: str) -> Dialect:

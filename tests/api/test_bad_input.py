@@ -158,6 +158,23 @@ OPENAI_CASES = [
         V1_CHAT | {"messages": [*HI, ASSISTANT | {"tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}]},
         "invalid tool call arguments",
     ),
+    # Go's json.Unmarshal of the arguments string (openai.FromCompletionToolCall): no JSON, "" or
+    # none at all is the same bare message.
+    (
+        "/v1/chat/completions",
+        V1_CHAT | {"messages": [*HI, ASSISTANT | {"tool_calls": [{"function": {"name": "f", "arguments": "{bad"}}]}]},
+        "invalid tool call arguments",
+    ),
+    (
+        "/v1/chat/completions",
+        V1_CHAT | {"messages": [*HI, ASSISTANT | {"tool_calls": [{"function": {"name": "f", "arguments": ""}}]}]},
+        "invalid tool call arguments",
+    ),
+    (
+        "/v1/chat/completions",
+        V1_CHAT | {"messages": [*HI, ASSISTANT | {"tool_calls": [{"id": "c1"}]}]},
+        "invalid tool call arguments",
+    ),
     (
         "/v1/chat/completions",
         V1_CHAT | {"response_format": {"type": "json_schema", "json_schema": "x"}},
@@ -324,6 +341,29 @@ def test_a_client_gone_before_its_body_arrived_is_a_canceled_request(settings: S
     scope |= {"http_version": "1.1", "scheme": "http", "root_path": "", "server": ("localhost", 80)}
     asyncio.run(app(scope, receive, send))  # raised ClientDisconnect
     assert sent[0]["status"] == 499
+
+
+def test_a_missing_v1_model_is_named_with_its_tag(client: TestClient) -> None:
+    r = client.get("/v1/models/nope")
+    assert (r.status_code, r.json()["error"]["message"]) == (404, "model 'nope:latest' not found")
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        # Ollama's /v1 middlewares pass on gin's bind error; its native handlers say what is missing.
+        (
+            "/v1/chat/completions",
+            {"error": {"message": "EOF", "type": "invalid_request_error", "param": None, "code": None}},
+        ),
+        ("/v1/embeddings", {"error": {"message": "EOF", "type": "invalid_request_error", "param": None, "code": None}}),
+        ("/v1/messages", {"type": "error", "error": {"type": "invalid_request_error", "message": "EOF"}}),
+        ("/api/chat", {"error": "missing request body"}),
+    ],
+)
+def test_an_empty_body_is_refused_in_each_dialects_words(client: TestClient, path: str, error: object) -> None:
+    r = client.post(path, content=b" ")
+    assert (r.status_code, r.json()) == (400, error)
 
 
 def test_a_model_name_with_a_newline_is_a_json_404_on_v1(client: TestClient) -> None:

@@ -162,6 +162,14 @@ def test_a_wrong_shape_is_a_400_with_its_message(
     assert (r.status_code, r.json()["error"]["message"]) == (400, message)
 
 
+def test_content_may_be_null_beside_tool_calls_even_none(client: TestClient) -> None:
+    """Ollama checks ``msg.ToolCalls == nil``: an empty list is tool calls enough, as one with calls is."""
+    for calls in ([], [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]):
+        assistant = {"role": "assistant", "content": None, "tool_calls": calls}
+        body = V1_CHAT | {"messages": [*HI, assistant, {"role": "user", "content": "and?"}]}
+        assert client.post("/v1/chat/completions", json=body).status_code == 200
+
+
 def test_block_kinds_nothing_reads_are_skipped_as_ollama_skips_them() -> None:
     body = blocks(
         {"type": "redacted_thinking", "data": "opaque"},

@@ -22,7 +22,7 @@ from .messages import count_call, start_messages
 
 
 async def _count(request: Request) -> Response:
-    body = await read_json(request)
+    body = await read_json(request, ANTHROPIC.empty_body)
     if not isinstance(body, dict):
         raise InvalidRequest("invalid request body")
     generation = await start_messages(request, count_call(body), time.perf_counter_ns())

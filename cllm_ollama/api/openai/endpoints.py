@@ -188,7 +188,7 @@ def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
         raise InvalidRequest("[] is too short - 'messages'")
     out = []
     for m in req.messages:
-        if m.content is None and not m.tool_calls:  # content is optional beside tool calls only
+        if m.content is None and m.tool_calls is None:  # optional beside tool calls only (even [])
             raise InvalidRequest(CONTENT_TYPE.replace("%T", go_any_type(None)))
         content, media = content_and_media(m.content)
         message: dict[str, Any] = {"role": m.role or "user", "content": content}
@@ -211,7 +211,8 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     """An OpenAI tool call in a message, as Ollama's: its id kept (templates pair results with
     calls by it), arguments decoded from their JSON string."""
     function = call.function or ToolCallFunction()
-    made: dict[str, Any] = {"function": {"name": function.name or "", "arguments": tool_arguments(function.arguments)}}
+    arguments = tool_arguments(function.arguments, empty_ok=False)
+    made: dict[str, Any] = {"function": {"name": function.name or "", "arguments": arguments}}
     return {"id": call.id, **made} if call.id else made
 
 
@@ -225,16 +226,23 @@ def _called_name(messages: list[Message], call_id: str | None) -> str | None:
     return None
 
 
-def tool_arguments(value: str | dict[str, Any] | None) -> dict[str, Any]:
-    """Tool call arguments: a JSON object, or a string holding one (OpenAI's form)."""
+def tool_arguments(value: str | dict[str, Any] | None, *, empty_ok: bool = True) -> dict[str, Any]:
+    """Tool call arguments: a JSON object, or a string holding one (OpenAI's form). ``empty_ok``:
+    whether none at all (or "") is no arguments, as the Responses API reads it; a chat completion's
+    are Go's ``json.Unmarshal`` of the string, which refuses "" as any text that is no object."""
+    if not empty_ok and value in (None, ""):
+        raise InvalidRequest(_BAD_ARGUMENTS)
     if isinstance(value, str):
         try:
             value = orjson.loads(value or "{}")
-        except orjson.JSONDecodeError as exc:
-            raise InvalidRequest(f"invalid tool call arguments: {exc}") from exc
+        except orjson.JSONDecodeError:
+            raise InvalidRequest(_BAD_ARGUMENTS) from None
         if value is not None and not isinstance(value, dict):  # JSON text of something else
-            raise InvalidRequest("invalid tool call arguments")
+            raise InvalidRequest(_BAD_ARGUMENTS)
     return value or {}
+
+
+_BAD_ARGUMENTS = "invalid tool call arguments"
 
 
 def think_value(reasoning_effort: str | None, reasoning: Any) -> object:
@@ -452,7 +460,7 @@ completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, _complet
 
 @OPENAI.boundary
 async def embeddings(request: Request) -> Response:
-    req = decode(await read_json(request), EmbedRequest)
+    req = decode(await read_json(request, OPENAI.empty_body), EmbedRequest)
     name, dimensions, encoding = req.model or "", req.dimensions, (req.encoding_format or "float").lower()
     if encoding not in ("float", "base64"):  # as Ollama's, in any case
         raise InvalidRequest(
@@ -503,6 +511,6 @@ async def model(request: Request) -> Response:
     try:
         # The store's lookup, as /api/show's: a missing tag means latest, and case does not matter.
         record = await run_in_threadpool(services(request).store.get, name)
-    except (InvalidRequest, NotFound):
-        raise NotFound(f"model '{name}' not found") from None
+    except InvalidRequest:
+        raise NotFound(f"model '{name}' not found") from None  # the store's own words name the tag
     return JSONResponse(_model_object(record, name))
