@@ -114,17 +114,16 @@ def run_child(cmd: list[str], watch: StallWatch) -> subprocess.CompletedProcess[
         while True:
             try:
                 line = lines.get(timeout=max(0.0, min(watch.remaining(), deadline - time.monotonic())))
-            except queue.Empty:
-                line = ""
+            except queue.Empty:  # no word for as long as either limit allows
+                if time.monotonic() >= deadline:
+                    raise EngineError(f"loading the model took more than {PROBE_TIMEOUT_S} s") from None
+                raise watch.error() from None
             if line is None:
                 break
-            if line.startswith(_PROGRESS) and watch.heard(float(line[len(_PROGRESS) :])):
-                continue
-            if watch.stalled or watch.remaining() <= 0:
+            if not line.startswith(_PROGRESS):
+                out.append(line)
+            elif not watch.heard(float(line[len(_PROGRESS) :])):
                 raise watch.error()
-            if time.monotonic() >= deadline:
-                raise EngineError(f"loading the model took more than {PROBE_TIMEOUT_S} s")
-            out.append(line)
     except BaseException:
         child.kill()
         child.wait()

@@ -35,6 +35,7 @@ from ..output_shapes import Usage, truncation
 from ..schemas.go import go_any_type
 from ..schemas.ollama import ChatRequest, GenerateRequest
 from ..schemas.openai import (
+    BAD_ARGUMENTS,
     CONTENT_TYPE,
     ChatCompletionRequest,
     CompletionRequest,
@@ -231,18 +232,15 @@ def tool_arguments(value: str | dict[str, Any] | None, *, empty_ok: bool = True)
     whether none at all (or "") is no arguments, as the Responses API reads it; a chat completion's
     are Go's ``json.Unmarshal`` of the string, which refuses "" as any text that is no object."""
     if not empty_ok and value in (None, ""):
-        raise InvalidRequest(_BAD_ARGUMENTS)
+        raise InvalidRequest(BAD_ARGUMENTS)
     if isinstance(value, str):
         try:
             value = orjson.loads(value or "{}")
         except orjson.JSONDecodeError:
-            raise InvalidRequest(_BAD_ARGUMENTS) from None
+            raise InvalidRequest(BAD_ARGUMENTS) from None
         if value is not None and not isinstance(value, dict):  # JSON text of something else
-            raise InvalidRequest(_BAD_ARGUMENTS)
+            raise InvalidRequest(BAD_ARGUMENTS)
     return value or {}
-
-
-_BAD_ARGUMENTS = "invalid tool call arguments"
 
 
 def think_value(reasoning_effort: str | None, reasoning: Any) -> object:

@@ -27,10 +27,10 @@ _OPTIONS = doc(
 _EFFORT = doc(enum=["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"])
 _FORMAT_TYPE = doc(enum=["text", "json_object", "json_schema"])
 _MESSAGE_FORMAT = "invalid message format"
+# Ollama's one word for a tool call's arguments that are no JSON object (or its text), shape or value.
+BAD_ARGUMENTS = "invalid tool call arguments"
 # A call's arguments: OpenAI's JSON text, or the object itself; anything else is Ollama's refusal.
-Arguments = Annotated[
-    str | dict[str, Any], refuse("invalid tool call arguments", description="a JSON object or its text")
-]
+Arguments = Annotated[str | dict[str, Any], refuse(BAD_ARGUMENTS, description="a JSON object or its text")]
 
 
 class _OpenAI(GoStruct):
