@@ -328,9 +328,13 @@ _ANTHROPIC_MESSAGE = object_schema(
     ("id", "type", "role", "content"),
 )
 _ANTHROPIC_ERROR = object_schema(
-    {"type": {"const": "error"}, "error": object_schema({"type": STRING, "message": STRING}, ("type", "message"))},
-    ("type", "error"),
-    description="Every /v1/messages error, as Anthropic's API (and its SDK) shape it.",
+    {
+        "type": {"const": "error"},
+        "error": object_schema({"type": STRING, "message": STRING}, ("type", "message")),
+        "request_id": {"type": "string", "pattern": "^req_[0-9a-f]{24}$"},
+    },
+    ("type", "error", "request_id"),
+    description="Every /v1/messages error, as Anthropic's API (and its SDK) shape it; a fresh request id, as Ollama's.",
 )
 
 # ---------------------------------------------------------------- tokens (api/tokens.py)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+from anthropic_ids import without_request_id
 from starlette.testclient import TestClient
 
 from cllm_ollama.app import create_app
@@ -92,7 +93,7 @@ def test_no_usable_key(client: TestClient, headers: dict[str, str]) -> None:
             "code": None,
         }
     }
-    assert client.post("/v1/messages", headers=headers).json() == {
+    assert without_request_id(client.post("/v1/messages", headers=headers).json()) == {
         "type": "error",
         "error": {"type": "authentication_error", "message": "x-api-key header is required"},
     }
@@ -117,7 +118,7 @@ def test_a_wrong_key(client: TestClient, headers: dict[str, str]) -> None:
     # A small body is read and dropped: the connection stays usable.
     assert "connection" not in r.headers
     r = client.post("/v1/messages/count_tokens", headers=headers)
-    assert (r.status_code, r.json()) == (
+    assert (r.status_code, without_request_id(r.json())) == (
         401,
         {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
     )

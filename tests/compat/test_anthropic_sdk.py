@@ -16,6 +16,7 @@ from pathlib import Path
 
 import ollama
 import pytest
+from anthropic_ids import without_request_id
 from scripted import scripted_server
 
 anthropic = pytest.importorskip("anthropic")
@@ -137,7 +138,7 @@ def test_thinking_on_a_thinking_model(client: anthropic.Anthropic, compat_url: s
 def test_errors_are_the_sdks_typed_errors(client: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.NotFoundError) as missing:
         client.messages.create(model="nope", max_tokens=N, messages=HI)
-    assert missing.value.body == {
+    assert without_request_id(missing.value.body) == {  # type: ignore[arg-type]
         "type": "error",
         "error": {"type": "not_found_error", "message": "model 'nope' not found"},
     }

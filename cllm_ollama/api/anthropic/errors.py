@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 # Ollama's Anthropic layer decodes with Go's ``encoding/json`` too: a wrong type is Go's message,
@@ -24,6 +25,8 @@ _ANTHROPIC_ERROR_TYPES = {
 
 
 def anthropic_error(status: int, message: str) -> dict[str, Any]:
-    """Anthropic's error body, which its SDK parses: ``{"type": "error", "error": {"type", "message"}}``."""
+    """Anthropic's error body, which its SDK parses: ``{"type": "error", "error": {"type", "message"},
+    "request_id"}``; the id is a fresh ``req_`` and 24 hex digits, as Ollama's ``anthropic.NewError``
+    makes it (Anthropic's own API names its request so for support)."""
     kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": f"req_{secrets.token_hex(12)}"}
