@@ -16,6 +16,7 @@ from starlette.responses import Response
 from .encoders import Framing, JSONResponse
 from .errors import Dialect, Handler, read_json
 from .lifecycle import Chunk, Generation, collect
+from .schemas.go import GoStruct
 from .streaming import StreamResponse, until_disconnect
 
 
@@ -68,6 +69,7 @@ class Decoded(Generic[N]):
 @dataclass(frozen=True)
 class Endpoint(Generic[N]):
     dialect: Dialect  # its error boundary
+    request: type[GoStruct]  # what the body decodes into, named where it is no JSON object
     decode: Callable[[dict[str, Any]], Decoded[N]]
     # Checks a native request against its model and prepares its generation, or answers a
     # load/unload call (its reason).
@@ -80,7 +82,7 @@ class Endpoint(Generic[N]):
 
     async def _serve(self, request: Request) -> Response:
         t_start = time.perf_counter_ns()
-        decoded = self.decode(await read_json(request, self.dialect.empty_body))
+        decoded = self.decode(await read_json(request, self.request, self.dialect.empty_body))
         gen = await self.start(request, decoded.native, t_start)
         if isinstance(gen, str):
             return self.loaded(decoded, gen)

@@ -29,7 +29,7 @@ from .encoders import JSONResponse
 from .go_json import GoSyntaxError, first_value
 from .ollama.errors import ollama_error
 from .openai.errors import openai_error
-from .schemas.go import go_type
+from .schemas.go import GoStruct, go_type, go_value_type
 from .services import services
 
 log = logging.getLogger("cllm.api")
@@ -39,9 +39,10 @@ Handler = Callable[[Request], Awaitable[Response]]
 MISSING_BODY = "missing request body"
 
 
-async def read_json(request: Request, empty: str = MISSING_BODY) -> dict[str, Any]:
-    """Decode a JSON object body with Ollama's error strings for the failure cases (``empty``: for
-    no body at all, the dialect's ``empty_body``)."""
+async def read_json(request: Request, into: type[GoStruct], empty: str = MISSING_BODY) -> dict[str, Any]:
+    """Decode a JSON object body with Ollama's error strings for the failure cases: ``into`` is the
+    struct Go decodes it into, named where the body is no object; ``empty`` is the words for no
+    body at all (the dialect's ``empty_body``)."""
     try:
         body = await request.body()
     except ClientDisconnect:
@@ -58,7 +59,7 @@ async def read_json(request: Request, empty: str = MISSING_BODY) -> dict[str, An
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise InvalidRequest(f"json: cannot unmarshal {go_type(data)} into Go value of type object")
+        raise InvalidRequest(f"json: cannot unmarshal {go_type(data)} into Go value of type {go_value_type(into)}")
     return data
 
 

@@ -79,7 +79,7 @@ async def _rank(request: Request, body: dict[str, Any]) -> Ranked:
 
 
 async def _jina(request: Request) -> Response:
-    body = await read_json(request)
+    body = await read_json(request, RerankRequest)
     ranked = await _rank(request, body)
     return_documents = bool(body.get("return_documents"))  # its type was checked with the rest, in _rank
     results = []
@@ -99,7 +99,7 @@ rerank = _jina
 
 async def api_rerank(request: Request) -> Response:
     t_start = time.perf_counter_ns()
-    body = await read_json(request)
+    body = await read_json(request, RerankRequest)
     ranked = await _rank(request, body)
     results = [
         {"index": index, "document": ranked.documents[index], "relevance_score": score} for index, score in ranked.order

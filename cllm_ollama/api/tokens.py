@@ -53,7 +53,7 @@ async def _with_model(request: Request, req: ModelCall, work: Callable[[EngineCl
 
 async def api_tokenize(request: Request) -> Response:
     t_start = time.perf_counter_ns()
-    req = decode(await read_json(request), TokenizeRequest)
+    req = decode(await read_json(request, TokenizeRequest), TokenizeRequest)
     content = req.content or ""
     tokens, load_ns = await _with_model(
         request, req, lambda m: m.tokenize(content, add_special=False) if content else []
@@ -63,7 +63,7 @@ async def api_tokenize(request: Request) -> Response:
 
 async def api_detokenize(request: Request) -> Response:
     t_start = time.perf_counter_ns()
-    req = decode(await read_json(request), DetokenizeRequest)
+    req = decode(await read_json(request, DetokenizeRequest), DetokenizeRequest)
     tokens = req.tokens or []
     content, load_ns = await _with_model(request, req, lambda m: m.detokenize(tokens))
     return JSONResponse(_native(req, {"content": content}, t_start, load_ns))
@@ -75,7 +75,7 @@ def _native(req: ModelCall, out: dict[str, Any], t_start: int, load_ns: int) -> 
 
 
 async def tokenize(request: Request) -> Response:
-    req = decode(await read_json(request), ServerTokenizeRequest)
+    req = decode(await read_json(request, ServerTokenizeRequest), ServerTokenizeRequest)
     content = req.content
     if not isinstance(content, str):
         raise InvalidRequest('"content" must be a string')
@@ -104,7 +104,7 @@ def _piece(raw: bytes) -> str | list[int]:
 
 
 async def detokenize(request: Request) -> Response:
-    req = decode(await read_json(request), ServerDetokenizeRequest)
+    req = decode(await read_json(request, ServerDetokenizeRequest), ServerDetokenizeRequest)
     tokens = req.tokens or []
     content, _ = await _with_model(request, req, lambda m: m.detokenize(tokens))
     return JSONResponse({"content": content})

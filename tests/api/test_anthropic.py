@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from anthropic_ids import without_request_id
 from scripted import scripted_pool
 from starlette.testclient import TestClient
 
@@ -66,7 +67,7 @@ def test_bad_requests_get_anthropics_error_shape(
     client, _ = scripted
     r = client.post("/v1/messages", json=body, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"})
     assert r.status_code == status
-    assert r.json() == {"type": "error", "error": {"type": kind, "message": message}}
+    assert without_request_id(r.json()) == {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def test_a_body_that_is_not_json_is_an_anthropic_error(scripted: tuple[TestClient, list[str | BaseException]]) -> None:
@@ -74,6 +75,20 @@ def test_a_body_that_is_not_json_is_an_anthropic_error(scripted: tuple[TestClien
     r = client.post("/v1/messages", content=b"{", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["type"] == "error"
     assert r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_body_that_is_no_object_names_the_request_struct(
+    scripted: tuple[TestClient, list[str | BaseException]],
+) -> None:
+    """As gin's bind error in Ollama's Anthropic middleware, with the request id its errors carry."""
+    client, _ = scripted
+    r = client.post("/v1/messages", json=[1])
+    message = "json: cannot unmarshal array into Go value of type anthropic.MessagesRequest"
+    assert without_request_id(r.json()) == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": message},
+    }
+    assert r.json()["request_id"] != client.post("/v1/messages", json=[1]).json()["request_id"]
 
 
 def test_whole_message_with_thinking_text_and_tool_use(scripted: tuple[TestClient, list[str | BaseException]]) -> None:

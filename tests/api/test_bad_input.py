@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from anthropic_ids import without_request_id
 from conftest import MODEL
 from starlette.testclient import TestClient
 
@@ -107,7 +108,11 @@ NATIVE_CASES = [
     ("/api/show", {"model": MODEL, "name": [1]}, unmarshal("array", "ShowRequest.name", "string")),
     ("/api/copy", {"source": MODEL, "destination": 1.5}, unmarshal("number", "CopyRequest.destination", "string")),
     ("/api/pull", {"model": {}}, unmarshal("object", "PullRequest.model", "string")),
-    ("/api/generate", [1], "json: cannot unmarshal array into Go value of type object"),
+    # A body that is no object: Go names the struct it decodes into.
+    ("/api/generate", [1], "json: cannot unmarshal array into Go value of type api.GenerateRequest"),
+    ("/api/chat", "hi", "json: cannot unmarshal string into Go value of type api.ChatRequest"),
+    ("/api/embed", 5, "json: cannot unmarshal number into Go value of type api.EmbedRequest"),
+    ("/api/show", True, "json: cannot unmarshal bool into Go value of type api.ShowRequest"),
 ]
 
 
@@ -263,6 +268,13 @@ OPENAI_CASES = [
         {"model": MODEL, "input": "x", "dimensions": "8"},
         unmarshal("string", "EmbedRequest.dimensions", "int"),
     ),
+    # Ollama's CompletionRequest.Prompt is a string: an array is Go's decode error.
+    ("/v1/completions", V1_COMPLETION | {"prompt": ["a"]}, unmarshal("array", "CompletionRequest.prompt", "string")),
+    # A body that is no object: Go names the struct it decodes into.
+    ("/v1/chat/completions", [1], "json: cannot unmarshal array into Go value of type openai.ChatCompletionRequest"),
+    ("/v1/completions", "x", "json: cannot unmarshal string into Go value of type openai.CompletionRequest"),
+    ("/v1/embeddings", 1, "json: cannot unmarshal number into Go value of type openai.EmbedRequest"),
+    ("/v1/responses", [], "json: cannot unmarshal array into Go value of type openai.ResponsesRequest"),
 ]
 
 
@@ -363,7 +375,8 @@ def test_a_missing_v1_model_is_named_with_its_tag(client: TestClient) -> None:
 )
 def test_an_empty_body_is_refused_in_each_dialects_words(client: TestClient, path: str, error: object) -> None:
     r = client.post(path, content=b" ")
-    assert (r.status_code, r.json()) == (400, error)
+    body = without_request_id(r.json()) if path == "/v1/messages" else r.json()
+    assert (r.status_code, body) == (400, error)
 
 
 def test_a_model_name_with_a_newline_is_a_json_404_on_v1(client: TestClient) -> None:

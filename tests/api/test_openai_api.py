@@ -62,6 +62,9 @@ def test_an_empty_completion_prompt_loads_the_model(client: TestClient) -> None:
     assert r.headers["content-type"].startswith("text/event-stream") and events[-1] == "[DONE]"
     assert [json.loads(e)["choices"][0]["finish_reason"] for e in events[:-1]] == ["load"]
     assert client.post("/v1/completions", json={"model": "nope", "prompt": ""}).status_code == 404
+    # A missing prompt is Go's "" (CompletionRequest.Prompt is a string): the same load call.
+    out = client.post("/v1/completions", json={"model": MODEL}).json()
+    assert out["choices"][0]["finish_reason"] == "load"
 
 
 def test_completions_render_the_prompt_and_give_logprobs(client: TestClient) -> None:

@@ -17,14 +17,13 @@ from ...errors import InvalidRequest
 from ..encoders import JSONResponse
 from ..errors import ANTHROPIC, read_json
 from ..lifecycle import Generation, lease
+from ..schemas.anthropic import MessagesRequest
 from ..services import services
 from .messages import count_call, start_messages
 
 
 async def _count(request: Request) -> Response:
-    body = await read_json(request, ANTHROPIC.empty_body)
-    if not isinstance(body, dict):
-        raise InvalidRequest("invalid request body")
+    body = await read_json(request, MessagesRequest, ANTHROPIC.empty_body)
     generation = await start_messages(request, count_call(body), time.perf_counter_ns())
     if not isinstance(generation, Generation):  # no message to count: refused before any load
         raise InvalidRequest("messages is required")

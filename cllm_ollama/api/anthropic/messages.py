@@ -395,7 +395,7 @@ def _refuse_load(decoded: Decoded[ChatCall], reason: str) -> Response:
     raise InvalidRequest("messages is required")
 
 
-messages = Endpoint(ANTHROPIC, _decode, _start, AnthropicSSE, _refuse_load).handler()
+messages = Endpoint(ANTHROPIC, MessagesRequest, _decode, _start, AnthropicSSE, _refuse_load).handler()
 
 
 def count_call(body: dict[str, Any]) -> ChatCall:

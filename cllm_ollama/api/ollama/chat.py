@@ -159,4 +159,4 @@ def _loaded(decoded: Decoded[ChatCall], reason: str) -> Response:
     return JSONResponse(obj | {"done_reason": reason})
 
 
-chat = Endpoint(OLLAMA, _decode, start_chat, NDJSON, _loaded).handler()
+chat = Endpoint(OLLAMA, ChatRequest, _decode, start_chat, NDJSON, _loaded).handler()

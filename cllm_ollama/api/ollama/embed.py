@@ -95,7 +95,7 @@ def _cut(vector: np.ndarray, dimensions: int) -> np.ndarray:
 
 async def embed(request: Request) -> Response:
     t_start = time.perf_counter_ns()
-    body = await read_json(request)
+    body = await read_json(request, EmbedRequest)
     name = decode(body, EmbedRequest).model or ""
     model = await _resolve(request, name, empty_message="model '' not found", empty_status=404)
     raw = body.get("input")
@@ -119,7 +119,7 @@ async def embed(request: Request) -> Response:
 
 
 async def embeddings(request: Request) -> Response:
-    body = await read_json(request)
+    body = await read_json(request, EmbeddingRequest)
     req = decode(body, EmbeddingRequest)
     name, prompt = req.model or "", req.prompt or ""
     model = await _resolve(request, name, empty_message="model is required", empty_status=400)

@@ -121,4 +121,4 @@ def _loaded(decoded: Decoded[GenerateRequest], reason: str) -> Response:
     )
 
 
-generate = Endpoint(OLLAMA, _decode, start_generate, NDJSON, _loaded).handler()
+generate = Endpoint(OLLAMA, GenerateRequest, _decode, start_generate, NDJSON, _loaded).handler()

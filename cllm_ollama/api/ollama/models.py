@@ -45,7 +45,7 @@ async def tags(request: Request) -> Response:
 
 
 async def show(request: Request) -> Response:
-    req = decode(await read_json(request), ShowRequest)
+    req = decode(await read_json(request, ShowRequest), ShowRequest)
     name, system, verbose = req.model_name, req.system or None, bool(req.verbose)
     if not name:
         raise InvalidRequest("model is required")
@@ -59,7 +59,7 @@ async def show(request: Request) -> Response:
 
 
 async def copy(request: Request) -> Response:
-    req = decode(await read_json(request), CopyRequest)
+    req = decode(await read_json(request, CopyRequest), CopyRequest)
     source, destination = req.source or "", req.destination or ""
     for label, value in (("source", source), ("destination", destination)):
         try:
@@ -74,7 +74,7 @@ async def copy(request: Request) -> Response:
 
 
 async def delete(request: Request) -> Response:
-    name = decode(await read_json(request), DeleteRequest).model_name
+    name = decode(await read_json(request, DeleteRequest), DeleteRequest).model_name
     try:
         parse_name(name)
     except InvalidRequest:
@@ -128,7 +128,7 @@ async def blob_upload(request: Request) -> Response:
 
 
 async def create(request: Request) -> Response:
-    body = await read_json(request)
+    body = await read_json(request, CreateStream)
     stream = decode(body, CreateStream).stream is not False
     req = CreateRequest.from_json(body)
     store = _store(request)
@@ -154,7 +154,7 @@ def _parsable_template(template: str) -> None:
 
 
 async def pull(request: Request) -> Response:
-    req = decode(await read_json(request), PullRequest)
+    req = decode(await read_json(request, PullRequest), PullRequest)
     name, stream = req.model_name, req.stream is not False
     options = _registry_options(request, req)
     parse_name(name)
@@ -164,7 +164,7 @@ async def pull(request: Request) -> Response:
 
 
 async def push(request: Request) -> Response:
-    req = decode(await read_json(request), PushRequest)
+    req = decode(await read_json(request, PushRequest), PushRequest)
     name, stream = req.model_name, req.stream is not False
     options = _registry_options(request, req)
     if not name:

@@ -418,9 +418,7 @@ def _decode_chat(body: dict[str, Any]) -> Decoded[ChatCall]:
 
 def _decode_completion(body: dict[str, Any]) -> Decoded[GenerateRequest]:
     req = decode(body, CompletionRequest)
-    prompt = req.prompt
-    if not isinstance(prompt, str):
-        raise InvalidRequest("invalid prompt: only a string is supported")
+    prompt = req.prompt or ""
     # As Ollama's middleware: the prompt goes through the model's template (no raw), and an
     # integer ``logprobs`` asks for that many alternatives per token.
     logprobs = req.logprobs or 0
@@ -452,13 +450,13 @@ def _completion_loaded(decoded: Decoded[GenerateRequest], reason: str) -> Respon
     return Response(framing.frame(answer) + framing.end(), media_type=framing.media_type)
 
 
-chat_completions = Endpoint(OPENAI, _decode_chat, start_chat, SSE, _refuse_load).handler()
-completions = Endpoint(OPENAI, _decode_completion, start_generate, SSE, _completion_loaded).handler()
+chat_completions = Endpoint(OPENAI, ChatCompletionRequest, _decode_chat, start_chat, SSE, _refuse_load).handler()
+completions = Endpoint(OPENAI, CompletionRequest, _decode_completion, start_generate, SSE, _completion_loaded).handler()
 
 
 @OPENAI.boundary
 async def embeddings(request: Request) -> Response:
-    req = decode(await read_json(request, OPENAI.empty_body), EmbedRequest)
+    req = decode(await read_json(request, EmbedRequest, OPENAI.empty_body), EmbedRequest)
     name, dimensions, encoding = req.model or "", req.dimensions, (req.encoding_format or "float").lower()
     if encoding not in ("float", "base64"):  # as Ollama's, in any case
         raise InvalidRequest(

@@ -427,4 +427,4 @@ def _refuse_load(decoded: Decoded[ChatCall], reason: str) -> Response:
     raise InvalidRequest("input is required")
 
 
-responses = Endpoint(OPENAI, _decode, start_chat, SSEEvents, _refuse_load).handler()
+responses = Endpoint(OPENAI, ResponsesRequest, _decode, start_chat, SSEEvents, _refuse_load).handler()

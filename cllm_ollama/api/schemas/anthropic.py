@@ -92,6 +92,7 @@ class OutputConfig(GoStruct):
 
 class MessagesRequest(GoStruct):
     go_name: ClassVar[str | None] = "MessagesRequest"
+    go_package: ClassVar[str] = "anthropic"
     required: ClassVar[tuple[str, ...]] = ("model", "max_tokens", "messages")
     model: String = None
     max_tokens: Annotated[Int, doc(minimum=1)] = None

@@ -99,6 +99,14 @@ class GoStruct(msgspec.Struct, kw_only=True, omit_defaults=True):
             cls.go_type = f"{cls.go_package}.{cls.go_name}"
 
 
+def go_value_type(cls: type[GoStruct]) -> str:
+    """How Go names the struct a whole body decodes into (``api.ChatRequest``,
+    ``openai.ChatCompletionRequest``), in its words for a body that is no JSON object."""
+    if cls.go_type != "object":
+        return cls.go_type
+    return f"{cls.go_package or 'api'}.{cls.go_name or cls.__name__}"
+
+
 # The field types Go's scalars decode to; None is Go's zero value, left for the handler to read.
 String = Annotated[str, go("string")] | None
 Bool = Annotated[bool, go("bool")] | None
@@ -126,7 +134,7 @@ def translate(exc: msgspec.ValidationError, body: object, cls: type[GoStruct]) -
     path = message.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in message else "$"
     segments = _SEGMENT.findall(path[1:])
     if not segments:
-        return InvalidRequest(f"json: cannot unmarshal {go_type(body)} into Go value of type object")
+        return InvalidRequest(f"json: cannot unmarshal {go_type(body)} into Go value of type {go_value_type(cls)}")
     named, fields = cls.go_where or cls.go_name or cls.__name__, list[str]()
     struct: type[GoStruct] = cls
     value: Any = body

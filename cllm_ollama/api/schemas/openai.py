@@ -197,8 +197,9 @@ class ChatCompletionRequest(_Completions):
 
 class CompletionRequest(_Completions):
     go_name: ClassVar[str | None] = "CompletionRequest"
-    required: ClassVar[tuple[str, ...]] = ("model", "prompt")
-    prompt: Annotated[Any, doc(type="string", minLength=1)] = None
+    required: ClassVar[tuple[str, ...]] = ("model",)
+    # Go's string: a missing prompt is "", a load call; an array is Go's decode error.
+    prompt: Annotated[String, doc(description="empty or missing: the model is loaded, nothing generated")] = None
     suffix: String = None
     temperature: Float32 = None  # float32 in Ollama's CompletionRequest
     top_p: Float32 = None
