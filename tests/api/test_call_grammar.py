@@ -120,6 +120,14 @@ def test_a_bad_tool_schema_is_a_400() -> None:
         ("required", True, ToolChoice("required", parallel=True)),
         ({"type": "function", "function": {"name": "now"}}, False, ToolChoice("function", "now")),
         ({"type": "required"}, None, ToolChoice("required")),
+        (
+            {
+                "type": "allowed_tools",
+                "allowed_tools": {"mode": "auto", "tools": [{"type": "function", "function": {"name": "now"}}]},
+            },
+            None,
+            ToolChoice(only=("now",)),
+        ),
     ],
 )
 def test_openai_tool_choice(value: object, parallel: object, expected: ToolChoice) -> None:
@@ -132,7 +140,44 @@ def test_responses_tool_choice_is_flat() -> None:
         openai_tool_choice({"type": "function", "function": {"name": "now"}}, None, flat=True)
 
 
-@pytest.mark.parametrize("value", ["always", 3, {"type": "function"}, {"type": "function", "function": {}}])
+def test_allowed_tools_show_only_their_subset() -> None:
+    tools = [{"type": "function", "function": {"name": n}} for n in ("a", "b", "c")]
+    choice = openai_tool_choice(
+        {
+            "type": "allowed_tools",
+            "mode": "required",
+            "tools": [{"type": "function", "name": "c"}, {"type": "function", "name": "a"}],
+        },
+        None,
+        flat=True,
+    )
+    assert choice == ToolChoice("required", only=("c", "a"))
+    shown = choice.shown(tools)
+    assert shown == [tools[0], tools[2]] and choice.allowed(shown) == shown
+    assert ToolChoice().shown(tools) is tools and ToolChoice("none").shown(tools) is None
+    with pytest.raises(InvalidRequest, match="not in tools: 'z'"):
+        ToolChoice(only=("a", "z")).shown(tools)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "always",
+        3,
+        {"type": "function"},
+        {"type": "function", "function": {}},
+        {
+            "type": "allowed_tools",
+            "allowed_tools": {"mode": "none", "tools": [{"type": "function", "function": {"name": "a"}}]},
+        },
+        {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}},
+        {
+            "type": "allowed_tools",
+            "allowed_tools": {"mode": "auto", "tools": [{"type": "custom", "custom": {"name": "a"}}]},
+        },
+        {"type": "custom", "custom": {"name": "a"}},
+    ],
+)
 def test_bad_openai_tool_choice(value: object) -> None:
     with pytest.raises(InvalidRequest, match="tool_choice"):
         openai_tool_choice(value, None)

@@ -52,6 +52,24 @@ def test_required_and_named_calls_on_chat_completions(client: TestClient) -> Non
         _check(calls[0]["function"]["name"], calls[0]["function"]["arguments"], allowed)
 
 
+def test_allowed_tools_force_a_call_of_the_subset(client: TestClient) -> None:
+    """OpenAI's ``allowed_tools`` (Ollama ignores ``tool_choice``; cllm had refused this shape)."""
+    only_flag = {"mode": "required", "tools": [{"type": "function", "function": {"name": "flag"}}]}
+    r = client.post(
+        "/v1/chat/completions", json=CHAT | {"tool_choice": {"type": "allowed_tools", "allowed_tools": only_flag}}
+    )
+    assert r.status_code == 200, r.text
+    [call] = r.json()["choices"][0]["message"]["tool_calls"]
+    _check(call["function"]["name"], call["function"]["arguments"], {"flag"})
+    tools = [{"type": "function", "name": n, "parameters": s} for n, s in SCHEMAS.items()]
+    body = {"model": "tiny", "input": "hi", "tools": tools, "temperature": 0, "max_output_tokens": 120}
+    flat = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "pick"}]}
+    r = client.post("/v1/responses", json=body | {"tool_choice": flat})
+    assert r.status_code == 200, r.text
+    [item] = r.json()["output"]
+    _check(item["name"], item["arguments"], {"pick"})
+
+
 def test_parallel_forced_calls(client: TestClient) -> None:
     """Asked for, calls may follow one another (a random model may go on until the limit cuts one)."""
     r = client.post("/v1/chat/completions", json=CHAT | {"tool_choice": "required", "parallel_tool_calls": True})
@@ -115,6 +133,11 @@ def test_refused_choices_are_400s_in_each_dialect_before_anything_loads(client: 
     assert r.status_code == 400 and "not in tools: 'x'" in r.json()["error"]["message"]
     r = client.post("/v1/chat/completions", json=CHAT | {"tool_choice": "always"})
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    unknown = {"mode": "auto", "tools": [{"type": "function", "function": {"name": "x"}}]}
+    r = client.post(
+        "/v1/chat/completions", json=CHAT | {"tool_choice": {"type": "allowed_tools", "allowed_tools": unknown}}
+    )
+    assert r.status_code == 400 and "not in tools: 'x'" in r.json()["error"]["message"]
     r = client.post("/v1/responses", json={"model": "tiny", "input": "hi", "tool_choice": "required"})
     assert r.status_code == 400 and "requires tools" in r.json()["error"]["message"]
     body = {"model": "tiny", "messages": HI, "max_tokens": 9, "tools": [{"name": "pick", "input_schema": PICK}]}

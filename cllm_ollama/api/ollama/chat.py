@@ -72,8 +72,8 @@ class ChatCall:
 async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generation | str:
     """Check a chat against its model: its Generation, or a load/unload call's reason once done."""
     req, shared, messages, tools, choice = call.req, call.shared, call.messages, call.tools, call.tool_choice
-    if choice.mode == "none":
-        tools = None  # no call: the model is not shown the tools, and no text is read as one
+    # none: the model is not shown the tools, and no text is read as a call; allowed_tools: a subset.
+    tools = choice.shown(tools)
     call_tools = choice.allowed(tools) if choice.forced else None  # a 400 before the model is looked up
     name = req.model or ""
     for m in messages:  # api.Message lower-cases its role as it decodes, whichever dialect built it

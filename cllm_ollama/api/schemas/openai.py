@@ -159,8 +159,24 @@ _TOOL_CHOICE = doc(
             },
             "required": ["type", "function"],
         },
+        {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": ["allowed_tools"]},
+                "allowed_tools": {
+                    "type": "object",
+                    "properties": {
+                        "mode": {"type": "string", "enum": ["auto", "required"]},
+                        "tools": {"type": "array", "items": {"type": "object"}},
+                    },
+                    "required": ["mode", "tools"],
+                },
+            },
+            "required": ["type", "allowed_tools"],
+        },
     ],
-    description="enforced: required and a named function by a grammar in the model's call syntax; none: no call",
+    description="enforced: required and a named function by a grammar in the model's call syntax; none: no call; "
+    "allowed_tools: only those tools are shown",
 )
 _RESPONSES_TOOL_CHOICE = doc(
     anyOf=[
@@ -169,6 +185,15 @@ _RESPONSES_TOOL_CHOICE = doc(
             "type": "object",
             "properties": {"type": {"type": "string", "enum": ["function"]}, "name": STRING},
             "required": ["type", "name"],
+        },
+        {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": ["allowed_tools"]},
+                "mode": {"type": "string", "enum": ["auto", "required"]},
+                "tools": {"type": "array", "items": {"type": "object"}},
+            },
+            "required": ["type", "mode", "tools"],
         },
     ],
     description="enforced: required and a named function by a grammar in the model's call syntax; none: no call",
