@@ -14,9 +14,18 @@ import pytest
 import respx
 from fakehub import FakeHub
 
+from cllm_ollama.chatformat import jinja_workers
 from cllm_ollama.config import Settings
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_qwen3
+
+
+@pytest.fixture(autouse=True, scope="module")
+def render_workers_closed() -> Iterator[None]:
+    """Renders called without an app (whose lifespan closes the shared worker pool) leave idle
+    Jinja workers behind: stopped after each module, not left running to the interpreter's exit."""
+    yield
+    jinja_workers.close_workers()
 
 
 @pytest.fixture(scope="session")
