@@ -24,7 +24,12 @@ DEFAULT_PORT = 11434
 # sequences decode at ~2.5x the aggregate rate of one, and the KV cost (8 x num_ctx) is modest.
 DEFAULT_NUM_PARALLEL = 8
 # Settings whose default depends on the device a model runs on (engine/tuning.py), by variable.
-TUNABLE = {"num_parallel": "NUM_PARALLEL", "num_batch": "NUM_BATCH", "gap_fill": "GAP_FILL"}
+TUNABLE = {
+    "num_parallel": "NUM_PARALLEL",
+    "num_batch": "NUM_BATCH",
+    "gap_fill": "GAP_FILL",
+    "flash_attention": "FLASH_ATTENTION",
+}
 DEFAULT_CONTEXT_LENGTH = 4096
 # No gaps filled on a CPU: a pass over the weights costs about a row there, and a row in a deep
 # sequence more (engine/gap_fill.py); a model wholly on GPUs fills some (engine/tuning.py).
@@ -421,8 +426,9 @@ class Settings:
     registry_url: str = DEFAULT_REGISTRY_URL
     # K and V cache element type of generation contexts: "f16", "q8_0" or "q4_0".
     kv_cache_type: str = DEFAULT_KV_CACHE_TYPE
-    # Flash attention: True on, False off, None (unset) lets llama.cpp choose per device ("auto"),
-    # which it turns on itself where a quantized V cache needs it.
+    # Flash attention: True on, False off, None (unset): off for a model wholly on the CPU with an
+    # f16 cache (engine/tuning.py: its CPU kernel decodes slower), else llama.cpp's "auto", which
+    # turns it on itself on a GPU and where a quantized V cache needs it.
     flash_attention: bool | None = None
     # CLLM_DETERMINISTIC: batch-invariant decoding for every model (engine/invariance.py): a request's
     # tokens are bitwise the same whatever shares its steps, cold or cached; prefill ~30% slower.

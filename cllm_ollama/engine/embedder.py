@@ -71,9 +71,10 @@ class Embedder:
         flash_attn: bool | None = None,
         adapters: Sequence[Lora] = (),
     ) -> None:
-        """``flash_attn`` follows OLLAMA_FLASH_ATTENTION as the generation context does; the cache
-        stays f16: it is small and cleared after every batch. ``adapters`` (the caller's) apply to
-        every context made here, as they do to an adapted model's generation context."""
+        """``flash_attn`` follows OLLAMA_FLASH_ATTENTION as set (not generation's CPU default:
+        ``tuning.as_set``); the cache stays f16: it is small and cleared after every batch.
+        ``adapters`` (the caller's) apply to every context made here, as they do to an adapted
+        model's generation context."""
         self._model = model
         self._adapters = tuple(adapters)
         self._flash_attn = flash_attn

@@ -58,7 +58,8 @@ class LoadSpec:
     target_itl_ns: int = 0
     # The longest gap of idle slots between a decode step's that throw-away rows close (``gap_fill``).
     gap_fill: int = 0
-    # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto).
+    # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto;
+    # unset by the operator, ``tuning`` turns it off for a model wholly on the CPU).
     kv_cache_type: str = "f16"
     flash_attention: bool | None = None
     # The shortest prompt state worth saving in the host cache (tests save short ones).
@@ -78,7 +79,7 @@ class LoadSpec:
     load_timeout: float = math.inf
     # The fields the operator left unset, each with its CPU default: the device a model lands on
     # chooses them (engine/tuning.py); a request or a retry that sets one takes it out.
-    tunable: tuple[tuple[str, int], ...] = ()
+    tunable: tuple[tuple[str, int | None], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LoadSpec:
@@ -105,6 +106,7 @@ class LoadSpec:
                 (("n_slots", settings.num_parallel),) * ("num_parallel" in settings.unset)
                 + (("n_batch", settings.num_batch),) * ("num_batch" in settings.unset)
                 + (("gap_fill", settings.gap_fill),) * ("gap_fill" in settings.unset)
+                + (("flash_attention", settings.flash_attention),) * ("flash_attention" in settings.unset)
             ),
         )
 

@@ -37,7 +37,7 @@ from .offload import Device
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, Sink
-from .tuning import choose
+from .tuning import as_set, choose
 from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")
@@ -135,7 +135,9 @@ def context_compute_bytes(spec: LoadSpec, model: Model) -> int:
     """The generation context's compute buffers (``compute_bytes``; none for an embedding model)."""
     if spec.embedding_only:
         return 0
-    return compute_bytes(min(spec.n_batch, 512), 2 * spec.n_slots, model.n_vocab, model.n_embd)
+    # Without flash attention: each head's scores and the f32 mask over a slot's cells.
+    scores = (model.n_head + 1) * spec.n_ctx_slot if spec.flash_attention is False else 0
+    return compute_bytes(min(spec.n_batch, 512), 2 * spec.n_slots, model.n_vocab, model.n_embd, scores)
 
 
 def on_gpus(model: Model, nbytes: int) -> int:
@@ -234,7 +236,7 @@ class LoadedModel:
             n_ctx_seq=resolved.n_ctx_slot,
             n_batch=resolved.n_batch,
             n_threads=resolved.n_threads,
-            flash_attn=self.spec.flash_attention,
+            flash_attn=as_set(self.spec, "flash_attention"),
             adapters=self.adapters,
         )
 

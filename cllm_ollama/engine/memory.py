@@ -110,12 +110,14 @@ def resident_bytes(status: Path = Path("/proc/self/status")) -> int:
     return 0
 
 
-def compute_bytes(n_ubatch: int, n_outputs: int, n_vocab: int, n_embd: int) -> int:
+def compute_bytes(n_ubatch: int, n_outputs: int, n_vocab: int, n_embd: int, scores: int = 0) -> int:
     """What a generation context's compute buffers may hold once it decodes a full micro-batch:
     ``n_outputs`` rows of logits (``n_vocab`` floats; the graph's and the output buffer's) and the
-    layers' activations (a few dozen rows of ``n_embd`` floats per token of ``n_ubatch``; flash
-    attention keeps the attention scores out of it)."""
-    return 4 * (2 * n_outputs * n_vocab + 32 * n_ubatch * n_embd)
+    layers' activations (a few dozen rows of ``n_embd`` floats per token of ``n_ubatch``), and
+    without flash attention the attention scores and mask, ``scores`` floats per token (the
+    heads and the mask times the cells a slot holds: llama.cpp's reserve grew 28 KiB per cell of
+    context for the 14 heads of Qwen2.5-0.5B, 970 MiB at 32k; flash attention keeps them out)."""
+    return 4 * (2 * n_outputs * n_vocab + 32 * n_ubatch * n_embd + n_ubatch * scores)
 
 
 def fit_slots(

@@ -12,7 +12,7 @@ from cllm_ollama.config import DEFAULT_GAP_FILL, DEFAULT_NUM_PARALLEL, Settings
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.offload import DEVICE_RESERVE, Device, kv_bytes_per_token, model_sizes
-from cllm_ollama.engine.tuning import GPU_BATCH, GPU_GAP_FILL, choose, pinned, raised
+from cllm_ollama.engine.tuning import GPU_BATCH, GPU_GAP_FILL, as_set, choose, pinned, raised
 from cllm_ollama.testing.ggufs import Shape, write_qwen3
 
 GIB = 1 << 30
@@ -40,9 +40,21 @@ def whole(path: Path, slots: int, share: float = 1.0) -> int:
 
 def test_every_unset_setting_is_tunable_and_a_set_one_is_not() -> None:
     unset = LoadSpec.from_settings(Settings.from_env({}))
-    assert dict(unset.tunable) == {"n_slots": DEFAULT_NUM_PARALLEL, "n_batch": 512, "gap_fill": DEFAULT_GAP_FILL}
+    assert dict(unset.tunable) == {
+        "n_slots": DEFAULT_NUM_PARALLEL,
+        "n_batch": 512,
+        "gap_fill": DEFAULT_GAP_FILL,
+        "flash_attention": None,
+    }
     chosen = LoadSpec.from_settings(
-        Settings.from_env({"OLLAMA_NUM_PARALLEL": "4", "CLLM_PREFILL_CHUNK": "64", "CLLM_GAP_FILL": "0"})
+        Settings.from_env(
+            {
+                "OLLAMA_NUM_PARALLEL": "4",
+                "CLLM_PREFILL_CHUNK": "64",
+                "CLLM_GAP_FILL": "0",
+                "OLLAMA_FLASH_ATTENTION": "1",
+            }
+        )
     )
     assert dict(chosen.tunable) == {"n_batch": 512} and chosen.gap_fill == 0
     assert LoadSpec.from_settings(Settings()).tunable == ()  # settings made directly mean what they say
@@ -53,6 +65,32 @@ def test_without_a_gpu_the_cpu_defaults_stay(model: Path) -> None:
     assert placement is None
     assert (spec.n_slots, spec.n_batch, spec.max_prefill) == (DEFAULT_NUM_PARALLEL, 512, 0)
     assert spec.gap_fill == DEFAULT_GAP_FILL
+    assert spec.flash_attention is False  # its CPU kernel decodes slower than the matrix products
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"OLLAMA_FLASH_ATTENTION": "1"}, True),  # the operator's word holds
+        ({"OLLAMA_FLASH_ATTENTION": "0"}, False),
+        ({"OLLAMA_KV_CACHE_TYPE": "q8_0"}, None),  # a quantized V cache needs it: llama.cpp's auto
+        ({"CLLM_DETERMINISTIC": "1"}, None),  # the mode's invariance was measured with it
+    ],
+)
+def test_flash_attention_on_the_cpu_is_off_only_where_nothing_needs_it(
+    model: Path, env: dict[str, str], expected: bool | None
+) -> None:
+    spec, _ = choose(unset_spec(model, **env), [])
+    assert spec.flash_attention is expected
+
+
+def test_embeddings_keep_flash_attention_as_set(model: Path) -> None:
+    """An embedding input is one micro-batch: its scores without flash attention grow with its square."""
+    spec, _ = choose(replace(unset_spec(model), embedding_only=True), [])
+    assert spec.flash_attention is None
+    generating, _ = choose(unset_spec(model), [])
+    assert generating.flash_attention is False and as_set(generating, "flash_attention") is None
+    assert as_set(generating, "n_slots") == DEFAULT_NUM_PARALLEL
 
 
 def test_a_model_wholly_on_a_gpu_gets_the_gpu_defaults(model: Path) -> None:
@@ -75,6 +113,13 @@ def test_a_model_partly_on_the_cpu_keeps_the_cpu_defaults(model: Path) -> None:
     assert placement is not None and placement.cpu_bytes > 0 and placement.n_gpu_layers > 0
     assert (spec.n_slots, spec.n_batch, spec.max_prefill) == (DEFAULT_NUM_PARALLEL, 512, 0)
     assert spec.gap_fill == DEFAULT_GAP_FILL
+    assert spec.flash_attention is None  # its GPU layers want it: llama.cpp's auto
+
+
+def test_num_gpu_0_beside_a_gpu_is_a_model_on_the_cpu(model: Path) -> None:
+    spec, placement = choose(pinned(unset_spec(model), n_gpu_layers=0), [Device("GPU0", 80 * GIB)])
+    assert placement is not None and placement.n_gpu_layers == 0
+    assert spec.flash_attention is False
 
 
 def test_num_gpu_short_of_the_whole_model_keeps_the_cpu_defaults(model: Path) -> None:
@@ -108,6 +153,9 @@ def test_a_reload_chooses_again_from_the_cpu_values(model: Path) -> None:
     on_gpu, _ = choose(unset_spec(model), [Device("GPU0", 80 * GIB)])
     again, _ = choose(on_gpu, [])
     assert (again.n_slots, again.n_batch, again.max_prefill) == (DEFAULT_NUM_PARALLEL, 512, 0)
+    assert again.flash_attention is False
+    back, _ = choose(again, [Device("GPU0", 80 * GIB)])
+    assert back.flash_attention is None
 
 
 @pytest.mark.model

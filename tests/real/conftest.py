@@ -34,9 +34,12 @@ def real_gguf() -> Path:
 
 @pytest.fixture(scope="session")
 def real_url(real_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of a cllm that serves the real model as ``coder``."""
+    """Base URL of a cllm that serves the real model as ``coder``, with the defaults ``cllm serve``
+    chooses per device for what the environment leaves unset (flash attention off on the CPU)."""
     root = tmp_path_factory.mktemp("real")
     real_model.install(root / "models", real_gguf, MODEL)
-    settings = Settings(models_dir=root / "models", num_parallel=4, context_length=2048, num_thread=2)
+    env = {"OLLAMA_MODELS": str(root / "models"), "OLLAMA_NUM_PARALLEL": "4", "OLLAMA_CONTEXT_LENGTH": "2048"}
+    settings = Settings.from_env(env | {"CLLM_NUM_THREAD": "2"})
+    assert "flash_attention" in settings.unset
     with serve_in_thread(create_app(settings)) as url:
         yield url

@@ -182,6 +182,7 @@ class Model:
         self.n_ctx_train: int = ll.llama_model_n_ctx_train(ptr)
         self.n_embd: int = ll.llama_model_n_embd(ptr)
         self.n_layer: int = ll.llama_model_n_layer(ptr)
+        self.n_head: int = max(1, ll.llama_model_n_head(ptr))
         self.size_bytes: int = ll.llama_model_size(ptr)
         # Recurrent state cannot drop part of a sequence: no prefix reuse or sharing for these.
         self.is_recurrent: bool = bool(ll.llama_model_is_recurrent(ptr) or ll.llama_model_is_hybrid(ptr))
