@@ -54,7 +54,7 @@ def cpu_flash_attention(spec: LoadSpec) -> bool | None:
     multiply-add in f16 per cell), where without it two matrix products do the work. On the
     real Qwen2.5-Coder-0.5B (``llama-batched-bench``, 2 threads, Xeon with AVX-512) decode ran
     1.7x faster without it at 600 tokens deep (8 sequences), 2.2-2.8x at 2,000 and 3.6x at 8,000
-    (one), prompts within 16% either way (faster without it below ~1,000 tokens); the chat
+    (one), prompts within ~20% either way (faster without it below ~1,000 tokens); the chat
     workload served 1.6x the tokens a second. A quantized V cache needs it; the deterministic
     mode's batch invariance was measured with it (``invariance``); an embedding model never
     decodes (``as_set``)."""
