@@ -53,10 +53,11 @@ class ToolChoice:
 
 def _named(tools: list[dict[str, Any]], names: tuple[str, ...]) -> list[dict[str, Any]]:
     """The tools of these names, in ``tools``' order; 400 for a name that is not there."""
-    have = {(t.get("function") or {}).get("name") for t in tools}
+    named = [t for t in tools if (t.get("function") or {}).get("name") in names]
+    have = {t["function"]["name"] for t in named}
     if missing := [n for n in names if n not in have]:
         raise InvalidRequest(f"tool_choice names a tool that is not in tools: {missing[0]!r}")
-    return [t for t in tools if (t.get("function") or {}).get("name") in names]
+    return named
 
 
 AUTO = ToolChoice()
