@@ -1,7 +1,7 @@
 """What flash attention costs a decode on the CPU, through cllm's binding (split KV streams, as cllm
 runs them): why a model wholly on the CPU runs without it by default (``engine/tuning.py``).
 
-    python bench/flash_cpu.py MODEL.gguf [--threads 2] [--depths 64,600,2000] [--seqs 1,8]
+    python bench/flash_cpu.py MODEL.gguf [--threads 2] [--depths 64,600,2000] [--seqs 1,8] [--ctx CELLS]
 
 For each depth and sequence count, with flash attention on and then off: the sequences get a
 prompt of that many tokens (timed: prompt tokens a second), then 16 one-token decode steps over
@@ -22,9 +22,11 @@ from cllm_ollama.engine.binding import Batch, Context, Model
 STEPS = 16
 
 
-def run(model: Model, threads: int, depth: int, seqs: int, flash: bool) -> tuple[float, float, float]:
-    """Prompt tokens a second, the median decode step (ms) and decoded tokens a second."""
-    ctx = Context(model, n_seq_max=seqs, n_ctx_seq=depth + 64, n_batch=512, n_threads=threads, flash_attn=flash)
+def run(model: Model, threads: int, depth: int, seqs: int, flash: bool, cells: int = 0) -> tuple[float, float, float]:
+    """Prompt tokens a second, the median decode step (ms) and decoded tokens a second; ``cells``: a
+    sequence's KV cells (0: its depth and the steps)."""
+    cells = max(cells, depth + 64)
+    ctx = Context(model, n_seq_max=seqs, n_ctx_seq=cells, n_batch=512, n_threads=threads, flash_attn=flash)
     batch = Batch(512)
     try:
         t0 = time.perf_counter()
@@ -52,6 +54,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--depths", default="64,600,2000", help="prompt tokens in each sequence before the steps")
     p.add_argument("--seqs", default="1,8", help="sequence counts")
+    p.add_argument("--ctx", type=int, default=0, help="KV cells a sequence (a slot's context) [its depth + 64]")
     a = p.parse_args()
     model = Model(a.model, n_gpu_layers=0)
     print("| depth | sequences | flash attention | prompt tok/s | decode step ms | decode tok/s |")
@@ -60,7 +63,7 @@ def main() -> None:
         for depth in (int(d) for d in a.depths.split(",")):
             for seqs in (int(s) for s in a.seqs.split(",")):
                 for flash in (True, False):
-                    rate, ms, tps = run(model, a.threads, depth, seqs, flash)
+                    rate, ms, tps = run(model, a.threads, depth, seqs, flash, a.ctx)
                     on = "on" if flash else "off"
                     print(f"| {depth} | {seqs} | {on} | {rate:.1f} | {ms:.1f} | {tps:.1f} |", flush=True)
     finally:

@@ -14,9 +14,10 @@ taken; when none does (8 slots or fewer would not gain), the CPU defaults and Ol
 decide (``offload.place``). Micro-batches stay 512 (llama.cpp's default on every device: the
 binding caps ``n_ubatch`` at 512).
 
-Flash attention, left unset, is off for a model wholly on the CPU (``cpu_flash_attention``) and
-llama.cpp's "auto" elsewhere, which turns it on on every backend that has the kernel for the
-model's head sizes (forcing it on would run it on the CPU where a GPU lacks the kernel).
+Flash attention, left unset, is off for a model wholly on the CPU whose slots can go deep
+(``cpu_flash_attention``) and llama.cpp's "auto" elsewhere, which turns it on on every backend
+that has the kernel for the model's head sizes (forcing it on would run it on the CPU where a GPU
+lacks the kernel).
 """
 
 from __future__ import annotations
@@ -45,9 +46,15 @@ GPU_SLOTS = (32, 16)  # tried in turn; below them, the CPU default
 GPU_GAP_FILL = 4
 
 
+# A slot of at most this many cells keeps flash attention (llama.cpp's "auto") on the CPU: its
+# sequences never go deep enough for the matrix products to pay (``cpu_flash_attention``).
+SHALLOW_SLOT = 1024
+
+
 def cpu_flash_attention(spec: LoadSpec) -> bool | None:
-    """Flash attention for ``spec`` wholly on the CPU: off where the operator left it unset, the
-    cache is f16 and the deterministic mode is off; else as set (None: llama.cpp's "auto").
+    """Flash attention for ``spec`` wholly on the CPU: off where the operator left it unset, a
+    slot holds more than ``SHALLOW_SLOT`` cells, the cache is f16 and the deterministic mode is
+    off; else as set (None: llama.cpp's "auto").
 
     llama.cpp's "auto" turns it on on the CPU too (as Ollama's and llama-server's defaults run),
     but ggml's CPU kernel walks a query's KV one cell at a time (a dot, an exp and a
@@ -55,13 +62,20 @@ def cpu_flash_attention(spec: LoadSpec) -> bool | None:
     real Qwen2.5-Coder-0.5B (``llama-batched-bench``, 2 threads, Xeon with AVX-512) decode ran
     1.7x faster without it at 600 tokens deep (8 sequences), 2.2-2.8x at 2,000 and 3.6x at 8,000
     (one), prompts within ~20% either way (faster without it below ~1,000 tokens); the chat
-    workload served 1.6x the tokens a second. A quantized V cache needs it; the deterministic
-    mode's batch invariance was measured with it (``invariance``); an embedding model never
-    decodes (``as_set``)."""
+    workload served 1.6x the tokens a second.
+
+    Shallow, it loses: without it the products run over every cell up to the deepest sequence's,
+    at least 256 (llama.cpp pads the KV range so), where its kernel skips the masked ones. On the
+    random Qwen3-0.6B (head size 128; ``bench/flash_cpu.py --ctx 512``) 32 sequences 64 tokens
+    deep decoded 1.2-1.7x faster with it, 8 sequences 1.15-1.25x, even at 300 tokens deep and 1.5x
+    slower at 1,000; the distinct workload (32 slots of 512) served 53-55 tokens a second with it
+    against 46-53. So a slot too small to go deep keeps it. A quantized V cache needs it; the
+    deterministic mode's batch invariance was measured with it (``invariance``); an embedding
+    model never decodes (``as_set``)."""
     tunable = "flash_attention" in dict(spec.tunable)
     if not tunable or spec.kv_cache_type != "f16" or spec.deterministic or spec.embedding_only:
         return spec.flash_attention
-    return False
+    return spec.flash_attention if spec.n_ctx_slot <= SHALLOW_SLOT else False
 
 
 def as_set(spec: LoadSpec, name: str) -> Any:

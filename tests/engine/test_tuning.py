@@ -12,7 +12,7 @@ from cllm_ollama.config import DEFAULT_GAP_FILL, DEFAULT_NUM_PARALLEL, Settings
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.loaded import LoadedModel
 from cllm_ollama.engine.offload import DEVICE_RESERVE, Device, kv_bytes_per_token, model_sizes
-from cllm_ollama.engine.tuning import GPU_BATCH, GPU_GAP_FILL, as_set, choose, pinned, raised
+from cllm_ollama.engine.tuning import GPU_BATCH, GPU_GAP_FILL, SHALLOW_SLOT, as_set, choose, pinned, raised
 from cllm_ollama.testing.ggufs import Shape, write_qwen3
 
 GIB = 1 << 30
@@ -82,6 +82,14 @@ def test_flash_attention_on_the_cpu_is_off_only_where_nothing_needs_it(
 ) -> None:
     spec, _ = choose(unset_spec(model, **env), [])
     assert spec.flash_attention is expected
+
+
+def test_a_slot_too_small_to_go_deep_keeps_flash_attention_on_the_cpu(model: Path) -> None:
+    """Without it the products cover at least 256 cells a sequence, where its kernel skips the empty ones."""
+    shallow, _ = choose(replace(unset_spec(model), n_ctx_slot=SHALLOW_SLOT), [])
+    assert shallow.flash_attention is None
+    deeper, _ = choose(replace(unset_spec(model), n_ctx_slot=2 * SHALLOW_SLOT), [])
+    assert deeper.flash_attention is False
 
 
 def test_embeddings_keep_flash_attention_as_set(model: Path) -> None:
