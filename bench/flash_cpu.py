@@ -2,10 +2,12 @@
 runs them): why a model wholly on the CPU runs without it by default (``engine/tuning.py``).
 
     python bench/flash_cpu.py MODEL.gguf [--threads 2] [--depths 64,600,2000] [--seqs 1,8] [--ctx CELLS]
+        [--deep N]
 
 For each depth and sequence count, with flash attention on and then off: the sequences get a
 prompt of that many tokens (timed: prompt tokens a second), then 16 one-token decode steps over
-all of them (the median step, and decoded tokens a second). Another llama.cpp build (an AVX2 one,
+all of them (the median step, and decoded tokens a second). ``--deep N``: the first sequence's
+prompt is N tokens instead (streams of mixed depths). Another llama.cpp build (an AVX2 one,
 ``bench/avx2_suite.sh``'s) is timed by putting it first on the path:
 ``PYTHONPATH=.venv-avx2/lib/python3.11/site-packages python bench/flash_cpu.py ...``.
 """
@@ -22,23 +24,26 @@ from cllm_ollama.engine.binding import Batch, Context, Model
 STEPS = 16
 
 
-def run(model: Model, threads: int, depth: int, seqs: int, flash: bool, cells: int = 0) -> tuple[float, float, float]:
+def run(
+    model: Model, threads: int, depth: int, seqs: int, flash: bool, cells: int = 0, deep: int = 0
+) -> tuple[float, float, float]:
     """Prompt tokens a second, the median decode step (ms) and decoded tokens a second; ``cells``: a
-    sequence's KV cells (0: its depth and the steps)."""
-    cells = max(cells, depth + 64)
+    sequence's KV cells (0: its depth and the steps); ``deep``: the first sequence's depth (0: ``depth``)."""
+    depths = [deep or depth] + [depth] * (seqs - 1)
+    cells = max(cells, max(depths) + 64)
     ctx = Context(model, n_seq_max=seqs, n_ctx_seq=cells, n_batch=512, n_threads=threads, flash_attn=flash)
     batch = Batch(512)
     try:
         t0 = time.perf_counter()
-        for s in range(seqs):
-            for start in range(0, depth, 512):
-                n = min(512, depth - start)
+        for s, d in enumerate(depths):
+            for start in range(0, d, 512):
+                n = min(512, d - start)
                 batch.fill([100 + (start + i) % 1000 for i in range(n)], list(range(start, start + n)), [s] * n, [])
                 ctx.decode(batch)
-        prompt_rate = seqs * depth / (time.perf_counter() - t0)
+        prompt_rate = sum(depths) / (time.perf_counter() - t0)
         steps = []
         for k in range(STEPS):
-            batch.fill([42] * seqs, [depth + k] * seqs, list(range(seqs)), list(range(seqs)))
+            batch.fill([42] * seqs, [d + k for d in depths], list(range(seqs)), list(range(seqs)))
             t1 = time.perf_counter()
             ctx.decode(batch)
             steps.append(time.perf_counter() - t1)
@@ -55,6 +60,7 @@ def main() -> None:
     p.add_argument("--depths", default="64,600,2000", help="prompt tokens in each sequence before the steps")
     p.add_argument("--seqs", default="1,8", help="sequence counts")
     p.add_argument("--ctx", type=int, default=0, help="KV cells a sequence (a slot's context) [its depth + 64]")
+    p.add_argument("--deep", type=int, default=0, help="the first sequence's depth [the others']")
     a = p.parse_args()
     model = Model(a.model, n_gpu_layers=0)
     print("| depth | sequences | flash attention | prompt tok/s | decode step ms | decode tok/s |")
@@ -63,9 +69,10 @@ def main() -> None:
         for depth in (int(d) for d in a.depths.split(",")):
             for seqs in (int(s) for s in a.seqs.split(",")):
                 for flash in (True, False):
-                    rate, ms, tps = run(model, a.threads, depth, seqs, flash, a.ctx)
+                    rate, ms, tps = run(model, a.threads, depth, seqs, flash, a.ctx, a.deep)
                     on = "on" if flash else "off"
-                    print(f"| {depth} | {seqs} | {on} | {rate:.1f} | {ms:.1f} | {tps:.1f} |", flush=True)
+                    shown = f"{a.deep}, then {depth}" if a.deep else depth
+                    print(f"| {shown} | {seqs} | {on} | {rate:.1f} | {ms:.1f} | {tps:.1f} |", flush=True)
     finally:
         model.close()
 
