@@ -1,5 +1,6 @@
 """What flash attention costs a decode on the CPU, through cllm's binding (split KV streams, as cllm
-runs them): why a model wholly on the CPU runs without it by default (``engine/tuning.py``).
+runs them): why a model wholly on the CPU runs without it by default where its slots can go deep,
+and with it where they cannot (``engine/tuning.py``).
 
     python bench/flash_cpu.py MODEL.gguf [--threads 2] [--depths 64,600,2000] [--seqs 1,8] [--ctx CELLS]
         [--deep N]
@@ -71,7 +72,7 @@ def main() -> None:
                 for flash in (True, False):
                     rate, ms, tps = run(model, a.threads, depth, seqs, flash, a.ctx, a.deep)
                     on = "on" if flash else "off"
-                    shown = f"{a.deep}, then {depth}" if a.deep else depth
+                    shown = f"{a.deep}, then {depth}" if a.deep and seqs > 1 else a.deep or depth
                     print(f"| {shown} | {seqs} | {on} | {rate:.1f} | {ms:.1f} | {tps:.1f} |", flush=True)
     finally:
         model.close()

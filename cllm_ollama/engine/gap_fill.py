@@ -17,8 +17,9 @@ costs ~15 rows. So gaps of at most ``most`` idle sequences are closed (``LoadSpe
 
 Every row of a ubatch attends over the same span of cells: its deepest stream's, rounded up to
 256 (``llama_kv_cache::get_n_kv``). Joining a shallow run to a deep one would make the shallow
-rows read the deep span (CUDA's flash attention skips most of a masked tail; the CPU, Vulkan and
-attention without flash do not), and a deep pad would deepen both. So a gap is filled only where
+rows read the deep span (CUDA's flash attention skips most of a masked tail, the CPU's skips a
+masked cell's products but still visits it; Vulkan and attention without flash do not skip), and a
+deep pad would deepen both. So a gap is filled only where
 the runs on both sides have the same span and its pads none deeper (``chosen``): no row then
 attends over more cells than it did.
 

@@ -47,8 +47,9 @@ GPU_GAP_FILL = 4
 
 
 # A slot of at most this many cells keeps flash attention (llama.cpp's "auto") on the CPU: its
-# sequences never go deep enough for the matrix products to pay (``cpu_flash_attention``).
-SHALLOW_SLOT = 1024
+# sequences never pass the depth (~600 tokens) where the matrix products start to pay
+# (``cpu_flash_attention``).
+SHALLOW_SLOT = 512
 
 
 def cpu_flash_attention(spec: LoadSpec) -> bool | None:
@@ -67,9 +68,11 @@ def cpu_flash_attention(spec: LoadSpec) -> bool | None:
     Shallow, it loses: without it the products run over every cell up to the deepest sequence's,
     at least 256 (llama.cpp pads the KV range so), where its kernel skips the masked ones. On the
     random Qwen3-0.6B (head size 128; ``bench/flash_cpu.py --ctx 512``) 32 sequences 64 tokens
-    deep decoded 1.2-1.7x faster with it, 8 sequences 1.15-1.25x, even at 300 tokens deep and 1.5x
-    slower at 1,000; the distinct workload (32 slots of 512) served 53-55 tokens a second with it
-    against 46-53. So a slot too small to go deep keeps it.
+    deep decoded 1.2-1.7x faster with it and 8 sequences 1.15-1.24x; at 300 and 600 tokens deep
+    the two were about even (0.9-1.2x), at 1,000 it was 1.4-1.5x slower. The distinct workload
+    (32 slots of 512) served 53-55 tokens a second with it against 46-53. So a slot too small to
+    pass ~600 tokens keeps it. The real Qwen2.5-0.5B's small heads make the products cheap: 32
+    sequences 64 deep ran 1.14x faster without it, which such a model's small slots give up.
 
     The products' cells are the deepest sequence's for every sequence of the step, so streams of
     mixed depths pay too: eight, one 2,000-3,000 deep and seven 100-500, decoded 1.2-1.6x faster

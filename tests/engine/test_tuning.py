@@ -90,6 +90,15 @@ def test_a_slot_too_small_to_go_deep_keeps_flash_attention_on_the_cpu(model: Pat
     assert shallow.flash_attention is None
     deeper, _ = choose(replace(unset_spec(model), n_ctx_slot=2 * SHALLOW_SLOT), [])
     assert deeper.flash_attention is False
+    # A reload for a grown context chooses again from the loaded spec; and back.
+    grown, _ = choose(replace(shallow, n_ctx_slot=CTX), [])
+    assert grown.flash_attention is False
+    again, _ = choose(replace(grown, n_ctx_slot=SHALLOW_SLOT), [])
+    assert again.flash_attention is None
+    beside_a_gpu, _ = choose(
+        pinned(replace(unset_spec(model), n_ctx_slot=SHALLOW_SLOT), n_gpu_layers=0), [Device("GPU0", 80 * GIB)]
+    )
+    assert beside_a_gpu.flash_attention is None
 
 
 def test_embeddings_keep_flash_attention_as_set(model: Path) -> None:
