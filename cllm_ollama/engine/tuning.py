@@ -81,9 +81,8 @@ def cpu_flash_attention(spec: LoadSpec) -> bool | None:
     needs it; the deterministic mode's batch invariance was measured with it (``invariance``); an
     embedding model never decodes (``as_set``)."""
     tunable = "flash_attention" in dict(spec.tunable)
-    if not tunable or spec.kv_cache_type != "f16" or spec.deterministic or spec.embedding_only:
-        return spec.flash_attention
-    return spec.flash_attention if spec.n_ctx_slot <= SHALLOW_SLOT else False
+    kept = spec.kv_cache_type != "f16" or spec.deterministic or spec.embedding_only or spec.n_ctx_slot <= SHALLOW_SLOT
+    return spec.flash_attention if not tunable or kept else False
 
 
 def as_set(spec: LoadSpec, name: str) -> Any:
