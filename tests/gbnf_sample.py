@@ -8,6 +8,7 @@ classes (negated, ranges, escapes), rule references, groups, ``|``, ``*``, ``+``
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass, field
@@ -131,28 +132,46 @@ def _in_class(c: str, chars: tuple[bool, list[tuple[str, str]]]) -> bool:
     return any(a <= c <= b for a, b in ranges) != negated
 
 
+def _shortest(node: _Node, short: dict[str, int]) -> int:
+    """The length of ``node``'s shortest expansion, given each rule's (``short``) so far."""
+    if node.kind == "lit":
+        return len(node.text)
+    if node.kind == "cls":
+        return 1
+    if node.kind == "ref":
+        return short.get(node.text, 10**6)
+    if node.kind == "seq":
+        return sum(_shortest(n, short) for n in node.items)
+    if node.kind == "alt":
+        return min(_shortest(n, short) for n in node.items)
+    return node.lo * _shortest(node.items[0], short)
+
+
+@functools.lru_cache(maxsize=64)
+def _prepared(grammar: str) -> tuple[dict[str, _Node], dict[str, int]]:
+    """The grammar's rules and each rule's shortest expansion (to a fixed point: lengths only
+    fall, so passes stop once one changes nothing); made once per grammar, not per seed."""
+    rules = parse_gbnf(grammar)
+    short: dict[str, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, node in rules.items():
+            length = _shortest(node, short)
+            if short.get(name) != length:
+                short[name], changed = length, True
+    return rules, short
+
+
 class Sampler:
     """Random texts of a grammar; past ``depth`` nested rules it takes the shortest way out."""
 
     def __init__(self, grammar: str, seed: int, depth: int = 12) -> None:
-        self.rules, self.rng, self.depth = parse_gbnf(grammar), random.Random(seed), depth
-        self._short: dict[str, int] = {}
-        for _ in range(len(self.rules) + 1):  # shortest expansion of each rule, to a fixed point
-            for name, node in self.rules.items():
-                self._short[name] = self._min(node)
+        self.rules, self._short = _prepared(grammar)
+        self.rng, self.depth = random.Random(seed), depth
 
     def _min(self, node: _Node) -> int:
-        if node.kind == "lit":
-            return len(node.text)
-        if node.kind == "cls":
-            return 1
-        if node.kind == "ref":
-            return self._short.get(node.text, 10**6)
-        if node.kind == "seq":
-            return sum(self._min(n) for n in node.items)
-        if node.kind == "alt":
-            return min(self._min(n) for n in node.items)
-        return node.lo * self._min(node.items[0])
+        return _shortest(node, self._short)
 
     def text(self) -> str:
         out: list[str] = []
