@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,28 @@ from cllm_ollama.chatformat import jinja_workers
 from cllm_ollama.config import Settings
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_qwen3
+
+
+@pytest.fixture(autouse=True, scope="session")
+def tls_contexts_shared() -> Iterator[None]:
+    """One verifying TLS context per CA bundle for the whole run: every HTTP client the suite makes
+    (Starlette's TestClient, the SDKs, the CLI's and the store's httpx) loads the bundle into a
+    fresh context at 43 ms each, some 13 s of the fast suite, for servers on loopback that speak
+    plain HTTP. Nothing here speaks TLS, so a context shared among them is never used."""
+    made: dict[tuple[Any, ...], ssl.SSLContext] = {}
+    create = ssl.create_default_context
+
+    def shared(
+        purpose: ssl.Purpose = ssl.Purpose.SERVER_AUTH, *, cafile: Any = None, capath: Any = None, cadata: Any = None
+    ) -> ssl.SSLContext:
+        key = (purpose, cafile, capath, cadata)
+        if key not in made:
+            made[key] = create(purpose, cafile=cafile, capath=capath, cadata=cadata)
+        return made[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ssl, "create_default_context", shared)
+        yield
 
 
 @pytest.fixture(autouse=True, scope="module")
