@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,17 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "cllm_ollama"
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A source file's tree, parsed once for all the rules below."""
+    return ast.parse(path.read_text())
+
+
 def imports_of(tree: ast.AST | Path, path: Path | None = None) -> set[str]:
     """Absolute module names a file (or one import in it) imports, relative imports resolved
     against the package."""
     if isinstance(tree, Path):
-        tree, path = ast.parse(tree.read_text()), tree
+        tree, path = parsed(tree), tree
     assert path is not None
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     out: set[str] = set()
@@ -83,7 +90,7 @@ def module_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         found = imports_of(path)
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom):
                 found |= {f"{module}.{alias.name}" for module in imports_of(node, path) for alias in node.names}
         graph[name] = {m for m in found if m in paths and m != name}
@@ -105,7 +112,7 @@ def test_no_module_imports_itself_through_others() -> None:
 @pytest.mark.parametrize("layer", ["api", "chatformat", "convert", "engine", "store", "testing"])
 def test_no_private_name_is_imported_across_modules(layer: str) -> None:
     for path in files(layer):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom):
                 private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
                 assert not private, f"{path.relative_to(PACKAGE)} imports {private}"
