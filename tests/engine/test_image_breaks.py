@@ -5,13 +5,11 @@ log-probabilities, made to happen every time on a poisoned heap."""
 from __future__ import annotations
 
 import ctypes
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from harness.child_report import child_report
 
 from cllm_ollama.engine.image_breaks import mend_image_breaks
 from cllm_ollama.testing.vision_ggufs import write_mistral3_vision
@@ -48,11 +46,7 @@ def test_nothing_is_mended_when_the_projector_itself_failed_or_has_no_break_row(
 def test_a_pixtral_projector_encodes_an_image_whole_on_a_poisoned_heap(tmp_path: Path) -> None:
     child = Path(__file__).with_name("poisoned_heap.py")
     text, mmproj = write_mistral3_vision(tmp_path)  # here: in the child, the writers' imports move the heap
-    done = subprocess.run(
-        [sys.executable, str(child), str(text), str(mmproj)], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = child_report(child, str(text), str(mmproj), timeout=120)
     # Pixtral takes at least 8 image tokens, so the 32 px picture is enlarged to 48 px: 8 px patches
     # merged 2x2 make three rows of three, the first two each ended by an [IMG_BREAK] (rows 3 and 7).
     assert report["raw_nonfinite_rows"] == [3, 7]  # llama.cpp read the poison: the fault happened

@@ -4,12 +4,10 @@ cache) is measured against the process's resident set after a load and a decode.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from harness.child_report import child_report
 
 from cllm_ollama.engine.memory import GIB, check_memory_fit, resident_bytes
 from cllm_ollama.errors import InsufficientMemory
@@ -30,9 +28,7 @@ def test_the_estimate_covers_what_the_process_holds_after_a_load(tmp_path: Path,
     most of a slot. In a process of its own (``fresh_load.py``), as ``cllm serve`` loads."""
     path = write_qwen3(tmp_path / "m.gguf", shape=SHAPE)
     child = Path(__file__).with_name("fresh_load.py")
-    done = subprocess.run([sys.executable, str(child), str(path), flash], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = child_report(child, str(path), flash)
     measured, estimate = got["measured"], got["estimate"]
     assert got["kv"] == 64 * MIB
     assert 0 < measured <= estimate, (measured / MIB, estimate / MIB)
