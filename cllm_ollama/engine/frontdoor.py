@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -80,6 +80,12 @@ class LoadSpec:
     # The fields the operator left unset, each with its CPU default: the device a model lands on
     # chooses them (engine/tuning.py); a request or a retry that sets one takes it out.
     tunable: tuple[tuple[str, int | None], ...] = ()
+
+    def within_training(self, n_ctx_train: int) -> LoadSpec:
+        """This spec with slots no longer than the context the weights were trained on (0: unknown),
+        as llama.cpp's and Ollama's loads cap it: decided before the load too, since fitting layers
+        to memory and the CPU's flash-attention default both turn on a slot's length."""
+        return replace(self, n_ctx_slot=max(16, min(self.n_ctx_slot, n_ctx_train or self.n_ctx_slot)))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LoadSpec:

@@ -74,15 +74,14 @@ MemoryProbe = Callable[[], int | None]
 
 def resolved_spec(spec: LoadSpec, model: Model) -> LoadSpec:
     """What this load runs with: the spec, resolved against the model and the machine."""
-    n_ctx_slot = max(16, min(spec.n_ctx_slot, model.n_ctx_train or spec.n_ctx_slot))
+    spec = spec.within_training(model.n_ctx_train)
     return replace(
         spec,
-        n_ctx_slot=n_ctx_slot,
         # A client's num_thread must not be able to spawn thousands of threads.
         n_threads=min(spec.n_threads, 4 * (os.cpu_count() or 1)) if spec.n_threads > 0 else physical_cores(),
         # A client's num_batch beyond the whole context buys nothing (llama.cpp clamps its own
         # contexts to n_ctx), but the embedder sizes its context by it: 3M asked for 1.2 TB.
-        n_batch=min(spec.n_batch, n_ctx_slot * spec.n_slots),
+        n_batch=min(spec.n_batch, spec.n_ctx_slot * spec.n_slots),
         # The embedder's context is small and cleared after every batch: it stays f16.
         kv_cache_type="f16"
         if spec.embedding_only

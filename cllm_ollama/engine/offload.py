@@ -163,14 +163,25 @@ def _field(reader: GGUFReader, key: str) -> list[int]:
     return [int(field.parts[i][0]) for i in field.data]
 
 
+def _architecture(reader: GGUFReader) -> str | None:
+    field = reader.fields.get("general.architecture")
+    return None if field is None else bytes(field.parts[field.data[0]]).decode()
+
+
+def trained_context(path: Path) -> int:
+    """The context the GGUF's weights were trained on (``{arch}.context_length``); 0 where unsaid."""
+    reader = GGUFReader(path)
+    arch = _architecture(reader)
+    return (_field(reader, f"{arch}.context_length") or [0])[0] if arch else 0
+
+
 def kv_bytes_per_token(path: Path, cache_type: str = "f16") -> int:
     """Bytes of K and V one token takes over every layer, from the GGUF's metadata (before llama.cpp
     loads it): per layer, KV heads x (key + value head size) values."""
     reader = GGUFReader(path)
-    arch_field = reader.fields.get("general.architecture")
-    if arch_field is None:
+    arch = _architecture(reader)
+    if arch is None:
         return 0
-    arch = bytes(arch_field.parts[arch_field.data[0]]).decode()
     n_layer = (_field(reader, f"{arch}.block_count") or [0])[0]
     n_head = _field(reader, f"{arch}.attention.head_count") or [1]
     n_head_kv = _field(reader, f"{arch}.attention.head_count_kv") or n_head

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from .frontdoor import LoadSpec
-from .offload import Device, Placement, place, placed
+from .offload import Device, Placement, place, placed, trained_context
 
 log = logging.getLogger("cllm.engine")
 
@@ -140,7 +140,9 @@ def gpu_candidates(spec: LoadSpec) -> list[LoadSpec]:
 def choose(spec: LoadSpec, devices: Sequence[Device]) -> tuple[LoadSpec, Placement | None]:
     """``spec`` placed on ``devices`` (``offload.placed``), with the GPU defaults where they keep
     the whole model on the GPUs, else the CPU ones (and a model left wholly on the CPU takes its
-    flash attention default: ``on_the_cpu``)."""
+    flash attention default: ``on_the_cpu``). Slots are first cut to the weights' trained
+    context, as the load will cut them."""
+    spec = spec.within_training(trained_context(spec.path))
     if not devices:
         return on_the_cpu(cpu_values(spec)), None
     for candidate in gpu_candidates(spec):

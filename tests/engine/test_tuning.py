@@ -30,10 +30,10 @@ def unset_spec(path: Path, **env: str) -> LoadSpec:
     return replace(LoadSpec.from_settings(Settings.from_env(env)), path=path, n_ctx_slot=CTX)
 
 
-def whole(path: Path, slots: int, share: float = 1.0) -> int:
-    """Bytes a GPU needs to hold ``share`` of the model's layers with ``slots`` slots of CTX
+def whole(path: Path, slots: int, share: float = 1.0, ctx: int = CTX) -> int:
+    """Bytes a GPU needs to hold ``share`` of the model's layers with ``slots`` slots of ``ctx``
     (engine/offload.py's sums: the device's reserve and the graph, then each layer and its KV)."""
-    sizes = model_sizes(path, slots * CTX, kv_bytes_per_token(path), 512)
+    sizes = model_sizes(path, slots * ctx, kv_bytes_per_token(path), 512)
     parts = sum(sizes.layers) + sizes.kv_per_layer * sizes.n_layers + sizes.output
     return DEVICE_RESERVE + sizes.graph + int(parts * share)
 
@@ -99,6 +99,21 @@ def test_a_slot_too_small_to_go_deep_keeps_flash_attention_on_the_cpu(model: Pat
         pinned(replace(unset_spec(model), n_ctx_slot=SHALLOW_SLOT), n_gpu_layers=0), [Device("GPU0", 80 * GIB)]
     )
     assert beside_a_gpu.flash_attention is None
+
+
+def test_slots_are_cut_to_the_trained_context_before_anything_is_chosen(tmp_path: Path) -> None:
+    """A model trained on 256 tokens gets 256-token slots however long the server's default: its KV
+    is fitted, and flash attention chosen, for the context the load will have."""
+    short = write_qwen3(tmp_path / "short.gguf", shape=Shape(n_layer=8, context_length=SHALLOW_SLOT // 2))
+    spec, _ = choose(unset_spec(short), [])
+    assert (spec.n_ctx_slot, spec.flash_attention) == (SHALLOW_SLOT // 2, None)
+    beside_a_gpu, _ = choose(pinned(unset_spec(short), n_gpu_layers=0), [Device("GPU0", 80 * GIB)])
+    assert beside_a_gpu.n_ctx_slot == SHALLOW_SLOT // 2
+    # The KV cache is fitted at the cut length: 32 such slots fit where 8 of CTX would not.
+    room = whole(short, 32, ctx=SHALLOW_SLOT // 2)
+    assert room < whole(short, DEFAULT_NUM_PARALLEL)
+    fitted, placement = choose(unset_spec(short), [Device("GPU0", room)])
+    assert placement is not None and placement.cpu_bytes == 0 and fitted.n_slots == 32
 
 
 def test_embeddings_keep_flash_attention_as_set(model: Path) -> None:
