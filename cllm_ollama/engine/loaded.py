@@ -28,6 +28,7 @@ from .binding import (
     gpu_devices,
     gpu_free_memory,
     physical_cores,
+    return_freed_heap,
 )
 from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
@@ -436,3 +437,4 @@ class LoadedModel:
         for adapter in self.adapters:
             adapter.close()
         self._weights.release(self.model)
+        return_freed_heap()  # what llama.cpp freed, out of the resident set the next load is checked against

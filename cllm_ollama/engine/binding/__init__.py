@@ -2,8 +2,8 @@
 
 Everything it hands out is plain Python (ints, bytes, numpy views). ``core`` holds models,
 contexts, batches and samplers; ``media`` libmtmd (projectors and prompts with images or audio);
-``lora`` adapters. The engine imports from here, never from the parts.
-from .state_buffers import StateBuffers
+``lora`` adapters; ``heap`` the C library's kept memory. The engine imports from here, never from
+the parts.
 """
 
 from ..media_budget import MAX_IMAGE_PIXELS
@@ -26,6 +26,7 @@ from .core import (
     physical_cores,
     quantize,
 )
+from .heap import return_freed_heap
 from .lora import AdapterRefused, Lora, with_adapters
 from .media import (
     MAX_AUDIO_SECONDS,
@@ -69,6 +70,7 @@ __all__ = [
     "media_marker",
     "physical_cores",
     "quantize",
+    "return_freed_heap",
     "token_rows",
     "with_adapters",
 ]
