@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gguf import GGUFReader
-
+from ..gguf_header import Header, file_header
 from .frontdoor import LoadSpec
 
 log = logging.getLogger("cllm.engine")
@@ -155,39 +154,35 @@ def fit(
 KV_VALUE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 
 
-def _field(reader: GGUFReader, key: str) -> list[int]:
-    """An integer metadata value (or per-layer array) of the GGUF; empty when absent."""
-    field = reader.fields.get(key)
-    if field is None or not field.data:
-        return []
-    return [int(field.parts[i][0]) for i in field.data]
+# Per-layer arrays (head counts of hybrid or sliding-window models) are kept: a few hundred
+# entries at most, where a vocabulary's 150k are skipped.
+_KEEP = 4096
 
 
-def _architecture(reader: GGUFReader) -> str | None:
-    field = reader.fields.get("general.architecture")
-    return None if field is None else bytes(field.parts[field.data[0]]).decode()
+def _ints(header: Header, name: str) -> list[int]:
+    """``{arch}.{name}``: an integer or a per-layer array of them; empty when absent."""
+    value = header.kv.get(f"{header.architecture()}.{name}")
+    values = value if isinstance(value, list) else [value]
+    return [int(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
 
 
 def trained_context(path: Path) -> int:
     """The context the GGUF's weights were trained on (``{arch}.context_length``); 0 where unsaid."""
-    reader = GGUFReader(path)
-    arch = _architecture(reader)
-    return (_field(reader, f"{arch}.context_length") or [0])[0] if arch else 0
+    return file_header(path, _KEEP).arch_int("context_length") or 0
 
 
 def kv_bytes_per_token(path: Path, cache_type: str = "f16") -> int:
     """Bytes of K and V one token takes over every layer, from the GGUF's metadata (before llama.cpp
     loads it): per layer, KV heads x (key + value head size) values."""
-    reader = GGUFReader(path)
-    arch = _architecture(reader)
-    if arch is None:
+    header = file_header(path, _KEEP)
+    if header.architecture() is None:
         return 0
-    n_layer = (_field(reader, f"{arch}.block_count") or [0])[0]
-    n_head = _field(reader, f"{arch}.attention.head_count") or [1]
-    n_head_kv = _field(reader, f"{arch}.attention.head_count_kv") or n_head
-    n_embd = (_field(reader, f"{arch}.embedding_length") or [0])[0]
-    key = (_field(reader, f"{arch}.attention.key_length") or [n_embd // max(1, n_head[0])])[0]
-    value = (_field(reader, f"{arch}.attention.value_length") or [key])[0]
+    n_layer = (_ints(header, "block_count") or [0])[0]
+    n_head = _ints(header, "attention.head_count") or [1]
+    n_head_kv = _ints(header, "attention.head_count_kv") or n_head
+    n_embd = (_ints(header, "embedding_length") or [0])[0]
+    key = (_ints(header, "attention.key_length") or [n_embd // max(1, n_head[0])])[0]
+    value = (_ints(header, "attention.value_length") or [key])[0]
     heads = n_head_kv if len(n_head_kv) == n_layer else n_head_kv[:1] * n_layer
     return int(sum(heads) * (key + value) * KV_VALUE_BYTES.get(cache_type, 2.0))
 
@@ -198,12 +193,11 @@ def model_sizes(
     """Per-part sizes of the GGUF at ``path`` from its tensor table (no weights read), the KV cache
     of ``n_ctx_total`` cells at ``kv_bytes_per_token`` (every layer's K and V), and a compute
     buffer estimate: the logits of a ubatch plus a sixth of the KV, Ollama's fallback."""
-    reader = GGUFReader(path)
     blocks: dict[int, int] = {}
     output = embd = norm = 0
     n_vocab = 0
-    for tensor in reader.tensors:
-        size = int(tensor.n_bytes)
+    for tensor in file_header(path, _KEEP).tensors:
+        size = tensor.n_bytes
         name = tensor.name
         if name.startswith("blk."):
             index = int(name.split(".")[1])

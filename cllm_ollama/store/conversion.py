@@ -14,8 +14,9 @@ from typing import Any
 
 from ..convert.dispatch import plan
 from ..convert.framework import Header, LayoutRefused, Rewrite, rewrite
+from ..gguf_header import GGUFError
 from . import manifests as mt
-from .gguf_info import GGUFError, GGUFInfo, gguf_info, gguf_info_of_prefix
+from .gguf_info import GGUFInfo, gguf_info, gguf_info_of_prefix
 from .manifests import Layer
 from .store import Claim, ModelStore
 

@@ -14,11 +14,12 @@ import orjson
 
 from ..convert.framework import LayoutRefused
 from ..errors import InvalidRequest
+from ..gguf_header import GGUFError
 from . import manifests as mt
 from .adapters import check_adapter, check_adapter_names
 from .blobs import parse_digest
 from .conversion import adapt_layers
-from .gguf_info import GGUFError, GGUFInfo, gguf_info, is_gguf
+from .gguf_info import GGUFInfo, gguf_info, is_gguf
 from .manifests import Layer
 from .names import ModelName, parse_name
 from .store import Claim, ModelRecord, ModelStore

@@ -1,7 +1,5 @@
-"""What a GGUF file says about its model (architecture, sizes, template, capabilities), cached per file.
-
-``gguf.GGUFReader`` builds an object per array element (seconds for a 150k-token vocab), so
-this reads the header itself, with the ``gguf`` package's type tables, and skips long arrays.
+"""What a GGUF file says about its model (architecture, sizes, template, capabilities), cached per
+file: its header (``gguf_header``, long arrays skipped) read as Ollama's ``/api/show`` tells it.
 """
 
 from __future__ import annotations
@@ -9,34 +7,20 @@ from __future__ import annotations
 import math
 import mmap
 import re
-import struct
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
+from gguf import GGMLQuantizationType, LlamaFileType
 
+from ..gguf_header import GGUF_MAGIC, GGUFError, read_header
 from ..model_families import CHAT_MARKERS, template_thinks
 from .gguf_check import hyperparameter_problems
 
-GGUF_MAGIC = b"GGUF"
 _SHORT_ARRAY = 5  # /api/show empties longer arrays unless verbose
-_SCALARS: dict[GGUFValueType, str] = {
-    GGUFValueType.UINT8: "<B",
-    GGUFValueType.INT8: "<b",
-    GGUFValueType.UINT16: "<H",
-    GGUFValueType.INT16: "<h",
-    GGUFValueType.UINT32: "<I",
-    GGUFValueType.INT32: "<i",
-    GGUFValueType.FLOAT32: "<f",
-    GGUFValueType.BOOL: "<?",
-    GGUFValueType.UINT64: "<Q",
-    GGUFValueType.INT64: "<q",
-    GGUFValueType.FLOAT64: "<d",
-}
+_ALL = 1 << 62
 # Encoder-only architectures llama.cpp runs for embeddings even without a pooling_type key.
 _EMBEDDING_ARCHS = {
     "bert",
@@ -48,10 +32,6 @@ _EMBEDDING_ARCHS = {
     "neo-bert",
 }
 _FILE_TYPE_GUESSED = 1024
-
-
-class GGUFError(ValueError):
-    """Not a GGUF file, or a truncated/corrupt header."""
 
 
 # Special tokens that name a chat format (Gemma, Llama 3, ChatML, Mistral/Llama 2, Phi-3): a GGUF
@@ -129,97 +109,25 @@ def human_number(n: int) -> str:
     return str(n)
 
 
-class _Cursor:
-    def __init__(self, buf: mmap.mmap | bytes) -> None:
-        self.buf = buf
-        self.pos = 0
-
-    def unpack(self, fmt: str) -> Any:
-        try:
-            (value,) = struct.unpack_from(fmt, self.buf, self.pos)
-        except struct.error as exc:
-            raise GGUFError("truncated GGUF header") from exc
-        self.pos += struct.calcsize(fmt)
-        return value
-
-    def string(self) -> str:
-        n = self.unpack("<Q")
-        if self.pos + n > len(self.buf):
-            raise GGUFError("truncated GGUF header")
-        text = self.buf[self.pos : self.pos + n].decode("utf-8", errors="replace")
-        self.pos += n
-        return text
-
-    def value_type(self) -> GGUFValueType:
-        raw = self.unpack("<I")
-        try:
-            return GGUFValueType(raw)
-        except ValueError as exc:
-            raise GGUFError(f"unknown GGUF value type {raw}") from exc
-
-    def value(self, vtype: GGUFValueType, keep_arrays: bool) -> Any:
-        if vtype == GGUFValueType.STRING:
-            return self.string()
-        if vtype == GGUFValueType.ARRAY:
-            return self.array(keep_arrays)
-        value = self.unpack(_SCALARS[vtype])
-        # Shortest float32 text (1e-06, not 9.99999997e-07), as Go marshals a float32.
-        return float(str(np.float32(value))) if vtype == GGUFValueType.FLOAT32 else value
-
-    def array(self, keep: bool) -> list[Any]:
-        etype = self.value_type()
-        count = self.unpack("<Q")
-        keep = keep or count <= _SHORT_ARRAY
-        if etype in _SCALARS:
-            dtype = np.dtype(_SCALARS[etype])
-            nbytes = dtype.itemsize * count
-            if self.pos + nbytes > len(self.buf):
-                raise GGUFError("truncated GGUF header")
-            data = np.frombuffer(self.buf, dtype, count, self.pos).tolist() if keep else []
-            self.pos += nbytes
-            return data
-        if etype == GGUFValueType.STRING and not keep:
-            for _ in range(count):
-                n = self.unpack("<Q")
-                self.pos += n
-            return []
-        items = [self.value(etype, keep) for _ in range(count)]
-        return items if keep else []
-
-
 def _read(buf: mmap.mmap | bytes, verbose: bool) -> GGUFInfo:
-    cur = _Cursor(buf)
-    if buf[:4] != GGUF_MAGIC:
-        raise GGUFError("invalid file magic")
-    cur.pos = len(GGUF_MAGIC)
-    version = cur.unpack("<I")
-    if version not in (2, 3):
-        raise GGUFError(f"unsupported GGUF version {version}")
-    n_tensors = cur.unpack("<Q")
-    n_kv = cur.unpack("<Q")
-    kv: dict[str, Any] = {}
+    header = read_header(buf, _ALL if verbose else _SHORT_ARRAY)
+    kv = header.kv
     markers: tuple[str, ...] = ()
-    for _ in range(n_kv):
-        key = cur.string()
-        start = cur.pos
-        kv[key] = cur.value(cur.value_type(), verbose)
-        if key == "tokenizer.ggml.tokens":
-            vocab = bytes(buf[start : cur.pos])
-            markers = tuple(m for m in CHAT_MARKERS if m.encode() in vocab)
+    if "tokenizer.ggml.tokens" in header.spans:
+        start, end = header.spans["tokenizer.ggml.tokens"]
+        vocab = bytes(buf[start:end])
+        markers = tuple(m for m in CHAT_MARKERS if m.encode() in vocab)
 
     n_params = 0
     elements_by_type: Counter[int] = Counter()
     tensors: list[dict[str, Any]] = []
-    for _ in range(n_tensors):
-        name = cur.string()
-        dims = [cur.unpack("<Q") for _ in range(cur.unpack("<I"))]
-        ggml_type = cur.unpack("<I")
-        cur.unpack("<Q")  # data offset
-        n = math.prod(dims)
-        n_params += n
-        elements_by_type[ggml_type] += n
+    for tensor in header.tensors:
+        n_params += tensor.n_elements
+        elements_by_type[tensor.ggml_type] += tensor.n_elements
         if verbose:
-            tensors.append({"name": name, "type": _ggml_type_name(ggml_type), "shape": dims})
+            tensors.append(
+                {"name": tensor.name, "type": _ggml_type_name(tensor.ggml_type), "shape": list(tensor.shape)}
+            )
 
     arch = str(kv.get("general.architecture", "unknown"))
     template = kv.get("tokenizer.chat_template")

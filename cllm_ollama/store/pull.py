@@ -42,11 +42,12 @@ from huggingface_hub.utils import tqdm as hf_tqdm
 
 from .. import __version__
 from ..errors import PullError
+from ..gguf_header import GGUFError
 from . import catalog as catalog_module
 from . import manifests as mt
 from .blobs import sha256_file
 from .catalog import Catalog
-from .gguf_info import GGUFError, gguf_info
+from .gguf_info import gguf_info
 from .locking import exclusive
 from .names import ModelName, parse_name
 from .registry import scheme_of

@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 
 from ...chatformat.builtin_templates import template_in_use
-from ...store.gguf_info import GGUFError, GGUFInfo, gguf_info
+from ...gguf_header import GGUFError
+from ...store.gguf_info import GGUFInfo, gguf_info
 from ...store.store import ModelRecord
 
 log = logging.getLogger("cllm.api")
