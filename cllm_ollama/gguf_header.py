@@ -11,13 +11,17 @@ from __future__ import annotations
 import math
 import mmap
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
+
+A = TypeVar("A")
+T = TypeVar("T")
 
 GGUF_MAGIC = b"GGUF"
 SCALARS: dict[GGUFValueType, str] = {
@@ -168,13 +172,21 @@ def read_header(buf: mmap.mmap | bytes, keep: int) -> Header:
     return Header(kv, spans, tuple(tensors))
 
 
-def file_header(path: Path, keep: int) -> Header:
-    """``read_header`` of the file at ``path``, reused while its mtime and size stay the same."""
-    st = Path(path).stat()
-    return _cached_header(str(path), st.st_mtime_ns, st.st_size, keep)
+def per_file(read: Callable[[mmap.mmap, A], T]) -> Callable[[Path, A], T]:
+    """``read`` over a file's bytes, its result reused while the file's mtime and size stay the
+    same (the last 32 files and arguments)."""
+
+    @lru_cache(maxsize=32)
+    def cached(path: str, mtime_ns: int, size: int, arg: A) -> T:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            return read(buf, arg)
+
+    def reused(path: Path, arg: A) -> T:
+        st = Path(path).stat()
+        return cached(str(path), st.st_mtime_ns, st.st_size, arg)
+
+    return reused
 
 
-@lru_cache(maxsize=32)
-def _cached_header(path: str, mtime_ns: int, size: int, keep: int) -> Header:
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        return read_header(buf, keep)
+# ``read_header`` of the file at a path, arrays of more than ``keep`` elements left empty.
+file_header = per_file(read_header)

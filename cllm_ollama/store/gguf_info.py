@@ -9,13 +9,12 @@ import mmap
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from gguf import GGMLQuantizationType, LlamaFileType
 
-from ..gguf_header import GGUF_MAGIC, GGUFError, read_header
+from ..gguf_header import GGUF_MAGIC, GGUFError, per_file, read_header
 from ..model_families import CHAT_MARKERS, template_thinks
 from .gguf_check import hyperparameter_problems
 
@@ -72,14 +71,7 @@ def is_gguf(path: Path) -> bool:
 
 def gguf_info(path: Path, *, verbose: bool = False) -> GGUFInfo:
     """Read (or reuse) the metadata of ``path``; the cache key includes mtime and size."""
-    st = Path(path).stat()
-    return _cached_info(str(path), st.st_mtime_ns, st.st_size, verbose)
-
-
-@lru_cache(maxsize=32)
-def _cached_info(path: str, mtime_ns: int, size: int, verbose: bool) -> GGUFInfo:
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        return _read(buf, verbose)
+    return _info(path, verbose)
 
 
 def projector_hears(path: Path) -> bool:
@@ -153,6 +145,9 @@ def _read(buf: mmap.mmap | bytes, verbose: bool) -> GGUFInfo:
         problems=tuple(hyperparameter_problems(kv, arch)),
         chat_markers=markers,
     )
+
+
+_info = per_file(_read)
 
 
 def _int_or_none(value: Any) -> int | None:
