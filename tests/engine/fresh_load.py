@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cllm_ollama.engine.loaded import LoadedModel, LoadSpec, host_fixed_bytes, resolved_spec
@@ -23,26 +25,33 @@ from cllm_ollama.engine.request import Request
 FLASH = {"on": True, "off": False, "auto": None}
 
 
-def main(path: Path, flash_attention: bool | None) -> dict[str, int]:
-    spec = LoadSpec(path=path, n_slots=4, n_ctx_slot=8192, n_batch=512, n_threads=2, flash_attention=flash_attention)
+@contextmanager
+def decoded(spec: LoadSpec, prompt_tokens: int) -> Iterator[LoadedModel]:
+    """``spec`` loaded, a prompt of ``prompt_tokens`` decoded (micro-batches of 512 rows) and four
+    tokens generated; closed on the way out."""
     loaded = LoadedModel(spec, 4)
     try:
 
         async def decode() -> None:
-            # Micro-batches of 512 rows over most of a slot's cells.
-            prompt = tuple(loaded.tokenize("one two three four " * 1800))[:7000]
+            prompt = tuple(loaded.tokenize("one two three four " * 1800))[:prompt_tokens]
             async for _ in loaded.generate(Request(prompt=prompt, num_predict=4)):
                 pass
 
         asyncio.run(decode())
+        yield loaded
+    finally:
+        loaded.close()
+
+
+def main(path: Path, flash_attention: bool | None) -> dict[str, int]:
+    spec = LoadSpec(path=path, n_slots=4, n_ctx_slot=8192, n_batch=512, n_threads=2, flash_attention=flash_attention)
+    with decoded(spec, 7000) as loaded:  # most of a slot's cells
         return {
             "measured": resident_bytes(),
             "estimate": loaded.host_estimate,
             "fixed": host_fixed_bytes(resolved_spec(loaded.spec, loaded.model), loaded.model, offloaded=False),
             "kv": loaded.model.kv_bytes_per_token("f16") * 8192 * 4,
         }
-    finally:
-        loaded.close()
 
 
 if __name__ == "__main__":
