@@ -32,7 +32,7 @@ import uvicorn
 from pathlib import Path
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-settings = Settings(models_dir=Path(models), num_parallel=32, context_length=512, num_thread=2, keep_alive=-1)
+settings = Settings(models_dir=Path(models), num_parallel=32, context_length=512, num_thread=2, keep_alive=float("inf"))
 uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
 """
 
