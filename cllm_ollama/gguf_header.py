@@ -78,11 +78,6 @@ class Header:
         arch = self.kv.get("general.architecture")
         return arch if isinstance(arch, str) else None
 
-    def arch_int(self, name: str) -> int | None:
-        """``{arch}.{name}`` as an integer; None where absent or not a number."""
-        value = self.kv.get(f"{self.architecture()}.{name}")
-        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
 
 class _Cursor:
     def __init__(self, buf: mmap.mmap | bytes, keep: int) -> None:

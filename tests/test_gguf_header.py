@@ -43,7 +43,7 @@ def test_the_header_says_what_the_reference_reader_says(tmp_path: Path) -> None:
             assert end - start > len(reader.fields[key].data)
         else:
             assert header.kv[key] == expected, key
-    assert header.architecture() == "jamba" and header.arch_int("block_count") == len(header.kv[per_layer])
+    assert header.architecture() == "jamba" and header.kv["jamba.block_count"] == len(header.kv[per_layer])
 
 
 def test_a_file_rewritten_in_place_is_read_again(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..gguf_header import Header, file_header
+from ..gguf_header import GGUFError, Header, file_header
 from .frontdoor import LoadSpec
 
 log = logging.getLogger("cllm.engine")
@@ -167,8 +167,12 @@ def _ints(header: Header, name: str) -> list[int]:
 
 
 def trained_context(path: Path) -> int:
-    """The context the GGUF's weights were trained on (``{arch}.context_length``); 0 where unsaid."""
-    return file_header(path, _KEEP).arch_int("context_length") or 0
+    """The context the GGUF's weights were trained on (``{arch}.context_length``); 0 where unsaid,
+    or where the header is past reading here (the load then says what llama.cpp makes of it)."""
+    try:
+        return (_ints(file_header(path, _KEEP), "context_length") or [0])[0]
+    except (GGUFError, OSError):
+        return 0
 
 
 def kv_bytes_per_token(path: Path, cache_type: str = "f16") -> int:

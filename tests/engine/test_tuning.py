@@ -200,3 +200,11 @@ def test_a_load_shown_a_large_gpu_runs_the_gpu_slots(tmp_path: Path) -> None:
         assert loaded.n_slots == 32 and loaded.spec.n_batch == GPU_BATCH and loaded.runner is not None
     finally:
         loaded.close()
+
+
+def test_a_header_past_reading_leaves_the_slots_to_the_load(tmp_path: Path) -> None:
+    """The load, not the cap, says what llama.cpp makes of a file this reader cannot parse."""
+    odd = tmp_path / "odd.gguf"
+    odd.write_bytes(b"GGUF" + (9).to_bytes(4, "little"))  # a version no reader here knows
+    spec, _ = choose(replace(unset_spec(odd), n_ctx_slot=CTX), [])
+    assert spec.n_ctx_slot == CTX
