@@ -24,7 +24,7 @@ A = TypeVar("A")
 T = TypeVar("T")
 
 GGUF_MAGIC = b"GGUF"
-SCALARS: dict[GGUFValueType, str] = {
+_SCALARS: dict[GGUFValueType, str] = {
     GGUFValueType.UINT8: "<B",
     GGUFValueType.INT8: "<b",
     GGUFValueType.UINT16: "<H",
@@ -113,7 +113,7 @@ class _Cursor:
             return self.string()
         if vtype == GGUFValueType.ARRAY:
             return self.array(keep)
-        value = self.unpack(SCALARS[vtype])
+        value = self.unpack(_SCALARS[vtype])
         # Shortest float32 text (1e-06, not 9.99999997e-07), as Go marshals a float32.
         return float(str(np.float32(value))) if vtype == GGUFValueType.FLOAT32 else value
 
@@ -121,8 +121,8 @@ class _Cursor:
         etype = self.value_type()
         count = self.unpack("<Q")
         keep = keep or count <= self.keep
-        if etype in SCALARS:
-            dtype = np.dtype(SCALARS[etype])
+        if etype in _SCALARS:
+            dtype = np.dtype(_SCALARS[etype])
             nbytes = dtype.itemsize * count
             if self.pos + nbytes > len(self.buf):
                 raise GGUFError("truncated GGUF header")
