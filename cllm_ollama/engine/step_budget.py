@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Weight of a new observation in a bucket's moving average.
@@ -62,10 +63,12 @@ WHOLE_NS = 500_000_000
 # their first token while the streams hold: ``scheduler.HoldRun``) reads prompts at most at the
 # batch's full width (``StepBudget.burst`` may read fewer): all of it, unless a call that wide is
 # predicted to take longer than this (ns). On the bench's 0.5-0.6B models a 512-row call takes
-# 2.0-2.4 s on two cores, so this leaves them as they are; a 7B model there would take over a
-# minute a call, and every stream holding for a burst, every request arriving meanwhile and every
-# client that gave up would wait for it.
-FULL_WIDTH_NS = 3_000_000_000
+# 2.0-3.3 s on two cores (the same AMX Xeon, hours apart), so this leaves them as they are: at 3 s
+# a slower hour's steps held 7 of 32 clients' 64-token prompts where 8 fit, and the 17th first
+# token came a step later. A 7B model there would take over a minute a call, and every stream
+# holding for a burst, every request arriving meanwhile and every client that gave up would
+# wait for it.
+FULL_WIDTH_NS = 5_000_000_000
 # ... but a full-width step carries at least this many rows, where even they take longer (a large
 # model on a CPU): a call's fixed cost, the weights read once, must stay small beside its rows.
 MIN_FULL_WIDTH_ROWS = 64
@@ -149,6 +152,37 @@ def oldest_share(rows: int) -> int:
     return max(rows // 3, MIN_PREFILL_ROWS)
 
 
+def _whole_steps(ends: list[int], k: int, width: int, step_rows: Callable[[int], int]) -> list[tuple[int, int]]:
+    """The steps (rows, prompts ending in it) of reading the prompts ending at ``ends`` (the
+    running sum of their rows) at most ``k`` whole a step within ``width``; none where one
+    prompt alone does not fit."""
+    steps, i, n = [], 0, len(ends) - 1
+    while i < n:
+        j = i
+        while j < min(i + k, n) and step_rows(ends[j + 1] - ends[i]) <= width:
+            j += 1
+        if j == i:
+            return []
+        steps.append((ends[j] - ends[i], j - i))
+        i = j
+    return steps
+
+
+def _filled_steps(ends: list[int], width: int, step_rows: Callable[[int], int]) -> list[tuple[int, int]]:
+    """The steps (rows, prompts ending in it) of reading the prompts ending at ``ends`` at the
+    full ``width``, a prompt cut where a step ends."""
+    per = width
+    while per > 1 and step_rows(per) > width:
+        per -= 1
+    steps, done = [], 0
+    for start in range(0, ends[-1], per):
+        stop = min(start + per, ends[-1])
+        ended = bisect.bisect_right(ends, stop) - 1
+        steps.append((stop - start, ended - done))
+        done = ended
+    return steps
+
+
 class StepBudget:
     """The prompt rows a step may carry beside ``decode_rows`` generating streams.
 
@@ -215,42 +249,56 @@ class StepBudget:
 
     def burst(self, lefts: list[int], room: int, others: int = 0, share: bool = False) -> int:
         """How many of the prompts with ``lefts`` rows left (shortest first, each read whole) a
-        crowd's step reads where all of them fit one full-width step and a narrower step is
-        sooner; 0 where not (or nothing is measured yet). The number is the one that, each step
-        reading as many until all are read, makes their summed wait for their first tokens, plus
-        the whole read's time for each of them and each of ``others``, least: the prompts' streams
-        hold for the rest of the burst before their second tokens, and ``others`` wait for all of
-        it too (streams holding for it, or stretched by its steps, and requests queued for a slot).
-        ``share``: each step also carries the oldest prompt's share (``oldest_share``).
+        crowd's step reads; 0 where the full width, shared as any step's prompt rows are
+        (``scheduler.shares``), is as soon (or nothing is measured yet). Each way of reading them
+        is weighed by their summed wait for their first tokens plus the whole read's time for each
+        of them and each of ``others``: the prompts' streams hold for the rest of the burst before
+        their second tokens, and ``others`` wait for all of it too (streams holding for it, or
+        stretched by its steps, and requests queued for a slot). A way within ``BURST_SLACK`` of
+        the least is kept if it has fewer calls. ``share``: each step also carries the oldest
+        prompt's share (``oldest_share``).
 
-        A prompt's first token goes out after the step that reads its end, so one wide step makes
-        all of its prompts wait for the last of them: on two cores a 512-row call (eight 64-token
+        Where one full-width step holds them all, the ways are ``k`` a step for every ``k``: a
+        prompt's first token goes out after the step that reads its end, so one wide step makes all
+        of its prompts wait for the last of them. On two cores a 512-row call (eight 64-token
         prompts) took 1.74 s where a 64-row one took 233 ms, the same 3.4-3.6 ms a row, and 8
-        clients' first tokens came after 1.3-1.8 s (p50; mean 1.3-1.5 s) read a few a step
-        against 1.9-2.2 s (mean 1.7-1.9 s) read together. A burst longer than a full-width step
-        already gets its first tokens a step at a time: narrower steps there only spread them (32
-        clients, 4 alternating runs: mean 3% sooner, median 9% later, and weighing first tokens
-        alone 4.5% fewer tok/s). Where a call's fixed cost dominates (a GPU: the weights read once
-        a call), the widest step wins."""
+        clients' first tokens came after 1.3-1.8 s (p50; mean 1.3-1.5 s) read a few a step against
+        1.9-2.2 s (mean 1.7-1.9 s) read together. Where a call's fixed cost dominates (a GPU: the
+        weights read once a call), the widest step wins.
+
+        A longer burst gets its first tokens a step at a time already, and narrower steps there
+        only spread them (32 clients, 4 alternating runs: mean 3% sooner, median 9% later), so
+        its steps go at the full width: filled, a prompt cut where a step ends, or as many whole
+        prompts as it holds. Where a call costs its rows, a cut prompt's rows delay the first
+        tokens of every prompt in its step (three 300-row prompts: whole, they come after 300, 600
+        and 900 rows' time; filled, after 512, 900 and 900)."""
 
         def step_rows(rows: int) -> int:
             return rows + oldest_share(rows) if share else rows
 
         n = len(lefts)
-        ends = [0, *itertools.accumulate(lefts)]
-        if n < 2 or not self.prompt.measured() or step_rows(ends[-1]) > self.full_width(room):
+        if n < 2 or not self.prompt.measured():
             return 0
-        waits = {}  # k: the summed wait, reading k a step
-        for k in range(1, n + 1):
-            t = total = 0.0
-            for i in range(0, n, k):
-                j = min(i + k, n)
-                t += self.prompt.cost(step_rows(ends[j] - ends[i]))
-                total += t * (j - i)
-            waits[k] = total + (others + n) * t
-        least = min(waits.values())
-        k = max(k for k, w in waits.items() if w <= least * (1 + BURST_SLACK))
-        return 0 if k == n else k
+        width = self.full_width(room)
+        ends = [0, *itertools.accumulate(lefts)]
+        if step_rows(ends[-1]) > width:  # longer than a step: at the full width, whole prompts or filled
+            widest = _whole_steps(ends, n, width, step_rows)
+            ways = [_filled_steps(ends, width, step_rows), *([widest] if widest else [])]
+        else:  # one step holds them: k a step, widest first
+            ways = [_whole_steps(ends, k, width, step_rows) for k in range(n, 0, -1)]
+        waits = [self._summed_wait(way, step_rows, others + n) for way in ways]
+        least = min(waits)
+        way = next(way for way, w in zip(ways, waits, strict=True) if w <= least * (1 + BURST_SLACK))
+        return 0 if way is ways[0] else way[0][1]
+
+    def _summed_wait(self, way: list[tuple[int, int]], step_rows: Callable[[int], int], waiting: int) -> float:
+        """The prompts' summed wait for their first tokens, reading ``way``'s steps ((rows, first
+        tokens out of it) each), plus its whole time for each of ``waiting``."""
+        t = total = 0.0
+        for rows, done in way:
+            t += self.prompt.cost(step_rows(rows))
+            total += t * done
+        return total + waiting * t
 
     def whole(self, decode_rows: int, lefts: list[int], room: int) -> int:
         """How many of the prompts with ``lefts`` rows left (shortest first) are read whole in a step

@@ -293,8 +293,9 @@ def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> N
     8 prompts that one full-width step would read together go three a step: their first tokens
     come sooner at little cost to the whole read. Streams holding for the burst and requests
     queued for a slot wait for all of it: the steps widen. A burst longer than the full width is
-    read at the full width, where first tokens already come a step at a time; so is one where the
-    fixed cost dominates (a GPU's). 0: the full width."""
+    read at the full width, where first tokens already come a step at a time, in whole prompts
+    where a cut one would delay its step's first tokens; so is one where the fixed cost dominates
+    (a GPU's), filled. 0: the full width, filled."""
     cpu = budget()
     assert cpu.burst([64] * 8, room=512) == 3
     assert cpu.burst([10] * 32, room=512) == 21  # short ones: most of them a step
@@ -308,6 +309,9 @@ def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> N
     gpu.prompt = costs(per_row_ms=0.02, fixed_ms=10)
     assert gpu.burst([64] * 8, room=512) == 0
     assert StepBudget().burst([64] * 8, room=512) == 0  # nothing measured yet
+    # Three 300-row prompts: whole, first tokens after 300, 600 and 900 rows; filled, 512, 900, 900.
+    assert (cpu.burst([300] * 3, room=512), gpu.burst([300] * 3, room=512)) == (1, 0)
+    assert cpu.burst([300] * 3, room=512, others=32) == 0  # 32 wait for all of it: the fewer calls
 
 
 def test_the_streams_hold_once_for_a_burst_read_a_few_prompts_a_step() -> None:
@@ -326,6 +330,19 @@ def test_the_streams_hold_once_for_a_burst_read_a_few_prompts_a_step() -> None:
     assert all(sorted(slot.seq_id for slot, _ in p.outputs) == sorted(rows_of(p)) for p in burst)
     assert sorted(q for p in burst for q in rows_of(p)) == list(range(8))
     assert decoding(plans[-1]) == list(range(8))
+
+
+def test_a_burst_longer_than_a_step_is_read_in_whole_prompts_where_a_cut_one_delays_the_rest() -> None:
+    """Three 300-token prompts at once on the CPU's costs: each step reads one whole, and its
+    first token comes out of it (filled, the first step would carry 212 rows of the second and
+    its first token would come only after 512 rows)."""
+    clock = iter(range(0, 10**12, 1000))
+    s = Scheduler(8, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=budget())
+    for i in range(3):
+        s.add(request(300, arrival=i))
+    plans = [advance(s) for _ in range(3)]
+    assert [rows_of(p) for p in plans] == [{0: 300}, {1: 300}, {2: 300}]
+    assert [sorted(slot.seq_id for slot, _ in p.outputs) for p in plans] == [[0], [1], [2]]
 
 
 def test_a_burst_leaves_the_oldest_prompt_its_share() -> None:
