@@ -560,12 +560,12 @@ class Scheduler:
 
     def _burst(self, prefilling: list[Slot], room: int, width: int, others: int) -> tuple[list[Slot], int]:
         """A crowd's step without media, with ``others`` (streams, queued requests) waiting for the
-        whole read: the short prompts it reads whole where fewer than ``width`` rows are sooner
-        (``StepBudget.burst``) and its rows, the oldest prompt (a long document, say) taking its
-        share (``oldest_share``) where it is not among those. Else none and the full ``width``,
-        shared as any step's prompt rows are (``shares``): also where another prompt's chunk ends
-        short of its end (a shared start its followers wait for, a kept length), which a narrow
-        step would leave waiting."""
+        whole read: the short prompts it reads whole where that is sooner than the full width
+        filled (``StepBudget.burst``) and its rows, the oldest prompt taking the longest one's
+        place where it is short too (none starves, none is cut), else (a long document, say) its
+        share (``oldest_share``). Else none and the full ``width``, shared as any step's prompt
+        rows are (``shares``): also where another prompt's chunk ends short of its end (a shared
+        start its followers wait for, a kept length), which a narrow step would leave waiting."""
         text = readable_whole(prefilling, room, self.max_rows)
         whole = set(text)
         oldest = prefilling[0]
@@ -578,6 +578,8 @@ class Scheduler:
         rows = sum(s.prompt_left for s in burst)
         if oldest in burst or oldest.media_due() is not None:
             return burst, rows
+        if oldest in whole and (swapped := rows - burst[-1].prompt_left + oldest.prompt_left) <= width:
+            return [*burst[:-1], oldest], swapped  # short, passed over by shorter ones: whole, not cut
         if rows + oldest_share(rows) > width:  # the oldest is short but not among them: no room for its share
             return [], width
         return [*burst, oldest], rows + oldest_share(rows)

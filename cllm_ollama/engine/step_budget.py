@@ -255,7 +255,8 @@ class StepBudget:
         of them and each of ``others``: the prompts' streams hold for the rest of the burst before
         their second tokens, and ``others`` wait for all of it too (streams holding for it, or
         stretched by its steps, and requests queued for a slot). A way within ``BURST_SLACK`` of
-        the least is kept if it has fewer calls. ``share``: each step also carries the oldest
+        the least is kept if it has fewer calls (in as many, whole prompts rather than a cut one).
+        ``share``: each step also carries the oldest
         prompt's share (``oldest_share``).
 
         Where one full-width step holds them all, the ways are ``k`` a step for every ``k``: a
@@ -282,14 +283,16 @@ class StepBudget:
         width = self.full_width(room)
         ends = [0, *itertools.accumulate(lefts)]
         if step_rows(ends[-1]) > width:  # longer than a step: at the full width, whole prompts or filled
-            widest = _whole_steps(ends, n, width, step_rows)
-            ways = [_filled_steps(ends, width, step_rows), *([widest] if widest else [])]
-        else:  # one step holds them: k a step, widest first
+            widest, full = _whole_steps(ends, n, width, step_rows), _filled_steps(ends, width, step_rows)
+            # In as many calls, whole first: a cut prompt's few rows cost llama.cpp a pass of their own.
+            ways = [widest, full] if widest and len(widest) <= len(full) else [full, *([widest] if widest else [])]
+        else:  # one step holds them: k a step, widest (the full width) first
             ways = [_whole_steps(ends, k, width, step_rows) for k in range(n, 0, -1)]
+            full = ways[0]
         waits = [self._summed_wait(way, step_rows, others + n) for way in ways]
         least = min(waits)
         way = next(way for way, w in zip(ways, waits, strict=True) if w <= least * (1 + BURST_SLACK))
-        return 0 if way is ways[0] else way[0][1]
+        return 0 if way is full else way[0][1]
 
     def _summed_wait(self, way: list[tuple[int, int]], step_rows: Callable[[int], int], waiting: int) -> float:
         """The prompts' summed wait for their first tokens, reading ``way``'s steps ((rows, first

@@ -269,8 +269,8 @@ def test_a_long_document_read_in_a_burst_does_not_keep_the_streams_holding() -> 
 
 def test_a_burst_on_a_slow_model_is_read_in_calls_of_a_few_seconds() -> None:
     """A larger model's 512-row call would take 5.1 s: a document read with nothing generating
-    goes in calls of what 3 s holds (anyone arriving meanwhile waits that long, not minutes), and
-    so does a burst of short prompts where no narrower step fits."""
+    goes in calls of what the cap holds (anyone arriving meanwhile waits that long, not minutes),
+    and so does a burst of short prompts where no narrower step fits, as many whole as it holds."""
     b = budget()
     b.prompt = costs(per_row_ms=10, fixed_ms=20)
     cap = (FULL_WIDTH_NS // MS - 20) // 10
@@ -283,8 +283,8 @@ def test_a_burst_on_a_slow_model_is_read_in_calls_of_a_few_seconds() -> None:
     s = Scheduler(16, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=b)
     for i in range(16):
         s.add(request(64, arrival=i))
-    assert b.full_width(512) == cap and b.burst([64] * 16, room=512) == 0
-    assert sum(rows_of(advance(s)).values()) == cap
+    assert b.full_width(512) == cap and b.burst([64] * 16, room=512) == cap // 64  # whole, in as many calls
+    assert sum(rows_of(advance(s)).values()) == cap // 64 * 64
 
 
 def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> None:
@@ -299,7 +299,9 @@ def test_a_burst_is_read_a_few_prompts_a_step_where_calls_cost_their_rows() -> N
     cpu = budget()
     assert cpu.burst([64] * 8, room=512) == 3
     assert cpu.burst([10] * 32, room=512) == 21  # short ones: most of them a step
-    assert cpu.burst([64] * 32, room=512) == cpu.burst([10] * 32 + [64] * 8, room=512) == 0
+    # Longer than a step: whole prompts where they take as many calls as the full width filled.
+    assert (cpu.burst([64] * 32, room=512), cpu.burst([10] * 32 + [64] * 8, room=512)) == (8, 35)
+    assert cpu.burst([63] * 4 + [64] * 28, room=512) == 8  # filled, the ninth's 4 rows a pass of their own
     assert cpu.burst([64] * 8, room=100) == 0  # the batch holds one: the full width is as narrow
     assert cpu.burst([600], room=512) == 0  # longer than a batch: no prompt is read whole
     assert [cpu.burst([64] * 8, room=512, others=n) for n in (0, 4, 32)] == [3, 5, 0]
@@ -343,6 +345,19 @@ def test_a_burst_longer_than_a_step_is_read_in_whole_prompts_where_a_cut_one_del
     plans = [advance(s) for _ in range(3)]
     assert [rows_of(p) for p in plans] == [{0: 300}, {1: 300}, {2: 300}]
     assert [sorted(slot.seq_id for slot, _ in p.outputs) for p in plans] == [[0], [1], [2]]
+
+
+def test_a_burst_of_near_equal_prompts_is_read_whole_the_oldest_among_the_first() -> None:
+    """32 clients' prompts of 63 and 64 tokens, the oldest a 64: each step reads 8 whole (the
+    shorter ones first, the oldest in the longest one's place), none cut to fill the width."""
+    clock = iter(range(0, 10**12, 1000))
+    s = Scheduler(32, 100_000, 512, lambda t: b"x", lambda t: False, clock=lambda: next(clock), budget=budget())
+    for i in range(32):
+        s.add(request(63 if i in (3, 9, 17, 25) else 64, arrival=i))
+    plans = [advance(s) for _ in range(4)]
+    assert [len(rows_of(p)) for p in plans] == [8, 8, 8, 8]
+    assert 0 in rows_of(plans[0]) and {3, 9, 17, 25} <= set(rows_of(plans[0]))
+    assert all(n == (63 if q in (3, 9, 17, 25) else 64) for p in plans for q, n in rows_of(p).items())
 
 
 def test_a_burst_leaves_the_oldest_prompt_its_share() -> None:
