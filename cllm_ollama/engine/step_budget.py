@@ -284,8 +284,9 @@ class StepBudget:
         ends = [0, *itertools.accumulate(lefts)]
         if step_rows(ends[-1]) > width:  # longer than a step: at the full width, whole prompts or filled
             widest, full = _whole_steps(ends, n, width, step_rows), _filled_steps(ends, width, step_rows)
-            # In as many calls, whole first: a cut prompt's few rows cost llama.cpp a pass of their own.
-            ways = [widest, full] if widest and len(widest) <= len(full) else [full, *([widest] if widest else [])]
+            # Fewer calls first; in as many, whole first: a cut prompt's few rows cost llama.cpp a
+            # pass of their own (``sorted`` is stable).
+            ways = sorted((way for way in (widest, full) if way), key=len)
         else:  # one step holds them: k a step, widest (the full width) first
             ways = [_whole_steps(ends, k, width, step_rows) for k in range(n, 0, -1)]
             full = ways[0]
