@@ -69,7 +69,7 @@ def adapt_layers(
 
 def _written(store: ModelStore, claim: Claim, layer: Layer, arch: str, rw: Rewrite) -> Layer:
     """One rewrite of ``layer``'s blob, adopted into the store as a model or projector layer."""
-    fd, tmp = tempfile.mkstemp(prefix=".layout-", dir=store.blobs_dir)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-layout-", dir=store.blobs_dir)  # a prune takes a leftover
     os.close(fd)
     try:
         rewrite(store.blob_path(layer.digest), Path(tmp), rw)
