@@ -854,10 +854,12 @@ def grammar_parses(grammar: str) -> bool:
 
 
 def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M", n_threads: int = 0) -> None:
-    """Quantize a GGUF file (what ``llama-quantize`` does), e.g. to build benchmark models."""
+    """Quantize a GGUF file (what ``llama-quantize`` does) to llama.cpp's file type ``ftype``
+    (``Q4_K_M``, ``Q8_0``, ``F16``, ``F32``...)."""
     _init()
     params = ll.llama_model_quantize_default_params()
-    params.ftype = getattr(ll, f"LLAMA_FTYPE_MOSTLY_{ftype.upper()}")
+    name = ftype.upper()
+    params.ftype = getattr(ll, f"LLAMA_FTYPE_MOSTLY_{name}", None) or getattr(ll, f"LLAMA_FTYPE_ALL_{name}")
     params.nthread = n_threads
     rc = ll.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
     if rc != 0:
