@@ -15,6 +15,7 @@ import httpx
 
 from cllm_ollama.api.ollama.model_views import show_response, tag_entry
 from cllm_ollama.config import Settings
+from cllm_ollama.engine.quantizer import quantize_file
 from cllm_ollama.errors import CllmError
 from cllm_ollama.store.blobs import sha256_file
 from cllm_ollama.store.create import CreateRequest, create_model
@@ -35,7 +36,7 @@ class Backend(Protocol):
     def delete(self, name: str) -> None: ...
     def pull(self, name: str, report: Report, insecure: bool = False) -> None: ...
     def push(self, name: str, report: Report, insecure: bool = False) -> None: ...
-    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None: ...
+    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report, quantize: str = "") -> None: ...
 
 
 class NoServer(CllmError):
@@ -102,15 +103,14 @@ class LocalBackend:
     def push(self, name: str, report: Report, insecure: bool = False) -> None:
         push_model(self.store, name, report, options=RegistryOptions.from_settings(self.settings, insecure=insecure))
 
-    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None:
+    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report, quantize: str = "") -> None:
         def upload(path: Path) -> str:
             report({"status": f"copying file {path.name}"})
             with open(path, "rb") as f:
                 return self.store.write_blob_from(f)
 
-        body = create_body(name, modelfile, base_dir, upload)
-        req = CreateRequest.from_json(body)
-        create_model(self.store, req, report, noprune=self.settings.noprune, pull=self.pull)
+        req = CreateRequest.from_json(create_body(name, modelfile, base_dir, upload, quantize))
+        create_model(self.store, req, report, noprune=self.settings.noprune, pull=self.pull, quantize=quantize_file)
 
 
 class HttpBackend:
@@ -189,7 +189,7 @@ class HttpBackend:
     def push(self, name: str, report: Report, insecure: bool = False) -> None:
         self.stream("/api/push", {"model": name, "insecure": insecure}, report)
 
-    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report) -> None:
+    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report, quantize: str = "") -> None:
         def upload(path: Path) -> str:
             digest = "sha256:" + sha256_file(path)
             if self.client.head(f"/api/blobs/{digest}").status_code != 200:
@@ -198,4 +198,4 @@ class HttpBackend:
                     self._raise_for_error(self.client.post(f"/api/blobs/{digest}", content=f))
             return digest
 
-        self.stream("/api/create", create_body(name, modelfile, base_dir, upload), report)
+        self.stream("/api/create", create_body(name, modelfile, base_dir, upload, quantize), report)

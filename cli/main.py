@@ -23,7 +23,6 @@ from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.errors import CllmError
-from cllm_ollama.store.create import QUANTIZE_REFUSED
 from cllm_ollama.store.modelfile import parse_modelfile
 from cllm_ollama.store.names import parse_name
 
@@ -293,16 +292,16 @@ def remove_command(names: tuple[str, ...]) -> None:
     show_default=True,
     help="The Modelfile to build from.",
 )
-@click.option("--quantize", "-q", default="", help="Not supported: import an already quantized GGUF.")
+@click.option(
+    "--quantize", "-q", default="", help="Quantize an F16, BF16 or F32 model to this level (q8_0, q4_K_S, q4_K_M)."
+)
 def create_command(name: str, modelfile: Path, quantize: str) -> None:
     """Create a model from a Modelfile (FROM a .gguf file or an existing model)."""
-    if quantize:  # Ollama's flag, refused in the server's words before anything is read or sent
-        raise CommandError(QUANTIZE_REFUSED)
     printer = ProgressPrinter()
     try:
         with user_errors():
             parsed = parse_modelfile(modelfile.read_text(encoding="utf-8"))
-            _backend().create(name, parsed, modelfile.resolve().parent, printer)
+            _backend().create(name, parsed, modelfile.resolve().parent, printer, quantize)
     finally:
         printer.close()
 

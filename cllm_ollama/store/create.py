@@ -5,6 +5,8 @@ Blocking; statuses go to a ``report`` callback as Ollama's progress objects.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Any
 import orjson
 
 from ..convert.framework import LayoutRefused
-from ..errors import InvalidRequest
+from ..errors import CllmError, InvalidRequest
 from ..gguf_header import GGUFError
 from . import manifests as mt
 from .adapters import check_adapter, check_adapter_names
@@ -25,9 +27,20 @@ from .names import ModelName, parse_name
 from .store import Claim, ModelRecord, ModelStore
 
 Report = Callable[[dict[str, Any]], None]
+# Writes a model file quantized to a type (llama.cpp's name) with progress (tensors done, of):
+# ``engine.quantizer.quantize_file``, handed in by the API and the CLI (the store loads no llama.cpp).
+Quantize = Callable[[Path, Path, str, Callable[[int, int], None]], None]
 _ROLES = ("system", "user", "assistant")
 
-QUANTIZE_REFUSED = "quantization is not supported by cllm: import an already quantized GGUF"
+# Ollama's ``ggml.ParseFileType``: the types ``create --quantize`` takes (Q4_K is Q4_K_M), ...
+QUANTIZE_TYPES = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_K_S": "Q4_K_S", "Q4_K_M": "Q4_K_M"}
+QUANTIZE_TYPES["Q4_K"] = "Q4_K_M"
+# ... those its error names (BF16 left out, as in Ollama's list), ...
+_NAMED_TYPES = ("F32", "F16", "Q4_K_S", "Q4_K_M", "Q8_0")
+# ... and the models it quantizes.
+_QUANTIZABLE = ("F16", "BF16", "F32")
+# The digest Ollama's quantize progress carries (no layer has one yet).
+_QUANTIZE_DIGEST = "0" * 19
 
 
 @dataclass(frozen=True)
@@ -47,12 +60,11 @@ class CreateRequest:
     renderer: str | None = None
     parser: str | None = None
     requires: str | None = None
+    quantize: str = ""  # upper case, as given (``quantize``, or the older ``quantization``)
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> CreateRequest:
         model = parse_name(body.get("model") or body.get("name") or "")
-        if body.get("quantize") or body.get("quantization"):
-            raise InvalidRequest(QUANTIZE_REFUSED)
         license_ = body.get("license")
         return cls(
             model=model,
@@ -67,6 +79,7 @@ class CreateRequest:
             renderer=_optional(body, "renderer", str) or None,
             parser=_optional(body, "parser", str) or None,
             requires=_optional(body, "requires", str) or None,
+            quantize=(_optional(body, "quantize", str) or _optional(body, "quantization", str) or "").upper(),
         )
 
 
@@ -116,6 +129,7 @@ def create_model(
     noprune: bool = False,
     pull: Callable[[str, Report], object] | None = None,
     check_template: Callable[[str], None] | None = None,
+    quantize: Quantize | None = None,
 ) -> ModelRecord:
     """Assemble the layers, write the manifest last; raise ``InvalidRequest``/``NotFound`` on bad input.
 
@@ -124,13 +138,14 @@ def create_model(
     names it: a delete meanwhile cannot take it. A model the new one replaces leaves the blobs
     nothing else uses, which go (as in Ollama's create), unless ``noprune`` (OLLAMA_NOPRUNE).
     ``check_template`` raises on a ``template`` that cannot be used (the store knows no template
-    language), before any layer of it is written.
+    language), before any layer of it is written. ``quantize`` writes the model layer quantized to
+    the request's ``quantize`` type (none: such a request fails).
     """
     if pull is not None and req.from_ and not req.files and store.resolve(parse_name(req.from_)) is None:
         pull(req.from_, report)
     with store.claim() as claim:
         old = store.digests_of(req.model)
-        record = _create(store, claim, req, report, check_template)
+        record = _create(store, claim, req, report, check_template, quantize)
     unused = old - {layer.digest for layer in record.manifest.all_layers}
     if unused and not noprune:
         store.discard_unused(unused)
@@ -143,6 +158,7 @@ def _create(
     req: CreateRequest,
     report: Report,
     check_template: Callable[[str], None] | None,
+    quantize: Quantize | None,
 ) -> ModelRecord:
     if req.files:
         layers, config = _from_files(store, claim, req.files, report)
@@ -152,7 +168,9 @@ def _create(
         layers, config, base_params = list(base.manifest.layers), dict(base.config), base.params
     else:
         raise InvalidRequest("neither 'from' or 'files' was specified")
-    reused = {layer.digest for layer in layers}
+    reused = {layer.digest for layer in layers}  # a model quantized now is a new layer
+    if req.quantize:
+        layers, config = _quantized(store, claim, layers, config, req.quantize, quantize, report)
     config = _named(config, req)
 
     if req.adapters:
@@ -197,6 +215,54 @@ def _create(
     record = store.write_manifest(req.model, config, layers)
     report({"status": "success"})
     return record
+
+
+def _quantized(
+    store: ModelStore,
+    claim: Claim,
+    layers: list[Layer],
+    config: dict[str, Any],
+    wanted: str,
+    quantize: Quantize | None,
+    report: Report,
+) -> tuple[list[Layer], dict[str, Any]]:
+    """The layers with the model's quantized to ``wanted``, and the config that says so, as Ollama's
+    create does: only an F16, BF16 or F32 model is quantized (to its own type, nothing is done),
+    with Ollama's progress (``quantizing F16 model to Q4_K_M``, then ``verifying conversion``).
+    Errors are Ollama's 500s: they come after the stream's first status, as there."""
+    want = QUANTIZE_TYPES.get(wanted)
+    if want is None:
+        raise CllmError(f"unsupported quantization type {wanted} - supported types are {', '.join(_NAMED_TYPES)}")
+    at, layer = next((i, layer) for i, layer in enumerate(layers) if layer.media_type == mt.MODEL)
+    have = gguf_info(store.blob_path(layer.digest)).quantization_level
+    if have not in _QUANTIZABLE:
+        raise CllmError("quantization is only supported for F16, BF16 and F32 models")
+    if have == want:
+        return layers, config
+    if quantize is None:
+        raise CllmError("quantization is not available here")
+    status = f"quantizing {have} model to {want}"
+
+    def progress(done: int, total: int) -> None:
+        completed = layer.size * done // max(total, 1)
+        report({"status": status, "digest": _QUANTIZE_DIGEST, "total": layer.size, "completed": completed})
+
+    progress(0, 1)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-quantize-", dir=store.blobs_dir)  # a prune takes a leftover
+    os.close(fd)
+    out = Path(tmp)
+    try:
+        quantize(store.blob_path(layer.digest), out, want, progress)
+        progress(1, 1)
+        report({"status": "verifying conversion"})
+        try:
+            info = gguf_info(out)
+        except GGUFError as exc:
+            raise CllmError(f"quantizing the model to {want} wrote no model: {exc}") from exc
+        quantized = claim.adopt_file(out, mt.MODEL)
+    finally:
+        out.unlink(missing_ok=True)
+    return [*layers[:at], quantized, *layers[at + 1 :]], {**config, **mt.model_config(info, kept=config)}
 
 
 def _named(config: dict[str, Any], req: CreateRequest) -> dict[str, Any]:

@@ -190,8 +190,11 @@ def local_file(reference: str, base_dir: Path) -> Path | None:
     return path if path.is_file() else None
 
 
-def create_body(name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path], str]) -> dict[str, Any]:
-    """The ``/api/create`` body for ``mf``; ``upload`` puts a local file in the blob store, returns its digest.
+def create_body(
+    name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path], str], quantize: str = ""
+) -> dict[str, Any]:
+    """The ``/api/create`` body for ``mf``; ``upload`` puts a local file in the blob store, returns its
+    digest. ``quantize``: the ``--quantize`` type, sent as ``quantize`` (as the ollama CLI does).
 
     Like the ollama CLI: a FROM that names an existing file joins ``files`` (a GGUF and its projector
     are two FROM lines), anything else is ``from``.
@@ -228,6 +231,7 @@ def create_body(name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path
         "renderer": mf.renderer,
         "parser": mf.parser,
         "requires": mf.requires,
+        "quantize": quantize or None,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import gguf
 import ollama
 import pytest
 from fakehub import FakeHub
+from harness.child_server import cllm_serve
 from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
+from cllm_ollama.testing.ggufs import write_qwen3
 
 
 @pytest.fixture
@@ -69,3 +72,28 @@ def test_pull(client: ollama.Client, fake_hub: FakeHub, tiny_gguf: Path) -> None
     with pytest.raises(ollama.ResponseError) as err:
         client.pull("hf.co/nobody/nothing")
     assert err.value.status_code == 500
+
+
+@pytest.mark.model  # llama.cpp quantizes (in a child of the server) and serves what it wrote
+def test_create_quantize_with_the_official_client(tmp_path: Path) -> None:
+    """``ollama create -q`` as the Python client sends it, to a real ``cllm serve``: an F16 model
+    stored as Q8_0, Ollama's progress on the way, and the result loads and answers."""
+    f16 = write_qwen3(tmp_path / "f16.gguf", qtype=gguf.GGMLQuantizationType.F16)
+    with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
+        client = ollama.Client(host=url)
+        digest = client.create_blob(f16)
+        progress = list(client.create("small", files={"f16.gguf": digest}, quantize="q8_0", stream=True))
+        quantizing = [p for p in progress if p.status == "quantizing F16 model to Q8_0"]
+        assert quantizing[-1].completed == quantizing[-1].total == f16.stat().st_size
+        assert [p.status for p in progress][-2:] == ["writing manifest", "success"]
+        show = client.show("small")
+        assert show.details is not None and show.details.quantization_level == "Q8_0"
+        reply = client.generate("small", "Hello", options={"num_predict": 4, "temperature": 0})
+        assert reply.done and 0 < (reply.eval_count or 0) <= 4
+        with pytest.raises(ollama.ResponseError) as err:
+            client.create("bad", files={"f16.gguf": digest}, quantize="q2_K")
+        assert (err.value.status_code, err.value.error) == (
+            500,
+            "unsupported quantization type Q2_K - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0",
+        )
+        assert [m.model for m in client.list().models] == ["small:latest"]

@@ -19,7 +19,6 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.store.create import QUANTIZE_REFUSED
 
 MODELFILE = '''FROM ./tiny.gguf
 PARAMETER stop "<|im_end|>"
@@ -100,7 +99,6 @@ def test_create_list_show_cp_rm_locally(local_env: dict[str, str], workdir: Path
         (["cp", "nope", "x"], "Error: model 'nope:latest' not found"),
         (["show", "../x"], "Error: invalid model name"),
         (["pull", "not-a-catalog-model"], "Error: pull model manifest: file does not exist"),
-        (["create", "x", "-q", "q4_K_M"], f"Error: {QUANTIZE_REFUSED}"),
         (
             ["show", "x", "--system", "--license"],
             "Error: only one of '--license', '--modelfile', '--parameters', '--system', or '--template' "
@@ -137,6 +135,27 @@ def test_no_command_shows_the_help_and_exits_0() -> None:
     result = CliRunner().invoke(cli, [])
     assert result.exit_code == 0
     assert result.output.startswith("Usage: cllm [OPTIONS] COMMAND [ARGS]...") and "serve" in result.output
+
+
+@pytest.mark.model  # llama.cpp quantizes, in a child process
+def test_create_quantize_writes_the_model_quantized_locally(local_env: dict[str, str], workdir: Path) -> None:
+    """``cllm create -q`` with no server running: the store on disk, as ``ollama create -q`` does it."""
+    out = assert_ok(run(local_env, "create", "small", "-q", "q8_0", cwd=workdir)).splitlines()
+    at = out.index("verifying conversion")
+    assert out[at - 1] == "quantizing F32 model to Q8_0: 100% ▕█████████████████████████▏ 408 KB"
+    assert out[at + 1].startswith("creating new layer sha256:") and out[-2:] == ["writing manifest", "success"]
+    assert "quantization        Q8_0" in assert_ok(run(local_env, "show", "small"))
+    (workdir / "Modelfile").write_text("FROM small\n")
+    result = run(local_env, "create", "again", "-q", "q4_K_M", cwd=workdir)
+    assert result.output.splitlines()[-1] == "Error: quantization is only supported for F16, BF16 and F32 models"
+
+
+def test_create_quantize_to_an_unknown_type_names_ollamas_types(local_env: dict[str, str], workdir: Path) -> None:
+    result = run(local_env, "create", "x", "-q", "q2_K", cwd=workdir)
+    assert (result.exit_code, result.output.splitlines()[-1]) == (
+        1,
+        "Error: unsupported quantization type Q2_K - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0",
+    )
 
 
 def test_create_errors(local_env: dict[str, str], tmp_path: Path) -> None:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gguf
 import pytest
 
-from cllm_ollama.errors import InvalidRequest, NotFound
+from cllm_ollama.errors import CllmError, InvalidRequest, NotFound
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.modelfile import create_body, parse_modelfile, parse_parameter
+from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.ggufs import write_qwen3
 
 MODELFILE = '''
 # a comment line
@@ -102,6 +108,8 @@ def test_create_body_uploads_local_files(tmp_path: Path) -> None:
         "model": "m2",
         "from": "qwen3:0.6b",
     }
+    # --quantize goes as the ollama CLI sends it.
+    assert create_body("m2", parse_modelfile("FROM m"), tmp_path, upload, "q4_K_M")["quantize"] == "q4_K_M"
     with pytest.raises(InvalidRequest, match="no such file"):
         create_body("m3", parse_modelfile("FROM ./missing.gguf"), tmp_path, upload)
 
@@ -211,7 +219,6 @@ def test_renderer_and_parser_names_go_to_the_config(model_store: ModelStore, tin
         ({"model": "x", "files": {"a.gguf": "sha256:" + "2" * 64}}, "not found", InvalidRequest),
         ({"model": "x", "files": {"a.gguf": "md5:1"}}, "^invalid digest format$", InvalidRequest),
         ({"model": "x", "files": "a.gguf"}, "invalid value for 'files'", InvalidRequest),
-        ({"model": "x", "from": "b", "quantize": "q4_K_M"}, "quantization is not supported", InvalidRequest),
         ({"model": "x", "from": "b", "messages": [{"role": "robot"}]}, "message role", InvalidRequest),
     ],
 )
@@ -242,3 +249,84 @@ def test_modelfile_parameters_for_grammar_dry_and_xtc() -> None:
     }
     with pytest.raises(InvalidRequest, match="invalid float value"):
         parse_parameter("dry_base", "high")
+
+
+class FakeQuantizer:
+    """``create_model``'s ``quantize``: writes a prepared GGUF of the wanted type (pure Python, no
+    llama.cpp) with progress over three tensors, and says what it was asked."""
+
+    def __init__(self, outputs: dict[str, Path]) -> None:
+        self.outputs = outputs
+        self.asked: list[tuple[Path, str]] = []
+
+    def __call__(self, src: Path, dst: Path, ftype: str, progress: Callable[[int, int], None]) -> None:
+        self.asked.append((src, ftype))
+        for done in range(3):
+            progress(done, 3)
+        dst.write_bytes(self.outputs[ftype].read_bytes())
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny model (F32, as ``tiny_gguf``) written as Q8_0: what the fake writes for either type
+    (gguf's Python writer has no K-quants), so a config must say what the file is, not what was asked."""
+    root = tmp_path_factory.mktemp("quantized")
+    q8 = write_qwen3(root / "q8.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
+    return {"Q8_0": q8, "Q4_K_M": q8}
+
+
+def created(store: ModelStore, body: dict[str, Any], quantize: FakeQuantizer | None) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    create_model(store, CreateRequest.from_json(body), events.append, quantize=quantize)
+    return events
+
+
+def test_create_quantizes_a_float_model_with_ollamas_progress(
+    model_store: ModelStore, tiny_gguf: Path, quantized: dict[str, Path]
+) -> None:
+    quantize = FakeQuantizer(quantized)
+    digest = upload(model_store, tiny_gguf)
+    events = created(model_store, {"model": "q", "files": {"t.gguf": digest}, "quantize": "q8_0"}, quantize)
+    size = tiny_gguf.stat().st_size
+    progress = [e for e in events if e["status"] == "quantizing F32 model to Q8_0"]
+    assert [(e["digest"], e["total"]) for e in progress] == [("0" * 19, size)] * len(progress)
+    assert [e["completed"] for e in progress] == [0, 0, size // 3, 2 * size // 3, size]
+    record = model_store.get("q")
+    model = next(layer for layer in record.manifest.layers if layer.media_type == mt.MODEL)
+    assert model.digest == "sha256:" + hashlib.sha256(quantized["Q8_0"].read_bytes()).hexdigest() != digest
+    statuses_ = [e["status"] for e in events]
+    assert statuses_[statuses_.index("verifying conversion") + 1] == f"creating new layer {model.digest}"
+    assert statuses_[-2:] == ["writing manifest", "success"]
+    assert quantize.asked == [(model_store.blob_path(digest), "Q8_0")]
+    assert record.config["file_type"] == "Q8_0"
+    # FROM an existing model (Q4_K is Ollama's Q4_K_M); that model keeps its own weights.
+    created(model_store, {"model": "base", "files": {"t.gguf": digest}}, None)
+    created(model_store, {"model": "q4", "from": "base", "quantize": "Q4_K"}, quantize)
+    assert quantize.asked[-1] == (model_store.blob_path(digest), "Q4_K_M")
+    assert model_store.get("q4").config["file_type"] == "Q8_0"  # the file's, not the request's
+    assert model_store.get("base").config["file_type"] == "F32"
+    # The model's own type: nothing to do, as in Ollama.
+    created(model_store, {"model": "same", "from": "base", "quantize": "f32"}, quantize)
+    assert len(quantize.asked) == 2 and model_store.get("same").config["file_type"] == "F32"
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (
+            {"quantize": "q2_K"},
+            "unsupported quantization type Q2_K - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0",
+        ),
+        ({"quantization": "iq4_xs"}, "unsupported quantization type IQ4_XS - supported"),
+        ({"from": "q", "quantize": "q4_K_M"}, "quantization is only supported for F16, BF16 and F32 models"),
+    ],
+)
+def test_create_quantize_errors_are_ollamas(
+    model_store: ModelStore, tiny_gguf: Path, quantized: dict[str, Path], body: dict[str, Any], error: str
+) -> None:
+    files = {"files": {"t.gguf": upload(model_store, tiny_gguf)}}
+    created(model_store, {"model": "q", "files": {"q.gguf": upload(model_store, quantized["Q8_0"])}}, None)
+    with pytest.raises(CllmError, match=f"^{re.escape(error)}") as err:
+        created(model_store, {"model": "x", **({} if "from" in body else files), **body}, FakeQuantizer(quantized))
+    assert err.value.status_code == 500  # after the stream's first status, as Ollama's
+    assert model_store.resolve(parse_name("x")) is None

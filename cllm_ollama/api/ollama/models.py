@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...chatformat.gotemplate import TemplateError, parse_ollama
+from ...engine.quantizer import quantize_file
 from ...errors import InvalidRequest, NotFound
 from ...gostrconv import go_quote
 from ...store.blobs import parse_digest
@@ -139,7 +140,15 @@ async def create(request: Request) -> Response:
         return pull_model(store, name, report, options=options)
 
     def create(report: Report) -> object:
-        return create_model(store, req, report, noprune=settings.noprune, pull=pull, check_template=_parsable_template)
+        return create_model(
+            store,
+            req,
+            report,
+            noprune=settings.noprune,
+            pull=pull,
+            check_template=_parsable_template,
+            quantize=quantize_file,
+        )
 
     return await progress_response(progress_events(create), stream=stream)
 

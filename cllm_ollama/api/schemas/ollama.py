@@ -208,8 +208,8 @@ class CreateRequest(GoStruct):
     renderer: Annotated[Any, doc(type="string")] = None
     parser: Annotated[Any, doc(type="string")] = None
     requires: Annotated[Any, doc(type="string")] = None
-    quantize: Annotated[Any, doc(type="string", description="not supported (400)")] = None
-    quantization: Annotated[Any, doc(type="string")] = None
+    quantize: Annotated[Any, doc(type="string", description="q8_0, q4_K_S, q4_K_M, f16, bf16, f32")] = None
+    quantization: Annotated[Any, doc(type="string", description="the older name of quantize")] = None
     stream: Bool = None
 
 
