@@ -30,6 +30,13 @@ _INSTRUCTIONS = (
     "requires",
 )
 _ROLES = ("system", "user", "assistant")
+# A FROM folder: Ollama's CLI uploads its safetensors for its server to convert; cllm has no
+# converter from Hugging Face's layout, but quantizes the F16 GGUF llama.cpp's converter writes.
+SAFETENSORS_MODEL_REFUSED = (
+    "safetensors models are not supported: convert the model to GGUF "
+    "(llama.cpp's convert_hf_to_gguf.py --outtype f16) and create it from that file "
+    "(with --quantize q4_K_M to store it quantized)"
+)
 _INT_PARAMS = {
     "num_keep", "seed", "num_predict", "top_k", "repeat_last_n", "num_ctx", "num_batch", "num_gpu",
     "main_gpu", "num_thread", "mirostat",
@@ -206,6 +213,8 @@ def create_body(
         path = local_file(reference, base_dir)
         if path is not None:
             files[path.name] = upload(path)
+        elif (base_dir / os.path.expanduser(reference)).is_dir():  # Ollama's CLI uploads its files
+            raise InvalidRequest(f"FROM {reference}: {SAFETENSORS_MODEL_REFUSED}")
         elif Path(os.path.expanduser(reference)).suffix.lower() == ".gguf" or reference.startswith(("./", "/", "~")):
             raise InvalidRequest(f"no such file: {reference}")
         else:
