@@ -7,11 +7,11 @@ once no encode reads it.
 
 **Media in pieces.** An item's ``llama_decode`` is what stalls the other streams (its encode
 runs beside them), so the scheduler cuts it into pieces that fit the step budget
-(``Scheduler._chunks``, ``step_budget``): each step decodes at most one piece, the next rows of
+(``prompt_rows.PromptRows``, ``step_budget``): each step decodes at most one piece, the next rows of
 one item (the oldest prompt's that is encoded), at the positions libmtmd's helper gives the whole
 item (sequential, or M-RoPE's t, y, x for Qwen-VL images: ``binding.MediaPrompt.decode``). The
 piece's size is its slot's share of the prompt rows the budget leaves after the generating
-streams' tokens, shared with other prompts' text as text is (``scheduler.shares``: fewest rows
+streams' tokens, shared with other prompts' text as text is (``prompt_rows.shares``: fewest rows
 left first, the oldest's quarter), so a short chat is not held up by a long clip either. A piece
 shares its step with the text rows in a call of its own, before them: a llama.cpp batch holds
 token ids or embeddings, never both. A step is then up to three calls: the media piece, the

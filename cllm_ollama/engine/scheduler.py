@@ -21,7 +21,6 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from .blocks import BLOCK
 from .compaction import closing_move, worth_moving
@@ -30,145 +29,15 @@ from .frontdoor import Occupancy
 from .media import Media
 from .prefix import Copy, KvOp, Move, PrefixReuse, PrefixStats, Restore, Save, Trim, copied_cells
 from .prompt_cache import PromptCache
+from .prompt_rows import MediaPiece, PromptRows
 from .request import Event, FinishReason, Request
 from .slot import Slot, SlotState, now_ns
-from .step_budget import StepBudget, oldest_share
+from .step_budget import StepBudget
 
 # How many waiting requests admission looks at when it prefers one whose prefix is cached.
 ADMIT_WINDOW = 8
 # A request is passed over for better-cached ones at most this many times.
 MAX_PASSED_OVER = 4
-# Generating streams hold while a burst of prompts is read (``HoldRun``) for at most the rows of this
-# many full-width steps, however narrow its steps (``StepBudget.burst``); then they get a step
-# before the next run.
-HOLD_STEPS = 4
-
-
-class MediaPiece(NamedTuple):
-    """Rows ``rows`` of a media item's embeddings (``embd``, all of its rows) to decode into
-    ``slot``'s sequence in this step, in a call of their own (``media_feed``), or, one row that
-    ``rides``, in the generating streams' call, their tokens as embeddings (``Scheduler.ride``)."""
-
-    slot: Slot
-    item: Media
-    embd: object
-    rows: range
-    rides: bool = False
-
-
-def shares(
-    prefilling: list[Slot], budget: int, cap: int, media: MediaPiece | None, whole: Sequence[Slot] = ()
-) -> dict[Slot, int]:
-    """Prompt rows per prefilling slot (in arrival order) within ``budget``, at most ``cap`` each:
-    the ``whole`` prompts' rest first, then prompts with the fewest tokens left first (a short chat
-    is not stuck behind a long document; among equals, arrival order), with a quarter of what is
-    left kept for the oldest prompt (none starves). ``media``'s slot takes part, the rows left in its
-    item as its room: an image or an audio window shares a step's prompt rows with other prompts'
-    text as text does."""
-    text = [s for s in prefilling if s.media_due() is None or (media is not None and s is media.slot)]
-    if not text:
-        return {}
-    free = {s: s.chunk_room(cap) if media is None or s is not media.slot else min(len(media.rows), cap) for s in text}
-    granted = dict.fromkeys(text, 0)
-
-    def grant(slot: Slot, rows: int) -> None:
-        nonlocal budget
-        n = max(0, min(rows, free[slot] - granted[slot], budget))
-        granted[slot] += n
-        budget -= n
-
-    for slot in whole:
-        grant(slot, budget)
-    oldest, shortest = text[0], sorted(text, key=lambda s: s.prompt_left)  # stable: arrival among equals
-    reserve = min(budget // 4, free[oldest]) if len(text) > 1 else 0
-    budget -= reserve
-    for slot in shortest:
-        grant(slot, budget)
-    budget += reserve
-    for slot in (oldest, *shortest):  # the oldest's quarter, then what it could not take
-        grant(slot, budget)
-    return {slot: n for slot, n in granted.items() if n}
-
-
-def piece_rows(left: int, share: int, cap: int) -> int:
-    """Rows of the next piece of a media item with ``left`` rows to decode, given a ``share`` of
-    the step's prompt rows: at most ``cap`` (and the share), but never a lone row where more are
-    left, nor a lone row left behind (a one-row call takes other CPU kernels than the rest, which
-    the deterministic mode avoids; and a call's fixed cost is not worth one row)."""
-    n = max(min(left, share, cap), min(left, 2))
-    if left - n == 1:
-        n = n - 1 if n > 2 else left
-    return n
-
-
-def readable_whole(prefilling: list[Slot], room: int, max_rows: int | None) -> list[Slot]:
-    """The prompts one chunk can hold to their end (text only), shortest first."""
-    cap = room if max_rows is None else min(room, max_rows)
-    return sorted((s for s in prefilling if s.chunk_room(cap) == s.prompt_left), key=lambda s: s.prompt_left)
-
-
-def whole_prompts(
-    prefilling: list[Slot], budget: StepBudget, n_generating: int, room: int, max_rows: int | None
-) -> list[Slot]:
-    """The prompts read whole in a step beside ``n_generating`` streams, shortest first
-    (``StepBudget.whole``)."""
-    text = readable_whole(prefilling, room, max_rows)
-    return text[: budget.whole(n_generating, [s.prompt_left for s in text], room)]
-
-
-def requests(slots: Iterable[Slot]) -> set[int]:
-    """The ids of the requests in ``slots``."""
-    return {s.request.id for s in slots if s.request is not None}
-
-
-class HoldRun:
-    """Whether a step reads prompts alone while the generating streams hold.
-
-    A burst of arrivals (more prompts in slots waiting for their first token, each of at most a
-    batch, than streams running) is read in a run of steps that nothing else shares (at the full
-    width, or a few prompts a step where one step would read them all: ``StepBudget.burst``), at
-    most the rows of ``HOLD_STEPS`` full-width steps, and each stream waits once for the whole run
-    instead of at every step of it. A stream's inter-token gaps then have one long one per burst
-    rather than many (a trickle of prompt rows beside the streams stretched a third of the gaps of
-    32 distinct clients to 2-3 steps), and the burst's prompts come without decode calls beside
-    them. The run goes on while a prompt it read is unfinished (arrivals meanwhile join it); after
-    it the streams get a step before the next. A prompt longer than a batch never starts a run: a
-    40k-token document is read within the step budget and the streams keep going.
-    """
-
-    def __init__(self, n_batch: int, most: Callable[[], int]) -> None:
-        """``most``: the rows a run may read, asked only while one goes on (it searches the
-        measured costs, which a step with no run need not pay)."""
-        self.n_batch = n_batch
-        self.most = most
-        self.steps = 0  # steps of the current run; -1: one has just ended
-        self.rows = 0  # prompt rows the current run read
-        self.members: set[int] = set()  # the requests it read (a slot may take another meanwhile)
-
-    def holds(self, prefilling: list[Slot], n_generating: int) -> bool:
-        """Whether this step, with these prompts and ``n_generating`` streams, is a run's."""
-        if not n_generating or not prefilling:
-            self.steps, self.rows, self.members = 0, 0, set()
-            return False
-        if self.steps < 0:  # the step after a run was the streams'
-            self.steps = 0
-        elif self.steps and (self.rows >= self.most() or self.members.isdisjoint(requests(prefilling))):
-            self.steps, self.rows, self.members = -1, 0, set()  # over: the streams get a step before the next
-            return False
-        if not self.steps and sum(s.prompt_left <= self.n_batch for s in prefilling) <= n_generating:
-            return False
-        self.steps += 1
-        return True
-
-    def read(self, prefilling: list[Slot], rows: int) -> None:
-        """The step held and read ``rows`` prompt rows: the short ones of ``prefilling`` belong to
-        the run (a long document read beside them does not keep it going)."""
-        self.members |= requests(s for s in prefilling if s.prompt_left <= self.n_batch)
-        self.rows += rows
-
-    def cancel(self) -> None:
-        """Nothing could be read in the step ``holds`` granted (media being encoded): no run."""
-        self.steps, self.rows, self.members = 0, 0, set()
 
 
 @dataclass
@@ -227,12 +96,8 @@ class Scheduler:
     engine). ``cache`` is the host-RAM prompt cache, ``disk`` the disk one (None: none). ``share`` allows copying
     KV between sequences and reusing part of one; recurrent models cannot do either.
     ``windowed``: the model slides a window over some layers (``PrefixReuse``).
-    ``budget`` says how many prompt tokens a step may carry beside generating slots, so they
-    keep their pace (``step_budget.StepBudget``; the runner measures its costs). ``embeddings``
-    gives a media item's encoded embeddings, or None while they are being encoded (the slot then
-    waits at that item). ``max_rows`` caps one prompt's tokens in a step (the deterministic mode:
-    ``invariance.MAX_ROWS``). ``ride``: a media piece of one row may share the generating streams'
-    call (``binding.token_rows``; not in the deterministic mode, whose calls have fixed shapes).
+    ``budget``, ``embeddings``, ``max_rows`` and ``ride`` are for ``rows``, which chooses each
+    step's prompt and media rows (``prompt_rows.PromptRows``) for ``plan`` to lay out.
     """
 
     def __init__(
@@ -261,8 +126,7 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.prefix = PrefixReuse(self.slots, cache, share, disk, windowed)
         self.budget = budget if budget is not None else StepBudget()
-        self.max_rows = max_rows
-        self.ride = ride
+        self.rows = PromptRows(n_batch, self.budget, embeddings, max_rows, ride)
         # Whether a generating stream moves into a gap between the batch's sequences (``compaction``),
         # and how many have (the engine's summary at unload).
         self.compact = compact
@@ -270,13 +134,11 @@ class Scheduler:
         self._piece = piece
         self._is_eog = is_eog
         self._paused = paused
-        self._embeddings = embeddings
         self._clock = clock
         self._by_request: dict[int, Slot] = {}
         self._enqueued: dict[int, int] = {}  # request id -> when it joined ``waiting``
         self._passed: dict[int, int] = {}
         self._pending: StepPlan | None = None
-        self._hold = HoldRun(n_batch, lambda: HOLD_STEPS * self.budget.full_width(n_batch))
 
     @property
     def stats(self) -> PrefixStats:
@@ -500,16 +362,11 @@ class Scheduler:
             (s for s in self.slots if s.state is SlotState.PREFILL),
             key=lambda s: s.request.arrival_ns,  # type: ignore[union-attr]
         )
-        chunks: dict[int, list[int]] = {}
-        if self._hold.holds(prefilling, len(generating)):
-            chunks = self._chunks(prefilling, 0, self.n_batch, plan, held=len(generating))
-            if chunks or plan.media:
-                generating = set()  # they hold for this step
-                self._hold.read(prefilling, sum(map(len, chunks.values())) + sum(len(m.rows) for m in plan.media))
-            else:  # nothing to read yet (its media is being encoded): the streams go on
-                self._hold.cancel()
-        if prefilling and not (chunks or plan.media):  # no hold
-            chunks = self._chunks(prefilling, len(generating), self.n_batch - len(generating), plan)
+        rows = self.rows.step(prefilling, len(generating), len(self.waiting))
+        if rows.held:
+            generating = set()  # they hold for this step
+        plan.media += rows.media
+        chunks = rows.chunks
         # Rows in sequence-id order: llama.cpp cuts a split-KV batch into ubatches along runs of
         # consecutive ids, and any other order costs extra passes over the weights.
         for slot in self.slots:
@@ -521,87 +378,6 @@ class Scheduler:
                 plan.add(slot, chunk, output=done)
                 plan.prefills.append((slot, len(chunk)))
         return plan
-
-    def _chunks(
-        self, prefilling: list[Slot], n_generating: int, room: int, plan: StepPlan, held: int = 0
-    ) -> dict[int, list[int]]:
-        """The step's prompt chunks by sequence (and its media piece, into ``plan``), within the step
-        budget: the full width (``StepBudget.full_width``), or a burst's (``_burst``), when more
-        requests wait for their first token than streams run; ``held``: streams holding for it."""
-        crowd = len(prefilling) + len(self.waiting) > n_generating
-        whole = [] if crowd else whole_prompts(prefilling, self.budget, n_generating, room, self.max_rows)
-        extra = sum(s.prompt_left for s in whole)
-        if crowd:
-            budget = self.budget.full_width(room)
-        else:
-            budget = min(room, self.budget.prefill_rows(n_generating, room) + extra)
-        media = self._media(prefilling, budget)
-        if crowd and media is None:
-            whole, budget = self._burst(prefilling, room, budget, held + n_generating + len(self.waiting))
-        if media is not None and not media.item.whole and not crowd:  # a piece: the target without its floor
-            budget = min(room, self.budget.prefill_rows(n_generating, room, media=True) + extra)
-        if media is not None and media.item.whole:  # one piece, out of the budget first
-            plan.media.append(media)
-            budget = max(0, budget - len(media.rows))
-            media = None
-        chunks = {}
-        cap = room if self.max_rows is None else min(room, self.max_rows)
-        granted = shares(prefilling, budget, cap, media, whole)
-        for slot, rows in granted.items():
-            if media is not None and slot is media.slot:
-                first = slot.media_rows
-                # The budget leaves a row at most: it rides in the streams' call, alone in the step.
-                rides = rows == 1 and self.ride and n_generating > 0 and len(granted) == 1
-                n = 1 if rides else piece_rows(media.item.n_tokens - first, rows, self._media_cap())
-                plan.media.append(media._replace(rows=range(first, first + n), rides=rides))
-            else:
-                chunks[slot.seq_id] = slot.prompt_chunk(rows)
-        return chunks
-
-    def _burst(self, prefilling: list[Slot], room: int, width: int, others: int) -> tuple[list[Slot], int]:
-        """A crowd's step without media, with ``others`` (streams, queued requests) waiting for the
-        whole read: the short prompts it reads whole where that is sooner than the full width
-        filled (``StepBudget.burst``) and its rows, the oldest prompt taking the longest one's
-        place where it is short too (none starves, none is cut), else (a long document, say) its
-        share (``oldest_share``). Else none and the full ``width``, shared as any step's prompt
-        rows are (``shares``): also where another prompt's chunk ends short of its end (a shared
-        start its followers wait for, a kept length), which a narrow step would leave waiting."""
-        text = readable_whole(prefilling, room, self.max_rows)
-        whole = set(text)
-        oldest = prefilling[0]
-        if any(s is not oldest and s not in whole and s.media_due() is None for s in prefilling):
-            return [], width
-        share = oldest.media_due() is None and oldest not in whole
-        burst = text[: self.budget.burst([s.prompt_left for s in text], room, others, share)]
-        if not burst:
-            return [], width
-        rows = sum(s.prompt_left for s in burst)
-        if oldest in burst or oldest.media_due() is not None:
-            return burst, rows
-        if oldest in whole and (swapped := rows - burst[-1].prompt_left + oldest.prompt_left) <= width:
-            return [*burst[:-1], oldest], swapped  # short, passed over by shorter ones: whole, not cut
-        if rows + oldest_share(rows) > width:  # the oldest is short but not among them: no room for its share
-            return [], width
-        return [*burst, oldest], rows + oldest_share(rows)
-
-    def _media(self, prefilling: list[Slot], budget: int) -> MediaPiece | None:
-        """The media item that may have a piece decoded in this step (one a step, in a call of its
-        own): the oldest prompt's whose item is encoded, its remaining rows. An item whose tokens
-        attend both ways (``whole``: Gemma 3's images) is one piece whatever its size: the oldest
-        prompt's always, another's only within ``budget``. Any other item's piece is its share of
-        the budget, as a prompt's text would get (``shares``)."""
-        for i, slot in enumerate(prefilling):
-            item = slot.media_due()
-            if item is None or (i and item.whole and item.n_tokens > budget):
-                continue
-            embd = self._embeddings(slot.request, item)  # type: ignore[arg-type]
-            if embd is not None:
-                return MediaPiece(slot, item, embd, range(slot.media_rows, item.n_tokens))
-        return None
-
-    def _media_cap(self) -> int:
-        """The most rows of a media piece: a batch (its call is its own), 63 in the deterministic mode."""
-        return self.n_batch if self.max_rows is None else min(self.n_batch, self.max_rows)
 
     def schedule(self) -> StepPlan:
         """Both phases at once, for callers with no KV operations to perform in between."""

@@ -48,8 +48,8 @@ MIN_PREFILL_ROWS = 16
 # Rows of a media piece a step may always carry. Its cost on a CPU grows with its rows from the
 # first (a 16-row piece took twice a small model's decode step), and a call of its own costs about
 # a small model's whole decode step however few its rows, so where the budget leaves a row at most
-# that row rides in the streams' call (``scheduler.MediaPiece.rides``); a piece in a call of its
-# own is never a lone row (``scheduler.piece_rows``) but the last one a riding piece left behind
+# that row rides in the streams' call (``prompt_rows.MediaPiece.rides``); a piece in a call of its
+# own is never a lone row (``prompt_rows.piece_rows``) but the last one a riding piece left behind
 # (never in the deterministic mode, where nothing rides).
 MIN_MEDIA_ROWS = 1
 # Before the first prompt call is measured: prompt rows per step beside generating streams.
@@ -60,7 +60,7 @@ WHOLE_NS = 500_000_000
 
 
 # A step that nothing waits on beside it (no stream generating, or a crowd of prompts waiting for
-# their first token while the streams hold: ``scheduler.HoldRun``) reads prompts at most at the
+# their first token while the streams hold: ``prompt_rows.HoldRun``) reads prompts at most at the
 # batch's full width (``StepBudget.burst`` may read fewer): all of it, unless a call that wide is
 # predicted to take longer than this (ns). On the bench's 0.5-0.6B models a 512-row call takes
 # 2.0-3.3 s on two cores (the same AMX Xeon, hours apart), so this leaves them as they are: at 3 s
@@ -250,7 +250,7 @@ class StepBudget:
     def burst(self, lefts: list[int], room: int, others: int = 0, share: bool = False) -> int:
         """How many of the prompts with ``lefts`` rows left (shortest first, each read whole) a
         crowd's step reads; 0 where the full width, shared as any step's prompt rows are
-        (``scheduler.shares``), is as soon (or nothing is measured yet). Each way of reading them
+        (``prompt_rows.shares``), is as soon (or nothing is measured yet). Each way of reading them
         is weighed by their summed wait for their first tokens plus the whole read's time for each
         of them and each of ``others``: the prompts' streams hold for the rest of the burst before
         their second tokens, and ``others`` wait for all of it too (streams holding for it, or

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from cllm_ollama.engine.prompt_rows import HOLD_STEPS, HoldRun
 from cllm_ollama.engine.request import Request, SamplingParams
-from cllm_ollama.engine.scheduler import HOLD_STEPS, HoldRun, Scheduler, StepPlan
+from cllm_ollama.engine.scheduler import Scheduler, StepPlan
 from cllm_ollama.engine.slot import Slot
 from cllm_ollama.engine.step_budget import (
     AUTO_FLOOR_NS,
