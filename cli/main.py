@@ -292,9 +292,7 @@ def remove_command(names: tuple[str, ...]) -> None:
     show_default=True,
     help="The Modelfile to build from.",
 )
-@click.option(
-    "--quantize", "-q", default="", help="Quantize an F16, BF16 or F32 model to this level (q8_0, q4_K_S, q4_K_M)."
-)
+@click.option("--quantize", "-q", default="", help="Quantize model to this level (e.g. q4_K_M).")
 def create_command(name: str, modelfile: Path, quantize: str) -> None:
     """Create a model from a Modelfile (FROM a .gguf file or an existing model)."""
     printer = ProgressPrinter()
