@@ -33,8 +33,7 @@ Quantize = Callable[[Path, Path, str, Callable[[int, int], None]], None]
 _ROLES = ("system", "user", "assistant")
 
 # Ollama's ``ggml.ParseFileType``: the types ``create --quantize`` takes (Q4_K is Q4_K_M), ...
-QUANTIZE_TYPES = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_K_S": "Q4_K_S", "Q4_K_M": "Q4_K_M"}
-QUANTIZE_TYPES["Q4_K"] = "Q4_K_M"
+_QUANTIZE_TYPES = {t: t for t in ("F32", "F16", "BF16", "Q8_0", "Q4_K_S", "Q4_K_M")} | {"Q4_K": "Q4_K_M"}
 # ... those its error names (BF16 left out, as in Ollama's list), ...
 _NAMED_TYPES = ("F32", "F16", "Q4_K_S", "Q4_K_M", "Q8_0")
 # ... and the models it quantizes.
@@ -230,7 +229,7 @@ def _quantized(
     create does: only an F16, BF16 or F32 model is quantized (to its own type, nothing is done),
     with Ollama's progress (``quantizing F16 model to Q4_K_M``, then ``verifying conversion``).
     Errors are Ollama's 500s: they come after the stream's first status, as there."""
-    want = QUANTIZE_TYPES.get(wanted)
+    want = _QUANTIZE_TYPES.get(wanted)
     if want is None:
         raise CllmError(f"unsupported quantization type {wanted} - supported types are {', '.join(_NAMED_TYPES)}")
     at, layer = next((i, layer) for i, layer in enumerate(layers) if layer.media_type == mt.MODEL)
