@@ -256,8 +256,7 @@ class StepBudget:
         their second tokens, and ``others`` wait for all of it too (streams holding for it, or
         stretched by its steps, and requests queued for a slot). A way within ``BURST_SLACK`` of
         the least is kept if it has fewer calls (in as many, whole prompts rather than a cut one).
-        ``share``: each step also carries the oldest
-        prompt's share (``oldest_share``).
+        ``share``: each step also carries the oldest prompt's share (``oldest_share``).
 
         Where one full-width step holds them all, the ways are ``k`` a step for every ``k``: a
         prompt's first token goes out after the step that reads its end, so one wide step makes all
