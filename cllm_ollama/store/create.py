@@ -228,14 +228,15 @@ def _quantized(
     """The layers with the model's quantized to ``wanted``, and the config that says so, as Ollama's
     create does: only an F16, BF16 or F32 model is quantized (to its own type, nothing is done),
     with Ollama's progress (``quantizing F16 model to Q4_K_M``, then ``verifying conversion``).
-    Errors are Ollama's 500s: they come after the stream's first status, as there."""
+    A level or a model it cannot quantize gets Ollama's words after the stream's first status, as
+    there, but as the client's error (400) where Ollama answers 500."""
     want = _QUANTIZE_TYPES.get(wanted)
     if want is None:
-        raise CllmError(f"unsupported quantization type {wanted} - supported types are {', '.join(_NAMED_TYPES)}")
+        raise InvalidRequest(f"unsupported quantization type {wanted} - supported types are {', '.join(_NAMED_TYPES)}")
     at, layer = next((i, layer) for i, layer in enumerate(layers) if layer.media_type == mt.MODEL)
     have = gguf_info(store.blob_path(layer.digest)).quantization_level
     if have not in _QUANTIZABLE:
-        raise CllmError("quantization is only supported for F16, BF16 and F32 models")
+        raise InvalidRequest("quantization is only supported for F16, BF16 and F32 models")
     if have == want:
         return layers, config
     if quantize is None:

@@ -93,7 +93,7 @@ def test_create_quantize_with_the_official_client(tmp_path: Path) -> None:
         with pytest.raises(ollama.ResponseError) as err:
             client.create("bad", files={"f16.gguf": digest}, quantize="q2_K")
         assert (err.value.status_code, err.value.error) == (
-            500,
+            400,
             "unsupported quantization type Q2_K - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0",
         )
         assert [m.model for m in client.list().models] == ["small:latest"]

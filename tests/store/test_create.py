@@ -224,6 +224,7 @@ def test_renderer_and_parser_names_go_to_the_config(model_store: ModelStore, tin
         ({"model": "x", "files": {"a.gguf": "md5:1"}}, "^invalid digest format$", InvalidRequest),
         ({"model": "x", "files": "a.gguf"}, "invalid value for 'files'", InvalidRequest),
         ({"model": "x", "from": "b", "messages": [{"role": "robot"}]}, "message role", InvalidRequest),
+        ({"model": "x", "from": "b", "quantize": 4}, "^invalid value for 'quantize': expected str$", InvalidRequest),
     ],
 )
 def test_create_errors(model_store: ModelStore, body: dict[str, Any], error: str, kind: type) -> None:
@@ -332,5 +333,5 @@ def test_create_quantize_errors_are_ollamas(
     created(model_store, {"model": "q", "files": {"q.gguf": upload(model_store, quantized["Q8_0"])}}, None)
     with pytest.raises(CllmError, match=f"^{re.escape(error)}") as err:
         created(model_store, {"model": "x", **({} if "from" in body else files), **body}, FakeQuantizer(quantized))
-    assert err.value.status_code == 500  # after the stream's first status, as Ollama's
+    assert err.value.status_code == 400  # the client's to fix (Ollama answers 500)
     assert model_store.resolve(parse_name("x")) is None
