@@ -390,6 +390,8 @@ class Settings:
     noprune: bool = False
     # OLLAMA_NOHISTORY: `cllm run` sessions keep no history of the lines typed.
     nohistory: bool = False
+    # OLLAMA_NO_CLOUD: only what GET /api/status reports as the source; cllm has no cloud to turn off.
+    no_cloud: bool = False
     # cllm's own: llama.cpp threads (0 = one per physical core) and batch size.
     num_thread: int = 0
     num_batch: int = 512
@@ -492,6 +494,7 @@ class Settings:
             max_body_size=_env_body_size(e.get("MAX_BODY_SIZE")),
             noprune=e.get_bool("NOPRUNE"),
             nohistory=e.get_bool("NOHISTORY"),
+            no_cloud=e.get_bool("NO_CLOUD"),
             registry_url=_env_registry_url(e.get("REGISTRY_URL")),
             kv_cache_type=_env_kv_cache_type(e.get("KV_CACHE_TYPE")),
             flash_attention=_env_flash_attention(e.get("FLASH_ATTENTION")),

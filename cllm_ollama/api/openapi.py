@@ -127,6 +127,15 @@ _TRANSCRIPTION = object_schema(
 )
 
 
+_CLOUD = object_schema(
+    {
+        "disabled": {"type": "boolean", "const": True},
+        "source": {"enum": ["none", "env"], "description": "env: OLLAMA_NO_CLOUD is set as well"},
+    },
+    ("disabled", "source"),
+)
+
+
 def _public(op: dict[str, Any]) -> dict[str, Any]:
     """An operation that needs no key even when CLLM_API_KEY is set (the health check)."""
     responses = {code: r for code, r in op["responses"].items() if code != "401"}
@@ -167,6 +176,15 @@ def _system_paths() -> dict[str, Any]:
                 "Ollama API version spoken",
                 "system",
                 _ok("Version", _json(object_schema({"version": STRING}, ("version",)))),
+                "",
+            )
+        ),
+        "/api/status": _get_and_head(
+            _op(
+                "status",
+                "Ollama's cloud switch: always off in cllm, which proxies nothing to ollama.com",
+                "system",
+                _ok("Status", _json(object_schema({"cloud": _CLOUD}, ("cloud",)))),
                 "",
             )
         ),

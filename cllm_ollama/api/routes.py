@@ -26,6 +26,7 @@ ROUTES = [
     Route("/", system.root, methods=["GET", "HEAD"]),
     Route("/openapi.json", openapi.openapi_json, methods=["GET", "HEAD"]),
     Route("/api/version", system.version, methods=["GET", "HEAD"]),
+    Route("/api/status", system.status, methods=["GET"]),
     Route("/metrics", system.metrics, methods=["GET", "HEAD"]),
     Route("/api/tags", models.tags, methods=["GET", "HEAD"]),
     Route("/api/show", models.show, methods=["POST"]),
