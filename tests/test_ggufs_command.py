@@ -98,3 +98,10 @@ def test_audio_writes_a_text_model_and_its_audio_projector(tmp_path: Path) -> No
     assert mmproj.fields["clip.projector_type"].contents() == "qwen2a"
     assert mmproj.fields["clip.audio.projection_dim"].contents() == text.fields["qwen3.embedding_length"].contents()
     assert (tmp_path / "mmproj.gguf").stat().st_size < 200_000
+
+
+def test_hf_kinds_write_a_checkpoint_folder_and_its_twin(tmp_path: Path) -> None:
+    assert _written("hf-llama", tmp_path) == [str(tmp_path / "hf-llama"), str(tmp_path / "llama.gguf")]
+    names = sorted(p.name for p in (tmp_path / "hf-llama").iterdir())
+    assert names == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert gguf.GGUFReader(tmp_path / "llama.gguf").fields["general.architecture"].contents() == "llama"

@@ -182,19 +182,35 @@ def rewrite(src: Path, dst: Path, rw: Rewrite) -> None:
         tensors = _source_tensors(reader, rw)
         if rw.tensors is not None:
             tensors = rw.tensors(tensors)
-        for t in tensors:
-            writer.add_tensor_info(t.name, t.shape, t.dtype, t.nbytes, raw_dtype=t.kind)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        for t in tensors:
-            data = t.data()
-            if tuple(data.shape) != t.shape or data.dtype != t.dtype:
-                raise ValueError(f"tensor {t.name} was produced as {data.dtype}{data.shape}, not {t.dtype}{t.shape}")
-            writer.write_tensor_data(data)
-            del data  # one produced tensor in memory at a time, not two
+        _write_tensors(writer, tensors)
     finally:
         writer.close()
+
+
+def write(dst: Path, arch: str, kv: KV, tensors: Sequence[Tensor]) -> None:
+    """Write a new GGUF ``dst`` of ``arch`` with the keys ``kv`` and ``tensors``, each produced as it
+    is written. A tensor produced unlike its declared shape raises ``ValueError`` (the caller
+    removes ``dst``)."""
+    writer = GGUFWriter(dst, arch)
+    try:
+        _add_keys(writer, kv)
+        _write_tensors(writer, tensors)
+    finally:
+        writer.close()
+
+
+def _write_tensors(writer: GGUFWriter, tensors: Sequence[Tensor]) -> None:
+    for t in tensors:
+        writer.add_tensor_info(t.name, t.shape, t.dtype, t.nbytes, raw_dtype=t.kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for t in tensors:
+        data = t.data()
+        if tuple(data.shape) != t.shape or data.dtype != t.dtype:
+            raise ValueError(f"tensor {t.name} was produced as {data.dtype}{data.shape}, not {t.dtype}{t.shape}")
+        writer.write_tensor_data(data)
+        del data  # one produced tensor in memory at a time, not two
 
 
 _VOCAB_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type")
@@ -212,7 +228,11 @@ def _copy_keys(reader: GGUFReader, writer: GGUFWriter, rw: Rewrite) -> None:
             value = value[: rw.vocab_rows]
         sub_type = f.types[-1] if f.types[0] == _ARRAY else None
         writer.add_key_value(key, value, f.types[0], sub_type=sub_type)
-    for key, (value, kind) in rw.set_kv.items():
+    _add_keys(writer, rw.set_kv)
+
+
+def _add_keys(writer: GGUFWriter, kv: KV) -> None:
+    for key, (value, kind) in kv.items():
         sub_type = _array_type(value[0]) if kind == _ARRAY else None
         writer.add_key_value(key, value, kind, sub_type=sub_type)
 
@@ -221,6 +241,8 @@ def _array_type(first: Any) -> GGUFValueType:
     """The element type of an array ``set_kv`` states, from its first element."""
     if isinstance(first, bool):
         return _BOOL
+    if isinstance(first, str):
+        return _STR
     return _F32 if isinstance(first, float) else GGUFValueType.INT32
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import audio_ggufs as au
 from . import core_ggufs as gg
+from . import hf_folders as hf
 from . import ocr_ggufs as oc
 from . import ollama_ggufs as og
 from . import ollama_vision_ggufs as ov
@@ -61,6 +62,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         sl.write_sliced_vision,
     ),
     "audio": ("DIR/text.gguf and DIR/mmproj.gguf: a qwen3 that hears (qwen2a projector)", au.write_audio),
+    "hf-qwen3": (
+        "DIR/hf-qwen3/, a Hugging Face checkpoint (safetensors), and DIR/qwen3.gguf, its twin",
+        hf.write_hf_qwen3,
+    ),
+    "hf-llama": ("DIR/hf-llama/, a Llama checkpoint (safetensors), and DIR/llama.gguf, its twin", hf.write_hf_llama),
     "ollama-gemma3-vision": (
         "the vision kind's gemma3 and projector in one file",
         _one(og.write_ollama_gemma3_vision, "model"),

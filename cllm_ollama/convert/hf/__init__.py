@@ -1,0 +1,100 @@
+"""Hugging Face checkpoints (``config.json``, safetensors, ``tokenizer.json``) converted to a GGUF
+llama.cpp runs, as ``ollama create`` does for a model folder (Ollama's ``convert/``).
+
+Matrices are written as F16, or BF16 where the checkpoint holds BF16, vectors as F32: Ollama's
+choice, which ``create --quantize`` then quantizes. The families are ``families.ARCHITECTURES``;
+a folder cllm cannot convert raises ``ImportRefused`` with what to do instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
+
+from ..framework import KV, Tensor, write
+from . import safetensors
+from .checkpoint import Checkpoint
+from .errors import ImportRefused
+from .families import Family
+from .tokenizer import tokenizer_kv
+
+__all__ = ["Checkpoint", "ImportRefused", "convert", "is_checkpoint"]
+
+_F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
+
+
+def is_checkpoint(names: list[str]) -> bool:
+    """Whether files of these names are a safetensors checkpoint (Ollama's ``detectModelTypeFromFiles``)."""
+    return any(name.endswith(".safetensors") for name in names)
+
+
+def convert(checkpoint: Checkpoint, dst: Path) -> None:
+    """Write ``dst``, the GGUF of ``checkpoint``; ``ImportRefused`` for what cllm does not convert
+    (the caller removes a partial ``dst``)."""
+    config = checkpoint.json("config.json")
+    if config is None:
+        raise ImportRefused("the model folder has no config.json")
+    family = Family.of(config)
+    sources = [t for name, path in checkpoint.weights() for t in safetensors.read(path, name)]
+    tensors = _tensors(family, sources)
+    by_name = {t.name: t for t in tensors}
+    if "token_embd.weight" not in by_name:
+        raise ImportRefused("the checkpoint has no model.embed_tokens.weight")
+    for i in range(family.n_layer):
+        if f"blk.{i}.attn_q.weight" not in by_name:
+            raise ImportRefused(f"the checkpoint has no model.layers.{i}: is a shard missing?")
+    n_vocab = by_name["token_embd.weight"].shape[0]
+    matrices = [t.kind for t in tensors if len(t.shape) > 1]
+    file_type = (
+        LlamaFileType.MOSTLY_BF16 if matrices and all(k == _BF16 for k in matrices) else LlamaFileType.MOSTLY_F16
+    )
+    kv: KV = {  # the architecture is the writer's own first key
+        "general.name": (checkpoint.name, GGUFValueType.STRING),
+        "general.file_type": (int(file_type), GGUFValueType.UINT32),
+        "general.quantization_version": (2, GGUFValueType.UINT32),
+        **family.kv(),
+        **tokenizer_kv(checkpoint, config, n_vocab),
+    }
+    factors = family.rope_factors()
+    if factors is not None:
+        tensors.insert(0, Tensor.of("rope_freqs.weight", _F32, factors))
+    write(dst, family.arch, kv, tensors)
+
+
+def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Tensor]:
+    """Each checkpoint tensor under its llama.cpp name, in its GGUF type (Ollama's ``Kind``), its
+    data produced when written."""
+    out: dict[str, Tensor] = {}
+    for source in sources:
+        name = family.gguf_name(source.name)
+        if name is None:
+            continue
+        if name in out:
+            raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
+        out[name] = _converted(name, source, family.reorder(name))
+    return list(out.values())
+
+
+def _converted(
+    name: str, source: safetensors.SourceTensor, reorder: Callable[[np.ndarray], np.ndarray] | None
+) -> Tensor:
+    data = source.data
+    dtype: np.dtype[Any]
+    if len(source.shape) == 1:
+        kind, dtype = _F32, np.dtype(np.float32)
+    elif source.dtype == "BF16":
+        kind, dtype = _BF16, np.dtype(np.uint16)
+    else:
+        kind, dtype = _F16, np.dtype(np.float16)
+
+    def produce() -> np.ndarray:
+        rows = reorder(data) if reorder is not None else data
+        if source.dtype == "BF16" and kind == _F32:
+            return (rows.astype(np.uint32) << 16).view(np.float32)
+        return np.ascontiguousarray(rows, dtype=dtype)
+
+    return Tensor(name, kind, source.shape, dtype, produce)
