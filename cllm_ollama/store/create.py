@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from ..convert import hf
 from ..convert.framework import LayoutRefused
 from ..errors import CllmError, InvalidRequest
 from ..gguf_header import GGUFError
@@ -148,6 +149,8 @@ def create_model(
     unused = old - {layer.digest for layer in record.manifest.all_layers}
     if unused and not noprune:
         store.discard_unused(unused)
+    if hf.is_checkpoint(list(req.files)):
+        store.discard_unused(req.files.values())  # converted: the uploads are no model's layers
     return record
 
 
@@ -159,15 +162,19 @@ def _create(
     check_template: Callable[[str], None] | None,
     quantize: Quantize | None,
 ) -> ModelRecord:
-    if req.files:
-        layers, config = _from_files(store, claim, req.files, report)
+    converted = hf.is_checkpoint(list(req.files))
+    if converted:
+        layers, config = _from_checkpoint(store, claim, req.model, req.files, report)
         base_params: dict[str, Any] = {}
+    elif req.files:
+        layers, config = _from_files(store, claim, req.files, report)
+        base_params = {}
     elif req.from_:
         base = claim.record(req.from_)
         layers, config, base_params = list(base.manifest.layers), dict(base.config), base.params
     else:
         raise InvalidRequest("neither 'from' or 'files' was specified")
-    reused = {layer.digest for layer in layers}  # a model quantized now is a new layer
+    reused = set() if converted else {layer.digest for layer in layers}  # converted or quantized now: new
     if req.quantize:
         layers, config = _quantized(store, claim, layers, config, req.quantize, quantize, report)
     config = _named(config, req)
@@ -347,6 +354,33 @@ def _from_files(
     if adapted is None:
         return layers, mt.model_config(info)
     return adapted.layers, mt.model_config(adapted.model)
+
+
+def _from_checkpoint(
+    store: ModelStore, claim: Claim, name: ModelName, files: dict[str, str], report: Report
+) -> tuple[list[Layer], dict[str, Any]]:
+    """A Hugging Face checkpoint's uploaded files (safetensors, ``config.json``, ``tokenizer.json``...)
+    converted to one GGUF model layer, as Ollama's create converts them ("converting model")."""
+    paths = {}
+    for filename, digest in files.items():
+        _blob_layer(store, claim, digest, mt.MODEL)  # there, and pinned
+        paths[filename] = store.blob_path(digest)
+    report({"status": "converting model"})
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-convert-", dir=store.blobs_dir)  # a prune takes a leftover
+    os.close(fd)
+    out = Path(tmp)
+    try:
+        try:
+            hf.convert(hf.Checkpoint(name.model, paths), out)
+        except hf.ImportRefused as exc:
+            raise InvalidRequest(str(exc)) from exc
+        info = gguf_info(out)
+        if info.problems:
+            raise InvalidRequest(f"llama.cpp cannot load the converted model: {'; '.join(info.problems)}")
+        layer = claim.adopt_file(out, mt.MODEL)
+    finally:
+        out.unlink(missing_ok=True)
+    return [layer], mt.model_config(info)
 
 
 def import_gguf(

@@ -30,13 +30,12 @@ _INSTRUCTIONS = (
     "requires",
 )
 _ROLES = ("system", "user", "assistant")
-# A FROM folder: Ollama's CLI uploads its safetensors for its server to convert; cllm has no
-# converter from Hugging Face's layout, but quantizes the F16 GGUF llama.cpp's converter writes.
-SAFETENSORS_MODEL_REFUSED = (
-    "safetensors models are not supported: convert the model to GGUF "
-    "(llama.cpp's convert_hf_to_gguf.py --outtype f16) and create it from that file "
-    "(with --quantize q4_K_M to store it quantized)"
-)
+# A FROM folder's weights, as the ollama CLI looks for them (``filesForModel``): the first pattern
+# that matches (a pattern with a folder part looks one folder down, as Go's ``filepath.Glob``).
+_WEIGHTS = (("model*.safetensors", "*/model*.safetensors"), ("consolidated*.safetensors",), ("*.gguf",))
+# ... and what goes with them: configuration, tokenizer, chat template.
+_BESIDE = ("*.json", "*/*.json", "chat_template.jinja", "tokenizer.model", "*/tokenizer.model")
+_PICKLES = ("pytorch_model*.bin", "consolidated*.pth")
 _INT_PARAMS = {
     "num_keep", "seed", "num_predict", "top_k", "repeat_last_n", "num_ctx", "num_batch", "num_gpu",
     "main_gpu", "num_thread", "mirostat",
@@ -197,6 +196,23 @@ def local_file(reference: str, base_dir: Path) -> Path | None:
     return path if path.is_file() else None
 
 
+def model_folder_files(folder: Path, reference: str) -> dict[str, Path]:
+    """The files of a model folder the ollama CLI uploads (its ``filesForModel``), by their paths in
+    it: the safetensors weights (or GGUF files) and the JSON, tokenizer and template files beside."""
+    found: list[Path] = []
+    for patterns in _WEIGHTS:
+        found = [p for pattern in patterns for p in sorted(folder.glob(pattern)) if p.is_file()]
+        if found:
+            break
+    else:
+        if any(next(folder.glob(pattern), None) for pattern in _PICKLES):
+            raise InvalidRequest(f"FROM {reference}: PyTorch checkpoints are not supported: save it as safetensors")
+        raise InvalidRequest(f"FROM {reference}: no Modelfile or safetensors files found")
+    if found[0].suffix != ".gguf":
+        found += [p for pattern in _BESIDE for p in sorted(folder.glob(pattern)) if p.is_file()]
+    return {p.relative_to(folder).as_posix(): p for p in found}
+
+
 def create_body(
     name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path], str], quantize: str = ""
 ) -> dict[str, Any]:
@@ -204,7 +220,8 @@ def create_body(
     digest. ``quantize``: the ``--quantize`` type, sent as ``quantize`` (as the ollama CLI does).
 
     Like the ollama CLI: a FROM that names an existing file joins ``files`` (a GGUF and its projector
-    are two FROM lines), anything else is ``from``.
+    are two FROM lines), a folder its checkpoint's files (converted by the server), anything else is
+    ``from``.
     """
     body: dict[str, Any] = {"model": name}
     assert mf.from_ is not None
@@ -213,8 +230,8 @@ def create_body(
         path = local_file(reference, base_dir)
         if path is not None:
             files[path.name] = upload(path)
-        elif (base_dir / os.path.expanduser(reference)).is_dir():  # Ollama's CLI uploads its files
-            raise InvalidRequest(f"FROM {reference}: {SAFETENSORS_MODEL_REFUSED}")
+        elif (folder := base_dir / os.path.expanduser(reference)).is_dir():  # a Hugging Face checkpoint
+            files |= {name: upload(path) for name, path in model_folder_files(folder, reference).items()}
         elif Path(os.path.expanduser(reference)).suffix.lower() == ".gguf" or reference.startswith(("./", "/", "~")):
             raise InvalidRequest(f"no such file: {reference}")
         else:

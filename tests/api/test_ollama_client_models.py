@@ -14,7 +14,9 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
+from cllm_ollama.store.modelfile import model_folder_files
 from cllm_ollama.testing.ggufs import write_qwen3
+from cllm_ollama.testing.hf_folders import write_hf_llama, write_hf_qwen3
 
 
 @pytest.fixture
@@ -97,3 +99,25 @@ def test_create_quantize_with_the_official_client(tmp_path: Path) -> None:
             "unsupported quantization type Q2_K - supported types are F32, F16, Q4_K_S, Q4_K_M, Q8_0",
         )
         assert [m.model for m in client.list().models] == ["small:latest"]
+
+
+@pytest.mark.model  # both models load through llama.cpp and answer greedily
+def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
+    """A Hugging Face folder uploaded as ``ollama create`` uploads it, to a real ``cllm serve``:
+    converted, it answers word for word as the GGUF it was exported from (a Llama's Q and K rows
+    reordered on the way, a Qwen3's kept)."""
+    with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
+        client = ollama.Client(host=url)
+        for write in (write_hf_qwen3, write_hf_llama):
+            folder, twin = write(tmp_path / write.__name__)
+            files = {name: client.create_blob(path) for name, path in model_folder_files(folder, str(folder)).items()}
+            statuses = [p.status for p in client.create("converted", files=files, stream=True)]
+            assert statuses[0] == "converting model" and statuses[-1] == "success"
+            assert client.create("twin", files={"twin.gguf": client.create_blob(twin)}).status == "success"
+            show = client.show("converted")
+            assert show.details is not None and show.details.quantization_level == "F16"
+            options = {"num_predict": 24, "temperature": 0, "seed": 1}
+            answers = [
+                client.generate(m, "The capital of France is", options=options).response for m in ("converted", "twin")
+            ]
+            assert answers[0] == answers[1] and answers[0]

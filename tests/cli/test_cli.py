@@ -19,6 +19,7 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
+from cllm_ollama.testing.hf_folders import write_hf_qwen3
 
 MODELFILE = '''FROM ./tiny.gguf
 PARAMETER stop "<|im_end|>"
@@ -148,6 +149,20 @@ def test_create_quantize_writes_the_model_quantized_locally(local_env: dict[str,
     (workdir / "Modelfile").write_text("FROM small\n")
     result = run(local_env, "create", "again", "-q", "q4_K_M", cwd=workdir)
     assert result.output.splitlines()[-1] == "Error: quantization is only supported for F16, BF16 and F32 models"
+
+
+@pytest.mark.model  # llama.cpp quantizes what the converter wrote
+def test_create_from_a_checkpoint_folder_locally(local_env: dict[str, str], tmp_path: Path) -> None:
+    """``FROM ./folder`` of a Hugging Face checkpoint, converted and quantized with no server, as
+    ``ollama create -q`` does it."""
+    write_hf_qwen3(tmp_path)
+    (tmp_path / "Modelfile").write_text("FROM ./hf-qwen3\n")
+    out = assert_ok(run(local_env, "create", "hf", "-q", "q8_0", cwd=tmp_path)).splitlines()
+    assert "converting model" in out and "verifying conversion" in out
+    assert any(line.startswith("quantizing F16 model to Q8_0: 100%") for line in out)
+    assert out[-2:] == ["writing manifest", "success"]
+    shown = assert_ok(run(local_env, "show", "hf"))
+    assert "quantization        Q8_0" in shown and "architecture        qwen3" in shown
 
 
 def test_create_quantize_to_an_unknown_type_names_ollamas_types(local_env: dict[str, str], workdir: Path) -> None:

@@ -112,9 +112,9 @@ def test_create_body_uploads_local_files(tmp_path: Path) -> None:
     assert create_body("m2", parse_modelfile("FROM m"), tmp_path, upload, "q4_K_M")["quantize"] == "q4_K_M"
     with pytest.raises(InvalidRequest, match="no such file"):
         create_body("m3", parse_modelfile("FROM ./missing.gguf"), tmp_path, upload)
-    # A Hugging Face folder (Ollama's CLI uploads it for its converter): said so, with the way round it.
+    # A folder with no weights in it: the ollama CLI's words.
     (tmp_path / "hf-model").mkdir()
-    with pytest.raises(InvalidRequest, match=r"^FROM \./hf-model: safetensors models are not supported: .* --quantize"):
+    with pytest.raises(InvalidRequest, match=r"^FROM \./hf-model: no Modelfile or safetensors files found$"):
         create_body("m4", parse_modelfile("FROM ./hf-model"), tmp_path, upload)
 
 

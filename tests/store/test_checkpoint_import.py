@@ -1,0 +1,291 @@
+"""Hugging Face checkpoints converted as ``ollama create`` converts a model folder (``convert/hf``):
+the GGUF written is the tiny twin the checkpoint was exported from, tensor for tensor."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import pytest
+
+from cllm_ollama.convert.hf import Checkpoint, ImportRefused, convert
+from cllm_ollama.convert.hf.families import permute
+from cllm_ollama.errors import InvalidRequest
+from cllm_ollama.store import manifests as mt
+from cllm_ollama.store.create import CreateRequest, create_model
+from cllm_ollama.store.modelfile import create_body, model_folder_files, parse_modelfile
+from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.hf_folders import (
+    SPLIT_PATTERNS,
+    export,
+    to_bf16,
+    write_hf_llama,
+    write_hf_qwen3,
+    write_safetensors,
+)
+
+# Keys the twin states that a converter need not (llama.cpp defaults them from the others).
+_TWIN_ONLY = {"general.name", "general.file_type", "tokenizer.ggml.tokens"}
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    root = tmp_path_factory.mktemp("twins")
+    return {"qwen3": write_hf_qwen3(root / "qwen3"), "llama": write_hf_llama(root / "llama")}
+
+
+def _fields(path: Path) -> dict[str, Any]:
+    return {f.name: f.contents() for f in gguf.GGUFReader(path).fields.values() if not f.name.startswith("GGUF.")}
+
+
+def _tensors(path: Path) -> dict[str, tuple[gguf.GGMLQuantizationType, np.ndarray]]:
+    out = {}
+    for t in gguf.GGUFReader(path).tensors:
+        data = np.asarray(t.data)
+        if t.tensor_type == gguf.GGMLQuantizationType.BF16:
+            data = data.view(np.uint16).reshape([int(d) for d in reversed(t.shape)])
+        out[t.name] = (t.tensor_type, data)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("family", "dtype", "shards", "template_file"),
+    [("qwen3", "F16", 1, False), ("llama", "F32", 3, True), ("qwen3", "BF16", 2, False), ("llama", "BF16", 1, False)],
+)
+def test_a_checkpoint_converts_to_its_twin(
+    twins: dict[str, tuple[Path, Path]], tmp_path: Path, family: str, dtype: str, shards: int, template_file: bool
+) -> None:
+    """Every tensor under llama.cpp's name with the checkpoint's values (matrices F16, or BF16 from
+    BF16; vectors F32; a Llama's Q and K rows reordered), and the twin's hyperparameters and tokenizer."""
+    twin = twins[family][1]
+    folder = export(twin, tmp_path / "hf", dtype=dtype, shards=shards, template_file=template_file)
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    want, got = _tensors(twin), _tensors(tmp_path / "out.gguf")
+    assert set(got) == set(want)
+    for name, (kind, data) in got.items():
+        source = want[name][1].astype(np.float32)
+        if data.ndim == 1:
+            assert kind == gguf.GGMLQuantizationType.F32 and np.array_equal(data, source), name
+        elif dtype == "BF16":
+            assert kind == gguf.GGMLQuantizationType.BF16 and np.array_equal(data, to_bf16(source)), name
+        else:
+            assert kind == gguf.GGMLQuantizationType.F16 and np.array_equal(data, source.astype(np.float16)), name
+    expected, written = _fields(twin), _fields(tmp_path / "out.gguf")
+    for key, value in expected.items():
+        if key not in _TWIN_ONLY and key in written:
+            assert written[key] == value, key
+    arch = expected["general.architecture"]
+    for key in ("context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count"):
+        assert written[f"{arch}.{key}"] == expected[f"{arch}.{key}"]
+    assert (
+        written["tokenizer.ggml.pre"] == "qwen2"
+        and written["tokenizer.chat_template"] == expected["tokenizer.chat_template"]
+    )
+    assert written["general.file_type"] == (
+        gguf.LlamaFileType.MOSTLY_BF16 if dtype == "BF16" else gguf.LlamaFileType.MOSTLY_F16
+    )
+    # The vocabulary's padding rows, which a checkpoint leaves untokenized, are unused tokens.
+    tokens, types = written["tokenizer.ggml.tokens"], written["tokenizer.ggml.token_type"]
+    for i, (token, kind) in enumerate(
+        zip(expected["tokenizer.ggml.tokens"], expected["tokenizer.ggml.token_type"], strict=True)
+    ):
+        assert types[i] == kind and (tokens[i] == token if kind != gguf.TokenType.UNUSED else tokens[i] == f"[PAD{i}]")
+
+
+def _rope(x: np.ndarray, pairs: Callable[[int], tuple[np.ndarray, np.ndarray]], pos: int) -> np.ndarray:
+    """Rotate each head's dimension pairs ``pairs(d)`` (index arrays) by their frequency at ``pos``."""
+    out = x.copy()
+    d = x.shape[-1]
+    first, second = pairs(d)
+    theta = pos * 10000.0 ** (-np.arange(d // 2) * 2 / d)
+    out[..., first] = x[..., first] * np.cos(theta) - x[..., second] * np.sin(theta)
+    out[..., second] = x[..., first] * np.sin(theta) + x[..., second] * np.cos(theta)
+    return out
+
+
+def test_llama_q_and_k_rows_rotate_as_hugging_face_rotates_them() -> None:
+    """Attention scores are the same from the checkpoint's rows under Hugging Face's rotation (a
+    head's halves paired) as from the converted rows under llama.cpp's (neighbours paired)."""
+    rng = np.random.default_rng(0)
+    heads, d, n_in = 4, 16, 32
+    wq, wk, x, y = (rng.standard_normal(s) for s in ((heads * d, n_in), (heads * d, n_in), n_in, n_in))
+    halves = lambda d: (np.arange(d // 2), np.arange(d // 2) + d // 2)  # noqa: E731
+    neighbours = lambda d: (np.arange(0, d, 2), np.arange(1, d, 2))  # noqa: E731
+
+    def scores(
+        q_rows: np.ndarray, k_rows: np.ndarray, pairs: Callable[[int], tuple[np.ndarray, np.ndarray]]
+    ) -> np.ndarray:
+        q = _rope((q_rows @ x).reshape(heads, d), pairs, 7)
+        k = _rope((k_rows @ y).reshape(heads, d), pairs, 3)
+        return (q * k).sum(-1)
+
+    hugging_face = scores(wq, wk, halves)
+    assert np.allclose(scores(permute(wq, heads), permute(wk, heads), neighbours), hugging_face)
+    assert not np.allclose(scores(wq, wk, neighbours), hugging_face)  # unpermuted rows would not do
+
+
+def _edit(folder: Path, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+    value = json.loads((folder / name).read_text())
+    change(value)
+    (folder / name).write_text(json.dumps(value))
+
+
+def test_the_tokenizer_says_what_llama_cpp_needs(twins: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    """Llama 3's pre-tokenizer named by its pattern, merges written as pairs, a bos added where the
+    post-processor adds one, special tokens by text, else by config.json's ids."""
+    folder = export(twins["llama"][1], tmp_path / "hf")
+    llama3 = SPLIT_PATTERNS["llama-bpe"]
+
+    def llama3_tokenizer(spec: dict[str, Any]) -> None:
+        spec["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = llama3
+        spec["post_processor"] = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|endoftext|>"}}]}
+
+    _edit(folder, "tokenizer.json", llama3_tokenizer)
+    _edit(folder, "tokenizer_config.json", lambda c: c.update(pad_token={"content": "<|im_start|>"}, eos_token=None))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    got, twin = _fields(tmp_path / "out.gguf"), _fields(twins["llama"][1])
+    ids = {t: i for i, t in enumerate(twin["tokenizer.ggml.tokens"])}
+    assert got["tokenizer.ggml.pre"] == "llama-bpe" and got["tokenizer.ggml.add_bos_token"] is True
+    assert got["tokenizer.ggml.merges"] == twin["tokenizer.ggml.merges"]
+    assert got["tokenizer.ggml.padding_token_id"] == ids["<|im_start|>"]
+    assert got["tokenizer.ggml.eos_token_id"] == twin["tokenizer.ggml.eos_token_id"]  # config.json's id
+    assert got["tokenizer.ggml.bos_token_id"] == twin["tokenizer.ggml.bos_token_id"]
+    # A pattern llama.cpp has no name for: GPT-2's, as Ollama converts it.
+    _edit(folder, "tokenizer.json", lambda spec: spec["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex="x"))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "default"
+
+
+def _break(folder: Path, what: str) -> None:
+    """One way a checkpoint cannot be converted, made in ``folder``."""
+    if what == "architecture":
+        _edit(folder, "config.json", lambda c: c.update(architectures=["GPT2LMHeadModel"]))
+    elif what == "config":
+        (folder / "config.json").unlink()
+    elif what == "sentencepiece":
+        (folder / "tokenizer.json").unlink()
+        (folder / "tokenizer.model").write_bytes(b"\n\x05")
+    elif what == "byte-fallback":
+        _edit(folder, "tokenizer.json", lambda spec: spec["model"].update(byte_fallback=True))
+    elif what == "fp8":
+        write_safetensors(folder / "model-extra.safetensors", {"model.norm.weight": ("F8_E4M3", np.zeros(4, np.uint8))})
+    elif what == "truncated":
+        data = (folder / "model.safetensors").read_bytes()
+        (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    elif what == "not-safetensors":
+        (folder / "model.safetensors").write_bytes(b"GGUF" + bytes(60))
+    elif what == "unknown-tensor":
+        write_safetensors(
+            folder / "model-extra.safetensors", {"model.layers.0.mlp.experts.weight": ("F32", np.zeros(4, np.float32))}
+        )
+    elif what == "missing-layer":
+        _edit(folder, "config.json", lambda c: c.update(num_hidden_layers=3))
+    elif what == "small-embedding":
+        _edit(
+            folder,
+            "tokenizer.json",
+            lambda spec: spec["added_tokens"].append({"id": 9999, "content": "x", "special": True}),
+        )
+    elif what == "rope-scaling":
+        _edit(folder, "config.json", lambda c: c.update(rope_scaling={"rope_type": "longrope", "factor": 4.0}))
+
+
+@pytest.mark.parametrize(
+    ("what", "error"),
+    [
+        ("architecture", r"^unsupported architecture 'GPT2LMHeadModel': cllm converts LlamaForCausalLM, "),
+        ("config", "^the model folder has no config.json$"),
+        ("sentencepiece", "byte-level BPE tokenizer.json; its tokenizer is SentencePiece's tokenizer.model$"),
+        ("byte-fallback", "with byte fallback"),
+        ("fp8", r"^model-extra.safetensors: tensor model.norm.weight is F8_E4M3; cllm converts F32, F16 and BF16"),
+        ("truncated", "^model.safetensors: tensor .* data_offsets do not fit its shape or the file$"),
+        ("not-safetensors", "^model.safetensors: not a safetensors file"),
+        ("unknown-tensor", r"^tensor model.layers.0.mlp.experts.weight is not one cllm's converter knows for qwen3$"),
+        ("missing-layer", r"^the checkpoint has no model.layers.2: is a shard missing\?$"),
+        ("small-embedding", "^the tokenizer has 10000 tokens, the model's embedding only 384 rows$"),
+        ("rope-scaling", "rope_scaling 'longrope' is not one cllm converts"),
+    ],
+)
+def test_what_cannot_be_converted_says_why(
+    twins: dict[str, tuple[Path, Path]], tmp_path: Path, what: str, error: str
+) -> None:
+    folder = export(twins["qwen3"][1], tmp_path / "hf")
+    _break(folder, what)
+    with pytest.raises(ImportRefused, match=error):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def _upload(store: ModelStore, path: Path) -> str:
+    with open(path, "rb") as f:
+        return store.write_blob_from(f)
+
+
+def test_create_converts_a_folder_as_ollama_does(
+    model_store: ModelStore, twins: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    """``FROM ./folder``: the client uploads what the ollama CLI uploads, the store converts it
+    ("converting model"), keeps the GGUF as the model layer and lets the uploads go."""
+    folder, twin = twins["qwen3"]
+    (folder / "README.md").write_text("not uploaded")
+    (folder / "nested").mkdir(exist_ok=True)
+    (folder / "nested" / "preprocessor_config.json").write_text("{}")
+    files = model_folder_files(folder, "./hf-qwen3")
+    assert sorted(files) == [
+        "config.json",
+        "model.safetensors",
+        "nested/preprocessor_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    body = create_body(
+        "hf", parse_modelfile(f"FROM {folder}\nPARAMETER temperature 0"), tmp_path, lambda p: _upload(model_store, p)
+    )
+    events: list[dict[str, Any]] = []
+    create_model(model_store, CreateRequest.from_json(body), events.append)
+    statuses = [e["status"] for e in events]
+    assert statuses[0] == "converting model" and statuses[-2:] == ["writing manifest", "success"]
+    record = model_store.get("hf")
+    model = next(layer for layer in record.manifest.layers if layer.media_type == mt.MODEL)
+    assert statuses[1] == f"creating new layer {model.digest}"
+    assert record.config == {
+        "model_format": "gguf",
+        "model_family": "qwen3",
+        "model_families": ["qwen3"],
+        "model_type": "99K",
+        "file_type": "F16",
+    }
+    assert _tensors(model_store.blob_path(model.digest)).keys() == _tensors(twin).keys()
+    assert record.params == {"temperature": 0}
+    for digest in body["files"].values():  # converted: no model's layers, so not kept
+        assert not model_store.blob_path(digest).exists()
+    assert not [p for p in model_store.blobs_dir.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_create_refuses_what_it_cannot_convert_with_a_400(
+    model_store: ModelStore, twins: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    folder = export(twins["qwen3"][1], tmp_path / "hf")
+    _break(folder, "architecture")
+    files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
+    with pytest.raises(InvalidRequest, match=r"^unsupported architecture 'GPT2LMHeadModel'"):
+        create_model(model_store, CreateRequest.from_json({"model": "bad", "files": files}), lambda e: None)
+    assert not [p for p in model_store.blobs_dir.iterdir() if p.name.startswith(".tmp-")]
+    assert all(model_store.blob_path(d).exists() for d in files.values())  # kept for a retry
+    with pytest.raises(InvalidRequest, match="not found: upload it"):
+        create_model(
+            model_store,
+            CreateRequest.from_json({"model": "bad", "files": {"model.safetensors": "sha256:" + "0" * 64}}),
+            lambda e: None,
+        )
+
+
+def test_a_folder_of_pytorch_pickles_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "pytorch_model.bin").write_bytes(b"PK")
+    with pytest.raises(
+        InvalidRequest, match=r"^FROM \./m: PyTorch checkpoints are not supported: save it as safetensors$"
+    ):
+        model_folder_files(tmp_path, "./m")
