@@ -204,7 +204,7 @@ def test_the_key_the_cli_sends(env: dict[str, str], key: str | None) -> None:
 
 def test_the_settings_repr_shows_no_key() -> None:
     assert "sekrit" not in repr(Settings.from_env({"CLLM_API_KEY": "sekrit"}))
-    assert "cloud" not in repr(Settings.from_env({"OLLAMA_API_KEY": "cloud"}))
+    assert "acct-k3y" not in repr(Settings.from_env({"OLLAMA_API_KEY": "acct-k3y"}))
 
 
 def test_metrics_can_be_left_open_for_scrapers_that_send_no_key(store_settings: Settings) -> None:
