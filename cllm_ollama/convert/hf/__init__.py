@@ -2,7 +2,8 @@
 llama.cpp runs, as ``ollama create`` does for a model folder (Ollama's ``convert/``).
 
 Matrices are written as F16, or BF16 where the checkpoint holds BF16, vectors as F32: Ollama's
-choice, which ``create --quantize`` then quantizes. The families are ``families.ARCHITECTURES``;
+choice, which ``create --quantize`` then quantizes. The tokenizer is a byte-level BPE
+``tokenizer.json`` or a SentencePiece ``tokenizer.model``. The families are ``families.ARCHITECTURES``;
 a folder cllm cannot convert raises ``ImportRefused`` with what to do instead.
 """
 
@@ -25,6 +26,7 @@ from .tokenizer import tokenizer_kv
 __all__ = ["Checkpoint", "ImportRefused", "convert", "is_checkpoint"]
 
 _F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
+_VOCAB_ROWS = ("token_embd.weight", "output.weight")
 
 
 def is_checkpoint(names: list[str]) -> bool:
@@ -47,7 +49,13 @@ def convert(checkpoint: Checkpoint, dst: Path) -> None:
     for i in range(family.n_layer):
         if f"blk.{i}.attn_q.weight" not in by_name:
             raise ImportRefused(f"the checkpoint has no model.layers.{i}: is a shard missing?")
-    n_vocab = by_name["token_embd.weight"].shape[0]
+    rows = by_name["token_embd.weight"].shape[0]
+    vocabulary = tokenizer_kv(checkpoint, config, rows, pad=family.layout.pad_vocabulary)
+    if family.layout.space_prefix is not None:
+        vocabulary["tokenizer.ggml.add_space_prefix"] = (family.layout.space_prefix, GGUFValueType.BOOL)
+    n_vocab = len(vocabulary["tokenizer.ggml.tokens"][0])
+    if n_vocab < rows:  # rows past the vocabulary, cut (Gemma's, as llama.cpp's converter does)
+        tensors = [t.take(slice(0, n_vocab), t.name) if t.name in _VOCAB_ROWS else t for t in tensors]
     matrices = [t.kind for t in tensors if len(t.shape) > 1]
     file_type = (
         LlamaFileType.MOSTLY_BF16 if matrices and all(k == _BF16 for k in matrices) else LlamaFileType.MOSTLY_F16
@@ -57,7 +65,7 @@ def convert(checkpoint: Checkpoint, dst: Path) -> None:
         "general.file_type": (int(file_type), GGUFValueType.UINT32),
         "general.quantization_version": (2, GGUFValueType.UINT32),
         **family.kv(),
-        **tokenizer_kv(checkpoint, config, n_vocab),
+        **vocabulary,
     }
     factors = family.rope_factors()
     if factors is not None:
@@ -75,13 +83,15 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
             continue
         if name in out:
             raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
-        out[name] = _converted(name, source, family.reorder(name))
+        out[name] = _converted(name, source, family.reorder(name), family.shift(name))
     return list(out.values())
 
 
 def _converted(
-    name: str, source: safetensors.SourceTensor, reorder: Callable[[np.ndarray], np.ndarray] | None
+    name: str, source: safetensors.SourceTensor, reorder: Callable[[np.ndarray], np.ndarray] | None, shift: float
 ) -> Tensor:
+    """The tensor in Ollama's type for it (vectors F32, matrices F16, or BF16 kept), its rows
+    reordered and its values shifted as its family says, when it is written."""
     data = source.data
     dtype: np.dtype[Any]
     if len(source.shape) == 1:
@@ -92,9 +102,10 @@ def _converted(
         kind, dtype = _F16, np.dtype(np.float16)
 
     def produce() -> np.ndarray:
-        rows = reorder(data) if reorder is not None else data
-        if source.dtype == "BF16" and kind == _F32:
-            return (rows.astype(np.uint32) << 16).view(np.float32)
-        return np.ascontiguousarray(rows, dtype=dtype)
+        rows = reorder(data) if reorder is not None else data  # whole rows: any dtype
+        if kind != _F32:
+            return np.ascontiguousarray(rows, dtype=dtype)
+        values = (rows.astype(np.uint32) << 16).view(np.float32) if source.dtype == "BF16" else rows.astype(np.float32)
+        return values + np.float32(shift) if shift else values
 
     return Tensor(name, kind, source.shape, dtype, produce)

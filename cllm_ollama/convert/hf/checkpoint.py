@@ -28,6 +28,9 @@ class Checkpoint:
     def has(self, name: str) -> bool:
         return name in self.files
 
+    def data(self, name: str) -> bytes:
+        return self.files[name].read_bytes()
+
     def text(self, name: str) -> str:
         try:
             return self.files[name].read_text(encoding="utf-8")

@@ -1,9 +1,10 @@
 """The model families cllm converts from Hugging Face's layout, by ``config.json``'s architecture:
-llama.cpp's architecture, its hyperparameter keys, and each checkpoint tensor's GGUF name.
+llama.cpp's architecture, its hyperparameter keys, and each checkpoint tensor's GGUF name and values.
 
 Llama and Mistral are llama.cpp's ``llama``, whose rotary embedding pairs neighbouring dimensions
 where Hugging Face's pairs the two halves of a head: their Q and K rows are reordered (``permute``,
-as llama.cpp's and Ollama's converters do). Qwen 2 and 3 rotate halves in llama.cpp too.
+as llama.cpp's and Ollama's converters do). Qwen 2 and 3 and Gemma 3 rotate halves in llama.cpp too.
+Gemma 3's norms scale by ``1 + weight``, which llama.cpp stores with the 1 added.
 """
 
 from __future__ import annotations
@@ -24,51 +25,88 @@ _U32 = GGUFValueType.UINT32
 _F32 = GGUFValueType.FLOAT32
 _STR = GGUFValueType.STRING
 
-# config.json's "architectures" -> llama.cpp's architecture.
-ARCHITECTURES = {
-    "LlamaForCausalLM": "llama",
-    "MistralForCausalLM": "llama",
-    "Qwen2ForCausalLM": "qwen2",
-    "Qwen3ForCausalLM": "qwen3",
-}
 _GLOBAL = {
     "model.embed_tokens.weight": "token_embd.weight",
     "model.norm.weight": "output_norm.weight",
     "lm_head.weight": "output.weight",
 }
 _BLOCK = re.compile(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)")
-_BLOCK_PARTS = {
-    "input_layernorm": "attn_norm",
+_ATTENTION = {
     "self_attn.q_proj": "attn_q",
     "self_attn.k_proj": "attn_k",
     "self_attn.v_proj": "attn_v",
     "self_attn.o_proj": "attn_output",
-    "post_attention_layernorm": "ffn_norm",
     "mlp.gate_proj": "ffn_gate",
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
 }
-# Qwen 3's norms of each head's queries and keys.
+_PRE_NORMS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
 _QK_NORMS = {"self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}
+_GEMMA_NORMS = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "post_attention_norm",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
+}
 # Buffers some checkpoints carry that llama.cpp computes itself.
 _SKIPPED = re.compile(r".*\.rotary_emb\.inv_freq$")
 
 
 @dataclass(frozen=True)
-class Family:
-    """How one checkpoint becomes llama.cpp's: its architecture, keys and tensor names."""
-
+class _Layout:
     arch: str
+    parts: Mapping[str, str]  # a block's tensors: Hugging Face's name -> llama.cpp's
+    norm_shift: float = 0.0  # added to every norm's weights
+    # Embedding rows past the tokenizer's vocabulary: kept as padding tokens, or cut (Gemma's).
+    pad_vocabulary: bool = True
+    # A space put before a prompt by a SentencePiece vocabulary: llama.cpp's default (None), or
+    # as stated (Gemma's never, as llama.cpp's converter writes it whatever the tokenizer says).
+    space_prefix: bool | None = None
+
+
+_LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
+# config.json's "architectures" -> how its checkpoint becomes llama.cpp's.
+LAYOUTS = {
+    "LlamaForCausalLM": _LLAMA,
+    "MistralForCausalLM": _LLAMA,
+    "Qwen2ForCausalLM": _Layout("qwen2", _ATTENTION | _PRE_NORMS),
+    "Qwen3ForCausalLM": _Layout("qwen3", _ATTENTION | _PRE_NORMS | _QK_NORMS),
+    "Gemma3ForCausalLM": _Layout(
+        "gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False
+    ),
+}
+# What config.json may leave out, as llama.cpp's converter assumes it per architecture.
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3": {
+        "max_position_embeddings": 131072,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "rope_theta": 1_000_000.0,
+        "rms_norm_eps": 1e-6,
+    },
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one checkpoint becomes llama.cpp's: its architecture, keys, tensor names and values."""
+
+    layout: _Layout
     config: Mapping[str, Any]
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> Family:
         names = config.get("architectures")
         name = names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
-        if name not in ARCHITECTURES:
-            known = ", ".join(sorted(ARCHITECTURES))
-            raise ImportRefused(f"unsupported architecture {name!r}: cllm converts {known}")
-        return cls(ARCHITECTURES[name], config)
+        if name not in LAYOUTS:
+            raise ImportRefused(f"unsupported architecture {name!r}: cllm converts {', '.join(sorted(LAYOUTS))}")
+        layout = LAYOUTS[name]
+        return cls(layout, {**_DEFAULTS.get(layout.arch, {}), **{k: v for k, v in config.items() if v is not None}})
+
+    @property
+    def arch(self) -> str:
+        return self.layout.arch
 
     def _int(self, *keys: str, default: int | None = None) -> int:
         for key in keys:
@@ -78,6 +116,10 @@ class Family:
         if default is None:
             raise ImportRefused(f"config.json has no {keys[0]}")
         return default
+
+    @property
+    def n_layer(self) -> int:
+        return self._int("num_hidden_layers")
 
     @property
     def n_head(self) -> int:
@@ -101,7 +143,7 @@ class Family:
             f"{a}.feed_forward_length": (self._int("intermediate_size"), _U32),
             f"{a}.attention.head_count": (self.n_head, _U32),
             f"{a}.attention.head_count_kv": (self.n_head_kv, _U32),
-            f"{a}.rope.freq_base": (float(self.config.get("rope_theta") or 10000.0), _F32),
+            f"{a}.rope.freq_base": (float(self._rope.get("rope_theta") or 10000.0), _F32),
             f"{a}.attention.layer_norm_rms_epsilon": (float(self.config.get("rms_norm_eps") or 1e-6), _F32),
         }
         if a == "llama" or "head_dim" in self.config:
@@ -109,39 +151,80 @@ class Family:
             kv[f"{a}.attention.value_length"] = (self.head_dim, _U32)
         if a == "llama":
             kv[f"{a}.rope.dimension_count"] = (self.head_dim, _U32)
+        if a == "gemma3":
+            kv |= self._gemma3()
         kv |= self._rope_scaling()
         return kv
 
     @property
-    def n_layer(self) -> int:
-        return self._int("num_hidden_layers")
+    def _rope(self) -> dict[str, Any]:
+        """The full-attention layers' rotary parameters, from ``rope_parameters`` (transformers 5)
+        or ``rope_scaling`` and ``rope_theta`` (before it)."""
+        params = self.config.get("rope_parameters") or self.config.get("rope_scaling") or {}
+        params = params if isinstance(params, dict) else {}
+        full = params.get("full_attention", params)
+        full = dict(full) if isinstance(full, dict) else {}
+        full.setdefault("rope_theta", self.config.get("rope_theta"))
+        full.setdefault("rope_type", full.get("type"))
+        return full
+
+    def _gemma3(self) -> KV:
+        """Gemma 3's sliding window: its size, which layers have it, and their rotary base."""
+        kv: KV = {}
+        window = self.config.get("sliding_window")
+        if self.config.get("sliding_window_pattern") != 1 and isinstance(window, int):
+            kv["gemma3.attention.sliding_window"] = (window, _U32)
+            pattern = self._window_pattern()
+            if pattern is not None:
+                kv["gemma3.attention.sliding_window_pattern"] = (pattern, _U32)
+        params = self.config.get("rope_parameters")
+        local = params.get("sliding_attention", {}) if isinstance(params, dict) else {}
+        theta = local.get("rope_theta") if isinstance(local, dict) else None
+        theta = theta or self.config.get("rope_local_base_freq")
+        if isinstance(theta, int | float):
+            kv["gemma3.rope.freq_base_swa"] = (float(theta), _F32)
+        softcap = self.config.get("final_logit_softcapping")
+        if isinstance(softcap, int | float) and softcap:
+            kv["gemma3.final_logit_softcapping"] = (float(softcap), _F32)
+        if self.config.get("attn_logit_softcapping"):
+            raise ImportRefused("config.json sets attn_logit_softcapping, which Gemma 3 has not")
+        return kv
+
+    def _window_pattern(self) -> int | None:
+        """Every how many layers one attends to everything (llama.cpp's pattern; 6 if unstated)."""
+        pattern = self.config.get("sliding_window_pattern", self.config.get("_sliding_window_pattern"))
+        if isinstance(pattern, int) and pattern > 0:
+            return pattern
+        types = self.config.get("layer_types")
+        if not isinstance(types, list) or "full_attention" not in types:
+            return None
+        period = types.index("full_attention") + 1
+        if types != [("full_attention" if (i + 1) % period == 0 else "sliding_attention") for i in range(len(types))]:
+            raise ImportRefused("config.json's layer_types are not a repeating pattern, which llama.cpp needs")
+        return period
 
     def _rope_scaling(self) -> KV:
-        scaling = self.config.get("rope_scaling")
-        if not isinstance(scaling, dict):
-            return {}
-        kind = scaling.get("rope_type", scaling.get("type"))
-        factor = scaling.get("factor")
-        a = self.arch
+        rope, a = self._rope, self.arch
+        kind, factor = rope.get("rope_type"), rope.get("factor")
         if kind in (None, "default", "llama3"):  # llama3's factors are a tensor (rope_factors)
             return {}
         if kind in ("linear", "yarn") and isinstance(factor, int | float):
             kv: KV = {f"{a}.rope.scaling.type": (kind, _STR), f"{a}.rope.scaling.factor": (float(factor), _F32)}
-            original = scaling.get("original_max_position_embeddings")
+            original = rope.get("original_max_position_embeddings")
             if kind == "yarn" and isinstance(original, int):
                 kv[f"{a}.rope.scaling.original_context_length"] = (original, _U32)
             return kv
-        raise ImportRefused(f"config.json's rope_scaling {kind!r} is not one cllm converts (linear, yarn, llama3)")
+        raise ImportRefused(f"config.json's rope scaling {kind!r} is not one cllm converts (linear, yarn, llama3)")
 
     def rope_factors(self) -> np.ndarray | None:
-        """Llama 3.1's frequency factors (``rope_freqs.weight``), from its ``rope_scaling``."""
-        scaling = self.config.get("rope_scaling")
-        if self.arch != "llama" or not isinstance(scaling, dict) or scaling.get("rope_type") != "llama3":
+        """Llama 3.1's frequency factors (``rope_freqs.weight``), from its rope scaling."""
+        rope = self._rope
+        if self.arch != "llama" or rope.get("rope_type") != "llama3":
             return None
-        base = float(self.config.get("rope_theta") or 10000.0)
-        factor = float(scaling.get("factor") or 8.0)
-        low, high = float(scaling.get("low_freq_factor") or 1.0), float(scaling.get("high_freq_factor") or 4.0)
-        original = float(scaling.get("original_max_position_embeddings") or 8192)
+        base = float(rope.get("rope_theta") or 10000.0)
+        factor = float(rope.get("factor") or 8.0)
+        low, high = float(rope.get("low_freq_factor") or 1.0), float(rope.get("high_freq_factor") or 4.0)
+        original = float(rope.get("original_max_position_embeddings") or 8192)
         low_wavelen, high_wavelen = original / low, original / high
         factors = []
         for i in range(0, self.head_dim, 2):
@@ -162,13 +245,16 @@ class Family:
         if _SKIPPED.match(name):
             return None
         m = _BLOCK.fullmatch(name)
-        parts = _BLOCK_PARTS | _QK_NORMS if self.arch == "qwen3" else _BLOCK_PARTS
-        if m and m[2] in parts:
-            return f"blk.{m[1]}.{parts[m[2]]}.{m[3]}"
+        if m and m[2] in self.layout.parts:
+            return f"blk.{m[1]}.{self.layout.parts[m[2]]}.{m[3]}"
         raise ImportRefused(f"tensor {name} is not one cllm's converter knows for {self.arch}")
 
+    def shift(self, gguf_name: str) -> float:
+        """What is added to the tensor's values: 1 to Gemma's norms, which scale by ``1 + weight``."""
+        return self.layout.norm_shift if gguf_name.endswith("norm.weight") else 0.0
+
     def reorder(self, gguf_name: str) -> Callable[[np.ndarray], np.ndarray] | None:
-        """For llama's Q and K: the rows reordered from halves to neighbouring pairs, per head."""
+        """For a Llama's Q and K: the rows reordered from halves to neighbouring pairs, per head."""
         if self.arch != "llama":
             return None
         if re.fullmatch(r"blk\.\d+\.attn_q\.(weight|bias)", gguf_name):

@@ -1,9 +1,12 @@
-"""A Hugging Face tokenizer (``tokenizer.json``, ``tokenizer_config.json``) as llama.cpp's GGUF keys.
+"""A Hugging Face tokenizer (``tokenizer.json`` or ``tokenizer.model``, ``tokenizer_config.json``)
+as llama.cpp's GGUF keys.
 
 Byte-level BPE, the tokenizer of Llama 3, Qwen 2 and 3 and most models since, as Ollama's
 ``convert/tokenizer.go`` reads it: the vocabulary and added tokens (special ones are control tokens),
-the merges, the pre-tokenizer named by a digest of its split patterns, the special tokens, and the
-chat template. Holes in the ids and rows the embedding has past the vocabulary are padding tokens.
+the merges, the pre-tokenizer named by a digest of its split patterns. SentencePiece (Llama 2,
+Mistral 7B, Gemma) as llama.cpp's converter reads it: pieces, scores and types. Then the special
+tokens and the chat template. Holes in the ids and rows the embedding has past the vocabulary are
+padding tokens.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from gguf import GGUFValueType, TokenType
 from ..framework import KV
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
+from .sentencepiece import pieces
 
 log = logging.getLogger(__name__)
 
@@ -47,24 +51,35 @@ _SPECIAL = {
 }
 
 
-def tokenizer_kv(checkpoint: Checkpoint, config: Mapping[str, Any], n_vocab: int) -> KV:
-    """The ``tokenizer.*`` keys for the checkpoint's model, whose embedding has ``n_vocab`` rows."""
+def tokenizer_kv(checkpoint: Checkpoint, config: Mapping[str, Any], rows: int, *, pad: bool = True) -> KV:
+    """The ``tokenizer.*`` keys for the checkpoint's model, whose embedding has ``rows`` rows: a
+    SentencePiece ``tokenizer.model`` where there is one (as both Ollama's and llama.cpp's converters
+    prefer it), else a byte-level BPE ``tokenizer.json``. ``pad``: ids up to ``rows`` the tokenizer
+    lacks are padding tokens (else the vocabulary ends where the tokenizer's does)."""
+    if checkpoint.has("tokenizer.model"):
+        kv = _sentencepiece_vocabulary(checkpoint, rows, pad)
+    else:
+        kv = _bpe_vocabulary(checkpoint, rows, pad)
+    tokens: list[str] = kv["tokenizer.ggml.tokens"][0]
+    kv |= _special_tokens(checkpoint, config, tokens)
+    template = chat_template(checkpoint)
+    if template:
+        kv["tokenizer.chat_template"] = (template, _STR)
+    return kv
+
+
+def _bpe_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> KV:
     spec = checkpoint.json("tokenizer.json")
     if spec is None:
-        why = (
-            "its tokenizer is SentencePiece's tokenizer.model"
-            if checkpoint.has("tokenizer.model")
-            else "it has no tokenizer.json"
-        )
-        raise ImportRefused(f"cllm converts models with a byte-level BPE tokenizer.json; {why}")
+        raise ImportRefused("the model folder has neither tokenizer.json nor tokenizer.model")
     model: dict[str, Any] = spec["model"] if isinstance(spec.get("model"), dict) else {}
     if model.get("type") != "BPE" or model.get("byte_fallback"):
         raise ImportRefused(
-            "cllm converts models with a byte-level BPE tokenizer.json "
-            f"(Llama 3, Qwen); this one is {model.get('type')!r}"
-            + (" with byte fallback (SentencePiece-style)" if model.get("byte_fallback") else "")
+            "cllm converts a byte-level BPE tokenizer.json or a SentencePiece tokenizer.model; "
+            f"this tokenizer.json is {model.get('type')!r}"
+            + (" with byte fallback and no tokenizer.model beside it" if model.get("byte_fallback") else "")
         )
-    tokens, types, added = _vocabulary(model, spec.get("added_tokens") or [], n_vocab)
+    tokens, types = _vocabulary(model, spec.get("added_tokens") or [], rows, pad)
     kv: KV = {
         "tokenizer.ggml.model": ("gpt2", _STR),
         "tokenizer.ggml.pre": (_pre_tokenizer(spec.get("pre_tokenizer")), _STR),
@@ -74,23 +89,54 @@ def tokenizer_kv(checkpoint: Checkpoint, config: Mapping[str, Any], n_vocab: int
     merges = _merges(model.get("merges") or [])
     if merges:
         kv["tokenizer.ggml.merges"] = (merges, _ARRAY)
-    kv |= _special_tokens(checkpoint, config, spec, added, len(tokens))
-    template = chat_template(checkpoint)
-    if template:
-        kv["tokenizer.chat_template"] = (template, _STR)
     return kv
 
 
-def _vocabulary(model: dict[str, Any], added: list[Any], n_vocab: int) -> tuple[list[str], list[int], dict[str, int]]:
+def _sentencepiece_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> KV:
+    """The pieces, scores and types of ``tokenizer.model``, then the added tokens of
+    ``added_tokens.json`` and ``tokenizer_config.json`` (llama.cpp's ``_create_vocab_sentencepiece``)."""
+    model = pieces(checkpoint.data("tokenizer.model"))
+    if len(model) > rows:
+        raise ImportRefused(f"the tokenizer has {len(model)} tokens, the model's embedding only {rows} rows")
+    size = rows if pad else len(model)
+    tokens = [f"[PAD{i}]" for i in range(size)]
+    scores, types = [-10000.0] * size, [int(TokenType.UNUSED)] * size
+    for tid, (piece, score, kind) in enumerate(model):
+        tokens[tid], scores[tid], types[tid] = piece, score, kind
+    added = checkpoint.json("added_tokens.json") or {}
+    for text, tid in added.items():
+        if isinstance(tid, int) and 0 <= tid < size:
+            tokens[tid], scores[tid], types[tid] = text, -1000.0, int(TokenType.USER_DEFINED)
+    decoder = (checkpoint.json("tokenizer_config.json") or {}).get("added_tokens_decoder")
+    for key, token in (decoder or {}).items() if isinstance(decoder, dict) else ():
+        if not (str(key).isdigit() and isinstance(token, dict) and isinstance(token.get("content"), str)):
+            continue
+        tid, text = int(key), token["content"]
+        if tid >= size:
+            continue
+        if token.get("special"):
+            types[tid] = int(TokenType.CONTROL)
+        else:  # user-defined spaces pre-normalized, as llama.cpp's converter writes them
+            text, types[tid] = text.replace("\u2581", " "), int(TokenType.USER_DEFINED)
+        tokens[tid], scores[tid] = text, -1000.0
+    return {
+        "tokenizer.ggml.model": ("llama", _STR),
+        "tokenizer.ggml.pre": ("default", _STR),
+        "tokenizer.ggml.tokens": (tokens, _ARRAY),
+        "tokenizer.ggml.scores": (scores, _ARRAY),
+        "tokenizer.ggml.token_type": (types, _ARRAY),
+    }
+
+
+def _vocabulary(model: dict[str, Any], added: list[Any], rows: int, pad: bool) -> tuple[list[str], list[int]]:
     """Tokens and their types by id: the BPE vocabulary, then the added tokens (special ones control
-    tokens, others user-defined), every id up to ``n_vocab`` filled."""
+    tokens, others user-defined), every id up to the last (up to ``rows`` with ``pad``) filled."""
     by_id: dict[int, tuple[str, TokenType]] = {}
     vocab = model.get("vocab")
     if not isinstance(vocab, dict):
         raise ImportRefused("tokenizer.json has no vocabulary")
     for text, tid in vocab.items():
         by_id[int(tid)] = (text, TokenType.NORMAL)
-    ids: dict[str, int] = {}
     for item in added:
         if (
             not isinstance(item, dict)
@@ -98,20 +144,18 @@ def _vocabulary(model: dict[str, Any], added: list[Any], n_vocab: int) -> tuple[
             or not isinstance(item.get("id"), int)
         ):
             raise ImportRefused("tokenizer.json has an added token with no content or id")
-        kind = TokenType.CONTROL if item.get("special") else TokenType.USER_DEFINED
-        by_id[item["id"]] = (item["content"], kind)
-        ids[item["content"]] = item["id"]
-    size = max(n_vocab, max(by_id, default=-1) + 1)
-    if size > n_vocab:
-        raise ImportRefused(f"the tokenizer has {size} tokens, the model's embedding only {n_vocab} rows")
+        by_id[item["id"]] = (item["content"], TokenType.CONTROL if item.get("special") else TokenType.USER_DEFINED)
+    size = max(by_id, default=-1) + 1
+    if size > rows:
+        raise ImportRefused(f"the tokenizer has {size} tokens, the model's embedding only {rows} rows")
     if min(by_id, default=0) < 0:
         raise ImportRefused("tokenizer.json has a negative token id")
     tokens, types = [], []
-    for tid in range(size):
+    for tid in range(rows if pad else size):
         text, kind = by_id.get(tid, (f"[PAD{tid}]", TokenType.UNUSED))
         tokens.append(text)
         types.append(int(kind))
-    return tokens, types, ids
+    return tokens, types
 
 
 def _merges(merges: list[Any]) -> list[str]:
@@ -142,28 +186,29 @@ def _pre_tokenizer(pre: Any) -> str:
     return name or "default"
 
 
-def _special_tokens(
-    checkpoint: Checkpoint, config: Mapping[str, Any], spec: dict[str, Any], added: dict[str, int], n: int
-) -> KV:
-    """bos, eos and the others by their text in tokenizer_config.json (an added token), else by id
-    in config.json (as llama.cpp's converter falls back); whether a bos or eos is added to prompts."""
+def _special_tokens(checkpoint: Checkpoint, config: Mapping[str, Any], tokens: list[str]) -> KV:
+    """bos, eos and the others by their text in tokenizer_config.json, else by id in config.json (as
+    llama.cpp's converter falls back); whether a bos or eos is added to prompts."""
     settings = checkpoint.json("tokenizer_config.json") or {}
+    ids = {text: tid for tid, text in reversed(list(enumerate(tokens)))}  # a text's first id
     kv: KV = {}
     for name, key in _SPECIAL.items():
         content = settings.get(f"{name}_token")
         if isinstance(content, dict):
             content = content.get("content")
-        tid = added.get(content) if isinstance(content, str) else None
+        tid = ids.get(content) if isinstance(content, str) else None
         if tid is None and isinstance(config.get(f"{name}_token_id"), int):
             tid = config[f"{name}_token_id"]
-        if tid is not None and 0 <= tid < n:
+        if tid is not None and 0 <= tid < len(tokens):
             kv[f"tokenizer.ggml.{key}_token_id"] = (tid, _U32)
     for name in ("bos", "eos"):
         flag = settings.get(f"add_{name}_token")
         if flag is None and name == "bos":
-            flag = _template_adds_bos(spec)
+            flag = _template_adds_bos(checkpoint.json("tokenizer.json") or {})
         if isinstance(flag, bool):
             kv[f"tokenizer.ggml.add_{name}_token"] = (flag, _BOOL)
+    if isinstance(settings.get("add_prefix_space"), bool):  # as llama.cpp's converter reads it
+        kv["tokenizer.ggml.add_space_prefix"] = (settings["add_prefix_space"], _BOOL)
     return kv
 
 
