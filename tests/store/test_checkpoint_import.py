@@ -210,6 +210,8 @@ def _break(folder: Path, what: str) -> None:
             "tokenizer.json",
             lambda spec: spec["added_tokens"].append({"id": 9999, "content": "x", "special": True}),
         )
+    elif what == "heads":
+        _edit(folder, "config.json", lambda c: c.update(num_attention_heads=3))
     elif what == "rope-scaling":
         _edit(folder, "config.json", lambda c: c.update(rope_scaling={"rope_type": "longrope", "factor": 4.0}))
 
@@ -229,12 +231,13 @@ def _break(folder: Path, what: str) -> None:
         ("missing-layer", r"^the checkpoint has no model.layers.2: is a shard missing\?$"),
         ("small-embedding", "^the tokenizer has 10000 tokens, the model's embedding only 384 rows$"),
         ("rope-scaling", "rope scaling 'longrope' is not one cllm converts"),
+        ("heads", "^blk.0.attn_q.weight has 64 rows, which 3 heads cannot share in pairs$"),
     ],
 )
 def test_what_cannot_be_converted_says_why(
     twins: dict[str, tuple[Path, Path]], tmp_path: Path, what: str, error: str
 ) -> None:
-    folder = export(twins["qwen3"][1], tmp_path / "hf")
+    folder = export(twins["llama" if what == "heads" else "qwen3"][1], tmp_path / "hf")
     _break(folder, what)
     with pytest.raises(ImportRefused, match=error):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")

@@ -83,7 +83,7 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
             continue
         if name in out:
             raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
-        out[name] = _converted(name, source, family.reorder(name), family.shift(name))
+        out[name] = _converted(name, source, family.reorder(name, source.shape), family.shift(name))
     return list(out.values())
 
 

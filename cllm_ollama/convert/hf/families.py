@@ -253,7 +253,7 @@ class Family:
         """What is added to the tensor's values: 1 to Gemma's norms, which scale by ``1 + weight``."""
         return self.layout.norm_shift if gguf_name.endswith("norm.weight") else 0.0
 
-    def reorder(self, gguf_name: str) -> Callable[[np.ndarray], np.ndarray] | None:
+    def reorder(self, gguf_name: str, shape: tuple[int, ...]) -> Callable[[np.ndarray], np.ndarray] | None:
         """For a Llama's Q and K: the rows reordered from halves to neighbouring pairs, per head."""
         if self.arch != "llama":
             return None
@@ -263,6 +263,8 @@ class Family:
             heads = self.n_head_kv
         else:
             return None
+        if shape[0] % (2 * heads):
+            raise ImportRefused(f"{gguf_name} has {shape[0]} rows, which {heads} heads cannot share in pairs")
         return lambda rows: permute(rows, heads)
 
 
