@@ -12,7 +12,7 @@ import gguf
 import numpy as np
 import pytest
 
-from cllm_ollama.convert.hf import Checkpoint, ImportRefused, convert
+from cllm_ollama.convert.hf import Checkpoint, ImportRefused, convert, safetensors
 from cllm_ollama.convert.hf.families import permute
 from cllm_ollama.errors import InvalidRequest
 from cllm_ollama.store import manifests as mt
@@ -212,6 +212,11 @@ def _break(folder: Path, what: str) -> None:
         )
     elif what == "heads":
         _edit(folder, "config.json", lambda c: c.update(num_attention_heads=3))
+    elif what == "big-embedding":
+        path = folder / "model.safetensors"
+        tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+        tensors["model.embed_tokens.weight"] = ("F16", np.zeros((9000, 64), np.float16))
+        write_safetensors(path, tensors)
     elif what == "rope-scaling":
         _edit(folder, "config.json", lambda c: c.update(rope_scaling={"rope_type": "longrope", "factor": 4.0}))
 
@@ -231,6 +236,7 @@ def _break(folder: Path, what: str) -> None:
         ("missing-layer", r"^the checkpoint has no model.layers.2: is a shard missing\?$"),
         ("small-embedding", "^the tokenizer has 10000 tokens, the model's embedding only 384 rows$"),
         ("rope-scaling", "rope scaling 'longrope' is not one cllm converts"),
+        ("big-embedding", "^the model's embedding has 9000 rows for a tokenizer of 368 tokens$"),
         ("heads", "^blk.0.attn_q.weight has 64 rows, which 3 heads cannot share in pairs$"),
     ],
 )

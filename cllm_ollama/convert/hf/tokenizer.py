@@ -98,6 +98,7 @@ def _sentencepiece_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> K
     model = pieces(checkpoint.data("tokenizer.model"))
     if len(model) > rows:
         raise ImportRefused(f"the tokenizer has {len(model)} tokens, the model's embedding only {rows} rows")
+    _padding_fits(len(model), rows)
     size = rows if pad else len(model)
     tokens = [f"[PAD{i}]" for i in range(size)]
     scores, types = [-10000.0] * size, [int(TokenType.UNUSED)] * size
@@ -150,12 +151,21 @@ def _vocabulary(model: dict[str, Any], added: list[Any], rows: int, pad: bool) -
         raise ImportRefused(f"the tokenizer has {size} tokens, the model's embedding only {rows} rows")
     if min(by_id, default=0) < 0:
         raise ImportRefused("tokenizer.json has a negative token id")
+    _padding_fits(size, rows)
     tokens, types = [], []
     for tid in range(rows if pad else size):
         text, kind = by_id.get(tid, (f"[PAD{tid}]", TokenType.UNUSED))
         tokens.append(text)
         types.append(int(kind))
     return tokens, types
+
+
+def _padding_fits(tokens: int, rows: int) -> None:
+    """Refuse an embedding far larger than its vocabulary (real ones pad a few hundred rows): each
+    row past it would be a padding token held in memory, which a crafted checkpoint could make
+    millions of."""
+    if rows - tokens > max(tokens, 4096):
+        raise ImportRefused(f"the model's embedding has {rows} rows for a tokenizer of {tokens} tokens")
 
 
 def _merges(merges: list[Any]) -> list[str]:
