@@ -371,7 +371,8 @@ def _from_checkpoint(
     out = Path(tmp)
     try:
         try:
-            hf.convert(hf.Checkpoint(name.model, paths), out)
+            for note in hf.convert(hf.Checkpoint(name.model, paths), out):
+                report({"status": note})
         except hf.ImportRefused as exc:
             raise InvalidRequest(str(exc)) from exc
         info = gguf_info(out)

@@ -186,6 +186,7 @@ def export(
     shards: int = 1,
     template_file: bool = False,
     sentencepiece: bytes | None = None,
+    sees: str | None = None,
 ) -> Path:
     """``folder``: the checkpoint the GGUF at ``path`` was converted from (quantized tensors dequantized).
 
@@ -194,7 +195,10 @@ def export(
     ``chat_template.jinja`` rather than ``tokenizer_config.json``; ``sentencepiece``: the
     ``tokenizer.model`` a SentencePiece vocabulary came from (else one is written from the GGUF's
     pieces; a ``llama`` with one is declared a ``MistralForCausalLM``). A ``llama``'s Q and K rows
-    are put back in halves, Gemma's norms have llama.cpp's +1 taken off."""
+    are put back in halves, Gemma's norms have llama.cpp's +1 taken off. ``sees``: a Gemma 3 that
+    sees (``Gemma3ForConditionalGeneration``), its text model's tensors under this prefix
+    (``language_model.model.`` before transformers 4.52, ``model.language_model.`` since) beside a
+    vision tower's, its settings under ``text_config``."""
     reader = gguf.GGUFReader(path)
     kv = {f.name: f.contents() for f in reader.fields.values() if not f.name.startswith("GGUF.")}
     arch = str(kv["general.architecture"])
@@ -210,8 +214,10 @@ def export(
         if arch == "gemma3" and t.name.endswith("norm.weight"):
             data = data - 1
         tensors[_hf_name(t.name, arch)] = data
-    _write_safetensors(folder, tensors, dtype, shards)
     config = _config(kv, arch) | {"tie_word_embeddings": "lm_head.weight" not in tensors}
+    if sees is not None:
+        tensors, config = _seeing(tensors, config, sees)
+    _write_safetensors(folder, tensors, dtype, shards)
     if kv["tokenizer.ggml.model"] == "llama":  # SentencePiece's
         if arch == "llama":
             config["architectures"] = ["MistralForCausalLM"]
@@ -222,6 +228,20 @@ def export(
     _write_settings(folder, kv, template_file)
     _write_json(folder / "config.json", config)
     return folder
+
+
+def _seeing(
+    tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The text model's tensors and settings as a Gemma 3 that sees holds them, with a (tiny) tower."""
+    head = "language_model." if prefix.startswith("language_model.") else ""  # where lm_head goes
+    moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else head + n): v for n, v in tensors.items()}
+    tower_root = "model." if prefix.startswith("model.") else ""
+    moved[tower_root + "vision_tower.vision_model.embeddings.patch_embedding.weight"] = np.zeros((8, 3, 2, 2))
+    moved[tower_root + "multi_modal_projector.mm_input_projection_weight"] = np.zeros((8, 64))
+    text = {k: v for k, v in config.items() if k != "architectures"} | {"model_type": "gemma3_text"}
+    wrapped = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text}
+    return moved, wrapped | {"vision_config": {"hidden_size": 8, "patch_size": 2}}
 
 
 def sentencepiece_model(kv: dict[str, Any]) -> bytes:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cllm_ollama.convert.hf import Checkpoint, ImportRefused, convert, safetensors
-from cllm_ollama.convert.hf.families import permute
+from cllm_ollama.convert.hf.families import TOWER_LEFT_OUT, permute
 from cllm_ollama.errors import InvalidRequest
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
@@ -141,6 +141,30 @@ def test_llama_q_and_k_rows_rotate_as_hugging_face_rotates_them() -> None:
     assert not np.allclose(scores(wq, wk, neighbours), hugging_face)  # unpermuted rows would not do
 
 
+@pytest.mark.parametrize("prefix", ["language_model.model.", "model.language_model."])
+def test_a_gemma3_that_sees_converts_to_its_text_model(
+    twins: dict[str, tuple[Path, Path]], tmp_path: Path, model_store: ModelStore, prefix: str
+) -> None:
+    """``Gemma3ForConditionalGeneration`` (Gemma 3 4B and up, and their fine-tunes): the text model
+    under either transformers' prefix, its settings from ``text_config``; the tower left out, and
+    the create's stream says so."""
+    twin = twins["gemma3"][1]
+    folder = export(twin, tmp_path / "hf", sees=prefix)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == [TOWER_LEFT_OUT]
+    want, got = _tensors(twin), _tensors(tmp_path / "out.gguf")
+    assert set(got) == set(want)
+    for name, (_, data) in got.items():
+        assert np.array_equal(data.astype(np.float32), want[name][1].astype(np.float32)), name
+    assert (
+        _fields(tmp_path / "out.gguf")["gemma3.attention.sliding_window"]
+        == _fields(twin)["gemma3.attention.sliding_window"]
+    )
+    files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
+    events: list[dict[str, Any]] = []
+    create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), events.append)
+    assert [e["status"] for e in events][:2] == ["converting model", TOWER_LEFT_OUT]
+
+
 def _edit(folder: Path, name: str, change: Callable[[dict[str, Any]], None]) -> None:
     value = json.loads((folder / name).read_text())
     change(value)
@@ -224,7 +248,10 @@ def _break(folder: Path, what: str) -> None:
 @pytest.mark.parametrize(
     ("what", "error"),
     [
-        ("architecture", r"^unsupported architecture 'GPT2LMHeadModel': cllm converts Gemma3ForCausalLM, Llama"),
+        (
+            "architecture",
+            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Llama",
+        ),
         ("config", "^the model folder has no config.json$"),
         ("sentencepiece", r"^tokenizer.model is not a SentencePiece model \(it ends inside a field\)$"),
         ("no-tokenizer", "^the model folder has neither tokenizer.json nor tokenizer.model$"),

@@ -20,7 +20,7 @@ from ..framework import KV, Tensor, write
 from . import safetensors
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
-from .families import Family
+from .families import TOWER_LEFT_OUT, Family
 from .tokenizer import tokenizer_kv
 
 __all__ = ["Checkpoint", "ImportRefused", "convert", "is_checkpoint"]
@@ -34,9 +34,9 @@ def is_checkpoint(names: list[str]) -> bool:
     return any(name.endswith(".safetensors") for name in names)
 
 
-def convert(checkpoint: Checkpoint, dst: Path) -> None:
-    """Write ``dst``, the GGUF of ``checkpoint``; ``ImportRefused`` for what cllm does not convert
-    (the caller removes a partial ``dst``)."""
+def convert(checkpoint: Checkpoint, dst: Path) -> list[str]:
+    """Write ``dst``, the GGUF of ``checkpoint``; what was left out of it, in words for the user.
+    ``ImportRefused`` for what cllm does not convert (the caller removes a partial ``dst``)."""
     config = checkpoint.json("config.json")
     if config is None:
         raise ImportRefused("the model folder has no config.json")
@@ -71,6 +71,7 @@ def convert(checkpoint: Checkpoint, dst: Path) -> None:
     if factors is not None:
         tensors.insert(0, Tensor.of("rope_freqs.weight", _F32, factors))
     write(dst, family.arch, kv, tensors)
+    return [TOWER_LEFT_OUT] if any(family.in_tower(t.name) for t in sources) else []
 
 
 def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Tensor]:

@@ -9,6 +9,7 @@ Gemma 3's norms scale by ``1 + weight``, which llama.cpp stores with the 1 added
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -62,19 +63,26 @@ class _Layout:
     # A space put before a prompt by a SentencePiece vocabulary: llama.cpp's default (None), or
     # as stated (Gemma's never, as llama.cpp's converter writes it whatever the tokenizer says).
     space_prefix: bool | None = None
+    # A checkpoint that sees (``...ForConditionalGeneration``): its text model's settings are under
+    # ``text_config`` and its tensors under a prefix; the vision tower's are left out.
+    tower: bool = False
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
 # config.json's "architectures" -> how its checkpoint becomes llama.cpp's.
+_GEMMA3 = _Layout("gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
     "Qwen2ForCausalLM": _Layout("qwen2", _ATTENTION | _PRE_NORMS),
     "Qwen3ForCausalLM": _Layout("qwen3", _ATTENTION | _PRE_NORMS | _QK_NORMS),
-    "Gemma3ForCausalLM": _Layout(
-        "gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False
-    ),
+    "Gemma3ForCausalLM": _GEMMA3,
+    "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True),
 }
+# Where a checkpoint that sees keeps its text model (transformers before 4.52, and since), and its tower.
+_TEXT_PREFIXES = (("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.", ""))
+_TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
+TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3": {
@@ -102,7 +110,9 @@ class Family:
         if name not in LAYOUTS:
             raise ImportRefused(f"unsupported architecture {name!r}: cllm converts {', '.join(sorted(LAYOUTS))}")
         layout = LAYOUTS[name]
-        return cls(layout, {**_DEFAULTS.get(layout.arch, {}), **{k: v for k, v in config.items() if v is not None}})
+        text = config.get("text_config") if layout.tower else None
+        given = {**config, **text} if isinstance(text, dict) else config
+        return cls(layout, {**_DEFAULTS.get(layout.arch, {}), **{k: v for k, v in given.items() if v is not None}})
 
     @property
     def arch(self) -> str:
@@ -238,8 +248,16 @@ class Family:
                 factors.append(1 / ((1 - smooth) / factor + smooth))
         return np.array(factors, dtype=np.float32)
 
+    def in_tower(self, name: str) -> bool:
+        """Whether the tensor is the vision tower's or its projector's (left out)."""
+        return self.layout.tower and name.startswith(_TOWER_PREFIXES)
+
     def gguf_name(self, name: str) -> str | None:
-        """The tensor's llama.cpp name; None for a buffer llama.cpp does not read."""
+        """The tensor's llama.cpp name; None for a buffer llama.cpp does not read, or the tower's."""
+        if self.layout.tower:
+            if self.in_tower(name):
+                return None
+            name = next((new + name[len(old) :] for old, new in _TEXT_PREFIXES if name.startswith(old)), name)
         if name in _GLOBAL:
             return _GLOBAL[name]
         if _SKIPPED.match(name):
