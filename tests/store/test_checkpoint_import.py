@@ -200,6 +200,17 @@ def test_the_tokenizer_says_what_llama_cpp_needs(twins: dict[str, tuple[Path, Pa
     _edit(folder, "tokenizer.json", lambda spec: spec["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex="x"))
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "default"
+    # Mistral's Tekken, as llama.cpp's llama-vocab.cpp quotes its tokenizer.json (Ollama lacks it).
+    tekken = (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
+        r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
+        r"\s*[\r\n]+|\s+(?!\S)|\s+"
+    )
+    _edit(
+        folder, "tokenizer.json", lambda spec: spec["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex=tekken)
+    )
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "tekken"
 
 
 def _break(folder: Path, what: str) -> None:
@@ -250,7 +261,8 @@ def _break(folder: Path, what: str) -> None:
     [
         (
             "architecture",
-            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Llama",
+            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts Gemma3ForCausalLM, "
+            "Gemma3ForConditionalGeneration, Llama",
         ),
         ("config", "^the model folder has no config.json$"),
         ("sentencepiece", r"^tokenizer.model is not a SentencePiece model \(it ends inside a field\)$"),

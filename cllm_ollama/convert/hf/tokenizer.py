@@ -38,6 +38,14 @@ _PRE_TOKENIZERS = {
     "1ff7f41064896984db5d1bb6ff64fa4bc29007d08c1b439e505b7392777a319e": "qwen2",
     "00431aed57e696b747435f734d1e3b9b1bfd931a121fb5cac7129e97c181e9ba": "qwen35",
 }
+# Mistral's Tekken (Nemo, Small 3, Pixtral), which Ollama's table lacks: its split pattern as
+# llama.cpp's llama-vocab.cpp quotes it from tokenizer.json.
+_TEKKEN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|"
+    r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_PRE_TOKENIZERS[hashlib.sha256(_TEKKEN.encode()).hexdigest()] = "tekken"
 _NO_SPLIT = hashlib.sha256(b"").hexdigest()
 # tokenizer_config.json's names -> llama.cpp's key names (``tokenizer.ggml.<key>_token_id``).
 _SPECIAL = {
