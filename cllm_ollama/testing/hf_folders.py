@@ -195,8 +195,9 @@ def export(
     ``chat_template.jinja`` rather than ``tokenizer_config.json``; ``sentencepiece``: the
     ``tokenizer.model`` a SentencePiece vocabulary came from (else one is written from the GGUF's
     pieces; a ``llama`` with one is declared a ``MistralForCausalLM``). A ``llama``'s Q and K rows
-    are put back in halves, Gemma's norms have llama.cpp's +1 taken off. ``sees``: a Gemma 3 that
-    sees (``Gemma3ForConditionalGeneration``), its text model's tensors under this prefix
+    are put back in halves, Gemma's norms have llama.cpp's +1 taken off. ``sees``: a model that sees
+    (``Gemma3ForConditionalGeneration``, a ``llama`` as ``Mistral3ForConditionalGeneration``), its
+    text model's tensors under this prefix
     (``language_model.model.`` before transformers 4.52, ``model.language_model.`` since) beside a
     vision tower's, its settings under ``text_config``."""
     reader = gguf.GGUFReader(path)
@@ -233,14 +234,20 @@ def export(
 def _seeing(
     tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The text model's tensors and settings as a Gemma 3 that sees holds them, with a (tiny) tower."""
+    """The text model's tensors and settings as a Gemma 3 or a Mistral 3 that sees holds them, with a
+    (tiny) tower."""
     head = "language_model." if prefix.startswith("language_model.") else ""  # where lm_head goes
     moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else head + n): v for n, v in tensors.items()}
     tower_root = "model." if prefix.startswith("model.") else ""
     moved[tower_root + "vision_tower.vision_model.embeddings.patch_embedding.weight"] = np.zeros((8, 3, 2, 2))
     moved[tower_root + "multi_modal_projector.mm_input_projection_weight"] = np.zeros((8, 64))
     text = {k: v for k, v in config.items() if k != "architectures"} | {"model_type": "gemma3_text"}
-    wrapped = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text}
+    seeing = "Mistral3" if config["model_type"] == "llama" else "Gemma3"
+    wrapped = {
+        "architectures": [f"{seeing}ForConditionalGeneration"],
+        "model_type": seeing.lower(),
+        "text_config": text,
+    }
     return moved, wrapped | {"vision_config": {"hidden_size": 8, "patch_size": 2}}
 
 

@@ -141,24 +141,27 @@ def test_llama_q_and_k_rows_rotate_as_hugging_face_rotates_them() -> None:
     assert not np.allclose(scores(wq, wk, neighbours), hugging_face)  # unpermuted rows would not do
 
 
-@pytest.mark.parametrize("prefix", ["language_model.model.", "model.language_model."])
-def test_a_gemma3_that_sees_converts_to_its_text_model(
-    twins: dict[str, tuple[Path, Path]], tmp_path: Path, model_store: ModelStore, prefix: str
+@pytest.mark.parametrize(
+    ("family", "prefix"),
+    [("gemma3", "language_model.model."), ("gemma3", "model.language_model."), ("llama", "language_model.model.")],
+)
+def test_a_model_that_sees_converts_to_its_text_model(
+    twins: dict[str, tuple[Path, Path]], tmp_path: Path, model_store: ModelStore, family: str, prefix: str
 ) -> None:
-    """``Gemma3ForConditionalGeneration`` (Gemma 3 4B and up, and their fine-tunes): the text model
-    under either transformers' prefix, its settings from ``text_config``; the tower left out, and
-    the create's stream says so."""
-    twin = twins["gemma3"][1]
+    """``Gemma3ForConditionalGeneration`` (Gemma 3 4B and up, and their fine-tunes) and
+    ``Mistral3ForConditionalGeneration`` (Mistral Small 3.1): the text model under either
+    transformers' prefix, its settings from ``text_config``; the tower left out, and the create's
+    stream says so."""
+    twin = twins[family][1]
     folder = export(twin, tmp_path / "hf", sees=prefix)
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == [TOWER_LEFT_OUT]
     want, got = _tensors(twin), _tensors(tmp_path / "out.gguf")
     assert set(got) == set(want)
     for name, (_, data) in got.items():
         assert np.array_equal(data.astype(np.float32), want[name][1].astype(np.float32)), name
-    assert (
-        _fields(tmp_path / "out.gguf")["gemma3.attention.sliding_window"]
-        == _fields(twin)["gemma3.attention.sliding_window"]
-    )
+    arch = _fields(twin)["general.architecture"]
+    for key in ("block_count", "attention.head_count_kv", "rope.freq_base"):
+        assert _fields(tmp_path / "out.gguf")[f"{arch}.{key}"] == _fields(twin)[f"{arch}.{key}"]
     files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
     events: list[dict[str, Any]] = []
     create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), events.append)

@@ -78,6 +78,7 @@ LAYOUTS = {
     "Qwen3ForCausalLM": _Layout("qwen3", _ATTENTION | _PRE_NORMS | _QK_NORMS),
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True),
+    "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True),
 }
 # Where a checkpoint that sees keeps its text model (transformers before 4.52, and since), and its tower.
 _TEXT_PREFIXES = (("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.", ""))
