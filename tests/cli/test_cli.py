@@ -235,6 +235,18 @@ def test_commands_use_a_running_server(server: dict[str, str], workdir: Path, tm
     assert "tiny" not in assert_ok(run(server, "list"))
 
 
+def test_create_from_a_checkpoint_folder_through_a_running_server(server: dict[str, str], tmp_path: Path) -> None:
+    """Each file of the folder goes up as a blob (as the ollama CLI sends them), the server converts."""
+    write_hf_qwen3(tmp_path)
+    (tmp_path / "Modelfile").write_text("FROM ./hf-qwen3\nPARAMETER temperature 0.2\n")
+    out = assert_ok(run(server, "create", "hf", cwd=tmp_path)).splitlines()
+    assert sum(line.startswith("copying file sha256:") for line in out) == 4  # config, weights, tokenizer x2
+    assert "converting model" in out and out[-1] == "success"
+    shown = assert_ok(run(server, "show", "hf"))
+    assert "quantization        F16" in shown and "temperature    0.2" in shown
+    assert not (tmp_path / "cli-models").exists()
+
+
 def test_pull_through_a_running_server(server: dict[str, str], fake_hub: FakeHub, tiny_gguf: Path) -> None:
     fake_hub.add("test/Tiny-GGUF", "tiny-Q4_K_M.gguf", tiny_gguf.read_bytes())
     out = assert_ok(run(server, "pull", "hf.co/test/Tiny-GGUF"))
