@@ -19,11 +19,22 @@ import gguf
 import numpy as np
 
 from . import core_ggufs
-from .gguf_base import TINY, Tensors, attention_header, finish, llama_block, llama_body, synthetic_vocab
+from .gguf_base import (
+    TINY,
+    Tensors,
+    add_tokenizer,
+    attention_header,
+    f16_exact,
+    finish,
+    llama_block,
+    llama_body,
+    synthetic_vocab,
+)
 
 _FLOATS = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
 _ARCHITECTURES = {
     "qwen3": "Qwen3ForCausalLM",
+    "qwen3moe": "Qwen3MoeForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "llama": "LlamaForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
@@ -44,7 +55,9 @@ _PARTS = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
+    "ffn_gate_inp": "mlp.gate",
 }
+_EXPERTS = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
 _GEMMA_PARTS = _PARTS | {
     "post_attention_norm": "post_attention_layernorm",
     "ffn_norm": "pre_feedforward_layernorm",
@@ -70,6 +83,45 @@ def write_hf_llama(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-llama/``, a Llama checkpoint in F16, and ``folder/llama.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
     return export(write_llama(folder / "llama.gguf", seed=seed), folder / "hf-llama"), folder / "llama.gguf"
+
+
+def write_hf_qwen3moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-qwen3moe/``, a Qwen3 mixture of experts (each expert's tensors apart, as
+    transformers 4 saves them), and ``folder/qwen3moe.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return export(write_qwen3moe(folder / "qwen3moe.gguf", seed=seed), folder / "hf-qwen3moe"), folder / "qwen3moe.gguf"
+
+
+def write_qwen3moe(path: Path, *, n_expert: int = 4, n_used: int = 2, n_ff_exp: int = 32, seed: int = 0) -> Path:
+    """A tiny Qwen3 mixture of experts in F16: every layer's FFN ``n_expert`` experts, ``n_used`` a token."""
+    qtype = gguf.GGMLQuantizationType.F16
+    t = Tensors(gguf.GGUFWriter(str(path), "qwen3moe"), np.random.default_rng(seed), 0.5, qtype)
+    s, w = TINY, t.w
+    attention_header(w, s, "tiny-qwen3moe", qtype)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_expert_count(n_expert)
+    w.add_expert_used_count(n_used)
+    w.add_expert_feed_forward_length(n_ff_exp)
+    vocab = synthetic_vocab()
+    add_tokenizer(w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        llama_block(t, s, p, ffn=False)
+        t.norm(p + "attn_q_norm.weight", s.head_dim)
+        t.norm(p + "attn_k_norm.weight", s.head_dim)
+        t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, s.n_embd), 0.5))  # F32 as converted, F16-exact
+        for name, shape in (
+            ("gate", (n_ff_exp, s.n_embd)),
+            ("up", (n_ff_exp, s.n_embd)),
+            ("down", (s.n_embd, n_ff_exp)),
+        ):
+            w.add_tensor(
+                p + f"ffn_{name}_exps.weight", (t.rng.standard_normal((n_expert, *shape)) * 0.5).astype(np.float16)
+            )
+    finish(w)
+    return path
 
 
 def write_llama(path: Path, *, seed: int = 0) -> Path:
@@ -214,6 +266,11 @@ def export(
             data = _halves(data, heads if part == "attn_q" else heads_kv)
         if arch == "gemma3" and t.name.endswith("norm.weight"):
             data = data - 1
+        if part in _EXPERTS:  # one tensor per expert
+            layer = t.name.split(".")[1]
+            for e, rows in enumerate(data):
+                tensors[f"model.layers.{layer}.mlp.experts.{e}.{_EXPERTS[part]}.weight"] = rows
+            continue
         tensors[_hf_name(t.name, arch)] = data
     config = _config(kv, arch) | {"tie_word_embeddings": "lm_head.weight" not in tensors}
     if sees is not None:
@@ -309,6 +366,15 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
     head_dim = kv.get(f"{arch}.attention.key_length")
     if head_dim is not None and (int(head_dim) != n_embd // heads or arch == "gemma3"):
         config["head_dim"] = int(head_dim)
+    if arch == "qwen3moe":
+        config |= {
+            "num_experts": int(kv["qwen3moe.expert_count"]),
+            "num_experts_per_tok": int(kv["qwen3moe.expert_used_count"]),
+            "moe_intermediate_size": int(kv["qwen3moe.expert_feed_forward_length"]),
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+            "norm_topk_prob": True,
+        }
     if arch == "gemma3":
         config |= {
             "sliding_window": int(kv["gemma3.attention.sliding_window"]),

@@ -67,6 +67,10 @@ KINDS: dict[str, tuple[str, Writer]] = {
         hf.write_hf_qwen3,
     ),
     "hf-llama": ("DIR/hf-llama/, a Llama checkpoint (safetensors), and DIR/llama.gguf, its twin", hf.write_hf_llama),
+    "hf-qwen3moe": (
+        "DIR/hf-qwen3moe/, a Qwen3 mixture of experts, and DIR/qwen3moe.gguf, its twin",
+        hf.write_hf_qwen3moe,
+    ),
     "hf-gemma3": ("DIR/hf-gemma3/, a Gemma 3 checkpoint, and DIR/gemma3.gguf, its twin", hf.write_hf_gemma3),
     "hf-mistral": (
         "DIR/hf-mistral/, a Mistral checkpoint with a SentencePiece tokenizer.model (needs sentencepiece), "

@@ -18,7 +18,13 @@ from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.store.modelfile import model_folder_files
 from cllm_ollama.testing.ggufs import write_qwen3
-from cllm_ollama.testing.hf_folders import write_hf_gemma3, write_hf_llama, write_hf_mistral, write_hf_qwen3
+from cllm_ollama.testing.hf_folders import (
+    write_hf_gemma3,
+    write_hf_llama,
+    write_hf_mistral,
+    write_hf_qwen3,
+    write_hf_qwen3moe,
+)
 
 
 @pytest.fixture
@@ -107,11 +113,12 @@ def test_create_quantize_with_the_official_client(tmp_path: Path) -> None:
 def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
     """A Hugging Face folder uploaded as ``ollama create`` uploads it, to a real ``cllm serve``:
     converted, it answers word for word as the GGUF it was exported from (a Llama's Q and K rows
-    reordered on the way, Gemma's norms shifted, a Qwen3's kept), and a SentencePiece vocabulary
+    reordered on the way, Gemma's norms shifted, a Qwen3's kept, a mixture's experts stacked), and a
+    SentencePiece vocabulary
     splits text as the sentencepiece package does."""
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
         client = ollama.Client(host=url)
-        for write in (write_hf_qwen3, write_hf_llama, write_hf_gemma3, write_hf_mistral):
+        for write in (write_hf_qwen3, write_hf_llama, write_hf_gemma3, write_hf_qwen3moe, write_hf_mistral):
             folder, twin = write(tmp_path / write.__name__)
             files = {name: client.create_blob(path) for name, path in model_folder_files(folder, str(folder)).items()}
             statuses = [p.status for p in client.create("converted", files=files, stream=True)]

@@ -27,6 +27,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_llama,
     write_hf_mistral,
     write_hf_qwen3,
+    write_hf_qwen3moe,
     write_safetensors,
 )
 
@@ -42,6 +43,7 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
         "llama": write_hf_llama(root / "llama"),
         "gemma3": write_hf_gemma3(root / "gemma3"),
         "mistral": write_hf_mistral(root / "mistral"),
+        "qwen3moe": write_hf_qwen3moe(root / "qwen3moe"),
     }
 
 
@@ -68,6 +70,7 @@ def _tensors(path: Path) -> dict[str, tuple[gguf.GGMLQuantizationType, np.ndarra
         ("llama", "BF16", 1, False),
         ("gemma3", "BF16", 1, False),
         ("mistral", "F16", 2, True),
+        ("qwen3moe", "BF16", 3, False),
     ],
 )
 def test_a_checkpoint_converts_to_its_twin(
@@ -86,6 +89,9 @@ def test_a_checkpoint_converts_to_its_twin(
         source = want[name][1].astype(np.float32)
         if data.ndim == 1:
             assert kind == gguf.GGMLQuantizationType.F32 and np.array_equal(data, source), name
+        elif name.endswith("ffn_gate_inp.weight"):  # a router: F32 whatever the checkpoint's type
+            stored = (to_bf16(source).astype(np.uint32) << 16).view(np.float32) if dtype == "BF16" else source
+            assert kind == gguf.GGMLQuantizationType.F32 and np.array_equal(data, stored), name
         elif dtype == "BF16":
             assert kind == gguf.GGMLQuantizationType.BF16 and np.array_equal(data, to_bf16(source)), name
         else:
@@ -255,6 +261,11 @@ def _break(folder: Path, what: str) -> None:
         tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
         tensors["model.embed_tokens.weight"] = ("F16", np.zeros((9000, 64), np.float16))
         write_safetensors(path, tensors)
+    elif what == "expert-missing":
+        path = folder / "model.safetensors"
+        tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+        del tensors["model.layers.1.mlp.experts.3.up_proj.weight"]
+        write_safetensors(path, tensors)
     elif what == "rope-scaling":
         _edit(folder, "config.json", lambda c: c.update(rope_scaling={"rope_type": "longrope", "factor": 4.0}))
 
@@ -279,13 +290,15 @@ def _break(folder: Path, what: str) -> None:
         ("small-embedding", "^the tokenizer has 10000 tokens, the model's embedding only 384 rows$"),
         ("rope-scaling", "rope scaling 'longrope' is not one cllm converts"),
         ("big-embedding", "^the model's embedding has 9000 rows for a tokenizer of 368 tokens$"),
+        ("expert-missing", r"^blk.1.ffn_up_exps.weight: the checkpoint has 3 of the layer's 4 experts$"),
         ("heads", "^blk.0.attn_q.weight has 64 rows, which 3 heads cannot share in pairs$"),
     ],
 )
 def test_what_cannot_be_converted_says_why(
     twins: dict[str, tuple[Path, Path]], tmp_path: Path, what: str, error: str
 ) -> None:
-    folder = export(twins["llama" if what == "heads" else "qwen3"][1], tmp_path / "hf")
+    family = {"heads": "llama", "expert-missing": "qwen3moe"}.get(what, "qwen3")
+    folder = export(twins[family][1], tmp_path / "hf")
     _break(folder, what)
     with pytest.raises(ImportRefused, match=error):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")

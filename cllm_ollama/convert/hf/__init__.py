@@ -56,7 +56,7 @@ def convert(checkpoint: Checkpoint, dst: Path) -> list[str]:
     n_vocab = len(vocabulary["tokenizer.ggml.tokens"][0])
     if n_vocab < rows:  # rows past the vocabulary, cut (Gemma's, as llama.cpp's converter does)
         tensors = [t.take(slice(0, n_vocab), t.name) if t.name in _VOCAB_ROWS else t for t in tensors]
-    matrices = [t.kind for t in tensors if len(t.shape) > 1]
+    matrices = [t.kind for t in tensors if len(t.shape) > 1 and t.kind != _F32]  # routers stay F32
     file_type = (
         LlamaFileType.MOSTLY_BF16 if matrices and all(k == _BF16 for k in matrices) else LlamaFileType.MOSTLY_F16
     )
@@ -76,16 +76,38 @@ def convert(checkpoint: Checkpoint, dst: Path) -> list[str]:
 
 def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Tensor]:
     """Each checkpoint tensor under its llama.cpp name, in its GGUF type (Ollama's ``Kind``), its
-    data produced when written."""
+    data produced when written; a layer's experts stacked into one tensor per projection."""
     out: dict[str, Tensor] = {}
+    experts: dict[str, dict[int, safetensors.SourceTensor]] = {}
     for source in sources:
+        expert = family.expert(source.name)
+        if expert is not None:
+            layer, index, projection = expert
+            experts.setdefault(f"blk.{layer}.ffn_{projection}_exps.weight", {})[index] = source
+            continue
         name = family.gguf_name(source.name)
         if name is None:
             continue
         if name in out:
             raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
         out[name] = _converted(name, source, family.reorder(name, source.shape), family.shift(name))
+    for name, parts in experts.items():
+        out[name] = _stacked(name, parts, family.n_expert)
     return list(out.values())
+
+
+def _stacked(name: str, parts: dict[int, safetensors.SourceTensor], n_expert: int) -> Tensor:
+    """One projection of every expert of a layer, stacked (llama.cpp's ``ffn_*_exps``)."""
+    if sorted(parts) != list(range(n_expert)):
+        raise ImportRefused(f"{name}: the checkpoint has {len(parts)} of the layer's {n_expert} experts")
+    ordered = [parts[i] for i in range(n_expert)]
+    shapes, dtypes = {p.shape for p in ordered}, {p.dtype for p in ordered}
+    if len(shapes) != 1 or len(dtypes) != 1 or len(ordered[0].shape) != 2:
+        raise ImportRefused(f"{name}: the layer's experts differ in shape or type")
+    first = _converted(name, ordered[0], None, 0.0)
+    members = [_converted(name, p, None, 0.0) for p in ordered]
+    shape = (n_expert, *first.shape)
+    return Tensor(name, first.kind, shape, first.dtype, lambda: np.stack([m.data() for m in members]))
 
 
 def _converted(
@@ -95,7 +117,7 @@ def _converted(
     reordered and its values shifted as its family says, when it is written."""
     data = source.data
     dtype: np.dtype[Any]
-    if len(source.shape) == 1:
+    if len(source.shape) == 1 or name.endswith("ffn_gate_inp.weight"):  # a router's weights stay F32
         kind, dtype = _F32, np.dtype(np.float32)
     elif source.dtype == "BF16":
         kind, dtype = _BF16, np.dtype(np.uint16)

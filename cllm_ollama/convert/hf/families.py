@@ -49,6 +49,8 @@ _GEMMA_NORMS = {
     "pre_feedforward_layernorm": "ffn_norm",
     "post_feedforward_layernorm": "post_ffw_norm",
 }
+# One expert's projection in a mixture of experts (each expert its own tensors, as transformers 4 saves them).
+_EXPERT = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight")
 # Buffers some checkpoints carry that llama.cpp computes itself.
 _SKIPPED = re.compile(r".*\.rotary_emb\.inv_freq$")
 
@@ -70,12 +72,14 @@ class _Layout:
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
 # config.json's "architectures" -> how its checkpoint becomes llama.cpp's.
+_QWEN3 = _ATTENTION | _PRE_NORMS | _QK_NORMS
 _GEMMA3 = _Layout("gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
     "Qwen2ForCausalLM": _Layout("qwen2", _ATTENTION | _PRE_NORMS),
-    "Qwen3ForCausalLM": _Layout("qwen3", _ATTENTION | _PRE_NORMS | _QK_NORMS),
+    "Qwen3ForCausalLM": _Layout("qwen3", _QWEN3),
+    "Qwen3MoeForCausalLM": _Layout("qwen3moe", _QWEN3 | {"mlp.gate": "ffn_gate_inp"}),
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True),
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True),
@@ -164,6 +168,8 @@ class Family:
             kv[f"{a}.rope.dimension_count"] = (self.head_dim, _U32)
         if a == "gemma3":
             kv |= self._gemma3()
+        if a == "qwen3moe":
+            kv |= self._experts()
         kv |= self._rope_scaling()
         return kv
 
@@ -200,6 +206,27 @@ class Family:
         if self.config.get("attn_logit_softcapping"):
             raise ImportRefused("config.json sets attn_logit_softcapping, which Gemma 3 has not")
         return kv
+
+    def _experts(self) -> KV:
+        """How many experts, how many a token uses, and how wide each is."""
+        if self.config.get("mlp_only_layers") or self.config.get("decoder_sparse_step", 1) != 1:
+            raise ImportRefused(
+                "config.json makes some layers dense (mlp_only_layers), which llama.cpp's qwen3moe has not"
+            )
+        return {
+            "qwen3moe.expert_count": (self.n_expert, _U32),
+            "qwen3moe.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+            "qwen3moe.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
+        }
+
+    @property
+    def n_expert(self) -> int:
+        return self._int("num_experts")
+
+    def expert(self, name: str) -> tuple[int, int, str] | None:
+        """(layer, expert, projection) of one expert's tensor, which llama.cpp keeps stacked per layer."""
+        m = _EXPERT.fullmatch(name) if self.arch == "qwen3moe" else None
+        return (int(m[1]), int(m[2]), m[3]) if m else None
 
     def _window_pattern(self) -> int | None:
         """Every how many layers one attends to everything (llama.cpp's pattern; 6 if unstated)."""
