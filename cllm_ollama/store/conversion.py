@@ -5,11 +5,8 @@ header first (``check_prefix``), so that a refused model is not downloaded at al
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..convert.dispatch import plan
@@ -69,15 +66,12 @@ def adapt_layers(
 
 def _written(store: ModelStore, claim: Claim, layer: Layer, arch: str, rw: Rewrite) -> Layer:
     """One rewrite of ``layer``'s blob, adopted into the store as a model or projector layer."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-layout-", dir=store.blobs_dir)  # a prune takes a leftover
-    os.close(fd)
     try:
-        rewrite(store.blob_path(layer.digest), Path(tmp), rw)
-        return claim.adopt_file(Path(tmp), mt.MODEL if rw.role == "model" else mt.PROJECTOR)
+        with store.scratch_file("layout") as out:
+            rewrite(store.blob_path(layer.digest), out, rw)
+            return claim.adopt_file(out, mt.MODEL if rw.role == "model" else mt.PROJECTOR)
     except (OSError, ValueError) as exc:  # a full disk, a file whose tensors are not where it says
         raise LayoutRefused(f"converting {arch} from Ollama's layout failed: {exc}") from exc
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def _plan_for(store: ModelStore, layer: Layer) -> tuple[str, list[Rewrite]] | None:

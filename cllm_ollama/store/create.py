@@ -5,8 +5,6 @@ Blocking; statuses go to a ``report`` callback as Ollama's progress objects.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,12 +161,11 @@ def _create(
     quantize: Quantize | None,
 ) -> ModelRecord:
     converted = hf.is_checkpoint(list(req.files))
+    base_params: dict[str, Any] = {}
     if converted:
         layers, config = _from_checkpoint(store, claim, req.model, req.files, report)
-        base_params: dict[str, Any] = {}
     elif req.files:
         layers, config = _from_files(store, claim, req.files, report)
-        base_params = {}
     elif req.from_:
         base = claim.record(req.from_)
         layers, config, base_params = list(base.manifest.layers), dict(base.config), base.params
@@ -255,10 +252,7 @@ def _quantized(
         report({"status": status, "digest": _QUANTIZE_DIGEST, "total": layer.size, "completed": completed})
 
     progress(0, 1)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-quantize-", dir=store.blobs_dir)  # a prune takes a leftover
-    os.close(fd)
-    out = Path(tmp)
-    try:
+    with store.scratch_file("quantize") as out:
         quantize(store.blob_path(layer.digest), out, want, progress)
         progress(1, 1)
         report({"status": "verifying conversion"})
@@ -267,8 +261,6 @@ def _quantized(
         except GGUFError as exc:
             raise CllmError(f"quantizing the model to {want} wrote no model: {exc}") from exc
         quantized = claim.adopt_file(out, mt.MODEL)
-    finally:
-        out.unlink(missing_ok=True)
     return [*layers[:at], quantized, *layers[at + 1 :]], {**config, **mt.model_config(info, kept=config)}
 
 
@@ -366,10 +358,7 @@ def _from_checkpoint(
         _blob_layer(store, claim, digest, mt.MODEL)  # there, and pinned
         paths[filename] = store.blob_path(digest)
     report({"status": "converting model"})
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-convert-", dir=store.blobs_dir)  # a prune takes a leftover
-    os.close(fd)
-    out = Path(tmp)
-    try:
+    with store.scratch_file("convert") as out:
         try:
             for note in hf.convert(hf.Checkpoint(name.model, paths), out):
                 report({"status": note})
@@ -379,8 +368,6 @@ def _from_checkpoint(
         if info.problems:
             raise InvalidRequest(f"llama.cpp cannot load the converted model: {'; '.join(info.problems)}")
         layer = claim.adopt_file(out, mt.MODEL)
-    finally:
-        out.unlink(missing_ok=True)
     return [layer], mt.model_config(info)
 
 

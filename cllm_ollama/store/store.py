@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -185,6 +186,18 @@ class ModelStore:
         os.chmod(path, 0o644)
         os.replace(path, target)
         fsync_dir(target.parent)
+
+    @contextlib.contextmanager
+    def scratch_file(self, kind: str) -> Iterator[Path]:
+        """An empty file beside the blobs (same filesystem, so ``Claim.adopt_file`` can move it in)
+        for a layer being written, removed when the block ends if it was not adopted; named
+        ``.tmp-<kind>-...``, which a prune takes should a crash leave one."""
+        fd, name = tempfile.mkstemp(prefix=f".tmp-{kind}-", dir=self._writable(self.blobs_dir / "scratch").parent)
+        os.close(fd)
+        try:
+            yield Path(name)
+        finally:
+            Path(name).unlink(missing_ok=True)
 
     def partial_path(self, digest: str) -> Path:
         """Where a resumable download of ``digest`` accumulates (hidden, beside the blobs).

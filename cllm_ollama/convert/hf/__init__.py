@@ -104,8 +104,8 @@ def _stacked(name: str, parts: dict[int, safetensors.SourceTensor], n_expert: in
     shapes, dtypes = {p.shape for p in ordered}, {p.dtype for p in ordered}
     if len(shapes) != 1 or len(dtypes) != 1 or len(ordered[0].shape) != 2:
         raise ImportRefused(f"{name}: the layer's experts differ in shape or type")
-    first = _converted(name, ordered[0], None, 0.0)
     members = [_converted(name, p, None, 0.0) for p in ordered]
+    first = members[0]
     shape = (n_expert, *first.shape)
     return Tensor(name, first.kind, shape, first.dtype, lambda: np.stack([m.data() for m in members]))
 
