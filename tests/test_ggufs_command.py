@@ -105,3 +105,7 @@ def test_hf_kinds_write_a_checkpoint_folder_and_its_twin(tmp_path: Path) -> None
     names = sorted(p.name for p in (tmp_path / "hf-llama").iterdir())
     assert names == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     assert gguf.GGUFReader(tmp_path / "llama.gguf").fields["general.architecture"].contents() == "llama"
+    lora = tmp_path / "lora"
+    assert _written("hf-lora", lora) == [str(lora / p) for p in ("hf-lora", "base.gguf", "adapter.gguf")]
+    assert sorted(p.name for p in (lora / "hf-lora").iterdir()) == ["adapter_config.json", "adapter_model.safetensors"]
+    assert gguf.GGUFReader(lora / "adapter.gguf").fields["general.type"].contents() == "adapter"

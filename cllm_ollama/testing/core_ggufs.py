@@ -337,24 +337,40 @@ def write_lora(
     folder: Path, *, rank: int = 4, alpha: float = 8.0, seed: int = 0, endless: bool = False
 ) -> tuple[Path, Path]:
     """A tiny base model and a LoRA for it: ``folder/base.gguf`` (``write_qwen3``) and
-    ``folder/adapter.gguf``, low-rank deltas (A, B) on every layer's attention query and FFN up
-    projection, in the layout llama.cpp's ``llama_adapter_lora_init`` checks (A is ``{n_in, rank}``,
-    B ``{rank, n_out}``), scaled by ``alpha / rank``. ``endless``: as ``write_qwen3``'s (oracle tests)."""
+    ``folder/adapter.gguf``, low-rank deltas on every layer's attention query and FFN up
+    projection (``write_lora_for``). ``endless``: as ``write_qwen3``'s (oracle tests)."""
     folder.mkdir(parents=True, exist_ok=True)
     base = write_qwen3(folder / "base.gguf", seed=seed, endless=endless)
-    path = folder / "adapter.gguf"
-    s = TINY
-    f32 = gguf.GGMLQuantizationType.F32
-    t = Tensors(gguf.GGUFWriter(str(path), "qwen3"), np.random.default_rng(seed + 1), 0.5, f32)
+    return base, write_lora_for(base, folder / "adapter.gguf", ("attn_q", "ffn_up"), rank=rank, alpha=alpha, seed=seed)
+
+
+def write_lora_for(
+    base: Path, path: Path, parts: tuple[str, ...], *, rank: int = 4, alpha: float = 8.0, seed: int = 0
+) -> Path:
+    """A LoRA GGUF for the model at ``base``: random A and B (scaled by ``alpha / rank``) for each
+    layer's ``parts`` (``attn_q``, ``ffn_up``...) and, if named, ``token_embd`` and ``output``, in
+    the layout llama.cpp's ``llama_adapter_lora_init`` checks: A is ``{n_in, rank}``, B ``{rank,
+    n_out}``; the token embedding's A is ``{rank, n_vocab}``, looked up by token as its rows."""
+    reader = gguf.GGUFReader(base)
+    arch = str(reader.fields["general.architecture"].contents())
+    shapes = {t.name: [int(d) for d in t.shape] for t in reader.tensors}  # ggml order: {n_in, n_out}
+    t = Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed + 1), 0.5, gguf.GGMLQuantizationType.F32)
     t.w.add_type("adapter")
     t.w.add_string("adapter.type", "lora")
     t.w.add_float32("adapter.lora.alpha", alpha)
-    for i in range(s.n_layer):
-        for name, n_out in (("attn_q", s.n_head * s.head_dim), ("ffn_up", s.n_ff)):
-            t.matrix(f"blk.{i}.{name}.weight.lora_a", rank, s.n_embd)
-            t.matrix(f"blk.{i}.{name}.weight.lora_b", n_out, rank)
+    n_layer = int(reader.fields[f"{arch}.block_count"].contents())
+    names = [f"{p}.weight" for p in parts if p in ("token_embd", "output")]
+    names += [f"blk.{i}.{p}.weight" for i in range(n_layer) for p in parts if p not in ("token_embd", "output")]
+    for name in names:
+        n_in, n_out = shapes[name][:2]
+        if name == "token_embd.weight":
+            t.matrix(name + ".lora_a", n_out, rank)
+            t.matrix(name + ".lora_b", n_in, rank)
+        else:
+            t.matrix(name + ".lora_a", rank, n_in)
+            t.matrix(name + ".lora_b", n_out, rank)
     finish(t.w)
-    return base, path
+    return path
 
 
 def write_vision(folder: Path, *, kind: str = "gemma3", seed: int = 0) -> tuple[Path, Path]:

@@ -382,11 +382,14 @@ def vit_block(t: Tensors, v: VisionShape, *, gated: bool = False, norm_bias: boo
     t.f32("v.post_ln.bias", np.zeros(v.n_embd))
 
 
-def llama_body(t: Tensors, s: Shape, vocab: Vocab) -> None:
-    """A Llama-style text model's tokenizer and tensors (``llama_block``s), and the file finished."""
+def llama_body(t: Tensors, s: Shape, vocab: Vocab, *, output: bool = False) -> None:
+    """A Llama-style text model's tokenizer and tensors (``llama_block``s), and the file finished.
+    ``output``: an output matrix of its own (else the token embedding is used, tied)."""
     add_tokenizer(t.w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
+    if output:
+        t.matrix("output.weight", len(vocab.tokens), s.n_embd)
     for i in range(s.n_layer):
         llama_block(t, s, f"blk.{i}.")
     finish(t.w)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -124,14 +126,113 @@ def write_qwen3moe(path: Path, *, n_expert: int = 4, n_used: int = 2, n_ff_exp: 
     return path
 
 
-def write_llama(path: Path, *, seed: int = 0) -> Path:
-    """A tiny Llama in F16 (Qwen's tokenizer, which any architecture may have)."""
+def write_llama(path: Path, *, seed: int = 0, output: bool = False) -> Path:
+    """A tiny Llama in F16 (Qwen's tokenizer, which any architecture may have); ``output``: with an
+    output matrix of its own, not tied to the token embedding."""
     qtype = gguf.GGMLQuantizationType.F16
     t = Tensors(gguf.GGUFWriter(str(path), "llama"), np.random.default_rng(seed), 0.5, qtype)
     attention_header(t.w, TINY, "tiny-llama", qtype)
     t.w.add_layer_norm_rms_eps(1e-5)
-    llama_body(t, TINY, synthetic_vocab())
+    llama_body(t, TINY, synthetic_vocab(), output=output)
     return path
+
+
+# What a LoRA may adapt in llama.cpp: the token embedding, the output and every projection.
+_PROJECTIONS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+LORA_PARTS = ("token_embd", "output", *_PROJECTIONS)
+# The bases ``write_hf_lora`` writes, and what their adapters adapt (a mixture: its attention and router).
+LORA_BASES = {
+    "llama": (lambda path, seed: write_llama(path, seed=seed, output=True), LORA_PARTS),
+    "qwen3": (lambda path, seed: core_ggufs.write_qwen3(path, seed=seed), _PROJECTIONS),
+    "gemma3": (lambda path, seed: core_ggufs.write_gemma3(path, seed=seed), _PROJECTIONS),
+    "qwen3moe": (lambda path, seed: write_qwen3moe(path, seed=seed), (*_PROJECTIONS[:4], "ffn_gate_inp")),
+}
+
+
+def write_hf_lora(folder: Path, *, base: str = "llama", seed: int = 0) -> tuple[Path, Path, Path]:
+    """``folder/hf-lora/``, a PEFT LoRA adapter (``adapter_model.safetensors``, ``adapter_config.json``)
+    for ``folder/base.gguf``, a tiny model of the ``base`` architecture (``LORA_BASES``; a Llama
+    with an output of its own, whose Q and K rows the converter reorders, adapted everywhere), and
+    ``folder/adapter.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_base, parts = LORA_BASES[base]
+    base_path = write_base(folder / "base.gguf", seed)
+    twin = core_ggufs.write_lora_for(base_path, folder / "adapter.gguf", parts, seed=seed)
+    return export_lora(twin, base_path, folder / "hf-lora"), base_path, twin
+
+
+def export_lora(
+    adapter: Path,
+    base: Path,
+    folder: Path,
+    *,
+    mlx: bool = False,
+    rslora: bool = False,
+    alpha_pattern: dict[str, float] | None = None,
+    dtype: str = "F32",
+) -> Path:
+    """``folder``: the safetensors adapter the LoRA GGUF at ``adapter`` (for ``base``) was converted
+    from, as PEFT saves one, or MLX-LM (``mlx``: ``adapters.safetensors``, A and B transposed, a bare
+    ``scale``). ``rslora``: PEFT's rank-stabilized scaling, its alpha chosen to scale as the GGUF's;
+    ``alpha_pattern``: per-module alphas (module regex -> alpha), the matched B's rescaled to keep
+    the GGUF's updates. ``dtype``: A's and B's type (F32, F16 or BF16)."""
+    reader = gguf.GGUFReader(adapter)
+    alpha = float(reader.fields["adapter.lora.alpha"].contents())
+    base_kv = {f.name: f.contents() for f in gguf.GGUFReader(base).fields.values() if not f.name.startswith("GGUF.")}
+    arch = str(base_kv["general.architecture"])
+    heads = {
+        "attn_q": int(base_kv[f"{arch}.attention.head_count"]),
+        "attn_k": int(base_kv[f"{arch}.attention.head_count_kv"]),
+    }
+    data = {
+        t.name: np.asarray(t.data, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+        for t in reader.tensors
+    }
+    tensors: dict[str, np.ndarray] = {}
+    rank = 0
+    for name in sorted({n.rpartition(".")[0] for n in data}):
+        a, b = data[name + ".lora_a"], data[name + ".lora_b"]
+        module = _hf_name(name, arch).removesuffix(".weight")
+        part = name.split(".")[2] if name.startswith("blk.") else ""
+        if arch == "llama" and part in heads:  # rows in halves, as Hugging Face keeps them
+            b = _halves(b, heads[part])
+        for key, pattern_alpha in (alpha_pattern or {}).items():
+            if re.fullmatch(rf"(.*\.)?(?:{key})", module):
+                b = b * np.float32(alpha / pattern_alpha)
+        if name == "token_embd.weight":
+            a = a.T
+        rank = a.shape[0]
+        if mlx:
+            tensors[f"{module}.lora_a"], tensors[f"{module}.lora_b"] = a.T, b.T
+        elif name == "token_embd.weight":
+            tensors[f"base_model.model.{module}.lora_embedding_A"] = a
+            tensors[f"base_model.model.{module}.lora_embedding_B"] = b
+        else:
+            tensors[f"base_model.model.{module}.lora_A.weight"] = a
+            tensors[f"base_model.model.{module}.lora_B.weight"] = b
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = "adapters.safetensors" if mlx else "adapter_model.safetensors"
+    write_safetensors(folder / weights, {n: _typed(np.ascontiguousarray(v), dtype) for n, v in tensors.items()})
+    config: dict[str, Any]
+    if mlx:
+        config = {
+            "fine_tune_type": "lora",
+            "num_layers": -1,
+            "lora_parameters": {"rank": rank, "scale": alpha / rank, "dropout": 0.0},
+        }
+    else:
+        config = {
+            "peft_type": "LORA",
+            "base_model_name_or_path": str(base),
+            "r": rank,
+            "lora_alpha": alpha / math.sqrt(rank) if rslora else alpha,
+            "use_rslora": rslora,
+            "alpha_pattern": alpha_pattern or {},
+            "target_modules": sorted({m.split(".")[-1] for m in (n.rpartition(".lora_")[0] for n in tensors)}),
+            "task_type": "CAUSAL_LM",
+        }
+    _write_json(folder / "adapter_config.json", config)
+    return folder
 
 
 def write_hf_gemma3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:

@@ -77,6 +77,10 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and DIR/mistral.gguf, its twin",
         hf.write_hf_mistral,
     ),
+    "hf-lora": (
+        "DIR/hf-lora/, a PEFT LoRA adapter (safetensors) for DIR/base.gguf, a Llama, and DIR/adapter.gguf, its twin",
+        hf.write_hf_lora,
+    ),
     "ollama-gemma3-vision": (
         "the vision kind's gemma3 and projector in one file",
         _one(og.write_ollama_gemma3_vision, "model"),
