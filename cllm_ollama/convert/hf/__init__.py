@@ -21,9 +21,10 @@ from . import safetensors
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import TOWER_LEFT_OUT, Family
+from .lora import convert_lora
 from .tokenizer import tokenizer_kv
 
-__all__ = ["Checkpoint", "ImportRefused", "convert", "is_checkpoint"]
+__all__ = ["Checkpoint", "ImportRefused", "convert", "convert_lora", "is_checkpoint"]
 
 _F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
 _VOCAB_ROWS = ("token_embd.weight", "output.weight")

@@ -84,6 +84,9 @@ LAYOUTS = {
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True),
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True),
 }
+# A LoRA's base by its GGUF architecture: a layout whose names also carry a seeing model's text
+# prefix (an adapter trained on Gemma 3 4B or Mistral Small names its tensors so).
+_BY_ARCH = {layout.arch: dataclasses.replace(layout, tower=True) for layout in LAYOUTS.values()}
 # Where a checkpoint that sees keeps its text model (transformers before 4.52, and since), and its tower.
 _TEXT_PREFIXES = (("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.", ""))
 _TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
@@ -118,6 +121,18 @@ class Family:
         text = config.get("text_config") if layout.tower else None
         given = {**config, **text} if isinstance(text, dict) else config
         return cls(layout, {**_DEFAULTS.get(layout.arch, {}), **{k: v for k, v in given.items() if v is not None}})
+
+    @classmethod
+    def of_gguf(cls, arch: str, kv: Mapping[str, Any]) -> Family:
+        """The family of a GGUF already converted (a LoRA's base): its tensor names, and for a
+        Llama's Q and K rows the head counts from its header."""
+        if arch not in _BY_ARCH:
+            raise ImportRefused(
+                f"safetensors adapters for architecture {arch!r} are not converted: cllm converts them "
+                f"for {', '.join(sorted(_BY_ARCH))}"
+            )
+        keys = {"num_attention_heads": "attention.head_count", "num_key_value_heads": "attention.head_count_kv"}
+        return cls(_BY_ARCH[arch], {name: kv.get(f"{arch}.{key}") for name, key in keys.items()})
 
     @property
     def arch(self) -> str:
