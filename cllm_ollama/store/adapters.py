@@ -1,5 +1,6 @@
-"""LoRA adapters at ``/api/create``: accepted as Ollama accepts them (one GGUF adapter), and checked
-against their base model here, where a wrong base is still a 400, not a failed load later.
+"""LoRA adapters at ``/api/create``: accepted as Ollama accepts them (one GGUF adapter, or a
+safetensors adapter's files, converted), and checked against their base model here, where a wrong
+base is still a 400, not a failed load later.
 
 The checks are llama.cpp's own (``llama_adapter_lora_init``, src/llama-adapter.cpp): a LoRA GGUF,
 the base's architecture, and for every ``X.lora_a``/``X.lora_b`` pair a tensor ``X`` in the base
@@ -13,18 +14,12 @@ from typing import Any
 from ..errors import InvalidRequest
 from .gguf_info import GGUFInfo
 
-# Ollama's errors for an adapter it cannot take (server/create.go), and cllm's for safetensors.
+# Ollama's error for more than one GGUF adapter (server/create.go).
 ONLY_ONE_ADAPTER = "only one adapter is currently supported"
-SAFETENSORS_REFUSED = (
-    "safetensors adapters are not supported: convert the adapter to GGUF "
-    "(llama.cpp's convert_lora_to_gguf.py) and create the model with that"
-)
 
 
 def check_adapter_names(adapters: dict[str, str]) -> None:
-    """What the request alone tells: Ollama's one-adapter rule, and no safetensors."""
-    if any(name.lower().endswith(".safetensors") for name in adapters):
-        raise InvalidRequest(SAFETENSORS_REFUSED)
+    """What the request alone tells of GGUF adapters: Ollama's one-adapter rule."""
     if len(adapters) > 1:
         raise InvalidRequest(ONLY_ONE_ADAPTER)
 
@@ -48,6 +43,12 @@ def check_adapter(filename: str, adapter: GGUFInfo, base: GGUFInfo) -> None:
             pairs.setdefault(name, {})[part] = tensor["shape"]
     if not pairs:
         raise InvalidRequest(f"{filename}: the adapter has no LoRA tensors")
+    if "token_embd.weight" in pairs and "output.weight" not in shapes:
+        # llama.cpp would apply the embedding's pair to the output matrix too, and abort.
+        raise InvalidRequest(
+            f"{filename}: the adapter changes the token embedding, which the base model also uses as "
+            "its output: llama.cpp cannot apply it there"
+        )
     for name, pair in pairs.items():
         problem = _pair_problem(name, pair, shapes.get(name))
         if problem:

@@ -147,8 +147,9 @@ def create_model(
     unused = old - {layer.digest for layer in record.manifest.all_layers}
     if unused and not noprune:
         store.discard_unused(unused)
-    if hf.is_checkpoint(list(req.files)):
-        store.discard_unused(req.files.values())  # converted: the uploads are no model's layers
+    for uploads in (req.files, req.adapters):
+        if hf.is_checkpoint(list(uploads)):
+            store.discard_unused(uploads.values())  # converted: the uploads are no model's layers
     return record
 
 
@@ -178,7 +179,7 @@ def _create(
 
     if req.adapters:
         # Added to the base's (a model made FROM an adapted one keeps its adapter), as in Ollama.
-        for layer in _adapter_layers(store, claim, req.adapters, layers):
+        for layer in _adapter_layers(store, claim, req.adapters, layers, report):
             if layer.digest not in {kept.digest for kept in layers}:
                 layers.append(layer)
 
@@ -294,11 +295,16 @@ def _gguf_upload(store: ModelStore, filename: str, digest: str, *, verbose: bool
         raise
 
 
-def _adapter_layers(store: ModelStore, claim: Claim, adapters: dict[str, str], layers: list[Layer]) -> list[Layer]:
-    """The request's adapters as ``adapter`` layers, each checked against the base model in ``layers``."""
-    check_adapter_names(adapters)
+def _adapter_layers(
+    store: ModelStore, claim: Claim, adapters: dict[str, str], layers: list[Layer], report: Report
+) -> list[Layer]:
+    """The request's adapter as an ``adapter`` layer, checked against the base model in ``layers``:
+    one GGUF, or a safetensors adapter's files converted ("converting adapter", as Ollama's create)."""
     base_layer = next(layer for layer in layers if layer.media_type == mt.MODEL)
     base = gguf_info(store.blob_path(base_layer.digest), verbose=True)
+    if hf.is_checkpoint(list(adapters)):
+        return [_converted_adapter(store, claim, adapters, base, report)]
+    check_adapter_names(adapters)
     out = []
     for filename, digest in adapters.items():
         layer = _blob_layer(store, claim, digest, mt.ADAPTER)
@@ -353,14 +359,11 @@ def _from_checkpoint(
 ) -> tuple[list[Layer], dict[str, Any]]:
     """A Hugging Face checkpoint's uploaded files (safetensors, ``config.json``, ``tokenizer.json``...)
     converted to one GGUF model layer, as Ollama's create converts them ("converting model")."""
-    paths = {}
-    for filename, digest in files.items():
-        _blob_layer(store, claim, digest, mt.MODEL)  # there, and pinned
-        paths[filename] = store.blob_path(digest)
+    checkpoint = _uploaded(store, claim, name.model, files)
     report({"status": "converting model"})
     with store.scratch_file("convert") as out:
         try:
-            for note in hf.convert(hf.Checkpoint(name.model, paths), out):
+            for note in hf.convert(checkpoint, out):
                 report({"status": note})
         except hf.ImportRefused as exc:
             raise InvalidRequest(str(exc)) from exc
@@ -369,6 +372,30 @@ def _from_checkpoint(
             raise InvalidRequest(f"llama.cpp cannot load the converted model: {'; '.join(info.problems)}")
         layer = claim.adopt_file(out, mt.MODEL)
     return [layer], mt.model_config(info)
+
+
+def _converted_adapter(store: ModelStore, claim: Claim, files: dict[str, str], base: GGUFInfo, report: Report) -> Layer:
+    """A safetensors LoRA's uploaded files (PEFT's or MLX's, with ``adapter_config.json``) converted
+    to one GGUF adapter layer for ``base``, checked against it as an uploaded GGUF adapter is."""
+    adapter = _uploaded(store, claim, "adapter", files)
+    report({"status": "converting adapter"})
+    with store.scratch_file("convert") as out:
+        try:
+            for note in hf.convert_lora(adapter, base, out):
+                report({"status": note})
+        except hf.ImportRefused as exc:
+            raise InvalidRequest(str(exc)) from exc
+        check_adapter("the converted adapter", gguf_info(out, verbose=True), base)
+        return claim.adopt_file(out, mt.ADAPTER)
+
+
+def _uploaded(store: ModelStore, claim: Claim, name: str, files: dict[str, str]) -> hf.Checkpoint:
+    """Uploaded files as a checkpoint to convert, each blob there and pinned."""
+    paths = {}
+    for filename, digest in files.items():
+        _blob_layer(store, claim, digest, mt.MODEL)
+        paths[filename] = store.blob_path(digest)
+    return hf.Checkpoint(name, paths)
 
 
 def import_gguf(

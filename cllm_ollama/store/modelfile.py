@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..convert.hf import lora
 from ..errors import InvalidRequest
 from ..gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
-from .adapters import SAFETENSORS_REFUSED
 
 _INSTRUCTIONS = (
     "from",
@@ -213,6 +213,25 @@ def model_folder_files(folder: Path, reference: str) -> dict[str, Path]:
     return {p.relative_to(folder).as_posix(): p for p in found}
 
 
+def adapter_files(path: Path, reference: str) -> dict[str, Path]:
+    """The files of an ADAPTER, by name: a GGUF; or a safetensors LoRA (PEFT's, MLX's) with its
+    ``adapter_config.json``, named by its folder or by its weights file. Ollama's CLI finds neither
+    in a PEFT folder nor the config beside a named file (ollama/ollama#13314); cllm's sends both."""
+    folder = path if path.is_dir() else path.parent
+    if path.is_dir():
+        weights = [p for pattern in (*lora.WEIGHTS, "*.gguf") for p in sorted(folder.glob(pattern)) if p.is_file()]
+    else:
+        weights = [path]
+    if not weights:
+        raise InvalidRequest(f"ADAPTER {reference}: no adapter_model.safetensors, adapters.safetensors or GGUF found")
+    if weights[0].suffix != ".safetensors":
+        return {p.name: p for p in weights}
+    config = folder / lora.CONFIG
+    if not config.is_file():
+        raise InvalidRequest(f"ADAPTER {reference}: no {lora.CONFIG} beside {weights[0].name}")
+    return {p.name: p for p in weights if p.suffix == ".safetensors"} | {lora.CONFIG: config}
+
+
 def create_body(
     name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path], str], quantize: str = ""
 ) -> dict[str, Any]:
@@ -238,14 +257,13 @@ def create_body(
             body["from"] = reference
     if files:
         body["files"] = files
-    adapters = {}
+    adapters: dict[str, str] = {}
     for reference in mf.adapters:
-        adapter = local_file(reference, base_dir)
-        if adapter is None and (base_dir / os.path.expanduser(reference)).is_dir():
-            raise InvalidRequest(f"ADAPTER {reference}: {SAFETENSORS_REFUSED}")  # Ollama's CLI uploads its files
-        if adapter is None:
+        adapter = Path(os.path.expanduser(reference))
+        adapter = adapter if adapter.is_absolute() else base_dir / adapter
+        if not adapter.exists():
             raise InvalidRequest(f"no such file: {reference}")
-        adapters[adapter.name] = upload(adapter)
+        adapters |= {name: upload(path) for name, path in adapter_files(adapter, reference).items()}
     if adapters:
         body["adapters"] = adapters
     optional = {

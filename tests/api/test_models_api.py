@@ -370,7 +370,7 @@ def test_create_refuses_an_adapter_for_another_base_with_a_400(api: TestClient, 
         (other_arch, {"adapter.gguf": adapter_digest}, "adapter.gguf: the adapter is for architecture 'qwen3', "),
         (other_shape, {"adapter.gguf": adapter_digest}, "adapter.gguf: the adapter does not fit the base model: "),
         (right, {"a.gguf": adapter_digest, "b.gguf": right}, "only one adapter is currently supported"),
-        (right, {"a.safetensors": adapter_digest}, "safetensors adapters are not supported"),
+        (right, {"a.safetensors": adapter_digest}, "the adapter has no adapter_config.json: send it beside"),
         (right, {"base.gguf": right}, "base.gguf: not a LoRA adapter (the GGUF is a model)"),
         (right, {"lora.gguf": upload(api, b"GGUF lora stand-in")}, "lora.gguf: "),
     ]

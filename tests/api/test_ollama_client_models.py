@@ -16,11 +16,13 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.store.modelfile import model_folder_files
+from cllm_ollama.store.modelfile import adapter_files, model_folder_files
 from cllm_ollama.testing.ggufs import write_qwen3
 from cllm_ollama.testing.hf_folders import (
+    LORA_BASES,
     write_hf_gemma3,
     write_hf_llama,
+    write_hf_lora,
     write_hf_mistral,
     write_hf_qwen3,
     write_hf_qwen3moe,
@@ -136,3 +138,28 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             for text in ("Hello, who are you?", "Größe 日本語 🙂 x", " two  spaces"):
                 tokens = http.post("/api/tokenize", json={"model": "converted", "content": text}).json()["tokens"]
                 assert tokens == sp.encode(text), text
+
+
+@pytest.mark.model  # the adapted models load through llama.cpp and answer greedily
+def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> None:
+    """A PEFT adapter's files uploaded with the official client's ``adapters``, to a real ``cllm
+    serve``: converted ("converting adapter") for its base, the model answers word for word as the
+    base with the GGUF adapter it was exported from, and unlike the base alone; for each base
+    architecture (a Llama's Q and K rows reordered, its embedding and output adapted too)."""
+    with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
+        client = ollama.Client(host=url)
+        for arch in LORA_BASES:
+            folder, base, twin = write_hf_lora(tmp_path / arch, base=arch)
+            assert client.create("base", files={"base.gguf": client.create_blob(base)}).status == "success"
+            adapters = {name: client.create_blob(path) for name, path in adapter_files(folder, str(folder)).items()}
+            statuses = [p.status for p in client.create("tuned", from_="base", adapters=adapters, stream=True)]
+            assert statuses[0] == "converting adapter" and statuses[-1] == "success"
+            twin_adapter = {"adapter.gguf": client.create_blob(twin)}
+            assert client.create("twin", from_="base", adapters=twin_adapter).status == "success"
+            options = {"num_predict": 24, "temperature": 0, "seed": 1}
+            answers = {
+                m: client.generate(m, "The capital of France is", options=options).context
+                for m in ("tuned", "twin", "base")
+            }
+            assert answers["tuned"] == answers["twin"], arch
+            assert answers["tuned"] != answers["base"], arch

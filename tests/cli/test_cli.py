@@ -19,7 +19,7 @@ from serving import serve_in_thread
 
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
-from cllm_ollama.testing.hf_folders import write_hf_qwen3
+from cllm_ollama.testing.hf_folders import write_hf_lora, write_hf_qwen3
 
 MODELFILE = '''FROM ./tiny.gguf
 PARAMETER stop "<|im_end|>"
@@ -245,6 +245,17 @@ def test_create_from_a_checkpoint_folder_through_a_running_server(server: dict[s
     shown = assert_ok(run(server, "show", "hf"))
     assert "quantization        F16" in shown and "temperature    0.2" in shown
     assert not (tmp_path / "cli-models").exists()
+
+
+def test_create_with_an_adapter_folder_through_a_running_server(server: dict[str, str], tmp_path: Path) -> None:
+    """``ADAPTER ./folder`` of a PEFT adapter: its weights and adapter_config.json go up, the server
+    converts them for the base (where Ollama's CLI finds no file in such a folder)."""
+    write_hf_lora(tmp_path)
+    (tmp_path / "Modelfile").write_text("FROM ./base.gguf\nADAPTER ./hf-lora\n")
+    out = assert_ok(run(server, "create", "tuned", cwd=tmp_path)).splitlines()
+    assert sum(line.startswith("copying file sha256:") for line in out) == 3  # base, weights, config
+    assert "converting adapter" in out and out[-1] == "success"
+    assert "ADAPTER " in assert_ok(run(server, "show", "tuned", "--modelfile"))
 
 
 def test_pull_through_a_running_server(server: dict[str, str], fake_hub: FakeHub, tiny_gguf: Path) -> None:

@@ -118,15 +118,38 @@ def test_create_body_uploads_local_files(tmp_path: Path) -> None:
         create_body("m4", parse_modelfile("FROM ./hf-model"), tmp_path, upload)
 
 
-def test_create_body_uploads_a_gguf_adapter_and_refuses_a_safetensors_folder(tmp_path: Path) -> None:
-    """ADAPTER joins ``adapters``; a folder is a safetensors adapter (Ollama converts it), refused clearly."""
+def test_create_body_uploads_an_adapter_gguf_or_its_safetensors_with_their_config(tmp_path: Path) -> None:
+    """ADAPTER joins ``adapters``: a GGUF, or a safetensors adapter's weights and
+    ``adapter_config.json``, named by its folder or its weights file (where Ollama's CLI fails)."""
     (tmp_path / "lora.gguf").write_bytes(b"GGUF...")
-    (tmp_path / "hf-lora").mkdir()
-    digest = "sha256:" + "2" * 64
-    body = create_body("m", parse_modelfile("FROM qwen3\nADAPTER ./lora.gguf"), tmp_path, lambda p: digest)
-    assert body == {"model": "m", "from": "qwen3", "adapters": {"lora.gguf": digest}}
-    with pytest.raises(InvalidRequest, match=r"^ADAPTER \./hf-lora: safetensors adapters are not supported"):
-        create_body("m", parse_modelfile("FROM qwen3\nADAPTER ./hf-lora"), tmp_path, lambda p: "")
+    peft, mlx, bare = tmp_path / "peft", tmp_path / "mlx", tmp_path / "bare"
+    for folder, weights in (
+        (peft, "adapter_model.safetensors"),
+        (mlx, "adapters.safetensors"),
+        (bare, "x.safetensors"),
+    ):
+        folder.mkdir()
+        (folder / weights).write_bytes(b"weights")
+        (folder / "adapter_config.json").write_text("{}")
+    (peft / "README.md").write_text("not sent")
+
+    def body(adapter: str) -> dict[str, Any]:
+        mf = parse_modelfile(f"FROM qwen3\nADAPTER {adapter}")
+        return create_body("m", mf, tmp_path, lambda p: "sha256:" + p.relative_to(tmp_path).as_posix())
+
+    assert body("./lora.gguf") == {"model": "m", "from": "qwen3", "adapters": {"lora.gguf": "sha256:lora.gguf"}}
+    peft_files = {"adapter_model.safetensors": "sha256:peft/adapter_model.safetensors"}
+    peft_files["adapter_config.json"] = "sha256:peft/adapter_config.json"
+    assert body("./peft")["adapters"] == peft_files
+    assert body("./peft/adapter_model.safetensors")["adapters"] == peft_files
+    assert set(body("./mlx")["adapters"]) == {"adapters.safetensors", "adapter_config.json"}
+    with pytest.raises(InvalidRequest, match=r"^ADAPTER \./bare: no adapter_model\.safetensors, adapters\.safe"):
+        body("./bare")
+    (bare / "adapter_config.json").unlink()
+    with pytest.raises(InvalidRequest, match=r"^ADAPTER \./bare/x\.safetensors: no adapter_config\.json beside"):
+        body("./bare/x.safetensors")
+    with pytest.raises(InvalidRequest, match=r"^no such file: \./gone$"):
+        body("./gone")
 
 
 def statuses(store: ModelStore, body: dict[str, Any]) -> list[str]:
