@@ -23,10 +23,10 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType
 
 from ..framework import KV, HeaderSource, Tensor, write
-from . import safetensors
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import Family
+from .safetensors import SourceTensor, read
 
 CONFIG = "adapter_config.json"
 # The weights' file names: PEFT's (``adapter_model.safetensors``) and MLX-LM's.
@@ -108,8 +108,8 @@ def _scaling(config: dict[str, Any]) -> _Scaling:
 @dataclass
 class _Pair:
     module: str  # the base module, e.g. model.layers.0.self_attn.q_proj
-    a: safetensors.SourceTensor | None = None
-    b: safetensors.SourceTensor | None = None
+    a: SourceTensor | None = None
+    b: SourceTensor | None = None
 
 
 def convert_lora(adapter: Checkpoint, base: HeaderSource, dst: Path) -> list[str]:
@@ -145,7 +145,7 @@ def _pairs(adapter: Checkpoint, family: Family) -> tuple[dict[str, _Pair], list[
     pairs: dict[str, _Pair] = {}
     notes: list[str] = []
     for file, path in adapter.weights():
-        for source in safetensors.read(path, file):
+        for source in read(path, file):
             m = _PEFT.fullmatch(source.name) or _PEFT_EMBEDDING.fullmatch(source.name) or _MLX.fullmatch(source.name)
             if m is None:
                 raise ImportRefused(
@@ -204,7 +204,7 @@ def _tensors(name: str, pair: _Pair, family: Family, scaling: _Scaling, base_nam
     ]
 
 
-def _f32(source: safetensors.SourceTensor) -> np.ndarray:
+def _f32(source: SourceTensor) -> np.ndarray:
     """The tensor's values in F32 (BF16's bits widened), still a lazy view for F32 sources."""
     if source.dtype == "BF16":
         return (source.data.astype(np.uint32) << 16).view(np.float32)
