@@ -264,15 +264,17 @@ def attention_header(w: gguf.GGUFWriter, s: Shape, name: str, qtype: gguf.GGMLQu
     w.add_rope_freq_base(1e6)
 
 
-def attention_block(t: Tensors, s: Shape, p: str, *, post_norms: bool) -> None:
-    """One transformer block's tensors (qwen3 layout; gemma3 adds norms after attention and FFN)."""
+def attention_block(t: Tensors, s: Shape, p: str, *, post_norms: bool, qk_norms: bool = True) -> None:
+    """One transformer block's tensors (qwen3 layout; gemma3 adds norms after attention and FFN,
+    gemma2 has those but no Q and K norms)."""
     t.norm(p + "attn_norm.weight", s.n_embd)
     t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
     t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
     t.matrix(p + "attn_v.weight", s.n_head_kv * s.head_dim, s.n_embd)
     t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
-    t.norm(p + "attn_q_norm.weight", s.head_dim)
-    t.norm(p + "attn_k_norm.weight", s.head_dim)
+    if qk_norms:
+        t.norm(p + "attn_q_norm.weight", s.head_dim)
+        t.norm(p + "attn_k_norm.weight", s.head_dim)
     if post_norms:
         t.norm(p + "post_attention_norm.weight", s.n_embd)
     t.norm(p + "ffn_norm.weight", s.n_embd)

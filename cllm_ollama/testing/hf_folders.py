@@ -24,7 +24,9 @@ from . import core_ggufs
 from .gguf_base import (
     TINY,
     Tensors,
+    Vocab,
     add_tokenizer,
+    attention_block,
     attention_header,
     f16_exact,
     finish,
@@ -40,7 +42,9 @@ _ARCHITECTURES = {
     "qwen2": "Qwen2ForCausalLM",
     "llama": "LlamaForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
 }
+_GEMMAS = ("gemma2", "gemma3")  # norms stored with llama.cpp's +1
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
 _REST = r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -146,6 +150,7 @@ LORA_BASES = {
     "qwen3": (lambda path, seed: core_ggufs.write_qwen3(path, seed=seed), _PROJECTIONS),
     "gemma3": (lambda path, seed: core_ggufs.write_gemma3(path, seed=seed), _PROJECTIONS),
     "qwen3moe": (lambda path, seed: write_qwen3moe(path, seed=seed), (*_PROJECTIONS[:4], "ffn_gate_inp")),
+    "gemma2": (lambda path, seed: write_gemma2(path, seed=seed), _PROJECTIONS),
 }
 
 
@@ -239,12 +244,48 @@ def write_hf_gemma3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-gemma3/``, a Gemma 3 checkpoint in F16 (its norms without llama.cpp's +1), and
     ``folder/gemma3.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
+    twin = core_ggufs.write_gemma3(
+        folder / "gemma3.gguf", vocab=_unpadded_vocab(), qtype=gguf.GGMLQuantizationType.F16, seed=seed
+    )
+    return export(twin, folder / "hf-gemma3"), twin
+
+
+def write_hf_gemma2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-gemma2/``, a Gemma 2 checkpoint in F16, and ``folder/gemma2.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return export(write_gemma2(folder / "gemma2.gguf", seed=seed), folder / "hf-gemma2"), folder / "gemma2.gguf"
+
+
+def write_gemma2(path: Path, *, seed: int = 0) -> Path:
+    """A tiny Gemma 2 in F16: softcapped attention scores and logits, every other layer's attention
+    in a 16-token window, its output the token embedding (Gemma 2's always is), norms of ones as
+    llama.cpp stores them (with Gemma's +1 added)."""
+    qtype = gguf.GGMLQuantizationType.F16
+    t = Tensors(gguf.GGUFWriter(str(path), "gemma2"), np.random.default_rng(seed), 0.5, qtype)
+    w, s = t.w, TINY
+    attention_header(w, s, "tiny-gemma2", qtype)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_sliding_window(16)
+    w.add_attn_logit_softcapping(50.0)
+    w.add_final_logit_softcapping(30.0)
+    vocab = _unpadded_vocab()
+    add_tokenizer(w, vocab, None)
+    # Scaled down, as write_gemma3's: Gemma multiplies the embeddings by sqrt(n_embd), and the
+    # blocks' normed outputs would otherwise barely move the residual stream from the token's own.
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd, std=0.5 / np.sqrt(s.n_embd))
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        attention_block(t, s, f"blk.{i}.", post_norms=True, qk_norms=False)
+    finish(w)
+    return path
+
+
+def _unpadded_vocab() -> Vocab:
+    """The synthetic vocabulary without padding tokens at the end: the converter cuts Gemma's rows
+    past the tokenizer's, as llama.cpp's does."""
     vocab = synthetic_vocab()
     real = max(i for i, kind in enumerate(vocab.types) if kind != gguf.TokenType.UNUSED) + 1
-    # No padding tokens at the end: the converter cuts Gemma's rows past the tokenizer's, as llama.cpp's does.
-    vocab = dataclasses.replace(vocab, tokens=vocab.tokens[:real], types=vocab.types[:real])
-    twin = core_ggufs.write_gemma3(folder / "gemma3.gguf", vocab=vocab, qtype=gguf.GGMLQuantizationType.F16, seed=seed)
-    return export(twin, folder / "hf-gemma3"), twin
+    return dataclasses.replace(vocab, tokens=vocab.tokens[:real], types=vocab.types[:real])
 
 
 def write_hf_mistral(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
@@ -365,7 +406,7 @@ def export(
         part = t.name.split(".")[2] if t.name.startswith("blk.") else ""
         if arch == "llama" and part in ("attn_q", "attn_k"):
             data = _halves(data, heads if part == "attn_q" else heads_kv)
-        if arch == "gemma3" and t.name.endswith("norm.weight"):
+        if arch in _GEMMAS and t.name.endswith("norm.weight"):
             data = data - 1
         if part in _EXPERTS:  # one tensor per expert
             layer = t.name.split(".")[1]
@@ -438,7 +479,7 @@ def _hf_name(name: str, arch: str) -> str:
     if stem in _GLOBAL:
         return f"{_GLOBAL[stem]}.{suffix}"
     _, layer, part = stem.split(".", 2)
-    return f"model.layers.{layer}.{(_GEMMA_PARTS if arch == 'gemma3' else _PARTS)[part]}.{suffix}"
+    return f"model.layers.{layer}.{(_GEMMA_PARTS if arch in _GEMMAS else _PARTS)[part]}.{suffix}"
 
 
 def _halves(rows: np.ndarray, heads: int) -> np.ndarray:
@@ -465,7 +506,7 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         "torch_dtype": "float16",
     }
     head_dim = kv.get(f"{arch}.attention.key_length")
-    if head_dim is not None and (int(head_dim) != n_embd // heads or arch == "gemma3"):
+    if head_dim is not None and (int(head_dim) != n_embd // heads or arch in _GEMMAS):
         config["head_dim"] = int(head_dim)
     if arch == "qwen3moe":
         config |= {
@@ -475,6 +516,13 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
             "decoder_sparse_step": 1,
             "mlp_only_layers": [],
             "norm_topk_prob": True,
+        }
+    if arch == "gemma2":
+        config |= {
+            "sliding_window": int(kv["gemma2.attention.sliding_window"]),
+            "attn_logit_softcapping": float(kv["gemma2.attn_logit_softcapping"]),
+            "final_logit_softcapping": float(kv["gemma2.final_logit_softcapping"]),
+            "query_pre_attn_scalar": int(kv["gemma2.attention.key_length"]),
         }
     if arch == "gemma3":
         config |= {

@@ -72,6 +72,7 @@ KINDS: dict[str, tuple[str, Writer]] = {
         hf.write_hf_qwen3moe,
     ),
     "hf-gemma3": ("DIR/hf-gemma3/, a Gemma 3 checkpoint, and DIR/gemma3.gguf, its twin", hf.write_hf_gemma3),
+    "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-mistral": (
         "DIR/hf-mistral/, a Mistral checkpoint with a SentencePiece tokenizer.model (needs sentencepiece), "
         "and DIR/mistral.gguf, its twin",

@@ -20,6 +20,7 @@ from cllm_ollama.store.modelfile import adapter_files, model_folder_files
 from cllm_ollama.testing.ggufs import write_qwen3
 from cllm_ollama.testing.hf_folders import (
     LORA_BASES,
+    write_hf_gemma2,
     write_hf_gemma3,
     write_hf_llama,
     write_hf_lora,
@@ -120,7 +121,14 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
     splits text as the sentencepiece package does."""
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
         client = ollama.Client(host=url)
-        for write in (write_hf_qwen3, write_hf_llama, write_hf_gemma3, write_hf_qwen3moe, write_hf_mistral):
+        for write in (
+            write_hf_qwen3,
+            write_hf_llama,
+            write_hf_gemma3,
+            write_hf_gemma2,
+            write_hf_qwen3moe,
+            write_hf_mistral,
+        ):
             folder, twin = write(tmp_path / write.__name__)
             files = {name: client.create_blob(path) for name, path in model_folder_files(folder, str(folder)).items()}
             statuses = [p.status for p in client.create("converted", files=files, stream=True)]

@@ -23,6 +23,7 @@ from cllm_ollama.testing.hf_folders import (
     SPLIT_PATTERNS,
     export,
     to_bf16,
+    write_hf_gemma2,
     write_hf_gemma3,
     write_hf_llama,
     write_hf_mistral,
@@ -42,6 +43,7 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
         "qwen3": write_hf_qwen3(root / "qwen3"),
         "llama": write_hf_llama(root / "llama"),
         "gemma3": write_hf_gemma3(root / "gemma3"),
+        "gemma2": write_hf_gemma2(root / "gemma2"),
         "mistral": write_hf_mistral(root / "mistral"),
         "qwen3moe": write_hf_qwen3moe(root / "qwen3moe"),
     }
@@ -69,6 +71,7 @@ def _tensors(path: Path) -> dict[str, tuple[gguf.GGMLQuantizationType, np.ndarra
         ("qwen3", "BF16", 2, False),
         ("llama", "BF16", 1, False),
         ("gemma3", "BF16", 1, False),
+        ("gemma2", "F16", 2, False),
         ("mistral", "F16", 2, True),
         ("qwen3moe", "BF16", 3, False),
     ],
@@ -266,6 +269,8 @@ def _break(folder: Path, what: str) -> None:
         tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
         del tensors["model.layers.1.mlp.experts.3.up_proj.weight"]
         write_safetensors(path, tensors)
+    elif what == "attention-scale":
+        _edit(folder, "config.json", lambda c: c.update(query_pre_attn_scalar=144))
     elif what == "rope-scaling":
         _edit(folder, "config.json", lambda c: c.update(rope_scaling={"rope_type": "longrope", "factor": 4.0}))
 
@@ -275,8 +280,8 @@ def _break(folder: Path, what: str) -> None:
     [
         (
             "architecture",
-            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts Gemma3ForCausalLM, "
-            "Gemma3ForConditionalGeneration, Llama",
+            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts Gemma2ForCausalLM, "
+            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Llama",
         ),
         ("config", "^the model folder has no config.json$"),
         ("sentencepiece", r"^tokenizer.model is not a SentencePiece model \(it ends inside a field\)$"),
@@ -292,16 +297,28 @@ def _break(folder: Path, what: str) -> None:
         ("big-embedding", "^the model's embedding has 9000 rows for a tokenizer of 368 tokens$"),
         ("expert-missing", r"^blk.1.ffn_up_exps.weight: the checkpoint has 3 of the layer's 4 experts$"),
         ("heads", "^blk.0.attn_q.weight has 64 rows, which 3 heads cannot share in pairs$"),
+        ("attention-scale", "^config.json's query_pre_attn_scalar is 144; llama.cpp's gemma2 scales by 16 here$"),
     ],
 )
 def test_what_cannot_be_converted_says_why(
     twins: dict[str, tuple[Path, Path]], tmp_path: Path, what: str, error: str
 ) -> None:
-    family = {"heads": "llama", "expert-missing": "qwen3moe"}.get(what, "qwen3")
+    family = {"heads": "llama", "expert-missing": "qwen3moe", "attention-scale": "gemma2"}.get(what, "qwen3")
     folder = export(twins[family][1], tmp_path / "hf")
     _break(folder, what)
     with pytest.raises(ImportRefused, match=error):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_gemma2_lm_head_is_left_to_the_embedding(twins: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    """Gemma 2's output is always its embedding in llama.cpp (which would refuse an extra tensor):
+    an lm_head some checkpoints carry (AutoAWQ's) is not written, as llama.cpp's converter skips it."""
+    folder = export(twins["gemma2"][1], tmp_path / "hf")
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    write_safetensors(path, tensors | {"lm_head.weight": tensors["model.embed_tokens.weight"]})
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert set(_tensors(tmp_path / "out.gguf")) == set(_tensors(twins["gemma2"][1]))
 
 
 def _upload(store: ModelStore, path: Path) -> str:

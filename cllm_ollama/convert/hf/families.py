@@ -68,18 +68,22 @@ class _Layout:
     # A checkpoint that sees (``...ForConditionalGeneration``): its text model's settings are under
     # ``text_config`` and its tensors under a prefix; the vision tower's are left out.
     tower: bool = False
+    # The output is always the token embedding (Gemma 2's): a stray lm_head is not written.
+    tied: bool = False
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
 # config.json's "architectures" -> how its checkpoint becomes llama.cpp's.
 _QWEN3 = _ATTENTION | _PRE_NORMS | _QK_NORMS
 _GEMMA3 = _Layout("gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False)
+_GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
     "Qwen2ForCausalLM": _Layout("qwen2", _ATTENTION | _PRE_NORMS),
     "Qwen3ForCausalLM": _Layout("qwen3", _QWEN3),
     "Qwen3MoeForCausalLM": _Layout("qwen3moe", _QWEN3 | {"mlp.gate": "ffn_gate_inp"}),
+    "Gemma2ForCausalLM": _GEMMA2,
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True),
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True),
@@ -93,6 +97,13 @@ _TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_towe
 TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma2": {
+        "head_dim": 256,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+        "sliding_window": 4096,
+        "rms_norm_eps": 1e-6,
+    },
     "gemma3": {
         "max_position_embeddings": 131072,
         "num_attention_heads": 8,
@@ -181,6 +192,8 @@ class Family:
             kv[f"{a}.attention.value_length"] = (self.head_dim, _U32)
         if a == "llama":
             kv[f"{a}.rope.dimension_count"] = (self.head_dim, _U32)
+        if a == "gemma2":
+            kv |= self._gemma2()
         if a == "gemma3":
             kv |= self._gemma3()
         if a == "qwen3moe":
@@ -199,6 +212,23 @@ class Family:
         full.setdefault("rope_theta", self.config.get("rope_theta"))
         full.setdefault("rope_type", full.get("type"))
         return full
+
+    def _gemma2(self) -> KV:
+        """Gemma 2's softcaps and window (every other layer, llama.cpp's fixed pattern). Its scores
+        are scaled by ``query_pre_attn_scalar``, which llama.cpp does not read: it takes the head
+        width, or the 27B's ``hidden_size / heads`` (known by its 46 layers); another is refused."""
+        kv: KV = {
+            "gemma2.attn_logit_softcapping": (float(self.config["attn_logit_softcapping"]), _F32),
+            "gemma2.final_logit_softcapping": (float(self.config["final_logit_softcapping"]), _F32),
+            "gemma2.attention.sliding_window": (self._int("sliding_window"), _U32),
+        }
+        scalar = self.config.get("query_pre_attn_scalar")
+        taken = self._int("hidden_size") // self.n_head if self.n_layer == 46 else self.head_dim
+        if scalar is not None and scalar != taken:
+            raise ImportRefused(
+                f"config.json's query_pre_attn_scalar is {scalar}; llama.cpp's gemma2 scales by {taken} here"
+            )
+        return kv
 
     def _gemma3(self) -> KV:
         """Gemma 3's sliding window: its size, which layers have it, and their rotary base."""
@@ -301,6 +331,8 @@ class Family:
             if self.in_tower(name):
                 return None
             name = next((new + name[len(old) :] for old, new in _TEXT_PREFIXES if name.startswith(old)), name)
+        if name == "lm_head.weight" and self.layout.tied:
+            return None
         if name in _GLOBAL:
             return _GLOBAL[name]
         if _SKIPPED.match(name):

@@ -179,7 +179,7 @@ def _tensors(name: str, pair: _Pair, family: Family, scaling: _Scaling, base_nam
         tied = name == "output.weight" and "token_embd.weight" in base_names
         why = "ties its output to the token embedding" if tied else f"has no tensor {name}"
         raise ImportRefused(f"the adapter changes {pair.module}, but the base model {why}")
-    if name == "token_embd.weight" and family.arch == "gemma3":
+    if name == "token_embd.weight" and family.arch in ("gemma2", "gemma3"):
         raise ImportRefused("a LoRA on Gemma's token embedding is not converted (llama.cpp scales it, PEFT does not)")
     a, b = _f32(pair.a), _f32(pair.b)
     if a.ndim != 2 or b.ndim != 2:
