@@ -32,6 +32,7 @@ from .gguf_base import (
     finish,
     llama_block,
     llama_body,
+    model_header,
     synthetic_vocab,
 )
 
@@ -43,6 +44,7 @@ _ARCHITECTURES = {
     "llama": "LlamaForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
     "gemma2": "Gemma2ForCausalLM",
+    "phi3": "Phi3ForCausalLM",
 }
 _GEMMAS = ("gemma2", "gemma3")  # norms stored with llama.cpp's +1
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
@@ -69,6 +71,8 @@ _GEMMA_PARTS = _PARTS | {
     "ffn_norm": "pre_feedforward_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
 }
+# Phi-3's fused projections: Q, K and V in one matrix, the FFN's gate and up in another.
+_PHI3_PARTS = _PARTS | {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
 _GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 # Text the tiny SentencePiece tokenizers learn from.
 _CORPUS = """The capital of France is Paris, and the capital of Italy is Rome.
@@ -151,6 +155,7 @@ LORA_BASES = {
     "gemma3": (lambda path, seed: core_ggufs.write_gemma3(path, seed=seed), _PROJECTIONS),
     "qwen3moe": (lambda path, seed: write_qwen3moe(path, seed=seed), (*_PROJECTIONS[:4], "ffn_gate_inp")),
     "gemma2": (lambda path, seed: write_gemma2(path, seed=seed), _PROJECTIONS),
+    "phi3": (lambda path, seed: write_phi3(path, seed=seed), ("attn_qkv", "attn_output", "ffn_up", "ffn_down")),
 }
 
 
@@ -280,6 +285,54 @@ def write_gemma2(path: Path, *, seed: int = 0) -> Path:
     return path
 
 
+def write_hf_phi3(folder: Path, *, seed: int = 0, longrope: bool = False) -> tuple[Path, Path]:
+    """``folder/hf-phi3/``, a Phi-3 checkpoint in F16 (fused QKV and gate-up projections), and
+    ``folder/phi3.gguf``, its twin; ``longrope``: with Phi-3.5's long-context rope factors."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = write_phi3(folder / "phi3.gguf", seed=seed, longrope=longrope)
+    return export(twin, folder / "hf-phi3"), twin
+
+
+def write_phi3(path: Path, *, seed: int = 0, longrope: bool = False) -> Path:
+    """A tiny Phi-3 in F16: Q, K and V in one matrix, the FFN's gate and up in one (``2 * n_ff``
+    rows), rotary embeddings on three quarters of each head (Phi-4-mini's partial rotary factor);
+    ``longrope``: long and short rope factors for a context 4x the trained one (Phi-3.5's)."""
+    qtype = gguf.GGMLQuantizationType.F16
+    t = Tensors(gguf.GGUFWriter(str(path), "phi3"), np.random.default_rng(seed), 0.5, qtype)
+    w, s = t.w, TINY
+    model_header(w, s, "tiny-phi", qtype)  # not "phi3": llama.cpp would want Phi-3's tokens
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.n_head_kv)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(s.head_dim * 3 // 4)
+    w.add_rope_freq_base(10000.0)
+    w.add_rope_scaling_orig_ctx_len(s.context_length // 4 if longrope else s.context_length)
+    w.add_sliding_window(0)
+    if longrope:
+        w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(4) / np.log(s.context_length // 4))))
+    vocab = synthetic_vocab()
+    add_tokenizer(w, vocab, None)
+    if longrope:
+        n = s.head_dim * 3 // 8
+        t.f32("rope_factors_long.weight", np.linspace(1.0, 4.0, n))
+        t.f32("rope_factors_short.weight", np.linspace(1.0, 1.5, n))
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    t.matrix("output.weight", len(vocab.tokens), s.n_embd)
+    gqa = s.n_head_kv * s.head_dim
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        t.norm(p + "attn_norm.weight", s.n_embd)
+        t.matrix(p + "attn_qkv.weight", s.n_embd + 2 * gqa, s.n_embd)
+        t.matrix(p + "attn_output.weight", s.n_embd, s.n_embd)
+        t.norm(p + "ffn_norm.weight", s.n_embd)
+        t.matrix(p + "ffn_up.weight", 2 * s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+    finish(w)
+    return path
+
+
 def _unpadded_vocab() -> Vocab:
     """The synthetic vocabulary without padding tokens at the end: the converter cuts Gemma's rows
     past the tokenizer's, as llama.cpp's does."""
@@ -400,9 +453,13 @@ def export(
     heads, heads_kv = int(kv[f"{arch}.attention.head_count"]), int(kv[f"{arch}.attention.head_count_kv"])
     folder.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, np.ndarray] = {}
+    rope: dict[str, list[float]] = {}  # Phi-3's long-context factors: config.json's, not tensors
     for t in reader.tensors:
         values = t.data if t.tensor_type in _FLOATS else gguf.quants.dequantize(t.data, t.tensor_type)
         data = np.asarray(values, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+        if t.name.startswith("rope_factors_"):
+            rope[t.name.split("_")[2].split(".")[0] + "_factor"] = data.tolist()
+            continue
         part = t.name.split(".")[2] if t.name.startswith("blk.") else ""
         if arch == "llama" and part in ("attn_q", "attn_k"):
             data = _halves(data, heads if part == "attn_q" else heads_kv)
@@ -415,6 +472,9 @@ def export(
             continue
         tensors[_hf_name(t.name, arch)] = data
     config = _config(kv, arch) | {"tie_word_embeddings": "lm_head.weight" not in tensors}
+    if rope:
+        config["rope_scaling"] = {"type": "longrope", **rope}
+        config["max_position_embeddings"] = int(kv[f"{arch}.context_length"])
     if sees is not None:
         tensors, config = _seeing(tensors, config, sees)
     _write_safetensors(folder, tensors, dtype, shards)
@@ -479,7 +539,8 @@ def _hf_name(name: str, arch: str) -> str:
     if stem in _GLOBAL:
         return f"{_GLOBAL[stem]}.{suffix}"
     _, layer, part = stem.split(".", 2)
-    return f"model.layers.{layer}.{(_GEMMA_PARTS if arch in _GEMMAS else _PARTS)[part]}.{suffix}"
+    parts = _GEMMA_PARTS if arch in _GEMMAS else _PHI3_PARTS if arch == "phi3" else _PARTS
+    return f"model.layers.{layer}.{parts[part]}.{suffix}"
 
 
 def _halves(rows: np.ndarray, heads: int) -> np.ndarray:
@@ -517,6 +578,11 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
             "mlp_only_layers": [],
             "norm_topk_prob": True,
         }
+    if arch == "phi3":
+        rotary = int(kv["phi3.rope.dimension_count"])
+        original = int(kv["phi3.rope.scaling.original_context_length"])
+        config |= {"partial_rotary_factor": rotary / (n_embd // heads), "original_max_position_embeddings": original}
+        config["sliding_window"] = None
     if arch == "gemma2":
         config |= {
             "sliding_window": int(kv["gemma2.attention.sliding_window"]),

@@ -73,6 +73,10 @@ KINDS: dict[str, tuple[str, Writer]] = {
     ),
     "hf-gemma3": ("DIR/hf-gemma3/, a Gemma 3 checkpoint, and DIR/gemma3.gguf, its twin", hf.write_hf_gemma3),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
+    "hf-phi3": (
+        "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",
+        hf.write_hf_phi3,
+    ),
     "hf-mistral": (
         "DIR/hf-mistral/, a Mistral checkpoint with a SentencePiece tokenizer.model (needs sentencepiece), "
         "and DIR/mistral.gguf, its twin",

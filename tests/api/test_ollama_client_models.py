@@ -25,9 +25,14 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_llama,
     write_hf_lora,
     write_hf_mistral,
+    write_hf_phi3,
     write_hf_qwen3,
     write_hf_qwen3moe,
 )
+
+
+def write_hf_phi3_longrope(folder: Path) -> tuple[Path, Path]:
+    return write_hf_phi3(folder, longrope=True)
 
 
 @pytest.fixture
@@ -126,6 +131,8 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_llama,
             write_hf_gemma3,
             write_hf_gemma2,
+            write_hf_phi3,
+            write_hf_phi3_longrope,
             write_hf_qwen3moe,
             write_hf_mistral,
         ):

@@ -27,6 +27,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma3,
     write_hf_llama,
     write_hf_mistral,
+    write_hf_phi3,
     write_hf_qwen3,
     write_hf_qwen3moe,
     write_safetensors,
@@ -44,6 +45,8 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
         "llama": write_hf_llama(root / "llama"),
         "gemma3": write_hf_gemma3(root / "gemma3"),
         "gemma2": write_hf_gemma2(root / "gemma2"),
+        "phi3": write_hf_phi3(root / "phi3"),
+        "phi3-longrope": write_hf_phi3(root / "phi3-longrope", longrope=True),
         "mistral": write_hf_mistral(root / "mistral"),
         "qwen3moe": write_hf_qwen3moe(root / "qwen3moe"),
     }
@@ -72,6 +75,8 @@ def _tensors(path: Path) -> dict[str, tuple[gguf.GGMLQuantizationType, np.ndarra
         ("llama", "BF16", 1, False),
         ("gemma3", "BF16", 1, False),
         ("gemma2", "F16", 2, False),
+        ("phi3", "BF16", 1, False),
+        ("phi3-longrope", "F16", 1, True),
         ("mistral", "F16", 2, True),
         ("qwen3moe", "BF16", 3, False),
     ],
@@ -223,6 +228,17 @@ def test_the_tokenizer_says_what_llama_cpp_needs(twins: dict[str, tuple[Path, Pa
     )
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "tekken"
+    # GPT-4o's (Phi-4-mini's), likewise.
+    gpt4o = (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+        r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    )
+    _edit(
+        folder, "tokenizer.json", lambda spec: spec["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex=gpt4o)
+    )
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "gpt-4o"
 
 
 def _break(folder: Path, what: str) -> None:
@@ -271,6 +287,8 @@ def _break(folder: Path, what: str) -> None:
         write_safetensors(path, tensors)
     elif what == "attention-scale":
         _edit(folder, "config.json", lambda c: c.update(query_pre_attn_scalar=144))
+    elif what == "longrope":
+        _edit(folder, "config.json", lambda c: c["rope_scaling"]["short_factor"].pop())
     elif what == "rope-scaling":
         _edit(folder, "config.json", lambda c: c.update(rope_scaling={"rope_type": "longrope", "factor": 4.0}))
 
@@ -298,16 +316,36 @@ def _break(folder: Path, what: str) -> None:
         ("expert-missing", r"^blk.1.ffn_up_exps.weight: the checkpoint has 3 of the layer's 4 experts$"),
         ("heads", "^blk.0.attn_q.weight has 64 rows, which 3 heads cannot share in pairs$"),
         ("attention-scale", "^config.json's query_pre_attn_scalar is 144; llama.cpp's gemma2 scales by 16 here$"),
+        ("longrope", "^config.json's longrope needs long_factor and short_factor of 6 values$"),
     ],
 )
 def test_what_cannot_be_converted_says_why(
     twins: dict[str, tuple[Path, Path]], tmp_path: Path, what: str, error: str
 ) -> None:
-    family = {"heads": "llama", "expert-missing": "qwen3moe", "attention-scale": "gemma2"}.get(what, "qwen3")
+    families = {
+        "heads": "llama",
+        "expert-missing": "qwen3moe",
+        "attention-scale": "gemma2",
+        "longrope": "phi3-longrope",
+    }
+    family = families.get(what, "qwen3")
     folder = export(twins[family][1], tmp_path / "hf")
     _break(folder, what)
     with pytest.raises(ImportRefused, match=error):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_name_that_would_make_llama_cpp_want_phi3_tokens_is_left_out(
+    twins: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    """llama.cpp looks for Phi-3's special tokens in a model whose name says Phi-3, and fails to load
+    one without them: a Qwen folder created as "phi3-tuned" is written without its name."""
+    folder = export(twins["qwen3"][1], tmp_path / "phi3-tuned")
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["general.name"] == ""
+    folder = export(twins["qwen3"][1], tmp_path / "qwen-tuned")
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["general.name"] == "qwen-tuned"
 
 
 def test_a_gemma2_lm_head_is_left_to_the_embedding(twins: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ def convert(checkpoint: Checkpoint, dst: Path) -> list[str]:
     if "token_embd.weight" not in by_name:
         raise ImportRefused("the checkpoint has no model.embed_tokens.weight")
     for i in range(family.n_layer):
-        if f"blk.{i}.attn_q.weight" not in by_name:
+        if f"blk.{i}.attn_q.weight" not in by_name and f"blk.{i}.attn_qkv.weight" not in by_name:
             raise ImportRefused(f"the checkpoint has no model.layers.{i}: is a shard missing?")
     rows = by_name["token_embd.weight"].shape[0]
     vocabulary = tokenizer_kv(checkpoint, config, rows, pad=family.layout.pad_vocabulary)
@@ -62,17 +62,29 @@ def convert(checkpoint: Checkpoint, dst: Path) -> list[str]:
         LlamaFileType.MOSTLY_BF16 if matrices and all(k == _BF16 for k in matrices) else LlamaFileType.MOSTLY_F16
     )
     kv: KV = {  # the architecture is the writer's own first key
-        "general.name": (checkpoint.name, GGUFValueType.STRING),
+        "general.name": (_loadable_name(checkpoint.name, vocabulary["tokenizer.ggml.tokens"][0]), GGUFValueType.STRING),
         "general.file_type": (int(file_type), GGUFValueType.UINT32),
         "general.quantization_version": (2, GGUFValueType.UINT32),
         **family.kv(),
         **vocabulary,
     }
-    factors = family.rope_factors()
-    if factors is not None:
-        tensors.insert(0, Tensor.of("rope_freqs.weight", _F32, factors))
+    tensors[:0] = [Tensor.of(name, _F32, factors) for name, factors in family.rope_factors().items()]
     write(dst, family.arch, kv, tensors)
     return [TOWER_LEFT_OUT] if any(family.in_tower(t.name) for t in sources) else []
+
+
+# llama.cpp gives a model named like Phi-3 its special tokens' attributes, and fails to load it
+# when one of these is missing from its vocabulary (llama-vocab.cpp, "phi-3"/"phi3" in general.name).
+_PHI3_NAMES = ("phi-3", "phi3")
+_PHI3_TOKENS = ("</s>", "<unk>", "<s>", "<|endoftext|>")
+
+
+def _loadable_name(name: str, tokens: list[str]) -> str:
+    """The model's name, unless it would make llama.cpp look for Phi-3's tokens the vocabulary lacks
+    (a model created as "phi3-tuned" from another family's folder): then none."""
+    if any(n in name.lower() for n in _PHI3_NAMES) and not set(_PHI3_TOKENS) <= set(tokens):
+        return ""
+    return name
 
 
 def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Tensor]:

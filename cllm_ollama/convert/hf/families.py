@@ -73,6 +73,13 @@ class _Layout:
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
+# Phi-3's projections fused as llama.cpp keeps them: Q, K and V in one, the FFN's gate and up in one.
+_PHI3 = {
+    "self_attn.qkv_proj": "attn_qkv",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
 # config.json's "architectures" -> how its checkpoint becomes llama.cpp's.
 _QWEN3 = _ATTENTION | _PRE_NORMS | _QK_NORMS
 _GEMMA3 = _Layout("gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False)
@@ -83,6 +90,7 @@ LAYOUTS = {
     "Qwen2ForCausalLM": _Layout("qwen2", _ATTENTION | _PRE_NORMS),
     "Qwen3ForCausalLM": _Layout("qwen3", _QWEN3),
     "Qwen3MoeForCausalLM": _Layout("qwen3moe", _QWEN3 | {"mlp.gate": "ffn_gate_inp"}),
+    "Phi3ForCausalLM": _Layout("phi3", _PHI3 | _PRE_NORMS),
     "Gemma2ForCausalLM": _GEMMA2,
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True),
@@ -192,6 +200,8 @@ class Family:
             kv[f"{a}.attention.value_length"] = (self.head_dim, _U32)
         if a == "llama":
             kv[f"{a}.rope.dimension_count"] = (self.head_dim, _U32)
+        if a == "phi3":
+            kv |= self._phi3()
         if a == "gemma2":
             kv |= self._gemma2()
         if a == "gemma3":
@@ -212,6 +222,38 @@ class Family:
         full.setdefault("rope_theta", self.config.get("rope_theta"))
         full.setdefault("rope_type", full.get("type"))
         return full
+
+    @property
+    def _rotary_dims(self) -> int:
+        """Dimensions of a head that rotate: all, or Phi-4-mini's ``partial_rotary_factor`` of them."""
+        factor = self._rope.get("partial_rotary_factor", self.config.get("partial_rotary_factor", 1.0))
+        return int(float(factor) * self._int("hidden_size")) // self.n_head
+
+    @property
+    def _original_context(self) -> int:
+        rope = self._rope
+        original = rope.get("original_max_position_embeddings") or self.config.get("original_max_position_embeddings")
+        return original if isinstance(original, int) and original > 0 else self._int("max_position_embeddings")
+
+    def _phi3(self) -> KV:
+        """Phi-3's rotary width, trained context, and for Phi-3.5's long contexts (``longrope``) the
+        attention factor its factors come with (``rope_factors``), as llama.cpp's converter writes
+        them. Its sliding window (``0``: none) is written as given; llama.cpp attends to all."""
+        window = self.config.get("sliding_window")
+        kv: KV = {
+            "phi3.rope.dimension_count": (self._rotary_dims, _U32),
+            "phi3.rope.scaling.original_context_length": (self._original_context, _U32),
+            "phi3.attention.sliding_window": (window if isinstance(window, int) else 0, _U32),
+        }
+        if self._longrope:
+            scale = self._int("max_position_embeddings") / self._original_context
+            factor = math.sqrt(1 + math.log(scale) / math.log(self._original_context)) if scale > 1 else 1.0
+            kv["phi3.rope.scaling.attn_factor"] = (factor, _F32)
+        return kv
+
+    @property
+    def _longrope(self) -> bool:
+        return self.arch == "phi3" and self._rope.get("rope_type") in ("longrope", "su")
 
     def _gemma2(self) -> KV:
         """Gemma 2's softcaps and window (every other layer, llama.cpp's fixed pattern). Its scores
@@ -289,7 +331,7 @@ class Family:
     def _rope_scaling(self) -> KV:
         rope, a = self._rope, self.arch
         kind, factor = rope.get("rope_type"), rope.get("factor")
-        if kind in (None, "default", "llama3"):  # llama3's factors are a tensor (rope_factors)
+        if kind in (None, "default", "llama3") or self._longrope:  # their factors are tensors (rope_factors)
             return {}
         if kind in ("linear", "yarn") and isinstance(factor, int | float):
             kv: KV = {f"{a}.rope.scaling.type": (kind, _STR), f"{a}.rope.scaling.factor": (float(factor), _F32)}
@@ -299,11 +341,19 @@ class Family:
             return kv
         raise ImportRefused(f"config.json's rope scaling {kind!r} is not one cllm converts (linear, yarn, llama3)")
 
-    def rope_factors(self) -> np.ndarray | None:
-        """Llama 3.1's frequency factors (``rope_freqs.weight``), from its rope scaling."""
+    def rope_factors(self) -> dict[str, np.ndarray]:
+        """Rotary frequency factors llama.cpp reads as tensors: Llama 3.1's (``rope_freqs.weight``),
+        or Phi-3.5's long and short ones (``rope_factors_long``/``_short``), from the rope scaling."""
         rope = self._rope
+        if self._longrope:
+            given = {f"rope_factors_{kind}.weight": rope.get(f"{kind}_factor") for kind in ("long", "short")}
+            if not all(isinstance(f, list) and len(f) == self._rotary_dims // 2 for f in given.values()):
+                raise ImportRefused(
+                    f"config.json's longrope needs long_factor and short_factor of {self._rotary_dims // 2} values"
+                )
+            return {name: np.array(f, dtype=np.float32) for name, f in given.items()}
         if self.arch != "llama" or rope.get("rope_type") != "llama3":
-            return None
+            return {}
         base = float(rope.get("rope_theta") or 10000.0)
         factor = float(rope.get("factor") or 8.0)
         low, high = float(rope.get("low_freq_factor") or 1.0), float(rope.get("high_freq_factor") or 4.0)
@@ -319,7 +369,7 @@ class Family:
             else:
                 smooth = (original / wavelen - low) / (high - low)
                 factors.append(1 / ((1 - smooth) / factor + smooth))
-        return np.array(factors, dtype=np.float32)
+        return {"rope_freqs.weight": np.array(factors, dtype=np.float32)}
 
     def in_tower(self, name: str) -> bool:
         """Whether the tensor is the vision tower's or its projector's (left out)."""

@@ -45,7 +45,14 @@ _TEKKEN = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|"
     r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# GPT-4o's (o200k: Phi-4-mini, and others since), which Ollama's table lacks too; as llama-vocab.cpp quotes it.
+_GPT4O = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 _PRE_TOKENIZERS[hashlib.sha256(_TEKKEN.encode()).hexdigest()] = "tekken"
+_PRE_TOKENIZERS[hashlib.sha256(_GPT4O.encode()).hexdigest()] = "gpt-4o"
 _NO_SPLIT = hashlib.sha256(b"").hexdigest()
 # tokenizer_config.json's names -> llama.cpp's key names (``tokenizer.ggml.<key>_token_id``).
 _SPECIAL = {
