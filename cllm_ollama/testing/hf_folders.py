@@ -66,6 +66,8 @@ _PARTS = {
     "ffn_gate_inp": "mlp.gate",
 }
 _EXPERTS = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
+# Mixtral's names for them (a llama with experts), and for its router.
+_MIXTRAL_EXPERTS = {"ffn_gate_exps": "w1", "ffn_up_exps": "w3", "ffn_down_exps": "w2"}
 _GEMMA_PARTS = _PARTS | {
     "post_attention_norm": "post_attention_layernorm",
     "ffn_norm": "pre_feedforward_layernorm",
@@ -102,6 +104,45 @@ def write_hf_qwen3moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return export(write_qwen3moe(folder / "qwen3moe.gguf", seed=seed), folder / "hf-qwen3moe"), folder / "qwen3moe.gguf"
 
 
+def write_hf_mixtral(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-mixtral/``, a Mixtral checkpoint (a Llama whose FFNs are experts, each its own
+    w1, w3 and w2), and ``folder/mixtral.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return export(write_mixtral(folder / "mixtral.gguf", seed=seed), folder / "hf-mixtral"), folder / "mixtral.gguf"
+
+
+def write_mixtral(path: Path, *, n_expert: int = 4, n_used: int = 2, seed: int = 0) -> Path:
+    """A tiny Mixtral in F16: llama.cpp's ``llama`` with ``n_expert`` experts (``n_ff`` wide) per
+    layer, ``n_used`` a token."""
+    qtype = gguf.GGMLQuantizationType.F16
+    t = Tensors(gguf.GGUFWriter(str(path), "llama"), np.random.default_rng(seed), 0.5, qtype)
+    s, w = TINY, t.w
+    attention_header(w, s, "tiny-mixtral", qtype)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_expert_count(n_expert)
+    w.add_expert_used_count(n_used)
+    vocab = synthetic_vocab()
+    add_tokenizer(w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
+    t.norm("output_norm.weight", s.n_embd)
+    t.matrix("output.weight", len(vocab.tokens), s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        llama_block(t, s, p, ffn=False)
+        t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, s.n_embd), 0.5))
+        _experts(t, p, n_expert, s.n_ff)
+    finish(w)
+    return path
+
+
+def _experts(t: Tensors, p: str, n_expert: int, n_ff: int) -> None:
+    """A layer's experts' projections, stacked as llama.cpp keeps them."""
+    for name, shape in (("gate", (n_ff, TINY.n_embd)), ("up", (n_ff, TINY.n_embd)), ("down", (TINY.n_embd, n_ff))):
+        t.w.add_tensor(
+            p + f"ffn_{name}_exps.weight", (t.rng.standard_normal((n_expert, *shape)) * 0.5).astype(np.float16)
+        )
+
+
 def write_qwen3moe(path: Path, *, n_expert: int = 4, n_used: int = 2, n_ff_exp: int = 32, seed: int = 0) -> Path:
     """A tiny Qwen3 mixture of experts in F16: every layer's FFN ``n_expert`` experts, ``n_used`` a token."""
     qtype = gguf.GGMLQuantizationType.F16
@@ -122,14 +163,7 @@ def write_qwen3moe(path: Path, *, n_expert: int = 4, n_used: int = 2, n_ff_exp: 
         t.norm(p + "attn_q_norm.weight", s.head_dim)
         t.norm(p + "attn_k_norm.weight", s.head_dim)
         t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, s.n_embd), 0.5))  # F32 as converted, F16-exact
-        for name, shape in (
-            ("gate", (n_ff_exp, s.n_embd)),
-            ("up", (n_ff_exp, s.n_embd)),
-            ("down", (s.n_embd, n_ff_exp)),
-        ):
-            w.add_tensor(
-                p + f"ffn_{name}_exps.weight", (t.rng.standard_normal((n_expert, *shape)) * 0.5).astype(np.float16)
-            )
+        _experts(t, p, n_expert, n_ff_exp)
     finish(w)
     return path
 
@@ -468,7 +502,13 @@ def export(
         if part in _EXPERTS:  # one tensor per expert
             layer = t.name.split(".")[1]
             for e, rows in enumerate(data):
-                tensors[f"model.layers.{layer}.mlp.experts.{e}.{_EXPERTS[part]}.weight"] = rows
+                if arch == "llama":  # Mixtral's
+                    tensors[f"model.layers.{layer}.block_sparse_moe.experts.{e}.{_MIXTRAL_EXPERTS[part]}.weight"] = rows
+                else:
+                    tensors[f"model.layers.{layer}.mlp.experts.{e}.{_EXPERTS[part]}.weight"] = rows
+            continue
+        if arch == "llama" and part == "ffn_gate_inp":
+            tensors[f"model.layers.{t.name.split('.')[1]}.block_sparse_moe.gate.weight"] = data
             continue
         tensors[_hf_name(t.name, arch)] = data
     config = _config(kv, arch) | {"tie_word_embeddings": "lm_head.weight" not in tensors}
@@ -577,6 +617,13 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
             "decoder_sparse_step": 1,
             "mlp_only_layers": [],
             "norm_topk_prob": True,
+        }
+    if arch == "llama" and "llama.expert_count" in kv:
+        config |= {
+            "architectures": ["MixtralForCausalLM"],
+            "model_type": "mixtral",
+            "num_local_experts": int(kv["llama.expert_count"]),
+            "num_experts_per_tok": int(kv["llama.expert_used_count"]),
         }
     if arch == "phi3":
         rotary = int(kv["phi3.rope.dimension_count"])

@@ -71,6 +71,10 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "DIR/hf-qwen3moe/, a Qwen3 mixture of experts, and DIR/qwen3moe.gguf, its twin",
         hf.write_hf_qwen3moe,
     ),
+    "hf-mixtral": (
+        "DIR/hf-mixtral/, a Mixtral checkpoint (a Llama of experts), and DIR/mixtral.gguf, its twin",
+        hf.write_hf_mixtral,
+    ),
     "hf-gemma3": ("DIR/hf-gemma3/, a Gemma 3 checkpoint, and DIR/gemma3.gguf, its twin", hf.write_hf_gemma3),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (

@@ -25,6 +25,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_llama,
     write_hf_lora,
     write_hf_mistral,
+    write_hf_mixtral,
     write_hf_phi3,
     write_hf_qwen3,
     write_hf_qwen3moe,
@@ -134,6 +135,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_phi3,
             write_hf_phi3_longrope,
             write_hf_qwen3moe,
+            write_hf_mixtral,
             write_hf_mistral,
         ):
             folder, twin = write(tmp_path / write.__name__)

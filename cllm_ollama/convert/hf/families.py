@@ -49,8 +49,11 @@ _GEMMA_NORMS = {
     "pre_feedforward_layernorm": "ffn_norm",
     "post_feedforward_layernorm": "post_ffw_norm",
 }
-# One expert's projection in a mixture of experts (each expert its own tensors, as transformers 4 saves them).
+# One expert's projection in a mixture of experts (each expert its own tensors, as transformers 4
+# saves them): Qwen 3's, and Mixtral's, whose w1, w3 and w2 are the gate, up and down projections.
 _EXPERT = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight")
+_MIXTRAL_EXPERT = re.compile(r"model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w1|w3|w2)\.weight")
+_MIXTRAL_PROJECTIONS = {"w1": "gate", "w3": "up", "w2": "down"}
 # Buffers some checkpoints carry that llama.cpp computes itself.
 _SKIPPED = re.compile(r".*\.rotary_emb\.inv_freq$")
 
@@ -70,6 +73,10 @@ class _Layout:
     tower: bool = False
     # The output is always the token embedding (Gemma 2's): a stray lm_head is not written.
     tied: bool = False
+    # A mixture's experts: one tensor per expert and projection (layer, expert, projection), stacked
+    # per layer as llama.cpp keeps them; the projection's name in the checkpoint -> gate, up or down.
+    experts: re.Pattern[str] | None = None
+    projections: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -89,7 +96,13 @@ LAYOUTS = {
     "MistralForCausalLM": _LLAMA,
     "Qwen2ForCausalLM": _Layout("qwen2", _ATTENTION | _PRE_NORMS),
     "Qwen3ForCausalLM": _Layout("qwen3", _QWEN3),
-    "Qwen3MoeForCausalLM": _Layout("qwen3moe", _QWEN3 | {"mlp.gate": "ffn_gate_inp"}),
+    "Qwen3MoeForCausalLM": _Layout("qwen3moe", _QWEN3 | {"mlp.gate": "ffn_gate_inp"}, experts=_EXPERT),
+    "MixtralForCausalLM": dataclasses.replace(
+        _LLAMA,
+        parts={**_LLAMA.parts, "block_sparse_moe.gate": "ffn_gate_inp"},
+        experts=_MIXTRAL_EXPERT,
+        projections=_MIXTRAL_PROJECTIONS,
+    ),
     "Phi3ForCausalLM": _Layout("phi3", _PHI3 | _PRE_NORMS),
     "Gemma2ForCausalLM": _GEMMA2,
     "Gemma3ForCausalLM": _GEMMA3,
@@ -98,7 +111,10 @@ LAYOUTS = {
 }
 # A LoRA's base by its GGUF architecture: a layout whose names also carry a seeing model's text
 # prefix (an adapter trained on Gemma 3 4B or Mistral Small names its tensors so).
-_BY_ARCH = {layout.arch: dataclasses.replace(layout, tower=True) for layout in LAYOUTS.values()}
+# The first layout of an architecture (a Llama's, not Mixtral's).
+_BY_ARCH: dict[str, _Layout] = {}
+for _layout in LAYOUTS.values():
+    _BY_ARCH.setdefault(_layout.arch, dataclasses.replace(_layout, tower=True))
 # Where a checkpoint that sees keeps its text model (transformers before 4.52, and since), and its tower.
 _TEXT_PREFIXES = (("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.", ""))
 _TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
@@ -208,6 +224,11 @@ class Family:
             kv |= self._gemma3()
         if a == "qwen3moe":
             kv |= self._experts()
+        if a == "llama" and self.layout.experts is not None:
+            kv |= {
+                "llama.expert_count": (self.n_expert, _U32),
+                "llama.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+            }
         kv |= self._rope_scaling()
         return kv
 
@@ -308,12 +329,13 @@ class Family:
 
     @property
     def n_expert(self) -> int:
-        return self._int("num_experts")
+        return self._int("num_experts", "num_local_experts")
 
     def expert(self, name: str) -> tuple[int, int, str] | None:
         """(layer, expert, projection) of one expert's tensor, which llama.cpp keeps stacked per layer."""
-        m = _EXPERT.fullmatch(name) if self.arch == "qwen3moe" else None
-        return (int(m[1]), int(m[2]), m[3]) if m else None
+        experts = self.layout.experts
+        m = experts.fullmatch(name) if experts is not None else None
+        return (int(m[1]), int(m[2]), self.layout.projections.get(m[3], m[3])) if m else None
 
     def _window_pattern(self) -> int | None:
         """Every how many layers one attends to everything (llama.cpp's pattern; 6 if unstated)."""
