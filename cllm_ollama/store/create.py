@@ -358,20 +358,24 @@ def _from_checkpoint(
     store: ModelStore, claim: Claim, name: ModelName, files: dict[str, str], report: Report
 ) -> tuple[list[Layer], dict[str, Any]]:
     """A Hugging Face checkpoint's uploaded files (safetensors, ``config.json``, ``tokenizer.json``...)
-    converted to one GGUF model layer, as Ollama's create converts them ("converting model")."""
+    converted to a GGUF model layer, and a projector layer for a model that sees, as Ollama's
+    create converts them ("converting model")."""
     checkpoint = _uploaded(store, claim, name.model, files)
     report({"status": "converting model"})
-    with store.scratch_file("convert") as out:
+    with store.scratch_file("convert") as out, store.scratch_file("convert") as projector:
         try:
-            for note in hf.convert(checkpoint, out):
-                report({"status": note})
+            converted = hf.convert(checkpoint, out, projector)
         except hf.ImportRefused as exc:
             raise InvalidRequest(str(exc)) from exc
+        for note in converted.notes:
+            report({"status": note})
         info = gguf_info(out)
         if info.problems:
             raise InvalidRequest(f"llama.cpp cannot load the converted model: {'; '.join(info.problems)}")
-        layer = claim.adopt_file(out, mt.MODEL)
-    return [layer], mt.model_config(info)
+        layers = [claim.adopt_file(out, mt.MODEL)]
+        if converted.sees:
+            layers.append(claim.adopt_file(projector, mt.PROJECTOR))
+    return layers, mt.model_config(info)
 
 
 def _converted_adapter(store: ModelStore, claim: Claim, files: dict[str, str], base: GGUFInfo, report: Report) -> Layer:

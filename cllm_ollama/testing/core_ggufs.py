@@ -10,6 +10,7 @@ it a strong oracle.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from .gguf_base import (
     add_tokenizer,
     attention_block,
     attention_header,
+    f16_exact,
     finish,
     llama_body,
     model_header,
@@ -275,22 +277,30 @@ def write_jamba(
 
 
 def write_gemma3_projector(
-    path: Path, *, n_embd_text: int = TINY.n_embd, shape: VisionShape = TINY_VISION, seed: int = 0
+    path: Path, *, n_embd_text: int = TINY.n_embd, shape: VisionShape = TINY_VISION, seed: int = 0, f16: bool = False
 ) -> Path:
     """Write a random-weight gemma3 projector (an ``mmproj`` GGUF, architecture ``clip``) of ~50 KB.
 
     The keys and tensors are what libmtmd's ``clip.cpp`` requires of a gemma3 projector
     (``load_hparams``, ``load_tensors``); its output width must equal the text model's ``n_embd``.
     Gemma 3's image tokens attend to each other non-causally, which the media step must honour.
+    ``f16``: typed as llama.cpp's converter writes one (matrices F16, the embeddings F32 with
+    values F16 holds), the twin of a checkpoint whose tower is F16.
     """
     v = shape
     t = projector_header(path, v, "gemma3", n_embd_text, seed)
+    if f16:
+        t = dataclasses.replace(t, qtype=gguf.GGMLQuantizationType.F16)
     w = t.w
     w.add_vision_projector_scale_factor(v.merge)
 
-    t.f32("v.patch_embd.weight", t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2)
+    patch = t.rng.standard_normal((v.n_embd, 3, v.patch_size, v.patch_size)) * 0.2
+    t.f32("v.patch_embd.weight", patch.astype(np.float16) if f16 else patch)
     t.f32("v.patch_embd.bias", np.zeros(v.n_embd))
-    t.matrix("v.position_embd.weight", v.n_patches, v.n_embd)
+    if f16:
+        t.f32("v.position_embd.weight", f16_exact(t, (v.n_patches, v.n_embd)))
+    else:
+        t.matrix("v.position_embd.weight", v.n_patches, v.n_embd)
     vit_block(t, v)
     t.norm("mm.soft_emb_norm.weight", v.n_embd)
     t.matrix("mm.input_projection.weight", v.n_embd, n_embd_text)

@@ -289,6 +289,19 @@ def write_hf_gemma3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return export(twin, folder / "hf-gemma3"), twin
 
 
+def write_hf_gemma3_vision(
+    folder: Path, *, prefix: str = "model.language_model.", seed: int = 0
+) -> tuple[Path, Path, Path]:
+    """``folder/hf-gemma3-vision/``, a Gemma 3 that sees (``Gemma3ForConditionalGeneration``: the
+    text model under ``prefix``, a SigLIP tower and Gemma's projector, all F16), and its twins
+    ``folder/text.gguf`` and ``folder/mmproj.gguf``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    f16 = gguf.GGMLQuantizationType.F16
+    text = core_ggufs.write_gemma3(folder / "text.gguf", vocab=_unpadded_vocab(), qtype=f16, seed=seed)
+    mmproj = core_ggufs.write_gemma3_projector(folder / "mmproj.gguf", f16=True, seed=seed)
+    return export(text, folder / "hf-gemma3-vision", sees=prefix, tower=mmproj), text, mmproj
+
+
 def write_hf_gemma2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-gemma2/``, a Gemma 2 checkpoint in F16, and ``folder/gemma2.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -468,6 +481,7 @@ def export(
     template_file: bool = False,
     sentencepiece: bytes | None = None,
     sees: str | None = None,
+    tower: Path | None = None,
 ) -> Path:
     """``folder``: the checkpoint the GGUF at ``path`` was converted from (quantized tensors dequantized).
 
@@ -480,7 +494,8 @@ def export(
     (``Gemma3ForConditionalGeneration``, a ``llama`` as ``Mistral3ForConditionalGeneration``), its
     text model's tensors under this prefix
     (``language_model.model.`` before transformers 4.52, ``model.language_model.`` since) beside a
-    vision tower's, its settings under ``text_config``."""
+    vision tower's, its settings under ``text_config``: the tower of the projector GGUF ``tower``
+    (Gemma 3's: SigLIP's names, the projector's norm without Gemma's +1), else a stand-in."""
     reader = gguf.GGUFReader(path)
     kv = {f.name: f.contents() for f in reader.fields.values() if not f.name.startswith("GGUF.")}
     arch = str(kv["general.architecture"])
@@ -516,7 +531,9 @@ def export(
         config["rope_scaling"] = {"type": "longrope", **rope}
         config["max_position_embeddings"] = int(kv[f"{arch}.context_length"])
     if sees is not None:
-        tensors, config = _seeing(tensors, config, sees)
+        tensors, config = _seeing(tensors, config, sees, tower)
+        if tower is not None:
+            _write_json(folder / "preprocessor_config.json", _processor(tower))
     _write_safetensors(folder, tensors, dtype, shards)
     if kv["tokenizer.ggml.model"] == "llama":  # SentencePiece's
         if arch == "llama":
@@ -531,23 +548,94 @@ def export(
 
 
 def _seeing(
-    tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str
+    tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str, tower: Path | None
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The text model's tensors and settings as a Gemma 3 or a Mistral 3 that sees holds them, with a
-    (tiny) tower."""
+    """The text model's tensors and settings as a Gemma 3 or a Mistral 3 that sees holds them, with
+    the tower of the projector GGUF ``tower`` (or a stand-in)."""
     head = "language_model." if prefix.startswith("language_model.") else ""  # where lm_head goes
     moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else head + n): v for n, v in tensors.items()}
     tower_root = "model." if prefix.startswith("model.") else ""
-    moved[tower_root + "vision_tower.vision_model.embeddings.patch_embedding.weight"] = np.zeros((8, 3, 2, 2))
-    moved[tower_root + "multi_modal_projector.mm_input_projection_weight"] = np.zeros((8, 64))
+    if tower is None:
+        moved[tower_root + "vision_tower.vision_model.embeddings.patch_embedding.weight"] = np.zeros((8, 3, 2, 2))
+        moved[tower_root + "multi_modal_projector.mm_input_projection_weight"] = np.zeros((8, 64))
+        vision: dict[str, Any] = {"hidden_size": 8, "patch_size": 2}
+    else:
+        vision = _tower(tower, moved, tower_root)
     text = {k: v for k, v in config.items() if k != "architectures"} | {"model_type": "gemma3_text"}
     seeing = "Mistral3" if config["model_type"] == "llama" else "Gemma3"
-    wrapped = {
+    wrapped: dict[str, Any] = {
         "architectures": [f"{seeing}ForConditionalGeneration"],
         "model_type": seeing.lower(),
         "text_config": text,
+        "vision_config": vision,
     }
-    return moved, wrapped | {"vision_config": {"hidden_size": 8, "patch_size": 2}}
+    if tower is not None:
+        wrapped["mm_tokens_per_image"] = _processor(tower)["image_seq_length"]
+    return moved, wrapped
+
+
+# A Gemma 3 projector's tensors by Hugging Face's names (SigLIP's, under vision_tower.vision_model.).
+_TOWER_GLOBAL = {
+    "v.patch_embd": "embeddings.patch_embedding",
+    "v.position_embd": "embeddings.position_embedding",
+    "v.post_ln": "post_layernorm",
+}
+_TOWER_PARTS = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_out": "self_attn.out_proj",
+    "ln1": "layer_norm1",
+    "ln2": "layer_norm2",
+    "ffn_up": "mlp.fc1",
+    "ffn_down": "mlp.fc2",
+}
+
+
+def _tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[str, Any]:
+    """The projector GGUF's tensors added to ``tensors`` by Hugging Face's names; its vision_config."""
+    for t in gguf.GGUFReader(path).tensors:
+        data = np.asarray(t.data, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+        stem, _, suffix = t.name.rpartition(".")
+        if stem == "mm.input_projection":
+            tensors[root + "multi_modal_projector.mm_input_projection_weight"] = data
+        elif stem == "mm.soft_emb_norm":
+            tensors[root + "multi_modal_projector.mm_soft_emb_norm.weight"] = data - 1
+        elif stem in _TOWER_GLOBAL:
+            tensors[f"{root}vision_tower.vision_model.{_TOWER_GLOBAL[stem]}.{suffix}"] = data
+        else:
+            _, _, layer, part = stem.split(".")
+            tensors[f"{root}vision_tower.vision_model.encoder.layers.{layer}.{_TOWER_PARTS[part]}.{suffix}"] = data
+    kv = _fields(path)
+    return {
+        "model_type": "siglip_vision_model",
+        "hidden_size": int(kv["clip.vision.embedding_length"]),
+        "intermediate_size": int(kv["clip.vision.feed_forward_length"]),
+        "num_hidden_layers": int(kv["clip.vision.block_count"]),
+        "num_attention_heads": int(kv["clip.vision.attention.head_count"]),
+        "image_size": int(kv["clip.vision.image_size"]),
+        "patch_size": int(kv["clip.vision.patch_size"]),
+        "layer_norm_eps": float(kv["clip.vision.attention.layer_norm_epsilon"]),
+        "vision_use_head": False,
+    }
+
+
+def _processor(path: Path) -> dict[str, Any]:
+    """``preprocessor_config.json``: the pixel statistics and image tokens of the projector at ``path``."""
+    kv = _fields(path)
+    per_side = int(kv["clip.vision.image_size"]) // int(kv["clip.vision.patch_size"])
+    per_side //= int(kv.get("clip.vision.projector.scale_factor", 4))
+    return {
+        "image_processor_type": "Gemma3ImageProcessor",
+        "image_mean": [float(x) for x in kv["clip.vision.image_mean"]],
+        "image_std": [float(x) for x in kv["clip.vision.image_std"]],
+        "image_seq_length": per_side * per_side,
+        "size": {"height": int(kv["clip.vision.image_size"]), "width": int(kv["clip.vision.image_size"])},
+    }
+
+
+def _fields(path: Path) -> dict[str, Any]:
+    return {f.name: f.contents() for f in gguf.GGUFReader(path).fields.values() if not f.name.startswith("GGUF.")}
 
 
 def sentencepiece_model(kv: dict[str, Any]) -> bytes:

@@ -76,6 +76,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         hf.write_hf_mixtral,
     ),
     "hf-gemma3": ("DIR/hf-gemma3/, a Gemma 3 checkpoint, and DIR/gemma3.gguf, its twin", hf.write_hf_gemma3),
+    "hf-gemma3-vision": (
+        "DIR/hf-gemma3-vision/, a Gemma 3 that sees (text model, SigLIP tower, projector), and its twins "
+        "DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_gemma3_vision,
+    ),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",

@@ -22,6 +22,7 @@ from cllm_ollama.testing.hf_folders import (
     LORA_BASES,
     write_hf_gemma2,
     write_hf_gemma3,
+    write_hf_gemma3_vision,
     write_hf_llama,
     write_hf_lora,
     write_hf_mistral,
@@ -30,6 +31,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_qwen3,
     write_hf_qwen3moe,
 )
+from cllm_ollama.testing.images import png
 
 
 def write_hf_phi3_longrope(folder: Path) -> tuple[Path, Path]:
@@ -180,3 +182,26 @@ def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> No
             }
             assert answers["tuned"] == answers["twin"], arch
             assert answers["tuned"] != answers["base"], arch
+
+
+@pytest.mark.model  # the models that see load through llama.cpp and libmtmd and answer greedily
+def test_a_gemma3_folder_that_sees_answers_pictures_as_its_twin(tmp_path: Path) -> None:
+    """A ``Gemma3ForConditionalGeneration`` folder uploaded as ``ollama create`` uploads it: its
+    tower converted to a projector layer, the model sees, and answers about two pictures word for
+    word as the text and projector GGUFs it was exported from; the pictures tell apart."""
+    folder, text, mmproj = write_hf_gemma3_vision(tmp_path)
+    with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
+        client = ollama.Client(host=url)
+        files = {name: client.create_blob(path) for name, path in model_folder_files(folder, str(folder)).items()}
+        assert client.create("converted", files=files).status == "success"
+        twin_files = {"text.gguf": client.create_blob(text), "mmproj.gguf": client.create_blob(mmproj)}
+        assert client.create("twin", files=twin_files).status == "success"
+        assert "vision" in (client.show("converted").capabilities or [])
+        options = {"num_predict": 16, "temperature": 0, "seed": 1}
+        answers = {
+            (m, seed): client.generate(m, "Describe it.", images=[png(32, 32, seed)], options=options).context
+            for m in ("converted", "twin")
+            for seed in (1, 2)
+        }
+        assert answers["converted", 1] == answers["twin", 1] and answers["converted", 2] == answers["twin", 2]
+        assert answers["converted", 1] != answers["converted", 2]

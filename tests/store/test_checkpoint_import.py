@@ -12,7 +12,7 @@ import gguf
 import numpy as np
 import pytest
 
-from cllm_ollama.convert.hf import Checkpoint, ImportRefused, convert, safetensors
+from cllm_ollama.convert.hf import Checkpoint, Converted, ImportRefused, convert, safetensors
 from cllm_ollama.convert.hf.families import TOWER_LEFT_OUT, permute
 from cllm_ollama.errors import InvalidRequest
 from cllm_ollama.store import manifests as mt
@@ -25,6 +25,7 @@ from cllm_ollama.testing.hf_folders import (
     to_bf16,
     write_hf_gemma2,
     write_hf_gemma3,
+    write_hf_gemma3_vision,
     write_hf_llama,
     write_hf_mistral,
     write_hf_mixtral,
@@ -158,31 +159,83 @@ def test_llama_q_and_k_rows_rotate_as_hugging_face_rotates_them() -> None:
     assert not np.allclose(scores(wq, wk, neighbours), hugging_face)  # unpermuted rows would not do
 
 
-@pytest.mark.parametrize(
-    ("family", "prefix"),
-    [("gemma3", "language_model.model."), ("gemma3", "model.language_model."), ("llama", "language_model.model.")],
-)
-def test_a_model_that_sees_converts_to_its_text_model(
-    twins: dict[str, tuple[Path, Path]], tmp_path: Path, model_store: ModelStore, family: str, prefix: str
+@pytest.mark.parametrize("prefix", ["language_model.model.", "model.language_model."])
+def test_a_gemma3_that_sees_converts_to_its_text_model_and_projector(
+    tmp_path: Path, model_store: ModelStore, prefix: str
 ) -> None:
-    """``Gemma3ForConditionalGeneration`` (Gemma 3 4B and up, and their fine-tunes) and
-    ``Mistral3ForConditionalGeneration`` (Mistral Small 3.1): the text model under either
-    transformers' prefix, its settings from ``text_config``; the tower left out, and the create's
-    stream says so."""
-    twin = twins[family][1]
-    folder = export(twin, tmp_path / "hf", sees=prefix)
-    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == [TOWER_LEFT_OUT]
+    """``Gemma3ForConditionalGeneration`` (Gemma 3 4B and up, and their fine-tunes), under either
+    transformers' prefix: the text model from ``text_config``, and the SigLIP tower and projector
+    as the GGUF libmtmd reads (llama.cpp's names, types and keys); created, a projector layer."""
+    folder, text, mmproj = write_hf_gemma3_vision(tmp_path, prefix=prefix)
+    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    assert converted == Converted([], sees=True)
+    for twin, out in ((text, tmp_path / "out.gguf"), (mmproj, tmp_path / "proj.gguf")):
+        want, got = _tensors(twin), _tensors(out)
+        assert set(got) == set(want)
+        for name, (kind, data) in got.items():
+            assert kind == want[name][0] and np.array_equal(data, want[name][1]), name
+    fields, twin_fields = _fields(tmp_path / "proj.gguf"), _fields(mmproj)
+    assert {k: v for k, v in fields.items() if k.startswith("clip.")} == {
+        k: v for k, v in twin_fields.items() if k.startswith("clip.")
+    }
+    for key in ("block_count", "attention.head_count_kv", "rope.freq_base"):
+        assert _fields(tmp_path / "out.gguf")[f"gemma3.{key}"] == _fields(text)[f"gemma3.{key}"]
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([TOWER_LEFT_OUT])  # nowhere to put it
+    files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
+    assert "preprocessor_config.json" in files
+    events: list[dict[str, Any]] = []
+    create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), events.append)
+    layers = model_store.get("sees").manifest.layers
+    assert [layer.media_type for layer in layers] == [mt.MODEL, mt.PROJECTOR]
+    assert [e["status"] for e in events][:3] == [
+        "converting model",
+        *(f"creating new layer {x.digest}" for x in layers),
+    ]
+    assert not [p for p in model_store.blobs_dir.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_a_mistral3_that_sees_converts_to_its_text_model(
+    twins: dict[str, tuple[Path, Path]], tmp_path: Path, model_store: ModelStore
+) -> None:
+    """``Mistral3ForConditionalGeneration`` (Mistral Small 3.1): its Pixtral tower is not converted;
+    the text model is, and the create's stream says the tower was left out."""
+    twin = twins["llama"][1]
+    folder = export(twin, tmp_path / "hf", sees="language_model.model.")
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf") == Converted(
+        [TOWER_LEFT_OUT]
+    )
     want, got = _tensors(twin), _tensors(tmp_path / "out.gguf")
     assert set(got) == set(want)
     for name, (_, data) in got.items():
         assert np.array_equal(data.astype(np.float32), want[name][1].astype(np.float32)), name
-    arch = _fields(twin)["general.architecture"]
-    for key in ("block_count", "attention.head_count_kv", "rope.freq_base"):
-        assert _fields(tmp_path / "out.gguf")[f"{arch}.{key}"] == _fields(twin)[f"{arch}.{key}"]
     files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
     events: list[dict[str, Any]] = []
     create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), events.append)
     assert [e["status"] for e in events][:2] == ["converting model", TOWER_LEFT_OUT]
+    assert [layer.media_type for layer in model_store.get("sees").manifest.layers] == [mt.MODEL]
+
+
+@pytest.mark.parametrize(
+    ("damage", "error"),
+    [
+        ("block", r"^the vision tower has no v\.blk\.0\.attn_q\.weight: is a shard missing\?$"),
+        ("unknown", r"^tensor vision_tower\.vision_model\.encoder\.gate\.weight is not one cllm's converter knows"),
+        ("tokens", r"^an image of 5 tokens is not a square pooling of the tower's patches$"),
+    ],
+)
+def test_a_tower_that_cannot_be_converted_says_why(tmp_path: Path, damage: str, error: str) -> None:
+    folder, _, _ = write_hf_gemma3_vision(tmp_path, prefix="language_model.model.")
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    if damage == "block":
+        del tensors["vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight"]
+    elif damage == "unknown":
+        tensors["vision_tower.vision_model.encoder.gate.weight"] = ("F32", np.zeros(2, np.float32))
+    write_safetensors(path, tensors)
+    if damage == "tokens":
+        _edit(folder, "preprocessor_config.json", lambda c: c.update(image_seq_length=5))
+    with pytest.raises(ImportRefused, match=error):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
 
 
 def _edit(folder: Path, name: str, change: Callable[[dict[str, Any]], None]) -> None:

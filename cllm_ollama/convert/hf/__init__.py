@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
 from ..framework import KV, Tensor, write
-from . import safetensors
+from . import safetensors, vision
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import TOWER_LEFT_OUT, Family
 from .lora import convert_lora
 from .tokenizer import tokenizer_kv
 
-__all__ = ["Checkpoint", "ImportRefused", "convert", "convert_lora", "is_checkpoint"]
+__all__ = ["Checkpoint", "Converted", "ImportRefused", "convert", "convert_lora", "is_checkpoint"]
 
 _F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
 _VOCAB_ROWS = ("token_embd.weight", "output.weight")
@@ -35,9 +35,18 @@ def is_checkpoint(names: list[str]) -> bool:
     return any(name.endswith(".safetensors") for name in names)
 
 
-def convert(checkpoint: Checkpoint, dst: Path) -> list[str]:
-    """Write ``dst``, the GGUF of ``checkpoint``; what was left out of it, in words for the user.
-    ``ImportRefused`` for what cllm does not convert (the caller removes a partial ``dst``)."""
+class Converted(NamedTuple):
+    """What a conversion wrote: the notes for the user (what was left out), and whether it wrote
+    the projector of a model that sees."""
+
+    notes: list[str]
+    sees: bool = False
+
+
+def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) -> Converted:
+    """Write ``dst``, the GGUF of ``checkpoint``, and ``projector``, its vision tower's (``mmproj``)
+    where it has one cllm converts (Gemma 3's; another's is left out, and the notes say so).
+    ``ImportRefused`` for what cllm does not convert (the caller removes partial files)."""
     config = checkpoint.json("config.json")
     if config is None:
         raise ImportRefused("the model folder has no config.json")
@@ -69,8 +78,13 @@ def convert(checkpoint: Checkpoint, dst: Path) -> list[str]:
         **vocabulary,
     }
     tensors[:0] = [Tensor.of(name, _F32, factors) for name, factors in family.rope_factors().items()]
+    tower = [t for t in sources if family.in_tower(t.name)]
+    seen = vision.projector(checkpoint, config, tower) if tower and family.arch == "gemma3" and projector else None
     write(dst, family.arch, kv, tensors)
-    return [TOWER_LEFT_OUT] if any(family.in_tower(t.name) for t in sources) else []
+    if seen is not None and projector is not None:
+        write(projector, "clip", *seen)
+        return Converted([], sees=True)
+    return Converted([TOWER_LEFT_OUT] if tower else [])
 
 
 # llama.cpp gives a model named like Phi-3 its special tokens' attributes, and fails to load it
