@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +32,7 @@ from .attachments import FileError, supports_media
 from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
 from .bench import bench_command
 from .chat import THINK_VALUES, Session, catch_ctrl_c, interactive, parse_think, reply
+from .launch import INTEGRATIONS, Target, environ_with, usage
 from .progress import ProgressPrinter
 from .render import models_table, running_table, show_text
 
@@ -419,6 +422,65 @@ def ps_command(prefix: tuple[str, ...]) -> None:
     if prefix:  # case-sensitive here, as in Ollama
         models = [m for m in models if m["name"].startswith(prefix[0])]
     click.echo(running_table(models, datetime.now().astimezone()))
+
+
+@cli.command("launch")
+@click.argument("integration", required=False)
+@click.argument("extra", nargs=-1, type=click.UNPROCESSED)
+@click.option("--model", default="", help="Model to use.")
+@click.option("--config", "config_only", is_flag=True, help="Print the configuration without launching.")
+def launch_command(integration: str | None, extra: tuple[str, ...], model: str, config_only: bool) -> None:
+    """Launch an agent (claude: Claude Code, codex: Codex) on a model of this server, as
+    `ollama launch` does; its own arguments go after `--`."""
+    if integration is None:
+        if model or config_only or extra:
+            raise CommandError(
+                "flags and extra args require an integration name, for example: 'cllm launch claude --model qwen3'"
+            )
+        click.echo(usage())
+        return
+    agent = INTEGRATIONS.get(integration)
+    if agent is None:
+        raise CommandError(f"unknown integration {integration!r}: cllm launches {', '.join(INTEGRATIONS)}")
+    settings = _settings()
+    with user_errors():
+        backend = _server()
+        model = model or _choose_model(backend)
+        show = _present(backend, model, insecure=False)
+    info = show.get("model_info") or {}
+    trained = info.get(f"{info.get('general.architecture')}.context_length")
+    served = max(settings.context_length, settings.context_grow)
+    context = min(served, trained) if isinstance(trained, int) and trained > 0 else served
+    sees = "vision" in (show.get("capabilities") or [])
+    target = Target(settings.host.url, model, settings.client_api_key or "", context, sees)
+    binary = agent.find()
+    if binary is None and not config_only:
+        raise CommandError(
+            f"{agent.title} is not installed: install it with `npm install -g {agent.package}`, "
+            f"then run `cllm launch {agent.name}` again"
+        )
+    launch = agent.launch(binary or agent.binary, target, extra)
+    if config_only:
+        click.echo(launch.shell())
+        return
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the agent's to handle
+    try:
+        returncode = subprocess.run(launch.argv, env=environ_with(launch.env), check=False).returncode
+    finally:
+        signal.signal(signal.SIGINT, interrupt)
+    click.get_current_context().exit(returncode)
+
+
+def _choose_model(backend: HttpBackend) -> str:
+    """The model the user picks from the server's, asked on the terminal (else ``--model`` is needed)."""
+    if not sys.stdin.isatty():
+        raise CommandError("--model is required when not run from a terminal")
+    names = [m["name"] for m in backend.tags()]
+    if not names:
+        raise CommandError("no models yet: pull one first (`cllm pull qwen3`), or name one with --model")
+    for i, name in enumerate(names, 1):
+        click.echo(f"{i:>3}. {name}")
+    return names[click.prompt("Model", type=click.IntRange(1, len(names))) - 1]
 
 
 cli.add_command(bench_command)

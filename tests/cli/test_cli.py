@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import shlex
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -369,3 +371,55 @@ def test_a_missing_or_wrong_key_is_one_clear_line(keyed_server: dict[str, str | 
         1,
         "Error: unauthorized: the server refused the key in CLLM_API_KEY (or OLLAMA_API_KEY)\n",
     )
+
+
+def test_launch_lists_its_integrations_and_refuses_what_it_cannot_launch(server: dict[str, str]) -> None:
+    out = assert_ok(run(server, "launch")).splitlines()
+    assert out[:3] == ["Supported integrations:", "  claude     Claude Code", "  codex      Codex"]
+    assert run(server, "launch", "nope").output.splitlines()[-1] == (
+        "Error: unknown integration 'nope': cllm launches claude, codex"
+    )
+    assert "require an integration name" in run(server, "launch", "--model", "x").output
+    result = run(server, "launch", "claude", "--model", "absent", "--config")
+    assert result.exit_code == 1 and "pull model manifest" in result.output  # pulled first, as `run` does
+
+
+def test_launch_points_each_agent_at_the_server(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
+    """``--config`` prints what a launch runs: Claude Code's environment (every model tier the
+    model), Codex's provider on its command line and the model catalog written beside its config."""
+    assert_ok(run(server, "create", "tiny", cwd=workdir))
+    url = server["OLLAMA_HOST"]
+    claude = assert_ok(run(server, "launch", "claude", "--model", "tiny", "--config")).splitlines()
+    assert f"export ANTHROPIC_BASE_URL={url}" in claude and "export ANTHROPIC_DEFAULT_HAIKU_MODEL=tiny" in claude
+    assert "export ANTHROPIC_AUTH_TOKEN=cllm" in claude and claude[-1].endswith("claude --model tiny")
+    codex_home = tmp_path / "codex-home"
+    env = server | {"CODEX_HOME": str(codex_home)}
+    codex = assert_ok(run(env, "launch", "codex", "--model", "tiny", "--config", "--", "exec", "hi")).splitlines()
+    words = shlex.split(codex[-1])
+    settings = dict(w.split("=", 1) for w in words[2:-2:2])
+    assert words[1:-2:2] == ["-c"] * len(settings) and words[-2:] == ["exec", "hi"]
+    assert settings["model"] == '"tiny"' and settings["model_providers.cllm.base_url"] == json.dumps(f"{url}/v1")
+    assert settings["model_providers.cllm.wire_api"] == '"responses"'
+    catalog = json.loads((codex_home / "cllm-launch-models.json").read_text())
+    (entry,) = catalog["models"]
+    assert entry["slug"] == "tiny" and entry["input_modalities"] == ["text"] and entry["context_window"] == 40960
+
+
+def test_launch_says_how_to_install_a_missing_agent(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
+    assert_ok(run(server, "create", "tiny", cwd=workdir))
+    env = server | {"PATH": str(tmp_path / "empty"), "HOME": str(tmp_path / "home")}
+    result = run(env, "launch", "claude", "--model", "tiny")
+    assert result.exit_code == 1 and result.output.splitlines()[-1] == (
+        "Error: Claude Code is not installed: install it with `npm install -g @anthropic-ai/claude-code`, "
+        "then run `cllm launch claude` again"
+    )
+
+
+def test_launch_hands_the_servers_key_to_the_agent(keyed_server: dict[str, str | None], workdir: Path) -> None:
+    env = keyed_server | {"CLLM_API_KEY": "k2"}
+    assert_ok(run(env, "create", "tiny", cwd=workdir))
+    claude = assert_ok(run(env, "launch", "claude", "--model", "tiny", "--config")).splitlines()
+    assert "export ANTHROPIC_AUTH_TOKEN=k2" in claude
+    codex = assert_ok(run(env, "launch", "codex", "--model", "tiny", "--config")).splitlines()
+    assert "export CLLM_LAUNCH_API_KEY=k2" in codex
+    assert 'model_providers.cllm.env_key="CLLM_LAUNCH_API_KEY"' in shlex.split(codex[-1])

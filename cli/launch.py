@@ -1,0 +1,166 @@
+"""The agents ``cllm launch`` starts pointed at this server, as ``ollama launch`` points them at
+Ollama's (cmd/launch): the command line and environment of each, and where its binary is.
+
+Claude Code talks to ``/v1/messages`` (``ANTHROPIC_BASE_URL``), every model tier the served model,
+with Ollama's settings for a local server. Codex talks to ``/v1/responses`` through a provider set
+on its command line (``-c``; Ollama writes a profile into its config instead, which cllm leaves as
+the user has it), with a model catalog as Ollama writes one (the model's context window and
+whether it sees), in ``cllm-launch-models.json`` beside Codex's config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# The provider name Codex is given for this server.
+CODEX_PROVIDER = "cllm"
+# The token Claude Code sends where the server wants no key (Ollama sends "ollama").
+NO_KEY = "cllm"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """An agent's command line and the environment it runs in (on top of the caller's)."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    def shell(self) -> str:
+        """The launch as shell lines a user can keep: the exports, then the command."""
+        exports = [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
+        return "\n".join([*exports, shlex.join(self.argv)])
+
+
+@dataclass(frozen=True)
+class Target:
+    """The server an agent is pointed at, and the model it uses there."""
+
+    url: str
+    model: str
+    key: str  # the server's API key ("": it wants none)
+    context: int  # tokens the model is served with at most
+    vision: bool
+
+
+@dataclass(frozen=True)
+class Integration:
+    """An agent ``cllm launch NAME`` starts: its binary, and how it is pointed at the server."""
+
+    name: str
+    title: str
+    binary: str
+    package: str  # npm's, to say how to install it
+    plan: Callable[[Target, Sequence[str]], tuple[list[str], dict[str, str]]]
+    fallbacks: tuple[str, ...] = ()  # where its installer puts it besides PATH (under HOME)
+
+    def find(self) -> str | None:
+        """The agent's binary: on PATH, else where its own installer puts it."""
+        found = shutil.which(self.binary)
+        if found:
+            return found
+        home = Path.home()
+        return next((str(home / f) for f in self.fallbacks if (home / f).is_file()), None)
+
+    def launch(self, binary: str, target: Target, extra: Sequence[str]) -> Launch:
+        """The launch of ``binary`` against ``target``, ``extra`` the agent's own arguments."""
+        args, env = self.plan(target, extra)
+        return Launch([binary, *args], env)
+
+
+def _claude(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    model = target.model
+    env = {
+        "ANTHROPIC_BASE_URL": target.url,
+        "ANTHROPIC_API_KEY": "",
+        "ANTHROPIC_AUTH_TOKEN": target.key or NO_KEY,
+        "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
+        "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
+        "CLAUDE_CODE_SUBAGENT_MODEL": model,
+        "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_FEEDBACK_COMMAND": "1",
+        "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
+    }
+    return ["--model", model, *extra], env
+
+
+def _codex(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    provider = f"model_providers.{CODEX_PROVIDER}"
+    settings = {
+        "model_provider": CODEX_PROVIDER,
+        "model": target.model,
+        "model_catalog_json": str(_codex_catalog(target)),
+        f"{provider}.name": "cllm",
+        f"{provider}.base_url": target.url.rstrip("/") + "/v1",
+        f"{provider}.wire_api": "responses",
+    }
+    env = {}
+    if target.key:  # sent as a Bearer token from the variable the provider names
+        settings[f"{provider}.env_key"] = "CLLM_LAUNCH_API_KEY"
+        env["CLLM_LAUNCH_API_KEY"] = target.key
+    args = [a for k, v in settings.items() for a in ("-c", f"{k}={json.dumps(v)}")]
+    return [*args, *extra], env
+
+
+def _codex_catalog(target: Target) -> Path:
+    """Codex's catalog entry for the model, as ``ollama launch codex`` writes it (Codex otherwise
+    warns that it knows nothing of the model, and assumes a context window of its own)."""
+    home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+    home.mkdir(parents=True, exist_ok=True)
+    entry = {
+        "slug": target.model,
+        "display_name": target.model,
+        "context_window": target.context,
+        "shell_type": "default",
+        "visibility": "list",
+        "supported_in_api": True,
+        "priority": 0,
+        "truncation_policy": {"mode": "bytes", "limit": 10000},
+        "input_modalities": ["text", "image"] if target.vision else ["text"],
+        "base_instructions": "",
+        "support_verbosity": True,
+        "default_verbosity": "low",
+        "supports_parallel_tool_calls": False,
+        "supports_reasoning_summaries": False,
+        "supported_reasoning_levels": [],
+        "experimental_supported_tools": [],
+    }
+    path = home / "cllm-launch-models.json"
+    path.write_text(json.dumps({"models": [entry]}, indent=2))
+    return path
+
+
+INTEGRATIONS = {
+    i.name: i
+    for i in (
+        Integration(
+            "claude",
+            "Claude Code",
+            "claude",
+            "@anthropic-ai/claude-code",
+            _claude,
+            fallbacks=(".local/bin/claude", ".claude/local/claude"),
+        ),
+        Integration("codex", "Codex", "codex", "@openai/codex", _codex),
+    )
+}
+
+
+def usage() -> str:
+    """The integrations, for ``cllm launch`` with none named."""
+    rows = [f"  {i.name:<10} {i.title}" for i in INTEGRATIONS.values()]
+    return "\n".join(
+        ["Supported integrations:", *rows, "", "Usage: cllm launch INTEGRATION [--model MODEL] [-- ARGS...]"]
+    )
+
+
+def environ_with(env: dict[str, str]) -> dict[str, str]:
+    """The caller's environment with the launch's on top."""
+    return {**os.environ, **env}

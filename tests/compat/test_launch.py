@@ -1,0 +1,86 @@
+"""``cllm launch claude`` and ``cllm launch codex`` start the real agents (pinned in compat/js)
+pointed at a running cllm, as ``ollama launch`` starts them against Ollama: the agent finds the
+server, asks for the model it was given, and prints what the (scripted) model said.
+
+Skipped unless compat/js's agents are installed (``npm ci`` there, as ``.ci/run`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.claude import claude_binary
+from harness.codex import codex_binary
+
+TIMEOUT_S = 240
+MODEL = "tiny"
+
+
+def launch(url: str, binary: Path | None, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``cllm launch ARGS`` as a user runs it, the agent's binary found on PATH, HOME a fresh one and
+    nothing reaching out past the server (there is no internet here)."""
+    if binary is None:
+        pytest.skip("the agents are not installed: run `npm ci` in compat/js")
+    home.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_"))}
+    env |= {
+        "OLLAMA_HOST": url,
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "PATH": f"{binary.parent}{os.pathsep}{env.get('PATH', '')}",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+    }
+    command = [sys.executable, "-c", "from cllm_ollama.cli.main import main; main()", "launch", *args]
+    return subprocess.run(
+        command, cwd=home, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+
+
+def test_launch_claude_runs_claude_code_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
+    url, log, turns = scripted_agent
+    turns += [["Hello from cllm."]]
+    run = launch(
+        url,
+        claude_binary(),
+        tmp_path / "home",
+        "claude",
+        "--model",
+        MODEL,
+        "--",
+        "-p",
+        "Say hello.",
+        "--output-format",
+        "json",
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    asked = [e for e in log.exchanges if e.path == "/v1/messages"]
+    assert asked and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
+    assert {e.json()["model"] for e in asked} == {MODEL}
+    assert json.loads(run.stdout)["result"] == "Hello from cllm."
+
+
+def test_launch_codex_runs_codex_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
+    url, log, turns = scripted_agent
+    turns += [["Hello from cllm."]]
+    work = tmp_path / "work"
+    work.mkdir()
+    exec_args = ["exec", "--skip-git-repo-check", "--ephemeral", "--json", "-C", str(work), "Say hello."]
+    run = launch(url, codex_binary(), tmp_path / "home", "codex", "--model", MODEL, "--", *exec_args)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    asked = log.responses()
+    assert asked and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
+    assert {e.json()["model"] for e in asked} == {MODEL}
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    said = [e["item"]["text"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == "agent_message"]
+    assert said == ["Hello from cllm."]
+    assert not [
+        e for e in events if e["type"] == "item.completed" and e["item"]["type"] == "error"
+    ]  # the catalog knows it
