@@ -47,6 +47,8 @@ _ARCHITECTURES = {
     "phi3": "Phi3ForCausalLM",
 }
 _GEMMAS = ("gemma2", "gemma3")  # norms stored with llama.cpp's +1
+# transformers' model_type where it is not llama.cpp's architecture name.
+_MODEL_TYPES = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
 _REST = r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -681,8 +683,9 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
     n_embd, heads = int(kv[f"{arch}.embedding_length"]), int(kv[f"{arch}.attention.head_count"])
     config: dict[str, Any] = {
         "architectures": [_ARCHITECTURES[arch]],
-        "model_type": arch,
+        "model_type": _MODEL_TYPES.get(arch, arch),
         "hidden_size": n_embd,
+        "vocab_size": len(kv["tokenizer.ggml.tokens"]),
         "num_hidden_layers": int(kv[f"{arch}.block_count"]),
         "intermediate_size": int(kv[f"{arch}.feed_forward_length"]),
         "num_attention_heads": heads,
@@ -695,8 +698,10 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         "torch_dtype": "float16",
     }
     head_dim = kv.get(f"{arch}.attention.key_length")
-    if head_dim is not None and (int(head_dim) != n_embd // heads or arch in _GEMMAS):
+    if head_dim is not None:  # as checkpoints state it (transformers' Qwen3 default is not hidden / heads)
         config["head_dim"] = int(head_dim)
+    if "tokenizer.ggml.padding_token_id" in kv:  # else transformers' default (Phi-3's 32000) may not exist here
+        config["pad_token_id"] = int(kv["tokenizer.ggml.padding_token_id"])
     if arch == "qwen3moe":
         config |= {
             "num_experts": int(kv["qwen3moe.expert_count"]),
@@ -727,6 +732,7 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         }
     if arch == "gemma3":
         config |= {
+            "query_pre_attn_scalar": int(kv["gemma3.attention.key_length"]),
             "sliding_window": int(kv["gemma3.attention.sliding_window"]),
             "sliding_window_pattern": int(kv.get("gemma3.attention.sliding_window_pattern", 6)),
             "rope_local_base_freq": float(kv.get("gemma3.rope.freq_base_swa", 10000.0)),

@@ -123,12 +123,14 @@ TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see te
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {
         "head_dim": 256,
+        "query_pre_attn_scalar": 256,
         "attn_logit_softcapping": 50.0,
         "final_logit_softcapping": 30.0,
         "sliding_window": 4096,
         "rms_norm_eps": 1e-6,
     },
     "gemma3": {
+        "query_pre_attn_scalar": 256,
         "max_position_embeddings": 131072,
         "num_attention_heads": 8,
         "num_key_value_heads": 4,
@@ -277,21 +279,25 @@ class Family:
         return self.arch == "phi3" and self._rope.get("rope_type") in ("longrope", "su")
 
     def _gemma2(self) -> KV:
-        """Gemma 2's softcaps and window (every other layer, llama.cpp's fixed pattern). Its scores
-        are scaled by ``query_pre_attn_scalar``, which llama.cpp does not read: it takes the head
-        width, or the 27B's ``hidden_size / heads`` (known by its 46 layers); another is refused."""
+        """Gemma 2's softcaps and window (every other layer, llama.cpp's fixed pattern)."""
         kv: KV = {
             "gemma2.attn_logit_softcapping": (float(self.config["attn_logit_softcapping"]), _F32),
             "gemma2.final_logit_softcapping": (float(self.config["final_logit_softcapping"]), _F32),
             "gemma2.attention.sliding_window": (self._int("sliding_window"), _U32),
         }
+        self._check_attention_scalar(46)
+        return kv
+
+    def _check_attention_scalar(self, layers_27b: int) -> None:
+        """Gemma's attention scores are scaled by ``query_pre_attn_scalar``, which llama.cpp does not
+        read: it takes the head width, or the 27B's ``hidden_size / heads`` (known by its number of
+        layers, ``layers_27b``); a checkpoint that states another is refused, not served wrong."""
         scalar = self.config.get("query_pre_attn_scalar")
-        taken = self._int("hidden_size") // self.n_head if self.n_layer == 46 else self.head_dim
+        taken = self._int("hidden_size") // self.n_head if self.n_layer == layers_27b else self.head_dim
         if scalar is not None and scalar != taken:
             raise ImportRefused(
-                f"config.json's query_pre_attn_scalar is {scalar}; llama.cpp's gemma2 scales by {taken} here"
+                f"config.json's query_pre_attn_scalar is {scalar}; llama.cpp's {self.arch} scales by {taken} here"
             )
-        return kv
 
     def _gemma3(self) -> KV:
         """Gemma 3's sliding window: its size, which layers have it, and their rotary base."""
@@ -313,6 +319,7 @@ class Family:
             kv["gemma3.final_logit_softcapping"] = (float(softcap), _F32)
         if self.config.get("attn_logit_softcapping"):
             raise ImportRefused("config.json sets attn_logit_softcapping, which Gemma 3 has not")
+        self._check_attention_scalar(62)
         return kv
 
     def _experts(self) -> KV:
