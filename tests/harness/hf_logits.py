@@ -1,0 +1,54 @@
+"""transformers' and PEFT's logits for Hugging Face folders: the oracle of
+tests/store/test_transformers_oracle.py, run under compat/hf_oracle.sh's venv (torch, transformers
+and PEFT, which never meet cllm's packages), as ``python hf_logits.py TOKENS FOLDER OUT [FOLDER OUT...]``.
+
+For each folder: ``OUT/base.npy``, the logits of every position of TOKENS (comma-separated ids);
+then for each scaling PEFT has (``alpha / r``, rank-stabilized, per-module alphas) a LoRA on the
+attention (and, but in a mixture, FFN) projections, its B drawn at random (PEFT starts it at zero),
+saved as PEFT saves it in ``OUT/adapter-<scaling>/`` with its logits in ``OUT/lora-<scaling>.npy``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+
+SCALINGS = {"plain": {}, "rslora": {"use_rslora": True}, "pattern": {"alpha_pattern": {"q_proj": 32, "down_proj": 2}}}
+_TARGETS = {
+    "Phi3ForCausalLM": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
+    "MixtralForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj"],
+    "Qwen3MoeForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj"],
+}
+_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def main(tokens: str, pairs: list[str]) -> None:
+    ids = torch.tensor([[int(t) for t in tokens.split(",")]])
+    for folder, out in zip(pairs[::2], pairs[1::2], strict=True):
+        folder_path, out_path = Path(folder), Path(out)
+        out_path.mkdir(parents=True, exist_ok=True)
+        architecture = json.loads((folder_path / "config.json").read_text())["architectures"][0]
+        torch.manual_seed(0)
+        with torch.no_grad():
+            model = AutoModelForCausalLM.from_pretrained(folder_path, dtype=torch.float32).eval()
+            np.save(out_path / "base.npy", model(ids).logits[0].numpy())
+        for name, scaling in SCALINGS.items():
+            model = AutoModelForCausalLM.from_pretrained(folder_path, dtype=torch.float32).eval()
+            config = LoraConfig(r=4, lora_alpha=8, target_modules=_TARGETS.get(architecture, _PROJECTIONS), **scaling)
+            adapted = get_peft_model(model, config)
+            for parameter_name, parameter in adapted.named_parameters():
+                if "lora_B" in parameter_name:
+                    torch.nn.init.normal_(parameter, std=0.3)
+            adapted.save_pretrained(out_path / f"adapter-{name}")
+            with torch.no_grad():
+                np.save(out_path / f"lora-{name}.npy", adapted(ids).logits[0].numpy())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])
