@@ -570,6 +570,7 @@ def _seeing(
         "model_type": seeing.lower(),
         "text_config": text,
         "vision_config": vision,
+        "tie_word_embeddings": config["tie_word_embeddings"],  # transformers reads it here, not in text_config
     }
     if tower is not None:
         wrapped["mm_tokens_per_image"] = _processor(tower)["image_seq_length"]

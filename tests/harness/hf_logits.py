@@ -1,6 +1,9 @@
 """transformers' and PEFT's logits for Hugging Face folders: the oracle of
 tests/store/test_transformers_oracle.py, run under compat/hf_oracle.sh's venv (torch, transformers
-and PEFT, which never meet cllm's packages), as ``python hf_logits.py TOKENS FOLDER OUT [FOLDER OUT...]``.
+and PEFT, which never meet cllm's packages), as ``python hf_logits.py TOKENS FOLDER OUT [FOLDER OUT...]``,
+or ``python hf_logits.py image FOLDER PIXELS OUT`` for a Gemma 3 that sees: the embeddings its
+tower and projector make of the picture ``PIXELS`` (``(side, side, 3)`` bytes, of the tower's size,
+normalized as Gemma 3's processor does), in ``OUT``.
 
 For each folder: ``OUT/base.npy``, the logits of every position of TOKENS (comma-separated ids);
 then for each scaling PEFT has (``alpha / r``, rank-stabilized, per-module alphas) a LoRA on the
@@ -17,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, Gemma3ForConditionalGeneration
 
 SCALINGS = {"plain": {}, "rslora": {"use_rslora": True}, "pattern": {"alpha_pattern": {"q_proj": 32, "down_proj": 2}}}
 _TARGETS = {
@@ -50,5 +53,17 @@ def main(tokens: str, pairs: list[str]) -> None:
                 np.save(out_path / f"lora-{name}.npy", adapted(ids).logits[0].numpy())
 
 
+def image(folder: str, pixels: str, out: str) -> None:
+    model = Gemma3ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
+    values = (np.load(pixels).astype(np.float32) / 255.0 - 0.5) / 0.5  # Gemma 3's mean and std: 0.5
+    with torch.no_grad():
+        features = model.model.get_image_features(pixel_values=torch.tensor(values).permute(2, 0, 1)[None])
+    embeddings = features.pooler_output if getattr(features, "pooler_output", None) is not None else features
+    np.save(out, embeddings.reshape(-1, embeddings.shape[-1]).numpy())
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    if sys.argv[1] == "image":
+        image(*sys.argv[2:5])
+    else:
+        main(sys.argv[1], sys.argv[2:])

@@ -20,8 +20,10 @@ import pytest
 
 from cllm_ollama.convert.hf import Checkpoint, convert, convert_lora
 from cllm_ollama.engine.binding import Batch, Context, Lora, Model, with_adapters
+from cllm_ollama.engine.binding.media import MediaItem, Projector
 from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.testing import hf_folders as hf
+from cllm_ollama.testing.images import png
 
 pytestmark = pytest.mark.model
 VENV = Path(os.environ.get("HF_ORACLE_VENV") or Path.home() / ".cache" / "cllm-hf-oracle" / "venv")
@@ -45,22 +47,22 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
 }
 
 
+def _transformers(*args: str) -> None:
+    """The oracle script, under the venv that has transformers and PEFT."""
+    if not (VENV / "cllm-ready").is_file():
+        pytest.skip(f"transformers and PEFT are not installed in {VENV}: run `bash compat/hf_oracle.sh`")
+    run = subprocess.run(
+        [str(VENV / "bin" / "python"), str(SCRIPT), *args], capture_output=True, text=True, timeout=900, check=False
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+
+
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """Each family's folder, and where transformers' logits and PEFT's adapters for it lie."""
-    if not (VENV / "cllm-ready").is_file():
-        pytest.skip(f"transformers and PEFT are not installed in {VENV}: run `bash compat/hf_oracle.sh`")
     root = tmp_path_factory.mktemp("oracle")
     folders = {name: write(root / name)[0] for name, write in FAMILIES.items()}
-    pairs = [str(p) for name, folder in folders.items() for p in (folder, root / name / "oracle")]
-    run = subprocess.run(
-        [str(VENV / "bin" / "python"), str(SCRIPT), ",".join(map(str, TOKENS)), *pairs],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
+    _transformers(",".join(map(str, TOKENS)), *[str(p) for n, f in folders.items() for p in (f, root / n / "oracle")])
     return {name: (folder, root / name / "oracle") for name, folder in folders.items()}
 
 
@@ -102,3 +104,26 @@ def test_the_converted_model_and_adapters_compute_what_transformers_and_peft_do(
         adapter = tmp_path / f"{scaling}.gguf"
         convert_lora(Checkpoint.folder(answers / f"adapter-{scaling}"), base, adapter)
         _assert_close(_logits(model, adapter), np.load(answers / f"lora-{scaling}.npy"), f"{family}+{scaling}")
+
+
+def test_a_converted_gemma3_tower_sees_a_picture_as_transformers_does(tmp_path: Path) -> None:
+    """The projector layer made of Gemma 3's SigLIP tower and projector (``convert/hf/vision.py``)
+    turns a picture into the embeddings transformers' Gemma 3 makes of it (libmtmd's preprocessing
+    and transformers' agree on a picture of the tower's own size, 32 pixels here)."""
+    folder, _, _ = hf.write_hf_gemma3_vision(tmp_path)
+    seed = 3
+    pixels = np.random.default_rng(seed).integers(0, 256, (32, 32, 3), dtype=np.uint8)  # png(32, 32, seed)'s
+    np.save(tmp_path / "pixels.npy", pixels)
+    _transformers("image", str(folder), str(tmp_path / "pixels.npy"), str(tmp_path / "want.npy"))
+    convert(Checkpoint.folder(folder), tmp_path / "text.gguf", tmp_path / "mmproj.gguf")
+    model = Model(tmp_path / "text.gguf", n_gpu_layers=0)
+    projector = Projector(model, tmp_path / "mmproj.gguf", n_threads=2)
+    try:
+        prompt = projector.tokenize(projector.marker, [png(32, 32, seed)])
+        (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
+        got = prompt.encode(item)
+        prompt.close()
+    finally:
+        projector.close()
+        model.close()
+    _assert_close(got, np.load(tmp_path / "want.npy"), "gemma3 tower")
