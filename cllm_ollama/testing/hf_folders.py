@@ -106,6 +106,192 @@ def write_hf_qwen3moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return export(write_qwen3moe(folder / "qwen3moe.gguf", seed=seed), folder / "hf-qwen3moe"), folder / "qwen3moe.gguf"
 
 
+# BERT's tensors by Hugging Face's names (sentence-transformers' BertModel), and its special tokens.
+_BERT_GLOBAL = {
+    "token_embd": "embeddings.word_embeddings",
+    "position_embd": "embeddings.position_embeddings",
+    "token_types": "embeddings.token_type_embeddings",
+    "token_embd_norm": "embeddings.LayerNorm",
+}
+_BERT_PARTS = {
+    "attn_q": "attention.self.query",
+    "attn_k": "attention.self.key",
+    "attn_v": "attention.self.value",
+    "attn_output": "attention.output.dense",
+    "attn_output_norm": "attention.output.LayerNorm",
+    "ffn_up": "intermediate.dense",
+    "ffn_down": "output.dense",
+    "layer_output_norm": "output.LayerNorm",
+}
+_BERT_SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def write_hf_bert(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-bert/``, a sentence-transformers embedding model (``BertModel``, a WordPiece
+    ``tokenizer.json``, mean pooling in ``1_Pooling/config.json``), and ``folder/bert.gguf``, its
+    twin: llama.cpp's ``bert`` with the vocabulary in its phantom-space form."""
+    folder.mkdir(parents=True, exist_ok=True)
+    words = sorted({w for w in "".join(c if c.isalnum() else " " for c in _CORPUS.lower()).split() if w.isascii()})
+    chars = sorted({c for c in _CORPUS.lower() if c.isascii() and not c.isspace()})
+    vocab = [*_BERT_SPECIAL, *chars, *(f"##{c}" for c in chars if c.isalnum()), *(w for w in words if w not in chars)]
+    twin = folder / "bert.gguf"
+    t = Tensors(gguf.GGUFWriter(str(twin), "bert"), np.random.default_rng(seed), 0.5, gguf.GGMLQuantizationType.F16)
+    w, s, n_ctx = t.w, TINY, 128
+    w.add_name("tiny-bert")
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(s.n_embd)
+    w.add_block_count(s.n_layer)
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.n_head)
+    w.add_layer_norm_eps(1e-12)
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType.MEAN)
+    w.add_tokenizer_model("bert")
+    w.add_tokenizer_pre("default")
+    control = [v in _BERT_SPECIAL for v in vocab]
+    w.add_token_list(
+        [v if c else (v[2:] if v.startswith("##") else "\u2581" + v) for v, c in zip(vocab, control, strict=True)]
+    )
+    w.add_token_types([gguf.TokenType.CONTROL if c else gguf.TokenType.NORMAL for c in control])
+    w.add_token_type_count(2)
+    for key, token in (("bos", "[CLS]"), ("eos", "[SEP]"), ("unk", "[UNK]"), ("sep", "[SEP]"), ("pad", "[PAD]")):
+        getattr(w, f"add_{key}_token_id")(vocab.index(token))
+    w.add_uint32("tokenizer.ggml.cls_token_id", vocab.index("[CLS]"))
+    w.add_mask_token_id(vocab.index("[MASK]"))
+    tensors: dict[str, np.ndarray] = {}
+
+    def matrix(name: str, rows: int, cols: int, f32: bool = False) -> None:
+        data = f16_exact(t, (rows, cols), 0.5 / np.sqrt(cols) if f32 else 0.5)
+        w.add_tensor(name, data if f32 else data.astype(np.float16))
+        tensors[name] = data
+
+    def vector(name: str, n: int, value: float | None = None) -> None:
+        data = np.full(n, value, np.float32) if value is not None else f16_exact(t, (n,), 0.1)
+        w.add_tensor(name, data)
+        tensors[name] = data
+
+    matrix("token_embd.weight", len(vocab), s.n_embd)
+    matrix("position_embd.weight", n_ctx, s.n_embd, f32=True)  # F32, as llama.cpp adds them
+    matrix("token_types.weight", 2, s.n_embd, f32=True)
+    vector("token_embd_norm.weight", s.n_embd, 1.0)
+    vector("token_embd_norm.bias", s.n_embd)
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        for name, rows, cols in (
+            ("attn_q", s.n_embd, s.n_embd),
+            ("attn_k", s.n_embd, s.n_embd),
+            ("attn_v", s.n_embd, s.n_embd),
+            ("attn_output", s.n_embd, s.n_embd),
+            ("ffn_up", s.n_ff, s.n_embd),
+            ("ffn_down", s.n_embd, s.n_ff),
+        ):
+            matrix(f"{p}{name}.weight", rows, cols)
+            vector(f"{p}{name}.bias", rows)
+        for norm in ("attn_output_norm", "layer_output_norm"):
+            vector(f"{p}{norm}.weight", s.n_embd, 1.0)
+            vector(f"{p}{norm}.bias", s.n_embd)
+    finish(w)
+    hf = folder / "hf-bert"
+    (hf / "1_Pooling").mkdir(parents=True, exist_ok=True)
+    named = {}
+    for name, data in tensors.items():
+        stem, _, suffix = name.rpartition(".")
+        if stem in _BERT_GLOBAL:
+            named[f"{_BERT_GLOBAL[stem]}.{suffix}"] = data
+        else:
+            _, layer, part = stem.split(".", 2)
+            named[f"encoder.layer.{layer}.{_BERT_PARTS[part]}.{suffix}"] = data
+    named["embeddings.position_ids"] = np.arange(n_ctx, dtype=np.int64)[None]  # a buffer checkpoints carry
+    write_safetensors(
+        hf / "model.safetensors",
+        {n: ("I64", v) if v.dtype == np.int64 else _typed(v, "F16") for n, v in named.items()},
+    )
+    _write_json(
+        hf / "config.json",
+        {
+            "architectures": ["BertModel"],
+            "model_type": "bert",
+            "hidden_size": s.n_embd,
+            "num_hidden_layers": s.n_layer,
+            "num_attention_heads": s.n_head,
+            "intermediate_size": s.n_ff,
+            "hidden_act": "gelu",
+            "max_position_embeddings": n_ctx,
+            "type_vocab_size": 2,
+            "vocab_size": len(vocab),
+            "layer_norm_eps": 1e-12,
+            "pad_token_id": 0,
+            "position_embedding_type": "absolute",
+        },
+    )
+    specials = [{"id": vocab.index(x), "content": x, "special": True} for x in _BERT_SPECIAL]
+    sequence = [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]
+    _write_json(
+        hf / "tokenizer.json",
+        {
+            "version": "1.0",
+            "added_tokens": [
+                x | {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False} for x in specials
+            ],
+            "normalizer": {
+                "type": "BertNormalizer",
+                "clean_text": True,
+                "handle_chinese_chars": True,
+                "strip_accents": None,
+                "lowercase": True,
+            },
+            "pre_tokenizer": {"type": "BertPreTokenizer"},
+            "post_processor": {
+                "type": "TemplateProcessing",
+                "single": [*sequence, {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                "pair": [
+                    *sequence,
+                    {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+                    {"Sequence": {"id": "B", "type_id": 1}},
+                    {"SpecialToken": {"id": "[SEP]", "type_id": 1}},
+                ],
+                "special_tokens": {x: {"id": x, "ids": [vocab.index(x)], "tokens": [x]} for x in ("[CLS]", "[SEP]")},
+            },
+            "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+            "model": {
+                "type": "WordPiece",
+                "unk_token": "[UNK]",
+                "continuing_subword_prefix": "##",
+                "max_input_chars_per_word": 100,
+                "vocab": {v: i for i, v in enumerate(vocab)},
+            },
+        },
+    )
+    _write_json(
+        hf / "tokenizer_config.json",
+        {
+            "do_lower_case": True,
+            "unk_token": "[UNK]",
+            "sep_token": "[SEP]",
+            "pad_token": "[PAD]",
+            "cls_token": "[CLS]",
+            "mask_token": "[MASK]",
+            "tokenizer_class": "BertTokenizer",
+            "model_max_length": n_ctx,
+        },
+    )
+    _write_json(
+        hf / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+        ],
+    )
+    _write_json(
+        hf / "1_Pooling" / "config.json",
+        {"word_embedding_dimension": s.n_embd, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False},
+    )
+    return hf, twin
+
+
 def write_hf_mixtral(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-mixtral/``, a Mixtral checkpoint (a Llama whose FFNs are experts, each its own
     w1, w3 and w2), and ``folder/mixtral.gguf``, its twin."""

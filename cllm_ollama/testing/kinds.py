@@ -86,6 +86,10 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",
         hf.write_hf_phi3,
     ),
+    "hf-bert": (
+        "DIR/hf-bert/, a sentence-transformers BERT embedding model (WordPiece, mean pooling), and DIR/bert.gguf, its twin",
+        hf.write_hf_bert,
+    ),
     "hf-mistral": (
         "DIR/hf-mistral/, a Mistral checkpoint with a SentencePiece tokenizer.model (needs sentencepiece), "
         "and DIR/mistral.gguf, its twin",

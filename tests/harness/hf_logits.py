@@ -3,7 +3,9 @@ tests/store/test_transformers_oracle.py, run under compat/hf_oracle.sh's venv (t
 and PEFT, which never meet cllm's packages), as ``python hf_logits.py TOKENS FOLDER OUT [FOLDER OUT...]``,
 or ``python hf_logits.py image FOLDER PIXELS OUT`` for a Gemma 3 that sees: the embeddings its
 tower and projector make of the picture ``PIXELS`` (``(side, side, 3)`` bytes, of the tower's size,
-normalized as Gemma 3's processor does), in ``OUT``.
+normalized as Gemma 3's processor does), in ``OUT``; or ``python hf_logits.py embed FOLDER TEXTS OUT``
+for a sentence-transformers BERT model: each text of the JSON list TEXTS as its tokenizer splits
+it and as the model embeds it (mean pooling, normalized, as its modules say), in the JSON file OUT.
 
 For each folder: ``OUT/base.npy``, the logits of every position of TOKENS (comma-separated ids);
 then for each scaling PEFT has (``alpha / r``, rank-stabilized, per-module alphas) a LoRA on the
@@ -20,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, Gemma3ForConditionalGeneration
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, Gemma3ForConditionalGeneration
 
 SCALINGS = {"plain": {}, "rslora": {"use_rslora": True}, "pattern": {"alpha_pattern": {"q_proj": 32, "down_proj": 2}}}
 _TARGETS = {
@@ -62,8 +64,21 @@ def image(folder: str, pixels: str, out: str) -> None:
     np.save(out, embeddings.reshape(-1, embeddings.shape[-1]).numpy())
 
 
+def embed(folder: str, texts: str, out: str) -> None:
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+    results = []
+    for text in json.loads(texts):
+        encoded = tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            vector = model(**encoded).last_hidden_state[0].mean(0)
+        results.append({"ids": encoded["input_ids"][0].tolist(), "embedding": (vector / vector.norm()).tolist()})
+    Path(out).write_text(json.dumps(results))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "image":
         image(*sys.argv[2:5])
+    elif sys.argv[1] == "embed":
+        embed(*sys.argv[2:5])
     else:
         main(sys.argv[1], sys.argv[2:])

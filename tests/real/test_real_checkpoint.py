@@ -1,7 +1,8 @@
 """Real models' checkpoints converted as ``ollama create`` converts a folder, created on a live
 server beside the GGUFs they were exported from: Qwen2.5-Coder-0.5B (biases on Q, K and V, tied
 embeddings, Qwen's 151k-token BPE vocabulary) and Gemma-3-270M (a SentencePiece vocabulary of
-262k pieces, norms stored without llama.cpp's +1), each in BF16 as their makers publish them."""
+262k pieces, norms stored without llama.cpp's +1), each in BF16 as their makers publish them; and
+all-MiniLM-L6-v2's own sentence-transformers folder, against transformers."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import httpx
 import ollama
 import pytest
-from harness import real_model
+from harness import real_model, transformers_oracle
 
 from cllm_ollama.store.modelfile import model_folder_files
 from cllm_ollama.testing.hf_folders import export
@@ -73,3 +74,20 @@ def test_a_converted_gemma_checkpoint_tokenizes_and_answers_as_the_model(real_ur
         assert "return" in reply.response
         for name in ("gemma", "gemma-hf"):
             assert client.delete(name).status == "success"
+
+
+def test_all_minilm_from_its_sentence_transformers_folder_embeds_as_transformers(tmp_path: Path) -> None:
+    """all-MiniLM-L6-v2 as sentence-transformers publishes it (Ollama's all-minilm): created from
+    its folder, cllm splits texts as its WordPiece tokenizer does and embeds them as transformers
+    does with its mean pooling (needs compat/hf_oracle.sh's venv, as the oracle)."""
+    try:
+        folder = real_model.minilm_folder()
+    except real_model.RealModelUnavailable as exc:
+        pytest.skip(str(exc))
+    texts = [
+        "The capital of France is Paris.",
+        "Größe naïve café, 日本語 and emoji 🙂!",
+        "def add(a, b): return a + b",
+        "It's   spaced\t\tout, UPPER and lower.",
+    ]
+    transformers_oracle.assert_embeds_as_transformers(folder, tmp_path, texts)

@@ -23,6 +23,7 @@ from cllm_ollama.testing.hf_folders import (
     SPLIT_PATTERNS,
     export,
     to_bf16,
+    write_hf_bert,
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
@@ -354,7 +355,7 @@ def _break(folder: Path, what: str) -> None:
     [
         (
             "architecture",
-            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts Gemma2ForCausalLM, "
+            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts BertModel, Gemma2ForCausalLM, "
             "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Llama",
         ),
         ("config", "^the model folder has no config.json$"),
@@ -485,3 +486,40 @@ def test_a_folder_of_pytorch_pickles_is_refused(tmp_path: Path) -> None:
         InvalidRequest, match=r"^FROM \./m: PyTorch checkpoints are not supported: save it as safetensors$"
     ):
         model_folder_files(tmp_path, "./m")
+
+
+def test_a_sentence_transformers_folder_converts_to_its_twin(tmp_path: Path) -> None:
+    """A BERT embedding model as sentence-transformers saves it (all-MiniLM and its fine-tunes):
+    llama.cpp's ``bert`` with its WordPiece vocabulary in phantom-space form, the position and
+    token-type embeddings in F32, the pooling modules.json names, the position_ids buffer and the
+    pooler left out."""
+    folder, twin = write_hf_bert(tmp_path)
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    want, got = _tensors(twin), _tensors(tmp_path / "out.gguf")
+    assert set(got) == set(want)
+    for name, (kind, data) in got.items():
+        assert kind == want[name][0] and np.array_equal(data, want[name][1]), name
+    written, expected = _fields(tmp_path / "out.gguf"), _fields(twin)
+    assert {k: written.get(k) for k in expected if k != "general.name"} == {
+        k: v for k, v in expected.items() if k != "general.name"
+    }
+    # Another pooling than llama.cpp's is refused; a folder that states none gets none.
+    _edit(
+        folder,
+        "1_Pooling/config.json",
+        lambda c: c.update(pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True),
+    )
+    with pytest.raises(ImportRefused, match=r"^1_Pooling/config.json pools otherwise than by mean, CLS or last token"):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    (folder / "modules.json").unlink()
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert "bert.pooling_type" not in _fields(tmp_path / "out.gguf")
+    # An integer tensor the model would need is refused, not written as garbage.
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors["embeddings.LayerNorm.bias"] = ("I64", np.zeros(64, np.int64))
+    write_safetensors(path, tensors)
+    with pytest.raises(
+        ImportRefused, match=r"^tensor embeddings.LayerNorm.bias is I64; cllm converts F32, F16 and BF16"
+    ):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")

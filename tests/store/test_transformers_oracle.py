@@ -10,13 +10,12 @@ saying why, without it.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from harness import transformers_oracle as reference
 
 from cllm_ollama.convert.hf import Checkpoint, convert, convert_lora
 from cllm_ollama.engine.binding import Batch, Context, Lora, Model, with_adapters
@@ -26,14 +25,8 @@ from cllm_ollama.testing import hf_folders as hf
 from cllm_ollama.testing.images import png
 
 pytestmark = pytest.mark.model
-VENV = Path(os.environ.get("HF_ORACLE_VENV") or Path.home() / ".cache" / "cllm-hf-oracle" / "venv")
-SCRIPT = Path(__file__).parents[1] / "harness" / "hf_logits.py"
 TOKENS = [11, 40, 97, 150, 201, 33, 64, 120, 7, 88]
 SCALINGS = ("plain", "rslora", "pattern")
-# F16 weights and activations against transformers' F32 arithmetic on them: up to ~1.1% of the
-# largest logit was seen (Phi-3 with a rank-stabilized adapter); a misplaced row, scale or norm
-# is tens of percent (Gemma 3 scaled by the wrong query_pre_attn_scalar: 60%).
-TOLERANCE = 0.04
 FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "llama": hf.write_hf_llama,
     "mistral": hf.write_hf_mistral,
@@ -47,22 +40,12 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
 }
 
 
-def _transformers(*args: str) -> None:
-    """The oracle script, under the venv that has transformers and PEFT."""
-    if not (VENV / "cllm-ready").is_file():
-        pytest.skip(f"transformers and PEFT are not installed in {VENV}: run `bash compat/hf_oracle.sh`")
-    run = subprocess.run(
-        [str(VENV / "bin" / "python"), str(SCRIPT), *args], capture_output=True, text=True, timeout=900, check=False
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-
-
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """Each family's folder, and where transformers' logits and PEFT's adapters for it lie."""
     root = tmp_path_factory.mktemp("oracle")
     folders = {name: write(root / name)[0] for name, write in FAMILIES.items()}
-    _transformers(",".join(map(str, TOKENS)), *[str(p) for n, f in folders.items() for p in (f, root / n / "oracle")])
+    reference.run(",".join(map(str, TOKENS)), *[str(p) for n, f in folders.items() for p in (f, root / n / "oracle")])
     return {name: (folder, root / name / "oracle") for name, folder in folders.items()}
 
 
@@ -86,11 +69,6 @@ def _logits(model_path: Path, adapter: Path | None) -> np.ndarray:
         model.close()
 
 
-def _assert_close(got: np.ndarray, want: np.ndarray, what: str) -> None:
-    worst = float(np.abs(got - want).max())
-    assert worst <= TOLERANCE * float(np.abs(want).max()), f"{what}: max |difference| {worst:.3f}"
-
-
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_the_converted_model_and_adapters_compute_what_transformers_and_peft_do(
     oracle: dict[str, tuple[Path, Path]], family: str, tmp_path: Path
@@ -98,12 +76,12 @@ def test_the_converted_model_and_adapters_compute_what_transformers_and_peft_do(
     folder, answers = oracle[family]
     model = tmp_path / "model.gguf"
     convert(Checkpoint.folder(folder), model)
-    _assert_close(_logits(model, None), np.load(answers / "base.npy"), family)
+    reference.assert_close(_logits(model, None), np.load(answers / "base.npy"), family)
     base = gguf_info(model, verbose=True)
     for scaling in SCALINGS:
         adapter = tmp_path / f"{scaling}.gguf"
         convert_lora(Checkpoint.folder(answers / f"adapter-{scaling}"), base, adapter)
-        _assert_close(_logits(model, adapter), np.load(answers / f"lora-{scaling}.npy"), f"{family}+{scaling}")
+        reference.assert_close(_logits(model, adapter), np.load(answers / f"lora-{scaling}.npy"), f"{family}+{scaling}")
 
 
 def test_a_converted_gemma3_tower_sees_a_picture_as_transformers_does(tmp_path: Path) -> None:
@@ -114,7 +92,7 @@ def test_a_converted_gemma3_tower_sees_a_picture_as_transformers_does(tmp_path: 
     seed = 3
     pixels = np.random.default_rng(seed).integers(0, 256, (32, 32, 3), dtype=np.uint8)  # png(32, 32, seed)'s
     np.save(tmp_path / "pixels.npy", pixels)
-    _transformers("image", str(folder), str(tmp_path / "pixels.npy"), str(tmp_path / "want.npy"))
+    reference.run("image", str(folder), str(tmp_path / "pixels.npy"), str(tmp_path / "want.npy"))
     convert(Checkpoint.folder(folder), tmp_path / "text.gguf", tmp_path / "mmproj.gguf")
     model = Model(tmp_path / "text.gguf", n_gpu_layers=0)
     projector = Projector(model, tmp_path / "mmproj.gguf", n_threads=2)
@@ -126,4 +104,14 @@ def test_a_converted_gemma3_tower_sees_a_picture_as_transformers_does(tmp_path: 
     finally:
         projector.close()
         model.close()
-    _assert_close(got, np.load(tmp_path / "want.npy"), "gemma3 tower")
+    reference.assert_close(got, np.load(tmp_path / "want.npy"), "gemma3 tower")
+
+
+def test_a_converted_sentence_transformers_model_embeds_as_transformers_does(tmp_path: Path) -> None:
+    """A BERT embedding model's folder, created on a live server as ``ollama create`` sends it: the
+    server splits each text as its WordPiece tokenizer does ([CLS] and [SEP] aside) and embeds it as
+    transformers does with the folder's mean pooling."""
+    folder, _ = hf.write_hf_bert(tmp_path)
+    reference.assert_embeds_as_transformers(
+        folder, tmp_path, ["the capital of france is paris.", "def add(a, b): return a + b"]
+    )

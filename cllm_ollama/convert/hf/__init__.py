@@ -22,12 +22,16 @@ from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import TOWER_LEFT_OUT, Family
 from .lora import convert_lora
+from .pooling import pooling_kv
 from .tokenizer import tokenizer_kv
 
 __all__ = ["Checkpoint", "Converted", "ImportRefused", "convert", "convert_lora", "is_checkpoint"]
 
 _F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
 _VOCAB_ROWS = ("token_embd.weight", "output.weight")
+# Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights, and BERT's position
+# and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32).
+_F32_MATRICES = ("ffn_gate_inp.weight", "position_embd.weight", "token_types.weight")
 
 
 def is_checkpoint(names: list[str]) -> bool:
@@ -75,6 +79,7 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
         "general.file_type": (int(file_type), GGUFValueType.UINT32),
         "general.quantization_version": (2, GGUFValueType.UINT32),
         **family.kv(),
+        **pooling_kv(checkpoint, family.arch),
         **vocabulary,
     }
     tensors[:0] = [Tensor.of(name, _F32, factors) for name, factors in family.rope_factors().items()]
@@ -142,9 +147,11 @@ def _converted(
 ) -> Tensor:
     """The tensor in Ollama's type for it (vectors F32, matrices F16, or BF16 kept), its rows
     reordered and its values shifted as its family says, when it is written."""
+    if source.dtype not in safetensors.FLOATS:
+        raise ImportRefused(f"tensor {source.name} is {source.dtype}; cllm converts F32, F16 and BF16 weights")
     data = source.data
     dtype: np.dtype[Any]
-    if len(source.shape) == 1 or name.endswith("ffn_gate_inp.weight"):  # a router's weights stay F32
+    if len(source.shape) == 1 or name.endswith(_F32_MATRICES):
         kind, dtype = _F32, np.dtype(np.float32)
     elif source.dtype == "BF16":
         kind, dtype = _BF16, np.dtype(np.uint16)

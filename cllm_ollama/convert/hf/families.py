@@ -56,6 +56,27 @@ _MIXTRAL_EXPERT = re.compile(r"model\.layers\.(\d+)\.block_sparse_moe\.experts\.
 _MIXTRAL_PROJECTIONS = {"w1": "gate", "w3": "up", "w2": "down"}
 # Buffers some checkpoints carry that llama.cpp computes itself.
 _SKIPPED = re.compile(r".*\.rotary_emb\.inv_freq$")
+# BERT (an encoder: sentence-transformers' embedding models): its embeddings, and each layer's
+# tensors; the pooler and the pretraining heads, which an embedding model does not use, are left.
+_BERT_GLOBAL = {
+    "embeddings.word_embeddings.weight": "token_embd.weight",
+    "embeddings.position_embeddings.weight": "position_embd.weight",
+    "embeddings.token_type_embeddings.weight": "token_types.weight",
+    "embeddings.LayerNorm.weight": "token_embd_norm.weight",
+    "embeddings.LayerNorm.bias": "token_embd_norm.bias",
+}
+_BERT_BLOCK = re.compile(r"encoder\.layer\.(\d+)\.(.+)\.(weight|bias)")
+_BERT = {
+    "attention.self.query": "attn_q",
+    "attention.self.key": "attn_k",
+    "attention.self.value": "attn_v",
+    "attention.output.dense": "attn_output",
+    "attention.output.LayerNorm": "attn_output_norm",
+    "intermediate.dense": "ffn_up",
+    "output.dense": "ffn_down",
+    "output.LayerNorm": "layer_output_norm",
+}
+_BERT_SKIPPED = re.compile(r"embeddings\.position_ids|pooler\..*|cls\..*")
 
 
 @dataclass(frozen=True)
@@ -77,6 +98,12 @@ class _Layout:
     # per layer as llama.cpp keeps them; the projection's name in the checkpoint -> gate, up or down.
     experts: re.Pattern[str] | None = None
     projections: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Where the tensors outside the blocks and the blocks' are, and what is left out (a decoder's
+    # by default; BERT's are its own).
+    globals: Mapping[str, str] = dataclasses.field(default_factory=lambda: _GLOBAL)
+    block: re.Pattern[str] = _BLOCK
+    skipped: re.Pattern[str] = _SKIPPED
+    prefix: str = ""  # before every tensor's name, in some checkpoints (BertForMaskedLM's "bert.")
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -105,6 +132,7 @@ LAYOUTS = {
     ),
     "Phi3ForCausalLM": _Layout("phi3", _PHI3 | _PRE_NORMS),
     "Gemma2ForCausalLM": _GEMMA2,
+    "BertModel": _Layout("bert", _BERT, globals=_BERT_GLOBAL, block=_BERT_BLOCK, skipped=_BERT_SKIPPED, prefix="bert."),
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True),
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True),
@@ -210,6 +238,10 @@ class Family:
             f"{a}.feed_forward_length": (self._int("intermediate_size"), _U32),
             f"{a}.attention.head_count": (self.n_head, _U32),
             f"{a}.attention.head_count_kv": (self.n_head_kv, _U32),
+        }
+        if a == "bert":
+            return kv | self._bert()
+        kv |= {
             f"{a}.rope.freq_base": (float(self._rope.get("rope_theta") or 10000.0), _F32),
             f"{a}.attention.layer_norm_rms_epsilon": (float(self.config.get("rms_norm_eps") or 1e-6), _F32),
         }
@@ -245,6 +277,20 @@ class Family:
         full.setdefault("rope_theta", self.config.get("rope_theta"))
         full.setdefault("rope_type", full.get("type"))
         return full
+
+    def _bert(self) -> KV:
+        """BERT's: layer norms (with a bias and an epsilon of their own), attention both ways, the
+        token types (segments A and B) its embeddings add; only absolute positions."""
+        kind = self.config.get("position_embedding_type", "absolute")
+        if kind != "absolute" or self.config.get("hidden_act", "gelu") != "gelu":
+            raise ImportRefused(
+                f"config.json's {kind} positions or {self.config.get('hidden_act')} activation are not BERT's"
+            )
+        return {
+            "bert.attention.layer_norm_epsilon": (float(self.config.get("layer_norm_eps") or 1e-12), _F32),
+            "bert.attention.causal": (False, GGUFValueType.BOOL),
+            "tokenizer.ggml.token_type_count": (self._int("type_vocab_size", default=2), _U32),
+        }
 
     @property
     def _rotary_dims(self) -> int:
@@ -410,13 +456,15 @@ class Family:
             if self.in_tower(name):
                 return None
             name = next((new + name[len(old) :] for old, new in _TEXT_PREFIXES if name.startswith(old)), name)
-        if name == "lm_head.weight" and self.layout.tied:
+        layout = self.layout
+        name = name.removeprefix(layout.prefix) if layout.prefix else name
+        if name == "lm_head.weight" and layout.tied:
             return None
-        if name in _GLOBAL:
-            return _GLOBAL[name]
-        if _SKIPPED.match(name):
+        if name in layout.globals:
+            return layout.globals[name]
+        if layout.skipped.fullmatch(name):
             return None
-        m = _BLOCK.fullmatch(name)
+        m = layout.block.fullmatch(name)
         if m and m[2] in self.layout.parts:
             return f"blk.{m[1]}.{self.layout.parts[m[2]]}.{m[3]}"
         raise ImportRefused(f"tensor {name} is not one cllm's converter knows for {self.arch}")

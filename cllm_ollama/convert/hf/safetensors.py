@@ -17,7 +17,11 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "F32": np.dtype(np.float32),
     "F16": np.dtype(np.float16),
     "BF16": np.dtype(np.uint16),
+    # Integer buffers some checkpoints carry (BERT's position_ids): read, never converted.
+    "I64": np.dtype(np.int64),
+    "I32": np.dtype(np.int32),
 }
+FLOATS = ("F32", "F16", "BF16")
 _MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
 
 

@@ -71,12 +71,21 @@ def tokenizer_kv(checkpoint: Checkpoint, config: Mapping[str, Any], rows: int, *
     SentencePiece ``tokenizer.model`` where there is one (as both Ollama's and llama.cpp's converters
     prefer it), else a byte-level BPE ``tokenizer.json``. ``pad``: ids up to ``rows`` the tokenizer
     lacks are padding tokens (else the vocabulary ends where the tokenizer's does)."""
+    spec = checkpoint.json("tokenizer.json") or {}
+    wordpiece = isinstance(spec.get("model"), dict) and spec["model"].get("type") == "WordPiece"
     if checkpoint.has("tokenizer.model"):
         kv = _sentencepiece_vocabulary(checkpoint, rows, pad)
+    elif wordpiece:
+        kv = _wordpiece_vocabulary(spec, rows, pad)
     else:
         kv = _bpe_vocabulary(checkpoint, rows, pad)
     tokens: list[str] = kv["tokenizer.ggml.tokens"][0]
     kv |= _special_tokens(checkpoint, config, tokens)
+    if wordpiece:  # a text is [CLS] ... [SEP]: llama.cpp's bos and eos, as its converter gives them
+        for key, name in (("bos", "cls"), ("eos", "seperator")):
+            tid = kv.get(f"tokenizer.ggml.{name}_token_id")
+            if tid is not None:
+                kv.setdefault(f"tokenizer.ggml.{key}_token_id", tid)
     template = chat_template(checkpoint)
     if template:
         kv["tokenizer.chat_template"] = (template, _STR)
@@ -140,6 +149,25 @@ def _sentencepiece_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> K
         "tokenizer.ggml.pre": ("default", _STR),
         "tokenizer.ggml.tokens": (tokens, _ARRAY),
         "tokenizer.ggml.scores": (scores, _ARRAY),
+        "tokenizer.ggml.token_type": (types, _ARRAY),
+    }
+
+
+def _wordpiece_vocabulary(spec: dict[str, Any], rows: int, pad: bool) -> KV:
+    """BERT's WordPiece vocabulary as llama.cpp's converter writes it (``BertModel.set_vocab``): a
+    word's first piece with a phantom space before it (``▁``), a continuation (``##ing``)
+    without its marks, control tokens as they are."""
+    model: dict[str, Any] = spec["model"]
+    if model.get("continuing_subword_prefix", "##") != "##":
+        raise ImportRefused("tokenizer.json's WordPiece marks continuations otherwise than with ##")
+    tokens, types = _vocabulary(model, spec.get("added_tokens") or [], rows, pad)
+    for i, (text, kind) in enumerate(zip(tokens, types, strict=True)):
+        if kind not in (TokenType.CONTROL, TokenType.UNUSED):
+            tokens[i] = text[2:] if text.startswith("##") else "\u2581" + text
+    return {
+        "tokenizer.ggml.model": ("bert", _STR),
+        "tokenizer.ggml.pre": ("default", _STR),
+        "tokenizer.ggml.tokens": (tokens, _ARRAY),
         "tokenizer.ggml.token_type": (types, _ARRAY),
     }
 

@@ -18,7 +18,7 @@ from gguf import GGMLQuantizationType, GGUFValueType
 from ..framework import KV, Tensor
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
-from .safetensors import SourceTensor
+from .safetensors import FLOATS, SourceTensor
 
 _F32, _F16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16
 _U32, _BOOL = GGUFValueType.UINT32, GGUFValueType.BOOL
@@ -141,6 +141,8 @@ def _floats(processor: Mapping[str, Any], key: str) -> list[float]:
 
 def _converted(name: str, source: SourceTensor) -> Tensor:
     """In llama.cpp's type for it: the embeddings and vectors F32, matrices F16."""
+    if source.dtype not in FLOATS:
+        raise ImportRefused(f"tensor {source.name} is {source.dtype}; cllm converts F32, F16 and BF16 weights")
     keep_f32 = name.startswith(("v.patch_embd", "v.position_embd")) or len(source.shape) == 1
     kind, dtype = (_F32, np.dtype(np.float32)) if keep_f32 else (_F16, np.dtype(np.float16))
     data, bf16 = source.data, source.dtype == "BF16"
