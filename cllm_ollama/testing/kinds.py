@@ -87,7 +87,8 @@ KINDS: dict[str, tuple[str, Writer]] = {
         hf.write_hf_phi3,
     ),
     "hf-bert": (
-        "DIR/hf-bert/, a sentence-transformers BERT embedding model (WordPiece, mean pooling), and DIR/bert.gguf, its twin",
+        "DIR/hf-bert/, a sentence-transformers BERT embedding model (WordPiece, mean pooling), "
+        "and DIR/bert.gguf, its twin",
         hf.write_hf_bert,
     ),
     "hf-mistral": (
