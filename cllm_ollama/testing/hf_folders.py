@@ -749,8 +749,9 @@ def _seeing(
         vision: dict[str, Any] = {"hidden_size": 8, "patch_size": 2}
     else:
         vision = _tower(tower, moved, tower_root)
-    text = {k: v for k, v in config.items() if k != "architectures"} | {"model_type": "gemma3_text"}
     seeing = "Mistral3" if config["model_type"] == "llama" else "Gemma3"
+    text_type = "mistral" if seeing == "Mistral3" else "gemma3_text"  # as transformers names the text model
+    text = {k: v for k, v in config.items() if k != "architectures"} | {"model_type": text_type}
     wrapped: dict[str, Any] = {
         "architectures": [f"{seeing}ForConditionalGeneration"],
         "model_type": seeing.lower(),
