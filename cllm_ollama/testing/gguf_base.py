@@ -360,14 +360,24 @@ def projector_header(
     return Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
 
 
-def vit_block(t: Tensors, v: VisionShape, *, gated: bool = False, norm_bias: bool = True, post_ln: bool = True) -> None:
+def vit_block(
+    t: Tensors,
+    v: VisionShape,
+    *,
+    gated: bool = False,
+    norm_bias: bool = True,
+    post_ln: bool = True,
+    biases: bool = True,
+) -> None:
     """The ViT blocks the projectors share (pre-norm attention and an MLP, ``gated`` for SwiGLU;
-    norms without bias for RMS norms), and the final norm (``post_ln``)."""
+    norms without bias for RMS norms; ``biases``: the projections' zero biases), and the final norm
+    (``post_ln``)."""
     for i in range(v.n_layer):
         p = f"v.blk.{i}."
         for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
             t.matrix(f"{p}{name}.weight", v.n_embd, v.n_embd)
-            t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
+            if biases:
+                t.f32(f"{p}{name}.bias", np.zeros(v.n_embd))
         for name in ("ln1", "ln2"):
             t.norm(f"{p}{name}.weight", v.n_embd)
             if norm_bias:
@@ -377,7 +387,8 @@ def vit_block(t: Tensors, v: VisionShape, *, gated: bool = False, norm_bias: boo
             ("ffn_down", v.n_embd, v.n_ff),
         ):
             t.matrix(f"{p}{name}.weight", rows, cols)
-            t.f32(f"{p}{name}.bias", np.zeros(rows))
+            if biases:
+                t.f32(f"{p}{name}.bias", np.zeros(rows))
     if not post_ln:
         return
     t.norm("v.post_ln.weight", v.n_embd)

@@ -20,7 +20,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from . import core_ggufs
+from . import core_ggufs, vision_ggufs
 from .gguf_base import (
     TINY,
     Tensors,
@@ -490,6 +490,21 @@ def write_hf_gemma3_vision(
     return export(text, folder / "hf-gemma3-vision", sees=prefix, tower=mmproj), text, mmproj
 
 
+def write_hf_mistral3_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
+    """``folder/hf-mistral3-vision/``, a Mistral 3 that sees (``Mistral3ForConditionalGeneration``:
+    a Llama text model with Pixtral's image tokens, a Pixtral tower, its projector, all F16), and its
+    twins ``folder/text.gguf`` and ``folder/mmproj.gguf``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    f16 = gguf.GGMLQuantizationType.F16
+    t = Tensors(gguf.GGUFWriter(str(folder / "text.gguf"), "llama"), np.random.default_rng(seed), 0.5, f16)
+    attention_header(t.w, TINY, "tiny-mistral3", f16)
+    t.w.add_layer_norm_rms_eps(1e-5)
+    llama_body(t, TINY, vision_ggufs.pixtral_vocab(), output=True)
+    text = folder / "text.gguf"
+    mmproj = vision_ggufs.write_pixtral_projector(folder / "mmproj.gguf", text, seed=seed, f16=True)
+    return export(text, folder / "hf-mistral3-vision", sees="language_model.model.", tower=mmproj), text, mmproj
+
+
 def write_hf_gemma2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-gemma2/``, a Gemma 2 checkpoint in F16, and ``folder/gemma2.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -759,8 +774,15 @@ def _seeing(
         "vision_config": vision,
         "tie_word_embeddings": config["tie_word_embeddings"],  # transformers reads it here, not in text_config
     }
-    if tower is not None:
+    if tower is not None and seeing == "Gemma3":
         wrapped["mm_tokens_per_image"] = _processor(tower)["image_seq_length"]
+    elif tower is not None:
+        wrapped |= {
+            "spatial_merge_size": int(_fields(tower)["clip.vision.spatial_merge_size"]),
+            "multimodal_projector_bias": False,
+            "projector_hidden_act": "gelu",
+            "vision_feature_layer": -1,
+        }
     return moved, wrapped
 
 
@@ -782,8 +804,60 @@ _TOWER_PARTS = {
 }
 
 
+_PIXTRAL_PARTS = {
+    "attn_q": "attention.q_proj",
+    "attn_k": "attention.k_proj",
+    "attn_v": "attention.v_proj",
+    "attn_out": "attention.o_proj",
+    "ln1": "attention_norm",
+    "ln2": "ffn_norm",
+    "ffn_gate": "feed_forward.gate_proj",
+    "ffn_up": "feed_forward.up_proj",
+    "ffn_down": "feed_forward.down_proj",
+}
+_PIXTRAL_GLOBAL = {
+    "v.patch_embd.weight": "vision_tower.patch_conv.weight",
+    "v.pre_ln.weight": "vision_tower.ln_pre.weight",
+    "mm.input_norm.weight": "multi_modal_projector.norm.weight",
+    "mm.patch_merger.weight": "multi_modal_projector.patch_merger.merging_layer.weight",
+    "mm.1.weight": "multi_modal_projector.linear_1.weight",
+    "mm.2.weight": "multi_modal_projector.linear_2.weight",
+}
+
+
+def _pixtral_tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[str, Any]:
+    """A Pixtral projector GGUF's tensors added by Mistral 3's names (Q and K rows back in halves;
+    the [IMG_BREAK] row is the text model's own); its vision_config."""
+    kv = _fields(path)
+    heads = int(kv["clip.vision.attention.head_count"])
+    for t in gguf.GGUFReader(path).tensors:
+        data = np.asarray(t.data, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+        if t.name in _PIXTRAL_GLOBAL:
+            tensors[root + _PIXTRAL_GLOBAL[t.name]] = data
+        elif t.name.startswith("v.blk."):
+            _, _, layer, part, suffix = t.name.split(".")
+            if part in ("attn_q", "attn_k"):
+                data = _halves(data, heads) if data.ndim == 2 else _halves(data[:, None], heads)[:, 0]
+            tensors[f"{root}vision_tower.transformer.layers.{layer}.{_PIXTRAL_PARTS[part]}.{suffix}"] = data
+    n_embd = int(kv["clip.vision.embedding_length"])
+    return {
+        "model_type": "pixtral",
+        "hidden_size": n_embd,
+        "intermediate_size": int(kv["clip.vision.feed_forward_length"]),
+        "num_hidden_layers": int(kv["clip.vision.block_count"]),
+        "num_attention_heads": heads,
+        "head_dim": n_embd // heads,
+        "image_size": int(kv["clip.vision.image_size"]),
+        "patch_size": int(kv["clip.vision.patch_size"]),
+        "hidden_act": "silu" if kv.get("clip.use_silu") else "gelu",
+        "rope_theta": 10000.0,
+    }
+
+
 def _tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[str, Any]:
     """The projector GGUF's tensors added to ``tensors`` by Hugging Face's names; its vision_config."""
+    if _fields(path)["clip.projector_type"] == "pixtral":
+        return _pixtral_tower(path, tensors, root)
     for t in gguf.GGUFReader(path).tensors:
         data = np.asarray(t.data, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
         stem, _, suffix = t.name.rpartition(".")
@@ -813,6 +887,15 @@ def _tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[str, A
 def _processor(path: Path) -> dict[str, Any]:
     """``preprocessor_config.json``: the pixel statistics and image tokens of the projector at ``path``."""
     kv = _fields(path)
+    if kv["clip.projector_type"] == "pixtral":
+        side = int(kv["clip.vision.image_size"])
+        return {
+            "image_processor_type": "PixtralImageProcessor",
+            "image_mean": [float(x) for x in kv["clip.vision.image_mean"]],
+            "image_std": [float(x) for x in kv["clip.vision.image_std"]],
+            "patch_size": {"height": int(kv["clip.vision.patch_size"]), "width": int(kv["clip.vision.patch_size"])},
+            "size": {"longest_edge": side},
+        }
     per_side = int(kv["clip.vision.image_size"]) // int(kv["clip.vision.patch_size"])
     per_side //= int(kv.get("clip.vision.projector.scale_factor", 4))
     return {

@@ -81,6 +81,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "DIR/text.gguf and DIR/mmproj.gguf",
         hf.write_hf_gemma3_vision,
     ),
+    "hf-mistral3-vision": (
+        "DIR/hf-mistral3-vision/, a Mistral 3 that sees (Llama text model, Pixtral tower, projector), and its "
+        "twins DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_mistral3_vision,
+    ),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",

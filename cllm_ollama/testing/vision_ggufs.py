@@ -62,18 +62,22 @@ def write_mistral3(path: Path, *, shape: Shape = TINY, seed: int = 0) -> Path:
     return path
 
 
-def write_pixtral_projector(path: Path, text: Path, *, seed: int = 0) -> Path:
+def write_pixtral_projector(path: Path, text: Path, *, seed: int = 0, f16: bool = False) -> Path:
     """A Pixtral projector as llama.cpp's converter writes Mistral Small 3.1's: a SwiGLU ViT with
     RMS norms and 2-D RoPE (its Q/K rows permuted for ggml's RoPE), a 2x2 patch merger, and the
-    text model's [IMG_BREAK] embedding row, which ends each row of an image."""
+    text model's [IMG_BREAK] embedding row, which ends each row of an image. ``f16``: typed as the
+    converter writes one from an F16 checkpoint (matrices F16), without the ViT's zero biases,
+    which Pixtral has not: the twin of such a checkpoint."""
     v = TINY_VISION
     n_embd_text = TINY.n_embd
     t = projector_header(path, v, "pixtral", n_embd_text, seed, activation="silu", eps=1e-5, mean_std=PIXTRAL_MEAN_STD)
+    if f16:
+        t = dataclasses.replace(t, qtype=gguf.GGMLQuantizationType.F16)
     w = t.w
     w.add_vision_spatial_merge_size(v.merge)
     t.f32("v.patch_embd.weight", f16_exact(t, (v.n_embd, 3, v.patch_size, v.patch_size)))
     t.norm("v.pre_ln.weight", v.n_embd)
-    vit_block(t, v, gated=True, norm_bias=False, post_ln=False)
+    vit_block(t, v, gated=True, norm_bias=False, post_ln=False, biases=not f16)
     t.norm("mm.input_norm.weight", v.n_embd)
     t.matrix("mm.patch_merger.weight", v.n_embd, v.n_embd * v.merge * v.merge)
     t.matrix("mm.1.weight", n_embd_text, v.n_embd)

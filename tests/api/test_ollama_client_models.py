@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import gguf
@@ -27,6 +27,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_llama,
     write_hf_lora,
     write_hf_mistral,
+    write_hf_mistral3_vision,
     write_hf_mixtral,
     write_hf_phi3,
     write_hf_qwen3,
@@ -186,11 +187,15 @@ def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> No
 
 
 @pytest.mark.model  # the models that see load through llama.cpp and libmtmd and answer greedily
-def test_a_gemma3_folder_that_sees_answers_pictures_as_its_twin(tmp_path: Path) -> None:
-    """A ``Gemma3ForConditionalGeneration`` folder uploaded as ``ollama create`` uploads it: its
-    tower converted to a projector layer, the model sees, and answers about two pictures word for
-    word as the text and projector GGUFs it was exported from; the pictures tell apart."""
-    folder, text, mmproj = write_hf_gemma3_vision(tmp_path)
+@pytest.mark.parametrize("write", [write_hf_gemma3_vision, write_hf_mistral3_vision], ids=["gemma3", "mistral3"])
+def test_a_folder_that_sees_answers_pictures_as_its_twin(
+    tmp_path: Path, write: Callable[[Path], tuple[Path, Path, Path]]
+) -> None:
+    """A ``Gemma3ForConditionalGeneration`` or ``Mistral3ForConditionalGeneration`` folder uploaded
+    as ``ollama create`` uploads it: its tower converted to a projector layer, the model sees, and
+    answers about two pictures word for word as the text and projector GGUFs it was exported from;
+    the pictures tell apart."""
+    folder, text, mmproj = write(tmp_path)
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
         client = ollama.Client(host=url)
         files = {name: client.create_blob(path) for name, path in model_folder_files(folder, str(folder)).items()}

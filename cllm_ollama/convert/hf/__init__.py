@@ -84,12 +84,18 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     }
     tensors[:0] = [Tensor.of(name, _F32, factors) for name, factors in family.rope_factors().items()]
     tower = [t for t in sources if family.in_tower(t.name)]
-    seen = vision.projector(checkpoint, config, tower) if tower and family.arch == "gemma3" and projector else None
+    seen, why = None, ""
+    if tower and projector is not None and config.get("architectures", [None])[0] in vision.ARCHITECTURES:
+        embedding = next((t for t in sources if family.gguf_name(t.name) == "token_embd.weight"), None)
+        try:
+            seen = vision.projector(checkpoint, config, tower, embedding, vocabulary["tokenizer.ggml.tokens"][0])
+        except ImportRefused as exc:  # the text model is still worth having; the stream says why
+            why = f" ({exc})"
     write(dst, family.arch, kv, tensors)
     if seen is not None and projector is not None:
         write(projector, "clip", *seen)
         return Converted([], sees=True)
-    return Converted([TOWER_LEFT_OUT] if tower else [])
+    return Converted([TOWER_LEFT_OUT + why] if tower else [])
 
 
 # llama.cpp gives a model named like Phi-3 its special tokens' attributes, and fails to load it
