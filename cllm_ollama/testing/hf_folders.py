@@ -490,10 +490,11 @@ def write_hf_gemma3_vision(
     return export(text, folder / "hf-gemma3-vision", sees=prefix, tower=mmproj), text, mmproj
 
 
-def write_hf_mistral3_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
+def write_hf_mistral3_vision(folder: Path, *, seed: int = 0, image_size: int = 32) -> tuple[Path, Path, Path]:
     """``folder/hf-mistral3-vision/``, a Mistral 3 that sees (``Mistral3ForConditionalGeneration``:
     a Llama text model with Pixtral's image tokens, a Pixtral tower, its projector, all F16), and its
-    twins ``folder/text.gguf`` and ``folder/mmproj.gguf``."""
+    twins ``folder/text.gguf`` and ``folder/mmproj.gguf``. ``image_size``: the largest side a picture
+    keeps (libmtmd enlarges one to at least 8 tokens, 48 pixels with the defaults)."""
     folder.mkdir(parents=True, exist_ok=True)
     f16 = gguf.GGMLQuantizationType.F16
     t = Tensors(gguf.GGUFWriter(str(folder / "text.gguf"), "llama"), np.random.default_rng(seed), 0.5, f16)
@@ -501,7 +502,8 @@ def write_hf_mistral3_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path
     t.w.add_layer_norm_rms_eps(1e-5)
     llama_body(t, TINY, vision_ggufs.pixtral_vocab(), output=True)
     text = folder / "text.gguf"
-    mmproj = vision_ggufs.write_pixtral_projector(folder / "mmproj.gguf", text, seed=seed, f16=True)
+    shape = dataclasses.replace(vision_ggufs.TINY_VISION, image_size=image_size)
+    mmproj = vision_ggufs.write_pixtral_projector(folder / "mmproj.gguf", text, seed=seed, f16=True, shape=shape)
     return export(text, folder / "hf-mistral3-vision", sees="language_model.model.", tower=mmproj), text, mmproj
 
 

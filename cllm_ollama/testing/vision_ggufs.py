@@ -20,6 +20,7 @@ from .gguf_base import (
     TINY_VISION,
     Shape,
     Tensors,
+    VisionShape,
     Vocab,
     add_tokenizer,
     attention_block,
@@ -62,13 +63,16 @@ def write_mistral3(path: Path, *, shape: Shape = TINY, seed: int = 0) -> Path:
     return path
 
 
-def write_pixtral_projector(path: Path, text: Path, *, seed: int = 0, f16: bool = False) -> Path:
+def write_pixtral_projector(
+    path: Path, text: Path, *, seed: int = 0, f16: bool = False, shape: VisionShape = TINY_VISION
+) -> Path:
     """A Pixtral projector as llama.cpp's converter writes Mistral Small 3.1's: a SwiGLU ViT with
     RMS norms and 2-D RoPE (its Q/K rows permuted for ggml's RoPE), a 2x2 patch merger, and the
     text model's [IMG_BREAK] embedding row, which ends each row of an image. ``f16``: typed as the
     converter writes one from an F16 checkpoint (matrices F16), without the ViT's zero biases,
-    which Pixtral has not: the twin of such a checkpoint."""
-    v = TINY_VISION
+    which Pixtral has not: the twin of such a checkpoint. ``shape``: its size (Pixtral's positions
+    are rotary, so a larger ``image_size`` only lets pictures be larger)."""
+    v = shape
     n_embd_text = TINY.n_embd
     t = projector_header(path, v, "pixtral", n_embd_text, seed, activation="silu", eps=1e-5, mean_std=PIXTRAL_MEAN_STD)
     if f16:

@@ -1,11 +1,12 @@
 """transformers' and PEFT's logits for Hugging Face folders: the oracle of
 tests/store/test_transformers_oracle.py, run under compat/hf_oracle.sh's venv (torch, transformers
 and PEFT, which never meet cllm's packages), as ``python hf_logits.py TOKENS FOLDER OUT [FOLDER OUT...]``,
-or ``python hf_logits.py image FOLDER PIXELS OUT`` for a Gemma 3 that sees: the embeddings its
-tower and projector make of the picture ``PIXELS`` (``(side, side, 3)`` bytes, of the tower's size,
-normalized as Gemma 3's processor does), in ``OUT``; or ``python hf_logits.py embed FOLDER TEXTS OUT``
-for a sentence-transformers BERT model: each text of the JSON list TEXTS as its tokenizer splits
-it and as the model embeds it (mean pooling, normalized, as its modules say), in the JSON file OUT.
+or ``python hf_logits.py image FOLDER PIXELS OUT`` for a Gemma 3 or a Mistral 3 that sees: the
+embeddings its tower and projector make of the picture ``PIXELS`` (``(side, side, 3)`` bytes, of a
+size its processor would keep, normalized by its processor's statistics), in ``OUT``; or
+``python hf_logits.py embed FOLDER TEXTS OUT`` for a sentence-transformers BERT model: each text of
+the JSON list TEXTS as its tokenizer splits it and as the model embeds it (mean pooling,
+normalized, as its modules say), in the JSON file OUT.
 
 For each folder: ``OUT/base.npy``, the logits of every position of TOKENS (comma-separated ids);
 then for each scaling PEFT has (``alpha / r``, rank-stabilized, per-module alphas) a LoRA on the
@@ -22,7 +23,13 @@ from pathlib import Path
 import numpy as np
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, Gemma3ForConditionalGeneration
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    Gemma3ForConditionalGeneration,
+    Mistral3ForConditionalGeneration,
+)
 
 SCALINGS = {"plain": {}, "rslora": {"use_rslora": True}, "pattern": {"alpha_pattern": {"q_proj": 32, "down_proj": 2}}}
 _TARGETS = {
@@ -56,11 +63,20 @@ def main(tokens: str, pairs: list[str]) -> None:
 
 
 def image(folder: str, pixels: str, out: str) -> None:
-    model = Gemma3ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
-    values = (np.load(pixels).astype(np.float32) / 255.0 - 0.5) / 0.5  # Gemma 3's mean and std: 0.5
+    config = json.loads((Path(folder) / "config.json").read_text())
+    processor = json.loads((Path(folder) / "preprocessor_config.json").read_text())
+    mean, std = np.array(processor["image_mean"], np.float32), np.array(processor["image_std"], np.float32)
+    values = torch.tensor((np.load(pixels).astype(np.float32) / 255.0 - mean) / std).permute(2, 0, 1)[None]
     with torch.no_grad():
-        features = model.model.get_image_features(pixel_values=torch.tensor(values).permute(2, 0, 1)[None])
+        if config["architectures"][0] == "Mistral3ForConditionalGeneration":
+            model = Mistral3ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
+            sizes = torch.tensor([list(values.shape[2:])])
+            features = model.model.get_image_features(pixel_values=values, image_sizes=sizes)
+        else:
+            model = Gemma3ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
+            features = model.model.get_image_features(pixel_values=values)
     embeddings = features.pooler_output if getattr(features, "pooler_output", None) is not None else features
+    embeddings = embeddings[0] if isinstance(embeddings, (tuple, list)) else embeddings
     np.save(out, embeddings.reshape(-1, embeddings.shape[-1]).numpy())
 
 
