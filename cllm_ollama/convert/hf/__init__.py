@@ -49,7 +49,8 @@ class Converted(NamedTuple):
 
 def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) -> Converted:
     """Write ``dst``, the GGUF of ``checkpoint``, and ``projector``, its vision tower's (``mmproj``)
-    where it has one cllm converts (Gemma 3's; another's is left out, and the notes say so).
+    where it has one cllm converts (Gemma 3's, Pixtral's; one it cannot is left out, and the notes
+    say why).
     ``ImportRefused`` for what cllm does not convert (the caller removes partial files)."""
     config = checkpoint.json("config.json")
     if config is None:
@@ -85,10 +86,11 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     tensors[:0] = [Tensor.of(name, _F32, factors) for name, factors in family.rope_factors().items()]
     tower = [t for t in sources if family.in_tower(t.name)]
     seen, why = None, ""
-    if tower and projector is not None and config.get("architectures", [None])[0] in vision.ARCHITECTURES:
+    kind = family.layout.vision
+    if tower and projector is not None and kind is not None:
         embedding = next((t for t in sources if family.gguf_name(t.name) == "token_embd.weight"), None)
         try:
-            seen = vision.projector(checkpoint, config, tower, embedding, vocabulary["tokenizer.ggml.tokens"][0])
+            seen = vision.projector(kind, checkpoint, config, tower, embedding, vocabulary["tokenizer.ggml.tokens"][0])
         except ImportRefused as exc:  # the text model is still worth having; the stream says why
             why = f" ({exc})"
     write(dst, family.arch, kv, tensors)
@@ -153,8 +155,7 @@ def _converted(
 ) -> Tensor:
     """The tensor in Ollama's type for it (vectors F32, matrices F16, or BF16 kept), its rows
     reordered and its values shifted as its family says, when it is written."""
-    if source.dtype not in safetensors.FLOATS:
-        raise ImportRefused(f"tensor {source.name} is {source.dtype}; cllm converts F32, F16 and BF16 weights")
+    source.require_float()
     data = source.data
     dtype: np.dtype[Any]
     if len(source.shape) == 1 or name.endswith(_F32_MATRICES):
@@ -168,7 +169,7 @@ def _converted(
         rows = reorder(data) if reorder is not None else data  # whole rows: any dtype
         if kind != _F32:
             return np.ascontiguousarray(rows, dtype=dtype)
-        values = (rows.astype(np.uint32) << 16).view(np.float32) if source.dtype == "BF16" else rows.astype(np.float32)
+        values = safetensors.to_f32(rows, source.dtype)
         return values + np.float32(shift) if shift else values
 
     return Tensor(name, kind, source.shape, dtype, produce)

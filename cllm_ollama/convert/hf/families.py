@@ -90,8 +90,11 @@ class _Layout:
     # as stated (Gemma's never, as llama.cpp's converter writes it whatever the tokenizer says).
     space_prefix: bool | None = None
     # A checkpoint that sees (``...ForConditionalGeneration``): its text model's settings are under
-    # ``text_config`` and its tensors under a prefix; the vision tower's are left out.
+    # ``text_config`` and its tensors under a prefix, apart from the vision tower's ...
     tower: bool = False
+    # ... which become a projector of this ``clip.projector_type`` (``vision.projector``), or, with
+    # none, are left out.
+    vision: str | None = None
     # The output is always the token embedding (Gemma 2's): a stray lm_head is not written.
     tied: bool = False
     # A mixture's experts: one tensor per expert and projection (layer, expert, projection), stacked
@@ -134,8 +137,8 @@ LAYOUTS = {
     "Gemma2ForCausalLM": _GEMMA2,
     "BertModel": _Layout("bert", _BERT, globals=_BERT_GLOBAL, block=_BERT_BLOCK, skipped=_BERT_SKIPPED, prefix="bert."),
     "Gemma3ForCausalLM": _GEMMA3,
-    "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True),
-    "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True),
+    "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True, vision="gemma3"),
+    "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
 }
 # A LoRA's base by its GGUF architecture: a layout whose names also carry a seeing model's text
 # prefix (an adapter trained on Gemma 3 4B or Mistral Small names its tensors so).
@@ -483,9 +486,15 @@ class Family:
             heads = self.n_head_kv
         else:
             return None
-        if shape[0] % (2 * heads):
-            raise ImportRefused(f"{gguf_name} has {shape[0]} rows, which {heads} heads cannot share in pairs")
-        return lambda rows: permute(rows, heads)
+        return pairs_reorder(gguf_name, shape, heads)
+
+
+def pairs_reorder(name: str, shape: tuple[int, ...], heads: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``permute`` for the tensor ``name`` of ``shape``; ``ImportRefused`` where its rows do not
+    split into pairs per head."""
+    if shape[0] % (2 * heads):
+        raise ImportRefused(f"{name} has {shape[0]} rows, which {heads} heads cannot share in pairs")
+    return lambda rows: permute(rows, heads)
 
 
 def permute(rows: np.ndarray, heads: int) -> np.ndarray:

@@ -26,7 +26,7 @@ from ..framework import KV, HeaderSource, Tensor, write
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import Family
-from .safetensors import FLOATS, SourceTensor, read
+from .safetensors import SourceTensor, read, to_f32
 
 CONFIG = "adapter_config.json"
 # The weights' file names: PEFT's (``adapter_model.safetensors``) and MLX-LM's.
@@ -206,8 +206,5 @@ def _tensors(name: str, pair: _Pair, family: Family, scaling: _Scaling, base_nam
 
 def _f32(source: SourceTensor) -> np.ndarray:
     """The tensor's values in F32 (BF16's bits widened), still a lazy view for F32 sources."""
-    if source.dtype not in FLOATS:
-        raise ImportRefused(f"tensor {source.name} is {source.dtype}; a LoRA's A and B are F32, F16 or BF16")
-    if source.dtype == "BF16":
-        return (source.data.astype(np.uint32) << 16).view(np.float32)
-    return source.data.astype(np.float32, copy=False)
+    source.require_float()
+    return to_f32(source.data, source.dtype)

@@ -37,6 +37,18 @@ class SourceTensor:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.data.shape)
 
+    def require_float(self) -> None:
+        """``ImportRefused`` for an integer tensor where weights are wanted."""
+        if self.dtype not in FLOATS:
+            raise ImportRefused(f"tensor {self.name} is {self.dtype}; cllm converts F32, F16 and BF16 weights")
+
+
+def to_f32(values: np.ndarray, dtype: str) -> np.ndarray:
+    """``values`` (a source tensor's data, or rows of it) as F32: BF16's raw bits widened."""
+    if dtype == "BF16":
+        return (values.astype(np.uint32) << 16).view(np.float32)
+    return values.astype(np.float32, copy=False)
+
 
 def read(path: Path, name: str) -> list[SourceTensor]:
     """The tensors of the ``.safetensors`` file ``name`` at ``path``, in its header's order;
