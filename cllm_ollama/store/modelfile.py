@@ -189,10 +189,14 @@ def parse_modelfile(text: str) -> Modelfile:
     return mf
 
 
+def local_path(reference: str, base_dir: Path) -> Path:
+    """The path a FROM/ADAPTER value names: ``~`` expanded, relative to the Modelfile."""
+    return base_dir / os.path.expanduser(reference)  # an absolute reference stays as it is
+
+
 def local_file(reference: str, base_dir: Path) -> Path | None:
-    """The file a FROM/ADAPTER value names (``~`` expanded, relative to the Modelfile), if it exists."""
-    path = Path(os.path.expanduser(reference))
-    path = path if path.is_absolute() else base_dir / path
+    """The file a FROM/ADAPTER value names, if it exists."""
+    path = local_path(reference, base_dir)
     return path if path.is_file() else None
 
 
@@ -249,7 +253,7 @@ def create_body(
         path = local_file(reference, base_dir)
         if path is not None:
             files[path.name] = upload(path)
-        elif (folder := base_dir / os.path.expanduser(reference)).is_dir():  # a Hugging Face checkpoint
+        elif (folder := local_path(reference, base_dir)).is_dir():  # a Hugging Face checkpoint
             files |= {name: upload(path) for name, path in model_folder_files(folder, reference).items()}
         elif Path(os.path.expanduser(reference)).suffix.lower() == ".gguf" or reference.startswith(("./", "/", "~")):
             raise InvalidRequest(f"no such file: {reference}")
@@ -259,8 +263,7 @@ def create_body(
         body["files"] = files
     adapters: dict[str, str] = {}
     for reference in mf.adapters:
-        adapter = Path(os.path.expanduser(reference))
-        adapter = adapter if adapter.is_absolute() else base_dir / adapter
+        adapter = local_path(reference, base_dir)
         if not adapter.exists():
             raise InvalidRequest(f"no such file: {reference}")
         adapters |= {name: upload(path) for name, path in adapter_files(adapter, reference).items()}
