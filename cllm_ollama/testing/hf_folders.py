@@ -410,7 +410,7 @@ def export_lora(
     the GGUF's updates. ``dtype``: A's and B's type (F32, F16 or BF16)."""
     reader = gguf.GGUFReader(adapter)
     alpha = float(reader.fields["adapter.lora.alpha"].contents())
-    base_kv = {f.name: f.contents() for f in gguf.GGUFReader(base).fields.values() if not f.name.startswith("GGUF.")}
+    base_kv = _fields(base)
     arch = str(base_kv["general.architecture"])
     heads = {
         "attn_q": int(base_kv[f"{arch}.attention.head_count"]),
@@ -702,7 +702,7 @@ def export(
     vision tower's, its settings under ``text_config``: the tower of the projector GGUF ``tower``
     (Gemma 3's: SigLIP's names, the projector's norm without Gemma's +1), else a stand-in."""
     reader = gguf.GGUFReader(path)
-    kv = {f.name: f.contents() for f in reader.fields.values() if not f.name.startswith("GGUF.")}
+    kv = _fields(path)
     arch = str(kv["general.architecture"])
     heads, heads_kv = int(kv[f"{arch}.attention.head_count"]), int(kv[f"{arch}.attention.head_count_kv"])
     folder.mkdir(parents=True, exist_ok=True)

@@ -295,28 +295,26 @@ def test_the_tokenizer_says_what_llama_cpp_needs(twins: dict[str, tuple[Path, Pa
     _edit(folder, "tokenizer.json", lambda spec: spec["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex="x"))
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "default"
-    # Mistral's Tekken, as llama.cpp's llama-vocab.cpp quotes its tokenizer.json (Ollama lacks it).
+    # Mistral's Tekken and GPT-4o's (Phi-4-mini's), as llama.cpp's llama-vocab.cpp quotes them from
+    # tokenizer.json (Ollama's table lacks both).
     tekken = (
         r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
         r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
         r"\s*[\r\n]+|\s+(?!\S)|\s+"
     )
-    _edit(
-        folder, "tokenizer.json", lambda spec: spec["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex=tekken)
-    )
-    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
-    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "tekken"
-    # GPT-4o's (Phi-4-mini's), likewise.
     gpt4o = (
         r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
         r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
         r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
     )
-    _edit(
-        folder, "tokenizer.json", lambda spec: spec["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex=gpt4o)
-    )
-    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
-    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "gpt-4o"
+    for pattern, name in ((tekken, "tekken"), (gpt4o, "gpt-4o")):
+        _edit(
+            folder,
+            "tokenizer.json",
+            lambda spec, p=pattern: spec["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex=p),
+        )
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+        assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == name
 
 
 def _break(folder: Path, what: str) -> None:
