@@ -14,9 +14,12 @@ import json
 import os
 import shlex
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from cllm_ollama.config import Settings
 
 # The provider name Codex is given for this server.
 CODEX_PROVIDER = "cllm"
@@ -46,6 +49,17 @@ class Target:
     key: str  # the server's API key ("": it wants none)
     context: int  # tokens the model is served with at most
     vision: bool
+
+    @classmethod
+    def of(cls, settings: Settings, model: str, show: Mapping[str, Any]) -> Target:
+        """The server of ``settings`` and its ``model`` (its ``/api/show``): the context it may grow
+        to, capped at the model's trained one, and whether it sees."""
+        info = show.get("model_info") or {}
+        trained = info.get(f"{info.get('general.architecture')}.context_length")
+        served = max(settings.context_length, settings.context_grow)
+        context = min(served, trained) if isinstance(trained, int) and trained > 0 else served
+        sees = "vision" in (show.get("capabilities") or [])
+        return cls(settings.host.url, model, settings.client_api_key or "", context, sees)
 
 
 @dataclass(frozen=True)

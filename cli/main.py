@@ -447,12 +447,7 @@ def launch_command(integration: str | None, extra: tuple[str, ...], model: str, 
         backend = _server()
         model = model or _choose_model(backend)
         show = _present(backend, model, insecure=False)
-    info = show.get("model_info") or {}
-    trained = info.get(f"{info.get('general.architecture')}.context_length")
-    served = max(settings.context_length, settings.context_grow)
-    context = min(served, trained) if isinstance(trained, int) and trained > 0 else served
-    sees = "vision" in (show.get("capabilities") or [])
-    target = Target(settings.host.url, model, settings.client_api_key or "", context, sees)
+    target = Target.of(settings, model, show)
     binary = agent.find()
     if binary is None and not config_only:
         raise CommandError(
