@@ -5,6 +5,8 @@ Llama and Mistral are llama.cpp's ``llama``, whose rotary embedding pairs neighb
 where Hugging Face's pairs the two halves of a head: their Q and K rows are reordered (``permute``,
 as llama.cpp's and Ollama's converters do). Qwen 2 and 3 and Gemma 3 rotate halves in llama.cpp too.
 Gemma 3's norms scale by ``1 + weight``, which llama.cpp stores with the 1 added.
+Qwen2-VL, Qwen2.5-VL and Qwen3-VL are Qwen 2 and 3 with M-RoPE (a token's position in time, row
+and column rotate sections of each head), llama.cpp's ``qwen2vl`` and ``qwen3vl``.
 """
 
 from __future__ import annotations
@@ -118,13 +120,14 @@ _PHI3 = {
     "mlp.down_proj": "ffn_down",
 }
 # config.json's "architectures" -> how its checkpoint becomes llama.cpp's.
+_QWEN2 = _ATTENTION | _PRE_NORMS
 _QWEN3 = _ATTENTION | _PRE_NORMS | _QK_NORMS
 _GEMMA3 = _Layout("gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False)
 _GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
-    "Qwen2ForCausalLM": _Layout("qwen2", _ATTENTION | _PRE_NORMS),
+    "Qwen2ForCausalLM": _Layout("qwen2", _QWEN2),
     "Qwen3ForCausalLM": _Layout("qwen3", _QWEN3),
     "Qwen3MoeForCausalLM": _Layout("qwen3moe", _QWEN3 | {"mlp.gate": "ffn_gate_inp"}, experts=_EXPERT),
     "MixtralForCausalLM": dataclasses.replace(
@@ -139,6 +142,9 @@ LAYOUTS = {
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True, vision="gemma3"),
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
+    "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
+    "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
+    "Qwen3VLForConditionalGeneration": _Layout("qwen3vl", _QWEN3, tower=True, vision="qwen3vl_merger"),
 }
 # A LoRA's base by its GGUF architecture: a layout whose names also carry a seeing model's text
 # prefix (an adapter trained on Gemma 3 4B or Mistral Small names its tensors so).
@@ -148,8 +154,17 @@ for _layout in LAYOUTS.values():
     _BY_ARCH.setdefault(_layout.arch, dataclasses.replace(_layout, tower=True))
 # Where a checkpoint that sees keeps its text model (transformers before 4.52, and since), and its tower.
 _TEXT_PREFIXES = (("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.", ""))
-_TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
+_TOWER_PREFIXES = (
+    "vision_tower.",
+    "multi_modal_projector.",
+    "model.vision_tower.",
+    "model.multi_modal_projector.",
+    "visual.",  # Qwen-VL's, its merger inside
+    "model.visual.",
+)
 TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
+# The architectures whose positions are M-RoPE's (``Family._mrope``).
+_MROPE = ("qwen2vl", "qwen3vl")
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {
@@ -261,6 +276,8 @@ class Family:
             kv |= self._gemma3()
         if a == "qwen3moe":
             kv |= self._experts()
+        if a in _MROPE:
+            kv |= self._mrope()
         if a == "llama" and self.layout.experts is not None:
             kv |= {
                 "llama.expert_count": (self.n_expert, _U32),
@@ -371,6 +388,24 @@ class Family:
         self._check_attention_scalar(62)
         return kv
 
+    def _mrope(self) -> KV:
+        """Qwen-VL's M-RoPE: how many of a head's rotating pairs each of time, row and column
+        takes (``mrope_section``, padded to llama.cpp's four); Qwen3-VL's also how many of its
+        tower's layers feed the text model's first layers (deepstack)."""
+        sections = self._rope.get("mrope_section")
+        if not (isinstance(sections, list) and 0 < len(sections) <= 4 and all(isinstance(n, int) for n in sections)):
+            raise ImportRefused("config.json's rope scaling has no mrope_section for the model's M-RoPE positions")
+        if sum(sections) != self.head_dim // 2:
+            raise ImportRefused(
+                f"config.json's mrope_section {sections} does not cover a head's {self.head_dim // 2} pairs"
+            )
+        kv: KV = {f"{self.arch}.rope.dimension_sections": ([*sections, 0, 0, 0][:4], GGUFValueType.ARRAY)}
+        if self.arch == "qwen3vl":
+            vision = self.config.get("vision_config")
+            deepstack = vision.get("deepstack_visual_indexes") if isinstance(vision, dict) else None
+            kv["qwen3vl.n_deepstack_layers"] = (len(deepstack) if isinstance(deepstack, list) else 0, _U32)
+        return kv
+
     def _experts(self) -> KV:
         """How many experts, how many a token uses, and how wide each is."""
         if self.config.get("mlp_only_layers") or self.config.get("decoder_sparse_step", 1) != 1:
@@ -409,7 +444,7 @@ class Family:
     def _rope_scaling(self) -> KV:
         rope, a = self._rope, self.arch
         kind, factor = rope.get("rope_type"), rope.get("factor")
-        if kind in (None, "default", "llama3") or self._longrope:  # their factors are tensors (rope_factors)
+        if kind in (None, "default", "llama3", "mrope") or self._longrope:  # factors as tensors, M-RoPE as _mrope
             return {}
         if kind in ("linear", "yarn") and isinstance(factor, int | float):
             kv: KV = {f"{a}.rope.scaling.type": (kind, _STR), f"{a}.rope.scaling.factor": (float(factor), _F32)}

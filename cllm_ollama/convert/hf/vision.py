@@ -9,10 +9,19 @@ Mistral 3's (Mistral Small 3.1 and 3.2): Pixtral, a SwiGLU ViT with RMS norms an
 positions, and a patch merger (``pixtral``), as llama.cpp's ``LlavaVisionModel`` writes it: the
 tower's Q and K rows reordered for ggml's rotation as a Llama's are, and the text model's
 [IMG_BREAK] embedding row, which ends each row of an image's tokens.
+
+Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's: a ViT over pairs of video frames (its Conv3D kernel split
+into a kernel per frame, a picture being two equal frames), 2-D rotary positions, and a merger of
+each 2x2 patches into one token (``qwen2vl_merger``, ``qwen2.5vl_merger``, ``qwen3vl_merger``), as
+llama.cpp's ``Qwen2VLVisionModel`` and ``Qwen3VLVisionModel`` write them: Qwen 2's fused Q/K/V
+split in three, Qwen 2.5's window attention as the pattern of its full-attention blocks, Qwen 3's
+learned position table and its deepstack mergers, whose features of earlier blocks are added to
+the text model's first layers.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +37,8 @@ from .families import pairs_reorder
 from .safetensors import SourceTensor, to_f32
 
 _F32, _F16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16
+# Qwen-VL's merger layers (Qwen 2 and 2.5's, Qwen 3's) and llama.cpp's ``mm.N``.
+_MERGER_FCS = (("mlp.0", 0), ("mlp.2", 2), ("linear_fc1", 0), ("linear_fc2", 2))
 _U32, _BOOL = GGUFValueType.UINT32, GGUFValueType.BOOL
 _STR, _ARRAY = GGUFValueType.STRING, GGUFValueType.ARRAY
 
@@ -66,7 +77,8 @@ class _Tower:
 
     def require(self, tensors: Mapping[str, Tensor], n_layer: int) -> None:
         expected = [*self.required, *(f"v.blk.{i}.attn_q.weight" for i in range(n_layer))]
-        missing = [n for n in expected if n not in tensors]
+        fused = {n.replace("attn_qkv", "attn_q") for n in tensors}  # Qwen3-VL's Q, K and V in one
+        missing = [n for n in expected if n not in tensors and n not in fused]
         if missing:
             raise ImportRefused(f"the vision tower has no {missing[0]}: is a shard missing?")
 
@@ -127,6 +139,48 @@ _PIXTRAL = _Tower(
     },
     ("v.patch_embd.weight", "mm.patch_merger.weight", "mm.1.weight", "mm.2.weight"),
 )
+# Qwen-VL's (2, 2.5 and 3): its merger under the tower's prefix, its FFN's names per version.
+_QWEN_VL = _Tower(
+    "Qwen-VL's",
+    ("model.visual.", "visual."),
+    {
+        "patch_embed.proj.weight": "v.patch_embd.weight",
+        "patch_embed.proj.bias": "v.patch_embd.bias",
+        "pos_embed.weight": "v.position_embd.weight",
+        **{f"merger.{norm}.{kind}": f"v.post_ln.{kind}" for norm in ("ln_q", "norm") for kind in ("weight", "bias")},
+        **{f"merger.{fc}.{kind}": f"mm.{i}.{kind}" for fc, i in _MERGER_FCS for kind in ("weight", "bias")},
+    },
+    re.compile(r"blocks\.(\d+)\.(.+)\.(weight|bias)"),
+    {
+        "attn.qkv": "attn_qkv",
+        "attn.proj": "attn_out",
+        "norm1": "ln1",
+        "norm2": "ln2",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+        "mlp.fc1": "ffn_up",
+        "mlp.fc2": "ffn_down",
+        "mlp.linear_fc1": "ffn_up",
+        "mlp.linear_fc2": "ffn_down",
+    },
+    {},
+    ("v.patch_embd.weight", "v.patch_embd.weight.1", "mm.0.weight", "mm.2.weight"),
+)
+# Qwen3-VL's deepstack mergers, by their place in the list (the tower's blocks they follow are
+# ``deepstack_visual_indexes``'), and llama.cpp's names for their parts.
+_DEEPSTACK = re.compile(
+    r"(?:model\.)?visual\.deepstack_merger_list\.(\d+)\.(norm|linear_fc1|linear_fc2)\.(weight|bias)"
+)
+_DEEPSTACK_PARTS = {"norm": "norm", "linear_fc1": "fc1", "linear_fc2": "fc2"}
+# Qwen's image processor's statistics where preprocessor_config.json has none (CLIP's).
+_QWEN_MEAN_STD = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
+# Qwen-VL's projectors by clip.projector_type: their FFN's activation (Qwen 2's quick GELU is
+# libmtmd's default, stated by no key), and their default picture size, which rotary positions
+# only use for warming up (Qwen 3 sizes its position table by it).
+_QWEN_ACTIVATIONS = {"qwen2vl_merger": None, "qwen2.5vl_merger": "silu", "qwen3vl_merger": "gelu"}
+# Qwen 2.5's window attention: libmtmd's windows are 112 pixels a side, whatever the checkpoint says.
+_QWEN25_WINDOW = 112
 # The image tokens Gemma 3's projector pools a picture to, unless the processor says otherwise.
 _IMAGE_TOKENS = 256
 # The pixel statistics where preprocessor_config.json has none: Gemma 3's, and Pixtral's (CLIP's).
@@ -146,12 +200,14 @@ def projector(
     ``Layout.vision``) for the tower ``sources``, ``embedding`` the text model's token embedding
     and ``tokens`` its vocabulary (Pixtral's [IMG_BREAK] row); ``ImportRefused`` for one llama.cpp
     could not run."""
-    vision, text = config.get("vision_config"), config.get("text_config")
+    vision, text = config.get("vision_config"), config.get("text_config", config)  # Qwen's text settings: either
     if not isinstance(vision, dict) or not isinstance(text, dict):
         raise ImportRefused("config.json has no vision_config and text_config for the vision tower")
     processor = checkpoint.json("preprocessor_config.json") or {}
     if kind == "pixtral":
         return _pixtral(config, vision, text, processor, sources, embedding, tokens)
+    if kind in _QWEN_ACTIVATIONS:
+        return _qwen_vl(kind, vision, text, processor, sources)
     return _gemma3(config, vision, text, processor, sources)
 
 
@@ -205,6 +261,106 @@ def _pixtral(
     return kv, list(tensors.values())
 
 
+def _qwen_vl(
+    kind: str,
+    vision: Mapping[str, Any],
+    text: Mapping[str, Any],
+    processor: Mapping[str, Any],
+    sources: list[SourceTensor],
+) -> tuple[KV, list[Tensor]]:
+    vision = _qwen_settings(kind, vision)
+    n_layer = _int(vision, "num_hidden_layers")
+    deepstack = vision.get("deepstack_visual_indexes") or []
+    if not isinstance(deepstack, list) or not all(isinstance(i, int) and 0 <= i < n_layer for i in deepstack):
+        raise ImportRefused(f"config.json's deepstack_visual_indexes {deepstack} are not blocks of the tower")
+    tensors: dict[str, Tensor] = {}
+    for source in sources:
+        for name, piece in _qwen_pieces(source, kind, deepstack):
+            tensors[name] = _converted(name, piece, None)
+    _QWEN_VL.require(tensors, n_layer)
+    kv = _clip_kv(kind, _QWEN_ACTIVATIONS[kind], vision, text, processor, 1e-6, _QWEN_MEAN_STD)
+    if kind == "qwen2.5vl_merger":
+        kv["clip.vision.n_wa_pattern"] = (_window_pattern(vision, n_layer), _U32)
+    if kind == "qwen3vl_merger":
+        kv["clip.vision.spatial_merge_size"] = (2, _U32)
+        kv["clip.vision.is_deepstack_layers"] = ([i in deepstack for i in range(n_layer)], _ARRAY)
+    return kv, list(tensors.values())
+
+
+def _qwen_settings(kind: str, vision: Mapping[str, Any]) -> dict[str, Any]:
+    """Qwen-VL's vision_config under the names every projector states: its blocks (``depth``), heads
+    (``num_heads``), width (Qwen 2's ``embed_dim``; its ``hidden_size`` is the merger's output) and
+    FFN (Qwen 2's ``mlp_ratio`` of its width), and a picture size. ``ImportRefused`` for a merger of
+    other than 2x2 patches, which libmtmd's Qwen-VL graphs assume."""
+    if vision.get("spatial_merge_size", 2) != 2 or vision.get("temporal_patch_size", 2) != 2:
+        raise ImportRefused("config.json's vision_config merges other than 2x2 patches of 2 frames, as llama.cpp needs")
+    settings = {**vision, "num_hidden_layers": vision.get("depth"), "num_attention_heads": vision.get("num_heads")}
+    if kind == "qwen2vl_merger":
+        width = _int(vision, "embed_dim")
+        ratio = vision.get("mlp_ratio", 4)
+        settings |= {
+            "hidden_size": width,
+            "intermediate_size": int(width * ratio) if isinstance(ratio, int | float) else 0,
+        }
+    patch = _int(vision, "patch_size")
+    if kind == "qwen3vl_merger":  # its learned positions are a square table of this many patches
+        side = math.isqrt(_int(vision, "num_position_embeddings", default=2304))
+        settings["image_size"] = side * patch
+    else:
+        settings.setdefault("image_size", 560)  # llama.cpp's converter's
+    return settings
+
+
+def _window_pattern(vision: Mapping[str, Any], n_layer: int) -> int:
+    """Every how many of Qwen 2.5's blocks one attends to the whole picture (the rest to windows),
+    from ``fullatt_block_indexes``, as libmtmd's ``n_wa_pattern`` says it."""
+    full = vision.get("fullatt_block_indexes")
+    window = vision.get("window_size", _QWEN25_WINDOW)
+    if window != _QWEN25_WINDOW:
+        raise ImportRefused(f"config.json's window_size is {window}; llama.cpp's Qwen2.5-VL attends in windows of 112")
+    if not isinstance(full, list) or not full or not all(isinstance(i, int) for i in full):
+        raise ImportRefused("config.json's vision_config has no fullatt_block_indexes for its window attention")
+    period = full[0] + 1
+    if full != list(range(period - 1, n_layer, period)):
+        raise ImportRefused(
+            f"config.json's fullatt_block_indexes {full} are not every {period}th block, as llama.cpp needs"
+        )
+    return period
+
+
+def _qwen_pieces(source: SourceTensor, kind: str, deepstack: list[int]) -> list[tuple[str, SourceTensor]]:
+    """A Qwen-VL tower tensor as llama.cpp's tensors: the patch kernel's two frames apart, Qwen 2
+    and 2.5's fused Q/K/V split (Qwen 3's stays fused), a deepstack merger's part under its block."""
+    m = _DEEPSTACK.fullmatch(source.name)
+    if m:
+        if int(m[1]) >= len(deepstack):
+            raise ImportRefused(f"tensor {source.name} has no block in config.json's deepstack_visual_indexes")
+        return [(f"v.deepstack.{deepstack[int(m[1])]}.{_DEEPSTACK_PARTS[m[2]]}.{m[3]}", source)]
+    name = _QWEN_VL.gguf_name(source.name)
+    if name is None:
+        return []
+    data, shape = source.data, source.shape
+    if name == "v.patch_embd.weight":
+        if len(shape) != 5 or shape[2] != 2:
+            raise ImportRefused(f"tensor {source.name} is not a kernel over two frames (Conv3D), as Qwen-VL's is")
+        return [
+            (n, SourceTensor(source.name, source.dtype, data[:, :, frame]))
+            for frame, n in enumerate((name, name + ".1"))
+        ]
+    if ".attn_qkv." in name and kind != "qwen3vl_merger":
+        if shape[0] % 3:
+            raise ImportRefused(f"tensor {source.name} has {shape[0]} rows, which Q, K and V cannot share")
+        third = shape[0] // 3
+        return [
+            (
+                name.replace("attn_qkv", f"attn_{part}"),
+                SourceTensor(source.name, source.dtype, data[i * third : (i + 1) * third]),
+            )
+            for i, part in enumerate("qkv")
+        ]
+    return [(name, source)]
+
+
 def _tensors(tower: _Tower, sources: list[SourceTensor], reorder: Callable[[str], int | None]) -> dict[str, Tensor]:
     """The tower's tensors by llama.cpp's names; ``reorder``: the heads whose rows a tensor pairs."""
     tensors: dict[str, Tensor] = {}
@@ -217,20 +373,24 @@ def _tensors(tower: _Tower, sources: list[SourceTensor], reorder: Callable[[str]
 
 def _clip_kv(
     kind: str,
-    activation: str,
+    activation: str | None,
     vision: Mapping[str, Any],
     text: Mapping[str, Any],
     processor: Mapping[str, Any],
     eps: float,
     mean_std: tuple[list[float], list[float]],
 ) -> KV:
-    """What every projector states (``clip.cpp``'s ``load_hparams``): its type and activation, the
-    ViT's shape, an output as wide as the text model's input, the pixel statistics."""
-    return {
+    """What every projector states (``clip.cpp``'s ``load_hparams``): its type and activation (none:
+    libmtmd's quick GELU), the ViT's shape, an output as wide as the text model's input, the pixel
+    statistics."""
+    kv: KV = {
         "general.type": ("mmproj", _STR),
         "clip.has_vision_encoder": (True, _BOOL),
         "clip.projector_type": (kind, _STR),
-        f"clip.use_{activation}": (True, _BOOL),
+    }
+    if activation is not None:
+        kv[f"clip.use_{activation}"] = (True, _BOOL)
+    return kv | {
         "clip.vision.image_size": (_int(vision, "image_size"), _U32),
         "clip.vision.patch_size": (_int(vision, "patch_size"), _U32),
         "clip.vision.embedding_length": (_int(vision, "hidden_size"), _U32),
