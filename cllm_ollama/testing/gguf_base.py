@@ -336,12 +336,13 @@ def projector_header(
     n_embd_text: int,
     seed: int,
     *,
-    activation: str = "gelu",
+    activation: str | None = "gelu",
     eps: float = 1e-6,
     mean_std: tuple[list[float], list[float]] = ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
 ) -> Tensors:
     """A CLIP GGUF's writer with the keys every vision projector states (``clip.cpp`` ``load_hparams``):
-    its FFN ``activation`` (``clip.use_gelu`` or ``clip.use_silu``), norm epsilon and pixel statistics."""
+    its FFN ``activation`` (``clip.use_gelu`` or ``clip.use_silu``; None: libmtmd's quick GELU),
+    norm epsilon and pixel statistics."""
     w = gguf.GGUFWriter(str(path), "clip")
     w.add_name(f"tiny-{kind}-mmproj")
     w.add_clip_has_vision_encoder(True)
@@ -356,7 +357,8 @@ def projector_header(
     w.add_vision_attention_layernorm_eps(eps)
     w.add_vision_image_mean(mean_std[0])
     w.add_vision_image_std(mean_std[1])
-    w.add_bool(f"clip.use_{activation}", True)
+    if activation is not None:
+        w.add_bool(f"clip.use_{activation}", True)
     return Tensors(w, np.random.default_rng(seed), 0.2, gguf.GGMLQuantizationType.F32)
 
 

@@ -24,6 +24,7 @@ from . import core_ggufs, vision_ggufs
 from .gguf_base import (
     TINY,
     Tensors,
+    VisionShape,
     Vocab,
     add_tokenizer,
     attention_block,
@@ -45,10 +46,17 @@ _ARCHITECTURES = {
     "gemma3": "Gemma3ForCausalLM",
     "gemma2": "Gemma2ForCausalLM",
     "phi3": "Phi3ForCausalLM",
+    "qwen2vl": "Qwen2_5_VLForConditionalGeneration",
+    "qwen3vl": "Qwen3VLForConditionalGeneration",
 }
 _GEMMAS = ("gemma2", "gemma3")  # norms stored with llama.cpp's +1
 # transformers' model_type where it is not llama.cpp's architecture name.
-_MODEL_TYPES = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}
+_MODEL_TYPES = {
+    "qwen3moe": "qwen3_moe",
+    "gemma3": "gemma3_text",
+    "qwen2vl": "qwen2_5_vl_text",
+    "qwen3vl": "qwen3_vl_text",
+}
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
 _REST = r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -507,6 +515,71 @@ def write_hf_mistral3_vision(folder: Path, *, seed: int = 0, image_size: int = 3
     return export(text, folder / "hf-mistral3-vision", sees="language_model.model.", tower=mmproj), text, mmproj
 
 
+def write_hf_qwen2vl_vision(
+    folder: Path, *, prefix: str = "model.", seed: int = 0, shape: VisionShape = vision_ggufs.QWEN25VL_VISION
+) -> tuple[Path, Path, Path]:
+    """``folder/hf-qwen2vl-vision/``, a Qwen2-VL (``Qwen2VLForConditionalGeneration``: the text model
+    of ``write_hf_qwen25vl_vision``, a LayerNorm tower with quick GELU and its merger, all F16), and
+    its twins ``folder/text.gguf`` and ``folder/mmproj.gguf``; ``prefix`` as there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = _write_qwen2vl_text(folder / "text.gguf", seed)
+    mmproj = vision_ggufs.write_qwen2vl_projector(folder / "mmproj.gguf", seed=seed, shape=shape)
+    return export(text, folder / "hf-qwen2vl-vision", sees=prefix, tower=mmproj), text, mmproj
+
+
+def write_hf_qwen25vl_vision(
+    folder: Path, *, prefix: str = "model.", seed: int = 0, shape: VisionShape = vision_ggufs.QWEN25VL_VISION
+) -> tuple[Path, Path, Path]:
+    """``folder/hf-qwen25vl-vision/``, a Qwen2.5-VL (``Qwen2_5_VLForConditionalGeneration``: a Qwen 2
+    text model with M-RoPE and biased Q/K/V, its tower and merger, all F16), and its twins
+    ``folder/text.gguf`` and ``folder/mmproj.gguf``. ``prefix``: where the text model is, ``model.``
+    as the Qwen releases and transformers 5 save it (the tower under ``visual.``), or
+    ``model.language_model.`` as transformers 4.52-4.57 did (the tower under ``model.visual.``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = _write_qwen2vl_text(folder / "text.gguf", seed)
+    mmproj = vision_ggufs.write_qwen25vl_projector(folder / "mmproj.gguf", seed=seed, f16=True, shape=shape)
+    return export(text, folder / "hf-qwen25vl-vision", sees=prefix, tower=mmproj), text, mmproj
+
+
+def _write_qwen2vl_text(path: Path, seed: int) -> Path:
+    """Qwen2-VL's and Qwen2.5-VL's text model (``qwen2vl``): Qwen 2 blocks with biased Q, K and V,
+    M-RoPE, an output of its own; in F16."""
+    f16 = gguf.GGMLQuantizationType.F16
+    t = Tensors(gguf.GGUFWriter(str(path), "qwen2vl"), np.random.default_rng(seed), 0.5, f16)
+    attention_header(t.w, TINY, "tiny-qwen2vl", f16)
+    t.w.add_layer_norm_rms_eps(1e-6)
+    t.w.add_rope_dimension_sections([2, 3, 3, 0])  # t, y, x: a head's 8 pairs, as Qwen2.5-VL's [16, 24, 24] of 64
+    vocab = synthetic_vocab()
+    add_tokenizer(t.w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), TINY.n_embd)
+    t.norm("output_norm.weight", TINY.n_embd)
+    t.matrix("output.weight", len(vocab.tokens), TINY.n_embd)
+    for i in range(TINY.n_layer):
+        llama_block(t, TINY, f"blk.{i}.")
+        for part, heads in (("attn_q", TINY.n_head), ("attn_k", TINY.n_head_kv), ("attn_v", TINY.n_head_kv)):
+            t.f32(f"blk.{i}.{part}.bias", t.rng.standard_normal(heads * TINY.head_dim) * 0.1)
+    finish(t.w)
+    return path
+
+
+def write_hf_qwen3vl_vision(
+    folder: Path,
+    *,
+    prefix: str = "model.language_model.",
+    seed: int = 0,
+    shape: VisionShape = vision_ggufs.QWEN3VL_VISION,
+) -> tuple[Path, Path, Path]:
+    """``folder/hf-qwen3vl-vision/``, a Qwen3-VL (``Qwen3VLForConditionalGeneration``: a Qwen3 text
+    model with interleaved M-RoPE, its tower with a learned position table and a deepstack merger,
+    all F16), and its twins ``folder/text.gguf`` and ``folder/mmproj.gguf``; ``prefix`` as
+    ``write_hf_qwen25vl_vision``'s (transformers 5 saves Qwen3-VL under ``model.language_model.``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    f16 = gguf.GGMLQuantizationType.F16
+    text = vision_ggufs.write_qwen3vl(folder / "text.gguf", seed=seed, qtype=f16)
+    mmproj = vision_ggufs.write_qwen3vl_projector(folder / "mmproj.gguf", seed=seed, f16=True, shape=shape)
+    return export(text, folder / "hf-qwen3vl-vision", sees=prefix, tower=mmproj), text, mmproj
+
+
 def write_hf_gemma2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-gemma2/``, a Gemma 2 checkpoint in F16, and ``folder/gemma2.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -756,7 +829,10 @@ def _seeing(
     tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str, tower: Path | None
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The text model's tensors and settings as a Gemma 3 or a Mistral 3 that sees holds them, with
-    the tower of the projector GGUF ``tower`` (or a stand-in)."""
+    the tower of the projector GGUF ``tower`` (or a stand-in); or a Qwen-VL (``_qwen_seeing``)."""
+    if config["model_type"] in ("qwen2_5_vl_text", "qwen3_vl_text"):
+        assert tower is not None, "a Qwen-VL is exported with its tower"
+        return _qwen_seeing(tensors, config, prefix, tower)
     head = "language_model." if prefix.startswith("language_model.") else ""  # where lm_head goes
     moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else head + n): v for n, v in tensors.items()}
     tower_root = "model." if prefix.startswith("model.") else ""
@@ -886,9 +962,140 @@ def _tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[str, A
     }
 
 
+# A Qwen-VL by its projector's type: its architecture and model_type, and its FFN's names (Qwen
+# 2.5's gated, Qwen 2's and 3's not).
+_QWEN_VL = {
+    "qwen2vl_merger": ("Qwen2VLForConditionalGeneration", "qwen2_vl"),
+    "qwen2.5vl_merger": ("Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl"),
+    "qwen3vl_merger": ("Qwen3VLForConditionalGeneration", "qwen3_vl"),
+}
+_QWEN_BLOCK = {"attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln1": "norm1", "ln2": "norm2"}
+_QWEN_FFN = {
+    "qwen2vl_merger": {"ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"},
+    "qwen2.5vl_merger": {"ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"},
+    "qwen3vl_merger": {"ffn_up": "mlp.linear_fc1", "ffn_down": "mlp.linear_fc2"},
+}
+_DEEPSTACK_PARTS = {"norm": "norm", "fc1": "linear_fc1", "fc2": "linear_fc2"}
+
+
+def _qwen_seeing(
+    tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str, tower: Path
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """A Qwen-VL's tensors (the text model's under ``prefix``; the tower's under ``visual.``, or
+    ``model.visual.`` where the text model is under ``model.language_model.``) and settings: a
+    Qwen2.5-VL's text settings at the top, as the Qwen releases have them, where its text model
+    is under ``model.``; else under ``text_config``."""
+    moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else n): v for n, v in tensors.items()}
+    root = "model.visual." if prefix == "model.language_model." else "visual."
+    vision = _qwen_tower(tower, moved, root)
+    architecture, seeing = _QWEN_VL[_fields(tower)["clip.projector_type"]]
+    wrapped: dict[str, Any] = {"architectures": [architecture], "model_type": seeing, "vision_config": vision}
+    if seeing != "qwen3_vl" and prefix == "model.":
+        return moved, config | wrapped | {"rope_scaling": {"type": "mrope", **config["rope_scaling"]}}
+    text = {k: v for k, v in config.items() if k not in ("architectures", "tie_word_embeddings")}
+    text["model_type"] = f"{seeing}_text"
+    return moved, wrapped | {"text_config": text, "tie_word_embeddings": config["tie_word_embeddings"]}
+
+
+def _qwen_tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[str, Any]:
+    """A Qwen-VL projector GGUF's tensors added under ``root`` by Hugging Face's names (the two
+    frames' kernels as one Conv3D, Qwen 2.5's Q, K and V fused); its vision_config."""
+    kv = _fields(path)
+    kind = str(kv["clip.projector_type"])
+    qwen3 = kind == "qwen3vl_merger"
+    deepstack = [i for i, on in enumerate(kv.get("clip.vision.is_deepstack_layers", [])) if on]
+    blocks = _QWEN_BLOCK | _QWEN_FFN[kind]
+    merger = {"v.post_ln": "norm" if qwen3 else "ln_q", "mm.0": "linear_fc1" if qwen3 else "mlp.0"}
+    merger["mm.2"] = "linear_fc2" if qwen3 else "mlp.2"
+    read = {
+        t.name: np.asarray(t.data, np.float32).reshape([int(d) for d in reversed(t.shape)])
+        for t in gguf.GGUFReader(path).tensors
+    }
+    frames = [read.pop("v.patch_embd.weight"), read.pop("v.patch_embd.weight.1")]
+    tensors[root + "patch_embed.proj.weight"] = np.stack(frames, axis=2)
+    for name, data in read.items():
+        stem, _, suffix = name.rpartition(".")
+        if stem == "v.patch_embd":
+            tensors[f"{root}patch_embed.proj.{suffix}"] = data
+        elif stem == "v.position_embd":
+            tensors[f"{root}pos_embed.{suffix}"] = data
+        elif stem in merger:
+            tensors[f"{root}merger.{merger[stem]}.{suffix}"] = data
+        elif stem.startswith("v.deepstack."):
+            _, _, block, part = stem.split(".")
+            tensors[f"{root}deepstack_merger_list.{deepstack.index(int(block))}.{_DEEPSTACK_PARTS[part]}.{suffix}"] = (
+                data
+            )
+        elif stem.endswith(("attn_q", "attn_k", "attn_v")):
+            continue  # fused below
+        else:
+            _, _, layer, part = stem.split(".")
+            tensors[f"{root}blocks.{layer}.{blocks[part]}.{suffix}"] = data
+    n_layer = int(kv["clip.vision.block_count"])
+    for i in range(n_layer):
+        for suffix in ("weight", "bias") if f"v.blk.{i}.attn_q.weight" in read else ():
+            parts = [read[f"v.blk.{i}.attn_{x}.{suffix}"] for x in "qkv"]
+            tensors[f"{root}blocks.{i}.attn.qkv.{suffix}"] = np.concatenate(parts)
+    n_embd, patch = int(kv["clip.vision.embedding_length"]), int(kv["clip.vision.patch_size"])
+    n_ff = int(kv["clip.vision.feed_forward_length"])
+    if kind == "qwen2vl_merger":  # its width is embed_dim; hidden_size is the merger's output
+        return {
+            "model_type": "qwen2_vl",
+            "depth": n_layer,
+            "embed_dim": n_embd,
+            "hidden_size": int(kv["clip.vision.projection_dim"]),
+            "mlp_ratio": n_ff // n_embd,
+            "num_heads": int(kv["clip.vision.attention.head_count"]),
+            "patch_size": patch,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "in_channels": 3,
+            "hidden_act": "quick_gelu",
+            "image_size": int(kv["clip.vision.image_size"]),
+        }
+    vision: dict[str, Any] = {
+        "model_type": _QWEN_VL[kind][1],
+        "depth": n_layer,
+        "hidden_size": n_embd,
+        "intermediate_size": n_ff,
+        "num_heads": int(kv["clip.vision.attention.head_count"]),
+        "out_hidden_size": int(kv["clip.vision.projection_dim"]),
+        "patch_size": patch,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "in_channels": 3,
+    }
+    if qwen3:
+        side = int(kv["clip.vision.image_size"]) // patch
+        return vision | {
+            "hidden_act": "gelu_pytorch_tanh",
+            "num_position_embeddings": side * side,
+            "deepstack_visual_indexes": deepstack,
+        }
+    period = int(kv["clip.vision.n_wa_pattern"])
+    return vision | {
+        "hidden_act": "silu",
+        "image_size": int(kv["clip.vision.image_size"]),
+        "window_size": 112,
+        "fullatt_block_indexes": list(range(period - 1, n_layer, period)),
+    }
+
+
 def _processor(path: Path) -> dict[str, Any]:
     """``preprocessor_config.json``: the pixel statistics and image tokens of the projector at ``path``."""
     kv = _fields(path)
+    if str(kv["clip.projector_type"]).startswith("qwen"):
+        patch = int(kv["clip.vision.patch_size"])
+        return {
+            "image_processor_type": "Qwen2VLImageProcessor",
+            "image_mean": [float(x) for x in kv["clip.vision.image_mean"]],
+            "image_std": [float(x) for x in kv["clip.vision.image_std"]],
+            "patch_size": patch,
+            "merge_size": 2,
+            "temporal_patch_size": 2,
+            "min_pixels": 8 * (2 * patch) ** 2,
+            "max_pixels": 4096 * (2 * patch) ** 2,
+        }
     if kv["clip.projector_type"] == "pixtral":
         side = int(kv["clip.vision.image_size"])
         return {
@@ -1003,6 +1210,11 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
             "final_logit_softcapping": float(kv["gemma2.final_logit_softcapping"]),
             "query_pre_attn_scalar": int(kv["gemma2.attention.key_length"]),
         }
+    if arch in ("qwen2vl", "qwen3vl"):
+        sections = [int(n) for n in kv[f"{arch}.rope.dimension_sections"][:3]]
+        config["rope_scaling"] = {"rope_type": "default", "mrope_section": sections}
+        if arch == "qwen3vl":
+            config["rope_scaling"]["mrope_interleaved"] = True
     if arch == "gemma3":
         config |= {
             "query_pre_attn_scalar": int(kv["gemma3.attention.key_length"]),

@@ -86,6 +86,21 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "twins DIR/text.gguf and DIR/mmproj.gguf",
         hf.write_hf_mistral3_vision,
     ),
+    "hf-qwen2vl-vision": (
+        "DIR/hf-qwen2vl-vision/, a Qwen2-VL (Qwen 2 text model with M-RoPE, LayerNorm tower, merger), and its "
+        "twins DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_qwen2vl_vision,
+    ),
+    "hf-qwen25vl-vision": (
+        "DIR/hf-qwen25vl-vision/, a Qwen2.5-VL (Qwen 2 text model with M-RoPE, windowed SwiGLU tower, merger), "
+        "and its twins DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_qwen25vl_vision,
+    ),
+    "hf-qwen3vl-vision": (
+        "DIR/hf-qwen3vl-vision/, a Qwen3-VL (Qwen3 text model with interleaved M-RoPE, tower with deepstack "
+        "mergers), and its twins DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_qwen3vl_vision,
+    ),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",

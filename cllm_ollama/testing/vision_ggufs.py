@@ -101,12 +101,14 @@ def write_mistral3_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return text, write_pixtral_projector(folder / "mmproj.gguf", text, seed=seed)
 
 
-def write_qwen3vl(path: Path, *, shape: Shape = QWEN3VL, seed: int = 0) -> Path:
+def write_qwen3vl(
+    path: Path, *, shape: Shape = QWEN3VL, seed: int = 0, qtype: gguf.GGMLQuantizationType = _F32
+) -> Path:
     """A tiny Qwen3-VL text model: Qwen3 blocks, interleaved M-RoPE, and an input as wide as the
-    projector's output (its embedding and one deepstack feature per merger)."""
-    t = Tensors(gguf.GGUFWriter(str(path), "qwen3vl"), np.random.default_rng(seed), 0.5, _F32)
+    projector's output (its embedding and one deepstack feature per merger); matrices in ``qtype``."""
+    t = Tensors(gguf.GGUFWriter(str(path), "qwen3vl"), np.random.default_rng(seed), 0.5, qtype)
     w, s = t.w, shape
-    attention_header(w, s, "tiny-qwen3vl", _F32)
+    attention_header(w, s, "tiny-qwen3vl", qtype)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_dimension_sections([24, 20, 20, 0])
     w.add_uint32("qwen3vl.n_deepstack_layers", len(DEEPSTACK))
@@ -121,13 +123,23 @@ def write_qwen3vl(path: Path, *, shape: Shape = QWEN3VL, seed: int = 0) -> Path:
 
 
 def write_qwen3vl_projector(
-    path: Path, *, n_embd_text: int = QWEN3VL.n_embd, seed: int = 0, deepstack: list[int] = DEEPSTACK
+    path: Path,
+    *,
+    n_embd_text: int = QWEN3VL.n_embd,
+    seed: int = 0,
+    deepstack: list[int] = DEEPSTACK,
+    f16: bool = False,
+    shape: VisionShape = QWEN3VL_VISION,
 ) -> Path:
     """A Qwen3-VL projector (``qwen3vl_merger``) as llama.cpp's converter writes one: a LayerNorm
     GELU ViT with fused Q/K/V and a learned position table, the two frames' patch kernels, the
-    2x2 merger, and a deepstack merger after each block in ``deepstack`` (Qwen 3.5's has none)."""
-    v = QWEN3VL_VISION
+    2x2 merger, and a deepstack merger after each block in ``deepstack`` (Qwen 3.5's has none).
+    ``f16``: matrices in F16, as from an F16 checkpoint; ``shape``: its size (a larger
+    ``image_size`` a larger position table)."""
+    v = shape
     t = projector_header(path, v, "qwen3vl_merger", n_embd_text, seed)
+    if f16:
+        t = dataclasses.replace(t, qtype=gguf.GGMLQuantizationType.F16)
     w = t.w
     w.add_vision_spatial_merge_size(v.merge)
     w.add_vision_is_deepstack_layers([i in deepstack for i in range(v.n_layer)])
@@ -161,6 +173,77 @@ def write_qwen3vl_projector(
         linear(f"v.deepstack.{block}.fc2", n_embd_text, merged)
     finish(w)
     return path
+
+
+QWEN25VL_VISION = dataclasses.replace(TINY_VISION, n_layer=2)  # a window-attention block, then a whole one
+
+
+def write_qwen2vl_projector(
+    path: Path, *, n_embd_text: int = TINY.n_embd, seed: int = 0, shape: VisionShape = QWEN25VL_VISION
+) -> Path:
+    """A Qwen2-VL projector (``qwen2vl_merger``) as llama.cpp's converter writes one from an F16
+    checkpoint: a LayerNorm ViT whose FFN's quick GELU no key states (libmtmd's default), Q, K and
+    V apart, every projection and norm biased, the two frames' patch kernels, the 2x2 merger."""
+    v = shape
+    t = projector_header(path, v, "qwen2vl_merger", n_embd_text, seed, activation=None)
+    t = dataclasses.replace(t, qtype=gguf.GGMLQuantizationType.F16)
+    _qwen_vit(t, v, n_embd_text, gated=False, norm_bias=True)
+    return path
+
+
+def write_qwen25vl_projector(
+    path: Path,
+    *,
+    n_embd_text: int = TINY.n_embd,
+    seed: int = 0,
+    f16: bool = False,
+    shape: VisionShape = QWEN25VL_VISION,
+) -> Path:
+    """A Qwen2.5-VL projector (``qwen2.5vl_merger``) as llama.cpp's converter writes one: an
+    RMS-normed SwiGLU ViT (Q, K and V apart, every projection biased) whose every second block
+    attends to the whole picture and the others to windows (``n_wa_pattern``), the two frames'
+    patch kernels (no bias), and the 2x2 merger. ``f16``: matrices in F16, as from an F16
+    checkpoint."""
+    v = shape
+    t = projector_header(path, v, "qwen2.5vl_merger", n_embd_text, seed, activation="silu")
+    if f16:
+        t = dataclasses.replace(t, qtype=gguf.GGMLQuantizationType.F16)
+    t.w.add_vision_n_wa_pattern(2)
+    _qwen_vit(t, v, n_embd_text, gated=True, norm_bias=False)
+    return path
+
+
+def _qwen_vit(t: Tensors, v: VisionShape, n_embd_text: int, *, gated: bool, norm_bias: bool) -> None:
+    """Qwen 2 and 2.5's ViT (the patch kernels of two frames, Q, K and V apart) and merger, every
+    projection biased, its norms LayerNorms (``norm_bias``) or RMS norms, its FFN ``gated`` or not;
+    the file finished."""
+    n, merged = v.n_embd, v.n_embd * v.merge * v.merge
+    for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
+        t.f32(name, f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
+
+    def linear(name: str, rows: int, cols: int) -> None:
+        t.matrix(f"{name}.weight", rows, cols)
+        t.f32(f"{name}.bias", t.rng.standard_normal(rows) * 0.1)
+
+    def norm(name: str) -> None:
+        t.f32(f"{name}.weight", 1 + t.rng.standard_normal(n) * 0.1)
+        if norm_bias:
+            t.f32(f"{name}.bias", t.rng.standard_normal(n) * 0.1)
+
+    for i in range(v.n_layer):
+        p = f"v.blk.{i}."
+        norm(p + "ln1")
+        norm(p + "ln2")
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            linear(p + name, n, n)
+        if gated:
+            linear(p + "ffn_gate", v.n_ff, n)
+        linear(p + "ffn_up", v.n_ff, n)
+        linear(p + "ffn_down", n, v.n_ff)
+    norm("v.post_ln")
+    linear("mm.0", merged, merged)
+    linear("mm.2", n_embd_text, merged)
+    finish(t.w)
 
 
 def write_qwen3vl_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:

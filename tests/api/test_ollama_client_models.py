@@ -32,6 +32,8 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_phi3,
     write_hf_qwen3,
     write_hf_qwen3moe,
+    write_hf_qwen3vl_vision,
+    write_hf_qwen25vl_vision,
 )
 from cllm_ollama.testing.images import png
 
@@ -187,11 +189,16 @@ def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> No
 
 
 @pytest.mark.model  # the models that see load through llama.cpp and libmtmd and answer greedily
-@pytest.mark.parametrize("write", [write_hf_gemma3_vision, write_hf_mistral3_vision], ids=["gemma3", "mistral3"])
+@pytest.mark.parametrize(
+    "write",
+    [write_hf_gemma3_vision, write_hf_mistral3_vision, write_hf_qwen25vl_vision, write_hf_qwen3vl_vision],
+    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl"],
+)
 def test_a_folder_that_sees_answers_pictures_as_its_twin(
     tmp_path: Path, write: Callable[[Path], tuple[Path, Path, Path]]
 ) -> None:
-    """A ``Gemma3ForConditionalGeneration`` or ``Mistral3ForConditionalGeneration`` folder uploaded
+    """A ``Gemma3ForConditionalGeneration``, ``Mistral3ForConditionalGeneration``,
+    ``Qwen2_5_VLForConditionalGeneration`` or ``Qwen3VLForConditionalGeneration`` folder uploaded
     as ``ollama create`` uploads it: its tower converted to a projector layer, the model sees, and
     answers about two pictures word for word as the text and projector GGUFs it was exported from;
     the pictures tell apart."""

@@ -1,9 +1,11 @@
 """transformers' and PEFT's logits for Hugging Face folders: the oracle of
 tests/store/test_transformers_oracle.py, run under compat/hf_oracle.sh's venv (torch, transformers
 and PEFT, which never meet cllm's packages), as ``python hf_logits.py TOKENS FOLDER OUT [FOLDER OUT...]``,
-or ``python hf_logits.py image FOLDER PIXELS OUT`` for a Gemma 3 or a Mistral 3 that sees: the
+or ``python hf_logits.py image FOLDER PIXELS OUT`` for a Gemma 3, Mistral 3 or Qwen-VL that sees: the
 embeddings its tower and projector make of the picture ``PIXELS`` (``(side, side, 3)`` bytes, of a
 size its processor would keep, normalized by its processor's statistics), in ``OUT``; or
+``python hf_logits.py prompt FOLDER SPEC PIXELS OUT`` for a Qwen-VL: the logits of every position
+of a prompt with that picture in it (``prompt``); or
 ``python hf_logits.py embed FOLDER TEXTS OUT`` for a sentence-transformers BERT model: each text of
 the JSON list TEXTS as its tokenizer splits it and as the model embeds it (mean pooling,
 normalized, as its modules say), in the JSON file OUT.
@@ -26,6 +28,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
+    AutoModelForImageTextToText,
     AutoTokenizer,
     Gemma3ForConditionalGeneration,
     Mistral3ForConditionalGeneration,
@@ -46,12 +49,16 @@ def main(tokens: str, pairs: list[str]) -> None:
         folder_path, out_path = Path(folder), Path(out)
         out_path.mkdir(parents=True, exist_ok=True)
         architecture = json.loads((folder_path / "config.json").read_text())["architectures"][0]
+        # A model that sees, on text alone (Qwen-VL's M-RoPE positions are then a text model's).
+        auto = (
+            AutoModelForImageTextToText if architecture.endswith("ForConditionalGeneration") else AutoModelForCausalLM
+        )
         torch.manual_seed(0)
         with torch.no_grad():
-            model = AutoModelForCausalLM.from_pretrained(folder_path, dtype=torch.float32).eval()
+            model = auto.from_pretrained(folder_path, dtype=torch.float32).eval()
             np.save(out_path / "base.npy", model(ids).logits[0].numpy())
         for name, scaling in SCALINGS.items():
-            model = AutoModelForCausalLM.from_pretrained(folder_path, dtype=torch.float32).eval()
+            model = auto.from_pretrained(folder_path, dtype=torch.float32).eval()
             config = LoraConfig(r=4, lora_alpha=8, target_modules=_TARGETS.get(architecture, _PROJECTIONS), **scaling)
             adapted = get_peft_model(model, config)
             for parameter_name, parameter in adapted.named_parameters():
@@ -67,6 +74,9 @@ def image(folder: str, pixels: str, out: str) -> None:
     processor = json.loads((Path(folder) / "preprocessor_config.json").read_text())
     mean, std = np.array(processor["image_mean"], np.float32), np.array(processor["image_std"], np.float32)
     values = torch.tensor((np.load(pixels).astype(np.float32) / 255.0 - mean) / std).permute(2, 0, 1)[None]
+    if config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
+        np.save(out, qwen_image(folder, values[0], processor["patch_size"]))
+        return
     with torch.no_grad():
         if config["architectures"][0] == "Mistral3ForConditionalGeneration":
             model = Mistral3ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
@@ -78,6 +88,47 @@ def image(folder: str, pixels: str, out: str) -> None:
     embeddings = features.pooler_output if getattr(features, "pooler_output", None) is not None else features
     embeddings = embeddings[0] if isinstance(embeddings, (tuple, list)) else embeddings
     np.save(out, embeddings.reshape(-1, embeddings.shape[-1]).numpy())
+
+
+def qwen_image(folder: str, values: torch.Tensor, patch: int) -> np.ndarray:
+    """A Qwen-VL's embeddings of one picture (``(3, height, width)``, normalized; ``qwen_patches``);
+    Qwen3-VL's deepstack features follow each token's embedding, as libmtmd's do."""
+    patches, grid = qwen_patches(values, patch)
+    with torch.no_grad():
+        model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+        features = model.model.get_image_features(pixel_values=patches, image_grid_thw=grid)
+    parts = [features.pooler_output[0], *(f[0] for f in getattr(features, "deepstack_features", None) or [])]
+    return torch.cat(parts, dim=-1).numpy()
+
+
+def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
+    """A Qwen-VL's logits for every position of a prompt with a picture in it: ``spec`` (JSON) gives
+    its token ids, the picture's as ``image_token_id`` (as many as it has tokens) after the id that
+    says one begins (``vision_start_token_id``): the picture's embeddings and M-RoPE positions as
+    transformers places them."""
+    given = json.loads(spec)
+    processor = json.loads((Path(folder) / "preprocessor_config.json").read_text())
+    mean, std = np.array(processor["image_mean"], np.float32), np.array(processor["image_std"], np.float32)
+    values = torch.tensor((np.load(pixels).astype(np.float32) / 255.0 - mean) / std).permute(2, 0, 1)
+    patches, grid = qwen_patches(values, processor["patch_size"])
+    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+    for config in (model.config, model.model.config):
+        config.image_token_id, config.vision_start_token_id = given["image_token_id"], given["vision_start_token_id"]
+    ids = torch.tensor([given["ids"]])
+    kinds = (ids == given["image_token_id"]).long()  # 1: a picture's token (the processor's mm_token_type_ids)
+    with torch.no_grad():
+        logits = model(input_ids=ids, mm_token_type_ids=kinds, pixel_values=patches, image_grid_thw=grid).logits
+    np.save(out, logits[0].numpy())
+
+
+def qwen_patches(values: torch.Tensor, patch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A picture (``(3, height, width)``, normalized) as Qwen2VLImageProcessor lays out its patches
+    (two equal frames, each 2x2 group of patches together), and its grid (frames, rows, columns)."""
+    channels, height, width = values.shape
+    rows, columns = height // patch, width // patch
+    frames = values[None].repeat(2, 1, 1, 1).reshape(1, 2, channels, rows // 2, 2, patch, columns // 2, 2, patch)
+    patches = frames.permute(0, 3, 6, 4, 7, 2, 1, 5, 8).reshape(rows * columns, channels * 2 * patch * patch)
+    return patches, torch.tensor([[1, rows, columns]])
 
 
 def embed(folder: str, texts: str, out: str) -> None:
@@ -94,6 +145,8 @@ def embed(folder: str, texts: str, out: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "image":
         image(*sys.argv[2:5])
+    elif sys.argv[1] == "prompt":
+        prompt(*sys.argv[2:6])
     elif sys.argv[1] == "embed":
         embed(*sys.argv[2:5])
     else:

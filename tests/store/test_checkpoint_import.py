@@ -4,6 +4,7 @@ the GGUF written is the tiny twin the checkpoint was exported from, tensor for t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,11 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_mistral3_vision,
     write_hf_mixtral,
     write_hf_phi3,
+    write_hf_qwen2vl_vision,
     write_hf_qwen3,
     write_hf_qwen3moe,
+    write_hf_qwen3vl_vision,
+    write_hf_qwen25vl_vision,
     write_safetensors,
 )
 
@@ -213,6 +217,89 @@ def test_a_mistral3_that_sees_converts_to_its_text_model_and_projector(tmp_path:
     files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
     create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), lambda e: None)
     assert [layer.media_type for layer in model_store.get("sees").manifest.layers] == [mt.MODEL, mt.PROJECTOR]
+
+
+_QWEN_VL: dict[str, Callable[..., tuple[Path, Path, Path]]] = {
+    "qwen2vl": write_hf_qwen2vl_vision,
+    "qwen2.5vl": write_hf_qwen25vl_vision,
+    "qwen3vl": write_hf_qwen3vl_vision,
+}
+
+
+@pytest.mark.parametrize("prefix", ["model.", "model.language_model."])
+@pytest.mark.parametrize("family", list(_QWEN_VL))
+def test_a_qwen_vl_converts_to_its_text_model_and_projector(
+    tmp_path: Path, model_store: ModelStore, family: str, prefix: str
+) -> None:
+    """Qwen2-VL, Qwen2.5-VL and Qwen3-VL (and their fine-tunes) as the Qwen releases and every
+    transformers since 4.45 save them: the text model with its M-RoPE sections (and Qwen3-VL's
+    deepstack layers), and the tower as llama.cpp's converter writes it (the Conv3D kernel a kernel
+    per frame, Qwen 2's and 2.5's Q/K/V split, Qwen 3's deepstack mergers under their blocks);
+    created, a projector layer."""
+    folder, text, mmproj = _QWEN_VL[family](tmp_path, prefix=prefix)
+    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    assert converted == Converted([], sees=True)
+    for twin, out in ((text, tmp_path / "out.gguf"), (mmproj, tmp_path / "proj.gguf")):
+        want, got = _tensors(twin), _tensors(out)
+        assert set(got) == set(want)
+        for name, (kind, data) in got.items():
+            assert kind == want[name][0] and np.array_equal(data, want[name][1]), name
+    clip = {k: v for k, v in _fields(tmp_path / "proj.gguf").items() if k.startswith("clip.")}
+    assert clip == {k: v for k, v in _fields(mmproj).items() if k.startswith("clip.")}
+    arch = _fields(text)["general.architecture"]
+    keys = ("rope.dimension_sections", "n_deepstack_layers", "attention.head_count_kv", "rope.freq_base")
+    for key in (f"{arch}.{k}" for k in keys):
+        assert _fields(tmp_path / "out.gguf").get(key) == _fields(text).get(key), key
+    files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
+    create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), lambda e: None)
+    assert [layer.media_type for layer in model_store.get("sees").manifest.layers] == [mt.MODEL, mt.PROJECTOR]
+
+
+@pytest.mark.parametrize(
+    ("family", "damage", "why"),
+    [
+        (
+            "qwen2.5vl",
+            {"window_size": 64},
+            "config.json's window_size is 64; llama.cpp's Qwen2.5-VL attends in windows",
+        ),
+        ("qwen2.5vl", {"fullatt_block_indexes": [0]}, "config.json's fullatt_block_indexes [0] are not every 1th"),
+        ("qwen2.5vl", {"fullatt_block_indexes": None}, "config.json's vision_config has no fullatt_block_indexes"),
+        ("qwen2vl", {"spatial_merge_size": 4}, "config.json's vision_config merges other than 2x2 patches"),
+        ("qwen3vl", {"deepstack_visual_indexes": [5]}, "config.json's deepstack_visual_indexes [5] are not blocks"),
+        (
+            "qwen3vl",
+            {"deepstack_visual_indexes": []},
+            "tensor model.visual.deepstack_merger_list.0.linear_fc1.bias has no",
+        ),
+    ],
+)
+def test_a_qwen_vl_tower_that_cannot_be_converted_says_why(
+    tmp_path: Path, family: str, damage: dict[str, Any], why: str
+) -> None:
+    """What libmtmd's Qwen-VL graphs would compute otherwise than transformers (windows of another
+    size, full attention off the pattern, another merger) or a tower its settings do not describe:
+    the text model is converted, and the note says why the tower was left out."""
+    folder, _, _ = _QWEN_VL[family](tmp_path)
+    _edit(folder, "config.json", lambda c: c["vision_config"].update(damage))
+    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    assert not converted.sees and converted.notes[0].startswith(f"{TOWER_LEFT_OUT} ({why}")
+
+
+@pytest.mark.parametrize(
+    ("rope", "why"),
+    [
+        ({"rope_type": "default"}, "config.json's rope scaling has no mrope_section"),
+        ({"rope_type": "default", "mrope_section": [4, 4, 4]}, "config.json's mrope_section [4, 4, 4] does not cover"),
+    ],
+)
+def test_a_qwen_vl_without_its_m_rope_sections_is_refused(tmp_path: Path, rope: dict[str, Any], why: str) -> None:
+    """Without the sections (or with ones that are not a head's), llama.cpp could not place a
+    picture's tokens: the whole model is refused, with why."""
+    folder, _, _ = write_hf_qwen3vl_vision(tmp_path)
+    _edit(folder, "config.json", lambda c: c["text_config"].update(rope_scaling=rope))
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
 
 
 def test_a_tower_it_cannot_convert_leaves_a_text_model_and_says_why(
