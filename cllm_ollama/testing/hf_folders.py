@@ -20,7 +20,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from . import core_ggufs, vision_ggufs
+from . import core_ggufs, tower_ggufs, vision_ggufs
 from .gguf_base import (
     TINY,
     Tensors,
@@ -48,14 +48,16 @@ _ARCHITECTURES = {
     "phi3": "Phi3ForCausalLM",
     "qwen2vl": "Qwen2_5_VLForConditionalGeneration",
     "qwen3vl": "Qwen3VLForConditionalGeneration",
+    "qwen35": "Qwen3_5ForCausalLM",
 }
-_GEMMAS = ("gemma2", "gemma3")  # norms stored with llama.cpp's +1
+_GEMMAS = ("gemma2", "gemma3", "qwen35")  # norms stored with llama.cpp's +1 (but Qwen 3.5's ssm_norm)
 # transformers' model_type where it is not llama.cpp's architecture name.
 _MODEL_TYPES = {
     "qwen3moe": "qwen3_moe",
     "gemma3": "gemma3_text",
     "qwen2vl": "qwen2_5_vl_text",
     "qwen3vl": "qwen3_vl_text",
+    "qwen35": "qwen3_5_text",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -83,6 +85,19 @@ _GEMMA_PARTS = _PARTS | {
     "ffn_norm": "pre_feedforward_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
 }
+# Qwen 3.5's: a gated delta net's (its A and dt bias are no module's weight or bias), and the
+# norm after either kind of attention.
+_QWEN35_PARTS = _PARTS | {
+    "post_attention_norm": "post_attention_layernorm",
+    "attn_qkv": "linear_attn.in_proj_qkv",
+    "attn_gate": "linear_attn.in_proj_z",
+    "ssm_alpha": "linear_attn.in_proj_a",
+    "ssm_beta": "linear_attn.in_proj_b",
+    "ssm_conv1d": "linear_attn.conv1d",
+    "ssm_norm": "linear_attn.norm",
+    "ssm_out": "linear_attn.out_proj",
+}
+_QWEN35_PARAMS = {"ssm_a": "linear_attn.A_log", "ssm_dt.bias": "linear_attn.dt_bias"}
 # Phi-3's fused projections: Q, K and V in one matrix, the FFN's gate and up in another.
 _PHI3_PARTS = _PARTS | {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
 _GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
@@ -580,6 +595,44 @@ def write_hf_qwen3vl_vision(
     return export(text, folder / "hf-qwen3vl-vision", sees=prefix, tower=mmproj), text, mmproj
 
 
+# The tiny Qwen 3.5's delta net: two key heads of two value heads each, whose order llama.cpp keeps
+# otherwise than transformers; half of a full-attention head's 16 dimensions rotate (a quarter in
+# the releases), their 4 pairs in M-RoPE sections for t, y and x.
+QWEN35_SSM = {"conv_kernel": 4, "state_size": 16, "group_count": 2, "time_step_rank": 4, "inner_size": 64}
+QWEN35_ROTARY = (8, [2, 1, 1, 0])
+
+
+def write_hf_qwen35(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-qwen35/``, a Qwen 3.5 text model (``Qwen3_5ForCausalLM``: gated delta nets and a
+    full-attention layer, F16), and ``folder/qwen35.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = tower_ggufs.write_qwen35_text(
+        folder / "qwen35.gguf", seed=seed, qtype=gguf.GGMLQuantizationType.F16, ssm=QWEN35_SSM, rotary=QWEN35_ROTARY
+    )
+    return export(twin, folder / "hf-qwen35"), twin
+
+
+def write_hf_qwen35_vision(
+    folder: Path,
+    *,
+    prefix: str = "model.language_model.",
+    seed: int = 0,
+    shape: VisionShape = vision_ggufs.QWEN3VL_VISION,
+) -> tuple[Path, Path, Path]:
+    """``folder/hf-qwen35-vision/``, a Qwen 3.5 that sees (``Qwen3_5ForConditionalGeneration``:
+    ``write_hf_qwen35``'s text model under ``prefix``, as the releases have it, and Qwen3-VL's tower
+    without deepstack, all F16), and its twins ``folder/text.gguf`` and ``folder/mmproj.gguf``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    f16 = gguf.GGMLQuantizationType.F16
+    text = tower_ggufs.write_qwen35_text(
+        folder / "text.gguf", seed=seed, qtype=f16, ssm=QWEN35_SSM, rotary=QWEN35_ROTARY
+    )
+    mmproj = vision_ggufs.write_qwen3vl_projector(
+        folder / "mmproj.gguf", seed=seed, f16=True, shape=shape, deepstack=[]
+    )
+    return export(text, folder / "hf-qwen35-vision", sees=prefix, tower=mmproj), text, mmproj
+
+
 def write_hf_gemma2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-gemma2/``, a Gemma 2 checkpoint in F16, and ``folder/gemma2.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -790,8 +843,12 @@ def export(
         part = t.name.split(".")[2] if t.name.startswith("blk.") else ""
         if arch == "llama" and part in ("attn_q", "attn_k"):
             data = _halves(data, heads if part == "attn_q" else heads_kv)
-        if arch in _GEMMAS and t.name.endswith("norm.weight"):
+        if arch in _GEMMAS and t.name.endswith("norm.weight") and not t.name.endswith("ssm_norm.weight"):
             data = data - 1
+        if arch == "qwen35" and t.name.startswith("blk."):
+            name, data = _qwen35_back(t.name, data, kv)
+            tensors[name] = data
+            continue
         if part in _EXPERTS:  # one tensor per expert
             layer = t.name.split(".")[1]
             for e, rows in enumerate(data):
@@ -830,7 +887,7 @@ def _seeing(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The text model's tensors and settings as a Gemma 3 or a Mistral 3 that sees holds them, with
     the tower of the projector GGUF ``tower`` (or a stand-in); or a Qwen-VL (``_qwen_seeing``)."""
-    if config["model_type"] in ("qwen2_5_vl_text", "qwen3_vl_text"):
+    if config["model_type"] in ("qwen2_5_vl_text", "qwen3_vl_text", "qwen3_5_text"):
         assert tower is not None, "a Qwen-VL is exported with its tower"
         return _qwen_seeing(tensors, config, prefix, tower)
     head = "language_model." if prefix.startswith("language_model.") else ""  # where lm_head goes
@@ -989,8 +1046,11 @@ def _qwen_seeing(
     root = "model.visual." if prefix == "model.language_model." else "visual."
     vision = _qwen_tower(tower, moved, root)
     architecture, seeing = _QWEN_VL[_fields(tower)["clip.projector_type"]]
+    if config["model_type"] == "qwen3_5_text":  # Qwen3-VL's tower without deepstack
+        architecture, seeing = "Qwen3_5ForConditionalGeneration", "qwen3_5"
+        vision["model_type"] = "qwen3_5"
     wrapped: dict[str, Any] = {"architectures": [architecture], "model_type": seeing, "vision_config": vision}
-    if seeing != "qwen3_vl" and prefix == "model.":
+    if seeing in ("qwen2_vl", "qwen2_5_vl") and prefix == "model.":
         return moved, config | wrapped | {"rope_scaling": {"type": "mrope", **config["rope_scaling"]}}
     text = {k: v for k, v in config.items() if k not in ("architectures", "tie_word_embeddings")}
     text["model_type"] = f"{seeing}_text"
@@ -1144,6 +1204,35 @@ def sentencepiece_model(kv: dict[str, Any]) -> bytes:
     return bytes(proto)
 
 
+def _qwen35_back(name: str, data: np.ndarray, kv: dict[str, Any]) -> tuple[str, np.ndarray]:
+    """A Qwen 3.5 block tensor as transformers saves it: ``A_log`` for ``-exp(A_log)``, the
+    convolution with its unit axis, the delta net's value heads grouped by key head again."""
+    _, layer, part = name.split(".", 2)
+    if part == "ssm_a":
+        data = np.log(-data)
+    n_k, n_v = int(kv["qwen35.ssm.group_count"]), int(kv["qwen35.ssm.time_step_rank"])
+    width = int(kv["qwen35.ssm.state_size"])
+
+    def grouped(size: int) -> np.ndarray:  # where each grouped head's rows are in llama.cpp's tiled order
+        return np.arange(n_v * size).reshape(n_v // n_k, n_k, size).swapaxes(0, 1).reshape(-1)
+
+    keys = 2 * width * n_k
+    if part in ("attn_qkv.weight", "ssm_conv1d.weight"):
+        data = data[np.concatenate([np.arange(keys), keys + grouped(width)])]
+    elif part == "attn_gate.weight":
+        data = data[grouped(width)]
+    elif part in ("ssm_alpha.weight", "ssm_beta.weight", "ssm_a", "ssm_dt.bias"):
+        data = data[grouped(1)]
+    elif part == "ssm_out.weight":
+        data = data[:, grouped(width)]
+    if part == "ssm_conv1d.weight":
+        data = data[:, None, :]
+    if part in _QWEN35_PARAMS:
+        return f"model.layers.{layer}.{_QWEN35_PARAMS[part]}", data
+    stem, _, suffix = part.rpartition(".")
+    return f"model.layers.{layer}.{_QWEN35_PARTS[stem]}.{suffix}", data
+
+
 def _hf_name(name: str, arch: str) -> str:
     stem, _, suffix = name.rpartition(".")
     if stem in _GLOBAL:
@@ -1215,6 +1304,27 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         config["rope_scaling"] = {"rope_type": "default", "mrope_section": sections}
         if arch == "qwen3vl":
             config["rope_scaling"]["mrope_interleaved"] = True
+    if arch == "qwen35":  # transformers 5's rope_parameters, as the Qwen 3.5 releases state them
+        head_dim, interval = int(kv["qwen35.attention.key_length"]), int(kv["qwen35.full_attention_interval"])
+        config["rope_parameters"] = {
+            "rope_type": "default",
+            "rope_theta": float(kv["qwen35.rope.freq_base"]),
+            "partial_rotary_factor": int(kv["qwen35.rope.dimension_count"]) / head_dim,
+            "mrope_section": [int(n) for n in kv["qwen35.rope.dimension_sections"][:3]],
+            "mrope_interleaved": True,
+        }
+        config |= {
+            "linear_conv_kernel_dim": int(kv["qwen35.ssm.conv_kernel"]),
+            "linear_key_head_dim": int(kv["qwen35.ssm.state_size"]),
+            "linear_value_head_dim": int(kv["qwen35.ssm.state_size"]),
+            "linear_num_key_heads": int(kv["qwen35.ssm.group_count"]),
+            "linear_num_value_heads": int(kv["qwen35.ssm.time_step_rank"]),
+            "full_attention_interval": interval,
+            "layer_types": [
+                "full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                for i in range(int(kv["qwen35.block_count"]))
+            ],
+        }
     if arch == "gemma3":
         config |= {
             "query_pre_attn_scalar": int(kv["gemma3.attention.key_length"]),

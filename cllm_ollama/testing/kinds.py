@@ -101,6 +101,16 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "mergers), and its twins DIR/text.gguf and DIR/mmproj.gguf",
         hf.write_hf_qwen3vl_vision,
     ),
+    "hf-qwen35": (
+        "DIR/hf-qwen35/, a Qwen 3.5 text model (gated delta nets, a full-attention layer), and DIR/qwen35.gguf, "
+        "its twin",
+        hf.write_hf_qwen35,
+    ),
+    "hf-qwen35-vision": (
+        "DIR/hf-qwen35-vision/, a Qwen 3.5 that sees (its text model, Qwen3-VL's tower without deepstack), "
+        "and its twins DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_qwen35_vision,
+    ),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",

@@ -162,26 +162,37 @@ def write_gemma4_vision(folder: Path, *, audio: bool = True, seed: int = 0) -> t
 QWEN35_SSM = {"conv_kernel": 4, "state_size": 16, "group_count": 1, "time_step_rank": 2, "inner_size": 32}
 
 
-def write_qwen35_text(path: Path, arch: str = "qwen35", *, seed: int = 0) -> Path:
+def write_qwen35_text(
+    path: Path,
+    arch: str = "qwen35",
+    *,
+    seed: int = 0,
+    qtype: gguf.GGMLQuantizationType = _F32,
+    ssm: dict[str, int] = QWEN35_SSM,
+    rotary: tuple[int, list[int]] = (TINY.head_dim, [2, 3, 3, 0]),
+) -> Path:
     """A tiny Qwen 3.5 text model: a linear-attention (gated delta net) block, then a full-attention
     one with a gated query and QK norms, interleaved M-RoPE. Under ``qwen35moe`` the same keys and
-    tensors (what the map sees is the same; llama.cpp would want experts to run it)."""
-    t = Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, _F32)
+    tensors (what the map sees is the same; llama.cpp would want experts to run it). ``qtype``:
+    its matrices'; ``ssm``: its delta net's sizes (more value heads than key heads: their order
+    matters); ``rotary``: the dimensions of a head that rotate, and their M-RoPE sections."""
+    t = Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, qtype)
     w, s = t.w, TINY
-    attention_header(w, s, "tiny-qwen35", _F32)
+    attention_header(w, s, "tiny-qwen35", qtype)
+    w.kv_data[0][f"{arch}.rope.dimension_count"].value = rotary[0]
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_dimension_sections([2, 3, 3, 0])  # t, y, x over half the 16-wide head
+    w.add_rope_dimension_sections(rotary[1])  # t, y, x over the rotating pairs
     w.add_uint32(f"{arch}.full_attention_interval", 2)
     if arch == "qwen35moe":  # llama.cpp's states only its experts' width (Ollama's a dense one too)
         del w.kv_data[0]["qwen35moe.feed_forward_length"]
-    for key, value in QWEN35_SSM.items():
+    for key, value in ssm.items():
         w.add_uint32(f"{arch}.ssm.{key}", value)
     vocab = synthetic_vocab()
     add_tokenizer(w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
-    head, n_v = QWEN35_SSM["state_size"], QWEN35_SSM["time_step_rank"]
-    key_dim, value_dim = head * QWEN35_SSM["group_count"], head * n_v
+    head, n_v = ssm["state_size"], ssm["time_step_rank"]
+    key_dim, value_dim = head * ssm["group_count"], head * n_v
     for i in range(s.n_layer):
         p = f"blk.{i}."
         t.norm(p + "attn_norm.weight", s.n_embd)
@@ -189,7 +200,8 @@ def write_qwen35_text(path: Path, arch: str = "qwen35", *, seed: int = 0) -> Pat
         if i % 2 == 0:  # linear attention
             t.matrix(p + "attn_qkv.weight", 2 * key_dim + value_dim, s.n_embd)
             t.matrix(p + "attn_gate.weight", value_dim, s.n_embd)
-            t.f32(p + "ssm_conv1d.weight", t.rng.standard_normal((2 * key_dim + value_dim, 4)) * 0.5)
+            conv = t.rng.standard_normal((2 * key_dim + value_dim, 4)) * 0.5
+            t.f32(p + "ssm_conv1d.weight", conv.astype(np.float16) if qtype != _F32 else conv)  # as a checkpoint's
             t.f32(p + "ssm_dt.bias", t.rng.standard_normal(n_v) * 0.5)
             t.f32(p + "ssm_a", -np.exp(t.rng.standard_normal(n_v) * 0.5))
             t.matrix(p + "ssm_beta.weight", n_v, s.n_embd)

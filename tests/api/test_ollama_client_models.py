@@ -34,6 +34,8 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_qwen3moe,
     write_hf_qwen3vl_vision,
     write_hf_qwen25vl_vision,
+    write_hf_qwen35,
+    write_hf_qwen35_vision,
 )
 from cllm_ollama.testing.images import png
 
@@ -128,8 +130,8 @@ def test_create_quantize_with_the_official_client(tmp_path: Path) -> None:
 def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
     """A Hugging Face folder uploaded as ``ollama create`` uploads it, to a real ``cllm serve``:
     converted, it answers word for word as the GGUF it was exported from (a Llama's Q and K rows
-    reordered on the way, Gemma's norms shifted, a Qwen3's kept, a mixture's experts stacked), and a
-    SentencePiece vocabulary
+    reordered on the way, Gemma's norms shifted, a Qwen3's kept, a mixture's experts stacked, Qwen
+    3.5's delta nets as llama.cpp keeps them), and a SentencePiece vocabulary
     splits text as the sentencepiece package does."""
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
         client = ollama.Client(host=url)
@@ -142,7 +144,8 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_phi3_longrope,
             write_hf_qwen3moe,
             write_hf_mixtral,
-            write_hf_mistral,
+            write_hf_qwen35,
+            write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)
             files = {name: client.create_blob(path) for name, path in model_folder_files(folder, str(folder)).items()}
@@ -191,8 +194,14 @@ def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> No
 @pytest.mark.model  # the models that see load through llama.cpp and libmtmd and answer greedily
 @pytest.mark.parametrize(
     "write",
-    [write_hf_gemma3_vision, write_hf_mistral3_vision, write_hf_qwen25vl_vision, write_hf_qwen3vl_vision],
-    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl"],
+    [
+        write_hf_gemma3_vision,
+        write_hf_mistral3_vision,
+        write_hf_qwen25vl_vision,
+        write_hf_qwen3vl_vision,
+        write_hf_qwen35_vision,
+    ],
+    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen35"],
 )
 def test_a_folder_that_sees_answers_pictures_as_its_twin(
     tmp_path: Path, write: Callable[[Path], tuple[Path, Path, Path]]
@@ -212,7 +221,7 @@ def test_a_folder_that_sees_answers_pictures_as_its_twin(
         assert "vision" in (client.show("converted").capabilities or [])
         options = {"num_predict": 16, "temperature": 0, "seed": 1}
         answers = {
-            (m, seed): client.generate(m, "Describe it.", images=[png(32, 32, seed)], options=options).context
+            (m, seed): client.generate(m, "Describe it.", images=[png(64, 64, seed)], options=options).context
             for m in ("converted", "twin")
             for seed in (1, 2)
         }

@@ -39,6 +39,11 @@ _TARGETS = {
     "Phi3ForCausalLM": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
     "MixtralForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj"],
     "Qwen3MoeForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj"],
+    # Qwen 3.5's delta net too: its value heads' rows (B's) and columns (out_proj's A's) reordered.
+    "Qwen3_5ForCausalLM": [
+        *("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        *("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b", "out_proj"),
+    ],
 }
 _PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -74,7 +79,7 @@ def image(folder: str, pixels: str, out: str) -> None:
     processor = json.loads((Path(folder) / "preprocessor_config.json").read_text())
     mean, std = np.array(processor["image_mean"], np.float32), np.array(processor["image_std"], np.float32)
     values = torch.tensor((np.load(pixels).astype(np.float32) / 255.0 - mean) / std).permute(2, 0, 1)[None]
-    if config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
+    if config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"):
         np.save(out, qwen_image(folder, values[0], processor["patch_size"]))
         return
     with torch.no_grad():

@@ -38,6 +38,8 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_qwen3moe,
     write_hf_qwen3vl_vision,
     write_hf_qwen25vl_vision,
+    write_hf_qwen35,
+    write_hf_qwen35_vision,
     write_safetensors,
 )
 
@@ -223,6 +225,7 @@ _QWEN_VL: dict[str, Callable[..., tuple[Path, Path, Path]]] = {
     "qwen2vl": write_hf_qwen2vl_vision,
     "qwen2.5vl": write_hf_qwen25vl_vision,
     "qwen3vl": write_hf_qwen3vl_vision,
+    "qwen35": write_hf_qwen35_vision,
 }
 
 
@@ -231,28 +234,72 @@ _QWEN_VL: dict[str, Callable[..., tuple[Path, Path, Path]]] = {
 def test_a_qwen_vl_converts_to_its_text_model_and_projector(
     tmp_path: Path, model_store: ModelStore, family: str, prefix: str
 ) -> None:
-    """Qwen2-VL, Qwen2.5-VL and Qwen3-VL (and their fine-tunes) as the Qwen releases and every
-    transformers since 4.45 save them: the text model with its M-RoPE sections (and Qwen3-VL's
-    deepstack layers), and the tower as llama.cpp's converter writes it (the Conv3D kernel a kernel
-    per frame, Qwen 2's and 2.5's Q/K/V split, Qwen 3's deepstack mergers under their blocks);
-    created, a projector layer."""
+    """Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen 3.5 (and their fine-tunes) as the Qwen releases and
+    every transformers since 4.45 save them: the text model with its M-RoPE sections (and Qwen3-VL's
+    deepstack layers, Qwen 3.5's delta nets), and the tower as llama.cpp's converter writes it (the
+    Conv3D kernel a kernel per frame, Qwen 2's and 2.5's Q/K/V split, Qwen 3's deepstack mergers
+    under their blocks); created, a projector layer."""
     folder, text, mmproj = _QWEN_VL[family](tmp_path, prefix=prefix)
     converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
     assert converted == Converted([], sees=True)
     for twin, out in ((text, tmp_path / "out.gguf"), (mmproj, tmp_path / "proj.gguf")):
-        want, got = _tensors(twin), _tensors(out)
-        assert set(got) == set(want)
-        for name, (kind, data) in got.items():
-            assert kind == want[name][0] and np.array_equal(data, want[name][1]), name
+        _assert_twin_tensors(twin, out)
     clip = {k: v for k, v in _fields(tmp_path / "proj.gguf").items() if k.startswith("clip.")}
     assert clip == {k: v for k, v in _fields(mmproj).items() if k.startswith("clip.")}
-    arch = _fields(text)["general.architecture"]
-    keys = ("rope.dimension_sections", "n_deepstack_layers", "attention.head_count_kv", "rope.freq_base")
-    for key in (f"{arch}.{k}" for k in keys):
-        assert _fields(tmp_path / "out.gguf").get(key) == _fields(text).get(key), key
+    _assert_twin_keys(text, tmp_path / "out.gguf")
     files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
     create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), lambda e: None)
     assert [layer.media_type for layer in model_store.get("sees").manifest.layers] == [mt.MODEL, mt.PROJECTOR]
+
+
+def _assert_twin_tensors(twin: Path, out: Path) -> None:
+    """Every tensor of ``twin`` in ``out``, of its type and values; Qwen 3.5's ``A``, computed
+    from its logarithm, to within F32's rounding."""
+    want, got = _tensors(twin), _tensors(out)
+    assert set(got) == set(want)
+    for name, (kind, data) in got.items():
+        same = np.allclose if name.endswith(".ssm_a") else np.array_equal
+        assert kind == want[name][0] and same(data, want[name][1]), name
+
+
+def _assert_twin_keys(twin: Path, out: Path) -> None:
+    """The keys of ``twin``'s architecture that say how it computes, the same in ``out``."""
+    arch = _fields(twin)["general.architecture"]
+    want, got = _fields(twin), _fields(out)
+    for key in [k for k in want if k.startswith(f"{arch}.") and k != f"{arch}.context_length"]:
+        assert got.get(key) == want[key], key
+
+
+def test_a_qwen35_converts_to_its_twin(tmp_path: Path) -> None:
+    """Qwen 3.5 (``Qwen3_5ForCausalLM``): a gated delta net's parameters as llama.cpp keeps them
+    (``A`` as ``-exp(A_log)``, the convolution in F32 without its unit axis, the value heads tiled
+    rather than grouped by key head: two key heads of two value heads here), norms with their +1 but
+    the delta net's own, the multi-token-prediction block left out, and llama.cpp's ``ssm`` keys."""
+    folder, twin = write_hf_qwen35(tmp_path)
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors["mtp.fc.weight"] = ("F16", np.zeros((64, 128), np.float16))  # as the releases carry it
+    write_safetensors(path, tensors)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ({"layer_types": ["full_attention", "linear_attention"]}, "config.json's layer_types are not a full-attention"),
+        ({"linear_value_head_dim": 8}, "config.json's linear_key_head_dim and linear_value_head_dim differ"),
+        ({"linear_num_value_heads": 3}, "config.json's linear_num_value_heads is not a multiple"),
+    ],
+)
+def test_a_qwen35_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damage: dict[str, Any], why: str) -> None:
+    """What llama.cpp's qwen35 cannot say (full attention off its interval, value heads of
+    another width than key heads, or not a whole number per key head) is refused with why."""
+    folder, _ = write_hf_qwen35(tmp_path)
+    _edit(folder, "config.json", lambda c: c.update(damage))
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 
 @pytest.mark.parametrize(

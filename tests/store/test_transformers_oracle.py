@@ -43,6 +43,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "qwen2vl": lambda folder: hf.write_hf_qwen2vl_vision(folder)[:2],  # on text alone
     "qwen2.5vl": lambda folder: hf.write_hf_qwen25vl_vision(folder)[:2],
     "qwen3vl": lambda folder: hf.write_hf_qwen3vl_vision(folder)[:2],
+    "qwen35": hf.write_hf_qwen35,
 }
 
 
@@ -92,7 +93,7 @@ def test_the_converted_model_and_adapters_compute_what_transformers_and_peft_do(
         reference.assert_close(_logits(model, adapter), np.load(answers / f"lora-{scaling}.npy"), f"{family}+{scaling}")
 
 
-@pytest.mark.parametrize("family", ["gemma3", "mistral3", "qwen2vl", "qwen2.5vl", "qwen3vl"])
+@pytest.mark.parametrize("family", ["gemma3", "mistral3", "qwen2vl", "qwen2.5vl", "qwen3vl", "qwen35"])
 def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, family: str) -> None:
     """The projector layer made of Gemma 3's SigLIP tower or Mistral 3's Pixtral
     (``convert/hf/vision.py``) turns a picture into the embeddings transformers makes of it, where
@@ -112,8 +113,11 @@ def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, f
     elif family == "qwen2.5vl":  # 8x8 tokens: four of libmtmd's windows of 7x7 at most
         folder, _, _ = hf.write_hf_qwen25vl_vision(tmp_path)
         side = 128
-    else:
+    elif family == "qwen3vl":
         folder, _, _ = hf.write_hf_qwen3vl_vision(tmp_path)
+        side = 64
+    else:
+        folder, _, _ = hf.write_hf_qwen35_vision(tmp_path)
         side = 64
     seed = 3
     pixels = np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype=np.uint8)  # png(side, side, seed)'s
@@ -139,15 +143,20 @@ def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, f
     reference.assert_close(got, np.load(tmp_path / "want.npy"), f"{family} tower")
 
 
-@pytest.mark.parametrize("family", ["qwen2vl", "qwen2.5vl", "qwen3vl"])
+@pytest.mark.parametrize("family", ["qwen2vl", "qwen2.5vl", "qwen3vl", "qwen35"])
 def test_a_converted_qwen_vl_reads_a_picture_in_a_prompt_as_transformers_does(tmp_path: Path, family: str) -> None:
     """A prompt with a picture in it, as cllm's engine decodes it into a converted Qwen-VL: the text
     before it, the picture's embeddings at the M-RoPE positions ``MediaPrompt`` gives them (a
     row and a column for each token, the text after it as far on as the picture's longer side),
     then the text after it, whose every logit is transformers' for the same tokens and picture
     (Qwen3-VL's deepstack features added in its first layers on both sides)."""
-    write = {"qwen2vl": hf.write_hf_qwen2vl_vision, "qwen2.5vl": hf.write_hf_qwen25vl_vision}
-    folder, _, _ = write.get(family, hf.write_hf_qwen3vl_vision)(tmp_path)
+    write = {
+        "qwen2vl": hf.write_hf_qwen2vl_vision,
+        "qwen2.5vl": hf.write_hf_qwen25vl_vision,
+        "qwen3vl": hf.write_hf_qwen3vl_vision,
+        "qwen35": hf.write_hf_qwen35_vision,
+    }
+    folder, _, _ = write[family](tmp_path)
     side, seed = 64, 5  # 4x4 tokens: libmtmd keeps the picture as it is
     np.save(tmp_path / "pixels.npy", np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype=np.uint8))
     convert(Checkpoint.folder(folder), tmp_path / "text.gguf", tmp_path / "mmproj.gguf")

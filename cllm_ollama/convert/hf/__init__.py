@@ -20,7 +20,7 @@ from ..framework import KV, Tensor, write
 from . import safetensors, vision
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
-from .families import TOWER_LEFT_OUT, Family
+from .families import TOWER_LEFT_OUT, Family, Order
 from .lora import convert_lora
 from .pooling import pooling_kv
 from .tokenizer import tokenizer_kv
@@ -29,9 +29,10 @@ __all__ = ["Checkpoint", "Converted", "ImportRefused", "convert", "convert_lora"
 
 _F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
 _VOCAB_ROWS = ("token_embd.weight", "output.weight")
-# Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights, and BERT's position
-# and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32).
-_F32_MATRICES = ("ffn_gate_inp.weight", "position_embd.weight", "token_types.weight")
+# Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights, BERT's position
+# and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32), and a
+# delta net's convolution.
+_F32_MATRICES = ("ffn_gate_inp.weight", "position_embd.weight", "token_types.weight", "ssm_conv1d.weight")
 
 
 def is_checkpoint(names: list[str]) -> bool:
@@ -56,6 +57,7 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     if config is None:
         raise ImportRefused("the model folder has no config.json")
     family = Family.of(config)
+    hyperparameters = family.kv()  # what config.json cannot say is refused before any tensor is read
     sources = [t for name, path in checkpoint.weights() for t in safetensors.read(path, name)]
     tensors = _tensors(family, sources)
     by_name = {t.name: t for t in tensors}
@@ -79,7 +81,7 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
         "general.name": (_loadable_name(checkpoint.name, vocabulary["tokenizer.ggml.tokens"][0]), GGUFValueType.STRING),
         "general.file_type": (int(file_type), GGUFValueType.UINT32),
         "general.quantization_version": (2, GGUFValueType.UINT32),
-        **family.kv(),
+        **hyperparameters,
         **pooling_kv(checkpoint, family.arch),
         **vocabulary,
     }
@@ -130,7 +132,8 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
             continue
         if name in out:
             raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
-        out[name] = _converted(name, source, family.reorder(name, source.shape), family.shift(name))
+        source = family.view(name, source)
+        out[name] = _converted(name, source, family.reorder(name, source.shape), family.values(name))
     for name, parts in experts.items():
         out[name] = _stacked(name, parts, family.n_expert)
     return list(out.values())
@@ -144,21 +147,25 @@ def _stacked(name: str, parts: dict[int, safetensors.SourceTensor], n_expert: in
     shapes, dtypes = {p.shape for p in ordered}, {p.dtype for p in ordered}
     if len(shapes) != 1 or len(dtypes) != 1 or len(ordered[0].shape) != 2:
         raise ImportRefused(f"{name}: the layer's experts differ in shape or type")
-    members = [_converted(name, p, None, 0.0) for p in ordered]
+    members = [_converted(name, p, None, None) for p in ordered]
     first = members[0]
     shape = (n_expert, *first.shape)
     return Tensor(name, first.kind, shape, first.dtype, lambda: np.stack([m.data() for m in members]))
 
 
 def _converted(
-    name: str, source: safetensors.SourceTensor, reorder: Callable[[np.ndarray], np.ndarray] | None, shift: float
+    name: str,
+    source: safetensors.SourceTensor,
+    order: Order | None,
+    values: Callable[[np.ndarray], np.ndarray] | None,
 ) -> Tensor:
-    """The tensor in Ollama's type for it (vectors F32, matrices F16, or BF16 kept), its rows
-    reordered and its values shifted as its family says, when it is written."""
+    """The tensor in Ollama's type for it (vectors F32, matrices F16, or BF16 kept), its rows or
+    columns reordered and its values changed as its family says (``Family.values``: then in F32),
+    when it is written."""
     source.require_float()
     data = source.data
     dtype: np.dtype[Any]
-    if len(source.shape) == 1 or name.endswith(_F32_MATRICES):
+    if len(source.shape) == 1 or name.endswith(_F32_MATRICES) or values is not None:
         kind, dtype = _F32, np.dtype(np.float32)
     elif source.dtype == "BF16":
         kind, dtype = _BF16, np.dtype(np.uint16)
@@ -166,10 +173,10 @@ def _converted(
         kind, dtype = _F16, np.dtype(np.float16)
 
     def produce() -> np.ndarray:
-        rows = reorder(data) if reorder is not None else data  # whole rows: any dtype
+        arranged = order.apply(data) if order is not None else data  # whole rows or columns: any dtype
         if kind != _F32:
-            return np.ascontiguousarray(rows, dtype=dtype)
-        values = safetensors.to_f32(rows, source.dtype)
-        return values + np.float32(shift) if shift else values
+            return np.ascontiguousarray(arranged, dtype=dtype)
+        floats = safetensors.to_f32(arranged, source.dtype)
+        return np.ascontiguousarray(values(floats), dtype=np.float32) if values is not None else floats
 
     return Tensor(name, kind, source.shape, dtype, produce)

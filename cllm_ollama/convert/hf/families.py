@@ -6,7 +6,10 @@ where Hugging Face's pairs the two halves of a head: their Q and K rows are reor
 as llama.cpp's and Ollama's converters do). Qwen 2 and 3 and Gemma 3 rotate halves in llama.cpp too.
 Gemma 3's norms scale by ``1 + weight``, which llama.cpp stores with the 1 added.
 Qwen2-VL, Qwen2.5-VL and Qwen3-VL are Qwen 2 and 3 with M-RoPE (a token's position in time, row
-and column rotate sections of each head), llama.cpp's ``qwen2vl`` and ``qwen3vl``.
+and column rotate sections of each head), llama.cpp's ``qwen2vl`` and ``qwen3vl``. Qwen 3.5 has
+M-RoPE too, and three of every four layers are a gated delta net (linear attention) whose
+parameters llama.cpp keeps otherwise: ``A`` as ``-exp(A_log)``, the convolution without its unit
+axis, and the value heads tiled rather than grouped by key head (``Family.reorder``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from gguf import GGUFValueType
 
 from ..framework import KV
 from .errors import ImportRefused
+from .safetensors import SourceTensor
 
 _U32 = GGUFValueType.UINT32
 _F32 = GGUFValueType.FLOAT32
@@ -34,6 +38,7 @@ _GLOBAL = {
     "lm_head.weight": "output.weight",
 }
 _BLOCK = re.compile(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)")
+_PARAM = re.compile(r"model\.layers\.(\d+)\.(.+)")
 _ATTENTION = {
     "self_attn.q_proj": "attn_q",
     "self_attn.k_proj": "attn_k",
@@ -109,6 +114,10 @@ class _Layout:
     block: re.Pattern[str] = _BLOCK
     skipped: re.Pattern[str] = _SKIPPED
     prefix: str = ""  # before every tensor's name, in some checkpoints (BertForMaskedLM's "bert.")
+    # A block's parameters that are not a module's weight or bias: Hugging Face's name -> llama.cpp's.
+    params: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Norms whose weights ``norm_shift`` leaves as they are (Qwen 3.5's delta net's, a plain RMS norm).
+    unshifted: tuple[str, ...] = ()
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -122,6 +131,22 @@ _PHI3 = {
 # config.json's "architectures" -> how its checkpoint becomes llama.cpp's.
 _QWEN2 = _ATTENTION | _PRE_NORMS
 _QWEN3 = _ATTENTION | _PRE_NORMS | _QK_NORMS
+# Qwen 3.5's: a full-attention layer's (its query twice as wide, the second half a gate), or a
+# gated delta net's; every layer's norm after attention is llama.cpp's post-attention norm.
+_QWEN35 = _QWEN3 | {
+    "post_attention_layernorm": "post_attention_norm",
+    "linear_attn.in_proj_qkv": "attn_qkv",
+    "linear_attn.in_proj_z": "attn_gate",
+    "linear_attn.in_proj_a": "ssm_alpha",
+    "linear_attn.in_proj_b": "ssm_beta",
+    "linear_attn.conv1d": "ssm_conv1d",
+    "linear_attn.norm": "ssm_norm",
+    "linear_attn.out_proj": "ssm_out",
+}
+_QWEN35_PARAMS = {"linear_attn.A_log": "ssm_a", "linear_attn.dt_bias": "ssm_dt.bias"}
+# Its multi-token-prediction block, which llama.cpp's converter leaves out unless asked (and Ollama's
+# models have not).
+_QWEN35_SKIPPED = re.compile(r".*\.rotary_emb\.inv_freq$|(model\.)?mtp\..*")
 _GEMMA3 = _Layout("gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False)
 _GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 LAYOUTS = {
@@ -145,7 +170,13 @@ LAYOUTS = {
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
     "Qwen3VLForConditionalGeneration": _Layout("qwen3vl", _QWEN3, tower=True, vision="qwen3vl_merger"),
+    "Qwen3_5ForCausalLM": _Layout(
+        "qwen35", _QWEN35, 1.0, params=_QWEN35_PARAMS, unshifted=("ssm_norm.weight",), skipped=_QWEN35_SKIPPED
+    ),
 }
+LAYOUTS["Qwen3_5ForConditionalGeneration"] = dataclasses.replace(
+    LAYOUTS["Qwen3_5ForCausalLM"], tower=True, vision="qwen3vl_merger"
+)
 # A LoRA's base by its GGUF architecture: a layout whose names also carry a seeing model's text
 # prefix (an adapter trained on Gemma 3 4B or Mistral Small names its tensors so).
 # The first layout of an architecture (a Llama's, not Mixtral's).
@@ -164,7 +195,9 @@ _TOWER_PREFIXES = (
 )
 TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
 # The architectures whose positions are M-RoPE's (``Family._mrope``).
-_MROPE = ("qwen2vl", "qwen3vl")
+_MROPE = ("qwen2vl", "qwen3vl", "qwen35")
+# Qwen 3.5's sections where config.json states none (transformers' and llama.cpp's default).
+_QWEN35_MROPE = [11, 11, 10]
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {
@@ -207,14 +240,23 @@ class Family:
 
     @classmethod
     def of_gguf(cls, arch: str, kv: Mapping[str, Any]) -> Family:
-        """The family of a GGUF already converted (a LoRA's base): its tensor names, and for a
-        Llama's Q and K rows the head counts from its header."""
+        """The family of a GGUF already converted (a LoRA's base): its tensor names, and the head
+        counts from its header that say how rows are reordered (a Llama's Q and K, Qwen 3.5's
+        value heads)."""
         if arch not in _BY_ARCH:
             raise ImportRefused(
                 f"safetensors adapters for architecture {arch!r} are not converted: cllm converts them "
                 f"for {', '.join(sorted(_BY_ARCH))}"
             )
-        keys = {"num_attention_heads": "attention.head_count", "num_key_value_heads": "attention.head_count_kv"}
+        keys = {
+            "num_attention_heads": "attention.head_count",
+            "num_key_value_heads": "attention.head_count_kv",
+            # Qwen 3.5's delta net's heads, whose value heads llama.cpp keeps in another order
+            "linear_num_key_heads": "ssm.group_count",
+            "linear_num_value_heads": "ssm.time_step_rank",
+            "linear_key_head_dim": "ssm.state_size",
+            "linear_value_head_dim": "ssm.state_size",
+        }
         return cls(_BY_ARCH[arch], {name: kv.get(f"{arch}.{key}") for name, key in keys.items()})
 
     @property
@@ -278,6 +320,8 @@ class Family:
             kv |= self._experts()
         if a in _MROPE:
             kv |= self._mrope()
+        if a == "qwen35":
+            kv |= self._delta_net()
         if a == "llama" and self.layout.experts is not None:
             kv |= {
                 "llama.expert_count": (self.n_expert, _U32),
@@ -389,22 +433,65 @@ class Family:
         return kv
 
     def _mrope(self) -> KV:
-        """Qwen-VL's M-RoPE: how many of a head's rotating pairs each of time, row and column
-        takes (``mrope_section``, padded to llama.cpp's four); Qwen3-VL's also how many of its
+        """Qwen-VL's and Qwen 3.5's M-RoPE: how many of a head's dimensions rotate (Qwen 3.5's a
+        quarter), how many of those pairs each of time, row and column takes (``mrope_section``,
+        padded to llama.cpp's four); Qwen3-VL's also how many of its
         tower's layers feed the text model's first layers (deepstack)."""
-        sections = self._rope.get("mrope_section")
+        sections = self._rope.get("mrope_section", _QWEN35_MROPE if self.arch == "qwen35" else None)
         if not (isinstance(sections, list) and 0 < len(sections) <= 4 and all(isinstance(n, int) for n in sections)):
             raise ImportRefused("config.json's rope scaling has no mrope_section for the model's M-RoPE positions")
-        if sum(sections) != self.head_dim // 2:
+        pairs = self._rotating // 2
+        if sum(sections) != pairs:
             raise ImportRefused(
-                f"config.json's mrope_section {sections} does not cover a head's {self.head_dim // 2} pairs"
+                f"config.json's mrope_section {sections} does not cover a head's {pairs} rotating pairs"
             )
-        kv: KV = {f"{self.arch}.rope.dimension_sections": ([*sections, 0, 0, 0][:4], GGUFValueType.ARRAY)}
+        kv: KV = {
+            f"{self.arch}.rope.dimension_count": (self._rotating, _U32),
+            f"{self.arch}.rope.dimension_sections": ([*sections, 0, 0, 0][:4], GGUFValueType.ARRAY),
+        }
         if self.arch == "qwen3vl":
             vision = self.config.get("vision_config")
             deepstack = vision.get("deepstack_visual_indexes") if isinstance(vision, dict) else None
             kv["qwen3vl.n_deepstack_layers"] = (len(deepstack) if isinstance(deepstack, list) else 0, _U32)
         return kv
+
+    @property
+    def _rotating(self) -> int:
+        """Dimensions of a head that rotate: Qwen 3.5's ``partial_rotary_factor`` (a quarter) of them."""
+        return int(self.head_dim * float(self._rope.get("partial_rotary_factor", 1.0)))
+
+    def _delta_net(self) -> KV:
+        """Qwen 3.5's gated delta net: its convolution, key and value heads (llama.cpp's ``ssm`` keys),
+        and which layers attend to everything (every ``full_attention_interval``th)."""
+        interval = self._int("full_attention_interval", default=4)
+        types = self.config.get("layer_types")
+        pattern = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(self.n_layer)]
+        if types is not None and types != pattern:
+            raise ImportRefused(
+                f"config.json's layer_types are not a full-attention layer every {interval}, as llama.cpp needs"
+            )
+        if self._int("linear_key_head_dim") != self._int("linear_value_head_dim"):
+            raise ImportRefused(
+                "config.json's linear_key_head_dim and linear_value_head_dim differ; llama.cpp needs them equal"
+            )
+        if self.n_v_heads % self.n_k_heads:
+            raise ImportRefused("config.json's linear_num_value_heads is not a multiple of linear_num_key_heads")
+        return {
+            "qwen35.ssm.conv_kernel": (self._int("linear_conv_kernel_dim"), _U32),
+            "qwen35.ssm.state_size": (self._int("linear_key_head_dim"), _U32),
+            "qwen35.ssm.group_count": (self.n_k_heads, _U32),
+            "qwen35.ssm.time_step_rank": (self.n_v_heads, _U32),
+            "qwen35.ssm.inner_size": (self._int("linear_value_head_dim") * self.n_v_heads, _U32),
+            "qwen35.full_attention_interval": (interval, _U32),
+        }
+
+    @property
+    def n_k_heads(self) -> int:
+        return self._int("linear_num_key_heads")
+
+    @property
+    def n_v_heads(self) -> int:
+        return self._int("linear_num_value_heads")
 
     def _experts(self) -> KV:
         """How many experts, how many a token uses, and how wide each is."""
@@ -505,14 +592,35 @@ class Family:
         m = layout.block.fullmatch(name)
         if m and m[2] in self.layout.parts:
             return f"blk.{m[1]}.{self.layout.parts[m[2]]}.{m[3]}"
+        m = _PARAM.fullmatch(name)
+        if m and m[2] in layout.params:
+            return f"blk.{m[1]}.{layout.params[m[2]]}"
         raise ImportRefused(f"tensor {name} is not one cllm's converter knows for {self.arch}")
 
-    def shift(self, gguf_name: str) -> float:
-        """What is added to the tensor's values: 1 to Gemma's norms, which scale by ``1 + weight``."""
-        return self.layout.norm_shift if gguf_name.endswith("norm.weight") else 0.0
+    def values(self, gguf_name: str) -> Callable[[np.ndarray], np.ndarray] | None:
+        """What the tensor's values (F32) become: Gemma's and Qwen 3.5's norms, which scale by ``1 +
+        weight``, with the 1 added; Qwen 3.5's ``A`` from its logarithm, as ``-exp(A_log)``."""
+        layout = self.layout
+        if layout.norm_shift and gguf_name.endswith("norm.weight") and not gguf_name.endswith(layout.unshifted):
+            return lambda v: v + np.float32(layout.norm_shift)
+        if self.arch == "qwen35" and gguf_name.endswith(".ssm_a"):
+            return lambda v: -np.exp(v)
+        return None
 
-    def reorder(self, gguf_name: str, shape: tuple[int, ...]) -> Callable[[np.ndarray], np.ndarray] | None:
-        """For a Llama's Q and K: the rows reordered from halves to neighbouring pairs, per head."""
+    def view(self, gguf_name: str, source: SourceTensor) -> SourceTensor:
+        """The tensor as llama.cpp lays it out where only its shape differs: Qwen 3.5's convolution
+        without its unit axis (``(channels, 1, kernel)`` in the checkpoint)."""
+        if gguf_name.endswith("ssm_conv1d.weight") and len(source.shape) == 3 and source.shape[1] == 1:
+            return SourceTensor(source.name, source.dtype, source.data[:, 0, :])
+        return source
+
+    def reorder(self, gguf_name: str, shape: tuple[int, ...]) -> Order | None:
+        """Rows or columns the tensor of ``shape`` (the checkpoint's ``(out, in)``) has in another
+        order in llama.cpp: a Llama's Q and K rows, from halves to neighbouring pairs per head; Qwen
+        3.5's value heads, from grouped by key head to tiled (``_reorder_v_heads`` in llama.cpp's
+        converter), where it has more value heads than key heads."""
+        if self.arch == "qwen35":
+            return self._tiled_v_heads(gguf_name, shape)
         if self.arch != "llama":
             return None
         if re.fullmatch(r"blk\.\d+\.attn_q\.(weight|bias)", gguf_name):
@@ -521,15 +629,52 @@ class Family:
             heads = self.n_head_kv
         else:
             return None
-        return pairs_reorder(gguf_name, shape, heads)
+        return pairs_order(gguf_name, shape, heads)
+
+    def _tiled_v_heads(self, gguf_name: str, shape: tuple[int, ...]) -> Order | None:
+        n_k, n_v = self.n_k_heads, self.n_v_heads
+        if n_k == n_v or not gguf_name.startswith("blk."):
+            return None
+        width = self._int("linear_value_head_dim")
+
+        def tiled(size: int) -> np.ndarray:
+            return np.arange(n_v * size).reshape(n_k, n_v // n_k, size).swapaxes(0, 1).reshape(-1)
+
+        part = gguf_name.split(".", 2)[2]
+        keys = 2 * self._int("linear_key_head_dim") * n_k  # Q's and K's rows (or channels) before V's
+        if part in ("attn_qkv.weight", "ssm_conv1d.weight"):
+            order = Order(0, np.concatenate([np.arange(keys), keys + tiled(width)]))
+        elif part == "attn_gate.weight":
+            order = Order(0, tiled(width))
+        elif part in ("ssm_alpha.weight", "ssm_beta.weight", "ssm_a", "ssm_dt.bias"):
+            order = Order(0, tiled(1))
+        elif part == "ssm_out.weight":
+            order = Order(1, tiled(width))
+        else:
+            return None
+        if len(shape) <= order.axis or shape[order.axis] != len(order.index):
+            raise ImportRefused(f"{gguf_name} has shape {list(shape)}, which its value heads do not fill")
+        return order
 
 
-def pairs_reorder(name: str, shape: tuple[int, ...], heads: int) -> Callable[[np.ndarray], np.ndarray]:
-    """``permute`` for the tensor ``name`` of ``shape``; ``ImportRefused`` where its rows do not
-    split into pairs per head."""
+@dataclass(frozen=True)
+class Order:
+    """A tensor's rows (``axis`` 0) or columns (1) in llama.cpp's order: place ``i`` takes the
+    checkpoint's ``index[i]``."""
+
+    axis: int
+    index: np.ndarray
+
+    def apply(self, data: np.ndarray) -> np.ndarray:
+        return np.take(data, self.index, axis=self.axis)
+
+
+def pairs_order(name: str, shape: tuple[int, ...], heads: int) -> Order:
+    """``permute``'s order of the rows of the tensor ``name`` of ``shape``; ``ImportRefused`` where
+    its rows do not split into pairs per head."""
     if shape[0] % (2 * heads):
         raise ImportRefused(f"{name} has {shape[0]} rows, which {heads} heads cannot share in pairs")
-    return lambda rows: permute(rows, heads)
+    return Order(0, permute(np.arange(shape[0]), heads))
 
 
 def permute(rows: np.ndarray, heads: int) -> np.ndarray:

@@ -6,7 +6,8 @@ llama.cpp adds ``alpha / rank * B @ A`` to a weight (``llm_graph_context::build_
 per file. PEFT's scale may differ per module (``alpha_pattern``) or divide by the square root of
 the rank (``use_rslora``); MLX's is a bare ``scale``. Where the file's alpha does not give a
 module's scale, the difference is folded into its B, so every module is scaled as it was trained.
-B's rows follow the base's own reordering (a Llama's Q and K, ``families.permute``). A and B are
+B's rows, or A's columns, follow the base's own reordering (a Llama's Q and K, ``families.permute``;
+Qwen 3.5's value heads). A and B are
 written in F32, as llama.cpp's ``convert_lora_to_gguf.py`` writes them by default.
 """
 
@@ -190,16 +191,20 @@ def _tensors(name: str, pair: _Pair, family: Family, scaling: _Scaling, base_nam
     if b.shape[1] != rank:
         raise ImportRefused(f"{pair.module}: A has rank {rank}, B {b.shape[1]}")
     factor = scaling.factor(pair.module, rank)
-    reorder = family.reorder(name, b.shape)
+    order = family.reorder(name, (b.shape[0], a.shape[1]))  # the base weight's (out, in)
+    a_order, b_order = (order, None) if order is not None and order.axis == 1 else (None, order)
+
+    def a_columns() -> np.ndarray:
+        return np.ascontiguousarray(a_order.apply(a) if a_order is not None else a)
 
     def b_rows() -> np.ndarray:
-        rows = reorder(b) if reorder is not None else b
+        rows = b_order.apply(b) if b_order is not None else b
         return np.ascontiguousarray(rows * np.float32(factor) if factor != 1.0 else rows, dtype=np.float32)
 
     if name == "token_embd.weight":
         a = a.T  # rows looked up by token, as the base's own rows
     return [
-        Tensor(f"{name}.lora_a", _F32, a.shape, np.dtype(np.float32), lambda: np.ascontiguousarray(a)),
+        Tensor(f"{name}.lora_a", _F32, a.shape, np.dtype(np.float32), a_columns),
         Tensor(f"{name}.lora_b", _F32, b.shape, np.dtype(np.float32), b_rows),
     ]
 

@@ -33,7 +33,7 @@ from gguf import GGMLQuantizationType, GGUFValueType
 from ..framework import KV, Tensor
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
-from .families import pairs_reorder
+from .families import pairs_order
 from .safetensors import SourceTensor, to_f32
 
 _F32, _F16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16
@@ -425,12 +425,12 @@ def _converted(name: str, source: SourceTensor, heads: int | None) -> Tensor:
     source.require_float()
     keep_f32 = name.startswith(("v.patch_embd", "v.position_embd", "v.token_embd")) or len(source.shape) == 1
     kind, dtype = (_F32, np.dtype(np.float32)) if keep_f32 else (_F16, np.dtype(np.float16))
-    rows = pairs_reorder(name, source.shape, heads) if heads is not None else None
+    order = pairs_order(name, source.shape, heads) if heads is not None else None
 
     def produce() -> np.ndarray:
         values = to_f32(source.data, source.dtype)
-        if rows is not None:
-            values = rows(values)
+        if order is not None:
+            values = order.apply(values)
         if name == "mm.soft_emb_norm.weight":
             values = values + np.float32(1.0)  # Gemma's norms scale by 1 + weight
         return np.ascontiguousarray(values, dtype=dtype)
