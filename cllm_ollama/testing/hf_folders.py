@@ -49,8 +49,9 @@ _ARCHITECTURES = {
     "qwen2vl": "Qwen2_5_VLForConditionalGeneration",
     "qwen3vl": "Qwen3VLForConditionalGeneration",
     "qwen35": "Qwen3_5ForCausalLM",
+    "qwen35moe": "Qwen3_5MoeForCausalLM",
 }
-_GEMMAS = ("gemma2", "gemma3", "qwen35")  # norms stored with llama.cpp's +1 (but Qwen 3.5's ssm_norm)
+_GEMMAS = ("gemma2", "gemma3", "qwen35", "qwen35moe")  # norms stored with llama.cpp's +1 (but Qwen 3.5's ssm_norm)
 # transformers' model_type where it is not llama.cpp's architecture name.
 _MODEL_TYPES = {
     "qwen3moe": "qwen3_moe",
@@ -58,6 +59,7 @@ _MODEL_TYPES = {
     "qwen2vl": "qwen2_5_vl_text",
     "qwen3vl": "qwen3_vl_text",
     "qwen35": "qwen3_5_text",
+    "qwen35moe": "qwen3_5_moe_text",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -98,6 +100,13 @@ _QWEN35_PARTS = _PARTS | {
     "ssm_out": "linear_attn.out_proj",
 }
 _QWEN35_PARAMS = {"ssm_a": "linear_attn.A_log", "ssm_dt.bias": "linear_attn.dt_bias"}
+_QWEN35_SHARED = {
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+    "ffn_up_shexp": "mlp.shared_expert.up_proj",
+    "ffn_down_shexp": "mlp.shared_expert.down_proj",
+    "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
+}
 # Phi-3's fused projections: Q, K and V in one matrix, the FFN's gate and up in another.
 _PHI3_PARTS = _PARTS | {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
 _GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
@@ -612,20 +621,48 @@ def write_hf_qwen35(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return export(twin, folder / "hf-qwen35"), twin
 
 
+QWEN35_EXPERTS = (4, 2, 32)  # routed experts, used per token, width (the shared expert's too)
+
+
+def write_hf_qwen35moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-qwen35moe/``, a Qwen 3.5 mixture of experts (``Qwen3_5MoeForCausalLM``: the delta
+    nets and attention of ``write_hf_qwen35``, routed experts each apart, as transformers 5 saves
+    them, and a gated shared expert; F16), and ``folder/qwen35moe.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = tower_ggufs.write_qwen35_text(
+        folder / "qwen35moe.gguf",
+        "qwen35moe",
+        seed=seed,
+        qtype=gguf.GGMLQuantizationType.F16,
+        ssm=QWEN35_SSM,
+        rotary=QWEN35_ROTARY,
+        experts=QWEN35_EXPERTS,
+    )
+    return export(twin, folder / "hf-qwen35moe"), twin
+
+
 def write_hf_qwen35_vision(
     folder: Path,
     *,
     prefix: str = "model.language_model.",
     seed: int = 0,
     shape: VisionShape = vision_ggufs.QWEN3VL_VISION,
+    moe: bool = False,
 ) -> tuple[Path, Path, Path]:
     """``folder/hf-qwen35-vision/``, a Qwen 3.5 that sees (``Qwen3_5ForConditionalGeneration``:
     ``write_hf_qwen35``'s text model under ``prefix``, as the releases have it, and Qwen3-VL's tower
-    without deepstack, all F16), and its twins ``folder/text.gguf`` and ``folder/mmproj.gguf``."""
+    without deepstack, all F16; ``moe``: ``Qwen3_5MoeForConditionalGeneration``, with
+    ``write_hf_qwen35moe``'s), and its twins ``folder/text.gguf`` and ``folder/mmproj.gguf``."""
     folder.mkdir(parents=True, exist_ok=True)
     f16 = gguf.GGMLQuantizationType.F16
     text = tower_ggufs.write_qwen35_text(
-        folder / "text.gguf", seed=seed, qtype=f16, ssm=QWEN35_SSM, rotary=QWEN35_ROTARY
+        folder / "text.gguf",
+        "qwen35moe" if moe else "qwen35",
+        seed=seed,
+        qtype=f16,
+        ssm=QWEN35_SSM,
+        rotary=QWEN35_ROTARY,
+        experts=QWEN35_EXPERTS if moe else None,
     )
     mmproj = vision_ggufs.write_qwen3vl_projector(
         folder / "mmproj.gguf", seed=seed, f16=True, shape=shape, deepstack=[]
@@ -845,8 +882,8 @@ def export(
             data = _halves(data, heads if part == "attn_q" else heads_kv)
         if arch in _GEMMAS and t.name.endswith("norm.weight") and not t.name.endswith("ssm_norm.weight"):
             data = data - 1
-        if arch == "qwen35" and t.name.startswith("blk."):
-            name, data = _qwen35_back(t.name, data, kv)
+        if arch in ("qwen35", "qwen35moe") and t.name.startswith("blk.") and part not in _EXPERTS:
+            name, data = _qwen35_back(t.name, data, kv, arch)
             tensors[name] = data
             continue
         if part in _EXPERTS:  # one tensor per expert
@@ -887,7 +924,7 @@ def _seeing(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The text model's tensors and settings as a Gemma 3 or a Mistral 3 that sees holds them, with
     the tower of the projector GGUF ``tower`` (or a stand-in); or a Qwen-VL (``_qwen_seeing``)."""
-    if config["model_type"] in ("qwen2_5_vl_text", "qwen3_vl_text", "qwen3_5_text"):
+    if config["model_type"] in ("qwen2_5_vl_text", "qwen3_vl_text", "qwen3_5_text", "qwen3_5_moe_text"):
         assert tower is not None, "a Qwen-VL is exported with its tower"
         return _qwen_seeing(tensors, config, prefix, tower)
     head = "language_model." if prefix.startswith("language_model.") else ""  # where lm_head goes
@@ -1046,9 +1083,10 @@ def _qwen_seeing(
     root = "model.visual." if prefix == "model.language_model." else "visual."
     vision = _qwen_tower(tower, moved, root)
     architecture, seeing = _QWEN_VL[_fields(tower)["clip.projector_type"]]
-    if config["model_type"] == "qwen3_5_text":  # Qwen3-VL's tower without deepstack
-        architecture, seeing = "Qwen3_5ForConditionalGeneration", "qwen3_5"
-        vision["model_type"] = "qwen3_5"
+    if config["model_type"].startswith("qwen3_5"):  # Qwen3-VL's tower without deepstack
+        seeing = config["model_type"].removesuffix("_text")
+        architecture = config["architectures"][0].replace("ForCausalLM", "ForConditionalGeneration")
+        vision["model_type"] = seeing
     wrapped: dict[str, Any] = {"architectures": [architecture], "model_type": seeing, "vision_config": vision}
     if seeing in ("qwen2_vl", "qwen2_5_vl") and prefix == "model.":
         return moved, config | wrapped | {"rope_scaling": {"type": "mrope", **config["rope_scaling"]}}
@@ -1204,14 +1242,14 @@ def sentencepiece_model(kv: dict[str, Any]) -> bytes:
     return bytes(proto)
 
 
-def _qwen35_back(name: str, data: np.ndarray, kv: dict[str, Any]) -> tuple[str, np.ndarray]:
+def _qwen35_back(name: str, data: np.ndarray, kv: dict[str, Any], arch: str) -> tuple[str, np.ndarray]:
     """A Qwen 3.5 block tensor as transformers saves it: ``A_log`` for ``-exp(A_log)``, the
     convolution with its unit axis, the delta net's value heads grouped by key head again."""
     _, layer, part = name.split(".", 2)
     if part == "ssm_a":
         data = np.log(-data)
-    n_k, n_v = int(kv["qwen35.ssm.group_count"]), int(kv["qwen35.ssm.time_step_rank"])
-    width = int(kv["qwen35.ssm.state_size"])
+    n_k, n_v = int(kv[f"{arch}.ssm.group_count"]), int(kv[f"{arch}.ssm.time_step_rank"])
+    width = int(kv[f"{arch}.ssm.state_size"])
 
     def grouped(size: int) -> np.ndarray:  # where each grouped head's rows are in llama.cpp's tiled order
         return np.arange(n_v * size).reshape(n_v // n_k, n_k, size).swapaxes(0, 1).reshape(-1)
@@ -1227,10 +1265,12 @@ def _qwen35_back(name: str, data: np.ndarray, kv: dict[str, Any]) -> tuple[str, 
         data = data[:, grouped(width)]
     if part == "ssm_conv1d.weight":
         data = data[:, None, :]
+    if part == "ffn_gate_inp_shexp.weight":
+        data = data[None, :]  # a Linear of one output
     if part in _QWEN35_PARAMS:
         return f"model.layers.{layer}.{_QWEN35_PARAMS[part]}", data
     stem, _, suffix = part.rpartition(".")
-    return f"model.layers.{layer}.{_QWEN35_PARTS[stem]}.{suffix}", data
+    return f"model.layers.{layer}.{(_QWEN35_PARTS | _QWEN35_SHARED)[stem]}.{suffix}", data
 
 
 def _hf_name(name: str, arch: str) -> str:
@@ -1256,7 +1296,7 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         "hidden_size": n_embd,
         "vocab_size": len(kv["tokenizer.ggml.tokens"]),
         "num_hidden_layers": int(kv[f"{arch}.block_count"]),
-        "intermediate_size": int(kv[f"{arch}.feed_forward_length"]),
+        "intermediate_size": int(kv.get(f"{arch}.feed_forward_length", 0)) or None,
         "num_attention_heads": heads,
         "num_key_value_heads": int(kv[f"{arch}.attention.head_count_kv"]),
         "max_position_embeddings": int(kv[f"{arch}.context_length"]),
@@ -1304,26 +1344,33 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         config["rope_scaling"] = {"rope_type": "default", "mrope_section": sections}
         if arch == "qwen3vl":
             config["rope_scaling"]["mrope_interleaved"] = True
-    if arch == "qwen35":  # transformers 5's rope_parameters, as the Qwen 3.5 releases state them
-        head_dim, interval = int(kv["qwen35.attention.key_length"]), int(kv["qwen35.full_attention_interval"])
+    if arch in ("qwen35", "qwen35moe"):  # transformers 5's rope_parameters, as the Qwen 3.5 releases state them
+        head_dim, interval = int(kv[f"{arch}.attention.key_length"]), int(kv[f"{arch}.full_attention_interval"])
         config["rope_parameters"] = {
             "rope_type": "default",
-            "rope_theta": float(kv["qwen35.rope.freq_base"]),
-            "partial_rotary_factor": int(kv["qwen35.rope.dimension_count"]) / head_dim,
-            "mrope_section": [int(n) for n in kv["qwen35.rope.dimension_sections"][:3]],
+            "rope_theta": float(kv[f"{arch}.rope.freq_base"]),
+            "partial_rotary_factor": int(kv[f"{arch}.rope.dimension_count"]) / head_dim,
+            "mrope_section": [int(n) for n in kv[f"{arch}.rope.dimension_sections"][:3]],
             "mrope_interleaved": True,
         }
         config |= {
-            "linear_conv_kernel_dim": int(kv["qwen35.ssm.conv_kernel"]),
-            "linear_key_head_dim": int(kv["qwen35.ssm.state_size"]),
-            "linear_value_head_dim": int(kv["qwen35.ssm.state_size"]),
-            "linear_num_key_heads": int(kv["qwen35.ssm.group_count"]),
-            "linear_num_value_heads": int(kv["qwen35.ssm.time_step_rank"]),
+            "linear_conv_kernel_dim": int(kv[f"{arch}.ssm.conv_kernel"]),
+            "linear_key_head_dim": int(kv[f"{arch}.ssm.state_size"]),
+            "linear_value_head_dim": int(kv[f"{arch}.ssm.state_size"]),
+            "linear_num_key_heads": int(kv[f"{arch}.ssm.group_count"]),
+            "linear_num_value_heads": int(kv[f"{arch}.ssm.time_step_rank"]),
             "full_attention_interval": interval,
             "layer_types": [
                 "full_attention" if (i + 1) % interval == 0 else "linear_attention"
-                for i in range(int(kv["qwen35.block_count"]))
+                for i in range(int(kv[f"{arch}.block_count"]))
             ],
+        }
+    if arch == "qwen35moe":
+        config |= {
+            "num_experts": int(kv["qwen35moe.expert_count"]),
+            "num_experts_per_tok": int(kv["qwen35moe.expert_used_count"]),
+            "moe_intermediate_size": int(kv["qwen35moe.expert_feed_forward_length"]),
+            "shared_expert_intermediate_size": int(kv["qwen35moe.expert_shared_feed_forward_length"]),
         }
     if arch == "gemma3":
         config |= {

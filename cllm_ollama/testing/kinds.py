@@ -106,6 +106,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "its twin",
         hf.write_hf_qwen35,
     ),
+    "hf-qwen35moe": (
+        "DIR/hf-qwen35moe/, a Qwen 3.5 mixture of experts (routed experts apart, a gated shared expert), and "
+        "DIR/qwen35moe.gguf, its twin",
+        hf.write_hf_qwen35moe,
+    ),
     "hf-qwen35-vision": (
         "DIR/hf-qwen35-vision/, a Qwen 3.5 that sees (its text model, Qwen3-VL's tower without deepstack), "
         "and its twins DIR/text.gguf and DIR/mmproj.gguf",

@@ -170,12 +170,15 @@ def write_qwen35_text(
     qtype: gguf.GGMLQuantizationType = _F32,
     ssm: dict[str, int] = QWEN35_SSM,
     rotary: tuple[int, list[int]] = (TINY.head_dim, [2, 3, 3, 0]),
+    experts: tuple[int, int, int] | None = None,
 ) -> Path:
     """A tiny Qwen 3.5 text model: a linear-attention (gated delta net) block, then a full-attention
     one with a gated query and QK norms, interleaved M-RoPE. Under ``qwen35moe`` the same keys and
     tensors (what the map sees is the same; llama.cpp would want experts to run it). ``qtype``:
     its matrices'; ``ssm``: its delta net's sizes (more value heads than key heads: their order
-    matters); ``rotary``: the dimensions of a head that rotate, and their M-RoPE sections."""
+    matters); ``rotary``: the dimensions of a head that rotate, and their M-RoPE sections;
+    ``experts`` (``qwen35moe``): routed experts, how many a token uses and their width (the shared
+    expert's too) in place of the dense FFN, as llama.cpp runs them."""
     t = Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, qtype)
     w, s = t.w, TINY
     attention_header(w, s, "tiny-qwen35", qtype)
@@ -187,6 +190,13 @@ def write_qwen35_text(
         del w.kv_data[0]["qwen35moe.feed_forward_length"]
     for key, value in ssm.items():
         w.add_uint32(f"{arch}.ssm.{key}", value)
+    if experts is not None:
+        for key, value in zip(
+            ("expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"),
+            (*experts, experts[2]),
+            strict=True,
+        ):
+            w.add_uint32(f"{arch}.{key}", value)
     vocab = synthetic_vocab()
     add_tokenizer(w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
@@ -215,11 +225,33 @@ def write_qwen35_text(
             t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
             t.norm(p + "attn_q_norm.weight", s.head_dim)
             t.norm(p + "attn_k_norm.weight", s.head_dim)
+        if experts is not None:
+            _qwen35_experts(t, p, *experts)
+            continue
         t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
         t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
         t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
     finish(w)
     return path
+
+
+def _qwen35_experts(t: Tensors, p: str, n_expert: int, n_used: int, n_ff: int) -> None:
+    """A Qwen 3.5 mixture's FFN: the router and the shared expert's gate in F32 (of values F16
+    holds, as converted from an F16 checkpoint), the routed experts stacked, the shared expert."""
+    del n_used
+    n_embd = TINY.n_embd
+    t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, n_embd)))
+    for name, shape in (
+        ("gate", (n_expert, n_ff, n_embd)),
+        ("up", (n_expert, n_ff, n_embd)),
+        ("down", (n_expert, n_embd, n_ff)),
+    ):
+        data = t.rng.standard_normal(shape).astype(np.float32) * 0.5
+        t.w.add_tensor(f"{p}ffn_{name}_exps.weight", data.astype(np.float16) if t.qtype != _F32 else data)
+    t.f32(p + "ffn_gate_inp_shexp.weight", f16_exact(t, (n_embd,)))
+    t.matrix(p + "ffn_gate_shexp.weight", n_ff, n_embd)
+    t.matrix(p + "ffn_up_shexp.weight", n_ff, n_embd)
+    t.matrix(p + "ffn_down_shexp.weight", n_embd, n_ff)
 
 
 def write_qwen35_vision(folder: Path, arch: str = "qwen35", *, seed: int = 0) -> tuple[Path, Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_qwen25vl_vision,
     write_hf_qwen35,
     write_hf_qwen35_vision,
+    write_hf_qwen35moe,
 )
 from cllm_ollama.testing.images import png
 
@@ -145,6 +147,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_qwen3moe,
             write_hf_mixtral,
             write_hf_qwen35,
+            write_hf_qwen35moe,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)
@@ -200,8 +203,9 @@ def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> No
         write_hf_qwen25vl_vision,
         write_hf_qwen3vl_vision,
         write_hf_qwen35_vision,
+        functools.partial(write_hf_qwen35_vision, moe=True),
     ],
-    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen35"],
+    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen35", "qwen35moe"],
 )
 def test_a_folder_that_sees_answers_pictures_as_its_twin(
     tmp_path: Path, write: Callable[[Path], tuple[Path, Path, Path]]

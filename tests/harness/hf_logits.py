@@ -40,6 +40,10 @@ _TARGETS = {
     "MixtralForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj"],
     "Qwen3MoeForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj"],
     # Qwen 3.5's delta net too: its value heads' rows (B's) and columns (out_proj's A's) reordered.
+    "Qwen3_5MoeForCausalLM": [  # its shared expert's projections too, not the routed experts'
+        *("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        *("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b", "out_proj"),
+    ],
     "Qwen3_5ForCausalLM": [
         *("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
         *("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b", "out_proj"),

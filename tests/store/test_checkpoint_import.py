@@ -3,6 +3,7 @@ the GGUF written is the tiny twin the checkpoint was exported from, tensor for t
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_qwen25vl_vision,
     write_hf_qwen35,
     write_hf_qwen35_vision,
+    write_hf_qwen35moe,
     write_safetensors,
 )
 
@@ -226,6 +228,7 @@ _QWEN_VL: dict[str, Callable[..., tuple[Path, Path, Path]]] = {
     "qwen2.5vl": write_hf_qwen25vl_vision,
     "qwen3vl": write_hf_qwen3vl_vision,
     "qwen35": write_hf_qwen35_vision,
+    "qwen35moe": functools.partial(write_hf_qwen35_vision, moe=True),
 }
 
 
@@ -283,6 +286,32 @@ def test_a_qwen35_converts_to_its_twin(tmp_path: Path) -> None:
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["apart", "fused"])
+def test_a_qwen35_mixture_converts_to_its_twin(tmp_path: Path, fused: bool) -> None:
+    """Qwen 3.5's mixture of experts (``Qwen3_5MoeForCausalLM``): the routed experts stacked per
+    layer, from each expert's tensors (as transformers 5 saves a fine-tune) or from the layer's
+    fused ``gate_up_proj`` and ``down_proj`` (transformers 5's own layout, as the releases keep
+    them); the router and the shared expert's gate (a vector) in F32, the shared expert's
+    projections, and llama.cpp's expert keys (no dense FFN width)."""
+    folder, twin = write_hf_qwen35moe(tmp_path)
+    if fused:
+        path = folder / "model.safetensors"
+        tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+        for layer in range(2):
+            stem = f"model.layers.{layer}.mlp.experts"
+            take = {
+                p: [tensors.pop(f"{stem}.{e}.{p}_proj.weight")[1] for e in range(4)] for p in ("gate", "up", "down")
+            }
+            gate_up = [np.concatenate([g, u]) for g, u in zip(take["gate"], take["up"], strict=True)]
+            tensors[f"{stem}.gate_up_proj"] = ("F16", np.stack(gate_up))
+            tensors[f"{stem}.down_proj"] = ("F16", np.stack(take["down"]))
+        write_safetensors(path, tensors)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    assert "qwen35moe.feed_forward_length" not in _fields(tmp_path / "out.gguf")
 
 
 @pytest.mark.parametrize(

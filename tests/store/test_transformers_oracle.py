@@ -44,6 +44,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "qwen2.5vl": lambda folder: hf.write_hf_qwen25vl_vision(folder)[:2],
     "qwen3vl": lambda folder: hf.write_hf_qwen3vl_vision(folder)[:2],
     "qwen35": hf.write_hf_qwen35,
+    "qwen35moe": hf.write_hf_qwen35moe,
 }
 
 

@@ -29,10 +29,17 @@ __all__ = ["Checkpoint", "Converted", "ImportRefused", "convert", "convert_lora"
 
 _F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
 _VOCAB_ROWS = ("token_embd.weight", "output.weight")
-# Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights, BERT's position
+# Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights (and a shared
+# expert's gate, a vector once its unit axis goes), BERT's position
 # and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32), and a
 # delta net's convolution.
-_F32_MATRICES = ("ffn_gate_inp.weight", "position_embd.weight", "token_types.weight", "ssm_conv1d.weight")
+_F32_MATRICES = (
+    "ffn_gate_inp.weight",
+    "ffn_gate_inp_shexp.weight",
+    "position_embd.weight",
+    "token_types.weight",
+    "ssm_conv1d.weight",
+)
 
 
 def is_checkpoint(names: list[str]) -> bool:
@@ -127,6 +134,11 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
             layer, index, projection = expert
             experts.setdefault(f"blk.{layer}.ffn_{projection}_exps.weight", {})[index] = source
             continue
+        fused = family.fused_experts(source.name)
+        if fused is not None:
+            for stacked, part in _fused_experts(source, *fused, family.n_expert):
+                out[stacked] = _converted(stacked, part, None, None)
+            continue
         name = family.gguf_name(source.name)
         if name is None:
             continue
@@ -137,6 +149,26 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
     for name, parts in experts.items():
         out[name] = _stacked(name, parts, family.n_expert)
     return list(out.values())
+
+
+def _fused_experts(
+    source: safetensors.SourceTensor, layer: int, kind: str, n_expert: int
+) -> list[tuple[str, safetensors.SourceTensor]]:
+    """A layer's experts kept in one tensor, as llama.cpp's: ``down`` as it is, ``gate_up`` (the
+    gate's rows, then the up projection's, per expert) as its two halves."""
+    shape = source.shape
+    if len(shape) != 3 or shape[0] != n_expert or (kind == "gate_up" and shape[1] % 2):
+        raise ImportRefused(
+            f"tensor {source.name} of shape {list(shape)} is not {n_expert} experts' {kind} projections"
+        )
+    if kind == "down":
+        return [(f"blk.{layer}.ffn_down_exps.weight", source)]
+    half = shape[1] // 2
+    halves = (source.data[:, :half], source.data[:, half:])
+    return [
+        (f"blk.{layer}.ffn_{part}_exps.weight", safetensors.SourceTensor(source.name, source.dtype, data))
+        for part, data in zip(("gate", "up"), halves, strict=True)
+    ]
 
 
 def _stacked(name: str, parts: dict[int, safetensors.SourceTensor], n_expert: int) -> Tensor:

@@ -144,6 +144,16 @@ _QWEN35 = _QWEN3 | {
     "linear_attn.out_proj": "ssm_out",
 }
 _QWEN35_PARAMS = {"linear_attn.A_log": "ssm_a", "linear_attn.dt_bias": "ssm_dt.bias"}
+_QWEN35_SHARED = {
+    "mlp.gate": "ffn_gate_inp",
+    "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_expert.up_proj": "ffn_up_shexp",
+    "mlp.shared_expert.down_proj": "ffn_down_shexp",
+    "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+}
+# A layer's experts in one tensor each for down and for gate and up together (transformers 5's
+# own layout, as the Qwen 3.5 releases keep them): ``(experts, 2 x width, hidden)`` and ``(experts, hidden, width)``.
+_FUSED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(?:\.weight)?")
 # Its multi-token-prediction block, which llama.cpp's converter leaves out unless asked (and Ollama's
 # models have not).
 _QWEN35_SKIPPED = re.compile(r".*\.rotary_emb\.inv_freq$|(model\.)?mtp\..*")
@@ -174,9 +184,18 @@ LAYOUTS = {
         "qwen35", _QWEN35, 1.0, params=_QWEN35_PARAMS, unshifted=("ssm_norm.weight",), skipped=_QWEN35_SKIPPED
     ),
 }
-LAYOUTS["Qwen3_5ForConditionalGeneration"] = dataclasses.replace(
-    LAYOUTS["Qwen3_5ForCausalLM"], tower=True, vision="qwen3vl_merger"
+# Qwen 3.5's mixture of experts: routed experts (each apart, or a layer's in one tensor as the
+# releases keep them: ``Family.fused_experts``) beside a shared one whose output a gate of its own scales.
+LAYOUTS["Qwen3_5MoeForCausalLM"] = dataclasses.replace(
+    LAYOUTS["Qwen3_5ForCausalLM"],
+    arch="qwen35moe",
+    parts=_QWEN35 | _QWEN35_SHARED,
+    experts=_EXPERT,
 )
+for _name in ("Qwen3_5", "Qwen3_5Moe"):
+    LAYOUTS[f"{_name}ForConditionalGeneration"] = dataclasses.replace(
+        LAYOUTS[f"{_name}ForCausalLM"], tower=True, vision="qwen3vl_merger"
+    )
 # A LoRA's base by its GGUF architecture: a layout whose names also carry a seeing model's text
 # prefix (an adapter trained on Gemma 3 4B or Mistral Small names its tensors so).
 # The first layout of an architecture (a Llama's, not Mixtral's).
@@ -195,7 +214,8 @@ _TOWER_PREFIXES = (
 )
 TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
 # The architectures whose positions are M-RoPE's (``Family._mrope``).
-_MROPE = ("qwen2vl", "qwen3vl", "qwen35")
+_MROPE = ("qwen2vl", "qwen3vl", "qwen35", "qwen35moe")
+_DELTA_NETS = ("qwen35", "qwen35moe")
 # Qwen 3.5's sections where config.json states none (transformers' and llama.cpp's default).
 _QWEN35_MROPE = [11, 11, 10]
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
@@ -295,10 +315,11 @@ class Family:
             f"{a}.context_length": (self._int("max_position_embeddings", default=4096), _U32),
             f"{a}.embedding_length": (self._int("hidden_size"), _U32),
             f"{a}.block_count": (self.n_layer, _U32),
-            f"{a}.feed_forward_length": (self._int("intermediate_size"), _U32),
             f"{a}.attention.head_count": (self.n_head, _U32),
             f"{a}.attention.head_count_kv": (self.n_head_kv, _U32),
         }
+        if a != "qwen35moe":  # which states its experts' widths alone
+            kv[f"{a}.feed_forward_length"] = (self._int("intermediate_size"), _U32)
         if a == "bert":
             return kv | self._bert()
         kv |= {
@@ -320,8 +341,15 @@ class Family:
             kv |= self._experts()
         if a in _MROPE:
             kv |= self._mrope()
-        if a == "qwen35":
+        if a in _DELTA_NETS:
             kv |= self._delta_net()
+        if a == "qwen35moe":
+            kv |= {
+                "qwen35moe.expert_count": (self.n_expert, _U32),
+                "qwen35moe.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+                "qwen35moe.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
+                "qwen35moe.expert_shared_feed_forward_length": (self._int("shared_expert_intermediate_size"), _U32),
+            }
         if a == "llama" and self.layout.experts is not None:
             kv |= {
                 "llama.expert_count": (self.n_expert, _U32),
@@ -437,7 +465,7 @@ class Family:
         quarter), how many of those pairs each of time, row and column takes (``mrope_section``,
         padded to llama.cpp's four); Qwen3-VL's also how many of its
         tower's layers feed the text model's first layers (deepstack)."""
-        sections = self._rope.get("mrope_section", _QWEN35_MROPE if self.arch == "qwen35" else None)
+        sections = self._rope.get("mrope_section", _QWEN35_MROPE if self.arch in _DELTA_NETS else None)
         if not (isinstance(sections, list) and 0 < len(sections) <= 4 and all(isinstance(n, int) for n in sections)):
             raise ImportRefused("config.json's rope scaling has no mrope_section for the model's M-RoPE positions")
         pairs = self._rotating // 2
@@ -477,12 +505,12 @@ class Family:
         if self.n_v_heads % self.n_k_heads:
             raise ImportRefused("config.json's linear_num_value_heads is not a multiple of linear_num_key_heads")
         return {
-            "qwen35.ssm.conv_kernel": (self._int("linear_conv_kernel_dim"), _U32),
-            "qwen35.ssm.state_size": (self._int("linear_key_head_dim"), _U32),
-            "qwen35.ssm.group_count": (self.n_k_heads, _U32),
-            "qwen35.ssm.time_step_rank": (self.n_v_heads, _U32),
-            "qwen35.ssm.inner_size": (self._int("linear_value_head_dim") * self.n_v_heads, _U32),
-            "qwen35.full_attention_interval": (interval, _U32),
+            f"{self.arch}.ssm.conv_kernel": (self._int("linear_conv_kernel_dim"), _U32),
+            f"{self.arch}.ssm.state_size": (self._int("linear_key_head_dim"), _U32),
+            f"{self.arch}.ssm.group_count": (self.n_k_heads, _U32),
+            f"{self.arch}.ssm.time_step_rank": (self.n_v_heads, _U32),
+            f"{self.arch}.ssm.inner_size": (self._int("linear_value_head_dim") * self.n_v_heads, _U32),
+            f"{self.arch}.full_attention_interval": (interval, _U32),
         }
 
     @property
@@ -512,8 +540,19 @@ class Family:
     def expert(self, name: str) -> tuple[int, int, str] | None:
         """(layer, expert, projection) of one expert's tensor, which llama.cpp keeps stacked per layer."""
         experts = self.layout.experts
-        m = experts.fullmatch(name) if experts is not None else None
+        m = experts.fullmatch(self._text_name(name)) if experts is not None else None
         return (int(m[1]), int(m[2]), self.layout.projections.get(m[3], m[3])) if m else None
+
+    def fused_experts(self, name: str) -> tuple[int, str] | None:
+        """(layer, ``gate_up`` or ``down``) of a layer's experts kept in one tensor."""
+        m = _FUSED_EXPERTS.fullmatch(self._text_name(name)) if self.layout.experts is not None else None
+        return (int(m[1]), m[2]) if m else None
+
+    def _text_name(self, name: str) -> str:
+        """The name under a model that sees as a text model's own (``model.layers...``)."""
+        if not self.layout.tower:
+            return name
+        return next((new + name[len(old) :] for old, new in _TEXT_PREFIXES if name.startswith(old)), name)
 
     def _window_pattern(self) -> int | None:
         """Every how many layers one attends to everything (llama.cpp's pattern; 6 if unstated)."""
@@ -577,10 +616,9 @@ class Family:
 
     def gguf_name(self, name: str) -> str | None:
         """The tensor's llama.cpp name; None for a buffer llama.cpp does not read, or the tower's."""
-        if self.layout.tower:
-            if self.in_tower(name):
-                return None
-            name = next((new + name[len(old) :] for old, new in _TEXT_PREFIXES if name.startswith(old)), name)
+        if self.in_tower(name):
+            return None
+        name = self._text_name(name)
         layout = self.layout
         name = name.removeprefix(layout.prefix) if layout.prefix else name
         if name == "lm_head.weight" and layout.tied:
@@ -603,15 +641,18 @@ class Family:
         layout = self.layout
         if layout.norm_shift and gguf_name.endswith("norm.weight") and not gguf_name.endswith(layout.unshifted):
             return lambda v: v + np.float32(layout.norm_shift)
-        if self.arch == "qwen35" and gguf_name.endswith(".ssm_a"):
+        if self.arch in _DELTA_NETS and gguf_name.endswith(".ssm_a"):
             return lambda v: -np.exp(v)
         return None
 
     def view(self, gguf_name: str, source: SourceTensor) -> SourceTensor:
         """The tensor as llama.cpp lays it out where only its shape differs: Qwen 3.5's convolution
-        without its unit axis (``(channels, 1, kernel)`` in the checkpoint)."""
+        without its unit axis (``(channels, 1, kernel)`` in the checkpoint), its shared expert's gate
+        a vector."""
         if gguf_name.endswith("ssm_conv1d.weight") and len(source.shape) == 3 and source.shape[1] == 1:
             return SourceTensor(source.name, source.dtype, source.data[:, 0, :])
+        if gguf_name.endswith("ffn_gate_inp_shexp.weight") and len(source.shape) == 2 and source.shape[0] == 1:
+            return SourceTensor(source.name, source.dtype, source.data[0])  # one row: llama.cpp's vector
         return source
 
     def reorder(self, gguf_name: str, shape: tuple[int, ...]) -> Order | None:
@@ -619,7 +660,7 @@ class Family:
         order in llama.cpp: a Llama's Q and K rows, from halves to neighbouring pairs per head; Qwen
         3.5's value heads, from grouped by key head to tiled (``_reorder_v_heads`` in llama.cpp's
         converter), where it has more value heads than key heads."""
-        if self.arch == "qwen35":
+        if self.arch in _DELTA_NETS:
             return self._tiled_v_heads(gguf_name, shape)
         if self.arch != "llama":
             return None
