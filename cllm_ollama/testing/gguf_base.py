@@ -264,9 +264,10 @@ def attention_header(w: gguf.GGUFWriter, s: Shape, name: str, qtype: gguf.GGMLQu
     w.add_rope_freq_base(1e6)
 
 
-def attention_block(t: Tensors, s: Shape, p: str, *, post_norms: bool, qk_norms: bool = True) -> None:
+def attention_block(t: Tensors, s: Shape, p: str, *, post_norms: bool, qk_norms: bool = True, ffn: bool = True) -> None:
     """One transformer block's tensors (qwen3 layout; gemma3 adds norms after attention and FFN,
-    gemma2 has those but no Q and K norms)."""
+    gemma2 has those but no Q and K norms); without its FFN's projections (``ffn=False``) for a
+    block whose FFN is a mixture of experts."""
     t.norm(p + "attn_norm.weight", s.n_embd)
     t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
     t.matrix(p + "attn_k.weight", s.n_head_kv * s.head_dim, s.n_embd)
@@ -278,9 +279,10 @@ def attention_block(t: Tensors, s: Shape, p: str, *, post_norms: bool, qk_norms:
     if post_norms:
         t.norm(p + "post_attention_norm.weight", s.n_embd)
     t.norm(p + "ffn_norm.weight", s.n_embd)
-    t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
-    t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
-    t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+    if ffn:
+        t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
+        t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
     if post_norms:
         t.norm(p + "post_ffw_norm.weight", s.n_embd)
 
@@ -424,6 +426,16 @@ def llama_block(t: Tensors, s: Shape, p: str, *, ffn: bool = True) -> None:
     t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
     t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
     t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
+
+
+def stacked_experts(t: Tensors, p: str, n_expert: int, n_ff: int, n_embd: int = TINY.n_embd) -> None:
+    """A layer's experts' projections, stacked as llama.cpp keeps them (F16 unless ``t`` writes F32)."""
+    for name, shape in (("gate", (n_ff, n_embd)), ("up", (n_ff, n_embd)), ("down", (n_embd, n_ff))):
+        data = t.rng.standard_normal((n_expert, *shape)) * 0.5
+        t.w.add_tensor(
+            p + f"ffn_{name}_exps.weight",
+            data.astype(np.float32 if t.qtype == gguf.GGMLQuantizationType.F32 else np.float16),
+        )
 
 
 def copy_fields(

@@ -34,6 +34,7 @@ from .gguf_base import (
     llama_block,
     llama_body,
     model_header,
+    stacked_experts,
     synthetic_vocab,
 )
 
@@ -50,6 +51,7 @@ _ARCHITECTURES = {
     "qwen3vl": "Qwen3VLForConditionalGeneration",
     "qwen35": "Qwen3_5ForCausalLM",
     "qwen35moe": "Qwen3_5MoeForCausalLM",
+    "qwen3vlmoe": "Qwen3VLMoeForConditionalGeneration",
 }
 _GEMMAS = ("gemma2", "gemma3", "qwen35", "qwen35moe")  # norms stored with llama.cpp's +1 (but Qwen 3.5's ssm_norm)
 # transformers' model_type where it is not llama.cpp's architecture name.
@@ -60,6 +62,7 @@ _MODEL_TYPES = {
     "qwen3vl": "qwen3_vl_text",
     "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text",
+    "qwen3vlmoe": "qwen3_vl_moe_text",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -350,17 +353,9 @@ def write_mixtral(path: Path, *, n_expert: int = 4, n_used: int = 2, seed: int =
         p = f"blk.{i}."
         llama_block(t, s, p, ffn=False)
         t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, s.n_embd), 0.5))
-        _experts(t, p, n_expert, s.n_ff)
+        stacked_experts(t, p, n_expert, s.n_ff)
     finish(w)
     return path
-
-
-def _experts(t: Tensors, p: str, n_expert: int, n_ff: int) -> None:
-    """A layer's experts' projections, stacked as llama.cpp keeps them."""
-    for name, shape in (("gate", (n_ff, TINY.n_embd)), ("up", (n_ff, TINY.n_embd)), ("down", (TINY.n_embd, n_ff))):
-        t.w.add_tensor(
-            p + f"ffn_{name}_exps.weight", (t.rng.standard_normal((n_expert, *shape)) * 0.5).astype(np.float16)
-        )
 
 
 def write_qwen3moe(path: Path, *, n_expert: int = 4, n_used: int = 2, n_ff_exp: int = 32, seed: int = 0) -> Path:
@@ -383,7 +378,7 @@ def write_qwen3moe(path: Path, *, n_expert: int = 4, n_used: int = 2, n_ff_exp: 
         t.norm(p + "attn_q_norm.weight", s.head_dim)
         t.norm(p + "attn_k_norm.weight", s.head_dim)
         t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, s.n_embd), 0.5))  # F32 as converted, F16-exact
-        _experts(t, p, n_expert, n_ff_exp)
+        stacked_experts(t, p, n_expert, n_ff_exp)
     finish(w)
     return path
 
@@ -592,14 +587,19 @@ def write_hf_qwen3vl_vision(
     prefix: str = "model.language_model.",
     seed: int = 0,
     shape: VisionShape = vision_ggufs.QWEN3VL_VISION,
+    moe: bool = False,
 ) -> tuple[Path, Path, Path]:
     """``folder/hf-qwen3vl-vision/``, a Qwen3-VL (``Qwen3VLForConditionalGeneration``: a Qwen3 text
     model with interleaved M-RoPE, its tower with a learned position table and a deepstack merger,
     all F16), and its twins ``folder/text.gguf`` and ``folder/mmproj.gguf``; ``prefix`` as
-    ``write_hf_qwen25vl_vision``'s (transformers 5 saves Qwen3-VL under ``model.language_model.``)."""
+    ``write_hf_qwen25vl_vision``'s (transformers 5 saves Qwen3-VL under ``model.language_model.``).
+    ``moe``: a Qwen3-VL-MoE (``Qwen3VLMoeForConditionalGeneration``), a layer's experts in one
+    ``gate_up_proj`` and one ``down_proj``, as transformers 5 saves them."""
     folder.mkdir(parents=True, exist_ok=True)
     f16 = gguf.GGMLQuantizationType.F16
-    text = vision_ggufs.write_qwen3vl(folder / "text.gguf", seed=seed, qtype=f16)
+    text = vision_ggufs.write_qwen3vl(
+        folder / "text.gguf", seed=seed, qtype=f16, experts=QWEN3VL_EXPERTS if moe else None
+    )
     mmproj = vision_ggufs.write_qwen3vl_projector(folder / "mmproj.gguf", seed=seed, f16=True, shape=shape)
     return export(text, folder / "hf-qwen3vl-vision", sees=prefix, tower=mmproj), text, mmproj
 
@@ -622,6 +622,8 @@ def write_hf_qwen35(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
 
 
 QWEN35_EXPERTS = (4, 2, 32)  # routed experts, used per token, width (the shared expert's too)
+# Qwen3-VL-MoE's, narrower than half the hidden size, so that a fused tensor's orientation shows.
+QWEN3VL_EXPERTS = (4, 2, 16)
 
 
 def write_hf_qwen35moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
@@ -886,6 +888,15 @@ def export(
             name, data = _qwen35_back(t.name, data, kv, arch)
             tensors[name] = data
             continue
+        if part in _EXPERTS and arch == "qwen3vlmoe":  # a layer's in one tensor, as transformers 5 saves them
+            stem = f"model.layers.{t.name.split('.')[1]}.mlp.experts"
+            if part == "ffn_down_exps":
+                tensors[f"{stem}.down_proj"] = data
+            else:  # gate's rows, then up's, per expert
+                fused = tensors.setdefault(f"{stem}.gate_up_proj", np.zeros((data.shape[0], 0, data.shape[2])))
+                halves = (data, fused) if part == "ffn_gate_exps" else (fused, data)
+                tensors[f"{stem}.gate_up_proj"] = np.concatenate(halves, axis=1)
+            continue
         if part in _EXPERTS:  # one tensor per expert
             layer = t.name.split(".")[1]
             for e, rows in enumerate(data):
@@ -924,7 +935,13 @@ def _seeing(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The text model's tensors and settings as a Gemma 3 or a Mistral 3 that sees holds them, with
     the tower of the projector GGUF ``tower`` (or a stand-in); or a Qwen-VL (``_qwen_seeing``)."""
-    if config["model_type"] in ("qwen2_5_vl_text", "qwen3_vl_text", "qwen3_5_text", "qwen3_5_moe_text"):
+    if config["model_type"] in (
+        "qwen2_5_vl_text",
+        "qwen3_vl_text",
+        "qwen3_vl_moe_text",
+        "qwen3_5_text",
+        "qwen3_5_moe_text",
+    ):
         assert tower is not None, "a Qwen-VL is exported with its tower"
         return _qwen_seeing(tensors, config, prefix, tower)
     head = "language_model." if prefix.startswith("language_model.") else ""  # where lm_head goes
@@ -1083,6 +1100,8 @@ def _qwen_seeing(
     root = "model.visual." if prefix == "model.language_model." else "visual."
     vision = _qwen_tower(tower, moved, root)
     architecture, seeing = _QWEN_VL[_fields(tower)["clip.projector_type"]]
+    if config["model_type"] == "qwen3_vl_moe_text":
+        architecture, seeing = config["architectures"][0], "qwen3_vl_moe"
     if config["model_type"].startswith("qwen3_5"):  # Qwen3-VL's tower without deepstack
         seeing = config["model_type"].removesuffix("_text")
         architecture = config["architectures"][0].replace("ForCausalLM", "ForConditionalGeneration")
@@ -1339,11 +1358,19 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
             "final_logit_softcapping": float(kv["gemma2.final_logit_softcapping"]),
             "query_pre_attn_scalar": int(kv["gemma2.attention.key_length"]),
         }
-    if arch in ("qwen2vl", "qwen3vl"):
+    if arch in ("qwen2vl", "qwen3vl", "qwen3vlmoe"):
         sections = [int(n) for n in kv[f"{arch}.rope.dimension_sections"][:3]]
         config["rope_scaling"] = {"rope_type": "default", "mrope_section": sections}
-        if arch == "qwen3vl":
+        if arch != "qwen2vl":
             config["rope_scaling"]["mrope_interleaved"] = True
+    if arch == "qwen3vlmoe":
+        config |= {
+            "num_experts": int(kv["qwen3vlmoe.expert_count"]),
+            "num_experts_per_tok": int(kv["qwen3vlmoe.expert_used_count"]),
+            "moe_intermediate_size": int(kv["qwen3vlmoe.expert_feed_forward_length"]),
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+        }
     if arch in ("qwen35", "qwen35moe"):  # transformers 5's rope_parameters, as the Qwen 3.5 releases state them
         head_dim, interval = int(kv[f"{arch}.attention.key_length"]), int(kv[f"{arch}.full_attention_interval"])
         config["rope_parameters"] = {

@@ -27,6 +27,7 @@ from .gguf_base import (
     f16_exact,
     finish,
     projector_header,
+    stacked_experts,
     synthetic_vocab,
 )
 from .vision_ggufs import write_qwen3vl_projector
@@ -241,13 +242,7 @@ def _qwen35_experts(t: Tensors, p: str, n_expert: int, n_used: int, n_ff: int) -
     del n_used
     n_embd = TINY.n_embd
     t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, n_embd)))
-    for name, shape in (
-        ("gate", (n_expert, n_ff, n_embd)),
-        ("up", (n_expert, n_ff, n_embd)),
-        ("down", (n_expert, n_embd, n_ff)),
-    ):
-        data = t.rng.standard_normal(shape).astype(np.float32) * 0.5
-        t.w.add_tensor(f"{p}ffn_{name}_exps.weight", data.astype(np.float16) if t.qtype != _F32 else data)
+    stacked_experts(t, p, n_expert, n_ff, n_embd)
     t.f32(p + "ffn_gate_inp_shexp.weight", f16_exact(t, (n_embd,)))
     t.matrix(p + "ffn_gate_shexp.weight", n_ff, n_embd)
     t.matrix(p + "ffn_up_shexp.weight", n_ff, n_embd)

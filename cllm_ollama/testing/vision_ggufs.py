@@ -30,6 +30,7 @@ from .gguf_base import (
     llama_block,
     llama_body,
     projector_header,
+    stacked_experts,
     synthetic_vocab,
     vit_block,
 )
@@ -102,22 +103,36 @@ def write_mistral3_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
 
 
 def write_qwen3vl(
-    path: Path, *, shape: Shape = QWEN3VL, seed: int = 0, qtype: gguf.GGMLQuantizationType = _F32
+    path: Path,
+    *,
+    shape: Shape = QWEN3VL,
+    seed: int = 0,
+    qtype: gguf.GGMLQuantizationType = _F32,
+    experts: tuple[int, int, int] | None = None,
 ) -> Path:
     """A tiny Qwen3-VL text model: Qwen3 blocks, interleaved M-RoPE, and an input as wide as the
-    projector's output (its embedding and one deepstack feature per merger); matrices in ``qtype``."""
-    t = Tensors(gguf.GGUFWriter(str(path), "qwen3vl"), np.random.default_rng(seed), 0.5, qtype)
+    projector's output (its embedding and one deepstack feature per merger); matrices in ``qtype``.
+    ``experts``: Qwen3-VL-MoE's (``qwen3vlmoe``): routed experts, how many a token uses, their width."""
+    arch = "qwen3vlmoe" if experts is not None else "qwen3vl"
+    t = Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, qtype)
     w, s = t.w, shape
-    attention_header(w, s, "tiny-qwen3vl", qtype)
+    attention_header(w, s, f"tiny-{arch}", qtype)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_dimension_sections([24, 20, 20, 0])
-    w.add_uint32("qwen3vl.n_deepstack_layers", len(DEEPSTACK))
+    w.add_uint32(f"{arch}.n_deepstack_layers", len(DEEPSTACK))
+    if experts is not None:
+        w.add_expert_count(experts[0])
+        w.add_expert_used_count(experts[1])
+        w.add_expert_feed_forward_length(experts[2])
     vocab = synthetic_vocab()
     add_tokenizer(w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd)
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
-        attention_block(t, s, f"blk.{i}.", post_norms=False)
+        attention_block(t, s, f"blk.{i}.", post_norms=False, ffn=experts is None)
+        if experts is not None:  # the router in F32, of values F16 holds (as converted from F16)
+            t.f32(f"blk.{i}.ffn_gate_inp.weight", f16_exact(t, (experts[0], s.n_embd), 0.5))
+            stacked_experts(t, f"blk.{i}.", experts[0], experts[2], s.n_embd)
     finish(w)
     return path
 

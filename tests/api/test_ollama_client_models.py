@@ -202,10 +202,11 @@ def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> No
         write_hf_mistral3_vision,
         write_hf_qwen25vl_vision,
         write_hf_qwen3vl_vision,
+        functools.partial(write_hf_qwen3vl_vision, moe=True),
         write_hf_qwen35_vision,
         functools.partial(write_hf_qwen35_vision, moe=True),
     ],
-    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen35", "qwen35moe"],
+    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe"],
 )
 def test_a_folder_that_sees_answers_pictures_as_its_twin(
     tmp_path: Path, write: Callable[[Path], tuple[Path, Path, Path]]

@@ -227,6 +227,7 @@ _QWEN_VL: dict[str, Callable[..., tuple[Path, Path, Path]]] = {
     "qwen2vl": write_hf_qwen2vl_vision,
     "qwen2.5vl": write_hf_qwen25vl_vision,
     "qwen3vl": write_hf_qwen3vl_vision,
+    "qwen3vlmoe": functools.partial(write_hf_qwen3vl_vision, moe=True),
     "qwen35": write_hf_qwen35_vision,
     "qwen35moe": functools.partial(write_hf_qwen35_vision, moe=True),
 }
@@ -312,6 +313,22 @@ def test_a_qwen35_mixture_converts_to_its_twin(tmp_path: Path, fused: bool) -> N
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
     assert "qwen35moe.feed_forward_length" not in _fields(tmp_path / "out.gguf")
+
+
+def test_a_qwen3vl_moe_as_released_converts_to_its_twin(tmp_path: Path) -> None:
+    """Qwen3-VL-MoE as its releases (saved by transformers 4) keep a layer's experts: ``gate_up_proj``
+    as ``(experts, hidden, 2 x width)`` and ``down_proj`` as ``(experts, width, hidden)``, the
+    transpose of transformers 5's; llama.cpp's stacked experts all the same."""
+    folder, text, _ = write_hf_qwen3vl_vision(tmp_path, moe=True)
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    for name, (dtype, data) in list(tensors.items()):
+        if name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            tensors[name] = (dtype, np.ascontiguousarray(data.swapaxes(1, 2)))
+    write_safetensors(path, tensors)
+    _edit(folder, "config.json", lambda c: c.update(transformers_version="4.57.1"))
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").sees
+    _assert_twin_tensors(text, tmp_path / "out.gguf")
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "qwen2vl": lambda folder: hf.write_hf_qwen2vl_vision(folder)[:2],  # on text alone
     "qwen2.5vl": lambda folder: hf.write_hf_qwen25vl_vision(folder)[:2],
     "qwen3vl": lambda folder: hf.write_hf_qwen3vl_vision(folder)[:2],
+    "qwen3vlmoe": lambda folder: hf.write_hf_qwen3vl_vision(folder, moe=True)[:2],
     "qwen35": hf.write_hf_qwen35,
     "qwen35moe": hf.write_hf_qwen35moe,
 }

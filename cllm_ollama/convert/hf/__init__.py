@@ -134,9 +134,9 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
             layer, index, projection = expert
             experts.setdefault(f"blk.{layer}.ffn_{projection}_exps.weight", {})[index] = source
             continue
-        fused = family.fused_experts(source.name)
+        fused = family.fused_experts(source.name, source.shape)
         if fused is not None:
-            for stacked, part in _fused_experts(source, *fused, family.n_expert):
+            for stacked, part in _fused_experts(source, *fused):
                 out[stacked] = _converted(stacked, part, None, None)
             continue
         name = family.gguf_name(source.name)
@@ -152,22 +152,17 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
 
 
 def _fused_experts(
-    source: safetensors.SourceTensor, layer: int, kind: str, n_expert: int
+    source: safetensors.SourceTensor, layer: int, kind: str, transposed: bool
 ) -> list[tuple[str, safetensors.SourceTensor]]:
-    """A layer's experts kept in one tensor, as llama.cpp's: ``down`` as it is, ``gate_up`` (the
-    gate's rows, then the up projection's, per expert) as its two halves."""
-    shape = source.shape
-    if len(shape) != 3 or shape[0] != n_expert or (kind == "gate_up" and shape[1] % 2):
-        raise ImportRefused(
-            f"tensor {source.name} of shape {list(shape)} is not {n_expert} experts' {kind} projections"
-        )
+    """A layer's experts kept in one tensor (``Family.fused_experts``), as llama.cpp's ``(experts,
+    out, in)``: ``down`` whole, ``gate_up`` (the gate's outputs, then the up projection's) in halves."""
+    data = source.data.swapaxes(1, 2) if transposed else source.data
     if kind == "down":
-        return [(f"blk.{layer}.ffn_down_exps.weight", source)]
-    half = shape[1] // 2
-    halves = (source.data[:, :half], source.data[:, half:])
+        return [(f"blk.{layer}.ffn_down_exps.weight", safetensors.SourceTensor(source.name, source.dtype, data))]
+    half = data.shape[1] // 2
     return [
-        (f"blk.{layer}.ffn_{part}_exps.weight", safetensors.SourceTensor(source.name, source.dtype, data))
-        for part, data in zip(("gate", "up"), halves, strict=True)
+        (f"blk.{layer}.ffn_{part}_exps.weight", safetensors.SourceTensor(source.name, source.dtype, rows))
+        for part, rows in zip(("gate", "up"), (data[:, :half], data[:, half:]), strict=True)
     ]
 
 

@@ -180,6 +180,9 @@ LAYOUTS = {
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
     "Qwen3VLForConditionalGeneration": _Layout("qwen3vl", _QWEN3, tower=True, vision="qwen3vl_merger"),
+    "Qwen3VLMoeForConditionalGeneration": _Layout(
+        "qwen3vlmoe", _QWEN3 | {"mlp.gate": "ffn_gate_inp"}, tower=True, vision="qwen3vl_merger", experts=_EXPERT
+    ),
     "Qwen3_5ForCausalLM": _Layout(
         "qwen35", _QWEN35, 1.0, params=_QWEN35_PARAMS, unshifted=("ssm_norm.weight",), skipped=_QWEN35_SKIPPED
     ),
@@ -214,7 +217,7 @@ _TOWER_PREFIXES = (
 )
 TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
 # The architectures whose positions are M-RoPE's (``Family._mrope``).
-_MROPE = ("qwen2vl", "qwen3vl", "qwen35", "qwen35moe")
+_MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe")
 _DELTA_NETS = ("qwen35", "qwen35moe")
 # Qwen 3.5's sections where config.json states none (transformers' and llama.cpp's default).
 _QWEN35_MROPE = [11, 11, 10]
@@ -337,7 +340,7 @@ class Family:
             kv |= self._gemma2()
         if a == "gemma3":
             kv |= self._gemma3()
-        if a == "qwen3moe":
+        if a in ("qwen3moe", "qwen3vlmoe"):
             kv |= self._experts()
         if a in _MROPE:
             kv |= self._mrope()
@@ -477,10 +480,10 @@ class Family:
             f"{self.arch}.rope.dimension_count": (self._rotating, _U32),
             f"{self.arch}.rope.dimension_sections": ([*sections, 0, 0, 0][:4], GGUFValueType.ARRAY),
         }
-        if self.arch == "qwen3vl":
+        if self.arch in ("qwen3vl", "qwen3vlmoe"):
             vision = self.config.get("vision_config")
             deepstack = vision.get("deepstack_visual_indexes") if isinstance(vision, dict) else None
-            kv["qwen3vl.n_deepstack_layers"] = (len(deepstack) if isinstance(deepstack, list) else 0, _U32)
+            kv[f"{self.arch}.n_deepstack_layers"] = (len(deepstack) if isinstance(deepstack, list) else 0, _U32)
         return kv
 
     @property
@@ -528,9 +531,9 @@ class Family:
                 "config.json makes some layers dense (mlp_only_layers), which llama.cpp's qwen3moe has not"
             )
         return {
-            "qwen3moe.expert_count": (self.n_expert, _U32),
-            "qwen3moe.expert_used_count": (self._int("num_experts_per_tok"), _U32),
-            "qwen3moe.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
+            f"{self.arch}.expert_count": (self.n_expert, _U32),
+            f"{self.arch}.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+            f"{self.arch}.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
         }
 
     @property
@@ -543,10 +546,25 @@ class Family:
         m = experts.fullmatch(self._text_name(name)) if experts is not None else None
         return (int(m[1]), int(m[2]), self.layout.projections.get(m[3], m[3])) if m else None
 
-    def fused_experts(self, name: str) -> tuple[int, str] | None:
-        """(layer, ``gate_up`` or ``down``) of a layer's experts kept in one tensor."""
+    def fused_experts(self, name: str, shape: tuple[int, ...]) -> tuple[int, str, bool] | None:
+        """(layer, ``gate_up`` or ``down``, transposed) of a layer's experts kept in one tensor of
+        ``shape``: ``(experts, out, in)`` as transformers 5 keeps them, or transposed, ``(experts,
+        in, out)``, as the Qwen3-VL-MoE releases (and transformers 4) did, told apart by the widths
+        (or, where the hidden size is twice an expert's, by the transformers that saved it)."""
         m = _FUSED_EXPERTS.fullmatch(self._text_name(name)) if self.layout.experts is not None else None
-        return (int(m[1]), m[2]) if m else None
+        if m is None:
+            return None
+        hidden, width = self._int("hidden_size"), self._int("moe_intermediate_size")
+        out, inputs = (2 * width, hidden) if m[2] == "gate_up" else (hidden, width)
+        plain, transposed = shape[1:] == (out, inputs), shape[1:] == (inputs, out)
+        if len(shape) != 3 or shape[0] != self.n_expert or not (plain or transposed):
+            raise ImportRefused(
+                f"tensor {name} of shape {list(shape)} is not {self.n_expert} experts' {m[2]} projections"
+            )
+        if plain and transposed:
+            version = str(self.config.get("transformers_version") or "5")
+            transposed = version.split(".")[0].isdigit() and int(version.split(".")[0]) < 5
+        return int(m[1]), m[2], transposed
 
     def _text_name(self, name: str) -> str:
         """The name under a model that sees as a text model's own (``model.layers...``)."""
