@@ -615,9 +615,7 @@ def write_hf_qwen35(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-qwen35/``, a Qwen 3.5 text model (``Qwen3_5ForCausalLM``: gated delta nets and a
     full-attention layer, F16), and ``folder/qwen35.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
-    twin = tower_ggufs.write_qwen35_text(
-        folder / "qwen35.gguf", seed=seed, qtype=gguf.GGMLQuantizationType.F16, ssm=QWEN35_SSM, rotary=QWEN35_ROTARY
-    )
+    twin = _write_qwen35_twin(folder / "qwen35.gguf", seed, moe=False)
     return export(twin, folder / "hf-qwen35"), twin
 
 
@@ -631,16 +629,21 @@ def write_hf_qwen35moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     nets and attention of ``write_hf_qwen35``, routed experts each apart, as transformers 5 saves
     them, and a gated shared expert; F16), and ``folder/qwen35moe.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
-    twin = tower_ggufs.write_qwen35_text(
-        folder / "qwen35moe.gguf",
-        "qwen35moe",
+    twin = _write_qwen35_twin(folder / "qwen35moe.gguf", seed, moe=True)
+    return export(twin, folder / "hf-qwen35moe"), twin
+
+
+def _write_qwen35_twin(path: Path, seed: int, *, moe: bool) -> Path:
+    """The tiny Qwen 3.5 (``moe``: its mixture of experts) the Hugging Face folders are exported from."""
+    return tower_ggufs.write_qwen35_text(
+        path,
+        "qwen35moe" if moe else "qwen35",
         seed=seed,
         qtype=gguf.GGMLQuantizationType.F16,
         ssm=QWEN35_SSM,
         rotary=QWEN35_ROTARY,
-        experts=QWEN35_EXPERTS,
+        experts=QWEN35_EXPERTS if moe else None,
     )
-    return export(twin, folder / "hf-qwen35moe"), twin
 
 
 def write_hf_qwen35_vision(
@@ -656,16 +659,7 @@ def write_hf_qwen35_vision(
     without deepstack, all F16; ``moe``: ``Qwen3_5MoeForConditionalGeneration``, with
     ``write_hf_qwen35moe``'s), and its twins ``folder/text.gguf`` and ``folder/mmproj.gguf``."""
     folder.mkdir(parents=True, exist_ok=True)
-    f16 = gguf.GGMLQuantizationType.F16
-    text = tower_ggufs.write_qwen35_text(
-        folder / "text.gguf",
-        "qwen35moe" if moe else "qwen35",
-        seed=seed,
-        qtype=f16,
-        ssm=QWEN35_SSM,
-        rotary=QWEN35_ROTARY,
-        experts=QWEN35_EXPERTS if moe else None,
-    )
+    text = _write_qwen35_twin(folder / "text.gguf", seed, moe=moe)
     mmproj = vision_ggufs.write_qwen3vl_projector(
         folder / "mmproj.gguf", seed=seed, f16=True, shape=shape, deepstack=[]
     )
