@@ -4,8 +4,8 @@ and PEFT, which never meet cllm's packages), as ``python hf_logits.py TOKENS FOL
 or ``python hf_logits.py image FOLDER PIXELS OUT`` for a Gemma 3, Mistral 3 or Qwen-VL that sees: the
 embeddings its tower and projector make of the picture ``PIXELS`` (``(side, side, 3)`` bytes, of a
 size its processor would keep, normalized by its processor's statistics), in ``OUT``; or
-``python hf_logits.py prompt FOLDER SPEC PIXELS OUT`` for a Qwen-VL: the logits of every position
-of a prompt with that picture in it (``prompt``); or
+``python hf_logits.py prompt FOLDER SPEC PIXELS OUT`` for a model that sees: the logits of every
+position of a prompt with that picture in it (``prompt``); or
 ``python hf_logits.py embed FOLDER TEXTS OUT`` for a sentence-transformers BERT model: each text of
 the JSON list TEXTS as its tokenizer splits it and as the model embeds it (mean pooling,
 normalized, as its modules say), in the JSON file OUT.
@@ -111,22 +111,31 @@ def qwen_image(folder: str, values: torch.Tensor, patch: int) -> np.ndarray:
 
 
 def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
-    """A Qwen-VL's logits for every position of a prompt with a picture in it: ``spec`` (JSON) gives
-    its token ids, the picture's as ``image_token_id`` (as many as it has tokens) after the id that
-    says one begins (``vision_start_token_id``): the picture's embeddings and M-RoPE positions as
-    transformers places them."""
+    """A model's logits for every position of a prompt with a picture in it: ``spec`` (JSON) gives
+    its token ids, the picture's tokens as ``config``'s ``image_token_id`` (Qwen-VL's after the id
+    it says begins one, ``vision_start_token_id``): the picture's embeddings placed as transformers
+    places them (Qwen's M-RoPE positions, Gemma 3's attention both ways within the picture)."""
     given = json.loads(spec)
+    config = json.loads((Path(folder) / "config.json").read_text())
     processor = json.loads((Path(folder) / "preprocessor_config.json").read_text())
     mean, std = np.array(processor["image_mean"], np.float32), np.array(processor["image_std"], np.float32)
     values = torch.tensor((np.load(pixels).astype(np.float32) / 255.0 - mean) / std).permute(2, 0, 1)
-    patches, grid = qwen_patches(values, processor["patch_size"])
     model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
-    for config in (model.config, model.model.config):
-        config.image_token_id, config.vision_start_token_id = given["image_token_id"], given["vision_start_token_id"]
+    for settings in (model.config, model.model.config):
+        for key, value in given["config"].items():
+            setattr(settings, key, value)
     ids = torch.tensor([given["ids"]])
-    kinds = (ids == given["image_token_id"]).long()  # 1: a picture's token (the processor's mm_token_type_ids)
+    kinds = (ids == given["config"]["image_token_id"]).long()  # 1: a picture's token
+    inputs: dict[str, torch.Tensor] = {"pixel_values": values[None]}
+    if config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"):
+        patches, grid = qwen_patches(values, processor["patch_size"])
+        inputs = {"pixel_values": patches, "image_grid_thw": grid, "mm_token_type_ids": kinds}
+    elif config["model_type"] == "gemma3":
+        inputs["token_type_ids"] = kinds
+    else:  # Mistral 3's Pixtral
+        inputs["image_sizes"] = torch.tensor([list(values.shape[1:])])
     with torch.no_grad():
-        logits = model(input_ids=ids, mm_token_type_ids=kinds, pixel_values=patches, image_grid_thw=grid).logits
+        logits = model(input_ids=ids, **inputs).logits
     np.save(out, logits[0].numpy())
 
 
