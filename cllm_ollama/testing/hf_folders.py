@@ -626,8 +626,8 @@ QWEN3VL_EXPERTS = (4, 2, 16)
 
 def write_hf_qwen35moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-qwen35moe/``, a Qwen 3.5 mixture of experts (``Qwen3_5MoeForCausalLM``: the delta
-    nets and attention of ``write_hf_qwen35``, routed experts each apart, as transformers 5 saves
-    them, and a gated shared expert; F16), and ``folder/qwen35moe.gguf``, its twin."""
+    nets and attention of ``write_hf_qwen35``, routed experts each apart, as transformers 5.24 saves
+    a Qwen 3.5 mixture, and a gated shared expert; F16), and ``folder/qwen35moe.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
     twin = _write_qwen35_twin(folder / "qwen35moe.gguf", seed, moe=True)
     return export(twin, folder / "hf-qwen35moe"), twin

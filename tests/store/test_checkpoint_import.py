@@ -356,7 +356,7 @@ def test_a_qwen35_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damag
             {"window_size": 64},
             "config.json's window_size is 64; llama.cpp's Qwen2.5-VL attends in windows",
         ),
-        ("qwen2.5vl", {"fullatt_block_indexes": [0]}, "config.json's fullatt_block_indexes [0] are not every 1th"),
+        ("qwen2.5vl", {"fullatt_block_indexes": [0]}, "config.json's fullatt_block_indexes [0] are not 0, 1, ..."),
         ("qwen2.5vl", {"fullatt_block_indexes": None}, "config.json's vision_config has no fullatt_block_indexes"),
         ("qwen2vl", {"spatial_merge_size": 4}, "config.json's vision_config merges other than 2x2 patches"),
         ("qwen3vl", {"deepstack_visual_indexes": [5]}, "config.json's deepstack_visual_indexes [5] are not blocks"),
@@ -377,6 +377,46 @@ def test_a_qwen_vl_tower_that_cannot_be_converted_says_why(
     _edit(folder, "config.json", lambda c: c["vision_config"].update(damage))
     converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
     assert not converted.sees and converted.notes[0].startswith(f"{TOWER_LEFT_OUT} ({why}")
+
+
+def test_a_seeing_mixture_whose_experts_come_first_converts(tmp_path: Path) -> None:
+    """A shard order that puts a mixture's experts before the token embedding: the converter looks
+    for the embedding without asking an expert's name what it is (a Qwen 3.5 mixture that sees)."""
+    folder, text, _ = write_hf_qwen35_vision(tmp_path, moe=True)
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    write_safetensors(path, dict(sorted(tensors.items(), key=lambda item: ".experts." not in item[0])))
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").sees
+    _assert_twin_tensors(text, tmp_path / "out.gguf")
+
+
+def test_a_qwen_vl_processor_is_read_where_transformers_5_saves_it(tmp_path: Path) -> None:
+    """The pixel statistics from ``processor_config.json``'s ``image_processor`` where there is no
+    ``preprocessor_config.json`` (transformers 5's save); with neither, Qwen3-VL's own halves, not
+    CLIP's."""
+    folder, _, mmproj = write_hf_qwen3vl_vision(tmp_path)
+    processor = json.loads((folder / "preprocessor_config.json").read_text())
+    (folder / "preprocessor_config.json").unlink()
+    (folder / "processor_config.json").write_text(json.dumps({"image_processor": processor}))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    for key in ("clip.vision.image_mean", "clip.vision.image_std"):
+        assert _fields(tmp_path / "proj.gguf")[key] == _fields(mmproj)[key]
+    (folder / "processor_config.json").unlink()
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    assert _fields(tmp_path / "proj.gguf")["clip.vision.image_mean"] == [0.5, 0.5, 0.5]
+
+
+def test_a_qwen3vl_tower_without_what_libmtmd_asserts_is_left_out(tmp_path: Path) -> None:
+    """A Qwen3-VL tower without its Q/K/V bias (or patch bias, or position table), which libmtmd's
+    graph asserts rather than refuses: left out with why, not a projector that aborts the server."""
+    folder, _, _ = write_hf_qwen3vl_vision(tmp_path)
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    del tensors["model.visual.blocks.1.attn.qkv.bias"]
+    write_safetensors(path, tensors)
+    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    why = "the vision tower has no v.blk.1.attn_qkv.bias, which llama.cpp's Qwen3-VL needs"
+    assert converted == Converted([f"{TOWER_LEFT_OUT} ({why})"])
 
 
 @pytest.mark.parametrize(

@@ -57,8 +57,8 @@ class Converted(NamedTuple):
 
 def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) -> Converted:
     """Write ``dst``, the GGUF of ``checkpoint``, and ``projector``, its vision tower's (``mmproj``)
-    where it has one cllm converts (Gemma 3's, Pixtral's; one it cannot is left out, and the notes
-    say why).
+    where it has one cllm converts (Gemma 3's, Pixtral's, Qwen-VL's; one it cannot is left out,
+    and the notes say why).
     ``ImportRefused`` for what cllm does not convert (the caller removes partial files)."""
     config = checkpoint.json("config.json")
     if config is None:
@@ -97,7 +97,7 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     seen, why = None, ""
     kind = family.layout.vision
     if tower and projector is not None and kind is not None:
-        embedding = next((t for t in sources if family.gguf_name(t.name) == "token_embd.weight"), None)
+        embedding = next((t for t in sources if family.is_token_embedding(t.name)), None)
         try:
             seen = vision.projector(kind, checkpoint, config, tower, embedding, vocabulary["tokenizer.ggml.tokens"][0])
         except ImportRefused as exc:  # the text model is still worth having; the stream says why
@@ -137,6 +137,8 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
         fused = family.fused_experts(source.name, source.shape)
         if fused is not None:
             for stacked, part in _fused_experts(source, *fused):
+                if stacked in out:
+                    raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
                 out[stacked] = _converted(stacked, part, None, None)
             continue
         name = family.gguf_name(source.name)

@@ -347,12 +347,8 @@ class Family:
         if a in _DELTA_NETS:
             kv |= self._delta_net()
         if a == "qwen35moe":
-            kv |= {
-                "qwen35moe.expert_count": (self.n_expert, _U32),
-                "qwen35moe.expert_used_count": (self._int("num_experts_per_tok"), _U32),
-                "qwen35moe.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
-                "qwen35moe.expert_shared_feed_forward_length": (self._int("shared_expert_intermediate_size"), _U32),
-            }
+            kv |= self._experts()
+            kv["qwen35moe.expert_shared_feed_forward_length"] = (self._int("shared_expert_intermediate_size"), _U32)
         if a == "llama" and self.layout.experts is not None:
             kv |= {
                 "llama.expert_count": (self.n_expert, _U32),
@@ -389,9 +385,11 @@ class Family:
 
     @property
     def _rotary_dims(self) -> int:
-        """Dimensions of a head that rotate: all, or Phi-4-mini's ``partial_rotary_factor`` of them."""
-        factor = self._rope.get("partial_rotary_factor", self.config.get("partial_rotary_factor", 1.0))
-        return int(float(factor) * self._int("hidden_size")) // self.n_head
+        """Dimensions of a head that rotate: all, or ``partial_rotary_factor`` of them (Phi-4-mini's
+        three quarters; Qwen 3.5's a quarter, which llama.cpp assumes where it is not stated)."""
+        default = 0.25 if self.arch in _DELTA_NETS else 1.0
+        factor = self._rope.get("partial_rotary_factor", self.config.get("partial_rotary_factor", default))
+        return int(float(factor) * self.head_dim)
 
     @property
     def _original_context(self) -> int:
@@ -471,13 +469,13 @@ class Family:
         sections = self._rope.get("mrope_section", _QWEN35_MROPE if self.arch in _DELTA_NETS else None)
         if not (isinstance(sections, list) and 0 < len(sections) <= 4 and all(isinstance(n, int) for n in sections)):
             raise ImportRefused("config.json's rope scaling has no mrope_section for the model's M-RoPE positions")
-        pairs = self._rotating // 2
+        pairs = self._rotary_dims // 2
         if sum(sections) != pairs:
             raise ImportRefused(
                 f"config.json's mrope_section {sections} does not cover a head's {pairs} rotating pairs"
             )
         kv: KV = {
-            f"{self.arch}.rope.dimension_count": (self._rotating, _U32),
+            f"{self.arch}.rope.dimension_count": (self._rotary_dims, _U32),
             f"{self.arch}.rope.dimension_sections": ([*sections, 0, 0, 0][:4], GGUFValueType.ARRAY),
         }
         if self.arch in ("qwen3vl", "qwen3vlmoe"):
@@ -485,11 +483,6 @@ class Family:
             deepstack = vision.get("deepstack_visual_indexes") if isinstance(vision, dict) else None
             kv[f"{self.arch}.n_deepstack_layers"] = (len(deepstack) if isinstance(deepstack, list) else 0, _U32)
         return kv
-
-    @property
-    def _rotating(self) -> int:
-        """Dimensions of a head that rotate: Qwen 3.5's ``partial_rotary_factor`` (a quarter) of them."""
-        return int(self.head_dim * float(self._rope.get("partial_rotary_factor", 1.0)))
 
     def _delta_net(self) -> KV:
         """Qwen 3.5's gated delta net: its convolution, key and value heads (llama.cpp's ``ssm`` keys),
@@ -528,7 +521,7 @@ class Family:
         """How many experts, how many a token uses, and how wide each is."""
         if self.config.get("mlp_only_layers") or self.config.get("decoder_sparse_step", 1) != 1:
             raise ImportRefused(
-                "config.json makes some layers dense (mlp_only_layers), which llama.cpp's qwen3moe has not"
+                f"config.json makes some layers dense (mlp_only_layers), which llama.cpp's {self.arch} has not"
             )
         return {
             f"{self.arch}.expert_count": (self.n_expert, _U32),
@@ -546,11 +539,18 @@ class Family:
         m = experts.fullmatch(self._text_name(name)) if experts is not None else None
         return (int(m[1]), int(m[2]), self.layout.projections.get(m[3], m[3])) if m else None
 
+    def is_token_embedding(self, name: str) -> bool:
+        """Whether the tensor is the text model's token embedding (an expert's is never asked about)."""
+        if self.expert(name) is not None or _FUSED_EXPERTS.fullmatch(self._text_name(name)):
+            return False
+        return self.gguf_name(name) == "token_embd.weight"
+
     def fused_experts(self, name: str, shape: tuple[int, ...]) -> tuple[int, str, bool] | None:
         """(layer, ``gate_up`` or ``down``, transposed) of a layer's experts kept in one tensor of
-        ``shape``: ``(experts, out, in)`` as transformers 5 keeps them, or transposed, ``(experts,
-        in, out)``, as the Qwen3-VL-MoE releases (and transformers 4) did, told apart by the widths
-        (or, where the hidden size is twice an expert's, by the transformers that saved it)."""
+        ``shape``: ``(experts, out, in)`` as transformers 5 holds them (and saves Qwen3-VL-MoE's),
+        or transposed, ``(experts, in, out)``, as the Qwen3-VL-MoE releases (transformers 4) did,
+        told apart by the widths (or, where the hidden size is twice an expert's, by the
+        transformers that saved it)."""
         m = _FUSED_EXPERTS.fullmatch(self._text_name(name)) if self.layout.experts is not None else None
         if m is None:
             return None
@@ -716,7 +716,7 @@ class Family:
         return order
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Order:
     """A tensor's rows (``axis`` 0) or columns (1) in llama.cpp's order: place ``i`` takes the
     checkpoint's ``index[i]``."""

@@ -173,19 +173,17 @@ _DEEPSTACK = re.compile(
     r"(?:model\.)?visual\.deepstack_merger_list\.(\d+)\.(norm|linear_fc1|linear_fc2)\.(weight|bias)"
 )
 _DEEPSTACK_PARTS = {"norm": "norm", "linear_fc1": "fc1", "linear_fc2": "fc2"}
-# Qwen's image processor's statistics where preprocessor_config.json has none (CLIP's).
-_QWEN_MEAN_STD = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
 # Qwen-VL's projectors by clip.projector_type: their FFN's activation (Qwen 2's quick GELU is
-# libmtmd's default, stated by no key), and their default picture size, which rotary positions
-# only use for warming up (Qwen 3 sizes its position table by it).
+# libmtmd's default, stated by no key).
 _QWEN_ACTIVATIONS = {"qwen2vl_merger": None, "qwen2.5vl_merger": "silu", "qwen3vl_merger": "gelu"}
 # Qwen 2.5's window attention: libmtmd's windows are 112 pixels a side, whatever the checkpoint says.
 _QWEN25_WINDOW = 112
 # The image tokens Gemma 3's projector pools a picture to, unless the processor says otherwise.
 _IMAGE_TOKENS = 256
-# The pixel statistics where preprocessor_config.json has none: Gemma 3's, and Pixtral's (CLIP's).
-_GEMMA3_MEAN_STD = ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
-_PIXTRAL_MEAN_STD = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
+# The pixel statistics where the processor states none: Gemma 3's, Qwen3-VL's and Qwen 3.5's
+# (halves), and CLIP's (Pixtral's, Qwen 2 and 2.5's).
+_HALVES_MEAN_STD = ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
+_CLIP_MEAN_STD = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
 
 
 def projector(
@@ -196,14 +194,18 @@ def projector(
     embedding: SourceTensor | None,
     tokens: list[str],
 ) -> tuple[KV, list[Tensor]]:
-    """The projector GGUF's keys and tensors of ``kind`` (``gemma3``, ``pixtral``: the family's
-    ``Layout.vision``) for the tower ``sources``, ``embedding`` the text model's token embedding
-    and ``tokens`` its vocabulary (Pixtral's [IMG_BREAK] row); ``ImportRefused`` for one llama.cpp
-    could not run."""
+    """The projector GGUF's keys and tensors of ``kind`` (``gemma3``, ``pixtral``, a Qwen-VL's
+    merger: the family's ``Layout.vision``) for the tower ``sources``, ``embedding`` the text
+    model's token embedding and ``tokens`` its vocabulary (both for Pixtral's [IMG_BREAK] row);
+    ``ImportRefused`` for one llama.cpp could not run. The processor's settings come from
+    ``preprocessor_config.json``, or the ``image_processor`` of ``processor_config.json``, where
+    transformers 5 saves them."""
     vision, text = config.get("vision_config"), config.get("text_config", config)  # Qwen's text settings: either
     if not isinstance(vision, dict) or not isinstance(text, dict):
         raise ImportRefused("config.json has no vision_config and text_config for the vision tower")
-    processor = checkpoint.json("preprocessor_config.json") or {}
+    processor = checkpoint.json("preprocessor_config.json") or (
+        (checkpoint.json("processor_config.json") or {}).get("image_processor") or {}
+    )
     if kind == "pixtral":
         return _pixtral(config, vision, text, processor, sources, embedding, tokens)
     if kind in _QWEN_ACTIVATIONS:
@@ -226,7 +228,7 @@ def _gemma3(
     per_side = round(float(tokens) ** 0.5) if isinstance(tokens, int) and tokens > 0 else 0
     if per_side <= 0 or per_side * per_side != tokens or (image_size // patch_size) % per_side:
         raise ImportRefused(f"an image of {tokens} tokens is not a square pooling of the tower's patches")
-    kv = _clip_kv("gemma3", "gelu", vision, text, processor, 1e-6, _GEMMA3_MEAN_STD)
+    kv = _clip_kv("gemma3", "gelu", vision, text, processor, 1e-6, _HALVES_MEAN_STD)
     scale = (image_size // patch_size) // per_side
     if scale != 4:  # llama.cpp's default; a test model's other pooling is stated
         kv["clip.vision.projector.scale_factor"] = (scale, _U32)
@@ -256,7 +258,7 @@ def _pixtral(
     activation = vision.get("hidden_act", "gelu")
     if activation not in ("silu", "gelu"):
         raise ImportRefused(f"config.json's vision_config has activation {activation!r}; Pixtral's is silu or gelu")
-    kv = _clip_kv("pixtral", activation, vision, text, processor, 1e-5, _PIXTRAL_MEAN_STD)
+    kv = _clip_kv("pixtral", activation, vision, text, processor, 1e-5, _CLIP_MEAN_STD)
     kv["clip.vision.spatial_merge_size"] = (_int(config, "spatial_merge_size", default=2), _U32)
     return kv, list(tensors.values())
 
@@ -278,7 +280,13 @@ def _qwen_vl(
         for name, piece in _qwen_pieces(source, kind, deepstack):
             tensors[name] = _converted(name, piece, None)
     _QWEN_VL.require(tensors, n_layer)
-    kv = _clip_kv(kind, _QWEN_ACTIVATIONS[kind], vision, text, processor, 1e-6, _QWEN_MEAN_STD)
+    if kind == "qwen3vl_merger":  # libmtmd's Qwen3-VL graph asserts them rather than refuse
+        wanted = ["v.patch_embd.bias", "v.position_embd.weight", *(f"v.blk.{i}.attn_qkv.bias" for i in range(n_layer))]
+        missing = [n for n in wanted if n not in tensors]
+        if missing:
+            raise ImportRefused(f"the vision tower has no {missing[0]}, which llama.cpp's Qwen3-VL needs")
+    statistics = _HALVES_MEAN_STD if kind == "qwen3vl_merger" else _CLIP_MEAN_STD
+    kv = _clip_kv(kind, _QWEN_ACTIVATIONS[kind], vision, text, processor, 1e-6, statistics)
     if kind == "qwen2.5vl_merger":
         kv["clip.vision.n_wa_pattern"] = (_window_pattern(vision, n_layer), _U32)
     if kind == "qwen3vl_merger":
@@ -323,7 +331,8 @@ def _window_pattern(vision: Mapping[str, Any], n_layer: int) -> int:
     period = full[0] + 1
     if full != list(range(period - 1, n_layer, period)):
         raise ImportRefused(
-            f"config.json's fullatt_block_indexes {full} are not every {period}th block, as llama.cpp needs"
+            f"config.json's fullatt_block_indexes {full} are not {period - 1}, {2 * period - 1}, ... "
+            "(a full-attention block at even steps), as llama.cpp needs"
         )
     return period
 
