@@ -156,7 +156,7 @@ _QWEN35_SHARED = {
 _FUSED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(?:\.weight)?")
 # Its multi-token-prediction block, which llama.cpp's converter leaves out unless asked (and Ollama's
 # models have not).
-_QWEN35_SKIPPED = re.compile(r".*\.rotary_emb\.inv_freq$|(model\.)?mtp\..*")
+_QWEN35_SKIPPED = re.compile(_SKIPPED.pattern + r"|(model\.)?mtp\..*")
 _GEMMA3 = _Layout("gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False)
 _GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 LAYOUTS = {

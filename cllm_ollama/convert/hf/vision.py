@@ -76,9 +76,13 @@ class _Tower:
         raise ImportRefused(f"tensor {name} is not one cllm's converter knows for {self.who} vision tower")
 
     def require(self, tensors: Mapping[str, Tensor], n_layer: int) -> None:
-        expected = [*self.required, *(f"v.blk.{i}.attn_q.weight" for i in range(n_layer))]
-        fused = {n.replace("attn_qkv", "attn_q") for n in tensors}  # Qwen3-VL's Q, K and V in one
-        missing = [n for n in expected if n not in tensors and n not in fused]
+        """Every required tensor, and each block's query (Qwen3-VL's fused with K and V)."""
+        missing = [n for n in self.required if n not in tensors]
+        missing += [
+            f"v.blk.{i}.attn_q.weight"
+            for i in range(n_layer)
+            if f"v.blk.{i}.attn_q.weight" not in tensors and f"v.blk.{i}.attn_qkv.weight" not in tensors
+        ]
         if missing:
             raise ImportRefused(f"the vision tower has no {missing[0]}: is a shard missing?")
 
