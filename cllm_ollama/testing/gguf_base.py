@@ -428,8 +428,11 @@ def llama_block(t: Tensors, s: Shape, p: str, *, ffn: bool = True) -> None:
     t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
 
 
-def stacked_experts(t: Tensors, p: str, n_expert: int, n_ff: int, n_embd: int = TINY.n_embd) -> None:
-    """A layer's experts' projections, stacked as llama.cpp keeps them (F16 unless ``t`` writes F32)."""
+def moe_ffn(t: Tensors, p: str, n_expert: int, n_ff: int, n_embd: int = TINY.n_embd, router_std: float = 0.5) -> None:
+    """A layer's mixture of experts as llama.cpp keeps it: the router in F32, of values F16 holds
+    (as converted from an F16 checkpoint), and the experts' projections stacked (F16 unless ``t``
+    writes F32)."""
+    t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, n_embd), router_std))
     for name, shape in (("gate", (n_ff, n_embd)), ("up", (n_ff, n_embd)), ("down", (n_embd, n_ff))):
         data = t.rng.standard_normal((n_expert, *shape)) * 0.5
         t.w.add_tensor(

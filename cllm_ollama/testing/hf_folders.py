@@ -34,7 +34,7 @@ from .gguf_base import (
     llama_block,
     llama_body,
     model_header,
-    stacked_experts,
+    moe_ffn,
     synthetic_vocab,
 )
 
@@ -172,11 +172,7 @@ def write_hf_bert(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     twin = folder / "bert.gguf"
     t = Tensors(gguf.GGUFWriter(str(twin), "bert"), np.random.default_rng(seed), 0.5, gguf.GGMLQuantizationType.F16)
     w, s, n_ctx = t.w, TINY, 128
-    w.add_name("tiny-bert")
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_context_length(n_ctx)
-    w.add_embedding_length(s.n_embd)
-    w.add_block_count(s.n_layer)
+    model_header(w, dataclasses.replace(s, context_length=n_ctx), "tiny-bert", gguf.GGMLQuantizationType.F16)
     w.add_feed_forward_length(s.n_ff)
     w.add_head_count(s.n_head)
     w.add_head_count_kv(s.n_head)
@@ -352,8 +348,7 @@ def write_mixtral(path: Path, *, n_expert: int = 4, n_used: int = 2, seed: int =
     for i in range(s.n_layer):
         p = f"blk.{i}."
         llama_block(t, s, p, ffn=False)
-        t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, s.n_embd), 0.5))
-        stacked_experts(t, p, n_expert, s.n_ff)
+        moe_ffn(t, p, n_expert, s.n_ff)
     finish(w)
     return path
 
@@ -377,8 +372,7 @@ def write_qwen3moe(path: Path, *, n_expert: int = 4, n_used: int = 2, n_ff_exp: 
         llama_block(t, s, p, ffn=False)
         t.norm(p + "attn_q_norm.weight", s.head_dim)
         t.norm(p + "attn_k_norm.weight", s.head_dim)
-        t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, s.n_embd), 0.5))  # F32 as converted, F16-exact
-        stacked_experts(t, p, n_expert, n_ff_exp)
+        moe_ffn(t, p, n_expert, n_ff_exp)
     finish(w)
     return path
 

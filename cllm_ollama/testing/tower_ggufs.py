@@ -26,8 +26,8 @@ from .gguf_base import (
     attention_header,
     f16_exact,
     finish,
+    moe_ffn,
     projector_header,
-    stacked_experts,
     synthetic_vocab,
 )
 from .vision_ggufs import write_qwen3vl_projector
@@ -241,8 +241,7 @@ def _qwen35_experts(t: Tensors, p: str, n_expert: int, n_used: int, n_ff: int) -
     holds, as converted from an F16 checkpoint), the routed experts stacked, the shared expert."""
     del n_used
     n_embd = TINY.n_embd
-    t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (n_expert, n_embd)))
-    stacked_experts(t, p, n_expert, n_ff, n_embd)
+    moe_ffn(t, p, n_expert, n_ff, n_embd, router_std=0.2)
     t.f32(p + "ffn_gate_inp_shexp.weight", f16_exact(t, (n_embd,)))
     t.matrix(p + "ffn_gate_shexp.weight", n_ff, n_embd)
     t.matrix(p + "ffn_up_shexp.weight", n_ff, n_embd)

@@ -29,8 +29,8 @@ from .gguf_base import (
     finish,
     llama_block,
     llama_body,
+    moe_ffn,
     projector_header,
-    stacked_experts,
     synthetic_vocab,
     vit_block,
 )
@@ -130,9 +130,8 @@ def write_qwen3vl(
     t.norm("output_norm.weight", s.n_embd)
     for i in range(s.n_layer):
         attention_block(t, s, f"blk.{i}.", post_norms=False, ffn=experts is None)
-        if experts is not None:  # the router in F32, of values F16 holds (as converted from F16)
-            t.f32(f"blk.{i}.ffn_gate_inp.weight", f16_exact(t, (experts[0], s.n_embd), 0.5))
-            stacked_experts(t, f"blk.{i}.", experts[0], experts[2], s.n_embd)
+        if experts is not None:
+            moe_ffn(t, f"blk.{i}.", experts[0], experts[2], s.n_embd)
     finish(w)
     return path
 

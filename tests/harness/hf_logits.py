@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -78,14 +79,25 @@ def main(tokens: str, pairs: list[str]) -> None:
                 np.save(out_path / f"lora-{name}.npy", adapted(ids).logits[0].numpy())
 
 
-def image(folder: str, pixels: str, out: str) -> None:
+_QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")
+
+
+def picture(folder: str, pixels: str) -> tuple[dict[str, Any], dict[str, Any], torch.Tensor]:
+    """The folder's config.json and preprocessor_config.json, and the picture ``pixels`` (saved
+    ``(height, width, 3)`` bytes) normalized by the processor's statistics, ``(3, height, width)``."""
     config = json.loads((Path(folder) / "config.json").read_text())
     processor = json.loads((Path(folder) / "preprocessor_config.json").read_text())
     mean, std = np.array(processor["image_mean"], np.float32), np.array(processor["image_std"], np.float32)
-    values = torch.tensor((np.load(pixels).astype(np.float32) / 255.0 - mean) / std).permute(2, 0, 1)[None]
-    if config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"):
-        np.save(out, qwen_image(folder, values[0], processor["patch_size"]))
+    values = torch.tensor((np.load(pixels).astype(np.float32) / 255.0 - mean) / std).permute(2, 0, 1)
+    return config, processor, values
+
+
+def image(folder: str, pixels: str, out: str) -> None:
+    config, processor, values = picture(folder, pixels)
+    if config["model_type"] in _QWEN_TYPES:
+        np.save(out, qwen_image(folder, values, processor["patch_size"]))
         return
+    values = values[None]
     with torch.no_grad():
         if config["architectures"][0] == "Mistral3ForConditionalGeneration":
             model = Mistral3ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
@@ -116,10 +128,7 @@ def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
     it says begins one, ``vision_start_token_id``): the picture's embeddings placed as transformers
     places them (Qwen's M-RoPE positions, Gemma 3's attention both ways within the picture)."""
     given = json.loads(spec)
-    config = json.loads((Path(folder) / "config.json").read_text())
-    processor = json.loads((Path(folder) / "preprocessor_config.json").read_text())
-    mean, std = np.array(processor["image_mean"], np.float32), np.array(processor["image_std"], np.float32)
-    values = torch.tensor((np.load(pixels).astype(np.float32) / 255.0 - mean) / std).permute(2, 0, 1)
+    config, processor, values = picture(folder, pixels)
     model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
     for settings in (model.config, model.model.config):
         for key, value in given["config"].items():
@@ -127,7 +136,7 @@ def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
     ids = torch.tensor([given["ids"]])
     kinds = (ids == given["config"]["image_token_id"]).long()  # 1: a picture's token
     inputs: dict[str, torch.Tensor] = {"pixel_values": values[None]}
-    if config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"):
+    if config["model_type"] in _QWEN_TYPES:
         patches, grid = qwen_patches(values, processor["patch_size"])
         inputs = {"pixel_values": patches, "image_grid_thw": grid, "mm_token_type_ids": kinds}
     elif config["model_type"] == "gemma3":

@@ -180,10 +180,7 @@ def test_a_gemma3_that_sees_converts_to_its_text_model_and_projector(
     converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
     assert converted == Converted([], sees=True)
     for twin, out in ((text, tmp_path / "out.gguf"), (mmproj, tmp_path / "proj.gguf")):
-        want, got = _tensors(twin), _tensors(out)
-        assert set(got) == set(want)
-        for name, (kind, data) in got.items():
-            assert kind == want[name][0] and np.array_equal(data, want[name][1]), name
+        _assert_twin_tensors(twin, out)
     fields, twin_fields = _fields(tmp_path / "proj.gguf"), _fields(mmproj)
     assert {k: v for k, v in fields.items() if k.startswith("clip.")} == {
         k: v for k, v in twin_fields.items() if k.startswith("clip.")
@@ -212,10 +209,7 @@ def test_a_mistral3_that_sees_converts_to_its_text_model_and_projector(tmp_path:
     converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
     assert converted == Converted([], sees=True)
     for twin, out in ((text, tmp_path / "out.gguf"), (mmproj, tmp_path / "proj.gguf")):
-        want, got = _tensors(twin), _tensors(out)
-        assert set(got) == set(want)
-        for name, (kind, data) in got.items():
-            assert kind == want[name][0] and np.array_equal(data, want[name][1]), name
+        _assert_twin_tensors(twin, out)
     clip = {k: v for k, v in _fields(tmp_path / "proj.gguf").items() if k.startswith("clip.")}
     assert clip == {k: v for k, v in _fields(mmproj).items() if k.startswith("clip.")}
     files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}

@@ -95,32 +95,32 @@ def test_the_converted_model_and_adapters_compute_what_transformers_and_peft_do(
         reference.assert_close(_logits(model, adapter), np.load(answers / f"lora-{scaling}.npy"), f"{family}+{scaling}")
 
 
-@pytest.mark.parametrize("family", ["gemma3", "mistral3", "qwen2vl", "qwen2.5vl", "qwen3vl", "qwen35"])
+# A model that sees, and the picture's side in pixels: Gemma 3's tower's own, else 4x4 tokens
+# (libmtmd keeps such a picture as it is: at least 8 tokens, within the tower's size).
+_SEEING: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
+    "gemma3": (hf.write_hf_gemma3_vision, 32),
+    "mistral3": (lambda folder: hf.write_hf_mistral3_vision(folder, image_size=64), 64),
+    "qwen2vl": (hf.write_hf_qwen2vl_vision, 64),
+    "qwen2.5vl": (hf.write_hf_qwen25vl_vision, 64),
+    "qwen3vl": (hf.write_hf_qwen3vl_vision, 64),
+    "qwen35": (hf.write_hf_qwen35_vision, 64),
+}
+
+
+# A larger picture for the tower alone: Qwen2.5-VL's at 8x8 tokens, four of libmtmd's windows of 7x7 at most.
+_TOWER_SIDES = {"qwen2.5vl": 128}
+
+
+@pytest.mark.parametrize("family", list(_SEEING))
 def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, family: str) -> None:
-    """The projector layer made of Gemma 3's SigLIP tower or Mistral 3's Pixtral
-    (``convert/hf/vision.py``) turns a picture into the embeddings transformers makes of it, where
-    libmtmd's preprocessing and transformers' agree: a picture of the tower's own size (Gemma 3's
-    32 pixels), or within it and of 8 tokens or more (Pixtral's, 64 of at most 64). Pixtral's rows
-    of [IMG_BREAK], which libmtmd adds between rows of tokens and transformers does not, are left
-    out of the comparison."""
-    if family == "gemma3":
-        folder, _, _ = hf.write_hf_gemma3_vision(tmp_path)
-        side = 32
-    elif family == "mistral3":
-        folder, _, _ = hf.write_hf_mistral3_vision(tmp_path, image_size=64)
-        side = 64
-    elif family == "qwen2vl":
-        folder, _, _ = hf.write_hf_qwen2vl_vision(tmp_path)
-        side = 64
-    elif family == "qwen2.5vl":  # 8x8 tokens: four of libmtmd's windows of 7x7 at most
-        folder, _, _ = hf.write_hf_qwen25vl_vision(tmp_path)
-        side = 128
-    elif family == "qwen3vl":
-        folder, _, _ = hf.write_hf_qwen3vl_vision(tmp_path)
-        side = 64
-    else:
-        folder, _, _ = hf.write_hf_qwen35_vision(tmp_path)
-        side = 64
+    """The projector layer made of a tower (``convert/hf/vision.py``) turns a picture into the
+    embeddings transformers makes of it, where libmtmd's preprocessing and transformers' agree: a
+    picture of the tower's own size (Gemma 3's 32 pixels), or within it and of 8 tokens or more
+    (Pixtral's, 64 of at most 64; the Qwens'). Pixtral's rows of [IMG_BREAK], which libmtmd adds
+    between rows of tokens and transformers does not, are left out of the comparison."""
+    write, side = _SEEING[family]
+    side = _TOWER_SIDES.get(family, side)
+    folder, _, _ = write(tmp_path)
     seed = 3
     pixels = np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype=np.uint8)  # png(side, side, seed)'s
     np.save(tmp_path / "pixels.npy", pixels)
@@ -145,26 +145,14 @@ def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, f
     reference.assert_close(got, np.load(tmp_path / "want.npy"), f"{family} tower")
 
 
-# A model that sees, and the picture's side in pixels: Gemma 3's tower's own, else 4x4 tokens
-# (libmtmd keeps such a picture as it is: at least 8 tokens, within the tower's size).
-_PROMPT_FAMILIES: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
-    "gemma3": (hf.write_hf_gemma3_vision, 32),
-    "mistral3": (lambda folder: hf.write_hf_mistral3_vision(folder, image_size=64), 64),
-    "qwen2vl": (hf.write_hf_qwen2vl_vision, 64),
-    "qwen2.5vl": (hf.write_hf_qwen25vl_vision, 64),
-    "qwen3vl": (hf.write_hf_qwen3vl_vision, 64),
-    "qwen35": (hf.write_hf_qwen35_vision, 64),
-}
-
-
-@pytest.mark.parametrize("family", list(_PROMPT_FAMILIES))
+@pytest.mark.parametrize("family", list(_SEEING))
 def test_a_converted_model_reads_a_picture_in_a_prompt_as_transformers_does(tmp_path: Path, family: str) -> None:
     """A prompt with a picture in it, as cllm's engine decodes it into a converted model that sees:
     the text before it, the picture's embeddings where ``MediaPrompt`` puts them (Qwen's M-RoPE
     rows and columns, the text after it as far on as the picture's longer side; Gemma 3's attending
     to each other both ways; Pixtral's rows each ended by [IMG_BREAK]'s embedding), then the text
     after it, whose every logit is transformers' for the same tokens and picture."""
-    write, side = _PROMPT_FAMILIES[family]
+    write, side = _SEEING[family]
     folder, _, _ = write(tmp_path)
     seed = 5
     np.save(tmp_path / "pixels.npy", np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype=np.uint8))
