@@ -20,7 +20,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from . import core_ggufs, tower_ggufs, vision_ggufs
+from . import core_ggufs, ollama_ggufs, tower_ggufs, vision_ggufs
 from .gguf_base import (
     TINY,
     Tensors,
@@ -52,6 +52,7 @@ _ARCHITECTURES = {
     "qwen35": "Qwen3_5ForCausalLM",
     "qwen35moe": "Qwen3_5MoeForCausalLM",
     "qwen3vlmoe": "Qwen3VLMoeForConditionalGeneration",
+    "gpt-oss": "GptOssForCausalLM",
 }
 _GEMMAS = ("gemma2", "gemma3", "qwen35", "qwen35moe")  # norms stored with llama.cpp's +1 (but Qwen 3.5's ssm_norm)
 # transformers' model_type where it is not llama.cpp's architecture name.
@@ -63,11 +64,28 @@ _MODEL_TYPES = {
     "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text",
     "qwen3vlmoe": "qwen3_vl_moe_text",
+    "gpt-oss": "gpt_oss",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
 _REST = r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-SPLIT_PATTERNS = {"qwen2": _WORDS + r"\p{N}" + _REST, "llama-bpe": _WORDS + r"\p{N}{1,3}" + _REST}
+_CASED = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"
+_CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+SPLIT_PATTERNS = {
+    "qwen2": _WORDS + r"\p{N}" + _REST,
+    "llama-bpe": _WORDS + r"\p{N}{1,3}" + _REST,
+    "gpt-4o": (  # o200k's (gpt-oss)
+        _CASED
+        + r"*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+        + _CONTRACTIONS
+        + "|"
+        + _CASED
+        + r"+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+        + _CONTRACTIONS
+        + "|"
+        + r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    ),
+}
 _PARTS = {
     "attn_norm": "input_layernorm",
     "attn_q": "self_attn.q_proj",
@@ -110,6 +128,8 @@ _QWEN35_SHARED = {
     "ffn_down_shexp": "mlp.shared_expert.down_proj",
     "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
 }
+# gpt-oss's: its norm before the FFN, its router; its attention sinks, no module's weight.
+_GPTOSS_PARTS = _PARTS | {"post_attention_norm": "post_attention_layernorm", "ffn_gate_inp": "mlp.router"}
 # Phi-3's fused projections: Q, K and V in one matrix, the FFN's gate and up in another.
 _PHI3_PARTS = _PARTS | {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
 _GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
@@ -840,8 +860,10 @@ def export(
     sentencepiece: bytes | None = None,
     sees: str | None = None,
     tower: Path | None = None,
+    dequantized: bool = False,
 ) -> Path:
-    """``folder``: the checkpoint the GGUF at ``path`` was converted from (quantized tensors dequantized).
+    """``folder``: the checkpoint the GGUF at ``path`` was converted from (quantized tensors
+    dequantized, but gpt-oss's MXFP4 experts, kept as its releases keep them unless ``dequantized``).
 
     ``dtype``: its matrices' type (F16, BF16 or F32; vectors F32 as in most checkpoints); ``shards``:
     safetensors files it is split into; ``template_file``: the chat template in
@@ -862,6 +884,9 @@ def export(
     tensors: dict[str, np.ndarray] = {}
     rope: dict[str, list[float]] = {}  # Phi-3's long-context factors: config.json's, not tensors
     for t in reader.tensors:
+        if arch == "gpt-oss" and "_exps." in t.name:
+            _gptoss_experts(tensors, t, dequantized)
+            continue
         values = t.data if t.tensor_type in _FLOATS else gguf.quants.dequantize(t.data, t.tensor_type)
         data = np.asarray(values, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
         if t.name.startswith("rope_factors_"):
@@ -1280,12 +1305,55 @@ def _qwen35_back(name: str, data: np.ndarray, kv: dict[str, Any], arch: str) -> 
     return f"model.layers.{layer}.{(_QWEN35_PARTS | _QWEN35_SHARED)[stem]}.{suffix}", data
 
 
+def _gptoss_experts(tensors: dict[str, np.ndarray], t: Any, dequantized: bool) -> None:
+    """A gpt-oss expert tensor of the twin as transformers keeps it, in ``tensors``: a layer's gate
+    and up in one ``gate_up_proj``, their outputs interleaved (gate's even, up's odd), as MXFP4
+    ``_blocks`` and ``_scales`` (the releases), or ``dequantized``: ``(experts, in, out)``; biases alike."""
+    _, layer, part, suffix = t.name.split(".")
+    stem = f"model.layers.{layer}.mlp.experts." + ("down_proj" if part == "ffn_down_exps" else "gate_up_proj")
+    shape = [int(d) for d in reversed(t.shape)]
+    pieces: dict[str, np.ndarray]
+    if suffix == "bias":
+        pieces = {f"{stem}_bias": np.asarray(t.data, dtype=np.float32).reshape(shape)}
+    elif dequantized:
+        values = gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape)
+        pieces = {stem: np.ascontiguousarray(values.swapaxes(1, 2))}
+    else:
+        blocks, scales = _checkpoint_mxfp4(np.asarray(t.data))
+        pieces = {f"{stem}_blocks": blocks, f"{stem}_scales": scales}
+    for name, data in pieces.items():
+        axis = 2 if name == stem else 1  # the outputs' axis
+        if part == "ffn_down_exps":
+            tensors[name] = data
+            continue
+        wide = list(data.shape)
+        wide[axis] *= 2
+        fused = tensors.setdefault(name, np.zeros(wide, dtype=data.dtype))
+        index: list[Any] = [slice(None)] * data.ndim
+        index[axis] = slice(0 if part == "ffn_gate_exps" else 1, None, 2)
+        fused[tuple(index)] = data
+
+
+def _checkpoint_mxfp4(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ggml's MXFP4 rows (``(..., n * 17)`` bytes: each block's exponent, then value ``i`` in byte
+    ``i``'s low nibble and ``i + 16`` in its high one) as a checkpoint's blocks (``(..., n, 16)``:
+    value ``2i`` low and ``2i + 1`` high in byte ``i``) and scales (``(..., n)``)."""
+    blocks = rows.reshape(*rows.shape[:-1], -1, 17)
+    low, high = blocks[..., 1:] & 0x0F, blocks[..., 1:] >> 4
+    values = np.concatenate([low, high], axis=-1)  # the block's 32 values in order
+    packed = values[..., 0::2] | (values[..., 1::2] << 4)
+    return np.ascontiguousarray(packed, dtype=np.uint8), np.ascontiguousarray(blocks[..., 0])
+
+
 def _hf_name(name: str, arch: str) -> str:
     stem, _, suffix = name.rpartition(".")
     if stem in _GLOBAL:
         return f"{_GLOBAL[stem]}.{suffix}"
     _, layer, part = stem.split(".", 2)
+    if name.endswith("attn_sinks.weight"):
+        return f"model.layers.{layer}.self_attn.sinks"
     parts = _GEMMA_PARTS if arch in _GEMMAS else _PHI3_PARTS if arch == "phi3" else _PARTS
+    parts = _GPTOSS_PARTS if arch == "gpt-oss" else parts
     return f"model.layers.{layer}.{parts[part]}.{suffix}"
 
 
@@ -1387,6 +1455,8 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
             "moe_intermediate_size": int(kv["qwen35moe.expert_feed_forward_length"]),
             "shared_expert_intermediate_size": int(kv["qwen35moe.expert_shared_feed_forward_length"]),
         }
+    if arch == "gpt-oss":
+        config |= _gptoss_config(kv)
     if arch == "gemma3":
         config |= {
             "query_pre_attn_scalar": int(kv["gemma3.attention.key_length"]),
@@ -1395,6 +1465,55 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
             "rope_local_base_freq": float(kv.get("gemma3.rope.freq_base_swa", 10000.0)),
         }
     return config
+
+
+def _gptoss_config(kv: dict[str, Any]) -> dict[str, Any]:
+    """gpt-oss's settings as its releases state them: experts as wide as the FFN, windows every
+    other layer from the first, YaRN (whose ``truncate``, false in the releases, llama.cpp does
+    not read: true here, as llama.cpp computes), and the MXFP4 the experts may be kept in."""
+    layers = int(kv["gpt-oss.block_count"])
+    return {
+        "head_dim": int(kv["gpt-oss.attention.key_length"]),
+        "intermediate_size": int(kv["gpt-oss.expert_feed_forward_length"]),
+        "num_local_experts": int(kv["gpt-oss.expert_count"]),
+        "num_experts_per_tok": int(kv["gpt-oss.expert_used_count"]),
+        "experts_per_token": int(kv["gpt-oss.expert_used_count"]),
+        "sliding_window": int(kv["gpt-oss.attention.sliding_window"]),
+        "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)],
+        "attention_bias": True,
+        "swiglu_limit": 7.0,
+        "rope_scaling": {
+            "rope_type": "yarn",
+            "factor": float(kv["gpt-oss.rope.scaling.factor"]),
+            "original_max_position_embeddings": int(kv["gpt-oss.rope.scaling.original_context_length"]),
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": True,
+        },
+        "torch_dtype": "bfloat16",
+    }
+
+
+def write_hf_gptoss(folder: Path, *, seed: int = 0, dequantized: bool = False) -> tuple[Path, Path]:
+    """``folder/hf-gptoss/``, a gpt-oss checkpoint (``GptOssForCausalLM``: its experts in MXFP4 as
+    the releases keep them, or ``dequantized`` as a fine-tune saved in 16 bits keeps them; the rest
+    F16), and ``folder/gpt-oss.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = ollama_ggufs.write_gptoss(folder / "gpt-oss.gguf", seed=seed, f16=True)
+    out = export(twin, folder / "hf-gptoss", dequantized=dequantized)
+    if not dequantized:  # as the releases state it
+        config = json.loads((out / "config.json").read_text())
+        config["quantization_config"] = {
+            "quant_method": "mxfp4",
+            "modules_to_not_convert": [
+                "model.layers.*.self_attn",
+                "model.layers.*.mlp.router",
+                "model.embed_tokens",
+                "lm_head",
+            ],
+        }
+        _write_json(out / "config.json", config)
+    return out, twin
 
 
 def _write_tokenizer(folder: Path, kv: dict[str, Any]) -> None:
@@ -1460,7 +1579,9 @@ def _write_safetensors(folder: Path, tensors: dict[str, np.ndarray], dtype: str,
 
 
 def _typed(data: np.ndarray, dtype: str) -> tuple[str, np.ndarray]:
-    """Matrices in ``dtype``, vectors F32; BF16 rounded to nearest even, as torch does."""
+    """Matrices in ``dtype``, vectors F32; BF16 rounded to nearest even, as torch does; bytes (MXFP4's) as they are."""
+    if data.dtype == np.uint8:
+        return "U8", data
     if data.ndim == 1 or dtype == "F32":
         return "F32", data.astype(np.float32)
     if dtype == "F16":

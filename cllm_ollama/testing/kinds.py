@@ -4,6 +4,7 @@ anyone can write the model a test used by hand. One table: the kind, what it wri
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,6 +116,15 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "DIR/hf-qwen35-vision/, a Qwen 3.5 that sees (its text model, Qwen3-VL's tower without deepstack), "
         "and its twins DIR/text.gguf and DIR/mmproj.gguf",
         hf.write_hf_qwen35_vision,
+    ),
+    "hf-gptoss": (
+        "DIR/hf-gptoss/, a gpt-oss checkpoint (its experts in MXFP4, as released), and DIR/gpt-oss.gguf, its twin",
+        hf.write_hf_gptoss,
+    ),
+    "hf-gptoss-16bit": (
+        "DIR/hf-gptoss/, a gpt-oss checkpoint with its experts dequantized (as a fine-tune is saved in 16 bits), "
+        "and DIR/gpt-oss.gguf, its twin",
+        functools.partial(hf.write_hf_gptoss, dequantized=True),
     ),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (

@@ -266,12 +266,27 @@ def _write_text(path: Path, arch: str, keys: dict[str, Any], tensors: _Weights, 
     return write_layout(path, Layout(arch, {"general.name": "tiny", **keys}, tensors), pre=pre)
 
 
-def write_gptoss(path: Path, *, seed: int = 0) -> Path:
+def write_gptoss(path: Path, *, seed: int = 0, f16: bool = False) -> Path:
     """A tiny gpt-oss as llama.cpp's converter writes one (``conversion/gpt_oss.py``): architecture
-    ``gpt-oss``, the experts' width and YaRN stated, the GPT-4o pre-tokenizer. llama.cpp loads it."""
+    ``gpt-oss``, the experts' width and YaRN stated, the GPT-4o pre-tokenizer. llama.cpp loads it.
+    ``f16``: every weight but the MXFP4 experts a value F16 holds, the matrices stored as F16 (but
+    the router's and the experts' biases, F32 as llama.cpp computes with them): what a checkpoint in
+    F16 converts to."""
     keys = _gptoss_keys("gpt-oss")
     keys |= {"gpt-oss.expert_feed_forward_length": TINY_MOE.n_ff_exp, "gpt-oss.rope.scaling.type": "yarn"}
-    return _write_text(path, "gpt-oss", keys, _gptoss_weights(seed), pre="gpt-4o")
+    weights = _gptoss_weights(seed)
+    if f16:
+        weights = {name: _f16_held(name, *weight) for name, weight in weights.items()}
+    return _write_text(path, "gpt-oss", keys, weights, pre="gpt-4o")
+
+
+def _f16_held(name: str, data: np.ndarray, kind: gguf.GGMLQuantizationType) -> _Weight:
+    if kind != _F32:
+        return data, kind
+    held = data.astype(np.float16)
+    if data.ndim == 1 or name.endswith(("ffn_gate_inp.weight", "_exps.bias")):
+        return held.astype(np.float32), _F32
+    return held, gguf.GGMLQuantizationType.F16
 
 
 # Ollama's converter's names for gpt-oss tensors (convert_gptoss.go before the architecture was

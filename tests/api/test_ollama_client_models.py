@@ -25,6 +25,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
+    write_hf_gptoss,
     write_hf_llama,
     write_hf_lora,
     write_hf_mistral,
@@ -133,7 +134,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
     """A Hugging Face folder uploaded as ``ollama create`` uploads it, to a real ``cllm serve``:
     converted, it answers word for word as the GGUF it was exported from (a Llama's Q and K rows
     reordered on the way, Gemma's norms shifted, a Qwen3's kept, a mixture's experts stacked, Qwen
-    3.5's delta nets as llama.cpp keeps them), and a SentencePiece vocabulary
+    3.5's delta nets as llama.cpp keeps them, gpt-oss's MXFP4 experts repacked), and a SentencePiece vocabulary
     splits text as the sentencepiece package does."""
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
         client = ollama.Client(host=url)
@@ -148,6 +149,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_mixtral,
             write_hf_qwen35,
             write_hf_qwen35moe,
+            write_hf_gptoss,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)
@@ -156,7 +158,8 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             assert statuses[0] == "converting model" and statuses[-1] == "success"
             assert client.create("twin", files={"twin.gguf": client.create_blob(twin)}).status == "success"
             show = client.show("converted")
-            assert show.details is not None and show.details.quantization_level == "F16"
+            level = "MXFP4_MOE" if write is write_hf_gptoss else "F16"  # its experts kept in MXFP4
+            assert show.details is not None and show.details.quantization_level == level
             options = {"num_predict": 24, "temperature": 0, "seed": 1}
             answers = [
                 client.generate(m, "The capital of France is", options=options).response for m in ("converted", "twin")

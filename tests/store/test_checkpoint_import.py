@@ -14,7 +14,7 @@ import gguf
 import numpy as np
 import pytest
 
-from cllm_ollama.convert.hf import Checkpoint, Converted, ImportRefused, convert, safetensors
+from cllm_ollama.convert.hf import Checkpoint, Converted, ImportRefused, convert, mxfp4, safetensors
 from cllm_ollama.convert.hf.families import TOWER_LEFT_OUT, permute
 from cllm_ollama.errors import InvalidRequest
 from cllm_ollama.store import manifests as mt
@@ -29,6 +29,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
+    write_hf_gptoss,
     write_hf_llama,
     write_hf_mistral,
     write_hf_mistral3_vision,
@@ -325,6 +326,82 @@ def test_a_qwen3vl_moe_as_released_converts_to_its_twin(tmp_path: Path) -> None:
     _assert_twin_tensors(text, tmp_path / "out.gguf")
 
 
+@pytest.mark.parametrize("dequantized", [False, True], ids=["mxfp4", "16bit"])
+def test_a_gptoss_converts_to_its_twin(tmp_path: Path, dequantized: bool) -> None:
+    """gpt-oss (``GptOssForCausalLM``): a layer's experts in one tensor per projection, gate's and
+    up's outputs interleaved, split into llama.cpp's stacked gate, up and down experts with their
+    biases (F32); as released, MXFP4 blocks and scales repacked byte for byte into ggml's MXFP4 (the
+    file then MXFP4_MOE); dequantized (a 16-bit fine-tune), ``(experts, in, out)`` transposed; the
+    attention sinks, the router, the window and YaRN's keys."""
+    folder, twin = write_hf_gptoss(tmp_path, dequantized=dequantized)
+    out = tmp_path / "out.gguf"
+    assert convert(Checkpoint.folder(folder), out) == Converted([])
+    _assert_twin_keys(twin, out)
+    written = _fields(out)
+    assert written["gpt-oss.rope.scaling.yarn_beta_fast"] == 32.0
+    if not dequantized:
+        _assert_twin_tensors(twin, out)
+        assert written["general.file_type"] == gguf.LlamaFileType.MOSTLY_MXFP4_MOE
+        return
+    want, got = _tensors(twin), _tensors(out)
+    assert set(got) == set(want)
+    for name, (kind, data) in got.items():
+        if name.endswith("_exps.weight"):
+            values = gguf.quants.dequantize(want[name][1], want[name][0])
+            assert kind == gguf.GGMLQuantizationType.F16 and np.array_equal(data, values.astype(np.float16)), name
+        else:
+            assert kind == want[name][0] and np.array_equal(data, want[name][1]), name
+    assert written["general.file_type"] == gguf.LlamaFileType.MOSTLY_F16
+
+
+def test_mxfp4_blocks_mean_in_ggml_what_they_mean_in_the_checkpoint() -> None:
+    """A checkpoint's MXFP4 block (value ``2i`` in byte ``i``'s low nibble, ``2i + 1`` in its high
+    one, times two to its E8M0 exponent less 127, as transformers decodes it) decodes in ggml, once
+    repacked, to the same values."""
+    rng = np.random.default_rng(0)
+    blocks = rng.integers(0, 256, (3, 5, 2, 16), dtype=np.uint8)
+    scales = rng.integers(120, 135, (3, 5, 2), dtype=np.uint8)
+    fp4 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+    codes = np.stack([blocks & 0x0F, blocks >> 4], axis=-1).reshape(3, 5, 2, 32)
+    meant = fp4[codes] * np.exp2(scales.astype(np.float32) - 127)[..., None]
+    ggml = mxfp4.to_ggml(blocks, scales)
+    assert ggml.shape == (3, 5, 2 * 17)
+    decoded = gguf.quants.dequantize(ggml, gguf.GGMLQuantizationType.MXFP4)
+    assert np.array_equal(decoded.reshape(3, 5, 64), meant.reshape(3, 5, 64))
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ({"layer_types": ["full_attention", "sliding_attention"]}, "config.json's layer_types do not alternate"),
+        ({"swiglu_limit": 10.0}, "config.json's swiglu_limit is not 7.0"),
+        (
+            {"intermediate_size": 32},
+            "down_proj_blocks of U8[4, 64, 2, 16] is not 4 experts' down blocks (U8[4, 64, 1, 16])",
+        ),
+    ],
+)
+def test_a_gptoss_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damage: dict[str, Any], why: str) -> None:
+    """What llama.cpp's gpt-oss computes otherwise (windows on other layers, another clamp on the
+    activation) or experts of other shapes than config.json says are refused with why."""
+    folder, _ = write_hf_gptoss(tmp_path)
+    _edit(folder, "config.json", lambda c: c.update(damage))
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_gptoss_with_blocks_but_no_scales_is_refused(tmp_path: Path) -> None:
+    folder, _ = write_hf_gptoss(tmp_path)
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    del tensors["model.layers.1.mlp.experts.down_proj_scales"]
+    write_safetensors(path, tensors)
+    with pytest.raises(
+        ImportRefused, match=r"model\.layers\.1\.mlp\.experts\.down_proj: MXFP4 needs its _blocks and _scales"
+    ):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
 @pytest.mark.parametrize(
     ("damage", "why"),
     [
@@ -589,7 +666,7 @@ def _break(folder: Path, what: str) -> None:
         (
             "architecture",
             r"^unsupported architecture 'GPT2LMHeadModel': cllm converts BertModel, Gemma2ForCausalLM, "
-            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Llama",
+            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, GptOssForCausalLM, Llama",
         ),
         ("config", "^the model folder has no config.json$"),
         ("sentencepiece", r"^tokenizer.model is not a SentencePiece model \(it ends inside a field\)$"),

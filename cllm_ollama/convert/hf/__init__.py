@@ -9,6 +9,7 @@ a folder cllm cannot convert raises ``ImportRefused`` with what to do instead.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,7 +18,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
 from ..framework import KV, Tensor, write
-from . import safetensors, vision
+from . import mxfp4, safetensors, vision
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import TOWER_LEFT_OUT, Family, Order
@@ -28,17 +29,19 @@ from .tokenizer import tokenizer_kv
 __all__ = ["Checkpoint", "Converted", "ImportRefused", "convert", "convert_lora", "is_checkpoint"]
 
 _F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
+_MXFP4 = GGMLQuantizationType.MXFP4
 _VOCAB_ROWS = ("token_embd.weight", "output.weight")
 # Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights (and a shared
 # expert's gate, a vector once its unit axis goes), BERT's position
-# and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32), and a
-# delta net's convolution.
+# and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32), as it
+# adds gpt-oss's experts' biases, and a delta net's convolution.
 _F32_MATRICES = (
     "ffn_gate_inp.weight",
     "ffn_gate_inp_shexp.weight",
     "position_embd.weight",
     "token_types.weight",
     "ssm_conv1d.weight",
+    "_exps.bias",
 )
 
 
@@ -82,7 +85,11 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
         tensors = [t.take(slice(0, n_vocab), t.name) if t.name in _VOCAB_ROWS else t for t in tensors]
     matrices = [t.kind for t in tensors if len(t.shape) > 1 and t.kind != _F32]  # routers stay F32
     file_type = (
-        LlamaFileType.MOSTLY_BF16 if matrices and all(k == _BF16 for k in matrices) else LlamaFileType.MOSTLY_F16
+        LlamaFileType.MOSTLY_MXFP4_MOE
+        if _MXFP4 in matrices
+        else LlamaFileType.MOSTLY_BF16
+        if matrices and all(k == _BF16 for k in matrices)
+        else LlamaFileType.MOSTLY_F16
     )
     kv: KV = {  # the architecture is the writer's own first key
         "general.name": (_loadable_name(checkpoint.name, vocabulary["tokenizer.ggml.tokens"][0]), GGUFValueType.STRING),
@@ -128,7 +135,15 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
     data produced when written; a layer's experts stacked into one tensor per projection."""
     out: dict[str, Tensor] = {}
     experts: dict[str, dict[int, safetensors.SourceTensor]] = {}
+    interleaved: dict[tuple[int, str], dict[str, safetensors.SourceTensor]] = {}
     for source in sources:
+        packed = family.interleaved_experts(source.name)
+        if packed is not None:
+            layer, projection, what = packed
+            if what in interleaved.setdefault((layer, projection), {}):
+                raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
+            interleaved[layer, projection][what] = source
+            continue
         expert = family.expert(source.name)
         if expert is not None:
             layer, index, projection = expert
@@ -150,6 +165,8 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
         out[name] = _converted(name, source, family.reorder(name, source.shape), family.values(name))
     for name, parts in experts.items():
         out[name] = _stacked(name, parts, family.n_expert)
+    for (layer, projection), pack in interleaved.items():
+        out |= {t.name: t for t in _interleaved_experts(family, layer, projection, pack)}
     return list(out.values())
 
 
@@ -160,12 +177,58 @@ def _fused_experts(
     out, in)``: ``down`` whole, ``gate_up`` (the gate's outputs, then the up projection's) in halves."""
     data = source.data.swapaxes(1, 2) if transposed else source.data
     if kind == "down":
-        return [(f"blk.{layer}.ffn_down_exps.weight", safetensors.SourceTensor(source.name, source.dtype, data))]
+        return [(f"blk.{layer}.ffn_down_exps.weight", source.with_data(data))]
     half = data.shape[1] // 2
     return [
-        (f"blk.{layer}.ffn_{part}_exps.weight", safetensors.SourceTensor(source.name, source.dtype, rows))
+        (f"blk.{layer}.ffn_{part}_exps.weight", source.with_data(rows))
         for part, rows in zip(("gate", "up"), (data[:, :half], data[:, half:]), strict=True)
     ]
+
+
+def _interleaved_experts(
+    family: Family, layer: int, projection: str, parts: dict[str, safetensors.SourceTensor]
+) -> list[Tensor]:
+    """gpt-oss's experts of one layer and projection (``Family.interleaved_experts``) as llama.cpp's
+    ``(experts, out, in)``: MXFP4 blocks and scales repacked as ggml's (``mxfp4``), or dequantized
+    ``(experts, in, out)`` weights transposed; ``gate_up``'s outputs, and its bias, split into the
+    gate's (even) and up's (odd)."""
+    n_expert, (outputs, inputs) = family.n_expert, family.expert_projection(projection)
+    stem = f"model.layers.{layer}.mlp.experts.{projection}_proj"
+    expected = {
+        "weight": (n_expert, inputs, outputs),
+        "blocks": (n_expert, outputs, inputs // mxfp4.BLOCK, 16),
+        "scales": (n_expert, outputs, inputs // mxfp4.BLOCK),
+        "bias": (n_expert, outputs),
+    }
+    for what, source in parts.items():
+        integral = what in ("blocks", "scales")
+        if source.shape != expected[what] or (source.dtype == "U8") != integral:
+            raise ImportRefused(
+                f"tensor {source.name} of {source.dtype}{list(source.shape)} is not {n_expert} experts' "
+                f"{projection} {what} ({'U8' if integral else 'floats'}{list(expected[what])})"
+            )
+    quantized = "blocks" in parts or "scales" in parts
+    if quantized and ("blocks" not in parts or "scales" not in parts or inputs % mxfp4.BLOCK):
+        raise ImportRefused(f"{stem}: MXFP4 needs its _blocks and _scales, and inputs a multiple of {mxfp4.BLOCK}")
+    if not quantized and "weight" not in parts:
+        raise ImportRefused(f"the checkpoint has no {stem}: is a shard missing?")
+    picks = {"gate": slice(0, None, 2), "up": slice(1, None, 2)} if projection == "gate_up" else {"down": slice(None)}
+    tensors = []
+    for part, rows in picks.items():
+        name = f"blk.{layer}.ffn_{part}_exps"
+        if "bias" in parts:
+            bias = parts["bias"]
+            tensors.append(_converted(f"{name}.bias", bias.with_data(bias.data[:, rows]), None, None))
+        if quantized:
+            blocks, scales = parts["blocks"].data[:, rows], parts["scales"].data[:, rows]
+            shape = (n_expert, blocks.shape[1], inputs // mxfp4.BLOCK * mxfp4.BYTES)
+            produce = functools.partial(mxfp4.to_ggml, blocks, scales)
+            tensors.append(Tensor(f"{name}.weight", _MXFP4, shape, np.dtype(np.uint8), produce))
+        else:
+            weight = parts["weight"]
+            transposed = weight.with_data(weight.data.swapaxes(1, 2)[:, rows])
+            tensors.append(_converted(f"{name}.weight", transposed, None, None))
+    return tensors
 
 
 def _stacked(name: str, parts: dict[int, safetensors.SourceTensor], n_expert: int) -> Tensor:

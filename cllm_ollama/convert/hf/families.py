@@ -10,6 +10,9 @@ and column rotate sections of each head), llama.cpp's ``qwen2vl`` and ``qwen3vl`
 M-RoPE too, and three of every four layers are a gated delta net (linear attention) whose
 parameters llama.cpp keeps otherwise: ``A`` as ``-exp(A_log)``, the convolution without its unit
 axis, and the value heads tiled rather than grouped by key head (``Family.reorder``).
+gpt-oss keeps a layer's experts in one tensor per projection, its gate's and up's rows interleaved,
+as MXFP4 blocks and scales (the releases) or dequantized (a fine-tune saved in 16 bits):
+``Family.interleaved_experts``.
 """
 
 from __future__ import annotations
@@ -118,6 +121,8 @@ class _Layout:
     params: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Norms whose weights ``norm_shift`` leaves as they are (Qwen 3.5's delta net's, a plain RMS norm).
     unshifted: tuple[str, ...] = ()
+    # A layer's experts as gpt-oss keeps them (``Family.interleaved_experts``).
+    interleaved: bool = False
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -154,6 +159,16 @@ _QWEN35_SHARED = {
 # A layer's experts in one tensor each for down and for gate and up together (transformers 5's
 # own layout, as the Qwen 3.5 releases keep them): ``(experts, 2 x width, hidden)`` and ``(experts, hidden, width)``.
 _FUSED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(?:\.weight)?")
+# gpt-oss's: a layer's experts per projection, gate and up in one (their rows interleaved), as
+# dequantized ``(experts, in, out)`` weights or MXFP4 ``_blocks`` and ``_scales``, and their ``_bias``.
+_INTERLEAVED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(?:_(blocks|scales|bias))?")
+_GPTOSS = _ATTENTION | {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "post_attention_norm",
+    "mlp.router": "ffn_gate_inp",
+}
+# The activation llama.cpp's gpt-oss computes (``ggml_swiglu_oai``'s fixed alpha and clamp).
+_GPTOSS_SWIGLU = {"swiglu_alpha": 1.702, "swiglu_limit": 7.0}
 # Its multi-token-prediction block, which llama.cpp's converter leaves out unless asked (and Ollama's
 # models have not).
 _QWEN35_SKIPPED = re.compile(_SKIPPED.pattern + r"|(model\.)?mtp\..*")
@@ -183,6 +198,7 @@ LAYOUTS = {
     "Qwen3VLMoeForConditionalGeneration": _Layout(
         "qwen3vlmoe", _QWEN3 | {"mlp.gate": "ffn_gate_inp"}, tower=True, vision="qwen3vl_merger", experts=_EXPERT
     ),
+    "GptOssForCausalLM": _Layout("gpt-oss", _GPTOSS, params={"self_attn.sinks": "attn_sinks.weight"}, interleaved=True),
     "Qwen3_5ForCausalLM": _Layout(
         "qwen35", _QWEN35, 1.0, params=_QWEN35_PARAMS, unshifted=("ssm_norm.weight",), skipped=_QWEN35_SKIPPED
     ),
@@ -221,6 +237,9 @@ _MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe")
 _DELTA_NETS = ("qwen35", "qwen35moe")
 # Qwen 3.5's sections where config.json states none (transformers' and llama.cpp's default).
 _QWEN35_MROPE = [11, 11, 10]
+# YaRN's parameters that llama.cpp reads where a checkpoint states them (its defaults otherwise);
+# gpt-oss's ``truncate: false`` it cannot: its correction range is always whole dimensions.
+_YARN_KEYS = {"beta_fast": "yarn_beta_fast", "beta_slow": "yarn_beta_slow", "attention_factor": "yarn_attn_factor"}
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {
@@ -346,6 +365,8 @@ class Family:
             kv |= self._mrope()
         if a in _DELTA_NETS:
             kv |= self._delta_net()
+        if a == "gpt-oss":
+            kv |= self._gptoss()
         if a == "qwen35moe":
             kv |= self._experts()
             kv["qwen35moe.expert_shared_feed_forward_length"] = (self._int("shared_expert_intermediate_size"), _U32)
@@ -461,6 +482,24 @@ class Family:
         self._check_attention_scalar(62)
         return kv
 
+    def _gptoss(self) -> KV:
+        """gpt-oss's experts (each as wide as ``intermediate_size``), and its window, which llama.cpp
+        puts on every other layer from the first; a checkpoint it would run otherwise (its windows
+        elsewhere, another clamp on the activation) is refused."""
+        types = self.config.get("layer_types")
+        windows = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(self.n_layer)]
+        if types is not None and types != windows:
+            raise ImportRefused("config.json's layer_types do not alternate from a sliding layer, as llama.cpp needs")
+        for key, fixed in _GPTOSS_SWIGLU.items():
+            if float(self.config.get(key, fixed)) != fixed:
+                raise ImportRefused(f"config.json's {key} is not {fixed}, which llama.cpp's gpt-oss computes with")
+        return {
+            "gpt-oss.expert_count": (self.n_expert, _U32),
+            "gpt-oss.expert_used_count": (self._int("num_experts_per_tok", "experts_per_token"), _U32),
+            "gpt-oss.expert_feed_forward_length": (self._int("intermediate_size"), _U32),
+            "gpt-oss.attention.sliding_window": (self._int("sliding_window"), _U32),
+        }
+
     def _mrope(self) -> KV:
         """Qwen-VL's and Qwen 3.5's M-RoPE: how many of a head's dimensions rotate (Qwen 3.5's a
         quarter), how many of those pairs each of time, row and column takes (``mrope_section``,
@@ -566,6 +605,17 @@ class Family:
             transposed = version.split(".")[0].isdigit() and int(version.split(".")[0]) < 5
         return int(m[1]), m[2], transposed
 
+    def interleaved_experts(self, name: str) -> tuple[int, str, str] | None:
+        """(layer, ``gate_up`` or ``down``, what) of a gpt-oss expert tensor: its ``weight``
+        (``(experts, in, out)``), its MXFP4 ``blocks`` and ``scales``, or its ``bias``."""
+        m = _INTERLEAVED_EXPERTS.fullmatch(name) if self.layout.interleaved else None
+        return (int(m[1]), m[2], m[3] or "weight") if m else None
+
+    def expert_projection(self, projection: str) -> tuple[int, int]:
+        """(outputs, inputs) of one of gpt-oss's experts' ``gate_up`` (both, their rows interleaved) or ``down``."""
+        hidden, width = self._int("hidden_size"), self._int("intermediate_size")
+        return (2 * width, hidden) if projection == "gate_up" else (hidden, width)
+
     def _text_name(self, name: str) -> str:
         """The name under a model that sees as a text model's own (``model.layers...``)."""
         if not self.layout.tower:
@@ -595,6 +645,10 @@ class Family:
             original = rope.get("original_max_position_embeddings")
             if kind == "yarn" and isinstance(original, int):
                 kv[f"{a}.rope.scaling.original_context_length"] = (original, _U32)
+            for key, name in _YARN_KEYS.items():  # as llama.cpp's converter copies them
+                value = rope.get(key)
+                if kind == "yarn" and isinstance(value, int | float) and not isinstance(value, bool):
+                    kv[f"{a}.rope.scaling.{name}"] = (float(value), _F32)
             return kv
         raise ImportRefused(f"config.json's rope scaling {kind!r} is not one cllm converts (linear, yarn, llama3)")
 
@@ -668,9 +722,9 @@ class Family:
         without its unit axis (``(channels, 1, kernel)`` in the checkpoint), its shared expert's gate
         a vector."""
         if gguf_name.endswith("ssm_conv1d.weight") and len(source.shape) == 3 and source.shape[1] == 1:
-            return SourceTensor(source.name, source.dtype, source.data[:, 0, :])
+            return source.with_data(source.data[:, 0, :])
         if gguf_name.endswith("ffn_gate_inp_shexp.weight") and len(source.shape) == 2 and source.shape[0] == 1:
-            return SourceTensor(source.name, source.dtype, source.data[0])  # one row: llama.cpp's vector
+            return source.with_data(source.data[0])  # one row: llama.cpp's vector
         return source
 
     def reorder(self, gguf_name: str, shape: tuple[int, ...]) -> Order | None:

@@ -20,6 +20,8 @@ DTYPES: dict[str, np.dtype[Any]] = {
     # Integer buffers some checkpoints carry (BERT's position_ids): read, never converted.
     "I64": np.dtype(np.int64),
     "I32": np.dtype(np.int32),
+    # MXFP4 weights' blocks and scales (gpt-oss's), repacked as they are (``mxfp4``).
+    "U8": np.dtype(np.uint8),
 }
 FLOATS = ("F32", "F16", "BF16")
 _MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
@@ -36,6 +38,10 @@ class SourceTensor:
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self.data.shape)
+
+    def with_data(self, data: np.ndarray) -> SourceTensor:
+        """The same tensor, its data a view of this one's (a part of it, transposed)."""
+        return SourceTensor(self.name, self.dtype, data)
 
     def require_float(self) -> None:
         """``ImportRefused`` for an integer tensor where weights are wanted."""

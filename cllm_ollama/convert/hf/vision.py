@@ -356,10 +356,7 @@ def _qwen_pieces(source: SourceTensor, kind: str, deepstack: list[int]) -> list[
     if name == "v.patch_embd.weight":
         if len(shape) != 5 or shape[2] != 2:
             raise ImportRefused(f"tensor {source.name} is not a kernel over two frames (Conv3D), as Qwen-VL's is")
-        return [
-            (n, SourceTensor(source.name, source.dtype, data[:, :, frame]))
-            for frame, n in enumerate((name, name + ".1"))
-        ]
+        return [(n, source.with_data(data[:, :, frame])) for frame, n in enumerate((name, name + ".1"))]
     if ".attn_qkv." in name and kind != "qwen3vl_merger":
         if shape[0] % 3:
             raise ImportRefused(f"tensor {source.name} has {shape[0]} rows, which Q, K and V cannot share")
@@ -367,7 +364,7 @@ def _qwen_pieces(source: SourceTensor, kind: str, deepstack: list[int]) -> list[
         return [
             (
                 name.replace("attn_qkv", f"attn_{part}"),
-                SourceTensor(source.name, source.dtype, data[i * third : (i + 1) * third]),
+                source.with_data(data[i * third : (i + 1) * third]),
             )
             for i, part in enumerate("qkv")
         ]
