@@ -29,6 +29,7 @@ from .gguf_base import (
     add_tokenizer,
     attention_block,
     attention_header,
+    copy_fields,
     f16_exact,
     finish,
     llama_block,
@@ -53,8 +54,15 @@ _ARCHITECTURES = {
     "qwen35moe": "Qwen3_5MoeForCausalLM",
     "qwen3vlmoe": "Qwen3VLMoeForConditionalGeneration",
     "gpt-oss": "GptOssForCausalLM",
+    "gemma-embedding": "Gemma3TextModel",
 }
-_GEMMAS = ("gemma2", "gemma3", "qwen35", "qwen35moe")  # norms stored with llama.cpp's +1 (but Qwen 3.5's ssm_norm)
+_GEMMAS = (
+    "gemma2",
+    "gemma3",
+    "gemma-embedding",
+    "qwen35",
+    "qwen35moe",
+)  # norms stored with llama.cpp's +1 (but Qwen 3.5's ssm_norm)
 # transformers' model_type where it is not llama.cpp's architecture name.
 _MODEL_TYPES = {
     "qwen3moe": "qwen3_moe",
@@ -65,6 +73,7 @@ _MODEL_TYPES = {
     "qwen35moe": "qwen3_5_moe_text",
     "qwen3vlmoe": "qwen3_vl_moe_text",
     "gpt-oss": "gpt_oss",
+    "gemma-embedding": "gemma3_text",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -518,6 +527,46 @@ def write_hf_gemma3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return export(twin, folder / "hf-gemma3"), twin
 
 
+def write_hf_embeddinggemma(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-embeddinggemma/``, an EmbeddingGemma as sentence-transformers saves one
+    (``Gemma3TextModel``: ``write_hf_gemma3``'s layers attending both ways, mean pooling, two Dense
+    projections n_embd -> 2 n_embd -> n_embd; F16), and ``folder/embeddinggemma.gguf``, its twin:
+    llama.cpp's ``gemma-embedding`` with ``dense_2`` and ``dense_3``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = core_ggufs.write_gemma3(
+        folder / "text.gguf", vocab=_unpadded_vocab(), qtype=gguf.GGMLQuantizationType.F16, seed=seed
+    )
+    reader = gguf.GGUFReader(text)
+    twin = folder / "embeddinggemma.gguf"
+    t = Tensors(
+        gguf.GGUFWriter(str(twin), "gemma-embedding"),
+        np.random.default_rng(seed + 1),
+        0.2,
+        gguf.GGMLQuantizationType.F16,
+    )
+    n = TINY.n_embd
+    # Gemma 3's keys under the new architecture; no chat template: an embedding model does not chat.
+    copy_fields(
+        reader, t.w, skip=("tokenizer.chat_template",), key=lambda name: name.replace("gemma3.", "gemma-embedding.", 1)
+    )
+    t.w.add_pooling_type(gguf.PoolingType.MEAN)
+    for key, value in (
+        ("dense_2_feat_in", n),
+        ("dense_2_feat_out", 2 * n),
+        ("dense_3_feat_in", 2 * n),
+        ("dense_3_feat_out", n),
+    ):
+        t.w.add_uint32(f"gemma-embedding.{key}", value)
+    for tensor in reader.tensors:
+        if tensor.name != "output.weight":  # the embedding's, as in EmbeddingGemma
+            t.w.add_tensor(tensor.name, np.array(tensor.data))
+    t.w.add_tensor("dense_2.weight", f16_exact(t, (2 * n, n)).astype(np.float16))
+    t.w.add_tensor("dense_3.weight", f16_exact(t, (n, 2 * n)).astype(np.float16))
+    finish(t.w)
+    text.unlink()
+    return export(twin, folder / "hf-embeddinggemma"), twin
+
+
 def write_hf_gemma3_vision(
     folder: Path, *, prefix: str = "model.language_model.", seed: int = 0
 ) -> tuple[Path, Path, Path]:
@@ -922,6 +971,8 @@ def export(
             tensors[f"model.layers.{t.name.split('.')[1]}.block_sparse_moe.gate.weight"] = data
             continue
         tensors[_hf_name(t.name, arch)] = data
+    if arch == "gemma-embedding":  # sentence-transformers' layout: the layers bare, the head in modules
+        tensors = _sentence_modules(folder, tensors)
     config = _config(kv, arch) | {"tie_word_embeddings": "lm_head.weight" not in tensors}
     if rope:
         config["rope_scaling"] = {"type": "longrope", **rope}
@@ -1345,8 +1396,41 @@ def _checkpoint_mxfp4(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(packed, dtype=np.uint8), np.ascontiguousarray(blocks[..., 0])
 
 
+def _sentence_modules(folder: Path, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """EmbeddingGemma as sentence-transformers saves it: its transformer's tensors without ``model.``,
+    then mean pooling (``1_Pooling``), two Dense projections without bias or activation
+    (``2_Dense``, ``3_Dense``: llama.cpp's ``dense_2`` and ``dense_3``) and a normalization."""
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+        {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"},
+        {"idx": 4, "name": "4", "path": "4_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    _write_json(folder / "modules.json", modules)
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    width = tensors["model.embed_tokens.weight"].shape[1]
+    pooling = {"word_embedding_dimension": width, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}
+    _write_json(folder / "1_Pooling" / "config.json", pooling)
+    for path in ("2_Dense", "3_Dense"):
+        weight = tensors.pop(f"{path[0]}_Dense.weight")
+        (folder / path).mkdir(exist_ok=True)
+        config = {
+            "in_features": weight.shape[1],
+            "out_features": weight.shape[0],
+            "bias": False,
+            "activation_function": "torch.nn.modules.linear.Identity",
+        }
+        _write_json(folder / path / "config.json", config)
+        write_safetensors(folder / path / "model.safetensors", {"linear.weight": _typed(weight, "F16")})
+    tensors.pop("lm_head.weight", None)
+    return {name.removeprefix("model."): data for name, data in tensors.items()}
+
+
 def _hf_name(name: str, arch: str) -> str:
     stem, _, suffix = name.rpartition(".")
+    if stem.startswith("dense_"):  # EmbeddingGemma's head, which _sentence_modules takes out
+        return f"{stem[-1]}_Dense.{suffix}"
     if stem in _GLOBAL:
         return f"{_GLOBAL[stem]}.{suffix}"
     _, layer, part = stem.split(".", 2)
@@ -1457,13 +1541,15 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         }
     if arch == "gpt-oss":
         config |= _gptoss_config(kv)
-    if arch == "gemma3":
+    if arch in ("gemma3", "gemma-embedding"):
         config |= {
-            "query_pre_attn_scalar": int(kv["gemma3.attention.key_length"]),
-            "sliding_window": int(kv["gemma3.attention.sliding_window"]),
-            "sliding_window_pattern": int(kv.get("gemma3.attention.sliding_window_pattern", 6)),
-            "rope_local_base_freq": float(kv.get("gemma3.rope.freq_base_swa", 10000.0)),
+            "query_pre_attn_scalar": int(kv[f"{arch}.attention.key_length"]),
+            "sliding_window": int(kv[f"{arch}.attention.sliding_window"]),
+            "sliding_window_pattern": int(kv.get(f"{arch}.attention.sliding_window_pattern", 6)),
+            "rope_local_base_freq": float(kv.get(f"{arch}.rope.freq_base_swa", 10000.0)),
         }
+    if arch == "gemma-embedding":  # the window as saved: transformers halves it (it reaches both ways)
+        config["use_bidirectional_attention"] = True
     return config
 
 
@@ -1523,9 +1609,14 @@ def _write_tokenizer(folder: Path, kv: dict[str, Any]) -> None:
         if kind == gguf.TokenType.NORMAL:
             vocab[text] = tid
         elif kind in (gguf.TokenType.CONTROL, gguf.TokenType.USER_DEFINED):
-            added.append({"id": tid, "content": text, "special": kind == gguf.TokenType.CONTROL, "normalized": False})
+            special = kind == gguf.TokenType.CONTROL
+            added.append(
+                {"id": tid, "content": text, "single_word": False, "lstrip": False, "rstrip": False}
+                | {"normalized": False, "special": special}
+            )
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
-    split = {"type": "Split", "pattern": {"Regex": SPLIT_PATTERNS[kv["tokenizer.ggml.pre"]]}, "behavior": "Isolated"}
+    pattern = {"Regex": SPLIT_PATTERNS[kv["tokenizer.ggml.pre"]]}
+    split = {"type": "Split", "pattern": pattern, "behavior": "Isolated", "invert": False}
     spec = {
         "version": "1.0",
         "added_tokens": added,

@@ -126,6 +126,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and DIR/gpt-oss.gguf, its twin",
         functools.partial(hf.write_hf_gptoss, dequantized=True),
     ),
+    "hf-embeddinggemma": (
+        "DIR/hf-embeddinggemma/, an EmbeddingGemma as sentence-transformers saves it (Gemma 3 layers attending both "
+        "ways, mean pooling, 2_Dense and 3_Dense), and DIR/embeddinggemma.gguf, its twin",
+        hf.write_hf_embeddinggemma,
+    ),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",

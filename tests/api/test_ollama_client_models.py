@@ -22,6 +22,7 @@ from cllm_ollama.testing.ggufs import write_qwen3
 from cllm_ollama.testing.hf_folders import (
     LORA_BASES,
     write_hf_bert,
+    write_hf_embeddinggemma,
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
@@ -238,10 +239,14 @@ def test_a_folder_that_sees_answers_pictures_as_its_twin(
 
 
 @pytest.mark.model  # both embedding models load through llama.cpp
-def test_a_sentence_transformers_folder_embeds_as_its_twin(tmp_path: Path) -> None:
-    """A BERT embedding model's folder (``1_Pooling/config.json`` one folder down, uploaded as the
-    ollama CLI uploads it): converted, an embedding model whose vectors are its twin's."""
-    folder, twin = write_hf_bert(tmp_path)
+@pytest.mark.parametrize("write", [write_hf_bert, write_hf_embeddinggemma], ids=["bert", "embeddinggemma"])
+def test_a_sentence_transformers_folder_embeds_as_its_twin(
+    tmp_path: Path, write: Callable[[Path], tuple[Path, Path]]
+) -> None:
+    """An embedding model's folder as sentence-transformers saves it (``1_Pooling/config.json``, and
+    EmbeddingGemma's ``2_Dense/`` and ``3_Dense/`` weights, one folder down, uploaded as the ollama
+    CLI uploads them): converted, an embedding model whose vectors are its twin's."""
+    folder, twin = write(tmp_path)
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
         client = ollama.Client(host=url)
         files = {name: client.create_blob(path) for name, path in model_folder_files(folder, str(folder)).items()}
@@ -249,6 +254,6 @@ def test_a_sentence_transformers_folder_embeds_as_its_twin(tmp_path: Path) -> No
         assert client.create("converted", files=files).status == "success"
         assert client.create("twin", files={"twin.gguf": client.create_blob(twin)}).status == "success"
         assert client.show("converted").capabilities == ["embedding"]
-        texts = ["The capital of France is Paris.", "def add(a, b): return a + b"]
+        texts = ["The capital of France is Paris, and the capital of Italy is Rome.", "def add(a, b): return a + b"]
         converted, twin_vectors = (client.embed(m, texts).embeddings for m in ("converted", "twin"))
         assert converted == twin_vectors and len(converted) == 2 and converted[0] != converted[1]

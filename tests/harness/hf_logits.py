@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 import torch
 from peft import LoraConfig, get_peft_model
+from safetensors.torch import load_file
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForImageTextToText,
-    AutoTokenizer,
     Gemma3ForConditionalGeneration,
     Mistral3ForConditionalGeneration,
+    PreTrainedTokenizerFast,
 )
 
 SCALINGS = {"plain": {}, "rslora": {"use_rslora": True}, "pattern": {"alpha_pattern": {"q_proj": 32, "down_proj": 2}}}
@@ -160,14 +161,34 @@ def qwen_patches(values: torch.Tensor, patch: int) -> tuple[torch.Tensor, torch.
 
 
 def embed(folder: str, texts: str, out: str) -> None:
-    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+    # The folder's tokenizer.json as the tokenizers library runs it (the tiny EmbeddingGemma's is a
+    # BPE, which the Gemma tokenizer class AutoTokenizer would pick cannot load).
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(Path(folder) / "tokenizer.json"))
+    model = AutoModel.from_pretrained(folder, dtype=torch.float32).eval()
+    head = _dense_head(Path(folder))
     results = []
     for text in json.loads(texts):
         encoded = tokenizer(text, return_tensors="pt")
         with torch.no_grad():
             vector = model(**encoded).last_hidden_state[0].mean(0)
-        results.append({"ids": encoded["input_ids"][0].tolist(), "embedding": (vector / vector.norm()).tolist()})
+            for weight in head:
+                vector = weight @ vector
+        words = tokenizer(text, add_special_tokens=False)["input_ids"]
+        results.append({"words": words, "embedding": (vector / vector.norm()).tolist()})
     Path(out).write_text(json.dumps(results))
+
+
+def _dense_head(folder: Path) -> list[torch.Tensor]:
+    """The weights of the Dense modules after the pooling (EmbeddingGemma's), in the order
+    ``modules.json`` applies them: sentence-transformers' ``Dense`` without bias or activation."""
+    if not (folder / "modules.json").is_file():
+        return []
+    modules = json.loads((folder / "modules.json").read_text())
+    return [
+        load_file(folder / m["path"] / "model.safetensors")["linear.weight"].float()
+        for m in modules
+        if m["type"].endswith("Dense")
+    ]
 
 
 if __name__ == "__main__":

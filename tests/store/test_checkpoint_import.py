@@ -26,6 +26,7 @@ from cllm_ollama.testing.hf_folders import (
     export,
     to_bf16,
     write_hf_bert,
+    write_hf_embeddinggemma,
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
@@ -390,6 +391,62 @@ def test_a_gptoss_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damag
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 
+def test_a_release_folder_s_other_formats_are_not_read(tmp_path: Path) -> None:
+    """A folder downloaded whole (gpt-oss's carries its original release in ``original/``): only the
+    folder's own safetensors are the model."""
+    folder, twin = write_hf_gptoss(tmp_path)
+    (folder / "original").mkdir()
+    write_safetensors(folder / "original" / "model.safetensors", {"block.0.attn.qkv.weight": ("F16", np.zeros((2, 2)))})
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+
+
+def test_an_embeddinggemma_converts_to_its_twin(tmp_path: Path) -> None:
+    """EmbeddingGemma as sentence-transformers saves it (``Gemma3TextModel``, its names without
+    ``model.``): llama.cpp's ``gemma-embedding``, norms +1, no output of its own, mean pooling, and
+    its ``2_Dense`` and ``3_Dense`` modules as ``dense_2`` and ``dense_3`` with their widths."""
+    folder, twin = write_hf_embeddinggemma(tmp_path)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    want, got = _fields(twin), _fields(tmp_path / "out.gguf")
+    keys = [k for k in want if k.startswith("gemma-embedding.") and k != "gemma-embedding.rope.dimension_count"]
+    assert {k: got.get(k) for k in keys} == {k: want[k] for k in keys}
+    assert got["gemma-embedding.pooling_type"] == gguf.PoolingType.MEAN
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ("no-module", "EmbeddingGemma needs its sentence-transformers modules 2_Dense and 3_Dense"),
+        ("bias", "2_Dense has a bias or an activation, which llama.cpp's gemma-embedding does not apply"),
+        ("width", "2_Dense and 3_Dense must take the model's 64 dimensions back to 64"),
+        ("shape", "3_Dense has no linear.weight of its config.json's in_features and out_features"),
+        ("causal", "config.json's use_bidirectional_attention is false"),
+    ],
+)
+def test_an_embeddinggemma_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damage: str, why: str) -> None:
+    """A head llama.cpp would not apply as sentence-transformers does (a module missing, a bias or
+    activation), or one whose widths would trip llama.cpp's asserts (which end the process), is refused."""
+    folder, _ = write_hf_embeddinggemma(tmp_path)
+    if damage == "no-module":
+        modules = json.loads((folder / "modules.json").read_text())
+        (folder / "modules.json").write_text(json.dumps([m for m in modules if m["path"] != "3_Dense"]))
+    elif damage == "bias":
+        _edit(folder, "2_Dense/config.json", lambda c: c.update(bias=True))
+    elif damage == "width":
+        _edit(folder, "2_Dense/config.json", lambda c: c.update(in_features=128, out_features=64))
+        path = folder / "2_Dense" / "model.safetensors"
+        write_safetensors(path, {"linear.weight": ("F16", np.zeros((64, 128), np.float16))})
+    elif damage == "shape":
+        write_safetensors(
+            folder / "3_Dense" / "model.safetensors", {"linear.weight": ("F16", np.zeros((2, 2), np.float16))}
+        )
+    else:
+        _edit(folder, "config.json", lambda c: c.update(use_bidirectional_attention=False))
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
 def test_a_gptoss_with_blocks_but_no_scales_is_refused(tmp_path: Path) -> None:
     folder, _ = write_hf_gptoss(tmp_path)
     path = folder / "model.safetensors"
@@ -665,8 +722,8 @@ def _break(folder: Path, what: str) -> None:
     [
         (
             "architecture",
-            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts BertModel, Gemma2ForCausalLM, "
-            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, GptOssForCausalLM, Llama",
+            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts BertModel, Gemma2ForCausalLM, .*, "
+            "LlamaForCausalLM, .*, Qwen3_5MoeForConditionalGeneration$",
         ),
         ("config", "^the model folder has no config.json$"),
         ("sentencepiece", r"^tokenizer.model is not a SentencePiece model \(it ends inside a field\)$"),

@@ -241,3 +241,12 @@ def test_a_converted_sentence_transformers_model_embeds_as_transformers_does(tmp
     reference.assert_embeds_as_transformers(
         folder, tmp_path, ["the capital of france is paris.", "def add(a, b): return a + b"]
     )
+
+
+def test_a_converted_embeddinggemma_embeds_as_transformers_does(tmp_path: Path) -> None:
+    """EmbeddingGemma's folder as sentence-transformers saves it, created on a live server: its
+    layers attend both ways within a window that reaches as far each side (the text is longer than
+    it), its two Dense projections follow the mean pooling, and the vector is transformers'."""
+    folder, _ = hf.write_hf_embeddinggemma(tmp_path)
+    texts = ["The capital of France is Paris, and the capital of Italy is Rome.", "def add(a, b): return a + b"]
+    reference.assert_embeds_as_transformers(folder, tmp_path, texts)

@@ -23,7 +23,7 @@ from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import TOWER_LEFT_OUT, Family, Order
 from .lora import convert_lora
-from .pooling import pooling_kv
+from .sentence import dense_head, pooling_kv
 from .tokenizer import tokenizer_kv
 
 __all__ = ["Checkpoint", "Converted", "ImportRefused", "convert", "convert_lora", "is_checkpoint"]
@@ -70,9 +70,13 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     hyperparameters = family.kv()  # what config.json cannot say is refused before any tensor is read
     sources = [t for name, path in checkpoint.weights() for t in safetensors.read(path, name)]
     tensors = _tensors(family, sources)
+    if family.layout.dense_head:  # EmbeddingGemma's projections after pooling, in modules of their own
+        head, weights = dense_head(checkpoint, family.arch, family.n_embd)
+        hyperparameters |= head
+        tensors += [_converted(name, weight, None, None) for name, weight in weights.items()]
     by_name = {t.name: t for t in tensors}
     if "token_embd.weight" not in by_name:
-        raise ImportRefused("the checkpoint has no model.embed_tokens.weight")
+        raise ImportRefused("the checkpoint has no token embedding (model.embed_tokens.weight)")
     for i in range(family.n_layer):
         if f"blk.{i}.attn_q.weight" not in by_name and f"blk.{i}.attn_qkv.weight" not in by_name:
             raise ImportRefused(f"the checkpoint has no model.layers.{i}: is a shard missing?")

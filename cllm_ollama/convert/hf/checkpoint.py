@@ -50,5 +50,8 @@ class Checkpoint:
         return value
 
     def weights(self) -> list[tuple[str, Path]]:
-        """The safetensors files by name, in name order (shards in turn)."""
-        return [(name, self.files[name]) for name in sorted(self.files) if name.endswith(".safetensors")]
+        """The model's safetensors files by name, in name order (shards in turn): the folder's own,
+        not a subfolder's (a sentence-transformers module's, gpt-oss's ``original/`` release)."""
+        return [
+            (name, self.files[name]) for name in sorted(self.files) if name.endswith(".safetensors") and "/" not in name
+        ]

@@ -123,6 +123,8 @@ class _Layout:
     unshifted: tuple[str, ...] = ()
     # A layer's experts as gpt-oss keeps them (``Family.interleaved_experts``).
     interleaved: bool = False
+    # Projections after the pooling, in sentence-transformers modules of their own (EmbeddingGemma's).
+    dense_head: bool = False
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -173,6 +175,17 @@ _GPTOSS_SWIGLU = {"swiglu_alpha": 1.702, "swiglu_limit": 7.0}
 # models have not).
 _QWEN35_SKIPPED = re.compile(_SKIPPED.pattern + r"|(model\.)?mtp\..*")
 _GEMMA3 = _Layout("gemma3", _ATTENTION | _GEMMA_NORMS | _QK_NORMS, 1.0, pad_vocabulary=False, space_prefix=False)
+# EmbeddingGemma (``Gemma3TextModel`` as sentence-transformers saves it): Gemma 3's layers without
+# the ``model.`` before their names, attending both ways (llama.cpp's ``gemma-embedding``).
+_EMBEDDING_GEMMA = dataclasses.replace(
+    _GEMMA3,
+    arch="gemma-embedding",
+    tied=True,
+    dense_head=True,
+    prefix="model.",
+    globals={"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight"},
+    block=re.compile(r"layers\.(\d+)\.(.+)\.(weight|bias)"),
+)
 _GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
@@ -191,6 +204,7 @@ LAYOUTS = {
     "BertModel": _Layout("bert", _BERT, globals=_BERT_GLOBAL, block=_BERT_BLOCK, skipped=_BERT_SKIPPED, prefix="bert."),
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True, vision="gemma3"),
+    "Gemma3TextModel": _EMBEDDING_GEMMA,
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
@@ -240,6 +254,15 @@ _QWEN35_MROPE = [11, 11, 10]
 # YaRN's parameters that llama.cpp reads where a checkpoint states them (its defaults otherwise);
 # gpt-oss's ``truncate: false`` it cannot: its correction range is always whole dimensions.
 _YARN_KEYS = {"beta_fast": "yarn_beta_fast", "beta_slow": "yarn_beta_slow", "attention_factor": "yarn_attn_factor"}
+_GEMMA3_DEFAULTS: dict[str, Any] = {
+    "query_pre_attn_scalar": 256,
+    "max_position_embeddings": 131072,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "rope_theta": 1_000_000.0,
+    "rms_norm_eps": 1e-6,
+}
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {
@@ -250,15 +273,8 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window": 4096,
         "rms_norm_eps": 1e-6,
     },
-    "gemma3": {
-        "query_pre_attn_scalar": 256,
-        "max_position_embeddings": 131072,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "rope_theta": 1_000_000.0,
-        "rms_norm_eps": 1e-6,
-    },
+    "gemma3": _GEMMA3_DEFAULTS,
+    "gemma-embedding": _GEMMA3_DEFAULTS,
 }
 
 
@@ -319,6 +335,10 @@ class Family:
         return self._int("num_hidden_layers")
 
     @property
+    def n_embd(self) -> int:
+        return self._int("hidden_size")
+
+    @property
     def n_head(self) -> int:
         return self._int("num_attention_heads")
 
@@ -357,7 +377,7 @@ class Family:
             kv |= self._phi3()
         if a == "gemma2":
             kv |= self._gemma2()
-        if a == "gemma3":
+        if a in ("gemma3", "gemma-embedding"):
             kv |= self._gemma3()
         if a in ("qwen3moe", "qwen3vlmoe"):
             kv |= self._experts()
@@ -460,26 +480,33 @@ class Family:
             )
 
     def _gemma3(self) -> KV:
-        """Gemma 3's sliding window: its size, which layers have it, and their rotary base."""
+        """Gemma 3's sliding window: its size, which layers have it, and their rotary base (and
+        EmbeddingGemma's, whose window reaches as far on either side: half of config.json's
+        ``sliding_window`` as saved, which llama.cpp reads and transformers halves on loading)."""
         kv: KV = {}
+        a = self.arch
         window = self.config.get("sliding_window")
         if self.config.get("sliding_window_pattern") != 1 and isinstance(window, int):
-            kv["gemma3.attention.sliding_window"] = (window, _U32)
+            kv[f"{a}.attention.sliding_window"] = (window, _U32)
             pattern = self._window_pattern()
             if pattern is not None:
-                kv["gemma3.attention.sliding_window_pattern"] = (pattern, _U32)
+                kv[f"{a}.attention.sliding_window_pattern"] = (pattern, _U32)
         params = self.config.get("rope_parameters")
         local = params.get("sliding_attention", {}) if isinstance(params, dict) else {}
         theta = local.get("rope_theta") if isinstance(local, dict) else None
         theta = theta or self.config.get("rope_local_base_freq")
         if isinstance(theta, int | float):
-            kv["gemma3.rope.freq_base_swa"] = (float(theta), _F32)
+            kv[f"{a}.rope.freq_base_swa"] = (float(theta), _F32)
         softcap = self.config.get("final_logit_softcapping")
-        if isinstance(softcap, int | float) and softcap:
+        if isinstance(softcap, int | float) and softcap and a == "gemma3":  # an embedding has no logits
             kv["gemma3.final_logit_softcapping"] = (float(softcap), _F32)
         if self.config.get("attn_logit_softcapping"):
             raise ImportRefused("config.json sets attn_logit_softcapping, which Gemma 3 has not")
-        self._check_attention_scalar(62)
+        if a == "gemma-embedding" and self.config.get("use_bidirectional_attention") is False:
+            raise ImportRefused(
+                "config.json's use_bidirectional_attention is false; llama.cpp's EmbeddingGemma attends both ways"
+            )
+        self._check_attention_scalar(62 if a == "gemma3" else 0)  # EmbeddingGemma's scale is its head's
         return kv
 
     def _gptoss(self) -> KV:
