@@ -55,6 +55,7 @@ _ARCHITECTURES = {
     "qwen3vlmoe": "Qwen3VLMoeForConditionalGeneration",
     "gpt-oss": "GptOssForCausalLM",
     "gemma-embedding": "Gemma3TextModel",
+    "lfm2": "Lfm2ForCausalLM",
 }
 _GEMMAS = (
     "gemma2",
@@ -83,6 +84,7 @@ _CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
 SPLIT_PATTERNS = {
     "qwen2": _WORDS + r"\p{N}" + _REST,
     "llama-bpe": _WORDS + r"\p{N}{1,3}" + _REST,
+    "lfm2": _WORDS + r"\p{N}{1,3}" + _REST,  # Llama 3's, as llama.cpp runs it
     "gpt-4o": (  # o200k's (gpt-oss)
         _CASED
         + r"*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
@@ -139,6 +141,20 @@ _QWEN35_SHARED = {
 }
 # gpt-oss's: its norm before the FFN, its router; its attention sinks, no module's weight.
 _GPTOSS_PARTS = _PARTS | {"post_attention_norm": "post_attention_layernorm", "ffn_gate_inp": "mlp.router"}
+# LFM2's: a block's norm before its operator (attention or a short convolution), its SwiGLU FFN.
+_LFM2_PARTS = _PARTS | {
+    "attn_norm": "operator_norm",
+    "ffn_norm": "ffn_norm",
+    "ffn_gate": "feed_forward.w1",
+    "ffn_up": "feed_forward.w3",
+    "ffn_down": "feed_forward.w2",
+    "attn_output": "self_attn.out_proj",
+    "attn_q_norm": "self_attn.q_layernorm",
+    "attn_k_norm": "self_attn.k_layernorm",
+    "shortconv.conv": "conv.conv",
+    "shortconv.in_proj": "conv.in_proj",
+    "shortconv.out_proj": "conv.out_proj",
+}
 # Phi-3's fused projections: Q, K and V in one matrix, the FFN's gate and up in another.
 _PHI3_PARTS = _PARTS | {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
 _GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
@@ -928,7 +944,7 @@ def export(
     reader = gguf.GGUFReader(path)
     kv = _fields(path)
     arch = str(kv["general.architecture"])
-    heads, heads_kv = int(kv[f"{arch}.attention.head_count"]), int(kv[f"{arch}.attention.head_count_kv"])
+    heads, heads_kv = int(kv[f"{arch}.attention.head_count"]), _kv_heads(kv, arch)
     folder.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, np.ndarray] = {}
     rope: dict[str, list[float]] = {}  # Phi-3's long-context factors: config.json's, not tensors
@@ -970,6 +986,8 @@ def export(
         if arch == "llama" and part == "ffn_gate_inp":
             tensors[f"model.layers.{t.name.split('.')[1]}.block_sparse_moe.gate.weight"] = data
             continue
+        if arch == "lfm2" and part == "shortconv":  # a Conv1d's (channels, 1, kernel)
+            data = data[:, None, :] if t.name.endswith("conv.weight") else data
         tensors[_hf_name(t.name, arch)] = data
     if arch == "gemma-embedding":  # sentence-transformers' layout: the layers bare, the head in modules
         tensors = _sentence_modules(folder, tensors)
@@ -1427,8 +1445,16 @@ def _sentence_modules(folder: Path, tensors: dict[str, np.ndarray]) -> dict[str,
     return {name.removeprefix("model."): data for name, data in tensors.items()}
 
 
+def _kv_heads(kv: dict[str, Any], arch: str) -> int:
+    """The KV heads of the attention layers (LFM2 states 0 for its convolutions')."""
+    heads = kv[f"{arch}.attention.head_count_kv"]
+    return max(int(h) for h in heads) if isinstance(heads, list) else int(heads)
+
+
 def _hf_name(name: str, arch: str) -> str:
     stem, _, suffix = name.rpartition(".")
+    if arch == "lfm2" and stem == "token_embd_norm":  # its final norm
+        return f"model.embedding_norm.{suffix}"
     if stem.startswith("dense_"):  # EmbeddingGemma's head, which _sentence_modules takes out
         return f"{stem[-1]}_Dense.{suffix}"
     if stem in _GLOBAL:
@@ -1437,7 +1463,7 @@ def _hf_name(name: str, arch: str) -> str:
     if name.endswith("attn_sinks.weight"):
         return f"model.layers.{layer}.self_attn.sinks"
     parts = _GEMMA_PARTS if arch in _GEMMAS else _PHI3_PARTS if arch == "phi3" else _PARTS
-    parts = _GPTOSS_PARTS if arch == "gpt-oss" else parts
+    parts = _GPTOSS_PARTS if arch == "gpt-oss" else _LFM2_PARTS if arch == "lfm2" else parts
     return f"model.layers.{layer}.{parts[part]}.{suffix}"
 
 
@@ -1457,7 +1483,7 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         "num_hidden_layers": int(kv[f"{arch}.block_count"]),
         "intermediate_size": int(kv.get(f"{arch}.feed_forward_length", 0)) or None,
         "num_attention_heads": heads,
-        "num_key_value_heads": int(kv[f"{arch}.attention.head_count_kv"]),
+        "num_key_value_heads": _kv_heads(kv, arch),
         "max_position_embeddings": int(kv[f"{arch}.context_length"]),
         "rope_theta": float(kv[f"{arch}.rope.freq_base"]),
         "rms_norm_eps": float(kv[f"{arch}.attention.layer_norm_rms_epsilon"]),
@@ -1541,6 +1567,20 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         }
     if arch == "gpt-oss":
         config |= _gptoss_config(kv)
+    if arch == "lfm2":  # its FFN's width stated as transformers derives it: 2/3 of 192, rounded up to 64s
+        kv_heads = kv["lfm2.attention.head_count_kv"]
+        n_ff = int(kv["lfm2.feed_forward_length"])
+        assert n_ff % 64 == 0, "the tiny LFM2's FFN width must be a multiple of 64"
+        config |= {
+            "layer_types": ["conv" if int(h) == 0 else "full_attention" for h in kv_heads],
+            "conv_L_cache": int(kv["lfm2.shortconv.l_cache"]),
+            "conv_bias": False,
+            "norm_eps": float(kv["lfm2.attention.layer_norm_rms_epsilon"]),
+            "intermediate_size": n_ff * 3 // 2,
+            "block_auto_adjust_ff_dim": True,
+            "block_ffn_dim_multiplier": 1.0,
+            "block_multiple_of": 64,
+        }
     if arch in ("gemma3", "gemma-embedding"):
         config |= {
             "query_pre_attn_scalar": int(kv[f"{arch}.attention.key_length"]),
@@ -1578,6 +1618,14 @@ def _gptoss_config(kv: dict[str, Any]) -> dict[str, Any]:
         },
         "torch_dtype": "bfloat16",
     }
+
+
+def write_hf_lfm2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-lfm2/``, an LFM2 checkpoint (``Lfm2ForCausalLM``: a short convolution's block, then
+    an attention block; F16), and ``folder/lfm2.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = ollama_ggufs.write_lfm2(folder / "lfm2.gguf", seed=seed, f16=True)
+    return export(twin, folder / "hf-lfm2"), twin
 
 
 def write_hf_gptoss(folder: Path, *, seed: int = 0, dequantized: bool = False) -> tuple[Path, Path]:

@@ -131,6 +131,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "ways, mean pooling, 2_Dense and 3_Dense), and DIR/embeddinggemma.gguf, its twin",
         hf.write_hf_embeddinggemma,
     ),
+    "hf-lfm2": (
+        "DIR/hf-lfm2/, an LFM2 checkpoint (a short convolution's block, an attention block), and DIR/lfm2.gguf, "
+        "its twin",
+        hf.write_hf_lfm2,
+    ),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",

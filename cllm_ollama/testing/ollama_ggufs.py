@@ -280,11 +280,17 @@ def write_gptoss(path: Path, *, seed: int = 0, f16: bool = False) -> Path:
     return _write_text(path, "gpt-oss", keys, weights, pre="gpt-4o")
 
 
+# Matrices llama.cpp's converter keeps in F32: a router's, gpt-oss's experts' biases, a convolution.
+_F32_KEPT = ("ffn_gate_inp.weight", "_exps.bias", "shortconv.conv.weight")
+
+
 def _f16_held(name: str, data: np.ndarray, kind: gguf.GGMLQuantizationType) -> _Weight:
+    """A weight as an F16 checkpoint converts: values F16 holds, matrices stored as F16 (but those
+    llama.cpp keeps in F32); a quantized one as it is."""
     if kind != _F32:
         return data, kind
     held = data.astype(np.float16)
-    if data.ndim == 1 or name.endswith(("ffn_gate_inp.weight", "_exps.bias")):
+    if data.ndim == 1 or name.endswith(_F32_KEPT):
         return held.astype(np.float32), _F32
     return held, gguf.GGMLQuantizationType.F16
 
@@ -425,10 +431,13 @@ def _lfm2_keys(n_ff: int) -> dict[str, Any]:
     }
 
 
-def write_lfm2(path: Path, *, seed: int = 0) -> Path:
+def write_lfm2(path: Path, *, seed: int = 0, f16: bool = False) -> Path:
     """A tiny LFM2 as llama.cpp's converter writes one (a hybrid model: a convolution's state and
-    an attention layer's KV cache). llama.cpp loads it."""
-    return _write_text(path, "lfm2", _lfm2_keys(TINY.n_ff), _lfm2_weights(seed, "token_embd_norm.weight"), pre="lfm2")
+    an attention layer's KV cache). llama.cpp loads it. ``f16`` as ``write_gptoss``'s."""
+    weights = _lfm2_weights(seed, "token_embd_norm.weight")
+    if f16:
+        weights = {name: _f16_held(name, *weight) for name, weight in weights.items()}
+    return _write_text(path, "lfm2", _lfm2_keys(TINY.n_ff), weights, pre="lfm2")
 
 
 def write_ollama_lfm2(path: Path, *, seed: int = 0) -> Path:

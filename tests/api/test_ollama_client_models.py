@@ -27,6 +27,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma3,
     write_hf_gemma3_vision,
     write_hf_gptoss,
+    write_hf_lfm2,
     write_hf_llama,
     write_hf_lora,
     write_hf_mistral,
@@ -151,6 +152,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_qwen35,
             write_hf_qwen35moe,
             write_hf_gptoss,
+            write_hf_lfm2,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

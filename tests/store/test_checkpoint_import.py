@@ -31,6 +31,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma3,
     write_hf_gemma3_vision,
     write_hf_gptoss,
+    write_hf_lfm2,
     write_hf_llama,
     write_hf_mistral,
     write_hf_mistral3_vision,
@@ -388,6 +389,24 @@ def test_a_gptoss_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damag
     folder, _ = write_hf_gptoss(tmp_path)
     _edit(folder, "config.json", lambda c: c.update(damage))
     with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_an_lfm2_converts_to_its_twin(tmp_path: Path) -> None:
+    """LFM2 (``Lfm2ForCausalLM``): a short convolution's block (its kernel in F32 without the
+    Conv1d's unit axis) and an attention block, which llama.cpp tells apart by their KV heads (0
+    for the convolution's), the FFN's width as transformers derives it from ``block_*``, the final
+    norm as ``token_embd_norm``."""
+    folder, twin = write_hf_lfm2(tmp_path)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    # The layers named by index (older configs), the same model.
+    _edit(folder, "config.json", lambda c: c.update(layer_types=None, full_attn_idxs=[1]))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    _edit(folder, "config.json", lambda c: c.update(conv_bias=True))
+    with pytest.raises(ImportRefused, match=re.escape("config.json sets conv_bias, which llama.cpp's lfm2 has not")):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 

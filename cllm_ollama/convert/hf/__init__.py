@@ -34,13 +34,14 @@ _VOCAB_ROWS = ("token_embd.weight", "output.weight")
 # Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights (and a shared
 # expert's gate, a vector once its unit axis goes), BERT's position
 # and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32), as it
-# adds gpt-oss's experts' biases, and a delta net's convolution.
+# adds gpt-oss's experts' biases, and a delta net's and LFM2's convolutions.
 _F32_MATRICES = (
     "ffn_gate_inp.weight",
     "ffn_gate_inp_shexp.weight",
     "position_embd.weight",
     "token_types.weight",
     "ssm_conv1d.weight",
+    "shortconv.conv.weight",
     "_exps.bias",
 )
 
@@ -77,9 +78,10 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     by_name = {t.name: t for t in tensors}
     if "token_embd.weight" not in by_name:
         raise ImportRefused("the checkpoint has no token embedding (model.embed_tokens.weight)")
-    for i in range(family.n_layer):
-        if f"blk.{i}.attn_q.weight" not in by_name and f"blk.{i}.attn_qkv.weight" not in by_name:
-            raise ImportRefused(f"the checkpoint has no model.layers.{i}: is a shard missing?")
+    layers = {int(name.split(".")[1]) for name in by_name if name.startswith("blk.")}
+    missing = next((i for i in range(family.n_layer) if i not in layers), None)
+    if missing is not None:
+        raise ImportRefused(f"the checkpoint has no model.layers.{missing}: is a shard missing?")
     rows = by_name["token_embd.weight"].shape[0]
     vocabulary = tokenizer_kv(checkpoint, config, rows, pad=family.layout.pad_vocabulary)
     if family.layout.space_prefix is not None:

@@ -169,6 +169,29 @@ _GPTOSS = _ATTENTION | {
     "post_attention_layernorm": "post_attention_norm",
     "mlp.router": "ffn_gate_inp",
 }
+# LFM2's: attention (Q and K normed per head) or a short convolution per layer, each beside a SwiGLU
+# FFN (w1 the gate, w3 up, w2 down); its final norm is named as if it followed the embeddings.
+_LFM2 = {
+    "operator_norm": "attn_norm",
+    "ffn_norm": "ffn_norm",
+    "feed_forward.w1": "ffn_gate",
+    "feed_forward.w3": "ffn_up",
+    "feed_forward.w2": "ffn_down",
+    "conv.conv": "shortconv.conv",
+    "conv.in_proj": "shortconv.in_proj",
+    "conv.out_proj": "shortconv.out_proj",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.out_proj": "attn_output",
+    "self_attn.q_layernorm": "attn_q_norm",
+    "self_attn.k_layernorm": "attn_k_norm",
+}
+_LFM2_GLOBAL = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.embedding_norm.weight": "token_embd_norm.weight",
+    "lm_head.weight": "output.weight",
+}
 # The activation llama.cpp's gpt-oss computes (``ggml_swiglu_oai``'s fixed alpha and clamp).
 _GPTOSS_SWIGLU = {"swiglu_alpha": 1.702, "swiglu_limit": 7.0}
 # Its multi-token-prediction block, which llama.cpp's converter leaves out unless asked (and Ollama's
@@ -200,6 +223,7 @@ LAYOUTS = {
         projections=_MIXTRAL_PROJECTIONS,
     ),
     "Phi3ForCausalLM": _Layout("phi3", _PHI3 | _PRE_NORMS),
+    "Lfm2ForCausalLM": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL),
     "Gemma2ForCausalLM": _GEMMA2,
     "BertModel": _Layout("bert", _BERT, globals=_BERT_GLOBAL, block=_BERT_BLOCK, skipped=_BERT_SKIPPED, prefix="bert."),
     "Gemma3ForCausalLM": _GEMMA3,
@@ -251,6 +275,8 @@ _MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe")
 _DELTA_NETS = ("qwen35", "qwen35moe")
 # Qwen 3.5's sections where config.json states none (transformers' and llama.cpp's default).
 _QWEN35_MROPE = [11, 11, 10]
+# Depthwise convolutions, kept ``(channels, kernel)`` by llama.cpp: Qwen 3.5's and LFM2's.
+_CONVOLUTIONS = ("ssm_conv1d.weight", "shortconv.conv.weight")
 # YaRN's parameters that llama.cpp reads where a checkpoint states them (its defaults otherwise);
 # gpt-oss's ``truncate: false`` it cannot: its correction range is always whole dimensions.
 _YARN_KEYS = {"beta_fast": "yarn_beta_fast", "beta_slow": "yarn_beta_slow", "attention_factor": "yarn_attn_factor"}
@@ -387,6 +413,8 @@ class Family:
             kv |= self._delta_net()
         if a == "gpt-oss":
             kv |= self._gptoss()
+        if a == "lfm2":
+            kv |= self._lfm2()
         if a == "qwen35moe":
             kv |= self._experts()
             kv["qwen35moe.expert_shared_feed_forward_length"] = (self._int("shared_expert_intermediate_size"), _U32)
@@ -525,6 +553,35 @@ class Family:
             "gpt-oss.expert_used_count": (self._int("num_experts_per_tok", "experts_per_token"), _U32),
             "gpt-oss.expert_feed_forward_length": (self._int("intermediate_size"), _U32),
             "gpt-oss.attention.sliding_window": (self._int("sliding_window"), _U32),
+        }
+
+    def _lfm2(self) -> KV:
+        """LFM2's: which layers attend (the others' KV heads 0, which tells llama.cpp they convolve),
+        the convolution's span, its epsilon, and its FFN's width as transformers derives it."""
+        types = self.config.get("layer_types")
+        if not isinstance(types, list) or len(types) != self.n_layer or not set(types) <= {"conv", "full_attention"}:
+            attending = self.config.get("full_attn_idxs")
+            if not isinstance(attending, list):
+                raise ImportRefused("config.json has neither layer_types nor full_attn_idxs for LFM2's layers")
+            types = ["full_attention" if i in attending else "conv" for i in range(self.n_layer)]
+        if self.config.get("conv_bias"):
+            raise ImportRefused("config.json sets conv_bias, which llama.cpp's lfm2 has not")
+        width = self._int("block_ff_dim", "intermediate_size")
+        if self.config.get("block_auto_adjust_ff_dim", True):
+            width = int(2 * width / 3)
+            multiplier = self.config.get("block_ffn_dim_multiplier")
+            if isinstance(multiplier, int | float):
+                width = int(multiplier * width)
+            step = self._int("block_multiple_of", default=256)
+            width = step * ((width + step - 1) // step)
+        return {
+            "lfm2.feed_forward_length": (width, _U32),
+            "lfm2.attention.head_count_kv": (
+                [self.n_head_kv if t == "full_attention" else 0 for t in types],
+                GGUFValueType.ARRAY,
+            ),
+            "lfm2.attention.layer_norm_rms_epsilon": (float(self.config.get("norm_eps") or 1e-5), _F32),
+            "lfm2.shortconv.l_cache": (self._int("conv_L_cache", default=3), _U32),
         }
 
     def _mrope(self) -> KV:
@@ -745,10 +802,10 @@ class Family:
         return None
 
     def view(self, gguf_name: str, source: SourceTensor) -> SourceTensor:
-        """The tensor as llama.cpp lays it out where only its shape differs: Qwen 3.5's convolution
-        without its unit axis (``(channels, 1, kernel)`` in the checkpoint), its shared expert's gate
-        a vector."""
-        if gguf_name.endswith("ssm_conv1d.weight") and len(source.shape) == 3 and source.shape[1] == 1:
+        """The tensor as llama.cpp lays it out where only its shape differs: Qwen 3.5's and LFM2's
+        convolutions without their unit axis (``(channels, 1, kernel)`` in the checkpoint), Qwen
+        3.5's shared expert's gate a vector."""
+        if gguf_name.endswith(_CONVOLUTIONS) and len(source.shape) == 3 and source.shape[1] == 1:
             return source.with_data(source.data[:, 0, :])
         if gguf_name.endswith("ffn_gate_inp_shexp.weight") and len(source.shape) == 2 and source.shape[0] == 1:
             return source.with_data(source.data[0])  # one row: llama.cpp's vector
