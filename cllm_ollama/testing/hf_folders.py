@@ -56,6 +56,7 @@ _ARCHITECTURES = {
     "gpt-oss": "GptOssForCausalLM",
     "gemma-embedding": "Gemma3TextModel",
     "lfm2": "Lfm2ForCausalLM",
+    "olmo2": "Olmo3ForCausalLM",
 }
 _GEMMAS = (
     "gemma2",
@@ -75,6 +76,7 @@ _MODEL_TYPES = {
     "qwen3vlmoe": "qwen3_vl_moe_text",
     "gpt-oss": "gpt_oss",
     "gemma-embedding": "gemma3_text",
+    "olmo2": "olmo3",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -154,6 +156,11 @@ _LFM2_PARTS = _PARTS | {
     "shortconv.conv": "conv.conv",
     "shortconv.in_proj": "conv.in_proj",
     "shortconv.out_proj": "conv.out_proj",
+}
+# OLMo 2's and 3's: norms after attention and the FFN only.
+_OLMO_PARTS = _PARTS | {
+    "post_attention_norm": "post_attention_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
 }
 # Phi-3's fused projections: Q, K and V in one matrix, the FFN's gate and up in another.
 _PHI3_PARTS = _PARTS | {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
@@ -1463,7 +1470,7 @@ def _hf_name(name: str, arch: str) -> str:
     if name.endswith("attn_sinks.weight"):
         return f"model.layers.{layer}.self_attn.sinks"
     parts = _GEMMA_PARTS if arch in _GEMMAS else _PHI3_PARTS if arch == "phi3" else _PARTS
-    parts = _GPTOSS_PARTS if arch == "gpt-oss" else _LFM2_PARTS if arch == "lfm2" else parts
+    parts = {"gpt-oss": _GPTOSS_PARTS, "lfm2": _LFM2_PARTS, "olmo2": _OLMO_PARTS}.get(arch, parts)
     return f"model.layers.{layer}.{parts[part]}.{suffix}"
 
 
@@ -1567,6 +1574,11 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         }
     if arch == "gpt-oss":
         config |= _gptoss_config(kv)
+    if arch == "olmo2":  # OLMo 3's window, on both tiny layers (llama.cpp's default puts it on 3 of 4)
+        config |= {
+            "sliding_window": int(kv["olmo2.attention.sliding_window"]),
+            "layer_types": ["sliding_attention"] * int(kv["olmo2.block_count"]),
+        }
     if arch == "lfm2":  # its FFN's width stated as transformers derives it: 2/3 of 192, rounded up to 64s
         kv_heads = kv["lfm2.attention.head_count_kv"]
         n_ff = int(kv["lfm2.feed_forward_length"])
@@ -1618,6 +1630,15 @@ def _gptoss_config(kv: dict[str, Any]) -> dict[str, Any]:
         },
         "torch_dtype": "bfloat16",
     }
+
+
+def write_hf_olmo3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-olmo3/``, an OLMo 3 checkpoint (``Olmo3ForCausalLM``: Q and K normed across heads,
+    norms after attention and the FFN, a 4-token window that a short prompt already slides; F16),
+    and ``folder/olmo2.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = ollama_ggufs.write_olmo2(folder / "olmo2.gguf", seed=seed, f16=True, window=4)
+    return export(twin, folder / "hf-olmo3"), twin
 
 
 def write_hf_lfm2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:

@@ -131,6 +131,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "ways, mean pooling, 2_Dense and 3_Dense), and DIR/embeddinggemma.gguf, its twin",
         hf.write_hf_embeddinggemma,
     ),
+    "hf-olmo3": (
+        "DIR/hf-olmo3/, an OLMo 3 checkpoint (norms after attention and the FFN, a sliding window), and "
+        "DIR/olmo2.gguf, its twin",
+        hf.write_hf_olmo3,
+    ),
     "hf-lfm2": (
         "DIR/hf-lfm2/, an LFM2 checkpoint (a short convolution's block, an attention block), and DIR/lfm2.gguf, "
         "its twin",

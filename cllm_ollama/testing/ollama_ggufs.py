@@ -373,9 +373,14 @@ def _olmo_keys(prefix: str) -> dict[str, Any]:
     }
 
 
-def write_olmo2(path: Path, *, seed: int = 0) -> Path:
-    """A tiny OLMo 3 as llama.cpp runs it: architecture ``olmo2`` with a 16-token sliding window."""
-    return _write_text(path, "olmo2", _olmo_keys("olmo2"), _olmo2_weights(seed), pre="qwen2")
+def write_olmo2(path: Path, *, seed: int = 0, f16: bool = False, window: int = 16) -> Path:
+    """A tiny OLMo 3 as llama.cpp runs it: architecture ``olmo2`` with a sliding window of
+    ``window`` tokens. ``f16`` as ``write_gptoss``'s."""
+    weights = _olmo2_weights(seed)
+    if f16:
+        weights = {name: _f16_held(name, *weight) for name, weight in weights.items()}
+    keys = _olmo_keys("olmo2") | {"olmo2.attention.sliding_window": window}
+    return _write_text(path, "olmo2", keys, weights, pre="qwen2")
 
 
 def write_ollama_olmo3(path: Path, *, seed: int = 0) -> Path:

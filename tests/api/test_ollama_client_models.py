@@ -33,6 +33,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_mistral,
     write_hf_mistral3_vision,
     write_hf_mixtral,
+    write_hf_olmo3,
     write_hf_phi3,
     write_hf_qwen3,
     write_hf_qwen3moe,
@@ -153,6 +154,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_qwen35moe,
             write_hf_gptoss,
             write_hf_lfm2,
+            write_hf_olmo3,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

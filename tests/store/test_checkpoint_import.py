@@ -36,6 +36,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_mistral,
     write_hf_mistral3_vision,
     write_hf_mixtral,
+    write_hf_olmo3,
     write_hf_phi3,
     write_hf_qwen2vl_vision,
     write_hf_qwen3,
@@ -390,6 +391,21 @@ def test_a_gptoss_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damag
     _edit(folder, "config.json", lambda c: c.update(damage))
     with pytest.raises(ImportRefused, match=re.escape(why)):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_an_olmo3_converts_to_its_twin_and_an_olmo2_without_a_window(tmp_path: Path) -> None:
+    """OLMo 3 (``Olmo3ForCausalLM``): llama.cpp's ``olmo2``, norms after attention and the FFN,
+    Q and K normed across all heads, its window on the layers ``layer_types`` says; OLMo 2 the
+    same without a window."""
+    folder, twin = write_hf_olmo3(tmp_path)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["olmo2.attention.sliding_window_pattern"] == [True, True]
+    olmo2 = {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "sliding_window": None, "layer_types": None}
+    _edit(folder, "config.json", lambda c: c.update(olmo2))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert not [k for k in _fields(tmp_path / "out.gguf") if k.startswith("olmo2.attention.sliding_window")]
 
 
 def test_an_lfm2_converts_to_its_twin(tmp_path: Path) -> None:

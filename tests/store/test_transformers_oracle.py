@@ -49,6 +49,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "gptoss": lambda folder: _every_expert(hf.write_hf_gptoss(folder)),  # MXFP4 experts, as released
     "gptoss-16bit": lambda folder: hf.write_hf_gptoss(folder, dequantized=True),  # as a fine-tune saves them
     "lfm2": hf.write_hf_lfm2,
+    "olmo3": hf.write_hf_olmo3,
 }
 
 

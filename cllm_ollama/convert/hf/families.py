@@ -187,6 +187,13 @@ _LFM2 = {
     "self_attn.q_layernorm": "attn_q_norm",
     "self_attn.k_layernorm": "attn_k_norm",
 }
+# OLMo 2's and 3's: norms after attention and after the FFN only, Q and K normed across all heads.
+_OLMO2 = _ATTENTION | {
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+    "post_attention_layernorm": "post_attention_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
+}
 _LFM2_GLOBAL = {
     "model.embed_tokens.weight": "token_embd.weight",
     "model.embedding_norm.weight": "token_embd_norm.weight",
@@ -224,6 +231,8 @@ LAYOUTS = {
     ),
     "Phi3ForCausalLM": _Layout("phi3", _PHI3 | _PRE_NORMS),
     "Lfm2ForCausalLM": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL),
+    "Olmo2ForCausalLM": _Layout("olmo2", _OLMO2),
+    "Olmo3ForCausalLM": _Layout("olmo2", _OLMO2),
     "Gemma2ForCausalLM": _GEMMA2,
     "BertModel": _Layout("bert", _BERT, globals=_BERT_GLOBAL, block=_BERT_BLOCK, skipped=_BERT_SKIPPED, prefix="bert."),
     "Gemma3ForCausalLM": _GEMMA3,
@@ -415,6 +424,8 @@ class Family:
             kv |= self._gptoss()
         if a == "lfm2":
             kv |= self._lfm2()
+        if a == "olmo2":
+            kv |= self._olmo()
         if a == "qwen35moe":
             kv |= self._experts()
             kv["qwen35moe.expert_shared_feed_forward_length"] = (self._int("shared_expert_intermediate_size"), _U32)
@@ -554,6 +565,23 @@ class Family:
             "gpt-oss.expert_feed_forward_length": (self._int("intermediate_size"), _U32),
             "gpt-oss.attention.sliding_window": (self._int("sliding_window"), _U32),
         }
+
+    def _olmo(self) -> KV:
+        """OLMo 3's sliding window and which layers have it (llama.cpp's default without
+        ``layer_types``: all but every fourth, as OLMo 3's); OLMo 2 has none."""
+        window = self.config.get("sliding_window")
+        if not isinstance(window, int) or window <= 0:
+            return {}
+        kv: KV = {"olmo2.attention.sliding_window": (window, _U32)}
+        types = self.config.get("layer_types")
+        if isinstance(types, list):
+            if len(types) != self.n_layer or not set(types) <= {"sliding_attention", "full_attention"}:
+                raise ImportRefused("config.json's layer_types are not one sliding or full attention per layer")
+            kv["olmo2.attention.sliding_window_pattern"] = (
+                [t == "sliding_attention" for t in types],
+                GGUFValueType.ARRAY,
+            )
+        return kv
 
     def _lfm2(self) -> KV:
         """LFM2's: which layers attend (the others' KV heads 0, which tells llama.cpp they convolve),
