@@ -57,6 +57,7 @@ _ARCHITECTURES = {
     "gemma-embedding": "Gemma3TextModel",
     "lfm2": "Lfm2ForCausalLM",
     "olmo2": "Olmo3ForCausalLM",
+    "mistral3": "Ministral3ForCausalLM",
 }
 _GEMMAS = (
     "gemma2",
@@ -77,6 +78,7 @@ _MODEL_TYPES = {
     "gpt-oss": "gpt_oss",
     "gemma-embedding": "gemma3_text",
     "olmo2": "olmo3",
+    "mistral3": "ministral3",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -184,6 +186,15 @@ def write_hf_llama(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-llama/``, a Llama checkpoint in F16, and ``folder/llama.gguf``, its twin."""
     folder.mkdir(parents=True, exist_ok=True)
     return export(write_llama(folder / "llama.gguf", seed=seed), folder / "hf-llama"), folder / "llama.gguf"
+
+
+def write_hf_ministral3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-ministral3/``, a Ministral 3 checkpoint (``Ministral3ForCausalLM``: a Llama with
+    Ministral's YaRN and query temperature, ``write_llama``'s; F16), and ``folder/mistral3.gguf``,
+    its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = write_llama(folder / "mistral3.gguf", seed=seed, arch="mistral3")
+    return export(twin, folder / "hf-ministral3"), twin
 
 
 def write_hf_qwen3moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
@@ -429,15 +440,28 @@ def write_qwen3moe(path: Path, *, n_expert: int = 4, n_used: int = 2, n_ff_exp: 
     return path
 
 
-def write_llama(path: Path, *, seed: int = 0, output: bool = False) -> Path:
+def write_llama(path: Path, *, seed: int = 0, output: bool = False, arch: str = "llama") -> Path:
     """A tiny Llama in F16 (Qwen's tokenizer, which any architecture may have); ``output``: with an
-    output matrix of its own, not tied to the token embedding."""
+    output matrix of its own, not tied to the token embedding. ``arch`` "mistral3": a Ministral 3,
+    its YaRN scaled as transformers scales it (log multiplier 1) from a trained context of 4 tokens,
+    beyond which its queries are tempered by position (0.1), so that a short prompt has both."""
     qtype = gguf.GGMLQuantizationType.F16
-    t = Tensors(gguf.GGUFWriter(str(path), "llama"), np.random.default_rng(seed), 0.5, qtype)
-    attention_header(t.w, TINY, "tiny-llama", qtype)
+    t = Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, qtype)
+    attention_header(t.w, TINY, f"tiny-{arch}", qtype)
     t.w.add_layer_norm_rms_eps(1e-5)
+    if arch == "mistral3":
+        t.w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        t.w.add_rope_scaling_factor(16.0)
+        t.w.add_rope_scaling_orig_ctx_len(MINISTRAL3_TRAINED)
+        t.w.add_rope_scaling_yarn_beta_fast(32.0)
+        t.w.add_rope_scaling_yarn_beta_slow(1.0)
+        t.w.add_float32("mistral3.rope.scaling.yarn_log_multiplier", 1.0)
+        t.w.add_float32("mistral3.attention.temperature_scale", 0.1)
     llama_body(t, TINY, synthetic_vocab(), output=output)
     return path
+
+
+MINISTRAL3_TRAINED = 4  # the tiny Ministral 3's trained context, in tokens
 
 
 # What a LoRA may adapt in llama.cpp: the token embedding, the output and every projection.
@@ -965,7 +989,7 @@ def export(
             rope[t.name.split("_")[2].split(".")[0] + "_factor"] = data.tolist()
             continue
         part = t.name.split(".")[2] if t.name.startswith("blk.") else ""
-        if arch == "llama" and part in ("attn_q", "attn_k"):
+        if arch in ("llama", "mistral3") and part in ("attn_q", "attn_k"):
             data = _halves(data, heads if part == "attn_q" else heads_kv)
         if arch in _GEMMAS and t.name.endswith("norm.weight") and not t.name.endswith("ssm_norm.weight"):
             data = data - 1
@@ -1574,6 +1598,18 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         }
     if arch == "gpt-oss":
         config |= _gptoss_config(kv)
+    if arch == "mistral3":  # transformers 5's rope_parameters, as the Ministral 3 releases state them
+        config["rope_parameters"] = {
+            "rope_type": "yarn",
+            "rope_theta": float(kv["mistral3.rope.freq_base"]),
+            "factor": float(kv["mistral3.rope.scaling.factor"]),
+            "original_max_position_embeddings": int(kv["mistral3.rope.scaling.original_context_length"]),
+            "beta_fast": float(kv["mistral3.rope.scaling.yarn_beta_fast"]),
+            "beta_slow": float(kv["mistral3.rope.scaling.yarn_beta_slow"]),
+            "mscale": 1.0,
+            "mscale_all_dim": float(kv["mistral3.rope.scaling.yarn_log_multiplier"]),
+            "llama_4_scaling_beta": float(kv["mistral3.attention.temperature_scale"]),
+        }
     if arch == "olmo2":  # OLMo 3's window, on both tiny layers (llama.cpp's default puts it on 3 of 4)
         config |= {
             "sliding_window": int(kv["olmo2.attention.sliding_window"]),

@@ -131,6 +131,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "ways, mean pooling, 2_Dense and 3_Dense), and DIR/embeddinggemma.gguf, its twin",
         hf.write_hf_embeddinggemma,
     ),
+    "hf-ministral3": (
+        "DIR/hf-ministral3/, a Ministral 3 checkpoint (a Llama with Ministral's YaRN and query temperature), "
+        "and DIR/mistral3.gguf, its twin",
+        hf.write_hf_ministral3,
+    ),
     "hf-olmo3": (
         "DIR/hf-olmo3/, an OLMo 3 checkpoint (norms after attention and the FFN, a sliding window), and "
         "DIR/olmo2.gguf, its twin",

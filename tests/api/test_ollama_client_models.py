@@ -30,6 +30,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_lfm2,
     write_hf_llama,
     write_hf_lora,
+    write_hf_ministral3,
     write_hf_mistral,
     write_hf_mistral3_vision,
     write_hf_mixtral,
@@ -155,6 +156,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_gptoss,
             write_hf_lfm2,
             write_hf_olmo3,
+            write_hf_ministral3,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

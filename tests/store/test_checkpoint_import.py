@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cllm_ollama.convert.hf import Checkpoint, Converted, ImportRefused, convert, mxfp4, safetensors
-from cllm_ollama.convert.hf.families import TOWER_LEFT_OUT, permute
+from cllm_ollama.convert.hf.families import TOWER_LEFT_OUT, Family, permute
 from cllm_ollama.errors import InvalidRequest
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
@@ -33,6 +33,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gptoss,
     write_hf_lfm2,
     write_hf_llama,
+    write_hf_ministral3,
     write_hf_mistral,
     write_hf_mistral3_vision,
     write_hf_mixtral,
@@ -389,6 +390,38 @@ def test_a_gptoss_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damag
     activation) or experts of other shapes than config.json says are refused with why."""
     folder, _ = write_hf_gptoss(tmp_path)
     _edit(folder, "config.json", lambda c: c.update(damage))
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_ministral3_converts_to_its_twin(tmp_path: Path) -> None:
+    """Ministral 3 (``Ministral3ForCausalLM``, and a ``Mistral3ForConditionalGeneration`` whose text
+    model is ``ministral3``): llama.cpp's ``mistral3``, a Llama's reordered Q and K rows, YaRN with
+    transformers' attention factor (``mscale_all_dim`` as the log multiplier) and the query
+    temperature (``llama_4_scaling_beta``), which llama.cpp's ``llama`` would both ignore."""
+    folder, twin = write_hf_ministral3(tmp_path)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    config = json.loads((folder / "config.json").read_text())
+    seeing = {"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3", "text_config": config}
+    assert Family.of(seeing).kv() == Family.of(config).kv()
+    mistral_small = seeing | {"text_config": config | {"model_type": "mistral", "rope_parameters": None}}
+    assert Family.of(mistral_small).arch == "llama"
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ({"mscale": 2.0}, "config.json's rope mscale is not 1, which llama.cpp's mistral3 assumes"),
+        ({"rope_type": "default"}, "config.json's llama_4_scaling_beta needs YaRN's original_max_position_embeddings"),
+    ],
+)
+def test_a_ministral3_llama_cpp_would_run_otherwise_is_refused(
+    tmp_path: Path, damage: dict[str, Any], why: str
+) -> None:
+    folder, _ = write_hf_ministral3(tmp_path)
+    _edit(folder, "config.json", lambda c: c["rope_parameters"].update(damage))
     with pytest.raises(ImportRefused, match=re.escape(why)):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 

@@ -50,6 +50,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "gptoss-16bit": lambda folder: hf.write_hf_gptoss(folder, dequantized=True),  # as a fine-tune saves them
     "lfm2": hf.write_hf_lfm2,
     "olmo3": hf.write_hf_olmo3,
+    "ministral3": hf.write_hf_ministral3,
 }
 
 

@@ -128,6 +128,11 @@ class _Layout:
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
+# Ministral 3 (``Ministral3ForCausalLM``, or a ``Mistral3ForConditionalGeneration`` whose text model
+# is ``ministral3``): a Llama with YaRN scaled as transformers scales it (``mscale_all_dim``) and its
+# queries tempered by position beyond the trained context (``llama_4_scaling_beta``): llama.cpp's
+# ``mistral3``, which reads both; as ``llama`` neither, and its logits are off at every position.
+_MINISTRAL3 = dataclasses.replace(_LLAMA, arch="mistral3")
 # Phi-3's projections fused as llama.cpp keeps them: Q, K and V in one, the FFN's gate and up in one.
 _PHI3 = {
     "self_attn.qkv_proj": "attn_qkv",
@@ -220,6 +225,7 @@ _GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
+    "Ministral3ForCausalLM": _MINISTRAL3,
     "Qwen2ForCausalLM": _Layout("qwen2", _QWEN2),
     "Qwen3ForCausalLM": _Layout("qwen3", _QWEN3),
     "Qwen3MoeForCausalLM": _Layout("qwen3moe", _QWEN3 | {"mlp.gate": "ffn_gate_inp"}, experts=_EXPERT),
@@ -279,6 +285,8 @@ _TOWER_PREFIXES = (
     "model.visual.",
 )
 TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
+# llama.cpp's Llamas: Q and K rows reordered to neighbouring pairs, the rotary width stated.
+_LLAMAS = ("llama", "mistral3")
 # The architectures whose positions are M-RoPE's (``Family._mrope``).
 _MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe")
 _DELTA_NETS = ("qwen35", "qwen35moe")
@@ -329,6 +337,8 @@ class Family:
         layout = LAYOUTS[name]
         text = config.get("text_config") if layout.tower else None
         given = {**config, **text} if isinstance(text, dict) else config
+        if layout.arch == "llama" and given.get("model_type") == "ministral3":
+            layout = dataclasses.replace(layout, arch=_MINISTRAL3.arch)
         return cls(layout, {**_DEFAULTS.get(layout.arch, {}), **{k: v for k, v in given.items() if v is not None}})
 
     @classmethod
@@ -403,11 +413,13 @@ class Family:
             f"{a}.rope.freq_base": (float(self._rope.get("rope_theta") or 10000.0), _F32),
             f"{a}.attention.layer_norm_rms_epsilon": (float(self.config.get("rms_norm_eps") or 1e-6), _F32),
         }
-        if a == "llama" or "head_dim" in self.config:
+        if a in _LLAMAS or "head_dim" in self.config:
             kv[f"{a}.attention.key_length"] = (self.head_dim, _U32)
             kv[f"{a}.attention.value_length"] = (self.head_dim, _U32)
-        if a == "llama":
+        if a in _LLAMAS:
             kv[f"{a}.rope.dimension_count"] = (self.head_dim, _U32)
+        if a == "mistral3":
+            kv |= self._ministral3()
         if a == "phi3":
             kv |= self._phi3()
         if a == "gemma2":
@@ -565,6 +577,24 @@ class Family:
             "gpt-oss.expert_feed_forward_length": (self._int("intermediate_size"), _U32),
             "gpt-oss.attention.sliding_window": (self._int("sliding_window"), _U32),
         }
+
+    def _ministral3(self) -> KV:
+        """Ministral 3's YaRN attention factor (``mscale_all_dim``, as llama.cpp's log multiplier;
+        llama.cpp assumes ``mscale`` 1) and its query temperature by position (``llama_4_scaling_beta``,
+        counted in the trained context, which llama.cpp then needs)."""
+        rope, kv = self._rope, {}
+        if self.config.get("sliding_window"):
+            raise ImportRefused("config.json sets a sliding_window, which llama.cpp's mistral3 has not")
+        if float(rope.get("mscale") or 1.0) != 1.0:
+            raise ImportRefused("config.json's rope mscale is not 1, which llama.cpp's mistral3 assumes")
+        if isinstance(rope.get("mscale_all_dim"), int | float) and rope["mscale_all_dim"]:
+            kv["mistral3.rope.scaling.yarn_log_multiplier"] = (float(rope["mscale_all_dim"]), _F32)
+        beta = rope.get("llama_4_scaling_beta")
+        if isinstance(beta, int | float) and beta:
+            if rope.get("rope_type") != "yarn" or not isinstance(rope.get("original_max_position_embeddings"), int):
+                raise ImportRefused("config.json's llama_4_scaling_beta needs YaRN's original_max_position_embeddings")
+            kv["mistral3.attention.temperature_scale"] = (float(beta), _F32)
+        return kv
 
     def _olmo(self) -> KV:
         """OLMo 3's sliding window and which layers have it (llama.cpp's default without
@@ -846,7 +876,7 @@ class Family:
         converter), where it has more value heads than key heads."""
         if self.arch in _DELTA_NETS:
             return self._tiled_v_heads(gguf_name, shape)
-        if self.arch != "llama":
+        if self.arch not in _LLAMAS:
             return None
         if re.fullmatch(r"blk\.\d+\.attn_q\.(weight|bias)", gguf_name):
             heads = self.n_head
