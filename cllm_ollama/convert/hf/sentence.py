@@ -13,9 +13,9 @@ from typing import Any
 from gguf import GGUFValueType, PoolingType
 
 from ..framework import KV
-from . import safetensors
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
+from .safetensors import SourceTensor, read
 
 # The config's flags and mode names -> llama.cpp's pooling types, in sentence-transformers' order.
 _FLAGS = {
@@ -55,7 +55,7 @@ def pooling_kv(checkpoint: Checkpoint, arch: str) -> KV:
     return {f"{arch}.pooling_type": (int(kind), GGUFValueType.UINT32)}
 
 
-def dense_head(checkpoint: Checkpoint, arch: str, width: int) -> tuple[KV, dict[str, safetensors.SourceTensor]]:
+def dense_head(checkpoint: Checkpoint, arch: str, width: int) -> tuple[KV, dict[str, SourceTensor]]:
     """EmbeddingGemma's projections after pooling: each Dense module's widths as llama.cpp's keys,
     and its weight (``linear.weight``) by llama.cpp's name. llama.cpp multiplies by them without a
     bias or an activation, and asserts (killing the process) that the first takes and the last
@@ -64,14 +64,14 @@ def dense_head(checkpoint: Checkpoint, arch: str, width: int) -> tuple[KV, dict[
     if sorted(p for p in paths if isinstance(p, str)) != sorted(DENSE):
         raise ImportRefused("EmbeddingGemma needs its sentence-transformers modules 2_Dense and 3_Dense (modules.json)")
     kv: KV = {}
-    weights: dict[str, safetensors.SourceTensor] = {}
+    weights: dict[str, SourceTensor] = {}
     for path, name in DENSE.items():
         config = checkpoint.json(f"{path}/config.json") or {}
         sizes = config.get("in_features"), config.get("out_features")
         if config.get("bias") or str(config.get("activation_function", _IDENTITY[0])) not in _IDENTITY:
             raise ImportRefused(f"{path} has a bias or an activation, which llama.cpp's {arch} does not apply")
         file = f"{path}/model.safetensors"
-        found = {t.name: t for t in safetensors.read(checkpoint.files[file], file)} if checkpoint.has(file) else {}
+        found = {t.name: t for t in read(checkpoint.files[file], file)} if checkpoint.has(file) else {}
         weight = found.get("linear.weight")
         if weight is None or not all(isinstance(n, int) for n in sizes) or weight.shape != sizes[::-1]:
             raise ImportRefused(f"{path} has no linear.weight of its config.json's in_features and out_features")
