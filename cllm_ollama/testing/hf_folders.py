@@ -58,6 +58,7 @@ _ARCHITECTURES = {
     "lfm2": "Lfm2ForCausalLM",
     "olmo2": "Olmo3ForCausalLM",
     "mistral3": "Ministral3ForCausalLM",
+    "command-r": "CohereForCausalLM",
 }
 _GEMMAS = (
     "gemma2",
@@ -79,6 +80,7 @@ _MODEL_TYPES = {
     "gemma-embedding": "gemma3_text",
     "olmo2": "olmo3",
     "mistral3": "ministral3",
+    "command-r": "cohere",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -1517,7 +1519,7 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         "num_key_value_heads": _kv_heads(kv, arch),
         "max_position_embeddings": int(kv[f"{arch}.context_length"]),
         "rope_theta": float(kv[f"{arch}.rope.freq_base"]),
-        "rms_norm_eps": float(kv[f"{arch}.attention.layer_norm_rms_epsilon"]),
+        "rms_norm_eps": float(kv.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)),
         "bos_token_id": int(kv["tokenizer.ggml.bos_token_id"]),
         "eos_token_id": int(kv["tokenizer.ggml.eos_token_id"]),
         "torch_dtype": "float16",
@@ -1598,6 +1600,12 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         }
     if arch == "gpt-oss":
         config |= _gptoss_config(kv)
+    if arch == "command-r":
+        config |= {
+            "layer_norm_eps": float(kv["command-r.attention.layer_norm_epsilon"]),
+            "logit_scale": float(kv["command-r.logit_scale"]),
+            "use_qk_norm": False,
+        }
     if arch == "mistral3":  # transformers 5's rope_parameters, as the Ministral 3 releases state them
         config["rope_parameters"] = {
             "rope_type": "yarn",
@@ -1668,6 +1676,15 @@ def _gptoss_config(kv: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def write_hf_command_r(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-command-r/``, a Command R checkpoint (``CohereForCausalLM``: layer norms, attention
+    and FFN side by side, logits scaled, digits split one by one; F16), and
+    ``folder/command-r.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = ollama_ggufs.write_command_r(folder / "command-r.gguf", seed=seed, f16=True)
+    return export(twin, folder / "hf-command-r"), twin
+
+
 def write_hf_olmo3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-olmo3/``, an OLMo 3 checkpoint (``Olmo3ForCausalLM``: Q and K normed across heads,
     norms after attention and the FFN, a 4-token window that a short prompt already slides; F16),
@@ -1720,13 +1737,18 @@ def _write_tokenizer(folder: Path, kv: dict[str, Any]) -> None:
                 | {"normalized": False, "special": special}
             )
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
-    pattern = {"Regex": SPLIT_PATTERNS[kv["tokenizer.ggml.pre"]]}
-    split = {"type": "Split", "pattern": pattern, "behavior": "Isolated", "invert": False}
+    pre = kv["tokenizer.ggml.pre"]
+    if pre == "command-r":  # Cohere's: every digit apart, then GPT-2's split
+        byte_level = byte_level | {"use_regex": True}
+        steps = [{"type": "Digits", "individual_digits": True}, byte_level]
+    else:
+        pattern = {"Regex": SPLIT_PATTERNS[pre]}
+        steps = [{"type": "Split", "pattern": pattern, "behavior": "Isolated", "invert": False}, byte_level]
     spec = {
         "version": "1.0",
         "added_tokens": added,
         "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split, byte_level]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": steps},
         "post_processor": byte_level,
         "decoder": byte_level,
         "model": {

@@ -136,6 +136,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and DIR/mistral3.gguf, its twin",
         hf.write_hf_ministral3,
     ),
+    "hf-command-r": (
+        "DIR/hf-command-r/, a Command R checkpoint (Cohere: layer norms, attention and FFN side by side), "
+        "and DIR/command-r.gguf, its twin",
+        hf.write_hf_command_r,
+    ),
     "hf-olmo3": (
         "DIR/hf-olmo3/, an OLMo 3 checkpoint (norms after attention and the FFN, a sliding window), and "
         "DIR/olmo2.gguf, its twin",

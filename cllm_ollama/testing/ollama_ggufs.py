@@ -290,7 +290,7 @@ def _f16_held(name: str, data: np.ndarray, kind: gguf.GGMLQuantizationType) -> _
     if kind != _F32:
         return data, kind
     held = data.astype(np.float16)
-    if data.ndim == 1 or name.endswith(_F32_KEPT):
+    if data.ndim == 1 or name.endswith(_F32_KEPT) or name.endswith("norm.weight"):
         return held.astype(np.float32), _F32
     return held, gguf.GGMLQuantizationType.F16
 
@@ -356,6 +356,51 @@ def _olmo2_weights(seed: int) -> _Weights:
             p + "post_ffw_norm.weight": ones(s.n_embd),
         }
     return out
+
+
+def _command_r_weights(seed: int) -> _Weights:
+    """A tiny Command R's tensors: one layer norm before attention and the FFN side by side, no
+    output of its own (nor Q and K norms, which llama.cpp gives only a model of 64 layers or more)."""
+    s = TINY
+    d = _Draw(seed)
+    normal, ones = d.normal, d.ones
+    n_vocab = len(synthetic_vocab().tokens)
+    out = {"token_embd.weight": normal(n_vocab, s.n_embd), "output_norm.weight": ones(s.n_embd)}
+    q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        out |= {
+            p + "attn_norm.weight": ones(s.n_embd),
+            p + "attn_q.weight": normal(q, s.n_embd),
+            p + "attn_k.weight": normal(kv, s.n_embd),
+            p + "attn_v.weight": normal(kv, s.n_embd),
+            p + "attn_output.weight": normal(s.n_embd, q),
+            p + "ffn_gate.weight": normal(s.n_ff, s.n_embd),
+            p + "ffn_up.weight": normal(s.n_ff, s.n_embd),
+            p + "ffn_down.weight": normal(s.n_embd, s.n_ff),
+        }
+    return out
+
+
+def write_command_r(path: Path, *, seed: int = 0, f16: bool = False) -> Path:
+    """A tiny Command R (Cohere's ``command-r``), its logits scaled by 1/16, its pre-tokenizer
+    splitting every digit. ``f16`` as ``write_gptoss``'s."""
+    s = TINY
+    keys = {
+        "command-r.context_length": s.context_length,
+        "command-r.block_count": s.n_layer,
+        "command-r.embedding_length": s.n_embd,
+        "command-r.feed_forward_length": s.n_ff,
+        "command-r.attention.head_count": s.n_head,
+        "command-r.attention.head_count_kv": s.n_head_kv,
+        "command-r.attention.layer_norm_epsilon": 1e-5,
+        "command-r.rope.freq_base": 1e4,
+        "command-r.logit_scale": 0.0625,
+    }
+    weights = _command_r_weights(seed)
+    if f16:
+        weights = {name: _f16_held(name, *weight) for name, weight in weights.items()}
+    return _write_text(path, "command-r", keys, weights, pre="command-r")
 
 
 def _olmo_keys(prefix: str) -> dict[str, Any]:

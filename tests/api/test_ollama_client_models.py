@@ -22,6 +22,7 @@ from cllm_ollama.testing.ggufs import write_qwen3
 from cllm_ollama.testing.hf_folders import (
     LORA_BASES,
     write_hf_bert,
+    write_hf_command_r,
     write_hf_embeddinggemma,
     write_hf_gemma2,
     write_hf_gemma3,
@@ -157,6 +158,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_lfm2,
             write_hf_olmo3,
             write_hf_ministral3,
+            write_hf_command_r,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

@@ -8,7 +8,8 @@ size its processor would keep, normalized by its processor's statistics), in ``O
 position of a prompt with that picture in it (``prompt``); or
 ``python hf_logits.py embed FOLDER TEXTS OUT`` for a sentence-transformers BERT model: each text of
 the JSON list TEXTS as its tokenizer splits it and as the model embeds it (mean pooling,
-normalized, as its modules say), in the JSON file OUT.
+normalized, as its modules say), in the JSON file OUT; or ``python hf_logits.py tokenize FOLDER
+TEXTS OUT``: each text's ids as the folder's tokenizer.json splits it.
 
 For each folder: ``OUT/base.npy``, the logits of every position of TOKENS (comma-separated ids);
 then for each scaling PEFT has (``alpha / r``, rank-stabilized, per-module alphas) a LoRA on the
@@ -179,6 +180,14 @@ def embed(folder: str, texts: str, out: str) -> None:
     Path(out).write_text(json.dumps(results))
 
 
+def tokenize(folder: str, texts: str, out: str) -> None:
+    """Each text of the JSON list ``texts`` as the folder's tokenizer.json splits it (the tokenizers
+    library, no special tokens), in the JSON file ``out``."""
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(Path(folder) / "tokenizer.json"))
+    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in json.loads(texts)]
+    Path(out).write_text(json.dumps(ids))
+
+
 def _dense_head(folder: Path) -> list[torch.Tensor]:
     """The weights of the Dense modules after the pooling (EmbeddingGemma's), in the order
     ``modules.json`` applies them: sentence-transformers' ``Dense`` without bias or activation."""
@@ -199,5 +208,7 @@ if __name__ == "__main__":
         prompt(*sys.argv[2:6])
     elif sys.argv[1] == "embed":
         embed(*sys.argv[2:5])
+    elif sys.argv[1] == "tokenize":
+        tokenize(*sys.argv[2:5])
     else:
         main(sys.argv[1], sys.argv[2:])

@@ -26,6 +26,7 @@ from cllm_ollama.testing.hf_folders import (
     export,
     to_bf16,
     write_hf_bert,
+    write_hf_command_r,
     write_hf_embeddinggemma,
     write_hf_gemma2,
     write_hf_gemma3,
@@ -391,6 +392,25 @@ def test_a_gptoss_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damag
     folder, _ = write_hf_gptoss(tmp_path)
     _edit(folder, "config.json", lambda c: c.update(damage))
     with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_command_r_converts_to_its_twin(tmp_path: Path) -> None:
+    """Command R (``CohereForCausalLM``): llama.cpp's ``command-r``, its layer norms' epsilon, its
+    logit scale, its context from ``model_max_length``, Cohere's digits-apart pre-tokenizer named
+    (it has no Split pattern to name it by); Q and K norms where llama.cpp has them (64 layers or
+    more) and nowhere else."""
+    folder, twin = write_hf_command_r(tmp_path)
+    _edit(folder, "config.json", lambda c: c.update(model_max_length=131072))
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    written = _fields(tmp_path / "out.gguf")
+    assert written["command-r.context_length"] == 131072 and written["tokenizer.ggml.pre"] == "command-r"
+    _edit(folder, "config.json", lambda c: c.update(use_qk_norm=True))
+    with pytest.raises(
+        ImportRefused, match=re.escape("llama.cpp's command-r norms Q and K exactly in models of 64 layers")
+    ):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 

@@ -51,6 +51,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "lfm2": hf.write_hf_lfm2,
     "olmo3": hf.write_hf_olmo3,
     "ministral3": hf.write_hf_ministral3,
+    "command-r": hf.write_hf_command_r,
 }
 
 
@@ -115,6 +116,56 @@ def test_the_converted_model_and_adapters_compute_what_transformers_and_peft_do(
         assert notes == ([TOWER_LEFT_OUT] if family == "qwen2.5vl" else []), family
         got = _logits(model, adapter)
         reference.assert_close(got, np.load(answers / f"lora-{scaling}.npy"), f"{family}+{scaling}", tolerance)
+
+
+# The byte-level BPE pre-tokenizers the converter names (Qwen 2's, Llama 3's, GPT-4o's, Cohere's
+# digits one by one), each a tiny folder: numbers, contractions, capitals, spaces and newlines.
+_SPLITTERS = {
+    "qwen2": hf.write_hf_qwen3,
+    "llama-bpe": hf.write_hf_lfm2,  # (its tiny twin names it "lfm2", which llama.cpp runs as Llama 3's)
+    "gpt-4o": hf.write_hf_gptoss,
+    "command-r": hf.write_hf_command_r,
+}
+_TEXTS = [
+    "In 2024, 12345 apples cost $3.50.",
+    "It's THE capital's  sea\n\n  of Rome, abcXyz",
+    "def add(a, b):\n    return a+b",
+]
+# Merges that only some splits allow: across digits (Llama 3's and GPT-4o's groups of three, GPT-2's
+# runs, not Qwen's or Cohere's single digits) and across a capital (not GPT-4o's words by case).
+_BOUNDARY_MERGES = [("2", "0"), ("2", "4"), ("20", "24"), ("1", "2"), ("12", "3"), ("c", "X")]
+
+
+def _with_merges(folder: Path, merges: list[tuple[str, str]]) -> None:
+    """The folder's tokenizer.json with ``merges`` learned last, in place of its last ones (their
+    ids reused, so the embedding still has a row for every token)."""
+    path = folder / "tokenizer.json"
+    spec = json.loads(path.read_text())
+    model = spec["model"]
+    dropped = model["merges"][-len(merges) :]
+    for (a, b), (x, y) in zip(merges, dropped, strict=True):
+        model["vocab"][a + b] = model["vocab"].pop(x + y)
+    model["merges"] = model["merges"][: -len(merges)] + [list(m) for m in merges]
+    path.write_text(json.dumps(spec))
+
+
+@pytest.mark.parametrize("pre", list(_SPLITTERS))
+def test_the_converted_vocabulary_splits_text_as_tokenizers_does(tmp_path: Path, pre: str) -> None:
+    """llama.cpp splits text with the converted vocabulary as the tokenizers library splits it with
+    the folder's tokenizer.json: the pre-tokenizer is named right (Cohere's, which has no pattern
+    to name it by, keeps digits apart), and the merges are the folder's. The folder learns merges
+    across the boundaries the splits disagree on, so that a wrong name splits otherwise."""
+    folder, _ = _SPLITTERS[pre](tmp_path)
+    _with_merges(folder, _BOUNDARY_MERGES)
+    reference.run("tokenize", str(folder), json.dumps(_TEXTS), str(tmp_path / "want.json"))
+    convert(Checkpoint.folder(folder), tmp_path / "model.gguf")
+    assert gguf.GGUFReader(tmp_path / "model.gguf").fields["tokenizer.ggml.pre"].contents() == pre
+    model = Model(tmp_path / "model.gguf", n_gpu_layers=0)
+    try:
+        got = [model.tokenize(text, add_special=False, parse_special=False) for text in _TEXTS]
+    finally:
+        model.close()
+    assert got == json.loads((tmp_path / "want.json").read_text())
 
 
 # A model that sees, and the picture's side in pixels: Gemma 3's tower's own, else 4x4 tokens

@@ -34,7 +34,8 @@ _VOCAB_ROWS = ("token_embd.weight", "output.weight")
 # Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights (and a shared
 # expert's gate, a vector once its unit axis goes), BERT's position
 # and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32), as it
-# adds gpt-oss's experts' biases, and a delta net's and LFM2's convolutions.
+# adds gpt-oss's experts' biases, and a delta net's and LFM2's convolutions. Norms are F32 whatever
+# their shape (Cohere's per-head ones are matrices).
 _F32_MATRICES = (
     "ffn_gate_inp.weight",
     "ffn_gate_inp_shexp.weight",
@@ -263,7 +264,7 @@ def _converted(
     source.require_float()
     data = source.data
     dtype: np.dtype[Any]
-    if len(source.shape) == 1 or name.endswith(_F32_MATRICES) or values is not None:
+    if len(source.shape) == 1 or name.endswith(_F32_MATRICES) or values is not None or name.endswith("norm.weight"):
         kind, dtype = _F32, np.dtype(np.float32)
     elif source.dtype == "BF16":
         kind, dtype = _BF16, np.dtype(np.uint16)

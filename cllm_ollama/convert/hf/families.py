@@ -192,6 +192,9 @@ _LFM2 = {
     "self_attn.q_layernorm": "attn_q_norm",
     "self_attn.k_layernorm": "attn_k_norm",
 }
+# Cohere's (Command R, Aya): one layer norm before attention and the FFN side by side, Q and K
+# normed per head in Command R+ (``use_qk_norm``); its rotary pairs neighbours, as llama.cpp's does.
+_COHERE = _ATTENTION | {"input_layernorm": "attn_norm"} | _QK_NORMS
 # OLMo 2's and 3's: norms after attention and after the FFN only, Q and K normed across all heads.
 _OLMO2 = _ATTENTION | {
     "self_attn.q_norm": "attn_q_norm",
@@ -237,6 +240,7 @@ LAYOUTS = {
     ),
     "Phi3ForCausalLM": _Layout("phi3", _PHI3 | _PRE_NORMS),
     "Lfm2ForCausalLM": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL),
+    "CohereForCausalLM": _Layout("command-r", _COHERE, tied=True),
     "Olmo2ForCausalLM": _Layout("olmo2", _OLMO2),
     "Olmo3ForCausalLM": _Layout("olmo2", _OLMO2),
     "Gemma2ForCausalLM": _GEMMA2,
@@ -438,6 +442,8 @@ class Family:
             kv |= self._lfm2()
         if a == "olmo2":
             kv |= self._olmo()
+        if a == "command-r":
+            kv |= self._cohere()
         if a == "qwen35moe":
             kv |= self._experts()
             kv["qwen35moe.expert_shared_feed_forward_length"] = (self._int("shared_expert_intermediate_size"), _U32)
@@ -595,6 +601,27 @@ class Family:
                 raise ImportRefused("config.json's llama_4_scaling_beta needs YaRN's original_max_position_embeddings")
             kv["mistral3.attention.temperature_scale"] = (float(beta), _F32)
         return kv
+
+    def _cohere(self) -> KV:
+        """Command R's: its context (``model_max_length``, which the releases state past the
+        ``max_position_embeddings`` they were trained beyond), its layer norms' epsilon, and the
+        scale of its logits; its output is always its embedding in llama.cpp."""
+        if self.config.get("tie_word_embeddings") is False:
+            raise ImportRefused("config.json unties the output from the embedding, which llama.cpp's command-r ties")
+        if self._rope.get("rope_type") not in (None, "default"):
+            raise ImportRefused("config.json scales Cohere's rotary positions, which llama.cpp's command-r does not")
+        if bool(self.config.get("use_qk_norm")) != (self.n_layer >= 64):
+            raise ImportRefused(
+                "llama.cpp's command-r norms Q and K exactly in models of 64 layers or more (Command R+); "
+                f"config.json's use_qk_norm is {bool(self.config.get('use_qk_norm'))} for {self.n_layer} layers"
+            )
+        if self.n_head * self.head_dim != self.n_embd:
+            raise ImportRefused("llama.cpp's command-r needs its heads to span hidden_size exactly")
+        return {
+            "command-r.context_length": (self._int("model_max_length", "max_position_embeddings"), _U32),
+            "command-r.attention.layer_norm_epsilon": (float(self.config.get("layer_norm_eps") or 1e-5), _F32),
+            "command-r.logit_scale": (float(self.config.get("logit_scale") or 0.0625), _F32),
+        }
 
     def _olmo(self) -> KV:
         """OLMo 3's sliding window and which layers have it (llama.cpp's default without

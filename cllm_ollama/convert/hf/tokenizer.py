@@ -234,9 +234,25 @@ def _pre_tokenizer(pre: Any) -> str:
         if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
             digest.update(pattern["Regex"].encode())
     name = _PRE_TOKENIZERS.get(digest.hexdigest())
+    if name is None and digest.hexdigest() == _NO_SPLIT and _splits_digits_then_gpt2(steps):
+        name = "command-r"
     if name is None and digest.hexdigest() != _NO_SPLIT:
         log.warning("unknown pre-tokenizer (digest %s): GPT-2's is used, as Ollama does", digest.hexdigest())
     return name or "default"
+
+
+def _splits_digits_then_gpt2(steps: list[Any]) -> bool:
+    """Cohere's pre-tokenizer: every digit apart, then GPT-2's split (a ByteLevel with its regex),
+    llama.cpp's "command-r" (Ollama's table has no Split pattern for it, and falls back to GPT-2's
+    alone, which keeps numbers whole)."""
+    kinds = [step if isinstance(step, dict) else {} for step in steps]
+    return (
+        len(kinds) == 2
+        and kinds[0].get("type") == "Digits"
+        and kinds[0].get("individual_digits") is True
+        and kinds[1].get("type") == "ByteLevel"
+        and kinds[1].get("use_regex", True) is True
+    )
 
 
 def _special_tokens(checkpoint: Checkpoint, config: Mapping[str, Any], tokens: list[str]) -> KV:
