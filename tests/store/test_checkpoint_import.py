@@ -810,7 +810,7 @@ def _break(folder: Path, what: str) -> None:
     [
         (
             "architecture",
-            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts BertModel, Gemma2ForCausalLM, .*, "
+            r"^unsupported architecture 'GPT2LMHeadModel': cllm converts BertModel, .*, "
             "LlamaForCausalLM, .*, Qwen3_5MoeForConditionalGeneration$",
         ),
         ("config", "^the model folder has no config.json$"),
