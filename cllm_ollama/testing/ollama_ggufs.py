@@ -330,6 +330,18 @@ def write_ollama_gptoss(path: Path, *, seed: int = 0, fused: bool = True) -> Pat
     return _write_text(path, "gptoss", _gptoss_keys("gptoss"), out, pre="default")
 
 
+def _attention(d: _Draw, p: str) -> _Weights:
+    """A block's Q, K, V and output projections (``TINY``'s heads), drawn in that order."""
+    s = TINY
+    q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    return {
+        p + "attn_q.weight": d.normal(q, s.n_embd),
+        p + "attn_k.weight": d.normal(kv, s.n_embd),
+        p + "attn_v.weight": d.normal(kv, s.n_embd),
+        p + "attn_output.weight": d.normal(s.n_embd, q),
+    }
+
+
 def _olmo2_weights(seed: int) -> _Weights:
     """OLMo 2/3's tensors: Q and K normed across all heads, norms after attention and FFN only."""
     s = TINY
@@ -343,10 +355,7 @@ def _olmo2_weights(seed: int) -> _Weights:
     for i in range(s.n_layer):
         p = f"blk.{i}."
         out |= {
-            p + "attn_q.weight": normal(q, s.n_embd),
-            p + "attn_k.weight": normal(kv, s.n_embd),
-            p + "attn_v.weight": normal(kv, s.n_embd),
-            p + "attn_output.weight": normal(s.n_embd, q),
+            **_attention(d, p),
             p + "attn_q_norm.weight": ones(q),
             p + "attn_k_norm.weight": ones(kv),
             p + "post_attention_norm.weight": ones(s.n_embd),
@@ -366,15 +375,11 @@ def _command_r_weights(seed: int) -> _Weights:
     normal, ones = d.normal, d.ones
     n_vocab = len(synthetic_vocab().tokens)
     out = {"token_embd.weight": normal(n_vocab, s.n_embd), "output_norm.weight": ones(s.n_embd)}
-    q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     for i in range(s.n_layer):
         p = f"blk.{i}."
         out |= {
             p + "attn_norm.weight": ones(s.n_embd),
-            p + "attn_q.weight": normal(q, s.n_embd),
-            p + "attn_k.weight": normal(kv, s.n_embd),
-            p + "attn_v.weight": normal(kv, s.n_embd),
-            p + "attn_output.weight": normal(s.n_embd, q),
+            **_attention(d, p),
             p + "ffn_gate.weight": normal(s.n_ff, s.n_embd),
             p + "ffn_up.weight": normal(s.n_ff, s.n_embd),
             p + "ffn_down.weight": normal(s.n_embd, s.n_ff),
