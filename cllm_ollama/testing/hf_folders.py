@@ -59,8 +59,10 @@ _ARCHITECTURES = {
     "olmo2": "Olmo3ForCausalLM",
     "mistral3": "Ministral3ForCausalLM",
     "command-r": "CohereForCausalLM",
+    "gemma": "GemmaForCausalLM",
 }
 _GEMMAS = (
+    "gemma",
     "gemma2",
     "gemma3",
     "gemma-embedding",
@@ -784,6 +786,31 @@ def write_hf_gemma2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return export(write_gemma2(folder / "gemma2.gguf", seed=seed), folder / "hf-gemma2"), folder / "gemma2.gguf"
 
 
+def write_hf_gemma(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-gemma/``, a Gemma (1) checkpoint in F16, and ``folder/gemma.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = write_gemma(folder / "gemma.gguf", seed=seed)
+    return export(twin, folder / "hf-gemma"), twin
+
+
+def write_gemma(path: Path, *, seed: int = 0) -> Path:
+    """A tiny Gemma (1) in F16: a Llama's blocks, GeGLU (llama.cpp's gemma), its output the token
+    embedding, norms of ones as llama.cpp stores them (with Gemma's +1 added)."""
+    qtype = gguf.GGMLQuantizationType.F16
+    t = Tensors(gguf.GGUFWriter(str(path), "gemma"), np.random.default_rng(seed), 0.5, qtype)
+    w, s = t.w, TINY
+    attention_header(w, s, "tiny-gemma", qtype)
+    w.add_layer_norm_rms_eps(1e-6)
+    vocab = _unpadded_vocab()
+    add_tokenizer(w, vocab, None)
+    t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd, std=0.5 / np.sqrt(s.n_embd))  # as write_gemma2's
+    t.norm("output_norm.weight", s.n_embd)
+    for i in range(s.n_layer):
+        llama_block(t, s, f"blk.{i}.")
+    finish(w)
+    return path
+
+
 def write_gemma2(path: Path, *, seed: int = 0) -> Path:
     """A tiny Gemma 2 in F16: softcapped attention scores and logits, every other layer's attention
     in a 16-token window, its output the token embedding (Gemma 2's always is), norms of ones as
@@ -1496,7 +1523,7 @@ def _hf_name(name: str, arch: str) -> str:
     if name.endswith("attn_sinks.weight"):
         return f"model.layers.{layer}.self_attn.sinks"
     parts = _GEMMA_PARTS if arch in _GEMMAS else _PHI3_PARTS if arch == "phi3" else _PARTS
-    parts = {"gpt-oss": _GPTOSS_PARTS, "lfm2": _LFM2_PARTS, "olmo2": _OLMO_PARTS}.get(arch, parts)
+    parts = {"gpt-oss": _GPTOSS_PARTS, "lfm2": _LFM2_PARTS, "olmo2": _OLMO_PARTS, "gemma": _PARTS}.get(arch, parts)
     return f"model.layers.{layer}.{parts[part]}.{suffix}"
 
 
@@ -1600,6 +1627,8 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         }
     if arch == "gpt-oss":
         config |= _gptoss_config(kv)
+    if arch == "gemma":
+        config["hidden_act"] = "gelu_pytorch_tanh"
     if arch == "command-r":
         config |= {
             "layer_norm_eps": float(kv["command-r.attention.layer_norm_epsilon"]),

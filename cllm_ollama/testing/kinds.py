@@ -151,6 +151,7 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "its twin",
         hf.write_hf_lfm2,
     ),
+    "hf-gemma": ("DIR/hf-gemma/, a Gemma (1) checkpoint, and DIR/gemma.gguf, its twin", hf.write_hf_gemma),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",

@@ -24,6 +24,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_bert,
     write_hf_command_r,
     write_hf_embeddinggemma,
+    write_hf_gemma,
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
@@ -159,6 +160,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_olmo3,
             write_hf_ministral3,
             write_hf_command_r,
+            write_hf_gemma,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

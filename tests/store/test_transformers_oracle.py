@@ -52,6 +52,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "olmo3": hf.write_hf_olmo3,
     "ministral3": hf.write_hf_ministral3,
     "command-r": hf.write_hf_command_r,
+    "gemma": hf.write_hf_gemma,
 }
 
 

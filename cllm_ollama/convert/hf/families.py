@@ -224,6 +224,8 @@ _EMBEDDING_GEMMA = dataclasses.replace(
     globals={"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight"},
     block=re.compile(r"layers\.(\d+)\.(.+)\.(weight|bias)"),
 )
+# Gemma (1, and CodeGemma): a Llama's blocks with Gemma's +1 norms, GeGLU and a tied output.
+_GEMMA = _Layout("gemma", _ATTENTION | _PRE_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 _GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
@@ -243,6 +245,7 @@ LAYOUTS = {
     "CohereForCausalLM": _Layout("command-r", _COHERE, tied=True),
     "Olmo2ForCausalLM": _Layout("olmo2", _OLMO2),
     "Olmo3ForCausalLM": _Layout("olmo2", _OLMO2),
+    "GemmaForCausalLM": _GEMMA,
     "Gemma2ForCausalLM": _GEMMA2,
     "BertModel": _Layout("bert", _BERT, globals=_BERT_GLOBAL, block=_BERT_BLOCK, skipped=_BERT_SKIPPED, prefix="bert."),
     "Gemma3ForCausalLM": _GEMMA3,
