@@ -226,20 +226,39 @@ _BERT_PARTS = {
     "layer_output_norm": "output.LayerNorm",
 }
 _BERT_SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Nomic BERT's (nomic-embed-text, as its own code names them): its embedding's norm, each layer's
+# fused Q/K/V, its SwiGLU's value (fc11), gate (fc12) and output (fc2), and its norms after both.
+_NOMIC_GLOBAL = _BERT_GLOBAL | {"token_embd_norm": "emb_ln"}
+_NOMIC_PARTS = {
+    "attn_qkv": "attn.Wqkv",
+    "attn_output": "attn.out_proj",
+    "attn_output_norm": "norm1",
+    "ffn_up": "mlp.fc11",
+    "ffn_gate": "mlp.fc12",
+    "ffn_down": "mlp.fc2",
+    "layer_output_norm": "norm2",
+}
+NOMIC_ROPE_BASE = 1000.0
 
 
-def write_hf_bert(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+def write_hf_bert(folder: Path, *, seed: int = 0, nomic: bool = False) -> tuple[Path, Path]:
     """``folder/hf-bert/``, a sentence-transformers embedding model (``BertModel``, a WordPiece
     ``tokenizer.json``, mean pooling in ``1_Pooling/config.json``), and ``folder/bert.gguf``, its
-    twin: llama.cpp's ``bert`` with the vocabulary in its phantom-space form."""
+    twin: llama.cpp's ``bert`` with the vocabulary in its phantom-space form. ``nomic``:
+    ``folder/hf-nomic-bert/``, a Nomic BERT (nomic-embed-text's ``NomicBertModel``: rotary
+    positions, fused Q/K/V, a SwiGLU FFN, no biases but its norms', its own names and settings),
+    and ``folder/nomic-bert.gguf``, llama.cpp's ``nomic-bert``."""
     folder.mkdir(parents=True, exist_ok=True)
     words = sorted({w for w in "".join(c if c.isalnum() else " " for c in _CORPUS.lower()).split() if w.isascii()})
     chars = sorted({c for c in _CORPUS.lower() if c.isascii() and not c.isspace()})
     vocab = [*_BERT_SPECIAL, *chars, *(f"##{c}" for c in chars if c.isalnum()), *(w for w in words if w not in chars)]
-    twin = folder / "bert.gguf"
-    t = Tensors(gguf.GGUFWriter(str(twin), "bert"), np.random.default_rng(seed), 0.5, gguf.GGMLQuantizationType.F16)
+    arch = "nomic-bert" if nomic else "bert"
+    twin = folder / f"{arch}.gguf"
+    t = Tensors(gguf.GGUFWriter(str(twin), arch), np.random.default_rng(seed), 0.5, gguf.GGMLQuantizationType.F16)
     w, s, n_ctx = t.w, TINY, 128
-    model_header(w, dataclasses.replace(s, context_length=n_ctx), "tiny-bert", gguf.GGMLQuantizationType.F16)
+    model_header(w, dataclasses.replace(s, context_length=n_ctx), f"tiny-{arch}", gguf.GGMLQuantizationType.F16)
+    if nomic:
+        w.add_rope_freq_base(NOMIC_ROPE_BASE)
     w.add_feed_forward_length(s.n_ff)
     w.add_head_count(s.n_head)
     w.add_head_count_kv(s.n_head)
@@ -271,59 +290,76 @@ def write_hf_bert(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
         tensors[name] = data
 
     matrix("token_embd.weight", len(vocab), s.n_embd)
-    matrix("position_embd.weight", n_ctx, s.n_embd, f32=True)  # F32, as llama.cpp adds them
+    if not nomic:  # Nomic BERT's positions rotate
+        matrix("position_embd.weight", n_ctx, s.n_embd, f32=True)  # F32, as llama.cpp adds them
     matrix("token_types.weight", 2, s.n_embd, f32=True)
     vector("token_embd_norm.weight", s.n_embd, 1.0)
     vector("token_embd_norm.bias", s.n_embd)
-    for i in range(s.n_layer):
-        p = f"blk.{i}."
-        for name, rows, cols in (
+    layer_matrices: tuple[tuple[str, int, int], ...]
+    if nomic:  # fused Q/K/V and a SwiGLU, without biases
+        layer_matrices = (
+            ("attn_qkv", 3 * s.n_embd, s.n_embd),
+            ("attn_output", s.n_embd, s.n_embd),
+            ("ffn_up", s.n_ff, s.n_embd),
+            ("ffn_gate", s.n_ff, s.n_embd),
+            ("ffn_down", s.n_embd, s.n_ff),
+        )
+    else:
+        layer_matrices = (
             ("attn_q", s.n_embd, s.n_embd),
             ("attn_k", s.n_embd, s.n_embd),
             ("attn_v", s.n_embd, s.n_embd),
             ("attn_output", s.n_embd, s.n_embd),
             ("ffn_up", s.n_ff, s.n_embd),
             ("ffn_down", s.n_embd, s.n_ff),
-        ):
+        )
+    for i in range(s.n_layer):
+        p = f"blk.{i}."
+        for name, rows, cols in layer_matrices:
             matrix(f"{p}{name}.weight", rows, cols)
-            vector(f"{p}{name}.bias", rows)
+            if not nomic:
+                vector(f"{p}{name}.bias", rows)
         for norm in ("attn_output_norm", "layer_output_norm"):
             vector(f"{p}{norm}.weight", s.n_embd, 1.0)
             vector(f"{p}{norm}.bias", s.n_embd)
     finish(w)
-    hf = folder / "hf-bert"
+    hf = folder / f"hf-{arch}"
     (hf / "1_Pooling").mkdir(parents=True, exist_ok=True)
     named = {}
+    globals_, parts, layers = (
+        (_NOMIC_GLOBAL, _NOMIC_PARTS, "encoder.layers") if nomic else (_BERT_GLOBAL, _BERT_PARTS, "encoder.layer")
+    )
     for name, data in tensors.items():
         stem, _, suffix = name.rpartition(".")
-        if stem in _BERT_GLOBAL:
-            named[f"{_BERT_GLOBAL[stem]}.{suffix}"] = data
+        if stem in globals_:
+            named[f"{globals_[stem]}.{suffix}"] = data
         else:
             _, layer, part = stem.split(".", 2)
-            named[f"encoder.layer.{layer}.{_BERT_PARTS[part]}.{suffix}"] = data
-    named["embeddings.position_ids"] = np.arange(n_ctx, dtype=np.int64)[None]  # a buffer checkpoints carry
+            named[f"{layers}.{layer}.{parts[part]}.{suffix}"] = data
+    if not nomic:
+        named["embeddings.position_ids"] = np.arange(n_ctx, dtype=np.int64)[None]  # a buffer checkpoints carry
     write_safetensors(
         hf / "model.safetensors",
         {n: ("I64", v) if v.dtype == np.int64 else _typed(v, "F16") for n, v in named.items()},
     )
-    _write_json(
-        hf / "config.json",
-        {
-            "architectures": ["BertModel"],
-            "model_type": "bert",
-            "hidden_size": s.n_embd,
-            "num_hidden_layers": s.n_layer,
-            "num_attention_heads": s.n_head,
-            "intermediate_size": s.n_ff,
-            "hidden_act": "gelu",
-            "max_position_embeddings": n_ctx,
-            "type_vocab_size": 2,
-            "vocab_size": len(vocab),
-            "layer_norm_eps": 1e-12,
-            "pad_token_id": 0,
-            "position_embedding_type": "absolute",
-        },
-    )
+    config: dict[str, Any] = {
+        "architectures": ["BertModel"],
+        "model_type": "bert",
+        "hidden_size": s.n_embd,
+        "num_hidden_layers": s.n_layer,
+        "num_attention_heads": s.n_head,
+        "intermediate_size": s.n_ff,
+        "hidden_act": "gelu",
+        "max_position_embeddings": n_ctx,
+        "type_vocab_size": 2,
+        "vocab_size": len(vocab),
+        "layer_norm_eps": 1e-12,
+        "pad_token_id": 0,
+        "position_embedding_type": "absolute",
+    }
+    if nomic:
+        config = _nomic_config(config)
+    _write_json(hf / "config.json", config)
     specials = [{"id": vocab.index(x), "content": x, "special": True} for x in _BERT_SPECIAL]
     sequence = [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]
     _write_json(
@@ -388,6 +424,36 @@ def write_hf_bert(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
         {"word_embedding_dimension": s.n_embd, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False},
     )
     return hf, twin
+
+
+def _nomic_config(bert: dict[str, Any]) -> dict[str, Any]:
+    """A Nomic BERT's config.json as nomic-embed-text's states it (its own code's names: n_embd,
+    n_inner, rotary_emb_base...), with transformers' own names beside them (its native
+    ``nomic_bert`` reads those)."""
+    return {
+        **bert,
+        "architectures": ["NomicBertModel"],
+        "model_type": "nomic_bert",
+        "hidden_act": "silu",
+        "rope_theta": NOMIC_ROPE_BASE,
+        "n_embd": bert["hidden_size"],
+        "n_layer": bert["num_hidden_layers"],
+        "n_head": bert["num_attention_heads"],
+        "n_inner": bert["intermediate_size"],
+        "n_positions": bert["max_position_embeddings"],
+        "max_trained_positions": bert["max_position_embeddings"],
+        "layer_norm_epsilon": bert["layer_norm_eps"],
+        "rotary_emb_base": NOMIC_ROPE_BASE,
+        "rotary_emb_fraction": 1.0,
+        "rotary_emb_interleaved": False,
+        "rotary_emb_scale_base": None,
+        "activation_function": "swiglu",
+        "causal": False,
+        "prenorm": False,
+        "qkv_proj_bias": False,
+        "mlp_fc1_bias": False,
+        "mlp_fc2_bias": False,
+    }
 
 
 def write_hf_mixtral(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:

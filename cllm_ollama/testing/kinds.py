@@ -162,6 +162,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and DIR/bert.gguf, its twin",
         hf.write_hf_bert,
     ),
+    "hf-nomic-bert": (
+        "DIR/hf-nomic-bert/, a Nomic BERT embedding model as nomic-embed-text saves it (rotary positions, "
+        "fused Q/K/V, a SwiGLU), and DIR/nomic-bert.gguf, its twin",
+        functools.partial(hf.write_hf_bert, nomic=True),
+    ),
     "hf-mistral": (
         "DIR/hf-mistral/, a Mistral checkpoint with a SentencePiece tokenizer.model (needs sentencepiece), "
         "and DIR/mistral.gguf, its twin",

@@ -249,7 +249,11 @@ def test_a_folder_that_sees_answers_pictures_as_its_twin(
 
 
 @pytest.mark.model  # both embedding models load through llama.cpp
-@pytest.mark.parametrize("write", [write_hf_bert, write_hf_embeddinggemma], ids=["bert", "embeddinggemma"])
+@pytest.mark.parametrize(
+    "write",
+    [write_hf_bert, functools.partial(write_hf_bert, nomic=True), write_hf_embeddinggemma],
+    ids=["bert", "nomic-bert", "embeddinggemma"],
+)
 def test_a_sentence_transformers_folder_embeds_as_its_twin(
     tmp_path: Path, write: Callable[[Path], tuple[Path, Path]]
 ) -> None:

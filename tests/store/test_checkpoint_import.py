@@ -946,6 +946,31 @@ def test_a_folder_of_pytorch_pickles_is_refused(tmp_path: Path) -> None:
         model_folder_files(tmp_path, "./m")
 
 
+def test_a_nomic_bert_converts_to_its_twin(tmp_path: Path) -> None:
+    """nomic-embed-text's ``NomicBertModel`` as its own code saves it (GPT-2's names for its
+    settings, ``encoder.layers``, fused Wqkv, fc11 and fc12 for the SwiGLU's value and gate):
+    llama.cpp's ``nomic-bert``, its rotary base and trained context, mean pooling. Settings
+    llama.cpp fixes otherwise are refused."""
+    folder, twin = write_hf_bert(tmp_path, nomic=True)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    written, expected = _fields(tmp_path / "out.gguf"), _fields(twin)
+    assert {k: written.get(k) for k in expected if k != "general.name"} == {
+        k: v for k, v in expected.items() if k != "general.name"
+    }
+    for damage, why in (
+        ({"moe_every_n_layers": 2}, "config.json makes a Nomic BERT of experts (v2-moe)"),
+        (
+            {"rotary_emb_interleaved": True},
+            "config.json's rotary_emb_interleaved is True; llama.cpp's nomic-bert has False",
+        ),
+    ):
+        _edit(folder, "config.json", lambda c, damage=damage: c.update(damage))
+        with pytest.raises(ImportRefused, match=re.escape(why)):
+            convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+        _edit(folder, "config.json", lambda c, damage=damage: [c.pop(k) for k in damage])
+
+
 def test_a_sentence_transformers_folder_converts_to_its_twin(tmp_path: Path) -> None:
     """A BERT embedding model as sentence-transformers saves it (all-MiniLM and its fine-tunes):
     llama.cpp's ``bert`` with its WordPiece vocabulary in phantom-space form, the position and

@@ -298,6 +298,15 @@ def test_a_converted_sentence_transformers_model_embeds_as_transformers_does(tmp
     )
 
 
+def test_a_converted_nomic_bert_embeds_as_transformers_does(tmp_path: Path) -> None:
+    """nomic-embed-text's kind of folder (its own code's names), created on a live server: its
+    vectors are transformers' native ``nomic_bert``'s (rotary positions, fused Q/K/V, SwiGLU)."""
+    folder, _ = hf.write_hf_bert(tmp_path, nomic=True)
+    reference.assert_embeds_as_transformers(
+        folder, tmp_path, ["the capital of france is paris.", "def add(a, b): return a + b"]
+    )
+
+
 def test_a_converted_embeddinggemma_embeds_as_transformers_does(tmp_path: Path) -> None:
     """EmbeddingGemma's folder as sentence-transformers saves it, created on a live server: its
     layers attend both ways within a window that reaches as far each side (the text is longer than

@@ -87,6 +87,46 @@ _BERT = {
     "output.LayerNorm": "layer_output_norm",
 }
 _BERT_SKIPPED = re.compile(r"embeddings\.position_ids|pooler\..*|cls\..*")
+# Nomic BERT (nomic-embed-text and its fine-tunes, ``NomicBertModel`` as its own code saves it):
+# rotary positions, fused Q/K/V, a SwiGLU whose value is fc11 and gate fc12, norms after each part.
+_NOMIC_GLOBAL = {
+    "embeddings.word_embeddings.weight": "token_embd.weight",
+    "embeddings.token_type_embeddings.weight": "token_types.weight",
+    "emb_ln.weight": "token_embd_norm.weight",
+    "emb_ln.bias": "token_embd_norm.bias",
+}
+_NOMIC_BLOCK = re.compile(r"encoder\.layers\.(\d+)\.(.+)\.(weight|bias)")
+_NOMIC = {
+    "attn.Wqkv": "attn_qkv",
+    "attn.out_proj": "attn_output",
+    "norm1": "attn_output_norm",
+    "mlp.fc11": "ffn_up",
+    "mlp.fc12": "ffn_gate",
+    "mlp.fc2": "ffn_down",
+    "norm2": "layer_output_norm",
+}
+# Its config.json's names (GPT-2's) for the settings the others name as transformers does.
+_NOMIC_NAMES = {
+    "n_embd": "hidden_size",
+    "n_layer": "num_hidden_layers",
+    "n_head": "num_attention_heads",
+    "n_inner": "intermediate_size",
+    "n_positions": "max_position_embeddings",
+    "layer_norm_epsilon": "layer_norm_eps",
+    "rotary_emb_base": "rope_theta",
+}
+# The settings its llama.cpp architecture fixes (llama.cpp's converter asserts them).
+_NOMIC_FIXED = {
+    "activation_function": "swiglu",
+    "causal": False,
+    "prenorm": False,
+    "qkv_proj_bias": False,
+    "mlp_fc1_bias": False,
+    "mlp_fc2_bias": False,
+    "rotary_emb_fraction": 1.0,
+    "rotary_emb_interleaved": False,
+    "rotary_emb_scale_base": None,
+}
 
 
 @dataclass(frozen=True)
@@ -248,6 +288,7 @@ LAYOUTS = {
     "GemmaForCausalLM": _GEMMA,
     "Gemma2ForCausalLM": _GEMMA2,
     "BertModel": _Layout("bert", _BERT, globals=_BERT_GLOBAL, block=_BERT_BLOCK, skipped=_BERT_SKIPPED, prefix="bert."),
+    "NomicBertModel": _Layout("nomic-bert", _NOMIC, globals=_NOMIC_GLOBAL, block=_NOMIC_BLOCK, skipped=_BERT_SKIPPED),
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True, vision="gemma3"),
     "Gemma3TextModel": _EMBEDDING_GEMMA,
@@ -346,6 +387,8 @@ class Family:
         given = {**config, **text} if isinstance(text, dict) else config
         if layout.arch == "llama" and given.get("model_type") == "ministral3":
             layout = dataclasses.replace(layout, arch=_MINISTRAL3.arch)
+        if layout.arch == "nomic-bert":  # its own names, where transformers' are absent
+            given = {**{ours: given[theirs] for theirs, ours in _NOMIC_NAMES.items() if theirs in given}, **given}
         return cls(layout, {**_DEFAULTS.get(layout.arch, {}), **{k: v for k, v in given.items() if v is not None}})
 
     @classmethod
@@ -416,6 +459,8 @@ class Family:
             kv[f"{a}.feed_forward_length"] = (self._int("intermediate_size"), _U32)
         if a == "bert":
             return kv | self._bert()
+        if a == "nomic-bert":
+            return kv | self._nomic_bert()
         kv |= {
             f"{a}.rope.freq_base": (float(self._rope.get("rope_theta") or 10000.0), _F32),
             f"{a}.attention.layer_norm_rms_epsilon": (float(self.config.get("rms_norm_eps") or 1e-6), _F32),
@@ -481,6 +526,27 @@ class Family:
         return {
             "bert.attention.layer_norm_epsilon": (float(self.config.get("layer_norm_eps") or 1e-12), _F32),
             "bert.attention.causal": (False, GGUFValueType.BOOL),
+            "tokenizer.ggml.token_type_count": (self._int("type_vocab_size", default=2), _U32),
+        }
+
+    def _nomic_bert(self) -> KV:
+        """Nomic BERT's: layer norms with their epsilon, attention both ways, token types, its
+        rotary base, and the context it was trained for (nomic-embed-text's config states 8192
+        positions, trained at 2048); the rest llama.cpp fixes, so a checkpoint otherwise (a mixture
+        of experts, biases, interleaved or partial rotation) is refused."""
+        if self.config.get("moe_every_n_layers"):
+            raise ImportRefused("config.json makes a Nomic BERT of experts (v2-moe), which cllm does not convert")
+        for key, fixed in _NOMIC_FIXED.items():
+            if key in self.config and self.config[key] != fixed:
+                raise ImportRefused(
+                    f"config.json's {key} is {self.config[key]!r}; llama.cpp's nomic-bert has {fixed!r}"
+                )
+        trained = self._int("max_trained_positions", default=self._int("max_position_embeddings"))
+        return {
+            "nomic-bert.context_length": (min(trained, self._int("max_position_embeddings")), _U32),
+            "nomic-bert.attention.layer_norm_epsilon": (float(self.config.get("layer_norm_eps") or 1e-12), _F32),
+            "nomic-bert.attention.causal": (False, GGUFValueType.BOOL),
+            "nomic-bert.rope.freq_base": (float(self.config.get("rope_theta") or 1000.0), _F32),
             "tokenizer.ggml.token_type_count": (self._int("type_vocab_size", default=2), _U32),
         }
 
