@@ -60,6 +60,7 @@ _ARCHITECTURES = {
     "mistral3": "Ministral3ForCausalLM",
     "command-r": "CohereForCausalLM",
     "gemma": "GemmaForCausalLM",
+    "lfm2moe": "Lfm2MoeForCausalLM",
 }
 _GEMMAS = (
     "gemma",
@@ -83,6 +84,7 @@ _MODEL_TYPES = {
     "olmo2": "olmo3",
     "mistral3": "ministral3",
     "command-r": "cohere",
+    "lfm2moe": "lfm2_moe",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -162,6 +164,7 @@ _LFM2_PARTS = _PARTS | {
     "shortconv.conv": "conv.conv",
     "shortconv.in_proj": "conv.in_proj",
     "shortconv.out_proj": "conv.out_proj",
+    "ffn_gate_inp": "feed_forward.gate",
 }
 # OLMo 2's and 3's: norms after attention and the FFN only.
 _OLMO_PARTS = _PARTS | {
@@ -1106,13 +1109,15 @@ def export(
             for e, rows in enumerate(data):
                 if arch == "llama":  # Mixtral's
                     tensors[f"model.layers.{layer}.block_sparse_moe.experts.{e}.{_MIXTRAL_EXPERTS[part]}.weight"] = rows
+                elif arch == "lfm2moe":  # Mixtral's names, in LFM2's feed_forward
+                    tensors[f"model.layers.{layer}.feed_forward.experts.{e}.{_MIXTRAL_EXPERTS[part]}.weight"] = rows
                 else:
                     tensors[f"model.layers.{layer}.mlp.experts.{e}.{_EXPERTS[part]}.weight"] = rows
             continue
         if arch == "llama" and part == "ffn_gate_inp":
             tensors[f"model.layers.{t.name.split('.')[1]}.block_sparse_moe.gate.weight"] = data
             continue
-        if arch == "lfm2" and part == "shortconv":  # a Conv1d's (channels, 1, kernel)
+        if arch in ("lfm2", "lfm2moe") and part == "shortconv":  # a Conv1d's (channels, 1, kernel)
             data = data[:, None, :] if t.name.endswith("conv.weight") else data
         tensors[_hf_name(t.name, arch)] = data
     if arch == "gemma-embedding":  # sentence-transformers' layout: the layers bare, the head in modules
@@ -1577,20 +1582,31 @@ def _kv_heads(kv: dict[str, Any], arch: str) -> int:
     return max(int(h) for h in heads) if isinstance(heads, list) else int(heads)
 
 
+# Each architecture's block names where they are not _PARTS (nor Gemma's, nor Phi-3's).
+_BLOCK_PARTS = {
+    "gpt-oss": _GPTOSS_PARTS,
+    "lfm2": _LFM2_PARTS,
+    "lfm2moe": _LFM2_PARTS,
+    "olmo2": _OLMO_PARTS,
+    "gemma": _PARTS,
+}
+
+
 def _hf_name(name: str, arch: str) -> str:
     stem, _, suffix = name.rpartition(".")
-    if arch == "lfm2" and stem == "token_embd_norm":  # its final norm
+    if arch in ("lfm2", "lfm2moe") and stem == "token_embd_norm":  # its final norm
         return f"model.embedding_norm.{suffix}"
     if stem.startswith("dense_"):  # EmbeddingGemma's head, which _sentence_modules takes out
         return f"{stem[-1]}_Dense.{suffix}"
     if stem in _GLOBAL:
         return f"{_GLOBAL[stem]}.{suffix}"
     _, layer, part = stem.split(".", 2)
-    if name.endswith("attn_sinks.weight"):
+    if name.endswith("attn_sinks.weight"):  # gpt-oss's, no module's weight
         return f"model.layers.{layer}.self_attn.sinks"
+    if name.endswith("exp_probs_b.bias"):  # LFM2's expert bias, a buffer
+        return f"model.layers.{layer}.feed_forward.expert_bias"
     parts = _GEMMA_PARTS if arch in _GEMMAS else _PHI3_PARTS if arch == "phi3" else _PARTS
-    parts = {"gpt-oss": _GPTOSS_PARTS, "lfm2": _LFM2_PARTS, "olmo2": _OLMO_PARTS, "gemma": _PARTS}.get(arch, parts)
-    return f"model.layers.{layer}.{parts[part]}.{suffix}"
+    return f"model.layers.{layer}.{_BLOCK_PARTS.get(arch, parts)[part]}.{suffix}"
 
 
 def _halves(rows: np.ndarray, heads: int) -> np.ndarray:
@@ -1718,6 +1734,20 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
             "sliding_window": int(kv["olmo2.attention.sliding_window"]),
             "layer_types": ["sliding_attention"] * int(kv["olmo2.block_count"]),
         }
+    if arch == "lfm2moe":
+        kv_heads = kv["lfm2moe.attention.head_count_kv"]
+        config |= {
+            "layer_types": ["conv" if int(h) == 0 else "full_attention" for h in kv_heads],
+            "conv_L_cache": int(kv["lfm2moe.shortconv.l_cache"]),
+            "norm_eps": float(kv["lfm2moe.attention.layer_norm_rms_epsilon"]),
+            "num_experts": int(kv["lfm2moe.expert_count"]),
+            "num_experts_per_tok": int(kv["lfm2moe.expert_used_count"]),
+            "moe_intermediate_size": int(kv["lfm2moe.expert_feed_forward_length"]),
+            "num_dense_layers": int(kv["lfm2moe.leading_dense_block_count"]),
+            "use_expert_bias": True,
+            "norm_topk_prob": True,
+            "routed_scaling_factor": 1.0,
+        }
     if arch == "lfm2":  # its FFN's width stated as transformers derives it: 2/3 of 192, rounded up to 64s
         kv_heads = kv["lfm2.attention.head_count_kv"]
         n_ff = int(kv["lfm2.feed_forward_length"])
@@ -1778,6 +1808,14 @@ def write_hf_command_r(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     twin = ollama_ggufs.write_command_r(folder / "command-r.gguf", seed=seed, f16=True)
     return export(twin, folder / "hf-command-r"), twin
+
+
+def write_hf_lfm2moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-lfm2moe/``, an LFM2 mixture (``Lfm2MoeForCausalLM``: a dense block, then one of
+    experts each apart with a sigmoid router and its bias; F16), and ``folder/lfm2moe.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = ollama_ggufs.write_lfm2moe(folder / "lfm2moe.gguf", seed=seed, f16=True)
+    return export(twin, folder / "hf-lfm2moe"), twin
 
 
 def write_hf_olmo3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:

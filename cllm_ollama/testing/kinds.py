@@ -141,6 +141,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and DIR/command-r.gguf, its twin",
         hf.write_hf_command_r,
     ),
+    "hf-lfm2moe": (
+        "DIR/hf-lfm2moe/, an LFM2 mixture of experts (a dense block, then experts chosen by sigmoid scores and a "
+        "bias), and DIR/lfm2moe.gguf, its twin",
+        hf.write_hf_lfm2moe,
+    ),
     "hf-olmo3": (
         "DIR/hf-olmo3/, an OLMo 3 checkpoint (norms after attention and the FFN, a sliding window), and "
         "DIR/olmo2.gguf, its twin",

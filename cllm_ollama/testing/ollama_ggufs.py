@@ -495,6 +495,38 @@ def write_lfm2(path: Path, *, seed: int = 0, f16: bool = False) -> Path:
     return _write_text(path, "lfm2", _lfm2_keys(TINY.n_ff), weights, pre="lfm2")
 
 
+# The tiny LFM2 mixture's experts: how many, how many a token uses, how wide each is.
+LFM2MOE_EXPERTS = (4, 2, 32)
+
+
+def write_lfm2moe(path: Path, *, seed: int = 0, f16: bool = False) -> Path:
+    """A tiny LFM2 mixture (``lfm2moe``): ``write_lfm2``'s blocks, the first keeping its dense FFN,
+    the second's a mixture of ``LFM2MOE_EXPERTS`` chosen by sigmoid scores plus a bias. llama.cpp
+    loads it. ``f16`` as ``write_gptoss``'s."""
+    s, (n_expert, n_used, width) = TINY, LFM2MOE_EXPERTS
+    d = _Draw(seed + 1)
+    weights = _lfm2_weights(seed, "token_embd_norm.weight")
+    for part in ("gate", "up", "down"):
+        del weights[f"blk.1.ffn_{part}.weight"]
+    weights |= {
+        "blk.1.ffn_gate_inp.weight": d.normal(n_expert, s.n_embd),
+        "blk.1.exp_probs_b.bias": d.normal(n_expert, std=0.3),
+        "blk.1.ffn_gate_exps.weight": d.normal(n_expert, width, s.n_embd),
+        "blk.1.ffn_up_exps.weight": d.normal(n_expert, width, s.n_embd),
+        "blk.1.ffn_down_exps.weight": d.normal(n_expert, s.n_embd, width),
+    }
+    if f16:
+        weights = {name: _f16_held(name, *weight) for name, weight in weights.items()}
+    keys = {k.replace("lfm2.", "lfm2moe.", 1): v for k, v in _lfm2_keys(TINY.n_ff).items()} | {
+        "lfm2moe.expert_count": n_expert,
+        "lfm2moe.expert_used_count": n_used,
+        "lfm2moe.expert_feed_forward_length": width,
+        "lfm2moe.leading_dense_block_count": 1,
+        "lfm2moe.expert_gating_func": 2,
+    }
+    return _write_text(path, "lfm2moe", keys, weights, pre="lfm2")
+
+
 def write_ollama_lfm2(path: Path, *, seed: int = 0) -> Path:
     """``write_lfm2``'s weights as Ollama's converter wrote LFM2: the final norm as ``output_norm``,
     a default pre-tokenizer, and an FFN width its tensors do not have (as some published files

@@ -44,6 +44,8 @@ _TARGETS = {
     "Qwen3MoeForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj"],
     "GptOssForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj"],  # its experts are no Linear modules
     "Lfm2ForCausalLM": ["q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3"],
+    # Its dense layer's FFN too, not the experts (transformers keeps them as parameters, not Linears).
+    "Lfm2MoeForCausalLM": ["q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3"],
     # Qwen 3.5's delta net too: its value heads' rows (B's) and columns (out_proj's A's) reordered.
     "Qwen3_5MoeForCausalLM": [  # its shared expert's projections too, not the routed experts'
         *("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),

@@ -34,6 +34,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma3_vision,
     write_hf_gptoss,
     write_hf_lfm2,
+    write_hf_lfm2moe,
     write_hf_llama,
     write_hf_ministral3,
     write_hf_mistral,
@@ -479,6 +480,19 @@ def test_an_lfm2_converts_to_its_twin(tmp_path: Path) -> None:
     _assert_twin_keys(twin, tmp_path / "out.gguf")
     _edit(folder, "config.json", lambda c: c.update(conv_bias=True))
     with pytest.raises(ImportRefused, match=re.escape("config.json sets conv_bias, which llama.cpp's lfm2 has not")):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_an_lfm2_mixture_converts_to_its_twin(tmp_path: Path) -> None:
+    """LFM2's mixture (``Lfm2MoeForCausalLM``): its leading dense layer, then experts each apart
+    (w1, w3, w2) stacked, the router in F32, the bias its sigmoid scores are chosen by, and
+    llama.cpp's keys for them; a router llama.cpp computes otherwise is refused."""
+    folder, twin = write_hf_lfm2moe(tmp_path)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    _edit(folder, "config.json", lambda c: c.update(routed_scaling_factor=2.5))
+    with pytest.raises(ImportRefused, match=re.escape("config.json's routed_scaling_factor is 2.5")):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 

@@ -53,6 +53,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "ministral3": hf.write_hf_ministral3,
     "command-r": hf.write_hf_command_r,
     "gemma": hf.write_hf_gemma,
+    "lfm2moe": hf.write_hf_lfm2moe,
 }
 
 

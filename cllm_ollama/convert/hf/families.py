@@ -242,6 +242,10 @@ _OLMO2 = _ATTENTION | {
     "post_attention_layernorm": "post_attention_norm",
     "post_feedforward_layernorm": "post_ffw_norm",
 }
+# LFM2's mixture (LFM2-8B-A1B): after its leading dense layers, experts each apart (w1, w3, w2 as
+# Mixtral's), a router and a bias its sigmoid scores are chosen by (not weighed by).
+_LFM2_EXPERT = re.compile(r"model\.layers\.(\d+)\.feed_forward\.experts\.(\d+)\.(w1|w3|w2)\.weight")
+_LFM2MOE_FIXED = {"use_expert_bias": True, "norm_topk_prob": True, "routed_scaling_factor": 1.0}
 _LFM2_GLOBAL = {
     "model.embed_tokens.weight": "token_embd.weight",
     "model.embedding_norm.weight": "token_embd_norm.weight",
@@ -282,6 +286,14 @@ LAYOUTS = {
     ),
     "Phi3ForCausalLM": _Layout("phi3", _PHI3 | _PRE_NORMS),
     "Lfm2ForCausalLM": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL),
+    "Lfm2MoeForCausalLM": _Layout(
+        "lfm2moe",
+        _LFM2 | {"feed_forward.gate": "ffn_gate_inp"},
+        globals=_LFM2_GLOBAL,
+        experts=_LFM2_EXPERT,
+        projections=_MIXTRAL_PROJECTIONS,
+        params={"feed_forward.expert_bias": "exp_probs_b.bias"},
+    ),
     "CohereForCausalLM": _Layout("command-r", _COHERE, tied=True),
     "Olmo2ForCausalLM": _Layout("olmo2", _OLMO2),
     "Olmo3ForCausalLM": _Layout("olmo2", _OLMO2),
@@ -486,8 +498,10 @@ class Family:
             kv |= self._delta_net()
         if a == "gpt-oss":
             kv |= self._gptoss()
-        if a == "lfm2":
+        if a in ("lfm2", "lfm2moe"):
             kv |= self._lfm2()
+        if a == "lfm2moe":
+            kv |= self._experts() | self._lfm2moe()
         if a == "olmo2":
             kv |= self._olmo()
         if a == "command-r":
@@ -711,7 +725,8 @@ class Family:
 
     def _lfm2(self) -> KV:
         """LFM2's: which layers attend (the others' KV heads 0, which tells llama.cpp they convolve),
-        the convolution's span, its epsilon, and its FFN's width as transformers derives it."""
+        the convolution's span, its epsilon, and its FFN's width as transformers derives it (its
+        mixture's dense layers take ``intermediate_size`` as it is)."""
         types = self.config.get("layer_types")
         if not isinstance(types, list) or len(types) != self.n_layer or not set(types) <= {"conv", "full_attention"}:
             attending = self.config.get("full_attn_idxs")
@@ -721,21 +736,33 @@ class Family:
         if self.config.get("conv_bias"):
             raise ImportRefused("config.json sets conv_bias, which llama.cpp's lfm2 has not")
         width = self._int("block_ff_dim", "intermediate_size")
-        if self.config.get("block_auto_adjust_ff_dim", True):
+        if self.arch == "lfm2" and self.config.get("block_auto_adjust_ff_dim", True):
             width = int(2 * width / 3)
             multiplier = self.config.get("block_ffn_dim_multiplier")
             if isinstance(multiplier, int | float):
                 width = int(multiplier * width)
             step = self._int("block_multiple_of", default=256)
             width = step * ((width + step - 1) // step)
+        a = self.arch
         return {
-            "lfm2.feed_forward_length": (width, _U32),
-            "lfm2.attention.head_count_kv": (
+            f"{a}.feed_forward_length": (width, _U32),
+            f"{a}.attention.head_count_kv": (
                 [self.n_head_kv if t == "full_attention" else 0 for t in types],
                 GGUFValueType.ARRAY,
             ),
-            "lfm2.attention.layer_norm_rms_epsilon": (float(self.config.get("norm_eps") or 1e-5), _F32),
-            "lfm2.shortconv.l_cache": (self._int("conv_L_cache", default=3), _U32),
+            f"{a}.attention.layer_norm_rms_epsilon": (float(self.config.get("norm_eps") or 1e-5), _F32),
+            f"{a}.shortconv.l_cache": (self._int("conv_L_cache", default=3), _U32),
+        }
+
+    def _lfm2moe(self) -> KV:
+        """LFM2's mixture: how many layers lead dense, and its sigmoid router, whose top scores
+        llama.cpp normalizes and does not scale (a checkpoint otherwise is refused)."""
+        for key, fixed in _LFM2MOE_FIXED.items():
+            if key in self.config and self.config[key] != fixed:
+                raise ImportRefused(f"config.json's {key} is {self.config[key]!r}; llama.cpp's lfm2moe has {fixed!r}")
+        return {
+            "lfm2moe.leading_dense_block_count": (self._int("num_dense_layers", default=0), _U32),
+            "lfm2moe.expert_gating_func": (2, _U32),  # sigmoid
         }
 
     def _mrope(self) -> KV:
