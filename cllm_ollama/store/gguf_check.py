@@ -61,14 +61,16 @@ def hyperparameter_problems(kv: dict[str, Any], arch: str) -> list[str]:
     elif n_groups:
         problems.append(f"{arch}.expert_group_count {n_groups} without experts")
     heads, heads_kv = _ints(get("attention.head_count")), _ints(get("attention.head_count_kv"))
-    if (
-        heads
-        and heads_kv
-        and len(heads) == len(heads_kv) == 1
-        and heads[0] > 0
-        and (heads_kv[0] <= 0 or heads[0] % heads_kv[0])
-    ):
-        problems.append(f"{arch}.attention.head_count_kv {heads_kv[0]} does not divide head_count {heads[0]}")
+    n = max(len(heads or []), len(heads_kv or []))
+    if heads and heads_kv and len(heads) in (1, n) and len(heads_kv) in (1, n):
+        # Per layer (a hybrid's recurrent layers have no KV heads: 0 there is theirs, not a fault).
+        for head, head_kv in zip(heads * (n // len(heads)), heads_kv * (n // len(heads_kv)), strict=True):
+            if head > 0 and ((n == 1 and head_kv <= 0) or (head_kv > 0 and head % head_kv)):
+                problems.append(f"{arch}.attention.head_count_kv {head_kv} does not divide head_count {head}")
+                break
+    span = _ints(get("shortconv.l_cache"))  # LFM2's convolution: llama.cpp asserts it spans 2 or more
+    if span is not None and span[0] <= 1:
+        problems.append(f"{arch}.shortconv.l_cache {span[0]} is less than 2")
     for key in ("embedding_length", "context_length"):
         value = _ints(get(key))
         if value is not None and value[0] <= 0:

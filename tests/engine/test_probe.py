@@ -15,6 +15,7 @@ from cllm_ollama.engine import probe as probe_module
 from cllm_ollama.engine.load_stall import StallWatch
 from cllm_ollama.errors import EngineError
 from cllm_ollama.store import manifests as mt
+from cllm_ollama.store.gguf_check import hyperparameter_problems
 from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_qwen3, write_vision
@@ -25,6 +26,12 @@ BROKEN: dict[str, dict[str, int | float]] = {
     "experts": {"qwen3.expert_count": 2, "qwen3.expert_used_count": 4},
     "nan-eps": {"qwen3.attention.layer_norm_rms_epsilon": float("nan")},
     "negative-eps": {"qwen3.attention.layer_norm_rms_epsilon": -1.0},
+}
+# Per-layer head counts (a hybrid's, whose recurrent layers have none) are checked layer by layer.
+PER_LAYER = {
+    "uneven": ([4, 4], [0, 3], "head_count_kv 3 does not divide head_count 4"),
+    "hybrid": ([4, 4], [0, 2], None),
+    "scalar-heads": ([4], [2, 3], "head_count_kv 3 does not divide head_count 4"),
 }
 # What each breaks, as the static check names it.
 REASONS = {
@@ -45,6 +52,19 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_the_metadata_check_names_what_llama_cpp_would_assert_on(broken: dict[str, Path], name: str) -> None:
     assert any(REASONS[name] in p for p in gguf_info(broken[name]).problems)
+
+
+@pytest.mark.parametrize("name", sorted(PER_LAYER))
+def test_per_layer_head_counts_are_checked_layer_by_layer(name: str) -> None:
+    heads, heads_kv, why = PER_LAYER[name]
+    kv = {"lfm2.block_count": 2, "lfm2.attention.head_count": heads, "lfm2.attention.head_count_kv": heads_kv}
+    problems = hyperparameter_problems(kv, "lfm2")
+    assert problems == ([] if why is None else [f"lfm2.attention.{why}"])
+
+
+def test_a_convolution_llama_cpp_asserts_on_is_a_problem() -> None:
+    assert hyperparameter_problems({"lfm2.shortconv.l_cache": 1}, "lfm2") == ["lfm2.shortconv.l_cache 1 is less than 2"]
+    assert hyperparameter_problems({"lfm2.shortconv.l_cache": 3}, "lfm2") == []
 
 
 def test_a_sound_model_has_no_problems(tiny_gguf: Path) -> None:

@@ -383,7 +383,12 @@ def test_mxfp4_blocks_mean_in_ggml_what_they_mean_in_the_checkpoint() -> None:
     ("damage", "why"),
     [
         ({"layer_types": ["full_attention", "sliding_attention"]}, "config.json's layer_types do not alternate"),
-        ({"swiglu_limit": 10.0}, "config.json's swiglu_limit is not 7.0"),
+        ({"swiglu_limit": 10.0}, "config.json's swiglu_limit is 10.0; llama.cpp's gpt-oss has 7.0"),
+        ({"swiglu_limit": "x"}, "config.json's swiglu_limit is 'x'"),
+        (
+            {"rope_scaling": {"rope_type": "yarn", "factor": 32.0, "attention_factor": 1.0}},
+            "states YaRN's attention_factor",
+        ),
         (
             {"intermediate_size": 32},
             "down_proj_blocks of U8[4, 64, 2, 16] is not 4 experts' down blocks (U8[4, 64, 1, 16])",
@@ -432,6 +437,9 @@ def test_a_ministral3_converts_to_its_twin(tmp_path: Path) -> None:
     assert Family.of(seeing).kv() == Family.of(config).kv()
     mistral_small = seeing | {"text_config": config | {"model_type": "mistral", "rope_parameters": None}}
     assert Family.of(mistral_small).arch == "llama"
+    # Without mscale, transformers scales by YaRN's own factor, as llama.cpp does without the multiplier.
+    config["rope_parameters"].pop("mscale")
+    assert "mistral3.rope.scaling.yarn_log_multiplier" not in Family.of(config).kv()
 
 
 @pytest.mark.parametrize(
@@ -439,6 +447,7 @@ def test_a_ministral3_converts_to_its_twin(tmp_path: Path) -> None:
     [
         ({"mscale": 2.0}, "config.json's rope mscale is not 1, which llama.cpp's mistral3 assumes"),
         ({"rope_type": "default"}, "config.json's llama_4_scaling_beta needs YaRN's original_max_position_embeddings"),
+        ({"attention_factor": 1.0}, "config.json states YaRN's attention_factor, which llama.cpp computes itself"),
     ],
 )
 def test_a_ministral3_llama_cpp_would_run_otherwise_is_refused(
@@ -463,6 +472,14 @@ def test_an_olmo3_converts_to_its_twin_and_an_olmo2_without_a_window(tmp_path: P
     _edit(folder, "config.json", lambda c: c.update(olmo2))
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     assert not [k for k in _fields(tmp_path / "out.gguf") if k.startswith("olmo2.attention.sliding_window")]
+    # Tied (no lm_head): llama.cpp's olmo2 loads no model without an output, so it is the embedding.
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    del tensors["lm_head.weight"]
+    write_safetensors(path, tensors)
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    got = _tensors(tmp_path / "out.gguf")
+    assert np.array_equal(got["output.weight"][1], got["token_embd.weight"][1])
 
 
 def test_an_lfm2_converts_to_its_twin(tmp_path: Path) -> None:
@@ -478,9 +495,19 @@ def test_an_lfm2_converts_to_its_twin(tmp_path: Path) -> None:
     _edit(folder, "config.json", lambda c: c.update(layer_types=None, full_attn_idxs=[1]))
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
-    _edit(folder, "config.json", lambda c: c.update(conv_bias=True))
-    with pytest.raises(ImportRefused, match=re.escape("config.json sets conv_bias, which llama.cpp's lfm2 has not")):
-        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    sound = (folder / "config.json").read_text()
+    for damage, why in (
+        ({"conv_L_cache": 1}, "config.json's conv_L_cache is less than 2"),  # llama.cpp would assert
+        (
+            {"layer_types": [["conv"], "full_attention"], "full_attn_idxs": None},
+            "config.json has neither layer_types nor full_attn_idxs",
+        ),
+        ({"conv_bias": True}, "config.json sets conv_bias, which llama.cpp's lfm2 has not"),
+    ):
+        (folder / "config.json").write_text(sound)
+        _edit(folder, "config.json", lambda c, damage=damage: c.update(damage))
+        with pytest.raises(ImportRefused, match=re.escape(why)):
+            convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 
 def test_an_lfm2_mixture_converts_to_its_twin(tmp_path: Path) -> None:
@@ -548,6 +575,16 @@ def test_an_embeddinggemma_llama_cpp_would_run_otherwise_is_refused(tmp_path: Pa
         )
     else:
         _edit(folder, "config.json", lambda c: c.update(use_bidirectional_attention=False))
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_folder_missing_a_shard_its_index_names_is_refused(tmp_path: Path) -> None:
+    """A folder uploaded without one of its shards is refused by name, whatever the shard held."""
+    _, twin = write_hf_llama(tmp_path)
+    folder = export(twin, tmp_path / "sharded", shards=3)
+    (folder / "model-00002-of-00003.safetensors").unlink()
+    why = "the checkpoint lacks model-00002-of-00003.safetensors, which its index names: is a shard missing?"
     with pytest.raises(ImportRefused, match=re.escape(why)):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
@@ -966,18 +1003,29 @@ def test_a_nomic_bert_converts_to_its_twin(tmp_path: Path) -> None:
     llama.cpp's ``nomic-bert``, its rotary base and trained context, mean pooling. Settings
     llama.cpp fixes otherwise are refused."""
     folder, twin = write_hf_bert(tmp_path, nomic=True)
+    # As nomic-embed-text's config.json states them: its own names only (the tiny folder carries
+    # transformers' beside them for the oracle).
+    transformers_names = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    native = (*transformers_names, "max_position_embeddings", "layer_norm_eps", "rope_theta")
+    _edit(folder, "config.json", lambda c: [c.pop(k) for k in native])
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
     written, expected = _fields(tmp_path / "out.gguf"), _fields(twin)
     assert {k: written.get(k) for k in expected if k != "general.name"} == {
         k: v for k, v in expected.items() if k != "general.name"
     }
+    # transformers 5's own save: its rotary base under rope_parameters.
+    _edit(folder, "config.json", lambda c: [c.pop("rotary_emb_base"), c.update(rope_parameters={"rope_theta": 1e4})])
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["nomic-bert.rope.freq_base"] == 1e4
     for damage, why in (
         ({"moe_every_n_layers": 2}, "config.json makes a Nomic BERT of experts (v2-moe)"),
         (
             {"rotary_emb_interleaved": True},
             "config.json's rotary_emb_interleaved is True; llama.cpp's nomic-bert has False",
         ),
+        ({"use_rms_norm": True}, "config.json's use_rms_norm is True; llama.cpp's nomic-bert has False"),
+        ({"hidden_act": "gelu"}, "config.json's hidden_act is not SwiGLU's"),
     ):
         _edit(folder, "config.json", lambda c, damage=damage: c.update(damage))
         with pytest.raises(ImportRefused, match=re.escape(why)):

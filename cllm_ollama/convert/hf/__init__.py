@@ -47,6 +47,18 @@ _F32_MATRICES = (
 )
 
 
+def _require_shards(checkpoint: Checkpoint) -> None:
+    """Every file the shards' index names is there (a folder uploaded without one of them)."""
+    index = checkpoint.json("model.safetensors.index.json")
+    weight_map = index.get("weight_map") if index is not None else None
+    if isinstance(weight_map, dict):
+        missing = sorted({f for f in weight_map.values() if isinstance(f, str) and not checkpoint.has(f)})
+        if missing:
+            raise ImportRefused(
+                f"the checkpoint lacks {', '.join(missing)}, which its index names: is a shard missing?"
+            )
+
+
 def is_checkpoint(names: list[str]) -> bool:
     """Whether files of these names are a safetensors checkpoint (Ollama's ``detectModelTypeFromFiles``)."""
     return any(name.endswith(".safetensors") for name in names)
@@ -68,8 +80,14 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     config = checkpoint.json("config.json")
     if config is None:
         raise ImportRefused("the model folder has no config.json")
-    family = Family.of(config)
-    hyperparameters = family.kv()  # what config.json cannot say is refused before any tensor is read
+    try:  # what config.json cannot say is refused before any tensor is read
+        family = Family.of(config)
+        hyperparameters = family.kv()
+    except ImportRefused:
+        raise
+    except (TypeError, ValueError) as e:  # a setting of another type than its family's (a string for a number)
+        raise ImportRefused(f"config.json has a setting of the wrong type: {e}") from None
+    _require_shards(checkpoint)
     sources = [t for name, path in checkpoint.weights() for t in safetensors.read(path, name)]
     tensors = _tensors(family, sources)
     if family.layout.dense_head:  # EmbeddingGemma's projections after pooling, in modules of their own
@@ -79,6 +97,8 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     by_name = {t.name: t for t in tensors}
     if "token_embd.weight" not in by_name:
         raise ImportRefused("the checkpoint has no token embedding (model.embed_tokens.weight)")
+    if family.layout.own_output and "output.weight" not in by_name:  # tied: the embedding, again
+        tensors.append(by_name["token_embd.weight"].renamed("output.weight"))
     layers = {int(name.split(".")[1]) for name in by_name if name.startswith("blk.")}
     missing = next((i for i in range(family.n_layer) if i not in layers), None)
     if missing is not None:

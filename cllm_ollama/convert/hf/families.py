@@ -12,7 +12,10 @@ parameters llama.cpp keeps otherwise: ``A`` as ``-exp(A_log)``, the convolution 
 axis, and the value heads tiled rather than grouped by key head (``Family.reorder``).
 gpt-oss keeps a layer's experts in one tensor per projection, its gate's and up's rows interleaved,
 as MXFP4 blocks and scales (the releases) or dequantized (a fine-tune saved in 16 bits):
-``Family.interleaved_experts``.
+``Family.interleaved_experts``. The others are renamings with their own keys: EmbeddingGemma,
+LFM2 and its mixture, OLMo 2 and 3, Ministral 3 (llama.cpp's ``mistral3``, not a Llama), Command
+R, Gemma 1 and Nomic BERT; where llama.cpp fixes a setting a checkpoint may state otherwise, the
+checkpoint is refused (``Family._require_fixed``) rather than converted to compute something else.
 """
 
 from __future__ import annotations
@@ -126,6 +129,9 @@ _NOMIC_FIXED = {
     "rotary_emb_fraction": 1.0,
     "rotary_emb_interleaved": False,
     "rotary_emb_scale_base": None,
+    "rotary_scaling_factor": None,
+    "use_rms_norm": False,
+    "parallel_block": False,
 }
 
 
@@ -165,6 +171,9 @@ class _Layout:
     interleaved: bool = False
     # Projections after the pooling, in sentence-transformers modules of their own (EmbeddingGemma's).
     dense_head: bool = False
+    # llama.cpp loads no model of this architecture without an output of its own (OLMo's): a tied
+    # checkpoint's is its token embedding, written again.
+    own_output: bool = False
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -295,8 +304,8 @@ LAYOUTS = {
         params={"feed_forward.expert_bias": "exp_probs_b.bias"},
     ),
     "CohereForCausalLM": _Layout("command-r", _COHERE, tied=True),
-    "Olmo2ForCausalLM": _Layout("olmo2", _OLMO2),
-    "Olmo3ForCausalLM": _Layout("olmo2", _OLMO2),
+    "Olmo2ForCausalLM": _Layout("olmo2", _OLMO2, own_output=True),
+    "Olmo3ForCausalLM": _Layout("olmo2", _OLMO2, own_output=True),
     "GemmaForCausalLM": _GEMMA,
     "Gemma2ForCausalLM": _GEMMA2,
     "BertModel": _Layout("bert", _BERT, globals=_BERT_GLOBAL, block=_BERT_BLOCK, skipped=_BERT_SKIPPED, prefix="bert."),
@@ -355,8 +364,9 @@ _QWEN35_MROPE = [11, 11, 10]
 # Depthwise convolutions, kept ``(channels, kernel)`` by llama.cpp: Qwen 3.5's and LFM2's.
 _CONVOLUTIONS = ("ssm_conv1d.weight", "shortconv.conv.weight")
 # YaRN's parameters that llama.cpp reads where a checkpoint states them (its defaults otherwise);
-# gpt-oss's ``truncate: false`` it cannot: its correction range is always whole dimensions.
-_YARN_KEYS = {"beta_fast": "yarn_beta_fast", "beta_slow": "yarn_beta_slow", "attention_factor": "yarn_attn_factor"}
+# gpt-oss's ``truncate: false`` it cannot: its correction range is always whole dimensions. Its
+# attention factor llama.cpp computes itself (a stated other one is refused).
+_YARN_KEYS = {"beta_fast": "yarn_beta_fast", "beta_slow": "yarn_beta_slow"}
 _GEMMA3_DEFAULTS: dict[str, Any] = {
     "query_pre_attn_scalar": 256,
     "max_position_embeddings": 131072,
@@ -543,6 +553,15 @@ class Family:
             "tokenizer.ggml.token_type_count": (self._int("type_vocab_size", default=2), _U32),
         }
 
+    def _require_fixed(self, fixed: Mapping[str, Any]) -> None:
+        """``ImportRefused`` where config.json states one of ``fixed``'s settings otherwise than the
+        value llama.cpp's architecture computes with (unstated, the checkpoint has that value)."""
+        for key, value in fixed.items():
+            if key in self.config and self.config[key] != value:
+                raise ImportRefused(
+                    f"config.json's {key} is {self.config[key]!r}; llama.cpp's {self.arch} has {value!r}"
+                )
+
     def _nomic_bert(self) -> KV:
         """Nomic BERT's: layer norms with their epsilon, attention both ways, token types, its
         rotary base, and the context it was trained for (nomic-embed-text's config states 8192
@@ -550,17 +569,15 @@ class Family:
         of experts, biases, interleaved or partial rotation) is refused."""
         if self.config.get("moe_every_n_layers"):
             raise ImportRefused("config.json makes a Nomic BERT of experts (v2-moe), which cllm does not convert")
-        for key, fixed in _NOMIC_FIXED.items():
-            if key in self.config and self.config[key] != fixed:
-                raise ImportRefused(
-                    f"config.json's {key} is {self.config[key]!r}; llama.cpp's nomic-bert has {fixed!r}"
-                )
+        self._require_fixed(_NOMIC_FIXED)
+        if self.config.get("hidden_act", "silu") not in ("silu", "swiglu"):
+            raise ImportRefused("config.json's hidden_act is not SwiGLU's, which llama.cpp's nomic-bert computes")
         trained = self._int("max_trained_positions", default=self._int("max_position_embeddings"))
         return {
             "nomic-bert.context_length": (min(trained, self._int("max_position_embeddings")), _U32),
             "nomic-bert.attention.layer_norm_epsilon": (float(self.config.get("layer_norm_eps") or 1e-12), _F32),
             "nomic-bert.attention.causal": (False, GGUFValueType.BOOL),
-            "nomic-bert.rope.freq_base": (float(self.config.get("rope_theta") or 1000.0), _F32),
+            "nomic-bert.rope.freq_base": (float(self._rope.get("rope_theta") or 1000.0), _F32),
             "tokenizer.ggml.token_type_count": (self._int("type_vocab_size", default=2), _U32),
         }
 
@@ -657,9 +674,7 @@ class Family:
         windows = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(self.n_layer)]
         if types is not None and types != windows:
             raise ImportRefused("config.json's layer_types do not alternate from a sliding layer, as llama.cpp needs")
-        for key, fixed in _GPTOSS_SWIGLU.items():
-            if float(self.config.get(key, fixed)) != fixed:
-                raise ImportRefused(f"config.json's {key} is not {fixed}, which llama.cpp's gpt-oss computes with")
+        self._require_fixed(_GPTOSS_SWIGLU)
         return {
             "gpt-oss.expert_count": (self.n_expert, _U32),
             "gpt-oss.expert_used_count": (self._int("num_experts_per_tok", "experts_per_token"), _U32),
@@ -674,10 +689,11 @@ class Family:
         rope, kv = self._rope, {}
         if self.config.get("sliding_window"):
             raise ImportRefused("config.json sets a sliding_window, which llama.cpp's mistral3 has not")
-        if float(rope.get("mscale") or 1.0) != 1.0:
-            raise ImportRefused("config.json's rope mscale is not 1, which llama.cpp's mistral3 assumes")
-        if isinstance(rope.get("mscale_all_dim"), int | float) and rope["mscale_all_dim"]:
-            kv["mistral3.rope.scaling.yarn_log_multiplier"] = (float(rope["mscale_all_dim"]), _F32)
+        mscale, all_dims = rope.get("mscale"), rope.get("mscale_all_dim")
+        if mscale and all_dims:  # transformers' factor is then their ratio; llama.cpp's, with mscale 1
+            if float(mscale) != 1.0:
+                raise ImportRefused("config.json's rope mscale is not 1, which llama.cpp's mistral3 assumes")
+            kv["mistral3.rope.scaling.yarn_log_multiplier"] = (float(all_dims), _F32)
         beta = rope.get("llama_4_scaling_beta")
         if isinstance(beta, int | float) and beta:
             if rope.get("rope_type") != "yarn" or not isinstance(rope.get("original_max_position_embeddings"), int):
@@ -715,7 +731,7 @@ class Family:
         kv: KV = {"olmo2.attention.sliding_window": (window, _U32)}
         types = self.config.get("layer_types")
         if isinstance(types, list):
-            if len(types) != self.n_layer or not set(types) <= {"sliding_attention", "full_attention"}:
+            if len(types) != self.n_layer or not all(t in ("sliding_attention", "full_attention") for t in types):
                 raise ImportRefused("config.json's layer_types are not one sliding or full attention per layer")
             kv["olmo2.attention.sliding_window_pattern"] = (
                 [t == "sliding_attention" for t in types],
@@ -728,13 +744,19 @@ class Family:
         the convolution's span, its epsilon, and its FFN's width as transformers derives it (its
         mixture's dense layers take ``intermediate_size`` as it is)."""
         types = self.config.get("layer_types")
-        if not isinstance(types, list) or len(types) != self.n_layer or not set(types) <= {"conv", "full_attention"}:
+        if (
+            not isinstance(types, list)
+            or len(types) != self.n_layer
+            or not all(t in ("conv", "full_attention") for t in types)
+        ):
             attending = self.config.get("full_attn_idxs")
             if not isinstance(attending, list):
                 raise ImportRefused("config.json has neither layer_types nor full_attn_idxs for LFM2's layers")
             types = ["full_attention" if i in attending else "conv" for i in range(self.n_layer)]
         if self.config.get("conv_bias"):
             raise ImportRefused("config.json sets conv_bias, which llama.cpp's lfm2 has not")
+        if self._int("conv_L_cache", default=3) < 2:  # llama.cpp asserts it, ending the process
+            raise ImportRefused("config.json's conv_L_cache is less than 2, which llama.cpp's lfm2 cannot convolve")
         width = self._int("block_ff_dim", "intermediate_size")
         if self.arch == "lfm2" and self.config.get("block_auto_adjust_ff_dim", True):
             width = int(2 * width / 3)
@@ -757,9 +779,7 @@ class Family:
     def _lfm2moe(self) -> KV:
         """LFM2's mixture: how many layers lead dense, and its sigmoid router, whose top scores
         llama.cpp normalizes and does not scale (a checkpoint otherwise is refused)."""
-        for key, fixed in _LFM2MOE_FIXED.items():
-            if key in self.config and self.config[key] != fixed:
-                raise ImportRefused(f"config.json's {key} is {self.config[key]!r}; llama.cpp's lfm2moe has {fixed!r}")
+        self._require_fixed(_LFM2MOE_FIXED)
         return {
             "lfm2moe.leading_dense_block_count": (self._int("num_dense_layers", default=0), _U32),
             "lfm2moe.expert_gating_func": (2, _U32),  # sigmoid
@@ -914,6 +934,12 @@ class Family:
                 value = rope.get(key)
                 if kind == "yarn" and isinstance(value, int | float) and not isinstance(value, bool):
                     kv[f"{a}.rope.scaling.{name}"] = (float(value), _F32)
+            stated = rope.get("attention_factor")
+            computed = 0.1 * math.log(float(factor)) + 1 if float(factor) > 1 else 1.0  # llama.cpp's
+            if kind == "yarn" and stated is not None and abs(float(stated) - computed) > 1e-4:
+                raise ImportRefused(
+                    "config.json states YaRN's attention_factor, which llama.cpp computes itself from the factor"
+                )
             return kv
         raise ImportRefused(f"config.json's rope scaling {kind!r} is not one cllm converts (linear, yarn, llama3)")
 

@@ -18,8 +18,14 @@ BYTES = 17  # a ggml block: the exponent, then 16 bytes of nibbles
 
 def to_ggml(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """``blocks`` (``(..., n, 16)`` bytes) and ``scales`` (``(..., n)``) as ggml's MXFP4 rows,
-    ``(..., n * 17)`` bytes."""
+    ``(..., n * 17)`` bytes; a stack of experts one expert at a time, so that the unpacked values
+    of only one (not of a 120B model's whole layer, gigabytes) are held at once."""
+    out = np.empty((*scales.shape[:-1], scales.shape[-1] * BYTES), dtype=np.uint8)
+    if blocks.ndim > 3:
+        for i in range(blocks.shape[0]):
+            out[i] = to_ggml(blocks[i], scales[i])
+        return out
     values = np.stack([blocks & 0x0F, blocks >> 4], axis=-1).reshape(*blocks.shape[:-1], BLOCK)
     packed = values[..., :16] | (values[..., 16:] << 4)
-    rows = np.concatenate([scales[..., None], packed], axis=-1)
-    return np.ascontiguousarray(rows.reshape(*scales.shape[:-1], scales.shape[-1] * BYTES), dtype=np.uint8)
+    out[:] = np.concatenate([scales[..., None], packed], axis=-1).reshape(out.shape)
+    return out

@@ -25,7 +25,7 @@ _FLAGS = {
 }
 _MODES = {"mean": PoolingType.MEAN, "cls": PoolingType.CLS, "lasttoken": PoolingType.LAST}
 # EmbeddingGemma's Dense modules by their folders, and llama.cpp's names for them.
-DENSE = {"2_Dense": "dense_2", "3_Dense": "dense_3"}
+_DENSE = {"2_Dense": "dense_2", "3_Dense": "dense_3"}
 _IDENTITY = ("torch.nn.modules.linear.Identity", "torch.nn.Identity")
 
 
@@ -61,11 +61,11 @@ def dense_head(checkpoint: Checkpoint, arch: str, width: int) -> tuple[KV, dict[
     bias or an activation, and asserts (killing the process) that the first takes and the last
     gives the model's ``width``: a head otherwise is refused."""
     paths = [m.get("path") for m in _modules(checkpoint) if str(m.get("type", "")).endswith("Dense")]
-    if sorted(p for p in paths if isinstance(p, str)) != sorted(DENSE):
+    if sorted(p for p in paths if isinstance(p, str)) != sorted(_DENSE):
         raise ImportRefused("EmbeddingGemma needs its sentence-transformers modules 2_Dense and 3_Dense (modules.json)")
     kv: KV = {}
     weights: dict[str, SourceTensor] = {}
-    for path, name in DENSE.items():
+    for path, name in _DENSE.items():
         config = checkpoint.json(f"{path}/config.json") or {}
         sizes = config.get("in_features"), config.get("out_features")
         if config.get("bias") or str(config.get("activation_function", _IDENTITY[0])) not in _IDENTITY:
