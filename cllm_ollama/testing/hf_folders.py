@@ -53,6 +53,7 @@ _ARCHITECTURES = {
     "qwen35": "Qwen3_5ForCausalLM",
     "qwen35moe": "Qwen3_5MoeForCausalLM",
     "qwen3vlmoe": "Qwen3VLMoeForConditionalGeneration",
+    "qwen3next": "Qwen3NextForCausalLM",
     "gpt-oss": "GptOssForCausalLM",
     "gemma-embedding": "Gemma3TextModel",
     "lfm2": "Lfm2ForCausalLM",
@@ -69,6 +70,7 @@ _GEMMAS = (
     "gemma-embedding",
     "qwen35",
     "qwen35moe",
+    "qwen3next",
 )  # norms stored with llama.cpp's +1 (but Qwen 3.5's ssm_norm)
 # transformers' model_type where it is not llama.cpp's architecture name.
 _MODEL_TYPES = {
@@ -79,6 +81,7 @@ _MODEL_TYPES = {
     "qwen35": "qwen3_5_text",
     "qwen35moe": "qwen3_5_moe_text",
     "qwen3vlmoe": "qwen3_vl_moe_text",
+    "qwen3next": "qwen3_next",
     "gpt-oss": "gpt_oss",
     "gemma-embedding": "gemma3_text",
     "olmo2": "olmo3",
@@ -142,6 +145,8 @@ _QWEN35_PARTS = _PARTS | {
     "ssm_out": "linear_attn.out_proj",
 }
 _QWEN35_PARAMS = {"ssm_a": "linear_attn.A_log", "ssm_dt.bias": "linear_attn.dt_bias"}
+# Qwen3-Next's delta net's fused projections (per key head: Q, K, V heads and gates; betas and alphas).
+_QWEN3NEXT_PARTS = {"ssm_in": "linear_attn.in_proj_qkvz", "ssm_ba": "linear_attn.in_proj_ba"}
 _QWEN35_SHARED = {
     "ffn_gate_inp": "mlp.gate",
     "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
@@ -816,17 +821,27 @@ def write_hf_qwen35moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return export(twin, folder / "hf-qwen35moe"), twin
 
 
-def _write_qwen35_twin(path: Path, seed: int, *, moe: bool) -> Path:
-    """The tiny Qwen 3.5 (``moe``: its mixture of experts) the Hugging Face folders are exported from."""
+def _write_qwen35_twin(path: Path, seed: int, *, moe: bool, arch: str | None = None) -> Path:
+    """The tiny Qwen 3.5 (``moe``: its mixture of experts; ``arch``: another delta net's, Qwen3-Next's)
+    the Hugging Face folders are exported from."""
     return tower_ggufs.write_qwen35_text(
         path,
-        "qwen35moe" if moe else "qwen35",
+        arch or ("qwen35moe" if moe else "qwen35"),
         seed=seed,
         qtype=gguf.GGMLQuantizationType.F16,
         ssm=QWEN35_SSM,
         rotary=QWEN35_ROTARY,
         experts=QWEN35_EXPERTS if moe else None,
     )
+
+
+def write_hf_qwen3next(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-qwen3next/``, a Qwen3-Next (``Qwen3NextForCausalLM``: ``write_hf_qwen35moe``'s delta
+    net with its projections fused per key head, its value heads grouped, no M-RoPE; F16), and
+    ``folder/qwen3next.gguf``, its twin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    twin = _write_qwen35_twin(folder / "qwen3next.gguf", seed, moe=True, arch="qwen3next")
+    return export(twin, folder / "hf-qwen3next"), twin
 
 
 def write_hf_qwen35_vision(
@@ -1091,7 +1106,7 @@ def export(
             data = _halves(data, heads if part == "attn_q" else heads_kv)
         if arch in _GEMMAS and t.name.endswith("norm.weight") and not t.name.endswith("ssm_norm.weight"):
             data = data - 1
-        if arch in ("qwen35", "qwen35moe") and t.name.startswith("blk.") and part not in _EXPERTS:
+        if arch in ("qwen35", "qwen35moe", "qwen3next") and t.name.startswith("blk.") and part not in _EXPERTS:
             name, data = _qwen35_back(t.name, data, kv, arch)
             tensors[name] = data
             continue
@@ -1484,6 +1499,8 @@ def _qwen35_back(name: str, data: np.ndarray, kv: dict[str, Any], arch: str) -> 
     width = int(kv[f"{arch}.ssm.state_size"])
 
     def grouped(size: int) -> np.ndarray:  # where each grouped head's rows are in llama.cpp's tiled order
+        if arch == "qwen3next":  # which keeps them grouped, as transformers does
+            return np.arange(n_v * size)
         return np.arange(n_v * size).reshape(n_v // n_k, n_k, size).swapaxes(0, 1).reshape(-1)
 
     keys = 2 * width * n_k
@@ -1502,7 +1519,7 @@ def _qwen35_back(name: str, data: np.ndarray, kv: dict[str, Any], arch: str) -> 
     if part in _QWEN35_PARAMS:
         return f"model.layers.{layer}.{_QWEN35_PARAMS[part]}", data
     stem, _, suffix = part.rpartition(".")
-    return f"model.layers.{layer}.{(_QWEN35_PARTS | _QWEN35_SHARED)[stem]}.{suffix}", data
+    return f"model.layers.{layer}.{(_QWEN35_PARTS | _QWEN35_SHARED | _QWEN3NEXT_PARTS)[stem]}.{suffix}", data
 
 
 def _gptoss_experts(tensors: dict[str, np.ndarray], t: Any, dequantized: bool) -> None:
@@ -1679,15 +1696,18 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
             "decoder_sparse_step": 1,
             "mlp_only_layers": [],
         }
-    if arch in ("qwen35", "qwen35moe"):  # transformers 5's rope_parameters, as the Qwen 3.5 releases state them
+    if arch in ("qwen35", "qwen35moe", "qwen3next"):  # transformers 5's rope_parameters, as the releases state them
         head_dim, interval = int(kv[f"{arch}.attention.key_length"]), int(kv[f"{arch}.full_attention_interval"])
         config["rope_parameters"] = {
             "rope_type": "default",
             "rope_theta": float(kv[f"{arch}.rope.freq_base"]),
             "partial_rotary_factor": int(kv[f"{arch}.rope.dimension_count"]) / head_dim,
-            "mrope_section": [int(n) for n in kv[f"{arch}.rope.dimension_sections"][:3]],
-            "mrope_interleaved": True,
         }
+        if arch != "qwen3next":  # Qwen 3.5's M-RoPE
+            config["rope_parameters"] |= {
+                "mrope_section": [int(n) for n in kv[f"{arch}.rope.dimension_sections"][:3]],
+                "mrope_interleaved": True,
+            }
         config |= {
             "linear_conv_kernel_dim": int(kv[f"{arch}.ssm.conv_kernel"]),
             "linear_key_head_dim": int(kv[f"{arch}.ssm.state_size"]),
@@ -1700,13 +1720,15 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
                 for i in range(int(kv[f"{arch}.block_count"]))
             ],
         }
-    if arch == "qwen35moe":
+    if arch in ("qwen35moe", "qwen3next"):
         config |= {
-            "num_experts": int(kv["qwen35moe.expert_count"]),
-            "num_experts_per_tok": int(kv["qwen35moe.expert_used_count"]),
-            "moe_intermediate_size": int(kv["qwen35moe.expert_feed_forward_length"]),
-            "shared_expert_intermediate_size": int(kv["qwen35moe.expert_shared_feed_forward_length"]),
+            "num_experts": int(kv[f"{arch}.expert_count"]),
+            "num_experts_per_tok": int(kv[f"{arch}.expert_used_count"]),
+            "moe_intermediate_size": int(kv[f"{arch}.expert_feed_forward_length"]),
+            "shared_expert_intermediate_size": int(kv[f"{arch}.expert_shared_feed_forward_length"]),
         }
+    if arch == "qwen3next":  # every layer a mixture (transformers' default makes none dense)
+        config |= {"decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True}
     if arch == "gpt-oss":
         config |= _gptoss_config(kv)
     if arch == "gemma":

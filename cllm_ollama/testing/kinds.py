@@ -112,6 +112,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "DIR/qwen35moe.gguf, its twin",
         hf.write_hf_qwen35moe,
     ),
+    "hf-qwen3next": (
+        "DIR/hf-qwen3next/, a Qwen3-Next (gated delta nets with fused projections, a mixture of experts), and "
+        "DIR/qwen3next.gguf, its twin",
+        hf.write_hf_qwen3next,
+    ),
     "hf-qwen35-vision": (
         "DIR/hf-qwen35-vision/, a Qwen 3.5 that sees (its text model, Qwen3-VL's tower without deepstack), "
         "and its twins DIR/text.gguf and DIR/mmproj.gguf",

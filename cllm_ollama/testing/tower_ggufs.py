@@ -179,13 +179,16 @@ def write_qwen35_text(
     its matrices'; ``ssm``: its delta net's sizes (more value heads than key heads: their order
     matters); ``rotary``: the dimensions of a head that rotate, and their M-RoPE sections;
     ``experts`` (``qwen35moe``): routed experts, how many a token uses and their width (the shared
-    expert's too) in place of the dense FFN, as llama.cpp runs them."""
+    expert's too) in place of the dense FFN, as llama.cpp runs them. ``qwen3next``: Qwen3-Next, a
+    Qwen 3.5 mixture without M-RoPE whose delta net's Q, K, V and gate come from one projection
+    (``ssm_in``, per key head) and its beta and alpha from another (``ssm_ba``)."""
     t = Tensors(gguf.GGUFWriter(str(path), arch), np.random.default_rng(seed), 0.5, qtype)
     w, s = t.w, TINY
     attention_header(w, s, "tiny-qwen35", qtype)
     w.kv_data[0][f"{arch}.rope.dimension_count"].value = rotary[0]
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_dimension_sections(rotary[1])  # t, y, x over the rotating pairs
+    if arch != "qwen3next":
+        w.add_rope_dimension_sections(rotary[1])  # t, y, x over the rotating pairs
     w.add_uint32(f"{arch}.full_attention_interval", 2)
     if arch == "qwen35moe":  # llama.cpp's states only its experts' width (Ollama's a dense one too)
         del w.kv_data[0]["qwen35moe.feed_forward_length"]
@@ -208,15 +211,21 @@ def write_qwen35_text(
         p = f"blk.{i}."
         t.norm(p + "attn_norm.weight", s.n_embd)
         t.norm(p + "post_attention_norm.weight", s.n_embd)
-        if i % 2 == 0:  # linear attention
+        if i % 2 == 0 and arch == "qwen3next":  # per key head: its Q, K, V heads and gates
+            t.matrix(p + "ssm_in.weight", 2 * key_dim + 2 * value_dim, s.n_embd)
+        elif i % 2 == 0:
             t.matrix(p + "attn_qkv.weight", 2 * key_dim + value_dim, s.n_embd)
             t.matrix(p + "attn_gate.weight", value_dim, s.n_embd)
+        if i % 2 == 0:  # linear attention
             conv = t.rng.standard_normal((2 * key_dim + value_dim, 4)) * 0.5
             t.f32(p + "ssm_conv1d.weight", conv.astype(np.float16) if qtype != _F32 else conv)  # as a checkpoint's
             t.f32(p + "ssm_dt.bias", t.rng.standard_normal(n_v) * 0.5)
             t.f32(p + "ssm_a", -np.exp(t.rng.standard_normal(n_v) * 0.5))
-            t.matrix(p + "ssm_beta.weight", n_v, s.n_embd)
-            t.matrix(p + "ssm_alpha.weight", n_v, s.n_embd)
+            if arch == "qwen3next":
+                t.matrix(p + "ssm_ba.weight", 2 * n_v, s.n_embd)
+            else:
+                t.matrix(p + "ssm_beta.weight", n_v, s.n_embd)
+                t.matrix(p + "ssm_alpha.weight", n_v, s.n_embd)
             t.norm(p + "ssm_norm.weight", head)
             t.matrix(p + "ssm_out.weight", s.n_embd, value_dim)
         else:  # full attention, its query twice as wide (the second half gates the output)

@@ -46,6 +46,9 @@ _TARGETS = {
     "Lfm2ForCausalLM": ["q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3"],
     # Its dense layer's FFN too, not the experts (transformers keeps them as parameters, not Linears).
     "Lfm2MoeForCausalLM": ["q_proj", "k_proj", "v_proj", "out_proj", "in_proj", "w1", "w2", "w3"],
+    # Its attention's and its delta net's fused projections, kept as transformers has them (PEFT
+    # reaches its routed experts through any FFN name given; Qwen 3.5's shared expert is held above).
+    "Qwen3NextForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkvz", "in_proj_ba", "out_proj"],
     # Qwen 3.5's delta net too: its value heads' rows (B's) and columns (out_proj's A's) reordered.
     "Qwen3_5MoeForCausalLM": [  # its shared expert's projections too, not the routed experts'
         *("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),

@@ -45,6 +45,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_qwen2vl_vision,
     write_hf_qwen3,
     write_hf_qwen3moe,
+    write_hf_qwen3next,
     write_hf_qwen3vl_vision,
     write_hf_qwen25vl_vision,
     write_hf_qwen35,
@@ -317,6 +318,22 @@ def test_a_qwen35_mixture_converts_to_its_twin(tmp_path: Path, fused: bool) -> N
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
     assert "qwen35moe.feed_forward_length" not in _fields(tmp_path / "out.gguf")
+
+
+def test_a_qwen3next_converts_to_its_twin(tmp_path: Path) -> None:
+    """Qwen3-Next (``Qwen3NextForCausalLM``): Qwen 3.5's delta nets and mixture, its delta net's Q, K,
+    V and gate in one projection per key head and its betas and alphas in another, written as
+    llama.cpp's qwen3next reads them (``ssm_in``, ``ssm_ba``), its value heads left grouped (no
+    reordering, unlike Qwen 3.5's), no M-RoPE sections, the multi-token-prediction block left out."""
+    folder, twin = write_hf_qwen3next(tmp_path)
+    path = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors["mtp.fc.weight"] = ("F16", np.zeros((64, 128), np.float16))  # as the releases carry it
+    write_safetensors(path, tensors)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    assert "qwen3next.rope.dimension_sections" not in _fields(tmp_path / "out.gguf")
 
 
 def test_a_qwen3vl_moe_as_released_converts_to_its_twin(tmp_path: Path) -> None:

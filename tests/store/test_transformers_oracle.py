@@ -54,6 +54,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "command-r": hf.write_hf_command_r,
     "gemma": hf.write_hf_gemma,
     "lfm2moe": hf.write_hf_lfm2moe,
+    "qwen3next": hf.write_hf_qwen3next,
 }
 
 

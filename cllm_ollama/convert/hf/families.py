@@ -337,6 +337,16 @@ for _name in ("Qwen3_5", "Qwen3_5Moe"):
     LAYOUTS[f"{_name}ForConditionalGeneration"] = dataclasses.replace(
         LAYOUTS[f"{_name}ForCausalLM"], tower=True, vision="qwen3vl_merger"
     )
+# Qwen3-Next, Qwen 3.5's forerunner: the same delta nets and mixture, its delta net's Q, K, V and
+# gate in one projection (per key head: its Q, K, V heads and gates), beta and alpha in another,
+# both as llama.cpp's qwen3next reads them (``ssm_in``, ``ssm_ba``); its value heads grouped by key
+# head as transformers keeps them, and no M-RoPE.
+LAYOUTS["Qwen3NextForCausalLM"] = dataclasses.replace(
+    LAYOUTS["Qwen3_5MoeForCausalLM"],
+    arch="qwen3next",
+    parts={k: v for k, v in (_QWEN35 | _QWEN35_SHARED).items() if not k.startswith("linear_attn.in_proj")}
+    | {"linear_attn.in_proj_qkvz": "ssm_in", "linear_attn.in_proj_ba": "ssm_ba"},
+)
 # A LoRA's base by its GGUF architecture: a layout whose names also carry a seeing model's text
 # prefix (an adapter trained on Gemma 3 4B or Mistral Small names its tensors so).
 # The first layout of an architecture (a Llama's, not Mixtral's).
@@ -358,7 +368,9 @@ TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see te
 _LLAMAS = ("llama", "mistral3")
 # The architectures whose positions are M-RoPE's (``Family._mrope``).
 _MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe")
-_DELTA_NETS = ("qwen35", "qwen35moe")
+_DELTA_NETS = ("qwen35", "qwen35moe", "qwen3next")
+# The delta nets whose value heads llama.cpp keeps tiled rather than grouped by key head.
+_TILED = ("qwen35", "qwen35moe")
 # Qwen 3.5's sections where config.json states none (transformers' and llama.cpp's default).
 _QWEN35_MROPE = [11, 11, 10]
 # Depthwise convolutions, kept ``(channels, kernel)`` by llama.cpp: Qwen 3.5's and LFM2's.
@@ -516,9 +528,11 @@ class Family:
             kv |= self._olmo()
         if a == "command-r":
             kv |= self._cohere()
-        if a == "qwen35moe":
+        if a in ("qwen35moe", "qwen3next"):
             kv |= self._experts()
-            kv["qwen35moe.expert_shared_feed_forward_length"] = (self._int("shared_expert_intermediate_size"), _U32)
+            kv[f"{a}.expert_shared_feed_forward_length"] = (self._int("shared_expert_intermediate_size"), _U32)
+        if a == "qwen3next":  # its partial rotation, without M-RoPE sections
+            kv["qwen3next.rope.dimension_count"] = (self._rotary_dims, _U32)
         if a == "llama" and self.layout.experts is not None:
             kv |= {
                 "llama.expert_count": (self.n_expert, _U32),
@@ -1023,7 +1037,7 @@ class Family:
         order in llama.cpp: a Llama's Q and K rows, from halves to neighbouring pairs per head; Qwen
         3.5's value heads, from grouped by key head to tiled (``_reorder_v_heads`` in llama.cpp's
         converter), where it has more value heads than key heads."""
-        if self.arch in _DELTA_NETS:
+        if self.arch in _TILED:
             return self._tiled_v_heads(gguf_name, shape)
         if self.arch not in _LLAMAS:
             return None
