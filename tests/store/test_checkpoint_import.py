@@ -279,12 +279,16 @@ def _assert_twin_keys(twin: Path, out: Path) -> None:
         assert got.get(key) == want[key], key
 
 
-def test_a_qwen35_converts_to_its_twin(tmp_path: Path) -> None:
+@pytest.mark.parametrize("write", [write_hf_qwen35, write_hf_qwen3next], ids=["qwen35", "qwen3next"])
+def test_a_delta_net_converts_to_its_twin(tmp_path: Path, write: Callable[[Path], tuple[Path, Path]]) -> None:
     """Qwen 3.5 (``Qwen3_5ForCausalLM``): a gated delta net's parameters as llama.cpp keeps them
     (``A`` as ``-exp(A_log)``, the convolution in F32 without its unit axis, the value heads tiled
     rather than grouped by key head: two key heads of two value heads here), norms with their +1 but
-    the delta net's own, the multi-token-prediction block left out, and llama.cpp's ``ssm`` keys."""
-    folder, twin = write_hf_qwen35(tmp_path)
+    the delta net's own, the multi-token-prediction block left out, and llama.cpp's ``ssm`` keys.
+    Qwen3-Next (``Qwen3NextForCausalLM``): the same with its delta net's Q, K, V and gate in one
+    projection per key head and its betas and alphas in another, written as llama.cpp's qwen3next
+    reads them (``ssm_in``, ``ssm_ba``), its value heads left grouped, no M-RoPE sections."""
+    folder, twin = write(tmp_path)
     path = folder / "model.safetensors"
     tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
     tensors["mtp.fc.weight"] = ("F16", np.zeros((64, 128), np.float16))  # as the releases carry it
@@ -292,6 +296,7 @@ def test_a_qwen35_converts_to_its_twin(tmp_path: Path) -> None:
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
+    assert "qwen3next.rope.dimension_sections" not in _fields(tmp_path / "out.gguf")
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["apart", "fused"])
@@ -318,22 +323,6 @@ def test_a_qwen35_mixture_converts_to_its_twin(tmp_path: Path, fused: bool) -> N
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
     assert "qwen35moe.feed_forward_length" not in _fields(tmp_path / "out.gguf")
-
-
-def test_a_qwen3next_converts_to_its_twin(tmp_path: Path) -> None:
-    """Qwen3-Next (``Qwen3NextForCausalLM``): Qwen 3.5's delta nets and mixture, its delta net's Q, K,
-    V and gate in one projection per key head and its betas and alphas in another, written as
-    llama.cpp's qwen3next reads them (``ssm_in``, ``ssm_ba``), its value heads left grouped (no
-    reordering, unlike Qwen 3.5's), no M-RoPE sections, the multi-token-prediction block left out."""
-    folder, twin = write_hf_qwen3next(tmp_path)
-    path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
-    tensors["mtp.fc.weight"] = ("F16", np.zeros((64, 128), np.float16))  # as the releases carry it
-    write_safetensors(path, tensors)
-    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
-    _assert_twin_tensors(twin, tmp_path / "out.gguf")
-    _assert_twin_keys(twin, tmp_path / "out.gguf")
-    assert "qwen3next.rope.dimension_sections" not in _fields(tmp_path / "out.gguf")
 
 
 def test_a_qwen3vl_moe_as_released_converts_to_its_twin(tmp_path: Path) -> None:
