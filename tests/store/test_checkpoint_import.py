@@ -296,7 +296,8 @@ def test_a_delta_net_converts_to_its_twin(tmp_path: Path, write: Callable[[Path]
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
-    assert "qwen3next.rope.dimension_sections" not in _fields(tmp_path / "out.gguf")
+    arch = _fields(twin)["general.architecture"]  # Qwen 3.5's positions are M-RoPE's, Qwen3-Next's not
+    assert (f"{arch}.rope.dimension_sections" in _fields(tmp_path / "out.gguf")) == (arch != "qwen3next")
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["apart", "fused"])
@@ -392,10 +393,6 @@ def test_mxfp4_blocks_mean_in_ggml_what_they_mean_in_the_checkpoint() -> None:
         ({"swiglu_limit": 10.0}, "config.json's swiglu_limit is 10.0; llama.cpp's gpt-oss has 7.0"),
         ({"swiglu_limit": "x"}, "config.json's swiglu_limit is 'x'"),
         (
-            {"rope_scaling": {"rope_type": "yarn", "factor": 32.0, "attention_factor": 1.0}},
-            "states YaRN's attention_factor",
-        ),
-        (
             {"intermediate_size": 32},
             "down_proj_blocks of U8[4, 64, 2, 16] is not 4 experts' down blocks (U8[4, 64, 1, 16])",
         ),
@@ -453,7 +450,6 @@ def test_a_ministral3_converts_to_its_twin(tmp_path: Path) -> None:
     [
         ({"mscale": 2.0}, "config.json's rope mscale is not 1, which llama.cpp's mistral3 assumes"),
         ({"rope_type": "default"}, "config.json's llama_4_scaling_beta needs YaRN's original_max_position_embeddings"),
-        ({"attention_factor": 1.0}, "config.json states YaRN's attention_factor, which llama.cpp computes itself"),
     ],
 )
 def test_a_ministral3_llama_cpp_would_run_otherwise_is_refused(
@@ -478,11 +474,17 @@ def test_an_olmo3_converts_to_its_twin_and_an_olmo2_without_a_window(tmp_path: P
     _edit(folder, "config.json", lambda c: c.update(olmo2))
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     assert not [k for k in _fields(tmp_path / "out.gguf") if k.startswith("olmo2.attention.sliding_window")]
-    # Tied (no lm_head): llama.cpp's olmo2 loads no model without an output, so it is the embedding.
+    # Tied (no lm_head): llama.cpp's olmo2 loads no model without an output, so it is the embedding;
+    # untied without one, something is missing.
     path = folder / "model.safetensors"
     tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
     del tensors["lm_head.weight"]
     write_safetensors(path, tensors)
+    with pytest.raises(
+        ImportRefused, match=re.escape("the checkpoint has no lm_head.weight, and config.json does not tie it")
+    ):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    _edit(folder, "config.json", lambda c: c.update(tie_word_embeddings=True))
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     got = _tensors(tmp_path / "out.gguf")
     assert np.array_equal(got["output.weight"][1], got["token_embd.weight"][1])
@@ -503,7 +505,8 @@ def test_an_lfm2_converts_to_its_twin(tmp_path: Path) -> None:
     _assert_twin_keys(twin, tmp_path / "out.gguf")
     sound = (folder / "config.json").read_text()
     for damage, why in (
-        ({"conv_L_cache": 1}, "config.json's conv_L_cache is less than 2"),  # llama.cpp would assert
+        ({"conv_L_cache": 1}, "config.json's conv_L_cache is not 2 or more"),  # llama.cpp would assert
+        ({"conv_L_cache": "3"}, "config.json's conv_L_cache is not 2 or more"),
         (
             {"layer_types": [["conv"], "full_attention"], "full_attn_idxs": None},
             "config.json has neither layer_types nor full_attn_idxs",
@@ -585,6 +588,47 @@ def test_an_embeddinggemma_llama_cpp_would_run_otherwise_is_refused(tmp_path: Pa
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 
+def test_yarn_s_stated_attention_factor_is_kept_as_its_ratio_to_llama_cpp_s(tmp_path: Path) -> None:
+    """transformers scales YaRN's attention by a stated ``attention_factor`` in place of its own,
+    where llama.cpp computes ``0.1 ln(factor) + 1`` (or Ministral 3's ratio): the converter writes
+    the stated one's ratio to llama.cpp's as the ``attn_factor`` llama.cpp multiplies it by."""
+    folder, _ = write_hf_gptoss(tmp_path / "gptoss")
+    _edit(folder, "config.json", lambda c: c["rope_scaling"].update(attention_factor=1.0))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    written = _fields(tmp_path / "out.gguf")["gpt-oss.rope.scaling.attn_factor"]
+    assert written == pytest.approx(1 / (0.1 * np.log(32) + 1), rel=1e-6)
+    folder, _ = write_hf_ministral3(tmp_path / "ministral3")  # its log multiplier makes llama.cpp's 1
+    _edit(folder, "config.json", lambda c: c["rope_parameters"].update(attention_factor=1.0))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert "mistral3.rope.scaling.attn_factor" not in _fields(tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize(
+    ("family", "damage"),
+    [("llama", {"rms_norm_eps": "x"}), ("llama", {"rope_scaling": {"rope_type": "llama3", "low_freq_factor": "x"}})],
+)
+def test_a_setting_of_the_wrong_type_is_refused(
+    twins: dict[str, tuple[Path, Path]], tmp_path: Path, family: str, damage: dict[str, Any]
+) -> None:
+    folder = export(twins[family][1], tmp_path / "hf")
+    _edit(folder, "config.json", lambda c: c.update(damage))
+    with pytest.raises(ImportRefused, match=r"^config\.json has a setting of the wrong type: "):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_qwen3_mixture_that_would_not_normalize_its_experts_is_refused(
+    twins: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    """transformers weighs Qwen3-MoE's chosen experts unnormalized unless told; llama.cpp always
+    normalizes them."""
+    folder = export(twins["qwen3moe"][1], tmp_path / "hf")
+    _edit(folder, "config.json", lambda c: c.pop("norm_topk_prob"))
+    with pytest.raises(
+        ImportRefused, match=re.escape("config.json's norm_topk_prob is not true; llama.cpp's qwen3moe normalizes")
+    ):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
 def test_a_folder_missing_a_shard_its_index_names_is_refused(tmp_path: Path) -> None:
     """A folder uploaded without one of its shards is refused by name, whatever the shard held."""
     _, twin = write_hf_llama(tmp_path)
@@ -593,6 +637,10 @@ def test_a_folder_missing_a_shard_its_index_names_is_refused(tmp_path: Path) -> 
     why = "the checkpoint lacks model-00002-of-00003.safetensors, which its index names: is a shard missing?"
     with pytest.raises(ImportRefused, match=re.escape(why)):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    # A stale index beside the tensors all merged in one file is no matter.
+    merged = export(twin, tmp_path / "merged")
+    (merged / "model.safetensors.index.json").write_text((folder / "model.safetensors.index.json").read_text())
+    convert(Checkpoint.folder(merged), tmp_path / "out.gguf")
 
 
 def test_a_gptoss_with_blocks_but_no_scales_is_refused(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ a folder cllm cannot convert raises ``ImportRefused`` with what to do instead.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,6 +29,7 @@ from .tokenizer import tokenizer_kv
 
 __all__ = ["Checkpoint", "Converted", "ImportRefused", "convert", "convert_lora", "is_checkpoint"]
 
+log = logging.getLogger(__name__)
 _F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
 _MXFP4 = GGMLQuantizationType.MXFP4
 _VOCAB_ROWS = ("token_embd.weight", "output.weight")
@@ -47,12 +49,16 @@ _F32_MATRICES = (
 )
 
 
-def _require_shards(checkpoint: Checkpoint) -> None:
-    """Every file the shards' index names is there (a folder uploaded without one of them)."""
-    index = checkpoint.json("model.safetensors.index.json")
+def _require_shards(checkpoint: Checkpoint, read: set[str]) -> None:
+    """Every tensor the shards' index names was read (a folder uploaded without one of its shards);
+    an index that is stale or unreadable, with every tensor there all the same, is no matter."""
+    try:
+        index = checkpoint.json("model.safetensors.index.json")
+    except ImportRefused:
+        return
     weight_map = index.get("weight_map") if index is not None else None
     if isinstance(weight_map, dict):
-        missing = sorted({f for f in weight_map.values() if isinstance(f, str) and not checkpoint.has(f)})
+        missing = sorted({str(f) for name, f in weight_map.items() if name not in read})
         if missing:
             raise ImportRefused(
                 f"the checkpoint lacks {', '.join(missing)}, which its index names: is a shard missing?"
@@ -83,12 +89,14 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     try:  # what config.json cannot say is refused before any tensor is read
         family = Family.of(config)
         hyperparameters = family.kv()
+        factors = family.rope_factors()
     except ImportRefused:
         raise
     except (TypeError, ValueError) as e:  # a setting of another type than its family's (a string for a number)
-        raise ImportRefused(f"config.json has a setting of the wrong type: {e}") from None
-    _require_shards(checkpoint)
+        log.warning("config.json not understood", exc_info=True)
+        raise ImportRefused(f"config.json has a setting of the wrong type: {e}") from e
     sources = [t for name, path in checkpoint.weights() for t in safetensors.read(path, name)]
+    _require_shards(checkpoint, {t.name for t in sources})
     tensors = _tensors(family, sources)
     if family.layout.dense_head:  # EmbeddingGemma's projections after pooling, in modules of their own
         head, weights = dense_head(checkpoint, family.arch, family.n_embd)
@@ -98,6 +106,10 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     if "token_embd.weight" not in by_name:
         raise ImportRefused("the checkpoint has no token embedding (model.embed_tokens.weight)")
     if family.layout.own_output and "output.weight" not in by_name:  # tied: the embedding, again
+        if config.get("tie_word_embeddings") is False:
+            raise ImportRefused(
+                "the checkpoint has no lm_head.weight, and config.json does not tie it to the embedding"
+            )
         tensors.append(by_name["token_embd.weight"].renamed("output.weight"))
     layers = {int(name.split(".")[1]) for name in by_name if name.startswith("blk.")}
     missing = next((i for i in range(family.n_layer) if i not in layers), None)
@@ -126,7 +138,7 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
         **pooling_kv(checkpoint, family.arch),
         **vocabulary,
     }
-    tensors[:0] = [Tensor.of(name, _F32, factors) for name, factors in family.rope_factors().items()]
+    tensors[:0] = [Tensor.of(name, _F32, values) for name, values in factors.items()]
     tower = [t for t in sources if family.in_tower(t.name)]
     seen, why = None, ""
     kind = family.layout.vision

@@ -377,7 +377,7 @@ _QWEN35_MROPE = [11, 11, 10]
 _CONVOLUTIONS = ("ssm_conv1d.weight", "shortconv.conv.weight")
 # YaRN's parameters that llama.cpp reads where a checkpoint states them (its defaults otherwise);
 # gpt-oss's ``truncate: false`` it cannot: its correction range is always whole dimensions. Its
-# attention factor llama.cpp computes itself (a stated other one is refused).
+# attention factor llama.cpp computes itself (a stated one is its ratio to llama.cpp's, ``attn_factor``).
 _YARN_KEYS = {"beta_fast": "yarn_beta_fast", "beta_slow": "yarn_beta_slow"}
 _GEMMA3_DEFAULTS: dict[str, Any] = {
     "query_pre_attn_scalar": 256,
@@ -400,6 +400,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "gemma3": _GEMMA3_DEFAULTS,
     "gemma-embedding": _GEMMA3_DEFAULTS,
+    "qwen3next": {"head_dim": 256},
 }
 
 
@@ -769,8 +770,9 @@ class Family:
             types = ["full_attention" if i in attending else "conv" for i in range(self.n_layer)]
         if self.config.get("conv_bias"):
             raise ImportRefused("config.json sets conv_bias, which llama.cpp's lfm2 has not")
-        if self._int("conv_L_cache", default=3) < 2:  # llama.cpp asserts it, ending the process
-            raise ImportRefused("config.json's conv_L_cache is less than 2, which llama.cpp's lfm2 cannot convolve")
+        span = self.config.get("conv_L_cache", 3)
+        if not isinstance(span, int) or isinstance(span, bool) or span < 2:  # llama.cpp asserts it, ending the process
+            raise ImportRefused("config.json's conv_L_cache is not 2 or more, which llama.cpp's lfm2 needs")
         width = self._int("block_ff_dim", "intermediate_size")
         if self.arch == "lfm2" and self.config.get("block_auto_adjust_ff_dim", True):
             width = int(2 * width / 3)
@@ -787,7 +789,7 @@ class Family:
                 GGUFValueType.ARRAY,
             ),
             f"{a}.attention.layer_norm_rms_epsilon": (float(self.config.get("norm_eps") or 1e-5), _F32),
-            f"{a}.shortconv.l_cache": (self._int("conv_L_cache", default=3), _U32),
+            f"{a}.shortconv.l_cache": (span, _U32),
         }
 
     def _lfm2moe(self) -> KV:
@@ -861,6 +863,10 @@ class Family:
             raise ImportRefused(
                 f"config.json makes some layers dense (mlp_only_layers), which llama.cpp's {self.arch} has not"
             )
+        # llama.cpp normalizes the chosen experts' weights; Qwen3-MoE's transformers, only if told.
+        normalized = self.config.get("norm_topk_prob", self.arch != "qwen3moe")
+        if self.arch in ("qwen3moe", "qwen3next") and normalized is not True:
+            raise ImportRefused(f"config.json's norm_topk_prob is not true; llama.cpp's {self.arch} normalizes")
         return {
             f"{self.arch}.expert_count": (self.n_expert, _U32),
             f"{self.arch}.expert_used_count": (self._int("num_experts_per_tok"), _U32),
@@ -948,14 +954,25 @@ class Family:
                 value = rope.get(key)
                 if kind == "yarn" and isinstance(value, int | float) and not isinstance(value, bool):
                     kv[f"{a}.rope.scaling.{name}"] = (float(value), _F32)
-            stated = rope.get("attention_factor")
-            computed = 0.1 * math.log(float(factor)) + 1 if float(factor) > 1 else 1.0  # llama.cpp's
-            if kind == "yarn" and stated is not None and abs(float(stated) - computed) > 1e-4:
-                raise ImportRefused(
-                    "config.json states YaRN's attention_factor, which llama.cpp computes itself from the factor"
-                )
+            stated = rope.get("attention_factor")  # transformers' in place of its own from the factor
+            if kind == "yarn" and stated is not None:
+                ratio = float(stated) / self._yarn_attention(float(factor))
+                if abs(ratio - 1) > 1e-6:  # llama.cpp multiplies its own by this
+                    kv[f"{a}.rope.scaling.attn_factor"] = (ratio, _F32)
             return kv
         raise ImportRefused(f"config.json's rope scaling {kind!r} is not one cllm converts (linear, yarn, llama3)")
+
+    def _yarn_attention(self, factor: float) -> float:
+        """YaRN's attention factor as llama.cpp computes it from the keys written
+        (``llama-context.cpp``): ``0.1 ln(factor) + 1``, or Ministral 3's ratio with its log multiplier."""
+
+        def mscale(scale: float, m: float) -> float:
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1
+
+        rope = self._rope
+        if self.arch == "mistral3" and rope.get("mscale") and rope.get("mscale_all_dim"):
+            return mscale(factor, 1.0) / mscale(factor, float(rope["mscale_all_dim"]))
+        return mscale(factor, 1.0)
 
     def rope_factors(self) -> dict[str, np.ndarray]:
         """Rotary frequency factors llama.cpp reads as tensors: Llama 3.1's (``rope_freqs.weight``),
