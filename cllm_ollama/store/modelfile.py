@@ -7,6 +7,7 @@ values may be bare, "quoted" or \"\"\"triple-quoted\"\"\" (multi-line); ``#`` st
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -194,6 +195,17 @@ def local_path(reference: str, base_dir: Path) -> Path:
     return base_dir / os.path.expanduser(reference)  # an absolute reference stays as it is
 
 
+def _module_folders(folder: Path) -> set[str]:
+    """The subfolders a sentence-transformers ``modules.json`` names (none where it is absent or unreadable)."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(modules, list):
+        return set()
+    return {m["path"] for m in modules if isinstance(m, dict) and isinstance(m.get("path"), str) and m["path"]}
+
+
 def local_file(reference: str, base_dir: Path) -> Path | None:
     """The file a FROM/ADAPTER value names, if it exists."""
     path = local_path(reference, base_dir)
@@ -202,10 +214,15 @@ def local_file(reference: str, base_dir: Path) -> Path | None:
 
 def model_folder_files(folder: Path, reference: str) -> dict[str, Path]:
     """The files of a model folder the ollama CLI uploads (its ``filesForModel``), by their paths in
-    it: the safetensors weights (or GGUF files) and the JSON, tokenizer and template files beside."""
+    it: the safetensors weights (or GGUF files) and the JSON, tokenizer and template files beside.
+    A subfolder's weights go only where ``modules.json`` names the subfolder (EmbeddingGemma's
+    ``2_Dense``): the ollama CLI also sends other formats' (gpt-oss's 13 GB ``original/``), which
+    no converter reads."""
     found: list[Path] = []
+    modules = _module_folders(folder)
     for patterns in _WEIGHTS:
         found = [p for pattern in patterns for p in sorted(folder.glob(pattern)) if p.is_file()]
+        found = [p for p in found if p.parent == folder or p.parent.name in modules]
         if found:
             break
     else:

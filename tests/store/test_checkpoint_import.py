@@ -534,12 +534,17 @@ def test_an_lfm2_mixture_converts_to_its_twin(tmp_path: Path) -> None:
 
 def test_a_release_folder_s_other_formats_are_not_read(tmp_path: Path) -> None:
     """A folder downloaded whole (gpt-oss's carries its original release in ``original/``): only the
-    folder's own safetensors are the model."""
+    folder's own safetensors are the model, and the CLI does not upload the others; a
+    sentence-transformers module's (named by ``modules.json``) it does."""
     folder, twin = write_hf_gptoss(tmp_path)
     (folder / "original").mkdir()
     write_safetensors(folder / "original" / "model.safetensors", {"block.0.attn.qkv.weight": ("F16", np.zeros((2, 2)))})
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    assert "original/model.safetensors" not in model_folder_files(folder, "./gptoss")
+    embedder, _ = write_hf_embeddinggemma(tmp_path / "embeddinggemma")
+    uploaded = model_folder_files(embedder, "./embeddinggemma")
+    assert {"model.safetensors", "2_Dense/model.safetensors", "3_Dense/model.safetensors"} <= set(uploaded)
 
 
 def test_an_embeddinggemma_converts_to_its_twin(tmp_path: Path) -> None:
