@@ -505,42 +505,27 @@ class Family:
             kv[f"{a}.attention.value_length"] = (self.head_dim, _U32)
         if a in _LLAMAS:
             kv[f"{a}.rope.dimension_count"] = (self.head_dim, _U32)
-        if a == "mistral3":
-            kv |= self._ministral3()
-        if a == "phi3":
-            kv |= self._phi3()
-        if a == "gemma2":
-            kv |= self._gemma2()
-        if a in ("gemma3", "gemma-embedding"):
-            kv |= self._gemma3()
-        if a in ("qwen3moe", "qwen3vlmoe"):
-            kv |= self._experts()
-        if a in _MROPE:
-            kv |= self._mrope()
-        if a in _DELTA_NETS:
-            kv |= self._delta_net()
-        if a == "gpt-oss":
-            kv |= self._gptoss()
-        if a in ("lfm2", "lfm2moe"):
-            kv |= self._lfm2()
-        if a == "lfm2moe":
-            kv |= self._experts() | self._lfm2moe()
-        if a == "olmo2":
-            kv |= self._olmo()
-        if a == "command-r":
-            kv |= self._cohere()
-        if a in ("qwen35moe", "qwen3next"):
-            kv |= self._experts()
-            kv[f"{a}.expert_shared_feed_forward_length"] = (self._int("shared_expert_intermediate_size"), _U32)
-        if a == "qwen3next":  # its partial rotation, without M-RoPE sections
-            kv["qwen3next.rope.dimension_count"] = (self._rotary_dims, _U32)
-        if a == "llama" and self.layout.experts is not None:
-            kv |= {
-                "llama.expert_count": (self.n_expert, _U32),
-                "llama.expert_used_count": (self._int("num_experts_per_tok"), _U32),
-            }
+        for keys in _ARCH_KEYS.get(a, ()):  # in order: a later one's keys win
+            kv |= keys(self)
         kv |= self._rope_scaling()
         return kv
+
+    def _shared_expert(self) -> KV:
+        """The width of the shared expert beside a Qwen mixture's routed ones."""
+        return {f"{self.arch}.expert_shared_feed_forward_length": (self._int("shared_expert_intermediate_size"), _U32)}
+
+    def _partial_rotation(self) -> KV:
+        """How many of a head's dimensions rotate (Qwen3-Next's quarter), without M-RoPE sections."""
+        return {f"{self.arch}.rope.dimension_count": (self._rotary_dims, _U32)}
+
+    def _mixtral(self) -> KV:
+        """A Llama of experts' (Mixtral's): how many, and how many a token uses; none for a Llama."""
+        if self.layout.experts is None:
+            return {}
+        return {
+            "llama.expert_count": (self.n_expert, _U32),
+            "llama.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+        }
 
     @property
     def _rope(self) -> dict[str, Any]:
@@ -1090,6 +1075,29 @@ class Family:
         if len(shape) <= order.axis or shape[order.axis] != len(order.index):
             raise ImportRefused(f"{gguf_name} has shape {list(shape)}, which its value heads do not fill")
         return order
+
+
+# Each architecture's keys beyond the common ones (``Family.kv``), in the order they are added.
+_ARCH_KEYS: dict[str, tuple[Callable[[Family], KV], ...]] = {
+    "llama": (Family._mixtral,),
+    "mistral3": (Family._ministral3,),
+    "phi3": (Family._phi3,),
+    "gemma2": (Family._gemma2,),
+    "gemma3": (Family._gemma3,),
+    "gemma-embedding": (Family._gemma3,),
+    "qwen3moe": (Family._experts,),
+    "qwen2vl": (Family._mrope,),
+    "qwen3vl": (Family._mrope,),
+    "qwen3vlmoe": (Family._experts, Family._mrope),
+    "qwen35": (Family._mrope, Family._delta_net),
+    "qwen35moe": (Family._mrope, Family._delta_net, Family._experts, Family._shared_expert),
+    "qwen3next": (Family._delta_net, Family._experts, Family._shared_expert, Family._partial_rotation),
+    "gpt-oss": (Family._gptoss,),
+    "lfm2": (Family._lfm2,),
+    "lfm2moe": (Family._lfm2, Family._experts, Family._lfm2moe),
+    "olmo2": (Family._olmo,),
+    "command-r": (Family._cohere,),
+}
 
 
 @dataclass(frozen=True, eq=False)
