@@ -14,6 +14,7 @@ import json
 import math
 import re
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,33 +188,37 @@ Größe, naïve café, 日本語 and emoji 🙂 are bytes the tokenizer falls ba
 [INST] Hello, who are you? [/INST] I am a small model that answers in one step."""
 
 
+def _exported(folder: Path, twin: str, write: Callable[[Path], Path], name: str | None = None) -> tuple[Path, Path]:
+    """``folder/hf-<name>/`` (``name`` defaulting to ``twin``), the checkpoint exported from the
+    GGUF ``write`` puts at ``folder/<twin>.gguf``, and that GGUF."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = write(folder / f"{twin}.gguf")
+    return export(path, folder / f"hf-{name or twin}"), path
+
+
 def write_hf_qwen3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-qwen3/``, a Qwen3 checkpoint in F16, and ``folder/qwen3.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = core_ggufs.write_qwen3(folder / "qwen3.gguf", qtype=gguf.GGMLQuantizationType.F16, seed=seed)
-    return export(twin, folder / "hf-qwen3"), twin
+    return _exported(
+        folder, "qwen3", lambda p: core_ggufs.write_qwen3(p, qtype=gguf.GGMLQuantizationType.F16, seed=seed)
+    )
 
 
 def write_hf_llama(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-llama/``, a Llama checkpoint in F16, and ``folder/llama.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return export(write_llama(folder / "llama.gguf", seed=seed), folder / "hf-llama"), folder / "llama.gguf"
+    return _exported(folder, "llama", lambda p: write_llama(p, seed=seed))
 
 
 def write_hf_ministral3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-ministral3/``, a Ministral 3 checkpoint (``Ministral3ForCausalLM``: a Llama with
     Ministral's YaRN and query temperature, ``write_llama``'s; F16), and ``folder/mistral3.gguf``,
     its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = write_llama(folder / "mistral3.gguf", seed=seed, arch="mistral3")
-    return export(twin, folder / "hf-ministral3"), twin
+    return _exported(folder, "mistral3", lambda p: write_llama(p, seed=seed, arch="mistral3"), "ministral3")
 
 
 def write_hf_qwen3moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-qwen3moe/``, a Qwen3 mixture of experts (each expert's tensors apart, as
     transformers 4 saves them), and ``folder/qwen3moe.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return export(write_qwen3moe(folder / "qwen3moe.gguf", seed=seed), folder / "hf-qwen3moe"), folder / "qwen3moe.gguf"
+    return _exported(folder, "qwen3moe", lambda p: write_qwen3moe(p, seed=seed))
 
 
 # BERT's tensors by Hugging Face's names (sentence-transformers' BertModel), and its special tokens.
@@ -467,8 +472,7 @@ def _nomic_config(bert: dict[str, Any]) -> dict[str, Any]:
 def write_hf_mixtral(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-mixtral/``, a Mixtral checkpoint (a Llama whose FFNs are experts, each its own
     w1, w3 and w2), and ``folder/mixtral.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return export(write_mixtral(folder / "mixtral.gguf", seed=seed), folder / "hf-mixtral"), folder / "mixtral.gguf"
+    return _exported(folder, "mixtral", lambda p: write_mixtral(p, seed=seed))
 
 
 def write_mixtral(path: Path, *, n_expert: int = 4, n_used: int = 2, seed: int = 0) -> Path:
@@ -645,11 +649,10 @@ def export_lora(
 def write_hf_gemma3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-gemma3/``, a Gemma 3 checkpoint in F16 (its norms without llama.cpp's +1), and
     ``folder/gemma3.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = core_ggufs.write_gemma3(
-        folder / "gemma3.gguf", vocab=_unpadded_vocab(), qtype=gguf.GGMLQuantizationType.F16, seed=seed
+    f16 = gguf.GGMLQuantizationType.F16
+    return _exported(
+        folder, "gemma3", lambda p: core_ggufs.write_gemma3(p, vocab=_unpadded_vocab(), qtype=f16, seed=seed)
     )
-    return export(twin, folder / "hf-gemma3"), twin
 
 
 def write_hf_embeddinggemma(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
@@ -802,9 +805,7 @@ QWEN35_ROTARY = (8, [2, 1, 1, 0])
 def write_hf_qwen35(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-qwen35/``, a Qwen 3.5 text model (``Qwen3_5ForCausalLM``: gated delta nets and a
     full-attention layer, F16), and ``folder/qwen35.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = _write_qwen35_twin(folder / "qwen35.gguf", seed, moe=False)
-    return export(twin, folder / "hf-qwen35"), twin
+    return _exported(folder, "qwen35", lambda p: _write_qwen35_twin(p, seed, moe=False))
 
 
 QWEN35_EXPERTS = (4, 2, 32)  # routed experts, used per token, width (the shared expert's too)
@@ -816,9 +817,7 @@ def write_hf_qwen35moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-qwen35moe/``, a Qwen 3.5 mixture of experts (``Qwen3_5MoeForCausalLM``: the delta
     nets and attention of ``write_hf_qwen35``, routed experts each apart, as transformers 5.24 saves
     a Qwen 3.5 mixture, and a gated shared expert; F16), and ``folder/qwen35moe.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = _write_qwen35_twin(folder / "qwen35moe.gguf", seed, moe=True)
-    return export(twin, folder / "hf-qwen35moe"), twin
+    return _exported(folder, "qwen35moe", lambda p: _write_qwen35_twin(p, seed, moe=True))
 
 
 def _write_qwen35_twin(path: Path, seed: int, *, moe: bool, arch: str | None = None) -> Path:
@@ -839,9 +838,7 @@ def write_hf_qwen3next(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-qwen3next/``, a Qwen3-Next (``Qwen3NextForCausalLM``: ``write_hf_qwen35moe``'s delta
     net with its projections fused per key head, its value heads grouped, no M-RoPE; F16), and
     ``folder/qwen3next.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = _write_qwen35_twin(folder / "qwen3next.gguf", seed, moe=True, arch="qwen3next")
-    return export(twin, folder / "hf-qwen3next"), twin
+    return _exported(folder, "qwen3next", lambda p: _write_qwen35_twin(p, seed, moe=True, arch="qwen3next"))
 
 
 def write_hf_qwen35_vision(
@@ -866,15 +863,12 @@ def write_hf_qwen35_vision(
 
 def write_hf_gemma2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-gemma2/``, a Gemma 2 checkpoint in F16, and ``folder/gemma2.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return export(write_gemma2(folder / "gemma2.gguf", seed=seed), folder / "hf-gemma2"), folder / "gemma2.gguf"
+    return _exported(folder, "gemma2", lambda p: write_gemma2(p, seed=seed))
 
 
 def write_hf_gemma(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-gemma/``, a Gemma (1) checkpoint in F16, and ``folder/gemma.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = write_gemma(folder / "gemma.gguf", seed=seed)
-    return export(twin, folder / "hf-gemma"), twin
+    return _exported(folder, "gemma", lambda p: write_gemma(p, seed=seed))
 
 
 def write_gemma(path: Path, *, seed: int = 0) -> Path:
@@ -922,9 +916,7 @@ def write_gemma2(path: Path, *, seed: int = 0) -> Path:
 def write_hf_phi3(folder: Path, *, seed: int = 0, longrope: bool = False) -> tuple[Path, Path]:
     """``folder/hf-phi3/``, a Phi-3 checkpoint in F16 (fused QKV and gate-up projections), and
     ``folder/phi3.gguf``, its twin; ``longrope``: with Phi-3.5's long-context rope factors."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = write_phi3(folder / "phi3.gguf", seed=seed, longrope=longrope)
-    return export(twin, folder / "hf-phi3"), twin
+    return _exported(folder, "phi3", lambda p: write_phi3(p, seed=seed, longrope=longrope))
 
 
 def write_phi3(path: Path, *, seed: int = 0, longrope: bool = False) -> Path:
@@ -1827,34 +1819,26 @@ def write_hf_command_r(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-command-r/``, a Command R checkpoint (``CohereForCausalLM``: layer norms, attention
     and FFN side by side, logits scaled, digits split one by one; F16), and
     ``folder/command-r.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = ollama_ggufs.write_command_r(folder / "command-r.gguf", seed=seed, f16=True)
-    return export(twin, folder / "hf-command-r"), twin
+    return _exported(folder, "command-r", lambda p: ollama_ggufs.write_command_r(p, seed=seed, f16=True))
 
 
 def write_hf_lfm2moe(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-lfm2moe/``, an LFM2 mixture (``Lfm2MoeForCausalLM``: a dense block, then one of
     experts each apart with a sigmoid router and its bias; F16), and ``folder/lfm2moe.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = ollama_ggufs.write_lfm2moe(folder / "lfm2moe.gguf", seed=seed, f16=True)
-    return export(twin, folder / "hf-lfm2moe"), twin
+    return _exported(folder, "lfm2moe", lambda p: ollama_ggufs.write_lfm2moe(p, seed=seed, f16=True))
 
 
 def write_hf_olmo3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-olmo3/``, an OLMo 3 checkpoint (``Olmo3ForCausalLM``: Q and K normed across heads,
     norms after attention and the FFN, a 4-token window that a short prompt already slides; F16),
     and ``folder/olmo2.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = ollama_ggufs.write_olmo2(folder / "olmo2.gguf", seed=seed, f16=True, window=4)
-    return export(twin, folder / "hf-olmo3"), twin
+    return _exported(folder, "olmo2", lambda p: ollama_ggufs.write_olmo2(p, seed=seed, f16=True, window=4), "olmo3")
 
 
 def write_hf_lfm2(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-lfm2/``, an LFM2 checkpoint (``Lfm2ForCausalLM``: a short convolution's block, then
     an attention block; F16), and ``folder/lfm2.gguf``, its twin."""
-    folder.mkdir(parents=True, exist_ok=True)
-    twin = ollama_ggufs.write_lfm2(folder / "lfm2.gguf", seed=seed, f16=True)
-    return export(twin, folder / "hf-lfm2"), twin
+    return _exported(folder, "lfm2", lambda p: ollama_ggufs.write_lfm2(p, seed=seed, f16=True))
 
 
 def write_hf_gptoss(folder: Path, *, seed: int = 0, dequantized: bool = False) -> tuple[Path, Path]:

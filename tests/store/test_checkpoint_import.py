@@ -188,14 +188,7 @@ def test_a_gemma3_that_sees_converts_to_its_text_model_and_projector(
     transformers' prefix: the text model from ``text_config``, and the SigLIP tower and projector
     as the GGUF libmtmd reads (llama.cpp's names, types and keys); created, a projector layer."""
     folder, text, mmproj = write_hf_gemma3_vision(tmp_path, prefix=prefix)
-    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
-    assert converted == Converted([], sees=True)
-    for twin, out in ((text, tmp_path / "out.gguf"), (mmproj, tmp_path / "proj.gguf")):
-        _assert_twin_tensors(twin, out)
-    fields, twin_fields = _fields(tmp_path / "proj.gguf"), _fields(mmproj)
-    assert {k: v for k, v in fields.items() if k.startswith("clip.")} == {
-        k: v for k, v in twin_fields.items() if k.startswith("clip.")
-    }
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
     for key in ("block_count", "attention.head_count_kv", "rope.freq_base"):
         assert _fields(tmp_path / "out.gguf")[f"gemma3.{key}"] == _fields(text)[f"gemma3.{key}"]
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([TOWER_LEFT_OUT])  # nowhere to put it
@@ -217,15 +210,8 @@ def test_a_mistral3_that_sees_converts_to_its_text_model_and_projector(tmp_path:
     Pixtral tower and projector as llama.cpp's converter writes them (the tower's Q and K rows
     reordered, the text model's [IMG_BREAK] row beside them); created, a projector layer."""
     folder, text, mmproj = write_hf_mistral3_vision(tmp_path)
-    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
-    assert converted == Converted([], sees=True)
-    for twin, out in ((text, tmp_path / "out.gguf"), (mmproj, tmp_path / "proj.gguf")):
-        _assert_twin_tensors(twin, out)
-    clip = {k: v for k, v in _fields(tmp_path / "proj.gguf").items() if k.startswith("clip.")}
-    assert clip == {k: v for k, v in _fields(mmproj).items() if k.startswith("clip.")}
-    files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
-    create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), lambda e: None)
-    assert [layer.media_type for layer in model_store.get("sees").manifest.layers] == [mt.MODEL, mt.PROJECTOR]
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    _assert_created_with_projector(folder, model_store)
 
 
 _QWEN_VL: dict[str, Callable[..., tuple[Path, Path, Path]]] = {
@@ -249,13 +235,24 @@ def test_a_qwen_vl_converts_to_its_text_model_and_projector(
     Conv3D kernel a kernel per frame, Qwen 2's and 2.5's Q/K/V split, Qwen 3's deepstack mergers
     under their blocks); created, a projector layer."""
     folder, text, mmproj = _QWEN_VL[family](tmp_path, prefix=prefix)
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    _assert_twin_keys(text, tmp_path / "out.gguf")
+    _assert_created_with_projector(folder, model_store)
+
+
+def _assert_sees_as_twins(folder: Path, text: Path, mmproj: Path, tmp_path: Path) -> None:
+    """``folder`` converted (to ``tmp_path/out.gguf`` and ``proj.gguf``) into its text model's twin
+    and its projector's, tensor for tensor and ``clip.*`` key for key."""
     converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
     assert converted == Converted([], sees=True)
     for twin, out in ((text, tmp_path / "out.gguf"), (mmproj, tmp_path / "proj.gguf")):
         _assert_twin_tensors(twin, out)
     clip = {k: v for k, v in _fields(tmp_path / "proj.gguf").items() if k.startswith("clip.")}
     assert clip == {k: v for k, v in _fields(mmproj).items() if k.startswith("clip.")}
-    _assert_twin_keys(text, tmp_path / "out.gguf")
+
+
+def _assert_created_with_projector(folder: Path, model_store: ModelStore) -> None:
+    """``folder`` created as the CLI uploads it: a model layer and a projector layer."""
     files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
     create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), lambda e: None)
     assert [layer.media_type for layer in model_store.get("sees").manifest.layers] == [mt.MODEL, mt.PROJECTOR]
