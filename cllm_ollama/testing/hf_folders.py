@@ -1591,13 +1591,16 @@ def _kv_heads(kv: dict[str, Any], arch: str) -> int:
     return max(int(h) for h in heads) if isinstance(heads, list) else int(heads)
 
 
-# Each architecture's block names where they are not _PARTS (nor Gemma's, nor Phi-3's).
+# Each architecture's block names where they are not _PARTS.
 _BLOCK_PARTS = {
+    "gemma2": _GEMMA_PARTS,
+    "gemma3": _GEMMA_PARTS,
+    "gemma-embedding": _GEMMA_PARTS,
+    "phi3": _PHI3_PARTS,
     "gpt-oss": _GPTOSS_PARTS,
     "lfm2": _LFM2_PARTS,
     "lfm2moe": _LFM2_PARTS,
     "olmo2": _OLMO_PARTS,
-    "gemma": _PARTS,
 }
 
 
@@ -1614,8 +1617,7 @@ def _hf_name(name: str, arch: str) -> str:
         return f"model.layers.{layer}.self_attn.sinks"
     if name.endswith("exp_probs_b.bias"):  # LFM2's expert bias, a buffer
         return f"model.layers.{layer}.feed_forward.expert_bias"
-    parts = _GEMMA_PARTS if arch in _GEMMAS else _PHI3_PARTS if arch == "phi3" else _PARTS
-    return f"model.layers.{layer}.{_BLOCK_PARTS.get(arch, parts)[part]}.{suffix}"
+    return f"model.layers.{layer}.{_BLOCK_PARTS.get(arch, _PARTS)[part]}.{suffix}"
 
 
 def _halves(rows: np.ndarray, heads: int) -> np.ndarray:
