@@ -7,14 +7,14 @@ values may be bare, "quoted" or \"\"\"triple-quoted\"\"\" (multi-line); ``#`` st
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..convert.hf import lora
+from ..convert.hf import Checkpoint, ImportRefused, lora
+from ..convert.hf.sentence import module_folders
 from ..errors import InvalidRequest
 from ..gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
 
@@ -197,13 +197,11 @@ def local_path(reference: str, base_dir: Path) -> Path:
 
 def _module_folders(folder: Path) -> set[str]:
     """The subfolders a sentence-transformers ``modules.json`` names (none where it is absent or unreadable)."""
+    modules = folder / "modules.json"
     try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return module_folders(Checkpoint(folder.name, {"modules.json": modules} if modules.is_file() else {}))
+    except (ImportRefused, OSError):
         return set()
-    if not isinstance(modules, list):
-        return set()
-    return {m["path"] for m in modules if isinstance(m, dict) and isinstance(m.get("path"), str) and m["path"]}
 
 
 def local_file(reference: str, base_dir: Path) -> Path | None:

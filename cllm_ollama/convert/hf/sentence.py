@@ -41,6 +41,11 @@ def _modules(checkpoint: Checkpoint) -> list[dict[str, Any]]:
     return [m for m in modules if isinstance(m, dict)]
 
 
+def module_folders(checkpoint: Checkpoint) -> set[str]:
+    """The subfolders ``modules.json`` names: where a module's weights and settings lie."""
+    return {m["path"] for m in _modules(checkpoint) if isinstance(m.get("path"), str) and m["path"]}
+
+
 def pooling_kv(checkpoint: Checkpoint, arch: str) -> KV:
     """``<arch>.pooling_type`` where the folder states a pooling; ``ImportRefused`` for one llama.cpp has not."""
     paths = [m.get("path") for m in _modules(checkpoint) if str(m.get("type", "")).endswith("Pooling")]
