@@ -79,7 +79,14 @@ class Vocab:
 @cache  # the same corpus every time: learned once a process (0.14 s), not once a model written
 def _learn_merges(n_merges: int) -> tuple[tuple[str, str], ...]:
     enc = _byte_encoder()
-    words = Counter(tuple(enc[b] for b in piece.encode()) for piece in _PRETOKENIZE.findall(_CORPUS))
+    return learn_merges(
+        Counter(tuple(enc[b] for b in piece.encode()) for piece in _PRETOKENIZE.findall(_CORPUS)), n_merges
+    )
+
+
+def learn_merges(words: Counter[tuple[str, ...]], n_merges: int) -> tuple[tuple[str, str], ...]:
+    """BPE's merges learned from ``words`` (each a sequence of symbols, with its count): the most
+    frequent pair merged each time, until ``n_merges`` or no pair occurs twice."""
     merges: list[tuple[str, str]] = []
     while len(merges) < n_merges:
         pairs: Counter[tuple[str, str]] = Counter()
@@ -140,6 +147,37 @@ def synthetic_vocab(size: int | None = None) -> Vocab:
         eos_id=ids["<|im_end|>"],
         bos_id=ids["<|endoftext|>"],
     )
+
+
+# Gemma 4's special tokens, in its order: control tokens, then those llama.cpp's converter makes
+# user-defined so that they are always rendered (thought channels, tool calls and their answers).
+GEMMA4_CONTROL = ("<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<|turn>", "<turn|>")
+GEMMA4_VISIBLE = (
+    "<|channel>",
+    "<channel|>",
+    "<|tool_call>",
+    "<tool_call|>",
+    "<|tool_response>",
+    "<tool_response|>",
+    '<|"|>',
+)
+
+
+def gemma4_vocab() -> Vocab:
+    """A vocabulary shaped as Gemma 4's (SentencePiece-style BPE): its special tokens, the 256
+    ``<0xXX>`` byte tokens it falls back on, the corpus's characters with ``▁`` for a space, and
+    merges learned on each line of the corpus as a whole (Gemma 4 splits text only at newlines)."""
+    lines = [line.replace(" ", "\u2581") for line in _CORPUS.splitlines() if line]
+    chars = sorted({c for line in lines for c in line})
+    merges = learn_merges(Counter(tuple(line) for line in lines), 300)
+    tokens = [*GEMMA4_CONTROL, *GEMMA4_VISIBLE, *(f"<0x{b:02X}>" for b in range(256)), "\n", *chars]
+    tokens += [a + b for a, b in merges]
+    types = [int(gguf.TokenType.CONTROL)] * len(GEMMA4_CONTROL) + [int(gguf.TokenType.USER_DEFINED)] * len(
+        GEMMA4_VISIBLE
+    )
+    types += [int(gguf.TokenType.BYTE)] * 256
+    types += [int(gguf.TokenType.NORMAL)] * (len(tokens) - len(types))
+    return Vocab(tokens=tokens, types=types, merges=[f"{a} {b}" for a, b in merges], eos_id=1, bos_id=2)
 
 
 def vocab_from_gguf(path: Path) -> Vocab:

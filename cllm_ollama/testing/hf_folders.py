@@ -21,7 +21,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from . import core_ggufs, ollama_ggufs, tower_ggufs, vision_ggufs
+from . import core_ggufs, gemma4_ggufs, ollama_ggufs, tower_ggufs, vision_ggufs
 from .gguf_base import (
     TINY,
     Tensors,
@@ -63,6 +63,7 @@ _ARCHITECTURES = {
     "command-r": "CohereForCausalLM",
     "gemma": "GemmaForCausalLM",
     "lfm2moe": "Lfm2MoeForCausalLM",
+    "gemma4": "Gemma4ForCausalLM",
 }
 _GEMMAS = (
     "gemma",
@@ -89,6 +90,7 @@ _MODEL_TYPES = {
     "mistral3": "ministral3",
     "command-r": "cohere",
     "lfm2moe": "lfm2_moe",
+    "gemma4": "gemma4_text",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -132,6 +134,23 @@ _GEMMA_PARTS = _PARTS | {
     "post_attention_norm": "post_attention_layernorm",
     "ffn_norm": "pre_feedforward_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
+}
+# Gemma 4's: its per-layer embeddings' gate, projection and norm, and beside the dense FFN a
+# mixture's router, norms before it and after both.
+_GEMMA4_PARTS = _GEMMA_PARTS | {
+    "inp_gate": "per_layer_input_gate",
+    "proj": "per_layer_projection",
+    "post_norm": "post_per_layer_input_norm",
+    "ffn_gate_inp": "router.proj",
+    "pre_ffw_norm_2": "pre_feedforward_layernorm_2",
+    "post_ffw_norm_1": "post_feedforward_layernorm_1",
+    "post_ffw_norm_2": "post_feedforward_layernorm_2",
+}
+# ... and its parameters that are no module's weight: the layer's output scale, the router's scales.
+_GEMMA4_PARAMS = {
+    "layer_output_scale.weight": "layer_scalar",
+    "ffn_gate_inp.scale": "router.scale",
+    "ffn_down_exps.scale": "router.per_expert_scale",
 }
 # Qwen 3.5's: a gated delta net's (its A and dt bias are no module's weight or bias), and the
 # norm after either kind of attention.
@@ -179,7 +198,14 @@ _OLMO_PARTS = _PARTS | {
 }
 # Phi-3's fused projections: Q, K and V in one matrix, the FFN's gate and up in another.
 _PHI3_PARTS = _PARTS | {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
-_GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+_GLOBAL = {
+    "token_embd": "model.embed_tokens",
+    "output_norm": "model.norm",
+    "output": "lm_head",
+    "per_layer_token_embd": "model.embed_tokens_per_layer",  # Gemma 4's per-layer embeddings
+    "per_layer_model_proj": "model.per_layer_model_projection",
+    "per_layer_proj_norm": "model.per_layer_projection_norm",
+}
 # Text the tiny SentencePiece tokenizers learn from.
 _CORPUS = """The capital of France is Paris, and the capital of Italy is Rome.
 def add(a, b): return a + b  # numbers, lists and strings are all values in Python.
@@ -1084,12 +1110,16 @@ def export(
     folder.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, np.ndarray] = {}
     rope: dict[str, list[float]] = {}  # Phi-3's long-context factors: config.json's, not tensors
+    rotating = 1.0  # of a Gemma 4's full-attention head's pairs
     for t in reader.tensors:
         if arch == "gpt-oss" and "_exps." in t.name:
             _gptoss_experts(tensors, t, dequantized)
             continue
         values = t.data if t.tensor_type in _FLOATS else gguf.quants.dequantize(t.data, t.tensor_type)
         data = np.asarray(values, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+        if t.name == "rope_freqs.weight" and arch == "gemma4":  # its proportional rotation: config.json's
+            rotating = float(np.mean(data == 1.0))
+            continue
         if t.name.startswith("rope_factors_"):
             rope[t.name.split("_")[2].split(".")[0] + "_factor"] = data.tolist()
             continue
@@ -1102,8 +1132,10 @@ def export(
             name, data = _qwen35_back(t.name, data, kv, arch)
             tensors[name] = data
             continue
-        if part in _EXPERTS and arch == "qwen3vlmoe":  # a layer's in one tensor, as transformers 5 saves them
-            stem = f"model.layers.{t.name.split('.')[1]}.mlp.experts"
+        if arch in ("qwen3vlmoe", "gemma4") and t.name.endswith(
+            "_exps.weight"
+        ):  # a layer's in one tensor, as transformers 5 saves them
+            stem = f"model.layers.{t.name.split('.')[1]}.{'experts' if arch == 'gemma4' else 'mlp.experts'}"
             if part == "ffn_down_exps":
                 tensors[f"{stem}.down_proj"] = data
             else:  # gate's rows, then up's, per expert
@@ -1111,7 +1143,7 @@ def export(
                 halves = (data, fused) if part == "ffn_gate_exps" else (fused, data)
                 tensors[f"{stem}.gate_up_proj"] = np.concatenate(halves, axis=1)
             continue
-        if part in _EXPERTS:  # one tensor per expert
+        if part in _EXPERTS and t.name.endswith(".weight"):  # one tensor per expert
             layer = t.name.split(".")[1]
             for e, rows in enumerate(data):
                 if arch == "llama":  # Mixtral's
@@ -1130,6 +1162,8 @@ def export(
     if arch == "gemma-embedding":  # sentence-transformers' layout: the layers bare, the head in modules
         tensors = _sentence_modules(folder, tensors)
     config = _config(kv, arch) | {"tie_word_embeddings": "lm_head.weight" not in tensors}
+    if arch == "gemma4":
+        config |= _gemma4_config(kv, tensors, rotating)
     if rope:
         config["rope_scaling"] = {"type": "longrope", **rope}
         config["max_position_embeddings"] = int(kv[f"{arch}.context_length"])
@@ -1143,6 +1177,8 @@ def export(
             config["architectures"] = ["MistralForCausalLM"]
         model = sentencepiece if sentencepiece is not None else sentencepiece_model(kv)
         (folder / "tokenizer.model").write_bytes(model)
+    elif kv["tokenizer.ggml.model"] == "gemma4":
+        _write_gemma4_tokenizer(folder, kv)
     else:
         _write_tokenizer(folder, kv)
     _write_settings(folder, kv, template_file)
@@ -1585,6 +1621,57 @@ def _sentence_modules(folder: Path, tensors: dict[str, np.ndarray]) -> dict[str,
     return {name.removeprefix("model."): data for name, data in tensors.items()}
 
 
+def _per_layer(value: Any) -> list[int]:
+    """A key stated once or per layer, as a list."""
+    return [int(v) for v in value] if isinstance(value, list) else [int(value)]
+
+
+def _gemma4_config(kv: dict[str, Any], tensors: dict[str, np.ndarray], rotating: float) -> dict[str, Any]:
+    """Gemma 4's settings as its releases state them: each kind of layer's heads (the full-attention
+    ones' as ``global_head_dim`` and ``num_global_key_value_heads``, keys their values where those
+    layers have no ``v_proj``), its proportional rotation (``rotating``: the share of a head's pairs
+    that turn), per-layer embeddings, shared KV and mixture."""
+    sliding = [bool(s) for s in kv["gemma4.attention.sliding_window_pattern"]]
+    heads = _per_layer(kv["gemma4.attention.head_count_kv"])
+    heads = heads if len(heads) == len(sliding) else heads * len(sliding)
+    full = sliding.index(False)
+    ffn = _per_layer(kv["gemma4.feed_forward_length"])
+    head_full = int(kv["gemma4.attention.key_length"])
+    n_expert = int(kv.get("gemma4.expert_count", 0))
+    config: dict[str, Any] = {
+        "head_dim": int(kv["gemma4.attention.key_length_swa"]),
+        "global_head_dim": head_full,
+        "num_key_value_heads": heads[sliding.index(True)] if True in sliding else heads[full],
+        "num_global_key_value_heads": heads[full],
+        "attention_k_eq_v": f"model.layers.{full}.self_attn.v_proj.weight" not in tensors,
+        "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
+        "sliding_window": int(kv["gemma4.attention.sliding_window"]),
+        "num_kv_shared_layers": int(kv["gemma4.attention.shared_kv_layers"]),
+        "use_double_wide_mlp": len(set(ffn)) > 1,
+        "hidden_size_per_layer_input": int(kv["gemma4.embedding_length_per_layer_input"]),
+        "vocab_size_per_layer_input": len(kv["tokenizer.ggml.tokens"]),
+        "final_logit_softcapping": float(kv["gemma4.final_logit_softcapping"]),
+        "hidden_activation": "gelu_pytorch_tanh",
+        "attention_bias": False,
+        "enable_moe_block": bool(n_expert),
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": float(kv["gemma4.rope.freq_base_swa"])},
+            "full_attention": {
+                "rope_type": "proportional",
+                "partial_rotary_factor": rotating,
+                "rope_theta": float(kv["gemma4.rope.freq_base"]),
+            },
+        },
+    }
+    if n_expert:
+        config |= {
+            "num_experts": n_expert,
+            "top_k_experts": int(kv["gemma4.expert_used_count"]),
+            "moe_intermediate_size": int(kv["gemma4.expert_feed_forward_length"]),
+        }
+    return config
+
+
 def _kv_heads(kv: dict[str, Any], arch: str) -> int:
     """The KV heads of the attention layers (LFM2 states 0 for its convolutions')."""
     heads = kv[f"{arch}.attention.head_count_kv"]
@@ -1601,6 +1688,7 @@ _BLOCK_PARTS = {
     "lfm2": _LFM2_PARTS,
     "lfm2moe": _LFM2_PARTS,
     "olmo2": _OLMO_PARTS,
+    "gemma4": _GEMMA4_PARTS,
 }
 
 
@@ -1617,6 +1705,8 @@ def _hf_name(name: str, arch: str) -> str:
         return f"model.layers.{layer}.self_attn.sinks"
     if name.endswith("exp_probs_b.bias"):  # LFM2's expert bias, a buffer
         return f"model.layers.{layer}.feed_forward.expert_bias"
+    if arch == "gemma4" and f"{part}.{suffix}" in _GEMMA4_PARAMS:
+        return f"model.layers.{layer}.{_GEMMA4_PARAMS[f'{part}.{suffix}']}"
     return f"model.layers.{layer}.{_BLOCK_PARTS.get(arch, _PARTS)[part]}.{suffix}"
 
 
@@ -1634,7 +1724,7 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         "hidden_size": n_embd,
         "vocab_size": len(kv["tokenizer.ggml.tokens"]),
         "num_hidden_layers": int(kv[f"{arch}.block_count"]),
-        "intermediate_size": int(kv.get(f"{arch}.feed_forward_length", 0)) or None,
+        "intermediate_size": min(_per_layer(kv.get(f"{arch}.feed_forward_length", 0))) or None,
         "num_attention_heads": heads,
         "num_key_value_heads": _kv_heads(kv, arch),
         "max_position_embeddings": int(kv[f"{arch}.context_length"]),
@@ -1817,6 +1907,15 @@ def _gptoss_config(kv: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def write_hf_gemma4(folder: Path, *, moe: bool = False, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-gemma4/`` (or ``hf-gemma4-moe/``), a Gemma 4 checkpoint in F16 with E2B's parts
+    (per-layer embeddings, shared KV) or 26B-A4B's (a mixture beside the dense FFN), and
+    ``folder/gemma4.gguf`` (``gemma4-moe.gguf``), its twin."""
+    shape = gemma4_ggufs.GEMMA4_MOE if moe else gemma4_ggufs.GEMMA4_E2B
+    name = "gemma4-moe" if moe else "gemma4"
+    return _exported(folder, name, lambda p: gemma4_ggufs.write_gemma4_text(p, shape, seed=seed))
+
+
 def write_hf_command_r(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-command-r/``, a Command R checkpoint (``CohereForCausalLM``: layer norms, attention
     and FFN side by side, logits scaled, digits split one by one; F16), and
@@ -1895,6 +1994,55 @@ def _write_tokenizer(folder: Path, kv: dict[str, Any]) -> None:
         "model": {
             "type": "BPE",
             "byte_fallback": False,
+            "vocab": vocab,
+            "merges": [m.split(" ") for m in kv["tokenizer.ggml.merges"]],
+        },
+    }
+    _write_json(folder / "tokenizer.json", spec)
+
+
+def _write_gemma4_tokenizer(folder: Path, kv: dict[str, Any]) -> None:
+    """Gemma 4's tokenizer.json: BPE over text whose spaces are ``▁``, falling back on ``<0xXX>``
+    byte tokens, its special tokens added (all special, as Google's are), a bos before every text."""
+    tokens, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
+    plain = (gguf.TokenType.NORMAL, gguf.TokenType.BYTE)
+    vocab = {text: tid for tid, (text, kind) in enumerate(zip(tokens, types, strict=True)) if kind in plain}
+    added = [
+        {"id": tid, "content": text, "single_word": False, "lstrip": False, "rstrip": False}
+        | {"normalized": False, "special": True}
+        for tid, (text, kind) in enumerate(zip(tokens, types, strict=True))
+        if kind not in plain
+    ]
+    bos = tokens[int(kv["tokenizer.ggml.bos_token_id"])]
+    space = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    spec = {
+        "version": "1.0",
+        "added_tokens": added,
+        "normalizer": space,
+        "pre_tokenizer": None,
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {bos: {"id": bos, "ids": [int(kv["tokenizer.ggml.bos_token_id"])], "tokens": [bos]}},
+        },
+        "decoder": {
+            "type": "Sequence",
+            "decoders": [
+                {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                {"type": "ByteFallback"},
+                {"type": "Fuse"},
+            ],
+        },
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": tokens[int(kv["tokenizer.ggml.unknown_token_id"])],
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "ignore_merges": False,
             "vocab": vocab,
             "merges": [m.split(" ") for m in kv["tokenizer.ggml.merges"]],
         },

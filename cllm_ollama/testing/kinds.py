@@ -162,6 +162,16 @@ KINDS: dict[str, tuple[str, Writer]] = {
         hf.write_hf_lfm2,
     ),
     "hf-gemma": ("DIR/hf-gemma/, a Gemma (1) checkpoint, and DIR/gemma.gguf, its twin", hf.write_hf_gemma),
+    "hf-gemma4": (
+        "DIR/hf-gemma4/, a Gemma 4 checkpoint with E2B's parts (per-layer embeddings, shared KV, keys as values), "
+        "and DIR/gemma4.gguf, its twin",
+        hf.write_hf_gemma4,
+    ),
+    "hf-gemma4-moe": (
+        "DIR/hf-gemma4-moe/, a Gemma 4 checkpoint with 26B-A4B's mixture beside the dense FFN, "
+        "and DIR/gemma4-moe.gguf, its twin",
+        lambda folder: hf.write_hf_gemma4(folder, moe=True),
+    ),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",

@@ -28,6 +28,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
+    write_hf_gemma4,
     write_hf_gptoss,
     write_hf_lfm2,
     write_hf_lfm2moe,
@@ -53,6 +54,10 @@ from cllm_ollama.testing.images import png
 
 def write_hf_phi3_longrope(folder: Path) -> tuple[Path, Path]:
     return write_hf_phi3(folder, longrope=True)
+
+
+def write_hf_gemma4_moe(folder: Path) -> tuple[Path, Path]:
+    return write_hf_gemma4(folder, moe=True)
 
 
 @pytest.fixture
@@ -142,7 +147,8 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
     """A Hugging Face folder uploaded as ``ollama create`` uploads it, to a real ``cllm serve``:
     converted, it answers word for word as the GGUF it was exported from (a Llama's Q and K rows
     reordered on the way, Gemma's norms shifted, a Qwen3's kept, a mixture's experts stacked, Qwen
-    3.5's delta nets as llama.cpp keeps them, gpt-oss's MXFP4 experts repacked), and a SentencePiece vocabulary
+    3.5's delta nets as llama.cpp keeps them, gpt-oss's MXFP4 experts repacked, Gemma 4's per-layer
+    embeddings and shared KV), and a SentencePiece vocabulary
     splits text as the sentencepiece package does."""
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
         client = ollama.Client(host=url)
@@ -165,6 +171,8 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_ministral3,
             write_hf_command_r,
             write_hf_gemma,
+            write_hf_gemma4,
+            write_hf_gemma4_moe,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

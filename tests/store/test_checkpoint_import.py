@@ -32,6 +32,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
+    write_hf_gemma4,
     write_hf_gptoss,
     write_hf_lfm2,
     write_hf_lfm2moe,
@@ -526,6 +527,96 @@ def test_an_lfm2_mixture_converts_to_its_twin(tmp_path: Path) -> None:
     _assert_twin_keys(twin, tmp_path / "out.gguf")
     _edit(folder, "config.json", lambda c: c.update(routed_scaling_factor=2.5))
     with pytest.raises(ImportRefused, match=re.escape("config.json's routed_scaling_factor is 2.5")):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize("moe", [False, True], ids=["e2b", "moe"])
+def test_a_gemma4_converts_to_its_twin(tmp_path: Path, moe: bool) -> None:
+    """Gemma 4 (``Gemma4ForCausalLM``): full-attention layers with wider heads whose keys are their
+    values and a proportional rotation (as llama.cpp's ``rope_freqs``), and E2B's per-layer
+    embeddings and shared KV (those layers' FFN twice as wide), or 26B-A4B's mixture beside the
+    dense FFN (a layer's experts fused, the router's scales); its tokenizer as llama.cpp's
+    ``gemma4`` (BPE over ``▁``-spaced text with byte tokens). A config.json that transformers 5
+    saved (``per_layer_config`` for each full-attention layer) is the same model."""
+    folder, twin = write_hf_gemma4(tmp_path, moe=moe)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    want, got = _fields(twin), _fields(tmp_path / "out.gguf")
+    for key in [k for k in want if k.startswith("tokenizer.")]:
+        assert got[key] == want[key], key
+
+    def saved_by_transformers_5(config: dict[str, Any]) -> None:
+        full = {
+            "head_dim": config.pop("global_head_dim"),
+            "num_key_value_heads": config.pop("num_global_key_value_heads"),
+        }
+        types = config["layer_types"]
+        config["per_layer_config"] = {str(i): full for i, kind in enumerate(types) if kind == "full_attention"}
+
+    _edit(folder, "config.json", saved_by_transformers_5)
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+
+
+def test_a_gemma4_that_sees_and_hears_converts_to_its_text_model(tmp_path: Path) -> None:
+    """``Gemma4ForConditionalGeneration``, as Google releases Gemma 4 and fine-tunes save it: the
+    text model under ``model.language_model.`` and its settings under ``text_config`` convert to
+    the twin; the vision and audio towers and their projections are left out, and the stream says so."""
+    folder, twin = write_hf_gemma4(tmp_path)
+    (path,) = folder.glob("*.safetensors")
+    tensors = {
+        t.name.replace("model.", "model.language_model.", 1): (t.dtype, np.asarray(t.data))
+        for t in safetensors.read(path, path.name)
+    }
+    for tower in ("vision_tower.encoder.layers.0.mlp.down_proj", "embed_vision.embedding_projection", "audio_tower.x"):
+        tensors[f"model.{tower}.weight"] = ("F16", np.zeros((4, 4), np.float16))
+    path.unlink()
+    write_safetensors(folder / "model.safetensors", tensors)
+    text = json.loads((folder / "config.json").read_text())
+    seeing = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "text_config": text}
+    (folder / "config.json").write_text(json.dumps(seeing | {"vision_config": {"hidden_size": 4}}))
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([TOWER_LEFT_OUT])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ({"hidden_activation": "gelu"}, "config.json's hidden_activation is 'gelu'"),
+        ({"use_bidirectional_attention": "all"}, "makes every layer attend both ways"),
+        ({"num_kv_shared_layers": 4}, "num_kv_shared_layers must leave a layer of its own KV"),
+        ({"layer_types": ["sliding_attention"] * 3}, "layer_types are not one sliding or full attention per layer"),
+        (
+            {"per_layer_config": {"1": {"head_dim": 32}, "3": {"head_dim": 64}}},
+            "varies heads within one kind of layer",
+        ),
+        ({"per_layer_config": {"1": {"num_attention_heads": 2}}}, "per_layer_config changes ['num_attention_heads']"),
+        (
+            {"rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 2.0}}},
+            "full-attention rope 'yarn' is not Gemma 4's proportional one",
+        ),
+        (
+            {"rope_parameters": {"sliding_attention": {"rope_type": "default", "partial_rotary_factor": 0.5}}},
+            "sliding layers rotate otherwise than whole heads",
+        ),
+    ],
+)
+def test_a_gemma4_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damage: dict[str, Any], why: str) -> None:
+    """Settings llama.cpp's gemma4 computes otherwise (another activation, attention both ways,
+    heads that vary within a kind of layer, another rotation) or could not load are refused."""
+    folder, _ = write_hf_gemma4(tmp_path)
+
+    def damaged(config: dict[str, Any]) -> None:
+        for key, value in damage.items():
+            if key == "rope_parameters":
+                config[key] |= value
+            else:
+                config[key] = value
+
+    _edit(folder, "config.json", damaged)
+    with pytest.raises(ImportRefused, match=re.escape(why)):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 

@@ -55,6 +55,8 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "gemma": hf.write_hf_gemma,
     "lfm2moe": hf.write_hf_lfm2moe,
     "qwen3next": hf.write_hf_qwen3next,
+    "gemma4": hf.write_hf_gemma4,  # E2B's parts: per-layer embeddings, shared KV, keys as values
+    "gemma4-moe": lambda folder: hf.write_hf_gemma4(folder, moe=True),  # 26B-A4B's mixture
 }
 
 
@@ -166,6 +168,23 @@ def test_the_converted_vocabulary_splits_text_as_tokenizers_does(tmp_path: Path,
     model = Model(tmp_path / "model.gguf", n_gpu_layers=0)
     try:
         got = [model.tokenize(text, add_special=False, parse_special=False) for text in _TEXTS]
+    finally:
+        model.close()
+    assert got == json.loads((tmp_path / "want.json").read_text())
+
+
+def test_a_gemma4_vocabulary_splits_text_as_tokenizers_does(tmp_path: Path) -> None:
+    """Gemma 4's tokenizer.json (BPE over text whose spaces are ``▁``, no split but at newlines,
+    ``<0xXX>`` tokens for characters it lacks), converted as llama.cpp's ``gemma4`` vocabulary,
+    splits text as the tokenizers library splits it: merges across words, runs of spaces and
+    newlines, and bytes to fall back on."""
+    folder, _ = hf.write_hf_gemma4(tmp_path)
+    texts = [*_TEXTS, "The capital of France is Paris,  the sea\n\nis blue.", " Größe 日本語 🙂"]
+    reference.run("tokenize", str(folder), json.dumps(texts), str(tmp_path / "want.json"))
+    convert(Checkpoint.folder(folder), tmp_path / "model.gguf")
+    model = Model(tmp_path / "model.gguf", n_gpu_layers=0)
+    try:
+        got = [model.tokenize(text, add_special=False, parse_special=False) for text in texts]
     finally:
         model.close()
     assert got == json.loads((tmp_path / "want.json").read_text())

@@ -32,7 +32,7 @@ __all__ = ["Checkpoint", "Converted", "ImportRefused", "convert", "convert_lora"
 log = logging.getLogger(__name__)
 _F32, _F16, _BF16 = GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16
 _MXFP4 = GGMLQuantizationType.MXFP4
-_VOCAB_ROWS = ("token_embd.weight", "output.weight")
+_VOCAB_ROWS = ("token_embd.weight", "output.weight", "per_layer_token_embd.weight")
 # Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights (and a shared
 # expert's gate, a vector once its unit axis goes), BERT's position
 # and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32), as it
@@ -116,7 +116,7 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     if missing is not None:
         raise ImportRefused(f"the checkpoint has no model.layers.{missing}: is a shard missing?")
     rows = by_name["token_embd.weight"].shape[0]
-    vocabulary = tokenizer_kv(checkpoint, config, rows, pad=family.layout.pad_vocabulary)
+    vocabulary = tokenizer_kv(checkpoint, config, rows, pad=family.layout.pad_vocabulary, kind=family.layout.tokenizer)
     if family.layout.space_prefix is not None:
         vocabulary["tokenizer.ggml.add_space_prefix"] = (family.layout.space_prefix, GGUFValueType.BOOL)
     n_vocab = len(vocabulary["tokenizer.ggml.tokens"][0])

@@ -174,6 +174,8 @@ class _Layout:
     # llama.cpp loads no model of this architecture without an output of its own (OLMo's): a tied
     # checkpoint's is its token embedding, written again.
     own_output: bool = False
+    # The tokenizer.json's kind where it is not byte-level BPE's: Gemma 4's SentencePiece-style BPE.
+    tokenizer: str | None = None
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -214,7 +216,7 @@ _QWEN35_SHARED = {
 }
 # A layer's experts in one tensor each for down and for gate and up together (transformers 5's
 # own layout, as the Qwen 3.5 releases keep them): ``(experts, 2 x width, hidden)`` and ``(experts, hidden, width)``.
-_FUSED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(?:\.weight)?")
+_FUSED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.(?:mlp\.)?experts\.(gate_up|down)_proj(?:\.weight)?")
 # gpt-oss's: a layer's experts per projection, gate and up in one (their rows interleaved), as
 # dequantized ``(experts, in, out)`` weights or MXFP4 ``_blocks`` and ``_scales``, and their ``_bias``.
 _INTERLEAVED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(?:_(blocks|scales|bias))?")
@@ -280,6 +282,40 @@ _EMBEDDING_GEMMA = dataclasses.replace(
 # Gemma (1, and CodeGemma): a Llama's blocks with Gemma's +1 norms, GeGLU and a tied output.
 _GEMMA = _Layout("gemma", _ATTENTION | _PRE_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 _GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
+# Gemma 4 (``Gemma4ForCausalLM``, and the text model of ``Gemma4ForConditionalGeneration``): Gemma
+# 3's blocks with plain norms (no +1), and in E2B/E4B per-layer embeddings (a second table whose
+# slice for each layer gates into its output), in the 26B-A4B a mixture beside the dense FFN
+# (its router's scale, and each expert's, as llama.cpp names them); a layer's output scale.
+_GEMMA4 = _Layout(
+    "gemma4",
+    _ATTENTION
+    | _GEMMA_NORMS
+    | _QK_NORMS
+    | {
+        "per_layer_input_gate": "inp_gate",
+        "per_layer_projection": "proj",
+        "post_per_layer_input_norm": "post_norm",
+        "router.proj": "ffn_gate_inp",
+        "pre_feedforward_layernorm_2": "pre_ffw_norm_2",
+        "post_feedforward_layernorm_1": "post_ffw_norm_1",
+        "post_feedforward_layernorm_2": "post_ffw_norm_2",
+    },
+    pad_vocabulary=False,
+    space_prefix=False,
+    experts=_EXPERT,  # a mixture (its experts kept fused: ``Family.fused_experts``)
+    globals=_GLOBAL
+    | {
+        "model.embed_tokens_per_layer.weight": "per_layer_token_embd.weight",
+        "model.per_layer_model_projection.weight": "per_layer_model_proj.weight",
+        "model.per_layer_projection_norm.weight": "per_layer_proj_norm.weight",
+    },
+    params={
+        "layer_scalar": "layer_output_scale.weight",
+        "router.scale": "ffn_gate_inp.scale",
+        "router.per_expert_scale": "ffn_down_exps.scale",
+    },
+    tokenizer="gemma4",
+)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
@@ -313,6 +349,8 @@ LAYOUTS = {
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True, vision="gemma3"),
     "Gemma3TextModel": _EMBEDDING_GEMMA,
+    "Gemma4ForCausalLM": _GEMMA4,
+    "Gemma4ForConditionalGeneration": dataclasses.replace(_GEMMA4, tower=True),
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
@@ -362,8 +400,15 @@ _TOWER_PREFIXES = (
     "model.multi_modal_projector.",
     "visual.",  # Qwen-VL's, its merger inside
     "model.visual.",
+    "model.embed_vision.",  # Gemma 4's projectors, and its audio tower
+    "model.audio_tower.",
+    "model.embed_audio.",
 )
 TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
+# What Gemma 4's per-layer settings (``per_layer_config``) may change, by layer.
+_GEMMA4_PER_LAYER = ("head_dim", "num_key_value_heads")
+# Gemma 4's settings that llama.cpp's gemma4 computes with whatever config.json says.
+_GEMMA4_FIXED = {"hidden_activation": "gelu_pytorch_tanh", "attention_bias": False}
 # llama.cpp's Llamas: Q and K rows reordered to neighbouring pairs, the rotary width stated.
 _LLAMAS = ("llama", "mistral3")
 # The architectures whose positions are M-RoPE's (``Family._mrope``).
@@ -666,6 +711,137 @@ class Family:
         self._check_attention_scalar(62 if a == "gemma3" else 0)  # EmbeddingGemma's scale is its head's
         return kv
 
+    def _gemma4(self) -> KV:
+        """Gemma 4's: which layers slide (``layer_types``) and how far, each kind's head width and KV
+        heads (full-attention layers' wider, from ``per_layer_config`` or ``global_head_dim`` and
+        ``num_global_key_value_heads`` as transformers reads them), the last layers reusing earlier
+        layers' KV (``num_kv_shared_layers``; those layers' FFN twice as wide with
+        ``use_double_wide_mlp``), the per-layer embeddings' width, both kinds' rotary base, the
+        logits' softcap and the mixture's experts."""
+        self._require_fixed(_GEMMA4_FIXED)
+        if self.config.get("use_bidirectional_attention") == "all":
+            raise ImportRefused("config.json makes every layer attend both ways, which llama.cpp's gemma4 does not")
+        sliding = self._gemma4_sliding()
+        (head_full, kv_full), (head_swa, kv_swa) = self._gemma4_heads(sliding)
+        shared = self.config.get("num_kv_shared_layers") or 0
+        if not isinstance(shared, int) or isinstance(shared, bool) or not 0 <= shared < self.n_layer:
+            raise ImportRefused("config.json's num_kv_shared_layers must leave a layer of its own KV")
+        if shared and {sliding[i] for i in range(self.n_layer - shared, self.n_layer)} - set(sliding[:-shared]):
+            raise ImportRefused("config.json's shared layers reuse a kind of attention no earlier layer computes")
+        width = self._int("intermediate_size")
+        ffn: Any = (width, _U32)
+        if self.config.get("use_double_wide_mlp") and shared:
+            ffn = (
+                [width if i < self.n_layer - shared else 2 * width for i in range(self.n_layer)],
+                GGUFValueType.ARRAY,
+            )
+        local = self._sliding_rope()
+        kv: KV = {
+            "gemma4.feed_forward_length": ffn,
+            "gemma4.attention.head_count_kv": (
+                kv_full if kv_full == kv_swa else [kv_swa if s else kv_full for s in sliding],
+                GGUFValueType.ARRAY if kv_full != kv_swa else _U32,
+            ),
+            "gemma4.attention.key_length": (head_full, _U32),
+            "gemma4.attention.value_length": (head_full, _U32),
+            "gemma4.attention.key_length_swa": (head_swa, _U32),
+            "gemma4.attention.value_length_swa": (head_swa, _U32),
+            "gemma4.attention.sliding_window": (self._int("sliding_window", default=512), _U32),
+            "gemma4.attention.sliding_window_pattern": (sliding, GGUFValueType.ARRAY),
+            "gemma4.attention.shared_kv_layers": (shared, _U32),
+            "gemma4.embedding_length_per_layer_input": (self._int("hidden_size_per_layer_input", default=0), _U32),
+            "gemma4.rope.freq_base": (float(self._rope.get("rope_theta") or 1_000_000.0), _F32),
+            "gemma4.rope.freq_base_swa": (float(local.get("rope_theta") or 10_000.0), _F32),
+            "gemma4.rope.dimension_count": (head_full, _U32),  # its unrotated part by factors (``rope_factors``)
+            "gemma4.rope.dimension_count_swa": (head_swa, _U32),
+        }
+        softcap = self.config.get("final_logit_softcapping")
+        if isinstance(softcap, int | float) and softcap:
+            kv["gemma4.final_logit_softcapping"] = (float(softcap), _F32)
+        if self.config.get("enable_moe_block"):
+            kv |= {
+                "gemma4.expert_count": (self.n_expert, _U32),
+                "gemma4.expert_used_count": (self._int("top_k_experts"), _U32),
+                "gemma4.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
+            }
+        return kv
+
+    def _gemma4_sliding(self) -> list[bool]:
+        """Which layers slide, from ``layer_types`` (transformers' default: five of every six), the
+        last always attending to everything, as transformers forces it."""
+        types = self.config.get("layer_types")
+        if types is None:
+            types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(self.n_layer)]
+        if not (
+            isinstance(types, list)
+            and len(types) == self.n_layer
+            and all(t in ("sliding_attention", "full_attention") for t in types)
+        ):
+            raise ImportRefused("config.json's layer_types are not one sliding or full attention per layer")
+        return [t == "sliding_attention" for t in types[:-1]] + [False]
+
+    def _gemma4_heads(self, sliding: list[bool]) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(head width, KV heads) of the full-attention layers, then of the sliding ones: a layer's
+        ``per_layer_config`` over the model's (transformers 5 saves it), or transformers' overrides
+        for full-attention layers where config.json has none (``global_head_dim``, 512 unless
+        stated; ``num_global_key_value_heads``, where keys are values); llama.cpp has one of each
+        per kind."""
+        given = self.config.get("per_layer_config")
+        if given is None:
+            override: dict[str, Any] = {"head_dim": self.config.get("global_head_dim", 512)}
+            if self.config.get("attention_k_eq_v", True) and self.config.get("num_global_key_value_heads"):
+                override["num_key_value_heads"] = self.config["num_global_key_value_heads"]
+            given = {str(i): override for i, s in enumerate(sliding) if not s}
+        if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
+            raise ImportRefused("config.json's per_layer_config is not one setting map per layer")
+        shapes: dict[bool, set[tuple[int, int]]] = {True: set(), False: set()}
+        for i, s in enumerate(sliding):
+            layer = given.get(str(i), given.get(i, {}))  # type: ignore[call-overload]
+            if set(layer) - set(_GEMMA4_PER_LAYER):
+                raise ImportRefused(
+                    f"config.json's per_layer_config changes {sorted(layer)} of a layer; "
+                    f"llama.cpp's gemma4 reads only {list(_GEMMA4_PER_LAYER)}"
+                )
+            head = layer.get("head_dim", self.head_dim)
+            heads = layer.get("num_key_value_heads", self.n_head_kv)
+            if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in (head, heads)):
+                raise ImportRefused(f"config.json's per_layer_config gives layer {i} no head width or KV heads")
+            shapes[s].add((head, heads))
+        if len(shapes[True]) > 1 or len(shapes[False]) > 1:
+            raise ImportRefused(
+                "config.json's per_layer_config varies heads within one kind of layer, as llama.cpp's gemma4 cannot"
+            )
+        full = shapes[False].pop()
+        return full, shapes[True].pop() if shapes[True] else full
+
+    def _sliding_rope(self) -> dict[str, Any]:
+        """The sliding layers' rotary parameters: only the plain rotation of whole heads, as
+        llama.cpp's gemma4 computes."""
+        params = self.config.get("rope_parameters")
+        local = params.get("sliding_attention") if isinstance(params, dict) else None
+        local = local if isinstance(local, dict) else {}
+        if local.get("rope_type", "default") != "default" or local.get("partial_rotary_factor", 1.0) != 1.0:
+            raise ImportRefused(
+                "config.json's sliding layers rotate otherwise than whole heads by default, as llama.cpp's gemma4 does"
+            )
+        return local
+
+    def _gemma4_rope_factors(self) -> dict[str, np.ndarray]:
+        """Gemma 4's full-attention rotation (``proportional``: the first ``partial_rotary_factor`` of a
+        head's pairs at the whole head's frequencies, the rest still) as llama.cpp's converter writes
+        it: a factor per pair, so large for the still ones that they do not turn."""
+        rope = self._rope
+        kind, factor = rope.get("rope_type") or "default", rope.get("partial_rotary_factor", 1.0)
+        if kind not in ("proportional", "default") or not isinstance(factor, int | float) or not 0 < factor <= 1:
+            raise ImportRefused(f"config.json's full-attention rope {kind!r} is not Gemma 4's proportional one")
+        if kind == "default" and factor != 1.0:
+            raise ImportRefused(
+                "config.json rotates part of each full-attention head by default, which llama.cpp's gemma4 does not"
+            )
+        head = self._gemma4_heads(self._gemma4_sliding())[0][0]
+        pairs, turning = head // 2, int(head * factor / 2)
+        return {"rope_freqs.weight": np.array([1.0] * turning + [1e30] * (pairs - turning), dtype=np.float32)}
+
     def _gptoss(self) -> KV:
         """gpt-oss's experts (each as wide as ``intermediate_size``), and its window, which llama.cpp
         puts on every other layer from the first; a checkpoint it would run otherwise (its windows
@@ -930,6 +1106,8 @@ class Family:
         kind, factor = rope.get("rope_type"), rope.get("factor")
         if kind in (None, "default", "llama3", "mrope") or self._longrope:  # factors as tensors, M-RoPE as _mrope
             return {}
+        if kind == "proportional" and a == "gemma4":  # as a tensor of factors (``rope_factors``)
+            return {}
         if kind in ("linear", "yarn") and isinstance(factor, int | float):
             kv: KV = {f"{a}.rope.scaling.type": (kind, _STR), f"{a}.rope.scaling.factor": (float(factor), _F32)}
             original = rope.get("original_max_position_embeddings")
@@ -963,6 +1141,8 @@ class Family:
         """Rotary frequency factors llama.cpp reads as tensors: Llama 3.1's (``rope_freqs.weight``),
         or Phi-3.5's long and short ones (``rope_factors_long``/``_short``), from the rope scaling."""
         rope = self._rope
+        if self.arch == "gemma4":
+            return self._gemma4_rope_factors()
         if self._longrope:
             given = {f"rope_factors_{kind}.weight": rope.get(f"{kind}_factor") for kind in ("long", "short")}
             if not all(isinstance(f, list) and len(f) == self._rotary_dims // 2 for f in given.values()):
@@ -1097,6 +1277,7 @@ _ARCH_KEYS: dict[str, tuple[Callable[[Family], KV], ...]] = {
     "lfm2moe": (Family._lfm2, Family._experts, Family._lfm2moe),
     "olmo2": (Family._olmo,),
     "command-r": (Family._cohere,),
+    "gemma4": (Family._gemma4,),
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +55,11 @@ _GPT4O = (
 _PRE_TOKENIZERS[hashlib.sha256(_TEKKEN.encode()).hexdigest()] = "tekken"
 _PRE_TOKENIZERS[hashlib.sha256(_GPT4O.encode()).hexdigest()] = "gpt-4o"
 _NO_SPLIT = hashlib.sha256(b"").hexdigest()
+# Gemma 4's tokens that llama.cpp's converter makes user-defined (``Gemma4Model.set_vocab``).
+_GEMMA4_VISIBLE = frozenset(
+    ("<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", '<|"|>')
+)
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 # tokenizer_config.json's names -> llama.cpp's key names (``tokenizer.ggml.<key>_token_id``).
 _SPECIAL = {
     "bos": "bos",
@@ -66,14 +72,19 @@ _SPECIAL = {
 }
 
 
-def tokenizer_kv(checkpoint: Checkpoint, config: Mapping[str, Any], rows: int, *, pad: bool = True) -> KV:
+def tokenizer_kv(
+    checkpoint: Checkpoint, config: Mapping[str, Any], rows: int, *, pad: bool = True, kind: str | None = None
+) -> KV:
     """The ``tokenizer.*`` keys for the checkpoint's model, whose embedding has ``rows`` rows: a
     SentencePiece ``tokenizer.model`` where there is one (as both Ollama's and llama.cpp's converters
-    prefer it), else a byte-level BPE ``tokenizer.json``. ``pad``: ids up to ``rows`` the tokenizer
-    lacks are padding tokens (else the vocabulary ends where the tokenizer's does)."""
+    prefer it), else a byte-level BPE ``tokenizer.json`` (or, ``kind`` "gemma4", Gemma 4's
+    SentencePiece-style BPE). ``pad``: ids up to ``rows`` the tokenizer lacks are padding tokens
+    (else the vocabulary ends where the tokenizer's does)."""
     spec = checkpoint.json("tokenizer.json") or {}
     wordpiece = isinstance(spec.get("model"), dict) and spec["model"].get("type") == "WordPiece"
-    if checkpoint.has("tokenizer.model"):
+    if kind == "gemma4":
+        kv = _gemma4_vocabulary(checkpoint, rows, pad)
+    elif checkpoint.has("tokenizer.model"):
         kv = _sentencepiece_vocabulary(checkpoint, rows, pad)
     elif wordpiece:
         kv = _wordpiece_vocabulary(spec, rows, pad)
@@ -113,6 +124,32 @@ def _bpe_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> KV:
     merges = _merges(model.get("merges") or [])
     if merges:
         kv["tokenizer.ggml.merges"] = (merges, _ARRAY)
+    return kv
+
+
+def _gemma4_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> KV:
+    """Gemma 4's tokenizer.json as llama.cpp's converter writes it (``Gemma4Model.set_vocab``): BPE
+    over text whose spaces are ``▁`` with ``<0xXX>`` byte tokens to fall back on, its merges, and
+    the marks of thought channels, tool calls and their answers as user-defined tokens, which
+    llama.cpp always renders so that a chat's parser sees them."""
+    spec = checkpoint.json("tokenizer.json")
+    model: dict[str, Any] = spec["model"] if spec is not None and isinstance(spec.get("model"), dict) else {}
+    if model.get("type") != "BPE" or not model.get("byte_fallback"):
+        raise ImportRefused("Gemma 4's tokenizer.json must be BPE with byte fallback, as Google's releases have it")
+    tokens, types = _vocabulary(model, spec.get("added_tokens") or [] if spec else [], rows, pad)
+    for tid, text in enumerate(tokens):
+        if text in _GEMMA4_VISIBLE:
+            types[tid] = int(TokenType.USER_DEFINED)
+        elif types[tid] == TokenType.NORMAL and _BYTE_TOKEN.fullmatch(text):
+            types[tid] = int(TokenType.BYTE)
+    kv: KV = {
+        "tokenizer.ggml.model": ("gemma4", _STR),
+        "tokenizer.ggml.tokens": (tokens, _ARRAY),
+        "tokenizer.ggml.scores": ([-1000.0] * len(tokens), _ARRAY),
+        "tokenizer.ggml.token_type": (types, _ARRAY),
+        "tokenizer.ggml.merges": (_merges(model.get("merges") or []), _ARRAY),
+        "tokenizer.ggml.add_bos_token": (True, _BOOL),  # llama.cpp adds it to Gemma 4's prompts whatever is said
+    }
     return kv
 
 
