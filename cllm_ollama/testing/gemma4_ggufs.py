@@ -51,9 +51,10 @@ class Gemma4Shape:
         return 2 * self.n_ff if self.shared and il >= self.n_layer - self.shared else self.n_ff
 
 
-# E2B's parts, and 26B-A4B's.
+# E2B's parts, 26B-A4B's, and 31B's (none of theirs).
 GEMMA4_E2B = Gemma4Shape(n_embd_per_layer=16, shared=2)
 GEMMA4_MOE = Gemma4Shape(n_layer=2, n_expert=4)
+GEMMA4_31B = Gemma4Shape()
 
 
 def write_gemma4_text(path: Path, shape: Gemma4Shape = GEMMA4_E2B, *, seed: int = 0) -> Path:
@@ -106,8 +107,8 @@ def write_gemma4_text(path: Path, shape: Gemma4Shape = GEMMA4_E2B, *, seed: int 
     w.add_add_space_prefix(False)
     w.add_chat_template(GEMMA4_TEMPLATE)
 
-    def norm(name: str, n: int) -> None:  # not all ones, so that a norm in another's place shows
-        t.f32(name, 1.0 + f16_exact(t, (n,), 0.1))
+    def norm(name: str, n: int, scale: float = 1.0) -> None:  # not all ones, so that a norm in another's place shows
+        t.f32(name, scale * (1.0 + f16_exact(t, (n,), 0.1)))
 
     n_vocab = len(vocab.tokens)
     # Input embeddings Gemma scales by sqrt(n_embd), tied to the output: its logits a few units wide.
@@ -125,10 +126,12 @@ def write_gemma4_text(path: Path, shape: Gemma4Shape = GEMMA4_E2B, *, seed: int 
         head, kv_heads = (s.head_dim, s.n_head_kv) if sliding[il] else (s.head_dim_full, s.n_head_kv_full)
         norm(p + "attn_norm.weight", s.n_embd)
         t.matrix(p + "attn_q.weight", s.n_head * head, s.n_embd)
-        norm(p + "attn_q_norm.weight", head)
+        # Q and K normed small: Gemma 4 does not scale its attention, and unit norms would make the
+        # random model's attention a near argmax, which F16's rounding of a picture's embeddings flips.
+        norm(p + "attn_q_norm.weight", head, 0.4)
         if il < s.n_layer - s.shared:  # a layer of its own KV
             t.matrix(p + "attn_k.weight", kv_heads * head, s.n_embd)
-            norm(p + "attn_k_norm.weight", head)
+            norm(p + "attn_k_norm.weight", head, 0.4)
             if sliding[il]:  # a full-attention layer's keys are its values
                 t.matrix(p + "attn_v.weight", kv_heads * head, s.n_embd)
         t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * head)

@@ -1200,6 +1200,9 @@ def _seeing(
     ):
         assert tower is not None, "a Qwen-VL is exported with its tower"
         return _qwen_seeing(tensors, config, prefix, tower)
+    if config["model_type"] == "gemma4_text":
+        assert tower is not None, "a Gemma 4 is exported with its tower"
+        return _gemma4_seeing(tensors, config, prefix, tower)
     head = "language_model." if prefix.startswith("language_model.") else ""  # where lm_head goes
     moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else head + n): v for n, v in tensors.items()}
     tower_root = "model." if prefix.startswith("model.") else ""
@@ -1297,6 +1300,89 @@ def _pixtral_tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dic
         "hidden_act": "silu" if kv.get("clip.use_silu") else "gelu",
         "rope_theta": 10000.0,
     }
+
+
+# A Gemma 4 projector's block tensors by Hugging Face's names (its linears' weights under ``.linear``).
+_GEMMA4_TOWER_PARTS = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_out": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ln1": "input_layernorm",
+    "attn_post_norm": "post_attention_layernorm",
+    "ln2": "pre_feedforward_layernorm",
+    "ffn_post_norm": "post_feedforward_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_GEMMA4_LINEARS = ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate", "ffn_up", "ffn_down")
+_UNCLAMPED = {"input_min": -np.inf, "input_max": np.inf, "output_min": -np.inf, "output_max": np.inf}
+
+
+def _gemma4_seeing(
+    tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str, tower: Path
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """A Gemma 4 text model's tensors and settings as ``Gemma4ForConditionalGeneration`` holds them,
+    beside the vision tower of the projector GGUF ``tower`` (its linears clamped, as the releases'
+    are: each clamp the twin lacks infinite, transformers' default)."""
+    moved = {prefix + n.removeprefix("model."): v for n, v in tensors.items()}
+    kv = _fields(tower)
+    heads, n_embd = int(kv["clip.vision.attention.head_count"]), int(kv["clip.vision.embedding_length"])
+    patch = int(kv["clip.vision.patch_size"])
+    for t in gguf.GGUFReader(tower).tensors:
+        data = np.asarray(t.data, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+        if (
+            t.name == "v.patch_embd.weight"
+        ):  # a convolution's kernel, as a linear over patches (rows, columns, channels)
+            moved["model.vision_tower.patch_embedder.input_proj.weight"] = data.transpose(0, 2, 3, 1).reshape(
+                n_embd, -1
+            )
+        elif t.name == "v.position_embd.weight":
+            moved["model.vision_tower.patch_embedder.position_embedding_table"] = data
+        elif t.name in ("v.std_bias", "v.std_scale"):
+            moved[f"model.vision_tower.{t.name[2:]}"] = data
+        elif t.name == "mm.input_projection.weight":
+            moved["model.embed_vision.embedding_projection.weight"] = data
+        else:
+            _, _, layer, part, suffix = t.name.split(".")
+            stem = f"model.vision_tower.encoder.layers.{layer}.{_GEMMA4_TOWER_PARTS[part]}"
+            moved[f"{stem}.linear.weight" if part in _GEMMA4_LINEARS and suffix == "weight" else f"{stem}.{suffix}"] = (
+                data.reshape(()) if suffix in _UNCLAMPED else data
+            )
+    for block in range(int(kv["clip.vision.block_count"])):
+        for part in _GEMMA4_LINEARS:
+            for suffix, value in _UNCLAMPED.items():
+                name = f"model.vision_tower.encoder.layers.{block}.{_GEMMA4_TOWER_PARTS[part]}.{suffix}"
+                moved.setdefault(name, np.array(value, dtype=np.float32))
+    vision = {
+        "model_type": "gemma4_vision",
+        "hidden_size": n_embd,
+        "intermediate_size": int(kv["clip.vision.feed_forward_length"]),
+        "num_hidden_layers": int(kv["clip.vision.block_count"]),
+        "num_attention_heads": heads,
+        "num_key_value_heads": heads,
+        "head_dim": n_embd // heads,
+        "patch_size": patch,
+        "position_embedding_size": int(moved["model.vision_tower.patch_embedder.position_embedding_table"].shape[1]),
+        "pooling_kernel_size": int(kv.get("clip.vision.projector.scale_factor", 3)),
+        "use_clipped_linears": True,
+        "standardize": "v.std_bias" in {t.name for t in gguf.GGUFReader(tower).tensors},
+        "rms_norm_eps": float(kv["clip.vision.attention.layer_norm_epsilon"]),
+        "hidden_activation": "gelu_pytorch_tanh",
+    }
+    text = {k: v for k, v in config.items() if k != "architectures"}
+    wrapped = {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "text_config": text,
+        "vision_config": vision,
+        "audio_config": None,
+        "tie_word_embeddings": config["tie_word_embeddings"],
+    }
+    return moved, wrapped
 
 
 def _tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[str, Any]:
@@ -1457,6 +1543,16 @@ def _qwen_tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[s
 def _processor(path: Path) -> dict[str, Any]:
     """``preprocessor_config.json``: the pixel statistics and image tokens of the projector at ``path``."""
     kv = _fields(path)
+    if kv.get("clip.vision.projector_type") == "gemma4v":  # its pixels scaled by the model, not the processor
+        return {
+            "image_processor_type": "Gemma4ImageProcessor",
+            "do_normalize": False,
+            "image_mean": [0.0, 0.0, 0.0],
+            "image_std": [1.0, 1.0, 1.0],
+            "patch_size": int(kv["clip.vision.patch_size"]),
+            "pooling_kernel_size": int(kv.get("clip.vision.projector.scale_factor", 3)),
+            "max_soft_tokens": 280,
+        }
     if str(kv["clip.projector_type"]).startswith("qwen"):
         patch = int(kv["clip.vision.patch_size"])
         return {
@@ -1652,6 +1748,8 @@ def _gemma4_config(kv: dict[str, Any], tensors: dict[str, np.ndarray], rotating:
         "vocab_size_per_layer_input": len(kv["tokenizer.ggml.tokens"]),
         "final_logit_softcapping": float(kv["gemma4.final_logit_softcapping"]),
         "hidden_activation": "gelu_pytorch_tanh",
+        # A picture's tokens attend to each other both ways in all but E2B and E4B (as libmtmd has it).
+        "use_bidirectional_attention": None if int(kv["gemma4.embedding_length"]) in (1536, 2560) else "vision",
         "attention_bias": False,
         "enable_moe_block": bool(n_expert),
         "rope_parameters": {
@@ -1916,6 +2014,16 @@ def write_hf_gemma4(folder: Path, *, moe: bool = False, seed: int = 0) -> tuple[
     return _exported(folder, name, lambda p: gemma4_ggufs.write_gemma4_text(p, shape, seed=seed))
 
 
+def write_hf_gemma4_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
+    """``folder/hf-gemma4-vision/``, a Gemma 4 that sees (``Gemma4ForConditionalGeneration``: a text
+    model with 31B's parts under ``model.language_model.``, its ViT and ``embed_vision``), and its
+    twins ``folder/text.gguf`` and ``folder/mmproj.gguf`` (a ``gemma4v`` projector)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = gemma4_ggufs.write_gemma4_text(folder / "text.gguf", gemma4_ggufs.GEMMA4_31B, seed=seed)
+    mmproj = tower_ggufs.write_gemma4_projector(folder / "mmproj.gguf", audio=False, f16=True, seed=seed)
+    return export(text, folder / "hf-gemma4-vision", sees="model.language_model.", tower=mmproj), text, mmproj
+
+
 def write_hf_command_r(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-command-r/``, a Command R checkpoint (``CohereForCausalLM``: layer norms, attention
     and FFN side by side, logits scaled, digits split one by one; F16), and
@@ -2089,7 +2197,7 @@ def _typed(data: np.ndarray, dtype: str) -> tuple[str, np.ndarray]:
     """Matrices in ``dtype``, vectors F32; BF16 rounded to nearest even, as torch does; bytes (MXFP4's) as they are."""
     if data.dtype == np.uint8:
         return "U8", data
-    if data.ndim == 1 or dtype == "F32":
+    if data.ndim <= 1 or dtype == "F32":  # vectors, and scalars (Gemma 4's clamps)
         return "F32", data.astype(np.float32)
     if dtype == "F16":
         return "F16", data.astype(np.float16)

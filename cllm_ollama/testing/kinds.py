@@ -167,6 +167,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and DIR/gemma4.gguf, its twin",
         hf.write_hf_gemma4,
     ),
+    "hf-gemma4-vision": (
+        "DIR/hf-gemma4-vision/, a Gemma 4 that sees (text model, ViT, embed_vision), and its twins "
+        "DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_gemma4_vision,
+    ),
     "hf-gemma4-moe": (
         "DIR/hf-gemma4-moe/, a Gemma 4 checkpoint with 26B-A4B's mixture beside the dense FFN, "
         "and DIR/gemma4-moe.gguf, its twin",

@@ -12,6 +12,7 @@ Qwen3-VL's (a ``qwen3vl_merger`` projector without deepstack).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import gguf
@@ -79,11 +80,17 @@ def _clamps(t: Tensors, prefix: str) -> None:
             t.f32(f"{prefix}.blk.0.{leaf}.{end}", np.array([value]))
 
 
-def write_gemma4_projector(path: Path, *, n_embd_text: int = TINY.n_embd, audio: bool = True, seed: int = 0) -> Path:
+def write_gemma4_projector(
+    path: Path, *, n_embd_text: int = TINY.n_embd, audio: bool = True, seed: int = 0, f16: bool = False
+) -> Path:
     """The projector llama.cpp's converter writes for Gemma 4: a ``gemma4v`` vision side and (with
-    ``audio``) a ``gemma4a`` audio side in one file."""
+    ``audio``) a ``gemma4a`` audio side in one file. ``f16``: its matrices F16 and the rest of
+    values F16 holds, without the blocks' output scales (which transformers' tower has not): the
+    twin of a checkpoint's tower."""
     v = GEMMA4_VISION
     t = projector_header(path, v, "gemma4v", n_embd_text, seed, mean_std=([0.0] * 3, [1.0] * 3))
+    if f16:
+        t = dataclasses.replace(t, qtype=gguf.GGMLQuantizationType.F16)
     w = t.w
     # llama.cpp's converter states the projector per modality and no activation (clip.cpp's default).
     del w.kv_data[0]["clip.projector_type"], w.kv_data[0]["clip.use_gelu"]
@@ -102,10 +109,11 @@ def write_gemma4_projector(path: Path, *, n_embd_text: int = TINY.n_embd, audio:
         t.matrix(p + "ffn_gate.weight", v.n_ff, n)
         t.matrix(p + "ffn_up.weight", v.n_ff, n)
         t.matrix(p + "ffn_down.weight", n, v.n_ff)
-        t.f32(p + "out_scale.weight", np.array([0.9]))
+        if not f16:
+            t.f32(p + "out_scale.weight", np.array([0.9]))
     _clamps(t, "v")
-    t.f32("v.std_bias", t.rng.standard_normal(n) * 0.1)
-    t.f32("v.std_scale", 1 + t.rng.standard_normal(n) * 0.1)
+    t.f32("v.std_bias", f16_exact(t, (n,), 0.1))
+    t.f32("v.std_scale", 1 + f16_exact(t, (n,), 0.1))
     t.matrix("mm.input_projection.weight", n_embd_text, n)
     if audio:
         _gemma4_audio(t, n_embd_text)

@@ -106,6 +106,13 @@ def image(folder: str, pixels: str, out: str) -> None:
     if config["model_type"] in _QWEN_TYPES:
         np.save(out, qwen_image(folder, values, processor["patch_size"]))
         return
+    if config["model_type"] == "gemma4":
+        patches, positions = gemma4_patches(values, processor["patch_size"])
+        with torch.no_grad():
+            model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+            features = model.model.get_image_features(pixel_values=patches, image_position_ids=positions)
+        np.save(out, features.pooler_output[0].numpy())
+        return
     values = values[None]
     with torch.no_grad():
         if config["architectures"][0] == "Mistral3ForConditionalGeneration":
@@ -118,6 +125,16 @@ def image(folder: str, pixels: str, out: str) -> None:
     embeddings = features.pooler_output if getattr(features, "pooler_output", None) is not None else features
     embeddings = embeddings[0] if isinstance(embeddings, (tuple, list)) else embeddings
     np.save(out, embeddings.reshape(-1, embeddings.shape[-1]).numpy())
+
+
+def gemma4_patches(values: torch.Tensor, patch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A picture (``(3, height, width)`` in [0, 1]) as Gemma4ImageProcessor lays out its patches
+    (each patch's rows, columns, then channels), and their (column, row) positions; a batch of one."""
+    channels, height, width = values.shape
+    rows, columns = height // patch, width // patch
+    patches = values.permute(1, 2, 0).reshape(rows, patch, columns, patch, channels).permute(0, 2, 1, 3, 4)
+    positions = torch.tensor([[c, r] for r in range(rows) for c in range(columns)])
+    return patches.reshape(1, rows * columns, -1), positions[None]
 
 
 def qwen_image(folder: str, values: torch.Tensor, patch: int) -> np.ndarray:
@@ -150,6 +167,9 @@ def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
         inputs = {"pixel_values": patches, "image_grid_thw": grid, "mm_token_type_ids": kinds}
     elif config["model_type"] == "gemma3":
         inputs["token_type_ids"] = kinds
+    elif config["model_type"] == "gemma4":  # its picture's tokens both ways in its sliding layers
+        patches, positions = gemma4_patches(values, processor["patch_size"])
+        inputs = {"pixel_values": patches, "image_position_ids": positions, "mm_token_type_ids": kinds}
     else:  # Mistral 3's Pixtral
         inputs["image_sizes"] = torch.tensor([list(values.shape[1:])])
     with torch.no_grad():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cllm_ollama.convert.hf import Checkpoint, Converted, ImportRefused, convert, mxfp4, safetensors
-from cllm_ollama.convert.hf.families import TOWER_LEFT_OUT, Family, permute
+from cllm_ollama.convert.hf.families import AUDIO_LEFT_OUT, TOWER_LEFT_OUT, Family, permute
 from cllm_ollama.errors import InvalidRequest
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
@@ -33,6 +33,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma3,
     write_hf_gemma3_vision,
     write_hf_gemma4,
+    write_hf_gemma4_vision,
     write_hf_gptoss,
     write_hf_lfm2,
     write_hf_lfm2moe,
@@ -559,26 +560,49 @@ def test_a_gemma4_converts_to_its_twin(tmp_path: Path, moe: bool) -> None:
     _assert_twin_keys(twin, tmp_path / "out.gguf")
 
 
-def test_a_gemma4_that_sees_and_hears_converts_to_its_text_model(tmp_path: Path) -> None:
+def test_a_gemma4_that_sees_and_hears_converts_to_its_text_model_and_projector(
+    tmp_path: Path, model_store: ModelStore
+) -> None:
     """``Gemma4ForConditionalGeneration``, as Google releases Gemma 4 and fine-tunes save it: the
-    text model under ``model.language_model.`` and its settings under ``text_config`` convert to
-    the twin; the vision and audio towers and their projections are left out, and the stream says so."""
-    folder, twin = write_hf_gemma4(tmp_path)
+    text model from ``text_config`` and the ViT and ``embed_vision`` as the ``gemma4v`` projector
+    libmtmd reads (the patch projection a convolution's kernel, the clamps beside their weights, the
+    infinite ones left out); its audio tower is left out, and the stream says so. Created, a
+    projector layer."""
+    folder, text, mmproj = write_hf_gemma4_vision(tmp_path)
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
     (path,) = folder.glob("*.safetensors")
-    tensors = {
-        t.name.replace("model.", "model.language_model.", 1): (t.dtype, np.asarray(t.data))
-        for t in safetensors.read(path, path.name)
-    }
-    for tower in ("vision_tower.encoder.layers.0.mlp.down_proj", "embed_vision.embedding_projection", "audio_tower.x"):
+    tensors = {t.name: (t.dtype, np.asarray(t.data)) for t in safetensors.read(path, path.name)}
+    for tower in ("audio_tower.layers.0.self_attn.q_proj.linear", "embed_audio.embedding_projection"):
         tensors[f"model.{tower}.weight"] = ("F16", np.zeros((4, 4), np.float16))
     path.unlink()
     write_safetensors(folder / "model.safetensors", tensors)
-    text = json.loads((folder / "config.json").read_text())
-    seeing = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "text_config": text}
-    (folder / "config.json").write_text(json.dumps(seeing | {"vision_config": {"hidden_size": 4}}))
-    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([TOWER_LEFT_OUT])
-    _assert_twin_tensors(twin, tmp_path / "out.gguf")
-    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    assert converted == Converted([AUDIO_LEFT_OUT], sees=True)
+    _assert_twin_tensors(mmproj, tmp_path / "proj.gguf")
+    _assert_created_with_projector(folder, model_store)
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (
+            {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+            "rotates by another base than libmtmd's 100",
+        ),
+        ({"num_key_value_heads": 1}, "has grouped or narrower heads"),
+        ({"hidden_activation": "gelu"}, "activation is not gelu_pytorch_tanh"),
+    ],
+)
+def test_a_gemma4_tower_libmtmd_would_run_otherwise_is_left_out(
+    tmp_path: Path, damage: dict[str, Any], why: str
+) -> None:
+    """A Gemma 4 tower libmtmd's gemma4v would compute otherwise is left out with the reason; the
+    text model is converted all the same."""
+    folder, text, _ = write_hf_gemma4_vision(tmp_path)
+    _edit(folder, "config.json", lambda c: c["vision_config"].update(damage))
+    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    assert len(converted.notes) == 1 and converted.notes[0].startswith(TOWER_LEFT_OUT) and why in converted.notes[0]
+    _assert_twin_tensors(text, tmp_path / "out.gguf")
 
 
 @pytest.mark.parametrize(

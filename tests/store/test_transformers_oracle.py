@@ -199,6 +199,9 @@ _SEEING: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
     "qwen2.5vl": (hf.write_hf_qwen25vl_vision, 64),
     "qwen3vl": (hf.write_hf_qwen3vl_vision, 64),
     "qwen35": (hf.write_hf_qwen35_vision, 64),
+    # Gemma 4's picture libmtmd keeps as it is: 27x27 patches pooled 3x3 into 81 tokens, within its
+    # 70 to 1120 and a whole number of pooled patches a side.
+    "gemma4": (hf.write_hf_gemma4_vision, 216),
 }
 
 
@@ -260,8 +263,8 @@ def test_a_converted_model_reads_a_picture_in_a_prompt_as_transformers_does(tmp_
         )
         before, item, after = prompt.parts
         assert isinstance(before, TextRun) and isinstance(item, MediaItem) and isinstance(after, TextRun)
-        context = Context(model, n_seq_max=1, n_ctx_seq=128, n_batch=64, n_threads=2, outputs_per_seq=len(after))
-        batch = Batch(64)
+        context = Context(model, n_seq_max=1, n_ctx_seq=256, n_batch=128, n_threads=2, outputs_per_seq=len(after))
+        batch = Batch(128)
         batch.fill(list(before), range(len(before)), [0] * len(before), [])
         context.decode(batch)
         pos = prompt.decode(context, item, prompt.encode(item), len(before), 0)
@@ -305,8 +308,14 @@ def _picture_config(family: str, tokens: list[str], start: int) -> dict[str, int
 
 
 def _picture_token(family: str, tokens: list[str]) -> int:
-    """Pixtral's [IMG]; for the others a padding token's id, in neither text."""
-    return tokens.index("[IMG]") if family == "mistral3" else len(tokens) - 1
+    """Pixtral's [IMG], Gemma 4's <mask>; for the others a padding token's id, in neither text."""
+    return (
+        tokens.index("[IMG]")
+        if family == "mistral3"
+        else tokens.index("<mask>")
+        if family == "gemma4"
+        else len(tokens) - 1
+    )
 
 
 def test_a_converted_sentence_transformers_model_embeds_as_transformers_does(tmp_path: Path) -> None:

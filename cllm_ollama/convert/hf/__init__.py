@@ -22,7 +22,7 @@ from ..framework import KV, Tensor, write
 from . import mxfp4, safetensors, vision
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
-from .families import TOWER_LEFT_OUT, Family, Order
+from .families import AUDIO_LEFT_OUT, TOWER_LEFT_OUT, Family, Order
 from .lora import convert_lora
 from .sentence import dense_head, pooling_kv
 from .tokenizer import tokenizer_kv
@@ -151,7 +151,7 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     write(dst, family.arch, kv, tensors)
     if seen is not None and projector is not None:
         write(projector, "clip", *seen)
-        return Converted([], sees=True)
+        return Converted([AUDIO_LEFT_OUT] if any(family.hears(t.name) for t in tower) else [], sees=True)
     return Converted([TOWER_LEFT_OUT + why] if tower else [])
 
 

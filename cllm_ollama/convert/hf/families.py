@@ -350,7 +350,7 @@ LAYOUTS = {
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True, vision="gemma3"),
     "Gemma3TextModel": _EMBEDDING_GEMMA,
     "Gemma4ForCausalLM": _GEMMA4,
-    "Gemma4ForConditionalGeneration": dataclasses.replace(_GEMMA4, tower=True),
+    "Gemma4ForConditionalGeneration": dataclasses.replace(_GEMMA4, tower=True, vision="gemma4v"),
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
@@ -393,6 +393,8 @@ for _layout in LAYOUTS.values():
     _BY_ARCH.setdefault(_layout.arch, dataclasses.replace(_layout, tower=True))
 # Where a checkpoint that sees keeps its text model (transformers before 4.52, and since), and its tower.
 _TEXT_PREFIXES = (("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.", ""))
+# Gemma 4's audio tower and its projector, which cllm leaves out.
+_AUDIO_PREFIXES = ("model.audio_tower.", "model.embed_audio.")
 _TOWER_PREFIXES = (
     "vision_tower.",
     "multi_modal_projector.",
@@ -400,11 +402,11 @@ _TOWER_PREFIXES = (
     "model.multi_modal_projector.",
     "visual.",  # Qwen-VL's, its merger inside
     "model.visual.",
-    "model.embed_vision.",  # Gemma 4's projectors, and its audio tower
-    "model.audio_tower.",
-    "model.embed_audio.",
+    "model.embed_vision.",  # Gemma 4's projector
+    *_AUDIO_PREFIXES,
 )
 TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
+AUDIO_LEFT_OUT = "the audio tower is left out: the model is converted to read and see, not to hear"
 # What Gemma 4's per-layer settings (``per_layer_config``) may change, by layer.
 _GEMMA4_PER_LAYER = ("head_dim", "num_key_value_heads")
 # Gemma 4's settings that llama.cpp's gemma4 computes with whatever config.json says.
@@ -1170,8 +1172,12 @@ class Family:
         return {"rope_freqs.weight": np.array(factors, dtype=np.float32)}
 
     def in_tower(self, name: str) -> bool:
-        """Whether the tensor is the vision tower's or its projector's (left out)."""
+        """Whether the tensor is the vision tower's or its projector's (left out), or an audio tower's."""
         return self.layout.tower and name.startswith(_TOWER_PREFIXES)
+
+    def hears(self, name: str) -> bool:
+        """Whether the tensor is an audio tower's or its projector's (Gemma 4's, left out)."""
+        return self.layout.tower and name.startswith(_AUDIO_PREFIXES)
 
     def gguf_name(self, name: str) -> str | None:
         """The tensor's llama.cpp name; None for a buffer llama.cpp does not read, or the tower's."""

@@ -56,10 +56,11 @@ class _Tower:
     projector: Mapping[str, str]
     required: tuple[str, ...]  # beside each block's attn_q: what a whole tower has
     skipped: str | None = None  # what of the tower llama.cpp does not read
+    projector_prefixes: tuple[str, ...] = ("model.multi_modal_projector.", "multi_modal_projector.")
 
     def gguf_name(self, name: str) -> str | None:
         """The projector's name for a tower tensor; None for one llama.cpp does not read."""
-        for prefix in ("model.multi_modal_projector.", "multi_modal_projector."):
+        for prefix in self.projector_prefixes:
             if name.startswith(prefix):
                 part = name[len(prefix) :]
                 if part in self.projector:
@@ -143,6 +144,47 @@ _PIXTRAL = _Tower(
     },
     ("v.patch_embd.weight", "mm.patch_merger.weight", "mm.1.weight", "mm.2.weight"),
 )
+# Gemma 4's: a ViT of RMS norms (Q, K and V normed too), a gated FFN, 2-D rotation beside a
+# learned 2-D position table, its linears clamped (``Gemma4ClippableLinear``'s scalars beside each
+# weight), its patches pooled 3x3 into a token, standardized, then projected (``embed_vision``).
+_GEMMA4 = _Tower(
+    "Gemma 4's",
+    ("model.vision_tower.", "vision_tower."),
+    {
+        "patch_embedder.input_proj.weight": "v.patch_embd.weight",
+        "patch_embedder.position_embedding_table": "v.position_embd.weight",
+        "std_bias": "v.std_bias",
+        "std_scale": "v.std_scale",
+    },
+    re.compile(r"encoder\.layers\.(\d+)\.(.+?)(?:\.linear)?\.(weight|input_min|input_max|output_min|output_max)"),
+    {
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_out",
+        "self_attn.q_norm": "attn_q_norm",
+        "self_attn.k_norm": "attn_k_norm",
+        "input_layernorm": "ln1",
+        "post_attention_layernorm": "attn_post_norm",
+        "pre_feedforward_layernorm": "ln2",
+        "post_feedforward_layernorm": "ffn_post_norm",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+    },
+    {"embedding_projection.weight": "mm.input_projection.weight"},
+    ("v.patch_embd.weight", "v.position_embd.weight", "mm.input_projection.weight"),
+    projector_prefixes=("model.embed_vision.", "embed_vision."),
+)
+_CLAMPS = ("input_min", "input_max", "output_min", "output_max")
+# What libmtmd's gemma4v fixes: its rotation's base, and a Gemma 4 picture's pooling unless stated.
+_GEMMA4_ROPE_THETA = 100.0
+_GEMMA4_POOLING = 3
+# Gemma 4 scales its pixels itself (``2 * (x - 0.5)``): its processor normalizes nothing.
+_NO_MEAN_STD = ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+# The text widths of the Gemma 4s whose picture's tokens attend causally (E2B's, E4B's): libmtmd
+# tells them so, where transformers reads ``use_bidirectional_attention``.
+_GEMMA4_CAUSAL_WIDTHS = (1536, 2560)
 # Qwen-VL's (2, 2.5 and 3): its merger under the tower's prefix, its FFN's names per version.
 _QWEN_VL = _Tower(
     "Qwen-VL's",
@@ -214,6 +256,8 @@ def projector(
         return _pixtral(config, vision, text, processor, sources, embedding, tokens)
     if kind in _QWEN_ACTIVATIONS:
         return _qwen_vl(kind, vision, text, processor, sources)
+    if kind == "gemma4v":
+        return _gemma4(vision, text, processor, sources)
     return _gemma3(config, vision, text, processor, sources)
 
 
@@ -236,6 +280,57 @@ def _gemma3(
     scale = (image_size // patch_size) // per_side
     if scale != 4:  # llama.cpp's default; a test model's other pooling is stated
         kv["clip.vision.projector.scale_factor"] = (scale, _U32)
+    return kv, list(tensors.values())
+
+
+def _gemma4(
+    vision: Mapping[str, Any], text: Mapping[str, Any], processor: Mapping[str, Any], sources: list[SourceTensor]
+) -> tuple[KV, list[Tensor]]:
+    """Gemma 4's tower as llama.cpp's ``Gemma4VisionAudioModel`` writes its vision side: the patch
+    projection as a convolution's kernel ``(width, 3, patch, patch)``, each clamp a 1-element
+    vector beside its weight (an infinite one, which clamps nothing, left out: libmtmd's default).
+    ``ImportRefused`` for what libmtmd's gemma4v computes otherwise."""
+    n_embd, heads = _int(vision, "hidden_size"), _int(vision, "num_attention_heads")
+    if vision.get("num_key_value_heads", heads) != heads or vision.get("head_dim", n_embd // heads) * heads != n_embd:
+        raise ImportRefused(
+            "config.json's vision_config has grouped or narrower heads, which libmtmd's gemma4v has not"
+        )
+    if vision.get("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
+        raise ImportRefused("config.json's vision_config activation is not gelu_pytorch_tanh, libmtmd's gemma4v's")
+    rope = vision.get("rope_parameters") or {}
+    theta = rope.get("rope_theta", _GEMMA4_ROPE_THETA) if isinstance(rope, dict) else None
+    if theta != _GEMMA4_ROPE_THETA:
+        raise ImportRefused(
+            f"config.json's vision_config rotates by another base than libmtmd's {_GEMMA4_ROPE_THETA:g}"
+        )
+    both_ways = text.get("use_bidirectional_attention") == "vision"
+    if both_ways == (_int(text, "hidden_size") in _GEMMA4_CAUSAL_WIDTHS):
+        raise ImportRefused(
+            "libmtmd lets a picture's tokens attend to each other both ways in every Gemma 4 but E2B and E4B "
+            "(by their width); config.json's use_bidirectional_attention says otherwise"
+        )
+    patch = _int(vision, "patch_size")
+    tensors: dict[str, Tensor] = {}
+    for source in sources:
+        name = _GEMMA4.gguf_name(source.name)
+        if name is None or (name.endswith(_CLAMPS) and np.isinf(to_f32(source.data, source.dtype)).all()):
+            continue
+        if name == "v.patch_embd.weight":  # a linear over (rows, columns, channels) of a patch
+            if source.shape != (n_embd, patch * patch * 3):
+                raise ImportRefused(
+                    f"tensor {source.name} of shape {list(source.shape)} is not {patch}x{patch}x3 patches"
+                )
+            source = source.with_data(source.data.reshape(n_embd, patch, patch, 3).transpose(0, 3, 1, 2))
+        tensors[name] = _converted(name, source, None)
+    _GEMMA4.require(tensors, _int(vision, "num_hidden_layers"))
+    statistics = processor if processor.get("do_normalize") else {}
+    kv = _clip_kv("gemma4v", None, {**vision, "image_size": 224}, text, statistics, 1e-6, _NO_MEAN_STD)
+    del kv["clip.projector_type"]  # stated per modality, as llama.cpp's converter does
+    kv["clip.vision.projector_type"] = ("gemma4v", _STR)
+    kv["clip.vision.attention.layer_norm_epsilon"] = (float(vision.get("rms_norm_eps") or 1e-6), GGUFValueType.FLOAT32)
+    pooling = _int(vision, "pooling_kernel_size", default=_GEMMA4_POOLING)
+    if pooling != _GEMMA4_POOLING:
+        kv["clip.vision.projector.scale_factor"] = (pooling, _U32)
     return kv, list(tensors.values())
 
 
