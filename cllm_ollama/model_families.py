@@ -245,15 +245,46 @@ PARSED_CONTROL_TOKENS = frozenset(t for f in FAMILIES.values() for t in f.contro
 CHAT_MARKERS = tuple(t for name in BUILTIN_ORDER for t in FAMILIES[name].builtin_tokens)
 
 
-# The parser Ollama's create names for a GGUF of these architectures when none is given
-# (``server/create.go``).
-ARCH_PARSERS = {
-    "gemma4": "gemma4",
-    "laguna": "laguna",
-    "nemotron_h": "nemotron-3-nano",
-    "nemotron_h_moe": "nemotron-3-nano",
-    "nemotron_h_omni": "nemotron-3-nano",
+# The renderer and parser Ollama's create names for a GGUF of these architectures where the
+# model has none (``server/create.go``), and the stop words it then adds unless the create gives some.
+ARCH_NAMED: dict[str, tuple[str, str]] = {
+    "gemma4": ("gemma4", "gemma4"),
+    "laguna": ("laguna", "laguna"),
+    "nemotron_h": ("nemotron-3-nano", "nemotron-3-nano"),
+    "nemotron_h_moe": ("nemotron-3-nano", "nemotron-3-nano"),
+    "nemotron_h_omni": ("nemotron-3-nano", "nemotron-3-nano"),
 }
+ARCH_STOPS = {"gemma4": ["<turn|>"]}
+# Gemma 4's renderer by size (Ollama's ``renderer_resolution.go``): "gemma4" is the one its create
+# names, resolved when a prompt is rendered by the model's name, else its parameter count.
+_GEMMA4_BY_NAME = {
+    "e2b": "gemma4-small",
+    "e4b": "gemma4-small",
+    "12b": "gemma4-large",
+    "26b": "gemma4-large",
+    "31b": "gemma4-large",
+}
+_GEMMA4_LARGE_PARAMETERS = 12_000_000_000
+_HUMAN_UNITS = {"K": 1e3, "M": 1e6, "B": 1e9}
+
+
+def renderer_in_use(renderer: str, names: tuple[str, ...], parameter_size: str) -> str:
+    """The renderer a prompt is rendered with (Ollama's ``resolveRendererName``): the config's, but
+    Gemma 4's legacy "gemma4" as its small or large renderer, by the first of ``names`` (the
+    model's short and full names) that says a size, else by ``parameter_size`` ("31.3B")."""
+    if renderer != "gemma4":
+        return renderer
+    for name in names:
+        found = next((r for size, r in _GEMMA4_BY_NAME.items() if size in name.lower()), None)
+        if found is not None:
+            return found
+    unit = _HUMAN_UNITS.get(parameter_size[-1:].upper())
+    try:
+        count = float(parameter_size[:-1]) * unit if unit is not None else None
+    except ValueError:
+        count = None
+    return "gemma4-large" if count is not None and count >= _GEMMA4_LARGE_PARAMETERS else "gemma4-small"
+
 
 # Ollama's parser names: the family (None: the JSON tool parser) and whether it thinks.
 OLLAMA_PARSERS: dict[str, tuple[str, bool]] = {

@@ -283,7 +283,7 @@ class Generation:
         if self.call_tools is not None:
             # The family the output parser reads (``_parser``): its template and its config's parser name.
             record = self.model.record
-            template = template_in_use(record.template, self.model.info, record.renderer)
+            template = template_in_use(record.template, self.model.info, record.renderer_in_use)
             forced = partial(call_grammar, template, self.call_tools, many=self.many_calls, parser=record.parser)
         grammar = await run_in_threadpool(output_grammar, self.fields.format, self.options.grammar, forced)
         if grammar is not None and grammar is not JSON_GRAMMAR:
@@ -364,7 +364,7 @@ class Generation:
 
     def _parser(self, text: str) -> StreamParser:
         return parser_for(
-            template_in_use(self.model.record.template, self.model.info, self.model.record.renderer),
+            template_in_use(self.model.record.template, self.model.info, self.model.record.renderer_in_use),
             thinking=self.thinking,
             tools=self.tool_specs if self.tools else None,
             prompt=text,

@@ -49,7 +49,7 @@ class _Record(Protocol):
     def template(self) -> str | None: ...
 
     @property
-    def renderer(self) -> str: ...
+    def renderer_in_use(self) -> str: ...
 
 
 class PromptModel(Protocol):
@@ -235,10 +235,10 @@ class ChatPrompt:
         self.think_set = think_set
         self.think_level = think_level
         self.cache_ends = tuple(cache_ends)
-        self.jinja = jinja_template(model.info, model.record.renderer)
+        self.jinja = jinja_template(model.info, model.record.renderer_in_use)
         self.from_request = go_template is not None
         if go_template is None:
-            go_template = go_template_in_use(model.record.template, model.record.renderer, model.info)
+            go_template = go_template_in_use(model.record.template, model.record.renderer_in_use, model.info)
         self.go_template = go_template
         # The order turns are dropped in: oldest first, never a system message or the last message.
         self.droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]

@@ -16,6 +16,7 @@ from ..convert import hf
 from ..convert.framework import LayoutRefused
 from ..errors import CllmError, InvalidRequest
 from ..gguf_header import GGUFError
+from ..model_families import ARCH_STOPS
 from . import manifests as mt
 from .adapters import check_adapter, check_adapter_names
 from .blobs import parse_digest
@@ -208,9 +209,10 @@ def _create(
             add(str(text).encode(), mt.LICENSE)
     if req.messages:
         replace(mt.MESSAGES, [orjson.dumps(req.messages)])
-    if req.parameters:
+    parameters = _with_arch_stops(req, config) if not req.from_ else req.parameters
+    if parameters:
         # New values win; the base model's other parameters are kept, as in Ollama.
-        replace(mt.PARAMS, [orjson.dumps({**base_params, **req.parameters})])
+        replace(mt.PARAMS, [orjson.dumps({**base_params, **parameters})])
 
     for layer in layers:
         verb = "using existing" if layer.digest in reused else "creating new"
@@ -219,6 +221,17 @@ def _create(
     record = store.write_manifest(req.model, config, layers)
     report({"status": "success"})
     return record
+
+
+def _with_arch_stops(req: CreateRequest, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The create's parameters, with the stop words Ollama's create adds for a new model of an
+    architecture it names a renderer and parser for (Gemma 4's ``<turn|>``) unless the create names
+    both or gives its own stop words."""
+    stops = ARCH_STOPS.get(str(config.get("model_family")))
+    given = req.parameters or {}
+    if stops is None or (req.renderer and req.parser) or "stop" in given:
+        return req.parameters
+    return {**given, "stop": list(stops)}
 
 
 def _quantized(

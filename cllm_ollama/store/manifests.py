@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from ..model_families import ARCH_PARSERS
+from ..model_families import ARCH_NAMED
 from .gguf_info import GGUFInfo
 from .names import ModelName
 
@@ -95,8 +95,8 @@ def model_config(info: GGUFInfo, kept: dict[str, Any] | None = None) -> dict[str
     """The config blob Ollama writes for a GGUF model; /api/tags reads its details from it.
 
     ``kept``: an earlier config of the same model (a registry's, for a file cllm rewrote) whose
-    renderer, parser and required version stay. Without a parser, the architecture's own where
-    Ollama's create names one (Gemma 4's, Nemotron 3's, Laguna's)."""
+    renderer, parser and required version stay. Without a renderer or a parser, the architecture's
+    own where Ollama's create names them (Gemma 4's, Nemotron 3's, Laguna's)."""
     config: dict[str, Any] = {
         "model_format": "gguf",
         "model_family": info.family,
@@ -105,8 +105,10 @@ def model_config(info: GGUFInfo, kept: dict[str, Any] | None = None) -> dict[str
         "file_type": info.quantization_level,
     }
     config |= {k: v for k, v in (kept or {}).items() if k in NAMED_FIELDS and isinstance(v, str) and v}
-    if not config.get("parser") and info.architecture in ARCH_PARSERS:
-        config["parser"] = ARCH_PARSERS[info.architecture]
+    if info.architecture in ARCH_NAMED:
+        renderer, parser = ARCH_NAMED[info.architecture]
+        config.setdefault("renderer", renderer)
+        config.setdefault("parser", parser)
     return config
 
 

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from ..errors import CllmError, InvalidRequest, NotFound
-from ..model_families import parser_capabilities
+from ..model_families import parser_capabilities, renderer_in_use
 from . import manifests as mt
 from .blobs import BlobWriter, atomic_write_bytes, fsync_dir, parse_digest, sha256_file, write_blob
 from .gguf_info import gguf_info, projector_hears
@@ -115,6 +115,13 @@ class ModelRecord:
         """Ollama's prompt renderer named in the config (a registry model's, a Modelfile's RENDERER)."""
         value = self.config.get("renderer")
         return value if isinstance(value, str) else ""
+
+    @property
+    def renderer_in_use(self) -> str:
+        """The renderer prompts are rendered with: the config's, Gemma 4's legacy one resolved to
+        its small or large renderer by the model's name or size, as Ollama resolves it."""
+        size = self.config.get("model_type")
+        return renderer_in_use(self.renderer, (self.short_name, str(self.name)), size if isinstance(size, str) else "")
 
     @property
     def capabilities(self) -> list[str]:

@@ -78,7 +78,7 @@ LOADED: Any = SimpleNamespace(bos_text="<s>", eos_text="</s>", tokenize=lambda t
 def test_a_template_layer_outranks_the_gguf_s_template() -> None:
     model: Any = SimpleNamespace(
         info=SimpleNamespace(chat_template=qwen3_chat_template()),
-        record=SimpleNamespace(renderer="", template="[{{ .Prompt }}]"),
+        record=SimpleNamespace(renderer_in_use="", template="[{{ .Prompt }}]"),
         has=lambda cap: False,
     )
     # Ollama renders a .Prompt-only template once per turn (older turns with their answers).
@@ -87,7 +87,7 @@ def test_a_template_layer_outranks_the_gguf_s_template() -> None:
 
 def test_no_template_renders_the_family_s_builtin() -> None:
     model: Any = SimpleNamespace(
-        info=info("gemma3"), record=SimpleNamespace(renderer="", template=None), has=lambda cap: False
+        info=info("gemma3"), record=SimpleNamespace(renderer_in_use="", template=None), has=lambda cap: False
     )
     text = ChatPrompt(model, MESSAGES, thinking=False)(LOADED, None).text
     assert text.startswith("<s><start_of_turn>user\nBe brief.") and "<|im_start|>" not in text

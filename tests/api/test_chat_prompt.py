@@ -11,7 +11,7 @@ from cllm_ollama.testing.ggufs import qwen3_chat_template
 # A model with Qwen3's chat template and nothing else (test_render_bounds.py fits its chats over it too).
 MODEL: Any = SimpleNamespace(
     info=SimpleNamespace(chat_template=qwen3_chat_template()),
-    record=SimpleNamespace(renderer="", template=None),
+    record=SimpleNamespace(renderer_in_use="", template=None),
     has=lambda cap: False,
 )
 # One token per whitespace-separated word is enough to exercise the limit.
@@ -50,14 +50,14 @@ def test_a_think_level_reaches_the_template() -> None:
     """gpt-oss's template reads reasoning_effort; Ollama's Go templates read .ThinkLevel."""
     jinja: Any = SimpleNamespace(
         info=SimpleNamespace(chat_template="effort={{ reasoning_effort | default('unset') }}"),
-        record=SimpleNamespace(renderer="", template=None),
+        record=SimpleNamespace(renderer_in_use="", template=None),
         has=lambda cap: True,
     )
     messages = [{"role": "user", "content": "hi"}]
     assert ChatPrompt(jinja, messages, thinking=True, think_level="high")(LOADED, None).text == "effort=high"
     assert ChatPrompt(jinja, messages, thinking=True)(LOADED, None).text == "effort=unset"
     go: Any = SimpleNamespace(
-        info=jinja.info, record=SimpleNamespace(renderer="", template="{{ .ThinkLevel }}"), has=jinja.has
+        info=jinja.info, record=SimpleNamespace(renderer_in_use="", template="{{ .ThinkLevel }}"), has=jinja.has
     )
     assert ChatPrompt(go, messages, thinking=True, think_level="low")(LOADED, None).text == "low"
 

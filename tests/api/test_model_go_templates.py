@@ -26,7 +26,7 @@ MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "conten
 def model(template: str | None) -> Any:
     return SimpleNamespace(
         info=SimpleNamespace(chat_template=qwen3_chat_template()),
-        record=SimpleNamespace(renderer="", template=template),
+        record=SimpleNamespace(renderer_in_use="", template=template),
         has=lambda cap: False,
         full_name="m:latest",
     )
@@ -58,7 +58,7 @@ def test_without_a_gguf_template_the_warning_names_the_family_s_builtin(caplog: 
     template = UNRENDERABLE + "{{/* gemma */}}"  # warned once per template: not the other test's
     gemma: Any = SimpleNamespace(
         info=SimpleNamespace(chat_template=None, chat_markers=("<start_of_turn>",), architecture="gemma3"),
-        record=SimpleNamespace(renderer="", template=template),
+        record=SimpleNamespace(renderer_in_use="", template=template),
         has=lambda cap: False,
         full_name="g:latest",
     )

@@ -20,7 +20,7 @@ LOADED: Any = SimpleNamespace(bos_text="", eos_text="", tokenize=lambda text, ad
 def model(template: str) -> Any:
     return SimpleNamespace(
         info=SimpleNamespace(chat_template=template),
-        record=SimpleNamespace(renderer="", template=None),
+        record=SimpleNamespace(renderer_in_use="", template=None),
         has=lambda cap: False,
         full_name="looping",
     )

@@ -298,7 +298,7 @@ def test_the_prompt_of_such_a_model_is_the_port_s() -> None:
 
     model: Any = SimpleNamespace(
         info=_info(None),
-        record=SimpleNamespace(renderer="poolside-v1", template="{{ .Prompt }}"),
+        record=SimpleNamespace(renderer_in_use="poolside-v1", template="{{ .Prompt }}"),
         has=lambda cap: cap == "thinking",
         full_name="laguna:latest",
     )

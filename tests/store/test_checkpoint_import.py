@@ -253,11 +253,12 @@ def _assert_sees_as_twins(folder: Path, text: Path, mmproj: Path, tmp_path: Path
     assert clip == {k: v for k, v in _fields(mmproj).items() if k.startswith("clip.")}
 
 
-def _assert_created_with_projector(folder: Path, model_store: ModelStore) -> None:
-    """``folder`` created as the CLI uploads it: a model layer and a projector layer."""
+def _assert_created_with_projector(folder: Path, model_store: ModelStore, *also: str) -> None:
+    """``folder`` created as the CLI uploads it: a model layer and a projector layer (and ``also``)."""
     files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
     create_model(model_store, CreateRequest.from_json({"model": "sees", "files": files}), lambda e: None)
-    assert [layer.media_type for layer in model_store.get("sees").manifest.layers] == [mt.MODEL, mt.PROJECTOR]
+    layers = [layer.media_type for layer in model_store.get("sees").manifest.layers]
+    assert layers == [mt.MODEL, mt.PROJECTOR, *also]
 
 
 def _assert_twin_tensors(twin: Path, out: Path) -> None:
@@ -579,7 +580,7 @@ def test_a_gemma4_that_sees_and_hears_converts_to_its_text_model_and_projector(
     converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
     assert converted == Converted([AUDIO_LEFT_OUT], sees=True)
     _assert_twin_tensors(mmproj, tmp_path / "proj.gguf")
-    _assert_created_with_projector(folder, model_store)
+    _assert_created_with_projector(folder, model_store, mt.PARAMS)  # Gemma 4's stop word, as Ollama's create adds
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,13 @@ import gguf
 import pytest
 
 from cllm_ollama.errors import CllmError, InvalidRequest, NotFound
+from cllm_ollama.model_families import renderer_in_use
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
 from cllm_ollama.store.modelfile import create_body, parse_modelfile, parse_parameter
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.gemma4_ggufs import write_gemma4_text
 from cllm_ollama.testing.ggufs import write_qwen3
 
 MODELFILE = '''
@@ -235,6 +237,46 @@ def test_renderer_and_parser_names_go_to_the_config(model_store: ModelStore, tin
     assert (model_store.get("kept").parser, model_store.get("kept").renderer) == ("lfm2", "lfm2")
     assert model_store.get("other").parser == "olmo3"
     assert "tools" in model_store.get("base").capabilities
+
+
+def test_a_gemma4_gets_ollamas_renderer_parser_and_stop(model_store: ModelStore, tmp_path: Path) -> None:
+    """As Ollama's create: a Gemma 4 made without RENDERER and PARSER names Gemma 4's (``gemma4``,
+    which a prompt resolves to its small or large renderer by the model's name, else its size) and
+    stops at ``<turn|>``, unless the create gives stop words or names both itself."""
+    digest = upload(model_store, write_gemma4_text(tmp_path / "g4.gguf"))
+    statuses(model_store, {"model": "tuned", "files": {"g4.gguf": digest}, "parameters": {"temperature": 1}})
+    tuned = model_store.get("tuned")
+    assert (tuned.renderer, tuned.parser) == ("gemma4", "gemma4")
+    assert tuned.params == {"temperature": 1, "stop": ["<turn|>"]}
+    assert tuned.renderer_in_use == "gemma4-small"  # neither its name nor its size says large
+    statuses(model_store, {"model": "gemma4:31b-tuned", "files": {"g4.gguf": digest}, "parameters": {"stop": ["x"]}})
+    large = model_store.get("gemma4:31b-tuned")
+    assert large.params == {"stop": ["x"]} and large.renderer_in_use == "gemma4-large"
+    named = {"renderer": "gemma4-large", "parser": "gemma4"}
+    statuses(model_store, {"model": "named", "files": {"g4.gguf": digest}, **named})
+    assert model_store.get("named").params == {} and model_store.get("named").renderer_in_use == "gemma4-large"
+
+
+@pytest.mark.parametrize(
+    ("renderer", "names", "size", "want"),
+    [  # Ollama's TestResolveGemma4Renderer
+        ("gemma4-small", (), "", "gemma4-small"),
+        ("gemma4-large", (), "", "gemma4-large"),
+        ("gemma4", ("gemma4:e4b",), "", "gemma4-small"),
+        ("gemma4", ("gemma4:31b-cloud",), "", "gemma4-large"),
+        ("gemma4", ("gemma-4-12b-it",), "", "gemma4-large"),
+        ("gemma4", (), "4.3B", "gemma4-small"),
+        ("gemma4", (), "25.2B", "gemma4-large"),
+        ("gemma4", (), "12B", "gemma4-large"),
+        ("gemma4", (), "", "gemma4-small"),
+        ("gemma4", ("tuned", "registry.ollama.ai/library/tuned:latest"), "235K", "gemma4-small"),
+        ("lfm2", ("lfm2:31b",), "31B", "lfm2"),
+    ],
+)
+def test_gemma4_s_renderer_is_resolved_as_ollama_resolves_it(
+    renderer: str, names: tuple[str, ...], size: str, want: str
+) -> None:
+    assert renderer_in_use(renderer, names, size) == want
 
 
 @pytest.mark.parametrize(

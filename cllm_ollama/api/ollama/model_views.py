@@ -125,7 +125,7 @@ def show_response(record: ModelRecord, *, verbose: bool = False, system: str | N
     info = _info(record, record.model_path, verbose)
     # Ollama shows the first projector's metadata as it shows the model's.
     projector = _info(record, record.projector_paths[0], verbose) if record.projector_paths else None
-    template = template_in_use(record.template, info, record.renderer) if info or record.template else None
+    template = template_in_use(record.template, info, record.renderer_in_use) if info or record.template else None
     system = system or record.system
     capabilities = record.capabilities if info else []
     resp: dict[str, Any] = {
