@@ -561,6 +561,21 @@ def test_a_gemma4_converts_to_its_twin(tmp_path: Path, moe: bool) -> None:
     _assert_twin_keys(twin, tmp_path / "out.gguf")
 
 
+def test_a_gemma4_whose_per_layer_embeddings_lack_tokens_is_refused(tmp_path: Path) -> None:
+    """Per-layer embeddings with fewer rows than the vocabulary, which llama.cpp would not load."""
+    folder, _ = write_hf_gemma4(tmp_path)
+    (path,) = folder.glob("*.safetensors")
+    tensors = {t.name: (t.dtype, np.asarray(t.data)) for t in safetensors.read(path, path.name)}
+    dtype, table = tensors["model.embed_tokens_per_layer.weight"]
+    tensors["model.embed_tokens_per_layer.weight"] = (dtype, table[:-1])
+    path.unlink()  # the tensors are views of the file mapped: a new file, not this one rewritten
+    write_safetensors(path, tensors)
+    with pytest.raises(
+        ImportRefused, match=re.escape("per_layer_token_embd.weight has fewer rows than the vocabulary's")
+    ):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
 def test_a_gemma4_that_sees_and_hears_converts_to_its_text_model_and_projector(
     tmp_path: Path, model_store: ModelStore
 ) -> None:

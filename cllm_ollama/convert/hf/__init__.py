@@ -120,6 +120,9 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     if family.layout.space_prefix is not None:
         vocabulary["tokenizer.ggml.add_space_prefix"] = (family.layout.space_prefix, GGUFValueType.BOOL)
     n_vocab = len(vocabulary["tokenizer.ggml.tokens"][0])
+    short = [t.name for t in tensors if t.name in _VOCAB_ROWS and t.shape[0] < n_vocab]
+    if short:  # llama.cpp would refuse to load it (Gemma 4's per-layer embeddings, an output)
+        raise ImportRefused(f"{short[0]} has fewer rows than the vocabulary's {n_vocab} tokens")
     if n_vocab < rows:  # rows past the vocabulary, cut (Gemma's, as llama.cpp's converter does)
         tensors = [t.take(slice(0, n_vocab), t.name) if t.name in _VOCAB_ROWS else t for t in tensors]
     matrices = [t.kind for t in tensors if len(t.shape) > 1 and t.kind != _F32]  # routers stay F32
