@@ -162,15 +162,8 @@ def test_the_converted_vocabulary_splits_text_as_tokenizers_does(tmp_path: Path,
     across the boundaries the splits disagree on, so that a wrong name splits otherwise."""
     folder, _ = _SPLITTERS[pre](tmp_path)
     _with_merges(folder, _BOUNDARY_MERGES)
-    reference.run("tokenize", str(folder), json.dumps(_TEXTS), str(tmp_path / "want.json"))
-    convert(Checkpoint.folder(folder), tmp_path / "model.gguf")
-    assert gguf.GGUFReader(tmp_path / "model.gguf").fields["tokenizer.ggml.pre"].contents() == pre
-    model = Model(tmp_path / "model.gguf", n_gpu_layers=0)
-    try:
-        got = [model.tokenize(text, add_special=False, parse_special=False) for text in _TEXTS]
-    finally:
-        model.close()
-    assert got == json.loads((tmp_path / "want.json").read_text())
+    converted = _assert_splits_as_tokenizers(folder, _TEXTS, tmp_path)
+    assert gguf.GGUFReader(converted).fields["tokenizer.ggml.pre"].contents() == pre
 
 
 def test_a_gemma4_vocabulary_splits_text_as_tokenizers_does(tmp_path: Path) -> None:
@@ -180,6 +173,12 @@ def test_a_gemma4_vocabulary_splits_text_as_tokenizers_does(tmp_path: Path) -> N
     newlines, and bytes to fall back on."""
     folder, _ = hf.write_hf_gemma4(tmp_path)
     texts = [*_TEXTS, "The capital of France is Paris,  the sea\n\nis blue.", " Größe 日本語 🙂"]
+    _assert_splits_as_tokenizers(folder, texts, tmp_path)
+
+
+def _assert_splits_as_tokenizers(folder: Path, texts: list[str], tmp_path: Path) -> Path:
+    """``folder`` converted, its vocabulary splits ``texts`` in llama.cpp as the tokenizers library
+    splits them with the folder's tokenizer.json (no special tokens); the converted GGUF."""
     reference.run("tokenize", str(folder), json.dumps(texts), str(tmp_path / "want.json"))
     convert(Checkpoint.folder(folder), tmp_path / "model.gguf")
     model = Model(tmp_path / "model.gguf", n_gpu_layers=0)
@@ -188,6 +187,7 @@ def test_a_gemma4_vocabulary_splits_text_as_tokenizers_does(tmp_path: Path) -> N
     finally:
         model.close()
     assert got == json.loads((tmp_path / "want.json").read_text())
+    return tmp_path / "model.gguf"
 
 
 # A model that sees, and the picture's side in pixels: Gemma 3's tower's own, else 4x4 tokens
