@@ -1320,6 +1320,52 @@ _GEMMA4_TOWER_PARTS = {
 }
 _GEMMA4_LINEARS = ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate", "ffn_up", "ffn_down")
 _UNCLAMPED = {"input_min": -np.inf, "input_max": np.inf, "output_min": -np.inf, "output_max": np.inf}
+# Its audio tower's (a Conformer's) by Hugging Face's names: outside the blocks, then a block's
+# (its clamped linears' weights under ``.linear``), llama.cpp's conv_norm and norm_conv swapped.
+_GEMMA4_AUDIO_GLOBAL = {
+    "a.conv1d.0.weight": "subsample_conv_projection.layer0.conv.weight",
+    "a.conv1d.0.norm.weight": "subsample_conv_projection.layer0.norm.weight",
+    "a.conv1d.1.weight": "subsample_conv_projection.layer1.conv.weight",
+    "a.conv1d.1.norm.weight": "subsample_conv_projection.layer1.norm.weight",
+    "a.input_projection.weight": "subsample_conv_projection.input_proj_linear.weight",
+    "a.pre_encode.out.weight": "output_proj.weight",
+    "a.pre_encode.out.bias": "output_proj.bias",
+}
+_GEMMA4_AUDIO_PARTS = {
+    "ffn_norm": "feed_forward1.pre_layer_norm",
+    "ffn_up": "feed_forward1.ffw_layer_1",
+    "ffn_down": "feed_forward1.ffw_layer_2",
+    "ffn_post_norm": "feed_forward1.post_layer_norm",
+    "ffn_norm_1": "feed_forward2.pre_layer_norm",
+    "ffn_up_1": "feed_forward2.ffw_layer_1",
+    "ffn_down_1": "feed_forward2.ffw_layer_2",
+    "ffn_post_norm_1": "feed_forward2.post_layer_norm",
+    "attn_pre_norm": "norm_pre_attn",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_out": "self_attn.post",
+    "attn_k_rel": "self_attn.relative_k_proj",
+    "attn_post_norm": "norm_post_attn",
+    "conv_norm": "lconv1d.pre_layer_norm",
+    "conv_pw1": "lconv1d.linear_start",
+    "conv_dw": "lconv1d.depthwise_conv1d",
+    "norm_conv": "lconv1d.conv_norm",
+    "conv_pw2": "lconv1d.linear_end",
+    "ln2": "norm_out",
+}
+_GEMMA4_AUDIO_LINEARS = (
+    "ffn_up",
+    "ffn_down",
+    "ffn_up_1",
+    "ffn_down_1",
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_out",
+    "conv_pw1",
+    "conv_pw2",
+)
 
 
 def _gemma4_seeing(
@@ -1330,16 +1376,16 @@ def _gemma4_seeing(
     are: each clamp the twin lacks infinite, transformers' default)."""
     moved = {prefix + n.removeprefix("model."): v for n, v in tensors.items()}
     kv = _fields(tower)
+    audio = _gemma4_audio_tower(tower, moved) if kv.get("clip.has_audio_encoder") else None
     heads, n_embd = int(kv["clip.vision.attention.head_count"]), int(kv["clip.vision.embedding_length"])
     patch = int(kv["clip.vision.patch_size"])
     for t in gguf.GGUFReader(tower).tensors:
         data = np.asarray(t.data, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
-        if (
-            t.name == "v.patch_embd.weight"
-        ):  # a convolution's kernel, as a linear over patches (rows, columns, channels)
-            moved["model.vision_tower.patch_embedder.input_proj.weight"] = data.transpose(0, 2, 3, 1).reshape(
-                n_embd, -1
-            )
+        if t.name.startswith(("a.", "mm.a.")):  # the audio tower's (``_gemma4_audio_tower``)
+            continue
+        if t.name == "v.patch_embd.weight":  # a kernel, as a linear over a patch's rows, columns, channels
+            kernel = data.transpose(0, 2, 3, 1).reshape(n_embd, -1)
+            moved["model.vision_tower.patch_embedder.input_proj.weight"] = kernel
         elif t.name == "v.position_embd.weight":
             moved["model.vision_tower.patch_embedder.position_embedding_table"] = data
         elif t.name in ("v.std_bias", "v.std_scale"):
@@ -1379,10 +1425,53 @@ def _gemma4_seeing(
         "model_type": "gemma4",
         "text_config": text,
         "vision_config": vision,
-        "audio_config": None,
+        "audio_config": audio,
         "tie_word_embeddings": config["tie_word_embeddings"],
     }
     return moved, wrapped
+
+
+def _gemma4_audio_tower(tower: Path, moved: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The projector GGUF ``tower``'s audio side added to ``moved`` by Hugging Face's names (the
+    depthwise kernel with its Conv1d's unit axis, the per-dimension scale before llama.cpp's
+    softplus, each clamp the twin lacks infinite); its audio_config."""
+    kv = _fields(tower)
+    for t in gguf.GGUFReader(tower).tensors:
+        if not t.name.startswith(("a.", "mm.a.")):
+            continue
+        data = np.asarray(t.data, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+        if t.name == "mm.a.input_projection.weight":
+            moved["model.embed_audio.embedding_projection.weight"] = data
+            continue
+        if t.name in _GEMMA4_AUDIO_GLOBAL:
+            moved[f"model.audio_tower.{_GEMMA4_AUDIO_GLOBAL[t.name]}"] = data
+            continue
+        _, _, layer, part, suffix = t.name.split(".")
+        stem = f"model.audio_tower.layers.{layer}"
+        if part == "per_dim_scale":  # softplus undone: transformers applies it itself
+            moved[f"{stem}.self_attn.per_dim_scale"] = np.log(np.expm1(data))
+        elif part in _GEMMA4_AUDIO_LINEARS and suffix == "weight":
+            moved[f"{stem}.{_GEMMA4_AUDIO_PARTS[part]}.linear.weight"] = data
+        else:
+            value = data[:, None, :] if part == "conv_dw" else data.reshape(()) if suffix in _UNCLAMPED else data
+            moved[f"{stem}.{_GEMMA4_AUDIO_PARTS[part]}.{suffix}"] = value
+    for block in range(int(kv["clip.audio.block_count"])):
+        for part in _GEMMA4_AUDIO_LINEARS:
+            for suffix, value in _UNCLAMPED.items():
+                name = f"model.audio_tower.layers.{block}.{_GEMMA4_AUDIO_PARTS[part]}.{suffix}"
+                moved.setdefault(name, np.array(value, dtype=np.float32))
+    conv = "model.audio_tower.subsample_conv_projection.layer{}.conv.weight"
+    return {
+        "model_type": "gemma4_audio",
+        "hidden_size": int(kv["clip.audio.embedding_length"]),
+        "num_hidden_layers": int(kv["clip.audio.block_count"]),
+        "num_attention_heads": int(kv["clip.audio.attention.head_count"]),
+        "subsampling_conv_channels": [int(moved[conv.format(i)].shape[0]) for i in (0, 1)],
+        "conv_kernel_size": int(moved["model.audio_tower.layers.0.lconv1d.depthwise_conv1d.weight"].shape[2]),
+        "output_proj_dims": int(moved["model.audio_tower.output_proj.weight"].shape[0]),
+        "use_clipped_linears": True,
+        "rms_norm_eps": float(kv["clip.audio.attention.layer_norm_epsilon"]),
+    }
 
 
 def _tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[str, Any]:
@@ -2014,13 +2103,14 @@ def write_hf_gemma4(folder: Path, *, moe: bool = False, seed: int = 0) -> tuple[
     return _exported(folder, name, lambda p: gemma4_ggufs.write_gemma4_text(p, shape, seed=seed))
 
 
-def write_hf_gemma4_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
-    """``folder/hf-gemma4-vision/``, a Gemma 4 that sees (``Gemma4ForConditionalGeneration``: a text
-    model with 31B's parts under ``model.language_model.``, its ViT and ``embed_vision``), and its
-    twins ``folder/text.gguf`` and ``folder/mmproj.gguf`` (a ``gemma4v`` projector)."""
+def write_hf_gemma4_vision(folder: Path, *, audio: bool = True, seed: int = 0) -> tuple[Path, Path, Path]:
+    """``folder/hf-gemma4-vision/``, a Gemma 4 that sees and (with ``audio``) hears
+    (``Gemma4ForConditionalGeneration``: a text model with 31B's parts under
+    ``model.language_model.``, its ViT and ``embed_vision``, its Conformer and ``embed_audio``), and
+    its twins ``folder/text.gguf`` and ``folder/mmproj.gguf`` (a ``gemma4v`` and ``gemma4a`` projector)."""
     folder.mkdir(parents=True, exist_ok=True)
     text = gemma4_ggufs.write_gemma4_text(folder / "text.gguf", gemma4_ggufs.GEMMA4_31B, seed=seed)
-    mmproj = tower_ggufs.write_gemma4_projector(folder / "mmproj.gguf", audio=False, f16=True, seed=seed)
+    mmproj = tower_ggufs.write_gemma4_projector(folder / "mmproj.gguf", audio=audio, f16=True, seed=seed)
     return export(text, folder / "hf-gemma4-vision", sees="model.language_model.", tower=mmproj), text, mmproj
 
 

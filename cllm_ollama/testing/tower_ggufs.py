@@ -12,7 +12,6 @@ Qwen3-VL's (a ``qwen3vl_merger`` projector without deepstack).
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import gguf
@@ -38,7 +37,9 @@ _F32 = gguf.GGMLQuantizationType.F32
 GEMMA4_VISION = VisionShape(image_size=224, patch_size=8, n_embd=32, n_head=2, n_ff=64, merge=3)
 GEMMA4_POSITIONS = 128  # the position table's rows per axis (patches per side an image may have)
 GEMMA4_AUDIO = VisionShape(n_embd=32, n_head=2, n_ff=128)  # a Conformer block's width, heads, FFN (4x)
-GEMMA4_AUDIO_CHANNELS = (4, 4)  # the subsampler's two convolutions
+# The subsampler's two convolutions: the first as wide as the mel bins, as in the releases (128,
+# 32), which transformers' projection after them assumes.
+GEMMA4_AUDIO_CHANNELS = (128, 4)
 GEMMA4_AUDIO_OUT = 48  # the encoder's output projection, before the embedder
 GEMMA4_MELS = 128
 GEMMA4_CONV_KERNEL = 5
@@ -90,7 +91,7 @@ def write_gemma4_projector(
     v = GEMMA4_VISION
     t = projector_header(path, v, "gemma4v", n_embd_text, seed, mean_std=([0.0] * 3, [1.0] * 3))
     if f16:
-        t = dataclasses.replace(t, qtype=gguf.GGMLQuantizationType.F16)
+        t = _VariedNorms(t.w, t.rng, t.weight_std, gguf.GGMLQuantizationType.F16)
     w = t.w
     # llama.cpp's converter states the projector per modality and no activation (clip.cpp's default).
     del w.kv_data[0]["clip.projector_type"], w.kv_data[0]["clip.use_gelu"]
@@ -116,13 +117,25 @@ def write_gemma4_projector(
     t.f32("v.std_scale", 1 + f16_exact(t, (n,), 0.1))
     t.matrix("mm.input_projection.weight", n_embd_text, n)
     if audio:
-        _gemma4_audio(t, n_embd_text)
+        _gemma4_audio(t, n_embd_text, f16)
     finish(w)
     return path
 
 
-def _gemma4_audio(t: Tensors, n_embd_text: int) -> None:
-    """The ``gemma4a`` side: its keys and tensors under llama.cpp's names."""
+class _VariedNorms(Tensors):
+    """Norms not all ones, so that a checkpoint's norm converted into another's place shows."""
+
+    def norm(self, name: str, n: int) -> None:
+        self.f32(name, 1.0 + f16_exact(self, (n,), 0.1))
+
+
+def _gemma4_audio(t: Tensors, n_embd_text: int, f16: bool) -> None:
+    """The ``gemma4a`` side: its keys and tensors under llama.cpp's names (``f16``: the F32
+    convolutions of values F16 holds, as converted from an F16 checkpoint)."""
+
+    def weights(shape: tuple[int, ...], std: float) -> np.ndarray:
+        return f16_exact(t, shape, std) if f16 else t.rng.standard_normal(shape) * std
+
     a, w = GEMMA4_AUDIO, t.w
     w.add_clip_has_audio_encoder(True)
     w.add_string("clip.audio.projector_type", "gemma4a")
@@ -135,7 +148,7 @@ def _gemma4_audio(t: Tensors, n_embd_text: int) -> None:
     w.add_audio_num_mel_bins(GEMMA4_MELS)
     c0, c1 = GEMMA4_AUDIO_CHANNELS
     for i, (c_in, c_out) in enumerate(((1, c0), (c0, c1))):
-        t.f32(f"a.conv1d.{i}.weight", t.rng.standard_normal((c_out, c_in, 3, 3)) * 0.3)
+        t.f32(f"a.conv1d.{i}.weight", weights((c_out, c_in, 3, 3), 0.3))
         t.norm(f"a.conv1d.{i}.norm.weight", c_out)
     n, head = a.n_embd, a.n_embd // a.n_head
     t.matrix("a.input_projection.weight", n, c1 * GEMMA4_MELS // 4)
@@ -148,15 +161,15 @@ def _gemma4_audio(t: Tensors, n_embd_text: int) -> None:
             t.norm(f"{p}ffn_post_norm{half}.weight", n)
         for leaf in ("attn_q", "attn_k", "attn_v", "attn_out", "attn_k_rel"):
             t.matrix(f"{p}{leaf}.weight", n, n)
-        t.f32(p + "per_dim_scale.weight", np.logaddexp(0, t.rng.standard_normal(head)))
+        t.f32(p + "per_dim_scale.weight", np.logaddexp(0, weights((head,), 1.0)))
         for norm in ("attn_pre_norm", "attn_post_norm", "conv_norm", "norm_conv", "ln2"):
             t.norm(f"{p}{norm}.weight", n)
         t.matrix(p + "conv_pw1.weight", 2 * n, n)
-        t.f32(p + "conv_dw.weight", t.rng.standard_normal((n, GEMMA4_CONV_KERNEL)) * 0.3)
+        t.f32(p + "conv_dw.weight", weights((n, GEMMA4_CONV_KERNEL), 0.3))
         t.matrix(p + "conv_pw2.weight", n, n)
     _clamps(t, "a")
     t.matrix("a.pre_encode.out.weight", GEMMA4_AUDIO_OUT, n)
-    t.f32("a.pre_encode.out.bias", t.rng.standard_normal(GEMMA4_AUDIO_OUT) * 0.1)
+    t.f32("a.pre_encode.out.bias", weights((GEMMA4_AUDIO_OUT,), 0.1))
     t.matrix("mm.a.input_projection.weight", n_embd_text, GEMMA4_AUDIO_OUT)
 
 

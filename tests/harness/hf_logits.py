@@ -9,7 +9,8 @@ position of a prompt with that picture in it (``prompt``); or
 ``python hf_logits.py embed FOLDER TEXTS OUT`` for a sentence-transformers BERT model: each text of
 the JSON list TEXTS as its tokenizer splits it and as the model embeds it (mean pooling,
 normalized, as its modules say), in the JSON file OUT; or ``python hf_logits.py tokenize FOLDER
-TEXTS OUT``: each text's ids as the folder's tokenizer.json splits it.
+TEXTS OUT``: each text's ids as the folder's tokenizer.json splits it; or ``python hf_logits.py
+audio FOLDER SAMPLES OUT``: a Gemma 4's embeddings of a clip (``audio``).
 
 For each folder: ``OUT/base.npy``, the logits of every position of TOKENS (comma-separated ids);
 then for each scaling PEFT has (``alpha / r``, rank-stabilized, per-module alphas) a LoRA on the
@@ -137,6 +138,19 @@ def gemma4_patches(values: torch.Tensor, patch: int) -> tuple[torch.Tensor, torc
     return patches.reshape(1, rows * columns, -1), positions[None]
 
 
+def audio(folder: str, samples: str, out: str) -> None:
+    """A Gemma 4's embeddings of a clip (``samples``: 16 kHz float32 samples, saved), its log-mel
+    features from transformers' Gemma4AudioFeatureExtractor at its defaults, in ``out``."""
+    from transformers.models.gemma4.feature_extraction_gemma4 import Gemma4AudioFeatureExtractor
+
+    features = Gemma4AudioFeatureExtractor()([np.load(samples)], sampling_rate=16000, return_tensors="pt")
+    with torch.no_grad():
+        model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+        output = model.model.get_audio_features(features["input_features"], features["input_features_mask"])
+        keep = output.attention_mask[0] if getattr(output, "attention_mask", None) is not None else slice(None)
+    np.save(out, output.pooler_output[0][keep].numpy())
+
+
 def qwen_image(folder: str, values: torch.Tensor, patch: int) -> np.ndarray:
     """A Qwen-VL's embeddings of one picture (``(3, height, width)``, normalized; ``qwen_patches``);
     Qwen3-VL's deepstack features follow each token's embedding, as libmtmd's do."""
@@ -235,5 +249,7 @@ if __name__ == "__main__":
         embed(*sys.argv[2:5])
     elif sys.argv[1] == "tokenize":
         tokenize(*sys.argv[2:5])
+    elif sys.argv[1] == "audio":
+        audio(*sys.argv[2:5])
     else:
         main(sys.argv[1], sys.argv[2:])

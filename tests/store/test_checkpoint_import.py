@@ -262,12 +262,12 @@ def _assert_created_with_projector(folder: Path, model_store: ModelStore, *also:
 
 
 def _assert_twin_tensors(twin: Path, out: Path) -> None:
-    """Every tensor of ``twin`` in ``out``, of its type and values; Qwen 3.5's ``A``, computed
-    from its logarithm, to within F32's rounding."""
+    """Every tensor of ``twin`` in ``out``, of its type and values; Qwen 3.5's ``A`` and Gemma 4's
+    per-dimension scale, computed from their logarithm and softplus, to within F32's rounding."""
     want, got = _tensors(twin), _tensors(out)
     assert set(got) == set(want)
     for name, (kind, data) in got.items():
-        same = np.allclose if name.endswith(".ssm_a") else np.array_equal
+        same = np.allclose if name.endswith((".ssm_a", ".per_dim_scale.weight")) else np.array_equal
         assert kind == want[name][0] and same(data, want[name][1]), name
 
 
@@ -580,22 +580,21 @@ def test_a_gemma4_that_sees_and_hears_converts_to_its_text_model_and_projector(
     tmp_path: Path, model_store: ModelStore
 ) -> None:
     """``Gemma4ForConditionalGeneration``, as Google releases Gemma 4 and fine-tunes save it: the
-    text model from ``text_config`` and the ViT and ``embed_vision`` as the ``gemma4v`` projector
-    libmtmd reads (the patch projection a convolution's kernel, the clamps beside their weights, the
-    infinite ones left out); its audio tower is left out, and the stream says so. Created, a
-    projector layer."""
+    text model from ``text_config``, and one projector as libmtmd reads it: the ViT and
+    ``embed_vision`` as its ``gemma4v`` side (the patch projection a convolution's kernel), the
+    Conformer and ``embed_audio`` as its ``gemma4a`` side (the depthwise kernel without its unit
+    axis, the per-dimension scale after a softplus, llama.cpp's swapped convolution norms); the
+    clamps beside their weights, the infinite ones left out. An audio tower libmtmd would compute
+    otherwise is left out, and the stream says so. Created, a projector layer."""
     folder, text, mmproj = write_hf_gemma4_vision(tmp_path)
     _assert_sees_as_twins(folder, text, mmproj, tmp_path)
-    (path,) = folder.glob("*.safetensors")
-    tensors = {t.name: (t.dtype, np.asarray(t.data)) for t in safetensors.read(path, path.name)}
-    for tower in ("audio_tower.layers.0.self_attn.q_proj.linear", "embed_audio.embedding_projection"):
-        tensors[f"model.{tower}.weight"] = ("F16", np.zeros((4, 4), np.float16))
-    path.unlink()
-    write_safetensors(folder / "model.safetensors", tensors)
-    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
-    assert converted == Converted([AUDIO_LEFT_OUT], sees=True)
-    _assert_twin_tensors(mmproj, tmp_path / "proj.gguf")
+    assert any(name.startswith("a.blk.") for name in _tensors(tmp_path / "proj.gguf"))
     _assert_created_with_projector(folder, model_store, mt.PARAMS)  # Gemma 4's stop word, as Ollama's create adds
+    _edit(folder, "config.json", lambda c: c["audio_config"].update(attention_chunk_size=16))
+    converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    why = "config.json's audio_config attention_chunk_size is 16; libmtmd's gemma4a has 12"
+    assert converted == Converted([f"{AUDIO_LEFT_OUT} ({why})"], sees=True)
+    assert not any(name.startswith(("a.", "mm.a.")) for name in _tensors(tmp_path / "proj.gguf"))
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,9 @@ saying why, without it.
 
 from __future__ import annotations
 
+import io
 import json
+import wave
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from cllm_ollama.engine.binding import Batch, Context, Lora, Model, with_adapter
 from cllm_ollama.engine.binding.media import MediaItem, Projector, TextRun
 from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.testing import hf_folders as hf
+from cllm_ollama.testing.audio import wav
 from cllm_ollama.testing.images import png
 
 pytestmark = pytest.mark.model
@@ -316,6 +319,32 @@ def _picture_token(family: str, tokens: list[str]) -> int:
         if family == "gemma4"
         else len(tokens) - 1
     )
+
+
+def test_a_converted_gemma4_hears_a_clip_as_transformers_does(tmp_path: Path) -> None:
+    """Gemma 4's Conformer, converted to the projector's ``gemma4a`` side, turns a clip into the
+    embeddings transformers makes of it: libmtmd's log-mel features against
+    Gemma4AudioFeatureExtractor's, then the subsampler, the chunked attention with relative
+    positions (its per-dimension scale after the converter's softplus), the depthwise
+    convolution, the clamps and the projection into the text model."""
+    folder, _, _ = hf.write_hf_gemma4_vision(tmp_path)
+    clip = wav(1.0, seed=3)
+    with wave.open(io.BytesIO(clip)) as w:
+        samples = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
+    np.save(tmp_path / "samples.npy", samples)
+    reference.run("audio", str(folder), str(tmp_path / "samples.npy"), str(tmp_path / "want.npy"))
+    convert(Checkpoint.folder(folder), tmp_path / "text.gguf", tmp_path / "mmproj.gguf")
+    model = Model(tmp_path / "text.gguf", n_gpu_layers=0)
+    projector = Projector(model, tmp_path / "mmproj.gguf", n_threads=2)
+    try:
+        prompt = projector.tokenize(projector.marker, [clip])
+        (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
+        got = prompt.encode(item)
+        prompt.close()
+    finally:
+        projector.close()
+        model.close()
+    reference.assert_close(np.asarray(got), np.load(tmp_path / "want.npy"), "gemma4 audio")
 
 
 def test_a_converted_sentence_transformers_model_embeds_as_transformers_does(tmp_path: Path) -> None:

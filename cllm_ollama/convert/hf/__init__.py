@@ -19,7 +19,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
 from ..framework import KV, Tensor, write
-from . import mxfp4, safetensors, vision
+from . import audio, mxfp4, safetensors, vision
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import AUDIO_LEFT_OUT, TOWER_LEFT_OUT, Family, Order
@@ -151,11 +151,30 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
             seen = vision.projector(kind, checkpoint, config, tower, embedding, vocabulary["tokenizer.ggml.tokens"][0])
         except ImportRefused as exc:  # the text model is still worth having; the stream says why
             why = f" ({exc})"
+    notes = []
+    heard = [t for t in tower if family.hears(t.name)]
+    if seen is not None and heard:  # Gemma 4's audio tower, beside its vision tower in one projector
+        try:
+            clip_kv, clip_tensors = seen
+            audio_kv, audio_tensors = audio.gemma4_audio(
+                _settings(config, "audio_config"), config.get("text_config") or {}, heard
+            )
+            seen = clip_kv | audio_kv, clip_tensors + audio_tensors
+        except ImportRefused as exc:
+            notes.append(f"{AUDIO_LEFT_OUT} ({exc})")
     write(dst, family.arch, kv, tensors)
     if seen is not None and projector is not None:
         write(projector, "clip", *seen)
-        return Converted([AUDIO_LEFT_OUT] if any(family.hears(t.name) for t in tower) else [], sees=True)
+        return Converted(notes, sees=True)
     return Converted([TOWER_LEFT_OUT + why] if tower else [])
+
+
+def _settings(config: dict[str, Any], key: str) -> dict[str, Any]:
+    """config.json's settings of one part (``audio_config``), or ``ImportRefused`` without them."""
+    part = config.get(key)
+    if not isinstance(part, dict):
+        raise ImportRefused(f"config.json has no {key} for the model's tower")
+    return part
 
 
 # llama.cpp gives a model named like Phi-3 its special tokens' attributes, and fails to load it

@@ -737,7 +737,7 @@ class Family:
                 [width if i < self.n_layer - shared else 2 * width for i in range(self.n_layer)],
                 GGUFValueType.ARRAY,
             )
-        local = self._sliding_rope()
+        local = self._gemma4_sliding_rope()
         kv: KV = {
             "gemma4.feed_forward_length": ffn,
             "gemma4.attention.head_count_kv": (
@@ -798,7 +798,7 @@ class Family:
             raise ImportRefused("config.json's per_layer_config is not one setting map per layer")
         shapes: dict[bool, set[tuple[int, int]]] = {True: set(), False: set()}
         for i, s in enumerate(sliding):
-            layer = given.get(str(i), given.get(i, {}))  # type: ignore[call-overload]
+            layer = given.get(str(i), {})  # config.json's keys are strings
             if set(layer) - set(_GEMMA4_PER_LAYER):
                 raise ImportRefused(
                     f"config.json's per_layer_config changes {sorted(layer)} of a layer; "
@@ -816,7 +816,7 @@ class Family:
         full = shapes[False].pop()
         return full, shapes[True].pop() if shapes[True] else full
 
-    def _sliding_rope(self) -> dict[str, Any]:
+    def _gemma4_sliding_rope(self) -> dict[str, Any]:
         """The sliding layers' rotary parameters: only the plain rotation of whole heads, as
         llama.cpp's gemma4 computes."""
         params = self.config.get("rope_parameters")

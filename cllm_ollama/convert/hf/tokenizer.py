@@ -132,11 +132,11 @@ def _gemma4_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> KV:
     over text whose spaces are ``▁`` with ``<0xXX>`` byte tokens to fall back on, its merges, and
     the marks of thought channels, tool calls and their answers as user-defined tokens, which
     llama.cpp always renders so that a chat's parser sees them."""
-    spec = checkpoint.json("tokenizer.json")
-    model: dict[str, Any] = spec["model"] if spec is not None and isinstance(spec.get("model"), dict) else {}
+    spec = checkpoint.json("tokenizer.json") or {}
+    model: dict[str, Any] = spec["model"] if isinstance(spec.get("model"), dict) else {}
     if model.get("type") != "BPE" or not model.get("byte_fallback"):
         raise ImportRefused("Gemma 4's tokenizer.json must be BPE with byte fallback, as Google's releases have it")
-    tokens, types = _vocabulary(model, spec.get("added_tokens") or [] if spec else [], rows, pad)
+    tokens, types = _vocabulary(model, spec.get("added_tokens") or [], rows, pad)
     for tid, text in enumerate(tokens):
         if text in _GEMMA4_VISIBLE:
             types[tid] = int(TokenType.USER_DEFINED)

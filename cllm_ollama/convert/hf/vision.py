@@ -313,7 +313,7 @@ def _gemma4(
     tensors: dict[str, Tensor] = {}
     for source in sources:
         name = _GEMMA4.gguf_name(source.name)
-        if name is None or (name.endswith(_CLAMPS) and np.isinf(to_f32(source.data, source.dtype)).all()):
+        if name is None or infinite_clamp(name, source):
             continue
         if name == "v.patch_embd.weight":  # a linear over (rows, columns, channels) of a patch
             if source.shape != (n_embd, patch * patch * 3):
@@ -321,7 +321,7 @@ def _gemma4(
                     f"tensor {source.name} of shape {list(source.shape)} is not {patch}x{patch}x3 patches"
                 )
             source = source.with_data(source.data.reshape(n_embd, patch, patch, 3).transpose(0, 3, 1, 2))
-        tensors[name] = _converted(name, source, None)
+        tensors[name] = converted(name, source, None)
     _GEMMA4.require(tensors, _int(vision, "num_hidden_layers"))
     statistics = processor if processor.get("do_normalize") else {}
     kv = _clip_kv("gemma4v", None, {**vision, "image_size": 224}, text, statistics, 1e-6, _NO_MEAN_STD)
@@ -352,7 +352,7 @@ def _pixtral(
     if "[IMG_BREAK]" not in tokens or embedding is None:
         raise ImportRefused("Mistral 3's vision needs the [IMG_BREAK] token and the text model's embedding")
     row = SourceTensor(embedding.name, embedding.dtype, embedding.data[tokens.index("[IMG_BREAK]")])
-    tensors["v.token_embd.img_break"] = _converted("v.token_embd.img_break", row, None)
+    tensors["v.token_embd.img_break"] = converted("v.token_embd.img_break", row, None)
     _PIXTRAL.require(tensors, _int(vision, "num_hidden_layers"))
     activation = vision.get("hidden_act", "gelu")
     if activation not in ("silu", "gelu"):
@@ -377,7 +377,7 @@ def _qwen_vl(
     tensors: dict[str, Tensor] = {}
     for source in sources:
         for name, piece in _qwen_pieces(source, kind, deepstack):
-            tensors[name] = _converted(name, piece, None)
+            tensors[name] = converted(name, piece, None)
     _QWEN_VL.require(tensors, n_layer)
     if kind == "qwen3vl_merger":  # libmtmd's Qwen3-VL graph asserts them rather than refuse
         wanted = ["v.patch_embd.bias", "v.position_embd.weight", *(f"v.blk.{i}.attn_qkv.bias" for i in range(n_layer))]
@@ -472,7 +472,7 @@ def _tensors(tower: _Tower, sources: list[SourceTensor], reorder: Callable[[str]
     for source in sources:
         name = tower.gguf_name(source.name)
         if name is not None:
-            tensors[name] = _converted(name, source, reorder(name))
+            tensors[name] = converted(name, source, reorder(name))
     return tensors
 
 
@@ -524,11 +524,22 @@ def _floats(processor: Mapping[str, Any], key: str, default: list[float]) -> lis
     return [float(v) for v in values]
 
 
-def _converted(name: str, source: SourceTensor, heads: int | None) -> Tensor:
-    """In llama.cpp's type for it: the embeddings and vectors F32, matrices F16; with ``heads``,
-    its rows reordered from halves to neighbouring pairs per head."""
+def infinite_clamp(name: str, source: SourceTensor) -> bool:
+    """Whether the tensor is a clamp of a clipped linear (Gemma 4's) that clamps nothing, which
+    libmtmd's default is (transformers starts them infinite)."""
+    return name.endswith(_CLAMPS) and bool(np.isinf(to_f32(source.data, source.dtype)).all())
+
+
+def converted(name: str, source: SourceTensor, heads: int | None) -> Tensor:
+    """In llama.cpp's type for it: the embeddings, convolutions over audio and vectors F32,
+    matrices F16; with ``heads``, its rows reordered from halves to neighbouring pairs per head;
+    Gemma's soft-embedding norm with its +1, Gemma 4's per-dimension query scale after its softplus."""
     source.require_float()
-    keep_f32 = name.startswith(("v.patch_embd", "v.position_embd", "v.token_embd")) or len(source.shape) == 1
+    keep_f32 = (
+        name.startswith(("v.patch_embd", "v.position_embd", "v.token_embd", "a.conv1d."))
+        or name.endswith(".conv_dw.weight")
+        or len(source.shape) == 1
+    )
     kind, dtype = (_F32, np.dtype(np.float32)) if keep_f32 else (_F16, np.dtype(np.float16))
     order = pairs_order(name, source.shape, heads) if heads is not None else None
 
@@ -538,6 +549,8 @@ def _converted(name: str, source: SourceTensor, heads: int | None) -> Tensor:
             values = order.apply(values)
         if name == "mm.soft_emb_norm.weight":
             values = values + np.float32(1.0)  # Gemma's norms scale by 1 + weight
+        if name.endswith(".per_dim_scale.weight"):  # as llama.cpp's converter stores it
+            values = np.logaddexp(np.float32(0.0), values)
         return np.ascontiguousarray(values, dtype=dtype)
 
     return Tensor(name, kind, source.shape, dtype, produce)

@@ -1,0 +1,150 @@
+"""Gemma 4's audio tower converted to the ``gemma4a`` side of the projector GGUF libmtmd reads,
+beside its ``gemma4v`` vision side, as llama.cpp's ``Gemma4VisionAudioModel`` writes it.
+
+The tower is a Conformer: a subsampler of two 3x3 convolutions and a projection, then blocks of
+a half-step FFN, chunked attention with relative positions (its per-dimension query scale stored
+as llama.cpp uses it, after a softplus), a depthwise convolution between two projections and a
+second half-step FFN; then an output projection, and ``embed_audio``'s projection into the text
+model. Its linears are clamped (``Gemma4ClippableLinear``), the clamps stored beside their weights.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gguf import GGUFValueType
+
+from ..framework import KV, Tensor
+from .errors import ImportRefused
+from .safetensors import SourceTensor
+from .vision import converted, infinite_clamp
+
+_U32, _F32 = GGUFValueType.UINT32, GGUFValueType.FLOAT32
+_STR, _BOOL = GGUFValueType.STRING, GGUFValueType.BOOL
+_TOWER = ("model.audio_tower.", "audio_tower.")
+_PROJECTOR = ("model.embed_audio.", "embed_audio.")
+# Outside the blocks: Hugging Face's name (under the tower or its projector) -> llama.cpp's.
+_GLOBALS = {
+    "subsample_conv_projection.layer0.conv.weight": "a.conv1d.0.weight",
+    "subsample_conv_projection.layer0.norm.weight": "a.conv1d.0.norm.weight",
+    "subsample_conv_projection.layer1.conv.weight": "a.conv1d.1.weight",
+    "subsample_conv_projection.layer1.norm.weight": "a.conv1d.1.norm.weight",
+    "subsample_conv_projection.input_proj_linear.weight": "a.input_projection.weight",
+    "output_proj.weight": "a.pre_encode.out.weight",
+    "output_proj.bias": "a.pre_encode.out.bias",
+}
+_BLOCK = re.compile(r"layers\.(\d+)\.(.+?)(?:\.linear)?\.(weight|bias|input_min|input_max|output_min|output_max)")
+# A block's: llama.cpp's names (its ``conv_norm`` and ``norm_conv`` as its converter swaps them).
+_PARTS = {
+    "feed_forward1.pre_layer_norm": "ffn_norm",
+    "feed_forward1.ffw_layer_1": "ffn_up",
+    "feed_forward1.ffw_layer_2": "ffn_down",
+    "feed_forward1.post_layer_norm": "ffn_post_norm",
+    "feed_forward2.pre_layer_norm": "ffn_norm_1",
+    "feed_forward2.ffw_layer_1": "ffn_up_1",
+    "feed_forward2.ffw_layer_2": "ffn_down_1",
+    "feed_forward2.post_layer_norm": "ffn_post_norm_1",
+    "norm_pre_attn": "attn_pre_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.post": "attn_out",
+    "self_attn.relative_k_proj": "attn_k_rel",
+    "norm_post_attn": "attn_post_norm",
+    "lconv1d.pre_layer_norm": "conv_norm",
+    "lconv1d.linear_start": "conv_pw1",
+    "lconv1d.depthwise_conv1d": "conv_dw",
+    "lconv1d.conv_norm": "norm_conv",
+    "lconv1d.linear_end": "conv_pw2",
+    "norm_out": "ln2",
+}
+_PER_DIM_SCALE = re.compile(r"layers\.(\d+)\.self_attn\.per_dim_scale")
+# What libmtmd's gemma4a fixes (``models/gemma4a.cpp``), which a config stating otherwise would
+# have computed otherwise.
+_FIXED = {
+    "attention_chunk_size": 12,
+    "attention_context_left": 13,
+    "attention_context_right": 0,
+    "residual_weight": 0.5,
+    "attention_logit_cap": 50.0,
+    "hidden_act": "silu",
+}
+_REQUIRED = ("a.conv1d.0.weight", "a.conv1d.1.weight", "a.input_projection.weight", "mm.a.input_projection.weight")
+
+
+def gemma4_audio(
+    audio: Mapping[str, Any], text: Mapping[str, Any], sources: list[SourceTensor]
+) -> tuple[KV, list[Tensor]]:
+    """The ``gemma4a`` side's keys and tensors for the audio tower ``sources`` (``audio``: the
+    config's ``audio_config``, ``text``: its text model's settings); ``ImportRefused`` for a tower
+    libmtmd would compute otherwise."""
+    for key, value in _FIXED.items():
+        if key in audio and audio[key] != value:
+            raise ImportRefused(f"config.json's audio_config {key} is {audio[key]!r}; libmtmd's gemma4a has {value!r}")
+    width, heads, layers = (_int(audio, key) for key in ("hidden_size", "num_attention_heads", "num_hidden_layers"))
+    if width % heads:
+        raise ImportRefused("config.json's audio_config heads do not divide its hidden_size")
+    tensors: dict[str, Tensor] = {}
+    for source in sources:
+        name = _gguf_name(source.name)
+        if name is None or infinite_clamp(name, source):
+            continue
+        if name.endswith(".conv_dw.weight"):  # a depthwise Conv1d's (channels, 1, kernel), without its unit axis
+            if len(source.shape) != 3 or source.shape[1] != 1:
+                raise ImportRefused(f"tensor {source.name} of shape {list(source.shape)} is no depthwise kernel")
+            source = source.with_data(source.data[:, 0, :])
+        tensors[name] = converted(name, source, None)
+    missing = [n for n in _REQUIRED if n not in tensors]
+    missing += [f"a.blk.{i}.attn_q.weight" for i in range(layers) if f"a.blk.{i}.attn_q.weight" not in tensors]
+    if missing:
+        raise ImportRefused(f"the audio tower has no {missing[0]}: is a shard missing?")
+    mels = _int(audio, "input_feat_size", default=128)
+    channels = tensors["a.conv1d.1.weight"].shape[0]
+    if tensors["a.input_projection.weight"].shape != (width, channels * mels // 4):
+        # libmtmd projects what the two convolutions leave of each frame's mel bins (a quarter),
+        # transformers as many inputs as its first convolution has channels (a quarter): the
+        # releases' 128 of each agree; a mismatch would end the server at its first clip.
+        raise ImportRefused(
+            f"the audio tower's input projection does not take {channels} channels of {mels // 4} mel bins"
+        )
+    kv: KV = {
+        "clip.has_audio_encoder": (True, _BOOL),
+        "clip.audio.projector_type": ("gemma4a", _STR),
+        "clip.audio.projection_dim": (_int(text, "hidden_size"), _U32),
+        "clip.audio.embedding_length": (width, _U32),
+        "clip.audio.feed_forward_length": (4 * width, _U32),
+        "clip.audio.block_count": (layers, _U32),
+        "clip.audio.attention.head_count": (heads, _U32),
+        "clip.audio.attention.layer_norm_epsilon": (float(audio.get("rms_norm_eps") or 1e-6), _F32),
+        "clip.audio.num_mel_bins": (mels, _U32),
+    }
+    return kv, list(tensors.values())
+
+
+def _gguf_name(name: str) -> str | None:
+    """llama.cpp's name for an audio tower tensor; None for one it does not read."""
+    rest = next((name[len(p) :] for p in _PROJECTOR if name.startswith(p)), None)
+    if rest is not None:
+        if rest == "embedding_projection.weight":
+            return "mm.a.input_projection.weight"
+        raise ImportRefused(f"tensor {name} is not one cllm's converter knows for Gemma 4's audio projector")
+    rest = next((name[len(p) :] for p in _TOWER if name.startswith(p)), None)
+    if rest is None:
+        return None
+    if rest in _GLOBALS:
+        return _GLOBALS[rest]
+    if m := _PER_DIM_SCALE.fullmatch(rest):  # a parameter, no module's weight
+        return f"a.blk.{m[1]}.per_dim_scale.weight"
+    m = _BLOCK.fullmatch(rest)
+    if m and m[2] in _PARTS:
+        return f"a.blk.{m[1]}.{_PARTS[m[2]]}.{m[3]}"
+    raise ImportRefused(f"tensor {name} is not one cllm's converter knows for Gemma 4's audio tower")
+
+
+def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
+    value = config.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ImportRefused(f"config.json's audio_config has no {key}")
+    return value
