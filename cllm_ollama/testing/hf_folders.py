@@ -1398,11 +1398,11 @@ def _gemma4_seeing(
             moved[f"{stem}.linear.weight" if part in _GEMMA4_LINEARS and suffix == "weight" else f"{stem}.{suffix}"] = (
                 data.reshape(()) if suffix in _UNCLAMPED else data
             )
-    for block in range(int(kv["clip.vision.block_count"])):
-        for part in _GEMMA4_LINEARS:
-            for suffix, value in _UNCLAMPED.items():
-                name = f"model.vision_tower.encoder.layers.{block}.{_GEMMA4_TOWER_PARTS[part]}.{suffix}"
-                moved.setdefault(name, np.array(value, dtype=np.float32))
+    blocks = range(int(kv["clip.vision.block_count"]))
+    linears = [
+        f"model.vision_tower.encoder.layers.{i}.{_GEMMA4_TOWER_PARTS[p]}" for i in blocks for p in _GEMMA4_LINEARS
+    ]
+    _unclamped(moved, linears)
     vision = {
         "model_type": "gemma4_vision",
         "hidden_size": n_embd,
@@ -1431,6 +1431,14 @@ def _gemma4_seeing(
     return moved, wrapped
 
 
+def _unclamped(moved: dict[str, np.ndarray], linears: list[str]) -> None:
+    """Each of Gemma 4's clipped ``linears`` given the clamps its twin lacks: infinite, which clamp
+    nothing (transformers' defaults)."""
+    for linear in linears:
+        for suffix, bound in _UNCLAMPED.items():
+            moved.setdefault(f"{linear}.{suffix}", np.array(bound, dtype=np.float32))
+
+
 def _gemma4_audio_tower(tower: Path, moved: dict[str, np.ndarray]) -> dict[str, Any]:
     """The projector GGUF ``tower``'s audio side added to ``moved`` by Hugging Face's names (the
     depthwise kernel with its Conv1d's unit axis, the per-dimension scale before llama.cpp's
@@ -1455,11 +1463,10 @@ def _gemma4_audio_tower(tower: Path, moved: dict[str, np.ndarray]) -> dict[str, 
         else:
             value = data[:, None, :] if part == "conv_dw" else data.reshape(()) if suffix in _UNCLAMPED else data
             moved[f"{stem}.{_GEMMA4_AUDIO_PARTS[part]}.{suffix}"] = value
-    for block in range(int(kv["clip.audio.block_count"])):
-        for part in _GEMMA4_AUDIO_LINEARS:
-            for suffix, value in _UNCLAMPED.items():
-                name = f"model.audio_tower.layers.{block}.{_GEMMA4_AUDIO_PARTS[part]}.{suffix}"
-                moved.setdefault(name, np.array(value, dtype=np.float32))
+    blocks = range(int(kv["clip.audio.block_count"]))
+    _unclamped(
+        moved, [f"model.audio_tower.layers.{i}.{_GEMMA4_AUDIO_PARTS[p]}" for i in blocks for p in _GEMMA4_AUDIO_LINEARS]
+    )
     conv = "model.audio_tower.subsample_conv_projection.layer{}.conv.weight"
     return {
         "model_type": "gemma4_audio",
