@@ -232,16 +232,7 @@ def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, f
         for t in gguf.GGUFReader(tmp_path / "mmproj.gguf").tensors
         if t.name == "v.token_embd.img_break"
     ]
-    model = Model(tmp_path / "text.gguf", n_gpu_layers=0)
-    projector = Projector(model, tmp_path / "mmproj.gguf", n_threads=2)
-    try:
-        prompt = projector.tokenize(projector.marker, [png(side, side, seed)])
-        (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
-        got = prompt.encode(item)
-        prompt.close()
-    finally:
-        projector.close()
-        model.close()
+    got = _encoded(tmp_path, png(side, side, seed))
     got = np.array([row for row in got if not any(np.array_equal(row, b) for b in breaks)])
     reference.assert_close(got, np.load(tmp_path / "want.npy"), f"{family} tower")
 
@@ -334,17 +325,23 @@ def test_a_converted_gemma4_hears_a_clip_as_transformers_does(tmp_path: Path) ->
     np.save(tmp_path / "samples.npy", samples)
     reference.run("audio", str(folder), str(tmp_path / "samples.npy"), str(tmp_path / "want.npy"))
     convert(Checkpoint.folder(folder), tmp_path / "text.gguf", tmp_path / "mmproj.gguf")
-    model = Model(tmp_path / "text.gguf", n_gpu_layers=0)
-    projector = Projector(model, tmp_path / "mmproj.gguf", n_threads=2)
+    reference.assert_close(_encoded(tmp_path, clip), np.load(tmp_path / "want.npy"), "gemma4 audio")
+
+
+def _encoded(folder: Path, medium: bytes) -> np.ndarray:
+    """The embeddings libmtmd makes of one picture or clip with the converted ``folder/text.gguf``
+    and its projector ``folder/mmproj.gguf``."""
+    model = Model(folder / "text.gguf", n_gpu_layers=0)
+    projector = Projector(model, folder / "mmproj.gguf", n_threads=2)
     try:
-        prompt = projector.tokenize(projector.marker, [clip])
+        prompt = projector.tokenize(projector.marker, [medium])
         (item,) = [p for p in prompt.parts if isinstance(p, MediaItem)]
-        got = prompt.encode(item)
+        got = np.asarray(prompt.encode(item))
         prompt.close()
+        return got
     finally:
         projector.close()
         model.close()
-    reference.assert_close(np.asarray(got), np.load(tmp_path / "want.npy"), "gemma4 audio")
 
 
 def test_a_converted_sentence_transformers_model_embeds_as_transformers_does(tmp_path: Path) -> None:
