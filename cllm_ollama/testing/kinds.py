@@ -168,7 +168,7 @@ KINDS: dict[str, tuple[str, Writer]] = {
         hf.write_hf_gemma4,
     ),
     "hf-gemma4-vision": (
-        "DIR/hf-gemma4-vision/, a Gemma 4 that sees (text model, ViT, embed_vision), and its twins "
+        "DIR/hf-gemma4-vision/, a Gemma 4 that sees and hears (text model, ViT, Conformer), and its twins "
         "DIR/text.gguf and DIR/mmproj.gguf",
         hf.write_hf_gemma4_vision,
     ),
