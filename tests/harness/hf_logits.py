@@ -59,6 +59,9 @@ _TARGETS = {
         *("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
         *("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b", "out_proj"),
     ],
+    # The text model's alone, as Gemma 4's fine-tuning guides target it: its towers' linears are
+    # clipped ones (Gemma4ClippableLinear), which PEFT does not adapt.
+    "Gemma4ForConditionalGeneration": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)",
 }
 _PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

@@ -60,6 +60,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "qwen3next": hf.write_hf_qwen3next,
     "gemma4": hf.write_hf_gemma4,  # E2B's parts: per-layer embeddings, shared KV, keys as values
     "gemma4-moe": lambda folder: hf.write_hf_gemma4(folder, moe=True),  # 26B-A4B's mixture
+    "gemma4-vision": lambda folder: hf.write_hf_gemma4_vision(folder)[:2],  # on text alone
 }
 
 
