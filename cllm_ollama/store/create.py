@@ -164,6 +164,7 @@ def _create(
 ) -> ModelRecord:
     converted = hf.is_checkpoint(list(req.files))
     base_params: dict[str, Any] = {}
+    named = (req.renderer, req.parser)  # the renderer and parser the create names, or its base model has
     if converted:
         layers, config = _from_checkpoint(store, claim, req.model, req.files, report)
     elif req.files:
@@ -171,6 +172,7 @@ def _create(
     elif req.from_:
         base = claim.record(req.from_)
         layers, config, base_params = list(base.manifest.layers), dict(base.config), base.params
+        named = (req.renderer or base.renderer, req.parser or base.parser)
     else:
         raise InvalidRequest("neither 'from' or 'files' was specified")
     reused = set() if converted else {layer.digest for layer in layers}  # converted or quantized now: new
@@ -209,7 +211,7 @@ def _create(
             add(str(text).encode(), mt.LICENSE)
     if req.messages:
         replace(mt.MESSAGES, [orjson.dumps(req.messages)])
-    parameters = _with_arch_stops(req, config) if not req.from_ else req.parameters
+    parameters = _with_arch_stops(req.parameters, str(config.get("model_family")), named)
     if parameters:
         # New values win; the base model's other parameters are kept, as in Ollama.
         replace(mt.PARAMS, [orjson.dumps({**base_params, **parameters})])
@@ -223,14 +225,16 @@ def _create(
     return record
 
 
-def _with_arch_stops(req: CreateRequest, config: dict[str, Any]) -> dict[str, Any] | None:
-    """The create's parameters, with the stop words Ollama's create adds for a new model of an
-    architecture it names a renderer and parser for (Gemma 4's ``<turn|>``) unless the create names
-    both or gives its own stop words."""
-    stops = ARCH_STOPS.get(str(config.get("model_family")))
-    given = req.parameters or {}
-    if stops is None or (req.renderer and req.parser) or "stop" in given:
-        return req.parameters
+def _with_arch_stops(
+    parameters: dict[str, Any] | None, architecture: str, named: tuple[str | None, str | None]
+) -> dict[str, Any] | None:
+    """The create's parameters, with the stop words Ollama's create adds where it names an
+    architecture's renderer and parser (Gemma 4's ``<turn|>``): unless the create, or the model it
+    is made from, names both (``named``), or the create gives its own stop words."""
+    stops = ARCH_STOPS.get(architecture)
+    given = parameters or {}
+    if stops is None or all(named) or "stop" in given:
+        return parameters
     return {**given, "stop": list(stops)}
 
 

@@ -554,11 +554,17 @@ def test_a_gemma4_converts_to_its_twin(tmp_path: Path, moe: bool) -> None:
             "num_key_value_heads": config.pop("num_global_key_value_heads"),
         }
         types = config["layer_types"]
-        config["per_layer_config"] = {str(i): full for i, kind in enumerate(types) if kind == "full_attention"}
+        # Its keys padded with zeros to the widest index's digits ("05" of a 60-layer model's).
+        config["per_layer_config"] = {f"{i:02d}": full for i, kind in enumerate(types) if kind == "full_attention"}
 
     _edit(folder, "config.json", saved_by_transformers_5)
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
+    # Without rope_parameters: transformers' default, Gemma 4's rotation (the twin's).
+    _edit(folder, "config.json", lambda c: c.pop("rope_parameters"))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
 
 
 def test_a_gemma4_whose_per_layer_embeddings_lack_tokens_is_refused(tmp_path: Path) -> None:
@@ -625,7 +631,8 @@ def test_a_gemma4_tower_libmtmd_would_run_otherwise_is_left_out(
     [
         ({"hidden_activation": "gelu"}, "config.json's hidden_activation is 'gelu'"),
         ({"use_bidirectional_attention": "all"}, "makes every layer attend both ways"),
-        ({"num_kv_shared_layers": 4}, "num_kv_shared_layers must leave a layer of its own KV"),
+        ({"num_kv_shared_layers": 3}, "num_kv_shared_layers must leave two layers of their own KV"),
+        ({"num_kv_shared_layers": 1}, "last layers of their own KV are not a sliding then a full-attention one"),
         ({"layer_types": ["sliding_attention"] * 3}, "layer_types are not one sliding or full attention per layer"),
         (
             {"per_layer_config": {"1": {"head_dim": 32}, "3": {"head_dim": 64}}},

@@ -255,6 +255,8 @@ def test_a_gemma4_gets_ollamas_renderer_parser_and_stop(model_store: ModelStore,
     named = {"renderer": "gemma4-large", "parser": "gemma4"}
     statuses(model_store, {"model": "named", "files": {"g4.gguf": digest}, **named})
     assert model_store.get("named").params == {} and model_store.get("named").renderer_in_use == "gemma4-large"
+    statuses(model_store, {"model": "derived", "from": "named", "system": "Be brief."})  # its base names both
+    assert model_store.get("derived").params == {}
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ model. Its linears are clamped (``Gemma4ClippableLinear``), the clamps stored be
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -70,6 +71,8 @@ _FIXED = {
     "residual_weight": 0.5,
     "attention_logit_cap": 50.0,
     "hidden_act": "silu",
+    "conv_kernel_size": 5,  # the depthwise convolution's left padding of 4
+    "rms_norm_eps": 1e-6,
 }
 _REQUIRED = ("a.conv1d.0.weight", "a.conv1d.1.weight", "a.input_projection.weight", "mm.a.input_projection.weight")
 
@@ -81,7 +84,7 @@ def gemma4_audio(
     config's ``audio_config``, ``text``: its text model's settings); ``ImportRefused`` for a tower
     libmtmd would compute otherwise."""
     for key, value in _FIXED.items():
-        if key in audio and audio[key] != value:
+        if key in audio and not _same(audio[key], value):
             raise ImportRefused(f"config.json's audio_config {key} is {audio[key]!r}; libmtmd's gemma4a has {value!r}")
     width, heads, layers = (_int(audio, key) for key in ("hidden_size", "num_attention_heads", "num_hidden_layers"))
     if width % heads:
@@ -141,6 +144,14 @@ def _gguf_name(name: str) -> str | None:
     if m and m[2] in _PARTS:
         return f"a.blk.{m[1]}.{_PARTS[m[2]]}.{m[3]}"
     raise ImportRefused(f"tensor {name} is not one cllm's converter knows for Gemma 4's audio tower")
+
+
+def _same(given: Any, fixed: Any) -> bool:
+    """Whether a setting is the value libmtmd fixes: numbers to within F32's rounding (a config
+    written from an F32 epsilon says 9.99999997e-07 for 1e-06)."""
+    if isinstance(fixed, float) and isinstance(given, int | float) and not isinstance(given, bool):
+        return math.isclose(given, fixed, rel_tol=1e-6)
+    return bool(given == fixed)
 
 
 def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:

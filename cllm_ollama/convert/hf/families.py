@@ -448,6 +448,20 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3": _GEMMA3_DEFAULTS,
     "gemma-embedding": _GEMMA3_DEFAULTS,
     "qwen3next": {"head_dim": 256},
+    # transformers' Gemma4TextConfig's, where config.json leaves them out.
+    "gemma4": {
+        "head_dim": 256,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "sliding_window": 512,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-6,
+        "attention_k_eq_v": False,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0},
+        },
+    },
 }
 
 
@@ -726,10 +740,16 @@ class Family:
         sliding = self._gemma4_sliding()
         (head_full, kv_full), (head_swa, kv_swa) = self._gemma4_heads(sliding)
         shared = self.config.get("num_kv_shared_layers") or 0
-        if not isinstance(shared, int) or isinstance(shared, bool) or not 0 <= shared < self.n_layer:
-            raise ImportRefused("config.json's num_kv_shared_layers must leave a layer of its own KV")
-        if shared and {sliding[i] for i in range(self.n_layer - shared, self.n_layer)} - set(sliding[:-shared]):
-            raise ImportRefused("config.json's shared layers reuse a kind of attention no earlier layer computes")
+        own = self.n_layer - shared if isinstance(shared, int) and not isinstance(shared, bool) and shared >= 0 else 0
+        if own < 2:  # llama.cpp asserts it on loading, ending the process
+            raise ImportRefused("config.json's num_kv_shared_layers must leave two layers of their own KV")
+        if shared and (sliding[own - 1] or not sliding[own - 2]):
+            # llama.cpp's shared layers reuse the last of those (full attention) or the one before
+            # it (sliding), where transformers reuses the last of each kind: the two agree only so.
+            raise ImportRefused(
+                "config.json's last layers of their own KV are not a sliding then a full-attention one, "
+                "whose KV llama.cpp's shared layers reuse"
+            )
         width = self._int("intermediate_size")
         ffn: Any = (width, _U32)
         if self.config.get("use_double_wide_mlp") and shared:
@@ -791,14 +811,19 @@ class Family:
         given = self.config.get("per_layer_config")
         if given is None:
             override: dict[str, Any] = {"head_dim": self.config.get("global_head_dim", 512)}
-            if self.config.get("attention_k_eq_v", True) and self.config.get("num_global_key_value_heads"):
+            if self.config.get("attention_k_eq_v") and self.config.get("num_global_key_value_heads"):
                 override["num_key_value_heads"] = self.config["num_global_key_value_heads"]
             given = {str(i): override for i, s in enumerate(sliding) if not s}
-        if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
+        if (
+            not isinstance(given, dict)
+            or not all(isinstance(v, dict) for v in given.values())
+            or not all(str(k).isdigit() for k in given)
+        ):
             raise ImportRefused("config.json's per_layer_config is not one setting map per layer")
+        by_layer = {int(k): v for k, v in given.items()}  # transformers 5 pads the keys with zeros ("05")
         shapes: dict[bool, set[tuple[int, int]]] = {True: set(), False: set()}
         for i, s in enumerate(sliding):
-            layer = given.get(str(i), {})  # config.json's keys are strings
+            layer = by_layer.get(i, {})
             if set(layer) - set(_GEMMA4_PER_LAYER):
                 raise ImportRefused(
                     f"config.json's per_layer_config changes {sorted(layer)} of a layer; "
