@@ -20,7 +20,7 @@ from gguf import GGUFValueType
 from ..framework import KV, Tensor
 from .errors import ImportRefused
 from .safetensors import SourceTensor
-from .vision import converted, infinite_clamp
+from .vision import config_int, converted, infinite_clamp
 
 _U32, _F32 = GGUFValueType.UINT32, GGUFValueType.FLOAT32
 _STR, _BOOL = GGUFValueType.STRING, GGUFValueType.BOOL
@@ -86,7 +86,10 @@ def gemma4_audio(
     for key, value in _FIXED.items():
         if key in audio and not _same(audio[key], value):
             raise ImportRefused(f"config.json's audio_config {key} is {audio[key]!r}; libmtmd's gemma4a has {value!r}")
-    width, heads, layers = (_int(audio, key) for key in ("hidden_size", "num_attention_heads", "num_hidden_layers"))
+    width, heads, layers = (
+        config_int(audio, key, part="audio_config")
+        for key in ("hidden_size", "num_attention_heads", "num_hidden_layers")
+    )
     if width % heads:
         raise ImportRefused("config.json's audio_config heads do not divide its hidden_size")
     tensors: dict[str, Tensor] = {}
@@ -103,7 +106,7 @@ def gemma4_audio(
     missing += [f"a.blk.{i}.attn_q.weight" for i in range(layers) if f"a.blk.{i}.attn_q.weight" not in tensors]
     if missing:
         raise ImportRefused(f"the audio tower has no {missing[0]}: is a shard missing?")
-    mels = _int(audio, "input_feat_size", default=128)
+    mels = config_int(audio, "input_feat_size", default=128, part="audio_config")
     channels = tensors["a.conv1d.1.weight"].shape[0]
     if tensors["a.input_projection.weight"].shape != (width, channels * mels // 4):
         # libmtmd projects what the two convolutions leave of each frame's mel bins (a quarter),
@@ -115,7 +118,7 @@ def gemma4_audio(
     kv: KV = {
         "clip.has_audio_encoder": (True, _BOOL),
         "clip.audio.projector_type": ("gemma4a", _STR),
-        "clip.audio.projection_dim": (_int(text, "hidden_size"), _U32),
+        "clip.audio.projection_dim": (config_int(text, "hidden_size", part="text_config"), _U32),
         "clip.audio.embedding_length": (width, _U32),
         "clip.audio.feed_forward_length": (4 * width, _U32),
         "clip.audio.block_count": (layers, _U32),
@@ -152,10 +155,3 @@ def _same(given: Any, fixed: Any) -> bool:
     if isinstance(fixed, float) and isinstance(given, int | float) and not isinstance(given, bool):
         return math.isclose(given, fixed, rel_tol=1e-6)
     return bool(given == fixed)
-
-
-def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
-    value = config.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ImportRefused(f"config.json's audio_config has no {key}")
-    return value

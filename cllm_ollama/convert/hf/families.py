@@ -760,10 +760,9 @@ class Family:
         local = self._gemma4_sliding_rope()
         kv: KV = {
             "gemma4.feed_forward_length": ffn,
-            "gemma4.attention.head_count_kv": (
-                kv_full if kv_full == kv_swa else [kv_swa if s else kv_full for s in sliding],
-                GGUFValueType.ARRAY if kv_full != kv_swa else _U32,
-            ),
+            "gemma4.attention.head_count_kv": (kv_full, _U32)
+            if kv_full == kv_swa
+            else ([kv_swa if s else kv_full for s in sliding], GGUFValueType.ARRAY),
             "gemma4.attention.key_length": (head_full, _U32),
             "gemma4.attention.value_length": (head_full, _U32),
             "gemma4.attention.key_length_swa": (head_swa, _U32),

@@ -269,9 +269,9 @@ def _gemma3(
     sources: list[SourceTensor],
 ) -> tuple[KV, list[Tensor]]:
     tensors = _tensors(_GEMMA3, sources, lambda name: None)
-    n_layer = _int(vision, "num_hidden_layers")
+    n_layer = config_int(vision, "num_hidden_layers")
     _GEMMA3.require(tensors, n_layer)
-    image_size, patch_size = _int(vision, "image_size"), _int(vision, "patch_size")
+    image_size, patch_size = config_int(vision, "image_size"), config_int(vision, "patch_size")
     tokens = processor.get("image_seq_length") or config.get("mm_tokens_per_image") or _IMAGE_TOKENS
     per_side = round(float(tokens) ** 0.5) if isinstance(tokens, int) and tokens > 0 else 0
     if per_side <= 0 or per_side * per_side != tokens or (image_size // patch_size) % per_side:
@@ -290,7 +290,7 @@ def _gemma4(
     projection as a convolution's kernel ``(width, 3, patch, patch)``, each clamp a 1-element
     vector beside its weight (an infinite one, which clamps nothing, left out: libmtmd's default).
     ``ImportRefused`` for what libmtmd's gemma4v computes otherwise."""
-    n_embd, heads = _int(vision, "hidden_size"), _int(vision, "num_attention_heads")
+    n_embd, heads = config_int(vision, "hidden_size"), config_int(vision, "num_attention_heads")
     if vision.get("num_key_value_heads", heads) != heads or vision.get("head_dim", n_embd // heads) * heads != n_embd:
         raise ImportRefused(
             "config.json's vision_config has grouped or narrower heads, which libmtmd's gemma4v has not"
@@ -304,12 +304,12 @@ def _gemma4(
             f"config.json's vision_config rotates by another base than libmtmd's {_GEMMA4_ROPE_THETA:g}"
         )
     both_ways = text.get("use_bidirectional_attention") == "vision"
-    if both_ways == (_int(text, "hidden_size") in _GEMMA4_CAUSAL_WIDTHS):
+    if both_ways == (config_int(text, "hidden_size") in _GEMMA4_CAUSAL_WIDTHS):
         raise ImportRefused(
             "libmtmd lets a picture's tokens attend to each other both ways in every Gemma 4 but E2B and E4B "
             "(by their width); config.json's use_bidirectional_attention says otherwise"
         )
-    patch = _int(vision, "patch_size")
+    patch = config_int(vision, "patch_size")
     tensors: dict[str, Tensor] = {}
     for source in sources:
         name = _GEMMA4.gguf_name(source.name)
@@ -322,13 +322,13 @@ def _gemma4(
                 )
             source = source.with_data(source.data.reshape(n_embd, patch, patch, 3).transpose(0, 3, 1, 2))
         tensors[name] = converted(name, source, None)
-    _GEMMA4.require(tensors, _int(vision, "num_hidden_layers"))
+    _GEMMA4.require(tensors, config_int(vision, "num_hidden_layers"))
     statistics = processor if processor.get("do_normalize") else {}
-    kv = _clip_kv("gemma4v", None, {**vision, "image_size": 224}, text, statistics, 1e-6, _NO_MEAN_STD)
+    eps = float(vision.get("rms_norm_eps") or 1e-6)
+    kv = _clip_kv("gemma4v", None, {**vision, "image_size": 224}, text, statistics, eps, _NO_MEAN_STD)
     del kv["clip.projector_type"]  # stated per modality, as llama.cpp's converter does
     kv["clip.vision.projector_type"] = ("gemma4v", _STR)
-    kv["clip.vision.attention.layer_norm_epsilon"] = (float(vision.get("rms_norm_eps") or 1e-6), GGUFValueType.FLOAT32)
-    pooling = _int(vision, "pooling_kernel_size", default=_GEMMA4_POOLING)
+    pooling = config_int(vision, "pooling_kernel_size", default=_GEMMA4_POOLING)
     if pooling != _GEMMA4_POOLING:
         kv["clip.vision.projector.scale_factor"] = (pooling, _U32)
     return kv, list(tensors.values())
@@ -343,7 +343,7 @@ def _pixtral(
     embedding: SourceTensor | None,
     tokens: list[str],
 ) -> tuple[KV, list[Tensor]]:
-    heads = _int(vision, "num_attention_heads")
+    heads = config_int(vision, "num_attention_heads")
 
     def reorder(name: str) -> int | None:  # the tower's Q and K rows, for ggml's rotation
         return heads if re.fullmatch(r"v\.blk\.\d+\.attn_[qk]\.(weight|bias)", name) else None
@@ -353,12 +353,12 @@ def _pixtral(
         raise ImportRefused("Mistral 3's vision needs the [IMG_BREAK] token and the text model's embedding")
     row = SourceTensor(embedding.name, embedding.dtype, embedding.data[tokens.index("[IMG_BREAK]")])
     tensors["v.token_embd.img_break"] = converted("v.token_embd.img_break", row, None)
-    _PIXTRAL.require(tensors, _int(vision, "num_hidden_layers"))
+    _PIXTRAL.require(tensors, config_int(vision, "num_hidden_layers"))
     activation = vision.get("hidden_act", "gelu")
     if activation not in ("silu", "gelu"):
         raise ImportRefused(f"config.json's vision_config has activation {activation!r}; Pixtral's is silu or gelu")
     kv = _clip_kv("pixtral", activation, vision, text, processor, 1e-5, _CLIP_MEAN_STD)
-    kv["clip.vision.spatial_merge_size"] = (_int(config, "spatial_merge_size", default=2), _U32)
+    kv["clip.vision.spatial_merge_size"] = (config_int(config, "spatial_merge_size", default=2), _U32)
     return kv, list(tensors.values())
 
 
@@ -370,7 +370,7 @@ def _qwen_vl(
     sources: list[SourceTensor],
 ) -> tuple[KV, list[Tensor]]:
     vision = _qwen_settings(kind, vision)
-    n_layer = _int(vision, "num_hidden_layers")
+    n_layer = config_int(vision, "num_hidden_layers")
     deepstack = vision.get("deepstack_visual_indexes") or []
     if not isinstance(deepstack, list) or not all(isinstance(i, int) and 0 <= i < n_layer for i in deepstack):
         raise ImportRefused(f"config.json's deepstack_visual_indexes {deepstack} are not blocks of the tower")
@@ -403,15 +403,15 @@ def _qwen_settings(kind: str, vision: Mapping[str, Any]) -> dict[str, Any]:
         raise ImportRefused("config.json's vision_config merges other than 2x2 patches of 2 frames, as llama.cpp needs")
     settings = {**vision, "num_hidden_layers": vision.get("depth"), "num_attention_heads": vision.get("num_heads")}
     if kind == "qwen2vl_merger":
-        width = _int(vision, "embed_dim")
+        width = config_int(vision, "embed_dim")
         ratio = vision.get("mlp_ratio", 4)
         settings |= {
             "hidden_size": width,
             "intermediate_size": int(width * ratio) if isinstance(ratio, int | float) else 0,
         }
-    patch = _int(vision, "patch_size")
+    patch = config_int(vision, "patch_size")
     if kind == "qwen3vl_merger":  # its learned positions are a square table of this many patches
-        side = math.isqrt(_int(vision, "num_position_embeddings", default=2304))
+        side = math.isqrt(config_int(vision, "num_position_embeddings", default=2304))
         settings["image_size"] = side * patch
     else:
         settings.setdefault("image_size", 560)  # llama.cpp's converter's
@@ -496,23 +496,24 @@ def _clip_kv(
     if activation is not None:
         kv[f"clip.use_{activation}"] = (True, _BOOL)
     return kv | {
-        "clip.vision.image_size": (_int(vision, "image_size"), _U32),
-        "clip.vision.patch_size": (_int(vision, "patch_size"), _U32),
-        "clip.vision.embedding_length": (_int(vision, "hidden_size"), _U32),
-        "clip.vision.feed_forward_length": (_int(vision, "intermediate_size"), _U32),
-        "clip.vision.block_count": (_int(vision, "num_hidden_layers"), _U32),
-        "clip.vision.attention.head_count": (_int(vision, "num_attention_heads"), _U32),
+        "clip.vision.image_size": (config_int(vision, "image_size"), _U32),
+        "clip.vision.patch_size": (config_int(vision, "patch_size"), _U32),
+        "clip.vision.embedding_length": (config_int(vision, "hidden_size"), _U32),
+        "clip.vision.feed_forward_length": (config_int(vision, "intermediate_size"), _U32),
+        "clip.vision.block_count": (config_int(vision, "num_hidden_layers"), _U32),
+        "clip.vision.attention.head_count": (config_int(vision, "num_attention_heads"), _U32),
         "clip.vision.attention.layer_norm_epsilon": (float(vision.get("layer_norm_eps") or eps), GGUFValueType.FLOAT32),
-        "clip.vision.projection_dim": (_int(text, "hidden_size"), _U32),
+        "clip.vision.projection_dim": (config_int(text, "hidden_size"), _U32),
         "clip.vision.image_mean": (_floats(processor, "image_mean", mean_std[0]), _ARRAY),
         "clip.vision.image_std": (_floats(processor, "image_std", mean_std[1]), _ARRAY),
     }
 
 
-def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
+def config_int(config: Mapping[str, Any], key: str, default: int | None = None, part: str = "vision_config") -> int:
+    """A tower's setting that must be a positive whole number (``part``: where config.json keeps it)."""
     value = config.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ImportRefused(f"config.json's vision_config has no {key}")
+        raise ImportRefused(f"config.json's {part} has no {key}")
     return value
 
 
