@@ -116,7 +116,16 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     if missing is not None:
         raise ImportRefused(f"the checkpoint has no model.layers.{missing}: is a shard missing?")
     rows = by_name["token_embd.weight"].shape[0]
-    vocabulary = tokenizer_kv(checkpoint, config, rows, pad=family.layout.pad_vocabulary, kind=family.layout.tokenizer)
+    layout = family.layout
+    vocabulary = tokenizer_kv(
+        checkpoint,
+        config,
+        rows,
+        pad=layout.pad_vocabulary,
+        kind=layout.tokenizer,
+        pre=layout.pre_tokenizer,
+        turn_ends=layout.turn_ends,
+    )
     if family.layout.space_prefix is not None:
         vocabulary["tokenizer.ggml.add_space_prefix"] = (family.layout.space_prefix, GGUFValueType.BOOL)
     n_vocab = len(vocabulary["tokenizer.ggml.tokens"][0])
@@ -198,6 +207,8 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
     experts: dict[str, dict[int, safetensors.SourceTensor]] = {}
     interleaved: dict[tuple[int, str], dict[str, safetensors.SourceTensor]] = {}
     for source in sources:
+        if family.predicts_ahead(source.name):
+            continue
         packed = family.interleaved_experts(source.name)
         if packed is not None:
             layer, projection, what = packed
@@ -220,10 +231,10 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
         name = family.gguf_name(source.name)
         if name is None:
             continue
-        if name in out:
-            raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
-        source = family.view(name, source)
-        out[name] = _converted(name, source, family.reorder(name, source.shape), family.values(name))
+        for stored, part in family.split(name, family.view(name, source)):
+            if stored in out:
+                raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
+            out[stored] = _converted(stored, part, family.reorder(stored, part.shape), family.values(stored))
     for name, parts in experts.items():
         out[name] = _stacked(name, parts, family.n_expert)
     for (layer, projection), pack in interleaved.items():

@@ -12,7 +12,9 @@ parameters llama.cpp keeps otherwise: ``A`` as ``-exp(A_log)``, the convolution 
 axis, and the value heads tiled rather than grouped by key head (``Family.reorder``).
 gpt-oss keeps a layer's experts in one tensor per projection, its gate's and up's rows interleaved,
 as MXFP4 blocks and scales (the releases) or dequantized (a fine-tune saved in 16 bits):
-``Family.interleaved_experts``. The others are renamings with their own keys: EmbeddingGemma,
+``Family.interleaved_experts``. DeepSeek V3 and GLM-4.7-Flash are llama.cpp's ``deepseek2``, whose
+latent attention expands the cache per head with ``kv_b_proj`` split in two (``Family.split``).
+The others are renamings with their own keys: EmbeddingGemma,
 LFM2 and its mixture, OLMo 2 and 3, Ministral 3 (llama.cpp's ``mistral3``, not a Llama), Command
 R, Gemma 1 and Nomic BERT; where llama.cpp fixes a setting a checkpoint may state otherwise, the
 checkpoint is refused (``Family._require_fixed``) rather than converted to compute something else.
@@ -176,6 +178,14 @@ class _Layout:
     own_output: bool = False
     # The tokenizer.json's kind where it is not byte-level BPE's: Gemma 4's SentencePiece-style BPE.
     tokenizer: str | None = None
+    # llama.cpp's pre-tokenizer whatever tokenizer.json's split patterns (as Ollama's converter names
+    # it per family: DeepSeek V3's, GLM's), and tokens that end a turn by their text (llama.cpp's
+    # eot and eom, as its converter sets GLM's).
+    pre_tokenizer: str | None = None
+    turn_ends: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Layers past ``num_hidden_layers`` are a multi-token-prediction block (DeepSeek V3's, GLM's),
+    # left out as Ollama's converter leaves it (cllm does not draft with it).
+    predicts_ahead: bool = False
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -316,6 +326,36 @@ _GEMMA4 = _Layout(
     },
     tokenizer="gemma4",
 )
+# DeepSeek V3's (and GLM-4.7-Flash's) multi-head latent attention: Q through a low-rank projection
+# (or one, without ``q_lora_rank``), K and V from one compressed latent (``kv_a_proj_with_mqa``,
+# its last rows the shared rotary key) that ``kv_b_proj`` expands, which llama.cpp splits into its
+# K and V halves per head (``Family.split``); leading dense layers, then routed experts chosen by
+# sigmoid scores plus a bias, beside shared ones: llama.cpp's ``deepseek2``.
+_DEEPSEEK2 = _Layout(
+    "deepseek2",
+    _PRE_NORMS
+    | {
+        "self_attn.q_proj": "attn_q",
+        "self_attn.q_a_proj": "attn_q_a",
+        "self_attn.q_a_layernorm": "attn_q_a_norm",
+        "self_attn.q_b_proj": "attn_q_b",
+        "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa",
+        "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+        "self_attn.kv_b_proj": "attn_kv_b",
+        "self_attn.o_proj": "attn_output",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+        "mlp.gate": "ffn_gate_inp",
+        "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+        "mlp.shared_experts.up_proj": "ffn_up_shexp",
+        "mlp.shared_experts.down_proj": "ffn_down_shexp",
+    },
+    experts=_EXPERT,
+    params={"mlp.gate.e_score_correction_bias": "exp_probs_b.bias"},
+    pre_tokenizer="deepseek-v3",
+    predicts_ahead=True,
+)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
@@ -351,6 +391,10 @@ LAYOUTS = {
     "Gemma3TextModel": _EMBEDDING_GEMMA,
     "Gemma4ForCausalLM": _GEMMA4,
     "Gemma4ForConditionalGeneration": dataclasses.replace(_GEMMA4, tower=True, vision="gemma4v"),
+    "DeepseekV3ForCausalLM": _DEEPSEEK2,
+    "Glm4MoeLiteForCausalLM": dataclasses.replace(
+        _DEEPSEEK2, pre_tokenizer="glm4", turn_ends={"eot": "<|user|>", "eom": "<|observation|>"}
+    ),
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
@@ -435,6 +479,46 @@ _GEMMA3_DEFAULTS: dict[str, Any] = {
     "rope_theta": 1_000_000.0,
     "rms_norm_eps": 1e-6,
 }
+# Settings llama.cpp's deepseek2 computes with whatever config.json says.
+_DEEPSEEK2_FIXED = {"hidden_act": "silu", "attention_bias": False, "rope_interleave": True}
+# llama.cpp's deepseek2 multiplies these by the input without adapters (``ggml_mul_mat``, not
+# ``build_lora_mm``): a LoRA on them would change nothing.
+_DEEPSEEK2_UNADAPTED = ("attn_q", "attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_kv_b")
+# What config.json may leave out, by its architecture (transformers' defaults where llama.cpp's
+# architecture is shared by families whose defaults differ).
+_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "DeepseekV3ForCausalLM": {
+        "n_routed_experts": 256,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 8,
+        "n_group": 8,
+        "topk_group": 4,
+        "routed_scaling_factor": 2.5,
+        "norm_topk_prob": True,
+        "first_k_dense_replace": 3,
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
+        "v_head_dim": 128,
+        "rms_norm_eps": 1e-6,
+    },
+    "Glm4MoeLiteForCausalLM": {
+        "n_routed_experts": 64,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 4,
+        "n_group": 1,
+        "topk_group": 1,
+        "routed_scaling_factor": 1.8,
+        "norm_topk_prob": True,
+        "q_lora_rank": 768,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 192,
+        "v_head_dim": 256,
+        "rms_norm_eps": 1e-5,
+    },
+}
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {
@@ -485,7 +569,11 @@ class Family:
             layout = dataclasses.replace(layout, arch=_MINISTRAL3.arch)
         if layout.arch == "nomic-bert":  # its own names, where transformers' are absent
             given = {**{ours: given[theirs] for theirs, ours in _NOMIC_NAMES.items() if theirs in given}, **given}
-        return cls(layout, {**_DEFAULTS.get(layout.arch, {}), **{k: v for k, v in given.items() if v is not None}})
+        defaults = _CLASS_DEFAULTS.get(name, _DEFAULTS.get(layout.arch, {}))
+        stated = {k: v for k, v in given.items() if v is not None}
+        if layout.arch == "deepseek2" and "q_lora_rank" in given and given["q_lora_rank"] is None:
+            stated["q_lora_rank"] = 0  # stated null: Q in one projection (DeepSeek-V2-Lite's)
+        return cls(layout, {**defaults, **stated})
 
     @classmethod
     def of_gguf(cls, arch: str, kv: Mapping[str, Any]) -> Family:
@@ -988,6 +1076,77 @@ class Family:
             "lfm2moe.expert_gating_func": (2, _U32),  # sigmoid
         }
 
+    def _deepseek2(self) -> KV:
+        """DeepSeek V3's and GLM-4.7-Flash's: the latent attention as llama.cpp computes it (one KV
+        head of the latent and the rotary key, expanded per head by ``k_b`` and ``v_b``), the
+        leading dense layers, and the router (sigmoid scores plus a bias choose among groups of
+        experts, the chosen weighed by their scores, normalized and scaled), its shared experts."""
+        self._require_fixed(_DEEPSEEK2_FIXED)
+        rope = self._rope
+        if float(rope.get("partial_rotary_factor", 1.0)) != 1.0:
+            raise ImportRefused("config.json rotates part of qk_rope_head_dim; llama.cpp's deepseek2 rotates all of it")
+        if rope.get("rope_type") == "yarn" and (
+            not isinstance(rope.get("mscale_all_dim"), int | float) or rope.get("mscale") != rope.get("mscale_all_dim")
+        ):
+            raise ImportRefused(
+                "config.json's YaRN has mscale and mscale_all_dim unequal or unstated; llama.cpp's deepseek2 "
+                "scales attention as if both were mscale_all_dim"
+            )
+        q_lora = self.config.get("q_lora_rank")
+        if not isinstance(q_lora, int) or isinstance(q_lora, bool) or q_lora < 0:
+            raise ImportRefused("config.json's q_lora_rank is not a whole number (or null)")
+        kv_lora, rotating = self._int("kv_lora_rank"), self._int("qk_rope_head_dim")
+        n_group, used_groups = self._int("n_group", default=1), self._int("topk_group", default=1)
+        if self.n_expert % n_group or used_groups > n_group or (n_group > 1 and self.n_expert // n_group < 2):
+            raise ImportRefused(
+                f"config.json's {self.n_expert} experts in n_group {n_group} (topk_group {used_groups}) are not "
+                "groups llama.cpp chooses among (at least two experts each, topk_group at most n_group)"
+            )
+        if self._int("n_shared_experts", default=0) < 1:
+            raise ImportRefused("config.json has no shared experts (n_shared_experts), which llama.cpp needs")
+        a = self.arch
+        kv: KV = {
+            f"{a}.attention.head_count_kv": (1, _U32),
+            f"{a}.attention.key_length": (kv_lora + rotating, _U32),
+            f"{a}.attention.value_length": (kv_lora, _U32),
+            f"{a}.attention.key_length_mla": (self._int("qk_nope_head_dim") + rotating, _U32),
+            f"{a}.attention.value_length_mla": (self._int("v_head_dim"), _U32),
+            f"{a}.attention.q_lora_rank": (q_lora, _U32),
+            f"{a}.attention.kv_lora_rank": (kv_lora, _U32),
+            f"{a}.rope.dimension_count": (rotating, _U32),
+            f"{a}.leading_dense_block_count": (self._dense_layers(), _U32),
+            f"{a}.expert_count": (self.n_expert, _U32),
+            f"{a}.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+            f"{a}.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
+            f"{a}.expert_shared_count": (self._int("n_shared_experts"), _U32),
+            f"{a}.expert_weights_scale": (float(self.config.get("routed_scaling_factor") or 1.0), _F32),
+            f"{a}.expert_weights_norm": (bool(self.config.get("norm_topk_prob")), GGUFValueType.BOOL),
+            f"{a}.expert_gating_func": (2, _U32),  # sigmoid, as transformers' router computes
+            f"{a}.expert_group_count": (n_group, _U32),
+            f"{a}.expert_group_used_count": (used_groups, _U32),
+        }
+        if rope.get("rope_type") == "yarn":  # as llama.cpp's converter writes it (its loader divides by 0.1)
+            kv[f"{a}.rope.scaling.yarn_log_multiplier"] = (0.1 * float(rope["mscale_all_dim"]), _F32)
+        return kv
+
+    def _dense_layers(self) -> int:
+        """How many layers lead with a dense FFN before the mixtures (``first_k_dense_replace``, or
+        GLM's ``mlp_layer_types``); layers llama.cpp cannot order so are refused."""
+        types = self.config.get("mlp_layer_types")
+        if types is None:
+            dense = self.config.get("first_k_dense_replace", 0)
+            if not isinstance(dense, int) or isinstance(dense, bool) or not 0 <= dense < self.n_layer:
+                raise ImportRefused("config.json's first_k_dense_replace is not a number of the model's layers")
+            return dense
+        dense = types.index("sparse") if isinstance(types, list) and "sparse" in types else -1
+        if (
+            not isinstance(types, list)
+            or len(types) != self.n_layer
+            or types != ["dense"] * dense + ["sparse"] * (self.n_layer - dense)
+        ):
+            raise ImportRefused("config.json's mlp_layer_types are not dense layers, then sparse ones")
+        return dense
+
     def _mrope(self) -> KV:
         """Qwen-VL's and Qwen 3.5's M-RoPE: how many of a head's dimensions rotate (Qwen 3.5's a
         quarter), how many of those pairs each of time, row and column takes (``mrope_section``,
@@ -1062,7 +1221,7 @@ class Family:
 
     @property
     def n_expert(self) -> int:
-        return self._int("num_experts", "num_local_experts")
+        return self._int("num_experts", "num_local_experts", "n_routed_experts")
 
     def expert(self, name: str) -> tuple[int, int, str] | None:
         """(layer, expert, projection) of one expert's tensor, which llama.cpp keeps stacked per layer."""
@@ -1195,6 +1354,16 @@ class Family:
                 factors.append(1 / ((1 - smooth) / factor + smooth))
         return {"rope_freqs.weight": np.array(factors, dtype=np.float32)}
 
+    def predicts_ahead(self, name: str) -> bool:
+        """Whether the tensor is a multi-token-prediction layer's (past ``num_hidden_layers``), left out."""
+        m = _PARAM.fullmatch(self._text_name(name)) if self.layout.predicts_ahead else None
+        return m is not None and int(m[1]) >= self.n_layer
+
+    def unadapted(self, gguf_name: str) -> bool:
+        """Whether llama.cpp computes with this weight without adapters (deepseek2's latent attention's)."""
+        parts = gguf_name.split(".")
+        return self.arch == "deepseek2" and len(parts) > 2 and parts[2] in _DEEPSEEK2_UNADAPTED
+
     def in_tower(self, name: str) -> bool:
         """Whether the tensor is the vision tower's or its projector's (left out), or an audio tower's."""
         return self.layout.tower and name.startswith(_TOWER_PREFIXES)
@@ -1233,6 +1402,26 @@ class Family:
         if self.arch in _DELTA_NETS and gguf_name.endswith(".ssm_a"):
             return lambda v: -np.exp(v)
         return None
+
+    def split(self, gguf_name: str, source: SourceTensor) -> list[tuple[str, SourceTensor]]:
+        """The tensor as llama.cpp's tensors: itself, or deepseek2's ``attn_kv_b`` (each head's K
+        rows, then its V rows, of the latent's columns) as ``attn_k_b``, each head's K transposed
+        (``(heads, latent, K)``), and ``attn_v_b`` (``(heads, V, latent)``), for the latent
+        attention llama.cpp computes without expanding the cache."""
+        if self.arch != "deepseek2" or not gguf_name.endswith(".attn_kv_b.weight"):
+            return [(gguf_name, source)]
+        heads, keys, values = self.n_head, self._int("qk_nope_head_dim"), self._int("v_head_dim")
+        latent = self._int("kv_lora_rank")
+        if source.shape != (heads * (keys + values), latent):
+            raise ImportRefused(
+                f"{gguf_name} has shape {list(source.shape)}, not {heads} heads' K and V rows of a {latent}-wide latent"
+            )
+        per_head = source.data.reshape(heads, keys + values, latent)
+        stem = gguf_name.removesuffix("attn_kv_b.weight")
+        return [
+            (stem + "attn_k_b.weight", source.with_data(per_head[:, :keys].swapaxes(1, 2))),
+            (stem + "attn_v_b.weight", source.with_data(per_head[:, keys:])),
+        ]
 
     def view(self, gguf_name: str, source: SourceTensor) -> SourceTensor:
         """The tensor as llama.cpp lays it out where only its shape differs: Qwen 3.5's and LFM2's
@@ -1308,6 +1497,7 @@ _ARCH_KEYS: dict[str, tuple[Callable[[Family], KV], ...]] = {
     "olmo2": (Family._olmo,),
     "command-r": (Family._cohere,),
     "gemma4": (Family._gemma4,),
+    "deepseek2": (Family._deepseek2,),
 }
 
 

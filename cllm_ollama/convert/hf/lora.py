@@ -162,8 +162,11 @@ def _pairs(adapter: Checkpoint, family: Family) -> tuple[dict[str, _Pair], list[
             if family.expert(hf_name) is not None or ".experts." in module:
                 raise ImportRefused(f"{module}: a LoRA on a mixture's experts is not one cllm converts")
             name = family.gguf_name(hf_name)
-            if name is None:
-                raise ImportRefused(f"{module} is no weight llama.cpp adapts")
+            if name is None or family.unadapted(name):
+                raise ImportRefused(
+                    f"{module} is no weight llama.cpp adapts"
+                    + (f" (its {family.arch} computes {name} without adapters)" if name is not None else "")
+                )
             pair = pairs.setdefault(name, _Pair(module))
             if getattr(pair, part) is not None:
                 raise ImportRefused(f"{module}'s lora_{part.upper()} is in the adapter twice")

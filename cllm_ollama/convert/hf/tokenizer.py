@@ -73,13 +73,22 @@ _SPECIAL = {
 
 
 def tokenizer_kv(
-    checkpoint: Checkpoint, config: Mapping[str, Any], rows: int, *, pad: bool = True, kind: str | None = None
+    checkpoint: Checkpoint,
+    config: Mapping[str, Any],
+    rows: int,
+    *,
+    pad: bool = True,
+    kind: str | None = None,
+    pre: str | None = None,
+    turn_ends: Mapping[str, str] | None = None,
 ) -> KV:
     """The ``tokenizer.*`` keys for the checkpoint's model, whose embedding has ``rows`` rows: a
     SentencePiece ``tokenizer.model`` where there is one (as both Ollama's and llama.cpp's converters
     prefer it), else a byte-level BPE ``tokenizer.json`` (or, ``kind`` "gemma4", Gemma 4's
     SentencePiece-style BPE). ``pad``: ids up to ``rows`` the tokenizer lacks are padding tokens
-    (else the vocabulary ends where the tokenizer's does)."""
+    (else the vocabulary ends where the tokenizer's does). ``pre``: the family's pre-tokenizer,
+    whatever tokenizer.json's split patterns (GLM's are Llama 3's, which llama.cpp runs with a
+    bos); ``turn_ends``: llama.cpp's ``eot`` and ``eom`` tokens by their text, where there are."""
     spec = checkpoint.json("tokenizer.json") or {}
     wordpiece = isinstance(spec.get("model"), dict) and spec["model"].get("type") == "WordPiece"
     if kind == "gemma4":
@@ -89,9 +98,13 @@ def tokenizer_kv(
     elif wordpiece:
         kv = _wordpiece_vocabulary(spec, rows, pad)
     else:
-        kv = _bpe_vocabulary(checkpoint, rows, pad)
+        kv = _bpe_vocabulary(checkpoint, rows, pad, pre)
     tokens: list[str] = kv["tokenizer.ggml.tokens"][0]
     kv |= _special_tokens(checkpoint, config, tokens)
+    ids = {text: tid for tid, text in enumerate(tokens)}
+    for key, text in (turn_ends or {}).items():
+        if text in ids:
+            kv[f"tokenizer.ggml.{key}_token_id"] = (ids[text], _U32)
     if wordpiece:  # a text is [CLS] ... [SEP]: llama.cpp's bos and eos, as its converter gives them
         for key, name in (("bos", "cls"), ("eos", "seperator")):
             tid = kv.get(f"tokenizer.ggml.{name}_token_id")
@@ -103,7 +116,7 @@ def tokenizer_kv(
     return kv
 
 
-def _bpe_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> KV:
+def _bpe_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool, pre: str | None) -> KV:
     spec = checkpoint.json("tokenizer.json")
     if spec is None:
         raise ImportRefused("the model folder has neither tokenizer.json nor tokenizer.model")
@@ -117,7 +130,7 @@ def _bpe_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> KV:
     tokens, types = _vocabulary(model, spec.get("added_tokens") or [], rows, pad)
     kv: KV = {
         "tokenizer.ggml.model": ("gpt2", _STR),
-        "tokenizer.ggml.pre": (_pre_tokenizer(spec.get("pre_tokenizer")), _STR),
+        "tokenizer.ggml.pre": (pre or _pre_tokenizer(spec.get("pre_tokenizer")), _STR),
         "tokenizer.ggml.tokens": (tokens, _ARRAY),
         "tokenizer.ggml.token_type": (types, _ARRAY),
     }
