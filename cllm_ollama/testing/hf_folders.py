@@ -21,7 +21,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from . import core_ggufs, gemma4_ggufs, ollama_ggufs, tower_ggufs, vision_ggufs
+from . import core_ggufs, deepseek2_ggufs, gemma4_ggufs, ollama_ggufs, tower_ggufs, vision_ggufs
 from .gguf_base import (
     TINY,
     Tensors,
@@ -64,6 +64,7 @@ _ARCHITECTURES = {
     "gemma": "GemmaForCausalLM",
     "lfm2moe": "Lfm2MoeForCausalLM",
     "gemma4": "Gemma4ForCausalLM",
+    "deepseek2": "DeepseekV3ForCausalLM",  # or GLM-4.7-Flash's, by its vocabulary (_deepseek2_config)
 }
 _GEMMAS = (
     "gemma",
@@ -97,9 +98,16 @@ _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
 _REST = r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 _CASED = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"
 _CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-SPLIT_PATTERNS = {
+SPLIT_PATTERNS: dict[str, str | tuple[str, ...]] = {
     "qwen2": _WORDS + r"\p{N}" + _REST,
     "llama-bpe": _WORDS + r"\p{N}{1,3}" + _REST,
+    "glm4": _WORDS + r"\p{N}{1,3}" + _REST,  # Llama 3's, as GLM's tokenizer.json states it
+    "deepseek-v3": (  # three splits in turn, as llama-vocab.cpp quotes DeepSeek V3's
+        r"\p{N}{1,3}",
+        "[一-龥぀-ゟ゠-ヿ]+",
+        r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+        r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
     "lfm2": _WORDS + r"\p{N}{1,3}" + _REST,  # Llama 3's, as llama.cpp runs it
     "gpt-4o": (  # o200k's (gpt-oss)
         _CASED
@@ -177,6 +185,18 @@ _QWEN35_SHARED = {
 # gpt-oss's: its norm before the FFN, its router; its attention sinks, no module's weight.
 _GPTOSS_PARTS = _PARTS | {"post_attention_norm": "post_attention_layernorm", "ffn_gate_inp": "mlp.router"}
 # LFM2's: a block's norm before its operator (attention or a short convolution), its SwiGLU FFN.
+# DeepSeek V3's and GLM-4.7-Flash's latent attention and shared experts (``kv_b_proj`` is put
+# together from llama.cpp's ``attn_k_b`` and ``attn_v_b`` apart).
+_DEEPSEEK2_PARTS = _PARTS | {
+    "attn_q_a": "self_attn.q_a_proj",
+    "attn_q_a_norm": "self_attn.q_a_layernorm",
+    "attn_q_b": "self_attn.q_b_proj",
+    "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
+    "attn_kv_a_norm": "self_attn.kv_a_layernorm",
+    "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
+    "ffn_up_shexp": "mlp.shared_experts.up_proj",
+    "ffn_down_shexp": "mlp.shared_experts.down_proj",
+}
 _LFM2_PARTS = _PARTS | {
     "attn_norm": "operator_norm",
     "ffn_norm": "ffn_norm",
@@ -1111,6 +1131,7 @@ def export(
     tensors: dict[str, np.ndarray] = {}
     rope: dict[str, list[float]] = {}  # Phi-3's long-context factors: config.json's, not tensors
     rotating = 1.0  # of a Gemma 4's full-attention head's pairs
+    latent: dict[str, np.ndarray] = {}  # deepseek2's attn_k_b and attn_v_b, put together after
     for t in reader.tensors:
         if arch == "gpt-oss" and "_exps." in t.name:
             _gptoss_experts(tensors, t, dequantized)
@@ -1132,7 +1153,11 @@ def export(
             name, data = _qwen35_back(t.name, data, kv, arch)
             tensors[name] = data
             continue
-        if arch in ("qwen3vlmoe", "gemma4") and t.name.endswith(
+        if arch == "deepseek2" and part in ("attn_k_b", "attn_v_b"):
+            latent[t.name] = data
+            continue
+        glm = arch == "deepseek2" and kv["tokenizer.ggml.pre"] == "glm4"
+        if (arch in ("qwen3vlmoe", "gemma4") or glm) and t.name.endswith(
             "_exps.weight"
         ):  # a layer's in one tensor, as transformers 5 saves them
             stem = f"model.layers.{t.name.split('.')[1]}.{'experts' if arch == 'gemma4' else 'mlp.experts'}"
@@ -1161,6 +1186,11 @@ def export(
         tensors[_hf_name(t.name, arch)] = data
     if arch == "gemma-embedding":  # sentence-transformers' layout: the layers bare, the head in modules
         tensors = _sentence_modules(folder, tensors)
+    for name, keys in latent.items():  # each head's K rows (k_b transposed), then its V rows
+        if name.endswith("attn_k_b.weight"):
+            values = latent[name.replace("attn_k_b", "attn_v_b")]
+            rows = np.concatenate([keys.swapaxes(1, 2), values], axis=1)
+            tensors[f"model.layers.{name.split('.')[1]}.self_attn.kv_b_proj.weight"] = rows.reshape(-1, rows.shape[2])
     config = _config(kv, arch) | {"tie_word_embeddings": "lm_head.weight" not in tensors}
     if arch == "gemma4":
         config |= _gemma4_config(kv, tensors, rotating)
@@ -1883,6 +1913,7 @@ _BLOCK_PARTS = {
     "lfm2moe": _LFM2_PARTS,
     "olmo2": _OLMO_PARTS,
     "gemma4": _GEMMA4_PARTS,
+    "deepseek2": _DEEPSEEK2_PARTS,
 }
 
 
@@ -1897,6 +1928,8 @@ def _hf_name(name: str, arch: str) -> str:
     _, layer, part = stem.split(".", 2)
     if name.endswith("attn_sinks.weight"):  # gpt-oss's, no module's weight
         return f"model.layers.{layer}.self_attn.sinks"
+    if name.endswith("exp_probs_b.bias") and arch == "deepseek2":  # the router's bias, a buffer
+        return f"model.layers.{layer}.mlp.gate.e_score_correction_bias"
     if name.endswith("exp_probs_b.bias"):  # LFM2's expert bias, a buffer
         return f"model.layers.{layer}.feed_forward.expert_bias"
     if arch == "gemma4" and f"{part}.{suffix}" in _GEMMA4_PARAMS:
@@ -2071,6 +2104,55 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         }
     if arch == "gemma-embedding":  # the window as saved: transformers halves it (it reaches both ways)
         config["use_bidirectional_attention"] = True
+    if arch == "deepseek2":  # no head_dim: GLM's would name the rotary width
+        del config["head_dim"]
+        config |= _deepseek2_config(kv)
+    return config
+
+
+def _deepseek2_config(kv: dict[str, Any]) -> dict[str, Any]:
+    """DeepSeek V3's or GLM-4.7-Flash's settings (by the vocabulary's pre-tokenizer), as their
+    releases state them: heads as many for K and V as for Q (transformers expands the latent),
+    the dense layers as each family says."""
+    glm, a = kv["tokenizer.ggml.pre"] == "glm4", "deepseek2"
+    layers, dense = int(kv[f"{a}.block_count"]), int(kv[f"{a}.leading_dense_block_count"])
+    rotating = int(kv[f"{a}.rope.dimension_count"])
+    config: dict[str, Any] = {
+        "architectures": ["Glm4MoeLiteForCausalLM" if glm else "DeepseekV3ForCausalLM"],
+        "model_type": "glm4_moe_lite" if glm else "deepseek_v3",
+        "num_key_value_heads": int(kv[f"{a}.attention.head_count"]),
+        "q_lora_rank": int(kv[f"{a}.attention.q_lora_rank"]),
+        "kv_lora_rank": int(kv[f"{a}.attention.kv_lora_rank"]),
+        "qk_rope_head_dim": rotating,
+        "qk_nope_head_dim": int(kv[f"{a}.attention.key_length_mla"]) - rotating,
+        "v_head_dim": int(kv[f"{a}.attention.value_length_mla"]),
+        "n_routed_experts": int(kv[f"{a}.expert_count"]),
+        "n_shared_experts": int(kv[f"{a}.expert_shared_count"]),
+        "num_experts_per_tok": int(kv[f"{a}.expert_used_count"]),
+        "moe_intermediate_size": int(kv[f"{a}.expert_feed_forward_length"]),
+        "n_group": int(kv[f"{a}.expert_group_count"]),
+        "topk_group": int(kv[f"{a}.expert_group_used_count"]),
+        "routed_scaling_factor": float(kv[f"{a}.expert_weights_scale"]),
+        "norm_topk_prob": bool(kv[f"{a}.expert_weights_norm"]),
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "rope_interleave": True,
+        "num_nextn_predict_layers": 0,
+    }
+    if glm:
+        config["mlp_layer_types"] = ["dense"] * dense + ["sparse"] * (layers - dense)
+    else:
+        config["first_k_dense_replace"] = dense
+    if f"{a}.rope.scaling.factor" in kv:  # DeepSeek V3's YaRN, as its release states it
+        config["rope_scaling"] = {
+            "type": "yarn",
+            "factor": float(kv[f"{a}.rope.scaling.factor"]),
+            "original_max_position_embeddings": int(kv[f"{a}.rope.scaling.original_context_length"]),
+            "beta_fast": float(kv[f"{a}.rope.scaling.yarn_beta_fast"]),
+            "beta_slow": float(kv[f"{a}.rope.scaling.yarn_beta_slow"]),
+            "mscale": 1.0,
+            "mscale_all_dim": round(float(kv[f"{a}.rope.scaling.yarn_log_multiplier"]) / 0.1, 6),
+        }
     return config
 
 
@@ -2119,6 +2201,16 @@ def write_hf_gemma4_vision(folder: Path, *, audio: bool = True, seed: int = 0) -
     text = gemma4_ggufs.write_gemma4_text(folder / "text.gguf", gemma4_ggufs.GEMMA4_31B, seed=seed)
     mmproj = tower_ggufs.write_gemma4_projector(folder / "mmproj.gguf", audio=audio, f16=True, seed=seed)
     return export(text, folder / "hf-gemma4-vision", sees="model.language_model.", tower=mmproj), text, mmproj
+
+
+def write_hf_deepseek2(folder: Path, *, glm: bool = True, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-glm4-moe-lite/`` (or ``hf-deepseek-v3/``), a GLM-4.7-Flash checkpoint with its
+    parts (latent attention, a dense layer, then sigmoid-routed experts, a layer's in one tensor as
+    transformers 5 saves them, beside a shared one) or DeepSeek V3's (its experts in groups, each
+    apart as its release keeps them; YaRN), in F16, and ``folder/<name>.gguf``, its twin."""
+    shape = deepseek2_ggufs.GLM47_FLASH if glm else deepseek2_ggufs.DEEPSEEK_V3
+    name = "glm4-moe-lite" if glm else "deepseek-v3"
+    return _exported(folder, name, lambda p: deepseek2_ggufs.write_deepseek2(p, shape, seed=seed))
 
 
 def write_hf_command_r(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
@@ -2187,8 +2279,11 @@ def _write_tokenizer(folder: Path, kv: dict[str, Any]) -> None:
         byte_level = byte_level | {"use_regex": True}
         steps = [{"type": "Digits", "individual_digits": True}, byte_level]
     else:
-        pattern = {"Regex": SPLIT_PATTERNS[pre]}
-        steps = [{"type": "Split", "pattern": pattern, "behavior": "Isolated", "invert": False}, byte_level]
+        patterns = SPLIT_PATTERNS[pre]
+        steps = [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+            for pattern in ((patterns,) if isinstance(patterns, str) else patterns)
+        ] + [byte_level]
     spec = {
         "version": "1.0",
         "added_tokens": added,

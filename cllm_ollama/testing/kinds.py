@@ -177,6 +177,16 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and DIR/gemma4-moe.gguf, its twin",
         lambda folder: hf.write_hf_gemma4(folder, moe=True),
     ),
+    "hf-glm4-moe-lite": (
+        "DIR/hf-glm4-moe-lite/, a GLM-4.7-Flash checkpoint (latent attention, a dense layer, then sigmoid-routed "
+        "experts beside a shared one), and DIR/glm4-moe-lite.gguf, its twin",
+        hf.write_hf_deepseek2,
+    ),
+    "hf-deepseek-v3": (
+        "DIR/hf-deepseek-v3/, a DeepSeek V3 checkpoint (latent attention, experts chosen in groups, YaRN), and "
+        "DIR/deepseek-v3.gguf, its twin",
+        lambda folder: hf.write_hf_deepseek2(folder, glm=False),
+    ),
     "hf-gemma2": ("DIR/hf-gemma2/, a Gemma 2 checkpoint, and DIR/gemma2.gguf, its twin", hf.write_hf_gemma2),
     "hf-phi3": (
         "DIR/hf-phi3/, a Phi-3 checkpoint (fused projections), and DIR/phi3.gguf, its twin",

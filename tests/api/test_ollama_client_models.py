@@ -24,6 +24,7 @@ from cllm_ollama.testing.hf_folders import (
     LORA_BASES,
     write_hf_bert,
     write_hf_command_r,
+    write_hf_deepseek2,
     write_hf_embeddinggemma,
     write_hf_gemma,
     write_hf_gemma2,
@@ -60,6 +61,10 @@ def write_hf_phi3_longrope(folder: Path) -> tuple[Path, Path]:
 
 def write_hf_gemma4_moe(folder: Path) -> tuple[Path, Path]:
     return write_hf_gemma4(folder, moe=True)
+
+
+def write_hf_deepseek_v3(folder: Path) -> tuple[Path, Path]:
+    return write_hf_deepseek2(folder, glm=False)
 
 
 @pytest.fixture
@@ -150,7 +155,8 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
     converted, it answers word for word as the GGUF it was exported from (a Llama's Q and K rows
     reordered on the way, Gemma's norms shifted, a Qwen3's kept, a mixture's experts stacked, Qwen
     3.5's delta nets as llama.cpp keeps them, gpt-oss's MXFP4 experts repacked, Gemma 4's per-layer
-    embeddings and shared KV), and a SentencePiece vocabulary
+    embeddings and shared KV, DeepSeek V3's latent attention split as llama.cpp computes it), and
+    a SentencePiece vocabulary
     splits text as the sentencepiece package does."""
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
         client = ollama.Client(host=url)
@@ -175,6 +181,8 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_gemma,
             write_hf_gemma4,
             write_hf_gemma4_moe,
+            write_hf_deepseek2,  # GLM-4.7-Flash's parts
+            write_hf_deepseek_v3,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

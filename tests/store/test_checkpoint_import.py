@@ -27,6 +27,7 @@ from cllm_ollama.testing.hf_folders import (
     to_bf16,
     write_hf_bert,
     write_hf_command_r,
+    write_hf_deepseek2,
     write_hf_embeddinggemma,
     write_hf_gemma,
     write_hf_gemma2,
@@ -662,6 +663,78 @@ def test_a_gemma4_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damag
                 config[key] = value
 
     _edit(folder, "config.json", damaged)
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize("glm", [True, False], ids=["glm4-moe-lite", "deepseek-v3"])
+def test_a_latent_attention_mixture_converts_to_its_twin(tmp_path: Path, glm: bool) -> None:
+    """GLM-4.7-Flash (``Glm4MoeLiteForCausalLM``, its experts fused as transformers 5 saves them)
+    and DeepSeek V3 (``DeepseekV3ForCausalLM``, each expert apart, YaRN) as llama.cpp's
+    ``deepseek2``: ``kv_b_proj`` split into each head's K (transposed) and V, the router's bias,
+    the shared expert, the leading dense layer, and the keys of the latent attention and its
+    router; the family's pre-tokenizer and GLM's turn ends. A multi-token-prediction layer past
+    ``num_hidden_layers`` is left out, as Ollama leaves it."""
+    folder, twin = write_hf_deepseek2(tmp_path, glm=glm)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    want, got = _fields(twin), _fields(tmp_path / "out.gguf")
+    ends = ("tokenizer.ggml.pre", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
+    assert {k: got.get(k) for k in ends} == {k: want.get(k) for k in ends}
+    weights = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    ahead = {n.replace("layers.2.", "layers.3.", 1): v for n, v in tensors.items() if n.startswith("model.layers.2.")}
+    weights.unlink()  # mapped while read: written anew, not over
+    write_safetensors(
+        weights, tensors | ahead | {"model.layers.3.eh_proj.weight": ("F16", np.zeros((4, 128), np.float16))}
+    )
+    _edit(folder, "config.json", lambda c: c.update(num_nextn_predict_layers=1))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+
+
+def test_a_latent_attention_without_q_compression_states_rank_0(tmp_path: Path) -> None:
+    """``q_lora_rank: null`` (DeepSeek-V2-Lite's Q in one projection) is written as rank 0, which
+    tells llama.cpp to read ``attn_q``; transformers' default rank applies only where it is unstated."""
+    folder, _ = write_hf_deepseek2(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    assert Family.of(config | {"q_lora_rank": None}).kv()["deepseek2.attention.q_lora_rank"][0] == 0
+    assert Family.of(config | {"q_lora_rank": 16}).kv()["deepseek2.attention.q_lora_rank"][0] == 16
+    config.pop("q_lora_rank")
+    assert Family.of(config).kv()["deepseek2.attention.q_lora_rank"][0] == 768  # GLM-4.7-Flash's
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ({"rope_interleave": False}, "config.json's rope_interleave is False"),
+        ({"attention_bias": True}, "config.json's attention_bias is True"),
+        ({"hidden_act": "gelu"}, "config.json's hidden_act is 'gelu'"),
+        (
+            {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}},
+            "rotates part of qk_rope_head_dim",
+        ),
+        (
+            {"rope_scaling": {"type": "yarn", "factor": 4.0, "mscale": 0.707, "mscale_all_dim": 1.0}},
+            "mscale and mscale_all_dim unequal or unstated",
+        ),
+        ({"n_group": 3}, "8 experts in n_group 3"),
+        ({"n_group": 2, "topk_group": 3}, "topk_group 3"),
+        ({"n_shared_experts": 0}, "has no shared experts"),
+        ({"mlp_layer_types": ["sparse", "dense", "sparse"]}, "mlp_layer_types are not dense layers, then sparse ones"),
+        ({"mlp_layer_types": None, "first_k_dense_replace": "1"}, "first_k_dense_replace is not a number"),
+        ({"q_lora_rank": 1.5}, "q_lora_rank is not a whole number"),
+    ],
+)
+def test_a_latent_attention_llama_cpp_would_run_otherwise_is_refused(
+    tmp_path: Path, damage: dict[str, Any], why: str
+) -> None:
+    """Settings llama.cpp's deepseek2 computes otherwise (rotation in halves, biases, another
+    activation or rotary width, YaRN's attention factor, groups it cannot choose among, no shared
+    expert, dense layers between mixtures) are refused before a tensor is read."""
+    folder, _ = write_hf_deepseek2(tmp_path)
+    _edit(folder, "config.json", lambda c: c.update(damage))
     with pytest.raises(ImportRefused, match=re.escape(why)):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 

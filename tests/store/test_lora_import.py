@@ -21,6 +21,7 @@ from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.store.modelfile import create_body, parse_modelfile
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.deepseek2_ggufs import write_deepseek2
 from cllm_ollama.testing.ggufs import write_mamba
 from cllm_ollama.testing.hf_folders import (
     LORA_BASES,
@@ -204,6 +205,29 @@ def test_what_cannot_be_converted_says_why(
     _, damage, message = case
     damage(folder)
     with pytest.raises(ImportRefused, match=message):
+        _convert(folder, base, tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize("module", ["kv_b_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa"])
+def test_a_lora_on_a_latent_attention_s_projections_is_refused(tmp_path: Path, module: str) -> None:
+    """llama.cpp's deepseek2 multiplies its latent attention's projections without adapters, so a
+    LoRA on one would change nothing: refused, saying so; one on the attention's output converts."""
+    base = write_deepseek2(tmp_path / "base.gguf")
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    config = {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["o_proj", module]}
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    stem = "base_model.model.model.layers.1.self_attn"
+    a, b = np.zeros((4, 64), np.float32), np.zeros((64, 4), np.float32)
+    tensors = {f"{stem}.o_proj.lora_A.weight": ("F32", a), f"{stem}.o_proj.lora_B.weight": ("F32", b)}
+    write_safetensors(folder / "adapter_model.safetensors", tensors)
+    assert _convert(folder, base, tmp_path / "out.gguf") == []
+    (folder / "adapter_model.safetensors").unlink()
+    also = {f"{stem}.{module}.lora_A.weight": ("F32", a), f"{stem}.{module}.lora_B.weight": ("F32", b)}
+    write_safetensors(folder / "adapter_model.safetensors", tensors | also)
+    with pytest.raises(
+        ImportRefused, match=rf"^model\.layers\.1\.self_attn\.{module} is no weight llama\.cpp adapts \("
+    ):
         _convert(folder, base, tmp_path / "out.gguf")
 
 

@@ -61,6 +61,8 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "gemma4": hf.write_hf_gemma4,  # E2B's parts: per-layer embeddings, shared KV, keys as values
     "gemma4-moe": lambda folder: hf.write_hf_gemma4(folder, moe=True),  # 26B-A4B's mixture
     "gemma4-vision": lambda folder: hf.write_hf_gemma4_vision(folder)[:2],  # on text alone
+    "glm4-moe-lite": hf.write_hf_deepseek2,  # latent attention, sigmoid-routed experts
+    "deepseek-v3": lambda folder: hf.write_hf_deepseek2(folder, glm=False),  # experts in groups, YaRN
 }
 
 
@@ -134,6 +136,8 @@ _SPLITTERS = {
     "llama-bpe": hf.write_hf_lfm2,  # (its tiny twin names it "lfm2", which llama.cpp runs as Llama 3's)
     "gpt-4o": hf.write_hf_gptoss,
     "command-r": hf.write_hf_command_r,
+    "deepseek-v3": lambda folder: hf.write_hf_deepseek2(folder, glm=False),
+    "glm4": hf.write_hf_deepseek2,  # Llama 3's split, run by llama.cpp without a bos
 }
 _TEXTS = [
     "In 2024, 12345 apples cost $3.50.",
