@@ -46,6 +46,7 @@ _F32_MATRICES = (
     "ssm_conv1d.weight",
     "shortconv.conv.weight",
     "_exps.bias",
+    ".ssm_d",
 )
 
 
@@ -207,7 +208,7 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
     experts: dict[str, dict[int, safetensors.SourceTensor]] = {}
     interleaved: dict[tuple[int, str], dict[str, safetensors.SourceTensor]] = {}
     for source in sources:
-        if family.predicts_ahead(source.name):
+        if family.is_prediction_layer(source.name):
             continue
         packed = family.interleaved_experts(source.name)
         if packed is not None:
@@ -248,8 +249,8 @@ def _fused_experts(
     """A layer's experts kept in one tensor (``Family.fused_experts``), as llama.cpp's ``(experts,
     out, in)``: ``down`` whole, ``gate_up`` (the gate's outputs, then the up projection's) in halves."""
     data = source.data.swapaxes(1, 2) if transposed else source.data
-    if kind == "down":
-        return [(f"blk.{layer}.ffn_down_exps.weight", source.with_data(data))]
+    if kind in ("up", "down"):  # one projection's (Nemotron-H's experts have no gate)
+        return [(f"blk.{layer}.ffn_{kind}_exps.weight", source.with_data(data))]
     half = data.shape[1] // 2
     return [
         (f"blk.{layer}.ffn_{part}_exps.weight", source.with_data(rows))

@@ -14,6 +14,8 @@ gpt-oss keeps a layer's experts in one tensor per projection, its gate's and up'
 as MXFP4 blocks and scales (the releases) or dequantized (a fine-tune saved in 16 bits):
 ``Family.interleaved_experts``. DeepSeek V3 and GLM-4.7-Flash are llama.cpp's ``deepseek2``, whose
 latent attention expands the cache per head with ``kv_b_proj`` split in two (``Family.split``).
+Nemotron-H is llama.cpp's ``nemotron_h``: Mamba-2 layers beside attention and FFN layers, told
+apart by per-layer KV heads and FFN widths, ``A`` as ``-exp(A_log)`` as Qwen 3.5's.
 The others are renamings with their own keys: EmbeddingGemma,
 LFM2 and its mixture, OLMo 2 and 3, Ministral 3 (llama.cpp's ``mistral3``, not a Llama), Command
 R, Gemma 1 and Nomic BERT; where llama.cpp fixes a setting a checkpoint may state otherwise, the
@@ -183,9 +185,12 @@ class _Layout:
     # eot and eom, as its converter sets GLM's).
     pre_tokenizer: str | None = None
     turn_ends: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    # Layers past ``num_hidden_layers`` are a multi-token-prediction block (DeepSeek V3's, GLM's),
-    # left out as Ollama's converter leaves it (cllm does not draft with it).
-    predicts_ahead: bool = False
+    # The ``num_nextn_predict_layers`` layers past ``num_hidden_layers`` are a multi-token-prediction
+    # block (DeepSeek V3's, GLM's), left out as Ollama's converter leaves it (cllm does not draft).
+    mtp_layers: bool = False
+    # A prefix some checkpoints keep their model under instead of ``model.`` (Nemotron-H's releases'
+    # ``backbone.``, which transformers 5 renames on load and saves as ``model.``).
+    root: str | None = None
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -226,7 +231,7 @@ _QWEN35_SHARED = {
 }
 # A layer's experts in one tensor each for down and for gate and up together (transformers 5's
 # own layout, as the Qwen 3.5 releases keep them): ``(experts, 2 x width, hidden)`` and ``(experts, hidden, width)``.
-_FUSED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.(?:mlp\.)?experts\.(gate_up|down)_proj(?:\.weight)?")
+_FUSED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.(?:mlp\.|mixer\.)?experts\.(gate_up|up|down)_proj(?:\.weight)?")
 # gpt-oss's: a layer's experts per projection, gate and up in one (their rows interleaved), as
 # dequantized ``(experts, in, out)`` weights or MXFP4 ``_blocks`` and ``_scales``, and their ``_bias``.
 _INTERLEAVED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(?:_(blocks|scales|bias))?")
@@ -354,7 +359,47 @@ _DEEPSEEK2 = _Layout(
     experts=_EXPERT,
     params={"mlp.gate.e_score_correction_bias": "exp_probs_b.bias"},
     pre_tokenizer="deepseek-v3",
-    predicts_ahead=True,
+    mtp_layers=True,
+)
+# Nemotron-H's: every layer one mixer after one norm, a Mamba-2's (its in-projection, convolution,
+# grouped gated norm and out-projection; ``A``, ``D`` and the step's bias as parameters), an
+# attention's without rotation, a ReLU² MLP's (up and down), or a mixture's (experts of up and down
+# each apart or fused, a sigmoid router and its bias, a shared expert, and in Nemotron 3 Super a
+# latent projection around the experts): llama.cpp's ``nemotron_h`` and ``nemotron_h_moe``.
+_NEMOTRON_H = _Layout(
+    "nemotron_h",
+    {
+        "norm": "attn_norm",
+        "mixer.in_proj": "ssm_in",
+        "mixer.conv1d": "ssm_conv1d",
+        "mixer.norm": "ssm_norm",
+        "mixer.out_proj": "ssm_out",
+        "mixer.q_proj": "attn_q",
+        "mixer.k_proj": "attn_k",
+        "mixer.v_proj": "attn_v",
+        "mixer.o_proj": "attn_output",
+        "mixer.up_proj": "ffn_up",
+        "mixer.down_proj": "ffn_down",
+        "mixer.gate": "ffn_gate_inp",
+        "mixer.shared_experts.up_proj": "ffn_up_shexp",
+        "mixer.shared_experts.down_proj": "ffn_down_shexp",
+        "mixer.fc1_latent_proj": "ffn_latent_down",
+        "mixer.fc2_latent_proj": "ffn_latent_up",
+    },
+    experts=re.compile(r"model\.layers\.(\d+)\.mixer\.experts\.(\d+)\.(up|down)_proj\.weight"),
+    globals={
+        "model.embeddings.weight": "token_embd.weight",
+        "model.norm_f.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight",
+    },
+    params={
+        "mixer.A_log": "ssm_a",
+        "mixer.D": "ssm_d",
+        "mixer.dt_bias": "ssm_dt.bias",
+        "mixer.gate.e_score_correction_bias": "exp_probs_b.bias",
+    },
+    skipped=re.compile(_SKIPPED.pattern + r"|mtp\..*"),  # its multi-token-prediction block
+    root="backbone.",
 )
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
@@ -392,6 +437,7 @@ LAYOUTS = {
     "Gemma4ForCausalLM": _GEMMA4,
     "Gemma4ForConditionalGeneration": dataclasses.replace(_GEMMA4, tower=True, vision="gemma4v"),
     "DeepseekV3ForCausalLM": _DEEPSEEK2,
+    "NemotronHForCausalLM": _NEMOTRON_H,
     "Glm4MoeLiteForCausalLM": dataclasses.replace(
         _DEEPSEEK2, pre_tokenizer="glm4", turn_ends={"eot": "<|user|>", "eom": "<|observation|>"}
     ),
@@ -435,6 +481,7 @@ LAYOUTS["Qwen3NextForCausalLM"] = dataclasses.replace(
 _BY_ARCH: dict[str, _Layout] = {}
 for _layout in LAYOUTS.values():
     _BY_ARCH.setdefault(_layout.arch, dataclasses.replace(_layout, tower=True))
+_BY_ARCH["nemotron_h_moe"] = dataclasses.replace(_NEMOTRON_H, arch="nemotron_h_moe", tower=True)
 # Where a checkpoint that sees keeps its text model (transformers before 4.52, and since), and its tower.
 _TEXT_PREFIXES = (("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.", ""))
 # Gemma 4's audio tower and its projector, which cllm leaves out.
@@ -460,6 +507,7 @@ _LLAMAS = ("llama", "mistral3")
 # The architectures whose positions are M-RoPE's (``Family._mrope``).
 _MROPE = ("qwen2vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe")
 _DELTA_NETS = ("qwen35", "qwen35moe", "qwen3next")
+_MAMBA2 = ("nemotron_h", "nemotron_h_moe")
 # The delta nets whose value heads llama.cpp keeps tiled rather than grouped by key head.
 _TILED = ("qwen35", "qwen35moe")
 # Qwen 3.5's sections where config.json states none (transformers' and llama.cpp's default).
@@ -479,11 +527,35 @@ _GEMMA3_DEFAULTS: dict[str, Any] = {
     "rope_theta": 1_000_000.0,
     "rms_norm_eps": 1e-6,
 }
+# Nemotron-H's settings llama.cpp's nemotron_h computes with whatever config.json says: ReLU² FFNs,
+# SiLU before the scan, no biases but the convolution's.
+_NEMOTRON_H_FIXED = {
+    "mlp_hidden_act": "relu2",
+    "mamba_hidden_act": "silu",
+    "attention_bias": False,
+    "mlp_bias": False,
+    "use_bias": False,
+    "mamba_proj_bias": False,
+}
+# Nemotron-H's layer kinds by their names in ``layers_block_type`` (transformers 5's, and the
+# earlier ones) -> ``hybrid_override_pattern``'s letters: Mamba-2, attention, MLP, mixture.
+_NEMOTRON_H_KINDS = {
+    "mamba": "M",
+    "linear_attention": "M",
+    "attention": "*",
+    "full_attention": "*",
+    "mlp": "-",
+    "moe": "E",
+}
 # Settings llama.cpp's deepseek2 computes with whatever config.json says.
 _DEEPSEEK2_FIXED = {"hidden_act": "silu", "attention_bias": False, "rope_interleave": True}
-# llama.cpp's deepseek2 multiplies these by the input without adapters (``ggml_mul_mat``, not
-# ``build_lora_mm``): a LoRA on them would change nothing.
-_DEEPSEEK2_UNADAPTED = ("attn_q", "attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_kv_b")
+# Weights llama.cpp multiplies by the input without adapters (``ggml_mul_mat``, not
+# ``build_lora_mm``), by architecture and name (a block's part, or a global's): a LoRA on one would
+# change nothing. deepseek2's latent attention and output, Nemotron 3 Super's latent projections.
+_UNADAPTED = {
+    "deepseek2": ("attn_q", "attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_kv_b", "output"),
+    "nemotron_h_moe": ("ffn_latent_down", "ffn_latent_up"),
+}
 # What config.json may leave out, by its architecture (transformers' defaults where llama.cpp's
 # architecture is shared by families whose defaults differ).
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -517,6 +589,8 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "qk_nope_head_dim": 192,
         "v_head_dim": 256,
         "rms_norm_eps": 1e-5,
+        "first_k_dense_replace": 1,  # transformers' mlp_layer_types: one dense layer, then sparse
+        "max_position_embeddings": 202752,
     },
 }
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
@@ -567,6 +641,11 @@ class Family:
         given = {**config, **text} if isinstance(text, dict) else config
         if layout.arch == "llama" and given.get("model_type") == "ministral3":
             layout = dataclasses.replace(layout, arch=_MINISTRAL3.arch)
+        if layout.arch == "nemotron_h":  # its layers by kind, however the config states them
+            kinds = _nemotron_h_kinds(given)
+            given = {**given, "num_hidden_layers": len(kinds), "hybrid_override_pattern": kinds}
+            if "E" in kinds:
+                layout = dataclasses.replace(layout, arch="nemotron_h_moe")
         if layout.arch == "nomic-bert":  # its own names, where transformers' are absent
             given = {**{ours: given[theirs] for theirs, ours in _NOMIC_NAMES.items() if theirs in given}, **given}
         defaults = _CLASS_DEFAULTS.get(name, _DEFAULTS.get(layout.arch, {}))
@@ -1083,18 +1162,24 @@ class Family:
         experts, the chosen weighed by their scores, normalized and scaled), its shared experts."""
         self._require_fixed(_DEEPSEEK2_FIXED)
         rope = self._rope
-        if float(rope.get("partial_rotary_factor", 1.0)) != 1.0:
+        if float(rope.get("partial_rotary_factor", self.config.get("partial_rotary_factor", 1.0))) != 1.0:
             raise ImportRefused("config.json rotates part of qk_rope_head_dim; llama.cpp's deepseek2 rotates all of it")
+        scale = rope.get("mscale_all_dim")
         if rope.get("rope_type") == "yarn" and (
-            not isinstance(rope.get("mscale_all_dim"), int | float) or rope.get("mscale") != rope.get("mscale_all_dim")
+            not isinstance(scale, int | float) or isinstance(scale, bool) or scale <= 0 or rope.get("mscale") != scale
         ):
             raise ImportRefused(
                 "config.json's YaRN has mscale and mscale_all_dim unequal or unstated; llama.cpp's deepseek2 "
                 "scales attention as if both were mscale_all_dim"
             )
         q_lora = self.config.get("q_lora_rank")
-        if not isinstance(q_lora, int) or isinstance(q_lora, bool) or q_lora < 0:
-            raise ImportRefused("config.json's q_lora_rank is not a whole number (or null)")
+        if not _whole(q_lora):
+            raise ImportRefused("config.json's q_lora_rank is neither a whole number nor null")
+        if q_lora and (self.n_layer in (26, 27) or (self.n_layer == 48 and self.config.get("vocab_size") == 128256)):
+            raise ImportRefused(  # deepseek2.cpp's is_lite: it does not read q_lora_rank, and wants attn_q
+                f"llama.cpp takes a deepseek2 of {self.n_layer} layers for DeepSeek-V2-Lite, whose Q has no low-rank "
+                f"projection; this one's has (q_lora_rank {q_lora})"
+            )
         kv_lora, rotating = self._int("kv_lora_rank"), self._int("qk_rope_head_dim")
         n_group, used_groups = self._int("n_group", default=1), self._int("topk_group", default=1)
         if self.n_expert % n_group or used_groups > n_group or (n_group > 1 and self.n_expert // n_group < 2):
@@ -1102,6 +1187,10 @@ class Family:
                 f"config.json's {self.n_expert} experts in n_group {n_group} (topk_group {used_groups}) are not "
                 "groups llama.cpp chooses among (at least two experts each, topk_group at most n_group)"
             )
+        if used_groups == n_group:  # every group chosen: none, as llama.cpp (which asserts fewer) has it
+            n_group = used_groups = 1
+        if self._int("num_experts_per_tok") > self.n_expert:
+            raise ImportRefused(f"config.json's num_experts_per_tok is more than its {self.n_expert} experts")
         if self._int("n_shared_experts", default=0) < 1:
             raise ImportRefused("config.json has no shared experts (n_shared_experts), which llama.cpp needs")
         a = self.arch
@@ -1135,7 +1224,7 @@ class Family:
         types = self.config.get("mlp_layer_types")
         if types is None:
             dense = self.config.get("first_k_dense_replace", 0)
-            if not isinstance(dense, int) or isinstance(dense, bool) or not 0 <= dense < self.n_layer:
+            if not _whole(dense) or dense >= self.n_layer:
                 raise ImportRefused("config.json's first_k_dense_replace is not a number of the model's layers")
             return dense
         dense = types.index("sparse") if isinstance(types, list) and "sparse" in types else -1
@@ -1146,6 +1235,56 @@ class Family:
         ):
             raise ImportRefused("config.json's mlp_layer_types are not dense layers, then sparse ones")
         return dense
+
+    def _nemotron_h(self) -> KV:
+        """Nemotron-H's: which layers are Mamba-2's, attention's or an FFN's (llama.cpp tells them
+        apart by their KV heads and FFN widths, both 0 for a Mamba-2 layer), the Mamba-2 mixer's
+        widths, and its mixture's experts (sigmoid scores plus a bias, normalized and scaled, beside
+        a shared expert; Nemotron 3 Super's latent width)."""
+        self._require_fixed(_NEMOTRON_H_FIXED)
+        if self.config.get("sliding_window") is not None:
+            raise ImportRefused("config.json sets a sliding_window, which llama.cpp's nemotron_h has not")
+        kinds = str(self.config["hybrid_override_pattern"])
+        heads, width = self._int("mamba_num_heads"), self._int("mamba_head_dim")
+        groups = self._int("n_groups", "mamba_n_groups", default=1)
+        if heads % groups:
+            raise ImportRefused(f"config.json's mamba_num_heads {heads} do not split into its n_groups {groups}")
+        a, eps = self.arch, float(self.config.get("layer_norm_epsilon") or 1e-5)
+        moe = self._int("moe_intermediate_size") if "E" in kinds else 0
+        kv: KV = {
+            f"{a}.attention.head_count_kv": ([self.n_head_kv if k == "*" else 0 for k in kinds], GGUFValueType.ARRAY),
+            f"{a}.feed_forward_length": (
+                [self._int("intermediate_size") if k == "-" else moe if k == "E" else 0 for k in kinds],
+                GGUFValueType.ARRAY,
+            ),
+            f"{a}.attention.key_length": (self.head_dim, _U32),
+            f"{a}.attention.value_length": (self.head_dim, _U32),
+            f"{a}.attention.layer_norm_epsilon": (eps, _F32),
+            f"{a}.attention.layer_norm_rms_epsilon": (eps, _F32),
+            f"{a}.ssm.conv_kernel": (self._int("conv_kernel", "mamba_d_conv", default=4), _U32),
+            f"{a}.ssm.state_size": (self._int("ssm_state_size"), _U32),
+            f"{a}.ssm.group_count": (groups, _U32),
+            f"{a}.ssm.inner_size": (heads * width, _U32),
+            f"{a}.ssm.time_step_rank": (heads, _U32),
+        }
+        if not moe:
+            return kv
+        n_group, used_groups = self._int("n_group", default=1), self._int("topk_group", default=1)
+        if n_group != 1 and used_groups != n_group:
+            raise ImportRefused(f"config.json chooses experts among n_group {n_group}, which llama.cpp's {a} does not")
+        kv |= {
+            f"{a}.expert_count": (self.n_expert, _U32),
+            f"{a}.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+            f"{a}.expert_feed_forward_length": (moe, _U32),
+            f"{a}.expert_shared_feed_forward_length": (self._int("moe_shared_expert_intermediate_size"), _U32),
+            f"{a}.expert_shared_count": (self._int("n_shared_experts", default=1), _U32),
+            f"{a}.expert_weights_norm": (bool(self.config.get("norm_topk_prob", True)), GGUFValueType.BOOL),
+            f"{a}.expert_weights_scale": (float(self.config.get("routed_scaling_factor") or 1.0), _F32),
+        }
+        latent = self.config.get("moe_latent_size")
+        if latent is not None:
+            kv[f"{a}.moe_latent_size"] = (self._int("moe_latent_size"), _U32)
+        return kv
 
     def _mrope(self) -> KV:
         """Qwen-VL's and Qwen 3.5's M-RoPE: how many of a head's dimensions rotate (Qwen 3.5's a
@@ -1236,7 +1375,7 @@ class Family:
         return self.gguf_name(name) == "token_embd.weight"
 
     def fused_experts(self, name: str, shape: tuple[int, ...]) -> tuple[int, str, bool] | None:
-        """(layer, ``gate_up`` or ``down``, transposed) of a layer's experts kept in one tensor of
+        """(layer, ``gate_up``, ``up`` or ``down``, transposed) of a layer's experts kept in one tensor of
         ``shape``: ``(experts, out, in)`` as transformers 5 holds them (and saves Qwen3-VL-MoE's),
         or transposed, ``(experts, in, out)``, as the Qwen3-VL-MoE releases (transformers 4) did,
         told apart by the widths (or, where the hidden size is twice an expert's, by the
@@ -1244,8 +1383,9 @@ class Family:
         m = _FUSED_EXPERTS.fullmatch(self._text_name(name)) if self.layout.experts is not None else None
         if m is None:
             return None
-        hidden, width = self._int("hidden_size"), self._int("moe_intermediate_size")
-        out, inputs = (2 * width, hidden) if m[2] == "gate_up" else (hidden, width)
+        # an expert's input: the model's width, or the latent one around Nemotron 3 Super's experts
+        hidden, width = self._int("moe_latent_size", "hidden_size"), self._int("moe_intermediate_size")
+        out, inputs = {"gate_up": (2 * width, hidden), "up": (width, hidden), "down": (hidden, width)}[m[2]]
         plain, transposed = shape[1:] == (out, inputs), shape[1:] == (inputs, out)
         if len(shape) != 3 or shape[0] != self.n_expert or not (plain or transposed):
             raise ImportRefused(
@@ -1268,7 +1408,11 @@ class Family:
         return (2 * width, hidden) if projection == "gate_up" else (hidden, width)
 
     def _text_name(self, name: str) -> str:
-        """The name under a model that sees as a text model's own (``model.layers...``)."""
+        """The name under a model that sees as a text model's own (``model.layers...``), or under
+        the layout's own root (Nemotron-H's ``backbone.``) as under ``model.``."""
+        root = self.layout.root
+        if root is not None and name.startswith(root):
+            return "model." + name[len(root) :]
         if not self.layout.tower:
             return name
         return next((new + name[len(old) :] for old, new in _TEXT_PREFIXES if name.startswith(old)), name)
@@ -1320,6 +1464,8 @@ class Family:
         rope = self._rope
         if self.arch == "mistral3" and rope.get("mscale") and rope.get("mscale_all_dim"):
             return mscale(factor, 1.0) / mscale(factor, float(rope["mscale_all_dim"]))
+        if self.arch == "deepseek2":  # mscale over mscale_all_dim, equal (``_deepseek2``)
+            return 1.0
         return mscale(factor, 1.0)
 
     def rope_factors(self) -> dict[str, np.ndarray]:
@@ -1354,15 +1500,26 @@ class Family:
                 factors.append(1 / ((1 - smooth) / factor + smooth))
         return {"rope_freqs.weight": np.array(factors, dtype=np.float32)}
 
-    def predicts_ahead(self, name: str) -> bool:
-        """Whether the tensor is a multi-token-prediction layer's (past ``num_hidden_layers``), left out."""
-        m = _PARAM.fullmatch(self._text_name(name)) if self.layout.predicts_ahead else None
-        return m is not None and int(m[1]) >= self.n_layer
+    def is_prediction_layer(self, name: str) -> bool:
+        """Whether the tensor is a multi-token-prediction layer's (one of ``num_nextn_predict_layers``
+        past ``num_hidden_layers``), left out; ``ImportRefused`` for a layer past those too, which
+        a ``num_hidden_layers`` stated short would otherwise drop."""
+        m = _PARAM.fullmatch(self._text_name(name)) if self.layout.mtp_layers else None
+        if m is None or int(m[1]) < self.n_layer:
+            return False
+        predicting = self.config.get("num_nextn_predict_layers", 0)
+        if _whole(predicting) and int(m[1]) < self.n_layer + predicting:
+            return True
+        raise ImportRefused(
+            f"tensor {name} is past the model's {self.n_layer} layers (num_hidden_layers) and its "
+            f"multi-token-prediction ones (num_nextn_predict_layers)"
+        )
 
     def unadapted(self, gguf_name: str) -> bool:
-        """Whether llama.cpp computes with this weight without adapters (deepseek2's latent attention's)."""
+        """Whether llama.cpp computes with this weight without adapters (``_UNADAPTED``)."""
         parts = gguf_name.split(".")
-        return self.arch == "deepseek2" and len(parts) > 2 and parts[2] in _DEEPSEEK2_UNADAPTED
+        stem = parts[2] if parts[0] == "blk" and len(parts) > 2 else parts[0]
+        return stem in _UNADAPTED.get(self.arch, ())
 
     def in_tower(self, name: str) -> bool:
         """Whether the tensor is the vision tower's or its projector's (left out), or an audio tower's."""
@@ -1399,7 +1556,7 @@ class Family:
         layout = self.layout
         if layout.norm_shift and gguf_name.endswith("norm.weight") and not gguf_name.endswith(layout.unshifted):
             return lambda v: v + np.float32(layout.norm_shift)
-        if self.arch in _DELTA_NETS and gguf_name.endswith(".ssm_a"):
+        if self.arch in (*_DELTA_NETS, *_MAMBA2) and gguf_name.endswith(".ssm_a"):
             return lambda v: -np.exp(v)
         return None
 
@@ -1424,13 +1581,19 @@ class Family:
         ]
 
     def view(self, gguf_name: str, source: SourceTensor) -> SourceTensor:
-        """The tensor as llama.cpp lays it out where only its shape differs: Qwen 3.5's and LFM2's
-        convolutions without their unit axis (``(channels, 1, kernel)`` in the checkpoint), Qwen
-        3.5's shared expert's gate a vector."""
+        """The tensor as llama.cpp lays it out where only its shape differs: Qwen 3.5's, LFM2's and
+        Mamba-2's convolutions without their unit axis (``(channels, 1, kernel)`` in the
+        checkpoint), Qwen 3.5's shared expert's gate a vector, Mamba-2's ``A`` and ``D`` a column
+        per head and its norm a row per group."""
         if gguf_name.endswith(_CONVOLUTIONS) and len(source.shape) == 3 and source.shape[1] == 1:
             return source.with_data(source.data[:, 0, :])
         if gguf_name.endswith("ffn_gate_inp_shexp.weight") and len(source.shape) == 2 and source.shape[0] == 1:
             return source.with_data(source.data[0])  # one row: llama.cpp's vector
+        if self.arch in _MAMBA2 and gguf_name.endswith((".ssm_a", ".ssm_d")) and len(source.shape) == 1:
+            return source.with_data(source.data[:, None])  # a column per head
+        if self.arch in _MAMBA2 and gguf_name.endswith(".ssm_norm.weight") and len(source.shape) == 1:
+            groups = self._int("n_groups", "mamba_n_groups", default=1)
+            return source.with_data(source.data.reshape(groups, -1))  # normed per group
         return source
 
     def reorder(self, gguf_name: str, shape: tuple[int, ...]) -> Order | None:
@@ -1498,6 +1661,8 @@ _ARCH_KEYS: dict[str, tuple[Callable[[Family], KV], ...]] = {
     "command-r": (Family._cohere,),
     "gemma4": (Family._gemma4,),
     "deepseek2": (Family._deepseek2,),
+    "nemotron_h": (Family._nemotron_h,),
+    "nemotron_h_moe": (Family._nemotron_h,),
 }
 
 
@@ -1528,3 +1693,23 @@ def permute(rows: np.ndarray, heads: int) -> np.ndarray:
     return np.ascontiguousarray(
         rows.reshape(heads, 2, shape[0] // heads // 2, *shape[1:]).swapaxes(1, 2).reshape(shape)
     )
+
+
+def _nemotron_h_kinds(config: Mapping[str, Any]) -> str:
+    """Nemotron-H's layers as ``hybrid_override_pattern`` letters, from that pattern (its releases')
+    or ``layers_block_type`` (transformers 5's); ``ImportRefused`` for a kind llama.cpp lacks."""
+    pattern = config.get("hybrid_override_pattern")
+    types = config.get("layers_block_type", config.get("layer_types"))
+    if isinstance(types, list) and all(isinstance(t, str) for t in types):
+        pattern = "".join(_NEMOTRON_H_KINDS.get(t, "?") for t in types)
+    if not isinstance(pattern, str) or not pattern or set(pattern) - set("M*-E"):
+        raise ImportRefused(
+            "config.json's hybrid_override_pattern (or layers_block_type) is not Nemotron-H's Mamba-2, "
+            "attention, MLP and mixture layers"
+        )
+    return pattern
+
+
+def _whole(value: Any) -> bool:
+    """Whether a setting is a whole number of something (0 or more; not a bool, which Python counts)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -165,7 +165,12 @@ def _pairs(adapter: Checkpoint, family: Family) -> tuple[dict[str, _Pair], list[
             if name is None or family.unadapted(name):
                 raise ImportRefused(
                     f"{module} is no weight llama.cpp adapts"
-                    + (f" (its {family.arch} computes {name} without adapters)" if name is not None else "")
+                    + (
+                        f" (its {family.arch} computes {name} without adapters): merge the adapter into the model "
+                        "(PEFT's merge_and_unload) and create the model from the merged folder"
+                        if name is not None
+                        else ""
+                    )
                 )
             pair = pairs.setdefault(name, _Pair(module))
             if getattr(pair, part) is not None:

@@ -101,10 +101,12 @@ def tokenizer_kv(
         kv = _bpe_vocabulary(checkpoint, rows, pad, pre)
     tokens: list[str] = kv["tokenizer.ggml.tokens"][0]
     kv |= _special_tokens(checkpoint, config, tokens)
-    ids = {text: tid for tid, text in enumerate(tokens)}
+    ids = {text: tid for tid, text in reversed(list(enumerate(tokens)))}  # a text's first id
     for key, text in (turn_ends or {}).items():
         if text in ids:
             kv[f"tokenizer.ggml.{key}_token_id"] = (ids[text], _U32)
+    if pre == "glm4":  # llama.cpp runs GLM's vocabulary without a bos: none may be added
+        kv["tokenizer.ggml.add_bos_token"] = (False, _BOOL)
     if wordpiece:  # a text is [CLS] ... [SEP]: llama.cpp's bos and eos, as its converter gives them
         for key, name in (("bos", "cls"), ("eos", "seperator")):
             tid = kv.get(f"tokenizer.ggml.{name}_token_id")
