@@ -21,7 +21,8 @@ from typing import Any
 import gguf
 import numpy as np
 
-from . import core_ggufs, deepseek2_ggufs, gemma4_ggufs, ollama_ggufs, tower_ggufs, vision_ggufs
+from ..convert.hf import safetensors
+from . import core_ggufs, deepseek2_ggufs, gemma4_ggufs, nemotron_h_ggufs, ollama_ggufs, tower_ggufs, vision_ggufs
 from .gguf_base import (
     TINY,
     Tensors,
@@ -65,6 +66,8 @@ _ARCHITECTURES = {
     "lfm2moe": "Lfm2MoeForCausalLM",
     "gemma4": "Gemma4ForCausalLM",
     "deepseek2": "DeepseekV3ForCausalLM",  # or GLM-4.7-Flash's, by its vocabulary (_deepseek2_config)
+    "nemotron_h": "NemotronHForCausalLM",
+    "nemotron_h_moe": "NemotronHForCausalLM",
 }
 _GEMMAS = (
     "gemma",
@@ -92,6 +95,7 @@ _MODEL_TYPES = {
     "command-r": "cohere",
     "lfm2moe": "lfm2_moe",
     "gemma4": "gemma4_text",
+    "nemotron_h_moe": "nemotron_h",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -155,6 +159,37 @@ _GEMMA4_PARTS = _GEMMA_PARTS | {
     "post_ffw_norm_2": "post_feedforward_layernorm_2",
 }
 # ... and its parameters that are no module's weight: the layer's output scale, the router's scales.
+# Nemotron-H's, under its releases' ``backbone.``: each layer's norm and one mixer; its parameters
+# (no module's weight or bias) by llama.cpp's name.
+_NEMOTRON_H_PARTS = {
+    "attn_norm": "norm",
+    "ssm_in": "mixer.in_proj",
+    "ssm_conv1d": "mixer.conv1d",
+    "ssm_norm": "mixer.norm",
+    "ssm_out": "mixer.out_proj",
+    "attn_q": "mixer.q_proj",
+    "attn_k": "mixer.k_proj",
+    "attn_v": "mixer.v_proj",
+    "attn_output": "mixer.o_proj",
+    "ffn_up": "mixer.up_proj",
+    "ffn_down": "mixer.down_proj",
+    "ffn_gate_inp": "mixer.gate",
+    "ffn_up_shexp": "mixer.shared_experts.up_proj",
+    "ffn_down_shexp": "mixer.shared_experts.down_proj",
+    "ffn_latent_down": "mixer.fc1_latent_proj",
+    "ffn_latent_up": "mixer.fc2_latent_proj",
+}
+_NEMOTRON_H_PARAMS = {
+    "ssm_a": "mixer.A_log",
+    "ssm_d": "mixer.D",
+    "ssm_dt.bias": "mixer.dt_bias",
+    "exp_probs_b.bias": "mixer.gate.e_score_correction_bias",
+}
+_NEMOTRON_H_GLOBAL = {
+    "token_embd.weight": "backbone.embeddings.weight",
+    "output_norm.weight": "backbone.norm_f.weight",
+    "output.weight": "lm_head.weight",
+}
 _GEMMA4_PARAMS = {
     "layer_output_scale.weight": "layer_scalar",
     "ffn_gate_inp.scale": "router.scale",
@@ -1153,6 +1188,9 @@ def export(
             name, data = _qwen35_back(t.name, data, kv, arch)
             tensors[name] = data
             continue
+        if arch in ("nemotron_h", "nemotron_h_moe"):
+            tensors |= _nemotron_h_back(t.name, data)
+            continue
         if arch == "deepseek2" and part in ("attn_k_b", "attn_v_b"):
             latent[t.name] = data
             continue
@@ -2104,9 +2142,78 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         }
     if arch == "gemma-embedding":  # the window as saved: transformers halves it (it reaches both ways)
         config["use_bidirectional_attention"] = True
+    if arch in ("nemotron_h", "nemotron_h_moe"):
+        config |= _nemotron_h_config(kv)
     if arch == "deepseek2":  # no head_dim: GLM's would name the rotary width
         del config["head_dim"]
         config |= _deepseek2_config(kv)
+    return config
+
+
+def _nemotron_h_back(name: str, data: np.ndarray) -> dict[str, np.ndarray]:
+    """A Nemotron-H tensor as its releases keep it: under ``backbone.``, ``A`` as its logarithm,
+    ``A``, ``D`` and the norm as vectors, the convolution a Conv1d's ``(channels, 1, kernel)``, the
+    experts each apart."""
+    if name in _NEMOTRON_H_GLOBAL:
+        return {_NEMOTRON_H_GLOBAL[name]: data}
+    _, layer, rest = name.split(".", 2)
+    stem = f"backbone.layers.{layer}"
+    if rest in ("ffn_up_exps.weight", "ffn_down_exps.weight"):
+        projection = rest.split("_")[1]
+        return {f"{stem}.mixer.experts.{e}.{projection}_proj.weight": rows for e, rows in enumerate(data)}
+    if rest in _NEMOTRON_H_PARAMS:
+        values = np.log(-data) if rest == "ssm_a" else data
+        return {f"{stem}.{_NEMOTRON_H_PARAMS[rest]}": values.reshape(-1)}
+    part, _, suffix = rest.rpartition(".")
+    if part == "ssm_norm":
+        data = data.reshape(-1)
+    elif part == "ssm_conv1d" and suffix == "weight":
+        data = data[:, None, :]
+    return {f"{stem}.{_NEMOTRON_H_PARTS[part]}.{suffix}": data}
+
+
+def _nemotron_h_config(kv: dict[str, Any]) -> dict[str, Any]:
+    """Nemotron-H's settings as its releases state them (``hybrid_override_pattern``, the Mamba-2
+    mixer's ``mamba_*`` widths, ReLU² FFNs; a mixture's experts and router)."""
+    a = str(kv["general.architecture"])
+    kv_heads, widths = kv[f"{a}.attention.head_count_kv"], kv[f"{a}.feed_forward_length"]
+    moe = f"{a}.expert_count" in kv
+    pattern = "".join(
+        "*" if int(h) else ("E" if moe else "-") if int(f) else "M" for h, f in zip(kv_heads, widths, strict=True)
+    )
+    heads = int(kv[f"{a}.ssm.time_step_rank"])
+    config: dict[str, Any] = {
+        "hybrid_override_pattern": pattern,
+        "num_key_value_heads": max(int(h) for h in kv_heads),
+        "head_dim": int(kv[f"{a}.attention.key_length"]),
+        "intermediate_size": max(int(f) for f in widths),
+        "layer_norm_epsilon": float(kv[f"{a}.attention.layer_norm_rms_epsilon"]),
+        "mamba_num_heads": heads,
+        "mamba_head_dim": int(kv[f"{a}.ssm.inner_size"]) // heads,
+        "ssm_state_size": int(kv[f"{a}.ssm.state_size"]),
+        "n_groups": int(kv[f"{a}.ssm.group_count"]),
+        "conv_kernel": int(kv[f"{a}.ssm.conv_kernel"]),
+        "use_conv_bias": True,
+        "mlp_hidden_act": "relu2",
+        "mamba_hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "use_bias": False,
+        "residual_in_fp32": False,
+    }
+    if moe:
+        config |= {
+            "n_routed_experts": int(kv[f"{a}.expert_count"]),
+            "num_experts_per_tok": int(kv[f"{a}.expert_used_count"]),
+            "moe_intermediate_size": int(kv[f"{a}.expert_feed_forward_length"]),
+            "moe_shared_expert_intermediate_size": int(kv[f"{a}.expert_shared_feed_forward_length"]),
+            "n_shared_experts": int(kv[f"{a}.expert_shared_count"]),
+            "norm_topk_prob": bool(kv[f"{a}.expert_weights_norm"]),
+            "routed_scaling_factor": float(kv[f"{a}.expert_weights_scale"]),
+            "n_group": 1,
+            "topk_group": 1,
+            "moe_latent_size": int(kv[f"{a}.moe_latent_size"]) if f"{a}.moe_latent_size" in kv else None,
+        }
     return config
 
 
@@ -2211,6 +2318,49 @@ def write_hf_deepseek2(folder: Path, *, glm: bool = True, seed: int = 0) -> tupl
     shape = deepseek2_ggufs.GLM47_FLASH if glm else deepseek2_ggufs.DEEPSEEK_V3
     name = "glm4-moe-lite" if glm else "deepseek-v3"
     return _exported(folder, name, lambda p: deepseek2_ggufs.write_deepseek2(p, shape, seed=seed))
+
+
+def write_hf_nemotron_h(
+    folder: Path, *, shape: str = "nano2", transformers_5: bool = False, seed: int = 0
+) -> tuple[Path, Path]:
+    """``folder/hf-nemotron-h-<shape>/``, a Nemotron-H checkpoint in F16 with Nemotron Nano 2's
+    parts (``shape`` "nano2": Mamba-2, attention and MLP layers), Nemotron 3 Nano's ("nano3": a
+    mixture for the MLP) or Nemotron 3 Super's ("super": the mixture in a latent width), as its
+    releases keep it (under ``backbone.``, each expert apart) or, ``transformers_5``, as
+    transformers 5 saves it (under ``model.``, a layer's experts in one tensor per projection), and
+    ``folder/nemotron-h-<shape>.gguf``, its twin."""
+    shapes = {
+        "nano2": nemotron_h_ggufs.NEMOTRON_NANO2,
+        "nano3": nemotron_h_ggufs.NEMOTRON3_NANO,
+        "super": nemotron_h_ggufs.NEMOTRON3_SUPER,
+    }
+    name = f"nemotron-h-{shape}"
+    written = _exported(folder, name, lambda p: nemotron_h_ggufs.write_nemotron_h(p, shapes[shape], seed=seed))
+    if transformers_5:
+        _saved_by_transformers_5(written[0])
+    return written
+
+
+def _saved_by_transformers_5(folder: Path) -> None:
+    """A Nemotron-H folder's tensors as transformers 5 saves them: ``model.`` for ``backbone.``, and
+    a layer's experts stacked into one ``up_proj`` and one ``down_proj``."""
+    path = folder / "model.safetensors"
+    tensors: dict[str, np.ndarray] = {}
+    experts: dict[str, dict[int, np.ndarray]] = {}
+    dtypes: dict[str, str] = {}
+    for source in safetensors.read(path, path.name):
+        name, data = source.name.replace("backbone.", "model.", 1), np.array(source.data)  # copied: rewritten
+        dtypes[name] = source.dtype
+        m = re.fullmatch(r"(model\.layers\.\d+\.mixer\.experts)\.(\d+)\.(up|down)_proj\.weight", name)
+        if m:
+            experts.setdefault(f"{m[1]}.{m[3]}_proj", {})[int(m[2])] = data
+            dtypes[f"{m[1]}.{m[3]}_proj"] = source.dtype
+        else:
+            tensors[name] = data
+    for name, each in experts.items():
+        tensors[name] = np.stack([each[e] for e in sorted(each)])
+    path.unlink()
+    write_safetensors(path, {name: (dtypes[name], data) for name, data in tensors.items()})
 
 
 def write_hf_command_r(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:

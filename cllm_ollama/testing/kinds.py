@@ -182,6 +182,16 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "experts beside a shared one), and DIR/glm4-moe-lite.gguf, its twin",
         hf.write_hf_deepseek2,
     ),
+    "hf-nemotron-h": (
+        "DIR/hf-nemotron-h-nano2/, a Nemotron-H checkpoint with Nemotron Nano 2's parts (Mamba-2, attention and "
+        "ReLU² MLP layers, under backbone.), and DIR/nemotron-h-nano2.gguf, its twin",
+        hf.write_hf_nemotron_h,
+    ),
+    "hf-nemotron-h-moe": (
+        "DIR/hf-nemotron-h-nano3/, a Nemotron-H checkpoint with Nemotron 3 Nano's mixture, as transformers 5 saves "
+        "it (under model., a layer's experts fused), and DIR/nemotron-h-nano3.gguf, its twin",
+        lambda folder: hf.write_hf_nemotron_h(folder, shape="nano3", transformers_5=True),
+    ),
     "hf-deepseek-v3": (
         "DIR/hf-deepseek-v3/, a DeepSeek V3 checkpoint (latent attention, experts chosen in groups, YaRN), and "
         "DIR/deepseek-v3.gguf, its twin",

@@ -41,6 +41,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_mistral,
     write_hf_mistral3_vision,
     write_hf_mixtral,
+    write_hf_nemotron_h,
     write_hf_olmo3,
     write_hf_phi3,
     write_hf_qwen3,
@@ -65,6 +66,10 @@ def write_hf_gemma4_moe(folder: Path) -> tuple[Path, Path]:
 
 def write_hf_deepseek_v3(folder: Path) -> tuple[Path, Path]:
     return write_hf_deepseek2(folder, glm=False)
+
+
+def write_hf_nemotron3_nano(folder: Path) -> tuple[Path, Path]:
+    return write_hf_nemotron_h(folder, shape="nano3", transformers_5=True)
 
 
 @pytest.fixture
@@ -155,7 +160,8 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
     converted, it answers word for word as the GGUF it was exported from (a Llama's Q and K rows
     reordered on the way, Gemma's norms shifted, a Qwen3's kept, a mixture's experts stacked, Qwen
     3.5's delta nets as llama.cpp keeps them, gpt-oss's MXFP4 experts repacked, Gemma 4's per-layer
-    embeddings and shared KV, DeepSeek V3's latent attention split as llama.cpp computes it), and
+    embeddings and shared KV, DeepSeek V3's latent attention split as llama.cpp computes it, Nemotron-H's Mamba-2
+    layers), and
     a SentencePiece vocabulary
     splits text as the sentencepiece package does."""
     with cllm_serve(tmp_path / "models", {}, tmp_path / "serve.log") as (_, url):
@@ -183,6 +189,8 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_gemma4_moe,
             write_hf_deepseek2,  # GLM-4.7-Flash's parts
             write_hf_deepseek_v3,
+            write_hf_nemotron_h,  # Nemotron Nano 2's parts: Mamba-2, attention, ReLU² MLP
+            write_hf_nemotron3_nano,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

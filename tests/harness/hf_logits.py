@@ -65,6 +65,9 @@ _TARGETS = {
     # Of what llama.cpp's deepseek2 adapts, the attention's output: it multiplies its latent
     # attention's projections without adapters, and PEFT takes any FFN name given for the routed
     # experts (transformers 5's fused ones), not the dense or shared FFN's Linears.
+    # Its Mamba-2 layers' in-projection too (PEFT refuses their out_proj); its experts are no
+    # Linear modules (a mixture's shared expert is adapted through up_proj and down_proj).
+    "NemotronHForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "in_proj"],
     "DeepseekV3ForCausalLM": ["o_proj"],
     "Glm4MoeLiteForCausalLM": ["o_proj"],
 }

@@ -43,6 +43,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_mistral,
     write_hf_mistral3_vision,
     write_hf_mixtral,
+    write_hf_nemotron_h,
     write_hf_olmo3,
     write_hf_phi3,
     write_hf_qwen2vl_vision,
@@ -692,6 +693,36 @@ def test_a_latent_attention_mixture_converts_to_its_twin(tmp_path: Path, glm: bo
     _edit(folder, "config.json", lambda c: c.update(num_nextn_predict_layers=1))
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    # A layer past those (num_hidden_layers stated short) would be dropped: refused instead.
+    _edit(folder, "config.json", lambda c: c.update(num_nextn_predict_layers=0))
+    with pytest.raises(ImportRefused, match=r"model\.layers\.3\.\S+ is past the model's 3 layers"):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_glm_s_settings_are_read_as_transformers_reads_them(tmp_path: Path) -> None:
+    """GLM-4.7-Flash's: one dense layer where config.json names none (transformers'
+    ``mlp_layer_types``), no bos added (llama.cpp runs its vocabulary without one, and would abort
+    adding none), and a stated YaRN attention factor of 1 as llama.cpp's deepseek2 computes it."""
+    folder, _ = write_hf_deepseek2(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("mlp_layer_types")
+    assert Family.of(config).kv()["deepseek2.leading_dense_block_count"][0] == 1
+    yarn = {"rope_type": "yarn", "factor": 4.0, "mscale": 1.0, "mscale_all_dim": 1.0, "attention_factor": 1.0}
+    assert "deepseek2.rope.scaling.attn_factor" not in Family.of(config | {"rope_parameters": yarn}).kv()
+    _edit(folder, "tokenizer_config.json", lambda c: c.update(add_bos_token=True))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.add_bos_token"] is False
+
+
+def test_a_latent_attention_choosing_every_group_states_none(tmp_path: Path) -> None:
+    """Experts in groups of which every one is chosen (``topk_group`` = ``n_group``) are chosen as
+    if ungrouped; llama.cpp, which asserts fewer groups chosen than there are, is told so."""
+    folder, _ = write_hf_deepseek2(tmp_path, glm=False)
+    config = json.loads((folder / "config.json").read_text())
+    kv = Family.of(config | {"n_group": 4, "topk_group": 4}).kv()
+    assert (kv["deepseek2.expert_group_count"][0], kv["deepseek2.expert_group_used_count"][0]) == (1, 1)
+    kv = Family.of(config).kv()
+    assert (kv["deepseek2.expert_group_count"][0], kv["deepseek2.expert_group_used_count"][0]) == (4, 2)
 
 
 def test_a_latent_attention_without_q_compression_states_rank_0(tmp_path: Path) -> None:
@@ -722,9 +753,16 @@ def test_a_latent_attention_without_q_compression_states_rank_0(tmp_path: Path) 
         ({"n_group": 3}, "8 experts in n_group 3"),
         ({"n_group": 2, "topk_group": 3}, "topk_group 3"),
         ({"n_shared_experts": 0}, "has no shared experts"),
+        ({"num_experts_per_tok": 9}, "num_experts_per_tok is more than its 8 experts"),
         ({"mlp_layer_types": ["sparse", "dense", "sparse"]}, "mlp_layer_types are not dense layers, then sparse ones"),
         ({"mlp_layer_types": None, "first_k_dense_replace": "1"}, "first_k_dense_replace is not a number"),
-        ({"q_lora_rank": 1.5}, "q_lora_rank is not a whole number"),
+        ({"q_lora_rank": 1.5}, "q_lora_rank is neither a whole number nor null"),
+        ({"num_hidden_layers": 27}, "takes a deepseek2 of 27 layers for DeepSeek-V2-Lite"),
+        ({"partial_rotary_factor": 0.5}, "rotates part of qk_rope_head_dim"),
+        (
+            {"rope_scaling": {"type": "yarn", "factor": 4.0, "mscale": 0, "mscale_all_dim": 0}},
+            "mscale and mscale_all_dim unequal or unstated",
+        ),
     ],
 )
 def test_a_latent_attention_llama_cpp_would_run_otherwise_is_refused(
@@ -734,6 +772,65 @@ def test_a_latent_attention_llama_cpp_would_run_otherwise_is_refused(
     activation or rotary width, YaRN's attention factor, groups it cannot choose among, no shared
     expert, dense layers between mixtures) are refused before a tensor is read."""
     folder, _ = write_hf_deepseek2(tmp_path)
+    _edit(folder, "config.json", lambda c: c.update(damage))
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize(
+    ("shape", "transformers_5"),
+    [("nano2", False), ("nano3", True), ("super", False)],
+    ids=["nano2", "nano3-transformers5", "super"],
+)
+def test_a_nemotron_h_converts_to_its_twin(tmp_path: Path, shape: str, transformers_5: bool) -> None:
+    """Nemotron-H (``NemotronHForCausalLM``) as llama.cpp's ``nemotron_h``, or ``nemotron_h_moe`` for
+    Nemotron 3's mixtures: its Mamba-2 layers (``A`` from its logarithm, ``A`` and ``D`` a column
+    per head, the convolution without its unit axis, the gated norm a row per group), its layers'
+    kinds as per-layer KV heads and FFN widths, the experts (each apart under the releases'
+    ``backbone.``, or fused under ``model.`` as transformers 5 saves them), the router's bias, the
+    shared expert and Nemotron 3 Super's latent projections. The layers' kinds stated as
+    transformers 5's ``layers_block_type`` are the same model, and the multi-token-prediction
+    block (``mtp.``) is left out."""
+    folder, twin = write_hf_nemotron_h(tmp_path, shape=shape, transformers_5=transformers_5)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    names = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+
+    def saved_by_transformers_5(config: dict[str, Any]) -> None:
+        kinds = config.pop("hybrid_override_pattern")
+        config["layers_block_type"] = [names[k].replace("mamba", "linear_attention") for k in kinds]
+        config.pop("num_hidden_layers")
+
+    _edit(folder, "config.json", saved_by_transformers_5)
+    weights = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    weights.unlink()  # mapped while read: written anew, not over
+    write_safetensors(weights, tensors | {"mtp.layers.0.eh_proj.weight": ("F16", np.zeros((4, 8), np.float16))})
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ({"mlp_hidden_act": "gelu"}, "config.json's mlp_hidden_act is 'gelu'"),
+        ({"mamba_hidden_act": "relu"}, "config.json's mamba_hidden_act is 'relu'"),
+        ({"attention_bias": True}, "config.json's attention_bias is True"),
+        ({"use_bias": True}, "config.json's use_bias is True"),
+        ({"sliding_window": 1024}, "sets a sliding_window"),
+        ({"hybrid_override_pattern": "M*X-"}, "hybrid_override_pattern (or layers_block_type) is not Nemotron-H's"),
+        ({"mamba_num_heads": 7, "mamba_head_dim": 16}, "mamba_num_heads 7 do not split into its n_groups 2"),
+        ({"n_group": 2, "topk_group": 1}, "chooses experts among n_group 2"),
+    ],
+)
+def test_a_nemotron_h_llama_cpp_would_run_otherwise_is_refused(
+    tmp_path: Path, damage: dict[str, Any], why: str
+) -> None:
+    """Settings llama.cpp's nemotron_h computes otherwise (other activations, biases, a window, a
+    layer kind it lacks, Mamba heads its groups cannot share, experts chosen in groups) are refused."""
+    folder, _ = write_hf_nemotron_h(tmp_path, shape="nano3")
     _edit(folder, "config.json", lambda c: c.update(damage))
     with pytest.raises(ImportRefused, match=re.escape(why)):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")

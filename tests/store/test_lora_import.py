@@ -5,6 +5,7 @@ every module's update as it did; what cannot be converted is a 400 that says why
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from cllm_ollama.testing.hf_folders import (
     write_qwen3moe,
     write_safetensors,
 )
+from cllm_ollama.testing.nemotron_h_ggufs import NEMOTRON3_SUPER, write_nemotron_h
 
 
 @pytest.fixture(scope="module")
@@ -208,10 +210,11 @@ def test_what_cannot_be_converted_says_why(
         _convert(folder, base, tmp_path / "out.gguf")
 
 
-@pytest.mark.parametrize("module", ["kv_b_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa"])
+@pytest.mark.parametrize("module", ["kv_b_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "lm_head"])
 def test_a_lora_on_a_latent_attention_s_projections_is_refused(tmp_path: Path, module: str) -> None:
-    """llama.cpp's deepseek2 multiplies its latent attention's projections without adapters, so a
-    LoRA on one would change nothing: refused, saying so; one on the attention's output converts."""
+    """llama.cpp's deepseek2 multiplies its latent attention's projections and its output without
+    adapters, so a LoRA on one would change nothing: refused, saying so and what to do instead; one
+    on the attention's output converts."""
     base = write_deepseek2(tmp_path / "base.gguf")
     folder = tmp_path / "adapter"
     folder.mkdir()
@@ -223,11 +226,39 @@ def test_a_lora_on_a_latent_attention_s_projections_is_refused(tmp_path: Path, m
     write_safetensors(folder / "adapter_model.safetensors", tensors)
     assert _convert(folder, base, tmp_path / "out.gguf") == []
     (folder / "adapter_model.safetensors").unlink()
-    also = {f"{stem}.{module}.lora_A.weight": ("F32", a), f"{stem}.{module}.lora_B.weight": ("F32", b)}
+    at = "base_model.model.lm_head" if module == "lm_head" else f"{stem}.{module}"
+    rows = np.zeros((416, 4), np.float32) if module == "lm_head" else b  # the output's: the vocabulary's
+    also = {f"{at}.lora_A.weight": ("F32", a), f"{at}.lora_B.weight": ("F32", rows)}
     write_safetensors(folder / "adapter_model.safetensors", tensors | also)
-    with pytest.raises(
-        ImportRefused, match=rf"^model\.layers\.1\.self_attn\.{module} is no weight llama\.cpp adapts \("
-    ):
+    why = re.escape(f"{at.removeprefix('base_model.model.')} is no weight llama.cpp adapts (") + ".*merge_and_unload"
+    with pytest.raises(ImportRefused, match="^" + why):
+        _convert(folder, base, tmp_path / "out.gguf")
+
+
+def test_a_lora_on_nemotron_3_super_s_latent_projections_is_refused(tmp_path: Path) -> None:
+    """llama.cpp multiplies Nemotron 3 Super's latent projections around its experts without
+    adapters: a LoRA on one is refused; one on its Mamba-2 in-projection converts."""
+    base = write_nemotron_h(tmp_path / "base.gguf", NEMOTRON3_SUPER)
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    config = {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["in_proj", "fc1_latent_proj"]}
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    rows = 2 * NEMOTRON3_SUPER.d_inner + 2 * NEMOTRON3_SUPER.n_group * NEMOTRON3_SUPER.d_state + 8
+    mamba = "base_model.model.backbone.layers.0.mixer.in_proj"
+    tensors = {
+        f"{mamba}.lora_A.weight": ("F32", np.zeros((4, 64), np.float32)),
+        f"{mamba}.lora_B.weight": ("F32", np.zeros((rows, 4), np.float32)),
+    }
+    write_safetensors(folder / "adapter_model.safetensors", tensors)
+    assert _convert(folder, base, tmp_path / "out.gguf") == []
+    (folder / "adapter_model.safetensors").unlink()
+    latent = "base_model.model.backbone.layers.3.mixer.fc1_latent_proj"
+    also = {
+        f"{latent}.lora_A.weight": ("F32", np.zeros((4, 64), np.float32)),
+        f"{latent}.lora_B.weight": ("F32", np.zeros((32, 4), np.float32)),
+    }
+    write_safetensors(folder / "adapter_model.safetensors", tensors | also)
+    with pytest.raises(ImportRefused, match=r"fc1_latent_proj is no weight llama\.cpp adapts \(its nemotron_h_moe"):
         _convert(folder, base, tmp_path / "out.gguf")
 
 
