@@ -1271,6 +1271,9 @@ def _seeing(
     if config["model_type"] == "gemma4_text":
         assert tower is not None, "a Gemma 4 is exported with its tower"
         return _gemma4_seeing(tensors, config, prefix, tower)
+    if config["model_type"] == "lfm2":
+        assert tower is not None, "an LFM2-VL is exported with its tower"
+        return _lfm2_seeing(tensors, config, prefix, tower)
     head = "language_model." if prefix.startswith("language_model.") else ""  # where lm_head goes
     moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else head + n): v for n, v in tensors.items()}
     tower_root = "model." if prefix.startswith("model.") else ""
@@ -1434,6 +1437,58 @@ _GEMMA4_AUDIO_LINEARS = (
     "conv_pw1",
     "conv_pw2",
 )
+
+
+def _lfm2_seeing(
+    tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str, tower: Path
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """An LFM2-VL (``Lfm2VlForConditionalGeneration``): the text model under ``prefix``, SigLIP2
+    under ``model.vision_tower.vision_model.`` (its patch kernel as the linear over each patch's
+    rows, columns and channels NaFlex keeps), the projector's layer norm and MLP."""
+    moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else n): v for n, v in tensors.items()}
+    root = "model.vision_tower.vision_model."
+    for t in gguf.GGUFReader(tower).tensors:
+        data = np.asarray(t.data, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+        stem, _, suffix = t.name.rpartition(".")
+        if stem.startswith("mm."):
+            part = {"mm.input_norm": "layer_norm", "mm.1": "linear_1", "mm.2": "linear_2"}[stem]
+            moved[f"model.multi_modal_projector.{part}.{suffix}"] = data
+        elif stem in _TOWER_GLOBAL:
+            if t.name == "v.patch_embd.weight":  # (width, 3, p, p) -> a linear over (p, p, 3)
+                data = data.transpose(0, 2, 3, 1).reshape(data.shape[0], -1)
+            moved[f"{root}{_TOWER_GLOBAL[stem]}.{suffix}"] = data
+        else:
+            _, _, layer, part = stem.split(".")
+            moved[f"{root}encoder.layers.{layer}.{_TOWER_PARTS[part]}.{suffix}"] = data
+    kv = _fields(tower)
+    n_embd = int(kv["clip.vision.embedding_length"])
+    vision = {
+        "model_type": "siglip2_vision_model",
+        "hidden_size": n_embd,
+        "intermediate_size": int(kv["clip.vision.feed_forward_length"]),
+        "num_hidden_layers": int(kv["clip.vision.block_count"]),
+        "num_attention_heads": int(kv["clip.vision.attention.head_count"]),
+        "num_patches": moved[f"{root}embeddings.position_embedding.weight"].shape[0],
+        "patch_size": int(kv["clip.vision.patch_size"]),
+        "layer_norm_eps": float(kv["clip.vision.attention.layer_norm_epsilon"]),
+        "vision_use_head": False,
+    }
+    text = {k: v for k, v in config.items() if k != "architectures"}
+    wrapped = {
+        "architectures": ["Lfm2VlForConditionalGeneration"],
+        "model_type": "lfm2_vl",
+        "text_config": text,
+        "vision_config": vision,
+        "downsample_factor": int(kv["clip.vision.projector.scale_factor"]),
+        "projector_hidden_size": moved["model.multi_modal_projector.linear_1.weight"].shape[0],
+        "projector_hidden_act": "gelu",
+        "projector_bias": True,
+        "projector_use_layernorm": True,
+        "vision_feature_layer": -1,
+        "image_token_id": len(moved[prefix + "embed_tokens.weight"]) - 1,
+        "tie_word_embeddings": config["tie_word_embeddings"],
+    }
+    return moved, wrapped
 
 
 def _gemma4_seeing(
@@ -2361,6 +2416,16 @@ def _saved_by_transformers_5(folder: Path) -> None:
         tensors[name] = np.stack([each[e] for e in sorted(each)])
     path.unlink()
     write_safetensors(path, {name: (dtypes[name], data) for name, data in tensors.items()})
+
+
+def write_hf_lfm2_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
+    """``folder/hf-lfm2-vl/``, an LFM2-VL (``Lfm2VlForConditionalGeneration``: the LFM2 text model
+    under ``model.language_model.``, SigLIP2 and its projector, F16), and its twins
+    ``folder/text.gguf`` and ``folder/mmproj.gguf`` (an ``lfm2`` projector)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = ollama_ggufs.write_lfm2(folder / "text.gguf", seed=seed, f16=True)
+    mmproj = tower_ggufs.write_lfm2_projector(folder / "mmproj.gguf", seed=seed)
+    return export(text, folder / "hf-lfm2-vl", sees="model.language_model.", tower=mmproj), text, mmproj
 
 
 def write_hf_command_r(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:

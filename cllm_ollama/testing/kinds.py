@@ -192,6 +192,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "it (under model., a layer's experts fused), and DIR/nemotron-h-nano3.gguf, its twin",
         lambda folder: hf.write_hf_nemotron_h(folder, shape="nano3", transformers_5=True),
     ),
+    "hf-lfm2-vl": (
+        "DIR/hf-lfm2-vl/, an LFM2-VL that sees (LFM2, SigLIP2 and its projector), and its twins DIR/text.gguf and "
+        "DIR/mmproj.gguf",
+        hf.write_hf_lfm2_vision,
+    ),
     "hf-deepseek-v3": (
         "DIR/hf-deepseek-v3/, a DeepSeek V3 checkpoint (latent attention, experts chosen in groups, YaRN), and "
         "DIR/deepseek-v3.gguf, its twin",

@@ -8,6 +8,7 @@ position table, 3x3 pooling, standardization) and a ``gemma4a`` Conformer (a two
 subsampler, half-step FFNs, chunked attention with relative positions, a depthwise convolution).
 Qwen 3.5: a loadable hybrid of linear (gated delta net) and full attention, and its tower is
 Qwen3-VL's (a ``qwen3vl_merger`` projector without deepstack).
+LFM2-VL: SigLIP2 and its projector (``lfm2``: 2x2 patches unshuffled, a layer norm, a GELU MLP).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .gguf_base import (
     moe_ffn,
     projector_header,
     synthetic_vocab,
+    vit_block,
 )
 from .vision_ggufs import write_qwen3vl_projector
 
@@ -44,6 +46,35 @@ GEMMA4_AUDIO_OUT = 48  # the encoder's output projection, before the embedder
 GEMMA4_MELS = 128
 GEMMA4_CONV_KERNEL = 5
 CLAMPED = ("attn_q",)  # the linears whose clamp scalars the tiny towers carry (in their first block)
+
+
+# LFM2-VL's SigLIP2: a position table of 8x8 patches, which libmtmd resizes to each picture (a
+# 128-pixel one, 16x16 patches, is the fewest tokens libmtmd's lfm2 keeps: 64).
+LFM2_VISION = VisionShape(image_size=64, patch_size=8, n_embd=32, n_head=2, n_ff=64, merge=2)
+LFM2_PROJECTOR_HIDDEN = 48
+
+
+def write_lfm2_projector(path: Path, *, n_embd_text: int = TINY.n_embd, seed: int = 0) -> Path:
+    """LFM2-VL's projector as llama.cpp's ``LFM2VLModel`` writes it (``lfm2``): SigLIP2's patch
+    kernel and position table in F32, matrices in F16, biases and norms F32 (of values F16 holds,
+    so that the checkpoint exported from it converts back to it exactly)."""
+    v = LFM2_VISION
+    t = projector_header(path, v, "lfm2", n_embd_text, seed)
+    t = Tensors(t.w, t.rng, 0.2, gguf.GGMLQuantizationType.F16)
+    t.w.add_vision_projector_scale_factor(v.merge)
+    t.f32("v.patch_embd.weight", f16_exact(t, (v.n_embd, 3, v.patch_size, v.patch_size)))
+    t.f32("v.patch_embd.bias", f16_exact(t, (v.n_embd,), 0.1))
+    t.f32("v.position_embd.weight", f16_exact(t, (v.n_patches, v.n_embd)))
+    vit_block(t, v)
+    merged = v.n_embd * v.merge * v.merge
+    t.f32("mm.input_norm.weight", 1.0 + f16_exact(t, (merged,), 0.1))
+    t.f32("mm.input_norm.bias", f16_exact(t, (merged,), 0.1))
+    t.matrix("mm.1.weight", LFM2_PROJECTOR_HIDDEN, merged)
+    t.f32("mm.1.bias", f16_exact(t, (LFM2_PROJECTOR_HIDDEN,), 0.1))
+    t.matrix("mm.2.weight", n_embd_text, LFM2_PROJECTOR_HIDDEN)
+    t.f32("mm.2.bias", f16_exact(t, (n_embd_text,), 0.1))
+    finish(t.w)
+    return path
 
 
 def write_gemma4(path: Path, *, seed: int = 0) -> Path:

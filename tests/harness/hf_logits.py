@@ -125,6 +125,12 @@ def image(folder: str, pixels: str, out: str) -> None:
             features = model.model.get_image_features(pixel_values=patches, image_position_ids=positions)
         np.save(out, features.pooler_output[0].numpy())
         return
+    if config["model_type"] == "lfm2_vl":
+        with torch.no_grad():
+            model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+            features = model.model.get_image_features(**naflex_patches(values, config["vision_config"]["patch_size"]))
+        np.save(out, features.pooler_output[0].numpy())
+        return
     values = values[None]
     with torch.no_grad():
         if config["architectures"][0] == "Mistral3ForConditionalGeneration":
@@ -147,6 +153,19 @@ def gemma4_patches(values: torch.Tensor, patch: int) -> tuple[torch.Tensor, torc
     patches = values.permute(1, 2, 0).reshape(rows, patch, columns, patch, channels).permute(0, 2, 1, 3, 4)
     positions = torch.tensor([[c, r] for r in range(rows) for c in range(columns)])
     return patches.reshape(1, rows * columns, -1), positions[None]
+
+
+def naflex_patches(values: torch.Tensor, patch: int) -> dict[str, torch.Tensor]:
+    """A picture (``(3, height, width)``, normalized) as Siglip2ImageProcessor lays it out for LFM2-VL:
+    each patch's rows, columns, then channels, the patches row by row, all of them real; a batch of one."""
+    channels, height, width = values.shape
+    rows, columns = height // patch, width // patch
+    patches = values.reshape(channels, rows, patch, columns, patch).permute(1, 3, 2, 4, 0)
+    return {
+        "pixel_values": patches.reshape(1, rows * columns, -1),
+        "spatial_shapes": torch.tensor([[rows, columns]]),
+        "pixel_attention_mask": torch.ones(1, rows * columns, dtype=torch.bool),
+    }
 
 
 def audio(folder: str, samples: str, out: str) -> None:
@@ -195,6 +214,8 @@ def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
     elif config["model_type"] == "gemma4":  # its picture's tokens both ways in its sliding layers
         patches, positions = gemma4_patches(values, processor["patch_size"])
         inputs = {"pixel_values": patches, "image_position_ids": positions, "mm_token_type_ids": kinds}
+    elif config["model_type"] == "lfm2_vl":
+        inputs = naflex_patches(values, config["vision_config"]["patch_size"])
     else:  # Mistral 3's Pixtral
         inputs["image_sizes"] = torch.tensor([list(values.shape[1:])])
     with torch.no_grad():

@@ -213,6 +213,9 @@ _SEEING: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
     # Gemma 4's picture libmtmd keeps as it is: 27x27 patches pooled 3x3 into 81 tokens, within its
     # 70 to 1120 and a whole number of pooled patches a side.
     "gemma4": (hf.write_hf_gemma4_vision, 216),
+    # LFM2-VL's at libmtmd's fewest tokens, 64 (16x16 patches unshuffled 2x2): its 8x8 position
+    # table resized to the picture, by libmtmd and by transformers.
+    "lfm2": (hf.write_hf_lfm2_vision, 128),
 }
 
 

@@ -443,6 +443,7 @@ LAYOUTS = {
     ),
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
+    "Lfm2VlForConditionalGeneration": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL, tower=True, vision="lfm2"),
     "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
     "Qwen3VLForConditionalGeneration": _Layout("qwen3vl", _QWEN3, tower=True, vision="qwen3vl_merger"),
     "Qwen3VLMoeForConditionalGeneration": _Layout(

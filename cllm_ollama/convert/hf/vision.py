@@ -17,10 +17,14 @@ llama.cpp's ``Qwen2VLVisionModel`` and ``Qwen3VLVisionModel`` write them: Qwen 2
 split in three, Qwen 2.5's window attention as the pattern of its full-attention blocks, Qwen 3's
 learned position table and its deepstack mergers, whose features of earlier blocks are added to
 the text model's first layers.
+
+LFM2-VL's: SigLIP2 with its patches through a linear (as a convolution's kernel, as Gemma 4's) and
+a position table libmtmd resizes to each picture, and a projector over each 2x2 patches (``lfm2``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -177,6 +181,19 @@ _GEMMA4 = _Tower(
     projector_prefixes=("model.embed_vision.", "embed_vision."),
 )
 _CLAMPS = ("input_min", "input_max", "output_min", "output_max")
+# LFM2-VL's: SigLIP2 (NaFlex: its patches through a linear, its 16x16 position table resized to
+# each picture by libmtmd), and a projector over each 2x2 patches unshuffled into one: a layer
+# norm, then a GELU MLP.
+_LFM2 = dataclasses.replace(
+    _GEMMA3,
+    who="LFM2-VL's",
+    projector={
+        "layer_norm.weight": "mm.input_norm.weight",
+        "layer_norm.bias": "mm.input_norm.bias",
+        **{f"linear_{i}.{kind}": f"mm.{i}.{kind}" for i in (1, 2) for kind in ("weight", "bias")},
+    },
+    required=("v.patch_embd.weight", "v.position_embd.weight", "mm.1.weight", "mm.1.bias", "mm.2.weight", "mm.2.bias"),
+)
 # What libmtmd's gemma4v fixes: its rotation's base, and a Gemma 4 picture's pooling unless stated.
 _GEMMA4_ROPE_THETA = 100.0
 _GEMMA4_POOLING = 3
@@ -258,6 +275,8 @@ def projector(
         return _qwen_vl(kind, vision, text, processor, sources)
     if kind == "gemma4v":
         return _gemma4(vision, text, processor, sources)
+    if kind == "lfm2":
+        return _lfm2(config, vision, text, processor, sources)
     return _gemma3(config, vision, text, processor, sources)
 
 
@@ -315,12 +334,8 @@ def _gemma4(
         name = _GEMMA4.gguf_name(source.name)
         if name is None or infinite_clamp(name, source):
             continue
-        if name == "v.patch_embd.weight":  # a linear over (rows, columns, channels) of a patch
-            if source.shape != (n_embd, patch * patch * 3):
-                raise ImportRefused(
-                    f"tensor {source.name} of shape {list(source.shape)} is not {patch}x{patch}x3 patches"
-                )
-            source = source.with_data(source.data.reshape(n_embd, patch, patch, 3).transpose(0, 3, 1, 2))
+        if name == "v.patch_embd.weight":
+            source = _patch_kernel(source, n_embd, patch)
         tensors[name] = converted(name, source, None)
     _GEMMA4.require(tensors, config_int(vision, "num_hidden_layers"))
     statistics = processor if processor.get("do_normalize") else {}
@@ -332,6 +347,48 @@ def _gemma4(
     if pooling != _GEMMA4_POOLING:
         kv["clip.vision.projector.scale_factor"] = (pooling, _U32)
     return kv, list(tensors.values())
+
+
+def _lfm2(
+    config: Mapping[str, Any],
+    vision: Mapping[str, Any],
+    text: Mapping[str, Any],
+    processor: Mapping[str, Any],
+    sources: list[SourceTensor],
+) -> tuple[KV, list[Tensor]]:
+    """LFM2-VL's tower as llama.cpp's ``LFM2VLModel`` writes it (``lfm2``): SigLIP2's patch linear as
+    a convolution's kernel, its position table as it is (libmtmd resizes it to each picture), the
+    projector's layer norm and MLP; the picture unshuffled by ``downsample_factor``. ``ImportRefused``
+    for what libmtmd's lfm2 computes otherwise."""
+    if config.get("vision_feature_layer", -1) != -1:
+        raise ImportRefused(
+            "config.json's vision_feature_layer is not the tower's last, which llama.cpp's LFM2-VL reads"
+        )
+    if config.get("projector_hidden_act", "gelu") != "gelu" or config.get("projector_bias", True) is not True:
+        raise ImportRefused("config.json's projector is not a GELU MLP with biases, which libmtmd's lfm2 computes")
+    if vision.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
+        raise ImportRefused("config.json's vision_config activation is not gelu_pytorch_tanh, SigLIP2's")
+    n_embd, patch = config_int(vision, "hidden_size"), config_int(vision, "patch_size")
+    tensors: dict[str, Tensor] = {}
+    for source in sources:
+        name = _LFM2.gguf_name(source.name)
+        if name == "v.patch_embd.weight":
+            source = _patch_kernel(source, n_embd, patch)
+        if name is not None:
+            tensors[name] = converted(name, source, None)
+    _LFM2.require(tensors, config_int(vision, "num_hidden_layers"))
+    side = math.isqrt(config_int(vision, "num_patches", default=256))
+    kv = _clip_kv("lfm2", "gelu", {**vision, "image_size": side * patch}, text, processor, 1e-6, _HALVES_MEAN_STD)
+    kv["clip.vision.projector.scale_factor"] = (config_int(config, "downsample_factor", 2, "settings"), _U32)
+    return kv, list(tensors.values())
+
+
+def _patch_kernel(source: SourceTensor, n_embd: int, patch: int) -> SourceTensor:
+    """A patch embedding kept as a linear over each patch's rows, columns and channels (Gemma 4's,
+    SigLIP2's) as the convolution's kernel ``(width, 3, patch, patch)`` libmtmd applies."""
+    if source.shape != (n_embd, patch * patch * 3):
+        raise ImportRefused(f"tensor {source.name} of shape {list(source.shape)} is not {patch}x{patch}x3 patches")
+    return source.with_data(source.data.reshape(n_embd, patch, patch, 3).transpose(0, 3, 1, 2))
 
 
 def _pixtral(
