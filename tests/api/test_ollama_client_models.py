@@ -34,6 +34,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma4_vision,
     write_hf_gptoss,
     write_hf_lfm2,
+    write_hf_lfm2_vision,
     write_hf_lfm2moe,
     write_hf_llama,
     write_hf_lora,
@@ -250,15 +251,16 @@ def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> No
         write_hf_qwen35_vision,
         functools.partial(write_hf_qwen35_vision, moe=True),
         write_hf_gemma4_vision,
+        write_hf_lfm2_vision,
     ],
-    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "gemma4"],
+    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "gemma4", "lfm2"],
 )
 def test_a_folder_that_sees_answers_pictures_as_its_twin(
     tmp_path: Path, write: Callable[[Path], tuple[Path, Path, Path]]
 ) -> None:
     """A ``Gemma3ForConditionalGeneration``, ``Mistral3ForConditionalGeneration``,
     ``Qwen2_5_VLForConditionalGeneration``, ``Qwen3VLForConditionalGeneration`` (their mixtures and
-    Qwen 3.5's) or ``Gemma4ForConditionalGeneration`` folder uploaded
+    Qwen 3.5's), ``Gemma4ForConditionalGeneration`` or ``Lfm2VlForConditionalGeneration`` folder uploaded
     as ``ollama create`` uploads it: its tower converted to a projector layer, the model sees, and
     answers about two pictures word for word as the text and projector GGUFs it was exported from;
     the pictures tell apart (in the odds of the first token)."""

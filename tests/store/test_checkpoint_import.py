@@ -37,6 +37,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma4_vision,
     write_hf_gptoss,
     write_hf_lfm2,
+    write_hf_lfm2_vision,
     write_hf_lfm2moe,
     write_hf_llama,
     write_hf_ministral3,
@@ -242,6 +243,27 @@ def test_a_qwen_vl_converts_to_its_text_model_and_projector(
     _assert_sees_as_twins(folder, text, mmproj, tmp_path)
     _assert_twin_keys(text, tmp_path / "out.gguf")
     _assert_created_with_projector(folder, model_store)
+
+
+def test_an_lfm2_vl_converts_to_its_text_model_and_projector(tmp_path: Path, model_store: ModelStore) -> None:
+    """LFM2-VL (``Lfm2VlForConditionalGeneration``): its LFM2 text model, and SigLIP2 and its
+    projector as llama.cpp's ``lfm2`` (the patch linear as a convolution's kernel, the position
+    table as it is, the layer norm and MLP after 2x2 patches unshuffled); created, a projector
+    layer. A tower libmtmd would compute otherwise is left out, saying why."""
+    folder, text, mmproj = write_hf_lfm2_vision(tmp_path)
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    _assert_twin_keys(text, tmp_path / "out.gguf")
+    _assert_created_with_projector(folder, model_store)
+    sound = (folder / "config.json").read_text()
+    for damage, why in (
+        ({"vision_feature_layer": -2}, "vision_feature_layer is not the tower's last"),
+        ({"projector_hidden_act": "silu"}, "projector is not a GELU MLP with biases"),
+        ({"projector_bias": False}, "projector is not a GELU MLP with biases"),
+    ):
+        (folder / "config.json").write_text(sound)
+        _edit(folder, "config.json", lambda c, damage=damage: c.update(damage))
+        notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
+        assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
 
 
 def _assert_sees_as_twins(folder: Path, text: Path, mmproj: Path, tmp_path: Path) -> None:
