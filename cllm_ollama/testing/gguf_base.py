@@ -225,9 +225,11 @@ _FILE_TYPES = {
 }
 
 
-def add_tokenizer(w: gguf.GGUFWriter, vocab: Vocab, chat_template: str | None, fim: bool = False) -> None:
+def add_tokenizer(
+    w: gguf.GGUFWriter, vocab: Vocab, chat_template: str | None, fim: bool = False, pre: str = "qwen2"
+) -> None:
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(vocab.tokens)
     w.add_token_types(vocab.types)
     w.add_token_merges(vocab.merges)

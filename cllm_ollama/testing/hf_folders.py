@@ -113,6 +113,7 @@ SPLIT_PATTERNS: dict[str, str | tuple[str, ...]] = {
         r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
     ),
     "lfm2": _WORDS + r"\p{N}{1,3}" + _REST,  # Llama 3's, as llama.cpp runs it
+    "pixtral": _WORDS + r"\p{N}{1,3}" + _REST,  # Llama 3's too (Nemotron-H's, as llama.cpp names it)
     "gpt-4o": (  # o200k's (gpt-oss)
         _CASED
         + r"*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
@@ -2255,6 +2256,9 @@ def _nemotron_h_config(kv: dict[str, Any]) -> dict[str, Any]:
         "mlp_bias": False,
         "use_bias": False,
         "residual_in_fp32": False,
+        # transformers clamps a step below time_step_min in a prompt (not in decoding); NVIDIA's
+        # reference and llama.cpp never: a random model's steps may fall below the default 0.001.
+        "time_step_min": 0.0,
     }
     if moe:
         config |= {

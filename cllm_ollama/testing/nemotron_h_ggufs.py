@@ -88,7 +88,7 @@ def write_nemotron_h(path: Path, shape: NemotronHShape = NEMOTRON_NANO2, *, seed
         if s.latent:
             w.add_uint32(f"{arch}.moe_latent_size", s.latent)
     vocab = synthetic_vocab()
-    add_tokenizer(w, vocab, None)
+    add_tokenizer(w, vocab, None, pre="pixtral")  # as llama.cpp's converter names Nemotron-H's
 
     def f32(name: str, *dims: int, std: float = 0.3, mean: float = 0.0) -> None:
         t.f32(name, f16_exact(t, dims, std) + mean)

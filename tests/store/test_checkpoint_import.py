@@ -834,6 +834,21 @@ def test_a_nemotron_h_converts_to_its_twin(tmp_path: Path, shape: str, transform
     _assert_twin_keys(twin, tmp_path / "out.gguf")
 
 
+def test_a_nemotron_h_s_older_settings_are_read_as_transformers_reads_them(tmp_path: Path) -> None:
+    """Nemotron-H's configs as its earlier releases state them: the attention heads' width as
+    ``attention_head_dim`` (Nemotron-H 8B's), the Mamba-2 groups and convolution as ``mamba_n_groups``
+    and ``mamba_d_conv``; what a config leaves out, transformers' defaults (a mixture's config
+    needs no ``intermediate_size``)."""
+    folder, twin = write_hf_nemotron_h(tmp_path, shape="nano3")
+    config = json.loads((folder / "config.json").read_text())
+    older = {k: v for k, v in config.items() if k not in ("head_dim", "n_groups", "conv_kernel", "intermediate_size")}
+    older |= {"attention_head_dim": 16, "mamba_n_groups": 2, "mamba_d_conv": 4}
+    want = {k: v for k, v in _fields(twin).items() if k.startswith("nemotron_h_moe.") and "context" not in k}
+    assert {k: v for k, v in Family.of(older).kv().items() if k in want} == {
+        k: (pytest.approx(v) if isinstance(v, float) else v) for k, v in Family.of(config).kv().items() if k in want
+    }
+
+
 @pytest.mark.parametrize(
     ("damage", "why"),
     [
@@ -845,6 +860,11 @@ def test_a_nemotron_h_converts_to_its_twin(tmp_path: Path, shape: str, transform
         ({"hybrid_override_pattern": "M*X-"}, "hybrid_override_pattern (or layers_block_type) is not Nemotron-H's"),
         ({"mamba_num_heads": 7, "mamba_head_dim": 16}, "mamba_num_heads 7 do not split into its n_groups 2"),
         ({"n_group": 2, "topk_group": 1}, "chooses experts among n_group 2"),
+        ({"use_conv_bias": False}, "config.json's use_conv_bias is False"),
+        ({"mamba_conv_bias": False}, "config.json's use_conv_bias is False"),  # its older name
+        ({"hybrid_override_pattern": "M*E-"}, "mixes MLP and mixture layers"),
+        ({"num_experts_per_tok": 9}, "8 experts, 9 a token, are not a mixture llama.cpp runs"),
+        ({"n_routed_experts": 2048}, "2048 experts, 2 a token"),
     ],
 )
 def test_a_nemotron_h_llama_cpp_would_run_otherwise_is_refused(

@@ -141,6 +141,7 @@ _SPLITTERS = {
     "command-r": hf.write_hf_command_r,
     "deepseek-v3": lambda folder: hf.write_hf_deepseek2(folder, glm=False),
     "glm4": hf.write_hf_deepseek2,  # Llama 3's split, run by llama.cpp without a bos
+    "pixtral": hf.write_hf_nemotron_h,  # Llama 3's split, as llama.cpp's converter names Nemotron-H's
 }
 _TEXTS = [
     "In 2024, 12345 apples cost $3.50.",

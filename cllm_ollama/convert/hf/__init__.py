@@ -36,7 +36,8 @@ _VOCAB_ROWS = ("token_embd.weight", "output.weight", "per_layer_token_embd.weigh
 # Matrices kept in F32, as llama.cpp's converter keeps them: a router's weights (and a shared
 # expert's gate, a vector once its unit axis goes), BERT's position
 # and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32), as it
-# adds gpt-oss's experts' biases, and a delta net's and LFM2's convolutions. Norms are F32 whatever
+# adds gpt-oss's experts' biases, a delta net's and LFM2's convolutions, and Mamba-2's D (a column
+# per head). Norms are F32 whatever
 # their shape (Cohere's per-head ones are matrices).
 _F32_MATRICES = (
     "ffn_gate_inp.weight",

@@ -400,6 +400,8 @@ _NEMOTRON_H = _Layout(
     },
     skipped=re.compile(_SKIPPED.pattern + r"|mtp\..*"),  # its multi-token-prediction block
     root="backbone.",
+    # llama.cpp's converter names its tokenizer by its outputs: pixtral-12b's (Llama 3's split).
+    pre_tokenizer="pixtral",
 )
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
@@ -529,7 +531,7 @@ _GEMMA3_DEFAULTS: dict[str, Any] = {
     "rms_norm_eps": 1e-6,
 }
 # Nemotron-H's settings llama.cpp's nemotron_h computes with whatever config.json says: ReLU² FFNs,
-# SiLU before the scan, no biases but the convolution's.
+# SiLU before the scan, no biases but the convolution's, which it adds unchecked.
 _NEMOTRON_H_FIXED = {
     "mlp_hidden_act": "relu2",
     "mamba_hidden_act": "silu",
@@ -537,7 +539,10 @@ _NEMOTRON_H_FIXED = {
     "mlp_bias": False,
     "use_bias": False,
     "mamba_proj_bias": False,
+    "use_conv_bias": True,
 }
+# Nemotron-H's settings under their older names -> its own (transformers reads the older first).
+_NEMOTRON_H_OLDER = {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel", "mamba_conv_bias": "use_conv_bias"}
 # Nemotron-H's layer kinds by their names in ``layers_block_type`` (transformers 5's, and the
 # earlier ones) -> ``hybrid_override_pattern``'s letters: Mamba-2, attention, MLP, mixture.
 _NEMOTRON_H_KINDS = {
@@ -548,14 +553,18 @@ _NEMOTRON_H_KINDS = {
     "mlp": "-",
     "moe": "E",
 }
+# The most experts llama.cpp loads (``LLAMA_MAX_EXPERTS``; more, and it asserts).
+_MAX_EXPERTS = 1024
 # Settings llama.cpp's deepseek2 computes with whatever config.json says.
 _DEEPSEEK2_FIXED = {"hidden_act": "silu", "attention_bias": False, "rope_interleave": True}
 # Weights llama.cpp multiplies by the input without adapters (``ggml_mul_mat``, not
 # ``build_lora_mm``), by architecture and name (a block's part, or a global's): a LoRA on one would
-# change nothing. deepseek2's latent attention and output, Nemotron 3 Super's latent projections.
+# change nothing. deepseek2's latent attention and output, Mamba-2's convolution, Nemotron 3
+# Super's latent projections.
 _UNADAPTED = {
     "deepseek2": ("attn_q", "attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_kv_b", "output"),
-    "nemotron_h_moe": ("ffn_latent_down", "ffn_latent_up"),
+    "nemotron_h": ("ssm_conv1d",),
+    "nemotron_h_moe": ("ssm_conv1d", "ffn_latent_down", "ffn_latent_up"),
 }
 # What config.json may leave out, by its architecture (transformers' defaults where llama.cpp's
 # architecture is shared by families whose defaults differ).
@@ -575,6 +584,24 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "qk_nope_head_dim": 128,
         "v_head_dim": 128,
         "rms_norm_eps": 1e-6,
+    },
+    # transformers' NemotronHConfig's (its head_dim aside: older configs state attention_head_dim).
+    "NemotronHForCausalLM": {
+        "intermediate_size": 21504,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "mamba_num_heads": 128,
+        "mamba_head_dim": 64,
+        "ssm_state_size": 128,
+        "n_groups": 8,
+        "conv_kernel": 4,
+        "layer_norm_epsilon": 1e-5,
+        "max_position_embeddings": 4096,
+        "n_routed_experts": 8,
+        "moe_intermediate_size": 7688,
+        "moe_shared_expert_intermediate_size": 7688,
+        "num_experts_per_tok": 2,
+        "routed_scaling_factor": 1.0,
     },
     "Glm4MoeLiteForCausalLM": {
         "n_routed_experts": 64,
@@ -642,9 +669,10 @@ class Family:
         given = {**config, **text} if isinstance(text, dict) else config
         if layout.arch == "llama" and given.get("model_type") == "ministral3":
             layout = dataclasses.replace(layout, arch=_MINISTRAL3.arch)
-        if layout.arch == "nemotron_h":  # its layers by kind, however the config states them
+        if layout.arch == "nemotron_h":  # its layers by kind, and its older names, however stated
             kinds = _nemotron_h_kinds(given)
-            given = {**given, "num_hidden_layers": len(kinds), "hybrid_override_pattern": kinds}
+            older = {new: given[old] for old, new in _NEMOTRON_H_OLDER.items() if old in given}  # which win there
+            given = {**given, **older, "num_hidden_layers": len(kinds), "hybrid_override_pattern": kinds}
             if "E" in kinds:
                 layout = dataclasses.replace(layout, arch="nemotron_h_moe")
         if layout.arch == "nomic-bert":  # its own names, where transformers' are absent
@@ -1246,11 +1274,11 @@ class Family:
         if self.config.get("sliding_window") is not None:
             raise ImportRefused("config.json sets a sliding_window, which llama.cpp's nemotron_h has not")
         kinds = str(self.config["hybrid_override_pattern"])
-        heads, width = self._int("mamba_num_heads"), self._int("mamba_head_dim")
-        groups = self._int("n_groups", "mamba_n_groups", default=1)
+        heads, width, groups = self._int("mamba_num_heads"), self._int("mamba_head_dim"), self._mamba_groups
         if heads % groups:
             raise ImportRefused(f"config.json's mamba_num_heads {heads} do not split into its n_groups {groups}")
         a, eps = self.arch, float(self.config.get("layer_norm_epsilon") or 1e-5)
+        head_dim = self._int("head_dim", "attention_head_dim", default=128)  # transformers' default
         moe = self._int("moe_intermediate_size") if "E" in kinds else 0
         kv: KV = {
             f"{a}.attention.head_count_kv": ([self.n_head_kv if k == "*" else 0 for k in kinds], GGUFValueType.ARRAY),
@@ -1258,11 +1286,11 @@ class Family:
                 [self._int("intermediate_size") if k == "-" else moe if k == "E" else 0 for k in kinds],
                 GGUFValueType.ARRAY,
             ),
-            f"{a}.attention.key_length": (self.head_dim, _U32),
-            f"{a}.attention.value_length": (self.head_dim, _U32),
+            f"{a}.attention.key_length": (head_dim, _U32),
+            f"{a}.attention.value_length": (head_dim, _U32),
             f"{a}.attention.layer_norm_epsilon": (eps, _F32),
             f"{a}.attention.layer_norm_rms_epsilon": (eps, _F32),
-            f"{a}.ssm.conv_kernel": (self._int("conv_kernel", "mamba_d_conv", default=4), _U32),
+            f"{a}.ssm.conv_kernel": (self._int("conv_kernel"), _U32),
             f"{a}.ssm.state_size": (self._int("ssm_state_size"), _U32),
             f"{a}.ssm.group_count": (groups, _U32),
             f"{a}.ssm.inner_size": (heads * width, _U32),
@@ -1273,6 +1301,11 @@ class Family:
         n_group, used_groups = self._int("n_group", default=1), self._int("topk_group", default=1)
         if n_group != 1 and used_groups != n_group:
             raise ImportRefused(f"config.json chooses experts among n_group {n_group}, which llama.cpp's {a} does not")
+        if self._int("num_experts_per_tok") > self.n_expert or self.n_expert > _MAX_EXPERTS:
+            raise ImportRefused(
+                f"config.json's {self.n_expert} experts, {self._int('num_experts_per_tok')} a token, are not a "
+                f"mixture llama.cpp runs (at most {_MAX_EXPERTS} experts, no more a token than there are)"
+            )
         kv |= {
             f"{a}.expert_count": (self.n_expert, _U32),
             f"{a}.expert_used_count": (self._int("num_experts_per_tok"), _U32),
@@ -1286,6 +1319,11 @@ class Family:
         if latent is not None:
             kv[f"{a}.moe_latent_size"] = (self._int("moe_latent_size"), _U32)
         return kv
+
+    @property
+    def _mamba_groups(self) -> int:
+        """How many groups a Mamba-2 layer's B and C (and its gated norm) are in."""
+        return self._int("n_groups")
 
     def _mrope(self) -> KV:
         """Qwen-VL's and Qwen 3.5's M-RoPE: how many of a head's dimensions rotate (Qwen 3.5's a
@@ -1593,8 +1631,7 @@ class Family:
         if self.arch in _MAMBA2 and gguf_name.endswith((".ssm_a", ".ssm_d")) and len(source.shape) == 1:
             return source.with_data(source.data[:, None])  # a column per head
         if self.arch in _MAMBA2 and gguf_name.endswith(".ssm_norm.weight") and len(source.shape) == 1:
-            groups = self._int("n_groups", "mamba_n_groups", default=1)
-            return source.with_data(source.data.reshape(groups, -1))  # normed per group
+            return source.with_data(source.data.reshape(self._mamba_groups, -1))  # normed per group
         return source
 
     def reorder(self, gguf_name: str, shape: tuple[int, ...]) -> Order | None:
@@ -1708,6 +1745,8 @@ def _nemotron_h_kinds(config: Mapping[str, Any]) -> str:
             "config.json's hybrid_override_pattern (or layers_block_type) is not Nemotron-H's Mamba-2, "
             "attention, MLP and mixture layers"
         )
+    if "-" in pattern and "E" in pattern:  # llama.cpp's nemotron_h_moe makes every FFN layer a mixture
+        raise ImportRefused("config.json mixes MLP and mixture layers, which llama.cpp's nemotron_h_moe does not")
     return pattern
 
 
