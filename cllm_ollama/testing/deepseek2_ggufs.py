@@ -15,7 +15,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .gguf_base import TINY, Tensors, Vocab, f16_exact, finish, moe_ffn, qwen3_chat_template, synthetic_vocab
+from .gguf_base import TINY, Tensors, Vocab, add_tokenizer, f16_exact, finish, moe_ffn, synthetic_vocab
 
 _F16 = gguf.GGMLQuantizationType.F16
 # GLM's turn tokens, which its template writes and llama.cpp's converter makes the ends of a turn.
@@ -120,18 +120,10 @@ def write_deepseek2(path: Path, shape: Deepseek2Shape = GLM47_FLASH, *, seed: in
         w.add_rope_scaling_yarn_log_mul(0.1)
     vocab = deepseek2_vocab(s)
     ids = {text: i for i, text in enumerate(vocab.tokens)}
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(s.pre)
-    w.add_token_list(vocab.tokens)
-    w.add_token_types(vocab.types)
-    w.add_token_merges(vocab.merges)
-    w.add_bos_token_id(vocab.bos_id)
-    w.add_eos_token_id(vocab.eos_id)
-    w.add_add_bos_token(False)
+    add_tokenizer(w, vocab, GLM_TEMPLATE if s.pre == "glm4" else None, pre=s.pre)
     if s.pre == "glm4":
         w.add_eot_token_id(ids["<|user|>"])
         w.add_eom_token_id(ids["<|observation|>"])
-    w.add_chat_template(GLM_TEMPLATE if s.pre == "glm4" else qwen3_chat_template())
 
     def norm(name: str, n: int) -> None:  # not all ones, so that a norm in another's place shows
         t.f32(name, 1.0 + f16_exact(t, (n,), 0.1))
