@@ -48,8 +48,10 @@ class Deepseek2Shape:
     topk_group: int = 1
     routed_scale: float = 1.8
     yarn: float = 0.0  # YaRN's factor over a 4096-token trained context (DeepSeek V3's), or none
+    mscale: float = 1.0  # YaRN's mscale and mscale_all_dim (DeepSeek-V2-Lite's 0.707)
     rms_eps: float = 1e-5
-    pre: str = "glm4"  # the vocabulary's pre-tokenizer: GLM's, or DeepSeek V3's
+    pre: str = "glm4"  # the vocabulary's pre-tokenizer: GLM's, DeepSeek V3's, or Qwen 2's (V2's, by its splits)
+    softmax: bool = False  # DeepSeek-V2's router: softmax, no bias, the chosen not normalized
 
     @property
     def context_length(self) -> int:
@@ -60,6 +62,10 @@ class Deepseek2Shape:
 GLM47_FLASH = Deepseek2Shape()
 DEEPSEEK_V3 = dataclasses.replace(
     GLM47_FLASH, n_group=4, topk_group=2, routed_scale=2.5, yarn=4.0, rms_eps=1e-6, pre="deepseek-v3"
+)
+# DeepSeek-V2-Lite's (and DeepSeek-Coder-V2-Lite's): Q in one projection, a softmax router.
+DEEPSEEK_V2_LITE = dataclasses.replace(
+    GLM47_FLASH, q_lora_rank=0, routed_scale=1.0, yarn=4.0, mscale=0.707, rms_eps=1e-6, pre="qwen2", softmax=True
 )
 
 
@@ -84,7 +90,7 @@ def write_deepseek2(path: Path, shape: Deepseek2Shape = GLM47_FLASH, *, seed: in
     s = shape
     t = Tensors(gguf.GGUFWriter(str(path), "deepseek2"), np.random.default_rng(seed), 0.25, _F16)
     w = t.w
-    w.add_name("tiny-glm4-moe-lite" if s.pre == "glm4" else "tiny-deepseek-v3")
+    w.add_name({"glm4": "tiny-glm4-moe-lite", "deepseek-v3": "tiny-deepseek-v3"}.get(s.pre, "tiny-deepseek-v2"))
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     w.add_context_length(s.context_length)
     w.add_embedding_length(s.n_embd)
@@ -107,17 +113,17 @@ def write_deepseek2(path: Path, shape: Deepseek2Shape = GLM47_FLASH, *, seed: in
     w.add_expert_feed_forward_length(s.n_ff_exp)
     w.add_expert_shared_count(s.n_shared)
     w.add_expert_weights_scale(s.routed_scale)
-    w.add_expert_weights_norm(True)
-    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    w.add_expert_weights_norm(not s.softmax)
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX if s.softmax else gguf.ExpertGatingFuncType.SIGMOID)
     w.add_uint32("deepseek2.expert_group_count", s.n_group)
     w.add_uint32("deepseek2.expert_group_used_count", s.topk_group)
-    if s.yarn:  # DeepSeek V3's: mscale and mscale_all_dim 1
+    if s.yarn:  # DeepSeek V3's (mscale and mscale_all_dim 1) or V2-Lite's
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(s.yarn)
         w.add_rope_scaling_orig_ctx_len(4096)
         w.add_float32("deepseek2.rope.scaling.yarn_beta_fast", 32.0)
         w.add_float32("deepseek2.rope.scaling.yarn_beta_slow", 1.0)
-        w.add_rope_scaling_yarn_log_mul(0.1)
+        w.add_rope_scaling_yarn_log_mul(0.1 * s.mscale)
     vocab = deepseek2_vocab(s)
     ids = {text: i for i, text in enumerate(vocab.tokens)}
     add_tokenizer(w, vocab, GLM_TEMPLATE if s.pre == "glm4" else None, pre=s.pre)
@@ -138,9 +144,12 @@ def write_deepseek2(path: Path, shape: Deepseek2Shape = GLM47_FLASH, *, seed: in
     for il in range(s.n_layer):
         p = f"blk.{il}."
         norm(p + "attn_norm.weight", s.n_embd)
-        t.matrix(p + "attn_q_a.weight", s.q_lora_rank, s.n_embd)
-        norm(p + "attn_q_a_norm.weight", s.q_lora_rank)
-        t.matrix(p + "attn_q_b.weight", s.n_head * (s.qk_nope + s.qk_rope), s.q_lora_rank)
+        if s.q_lora_rank:
+            t.matrix(p + "attn_q_a.weight", s.q_lora_rank, s.n_embd)
+            norm(p + "attn_q_a_norm.weight", s.q_lora_rank)
+            t.matrix(p + "attn_q_b.weight", s.n_head * (s.qk_nope + s.qk_rope), s.q_lora_rank)
+        else:  # Q in one projection
+            t.matrix(p + "attn_q.weight", s.n_head * (s.qk_nope + s.qk_rope), s.n_embd)
         t.matrix(p + "attn_kv_a_mqa.weight", s.kv_lora_rank + s.qk_rope, s.n_embd)
         norm(p + "attn_kv_a_norm.weight", s.kv_lora_rank)
         stacked(p + "attn_k_b.weight", (s.n_head, s.kv_lora_rank, s.qk_nope))
@@ -153,7 +162,8 @@ def write_deepseek2(path: Path, shape: Deepseek2Shape = GLM47_FLASH, *, seed: in
             t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
             continue
         moe_ffn(t, p, s.n_expert, s.n_ff_exp, s.n_embd, router_std=0.3)
-        t.f32(p + "exp_probs_b.bias", f16_exact(t, (s.n_expert,), 0.3))
+        if not s.softmax:  # the bias a sigmoid router's choice adds
+            t.f32(p + "exp_probs_b.bias", f16_exact(t, (s.n_expert,), 0.3))
         width = s.n_ff_exp * s.n_shared
         t.matrix(p + "ffn_gate_shexp.weight", width, s.n_embd)
         t.matrix(p + "ffn_up_shexp.weight", width, s.n_embd)

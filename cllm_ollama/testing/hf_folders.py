@@ -2281,13 +2281,16 @@ def _deepseek2_config(kv: dict[str, Any]) -> dict[str, Any]:
     releases state them: heads as many for K and V as for Q (transformers expands the latent),
     the dense layers as each family says."""
     glm, a = kv["tokenizer.ggml.pre"] == "glm4", "deepseek2"
+    v2 = int(kv[f"{a}.expert_gating_func"]) == 1  # DeepSeek-V2's softmax router
     layers, dense = int(kv[f"{a}.block_count"]), int(kv[f"{a}.leading_dense_block_count"])
     rotating = int(kv[f"{a}.rope.dimension_count"])
     config: dict[str, Any] = {
-        "architectures": ["Glm4MoeLiteForCausalLM" if glm else "DeepseekV3ForCausalLM"],
-        "model_type": "glm4_moe_lite" if glm else "deepseek_v3",
+        "architectures": [
+            "Glm4MoeLiteForCausalLM" if glm else "DeepseekV2ForCausalLM" if v2 else "DeepseekV3ForCausalLM"
+        ],
+        "model_type": "glm4_moe_lite" if glm else "deepseek_v2" if v2 else "deepseek_v3",
         "num_key_value_heads": int(kv[f"{a}.attention.head_count"]),
-        "q_lora_rank": int(kv[f"{a}.attention.q_lora_rank"]),
+        "q_lora_rank": int(kv[f"{a}.attention.q_lora_rank"]) or None,  # null: Q in one projection
         "kv_lora_rank": int(kv[f"{a}.attention.kv_lora_rank"]),
         "qk_rope_head_dim": rotating,
         "qk_nope_head_dim": int(kv[f"{a}.attention.key_length_mla"]) - rotating,
@@ -2309,6 +2312,8 @@ def _deepseek2_config(kv: dict[str, Any]) -> dict[str, Any]:
         config["mlp_layer_types"] = ["dense"] * dense + ["sparse"] * (layers - dense)
     else:
         config["first_k_dense_replace"] = dense
+    if v2:  # its releases': the best experts of all, no groups
+        config |= {"topk_method": "greedy", "n_group": 1, "topk_group": 1}
     if f"{a}.rope.scaling.factor" in kv:  # DeepSeek V3's YaRN, as its release states it
         config["rope_scaling"] = {
             "type": "yarn",
@@ -2316,7 +2321,7 @@ def _deepseek2_config(kv: dict[str, Any]) -> dict[str, Any]:
             "original_max_position_embeddings": int(kv[f"{a}.rope.scaling.original_context_length"]),
             "beta_fast": float(kv[f"{a}.rope.scaling.yarn_beta_fast"]),
             "beta_slow": float(kv[f"{a}.rope.scaling.yarn_beta_slow"]),
-            "mscale": 1.0,
+            "mscale": round(float(kv[f"{a}.rope.scaling.yarn_log_multiplier"]) / 0.1, 6),
             "mscale_all_dim": round(float(kv[f"{a}.rope.scaling.yarn_log_multiplier"]) / 0.1, 6),
         }
     return config
@@ -2369,13 +2374,16 @@ def write_hf_gemma4_vision(folder: Path, *, audio: bool = True, seed: int = 0) -
     return export(text, folder / "hf-gemma4-vision", sees="model.language_model.", tower=mmproj), text, mmproj
 
 
-def write_hf_deepseek2(folder: Path, *, glm: bool = True, seed: int = 0) -> tuple[Path, Path]:
-    """``folder/hf-glm4-moe-lite/`` (or ``hf-deepseek-v3/``), a GLM-4.7-Flash checkpoint with its
-    parts (latent attention, a dense layer, then sigmoid-routed experts, a layer's in one tensor as
-    transformers 5 saves them, beside a shared one) or DeepSeek V3's (its experts in groups, each
-    apart as its release keeps them; YaRN), in F16, and ``folder/<name>.gguf``, its twin."""
-    shape = deepseek2_ggufs.GLM47_FLASH if glm else deepseek2_ggufs.DEEPSEEK_V3
-    name = "glm4-moe-lite" if glm else "deepseek-v3"
+def write_hf_deepseek2(folder: Path, *, glm: bool = True, v2: bool = False, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-glm4-moe-lite/`` (or ``hf-deepseek-v3/``, ``hf-deepseek-v2/``), a GLM-4.7-Flash
+    checkpoint with its parts (latent attention, a dense layer, then sigmoid-routed experts, a
+    layer's in one tensor as transformers 5 saves them, beside a shared one), DeepSeek V3's (its
+    experts in groups, each apart as its release keeps them; YaRN) or DeepSeek-V2-Lite's (Q in one
+    projection, a softmax router; ``v2``), in F16, and ``folder/<name>.gguf``, its twin."""
+    shape = (
+        deepseek2_ggufs.DEEPSEEK_V2_LITE if v2 else deepseek2_ggufs.GLM47_FLASH if glm else deepseek2_ggufs.DEEPSEEK_V3
+    )
+    name = "deepseek-v2" if v2 else "glm4-moe-lite" if glm else "deepseek-v3"
     return _exported(folder, name, lambda p: deepseek2_ggufs.write_deepseek2(p, shape, seed=seed))
 
 

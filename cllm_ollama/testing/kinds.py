@@ -192,6 +192,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "it (under model., a layer's experts fused), and DIR/nemotron-h-nano3.gguf, its twin",
         lambda folder: hf.write_hf_nemotron_h(folder, shape="nano3", transformers_5=True),
     ),
+    "hf-deepseek-v2": (
+        "DIR/hf-deepseek-v2/, a DeepSeek-V2-Lite checkpoint (latent attention with Q in one projection, a softmax "
+        "router), and DIR/deepseek-v2.gguf, its twin",
+        lambda folder: hf.write_hf_deepseek2(folder, v2=True),
+    ),
     "hf-lfm2-vl": (
         "DIR/hf-lfm2-vl/, an LFM2-VL that sees (LFM2, SigLIP2 and its projector), and its twins DIR/text.gguf and "
         "DIR/mmproj.gguf",

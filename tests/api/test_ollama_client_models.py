@@ -69,6 +69,10 @@ def write_hf_deepseek_v3(folder: Path) -> tuple[Path, Path]:
     return write_hf_deepseek2(folder, glm=False)
 
 
+def write_hf_deepseek_v2(folder: Path) -> tuple[Path, Path]:
+    return write_hf_deepseek2(folder, v2=True)
+
+
 def write_hf_nemotron3_nano(folder: Path) -> tuple[Path, Path]:
     return write_hf_nemotron_h(folder, shape="nano3", transformers_5=True)
 
@@ -190,6 +194,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_gemma4_moe,
             write_hf_deepseek2,  # GLM-4.7-Flash's parts
             write_hf_deepseek_v3,
+            write_hf_deepseek_v2,
             write_hf_nemotron_h,  # Nemotron Nano 2's parts: Mamba-2, attention, ReLU² MLP
             write_hf_nemotron3_nano,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below

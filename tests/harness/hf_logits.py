@@ -69,6 +69,7 @@ _TARGETS = {
     # Linear modules (a mixture's shared expert is adapted through up_proj and down_proj).
     "NemotronHForCausalLM": ["q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "in_proj"],
     "DeepseekV3ForCausalLM": ["o_proj"],
+    "DeepseekV2ForCausalLM": ["o_proj"],
     "Glm4MoeLiteForCausalLM": ["o_proj"],
 }
 _PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

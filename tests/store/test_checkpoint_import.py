@@ -690,15 +690,16 @@ def test_a_gemma4_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damag
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 
-@pytest.mark.parametrize("glm", [True, False], ids=["glm4-moe-lite", "deepseek-v3"])
-def test_a_latent_attention_mixture_converts_to_its_twin(tmp_path: Path, glm: bool) -> None:
-    """GLM-4.7-Flash (``Glm4MoeLiteForCausalLM``, its experts fused as transformers 5 saves them)
-    and DeepSeek V3 (``DeepseekV3ForCausalLM``, each expert apart, YaRN) as llama.cpp's
-    ``deepseek2``: ``kv_b_proj`` split into each head's K (transposed) and V, the router's bias,
-    the shared expert, the leading dense layer, and the keys of the latent attention and its
-    router; the family's pre-tokenizer and GLM's turn ends. A multi-token-prediction layer past
-    ``num_hidden_layers`` is left out, as Ollama leaves it."""
-    folder, twin = write_hf_deepseek2(tmp_path, glm=glm)
+@pytest.mark.parametrize("kind", ["glm4-moe-lite", "deepseek-v3", "deepseek-v2"])
+def test_a_latent_attention_mixture_converts_to_its_twin(tmp_path: Path, kind: str) -> None:
+    """GLM-4.7-Flash (``Glm4MoeLiteForCausalLM``, its experts fused as transformers 5 saves them),
+    DeepSeek V3 (``DeepseekV3ForCausalLM``, each expert apart, YaRN) and DeepSeek-V2-Lite
+    (``DeepseekV2ForCausalLM``: Q in one projection, a softmax router whose choice is not
+    normalized) as llama.cpp's ``deepseek2``: ``kv_b_proj`` split into each head's K (transposed)
+    and V, the router's bias, the shared expert, the leading dense layer, and the keys of the latent
+    attention and its router; the family's pre-tokenizer and GLM's turn ends. A
+    multi-token-prediction layer past ``num_hidden_layers`` is left out, as Ollama leaves it."""
+    folder, twin = write_hf_deepseek2(tmp_path, glm=kind == "glm4-moe-lite", v2=kind == "deepseek-v2")
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
@@ -779,6 +780,11 @@ def test_a_latent_attention_without_q_compression_states_rank_0(tmp_path: Path) 
         ({"mlp_layer_types": ["sparse", "dense", "sparse"]}, "mlp_layer_types are not dense layers, then sparse ones"),
         ({"mlp_layer_types": None, "first_k_dense_replace": "1"}, "first_k_dense_replace is not a number"),
         ({"q_lora_rank": 1.5}, "q_lora_rank is neither a whole number nor null"),
+        (
+            {"architectures": ["DeepseekV2ForCausalLM"], "topk_method": "group_limited_greedy", "n_group": 4},
+            "chooses DeepSeek-V2's expert groups by their best expert",
+        ),
+        ({"architectures": ["DeepseekV2ForCausalLM"], "topk_method": "noaux"}, "topk_method 'noaux' is not one"),
         ({"num_hidden_layers": 27}, "takes a deepseek2 of 27 layers for DeepSeek-V2-Lite"),
         ({"partial_rotary_factor": 0.5}, "rotates part of qk_rope_head_dim"),
         (

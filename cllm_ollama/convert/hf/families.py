@@ -439,6 +439,8 @@ LAYOUTS = {
     "Gemma4ForCausalLM": _GEMMA4,
     "Gemma4ForConditionalGeneration": dataclasses.replace(_GEMMA4, tower=True, vision="gemma4v"),
     "DeepseekV3ForCausalLM": _DEEPSEEK2,
+    # DeepSeek-V2 (and V2-Lite, DeepSeek-Coder-V2): V3's layout, its tokenizer named by its splits.
+    "DeepseekV2ForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer=None),
     "NemotronHForCausalLM": _NEMOTRON_H,
     "Glm4MoeLiteForCausalLM": dataclasses.replace(
         _DEEPSEEK2, pre_tokenizer="glm4", turn_ends={"eot": "<|user|>", "eom": "<|observation|>"}
@@ -584,6 +586,20 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "qk_nope_head_dim": 128,
         "v_head_dim": 128,
         "rms_norm_eps": 1e-6,
+    },
+    "DeepseekV2ForCausalLM": {
+        "n_routed_experts": 64,
+        "n_shared_experts": 2,
+        "routed_scaling_factor": 1.0,
+        "first_k_dense_replace": 0,
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
+        "v_head_dim": 128,
+        "moe_intermediate_size": 1407,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 2048,
     },
     # transformers' NemotronHConfig's (its head_dim aside: older configs state attention_head_dim).
     "NemotronHForCausalLM": {
@@ -1216,8 +1232,17 @@ class Family:
                 f"config.json's {self.n_expert} experts in n_group {n_group} (topk_group {used_groups}) are not "
                 "groups llama.cpp chooses among (at least two experts each, topk_group at most n_group)"
             )
-        if used_groups == n_group:  # every group chosen: none, as llama.cpp (which asserts fewer) has it
+        softmax = self.config.get("architectures") == ["DeepseekV2ForCausalLM"]  # V2's router; V3's sigmoid
+        method = self.config.get("topk_method", "greedy") if softmax else "noaux_tc"
+        if method not in ("greedy", "group_limited_greedy", "noaux_tc"):
+            raise ImportRefused(f"config.json's topk_method {method!r} is not one transformers' DeepSeek-V2 has")
+        if method == "greedy" or used_groups == n_group:  # every group chosen: none, as llama.cpp asserts
             n_group = used_groups = 1
+        if method == "group_limited_greedy" and n_group > 1:
+            raise ImportRefused(
+                "config.json chooses DeepSeek-V2's expert groups by their best expert; llama.cpp's deepseek2 chooses "
+                "them by their best two"
+            )
         if self._int("num_experts_per_tok") > self.n_expert:
             raise ImportRefused(f"config.json's num_experts_per_tok is more than its {self.n_expert} experts")
         if self._int("n_shared_experts", default=0) < 1:
@@ -1238,8 +1263,9 @@ class Family:
             f"{a}.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
             f"{a}.expert_shared_count": (self._int("n_shared_experts"), _U32),
             f"{a}.expert_weights_scale": (float(self.config.get("routed_scaling_factor") or 1.0), _F32),
-            f"{a}.expert_weights_norm": (bool(self.config.get("norm_topk_prob")), GGUFValueType.BOOL),
-            f"{a}.expert_gating_func": (2, _U32),  # sigmoid, as transformers' router computes
+            # transformers' DeepSeek-V2 never normalizes the chosen experts' weights, whatever it says
+            f"{a}.expert_weights_norm": (not softmax and bool(self.config.get("norm_topk_prob")), GGUFValueType.BOOL),
+            f"{a}.expert_gating_func": (1 if softmax else 2, _U32),  # softmax or sigmoid, as transformers' router
             f"{a}.expert_group_count": (n_group, _U32),
             f"{a}.expert_group_used_count": (used_groups, _U32),
         }
