@@ -1484,7 +1484,7 @@ def _lfm2_seeing(
         "projector_hidden_size": moved["model.multi_modal_projector.linear_1.weight"].shape[0],
         "projector_hidden_act": "gelu",
         "projector_bias": True,
-        "projector_use_layernorm": True,
+        "projector_use_layernorm": "model.multi_modal_projector.layer_norm.weight" in moved,
         "vision_feature_layer": -1,
         "image_token_id": len(moved[prefix + "embed_tokens.weight"]) - 1,
         "tie_word_embeddings": config["tie_word_embeddings"],
@@ -1784,6 +1784,18 @@ def _processor(path: Path) -> dict[str, Any]:
             "temporal_patch_size": 2,
             "min_pixels": 8 * (2 * patch) ** 2,
             "max_pixels": 4096 * (2 * patch) ** 2,
+        }
+    if kv["clip.projector_type"] == "lfm2":  # LFM2-VL's, as its releases state it
+        return {
+            "image_processor_type": "Lfm2VlImageProcessorFast",
+            "do_normalize": True,
+            "image_mean": [float(x) for x in kv["clip.vision.image_mean"]],
+            "image_std": [float(x) for x in kv["clip.vision.image_std"]],
+            "encoder_patch_size": int(kv["clip.vision.patch_size"]),
+            "downsample_factor": int(kv["clip.vision.projector.scale_factor"]),
+            "min_image_tokens": 64,
+            "max_image_tokens": 256,
+            "do_image_splitting": True,
         }
     if kv["clip.projector_type"] == "pixtral":
         side = int(kv["clip.vision.image_size"])
@@ -2430,13 +2442,14 @@ def _saved_by_transformers_5(folder: Path) -> None:
     write_safetensors(path, {name: (dtypes[name], data) for name, data in tensors.items()})
 
 
-def write_hf_lfm2_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
+def write_hf_lfm2_vision(folder: Path, *, layernorm: bool = True, seed: int = 0) -> tuple[Path, Path, Path]:
     """``folder/hf-lfm2-vl/``, an LFM2-VL (``Lfm2VlForConditionalGeneration``: the LFM2 text model
-    under ``model.language_model.``, SigLIP2 and its projector, F16), and its twins
-    ``folder/text.gguf`` and ``folder/mmproj.gguf`` (an ``lfm2`` projector)."""
+    under ``model.language_model.`` with LFM2-VL's picture marks in its vocabulary, SigLIP2 and its
+    projector, F16; without ``layernorm``, LFM2.5-VL's projector, which has no layer norm), and its
+    twins ``folder/text.gguf`` and ``folder/mmproj.gguf`` (an ``lfm2`` projector)."""
     folder.mkdir(parents=True, exist_ok=True)
-    text = ollama_ggufs.write_lfm2(folder / "text.gguf", seed=seed, f16=True)
-    mmproj = tower_ggufs.write_lfm2_projector(folder / "mmproj.gguf", seed=seed)
+    text = ollama_ggufs.write_lfm2(folder / "text.gguf", seed=seed, f16=True, vocab=tower_ggufs.lfm2_vl_vocab())
+    mmproj = tower_ggufs.write_lfm2_projector(folder / "mmproj.gguf", layernorm=layernorm, seed=seed)
     return export(text, folder / "hf-lfm2-vl", sees="model.language_model.", tower=mmproj), text, mmproj
 
 

@@ -15,7 +15,17 @@ import gguf
 import numpy as np
 
 from .core_ggufs import write_gemma3, write_qwen2vl, write_vision
-from .gguf_base import TINY, TINY_VISION, Tensors, add_tokenizer, copy_fields, finish, synthetic_vocab, vit_block
+from .gguf_base import (
+    TINY,
+    TINY_VISION,
+    Tensors,
+    Vocab,
+    add_tokenizer,
+    copy_fields,
+    finish,
+    synthetic_vocab,
+    vit_block,
+)
 
 # clip.cpp's projector tensor names -> the SigLIP names Ollama's converter writes (convert_gemma3.go).
 _OLLAMA_GEMMA3_NAMES = (
@@ -261,9 +271,11 @@ def _gptoss_keys(prefix: str) -> dict[str, Any]:
     }
 
 
-def _write_text(path: Path, arch: str, keys: dict[str, Any], tensors: _Weights, *, pre: str) -> Path:
-    """A loadable GGUF of ``arch``: ``write_qwen3``'s tokenizer, its pre-tokenizer named ``pre``."""
-    return write_layout(path, Layout(arch, {"general.name": "tiny", **keys}, tensors), pre=pre)
+def _write_text(
+    path: Path, arch: str, keys: dict[str, Any], tensors: _Weights, *, pre: str, vocab: Vocab | None = None
+) -> Path:
+    """A loadable GGUF of ``arch``: ``write_qwen3``'s tokenizer (or ``vocab``), its pre-tokenizer named ``pre``."""
+    return write_layout(path, Layout(arch, {"general.name": "tiny", **keys}, tensors), pre=pre, vocab=vocab)
 
 
 def write_gptoss(path: Path, *, seed: int = 0, f16: bool = False) -> Path:
@@ -439,14 +451,15 @@ def write_ollama_olmo3(path: Path, *, seed: int = 0) -> Path:
     return _write_text(path, "olmo3", _olmo_keys("olmo3"), _olmo2_weights(seed), pre="qwen2")
 
 
-def _lfm2_weights(seed: int, norm: str) -> _Weights:
+def _lfm2_weights(seed: int, norm: str, n_vocab: int | None = None) -> _Weights:
     """A tiny LFM2: block 0 a short convolution, block 1 attention (Q/K normed per head), both
-    with a SwiGLU FFN; embeddings tied to the output; the final norm named ``norm``."""
+    with a SwiGLU FFN; embeddings (``n_vocab`` rows: the synthetic vocabulary's by default) tied to
+    the output; the final norm named ``norm``."""
     s = TINY
     d = _Draw(seed)
     normal, ones = d.normal, d.ones
 
-    n_vocab, kv = len(synthetic_vocab().tokens), s.n_head_kv * s.head_dim
+    n_vocab, kv = n_vocab or len(synthetic_vocab().tokens), s.n_head_kv * s.head_dim
     out = {"token_embd.weight": normal(n_vocab, s.n_embd), norm: ones(s.n_embd)}
     for i in range(2):
         p = f"blk.{i}."
@@ -486,13 +499,14 @@ def _lfm2_keys(n_ff: int) -> dict[str, Any]:
     }
 
 
-def write_lfm2(path: Path, *, seed: int = 0, f16: bool = False) -> Path:
+def write_lfm2(path: Path, *, seed: int = 0, f16: bool = False, vocab: Vocab | None = None) -> Path:
     """A tiny LFM2 as llama.cpp's converter writes one (a hybrid model: a convolution's state and
-    an attention layer's KV cache). llama.cpp loads it. ``f16`` as ``write_gptoss``'s."""
-    weights = _lfm2_weights(seed, "token_embd_norm.weight")
+    an attention layer's KV cache). llama.cpp loads it. ``f16`` as ``write_gptoss``'s; ``vocab``:
+    another vocabulary than the synthetic one (LFM2-VL's, with its picture marks)."""
+    weights = _lfm2_weights(seed, "token_embd_norm.weight", len(vocab.tokens) if vocab is not None else None)
     if f16:
         weights = {name: _f16_held(name, *weight) for name, weight in weights.items()}
-    return _write_text(path, "lfm2", _lfm2_keys(TINY.n_ff), weights, pre="lfm2")
+    return _write_text(path, "lfm2", _lfm2_keys(TINY.n_ff), weights, pre="lfm2", vocab=vocab)
 
 
 # The tiny LFM2 mixture's experts: how many, how many a token uses, how wide each is.
@@ -560,15 +574,15 @@ def _value_types(value: Any) -> tuple[gguf.GGUFValueType, gguf.GGUFValueType | N
     return (v.UINT32 if isinstance(value, int) else v.FLOAT32 if isinstance(value, float) else v.STRING), None
 
 
-def write_layout(path: Path, layout: Layout, *, pre: str | None = None) -> Path:
-    """``layout`` as a GGUF; with ``pre``, also ``write_qwen3``'s tokenizer, that pre-tokenizer named."""
+def write_layout(path: Path, layout: Layout, *, pre: str | None = None, vocab: Vocab | None = None) -> Path:
+    """``layout`` as a GGUF; with ``pre``, also ``write_qwen3``'s tokenizer (or ``vocab``), that
+    pre-tokenizer named."""
     w = gguf.GGUFWriter(str(path), layout.arch)
     for key, value in layout.keys.items():
         kind, sub_type = _value_types(value)
         w.add_key_value(key, list(value) if isinstance(value, U32s) else value, kind, sub_type=sub_type)
     if pre is not None:
-        add_tokenizer(w, synthetic_vocab(), None)
-        w.kv_data[0]["tokenizer.ggml.pre"] = gguf.GGUFValue(value=pre, type=gguf.GGUFValueType.STRING)
+        add_tokenizer(w, vocab or synthetic_vocab(), None, pre=pre)
     for name, (data, qtype) in layout.tensors.items():
         w.add_tensor(name, data, raw_dtype=None if qtype in (_F32, gguf.GGMLQuantizationType.F16) else qtype)
     finish(w)

@@ -13,6 +13,7 @@ LFM2-VL: SigLIP2 and its projector (``lfm2``: 2x2 patches unshuffled, a layer no
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import gguf
@@ -22,6 +23,7 @@ from .gguf_base import (
     TINY,
     Tensors,
     VisionShape,
+    Vocab,
     add_tokenizer,
     attention_block,
     attention_header,
@@ -54,10 +56,25 @@ LFM2_VISION = VisionShape(image_size=64, patch_size=8, n_embd=32, n_head=2, n_ff
 LFM2_PROJECTOR_HIDDEN = 48
 
 
-def write_lfm2_projector(path: Path, *, n_embd_text: int = TINY.n_embd, seed: int = 0) -> Path:
+def lfm2_vl_vocab() -> Vocab:
+    """The synthetic vocabulary with LFM2-VL's picture marks (a picture's start and end, a large
+    one's tiles and thumbnail), which libmtmd looks up."""
+    vocab = synthetic_vocab()
+    marks = ["<|image_start|>", "<|image_end|>", "<|img_thumbnail|>"]
+    marks += [f"<|img_row_{r}_col_{c}|>" for r in range(1, 4) for c in range(1, 4)]
+    tokens = list(vocab.tokens) + marks
+    types = list(vocab.types) + [int(gguf.TokenType.CONTROL)] * len(marks)
+    while len(tokens) % 32:
+        tokens.append(f"<|pad_{len(tokens)}|>")
+        types.append(int(gguf.TokenType.UNUSED))
+    return dataclasses.replace(vocab, tokens=tokens, types=types)
+
+
+def write_lfm2_projector(path: Path, *, n_embd_text: int = TINY.n_embd, layernorm: bool = True, seed: int = 0) -> Path:
     """LFM2-VL's projector as llama.cpp's ``LFM2VLModel`` writes it (``lfm2``): SigLIP2's patch
     kernel and position table in F32, matrices in F16, biases and norms F32 (of values F16 holds,
-    so that the checkpoint exported from it converts back to it exactly)."""
+    so that the checkpoint exported from it converts back to it exactly); without ``layernorm``,
+    LFM2.5-VL's, whose projector has no layer norm."""
     v = LFM2_VISION
     t = projector_header(path, v, "lfm2", n_embd_text, seed)
     t = Tensors(t.w, t.rng, 0.2, gguf.GGMLQuantizationType.F16)
@@ -67,8 +84,9 @@ def write_lfm2_projector(path: Path, *, n_embd_text: int = TINY.n_embd, seed: in
     t.f32("v.position_embd.weight", f16_exact(t, (v.n_patches, v.n_embd)))
     vit_block(t, v)
     merged = v.n_embd * v.merge * v.merge
-    t.f32("mm.input_norm.weight", 1.0 + f16_exact(t, (merged,), 0.1))
-    t.f32("mm.input_norm.bias", f16_exact(t, (merged,), 0.1))
+    if layernorm:
+        t.f32("mm.input_norm.weight", 1.0 + f16_exact(t, (merged,), 0.1))
+        t.f32("mm.input_norm.bias", f16_exact(t, (merged,), 0.1))
     t.matrix("mm.1.weight", LFM2_PROJECTOR_HIDDEN, merged)
     t.f32("mm.1.bias", f16_exact(t, (LFM2_PROJECTOR_HIDDEN,), 0.1))
     t.matrix("mm.2.weight", n_embd_text, LFM2_PROJECTOR_HIDDEN)

@@ -245,23 +245,36 @@ def test_a_qwen_vl_converts_to_its_text_model_and_projector(
     _assert_created_with_projector(folder, model_store)
 
 
-def test_an_lfm2_vl_converts_to_its_text_model_and_projector(tmp_path: Path, model_store: ModelStore) -> None:
+@pytest.mark.parametrize("layernorm", [True, False], ids=["lfm2-vl", "lfm2.5-vl"])
+def test_an_lfm2_vl_converts_to_its_text_model_and_projector(
+    tmp_path: Path, model_store: ModelStore, layernorm: bool
+) -> None:
     """LFM2-VL (``Lfm2VlForConditionalGeneration``): its LFM2 text model, and SigLIP2 and its
     projector as llama.cpp's ``lfm2`` (the patch linear as a convolution's kernel, the position
-    table as it is, the layer norm and MLP after 2x2 patches unshuffled); created, a projector
-    layer. A tower libmtmd would compute otherwise is left out, saying why."""
-    folder, text, mmproj = write_hf_lfm2_vision(tmp_path)
+    table as it is, the layer norm, which LFM2.5-VL has not, and MLP after 2x2 patches unshuffled);
+    created, a projector layer. A tower libmtmd would compute otherwise, abort on, or tile without
+    its marks is left out, saying why."""
+    folder, text, mmproj = write_hf_lfm2_vision(tmp_path, layernorm=layernorm)
     _assert_sees_as_twins(folder, text, mmproj, tmp_path)
     _assert_twin_keys(text, tmp_path / "out.gguf")
     _assert_created_with_projector(folder, model_store)
-    sound = (folder / "config.json").read_text()
-    for damage, why in (
-        ({"vision_feature_layer": -2}, "vision_feature_layer is not the tower's last"),
-        ({"projector_hidden_act": "silu"}, "projector is not a GELU MLP with biases"),
-        ({"projector_bias": False}, "projector is not a GELU MLP with biases"),
+    sound, tokenizer = (folder / "config.json").read_text(), (folder / "tokenizer.json").read_text()
+
+    def without_thumbnail(spec: dict[str, Any]) -> None:
+        spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] != "<|img_thumbnail|>"]
+
+    for name, damage, why in (
+        ("config.json", {"projector_hidden_act": "silu"}, "projector is not a GELU MLP with biases"),
+        ("config.json", {"projector_bias": False}, "projector is not a GELU MLP with biases"),
+        ("config.json", {"projector_use_layernorm": not layernorm}, "projector_use_layernorm and the projector's"),
+        ("config.json", {"downsample_factor": 1}, "downsample_factor 1 does not merge patches"),
+        ("config.json", {"downsample_factor": 4}, "downsample_factor 4 does not merge patches"),
+        ("tokenizer.json", without_thumbnail, "the vocabulary lacks <|img_thumbnail|>"),
     ):
         (folder / "config.json").write_text(sound)
-        _edit(folder, "config.json", lambda c, damage=damage: c.update(damage))
+        (folder / "tokenizer.json").write_text(tokenizer)
+        change = damage if callable(damage) else lambda c, damage=damage: c.update(damage)
+        _edit(folder, name, change)
         notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
         assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
 

@@ -218,6 +218,7 @@ _SEEING: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
     # LFM2-VL's at libmtmd's fewest tokens, 64 (16x16 patches unshuffled 2x2): its 8x8 position
     # table resized to the picture, by libmtmd and by transformers.
     "lfm2": (hf.write_hf_lfm2_vision, 128),
+    "lfm2.5": (lambda folder: hf.write_hf_lfm2_vision(folder, layernorm=False), 128),  # no layer norm
 }
 
 

@@ -183,8 +183,8 @@ _GEMMA4 = _Tower(
 _CLAMPS = ("input_min", "input_max", "output_min", "output_max")
 # LFM2-VL's: SigLIP2 (NaFlex: its patches through a linear, its 16x16 position table resized to
 # each picture by libmtmd), and a projector over each 2x2 patches unshuffled into one: a layer
-# norm, then a GELU MLP.
-_LFM2 = dataclasses.replace(
+# norm (which LFM2.5-VL has not), then a GELU MLP.
+_LFM2_TOWER = dataclasses.replace(
     _GEMMA3,
     who="LFM2-VL's",
     projector={
@@ -192,8 +192,16 @@ _LFM2 = dataclasses.replace(
         "layer_norm.bias": "mm.input_norm.bias",
         **{f"linear_{i}.{kind}": f"mm.{i}.{kind}" for i in (1, 2) for kind in ("weight", "bias")},
     },
-    required=("v.patch_embd.weight", "v.position_embd.weight", "mm.1.weight", "mm.1.bias", "mm.2.weight", "mm.2.bias"),
+    required=(
+        "v.patch_embd.weight",
+        "v.position_embd.weight",
+        "v.post_ln.weight",
+        *(f"mm.{i}.{kind}" for i in (1, 2) for kind in ("weight", "bias")),
+    ),
 )
+# The marks libmtmd puts around the tiles of a large picture (LFM2-VL's, as ``mtmd.cpp`` looks
+# them up): without them in the vocabulary it would decode a token of -1, or the marks as text.
+_LFM2_TILE_MARKS = ("<|img_thumbnail|>", "<|img_row_1_col_1|>")
 # What libmtmd's gemma4v fixes: its rotation's base, and a Gemma 4 picture's pooling unless stated.
 _GEMMA4_ROPE_THETA = 100.0
 _GEMMA4_POOLING = 3
@@ -257,8 +265,8 @@ def projector(
     embedding: SourceTensor | None,
     tokens: list[str],
 ) -> tuple[KV, list[Tensor]]:
-    """The projector GGUF's keys and tensors of ``kind`` (``gemma3``, ``pixtral``, a Qwen-VL's
-    merger: the family's ``Layout.vision``) for the tower ``sources``, ``embedding`` the text
+    """The projector GGUF's keys and tensors of ``kind`` (``gemma3``, ``gemma4v``, ``lfm2``,
+    ``pixtral``, a Qwen-VL's merger: the family's ``Layout.vision``) for the tower ``sources``, ``embedding`` the text
     model's token embedding and ``tokens`` its vocabulary (both for Pixtral's [IMG_BREAK] row);
     ``ImportRefused`` for one llama.cpp could not run. The processor's settings come from
     ``preprocessor_config.json``, or the ``image_processor`` of ``processor_config.json``, where
@@ -276,7 +284,7 @@ def projector(
     if kind == "gemma4v":
         return _gemma4(vision, text, processor, sources)
     if kind == "lfm2":
-        return _lfm2(config, vision, text, processor, sources)
+        return _lfm2(config, vision, text, processor, sources, tokens)
     return _gemma3(config, vision, text, processor, sources)
 
 
@@ -355,31 +363,48 @@ def _lfm2(
     text: Mapping[str, Any],
     processor: Mapping[str, Any],
     sources: list[SourceTensor],
+    tokens: list[str],
 ) -> tuple[KV, list[Tensor]]:
     """LFM2-VL's tower as llama.cpp's ``LFM2VLModel`` writes it (``lfm2``): SigLIP2's patch linear as
-    a convolution's kernel, its position table as it is (libmtmd resizes it to each picture), the
-    projector's layer norm and MLP; the picture unshuffled by ``downsample_factor``. ``ImportRefused``
-    for what libmtmd's lfm2 computes otherwise."""
-    if config.get("vision_feature_layer", -1) != -1:
-        raise ImportRefused(
-            "config.json's vision_feature_layer is not the tower's last, which llama.cpp's LFM2-VL reads"
-        )
+    a convolution's kernel, its square position table as it is (libmtmd resizes it to each
+    picture), the projector's layer norm (where it has one) and MLP; the picture unshuffled by
+    ``downsample_factor``. Every block is kept: transformers reads the last, whatever
+    ``vision_feature_layer`` says. ``ImportRefused`` for a tower libmtmd's lfm2 would compute
+    otherwise than transformers, abort on, or tile without its marks. libmtmd sizes and tiles a
+    picture its own way (64 to 256 tokens, tiles of 512 pixels, a thumbnail), whatever the
+    processor says."""
     if config.get("projector_hidden_act", "gelu") != "gelu" or config.get("projector_bias", True) is not True:
         raise ImportRefused("config.json's projector is not a GELU MLP with biases, which libmtmd's lfm2 computes")
     if vision.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
         raise ImportRefused("config.json's vision_config activation is not gelu_pytorch_tanh, SigLIP2's")
+    missing = [mark for mark in _LFM2_TILE_MARKS if mark not in tokens]
+    if missing:
+        raise ImportRefused(f"the vocabulary lacks {missing[0]}, which libmtmd puts between a large picture's tiles")
     n_embd, patch = config_int(vision, "hidden_size"), config_int(vision, "patch_size")
+    factor = config_int(config, "downsample_factor", 2, "top level")
     tensors: dict[str, Tensor] = {}
     for source in sources:
-        name = _LFM2.gguf_name(source.name)
+        name = _LFM2_TOWER.gguf_name(source.name)
         if name == "v.patch_embd.weight":
             source = _patch_kernel(source, n_embd, patch)
         if name is not None:
             tensors[name] = converted(name, source, None)
-    _LFM2.require(tensors, config_int(vision, "num_hidden_layers"))
-    side = math.isqrt(config_int(vision, "num_patches", default=256))
-    kv = _clip_kv("lfm2", "gelu", {**vision, "image_size": side * patch}, text, processor, 1e-6, _HALVES_MEAN_STD)
-    kv["clip.vision.projector.scale_factor"] = (config_int(config, "downsample_factor", 2, "settings"), _U32)
+    _LFM2_TOWER.require(tensors, config_int(vision, "num_hidden_layers"))
+    if ("mm.input_norm.weight" in tensors) != (config.get("projector_use_layernorm", True) is True):
+        raise ImportRefused("config.json's projector_use_layernorm and the projector's layer norm disagree")
+    if factor < 2 or tensors["mm.1.weight"].shape[1] != n_embd * factor * factor:
+        raise ImportRefused(
+            f"config.json's downsample_factor {factor} does not merge patches into the projector's input "
+            "(libmtmd merges at least 2x2)"
+        )
+    rows = tensors["v.position_embd.weight"].shape[0]
+    side = math.isqrt(rows)
+    if side * side != rows:
+        raise ImportRefused(f"the tower's position table of {rows} patches is not a square, which libmtmd resizes")
+    statistics = processor if processor.get("do_normalize", True) is not False else {}
+    mean_std = _HALVES_MEAN_STD if statistics else _NO_MEAN_STD
+    kv = _clip_kv("lfm2", "gelu", {**vision, "image_size": side * patch}, text, statistics, 1e-6, mean_std)
+    kv["clip.vision.projector.scale_factor"] = (factor, _U32)
     return kv, list(tensors.values())
 
 
