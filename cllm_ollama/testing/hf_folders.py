@@ -22,7 +22,16 @@ import gguf
 import numpy as np
 
 from ..convert.hf import safetensors
-from . import core_ggufs, deepseek2_ggufs, gemma4_ggufs, nemotron_h_ggufs, ollama_ggufs, tower_ggufs, vision_ggufs
+from . import (
+    core_ggufs,
+    deepseek2_ggufs,
+    gemma4_ggufs,
+    laguna_ggufs,
+    nemotron_h_ggufs,
+    ollama_ggufs,
+    tower_ggufs,
+    vision_ggufs,
+)
 from .gguf_base import (
     TINY,
     Tensors,
@@ -66,6 +75,7 @@ _ARCHITECTURES = {
     "lfm2moe": "Lfm2MoeForCausalLM",
     "gemma4": "Gemma4ForCausalLM",
     "deepseek2": "DeepseekV3ForCausalLM",  # or GLM-4.7-Flash's, by its vocabulary (_deepseek2_config)
+    "laguna": "LagunaForCausalLM",
     "nemotron_h": "NemotronHForCausalLM",
     "nemotron_h_moe": "NemotronHForCausalLM",
 }
@@ -229,6 +239,13 @@ _DEEPSEEK2_PARTS = _PARTS | {
     "attn_q_b": "self_attn.q_b_proj",
     "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
     "attn_kv_a_norm": "self_attn.kv_a_layernorm",
+    "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
+    "ffn_up_shexp": "mlp.shared_experts.up_proj",
+    "ffn_down_shexp": "mlp.shared_experts.down_proj",
+}
+# Laguna's: its attention's output gate, the shared expert.
+_LAGUNA_PARTS = _PARTS | {
+    "attn_gate": "self_attn.g_proj",
     "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
     "ffn_up_shexp": "mlp.shared_experts.up_proj",
     "ffn_down_shexp": "mlp.shared_experts.down_proj",
@@ -1162,7 +1179,7 @@ def export(
     reader = gguf.GGUFReader(path)
     kv = _fields(path)
     arch = str(kv["general.architecture"])
-    heads, heads_kv = int(kv[f"{arch}.attention.head_count"]), _kv_heads(kv, arch)
+    heads, heads_kv = max(_per_layer(kv[f"{arch}.attention.head_count"])), _kv_heads(kv, arch)
     folder.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, np.ndarray] = {}
     rope: dict[str, list[float]] = {}  # Phi-3's long-context factors: config.json's, not tensors
@@ -2020,6 +2037,7 @@ _BLOCK_PARTS = {
     "olmo2": _OLMO_PARTS,
     "gemma4": _GEMMA4_PARTS,
     "deepseek2": _DEEPSEEK2_PARTS,
+    "laguna": _LAGUNA_PARTS,
 }
 
 
@@ -2034,7 +2052,7 @@ def _hf_name(name: str, arch: str) -> str:
     _, layer, part = stem.split(".", 2)
     if name.endswith("attn_sinks.weight"):  # gpt-oss's, no module's weight
         return f"model.layers.{layer}.self_attn.sinks"
-    if name.endswith("exp_probs_b.bias") and arch == "deepseek2":  # the router's bias, a buffer
+    if name.endswith("exp_probs_b.bias") and arch in ("deepseek2", "laguna"):  # the router's bias, a buffer
         return f"model.layers.{layer}.mlp.gate.e_score_correction_bias"
     if name.endswith("exp_probs_b.bias"):  # LFM2's expert bias, a buffer
         return f"model.layers.{layer}.feed_forward.expert_bias"
@@ -2050,7 +2068,7 @@ def _halves(rows: np.ndarray, heads: int) -> np.ndarray:
 
 
 def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
-    n_embd, heads = int(kv[f"{arch}.embedding_length"]), int(kv[f"{arch}.attention.head_count"])
+    n_embd, heads = int(kv[f"{arch}.embedding_length"]), max(_per_layer(kv[f"{arch}.attention.head_count"]))
     config: dict[str, Any] = {
         "architectures": [_ARCHITECTURES[arch]],
         "model_type": _MODEL_TYPES.get(arch, arch),
@@ -2212,10 +2230,53 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         config["use_bidirectional_attention"] = True
     if arch in ("nemotron_h", "nemotron_h_moe"):
         config |= _nemotron_h_config(kv)
+    if arch == "laguna":
+        config |= _laguna_config(kv)
     if arch == "deepseek2":  # no head_dim: GLM's would name the rotary width
         del config["head_dim"]
         config |= _deepseek2_config(kv)
     return config
+
+
+def _laguna_config(kv: dict[str, Any]) -> dict[str, Any]:
+    """Laguna's settings as its releases state them: each layer's heads and kind, its rotation per
+    kind of layer (the full layers' YaRN), its gate per head, its mixture."""
+    a, n = "laguna", int(kv["laguna.block_count"])
+    sliding = [bool(x) for x in kv["laguna.attention.sliding_window_pattern"]]
+    head_dim, dense = int(kv["laguna.attention.key_length"]), int(kv["laguna.leading_dense_block_count"])
+    return {
+        "num_attention_heads_per_layer": [int(h) for h in kv["laguna.attention.head_count"]],
+        "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
+        "mlp_layer_types": ["dense"] * dense + ["sparse"] * (n - dense),
+        "sliding_window": int(kv["laguna.attention.sliding_window"]),
+        "gating": True,
+        "num_experts": int(kv[f"{a}.expert_count"]),
+        "num_experts_per_tok": int(kv[f"{a}.expert_used_count"]),
+        "moe_intermediate_size": int(kv[f"{a}.expert_feed_forward_length"]),
+        "shared_expert_intermediate_size": int(kv[f"{a}.expert_shared_feed_forward_length"]),
+        "moe_routed_scaling_factor": float(kv[f"{a}.expert_weights_scale"]),
+        "moe_router_logit_softcapping": 0.0,
+        "rope_parameters": {
+            "full_attention": {
+                "rope_type": "yarn",
+                "rope_theta": float(kv["laguna.rope.freq_base"]),
+                "partial_rotary_factor": int(kv["laguna.rope.dimension_count"]) / head_dim,
+                "factor": float(kv["laguna.rope.scaling.factor"]),
+                "original_max_position_embeddings": int(kv["laguna.rope.scaling.original_context_length"]),
+            },
+            "sliding_attention": {
+                "rope_type": "default",
+                "rope_theta": float(kv["laguna.rope.freq_base_swa"]),
+                "partial_rotary_factor": int(kv["laguna.rope.dimension_count_swa"]) / head_dim,
+            },
+        },
+    }
+
+
+def write_hf_laguna(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-laguna/``, a Laguna checkpoint (``LagunaForCausalLM``, ``laguna_ggufs``'s parts;
+    each expert apart; F16), and ``folder/laguna.gguf``, its twin."""
+    return _exported(folder, "laguna", lambda p: laguna_ggufs.write_laguna(p, seed=seed))
 
 
 def _nemotron_h_back(name: str, data: np.ndarray) -> dict[str, np.ndarray]:

@@ -197,6 +197,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "router), and DIR/deepseek-v2.gguf, its twin",
         lambda folder: hf.write_hf_deepseek2(folder, v2=True),
     ),
+    "hf-laguna": (
+        "DIR/hf-laguna/, a Laguna checkpoint (full and sliding layers, per-layer heads, a gated attention output, "
+        "sigmoid-routed experts beside a shared one), and DIR/laguna.gguf, its twin",
+        hf.write_hf_laguna,
+    ),
     "hf-lfm2-vl": (
         "DIR/hf-lfm2-vl/, an LFM2-VL that sees (LFM2, SigLIP2 and its projector), and its twins DIR/text.gguf and "
         "DIR/mmproj.gguf",

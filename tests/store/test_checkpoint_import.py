@@ -36,6 +36,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma4,
     write_hf_gemma4_vision,
     write_hf_gptoss,
+    write_hf_laguna,
     write_hf_lfm2,
     write_hf_lfm2_vision,
     write_hf_lfm2moe,
@@ -892,6 +893,51 @@ def test_a_nemotron_h_llama_cpp_would_run_otherwise_is_refused(
     """Settings llama.cpp's nemotron_h computes otherwise (other activations, biases, a window, a
     layer kind it lacks, Mamba heads its groups cannot share, experts chosen in groups) are refused."""
     folder, _ = write_hf_nemotron_h(tmp_path, shape="nano3")
+    _edit(folder, "config.json", lambda c: c.update(damage))
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_laguna_converts_to_its_twin(tmp_path: Path) -> None:
+    """Laguna (``LagunaForCausalLM``) as llama.cpp's ``laguna``: each layer's heads, the sliding
+    layers (their own rotary base and width) beside full ones (partial rotation, YaRN), the gated
+    attention output, the leading dense layer, the experts apart, the router's bias and the shared
+    expert; ``</assistant>``, the end of its turn, a control token (llama.cpp's converter promotes
+    it: the releases save it as no special token, and its text would show)."""
+    folder, twin = write_hf_laguna(tmp_path)
+
+    def unspecial(spec: dict[str, Any]) -> None:
+        for token in spec["added_tokens"]:
+            if token["content"] == "</assistant>":
+                token["special"] = False
+
+    _edit(folder, "tokenizer.json", unspecial)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    got = _fields(tmp_path / "out.gguf")
+    end = got["tokenizer.ggml.tokens"].index("</assistant>")
+    assert got["tokenizer.ggml.eot_token_id"] == end
+    assert got["tokenizer.ggml.token_type"][end] == gguf.TokenType.CONTROL
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ({"moe_router_logit_softcapping": 30.0}, "config.json's moe_router_logit_softcapping is 30.0"),
+        ({"moe_apply_router_weight_on_input": True}, "moe_apply_router_weight_on_input is True"),
+        ({"attention_bias": True}, "config.json's attention_bias is True"),
+        ({"mlp_layer_types": ["sparse", "dense", "sparse", "sparse"]}, "mlp_layer_types are not dense layers"),
+        ({"num_attention_heads_per_layer": [4, 3, 4, 2]}, "num_attention_heads_per_layer are not a multiple"),
+        ({"layer_types": ["full_attention", "chunked"] * 2}, "layer_types are not full or sliding attention"),
+        ({"gating": "per-element"}, "blk.0.attn_gate.weight gates 4 outputs; config.json's gating 'per-element'"),
+    ],
+)
+def test_a_laguna_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damage: dict[str, Any], why: str) -> None:
+    """Settings llama.cpp's laguna computes otherwise (a capped or input-weighing router, biases,
+    dense layers between mixtures, heads its KV heads cannot share, another kind of layer) or would
+    abort on (an output gate of the other width than ``gating`` says) are refused."""
+    folder, _ = write_hf_laguna(tmp_path)
     _edit(folder, "config.json", lambda c: c.update(damage))
     with pytest.raises(ImportRefused, match=re.escape(why)):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")

@@ -64,6 +64,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "glm4-moe-lite": hf.write_hf_deepseek2,  # latent attention, sigmoid-routed experts
     "deepseek-v3": lambda folder: hf.write_hf_deepseek2(folder, glm=False),  # experts in groups, YaRN
     "deepseek-v2": lambda folder: hf.write_hf_deepseek2(folder, v2=True),  # one Q projection, a softmax router
+    "laguna": hf.write_hf_laguna,  # per-layer heads, sliding layers, a gated attention output, a mixture
     "nemotron-h": hf.write_hf_nemotron_h,  # Mamba-2, attention and ReLU² MLP layers
     "nemotron-h-moe": lambda folder: hf.write_hf_nemotron_h(folder, shape="nano3", transformers_5=True),
     "nemotron-h-super": lambda folder: hf.write_hf_nemotron_h(folder, shape="super"),  # latent experts

@@ -403,6 +403,28 @@ _NEMOTRON_H = _Layout(
     # llama.cpp's converter names its tokenizer by its outputs: pixtral-12b's (Llama 3's split).
     pre_tokenizer="pixtral",
 )
+# Laguna's (poolside): attention with Q and K normed per head and its output gated (softplus) per
+# head or per element (``g_proj``), a sliding window on some layers, leading dense layers, then
+# sigmoid-routed experts with a bias beside a shared expert: llama.cpp's ``laguna``.
+_LAGUNA = _Layout(
+    "laguna",
+    _ATTENTION
+    | _PRE_NORMS
+    | _QK_NORMS
+    | {
+        "self_attn.g_proj": "attn_gate",
+        "mlp.gate": "ffn_gate_inp",
+        "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+        "mlp.shared_experts.up_proj": "ffn_up_shexp",
+        "mlp.shared_experts.down_proj": "ffn_down_shexp",
+    },
+    experts=_EXPERT,
+    params={  # the router's bias, as transformers keeps it and as the releases do
+        "mlp.gate.e_score_correction_bias": "exp_probs_b.bias",
+        "mlp.experts.e_score_correction_bias": "exp_probs_b.bias",
+    },
+    turn_ends={"eot": "</assistant>"},  # its turn's end, which llama.cpp's converter makes a control token
+)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
@@ -442,6 +464,7 @@ LAYOUTS = {
     # DeepSeek-V2 (and V2-Lite, DeepSeek-Coder-V2): V3's layout, its tokenizer named by its splits.
     "DeepseekV2ForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer=None),
     "NemotronHForCausalLM": _NEMOTRON_H,
+    "LagunaForCausalLM": _LAGUNA,
     "Glm4MoeLiteForCausalLM": dataclasses.replace(
         _DEEPSEEK2, pre_tokenizer="glm4", turn_ends={"eot": "<|user|>", "eom": "<|observation|>"}
     ),
@@ -555,6 +578,13 @@ _NEMOTRON_H_KINDS = {
     "mlp": "-",
     "moe": "E",
 }
+# Laguna's settings llama.cpp's laguna computes with whatever config.json says.
+_LAGUNA_FIXED = {
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "moe_apply_router_weight_on_input": False,
+    "moe_router_logit_softcapping": 0.0,
+}
 # The most experts llama.cpp loads (``LLAMA_MAX_EXPERTS``; more, and it asserts).
 _MAX_EXPERTS = 1024
 # Settings llama.cpp's deepseek2 computes with whatever config.json says.
@@ -618,6 +648,24 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_shared_expert_intermediate_size": 7688,
         "num_experts_per_tok": 2,
         "routed_scaling_factor": 1.0,
+    },
+    "LagunaForCausalLM": {  # transformers' LagunaConfig's
+        "num_attention_heads": 48,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_experts": 256,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "moe_routed_scaling_factor": 1.0,
+        "sliding_window": 512,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 131072,
+        "gating": True,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+        },
     },
     "Glm4MoeLiteForCausalLM": {
         "n_routed_experts": 64,
@@ -1291,6 +1339,79 @@ class Family:
             raise ImportRefused("config.json's mlp_layer_types are not dense layers, then sparse ones")
         return dense
 
+    def _laguna(self) -> KV:
+        """Laguna's: each layer's heads, which layers slide (their own rotary base and width), the
+        full layers' partial rotation, the leading dense layers, and its sigmoid router (normalized,
+        scaled) beside one shared expert. A router llama.cpp's laguna does not compute is refused."""
+        self._require_fixed(_LAGUNA_FIXED)
+        n, a = self.n_layer, self.arch
+        heads = self._laguna_heads()
+        types = self.config.get("layer_types") or ["full_attention"] * n
+        if not isinstance(types, list) or len(types) != n or set(types) - {"full_attention", "sliding_attention"}:
+            raise ImportRefused("config.json's layer_types are not full or sliding attention, one for each layer")
+        kinds = self.config.get("mlp_layer_types") or ["dense"] + ["sparse"] * (n - 1)  # transformers' default
+        dense = kinds.index("sparse") if isinstance(kinds, list) and "sparse" in kinds else -1
+        if not isinstance(kinds, list) or kinds != ["dense"] * dense + ["sparse"] * (n - dense):
+            raise ImportRefused("config.json's mlp_layer_types are not dense layers, then sparse ones")
+        rope = self.config.get("rope_parameters")
+        sliding = rope.get("sliding_attention") if isinstance(rope, dict) else None
+        kv: KV = {
+            f"{a}.attention.head_count": (heads, GGUFValueType.ARRAY),
+            f"{a}.rope.dimension_count": (self._rotary_dims, _U32),
+            f"{a}.leading_dense_block_count": (dense, _U32),
+            f"{a}.expert_count": (self.n_expert, _U32),
+            f"{a}.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+            f"{a}.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
+            f"{a}.expert_shared_feed_forward_length": (self._int("shared_expert_intermediate_size"), _U32),
+            f"{a}.expert_shared_count": (1, _U32),
+            f"{a}.expert_weights_norm": (True, GGUFValueType.BOOL),  # transformers' router always normalizes
+            f"{a}.expert_weights_scale": (float(self.config.get("moe_routed_scaling_factor") or 1.0), _F32),
+            f"{a}.expert_gating_func": (2, _U32),
+        }
+        if "sliding_attention" in types:
+            if not isinstance(sliding, dict) or sliding.get("rope_type", "default") != "default":
+                raise ImportRefused("config.json's sliding layers rotate otherwise than llama.cpp's laguna (plainly)")
+            kv |= {
+                f"{a}.attention.sliding_window": (self._int("sliding_window"), _U32),
+                f"{a}.attention.sliding_window_pattern": (
+                    [t == "sliding_attention" for t in types],
+                    GGUFValueType.ARRAY,
+                ),
+                f"{a}.rope.freq_base_swa": (float(sliding.get("rope_theta") or 10000.0), _F32),
+                f"{a}.rope.dimension_count_swa": (
+                    int(float(sliding.get("partial_rotary_factor", 1.0)) * self.head_dim),
+                    _U32,
+                ),
+            }
+        return kv
+
+    def _laguna_heads(self) -> list[int]:
+        """Laguna's attention heads per layer (``num_attention_heads_per_layer``, or as many in each)."""
+        heads = self.config.get("num_attention_heads_per_layer") or [self.n_head] * self.n_layer
+        if (
+            not isinstance(heads, list)
+            or len(heads) != self.n_layer
+            or not all(_whole(h) and h > 0 and h % self.n_head_kv == 0 for h in heads)
+        ):
+            raise ImportRefused(
+                "config.json's num_attention_heads_per_layer are not a multiple of its KV heads for each layer"
+            )
+        return heads
+
+    def check(self, gguf_name: str, shape: tuple[int, ...]) -> None:
+        """``ImportRefused`` for a tensor llama.cpp would abort on loading: Laguna's output gate of
+        another width than its heads (per head) or their outputs (per element), as ``gating`` says."""
+        if self.arch != "laguna" or not gguf_name.endswith(".attn_gate.weight"):
+            return
+        heads = self._laguna_heads()[int(gguf_name.split(".")[1])]
+        gating = self.config.get("gating", True)
+        per_head = gating is True or gating == "per-head"  # transformers' reading
+        want = heads if per_head else heads * self.head_dim
+        if shape[0] != want:
+            raise ImportRefused(
+                f"{gguf_name} gates {shape[0]} outputs; config.json's gating {gating!r} over {heads} heads means {want}"
+            )
+
     def _nemotron_h(self) -> KV:
         """Nemotron-H's: which layers are Mamba-2's, attention's or an FFN's (llama.cpp tells them
         apart by their KV heads and FFN widths, both 0 for a Mamba-2 layer), the Mamba-2 mixer's
@@ -1725,6 +1846,7 @@ _ARCH_KEYS: dict[str, tuple[Callable[[Family], KV], ...]] = {
     "command-r": (Family._cohere,),
     "gemma4": (Family._gemma4,),
     "deepseek2": (Family._deepseek2,),
+    "laguna": (Family._laguna,),
     "nemotron_h": (Family._nemotron_h,),
     "nemotron_h_moe": (Family._nemotron_h,),
 }

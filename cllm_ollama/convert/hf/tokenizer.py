@@ -38,6 +38,7 @@ _PRE_TOKENIZERS = {
     "21cde974d587f0d54dc8d56b183cc1e6239600172035c68fbd6d4b9f8da0576e": "deepseek-coder",
     "1ff7f41064896984db5d1bb6ff64fa4bc29007d08c1b439e505b7392777a319e": "qwen2",
     "00431aed57e696b747435f734d1e3b9b1bfd931a121fb5cac7129e97c181e9ba": "qwen35",
+    "b92c0824a58e1d8dc3221cf3e12c433c3a86f57e46d57229993489f0798e7702": "laguna",
 }
 # Mistral's Tekken (Nemo, Small 3, Pixtral), which Ollama's table lacks: its split pattern as
 # llama.cpp's llama-vocab.cpp quotes it from tokenizer.json.
@@ -102,9 +103,11 @@ def tokenizer_kv(
     tokens: list[str] = kv["tokenizer.ggml.tokens"][0]
     kv |= _special_tokens(checkpoint, config, tokens)
     ids = {text: tid for tid, text in reversed(list(enumerate(tokens)))}  # a text's first id
+    types: list[int] = kv["tokenizer.ggml.token_type"][0]
     for key, text in (turn_ends or {}).items():
         if text in ids:
             kv[f"tokenizer.ggml.{key}_token_id"] = (ids[text], _U32)
+            types[ids[text]] = int(TokenType.CONTROL)  # never shown (Laguna's </assistant> is saved unspecial)
     if pre == "glm4":  # llama.cpp runs GLM's vocabulary without a bos: none may be added
         kv["tokenizer.ggml.add_bos_token"] = (False, _BOOL)
     if wordpiece:  # a text is [CLS] ... [SEP]: llama.cpp's bos and eos, as its converter gives them
