@@ -243,12 +243,12 @@ _DEEPSEEK2_PARTS = _PARTS | {
     "ffn_up_shexp": "mlp.shared_experts.up_proj",
     "ffn_down_shexp": "mlp.shared_experts.down_proj",
 }
-# Laguna's: its attention's output gate, the shared expert.
+# Laguna's, as its releases name them: its attention's output gate, the shared expert.
 _LAGUNA_PARTS = _PARTS | {
     "attn_gate": "self_attn.g_proj",
-    "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
-    "ffn_up_shexp": "mlp.shared_experts.up_proj",
-    "ffn_down_shexp": "mlp.shared_experts.down_proj",
+    "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+    "ffn_up_shexp": "mlp.shared_expert.up_proj",
+    "ffn_down_shexp": "mlp.shared_expert.down_proj",
 }
 _LFM2_PARTS = _PARTS | {
     "attn_norm": "operator_norm",
@@ -2052,8 +2052,10 @@ def _hf_name(name: str, arch: str) -> str:
     _, layer, part = stem.split(".", 2)
     if name.endswith("attn_sinks.weight"):  # gpt-oss's, no module's weight
         return f"model.layers.{layer}.self_attn.sinks"
-    if name.endswith("exp_probs_b.bias") and arch in ("deepseek2", "laguna"):  # the router's bias, a buffer
+    if name.endswith("exp_probs_b.bias") and arch == "deepseek2":  # the router's bias, a buffer
         return f"model.layers.{layer}.mlp.gate.e_score_correction_bias"
+    if name.endswith("exp_probs_b.bias") and arch == "laguna":  # where Laguna's releases keep it
+        return f"model.layers.{layer}.mlp.experts.e_score_correction_bias"
     if name.endswith("exp_probs_b.bias"):  # LFM2's expert bias, a buffer
         return f"model.layers.{layer}.feed_forward.expert_bias"
     if arch == "gemma4" and f"{part}.{suffix}" in _GEMMA4_PARAMS:
@@ -2274,8 +2276,9 @@ def _laguna_config(kv: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_hf_laguna(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
-    """``folder/hf-laguna/``, a Laguna checkpoint (``LagunaForCausalLM``, ``laguna_ggufs``'s parts;
-    each expert apart; F16), and ``folder/laguna.gguf``, its twin."""
+    """``folder/hf-laguna/``, a Laguna checkpoint as its releases keep it (``LagunaForCausalLM``,
+    ``laguna_ggufs``'s parts; each expert apart, the shared expert and the router's bias by the
+    releases' names; F16), and ``folder/laguna.gguf``, its twin."""
     return _exported(folder, "laguna", lambda p: laguna_ggufs.write_laguna(p, seed=seed))
 
 

@@ -912,6 +912,10 @@ def test_a_laguna_converts_to_its_twin(tmp_path: Path) -> None:
                 token["special"] = False
 
     _edit(folder, "tokenizer.json", unspecial)
+    # Its template kept beside the config, which only includes it (llama.cpp's converter resolves it).
+    template = (folder / "tokenizer_config.json").read_text()
+    (folder / "chat_template.jinja").write_text(json.loads(template)["chat_template"])
+    _edit(folder, "tokenizer_config.json", lambda c: c.update(chat_template="{% include 'chat_template.jinja' %}"))
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
     _assert_twin_tensors(twin, tmp_path / "out.gguf")
     _assert_twin_keys(twin, tmp_path / "out.gguf")
@@ -919,6 +923,20 @@ def test_a_laguna_converts_to_its_twin(tmp_path: Path) -> None:
     end = got["tokenizer.ggml.tokens"].index("</assistant>")
     assert got["tokenizer.ggml.eot_token_id"] == end
     assert got["tokenizer.ggml.token_type"][end] == gguf.TokenType.CONTROL
+    assert got["tokenizer.chat_template"] == (folder / "chat_template.jinja").read_text()
+    # As transformers 5 saves it: the shared expert plural, the router's bias on the gate.
+    weights = folder / "model.safetensors"
+    tensors = {
+        t.name.replace("shared_expert.", "shared_experts.").replace("experts.e_score", "gate.e_score"): (
+            t.dtype,
+            np.array(t.data),
+        )
+        for t in safetensors.read(weights, weights.name)
+    }
+    weights.unlink()  # mapped while read: written anew, not over
+    write_safetensors(weights, tensors)
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
 
 
 @pytest.mark.parametrize(
@@ -931,6 +949,11 @@ def test_a_laguna_converts_to_its_twin(tmp_path: Path) -> None:
         ({"num_attention_heads_per_layer": [4, 3, 4, 2]}, "num_attention_heads_per_layer are not a multiple"),
         ({"layer_types": ["full_attention", "chunked"] * 2}, "layer_types are not full or sliding attention"),
         ({"gating": "per-element"}, "blk.0.attn_gate.weight gates 4 outputs; config.json's gating 'per-element'"),
+        (
+            {"gating_types": ["per_head", "per_element", "per_head", "per_head"]},
+            "gating_types say per-element at layer 1",
+        ),
+        ({"num_experts_per_tok": 9}, "config.json's 8 experts are not a mixture llama.cpp runs"),
     ],
 )
 def test_a_laguna_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damage: dict[str, Any], why: str) -> None:

@@ -233,7 +233,7 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
         name = family.gguf_name(source.name)
         if name is None:
             continue
-        family.check(name, source.shape)
+        family.refuse_misread(name, source.shape)
         for stored, part in family.split(name, family.view(name, source)):
             if stored in out:
                 raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")

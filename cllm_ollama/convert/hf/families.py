@@ -414,9 +414,8 @@ _LAGUNA = _Layout(
     | {
         "self_attn.g_proj": "attn_gate",
         "mlp.gate": "ffn_gate_inp",
-        "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
-        "mlp.shared_experts.up_proj": "ffn_up_shexp",
-        "mlp.shared_experts.down_proj": "ffn_down_shexp",
+        # the shared expert as transformers keeps it, and as the releases do (singular)
+        **{f"mlp.shared_expert{s}.{p}_proj": f"ffn_{p}_shexp" for s in ("s", "") for p in ("gate", "up", "down")},
     },
     experts=_EXPERT,
     params={  # the router's bias, as transformers keeps it and as the releases do
@@ -662,6 +661,7 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "rms_norm_eps": 1e-6,
         "max_position_embeddings": 131072,
         "gating": True,
+        "first_k_dense_replace": 1,  # transformers' mlp_layer_types: one dense layer, then sparse
         "rope_parameters": {
             "full_attention": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
@@ -1330,7 +1330,7 @@ class Family:
             if not _whole(dense) or dense >= self.n_layer:
                 raise ImportRefused("config.json's first_k_dense_replace is not a number of the model's layers")
             return dense
-        dense = types.index("sparse") if isinstance(types, list) and "sparse" in types else -1
+        dense = types.index("sparse") if isinstance(types, list) and "sparse" in types else self.n_layer
         if (
             not isinstance(types, list)
             or len(types) != self.n_layer
@@ -1349,10 +1349,11 @@ class Family:
         types = self.config.get("layer_types") or ["full_attention"] * n
         if not isinstance(types, list) or len(types) != n or set(types) - {"full_attention", "sliding_attention"}:
             raise ImportRefused("config.json's layer_types are not full or sliding attention, one for each layer")
-        kinds = self.config.get("mlp_layer_types") or ["dense"] + ["sparse"] * (n - 1)  # transformers' default
-        dense = kinds.index("sparse") if isinstance(kinds, list) and "sparse" in kinds else -1
-        if not isinstance(kinds, list) or kinds != ["dense"] * dense + ["sparse"] * (n - dense):
-            raise ImportRefused("config.json's mlp_layer_types are not dense layers, then sparse ones")
+        dense = self._dense_layers()  # transformers' default: one (``_CLASS_DEFAULTS``)
+        if self._int("num_experts_per_tok") > self.n_expert or self.n_expert > _MAX_EXPERTS:
+            raise ImportRefused(f"config.json's {self.n_expert} experts are not a mixture llama.cpp runs")
+        if self._rotary_dims > self.head_dim:
+            raise ImportRefused("config.json rotates more than a whole head (partial_rotary_factor over 1)")
         rope = self.config.get("rope_parameters")
         sliding = rope.get("sliding_attention") if isinstance(rope, dict) else None
         kv: KV = {
@@ -1398,14 +1399,23 @@ class Family:
             )
         return heads
 
-    def check(self, gguf_name: str, shape: tuple[int, ...]) -> None:
-        """``ImportRefused`` for a tensor llama.cpp would abort on loading: Laguna's output gate of
-        another width than its heads (per head) or their outputs (per element), as ``gating`` says."""
+    def refuse_misread(self, gguf_name: str, shape: tuple[int, ...]) -> None:
+        """``ImportRefused`` for a tensor llama.cpp would read otherwise than transformers: Laguna's
+        output gate (llama.cpp gates per head or per element by its width; transformers by
+        ``gating``), or a config whose ``gating_types`` contradict ``gating`` (as llama.cpp's converter
+        refuses it: runtimes reading ``gating`` would mis-handle it)."""
         if self.arch != "laguna" or not gguf_name.endswith(".attn_gate.weight"):
             return
-        heads = self._laguna_heads()[int(gguf_name.split(".")[1])]
-        gating = self.config.get("gating", True)
+        layer = int(gguf_name.split(".")[1])
+        heads = self._laguna_heads()[layer]
+        gating, types = self.config.get("gating", True), self.config.get("gating_types")
         per_head = gating is True or gating == "per-head"  # transformers' reading
+        if isinstance(types, list) and len(types) > layer:
+            declared = str(types[layer]).replace("_", "-")
+            if (declared == "per-head") != per_head:
+                raise ImportRefused(
+                    f"config.json's gating_types say {declared} at layer {layer}, its gating {gating!r} otherwise"
+                )
         want = heads if per_head else heads * self.head_dim
         if shape[0] != want:
             raise ImportRefused(

@@ -61,6 +61,8 @@ _GEMMA4_VISIBLE = frozenset(
     ("<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", '<|"|>')
 )
 _BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+# A chat template that only includes the one saved beside it (``{% include 'chat_template.jinja' %}``).
+_INCLUDES_FILE = re.compile(r"\s*\{%-?\s*include\s+['\"]chat_template\.jinja['\"]\s*-?%\}\s*")
 # tokenizer_config.json's names -> llama.cpp's key names (``tokenizer.ggml.<key>_token_id``).
 _SPECIAL = {
     "bos": "bos",
@@ -355,13 +357,17 @@ def _template_adds_bos(spec: dict[str, Any]) -> bool | None:
 
 def chat_template(checkpoint: Checkpoint) -> str | None:
     """The chat template: tokenizer_config.json's (a string, or the one named "default" of a
-    list), else the ``chat_template.jinja`` or ``chat_template.json`` transformers writes beside it."""
+    list), else the ``chat_template.jinja`` or ``chat_template.json`` transformers writes beside it;
+    one that only includes ``chat_template.jinja`` (Laguna's) is that file's text, as llama.cpp's
+    converter resolves it (the server's Jinja has no files to include)."""
     settings = checkpoint.json("tokenizer_config.json") or {}
     template = settings.get("chat_template")
     if isinstance(template, list):
         template = next(
             (t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None
         )
+    if isinstance(template, str) and _INCLUDES_FILE.fullmatch(template) and checkpoint.has("chat_template.jinja"):
+        return checkpoint.text("chat_template.jinja")
     if isinstance(template, str) and template:
         return template
     if checkpoint.has("chat_template.jinja"):
