@@ -15,7 +15,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .gguf_base import TINY, Tensors, Vocab, add_tokenizer, f16_exact, finish, moe_ffn, synthetic_vocab
+from .gguf_base import TINY, Tensors, Vocab, add_tokenizer, f16_exact, finish, moe_ffn, synthetic_vocab, with_tokens
 
 _F16 = gguf.GGMLQuantizationType.F16
 # GLM's turn tokens, which its template writes and llama.cpp's converter makes the ends of a turn.
@@ -72,16 +72,7 @@ DEEPSEEK_V2_LITE = dataclasses.replace(
 def deepseek2_vocab(shape: Deepseek2Shape) -> Vocab:
     """The synthetic vocabulary, with GLM's turn tokens for a GLM."""
     vocab = synthetic_vocab()
-    if shape.pre != "glm4":
-        return vocab
-    tokens, types = list(vocab.tokens), list(vocab.types)
-    for text in GLM_SPECIALS:
-        tokens.append(text)
-        types.append(int(gguf.TokenType.CONTROL))
-    while len(tokens) % 32:
-        tokens.append(f"<|pad_{len(tokens)}|>")
-        types.append(int(gguf.TokenType.UNUSED))
-    return dataclasses.replace(vocab, tokens=tokens, types=types)
+    return with_tokens(vocab, GLM_SPECIALS) if shape.pre == "glm4" else vocab
 
 
 def write_deepseek2(path: Path, shape: Deepseek2Shape = GLM47_FLASH, *, seed: int = 0) -> Path:

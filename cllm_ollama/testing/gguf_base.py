@@ -9,6 +9,7 @@ purpose: they are the inverse maps its tests prove it against.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections import Counter
@@ -147,6 +148,15 @@ def synthetic_vocab(size: int | None = None) -> Vocab:
         eos_id=ids["<|im_end|>"],
         bos_id=ids["<|endoftext|>"],
     )
+
+
+def with_tokens(vocab: Vocab, texts: list[str] | tuple[str, ...], kind: int = gguf.TokenType.CONTROL) -> Vocab:
+    """``vocab`` with ``texts`` added (of ``kind``), padded again to a multiple of 32 rows."""
+    tokens, types = [*vocab.tokens, *texts], [*vocab.types, *[int(kind)] * len(texts)]
+    while len(tokens) % 32:
+        tokens.append(f"<|pad_{len(tokens)}|>")
+        types.append(int(gguf.TokenType.UNUSED))
+    return dataclasses.replace(vocab, tokens=tokens, types=types)
 
 
 # Gemma 4's special tokens, in its order: control tokens, then those llama.cpp's converter makes

@@ -8,13 +8,12 @@ converts from.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import gguf
 import numpy as np
 
-from .gguf_base import TINY, Tensors, Vocab, add_tokenizer, f16_exact, finish, moe_ffn, synthetic_vocab
+from .gguf_base import TINY, Tensors, Vocab, add_tokenizer, f16_exact, finish, moe_ffn, synthetic_vocab, with_tokens
 
 _F16 = gguf.GGMLQuantizationType.F16
 LAGUNA_HEADS = (4, 2, 4, 2)  # each layer's
@@ -24,12 +23,7 @@ _HEAD_DIM, _KV_HEADS, _FF, _EXPERTS, _USED, _FF_EXP, _FF_SHARED = 16, 2, 96, 8, 
 
 def laguna_vocab() -> Vocab:
     """The synthetic vocabulary with Laguna's turn end, ``</assistant>``."""
-    vocab = synthetic_vocab()
-    tokens, types = [*vocab.tokens, "</assistant>"], [*vocab.types, int(gguf.TokenType.CONTROL)]
-    while len(tokens) % 32:
-        tokens.append(f"<|pad_{len(tokens)}|>")
-        types.append(int(gguf.TokenType.UNUSED))
-    return dataclasses.replace(vocab, tokens=tokens, types=types)
+    return with_tokens(synthetic_vocab(), ["</assistant>"])
 
 
 def write_laguna(path: Path, *, seed: int = 0) -> Path:

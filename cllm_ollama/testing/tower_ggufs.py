@@ -13,7 +13,6 @@ LFM2-VL: SigLIP2 and its projector (``lfm2``: 2x2 patches unshuffled, a layer no
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import gguf
@@ -33,6 +32,7 @@ from .gguf_base import (
     projector_header,
     synthetic_vocab,
     vit_block,
+    with_tokens,
 )
 from .vision_ggufs import write_qwen3vl_projector
 
@@ -59,15 +59,9 @@ LFM2_PROJECTOR_HIDDEN = 48
 def lfm2_vl_vocab() -> Vocab:
     """The synthetic vocabulary with LFM2-VL's picture marks (a picture's start and end, a large
     one's tiles and thumbnail), which libmtmd looks up."""
-    vocab = synthetic_vocab()
     marks = ["<|image_start|>", "<|image_end|>", "<|img_thumbnail|>"]
     marks += [f"<|img_row_{r}_col_{c}|>" for r in range(1, 4) for c in range(1, 4)]
-    tokens = list(vocab.tokens) + marks
-    types = list(vocab.types) + [int(gguf.TokenType.CONTROL)] * len(marks)
-    while len(tokens) % 32:
-        tokens.append(f"<|pad_{len(tokens)}|>")
-        types.append(int(gguf.TokenType.UNUSED))
-    return dataclasses.replace(vocab, tokens=tokens, types=types)
+    return with_tokens(synthetic_vocab(), marks)
 
 
 def write_lfm2_projector(path: Path, *, n_embd_text: int = TINY.n_embd, layernorm: bool = True, seed: int = 0) -> Path:
