@@ -151,12 +151,13 @@ def synthetic_vocab(size: int | None = None) -> Vocab:
 
 
 def with_tokens(vocab: Vocab, texts: list[str] | tuple[str, ...], kind: int = gguf.TokenType.CONTROL) -> Vocab:
-    """``vocab`` with ``texts`` added (of ``kind``), padded again to a multiple of 32 rows."""
-    tokens, types = [*vocab.tokens, *texts], [*vocab.types, *[int(kind)] * len(texts)]
-    while len(tokens) % 32:
-        tokens.append(f"<|pad_{len(tokens)}|>")
-        types.append(int(gguf.TokenType.UNUSED))
-    return dataclasses.replace(vocab, tokens=tokens, types=types)
+    """``vocab`` with ``texts`` added (of ``kind``) after its tokens, its padding then made again to a
+    multiple of 32 rows."""
+    pairs = [(t, ty) for t, ty in zip(vocab.tokens, vocab.types, strict=True) if not t.startswith("<|pad_")]
+    pairs += [(t, int(kind)) for t in texts]
+    while len(pairs) % 32:
+        pairs.append((f"<|pad_{len(pairs)}|>", int(gguf.TokenType.UNUSED)))
+    return dataclasses.replace(vocab, tokens=[t for t, _ in pairs], types=[ty for _, ty in pairs])
 
 
 # Gemma 4's special tokens, in its order: control tokens, then those llama.cpp's converter makes

@@ -9,14 +9,13 @@ image are not consecutive. The chunks' embeddings differ, so the engine must tel
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import gguf
 import numpy as np
 
 from .core_ggufs import write_qwen3
-from .gguf_base import TINY, TINY_VISION, Vocab, finish, projector_header, synthetic_vocab, vit_block
+from .gguf_base import TINY, TINY_VISION, Vocab, finish, projector_header, synthetic_vocab, vit_block, with_tokens
 
 # Idefics3's image text, which libmtmd looks up as single tokens of the text model's vocabulary
 # (a missing one would be token -1 in the prompt).
@@ -27,14 +26,9 @@ LONGEST_EDGE = 2 * TINY_VISION.image_size
 
 def idefics3_vocab() -> Vocab:
     """``synthetic_vocab`` with Idefics3's image tokens and a token for a blank line (``\\n\\n``)."""
-    v = synthetic_vocab()
-    pairs = [(t, ty) for t, ty in zip(v.tokens, v.types, strict=True) if not t.startswith("<|pad_")]
-    pairs += [(t, int(gguf.TokenType.CONTROL)) for t in IDEFICS3_TOKENS]
-    if "ĊĊ" not in v.tokens:  # byte-level BPE's text for "\n\n"
-        pairs.append(("ĊĊ", int(gguf.TokenType.NORMAL)))
-    while len(pairs) % 32:
-        pairs.append((f"<|pad_{len(pairs)}|>", int(gguf.TokenType.UNUSED)))
-    return dataclasses.replace(v, tokens=[t for t, _ in pairs], types=[ty for _, ty in pairs])
+    v = with_tokens(synthetic_vocab(), IDEFICS3_TOKENS)
+    # byte-level BPE's text for "\n\n"
+    return v if "ĊĊ" in v.tokens else with_tokens(v, ["ĊĊ"], gguf.TokenType.NORMAL)
 
 
 def write_idefics3_projector(path: Path, *, n_embd_text: int = TINY.n_embd, seed: int = 0) -> Path:

@@ -33,6 +33,7 @@ from .gguf_base import (
     projector_header,
     synthetic_vocab,
     vit_block,
+    with_tokens,
 )
 
 _F32 = gguf.GGMLQuantizationType.F32
@@ -46,12 +47,7 @@ DEEPSTACK = [0]  # the ViT blocks whose output a deepstack merger adds to the te
 
 def pixtral_vocab() -> Vocab:
     """``synthetic_vocab`` with Pixtral's image tokens after its specials (padded again to 32)."""
-    v = synthetic_vocab()
-    pairs = [(t, ty) for t, ty in zip(v.tokens, v.types, strict=True) if not t.startswith("<|pad_")]
-    pairs += [(t, int(gguf.TokenType.CONTROL)) for t in IMAGE_TOKENS]
-    while len(pairs) % 32:
-        pairs.append((f"<|pad_{len(pairs)}|>", int(gguf.TokenType.UNUSED)))
-    return dataclasses.replace(v, tokens=[t for t, _ in pairs], types=[ty for _, ty in pairs])
+    return with_tokens(synthetic_vocab(), IMAGE_TOKENS)
 
 
 def write_mistral3(path: Path, *, shape: Shape = TINY, seed: int = 0) -> Path:

@@ -249,7 +249,8 @@ def _fused_experts(
     source: safetensors.SourceTensor, layer: int, kind: str, transposed: bool
 ) -> list[tuple[str, safetensors.SourceTensor]]:
     """A layer's experts kept in one tensor (``Family.fused_experts``), as llama.cpp's ``(experts,
-    out, in)``: ``down`` whole, ``gate_up`` (the gate's outputs, then the up projection's) in halves."""
+    out, in)``: ``up`` and ``down`` whole, ``gate_up`` (the gate's outputs, then the up projection's)
+    in halves."""
     data = source.data.swapaxes(1, 2) if transposed else source.data
     if kind in ("up", "down"):  # one projection's (Nemotron-H's experts have no gate)
         return [(f"blk.{layer}.ffn_{kind}_exps.weight", source.with_data(data))]

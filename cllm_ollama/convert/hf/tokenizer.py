@@ -104,7 +104,7 @@ def tokenizer_kv(
         kv = _bpe_vocabulary(checkpoint, rows, pad, pre)
     tokens: list[str] = kv["tokenizer.ggml.tokens"][0]
     kv |= _special_tokens(checkpoint, config, tokens)
-    ids = {text: tid for tid, text in reversed(list(enumerate(tokens)))}  # a text's first id
+    ids = _first_ids(tokens)
     types: list[int] = kv["tokenizer.ggml.token_type"][0]
     for key, text in (turn_ends or {}).items():
         if text in ids:
@@ -316,7 +316,7 @@ def _special_tokens(checkpoint: Checkpoint, config: Mapping[str, Any], tokens: l
     """bos, eos and the others by their text in tokenizer_config.json, else by id in config.json (as
     llama.cpp's converter falls back); whether a bos or eos is added to prompts."""
     settings = checkpoint.json("tokenizer_config.json") or {}
-    ids = {text: tid for tid, text in reversed(list(enumerate(tokens)))}  # a text's first id
+    ids = _first_ids(tokens)
     kv: KV = {}
     for name, key in _SPECIAL.items():
         content = settings.get(f"{name}_token")
@@ -336,6 +336,11 @@ def _special_tokens(checkpoint: Checkpoint, config: Mapping[str, Any], tokens: l
     if isinstance(settings.get("add_prefix_space"), bool):  # as llama.cpp's converter reads it
         kv["tokenizer.ggml.add_space_prefix"] = (settings["add_prefix_space"], _BOOL)
     return kv
+
+
+def _first_ids(tokens: list[str]) -> dict[str, int]:
+    """Each token's text -> its first id (a vocabulary may hold a text twice)."""
+    return {text: tid for tid, text in reversed(list(enumerate(tokens)))}
 
 
 def _template_adds_bos(spec: dict[str, Any]) -> bool | None:
