@@ -105,6 +105,9 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
         hyperparameters |= head
         tensors += [_converted(name, weight, None, None) for name, weight in weights.items()]
     by_name = {t.name: t for t in tensors}
+    for name, (shape, value) in family.stand_ins(set(by_name)).items():  # loaded, never read
+        like = by_name[name.replace(name.split(".")[2], "attn_q", 1)]  # the layer's Q: F16 or BF16
+        tensors.append(_filled(name, _F32 if len(shape) == 1 else like.kind, shape, value))
     if "token_embd.weight" not in by_name:
         raise ImportRefused("the checkpoint has no token embedding (model.embed_tokens.weight)")
     if family.layout.own_output and "output.weight" not in by_name:  # tied: the embedding, again
@@ -131,6 +134,10 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     if family.layout.space_prefix is not None:
         vocabulary["tokenizer.ggml.add_space_prefix"] = (family.layout.space_prefix, GGUFValueType.BOOL)
     n_vocab = len(vocabulary["tokenizer.ggml.tokens"][0])
+    tensors = [
+        _first_row_padded(t, n_vocab) if t.name in layout.first_row_pads and t.shape[0] < n_vocab else t
+        for t in tensors
+    ]
     short = [t.name for t in tensors if t.name in _VOCAB_ROWS and t.shape[0] < n_vocab]
     if short:  # llama.cpp would refuse to load it (Gemma 4's per-layer embeddings, an output)
         raise ImportRefused(f"{short[0]} has fewer rows than the vocabulary's {n_vocab} tokens")
@@ -207,6 +214,7 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
     data produced when written; a layer's experts stacked into one tensor per projection."""
     out: dict[str, Tensor] = {}
     experts: dict[str, dict[int, safetensors.SourceTensor]] = {}
+    stacks: dict[str, tuple[dict[int, safetensors.SourceTensor], int]] = {}
     interleaved: dict[tuple[int, str], dict[str, safetensors.SourceTensor]] = {}
     for source in sources:
         if family.is_prediction_layer(source.name):
@@ -217,6 +225,11 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
             if what in interleaved.setdefault((layer, projection), {}):
                 raise ImportRefused(f"tensor {source.name} is in the checkpoint twice")
             interleaved[layer, projection][what] = source
+            continue
+        stack = family.stacked(source.name)
+        if stack is not None:
+            stacked, index, count = stack
+            stacks.setdefault(stacked, ({}, count))[0][index] = source
             continue
         expert = family.expert(source.name)
         if expert is not None:
@@ -240,6 +253,8 @@ def _tensors(family: Family, sources: list[safetensors.SourceTensor]) -> list[Te
             out[stored] = _converted(stored, part, family.reorder(stored, part.shape), family.values(stored))
     for name, parts in experts.items():
         out[name] = _stacked(name, parts, family.n_expert)
+    for name, (parts, count) in stacks.items():
+        out[name] = _stacked(name, parts, count, "its {} matrices")
     for (layer, projection), pack in interleaved.items():
         out |= {t.name: t for t in _interleaved_experts(family, layer, projection, pack)}
     return list(out.values())
@@ -307,18 +322,41 @@ def _interleaved_experts(
     return tensors
 
 
-def _stacked(name: str, parts: dict[int, safetensors.SourceTensor], n_expert: int) -> Tensor:
-    """One projection of every expert of a layer, stacked (llama.cpp's ``ffn_*_exps``)."""
+def _stacked(
+    name: str, parts: dict[int, safetensors.SourceTensor], n_expert: int, whose: str = "the layer's {} experts"
+) -> Tensor:
+    """Matrices llama.cpp keeps in one tensor, stacked: one projection of every expert of a layer
+    (``ffn_*_exps``), or Gemma 3n's altup projections."""
     if sorted(parts) != list(range(n_expert)):
-        raise ImportRefused(f"{name}: the checkpoint has {len(parts)} of the layer's {n_expert} experts")
+        raise ImportRefused(f"{name}: the checkpoint has {len(parts)} of {whose.format(n_expert)}")
     ordered = [parts[i] for i in range(n_expert)]
     shapes, dtypes = {p.shape for p in ordered}, {p.dtype for p in ordered}
     if len(shapes) != 1 or len(dtypes) != 1 or len(ordered[0].shape) != 2:
-        raise ImportRefused(f"{name}: the layer's experts differ in shape or type")
+        raise ImportRefused(f"{name}: its matrices differ in shape or type")
     members = [_converted(name, p, None, None) for p in ordered]
     first = members[0]
     shape = (n_expert, *first.shape)
     return Tensor(name, first.kind, shape, first.dtype, lambda: np.stack([m.data() for m in members]))
+
+
+def _filled(name: str, kind: GGMLQuantizationType, shape: tuple[int, ...], value: float) -> Tensor:
+    """A tensor of ``shape`` every value of which is ``value``, in ``kind`` (F32, F16 or BF16)."""
+    if kind == _BF16:  # BF16 is F32's upper half
+        bits = np.array(value, dtype=np.float32).view(np.uint32) >> 16
+        return Tensor(name, kind, shape, np.dtype(np.uint16), lambda: np.full(shape, bits, dtype=np.uint16))
+    dtype = np.dtype(np.float16 if kind == _F16 else np.float32)
+    return Tensor(name, kind, shape, dtype, lambda: np.full(shape, value, dtype=dtype))
+
+
+def _first_row_padded(table: Tensor, rows: int) -> Tensor:
+    """``table`` with copies of its first row after its own, to ``rows`` rows (``_Layout.first_row_pads``)."""
+    source = table.data
+
+    def produce() -> np.ndarray:
+        data = source()
+        return np.concatenate([data, np.repeat(data[:1], rows - data.shape[0], axis=0)])
+
+    return Tensor(table.name, table.kind, (rows, *table.shape[1:]), table.dtype, produce)
 
 
 def _converted(

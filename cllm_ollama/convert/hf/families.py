@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -191,6 +192,12 @@ class _Layout:
     # A prefix some checkpoints keep their model under instead of ``model.`` (Nemotron-H's releases'
     # ``backbone.``, which transformers 5 renames on load and saves as ``model.``).
     root: str | None = None
+    # Matrices outside the blocks that llama.cpp keeps stacked in one tensor (Gemma 3n's altup
+    # projections): the checkpoint's ``<stem>.<index>.weight`` -> llama.cpp's name for the stack.
+    stacks: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Vocabulary tables shorter than the vocabulary whose rows past their own the first row stands
+    # for (Gemma 3n's per-layer embeddings past ``vocab_size_per_layer_input``, as transformers reads them).
+    first_row_pads: tuple[str, ...] = ()
 
 
 _LLAMA = _Layout("llama", _ATTENTION | _PRE_NORMS)
@@ -297,6 +304,18 @@ _EMBEDDING_GEMMA = dataclasses.replace(
 # Gemma (1, and CodeGemma): a Llama's blocks with Gemma's +1 norms, GeGLU and a tied output.
 _GEMMA = _Layout("gemma", _ATTENTION | _PRE_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 _GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
+# Gemma 4's E2B and E4B and Gemma 3n's per-layer embeddings: a second table whose slice for each
+# layer, with a projection of the layer's input, gates into its output.
+_PER_LAYER_INPUTS = {
+    "per_layer_input_gate": "inp_gate",
+    "per_layer_projection": "proj",
+    "post_per_layer_input_norm": "post_norm",
+}
+_PER_LAYER_EMBEDDINGS = {
+    "model.embed_tokens_per_layer.weight": "per_layer_token_embd.weight",
+    "model.per_layer_model_projection.weight": "per_layer_model_proj.weight",
+    "model.per_layer_projection_norm.weight": "per_layer_proj_norm.weight",
+}
 # Gemma 4 (``Gemma4ForCausalLM``, and the text model of ``Gemma4ForConditionalGeneration``): Gemma
 # 3's blocks with plain norms (no +1), and in E2B/E4B per-layer embeddings (a second table whose
 # slice for each layer gates into its output), in the 26B-A4B a mixture beside the dense FFN
@@ -307,9 +326,7 @@ _GEMMA4 = _Layout(
     | _GEMMA_NORMS
     | _QK_NORMS
     | {
-        "per_layer_input_gate": "inp_gate",
-        "per_layer_projection": "proj",
-        "post_per_layer_input_norm": "post_norm",
+        **_PER_LAYER_INPUTS,
         "router.proj": "ffn_gate_inp",
         "pre_feedforward_layernorm_2": "pre_ffw_norm_2",
         "post_feedforward_layernorm_1": "post_ffw_norm_1",
@@ -318,18 +335,44 @@ _GEMMA4 = _Layout(
     pad_vocabulary=False,
     space_prefix=False,
     experts=_EXPERT,  # a mixture (its experts kept fused: ``Family.fused_experts``)
-    globals=_GLOBAL
-    | {
-        "model.embed_tokens_per_layer.weight": "per_layer_token_embd.weight",
-        "model.per_layer_model_projection.weight": "per_layer_model_proj.weight",
-        "model.per_layer_projection_norm.weight": "per_layer_proj_norm.weight",
-    },
+    globals=_GLOBAL | _PER_LAYER_EMBEDDINGS,
     params={
         "layer_scalar": "layer_output_scale.weight",
         "router.scale": "ffn_gate_inp.scale",
         "router.per_expert_scale": "ffn_down_exps.scale",
     },
     tokenizer="gemma4",
+)
+# Gemma 3n (E2B, E4B: the text model of ``Gemma3nForConditionalGeneration``, or ``Gemma3nForCausalLM``):
+# Gemma 3's blocks with plain norms (no +1) and per-layer embeddings as Gemma 4's, four AltUp streams
+# (each layer predicts them from the active one and corrects them after it: a router and two tiny
+# coefficient maps), a low-rank residual beside attention (LAuReL), and the streams' projections
+# out of and back into the active one, stacked as llama.cpp keeps them: llama.cpp's ``gemma3n``.
+_GEMMA3N = _Layout(
+    "gemma3n",
+    _ATTENTION
+    | _GEMMA_NORMS
+    | _QK_NORMS
+    | {
+        **_PER_LAYER_INPUTS,
+        "altup.correction_coefs": "altup_correct_coef",
+        "altup.prediction_coefs": "altup_predict_coef",
+        "altup.modality_router": "altup_router",
+        "altup.router_norm": "altup_router_norm",
+        "laurel.linear_left": "laurel_l",
+        "laurel.linear_right": "laurel_r",
+        "laurel.post_laurel_norm": "laurel_post_norm",
+    },
+    pad_vocabulary=False,
+    space_prefix=False,
+    tied=True,
+    globals=_GLOBAL | _PER_LAYER_EMBEDDINGS,
+    params={"altup.correct_output_scale": "altup_correct_scale.weight"},
+    stacks={
+        "model.altup_projections": "altup_proj.weight",
+        "model.altup_unembed_projections": "altup_unembd_proj.weight",
+    },
+    first_row_pads=("per_layer_token_embd.weight",),
 )
 # DeepSeek V3's (and GLM-4.7-Flash's) multi-head latent attention: Q through a low-rank projection
 # (or one, without ``q_lora_rank``), K and V from one compressed latent (``kv_a_proj_with_mqa``,
@@ -457,6 +500,9 @@ LAYOUTS = {
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": dataclasses.replace(_GEMMA3, tower=True, vision="gemma3"),
     "Gemma3TextModel": _EMBEDDING_GEMMA,
+    "Gemma3nForCausalLM": _GEMMA3N,
+    # Its vision (MobileNetV5) and audio (USM) towers are left out, as Ollama's converter leaves them.
+    "Gemma3nForConditionalGeneration": dataclasses.replace(_GEMMA3N, tower=True),
     "Gemma4ForCausalLM": _GEMMA4,
     "Gemma4ForConditionalGeneration": dataclasses.replace(_GEMMA4, tower=True, vision="gemma4v"),
     "DeepseekV3ForCausalLM": _DEEPSEEK2,
@@ -584,6 +630,20 @@ _LAGUNA_FIXED = {
     "moe_apply_router_weight_on_input": False,
     "moe_router_logit_softcapping": 0.0,
 }
+# Gemma 3n's settings llama.cpp's gemma3n fixes whatever the GGUF says (``llama-hparams.h``:
+# four AltUp streams, the first active, LAuReL's rank 64, per-layer embeddings 256 wide).
+_GEMMA3N_FIXED = {
+    "hidden_activation": "gelu_pytorch_tanh",
+    "attention_bias": False,
+    "altup_num_inputs": 4,
+    "altup_active_idx": 0,
+    "laurel_rank": 64,
+    "hidden_size_per_layer_input": 256,
+}
+# llama.cpp's gemma3n: layers from 20 on reuse the KV of layer 18 (sliding) or 19 (full); the
+# first 10 layers' FFN gates keep what lies beyond the 95th percentile of a normal fit.
+_GEMMA3N_KV_FROM = 20
+_GEMMA3N_SPARSE = (10, 0.95)
 # The most experts llama.cpp loads (``LLAMA_MAX_EXPERTS``; more, and it asserts).
 _MAX_EXPERTS = 1024
 # Settings llama.cpp's deepseek2 computes with whatever config.json says.
@@ -596,7 +656,11 @@ _UNADAPTED = {
     "deepseek2": ("attn_q", "attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_kv_b", "output"),
     "nemotron_h": ("ssm_conv1d",),
     "nemotron_h_moe": ("ssm_conv1d", "ffn_latent_down", "ffn_latent_up"),
+    "gemma3n": ("altup_router", "altup_proj", "altup_unembd_proj", "per_layer_model_proj"),
 }
+# Settings a config.json states null to say there is none (not to take the default): DeepSeek-V2-Lite's
+# Q in one projection, Gemma 3n's logits uncapped.
+_NULL_IS_NONE = {"deepseek2": ("q_lora_rank",), "gemma3n": ("final_logit_softcapping",)}
 # What config.json may leave out, by its architecture (transformers' defaults where llama.cpp's
 # architecture is shared by families whose defaults differ).
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -697,6 +761,19 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "gemma3": _GEMMA3_DEFAULTS,
     "gemma-embedding": _GEMMA3_DEFAULTS,
+    # transformers' Gemma3nTextConfig's, where config.json leaves them out.
+    "gemma3n": {
+        "head_dim": 256,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "sliding_window": 512,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6,
+        "final_logit_softcapping": 30.0,
+        "num_kv_shared_layers": 15,
+        "rope_theta": 1_000_000.0,
+        "rope_local_base_freq": 10_000.0,
+    },
     "qwen3next": {"head_dim": 256},
     # transformers' Gemma4TextConfig's, where config.json leaves them out.
     "gemma4": {
@@ -739,12 +816,20 @@ class Family:
             given = {**given, **older, "num_hidden_layers": len(kinds), "hybrid_override_pattern": kinds}
             if "E" in kinds:
                 layout = dataclasses.replace(layout, arch="nemotron_h_moe")
+        if layout.arch == "gemma3n" and isinstance(given.get("intermediate_size"), list):
+            widths = set(given["intermediate_size"])  # one per layer: llama.cpp's gemma3n reads one
+            if len(widths) != 1:
+                raise ImportRefused(
+                    "config.json's intermediate_size differs by layer, which llama.cpp's gemma3n cannot"
+                )
+            given = {**given, "intermediate_size": widths.pop()}
         if layout.arch == "nomic-bert":  # its own names, where transformers' are absent
             given = {**{ours: given[theirs] for theirs, ours in _NOMIC_NAMES.items() if theirs in given}, **given}
         defaults = _CLASS_DEFAULTS.get(name, _DEFAULTS.get(layout.arch, {}))
         stated = {k: v for k, v in given.items() if v is not None}
-        if layout.arch == "deepseek2" and "q_lora_rank" in given and given["q_lora_rank"] is None:
-            stated["q_lora_rank"] = 0  # stated null: Q in one projection (DeepSeek-V2-Lite's)
+        for key in _NULL_IS_NONE.get(layout.arch, ()):  # stated null: none of it, not the default
+            if key in given and given[key] is None:
+                stated[key] = 0
         return cls(layout, {**defaults, **stated})
 
     @classmethod
@@ -969,10 +1054,7 @@ class Family:
             pattern = self._window_pattern()
             if pattern is not None:
                 kv[f"{a}.attention.sliding_window_pattern"] = (pattern, _U32)
-        params = self.config.get("rope_parameters")
-        local = params.get("sliding_attention", {}) if isinstance(params, dict) else {}
-        theta = local.get("rope_theta") if isinstance(local, dict) else None
-        theta = theta or self.config.get("rope_local_base_freq")
+        theta = self._sliding_rope().get("rope_theta") or self.config.get("rope_local_base_freq")
         if isinstance(theta, int | float):
             kv[f"{a}.rope.freq_base_swa"] = (float(theta), _F32)
         softcap = self.config.get("final_logit_softcapping")
@@ -986,6 +1068,111 @@ class Family:
             )
         self._check_attention_scalar(62 if a == "gemma3" else 0)  # EmbeddingGemma's scale is its head's
         return kv
+
+    def _sliding_rope(self) -> dict[str, Any]:
+        """The sliding layers' rotary parameters (transformers 5's ``rope_parameters``), or none."""
+        params = self.config.get("rope_parameters")
+        local = params.get("sliding_attention") if isinstance(params, dict) else None
+        return local if isinstance(local, dict) else {}
+
+    def _gemma3n(self) -> KV:
+        """Gemma 3n's: which layers slide and how far, both kinds' rotary base, the logits'
+        softcap, the layers reusing earlier layers' KV, the FFN's sparsity, the AltUp streams and
+        the per-layer embeddings' width, as llama.cpp's converter writes them; what llama.cpp's
+        gemma3n fixes otherwise (``_GEMMA3N_FIXED``, where KV is reused from, which layers are
+        sparse) is refused where config.json states something else."""
+        self._require_fixed(_GEMMA3N_FIXED)
+        n = self.n_layer
+        types = self.config.get("layer_types")
+        if types is None:  # transformers' default: every fifth layer attends to everything
+            types = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(n)]
+        if not isinstance(types, list) or len(types) != n or set(types) - {"sliding_attention", "full_attention"}:
+            raise ImportRefused(f"config.json's layer_types are not {n} layers of full or sliding attention")
+        for params in (self._rope, self._sliding_rope()):
+            if params.get("rope_type", "default") not in (None, "default"):
+                raise ImportRefused("config.json scales the rotation, which llama.cpp's gemma3n does not")
+        softcap = self.config.get("final_logit_softcapping")
+        if not isinstance(softcap, int | float) or not softcap:
+            raise ImportRefused(
+                "config.json sets no final_logit_softcapping; llama.cpp's gemma3n always caps the logits"
+            )
+        shared = self.config.get("num_kv_shared_layers")
+        if not isinstance(shared, int) or not _whole(shared) or shared >= n:
+            raise ImportRefused(f"config.json's num_kv_shared_layers is not a number of its {n} layers")
+        self._gemma3n_reuse(types, shared)
+        sparse_layers, quantile = _GEMMA3N_SPARSE
+        default = [quantile] * sparse_layers + [0.0] * (n - sparse_layers) if n > sparse_layers else [0.0] * n
+        pattern = self.config.get("activation_sparsity_pattern", default)
+        want = [quantile if i < sparse_layers else 0.0 for i in range(n)]
+        if not isinstance(pattern, list) or len(pattern) != n or not np.allclose(pattern, want):
+            raise ImportRefused(
+                f"config.json's activation_sparsity_pattern is not {quantile} on the first {sparse_layers} layers "
+                "and 0 after them, as llama.cpp's gemma3n computes"
+            )
+        normal = statistics.NormalDist()
+        scales = [normal.inv_cdf(p) if p > 0 else -math.inf for p in pattern]
+        theta = self._sliding_rope().get("rope_theta") or self.config.get("rope_local_base_freq") or 10_000.0
+        return {
+            "gemma3n.rope.freq_base_swa": (float(theta), _F32),
+            "gemma3n.final_logit_softcapping": (float(softcap), _F32),
+            "gemma3n.attention.sliding_window": (self._int("sliding_window"), _U32),
+            "gemma3n.attention.sliding_window_pattern": (
+                [t == "sliding_attention" for t in types],
+                GGUFValueType.ARRAY,
+            ),
+            "gemma3n.altup.active_idx": (0, _U32),
+            "gemma3n.altup.num_inputs": (4, _U32),
+            "gemma3n.embedding_length_per_layer_input": (256, _U32),
+            "gemma3n.attention.shared_kv_layers": (shared, _U32),
+            "gemma3n.activation_sparsity_scale": (scales, GGUFValueType.ARRAY),
+        }
+
+    def _gemma3n_reuse(self, types: list[str], shared: int) -> None:
+        """``ImportRefused`` unless the layers that reuse KV are those llama.cpp's gemma3n makes
+        reuse it (from layer 20 on), each reusing the layer transformers reuses (the last of its
+        kind before them), which llama.cpp takes to be layer 18 for a sliding one, 19 for a full one."""
+        n, first = len(types), _GEMMA3N_KV_FROM
+        if (shared and n - shared != first) or (not shared and n > first):
+            raise ImportRefused(
+                f"config.json's num_kv_shared_layers ({shared} of {n} layers) does not leave {first} layers "
+                f"their own KV, as llama.cpp's gemma3n does"
+            )
+        for i in range(first, n):
+            kind = types[i]
+            source = max((j for j in range(first) if types[j] == kind), default=None)
+            taken = first - (2 if kind == "sliding_attention" else 1)
+            if source != taken:
+                raise ImportRefused(
+                    f"config.json's layer_types make layer {i} reuse layer {source}'s KV; llama.cpp's gemma3n "
+                    f"reuses layer {taken}'s"
+                )
+
+    def stacked(self, name: str) -> tuple[str, int, int] | None:
+        """(llama.cpp's name, index, count) of a matrix llama.cpp keeps stacked with others of its
+        kind outside the blocks (``_Layout.stacks``: Gemma 3n's ``altup_num_inputs - 1`` projections
+        of each direction)."""
+        stem, _, rest = self._text_name(name).rpartition(".")[0].rpartition(".")
+        if stem not in self.layout.stacks or not rest.isdigit() or not name.endswith(".weight"):
+            return None
+        return self.layout.stacks[stem], int(rest), self._int("altup_num_inputs", default=4) - 1
+
+    def stand_ins(self, present: set[str]) -> dict[str, tuple[tuple[int, ...], float]]:
+        """Tensors llama.cpp loads but never reads, where the checkpoint has none, as (shape, value):
+        the K, V and K norm of Gemma 3n's layers that reuse earlier layers' KV, which transformers 5
+        saves without them."""
+        if self.arch != "gemma3n":
+            return {}
+        kv_rows = self.n_head_kv * self.head_dim
+        stand_ins: dict[str, tuple[tuple[int, ...], float]] = {}
+        for il in range(_GEMMA3N_KV_FROM, self.n_layer):
+            for part, shape, value in (
+                ("attn_k.weight", (kv_rows, self.n_embd), 0.0),
+                ("attn_v.weight", (kv_rows, self.n_embd), 0.0),
+                ("attn_k_norm.weight", (self.head_dim,), 1.0),
+            ):
+                if f"blk.{il}.{part}" not in present:
+                    stand_ins[f"blk.{il}.{part}"] = (shape, value)
+        return stand_ins
 
     def _gemma4(self) -> KV:
         """Gemma 4's: which layers slide (``layer_types``) and how far, each kind's head width and KV
@@ -1754,6 +1941,8 @@ class Family:
             return lambda v: v + np.float32(layout.norm_shift)
         if self.arch in (*_DELTA_NETS, *_MAMBA2) and gguf_name.endswith(".ssm_a"):
             return lambda v: -np.exp(v)
+        if gguf_name.endswith("altup_correct_scale.weight") and self.config.get("altup_correct_scale") is False:
+            return np.ones_like  # unscaled, as transformers computes it without (llama.cpp always scales)
         return None
 
     def split(self, gguf_name: str, source: SourceTensor) -> list[tuple[str, SourceTensor]]:
@@ -1854,6 +2043,7 @@ _ARCH_KEYS: dict[str, tuple[Callable[[Family], KV], ...]] = {
     "lfm2moe": (Family._lfm2, Family._experts, Family._lfm2moe),
     "olmo2": (Family._olmo,),
     "command-r": (Family._cohere,),
+    "gemma3n": (Family._gemma3n,),
     "gemma4": (Family._gemma4,),
     "deepseek2": (Family._deepseek2,),
     "laguna": (Family._laguna,),

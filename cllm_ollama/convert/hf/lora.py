@@ -161,7 +161,8 @@ def _pairs(adapter: Checkpoint, family: Family) -> tuple[dict[str, _Pair], list[
                 continue
             if family.expert(hf_name) is not None or ".experts." in module:
                 raise ImportRefused(f"{module}: a LoRA on a mixture's experts is not one cllm converts")
-            name = family.gguf_name(hf_name)
+            stack = family.stacked(hf_name)  # one of several matrices llama.cpp keeps in one tensor
+            name = stack[0] if stack is not None else family.gguf_name(hf_name)
             if name is None or family.unadapted(name):
                 raise ImportRefused(
                     f"{module} is no weight llama.cpp adapts"
