@@ -508,6 +508,14 @@ def copy_fields(
         w.add_key_value(key(f.name), value(f.name, f.contents()), f.types[0], sub_type=sub_type)
 
 
+def unpadded_vocab() -> Vocab:
+    """The synthetic vocabulary without padding tokens at the end: the converter cuts Gemma's rows
+    past the tokenizer's, as llama.cpp's does."""
+    vocab = synthetic_vocab()
+    real = max(i for i, kind in enumerate(vocab.types) if kind != gguf.TokenType.UNUSED) + 1
+    return dataclasses.replace(vocab, tokens=vocab.tokens[:real], types=vocab.types[:real])
+
+
 def f16_exact(t: Tensors, shape: tuple[int, ...], std: float = 0.2) -> np.ndarray:
     """Random weights F16 holds exactly, so that one stored as F16 and as F32 compares equal."""
     return (t.rng.standard_normal(shape) * std).astype(np.float16).astype(np.float32)

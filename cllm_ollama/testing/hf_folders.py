@@ -25,6 +25,7 @@ from ..convert.hf import safetensors
 from . import (
     core_ggufs,
     deepseek2_ggufs,
+    gemma3n_ggufs,
     gemma4_ggufs,
     laguna_ggufs,
     nemotron_h_ggufs,
@@ -36,7 +37,6 @@ from .gguf_base import (
     TINY,
     Tensors,
     VisionShape,
-    Vocab,
     add_tokenizer,
     attention_block,
     attention_header,
@@ -48,6 +48,7 @@ from .gguf_base import (
     model_header,
     moe_ffn,
     synthetic_vocab,
+    unpadded_vocab,
 )
 
 _FLOATS = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
@@ -74,6 +75,7 @@ _ARCHITECTURES = {
     "gemma": "GemmaForCausalLM",
     "lfm2moe": "Lfm2MoeForCausalLM",
     "gemma4": "Gemma4ForCausalLM",
+    "gemma3n": "Gemma3nForCausalLM",
     "deepseek2": "DeepseekV3ForCausalLM",  # or GLM-4.7-Flash's, by its vocabulary (_deepseek2_config)
     "laguna": "LagunaForCausalLM",
     "nemotron_h": "NemotronHForCausalLM",
@@ -105,6 +107,7 @@ _MODEL_TYPES = {
     "command-r": "cohere",
     "lfm2moe": "lfm2_moe",
     "gemma4": "gemma4_text",
+    "gemma3n": "gemma3n_text",
     "nemotron_h_moe": "nemotron_h",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
@@ -168,6 +171,24 @@ _GEMMA4_PARTS = _GEMMA_PARTS | {
     "pre_ffw_norm_2": "pre_feedforward_layernorm_2",
     "post_ffw_norm_1": "post_feedforward_layernorm_1",
     "post_ffw_norm_2": "post_feedforward_layernorm_2",
+}
+# Gemma 3n's: per-layer embeddings' as Gemma 4's, its AltUp streams' router and coefficients and
+# LAuReL's low-rank residual; the AltUp correction's scale is no module's weight.
+_GEMMA3N_PARTS = _GEMMA_PARTS | {
+    "inp_gate": "per_layer_input_gate",
+    "proj": "per_layer_projection",
+    "post_norm": "post_per_layer_input_norm",
+    "altup_correct_coef": "altup.correction_coefs",
+    "altup_predict_coef": "altup.prediction_coefs",
+    "altup_router": "altup.modality_router",
+    "altup_router_norm": "altup.router_norm",
+    "laurel_l": "laurel.linear_left",
+    "laurel_r": "laurel.linear_right",
+    "laurel_post_norm": "laurel.post_laurel_norm",
+}
+_GEMMA3N_STACKS = {
+    "altup_proj.weight": "model.altup_projections",
+    "altup_unembd_proj.weight": "model.altup_unembed_projections",
 }
 # ... and its parameters that are no module's weight: the layer's output scale, the router's scales.
 # Nemotron-H's, under its releases' ``backbone.``: each layer's norm and one mixer; its parameters
@@ -750,7 +771,7 @@ def write_hf_gemma3(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     ``folder/gemma3.gguf``, its twin."""
     f16 = gguf.GGMLQuantizationType.F16
     return _exported(
-        folder, "gemma3", lambda p: core_ggufs.write_gemma3(p, vocab=_unpadded_vocab(), qtype=f16, seed=seed)
+        folder, "gemma3", lambda p: core_ggufs.write_gemma3(p, vocab=unpadded_vocab(), qtype=f16, seed=seed)
     )
 
 
@@ -761,7 +782,7 @@ def write_hf_embeddinggemma(folder: Path, *, seed: int = 0) -> tuple[Path, Path]
     llama.cpp's ``gemma-embedding`` with ``dense_2`` and ``dense_3``."""
     folder.mkdir(parents=True, exist_ok=True)
     text = core_ggufs.write_gemma3(
-        folder / "text.gguf", vocab=_unpadded_vocab(), qtype=gguf.GGMLQuantizationType.F16, seed=seed
+        folder / "text.gguf", vocab=unpadded_vocab(), qtype=gguf.GGMLQuantizationType.F16, seed=seed
     )
     reader = gguf.GGUFReader(text)
     twin = folder / "embeddinggemma.gguf"
@@ -802,7 +823,7 @@ def write_hf_gemma3_vision(
     ``folder/text.gguf`` and ``folder/mmproj.gguf``."""
     folder.mkdir(parents=True, exist_ok=True)
     f16 = gguf.GGMLQuantizationType.F16
-    text = core_ggufs.write_gemma3(folder / "text.gguf", vocab=_unpadded_vocab(), qtype=f16, seed=seed)
+    text = core_ggufs.write_gemma3(folder / "text.gguf", vocab=unpadded_vocab(), qtype=f16, seed=seed)
     mmproj = core_ggufs.write_gemma3_projector(folder / "mmproj.gguf", f16=True, seed=seed)
     return export(text, folder / "hf-gemma3-vision", sees=prefix, tower=mmproj), text, mmproj
 
@@ -978,7 +999,7 @@ def write_gemma(path: Path, *, seed: int = 0) -> Path:
     w, s = t.w, TINY
     attention_header(w, s, "tiny-gemma", qtype)
     w.add_layer_norm_rms_eps(1e-6)
-    vocab = _unpadded_vocab()
+    vocab = unpadded_vocab()
     add_tokenizer(w, vocab, None)
     t.matrix("token_embd.weight", len(vocab.tokens), s.n_embd, std=0.5 / np.sqrt(s.n_embd))  # as write_gemma2's
     t.norm("output_norm.weight", s.n_embd)
@@ -1000,7 +1021,7 @@ def write_gemma2(path: Path, *, seed: int = 0) -> Path:
     w.add_sliding_window(16)
     w.add_attn_logit_softcapping(50.0)
     w.add_final_logit_softcapping(30.0)
-    vocab = _unpadded_vocab()
+    vocab = unpadded_vocab()
     add_tokenizer(w, vocab, None)
     # Scaled down, as write_gemma3's: Gemma multiplies the embeddings by sqrt(n_embd), and the
     # blocks' normed outputs would otherwise barely move the residual stream from the token's own.
@@ -1056,14 +1077,6 @@ def write_phi3(path: Path, *, seed: int = 0, longrope: bool = False) -> Path:
         t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
     finish(w)
     return path
-
-
-def _unpadded_vocab() -> Vocab:
-    """The synthetic vocabulary without padding tokens at the end: the converter cuts Gemma's rows
-    past the tokenizer's, as llama.cpp's does."""
-    vocab = synthetic_vocab()
-    real = max(i for i, kind in enumerate(vocab.types) if kind != gguf.TokenType.UNUSED) + 1
-    return dataclasses.replace(vocab, tokens=vocab.tokens[:real], types=vocab.types[:real])
 
 
 def write_hf_mistral(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
@@ -1208,6 +1221,9 @@ def export(
             continue
         if arch in ("nemotron_h", "nemotron_h_moe"):
             tensors |= _nemotron_h_back(t.name, data)
+            continue
+        if arch == "gemma3n":
+            tensors |= _gemma3n_back(t.name, data)
             continue
         if arch == "deepseek2" and part in ("attn_k_b", "attn_v_b"):
             latent[t.name] = data
@@ -2234,6 +2250,8 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         config |= _nemotron_h_config(kv)
     if arch == "laguna":
         config |= _laguna_config(kv)
+    if arch == "gemma3n":
+        config |= _gemma3n_config(kv)
     if arch == "deepseek2":  # no head_dim: GLM's would name the rotary width
         del config["head_dim"]
         config |= _deepseek2_config(kv)
@@ -2280,6 +2298,93 @@ def write_hf_laguna(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     ``laguna_ggufs``'s parts; each expert apart, the shared expert and the router's bias by the
     releases' names; F16), and ``folder/laguna.gguf``, its twin."""
     return _exported(folder, "laguna", lambda p: laguna_ggufs.write_laguna(p, seed=seed))
+
+
+def write_hf_gemma3n(
+    folder: Path, *, seed: int = 0, sees: bool = False, transformers_5: bool = False
+) -> tuple[Path, Path]:
+    """``folder/hf-gemma3n/``, a Gemma 3n checkpoint (``gemma3n_ggufs``'s parts; F16): a
+    ``Gemma3nForCausalLM``, or with ``sees`` a ``Gemma3nForConditionalGeneration`` as the releases
+    are (the text model under ``model.language_model.``, stand-ins for its vision and audio towers
+    and their projections); with ``transformers_5``, saved without the K, V and K norm of the layers
+    that reuse KV, as transformers 5 saves them. And ``folder/gemma3n.gguf``, its twin."""
+    written = _exported(folder, "gemma3n", lambda p: gemma3n_ggufs.write_gemma3n(p, seed=seed))
+    hf = written[0]
+    if not (sees or transformers_5):
+        return written
+    weights = hf / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    weights.unlink()  # mapped while read: written anew, not over
+    if transformers_5:
+        reusing = range(gemma3n_ggufs.KV_FROM, json.loads((hf / "config.json").read_text())["num_hidden_layers"])
+        gone = [f"model.layers.{i}.self_attn.{p}.weight" for i in reusing for p in ("k_proj", "v_proj", "k_norm")]
+        tensors = {n: v for n, v in tensors.items() if n not in gone}
+    if sees:
+        tensors = {n.replace("model.", "model.language_model.", 1): v for n, v in tensors.items()}
+        for stand_in in (
+            "model.vision_tower.timm_model.conv_stem.conv.weight",
+            "model.embed_vision.embedding_projection.weight",
+            "model.audio_tower.subsample_conv_projection.input_proj_linear.weight",
+            "model.embed_audio.embedding_projection.weight",
+        ):
+            tensors[stand_in] = ("F16", np.zeros((8, 8), dtype=np.float16))
+        text = json.loads((hf / "config.json").read_text())
+        config = {
+            "architectures": ["Gemma3nForConditionalGeneration"],
+            "model_type": "gemma3n",
+            "text_config": {k: v for k, v in text.items() if k != "architectures"},
+            "vision_config": {"model_type": "gemma3n_vision", "hidden_size": 8},
+            "audio_config": {"model_type": "gemma3n_audio", "hidden_size": 8},
+            "tie_word_embeddings": True,
+        }
+        _write_json(hf / "config.json", config)
+    write_safetensors(weights, tensors)
+    return written
+
+
+def _gemma3n_back(name: str, data: np.ndarray) -> dict[str, np.ndarray]:
+    """A Gemma 3n tensor as transformers keeps it: the AltUp projections each apart, the per-layer
+    embeddings without the rows the first row stands for (past ``vocab_size_per_layer_input``),
+    the correction's scale a parameter."""
+    if name in _GEMMA3N_STACKS:
+        return {f"{_GEMMA3N_STACKS[name]}.{i}.weight": matrix for i, matrix in enumerate(data)}
+    if name == "per_layer_token_embd.weight":
+        own = len(data)
+        while own > 1 and np.array_equal(data[own - 1], data[0]):
+            own -= 1
+        return {"model.embed_tokens_per_layer.weight": data[:own]}
+    if not name.startswith("blk."):
+        return {_hf_name(name, "gemma3n"): data}
+    _, layer, rest = name.split(".", 2)
+    if rest == "altup_correct_scale.weight":
+        return {f"model.layers.{layer}.altup.correct_output_scale": data}
+    part, _, suffix = rest.rpartition(".")
+    return {f"model.layers.{layer}.{_GEMMA3N_PARTS[part]}.{suffix}": data}
+
+
+def _gemma3n_config(kv: dict[str, Any]) -> dict[str, Any]:
+    """Gemma 3n's settings as its releases state them (``layer_types``, the KV shared from layer 20,
+    the sparse FFN gates, AltUp's and LAuReL's, the per-layer embeddings' rows)."""
+    a, n = "gemma3n", int(kv["gemma3n.block_count"])
+    sliding = [bool(x) for x in kv["gemma3n.attention.sliding_window_pattern"]]
+    sparse = gemma3n_ggufs.SPARSE
+    return {
+        "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding],
+        "sliding_window": int(kv[f"{a}.attention.sliding_window"]),
+        "final_logit_softcapping": float(kv[f"{a}.final_logit_softcapping"]),
+        "rope_local_base_freq": float(kv[f"{a}.rope.freq_base_swa"]),
+        "num_kv_shared_layers": int(kv[f"{a}.attention.shared_kv_layers"]),
+        "activation_sparsity_pattern": [0.95] * sparse + [0.0] * (n - sparse),
+        "hidden_size_per_layer_input": int(kv[f"{a}.embedding_length_per_layer_input"]),
+        "vocab_size_per_layer_input": len(kv["tokenizer.ggml.tokens"]) - gemma3n_ggufs.GEMMA3N.per_layer_short,
+        "altup_num_inputs": int(kv[f"{a}.altup.num_inputs"]),
+        "altup_active_idx": int(kv[f"{a}.altup.active_idx"]),
+        "altup_coef_clip": 120.0,
+        "altup_correct_scale": True,
+        "laurel_rank": gemma3n_ggufs.LAUREL,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "query_pre_attn_scalar": int(kv[f"{a}.attention.key_length"]),
+    }
 
 
 def _nemotron_h_back(name: str, data: np.ndarray) -> dict[str, np.ndarray]:

@@ -202,6 +202,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "sigmoid-routed experts beside a shared one), and DIR/laguna.gguf, its twin",
         hf.write_hf_laguna,
     ),
+    "hf-gemma3n": (
+        "DIR/hf-gemma3n/, a Gemma 3n checkpoint as the releases are (Gemma3nForConditionalGeneration: AltUp, "
+        "LAuReL, per-layer embeddings, KV reused from layer 20 on; stand-in towers), and DIR/gemma3n.gguf, its twin",
+        lambda folder: hf.write_hf_gemma3n(folder, sees=True),
+    ),
     "hf-lfm2-vl": (
         "DIR/hf-lfm2-vl/, an LFM2-VL that sees (LFM2, SigLIP2 and its projector), and its twins DIR/text.gguf and "
         "DIR/mmproj.gguf",

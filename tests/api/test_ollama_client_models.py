@@ -30,6 +30,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
+    write_hf_gemma3n,
     write_hf_gemma4,
     write_hf_gemma4_vision,
     write_hf_gptoss,
@@ -72,6 +73,10 @@ def write_hf_deepseek_v3(folder: Path) -> tuple[Path, Path]:
 
 def write_hf_deepseek_v2(folder: Path) -> tuple[Path, Path]:
     return write_hf_deepseek2(folder, v2=True)
+
+
+def write_hf_gemma3n_release(folder: Path) -> tuple[Path, Path]:
+    return write_hf_gemma3n(folder, sees=True)
 
 
 def write_hf_nemotron3_nano(folder: Path) -> tuple[Path, Path]:
@@ -199,6 +204,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_nemotron_h,  # Nemotron Nano 2's parts: Mamba-2, attention, ReLU² MLP
             write_hf_nemotron3_nano,
             write_hf_laguna,
+            write_hf_gemma3n_release,  # its towers left out
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

@@ -33,6 +33,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma2,
     write_hf_gemma3,
     write_hf_gemma3_vision,
+    write_hf_gemma3n,
     write_hf_gemma4,
     write_hf_gemma4_vision,
     write_hf_gptoss,
@@ -961,6 +962,71 @@ def test_a_laguna_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damag
     dense layers between mixtures, heads its KV heads cannot share, another kind of layer) or would
     abort on (an output gate of the other width than ``gating`` says) are refused."""
     folder, _ = write_hf_laguna(tmp_path)
+    _edit(folder, "config.json", lambda c: c.update(damage))
+    with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize(
+    ("options", "notes"),
+    [({}, []), ({"sees": True}, [TOWER_LEFT_OUT]), ({"transformers_5": True}, [])],
+    ids=["causal", "release", "transformers-5"],
+)
+def test_a_gemma3n_converts_to_its_twin(tmp_path: Path, options: dict[str, bool], notes: list[str]) -> None:
+    """Gemma 3n as llama.cpp's ``gemma3n``: its AltUp projections stacked, each layer's AltUp router,
+    coefficients and correction scale, LAuReL's residual, the per-layer embeddings padded past
+    ``vocab_size_per_layer_input`` with their first row (as transformers reads them), its keys; as
+    ``Gemma3nForCausalLM``, as the releases are (``Gemma3nForConditionalGeneration``: its towers
+    left out, and said so), and as transformers 5 saves it (no K, V or K norm in the layers that
+    reuse KV, which llama.cpp loads all the same: written as stand-ins it never reads)."""
+    folder, twin = write_hf_gemma3n(tmp_path, **options)
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted(notes)
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+
+
+def test_a_gemma3n_without_its_altup_correction_scale_is_unscaled(tmp_path: Path) -> None:
+    """``altup_correct_scale: false`` (transformers then leaves the corrected stream unscaled, where
+    llama.cpp always multiplies by the scale) is written as a scale of ones."""
+    folder, _ = write_hf_gemma3n(tmp_path)
+    _edit(folder, "config.json", lambda c: c.update(altup_correct_scale=False))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    scale = next(
+        t for t in gguf.GGUFReader(tmp_path / "out.gguf").tensors if t.name == "blk.3.altup_correct_scale.weight"
+    )
+    assert np.array_equal(np.asarray(scale.data), np.ones(64, np.float32))
+
+
+_GEMMA3N_TYPES = ["sliding_attention"] * 4 + ["full_attention"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ({"laurel_rank": 32}, "config.json's laurel_rank is 32; llama.cpp's gemma3n has 64"),
+        ({"altup_num_inputs": 2}, "config.json's altup_num_inputs is 2; llama.cpp's gemma3n has 4"),
+        ({"hidden_size_per_layer_input": 128}, "hidden_size_per_layer_input is 128; llama.cpp's gemma3n has 256"),
+        ({"hidden_activation": "silu"}, "config.json's hidden_activation is 'silu'"),
+        ({"num_kv_shared_layers": 10}, "num_kv_shared_layers (10 of 25 layers) does not leave 20 layers"),
+        ({"num_kv_shared_layers": 25}, "num_kv_shared_layers is not a number of its 25 layers"),
+        # layer 19 sliding: transformers' shared sliding layers reuse 19's KV, llama.cpp's 18's
+        (
+            {"layer_types": _GEMMA3N_TYPES * 3 + ["sliding_attention"] * 5 + _GEMMA3N_TYPES},
+            "make layer 20 reuse layer 19's KV; llama.cpp's gemma3n reuses layer 18's",
+        ),
+        ({"activation_sparsity_pattern": [0.95] * 5 + [0.0] * 20}, "activation_sparsity_pattern is not 0.95 on the"),
+        ({"intermediate_size": [1024] * 24 + [2048]}, "intermediate_size differs by layer"),
+        ({"final_logit_softcapping": None}, "sets no final_logit_softcapping"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "scales the rotation"),
+    ],
+)
+def test_a_gemma3n_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damage: dict[str, Any], why: str) -> None:
+    """What llama.cpp's gemma3n fixes (AltUp's four streams, LAuReL's rank, the per-layer width, KV
+    reused from layer 20 on and from which layer, the sparse layers, one FFN width, capped logits,
+    no rope scaling), stated otherwise, is refused; intermediate sizes per layer, all equal, convert."""
+    folder, _ = write_hf_gemma3n(tmp_path)
+    _edit(folder, "config.json", lambda c: c.update(intermediate_size=[1024] * 25))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     _edit(folder, "config.json", lambda c: c.update(damage))
     with pytest.raises(ImportRefused, match=re.escape(why)):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")

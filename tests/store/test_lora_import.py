@@ -23,6 +23,7 @@ from cllm_ollama.store.modelfile import create_body, parse_modelfile
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.deepseek2_ggufs import write_deepseek2
+from cllm_ollama.testing.gemma3n_ggufs import write_gemma3n
 from cllm_ollama.testing.ggufs import write_mamba
 from cllm_ollama.testing.hf_folders import (
     LORA_BASES,
@@ -259,6 +260,34 @@ def test_a_lora_on_nemotron_3_super_s_latent_projections_is_refused(tmp_path: Pa
     }
     write_safetensors(folder / "adapter_model.safetensors", tensors | also)
     with pytest.raises(ImportRefused, match=r"fc1_latent_proj is no weight llama\.cpp adapts \(its nemotron_h_moe"):
+        _convert(folder, base, tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize("module", ["modality_router", "altup_projections", "per_layer_model_projection"])
+def test_a_lora_on_gemma3n_s_altup_router_or_stream_projections_is_refused(tmp_path: Path, module: str) -> None:
+    """llama.cpp's gemma3n multiplies AltUp's router, the streams' projections and the per-layer
+    embeddings' projection without adapters: a LoRA on one is refused; one on LAuReL's residual (as
+    a fine-tune of the release names it, under ``language_model``) converts."""
+    base = write_gemma3n(tmp_path / "base.gguf")
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    config = {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["linear_left", module]}
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    root = "base_model.model.model.language_model"
+    a, b = np.zeros((4, 64), np.float32), np.zeros((64, 4), np.float32)
+    tensors = {f"{root}.layers.2.laurel.linear_left.lora_A.weight": ("F32", a)}
+    tensors[f"{root}.layers.2.laurel.linear_left.lora_B.weight"] = ("F32", b)
+    write_safetensors(folder / "adapter_model.safetensors", tensors)
+    assert _convert(folder, base, tmp_path / "out.gguf") == []
+    (folder / "adapter_model.safetensors").unlink()
+    at, rows = {
+        "modality_router": (f"{root}.layers.2.altup.modality_router", 4),
+        "altup_projections": (f"{root}.altup_projections.1", 64),
+        "per_layer_model_projection": (f"{root}.per_layer_model_projection", 256 * 25),
+    }[module]
+    also = {f"{at}.lora_A.weight": ("F32", a), f"{at}.lora_B.weight": ("F32", np.zeros((rows, 4), np.float32))}
+    write_safetensors(folder / "adapter_model.safetensors", tensors | also)
+    with pytest.raises(ImportRefused, match=r"is no weight llama\.cpp adapts \(its gemma3n"):
         _convert(folder, base, tmp_path / "out.gguf")
 
 
