@@ -125,9 +125,9 @@ def write_gemma3n(path: Path, shape: Gemma3nShape = GEMMA3N, *, seed: int = 0) -
         t.matrix(p + "inp_gate.weight", PER_LAYER, s.n_embd)
         t.matrix(p + "proj.weight", s.n_embd, PER_LAYER, std=0.5 / np.sqrt(PER_LAYER))
         norm(p + "post_norm.weight", s.n_embd)
-        t.matrix(p + "altup_correct_coef.weight", ALTUP, ALTUP, std=0.3)
+        t.f32(p + "altup_correct_coef.weight", f16_exact(t, (ALTUP, ALTUP), 0.3))  # F32, as converted
         norm(p + "altup_correct_scale.weight", s.n_embd)
-        t.matrix(p + "altup_predict_coef.weight", ALTUP * ALTUP, ALTUP, std=0.3)
+        t.f32(p + "altup_predict_coef.weight", f16_exact(t, (ALTUP * ALTUP, ALTUP), 0.3))
         t.matrix(p + "altup_router.weight", ALTUP, s.n_embd)
         norm(p + "altup_router_norm.weight", s.n_embd)
         t.matrix(p + "laurel_l.weight", LAUREL, s.n_embd, std=0.5 / np.sqrt(s.n_embd))

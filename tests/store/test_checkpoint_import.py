@@ -1016,7 +1016,8 @@ _GEMMA3N_TYPES = ["sliding_attention"] * 4 + ["full_attention"]
         ),
         ({"activation_sparsity_pattern": [0.95] * 5 + [0.0] * 20}, "activation_sparsity_pattern is not 0.95 on the"),
         ({"intermediate_size": [1024] * 24 + [2048]}, "intermediate_size differs by layer"),
-        ({"final_logit_softcapping": None}, "sets no final_logit_softcapping"),
+        ({"final_logit_softcapping": None}, "final_logit_softcapping is 0; llama.cpp's gemma3n has 30.0"),
+        ({"final_logit_softcapping": 50.0}, "final_logit_softcapping is 50.0; llama.cpp's gemma3n has 30.0"),
         ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "scales the rotation"),
     ],
 )

@@ -263,11 +263,15 @@ def test_a_lora_on_nemotron_3_super_s_latent_projections_is_refused(tmp_path: Pa
         _convert(folder, base, tmp_path / "out.gguf")
 
 
-@pytest.mark.parametrize("module", ["modality_router", "altup_projections", "per_layer_model_projection"])
+@pytest.mark.parametrize(
+    "module", ["modality_router", "altup_projections", "per_layer_model_projection", "embed_tokens_per_layer"]
+)
 def test_a_lora_on_gemma3n_s_altup_router_or_stream_projections_is_refused(tmp_path: Path, module: str) -> None:
     """llama.cpp's gemma3n multiplies AltUp's router, the streams' projections and the per-layer
-    embeddings' projection without adapters: a LoRA on one is refused; one on LAuReL's residual (as
-    a fine-tune of the release names it, under ``language_model``) converts."""
+    embeddings' projection without adapters, and reads the per-layer embeddings without them (it
+    would take an adapter there for the token embedding's, and refuse to load it): a LoRA on one is
+    refused; one on LAuReL's residual (as a fine-tune of the release names it, under
+    ``language_model``) converts."""
     base = write_gemma3n(tmp_path / "base.gguf")
     folder = tmp_path / "adapter"
     folder.mkdir()
@@ -284,8 +288,14 @@ def test_a_lora_on_gemma3n_s_altup_router_or_stream_projections_is_refused(tmp_p
         "modality_router": (f"{root}.layers.2.altup.modality_router", 4),
         "altup_projections": (f"{root}.altup_projections.1", 64),
         "per_layer_model_projection": (f"{root}.per_layer_model_projection", 256 * 25),
+        "embed_tokens_per_layer": (f"{root}.embed_tokens_per_layer", 256 * 25),
     }[module]
     also = {f"{at}.lora_A.weight": ("F32", a), f"{at}.lora_B.weight": ("F32", np.zeros((rows, 4), np.float32))}
+    if module == "embed_tokens_per_layer":  # PEFT's names for an embedding's pair
+        also = {
+            f"{at}.lora_embedding_A": ("F32", np.zeros((4, 368), np.float32)),
+            f"{at}.lora_embedding_B": ("F32", np.zeros((rows, 4), np.float32)),
+        }
     write_safetensors(folder / "adapter_model.safetensors", tensors | also)
     with pytest.raises(ImportRefused, match=r"is no weight llama\.cpp adapts \(its gemma3n"):
         _convert(folder, base, tmp_path / "out.gguf")

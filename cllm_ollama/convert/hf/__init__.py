@@ -37,7 +37,7 @@ _VOCAB_ROWS = ("token_embd.weight", "output.weight", "per_layer_token_embd.weigh
 # expert's gate, a vector once its unit axis goes), BERT's position
 # and token-type embeddings, which llama.cpp adds to F32 rows (its CPU adds no F16 to F32), as it
 # adds gpt-oss's experts' biases, a delta net's and LFM2's convolutions, and Mamba-2's D (a column
-# per head). Norms are F32 whatever
+# per head); Gemma 3n's AltUp coefficients, which multiply the router's tanh unrounded. Norms are F32 whatever
 # their shape (Cohere's per-head ones are matrices).
 _F32_MATRICES = (
     "ffn_gate_inp.weight",
@@ -48,6 +48,8 @@ _F32_MATRICES = (
     "shortconv.conv.weight",
     "_exps.bias",
     ".ssm_d",
+    "altup_correct_coef.weight",
+    "altup_predict_coef.weight",
 )
 
 
@@ -105,9 +107,6 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
         hyperparameters |= head
         tensors += [_converted(name, weight, None, None) for name, weight in weights.items()]
     by_name = {t.name: t for t in tensors}
-    for name, (shape, value) in family.stand_ins(set(by_name)).items():  # loaded, never read
-        like = by_name[name.replace(name.split(".")[2], "attn_q", 1)]  # the layer's Q: F16 or BF16
-        tensors.append(_filled(name, _F32 if len(shape) == 1 else like.kind, shape, value))
     if "token_embd.weight" not in by_name:
         raise ImportRefused("the checkpoint has no token embedding (model.embed_tokens.weight)")
     if family.layout.own_output and "output.weight" not in by_name:  # tied: the embedding, again
@@ -120,6 +119,10 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
     missing = next((i for i in range(family.n_layer) if i not in layers), None)
     if missing is not None:
         raise ImportRefused(f"the checkpoint has no model.layers.{missing}: is a shard missing?")
+    for name, (shape, value) in family.stand_ins(set(by_name)).items():  # loaded, never read
+        like = by_name.get(name.replace(name.split(".")[2], "attn_q", 1))  # the layer's Q: F16 or BF16
+        matrices_kind = _F16 if like is None else like.kind
+        tensors.append(_filled(name, _F32 if len(shape) == 1 else matrices_kind, shape, value))
     rows = by_name["token_embd.weight"].shape[0]
     layout = family.layout
     vocabulary = tokenizer_kv(

@@ -639,6 +639,7 @@ _GEMMA3N_FIXED = {
     "altup_active_idx": 0,
     "laurel_rank": 64,
     "hidden_size_per_layer_input": 256,
+    "final_logit_softcapping": 30.0,  # never read from the GGUF: llama.cpp's default
 }
 # llama.cpp's gemma3n: layers from 20 on reuse the KV of layer 18 (sliding) or 19 (full); the
 # first 10 layers' FFN gates keep what lies beyond the 95th percentile of a normal fit.
@@ -651,12 +652,15 @@ _DEEPSEEK2_FIXED = {"hidden_act": "silu", "attention_bias": False, "rope_interle
 # Weights llama.cpp multiplies by the input without adapters (``ggml_mul_mat``, not
 # ``build_lora_mm``), by architecture and name (a block's part, or a global's): a LoRA on one would
 # change nothing. deepseek2's latent attention and output, Mamba-2's convolution, Nemotron 3
-# Super's latent projections.
+# Super's latent projections, Gemma 3n's AltUp router and stream projections, and the per-layer
+# embeddings and their projection (llama.cpp would take an adapter on ``per_layer_token_embd``
+# for the token embedding's, and refuse to load it).
 _UNADAPTED = {
     "deepseek2": ("attn_q", "attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_kv_b", "output"),
     "nemotron_h": ("ssm_conv1d",),
     "nemotron_h_moe": ("ssm_conv1d", "ffn_latent_down", "ffn_latent_up"),
-    "gemma3n": ("altup_router", "altup_proj", "altup_unembd_proj", "per_layer_model_proj"),
+    "gemma3n": ("altup_router", "altup_proj", "altup_unembd_proj", "per_layer_model_proj", "per_layer_token_embd"),
+    "gemma4": ("per_layer_model_proj", "per_layer_token_embd"),
 }
 # Settings a config.json states null to say there is none (not to take the default): DeepSeek-V2-Lite's
 # Q in one projection, Gemma 3n's logits uncapped.
@@ -1091,11 +1095,6 @@ class Family:
         for params in (self._rope, self._sliding_rope()):
             if params.get("rope_type", "default") not in (None, "default"):
                 raise ImportRefused("config.json scales the rotation, which llama.cpp's gemma3n does not")
-        softcap = self.config.get("final_logit_softcapping")
-        if not isinstance(softcap, int | float) or not softcap:
-            raise ImportRefused(
-                "config.json sets no final_logit_softcapping; llama.cpp's gemma3n always caps the logits"
-            )
         shared = self.config.get("num_kv_shared_layers")
         if not isinstance(shared, int) or not _whole(shared) or shared >= n:
             raise ImportRefused(f"config.json's num_kv_shared_layers is not a number of its {n} layers")
@@ -1114,7 +1113,7 @@ class Family:
         theta = self._sliding_rope().get("rope_theta") or self.config.get("rope_local_base_freq") or 10_000.0
         return {
             "gemma3n.rope.freq_base_swa": (float(theta), _F32),
-            "gemma3n.final_logit_softcapping": (float(softcap), _F32),
+            "gemma3n.final_logit_softcapping": (float(self.config["final_logit_softcapping"]), _F32),
             "gemma3n.attention.sliding_window": (self._int("sliding_window"), _U32),
             "gemma3n.attention.sliding_window_pattern": (
                 [t == "sliding_attention" for t in types],

@@ -132,7 +132,12 @@ def _bpe_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool, pre: str | Non
         raise ImportRefused(
             "cllm converts a byte-level BPE tokenizer.json or a SentencePiece tokenizer.model; "
             f"this tokenizer.json is {model.get('type')!r}"
-            + (" with byte fallback and no tokenizer.model beside it" if model.get("byte_fallback") else "")
+            + (
+                " with byte fallback and no tokenizer.model beside it (transformers 5 saves none: copy the "
+                "base model's tokenizer.model into the folder)"
+                if model.get("byte_fallback")
+                else ""
+            )
         )
     tokens, types = _vocabulary(model, spec.get("added_tokens") or [], rows, pad)
     kv: KV = {
