@@ -15,12 +15,16 @@ VENV="${HF_ORACLE_VENV:-$HOME/.cache/cllm-hf-oracle/venv}"
 TORCH=2.13.0
 TRANSFORMERS=5.24.0
 PEFT=0.21.2
+# transformers' SentencePiece reader (a tokenizer.model it resaves as tokenizer.json alone).
+SENTENCEPIECE=0.2.3
+PROTOBUF=7.36.2
 
 installed() {
   "$VENV/bin/python" - <<PY 2>/dev/null
 from importlib.metadata import version
 assert version("torch").startswith("$TORCH") and version("transformers") == "$TRANSFORMERS"
 assert version("peft") == "$PEFT"
+assert version("sentencepiece") == "$SENTENCEPIECE" and version("protobuf") == "$PROTOBUF"
 PY
 }
 # The test runs only where the marker says a whole install finished.
@@ -28,7 +32,8 @@ if ! [ -f "$VENV/cllm-ready" ] || ! installed; then
   rm -f "$VENV/cllm-ready"
   python3 -m venv "$VENV"
   nice -n 19 "$VENV/bin/pip" install -q "torch==$TORCH"
-  nice -n 19 "$VENV/bin/pip" install -q "transformers==$TRANSFORMERS" "peft==$PEFT"
+  nice -n 19 "$VENV/bin/pip" install -q "transformers==$TRANSFORMERS" "peft==$PEFT" \
+    "sentencepiece==$SENTENCEPIECE" "protobuf==$PROTOBUF"
   installed
   touch "$VENV/cllm-ready"
 fi

@@ -1089,10 +1089,10 @@ def write_hf_mistral(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return export(twin, folder / "hf-mistral", sentencepiece=proto), twin
 
 
-def train_sentencepiece(size: int = 400) -> bytes:
+def train_sentencepiece(size: int = 400, *, space_prefix: bool = True) -> bytes:
     """A byte-fallback BPE ``tokenizer.model`` as Llama 2's and Mistral's (``<unk>``, ``<s>``,
-    ``</s>`` at 0, 1, 2; ``[INST]`` and ``[/INST]`` control tokens; no normalization). Needs the
-    sentencepiece package."""
+    ``</s>`` at 0, 1, 2; ``[INST]`` and ``[/INST]`` control tokens; no normalization; a ``▁`` put
+    before the text unless not ``space_prefix``, as Gemma's). Needs the sentencepiece package."""
     import io
 
     import sentencepiece as spm
@@ -1110,6 +1110,7 @@ def train_sentencepiece(size: int = 400) -> bytes:
         # As Llama 2's and Mistral's: text kept as it is (llama.cpp applies no normalization either).
         normalization_rule_name="identity",
         remove_extra_whitespaces=False,
+        add_dummy_prefix=space_prefix,
         minloglevel=2,
     )
     return model.getvalue()

@@ -10,6 +10,7 @@ position of a prompt with that picture in it (``prompt``); or
 the JSON list TEXTS as its tokenizer splits it and as the model embeds it (mean pooling,
 normalized, as its modules say), in the JSON file OUT; or ``python hf_logits.py tokenize FOLDER
 TEXTS OUT``: each text's ids as the folder's tokenizer.json splits it; or ``python hf_logits.py
+resave FOLDER OUT``: its tokenizer as transformers saves it; or ``python hf_logits.py
 audio FOLDER SAMPLES OUT``: a Gemma 4's embeddings of a clip (``audio``).
 
 For each folder: ``OUT/base.npy``, the logits of every position of TOKENS (comma-separated ids);
@@ -33,6 +34,7 @@ from transformers import (
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForImageTextToText,
+    AutoTokenizer,
     Gemma3ForConditionalGeneration,
     Mistral3ForConditionalGeneration,
     PreTrainedTokenizerFast,
@@ -260,6 +262,12 @@ def tokenize(folder: str, texts: str, out: str) -> None:
     Path(out).write_text(json.dumps(ids))
 
 
+def resave(folder: str, out: str) -> None:
+    """The folder's tokenizer as transformers loads and saves it (transformers 5 converts a
+    SentencePiece ``tokenizer.model`` and saves tokenizer.json alone), in ``out``."""
+    AutoTokenizer.from_pretrained(folder).save_pretrained(out)
+
+
 def _dense_head(folder: Path) -> list[torch.Tensor]:
     """The weights of the Dense modules after the pooling (EmbeddingGemma's), in the order
     ``modules.json`` applies them: sentence-transformers' ``Dense`` without bias or activation."""
@@ -282,6 +290,8 @@ if __name__ == "__main__":
         embed(*sys.argv[2:5])
     elif sys.argv[1] == "tokenize":
         tokenize(*sys.argv[2:5])
+    elif sys.argv[1] == "resave":
+        resave(*sys.argv[2:4])
     elif sys.argv[1] == "audio":
         audio(*sys.argv[2:5])
     else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import wave
 from collections.abc import Callable
 from pathlib import Path
@@ -189,6 +190,38 @@ def test_a_gemma4_vocabulary_splits_text_as_tokenizers_does(tmp_path: Path) -> N
     folder, _ = hf.write_hf_gemma4(tmp_path)
     texts = [*_TEXTS, "The capital of France is Paris,  the sea\n\nis blue.", " Größe 日本語 🙂"]
     _assert_splits_as_tokenizers(folder, texts, tmp_path)
+
+
+@pytest.mark.parametrize("space_prefix", [True, False], ids=["llama2", "gemma"])
+def test_a_sentencepiece_vocabulary_transformers_5_saves_alone_splits_as_sentencepiece(
+    tmp_path: Path, space_prefix: bool
+) -> None:
+    """A fine-tune of Llama 2, Mistral 7B or Gemma saved by transformers 5 has tokenizer.json
+    alone, no tokenizer.model: converted from it, the vocabulary has the pieces and types the
+    tokenizer.model gives, and llama.cpp splits text as the sentencepiece package splits it with
+    the tokenizer.model transformers read (with Llama 2's leading space, and without, as Gemma's)."""
+    import sentencepiece
+
+    proto = hf.train_sentencepiece(space_prefix=space_prefix)
+    twin = hf.write_sentencepiece_llama(tmp_path / "twin.gguf", proto)
+    folder = hf.export(twin, tmp_path / "hf", sentencepiece=proto)
+    reference.run("resave", str(folder), str(tmp_path / "saved"))
+    (folder / "tokenizer.model").unlink()
+    for saved in (tmp_path / "saved").iterdir():  # tokenizer.json, its settings, the chat template apart
+        shutil.copy(saved, folder / saved.name)
+    convert(Checkpoint.folder(folder), tmp_path / "model.gguf")
+    got, want = gguf.GGUFReader(tmp_path / "model.gguf").fields, gguf.GGUFReader(twin).fields
+    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.chat_template"):
+        assert got[key].contents() == want[key].contents(), key
+    assert got["tokenizer.ggml.add_space_prefix"].contents() is space_prefix
+    pieces = sentencepiece.SentencePieceProcessor(model_proto=proto)
+    texts = [*_TEXTS, "The capital of France is Paris,  the sea\n\nis blue.", " Größe 日本語 🙂 x", "zzqq wørds"]
+    model = Model(tmp_path / "model.gguf", n_gpu_layers=0)
+    try:
+        for text in texts:
+            assert model.tokenize(text, add_special=False, parse_special=False) == pieces.encode(text), text
+    finally:
+        model.close()
 
 
 def _assert_splits_as_tokenizers(folder: Path, texts: list[str], tmp_path: Path) -> Path:

@@ -4,7 +4,8 @@ as llama.cpp's GGUF keys.
 Byte-level BPE, the tokenizer of Llama 3, Qwen 2 and 3 and most models since, as Ollama's
 ``convert/tokenizer.go`` reads it: the vocabulary and added tokens (special ones are control tokens),
 the merges, the pre-tokenizer named by a digest of its split patterns. SentencePiece (Llama 2,
-Mistral 7B, Gemma) as llama.cpp's converter reads it: pieces, scores and types. Then the special
+Mistral 7B, Gemma) as llama.cpp's converter reads it: pieces, scores and types, from the
+``tokenizer.model``, or from the tokenizer.json transformers 5 saves alone. Then the special
 tokens and the chat template. Holes in the ids and rows the embedding has past the vocabulary are
 padding tokens.
 """
@@ -128,16 +129,12 @@ def _bpe_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool, pre: str | Non
     if spec is None:
         raise ImportRefused("the model folder has neither tokenizer.json nor tokenizer.model")
     model: dict[str, Any] = spec["model"] if isinstance(spec.get("model"), dict) else {}
-    if model.get("type") != "BPE" or model.get("byte_fallback"):
+    if model.get("type") == "BPE" and model.get("byte_fallback"):
+        return _sentencepiece_json_vocabulary(spec, rows, pad)
+    if model.get("type") != "BPE":
         raise ImportRefused(
-            "cllm converts a byte-level BPE tokenizer.json or a SentencePiece tokenizer.model; "
+            "cllm converts a BPE tokenizer.json or a SentencePiece tokenizer.model; "
             f"this tokenizer.json is {model.get('type')!r}"
-            + (
-                " with byte fallback and no tokenizer.model beside it (transformers 5 saves none: copy the "
-                "base model's tokenizer.model into the folder)"
-                if model.get("byte_fallback")
-                else ""
-            )
         )
     tokens, types = _vocabulary(model, spec.get("added_tokens") or [], rows, pad)
     kv: KV = {
@@ -150,6 +147,71 @@ def _bpe_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool, pre: str | Non
     if merges:
         kv["tokenizer.ggml.merges"] = (merges, _ARRAY)
     return kv
+
+
+def _sentencepiece_json_vocabulary(spec: dict[str, Any], rows: int, pad: bool) -> KV:
+    """A SentencePiece BPE vocabulary (Llama 2's, Mistral 7B's, Gemma's) as transformers saves it in
+    tokenizer.json alone, which transformers 5 does: the pieces and added tokens by id, the
+    ``<0xXX>`` pieces bytes and the unknown piece unknown as SentencePiece types them, and each piece
+    a merge makes scored by that merge's rank. transformers ranks the merges by the score of the
+    piece each makes (``SentencePieceExtractor``), which is what llama.cpp's SentencePiece tokenizer
+    merges by, highest first; pieces no merge makes (characters) score below them all, and
+    special and added ones 0, as in a ``tokenizer.model``. A space goes before the text where the
+    pre-tokenizer or normalizer puts SentencePiece's ``▁`` there."""
+    model: dict[str, Any] = spec["model"]
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict) or not all(f"<0x{b:02X}>" in vocab for b in range(256)):
+        raise ImportRefused(
+            "tokenizer.json is a BPE with byte fallback but without SentencePiece's 256 <0xXX> byte tokens "
+            "to fall back on, which cllm does not convert"
+        )
+    tokens, types = _vocabulary(model, spec.get("added_tokens") or [], rows, pad)
+    made: dict[str, int] = {}
+    for rank, merge in enumerate(_merges(model.get("merges") or [])):
+        left, _, right = merge.partition(" ")
+        made.setdefault(left + right, rank)
+    unknown, later, scores = model.get("unk_token"), len(made), []
+    for tid, text in enumerate(tokens):
+        score = 0.0
+        if types[tid] == TokenType.NORMAL and _BYTE_TOKEN.fullmatch(text):
+            types[tid] = int(TokenType.BYTE)
+        elif types[tid] == TokenType.NORMAL and text == unknown:
+            types[tid] = int(TokenType.UNKNOWN)
+        elif types[tid] == TokenType.NORMAL and text in made:
+            score = -float(made[text])
+        elif types[tid] == TokenType.NORMAL:
+            score, later = -float(later), later + 1
+        elif types[tid] == TokenType.CONTROL and text == unknown:
+            types[tid] = int(TokenType.UNKNOWN)
+        scores.append(score)
+    return {
+        "tokenizer.ggml.model": ("llama", _STR),
+        "tokenizer.ggml.pre": ("default", _STR),
+        "tokenizer.ggml.tokens": (tokens, _ARRAY),
+        "tokenizer.ggml.scores": (scores, _ARRAY),
+        "tokenizer.ggml.token_type": (types, _ARRAY),
+        "tokenizer.ggml.add_space_prefix": (_adds_space_prefix(spec), _BOOL),
+    }
+
+
+def _adds_space_prefix(spec: dict[str, Any]) -> bool:
+    """Whether tokenizer.json puts SentencePiece's ``▁`` before the text: a Metaspace pre-tokenizer
+    that prepends it (transformers 5's), or a normalizer that does (transformers 4's Llama 2)."""
+
+    def parts(step: Any, key: str) -> list[dict[str, Any]]:
+        if not isinstance(step, dict):
+            return []
+        inner = step.get(key)
+        return [p for p in inner if isinstance(p, dict)] if isinstance(inner, list) else [step]
+
+    for pre in parts(spec.get("pre_tokenizer"), "pretokenizers"):
+        scheme = pre.get("prepend_scheme", "always" if pre.get("add_prefix_space", True) else "never")
+        if pre.get("type") == "Metaspace" and scheme in ("always", "first"):
+            return True
+    return any(
+        n.get("type") == "Prepend" and n.get("prepend") == "\u2581"
+        for n in parts(spec.get("normalizer"), "normalizers")
+    )
 
 
 def _gemma4_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> KV:
