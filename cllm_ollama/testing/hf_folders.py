@@ -27,6 +27,7 @@ from . import (
     deepseek2_ggufs,
     gemma3n_ggufs,
     gemma4_ggufs,
+    glm4_ggufs,
     laguna_ggufs,
     nemotron_h_ggufs,
     ollama_ggufs,
@@ -76,6 +77,7 @@ _ARCHITECTURES = {
     "lfm2moe": "Lfm2MoeForCausalLM",
     "gemma4": "Gemma4ForCausalLM",
     "gemma3n": "Gemma3nForCausalLM",
+    "glm4": "Glm4ForCausalLM",
     "deepseek2": "DeepseekV3ForCausalLM",  # or GLM-4.7-Flash's, by its vocabulary (_deepseek2_config)
     "laguna": "LagunaForCausalLM",
     "nemotron_h": "NemotronHForCausalLM",
@@ -292,6 +294,13 @@ _OLMO_PARTS = _PARTS | {
 }
 # Phi-3's fused projections: Q, K and V in one matrix, the FFN's gate and up in another.
 _PHI3_PARTS = _PARTS | {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
+# GLM-4's: norms before and after attention and the FFN, the FFN's gate and up in one projection.
+_GLM4_PARTS = _PARTS | {
+    "post_attention_norm": "post_self_attn_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_up": "mlp.gate_up_proj",
+    "post_ffw_norm": "post_mlp_layernorm",
+}
 _GLOBAL = {
     "token_embd": "model.embed_tokens",
     "output_norm": "model.norm",
@@ -2055,6 +2064,7 @@ _BLOCK_PARTS = {
     "gemma4": _GEMMA4_PARTS,
     "deepseek2": _DEEPSEEK2_PARTS,
     "laguna": _LAGUNA_PARTS,
+    "glm4": _GLM4_PARTS,
 }
 
 
@@ -2253,6 +2263,9 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         config |= _laguna_config(kv)
     if arch == "gemma3n":
         config |= _gemma3n_config(kv)
+    if arch == "glm4":  # half of each head rotating, Q, K and V with biases
+        rotating = int(kv["glm4.rope.dimension_count"]) / int(kv["glm4.attention.key_length"])
+        config |= {"partial_rotary_factor": rotating, "attention_bias": True, "hidden_act": "silu"}
     if arch == "deepseek2":  # no head_dim: GLM's would name the rotary width
         del config["head_dim"]
         config |= _deepseek2_config(kv)
@@ -2299,6 +2312,12 @@ def write_hf_laguna(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     ``laguna_ggufs``'s parts; each expert apart, the shared expert and the router's bias by the
     releases' names; F16), and ``folder/laguna.gguf``, its twin."""
     return _exported(folder, "laguna", lambda p: laguna_ggufs.write_laguna(p, seed=seed))
+
+
+def write_hf_glm4(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-glm4/``, a GLM-4-0414 checkpoint (``Glm4ForCausalLM``, ``glm4_ggufs``'s parts;
+    F16), and ``folder/glm4.gguf``, its twin."""
+    return _exported(folder, "glm4", lambda p: glm4_ggufs.write_glm4(p, seed=seed))
 
 
 def write_hf_gemma3n(

@@ -202,6 +202,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "sigmoid-routed experts beside a shared one), and DIR/laguna.gguf, its twin",
         hf.write_hf_laguna,
     ),
+    "hf-glm4": (
+        "DIR/hf-glm4/, a GLM-4-0414 checkpoint (Q, K and V biases, half of each head rotating, norms after attention "
+        "and the FFN, gate and up fused), and DIR/glm4.gguf, its twin",
+        hf.write_hf_glm4,
+    ),
     "hf-gemma3n": (
         "DIR/hf-gemma3n/, a Gemma 3n checkpoint as the releases are (Gemma3nForConditionalGeneration: AltUp, "
         "LAuReL, per-layer embeddings, KV reused from layer 20 on; stand-in towers), and DIR/gemma3n.gguf, its twin",

@@ -33,6 +33,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma3n,
     write_hf_gemma4,
     write_hf_gemma4_vision,
+    write_hf_glm4,
     write_hf_gptoss,
     write_hf_laguna,
     write_hf_lfm2,
@@ -205,6 +206,7 @@ def test_create_from_a_checkpoint_answers_as_its_twin(tmp_path: Path) -> None:
             write_hf_nemotron3_nano,
             write_hf_laguna,
             write_hf_gemma3n_release,  # its towers left out
+            write_hf_glm4,
             write_hf_mistral,  # last: its SentencePiece vocabulary is checked below
         ):
             folder, twin = write(tmp_path / write.__name__)

@@ -36,6 +36,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma3n,
     write_hf_gemma4,
     write_hf_gemma4_vision,
+    write_hf_glm4,
     write_hf_gptoss,
     write_hf_laguna,
     write_hf_lfm2,
@@ -1030,6 +1031,28 @@ def test_a_gemma3n_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, dama
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     _edit(folder, "config.json", lambda c: c.update(damage))
     with pytest.raises(ImportRefused, match=re.escape(why)):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_glm4_converts_to_its_twin(tmp_path: Path) -> None:
+    """GLM-4-0414 (``Glm4ForCausalLM``) as llama.cpp's ``glm4``: Q, K and V with their biases, the
+    first half of each head rotating (transformers' default where config.json says nothing), the
+    norms after attention and the FFN, gate and up in one tensor, GLM's turn ends; another
+    activation or M-RoPE sections (GLM-4.1V's text model) are refused."""
+    folder, twin = write_hf_glm4(tmp_path)
+    _edit(folder, "config.json", lambda c: c.pop("partial_rotary_factor"))
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "out.gguf")
+    _assert_twin_keys(twin, tmp_path / "out.gguf")
+    got = _fields(tmp_path / "out.gguf")
+    assert got["tokenizer.ggml.eot_token_id"] == got["tokenizer.ggml.tokens"].index("<|user|>")
+    _edit(folder, "config.json", lambda c: c.update(hidden_act="gelu"))
+    with pytest.raises(
+        ImportRefused, match=re.escape("config.json's hidden_act is 'gelu'; llama.cpp's glm4 has 'silu'")
+    ):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+    _edit(folder, "config.json", lambda c: c.update(hidden_act="silu", rope_scaling={"mrope_section": [2, 3, 3]}))
+    with pytest.raises(ImportRefused, match="M-RoPE"):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
 
 

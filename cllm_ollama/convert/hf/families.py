@@ -304,6 +304,24 @@ _EMBEDDING_GEMMA = dataclasses.replace(
 # Gemma (1, and CodeGemma): a Llama's blocks with Gemma's +1 norms, GeGLU and a tied output.
 _GEMMA = _Layout("gemma", _ATTENTION | _PRE_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
 _GEMMA2 = _Layout("gemma2", _ATTENTION | _GEMMA_NORMS, 1.0, pad_vocabulary=False, space_prefix=False, tied=True)
+# GLM-4-0414 and GLM-Z1 (``Glm4ForCausalLM``): Q, K and V with biases, the first half of each head
+# rotating in neighbouring pairs (llama.cpp's plain rotation: nothing reordered), a norm after
+# attention and after the FFN beside those before them, the FFN's gate and up in one projection
+# (as Phi-3's); GLM's pre-tokenizer and the ends of its turns, as GLM-4.7-Flash's: llama.cpp's ``glm4``.
+_GLM4 = _Layout(
+    "glm4",
+    {
+        **{k: v for k, v in _ATTENTION.items() if k.startswith("self_attn.")},
+        "mlp.gate_up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+        "input_layernorm": "attn_norm",
+        "post_self_attn_layernorm": "post_attention_norm",
+        "post_attention_layernorm": "ffn_norm",
+        "post_mlp_layernorm": "post_ffw_norm",
+    },
+    pre_tokenizer="glm4",
+    turn_ends={"eot": "<|user|>", "eom": "<|observation|>"},
+)
 # Gemma 4's E2B and E4B and Gemma 3n's per-layer embeddings: a second table whose slice for each
 # layer, with a projection of the layer's input, gates into its output.
 _PER_LAYER_INPUTS = {
@@ -510,9 +528,8 @@ LAYOUTS = {
     "DeepseekV2ForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer=None),
     "NemotronHForCausalLM": _NEMOTRON_H,
     "LagunaForCausalLM": _LAGUNA,
-    "Glm4MoeLiteForCausalLM": dataclasses.replace(
-        _DEEPSEEK2, pre_tokenizer="glm4", turn_ends={"eot": "<|user|>", "eom": "<|observation|>"}
-    ),
+    "Glm4MoeLiteForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer="glm4", turn_ends=_GLM4.turn_ends),
+    "Glm4ForCausalLM": _GLM4,
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Lfm2VlForConditionalGeneration": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL, tower=True, vision="lfm2"),
@@ -630,6 +647,8 @@ _LAGUNA_FIXED = {
     "moe_apply_router_weight_on_input": False,
     "moe_router_logit_softcapping": 0.0,
 }
+# GLM-4's settings llama.cpp's glm4 computes with whatever config.json says.
+_GLM4_FIXED = {"hidden_act": "silu"}
 # Gemma 3n's settings llama.cpp's gemma3n fixes whatever the GGUF says (``llama-hparams.h``:
 # four AltUp streams, the first active, LAuReL's rank 64, per-layer embeddings 256 wide).
 _GEMMA3N_FIXED = {
@@ -779,6 +798,14 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
         "rope_local_base_freq": 10_000.0,
     },
     "qwen3next": {"head_dim": 256},
+    # transformers' Glm4Config's, where config.json leaves them out.
+    "glm4": {
+        "head_dim": 128,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1.5625e-07,
+        "rope_theta": 10000.0,
+    },
     # transformers' Gemma4TextConfig's, where config.json leaves them out.
     "gemma4": {
         "head_dim": 256,
@@ -994,8 +1021,9 @@ class Family:
     @property
     def _rotary_dims(self) -> int:
         """Dimensions of a head that rotate: all, or ``partial_rotary_factor`` of them (Phi-4-mini's
-        three quarters; Qwen 3.5's a quarter, which llama.cpp assumes where it is not stated)."""
-        default = 0.25 if self.arch in _DELTA_NETS else 1.0
+        three quarters; Qwen 3.5's a quarter, GLM-4's half, as transformers assumes where it is not
+        stated)."""
+        default = 0.25 if self.arch in _DELTA_NETS else 0.5 if self.arch == "glm4" else 1.0
         factor = self._rope.get("partial_rotary_factor", self.config.get("partial_rotary_factor", default))
         return int(float(factor) * self.head_dim)
 
@@ -1072,6 +1100,14 @@ class Family:
             )
         self._check_attention_scalar(62 if a == "gemma3" else 0)  # EmbeddingGemma's scale is its head's
         return kv
+
+    def _glm4(self) -> KV:
+        """GLM-4's: nothing beyond its partial rotation (``_partial_rotation``); another activation, or
+        M-RoPE sections (GLM-4.1V's text model, which cllm does not convert), is refused."""
+        self._require_fixed(_GLM4_FIXED)
+        if self._rope.get("mrope_section") or self._rotary_dims % 2:
+            raise ImportRefused("config.json's rotation is M-RoPE's or of an odd width, which cllm does not convert")
+        return {}
 
     def _sliding_rope(self) -> dict[str, Any]:
         """The sliding layers' rotary parameters (transformers 5's ``rope_parameters``), or none."""
@@ -2043,6 +2079,7 @@ _ARCH_KEYS: dict[str, tuple[Callable[[Family], KV], ...]] = {
     "olmo2": (Family._olmo,),
     "command-r": (Family._cohere,),
     "gemma3n": (Family._gemma3n,),
+    "glm4": (Family._glm4, Family._partial_rotation),
     "gemma4": (Family._gemma4,),
     "deepseek2": (Family._deepseek2,),
     "laguna": (Family._laguna,),
