@@ -16,6 +16,7 @@ import pytest
 
 from cllm_ollama.convert.hf import Checkpoint, Converted, ImportRefused, convert, mxfp4, safetensors
 from cllm_ollama.convert.hf.families import AUDIO_LEFT_OUT, TOWER_LEFT_OUT, Family, permute
+from cllm_ollama.convert.hf.tokenizer import tokenizer_kv
 from cllm_ollama.errors import InvalidRequest
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
@@ -1337,6 +1338,56 @@ def _edit(folder: Path, name: str, change: Callable[[dict[str, Any]], None]) -> 
     value = json.loads((folder / name).read_text())
     change(value)
     (folder / name).write_text(json.dumps(value))
+
+
+def _sentencepiece_json(tmp_path: Path, pieces: list[str], merges: list[str], added: list[dict[str, Any]]) -> Path:
+    """A folder with a SentencePiece BPE tokenizer.json alone (as transformers 5 saves one): the
+    unknown, bos and eos pieces, the 256 byte pieces, then ``pieces``."""
+    vocab = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *pieces]
+    spec = {
+        "added_tokens": [{"id": i, "content": t, "special": True} for i, t in enumerate(("<unk>", "<s>", "</s>"))]
+        + added,
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious"},
+        "model": {
+            "type": "BPE",
+            "byte_fallback": True,
+            "unk_token": "<unk>",
+            "vocab": {t: i for i, t in enumerate(vocab)},
+            "merges": merges,
+        },
+    }
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    return tmp_path
+
+
+def test_a_sentencepiece_tokenizer_json_alone_is_the_vocabulary_its_model_file_would_be(tmp_path: Path) -> None:
+    """From tokenizer.json alone (transformers 5 saves no tokenizer.model): bytes and the unknown
+    piece typed as SentencePiece types them, each merged piece scored by its merge's rank and the
+    rest below them all, a user-defined run of spaces written with spaces (Gemma's: llama.cpp prints
+    it as stored), an added token past the embedding's rows left out (Gemma 3 1B's image token), no
+    space put before the text without a Metaspace or Prepend; Llama 2's "▁▁" (id 259, scored last
+    in its tokenizer.model) scored last where transformers 5 ranked its merge first; a pre-tokenizer
+    SentencePiece does not have is refused."""
+    added = [
+        {"id": 263, "content": "\u2581\u2581", "special": False},
+        {"id": 264, "content": "<image>", "special": True},
+    ]
+    folder = _sentencepiece_json(tmp_path / "gemma", ["\u2581a", "ab", "a", "b"], ["\u2581 a", "a b"], added)
+    kv = tokenizer_kv(Checkpoint.folder(folder), {}, 264, pad=False)
+    tokens, scores, types = (kv[f"tokenizer.ggml.{k}"][0] for k in ("tokens", "scores", "token_type"))
+    assert tokens[259:] == ["\u2581a", "ab", "a", "b", "  "]
+    assert scores[259:] == [0.0, -1.0, -3.0, -4.0, 0.0]
+    assert types[0] == gguf.TokenType.UNKNOWN and types[3] == types[258] == gguf.TokenType.BYTE
+    assert types[263] == gguf.TokenType.USER_DEFINED and kv["tokenizer.ggml.add_space_prefix"][0] is False
+    llama2 = ["\u2581\u2581", "\u2581t", "\u2581", "t", *(f"p{i}" for i in range(32000 - 263))]
+    folder = _sentencepiece_json(tmp_path / "llama2", llama2, ["\u2581 \u2581", "\u2581 t"], [])
+    scores = tokenizer_kv(Checkpoint.folder(folder), {}, 32000, pad=False)["tokenizer.ggml.scores"][0]
+    assert scores[259:261] == [-2.0, -1.0]  # "▁▁" after "▁t", as in its tokenizer.model
+    _edit(folder, "tokenizer.json", lambda spec: spec.update(pre_tokenizer={"type": "Digits"}))
+    with pytest.raises(ImportRefused, match="pre-tokenizer 'Digits' splits text before its SentencePiece merges"):
+        tokenizer_kv(Checkpoint.folder(folder), {}, 32000, pad=False)
 
 
 def test_the_tokenizer_says_what_llama_cpp_needs(twins: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:

@@ -151,26 +151,38 @@ def _bpe_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool, pre: str | Non
 
 def _sentencepiece_json_vocabulary(spec: dict[str, Any], rows: int, pad: bool) -> KV:
     """A SentencePiece BPE vocabulary (Llama 2's, Mistral 7B's, Gemma's) as transformers saves it in
-    tokenizer.json alone, which transformers 5 does: the pieces and added tokens by id, the
-    ``<0xXX>`` pieces bytes and the unknown piece unknown as SentencePiece types them, and each piece
-    a merge makes scored by that merge's rank. transformers ranks the merges by the score of the
-    piece each makes (``SentencePieceExtractor``), which is what llama.cpp's SentencePiece tokenizer
-    merges by, highest first; pieces no merge makes (characters) score below them all, and
-    special and added ones 0, as in a ``tokenizer.model``. A space goes before the text where the
-    pre-tokenizer or normalizer puts SentencePiece's ``▁`` there."""
+    tokenizer.json alone, which transformers 5 does: the pieces and added tokens by id (those past
+    the embedding's rows left out, as a tokenizer.model's are: Gemma 3 1B's image token), the
+    ``<0xXX>`` pieces bytes and the unknown piece unknown as SentencePiece types them, user-defined
+    pieces with their ``▁`` as spaces (Gemma's runs of spaces, which llama.cpp prints as stored),
+    and each piece a merge makes scored by that merge's rank. transformers ranks the merges by the
+    score of the piece each makes (``SentencePieceExtractor``), which is what llama.cpp's
+    SentencePiece tokenizer merges by, highest first; pieces no merge makes (characters) score
+    below them all, and special and added ones 0, as in a ``tokenizer.model``. A space goes before
+    the text where the pre-tokenizer or normalizer puts SentencePiece's ``▁`` there."""
     model: dict[str, Any] = spec["model"]
     vocab = model.get("vocab")
-    if not isinstance(vocab, dict) or not all(f"<0x{b:02X}>" in vocab for b in range(256)):
+    # Gemma's converter of transformers 4.38 named byte 0x09's piece "\t": llama.cpp falls back to it.
+    if not isinstance(vocab, dict) or not all(
+        f"<0x{b:02X}>" in vocab or (b == 9 and "\t" in vocab) for b in range(256)
+    ):
         raise ImportRefused(
             "tokenizer.json is a BPE with byte fallback but without SentencePiece's 256 <0xXX> byte tokens "
             "to fall back on, which cllm does not convert"
         )
-    tokens, types = _vocabulary(model, spec.get("added_tokens") or [], rows, pad)
+    _require_sentencepiece_splits(spec.get("pre_tokenizer"))
+    added = [a for a in spec.get("added_tokens") or [] if not isinstance(a, dict) or _below(a.get("id"), rows)]
+    tokens, types = _vocabulary(model, added, rows, pad)
+    merges = _merges(model.get("merges") or [])
     made: dict[str, int] = {}
-    for rank, merge in enumerate(_merges(model.get("merges") or [])):
+    for rank, merge in enumerate(merges):
         left, _, right = merge.partition(" ")
         made.setdefault(left + right, rank)
-    unknown, later, scores = model.get("unk_token"), len(made), []
+    if merges[:1] == ["\u2581 \u2581"] and tokens[259:260] == ["\u2581\u2581"] and len(vocab) == 32000:
+        # Llama 2's "▁▁", scored -1e9 in its tokenizer.model: transformers 5 ranks it first where it
+        # orders the merges by id (a LlamaTokenizer it converted), and it would be merged first.
+        made["\u2581\u2581"] = len(merges)
+    unknown, later, scores = model.get("unk_token"), len(merges) + 1, []
     for tid, text in enumerate(tokens):
         score = 0.0
         if types[tid] == TokenType.NORMAL and _BYTE_TOKEN.fullmatch(text):
@@ -183,6 +195,8 @@ def _sentencepiece_json_vocabulary(spec: dict[str, Any], rows: int, pad: bool) -
             score, later = -float(later), later + 1
         elif types[tid] == TokenType.CONTROL and text == unknown:
             types[tid] = int(TokenType.UNKNOWN)
+        elif types[tid] == TokenType.USER_DEFINED:
+            tokens[tid] = text.replace("\u2581", " ")  # as llama.cpp's converter writes them
         scores.append(score)
     return {
         "tokenizer.ggml.model": ("llama", _STR),
@@ -192,6 +206,27 @@ def _sentencepiece_json_vocabulary(spec: dict[str, Any], rows: int, pad: bool) -
         "tokenizer.ggml.token_type": (types, _ARRAY),
         "tokenizer.ggml.add_space_prefix": (_adds_space_prefix(spec), _BOOL),
     }
+
+
+def _below(tid: Any, rows: int) -> bool:
+    """Whether an added token's id has a row in the embedding (anything else is left to
+    ``_vocabulary`` to refuse)."""
+    return not isinstance(tid, int) or tid < rows
+
+
+def _require_sentencepiece_splits(pre: Any) -> None:
+    """``ImportRefused`` for a pre-tokenizer that splits text before the merges otherwise than
+    SentencePiece does (which llama.cpp's SentencePiece tokenizer cannot): Metaspace's, or Gemma's
+    split at spaces its normalizer has already made ``▁``, or none."""
+    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else [] if pre is None else [pre]
+    for step in steps:
+        kind = step.get("type") if isinstance(step, dict) else None
+        spaces = kind == "Split" and step.get("pattern") == {"String": " "}
+        if kind != "Metaspace" and not spaces:
+            raise ImportRefused(
+                f"tokenizer.json's pre-tokenizer {kind!r} splits text before its SentencePiece merges, "
+                "which llama.cpp does not: add the base model's tokenizer.model to the folder"
+            )
 
 
 def _adds_space_prefix(spec: dict[str, Any]) -> bool:
