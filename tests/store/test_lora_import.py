@@ -4,6 +4,7 @@ every module's update as it did; what cannot be converted is a 400 that says why
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -25,6 +26,7 @@ from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.deepseek2_ggufs import write_deepseek2
 from cllm_ollama.testing.gemma3n_ggufs import write_gemma3n
 from cllm_ollama.testing.ggufs import write_mamba
+from cllm_ollama.testing.glm4_ggufs import write_glm4
 from cllm_ollama.testing.hf_folders import (
     LORA_BASES,
     export,
@@ -299,6 +301,27 @@ def test_a_lora_on_gemma3n_s_altup_router_or_stream_projections_is_refused(tmp_p
     write_safetensors(folder / "adapter_model.safetensors", tensors | also)
     with pytest.raises(ImportRefused, match=r"is no weight llama\.cpp adapts \(its gemma3n"):
         _convert(folder, base, tmp_path / "out.gguf")
+
+
+def test_a_lora_for_a_glm4_with_m_rope_is_refused(tmp_path: Path) -> None:
+    """llama.cpp's glm4 with M-RoPE sections (GLM-4.1V's and GLM-OCR's text model) takes its Q and K
+    rows in another order than transformers (its converter reorders them), so an adapter's would
+    not line up: refused, where one for a plain GLM-4 converts."""
+    base = write_glm4(tmp_path / "base.gguf")
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4, "lora_alpha": 8}))
+    stem = "base_model.model.model.layers.0.self_attn.q_proj"
+    tensors = {
+        f"{stem}.lora_A.weight": ("F32", np.zeros((4, 64), np.float32)),
+        f"{stem}.lora_B.weight": ("F32", np.zeros((64, 4), np.float32)),
+    }
+    write_safetensors(folder / "adapter_model.safetensors", tensors)
+    assert _convert(folder, base, tmp_path / "out.gguf") == []
+    plain = gguf_info(base, verbose=True)
+    info = dataclasses.replace(plain, model_info={**plain.model_info, "glm4.rope.dimension_sections": [2, 3, 3, 0]})
+    with pytest.raises(ImportRefused, match="adapters for a glm4 with M-RoPE"):
+        convert_lora(Checkpoint.folder(folder), info, tmp_path / "out.gguf")
 
 
 def test_a_base_cllm_does_not_convert_adapters_for_is_named(lora: tuple[Path, Path, Path], tmp_path: Path) -> None:

@@ -647,8 +647,6 @@ _LAGUNA_FIXED = {
     "moe_apply_router_weight_on_input": False,
     "moe_router_logit_softcapping": 0.0,
 }
-# GLM-4's settings llama.cpp's glm4 computes with whatever config.json says.
-_GLM4_FIXED = {"hidden_act": "silu"}
 # Gemma 3n's settings llama.cpp's gemma3n fixes whatever the GGUF says (``llama-hparams.h``:
 # four AltUp streams, the first active, LAuReL's rank 64, per-layer embeddings 256 wide).
 _GEMMA3N_FIXED = {
@@ -802,7 +800,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "glm4": {
         "head_dim": 128,
         "num_key_value_heads": 2,
-        "max_position_embeddings": 32768,
+        "max_position_embeddings": 131072,
         "rms_norm_eps": 1.5625e-07,
         "rope_theta": 10000.0,
     },
@@ -882,6 +880,12 @@ class Family:
             "linear_key_head_dim": "ssm.state_size",
             "linear_value_head_dim": "ssm.state_size",
         }
+        sections = kv.get(f"{arch}.rope.dimension_sections")
+        if arch == "glm4" and isinstance(sections, list) and any(sections):
+            raise ImportRefused(
+                "safetensors adapters for a glm4 with M-RoPE (GLM-4.1V, GLM-OCR) are not converted: llama.cpp "
+                "computes its Q and K rows in another order than the adapter's"
+            )
         return cls(_BY_ARCH[arch], {name: kv.get(f"{arch}.{key}") for name, key in keys.items()})
 
     @property
@@ -1104,7 +1108,10 @@ class Family:
     def _glm4(self) -> KV:
         """GLM-4's: nothing beyond its partial rotation (``_partial_rotation``); another activation, or
         M-RoPE sections (GLM-4.1V's text model, which cllm does not convert), is refused."""
-        self._require_fixed(_GLM4_FIXED)
+        if self.config.get("hidden_act", "silu") not in ("silu", "swish"):  # one activation, two names
+            raise ImportRefused(
+                f"config.json's hidden_act is {self.config['hidden_act']!r}; llama.cpp's glm4 has 'silu'"
+            )
         if self._rope.get("mrope_section") or self._rotary_dims % 2:
             raise ImportRefused("config.json's rotation is M-RoPE's or of an odd width, which cllm does not convert")
         return {}
