@@ -1378,7 +1378,7 @@ def test_a_sentencepiece_tokenizer_json_alone_is_the_vocabulary_its_model_file_w
     kv = tokenizer_kv(Checkpoint.folder(folder), {}, 264, pad=False)
     tokens, scores, types = (kv[f"tokenizer.ggml.{k}"][0] for k in ("tokens", "scores", "token_type"))
     assert tokens[259:] == ["\u2581a", "ab", "a", "b", "  "]
-    assert scores[259:] == [0.0, -1.0, -3.0, -4.0, 0.0]
+    assert scores[259:] == [0.0, -1.0, -3.0, -4.0, -1000.0]
     assert types[0] == gguf.TokenType.UNKNOWN and types[3] == types[258] == gguf.TokenType.BYTE
     assert types[263] == gguf.TokenType.USER_DEFINED and kv["tokenizer.ggml.add_space_prefix"][0] is False
     llama2 = ["\u2581\u2581", "\u2581t", "\u2581", "t", *(f"p{i}" for i in range(32000 - 263))]

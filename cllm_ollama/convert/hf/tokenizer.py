@@ -158,7 +158,7 @@ def _sentencepiece_json_vocabulary(spec: dict[str, Any], rows: int, pad: bool) -
     and each piece a merge makes scored by that merge's rank. transformers ranks the merges by the
     score of the piece each makes (``SentencePieceExtractor``), which is what llama.cpp's
     SentencePiece tokenizer merges by, highest first; pieces no merge makes (characters) score
-    below them all, and special and added ones 0, as in a ``tokenizer.model``. A space goes before
+    below them all, and added ones -1000, as a ``tokenizer.model``'s are written. A space goes before
     the text where the pre-tokenizer or normalizer puts SentencePiece's ``▁`` there."""
     model: dict[str, Any] = spec["model"]
     vocab = model.get("vocab")
@@ -195,16 +195,24 @@ def _sentencepiece_json_vocabulary(spec: dict[str, Any], rows: int, pad: bool) -
             score, later = -float(later), later + 1
         elif types[tid] == TokenType.CONTROL and text == unknown:
             types[tid] = int(TokenType.UNKNOWN)
-        elif types[tid] == TokenType.USER_DEFINED:
-            tokens[tid] = text.replace("\u2581", " ")  # as llama.cpp's converter writes them
+        elif types[tid] in (TokenType.CONTROL, TokenType.USER_DEFINED):  # added: as a tokenizer.model's
+            score = -1000.0
+            if types[tid] == TokenType.USER_DEFINED:  # its spaces as llama.cpp's converter writes them
+                tokens[tid] = text.replace("\u2581", " ")
         scores.append(score)
+    return _sentencepiece_kv(tokens, scores, types) | {
+        "tokenizer.ggml.add_space_prefix": (_adds_space_prefix(spec), _BOOL)
+    }
+
+
+def _sentencepiece_kv(tokens: list[str], scores: list[float], types: list[int]) -> KV:
+    """A SentencePiece vocabulary's keys, as llama.cpp's converter writes them."""
     return {
         "tokenizer.ggml.model": ("llama", _STR),
         "tokenizer.ggml.pre": ("default", _STR),
         "tokenizer.ggml.tokens": (tokens, _ARRAY),
         "tokenizer.ggml.scores": (scores, _ARRAY),
         "tokenizer.ggml.token_type": (types, _ARRAY),
-        "tokenizer.ggml.add_space_prefix": (_adds_space_prefix(spec), _BOOL),
     }
 
 
@@ -303,13 +311,7 @@ def _sentencepiece_vocabulary(checkpoint: Checkpoint, rows: int, pad: bool) -> K
         else:  # user-defined spaces pre-normalized, as llama.cpp's converter writes them
             text, types[tid] = text.replace("\u2581", " "), int(TokenType.USER_DEFINED)
         tokens[tid], scores[tid] = text, -1000.0
-    return {
-        "tokenizer.ggml.model": ("llama", _STR),
-        "tokenizer.ggml.pre": ("default", _STR),
-        "tokenizer.ggml.tokens": (tokens, _ARRAY),
-        "tokenizer.ggml.scores": (scores, _ARRAY),
-        "tokenizer.ggml.token_type": (types, _ARRAY),
-    }
+    return _sentencepiece_kv(tokens, scores, types)
 
 
 def _wordpiece_vocabulary(spec: dict[str, Any], rows: int, pad: bool) -> KV:
