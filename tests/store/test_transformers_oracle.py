@@ -98,19 +98,19 @@ def oracle(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pa
     return {name: (folder, root / name / "oracle") for name, folder in folders.items()}
 
 
-def _logits(model_path: Path, adapter: Path | None) -> np.ndarray:
-    """llama.cpp's logits for every position of TOKENS, with ``adapter`` set on the context."""
+def _logits(model_path: Path, adapter: Path | None, tokens: list[int] = TOKENS) -> np.ndarray:
+    """llama.cpp's logits for every position of ``tokens``, with ``adapter`` set on the context."""
     model = Model(model_path, n_gpu_layers=0)
     lora = Lora(model, adapter) if adapter is not None else None
     context = with_adapters(
-        Context(model, n_seq_max=1, n_ctx_seq=64, n_batch=32, n_threads=2, outputs_per_seq=len(TOKENS)),
+        Context(model, n_seq_max=1, n_ctx_seq=64, n_batch=32, n_threads=2, outputs_per_seq=len(tokens)),
         [lora] if lora is not None else [],
     )
     try:
         batch = Batch(32)
-        batch.fill(TOKENS, range(len(TOKENS)), [0] * len(TOKENS), list(range(len(TOKENS))))
+        batch.fill(tokens, range(len(tokens)), [0] * len(tokens), list(range(len(tokens))))
         context.decode(batch)
-        return np.array(context.logits(len(TOKENS)))
+        return np.array(context.logits(len(tokens)))
     finally:
         context.close()
         if lora is not None:
@@ -135,6 +135,20 @@ def test_the_converted_model_and_adapters_compute_what_transformers_and_peft_do(
         assert notes == ([TOWER_LEFT_OUT] if family == "qwen2.5vl" else []), family
         got = _logits(model, adapter)
         reference.assert_close(got, np.load(answers / f"lora-{scaling}.npy"), f"{family}+{scaling}", tolerance)
+
+
+def test_gemma3n_ids_past_its_per_layer_table_read_its_first_row_as_transformers_does(tmp_path: Path) -> None:
+    """Gemma 3n's per-layer embeddings have fewer rows than its vocabulary (``vocab_size_per_layer_input``):
+    transformers reads an id past them as id 0's row, and the converted model, whose table is
+    padded with that row, computes the same for a prompt of such ids (llama.cpp's converter pads
+    zeros, which would not)."""
+    folder, _ = hf.write_hf_gemma3n(tmp_path)
+    own = json.loads((folder / "config.json").read_text())["vocab_size_per_layer_input"]
+    tokens = [11, own, 40, own + 2, 97, own + 3, 150, own + 1]
+    reference.run(",".join(map(str, tokens)), str(folder), str(tmp_path / "oracle"))
+    convert(Checkpoint.folder(folder), tmp_path / "model.gguf")
+    want = np.load(tmp_path / "oracle" / "base.npy")
+    reference.assert_close(_logits(tmp_path / "model.gguf", None, tokens), want, "gemma3n past its per-layer rows")
 
 
 # The byte-level BPE pre-tokenizers the converter names (Qwen 2's, Llama 3's, GPT-4o's, Cohere's
