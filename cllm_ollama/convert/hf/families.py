@@ -1090,7 +1090,7 @@ class Family:
             pattern = self._window_pattern()
             if pattern is not None:
                 kv[f"{a}.attention.sliding_window_pattern"] = (pattern, _U32)
-        theta = self._sliding_rope().get("rope_theta") or self.config.get("rope_local_base_freq")
+        theta = self._sliding_theta
         if isinstance(theta, int | float):
             kv[f"{a}.rope.freq_base_swa"] = (float(theta), _F32)
         softcap = self.config.get("final_logit_softcapping")
@@ -1121,6 +1121,11 @@ class Family:
         params = self.config.get("rope_parameters")
         local = params.get("sliding_attention") if isinstance(params, dict) else None
         return local if isinstance(local, dict) else {}
+
+    @property
+    def _sliding_theta(self) -> Any:
+        """The sliding layers' rotary base as stated: transformers 5's, or ``rope_local_base_freq``."""
+        return self._sliding_rope().get("rope_theta") or self.config.get("rope_local_base_freq")
 
     def _gemma3n(self) -> KV:
         """Gemma 3n's: which layers slide and how far, both kinds' rotary base, the logits'
@@ -1153,9 +1158,8 @@ class Family:
             )
         normal = statistics.NormalDist()
         scales = [normal.inv_cdf(p) if p > 0 else -math.inf for p in pattern]
-        theta = self._sliding_rope().get("rope_theta") or self.config.get("rope_local_base_freq") or 10_000.0
         return {
-            "gemma3n.rope.freq_base_swa": (float(theta), _F32),
+            "gemma3n.rope.freq_base_swa": (float(self._sliding_theta or 10_000.0), _F32),
             "gemma3n.final_logit_softcapping": (float(self.config["final_logit_softcapping"]), _F32),
             "gemma3n.attention.sliding_window": (self._int("sliding_window"), _U32),
             "gemma3n.attention.sliding_window_pattern": (

@@ -226,9 +226,8 @@ def _require_sentencepiece_splits(pre: Any) -> None:
     """``ImportRefused`` for a pre-tokenizer that splits text before the merges otherwise than
     SentencePiece does (which llama.cpp's SentencePiece tokenizer cannot): Metaspace's, or Gemma's
     split at spaces its normalizer has already made ``▁``, or none."""
-    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else [] if pre is None else [pre]
-    for step in steps:
-        kind = step.get("type") if isinstance(step, dict) else None
+    for step in _steps(pre, "pretokenizers"):
+        kind = step.get("type")
         spaces = kind == "Split" and step.get("pattern") == {"String": " "}
         if kind != "Metaspace" and not spaces:
             raise ImportRefused(
@@ -237,23 +236,24 @@ def _require_sentencepiece_splits(pre: Any) -> None:
             )
 
 
+def _steps(part: Any, key: str) -> list[dict[str, Any]]:
+    """A tokenizer.json part's steps: a Sequence's (under ``key``), or the part itself."""
+    if not isinstance(part, dict):
+        return []
+    inner = part.get(key)
+    return [step for step in inner if isinstance(step, dict)] if isinstance(inner, list) else [part]
+
+
 def _adds_space_prefix(spec: dict[str, Any]) -> bool:
     """Whether tokenizer.json puts SentencePiece's ``▁`` before the text: a Metaspace pre-tokenizer
     that prepends it (transformers 5's), or a normalizer that does (transformers 4's Llama 2)."""
-
-    def parts(step: Any, key: str) -> list[dict[str, Any]]:
-        if not isinstance(step, dict):
-            return []
-        inner = step.get(key)
-        return [p for p in inner if isinstance(p, dict)] if isinstance(inner, list) else [step]
-
-    for pre in parts(spec.get("pre_tokenizer"), "pretokenizers"):
+    for pre in _steps(spec.get("pre_tokenizer"), "pretokenizers"):
         scheme = pre.get("prepend_scheme", "always" if pre.get("add_prefix_space", True) else "never")
         if pre.get("type") == "Metaspace" and scheme in ("always", "first"):
             return True
     return any(
         n.get("type") == "Prepend" and n.get("prepend") == "\u2581"
-        for n in parts(spec.get("normalizer"), "normalizers")
+        for n in _steps(spec.get("normalizer"), "normalizers")
     )
 
 
@@ -388,10 +388,10 @@ def _merges(merges: list[Any]) -> list[str]:
 def _pre_tokenizer(pre: Any) -> str:
     """llama.cpp's name for the pre-tokenizer, from a digest of its Split patterns (Ollama's way):
     "default" (GPT-2's) for one it does not know, as Ollama converts it, with a warning."""
-    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else []
+    steps = _steps(pre, "pretokenizers")
     digest = hashlib.sha256()
     for step in steps:
-        pattern = step.get("pattern") if isinstance(step, dict) and step.get("type") == "Split" else None
+        pattern = step.get("pattern") if step.get("type") == "Split" else None
         if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
             digest.update(pattern["Regex"].encode())
     name = _PRE_TOKENIZERS.get(digest.hexdigest())
@@ -402,17 +402,16 @@ def _pre_tokenizer(pre: Any) -> str:
     return name or "default"
 
 
-def _splits_digits_then_gpt2(steps: list[Any]) -> bool:
+def _splits_digits_then_gpt2(steps: list[dict[str, Any]]) -> bool:
     """Cohere's pre-tokenizer: every digit apart, then GPT-2's split (a ByteLevel with its regex),
     llama.cpp's "command-r" (Ollama's table has no Split pattern for it, and falls back to GPT-2's
     alone, which keeps numbers whole)."""
-    kinds = [step if isinstance(step, dict) else {} for step in steps]
     return (
-        len(kinds) == 2
-        and kinds[0].get("type") == "Digits"
-        and kinds[0].get("individual_digits") is True
-        and kinds[1].get("type") == "ByteLevel"
-        and kinds[1].get("use_regex", True) is True
+        len(steps) == 2
+        and steps[0].get("type") == "Digits"
+        and steps[0].get("individual_digits") is True
+        and steps[1].get("type") == "ByteLevel"
+        and steps[1].get("use_regex", True) is True
     )
 
 
