@@ -122,31 +122,28 @@ def write_deepseek2(path: Path, shape: Deepseek2Shape = GLM47_FLASH, *, seed: in
         w.add_eot_token_id(ids["<|user|>"])
         w.add_eom_token_id(ids["<|observation|>"])
 
-    def norm(name: str, n: int) -> None:  # not all ones, so that a norm in another's place shows
-        t.f32(name, 1.0 + f16_exact(t, (n,), 0.1))
-
     def stacked(name: str, shape: tuple[int, ...]) -> None:  # a 3-D F16 tensor, per head
         w.add_tensor(name, (t.rng.standard_normal(shape) * t.weight_std).astype(np.float16))
 
     n_vocab = len(vocab.tokens)
     t.matrix("token_embd.weight", n_vocab, s.n_embd, std=1.0)
-    norm("output_norm.weight", s.n_embd)
+    t.varied_norm("output_norm.weight", s.n_embd)
     t.matrix("output.weight", n_vocab, s.n_embd)
     for il in range(s.n_layer):
         p = f"blk.{il}."
-        norm(p + "attn_norm.weight", s.n_embd)
+        t.varied_norm(p + "attn_norm.weight", s.n_embd)
         if s.q_lora_rank:
             t.matrix(p + "attn_q_a.weight", s.q_lora_rank, s.n_embd)
-            norm(p + "attn_q_a_norm.weight", s.q_lora_rank)
+            t.varied_norm(p + "attn_q_a_norm.weight", s.q_lora_rank)
             t.matrix(p + "attn_q_b.weight", s.n_head * (s.qk_nope + s.qk_rope), s.q_lora_rank)
         else:  # Q in one projection
             t.matrix(p + "attn_q.weight", s.n_head * (s.qk_nope + s.qk_rope), s.n_embd)
         t.matrix(p + "attn_kv_a_mqa.weight", s.kv_lora_rank + s.qk_rope, s.n_embd)
-        norm(p + "attn_kv_a_norm.weight", s.kv_lora_rank)
+        t.varied_norm(p + "attn_kv_a_norm.weight", s.kv_lora_rank)
         stacked(p + "attn_k_b.weight", (s.n_head, s.kv_lora_rank, s.qk_nope))
         stacked(p + "attn_v_b.weight", (s.n_head, s.v_head, s.kv_lora_rank))
         t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.v_head)
-        norm(p + "ffn_norm.weight", s.n_embd)
+        t.varied_norm(p + "ffn_norm.weight", s.n_embd)
         if il < s.n_dense:
             t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
             t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)

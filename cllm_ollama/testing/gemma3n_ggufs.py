@@ -85,53 +85,50 @@ def write_gemma3n(path: Path, shape: Gemma3nShape = GEMMA3N, *, seed: int = 0) -
     add_tokenizer(w, vocab, None)
     w.add_add_space_prefix(False)
 
-    def norm(name: str, n: int, scale: float = 1.0) -> None:  # not all ones, so that a norm in another's place shows
-        t.f32(name, scale * (1.0 + f16_exact(t, (n,), 0.1)))
-
     n_vocab, per_layer = len(vocab.tokens), PER_LAYER * s.n_layer
     # Input embeddings Gemma scales by sqrt(n_embd), tied to the output: its logits a few units wide.
     t.matrix("token_embd.weight", n_vocab, s.n_embd, std=2.0 / np.sqrt(s.n_embd))
-    norm("output_norm.weight", s.n_embd)
+    t.varied_norm("output_norm.weight", s.n_embd)
     table = (t.rng.standard_normal((n_vocab, per_layer)) * 0.5).astype(np.float16)
     table[n_vocab - s.per_layer_short :] = table[0]  # past its own rows, the first row's
     w.add_tensor("per_layer_token_embd.weight", table)
     t.matrix("per_layer_model_proj.weight", per_layer, s.n_embd, std=0.5 / np.sqrt(s.n_embd))
-    norm("per_layer_proj_norm.weight", PER_LAYER)
+    t.varied_norm("per_layer_proj_norm.weight", PER_LAYER)
     for name in ("altup_proj.weight", "altup_unembd_proj.weight"):  # the streams' projections, stacked
         w.add_tensor(name, (t.rng.standard_normal((ALTUP - 1, s.n_embd, s.n_embd)) / s.n_embd**0.5).astype(np.float16))
     kv_rows = s.n_head_kv * s.head_dim
     for il in range(s.n_layer):
         p = f"blk.{il}."
-        norm(p + "attn_norm.weight", s.n_embd)
+        t.varied_norm(p + "attn_norm.weight", s.n_embd)
         t.matrix(p + "attn_q.weight", s.n_head * s.head_dim, s.n_embd)
         # Q and K normed small: Gemma 3n does not scale its attention, and unit norms would make
         # the random model's attention a near argmax.
-        norm(p + "attn_q_norm.weight", s.head_dim, 0.4)
+        t.varied_norm(p + "attn_q_norm.weight", s.head_dim, 0.4)
         if il < KV_FROM:
             t.matrix(p + "attn_k.weight", kv_rows, s.n_embd)
             t.matrix(p + "attn_v.weight", kv_rows, s.n_embd)
-            norm(p + "attn_k_norm.weight", s.head_dim, 0.4)
+            t.varied_norm(p + "attn_k_norm.weight", s.head_dim, 0.4)
         else:  # loaded, never read: KV from layer 18 or 19
             w.add_tensor(p + "attn_k.weight", np.zeros((kv_rows, s.n_embd), dtype=np.float16))
             w.add_tensor(p + "attn_v.weight", np.zeros((kv_rows, s.n_embd), dtype=np.float16))
             t.f32(p + "attn_k_norm.weight", np.ones(s.head_dim))
         t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * s.head_dim)
-        norm(p + "post_attention_norm.weight", s.n_embd)
-        norm(p + "ffn_norm.weight", s.n_embd)
+        t.varied_norm(p + "post_attention_norm.weight", s.n_embd)
+        t.varied_norm(p + "ffn_norm.weight", s.n_embd)
         t.matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd)
         t.matrix(p + "ffn_up.weight", s.n_ff, s.n_embd)
         t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff)
-        norm(p + "post_ffw_norm.weight", s.n_embd)
+        t.varied_norm(p + "post_ffw_norm.weight", s.n_embd)
         t.matrix(p + "inp_gate.weight", PER_LAYER, s.n_embd)
         t.matrix(p + "proj.weight", s.n_embd, PER_LAYER, std=0.5 / np.sqrt(PER_LAYER))
-        norm(p + "post_norm.weight", s.n_embd)
+        t.varied_norm(p + "post_norm.weight", s.n_embd)
         t.f32(p + "altup_correct_coef.weight", f16_exact(t, (ALTUP, ALTUP), 0.3))  # F32, as converted
-        norm(p + "altup_correct_scale.weight", s.n_embd)
+        t.varied_norm(p + "altup_correct_scale.weight", s.n_embd)
         t.f32(p + "altup_predict_coef.weight", f16_exact(t, (ALTUP * ALTUP, ALTUP), 0.3))
         t.matrix(p + "altup_router.weight", ALTUP, s.n_embd)
-        norm(p + "altup_router_norm.weight", s.n_embd)
+        t.varied_norm(p + "altup_router_norm.weight", s.n_embd)
         t.matrix(p + "laurel_l.weight", LAUREL, s.n_embd, std=0.5 / np.sqrt(s.n_embd))
         t.matrix(p + "laurel_r.weight", s.n_embd, LAUREL, std=0.5 / np.sqrt(LAUREL))
-        norm(p + "laurel_post_norm.weight", s.n_embd)
+        t.varied_norm(p + "laurel_post_norm.weight", s.n_embd)
     finish(w)
     return path

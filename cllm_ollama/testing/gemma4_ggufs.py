@@ -107,50 +107,47 @@ def write_gemma4_text(path: Path, shape: Gemma4Shape = GEMMA4_E2B, *, seed: int 
     w.add_add_space_prefix(False)
     w.add_chat_template(GEMMA4_TEMPLATE)
 
-    def norm(name: str, n: int, scale: float = 1.0) -> None:  # not all ones, so that a norm in another's place shows
-        t.f32(name, scale * (1.0 + f16_exact(t, (n,), 0.1)))
-
     n_vocab = len(vocab.tokens)
     # Input embeddings Gemma scales by sqrt(n_embd), tied to the output: its logits a few units wide.
     t.matrix("token_embd.weight", n_vocab, s.n_embd, std=2.0 / np.sqrt(s.n_embd))
-    norm("output_norm.weight", s.n_embd)
+    t.varied_norm("output_norm.weight", s.n_embd)
     turning = int(s.head_dim_full * s.rotating / 2)
     t.f32("rope_freqs.weight", np.array([1.0] * turning + [1e30] * (s.head_dim_full // 2 - turning)))
     if s.n_embd_per_layer:
         per_layer = s.n_embd_per_layer * s.n_layer
         t.matrix("per_layer_token_embd.weight", n_vocab, per_layer)
         t.matrix("per_layer_model_proj.weight", per_layer, s.n_embd, std=0.5 / np.sqrt(s.n_embd))
-        norm("per_layer_proj_norm.weight", s.n_embd_per_layer)
+        t.varied_norm("per_layer_proj_norm.weight", s.n_embd_per_layer)
     for il in range(s.n_layer):
         p = f"blk.{il}."
         head, kv_heads = (s.head_dim, s.n_head_kv) if sliding[il] else (s.head_dim_full, s.n_head_kv_full)
-        norm(p + "attn_norm.weight", s.n_embd)
+        t.varied_norm(p + "attn_norm.weight", s.n_embd)
         t.matrix(p + "attn_q.weight", s.n_head * head, s.n_embd)
         # Q and K normed small: Gemma 4 does not scale its attention, and unit norms would make the
         # random model's attention a near argmax, which F16's rounding of a picture's embeddings flips.
-        norm(p + "attn_q_norm.weight", head, 0.4)
+        t.varied_norm(p + "attn_q_norm.weight", head, 0.4)
         if il < s.n_layer - s.shared:  # a layer of its own KV
             t.matrix(p + "attn_k.weight", kv_heads * head, s.n_embd)
-            norm(p + "attn_k_norm.weight", head, 0.4)
+            t.varied_norm(p + "attn_k_norm.weight", head, 0.4)
             if sliding[il]:  # a full-attention layer's keys are its values
                 t.matrix(p + "attn_v.weight", kv_heads * head, s.n_embd)
         t.matrix(p + "attn_output.weight", s.n_embd, s.n_head * head)
-        norm(p + "post_attention_norm.weight", s.n_embd)
-        norm(p + "ffn_norm.weight", s.n_embd)
+        t.varied_norm(p + "post_attention_norm.weight", s.n_embd)
+        t.varied_norm(p + "ffn_norm.weight", s.n_embd)
         t.matrix(p + "ffn_gate.weight", s.n_ff_at(il), s.n_embd)
         t.matrix(p + "ffn_up.weight", s.n_ff_at(il), s.n_embd)
         t.matrix(p + "ffn_down.weight", s.n_embd, s.n_ff_at(il))
-        norm(p + "post_ffw_norm.weight", s.n_embd)
+        t.varied_norm(p + "post_ffw_norm.weight", s.n_embd)
         if s.n_expert:
             moe_ffn(t, p, s.n_expert, s.n_ff_exp, s.n_embd)
-            norm(p + "ffn_gate_inp.scale", s.n_embd)
+            t.varied_norm(p + "ffn_gate_inp.scale", s.n_embd)
             t.f32(p + "ffn_down_exps.scale", 1.0 + f16_exact(t, (s.n_expert,), 0.2))
             for name in ("pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"):
-                norm(p + name + ".weight", s.n_embd)
+                t.varied_norm(p + name + ".weight", s.n_embd)
         if s.n_embd_per_layer:
             t.matrix(p + "inp_gate.weight", s.n_embd_per_layer, s.n_embd)
             t.matrix(p + "proj.weight", s.n_embd, s.n_embd_per_layer)
-            norm(p + "post_norm.weight", s.n_embd)
+            t.varied_norm(p + "post_norm.weight", s.n_embd)
         t.f32(p + "layer_output_scale.weight", np.array([0.75]))
     finish(w)
     return path

@@ -282,6 +282,11 @@ class Tensors:
     def norm(self, name: str, n: int) -> None:
         self.w.add_tensor(name, np.ones(n, dtype=np.float32))
 
+    def varied_norm(self, name: str, n: int, scale: float = 1.0) -> None:
+        """A norm's weights about ``scale``, not all ones and of values F16 holds, so that a norm
+        converted into another's place shows (checkpoints' twins)."""
+        self.f32(name, scale * (1.0 + f16_exact(self, (n,), 0.1)))
+
     def f32(self, name: str, data: np.ndarray) -> None:
         """Always F32, whatever ``qtype``: biases, 1-D tensors and the SSM's small parameters."""
         self.w.add_tensor(name, np.ascontiguousarray(data, dtype=np.float32))

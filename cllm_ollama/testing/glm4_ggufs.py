@@ -42,28 +42,25 @@ def write_glm4(path: Path, *, seed: int = 0) -> Path:
     w.add_eot_token_id(ids["<|user|>"])
     w.add_eom_token_id(ids["<|observation|>"])
 
-    def f32(name: str, n: int, mean: float = 0.0) -> None:  # norms about 1, biases about 0
-        t.f32(name, mean + f16_exact(t, (n,), 0.1 if mean else 0.3))
-
     n_vocab = len(vocab.tokens)
     t.matrix("token_embd.weight", n_vocab, n_embd, std=1.0)
-    f32("output_norm.weight", n_embd, 1.0)
+    t.varied_norm("output_norm.weight", n_embd)
     t.matrix("output.weight", n_vocab, n_embd)
     for i in range(N_LAYER):
         p = f"blk.{i}."
-        f32(p + "attn_norm.weight", n_embd, 1.0)
+        t.varied_norm(p + "attn_norm.weight", n_embd)
         for name, rows in (
             ("attn_q", N_HEAD * HEAD_DIM),
             ("attn_k", N_HEAD_KV * HEAD_DIM),
             ("attn_v", N_HEAD_KV * HEAD_DIM),
         ):
             t.matrix(p + name + ".weight", rows, n_embd)
-            f32(p + name + ".bias", rows)
+            t.f32(p + name + ".bias", f16_exact(t, (rows,), 0.3))
         t.matrix(p + "attn_output.weight", n_embd, N_HEAD * HEAD_DIM)
-        f32(p + "post_attention_norm.weight", n_embd, 1.0)
-        f32(p + "ffn_norm.weight", n_embd, 1.0)
+        t.varied_norm(p + "post_attention_norm.weight", n_embd)
+        t.varied_norm(p + "ffn_norm.weight", n_embd)
         t.matrix(p + "ffn_up.weight", 2 * N_FF, n_embd)  # the gate's rows, then up's
         t.matrix(p + "ffn_down.weight", n_embd, N_FF)
-        f32(p + "post_ffw_norm.weight", n_embd, 1.0)
+        t.varied_norm(p + "post_ffw_norm.weight", n_embd)
     finish(w)
     return path

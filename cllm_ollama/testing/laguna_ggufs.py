@@ -64,23 +64,20 @@ def write_laguna(path: Path, *, seed: int = 0) -> Path:
     add_tokenizer(w, vocab, None)
     w.add_eot_token_id(vocab.tokens.index("</assistant>"))
 
-    def norm(name: str, n: int) -> None:  # not all ones, so that a norm in another's place shows
-        t.f32(name, 1.0 + f16_exact(t, (n,), 0.1))
-
     t.matrix("token_embd.weight", len(vocab.tokens), n_embd, std=1.0)
-    norm("output_norm.weight", n_embd)
+    t.varied_norm("output_norm.weight", n_embd)
     t.matrix("output.weight", len(vocab.tokens), n_embd)
     for il, heads in enumerate(LAGUNA_HEADS):
         p = f"blk.{il}."
-        norm(p + "attn_norm.weight", n_embd)
+        t.varied_norm(p + "attn_norm.weight", n_embd)
         t.matrix(p + "attn_q.weight", heads * _HEAD_DIM, n_embd)
         t.matrix(p + "attn_k.weight", _KV_HEADS * _HEAD_DIM, n_embd)
         t.matrix(p + "attn_v.weight", _KV_HEADS * _HEAD_DIM, n_embd)
-        norm(p + "attn_q_norm.weight", _HEAD_DIM)
-        norm(p + "attn_k_norm.weight", _HEAD_DIM)
+        t.varied_norm(p + "attn_q_norm.weight", _HEAD_DIM)
+        t.varied_norm(p + "attn_k_norm.weight", _HEAD_DIM)
         t.matrix(p + "attn_gate.weight", heads, n_embd)  # one softplus gate per head
         t.matrix(p + "attn_output.weight", n_embd, heads * _HEAD_DIM)
-        norm(p + "ffn_norm.weight", n_embd)
+        t.varied_norm(p + "ffn_norm.weight", n_embd)
         if il == 0:
             t.matrix(p + "ffn_gate.weight", _FF, n_embd)
             t.matrix(p + "ffn_up.weight", _FF, n_embd)
