@@ -74,6 +74,24 @@ def _convert(folder: Path, base: Path, out: Path) -> list[str]:
     return convert_lora(Checkpoint.folder(folder), gguf_info(base, verbose=True), out)
 
 
+def _pair(module: str, rows: int, columns: int = 64) -> dict[str, tuple[str, np.ndarray]]:
+    """PEFT's pair of rank 4 for ``module`` (zeros): A ``(4, columns)``, B ``(rows, 4)``."""
+    return {
+        f"{module}.lora_A.weight": ("F32", np.zeros((4, columns), np.float32)),
+        f"{module}.lora_B.weight": ("F32", np.zeros((rows, 4), np.float32)),
+    }
+
+
+def _adapter(folder: Path, tensors: dict[str, tuple[str, np.ndarray]], targets: list[str] | None = None) -> Path:
+    """``folder``: a PEFT adapter (rank 4, alpha 8) of ``tensors``, written anew."""
+    folder.mkdir(exist_ok=True)
+    config = {"peft_type": "LORA", "r": 4, "lora_alpha": 8} | ({"target_modules": targets} if targets else {})
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    (folder / "adapter_model.safetensors").unlink(missing_ok=True)  # mapped while read: written anew, not over
+    write_safetensors(folder / "adapter_model.safetensors", tensors)
+    return folder
+
+
 @pytest.mark.parametrize("arch", sorted(LORA_BASES))
 def test_a_peft_adapter_converts_to_its_twin(arch: str, tmp_path: Path) -> None:
     folder, base, twin = write_hf_lora(tmp_path / arch, base=arch)
@@ -219,20 +237,14 @@ def test_a_lora_on_a_latent_attention_s_projections_is_refused(tmp_path: Path, m
     adapters, so a LoRA on one would change nothing: refused, saying so and what to do instead; one
     on the attention's output converts."""
     base = write_deepseek2(tmp_path / "base.gguf")
-    folder = tmp_path / "adapter"
-    folder.mkdir()
-    config = {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["o_proj", module]}
-    (folder / "adapter_config.json").write_text(json.dumps(config))
     stem = "base_model.model.model.layers.1.self_attn"
-    a, b = np.zeros((4, 64), np.float32), np.zeros((64, 4), np.float32)
-    tensors = {f"{stem}.o_proj.lora_A.weight": ("F32", a), f"{stem}.o_proj.lora_B.weight": ("F32", b)}
-    write_safetensors(folder / "adapter_model.safetensors", tensors)
+    tensors = _pair(f"{stem}.o_proj", 64)
+    folder = _adapter(tmp_path / "adapter", tensors, ["o_proj", module])
     assert _convert(folder, base, tmp_path / "out.gguf") == []
-    (folder / "adapter_model.safetensors").unlink()
     at = "base_model.model.lm_head" if module == "lm_head" else f"{stem}.{module}"
-    rows = np.zeros((416, 4), np.float32) if module == "lm_head" else b  # the output's: the vocabulary's
-    also = {f"{at}.lora_A.weight": ("F32", a), f"{at}.lora_B.weight": ("F32", rows)}
-    write_safetensors(folder / "adapter_model.safetensors", tensors | also)
+    _adapter(
+        folder, tensors | _pair(at, 416 if module == "lm_head" else 64), ["o_proj", module]
+    )  # lm_head's: the vocabulary's
     why = re.escape(f"{at.removeprefix('base_model.model.')} is no weight llama.cpp adapts (") + ".*merge_and_unload"
     with pytest.raises(ImportRefused, match="^" + why):
         _convert(folder, base, tmp_path / "out.gguf")
@@ -242,25 +254,12 @@ def test_a_lora_on_nemotron_3_super_s_latent_projections_is_refused(tmp_path: Pa
     """llama.cpp multiplies Nemotron 3 Super's latent projections around its experts without
     adapters: a LoRA on one is refused; one on its Mamba-2 in-projection converts."""
     base = write_nemotron_h(tmp_path / "base.gguf", NEMOTRON3_SUPER)
-    folder = tmp_path / "adapter"
-    folder.mkdir()
-    config = {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["in_proj", "fc1_latent_proj"]}
-    (folder / "adapter_config.json").write_text(json.dumps(config))
+    targets = ["in_proj", "fc1_latent_proj"]
     rows = 2 * NEMOTRON3_SUPER.d_inner + 2 * NEMOTRON3_SUPER.n_group * NEMOTRON3_SUPER.d_state + 8
-    mamba = "base_model.model.backbone.layers.0.mixer.in_proj"
-    tensors = {
-        f"{mamba}.lora_A.weight": ("F32", np.zeros((4, 64), np.float32)),
-        f"{mamba}.lora_B.weight": ("F32", np.zeros((rows, 4), np.float32)),
-    }
-    write_safetensors(folder / "adapter_model.safetensors", tensors)
+    tensors = _pair("base_model.model.backbone.layers.0.mixer.in_proj", rows)
+    folder = _adapter(tmp_path / "adapter", tensors, targets)
     assert _convert(folder, base, tmp_path / "out.gguf") == []
-    (folder / "adapter_model.safetensors").unlink()
-    latent = "base_model.model.backbone.layers.3.mixer.fc1_latent_proj"
-    also = {
-        f"{latent}.lora_A.weight": ("F32", np.zeros((4, 64), np.float32)),
-        f"{latent}.lora_B.weight": ("F32", np.zeros((32, 4), np.float32)),
-    }
-    write_safetensors(folder / "adapter_model.safetensors", tensors | also)
+    _adapter(folder, tensors | _pair("base_model.model.backbone.layers.3.mixer.fc1_latent_proj", 32), targets)
     with pytest.raises(ImportRefused, match=r"fc1_latent_proj is no weight llama\.cpp adapts \(its nemotron_h_moe"):
         _convert(folder, base, tmp_path / "out.gguf")
 
@@ -275,30 +274,23 @@ def test_a_lora_on_gemma3n_s_altup_router_or_stream_projections_is_refused(tmp_p
     refused; one on LAuReL's residual (as a fine-tune of the release names it, under
     ``language_model``) converts."""
     base = write_gemma3n(tmp_path / "base.gguf")
-    folder = tmp_path / "adapter"
-    folder.mkdir()
-    config = {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["linear_left", module]}
-    (folder / "adapter_config.json").write_text(json.dumps(config))
     root = "base_model.model.model.language_model"
-    a, b = np.zeros((4, 64), np.float32), np.zeros((64, 4), np.float32)
-    tensors = {f"{root}.layers.2.laurel.linear_left.lora_A.weight": ("F32", a)}
-    tensors[f"{root}.layers.2.laurel.linear_left.lora_B.weight"] = ("F32", b)
-    write_safetensors(folder / "adapter_model.safetensors", tensors)
+    tensors = _pair(f"{root}.layers.2.laurel.linear_left", 64)
+    folder = _adapter(tmp_path / "adapter", tensors, ["linear_left", module])
     assert _convert(folder, base, tmp_path / "out.gguf") == []
-    (folder / "adapter_model.safetensors").unlink()
     at, rows = {
         "modality_router": (f"{root}.layers.2.altup.modality_router", 4),
         "altup_projections": (f"{root}.altup_projections.1", 64),
         "per_layer_model_projection": (f"{root}.per_layer_model_projection", 256 * 25),
         "embed_tokens_per_layer": (f"{root}.embed_tokens_per_layer", 256 * 25),
     }[module]
-    also = {f"{at}.lora_A.weight": ("F32", a), f"{at}.lora_B.weight": ("F32", np.zeros((rows, 4), np.float32))}
+    also = _pair(at, rows)
     if module == "embed_tokens_per_layer":  # PEFT's names for an embedding's pair
         also = {
             f"{at}.lora_embedding_A": ("F32", np.zeros((4, 368), np.float32)),
             f"{at}.lora_embedding_B": ("F32", np.zeros((rows, 4), np.float32)),
         }
-    write_safetensors(folder / "adapter_model.safetensors", tensors | also)
+    _adapter(folder, tensors | also, ["linear_left", module])
     with pytest.raises(ImportRefused, match=r"is no weight llama\.cpp adapts \(its gemma3n"):
         _convert(folder, base, tmp_path / "out.gguf")
 
@@ -308,15 +300,7 @@ def test_a_lora_for_a_glm4_with_m_rope_is_refused(tmp_path: Path) -> None:
     rows in another order than transformers (its converter reorders them), so an adapter's would
     not line up: refused, where one for a plain GLM-4 converts."""
     base = write_glm4(tmp_path / "base.gguf")
-    folder = tmp_path / "adapter"
-    folder.mkdir()
-    (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4, "lora_alpha": 8}))
-    stem = "base_model.model.model.layers.0.self_attn.q_proj"
-    tensors = {
-        f"{stem}.lora_A.weight": ("F32", np.zeros((4, 64), np.float32)),
-        f"{stem}.lora_B.weight": ("F32", np.zeros((64, 4), np.float32)),
-    }
-    write_safetensors(folder / "adapter_model.safetensors", tensors)
+    folder = _adapter(tmp_path / "adapter", _pair("base_model.model.model.layers.0.self_attn.q_proj", 64))
     assert _convert(folder, base, tmp_path / "out.gguf") == []
     plain = gguf_info(base, verbose=True)
     info = dataclasses.replace(plain, model_info={**plain.model_info, "glm4.rope.dimension_sections": [2, 3, 3, 0]})
