@@ -514,6 +514,10 @@ def _context_params(
     # cached prefix could not be reused. The runner still checks seq_pos_min before reuse.
     params.swa_full = True
     params.no_perf = True
+    # llama.cpp runs a CPU-resident layer's matrix products on a GPU for ubatches of 32 rows or
+    # more (op offload), on the CPU below: a prompt chunk and the rows after a restored state would
+    # round differently. The deterministic mode keeps every layer on its own device.
+    params.op_offload = not model.batch_invariant
     if embeddings:
         # Sequences of different lengths pool wrongly with split KV streams (checked:
         # an input's vector changed with its batch-mates); one stream keeps them apart
