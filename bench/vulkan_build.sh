@@ -2,11 +2,13 @@
 # llama.cpp's Vulkan backend, built from the pinned llama-cpp-python's own vendor/llama.cpp, for the
 # `-m gpu` test tier (issue 31): on a machine without a GPU it runs on Mesa's software Vulkan
 # (lavapipe, `llvmpipe` in vulkaninfo), which exercises device memory reports, partial offload and
-# state copies from device buffers.
+# state copies from device buffers. There it is Mesa 25's lavapipe, unpacked beside the build
+# (bench/vulkan_lavapipe.sh: Debian 12's corrupts the heap after a few model reloads).
 #
 #   bash bench/vulkan_build.sh            # as root on Debian 12: apt packages, headers, sdist, build
 #   eval "$(bash bench/vulkan_build.sh --env)"   # LLAMA_CPP_LIB_PATH / MTMD_CPP_LIB point at it,
-#                                                # GGML_VK_VISIBLE_DEVICES=0 names lavapipe
+#                                                # GGML_VK_VISIBLE_DEVICES=0 names the first device,
+#                                                # VK_ICD_FILENAMES the lavapipe if there is one
 #
 # Like bench/gpu_check.sh, this is plain CMake with -DBUILD_SHARED_LIBS=ON: the installed
 # llama-cpp-python loads the build through LLAMA_CPP_LIB_PATH and MTMD_CPP_LIB, no wheel rebuilt.
@@ -24,8 +26,13 @@ PY=${VULKAN_BUILD_PYTHON:-$REPO/.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 VERSION=$(sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' "$REPO/pyproject.toml" | head -1)
 BIN=$DIR/build/bin
+LVP=$DIR/lavapipe
 if [ "${1:-}" = --env ]; then  # what the tier and a user's shell need, once built
     echo "export LLAMA_CPP_LIB_PATH=$BIN MTMD_CPP_LIB=$BIN GGML_VK_VISIBLE_DEVICES=\${GGML_VK_VISIBLE_DEVICES:-0}"
+    if [ -f "$LVP/lvp_icd.json" ]; then  # step 5's lavapipe, on a machine without a GPU
+        LIBS=$(dirname "$(ls "$LVP"/usr/lib/*-linux-gnu/libvulkan_lvp.so | head -1)")
+        echo "export VK_ICD_FILENAMES=$LVP/lvp_icd.json LD_LIBRARY_PATH=$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+    fi
     exit 0
 fi
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
@@ -70,7 +77,15 @@ T0=$(date +%s)
 nice -n "$NICE" cmake --build "$DIR/build" -j "$JOBS" --target llama mtmd >"$DIR/build.log" 2>&1 \
     || { tail -40 "$DIR/build.log"; exit 1; }
 say "built in $(( $(date +%s) - T0 )) s: $(ls "$BIN" | tr '\n' ' ')"
-# llama.cpp's Vulkan backend passes over CPU-type devices (lavapipe is one) unless they are named.
-GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0} LLAMA_CPP_LIB_PATH=$BIN MTMD_CPP_LIB=$BIN "$PY" -c "from cllm_ollama.engine.binding import gpu_devices; \
+
+# 5. Without a GPU, Mesa 25's lavapipe (bench/vulkan_lavapipe.sh says why not Debian 12's).
+if ! vulkaninfo --summary 2>/dev/null | grep deviceType | grep -vq PHYSICAL_DEVICE_TYPE_CPU \
+        && [ ! -f "$LVP/lvp_icd.json" ]; then
+    rm -rf "$LVP" && bash "$REPO/bench/vulkan_lavapipe.sh" "$LVP"
+fi
+# llama.cpp's Vulkan backend passes over CPU-type devices (lavapipe is one) unless they are named:
+# --env names device 0.
+eval "$(bash "$0" --env)"
+"$PY" -c "from cllm_ollama.engine.binding import gpu_devices; \
 print('llama.cpp devices:', gpu_devices())" || say "warning: $PY could not list the build's devices"
 bash "$0" --env
