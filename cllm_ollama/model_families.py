@@ -167,7 +167,8 @@ FAMILIES: dict[str, Family] = {
             parser_marks=("<arg_key>",),
             tool_block=("<tool_call>", "</tool_call>"),
             # Laguna writes GLM's calls; poolside-v1 is Ollama's name for its v8 (LagunaV8Parser).
-            ollama_parsers=(("glm-4.7", True), ("laguna", True), ("poolside-v1", True)),
+            # GLM-OCR's is GLM 4.6's without thinking (GlmOcrParser).
+            ollama_parsers=(("glm-4.7", True), ("glm-ocr", False), ("laguna", True), ("poolside-v1", True)),
         ),
         Family(
             "deepseek",

@@ -12,8 +12,7 @@ format.
 Each template writes what its renderer writes, held to the prompts of Ollama's renderer tests
 (``tests/chatformat/test_renderer_templates.py``, ``test_family_templates.py``), except an
 assistant prefill, which cllm does not continue in place. Not ported: Qwen 3.5's and 3.8's,
-Qwen3-VL's, Ornith's, Cogito's, DeepSeek 3.1's, OLMo 3 Think's, Nemotron 3's, GLM-OCR's,
-Glimmer's.
+Qwen3-VL's, Ornith's, Cogito's, DeepSeek 3.1's, OLMo 3 Think's, Nemotron 3's, Glimmer's.
 """
 
 from __future__ import annotations
@@ -472,10 +471,8 @@ QWEN3_CODER = r"""
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
 """
 
-# GLM 4.7 ("glm-4.7"): tools as JSON in a system turn, every assistant turn opening with its
-# thinking (or a bare ``</think>``), thinking kept across turns and on unless turned off.
-GLM_4_7 = r"""
-{%- set thinking = enable_thinking is not defined or enable_thinking -%}
+# GLM's tool block, the same in GLM 4.7's and GLM-OCR's renderers: the tools as JSON in a system turn.
+_GLM_TOOLS = r"""
 {{- '[gMASK]<sop>' -}}
 {%- if tools -%}
 {{- '<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n'
@@ -485,6 +482,23 @@ GLM_4_7 = r"""
     ~ '<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value>'
     ~ '<arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call>' -}}
 {%- endif -%}
+"""
+# A tool call's arguments, GLM's way (``tool_call`` bound by the loop around it).
+_GLM_ARGUMENTS = r"""
+{%- for key, value in (tool_call['function']['arguments'] or {}).items() -%}
+{{- '<arg_key>' + key + '</arg_key><arg_value>'
+    ~ (value if value is string else value | tojson(separators=(',', ':'))) ~ '</arg_value>' -}}
+{%- endfor -%}
+"""
+
+# GLM 4.7 ("glm-4.7"): tools as JSON in a system turn, every assistant turn opening with its
+# thinking (or a bare ``</think>``), thinking kept across turns and on unless turned off.
+GLM_4_7 = (
+    r"""
+{%- set thinking = enable_thinking is not defined or enable_thinking -%}
+"""
+    + _GLM_TOOLS
+    + r"""
 {%- for message in messages -%}
 {%- if message['role'] == 'user' -%}{{- '<|user|>' + message['content'] -}}
 {%- elif message['role'] == 'assistant' -%}
@@ -492,10 +506,9 @@ GLM_4_7 = r"""
     ~ (message['content'] or '') -}}
 {%- for tool_call in message['tool_calls'] or [] -%}
 {{- '<tool_call>' + tool_call['function']['name'] -}}
-{%- for key, value in (tool_call['function']['arguments'] or {}).items() -%}
-{{- '<arg_key>' + key + '</arg_key><arg_value>'
-    ~ (value if value is string else value | tojson(separators=(',', ':'))) ~ '</arg_value>' -}}
-{%- endfor -%}
+"""
+    + _GLM_ARGUMENTS
+    + r"""
 {{- '</tool_call>' -}}
 {%- endfor -%}
 {%- elif message['role'] == 'tool' -%}
@@ -506,6 +519,42 @@ GLM_4_7 = r"""
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|assistant|>' + ('<think>' if thinking else '</think>') -}}{%- endif -%}
 """
+)
+
+# GLM-OCR ("glm-ocr", GlmOcrRenderer): GLM 4.7's tools and turns with a line break after each
+# role, thinking off: each assistant turn opens with its thinking block, empty or not; a request
+# that turns thinking off explicitly gets ``/nothink`` after each user turn and an empty block
+# primed. Images are the ``[img-N]`` tags cllm puts in the content (``api/media.py``).
+GLM_OCR = (
+    r"""
+{%- set nothink = enable_thinking is defined and not enable_thinking -%}
+"""
+    + _GLM_TOOLS
+    + r"""
+{%- for message in messages -%}
+{%- if message['role'] == 'user' -%}
+{{- '<|user|>\n' + message['content'] -}}
+{%- if nothink and not message['content'].endswith('/nothink') -%}{{- '/nothink' -}}{%- endif -%}
+{%- elif message['role'] == 'assistant' -%}
+{{- '<|assistant|>\n<think>' + (message['thinking'] or '') | trim + '</think>' -}}
+{%- if message['content'] -%}{{- '\n' + message['content'] | trim -}}{%- endif -%}
+{%- for tool_call in message['tool_calls'] or [] -%}
+{{- '\n<tool_call>' + tool_call['function']['name'] -}}
+"""
+    + _GLM_ARGUMENTS
+    + r"""
+{{- '</tool_call>' -}}
+{%- endfor -%}
+{{- '\n' -}}
+{%- elif message['role'] == 'tool' -%}
+{%- if loop.first or loop.previtem['role'] != 'tool' -%}{{- '<|observation|>' -}}{%- endif -%}
+{{- '\n<tool_response>\n' + message['content'] + '\n</tool_response>\n' -}}
+{%- elif message['role'] == 'system' -%}{{- '<|system|>\n' + message['content'] + '\n' -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|assistant|>\n' + ('<think></think>\n' if nothink else '') -}}{%- endif -%}
+"""
+)
 
 RENDERER_TEMPLATES = {
     "laguna": LAGUNA,
@@ -521,6 +570,7 @@ RENDERER_TEMPLATES = {
     "functiongemma": FUNCTIONGEMMA,
     "qwen3-coder": QWEN3_CODER,
     "glm-4.7": GLM_4_7,
+    "glm-ocr": GLM_OCR,
 }
 
 

@@ -17,6 +17,7 @@ from cllm_ollama.chatformat.renderer_templates import (
     GEMMA4,
     GEMMA4_LARGE,
     GLM_4_7,
+    GLM_OCR,
     LAGUNA,
     LFM2,
     OLMO3,
@@ -597,3 +598,66 @@ def _g_called(location: str, **more: Any) -> str:
 def test_glm_4_7_is_ollama_s_renderer(messages: Any, tools: Any, thinking: Any, expected: str) -> None:
     assert render_chat(GLM_4_7, messages, tools=tools, enable_thinking=thinking) == expected
     assert renderer_template("glm-4.7") == GLM_4_7
+
+
+# --- GLM-OCR (glmocr_test.go, TestGlmOcrRenderer_Images; the rest read off glmocr.go)
+
+O_START = "[gMASK]<sop>"
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "thinking", "expected"),
+    [
+        # Images: cllm tags each message's items ahead of rendering, as Ollama's useImgTags does.
+        (
+            [user("[img-0] Describe this image.")],
+            None,
+            None,
+            f"{O_START}<|user|>\n[img-0] Describe this image.<|assistant|>\n",
+        ),
+        (
+            [user("[img-0][img-1] Describe these images.")],
+            None,
+            None,
+            f"{O_START}<|user|>\n[img-0][img-1] Describe these images.<|assistant|>\n",
+        ),
+        (
+            [user("[img-0] First image"), {"role": "assistant", "content": "Processed."}, user("[img-1] Second image")],
+            None,
+            None,
+            f"{O_START}<|user|>\n[img-0] First image<|assistant|>\n<think></think>\nProcessed.\n"
+            "<|user|>\n[img-1] Second image<|assistant|>\n",
+        ),
+        ([user("Text only message.")], None, None, f"{O_START}<|user|>\nText only message.<|assistant|>\n"),
+        # Thinking turned off explicitly: /nothink after each user turn, an empty block primed.
+        (
+            [
+                {"role": "system", "content": "Be brief."},
+                user("Read it"),
+                {"role": "assistant", "thinking": " hm ", "content": " Done "},
+                user("Again/nothink"),
+            ],
+            None,
+            False,
+            f"{O_START}<|system|>\nBe brief.\n<|user|>\nRead it/nothink<|assistant|>\n<think>hm</think>\nDone\n"
+            "<|user|>\nAgain/nothink<|assistant|>\n<think></think>\n",
+        ),
+        # Tools: GLM 4.7's block; calls after the content, answers as observations.
+        (
+            [
+                user("Weather?"),
+                {"role": "assistant", "content": "", "tool_calls": [_weather("Paris", days=2)]},
+                {"role": "tool", "content": "sunny"},
+                {"role": "tool", "content": "warm"},
+            ],
+            [G_TOOL],
+            None,
+            G_HEADER + "<|user|>\nWeather?<|assistant|>\n<think></think>\n" + _g_called("Paris", days=2) + "\n"
+            "<|observation|>\n<tool_response>\nsunny\n</tool_response>\n\n<tool_response>\nwarm\n</tool_response>\n"
+            "<|assistant|>\n",
+        ),
+    ],
+)
+def test_glm_ocr_is_ollama_s_renderer(messages: Any, tools: Any, thinking: Any, expected: str) -> None:
+    assert render_chat(GLM_OCR, messages, tools=tools, enable_thinking=thinking) == expected
+    assert renderer_template("glm-ocr") == GLM_OCR
