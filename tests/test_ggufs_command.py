@@ -81,12 +81,15 @@ def test_ollama_vision_kinds_write_one_file_with_the_tower_inside(tmp_path: Path
 
 
 def test_tower_models_write_llama_cpp_s_pair_and_ollama_s_one_file(tmp_path: Path) -> None:
-    """DeepSeek-OCR and Nemotron Omni: the llama.cpp-layout twin as a text model and its projector,
-    Ollama's layout as one file."""
-    for kind, arch in (("deepseekocr", "deepseekocr"), ("nemotron", "nemotron_h_omni")):
+    """DeepSeek-OCR, GLM-OCR and Nemotron Omni: the llama.cpp-layout twin as a text model and its
+    projector, Ollama's layout as one file."""
+    for kind, arch, ollama_kind in (
+        ("deepseekocr", "deepseekocr", "ollama-deepseekocr"),
+        ("glmocr", "glmocr", "ollama-glmocr"),
+        ("nemotron", "nemotron_h_omni", "ollama-nemotron-omni"),
+    ):
         pair = _written(f"vision-{kind}", tmp_path / kind)
         assert pair == [str(tmp_path / kind / "text.gguf"), str(tmp_path / kind / "mmproj.gguf")]
-        ollama_kind = "ollama-deepseekocr" if kind == "deepseekocr" else "ollama-nemotron-omni"
         (one,) = _written(ollama_kind, tmp_path / f"ollama-{kind}")
         assert gguf.GGUFReader(one).fields["general.architecture"].contents() == arch
 

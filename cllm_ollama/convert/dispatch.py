@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import deepseek, gemma, gptoss, llama, mistral, nemotron, qwen, text
+from . import deepseek, gemma, glm, gptoss, llama, mistral, nemotron, qwen, text
 from .framework import Converter, Header, LayoutRefused, Marker, Rewrite, always, refusal
 
 # Every architecture the llama.cpp inside llama-cpp-python 0.3.36 names (``src/llama-arch.cpp``).
@@ -68,12 +68,12 @@ CONVERTERS: dict[str, tuple[tuple[Marker, Converter], ...]] = {
     "nemotron_h_moe": ((nemotron.is_ollama_nemotron_h_moe, _one(nemotron.nemotron_h_moe)),),
     "nemotron_h_omni": ((always, nemotron.nemotron_h_omni),),
     "deepseekocr": ((always, deepseek.deepseekocr),),
+    "glmocr": ((always, glm.glmocr),),
 }
 
 # Ollama-converter layouts llama.cpp cannot load as they are, and why cllm refuses them: the map
 # is not mechanical (tensors merged, split or repacked, towers llama.cpp reads differently).
 REFUSED: dict[str, str] = {
-    "glmocr": "llama.cpp has no glmocr architecture",
     "mllama": "llama.cpp has no Llama 3.2 Vision (mllama) architecture",
 }
 

@@ -6,24 +6,45 @@ attention and after the FFN, the FFN's gate and up in one tensor, GLM's vocabula
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import gguf
 import numpy as np
 
 from .deepseek2_ggufs import GLM_SPECIALS, GLM_TEMPLATE
-from .gguf_base import TINY, Tensors, add_tokenizer, f16_exact, finish, synthetic_vocab, with_tokens
+from .gguf_base import (
+    TINY,
+    Tensors,
+    VisionShape,
+    add_tokenizer,
+    copy_fields,
+    f16_exact,
+    finish,
+    projector_header,
+    synthetic_vocab,
+    with_tokens,
+)
 
 _F16 = gguf.GGMLQuantizationType.F16
 N_LAYER, N_HEAD, N_HEAD_KV, HEAD_DIM, N_FF = 2, 4, 2, 16, 96
 
 
-def write_glm4(path: Path, *, seed: int = 0) -> Path:
+# GLM-OCR's text model: M-RoPE over the whole head, in sections for time, height and width.
+OCR_SECTIONS = (2, 3, 3)
+# The markers libmtmd writes around a glm4v projector's image (GLM-OCR's vocabulary holds them).
+OCR_IMAGE_TOKENS = ("<|begin_of_image|>", "<|end_of_image|>", "<|image|>")
+
+
+def write_glm4(path: Path, *, seed: int = 0, ocr: bool = False) -> Path:
     """A tiny GLM-4 in F16 (biases and norms F32, of values F16 holds, so that the checkpoint
-    exported from it converts back to it exactly)."""
+    exported from it converts back to it exactly). ``ocr``: GLM-OCR's text model as Ollama's
+    files run in llama.cpp (``llama/compat`` ``handle_glmocr``): M-RoPE sections over the whole
+    head (Q and K rows already in NeoX order), GLM's ``chatglm-bpe`` pre-tokenizer, the image
+    markers in the vocabulary."""
     t = Tensors(gguf.GGUFWriter(str(path), "glm4"), np.random.default_rng(seed), 0.25, _F16)
     w, n_embd = t.w, TINY.n_embd
-    w.add_name("tiny-glm4")
+    w.add_name("tiny-glm-ocr" if ocr else "tiny-glm4")
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     w.add_context_length(4096)
     w.add_embedding_length(n_embd)
@@ -35,10 +56,14 @@ def write_glm4(path: Path, *, seed: int = 0) -> Path:
     w.add_layer_norm_rms_eps(1e-5)
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
-    w.add_rope_dimension_count(HEAD_DIM // 2)
-    vocab = with_tokens(synthetic_vocab(), GLM_SPECIALS)
+    if ocr:
+        w.add_rope_dimension_count(HEAD_DIM)
+        w.add_rope_dimension_sections([*OCR_SECTIONS, 0])
+    else:
+        w.add_rope_dimension_count(HEAD_DIM // 2)
+    vocab = with_tokens(synthetic_vocab(), GLM_SPECIALS + (OCR_IMAGE_TOKENS if ocr else ()))
     ids = {text: i for i, text in enumerate(vocab.tokens)}
-    add_tokenizer(w, vocab, GLM_TEMPLATE, pre="glm4")
+    add_tokenizer(w, vocab, GLM_TEMPLATE, pre="chatglm-bpe" if ocr else "glm4")
     w.add_eot_token_id(ids["<|user|>"])
     w.add_eom_token_id(ids["<|observation|>"])
 
@@ -63,4 +88,118 @@ def write_glm4(path: Path, *, seed: int = 0) -> Path:
         t.matrix(p + "ffn_down.weight", n_embd, N_FF)
         t.varied_norm(p + "post_ffw_norm.weight", n_embd)
     finish(w)
+    return path
+
+
+# GLM-OCR's ViT in small: 32-pixel images in 8-pixel patches (libmtmd scales a picture up to the
+# glm4v minimum of 8 tokens), heads of 16 (libmtmd rotates them in quarters).
+OCR_VISION = VisionShape(image_size=32, patch_size=8, n_embd=32, n_head=2, n_ff=64, merge=2, n_layer=2)
+OCR_MERGER_FF = 96  # the projector's SwiGLU width
+OCR_MEAN_STD = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
+
+
+def write_glmocr_projector(path: Path, *, seed: int = 0) -> Path:
+    """GLM-OCR's ``glm4v`` projector as libmtmd loads it (``tools/mtmd/models/glm4v.cpp``): the
+    two frames' patch kernels (F32) with a bias, RMS-normed SwiGLU blocks with fused Q/K/V and
+    per-head Q and K norms, the post norm, the 2x2 merging convolution, the projection with its
+    LayerNorm, and the SwiGLU out to the text model's width."""
+    v, n_text = OCR_VISION, TINY.n_embd
+    t = projector_header(path, v, "glm4v", n_text, seed, activation="silu", eps=1e-5, mean_std=OCR_MEAN_STD)
+    t.w.add_vision_spatial_merge_size(v.merge)
+    n, d_head = v.n_embd, v.n_embd // v.n_head
+    for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
+        t.f32(name, f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
+    t.f32("v.patch_embd.bias", t.rng.standard_normal(n) * 0.1)
+    for i in range(v.n_layer):
+        p = f"v.blk.{i}."
+        t.varied_norm(p + "ln1.weight", n)
+        t.matrix(p + "attn_qkv.weight", 3 * n, n)
+        t.varied_norm(p + "attn_q_norm.weight", d_head)
+        t.varied_norm(p + "attn_k_norm.weight", d_head)
+        t.matrix(p + "attn_out.weight", n, n)
+        t.varied_norm(p + "ln2.weight", n)
+        t.matrix(p + "ffn_gate.weight", v.n_ff, n)
+        t.matrix(p + "ffn_up.weight", v.n_ff, n)
+        t.matrix(p + "ffn_down.weight", n, v.n_ff)
+    t.varied_norm("v.post_ln.weight", n)
+    t.f32("mm.patch_merger.weight", t.rng.standard_normal((n_text, n, v.merge, v.merge)) * 0.2)
+    t.f32("mm.patch_merger.bias", t.rng.standard_normal(n_text) * 0.1)
+    t.matrix("mm.model.fc.weight", n_text, n_text)
+    t.varied_norm("mm.post_norm.weight", n_text)
+    t.f32("mm.post_norm.bias", t.rng.standard_normal(n_text) * 0.1)
+    t.matrix("mm.gate.weight", OCR_MERGER_FF, n_text)
+    t.matrix("mm.up.weight", OCR_MERGER_FF, n_text)
+    t.matrix("mm.down.weight", n_text, OCR_MERGER_FF)
+    finish(t.w)
+    return path
+
+
+def write_glmocr_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/text.gguf`` and ``folder/mmproj.gguf``: GLM-OCR as llama.cpp runs Ollama's files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_glm4(folder / "text.gguf", seed=seed, ocr=True)
+    return text, write_glmocr_projector(folder / "mmproj.gguf", seed=seed)
+
+
+# llama.cpp's names -> those of the files in Ollama's library (``handle_glmocr`` renames them back).
+_OLLAMA_TEXT_NAMES = (
+    (".attn_output.", ".attn_out."),
+    (".post_attention_norm.", ".post_attn_norm."),
+    (".post_ffw_norm.", ".post_ffn_norm."),
+)
+_OLLAMA_PATCHES = {"v.patch_embd.weight": "v.patch_embd_0.weight", "v.patch_embd.weight.1": "v.patch_embd_1.weight"}
+
+
+def write_ollama_glmocr(path: Path, *, seed: int = 0) -> Path:
+    """``write_glmocr_vision``'s model as one GGUF laid out as the GLM-OCR files in Ollama's library
+    (``convert/convert_glmocr.go``, and the names ``llama/compat`` finds in them): architecture
+    ``glmocr``, the M-RoPE sections as a three-number ``rope.mrope_section`` and no rotary width,
+    the FFN's gate and up apart, ``attn_out``, ``post_attn_norm`` and ``post_ffn_norm``, a
+    ``llama-bpe`` pre-tokenizer (some files have it), the tower's keys as ``glmocr.vision.*`` and
+    its patch kernels in F16 as ``patch_embd_0`` and ``patch_embd_1``. llama.cpp cannot load it."""
+    v = OCR_VISION
+    with tempfile.TemporaryDirectory() as tmp:
+        text_path, clip_path = write_glmocr_vision(Path(tmp), seed=seed)
+        text, clip = gguf.GGUFReader(text_path), gguf.GGUFReader(clip_path)
+        w = gguf.GGUFWriter(str(path), "glmocr")
+        skip = ("glm4.rope.dimension_sections", "glm4.rope.dimension_count", "tokenizer.ggml.pre")
+        copy_fields(text, w, skip=skip, key=lambda k: k.replace("glm4.", "glmocr.", 1))
+        w.add_tokenizer_pre("llama-bpe")
+        w.add_array("glmocr.rope.mrope_section", list(OCR_SECTIONS))
+        w.add_float32("glmocr.rope.partial_rotary_factor", 1.0)
+        for key, value in (
+            ("block_count", v.n_layer),
+            ("embedding_length", v.n_embd),
+            ("attention.head_count", v.n_head),
+            ("image_size", v.image_size),
+            ("patch_size", v.patch_size),
+            ("spatial_merge_size", v.merge),
+            ("temporal_patch_size", 2),
+            ("out_hidden_size", TINY.n_embd),
+            ("intermediate_size", v.n_ff),
+        ):
+            w.add_uint32(f"glmocr.vision.{key}", value)
+        w.add_float32("glmocr.vision.attention.layer_norm_rms_epsilon", 1e-5)
+        w.add_array("glmocr.vision.image_mean", OCR_MEAN_STD[0])
+        w.add_array("glmocr.vision.image_std", OCR_MEAN_STD[1])
+        tokens = text.fields["tokenizer.ggml.tokens"].contents()
+        keys = ("image_start_token_id", "image_end_token_id", "image_token_id")
+        for key, token in zip(keys, OCR_IMAGE_TOKENS, strict=True):
+            w.add_uint32(f"glmocr.{key}", tokens.index(token))
+        for t in text.tensors:
+            data, name = np.array(t.data), t.name
+            if name.endswith(".ffn_up.weight"):  # llama.cpp's fused gate-then-up, apart
+                half = data.shape[0] // 2
+                w.add_tensor(name.replace(".ffn_up.", ".ffn_gate."), data[:half])
+                data = data[half:]
+            for ours, theirs in _OLLAMA_TEXT_NAMES:
+                name = name.replace(ours, theirs)
+            w.add_tensor(name, data)
+        for t in clip.tensors:
+            data = np.array(t.data)
+            if t.name in _OLLAMA_PATCHES:
+                w.add_tensor(_OLLAMA_PATCHES[t.name], data.astype(np.float16))
+            else:
+                w.add_tensor(t.name, data)
+        finish(w)
     return path

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import audio_ggufs as au
 from . import core_ggufs as gg
+from . import glm4_ggufs as g4
 from . import hf_folders as hf
 from . import ocr_ggufs as oc
 from . import ollama_ggufs as og
@@ -53,6 +54,10 @@ KINDS: dict[str, tuple[str, Writer]] = {
     "vision-deepseekocr": (
         "DIR/text.gguf and DIR/mmproj.gguf: twin of ollama-deepseekocr",
         oc.write_deepseekocr_vision,
+    ),
+    "vision-glmocr": (
+        "DIR/text.gguf and DIR/mmproj.gguf (glm4 with M-RoPE, glm4v): twin of ollama-glmocr",
+        g4.write_glmocr_vision,
     ),
     "vision-nemotron": (
         "DIR/text.gguf and DIR/mmproj.gguf (RADIO and Parakeet): twin of ollama-nemotron-omni",
@@ -260,6 +265,7 @@ KINDS: dict[str, tuple[str, Writer]] = {
     "ollama-gemma4": ("a Gemma 4 with both towers", _one(ov.write_ollama_gemma4, "model")),
     "ollama-qwen35-vision": ("a Qwen 3.5 with its tower", _one(ov.write_ollama_qwen35_vision, "model")),
     "ollama-deepseekocr": ("a DeepSeek-OCR", _one(oc.write_ollama_deepseekocr, "model")),
+    "ollama-glmocr": ("a GLM-OCR with its tower", _one(g4.write_ollama_glmocr, "model")),
     "ollama-nemotron-omni": ("a Nemotron Omni with both towers", _one(om.write_ollama_nemotron_omni, "model")),
 }
 

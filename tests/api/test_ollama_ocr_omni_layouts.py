@@ -1,4 +1,4 @@
-"""DeepSeek-OCR and Nemotron Omni in Ollama's converter layout (one GGUF with the towers inside),
+"""DeepSeek-OCR, GLM-OCR and Nemotron Omni in Ollama's converter layout (one GGUF with the towers inside),
 which llama.cpp cannot load as it is: pulled through a registry, each is split into a text model
 and a projector, and answers an image exactly as the same weights written in llama.cpp's layout do;
 Nemotron Omni a clip of audio too, through its Parakeet tower.
@@ -21,6 +21,7 @@ from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.testing.audio import wav
+from cllm_ollama.testing.glm4_ggufs import write_glmocr_vision, write_ollama_glmocr
 from cllm_ollama.testing.images import png
 from cllm_ollama.testing.ocr_ggufs import write_deepseekocr_vision, write_ollama_deepseekocr
 from cllm_ollama.testing.omni_ggufs import write_nemotron_omni_vision, write_ollama_nemotron_omni
@@ -32,6 +33,7 @@ PAIRS = {
     # DeepSeek-OCR's global view: 16 x 16 tokens, a newline after each row, the view separator.
     "deepseekocr": (write_deepseekocr_vision, write_ollama_deepseekocr, 16 * 17 + 1),
     "nemotron": (write_nemotron_omni_vision, write_ollama_nemotron_omni, 4),  # 4 x 4 patches merged 2 x 2
+    "glmocr": (write_glmocr_vision, write_ollama_glmocr, 8),  # libmtmd's glm4v least: 8 tokens an image
 }
 
 

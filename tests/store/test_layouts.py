@@ -205,7 +205,7 @@ def header(arch: str, tensors: dict[str, list[int]] | None = None, **kv: Any) ->
     "h",
     [
         header("nemotron_h_omni", {"a.blk.0.attn_q.weight": [4, 4]}),
-        header("glmocr"),
+        header("glmocr", {"v.blk.0.attn_qkv.weight": [4, 12]}),  # a tower that states none of its keys
         header("qwen3vl", {"token_embd.weight": [4, 8]}),
         header("mistral3", {"v.patch_conv.weight": [4]}),
         header("llama4", {"mm.linear_1.weight": [4, 4]}),

@@ -23,6 +23,7 @@ from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.store.pull import pull_model
 from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
+from cllm_ollama.testing.glm4_ggufs import write_glmocr_vision, write_ollama_glmocr
 from cllm_ollama.testing.ocr_ggufs import write_deepseekocr_vision, write_ollama_deepseekocr
 
 CONFIG = {"model_format": "gguf", "model_family": "deepseekocr", "model_families": ["deepseekocr"], "model_type": "3B"}
@@ -63,8 +64,35 @@ def test_an_ollama_deepseekocr_is_pulled_split(model_store: ModelStore, registry
 
 
 def test_the_files_llama_cpp_s_converter_writes_are_kept_as_they_are(tmp_path: Path) -> None:
-    for path in write_deepseekocr_vision(tmp_path):
+    for path in (*write_deepseekocr_vision(tmp_path / "deepseek"), *write_glmocr_vision(tmp_path / "glm")):
         assert plan(Header.of(gguf_info(path, verbose=True))) is None
+
+
+def test_an_ollama_glmocr_is_pulled_as_llama_cpp_s_text_and_projector(
+    model_store: ModelStore, registry: FakeRegistry, tmp_path: Path
+) -> None:
+    """As Ollama's shim maps its library's files for llama.cpp: ``glm4`` with the M-RoPE sections
+    as four, the rotary width the whole head, ``chatglm-bpe``, llama.cpp's tensor names and the
+    FFN's gate and up fused, gate first; the tower's keys as clip's and its two patch kernels
+    renamed and in F32."""
+    data = write_ollama_glmocr(tmp_path / "ollama.gguf").read_bytes()
+    registry.add_model("library/glm-ocr", "tiny", [(mt.MODEL, data)], {**CONFIG, "model_family": "glmocr"})
+    events: list[dict[str, Any]] = []
+    pull_model(model_store, "glm-ocr:tiny", events.append, options=RegistryOptions(registry_url=registry.url))
+    assert "converting glmocr from Ollama's layout" in statuses(events)
+    record = model_store.get("glm-ocr:tiny")
+    stored = {layer.media_type: model_store.blob_path(layer.digest) for layer in record.manifest.layers}
+    assert_split_as_llama_cpp_writes(stored, *write_glmocr_vision(tmp_path / "llama.cpp"))
+    assert "vision" in record.capabilities
+    projector = {t.name: t for t in gguf.GGUFReader(stored[mt.PROJECTOR]).tensors}
+    assert projector["v.patch_embd.weight.1"].tensor_type == gguf.GGMLQuantizationType.F32
+
+
+def test_an_ollama_glmocr_without_its_tower_is_its_text_model_alone() -> None:
+    (text,) = plan(header("glmocr", {"blk.0.ffn_gate.weight": [4, 8]}, glmocr__attention__key_length=128)) or []
+    assert (text.role, text.arch, text.set_kv["glm4.rope.dimension_count"][0]) == ("model", "glm4", 128)
+    assert "glm4.rope.dimension_sections" not in text.set_kv
+    assert not text.keep_key("glmocr.vision.block_count") and text.keep_key("glmocr.block_count")
 
 
 MOE = {"blk.1.ffn_down_exps.weight": [32, 64, 4], "blk.1.ffn_down_shexp.weight": [64, 64]}
