@@ -336,6 +336,16 @@ def clip_keys(h: Header, projector_type: str, activation: str) -> KV:
     }
 
 
+# OpenAI CLIP's pixel statistics: Ollama's converter's default, and many towers' own.
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+
+
+def triple(value: Any, default: list[float]) -> list[float]:
+    """Pixel statistics a file states (three numbers), else ``default``."""
+    return [float(x) for x in value] if isinstance(value, list) and len(value) == 3 else default
+
+
 def tower_key(h: Header, key: str, kind: GGUFValueType, default: Any = None) -> tuple[Any, GGUFValueType]:
     """``<arch>.vision.<key>`` for a projector's metadata; refused when the tower does not state it."""
     value = h.kv.get(f"{h.arch}.vision.{key}", default)

@@ -23,21 +23,24 @@ import re
 from gguf import GGUFValueType
 
 from .framework import (
+    CLIP_MEAN,
+    CLIP_STD,
     KV,
     Header,
     LayoutRefused,
     Rewrite,
     Tensor,
+    clip_keys,
     projector,
     refusal,
     stacked,
     tower_key,
+    triple,
     vision_tensor,
 )
 
 _U32 = GGUFValueType.UINT32
 _F32 = GGUFValueType.FLOAT32
-_BOOL = GGUFValueType.BOOL
 _STR = GGUFValueType.STRING
 _ARRAY = GGUFValueType.ARRAY
 
@@ -64,8 +67,6 @@ _NOT_TEXT = tuple(
     )
 )
 _PATCHES = {"v.patch_embd_0.weight": "v.patch_embd.weight", "v.patch_embd_1.weight": "v.patch_embd.weight.1"}
-# GLM-OCR's preprocessor (OpenAI CLIP's statistics), for a file that does not state them.
-_CLIP_MEAN_STD = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
 _GATE = re.compile(r"(blk\.\d+\.)ffn_gate\.weight")
 
 
@@ -74,8 +75,8 @@ def glmocr(h: Header) -> list[Rewrite]:
     kv = h.kv
     text_kv: KV = {"tokenizer.ggml.pre": ("chatglm-bpe", _STR)}
     sections = kv.get(f"{_ARCH}.rope.mrope_section")
-    if isinstance(sections, list) and len(sections) == 3:
-        text_kv[f"{_TEXT_ARCH}.rope.dimension_sections"] = ([*(int(s) for s in sections), 0], _ARRAY)
+    if isinstance(sections, list) and sections:  # padded to llama.cpp's four, as Ollama's TextKV pads them
+        text_kv[f"{_TEXT_ARCH}.rope.dimension_sections"] = ([*(int(s) for s in sections[:4]), 0, 0, 0][:4], _ARRAY)
     if not h.has("rope.dimension_count"):
         heads = kv.get(f"{_ARCH}.attention.head_count") or 1
         head = kv.get(f"{_ARCH}.attention.key_length") or (kv.get(f"{_ARCH}.embedding_length") or 0) // heads
@@ -111,29 +112,21 @@ def _fused_ffn(tensors: list[Tensor]) -> list[Tensor]:
 
 
 def _projector_of(h: Header) -> Rewrite:
+    """The ``glm4v`` projector: the keys ``handle_glmocr_clip`` copies, under clip's names (the
+    ViT's width from ``intermediate_size``, its output from ``out_hidden_size``), GLM-OCR's
+    preprocessor's statistics (OpenAI CLIP's) where the file states none."""
     kv = h.kv
-    mean, std = (kv.get(f"{_ARCH}.vision.image_{stat}") for stat in ("mean", "std"))
-    width = kv.get(f"{_ARCH}.vision.out_hidden_size") or kv.get(f"{_ARCH}.embedding_length")
+    width = kv.get(f"{_ARCH}.vision.out_hidden_size")
     if not width:
         raise LayoutRefused(refusal(_ARCH, "its vision tower states no output width (vision.out_hidden_size)"))
     clip_kv: KV = {
-        "clip.has_vision_encoder": (True, _BOOL),
-        "clip.use_silu": (True, _BOOL),
-        "clip.projector_type": ("glm4v", _STR),
-        "clip.vision.block_count": tower_key(h, "block_count", _U32),
-        "clip.vision.embedding_length": tower_key(h, "embedding_length", _U32),
+        **clip_keys(h, "glm4v", "clip.use_silu"),
         "clip.vision.feed_forward_length": tower_key(h, "intermediate_size", _U32),
-        "clip.vision.attention.head_count": tower_key(h, "attention.head_count", _U32),
         "clip.vision.attention.layer_norm_epsilon": tower_key(h, "attention.layer_norm_rms_epsilon", _F32, 1e-5),
         "clip.vision.image_size": tower_key(h, "image_size", _U32),
-        "clip.vision.patch_size": tower_key(h, "patch_size", _U32),
         "clip.vision.spatial_merge_size": tower_key(h, "spatial_merge_size", _U32, 2),
         "clip.vision.projection_dim": (width, _U32),
-        "clip.vision.image_mean": (_triple(mean, _CLIP_MEAN_STD[0]), _ARRAY),
-        "clip.vision.image_std": (_triple(std, _CLIP_MEAN_STD[1]), _ARRAY),
+        "clip.vision.image_mean": (triple(kv.get(f"{_ARCH}.vision.image_mean"), CLIP_MEAN), _ARRAY),
+        "clip.vision.image_std": (triple(kv.get(f"{_ARCH}.vision.image_std"), CLIP_STD), _ARRAY),
     }
     return dataclasses.replace(projector((), clip_kv, *_PATCHES.values()), exact=_PATCHES)
-
-
-def _triple(value: object, default: list[float]) -> list[float]:
-    return [float(x) for x in value] if isinstance(value, list) and len(value) == 3 else default

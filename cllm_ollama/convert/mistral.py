@@ -13,6 +13,8 @@ from gguf import GGMLQuantizationType, GGUFValueType
 from gguf.quants import dequantize
 
 from .framework import (
+    CLIP_MEAN,
+    CLIP_STD,
     KV,
     Header,
     LayoutRefused,
@@ -32,10 +34,6 @@ _U32 = GGUFValueType.UINT32
 _STR = GGUFValueType.STRING
 _ARRAY = GGUFValueType.ARRAY
 _F32_TYPE = GGMLQuantizationType.F32
-
-# OpenAI CLIP's pixel statistics, which Pixtral's image processor uses.
-_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
-_CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 
 # Ollama's names for Mistral 3's YaRN and attention-temperature keys -> llama.cpp's.
 _MISTRAL3_KEYS = {
@@ -141,8 +139,8 @@ def _pixtral_projector(h: Header) -> Rewrite:
         "clip.vision.attention.layer_norm_epsilon": tower_key(h, "attention.layer_norm_epsilon", _F32, 1e-5),
         "clip.vision.feed_forward_length": tower_key(h, "feed_forward_length", _U32),
         "clip.vision.image_size": tower_key(h, "image_size", _U32),
-        "clip.vision.image_mean": (_CLIP_MEAN, _ARRAY),
-        "clip.vision.image_std": (_CLIP_STD, _ARRAY),
+        "clip.vision.image_mean": (CLIP_MEAN, _ARRAY),  # Pixtral's image processor's
+        "clip.vision.image_std": (CLIP_STD, _ARRAY),
     }
     if h.kv.get("mistral3.spatial_merge_size"):
         clip_kv["clip.vision.spatial_merge_size"] = (h.kv["mistral3.spatial_merge_size"], _U32)

@@ -24,6 +24,8 @@ from gguf import GGMLQuantizationType, GGUFValueType
 from gguf.quants import dequantize
 
 from .framework import (
+    CLIP_MEAN,
+    CLIP_STD,
     KV,
     Header,
     LayoutRefused,
@@ -58,9 +60,6 @@ _EXACT = {
     "mm.1.weight": "mm.model.mlp.1.weight",
     "mm.2.weight": "mm.model.mlp.3.weight",
 }
-# OpenAI CLIP's pixel statistics: Ollama's converter's default, and Nemotron's.
-_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
-_CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 
 
 def is_ollama_nemotron_h_moe(h: Header) -> bool:
@@ -119,8 +118,8 @@ def _projector_of(h: Header) -> Rewrite:
         "clip.vision.feed_forward_length": tower_key(h, "feed_forward_length", _U32),
         "clip.vision.image_size": tower_key(h, "image_size", _U32),
         "clip.vision.projector.scale_factor": tower_key(h, "projector.scale_factor", _U32, 2),
-        "clip.vision.image_mean": tower_key(h, "image_mean", _ARRAY, _CLIP_MEAN),
-        "clip.vision.image_std": tower_key(h, "image_std", _ARRAY, _CLIP_STD),
+        "clip.vision.image_mean": tower_key(h, "image_mean", _ARRAY, CLIP_MEAN),
+        "clip.vision.image_std": tower_key(h, "image_std", _ARRAY, CLIP_STD),
     }
     hears = h.any_tensor(*_AUDIO)
     if hears:

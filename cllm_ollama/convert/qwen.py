@@ -16,6 +16,8 @@ from gguf import GGMLQuantizationType, GGUFValueType
 from gguf.quants import dequantize
 
 from .framework import (
+    CLIP_MEAN,
+    CLIP_STD,
     KV,
     Header,
     LayoutRefused,
@@ -28,6 +30,7 @@ from .framework import (
     refusal,
     suffix_renames,
     tower_key,
+    triple,
     vision_tensor,
 )
 
@@ -80,8 +83,8 @@ def _qwen25vl_projector(h: Header) -> Rewrite:
             # Window attention everywhere but every n-th block (as llama.cpp's converter derives it).
             "clip.vision.n_wa_pattern": (int(full_attention[0]) + 1, _U32),
             "clip.vision.image_size": (560, _U32),  # Qwen2-VL's default; the image keeps its own size
-            "clip.vision.image_mean": ([0.48145466, 0.4578275, 0.40821073], _ARRAY),
-            "clip.vision.image_std": ([0.26862954, 0.26130258, 0.27577711], _ARRAY),
+            "clip.vision.image_mean": (CLIP_MEAN, _ARRAY),
+            "clip.vision.image_std": (CLIP_STD, _ARRAY),
         },
         "v.patch_embd.weight",
         "v.patch_embd.weight.1",
@@ -168,8 +171,8 @@ def qwen3vl_projector(h: Header, deepstack: list[int]) -> Rewrite:
         "clip.vision.feed_forward_length": (h.rows("v.blk.0.mlp.linear_fc1.weight") or 0, _U32),
         "clip.vision.image_size": (math.isqrt(positions) * int(tower_key(h, "patch_size", _U32)[0]), _U32),
         "clip.vision.spatial_merge_size": tower_key(h, "spatial_merge_size", _U32, 2),
-        "clip.vision.image_mean": (_triple(kv.get(f"{arch}.vision.image_mean")), _ARRAY),
-        "clip.vision.image_std": (_triple(kv.get(f"{arch}.vision.image_std")), _ARRAY),
+        "clip.vision.image_mean": (triple(kv.get(f"{arch}.vision.image_mean"), _HALF), _ARRAY),
+        "clip.vision.image_std": (triple(kv.get(f"{arch}.vision.image_std"), _HALF), _ARRAY),
         "clip.vision.is_deepstack_layers": ([i in deepstack for i in range(n_blocks)], _ARRAY),
     }
 
@@ -190,10 +193,6 @@ def qwen3vl_projector(h: Header, deepstack: list[int]) -> Rewrite:
         },
         tensors=tensors,
     )
-
-
-def _triple(value: Any) -> list[float]:
-    return [float(x) for x in value] if isinstance(value, list) and len(value) == 3 else _HALF
 
 
 def _temporal_halves(t: Tensor, n_in: int) -> list[Tensor]:

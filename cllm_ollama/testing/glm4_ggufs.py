@@ -150,13 +150,15 @@ _OLLAMA_TEXT_NAMES = (
 _OLLAMA_PATCHES = {"v.patch_embd.weight": "v.patch_embd_0.weight", "v.patch_embd.weight.1": "v.patch_embd_1.weight"}
 
 
-def write_ollama_glmocr(path: Path, *, seed: int = 0) -> Path:
+def write_ollama_glmocr(path: Path, *, seed: int = 0, current: bool = False) -> Path:
     """``write_glmocr_vision``'s model as one GGUF laid out as the GLM-OCR files in Ollama's library
     (``convert/convert_glmocr.go``, and the names ``llama/compat`` finds in them): architecture
     ``glmocr``, the M-RoPE sections as a three-number ``rope.mrope_section`` and no rotary width,
     the FFN's gate and up apart, ``attn_out``, ``post_attn_norm`` and ``post_ffn_norm``, a
     ``llama-bpe`` pre-tokenizer (some files have it), the tower's keys as ``glmocr.vision.*`` and
-    its patch kernels in F16 as ``patch_embd_0`` and ``patch_embd_1``. llama.cpp cannot load it."""
+    its patch kernels in F16 as ``patch_embd_0`` and ``patch_embd_1``. llama.cpp cannot load it.
+    ``current``: the text model's tensors as Ollama's converter writes them today (llama.cpp's
+    names, gate and up fused as ``ffn_up``), as the shim also takes them."""
     v = OCR_VISION
     with tempfile.TemporaryDirectory() as tmp:
         text_path, clip_path = write_glmocr_vision(Path(tmp), seed=seed)
@@ -188,11 +190,11 @@ def write_ollama_glmocr(path: Path, *, seed: int = 0) -> Path:
             w.add_uint32(f"glmocr.{key}", tokens.index(token))
         for t in text.tensors:
             data, name = np.array(t.data), t.name
-            if name.endswith(".ffn_up.weight"):  # llama.cpp's fused gate-then-up, apart
+            if name.endswith(".ffn_up.weight") and not current:  # llama.cpp's fused gate-then-up, apart
                 half = data.shape[0] // 2
                 w.add_tensor(name.replace(".ffn_up.", ".ffn_gate."), data[:half])
                 data = data[half:]
-            for ours, theirs in _OLLAMA_TEXT_NAMES:
+            for ours, theirs in () if current else _OLLAMA_TEXT_NAMES:
                 name = name.replace(ours, theirs)
             w.add_tensor(name, data)
         for t in clip.tensors:

@@ -88,10 +88,19 @@ def test_an_ollama_glmocr_is_pulled_as_llama_cpp_s_text_and_projector(
     assert projector["v.patch_embd.weight.1"].tensor_type == gguf.GGMLQuantizationType.F32
 
 
+def test_an_ollama_glmocr_as_ollama_s_converter_writes_it_today_maps_the_same(
+    model_store: ModelStore, tmp_path: Path
+) -> None:
+    """llama.cpp's tensor names, gate and up already fused: nothing to rename or fuse."""
+    data = write_ollama_glmocr(tmp_path / "ollama.gguf", current=True).read_bytes()
+    assert_split_as_llama_cpp_writes(created(model_store, data, "ocr"), *write_glmocr_vision(tmp_path / "llama.cpp"))
+
+
 def test_an_ollama_glmocr_without_its_tower_is_its_text_model_alone() -> None:
-    (text,) = plan(header("glmocr", {"blk.0.ffn_gate.weight": [4, 8]}, glmocr__attention__key_length=128)) or []
+    keys = {"glmocr__attention__key_length": 128, "glmocr__rope__mrope_section": [8, 12]}
+    (text,) = plan(header("glmocr", {"blk.0.ffn_gate.weight": [4, 8]}, **keys)) or []
     assert (text.role, text.arch, text.set_kv["glm4.rope.dimension_count"][0]) == ("model", "glm4", 128)
-    assert "glm4.rope.dimension_sections" not in text.set_kv
+    assert text.set_kv["glm4.rope.dimension_sections"][0] == [8, 12, 0, 0]  # padded, as Ollama's TextKV pads
     assert not text.keep_key("glmocr.vision.block_count") and text.keep_key("glmocr.block_count")
 
 
