@@ -21,6 +21,7 @@ import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from ..chatformat.renderer_templates import IMAGE_TAGGING_RENDERERS
 from ..engine import audio
 from ..errors import InvalidRequest
 
@@ -141,25 +142,36 @@ def checked_media(data: object, *, not_a_string: str, invalid: str) -> Media:
         raise InvalidRequest(f"{invalid}: {exc}") from None
 
 
-def tag_media(messages: Sequence[dict[str, Any]], *, clear: bool = False) -> tuple[list[dict[str, Any]], list[bytes]]:
+def tag_media(
+    messages: Sequence[dict[str, Any]], *, clear: bool = False, renderer: str = ""
+) -> tuple[list[dict[str, Any]], list[bytes]]:
     """Messages with ``[img-N]`` tags where their media go, and all items' bytes in tag order.
 
     The messages' ``images`` are ``Media`` (decoded by their dialect). The returned messages are
     copies (``clear`` drops their ``images``, as Ollama does for /api/generate; /api/chat keeps
-    them for templates that look); the originals are left as they were.
+    them for templates that look); the originals are left as they were. The model's ``renderer``,
+    where it is one of those that place images themselves, tags them as it would
+    (``renderContentWithImageTags``): content that already holds ``[img-`` tags is left as it
+    is, and a space follows the tags put before text.
     """
+    spaced = renderer in IMAGE_TAGGING_RENDERERS
     tagged: list[dict[str, Any]] = []
     media: list[bytes] = []
     for message in messages:
         content = message.get("content") or ""
         prefix = ""
+        own_tags = spaced and "[img-" in content
         for item in message.get("images") or ():
             tag = f"[img-{len(media)}]"
             media.append(item.data)
+            if own_tags:
+                continue
             if "[img]" in content:
                 content = content.replace("[img]", tag, 1)
             else:
                 prefix += tag
+        if spaced and prefix and content and not content[0].isspace():
+            prefix += " "
         copy = {k: v for k, v in message.items() if not (clear and k == "images")}
         if message.get("images"):
             copy["content"] = prefix + content

@@ -316,7 +316,9 @@ class ChatPrompt:
             self.messages,
             budget,
             tools=self.tools,
-            enable_thinking=self.thinking if self.model.has("thinking") else None,
+            # Defined where the request set think, or the model thinks (as for Go templates below):
+            # a renderer's port tells "off" from "unset" (GLM-OCR's /nothink).
+            enable_thinking=self.thinking if self.think_set or self.model.has("thinking") else None,
             bos_token=loaded.bos_text,
             eos_token=loaded.eos_text,
             **levels,

@@ -574,6 +574,29 @@ RENDERER_TEMPLATES = {
 }
 
 
+# Ollama's renderers that place a message's images themselves (``useImgTags``, set by its server,
+# or always): each tag ``[img-N]`` before the text with a space after the last
+# (``renderContentWithImageTags``), where a model without a renderer gets them pre-tagged, unspaced.
+IMAGE_TAGGING_RENDERERS = frozenset(
+    {
+        "gemma4",
+        "gemma4-small",
+        "gemma4-large",
+        "glimmer",
+        "glm-ocr",
+        "lfm2",
+        "lfm2-thinking",
+        "nemotron-3-nano",
+        "nemotron-3.5-nano",
+        "ornith",
+        "qwen3-vl-instruct",
+        "qwen3-vl-thinking",
+        "qwen3.5",
+        "qwen3.8",
+    }
+)
+
+
 def renderer_template(renderer: str | None) -> str | None:
     """cllm's Jinja for Ollama's renderer of this name; None where cllm has none."""
     return RENDERER_TEMPLATES.get(renderer or "")

@@ -105,6 +105,29 @@ def test_images_are_tagged_as_ollama_tags_them() -> None:
     assert kept[1] == {"role": "user", "content": "[img-0][img-1]What is this?", "images": ["QQ==", "Qg=="]}
 
 
+def test_a_model_whose_renderer_places_images_gets_them_tagged_as_that_renderer_does() -> None:
+    """Ollama leaves a renderer model's images untagged and the renderer tags them
+    (``renderContentWithImageTags``): a space after tags put before text, content that already
+    holds tags left as it is; tag numbers still count every item."""
+    a, b, c, d = (decode_media(text) for text in ("QQ==", "Qg==", "Qw==", "RA=="))
+    messages = [
+        {"role": "user", "content": "extract text", "images": [a, b]},
+        {"role": "user", "content": " spaced", "images": [c]},
+        {"role": "user", "content": "Mine: [img-3]", "images": [d]},
+        {"role": "user", "content": "", "images": [a]},
+    ]
+    tagged, media = tag_media(messages, renderer="glm-ocr")
+    assert [m["content"] for m in tagged] == [
+        "[img-0][img-1] extract text",  # prompt_test.go's "<|user|>\n[img-0][img-1] extract text"
+        "[img-2] spaced",
+        "Mine: [img-3]",
+        "[img-4]",
+    ]
+    assert len(media) == 5
+    plain, _ = tag_media(messages[:1], renderer="glm-4.7")  # a renderer that does not place images
+    assert plain[0]["content"] == "[img-0][img-1]extract text"
+
+
 def test_media_is_decoded_once_where_its_dialect_decodes_it() -> None:
     """A request's media keep the text templates see and carry the bytes, so that nothing decodes
     them again (a large image decoded twice, the second time on the event loop)."""

@@ -126,3 +126,17 @@ def test_the_render_key_names_what_the_render_depends_on() -> None:
 def test_render_go_renders_the_kept_messages_with_the_go_template() -> None:
     prompt = ChatPrompt(model(go="{{ range .Messages }}[{{ .Content }}]{{ end }}"), MESSAGES, thinking=False)
     assert prompt.render_go(RenderBudget(), [0, 7]) == "[sys][last]"
+
+
+@pytest.mark.parametrize(
+    ("think_set", "thinks", "want"), [(True, False, "set:False"), (False, False, "unset"), (False, True, "set:False")]
+)
+def test_a_request_s_think_reaches_a_jinja_template_even_where_the_model_does_not_think(
+    think_set: bool, thinks: bool, want: str
+) -> None:
+    """As Go templates are told: a renderer's port (GLM-OCR's) writes ``/nothink`` only where the
+    request turned thinking off, not where it said nothing."""
+    template = "{% if enable_thinking is defined %}set:{{ enable_thinking }}{% else %}unset{% endif %}"
+    prompt = ChatPrompt(model(jinja=template, thinking=thinks), MESSAGES, thinking=False, think_set=think_set)
+    with prompt.text_renderer(LOADED, RenderBudget(), use_go=False) as render:
+        assert render(None) == want

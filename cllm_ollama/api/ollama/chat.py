@@ -97,7 +97,7 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
     messages = [*(system if messages[0]["role"] != "system" else []), *model.record.messages, *messages]
     if strips_think_history(model.info.architecture, model.record.name.model):
         messages = strip_think_tags(messages)
-    messages, media = tag_media(messages)
+    messages, media = tag_media(messages, renderer=model.record.renderer_in_use)
     think_set = req.think is not None
     render = ChatPrompt(
         model,

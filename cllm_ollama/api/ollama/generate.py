@@ -53,7 +53,7 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
     messages.append(
         {"role": "user", "content": prompt, "images": media} if media else {"role": "user", "content": prompt}
     )
-    messages, tagged = tag_media(messages, clear=True)
+    messages, tagged = tag_media(messages, clear=True, renderer=model.record.renderer_in_use)
     if media and (suffix or context):
         raise InvalidRequest("images cannot be combined with suffix or context")
     think_set = req.think is not None
