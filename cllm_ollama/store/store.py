@@ -128,8 +128,13 @@ class ModelRecord:
         """The GGUF's capabilities, plus ``vision`` when a projector layer comes with it (any
         projector, as Ollama's ``projectorCapabilities`` says) and ``audio`` when one of them hears;
         then what the model's Go template uses (``.Tools``, ``.Suffix``: Ollama's
-        ``goTemplateCapabilities``) and what its named parser can (``parserCapabilities``)."""
+        ``goTemplateCapabilities``) and what its named parser can (``parserCapabilities``). A model
+        whose config names a renderer or parser takes no ``tools`` or ``thinking`` from the GGUF's
+        chat template: Ollama reads those off the renderer's parser instead (``ggufCapabilities``
+        skips the template where ``usesOllamaRenderedChat``)."""
         caps = list(gguf_info(self.model_path).capabilities) if self.model_path else []
+        if self.renderer or self.parser:
+            caps = [cap for cap in caps if cap not in ("tools", "thinking")]
         if self.projector_paths and "vision" not in caps:
             caps.append("vision")
         if "audio" not in caps and any(projector_hears(p) for p in self.projector_paths):

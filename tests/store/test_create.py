@@ -402,3 +402,18 @@ def test_create_quantize_errors_are_ollamas(
         created(model_store, {"model": "x", **({} if "from" in body else files), **body}, FakeQuantizer(quantized))
     assert err.value.status_code == 400  # the client's to fix (Ollama answers 500)
     assert model_store.resolve(parse_name("x")) is None
+
+
+def test_a_renderer_or_parser_model_takes_no_tools_or_thinking_from_its_gguf_template(
+    model_store: ModelStore, tiny_gguf: Path
+) -> None:
+    """As Ollama's ``ggufCapabilities``: the chat template's tools and thinking count only where no
+    renderer or parser is named; a named parser grants what it can (lfm2: tools, no thinking)."""
+    blob = upload(model_store, tiny_gguf)
+    statuses(model_store, {"model": "plain", "files": {"t.gguf": blob}})
+    statuses(model_store, {"model": "parsed", "files": {"t.gguf": blob}, "parser": "lfm2"})
+    statuses(model_store, {"model": "rendered", "files": {"t.gguf": blob}, "renderer": "glm-ocr"})
+    assert {"tools", "thinking"} <= set(model_store.get("plain").capabilities)
+    assert "tools" in model_store.get("parsed").capabilities
+    assert "thinking" not in model_store.get("parsed").capabilities
+    assert not {"tools", "thinking"} & set(model_store.get("rendered").capabilities)
