@@ -73,6 +73,14 @@ class Header:
     def has(self, key: str) -> bool:
         return f"{self.arch}.{key}" in self.kv
 
+    def head_size(self) -> int:
+        """A text model's head width: its key length, else its width over its heads."""
+        heads = self.kv.get(f"{self.arch}.attention.head_count") or 1
+        return int(
+            self.kv.get(f"{self.arch}.attention.key_length")
+            or (self.kv.get(f"{self.arch}.embedding_length") or 0) // heads
+        )
+
     def any_tensor(self, *prefixes: str) -> bool:
         return any(name.startswith(prefixes) for name in self.shapes)
 

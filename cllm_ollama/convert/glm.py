@@ -78,9 +78,7 @@ def glmocr(h: Header) -> list[Rewrite]:
     if isinstance(sections, list) and sections:  # padded to llama.cpp's four, as Ollama's TextKV pads them
         text_kv[f"{_TEXT_ARCH}.rope.dimension_sections"] = ([*(int(s) for s in sections[:4]), 0, 0, 0][:4], _ARRAY)
     if not h.has("rope.dimension_count"):
-        heads = kv.get(f"{_ARCH}.attention.head_count") or 1
-        head = kv.get(f"{_ARCH}.attention.key_length") or (kv.get(f"{_ARCH}.embedding_length") or 0) // heads
-        text_kv[f"{_TEXT_ARCH}.rope.dimension_count"] = (head, _U32)
+        text_kv[f"{_TEXT_ARCH}.rope.dimension_count"] = (h.head_size(), _U32)
     text = Rewrite(
         role="model",
         arch=_TEXT_ARCH,
@@ -100,14 +98,12 @@ def _fused_ffn(tensors: list[Tensor]) -> list[Tensor]:
     """Each block's ``ffn_gate`` and ``ffn_up`` as llama.cpp's one ``ffn_up``: the gate's rows,
     then up's (``ggml_swiglu`` takes the SiLU of the first half), at up's place."""
     by_name = {t.name: t for t in tensors}
-    gates = {m.group(1) for t in tensors if (m := _GATE.fullmatch(t.name)) and f"{m.group(1)}ffn_up.weight" in by_name}
     out = []
     for t in tensors:
-        block = t.name.removesuffix("ffn_up.weight")
-        if block in gates and t.name.endswith("ffn_up.weight"):
-            out.append(stacked([by_name[f"{block}ffn_gate.weight"], t], t.name))
-        elif (m := _GATE.fullmatch(t.name)) is None or m.group(1) not in gates:
-            out.append(t)
+        if (gate := _GATE.fullmatch(t.name)) and f"{gate.group(1)}ffn_up.weight" in by_name:
+            continue  # written in its block's ffn_up
+        paired = by_name.get(t.name.removesuffix("ffn_up.weight") + "ffn_gate.weight")
+        out.append(stacked([paired, t], t.name) if t.name.endswith(".ffn_up.weight") and paired else t)
     return out
 
 

@@ -146,8 +146,7 @@ def _qwen3vl_mrope(h: Header) -> list[int]:
     sections = kv.get(f"{arch}.rope.mrope_section")
     if isinstance(sections, list) and len(sections) >= 3:
         return [*sections[:3], 0]
-    heads = kv.get(f"{arch}.attention.head_count") or 1
-    head = kv.get(f"{arch}.attention.key_length") or (kv.get(f"{arch}.embedding_length") or 0) // heads
+    head = h.head_size()
     if head != 128:
         why = f"no M-RoPE sections, and a head size of {head} where Qwen3-VL's [24, 20, 20] are for 128"
         raise LayoutRefused(refusal(arch, why))

@@ -25,6 +25,7 @@ from .gguf_base import (
     synthetic_vocab,
     with_tokens,
 )
+from .vision_ggufs import PIXTRAL_MEAN_STD
 
 _F16 = gguf.GGMLQuantizationType.F16
 N_LAYER, N_HEAD, N_HEAD_KV, HEAD_DIM, N_FF = 2, 4, 2, 16, 96
@@ -95,7 +96,7 @@ def write_glm4(path: Path, *, seed: int = 0, ocr: bool = False) -> Path:
 # glm4v minimum of 8 tokens), heads of 16 (libmtmd rotates them in quarters).
 OCR_VISION = VisionShape(image_size=32, patch_size=8, n_embd=32, n_head=2, n_ff=64, merge=2, n_layer=2)
 OCR_MERGER_FF = 96  # the projector's SwiGLU width
-OCR_MEAN_STD = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
+OCR_MEAN_STD = PIXTRAL_MEAN_STD  # OpenAI CLIP's, as GLM-OCR's preprocessor states them
 
 
 def write_glmocr_projector(path: Path, *, seed: int = 0) -> Path:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType
 
-from ..framework import KV, Tensor
+from ..framework import CLIP_MEAN, CLIP_STD, KV, Tensor
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import pairs_order
@@ -254,7 +254,7 @@ _IMAGE_TOKENS = 256
 # The pixel statistics where the processor states none: Gemma 3's, Qwen3-VL's and Qwen 3.5's
 # (halves), and CLIP's (Pixtral's, Qwen 2 and 2.5's).
 _HALVES_MEAN_STD = ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
-_CLIP_MEAN_STD = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
+_CLIP_MEAN_STD = (CLIP_MEAN, CLIP_STD)
 
 
 def projector(
