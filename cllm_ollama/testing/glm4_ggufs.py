@@ -6,6 +6,7 @@ attention and after the FFN, the FFN's gate and up in one tensor, GLM's vocabula
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -31,8 +32,10 @@ _F16 = gguf.GGMLQuantizationType.F16
 N_LAYER, N_HEAD, N_HEAD_KV, HEAD_DIM, N_FF = 2, 4, 2, 16, 96
 
 
-# GLM-OCR's text model: M-RoPE over the whole head, in sections for time, height and width.
-OCR_SECTIONS = (2, 3, 3)
+# GLM-OCR's text model: heads wider than its width over their count (as the release's 128 of
+# 1536 / 16), M-RoPE over the whole head, in sections of its pairs for time, height and width.
+OCR_HEAD_DIM = 32
+OCR_SECTIONS = (4, 6, 6)
 # The markers libmtmd writes around a glm4v projector's image (GLM-OCR's vocabulary holds them).
 OCR_IMAGE_TOKENS = ("<|begin_of_image|>", "<|end_of_image|>", "<|image|>")
 
@@ -40,11 +43,11 @@ OCR_IMAGE_TOKENS = ("<|begin_of_image|>", "<|end_of_image|>", "<|image|>")
 def write_glm4(path: Path, *, seed: int = 0, ocr: bool = False) -> Path:
     """A tiny GLM-4 in F16 (biases and norms F32, of values F16 holds, so that the checkpoint
     exported from it converts back to it exactly). ``ocr``: GLM-OCR's text model as Ollama's
-    files run in llama.cpp (``llama/compat`` ``handle_glmocr``): M-RoPE sections over the whole
-    head (Q and K rows already in NeoX order), GLM's ``chatglm-bpe`` pre-tokenizer, the image
-    markers in the vocabulary."""
+    files run in llama.cpp (``llama/compat`` ``handle_glmocr``): no Q, K and V biases, wider
+    heads, M-RoPE sections over the whole head (Q and K rows already in NeoX order), GLM's
+    ``chatglm-bpe`` pre-tokenizer, the image markers in the vocabulary."""
     t = Tensors(gguf.GGUFWriter(str(path), "glm4"), np.random.default_rng(seed), 0.25, _F16)
-    w, n_embd = t.w, TINY.n_embd
+    w, n_embd, head_dim = t.w, TINY.n_embd, OCR_HEAD_DIM if ocr else HEAD_DIM
     w.add_name("tiny-glm-ocr" if ocr else "tiny-glm4")
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     w.add_context_length(4096)
@@ -55,10 +58,10 @@ def write_glm4(path: Path, *, seed: int = 0, ocr: bool = False) -> Path:
     w.add_feed_forward_length(N_FF)
     w.add_rope_freq_base(1e4)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_key_length(HEAD_DIM)
-    w.add_value_length(HEAD_DIM)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
     if ocr:
-        w.add_rope_dimension_count(HEAD_DIM)
+        w.add_rope_dimension_count(head_dim)
         w.add_rope_dimension_sections([*OCR_SECTIONS, 0])
     else:
         w.add_rope_dimension_count(HEAD_DIM // 2)
@@ -76,13 +79,14 @@ def write_glm4(path: Path, *, seed: int = 0, ocr: bool = False) -> Path:
         p = f"blk.{i}."
         t.varied_norm(p + "attn_norm.weight", n_embd)
         for name, rows in (
-            ("attn_q", N_HEAD * HEAD_DIM),
-            ("attn_k", N_HEAD_KV * HEAD_DIM),
-            ("attn_v", N_HEAD_KV * HEAD_DIM),
+            ("attn_q", N_HEAD * head_dim),
+            ("attn_k", N_HEAD_KV * head_dim),
+            ("attn_v", N_HEAD_KV * head_dim),
         ):
             t.matrix(p + name + ".weight", rows, n_embd)
-            t.f32(p + name + ".bias", f16_exact(t, (rows,), 0.3))
-        t.matrix(p + "attn_output.weight", n_embd, N_HEAD * HEAD_DIM)
+            if not ocr:
+                t.f32(p + name + ".bias", f16_exact(t, (rows,), 0.3))
+        t.matrix(p + "attn_output.weight", n_embd, N_HEAD * head_dim)
         t.varied_norm(p + "post_attention_norm.weight", n_embd)
         t.varied_norm(p + "ffn_norm.weight", n_embd)
         t.matrix(p + "ffn_up.weight", 2 * N_FF, n_embd)  # the gate's rows, then up's
@@ -95,17 +99,19 @@ def write_glm4(path: Path, *, seed: int = 0, ocr: bool = False) -> Path:
 # GLM-OCR's ViT in small: 32-pixel images in 8-pixel patches (libmtmd scales a picture up to the
 # glm4v minimum of 8 tokens), heads of 16 (libmtmd rotates them in quarters).
 OCR_VISION = VisionShape(image_size=32, patch_size=8, n_embd=32, n_head=2, n_ff=64, merge=2, n_layer=2)
-OCR_MERGER_FF = 96  # the projector's SwiGLU width
+OCR_MERGER_FF = 3 * TINY.n_embd  # the projector's SwiGLU width: the text model's, per colour channel
 OCR_MEAN_STD = PIXTRAL_MEAN_STD  # OpenAI CLIP's, as GLM-OCR's preprocessor states them
 
 
 def write_glmocr_projector(path: Path, *, seed: int = 0) -> Path:
     """GLM-OCR's ``glm4v`` projector as libmtmd loads it (``tools/mtmd/models/glm4v.cpp``): the
-    two frames' patch kernels (F32) with a bias, RMS-normed SwiGLU blocks with fused Q/K/V and
-    per-head Q and K norms, the post norm, the 2x2 merging convolution, the projection with its
-    LayerNorm, and the SwiGLU out to the text model's width."""
+    two frames' patch kernels with a bias, RMS-normed SwiGLU blocks with fused Q/K/V and per-head
+    Q and K norms (their linears with biases, as the release's), the post norm, the 2x2 merging
+    convolution, the projection with its LayerNorm, and the SwiGLU out to the text model's width;
+    the kernels F32, the matrices F16."""
     v, n_text = OCR_VISION, TINY.n_embd
     t = projector_header(path, v, "glm4v", n_text, seed, activation="silu", eps=1e-5, mean_std=OCR_MEAN_STD)
+    t = dataclasses.replace(t, qtype=_F16)  # as from the release's BF16, or an F16 export of it
     t.w.add_vision_spatial_merge_size(v.merge)
     n, d_head = v.n_embd, v.n_embd // v.n_head
     for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
@@ -114,16 +120,20 @@ def write_glmocr_projector(path: Path, *, seed: int = 0) -> Path:
     for i in range(v.n_layer):
         p = f"v.blk.{i}."
         t.varied_norm(p + "ln1.weight", n)
-        t.matrix(p + "attn_qkv.weight", 3 * n, n)
+        for name, rows, columns in (
+            ("attn_qkv", 3 * n, n),
+            ("attn_out", n, n),
+            ("ffn_gate", v.n_ff, n),
+            ("ffn_up", v.n_ff, n),
+            ("ffn_down", n, v.n_ff),
+        ):
+            t.matrix(p + name + ".weight", rows, columns)
+            t.f32(p + name + ".bias", f16_exact(t, (rows,), 0.1))
         t.varied_norm(p + "attn_q_norm.weight", d_head)
         t.varied_norm(p + "attn_k_norm.weight", d_head)
-        t.matrix(p + "attn_out.weight", n, n)
         t.varied_norm(p + "ln2.weight", n)
-        t.matrix(p + "ffn_gate.weight", v.n_ff, n)
-        t.matrix(p + "ffn_up.weight", v.n_ff, n)
-        t.matrix(p + "ffn_down.weight", n, v.n_ff)
     t.varied_norm("v.post_ln.weight", n)
-    t.f32("mm.patch_merger.weight", t.rng.standard_normal((n_text, n, v.merge, v.merge)) * 0.2)
+    t.f32("mm.patch_merger.weight", f16_exact(t, (n_text, n, v.merge, v.merge)))
     t.f32("mm.patch_merger.bias", t.rng.standard_normal(n_text) * 0.1)
     t.matrix("mm.model.fc.weight", n_text, n_text)
     t.varied_norm("mm.post_norm.weight", n_text)
