@@ -121,6 +121,7 @@ SPLIT_PATTERNS: dict[str, str | tuple[str, ...]] = {
     "qwen2": _WORDS + r"\p{N}" + _REST,
     "llama-bpe": _WORDS + r"\p{N}{1,3}" + _REST,
     "glm4": _WORDS + r"\p{N}{1,3}" + _REST,  # Llama 3's, as GLM's tokenizer.json states it
+    "chatglm-bpe": _WORDS + r"\p{N}{1,3}" + _REST,  # GLM-OCR's: the same
     "deepseek-v3": (  # three splits in turn, as llama-vocab.cpp quotes DeepSeek V3's
         r"\p{N}{1,3}",
         "[一-龥぀-ゟ゠-ヿ]+",
@@ -1223,6 +1224,8 @@ def export(
         part = t.name.split(".")[2] if t.name.startswith("blk.") else ""
         if arch in ("llama", "mistral3") and part in ("attn_q", "attn_k"):
             data = _halves(data, heads if part == "attn_q" else heads_kv)
+        if arch == "glm4" and f"{arch}.rope.dimension_sections" in kv and part in ("attn_q", "attn_k"):
+            data = _pairs(data, heads if part == "attn_q" else heads_kv, int(kv["glm4.rope.dimension_count"]))
         if arch in _GEMMAS and t.name.endswith("norm.weight") and not t.name.endswith("ssm_norm.weight"):
             data = data - 1
         if arch in ("qwen35", "qwen35moe", "qwen3next") and t.name.startswith("blk.") and part not in _EXPERTS:
@@ -1281,6 +1284,10 @@ def export(
         config["max_position_embeddings"] = int(kv[f"{arch}.context_length"])
     if sees is not None:
         tensors, config = _seeing(tensors, config, sees, tower)
+        if config["model_type"] == "glm_ocr":  # its picture's markers, by the ids of this vocabulary
+            tokens = list(kv["tokenizer.ggml.tokens"])
+            names = ("image_start_token_id", "image_end_token_id", "image_token_id")
+            config |= {k: tokens.index(t) for k, t in zip(names, glm4_ggufs.OCR_IMAGE_TOKENS, strict=True)}
         if tower is not None:
             _write_json(folder / "preprocessor_config.json", _processor(tower))
     _write_safetensors(folder, tensors, dtype, shards)
@@ -1312,6 +1319,9 @@ def _seeing(
     ):
         assert tower is not None, "a Qwen-VL is exported with its tower"
         return _qwen_seeing(tensors, config, prefix, tower)
+    if config["model_type"] == "glm4":
+        assert tower is not None, "a GLM-OCR is exported with its tower"
+        return _glmocr_seeing(tensors, config, prefix, tower)
     if config["model_type"] == "gemma4_text":
         assert tower is not None, "a Gemma 4 is exported with its tower"
         return _gemma4_seeing(tensors, config, prefix, tower)
@@ -1719,6 +1729,19 @@ def _qwen_seeing(
     return moved, wrapped | {"text_config": text, "tie_word_embeddings": config["tie_word_embeddings"]}
 
 
+def _projector_tensors(path: Path) -> dict[str, np.ndarray]:
+    """The projector GGUF's tensors by name, in F32, numpy's way round."""
+    return {
+        t.name: np.asarray(t.data, np.float32).reshape([int(d) for d in reversed(t.shape)])
+        for t in gguf.GGUFReader(path).tensors
+    }
+
+
+def _conv3d(read: dict[str, np.ndarray]) -> np.ndarray:
+    """The two frames' patch kernels taken out of ``read`` as the checkpoint's one Conv3D kernel."""
+    return np.stack([read.pop("v.patch_embd.weight"), read.pop("v.patch_embd.weight.1")], axis=2)
+
+
 def _qwen_tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[str, Any]:
     """A Qwen-VL projector GGUF's tensors added under ``root`` by Hugging Face's names (the two
     frames' kernels as one Conv3D, Qwen 2.5's Q, K and V fused); its vision_config."""
@@ -1729,12 +1752,8 @@ def _qwen_tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[s
     blocks = _QWEN_BLOCK | _QWEN_FFN[kind]
     merger = {"v.post_ln": "norm" if qwen3 else "ln_q", "mm.0": "linear_fc1" if qwen3 else "mlp.0"}
     merger["mm.2"] = "linear_fc2" if qwen3 else "mlp.2"
-    read = {
-        t.name: np.asarray(t.data, np.float32).reshape([int(d) for d in reversed(t.shape)])
-        for t in gguf.GGUFReader(path).tensors
-    }
-    frames = [read.pop("v.patch_embd.weight"), read.pop("v.patch_embd.weight.1")]
-    tensors[root + "patch_embed.proj.weight"] = np.stack(frames, axis=2)
+    read = _projector_tensors(path)
+    tensors[root + "patch_embed.proj.weight"] = _conv3d(read)
     for name, data in read.items():
         stem, _, suffix = name.rpartition(".")
         if stem == "v.patch_embd":
@@ -1803,9 +1822,93 @@ def _qwen_tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[s
     }
 
 
+# GLM-OCR's tower by Hugging Face's names: outside its blocks, and a block's (``model.visual.``).
+_GLMOCR_TOWER = {
+    "v.patch_embd": "patch_embed.proj",
+    "v.post_ln": "post_layernorm",
+    "mm.patch_merger": "downsample",
+    "mm.model.fc": "merger.proj",
+    "mm.post_norm": "merger.post_projection_norm",
+    "mm.gate": "merger.gate_proj",
+    "mm.up": "merger.up_proj",
+    "mm.down": "merger.down_proj",
+}
+_GLMOCR_BLOCK = {
+    "attn_qkv": "attn.qkv",
+    "attn_out": "attn.proj",
+    "attn_q_norm": "attn.q_norm",
+    "attn_k_norm": "attn.k_norm",
+    "ln1": "norm1",
+    "ln2": "norm2",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
+
+def _glmocr_seeing(
+    tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str, tower: Path
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """GLM-OCR as its release keeps it: the text model under ``prefix`` with a multi-token-prediction
+    layer after its last (which converters leave out), the tower and merger under ``model.visual.``
+    (the two frames' kernels as one Conv3D), its M-RoPE in ``rope_parameters``, its picture's tokens."""
+    moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else n): v for n, v in tensors.items()}
+    n_layer, n_embd = config["num_hidden_layers"], config["hidden_size"]
+    mtp = f"{prefix}layers.{n_layer}."
+    moved |= {mtp + "eh_proj.weight": np.zeros((n_embd, 2 * n_embd)), mtp + "enorm.weight": np.ones(n_embd)}
+    kv = _fields(tower)
+    read = _projector_tensors(tower)
+    moved["model.visual.patch_embed.proj.weight"] = _conv3d(read)
+    for name, data in read.items():
+        stem, _, suffix = name.rpartition(".")
+        if stem in _GLMOCR_TOWER:
+            moved[f"model.visual.{_GLMOCR_TOWER[stem]}.{suffix}"] = data
+        else:
+            _, _, layer, part = stem.split(".")
+            moved[f"model.visual.blocks.{layer}.{_GLMOCR_BLOCK[part]}.{suffix}"] = data
+    outer = ("architectures", "tie_word_embeddings", "rope_theta", "partial_rotary_factor")
+    text = {k: v for k, v in config.items() if k not in outer}
+    text |= {"model_type": "glm_ocr_text", "num_nextn_predict_layers": 1}
+    vision = {
+        "model_type": "glm_ocr_vision",
+        "depth": int(kv["clip.vision.block_count"]),
+        "hidden_size": int(kv["clip.vision.embedding_length"]),
+        "num_heads": int(kv["clip.vision.attention.head_count"]),
+        "intermediate_size": int(kv["clip.vision.feed_forward_length"]),
+        "out_hidden_size": int(kv["clip.vision.projection_dim"]),
+        "image_size": int(kv["clip.vision.image_size"]),
+        "patch_size": int(kv["clip.vision.patch_size"]),
+        "spatial_merge_size": int(kv["clip.vision.spatial_merge_size"]),
+        "temporal_patch_size": 2,
+        "in_channels": 3,
+        "hidden_act": "silu",
+        "attention_bias": True,
+        "rms_norm_eps": float(kv["clip.vision.attention.layer_norm_epsilon"]),
+    }
+    wrapped = {
+        "architectures": ["GlmOcrForConditionalGeneration"],
+        "model_type": "glm_ocr",
+        "text_config": text,
+        "vision_config": vision,
+        "tie_word_embeddings": config["tie_word_embeddings"],
+    }
+    return moved, wrapped
+
+
 def _processor(path: Path) -> dict[str, Any]:
     """``preprocessor_config.json``: the pixel statistics and image tokens of the projector at ``path``."""
     kv = _fields(path)
+    if kv.get("clip.projector_type") == "glm4v":  # GLM-OCR's, as its release states it
+        patch = int(kv["clip.vision.patch_size"])
+        return {
+            "image_processor_type": "Glm46VImageProcessor",
+            "size": {"shortest_edge": 8 * (2 * patch) ** 2, "longest_edge": 4096 * (2 * patch) ** 2},
+            "patch_size": patch,
+            "temporal_patch_size": 2,
+            "merge_size": 2,
+            "image_mean": [float(x) for x in kv["clip.vision.image_mean"]],
+            "image_std": [float(x) for x in kv["clip.vision.image_std"]],
+        }
     if kv.get("clip.vision.projector_type") == "gemma4v":  # its pixels scaled by the model, not the processor
         return {
             "image_processor_type": "Gemma4ImageProcessor",
@@ -2096,6 +2199,16 @@ def _halves(rows: np.ndarray, heads: int) -> np.ndarray:
     return np.concatenate([np.concatenate([h[0::2], h[1::2]]) for h in np.split(rows, heads)]).reshape(heads * n, -1)
 
 
+def _pairs(rows: np.ndarray, heads: int, rotary: int) -> np.ndarray:
+    """Each head's first ``rotary`` rows from halves ``[a..., b...]`` back to neighbouring pairs
+    ``[a0, b0, a1, b1...]`` (GLM-OCR's, which llama.cpp's M-RoPE reads in halves), the rest as they are."""
+    per_head = rows.reshape(heads, rows.shape[0] // heads, -1).copy()
+    half = rotary // 2
+    rotating = per_head[:, :rotary].copy()
+    per_head[:, 0:rotary:2], per_head[:, 1:rotary:2] = rotating[:, :half], rotating[:, half:]
+    return per_head.reshape(rows.shape)
+
+
 def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
     n_embd, heads = int(kv[f"{arch}.embedding_length"]), max(_per_layer(kv[f"{arch}.attention.head_count"]))
     config: dict[str, Any] = {
@@ -2263,9 +2376,17 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
         config |= _laguna_config(kv)
     if arch == "gemma3n":
         config |= _gemma3n_config(kv)
-    if arch == "glm4":  # half of each head rotating, Q, K and V with biases
+    if arch == "glm4":  # half of each head rotating, Q, K and V with biases (GLM-OCR: all of it, none)
         rotating = int(kv["glm4.rope.dimension_count"]) / int(kv["glm4.attention.key_length"])
-        config |= {"partial_rotary_factor": rotating, "attention_bias": True, "hidden_act": "silu"}
+        ocr = kv.get("glm4.rope.dimension_sections")
+        config |= {"partial_rotary_factor": rotating, "attention_bias": ocr is None, "hidden_act": "silu"}
+        if ocr is not None:  # GLM-OCR's M-RoPE, as its release states it
+            config["rope_parameters"] = {
+                "rope_type": "default",
+                "mrope_section": [int(n) for n in ocr[:3]],
+                "partial_rotary_factor": rotating,
+                "rope_theta": config["rope_theta"],
+            }
     if arch == "deepseek2":  # no head_dim: GLM's would name the rotary width
         del config["head_dim"]
         config |= _deepseek2_config(kv)
@@ -2318,6 +2439,15 @@ def write_hf_glm4(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
     """``folder/hf-glm4/``, a GLM-4-0414 checkpoint (``Glm4ForCausalLM``, ``glm4_ggufs``'s parts;
     F16), and ``folder/glm4.gguf``, its twin."""
     return _exported(folder, "glm4", lambda p: glm4_ggufs.write_glm4(p, seed=seed))
+
+
+def write_hf_glmocr(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
+    """``folder/hf-glmocr/``, a GLM-OCR (``GlmOcrForConditionalGeneration``, as transformers 5 saves
+    it: the text model under ``model.language_model.`` with a multi-token-prediction layer, the
+    tower under ``model.visual.``; F16), and its twins ``folder/text.gguf`` and ``folder/mmproj.gguf``
+    (``glm4_ggufs.write_glmocr_vision``: what llama.cpp runs Ollama's files as)."""
+    text, mmproj = glm4_ggufs.write_glmocr_vision(folder, seed=seed)
+    return export(text, folder / "hf-glmocr", sees="model.language_model.", tower=mmproj), text, mmproj
 
 
 def write_hf_gemma3n(

@@ -212,6 +212,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and the FFN, gate and up fused), and DIR/glm4.gguf, its twin",
         hf.write_hf_glm4,
     ),
+    "hf-glmocr": (
+        "DIR/hf-glmocr/, a GLM-OCR (M-RoPE text model with a multi-token-prediction layer, its tower and merger), "
+        "and its twins DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_glmocr,
+    ),
     "hf-gemma3n": (
         "DIR/hf-gemma3n/, a Gemma 3n checkpoint as the releases are (Gemma3nForConditionalGeneration: AltUp, "
         "LAuReL, per-layer embeddings, KV reused from layer 20 on; stand-in towers), and DIR/gemma3n.gguf, its twin",

@@ -103,7 +103,7 @@ def main(tokens: str, pairs: list[str]) -> None:
                 np.save(out_path / f"lora-{name}.npy", adapted(ids).logits[0].numpy())
 
 
-_QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")
+_QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm_ocr")  # GLM-OCR's patches are laid out as Qwen's
 
 
 def picture(folder: str, pixels: str) -> tuple[dict[str, Any], dict[str, Any], torch.Tensor]:

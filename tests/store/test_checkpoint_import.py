@@ -38,6 +38,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma4,
     write_hf_gemma4_vision,
     write_hf_glm4,
+    write_hf_glmocr,
     write_hf_gptoss,
     write_hf_laguna,
     write_hf_lfm2,
@@ -1055,6 +1056,47 @@ def test_a_glm4_converts_to_its_twin(tmp_path: Path) -> None:
     _edit(folder, "config.json", lambda c: c.update(hidden_act="silu", rope_scaling={"mrope_section": [2, 3, 3]}))
     with pytest.raises(ImportRefused, match="M-RoPE"):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
+
+
+def test_a_glmocr_converts_to_the_pair_llama_cpp_runs_ollama_s_files_as(
+    tmp_path: Path, model_store: ModelStore
+) -> None:
+    """GLM-OCR (``GlmOcrForConditionalGeneration``) as transformers 5 saves it converts to the pair
+    Ollama's library files become (``glm4_ggufs.write_glmocr_vision``): its text model as llama.cpp's
+    ``glm4`` with M-RoPE over the whole head (Q and K rows from pairs to halves), heads wider than
+    its width over their count, its multi-token-prediction layer left out; its tower as a ``glm4v``
+    projector (the Conv3D kernel a kernel per frame, the merging convolution in F32); created, a
+    projector layer. Sections that miss the rotating pairs are refused; a tower libmtmd would
+    compute otherwise is left out, saying why."""
+    folder, text, mmproj = write_hf_glmocr(tmp_path)
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    _assert_twin_keys(text, tmp_path / "out.gguf")
+    got = _fields(tmp_path / "out.gguf")
+    assert got["tokenizer.ggml.pre"] == "chatglm-bpe" and got["tokenizer.ggml.add_bos_token"] is False
+    _assert_created_with_projector(folder, model_store)
+    sound = (folder / "config.json").read_text()
+
+    def rope(**given: Any) -> Callable[[dict[str, Any]], None]:
+        return lambda c: c["text_config"]["rope_parameters"].update(given)
+
+    for change, why in (
+        (rope(mrope_section=[4, 6, 4]), "mrope_section [4, 6, 4] does not cover a head's 16 rotating pairs"),
+        (rope(partial_rotary_factor=0.5), "mrope_section [4, 6, 6] does not cover a head's 8 rotating pairs"),
+        (lambda c: c["text_config"]["rope_parameters"].pop("mrope_section"), "has no mrope_section"),
+    ):
+        (folder / "config.json").write_text(sound)
+        _edit(folder, "config.json", change)
+        with pytest.raises(ImportRefused, match=re.escape(why)):
+            convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    for change, why in (
+        (lambda c: c["vision_config"].update(hidden_act="gelu"), "vision_config activation is not silu"),
+        (lambda c: c["vision_config"].update(out_hidden_size=32), "out_hidden_size is not the text model's"),
+        (lambda c: c["vision_config"].update(temporal_patch_size=1), "other than 2 frames a patch"),
+    ):
+        (folder / "config.json").write_text(sound)
+        _edit(folder, "config.json", change)
+        notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
+        assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
 
 
 def test_a_release_folder_s_other_formats_are_not_read(tmp_path: Path) -> None:

@@ -160,6 +160,7 @@ _SPLITTERS = {
     "command-r": hf.write_hf_command_r,
     "deepseek-v3": lambda folder: hf.write_hf_deepseek2(folder, glm=False),
     "glm4": hf.write_hf_deepseek2,  # Llama 3's split, run by llama.cpp without a bos
+    "chatglm-bpe": lambda folder: hf.write_hf_glmocr(folder)[:2],  # GLM-OCR's: the same, with merges
     "pixtral": hf.write_hf_nemotron_h,  # Llama 3's split, as llama.cpp's converter names Nemotron-H's
 }
 _TEXTS = [
@@ -269,6 +270,8 @@ _SEEING: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
     # table resized to the picture, by libmtmd and by transformers.
     "lfm2": (hf.write_hf_lfm2_vision, 128),
     "lfm2.5": (lambda folder: hf.write_hf_lfm2_vision(folder, layernorm=False), 128),  # no layer norm
+    # GLM-OCR's at 4x4 tokens (16x16 patches merged 2x2), within libmtmd's glm4v's 8 to 4096.
+    "glmocr": (hf.write_hf_glmocr, 64),
 }
 
 

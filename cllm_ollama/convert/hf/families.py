@@ -322,6 +322,11 @@ _GLM4 = _Layout(
     pre_tokenizer="glm4",
     turn_ends={"eot": "<|user|>", "eom": "<|observation|>"},
 )
+# GLM-OCR (``GlmOcrForConditionalGeneration``): GLM-4's blocks without Q/K/V biases under a model
+# that sees, M-RoPE over its rotating dimensions (Q and K rows from neighbouring pairs to halves,
+# ``Family.reorder``: llama.cpp's M-RoPE rotates halves), its multi-token-prediction layer left out,
+# GLM's ``chatglm-bpe`` pre-tokenizer as Ollama's converter names it; its tower a ``glm4v`` projector.
+_GLMOCR = dataclasses.replace(_GLM4, tower=True, vision="glm4v", mtp_layers=True, pre_tokenizer="chatglm-bpe")
 # Gemma 4's E2B and E4B and Gemma 3n's per-layer embeddings: a second table whose slice for each
 # layer, with a projection of the layer's input, gates into its output.
 _PER_LAYER_INPUTS = {
@@ -530,6 +535,7 @@ LAYOUTS = {
     "LagunaForCausalLM": _LAGUNA,
     "Glm4MoeLiteForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer="glm4", turn_ends=_GLM4.turn_ends),
     "Glm4ForCausalLM": _GLM4,
+    "GlmOcrForConditionalGeneration": _GLMOCR,
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Lfm2VlForConditionalGeneration": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL, tower=True, vision="lfm2"),
@@ -685,6 +691,16 @@ _NULL_IS_NONE = {"deepseek2": ("q_lora_rank",), "gemma3n": ("final_logit_softcap
 # What config.json may leave out, by its architecture (transformers' defaults where llama.cpp's
 # architecture is shared by families whose defaults differ).
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
+    # transformers' GlmOcrTextConfig's (a head is hidden_size / heads unless stated; the whole of
+    # it rotates: Glm4vTextRotaryEmbedding's default), where config.json leaves them out.
+    "GlmOcrForConditionalGeneration": {
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "partial_rotary_factor": 1.0,
+    },
     "DeepseekV3ForCausalLM": {
         "n_routed_experts": 256,
         "n_shared_experts": 1,
@@ -1106,14 +1122,19 @@ class Family:
         return kv
 
     def _glm4(self) -> KV:
-        """GLM-4's: nothing beyond its partial rotation (``_partial_rotation``); another activation, or
-        M-RoPE sections (GLM-4.1V's text model, which cllm does not convert), is refused."""
+        """GLM-4's: nothing beyond its partial rotation (``_partial_rotation``); GLM-OCR's M-RoPE
+        sections (``_mrope``). Another activation, a rotation of odd width, or M-RoPE in a text model
+        (GLM-4.1V's, which cllm does not convert) is refused."""
         if self.config.get("hidden_act", "silu") not in ("silu", "swish"):  # one activation, two names
             raise ImportRefused(
                 f"config.json's hidden_act is {self.config['hidden_act']!r}; llama.cpp's glm4 has 'silu'"
             )
-        if self._rope.get("mrope_section") or self._rotary_dims % 2:
-            raise ImportRefused("config.json's rotation is M-RoPE's or of an odd width, which cllm does not convert")
+        if self._rotary_dims % 2:
+            raise ImportRefused("config.json's rotation is of an odd width, which cllm does not convert")
+        if self.layout.vision == "glm4v":
+            return self._mrope()
+        if self._rope.get("mrope_section"):
+            raise ImportRefused("config.json's rotation is M-RoPE's, which cllm converts for GLM-OCR alone")
         return {}
 
     def _sliding_rope(self) -> dict[str, Any]:
@@ -2033,7 +2054,8 @@ class Family:
         converter), where it has more value heads than key heads."""
         if self.arch in _TILED:
             return self._tiled_v_heads(gguf_name, shape)
-        if self.arch not in _LLAMAS:
+        neox = self.arch == "glm4" and self.layout.vision == "glm4v"  # GLM-OCR's M-RoPE
+        if self.arch not in _LLAMAS and not neox:
             return None
         if re.fullmatch(r"blk\.\d+\.attn_q\.(weight|bias)", gguf_name):
             heads = self.n_head
@@ -2041,6 +2063,8 @@ class Family:
             heads = self.n_head_kv
         else:
             return None
+        if neox:
+            return halves_order(gguf_name, shape, heads, self.head_dim, self._rotary_dims)
         return pairs_order(gguf_name, shape, heads)
 
     def _tiled_v_heads(self, gguf_name: str, shape: tuple[int, ...]) -> Order | None:
@@ -2117,6 +2141,16 @@ def pairs_order(name: str, shape: tuple[int, ...], heads: int) -> Order:
     if shape[0] % (2 * heads):
         raise ImportRefused(f"{name} has {shape[0]} rows, which {heads} heads cannot share in pairs")
     return Order(0, permute(np.arange(shape[0]), heads))
+
+
+def halves_order(name: str, shape: tuple[int, ...], heads: int, head_dim: int, rotary: int) -> Order:
+    """Each head's rotating rows from neighbouring pairs ``[a0, b0, a1, b1, ...]`` to halves ``[a...,
+    b...]``, the rest as they are (``normal_to_neox`` in llama.cpp's GLM converter, Ollama's
+    ``normalToNeoXRepacker``); ``ImportRefused`` where the rows are not ``heads`` heads."""
+    if shape[0] != heads * head_dim:
+        raise ImportRefused(f"{name} has {shape[0]} rows, not {heads} heads of {head_dim}")
+    head = np.concatenate([np.arange(0, rotary, 2), np.arange(1, rotary, 2), np.arange(rotary, head_dim)])
+    return Order(0, (np.arange(heads)[:, None] * head_dim + head).reshape(-1))
 
 
 def permute(rows: np.ndarray, heads: int) -> np.ndarray:

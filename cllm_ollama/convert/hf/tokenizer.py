@@ -111,7 +111,7 @@ def tokenizer_kv(
         if text in ids:
             kv[f"tokenizer.ggml.{key}_token_id"] = (ids[text], _U32)
             types[ids[text]] = int(TokenType.CONTROL)  # never shown (Laguna's </assistant> is saved unspecial)
-    if pre == "glm4":  # llama.cpp runs GLM's vocabulary without a bos: none may be added
+    if pre in ("glm4", "chatglm-bpe"):  # llama.cpp runs GLM's vocabulary without a bos: none may be added
         kv["tokenizer.ggml.add_bos_token"] = (False, _BOOL)
     if wordpiece:  # a text is [CLS] ... [SEP]: llama.cpp's bos and eos, as its converter gives them
         for key, name in (("bos", "cls"), ("eos", "seperator")):

@@ -18,6 +18,11 @@ split in three, Qwen 2.5's window attention as the pattern of its full-attention
 learned position table and its deepstack mergers, whose features of earlier blocks are added to
 the text model's first layers.
 
+GLM-OCR's: a ViT over pairs of frames as Qwen-VL's (its kernel split per frame), RMS norms (Q and
+K normed per head too), a SwiGLU FFN, 2-D rotary positions, then a 2x2 merging convolution, a
+projection with its LayerNorm and GELU, and a SwiGLU out to the text model's width (``glm4v``), as
+llama.cpp's ``Glm4VVisionModel`` writes it (Q/K/V kept fused; convolutions in F32).
+
 LFM2-VL's: SigLIP2 with its patches through a linear (as a convolution's kernel, as Gemma 4's) and
 a position table libmtmd resizes to each picture, and a projector over each 2x2 patches (``lfm2``).
 """
@@ -238,6 +243,40 @@ _QWEN_VL = _Tower(
     {},
     ("v.patch_embd.weight", "v.patch_embd.weight.1", "mm.0.weight", "mm.2.weight"),
 )
+# GLM-OCR's (the tower of GLM-4.1V and GLM-4.6V without a learned position table or the norm after
+# its patches, which llama.cpp also reads but cllm does not convert): its merger under the tower.
+_GLM4V = _Tower(
+    "GLM-OCR's",
+    ("model.visual.", "visual."),
+    {
+        "patch_embed.proj.bias": "v.patch_embd.bias",
+        "post_layernorm.weight": "v.post_ln.weight",
+        "downsample.weight": "mm.patch_merger.weight",
+        "downsample.bias": "mm.patch_merger.bias",
+        "merger.proj.weight": "mm.model.fc.weight",
+        "merger.post_projection_norm.weight": "mm.post_norm.weight",
+        "merger.post_projection_norm.bias": "mm.post_norm.bias",
+        **{f"merger.{p}_proj.{kind}": f"mm.{p}.{kind}" for p in ("gate", "up", "down") for kind in ("weight", "bias")},
+    },
+    _QWEN_VL.block,
+    {
+        "attn.qkv": "attn_qkv",
+        "attn.proj": "attn_out",
+        "attn.q_norm": "attn_q_norm",
+        "attn.k_norm": "attn_k_norm",
+        "norm1": "ln1",
+        "norm2": "ln2",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+    },
+    {},
+    (
+        *("v.patch_embd.weight", "v.patch_embd.weight.1", "v.patch_embd.bias", "v.post_ln.weight"),
+        *("mm.patch_merger.weight", "mm.patch_merger.bias", "mm.model.fc.weight", "mm.post_norm.weight"),
+        *("mm.gate.weight", "mm.up.weight", "mm.down.weight"),
+    ),
+)
 # Qwen3-VL's deepstack mergers, by their place in the list (the tower's blocks they follow are
 # ``deepstack_visual_indexes``'), and llama.cpp's names for their parts.
 _DEEPSTACK = re.compile(
@@ -265,7 +304,7 @@ def projector(
     embedding: SourceTensor | None,
     tokens: list[str],
 ) -> tuple[KV, list[Tensor]]:
-    """The projector GGUF's keys and tensors of ``kind`` (``gemma3``, ``gemma4v``, ``lfm2``,
+    """The projector GGUF's keys and tensors of ``kind`` (``gemma3``, ``gemma4v``, ``glm4v``, ``lfm2``,
     ``pixtral``, a Qwen-VL's merger: the family's ``Layout.vision``) for the tower ``sources``, ``embedding`` the text
     model's token embedding and ``tokens`` its vocabulary (both for Pixtral's [IMG_BREAK] row);
     ``ImportRefused`` for one llama.cpp could not run. The processor's settings come from
@@ -285,6 +324,8 @@ def projector(
         return _gemma4(vision, text, processor, sources)
     if kind == "lfm2":
         return _lfm2(config, vision, text, processor, sources, tokens)
+    if kind == "glm4v":
+        return _glm4v(vision, text, processor, sources)
     return _gemma3(config, vision, text, processor, sources)
 
 
@@ -406,6 +447,46 @@ def _lfm2(
     kv = _clip_kv("lfm2", "gelu", {**vision, "image_size": side * patch}, text, statistics, 1e-6, mean_std)
     kv["clip.vision.projector.scale_factor"] = (factor, _U32)
     return kv, list(tensors.values())
+
+
+def _glm4v(
+    vision: Mapping[str, Any], text: Mapping[str, Any], processor: Mapping[str, Any], sources: list[SourceTensor]
+) -> tuple[KV, list[Tensor]]:
+    """GLM-OCR's tower as llama.cpp's ``Glm4VVisionModel`` writes it: the Conv3D kernel a kernel per
+    frame, Q/K/V fused, the merging convolution's output as wide as the text model's input.
+    ``ImportRefused`` for what libmtmd's glm4v computes otherwise (another activation, a picture
+    other than two frames, a merger out to another width)."""
+    settings = {**vision, "num_hidden_layers": vision.get("depth"), "num_attention_heads": vision.get("num_heads")}
+    if vision.get("temporal_patch_size", 2) != 2:
+        raise ImportRefused("config.json's vision_config takes other than 2 frames a patch, as llama.cpp needs")
+    if vision.get("hidden_act", "silu") != "silu":
+        raise ImportRefused("config.json's vision_config activation is not silu, which libmtmd's glm4v computes")
+    if config_int(vision, "out_hidden_size") != config_int(text, "hidden_size", part="text_config"):
+        raise ImportRefused("config.json's vision_config out_hidden_size is not the text model's hidden_size")
+    tensors: dict[str, Tensor] = {}
+    for source in sources:
+        if source.name.endswith("patch_embed.proj.weight"):
+            pieces = _frames(source, "v.patch_embd.weight", "GLM-OCR's")
+        else:
+            name = _GLM4V.gguf_name(source.name)
+            pieces = [] if name is None else [(name, source)]
+        for name, piece in pieces:
+            tensors[name] = converted(name, piece, None)
+    _GLM4V.require(tensors, config_int(settings, "num_hidden_layers"))
+    eps = float(vision.get("rms_norm_eps") or 1e-5)
+    kv = _clip_kv(
+        "glm4v", "silu", {**settings, "image_size": vision.get("image_size", 336)}, text, processor, eps, _CLIP_MEAN_STD
+    )
+    kv["clip.vision.spatial_merge_size"] = (config_int(vision, "spatial_merge_size", default=2), _U32)
+    return kv, list(tensors.values())
+
+
+def _frames(source: SourceTensor, name: str, who: str) -> list[tuple[str, SourceTensor]]:
+    """A patch kernel over two video frames (Conv3D: ``(width, 3, 2, patch, patch)``) as a kernel
+    per frame, ``name`` and ``name.1``, as libmtmd applies them (Qwen-VL's, GLM-OCR's)."""
+    if len(source.shape) != 5 or source.shape[2] != 2:
+        raise ImportRefused(f"tensor {source.name} is not a kernel over two frames (Conv3D), as {who} is")
+    return [(n, source.with_data(source.data[:, :, frame])) for frame, n in enumerate((name, name + ".1"))]
 
 
 def _patch_kernel(source: SourceTensor, n_embd: int, patch: int) -> SourceTensor:
@@ -531,9 +612,7 @@ def _qwen_pieces(source: SourceTensor, kind: str, deepstack: list[int]) -> list[
         return []
     data, shape = source.data, source.shape
     if name == "v.patch_embd.weight":
-        if len(shape) != 5 or shape[2] != 2:
-            raise ImportRefused(f"tensor {source.name} is not a kernel over two frames (Conv3D), as Qwen-VL's is")
-        return [(n, source.with_data(data[:, :, frame])) for frame, n in enumerate((name, name + ".1"))]
+        return _frames(source, name, "Qwen-VL's")
     if ".attn_qkv." in name and kind != "qwen3vl_merger":
         if shape[0] % 3:
             raise ImportRefused(f"tensor {source.name} has {shape[0]} rows, which Q, K and V cannot share")
@@ -614,14 +693,14 @@ def infinite_clamp(name: str, source: SourceTensor) -> bool:
 
 
 def converted(name: str, source: SourceTensor, heads: int | None) -> Tensor:
-    """In llama.cpp's type for it: the embeddings, convolutions over audio and vectors F32,
-    matrices F16; with ``heads``, its rows reordered from halves to neighbouring pairs per head;
+    """In llama.cpp's type for it: the embeddings, convolutions (over audio, and GLM-OCR's merging
+    one) and vectors F32, matrices F16; with ``heads``, its rows reordered from halves to neighbouring pairs per head;
     Gemma's soft-embedding norm with its +1, Gemma 4's per-dimension query scale after its softplus."""
     source.require_float()
     keep_f32 = (
         name.startswith(("v.patch_embd", "v.position_embd", "v.token_embd", "a.conv1d."))
         or name.endswith(".conv_dw.weight")
-        or len(source.shape) == 1
+        or len(source.shape) in (1, 4)
     )
     kind, dtype = (_F32, np.dtype(np.float32)) if keep_f32 else (_F16, np.dtype(np.float16))
     order = pairs_order(name, source.shape, heads) if heads is not None else None
