@@ -291,6 +291,9 @@ def renderer_in_use(renderer: str, names: tuple[str, ...], parameter_size: str) 
 OLLAMA_PARSERS: dict[str, tuple[str, bool]] = {
     parser: (f.name, thinks) for f in FAMILIES.values() for parser, thinks in f.ollama_parsers
 }
+# Ollama's parsers that take a leading think block as thinking though the model does not think:
+# GLM-OCR's is GLM 4.6's with thinking off (``GlmOcrParser``), which still looks for one first.
+LEADING_THINK_PARSERS = frozenset({"glm-ocr"})
 
 
 def parser_family(template: str | None, parser: str | None = None) -> Family | None:

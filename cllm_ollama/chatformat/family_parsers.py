@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..model_families import parser_family
+from ..model_families import LEADING_THINK_PARSERS, parser_family
 from .call_syntaxes import MARKED_PARSERS
 from .glimmer import Glimmer
 from .marked import Marked
@@ -322,7 +322,8 @@ def parser_for(
         parse = MARKED_PARSERS[family.name]
         return Marked(family, parse, specs if tools else None, thinking=thinking, start_in_thinking=opened)
     start_in_thinking = thinking and prompt_opens_thinking(prompt)
-    reasoning = OutputParser(thinking=thinking, tools=False, start_in_thinking=start_in_thinking)
+    splits = thinking or parser in LEADING_THINK_PARSERS
+    reasoning = OutputParser(thinking=splits, tools=False, start_in_thinking=start_in_thinking)
     if not tools:
         return reasoning
     tool_parser: StreamParser

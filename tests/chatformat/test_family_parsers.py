@@ -174,3 +174,19 @@ def test_json_families_composed_equal_one_pass(tool_format: ToolFormat, text: st
     assert composed([text]) == expected
     for i in range(len(text) + 1):
         assert composed([text[:i], text[i:]]) == expected, i
+
+
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["alone", "with-tools"])
+def test_glm_ocr_s_leading_think_block_is_thinking_though_it_does_not_think(tools: Any) -> None:
+    """Ollama's ``glm-ocr`` parser is GLM 4.6's with thinking off, which still takes a leading
+    ``<think>`` block as thinking (a request that did not ask for it gets it in ``thinking``); a
+    later one stays content, and GLM 4.7's without ``think`` leaves the block in the content."""
+    text = "<think>The page is a receipt.</think>\n\nTotal: 12 <think>x</think>"
+    for chunks in ([text], list(text)):
+        got = parse(GLM45, chunks, tools=tools, parser="glm-ocr")
+        assert (got.thinking, got.content, got.tool_calls) == (
+            "The page is a receipt.",
+            "Total: 12 <think>x</think>",
+            [],
+        )
+    assert parse(GLM45, [text], tools=tools, parser="glm-4.7").content == text
