@@ -298,6 +298,21 @@ class Harmony(BufferedParser):
             return out
 
 
+# Ollama's parser that leaves the output as the model wrote it (``PassthroughParser``).
+PASSTHROUGH = "passthrough"
+
+
+class Passthrough:
+    """Everything content, as written: no thinking split off, no calls (a Modelfile's ``PARSER
+    passthrough``, which grants neither tools nor thinking)."""
+
+    def feed(self, text: str) -> Delta:
+        return Delta(content=text)
+
+    def finish(self) -> Delta:
+        return Delta()
+
+
 def parser_for(
     template: str | None,
     *,
@@ -311,6 +326,8 @@ def parser_for(
     specs = {
         f["name"]: f for t in tools or [] if isinstance(f := t.get("function"), dict) and isinstance(f.get("name"), str)
     }
+    if parser == PASSTHROUGH:
+        return Passthrough()
     family = parser_family(template, parser)
     if family is not None and family.parser == "harmony":
         return Harmony(thinking=thinking, tools=bool(tools))

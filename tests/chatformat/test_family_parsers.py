@@ -190,3 +190,12 @@ def test_glm_ocr_s_leading_think_block_is_thinking_though_it_does_not_think(tool
             [],
         )
     assert parse(GLM45, [text], tools=tools, parser="glm-4.7").content == text
+
+
+def test_the_passthrough_parser_leaves_the_output_as_written() -> None:
+    """Ollama's ``passthrough`` parser, named by a Modelfile: whatever the template's family, the
+    output is all content, an empty think block and a call's tags included."""
+    text = '<think></think>\n<tool_call>{"name": "get_time", "arguments": {}}</tool_call>'
+    for template in (QWEN25, GLM45):
+        got = parse(template, list(text), parser="passthrough")
+        assert (got.content, got.thinking, got.tool_calls) == (text, "", [])
