@@ -1851,7 +1851,8 @@ def _glmocr_seeing(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """GLM-OCR as its release keeps it: the text model under ``prefix`` with a multi-token-prediction
     layer after its last (which converters leave out), the tower and merger under ``model.visual.``
-    (the two frames' kernels as one Conv3D), its M-RoPE in ``rope_parameters``, its picture's tokens."""
+    (the two frames' kernels as one Conv3D), its M-RoPE in ``rope_parameters`` (``export`` adds its
+    picture's token ids)."""
     moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else n): v for n, v in tensors.items()}
     n_layer, n_embd = config["num_hidden_layers"], config["hidden_size"]
     mtp = f"{prefix}layers.{n_layer}."

@@ -1066,9 +1066,12 @@ def test_a_glmocr_converts_to_the_pair_llama_cpp_runs_ollama_s_files_as(
     ``glm4`` with M-RoPE over the whole head (Q and K rows from pairs to halves), heads wider than
     its width over their count, its multi-token-prediction layer left out; its tower as a ``glm4v``
     projector (the Conv3D kernel a kernel per frame, the merging convolution in F32); created, a
-    projector layer. Sections that miss the rotating pairs are refused; a tower libmtmd would
-    compute otherwise is left out, saying why."""
+    projector layer, whatever order the checkpoint keeps its tensors in. Sections that miss the
+    rotating pairs are refused; a tower libmtmd would compute otherwise is left out, saying why."""
     folder, text, mmproj = write_hf_glmocr(tmp_path)
+    path = folder / "model.safetensors"  # the MTP layer's first, as torch saves F32 before F16
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    write_safetensors(path, {n: v for n, v in tensors.items() if ".layers.2." in n} | tensors)
     _assert_sees_as_twins(folder, text, mmproj, tmp_path)
     _assert_twin_keys(text, tmp_path / "out.gguf")
     got = _fields(tmp_path / "out.gguf")
@@ -1082,6 +1085,7 @@ def test_a_glmocr_converts_to_the_pair_llama_cpp_runs_ollama_s_files_as(
     for change, why in (
         (rope(mrope_section=[4, 6, 4]), "mrope_section [4, 6, 4] does not cover a head's 16 rotating pairs"),
         (rope(partial_rotary_factor=0.5), "mrope_section [4, 6, 6] does not cover a head's 8 rotating pairs"),
+        (rope(partial_rotary_factor=1.5), "rotation is of an odd width or wider than a head"),
         (lambda c: c["text_config"]["rope_parameters"].pop("mrope_section"), "has no mrope_section"),
     ):
         (folder / "config.json").write_text(sound)
@@ -1091,7 +1095,8 @@ def test_a_glmocr_converts_to_the_pair_llama_cpp_runs_ollama_s_files_as(
     for change, why in (
         (lambda c: c["vision_config"].update(hidden_act="gelu"), "vision_config activation is not silu"),
         (lambda c: c["vision_config"].update(out_hidden_size=32), "out_hidden_size is not the text model's"),
-        (lambda c: c["vision_config"].update(temporal_patch_size=1), "other than 2 frames a patch"),
+        (lambda c: c["vision_config"].update(temporal_patch_size=1), "merges other than 2x2 patches of 2 frames"),
+        (lambda c: c["vision_config"].update(spatial_merge_size=4), "merges other than 2x2 patches of 2 frames"),
     ):
         (folder / "config.json").write_text(sound)
         _edit(folder, "config.json", change)

@@ -14,6 +14,8 @@ gpt-oss keeps a layer's experts in one tensor per projection, its gate's and up'
 as MXFP4 blocks and scales (the releases) or dequantized (a fine-tune saved in 16 bits):
 ``Family.interleaved_experts``. DeepSeek V3 and GLM-4.7-Flash are llama.cpp's ``deepseek2``, whose
 latent attention expands the cache per head with ``kv_b_proj`` split in two (``Family.split``).
+GLM-OCR is GLM-4's ``glm4`` with M-RoPE, whose Q and K rows go the other way, from pairs to
+halves (``halves_order``).
 Nemotron-H is llama.cpp's ``nemotron_h``: Mamba-2 layers beside attention and FFN layers, told
 apart by per-layer KV heads and FFN widths, ``A`` as ``-exp(A_log)`` as Qwen 3.5's.
 The others are renamings with their own keys: EmbeddingGemma,
@@ -1129,13 +1131,20 @@ class Family:
             raise ImportRefused(
                 f"config.json's hidden_act is {self.config['hidden_act']!r}; llama.cpp's glm4 has 'silu'"
             )
-        if self._rotary_dims % 2:
-            raise ImportRefused("config.json's rotation is of an odd width, which cllm does not convert")
-        if self.layout.vision == "glm4v":
+        if self._rotary_dims % 2 or self._rotary_dims > self.head_dim:
+            raise ImportRefused(
+                "config.json's rotation is of an odd width or wider than a head, which cllm does not convert"
+            )
+        if self._glm_mrope:
             return self._mrope()
         if self._rope.get("mrope_section"):
             raise ImportRefused("config.json's rotation is M-RoPE's, which cllm converts for GLM-OCR alone")
         return {}
+
+    @property
+    def _glm_mrope(self) -> bool:
+        """Whether the model is GLM-OCR's glm4, whose M-RoPE rotates Q and K in halves in llama.cpp."""
+        return self.arch == "glm4" and self.layout.vision == "glm4v"
 
     def _sliding_rope(self) -> dict[str, Any]:
         """The sliding layers' rotary parameters (transformers 5's ``rope_parameters``), or none."""
@@ -1737,7 +1746,7 @@ class Family:
         return self._int("n_groups")
 
     def _mrope(self) -> KV:
-        """Qwen-VL's and Qwen 3.5's M-RoPE: how many of a head's dimensions rotate (Qwen 3.5's a
+        """Qwen-VL's, Qwen 3.5's and GLM-OCR's M-RoPE: how many of a head's dimensions rotate (Qwen 3.5's a
         quarter), how many of those pairs each of time, row and column takes (``mrope_section``,
         padded to llama.cpp's four); Qwen3-VL's also how many of its
         tower's layers feed the text model's first layers (deepstack)."""
@@ -1819,8 +1828,11 @@ class Family:
         return (int(m[1]), int(m[2]), self.layout.projections.get(m[3], m[3])) if m else None
 
     def is_token_embedding(self, name: str) -> bool:
-        """Whether the tensor is the text model's token embedding (an expert's is never asked about)."""
+        """Whether the tensor is the text model's token embedding (an expert's, or a
+        multi-token-prediction layer's own, is never asked about)."""
         if self.expert(name) is not None or _FUSED_EXPERTS.fullmatch(self._text_name(name)):
+            return False
+        if self.is_prediction_layer(name):
             return False
         return self.gguf_name(name) == "token_embd.weight"
 
@@ -2049,12 +2061,13 @@ class Family:
 
     def reorder(self, gguf_name: str, shape: tuple[int, ...]) -> Order | None:
         """Rows or columns the tensor of ``shape`` (the checkpoint's ``(out, in)``) has in another
-        order in llama.cpp: a Llama's Q and K rows, from halves to neighbouring pairs per head; Qwen
+        order in llama.cpp: a Llama's Q and K rows, from halves to neighbouring pairs per head
+        (GLM-OCR's the other way, for llama.cpp's M-RoPE); Qwen
         3.5's value heads, from grouped by key head to tiled (``_reorder_v_heads`` in llama.cpp's
         converter), where it has more value heads than key heads."""
         if self.arch in _TILED:
             return self._tiled_v_heads(gguf_name, shape)
-        neox = self.arch == "glm4" and self.layout.vision == "glm4v"  # GLM-OCR's M-RoPE
+        neox = self._glm_mrope
         if self.arch not in _LLAMAS and not neox:
             return None
         if re.fullmatch(r"blk\.\d+\.attn_q\.(weight|bias)", gguf_name):

@@ -456,9 +456,7 @@ def _glm4v(
     frame, Q/K/V fused, the merging convolution's output as wide as the text model's input.
     ``ImportRefused`` for what libmtmd's glm4v computes otherwise (another activation, a picture
     other than two frames, a merger out to another width)."""
-    settings = {**vision, "num_hidden_layers": vision.get("depth"), "num_attention_heads": vision.get("num_heads")}
-    if vision.get("temporal_patch_size", 2) != 2:
-        raise ImportRefused("config.json's vision_config takes other than 2 frames a patch, as llama.cpp needs")
+    settings = _merging_2x2(vision)
     if vision.get("hidden_act", "silu") != "silu":
         raise ImportRefused("config.json's vision_config activation is not silu, which libmtmd's glm4v computes")
     if config_int(vision, "out_hidden_size") != config_int(text, "hidden_size", part="text_config"):
@@ -477,7 +475,7 @@ def _glm4v(
     kv = _clip_kv(
         "glm4v", "silu", {**settings, "image_size": vision.get("image_size", 336)}, text, processor, eps, _CLIP_MEAN_STD
     )
-    kv["clip.vision.spatial_merge_size"] = (config_int(vision, "spatial_merge_size", default=2), _U32)
+    kv["clip.vision.spatial_merge_size"] = (2, _U32)
     return kv, list(tensors.values())
 
 
@@ -562,9 +560,7 @@ def _qwen_settings(kind: str, vision: Mapping[str, Any]) -> dict[str, Any]:
     (``num_heads``), width (Qwen 2's ``embed_dim``; its ``hidden_size`` is the merger's output) and
     FFN (Qwen 2's ``mlp_ratio`` of its width), and a picture size. ``ImportRefused`` for a merger of
     other than 2x2 patches, which libmtmd's Qwen-VL graphs assume."""
-    if vision.get("spatial_merge_size", 2) != 2 or vision.get("temporal_patch_size", 2) != 2:
-        raise ImportRefused("config.json's vision_config merges other than 2x2 patches of 2 frames, as llama.cpp needs")
-    settings = {**vision, "num_hidden_layers": vision.get("depth"), "num_attention_heads": vision.get("num_heads")}
+    settings = _merging_2x2(vision)
     if kind == "qwen2vl_merger":
         width = config_int(vision, "embed_dim")
         ratio = vision.get("mlp_ratio", 4)
@@ -579,6 +575,15 @@ def _qwen_settings(kind: str, vision: Mapping[str, Any]) -> dict[str, Any]:
     else:
         settings.setdefault("image_size", 560)  # llama.cpp's converter's
     return settings
+
+
+def _merging_2x2(vision: Mapping[str, Any]) -> dict[str, Any]:
+    """A Qwen-VL's or GLM's vision_config with its ``depth`` and ``num_heads`` under the names every
+    projector states; ``ImportRefused`` for a merger of other than 2x2 patches of 2 frames, which
+    libmtmd's graphs for them assume."""
+    if vision.get("spatial_merge_size", 2) != 2 or vision.get("temporal_patch_size", 2) != 2:
+        raise ImportRefused("config.json's vision_config merges other than 2x2 patches of 2 frames, as llama.cpp needs")
+    return {**vision, "num_hidden_layers": vision.get("depth"), "num_attention_heads": vision.get("num_heads")}
 
 
 def _window_pattern(vision: Mapping[str, Any], n_layer: int) -> int:
@@ -700,7 +705,8 @@ def converted(name: str, source: SourceTensor, heads: int | None) -> Tensor:
     keep_f32 = (
         name.startswith(("v.patch_embd", "v.position_embd", "v.token_embd", "a.conv1d."))
         or name.endswith(".conv_dw.weight")
-        or len(source.shape) in (1, 4)
+        or len(source.shape) == 1
+        or (name == "mm.patch_merger.weight" and len(source.shape) == 4)
     )
     kind, dtype = (_F32, np.dtype(np.float32)) if keep_f32 else (_F16, np.dtype(np.float16))
     order = pairs_order(name, source.shape, heads) if heads is not None else None
