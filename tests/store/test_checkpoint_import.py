@@ -1097,6 +1097,7 @@ def test_a_glmocr_converts_to_the_pair_llama_cpp_runs_ollama_s_files_as(
         (lambda c: c["vision_config"].update(out_hidden_size=32), "out_hidden_size is not the text model's"),
         (lambda c: c["vision_config"].update(temporal_patch_size=1), "merges other than 2x2 patches of 2 frames"),
         (lambda c: c["vision_config"].update(spatial_merge_size=4), "merges other than 2x2 patches of 2 frames"),
+        (lambda c: c["vision_config"].update(rope_parameters={"rope_theta": 1e4 + 1}), "another base than libmtmd's"),
     ):
         (folder / "config.json").write_text(sound)
         _edit(folder, "config.json", change)

@@ -277,6 +277,8 @@ _GLM4V = _Tower(
         *("mm.gate.weight", "mm.up.weight", "mm.down.weight"),
     ),
 )
+# What libmtmd's glm4v fixes: its tower's rotation's base (transformers' default).
+_GLM4V_ROPE_THETA = 10000.0
 # Qwen3-VL's deepstack mergers, by their place in the list (the tower's blocks they follow are
 # ``deepstack_visual_indexes``'), and llama.cpp's names for their parts.
 _DEEPSTACK = re.compile(
@@ -459,6 +461,9 @@ def _glm4v(
     settings = _merging_2x2(vision)
     if vision.get("hidden_act", "silu") != "silu":
         raise ImportRefused("config.json's vision_config activation is not silu, which libmtmd's glm4v computes")
+    rope = vision.get("rope_parameters") or {}
+    if not isinstance(rope, dict) or rope.get("rope_theta", _GLM4V_ROPE_THETA) != _GLM4V_ROPE_THETA:
+        raise ImportRefused(f"config.json's vision_config rotates by another base than libmtmd's {_GLM4V_ROPE_THETA:g}")
     if config_int(vision, "out_hidden_size") != config_int(text, "hidden_size", part="text_config"):
         raise ImportRefused("config.json's vision_config out_hidden_size is not the text model's hidden_size")
     tensors: dict[str, Tensor] = {}
