@@ -64,6 +64,8 @@ _TARGETS = {
     # The text model's alone, as Gemma 4's fine-tuning guides target it: its towers' linears are
     # clipped ones (Gemma4ClippableLinear), which PEFT does not adapt.
     "Gemma4ForConditionalGeneration": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)",
+    # GLM-OCR's text model's (its tower's FFN shares the names), its gate and up fused.
+    "GlmOcrForConditionalGeneration": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_up_proj|down_proj)",
     # Of what llama.cpp's deepseek2 adapts, the attention's output: it multiplies its latent
     # attention's projections without adapters, and PEFT takes any FFN name given for the routed
     # experts (transformers 5's fused ones), not the dense or shared FFN's Linears.

@@ -295,16 +295,32 @@ def test_a_lora_on_gemma3n_s_altup_router_or_stream_projections_is_refused(tmp_p
         _convert(folder, base, tmp_path / "out.gguf")
 
 
-def test_a_lora_for_a_glm4_with_m_rope_is_refused(tmp_path: Path) -> None:
-    """llama.cpp's glm4 with M-RoPE sections (GLM-4.1V's and GLM-OCR's text model) takes its Q and K
-    rows in another order than transformers (its converter reorders them), so an adapter's would
-    not line up: refused, where one for a plain GLM-4 converts."""
-    base = write_glm4(tmp_path / "base.gguf")
-    folder = _adapter(tmp_path / "adapter", _pair("base_model.model.model.layers.0.self_attn.q_proj", 64))
+def test_a_lora_for_a_glm4_with_m_rope_has_its_q_and_k_rows_in_halves(tmp_path: Path) -> None:
+    """llama.cpp's glm4 with M-RoPE sections (GLM-OCR's and GLM-4.1V's text model) takes its Q and K
+    rows in halves where transformers takes them in pairs (its converter reorders them), so an
+    adapter's B rows for Q and K are reordered the same way over the rotating width the base
+    states (a plain GLM-4's, and V's, stay as they are); a base that does not state it is refused."""
+    base = write_glm4(tmp_path / "base.gguf", ocr=True)  # 4 heads of 32, all of each rotating
+    root = "base_model.model.model.language_model.layers.0.self_attn"
+    rows = {
+        part: np.arange(n, dtype=np.float32)[:, None] * np.ones((1, 4), np.float32)
+        for part, n in (("q", 128), ("v", 64))
+    }
+    tensors = {}
+    for part, b in rows.items():
+        tensors |= {f"{root}.{part}_proj.lora_A.weight": ("F32", np.ones((4, 64), np.float32))}
+        tensors |= {f"{root}.{part}_proj.lora_B.weight": ("F32", b)}
+    folder = _adapter(tmp_path / "adapter", tensors)
     assert _convert(folder, base, tmp_path / "out.gguf") == []
-    plain = gguf_info(base, verbose=True)
-    info = dataclasses.replace(plain, model_info={**plain.model_info, "glm4.rope.dimension_sections": [2, 3, 3, 0]})
-    with pytest.raises(ImportRefused, match="adapters for a glm4 with M-RoPE"):
+    got = {t.name: np.array(t.data) for t in gguf.GGUFReader(tmp_path / "out.gguf").tensors}
+    head = np.concatenate([np.arange(0, 32, 2), np.arange(1, 32, 2)])
+    assert np.array_equal(got["blk.0.attn_q.weight.lora_b"][:, 0], np.concatenate([h * 32 + head for h in range(4)]))
+    assert np.array_equal(got["blk.0.attn_v.weight.lora_b"][:, 0], np.arange(64))
+    stated = gguf_info(base, verbose=True)
+    info = dataclasses.replace(
+        stated, model_info={k: v for k, v in stated.model_info.items() if "dimension_count" not in k}
+    )
+    with pytest.raises(ImportRefused, match="states no head size and rotary width"):
         convert_lora(Checkpoint.folder(folder), info, tmp_path / "out.gguf")
 
 

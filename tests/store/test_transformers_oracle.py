@@ -63,6 +63,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "gemma4-moe": lambda folder: hf.write_hf_gemma4(folder, moe=True),  # 26B-A4B's mixture
     "gemma4-vision": lambda folder: hf.write_hf_gemma4_vision(folder)[:2],  # on text alone
     "glm4": hf.write_hf_glm4,  # Q, K and V biases, half of each head rotating in pairs, four norms, gate and up fused
+    "glmocr": lambda folder: hf.write_hf_glmocr(folder)[:2],  # on text alone: M-RoPE, its Q and K rows to halves
     "gemma3n": hf.write_hf_gemma3n,  # AltUp, LAuReL, per-layer embeddings, KV reused, sparse FFN gates
     "glm4-moe-lite": hf.write_hf_deepseek2,  # latent attention, sigmoid-routed experts
     "deepseek-v3": lambda folder: hf.write_hf_deepseek2(folder, glm=False),  # experts in groups, YaRN

@@ -883,7 +883,7 @@ class Family:
     def of_gguf(cls, arch: str, kv: Mapping[str, Any]) -> Family:
         """The family of a GGUF already converted (a LoRA's base): its tensor names, and the head
         counts from its header that say how rows are reordered (a Llama's Q and K, Qwen 3.5's
-        value heads)."""
+        value heads, a glm4's with M-RoPE, whose Q and K rows its converter put in halves)."""
         if arch not in _BY_ARCH:
             raise ImportRefused(
                 f"safetensors adapters for architecture {arch!r} are not converted: cllm converts them "
@@ -898,13 +898,18 @@ class Family:
             "linear_key_head_dim": "ssm.state_size",
             "linear_value_head_dim": "ssm.state_size",
         }
+        config: dict[str, Any] = {name: kv.get(f"{arch}.{key}") for name, key in keys.items()}
         sections = kv.get(f"{arch}.rope.dimension_sections")
-        if arch == "glm4" and isinstance(sections, list) and any(sections):
-            raise ImportRefused(
-                "safetensors adapters for a glm4 with M-RoPE (GLM-4.1V, GLM-OCR) are not converted: llama.cpp "
-                "computes its Q and K rows in another order than the adapter's"
-            )
-        return cls(_BY_ARCH[arch], {name: kv.get(f"{arch}.{key}") for name, key in keys.items()})
+        if arch == "glm4" and isinstance(sections, list) and any(sections):  # GLM-OCR's, GLM-4.1V's
+            head_dim, rotary = kv.get("glm4.attention.key_length"), kv.get("glm4.rope.dimension_count")
+            if not (isinstance(head_dim, int) and isinstance(rotary, int) and 0 < rotary <= head_dim):
+                raise ImportRefused("the glm4 base states no head size and rotary width for its M-RoPE's Q and K rows")
+            factor = rotary / head_dim
+            if int(factor * head_dim) != rotary:  # as ``_rotary_dims`` multiplies it back
+                raise ImportRefused(f"the glm4 base's rotary width {rotary} is no fraction of its heads' {head_dim}")
+            width = {"hidden_size": kv.get("glm4.embedding_length")}
+            return cls(_GLMOCR, config | width | {"head_dim": head_dim, "partial_rotary_factor": factor})
+        return cls(_BY_ARCH[arch], config)
 
     @property
     def arch(self) -> str:
