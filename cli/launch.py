@@ -98,6 +98,9 @@ def _claude(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, 
         "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
         "CLAUDE_CODE_SUBAGENT_MODEL": model,
         "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
+        # Its "tokens left" reminder after each tool result is a system message, which goes to
+        # the front of the prompt: every request would read the prompt anew (Ollama's #17918).
+        "CLAUDE_CODE_TOTAL_TOKENS_REMINDER": "off",
         "DISABLE_ERROR_REPORTING": "1",
         "DISABLE_FEEDBACK_COMMAND": "1",
         "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",

@@ -392,6 +392,7 @@ def test_launch_points_each_agent_at_the_server(server: dict[str, str], workdir:
     claude = assert_ok(run(server, "launch", "claude", "--model", "tiny", "--config")).splitlines()
     assert f"export ANTHROPIC_BASE_URL={url}" in claude and "export ANTHROPIC_DEFAULT_HAIKU_MODEL=tiny" in claude
     assert "export ANTHROPIC_AUTH_TOKEN=cllm" in claude and claude[-1].endswith("claude --model tiny")
+    assert "export CLAUDE_CODE_TOTAL_TOKENS_REMINDER=off" in claude  # its reminders would move the prompt's start
     codex_home = tmp_path / "codex-home"
     env = server | {"CODEX_HOME": str(codex_home)}
     codex = assert_ok(run(env, "launch", "codex", "--model", "tiny", "--config", "--", "exec", "hi")).splitlines()
