@@ -299,7 +299,8 @@ def test_a_lora_for_a_glm4_with_m_rope_has_its_q_and_k_rows_in_halves(tmp_path: 
     """llama.cpp's glm4 with M-RoPE sections (GLM-OCR's and GLM-4.1V's text model) takes its Q and K
     rows in halves where transformers takes them in pairs (its converter reorders them), so an
     adapter's B rows for Q and K are reordered the same way over the rotating width the base
-    states (a plain GLM-4's, and V's, stay as they are); a base that does not state it is refused."""
+    states (all of GLM-OCR's heads, half of GLM-4.1V's, whose head size is the width over the
+    heads); V's stay as they are; a base that does not state the width is refused."""
     base = write_glm4(tmp_path / "base.gguf", ocr=True)  # 4 heads of 32, all of each rotating
     root = "base_model.model.model.language_model.layers.0.self_attn"
     rows = {
@@ -322,6 +323,17 @@ def test_a_lora_for_a_glm4_with_m_rope_has_its_q_and_k_rows_in_halves(tmp_path: 
     )
     with pytest.raises(ImportRefused, match="states no head size and rotary width"):
         convert_lora(Checkpoint.folder(folder), info, tmp_path / "out.gguf")
+    # GLM-4.1V's as llama.cpp converts it: no head size stated (the width over the heads, 16),
+    # half of each head rotating in sections.
+    plain = gguf_info(write_glm4(tmp_path / "plain.gguf"), verbose=True)
+    kv = {k: v for k, v in plain.model_info.items() if not k.endswith("key_length")}
+    info = dataclasses.replace(plain, model_info=kv | {"glm4.rope.dimension_sections": [2, 1, 1, 0]})
+    q = {f"{root}.q_proj.lora_A.weight": tensors[f"{root}.q_proj.lora_A.weight"]}
+    q[f"{root}.q_proj.lora_B.weight"] = ("F32", rows["q"][:64])
+    convert_lora(Checkpoint.folder(_adapter(tmp_path / "adapter", q)), info, tmp_path / "out.gguf")
+    got = {t.name: np.array(t.data) for t in gguf.GGUFReader(tmp_path / "out.gguf").tensors}
+    head = np.concatenate([np.arange(0, 8, 2), np.arange(1, 8, 2), np.arange(8, 16)])
+    assert np.array_equal(got["blk.0.attn_q.weight.lora_b"][:, 0], np.concatenate([h * 16 + head for h in range(4)]))
 
 
 def test_a_base_cllm_does_not_convert_adapters_for_is_named(lora: tuple[Path, Path, Path], tmp_path: Path) -> None:
