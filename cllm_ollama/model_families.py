@@ -291,9 +291,10 @@ def renderer_in_use(renderer: str, names: tuple[str, ...], parameter_size: str) 
 OLLAMA_PARSERS: dict[str, tuple[str, bool]] = {
     parser: (f.name, thinks) for f in FAMILIES.values() for parser, thinks in f.ollama_parsers
 }
-# Ollama's parsers that take a leading think block as thinking though the model does not think:
-# GLM-OCR's is GLM 4.6's with thinking off (``GlmOcrParser``), which still looks for one first.
-LEADING_THINK_PARSERS = frozenset({"glm-ocr"})
+# Ollama's parsers that take a leading think block as thinking though the request asked for none:
+# GLM 4.6's, which GLM-OCR's is with thinking off (``GlmOcrParser``) and GLM 4.7's starts as
+# where thinking is off (``GLM47Parser.Init``), looks for one first.
+LEADING_THINK_PARSERS = frozenset({"glm-ocr", "glm-4.7"})
 
 
 def parser_family(template: str | None, parser: str | None = None) -> Family | None:

@@ -141,6 +141,9 @@ class Generation:
     generated: list[int] = field(default_factory=list)
     truncated: int = 0  # prompt tokens cut to fit (old turns, then the middle)
     grammar: str | None = None  # the output's, checked (``_grammar``)
+    # A raw prompt (``/api/generate``'s ``raw``): the model's own parser does not read its output,
+    # as Ollama's does not (only the template's thinking tags, where thinking was asked for).
+    raw: bool = False
 
     async def chunks(self) -> AsyncGenerator[Chunk, None]:
         """Output chunks until the final one (``done``); the model is held exactly as long.
@@ -368,7 +371,7 @@ class Generation:
             thinking=self.thinking,
             tools=self.tool_specs if self.tools else None,
             prompt=text,
-            parser=self.model.record.parser,
+            parser=None if self.raw else self.model.record.parser,
         )
 
 

@@ -280,3 +280,27 @@ def test_json_that_is_no_call_streams_as_it_comes(tmp_path: Path) -> None:
     contents = [p.message.content for p in parts if p.message.content]
     assert "".join(contents) == "".join(deltas) == "".join(answer)
     assert len(contents) == len(deltas) == len(answer) - 1  # only '{"' waited, for the key after it
+
+
+def test_a_glm_ocr_parser_s_leading_thinking_and_a_passthrough_parser_s_raw_output(tmp_path: Path) -> None:
+    """Ollama's ``glm-ocr`` parser takes a leading ``<think>`` block as thinking though the model
+    does not think, and ``passthrough`` leaves the output as written; a raw ``/api/generate`` is
+    read by no model parser, as Ollama reads it."""
+    output = "<think>A receipt.</think>Total: 12"
+    with scripted_server(tmp_path, MODEL, chat_template=NO_TOOLS_TEMPLATE, n_ctx=4096) as (url, script):
+        client = ollama.Client(host=url)
+        for name, parser, granted in (("ocr", "glm-ocr", ["tools"]), ("plain", "passthrough", [])):
+            body = {"model": name, "from": MODEL, "parser": parser, "stream": False}
+            assert httpx.post(f"{url}/api/create", json=body, timeout=60).json() == {"status": "success"}
+            assert client.show(name).capabilities == ["completion", *granted]  # thinking from neither
+        for stream in (False, True):
+            script[:] = tokens(output)
+            parts = client.chat(model="ocr", messages=ASK, stream=stream)
+            parts = list(parts) if stream else [parts]
+            thought = "".join(p.message.thinking or "" for p in parts)
+            assert (thought, "".join(p.message.content for p in parts)) == ("A receipt.", "Total: 12")
+            script[:] = tokens(output)
+            assert client.chat(model="plain", messages=ASK).message.content == output
+            script[:] = tokens(output)
+            answer = client.generate(model="ocr", prompt="Read it.", raw=True)
+            assert (answer.response, answer.thinking) == (output, None)

@@ -180,7 +180,8 @@ def test_json_families_composed_equal_one_pass(tool_format: ToolFormat, text: st
 def test_glm_ocr_s_leading_think_block_is_thinking_though_it_does_not_think(tools: Any) -> None:
     """Ollama's ``glm-ocr`` parser is GLM 4.6's with thinking off, which still takes a leading
     ``<think>`` block as thinking (a request that did not ask for it gets it in ``thinking``); a
-    later one stays content, and GLM 4.7's without ``think`` leaves the block in the content."""
+    later one stays content. GLM 4.7's with thinking off starts as GLM 4.6's does; a template's
+    family with no parser named drops only an empty block."""
     text = "<think>The page is a receipt.</think>\n\nTotal: 12 <think>x</think>"
     for chunks in ([text], list(text)):
         got = parse(GLM45, chunks, tools=tools, parser="glm-ocr")
@@ -189,7 +190,8 @@ def test_glm_ocr_s_leading_think_block_is_thinking_though_it_does_not_think(tool
             "Total: 12 <think>x</think>",
             [],
         )
-    assert parse(GLM45, [text], tools=tools, parser="glm-4.7").content == text
+    assert parse(GLM45, [text], tools=tools, parser="glm-4.7").thinking == "The page is a receipt."
+    assert parse(GLM45, [text], tools=tools).content == text
 
 
 def test_the_passthrough_parser_leaves_the_output_as_written() -> None:

@@ -76,7 +76,7 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
 
     # A raw prompt places its media where its own [img-N] tags stand (else first).
     return Generation(
-        request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start, media=tagged
+        request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start, media=tagged, raw=raw
     )
 
 
