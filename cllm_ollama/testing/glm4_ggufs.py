@@ -38,17 +38,21 @@ OCR_HEAD_DIM = 32
 OCR_SECTIONS = (4, 6, 6)
 # The markers libmtmd writes around a glm4v projector's image (GLM-OCR's vocabulary holds them).
 OCR_IMAGE_TOKENS = ("<|begin_of_image|>", "<|end_of_image|>", "<|image|>")
+# GLM-4.1V's text model: half of each head rotating (its 4 pairs here), in M-RoPE sections.
+V_SECTIONS = (2, 1, 1)
 
 
-def write_glm4(path: Path, *, seed: int = 0, ocr: bool = False) -> Path:
+def write_glm4(path: Path, *, seed: int = 0, ocr: bool = False, sees: bool = False) -> Path:
     """A tiny GLM-4 in F16 (biases and norms F32, of values F16 holds, so that the checkpoint
     exported from it converts back to it exactly). ``ocr``: GLM-OCR's text model as Ollama's
     files run in llama.cpp (``llama/compat`` ``handle_glmocr``): no Q, K and V biases, wider
     heads, M-RoPE sections over the whole head (Q and K rows already in NeoX order), GLM's
-    ``chatglm-bpe`` pre-tokenizer, the image markers in the vocabulary."""
+    ``chatglm-bpe`` pre-tokenizer, the image markers in the vocabulary. ``sees``: GLM-4.1V's text
+    model as llama.cpp's converter writes it: GLM-4's, half of each head rotating in M-RoPE
+    sections (Q and K rows in NeoX order), the image markers in the vocabulary."""
     t = Tensors(gguf.GGUFWriter(str(path), "glm4"), np.random.default_rng(seed), 0.25, _F16)
     w, n_embd, head_dim = t.w, TINY.n_embd, OCR_HEAD_DIM if ocr else HEAD_DIM
-    w.add_name("tiny-glm-ocr" if ocr else "tiny-glm4")
+    w.add_name("tiny-glm-ocr" if ocr else "tiny-glm4v" if sees else "tiny-glm4")
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     w.add_context_length(4096)
     w.add_embedding_length(n_embd)
@@ -65,7 +69,9 @@ def write_glm4(path: Path, *, seed: int = 0, ocr: bool = False) -> Path:
         w.add_rope_dimension_sections([*OCR_SECTIONS, 0])
     else:
         w.add_rope_dimension_count(HEAD_DIM // 2)
-    vocab = with_tokens(synthetic_vocab(), GLM_SPECIALS + (OCR_IMAGE_TOKENS if ocr else ()))
+    if sees:
+        w.add_rope_dimension_sections([*V_SECTIONS, 0])
+    vocab = with_tokens(synthetic_vocab(), GLM_SPECIALS + (OCR_IMAGE_TOKENS if ocr or sees else ()))
     ids = {text: i for i, text in enumerate(vocab.tokens)}
     add_tokenizer(w, vocab, GLM_TEMPLATE, pre="chatglm-bpe" if ocr else "glm4")
     w.add_eot_token_id(ids["<|user|>"])
@@ -103,13 +109,21 @@ OCR_MERGER_FF = 3 * TINY.n_embd  # the projector's SwiGLU width: the text model'
 OCR_MEAN_STD = PIXTRAL_MEAN_STD  # OpenAI CLIP's, as GLM-OCR's preprocessor states them
 
 
-def write_glmocr_projector(path: Path, *, seed: int = 0) -> Path:
+# GLM-4.1V's ViT in small: its learned position table 8x8 patches, so that a 64-pixel picture,
+# within libmtmd's least of 8 tokens, reads it as it is.
+V_VISION = dataclasses.replace(OCR_VISION, image_size=64)
+
+
+def write_glmocr_projector(path: Path, *, seed: int = 0, ocr: bool = True) -> Path:
     """GLM-OCR's ``glm4v`` projector as libmtmd loads it (``tools/mtmd/models/glm4v.cpp``): the
     two frames' patch kernels with a bias, RMS-normed SwiGLU blocks with fused Q/K/V and per-head
     Q and K norms (their linears with biases, as the release's), the post norm, the 2x2 merging
     convolution, the projection with its LayerNorm, and the SwiGLU out to the text model's width;
-    the kernels F32, the matrices F16."""
-    v, n_text = OCR_VISION, TINY.n_embd
+    the kernels F32, the matrices F16. ``ocr`` off: GLM-4.1V's, the tower GLM-OCR's is made from:
+    a norm after the patches and a learned position table, no biases or Q and K norms, the last
+    SwiGLU as wide as the tower's."""
+    v, n_text = OCR_VISION if ocr else V_VISION, TINY.n_embd
+    merger_ff = OCR_MERGER_FF if ocr else v.n_ff
     t = projector_header(path, v, "glm4v", n_text, seed, activation="silu", eps=1e-5, mean_std=OCR_MEAN_STD)
     t = dataclasses.replace(t, qtype=_F16)  # as from the release's BF16, or an F16 export of it
     t.w.add_vision_spatial_merge_size(v.merge)
@@ -117,6 +131,9 @@ def write_glmocr_projector(path: Path, *, seed: int = 0) -> Path:
     for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
         t.f32(name, f16_exact(t, (n, 3, v.patch_size, v.patch_size)))
     t.f32("v.patch_embd.bias", t.rng.standard_normal(n) * 0.1)
+    if not ocr:
+        t.varied_norm("v.norm_embd.weight", n)
+        t.f32("v.position_embd.weight", f16_exact(t, (v.n_patches, n)))
     for i in range(v.n_layer):
         p = f"v.blk.{i}."
         t.varied_norm(p + "ln1.weight", n)
@@ -128,9 +145,11 @@ def write_glmocr_projector(path: Path, *, seed: int = 0) -> Path:
             ("ffn_down", n, v.n_ff),
         ):
             t.matrix(p + name + ".weight", rows, columns)
-            t.f32(p + name + ".bias", f16_exact(t, (rows,), 0.1))
-        t.varied_norm(p + "attn_q_norm.weight", d_head)
-        t.varied_norm(p + "attn_k_norm.weight", d_head)
+            if ocr:
+                t.f32(p + name + ".bias", f16_exact(t, (rows,), 0.1))
+        if ocr:
+            t.varied_norm(p + "attn_q_norm.weight", d_head)
+            t.varied_norm(p + "attn_k_norm.weight", d_head)
         t.varied_norm(p + "ln2.weight", n)
     t.varied_norm("v.post_ln.weight", n)
     t.f32("mm.patch_merger.weight", f16_exact(t, (n_text, n, v.merge, v.merge)))
@@ -138,11 +157,18 @@ def write_glmocr_projector(path: Path, *, seed: int = 0) -> Path:
     t.matrix("mm.model.fc.weight", n_text, n_text)
     t.varied_norm("mm.post_norm.weight", n_text)
     t.f32("mm.post_norm.bias", t.rng.standard_normal(n_text) * 0.1)
-    t.matrix("mm.gate.weight", OCR_MERGER_FF, n_text)
-    t.matrix("mm.up.weight", OCR_MERGER_FF, n_text)
-    t.matrix("mm.down.weight", n_text, OCR_MERGER_FF)
+    t.matrix("mm.gate.weight", merger_ff, n_text)
+    t.matrix("mm.up.weight", merger_ff, n_text)
+    t.matrix("mm.down.weight", n_text, merger_ff)
     finish(t.w)
     return path
+
+
+def write_glm4v_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/text.gguf`` and ``folder/mmproj.gguf``: GLM-4.1V as llama.cpp's converter writes it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = write_glm4(folder / "text.gguf", seed=seed, sees=True)
+    return text, write_glmocr_projector(folder / "mmproj.gguf", seed=seed, ocr=False)
 
 
 def write_glmocr_vision(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:

@@ -1284,7 +1284,7 @@ def export(
         config["max_position_embeddings"] = int(kv[f"{arch}.context_length"])
     if sees is not None:
         tensors, config = _seeing(tensors, config, sees, tower)
-        if config["model_type"] == "glm_ocr":  # its picture's markers, by the ids of this vocabulary
+        if config["model_type"] in ("glm_ocr", "glm4v"):  # its picture's markers, by the ids of this vocabulary
             tokens = list(kv["tokenizer.ggml.tokens"])
             names = ("image_start_token_id", "image_end_token_id", "image_token_id")
             config |= {k: tokens.index(t) for k, t in zip(names, glm4_ggufs.OCR_IMAGE_TOKENS, strict=True)}
@@ -1321,7 +1321,7 @@ def _seeing(
         return _qwen_seeing(tensors, config, prefix, tower)
     if config["model_type"] == "glm4":
         assert tower is not None, "a GLM-OCR is exported with its tower"
-        return _glmocr_seeing(tensors, config, prefix, tower)
+        return _glmv_seeing(tensors, config, prefix, tower)
     if config["model_type"] == "gemma4_text":
         assert tower is not None, "a Gemma 4 is exported with its tower"
         return _gemma4_seeing(tensors, config, prefix, tower)
@@ -1823,8 +1823,10 @@ def _qwen_tower(path: Path, tensors: dict[str, np.ndarray], root: str) -> dict[s
 
 
 # GLM-OCR's tower by Hugging Face's names: outside its blocks, and a block's (``model.visual.``).
-_GLMOCR_TOWER = {
+_GLMV_TOWER = {
     "v.patch_embd": "patch_embed.proj",
+    "v.norm_embd": "post_conv_layernorm",  # GLM-4.1V's
+    "v.position_embd": "embeddings.position_embedding",
     "v.post_ln": "post_layernorm",
     "mm.patch_merger": "downsample",
     "mm.model.fc": "merger.proj",
@@ -1846,32 +1848,35 @@ _GLMOCR_BLOCK = {
 }
 
 
-def _glmocr_seeing(
+def _glmv_seeing(
     tensors: dict[str, np.ndarray], config: dict[str, Any], prefix: str, tower: Path
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """GLM-OCR as its release keeps it: the text model under ``prefix`` with a multi-token-prediction
     layer after its last (which converters leave out), the tower and merger under ``model.visual.``
     (the two frames' kernels as one Conv3D), its M-RoPE in ``rope_parameters`` (``export`` adds its
-    picture's token ids)."""
+    picture's token ids); or GLM-4.1V, told by its tower's position table, without that layer."""
     moved = {(prefix + n.removeprefix("model.") if n.startswith("model.") else n): v for n, v in tensors.items()}
-    n_layer, n_embd = config["num_hidden_layers"], config["hidden_size"]
-    mtp = f"{prefix}layers.{n_layer}."
-    moved |= {mtp + "eh_proj.weight": np.zeros((n_embd, 2 * n_embd)), mtp + "enorm.weight": np.ones(n_embd)}
     kv = _fields(tower)
     read = _projector_tensors(tower)
+    ocr = "v.position_embd.weight" not in read
+    n_layer, n_embd = config["num_hidden_layers"], config["hidden_size"]
+    mtp = f"{prefix}layers.{n_layer}."
+    if ocr:
+        moved |= {mtp + "eh_proj.weight": np.zeros((n_embd, 2 * n_embd)), mtp + "enorm.weight": np.ones(n_embd)}
     moved["model.visual.patch_embed.proj.weight"] = _conv3d(read)
     for name, data in read.items():
         stem, _, suffix = name.rpartition(".")
-        if stem in _GLMOCR_TOWER:
-            moved[f"model.visual.{_GLMOCR_TOWER[stem]}.{suffix}"] = data
+        if stem in _GLMV_TOWER:
+            moved[f"model.visual.{_GLMV_TOWER[stem]}.{suffix}"] = data
         else:
             _, _, layer, part = stem.split(".")
             moved[f"model.visual.blocks.{layer}.{_GLMOCR_BLOCK[part]}.{suffix}"] = data
     outer = ("architectures", "tie_word_embeddings", "rope_theta", "partial_rotary_factor")
     text = {k: v for k, v in config.items() if k not in outer}
-    text |= {"model_type": "glm_ocr_text", "num_nextn_predict_layers": 1}
+    seeing = "glm_ocr" if ocr else "glm4v"
+    text |= {"model_type": f"{seeing}_text"} | ({"num_nextn_predict_layers": 1} if ocr else {})
     vision = {
-        "model_type": "glm_ocr_vision",
+        "model_type": f"{seeing}_vision",
         "depth": int(kv["clip.vision.block_count"]),
         "hidden_size": int(kv["clip.vision.embedding_length"]),
         "num_heads": int(kv["clip.vision.attention.head_count"]),
@@ -1883,12 +1888,12 @@ def _glmocr_seeing(
         "temporal_patch_size": 2,
         "in_channels": 3,
         "hidden_act": "silu",
-        "attention_bias": True,
+        "attention_bias": ocr,
         "rms_norm_eps": float(kv["clip.vision.attention.layer_norm_epsilon"]),
     }
     wrapped = {
-        "architectures": ["GlmOcrForConditionalGeneration"],
-        "model_type": "glm_ocr",
+        "architectures": ["GlmOcrForConditionalGeneration" if ocr else "Glm4vForConditionalGeneration"],
+        "model_type": seeing,
         "text_config": text,
         "vision_config": vision,
         "tie_word_embeddings": config["tie_word_embeddings"],
@@ -2449,6 +2454,13 @@ def write_hf_glmocr(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
     (``glm4_ggufs.write_glmocr_vision``: what llama.cpp runs Ollama's files as)."""
     text, mmproj = glm4_ggufs.write_glmocr_vision(folder, seed=seed)
     return export(text, folder / "hf-glmocr", sees="model.language_model.", tower=mmproj), text, mmproj
+
+
+def write_hf_glm4v(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
+    """``folder/hf-glm4v/``, a GLM-4.1V (``Glm4vForConditionalGeneration``, as transformers 5 saves
+    it; F16), and its twins ``folder/text.gguf`` and ``folder/mmproj.gguf`` (``glm4_ggufs.write_glm4v_vision``)."""
+    text, mmproj = glm4_ggufs.write_glm4v_vision(folder, seed=seed)
+    return export(text, folder / "hf-glm4v", sees="model.language_model.", tower=mmproj), text, mmproj
 
 
 def write_hf_gemma3n(

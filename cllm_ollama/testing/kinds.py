@@ -217,6 +217,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and its twins DIR/text.gguf and DIR/mmproj.gguf",
         hf.write_hf_glmocr,
     ),
+    "hf-glm4v": (
+        "DIR/hf-glm4v/, a GLM-4.1V (M-RoPE over half of each head, its tower with a position table), "
+        "and its twins DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_glm4v,
+    ),
     "hf-gemma3n": (
         "DIR/hf-gemma3n/, a Gemma 3n checkpoint as the releases are (Gemma3nForConditionalGeneration: AltUp, "
         "LAuReL, per-layer embeddings, KV reused from layer 20 on; stand-in towers), and DIR/gemma3n.gguf, its twin",

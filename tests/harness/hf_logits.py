@@ -66,6 +66,7 @@ _TARGETS = {
     "Gemma4ForConditionalGeneration": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)",
     # GLM-OCR's text model's (its tower's FFN shares the names), its gate and up fused.
     "GlmOcrForConditionalGeneration": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_up_proj|down_proj)",
+    "Glm4vForConditionalGeneration": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_up_proj|down_proj)",
     # Of what llama.cpp's deepseek2 adapts, the attention's output: it multiplies its latent
     # attention's projections without adapters, and PEFT takes any FFN name given for the routed
     # experts (transformers 5's fused ones), not the dense or shared FFN's Linears.
@@ -105,7 +106,14 @@ def main(tokens: str, pairs: list[str]) -> None:
                 np.save(out_path / f"lora-{name}.npy", adapted(ids).logits[0].numpy())
 
 
-_QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm_ocr")  # GLM-OCR's patches are laid out as Qwen's
+_QWEN_TYPES = (
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "qwen3_5",
+    "glm_ocr",
+    "glm4v",
+)  # GLM-OCR's patches are laid out as Qwen's
 
 
 def picture(folder: str, pixels: str) -> tuple[dict[str, Any], dict[str, Any], torch.Tensor]:

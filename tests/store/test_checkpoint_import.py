@@ -38,6 +38,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma4,
     write_hf_gemma4_vision,
     write_hf_glm4,
+    write_hf_glm4v,
     write_hf_glmocr,
     write_hf_gptoss,
     write_hf_laguna,
@@ -1103,6 +1104,32 @@ def test_a_glmocr_converts_to_the_pair_llama_cpp_runs_ollama_s_files_as(
         _edit(folder, "config.json", change)
         notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
         assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
+
+
+def test_a_glm4v_converts_to_its_text_model_and_projector(tmp_path: Path, model_store: ModelStore) -> None:
+    """GLM-4.1V (``Glm4vForConditionalGeneration``, or ``Glm46VForConditionalGeneration`` over its
+    text model; Ollama's converter has neither): GLM-OCR's
+    conversion with GLM-4's Q, K and V biases and half of each head rotating in M-RoPE sections,
+    GLM-4's pre-tokenizer, and its tower's norm after the patches and learned position table as
+    libmtmd's glm4v reads them; created, a projector layer. A position table other than the
+    tower's image_size says leaves the tower out."""
+    folder, text, mmproj = write_hf_glm4v(tmp_path)
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    _assert_twin_keys(text, tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "glm4"
+    _assert_created_with_projector(folder, model_store)
+    sound = (folder / "config.json").read_text()
+    _edit(
+        folder, "config.json", lambda c: c.update(architectures=["Glm46VForConditionalGeneration"], model_type="glm46v")
+    )
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)  # transformers' GLM-4.6V class: the same model
+    _edit(folder, "config.json", lambda c: c["text_config"].update(model_type="glm4v_moe_text"))
+    with pytest.raises(ImportRefused, match="text model is 'glm4v_moe_text'"):
+        convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    (folder / "config.json").write_text(sound)
+    _edit(folder, "config.json", lambda c: c["vision_config"].update(image_size=32))
+    notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
+    assert len(notes) == 1 and "position table of 64 patches is not 4x4" in notes[0], notes
 
 
 def test_a_release_folder_s_other_formats_are_not_read(tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "gemma4-vision": lambda folder: hf.write_hf_gemma4_vision(folder)[:2],  # on text alone
     "glm4": hf.write_hf_glm4,  # Q, K and V biases, half of each head rotating in pairs, four norms, gate and up fused
     "glmocr": lambda folder: hf.write_hf_glmocr(folder)[:2],  # on text alone: M-RoPE, its Q and K rows to halves
+    "glm4v": lambda folder: hf.write_hf_glm4v(folder)[:2],  # the same over half of each head, with biases
     "gemma3n": hf.write_hf_gemma3n,  # AltUp, LAuReL, per-layer embeddings, KV reused, sparse FFN gates
     "glm4-moe-lite": hf.write_hf_deepseek2,  # latent attention, sigmoid-routed experts
     "deepseek-v3": lambda folder: hf.write_hf_deepseek2(folder, glm=False),  # experts in groups, YaRN
@@ -273,6 +274,8 @@ _SEEING: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
     "lfm2.5": (lambda folder: hf.write_hf_lfm2_vision(folder, layernorm=False), 128),  # no layer norm
     # GLM-OCR's at 4x4 tokens (16x16 patches merged 2x2), within libmtmd's glm4v's 8 to 4096.
     "glmocr": (hf.write_hf_glmocr, 64),
+    # GLM-4.1V's at its position table's own size, which libmtmd and transformers then read as it is.
+    "glm4v": (hf.write_hf_glm4v, 64),
 }
 
 

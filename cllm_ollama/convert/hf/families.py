@@ -329,6 +329,10 @@ _GLM4 = _Layout(
 # ``Family.reorder``: llama.cpp's M-RoPE rotates halves), its multi-token-prediction layer left out,
 # GLM's ``chatglm-bpe`` pre-tokenizer as Ollama's converter names it; its tower a ``glm4v`` projector.
 _GLMOCR = dataclasses.replace(_GLM4, tower=True, vision="glm4v", mtp_layers=True, pre_tokenizer="chatglm-bpe")
+# GLM-4.1V (``Glm4vForConditionalGeneration``, and ``Glm46VForConditionalGeneration`` over the same
+# text model): GLM-OCR's layout with GLM-4's Q, K and V biases, half of each head rotating, GLM-4's
+# pre-tokenizer; its tower the same projector.
+_GLM4V = dataclasses.replace(_GLMOCR, pre_tokenizer="glm4")
 # Gemma 4's E2B and E4B and Gemma 3n's per-layer embeddings: a second table whose slice for each
 # layer, with a projection of the layer's input, gates into its output.
 _PER_LAYER_INPUTS = {
@@ -538,6 +542,8 @@ LAYOUTS = {
     "Glm4MoeLiteForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer="glm4", turn_ends=_GLM4.turn_ends),
     "Glm4ForCausalLM": _GLM4,
     "GlmOcrForConditionalGeneration": _GLMOCR,
+    "Glm4vForConditionalGeneration": _GLM4V,
+    "Glm46VForConditionalGeneration": _GLM4V,
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Lfm2VlForConditionalGeneration": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL, tower=True, vision="lfm2"),
@@ -692,9 +698,20 @@ _UNADAPTED = {
 _NULL_IS_NONE = {"deepseek2": ("q_lora_rank",), "gemma3n": ("final_logit_softcapping",)}
 # What config.json may leave out, by its architecture (transformers' defaults where llama.cpp's
 # architecture is shared by families whose defaults differ).
+_GLM4V_TEXT_DEFAULTS: dict[str, Any] = {
+    "num_attention_heads": 32,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "partial_rotary_factor": 1.0,
+}
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     # transformers' GlmOcrTextConfig's (a head is hidden_size / heads unless stated; the whole of
     # it rotates: Glm4vTextRotaryEmbedding's default), where config.json leaves them out.
+    # transformers' Glm4vTextConfig's (its rotation over the whole head unless stated).
+    "Glm4vForConditionalGeneration": _GLM4V_TEXT_DEFAULTS,
+    "Glm46VForConditionalGeneration": _GLM4V_TEXT_DEFAULTS,
     "GlmOcrForConditionalGeneration": {
         "num_attention_heads": 16,
         "num_key_value_heads": 8,
@@ -855,6 +872,10 @@ class Family:
         layout = LAYOUTS[name]
         text = config.get("text_config") if layout.tower else None
         given = {**config, **text} if isinstance(text, dict) else config
+        if layout is _GLM4V and given.get("model_type", "glm4v_text") != "glm4v_text":
+            raise ImportRefused(
+                f"config.json's text model is {given.get('model_type')!r}; cllm converts GLM-4.1V's glm4v_text"
+            )
         if layout.arch == "llama" and given.get("model_type") == "ministral3":
             layout = dataclasses.replace(layout, arch=_MINISTRAL3.arch)
         if layout.arch == "nemotron_h":  # its layers by kind, and its older names, however stated

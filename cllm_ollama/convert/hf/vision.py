@@ -18,10 +18,11 @@ split in three, Qwen 2.5's window attention as the pattern of its full-attention
 learned position table and its deepstack mergers, whose features of earlier blocks are added to
 the text model's first layers.
 
-GLM-OCR's: a ViT over pairs of frames as Qwen-VL's (its kernel split per frame), RMS norms (Q and
-K normed per head too), a SwiGLU FFN, 2-D rotary positions, then a 2x2 merging convolution, a
+GLM-4.1V's and GLM-OCR's: a ViT over pairs of frames as Qwen-VL's (its kernel split per frame), RMS
+norms (GLM-OCR's Q and K normed per head too), a SwiGLU FFN, 2-D rotary positions (GLM-4.1V's
+beside a learned table libmtmd resizes to the picture), then a 2x2 merging convolution, a
 projection with its LayerNorm and GELU, and a SwiGLU out to the text model's width (``glm4v``), as
-llama.cpp's ``Glm4VVisionModel`` writes it (Q/K/V kept fused; convolutions in F32).
+llama.cpp's ``Glm4VVisionModel`` writes it (Q/K/V kept fused; the merging convolution in F32).
 
 LFM2-VL's: SigLIP2 with its patches through a linear (as a convolution's kernel, as Gemma 4's) and
 a position table libmtmd resizes to each picture, and a projector over each 2x2 patches (``lfm2``).
@@ -243,13 +244,15 @@ _QWEN_VL = _Tower(
     {},
     ("v.patch_embd.weight", "v.patch_embd.weight.1", "mm.0.weight", "mm.2.weight"),
 )
-# GLM-OCR's (the tower of GLM-4.1V and GLM-4.6V without a learned position table or the norm after
-# its patches, which llama.cpp also reads but cllm does not convert): its merger under the tower.
+# GLM-4.1V's and GLM-OCR's (GLM-4.1V's without its learned position table and the norm after its
+# patches, with biases and Q and K norms): its merger under the tower.
 _GLM4V = _Tower(
-    "GLM-OCR's",
+    "GLM-V's",
     ("model.visual.", "visual."),
     {
         "patch_embed.proj.bias": "v.patch_embd.bias",
+        "post_conv_layernorm.weight": "v.norm_embd.weight",
+        "embeddings.position_embedding.weight": "v.position_embd.weight",
         "post_layernorm.weight": "v.post_ln.weight",
         "downsample.weight": "mm.patch_merger.weight",
         "downsample.bias": "mm.patch_merger.bias",
@@ -454,10 +457,11 @@ def _lfm2(
 def _glm4v(
     vision: Mapping[str, Any], text: Mapping[str, Any], processor: Mapping[str, Any], sources: list[SourceTensor]
 ) -> tuple[KV, list[Tensor]]:
-    """GLM-OCR's tower as llama.cpp's ``Glm4VVisionModel`` writes it: the Conv3D kernel a kernel per
-    frame, Q/K/V fused, the merging convolution's output as wide as the text model's input.
-    ``ImportRefused`` for what libmtmd's glm4v computes otherwise (another activation, a picture
-    other than two frames, a merger out to another width)."""
+    """GLM-4.1V's and GLM-OCR's tower as llama.cpp's ``Glm4VVisionModel`` writes it: the Conv3D
+    kernel a kernel per frame, Q/K/V fused, the merging convolution's output as wide as the text
+    model's input, GLM-4.1V's position table as it is. ``ImportRefused`` for what libmtmd's glm4v
+    computes otherwise (another activation or rotary base, a picture other than two frames, a
+    merger out to another width, a table not of the tower's image_size)."""
     settings = _merging_2x2(vision)
     if vision.get("hidden_act", "silu") != "silu":
         raise ImportRefused("config.json's vision_config activation is not silu, which libmtmd's glm4v computes")
@@ -469,13 +473,19 @@ def _glm4v(
     tensors: dict[str, Tensor] = {}
     for source in sources:
         if source.name.endswith("patch_embed.proj.weight"):
-            pieces = _frames(source, "v.patch_embd.weight", "GLM-OCR's")
+            pieces = _frames(source, "v.patch_embd.weight", "GLM-V's")
         else:
             name = _GLM4V.gguf_name(source.name)
             pieces = [] if name is None else [(name, source)]
         for name, piece in pieces:
             tensors[name] = converted(name, piece, None)
     _GLM4V.require(tensors, config_int(settings, "num_hidden_layers"))
+    table = tensors.get("v.position_embd.weight")
+    side = config_int(vision, "image_size", default=336) // config_int(vision, "patch_size")
+    if table is not None and table.shape[0] != side * side:
+        raise ImportRefused(
+            f"the tower's position table of {table.shape[0]} patches is not {side}x{side}, its image_size's"
+        )
     eps = float(vision.get("rms_norm_eps") or 1e-5)
     kv = _clip_kv(
         "glm4v", "silu", {**settings, "image_size": vision.get("image_size", 336)}, text, processor, eps, _CLIP_MEAN_STD
@@ -486,7 +496,7 @@ def _glm4v(
 
 def _frames(source: SourceTensor, name: str, who: str) -> list[tuple[str, SourceTensor]]:
     """A patch kernel over two video frames (Conv3D: ``(width, 3, 2, patch, patch)``) as a kernel
-    per frame, ``name`` and ``name.1``, as libmtmd applies them (Qwen-VL's, GLM-OCR's)."""
+    per frame, ``name`` and ``name.1``, as libmtmd applies them (Qwen-VL's, GLM-V's)."""
     if len(source.shape) != 5 or source.shape[2] != 2:
         raise ImportRefused(f"tensor {source.name} is not a kernel over two frames (Conv3D), as {who} is")
     return [(n, source.with_data(source.data[:, :, frame])) for frame, n in enumerate((name, name + ".1"))]
