@@ -110,8 +110,9 @@ OCR_MEAN_STD = PIXTRAL_MEAN_STD  # OpenAI CLIP's, as GLM-OCR's preprocessor stat
 
 
 # GLM-4.1V's ViT in small: its learned position table 8x8 patches, so that a 64-pixel picture,
-# within libmtmd's least of 8 tokens, reads it as it is.
-V_VISION = dataclasses.replace(OCR_VISION, image_size=64)
+# within libmtmd's least of 8 tokens, reads it as it is; ``n_ff`` its merger's width (its
+# ``intermediate_size``), its blocks' FFN as wide as the text model (``out_hidden_size``), as the release's.
+V_VISION = dataclasses.replace(OCR_VISION, image_size=64, n_ff=96)
 
 
 def write_glmocr_projector(path: Path, *, seed: int = 0, ocr: bool = True) -> Path:
@@ -123,7 +124,7 @@ def write_glmocr_projector(path: Path, *, seed: int = 0, ocr: bool = True) -> Pa
     a norm after the patches and a learned position table, no biases or Q and K norms, the last
     SwiGLU as wide as the tower's."""
     v, n_text = OCR_VISION if ocr else V_VISION, TINY.n_embd
-    merger_ff = OCR_MERGER_FF if ocr else v.n_ff
+    merger_ff, block_ff = (OCR_MERGER_FF, v.n_ff) if ocr else (v.n_ff, n_text)
     t = projector_header(path, v, "glm4v", n_text, seed, activation="silu", eps=1e-5, mean_std=OCR_MEAN_STD)
     t = dataclasses.replace(t, qtype=_F16)  # as from the release's BF16, or an F16 export of it
     t.w.add_vision_spatial_merge_size(v.merge)
@@ -140,9 +141,9 @@ def write_glmocr_projector(path: Path, *, seed: int = 0, ocr: bool = True) -> Pa
         for name, rows, columns in (
             ("attn_qkv", 3 * n, n),
             ("attn_out", n, n),
-            ("ffn_gate", v.n_ff, n),
-            ("ffn_up", v.n_ff, n),
-            ("ffn_down", n, v.n_ff),
+            ("ffn_gate", block_ff, n),
+            ("ffn_up", block_ff, n),
+            ("ffn_down", n, block_ff),
         ):
             t.matrix(p + name + ".weight", rows, columns)
             if ocr:

@@ -2385,7 +2385,8 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
     if arch == "glm4":  # half of each head rotating, Q, K and V with biases (GLM-OCR: all of it, none)
         rotating = int(kv["glm4.rope.dimension_count"]) / int(kv["glm4.attention.key_length"])
         ocr = kv.get("glm4.rope.dimension_sections")
-        config |= {"partial_rotary_factor": rotating, "attention_bias": ocr is None, "hidden_act": "silu"}
+        biased = kv["tokenizer.ggml.pre"] != "chatglm-bpe"  # GLM-OCR's (its own pre-tokenizer) has none
+        config |= {"partial_rotary_factor": rotating, "attention_bias": biased, "hidden_act": "silu"}
         if ocr is not None:  # GLM-OCR's M-RoPE, as its release states it
             config["rope_parameters"] = {
                 "rope_type": "default",

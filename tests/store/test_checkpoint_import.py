@@ -1127,6 +1127,17 @@ def test_a_glm4v_converts_to_its_text_model_and_projector(tmp_path: Path, model_
     with pytest.raises(ImportRefused, match="text model is 'glm4v_moe_text'"):
         convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
     (folder / "config.json").write_text(sound)
+
+    def flat(config: dict[str, Any]) -> None:  # the first releases' (transformers 4.53): text settings on top
+        text = config.pop("text_config")
+        rope = text.pop("rope_parameters")
+        config |= {k: v for k, v in text.items() if k != "model_type"}
+        config |= {"partial_rotary_factor": rope["partial_rotary_factor"], "rope_theta": rope["rope_theta"]}
+        config["rope_scaling"] = {"type": "default", "mrope_section": rope["mrope_section"]}
+
+    _edit(folder, "config.json", flat)
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    (folder / "config.json").write_text(sound)
     _edit(folder, "config.json", lambda c: c["vision_config"].update(image_size=32))
     notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
     assert len(notes) == 1 and "position table of 64 patches is not 4x4" in notes[0], notes

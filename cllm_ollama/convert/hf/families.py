@@ -707,11 +707,11 @@ _GLM4V_TEXT_DEFAULTS: dict[str, Any] = {
     "partial_rotary_factor": 1.0,
 }
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
-    # transformers' GlmOcrTextConfig's (a head is hidden_size / heads unless stated; the whole of
-    # it rotates: Glm4vTextRotaryEmbedding's default), where config.json leaves them out.
     # transformers' Glm4vTextConfig's (its rotation over the whole head unless stated).
     "Glm4vForConditionalGeneration": _GLM4V_TEXT_DEFAULTS,
     "Glm46VForConditionalGeneration": _GLM4V_TEXT_DEFAULTS,
+    # transformers' GlmOcrTextConfig's (a head is hidden_size / heads unless stated; the whole of
+    # it rotates: Glm4vTextRotaryEmbedding's default), where config.json leaves them out.
     "GlmOcrForConditionalGeneration": {
         "num_attention_heads": 16,
         "num_key_value_heads": 8,
@@ -872,10 +872,9 @@ class Family:
         layout = LAYOUTS[name]
         text = config.get("text_config") if layout.tower else None
         given = {**config, **text} if isinstance(text, dict) else config
-        if layout is _GLM4V and given.get("model_type", "glm4v_text") != "glm4v_text":
-            raise ImportRefused(
-                f"config.json's text model is {given.get('model_type')!r}; cllm converts GLM-4.1V's glm4v_text"
-            )
+        kind = text.get("model_type", "glm4v_text") if isinstance(text, dict) else "glm4v_text"  # flat: GLM-4.1V's own
+        if layout is _GLM4V and kind != "glm4v_text":
+            raise ImportRefused(f"config.json's text model is {kind!r}; cllm converts GLM-4.1V's glm4v_text")
         if layout.arch == "llama" and given.get("model_type") == "ministral3":
             layout = dataclasses.replace(layout, arch=_MINISTRAL3.arch)
         if layout.arch == "nemotron_h":  # its layers by kind, and its older names, however stated
@@ -1154,9 +1153,9 @@ class Family:
         return kv
 
     def _glm4(self) -> KV:
-        """GLM-4's: nothing beyond its partial rotation (``_partial_rotation``); GLM-OCR's M-RoPE
-        sections (``_mrope``). Another activation, a rotation of odd width, or M-RoPE in a text model
-        (GLM-4.1V's, which cllm does not convert) is refused."""
+        """GLM-4's: nothing beyond its partial rotation (``_partial_rotation``); GLM-OCR's and GLM-4.1V's
+        M-RoPE sections (``_mrope``). Another activation, a rotation of odd width, or M-RoPE in a text
+        model alone (GLM-4.1V's without its tower) is refused."""
         if self.config.get("hidden_act", "silu") not in ("silu", "swish"):  # one activation, two names
             raise ImportRefused(
                 f"config.json's hidden_act is {self.config['hidden_act']!r}; llama.cpp's glm4 has 'silu'"
@@ -1168,12 +1167,14 @@ class Family:
         if self._glm_mrope:
             return self._mrope()
         if self._rope.get("mrope_section"):
-            raise ImportRefused("config.json's rotation is M-RoPE's, which cllm converts for GLM-OCR alone")
+            raise ImportRefused(
+                "config.json's rotation is M-RoPE's, which cllm converts for GLM-OCR and GLM-4.1V that see"
+            )
         return {}
 
     @property
     def _glm_mrope(self) -> bool:
-        """Whether the model is GLM-OCR's glm4, whose M-RoPE rotates Q and K in halves in llama.cpp."""
+        """Whether the model is GLM-OCR's or GLM-4.1V's glm4, whose M-RoPE rotates Q and K in halves in llama.cpp."""
         return self.arch == "glm4" and self.layout.vision == "glm4v"
 
     def _sliding_rope(self) -> dict[str, Any]:

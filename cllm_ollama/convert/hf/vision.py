@@ -22,7 +22,8 @@ GLM-4.1V's and GLM-OCR's: a ViT over pairs of frames as Qwen-VL's (its kernel sp
 norms (GLM-OCR's Q and K normed per head too), a SwiGLU FFN, 2-D rotary positions (GLM-4.1V's
 beside a learned table libmtmd resizes to the picture), then a 2x2 merging convolution, a
 projection with its LayerNorm and GELU, and a SwiGLU out to the text model's width (``glm4v``), as
-llama.cpp's ``Glm4VVisionModel`` writes it (Q/K/V kept fused; the merging convolution in F32).
+llama.cpp's ``Glm4VVisionModel`` writes it (Q/K/V kept fused; the patch kernels, the position
+table and the merging convolution in F32).
 
 LFM2-VL's: SigLIP2 with its patches through a linear (as a convolution's kernel, as Gemma 4's) and
 a position table libmtmd resizes to each picture, and a projector over each 2x2 patches (``lfm2``).
