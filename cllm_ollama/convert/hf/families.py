@@ -921,18 +921,18 @@ class Family:
         config: dict[str, Any] = {name: kv.get(f"{arch}.{key}") for name, key in keys.items()}
         sections = kv.get(f"{arch}.rope.dimension_sections")
         if arch == "glm4" and isinstance(sections, list) and any(sections):  # GLM-OCR's, GLM-4.1V's
-            width, heads = kv.get("glm4.embedding_length"), kv.get("glm4.attention.head_count")
-            head_dim = kv.get("glm4.attention.key_length")  # else llama.cpp's: the width over the heads
-            if head_dim is None and isinstance(width, int) and isinstance(heads, int) and heads > 0:
-                head_dim = width // heads
-            rotary = kv.get("glm4.rope.dimension_count")
-            if not (isinstance(head_dim, int) and isinstance(rotary, int) and 0 < rotary <= head_dim):
+            # Its head size (else, as llama.cpp's, the width over the heads) and rotating width.
+            sizes = {"hidden_size": kv.get("glm4.embedding_length"), "head_dim": kv.get("glm4.attention.key_length")}
+            rotary, family = kv.get("glm4.rope.dimension_count"), cls(_GLMOCR, config | sizes)
+            try:
+                head_dim = family.head_dim
+            except ImportRefused:  # neither stated
+                head_dim = 0
+            if not (isinstance(rotary, int) and 0 < rotary <= head_dim):
                 raise ImportRefused("the glm4 base states no head size and rotary width for its M-RoPE's Q and K rows")
-            factor = rotary / head_dim
-            if int(factor * head_dim) != rotary:  # as ``_rotary_dims`` multiplies it back
+            if int(rotary / head_dim * head_dim) != rotary:  # as ``_rotary_dims`` multiplies it back
                 raise ImportRefused(f"the glm4 base's rotary width {rotary} is no fraction of its heads' {head_dim}")
-            stated = {"hidden_size": width, "head_dim": head_dim, "partial_rotary_factor": factor}
-            return cls(_GLMOCR, config | stated)
+            return cls(_GLMOCR, {**family.config, "partial_rotary_factor": rotary / head_dim})
         return cls(_BY_ARCH[arch], config)
 
     @property

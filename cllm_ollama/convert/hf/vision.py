@@ -283,6 +283,7 @@ _GLM4V = _Tower(
 )
 # What libmtmd's glm4v fixes: its tower's rotation's base (transformers' default).
 _GLM4V_ROPE_THETA = 10000.0
+_GLM4V_IMAGE_SIZE = 336
 # Qwen3-VL's deepstack mergers, by their place in the list (the tower's blocks they follow are
 # ``deepstack_visual_indexes``'), and llama.cpp's names for their parts.
 _DEEPSTACK = re.compile(
@@ -482,15 +483,14 @@ def _glm4v(
             tensors[name] = converted(name, piece, None)
     _GLM4V.require(tensors, config_int(settings, "num_hidden_layers"))
     table = tensors.get("v.position_embd.weight")
-    side = config_int(vision, "image_size", default=336) // config_int(vision, "patch_size")
+    image_size = config_int(vision, "image_size", default=_GLM4V_IMAGE_SIZE)  # transformers' default
+    side = image_size // config_int(vision, "patch_size")
     if table is not None and table.shape[0] != side * side:
         raise ImportRefused(
             f"the tower's position table of {table.shape[0]} patches is not {side}x{side}, its image_size's"
         )
     eps = float(vision.get("rms_norm_eps") or 1e-5)
-    kv = _clip_kv(
-        "glm4v", "silu", {**settings, "image_size": vision.get("image_size", 336)}, text, processor, eps, _CLIP_MEAN_STD
-    )
+    kv = _clip_kv("glm4v", "silu", {**settings, "image_size": image_size}, text, processor, eps, _CLIP_MEAN_STD)
     kv["clip.vision.spatial_merge_size"] = (2, _U32)
     return kv, list(tensors.values())
 
