@@ -131,7 +131,7 @@ def _projector_of(h: Header) -> Rewrite:
         by_name = {t.name: t for t in ts}
         reshaped = {
             "v.patch_embd.weight": lambda t: _as_conv_kernel(t, n_in, patch),
-            "v.position_embd.weight": lambda t: _positions_resized(t, side, n_embd),
+            "v.position_embd.weight": lambda t: positions_resized(t, side, n_embd),
         }
 
         def made(t: Tensor) -> list[Tensor]:
@@ -155,9 +155,10 @@ def _as_conv_kernel(t: Tensor, n_in: int, patch: int) -> Tensor:
     return f32_shaped(t, (t.shape[0], n_in, patch, patch))
 
 
-def _positions_resized(t: Tensor, side: int, n_embd: int) -> Tensor:
-    """The position table, made at RADIO's largest grid, resized to the fixed image's grid as
-    llama.cpp's converter does (bilinear, corners aligned: ``F.interpolate``), as ``[1, side*side, n]``."""
+def positions_resized(t: Tensor, side: int, n_embd: int) -> Tensor:
+    """RADIO's position table, made at its largest grid, resized to the fixed image's grid as
+    llama.cpp's converter does and RADIO's own code at inference (bilinear, corners aligned:
+    ``F.interpolate``), as ``[1, side*side, n]``."""
     source, kind = t.data, t.kind
 
     def resized() -> np.ndarray:

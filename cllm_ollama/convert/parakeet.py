@@ -82,8 +82,7 @@ def parakeet_tensor(t: Tensor) -> Tensor:
 
 def parakeet_keys(h: Header) -> KV:
     """The audio side's keys as llama.cpp's converter writes them, from ``nemotron_h_omni.audio.*``;
-    refused when one is missing, or when clip.cpp would abort on it (it builds only a factor-8
-    subsampling and an odd depthwise kernel)."""
+    refused when one is missing, or when clip.cpp would abort on it (``parakeet_refusal``)."""
 
     def audio(key: str) -> Any:
         value = h.kv.get(f"{h.arch}.audio.{key}")
@@ -91,23 +90,47 @@ def parakeet_keys(h: Header) -> KV:
             raise LayoutRefused(refusal(h.arch, f"its audio tower states no {h.arch}.audio.{key}"))
         return value
 
-    factor, kernel = audio("subsampling_factor"), audio("conv_kernel_size")
-    if factor != 8 or kernel % 2 == 0:
-        why = f"its audio tower's subsampling factor {factor} or kernel {kernel} (llama.cpp runs 8 and odd)"
+    settings = {key: audio(key) for key in PARAKEET_KEYS}
+    why = parakeet_refusal(settings)
+    if why is not None:
         raise LayoutRefused(refusal(h.arch, why))
+    eps = h.kv.get(f"{h.arch}.audio.attention.layer_norm_epsilon", 1e-5)
+    return parakeet_kv(settings, h.kv.get(f"{h.arch}.embedding_length"), eps)
+
+
+# The audio tower's settings under Ollama's names (``nemotron_h_omni.audio.*``).
+PARAKEET_KEYS = (
+    "subsampling_factor",
+    "conv_kernel_size",
+    "embedding_length",
+    "feed_forward_length",
+    "block_count",
+    "attention.head_count",
+    "num_mel_bins",
+)
+
+
+def parakeet_refusal(settings: dict[str, Any]) -> str | None:
+    """Why clip.cpp would abort on this tower (it builds only a factor-8 subsampling and an odd
+    depthwise kernel), or None."""
+    factor, kernel = settings["subsampling_factor"], settings["conv_kernel_size"]
+    if factor != 8 or kernel % 2 == 0:
+        return f"its audio tower's subsampling factor {factor} or kernel {kernel} (llama.cpp runs 8 and odd)"
+    return None
+
+
+def parakeet_kv(settings: dict[str, Any], projection_dim: Any, eps: Any) -> KV:
+    """The projector's ``parakeet`` side's keys, from ``PARAKEET_KEYS``' settings."""
     return {
         "clip.has_audio_encoder": (True, _BOOL),
         "clip.audio.projector_type": ("parakeet", _STR),
-        "clip.audio.projection_dim": (h.kv.get(f"{h.arch}.embedding_length"), _U32),
+        "clip.audio.projection_dim": (projection_dim, _U32),
         **{
-            f"clip.audio.{key}": (audio(key), _U32)
+            f"clip.audio.{key}": (settings[key], _U32)
             for key in ("embedding_length", "feed_forward_length", "block_count", "attention.head_count")
         },
-        "clip.audio.num_mel_bins": (audio("num_mel_bins"), _U32),
-        "clip.audio.attention.layer_norm_epsilon": (
-            h.kv.get(f"{h.arch}.audio.attention.layer_norm_epsilon", 1e-5),
-            _F32_KEY,
-        ),
-        "clip.audio.subsampling_factor": (factor, _U32),
-        "clip.audio.conv_kernel_size": (kernel, _U32),
+        "clip.audio.num_mel_bins": (settings["num_mel_bins"], _U32),
+        "clip.audio.attention.layer_norm_epsilon": (eps, _F32_KEY),
+        "clip.audio.subsampling_factor": (settings["subsampling_factor"], _U32),
+        "clip.audio.conv_kernel_size": (settings["conv_kernel_size"], _U32),
     }

@@ -31,6 +31,7 @@ from . import (
     laguna_ggufs,
     nemotron_h_ggufs,
     ollama_ggufs,
+    omni_ggufs,
     tower_ggufs,
     vision_ggufs,
 )
@@ -2773,6 +2774,74 @@ def _saved_by_transformers_5(folder: Path) -> None:
         tensors[name] = np.stack([each[e] for e in sorted(each)])
     path.unlink()
     write_safetensors(path, {name: (dtypes[name], data) for name, data in tensors.items()})
+
+
+def write_hf_nemotron_omni(
+    folder: Path, *, audio: bool = True, grid: int = omni_ggufs.SOURCE_GRID, seed: int = 0
+) -> tuple[Path, Path, Path]:
+    """``folder/hf-nemotron-omni/``, a Nemotron 3 Nano Omni as its release keeps it
+    (``NemotronH_Nano_Omni_Reasoning_V3``; without ``audio``, ``NemotronH_Nano_VL_V2``, Nemotron Nano
+    VL's): the Nemotron-H text model under ``language_model.backbone.``, its settings under
+    ``llm_config``; RADIO and its MLP, and the Parakeet (``omni_ggufs.release_tower``; RADIO's
+    position table at ``grid``); F16 matrices. Its twins ``folder/text.gguf`` and
+    ``folder/mmproj.gguf`` are llama.cpp's files of the same model (``write_nemotron_omni_vision``)."""
+    v, a = omni_ggufs.VISION, omni_ggufs.PARAKEET
+    text, mmproj = omni_ggufs.write_nemotron_omni_vision(folder, seed=seed, audio=audio, f16=True)
+    hf = export(text, folder / "hf-nemotron-omni")
+    weights = hf / "model.safetensors"
+    tensors = {f"language_model.{t.name}": (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    write_safetensors(weights, tensors | omni_ggufs.release_tower(mmproj, seed=seed, grid=grid))
+    llm = json.loads((hf / "config.json").read_text())
+    n_tokens = llm["vocab_size"]
+    config: dict[str, Any] = {
+        "architectures": ["NemotronH_Nano_Omni_Reasoning_V3" if audio else "NemotronH_Nano_VL_V2"],
+        "model_type": "nemotron_h_omni",
+        "llm_config": llm,
+        "vision_config": {
+            "model_type": "radio",
+            "version": "radio_v2.5-h",
+            "hidden_size": v.n_embd,
+            "num_hidden_layers": v.n_layer,
+            "num_attention_heads": v.n_head,
+            "mlp_ratio": v.n_ff / v.n_embd,
+            "patch_size": v.patch_size,
+            "max_img_size": grid * v.patch_size,
+            "num_cls_tokens": 1,
+            "num_registers": omni_ggufs.N_REGISTERS - 1,
+            "norm_mean": [0.5, 0.5, 0.5],
+            "norm_std": [0.5, 0.5, 0.5],
+        },
+        "force_image_size": v.image_size,
+        "downsample_ratio": 1 / v.merge,
+        "vit_hidden_size": v.n_embd,
+        "projector_hidden_size": omni_ggufs.PROJECTOR_HIDDEN,
+        "img_context_token_id": n_tokens - 1,
+        "max_sequence_length": llm["max_position_embeddings"],
+    }
+    if audio:
+        config["sound_context_token_id"] = n_tokens - 2
+        config["sound_config"] = {
+            "model_type": "parakeet",
+            "hidden_size": a.n_embd,
+            "num_attention_heads": a.n_head,
+            "num_hidden_layers": a.n_layer,
+            "intermediate_size": a.n_ff,
+            "conv_kernel_size": a.conv_kernel,
+            "subsampling_conv_channels": a.channels,
+            "subsampling_conv_kernel_size": 3,
+            "subsampling_conv_stride": 2,
+            "subsampling_factor": a.subsampling,
+            "num_mel_bins": a.n_mel,
+            "projection_hidden_size": a.hidden,
+            "sampling_rate": 16000,
+        }
+    (hf / "config.json").write_text(json.dumps(config, indent=2))
+    (hf / "preprocessor_config.json").write_text(
+        json.dumps(
+            {"image_size": v.image_size, "patch_size": v.patch_size, "norm_mean": [0.5] * 3, "norm_std": [0.5] * 3}
+        )
+    )
+    return hf, text, mmproj
 
 
 def write_hf_lfm2_vision(folder: Path, *, layernorm: bool = True, seed: int = 0) -> tuple[Path, Path, Path]:

@@ -222,6 +222,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "and its twins DIR/text.gguf and DIR/mmproj.gguf",
         hf.write_hf_glm4v,
     ),
+    "hf-nemotron-omni": (
+        "DIR/hf-nemotron-omni/, a Nemotron 3 Nano Omni as released (Nemotron-H text model, RADIO and its MLP, "
+        "Parakeet), and its twins DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_nemotron_omni,
+    ),
     "hf-gemma3n": (
         "DIR/hf-gemma3n/, a Gemma 3n checkpoint as the releases are (Gemma3nForConditionalGeneration: AltUp, "
         "LAuReL, per-layer embeddings, KV reused from layer 20 on; stand-in towers), and DIR/gemma3n.gguf, its twin",

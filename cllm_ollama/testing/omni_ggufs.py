@@ -87,12 +87,14 @@ _N_FFT_BINS = 257  # libmtmd's Parakeet preprocessor: a 512-point FFT
 _WINDOW = 400  # 25 ms at 16 kHz
 
 
-def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int = 0) -> Path:
+def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int = 0, f16: bool = False) -> Path:
     """A tiny ``nemotron_h`` as llama.cpp loads Ollama's Nemotron-H (per-block KV-head and FFN
-    arrays: a Mamba-2 block has neither, an attention block no FFN, an MLP block no KV heads)."""
-    t = Tensors(gguf.GGUFWriter(str(path), "nemotron_h"), np.random.default_rng(seed), 0.5, _F32)
+    arrays: a Mamba-2 block has neither, an attention block no FFN, an MLP block no KV heads); its
+    matrices in F16 with ``f16`` (as a checkpoint's converted)."""
+    matrices = gguf.GGMLQuantizationType.F16 if f16 else _F32
+    t = Tensors(gguf.GGUFWriter(str(path), "nemotron_h"), np.random.default_rng(seed), 0.5, matrices)
     w, s = t.w, shape
-    model_header(w, s, "tiny-nemotron-h", _F32)  # type: ignore[arg-type]
+    model_header(w, s, "tiny-nemotron-h", matrices)  # type: ignore[arg-type]
     w.add_head_count(s.n_head)
     w.add_head_count_kv([s.n_head_kv if kind == "*" else 0 for kind in s.pattern])
     w.add_feed_forward_length([s.n_ff if kind == "-" else 0 for kind in s.pattern])
@@ -116,7 +118,10 @@ def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int =
         t.norm(p + "attn_norm.weight", s.n_embd)
         if kind == "M":
             t.matrix(p + "ssm_in.weight", 2 * s.d_inner + 2 * s.n_group * s.d_state + s.ssm_heads, s.n_embd)
-            t.matrix(p + "ssm_conv1d.weight", conv, s.d_conv)
+            if f16:  # a converter's depthwise kernel stays F32
+                t.f32(p + "ssm_conv1d.weight", f16_exact(t, (conv, s.d_conv), 0.5))
+            else:
+                t.matrix(p + "ssm_conv1d.weight", conv, s.d_conv)
             t.f32(p + "ssm_conv1d.bias", np.zeros(conv))
             t.f32(p + "ssm_dt.bias", np.log(np.expm1(np.full(s.ssm_heads, 0.05))))  # softplus: a 0.05 step
             t.f32(p + "ssm_a", -np.arange(1, s.ssm_heads + 1, dtype=np.float32).reshape(-1, 1))
@@ -136,15 +141,18 @@ def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int =
 
 
 def write_nemotron_projector(
-    path: Path, *, n_embd_text: int = NEMOTRON.n_embd, seed: int = 0, audio: bool = True
+    path: Path, *, n_embd_text: int = NEMOTRON.n_embd, seed: int = 0, audio: bool = True, f16: bool = False
 ) -> Path:
     """The projector as llama.cpp's converter writes Nemotron Omni's (Nano VL's without ``audio``):
     RADIO's patch embedding as a convolution kernel, its class and register tokens, the position
     table resized to the image's grid (``[1, patches, n]``), fused Q/K/V, and the RMS-normed ReLU²
     MLP that takes each 2 x 2 group of patches into the text model; with ``audio``, the Parakeet
-    tower beside it (``write_parakeet``), each side's projector type under its modality."""
+    tower beside it (``write_parakeet``), each side's projector type under its modality. The ViT's
+    and MLP's matrices in F16 with ``f16`` (as a checkpoint's converted), else F32."""
     v = VISION
     t = projector_header(path, v, "nemotron_v2_vl", n_embd_text, seed)
+    if f16:
+        t = dataclasses.replace(t, qtype=gguf.GGMLQuantizationType.F16)
     if audio:
         del t.w.kv_data[0]["clip.projector_type"]
         t.w.add_clip_vision_projector_type("nemotron_v2_vl")
@@ -228,12 +236,14 @@ def source_positions(seed: int) -> np.ndarray:
     return (grid * 0.2).astype(np.float16).astype(np.float32)
 
 
-def write_nemotron_omni_vision(folder: Path, *, seed: int = 0, audio: bool = True) -> tuple[Path, Path]:
-    """``folder/text.gguf`` and ``folder/mmproj.gguf``: Nemotron Omni's text half and its towers
-    (its vision tower alone without ``audio``) in llama.cpp's layout."""
+def write_nemotron_omni_vision(
+    folder: Path, *, seed: int = 0, audio: bool = True, f16: bool = False
+) -> tuple[Path, Path]:
+    """``folder/text.gguf`` and ``folder/mmproj.gguf``: Nemotron Omni's text half (F16 matrices with
+    ``f16``) and its towers (its vision tower alone without ``audio``) in llama.cpp's layout."""
     folder.mkdir(parents=True, exist_ok=True)
-    text = write_nemotron_h(folder / "text.gguf", seed=seed)
-    return text, write_nemotron_projector(folder / "mmproj.gguf", seed=seed, audio=audio)
+    text = write_nemotron_h(folder / "text.gguf", seed=seed, f16=f16)
+    return text, write_nemotron_projector(folder / "mmproj.gguf", seed=seed, audio=audio, f16=f16)
 
 
 # clip.cpp's names -> Ollama's (convert_nemotron_h.go's replacements of the Hugging Face names).
@@ -274,7 +284,7 @@ _OLLAMA_AUDIO_LEAVES = {
 }
 
 
-def _ollama_audio(name: str, data: np.ndarray) -> tuple[str, np.ndarray]:
+def ollama_audio(name: str, data: np.ndarray) -> tuple[str, np.ndarray]:
     """A Parakeet tensor of llama.cpp's projector as Ollama's converter writes it: its name, the
     convolution biases and depthwise kernel squeezed to the Hugging Face shapes (the pointwise
     kernels' trailing 1 too), in F32 where its ``Kind`` says (biases, 1-D tensors, the feature
@@ -332,7 +342,7 @@ def write_ollama_nemotron_omni(path: Path, *, seed: int = 0, audio: bool = True)
         for t in clip.tensors:
             data = np.array(t.data)
             if t.name.startswith(("a.", "mm.a.")):
-                w.add_tensor(*_ollama_audio(t.name, data))
+                w.add_tensor(*ollama_audio(t.name, data))
             elif t.name == "v.patch_embd.weight":
                 w.add_tensor(t.name, data.reshape(data.shape[0], -1).astype(np.float16))
             elif t.name == "v.position_embd.weight":
@@ -369,3 +379,98 @@ def _ollama_audio_keys(w: gguf.GGUFWriter, a: ParakeetShape = PARAKEET) -> None:
         w.add_uint32(arch + key, value)
     w.add_float32(arch + "attention.layer_norm_epsilon", 1e-5)
     w.add_bool(arch + "scale_input", False)
+
+
+# Ollama's Parakeet names -> the release's (NeMo's), undoing ``convert_nemotron_h.go``'s replacements.
+_RELEASE_AUDIO = (
+    ("a.feature_extractor.", "sound_encoder.encoder.feature_extractor.featurizer."),
+    ("a.subsampling.linear.", "sound_encoder.encoder.subsampling.linear."),
+    *((f"a.subsampling.{name}.", f"sound_encoder.encoder.subsampling.layers.{i}.") for i, name in _SUBSAMPLING),
+    ("mm.a.norm.", "sound_projection.norm."),
+    ("mm.a.1.", "sound_projection.linear1."),
+    ("mm.a.2.", "sound_projection.linear2."),
+)
+_RELEASE_AUDIO_LEAVES = {
+    "ffn1_up": "feed_forward1.linear1",
+    "ffn1_down": "feed_forward1.linear2",
+    "ffn2_up": "feed_forward2.linear1",
+    "ffn2_down": "feed_forward2.linear2",
+    "ffn1_norm": "norm_feed_forward1",
+    "ffn2_norm": "norm_feed_forward2",
+    "attn_norm": "norm_self_att",
+    "conv_norm": "norm_conv",
+    "out_norm": "norm_out",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_out": "self_attn.o_proj",
+    "attn_rel_k": "self_attn.relative_k_proj",
+    "attn_bias_u": "self_attn.bias_u",
+    "attn_bias_v": "self_attn.bias_v",
+    "conv_pw1": "conv.pointwise_conv1",
+    "conv_pw2": "conv.pointwise_conv2",
+    "conv_dw": "conv.depthwise_conv",
+    "conv_bn": "conv.norm",
+}
+# clip.cpp's RADIO names -> the release's (``vision_model.radio_model.model.`` before them).
+_RELEASE_VISION = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2"}
+_RELEASE_VISION |= {"ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+
+
+def release_tower(mmproj: Path, *, seed: int = 0, grid: int = SOURCE_GRID) -> dict[str, tuple[str, np.ndarray]]:
+    """The towers of ``write_nemotron_projector``'s GGUF as Nemotron Omni's release keeps them (safetensors
+    dtype and values by name): RADIO's under ``vision_model.radio_model.``, its linear patch embedding
+    ``[n, 3*p*p]``, its class and register tokens, its position table ``[1, cells, n]`` at ``grid``
+    (RADIO's larger table at ``SOURCE_GRID``, or the picture's own), its input conditioner's pixel
+    statistics; the MLP as ``mlp1.{0,1,3}``; the Parakeet's under NeMo's names (``sound_encoder.``,
+    ``sound_projection.``), its kernels in their convolutions' shapes. Matrices F16, vectors F32."""
+    v = VISION
+    reader = gguf.GGUFReader(mmproj)
+    mean = reader.fields["clip.vision.image_mean"].contents()
+    std = reader.fields["clip.vision.image_std"].contents()
+    out: dict[str, tuple[str, np.ndarray]] = {}
+    radio = "vision_model.radio_model."
+    for t in reader.tensors:
+        data = np.array(t.data)
+        if t.name.startswith(("a.", "mm.a.")):
+            name, data = ollama_audio(t.name, data)
+            out[_release_audio(name)] = _audio_shaped(name, data)
+        elif t.name == "v.patch_embd.weight":
+            out[radio + "model.patch_generator.embedder.weight"] = _typed(data.reshape(v.n_embd, -1))
+        elif t.name == "v.position_embd.weight":
+            table = source_positions(seed) if grid == SOURCE_GRID else data.reshape(grid, grid, v.n_embd)
+            out[radio + "model.patch_generator.pos_embed"] = ("F32", table.reshape(1, grid * grid, v.n_embd))
+        elif t.name == "v.class_embd":
+            out[radio + "model.patch_generator.cls_token.token"] = ("F16", data.astype(np.float16))
+        elif t.name.startswith("v.blk."):
+            _, _, index, part, kind = t.name.split(".")
+            out[f"{radio}model.blocks.{index}.{_RELEASE_VISION[part]}.{kind}"] = _typed(data)
+        else:
+            out[f"mlp1.{t.name.split('.')[3]}.weight"] = _typed(data)
+    out[radio + "input_conditioner.norm_mean"] = ("F32", np.array(mean, np.float32).reshape(3, 1, 1))
+    out[radio + "input_conditioner.norm_std"] = ("F32", np.array(std, np.float32).reshape(3, 1, 1))
+    return out
+
+
+def _typed(data: np.ndarray) -> tuple[str, np.ndarray]:
+    """A matrix in F16 (a twin's are F16-exact), a vector in F32."""
+    return ("F16", data.astype(np.float16)) if data.ndim > 1 else ("F32", data.astype(np.float32))
+
+
+def _release_audio(name: str) -> str:
+    for old, new in _RELEASE_AUDIO:
+        if name.startswith(old):
+            return new + name.removeprefix(old)
+    _, _, index, rest = name.split(".", 3)
+    stem, dot, suffix = rest.partition(".")
+    return f"sound_encoder.encoder.layers.{index}.{_RELEASE_AUDIO_LEAVES[stem]}{dot}{suffix}"
+
+
+def _audio_shaped(name: str, data: np.ndarray) -> tuple[str, np.ndarray]:
+    """An Ollama-shaped Parakeet tensor in the release's shape: the depthwise kernel ``[C, 1, K]``, the
+    pointwise ones ``[O, I, 1]``; in Ollama's type."""
+    if ".conv_dw.weight" in name:
+        data = data.reshape(data.shape[0], 1, data.shape[1])
+    elif ".conv_pw" in name and name.endswith(".weight"):
+        data = data.reshape(*data.shape, 1)
+    return ("F16" if data.dtype == np.float16 else "F32", data)

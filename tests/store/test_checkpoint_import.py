@@ -51,6 +51,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_mistral3_vision,
     write_hf_mixtral,
     write_hf_nemotron_h,
+    write_hf_nemotron_omni,
     write_hf_olmo3,
     write_hf_phi3,
     write_hf_qwen2vl_vision,
@@ -1104,6 +1105,55 @@ def test_a_glmocr_converts_to_the_pair_llama_cpp_runs_ollama_s_files_as(
         _edit(folder, "config.json", change)
         notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
         assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
+
+
+@pytest.mark.parametrize("audio", [True, False], ids=["omni", "nano-vl"])
+def test_a_nemotron_omni_converts_to_llama_cpp_s_text_model_and_projector(
+    tmp_path: Path, model_store: ModelStore, audio: bool
+) -> None:
+    """Nemotron 3 Nano Omni (``NemotronH_Nano_Omni_Reasoning_V3``) and Nemotron Nano VL
+    (``NemotronH_Nano_VL_V2``) as their releases keep them convert to the files llama.cpp's converter
+    writes: the Nemotron-H text model from under ``language_model.backbone.`` with ``llm_config``'s
+    settings; RADIO as a ``nemotron_v2_vl`` projector (its linear patch embedding a kernel, its
+    position table resized to the picture's grid with corners aligned, its class and register
+    tokens, Q/K/V fused, its input conditioner's pixel statistics) and Omni's Parakeet as its
+    ``parakeet`` side, each side's type under its modality; created, a projector layer. A tower
+    libmtmd would compute otherwise is left out, and the stream says why."""
+    folder, text, mmproj = write_hf_nemotron_omni(tmp_path, audio=audio)
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    _assert_twin_keys(text, tmp_path / "out.gguf")
+    _assert_created_with_projector(folder, model_store)
+    sound = (folder / "config.json").read_text()
+    weights = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    for change, why in (
+        (lambda c: c["vision_config"].update(version="radio_v2.5-g"), "RADIO 'radio_v2.5-g'"),
+        (lambda c: c.update(downsample_ratio=0.25), "libmtmd's nemotron_v2_vl merges 2x2 patches"),
+        (lambda c: c["vision_config"].update(hidden_act="silu"), "FFN is not a GELU MLP"),
+    ):
+        (folder / "config.json").write_text(sound)
+        _edit(folder, "config.json", change)
+        notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
+        assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
+    (folder / "config.json").write_text(sound)
+    norm = {"vision_projector.vision_final_layernorm.weight": ("F32", np.ones(32, np.float32))}
+    write_safetensors(weights, tensors | norm)  # Megatron's norm beside a multi-token-prediction layer
+    notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
+    assert len(notes) == 1 and "vision_final_layernorm" in notes[0], notes
+    write_safetensors(weights, tensors)
+    if not audio:
+        return
+    for change, why in (
+        (lambda c: c["sound_config"].update(subsampling_factor=4), "subsampling factor 4 or kernel 3"),
+        (lambda c: c["sound_config"].update(model_type="whisper"), "sound_config is a 'whisper'"),
+        (lambda c: c["sound_config"].pop("num_hidden_layers"), "sound_config has no num_hidden_layers"),
+    ):
+        (folder / "config.json").write_text(sound)
+        _edit(folder, "config.json", change)
+        converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+        assert converted.sees and len(converted.notes) == 1, converted
+        assert converted.notes[0].startswith(AUDIO_LEFT_OUT) and why in converted.notes[0], converted
+        assert _fields(tmp_path / "proj.gguf")["clip.projector_type"] == "nemotron_v2_vl"
 
 
 def test_a_glm4v_converts_to_its_text_model_and_projector(tmp_path: Path, model_store: ModelStore) -> None:

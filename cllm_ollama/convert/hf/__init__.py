@@ -24,6 +24,7 @@ from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import AUDIO_LEFT_OUT, TOWER_LEFT_OUT, Family, Order
 from .lora import convert_lora
+from .safetensors import SourceTensor
 from .sentence import dense_head, pooling_kv
 from .tokenizer import tokenizer_kv
 
@@ -174,12 +175,13 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
             why = f" ({exc})"
     notes = []
     heard = [t for t in tower if family.hears(t.name)]
-    if seen is not None and heard:  # Gemma 4's audio tower, beside its vision tower in one projector
+    if seen is not None and heard:  # an audio tower, beside the vision tower in one projector
         try:
             clip_kv, clip_tensors = seen
-            audio_kv, audio_tensors = audio.gemma4_audio(
-                _settings(config, "audio_config"), config.get("text_config") or {}, heard
-            )
+            audio_kv, audio_tensors = _audio(family.layout.audio, config, heard)
+            if "clip.projector_type" in clip_kv:  # each side's type under its modality, as llama.cpp's
+                clip_kv = clip_kv | {"clip.vision.projector_type": clip_kv["clip.projector_type"]}
+                del clip_kv["clip.projector_type"]
             seen = clip_kv | audio_kv, clip_tensors + audio_tensors
         except ImportRefused as exc:
             notes.append(f"{AUDIO_LEFT_OUT} ({exc})")
@@ -188,6 +190,16 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
         write(projector, "clip", *seen)
         return Converted(notes, sees=True)
     return Converted([TOWER_LEFT_OUT + why] if tower else [])
+
+
+def _audio(kind: str | None, config: dict[str, Any], heard: list[SourceTensor]) -> tuple[KV, list[Tensor]]:
+    """The projector's audio side of ``kind`` (the family's ``Layout.audio``) for the tower ``heard``."""
+    text = config.get("text_config") or config.get("llm_config") or {}
+    if kind == "parakeet":
+        return audio.parakeet(_settings(config, "sound_config"), text, heard)
+    if kind == "gemma4a":
+        return audio.gemma4_audio(_settings(config, "audio_config"), text, heard)
+    raise ImportRefused("cllm converts no audio tower of this model")
 
 
 def _settings(config: dict[str, Any], key: str) -> dict[str, Any]:

@@ -1,11 +1,15 @@
-"""Gemma 4's audio tower converted to the ``gemma4a`` side of the projector GGUF libmtmd reads,
-beside its ``gemma4v`` vision side, as llama.cpp's ``Gemma4VisionAudioModel`` writes it.
+"""Audio towers converted to the audio side of the projector GGUF libmtmd reads, beside the vision
+side, as llama.cpp's converters write them.
 
-The tower is a Conformer: a subsampler of two 3x3 convolutions and a projection, then blocks of
+Gemma 4's (``gemma4a``, beside ``gemma4v``, as ``Gemma4VisionAudioModel`` writes it): a Conformer,
+a subsampler of two 3x3 convolutions and a projection, then blocks of
 a half-step FFN, chunked attention with relative positions (its per-dimension query scale stored
 as llama.cpp uses it, after a softplus), a depthwise convolution between two projections and a
 second half-step FFN; then an output projection, and ``embed_audio``'s projection into the text
 model. Its linears are clamped (``Gemma4ClippableLinear``), the clamps stored beside their weights.
+
+Nemotron 3 Nano Omni's (``parakeet``, beside ``nemotron_v2_vl``, as ``NemotronNanoV2VLModel``
+writes it): a FastConformer, mapped through the names and shapes Ollama's converter gives it.
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gguf import GGUFValueType
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFValueType
 
 from ..framework import KV, Tensor
+from ..parakeet import parakeet_kv, parakeet_name, parakeet_refusal, parakeet_tensor
 from .errors import ImportRefused
-from .safetensors import SourceTensor
+from .safetensors import SourceTensor, to_f32
 from .vision import config_int, converted, infinite_clamp
 
 _U32, _F32 = GGUFValueType.UINT32, GGUFValueType.FLOAT32
+_F32_TYPE, _F16_TYPE = GGMLQuantizationType.F32, GGMLQuantizationType.F16
 _STR, _BOOL = GGUFValueType.STRING, GGUFValueType.BOOL
 _TOWER = ("model.audio_tower.", "audio_tower.")
 _PROJECTOR = ("model.embed_audio.", "embed_audio.")
@@ -155,3 +162,123 @@ def _same(given: Any, fixed: Any) -> bool:
     if isinstance(fixed, float) and isinstance(given, int | float) and not isinstance(given, bool):
         return math.isclose(given, fixed, rel_tol=1e-6)
     return bool(given == fixed)
+
+
+# Nemotron Omni's Parakeet under its releases' names (NeMo's) -> Ollama's (``convert_nemotron_h.go``'s
+# replacements), which ``parakeet.py`` takes on to clip.cpp's: whole-name starts, then a block's parts.
+_SOUND_STARTS = (
+    ("sound_encoder.encoder.feature_extractor.featurizer.", "a.feature_extractor."),
+    ("sound_encoder.encoder.subsampling.linear.", "a.subsampling.linear."),
+    *(
+        (f"sound_encoder.encoder.subsampling.layers.{i}.", f"a.subsampling.{name}.")
+        for i, name in ((0, "conv0"), (2, "dw1"), (3, "pw1"), (5, "dw2"), (6, "pw2"))
+    ),
+    ("sound_projection.norm.", "mm.a.norm."),
+    ("sound_projection.linear1.", "mm.a.1."),
+    ("sound_projection.linear2.", "mm.a.2."),
+)
+_SOUND_BLOCK = re.compile(r"sound_encoder\.encoder\.layers\.(\d+)\.(.+?)(?:\.(weight|bias|running_mean|running_var))?")
+_SOUND_PARTS = {
+    "feed_forward1.linear1": "ffn1_up",
+    "feed_forward1.linear2": "ffn1_down",
+    "feed_forward2.linear1": "ffn2_up",
+    "feed_forward2.linear2": "ffn2_down",
+    "norm_feed_forward1": "ffn1_norm",
+    "norm_feed_forward2": "ffn2_norm",
+    "norm_self_att": "attn_norm",
+    "norm_conv": "conv_norm",
+    "norm_out": "out_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_out",
+    "self_attn.relative_k_proj": "attn_rel_k",
+    "self_attn.bias_u": "attn_bias_u",
+    "self_attn.bias_v": "attn_bias_v",
+    "conv.pointwise_conv1": "conv_pw1",
+    "conv.pointwise_conv2": "conv_pw2",
+    "conv.depthwise_conv": "conv_dw",
+    "conv.norm": "conv_bn",
+}
+# Ollama's defaults for what a release's sound_config leaves out (``nemotronHNanoVLModel``), by
+# the audio key each becomes.
+_SOUND_SETTINGS = {
+    "subsampling_factor": ("subsampling_factor", 8),
+    "conv_kernel_size": ("conv_kernel_size", 9),
+    "embedding_length": ("hidden_size", 1024),
+    "attention.head_count": ("num_attention_heads", 8),
+    "block_count": ("num_hidden_layers", None),
+    "num_mel_bins": ("num_mel_bins", 128),
+}
+
+
+def parakeet(sound: Mapping[str, Any], text: Mapping[str, Any], sources: list[SourceTensor]) -> tuple[KV, list[Tensor]]:
+    """Nemotron Omni's Parakeet as the ``parakeet`` side llama.cpp's ``NemotronNanoV2VLModel``
+    writes (``sound``: config.json's ``sound_config``, ``text``: its text model's settings), through
+    Ollama's names and shapes, which ``parakeet.py`` maps for Ollama's own files; ``ImportRefused``
+    for a tower clip.cpp would not run."""
+    kind = sound.get("model_type", "parakeet")
+    if kind != "parakeet":
+        raise ImportRefused(f"config.json's sound_config is a {kind!r}; cllm converts Parakeet's")
+    settings: dict[str, Any] = {
+        key: config_int(sound, name, default, part="sound_config") for key, (name, default) in _SOUND_SETTINGS.items()
+    }
+    settings["feed_forward_length"] = config_int(
+        sound, "intermediate_size", 4 * settings["embedding_length"], part="sound_config"
+    )
+    why = parakeet_refusal(settings)
+    if why is not None:
+        raise ImportRefused(f"config.json's sound_config gives {why}")
+    tensors = [parakeet_tensor(t) for source in sources if (t := _sound_tensor(source)) is not None]
+    names = {t.name for t in tensors}
+    missing = [n for n in ("a.conv1d.0.weight", "a.pre_encode.out.weight", "mm.a.mlp.1.weight") if n not in names]
+    missing += [
+        f"a.blk.{i}.attn_q.weight" for i in range(settings["block_count"]) if f"a.blk.{i}.attn_q.weight" not in names
+    ]
+    if missing:
+        raise ImportRefused(f"the audio tower has no {missing[0]}: is a shard missing?")
+    projection = config_int(text, "hidden_size", part="llm_config")
+    return parakeet_kv(settings, projection, 1e-5), tensors
+
+
+def _sound_tensor(source: SourceTensor) -> Tensor | None:
+    """A Parakeet tensor under clip.cpp's name, in Ollama's shape and type (the depthwise and
+    pointwise kernels squeezed; F32 the biases, vectors, feature extractor, subsampling and
+    depthwise kernel, F16 the other matrices); None for the batch norm's step count."""
+    name = _ollama_sound_name(source.name)
+    if name is None:
+        return None
+    source.require_float()
+    shape = source.shape
+    if ".conv_dw.weight" in name and len(shape) == 3:
+        shape = (shape[0], shape[2])
+    elif ".conv_pw" in name and name.endswith(".weight") and len(shape) == 3 and shape[2] == 1:
+        shape = shape[:2]
+    f32 = (
+        name.endswith(".bias")
+        or len(shape) == 1
+        or name.startswith(("a.feature_extractor.", "a.subsampling."))
+        or ".conv_dw." in name
+    )
+    kind, dtype = (_F32_TYPE, np.dtype(np.float32)) if f32 else (_F16_TYPE, np.dtype(np.float16))
+    data, from_dtype = source.data, source.dtype
+    return Tensor(
+        parakeet_name(name),
+        kind,
+        shape,
+        dtype,
+        lambda: np.ascontiguousarray(to_f32(data, from_dtype).reshape(shape), dtype),
+    )
+
+
+def _ollama_sound_name(name: str) -> str | None:
+    """Ollama's name for one of the release's Parakeet tensors; None for the batch norm's step count."""
+    if name.endswith(".num_batches_tracked"):
+        return None
+    for old, new in _SOUND_STARTS:
+        if name.startswith(old):
+            return new + name[len(old) :]
+    m = _SOUND_BLOCK.fullmatch(name)
+    if m and m[2] in _SOUND_PARTS:
+        return f"a.blk.{m[1]}.{_SOUND_PARTS[m[2]]}" + (f".{m[3]}" if m[3] else "")
+    raise ImportRefused(f"tensor {name} is not one cllm's converter knows for Parakeet's audio tower")

@@ -153,11 +153,14 @@ class _Layout:
     # as stated (Gemma's never, as llama.cpp's converter writes it whatever the tokenizer says).
     space_prefix: bool | None = None
     # A checkpoint that sees (``...ForConditionalGeneration``): its text model's settings are under
-    # ``text_config`` and its tensors under a prefix, apart from the vision tower's ...
+    # ``text_config`` (Nemotron's releases' ``llm_config``) and its tensors under a prefix, apart
+    # from the vision tower's ...
     tower: bool = False
     # ... which become a projector of this ``clip.projector_type`` (``vision.projector``), or, with
-    # none, are left out.
+    # none, are left out; and its audio tower's, which become that projector's side of this type
+    # (``audio.projector``), or, with none, are left out.
     vision: str | None = None
+    audio: str | None = None
     # The output is always the token embedding (Gemma 2's): a stray lm_head is not written.
     tied: bool = False
     # A mixture's experts: one tensor per expert and projection (layer, expert, projection), stacked
@@ -533,11 +536,18 @@ LAYOUTS = {
     # Its vision (MobileNetV5) and audio (USM) towers are left out, as Ollama's converter leaves them.
     "Gemma3nForConditionalGeneration": dataclasses.replace(_GEMMA3N, tower=True),
     "Gemma4ForCausalLM": _GEMMA4,
-    "Gemma4ForConditionalGeneration": dataclasses.replace(_GEMMA4, tower=True, vision="gemma4v"),
+    "Gemma4ForConditionalGeneration": dataclasses.replace(_GEMMA4, tower=True, vision="gemma4v", audio="gemma4a"),
     "DeepseekV3ForCausalLM": _DEEPSEEK2,
     # DeepSeek-V2 (and V2-Lite, DeepSeek-Coder-V2): V3's layout, its tokenizer named by its splits.
     "DeepseekV2ForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer=None),
     "NemotronHForCausalLM": _NEMOTRON_H,
+    # Nemotron Nano 12B v2 VL and Nemotron 3 Nano Omni as their releases keep them (Ollama's
+    # ``nemotronHNanoVLModel``): the text model under ``language_model.backbone.``, a RADIO tower
+    # and its MLP (``nemotron_v2_vl``), Omni's Parakeet beside it (``parakeet``).
+    "NemotronH_Nano_VL_V2": dataclasses.replace(_NEMOTRON_H, tower=True, vision="nemotron_v2_vl"),
+    "NemotronH_Nano_Omni_Reasoning_V3": dataclasses.replace(
+        _NEMOTRON_H, tower=True, vision="nemotron_v2_vl", audio="parakeet"
+    ),
     "LagunaForCausalLM": _LAGUNA,
     "Glm4MoeLiteForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer="glm4", turn_ends=_GLM4.turn_ends),
     "Glm4ForCausalLM": _GLM4,
@@ -588,8 +598,8 @@ for _layout in LAYOUTS.values():
 _BY_ARCH["nemotron_h_moe"] = dataclasses.replace(_NEMOTRON_H, arch="nemotron_h_moe", tower=True)
 # Where a checkpoint that sees keeps its text model (transformers before 4.52, and since), and its tower.
 _TEXT_PREFIXES = (("language_model.model.", "model."), ("model.language_model.", "model."), ("language_model.", ""))
-# Gemma 4's audio tower and its projector, which cllm leaves out.
-_AUDIO_PREFIXES = ("model.audio_tower.", "model.embed_audio.")
+# Audio towers and their projectors: Gemma 4's, Nemotron Omni's Parakeet.
+_AUDIO_PREFIXES = ("model.audio_tower.", "model.embed_audio.", "sound_encoder.", "sound_projection.")
 _TOWER_PREFIXES = (
     "vision_tower.",
     "multi_modal_projector.",
@@ -598,6 +608,9 @@ _TOWER_PREFIXES = (
     "visual.",  # Qwen-VL's, its merger inside
     "model.visual.",
     "model.embed_vision.",  # Gemma 4's projector
+    "vision_model.",  # Nemotron's RADIO, its MLP, and the norm before it
+    "mlp1.",
+    "vision_projector.",
     *_AUDIO_PREFIXES,
 )
 TOWER_LEFT_OUT = "the vision tower is left out: the model is converted to see text only"
@@ -805,6 +818,8 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 202752,
     },
 }
+for _name in ("NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3"):  # the same text model's
+    _CLASS_DEFAULTS[_name] = _CLASS_DEFAULTS["NemotronHForCausalLM"]
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {
@@ -870,13 +885,15 @@ class Family:
         if name not in LAYOUTS:
             raise ImportRefused(f"unsupported architecture {name!r}: cllm converts {', '.join(sorted(LAYOUTS))}")
         layout = LAYOUTS[name]
-        text = config.get("text_config") if layout.tower else None
+        text = (config.get("text_config") or config.get("llm_config")) if layout.tower else None
         given = {**config, **text} if isinstance(text, dict) else config
         kind = text.get("model_type", "glm4v_text") if isinstance(text, dict) else "glm4v_text"  # flat: GLM-4.1V's own
         if layout is _GLM4V and kind != "glm4v_text":
             raise ImportRefused(f"config.json's text model is {kind!r}; cllm converts GLM-4.1V's glm4v_text")
         if layout.arch == "llama" and given.get("model_type") == "ministral3":
             layout = dataclasses.replace(layout, arch=_MINISTRAL3.arch)
+        if layout.vision == "nemotron_v2_vl" and isinstance(config.get("max_sequence_length"), int):
+            given = {**given, "max_position_embeddings": config["max_sequence_length"]}  # as Ollama reads it
         if layout.arch == "nemotron_h":  # its layers by kind, and its older names, however stated
             kinds = _nemotron_h_kinds(given)
             older = {new: given[old] for old, new in _NEMOTRON_H_OLDER.items() if old in given}  # which win there
@@ -1903,12 +1920,12 @@ class Family:
     def _text_name(self, name: str) -> str:
         """The name under a model that sees as a text model's own (``model.layers...``), or under
         the layout's own root (Nemotron-H's ``backbone.``) as under ``model.``."""
+        if self.layout.tower:
+            name = next((new + name[len(old) :] for old, new in _TEXT_PREFIXES if name.startswith(old)), name)
         root = self.layout.root
         if root is not None and name.startswith(root):
             return "model." + name[len(root) :]
-        if not self.layout.tower:
-            return name
-        return next((new + name[len(old) :] for old, new in _TEXT_PREFIXES if name.startswith(old)), name)
+        return name
 
     def _window_pattern(self) -> int | None:
         """Every how many layers one attends to everything (llama.cpp's pattern; 6 if unstated)."""

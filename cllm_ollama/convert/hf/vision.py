@@ -25,6 +25,11 @@ projection with its LayerNorm and GELU, and a SwiGLU out to the text model's wid
 llama.cpp's ``Glm4VVisionModel`` writes it (Q/K/V kept fused; the patch kernels, the position
 table and the merging convolution in F32).
 
+Nemotron Nano VL v2's and Nemotron 3 Nano Omni's: RADIO, a ViT after class and register tokens
+with a learned position table, then each 2x2 patches through an RMS-normed ReLU² MLP
+(``nemotron_v2_vl``), as llama.cpp's ``NemotronNanoV2VLModel`` writes it: the linear patch embedding
+as a convolution's kernel, the table resized to the fixed picture's grid, Q/K/V kept fused.
+
 LFM2-VL's: SigLIP2 with its patches through a linear (as a convolution's kernel, as Gemma 4's) and
 a position table libmtmd resizes to each picture, and a projector over each 2x2 patches (``lfm2``).
 """
@@ -42,6 +47,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType
 
 from ..framework import CLIP_MEAN, CLIP_STD, KV, Tensor
+from ..nemotron import positions_resized
 from .checkpoint import Checkpoint
 from .errors import ImportRefused
 from .families import pairs_order
@@ -281,6 +287,38 @@ _GLM4V = _Tower(
         *("mm.gate.weight", "mm.up.weight", "mm.down.weight"),
     ),
 )
+# Nemotron's RADIO (its releases' names, those of RADIO's own code) and its MLP (``mlp1``).
+_RADIO = _Tower(
+    "RADIO's",
+    ("vision_model.radio_model.model.",),
+    {
+        "patch_generator.embedder.weight": "v.patch_embd.weight",
+        "patch_generator.pos_embed": "v.position_embd.weight",
+        "patch_generator.cls_token.token": "v.class_embd",
+    },
+    re.compile(r"blocks\.(\d+)\.(.+)\.(weight|bias)"),
+    {
+        "attn.qkv": "attn_qkv",
+        "attn.proj": "attn_out",
+        "norm1": "ln1",
+        "norm2": "ln2",
+        "mlp.fc1": "ffn_up",
+        "mlp.fc2": "ffn_down",
+    },
+    {"0.weight": "mm.model.mlp.0.weight", "1.weight": "mm.model.mlp.1.weight", "3.weight": "mm.model.mlp.3.weight"},
+    (
+        *("v.patch_embd.weight", "v.position_embd.weight", "v.class_embd"),
+        *("mm.model.mlp.0.weight", "mm.model.mlp.1.weight", "mm.model.mlp.3.weight"),
+    ),
+    skipped="patch_generator.video_embedder.",  # libmtmd reads no video
+    projector_prefixes=("mlp1.",),
+)
+# RADIO's pixel statistics, kept in its checkpoint (its input conditioner's buffers).
+_RADIO_STATISTICS = tuple(f"vision_model.radio_model.input_conditioner.norm_{s}" for s in ("mean", "std"))
+# What Nemotron's releases leave to RADIO v2.5-H (Ollama's and llama.cpp's converters fix them too).
+_RADIO_H = {"hidden_size": 1280, "num_hidden_layers": 32, "num_attention_heads": 16, "patch_size": 16}
+_NEMOTRON_IMAGE_SIZE = 512
+_NORM_NAMES = {"image_mean": "norm_mean", "image_std": "norm_std"}
 # What libmtmd's glm4v fixes: its tower's rotation's base (transformers' default).
 _GLM4V_ROPE_THETA = 10000.0
 _GLM4V_IMAGE_SIZE = 336
@@ -317,7 +355,8 @@ def projector(
     ``ImportRefused`` for one llama.cpp could not run. The processor's settings come from
     ``preprocessor_config.json``, or the ``image_processor`` of ``processor_config.json``, where
     transformers 5 saves them."""
-    vision, text = config.get("vision_config"), config.get("text_config", config)  # Qwen's text settings: either
+    vision = config.get("vision_config")
+    text = config.get("text_config") or config.get("llm_config") or config  # Qwen's: either; Nemotron's own name
     if not isinstance(vision, dict) or not isinstance(text, dict):
         raise ImportRefused("config.json has no vision_config and text_config for the vision tower")
     processor = checkpoint.json("preprocessor_config.json") or (
@@ -333,6 +372,8 @@ def projector(
         return _lfm2(config, vision, text, processor, sources, tokens)
     if kind == "glm4v":
         return _glm4v(vision, text, processor, sources)
+    if kind == "nemotron_v2_vl":
+        return _nemotron(config, vision, text, processor, sources)
     return _gemma3(config, vision, text, processor, sources)
 
 
@@ -492,6 +533,67 @@ def _glm4v(
     eps = float(vision.get("rms_norm_eps") or 1e-5)
     kv = _clip_kv("glm4v", "silu", {**settings, "image_size": image_size}, text, processor, eps, _CLIP_MEAN_STD)
     kv["clip.vision.spatial_merge_size"] = (2, _U32)
+    return kv, list(tensors.values())
+
+
+def _nemotron(
+    config: Mapping[str, Any],
+    vision: Mapping[str, Any],
+    text: Mapping[str, Any],
+    processor: Mapping[str, Any],
+    sources: list[SourceTensor],
+) -> tuple[KV, list[Tensor]]:
+    """Nemotron's RADIO as llama.cpp's ``NemotronNanoV2VLModel`` writes it: the patch embedding a
+    kernel ``(width, 3, patch, patch)``, the position table resized to ``force_image_size``'s grid
+    (bilinear, corners aligned), the class and register tokens, the MLP over each 2x2 patches.
+    Its widths are those config.json states, else RADIO v2.5-H's; its pixel statistics its input
+    conditioner's. ``ImportRefused`` for what libmtmd's nemotron_v2_vl computes otherwise: a norm
+    before the MLP (Megatron's, beside a multi-token-prediction layer), another merge than 2x2,
+    another RADIO than v2.5-H, an activation other than GELU."""
+    if any(s.name.startswith("vision_projector.") for s in sources):
+        raise ImportRefused("the tower's features are normed before its MLP (vision_final_layernorm), libmtmd's not")
+    version = vision.get("version")
+    if version is not None and version != "radio_v2.5-h":
+        raise ImportRefused(f"config.json's vision_config is RADIO {version!r}; cllm converts radio_v2.5-h")
+    if vision.get("hidden_act", "gelu") != "gelu" or vision.get("use_swiglu_ffn"):
+        raise ImportRefused("config.json's vision_config FFN is not a GELU MLP, libmtmd's nemotron_v2_vl's")
+    ratio = config.get("downsample_ratio", 0.5)
+    if ratio != 0.5:
+        raise ImportRefused(f"config.json's downsample_ratio is {ratio}; libmtmd's nemotron_v2_vl merges 2x2 patches")
+    width = config.get("vit_hidden_size") or config.get("vision_hidden_size") or vision.get("hidden_size")
+    settings = {**_RADIO_H, **vision, "hidden_size": width or _RADIO_H["hidden_size"]}
+    n_embd, patch = config_int(settings, "hidden_size"), config_int(settings, "patch_size")
+    image_size = config.get("force_image_size") or processor.get("image_size") or _NEMOTRON_IMAGE_SIZE
+    side = config_int({"image_size": image_size}, "image_size", part="top level") // patch
+    tensors: dict[str, Tensor] = {}
+    statistics: dict[str, list[float]] = {}
+    for source in sources:
+        if source.name in _RADIO_STATISTICS:
+            key = "image_mean" if source.name.endswith("mean") else "image_std"
+            statistics[key] = [float(v) for v in to_f32(source.data, source.dtype).reshape(-1)]
+            continue
+        name = _RADIO.gguf_name(source.name)
+        if name is None:
+            continue
+        if name == "v.patch_embd.weight":
+            if source.shape != (n_embd, 3 * patch * patch):
+                shape = list(source.shape)
+                raise ImportRefused(f"tensor {source.name} of shape {shape} is not {patch}x{patch}x3 patches")
+            source = source.with_data(source.data.reshape(n_embd, 3, patch, patch))
+        tensor = converted(name, source, None)
+        if name == "v.position_embd.weight":
+            cells = math.prod(source.shape) // n_embd
+            if math.isqrt(cells) ** 2 != cells or math.prod(source.shape) != cells * n_embd:
+                raise ImportRefused(f"the tower's position table of {list(source.shape)} is not a square grid")
+            tensor = positions_resized(tensor, side, n_embd)
+        tensors[name] = tensor
+    _RADIO.require(tensors, config_int(settings, "num_hidden_layers"))
+    up = tensors.get("v.blk.0.ffn_up.weight")
+    settings |= {"image_size": side * patch, "intermediate_size": up.shape[0] if up is not None else 0}
+    given = {**processor, **config}  # else Nemotron's own names for them (``norm_mean``), as Ollama reads them
+    named = {ours: given[theirs] for ours, theirs in _NORM_NAMES.items() if theirs in given}
+    kv = _clip_kv("nemotron_v2_vl", "gelu", settings, text, statistics or named or processor, 1e-6, _CLIP_MEAN_STD)
+    kv["clip.vision.projector.scale_factor"] = (2, _U32)
     return kv, list(tensors.values())
 
 
@@ -719,7 +821,7 @@ def converted(name: str, source: SourceTensor, heads: int | None) -> Tensor:
     Gemma's soft-embedding norm with its +1, Gemma 4's per-dimension query scale after its softplus."""
     source.require_float()
     keep_f32 = (
-        name.startswith(("v.patch_embd", "v.position_embd", "v.token_embd", "a.conv1d."))
+        name.startswith(("v.patch_embd", "v.position_embd", "v.token_embd", "v.class_embd", "a.conv1d."))
         or name.endswith(".conv_dw.weight")
         or len(source.shape) == 1
         or (name == "mm.patch_merger.weight" and len(source.shape) == 4)
