@@ -2810,6 +2810,7 @@ def write_hf_nemotron_omni(
             "num_registers": omni_ggufs.N_REGISTERS - 1,
             "norm_mean": [0.5, 0.5, 0.5],
             "norm_std": [0.5, 0.5, 0.5],
+            "video_temporal_patch_size": 2,  # its video embedder, which the folder leaves out as libmtmd does
         },
         "force_image_size": v.image_size,
         "downsample_ratio": 1 / v.merge,

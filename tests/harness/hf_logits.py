@@ -121,7 +121,8 @@ def picture(folder: str, pixels: str) -> tuple[dict[str, Any], dict[str, Any], t
     ``(height, width, 3)`` bytes) normalized by the processor's statistics, ``(3, height, width)``."""
     config = json.loads((Path(folder) / "config.json").read_text())
     processor = json.loads((Path(folder) / "preprocessor_config.json").read_text())
-    mean, std = np.array(processor["image_mean"], np.float32), np.array(processor["image_std"], np.float32)
+    mean = np.array(processor.get("image_mean", processor.get("norm_mean")), np.float32)  # Nemotron's: norm_*
+    std = np.array(processor.get("image_std", processor.get("norm_std")), np.float32)
     values = torch.tensor((np.load(pixels).astype(np.float32) / 255.0 - mean) / std).permute(2, 0, 1)
     return config, processor, values
 
@@ -144,6 +145,11 @@ def image(folder: str, pixels: str, out: str) -> None:
             features = model.model.get_image_features(**naflex_patches(values, config["vision_config"]["patch_size"]))
         np.save(out, features.pooler_output[0].numpy())
         return
+    if config["model_type"] == "nemotron_h_omni":
+        with torch.no_grad():
+            features = nemotron_omni(folder).get_image_features(**radio_patches(values, config))
+        np.save(out, features.pooler_output[0].numpy())
+        return
     values = values[None]
     with torch.no_grad():
         if config["architectures"][0] == "Mistral3ForConditionalGeneration":
@@ -156,6 +162,36 @@ def image(folder: str, pixels: str, out: str) -> None:
     embeddings = features.pooler_output if getattr(features, "pooler_output", None) is not None else features
     embeddings = embeddings[0] if isinstance(embeddings, (tuple, list)) else embeddings
     np.save(out, embeddings.reshape(-1, embeddings.shape[-1]).numpy())
+
+
+def nemotron_omni(folder: str) -> Any:
+    """A Nemotron Omni release folder as transformers' own class reads it: its sound_config's
+    ``model_type`` (``parakeet``, which transformers registers under another name) dropped, no
+    projector bias where it states none, the text model's output tied to its embedding as
+    ``llm_config`` says (the outer class does not tie it)."""
+    from transformers.models.nemotron_h_omni.configuration_nemotron_h_omni import NemotronH_Omni_Reasoning_V3_Config
+    from transformers.models.nemotron_h_omni.modeling_nemotron_h_omni import NemotronH_Omni_Reasoning_V3
+
+    given = json.loads((Path(folder) / "config.json").read_text())
+    sound = given.get("sound_config")
+    if sound is not None:
+        sound.pop("model_type", None)
+        sound.setdefault("projection_bias", False)
+    config = NemotronH_Omni_Reasoning_V3_Config.from_dict(given)
+    model = NemotronH_Omni_Reasoning_V3.from_pretrained(folder, config=config, dtype=torch.float32).eval()
+    if given["llm_config"].get("tie_word_embeddings"):
+        model.language_model.lm_head.weight = model.language_model.get_input_embeddings().weight
+    return model
+
+
+def radio_patches(values: torch.Tensor, config: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """A picture (``(3, height, width)``, normalized) as Nemotron Omni's processor packs it: each
+    patch's channels, rows and columns, the patches row by row, and its grid."""
+    patch = config["vision_config"]["patch_size"]
+    channels, height, width = values.shape
+    rows, columns = height // patch, width // patch
+    patches = values.reshape(channels, rows, patch, columns, patch).permute(1, 3, 0, 2, 4)
+    return {"pixel_values": patches.reshape(rows * columns, -1), "image_grid_hw": torch.tensor([[rows, columns]])}
 
 
 def gemma4_patches(values: torch.Tensor, patch: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -212,8 +248,10 @@ def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
     places them (Qwen's M-RoPE positions, Gemma 3's attention both ways within the picture)."""
     given = json.loads(spec)
     config, processor, values = picture(folder, pixels)
-    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
-    for settings in (model.config, model.model.config):
+    omni = config["model_type"] == "nemotron_h_omni"
+    model = nemotron_omni(folder) if omni else AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32)
+    model.eval()
+    for settings in (model, model.config, getattr(model, "model", model).config):
         for key, value in given["config"].items():
             setattr(settings, key, value)
     ids = torch.tensor([given["ids"]])
@@ -229,6 +267,8 @@ def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
         inputs = {"pixel_values": patches, "image_position_ids": positions, "mm_token_type_ids": kinds}
     elif config["model_type"] == "lfm2_vl":
         inputs = naflex_patches(values, config["vision_config"]["patch_size"])
+    elif omni:
+        inputs = radio_patches(values, config)
     else:  # Mistral 3's Pixtral
         inputs["image_sizes"] = torch.tensor([list(values.shape[1:])])
     with torch.no_grad():
