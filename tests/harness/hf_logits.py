@@ -10,7 +10,8 @@ position of a prompt with that picture in it (``prompt``); or
 the JSON list TEXTS as its tokenizer splits it and as the model embeds it (mean pooling,
 normalized, as its modules say), in the JSON file OUT; or ``python hf_logits.py tokenize FOLDER
 TEXTS OUT``: each text's ids as the folder's tokenizer.json splits it; or ``python hf_logits.py
-resave FOLDER OUT``: its tokenizer as transformers saves it; or ``python hf_logits.py
+resave FOLDER OUT``: its tokenizer as transformers saves it (``resave-omni``: a Nemotron Omni's
+model); or ``python hf_logits.py
 audio FOLDER SAMPLES OUT``: a Gemma 4's embeddings of a clip (``audio``).
 
 For each folder: ``OUT/base.npy``, the logits of every position of TOKENS (comma-separated ids);
@@ -164,11 +165,11 @@ def image(folder: str, pixels: str, out: str) -> None:
     np.save(out, embeddings.reshape(-1, embeddings.shape[-1]).numpy())
 
 
-def nemotron_omni(folder: str) -> Any:
+def nemotron_omni(folder: str, *, tie: bool = True) -> Any:
     """A Nemotron Omni release folder as transformers' own class reads it: its sound_config's
     ``model_type`` (``parakeet``, which transformers registers under another name) dropped, no
-    projector bias where it states none, the text model's output tied to its embedding as
-    ``llm_config`` says (the outer class does not tie it)."""
+    projector bias where it states none; with ``tie``, the text model's output tied to its
+    embedding as ``llm_config`` says (the outer class does not tie it)."""
     from transformers.models.nemotron_h_omni.configuration_nemotron_h_omni import NemotronH_Omni_Reasoning_V3_Config
     from transformers.models.nemotron_h_omni.modeling_nemotron_h_omni import NemotronH_Omni_Reasoning_V3
 
@@ -179,9 +180,14 @@ def nemotron_omni(folder: str) -> Any:
         sound.setdefault("projection_bias", False)
     config = NemotronH_Omni_Reasoning_V3_Config.from_dict(given)
     model = NemotronH_Omni_Reasoning_V3.from_pretrained(folder, config=config, dtype=torch.float32).eval()
-    if given["llm_config"].get("tie_word_embeddings"):
+    if tie and given["llm_config"].get("tie_word_embeddings"):
         model.language_model.lm_head.weight = model.language_model.get_input_embeddings().weight
     return model
+
+
+def resave_omni(folder: str, out: str) -> None:
+    """A Nemotron Omni release folder as transformers 5 saves it (``save_pretrained``), in ``out``."""
+    nemotron_omni(folder, tie=False).save_pretrained(out)
 
 
 def radio_patches(values: torch.Tensor, config: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -342,6 +348,8 @@ if __name__ == "__main__":
         tokenize(*sys.argv[2:5])
     elif sys.argv[1] == "resave":
         resave(*sys.argv[2:4])
+    elif sys.argv[1] == "resave-omni":
+        resave_omni(*sys.argv[2:4])
     elif sys.argv[1] == "audio":
         audio(*sys.argv[2:5])
     else:

@@ -1136,10 +1136,16 @@ def test_a_nemotron_omni_converts_to_llama_cpp_s_text_model_and_projector(
         notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
         assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
     (folder / "config.json").write_text(sound)
-    norm = {"vision_projector.vision_final_layernorm.weight": ("F32", np.ones(32, np.float32))}
-    write_safetensors(weights, tensors | norm)  # Megatron's norm beside a multi-token-prediction layer
-    notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
-    assert len(notes) == 1 and "vision_final_layernorm" in notes[0], notes
+    block, ones = "vision_model.radio_model.model.blocks.0.", ("F32", np.ones(32, np.float32))
+    write_safetensors(weights, tensors | {block + "ls1.gamma": ones})  # a LayerScale that scales nothing
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes == []
+    for extra, why in (
+        ({"vision_projector.vision_final_layernorm.weight": ones}, "vision_final_layernorm"),
+        ({block + "ls1.gamma": ("F32", np.full(32, 0.5, np.float32))}, "scales a block's output"),
+    ):
+        write_safetensors(weights, tensors | extra)  # Megatron's norm beside an MTP layer; a LayerScale
+        notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
+        assert len(notes) == 1 and why in notes[0], notes
     write_safetensors(weights, tensors)
     if not audio:
         return

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 from harness import transformers_oracle as reference
 
-from cllm_ollama.convert.hf import Checkpoint, convert, convert_lora
+from cllm_ollama.convert.hf import Checkpoint, Converted, convert, convert_lora, safetensors
+from cllm_ollama.convert.hf.families import AUDIO_LEFT_OUT
 from cllm_ollama.convert.hf.lora import TOWER_LEFT_OUT
 from cllm_ollama.engine.binding import Batch, Context, Lora, Model, with_adapters
 from cllm_ollama.engine.binding.media import MediaItem, Projector, TextRun
@@ -354,6 +355,41 @@ def test_a_converted_model_reads_a_picture_in_a_prompt_as_transformers_does(tmp_
     # Gemma 3's picture attended to causally, not both ways, moved the logits 2.6% (F16's error: 0.13%).
     tolerance = 0.01 if family == "gemma3" else reference.TOLERANCE
     reference.assert_close(got, np.load(tmp_path / "want.npy")[-len(after) :], f"{family} prompt", tolerance)
+
+
+def test_a_nemotron_omni_as_transformers_saves_it_converts_to_the_same_projector(tmp_path: Path) -> None:
+    """Nemotron Omni as transformers 5 saves it (its own class's name, ``text_config`` and
+    ``audio_config`` with transformers' ``parakeet_encoder``, the release's tensor names restored,
+    RADIO's LayerScale ones, its video embedder and summary indices beside, the pixel statistics in
+    ``vision_config`` alone) converts to the projector its release does: every tensor of it, of its
+    type and values, and its keys; beside them only the convolution biases transformers' Parakeet
+    adds (clip.cpp reads them, its graph adds none). transformers saves no mel filterbank: put back
+    as the release has it, it hears; without it, the audio tower is left out, saying why."""
+    folder, _, mmproj = hf.write_hf_nemotron_omni(tmp_path)
+    saved = tmp_path / "saved"
+    reference.run("resave-omni", str(folder), str(saved))
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # a model's save_pretrained writes none
+        shutil.copy(folder / name, saved / name)
+    weights = saved / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    release = safetensors.read(folder / "model.safetensors", "model.safetensors")
+    featurizer = {t.name: (t.dtype, np.array(t.data)) for t in release if ".featurizer." in t.name}
+    assert len(featurizer) == 2 and not set(featurizer) & set(tensors)
+    notes = convert(Checkpoint.folder(saved), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
+    assert len(notes) == 1 and notes[0].startswith(AUDIO_LEFT_OUT) and "no mel filterbank" in notes[0], notes
+    hf.write_safetensors(weights, tensors | featurizer)
+    config = json.loads((saved / "config.json").read_text())
+    assert config["architectures"] == ["NemotronH_Omni_Reasoning_V3"] and "audio_config" in config
+    converted = convert(Checkpoint.folder(saved), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    assert converted == Converted([], sees=True), converted
+    want, got = (gguf.GGUFReader(p) for p in (mmproj, tmp_path / "proj.gguf"))
+    wanted = {t.name: t for t in want.tensors}
+    made = {t.name: t for t in got.tensors}
+    assert set(made) - set(wanted) == {"a.blk.0.conv_dw.bias", "a.blk.0.conv_pw2.bias"}
+    for name, t in wanted.items():
+        assert made[name].tensor_type == t.tensor_type and np.array_equal(made[name].data, t.data), name
+    keys = [k for k in want.fields if k.startswith("clip.")]
+    assert {k: got.fields[k].contents() for k in keys} == {k: want.fields[k].contents() for k in keys}
 
 
 def _picture_ids(family: str, n_tokens: int, tokens: list[str]) -> list[int]:

@@ -196,7 +196,8 @@ def _audio(kind: str | None, config: dict[str, Any], heard: list[SourceTensor]) 
     """The projector's audio side of ``kind`` (the family's ``Layout.audio``) for the tower ``heard``."""
     text = config.get("text_config") or config.get("llm_config") or {}
     if kind == "parakeet":
-        return audio.parakeet(_settings(config, "sound_config"), text, heard)
+        key = "sound_config" if "sound_config" in config else "audio_config"  # the release's, transformers'
+        return audio.parakeet(_settings(config, key), text, heard)
     if kind == "gemma4a":
         return audio.gemma4_audio(_settings(config, "audio_config"), text, heard)
     raise ImportRefused("cllm converts no audio tower of this model")

@@ -214,11 +214,12 @@ _SOUND_SETTINGS = {
 
 def parakeet(sound: Mapping[str, Any], text: Mapping[str, Any], sources: list[SourceTensor]) -> tuple[KV, list[Tensor]]:
     """Nemotron Omni's Parakeet as the ``parakeet`` side llama.cpp's ``NemotronNanoV2VLModel``
-    writes (``sound``: config.json's ``sound_config``, ``text``: its text model's settings), through
+    writes (``sound``: config.json's ``sound_config``, transformers' ``audio_config``; ``text``: its
+    text model's settings), through
     Ollama's names and shapes, which ``parakeet.py`` maps for Ollama's own files; ``ImportRefused``
     for a tower clip.cpp would not run."""
     kind = sound.get("model_type", "parakeet")
-    if kind != "parakeet":
+    if kind not in ("parakeet", "parakeet_encoder"):  # the release's name, transformers'
         raise ImportRefused(f"config.json's sound_config is a {kind!r}; cllm converts Parakeet's")
     settings: dict[str, Any] = {
         key: config_int(sound, name, default, part="sound_config") for key, (name, default) in _SOUND_SETTINGS.items()
@@ -231,10 +232,16 @@ def parakeet(sound: Mapping[str, Any], text: Mapping[str, Any], sources: list[So
         raise ImportRefused(f"config.json's sound_config gives {why}")
     tensors = [parakeet_tensor(t) for source in sources if (t := _sound_tensor(source)) is not None]
     names = {t.name for t in tensors}
-    missing = [n for n in ("a.conv1d.0.weight", "a.pre_encode.out.weight", "mm.a.mlp.1.weight") if n not in names]
-    missing += [
-        f"a.blk.{i}.attn_q.weight" for i in range(settings["block_count"]) if f"a.blk.{i}.attn_q.weight" not in names
-    ]
+    # The mel filterbank and window the release keeps (its featurizer's buffers; transformers saves
+    # neither), without which clip.cpp loads no projector.
+    wanted = ["a.mel_filters", "a.window", "a.conv1d.0.weight", "a.pre_encode.out.weight", "mm.a.mlp.1.weight"]
+    wanted += [f"a.blk.{i}.attn_q.weight" for i in range(settings["block_count"])]
+    missing = [n for n in wanted if n not in names]
+    if missing and missing[0].startswith(("a.mel_filters", "a.window")):
+        raise ImportRefused(
+            "the audio tower has no mel filterbank and window (sound_encoder.encoder.feature_extractor.featurizer.*, "
+            "which the release has and transformers does not save), without which llama.cpp cannot hear"
+        )
     if missing:
         raise ImportRefused(f"the audio tower has no {missing[0]}: is a shard missing?")
     projection = config_int(text, "hidden_size", part="llm_config")

@@ -548,6 +548,10 @@ LAYOUTS = {
     "NemotronH_Nano_Omni_Reasoning_V3": dataclasses.replace(
         _NEMOTRON_H, tower=True, vision="nemotron_v2_vl", audio="parakeet"
     ),
+    # The same as transformers 5 saves it (its own class's name; the release's tensor names).
+    "NemotronH_Omni_Reasoning_V3": dataclasses.replace(
+        _NEMOTRON_H, tower=True, vision="nemotron_v2_vl", audio="parakeet"
+    ),
     "LagunaForCausalLM": _LAGUNA,
     "Glm4MoeLiteForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer="glm4", turn_ends=_GLM4.turn_ends),
     "Glm4ForCausalLM": _GLM4,
@@ -818,7 +822,7 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 202752,
     },
 }
-for _name in ("NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3"):  # the same text model's
+for _name in ("NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3"):
     _CLASS_DEFAULTS[_name] = _CLASS_DEFAULTS["NemotronHForCausalLM"]
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {

@@ -319,6 +319,7 @@ _RADIO_STATISTICS = tuple(f"vision_model.radio_model.input_conditioner.norm_{s}"
 _RADIO_H = {"hidden_size": 1280, "num_hidden_layers": 32, "num_attention_heads": 16, "patch_size": 16}
 _NEMOTRON_IMAGE_SIZE = 512
 _NORM_NAMES = {"image_mean": "norm_mean", "image_std": "norm_std"}
+_LAYER_SCALE = re.compile(r"vision_model\.radio_model\.model\.blocks\.\d+\.(?:layer_scale[12]\.lambda1|ls[12]\.gamma)")
 # What libmtmd's glm4v fixes: its tower's rotation's base (transformers' default).
 _GLM4V_ROPE_THETA = 10000.0
 _GLM4V_IMAGE_SIZE = 336
@@ -572,6 +573,10 @@ def _nemotron(
             key = "image_mean" if source.name.endswith("mean") else "image_std"
             statistics[key] = [float(v) for v in to_f32(source.data, source.dtype).reshape(-1)]
             continue
+        if _LAYER_SCALE.fullmatch(source.name):  # transformers 5 saves them; libmtmd scales by none
+            if not np.all(to_f32(source.data, source.dtype) == 1.0):
+                raise ImportRefused(f"tensor {source.name} scales a block's output, which libmtmd's RADIO does not")
+            continue
         name = _RADIO.gguf_name(source.name)
         if name is None:
             continue
@@ -590,7 +595,7 @@ def _nemotron(
     _RADIO.require(tensors, config_int(settings, "num_hidden_layers"))
     up = tensors.get("v.blk.0.ffn_up.weight")
     settings |= {"image_size": side * patch, "intermediate_size": up.shape[0] if up is not None else 0}
-    given = {**processor, **config}  # else Nemotron's own names for them (``norm_mean``), as Ollama reads them
+    given = {**processor, **vision, **config}  # else Nemotron's names for them (``norm_mean``), as Ollama reads them
     named = {ours: given[theirs] for ours, theirs in _NORM_NAMES.items() if theirs in given}
     kv = _clip_kv("nemotron_v2_vl", "gelu", settings, text, statistics or named or processor, 1e-6, _CLIP_MEAN_STD)
     kv["clip.vision.projector.scale_factor"] = (2, _U32)
