@@ -157,8 +157,8 @@ def _as_conv_kernel(t: Tensor, n_in: int, patch: int) -> Tensor:
 
 def positions_resized(t: Tensor, side: int, n_embd: int) -> Tensor:
     """RADIO's position table, made at its largest grid, resized to the fixed image's grid as
-    llama.cpp's converter does and RADIO's own code at inference (bilinear, corners aligned:
-    ``F.interpolate``), as ``[1, side*side, n]``."""
+    llama.cpp's converter and Ollama's shim do (bilinear, corners aligned: ``F.interpolate``, as
+    RADIO's first code did; transformers' port does not align them), as ``[1, side*side, n]``."""
     source, kind = t.data, t.kind
 
     def resized() -> np.ndarray:

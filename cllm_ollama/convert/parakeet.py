@@ -18,7 +18,7 @@ _STR = GGUFValueType.STRING
 _BOOL = GGUFValueType.BOOL
 
 # The subsampling's layers: Ollama's names, and their index in the Hugging Face ``nn.Sequential``.
-_SUBSAMPLING = (("conv0", 0), ("dw1", 2), ("pw1", 3), ("dw2", 5), ("pw2", 6))
+SUBSAMPLING = (("conv0", 0), ("dw1", 2), ("pw1", 3), ("dw2", 5), ("pw2", 6))
 # Parakeet's names in Ollama's file (``convert_nemotron_h.go``'s replacements of the Hugging Face
 # names) -> clip.cpp's (``tensor_mapping.py``'s for the same Hugging Face names): whole-name starts,
 # then a block's leaf (longest first: ``ffn2_up`` before a bare ``ffn``).
@@ -27,7 +27,7 @@ _PARAKEET_STARTS = {
     "a.feature_extractor.window": "a.window",
     "a.subsampling.linear.": "a.pre_encode.out.",
     "mm.a.norm.": "mm.a.norm_pre.",
-    **{f"a.subsampling.{old}.": f"a.conv1d.{i}." for old, i in _SUBSAMPLING},
+    **{f"a.subsampling.{old}.": f"a.conv1d.{i}." for old, i in SUBSAMPLING},
 }
 _PARAKEET_MLP = re.compile(r"mm\.a\.(\d+)\.")
 _PARAKEET_LEAVES = {

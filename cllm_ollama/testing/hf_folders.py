@@ -2777,21 +2777,25 @@ def _saved_by_transformers_5(folder: Path) -> None:
 
 
 def write_hf_nemotron_omni(
-    folder: Path, *, audio: bool = True, grid: int = omni_ggufs.SOURCE_GRID, seed: int = 0
+    folder: Path, *, audio: bool = True, grid: int = omni_ggufs.SOURCE_GRID, final_norm: bool = False, seed: int = 0
 ) -> tuple[Path, Path, Path]:
     """``folder/hf-nemotron-omni/``, a Nemotron 3 Nano Omni as its release keeps it
     (``NemotronH_Nano_Omni_Reasoning_V3``; without ``audio``, ``NemotronH_Nano_VL_V2``, Nemotron Nano
     VL's): the Nemotron-H text model under ``language_model.backbone.``, its settings under
     ``llm_config``; RADIO and its MLP, and the Parakeet (``omni_ggufs.release_tower``; RADIO's
-    position table at ``grid``); F16 matrices. Its twins ``folder/text.gguf`` and
-    ``folder/mmproj.gguf`` are llama.cpp's files of the same model (``write_nemotron_omni_vision``)."""
+    position table at ``grid``; with ``final_norm``, the LayerNorm Megatron adds after it where the
+    text model has a multi-token-prediction layer, which config.json then states); F16 matrices.
+    Its twins ``folder/text.gguf`` and ``folder/mmproj.gguf`` are llama.cpp's files of the same
+    model (``write_nemotron_omni_vision``)."""
     v, a = omni_ggufs.VISION, omni_ggufs.PARAKEET
-    text, mmproj = omni_ggufs.write_nemotron_omni_vision(folder, seed=seed, audio=audio, f16=True)
+    text, mmproj = omni_ggufs.write_nemotron_omni_vision(folder, seed=seed, audio=audio, f16=True, post_ln=final_norm)
     hf = export(text, folder / "hf-nemotron-omni")
     weights = hf / "model.safetensors"
     tensors = {f"language_model.{t.name}": (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
     write_safetensors(weights, tensors | omni_ggufs.release_tower(mmproj, seed=seed, grid=grid))
     llm = json.loads((hf / "config.json").read_text())
+    if final_norm:
+        llm["num_nextn_predict_layers"] = 1  # whose weights the folder leaves out, as cllm does
     n_tokens = llm["vocab_size"]
     config: dict[str, Any] = {
         "architectures": ["NemotronH_Nano_Omni_Reasoning_V3" if audio else "NemotronH_Nano_VL_V2"],

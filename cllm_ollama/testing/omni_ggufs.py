@@ -33,7 +33,7 @@ from .gguf_base import (
     projector_header,
     synthetic_vocab,
 )
-from .ocr_ggufs import vit_blocks
+from .ocr_ggufs import layer_norm, vit_blocks
 
 _F32 = gguf.GGMLQuantizationType.F32
 
@@ -141,14 +141,21 @@ def write_nemotron_h(path: Path, *, shape: NemotronShape = NEMOTRON, seed: int =
 
 
 def write_nemotron_projector(
-    path: Path, *, n_embd_text: int = NEMOTRON.n_embd, seed: int = 0, audio: bool = True, f16: bool = False
+    path: Path,
+    *,
+    n_embd_text: int = NEMOTRON.n_embd,
+    seed: int = 0,
+    audio: bool = True,
+    f16: bool = False,
+    post_ln: bool = False,
 ) -> Path:
     """The projector as llama.cpp's converter writes Nemotron Omni's (Nano VL's without ``audio``):
     RADIO's patch embedding as a convolution kernel, its class and register tokens, the position
     table resized to the image's grid (``[1, patches, n]``), fused Q/K/V, and the RMS-normed ReLU²
     MLP that takes each 2 x 2 group of patches into the text model; with ``audio``, the Parakeet
     tower beside it (``write_parakeet``), each side's projector type under its modality. The ViT's
-    and MLP's matrices in F16 with ``f16`` (as a checkpoint's converted), else F32."""
+    and MLP's matrices in F16 with ``f16`` (as a checkpoint's converted), else F32; with ``post_ln``,
+    a LayerNorm after the ViT (Megatron's ``vision_final_layernorm``)."""
     v = VISION
     t = projector_header(path, v, "nemotron_v2_vl", n_embd_text, seed)
     if f16:
@@ -166,6 +173,8 @@ def write_nemotron_projector(
     t.f32("v.position_embd.weight", grid[::step, ::step].reshape(1, side * side, n))
 
     vit_blocks(t, v.n_layer, n, v.n_ff)
+    if post_ln:
+        layer_norm(t, "v.post_ln", n)
     merged = n * v.merge * v.merge
     t.f32("mm.model.mlp.0.weight", 1 + t.rng.standard_normal(merged) * 0.1)
     t.matrix("mm.model.mlp.1.weight", PROJECTOR_HIDDEN, merged)
@@ -178,7 +187,8 @@ def write_parakeet(t: Tensors, n_embd_text: int, a: ParakeetShape = PARAKEET) ->
     """Parakeet's keys and tensors as ``NemotronNanoV2VLModel`` writes them: the subsampling
     convolutions as ``a.conv1d.{0,2,3,5,6}`` with ``[1, C, 1, 1]`` biases, the depthwise kernel
     ``[1, 1, n, k]``, the batch norm's running statistics as ``conv_norm_mean``/``_var``, biases,
-    norms and convolutions in F32, the other matrices in F16 (its ``--outtype f16``; F16-exact values)."""
+    norms and convolutions in F32, the other matrices in F16 (its ``--outtype f16``; F16-exact values)
+    but the subsampling's output projection, F32 as Ollama's converter keeps it."""
     w, n, c, rng = t.w, a.n_embd, a.channels, t.rng
     w.add_clip_has_audio_encoder(True)
     w.add_clip_audio_projector_type("parakeet")
@@ -237,13 +247,15 @@ def source_positions(seed: int) -> np.ndarray:
 
 
 def write_nemotron_omni_vision(
-    folder: Path, *, seed: int = 0, audio: bool = True, f16: bool = False
+    folder: Path, *, seed: int = 0, audio: bool = True, f16: bool = False, post_ln: bool = False
 ) -> tuple[Path, Path]:
     """``folder/text.gguf`` and ``folder/mmproj.gguf``: Nemotron Omni's text half (F16 matrices with
-    ``f16``) and its towers (its vision tower alone without ``audio``) in llama.cpp's layout."""
+    ``f16``) and its towers (its vision tower alone without ``audio``; a norm after the ViT with
+    ``post_ln``) in llama.cpp's layout."""
     folder.mkdir(parents=True, exist_ok=True)
     text = write_nemotron_h(folder / "text.gguf", seed=seed, f16=f16)
-    return text, write_nemotron_projector(folder / "mmproj.gguf", seed=seed, audio=audio, f16=f16)
+    mmproj = write_nemotron_projector(folder / "mmproj.gguf", seed=seed, audio=audio, f16=f16, post_ln=post_ln)
+    return text, mmproj
 
 
 # clip.cpp's names -> Ollama's (convert_nemotron_h.go's replacements of the Hugging Face names).
@@ -422,8 +434,10 @@ def release_tower(mmproj: Path, *, seed: int = 0, grid: int = SOURCE_GRID) -> di
     dtype and values by name): RADIO's under ``vision_model.radio_model.``, its linear patch embedding
     ``[n, 3*p*p]``, its class and register tokens, its position table ``[1, cells, n]`` at ``grid``
     (RADIO's larger table at ``SOURCE_GRID``, or the picture's own), its input conditioner's pixel
-    statistics; the MLP as ``mlp1.{0,1,3}``; the Parakeet's under NeMo's names (``sound_encoder.``,
-    ``sound_projection.``), its kernels in their convolutions' shapes. Matrices F16, vectors F32."""
+    statistics, summary indices and video embedder; a norm after it as Megatron's
+    ``vision_projector.vision_final_layernorm``; the MLP as ``mlp1.{0,1,3}``; the Parakeet's under
+    NeMo's names (``sound_encoder.``, ``sound_projection.``), its kernels in their convolutions'
+    shapes, its batch norm's step count. Matrices F16, vectors F32."""
     v = VISION
     reader = gguf.GGUFReader(mmproj)
     mean = reader.fields["clip.vision.image_mean"].contents()
@@ -442,6 +456,8 @@ def release_tower(mmproj: Path, *, seed: int = 0, grid: int = SOURCE_GRID) -> di
             out[radio + "model.patch_generator.pos_embed"] = ("F32", table.reshape(1, grid * grid, v.n_embd))
         elif t.name == "v.class_embd":
             out[radio + "model.patch_generator.cls_token.token"] = ("F16", data.astype(np.float16))
+        elif t.name.startswith("v.post_ln."):
+            out[f"vision_projector.vision_final_layernorm.{t.name.split('.')[2]}"] = _typed(data)
         elif t.name.startswith("v.blk."):
             _, _, index, part, kind = t.name.split(".")
             out[f"{radio}model.blocks.{index}.{_RELEASE_VISION[part]}.{kind}"] = _typed(data)
@@ -449,6 +465,12 @@ def release_tower(mmproj: Path, *, seed: int = 0, grid: int = SOURCE_GRID) -> di
             out[f"mlp1.{t.name.split('.')[3]}.weight"] = _typed(data)
     out[radio + "input_conditioner.norm_mean"] = ("F32", np.array(mean, np.float32).reshape(3, 1, 1))
     out[radio + "input_conditioner.norm_std"] = ("F32", np.array(std, np.float32).reshape(3, 1, 1))
+    # What libmtmd has no use for: RADIO's summary indices, its video embedder, a batch norm's steps.
+    out[radio + "summary_idxs"] = ("I64", np.array([0, 1], np.int64))
+    video = np.random.default_rng([seed, 2]).standard_normal((v.n_embd, 2 * 3 * v.patch_size**2)) * 0.1
+    out[radio + "model.patch_generator.video_embedder.weight"] = _typed(video)
+    if any(name.startswith("sound_encoder.") for name in out):
+        out["sound_encoder.encoder.layers.0.conv.norm.num_batches_tracked"] = ("I64", np.array(1000, np.int64))
     return out
 
 

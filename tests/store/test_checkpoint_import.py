@@ -1107,22 +1107,31 @@ def test_a_glmocr_converts_to_the_pair_llama_cpp_runs_ollama_s_files_as(
         assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
 
 
-@pytest.mark.parametrize("audio", [True, False], ids=["omni", "nano-vl"])
+@pytest.mark.parametrize(
+    ("audio", "final_norm"), [(True, False), (False, False), (True, True)], ids=["omni", "nano-vl", "norm"]
+)
 def test_a_nemotron_omni_converts_to_llama_cpp_s_text_model_and_projector(
-    tmp_path: Path, model_store: ModelStore, audio: bool
+    tmp_path: Path, model_store: ModelStore, audio: bool, final_norm: bool
 ) -> None:
     """Nemotron 3 Nano Omni (``NemotronH_Nano_Omni_Reasoning_V3``) and Nemotron Nano VL
     (``NemotronH_Nano_VL_V2``) as their releases keep them convert to the files llama.cpp's converter
     writes: the Nemotron-H text model from under ``language_model.backbone.`` with ``llm_config``'s
     settings; RADIO as a ``nemotron_v2_vl`` projector (its linear patch embedding a kernel, its
     position table resized to the picture's grid with corners aligned, its class and register
-    tokens, Q/K/V fused, its input conditioner's pixel statistics) and Omni's Parakeet as its
-    ``parakeet`` side, each side's type under its modality; created, a projector layer. A tower
-    libmtmd would compute otherwise is left out, and the stream says why."""
-    folder, text, mmproj = write_hf_nemotron_omni(tmp_path, audio=audio)
+    tokens, Q/K/V fused, the norm Megatron adds after it as the ViT's last, what libmtmd has no use
+    for left out) and Omni's Parakeet as its ``parakeet`` side, each side's type under its
+    modality; created, a projector layer. A tower libmtmd would compute otherwise is left out, and
+    the stream says why."""
+    folder, text, mmproj = write_hf_nemotron_omni(tmp_path, audio=audio, final_norm=final_norm)
     _assert_sees_as_twins(folder, text, mmproj, tmp_path)
     _assert_twin_keys(text, tmp_path / "out.gguf")
     _assert_created_with_projector(folder, model_store)
+    processor = (folder / "preprocessor_config.json").read_text()
+    _edit(folder, "preprocessor_config.json", lambda c: c.update(norm_mean=[0.25] * 3, norm_std=[0.75] * 3))
+    convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")  # what its processor applies
+    got = _fields(tmp_path / "proj.gguf")
+    assert (got["clip.vision.image_mean"], got["clip.vision.image_std"]) == ([0.25] * 3, [0.75] * 3)
+    (folder / "preprocessor_config.json").write_text(processor)
     sound = (folder / "config.json").read_text()
     weights = folder / "model.safetensors"
     tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
@@ -1140,12 +1149,23 @@ def test_a_nemotron_omni_converts_to_llama_cpp_s_text_model_and_projector(
     write_safetensors(weights, tensors | {block + "ls1.gamma": ones})  # a LayerScale that scales nothing
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes == []
     for extra, why in (
-        ({"vision_projector.vision_final_layernorm.weight": ones}, "vision_final_layernorm"),
         ({block + "ls1.gamma": ("F32", np.full(32, 0.5, np.float32))}, "scales a block's output"),
+        ({"vision_model.radio_model.model.norm.weight": ones}, "not one cllm's converter knows for RADIO's"),
+        ({"vision_model.radio_model.feature_normalizer.mean": ones}, "not one cllm's converter knows for RADIO's"),
     ):
-        write_safetensors(weights, tensors | extra)  # Megatron's norm beside an MTP layer; a LayerScale
+        write_safetensors(weights, tensors | extra)
         notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
         assert len(notes) == 1 and why in notes[0], notes
+    if audio:  # clip.cpp's parakeet projects without biases: a zero one is none, another is refused
+        bias = "sound_projection.linear1.bias"
+        write_safetensors(weights, tensors | {bias: ("F32", np.zeros(32, np.float32))})
+        assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes == []
+        write_safetensors(weights, tensors | {bias: ("F32", np.full(32, 0.1, np.float32))})
+        notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
+        assert notes == [
+            f"{AUDIO_LEFT_OUT} (the audio projector has biases (mm.a.mlp.1.bias), which llama.cpp's "
+            "parakeet does not add)"
+        ], notes
     write_safetensors(weights, tensors)
     if not audio:
         return

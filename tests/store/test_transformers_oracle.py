@@ -278,9 +278,11 @@ _SEEING: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
     # GLM-4.1V's at its position table's own size, which libmtmd and transformers then read as it is.
     "glm4v": (hf.write_hf_glm4v, 64),
     # Nemotron Omni's RADIO with its position table at the picture's own grid: to another grid,
-    # transformers resizes it with corners not aligned, where RADIO's own code (``ViTPatchGenerator``)
-    # and llama.cpp's converter align them (``test_layouts_omni.py`` holds that resize).
+    # transformers resizes it with corners not aligned, where llama.cpp's converter and Ollama's
+    # shim align them, as RADIO's first code did (``test_layouts_omni.py`` holds that resize).
     "nemotron-omni": (lambda folder: hf.write_hf_nemotron_omni(folder, grid=4), 32),
+    # ... with the LayerNorm Megatron adds after RADIO where the text model has an MTP layer.
+    "nemotron-omni-norm": (lambda folder: hf.write_hf_nemotron_omni(folder, grid=4, final_norm=True), 32),
 }
 
 

@@ -9,7 +9,8 @@ second half-step FFN; then an output projection, and ``embed_audio``'s projectio
 model. Its linears are clamped (``Gemma4ClippableLinear``), the clamps stored beside their weights.
 
 Nemotron 3 Nano Omni's (``parakeet``, beside ``nemotron_v2_vl``, as ``NemotronNanoV2VLModel``
-writes it): a FastConformer, mapped through the names and shapes Ollama's converter gives it.
+writes it): a FastConformer, mapped through the names, shapes and types Ollama's converter gives
+it (its subsampling's output projection stays F32, where llama.cpp's converter writes F16).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType
 
 from ..framework import KV, Tensor
-from ..parakeet import parakeet_kv, parakeet_name, parakeet_refusal, parakeet_tensor
+from ..parakeet import SUBSAMPLING, parakeet_kv, parakeet_name, parakeet_refusal, parakeet_tensor
 from .errors import ImportRefused
 from .safetensors import SourceTensor, to_f32
 from .vision import config_int, converted, infinite_clamp
@@ -169,10 +170,7 @@ def _same(given: Any, fixed: Any) -> bool:
 _SOUND_STARTS = (
     ("sound_encoder.encoder.feature_extractor.featurizer.", "a.feature_extractor."),
     ("sound_encoder.encoder.subsampling.linear.", "a.subsampling.linear."),
-    *(
-        (f"sound_encoder.encoder.subsampling.layers.{i}.", f"a.subsampling.{name}.")
-        for i, name in ((0, "conv0"), (2, "dw1"), (3, "pw1"), (5, "dw2"), (6, "pw2"))
-    ),
+    *((f"sound_encoder.encoder.subsampling.layers.{i}.", f"a.subsampling.{name}.") for name, i in SUBSAMPLING),
     ("sound_projection.norm.", "mm.a.norm."),
     ("sound_projection.linear1.", "mm.a.1."),
     ("sound_projection.linear2.", "mm.a.2."),
@@ -231,6 +229,9 @@ def parakeet(sound: Mapping[str, Any], text: Mapping[str, Any], sources: list[So
     if why is not None:
         raise ImportRefused(f"config.json's sound_config gives {why}")
     tensors = [parakeet_tensor(t) for source in sources if (t := _sound_tensor(source)) is not None]
+    biased = [t.name for t in tensors if t.name.startswith("mm.a.mlp.") and t.name.endswith(".bias") and t.data().any()]
+    if biased:  # clip.cpp's parakeet projects without them
+        raise ImportRefused(f"the audio projector has biases ({biased[0]}), which llama.cpp's parakeet does not add")
     names = {t.name for t in tensors}
     # The mel filterbank and window the release keeps (its featurizer's buffers; transformers saves
     # neither), without which clip.cpp loads no projector.

@@ -499,6 +499,7 @@ _LAGUNA = _Layout(
     },
     turn_ends={"eot": "</assistant>"},  # its turn's end, which llama.cpp's converter makes a control token
 )
+_NEMOTRON_OMNI = dataclasses.replace(_NEMOTRON_H, tower=True, vision="nemotron_v2_vl", audio="parakeet")
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
@@ -545,13 +546,8 @@ LAYOUTS = {
     # ``nemotronHNanoVLModel``): the text model under ``language_model.backbone.``, a RADIO tower
     # and its MLP (``nemotron_v2_vl``), Omni's Parakeet beside it (``parakeet``).
     "NemotronH_Nano_VL_V2": dataclasses.replace(_NEMOTRON_H, tower=True, vision="nemotron_v2_vl"),
-    "NemotronH_Nano_Omni_Reasoning_V3": dataclasses.replace(
-        _NEMOTRON_H, tower=True, vision="nemotron_v2_vl", audio="parakeet"
-    ),
-    # The same as transformers 5 saves it (its own class's name; the release's tensor names).
-    "NemotronH_Omni_Reasoning_V3": dataclasses.replace(
-        _NEMOTRON_H, tower=True, vision="nemotron_v2_vl", audio="parakeet"
-    ),
+    "NemotronH_Nano_Omni_Reasoning_V3": _NEMOTRON_OMNI,
+    "NemotronH_Omni_Reasoning_V3": _NEMOTRON_OMNI,  # as transformers 5 saves it: the release's tensor names
     "LagunaForCausalLM": _LAGUNA,
     "Glm4MoeLiteForCausalLM": dataclasses.replace(_DEEPSEEK2, pre_tokenizer="glm4", turn_ends=_GLM4.turn_ends),
     "Glm4ForCausalLM": _GLM4,
@@ -2040,7 +2036,7 @@ class Family:
         return self.layout.tower and name.startswith(_TOWER_PREFIXES)
 
     def hears(self, name: str) -> bool:
-        """Whether the tensor is an audio tower's or its projector's (Gemma 4's, left out)."""
+        """Whether the tensor is an audio tower's or its projector's (Gemma 4's, Nemotron Omni's)."""
         return self.layout.tower and name.startswith(_AUDIO_PREFIXES)
 
     def gguf_name(self, name: str) -> str | None:

@@ -310,7 +310,6 @@ _RADIO = _Tower(
         *("v.patch_embd.weight", "v.position_embd.weight", "v.class_embd"),
         *("mm.model.mlp.0.weight", "mm.model.mlp.1.weight", "mm.model.mlp.3.weight"),
     ),
-    skipped="patch_generator.video_embedder.",  # libmtmd reads no video
     projector_prefixes=("mlp1.",),
 )
 # RADIO's pixel statistics, kept in its checkpoint (its input conditioner's buffers).
@@ -319,6 +318,16 @@ _RADIO_STATISTICS = tuple(f"vision_model.radio_model.input_conditioner.norm_{s}"
 _RADIO_H = {"hidden_size": 1280, "num_hidden_layers": 32, "num_attention_heads": 16, "patch_size": 16}
 _NEMOTRON_IMAGE_SIZE = 512
 _NORM_NAMES = {"image_mean": "norm_mean", "image_std": "norm_std"}
+# What of a Nemotron's tower libmtmd has no use for: RADIO's summary indices, its input conditioner
+# (the processor normalizes), its video embedder (the release's name and transformers').
+_RADIO_UNREAD = re.compile(
+    r"vision_model\.(?:radio_model\.)?summary_idxs"
+    r"|vision_model\.radio_model\.input_conditioner\..+"
+    r"|vision_model\.embeddings\.video_patch_projection\..+"
+    r"|vision_model\.radio_model\.model\.patch_generator\.video_embedder\..+"
+)
+# Megatron's LayerNorm after RADIO (beside a multi-token-prediction layer): the ViT's last norm.
+_FINAL_NORM = {f"vision_projector.vision_final_layernorm.{kind}": f"v.post_ln.{kind}" for kind in ("weight", "bias")}
 _LAYER_SCALE = re.compile(r"vision_model\.radio_model\.model\.blocks\.\d+\.(?:layer_scale[12]\.lambda1|ls[12]\.gamma)")
 # What libmtmd's glm4v fixes: its tower's rotation's base (transformers' default).
 _GLM4V_ROPE_THETA = 10000.0
@@ -351,7 +360,8 @@ def projector(
     tokens: list[str],
 ) -> tuple[KV, list[Tensor]]:
     """The projector GGUF's keys and tensors of ``kind`` (``gemma3``, ``gemma4v``, ``glm4v``, ``lfm2``,
-    ``pixtral``, a Qwen-VL's merger: the family's ``Layout.vision``) for the tower ``sources``, ``embedding`` the text
+    ``nemotron_v2_vl``, ``pixtral``, a Qwen-VL's merger: the family's ``Layout.vision``) for the
+    tower ``sources``, ``embedding`` the text
     model's token embedding and ``tokens`` its vocabulary (both for Pixtral's [IMG_BREAK] row);
     ``ImportRefused`` for one llama.cpp could not run. The processor's settings come from
     ``preprocessor_config.json``, or the ``image_processor`` of ``processor_config.json``, where
@@ -546,13 +556,13 @@ def _nemotron(
 ) -> tuple[KV, list[Tensor]]:
     """Nemotron's RADIO as llama.cpp's ``NemotronNanoV2VLModel`` writes it: the patch embedding a
     kernel ``(width, 3, patch, patch)``, the position table resized to ``force_image_size``'s grid
-    (bilinear, corners aligned), the class and register tokens, the MLP over each 2x2 patches.
-    Its widths are those config.json states, else RADIO v2.5-H's; its pixel statistics its input
-    conditioner's. ``ImportRefused`` for what libmtmd's nemotron_v2_vl computes otherwise: a norm
-    before the MLP (Megatron's, beside a multi-token-prediction layer), another merge than 2x2,
-    another RADIO than v2.5-H, an activation other than GELU."""
-    if any(s.name.startswith("vision_projector.") for s in sources):
-        raise ImportRefused("the tower's features are normed before its MLP (vision_final_layernorm), libmtmd's not")
+    (bilinear, corners aligned, as llama.cpp's converter and Ollama's shim do), the class and
+    register tokens, the MLP over each 2x2 patches; the LayerNorm Megatron puts before the MLP
+    beside a multi-token-prediction layer as the ViT's ``v.post_ln``, which libmtmd applies last.
+    Its widths are those config.json states, else RADIO v2.5-H's; its pixel statistics those its
+    processor normalizes by (``_radio_statistics``). ``ImportRefused`` for what libmtmd's
+    nemotron_v2_vl computes otherwise: another merge than 2x2, another RADIO than v2.5-H, an
+    activation other than GELU, a LayerScale, a part of the tower it has no place for."""
     version = vision.get("version")
     if version is not None and version != "radio_v2.5-h":
         raise ImportRefused(f"config.json's vision_config is RADIO {version!r}; cllm converts radio_v2.5-h")
@@ -567,18 +577,22 @@ def _nemotron(
     image_size = config.get("force_image_size") or processor.get("image_size") or _NEMOTRON_IMAGE_SIZE
     side = config_int({"image_size": image_size}, "image_size", part="top level") // patch
     tensors: dict[str, Tensor] = {}
-    statistics: dict[str, list[float]] = {}
+    conditioner: dict[str, list[float]] = {}
     for source in sources:
         if source.name in _RADIO_STATISTICS:
             key = "image_mean" if source.name.endswith("mean") else "image_std"
-            statistics[key] = [float(v) for v in to_f32(source.data, source.dtype).reshape(-1)]
+            conditioner[key] = [float(v) for v in to_f32(source.data, source.dtype).reshape(-1)]
             continue
         if _LAYER_SCALE.fullmatch(source.name):  # transformers 5 saves them; libmtmd scales by none
             if not np.all(to_f32(source.data, source.dtype) == 1.0):
                 raise ImportRefused(f"tensor {source.name} scales a block's output, which libmtmd's RADIO does not")
             continue
-        name = _RADIO.gguf_name(source.name)
-        if name is None:
+        if _RADIO_UNREAD.fullmatch(source.name):
+            continue
+        name = _FINAL_NORM.get(source.name) or _RADIO.gguf_name(source.name)
+        if name is None and source.name.startswith(("vision_model.", "vision_projector.")):
+            raise ImportRefused(f"tensor {source.name} is not one cllm's converter knows for RADIO's vision tower")
+        if name is None:  # the audio tower's
             continue
         if name == "v.patch_embd.weight":
             if source.shape != (n_embd, 3 * patch * patch):
@@ -595,11 +609,27 @@ def _nemotron(
     _RADIO.require(tensors, config_int(settings, "num_hidden_layers"))
     up = tensors.get("v.blk.0.ffn_up.weight")
     settings |= {"image_size": side * patch, "intermediate_size": up.shape[0] if up is not None else 0}
-    given = {**processor, **vision, **config}  # else Nemotron's names for them (``norm_mean``), as Ollama reads them
-    named = {ours: given[theirs] for ours, theirs in _NORM_NAMES.items() if theirs in given}
-    kv = _clip_kv("nemotron_v2_vl", "gelu", settings, text, statistics or named or processor, 1e-6, _CLIP_MEAN_STD)
+    statistics = _radio_statistics(config, processor, vision, conditioner)
+    kv = _clip_kv("nemotron_v2_vl", "gelu", settings, text, statistics, 1e-6, _CLIP_MEAN_STD)
     kv["clip.vision.projector.scale_factor"] = (2, _U32)
     return kv, list(tensors.values())
+
+
+def _radio_statistics(
+    config: Mapping[str, Any],
+    processor: Mapping[str, Any],
+    vision: Mapping[str, Any],
+    conditioner: Mapping[str, list[float]],
+) -> Mapping[str, Any]:
+    """The pixel statistics a Nemotron's processor normalizes by: its ``norm_mean`` and ``norm_std``
+    where config.json or the processor states them (as Ollama's converter reads them), else
+    RADIO's own (``vision_config``'s, or its input conditioner's buffers), else the processor's
+    ``image_mean``, else CLIP's."""
+    for given in (config, processor, vision):
+        named = {ours: given[theirs] for ours, theirs in _NORM_NAMES.items() if theirs in given}
+        if named:
+            return named
+    return conditioner or processor
 
 
 def _frames(source: SourceTensor, name: str, who: str) -> list[tuple[str, SourceTensor]]:
