@@ -227,8 +227,8 @@ def write_parakeet(t: Tensors, n_embd_text: int, a: ParakeetShape = PARAKEET) ->
             f16(f"{p}{down}.weight", n, a.n_ff)
         for name in ("attn_q", "attn_k", "attn_v", "attn_out", "linear_pos"):
             f16(f"{p}{name}.weight", n, n)
-        f32(p + "pos_bias_u", a.n_head, n // a.n_head, std=0.1)
-        f32(p + "pos_bias_v", a.n_head, n // a.n_head, std=0.1)
+        f32(p + "pos_bias_u", a.n_head, n // a.n_head, std=1.0)
+        f32(p + "pos_bias_v", a.n_head, n // a.n_head, std=1.0)
         f32(p + "conv_pw1.weight", 2 * n, n)
         f32(p + "conv_pw1.bias", 1, 2 * n, 1, 1, std=0.1)  # written, never read by clip.cpp's graph
         f32(p + "conv_dw.weight", 1, 1, n, a.conv_kernel, std=0.5)

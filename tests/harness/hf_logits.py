@@ -165,7 +165,7 @@ def image(folder: str, pixels: str, out: str) -> None:
     np.save(out, embeddings.reshape(-1, embeddings.shape[-1]).numpy())
 
 
-def nemotron_omni(folder: str, *, tie: bool = True) -> Any:
+def nemotron_omni(folder: str, *, tie: bool = True, convolution_bias: bool = True) -> Any:
     """A Nemotron Omni release folder as transformers' own class reads it: its sound_config's
     ``model_type`` (``parakeet``, which transformers registers under another name) dropped, no
     projector bias where it states none; with ``tie``, the text model's output tied to its
@@ -178,6 +178,7 @@ def nemotron_omni(folder: str, *, tie: bool = True) -> Any:
     if sound is not None:
         sound.pop("model_type", None)
         sound.setdefault("projection_bias", False)
+        sound["convolution_bias"] = convolution_bias
     config = NemotronH_Omni_Reasoning_V3_Config.from_dict(given)
     model = NemotronH_Omni_Reasoning_V3.from_pretrained(folder, config=config, dtype=torch.float32).eval()
     if tie and given["llm_config"].get("tie_word_embeddings"):
@@ -225,15 +226,44 @@ def naflex_patches(values: torch.Tensor, patch: int) -> dict[str, torch.Tensor]:
 
 def audio(folder: str, samples: str, out: str) -> None:
     """A Gemma 4's embeddings of a clip (``samples``: 16 kHz float32 samples, saved), its log-mel
-    features from transformers' Gemma4AudioFeatureExtractor at its defaults, in ``out``."""
+    features from transformers' Gemma4AudioFeatureExtractor at its defaults, in ``out``; a
+    Nemotron Omni's (``parakeet_audio``)."""
     from transformers.models.gemma4.feature_extraction_gemma4 import Gemma4AudioFeatureExtractor
 
+    if json.loads((Path(folder) / "config.json").read_text())["model_type"] == "nemotron_h_omni":
+        parakeet_audio(folder, samples, out)
+        return
     features = Gemma4AudioFeatureExtractor()([np.load(samples)], sampling_rate=16000, return_tensors="pt")
     with torch.no_grad():
         model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
         output = model.model.get_audio_features(features["input_features"], features["input_features_mask"])
         keep = output.attention_mask[0] if getattr(output, "attention_mask", None) is not None else slice(None)
     np.save(out, output.pooler_output[0][keep].numpy())
+
+
+def parakeet_audio(folder: str, samples: str, out: str) -> None:
+    """A Nemotron Omni's embeddings of a clip, its log-mel features as transformers'
+    ParakeetFeatureExtractor makes them (preemphasis, its STFT and filterbank, each mel band
+    standardized over the frames the clip fills) but for the STFT's last frame, past the clip, which
+    the extractor zeroes and masks and libmtmd keeps; in ``out``, and beside it (``OUT-fb.npy``,
+    ``OUT-window.npy``) the extractor's mel filterbank and window, which a release keeps in its
+    featurizer. Its convolutions without biases, as clip.cpp's Parakeet computes them."""
+    from transformers.models.parakeet.feature_extraction_parakeet import EPSILON, ParakeetFeatureExtractor
+
+    sound = json.loads((Path(folder) / "config.json").read_text())["sound_config"]
+    extractor = ParakeetFeatureExtractor(feature_size=sound["num_mel_bins"])
+    clip = torch.tensor(np.load(samples))[None]
+    clip = torch.cat([clip[:, :1], clip[:, 1:] - extractor.preemphasis * clip[:, :-1]], dim=1)
+    mel = extractor._torch_extract_fbank_features(clip)
+    filled = mel[:, : clip.shape[1] // extractor.hop_length]  # the extractor's features_lengths
+    features = (mel - filled.mean(1, keepdim=True)) / (filled.std(1, keepdim=True) + EPSILON)
+    with torch.no_grad():
+        model = nemotron_omni(folder, convolution_bias=False)
+        output = model.get_audio_features(features, torch.ones(mel.shape[:2], dtype=torch.bool))
+    np.save(out, output.pooler_output.numpy())
+    stem = out.removesuffix(".npy")
+    np.save(f"{stem}-fb.npy", extractor.mel_filters.numpy()[None])
+    np.save(f"{stem}-window.npy", torch.hann_window(extractor.win_length, periodic=False).numpy())
 
 
 def qwen_image(folder: str, values: torch.Tensor, patch: int) -> np.ndarray:

@@ -441,6 +441,28 @@ def test_a_converted_gemma4_hears_a_clip_as_transformers_does(tmp_path: Path) ->
     reference.assert_close(_encoded(tmp_path, clip), np.load(tmp_path / "want.npy"), "gemma4 audio")
 
 
+def test_a_converted_nemotron_omni_hears_a_clip_as_transformers_does(tmp_path: Path) -> None:
+    """Nemotron Omni's Parakeet, converted to the projector's ``parakeet`` side, turns a clip into
+    the embeddings transformers makes of it: libmtmd's log-mel features (by the release's mel
+    filterbank and window, here ParakeetFeatureExtractor's own) against that extractor's, then the
+    three stride-2 convolutions, the Conformer block's relative-position attention, depthwise
+    convolution and batch norm, and the RMS-normed ReLU² MLP into the text model."""
+    folder, _, _ = hf.write_hf_nemotron_omni(tmp_path)
+    clip = wav(1.0, seed=3)
+    with wave.open(io.BytesIO(clip)) as w:
+        samples = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
+    np.save(tmp_path / "samples.npy", samples)
+    reference.run("audio", str(folder), str(tmp_path / "samples.npy"), str(tmp_path / "want.npy"))
+    weights = folder / "model.safetensors"
+    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    featurizer = "sound_encoder.encoder.feature_extractor.featurizer."
+    for part in ("fb", "window"):
+        tensors[featurizer + part] = ("F32", np.load(tmp_path / f"want-{part}.npy").astype(np.float32))
+    hf.write_safetensors(weights, tensors)
+    convert(Checkpoint.folder(folder), tmp_path / "text.gguf", tmp_path / "mmproj.gguf")
+    reference.assert_close(_encoded(tmp_path, clip), np.load(tmp_path / "want.npy"), "nemotron-omni audio")
+
+
 def _encoded(folder: Path, medium: bytes) -> np.ndarray:
     """The embeddings libmtmd makes of one picture or clip with the converted ``folder/text.gguf``
     and its projector ``folder/mmproj.gguf``."""
