@@ -34,6 +34,8 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_gemma4,
     write_hf_gemma4_vision,
     write_hf_glm4,
+    write_hf_glm4v,
+    write_hf_glmocr,
     write_hf_gptoss,
     write_hf_laguna,
     write_hf_lfm2,
@@ -46,6 +48,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_mistral3_vision,
     write_hf_mixtral,
     write_hf_nemotron_h,
+    write_hf_nemotron_omni,
     write_hf_olmo3,
     write_hf_phi3,
     write_hf_qwen3,
@@ -267,15 +270,23 @@ def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> No
         functools.partial(write_hf_qwen35_vision, moe=True),
         write_hf_gemma4_vision,
         write_hf_lfm2_vision,
+        write_hf_glmocr,
+        write_hf_glm4v,
+        write_hf_nemotron_omni,
     ],
-    ids=["gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "gemma4", "lfm2"],
+    ids=[
+        *("gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "gemma4", "lfm2"),
+        *("glmocr", "glm4v", "nemotron-omni"),
+    ],
 )
 def test_a_folder_that_sees_answers_pictures_as_its_twin(
     tmp_path: Path, write: Callable[[Path], tuple[Path, Path, Path]]
 ) -> None:
     """A ``Gemma3ForConditionalGeneration``, ``Mistral3ForConditionalGeneration``,
     ``Qwen2_5_VLForConditionalGeneration``, ``Qwen3VLForConditionalGeneration`` (their mixtures and
-    Qwen 3.5's), ``Gemma4ForConditionalGeneration`` or ``Lfm2VlForConditionalGeneration`` folder uploaded
+    Qwen 3.5's), ``Gemma4ForConditionalGeneration``, ``Lfm2VlForConditionalGeneration``,
+    ``GlmOcrForConditionalGeneration``, ``Glm4vForConditionalGeneration`` or
+    ``NemotronH_Nano_Omni_Reasoning_V3`` folder uploaded
     as ``ollama create`` uploads it: its tower converted to a projector layer, the model sees, and
     answers about two pictures word for word as the text and projector GGUFs it was exported from;
     the pictures tell apart (in the odds of the first token)."""
@@ -302,7 +313,7 @@ def test_a_folder_that_sees_answers_pictures_as_its_twin(
             seed: [(t.token, t.logprob) for t in answers["converted", seed].logprobs[0].top_logprobs] for seed in (1, 2)
         }
         assert odds[1] != odds[2]
-        if "audio" in (client.show("twin").capabilities or []):  # Gemma 4's: it hears as its twin too
+        if "audio" in (client.show("twin").capabilities or []):  # Gemma 4's, Omni's: it hears as its twin too
             assert "audio" in (client.show("converted").capabilities or [])
             heard = [
                 client.generate(m, "Hear it.", images=[wav(1.0, seed=4)], options=options).context
