@@ -3049,6 +3049,11 @@ def to_bf16(data: np.ndarray) -> np.ndarray:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
+def read_safetensors(path: Path) -> dict[str, tuple[str, np.ndarray]]:
+    """A safetensors file's tensors (dtype and a copy of the values, by name), to edit and write back."""
+    return {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+
+
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, np.ndarray]]) -> Path:
     """A safetensors file: an 8-byte header length, the JSON header (padded to 8 bytes), the data."""
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}

@@ -155,7 +155,8 @@ def write_nemotron_projector(
     MLP that takes each 2 x 2 group of patches into the text model; with ``audio``, the Parakeet
     tower beside it (``write_parakeet``), each side's projector type under its modality. The ViT's
     and MLP's matrices in F16 with ``f16`` (as a checkpoint's converted), else F32; with ``post_ln``,
-    a LayerNorm after the ViT (Megatron's ``vision_final_layernorm``)."""
+    a LayerNorm after the ViT (Megatron's ``vision_final_layernorm``, which cllm's converter writes
+    and llama.cpp's drops)."""
     v = VISION
     t = projector_header(path, v, "nemotron_v2_vl", n_embd_text, seed)
     if f16:

@@ -25,6 +25,7 @@ from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.hf_folders import (
     SPLIT_PATTERNS,
     export,
+    read_safetensors,
     to_bf16,
     write_hf_bert,
     write_hf_command_r,
@@ -334,7 +335,7 @@ def test_a_delta_net_converts_to_its_twin(tmp_path: Path, write: Callable[[Path]
     reads them (``ssm_in``, ``ssm_ba``), its value heads left grouped, no M-RoPE sections."""
     folder, twin = write(tmp_path)
     path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     tensors["mtp.fc.weight"] = ("F16", np.zeros((64, 128), np.float16))  # as the releases carry it
     write_safetensors(path, tensors)
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf") == Converted([])
@@ -354,7 +355,7 @@ def test_a_qwen35_mixture_converts_to_its_twin(tmp_path: Path, fused: bool) -> N
     folder, twin = write_hf_qwen35moe(tmp_path)
     if fused:
         path = folder / "model.safetensors"
-        tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+        tensors = read_safetensors(path)
         for layer in range(2):
             stem = f"model.layers.{layer}.mlp.experts"
             take = {
@@ -376,7 +377,7 @@ def test_a_qwen3vl_moe_as_released_converts_to_its_twin(tmp_path: Path) -> None:
     transpose of transformers 5's; llama.cpp's stacked experts all the same."""
     folder, text, _ = write_hf_qwen3vl_vision(tmp_path, moe=True)
     path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     for name, (dtype, data) in list(tensors.items()):
         if name.endswith(("experts.gate_up_proj", "experts.down_proj")):
             tensors[name] = (dtype, np.ascontiguousarray(data.swapaxes(1, 2)))
@@ -521,7 +522,7 @@ def test_an_olmo3_converts_to_its_twin_and_an_olmo2_without_a_window(tmp_path: P
     # Tied (no lm_head): llama.cpp's olmo2 loads no model without an output, so it is the embedding;
     # untied without one, something is missing.
     path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     del tensors["lm_head.weight"]
     write_safetensors(path, tensors)
     with pytest.raises(
@@ -727,7 +728,7 @@ def test_a_latent_attention_mixture_converts_to_its_twin(tmp_path: Path, kind: s
     ends = ("tokenizer.ggml.pre", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
     assert {k: got.get(k) for k in ends} == {k: want.get(k) for k in ends}
     weights = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    tensors = read_safetensors(weights)
     ahead = {n.replace("layers.2.", "layers.3.", 1): v for n, v in tensors.items() if n.startswith("model.layers.2.")}
     weights.unlink()  # mapped while read: written anew, not over
     write_safetensors(
@@ -852,7 +853,7 @@ def test_a_nemotron_h_converts_to_its_twin(tmp_path: Path, shape: str, transform
 
     _edit(folder, "config.json", saved_by_transformers_5)
     weights = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    tensors = read_safetensors(weights)
     weights.unlink()  # mapped while read: written anew, not over
     write_safetensors(weights, tensors | {"mtp.layers.0.eh_proj.weight": ("F16", np.zeros((4, 8), np.float16))})
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
@@ -1072,7 +1073,7 @@ def test_a_glmocr_converts_to_the_pair_llama_cpp_runs_ollama_s_files_as(
     rotating pairs are refused; a tower libmtmd would compute otherwise is left out, saying why."""
     folder, text, mmproj = write_hf_glmocr(tmp_path)
     path = folder / "model.safetensors"  # the MTP layer's first, as torch saves F32 before F16
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     write_safetensors(path, {n: v for n, v in tensors.items() if ".layers.2." in n} | tensors)
     _assert_sees_as_twins(folder, text, mmproj, tmp_path)
     _assert_twin_keys(text, tmp_path / "out.gguf")
@@ -1134,7 +1135,7 @@ def test_a_nemotron_omni_converts_to_llama_cpp_s_text_model_and_projector(
     (folder / "preprocessor_config.json").write_text(processor)
     sound = (folder / "config.json").read_text()
     weights = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    tensors = read_safetensors(weights)
     for change, why in (
         (lambda c: c["vision_config"].update(version="radio_v2.5-g"), "RADIO 'radio_v2.5-g'"),
         (lambda c: c.update(downsample_ratio=0.25), "libmtmd's nemotron_v2_vl merges 2x2 patches"),
@@ -1148,24 +1149,17 @@ def test_a_nemotron_omni_converts_to_llama_cpp_s_text_model_and_projector(
     block, ones = "vision_model.radio_model.model.blocks.0.", ("F32", np.ones(32, np.float32))
     write_safetensors(weights, tensors | {block + "ls1.gamma": ones})  # a LayerScale that scales nothing
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes == []
+    write_safetensors(weights, tensors | {block + "ls2.gamma": ("F32", np.full(32, 0.5, np.float32))})
+    assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes == []
+    scale = {t.name: np.array(t.data) for t in gguf.GGUFReader(tmp_path / "proj.gguf").tensors}["v.blk.0.ls2.weight"]
+    assert np.array_equal(scale, np.full(32, 0.5, np.float32))  # a LayerScale that scales: libmtmd's ViT applies it
     for extra, why in (
-        ({block + "ls1.gamma": ("F32", np.full(32, 0.5, np.float32))}, "scales a block's output"),
         ({"vision_model.radio_model.model.norm.weight": ones}, "not one cllm's converter knows for RADIO's"),
         ({"vision_model.radio_model.feature_normalizer.mean": ones}, "not one cllm's converter knows for RADIO's"),
     ):
         write_safetensors(weights, tensors | extra)
         notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
         assert len(notes) == 1 and why in notes[0], notes
-    if audio:  # clip.cpp's parakeet projects without biases: a zero one is none, another is refused
-        bias = "sound_projection.linear1.bias"
-        write_safetensors(weights, tensors | {bias: ("F32", np.zeros(32, np.float32))})
-        assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes == []
-        write_safetensors(weights, tensors | {bias: ("F32", np.full(32, 0.1, np.float32))})
-        notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
-        assert notes == [
-            f"{AUDIO_LEFT_OUT} (the audio projector has biases (mm.a.mlp.1.bias), which llama.cpp's "
-            "parakeet does not add)"
-        ], notes
     write_safetensors(weights, tensors)
     if not audio:
         return
@@ -1338,7 +1332,7 @@ def test_a_folder_missing_a_shard_its_index_names_is_refused(tmp_path: Path) -> 
 def test_a_gptoss_with_blocks_but_no_scales_is_refused(tmp_path: Path) -> None:
     folder, _ = write_hf_gptoss(tmp_path)
     path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     del tensors["model.layers.1.mlp.experts.down_proj_scales"]
     write_safetensors(path, tensors)
     with pytest.raises(
@@ -1400,7 +1394,7 @@ def test_a_seeing_mixture_whose_experts_come_first_converts(tmp_path: Path) -> N
     for the embedding without asking an expert's name what it is (a Qwen 3.5 mixture that sees)."""
     folder, text, _ = write_hf_qwen35_vision(tmp_path, moe=True)
     path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     write_safetensors(path, dict(sorted(tensors.items(), key=lambda item: ".experts." not in item[0])))
     assert convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").sees
     _assert_twin_tensors(text, tmp_path / "out.gguf")
@@ -1427,7 +1421,7 @@ def test_a_qwen3vl_tower_without_what_libmtmd_asserts_is_left_out(tmp_path: Path
     graph asserts rather than refuses: left out with why, not a projector that aborts the server."""
     folder, _, _ = write_hf_qwen3vl_vision(tmp_path)
     path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     del tensors["model.visual.blocks.1.attn.qkv.bias"]
     write_safetensors(path, tensors)
     converted = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
@@ -1484,7 +1478,7 @@ def test_a_tower_it_cannot_convert_leaves_a_text_model_and_says_why(
 def test_a_gemma3_tower_that_cannot_be_converted_says_why(tmp_path: Path, damage: str, why: str) -> None:
     folder, _, _ = write_hf_gemma3_vision(tmp_path, prefix="language_model.model.")
     path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     if damage == "block":
         del tensors["vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight"]
     elif damage == "unknown":
@@ -1639,12 +1633,12 @@ def _break(folder: Path, what: str) -> None:
         _edit(folder, "config.json", lambda c: c.update(num_attention_heads=3))
     elif what == "big-embedding":
         path = folder / "model.safetensors"
-        tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+        tensors = read_safetensors(path)
         tensors["model.embed_tokens.weight"] = ("F16", np.zeros((9000, 64), np.float16))
         write_safetensors(path, tensors)
     elif what == "expert-missing":
         path = folder / "model.safetensors"
-        tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+        tensors = read_safetensors(path)
         del tensors["model.layers.1.mlp.experts.3.up_proj.weight"]
         write_safetensors(path, tensors)
     elif what == "attention-scale":
@@ -1715,7 +1709,7 @@ def test_a_gemma2_lm_head_is_left_to_the_embedding(twins: dict[str, tuple[Path, 
     an lm_head some checkpoints carry (AutoAWQ's) is not written, as llama.cpp's converter skips it."""
     folder = export(twins["gemma2"][1], tmp_path / "hf")
     path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     write_safetensors(path, tensors | {"lm_head.weight": tensors["model.embed_tokens.weight"]})
     convert(Checkpoint.folder(folder), tmp_path / "out.gguf")
     assert set(_tensors(tmp_path / "out.gguf")) == set(_tensors(twins["gemma2"][1]))
@@ -1857,7 +1851,7 @@ def test_a_sentence_transformers_folder_converts_to_its_twin(tmp_path: Path) -> 
     assert "bert.pooling_type" not in _fields(tmp_path / "out.gguf")
     # An integer tensor the model would need is refused, not written as garbage.
     path = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(path, path.name)}
+    tensors = read_safetensors(path)
     tensors["embeddings.LayerNorm.bias"] = ("I64", np.zeros(64, np.int64))
     write_safetensors(path, tensors)
     with pytest.raises(

@@ -373,7 +373,7 @@ def test_a_nemotron_omni_as_transformers_saves_it_converts_to_the_same_projector
     for name in ("tokenizer.json", "tokenizer_config.json"):  # a model's save_pretrained writes none
         shutil.copy(folder / name, saved / name)
     weights = saved / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    tensors = hf.read_safetensors(weights)
     release = safetensors.read(folder / "model.safetensors", "model.safetensors")
     featurizer = {t.name: (t.dtype, np.array(t.data)) for t in release if ".featurizer." in t.name}
     assert len(featurizer) == 2 and not set(featurizer) & set(tensors)
@@ -446,7 +446,9 @@ def test_a_converted_nemotron_omni_hears_a_clip_as_transformers_does(tmp_path: P
     the embeddings transformers makes of it: libmtmd's log-mel features (by the release's mel
     filterbank and window, here ParakeetFeatureExtractor's own) against that extractor's, then the
     three stride-2 convolutions, the Conformer block's relative-position attention, depthwise
-    convolution and batch norm, and the RMS-normed ReLU² MLP into the text model."""
+    convolution and batch norm, and the RMS-normed ReLU² MLP into the text model. Where libmtmd
+    computes otherwise than transformers, the reference is made to compute as libmtmd does
+    (``hf_logits.parakeet_audio``): the STFT's last frame kept, no convolution bias added."""
     folder, _, _ = hf.write_hf_nemotron_omni(tmp_path)
     clip = wav(1.0, seed=3)
     with wave.open(io.BytesIO(clip)) as w:
@@ -454,7 +456,7 @@ def test_a_converted_nemotron_omni_hears_a_clip_as_transformers_does(tmp_path: P
     np.save(tmp_path / "samples.npy", samples)
     reference.run("audio", str(folder), str(tmp_path / "samples.npy"), str(tmp_path / "want.npy"))
     weights = folder / "model.safetensors"
-    tensors = {t.name: (t.dtype, np.array(t.data)) for t in safetensors.read(weights, weights.name)}
+    tensors = hf.read_safetensors(weights)
     featurizer = "sound_encoder.encoder.feature_extractor.featurizer."
     for part in ("fb", "window"):
         tensors[featurizer + part] = ("F32", np.load(tmp_path / f"want-{part}.npy").astype(np.float32))

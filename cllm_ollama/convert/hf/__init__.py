@@ -197,7 +197,7 @@ def _audio(kind: str | None, config: dict[str, Any], heard: list[SourceTensor]) 
     text = config.get("text_config") or config.get("llm_config") or {}
     if kind == "parakeet":
         key = "sound_config" if "sound_config" in config else "audio_config"  # the release's, transformers'
-        return audio.parakeet(_settings(config, key), text, heard)
+        return audio.parakeet(_settings(config, key), text, heard, part=key)
     if kind == "gemma4a":
         return audio.gemma4_audio(_settings(config, "audio_config"), text, heard)
     raise ImportRefused("cllm converts no audio tower of this model")

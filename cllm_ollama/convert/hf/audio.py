@@ -210,28 +210,28 @@ _SOUND_SETTINGS = {
 }
 
 
-def parakeet(sound: Mapping[str, Any], text: Mapping[str, Any], sources: list[SourceTensor]) -> tuple[KV, list[Tensor]]:
+def parakeet(
+    sound: Mapping[str, Any], text: Mapping[str, Any], sources: list[SourceTensor], part: str = "sound_config"
+) -> tuple[KV, list[Tensor]]:
     """Nemotron Omni's Parakeet as the ``parakeet`` side llama.cpp's ``NemotronNanoV2VLModel``
-    writes (``sound``: config.json's ``sound_config``, transformers' ``audio_config``; ``text``: its
-    text model's settings), through
-    Ollama's names and shapes, which ``parakeet.py`` maps for Ollama's own files; ``ImportRefused``
-    for a tower clip.cpp would not run."""
+    writes (``sound``: config.json's ``part``, the release's ``sound_config`` or transformers'
+    ``audio_config``; ``text``: its text model's settings), through Ollama's names and shapes,
+    which ``parakeet.py`` maps for Ollama's own files; ``ImportRefused`` for a tower clip.cpp would
+    not run. Its biases (the convolutions', the projector's) are written as llama.cpp's converter
+    and Ollama's write them, and, as there, clip.cpp's Parakeet adds none."""
     kind = sound.get("model_type", "parakeet")
     if kind not in ("parakeet", "parakeet_encoder"):  # the release's name, transformers'
-        raise ImportRefused(f"config.json's sound_config is a {kind!r}; cllm converts Parakeet's")
+        raise ImportRefused(f"config.json's {part} is a {kind!r}; cllm converts Parakeet's")
     settings: dict[str, Any] = {
-        key: config_int(sound, name, default, part="sound_config") for key, (name, default) in _SOUND_SETTINGS.items()
+        key: config_int(sound, name, default, part=part) for key, (name, default) in _SOUND_SETTINGS.items()
     }
     settings["feed_forward_length"] = config_int(
-        sound, "intermediate_size", 4 * settings["embedding_length"], part="sound_config"
+        sound, "intermediate_size", 4 * settings["embedding_length"], part=part
     )
     why = parakeet_refusal(settings)
     if why is not None:
-        raise ImportRefused(f"config.json's sound_config gives {why}")
+        raise ImportRefused(f"config.json's {part} gives {why}")
     tensors = [parakeet_tensor(t) for source in sources if (t := _sound_tensor(source)) is not None]
-    biased = [t.name for t in tensors if t.name.startswith("mm.a.mlp.") and t.name.endswith(".bias") and t.data().any()]
-    if biased:  # clip.cpp's parakeet projects without them
-        raise ImportRefused(f"the audio projector has biases ({biased[0]}), which llama.cpp's parakeet does not add")
     names = {t.name for t in tensors}
     # The mel filterbank and window the release keeps (its featurizer's buffers; transformers saves
     # neither), without which clip.cpp loads no projector.
@@ -240,8 +240,8 @@ def parakeet(sound: Mapping[str, Any], text: Mapping[str, Any], sources: list[So
     missing = [n for n in wanted if n not in names]
     if missing and missing[0].startswith(("a.mel_filters", "a.window")):
         raise ImportRefused(
-            "the audio tower has no mel filterbank and window (sound_encoder.encoder.feature_extractor.featurizer.*, "
-            "which the release has and transformers does not save), without which llama.cpp cannot hear"
+            "the audio tower has no mel filterbank or window (sound_encoder.encoder.feature_extractor.featurizer.*: "
+            "the release has them, transformers saves neither), without which llama.cpp cannot hear"
         )
     if missing:
         raise ImportRefused(f"the audio tower has no {missing[0]}: is a shard missing?")

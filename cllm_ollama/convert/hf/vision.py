@@ -328,7 +328,10 @@ _RADIO_UNREAD = re.compile(
 )
 # Megatron's LayerNorm after RADIO (beside a multi-token-prediction layer): the ViT's last norm.
 _FINAL_NORM = {f"vision_projector.vision_final_layernorm.{kind}": f"v.post_ln.{kind}" for kind in ("weight", "bias")}
-_LAYER_SCALE = re.compile(r"vision_model\.radio_model\.model\.blocks\.\d+\.(?:layer_scale[12]\.lambda1|ls[12]\.gamma)")
+# RADIO's LayerScale, as its own code (``ls1.gamma``) and transformers 5 (``layer_scale1.lambda1``) save it.
+_LAYER_SCALE = re.compile(
+    r"vision_model\.radio_model\.model\.blocks\.(\d+)\.(?:layer_scale|ls)([12])\.(?:lambda1|gamma)"
+)
 # What libmtmd's glm4v fixes: its tower's rotation's base (transformers' default).
 _GLM4V_ROPE_THETA = 10000.0
 _GLM4V_IMAGE_SIZE = 336
@@ -557,12 +560,13 @@ def _nemotron(
     """Nemotron's RADIO as llama.cpp's ``NemotronNanoV2VLModel`` writes it: the patch embedding a
     kernel ``(width, 3, patch, patch)``, the position table resized to ``force_image_size``'s grid
     (bilinear, corners aligned, as llama.cpp's converter and Ollama's shim do), the class and
-    register tokens, the MLP over each 2x2 patches; the LayerNorm Megatron puts before the MLP
-    beside a multi-token-prediction layer as the ViT's ``v.post_ln``, which libmtmd applies last.
-    Its widths are those config.json states, else RADIO v2.5-H's; its pixel statistics those its
-    processor normalizes by (``_radio_statistics``). ``ImportRefused`` for what libmtmd's
+    register tokens, the MLP over each 2x2 patches. Beyond it, as transformers computes them: the
+    LayerNorm Megatron puts before the MLP beside a multi-token-prediction layer (which llama.cpp's
+    converter drops) as the ViT's ``v.post_ln``, and a LayerScale other than ones as ``ls1``/``ls2``,
+    both of which libmtmd's ViT applies. Its widths are those config.json states, else RADIO
+    v2.5-H's; its pixel statistics ``_radio_statistics``'. ``ImportRefused`` for what libmtmd's
     nemotron_v2_vl computes otherwise: another merge than 2x2, another RADIO than v2.5-H, an
-    activation other than GELU, a LayerScale, a part of the tower it has no place for."""
+    activation other than GELU, a part of the tower it has no place for."""
     version = vision.get("version")
     if version is not None and version != "radio_v2.5-h":
         raise ImportRefused(f"config.json's vision_config is RADIO {version!r}; cllm converts radio_v2.5-h")
@@ -583,13 +587,13 @@ def _nemotron(
             key = "image_mean" if source.name.endswith("mean") else "image_std"
             conditioner[key] = [float(v) for v in to_f32(source.data, source.dtype).reshape(-1)]
             continue
-        if _LAYER_SCALE.fullmatch(source.name):  # transformers 5 saves them; libmtmd scales by none
-            if not np.all(to_f32(source.data, source.dtype) == 1.0):
-                raise ImportRefused(f"tensor {source.name} scales a block's output, which libmtmd's RADIO does not")
+        scale = _LAYER_SCALE.fullmatch(source.name)
+        if scale and np.all(to_f32(source.data, source.dtype) == 1.0):  # transformers 5 saves ones: none
             continue
         if _RADIO_UNREAD.fullmatch(source.name):
             continue
-        name = _FINAL_NORM.get(source.name) or _RADIO.gguf_name(source.name)
+        name = f"v.blk.{scale[1]}.ls{scale[2]}.weight" if scale else None  # libmtmd's ViT scales by it
+        name = name or _FINAL_NORM.get(source.name) or _RADIO.gguf_name(source.name)
         if name is None and source.name.startswith(("vision_model.", "vision_projector.")):
             raise ImportRefused(f"tensor {source.name} is not one cllm's converter knows for RADIO's vision tower")
         if name is None:  # the audio tower's
@@ -620,16 +624,19 @@ def _radio_statistics(
     processor: Mapping[str, Any],
     vision: Mapping[str, Any],
     conditioner: Mapping[str, list[float]],
-) -> Mapping[str, Any]:
-    """The pixel statistics a Nemotron's processor normalizes by: its ``norm_mean`` and ``norm_std``
-    where config.json or the processor states them (as Ollama's converter reads them), else
-    RADIO's own (``vision_config``'s, or its input conditioner's buffers), else the processor's
-    ``image_mean``, else CLIP's."""
-    for given in (config, processor, vision):
-        named = {ours: given[theirs] for ours, theirs in _NORM_NAMES.items() if theirs in given}
-        if named:
-            return named
-    return conditioner or processor
+) -> dict[str, Any]:
+    """The pixel statistics a Nemotron's pictures are normalized by, each of mean and std where it
+    is first stated: Nemotron's ``norm_mean``/``norm_std`` in config.json or the processor (as
+    Ollama's converter reads them), the processor's ``image_mean``/``image_std`` (llama.cpp's
+    converter's), RADIO's own (``vision_config``'s, its input conditioner's buffers); where none
+    is, CLIP's (Ollama's default; llama.cpp's is ImageNet's)."""
+    places = ((config, "norm"), (processor, "norm"), (processor, "image"), (vision, "norm"), (conditioner, "image"))
+    found: dict[str, Any] = {}
+    for stat in ("mean", "std"):
+        given = next((where[f"{kind}_{stat}"] for where, kind in places if f"{kind}_{stat}" in where), None)
+        if given is not None:
+            found[f"image_{stat}"] = given
+    return found
 
 
 def _frames(source: SourceTensor, name: str, who: str) -> list[tuple[str, SourceTensor]]:
