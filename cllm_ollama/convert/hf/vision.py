@@ -317,7 +317,6 @@ _RADIO_STATISTICS = tuple(f"vision_model.radio_model.input_conditioner.norm_{s}"
 # What Nemotron's releases leave to RADIO v2.5-H (Ollama's and llama.cpp's converters fix them too).
 _RADIO_H = {"hidden_size": 1280, "num_hidden_layers": 32, "num_attention_heads": 16, "patch_size": 16}
 _NEMOTRON_IMAGE_SIZE = 512
-_NORM_NAMES = {"image_mean": "norm_mean", "image_std": "norm_std"}
 # What of a Nemotron's tower libmtmd has no use for: RADIO's summary indices, its input conditioner
 # (the processor normalizes), its video embedder (the release's name and transformers').
 _RADIO_UNREAD = re.compile(
