@@ -22,6 +22,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from ..convert.hf.audio import mel_filterbank
 from .gguf_base import (
     TINY_VISION,
     Tensors,
@@ -83,7 +84,6 @@ class ParakeetShape:
 
 
 PARAKEET = ParakeetShape()
-_N_FFT_BINS = 257  # libmtmd's Parakeet preprocessor: a 512-point FFT
 _WINDOW = 400  # 25 ms at 16 kHz
 
 
@@ -209,9 +209,9 @@ def write_parakeet(t: Tensors, n_embd_text: int, a: ParakeetShape = PARAKEET) ->
     def f32(name: str, *shape: int, std: float = 0.3, mean: float = 0.0) -> None:
         t.f32(name, f16_exact(t, shape, std) + mean)
 
-    # Mel filters that weigh the spectrum's bins (non-negative, as a filterbank's), a Hann window.
-    t.f32("a.mel_filters", rng.uniform(0.0, 0.02, (1, a.n_mel, _N_FFT_BINS)))
-    t.f32("a.window", np.hanning(_WINDOW + 1)[:_WINDOW])
+    # The release's mel filterbank (Slaney's, as NeMo computes it) and its symmetric Hann window.
+    t.f32("a.mel_filters", mel_filterbank(a.n_mel))
+    t.f32("a.window", np.hanning(_WINDOW))
     for i, (c_in, k) in {0: (1, 3), 2: (1, 3), 3: (c, 1), 5: (1, 3), 6: (c, 1)}.items():
         f32(f"a.conv1d.{i}.weight", c, c_in, k, k, std=0.5)
         f32(f"a.conv1d.{i}.bias", 1, c, 1, 1, std=0.1)

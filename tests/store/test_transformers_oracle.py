@@ -22,8 +22,7 @@ import numpy as np
 import pytest
 from harness import transformers_oracle as reference
 
-from cllm_ollama.convert.hf import Checkpoint, Converted, convert, convert_lora, safetensors
-from cllm_ollama.convert.hf.families import AUDIO_LEFT_OUT
+from cllm_ollama.convert.hf import Checkpoint, Converted, convert, convert_lora
 from cllm_ollama.convert.hf.lora import TOWER_LEFT_OUT
 from cllm_ollama.engine.binding import Batch, Context, Lora, Model, with_adapters
 from cllm_ollama.engine.binding.media import MediaItem, Projector, TextRun
@@ -365,21 +364,14 @@ def test_a_nemotron_omni_as_transformers_saves_it_converts_to_the_same_projector
     RADIO's LayerScale ones, its video embedder and summary indices beside, the pixel statistics in
     ``vision_config`` alone) converts to the projector its release does: every tensor of it, of its
     type and values, and its keys; beside them only the convolution biases transformers' Parakeet
-    adds (clip.cpp reads them, its graph adds none). transformers saves no mel filterbank: put back
-    as the release has it, it hears; without it, the audio tower is left out, saying why."""
+    adds (clip.cpp reads them, its graph adds none). transformers saves no mel filterbank or window:
+    the converter computes them as the release keeps them (its twin's are the release's kind)."""
     folder, _, mmproj = hf.write_hf_nemotron_omni(tmp_path)
     saved = tmp_path / "saved"
     reference.run("resave-omni", str(folder), str(saved))
     for name in ("tokenizer.json", "tokenizer_config.json"):  # a model's save_pretrained writes none
         shutil.copy(folder / name, saved / name)
-    weights = saved / "model.safetensors"
-    tensors = hf.read_safetensors(weights)
-    release = safetensors.read(folder / "model.safetensors", "model.safetensors")
-    featurizer = {t.name: (t.dtype, np.array(t.data)) for t in release if ".featurizer." in t.name}
-    assert len(featurizer) == 2 and not set(featurizer) & set(tensors)
-    notes = convert(Checkpoint.folder(saved), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
-    assert len(notes) == 1 and notes[0].startswith(AUDIO_LEFT_OUT) and "no mel filterbank" in notes[0], notes
-    hf.write_safetensors(weights, tensors | featurizer)
+    assert not [name for name in hf.read_safetensors(saved / "model.safetensors") if ".featurizer." in name]
     config = json.loads((saved / "config.json").read_text())
     assert config["architectures"] == ["NemotronH_Omni_Reasoning_V3"] and "audio_config" in config
     converted = convert(Checkpoint.folder(saved), tmp_path / "out.gguf", tmp_path / "proj.gguf")
@@ -444,7 +436,7 @@ def test_a_converted_gemma4_hears_a_clip_as_transformers_does(tmp_path: Path) ->
 def test_a_converted_nemotron_omni_hears_a_clip_as_transformers_does(tmp_path: Path) -> None:
     """Nemotron Omni's Parakeet, converted to the projector's ``parakeet`` side, turns a clip into
     the embeddings transformers makes of it: libmtmd's log-mel features (by the release's mel
-    filterbank and window, here ParakeetFeatureExtractor's own) against that extractor's, then the
+    filterbank and window, which are ParakeetFeatureExtractor's own) against that extractor's, then the
     three stride-2 convolutions, the Conformer block's relative-position attention, depthwise
     convolution and batch norm, and the RMS-normed ReLU² MLP into the text model. Where libmtmd
     computes otherwise than transformers, the reference is made to compute as libmtmd does
@@ -455,12 +447,10 @@ def test_a_converted_nemotron_omni_hears_a_clip_as_transformers_does(tmp_path: P
         samples = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
     np.save(tmp_path / "samples.npy", samples)
     reference.run("audio", str(folder), str(tmp_path / "samples.npy"), str(tmp_path / "want.npy"))
-    weights = folder / "model.safetensors"
-    tensors = hf.read_safetensors(weights)
-    featurizer = "sound_encoder.encoder.feature_extractor.featurizer."
-    for part in ("fb", "window"):
-        tensors[featurizer + part] = ("F32", np.load(tmp_path / f"want-{part}.npy").astype(np.float32))
-    hf.write_safetensors(weights, tensors)
+    tensors = hf.read_safetensors(folder / "model.safetensors")
+    featurizer = "sound_encoder.encoder.feature_extractor.featurizer."  # the twin's: the release's kind
+    assert np.array_equal(tensors[featurizer + "fb"][1], np.load(tmp_path / "want-fb.npy"))
+    assert np.allclose(tensors[featurizer + "window"][1], np.load(tmp_path / "want-window.npy"), atol=1e-6)
     convert(Checkpoint.folder(folder), tmp_path / "text.gguf", tmp_path / "mmproj.gguf")
     reference.assert_close(_encoded(tmp_path, clip), np.load(tmp_path / "want.npy"), "nemotron-omni audio")
 

@@ -175,6 +175,8 @@ _SOUND_STARTS = (
     ("sound_projection.linear1.", "mm.a.1."),
     ("sound_projection.linear2.", "mm.a.2."),
 )
+# Parakeet's spectrogram (libmtmd's fixed ones too): a 512-point FFT of 25 ms Hann windows at 16 kHz.
+_RATE, _N_FFT, _WINDOW = 16000, 512, 400
 _SOUND_BLOCK = re.compile(r"sound_encoder\.encoder\.layers\.(\d+)\.(.+?)(?:\.(weight|bias|running_mean|running_var))?")
 _SOUND_PARTS = {
     "feed_forward1.linear1": "ffn1_up",
@@ -233,20 +235,42 @@ def parakeet(
         raise ImportRefused(f"config.json's {part} gives {why}")
     tensors = [parakeet_tensor(t) for source in sources if (t := _sound_tensor(source)) is not None]
     names = {t.name for t in tensors}
-    # The mel filterbank and window the release keeps (its featurizer's buffers; transformers saves
-    # neither), without which clip.cpp loads no projector.
-    wanted = ["a.mel_filters", "a.window", "a.conv1d.0.weight", "a.pre_encode.out.weight", "mm.a.mlp.1.weight"]
+    # The mel filterbank and window the release keeps (its featurizer's buffers, which transformers
+    # does not save): without them clip.cpp loads no projector, so they are computed as NeMo does.
+    if "a.mel_filters" not in names:
+        tensors.append(Tensor.of("a.mel_filters", _F32_TYPE, mel_filterbank(settings["num_mel_bins"])))
+    if "a.window" not in names:
+        tensors.append(Tensor.of("a.window", _F32_TYPE, np.hanning(_WINDOW).astype(np.float32)))
+    wanted = ["a.conv1d.0.weight", "a.pre_encode.out.weight", "mm.a.mlp.1.weight"]
     wanted += [f"a.blk.{i}.attn_q.weight" for i in range(settings["block_count"])]
     missing = [n for n in wanted if n not in names]
-    if missing and missing[0].startswith(("a.mel_filters", "a.window")):
-        raise ImportRefused(
-            "the audio tower has no mel filterbank or window (sound_encoder.encoder.feature_extractor.featurizer.*: "
-            "the release has them, transformers saves neither), without which llama.cpp cannot hear"
-        )
     if missing:
         raise ImportRefused(f"the audio tower has no {missing[0]}: is a shard missing?")
     projection = config_int(text, "hidden_size", part="llm_config")
     return parakeet_kv(settings, projection, 1e-5), tensors
+
+
+def mel_filterbank(n_mel: int) -> np.ndarray:
+    """Parakeet's mel filterbank, ``(1, n_mel, 257)``: triangles on the Slaney mel scale over a
+    512-point FFT of 16 kHz audio, each scaled to unit area (NeMo's ``FilterbankFeatures``, librosa's
+    ``filters.mel(norm="slaney")``, transformers' ``mel_filter_bank``), as a release keeps it."""
+    edges = _slaney_hertz(np.linspace(_slaney_mel(0.0), _slaney_mel(_RATE / 2), n_mel + 2))
+    bins = np.linspace(0, _RATE // 2, _N_FFT // 2 + 1)
+    slopes = edges[None, :] - bins[:, None]
+    widths = np.diff(edges)
+    triangles = np.maximum(0.0, np.minimum(-slopes[:, :-2] / widths[:-1], slopes[:, 2:] / widths[1:]))
+    filters = triangles.astype(np.float32) * (2.0 / (edges[2:] - edges[:-2]))[None, :]
+    return np.ascontiguousarray(filters.T[None], dtype=np.float32)
+
+
+def _slaney_mel(hertz: np.ndarray | float) -> np.ndarray:
+    """Slaney's mel scale: linear below 1 kHz, logarithmic above."""
+    f = np.asarray(hertz, dtype=np.float64)
+    return np.where(f < 1000.0, 3.0 * f / 200.0, 15.0 + np.log(np.maximum(f, 1e-10) / 1000.0) * 27.0 / np.log(6.4))
+
+
+def _slaney_hertz(mels: np.ndarray) -> np.ndarray:
+    return np.where(mels < 15.0, 200.0 * mels / 3.0, 1000.0 * np.exp(np.log(6.4) * (mels - 15.0) / 27.0))
 
 
 def _sound_tensor(source: SourceTensor) -> Tensor | None:
