@@ -424,11 +424,7 @@ def test_a_converted_gemma4_hears_a_clip_as_transformers_does(tmp_path: Path) ->
     positions (its per-dimension scale after the converter's softplus), the depthwise
     convolution, the clamps and the projection into the text model."""
     folder, _, _ = hf.write_hf_gemma4_vision(tmp_path)
-    clip = wav(1.0, seed=3)
-    with wave.open(io.BytesIO(clip)) as w:
-        samples = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
-    np.save(tmp_path / "samples.npy", samples)
-    reference.run("audio", str(folder), str(tmp_path / "samples.npy"), str(tmp_path / "want.npy"))
+    clip = _clip_heard(folder, tmp_path)
     convert(Checkpoint.folder(folder), tmp_path / "text.gguf", tmp_path / "mmproj.gguf")
     reference.assert_close(_encoded(tmp_path, clip), np.load(tmp_path / "want.npy"), "gemma4 audio")
 
@@ -442,17 +438,23 @@ def test_a_converted_nemotron_omni_hears_a_clip_as_transformers_does(tmp_path: P
     computes otherwise than transformers, the reference is made to compute as libmtmd does
     (``hf_logits.parakeet_audio``): the STFT's last frame kept, no convolution bias added."""
     folder, _, _ = hf.write_hf_nemotron_omni(tmp_path)
-    clip = wav(1.0, seed=3)
-    with wave.open(io.BytesIO(clip)) as w:
-        samples = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
-    np.save(tmp_path / "samples.npy", samples)
-    reference.run("audio", str(folder), str(tmp_path / "samples.npy"), str(tmp_path / "want.npy"))
+    clip = _clip_heard(folder, tmp_path)
     tensors = hf.read_safetensors(folder / "model.safetensors")
     featurizer = "sound_encoder.encoder.feature_extractor.featurizer."  # the twin's: the release's kind
     assert np.array_equal(tensors[featurizer + "fb"][1], np.load(tmp_path / "want-fb.npy"))
     assert np.allclose(tensors[featurizer + "window"][1], np.load(tmp_path / "want-window.npy"), atol=1e-6)
     convert(Checkpoint.folder(folder), tmp_path / "text.gguf", tmp_path / "mmproj.gguf")
     reference.assert_close(_encoded(tmp_path, clip), np.load(tmp_path / "want.npy"), "nemotron-omni audio")
+
+
+def _clip_heard(folder: Path, tmp_path: Path) -> bytes:
+    """A second's clip, and transformers' embeddings of it by the model in ``folder`` (``tmp_path/want.npy``)."""
+    clip = wav(1.0, seed=3)
+    with wave.open(io.BytesIO(clip)) as w:
+        samples = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
+    np.save(tmp_path / "samples.npy", samples)
+    reference.run("audio", str(folder), str(tmp_path / "samples.npy"), str(tmp_path / "want.npy"))
+    return clip
 
 
 def _encoded(folder: Path, medium: bytes) -> np.ndarray:
