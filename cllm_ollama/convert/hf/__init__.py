@@ -180,8 +180,7 @@ def convert(checkpoint: Checkpoint, dst: Path, projector: Path | None = None) ->
             clip_kv, clip_tensors = seen
             audio_kv, audio_tensors = _audio(family.layout.audio, config, heard)
             if "clip.projector_type" in clip_kv:  # each side's type under its modality, as llama.cpp's
-                clip_kv = clip_kv | {"clip.vision.projector_type": clip_kv["clip.projector_type"]}
-                del clip_kv["clip.projector_type"]
+                clip_kv["clip.vision.projector_type"] = clip_kv.pop("clip.projector_type")
             seen = clip_kv | audio_kv, clip_tensors + audio_tensors
         except ImportRefused as exc:
             notes.append(f"{AUDIO_LEFT_OUT} ({exc})")

@@ -604,8 +604,8 @@ def _nemotron(
             source = source.with_data(source.data.reshape(n_embd, 3, patch, patch))
         tensor = converted(name, source, None)
         if name == "v.position_embd.weight":
-            cells = math.prod(source.shape) // n_embd
-            if math.isqrt(cells) ** 2 != cells or math.prod(source.shape) != cells * n_embd:
+            cells, rest = divmod(math.prod(source.shape), n_embd)
+            if rest or math.isqrt(cells) ** 2 != cells:
                 raise ImportRefused(f"the tower's position table of {list(source.shape)} is not a square grid")
             tensor = positions_resized(tensor, side, n_embd)
         tensors[name] = tensor
