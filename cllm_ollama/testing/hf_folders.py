@@ -83,6 +83,7 @@ _ARCHITECTURES = {
     "laguna": "LagunaForCausalLM",
     "nemotron_h": "NemotronHForCausalLM",
     "nemotron_h_moe": "NemotronHForCausalLM",
+    "llama4": "Llama4ForCausalLM",  # its text model's; write_hf_llama4 puts it in a model that sees
 }
 _GEMMAS = (
     "gemma",
@@ -112,6 +113,7 @@ _MODEL_TYPES = {
     "gemma4": "gemma4_text",
     "gemma3n": "gemma3n_text",
     "nemotron_h_moe": "nemotron_h",
+    "llama4": "llama4_text",
 }
 # tokenizer.json's split patterns of llama.cpp's pre-tokenizers (Qwen 2's, Llama 3's).
 _WORDS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
@@ -302,6 +304,16 @@ _GLM4_PARTS = _PARTS | {
     "ffn_norm": "post_attention_layernorm",
     "ffn_up": "mlp.gate_up_proj",
     "post_ffw_norm": "post_mlp_layernorm",
+}
+# Llama 4's: its FFN, dense or a mixture (the router, the shared expert), under ``feed_forward``.
+_LLAMA4_PARTS = _PARTS | {
+    "ffn_gate": "feed_forward.gate_proj",
+    "ffn_up": "feed_forward.up_proj",
+    "ffn_down": "feed_forward.down_proj",
+    "ffn_gate_inp": "feed_forward.router",
+    "ffn_gate_shexp": "feed_forward.shared_expert.gate_proj",
+    "ffn_up_shexp": "feed_forward.shared_expert.up_proj",
+    "ffn_down_shexp": "feed_forward.shared_expert.down_proj",
 }
 _GLOBAL = {
     "token_embd": "model.embed_tokens",
@@ -1243,10 +1255,11 @@ def export(
             latent[t.name] = data
             continue
         glm = arch == "deepseek2" and kv["tokenizer.ggml.pre"] == "glm4"
-        if (arch in ("qwen3vlmoe", "gemma4") or glm) and t.name.endswith(
+        if (arch in ("qwen3vlmoe", "gemma4", "llama4") or glm) and t.name.endswith(
             "_exps.weight"
-        ):  # a layer's in one tensor, as transformers 5 saves them
-            stem = f"model.layers.{t.name.split('.')[1]}.{'experts' if arch == 'gemma4' else 'mlp.experts'}"
+        ):  # a layer's in one tensor, as transformers 5 saves them (Llama 4's transposed, after)
+            within = {"gemma4": "experts", "llama4": "feed_forward.experts"}.get(arch, "mlp.experts")
+            stem = f"model.layers.{t.name.split('.')[1]}.{within}"
             if part == "ffn_down_exps":
                 tensors[f"{stem}.down_proj"] = data
             else:  # gate's rows, then up's, per expert
@@ -1270,6 +1283,8 @@ def export(
         if arch in ("lfm2", "lfm2moe") and part == "shortconv":  # a Conv1d's (channels, 1, kernel)
             data = data[:, None, :] if t.name.endswith("conv.weight") else data
         tensors[_hf_name(t.name, arch)] = data
+    if arch == "llama4":  # its experts (in, out), as Llama4TextExperts multiplies by them
+        tensors |= {n: w.swapaxes(1, 2) for n, w in tensors.items() if ".feed_forward.experts." in n}
     if arch == "gemma-embedding":  # sentence-transformers' layout: the layers bare, the head in modules
         tensors = _sentence_modules(folder, tensors)
     for name, keys in latent.items():  # each head's K rows (k_b transposed), then its V rows
@@ -2175,6 +2190,7 @@ _BLOCK_PARTS = {
     "deepseek2": _DEEPSEEK2_PARTS,
     "laguna": _LAGUNA_PARTS,
     "glm4": _GLM4_PARTS,
+    "llama4": _LLAMA4_PARTS,
 }
 
 
@@ -2395,6 +2411,24 @@ def _config(kv: dict[str, Any], arch: str) -> dict[str, Any]:
                 "partial_rotary_factor": rotating,
                 "rope_theta": config["rope_theta"],
             }
+    if arch == "llama4":  # its widths, experts and the layers they are on, as its releases state them
+        step, n_layer = int(kv["llama4.interleave_moe_layer_step"]), int(kv["llama4.block_count"])
+        config |= {
+            "intermediate_size": int(kv["llama4.expert_feed_forward_length"]),
+            "intermediate_size_mlp": int(kv["llama4.feed_forward_length"]),
+            "num_local_experts": int(kv["llama4.expert_count"]),
+            "num_experts_per_tok": int(kv["llama4.expert_used_count"]),
+            "interleave_moe_layer_step": step,
+            "moe_layers": list(range(step - 1, n_layer, step)),
+            "no_rope_layers": [int((i + 1) % 4 != 0) for i in range(n_layer)],
+            "use_qk_norm": True,
+            "attention_chunk_size": 8192,
+            "attn_temperature_tuning": True,
+            "floor_scale": 8192,
+            "attn_scale": 0.1,
+            "hidden_act": "silu",
+            "attention_bias": False,
+        }
     if arch == "deepseek2":  # no head_dim: GLM's would name the rotary width
         del config["head_dim"]
         config |= _deepseek2_config(kv)
@@ -2463,6 +2497,86 @@ def write_hf_glm4v(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
     it; F16), and its twins ``folder/text.gguf`` and ``folder/mmproj.gguf`` (``glm4_ggufs.write_glm4v_vision``)."""
     text, mmproj = glm4_ggufs.write_glm4v_vision(folder, seed=seed)
     return export(text, folder / "hf-glm4v", sees="model.language_model.", tower=mmproj), text, mmproj
+
+
+# llama.cpp's names for a Llama 4 tower's tensors -> its release's (under ``vision_model.``, the
+# projection under ``multi_modal_projector.``); a block's parts after ``model.layers.N.``.
+_LLAMA4_TOWER = {
+    "v.patch_embd.weight": "vision_model.patch_embedding.linear.weight",
+    "v.class_embd": "vision_model.class_embedding",
+    "v.position_embd.weight": "vision_model.positional_embedding_vlm",
+    "v.pre_ln.weight": "vision_model.layernorm_pre.weight",
+    "v.pre_ln.bias": "vision_model.layernorm_pre.bias",
+    "v.post_ln.weight": "vision_model.layernorm_post.weight",
+    "v.post_ln.bias": "vision_model.layernorm_post.bias",
+    "mm.model.mlp.1.weight": "vision_model.vision_adapter.mlp.fc1.weight",
+    "mm.model.mlp.2.weight": "vision_model.vision_adapter.mlp.fc2.weight",
+    "mm.model.fc.weight": "multi_modal_projector.linear_1.weight",
+}
+_LLAMA4_TOWER_PARTS = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_out": "self_attn.o_proj",
+    "ln1": "input_layernorm",
+    "ln2": "post_attention_layernorm",
+    "ffn_up": "mlp.fc1",
+    "ffn_down": "mlp.fc2",
+}
+
+
+def write_hf_llama4(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
+    """``folder/hf-llama4/``, a Llama 4 as its releases keep it (``Llama4ForConditionalGeneration``;
+    F16): the text model under ``language_model.`` (its experts a layer's in one transposed tensor
+    per projection), the tower under ``vision_model.`` and its projection under
+    ``multi_modal_projector.``, their settings under ``text_config`` and ``vision_config``. Its twins
+    ``folder/text.gguf`` and ``folder/mmproj.gguf`` are llama.cpp's files of the same model."""
+    folder.mkdir(parents=True, exist_ok=True)
+    v = vision_ggufs.LLAMA4_VISION
+    text = vision_ggufs.write_llama4(folder / "text.gguf", seed=seed, f16=True)
+    mmproj = vision_ggufs.write_llama4_projector(folder / "mmproj.gguf", seed=seed, shape=v, f16=True)
+    hf = export(text, folder / "hf-llama4")
+    weights = hf / "model.safetensors"
+    tensors = {f"language_model.{name}": value for name, value in read_safetensors(weights).items()}
+    for t in gguf.GGUFReader(mmproj).tensors:
+        data = np.array(t.data).reshape([int(d) for d in reversed(t.shape)])
+        if t.name.startswith("v.blk."):
+            _, _, layer, part, suffix = t.name.split(".")
+            name = f"vision_model.model.layers.{layer}.{_LLAMA4_TOWER_PARTS[part]}.{suffix}"
+        else:
+            name = _LLAMA4_TOWER[t.name]
+        tensors[name] = ("F16" if data.dtype == np.float16 else "F32", data)
+    write_safetensors(weights, tensors)
+    text_config = json.loads((hf / "config.json").read_text())
+    n_embd_text = text_config["hidden_size"]
+    config = {
+        "architectures": ["Llama4ForConditionalGeneration"],
+        "model_type": "llama4",
+        "text_config": {k: v for k, v in text_config.items() if k != "architectures"},
+        "vision_config": {
+            "model_type": "llama4_vision_model",
+            "hidden_size": v.n_embd,
+            "intermediate_size": v.n_ff,
+            "num_hidden_layers": v.n_layer,
+            "num_attention_heads": v.n_head,
+            "image_size": v.image_size,
+            "patch_size": v.patch_size,
+            "num_channels": 3,
+            "norm_eps": 1e-5,
+            "pixel_shuffle_ratio": 1 / v.merge,
+            "projector_input_dim": n_embd_text,
+            "projector_output_dim": n_embd_text,
+            "vision_output_dim": n_embd_text,
+            "rope_theta": 10000,
+            "hidden_act": "gelu",
+            "vision_feature_layer": -1,
+            "vision_feature_select_strategy": "default",
+        },
+        "tie_word_embeddings": text_config["tie_word_embeddings"],
+    }
+    _write_json(hf / "config.json", config)
+    _write_json(hf / "preprocessor_config.json", {"image_mean": [0.5] * 3, "image_std": [0.5] * 3})
+    return hf, text, mmproj
 
 
 def write_hf_gemma3n(

@@ -227,6 +227,11 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "Parakeet), and its twins DIR/text.gguf and DIR/mmproj.gguf",
         hf.write_hf_nemotron_omni,
     ),
+    "hf-llama4": (
+        "DIR/hf-llama4/, a Llama 4 as released (dense and mixture layers in turn, its experts transposed, "
+        "its tower and projection), and its twins DIR/text.gguf and DIR/mmproj.gguf",
+        hf.write_hf_llama4,
+    ),
     "hf-gemma3n": (
         "DIR/hf-gemma3n/, a Gemma 3n checkpoint as the releases are (Gemma3nForConditionalGeneration: AltUp, "
         "LAuReL, per-layer embeddings, KV reused from layer 20 on; stand-in towers), and DIR/gemma3n.gguf, its twin",

@@ -269,10 +269,12 @@ N_EXPERT = 4  # the tiny Llama 4's routed experts (one used per token, beside a 
 LLAMA4 = dataclasses.replace(TINY, n_layer=4)
 
 
-def write_llama4(path: Path, *, shape: Shape = LLAMA4, seed: int = 0) -> Path:
+def write_llama4(path: Path, *, shape: Shape = LLAMA4, seed: int = 0, f16: bool = False) -> Path:
     """A tiny Llama 4 text model: dense blocks and mixture-of-experts blocks in turn (routed and
-    shared experts, ``interleave_moe_layer_step`` 2), chunked attention."""
-    t = Tensors(gguf.GGUFWriter(str(path), "llama4"), np.random.default_rng(seed), 0.5, _F32)
+    shared experts, ``interleave_moe_layer_step`` 2), chunked attention; its matrices in F16 with
+    ``f16`` (as a checkpoint's converted: the router's in F32), else F32."""
+    matrices = gguf.GGMLQuantizationType.F16 if f16 else _F32
+    t = Tensors(gguf.GGUFWriter(str(path), "llama4"), np.random.default_rng(seed), 0.5, matrices)
     w, s = t.w, shape
     attention_header(w, s, "tiny-llama4", _F32)
     w.add_layer_norm_rms_eps(1e-5)
@@ -290,23 +292,40 @@ def write_llama4(path: Path, *, shape: Shape = LLAMA4, seed: int = 0) -> Path:
         llama_block(t, s, p, ffn=not moe)
         if not moe:
             continue
-        t.matrix(p + "ffn_gate_inp.weight", N_EXPERT, s.n_embd)
+        if f16:  # a converter keeps the router in F32
+            t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (N_EXPERT, s.n_embd), 0.5))
+        else:
+            t.matrix(p + "ffn_gate_inp.weight", N_EXPERT, s.n_embd)
         for name, rows, cols in (("gate", s.n_ff, s.n_embd), ("up", s.n_ff, s.n_embd), ("down", s.n_embd, s.n_ff)):
-            w.add_tensor(f"{p}ffn_{name}_exps.weight", f16_exact(t, (N_EXPERT, rows, cols), 0.5))
+            experts = f16_exact(t, (N_EXPERT, rows, cols), 0.5)
+            w.add_tensor(f"{p}ffn_{name}_exps.weight", experts.astype(np.float16) if f16 else experts)
             t.matrix(f"{p}ffn_{name}_shexp.weight", rows, cols)
     finish(w)
     return path
 
 
-def write_llama4_projector(path: Path, *, n_embd_text: int = TINY.n_embd, seed: int = 0) -> Path:
+# A Llama 4 tower transformers builds too: its FFN as wide as the pixel shuffle's output, which its
+# adapter's first layer takes (``Llama4VisionMLP2`` reads the tower's ``intermediate_size``).
+LLAMA4_VISION = dataclasses.replace(TINY_VISION, n_ff=TINY_VISION.n_embd * TINY_VISION.merge**2)
+
+
+def write_llama4_projector(
+    path: Path, *, n_embd_text: int = TINY.n_embd, seed: int = 0, shape: VisionShape = TINY_VISION, f16: bool = False
+) -> Path:
     """A Llama 4 projector as llama.cpp's converter writes one: a LayerNorm GELU ViT over
     unfolded patches with a class token, a learned position table and 2-D RoPE, a pixel shuffle
-    by 2, the adapter's two-layer MLP and the projection into the text model."""
-    v = TINY_VISION
+    by 2, the adapter's two-layer MLP and the projection into the text model; with ``f16`` (as a
+    checkpoint's converted), its matrices in F16 but the patch embedding, and its norms varied."""
+    v = shape
     t = projector_header(path, v, "llama4", n_embd_text, seed, eps=1e-5)
+    if f16:
+        t.qtype = gguf.GGMLQuantizationType.F16
     t.w.add_vision_projector_scale_factor(v.merge)
     n = v.n_embd
-    t.matrix("v.patch_embd.weight", n, 3 * v.patch_size * v.patch_size)
+    if f16:
+        t.f32("v.patch_embd.weight", f16_exact(t, (n, 3 * v.patch_size * v.patch_size)))
+    else:
+        t.matrix("v.patch_embd.weight", n, 3 * v.patch_size * v.patch_size)
     t.f32("v.class_embd", t.rng.standard_normal(n) * 0.2)
     t.f32("v.position_embd.weight", f16_exact(t, (v.n_patches + 1, n)))
     t.norm("v.pre_ln.weight", n)

@@ -42,6 +42,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_lfm2_vision,
     write_hf_lfm2moe,
     write_hf_llama,
+    write_hf_llama4,
     write_hf_lora,
     write_hf_ministral3,
     write_hf_mistral,
@@ -273,10 +274,11 @@ def test_create_with_an_adapter_folder_answers_as_its_twin(tmp_path: Path) -> No
         write_hf_glmocr,
         write_hf_glm4v,
         write_hf_nemotron_omni,
+        write_hf_llama4,
     ],
     ids=[
         *("gemma3", "mistral3", "qwen2.5vl", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "gemma4", "lfm2"),
-        *("glmocr", "glm4v", "nemotron-omni"),
+        *("glmocr", "glm4v", "nemotron-omni", "llama4"),
     ],
 )
 def test_a_folder_that_sees_answers_pictures_as_its_twin(
@@ -285,8 +287,8 @@ def test_a_folder_that_sees_answers_pictures_as_its_twin(
     """A ``Gemma3ForConditionalGeneration``, ``Mistral3ForConditionalGeneration``,
     ``Qwen2_5_VLForConditionalGeneration``, ``Qwen3VLForConditionalGeneration`` (their mixtures and
     Qwen 3.5's), ``Gemma4ForConditionalGeneration``, ``Lfm2VlForConditionalGeneration``,
-    ``GlmOcrForConditionalGeneration``, ``Glm4vForConditionalGeneration`` or
-    ``NemotronH_Nano_Omni_Reasoning_V3`` folder uploaded
+    ``GlmOcrForConditionalGeneration``, ``Glm4vForConditionalGeneration``,
+    ``NemotronH_Nano_Omni_Reasoning_V3`` or ``Llama4ForConditionalGeneration`` folder uploaded
     as ``ollama create`` uploads it: its tower converted to a projector layer, the model sees, and
     answers about two pictures word for word as the text and projector GGUFs it was exported from;
     the pictures tell apart (in the odds of the first token)."""

@@ -68,6 +68,9 @@ _TARGETS = {
     # GLM-OCR's text model's (its tower's FFN shares the names), its gate and up fused.
     "GlmOcrForConditionalGeneration": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_up_proj|down_proj)",
     "Glm4vForConditionalGeneration": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_up_proj|down_proj)",
+    # Llama 4's text model's (its tower's attention shares the names): attention, the dense FFNs and
+    # the shared experts (its routed experts are no Linear modules).
+    "Llama4ForConditionalGeneration": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)",
     # Of what llama.cpp's deepseek2 adapts, the attention's output: it multiplies its latent
     # attention's projections without adapters, and PEFT takes any FFN name given for the routed
     # experts (transformers 5's fused ones), not the dense or shared FFN's Linears.
@@ -94,7 +97,7 @@ def main(tokens: str, pairs: list[str]) -> None:
         torch.manual_seed(0)
         with torch.no_grad():
             model = auto.from_pretrained(folder_path, dtype=torch.float32).eval()
-            np.save(out_path / "base.npy", model(ids).logits[0].numpy())
+            np.save(out_path / "base.npy", _text_logits(model, ids, architecture))
         for name, scaling in SCALINGS.items():
             model = auto.from_pretrained(folder_path, dtype=torch.float32).eval()
             config = LoraConfig(r=4, lora_alpha=8, target_modules=_TARGETS.get(architecture, _PROJECTIONS), **scaling)
@@ -104,7 +107,17 @@ def main(tokens: str, pairs: list[str]) -> None:
                     torch.nn.init.normal_(parameter, std=0.3)
             adapted.save_pretrained(out_path / f"adapter-{name}")
             with torch.no_grad():
-                np.save(out_path / f"lora-{name}.npy", adapted(ids).logits[0].numpy())
+                np.save(out_path / f"lora-{name}.npy", _text_logits(adapted, ids, architecture))
+
+
+def _text_logits(model: Any, ids: torch.Tensor, architecture: str) -> np.ndarray:
+    """The logits of every position of ``ids`` alone; Llama 4's from its text model (transformers
+    5.24's Llama 4 that sees builds its output from the text model's, which has no image outputs);
+    PEFT's adapters sit in that text model's modules."""
+    if architecture == "Llama4ForConditionalGeneration":
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        return base.language_model(ids).logits[0].numpy()
+    return model(ids).logits[0].numpy()
 
 
 _QWEN_TYPES = (
@@ -150,6 +163,11 @@ def image(folder: str, pixels: str, out: str) -> None:
         with torch.no_grad():
             features = nemotron_omni(folder).get_image_features(**radio_patches(values, config))
         np.save(out, features.pooler_output[0].numpy())
+        return
+    if config["model_type"] == "llama4":
+        with torch.no_grad():
+            model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+            np.save(out, llama4_image(model, values).numpy())
         return
     values = values[None]
     with torch.no_grad():
@@ -277,11 +295,19 @@ def qwen_image(folder: str, values: torch.Tensor, patch: int) -> np.ndarray:
     return torch.cat(parts, dim=-1).numpy()
 
 
+def llama4_image(model: Any, values: torch.Tensor) -> torch.Tensor:
+    """A Llama 4's embeddings of one picture (a tile, ``(3, height, width)``, normalized): its
+    tower's, through the adapter, projected into the text model."""
+    features = model.vision_model(values[None]).last_hidden_state
+    return model.multi_modal_projector(features.reshape(-1, features.shape[-1]))
+
+
 def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
     """A model's logits for every position of a prompt with a picture in it: ``spec`` (JSON) gives
     its token ids, the picture's tokens as ``config``'s ``image_token_id`` (Qwen-VL's after the id
     it says begins one, ``vision_start_token_id``): the picture's embeddings placed as transformers
-    places them (Qwen's M-RoPE positions, Gemma 3's attention both ways within the picture)."""
+    places them (Qwen's M-RoPE positions, Gemma 3's attention both ways within the picture); with
+    ``columns``, a square picture's tokens column by column (Llama 4's as libmtmd orders them)."""
     given = json.loads(spec)
     config, processor, values = picture(folder, pixels)
     omni = config["model_type"] == "nemotron_h_omni"
@@ -308,7 +334,15 @@ def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
     else:  # Mistral 3's Pixtral
         inputs["image_sizes"] = torch.tensor([list(values.shape[1:])])
     with torch.no_grad():
-        logits = model(input_ids=ids, **inputs).logits
+        if config["model_type"] == "llama4":  # as its forward places them (which fails on its own output in 5.24)
+            embeds, features = model.get_input_embeddings()(ids), llama4_image(model, values)
+            if given.get("columns"):  # libmtmd's order of the merged grid (its pixel shuffle's), not transformers'
+                side = round(features.shape[0] ** 0.5)
+                features = features.reshape(side, side, -1).transpose(0, 1).reshape(features.shape)
+            embeds[kinds.bool()] = features
+            logits = model.language_model(inputs_embeds=embeds).logits
+        else:
+            logits = model(input_ids=ids, **inputs).logits
     np.save(out, logits[0].numpy())
 
 

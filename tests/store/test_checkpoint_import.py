@@ -47,6 +47,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_lfm2_vision,
     write_hf_lfm2moe,
     write_hf_llama,
+    write_hf_llama4,
     write_hf_ministral3,
     write_hf_mistral,
     write_hf_mistral3_vision,
@@ -1211,6 +1212,48 @@ def test_a_glm4v_converts_to_its_text_model_and_projector(tmp_path: Path, model_
     _edit(folder, "config.json", lambda c: c["vision_config"].update(image_size=32))
     notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
     assert len(notes) == 1 and "position table of 64 patches is not 4x4" in notes[0], notes
+
+
+def test_a_llama4_converts_to_llama_cpp_s_text_model_and_projector(tmp_path: Path, model_store: ModelStore) -> None:
+    """Llama 4 (``Llama4ForConditionalGeneration``, as Ollama's converter takes it) converts to the
+    files llama.cpp's converter writes: the text model from under ``language_model.`` with
+    ``text_config``'s settings (the dense layers' width ``intermediate_size_mlp``, an expert's
+    ``intermediate_size``), Q and K rows as stored, each mixture layer's fused, transposed experts
+    split into gate, up and down; the tower renamed into a ``llama4`` projector. Created, a
+    projector layer. A text model llama.cpp's llama4 would compute otherwise is refused; a tower
+    libmtmd would, left out with the reason."""
+    folder, text, mmproj = write_hf_llama4(tmp_path)
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    _assert_twin_keys(text, tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "llama4"
+    _assert_created_with_projector(folder, model_store)
+    sound = (folder / "config.json").read_text()
+    for change, why in (
+        (lambda c: c["text_config"].update(attention_chunk_size=4096), "attention_chunk_size is 4096"),
+        (lambda c: c["text_config"].update(use_qk_norm=False), "use_qk_norm is False"),
+        (lambda c: c["text_config"].update(no_rope_layers=[1, 1, 1, 1]), "rotate and attend in chunks otherwise"),
+        (lambda c: c["text_config"].update(moe_layers=[0, 2]), "moe_layers are not the last of every 2 layers"),
+        (lambda c: c["text_config"].update(attn_temperature_tuning=False), "turns off attn_temperature_tuning"),
+        (lambda c: c["text_config"].update(hidden_act="gelu"), "hidden_act is 'gelu'"),
+    ):
+        (folder / "config.json").write_text(sound)
+        _edit(folder, "config.json", change)
+        with pytest.raises(ImportRefused, match=why):
+            convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
+    for change, why in (
+        (lambda c: c["vision_config"].update(pixel_shuffle_ratio=0.3), "pixel_shuffle_ratio 0.3"),
+        (lambda c: c["vision_config"].update(rope_theta=20000), "rotating at base 10000"),
+    ):
+        (folder / "config.json").write_text(sound)
+        _edit(folder, "config.json", change)
+        notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
+        assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
+    (folder / "config.json").write_text(sound)
+    maverick = json.loads(sound)["text_config"] | {"num_local_experts": 128, "use_qk_norm": False}
+    config = {"architectures": ["Llama4ForConditionalGeneration"], "text_config": maverick}
+    assert Family.of(config).kv()["llama4.expert_count"][0] == 128  # Maverick's: no Q and K norms
+    with pytest.raises(ImportRefused, match="use_qk_norm is True"):
+        Family.of({**config, "text_config": maverick | {"use_qk_norm": True}}).kv()
 
 
 def test_a_release_folder_s_other_formats_are_not_read(tmp_path: Path) -> None:

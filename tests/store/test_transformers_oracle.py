@@ -73,6 +73,12 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "nemotron-h": hf.write_hf_nemotron_h,  # Mamba-2, attention and ReLU² MLP layers
     "nemotron-h-moe": lambda folder: hf.write_hf_nemotron_h(folder, shape="nano3", transformers_5=True),
     "nemotron-h-super": lambda folder: hf.write_hf_nemotron_h(folder, shape="super"),  # latent experts
+    # Q and K rotated in pairs as stored, then normed; every 4th layer unrotated; a sigmoid router's
+    # expert (its input scaled) beside a shared one, every other layer; the tower beside, on text alone.
+    "llama4": lambda folder: hf.write_hf_llama4(folder)[:2],
+    # ... its rotation scaled as Scout's is (Llama 3's factors, low and high frequency factors equal),
+    # from a trained context of 16 so that the tiny model's few positions tell the factors apart.
+    "llama4-scout-rope": lambda folder: _scout_rope(hf.write_hf_llama4(folder)[:2]),
 }
 
 
@@ -87,6 +93,21 @@ def _every_expert(written: tuple[Path, Path]) -> tuple[Path, Path]:
     a router's near-tie (7% at one position of the tiny model); the 16-bit checkpoint holds the routing."""
     config = json.loads((written[0] / "config.json").read_text())
     config["num_experts_per_tok"] = config["experts_per_token"] = config["num_local_experts"]
+    (written[0] / "config.json").write_text(json.dumps(config))
+    return written
+
+
+def _scout_rope(written: tuple[Path, Path]) -> tuple[Path, Path]:
+    """The Llama 4 with the rotary scaling Llama 4 Scout's config.json states, its trained context 16
+    (Scout's 8192 scales only frequencies the tiny model's 10 positions hardly turn)."""
+    config = json.loads((written[0] / "config.json").read_text())
+    config["text_config"]["rope_scaling"] = {
+        "rope_type": "llama3",
+        "factor": 16.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 16,
+    }
     (written[0] / "config.json").write_text(json.dumps(config))
     return written
 
@@ -276,6 +297,8 @@ _SEEING: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
     "glmocr": (hf.write_hf_glmocr, 64),
     # GLM-4.1V's at its position table's own size, which libmtmd and transformers then read as it is.
     "glm4v": (hf.write_hf_glm4v, 64),
+    # Llama 4's at its tower's own size: one tile, which libmtmd reads without an overview.
+    "llama4": (hf.write_hf_llama4, 32),
     # Nemotron Omni's RADIO with its position table at the picture's own grid: to another grid,
     # transformers resizes it with corners not aligned, where llama.cpp's converter and Ollama's
     # shim align them, as RADIO's first code did (``test_layouts_omni.py`` holds that resize).
@@ -295,7 +318,9 @@ def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, f
     embeddings transformers makes of it, where libmtmd's preprocessing and transformers' agree: a
     picture of the tower's own size (Gemma 3's 32 pixels), or within it and of 8 tokens or more
     (Pixtral's, 64 of at most 64; the Qwens'). Pixtral's rows of [IMG_BREAK], which libmtmd adds
-    between rows of tokens and transformers does not, are left out of the comparison."""
+    between rows of tokens and transformers does not, are left out of the comparison. libmtmd's
+    Llama 4 pixel shuffle leaves out transformers' second transpose: its tokens come column by
+    column, and are compared so (and shown to differ row by row), a divergence of llama.cpp's own."""
     write, side = _SEEING[family]
     side = _TOWER_SIDES.get(family, side)
     folder, _, _ = write(tmp_path)
@@ -311,7 +336,18 @@ def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, f
     ]
     got = _encoded(tmp_path, png(side, side, seed))
     got = np.array([row for row in got if not any(np.array_equal(row, b) for b in breaks)])
-    reference.assert_close(got, np.load(tmp_path / "want.npy"), f"{family} tower")
+    want = np.load(tmp_path / "want.npy")
+    if family == "llama4":  # libmtmd's pixel shuffle leaves the merged grid's tokens column by column
+        with pytest.raises(AssertionError):
+            reference.assert_close(got, want, f"{family} tower")
+        want = _by_columns(want)
+    reference.assert_close(got, want, f"{family} tower")
+
+
+def _by_columns(tokens: np.ndarray) -> np.ndarray:
+    """A square grid's tokens, given row by row, column by column."""
+    side = round(tokens.shape[0] ** 0.5)
+    return tokens.reshape(side, side, -1).swapaxes(0, 1).reshape(tokens.shape)
 
 
 @pytest.mark.parametrize("family", list(_SEEING))
@@ -352,6 +388,7 @@ def test_a_converted_model_reads_a_picture_in_a_prompt_as_transformers_does(tmp_
     tokens = gguf.GGUFReader(tmp_path / "text.gguf").fields["tokenizer.ggml.tokens"].contents()
     spec = {"ids": [*before, *_picture_ids(family, item.n_tokens, tokens), *after]}
     spec["config"] = _picture_config(family, tokens, before[-1])
+    spec["columns"] = family == "llama4"  # the tokens libmtmd makes, in its order (the tower test shows it)
     reference.run("prompt", str(folder), json.dumps(spec), str(tmp_path / "pixels.npy"), str(tmp_path / "want.npy"))
     # Gemma 3's picture attended to causally, not both ways, moved the logits 2.6% (F16's error: 0.13%).
     tolerance = 0.01 if family == "gemma3" else reference.TOLERANCE

@@ -242,8 +242,11 @@ _QWEN35_SHARED = {
     "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
 }
 # A layer's experts in one tensor each for down and for gate and up together (transformers 5's
-# own layout, as the Qwen 3.5 releases keep them): ``(experts, 2 x width, hidden)`` and ``(experts, hidden, width)``.
-_FUSED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.(?:mlp\.|mixer\.)?experts\.(gate_up|up|down)_proj(?:\.weight)?")
+# own layout, as the Qwen 3.5 releases keep them): ``(experts, 2 x width, hidden)`` and ``(experts, hidden, width)``;
+# Llama 4's under its ``feed_forward``, always transposed (``(experts, hidden, 2 x width)``).
+_FUSED_EXPERTS = re.compile(
+    r"model\.layers\.(\d+)\.(?:mlp\.|mixer\.|feed_forward\.)?experts\.(gate_up|up|down)_proj(?:\.weight)?"
+)
 # gpt-oss's: a layer's experts per projection, gate and up in one (their rows interleaved), as
 # dequantized ``(experts, in, out)`` weights or MXFP4 ``_blocks`` and ``_scales``, and their ``_bias``.
 _INTERLEAVED_EXPERTS = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up|down)_proj(?:_(blocks|scales|bias))?")
@@ -500,6 +503,27 @@ _LAGUNA = _Layout(
     turn_ends={"eot": "</assistant>"},  # its turn's end, which llama.cpp's converter makes a control token
 )
 _NEMOTRON_OMNI = dataclasses.replace(_NEMOTRON_H, tower=True, vision="nemotron_v2_vl", audio="parakeet")
+# Llama 4 (Scout, Maverick: ``Llama4ForConditionalGeneration``): a Llama whose Q and K rotate in
+# neighbouring pairs as stored (no rows reordered), dense FFNs and mixtures of experts in turn
+# (``interleave_moe_layer_step``), each mixture a sigmoid router choosing routed experts (a layer's in
+# one transposed tensor per projection) beside a shared expert: llama.cpp's ``llama4``, with the
+# tower as a ``llama4`` projector.
+_LLAMA4 = _Layout(
+    "llama4",
+    _ATTENTION
+    | _PRE_NORMS
+    | {
+        "feed_forward.gate_proj": "ffn_gate",
+        "feed_forward.up_proj": "ffn_up",
+        "feed_forward.down_proj": "ffn_down",
+        "feed_forward.router": "ffn_gate_inp",
+        **{f"feed_forward.shared_expert.{p}_proj": f"ffn_{p}_shexp" for p in ("gate", "up", "down")},
+    },
+    experts=_EXPERT,
+    tower=True,
+    vision="llama4",
+    pre_tokenizer="llama4",  # as llama.cpp's converter names the releases' (GPT-4o's split)
+)
 LAYOUTS = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
@@ -555,6 +579,7 @@ LAYOUTS = {
     "Glm4vForConditionalGeneration": _GLM4V,
     "Glm46VForConditionalGeneration": _GLM4V,
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
+    "Llama4ForConditionalGeneration": _LLAMA4,
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Lfm2VlForConditionalGeneration": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL, tower=True, vision="lfm2"),
     "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
@@ -667,6 +692,20 @@ _NEMOTRON_H_KINDS = {
     "mlp": "-",
     "moe": "E",
 }
+# Llama 4's settings llama.cpp's llama4 computes with whatever config.json says: SiLU FFNs, no
+# biases, attention in chunks of 8192 on the rotating layers, the others' queries tempered from
+# position 8192 on (0.1 a step of 8192).
+_LLAMA4_FIXED = {
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "attention_chunk_size": 8192,
+    "floor_scale": 8192,
+    "attn_scale": 0.1,
+}
+# llama.cpp's llama4: every how many layers one neither rotates nor attends in chunks, and the
+# number of experts of the one release (Maverick's) whose Q and K are not normed after rotation.
+_LLAMA4_NO_ROPE_STEP = 4
+_LLAMA4_UNNORMED_EXPERTS = 128
 # Laguna's settings llama.cpp's laguna computes with whatever config.json says.
 _LAGUNA_FIXED = {
     "hidden_act": "silu",
@@ -780,6 +819,20 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_shared_expert_intermediate_size": 7688,
         "num_experts_per_tok": 2,
         "routed_scaling_factor": 1.0,
+    },
+    "Llama4ForConditionalGeneration": {  # transformers' Llama4TextConfig's (Scout's)
+        "hidden_size": 5120,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "num_local_experts": 16,
+        "num_experts_per_tok": 1,
     },
     "LagunaForCausalLM": {  # transformers' LagunaConfig's
         "num_attention_heads": 48,
@@ -1455,6 +1508,47 @@ class Family:
             "gpt-oss.attention.sliding_window": (self._int("sliding_window"), _U32),
         }
 
+    def _llama4(self) -> KV:
+        """Llama 4's FFN widths (the dense layers' ``intermediate_size_mlp``, an expert's
+        ``intermediate_size``), its experts and the layers they are on; a checkpoint llama.cpp would
+        run otherwise (rotation, chunks, mixtures or Q/K norms elsewhere) is refused."""
+        self._require_fixed(_LLAMA4_FIXED)
+        n, step = self.n_layer, self._int("interleave_moe_layer_step", default=1)
+        if not self.config.get("attn_temperature_tuning", True):
+            raise ImportRefused("config.json turns off attn_temperature_tuning, which llama.cpp's llama4 applies")
+        rotating = [int((i + 1) % _LLAMA4_NO_ROPE_STEP != 0) for i in range(n)]
+        stated = self.config.get("no_rope_layers") or [
+            int((i + 1) % self._int("no_rope_layer_interval", default=_LLAMA4_NO_ROPE_STEP) != 0) for i in range(n)
+        ]
+        types = self.config.get("layer_types")
+        chunked = ["chunked_attention" if r else "full_attention" for r in rotating]
+        if stated != rotating or (types is not None and types != chunked):
+            raise ImportRefused(
+                f"config.json's layers rotate and attend in chunks otherwise than every layer but each "
+                f"{_LLAMA4_NO_ROPE_STEP}th, as llama.cpp's llama4 does"
+            )
+        moe = self.config.get("moe_layers")
+        if moe is not None and moe != list(range(step - 1, n, step)):
+            raise ImportRefused(
+                f"config.json's moe_layers are not the last of every {step} layers (interleave_moe_layer_step)"
+            )
+        normed = self.n_expert != _LLAMA4_UNNORMED_EXPERTS
+        if bool(self.config.get("use_qk_norm", True)) != normed:
+            raise ImportRefused(
+                f"config.json's use_qk_norm is {not normed}; llama.cpp's llama4 norms Q and K "
+                f"{'unless' if normed else 'except where'} a model has {_LLAMA4_UNNORMED_EXPERTS} experts"
+            )
+        return {
+            "llama4.feed_forward_length": (self._int("intermediate_size_mlp"), _U32),
+            "llama4.attention.key_length": (self.head_dim, _U32),
+            "llama4.attention.value_length": (self.head_dim, _U32),
+            "llama4.rope.dimension_count": (self.head_dim, _U32),
+            "llama4.expert_count": (self.n_expert, _U32),
+            "llama4.expert_used_count": (self._int("num_experts_per_tok", default=1), _U32),
+            "llama4.expert_feed_forward_length": (self._int("intermediate_size"), _U32),
+            "llama4.interleave_moe_layer_step": (step, _U32),
+        }
+
     def _ministral3(self) -> KV:
         """Ministral 3's YaRN attention factor (``mscale_all_dim``, as llama.cpp's log multiplier;
         llama.cpp assumes ``mscale`` 1) and its query temperature by position (``llama_4_scaling_beta``,
@@ -1889,14 +1983,15 @@ class Family:
         ``shape``: ``(experts, out, in)`` as transformers 5 holds them (and saves Qwen3-VL-MoE's),
         or transposed, ``(experts, in, out)``, as the Qwen3-VL-MoE releases (transformers 4) did,
         told apart by the widths (or, where the hidden size is twice an expert's, by the
-        transformers that saved it)."""
+        transformers that saved it); Llama 4's are always transposed."""
         m = _FUSED_EXPERTS.fullmatch(self._text_name(name)) if self.layout.experts is not None else None
         if m is None:
             return None
         # an expert's input: the model's width, or the latent one around Nemotron 3 Super's experts
-        hidden, width = self._int("moe_latent_size", "hidden_size"), self._int("moe_intermediate_size")
+        hidden = self._int("moe_latent_size", "hidden_size")
+        width = self._int("intermediate_size" if self.arch == "llama4" else "moe_intermediate_size")
         out, inputs = {"gate_up": (2 * width, hidden), "up": (width, hidden), "down": (hidden, width)}[m[2]]
-        plain, transposed = shape[1:] == (out, inputs), shape[1:] == (inputs, out)
+        plain, transposed = shape[1:] == (out, inputs) and self.arch != "llama4", shape[1:] == (inputs, out)
         if len(shape) != 3 or shape[0] != self.n_expert or not (plain or transposed):
             raise ImportRefused(
                 f"tensor {name} of shape {list(shape)} is not {self.n_expert} experts' {m[2]} projections"
@@ -1991,7 +2086,7 @@ class Family:
                     f"config.json's longrope needs long_factor and short_factor of {self._rotary_dims // 2} values"
                 )
             return {name: np.array(f, dtype=np.float32) for name, f in given.items()}
-        if self.arch != "llama" or rope.get("rope_type") != "llama3":
+        if self.arch not in ("llama", "llama4") or rope.get("rope_type") != "llama3":
             return {}
         base = float(rope.get("rope_theta") or 10000.0)
         factor = float(rope.get("factor") or 8.0)
@@ -2179,6 +2274,7 @@ _ARCH_KEYS: dict[str, tuple[Callable[[Family], KV], ...]] = {
     "gemma4": (Family._gemma4,),
     "deepseek2": (Family._deepseek2,),
     "laguna": (Family._laguna,),
+    "llama4": (Family._llama4,),
     "nemotron_h": (Family._nemotron_h,),
     "nemotron_h_moe": (Family._nemotron_h,),
 }

@@ -30,6 +30,10 @@ with a learned position table, then each 2x2 patches through an RMS-normed ReLUÂ
 (``nemotron_v2_vl``), as llama.cpp's ``NemotronNanoV2VLModel`` writes it: the linear patch embedding
 as a convolution's kernel, the table resized to the fixed picture's grid, Q/K/V kept fused.
 
+Llama 4's: a ViT over unfolded patches with a class token, a learned position table and 2-D
+rotation, a pixel shuffle, an MLP and a projection (``llama4``), renamed as llama.cpp's
+``Llama4VisionModel`` renames it, nothing reordered.
+
 LFM2-VL's: SigLIP2 with its patches through a linear (as a convolution's kernel, as Gemma 4's) and
 a position table libmtmd resizes to each picture, and a projector over each 2x2 patches (``lfm2``).
 """
@@ -194,6 +198,48 @@ _GEMMA4 = _Tower(
     projector_prefixes=("model.embed_vision.", "embed_vision."),
 )
 _CLAMPS = ("input_min", "input_max", "output_min", "output_max")
+# Llama 4's: a LayerNorm GELU ViT over unfolded patches (a linear, as libmtmd reshapes it) after a
+# class token and a learned position table, its Q and K rotating in 2-D in neighbouring pairs as
+# stored, then a pixel shuffle and the adapter's two-layer MLP (``vision_adapter``), and the
+# projection into the text model (``multi_modal_projector.linear_1``), as llama.cpp's
+# ``Llama4VisionModel`` renames them.
+_LLAMA4_TOWER = _Tower(
+    "Llama 4's",
+    ("model.vision_model.", "vision_model."),
+    {
+        "patch_embedding.linear.weight": "v.patch_embd.weight",
+        "class_embedding": "v.class_embd",
+        "positional_embedding_vlm": "v.position_embd.weight",
+        "layernorm_pre.weight": "v.pre_ln.weight",
+        "layernorm_pre.bias": "v.pre_ln.bias",
+        "layernorm_post.weight": "v.post_ln.weight",
+        "layernorm_post.bias": "v.post_ln.bias",
+        "vision_adapter.mlp.fc1.weight": "mm.model.mlp.1.weight",
+        "vision_adapter.mlp.fc2.weight": "mm.model.mlp.2.weight",
+    },
+    re.compile(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)"),
+    {
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_out",
+        "input_layernorm": "ln1",
+        "post_attention_layernorm": "ln2",
+        "mlp.fc1": "ffn_up",
+        "mlp.fc2": "ffn_down",
+    },
+    {"linear_1.weight": "mm.model.fc.weight"},
+    (
+        "v.patch_embd.weight",
+        "v.class_embd",
+        "v.position_embd.weight",
+        "mm.model.mlp.1.weight",
+        "mm.model.mlp.2.weight",
+        "mm.model.fc.weight",
+    ),
+)
+# The rotation's base libmtmd's llama4 fixes.
+_LLAMA4_ROPE_THETA = 10000.0
 # LFM2-VL's: SigLIP2 (NaFlex: its patches through a linear, its 16x16 position table resized to
 # each picture by libmtmd), and a projector over each 2x2 patches unshuffled into one: a layer
 # norm (which LFM2.5-VL has not), then a GELU MLP.
@@ -362,7 +408,7 @@ def projector(
     tokens: list[str],
 ) -> tuple[KV, list[Tensor]]:
     """The projector GGUF's keys and tensors of ``kind`` (``gemma3``, ``gemma4v``, ``glm4v``, ``lfm2``,
-    ``nemotron_v2_vl``, ``pixtral``, a Qwen-VL's merger: the family's ``Layout.vision``) for the
+    ``llama4``, ``nemotron_v2_vl``, ``pixtral``, a Qwen-VL's merger: the family's ``Layout.vision``) for the
     tower ``sources``, ``embedding`` the text
     model's token embedding and ``tokens`` its vocabulary (both for Pixtral's [IMG_BREAK] row);
     ``ImportRefused`` for one llama.cpp could not run. The processor's settings come from
@@ -387,6 +433,8 @@ def projector(
         return _glm4v(vision, text, processor, sources)
     if kind == "nemotron_v2_vl":
         return _nemotron(config, vision, text, processor, sources)
+    if kind == "llama4":
+        return _llama4(vision, text, processor, sources)
     return _gemma3(config, vision, text, processor, sources)
 
 
@@ -636,6 +684,31 @@ def _radio_statistics(
         if given is not None:
             found[f"image_{stat}"] = given
     return found
+
+
+def _llama4(
+    vision: Mapping[str, Any],
+    text: Mapping[str, Any],
+    processor: Mapping[str, Any],
+    sources: list[SourceTensor],
+) -> tuple[KV, list[Tensor]]:
+    """Llama 4's tower as llama.cpp's ``Llama4VisionModel`` writes it (``llama4``): renamed, its
+    values as they are; a pixel shuffle of 1/ratio patches a side."""
+    tensors = _tensors(_LLAMA4_TOWER, sources, lambda name: None)
+    _LLAMA4_TOWER.require(tensors, config_int(vision, "num_hidden_layers"))
+    ratio, theta = vision.get("pixel_shuffle_ratio", 0.5), vision.get("rope_theta", _LLAMA4_ROPE_THETA)
+    scale = round(1 / ratio) if isinstance(ratio, int | float) and 0 < ratio < 1 else 0
+    if scale < 2 or abs(scale * ratio - 1) > 1e-6:
+        raise ImportRefused(f"config.json's pixel_shuffle_ratio {ratio} is not one over a whole number of patches")
+    if vision.get("hidden_act", "gelu") != "gelu" or theta != _LLAMA4_ROPE_THETA:
+        raise ImportRefused(
+            f"config.json's vision_config is not a GELU ViT rotating at base {_LLAMA4_ROPE_THETA:g} "
+            "as libmtmd's llama4 is"
+        )
+    eps = float(vision.get("norm_eps") or 1e-5)
+    kv = _clip_kv("llama4", "gelu", {**vision, "layer_norm_eps": eps}, text, processor, eps, _HALVES_MEAN_STD)
+    kv["clip.vision.projector.scale_factor"] = (scale, _U32)
+    return kv, list(tensors.values())
 
 
 def _frames(source: SourceTensor, name: str, who: str) -> list[tuple[str, SourceTensor]]:
