@@ -306,8 +306,7 @@ def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
     """A model's logits for every position of a prompt with a picture in it: ``spec`` (JSON) gives
     its token ids, the picture's tokens as ``config``'s ``image_token_id`` (Qwen-VL's after the id
     it says begins one, ``vision_start_token_id``): the picture's embeddings placed as transformers
-    places them (Qwen's M-RoPE positions, Gemma 3's attention both ways within the picture); with
-    ``columns``, a square picture's tokens column by column (Llama 4's as libmtmd orders them)."""
+    places them (Qwen's M-RoPE positions, Gemma 3's attention both ways within the picture)."""
     given = json.loads(spec)
     config, processor, values = picture(folder, pixels)
     omni = config["model_type"] == "nemotron_h_omni"
@@ -335,11 +334,8 @@ def prompt(folder: str, spec: str, pixels: str, out: str) -> None:
         inputs["image_sizes"] = torch.tensor([list(values.shape[1:])])
     with torch.no_grad():
         if config["model_type"] == "llama4":  # as its forward places them (which fails on its own output in 5.24)
-            embeds, features = model.get_input_embeddings()(ids), llama4_image(model, values)
-            if given.get("columns"):  # libmtmd's order of the merged grid (its pixel shuffle's), not transformers'
-                side = round(features.shape[0] ** 0.5)
-                features = features.reshape(side, side, -1).transpose(0, 1).reshape(features.shape)
-            embeds[kinds.bool()] = features
+            embeds = model.get_input_embeddings()(ids)
+            embeds[kinds.bool()] = llama4_image(model, values)
             logits = model.language_model(inputs_embeds=embeds).logits
         else:
             logits = model(input_ids=ids, **inputs).logits

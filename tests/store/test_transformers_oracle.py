@@ -297,7 +297,8 @@ _SEEING: dict[str, tuple[Callable[[Path], tuple[Path, Path, Path]], int]] = {
     "glmocr": (hf.write_hf_glmocr, 64),
     # GLM-4.1V's at its position table's own size, which libmtmd and transformers then read as it is.
     "glm4v": (hf.write_hf_glm4v, 64),
-    # Llama 4's at its tower's own size: one tile, which libmtmd reads without an overview.
+    # Llama 4's at its tower's own size: one tile, which libmtmd reads without an overview (its
+    # tokens put back row by row: ``tile_order``).
     "llama4": (hf.write_hf_llama4, 32),
     # Nemotron Omni's RADIO with its position table at the picture's own grid: to another grid,
     # transformers resizes it with corners not aligned, where llama.cpp's converter and Ollama's
@@ -318,9 +319,8 @@ def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, f
     embeddings transformers makes of it, where libmtmd's preprocessing and transformers' agree: a
     picture of the tower's own size (Gemma 3's 32 pixels), or within it and of 8 tokens or more
     (Pixtral's, 64 of at most 64; the Qwens'). Pixtral's rows of [IMG_BREAK], which libmtmd adds
-    between rows of tokens and transformers does not, are left out of the comparison. libmtmd's
-    Llama 4 pixel shuffle leaves out transformers' second transpose: its tokens come column by
-    column, and are compared so (and shown to differ row by row), a divergence of llama.cpp's own."""
+    between rows of tokens and transformers does not, are left out of the comparison. Llama 4's
+    tokens, which libmtmd leaves column by column, are compared as cllm puts them back (``tile_order``)."""
     write, side = _SEEING[family]
     side = _TOWER_SIDES.get(family, side)
     folder, _, _ = write(tmp_path)
@@ -336,18 +336,7 @@ def test_a_converted_tower_sees_a_picture_as_transformers_does(tmp_path: Path, f
     ]
     got = _encoded(tmp_path, png(side, side, seed))
     got = np.array([row for row in got if not any(np.array_equal(row, b) for b in breaks)])
-    want = np.load(tmp_path / "want.npy")
-    if family == "llama4":  # libmtmd's pixel shuffle leaves the merged grid's tokens column by column
-        with pytest.raises(AssertionError):
-            reference.assert_close(got, want, f"{family} tower")
-        want = _by_columns(want)
-    reference.assert_close(got, want, f"{family} tower")
-
-
-def _by_columns(tokens: np.ndarray) -> np.ndarray:
-    """A square grid's tokens, given row by row, column by column."""
-    side = round(tokens.shape[0] ** 0.5)
-    return tokens.reshape(side, side, -1).swapaxes(0, 1).reshape(tokens.shape)
+    reference.assert_close(got, np.load(tmp_path / "want.npy"), f"{family} tower")
 
 
 @pytest.mark.parametrize("family", list(_SEEING))
@@ -388,7 +377,6 @@ def test_a_converted_model_reads_a_picture_in_a_prompt_as_transformers_does(tmp_
     tokens = gguf.GGUFReader(tmp_path / "text.gguf").fields["tokenizer.ggml.tokens"].contents()
     spec = {"ids": [*before, *_picture_ids(family, item.n_tokens, tokens), *after]}
     spec["config"] = _picture_config(family, tokens, before[-1])
-    spec["columns"] = family == "llama4"  # the tokens libmtmd makes, in its order (the tower test shows it)
     reference.run("prompt", str(folder), json.dumps(spec), str(tmp_path / "pixels.npy"), str(tmp_path / "want.npy"))
     # Gemma 3's picture attended to causally, not both ways, moved the logits 2.6% (F16's error: 0.13%).
     tolerance = 0.01 if family == "gemma3" else reference.TOLERANCE

@@ -34,6 +34,7 @@ from ..media_budget import (
     check_images,
     reduced_size,
 )
+from ..tile_order import by_rows, column_tile_side
 from .core import Context, Model, log_callback
 from .pixels import decode_cost, decode_image, image_size
 
@@ -151,12 +152,15 @@ class MediaPrompt:
     def encode(self, item: MediaItem) -> np.ndarray:
         """Run the projector over one media chunk: its embeddings, ``(n_tokens, n_embd)`` float32,
         a copy (libmtmd's output buffer is reused by the next encode), Pixtral's [IMG_BREAK] rows
-        mended where llama.cpp's graph spoiled them (``image_breaks``)."""
+        mended where llama.cpp's graph spoiled them (``image_breaks``), a Llama 4 tile's tokens in
+        the order the model reads them (``tile_order``)."""
         mtmd, proj = _mtmd(), self._projector
         if mtmd.mtmd_encode_chunk(proj.ptr, self._chunk(item)) != 0:
             raise EngineError(f"the projector could not encode {item.kind} {item.id[:12]}")
         ptr = mtmd.mtmd_get_output_embd(proj.ptr)
         embd = np.ctypeslib.as_array(ptr, shape=(item.n_tokens, proj.n_embd)).copy()
+        if item.kind == "image" and proj.column_tile_side:
+            embd = by_rows(embd, proj.column_tile_side)
         return embd if np.isfinite(embd).all() else mend_image_breaks(embd, proj.image_break)
 
     def decode(
@@ -293,6 +297,8 @@ class Projector:
         # What its preprocessor keeps of an image: images are reduced to no less as they are decoded.
         self.geometry = ProjectorGeometry.read(path) if self.vision else ProjectorGeometry()
         self.image_side: int = self.geometry.working_side()
+        # Llama 4's tiles' tokens a side, which libmtmd leaves column by column (``tile_order``); else 0.
+        self.column_tile_side: int = column_tile_side(path) if self.vision else 0
 
     def tokenize(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
         """``text`` with one ``self.marker`` per medium (an image or, where the projector hears, a
