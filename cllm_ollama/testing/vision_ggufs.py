@@ -280,7 +280,8 @@ def write_llama4(path: Path, *, shape: Shape = LLAMA4, seed: int = 0, f16: bool 
     w.add_layer_norm_rms_eps(1e-5)
     w.add_expert_count(N_EXPERT)
     w.add_expert_used_count(1)
-    w.add_expert_feed_forward_length(s.n_ff)
+    n_ff_exp = s.n_ff // 2  # an expert's width (the shared one's too), not the dense layers'
+    w.add_expert_feed_forward_length(n_ff_exp)
     w.add_interleave_moe_layer_step(2)
     vocab = synthetic_vocab()
     add_tokenizer(w, vocab, None)
@@ -296,7 +297,11 @@ def write_llama4(path: Path, *, shape: Shape = LLAMA4, seed: int = 0, f16: bool 
             t.f32(p + "ffn_gate_inp.weight", f16_exact(t, (N_EXPERT, s.n_embd), 0.5))
         else:
             t.matrix(p + "ffn_gate_inp.weight", N_EXPERT, s.n_embd)
-        for name, rows, cols in (("gate", s.n_ff, s.n_embd), ("up", s.n_ff, s.n_embd), ("down", s.n_embd, s.n_ff)):
+        for name, rows, cols in (
+            ("gate", n_ff_exp, s.n_embd),
+            ("up", n_ff_exp, s.n_embd),
+            ("down", s.n_embd, n_ff_exp),
+        ):
             experts = f16_exact(t, (N_EXPERT, rows, cols), 0.5)
             w.add_tensor(f"{p}ffn_{name}_exps.weight", experts.astype(np.float16) if f16 else experts)
             t.matrix(f"{p}ffn_{name}_shexp.weight", rows, cols)

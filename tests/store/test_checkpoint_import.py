@@ -961,7 +961,7 @@ def test_a_laguna_converts_to_its_twin(tmp_path: Path) -> None:
             {"gating_types": ["per_head", "per_element", "per_head", "per_head"]},
             "gating_types say per-element at layer 1",
         ),
-        ({"num_experts_per_tok": 9}, "config.json's 8 experts are not a mixture llama.cpp runs"),
+        ({"num_experts_per_tok": 9}, "config.json's 8 experts, 9 a token, are not a mixture llama.cpp runs"),
     ],
 )
 def test_a_laguna_llama_cpp_would_run_otherwise_is_refused(tmp_path: Path, damage: dict[str, Any], why: str) -> None:
@@ -1228,11 +1228,25 @@ def test_a_llama4_converts_to_llama_cpp_s_text_model_and_projector(tmp_path: Pat
     assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "llama4"
     _assert_created_with_projector(folder, model_store)
     sound = (folder / "config.json").read_text()
+
+    def as_scout_states_it(config: dict[str, Any]) -> None:  # what transformers derives, left to it
+        text = config["text_config"]
+        text |= {"no_rope_layers": [], "attn_temperature_tuning": 4}
+        del text["interleave_moe_layer_step"]  # moe_layers alone say it
+
+    _edit(folder, "config.json", as_scout_states_it)
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    _assert_twin_keys(text, tmp_path / "out.gguf")
+    not_every_other = "moe_layers or interleave_moe_layer_step are not the last of every so many layers"
     for change, why in (
         (lambda c: c["text_config"].update(attention_chunk_size=4096), "attention_chunk_size is 4096"),
+        (lambda c: c["text_config"].update(attention_chunk_size=None), "attention_chunk_size is 0"),
         (lambda c: c["text_config"].update(use_qk_norm=False), "use_qk_norm is False"),
         (lambda c: c["text_config"].update(no_rope_layers=[1, 1, 1, 1]), "rotate and attend in chunks otherwise"),
-        (lambda c: c["text_config"].update(moe_layers=[0, 2]), "moe_layers are not the last of every 2 layers"),
+        (lambda c: c["text_config"].update(moe_layers=[0, 2]), not_every_other),
+        (lambda c: c["text_config"].update(moe_layers=[1], interleave_moe_layer_step=2), not_every_other),
+        (lambda c: c["text_config"].update(moe_layers=None, interleave_moe_layer_step=0), not_every_other),
+        (lambda c: c["text_config"].update(num_experts_per_tok=5), "4 experts, 5 a token, are not a mixture"),
         (lambda c: c["text_config"].update(attn_temperature_tuning=False), "turns off attn_temperature_tuning"),
         (lambda c: c["text_config"].update(hidden_act="gelu"), "hidden_act is 'gelu'"),
     ):
@@ -1242,7 +1256,10 @@ def test_a_llama4_converts_to_llama_cpp_s_text_model_and_projector(tmp_path: Pat
             convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf")
     for change, why in (
         (lambda c: c["vision_config"].update(pixel_shuffle_ratio=0.3), "pixel_shuffle_ratio 0.3"),
+        (lambda c: c["vision_config"].update(pixel_shuffle_ratio=1 / 3), "does not merge the tower's patches whole"),
         (lambda c: c["vision_config"].update(rope_theta=20000), "rotating at base 10000"),
+        (lambda c: c["vision_config"].update(rope_parameters={"rope_theta": 20000}), "rotating at base 10000"),
+        (lambda c: c["vision_config"].update(image_size=64), "position table of 17 rows is not its 8x8"),
     ):
         (folder / "config.json").write_text(sound)
         _edit(folder, "config.json", change)

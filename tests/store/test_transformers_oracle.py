@@ -74,7 +74,8 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "nemotron-h-moe": lambda folder: hf.write_hf_nemotron_h(folder, shape="nano3", transformers_5=True),
     "nemotron-h-super": lambda folder: hf.write_hf_nemotron_h(folder, shape="super"),  # latent experts
     # Q and K rotated in pairs as stored, then normed; every 4th layer unrotated; a sigmoid router's
-    # expert (its input scaled) beside a shared one, every other layer; the tower beside, on text alone.
+    # expert (its input scaled) beside a shared one, every other layer; the tower beside, on text alone
+    # (10 positions: its chunks of 8192 and its queries tempered from 8192 on are not reached).
     "llama4": lambda folder: hf.write_hf_llama4(folder)[:2],
     # ... its rotation scaled as Scout's is (Llama 3's factors, low and high frequency factors equal),
     # from a trained context of 16 so that the tiny model's few positions tell the factors apart.

@@ -167,6 +167,10 @@ class _Layout:
     # per layer as llama.cpp keeps them; the projection's name in the checkpoint -> gate, up or down.
     experts: re.Pattern[str] | None = None
     projections: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # A layer's experts kept in one tensor (``Family.fused_experts``): the setting that says an
+    # expert's width, and whether they are always ``(experts, in, out)`` (Llama 4's releases').
+    expert_width: str = "moe_intermediate_size"
+    transposed_experts: bool = False
     # Where the tensors outside the blocks and the blocks' are, and what is left out (a decoder's
     # by default; BERT's are its own).
     globals: Mapping[str, str] = dataclasses.field(default_factory=lambda: _GLOBAL)
@@ -520,6 +524,8 @@ _LLAMA4 = _Layout(
         **{f"feed_forward.shared_expert.{p}_proj": f"ffn_{p}_shexp" for p in ("gate", "up", "down")},
     },
     experts=_EXPERT,
+    expert_width="intermediate_size",
+    transposed_experts=True,
     tower=True,
     vision="llama4",
     pre_tokenizer="llama4",  # as llama.cpp's converter names the releases' (GPT-4o's split)
@@ -702,8 +708,9 @@ _LLAMA4_FIXED = {
     "floor_scale": 8192,
     "attn_scale": 0.1,
 }
-# llama.cpp's llama4: every how many layers one neither rotates nor attends in chunks, and the
-# number of experts of the one release (Maverick's) whose Q and K are not normed after rotation.
+# llama.cpp's llama4: every how many layers one neither rotates nor attends in chunks (fixed there;
+# transformers' ``no_rope_layer_interval`` default too), and the number of experts of the one
+# release (Maverick's) whose Q and K are not normed after rotation.
 _LLAMA4_NO_ROPE_STEP = 4
 _LLAMA4_UNNORMED_EXPERTS = 128
 # Laguna's settings llama.cpp's laguna computes with whatever config.json says.
@@ -746,8 +753,12 @@ _UNADAPTED = {
     "gemma4": ("per_layer_model_proj", "per_layer_token_embd"),
 }
 # Settings a config.json states null to say there is none (not to take the default): DeepSeek-V2-Lite's
-# Q in one projection, Gemma 3n's logits uncapped.
-_NULL_IS_NONE = {"deepseek2": ("q_lora_rank",), "gemma3n": ("final_logit_softcapping",)}
+# Q in one projection, Gemma 3n's logits uncapped, a Llama 4's attention unchunked.
+_NULL_IS_NONE = {
+    "deepseek2": ("q_lora_rank",),
+    "gemma3n": ("final_logit_softcapping",),
+    "llama4": ("attention_chunk_size",),  # null: every layer attends to everything, which llama.cpp's llama4 cannot
+}
 # What config.json may leave out, by its architecture (transformers' defaults where llama.cpp's
 # architecture is shared by families whose defaults differ).
 _GLM4V_TEXT_DEFAULTS: dict[str, Any] = {
@@ -1513,25 +1524,9 @@ class Family:
         ``intermediate_size``), its experts and the layers they are on; a checkpoint llama.cpp would
         run otherwise (rotation, chunks, mixtures or Q/K norms elsewhere) is refused."""
         self._require_fixed(_LLAMA4_FIXED)
-        n, step = self.n_layer, self._int("interleave_moe_layer_step", default=1)
-        if not self.config.get("attn_temperature_tuning", True):
+        if not self.config.get("attn_temperature_tuning", True):  # Scout's states 4: any true value
             raise ImportRefused("config.json turns off attn_temperature_tuning, which llama.cpp's llama4 applies")
-        rotating = [int((i + 1) % _LLAMA4_NO_ROPE_STEP != 0) for i in range(n)]
-        stated = self.config.get("no_rope_layers") or [
-            int((i + 1) % self._int("no_rope_layer_interval", default=_LLAMA4_NO_ROPE_STEP) != 0) for i in range(n)
-        ]
-        types = self.config.get("layer_types")
-        chunked = ["chunked_attention" if r else "full_attention" for r in rotating]
-        if stated != rotating or (types is not None and types != chunked):
-            raise ImportRefused(
-                f"config.json's layers rotate and attend in chunks otherwise than every layer but each "
-                f"{_LLAMA4_NO_ROPE_STEP}th, as llama.cpp's llama4 does"
-            )
-        moe = self.config.get("moe_layers")
-        if moe is not None and moe != list(range(step - 1, n, step)):
-            raise ImportRefused(
-                f"config.json's moe_layers are not the last of every {step} layers (interleave_moe_layer_step)"
-            )
+        self._llama4_rotation()
         normed = self.n_expert != _LLAMA4_UNNORMED_EXPERTS
         if bool(self.config.get("use_qk_norm", True)) != normed:
             raise ImportRefused(
@@ -1540,14 +1535,52 @@ class Family:
             )
         return {
             "llama4.feed_forward_length": (self._int("intermediate_size_mlp"), _U32),
-            "llama4.attention.key_length": (self.head_dim, _U32),
-            "llama4.attention.value_length": (self.head_dim, _U32),
             "llama4.rope.dimension_count": (self.head_dim, _U32),
             "llama4.expert_count": (self.n_expert, _U32),
-            "llama4.expert_used_count": (self._int("num_experts_per_tok", default=1), _U32),
+            "llama4.expert_used_count": (self._require_mixture(), _U32),
             "llama4.expert_feed_forward_length": (self._int("intermediate_size"), _U32),
-            "llama4.interleave_moe_layer_step": (step, _U32),
+            "llama4.interleave_moe_layer_step": (self._llama4_moe_step(), _U32),
         }
+
+    def _llama4_rotation(self) -> None:
+        """``ImportRefused`` unless every layer but each 4th rotates and attends in chunks, as
+        llama.cpp's llama4 fixes it: ``no_rope_layers`` (1 where a layer rotates), else every
+        ``no_rope_layer_interval``th unrotated, and transformers 5's ``layer_types``."""
+        n = self.n_layer
+        rotating = [int((i + 1) % _LLAMA4_NO_ROPE_STEP != 0) for i in range(n)]
+        interval = self._int("no_rope_layer_interval", default=_LLAMA4_NO_ROPE_STEP)
+        stated = self.config.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
+        types = self.config.get("layer_types")
+        chunked = ["chunked_attention" if r else "full_attention" for r in rotating]
+        if stated != rotating or (types is not None and types != chunked):
+            raise ImportRefused(
+                f"config.json's layers rotate and attend in chunks otherwise than every layer but each "
+                f"{_LLAMA4_NO_ROPE_STEP}th, as llama.cpp's llama4 does"
+            )
+
+    def _llama4_moe_step(self) -> int:
+        """Every how many layers one is a mixture: from ``moe_layers`` where stated (which
+        transformers reads over the step), else ``interleave_moe_layer_step``; ``ImportRefused``
+        where they are not the last of every so many layers, the only mixtures llama.cpp places."""
+        n, moe = self.n_layer, self.config.get("moe_layers")
+        stated = self.config.get("interleave_moe_layer_step", 1)
+        step = moe[0] + 1 if isinstance(moe, list) and moe and isinstance(moe[0], int) and moe[0] >= 0 else stated
+        if not _whole(step) or step < 1 or (moe is not None and moe != list(range(step - 1, n, step))):
+            raise ImportRefused(
+                "config.json's moe_layers or interleave_moe_layer_step are not the last of every so many layers, "
+                "the only mixtures llama.cpp's llama4 places"
+            )
+        return int(step)
+
+    def _require_mixture(self) -> int:
+        """How many experts a token uses; ``ImportRefused`` for a mixture llama.cpp would not load."""
+        used = self._int("num_experts_per_tok")
+        if used > self.n_expert or self.n_expert > _MAX_EXPERTS:
+            raise ImportRefused(
+                f"config.json's {self.n_expert} experts, {used} a token, are not a mixture llama.cpp runs "
+                f"(at most {_MAX_EXPERTS} experts, no more a token than there are)"
+            )
+        return used
 
     def _ministral3(self) -> KV:
         """Ministral 3's YaRN attention factor (``mscale_all_dim``, as llama.cpp's log multiplier;
@@ -1755,8 +1788,7 @@ class Family:
         if not isinstance(types, list) or len(types) != n or set(types) - {"full_attention", "sliding_attention"}:
             raise ImportRefused("config.json's layer_types are not full or sliding attention, one for each layer")
         dense = self._dense_layers()  # transformers' default: one (``_CLASS_DEFAULTS``)
-        if self._int("num_experts_per_tok") > self.n_expert or self.n_expert > _MAX_EXPERTS:
-            raise ImportRefused(f"config.json's {self.n_expert} experts are not a mixture llama.cpp runs")
+        self._require_mixture()
         if self._rotary_dims > self.head_dim:
             raise ImportRefused("config.json rotates more than a whole head (partial_rotary_factor over 1)")
         rope = self.config.get("rope_parameters")
@@ -1863,11 +1895,7 @@ class Family:
         n_group, used_groups = self._int("n_group", default=1), self._int("topk_group", default=1)
         if n_group != 1 and used_groups != n_group:
             raise ImportRefused(f"config.json chooses experts among n_group {n_group}, which llama.cpp's {a} does not")
-        if self._int("num_experts_per_tok") > self.n_expert or self.n_expert > _MAX_EXPERTS:
-            raise ImportRefused(
-                f"config.json's {self.n_expert} experts, {self._int('num_experts_per_tok')} a token, are not a "
-                f"mixture llama.cpp runs (at most {_MAX_EXPERTS} experts, no more a token than there are)"
-            )
+        self._require_mixture()
         kv |= {
             f"{a}.expert_count": (self.n_expert, _U32),
             f"{a}.expert_used_count": (self._int("num_experts_per_tok"), _U32),
@@ -1988,10 +2016,10 @@ class Family:
         if m is None:
             return None
         # an expert's input: the model's width, or the latent one around Nemotron 3 Super's experts
-        hidden = self._int("moe_latent_size", "hidden_size")
-        width = self._int("intermediate_size" if self.arch == "llama4" else "moe_intermediate_size")
+        hidden, width = self._int("moe_latent_size", "hidden_size"), self._int(self.layout.expert_width)
         out, inputs = {"gate_up": (2 * width, hidden), "up": (width, hidden), "down": (hidden, width)}[m[2]]
-        plain, transposed = shape[1:] == (out, inputs) and self.arch != "llama4", shape[1:] == (inputs, out)
+        transposed = shape[1:] == (inputs, out)
+        plain = shape[1:] == (out, inputs) and not self.layout.transposed_experts
         if len(shape) != 3 or shape[0] != self.n_expert or not (plain or transposed):
             raise ImportRefused(
                 f"tensor {name} of shape {list(shape)} is not {self.n_expert} experts' {m[2]} projections"

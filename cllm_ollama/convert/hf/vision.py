@@ -693,20 +693,29 @@ def _llama4(
     sources: list[SourceTensor],
 ) -> tuple[KV, list[Tensor]]:
     """Llama 4's tower as llama.cpp's ``Llama4VisionModel`` writes it (``llama4``): renamed, its
-    values as they are; a pixel shuffle of 1/ratio patches a side."""
+    values as they are; a pixel shuffle of 1/ratio patches a side. One libmtmd would compute
+    otherwise, or abort on, is refused."""
     tensors = _tensors(_LLAMA4_TOWER, sources, lambda name: None)
     _LLAMA4_TOWER.require(tensors, config_int(vision, "num_hidden_layers"))
-    ratio, theta = vision.get("pixel_shuffle_ratio", 0.5), vision.get("rope_theta", _LLAMA4_ROPE_THETA)
+    ratio = vision.get("pixel_shuffle_ratio", 0.5)
     scale = round(1 / ratio) if isinstance(ratio, int | float) and 0 < ratio < 1 else 0
-    if scale < 2 or abs(scale * ratio - 1) > 1e-6:
-        raise ImportRefused(f"config.json's pixel_shuffle_ratio {ratio} is not one over a whole number of patches")
+    side, rest = divmod(config_int(vision, "image_size"), config_int(vision, "patch_size"))
+    if scale < 2 or abs(scale * ratio - 1) > 1e-6 or rest or side % scale:
+        raise ImportRefused(f"config.json's pixel_shuffle_ratio {ratio} does not merge the tower's patches whole")
+    rope = vision.get("rope_parameters")  # transformers 5's, else rope_theta
+    theta = rope.get("rope_theta") if isinstance(rope, dict) else vision.get("rope_theta", _LLAMA4_ROPE_THETA)
     if vision.get("hidden_act", "gelu") != "gelu" or theta != _LLAMA4_ROPE_THETA:
         raise ImportRefused(
             f"config.json's vision_config is not a GELU ViT rotating at base {_LLAMA4_ROPE_THETA:g} "
             "as libmtmd's llama4 is"
         )
+    table = tensors["v.position_embd.weight"].shape
+    if table != (side * side + 1, config_int(vision, "hidden_size")):
+        raise ImportRefused(
+            f"the tower's position table of {table[0]} rows is not its {side}x{side} patches' and a class token's"
+        )
     eps = float(vision.get("norm_eps") or 1e-5)
-    kv = _clip_kv("llama4", "gelu", {**vision, "layer_norm_eps": eps}, text, processor, eps, _HALVES_MEAN_STD)
+    kv = _clip_kv("llama4", "gelu", vision, text, processor, eps, _HALVES_MEAN_STD)
     kv["clip.vision.projector.scale_factor"] = (scale, _U32)
     return kv, list(tensors.values())
 
