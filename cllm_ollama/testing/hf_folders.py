@@ -2525,6 +2525,12 @@ _LLAMA4_TOWER_PARTS = {
 }
 
 
+def write_hf_llama4_text(folder: Path, *, seed: int = 0) -> tuple[Path, Path]:
+    """``folder/hf-llama4/``, a Llama 4's text model alone (``Llama4ForCausalLM``, as a tower-less
+    fine-tune is saved; F16), and ``folder/llama4.gguf``, its twin."""
+    return _exported(folder, "llama4", lambda path: vision_ggufs.write_llama4(path, seed=seed, f16=True))
+
+
 def write_hf_llama4(folder: Path, *, seed: int = 0) -> tuple[Path, Path, Path]:
     """``folder/hf-llama4/``, a Llama 4 as its releases keep it (``Llama4ForConditionalGeneration``;
     F16): the text model under ``language_model.`` (its experts a layer's in one transposed tensor

@@ -227,6 +227,10 @@ KINDS: dict[str, tuple[str, Writer]] = {
         "Parakeet), and its twins DIR/text.gguf and DIR/mmproj.gguf",
         hf.write_hf_nemotron_omni,
     ),
+    "hf-llama4-text": (
+        "DIR/hf-llama4/, a Llama 4's text model alone (Llama4ForCausalLM), and DIR/llama4.gguf, its twin",
+        hf.write_hf_llama4_text,
+    ),
     "hf-llama4": (
         "DIR/hf-llama4/, a Llama 4 as released (dense and mixture layers in turn, its experts transposed, "
         "its tower and projection), and its twins DIR/text.gguf and DIR/mmproj.gguf",

@@ -48,6 +48,7 @@ from cllm_ollama.testing.hf_folders import (
     write_hf_lfm2moe,
     write_hf_llama,
     write_hf_llama4,
+    write_hf_llama4_text,
     write_hf_ministral3,
     write_hf_mistral,
     write_hf_mistral3_vision,
@@ -1266,6 +1267,10 @@ def test_a_llama4_converts_to_llama_cpp_s_text_model_and_projector(tmp_path: Pat
         notes = convert(Checkpoint.folder(folder), tmp_path / "out.gguf", tmp_path / "proj.gguf").notes
         assert len(notes) == 1 and notes[0].startswith(TOWER_LEFT_OUT) and why in notes[0], notes
     (folder / "config.json").write_text(sound)
+    alone, twin = write_hf_llama4_text(tmp_path / "text-alone")  # Llama4ForCausalLM: the same text model
+    assert convert(Checkpoint.folder(alone), tmp_path / "alone.gguf") == Converted([])
+    _assert_twin_tensors(twin, tmp_path / "alone.gguf")
+    _assert_twin_keys(twin, tmp_path / "alone.gguf")
     maverick = json.loads(sound)["text_config"] | {"num_local_experts": 128, "use_qk_norm": False}
     config = {"architectures": ["Llama4ForConditionalGeneration"], "text_config": maverick}
     assert Family.of(config).kv()["llama4.expert_count"][0] == 128  # Maverick's: no Q and K norms

@@ -77,6 +77,7 @@ FAMILIES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     # expert (its input scaled) beside a shared one, every other layer; the tower beside, on text alone
     # (10 positions: its chunks of 8192 and its queries tempered from 8192 on are not reached).
     "llama4": lambda folder: hf.write_hf_llama4(folder)[:2],
+    "llama4-text": hf.write_hf_llama4_text,  # its text model alone (Llama4ForCausalLM)
     # ... its rotation scaled as Scout's is (Llama 3's factors, low and high frequency factors equal),
     # from a trained context of 16 so that the tiny model's few positions tell the factors apart.
     "llama4-scout-rope": lambda folder: _scout_rope(hf.write_hf_llama4(folder)[:2]),

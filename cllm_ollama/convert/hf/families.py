@@ -586,6 +586,7 @@ LAYOUTS = {
     "Glm46VForConditionalGeneration": _GLM4V,
     "Mistral3ForConditionalGeneration": dataclasses.replace(_LLAMA, tower=True, vision="pixtral"),
     "Llama4ForConditionalGeneration": _LLAMA4,
+    "Llama4ForCausalLM": dataclasses.replace(_LLAMA4, tower=False, vision=None),  # its text model alone
     "Qwen2VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2vl_merger"),
     "Lfm2VlForConditionalGeneration": _Layout("lfm2", _LFM2, globals=_LFM2_GLOBAL, tower=True, vision="lfm2"),
     "Qwen2_5_VLForConditionalGeneration": _Layout("qwen2vl", _QWEN2, tower=True, vision="qwen2.5vl_merger"),
@@ -884,6 +885,7 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 for _name in ("NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3"):
     _CLASS_DEFAULTS[_name] = _CLASS_DEFAULTS["NemotronHForCausalLM"]
+_CLASS_DEFAULTS["Llama4ForCausalLM"] = _CLASS_DEFAULTS["Llama4ForConditionalGeneration"]
 # What config.json may leave out, as llama.cpp's converter assumes it per architecture.
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {
