@@ -21,6 +21,7 @@ from .prompt_cache import PromptCache
 from .scheduler import Scheduler, StepPlan
 from .slot import Slot, SlotState
 from .swa_windows import Window, Windows
+from .tile_order import EMBEDDING_ORDER
 
 log = logging.getLogger("cllm.engine")
 
@@ -43,8 +44,9 @@ def disk_cache_for(model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | N
     llama.cpp refuses a state with another stream count ("n_stream mismatch")."""
     if spec.cache_dir is None or spec.cache_disk_bytes <= 0:
         return None
-    # Image cells are the projector's output: another projector over the same weights differs.
-    projector = weights_id(spec.projector) if spec.projector else ""
+    # Image cells are the projector's output: another projector over the same weights differs, and
+    # so do its tokens in another order (``tile_order``: Llama 4's, put back since).
+    projector = f"{weights_id(spec.projector)} {EMBEDDING_ORDER}" if spec.projector else ""
     streams = spec.n_slots if model.n_swa == 0 else None
     # A LoRA changes every layer's KV: an adapted model's states are its own.
     adapters = ",".join(weights_id(path) for path in spec.adapters)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import MediaTooLarge
+from .tile_order import COLUMN_TILES_KIND
 
 # The largest picture decoded (8192 x 8192, 201 MB of RGB), whatever the limits below say.
 MAX_IMAGE_PIXELS = 1 << 26
@@ -137,6 +138,8 @@ class ProjectorGeometry:
 
     kind: str = ""
     image_size: int = 0
+    patch_size: int = 0
+    scale_factor: int = 0  # ``clip.vision.projector.scale_factor``: patches merged a side (0: unstated)
     max_pixels: int = 0  # Qwen-VL and the like: the preprocessor's pixel ceiling
     longest_edge: int = 0  # ``preproc_image_size``
     pinpoints: tuple[int, ...] = ()  # llava-uhd's candidate resolutions, flattened
@@ -152,11 +155,14 @@ class ProjectorGeometry:
             field = fields.get(key)
             return int(field.contents()) if field is not None and field.data else 0
 
-        kind_field = fields.get("clip.vision.projector_type") or fields.get("clip.projector_type")
+        # clip.cpp's order: the file's one type, else its vision side's
+        kind_field = fields.get("clip.projector_type") or fields.get("clip.vision.projector_type")
         pins = fields.get("clip.vision.image_grid_pinpoints")
         return cls(
             kind=str(kind_field.contents()) if kind_field is not None else "",
             image_size=scalar("clip.vision.image_size"),
+            patch_size=scalar("clip.vision.patch_size"),
+            scale_factor=scalar("clip.vision.projector.scale_factor"),
             max_pixels=scalar("clip.vision.image_max_pixels"),
             longest_edge=scalar("clip.vision.preproc_image_size"),
             pinpoints=tuple(int(v) for v in pins.contents()) if pins is not None else (),
@@ -171,6 +177,14 @@ class ProjectorGeometry:
             return self.image_size
         stated = (self.image_size, math.isqrt(self.max_pixels) + 1, self.longest_edge, *self.pinpoints)
         return max(GENERIC_SIDE, *stated)
+
+    def column_tile_side(self) -> int:
+        """Tokens a side of one tile whose tokens libmtmd leaves column by column (Llama 4's, put
+        back by ``tile_order``: a tile's patches a side over the merge, 1 where unstated, as
+        clip.cpp takes it); 0 for any other projector."""
+        if self.kind != COLUMN_TILES_KIND or self.patch_size <= 0:
+            return 0
+        return self.image_size // self.patch_size // max(1, self.scale_factor)
 
     def floor_pixels(self) -> int:
         """What the smallest image costs its preprocessor at least: one ``image_size`` square."""

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import test_media_binding
 from oracle import GREEDY, drain, submit, tokens_of
-from test_media_binding import greedy
+from test_media_binding import decode_stepwise, greedy
 from test_media_engine import ask, cold_ask
 
-from cllm_ollama.engine.binding import Batch, Context, MediaItem, MediaPrompt, Model, Projector, TextRun
+from cllm_ollama.engine.binding import Context, MediaItem, MediaPrompt, Model, Projector, TextRun
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys, media_key
 from cllm_ollama.engine.request import Request
@@ -70,23 +70,14 @@ def spec(projector: Projector, n_slots: int, **kw: Any) -> LoadSpec:
 
 
 def cold(projector: Projector, text: str, images: list[bytes]) -> list[int]:
-    """Greedy tokens of a fresh context fed the whole prompt in order, part by part, one call each
-    (ids unused): libmtmd's own helper's way, each tile encoded as cllm encodes it (Llama 4's tokens
-    put back row by row, where the helper leaves them column by column: ``tile_order``)."""
+    """Greedy tokens of a fresh context fed the whole prompt in order, each tile whole (ids unused):
+    libmtmd's own helper's way, each tile as cllm encodes it (Llama 4's tokens put back row by row,
+    where the helper leaves them column by column: ``tile_order``)."""
     prompt = projector.tokenize(text, images)
     ctx = Context(projector.model, n_seq_max=1, n_ctx_seq=256, n_batch=64, n_threads=2)
     try:
-        pos = 0
-        assert isinstance(prompt.parts[-1], TextRun)
-        for part in prompt.parts:
-            if isinstance(part, MediaItem):
-                pos = prompt.decode(ctx, part, prompt.encode(part), pos, 0)
-                continue
-            batch = Batch(len(part))
-            batch.fill(list(part), range(pos, pos + len(part)), [0] * len(part), [len(part) - 1])
-            ctx.decode(batch)
-            pos += len(part)
-        return greedy(ctx, pos, ctx.logits(1)[0].copy(), 0, N_PREDICT)
+        pos, logits = decode_stepwise(ctx, prompt, 0)
+        return greedy(ctx, pos, logits, 0, N_PREDICT)
     finally:
         ctx.close()
         prompt.close()

@@ -1566,7 +1566,7 @@ class Family:
         where they are not the last of every so many layers, the only mixtures llama.cpp places."""
         n, moe = self.n_layer, self.config.get("moe_layers")
         stated = self.config.get("interleave_moe_layer_step", 1)
-        step = moe[0] + 1 if isinstance(moe, list) and moe and isinstance(moe[0], int) and moe[0] >= 0 else stated
+        step = moe[0] + 1 if isinstance(moe, list) and moe and _whole(moe[0]) else stated
         if not _whole(step) or step < 1 or (moe is not None and moe != list(range(step - 1, n, step))):
             raise ImportRefused(
                 "config.json's moe_layers or interleave_moe_layer_step are not the last of every so many layers, "
@@ -1790,7 +1790,7 @@ class Family:
         if not isinstance(types, list) or len(types) != n or set(types) - {"full_attention", "sliding_attention"}:
             raise ImportRefused("config.json's layer_types are not full or sliding attention, one for each layer")
         dense = self._dense_layers()  # transformers' default: one (``_CLASS_DEFAULTS``)
-        self._require_mixture()
+        used = self._require_mixture()
         if self._rotary_dims > self.head_dim:
             raise ImportRefused("config.json rotates more than a whole head (partial_rotary_factor over 1)")
         rope = self.config.get("rope_parameters")
@@ -1800,7 +1800,7 @@ class Family:
             f"{a}.rope.dimension_count": (self._rotary_dims, _U32),
             f"{a}.leading_dense_block_count": (dense, _U32),
             f"{a}.expert_count": (self.n_expert, _U32),
-            f"{a}.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+            f"{a}.expert_used_count": (used, _U32),
             f"{a}.expert_feed_forward_length": (self._int("moe_intermediate_size"), _U32),
             f"{a}.expert_shared_feed_forward_length": (self._int("shared_expert_intermediate_size"), _U32),
             f"{a}.expert_shared_count": (1, _U32),
@@ -1897,10 +1897,10 @@ class Family:
         n_group, used_groups = self._int("n_group", default=1), self._int("topk_group", default=1)
         if n_group != 1 and used_groups != n_group:
             raise ImportRefused(f"config.json chooses experts among n_group {n_group}, which llama.cpp's {a} does not")
-        self._require_mixture()
+        used = self._require_mixture()
         kv |= {
             f"{a}.expert_count": (self.n_expert, _U32),
-            f"{a}.expert_used_count": (self._int("num_experts_per_tok"), _U32),
+            f"{a}.expert_used_count": (used, _U32),
             f"{a}.expert_feed_forward_length": (moe, _U32),
             f"{a}.expert_shared_feed_forward_length": (self._int("moe_shared_expert_intermediate_size"), _U32),
             f"{a}.expert_shared_count": (self._int("n_shared_experts", default=1), _U32),

@@ -700,10 +700,13 @@ def _llama4(
     ratio = vision.get("pixel_shuffle_ratio", 0.5)
     scale = round(1 / ratio) if isinstance(ratio, int | float) and 0 < ratio < 1 else 0
     side, rest = divmod(config_int(vision, "image_size"), config_int(vision, "patch_size"))
-    if scale < 2 or abs(scale * ratio - 1) > 1e-6 or rest or side % scale:
+    if rest:
+        raise ImportRefused("config.json's vision_config image_size is no whole number of patches")
+    if scale < 2 or abs(scale * ratio - 1) > 1e-6 or side % scale:
         raise ImportRefused(f"config.json's pixel_shuffle_ratio {ratio} does not merge the tower's patches whole")
-    rope = vision.get("rope_parameters")  # transformers 5's, else rope_theta
-    theta = rope.get("rope_theta") if isinstance(rope, dict) else vision.get("rope_theta", _LLAMA4_ROPE_THETA)
+    rope = vision.get("rope_parameters")  # transformers 5's, else (and where it states none) rope_theta
+    theta = vision.get("rope_theta", _LLAMA4_ROPE_THETA)
+    theta = rope.get("rope_theta", theta) if isinstance(rope, dict) else theta
     if vision.get("hidden_act", "gelu") != "gelu" or theta != _LLAMA4_ROPE_THETA:
         raise ImportRefused(
             f"config.json's vision_config is not a GELU ViT rotating at base {_LLAMA4_ROPE_THETA:g} "
@@ -714,8 +717,8 @@ def _llama4(
         raise ImportRefused(
             f"the tower's position table of {table[0]} rows is not its {side}x{side} patches' and a class token's"
         )
-    eps = float(vision.get("norm_eps") or 1e-5)
-    kv = _clip_kv("llama4", "gelu", vision, text, processor, eps, _HALVES_MEAN_STD)
+    eps = float(vision.get("norm_eps") or 1e-5)  # the tower's (llama.cpp's converter's), whatever else is stated
+    kv = _clip_kv("llama4", "gelu", {**vision, "layer_norm_eps": eps}, text, processor, eps, _HALVES_MEAN_STD)
     kv["clip.vision.projector.scale_factor"] = (scale, _U32)
     return kv, list(tensors.values())
 

@@ -34,7 +34,7 @@ from ..media_budget import (
     check_images,
     reduced_size,
 )
-from ..tile_order import by_rows, column_tile_side
+from ..tile_order import by_rows
 from .core import Context, Model, log_callback
 from .pixels import decode_cost, decode_image, image_size
 
@@ -234,7 +234,10 @@ class MediaPrompt:
 
     def eval_all(self, ctx: Context, pos: int, seq_id: int) -> int:
         """The whole prompt into ``seq_id`` the way libmtmd's own helper does it (logits for the
-        last token): the reference a batching engine's media step must match. The next position."""
+        last token): the reference a batching engine's media step must match, but for Llama 4's,
+        whose tiles the helper leaves in libmtmd's order (``tile_order``). The next position."""
+        if self._projector.column_tile_side:
+            raise EngineError("libmtmd's helper feeds Llama 4's tiles column by column; cllm puts them back")
         new_pos = ll.llama_pos(0)
         rc = _mtmd().mtmd_helper_eval_chunks(
             self._projector.ptr, ctx.ptr, self._ptr, pos, seq_id, ctx.n_batch, True, ctypes.byref(new_pos)
@@ -298,7 +301,7 @@ class Projector:
         self.geometry = ProjectorGeometry.read(path) if self.vision else ProjectorGeometry()
         self.image_side: int = self.geometry.working_side()
         # Llama 4's tiles' tokens a side, which libmtmd leaves column by column (``tile_order``); else 0.
-        self.column_tile_side: int = column_tile_side(path) if self.vision else 0
+        self.column_tile_side: int = self.geometry.column_tile_side()
 
     def tokenize(self, text: str, images: Sequence[bytes], *, add_special: bool = True) -> MediaPrompt:
         """``text`` with one ``self.marker`` per medium (an image or, where the projector hears, a
