@@ -65,7 +65,9 @@ def test_a_fixed_size_projector_keeps_its_image_size_and_others_keep_more() -> N
 def test_a_projectors_geometry_is_read_from_its_file(tmp_path: Path) -> None:
     _, gemma = write_vision(tmp_path / "g", kind="gemma3")
     _, qwen = write_vision(tmp_path / "q", kind="qwen2vl")
-    assert ProjectorGeometry.read(gemma) == ProjectorGeometry(kind="gemma3", image_size=32, patch_size=8, scale_factor=2)
+    assert ProjectorGeometry.read(gemma) == ProjectorGeometry(
+        kind="gemma3", image_size=32, patch_size=8, scale_factor=2
+    )
     assert ProjectorGeometry.read(gemma).working_side() == 32
     assert ProjectorGeometry.read(qwen).kind == "qwen2vl_merger"
     assert ProjectorGeometry.read(qwen).working_side() == GENERIC_SIDE
