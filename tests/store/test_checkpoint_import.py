@@ -300,6 +300,17 @@ def _assert_sees_as_twins(folder: Path, text: Path, mmproj: Path, tmp_path: Path
     assert clip == {k: v for k, v in _fields(mmproj).items() if k.startswith("clip.")}
 
 
+def _assert_pair_created(
+    folder: Path, text: Path, mmproj: Path, tmp_path: Path, model_store: ModelStore, pre: str
+) -> None:
+    """``folder`` converted into its twins (``_assert_sees_as_twins``), their architecture's keys,
+    the pre-tokenizer ``pre``; created, a projector layer."""
+    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
+    _assert_twin_keys(text, tmp_path / "out.gguf")
+    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == pre
+    _assert_created_with_projector(folder, model_store)
+
+
 def _assert_created_with_projector(folder: Path, model_store: ModelStore, *also: str) -> None:
     """``folder`` created as the CLI uploads it: a model layer and a projector layer (and ``also``)."""
     files = {name: _upload(model_store, path) for name, path in model_folder_files(folder, "./hf").items()}
@@ -1186,10 +1197,7 @@ def test_a_glm4v_converts_to_its_text_model_and_projector(tmp_path: Path, model_
     libmtmd's glm4v reads them; created, a projector layer. A position table other than the
     tower's image_size says leaves the tower out."""
     folder, text, mmproj = write_hf_glm4v(tmp_path)
-    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
-    _assert_twin_keys(text, tmp_path / "out.gguf")
-    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "glm4"
-    _assert_created_with_projector(folder, model_store)
+    _assert_pair_created(folder, text, mmproj, tmp_path, model_store, "glm4")
     sound = (folder / "config.json").read_text()
     _edit(
         folder, "config.json", lambda c: c.update(architectures=["Glm46VForConditionalGeneration"], model_type="glm46v")
@@ -1224,10 +1232,7 @@ def test_a_llama4_converts_to_llama_cpp_s_text_model_and_projector(tmp_path: Pat
     projector layer. A text model llama.cpp's llama4 would compute otherwise is refused; a tower
     libmtmd would, left out with the reason."""
     folder, text, mmproj = write_hf_llama4(tmp_path)
-    _assert_sees_as_twins(folder, text, mmproj, tmp_path)
-    _assert_twin_keys(text, tmp_path / "out.gguf")
-    assert _fields(tmp_path / "out.gguf")["tokenizer.ggml.pre"] == "llama4"
-    _assert_created_with_projector(folder, model_store)
+    _assert_pair_created(folder, text, mmproj, tmp_path, model_store, "llama4")
     sound = (folder / "config.json").read_text()
 
     def as_scout_states_it(config: dict[str, Any]) -> None:  # what transformers derives, left to it
