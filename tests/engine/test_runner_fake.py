@@ -152,6 +152,21 @@ def test_a_prompts_last_token_is_decoded_beside_the_decode_rows_cold_as_when_re_
     assert ctx.batches[2:] == [[(5, 2, 0)]]
 
 
+def test_beside_a_generating_stream_a_reproducible_prompt_is_read_in_one_call(runner: Runner) -> None:
+    # With a stream generating, how many rows share the logits call changes its kernels anyway, so
+    # a second call would not make a re-sent request round as it did cold: the prompt's last token
+    # goes in its chunk's call, beside the stream's row, and the step reads the weights once.
+    ctx: FakeContext = runner.ctx  # type: ignore[assignment]
+    running = stream(runner, (30,))
+    _, sink = submit(runner, (3, 4, 5), n=1)
+    drain(runner, sink)
+    mine = [rows for rows in ctx.batches if any(seq == 1 for *_, seq in rows)]
+    end(runner, [running])
+    assert len(mine) == 1
+    assert [row for row in mine[0] if row[2] == 1] == [(3, 0, 1), (4, 1, 1), (5, 2, 1)]
+    assert any(seq == 0 for *_, seq in mine[0])  # the stream's token, in the same call
+
+
 @pytest.mark.parametrize(("sampling", "calls"), [(SamplingParams(seed=7), 2), (SamplingParams(), 1)])
 def test_only_a_reproducible_prompt_has_its_last_token_decoded_apart(
     runner: Runner, sampling: SamplingParams, calls: int
