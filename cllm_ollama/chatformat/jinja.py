@@ -15,6 +15,7 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import CllmError, InvalidRequest
+from .gotemplate.values import Ordered, go_json, in_order, with_spaces
 from .parsers import OutputParser
 from .render_budget import PromptTooLong
 
@@ -50,12 +51,27 @@ def _tojson(
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+def _gojson(value: object, spaces: bool = False, order: str = "map") -> str:
+    # Go's json.Marshal, as Ollama's renderers write tools and arguments (cllm's ports of them,
+    # renderer_templates.py): <, > and & escaped, Go's numbers. order "map": every object's keys
+    # sorted, as Go writes a map; "struct": each object's own order (a struct's fields, an ordered
+    # map of them: a tool); "arguments": the call's own keys in order (api's ordered map), its
+    # values' objects sorted. spaces: Ollama's marshalWithSpaces.
+    if order == "struct":
+        value = in_order(value)
+    elif order == "arguments" and isinstance(value, dict):
+        value = Ordered([(str(k), v) for k, v in value.items()])
+    text = go_json(value)
+    return with_spaces(text) if spaces else text
+
+
 def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
 _env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, loopcontrols])
 _env.filters["tojson"] = _tojson
+_env.filters["gojson"] = _gojson
 _env.globals["raise_exception"] = _raise_exception
 _env.globals["strftime_now"] = _strftime_now
 

@@ -33,7 +33,7 @@ LAGUNA = r"""
 {%- if tools -%}
 {{- '\n\n### Tools\n\nYou may call functions to assist with the user query.\n'
     ~ 'All available function signatures are listed below:\n<available_tools>\n' -}}
-{%- for tool in tools -%}{{- tool | tojson + '\n' -}}{%- endfor -%}
+{%- for tool in tools -%}{{- tool | gojson(spaces=true, order='struct') + '\n' -}}{%- endfor -%}
 {{- '</available_tools>\n\n' -}}
 {%- set each_call = "For each function call, return an unescaped XML-like object with function name and "
     ~ "arguments within '<tool_call>' and '</tool_call>' tags, like here:\n" -%}
@@ -64,7 +64,7 @@ LAGUNA = r"""
 {{- '<tool_call>' + tool_call['function']['name'] + '\n' -}}
 {%- for key, value in (tool_call['function']['arguments'] or {}).items() -%}
 {{- '<arg_key>' + key + '</arg_key>\n<arg_value>'
-    ~ (value if value is string else value | tojson) ~ '</arg_value>\n' -}}
+    ~ (value if value is string else value | gojson(spaces=true)) ~ '</arg_value>\n' -}}
 {%- endfor -%}
 {{- '</tool_call>\n' -}}
 {%- endfor -%}
@@ -91,7 +91,7 @@ POOLSIDE_V1 = r"""
 {%- if tools -%}
 {{- '### Tools\n\nYou may call functions to assist with the user query.\n'
     ~ 'All available function signatures are listed below:\n<available_tools>\n' -}}
-{%- for tool in tools -%}{{- tool | tojson + '\n' -}}{%- endfor -%}
+{%- for tool in tools -%}{{- tool | gojson(spaces=true, order='struct') + '\n' -}}{%- endfor -%}
 {{- '</available_tools>' -}}
 {%- endif -%}
 {{- '</system>\n' -}}
@@ -105,7 +105,8 @@ POOLSIDE_V1 = r"""
 {%- for tool_call in message['tool_calls'] or [] -%}
 {{- '<tool_call>' + tool_call['function']['name'] -}}
 {%- for key, value in (tool_call['function']['arguments'] or {}).items() -%}
-{{- '<arg_key>' + key + '</arg_key><arg_value>' + (value if value is string else value | tojson) + '</arg_value>' -}}
+{{- '<arg_key>' + key + '</arg_key><arg_value>'
+    + (value if value is string else value | gojson(spaces=true)) + '</arg_value>' -}}
 {%- endfor -%}
 {{- '</tool_call>' -}}
 {%- endfor -%}
@@ -233,7 +234,8 @@ LFM2 = r"""
 OLMO3 = r"""
 {%- set system = (messages | selectattr('role', 'equalto', 'system') | list | first) if messages else none -%}
 {{- '<|im_start|>system\n' -}}
-{%- if system -%}{{- system['content'] -}}{%- if tools -%}{{- '<functions>' + tools | tojson + '</functions>' -}}
+{%- if system -%}{{- system['content'] -}}{%- if tools -%}
+{{- '<functions>' + tools | gojson(spaces=true, order='struct') + '</functions>' -}}
 {%- endif -%}
 {%- else -%}{{- 'You are a helpful function-calling AI assistant. ' -}}
 {%- if tools -%}
@@ -241,7 +243,7 @@ OLMO3 = r"""
     ~ 'You may call one or more functions to assist with the user query. '
     ~ 'Output any function calls within <function_calls></function_calls> XML tags. '
     ~ 'Do not make assumptions about what values to plug into functions.<functions>'
-    ~ tools | tojson ~ '</functions>' -}}
+    ~ tools | gojson(spaces=true, order='struct') ~ '</functions>' -}}
 {%- else -%}{{- 'You do not currently have access to any functions. <functions></functions>' -}}{%- endif -%}
 {%- endif -%}
 {{- '<|im_end|>\n' -}}
@@ -250,7 +252,7 @@ OLMO3 = r"""
 {%- else -%}{{- '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') -}}
 {%- if message['tool_calls'] -%}{{- '<function_calls>' -}}{%- for tool_call in message['tool_calls'] -%}
 {{- tool_call['function']['name'] + '(' -}}{%- for key, value in tool_call['function']['arguments'] | dictsort -%}
-{{- key + '=' + value | tojson -}}{%- if not loop.last %}, {% endif -%}{%- endfor -%}{{- ')' -}}
+{{- key + '=' + value | gojson -}}{%- if not loop.last %}, {% endif -%}{%- endfor -%}{{- ')' -}}
 {%- if not loop.last %}{{ '\n' }}{% endif -%}{%- endfor -%}{{- '</function_calls>' -}}{%- endif -%}
 {{- '<|im_end|>\n' -}}
 {%- endif -%}
@@ -280,7 +282,7 @@ COHERE = r"""
 {%- set entry = {'name': tool['function']['name'],
     'description': tool['function']['description'] or '',
     'parameters': tool['function']['parameters'], 'responses': none} -%}
-{{- '\n    ' + entry | tojson + (',' if not loop.last else '') + '\n\n' -}}
+{{- '\n    ' + entry | gojson(spaces=true, order='struct') + (',' if not loop.last else '') + '\n\n' -}}
 {%- else -%}{{- '\n\n' -}}
 {%- endfor -%}
 {{- '\n]\n```<|END_TEXT|><|END_OF_TURN_TOKEN|>' -}}
@@ -300,7 +302,8 @@ COHERE = r"""
 {%- for tool_call in message['tool_calls'] -%}
 {%- set ns.ids = ns.ids + [tool_call['id'] or ''] -%}
 {{- '\n\n    {"tool_call_id": "' + ns.calls | string + '", "tool_name": "' + tool_call['function']['name']
-    + '", "parameters": ' + tool_call['function']['arguments'] | tojson + '}' + (',' if not loop.last else '') -}}
+    + '", "parameters": ' + tool_call['function']['arguments'] | gojson(spaces=true, order='arguments') + '}'
+    + (',' if not loop.last else '') -}}
 {%- set ns.calls = ns.calls + 1 -%}
 {%- endfor -%}
 {{- '\n\n]<|END_ACTION|><|END_OF_TURN_TOKEN|>' -}}
@@ -313,7 +316,8 @@ COHERE = r"""
 {%- if not loop.previtem or loop.previtem['role'] != 'tool' -%}
 {{- '<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|><|START_TOOL_RESULT|>[' -}}{%- else -%}{{- ',' -}}{%- endif -%}
 {{- '\n    {\n        "tool_call_id": "' + found.id
-    + '",\n        "results": {\n\n            \n            "0": ' + {'content': message['content']} | tojson
+    + '",\n        "results": {\n\n            \n            "0": '
+    + {'content': message['content']} | gojson(spaces=true)
     + '\n\n        },\n        "is_error": null\n    }' -}}
 {%- if not loop.nextitem or loop.nextitem['role'] != 'tool' -%}
 {{- '\n\n]<|END_TOOL_RESULT|><|END_OF_TURN_TOKEN|>' -}}{%- endif -%}
@@ -396,7 +400,7 @@ FUNCTIONGEMMA = r"""
 # them), calls as ``<function=NAME><parameter=KEY>``, consecutive results in one user turn. JSON in
 # the tool list and in call arguments is compact, as Ollama's renderer writes it.
 QWEN3_CODER = r"""
-{%- macro compact(v) -%}{{- v | tojson(separators=(',', ':')) -}}{%- endmacro -%}
+{%- macro compact(v) -%}{{- v | gojson -}}{%- endmacro -%}
 {%- macro scalar(v) -%}
 {%- if v is none -%}{{- 'null' -}}
 {%- elif v is sameas true -%}{{- 'true' -}}
@@ -477,7 +481,7 @@ _GLM_TOOLS = r"""
 {%- if tools -%}
 {{- '<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n'
     ~ 'You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n' -}}
-{%- for tool in tools -%}{{- tool | tojson + '\n' -}}{%- endfor -%}
+{%- for tool in tools -%}{{- tool | gojson(spaces=true, order='struct') + '\n' -}}{%- endfor -%}
 {{- '</tools>\n\nFor each function call, output the function name and arguments within the following XML format:\n'
     ~ '<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value>'
     ~ '<arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call>' -}}
@@ -487,7 +491,7 @@ _GLM_TOOLS = r"""
 _GLM_ARGUMENTS = r"""
 {%- for key, value in (tool_call['function']['arguments'] or {}).items() -%}
 {{- '<arg_key>' + key + '</arg_key><arg_value>'
-    ~ (value if value is string else value | tojson(separators=(',', ':'))) ~ '</arg_value>' -}}
+    ~ (value if value is string else value | gojson) ~ '</arg_value>' -}}
 {%- endfor -%}
 """
 

@@ -319,6 +319,8 @@ VALUES = {
             '{{ json .M }} {{ json "<&>" }} {{ json .F }} {{ json .Nil }}',
             '{"a":1,"b":2} "\\u003c\\u0026\\u003e" 1000000 null',
         ),
+        # Go 1.22 on writes \b and \f short, other control characters as \u00XX.
+        ('{{ json "\\b\\f\\x01" }}', '"\\b\\f\\u0001"'),
         ('{{ "a\\tb\\u00e9" }}{{ `raw\\n` }}', "a\tbé" + "raw\\n"),
         ('{{ html "<a href=\'x\'>" }} {{ urlquery "a b&c" }}', "&lt;a href=&#39;x&#39;&gt; a+b%26c"),
         ("{{ range 3 }}{{ . }}{{ end }}{{ range $k, $v := .M }}{{ $k }}{{ $v }}{{ end }}", "012a1b2"),

@@ -661,3 +661,51 @@ O_START = "[gMASK]<sop>"
 def test_glm_ocr_is_ollama_s_renderer(messages: Any, tools: Any, thinking: Any, expected: str) -> None:
     assert render_chat(GLM_OCR, messages, tools=tools, enable_thinking=thinking) == expected
     assert renderer_template("glm-ocr") == GLM_OCR
+
+
+# --- JSON as Go's json.Marshal writes it (every port whose Go renderer marshals)
+
+HTML_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather <now> & later",
+        "parameters": {"type": "object", "properties": {"filter": {"type": "object"}}},
+    },
+}
+HTML_CALL = [
+    user("Weather?"),
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"function": {"name": "get_weather", "arguments": {"filter": {"b": 1.0, "a": "<x>"}}}}],
+    },
+    {"role": "tool", "content": "<ok>"},
+]
+ESCAPED = '"description": "Weather \\u003cnow\\u003e \\u0026 later"'
+COMPACT_ARG = '{"a":"\\u003cx\\u003e","b":1}'  # a map's keys sorted, a float64 as Go writes it
+SPACED_ARG = '{"a": "\\u003cx\\u003e", "b": 1}'
+
+
+@pytest.mark.parametrize(
+    ("template", "tool", "argument"),
+    [
+        (GLM_4_7, ESCAPED, f"<arg_value>{COMPACT_ARG}</arg_value>"),
+        (GLM_OCR, ESCAPED, f"<arg_value>{COMPACT_ARG}</arg_value>"),
+        (LAGUNA, ESCAPED, f"<arg_value>{SPACED_ARG}</arg_value>"),
+        (POOLSIDE_V1, ESCAPED, f"<arg_value>{SPACED_ARG}</arg_value>"),
+        (OLMO3, ESCAPED, f"filter={COMPACT_ARG}"),
+        (COHERE, ESCAPED, f'"parameters": {{"filter": {SPACED_ARG}}}}}'),
+        (QWEN3_CODER, "<description>Weather <now> & later</description>", f"<parameter=filter>\n{COMPACT_ARG}\n"),
+    ],
+)
+def test_json_in_a_prompt_is_go_s(template: str, tool: str, argument: str) -> None:
+    # Ollama's renderers marshal tools and arguments with encoding/json, which escapes <, > and &
+    # (Qwen3-Coder's writes a tool's description as text, and only its arguments as JSON).
+    prompt = render_chat(template, HTML_CALL, tools=[HTML_TOOL])
+    assert tool in prompt and argument in prompt
+    assert "<x>" not in prompt
+
+
+def test_a_tool_result_as_cohere_s_renderer_marshals_it() -> None:
+    assert '"0": {"content": "\\u003cok\\u003e"}' in render_chat(COHERE, HTML_CALL, tools=[HTML_TOOL])

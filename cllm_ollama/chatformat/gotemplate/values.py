@@ -123,6 +123,10 @@ def json_string(text: str) -> str:
             out.append("\\r")
         elif ch == "\t":
             out.append("\\t")
+        elif ch == "\b":  # Go 1.22 on (Ollama's): \b and \f as such, not as \u0008 and \u000c
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
         elif code < 0x20 or ch in "<>&" or code in (0x2028, 0x2029):
             out.append(f"\\u{code:04x}")
         else:
@@ -154,6 +158,38 @@ def go_json(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(go_json(v) for v in value) + "]"
     raise TemplateError(f"json: unsupported type: {type_name(value)}")
+
+
+def in_order(value: Any) -> Any:
+    """``value`` with every dict an ``Ordered`` in its own key order (a struct's fields, Ollama's
+    ordered maps), for ``go_json``, which sorts a plain dict's keys as Go sorts a map's."""
+    if isinstance(value, dict):
+        return Ordered([(str(k), in_order(v)) for k, v in value.items()])
+    if isinstance(value, list | tuple):
+        return [in_order(v) for v in value]
+    return value
+
+
+def with_spaces(text: str) -> str:
+    """JSON with a space after every ``:`` and ``,`` outside strings: Ollama's ``marshalWithSpaces``
+    (``model/renderers/json.go``), which its renderers use where the model's template has Python's
+    ``json.dumps``."""
+    out: list[str] = []
+    in_string = escaped = False
+    for ch in text:
+        out.append(ch)
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in ":,":
+            out.append(" ")
+    return "".join(out)
 
 
 @dataclass
