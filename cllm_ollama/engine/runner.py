@@ -433,14 +433,15 @@ class Runner:
         return outputs, list(range(len(outputs))), len(outputs)
 
     def _decode(self, plan: StepPlan) -> tuple[Sequence[int], Sequence[int], int]:
-        """Decode ``plan``'s batch, in two calls where a prompt that ends in this step must answer
-        as it would cached (``_ends_reproducible``): the prompt rows without logits first, then the
-        rows whose logits are sampled (the last token of each prompt that ends here, and in the
-        mode each generating slot's token). Such a prompt's last token is so computed without the
-        rest of its chunk, as it is when the rest of its prompt comes from a cache: llama.cpp's CPU
-        kernels round a token inside a chunk differently from one alone, and a re-sent request then
-        answers as it did cold. Returns, for the last call: each output's batch row, its logits
-        row, and the number of logits rows."""
+        """Decode ``plan``'s batch, in two calls where a prompt that ends in this step is
+        reproducible (``SamplingParams.reproducible``, or the deterministic mode): the prompt rows
+        without logits first, then the rows whose logits are sampled (each generating slot's token
+        and the last token of each prompt that ends here). Such a prompt's last token is so
+        computed beside decode rows only, as it is when the rest of its prompt comes from a cache:
+        llama.cpp's CPU kernels round a token inside a chunk differently from one alone, and a
+        re-sent request then answers as it did cold. An unseeded draw is not the same twice
+        anyway, and is spared the second call's cost (13-47 ms on a CPU for a lone prompt). Returns,
+        for the last call: each output's batch row, its logits row, and the number of logits rows."""
         heads = [row for _, row in plan.outputs]  # ascending: rows are laid out in slot order
         if len(heads) == len(plan) or not self._ends_reproducible(plan):  # one call, no copies
             return self._call(plan.tokens, plan.positions, plan.seq_ids, heads)
@@ -450,21 +451,13 @@ class Runner:
         return self._call(*_rows(plan, heads), list(range(len(heads)))) if heads else ((), (), 0)
 
     def _ends_reproducible(self, plan: StepPlan) -> bool:
-        """Whether a prompt that ends in ``plan`` must answer as it would cached: always in the
-        mode; by default, a reproducible request (greedy or seeded) whose step has no generating
-        stream (a prefilling slot's output row is its prompt's last token, any other output row a
-        stream's). Beside streams, the kernels of the logits call change with how many rows share
-        it, so a re-sent request need not round as it did cold anyway (README: only the mode
-        promises that under load), and the second call would be one more pass over the weights in
-        every step where a prompt ends (13% of the engine's decode time in the chat bench on an
-        AMD EPYC). An unseeded draw differs every time, and is spared it too (13-47 ms on a CPU
-        for a lone prompt). Asked only of steps with prompt rows, not of every decode step."""
+        """Whether a prompt that ends in ``plan`` must answer as it would cached (the mode, or a
+        reproducible request): a prefilling slot's output row is its prompt's last token. Asked
+        only of steps with prompt rows, not of every decode step."""
         if self.invariant:
             return True
         ending = {slot for slot, _ in plan.prefills}
-        if any(s not in ending for s, _ in plan.outputs):
-            return False
-        return any(s.request is not None and s.request.sampling.reproducible for s, _ in plan.outputs)
+        return any(s in ending and s.request is not None and s.request.sampling.reproducible for s, _ in plan.outputs)
 
     def _call(
         self, tokens: list[int], positions: list[int], seq_ids: list[int], outputs: list[int]

@@ -8,9 +8,8 @@ soonest (``StepBudget.burst``), at most the full width (calls of up to a few sec
 ``FULL_WIDTH_NS``).
 
 The runner times each ``llama_decode`` call (``StepBudget.observe``); a step that carries prompt
-rows is two calls where a reproducible prompt ends in it with no stream generating, or in the
-deterministic mode (the prompt rows, then the rows whose logits are sampled: ``runner._decode``),
-else one, so its time is taken as the cost of the prompt
+rows is two calls where a reproducible prompt ends in it (the prompt rows, then the rows whose
+logits are sampled: ``runner._decode``), else one, so its time is taken as the cost of the prompt
 call plus the cost of the decode call (an upper bound for one call); a piece of a media
 item's embeddings is a third call, before them (``media_feed``), whose rows come out of the same
 prompt rows and are timed as a prompt call. The costs are kept apart

@@ -15,6 +15,7 @@ import pytest
 from fake_binding import FakeBatch, FakeContext, FakeModel, drain, fake_runner
 from polling import until
 
+from cllm_ollama.engine import outbox
 from cllm_ollama.engine import runner as runner_module
 from cllm_ollama.engine.binding import DecodeError
 from cllm_ollama.engine.frontdoor import LoadSpec
@@ -152,19 +153,23 @@ def test_a_prompts_last_token_is_decoded_beside_the_decode_rows_cold_as_when_re_
     assert ctx.batches[2:] == [[(5, 2, 0)]]
 
 
-def test_beside_a_generating_stream_a_reproducible_prompt_is_read_in_one_call(runner: Runner) -> None:
-    # With a stream generating, how many rows share the logits call changes its kernels anyway, so
-    # a second call would not make a re-sent request round as it did cold: the prompt's last token
-    # goes in its chunk's call, beside the stream's row, and the step reads the weights once.
+def test_beside_a_generating_stream_a_reproducible_prompts_last_token_is_decoded_with_the_streams_row(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With KV streams per sequence, llama.cpp cuts a step of several sequences into ubatches a run of
+    # sequences at a time (``split_equal``): the streams' rows and the prompt's rows are two passes
+    # over the weights whether they are one call or two, so the second call costs only its own
+    # overhead, and the prompt's last token is decoded as a re-sent one is, beside the streams' rows.
+    monkeypatch.setattr(outbox, "MAX_BUFFERED_EVENTS", 1 << 30)  # the unread stream never pauses
     ctx: FakeContext = runner.ctx  # type: ignore[assignment]
     running = stream(runner, (30,))
     _, sink = submit(runner, (3, 4, 5), n=1)
     drain(runner, sink)
     mine = [rows for rows in ctx.batches if any(seq == 1 for *_, seq in rows)]
     end(runner, [running])
-    assert len(mine) == 1
-    assert [row for row in mine[0] if row[2] == 1] == [(3, 0, 1), (4, 1, 1), (5, 2, 1)]
-    assert any(seq == 0 for *_, seq in mine[0])  # the stream's token, in the same call
+    assert [[row for row in rows if row[2] == 1] for rows in mine] == [[(3, 0, 1), (4, 1, 1)], [(5, 2, 1)]]
+    assert mine[0] == [(3, 0, 1), (4, 1, 1)]
+    assert any(seq == 0 for *_, seq in mine[1])  # the stream's token, in the same call
 
 
 @pytest.mark.parametrize(("sampling", "calls"), [(SamplingParams(seed=7), 2), (SamplingParams(), 1)])
