@@ -55,7 +55,7 @@ MAX_PAUSE_S = 0.5
 _ORPHAN_CHECK_S = 1.0  # how often a worker looks whether its server is still there
 _HEADER = struct.Struct("<Q")
 log = logging.getLogger("cllm.api")
-_WORKER_MAIN = "from cllm_ollama.chatformat.jinja_workers import serve; serve({})"
+_WORKER_MAIN = "from cllm_ollama.chatformat.jinja_workers import serve; serve({}, {})"
 
 
 def _encode(obj: object) -> bytes:
@@ -87,7 +87,7 @@ class _Worker:
         os.set_blocking(self._until, False)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _WORKER_MAIN.format(until_r)],
+                [sys.executable, "-c", _WORKER_MAIN.format(until_r, os.getpid())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 bufsize=0,
@@ -287,14 +287,16 @@ def _exit_when_orphaned(server: int) -> None:
     os._exit(1)
 
 
-def serve(until_fd: int) -> None:
-    """A worker's main loop: render until stdin closes (the server exited)."""
+def serve(until_fd: int, server: int) -> None:
+    """A worker's main loop: render until stdin closes (the server exited). ``server`` is the
+    server's pid as it started the worker: a server that died while the worker was still importing
+    has left it to another parent already, so ``getppid`` here would watch the wrong one."""
     # Ctrl-C reaches the whole process group: the server decides when its workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.set_blocking(until_fd, False)
     if _PAUSE is not None:
         signal.signal(_PAUSE, lambda signum, frame: _pause_until(until_fd))
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_exit_when_orphaned, args=(server,), daemon=True).start()
     try:
         import resource
 

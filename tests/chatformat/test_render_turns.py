@@ -87,9 +87,10 @@ def render_workers(parent: int) -> list[int]:
     return pids
 
 
-def rendering(parent: int) -> list[int]:
-    """``parent``'s render workers that are rendering: their CPU time is past a Python process's start."""
-    return [pid for pid in render_workers(parent) if cpu_seconds(pid) > 0.3]
+def rendering(parent: int, past: float = 0.3) -> list[int]:
+    """``parent``'s render workers whose CPU time is ``past`` seconds: past a Python process's start,
+    or into a worker's own imports (~0.4 s on two cores)."""
+    return [pid for pid in render_workers(parent) if cpu_seconds(pid) > past]
 
 
 def wait_for(condition: Callable[[], object], timeout: float) -> None:
@@ -139,10 +140,11 @@ with RenderPool(1).session({LOOPING!r}, [], RenderBudget(timeout=60.0)) as sessi
 
 def test_a_worker_whose_server_dies_mid_render_exits() -> None:
     """A looping render never reads the end of its stdin, and a worker stopped from outside when its
-    server died stayed stopped forever: an orphaned worker ends itself, paused or not."""
+    server died stayed stopped forever: an orphaned worker ends itself, paused or not (the case of
+    a server that dies while its worker still imports is the next test's)."""
     server = subprocess.Popen([sys.executable, "-c", SERVER])
     try:
-        wait_for(lambda: rendering(server.pid), 20.0)
+        wait_for(lambda: rendering(server.pid, past=1.5), 20.0)  # well into the render
         (worker,) = render_workers(server.pid)
         server.kill()
         server.wait()
@@ -150,6 +152,28 @@ def test_a_worker_whose_server_dies_mid_render_exits() -> None:
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_worker_whose_server_died_before_it_served_exits() -> None:
+    """A server gone before its worker's ``serve`` ran: the worker is another's child already, and
+    watching its parent as it starts would never see it leave."""
+    parent = subprocess.Popen([sys.executable, "-c", "import os, sys; sys.stdout.write(str(os.getpid()))"],
+                              stdout=subprocess.PIPE)  # fmt: skip
+    gone, _ = parent.communicate()
+    main = "import os; from cllm_ollama.chatformat.jinja_workers import serve; serve(os.pipe()[0], {})"
+    worker = subprocess.Popen(
+        [sys.executable, "-c", main.format(int(gone))], stdin=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert worker.wait(timeout=MAX_PAUSE_S + 20.0) == 1  # _exit_when_orphaned's exit status
+    finally:
+        worker.kill()
+        worker.wait()
+        assert worker.stdin is not None and worker.stderr is not None
+        worker.stdin.close()
+        errors = worker.stderr.read()
+        worker.stderr.close()
+    assert errors == b""  # not a traceback's exit
 
 
 def zombie(pid: int) -> bool:
