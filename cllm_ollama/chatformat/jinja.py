@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +16,8 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import CllmError, InvalidRequest
-from .gotemplate.values import Ordered, go_json, in_order, with_spaces
+from .gotemplate.ollama import api_function, api_parameters, api_tool, tool_property
+from .gotemplate.values import Ordered, as_decoded, decoded, go_float, go_json, with_spaces
 from .parsers import OutputParser
 from .render_budget import PromptTooLong
 
@@ -51,18 +53,43 @@ def _tojson(
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
-def _gojson(value: object, spaces: bool = False, order: str = "map") -> str:
+# What a gojson order names: how Ollama's renderers hold the value they marshal.
+_GO_SHAPES: dict[str, Callable[[Any], Any]] = {
+    "tool": api_tool,
+    "function": api_function,
+    "parameters": api_parameters,
+    "property": tool_property,
+}
+
+
+def _gojson(value: object, spaces: bool = False, order: str = "map", html: bool = True) -> str:
     # Go's json.Marshal, as Ollama's renderers write tools and arguments (cllm's ports of them,
-    # renderer_templates.py): <, > and & escaped, Go's numbers. order "map": every object's keys
-    # sorted, as Go writes a map; "struct": each object's own order (a struct's fields, an ordered
-    # map of them: a tool); "arguments": the call's own keys in order (api's ordered map), its
-    # values' objects sorted. spaces: Ollama's marshalWithSpaces.
-    if order == "struct":
-        value = in_order(value)
-    elif order == "arguments" and isinstance(value, dict):
+    # renderer_templates.py): <, > and & escaped (unless html is off: SetEscapeHTML(false)), every
+    # number a float64. order "map": the value decoded into any (every object's keys sorted);
+    # "arguments": api's ordered arguments (the call's keys in order, its values' objects sorted);
+    # "tool", "function", "parameters": api's structs (a list of them too). spaces: Ollama's
+    # marshalWithSpaces.
+    value = as_decoded(value)
+    if order == "arguments" and isinstance(value, dict):
         value = Ordered([(str(k), v) for k, v in value.items()])
-    text = go_json(value)
+    elif order in _GO_SHAPES:
+        shape = _GO_SHAPES[order]
+        value = [shape(v) for v in value] if isinstance(value, list) else shape(value)
+    text = go_json(value, html)
     return with_spaces(text) if spaces else text
+
+
+def _goview(value: object, shape: str) -> Any:
+    # A request's tool part as Ollama's renderers see it after marshalling its api struct and
+    # decoding that into a map (Qwen3-Coder's extra keys): only the struct's fields, in its order.
+    return decoded(_GO_SHAPES[shape](value))
+
+
+def _goprint(value: object) -> str:
+    # fmt's %v of a JSON number as Go decodes it (a float64: 3.0 prints 3, 1000000 prints 1e+06).
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return go_float(float(value))
+    return str(value)
 
 
 def _strftime_now(fmt: str) -> str:
@@ -72,6 +99,8 @@ def _strftime_now(fmt: str) -> str:
 _env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, loopcontrols])
 _env.filters["tojson"] = _tojson
 _env.filters["gojson"] = _gojson
+_env.filters["goview"] = _goview
+_env.filters["goprint"] = _goprint
 _env.globals["raise_exception"] = _raise_exception
 _env.globals["strftime_now"] = _strftime_now
 

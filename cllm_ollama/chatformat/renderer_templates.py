@@ -33,7 +33,7 @@ LAGUNA = r"""
 {%- if tools -%}
 {{- '\n\n### Tools\n\nYou may call functions to assist with the user query.\n'
     ~ 'All available function signatures are listed below:\n<available_tools>\n' -}}
-{%- for tool in tools -%}{{- tool | gojson(spaces=true, order='struct') + '\n' -}}{%- endfor -%}
+{%- for tool in tools -%}{{- tool | gojson(spaces=true, order='tool') + '\n' -}}{%- endfor -%}
 {{- '</available_tools>\n\n' -}}
 {%- set each_call = "For each function call, return an unescaped XML-like object with function name and "
     ~ "arguments within '<tool_call>' and '</tool_call>' tags, like here:\n" -%}
@@ -91,7 +91,7 @@ POOLSIDE_V1 = r"""
 {%- if tools -%}
 {{- '### Tools\n\nYou may call functions to assist with the user query.\n'
     ~ 'All available function signatures are listed below:\n<available_tools>\n' -}}
-{%- for tool in tools -%}{{- tool | gojson(spaces=true, order='struct') + '\n' -}}{%- endfor -%}
+{%- for tool in tools -%}{{- tool | gojson(spaces=true, order='tool') + '\n' -}}{%- endfor -%}
 {{- '</available_tools>' -}}
 {%- endif -%}
 {{- '</system>\n' -}}
@@ -124,15 +124,15 @@ POOLSIDE_V1 = r"""
 _GEMMA4 = r"""
 {%- set Q = '<|"|>' -%}
 {%- macro value(v) -%}{%- if v is string -%}{{- Q + v + Q -}}{%- elif v is mapping -%}{{- '{' -}}
-{%- for k, x in v | dictsort -%}{{- k + ':' + value(x) -}}{%- if not loop.last %},{% endif -%}{%- endfor -%}
+{%- for k, x in v | dictsort(true) -%}{{- k + ':' + value(x) -}}{%- if not loop.last %},{% endif -%}{%- endfor -%}
 {{- '}' -}}{%- elif v is sequence -%}{{- '[' -}}{%- for x in v -%}{{- value(x) -}}
 {%- if not loop.last %},{% endif -%}{%- endfor -%}{{- ']' -}}{%- elif v is none -%}{{- 'null' -}}
-{%- elif v is sameas true -%}{{- 'true' -}}{%- elif v is sameas false -%}{{- 'false' -}}{%- else -%}
-{{- v | string -}}{%- endif -%}{%- endmacro -%}
+{%- elif v is sameas true -%}{{- 'true' -}}{%- elif v is sameas false -%}{{- 'false' -}}
+{%- elif v is number and v == v | int -%}{{- v | int -}}{%- else -%}{{- v | goprint -}}{%- endif -%}{%- endmacro -%}
 {%- macro schema(s) -%}{{- '{' -}}{%- set ns = namespace(parts=[]) -%}
 {%- if s['description'] -%}{%- set ns.parts = ns.parts + ['description:' + Q + s['description'] + Q] -%}
 {%- endif -%}
-{%- if s['properties'] -%}{%- set ps = namespace(items=[]) -%}{%- for k, p in s['properties'] | dictsort -%}
+{%- if s['properties'] -%}{%- set ps = namespace(items=[]) -%}{%- for k, p in s['properties'] | dictsort(true) -%}
 {%- set ps.items = ps.items + [k + ':' + schema(p)] -%}{%- endfor -%}
 {%- set ns.parts = ns.parts + ['properties:{' + ps.items | join(',') + '}'] -%}{%- endif -%}
 {%- if s['required'] -%}{%- set ns.parts = ns.parts + ['required:' + value(s['required'])] -%}{%- endif -%}
@@ -198,7 +198,8 @@ LFM2 = r"""
 {%- set turns = messages[1:] if has_system else messages -%}
 {%- if tools -%}
 {%- set system = (system + '\n' if system else '') + 'List of tools: <|tool_list_start|>'
-    + tools | map(attribute='function') | list | tojson + '<|tool_list_end|>' -%}
+    + tools | map(attribute='function') | list | gojson(spaces=true, order='function', html=false)
+    + '<|tool_list_end|>' -%}
 {%- endif -%}
 {%- if system -%}{{- '<|im_start|>system\n' + system + '<|im_end|>\n' -}}{%- endif -%}
 {%- set ns = namespace(last=-1) -%}
@@ -214,8 +215,9 @@ LFM2 = r"""
 {%- set calls = namespace(text='<|tool_call_start|>[') -%}
 {%- for tool_call in message['tool_calls'] -%}
 {%- set calls.text = calls.text + tool_call['function']['name'] + '(' -%}
-{%- for key, value in tool_call['function']['arguments'] | dictsort -%}
-{%- set calls.text = calls.text + key + '=' + value | tojson + (',' if not loop.last else '') -%}{%- endfor -%}
+{%- for key, value in tool_call['function']['arguments'] | dictsort(true) -%}
+{%- set calls.text = calls.text + key + '=' + value | gojson(spaces=true, html=false)
+    + (',' if not loop.last else '') -%}{%- endfor -%}
 {%- set calls.text = calls.text + ')' + (',' if not loop.last else '') -%}{%- endfor -%}
 {%- set content = calls.text + ']<|tool_call_end|>' + ('\n' + content if content | trim else content) -%}
 {%- endif -%}
@@ -235,7 +237,7 @@ OLMO3 = r"""
 {%- set system = (messages | selectattr('role', 'equalto', 'system') | list | first) if messages else none -%}
 {{- '<|im_start|>system\n' -}}
 {%- if system -%}{{- system['content'] -}}{%- if tools -%}
-{{- '<functions>' + tools | gojson(spaces=true, order='struct') + '</functions>' -}}
+{{- '<functions>' + tools | gojson(spaces=true, order='tool') + '</functions>' -}}
 {%- endif -%}
 {%- else -%}{{- 'You are a helpful function-calling AI assistant. ' -}}
 {%- if tools -%}
@@ -243,7 +245,7 @@ OLMO3 = r"""
     ~ 'You may call one or more functions to assist with the user query. '
     ~ 'Output any function calls within <function_calls></function_calls> XML tags. '
     ~ 'Do not make assumptions about what values to plug into functions.<functions>'
-    ~ tools | gojson(spaces=true, order='struct') ~ '</functions>' -}}
+    ~ tools | gojson(spaces=true, order='tool') ~ '</functions>' -}}
 {%- else -%}{{- 'You do not currently have access to any functions. <functions></functions>' -}}{%- endif -%}
 {%- endif -%}
 {{- '<|im_end|>\n' -}}
@@ -251,7 +253,7 @@ OLMO3 = r"""
 {%- if message['role'] == 'tool' -%}{{- '<|im_start|>environment\n' + message['content'] + '<|im_end|>\n' -}}
 {%- else -%}{{- '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') -}}
 {%- if message['tool_calls'] -%}{{- '<function_calls>' -}}{%- for tool_call in message['tool_calls'] -%}
-{{- tool_call['function']['name'] + '(' -}}{%- for key, value in tool_call['function']['arguments'] | dictsort -%}
+{{- tool_call['function']['name'] + '(' -}}{%- for key, value in tool_call['function']['arguments'] | dictsort(true) -%}
 {{- key + '=' + value | gojson -}}{%- if not loop.last %}, {% endif -%}{%- endfor -%}{{- ')' -}}
 {%- if not loop.last %}{{ '\n' }}{% endif -%}{%- endfor -%}{{- '</function_calls>' -}}{%- endif -%}
 {{- '<|im_end|>\n' -}}
@@ -279,10 +281,11 @@ COHERE = r"""
 {%- if has_system and messages[0]['content'] -%}{{- messages[0]['content'] + '\n\n\n\n' -}}{%- endif -%}
 {{- '# Available Tools\n```json\n[\n' -}}
 {%- for tool in tools or [] -%}
-{%- set entry = {'name': tool['function']['name'],
-    'description': tool['function']['description'] or '',
-    'parameters': tool['function']['parameters'], 'responses': none} -%}
-{{- '\n    ' + entry | gojson(spaces=true, order='struct') + (',' if not loop.last else '') + '\n\n' -}}
+{%- set entry = '{"name": ' ~ tool['function']['name'] | gojson
+    ~ ', "description": ' ~ (tool['function']['description'] or '') | gojson
+    ~ ', "parameters": ' ~ tool['function']['parameters'] | gojson(spaces=true, order='parameters')
+    ~ ', "responses": null}' -%}
+{{- '\n    ' + entry + (',' if not loop.last else '') + '\n\n' -}}
 {%- else -%}{{- '\n\n' -}}
 {%- endfor -%}
 {{- '\n]\n```<|END_TEXT|><|END_OF_TURN_TOKEN|>' -}}
@@ -333,15 +336,15 @@ COHERE = r"""
 FUNCTIONGEMMA = r"""
 {%- set E = '<escape>' -%}
 {%- macro value(v) -%}{%- if v is string -%}{{- E + v + E -}}{%- elif v is mapping -%}{{- '{' -}}
-{%- for k, x in v | dictsort -%}{{- k + ':' + value(x) -}}{%- if not loop.last %},{% endif -%}{%- endfor -%}
+{%- for k, x in v | dictsort(true) -%}{{- k + ':' + value(x) -}}{%- if not loop.last %},{% endif -%}{%- endfor -%}
 {{- '}' -}}{%- elif v is sequence -%}{{- '[' -}}{%- for x in v -%}{{- value(x) -}}
 {%- if not loop.last %},{% endif -%}{%- endfor -%}{{- ']' -}}{%- elif v is sameas true -%}{{- 'true' -}}
 {%- elif v is sameas false -%}{{- 'false' -}}{%- elif v is none -%}{{- 'null' -}}
-{%- elif v is number and v == v | int -%}{{- v | int -}}{%- else -%}{{- v | string -}}{%- endif -%}{%- endmacro -%}
+{%- elif v is number and v == v | int -%}{{- v | int -}}{%- else -%}{{- v | goprint -}}{%- endif -%}{%- endmacro -%}
 {%- macro declaration(f) -%}
 {%- set p = f['parameters'] or {} -%}
 {%- set ns = namespace(parts=[]) -%}
-{%- if p['properties'] -%}{%- set props = namespace(items=[]) -%}{%- for k, s in p['properties'] | dictsort -%}
+{%- if p['properties'] -%}{%- set props = namespace(items=[]) -%}{%- for k, s in p['properties'] | dictsort(true) -%}
 {%- set props.items = props.items + [k + ':{description:' + E + (s['description'] or '') + E + ',type:' + E
     + (s['type'] or 'string') | upper + E + '}'] -%}
 {%- endfor -%}{%- set ns.parts = ns.parts + ['properties:{' + props.items | join(',') + '}'] -%}{%- endif -%}
@@ -407,7 +410,7 @@ QWEN3_CODER = r"""
 {%- elif v is sameas false -%}{{- 'false' -}}
 {%- elif v is string -%}{{- v -}}
 {%- elif v is mapping or v is sequence -%}{{- compact(v) -}}
-{%- else -%}{{- v | string -}}
+{%- else -%}{{- v | goprint -}}
 {%- endif -%}
 {%- endmacro -%}
 {%- macro extra(obj, handled) -%}
@@ -434,9 +437,9 @@ QWEN3_CODER = r"""
 {{- '\n<parameter>\n<name>' + name + '</name>' -}}
 {%- if prop['type'] -%}{{- '\n<type>' + scalar(prop['type']) + '</type>' -}}{%- endif -%}
 {%- if prop['description'] -%}{{- '\n<description>' + prop['description'] + '</description>' -}}{%- endif -%}
-{{- extra(prop, ['type', 'description']) + '\n</parameter>' -}}
+{{- extra(prop | goview('property'), ['type', 'description']) + '\n</parameter>' -}}
 {%- endfor -%}
-{{- extra(params, ['type', 'properties']) + '\n</parameters>\n</function>' -}}
+{{- extra(params | goview('parameters'), ['type', 'properties']) + '\n</parameters>\n</function>' -}}
 {%- endfor -%}
 {{- '\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n'
     ~ '<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n'
@@ -481,7 +484,7 @@ _GLM_TOOLS = r"""
 {%- if tools -%}
 {{- '<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n'
     ~ 'You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n' -}}
-{%- for tool in tools -%}{{- tool | gojson(spaces=true, order='struct') + '\n' -}}{%- endfor -%}
+{%- for tool in tools -%}{{- tool | gojson(spaces=true, order='tool') + '\n' -}}{%- endfor -%}
 {{- '</tools>\n\nFor each function call, output the function name and arguments within the following XML format:\n'
     ~ '<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value>'
     ~ '<arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call>' -}}

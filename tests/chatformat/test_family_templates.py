@@ -105,7 +105,8 @@ def _tool(name: str) -> dict[str, Any]:
 
 
 def _listed(*names: str) -> str:
-    return ", ".join(f'{{"name": "{n}", "parameters": {{"type": "object"}}}}' for n in names)
+    # api.ToolFunctionParameters' properties are not omitempty: a tool without them says null.
+    return ", ".join(f'{{"name": "{n}", "parameters": {{"type": "object", "properties": null}}}}' for n in names)
 
 
 @pytest.mark.parametrize(

@@ -709,3 +709,67 @@ def test_json_in_a_prompt_is_go_s(template: str, tool: str, argument: str) -> No
 
 def test_a_tool_result_as_cohere_s_renderer_marshals_it() -> None:
     assert '"0": {"content": "\\u003cok\\u003e"}' in render_chat(COHERE, HTML_CALL, tools=[HTML_TOOL])
+
+
+# A tool as clients send it: properties before required, keys api.Tool lacks, an empty description.
+CLIENT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "find",
+        "description": "",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "q": {"type": "string", "description": "Query", "default": "x", "enum": ["a", "b"]},
+                "tags": {"type": "array", "items": {"type": "string", "minLength": 1}},
+            },
+            "required": ["q"],
+            "additionalProperties": False,
+        },
+    },
+}
+# ... as json.Marshal writes its api.Tool: struct order, unknown keys and the empty description gone,
+# an `any` field's keys sorted, its numbers float64s.
+GO_TOOL = (
+    '{"type": "function", "function": {"name": "find", "parameters": {"type": "object", "required": ["q"], '
+    '"properties": {"q": {"type": "string", "description": "Query", "enum": ["a", "b"]}, '
+    '"tags": {"type": "array", "items": {"minLength": 1, "type": "string"}}}}}}'
+)
+
+
+@pytest.mark.parametrize("template", [GLM_4_7, GLM_OCR, LAGUNA, POOLSIDE_V1])
+def test_a_tool_is_written_as_ollama_s_api_tool(template: str) -> None:
+    assert GO_TOOL + "\n" in render_chat(template, [user("Find")], tools=[CLIENT_TOOL])
+
+
+def test_olmo_s_tool_list_and_cohere_s_parameters_are_api_structs() -> None:
+    assert f"<functions>[{GO_TOOL}]</functions>" in render_chat(OLMO3, [user("Find")], tools=[CLIENT_TOOL])
+    parameters = GO_TOOL[GO_TOOL.index('{"type": "object"') : -2]
+    cohere = render_chat(COHERE, [user("Find")], tools=[CLIENT_TOOL])
+    assert f'{{"name": "find", "description": "", "parameters": {parameters}, "responses": null}}' in cohere
+    bare = {"type": "function", "function": {"name": "now"}}
+    assert '"parameters": {"type": "", "properties": null}' in render_chat(COHERE, [user("Now")], tools=[bare])
+
+
+def test_qwen3_coder_writes_only_the_struct_s_extra_keys_and_numbers_as_go_prints_them() -> None:
+    call = {"function": {"name": "find", "arguments": {"q": "a", "n": 3.0, "big": 1000000}}}
+    prompt = render_chat(QWEN3_CODER, [user("Find"), {"role": "assistant", "tool_calls": [call]}], tools=[CLIENT_TOOL])
+    assert '\n<enum>["a","b"]</enum>' in prompt and '\n<items>{"minLength":1,"type":"string"}</items>' in prompt
+    assert '\n<required>["q"]</required>' in prompt
+    assert "<default>" not in prompt and "additionalProperties" not in prompt
+    assert "<parameter=n>\n3\n</parameter>" in prompt and "<parameter=big>\n1e+06\n</parameter>" in prompt
+
+
+def test_lfm2_marshals_without_html_escapes_and_keys_sort_as_go_sorts_them() -> None:
+    call = {"function": {"name": "find", "arguments": {"q": {"b": "<x>", "a": 2.0}, "B": 1}}}
+    messages = [user("Find"), {"role": "assistant", "content": "", "tool_calls": [call]}]
+    assert 'find(B=1,q={"a": 2, "b": "<x>"})' in render_chat(LFM2, messages, tools=[CLIENT_TOOL])
+    assert "find(B=1, q=" in render_chat(OLMO3, messages, tools=[CLIENT_TOOL])  # sort.Strings: upper case first
+
+
+@pytest.mark.parametrize("template", [GEMMA4, FUNCTIONGEMMA])
+def test_gemma_s_calls_write_a_whole_float_as_an_integer(template: str) -> None:
+    # Go's renderers print a float64 that is whole with %d, any other with %v.
+    call = {"function": {"name": "find", "arguments": {"n": 2.0, "x": 0.5}}}
+    prompt = render_chat(template, [user("Find"), {"role": "assistant", "tool_calls": [call]}], tools=[CLIENT_TOOL])
+    assert "n:2," in prompt and "x:0.5" in prompt

@@ -154,6 +154,39 @@ def _properties(properties: dict[str, Any]) -> GoMap:
     return props
 
 
+def api_parameters(params: Any) -> Ordered:
+    """The JSON of an ``api.ToolFunctionParameters`` (what Ollama's renderers marshal): its fields
+    in order, keys it lacks dropped, properties in the request's order, ``null`` when none."""
+    p = params if isinstance(params, dict) else {}
+    raw = p.get("properties")
+    props = Ordered([(k, tool_property(v)) for k, v in raw.items()]) if isinstance(raw, dict) else None
+    return struct_json(
+        ("type", p.get("type") or "", False),
+        ("$defs", p.get("$defs"), True),
+        ("items", p.get("items"), True),
+        ("required", p.get("required"), True),
+        ("properties", props, False),
+    )
+
+
+def api_function(function: Any) -> Ordered:
+    """The JSON of an ``api.ToolFunction``: a name, a description only when there is one."""
+    fn = function if isinstance(function, dict) else {}
+    return struct_json(
+        ("name", fn.get("name") or "", False),
+        ("description", fn.get("description") or "", True),
+        ("parameters", api_parameters(fn.get("parameters")), False),
+    )
+
+
+def api_tool(tool: Any) -> Ordered:
+    """The JSON of an ``api.Tool``, as ``json.Marshal`` writes a request's tool in Ollama's renderers
+    (the request's own JSON is not what they see: ``template_tools`` is the templates' view)."""
+    t = tool if isinstance(tool, dict) else {}
+    return struct_json(("type", t.get("type") or "", False), ("items", t.get("items"), True),
+                       ("function", api_function(t.get("function")), False))  # fmt: skip
+
+
 def template_tools(tools: list[dict[str, Any]] | None) -> GoList | None:
     """Ollama's ``convertToolsForTemplate``: tools as structs with Go field names, printed as JSON."""
     if tools is None:

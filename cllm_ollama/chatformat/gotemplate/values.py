@@ -108,8 +108,9 @@ def go_float(value: float, json: bool = False) -> str:
     return f"{minus}{digits[:point]}.{digits[point:]}"
 
 
-def json_string(text: str) -> str:
-    """A JSON string as Go's encoding/json writes it: HTML characters and U+2028/9 escaped."""
+def json_string(text: str, html: bool = True) -> str:
+    """A JSON string as Go's encoding/json writes it: U+2028/9 escaped, and HTML characters unless
+    ``html`` is off (an Encoder's ``SetEscapeHTML(false)``)."""
     out = ['"']
     for ch in text:
         code = ord(ch)
@@ -127,7 +128,7 @@ def json_string(text: str) -> str:
             out.append("\\b")
         elif ch == "\f":
             out.append("\\f")
-        elif code < 0x20 or ch in "<>&" or code in (0x2028, 0x2029):
+        elif code < 0x20 or (html and ch in "<>&") or code in (0x2028, 0x2029):
             out.append(f"\\u{code:04x}")
         else:
             out.append(ch)
@@ -135,12 +136,13 @@ def json_string(text: str) -> str:
     return "".join(out)
 
 
-def go_json(value: Any) -> str:
-    """``json.Marshal`` as Go writes it: maps in key order, structs in field order, HTML escaped."""
+def go_json(value: Any, html: bool = True) -> str:
+    """``json.Marshal`` as Go writes it: maps in key order, structs in field order, HTML escaped
+    unless ``html`` is off."""
     if isinstance(value, GoStruct):
         if value.json is not None:
-            return go_json(value.json())
-        return "{" + ",".join(f"{json_string(k)}:{go_json(v)}" for k, v in value.fields.items()) + "}"
+            return go_json(value.json(), html)
+        return "{" + ",".join(f"{json_string(k, html)}:{go_json(v, html)}" for k, v in value.fields.items()) + "}"
     if value is None or value is NO_VALUE:
         return "null"
     if isinstance(value, bool):
@@ -150,23 +152,39 @@ def go_json(value: Any) -> str:
     if isinstance(value, float):
         return go_float(value, json=True)
     if isinstance(value, str):
-        return json_string(value)
+        return json_string(value, html)
     if isinstance(value, Ordered):
-        return "{" + ",".join(f"{json_string(str(k))}:{go_json(v)}" for k, v in value.items) + "}"
+        return "{" + ",".join(f"{json_string(str(k), html)}:{go_json(v, html)}" for k, v in value.items) + "}"
     if isinstance(value, dict):  # a Go map: keys in order
-        return "{" + ",".join(f"{json_string(str(k))}:{go_json(value[k])}" for k in sorted(value)) + "}"
+        return "{" + ",".join(f"{json_string(str(k), html)}:{go_json(value[k], html)}" for k in sorted(value)) + "}"
     if isinstance(value, list | tuple):
-        return "[" + ",".join(go_json(v) for v in value) + "]"
+        return "[" + ",".join(go_json(v, html) for v in value) + "]"
     raise TemplateError(f"json: unsupported type: {type_name(value)}")
 
 
-def in_order(value: Any) -> Any:
-    """``value`` with every dict an ``Ordered`` in its own key order (a struct's fields, Ollama's
-    ordered maps), for ``go_json``, which sorts a plain dict's keys as Go sorts a map's."""
+def as_decoded(value: Any) -> Any:
+    """A JSON value as Go holds it once decoded into ``any``: every number a float64 (an integer
+    from 1e21 on prints with an exponent, one past 2**53 rounds)."""
+    if isinstance(value, bool) or not isinstance(value, int | dict | list | tuple):
+        return value
+    if isinstance(value, int):
+        return float(value)
     if isinstance(value, dict):
-        return Ordered([(str(k), in_order(v)) for k, v in value.items()])
+        return {k: as_decoded(v) for k, v in value.items()}
+    return [as_decoded(v) for v in value]
+
+
+def decoded(value: Any) -> Any:
+    """What ``json.Unmarshal`` into ``any`` gives back from ``go_json(value)``: structs as plain
+    dicts in their field order, without the fields their ``omitempty`` left out."""
+    if isinstance(value, GoStruct):
+        return decoded(value.json()) if value.json is not None else {k: decoded(v) for k, v in value.fields.items()}
+    if isinstance(value, Ordered):
+        return {k: decoded(v) for k, v in value.items}
+    if isinstance(value, dict):
+        return {k: decoded(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [in_order(v) for v in value]
+        return [decoded(v) for v in value]
     return value
 
 
