@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -69,7 +70,7 @@ def _gojson(value: object, spaces: bool = False, order: str = "map", html: bool 
     # "arguments": api's ordered arguments (the call's keys in order, its values' objects sorted);
     # "tool", "function", "parameters": api's structs (a list of them too). spaces: Ollama's
     # marshalWithSpaces.
-    value = as_decoded(value)
+    value = None if isinstance(value, jinja2.Undefined) else as_decoded(value)
     if order == "arguments" and isinstance(value, dict):
         value = Ordered([(str(k), v) for k, v in value.items()])
     elif order in _GO_SHAPES:
@@ -85,11 +86,18 @@ def _goview(value: object, shape: str) -> Any:
     return decoded(_GO_SHAPES[shape](value))
 
 
-def _goprint(value: object) -> str:
-    # fmt's %v of a JSON number as Go decodes it (a float64: 3.0 prints 3, 1000000 prints 1e+06).
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return go_float(float(value))
-    return str(value)
+def _goprint(value: object, whole: bool = False) -> str:
+    # fmt's %v of a JSON number as Go decodes it (a float64: 3.0 prints 3, 1000000 prints 1e+06);
+    # whole: Gemma's renderers, which print a whole float64 within int64 with %d.
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return str(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float64 (Ollama refuses it when it reads the request)
+        number = math.copysign(math.inf, value)
+    if whole and number.is_integer() and -(2**63) <= number < 2**63:
+        return str(int(number))
+    return go_float(number)
 
 
 def _strftime_now(fmt: str) -> str:

@@ -128,7 +128,7 @@ _GEMMA4 = r"""
 {{- '}' -}}{%- elif v is sequence -%}{{- '[' -}}{%- for x in v -%}{{- value(x) -}}
 {%- if not loop.last %},{% endif -%}{%- endfor -%}{{- ']' -}}{%- elif v is none -%}{{- 'null' -}}
 {%- elif v is sameas true -%}{{- 'true' -}}{%- elif v is sameas false -%}{{- 'false' -}}
-{%- elif v is number and v == v | int -%}{{- v | int -}}{%- else -%}{{- v | goprint -}}{%- endif -%}{%- endmacro -%}
+{%- else -%}{{- v | goprint(whole=true) -}}{%- endif -%}{%- endmacro -%}
 {%- macro schema(s) -%}{{- '{' -}}{%- set ns = namespace(parts=[]) -%}
 {%- if s['description'] -%}{%- set ns.parts = ns.parts + ['description:' + Q + s['description'] + Q] -%}
 {%- endif -%}
@@ -281,7 +281,7 @@ COHERE = r"""
 {%- if has_system and messages[0]['content'] -%}{{- messages[0]['content'] + '\n\n\n\n' -}}{%- endif -%}
 {{- '# Available Tools\n```json\n[\n' -}}
 {%- for tool in tools or [] -%}
-{%- set entry = '{"name": ' ~ tool['function']['name'] | gojson
+{%- set entry = '{"name": ' ~ (tool['function']['name'] or '') | gojson
     ~ ', "description": ' ~ (tool['function']['description'] or '') | gojson
     ~ ', "parameters": ' ~ tool['function']['parameters'] | gojson(spaces=true, order='parameters')
     ~ ', "responses": null}' -%}
@@ -340,7 +340,7 @@ FUNCTIONGEMMA = r"""
 {{- '}' -}}{%- elif v is sequence -%}{{- '[' -}}{%- for x in v -%}{{- value(x) -}}
 {%- if not loop.last %},{% endif -%}{%- endfor -%}{{- ']' -}}{%- elif v is sameas true -%}{{- 'true' -}}
 {%- elif v is sameas false -%}{{- 'false' -}}{%- elif v is none -%}{{- 'null' -}}
-{%- elif v is number and v == v | int -%}{{- v | int -}}{%- else -%}{{- v | goprint -}}{%- endif -%}{%- endmacro -%}
+{%- else -%}{{- v | goprint(whole=true) -}}{%- endif -%}{%- endmacro -%}
 {%- macro declaration(f) -%}
 {%- set p = f['parameters'] or {} -%}
 {%- set ns = namespace(parts=[]) -%}
@@ -435,9 +435,10 @@ QWEN3_CODER = r"""
 {{- '\n<parameters>' -}}
 {%- for name, prop in (params['properties'] or {}).items() -%}
 {{- '\n<parameter>\n<name>' + name + '</name>' -}}
-{%- if prop['type'] -%}{{- '\n<type>' + scalar(prop['type']) + '</type>' -}}{%- endif -%}
+{%- set view = prop | goview('property') -%}
+{%- if 'type' in view -%}{{- '\n<type>' + scalar(view['type']) + '</type>' -}}{%- endif -%}
 {%- if prop['description'] -%}{{- '\n<description>' + prop['description'] + '</description>' -}}{%- endif -%}
-{{- extra(prop | goview('property'), ['type', 'description']) + '\n</parameter>' -}}
+{{- extra(view, ['type', 'description']) + '\n</parameter>' -}}
 {%- endfor -%}
 {{- extra(params | goview('parameters'), ['type', 'properties']) + '\n</parameters>\n</function>' -}}
 {%- endfor -%}

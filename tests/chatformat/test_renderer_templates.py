@@ -773,3 +773,31 @@ def test_gemma_s_calls_write_a_whole_float_as_an_integer(template: str) -> None:
     call = {"function": {"name": "find", "arguments": {"n": 2.0, "x": 0.5}}}
     prompt = render_chat(template, [user("Find"), {"role": "assistant", "tool_calls": [call]}], tools=[CLIENT_TOOL])
     assert "n:2," in prompt and "x:0.5" in prompt
+
+
+def test_go_s_edges_of_a_tool_as_the_renderers_marshal_it() -> None:
+    odd = {
+        "type": "function",
+        "function": {
+            "name": "",
+            "description": "Lists <all>",
+            "parameters": {
+                "type": "object",
+                "properties": {"tags": {"type": ["array"], "items": {}, "description": "a & b"}},
+            },
+        },
+    }
+    # LFM2's encoder leaves HTML alone, but api's properties map marshals itself with the escapes.
+    lfm2 = render_chat(LFM2, [user("List")], tools=[odd])
+    assert '"description": "Lists <all>"' in lfm2 and '"description": "a \\u0026 b"' in lfm2
+    # An `any` field left out only when nil: an empty object stays; one type prints as itself.
+    assert '"tags": {"type": "array", "items": {}, "description": "a \\u0026 b"}' in lfm2
+    qwen = render_chat(QWEN3_CODER, [user("List")], tools=[odd])
+    assert "\n<type>array</type>" in qwen and "\n<items>{}</items>" in qwen
+    assert '{"name": "", "description": "Lists \\u003call\\u003e"' in render_chat(COHERE, [user("List")], tools=[odd])
+
+
+def test_gemma_prints_a_number_past_int64_as_go_s_float64() -> None:
+    call = {"function": {"name": "find", "arguments": {"id": 12345678901234567890, "n": 2**53 + 1}}}
+    prompt = render_chat(GEMMA4, [user("Find"), {"role": "assistant", "tool_calls": [call]}], tools=[CLIENT_TOOL])
+    assert "id:1.2345678901234567e+19" in prompt and "n:9007199254740992" in prompt

@@ -135,13 +135,15 @@ def tool_property(prop: Any) -> GoStruct:
 
     def as_json() -> Ordered:
         typ: Any = types[0] if len(types) == 1 else list(types)
+        # omitempty leaves out an `any` field only when nil (an empty object stays), and a
+        # PropertyType only when it has no type ([""] stays).
         return struct_json(
             ("anyOf", any_of, True),
-            ("type", typ, True),
-            ("items", fields["Items"], True),
+            ("type", typ, not types),
+            ("items", fields["Items"], fields["Items"] is None),
             ("description", fields["Description"], True),
             ("enum", fields["Enum"], True),
-            ("properties", Ordered(list(props.items())) if props is not None else None, True),
+            ("properties", Ordered(list(props.items()), escapes_html=True) if props is not None else None, True),
             ("required", fields["Required"], True),
         )
 
@@ -159,11 +161,14 @@ def api_parameters(params: Any) -> Ordered:
     in order, keys it lacks dropped, properties in the request's order, ``null`` when none."""
     p = params if isinstance(params, dict) else {}
     raw = p.get("properties")
-    props = Ordered([(k, tool_property(v)) for k, v in raw.items()]) if isinstance(raw, dict) else None
+    props = None
+    if isinstance(raw, dict):
+        props = Ordered([(k, tool_property(v)) for k, v in raw.items()], escapes_html=True)
+    defs, items = p.get("$defs"), p.get("items")
     return struct_json(
         ("type", p.get("type") or "", False),
-        ("$defs", p.get("$defs"), True),
-        ("items", p.get("items"), True),
+        ("$defs", defs, defs is None),  # `any`: left out only when nil
+        ("items", items, items is None),
         ("required", p.get("required"), True),
         ("properties", props, False),
     )
@@ -183,7 +188,8 @@ def api_tool(tool: Any) -> Ordered:
     """The JSON of an ``api.Tool``, as ``json.Marshal`` writes a request's tool in Ollama's renderers
     (the request's own JSON is not what they see: ``template_tools`` is the templates' view)."""
     t = tool if isinstance(tool, dict) else {}
-    return struct_json(("type", t.get("type") or "", False), ("items", t.get("items"), True),
+    items = t.get("items")
+    return struct_json(("type", t.get("type") or "", False), ("items", items, items is None),
                        ("function", api_function(t.get("function")), False))  # fmt: skip
 
 

@@ -154,6 +154,7 @@ def go_json(value: Any, html: bool = True) -> str:
     if isinstance(value, str):
         return json_string(value, html)
     if isinstance(value, Ordered):
+        html = html or value.escapes_html
         return "{" + ",".join(f"{json_string(str(k), html)}:{go_json(v, html)}" for k, v in value.items) + "}"
     if isinstance(value, dict):  # a Go map: keys in order
         return "{" + ",".join(f"{json_string(str(k), html)}:{go_json(value[k], html)}" for k in sorted(value)) + "}"
@@ -215,6 +216,9 @@ class Ordered:
     """A JSON object whose keys keep their order (a struct's json form)."""
 
     items: list[tuple[str, Any]]
+    # Marshalled by a library that escapes HTML whatever the encoder says (api.ToolPropertiesMap,
+    # through wk8/go-ordered-map and easyjson): <, > and & escaped within, even for LFM2's encoder.
+    escapes_html: bool = False
 
 
 def struct_json(*pairs: tuple[str, Any, bool]) -> Ordered:
