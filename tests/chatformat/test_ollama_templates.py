@@ -25,6 +25,7 @@ from cllm_ollama.chatformat.gotemplate import (
     render_ollama,
     template_tools,
 )
+from cllm_ollama.chatformat.gotemplate.values import json_string, with_spaces
 
 DATA = Path(__file__).parent / "data" / "ollama_templates"
 LIBRARY = Path(__file__).parent / "data" / "library_templates"
@@ -387,3 +388,10 @@ def test_errors(template: str, message: str) -> None:
             template, {"L": [1], "A": 1, "B": 2}
         )
     assert err.value.status_code == 500 and err.value.message.startswith("template: ")
+
+
+def test_marshal_with_spaces_spaces_only_outside_strings() -> None:
+    # Ollama's addJSONSpaces: a string's own colons, commas and escaped quotes stay as they are.
+    key = json_string('a:"b,\\')
+    assert with_spaces(f'{{{key}:[1,{{"c":null}}],"d":"\u2028"}}') == f'{{{key}: [1, {{"c": null}}], "d": "\u2028"}}'
+    assert json_string("<\u2028>", html=False) == '"<\\u2028>"'

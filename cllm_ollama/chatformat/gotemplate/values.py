@@ -4,7 +4,9 @@ written as JSON the way Go's ``fmt`` and ``encoding/json`` do, and the truth of 
 from __future__ import annotations
 
 import decimal
+import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -108,32 +110,17 @@ def go_float(value: float, json: bool = False) -> str:
     return f"{minus}{digits[:point]}.{digits[point:]}"
 
 
+_HTML_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+_SEPARATOR_ESCAPES = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def json_string(text: str, html: bool = True) -> str:
     """A JSON string as Go's encoding/json writes it: U+2028/9 escaped, and HTML characters unless
-    ``html`` is off (an Encoder's ``SetEscapeHTML(false)``)."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\b":  # Go 1.22 on (Ollama's): \b and \f as such, not as \u0008 and \u000c
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif code < 0x20 or (html and ch in "<>&") or code in (0x2028, 0x2029):
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    ``html`` is off (an Encoder's ``SetEscapeHTML(false)``). Python's encoder escapes the rest as Go
+    1.22 on does (\\b and \\f short, other control characters as lower-case \\u00XX); the
+    characters left to escape can only stand inside the string, so they are replaced in its text."""
+    out = json.dumps(text, ensure_ascii=False).translate(_SEPARATOR_ESCAPES)
+    return out.translate(_HTML_ESCAPES) if html else out
 
 
 def go_json(value: Any, html: bool = True) -> str:
@@ -189,26 +176,15 @@ def decoded(value: Any) -> Any:
     return value
 
 
+# A JSON string (its escapes included), or a separator outside one.
+_JSON_STRING_OR_SEPARATOR = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[:,]')
+
+
 def with_spaces(text: str) -> str:
     """JSON with a space after every ``:`` and ``,`` outside strings: Ollama's ``marshalWithSpaces``
     (``model/renderers/json.go``), which its renderers use where the model's template has Python's
     ``json.dumps``."""
-    out: list[str] = []
-    in_string = escaped = False
-    for ch in text:
-        out.append(ch)
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in ":,":
-            out.append(" ")
-    return "".join(out)
+    return _JSON_STRING_OR_SEPARATOR.sub(lambda m: m[0] if m[0][0] == '"' else m[0] + " ", text)
 
 
 @dataclass
