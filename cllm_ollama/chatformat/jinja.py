@@ -18,7 +18,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import CllmError, InvalidRequest
 from .gotemplate.ollama import api_function, api_parameters, api_tool, tool_property
-from .gotemplate.values import Ordered, as_decoded, decoded, go_float, go_json, with_spaces
+from .gotemplate.values import Ordered, as_decoded, decoded, go_json, go_print, with_spaces
 from .parsers import OutputParser
 from .render_budget import PromptTooLong
 
@@ -87,17 +87,15 @@ def _goview(value: object, shape: str) -> Any:
 
 
 def _goprint(value: object, whole: bool = False) -> str:
-    # fmt's %v of a JSON number as Go decodes it (a float64: 3.0 prints 3, 1000000 prints 1e+06);
-    # whole: Gemma's renderers, which print a whole float64 within int64 with %d.
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return str(value)
+    # fmt's %v of a JSON value as Go decodes it (a number is a float64: 3.0 prints 3, 1000000
+    # prints 1e+06); whole: Gemma's renderers, which print a whole float64 within int64 with %d.
     try:
-        number = float(value)
+        value = as_decoded(value)
     except OverflowError:  # an integer past a float64 (Ollama refuses it when it reads the request)
-        number = math.copysign(math.inf, value)
-    if whole and number.is_integer() and -(2**63) <= number < 2**63:
-        return str(int(number))
-    return go_float(number)
+        value = math.copysign(math.inf, value)  # type: ignore[arg-type]
+    if whole and isinstance(value, float) and value.is_integer() and -(2**63) <= value < 2**63:
+        return str(int(value))
+    return go_print(value)
 
 
 def _strftime_now(fmt: str) -> str:
