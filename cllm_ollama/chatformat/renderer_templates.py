@@ -188,8 +188,9 @@ GEMMA4_LARGE = _GEMMA4.replace(
     "{# the empty thought channel #}", "{%- if not thinking -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}"
 )
 
-# LFM2 ("lfm2", "lfm2-thinking"): the function list in the system turn, calls as Python before the
-# content, results between their marks, thinking written back while it is on.
+# LFM2 ("lfm2", "lfm2-thinking"): the function list in the system turn (a nameless function's whole
+# tool, as Go's lfm2ToolSchema gives it), calls as Python before the content, results between their
+# marks, thinking written back while it is on.
 LFM2 = r"""
 {{- bos_token -}}
 {%- set thinking = enable_thinking is defined and enable_thinking -%}
@@ -197,9 +198,13 @@ LFM2 = r"""
 {%- set system = messages[0]['content'] if has_system else '' -%}
 {%- set turns = messages[1:] if has_system else messages -%}
 {%- if tools -%}
-{%- set system = (system + '\n' if system else '') + 'List of tools: <|tool_list_start|>'
-    + tools | map(attribute='function') | list | gojson(spaces=true, order='function', html=false)
-    + '<|tool_list_end|>' -%}
+{%- set listed = namespace(text='') -%}
+{%- for tool in tools -%}
+{%- set listed.text = listed.text + (', ' if not loop.first else '') + (tool.function | gojson(spaces=true,
+    order='function', html=false) if tool.function.name else tool | gojson(spaces=true, order='tool', html=false)) -%}
+{%- endfor -%}
+{%- set system = (system + '\n' if system else '') + 'List of tools: <|tool_list_start|>[' + listed.text
+    + ']<|tool_list_end|>' -%}
 {%- endif -%}
 {%- if system -%}{{- '<|im_start|>system\n' + system + '<|im_end|>\n' -}}{%- endif -%}
 {%- set ns = namespace(last=-1) -%}
