@@ -783,15 +783,25 @@ def test_go_s_edges_of_a_tool_as_the_renderers_marshal_it() -> None:
             "description": "Lists <all>",
             "parameters": {
                 "type": "object",
-                "properties": {"tags": {"type": ["array"], "items": {}, "description": "a & b"}},
+                "properties": {
+                    "tags": {"type": ["array"], "items": {}, "description": "a & b"},
+                    "none": {"type": None},
+                    "some": {"type": ["string", None]},
+                },
             },
         },
     }
     # LFM2's encoder leaves HTML alone, but api's properties map marshals itself with the escapes.
     lfm2 = render_chat(LFM2, [user("List")], tools=[odd])
     assert '"description": "Lists <all>"' in lfm2 and '"description": "a \\u0026 b"' in lfm2
+    # A nameless function is listed as its whole tool (Go's lfm2ToolSchema), a named one as itself.
+    assert '<|tool_list_start|>[{"type": "function", "function": {"name": "", "description": "Lists' in lfm2
+    both = render_chat(LFM2, [user("List")], tools=[CLIENT_TOOL, odd])
+    assert '<|tool_list_start|>[{"name": "find", ' in both and '}, {"type": "function", "function": {"name": ""' in both
     # An `any` field left out only when nil: an empty object stays; one type prints as itself.
     assert '"tags": {"type": "array", "items": {}, "description": "a \\u0026 b"}' in lfm2
+    # A null type is Go's "" (PropertyType reads null as an empty string), in a list too.
+    assert '"none": {"type": ""}, "some": {"type": ["string", ""]}' in lfm2
     qwen = render_chat(QWEN3_CODER, [user("List")], tools=[odd])
     assert "\n<type>array</type>" in qwen and "\n<items>{}</items>" in qwen
     assert '{"name": "", "description": "Lists \\u003call\\u003e"' in render_chat(COHERE, [user("List")], tools=[odd])

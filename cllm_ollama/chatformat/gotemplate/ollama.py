@@ -117,8 +117,10 @@ def _json_struct(pairs: Callable[[], Ordered]) -> Callable[[], str]:
 def tool_property(prop: Any) -> GoStruct:
     """An ``api.ToolProperty`` from a JSON schema property."""
     p = prop if isinstance(prop, dict) else {}
-    raw_type = p.get("type")
-    types = GoList([raw_type] if isinstance(raw_type, str) else [t for t in raw_type or [] if isinstance(t, str)])
+    # Go reads a null type, or a null among several, as "" (PropertyType.UnmarshalJSON).
+    raw_type = p.get("type", [])
+    listed = raw_type if isinstance(raw_type, list) else [raw_type]
+    types = GoList(["" if t is None else t for t in listed if t is None or isinstance(t, str)])
     types.string = lambda: types[0] if len(types) == 1 else ("" if not types else "[" + " ".join(types) + "]")
     any_of = [tool_property(x) for x in p.get("anyOf") or []] if isinstance(p.get("anyOf"), list) else []
     properties = p.get("properties")
