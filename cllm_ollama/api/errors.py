@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -95,9 +96,18 @@ def _first_value(body: bytes) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:
-        return json.loads(value.decode("utf-8", "replace"))
+        return json.loads(value.decode("utf-8", "replace"), parse_float=_go_number, parse_int=_go_number)
     except (ValueError, RecursionError) as exc:  # nesting deeper than Python reads, within Go's 10000
         raise InvalidRequest(f"invalid request body: {exc}") from None
+
+
+def _go_number(text: str) -> float | int:
+    """A JSON number as Go's decoder reads one into an ``any`` (options, arguments, schemas): a
+    float64, so one past its range (1e400, a 400-digit integer) refuses the request, not a later
+    step (orjson refuses such a number, and Python's json would read it as inf or an exact int)."""
+    if math.isinf(float(text)):
+        raise InvalidRequest(f"json: cannot unmarshal number {text} into Go value of type float64")
+    return int(text) if text.lstrip("-").isdigit() else float(text)
 
 
 def public_message(request: Request, message: str) -> str:

@@ -73,6 +73,14 @@ def test_over_http_ollamas_answers(store_settings: Settings) -> None:
         bad = client.post("/v1/chat/completions", content=b"{oops")
         assert bad.status_code == 400
         assert bad.json()["error"]["message"] == "invalid character 'o' looking for beginning of object key string"
+        # A number past float64's range is refused, as Go's decoder refuses it, where Python would
+        # read inf (or an exact integer) and fail later with a 500.
+        for number in (b"1e400", b"-1e400", b"1" + b"0" * 400):
+            huge = client.post("/api/chat", content=b'{"model": "nope", "options": {"temperature": %s}}' % number)
+            error = f"json: cannot unmarshal number {number.decode()} into Go value of type float64"
+            assert (huge.status_code, huge.json()) == (400, {"error": error})
+        tiny = client.post("/api/show", content=b'{"model": "nope", "options": {"temperature": 1e-400}}')
+        assert tiny.status_code == 404  # underflows to 0, as Go reads it
 
 
 def test_a_zstd_body_is_read_as_ollama_reads_codexs(store_settings: Settings) -> None:
