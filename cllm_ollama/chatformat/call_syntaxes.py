@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -23,10 +24,30 @@ BlockParser = Callable[[str, Tools], list[Call] | None]
 
 def call(name: str, arguments: dict[str, Any], call_id: str = "") -> Call:
     """One call in the parsers' shape; ``call_id`` where the model wrote its own."""
-    made: Call = {"function": {"name": name, "arguments": arguments}}
+    made: Call = {"function": {"name": name, "arguments": go_numbers(arguments)}}
     if call_id:
         made["id"] = call_id
     return made
+
+
+# The integers JSON encoders here write (orjson: 64 bits, signed or not).
+_INT_RANGE = range(-(1 << 63), 1 << 64)
+
+
+def go_numbers(value: Any) -> Any:
+    """``value`` with each integer past 64 bits as the float64 Go reads it into (inf past its
+    range), at any depth: a model may write one in its call's arguments, which orjson refuses to
+    encode (a 500 in every dialect), where Ollama's calls hold float64s."""
+    if isinstance(value, dict):
+        return {key: go_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [go_numbers(item) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT_RANGE:
+        try:
+            return float(value)
+        except OverflowError:
+            return -math.inf if value < 0 else math.inf
+    return value
 
 
 class _Keyed:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..model_families import LEADING_THINK_PARSERS, parser_family
-from .call_syntaxes import MARKED_PARSERS
+from .call_syntaxes import MARKED_PARSERS, call
 from .glimmer import Glimmer
 from .marked import Marked
 from .parsers import BufferedParser, Delta, OutputParser, hold_back, prompt_opens_thinking, tool_format_for_template
@@ -29,10 +29,6 @@ class StreamParser(Protocol):
 Call = dict[str, Any]
 # Parses the text between a family's opening and closing marks into calls; None when it is not one.
 BlockParser = Callable[[str, dict[str, dict[str, Any]]], list[Call] | None]
-
-
-def _call(name: str, arguments: dict[str, Any]) -> Call:
-    return {"function": {"name": name, "arguments": arguments}}
 
 
 def _typed(value: str, schema: dict[str, Any] | None) -> Any:
@@ -70,7 +66,7 @@ def parse_qwen3_coder(block: str, tools: dict[str, dict[str, Any]]) -> list[Call
             key.strip(): _typed(value, properties.get(key.strip()))
             for key, value in _QWEN_PARAMETER.findall(function.group(2))
         }
-        calls.append(_call(name, arguments))
+        calls.append(call(name, arguments))
     return calls or None
 
 
@@ -88,7 +84,7 @@ def parse_glm(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None
         return None
     properties = _properties(tools, name)
     arguments = {k.strip(): _typed(v, properties.get(k.strip())) for k, v in _GLM_ARG.findall("<arg_key>" + rest)}
-    return [_call(name, arguments)]
+    return [call(name, arguments)]
 
 
 def _json_call(block: str) -> list[Call] | None:
@@ -100,7 +96,7 @@ def _json_call(block: str) -> list[Call] | None:
     if not isinstance(decoded, dict) or not isinstance(decoded.get("name"), str):
         return None
     arguments = decoded.get("arguments") or {}
-    return [_call(decoded["name"], arguments)] if isinstance(arguments, dict) else None
+    return [call(decoded["name"], arguments)] if isinstance(arguments, dict) else None
 
 
 _DS_CALL_BEGIN = "<｜tool▁call▁begin｜>"
@@ -128,7 +124,7 @@ def parse_deepseek(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] |
             return None
         if not isinstance(arguments, dict):
             return None
-        calls.append(_call(name.strip(), arguments))
+        calls.append(call(name.strip(), arguments))
     return calls or None
 
 
@@ -244,7 +240,7 @@ class Harmony(BufferedParser):
             except ValueError:
                 arguments = None
             if isinstance(arguments, dict) and self._tools:
-                out.tool_calls.append(_call(name, arguments))
+                out.tool_calls.append(call(name, arguments))
             else:
                 out.content += self._body
         self._header, self._channel, self._recipient, self._body = "", "", None, ""

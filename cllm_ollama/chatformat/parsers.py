@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model_families import tool_syntax
+from .call_syntaxes import call
 
 
 class ToolFormat(enum.Enum):
@@ -196,11 +197,11 @@ class _JsonScan:
         return None
 
 
-def _tool_call(call: Any) -> dict[str, Any] | None:
+def _tool_call(item: Any) -> dict[str, Any] | None:
     """``{"name": ..., "arguments"|"parameters": {...}}`` as Ollama's call; None when it is not one."""
-    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         return None
-    arguments = call.get("arguments", call.get("parameters", {}))
+    arguments = item.get("arguments", item.get("parameters", {}))
     if isinstance(arguments, str):
         # Some models double-encode the arguments as a JSON string.
         try:
@@ -209,7 +210,7 @@ def _tool_call(call: Any) -> dict[str, Any] | None:
             return None
     if not isinstance(arguments, dict):
         return None
-    return {"function": {"name": call["name"], "arguments": arguments}}
+    return call(item["name"], arguments)
 
 
 def _parse_calls(body: str) -> list[dict[str, Any]] | None:
@@ -220,10 +221,10 @@ def _parse_calls(body: str) -> list[dict[str, Any]] | None:
         return None
     calls = []
     for item in value if isinstance(value, list) else [value]:
-        call = _tool_call(item)
-        if call is None:
+        parsed = _tool_call(item)
+        if parsed is None:
             return None
-        calls.append(call)
+        calls.append(parsed)
     return calls or None
 
 

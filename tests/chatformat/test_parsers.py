@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 import pytest
 
 from cllm_ollama.chatformat.parsers import (
@@ -90,6 +91,16 @@ def test_tool_calls() -> None:
         thinking="Need weather.\n",
         tool_calls=[call("get_weather", city="Paris"), call("get_weather", city="Rome")],
     )
+
+
+def test_an_integer_past_64_bits_in_a_call_is_go_s_float64() -> None:
+    # orjson refuses to encode such an int (a 500 in every dialect); Ollama's calls hold float64s.
+    body = '{"name": "lookup", "arguments": {"id": 123456789012345678901, "ok": 18446744073709551615, "x": [-%s]}}'
+    huge = "9" * 400
+    calls = whole(f"<tool_call>\n{body % huge}\n</tool_call>", thinking=False, tools=True).tool_calls
+    arguments = calls[0]["function"]["arguments"]
+    assert arguments == {"id": 1.2345678901234568e20, "ok": 18446744073709551615, "x": [float("-inf")]}
+    assert orjson.dumps(arguments) == b'{"id":1.2345678901234568e+20,"ok":18446744073709551615,"x":[null]}'
 
 
 def test_text_around_tool_calls() -> None:
