@@ -26,3 +26,17 @@ def tool_calls_json(calls: list[dict[str, Any]], start_index: int = 0) -> list[d
         {"id": call.get("id") or tool_call_id(), "function": {"index": start_index + i, **call["function"]}}
         for i, call in enumerate(calls)
     ]
+
+
+def name_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` (Ollama's shape), each tool result that has a call id but no ``tool_name``
+    named for the function whose call had that id, the last such call winning (Ollama's
+    ``nameFromToolCallID``). OpenAI's, Anthropic's and Codex's clients pair a result with its call
+    by id alone, and templates write the name (gpt-oss's ``functions.NAME to=assistant``)."""
+    calls = [call for message in messages for call in message.get("tool_calls") or ()]
+    names = {call["id"]: call["function"]["name"] for call in calls if call.get("id")}
+    for message in messages:
+        name = names.get(message.get("tool_call_id") or "")
+        if message["role"] == "tool" and name and not message.get("tool_name"):
+            message["tool_name"] = name
+    return messages

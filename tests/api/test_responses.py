@@ -153,7 +153,7 @@ def test_a_turn_replayed_by_codex_becomes_the_chat_history() -> None:
                 {"id": "call_7", "function": {"name": "multi_agent_v1.close_agent", "arguments": {"target": "a1"}}}
             ],
         },
-        {"role": "tool", "content": "closed", "tool_call_id": "call_7"},
+        {"role": "tool", "content": "closed", "tool_call_id": "call_7", "tool_name": "multi_agent_v1.close_agent"},
     ]
 
 

@@ -199,8 +199,41 @@ def test_input_items_and_parts_read_as_before() -> None:
             "tool_calls": [{"id": "c1", "function": {"name": "ns.f", "arguments": {"a": 1}}}],
             "thinking": "plan",
         },
-        {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+        {"role": "tool", "content": "ok", "tool_call_id": "c1", "tool_name": "ns.f"},
         {"role": "tool", "content": '{"rows":1}', "tool_call_id": "c2"},
+    ]
+
+
+def test_responses_and_messages_name_a_tool_result_by_its_call_id() -> None:
+    """Codex and Claude Code send a result with only its call's id: it takes the called function's
+    name (what gpt-oss's template writes as ``functions.NAME``), as chat completions' results do."""
+    items = [
+        {"type": "message", "role": "user", "content": "List."},
+        {"type": "function_call", "name": "shell", "arguments": '{"cmd": "ls"}', "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
+    ]
+    tool = responses_decode(RESPONSES | {"input": items}).native.messages[-1]
+    assert tool == {"role": "tool", "content": "a.txt", "tool_call_id": "c1", "tool_name": "shell"}
+    use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"}
+    body = MESSAGES | {
+        "messages": [
+            {"role": "user", "content": "List."},
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result]},
+        ]
+    }
+    tool = anthropic_decode(body).native.messages[-1]
+    assert tool == {"role": "tool", "content": "a.txt", "tool_call_id": "t1", "tool_name": "Bash"}
+
+
+def test_a_trailing_reasoning_item_is_an_assistant_turn_of_its_own() -> None:
+    """A reasoning item no message follows (the last reply was only reasoning) is kept, as Ollama
+    keeps it, not dropped."""
+    items = [{"role": "user", "content": "Hi"}, {"type": "reasoning", "encrypted_content": "mulling", "summary": []}]
+    assert responses_decode(RESPONSES | {"input": items}).native.messages == [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "", "thinking": "mulling"},
     ]
 
 

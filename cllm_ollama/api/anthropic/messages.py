@@ -32,7 +32,7 @@ from ..schemas.anthropic import ContentBlock, ImageSource, MessageParam, Message
 from ..schemas.go import decode_error
 from ..schemas.ollama import ChatRequest
 from ..services import services
-from ..tool_calls import random_id
+from ..tool_calls import name_tool_results, random_id
 from ..tool_choice import AUTO, ToolChoice, anthropic_tool_choice
 from .errors import decode
 
@@ -259,7 +259,7 @@ def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
     hinted = _cache_hinted(body)
     cache_ends = _cache_ends(body, ends, bool(system)) if hinted else ()
     native = ChatRequest(model=model, options=options, think=think)
-    call = ChatCall.of(native, messages, tools, cache_ends, tool_choice=choice)
+    call = ChatCall.of(native, name_tool_results(messages), tools, cache_ends, tool_choice=choice)
     return Decoded(call, stream, lambda gen: MessagesEncoder(model, gen, hinted))
 
 

@@ -42,13 +42,12 @@ from ..schemas.openai import (
     ContentPart,
     EmbedRequest,
     ImageURL,
-    Message,
     ResponsesRequest,
     ToolCall,
     ToolCallFunction,
 )
 from ..services import services
-from ..tool_calls import tool_call_id
+from ..tool_calls import name_tool_results, tool_call_id
 from ..tool_choice import openai_tool_choice
 from .errors import decode
 
@@ -200,12 +199,12 @@ def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
         if m.tool_calls:
             message["tool_calls"] = [_tool_call(call) for call in m.tool_calls]
         if m.role == "tool":
-            if name := m.name or _called_name(req.messages, m.tool_call_id):
-                message["tool_name"] = name
+            if m.name:
+                message["tool_name"] = m.name
             if m.tool_call_id:
                 message["tool_call_id"] = m.tool_call_id
         out.append(message)
-    return out
+    return name_tool_results(out)
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
@@ -215,16 +214,6 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     arguments = tool_arguments(function.arguments, empty_ok=False)
     made: dict[str, Any] = {"function": {"name": function.name or "", "arguments": arguments}}
     return {"id": call.id, **made} if call.id else made
-
-
-def _called_name(messages: list[Message], call_id: str | None) -> str | None:
-    """The name of the function whose call had ``call_id``: what a tool result without a ``name``
-    answers (OpenAI's clients send only the id). The last such call wins, as in Ollama."""
-    for message in reversed(messages) if call_id else ():
-        for call in message.tool_calls or ():
-            if call.id == call_id and call.function is not None:
-                return call.function.name
-    return None
 
 
 def tool_arguments(value: str | dict[str, Any] | None, *, empty_ok: bool = True) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from ..ollama.chat import ChatCall, start_chat
 from ..output_shapes import Usage, truncation
 from ..schemas.ollama import ChatRequest
 from ..schemas.openai import CONTENT_TYPE, ContentPart, ResponsesInputItem, ResponsesRequest, ResponsesTool
-from ..tool_calls import tool_call_id
+from ..tool_calls import name_tool_results, tool_call_id
 from ..tool_choice import openai_tool_choice
 from .endpoints import content_and_media, format_value, sampling_options, think_value, tool_arguments
 from .errors import decode
@@ -159,7 +159,9 @@ def _messages(req: ResponsesRequest) -> list[dict[str, Any]]:
             raise InvalidRequest(f"unsupported input item type: {kind}")
     if not conversation.messages:
         raise InvalidRequest("input is required")
-    return system + conversation.messages
+    if conversation.thinking:  # reasoning no message followed: its own assistant turn, as in Ollama
+        conversation.messages.append({"role": "assistant", "content": "", "thinking": conversation.thinking})
+    return name_tool_results(system + conversation.messages)
 
 
 def _qualified(namespace: str, name: str) -> str:
