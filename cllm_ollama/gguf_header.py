@@ -37,6 +37,9 @@ _SCALARS: dict[GGUFValueType, str] = {
     GGUFValueType.INT64: "<q",
     GGUFValueType.FLOAT64: "<d",
 }
+# GGUF writers nest no arrays in practice (llama.cpp reads none): a deeper header is crafted, and
+# would exhaust the stack.
+MAX_ARRAY_DEPTH = 8
 
 
 class GGUFError(ValueError):
@@ -93,13 +96,17 @@ class _Cursor:
         self.pos += struct.calcsize(fmt)
         return value
 
-    def string(self) -> str:
-        n = self.unpack("<Q")
+    def skip(self, n: int) -> None:
+        """Move past ``n`` bytes, which must lie in the buffer (a crafted length may be 2**63)."""
         if self.pos + n > len(self.buf):
             raise GGUFError("truncated GGUF header")
-        text = self.buf[self.pos : self.pos + n].decode("utf-8", errors="replace")
         self.pos += n
-        return text
+
+    def string(self) -> str:
+        n = self.unpack("<Q")
+        start = self.pos
+        self.skip(n)
+        return self.buf[start : self.pos].decode("utf-8", errors="replace")
 
     def value_type(self) -> GGUFValueType:
         raw = self.unpack("<I")
@@ -108,33 +115,31 @@ class _Cursor:
         except ValueError as exc:
             raise GGUFError(f"unknown GGUF value type {raw}") from exc
 
-    def value(self, vtype: GGUFValueType, keep: bool = False) -> Any:
+    def value(self, vtype: GGUFValueType, keep: bool = False, depth: int = 0) -> Any:
         if vtype == GGUFValueType.STRING:
             return self.string()
         if vtype == GGUFValueType.ARRAY:
-            return self.array(keep)
+            return self.array(keep, depth + 1)
         value = self.unpack(_SCALARS[vtype])
         # Shortest float32 text (1e-06, not 9.99999997e-07), as Go marshals a float32.
         return float(str(np.float32(value))) if vtype == GGUFValueType.FLOAT32 else value
 
-    def array(self, keep: bool) -> list[Any]:
+    def array(self, keep: bool, depth: int) -> list[Any]:
+        if depth > MAX_ARRAY_DEPTH:
+            raise GGUFError(f"GGUF arrays nested more than {MAX_ARRAY_DEPTH} deep")
         etype = self.value_type()
         count = self.unpack("<Q")
         keep = keep or count <= self.keep
         if etype in _SCALARS:
             dtype = np.dtype(_SCALARS[etype])
-            nbytes = dtype.itemsize * count
-            if self.pos + nbytes > len(self.buf):
-                raise GGUFError("truncated GGUF header")
-            data = np.frombuffer(self.buf, dtype, count, self.pos).tolist() if keep else []
-            self.pos += nbytes
-            return data
+            start = self.pos
+            self.skip(dtype.itemsize * count)
+            return np.frombuffer(self.buf, dtype, count, start).tolist() if keep else []
         if etype == GGUFValueType.STRING and not keep:
             for _ in range(count):
-                n = self.unpack("<Q")
-                self.pos += n
+                self.skip(self.unpack("<Q"))
             return []
-        items = [self.value(etype, keep) for _ in range(count)]
+        items = [self.value(etype, keep, depth) for _ in range(count)]
         return items if keep else []
 
 
@@ -167,14 +172,20 @@ def read_header(buf: mmap.mmap | bytes, keep: int) -> Header:
     return Header(kv, spans, tuple(tensors))
 
 
+def over_file(path: str | Path, read: Callable[[mmap.mmap, A], T], arg: A) -> T:
+    """``read`` over the file's bytes (mapped, not read into memory), not cached: for a result
+    too big to keep (a whole vocabulary) that is wanted once."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        return read(buf, arg)
+
+
 def per_file(read: Callable[[mmap.mmap, A], T]) -> Callable[[Path, A], T]:
     """``read`` over a file's bytes, its result reused while the file's mtime and size stay the
     same (the last 32 files and arguments)."""
 
     @lru_cache(maxsize=32)
     def cached(path: str, mtime_ns: int, size: int, arg: A) -> T:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return read(buf, arg)
+        return over_file(path, read, arg)
 
     def reused(path: Path, arg: A) -> T:
         st = Path(path).stat()

@@ -14,7 +14,7 @@ from typing import Any
 
 from gguf import GGMLQuantizationType, LlamaFileType
 
-from ..gguf_header import GGUF_MAGIC, GGUFError, per_file, read_header
+from ..gguf_header import GGUF_MAGIC, GGUFError, over_file, per_file, read_header
 from ..model_families import CHAT_MARKERS, template_thinks
 from .gguf_check import hyperparameter_problems
 
@@ -70,8 +70,12 @@ def is_gguf(path: Path) -> bool:
 
 
 def gguf_info(path: Path, *, verbose: bool = False) -> GGUFInfo:
-    """Read (or reuse) the metadata of ``path``; the cache key includes mtime and size."""
-    return _info(path, verbose)
+    """Read (or reuse) the metadata of ``path``; the cache key includes mtime and size.
+
+    A verbose read is never kept: it holds every array (~40 MB of vocabulary and merges for a
+    128k-token model), and it is wanted once (a layout check at pull or create, a verbose
+    ``/api/show``), where 32 cached ones would hold a gigabyte, of deleted models too."""
+    return over_file(path, _read, True) if verbose else _info(path, False)
 
 
 def projector_hears(path: Path) -> bool:
@@ -147,7 +151,7 @@ def _read(buf: mmap.mmap | bytes, verbose: bool) -> GGUFInfo:
     )
 
 
-_info = per_file(_read)
+_info = per_file(_read)  # brief reads only: see gguf_info
 
 
 def _int_or_none(value: Any) -> int | None:
