@@ -135,7 +135,8 @@ def create_model(
     A ``from`` model the store lacks is pulled first with ``pull`` where there is one (its progress
     in the same stream), as Ollama's create does. Every blob used is pinned until the manifest
     names it: a delete meanwhile cannot take it. A model the new one replaces leaves the blobs
-    nothing else uses, which go (as in Ollama's create), unless ``noprune`` (OLLAMA_NOPRUNE).
+    nothing else uses, which go (as in Ollama's create), as does an upload rewritten from Ollama's
+    converter's layout (as a pull's download is), unless ``noprune`` (OLLAMA_NOPRUNE).
     ``check_template`` raises on a ``template`` that cannot be used (the store knows no template
     language), before any layer of it is written. ``quantize`` writes the model layer quantized to
     the request's ``quantize`` type (none: such a request fails).
@@ -144,10 +145,8 @@ def create_model(
         pull(req.from_, report)
     with store.claim() as claim:
         old = store.digests_of(req.model)
-        record = _create(store, claim, req, report, check_template, quantize)
-    unused = old - {layer.digest for layer in record.manifest.all_layers}
-    if unused and not noprune:
-        store.discard_unused(unused)
+        record, replaced = _create(store, claim, req, report, check_template, quantize)
+    store.remove_unused_layers(old, record, noprune=noprune, replaced=replaced)
     for uploads in (req.files, req.adapters):
         if hf.is_checkpoint(list(uploads)):
             store.discard_unused(uploads.values())  # converted: the uploads are no model's layers
@@ -161,14 +160,16 @@ def _create(
     report: Report,
     check_template: Callable[[str], None] | None,
     quantize: Quantize | None,
-) -> ModelRecord:
+) -> tuple[ModelRecord, list[str]]:
+    """The model written, and the uploads it rewrote into other blobs (to go once it is written)."""
     converted = hf.is_checkpoint(list(req.files))
+    replaced: list[str] = []
     base_params: dict[str, Any] = {}
     named = (req.renderer, req.parser)  # the renderer and parser the create names, or its base model has
     if converted:
         layers, config = _from_checkpoint(store, claim, req.model, req.files, report)
     elif req.files:
-        layers, config = _from_files(store, claim, req.files, report)
+        layers, config, replaced = _from_files(store, claim, req.files, report)
     elif req.from_:
         base = claim.record(req.from_)
         layers, config, base_params = list(base.manifest.layers), dict(base.config), base.params
@@ -222,7 +223,7 @@ def _create(
     report({"status": "writing manifest"})
     record = store.write_manifest(req.model, config, layers)
     report({"status": "success"})
-    return record
+    return record, replaced
 
 
 def _with_arch_stops(
@@ -344,8 +345,9 @@ def _is_projector(info: GGUFInfo) -> bool:
 
 def _from_files(
     store: ModelStore, claim: Claim, files: dict[str, str], report: Report
-) -> tuple[list[Layer], dict[str, Any]]:
-    """One model GGUF (and optional projector GGUFs) from uploaded blobs; config from the model's header."""
+) -> tuple[list[Layer], dict[str, Any], list[str]]:
+    """One model GGUF (and optional projector GGUFs) from uploaded blobs; config from the model's
+    header; the uploads rewritten from Ollama's layout, which the model no longer needs."""
     report({"status": "parsing GGUF"})
     models: list[tuple[Layer, GGUFInfo]] = []
     projectors: list[Layer] = []
@@ -367,8 +369,8 @@ def _from_files(
     except LayoutRefused as exc:
         raise InvalidRequest(str(exc)) from exc
     if adapted is None:
-        return layers, mt.model_config(info)
-    return adapted.layers, mt.model_config(adapted.model)
+        return layers, mt.model_config(info), []
+    return adapted.layers, mt.model_config(adapted.model), adapted.replaced
 
 
 def _from_checkpoint(

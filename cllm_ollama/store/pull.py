@@ -106,7 +106,7 @@ def pull_model(
     source = pull_source(wanted, catalog, prefer_registry=options.prefer_registry)
     if source == HUB:
         report({"status": "pulling manifest"})
-        return _pull_hub(store, wanted, report, catalog)
+        return _pull_hub(store, wanted, report, catalog, options)
     scheme = scheme_of(name)
     if scheme == "http" and not options.insecure:
         raise PullError("insecure protocol http")
@@ -117,17 +117,20 @@ def pull_model(
         return pull_from_registry(store, wanted, report, options, scheme)
     except ManifestUnavailable as exc:
         log.warning("%s: %s; pulling it from the Hugging Face Hub instead", wanted.display_shortest(), exc.message)
-    return _pull_hub(store, wanted, report, catalog)
+    return _pull_hub(store, wanted, report, catalog, options)
 
 
-def _pull_hub(store: ModelStore, wanted: ModelName, report: Report, catalog: Catalog) -> ModelRecord:
+def _pull_hub(
+    store: ModelStore, wanted: ModelName, report: Report, catalog: Catalog, options: RegistryOptions
+) -> ModelRecord:
     with store.claim() as claim:  # no delete takes a blob between its download and the manifest
-        return _pull_hub_claimed(store, claim, wanted, report, catalog)
+        return _pull_hub_claimed(store, claim, wanted, report, catalog, options)
 
 
 def _pull_hub_claimed(
-    store: ModelStore, claim: Claim, wanted: ModelName, report: Report, catalog: Catalog
+    store: ModelStore, claim: Claim, wanted: ModelName, report: Report, catalog: Catalog, options: RegistryOptions
 ) -> ModelRecord:
+    old = store.digests_of(wanted)
     source = _resolve(store, wanted, catalog)
     layers = [_fetch_model(store, claim, source, report)]
     projector = _fetch_projector(store, claim, source, report, required=not wanted.is_huggingface)
@@ -148,6 +151,7 @@ def _pull_hub_claimed(
         raise PullError(f"{source.repo}/{source.file} is not a usable GGUF file: {exc}") from exc
     report({"status": "writing manifest"})
     record = store.write_manifest(wanted, mt.model_config(info), layers)
+    store.remove_unused_layers(old, record, noprune=options.noprune, report=report)
     report({"status": "success"})
     return record
 

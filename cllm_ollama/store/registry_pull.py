@@ -21,7 +21,6 @@ from ..config import DEFAULT_REGISTRY_URL, Settings
 from ..convert.framework import LayoutRefused
 from ..errors import PullError
 from . import manifests as mt
-from .blobs import DIGEST_RE
 from .conversion import HEADER_PROBE_BYTES, HEADER_PROBE_MIN_BLOB, adapt_layers, check_prefix
 from .download import DigestMismatch, download_blob
 from .keys import ollama_signer
@@ -132,12 +131,8 @@ def _pull_claimed(
             record = store.write_manifest(name, mt.model_config(adapted.model, kept), adapted.layers)
     except OSError as exc:
         raise PullError(f"writing manifest: {exc.strerror or exc}") from exc
-    unused = old - {layer.digest for layer in manifest.all_layers}
-    if adapted is not None:
-        unused |= set(adapted.replaced)
-    if unused and not options.noprune:
-        report({"status": "removing unused layers"})
-        store.discard_unused(unused)
+    replaced = adapted.replaced if adapted is not None else ()
+    store.remove_unused_layers(old, record, noprune=options.noprune, replaced=replaced, report=report)
     report({"status": "success"})
     return record
 
@@ -186,9 +181,9 @@ def _parse(raw: bytes) -> Manifest:
         manifest = Manifest.from_bytes(raw)
     except ManifestError as exc:
         raise PullError(MANIFEST_PREFIX + str(exc)) from exc
-    for layer in manifest.all_layers:
-        if not DIGEST_RE.match(layer.digest) or ":" not in layer.digest or layer.size < 0:
-            raise PullError(f"{MANIFEST_PREFIX}invalid layer digest {layer.digest!r}")
+    for layer in manifest.all_layers:  # its digests were checked as it was read
+        if layer.size < 0:
+            raise PullError(f"{MANIFEST_PREFIX}invalid layer size {layer.size} of {layer.digest}")
     media_types = {layer.media_type for layer in manifest.layers}
     if mt.TENSOR in media_types:
         raise PullError(

@@ -251,6 +251,26 @@ class ModelStore:
                 if f"sha256:{parse_digest(digest)}" not in used and not self._pins.spare(digest):
                     self._writable(self.blob_path(digest)).unlink(missing_ok=True)
 
+    def remove_unused_layers(
+        self,
+        old: set[str],
+        record: ModelRecord,
+        *,
+        noprune: bool,
+        replaced: Iterable[str] = (),
+        report: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        """Once a pull or create has written ``record``, remove what it left unused, as Ollama does:
+        the blobs of the model it replaced (``old``: its ``digests_of`` taken before) and those it
+        rewrote into others (``replaced``: a GGUF in Ollama's converter's layout), unless
+        ``noprune`` (OLLAMA_NOPRUNE). ``report`` gets Ollama's pull status first, where one is sent."""
+        unused = (old | set(replaced)) - {layer.digest for layer in record.manifest.all_layers}
+        if not unused or noprune:
+            return
+        if report is not None:
+            report({"status": "removing unused layers"})
+        self.discard_unused(unused)
+
     def prune(self, grace_s: float = PRUNE_GRACE_S) -> list[str]:
         """Remove blobs no manifest references and leftover temp and partial files, as Ollama does at start.
 
@@ -344,7 +364,7 @@ class ModelStore:
     def write_manifest(self, name: str | ModelName, config: dict[str, Any], layers: list[Layer]) -> ModelRecord:
         """Store ``config`` as a blob and atomically (re)write the manifest of ``name``.
 
-        An existing model with the same name in another case is replaced, not duplicated.
+        An existing model whose name differs only in case is replaced under its own spelling.
         """
         wanted = parse_name(name) if isinstance(name, str) else name
         with self._lock:  # the config blob, too, stays until the manifest names it
@@ -355,38 +375,39 @@ class ModelStore:
     def write_manifest_bytes(self, name: str | ModelName, data: bytes) -> ModelRecord:
         """Atomically (re)write the manifest of ``name`` as ``data``, byte for byte (as pulled).
 
-        Every blob it names must be here; an existing model with the name in another case is replaced.
+        Every blob it names must be here; an existing model whose name differs only in case is
+        replaced under its own spelling.
         """
         wanted = parse_name(name) if isinstance(name, str) else name
         manifest = Manifest.from_bytes(data)
         with self._lock:
-            self._write_manifest_locked(wanted, manifest, data)
-            return self._record(wanted)
+            return self._record(self._write_manifest_locked(wanted, manifest, data))
 
-    def _write_manifest_locked(self, name: ModelName, manifest: Manifest, data: bytes) -> None:
-        """Write ``data`` as the manifest of ``name`` once every blob it names is confirmed here."""
+    def _write_manifest_locked(self, name: ModelName, manifest: Manifest, data: bytes) -> ModelName:
+        """Write ``data`` as the manifest of ``name`` once every blob it names is confirmed here;
+        returns the name written: an existing model's spelling where ``name`` differs from it only in
+        case (Ollama's ``getExistingName``), so that a copy or pull to ``LLAMA3`` renames no ``llama3``."""
         missing = [layer.digest for layer in manifest.all_layers if not self.has_blob(layer.digest)]
         if missing:
             raise NotFound(f"blob {missing[0]} not found")
-        path = self._writable(manifest_path(self.manifests_dir, name))
-        existing = self.resolve(name)
-        if existing is not None and existing.parts != name.parts:
-            self._remove_manifest(existing)
-        atomic_write_bytes(path, data)
+        target = self.resolve(name) or name
+        atomic_write_bytes(self._writable(manifest_path(self.manifests_dir, target)), data)
+        return target
 
     def manifest_bytes(self, name: ModelName) -> bytes:
         """The stored manifest of ``name`` (as resolved), byte for byte."""
         return self._readable(manifest_path(self.manifests_dir, name)).read_bytes()
 
     def copy(self, src: str | ModelName, dst: str | ModelName) -> ModelRecord:
-        """Read the source and write the copy in one step: no delete of the source comes between."""
+        """Read the source and write the copy in one step: no delete of the source comes between. A
+        destination that names a model in another case is written under that model's spelling (a
+        copy onto the source's own name in another case changes nothing), as Ollama's copy."""
         target = parse_name(dst) if isinstance(dst, str) else dst
         with self._lock:
             record = self.get(src)
             # Byte for byte, as Ollama's CopyModel: the copy keeps the source's digest (its ID).
             data = self.manifest_bytes(record.name)
-            self._write_manifest_locked(target, record.manifest, data)
-            return self._record(target)
+            return self._record(self._write_manifest_locked(target, record.manifest, data))
 
     def delete(self, name: str | ModelName) -> Path | None:
         """Remove the manifest, then every blob it used that no other manifest uses.

@@ -121,14 +121,17 @@ def test_a_pulled_gemma3_with_its_vision_tower_inside_is_stored_split(
     assert not (model_store.blobs_dir / original).exists()
 
 
+@pytest.mark.parametrize("noprune", [False, True])
 def test_a_created_gemma3_with_its_vision_tower_inside_is_stored_split(
-    model_store: ModelStore, ollama_gemma3: bytes, tmp_path: Path
+    model_store: ModelStore, ollama_gemma3: bytes, tmp_path: Path, noprune: bool
 ) -> None:
     digest = model_store.write_blob_from([ollama_gemma3])
     req = CreateRequest(model=parse_name("eyes"), files={"model.gguf": digest})
     events: list[dict[str, Any]] = []
-    record = create_model(model_store, req, events.append)
+    record = create_model(model_store, req, events.append, noprune=noprune)
     assert_split_like_llama_cpp_files(model_store, list(record.manifest.layers), tmp_path)
+    # As at pull, the upload goes once the split files are the model's (OLLAMA_NOPRUNE keeps it).
+    assert model_store.has_blob(digest) is noprune
 
 
 def test_a_pulled_qwen25vl_with_its_vision_tower_inside_is_stored_as_qwen2vl_and_a_projector(

@@ -18,6 +18,7 @@ from cllm_ollama.store import manifests as mt
 from cllm_ollama.store import pull as pull_module
 from cllm_ollama.store.catalog import Catalog
 from cllm_ollama.store.pull import NOT_FOUND, pick_gguf, pull_model
+from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
 
 REPO = "test/Tiny-GGUF"
@@ -102,6 +103,26 @@ def test_pull_hf_name_picks_the_quant(model_store: ModelStore, fake_hub: FakeHub
     assert model_store.get(f"hf.co/{REPO}:Q8_0").model_path.read_bytes() == gguf_bytes  # type: ignore[union-attr]
     with pytest.raises(PullError, match=f"^{NOT_FOUND}$"):
         pull(model_store, f"hf.co/{REPO}:IQ2_XXS")
+
+
+@pytest.mark.parametrize("noprune", [False, True])
+def test_a_new_version_removes_the_blobs_only_the_old_one_used(
+    model_store: ModelStore, fake_hub: FakeHub, gguf_bytes: bytes, noprune: bool
+) -> None:
+    """As a registry pull does (and Ollama's): the old version's model goes once the new manifest
+    is written, unless OLLAMA_NOPRUNE; the layers both use stay."""
+    fake_hub.add(REPO, FILE, gguf_bytes)
+    pull(model_store, "tiny")
+    old = model_store.get("tiny").manifest.layers
+    fake_hub.add(REPO, FILE, gguf_bytes + b"\0")  # the repo's file replaced
+    events: list[dict[str, Any]] = []
+    pull_model(model_store, "tiny", events.append, catalog=catalog(), options=RegistryOptions(noprune=noprune))
+    new = model_store.get("tiny")
+    assert new.model_path is not None and new.model_path.read_bytes() == gguf_bytes + b"\0"
+    removing = [] if noprune else ["removing unused layers"]
+    assert [e["status"] for e in events][-2 - len(removing) :] == ["writing manifest", *removing, "success"]
+    assert model_store.has_blob(old[0].digest) is noprune
+    assert all(model_store.has_blob(layer.digest) for layer in old[1:])  # params and license: still used
 
 
 @pytest.mark.parametrize(

@@ -58,9 +58,32 @@ def test_names_resolve_ignoring_case(model_store: ModelStore, tiny_gguf: Path) -
     install(model_store, "Tiny:Q8", tiny_gguf)
     assert model_store.get("tiny:q8").name.parts == ("registry.ollama.ai", "library", "Tiny", "Q8")
     assert model_store.get("REGISTRY.ollama.ai/LIBRARY/TINY:q8").short_name == "Tiny:Q8"
-    # Writing the same name in another case replaces the model instead of adding a twin.
-    install(model_store, "TINY:q8", tiny_gguf)
-    assert [r.short_name for r in model_store.list_models()] == ["TINY:q8"]
+    # Writing the same name in another case (a pull, a create) replaces the model under its own
+    # spelling, as Ollama's getExistingName: no twin, and no rename.
+    install(model_store, "TINY:q8", tiny_gguf, {mt.SYSTEM: b"new"})
+    assert [(r.short_name, r.system) for r in model_store.list_models()] == [("Tiny:Q8", "new")]
+    # So is a copy: onto its own name in another case, it changes nothing.
+    before = model_store.get("tiny:q8").digest
+    assert model_store.copy("Tiny:Q8", "TINY:Q8").short_name == "Tiny:Q8"
+    assert [(r.short_name, r.digest) for r in model_store.list_models()] == [("Tiny:Q8", before)]
+    assert (model_store.manifests_dir / "registry.ollama.ai/library/Tiny/Q8").is_file()
+
+
+def test_a_manifest_with_a_malformed_digest_is_an_unreadable_one(model_store: ModelStore, tiny_gguf: Path) -> None:
+    """Left out of the list (not a 400 for the whole of it) and deletable, as any unreadable manifest."""
+    install(model_store, "good", tiny_gguf)
+    good = model_store.get("good")
+    raw = json.loads(model_store.manifest_bytes(good.name))
+    raw["layers"].append({"mediaType": mt.SYSTEM, "digest": "sha256:abc", "size": 3})
+    bad = model_store.manifests_dir / "registry.ollama.ai/library/bad/latest"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps(raw))
+    with pytest.raises(mt.ManifestError, match="invalid layer digest 'sha256:abc'"):
+        mt.Manifest.from_bytes(bad.read_bytes())
+    assert [r.short_name for r in model_store.list_models(broken=True)] == ["good:latest"]
+    model_store.delete("bad")
+    assert not bad.exists()
+    assert all(model_store.has_blob(layer.digest) for layer in good.manifest.all_layers)  # the good model's
 
 
 def test_get_errors(model_store: ModelStore) -> None:
