@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -14,6 +15,7 @@ import pytest
 from fakehub import FakeHub
 from fakeregistry import fake_registry
 from starlette.testclient import TestClient
+from test_gguf_header import CRAFTED
 
 from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
@@ -153,6 +155,15 @@ def test_copy_and_delete(api: TestClient, tiny: str) -> None:
     assert api.head(f"/api/blobs/{tiny}").status_code == 404  # collected with its last model
 
 
+def test_copy_onto_its_own_name_in_another_case_changes_nothing(api: TestClient, tiny: str) -> None:
+    """As Ollama, whose copy writes to the existing name's spelling: no rename of ``tiny``."""
+    before = api.get("/api/tags").json()["models"]
+    r = api.post("/api/copy", json={"source": "tiny", "destination": "TINY:Latest"})
+    assert (r.status_code, r.content) == (200, b"")
+    after = api.get("/api/tags").json()["models"]
+    assert [(m["name"], m["digest"]) for m in after] == [("tiny:latest", before[0]["digest"])]
+
+
 @pytest.mark.parametrize(
     ("body", "status", "error"),
     [
@@ -203,6 +214,27 @@ def test_blobs(api: TestClient) -> None:
     for bad in ("sha256:1234", "md5:" + "0" * 64, "sha256:" + "g" * 64):
         r = api.post(f"/api/blobs/{bad}", content=data)
         assert (r.status_code, r.json()) == (400, {"error": "invalid digest format"})
+
+
+def test_a_client_gone_mid_upload_is_a_canceled_request(store_settings: Settings, models_dir: Path) -> None:
+    """Starlette's ClientDisconnect out of the body's stream was a 500 with a logged traceback."""
+    app = create_app(store_settings)
+    digest = "sha256:" + "a" * 64
+    messages = iter([{"type": "http.request", "body": b"some bytes", "more_body": True}, {"type": "http.disconnect"}])
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return next(messages)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(b"host", b"localhost"), (b"content-length", b"1000")]
+    scope = {"type": "http", "method": "POST", "path": f"/api/blobs/{digest}", "headers": headers, "query_string": b""}
+    scope |= {"http_version": "1.1", "scheme": "http", "root_path": "", "server": ("localhost", 80)}
+    asyncio.run(app(scope, receive, send))  # raised ClientDisconnect
+    assert sent[0]["status"] == 499
+    assert [p.name for p in (models_dir / "blobs").iterdir()] == []  # the part written went with it
 
 
 def test_blob_missing_error_body(api: TestClient) -> None:
@@ -286,6 +318,15 @@ def test_create_rejects_non_gguf(api: TestClient) -> None:
     assert lines(r.text)[-1] == {"error": "m.gguf: invalid file magic: only GGUF files can be imported"}
     r = api.post("/api/create", json={"model": "m", "files": {"m.gguf": digest}, "stream": False})
     assert r.status_code == 400
+
+
+@pytest.mark.parametrize("crafted", sorted(CRAFTED))
+def test_create_refuses_a_crafted_gguf_and_drops_it(api: TestClient, crafted: str) -> None:
+    """A header whose lengths or nesting would break its reader is a bad GGUF: a 400, the upload gone."""
+    digest = upload(api, CRAFTED[crafted])
+    r = api.post("/api/create", json={"model": "m", "files": {"m.gguf": digest}, "stream": False})
+    assert r.status_code == 400 and r.json()["error"].startswith("m.gguf: ")
+    assert api.head(f"/api/blobs/{digest}").status_code == 404
 
 
 def test_pull(api: TestClient, fake_hub: FakeHub, tiny_gguf: Path) -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ...chatformat.gotemplate import TemplateError, parse_ollama
 from ...engine.quantizer import quantize_file
-from ...errors import InvalidRequest, NotFound
+from ...errors import InvalidRequest, NotFound, RequestCanceled
 from ...gostrconv import go_quote
 from ...store.blobs import parse_digest
 from ...store.create import CreateRequest, Report, create_model
@@ -123,6 +123,9 @@ async def blob_upload(request: Request) -> Response:
                 pending.clear()
         await run_in_threadpool(writer.write, bytes(pending))
         await run_in_threadpool(writer.commit, digest)
+    except ClientDisconnect:
+        # Gone mid-upload (as ``read_json`` says of a body): nobody to answer, nothing went wrong here.
+        raise RequestCanceled() from None
     finally:
         writer.abort()
     return Response(status_code=201)
