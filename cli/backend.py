@@ -62,21 +62,24 @@ def auth_headers(settings: Settings) -> dict[str, str]:
 
 def server(settings: Settings) -> HttpBackend:
     """The running server, for the commands that need the engine (`run`, `ps`)."""
-    backend = connect(settings)
-    if not isinstance(backend, HttpBackend):
-        raise NoServer(settings.host.url)
+    backend = connect(settings, local=False)
+    assert isinstance(backend, HttpBackend)
     return backend
 
 
-def connect(settings: Settings) -> Backend:
-    """The running server if ``HEAD /`` answers (as the ollama CLI checks), else the store on disk.
+def connect(settings: Settings, local: bool = True) -> Backend:
+    """The running server if ``HEAD /`` answers (as the ollama CLI checks); else, where ``local``
+    and CLLM_LOCAL_STORE allow it, the store on disk; else ``NoServer``, as ollama's commands
+    fail (``ollama list`` is a common health check: it must fail while the server is down).
 
     The probe sends no key: the health check needs none, so it works whatever the server's setting.
     """
     try:
         httpx.head(settings.host.url + "/", timeout=PROBE_TIMEOUT_S)
     except httpx.TransportError:
-        return LocalBackend(ModelStore(settings.models_dir), settings)
+        if local and settings.local_store:
+            return LocalBackend(ModelStore(settings.models_dir), settings)
+        raise NoServer(settings.host.url) from None
     return HttpBackend(settings.host.url, headers=auth_headers(settings))
 
 

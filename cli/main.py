@@ -63,8 +63,9 @@ B = TypeVar("B", bound=Backend)
 
 
 def _backend() -> Backend:
-    """The server, or the store where none runs: closed when the command ends."""
-    return _closed_with_command(connect(_settings()))
+    """The server, or the store where none runs and CLLM_LOCAL_STORE allows: closed when the command ends."""
+    with user_errors():
+        return _closed_with_command(connect(_settings()))
 
 
 def _server() -> HttpBackend:

@@ -388,6 +388,9 @@ class Settings:
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     # OLLAMA_NOPRUNE: keep unreferenced blobs and stale partial downloads at start.
     noprune: bool = False
+    # CLLM_LOCAL_STORE: the CLI's store commands (list, show, pull, push, create, cp, rm) work on
+    # OLLAMA_MODELS directly when no server answers, instead of failing as ollama's do.
+    local_store: bool = False
     # OLLAMA_NOHISTORY: `cllm run` sessions keep no history of the lines typed.
     nohistory: bool = False
     # OLLAMA_NO_CLOUD: only what GET /api/status reports as the source; cllm has no cloud to turn off.
@@ -493,6 +496,7 @@ class Settings:
             debug=_env_debug(e.get("DEBUG")),
             max_body_size=_env_body_size(e.get("MAX_BODY_SIZE")),
             noprune=e.get_bool("NOPRUNE"),
+            local_store=e.get_bool("LOCAL_STORE"),
             nohistory=e.get_bool("NOHISTORY"),
             no_cloud=e.get_bool("NO_CLOUD"),
             registry_url=_env_registry_url(e.get("REGISTRY_URL")),

@@ -50,8 +50,8 @@ def workdir(tmp_path: Path, tiny_gguf: Path) -> Path:
 
 @pytest.fixture
 def local_env(models_dir: Path) -> dict[str, str]:
-    """No server answers at OLLAMA_HOST, so commands use the store in OLLAMA_MODELS."""
-    return {"OLLAMA_HOST": f"127.0.0.1:{closed_port()}", "OLLAMA_MODELS": str(models_dir)}
+    """No server answers at OLLAMA_HOST, so commands use the store in OLLAMA_MODELS (as asked)."""
+    return {"OLLAMA_HOST": f"127.0.0.1:{closed_port()}", "OLLAMA_MODELS": str(models_dir), "CLLM_LOCAL_STORE": "1"}
 
 
 def run(env: dict[str, str], *args: str, cwd: Path | None = None) -> Result:
@@ -330,6 +330,17 @@ def test_run_without_a_server_says_how_to_start_one(local_env: dict[str, str]) -
     assert result.exit_code == 1
     assert result.output.strip().endswith("start it with `cllm serve`")
     assert run(local_env, "ps").exit_code == 1
+
+
+@pytest.mark.parametrize("args", [["list"], ["ls"], ["show", "tiny"], ["rm", "tiny"], ["cp", "tiny", "t2"]])
+def test_store_commands_fail_without_a_server_as_ollamas_do(local_env: dict[str, str], args: list[str]) -> None:
+    """`ollama list` is a common health check: it exits 1 while the server is down, so must `cllm list`
+    (the store on disk only with CLLM_LOCAL_STORE set)."""
+    env = {k: v for k, v in local_env.items() if k != "CLLM_LOCAL_STORE"}
+    result = run(env, *args)
+    assert result.exit_code == 1
+    assert result.output.strip().endswith("start it with `cllm serve`")
+    assert run(local_env, "list").exit_code == 0
 
 
 @pytest.fixture
