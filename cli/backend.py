@@ -6,10 +6,12 @@ so a command never knows which one it has.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -60,6 +62,17 @@ def auth_headers(settings: Settings) -> dict[str, str]:
     return {"Authorization": f"Bearer {settings.client_api_key}"} if settings.client_api_key else {}
 
 
+def proxied(url: str) -> bool:
+    """Whether HTTP_PROXY and its kin may carry requests to ``url``: never to localhost or a
+    loopback address, as Go's ``ProxyFromEnvironment`` decides for the ollama CLI (httpx would
+    send even those through the proxy)."""
+    host = urlsplit(url).hostname or ""
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host != "localhost"
+
+
 def server(settings: Settings) -> HttpBackend:
     """The running server, for the commands that need the engine (`run`, `ps`)."""
     backend = connect(settings, local=False)
@@ -75,7 +88,7 @@ def connect(settings: Settings, local: bool = True) -> Backend:
     The probe sends no key: the health check needs none, so it works whatever the server's setting.
     """
     try:
-        httpx.head(settings.host.url + "/", timeout=PROBE_TIMEOUT_S)
+        httpx.head(settings.host.url + "/", timeout=PROBE_TIMEOUT_S, trust_env=proxied(settings.host.url))
     except httpx.TransportError:
         if local and settings.local_store:
             return LocalBackend(ModelStore(settings.models_dir), settings)
@@ -119,7 +132,8 @@ class LocalBackend:
 class HttpBackend:
     def __init__(self, base_url: str, headers: dict[str, str] | None = None) -> None:
         # No read timeout: a pull or create may be silent for long stretches (hashing a big file).
-        self.client = httpx.Client(base_url=base_url, headers=headers, timeout=httpx.Timeout(None, connect=10.0))
+        timeout = httpx.Timeout(None, connect=10.0)
+        self.client = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, trust_env=proxied(base_url))
 
     def close(self) -> None:
         """Its pooled connections closed (else each command leaves a socket to the garbage collector)."""

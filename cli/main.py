@@ -29,7 +29,7 @@ from cllm_ollama.store.modelfile import parse_modelfile
 from cllm_ollama.store.names import parse_name
 
 from .attachments import FileError, supports_media
-from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
+from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, proxied, server
 from .bench import bench_command
 from .chat import THINK_VALUES, Session, catch_ctrl_c, interactive, parse_think, reply
 from .launch import INTEGRATIONS, Target, environ_with, usage
@@ -48,6 +48,8 @@ def user_errors() -> Iterator[None]:
         yield
     except CllmError as exc:
         raise CommandError(exc.message) from exc
+    except BrokenPipeError:
+        raise  # stdout closed by its reader (`| head`): click leaves quietly, as ollama dies of SIGPIPE
     except (ConfigError, OSError) as exc:
         raise CommandError(str(exc)) from exc
     except httpx.HTTPError as exc:
@@ -106,7 +108,10 @@ def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     client = f"{OLLAMA_COMPAT_VERSION} (cllm {__version__})"
     try:
         settings = Settings.from_env()
-        answer = httpx.get(settings.host.url + "/api/version", headers=auth_headers(settings), timeout=PROBE_TIMEOUT_S)
+        url = settings.host.url
+        answer = httpx.get(
+            url + "/api/version", headers=auth_headers(settings), timeout=PROBE_TIMEOUT_S, trust_env=proxied(url)
+        )
         served = answer.json().get("version", "")
     except (ConfigError, httpx.HTTPError, ValueError, AttributeError):
         served = ""
@@ -339,15 +344,15 @@ def run_command(
 ) -> None:
     """Run a model: answer PROMPT (or what stdin holds), or start an interactive session (needs `cllm serve`)."""
     catch_ctrl_c()
-    prompts = list(prompt)
+    prompts = [_utf8(word) for word in prompt]
     if think is not None and think.lower() not in THINK_VALUES:
         # `--think Why...`: as with Ollama's optional-value flag, the word is the prompt's, not the flag's.
-        prompts.insert(0, think)
+        prompts.insert(0, _utf8(think))
         think = "true"
     stdin_is_terminal = sys.stdin.isatty()
     if not stdin_is_terminal:
         # As Ollama does: piped input goes before the prompt's words, and no session starts.
-        piped = sys.stdin.read()
+        piped = sys.stdin.buffer.read().decode("utf-8", "replace")
         if piped:
             prompts.insert(0, piped)
     with user_errors():
@@ -383,6 +388,12 @@ def run_command(
             reply(backend, session, wrap=session.wordwrap)
         else:
             interactive(backend, session, history=not _settings().nohistory)
+
+
+def _utf8(word: str) -> str:
+    """An argument's bytes that are not UTF-8 (Python's surrogates for them) as U+FFFD, as Go's
+    json.Marshal writes them, not surrogates that the request's encoding refuses."""
+    return word.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _present(backend: HttpBackend, model: str, insecure: bool) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from cllm_ollama.cli import chat
-from cllm_ollama.cli.backend import HttpBackend
+from cllm_ollama.cli.backend import HttpBackend, proxied
 from cllm_ollama.cli.main import cli
 from cllm_ollama.cli.render import human_time, running_table, show_text
 from fakehub import FakeHub
@@ -212,6 +212,31 @@ def test_piped_stdin_goes_before_the_prompt(monkeypatch: pytest.MonkeyPatch) -> 
     assert CliRunner().invoke(cli, ["run", "m", "--format", schema, "--think=max", "Hi"], input="").exit_code == 0
     assert sent[0]["format"] == {"type": "object", "properties": {"a": {"type": "string"}}}
     assert sent[0]["think"] == "max"
+    sent.clear()
+    # Bytes that are not UTF-8, piped or in an argument, go as U+FFFD (Go's json.Marshal), not a traceback.
+    assert CliRunner().invoke(cli, ["run", "m", "caf\udce9?"], input=b"na\xefve\n").exit_code == 0
+    assert sent[0]["messages"] == [{"role": "user", "content": "na\ufffdve\n caf\ufffd?"}]
+
+
+def test_a_reader_that_closes_stdout_ends_run_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cllm run m ... | head -n1`: no `Error: [Errno 32] Broken pipe` (ollama dies of SIGPIPE, silently)."""
+
+    def stream(self: HttpBackend, path: str, body: dict[str, Any], report: Any) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(HttpBackend, "stream", stream)
+    monkeypatch.setattr(HttpBackend, "show", lambda self, name, verbose=False: {"capabilities": ["completion"]})
+    monkeypatch.setattr("cllm_ollama.cli.main.server", lambda settings: HttpBackend("http://127.0.0.1:9"))
+    result = CliRunner().invoke(cli, ["run", "m", "Hi"], input="")
+    assert "Broken pipe" not in result.output and "Error" not in result.output
+
+
+def test_the_cli_reaches_a_loopback_server_past_any_proxy() -> None:
+    """HTTP_PROXY is never used for localhost or a loopback address, as Go's ProxyFromEnvironment."""
+    assert not any(
+        proxied(u) for u in ("http://127.0.0.1:11434", "http://localhost:1", "http://[::1]:2", "http://127.3.4.5")
+    )
+    assert proxied("http://gpu-box:11434") and proxied("https://10.0.0.5:443")
 
 
 def test_run_with_no_prompt_loads_the_model_and_says_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
