@@ -179,10 +179,17 @@ class HttpBackend:
         """``keep_alive: 0`` with no prompt: the model leaves memory now (``ollama stop``)."""
         self._call("POST", "/api/generate", {"model": name, "keep_alive": 0})
 
-    def embed(self, name: str, text: str, keep_alive: str | None) -> list[list[float]]:
+    def embed(
+        self, name: str, text: str, keep_alive: str | None, truncate: bool | None = None, dimensions: int = 0
+    ) -> list[list[float]]:
+        """``text``'s embedding; ``truncate`` and ``dimensions`` sent only where set, as ollama run sends them."""
         body: dict[str, Any] = {"model": name, "input": text}
         if keep_alive is not None:
             body["keep_alive"] = keep_alive
+        if truncate is not None:
+            body["truncate"] = truncate
+        if dimensions > 0:
+            body["dimensions"] = dimensions
         return self._call("POST", "/api/embed", body).json()["embeddings"]  # type: ignore[no-any-return]
 
     def running(self) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import ConfigError, Settings
 from cllm_ollama.errors import CllmError
+from cllm_ollama.gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
 from cllm_ollama.store.modelfile import parse_modelfile
 from cllm_ollama.store.names import parse_name
 
@@ -297,18 +298,19 @@ def remove_command(names: tuple[str, ...]) -> None:
     "-f",
     "modelfile",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("Modelfile"),
-    show_default=True,
-    help="The Modelfile to build from.",
+    default=None,
+    help="The Modelfile to build from [default: ./Modelfile, else FROM . (this folder)].",
 )
 @click.option("--quantize", "-q", default="", help="Quantize model to this level (e.g. q4_K_M).")
-def create_command(name: str, modelfile: Path, quantize: str) -> None:
+def create_command(name: str, modelfile: Path | None, quantize: str) -> None:
     """Create a model from a Modelfile (FROM a .gguf file or an existing model)."""
     printer = ProgressPrinter()
     try:
         with user_errors():
-            parsed = parse_modelfile(modelfile.read_text(encoding="utf-8"))
-            _backend().create(name, parsed, modelfile.resolve().parent, printer, quantize)
+            # As ollama create: without -f and without ./Modelfile, this folder is the model (FROM .).
+            path = modelfile or Path("Modelfile")
+            text = "FROM .\n" if modelfile is None and not path.exists() else path.read_text(encoding="utf-8")
+            _backend().create(name, parse_modelfile(text), path.resolve().parent, printer, quantize)
     finally:
         printer.close()
 
@@ -330,6 +332,20 @@ def create_command(name: str, modelfile: Path, quantize: str) -> None:
 @click.option("--hidethinking", is_flag=True, help="Hide the thinking output (when thinking).")
 @click.option("--nowordwrap", is_flag=True, help="Do not wrap words to the next line automatically.")
 @click.option("--insecure", is_flag=True, help="Use an insecure registry (plain HTTP) if the model must be pulled.")
+@click.option(
+    "--truncate",
+    is_flag=False,
+    flag_value="true",
+    default=None,
+    help="For embedding models: truncate inputs exceeding context length (default: true). "
+    "Set --truncate=false to error instead",
+)
+@click.option(
+    "--dimensions",
+    type=int,
+    default=0,
+    help="Truncate output embeddings to specified dimension (embedding models only)",
+)
 def run_command(
     model: str,
     prompt: tuple[str, ...],
@@ -341,6 +357,8 @@ def run_command(
     hidethinking: bool,
     nowordwrap: bool,
     insecure: bool,
+    truncate: str | None,
+    dimensions: int,
 ) -> None:
     """Run a model: answer PROMPT (or what stdin holds), or start an interactive session (needs `cllm serve`)."""
     catch_ctrl_c()
@@ -349,6 +367,10 @@ def run_command(
         # `--think Why...`: as with Ollama's optional-value flag, the word is the prompt's, not the flag's.
         prompts.insert(0, _utf8(think))
         think = "true"
+    if truncate is not None and truncate not in PARSE_BOOL_TRUE | PARSE_BOOL_FALSE:
+        # A bool flag, as Ollama's: `--truncate=false` sets it, a word after `--truncate` is the prompt's.
+        prompts.insert(0, _utf8(truncate))
+        truncate = "true"
     stdin_is_terminal = sys.stdin.isatty()
     if not stdin_is_terminal:
         # As Ollama does: piped input goes before the prompt's words, and no session starts.
@@ -372,7 +394,8 @@ def run_command(
         if "embedding" in capabilities and "completion" not in capabilities:
             if not text:
                 raise CommandError(f'embedding models require input text. Usage: cllm run {model} "your text here"')
-            vectors = backend.embed(model, text, keepalive)
+            cut = None if truncate is None else truncate in PARSE_BOOL_TRUE
+            vectors = backend.embed(model, text, keepalive, truncate=cut, dimensions=dimensions)
             for vector in vectors:
                 click.echo(json.dumps(vector))
             return

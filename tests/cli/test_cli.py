@@ -154,6 +154,18 @@ def test_create_quantize_writes_the_model_quantized_locally(local_env: dict[str,
 
 
 @pytest.mark.model  # llama.cpp quantizes what the converter wrote
+def test_create_without_a_modelfile_imports_this_folder(
+    local_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ollama create NAME` in a checkpoint's folder, with no Modelfile: ``FROM .``."""
+    folder, _ = write_hf_qwen3(tmp_path)
+    monkeypatch.chdir(folder)
+    out = assert_ok(CliRunner().invoke(cli, ["create", "here"], env=local_env))
+    assert out.splitlines()[-1] == "success"
+    missing = CliRunner().invoke(cli, ["create", "x", "-f", str(tmp_path / "nope")], env=local_env)
+    assert missing.exit_code == 1  # a Modelfile named and missing is an error, not this folder
+
+
 def test_create_from_a_checkpoint_folder_locally(local_env: dict[str, str], tmp_path: Path) -> None:
     """``FROM ./folder`` of a Hugging Face checkpoint, converted and quantized with no server, as
     ``ollama create -q`` does it."""

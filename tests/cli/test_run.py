@@ -257,6 +257,26 @@ def test_run_with_no_prompt_loads_the_model_and_says_nothing(monkeypatch: pytest
     assert empty.output == 'Error: embedding models require input text. Usage: cllm run emb "your text here"\n'
 
 
+def test_run_sends_an_embedding_s_truncate_and_dimensions_as_ollama_run_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[dict[str, Any]] = []
+
+    def embed(self: HttpBackend, name: str, text: str, keep_alive: str | None, **fields: Any) -> list[list[float]]:
+        sent.append({"input": text, **fields})
+        return [[0.5]]
+
+    monkeypatch.setattr(HttpBackend, "embed", embed)
+    monkeypatch.setattr(HttpBackend, "show", lambda self, name, verbose=False: {"capabilities": ["embedding"]})
+    monkeypatch.setattr("cllm_ollama.cli.main.server", lambda settings: HttpBackend("http://127.0.0.1:9"))
+    for args in (["--dimensions", "256", "--truncate=false", "t"], ["t"], ["--truncate", "hello", "u"]):
+        result = CliRunner().invoke(cli, ["run", "emb", *args], input="")
+        assert (result.exit_code, result.output) == (0, "[0.5]\n"), result.output
+    assert sent == [
+        {"input": "t", "truncate": False, "dimensions": 256},
+        {"input": "t", "truncate": None, "dimensions": 0},
+        {"input": "hello u", "truncate": True, "dimensions": 0},  # a bool flag: the word after it is the text's
+    ]
+
+
 def test_a_push_to_ollama_com_says_where_the_model_is(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(HttpBackend, "push", lambda self, name, report, insecure=False: report({"status": "success"}))
     monkeypatch.setattr("cllm_ollama.cli.main.connect", lambda settings: HttpBackend("http://127.0.0.1:9"))
@@ -289,7 +309,7 @@ def test_run_pulls_a_missing_model_first(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(HttpBackend, "show", show)
     monkeypatch.setattr(HttpBackend, "pull", lambda self, name, report, insecure: calls.append(f"pull {insecure}"))
-    monkeypatch.setattr(HttpBackend, "embed", lambda self, name, text, keep_alive: [[0.5, -1.0]])
+    monkeypatch.setattr(HttpBackend, "embed", lambda self, name, text, keep_alive, **fields: [[0.5, -1.0]])
     monkeypatch.setattr("cllm_ollama.cli.main.server", lambda settings: HttpBackend("http://127.0.0.1:9"))
     result = CliRunner().invoke(cli, ["run", "emb", "hello", "--insecure"])
     assert result.exit_code == 0, result.output
