@@ -131,17 +131,25 @@ def parse_keep_alive(value: object) -> float:
 
 
 def _env_keep_alive(text: str) -> float:
-    """OLLAMA_KEEP_ALIVE: a duration, or a bare integer of seconds; anything else is Ollama's
-    default, as its envconfig.KeepAlive reads it (with a warning here)."""
-    try:
-        return parse_keep_alive(float(text))
-    except ValueError:
-        pass
+    """OLLAMA_KEEP_ALIVE: a Go duration, else a bare integer of seconds; anything else (``1.5``,
+    ``1e3``, ``nan``) is Ollama's default, as its envconfig.KeepAlive reads it (with a warning here)."""
     try:
         return parse_keep_alive(text)
     except ConfigError:
-        log.warning("invalid environment variable KEEP_ALIVE=%r, using the default 5m", text)
-        return DEFAULT_KEEP_ALIVE_S
+        pass
+    if re.fullmatch(r"[+-]?[0-9]+", text):
+        return parse_keep_alive(float(int(text)))
+    log.warning("invalid environment variable KEEP_ALIVE=%r, using the default 5m", text)
+    return DEFAULT_KEEP_ALIVE_S
+
+
+def _env_path(text: str) -> Path:
+    """A path from the environment, ``~`` expanded where it can be (Ollama takes it literally; a
+    ``~user`` of no such user stays so here too, rather than stopping every command)."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        return Path(text)
 
 
 def _go_bool(text: str) -> bool:
@@ -468,7 +476,7 @@ class Settings:
         client_keys = api_keys or _env_api_keys(e.env.get("OLLAMA_API_KEY"))
         return cls(
             host=parse_host(e.get("HOST") or ""),
-            models_dir=Path(models).expanduser() if models else _default_models_dir(),
+            models_dir=_env_path(models) if models else _default_models_dir(),
             keep_alive=_env_keep_alive(keep_alive) if keep_alive else DEFAULT_KEEP_ALIVE_S,
             num_parallel=e.get_int("NUM_PARALLEL", DEFAULT_NUM_PARALLEL, minimum=1, ollamas=True),
             max_loaded_models=e.get_int("MAX_LOADED_MODELS", 0, ollamas=True),
@@ -483,7 +491,7 @@ class Settings:
             num_thread=e.get_int("NUM_THREAD", 0),
             num_batch=e.get_int("NUM_BATCH", 512, minimum=1),
             cache_ram_mib=e.get_int("CACHE_RAM", 4096),
-            cache_dir=Path(cache_dir).expanduser() if (cache_dir := e.get("CACHE_DIR")) else None,
+            cache_dir=_env_path(cache_dir) if (cache_dir := e.get("CACHE_DIR")) else None,
             cache_disk_mib=e.get_int("CACHE_DISK", 8192),
             prefill_chunk=e.get_int("PREFILL_CHUNK", 0),
             target_itl_ms=e.get_int("TARGET_ITL", 0),

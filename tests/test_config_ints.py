@@ -82,6 +82,9 @@ def test_gpu_overhead_and_sched_spread_are_read_as_ollama_reads_them(caplog: pyt
         {"OLLAMA_MAX_QUEUE": "-1"},
         {"OLLAMA_MAX_LOADED_MODELS": "-1"},
         {"OLLAMA_KEEP_ALIVE": "1d"},
+        {"OLLAMA_KEEP_ALIVE": "1.5"},  # neither a Go duration nor ParseInt's integer
+        {"OLLAMA_KEEP_ALIVE": "1e3"},
+        {"OLLAMA_KEEP_ALIVE": "nan"},
     ],
 )
 def test_an_ollama_variable_ollama_cannot_read_is_ignored_with_a_warning(
@@ -111,3 +114,11 @@ def test_an_ollama_variable_ollama_cannot_read_is_ignored_with_a_warning(
 def test_ollama_debug_is_read_as_ollamas_log_level(value: str, debug: bool) -> None:
     """ParseBool first, then a non-zero integer (Ollama's 2 is trace); "no" or "FALSE" are info."""
     assert Settings.from_env({"OLLAMA_DEBUG": value}).debug is debug
+
+
+def test_keep_alive_and_paths_as_ollama_reads_them() -> None:
+    assert Settings.from_env({"OLLAMA_KEEP_ALIVE": "90"}).keep_alive == 90
+    assert Settings.from_env({"OLLAMA_KEEP_ALIVE": "1h30m"}).keep_alive == 5400
+    assert Settings.from_env({"OLLAMA_KEEP_ALIVE": "+7"}).keep_alive == 7
+    # ~ of a user that does not exist stays as written (Ollama never expands it), not a traceback.
+    assert str(Settings.from_env({"OLLAMA_MODELS": "~nosuchuser0/models"}).models_dir) == "~nosuchuser0/models"

@@ -103,9 +103,15 @@ def test_preflight_for_a_local_origin(client: TestClient) -> None:
 
 
 def test_ollama_origins_extend_the_list(settings: Settings) -> None:
-    extended = replace(settings, origins=("https://*.example.org", "chrome-extension://*"))
+    # An origin without a wildcard is lowercased, as gin-contrib/cors normalizes it (browsers send lower case).
+    extended = replace(settings, origins=("https://*.example.org", "chrome-extension://*", "https://MyApp.example.com"))
     with TestClient(create_app(extended), base_url="http://localhost:11434") as c:
-        for origin in ("https://app.example.org", "chrome-extension://abcdef", "http://localhost:8080"):
+        for origin in (
+            "https://app.example.org",
+            "chrome-extension://abcdef",
+            "http://localhost:8080",
+            "https://myapp.example.com",
+        ):
             r = c.get("/api/tags", headers={"Origin": origin})
             assert (r.status_code, r.headers["access-control-allow-origin"]) == (200, origin)
         assert c.get("/api/tags", headers={"Origin": "https://example.com"}).status_code == 403

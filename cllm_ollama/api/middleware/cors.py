@@ -49,8 +49,9 @@ _ALLOWED_HEADERS = [
 
 
 def origin_regex(extra: tuple[str, ...]) -> str:
-    """One regex for every allowed origin; ``*`` in an origin is a wildcard, as in gin-contrib/cors."""
-    globs = _DEFAULT_ORIGINS + list(extra)
+    """One regex for every allowed origin; ``*`` in an origin is a wildcard, as in gin-contrib/cors,
+    which lowercases the origins without one (``https://MyApp.example`` lets ``https://myapp.example`` in)."""
+    globs = _DEFAULT_ORIGINS + [o if "*" in o else o.lower() for o in extra]
     if "*" in extra:
         return ".*"
     return "|".join(re.escape(g).replace(r"\*", ".*") for g in globs)
