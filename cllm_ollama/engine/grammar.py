@@ -10,6 +10,12 @@ nested groups). Two guards keep that from ever reaching the server's own llama.c
   child dies, the grammar is refused and the child replaced; only grammars that a child
   parsed reach the engine. Results are cached, so a client sending the same schema on
   every request pays for the child once.
+
+A small grammar can also be slow: llama.cpp builds a parse stack per path through its
+alternatives (``rK ::= rK+1 "a" | rK+1 "b"`` 16 deep: 2**16 stacks, 11 s to parse, and as
+long again for every token it constrains). A parse that takes more than ``SLOW_PARSE_S`` is
+refused as too complex, and one still running at ``CHECK_TIMEOUT_S`` is killed with its child,
+so that no later check waits behind it. Real grammars (JSON schemas') parse in milliseconds.
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ import logging
 import multiprocessing
 import re
 import threading
+import time
 from collections import OrderedDict
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection
 
 from ..errors import InvalidRequest
 
@@ -93,21 +99,84 @@ def nesting_depth(grammar: str) -> int:
     return deepest
 
 
-def _parses(grammar: str) -> bool:
-    """Runs in the child: whether llama.cpp parses ``grammar`` (a crash here kills only the child)."""
+# A grammar llama.cpp takes longer than this to parse is refused as too complex: it would cost
+# about as much again on every token it constrains, on the engine thread.
+SLOW_PARSE_S = 1.0
+# A check still running after this is killed with its child (the grammar refused).
+CHECK_TIMEOUT_S = 10.0
+# The child's start: a fresh interpreter that loads llama.cpp (seconds on a busy machine).
+START_TIMEOUT_S = 120.0
+
+
+def _serve(conn: Connection) -> None:
+    """The child: answers each grammar sent with whether llama.cpp parses it, and how long that took
+    (a crash here kills only the child)."""
     from .binding import grammar_parses
 
-    return grammar_parses(grammar)
+    conn.send("ready")
+    while True:
+        try:
+            grammar = conn.recv()
+        except EOFError:
+            return
+        start = time.perf_counter()
+        parsed = grammar_parses(grammar)
+        conn.send((parsed, time.perf_counter() - start))
+
+
+class _Child:
+    """One checking process and the pipe to it; ``kill`` is its only way out."""
+
+    def __init__(self) -> None:
+        # spawn, not fork: the server has threads (and llama.cpp state) a fork would copy.
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, theirs = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(theirs,), daemon=True, name="cllm-grammar-check")
+        self.process.start()
+        theirs.close()
+        if self._answer(START_TIMEOUT_S) != "ready":
+            self.kill()
+            raise RuntimeError("the grammar check process did not start")
+
+    def _answer(self, timeout: float) -> object:
+        """What the child says within ``timeout`` seconds: "timeout" when nothing, "died" when it is gone."""
+        try:
+            return self.conn.recv() if self.conn.poll(timeout) else "timeout"
+        except (EOFError, OSError):
+            return "died"
+
+    def parse(self, grammar: str, timeout: float) -> tuple[bool, float] | str:
+        """llama.cpp's verdict and parse time, or why there is none ("died", "timeout")."""
+        try:
+            self.conn.send(grammar)
+        except OSError:
+            return "died"
+        answer = self._answer(timeout)
+        return answer if isinstance(answer, tuple | str) else "died"
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join()
+        self.conn.close()
 
 
 class GrammarChecker:
     """Parses grammars in a child process, one at a time, remembering the verdicts."""
 
-    def __init__(self, max_nesting: int = MAX_NESTING) -> None:
+    def __init__(
+        self, max_nesting: int = MAX_NESTING, slow_parse_s: float = SLOW_PARSE_S, timeout_s: float = CHECK_TIMEOUT_S
+    ) -> None:
         self.max_nesting = max_nesting
-        self._verdicts: OrderedDict[str, bool] = OrderedDict()
-        self._executor: ProcessPoolExecutor | None = None
+        self.slow_parse_s = slow_parse_s
+        self.timeout_s = timeout_s
+        self._verdicts: OrderedDict[str, str] = OrderedDict()  # grammar -> why refused ("": parsed)
+        self._child: _Child | None = None
         self._lock = threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        """Whether a checking process runs (none is started for what the nesting bound refuses)."""
+        return self._child is not None
 
     async def check(self, grammar: str, what: str = "format") -> None:
         """Raise ``GrammarRejected`` unless llama.cpp can parse ``grammar`` without harm; ``what``
@@ -124,29 +193,35 @@ class GrammarChecker:
                 self._verdicts.popitem(last=False)
         else:
             self._verdicts.move_to_end(grammar)
-        if not verdict:
+        if verdict == "slow":
+            raise GrammarRejected(f"{what} is too complex for the grammar engine (too many alternatives to track)")
+        if verdict:
             if what == "grammar":
                 raise GrammarRejected("invalid grammar: llama.cpp could not parse it")
             raise GrammarRejected(f"{what} could not be turned into a grammar: llama.cpp refused it")
 
-    def _check_in_child(self, grammar: str) -> bool:
+    def _check_in_child(self, grammar: str) -> str:
+        """Why llama.cpp's parse refuses ``grammar``: "" (it parsed, in time), "refused" (it did not,
+        or the child died of it) or "slow"."""
         with self._lock:
-            if self._executor is None:
-                # spawn, not fork: the server has threads (and llama.cpp state) a fork would copy.
-                self._executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-            try:
-                return self._executor.submit(_parses, grammar).result()
-            except BrokenProcessPool:
-                log.warning("the grammar check process died on a grammar of %d bytes; refused", len(grammar))
-                self._executor.shutdown(wait=False)
-                self._executor = None
-                return False
+            if self._child is None:
+                self._child = _Child()
+            answer = self._child.parse(grammar, self.timeout_s)
+            if isinstance(answer, str):  # died (of the grammar) or still parsing: a new child next time
+                log.warning("the grammar check process %s on a grammar of %d bytes; refused", answer, len(grammar))
+                self._child.kill()
+                self._child = None
+                return "slow" if answer == "timeout" else "refused"
+            parsed, seconds = answer
+            if parsed and seconds > self.slow_parse_s:
+                return "slow"
+            return "" if parsed else "refused"
 
     def close(self) -> None:
         with self._lock:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True, cancel_futures=True)
-                self._executor = None
+            if self._child is not None:
+                self._child.kill()
+                self._child = None
 
 
 @functools.lru_cache(maxsize=64)

@@ -23,7 +23,7 @@ def test_too_deep_is_refused_without_asking_llama_cpp() -> None:
     checker = GrammarChecker()
     with pytest.raises(GrammarRejected, match="too deeply nested"):
         asyncio.run(checker.check(nested(MAX_NESTING + 1)))
-    assert checker._executor is None  # refused before any child was started
+    assert not checker.started  # refused before any child was started
 
 
 @pytest.mark.model
@@ -41,6 +41,35 @@ def test_a_crash_in_llama_cpp_kills_the_child_not_us() -> None:
             await checker.check("root ::= broken (")  # a plain parse error, cached
         with pytest.raises(GrammarRejected):
             await checker.check("root ::= broken (")
+
+    try:
+        asyncio.run(run())
+    finally:
+        checker.close()
+
+
+def branching(depth: int) -> str:
+    """A grammar of ~40 bytes a level whose parse llama.cpp tracks as 2**depth stacks."""
+    rules = [f'r{k} ::= r{k + 1} "a" | r{k + 1} "b"' for k in range(depth)]
+    return "\n".join(["root ::= r0", *rules, f'r{depth} ::= "c"'])
+
+
+@pytest.mark.model
+def test_a_grammar_too_slow_to_parse_is_refused_and_its_check_killed() -> None:
+    """A small grammar whose alternatives multiply: one that parses past the bound is refused as too
+    complex (it would cost as much on every token), and one that would parse for minutes is killed
+    with its child, so the next check is answered at once by a new one."""
+    checker = GrammarChecker(slow_parse_s=0.1, timeout_s=2.0)
+
+    async def run() -> None:
+        await checker.check(branching(4))  # microseconds
+        with pytest.raises(GrammarRejected, match="too complex"):
+            await checker.check(branching(14))  # ~0.8 s here, 0.1 s allowed
+        with pytest.raises(GrammarRejected, match="too complex"):
+            await checker.check(branching(19), what="grammar")  # ~15 minutes: killed at 2 s
+        await checker.check(branching(5))  # a fresh child
+        with pytest.raises(GrammarRejected, match="too complex"):
+            await checker.check(branching(19))  # remembered: no second wait
 
     try:
         asyncio.run(run())
