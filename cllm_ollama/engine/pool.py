@@ -169,6 +169,8 @@ class ModelPool:
         # Output grammars are parsed in a child process first; the pool owns that process.
         self.grammars = grammars or GrammarChecker()
         self._entries: dict[Key, Entry] = {}
+        # Dead models out of service, freed as their last request lets go (``_retire``).
+        self._retired: list[Entry] = []
         self._load_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Condition()
@@ -250,7 +252,7 @@ class ModelPool:
                 # Its engine thread stopped (and failed what it ran): load it afresh.
                 log.warning("reloading %s: %s", entry.name, entry.model.dead)
                 current = replace(entry.model.spec, n_slots=entry.slots_asked)
-                await self._unload(entry)
+                await self._retire(entry)
                 entry = None
             if entry is not None and self._needs_reload(entry, req):
                 # The slots asked for, not those memory allowed: the retry below decides again.
@@ -326,7 +328,10 @@ class ModelPool:
     def release(self, entry: Entry) -> None:
         entry.refs -= 1
         entry.last_used = self._clock.monotonic()
-        if entry.refs == 0:
+        if entry.refs == 0 and entry in self._retired:
+            self._retired.remove(entry)
+            self._spawn(self._close(entry))
+        elif entry.refs == 0:
             entry.expires_at = self._clock.time() + entry.keep_alive
             if entry.keep_alive <= 0:
                 self._spawn(self._expire(entry))
@@ -374,8 +379,9 @@ class ModelPool:
         return sorted(self._entries.values(), key=lambda e: -e.expires_at)
 
     async def close(self) -> None:
-        for entry in list(self._entries.values()):
+        for entry in [*self._entries.values(), *self._retired]:
             await self._unload(entry)
+        self._retired.clear()
         await anyio.to_thread.run_sync(self.grammars.close)
 
     async def _notify(self) -> None:
@@ -399,12 +405,30 @@ class ModelPool:
         if entry.refs == 0 and self._entries.get(_key(entry.model.spec)) is entry:
             await self._unload(entry)
 
+    async def _retire(self, entry: Entry) -> None:
+        """Take ``entry`` (a model whose engine died) out of service at once, so that the next
+        request loads it afresh, and free it once no request holds it: one may still be tokenizing
+        with its vocabulary or building a sampler over it (freed under it: a use-after-free)."""
+        if entry.refs == 0:
+            await self._unload(entry)
+            return
+        if entry.timer is not None:
+            entry.timer.cancel()
+            entry.timer = None
+        del self._entries[_key(entry.model.spec)]
+        self._retired.append(entry)
+
     async def _unload(self, entry: Entry) -> None:
         if entry.timer is not None:
             entry.timer.cancel()
             entry.timer = None
         if self._entries.get(_key(entry.model.spec)) is entry:
             del self._entries[_key(entry.model.spec)]
-            await anyio.to_thread.run_sync(entry.model.close)
-            self.unloads[entry.name] += 1
-            log.info("unloaded %s", entry.name)
+            await self._close(entry)
+        elif entry in self._retired:
+            await self._close(entry)
+
+    async def _close(self, entry: Entry) -> None:
+        await anyio.to_thread.run_sync(entry.model.close)
+        self.unloads[entry.name] += 1
+        log.info("unloaded %s", entry.name)

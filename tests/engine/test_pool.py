@@ -153,6 +153,28 @@ def test_a_model_whose_engine_died_is_loaded_again_by_the_next_request() -> None
     asyncio.run(run())
 
 
+def test_a_dead_model_still_held_is_freed_only_when_its_last_request_lets_go() -> None:
+    """A request may still be tokenizing with a model whose engine died: the next request gets a
+    fresh load at once, and the dead one's memory goes with the last request holding it."""
+    loads: list[LoadSpec] = []
+
+    async def run() -> None:
+        pool = make_pool(loads)
+        held = await pool.acquire(request(), None)
+        held.model.dead = "RuntimeError: boom"  # type: ignore[misc]
+        fresh = await pool.acquire(request(), None)
+        assert len(loads) == 2 and fresh is not held
+        assert not held.model.closed  # type: ignore[attr-defined]
+        pool.release(held)
+        await settle(pool)
+        assert held.model.closed and not fresh.model.closed  # type: ignore[attr-defined]
+        pool.release(fresh)
+        await pool.close()
+        assert fresh.model.closed  # type: ignore[attr-defined]
+
+    asyncio.run(run())
+
+
 def test_keep_alive_expiry_unloads_when_the_time_is_up_and_a_new_request_stops_the_timer() -> None:
     clock = FakeClock()
 
