@@ -367,7 +367,7 @@ class LoadedModel:
         submitted = abandoned = finished = False
         # While its chain is built off the event loop, the request counts as queued: the runner
         # holds a reservation that ``submit`` turns into the request itself, atomically.
-        reserved = request.sampling.grammar is not None
+        reserved = slow = request.sampling.slow_to_build
 
         def submit() -> None:
             nonlocal submitted, reserved
@@ -378,15 +378,16 @@ class LoadedModel:
                         sampler.close()
                     return
                 reserved = False  # submit takes the reservation over, even when it refuses
-                runner.submit(request, sampler, sink, reserved=request.sampling.grammar is not None)
+                runner.submit(request, sampler, sink, reserved=slow)
                 submitted = True
 
         try:
-            if request.sampling.grammar is None:
-                submit()  # a chain without a grammar takes microseconds
+            if not slow:
+                submit()  # a chain without a grammar or DRY takes microseconds
             else:
-                # llama.cpp parses the grammar while building the chain: neither on the event loop
-                # nor on the engine thread, where it would stall every other request's step.
+                # llama.cpp parses the grammar (or DRY reads the vocabulary) while building the
+                # chain: neither on the event loop nor on the engine thread, where it would stall
+                # every other request's step.
                 runner.reserve()
                 await anyio.to_thread.run_sync(submit)
             while True:

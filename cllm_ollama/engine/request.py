@@ -55,6 +55,12 @@ class SamplingParams:
         return self.dry_multiplier > 0.0 and self.dry_penalty_last_n != 0
 
     @property
+    def slow_to_build(self) -> bool:
+        """Whether llama.cpp's chain for these takes long to build: a grammar is parsed, and DRY
+        detokenizes the whole vocabulary once per sequence breaker (tens of ms for the default four)."""
+        return self.grammar is not None or self.dry
+
+    @property
     def greedy(self) -> bool:
         """Plain argmax gives the token: no grammar, no temperature, no DRY (which acts on logits)."""
         return self.temperature <= 0.0 and self.grammar is None and not self.dry

@@ -97,9 +97,12 @@ def test_a_caller_cancelled_while_its_sampler_is_built_leaves_nothing_behind(
     assert model.occupancy().waiting == 0  # its reservation is gone with it
 
 
+@pytest.mark.parametrize("sampling", [CONSTRAINED, SamplingParams(dry_multiplier=0.8)], ids=["grammar", "dry"])
 def test_a_request_whose_sampler_is_being_built_counts_as_queued(
-    loaded: tuple[LoadedModel, list[SlowChain]],
+    loaded: tuple[LoadedModel, list[SlowChain]], sampling: SamplingParams
 ) -> None:
+    """A grammar's chain, or DRY's (which reads the whole vocabulary per breaker), is built off the
+    event loop: meanwhile the loop runs, and the request counts as queued."""
     model, chains = loaded
     building, release = threading.Event(), threading.Event()
 
@@ -113,11 +116,12 @@ def test_a_request_whose_sampler_is_being_built_counts_as_queued(
 
     async def run() -> None:
         async def consume() -> None:
-            async for _ in model.generate(Request((3,), CONSTRAINED, num_predict=3)):
+            async for _ in model.generate(Request((3,), sampling, num_predict=3)):
                 pass
 
         task = asyncio.ensure_future(consume())
         assert await asyncio.to_thread(building.wait, 10)
+        assert not chains  # the loop runs while the chain is still being built
         now = model.occupancy()
         assert (now.running, now.waiting) == (0, 1)  # not yet in the runner, but queued
         release.set()

@@ -204,7 +204,7 @@ def test_a_reader_that_falls_behind_pauses_only_its_own_slot() -> None:
         (["</", "s>"], ("</s>",), "", True),
         (["ab"], (), "ab", False),
         # Among many stops, what begins any one of them is held, wherever it sorts.
-        (["x", "yz", "Q"], tuple(f"w{i:04d}" for i in range(5000)) + ("xyzQ!", "zz"), "xyzQ", False),
+        (["x", "yz", "Q"], (*(f"w{i:04d}" for i in range(5000)), "xyzQ!", "zz"), "xyzQ", False),
         (["x", "yz", "Q!"], ("zz", "xyzQ!", "a", "xy"), "", True),
         (["ab", "c"], ("abd", "abce", "b"), "a", True),
     ],
