@@ -318,6 +318,10 @@ class Runner:
             sched.loaded(request_id, state)
         admitted = sched.admit()
         self._kv_work(kv.apply, admitted, sched)
+        # At admission, not at the request's first step: a pass whose plan has no rows (the slot
+        # waits on a disk read, or its first item is still encoding) would leave penalties blind
+        # to the prompt.
+        self.sampling.prime(admitted.admitted)
         kv.prepare_saves(admitted.admitted, sched.prefix)  # the rest at the step's end
         self.feed.encode_ahead(admitted.admitted)
         plan = sched.plan()
@@ -374,7 +378,6 @@ class Runner:
 
     def _step(self, plan: StepPlan) -> list[Event]:
         """Decode ``plan`` (its media first), sample its outputs: the step's events."""
-        self.sampling.prime(plan.admitted)
         decoded_ns = self.times.decode_ns
         # A riding media row is decoded with the streams' rows in the feed's call (a failure there
         # ends only the media's request, and the streams' rows go again without it).

@@ -359,3 +359,32 @@ def test_kv_work_before_a_step_is_what_the_budget_takes_off_its_prompt_rows(monk
         assert r.times.kv_ns >= 30 * ms
     finally:
         r.close()
+
+
+class PrimedSampler(RowSampler):
+    """A ``RowSampler`` that records what it was primed with (its penalties' window)."""
+
+    def __init__(self, ctx: FakeContext) -> None:
+        super().__init__(ctx)
+        self.primed: list[object] = []
+
+    def prime(self, tokens: object) -> None:
+        self.primed.append(list(tokens))  # type: ignore[call-overload]
+
+
+def test_a_request_admitted_in_a_pass_with_nothing_to_decode_is_primed_once(runner: Runner) -> None:
+    """Penalties see the prompt even when the pass that admits the request decodes nothing (its slot
+    waits on a disk read, its first item is encoding): the chain is primed at admission."""
+    plan, passes = runner.scheduler.plan, []
+
+    def first_pass_empty() -> StepPlan:
+        planned = plan()
+        passes.append(planned)
+        return StepPlan() if len(passes) == 1 else planned
+
+    runner.scheduler.plan = first_pass_empty  # type: ignore[method-assign]
+    sampler = PrimedSampler(runner.ctx)  # type: ignore[arg-type]
+    sink = Sink(queue.SimpleQueue())
+    runner.submit(Request((3, 4, 5), SamplingParams(temperature=0.8), num_predict=3), sampler, sink)  # type: ignore[arg-type]
+    drain(runner, sink)
+    assert passes[0].admitted and sampler.primed == [[3, 4, 5]]
