@@ -6,17 +6,15 @@ so a command never knows which one it has.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import httpx
 
 from cllm_ollama.api.ollama.model_views import show_response, tag_entry
-from cllm_ollama.config import Settings
+from cllm_ollama.config import Settings, proxied
 from cllm_ollama.engine.quantizer import quantize_file
 from cllm_ollama.errors import CllmError
 from cllm_ollama.store.blobs import sha256_file
@@ -60,17 +58,6 @@ class Unauthorized(CllmError):
 def auth_headers(settings: Settings) -> dict[str, str]:
     """The first CLLM_API_KEY key (else OLLAMA_API_KEY) as a Bearer token; none when both are unset."""
     return {"Authorization": f"Bearer {settings.client_api_key}"} if settings.client_api_key else {}
-
-
-def proxied(url: str) -> bool:
-    """Whether HTTP_PROXY and its kin may carry requests to ``url``: never to localhost or a
-    loopback address, as Go's ``ProxyFromEnvironment`` decides for the ollama CLI (httpx would
-    send even those through the proxy)."""
-    host = urlsplit(url).hostname or ""
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host != "localhost"
 
 
 def server(settings: Settings) -> HttpBackend:

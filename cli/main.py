@@ -23,14 +23,14 @@ from cllm_ollama.api.middleware.auth import AccessLogRedaction
 from cllm_ollama.api.middleware.drain import Drain
 from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
-from cllm_ollama.config import ConfigError, Settings
+from cllm_ollama.config import ConfigError, Settings, proxied
 from cllm_ollama.errors import CllmError
 from cllm_ollama.gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
 from cllm_ollama.store.modelfile import parse_modelfile
 from cllm_ollama.store.names import parse_name
 
 from .attachments import FileError, supports_media
-from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, proxied, server
+from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
 from .bench import bench_command
 from .chat import THINK_VALUES, Session, catch_ctrl_c, interactive, parse_think, reply
 from .launch import INTEGRATIONS, Target, environ_with, usage

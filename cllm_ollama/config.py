@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .engine.media_budget import DEFAULT_AUDIO_SECONDS, DEFAULT_REQUEST_PIXELS, DEFAULT_SERVER_PIXELS, MediaLimits
 from .gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
@@ -150,6 +151,17 @@ def _env_path(text: str) -> Path:
         return Path(text).expanduser()
     except RuntimeError:
         return Path(text)
+
+
+def proxied(url: str) -> bool:
+    """Whether HTTP_PROXY and its kin may carry requests to ``url`` (httpx's ``trust_env``): never
+    to localhost or a loopback address, as Go's ``ProxyFromEnvironment`` decides for Ollama's
+    clients (httpx would send even those through the proxy)."""
+    host = urlsplit(url).hostname or ""
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host != "localhost"
 
 
 def _go_bool(text: str) -> bool:

@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 import orjson
 
+from ..config import proxied
 from ..errors import PullError, RequestCanceled
 from .blobs import sha256_file
 from .locking import exclusive
@@ -267,7 +268,7 @@ class Transfer:
         timeout = httpx.Timeout(STALL_TIMEOUT_S, connect=10.0)
         limits = httpx.Limits(max_connections=NUM_PARTS, max_keepalive_connections=NUM_PARTS)
         with (
-            httpx.Client(timeout=timeout, limits=limits, follow_redirects=True) as client,
+            httpx.Client(timeout=timeout, limits=limits, follow_redirects=True, trust_env=proxied(url)) as client,
             ThreadPoolExecutor(max_workers=min(NUM_PARTS, len(todo)), thread_name_prefix="cllm-part") as pool,
         ):
 

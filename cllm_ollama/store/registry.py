@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from .. import __version__
+from ..config import proxied
 from ..errors import CllmError
 from . import manifests as mt
 from .names import DEFAULT_HOST, ModelName
@@ -87,6 +88,7 @@ class Registry:
             timeout=httpx.Timeout(60.0, connect=10.0),
             follow_redirects=False,
             headers={"User-Agent": USER_AGENT},
+            trust_env=proxied(self.base_url),
         )
 
     def __enter__(self) -> Registry:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from cllm_ollama.cli import chat
-from cllm_ollama.cli.backend import HttpBackend, proxied
+from cllm_ollama.cli.backend import HttpBackend
 from cllm_ollama.cli.main import cli
 from cllm_ollama.cli.render import human_time, running_table, show_text
 from fakehub import FakeHub
@@ -26,7 +26,7 @@ from serving import serve_in_thread
 
 from cllm_ollama import OLLAMA_COMPAT_VERSION
 from cllm_ollama.app import create_app
-from cllm_ollama.config import Settings
+from cllm_ollama.config import Settings, proxied
 from cllm_ollama.store.create import CreateRequest, create_model, import_gguf
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_qwen3

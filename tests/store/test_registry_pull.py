@@ -29,6 +29,7 @@ from cllm_ollama.store.catalog import Catalog
 from cllm_ollama.store.keys import public_key, verify
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.pull import HUB, REGISTRY, REGISTRY_THEN_HUB, pull_model, pull_source
+from cllm_ollama.store.registry import Registry
 from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.ggufs import write_lora
@@ -120,6 +121,19 @@ def test_a_library_name_comes_from_the_registry_with_its_layers(
     assert len(registry.seen("GET", "/blobs/")) == before
     assert [e for e in again if e.get("digest") == model_digest] == [{**progress[0], "completed": len(gguf_bytes)}]
     assert statuses(again)[-3:] == ["verifying sha256 digest", "writing manifest", "success"]
+
+
+def test_a_registry_on_this_machine_is_reached_past_any_proxy(
+    model_store: ModelStore, registry: FakeRegistry, gguf_bytes: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Proxies from the environment are never used for a loopback registry, as Go's
+    ProxyFromEnvironment decides; a SOCKS one (ALL_PROXY, a common desktop setup) is understood."""
+    add_tiny(registry, gguf_bytes)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, "socks5://127.0.0.1:9")  # nothing listens there
+    assert statuses(pull(model_store, registry, "tiny"))[-1] == "success"
+    with Registry("https://registry.example") as remote:  # a remote one goes through it (socksio installed)
+        assert remote.client is not None
 
 
 def test_a_model_with_an_adapter_layer_is_pulled_with_it(
