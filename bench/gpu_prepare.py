@@ -40,6 +40,7 @@ CARRIED = (
     "prometheus-client==0.26.0",
     "click==8.5.1",
     "httpx==0.28.1",
+    "socksio==1.0.0",  # httpx[socks]
     "diskcache==5.6.3",
     # A C extension: the wheel for the GPU machine's Python is fetched below (cllm serve imports it).
     "zstandard==0.25.0",
