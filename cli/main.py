@@ -185,7 +185,19 @@ def serve_command() -> None:
     )
     # After uvicorn configured its loggers: a key sent as ?key= never reaches the access log.
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
-    _Server(config, services(app).drain).run()
+    with user_errors():
+        sockets = wildcard_sockets(settings.host.host, settings.host.port)
+    _Server(config, services(app).drain).run(sockets=sockets)
+
+
+def wildcard_sockets(host: str, port: int) -> list[socket.socket] | None:
+    """For a wildcard address (``0.0.0.0``, ``::``, or none as in ``:8080``), one socket that takes
+    IPv4 and IPv6 at once, as Go's ``net.Listen`` serves it for Ollama (uvicorn's own would be IPv4
+    only, or IPv6 only for ``::``, where cllm's CLI then could not reach it); None elsewhere: uvicorn
+    binds as asked."""
+    if host not in ("", "0.0.0.0", "::") or not socket.has_dualstack_ipv6():
+        return None
+    return [socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)]
 
 
 cli.add_command(serve_command, "start")

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import respx
 from click.testing import CliRunner, Result
-from cllm_ollama.cli.main import cli
+from cllm_ollama.cli.main import cli, wildcard_sockets
 from cllm_ollama.cli.progress import ProgressPrinter, human_bytes, human_duration
 from fakehub import FakeHub
 from huggingface_hub import constants
@@ -447,3 +447,22 @@ def test_launch_hands_the_servers_key_to_the_agent(keyed_server: dict[str, str |
     codex = assert_ok(run(env, "launch", "codex", "--model", "tiny", "--config")).splitlines()
     assert "export CLLM_LAUNCH_API_KEY=k2" in codex
     assert 'model_providers.cllm.env_key="CLLM_LAUNCH_API_KEY"' in shlex.split(codex[-1])
+
+
+@pytest.mark.parametrize("host", ["", "0.0.0.0", "::"])
+def test_a_wildcard_address_is_served_on_ipv4_and_ipv6_at_once(host: str) -> None:
+    """As Go's net.Listen for Ollama: OLLAMA_HOST=0.0.0.0 (or ::, or :PORT) takes both families, so
+    a client reaching localhost over ::1, and cllm's own CLI over 127.0.0.1, both get in."""
+    if not socket.has_dualstack_ipv6():
+        pytest.skip("no dual-stack IPv6 here")
+    sockets = wildcard_sockets(host, 0)
+    assert sockets is not None
+    (listening,) = sockets
+    try:
+        listening.listen()
+        port = listening.getsockname()[1]
+        for address in ("127.0.0.1", "::1"):
+            socket.create_connection((address, port), timeout=5).close()
+    finally:
+        listening.close()
+    assert wildcard_sockets("127.0.0.1", 0) is None  # a given address: uvicorn binds it as asked
