@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import signal
@@ -197,7 +198,13 @@ def wildcard_sockets(host: str, port: int) -> list[socket.socket] | None:
     binds as asked."""
     if host not in ("", "0.0.0.0", "::") or not socket.has_dualstack_ipv6():
         return None
-    return [socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)]
+    try:
+        return [socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)]
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise
+        logging.getLogger("cllm").warning("cannot listen on IPv4 and IPv6 at once (%s): on %r as asked", exc, host)
+        return None  # IPv6 off in this kernel or container: uvicorn binds the address as asked
 
 
 cli.add_command(serve_command, "start")
