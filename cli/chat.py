@@ -114,6 +114,8 @@ class Session:
     wordwrap: bool = True
     keep_alive: str | None = None
     multimodal: bool = False  # the model sees or hears: files named in a prompt are sent with it
+    # The model's own MESSAGES (a session saved before): shown at the start, kept by /save.
+    loaded_messages: list[dict[str, Any]] = field(default_factory=list)
 
     def user_message(self, text: str) -> dict[str, Any]:
         """The user's turn, with the files ``text`` names when the model takes them (``FileError``
@@ -520,6 +522,7 @@ class Repl:
         self.session.model = args[1]
         # Ollama keeps the first model's answer here; the model now loaded is the one that sees or not.
         self.session.multimodal = supports_media(show)
+        self.session.loaded_messages = list(show.get("messages") or [])
         self.session.messages = []
         self.session.system = ""
         load_model(self.backend, self.session)
@@ -530,7 +533,9 @@ class Repl:
             return
         session = self.session
         body: dict[str, Any] = {"model": args[1], "from": session.model}
-        messages = [m for m in session.messages if m["role"] != "system"]
+        # What the model was saved with, then this session's turns (Ollama's NewCreateRequest): the
+        # create replaces the model's messages, so a session saved again keeps its start.
+        messages = session.loaded_messages + [m for m in session.messages if m["role"] != "system"]
         if messages:
             body["messages"] = messages
         if session.system:
@@ -592,6 +597,11 @@ def interactive(backend: HttpBackend, session: Session, *, history: bool = True)
         if not history:
             _history(False)
     load_model(backend, session)
+    for message in session.loaded_messages:  # a saved session's turns, as ollama run shows them
+        if message.get("role") == "user":
+            click.echo(f">>> {message.get('content', '')}")
+        elif message.get("role") == "assistant":
+            click.echo(f"{message.get('content', '')}\n")
     try:
         Repl(backend, session).run()
     finally:

@@ -419,6 +419,7 @@ def run_command(
                 click.echo(json.dumps(vector))
             return
         session.multimodal = supports_media(show)
+        session.loaded_messages = list(show.get("messages") or [])
         if prompts or not stdin_is_terminal or not sys.stdout.isatty():
             if not text:  # no prompt: the model is loaded, nothing is asked (Ollama's preload idiom)
                 backend.load(model, keepalive)

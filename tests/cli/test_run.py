@@ -463,3 +463,20 @@ def test_go_durations_and_word_wrap() -> None:
     wrap.feed("The quick brown fox jumps\nover")
     wrap.close()
     assert "".join(out) == "The quick \nbrown fox \njumps\nover"
+
+
+def test_save_keeps_the_turns_the_model_was_saved_with(capsys: pytest.CaptureFixture[str]) -> None:
+    """`cllm run sess` (a saved session), more turns, `/save`: the model's own messages come first,
+    as ollama's NewCreateRequest sends them; the create replaces them, so they would be lost."""
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    class Backend:
+        def stream(self, path: str, body: dict[str, Any], report: Any) -> None:
+            sent.append((path, body))
+
+    before = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    now = [{"role": "user", "content": "And?"}, {"role": "assistant", "content": "Then."}]
+    session = chat.Session("sess", messages=[{"role": "system", "content": "S"}, *now], loaded_messages=before)
+    chat.Repl(Backend(), session).save(["/save", "sess2"])  # type: ignore[arg-type]
+    assert sent == [("/api/create", {"model": "sess2", "from": "sess", "messages": before + now})]
+    assert capsys.readouterr().out == "Created new model 'sess2'\n"
