@@ -134,8 +134,10 @@ def cllm_server(work: Path) -> Iterator[str]:
     env = server_env(work / "models", port)
     write_qwen3(work / "tiny-qwen3.gguf", qtype=gguf.GGMLQuantizationType.Q8_0)
     (work / "Modelfile").write_text("FROM ./tiny-qwen3.gguf\n", encoding="utf-8")
+    # Before the server starts: the store on disk (CLLM_LOCAL_STORE), as no server answers yet.
+    local = env | {"CLLM_LOCAL_STORE": "1"}
     created = subprocess.run(
-        [cllm, "create", MODEL, "-f", "Modelfile"], cwd=work, env=env, capture_output=True, text=True, check=False
+        [cllm, "create", MODEL, "-f", "Modelfile"], cwd=work, env=local, capture_output=True, text=True, check=False
     )
     if created.returncode != 0:
         raise SystemExit(f"`cllm create` failed:\n{created.stdout}{created.stderr}")

@@ -374,6 +374,8 @@ def test_the_init_container_pulls_the_model_the_server_preloads(rendered: list[D
     cllm = _container(server, "cllm")
     assert pull["image"] == cllm["image"]
     assert pull["args"] == ["pull", "$(MODEL)"]
+    # Nothing listens in the pod yet: the pull writes the store itself, as it may only when asked.
+    assert {"name": "CLLM_LOCAL_STORE", "value": "1"} in pull["env"]
     assert cllm["args"] == ["serve"]
     assert _config_data(rendered, pull)["MODEL"] == _config_data(rendered, cllm)["MODEL"]
     preload = cllm["lifecycle"]["postStart"]["exec"]["command"]
