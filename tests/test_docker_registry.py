@@ -165,9 +165,13 @@ def test_push_then_pull_back_with_the_ollama_client_and_the_cli(
     answer = client.generate(model=name, prompt="Why is the sky blue?")
     assert answer.done and answer.eval_count is not None and 0 < answer.eval_count <= 4
 
-    # The same through the command line: pull without a server (the store directly)...
+    # The same through the command line: pull without a server (the store directly, as asked)...
     client.delete(name)
-    env = {"OLLAMA_HOST": f"127.0.0.1:{_free_port()}", "OLLAMA_MODELS": str(tmp_path / "cli-models")}
+    env = {
+        "OLLAMA_HOST": f"127.0.0.1:{_free_port()}",
+        "OLLAMA_MODELS": str(tmp_path / "cli-models"),
+        "CLLM_LOCAL_STORE": "1",
+    }
     result = CliRunner().invoke(cli, ["pull", "--insecure", name], env=env)
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == "success"
