@@ -201,7 +201,8 @@ LFM2 = r"""
 {%- set listed = namespace(text='') -%}
 {%- for tool in tools -%}
 {%- set listed.text = listed.text + (', ' if not loop.first else '') + (tool.function | gojson(spaces=true,
-    order='function', html=false) if tool.function.name else tool | gojson(spaces=true, order='tool', html=false)) -%}
+    order='function', html=false) if tool.function is mapping and tool.function.name
+    else tool | gojson(spaces=true, order='tool', html=false)) -%}
 {%- endfor -%}
 {%- set system = (system + '\n' if system else '') + 'List of tools: <|tool_list_start|>[' + listed.text
     + ']<|tool_list_end|>' -%}

@@ -797,6 +797,8 @@ def test_go_s_edges_of_a_tool_as_the_renderers_marshal_it() -> None:
     # A nameless function is listed as its whole tool (Go's lfm2ToolSchema), a named one as itself.
     assert '<|tool_list_start|>[{"type": "function", "function": {"name": "", "description": "Lists' in lfm2
     both = render_chat(LFM2, [user("List")], tools=[CLIENT_TOOL, odd])
+    bare = render_chat(LFM2, [user("List")], tools=[{"type": "function"}])  # no function at all
+    assert '<|tool_list_start|>[{"type": "function", "function": {"name": "", ' in bare
     assert '<|tool_list_start|>[{"name": "find", ' in both and '}, {"type": "function", "function": {"name": ""' in both
     # An `any` field left out only when nil: an empty object stays; one type prints as itself.
     assert '"tags": {"type": "array", "items": {}, "description": "a \\u0026 b"}' in lfm2
