@@ -379,9 +379,11 @@ class ModelPool:
         return sorted(self._entries.values(), key=lambda e: -e.expires_at)
 
     async def close(self) -> None:
-        for entry in [*self._entries.values(), *self._retired]:
+        retired, self._retired = self._retired, []  # closed here: a release meanwhile closes none again
+        for entry in list(self._entries.values()):
             await self._unload(entry)
-        self._retired.clear()
+        for entry in retired:
+            await self._close(entry)
         await anyio.to_thread.run_sync(self.grammars.close)
 
     async def _notify(self) -> None:
@@ -424,8 +426,6 @@ class ModelPool:
             entry.timer = None
         if self._entries.get(_key(entry.model.spec)) is entry:
             del self._entries[_key(entry.model.spec)]
-            await self._close(entry)
-        elif entry in self._retired:
             await self._close(entry)
 
     async def _close(self, entry: Entry) -> None:

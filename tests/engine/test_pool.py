@@ -23,6 +23,11 @@ class FakeModel(FakeEngine):
     n_ctx_train: int = 4096
     closed: bool = field(default=False)
     dead: str | None = None
+    closes: int = 0
+
+    def close(self) -> None:
+        self.closes += 1  # a model closed twice frees its weights twice
+        super().close()
 
 
 @dataclass
@@ -171,6 +176,31 @@ def test_a_dead_model_still_held_is_freed_only_when_its_last_request_lets_go() -
         pool.release(fresh)
         await pool.close()
         assert fresh.model.closed  # type: ignore[attr-defined]
+        assert held.model.closes == fresh.model.closes == 1  # type: ignore[attr-defined]
+
+    asyncio.run(run())
+
+
+def test_a_dead_model_whose_request_ends_during_shutdown_is_closed_once() -> None:
+    async def run() -> None:
+        pool = make_pool([])
+        held = await pool.acquire(request(), None)
+        held.model.dead = "RuntimeError: boom"  # type: ignore[misc]
+        fresh = await pool.acquire(request(), None)
+        pool.release(fresh)
+        loop = asyncio.get_running_loop()
+        closing = held.model.close
+
+        def close_as_its_request_ends() -> None:
+            # Its request ends while shutdown closes it (this runs in the closing thread: the
+            # release is queued before shutdown resumes).
+            loop.call_soon_threadsafe(pool.release, held)
+            closing()
+
+        held.model.close = close_as_its_request_ends  # type: ignore[method-assign]
+        await pool.close()
+        await settle(pool)
+        assert held.model.closes == 1  # type: ignore[attr-defined]
 
     asyncio.run(run())
 
