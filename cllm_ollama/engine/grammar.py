@@ -113,6 +113,7 @@ def _serve(conn: Connection) -> None:
     (a crash here kills only the child)."""
     from .binding import grammar_parses
 
+    grammar_parses('root ::= "a"')  # llama.cpp's start (backends, devices) is not the first check's parse
     conn.send("ready")
     while True:
         try:
