@@ -138,7 +138,7 @@ def _env_keep_alive(text: str) -> float:
         return parse_keep_alive(text)
     except ConfigError:
         pass
-    if re.fullmatch(r"[+-]?[0-9]+", text):
+    if re.fullmatch(r"[+-]?[0-9]{1,19}", text) and -(1 << 63) <= int(text) < 1 << 63:  # ParseInt's int64
         return parse_keep_alive(float(int(text)))
     log.warning("invalid environment variable KEEP_ALIVE=%r, using the default 5m", text)
     return DEFAULT_KEEP_ALIVE_S

@@ -85,6 +85,8 @@ def test_gpu_overhead_and_sched_spread_are_read_as_ollama_reads_them(caplog: pyt
         {"OLLAMA_KEEP_ALIVE": "1.5"},  # neither a Go duration nor ParseInt's integer
         {"OLLAMA_KEEP_ALIVE": "1e3"},
         {"OLLAMA_KEEP_ALIVE": "nan"},
+        {"OLLAMA_KEEP_ALIVE": "9" * 25},  # past ParseInt's int64
+        {"OLLAMA_KEEP_ALIVE": "9" * 5000},
     ],
 )
 def test_an_ollama_variable_ollama_cannot_read_is_ignored_with_a_warning(
