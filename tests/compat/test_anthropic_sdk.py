@@ -187,7 +187,8 @@ def test_tool_result_round_trip(scripted: tuple[anthropic.Anthropic, list[str]])
 
 
 def test_tool_result_reaches_the_prompt(tmp_path: Path) -> None:
-    """The round trip's history renders as Qwen3's template renders a native tool turn."""
+    """The round trip's history renders as Qwen3's template renders a native tool turn (the result
+    named for its call's function, as chat completions' results are)."""
     from cllm_ollama.api.anthropic.messages import _decode
 
     use = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
@@ -211,7 +212,7 @@ def test_tool_result_reaches_the_prompt(tmp_path: Path) -> None:
             "content": "Looking.",
             "tool_calls": [{"id": "toolu_1", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
         },
-        {"role": "tool", "content": "sunny", "tool_call_id": "toolu_1"},
+        {"role": "tool", "content": "sunny", "tool_call_id": "toolu_1", "tool_name": "get_weather"},
         {"role": "user", "content": "Thanks"},
     ]
     assert json.dumps(native.req.options) == '{"num_predict": 8}'
