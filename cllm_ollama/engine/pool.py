@@ -128,6 +128,13 @@ class Entry:
     slots_asked: int = 0
 
 
+def _stop_timer(entry: Entry) -> None:
+    """Cancel ``entry``'s keep_alive expiry, if one is pending."""
+    if entry.timer is not None:
+        entry.timer.cancel()
+        entry.timer = None
+
+
 Loader = Callable[[LoadSpec, int], EngineClient]
 
 
@@ -320,9 +327,7 @@ class ModelPool:
         if keep_alive is not None:  # without one, the model keeps what it was last given (Ollama's runner)
             entry.keep_alive = keep_alive
         entry.expires_at = self._clock.time() + entry.keep_alive
-        if entry.timer is not None:
-            entry.timer.cancel()
-            entry.timer = None
+        _stop_timer(entry)
         return entry
 
     def release(self, entry: Entry) -> None:
@@ -414,16 +419,12 @@ class ModelPool:
         if entry.refs == 0:
             await self._unload(entry)
             return
-        if entry.timer is not None:
-            entry.timer.cancel()
-            entry.timer = None
+        _stop_timer(entry)
         del self._entries[_key(entry.model.spec)]
         self._retired.append(entry)
 
     async def _unload(self, entry: Entry) -> None:
-        if entry.timer is not None:
-            entry.timer.cancel()
-            entry.timer = None
+        _stop_timer(entry)
         if self._entries.get(_key(entry.model.spec)) is entry:
             del self._entries[_key(entry.model.spec)]
             await self._close(entry)
