@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from ..engine.pool import LoadRequest
 from ..errors import CllmError, EngineError, InvalidRequest, NotFound
 from ..store.gguf_info import GGUFInfo, gguf_info
-from ..store.names import parse_name
+from ..store.names import model_reference, parse_name
 from ..store.store import ModelRecord, ModelStore
 from .options import RequestOptions
 
@@ -35,12 +35,14 @@ class ResolvedModel:
 
 
 async def resolve_model(store: ModelStore, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
-    """Find a model as Ollama's handlers do: empty name, bad syntax, then not found."""
-    if not name:
+    """Find a model as Ollama's handlers do: empty name, bad syntax, then not found (the name as
+    the client sent it in the message, ``:local`` and all)."""
+    stored = model_reference(name)
+    if not stored:
         raise CllmError(empty_message, empty_status)
-    parse_name(name)  # raises "invalid model name"
+    parse_name(stored)  # raises "invalid model name"
     try:
-        record = await run_in_threadpool(store.get, name)
+        record = await run_in_threadpool(store.get, stored)
     except NotFound:
         raise NotFound(f"model '{name}' not found") from None
     if record.model_path is None:

@@ -66,6 +66,15 @@ def _valid(pattern: re.Pattern[str], part: str, max_len: int) -> bool:
     return 0 < len(part) <= max_len and pattern.fullmatch(part) is not None
 
 
+def model_reference(text: str) -> str:
+    """The stored model a request's name refers to, as Ollama's ``modelref.ParseRef``: space around
+    it trimmed and an explicit ``:local`` source suffix (any case) dropped, so ``qwen3:8b:local`` is
+    the local ``qwen3:8b``. A ``:cloud`` name is left whole: there is no cloud here to send it to."""
+    s = text.strip() if isinstance(text, str) else ""
+    head, colon, suffix = s.rpartition(":")
+    return head if colon and suffix.strip().lower() == "local" else s
+
+
 def parse_name(text: str) -> ModelName:
     """Parse like Ollama's ``ParseName`` + defaults; raise ``InvalidRequest("invalid model name")``.
 

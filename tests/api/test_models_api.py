@@ -137,6 +137,28 @@ def test_show_errors(api: TestClient, body: dict[str, Any], status: int, error: 
     assert (r.status_code, r.json()) == (status, {"error": error})
 
 
+def test_local_source_suffix_and_spaces_name_the_stored_model(api: TestClient, tiny: str) -> None:
+    """Ollama's ``modelref.ParseRef``: ``NAME:local`` (any case) and a name with space around it
+    are the stored model, for show, generate and delete alike."""
+    for asked in ("tiny:local", " tiny ", "tiny:latest:LOCAL"):
+        r = api.post("/api/show", json={"model": asked})
+        assert r.status_code == 200, (asked, r.text)
+    r = api.post("/api/generate", json={"model": "tiny:local", "prompt": "", "stream": False})
+    assert (r.status_code, r.json()["done_reason"]) == (200, "load")
+    api.post("/api/copy", json={"source": "tiny", "destination": "spare"})
+    assert api.request("DELETE", "/api/delete", json={"model": " spare:local "}).status_code == 200
+    assert api.post("/api/show", json={"model": "spare"}).status_code == 404
+
+
+def test_show_tells_copilot_chat_the_name_it_asked_for(api: TestClient, tiny: str) -> None:
+    """Ollama's ShowHandler: GitHub Copilot Chat lists ``general.basename``, so it gets the name asked for."""
+    plain = api.post("/api/show", json={"model": "tiny:local"}).json()["model_info"]
+    assert plain.get("general.basename") != "tiny:local"
+    headers = {"User-Agent": "GitHubCopilotChat/0.30.3"}
+    shown = api.post("/api/show", json={"model": "tiny:local"}, headers=headers).json()["model_info"]
+    assert shown == {**plain, "general.basename": "tiny:local"}
+
+
 def test_show_missing_body(api: TestClient) -> None:
     r = api.post("/api/show")
     assert (r.status_code, r.json()) == (400, {"error": "missing request body"})
@@ -183,7 +205,9 @@ def test_copy_errors(api: TestClient, tiny: str, body: dict[str, Any], status: i
     [
         ({"model": "Nope"}, 404, "model 'Nope' not found"),
         ({"model": "a:b:c/"}, 400, 'name "a:b:c/" is invalid'),
-        ({}, 400, 'name "" is invalid'),
+        ({}, 400, "model is required"),
+        ({"model": "  "}, 400, "model is required"),
+        ({"model": "nope:local"}, 404, "model 'nope:local' not found"),
     ],
 )
 def test_delete_errors(api: TestClient, body: dict[str, Any], status: int, error: str) -> None:

@@ -18,7 +18,7 @@ from ...errors import InvalidRequest, NotFound, RequestCanceled
 from ...gostrconv import go_quote
 from ...store.blobs import parse_digest
 from ...store.create import CreateRequest, Report, create_model
-from ...store.names import parse_name
+from ...store.names import model_reference, parse_name
 from ...store.pull import pull_model
 from ...store.push import push_model
 from ...store.registry_pull import RegistryOptions
@@ -33,6 +33,7 @@ from .model_views import show_response, tag_entry
 from .progress import progress_events, progress_response
 
 _UPLOAD_BATCH = 1 << 20  # bytes gathered before each hop to the writer thread
+_COPILOT_CHAT = "GitHubCopilotChat/"  # the User-Agent prefix of GitHub Copilot Chat
 
 
 def _store(request: Request) -> ModelStore:
@@ -47,7 +48,7 @@ async def tags(request: Request) -> Response:
 
 async def show(request: Request) -> Response:
     req = decode(await read_json(request, ShowRequest), ShowRequest)
-    name, system, verbose = req.model_name, req.system or None, bool(req.verbose)
+    name, system, verbose = model_reference(req.model_name), req.system or None, bool(req.verbose)
     if not name:
         raise InvalidRequest("model is required")
     store = _store(request)
@@ -56,7 +57,12 @@ async def show(request: Request) -> Response:
         with store.claim() as claim:  # its blobs stay while they are read, even if it is deleted meanwhile
             return show_response(claim.record(name), verbose=verbose, system=system)
 
-    return JSONResponse(await run_in_threadpool(answer))
+    shown = await run_in_threadpool(answer)
+    if request.headers.get("user-agent", "").startswith(_COPILOT_CHAT):
+        # Copilot Chat lists a model by its ``general.basename`` (``Qwen3`` for every qwen3 tag):
+        # Ollama's ShowHandler echoes the name asked for there instead.
+        shown["model_info"] = {**shown["model_info"], "general.basename": req.model_name}
+    return JSONResponse(shown)
 
 
 async def copy(request: Request) -> Response:
@@ -75,11 +81,14 @@ async def copy(request: Request) -> Response:
 
 
 async def delete(request: Request) -> Response:
-    name = decode(await read_json(request, DeleteRequest), DeleteRequest).model_name
+    asked = decode(await read_json(request, DeleteRequest), DeleteRequest).model_name
+    name = model_reference(asked)
+    if not name:  # Ollama's ``modelref.ErrModelRequired``
+        raise InvalidRequest("model is required")
     try:
         parse_name(name)
     except InvalidRequest:
-        raise InvalidRequest(f"name {go_quote(name)} is invalid") from None
+        raise InvalidRequest(f"name {go_quote(asked)} is invalid") from None
     store = _store(request)
 
     def remove() -> tuple[str, Path | None]:
@@ -89,7 +98,7 @@ async def delete(request: Request) -> Response:
     try:
         stored_name, removed = await run_in_threadpool(remove)
     except NotFound:
-        raise NotFound(f"model '{name}' not found") from None
+        raise NotFound(f"model '{asked}' not found") from None
     # A deleted model leaves memory once its running requests end: its file, when no other
     # name shares it, else what runs under its name (another name using the weights keeps them).
     pool = services(request).pool
@@ -167,7 +176,7 @@ def _parsable_template(template: str) -> None:
 
 async def pull(request: Request) -> Response:
     req = decode(await read_json(request, PullRequest), PullRequest)
-    name, stream = req.model_name, req.stream is not False
+    name, stream = model_reference(req.model_name), req.stream is not False
     options = _registry_options(request, req)
     parse_name(name)
     store = _store(request)
