@@ -153,6 +153,7 @@ FAMILIES: dict[str, Family] = {
             parser="blocks",
             parser_marks=("<function=", "<parameter="),
             tool_block=("<tool_call>", "</tool_call>"),
+            control_tokens=("<tool_call>", "</tool_call>"),
             ollama_parsers=(
                 ("qwen3-coder", False),
                 ("qwen3.5", True),
@@ -166,6 +167,7 @@ FAMILIES: dict[str, Family] = {
             parser="blocks",
             parser_marks=("<arg_key>",),
             tool_block=("<tool_call>", "</tool_call>"),
+            control_tokens=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
             # Laguna writes GLM's calls; poolside-v1 is Ollama's name for its v8 (LagunaV8Parser).
             # GLM-OCR's is GLM 4.6's without thinking (GlmOcrParser).
             ollama_parsers=(("glm-4.7", True), ("glm-ocr", False), ("laguna", True), ("poolside-v1", True)),
@@ -175,11 +177,30 @@ FAMILIES: dict[str, Family] = {
             parser="blocks",
             parser_marks=("tool▁calls▁begin",),
             tool_block=("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
+            # llama.cpp's converter makes every ``<｜...｜>`` token a control token (its
+            # ``does_token_look_special``), so these would render as nothing without being listed
+            # (Ollama's DeepSeek3Parser and CogitoParser preserve the same).
+            control_tokens=(
+                "<｜tool▁calls▁begin｜>",
+                "<｜tool▁calls▁end｜>",
+                "<｜tool▁call▁begin｜>",
+                "<｜tool▁call▁end｜>",
+                "<｜tool▁sep｜>",
+                "<｜tool▁output▁begin｜>",
+                "<｜tool▁output▁end｜>",
+                "<｜tool▁outputs▁begin｜>",
+                "<｜tool▁outputs▁end｜>",
+            ),
             # Ollama matches the name, not the architecture: R1's distills are qwen2 and llama models.
             strip_think_names=("deepseek-r1",),
             ollama_parsers=(("deepseek3", True), ("cogito", True)),
         ),
-        Family("hermes", tool_syntax="HERMES", tool_syntax_marks=("<tool_call>",)),  # Qwen 2.5, Hermes
+        Family(  # Qwen 2.5, Hermes
+            "hermes",
+            tool_syntax="HERMES",
+            tool_syntax_marks=("<tool_call>",),
+            control_tokens=("<tool_call>", "</tool_call>"),
+        ),
         Family(
             "qwen3",
             strip_think_archs=("qwen3",),

@@ -35,12 +35,17 @@ def test_builtin_family_by_tokens_then_architecture() -> None:
     assert mf.builtin_family((), "unknown") == "chatml"
 
 
-def test_marked_families_render_every_mark_their_parser_splits_on() -> None:
-    """A mark the binding rendered as nothing (a control token) would never reach the parser."""
+def test_families_render_every_mark_their_parser_splits_on() -> None:
+    """A mark the binding rendered as nothing (a control token) would never reach the parser: a
+    GGUF may make any of them a control token (llama.cpp's converter does so to every DeepSeek
+    ``<｜...｜>``)."""
     for family in mf.FAMILIES.values():
         if family.parser == "marked":
             marks = {*family.tool_block, *family.think_tags, *family.dropped_marks, *family.after_call_noise} - {""}
             assert marks <= set(family.control_tokens), family.name
+        if family.parser == "blocks" or family.tool_syntax == "HERMES":
+            assert (set(family.tool_block) - {""} or {"<tool_call>"}) <= set(family.control_tokens), family.name
+    assert {"<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<arg_key>"} <= mf.PARSED_CONTROL_TOKENS
 
 
 def test_a_family_s_own_thinking_marks_grant_thinking() -> None:
