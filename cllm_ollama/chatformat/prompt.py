@@ -310,18 +310,20 @@ class ChatPrompt:
         if use_go:
             yield functools.partial(self.render_go, budget)
             return
-        levels = {"reasoning_effort": self.think_level} if self.think_level else {}
+        thinking: dict[str, Any] = {"reasoning_effort": self.think_level} if self.think_level else {}
+        # Defined where the request set think, or the model thinks (as for Go templates below):
+        # a renderer's port tells "off" from "unset" (GLM-OCR's /nothink). DeepSeek V3.1's own
+        # template reads ``thinking`` instead (and thinks only where it is true).
+        if self.think_set or self.model.has("thinking"):
+            thinking |= {"enable_thinking": self.thinking, "thinking": self.thinking}
         with jinja_workers.POOL.session(
             self.jinja or builtin_template(self.model.info),
             self.messages,
             budget,
             tools=self.tools,
-            # Defined where the request set think, or the model thinks (as for Go templates below):
-            # a renderer's port tells "off" from "unset" (GLM-OCR's /nothink).
-            enable_thinking=self.thinking if self.think_set or self.model.has("thinking") else None,
             bos_token=loaded.bos_text,
             eos_token=loaded.eos_text,
-            **levels,
+            **thinking,
         ) as session:
             yield session.render
 

@@ -140,3 +140,19 @@ def test_a_request_s_think_reaches_a_jinja_template_even_where_the_model_does_no
     prompt = ChatPrompt(model(jinja=template, thinking=thinks), MESSAGES, thinking=False, think_set=think_set)
     with prompt.text_renderer(LOADED, RenderBudget(), use_go=False) as render:
         assert render(None) == want
+
+
+@pytest.mark.parametrize(
+    ("think_set", "thinking", "want"), [(True, True, "<think>"), (True, False, "</think>"), (False, False, "</think>")]
+)
+def test_deepseek_v3_1_s_template_is_told_to_think_through_its_own_variable(
+    think_set: bool, thinking: bool, want: str
+) -> None:
+    """DeepSeek V3.1's template (as its checkpoint ships it) reads ``thinking``, not ``enable_thinking``."""
+    template = (
+        "{% if not thinking is defined %}{% set thinking = false %}{% endif %}"
+        "{{ '<think>' if thinking else '</think>' }}"
+    )
+    prompt = ChatPrompt(model(jinja=template, thinking=False), MESSAGES, thinking=thinking, think_set=think_set)
+    with prompt.text_renderer(LOADED, RenderBudget(), use_go=False) as render:
+        assert render(None) == want
