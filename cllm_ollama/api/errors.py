@@ -30,7 +30,7 @@ from .encoders import JSONResponse
 from .go_json import GoSyntaxError, first_value
 from .ollama.errors import ollama_error
 from .openai.errors import openai_error
-from .schemas.go import GoStruct, go_type, go_value_type
+from .schemas.go import GoStruct, go_field_names, go_type, go_value_type
 from .services import services
 
 log = logging.getLogger("cllm.api")
@@ -61,7 +61,7 @@ async def read_json(request: Request, into: type[GoStruct], empty: str = MISSING
         return {}
     if not isinstance(data, dict):
         raise InvalidRequest(f"json: cannot unmarshal {go_type(data)} into Go value of type {go_value_type(into)}")
-    return data
+    return go_field_names(data, into)
 
 
 # Ollama's cap on a decompressed body (maxDecompressedBodySize): a small zstd frame cannot unfold

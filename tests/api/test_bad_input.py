@@ -296,6 +296,20 @@ def test_well_typed_values_still_work(client: TestClient) -> None:
     assert client.post("/api/generate", json=body).json()["done"] is True
 
 
+@pytest.mark.model
+def test_field_names_in_any_case_are_read_as_gos_decoder_reads_them(client: TestClient) -> None:
+    """Go matches a JSON key to a struct field in any case: a .NET client's PascalCase body works."""
+    r = client.post(
+        "/api/generate", json={"Model": MODEL, "Prompt": "hi", "Stream": False, "Options": {"num_predict": 2}}
+    )
+    assert r.status_code == 200 and r.json()["done"] is True and r.json()["eval_count"] <= 2
+    body = {"MODEL": MODEL, "Messages": [{"Role": "user", "Content": "hi"}], "stream": False}
+    r = client.post("/api/chat", json=body | {"Options": {"num_predict": 1}})
+    assert (r.status_code, r.json()["message"]["role"]) == (200, "assistant")
+    r = client.post("/api/embed", json={"Model": MODEL, "Input": ["a", "b"]})
+    assert r.status_code == 200 and len(r.json()["embeddings"]) == 2
+
+
 @pytest.mark.parametrize("name", ["TINY", "Tiny:Latest", "tiny:latest", "registry.ollama.ai/library/TINY"])
 def test_v1_model_lookup_ignores_case_like_every_other_endpoint(client: TestClient, name: str) -> None:
     r = client.get(f"/v1/models/{name}")

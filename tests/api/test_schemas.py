@@ -11,7 +11,7 @@ from cllm_ollama.api.ollama.errors import decode
 from cllm_ollama.api.openapi import document
 from cllm_ollama.api.request_fields import parse_keep_alive_field
 from cllm_ollama.api.schemas import anthropic, ollama, openai
-from cllm_ollama.api.schemas.go import GoStruct
+from cllm_ollama.api.schemas.go import GoStruct, go_field_names
 from cllm_ollama.api.schemas.go import decode as go_decode
 from cllm_ollama.errors import InvalidRequest
 
@@ -98,6 +98,24 @@ def test_go_leniency_null_is_absent_unknown_fields_ignored_ints_into_floats() ->
     )
     assert v1.temperature == 1.0 and isinstance(v1.temperature, float)
     assert v1.messages is not None and v1.messages[0].content == [openai.ContentPart(type="text", text="hi")]
+
+
+def test_keys_in_another_case_name_the_fields_inside_too_and_the_last_key_wins() -> None:
+    body = {
+        "Model": "a",
+        "MESSAGES": [{"Role": "user", "Tool_Calls": [{"Function": {"Name": "f", "Arguments": {"City": 1}}}]}],
+        "Options": {"Num_Ctx": 8},
+        "model": "b",
+        "surprise": 1,
+    }
+    assert go_field_names(body, ollama.ChatRequest) == {
+        "messages": [{"role": "user", "tool_calls": [{"function": {"name": "f", "arguments": {"City": 1}}}]}],
+        "options": {"Num_Ctx": 8},  # a map's keys are the client's own
+        "model": "b",
+        "surprise": 1,
+    }
+    same = {"model": "a", "messages": [{"role": "user"}]}
+    assert go_field_names(same, ollama.ChatRequest) is same
 
 
 def test_the_documents_request_bodies_come_from_the_structs() -> None:

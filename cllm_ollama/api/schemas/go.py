@@ -16,6 +16,7 @@ import functools
 import re
 import types
 import typing
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, TypeVar, Union
 
 import msgspec
@@ -113,6 +114,59 @@ Bool = Annotated[bool, go("bool")] | None
 GoInt = Annotated[int, go("int", ge=-_I64, le=_I64 - 1)]  # Go's int: 64 bits here
 Int = GoInt | None
 Float64 = Annotated[float, go("float64")] | None
+
+
+def go_field_names(body: dict[str, Any], cls: type[GoStruct]) -> dict[str, Any]:
+    """``body`` with its keys spelled as ``cls`` names its fields, matched as Go's decoder matches
+    them: the exact name, else the same name in other case (a .NET client's ``"Model"``,
+    ``"Stream"``), the last key for a field winning; so too inside the structs within (messages,
+    their tool calls, tools). Keys that name no field stay as they are, ignored as Go ignores
+    them, and so do the keys of what Go decodes as a map (``options``, a call's arguments)."""
+    fields = _fields(cls)
+    out: dict[str, Any] | None = None
+    for key, value in body.items():
+        name = key if key in fields.inner else fields.folded.get(key.lower(), key)
+        inner = fields.inner.get(name)
+        folded = _fold_value(value, inner) if inner is not None else value
+        if out is None and (name != key or folded is not value):
+            out = {}
+            for done, v in body.items():  # what came before, as it was
+                if done == key:
+                    break
+                out[done] = v
+        if out is not None:
+            out.pop(name, None)  # the last key for a field wins, where Go decodes it again
+            out[name] = folded
+    return body if out is None else out
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """A struct's field names (as JSON spells them), each with the struct its value (or its
+    list's items) decodes into, if any; and each name in lower case to the name."""
+
+    inner: dict[str, type[GoStruct] | None]
+    folded: dict[str, str]
+
+
+@functools.cache
+def _fields(cls: type[GoStruct]) -> _Fields:
+    inner: dict[str, type[GoStruct] | None] = {}
+    for info in msgspec.structs.fields(cls):
+        hint, _, _ = _unwrap(_hints(cls).get(info.name, Any))
+        if typing.get_origin(hint) is list:
+            hint, _, _ = _item(hint)
+        inner[info.encode_name] = hint if isinstance(hint, type) and issubclass(hint, GoStruct) else None
+    return _Fields(inner, {name.lower(): name for name in reversed(list(inner))})  # the first wins a tie
+
+
+def _fold_value(value: Any, struct: type[GoStruct]) -> Any:
+    if isinstance(value, dict):
+        return go_field_names(value, struct)
+    if isinstance(value, list):
+        items = [go_field_names(v, struct) if isinstance(v, dict) else v for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
 
 
 def decode(body: dict[str, Any], cls: type[T]) -> T:
