@@ -214,9 +214,12 @@ class KvStore:
 
     def _copied(self, src: int, dst: int, n_cached: int) -> bool:
         """Copy sequence ``src``'s KV (``n_cached`` tokens) into ``dst``: a short one by its state,
-        a long one as the whole stream (``prefix.copied_cells``). False: ``dst`` lost it."""
+        a long one as the whole stream (``prefix.copied_cells``). So too where either waits on a
+        stream copy of this step (a waiter copies a prefix in, and a newcomer copies it from the
+        waiter): its bytes move at the next decode, and a copy queued behind it is done in order
+        where a state copy would read or write them now. False: ``dst`` lost it."""
         ctx = self.ctx
-        if copied_cells(n_cached, ctx.n_ctx_seq) == ctx.n_ctx_seq:
+        if copied_cells(n_cached, ctx.n_ctx_seq) == ctx.n_ctx_seq or ctx.copy_queued(src) or ctx.copy_queued(dst):
             ctx.seq_copy(src, dst)
             return True
         try:
@@ -316,7 +319,12 @@ class KvStore:
                 if len(chain) < disk.index.min_tokens or disk.lookup(chain.tokens, chain.keys)[1] + BLOCK > len(chain):
                     continue
                 held = windows.for_entry(slot.seq_id, chain.tokens) if windows is not None else ()
-                disk.save(chain.tokens, self.ctx.state_get(slot.seq_id, self.alloc(slot.seq_id)), held)
+                try:
+                    state = self.ctx.state_get(slot.seq_id, self.alloc(slot.seq_id))
+                except EngineError:  # unreadable (a copy into it never ran): the others still go
+                    log.warning("could not save the prompt state of sequence %d", slot.seq_id)
+                    continue
+                disk.save(chain.tokens, state, held)
         except Exception:
             log.exception("could not save prompt states to disk")
         finally:

@@ -73,8 +73,10 @@ class FakeContext:
         self._last: np.ndarray = np.zeros((0, model.n_vocab), np.float32)
         self.pos_max: dict[int, int] = {}  # each sequence's last position, as llama.cpp keeps it
         self.removed: list[tuple[int, int]] = []  # (sequence, from position) of every seq_rm
+        self.queued: set[int] = set()  # what a seq_copy reads or writes at the next decode, as llama.cpp's
 
     def decode(self, batch: FakeBatch) -> None:
+        self.queued.clear()
         if self.fail_decode is not None:
             raise EngineError(self.fail_decode)
         self.batches.append(batch.rows)
@@ -109,7 +111,10 @@ class FakeContext:
         pass
 
     def seq_copy(self, src: int, dst: int) -> None:
-        pass
+        self.queued |= {src, dst}
+
+    def copy_queued(self, seq_id: int) -> bool:
+        return seq_id in self.queued
 
     def seq_pos_min(self, seq_id: int) -> int:
         return 0

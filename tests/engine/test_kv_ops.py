@@ -20,13 +20,20 @@ from cllm_ollama.errors import EngineError
 
 class CellContext(FakeContext):
     """Each sequence's cells as a list of positions; ``refuse`` makes ``state_set`` fail for a
-    sequence as llama.cpp's does (the sequence is left empty), ``unreadable`` ``state_get``."""
+    sequence as llama.cpp's does (the sequence is left empty), ``unreadable`` ``state_get``. As
+    llama.cpp's, a ``seq_copy`` moves the bytes at the next decode: till then ``state_get`` of its
+    destination reads what it held before (``stale``)."""
 
     def __init__(self, model: FakeModel, **kw: Any) -> None:
         super().__init__(model, **kw)
         self.seqs: list[list[int]] = [[] for _ in range(self.n_seq_max)]
         self.refuse: set[int] = set()
         self.unreadable: set[int] = set()
+        self.stale: dict[int, list[int]] = {}
+
+    def decode(self, batch: Any) -> None:
+        self.stale.clear()
+        super().decode(batch)
 
     def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
         assert p1 == -1
@@ -37,12 +44,14 @@ class CellContext(FakeContext):
         self.seqs[seq_id].clear()
 
     def seq_copy(self, src: int, dst: int) -> None:
+        super().seq_copy(src, dst)
+        self.stale.setdefault(dst, list(self.seqs[dst]))
         self.seqs[dst] = list(self.seqs[src])
 
     def state_get(self, seq_id: int, alloc: Any = None) -> tuple[int, ...]:  # type: ignore[override]
         if seq_id in self.unreadable:
             raise EngineError(f"could not save the state of sequence {seq_id}")
-        return tuple(self.seqs[seq_id])
+        return tuple(self.stale.get(seq_id, self.seqs[seq_id]))
 
     def state_set(self, seq_id: int, data: tuple[int, ...]) -> bool:  # type: ignore[override]
         if seq_id in self.refuse:
@@ -94,6 +103,21 @@ def test_a_copy_from_a_sequence_whose_copy_failed_is_lost_too(runner: Runner, mo
     assert 0 in lost
     # Sequence 2 copied what sequence 0 held after its failure (nothing): it must be recomputed.
     assert 2 in lost or ctx.seqs[2] == list(range(40))
+
+
+def test_a_copy_from_a_sequence_whose_own_copy_is_queued_is_queued_behind_it(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain above with the waiter's copy a whole stream (its source is long): its bytes land
+    at the next decode, so the newcomer's copy from the waiter must be queued behind it, not read
+    from the waiter's stale bytes now (wrong answers, then cached and saved to disk)."""
+    ctx: CellContext = runner.ctx  # type: ignore[assignment]
+    ctx.seqs[0] = [7, 7]  # an earlier conversation
+    ctx.seqs[1] = list(range(ctx.n_ctx_seq // 2))  # long: copied as its whole stream
+    runner.scheduler.slots[1].chain.extend(ctx.seqs[1])
+    assert apply(runner, CHAIN, monkeypatch) == set()
+    assert ctx.seqs[0] == list(range(41)) and ctx.seqs[2] == list(range(40))
+    assert ctx.copy_queued(2)
 
 
 def test_an_unreadable_copy_source_costs_only_the_copy(runner: Runner, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -602,6 +602,12 @@ class Context:
         self.n_ubatch: int = ll.llama_n_ubatch(ptr)
         self.n_threads = n_threads
         self._n_vocab = model.n_vocab
+        # The sequences a queued ``seq_copy`` reads (sources) and overwrites (destinations) at the
+        # next decode: llama.cpp moves the cells' bookkeeping at once but the buffer's bytes then.
+        # Till then a destination's bytes are stale to read, and a write to either would be lost
+        # or copied on (``copy_queued``).
+        self._copy_sources: set[int] = set()
+        self._copy_destinations: set[int] = set()
 
     def close(self) -> None:
         if self._ptr:
@@ -614,8 +620,16 @@ class Context:
     def decode(self, batch: Batch) -> None:
         Context.decoded = True
         rc = ll.llama_decode(self._ptr, batch.struct)
+        self._copies_done(rc)
         if rc != 0:
             raise DecodeError(rc)
+
+    def _copies_done(self, rc: int) -> None:
+        """After a ``llama_decode``: a call llama.cpp did not refuse outright (-1: the batch was
+        invalid, nothing ran) did the queued copies first (``memory_update``), whatever came next."""
+        if rc != -1:
+            self._copy_sources.clear()
+            self._copy_destinations.clear()
 
     def decode_embeddings(
         self, embd: np.ndarray, positions: np.ndarray, seq_id: int | Sequence[int], outputs: Sequence[int] = ()
@@ -647,6 +661,7 @@ class Context:
         )
         Context.decoded = True
         rc = ll.llama_decode(self._ptr, struct)
+        self._copies_done(rc)
         if rc != 0:
             raise EngineError(f"llama_decode of embeddings failed ({rc}): {_decode_error(rc)}")
 
@@ -691,9 +706,18 @@ class Context:
         """Give ``dst`` all of ``src``'s KV (dst's own is dropped).
 
         With split streams this copies the whole stream buffer, every cell used or not, at the
-        next decode; a partial range would abort the process (llama-kv-cache.cpp seq_cp).
+        next decode; a partial range would abort the process (llama-kv-cache.cpp seq_cp). Copies
+        queued together are done in order, so a chain of them is sound (``copy_queued``).
         """
         ll.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
+        self._copy_sources.add(src)
+        self._copy_destinations.add(dst)
+
+    def copy_queued(self, seq_id: int) -> bool:
+        """Whether a ``seq_copy`` waiting for the next decode reads or overwrites ``seq_id``'s
+        bytes: its state cannot be read (``state_get``: stale) or written (``state_set``: lost,
+        or copied on) until then, but another ``seq_copy`` from or to it is done in its turn."""
+        return seq_id in self._copy_sources or seq_id in self._copy_destinations
 
     def seq_pos_max(self, seq_id: int) -> int:
         """Highest position held; -1 if empty. A batch's next row for the sequence must be at
@@ -719,6 +743,8 @@ class Context:
 
         ``window``: only the sliding-window layers' cache, which holds the last window of cells
         (``LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY``): a checkpoint a fraction of the whole state's size."""
+        if seq_id in self._copy_destinations:
+            raise EngineError(f"sequence {seq_id} waits for a copy: its state is stale until the next decode")
         flags = _PARTIAL_ONLY if window else 0
         size = ll.llama_state_seq_get_size_ext(self._ptr, seq_id, flags)
         buf = ctypes.create_string_buffer(size) if alloc is None else alloc(size)
@@ -732,6 +758,8 @@ class Context:
         from disk); False if llama.cpp refused it (no room, another layout). No copy is made
         here: llama.cpp copies the bytes into the KV cache. ``window``: a ``state_get(window=True)``
         checkpoint, which replaces only the sliding-window layers' cells (the others stay)."""
+        if self.copy_queued(seq_id):  # overwritten by the copy, or copied on in place of what it held
+            return False
         flags = _PARTIAL_ONLY if window else 0
         return ll.llama_state_seq_set_data_ext(self._ptr, _uint8s(data), len(data), seq_id, flags) == len(data)
 
