@@ -382,13 +382,14 @@ class Runner:
         # A riding media row is decoded with the streams' rows in the feed's call (a failure there
         # ends only the media's request, and the streams' rows go again without it).
         ridden: list[tuple[Sequence[int], Sequence[int], int]] = []
-        failed: list[Event] = []
         if plan.media:  # no callback made for the steps without media
 
             def ride(embd: np.ndarray, positions: np.ndarray, seq_id: int) -> None:
                 ridden.append(self._ride(plan, embd, positions, seq_id))
 
-            failed = self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call, ride)
+            # Out at once: their slots are freed already, so were the streams' call to fail next,
+            # the loop's ``fail_all`` would no longer know of them and they would never end.
+            self.outbox.emit(self.feed.decode(plan, self.ctx, self.scheduler.fail, self._media_call, ride))
         if ridden:
             rows, picks, n_logits = ridden[0]
         else:
@@ -397,13 +398,13 @@ class Runner:
         if log.isEnabledFor(logging.DEBUG):
             log_step(plan, self.times.decode_ns - decoded_ns, self.budget.stall_ns)
         if len(plan) == 0:
-            return failed + self.scheduler.update(plan, ())
+            return self.scheduler.update(plan, ())
         sampled = self.sampling.sample(plan, rows, picks, n_logits)
         times = self.times
         times.sample_ns += time.perf_counter_ns() - t1
         times.steps += 1
         logprobs = self.sampling.logprobs(plan, sampled, picks, n_logits)
-        events = failed + self.scheduler.update(plan, sampled)
+        events = self.scheduler.update(plan, sampled)
         if logprobs:
             events = [replace(e, logprob=logprobs[e.request_id]) if e.request_id in logprobs else e for e in events]
         return events

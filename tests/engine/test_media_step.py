@@ -16,6 +16,7 @@ from fake_binding import FakeBatch, FakeContext, FakeModel
 from polling import until
 from test_media import Image, image
 
+from cllm_ollama.engine import outbox
 from cllm_ollama.engine.encoder import ENCODE_AHEAD, KEPT_MEDIA, EncodeFailed, MediaEncoder
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.media import cell_keys
@@ -26,6 +27,7 @@ from cllm_ollama.engine.runner import Runner, Sink
 from cllm_ollama.engine.scheduler import Scheduler
 from cllm_ollama.engine.slot import SlotState
 from cllm_ollama.engine.step_budget import StepBudget
+from cllm_ollama.errors import EngineError
 
 
 @dataclass(eq=False)
@@ -244,6 +246,43 @@ def test_the_runner_decodes_images_on_its_thread_and_a_failed_one_ends_only_its_
         assert ends[id(good)].stats is not None and ends[id(good)].stats.prompt_tokens == 9  # image cells count
         until(lambda: good.closed == 1 and broken.closed == 1)
         assert runner.feed.held == {}
+    finally:
+        runner.close()
+
+
+def test_a_media_piece_that_failed_ends_its_request_even_when_the_streams_call_then_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The media request's slot is freed when its piece fails; were its error held back until the
+    step's end, the streams' call failing next (the loop then fails only what it still knows of)
+    would leave that request with no end, its client waiting for ever."""
+    # A stream that runs until the failure: a context it never fills, a reader never behind.
+    monkeypatch.setattr(outbox, "MAX_BUFFERED_EVENTS", 1 << 30)
+    spec = LoadSpec(Path("fake.gguf"), n_slots=2, n_ctx_slot=1 << 24, n_batch=16, n_threads=1, projector=Path("mm"))
+    runner = Runner(FakeModel(), spec, context=FakeContext, batch=FakeBatch)  # type: ignore[arg-type]
+    ctx = cast(FakeContext, runner.ctx)
+
+    class Broken(Decoding):
+        def decode(self, ctx: Any, item: Any, embd: Any, pos: int, seq_id: int, rows: range | None = None) -> int:
+            cast(FakeContext, ctx).fail_decode = "the streams' call failed too"
+            raise EngineError("the piece's call failed")
+
+    def ending(sink: Sink) -> Event:
+        while (event := sink.queue.get(timeout=10)).finish is None:  # type: ignore[attr-defined]
+            pass
+        return event
+
+    try:
+        stream = Sink(queue.SimpleQueue())
+        runner.submit(Request((3, 4, 5), SamplingParams(temperature=0), 1 << 23), None, stream)
+        assert stream.queue.get(timeout=10).finish is None  # type: ignore[attr-defined]  # generating
+        broken = Broken([(3, 4), image(b"dog"), (5,)])
+        sink = Sink(queue.SimpleQueue())
+        runner.submit(Request(cell_keys(broken.parts), SamplingParams(temperature=0), 3, media=broken), None, sink)
+        end = ending(sink)
+        assert (end.finish, end.error) == (FinishReason.ERROR, "the piece's call failed")
+        assert ending(stream).finish is FinishReason.ERROR
+        ctx.fail_decode = None
     finally:
         runner.close()
 
