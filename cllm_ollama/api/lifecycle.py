@@ -29,7 +29,7 @@ from ..chatformat.render_queue import render_prompt
 from ..engine.frontdoor import EngineClient
 from ..engine.media import cell_keys
 from ..engine.pool import Entry, ModelPool
-from ..engine.request import FinishReason, MediaInput, Stats
+from ..engine.request import FinishReason, MediaInput, SamplingParams, Stats
 from ..engine.request import Request as EngineRequest
 from ..errors import (
     CllmError,
@@ -101,12 +101,18 @@ async def lease(
         pool.release(entry)
 
 
-async def sentinel(pool: ModelPool, model: ResolvedModel, keep_alive: float | None, options: RequestOptions) -> str:
-    """Ollama's empty-prompt calls: ``keep_alive`` 0 unloads, anything else loads."""
-    if keep_alive == 0:
-        assert model.record.model_path is not None
-        await pool.unload(model.record.model_path, load_request(model, options).key)
-        return "unload"
+async def unload(pool: ModelPool, model: ResolvedModel) -> str:
+    """Ollama's unload call (an empty prompt with ``keep_alive`` 0: ``expireRunner``), answered
+    before anything else of the request is read: the pool keys a model by its files, never by
+    the options that loaded it, so none are read (a bad one cannot refuse it)."""
+    assert model.record.model_path is not None
+    await pool.unload(model.record.model_path, load_request(model, RequestOptions(SamplingParams())).key)
+    return "unload"
+
+
+async def preload(pool: ModelPool, model: ResolvedModel, keep_alive: float | None, options: RequestOptions) -> str:
+    """Ollama's load call (an empty prompt), once the request has passed what its handler checks
+    before ``scheduleRunner`` loads the model."""
     async with lease(pool, model, options, keep_alive):
         return "load"
 

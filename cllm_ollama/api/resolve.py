@@ -34,13 +34,20 @@ class ResolvedModel:
         return capability in self.capabilities
 
 
-async def resolve_model(store: ModelStore, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
-    """Find a model as Ollama's handlers do: empty name, bad syntax, then not found (the name as
-    the client sent it in the message, ``:local`` and all)."""
+def checked_reference(name: str, *, empty_message: str, empty_status: int) -> str:
+    """The stored name ``name`` refers to, checked as Ollama's parseAndValidateModelRef checks it
+    before any lookup: empty (``empty_message``), then of bad syntax ("invalid model name")."""
     stored = model_reference(name)
     if not stored:
         raise CllmError(empty_message, empty_status)
-    parse_name(stored)  # raises "invalid model name"
+    parse_name(stored)
+    return stored
+
+
+async def resolve_model(store: ModelStore, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
+    """Find a model as Ollama's handlers do: empty name, bad syntax, then not found (the name as
+    the client sent it in the message, ``:local`` and all)."""
+    stored = checked_reference(name, empty_message=empty_message, empty_status=empty_status)
     try:
         record = await run_in_threadpool(store.get, stored)
     except NotFound:

@@ -331,17 +331,16 @@ class ChatPrompt:
         """The messages at ``keep`` (all if None) rendered with the Go template."""
         assert self.go_template is not None
         kept = self.messages if keep is None else [self.messages[i] for i in keep]
-        return render_ollama(
-            self.go_template,
-            kept,
-            tools=self.tools,
-            think=self.thinking,
-            # As Ollama's handlers tell a template: a thinking model's unset think is true, so set,
-            # and true is the level "medium" (ThinkValue.String).
-            think_level=(self.think_level or "medium") if self.thinking else "",
-            think_set=self.think_set or self.model.has("thinking"),
-            budget=budget,
-        )
+        return render_ollama(self.go_template, kept, tools=self.tools, budget=budget, **self.go_think())
+
+    def go_think(self) -> dict[str, Any]:
+        """What a Go template is told of thinking, as Ollama's handlers tell it: a thinking
+        model's unset think is true, so set, and true is the level "medium" (ThinkValue.String)."""
+        return {
+            "think": self.thinking,
+            "think_level": (self.think_level or "medium") if self.thinking else "",
+            "think_set": self.think_set or self.model.has("thinking"),
+        }
 
     def marks(
         self, tokens: list[int], render_text: TextRenderer, tokenize: Callable[[str], list[int]]

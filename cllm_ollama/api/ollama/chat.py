@@ -15,17 +15,17 @@ from ...model_families import strips_think_history
 from ..encoders import NDJSON, JSONResponse
 from ..endpoint import Decoded, EachChunk, Encoder, Endpoint
 from ..errors import OLLAMA
-from ..lifecycle import Chunk, Generation, sentinel
+from ..lifecycle import Chunk, Generation, preload, unload
 from ..media import tag_media
 from ..options import resolve_options
 from ..output_shapes import created_at, metrics, truncation
 from ..request_fields import SharedFields, check_media, decoded_media, think_level, thinking_for
-from ..resolve import resolve_model
+from ..resolve import ResolvedModel, resolve_model
 from ..schemas.ollama import ChatRequest
 from ..services import services
 from ..tool_calls import tool_calls_json
 from ..tool_choice import AUTO, ToolChoice
-from .errors import decode
+from .errors import decode_generation
 
 
 def _messages(body: dict[str, Any], req: ChatRequest) -> list[dict[str, Any]]:
@@ -70,7 +70,8 @@ class ChatCall:
 
 
 async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generation | str:
-    """Check a chat against its model: its Generation, or a load/unload call's reason once done."""
+    """Check a chat against its model, in ChatHandler's order: its Generation, or a load/unload
+    call's reason once done (an unload before anything else is read, a load once checked)."""
     req, shared, messages, tools, choice = call.req, call.shared, call.messages, call.tools, call.tool_choice
     # none: the model is not shown the tools, and no text is read as a call; allowed_tools: a subset.
     tools = choice.shown(tools)
@@ -78,19 +79,17 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
     name = req.model or ""
     for m in messages:  # api.Message lower-cases its role as it decodes, whichever dialect built it
         m["role"] = m["role"].lower()
+    pool = services(request).pool
     model = await resolve_model(services(request).store, name, empty_message="model is required", empty_status=400)
-    if not messages:
-        options = resolve_options(req.options, model.record.params, request_type="ChatRequest")
-        return await sentinel(services(request).pool, model, shared.keep_alive, options)
-    if not model.has("completion"):
-        raise InvalidRequest(f'"{name}" does not support chat')
-    if tools and not model.has("tools"):
-        raise InvalidRequest(f"{model.full_name} does not support tools")
+    if not messages and shared.keep_alive == 0:
+        return await unload(pool, model)
     # A forced call is the whole output (its grammar leaves no room for thinking).
-    thinking = thinking_for(model, req, name) and call_tools is None
+    thinking = _checked(model, req, bool(tools)) and call_tools is None
+    options = resolve_options(req.options, model.record.params, request_type="ChatRequest")
+    if not messages:
+        return await preload(pool, model, shared.keep_alive, options)
     for m in messages:
         check_media(model, m.get("images"))
-    options = resolve_options(req.options, model.record.params, request_type="ChatRequest")
     # The Modelfile's SYSTEM goes first unless the client's own first message is a system one (the
     # Modelfile's MESSAGEs, which go before the client's, are not asked), as in Ollama.
     system = [{"role": "system", "content": model.record.system}] if model.record.system else []
@@ -124,6 +123,19 @@ async def start_chat(request: Request, call: ChatCall, t_start: int) -> Generati
     )
 
 
+def _checked(model: ResolvedModel, req: ChatRequest, tools: bool) -> bool:
+    """What ChatHandler refuses before it loads the model, in its order: ``think`` on a model
+    that cannot, then the capabilities (scheduleRunner's CheckCapabilities: completion, then
+    tools where any are shown). Whether the model may think."""
+    name = req.model or ""
+    thinking = thinking_for(model, req, name)
+    if not model.has("completion"):
+        raise InvalidRequest(f'"{name}" does not support chat')
+    if tools and not model.has("tools"):
+        raise InvalidRequest(f"{model.full_name} does not support tools")
+    return thinking
+
+
 def _encoder(name: object, gen: Generation) -> Encoder:
     n_calls = 0
 
@@ -147,7 +159,7 @@ def _encoder(name: object, gen: Generation) -> Encoder:
 
 
 def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
-    req = decode(body, ChatRequest)
+    req = decode_generation(body, ChatRequest)
     shared = SharedFields.of(req)  # before the messages' images, in Ollama's order
     call = ChatCall(req, shared, _messages(body, req), body.get("tools") or None)
     return Decoded(call, req.stream is not False, lambda gen: _encoder(req.model, gen), bool(req.debug_render_only))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from starlette.concurrency import run_in_threadpool
@@ -14,12 +14,14 @@ from ...errors import InvalidRequest, NotFound
 from ..encoders import JSONResponse
 from ..errors import read_json
 from ..lifecycle import lease
-from ..options import resolve_options
+from ..options import options_object, resolve_options
 from ..request_fields import keep_alive_of
-from ..resolve import ResolvedModel, resolve_model
+from ..resolve import ResolvedModel, checked_reference, resolve_model
 from ..schemas.ollama import EmbeddingRequest, EmbedRequest
 from ..services import services
 from .errors import decode
+
+E = TypeVar("E", EmbedRequest, EmbeddingRequest)
 
 
 async def _resolve(request: Request, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
@@ -96,17 +98,12 @@ def _cut(vector: np.ndarray, dimensions: int) -> np.ndarray:
 async def embed(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request, EmbedRequest)
-    name = decode(body, EmbedRequest).model or ""
-    model = await _resolve(request, name, empty_message="model '' not found", empty_status=404)
-    raw = body.get("input")
-    if raw is None or raw == "":
-        texts: list[str] = []
-    elif isinstance(raw, str):
-        texts = [raw]
-    elif isinstance(raw, list) and all(isinstance(t, str) for t in raw):
-        texts = raw
-    else:
-        raise InvalidRequest("invalid input type")
+    req = _decode(body, EmbedRequest)
+    name = req.model or ""
+    missing = f"model '{name}' not found"
+    checked_reference(name, empty_message=missing, empty_status=404)  # before the input, as EmbedHandler
+    texts = _texts(req.input)
+    model = await _resolve(request, name, empty_message=missing, empty_status=404)
     vectors, n_prompt, load_ns = await _embed(request, model, body, texts, normalize=True)
     out: dict[str, Any] = {"model": name, "embeddings": vectors}
     if texts:
@@ -120,8 +117,29 @@ async def embed(request: Request) -> Response:
 
 async def embeddings(request: Request) -> Response:
     body = await read_json(request, EmbeddingRequest)
-    req = decode(body, EmbeddingRequest)
+    req = _decode(body, EmbeddingRequest)
     name, prompt = req.model or "", req.prompt or ""
     model = await _resolve(request, name, empty_message="model is required", empty_status=400)
     vectors, _, _ = await _embed(request, model, body, [prompt] if prompt else [], normalize=False)
     return JSONResponse({"embedding": vectors[0] if vectors else []})
+
+
+def _decode(body: dict[str, Any], cls: type[E]) -> E:
+    """``body`` as EmbedHandler and EmbeddingsHandler bind it, before any model is looked up: a
+    ``keep_alive`` Go cannot parse (api.Duration decodes itself, stopping the decode), else the
+    first field of a wrong type, ``options`` (a map in Go) after the others here."""
+    req = decode(body, cls)  # a bad keep_alive before a field of a wrong type, as Go's
+    keep_alive_of(body)
+    options_object(req.options, cls.go_name or cls.__name__)
+    return req
+
+
+def _texts(raw: object) -> list[str]:
+    """EmbedHandler's ``input``: a string (none if empty) or strings; anything else is a 400."""
+    if raw is None or raw == "":
+        return []
+    if isinstance(raw, str):
+        return [raw]
+    if isinstance(raw, list) and all(isinstance(t, str) for t in raw):
+        return raw
+    raise InvalidRequest("invalid input type")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import InvalidRequest
-from ..request_fields import parse_keep_alive_field
+from ..options import options_object
+from ..request_fields import parse_keep_alive_field, parse_think
 from ..schemas import go
 from ..schemas.go import T
+from ..schemas.ollama import GenerationRequest
 
 
 def ollama_error(status: int, message: str) -> dict[str, Any]:
@@ -24,3 +26,21 @@ def decode(body: dict[str, Any], cls: type[T]) -> T:
         if "keep_alive" in cls.__struct_fields__:
             parse_keep_alive_field(body.get("keep_alive"))
         raise
+
+
+R = TypeVar("R", bound=GenerationRequest)
+
+
+def decode_generation(body: dict[str, Any], cls: type[R]) -> R:
+    """``body`` as GenerateHandler and ChatHandler bind it, before any model is looked up:
+    ``keep_alive`` and ``think`` decode themselves in Go (api.Duration, api.ThinkValue), so the
+    first bad one in the body stops the decode, whatever else is wrong; then the first field of
+    a wrong type, ``options`` (a map in Go) after the others here."""
+    for key, value in body.items():
+        if key == "keep_alive":
+            parse_keep_alive_field(value)
+        elif key == "think":
+            parse_think(value)
+    req = decode(body, cls)
+    options_object(req.options, cls.go_name or cls.__name__)
+    return req
