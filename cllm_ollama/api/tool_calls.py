@@ -20,10 +20,10 @@ def tool_call_id() -> str:
 
 
 def tool_calls_json(calls: list[dict[str, Any]], start_index: int = 0) -> list[dict[str, Any]]:
-    """Ollama's shape: the call's id (the model's own where its format writes one, as Command's
-    actions do) and the call's index inside ``function``."""
+    """Ollama's shape: a fresh id for each call (ChatHandler's ``toolCallId``, never the model's
+    own) and the call's index inside ``function``."""
     return [
-        {"id": call.get("id") or tool_call_id(), "function": {"index": start_index + i, **call["function"]}}
+        {"id": tool_call_id(), "function": {"index": start_index + i, **call["function"]}}
         for i, call in enumerate(calls)
     ]
 

@@ -22,12 +22,11 @@ Tools = dict[str, dict[str, Any]]
 BlockParser = Callable[[str, Tools], list[Call] | None]
 
 
-def call(name: str, arguments: dict[str, Any], call_id: str = "") -> Call:
-    """One call in the parsers' shape; ``call_id`` where the model wrote its own."""
-    made: Call = {"function": {"name": name, "arguments": go_numbers(arguments)}}
-    if call_id:
-        made["id"] = call_id
-    return made
+def call(name: str, arguments: dict[str, Any]) -> Call:
+    """One call in the parsers' shape, without an id: Ollama's ``ChatHandler`` gives every parsed call
+    its own (``toolCallId``), the model's own (Command's ``tool_call_id``) dropped, so that ids never
+    repeat across turns."""
+    return {"function": {"name": name, "arguments": go_numbers(arguments)}}
 
 
 # The integers JSON encoders here write (orjson: 64 bits, signed or not).
@@ -48,6 +47,108 @@ def go_numbers(value: Any) -> Any:
         except OverflowError:
             return -math.inf if value < 0 else math.inf
     return value
+
+
+def schema_types(schema: Any) -> list[str]:
+    """A parameter's declared types as Ollama gathers them to type its value (``parseToolCall`` in
+    qwen3coder.go): every ``anyOf`` option's, in order, else its own ``type``."""
+    if not isinstance(schema, dict):
+        return []
+    options = schema.get("anyOf")
+    if isinstance(options, list) and options:
+        return [kind for option in options for kind in _property_type(option)]
+    return _property_type(schema)
+
+
+def _property_type(schema: Any) -> list[str]:
+    """``type`` as Go's ``api.PropertyType`` reads it: a string or a list of them, a null as ""."""
+    if not isinstance(schema, dict) or "type" not in schema:
+        return []
+    kinds = schema["type"]
+    return [kind if isinstance(kind, str) else "" for kind in (kinds if isinstance(kinds, list) else [kinds])]
+
+
+# Go's strconv syntax: ParseInt's base 10, and ParseFloat's decimal and hexadecimal literals (the
+# latter need their ``p`` exponent) with an underscore only between digits, and its special values.
+_GO_DIGITS = r"[0-9]+(?:_[0-9]+)*"
+_GO_HEX_DIGITS = r"[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*"
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_GO_DECIMAL = re.compile(rf"[+-]?(?:{_GO_DIGITS}(?:\.(?:{_GO_DIGITS})?)?|\.{_GO_DIGITS})(?:[eE][+-]?{_GO_DIGITS})?")
+_GO_HEX = re.compile(
+    rf"[+-]?0[xX](?:_?{_GO_HEX_DIGITS}(?:\.(?:{_GO_HEX_DIGITS})?)?|\.{_GO_HEX_DIGITS})[pP][+-]?{_GO_DIGITS}"
+)
+_GO_SPECIAL = re.compile(r"[+-]?(?:inf|infinity)|nan", re.IGNORECASE)
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _go_int(raw: str) -> int | None:
+    """``strconv.ParseInt(raw, 10, 64)``; None where it fails (a syntax error, or a value out of range)."""
+    digits = raw.lstrip("+-").lstrip("0")  # read apart from leading zeros: Python caps a number's digits
+    if not _GO_INT.fullmatch(raw) or len(digits) > 19:
+        return None
+    value = int(digits or "0") * (-1 if raw.startswith("-") else 1)
+    return value if value in _INT64 else None
+
+
+def _go_float(raw: str) -> float | None:
+    """``strconv.ParseFloat(raw, 64)``; None where it fails (a syntax error, or a value out of range)."""
+    if _GO_SPECIAL.fullmatch(raw):
+        return float(raw)
+    try:
+        if _GO_DECIMAL.fullmatch(raw):
+            number = float(raw.replace("_", ""))
+            return None if math.isinf(number) else number
+        if _GO_HEX.fullmatch(raw):
+            return float.fromhex(raw.replace("_", ""))
+    except OverflowError:
+        pass
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Go's encoding/json reads no NaN or Infinity
+
+
+def typed_tool_value(raw: str, kinds: list[str]) -> Any:
+    """A parameter's text typed as Ollama's ``parseTypedToolValue`` types it: "null" (any case) is
+    null whatever the type; no type is text; else boolean, integer, number, array, object, in that
+    order, each that does not parse trying the next, or where it is the only type the text (false
+    for a boolean). A whole number is an integer; one past int64, which Go converts as its platform
+    does, stays a float."""
+    if raw.lower() == "null":
+        return None
+    if not kinds:
+        return raw
+    only = len(kinds) == 1
+    if "boolean" in kinds:
+        if raw.lower() in ("true", "false"):
+            return raw.lower() == "true"
+        if only:
+            return False
+    if "integer" in kinds:
+        integer = _go_int(raw)
+        if integer is not None:
+            return integer
+        if only:
+            return raw
+    if "number" in kinds:
+        number = _go_float(raw)
+        if number is not None:
+            return int(number) if number.is_integer() and int(number) in _INT64 else number
+        if only:
+            return raw
+    for kind, shape in (("array", list), ("object", dict)):
+        if kind in kinds:
+            try:
+                decoded = json.loads(raw, parse_constant=_no_constant)
+            except ValueError:
+                pass
+            else:
+                if decoded is None or isinstance(decoded, shape):  # Go reads a null into a nil slice or map
+                    return decoded
+            if only:
+                return raw
+    return raw
 
 
 class _Keyed:
@@ -277,13 +378,12 @@ def _cohere_action(item: Any) -> Call | None:
     parameters = item.get("parameters") or {}
     if not isinstance(parameters, dict):
         return None
-    call_id = item.get("tool_call_id")
-    return call(item["tool_name"], parameters, str(call_id) if call_id not in (None, "") else "")
+    return call(item["tool_name"], parameters)
 
 
 def parse_cohere(block: str, tools: Tools) -> list[Call] | None:
     """Command R7B / A: a JSON list of ``{"tool_call_id", "tool_name", "parameters"}``; the
-    model's own call id is kept, as Ollama keeps it."""
+    model's own call id (its turn's "0", "1", ...) is dropped, as Ollama's ``ChatHandler`` replaces it."""
     try:
         decoded = json.loads(block)
     except ValueError:

@@ -14,10 +14,18 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..model_families import LEADING_THINK_PARSERS, parser_family
-from .call_syntaxes import MARKED_PARSERS, call
+from .call_syntaxes import MARKED_PARSERS, call, schema_types, typed_tool_value
 from .glimmer import Glimmer
 from .marked import Marked
-from .parsers import BufferedParser, Delta, OutputParser, hold_back, prompt_opens_thinking, tool_format_for_template
+from .parsers import (
+    BufferedParser,
+    Delta,
+    OutputParser,
+    ToolFormat,
+    hold_back,
+    prompt_opens_thinking,
+    tool_format_for_template,
+)
 
 
 class StreamParser(Protocol):
@@ -32,18 +40,9 @@ BlockParser = Callable[[str, dict[str, dict[str, Any]]], list[Call] | None]
 
 
 def _typed(value: str, schema: dict[str, Any] | None) -> Any:
-    """A parameter written as text, typed as the tool's schema says (strings stay strings)."""
-    kinds = (schema or {}).get("type")
-    kinds = kinds if isinstance(kinds, list) else [kinds]
-    if kinds == ["string"]:
-        return value
-    try:
-        decoded = json.loads(value)
-    except ValueError:
-        return value
-    if "string" in kinds and not isinstance(decoded, (dict, list)):
-        return value
-    return decoded
+    """A parameter written as text, typed by the tool's schema as Ollama's ``parseValue`` types it
+    (Qwen3-Coder's, GLM's, Laguna's): one newline trimmed from each end, then ``typed_tool_value``."""
+    return typed_tool_value(value.removeprefix("\n").removesuffix("\n"), schema_types(schema))
 
 
 def _properties(tools: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
@@ -53,7 +52,7 @@ def _properties(tools: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 _QWEN_FUNCTION = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|\Z)", re.DOTALL)
-_QWEN_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|\Z)", re.DOTALL)
+_QWEN_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)(?:</parameter>|(?=<parameter=)|\Z)", re.DOTALL)
 
 
 def parse_qwen3_coder(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None:
@@ -70,21 +69,121 @@ def parse_qwen3_coder(block: str, tools: dict[str, dict[str, Any]]) -> list[Call
     return calls or None
 
 
-_GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
+# GLM's argument tags, in the order a call cycles through them (``repairGLM46XML``'s ``tagCycle``).
+_GLM_TAGS = ("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+_GLM_TAG = re.compile("|".join(map(re.escape, _GLM_TAGS)))
+_GLM_CLOSE = "</tool_call>"
+
+
+def _glm_xml(block: str) -> tuple[str, list[str], list[str]] | None:
+    """The call's name, keys and values as Go's ``xml.Unmarshal`` reads GLM's block into
+    ``GLMToolCallXML`` (``escapeGLM46Content`` leaves only the argument tags as markup): the text
+    outside the tags, and each key's and value's own text, in order (an element inside another is
+    skipped, as Go skips it); None where the tags do not nest."""
+    outside: list[str] = []
+    inside: list[str] = []
+    fields: dict[str, list[str]] = {"</arg_key>": [], "</arg_value>": []}
+    open_tags: list[str] = []
+    pos = 0
+    for mark in _GLM_TAG.finditer(block):
+        text, tag, pos = block[pos : mark.start()], mark.group(), mark.end()
+        if not open_tags:
+            outside.append(text)
+        elif len(open_tags) == 1:
+            inside.append(text)
+        if tag not in fields:
+            if not open_tags:
+                inside = []
+            open_tags.append(tag)
+        elif not open_tags or open_tags.pop() != tag.replace("/", ""):
+            return None
+        elif not open_tags:
+            fields[tag].append("".join(inside))
+    if open_tags:
+        return None
+    return "".join(outside) + block[pos:], fields["</arg_key>"], fields["</arg_value>"]
+
+
+def _repair_glm(text: str) -> str:
+    """Ollama's ``repairGLM46XML``: the block with the argument tags GLM left out put back, following
+    their cycle (key open, key close, value open, value close) from the first tag found."""
+    first = _GLM_TAG.search(text)
+    if first is None:
+        return text
+    prefix, text = text[: first.start()], text[first.start() :]
+    out, phase = [prefix], 0
+    # The first tag is not ``<arg_key>``: the text before it may hold the name and the key, split
+    # at its first space (a function's name holds none).
+    space = next((i for i, c in enumerate(prefix) if c.isspace()), -1)
+    if first.group() != _GLM_TAGS[0] and space >= 0:
+        out, phase = [prefix[:space], _GLM_TAGS[0], prefix[space:].lstrip()], 1
+    while text:
+        found = _GLM_TAG.search(text)
+        expected = _GLM_TAGS[phase]
+        opening = phase % 2 == 0
+        if found is None:
+            if not opening:  # the text is the open element's: close it
+                out += [text, expected]
+                phase = (phase + 1) % 4
+            break
+        at, tag = found.start(), _GLM_TAGS.index(found.group())
+        if tag == phase:
+            out += [text[:at], expected]
+            text = text[at + len(expected) :]
+            phase = (phase + 1) % 4
+        elif opening and at > 0:  # text where an opening tag belongs: the tag was left out
+            out += [expected, text[:at]]
+            text = text[at:]
+            phase = (phase + 1) % 4
+        else:  # another tag: put back those between, the text before it going to the last element
+            while phase != tag:
+                if phase % 2 and (phase + 1) % 4 == tag and at > 0:
+                    out.append(text[:at])
+                    text, at = text[at:], 0
+                out.append(_GLM_TAGS[phase])
+                phase = (phase + 1) % 4
+    out += _GLM_TAGS[phase:] if phase else ()  # close the pair left open
+    return "".join(out)
 
 
 def parse_glm(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None:
-    """GLM-4.5/4.6: ``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...``; or a JSON call
-    object, ``{"name": ..., "arguments": {...}}``, which Laguna also writes in the block."""
+    """GLM-4.5/4.6: ``NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>...``, its tags repaired
+    where they do not nest (Ollama's ``parseGLM46ToolCall``); or a JSON call object,
+    ``{"name": ..., "arguments": {...}}``, which Laguna also writes in the block."""
     if block.lstrip().startswith("{"):
         return _json_call(block)
-    name, _, rest = block.strip().partition("<arg_key>")
+    read = _glm_xml(block)
+    if read is None:
+        read = _glm_xml(_repair_glm(block))
+    if read is None:
+        return None
+    name, keys, values = read
     name = name.strip()
-    if not name or "\n" in name:
+    if not name or "\n" in name or len(keys) != len(values):
         return None
     properties = _properties(tools, name)
-    arguments = {k.strip(): _typed(v, properties.get(k.strip())) for k, v in _GLM_ARG.findall("<arg_key>" + rest)}
-    return [call(name, arguments)]
+    return [call(name, {k.strip(): _typed(v, properties.get(k.strip())) for k, v in zip(keys, values, strict=True)})]
+
+
+def parse_glm_unclosed(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] | None:
+    """A GLM call the output ended inside, as Ollama's ``finalizeToolCall`` takes it: only its
+    closing tag may be missing (a partial one dropped), never repaired, and only for a declared tool
+    given every required argument, so that a call cut short is no call (``validateFinalGLM46ToolCall``)."""
+    if block.lstrip().startswith("{"):
+        return _json_call(block)
+    ready, held = hold_back(block, _GLM_CLOSE, final=False)
+    raw = ready.rstrip() if held else block
+    read = _glm_xml(raw)
+    if read is None:
+        return None
+    name, keys, _ = read
+    spec = tools.get(name.strip())
+    parameters = (spec or {}).get("parameters") or {}
+    required = parameters.get("required") if isinstance(parameters, dict) else None
+    named = {k.strip() for k in keys}
+    if spec is None or "" in named or not named.issuperset(required if isinstance(required, list) else []):
+        return None
+    return parse_glm(raw, tools)
 
 
 def _json_call(block: str) -> list[Call] | None:
@@ -131,10 +230,18 @@ def parse_deepseek(block: str, tools: dict[str, dict[str, Any]]) -> list[Call] |
 class BlockTools(BufferedParser):
     """Content in which calls stand between an opening and a closing mark: text outside them
     streams at once (only an end that may begin the opening mark waits), a block is parsed when it
-    closes, or at the end, and stays content when it does not parse."""
+    closes, or at the end (by ``parse_unclosed`` where given), and stays content when it does not parse."""
 
-    def __init__(self, open_mark: str, close_mark: str, parse: BlockParser, tools: dict[str, dict[str, Any]]):
+    def __init__(
+        self,
+        open_mark: str,
+        close_mark: str,
+        parse: BlockParser,
+        tools: dict[str, dict[str, Any]],
+        parse_unclosed: BlockParser | None = None,
+    ):
         self._open, self._close, self._parse, self._tools = open_mark, close_mark, parse, tools
+        self._parse_unclosed = parse_unclosed or parse
         self._buf = ""
         self._in_block = False
         self._after_call = False
@@ -147,7 +254,7 @@ class BlockTools(BufferedParser):
                 if end < 0 and not final:
                     return out
                 block = self._buf if end < 0 else self._buf[:end]
-                calls = self._parse(block, self._tools)
+                calls = (self._parse_unclosed if end < 0 else self._parse)(block, self._tools)
                 if calls is None:
                     out.content += self._open + block + ("" if end < 0 else self._close)
                 else:
@@ -180,6 +287,23 @@ _BLOCK_PARSERS: dict[str, BlockParser] = {
     "glm": parse_glm,
     "deepseek": parse_deepseek,
 }
+# Those that read a block the output ended inside their own way.
+_UNCLOSED_BLOCK_PARSERS: dict[str, BlockParser] = {"glm": parse_glm_unclosed}
+# Ollama's parsers that end the thinking where a call opens, for a model that leaves out
+# ``</think>`` before it (Qwen35Parser.eat, Qwen3Parser.eat, Qwen3VLParser.eat,
+# Nemotron3NanoParser.Add, LagunaParser.consumeThinking): the tag stays for the tool parser.
+_CALL_ENDS_THINKING = frozenset(
+    {
+        "qwen3.5",
+        "ornith",
+        "nemotron-3-nano",
+        "nemotron-3.5-nano",
+        "qwen3-thinking",
+        "qwen3-vl-thinking",
+        "laguna",
+        "poolside-v1",
+    }
+)
 
 
 class Composed:
@@ -331,12 +455,15 @@ def parser_for(
         return Glimmer(specs if tools else None, thinking=thinking)
     if family is not None and family.parser == "marked":
         think_open = family.think_tags[0]
-        opened = bool(think_open) and prompt_opens_thinking(prompt, think_open)
+        opened = bool(think_open) and prompt_opens_thinking(prompt, think_open, family.think_prefix)
         parse = MARKED_PARSERS[family.name]
         return Marked(family, parse, specs if tools else None, thinking=thinking, start_in_thinking=opened)
     start_in_thinking = thinking and prompt_opens_thinking(prompt)
     splits = thinking or parser in LEADING_THINK_PARSERS
-    reasoning = OutputParser(thinking=splits, tools=False, start_in_thinking=start_in_thinking)
+    call_ends = ToolFormat.HERMES.tag if parser in _CALL_ENDS_THINKING else ""
+    reasoning = OutputParser(
+        thinking=splits, tools=False, start_in_thinking=start_in_thinking, call_ends_thinking=call_ends
+    )
     if not tools:
         return reasoning
     tool_parser: StreamParser
@@ -349,5 +476,6 @@ def parser_for(
             reasoning=False,
         )
     else:
-        tool_parser = BlockTools(*family.tool_block, _BLOCK_PARSERS[family.name], specs)
+        parse, parse_unclosed = _BLOCK_PARSERS[family.name], _UNCLOSED_BLOCK_PARSERS.get(family.name)
+        tool_parser = BlockTools(*family.tool_block, parse, specs, parse_unclosed)
     return Composed(reasoning, tool_parser)

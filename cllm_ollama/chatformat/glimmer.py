@@ -19,10 +19,9 @@ cllm parser keeps a call it cannot read.
 from __future__ import annotations
 
 import enum
-import json
 from typing import Any
 
-from .call_syntaxes import Call, Tools, call
+from .call_syntaxes import Call, Tools, call, schema_types, typed_tool_value
 from .parsers import BufferedParser, Delta
 
 START, MESSAGE, END_MESSAGE, END_TURN = "<|start|>", "<|message|>", "<|eom|>", "<|eot|>"
@@ -63,53 +62,6 @@ def resolve_tool(tools: Tools, name: str) -> str | None:
     if dot and fn in tools and fn.partition(".")[0] == ns:
         return fn
     return None
-
-
-def _types(schema: Any) -> list[str]:
-    schema = schema if isinstance(schema, dict) else {}
-    if isinstance(schema.get("anyOf"), list):
-        return [t for option in schema["anyOf"] for t in _types_of(option)]
-    return _types_of(schema)
-
-
-def _types_of(schema: Any) -> list[str]:
-    kinds = schema.get("type") if isinstance(schema, dict) else None
-    return [k for k in (kinds if isinstance(kinds, list) else [kinds]) if isinstance(k, str)]
-
-
-def typed_value(raw: str, kinds: list[str]) -> Any:
-    """A parameter's text typed as Ollama's ``parseTypedToolValue`` types it: ``null`` first, then
-    boolean, integer, number, array, object, string, a type that does not parse falling to text."""
-    if raw.lower() == "null":
-        return None
-    if not kinds:
-        return raw
-    only = len(kinds) == 1
-    if "boolean" in kinds:
-        if raw.lower() in ("true", "false"):
-            return raw.lower() == "true"
-        if only:
-            return False
-    for kind, read in (("integer", int), ("number", float)):
-        if kind in kinds:
-            try:
-                number = read(raw)
-            except ValueError:
-                if only:
-                    return raw
-                continue
-            return int(number) if isinstance(number, float) and number.is_integer() else number
-    for kind, shape in (("array", list), ("object", dict)):
-        if kind in kinds:
-            try:
-                decoded = json.loads(raw)
-            except ValueError:
-                decoded = None
-            if isinstance(decoded, shape):
-                return decoded
-            if only:
-                return raw
-    return raw
 
 
 def _cut_invoke_name(text: str) -> tuple[str, str] | None:
@@ -159,7 +111,7 @@ def parse_atem(body: str, tools: Tools) -> tuple[str, dict[str, Any]]:
         if value_end < 0:
             raise ValueError(f"unterminated ATEM parameter {key!r}")
         value, params = params[:value_end], params[value_end + len(_PARAM_CLOSE) :].removeprefix("\n")
-        arguments[key] = typed_value(value, _types(properties.get(key)))
+        arguments[key] = typed_tool_value(value, schema_types(properties.get(key)))
     return name, arguments
 
 

@@ -77,6 +77,8 @@ class _State(enum.Enum):
 
 
 _SPACE = re.compile(r"\s*")
+# Where a JSON value may start: past JSON's whitespace.
+_JSON_START = re.compile(r"[^ \t\n\r]")
 # Outside JSON strings: what opens a string or counts as a bracket.
 _JSON_MARK = re.compile(r'["\[\]{}]')
 # Inside a JSON string: the rest of it up to its closing quote, escapes skipped whole (a final lone backslash stays).
@@ -122,13 +124,14 @@ def bare_call_verdict(prefix: str, names: frozenset[str]) -> bool | None:
     return None if any(n.startswith(name) for n in names) else False
 
 
-def prompt_opens_thinking(prompt: str, think_open: str = "<think>") -> bool:
+def prompt_opens_thinking(prompt: str, think_open: str = "<think>", channel: str = "") -> bool:
     """Whether a rendered prompt ends inside a think block, so the output starts mid-thought.
 
-    True for templates that emit the opening tag themselves (Qwen3-*-Thinking-2507, DeepSeek-R1);
-    pass it as ``OutputParser(start_in_thinking=...)``.
+    True for templates that emit the opening tag themselves (Qwen3-*-Thinking-2507, DeepSeek-R1),
+    or the tag and the thinking's ``channel`` name: Gemma 4's after a tool result, where Ollama's
+    ``Gemma4Parser.Init`` starts in thinking. Pass it as ``OutputParser(start_in_thinking=...)``.
     """
-    return prompt.rstrip().endswith(think_open)
+    return prompt.rstrip().endswith((think_open, (think_open + channel).rstrip()))
 
 
 def _held(text: str, tag: str) -> int:
@@ -214,17 +217,21 @@ def _tool_call(item: Any) -> dict[str, Any] | None:
 
 
 def _parse_calls(body: str) -> list[dict[str, Any]] | None:
-    """One call object or a non-empty list of them; None when any of it is not a call."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return None
+    """Call objects, or lists of them, one after another (Ollama's ``tools.Parser.Add`` reads every
+    call that follows the tag); None when any of it is not a call."""
+    decoder = json.JSONDecoder()
     calls = []
-    for item in value if isinstance(value, list) else [value]:
-        parsed = _tool_call(item)
-        if parsed is None:
+    pos = 0
+    while (start := _JSON_START.search(body, pos)) is not None:
+        try:
+            value, pos = decoder.raw_decode(body, start.start())
+        except ValueError:
             return None
-        calls.append(parsed)
+        for item in value if isinstance(value, list) else [value]:
+            parsed = _tool_call(item)
+            if parsed is None:
+                return None
+            calls.append(parsed)
     return calls or None
 
 
@@ -255,6 +262,7 @@ class OutputParser(BufferedParser):
     ``start_in_thinking``: the prompt already opened the think block (see ``prompt_opens_thinking``).
     ``reasoning=False``: only the tool calls, for text the reasoning splitter (an instance with
     ``tools=False``) let through as content; ``families.parser_for`` composes the two.
+    ``call_ends_thinking``: a call's opening tag that also ends the thinking, left in the content.
 
     ``feed`` runs once per token on the event loop, so its work is linear in the new text: what a state
     holds back and has already examined (a call's text, a run of whitespace) waits in ``_seen`` and is
@@ -272,10 +280,13 @@ class OutputParser(BufferedParser):
         tool_format: ToolFormat = ToolFormat.HERMES,
         tool_names: frozenset[str] = frozenset(),
         reasoning: bool = True,
+        call_ends_thinking: str = "",
     ) -> None:
         self._tools = tools
         self._open = think_open
         self._close = think_close
+        self._call_ends = call_ends_thinking
+        self._think_ends = tuple(tag for tag in (think_close, call_ends_thinking) if tag)
         self._format = tool_format
         self._names = tool_names
         # Calls written with no tag: the format's own bare opening, else (given the requested
@@ -356,15 +367,7 @@ class OutputParser(BufferedParser):
             self._state = self._content_start if state is _State.AFTER_THINK_WS else _State.THINK
             return True
         if state is _State.THINK:
-            end = buf.find(self._close)
-            if end >= 0:
-                out.thinking += buf[:end]
-                self._buf = buf[end + len(self._close) :]
-                self._state = _State.AFTER_THINK_WS
-                return True
-            ready, self._buf = hold_back(buf, self._close, final=final)
-            out.thinking += ready
-            return False
+            return self._think(out, final)
         if state is _State.LOOK_CALL:
             return self._look_call(final)
         if state is _State.TAGGED:
@@ -372,6 +375,21 @@ class OutputParser(BufferedParser):
         if state is _State.JSON:
             return self._json_call(out, final)
         return self._content(out, final)
+
+    def _think(self, out: Delta, final: bool) -> bool:
+        """Thinking up to its closing tag, or up to a call's opening tag where one ends it (left in
+        the text: the tool parser reads the call)."""
+        buf = self._buf
+        ends = [(at, tag) for tag in self._think_ends if (at := buf.find(tag)) >= 0]
+        if ends:
+            end, tag = min(ends)
+            out.thinking += buf[:end]
+            self._buf = buf[end:] if tag == self._call_ends else buf[end + len(tag) :]
+            self._state = _State.AFTER_THINK_WS
+            return True
+        ready, self._buf = hold_back(buf, *self._think_ends, final=final)
+        out.thinking += ready
+        return False
 
     def _empty_block(self, final: bool) -> bool:
         """Thinking off: drop a leading empty think block with the whitespace around it, once it is complete.
@@ -440,7 +458,10 @@ class OutputParser(BufferedParser):
         self._state = _State.TAGGED if self._format.end_tag and tagged else _State.JSON
 
     def _tagged_call(self, out: Delta, final: bool) -> bool:
-        """A call inside tags: wait for the closing one, keeping back only an end that may begin it."""
+        """A call inside tags: wait for the closing one, keeping back only an end that may begin it.
+
+        At the end none is needed (Ollama's ``tools.Parser`` reads a call once its JSON is whole):
+        the call is read without it, a closing tag cut short dropped with it."""
         buf = self._buf
         end_tag = self._format.end_tag
         end = buf.find(end_tag)
@@ -448,10 +469,13 @@ class OutputParser(BufferedParser):
             self._seen.append(buf[:end])
             self._end_call(out, end_tag, buf[end + len(end_tag) :])
             return True
-        ready, self._buf = hold_back(buf, end_tag, final=final)
-        self._seen.append(ready)
         if final:
-            out.content += self._lead + self._take_seen()
+            cut = len(buf) - _held(buf, end_tag)
+            self._seen.append(buf[:cut])
+            self._end_call(out, buf[cut:], "")
+            return True
+        ready, self._buf = hold_back(buf, end_tag, final=False)
+        self._seen.append(ready)
         return False
 
     def _json_call(self, out: Delta, final: bool) -> bool:

@@ -120,7 +120,8 @@ POOLSIDE_V1 = r"""
 
 # Gemma 4 (renderers "gemma4", "gemma4-small"; "gemma4-large" adds the empty thought channel when
 # thinking is off, as the 31B model's template does): declarations and calls in Gemma's own syntax,
-# results inside the model turn, past thinking dropped.
+# results inside the model turn, past thinking dropped. After a result the model goes on in that
+# turn: no generation prompt, but the thought channel opened where thinking is on (Render's).
 _GEMMA4 = r"""
 {%- set Q = '<|"|>' -%}
 {%- macro value(v) -%}{%- if v is string -%}{{- Q + v + Q -}}{%- elif v is mapping -%}{{- '{' -}}
@@ -156,8 +157,9 @@ _GEMMA4 = r"""
 {%- endfor -%}
 {{- '<turn|>\n' -}}
 {%- endif -%}
-{%- set ns = namespace(open=false, calls=[], answered=0) -%}
+{%- set ns = namespace(open=false, calls=[], answered=0, responded=false) -%}
 {%- for message in loop_messages -%}
+{%- set ns.responded = message['role'] == 'tool' -%}
 {%- if message['role'] == 'tool' -%}
 {%- set name = message['name'] or (ns.calls[ns.answered] if ns.answered < ns.calls | length else 'unknown') -%}
 {%- set ns.answered = ns.answered + 1 -%}
@@ -179,8 +181,11 @@ _GEMMA4 = r"""
 {%- endif -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}
+{%- if not ns.responded -%}
 {{- '<|turn>model\n' -}}
 {# the empty thought channel #}
+{%- elif thinking -%}{{- '<|channel>thought\n' -}}
+{%- endif -%}
 {%- endif -%}
 """
 GEMMA4 = _GEMMA4.replace("{# the empty thought channel #}", "")
