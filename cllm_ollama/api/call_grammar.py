@@ -233,8 +233,12 @@ class _Syntax:
     closing: str = ""
     many: bool = True  # several calls in one answer
     # The JSON values' optional whitespace, where the family's parser wants less than JSON allows:
-    # no line breaks (OLMo 3: one call a line), none at all (Glimmer types a bare value as written).
+    # no line breaks (OLMo 3: one call a line).
     space: str = ""
+    # A parameter is a bare value typed as written (Glimmer, Qwen3-Coder, GLM: Ollama's
+    # parseTypedToolValue): no space around it (Go's strconv reads none), and a number's exponent
+    # short enough to stay finite (one ParseFloat finds out of range is left as text).
+    bare: bool = False
 
 
 _HERMES = _Syntax(lambda t, r: f'"<tool_call>\\n" {_json_call(t, r)} "\\n</tool_call>"', '"\\n"')
@@ -246,8 +250,8 @@ _JSON_SYNTAXES = {
 # Each family's own syntax, as its renderer writes calls into the history (Ollama's
 # ``model/renderers``) and its parser reads them.
 _FAMILY_SYNTAXES = {
-    "qwen3-coder": _Syntax(_qwen3_coder, '"\\n"'),
-    "glm": _Syntax(_glm, '"\\n"'),
+    "qwen3-coder": _Syntax(_qwen3_coder, '"\\n"', bare=True),
+    "glm": _Syntax(_glm, '"\\n"', bare=True),
     "harmony": _Syntax(_harmony, many=False),
     "gemma4": _Syntax(_keyed('<|"|>', "<|tool_call>", "<tool_call|>")),
     "functiongemma": _Syntax(_keyed("<escape>", "<start_function_call>", "<end_function_call>")),
@@ -257,7 +261,7 @@ _FAMILY_SYNTAXES = {
         _python_call, literal("\n"), literal("<function_calls>"), literal("</function_calls>"), space='" "?'
     ),
     # After the prompt's ``<|start|>assistant``: `` to=NAME<|message|>``; each further call a message.
-    "glimmer": _Syntax(_glimmer, literal("<|eom|><|start|>assistant"), space='""'),
+    "glimmer": _Syntax(_glimmer, literal("<|eom|><|start|>assistant"), bare=True),
     "cohere": _Syntax(
         _cohere, literal(",\n\n    "), literal("<|START_ACTION|>[\n\n    "), literal("\n\n]<|END_ACTION|>")
     ),
@@ -305,8 +309,13 @@ def call_grammar(
     calls = f"{one} ({syntax.separator} {one})*" if many and syntax.many else one
     root = " ".join(part for part in (syntax.opening, f"({calls})", syntax.closing) if part)
     grammar = grammar_with_schemas(root, tuple(rules.schemas))
+    if syntax.bare:
+        grammar = _EXPONENT.sub(_SHORT_EXPONENT, _SPACE.sub('space ::= ""', grammar))
     return _SPACE.sub(lambda _: f"space ::= {syntax.space}", grammar) if syntax.space else grammar
 
 
 # The converter's optional whitespace, which may break lines.
 _SPACE = re.compile(r"^space ::= .*$", re.MULTILINE)
+# The converter's number exponent (up to 16 digits), and one of at most two.
+_EXPONENT = re.compile(r"\(\[eE\] \[-\+\]\? integral-part\)\?")
+_SHORT_EXPONENT = "([eE] [-+]? [0-9] [0-9]?)?"
