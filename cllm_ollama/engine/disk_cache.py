@@ -167,10 +167,15 @@ class DiskCache:
         min_tokens: int,
         streams: int | None = None,
         alloc: Callable[[int], Any] = bytearray,
+        *,
+        max_tokens: int | None = None,
     ) -> None:
         """``streams``: the context's KV stream count, when its states are kept without it
         (``state_streams``: files then serve any slot count); None keeps them as they are.
-        ``alloc(n)``: a zeroed writable buffer of ``n`` bytes, for what a read returns."""
+        ``alloc(n)``: a zeroed writable buffer of ``n`` bytes, for what a read returns.
+        ``max_tokens``: the cells of a slot's context. A file of more (saved by a load with a larger
+        context) is left out of the index: this load can neither restore it nor count it as
+        holding its prefixes, and it stays on disk for a larger load, aging out of the LRU unread."""
         self.root = root
         self._alloc = alloc
         self.streams = streams
@@ -179,7 +184,7 @@ class DiskCache:
         self.dir = root / identity.hex()[:32]
         # The index: what is on disk for this identity. Its LRU never evicts (the IO thread
         # keeps the limit over every identity), but a state superseded by a longer one goes.
-        self.index = PromptCache(1 << 62, min_tokens, on_remove=self._removed)
+        self.index = PromptCache(1 << 62, min_tokens, on_remove=self._removed, max_tokens=max_tokens)
         self._gone: list[Path] = []  # files the IO thread found missing or bad (engine drops them)
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # writes and removals
         self._reads: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -241,8 +246,15 @@ class DiskCache:
         self._reads.put(_Job("read", entry.payload, entry.tokens, done=done))
 
     def forget(self, entry: CacheEntry) -> None:
-        """A load of ``entry`` failed: it is no longer offered."""
+        """A load of ``entry`` failed: it is no longer offered (its file goes)."""
         self.index.remove(entry)
+
+    def forget_state(self, tokens: Sequence[int]) -> None:
+        """llama.cpp refused a state of ``tokens`` (read from here, or from RAM): the file of those
+        tokens, if any, is no longer offered (it goes). A lookup, but only at a refusal."""
+        entry, n = self.lookup(tokens)
+        if entry is not None and n == len(entry.tokens) == len(tokens):
+            self.forget(entry)
 
     def close(self) -> None:
         """Finish the IO queued so far (writes included), then stop the IO threads."""

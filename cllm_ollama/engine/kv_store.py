@@ -17,7 +17,7 @@ from .blocks import BLOCK
 from .disk_cache import DiskCache, Read, identity_digest, weights_id
 from .frontdoor import LoadSpec
 from .prefix import Copy, Load, Move, PrefixReuse, Restore, Save, Trim, copied_cells
-from .prompt_cache import PromptCache
+from .prompt_cache import CacheEntry, PromptCache
 from .scheduler import Scheduler, StepPlan
 from .slot import Slot, SlotState
 from .swa_windows import Window, Windows
@@ -36,12 +36,16 @@ WINDOW_SHARE = 4
 ReadDone = Callable[[int], Callable[[Read | None], None]]
 
 
-def disk_cache_for(model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | None = None) -> DiskCache | None:
+def disk_cache_for(
+    model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | None = None, max_tokens: int | None = None
+) -> DiskCache | None:
     """The disk tier for this load: its identity is everything that changes a state's bytes.
     A model whose memory is one KV cache keeps its states without the slot count
     (``state_streams``), so a load with another ``num_parallel`` reads them; for the others
     (sliding-window ones write two caches) the slot count is part of the identity, as
-    llama.cpp refuses a state with another stream count ("n_stream mismatch")."""
+    llama.cpp refuses a state with another stream count ("n_stream mismatch"). The context size
+    is not (a state fits any slot at least as large): a file of more than ``max_tokens`` cells,
+    a slot's context, is only left out of this load's index (``DiskCache``)."""
     if spec.cache_dir is None or spec.cache_disk_bytes <= 0:
         return None
     # Image cells are the projector's output: another projector over the same weights differs, and
@@ -63,7 +67,9 @@ def disk_cache_for(model: Model, spec: LoadSpec, alloc: Callable[[int], Any] | N
         *(["deterministic"] if spec.deterministic else []),
     )
     alloc = alloc or bytearray
-    return DiskCache(spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens, streams, alloc)
+    return DiskCache(
+        spec.cache_dir, identity, spec.cache_disk_bytes, spec.cache_min_tokens, streams, alloc, max_tokens=max_tokens
+    )
 
 
 class KvStore:
@@ -86,7 +92,10 @@ class KvStore:
         self.buffers = StateBuffers(limit, f"cllm-state-{model.path.name}") if self.share else None
         self._expected: dict[int, tuple[int | None, int]] = {}  # slot -> (its request, its next save's tokens)
         host = spec.cache_bytes > 0 and self.share
-        self.cache = PromptCache(spec.cache_bytes, spec.cache_min_tokens) if host else None
+        # A state of more cells than a slot holds cannot be restored (llama.cpp's state_read_meta):
+        # neither tier keeps one (a file saved by a load with a larger context stays on disk).
+        n_ctx_seq = ctx.n_ctx_seq
+        self.cache = PromptCache(spec.cache_bytes, spec.cache_min_tokens, max_tokens=n_ctx_seq) if host else None
         # A sliding-window model's cuts below its saved window restore the nearest checkpoint of
         # it (``swa_windows``): one every half window, so that a cut costs at most that much more.
         n_swa = model.n_swa
@@ -98,7 +107,7 @@ class KvStore:
         self.disk: DiskCache | None = None
         self._disk_open = False
         try:
-            self.disk = disk_cache_for(model, spec, self.alloc(None)) if self.share else None
+            self.disk = disk_cache_for(model, spec, self.alloc(None), n_ctx_seq) if self.share else None
         except BaseException:
             self.close()
             raise
@@ -160,7 +169,7 @@ class KvStore:
                         scheduler.slots[dst].forget()
                 case Restore(seq_id, entry):
                     origin[seq_id] = entry.windows
-                    if not ctx.state_set(seq_id, entry.payload):
+                    if not self._restored(seq_id, entry):
                         lost.add(seq_id)
                 case Load(request_id, entry):
                     assert self.disk is not None
@@ -177,6 +186,24 @@ class KvStore:
         if windows is not None:
             for seq_id, held in origin.items():
                 windows.adopt(seq_id, () if seq_id in lost else held, len(scheduler.slots[seq_id].cached))
+
+    def _restored(self, seq_id: int, entry: CacheEntry) -> bool:
+        """Put a saved state into sequence ``seq_id``. One that llama.cpp refuses (a size or layout
+        this context cannot take) goes from the host cache and from disk (the same tokens there are
+        the same state, or the one it was read from): offered again, it would be read and refused at
+        every request that shares it. False: the sequence lost it (also where a queued copy is to
+        land on it, which is not the state's fault: ``Context.state_set``)."""
+        ctx = self.ctx
+        if ctx.copy_queued(seq_id):
+            return False
+        if ctx.state_set(seq_id, entry.payload):
+            return True
+        log.warning("a saved prompt state of %d tokens was refused: it is dropped", len(entry.tokens))
+        if self.cache is not None:
+            self.cache.remove(entry)
+        if self.disk is not None:
+            self.disk.forget_state(entry.tokens)
+        return False
 
     def _trimmed(self, scheduler: Scheduler, seq_id: int, pos: int, windows: tuple[Window, ...]) -> bool:
         """Cut sequence ``seq_id`` at ``pos``, or where one of ``windows`` lets it keep its start

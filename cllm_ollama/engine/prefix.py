@@ -237,7 +237,9 @@ class PrefixReuse:
         return n
 
     def best_now(self, request: Request, exclude: frozenset[int] = frozenset()) -> Source:
-        """The longest prefix of ``request``'s prompt whose KV exists now: in a slot, or the host cache."""
+        """The longest prefix of ``request``'s prompt whose KV exists now: in a slot, or the host cache
+        (or on disk). Neither cache holds a state longer than a slot's context (``PromptCache``'s
+        ``max_tokens``), which llama.cpp would refuse, so no check is needed here."""
         prompt, keys = request.prompt, request.prefix_keys
         limit = len(prompt) - 1  # at least one token must be decoded to get logits
         best = NOTHING

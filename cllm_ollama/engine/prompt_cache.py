@@ -6,7 +6,9 @@ with llama.cpp). Lookups walk the prompt's block-hash chain (``blocks``) through
 they cost O(prompt / BLOCK), not a scan of every entry. A state that is a prefix of another
 is stored once: the longer one supersedes it, and the shorter is never added.
 Entries stay when restored (llama-server's cache erases them, its issue #24143), and the least
-recently used go first once the total passes ``limit_bytes``.
+recently used go first once the total passes ``limit_bytes``. A state of more tokens than the
+context's slots hold (``max_tokens``: saved by a load with a larger context) is never kept: llama.cpp
+refuses to restore it, and it would stand in for the shorter states this load could use.
 """
 
 from __future__ import annotations
@@ -53,10 +55,16 @@ class PromptCache:
     """LRU of saved sequence states, indexed by block-hash chains of their tokens."""
 
     def __init__(
-        self, limit_bytes: int, min_tokens: int = MIN_TOKENS, on_remove: Callable[[CacheEntry], None] | None = None
+        self,
+        limit_bytes: int,
+        min_tokens: int = MIN_TOKENS,
+        on_remove: Callable[[CacheEntry], None] | None = None,
+        max_tokens: int | None = None,
     ) -> None:
-        """``on_remove`` hears of every entry that goes (superseded, evicted, removed), ``clear`` aside."""
+        """``on_remove`` hears of every entry that goes (superseded, evicted, removed), ``clear`` aside.
+        ``max_tokens``: the cells of a slot's context (None: any length), the most a state kept holds."""
         self.limit_bytes = limit_bytes
+        self.max_tokens = max_tokens
         self._on_remove = on_remove
         self.min_tokens = max(min_tokens, BLOCK)
         self.total_bytes = 0
@@ -106,7 +114,8 @@ class PromptCache:
         return n == len(tokens) and n > 0
 
     def worth_saving(self, tokens: Sequence[int], payload_size: int) -> bool:
-        return len(tokens) >= self.min_tokens and payload_size <= self.limit_bytes and not self.covers(tokens)
+        fits = self.max_tokens is None or len(tokens) <= self.max_tokens
+        return fits and len(tokens) >= self.min_tokens and payload_size <= self.limit_bytes and not self.covers(tokens)
 
     def add(self, tokens: Sequence[int], payload: Any, size: int, windows: tuple[Any, ...] = ()) -> CacheEntry | None:
         """Keep a state (with its ``windows``: checkpoints of ``size`` bytes, ``swa_windows``);
