@@ -204,6 +204,9 @@ def test_a_suffix_is_rendered_with_the_template_that_names_it(api: tuple[TestCli
     assert r.json()["_debug_info"]["rendered_template"] == "<PRE>def add(a, b):<SUF>return c<MID>"
     r = client.post("/api/generate", json=body | {"stream": False, "_debug_render_only": False})
     assert (r.status_code, r.json()["response"]) == (200, "ok")
+    # Raw: the prompt is what the model reads, its suffix unread, as in Ollama's GenerateHandler.
+    r = client.post("/api/generate", json=body | {"raw": True})
+    assert r.json()["_debug_info"]["rendered_template"] == "def add(a, b):"
 
 
 @pytest.mark.model

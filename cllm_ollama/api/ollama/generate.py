@@ -68,7 +68,7 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
     )
 
     def render(loaded: Tokenizer, limit: int | None, budget: RenderBudget | None) -> Rendered:
-        if suffix:
+        if suffix and not raw:  # raw: the prompt as it is, its suffix unread (GenerateHandler)
             go_template = _infill_template(template, model.record.template)
             rendered = _fill_in_the_middle(loaded, prompt, suffix, go_template, budget, templated.go_think())
         elif raw:
