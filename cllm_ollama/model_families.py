@@ -262,6 +262,11 @@ DEFAULT_BUILTIN = "chatml"
 # Control tokens rendered as their text (every family's); end-of-generation ones (``<|call|>``,
 # ``<|return|>``) stop generation before they are rendered.
 PARSED_CONTROL_TOKENS = frozenset(t for f in FAMILIES.values() for t in f.control_tokens)
+# The tool-call tags that models' Go templates taught the JSON tool parser (``preserve_tool_tag``),
+# rendered as their text too. Process-wide and only ever grown: the binding, which renders pieces,
+# never sees a model's Go template, so a tag one template teaches is text in every vocabulary that
+# holds it as a control token.
+_TEMPLATE_TAGS: set[str] = set()
 
 # The special tokens that pick a built-in template, in the order they are looked for.
 CHAT_MARKERS = tuple(t for name in BUILTIN_ORDER for t in FAMILIES[name].builtin_tokens)
@@ -350,20 +355,43 @@ def template_thinks(template: str) -> bool:
     return any(f.think_tags[0] and f.think_tags[0] in template for f in thinkers)
 
 
-def tool_syntax(template: str | None) -> str:
-    """The JSON tool-call syntax a chat template teaches (a ``ToolFormat`` name).
+def taught_tool_syntax(template: str | None) -> str | None:
+    """The JSON tool-call syntax whose marks a chat template holds (a ``ToolFormat`` name); None
+    where it holds no family's.
 
     A bare ``"parameters"`` is no mark: templates of other syntaxes (Cohere, GigaChat) write tool
-    schemas with it. Templates that name no syntax (SmolLM2, ChatML) get Hermes, the most common
-    one for models tuned on their own.
+    schemas with it.
     """
-    if not template:
-        return DEFAULT_TOOL_SYNTAX
     for name in TOOL_SYNTAX_ORDER:
         family = FAMILIES[name]
-        if any(mark in template for mark in family.tool_syntax_marks):
+        if template and any(mark in template for mark in family.tool_syntax_marks):
             return family.tool_syntax
-    return DEFAULT_TOOL_SYNTAX
+    return None
+
+
+def tool_syntax(template: str | None) -> str:
+    """The JSON tool-call syntax a chat template teaches (``taught_tool_syntax``). Templates that
+    name no syntax (SmolLM2, ChatML) get Hermes, the most common one for models tuned on their own."""
+    return taught_tool_syntax(template) or DEFAULT_TOOL_SYNTAX
+
+
+def preserve_tool_tag(tag: str) -> None:
+    """Have the binding render ``tag``, a call's opening tag read from a model's Go template, as
+    its text where it is a control token, as Ollama's llama-server runner preserves the tag of its
+    generic tool parser (``llamaServerPreservedTokensForToolTag``): only its leading ``<...>`` or
+    ``[...]`` where it has one (``[TOOL_CALLS][`` is the token and a list's bracket), and nothing
+    for the bare ``{`` and ``[`` of a template with no tag."""
+    if tag in ("", "{", "["):
+        return
+    close = {"<": ">", "[": "]"}.get(tag[0])
+    end = tag.find(close) if close else -1
+    _TEMPLATE_TAGS.add(tag[: end + 1] if end > 0 else tag)
+
+
+def renders_as_text(text: str) -> bool:
+    """Whether a control token whose text is ``text`` is rendered as that text, not as nothing:
+    an output parser reads it (a family's, or a tag ``preserve_tool_tag`` kept)."""
+    return text in PARSED_CONTROL_TOKENS or text in _TEMPLATE_TAGS
 
 
 def builtin_family(markers: tuple[str, ...] | set[str], architecture: str) -> str:

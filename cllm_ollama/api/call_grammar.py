@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..chatformat.parsers import TemplateTag, tool_format_for_template
 from ..engine.grammar import grammar_with_schemas
 from ..errors import InvalidRequest
 from ..model_families import parser_family, tool_syntax
@@ -272,6 +273,10 @@ def _syntax(template: str | None, parser: str | None) -> _Syntax:
     """The call syntax of the family the model's output parser is chosen by (``parser_family``)."""
     family = parser_family(template, parser)
     if family is None:
+        written = tool_format_for_template(template)
+        if isinstance(written, TemplateTag):  # the tag the Go template writes, then a JSON list of calls
+            opening = written.written if written.written.endswith("[") else written.written + "["
+            return _Syntax(_json_call, literal(","), literal(opening), literal("]"))
         return _JSON_SYNTAXES.get(tool_syntax(template), _HERMES)
     if family.name == "deepseek":
         fenced = "```json" in (template or "")

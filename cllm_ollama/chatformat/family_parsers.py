@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..model_families import LEADING_THINK_PARSERS, parser_family
+from ..model_families import LEADING_THINK_PARSERS, parser_family, preserve_tool_tag
 from .call_syntaxes import MARKED_PARSERS, call, schema_types, typed_tool_value
 from .glimmer import Glimmer
 from .marked import Marked
@@ -21,6 +21,7 @@ from .parsers import (
     BufferedParser,
     Delta,
     OutputParser,
+    TemplateTag,
     ToolFormat,
     hold_back,
     prompt_opens_thinking,
@@ -328,18 +329,85 @@ class Composed:
 
 
 _HARMONY_MARKS = ("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>", "<|constrain|>")
-_HARMONY_RECIPIENT = re.compile(r"to=(?:functions\.)?([^\s<]+)")
+# gpt-oss's built-in tools, which keep their names (``FunctionNameMap.ConvertAndAdd``).
+_HARMONY_BUILTINS = frozenset({"browser.open", "browser.search", "browser.find", "python"})
+
+
+def _harmony_identifier(name: str) -> str:
+    """``name`` as a TypeScript identifier (Ollama's ``convertToValidChars``): a space, ``-`` or
+    ``.`` as ``_``, anything but a letter, a digit (Go's ``unicode.IsLetter``/``IsDigit``: Python's
+    ``isalpha``/``isdecimal``), ``_`` or ``$`` dropped; ``unnamed`` if nothing is left, ``_``
+    before a leading digit (Go looks at the first byte: an ASCII one)."""
+    kept = "".join("_" if c in " -." else c for c in name if c in " -.$_" or c.isalpha() or c.isdecimal())
+    if not kept:
+        return "unnamed"
+    return "_" + kept if kept[0] in "0123456789" else kept
+
+
+def harmony_names(names: list[str]) -> list[str]:
+    """A request's tool names as gpt-oss is shown them, in order (Ollama's
+    ``HarmonyMessageHandler.Init``): each an identifier (``_harmony_identifier``) no earlier one
+    took, else numbered on from ``_2`` (``deriveName``); the built-in tools keep theirs, an empty
+    name stays empty."""
+    taken: set[str] = set()
+    shown = []
+    for name in names:
+        if name and name not in _HARMONY_BUILTINS:
+            base = candidate = _harmony_identifier(name)
+            count = 2
+            while candidate in taken:
+                candidate, count = f"{base}_{count}", count + 1
+            name = candidate
+        taken.add(name)
+        shown.append(name)
+    return shown
+
+
+def _tool_name(tool: dict[str, Any]) -> str:
+    function = tool.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def harmony_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's tools as gpt-oss's prompt shows them, named by ``harmony_names`` (Ollama
+    renders the tools its ``HarmonyMessageHandler.Init`` returns; the history's calls keep their names)."""
+    names = [_tool_name(t) for t in tools]
+    return [
+        tool if shown == name else {**tool, "function": {**tool["function"], "name": shown}}
+        for tool, name, shown in zip(tools, names, harmony_names(names), strict=True)
+    ]
+
+
+def harmony_in_use(template: str | None, parser: str | None) -> bool:
+    """Whether gpt-oss's harmony parser reads a model's output (as ``parser_for`` picks it): its
+    prompt then shows the tools renamed (``harmony_tools``)."""
+    family = None if parser == PASSTHROUGH else parser_family(template, parser)
+    return family is not None and family.parser == "harmony"
+
+
+def _recipient_pattern(names: list[str]) -> re.Pattern[str]:
+    """A header's ``to=`` and recipient, ``functions.`` left out (Ollama trims it): up to the first
+    space or mark, as Ollama's ``parseHeader`` splits the header, but a requested tool's own name
+    whole though it holds a space (a forced call's grammar writes it so)."""
+    known = "".join(rf"{re.escape(n)}(?=[\s<]|\Z)|" for n in sorted(filter(None, names), key=len, reverse=True))
+    return re.compile(rf"to=(?:functions\.)?({known}[^\s<]+)")
 
 
 class Harmony(BufferedParser):
     """gpt-oss's harmony messages: ``<|channel|>analysis<|message|>…<|end|>`` is thinking,
     ``final`` the content, ``commentary to=functions.NAME … <|message|>{json}<|call|>`` a call.
 
-    Output that starts with no header is content. A header is held until its ``<|message|>``.
+    Output that starts with no header is content. A header is held until its ``<|message|>``. A
+    call's name is the requested tool's own, which the prompt showed renamed (``harmony_tools``;
+    Ollama's ``FunctionNameMap.OriginalFromConverted``; a name it did not show stays as written).
     """
 
-    def __init__(self, *, thinking: bool, tools: bool):
-        self._thinking, self._tools = thinking, tools
+    def __init__(self, *, thinking: bool, tools: list[dict[str, Any]] | None):
+        names = [_tool_name(t) for t in tools or []]
+        self._thinking, self._tools = thinking, bool(tools)
+        self._own = dict(zip(harmony_names(names), names, strict=True))
+        self._recipient_at = _recipient_pattern(names)
         self._buf = ""
         self._header: str | None = ""  # None: inside a message body
         self._channel = ""
@@ -358,7 +426,7 @@ class Harmony(BufferedParser):
 
     def _end_message(self, out: Delta) -> None:
         if self._recipient is not None:
-            name = self._recipient
+            name = self._own.get(self._recipient, self._recipient)
             try:
                 arguments = json.loads(self._body) if self._body.strip() else {}
             except ValueError:
@@ -394,7 +462,7 @@ class Harmony(BufferedParser):
                 header = buf[:end]
                 channel = re.search(r"<\|channel\|>\s*(\w+)", header)
                 self._channel = channel.group(1) if channel else "final"
-                recipient = _HARMONY_RECIPIENT.search(header)
+                recipient = self._recipient_at.search(header)
                 self._recipient = recipient.group(1) if recipient else None
                 self._header = None
                 self._buf = buf[end + len("<|message|>") :]
@@ -448,9 +516,9 @@ def parser_for(
     }
     if parser == PASSTHROUGH:
         return Passthrough()
+    if harmony_in_use(template, parser):
+        return Harmony(thinking=thinking, tools=tools)
     family = parser_family(template, parser)
-    if family is not None and family.parser == "harmony":
-        return Harmony(thinking=thinking, tools=bool(tools))
     if family is not None and family.parser == "glimmer":
         return Glimmer(specs if tools else None, thinking=thinking)
     if family is not None and family.parser == "marked":
@@ -468,12 +536,11 @@ def parser_for(
         return reasoning
     tool_parser: StreamParser
     if family is None:
+        tool_format = tool_format_for_template(template)
+        if isinstance(tool_format, TemplateTag):
+            preserve_tool_tag(tool_format.written)
         tool_parser = OutputParser(
-            thinking=False,
-            tools=True,
-            tool_format=tool_format_for_template(template),
-            tool_names=frozenset(specs),
-            reasoning=False,
+            thinking=False, tools=True, tool_format=tool_format, tool_names=frozenset(specs), reasoning=False
         )
     else:
         parse, parse_unclosed = _BLOCK_PARSERS[family.name], _UNCLOSED_BLOCK_PARSERS.get(family.name)

@@ -7,13 +7,16 @@ as soon as it arrives.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model_families import tool_syntax
+from ..model_families import DEFAULT_TOOL_SYNTAX, taught_tool_syntax
 from .call_syntaxes import call
+from .gotemplate import TemplateError, parse
+from .gotemplate.parser import Action, Branch, Field, Pipe, Text
 
 
 class ToolFormat(enum.Enum):
@@ -38,10 +41,95 @@ class ToolFormat(enum.Enum):
         self.separator = separator
 
 
-def tool_format_for_template(template: str | None) -> ToolFormat:
-    """The tool-call syntax a chat template (GGUF ``tokenizer.chat_template``) teaches its model
-    (``model_families.tool_syntax`` says which, and why)."""
-    return ToolFormat[tool_syntax(template)]
+@dataclass(frozen=True)
+class TemplateTag:
+    """Calls written as JSON after the tag a model's Go template writes before its calls
+    (``template_tool_tag``), as Ollama's generic ``tools.Parser`` reads them: the tag opens calls
+    anywhere in the content, a call object or a list of them after it. Its fields are
+    ``ToolFormat``'s; ``written`` is the tag as the template writes it."""
+
+    written: str
+    tag: str
+    bare: str = ""
+    end_tag: str = ""
+    separator: str = ""
+
+    @property
+    def anywhere(self) -> bool:
+        return bool(self.tag)
+
+    @classmethod
+    def of(cls, written: str) -> TemplateTag:
+        """``[``, the template's calls as a bare list, opens calls only where the content starts
+        (``tools.Parser.Add``); the ``[`` that ends a tag (``[TOOL_CALL] [``) is the list's, left to the JSON."""
+        if written == "[":
+            return cls(written, "", bare="[")
+        return cls(written, written[:-1].rstrip() if written.endswith("[") else written)
+
+
+# How a model's calls are written: a family's syntax, or the tag its Go template teaches.
+CallFormat = ToolFormat | TemplateTag
+
+
+def _names_tool_calls(pipe: Pipe) -> bool:
+    return any(isinstance(arg, Field) and "ToolCalls" in arg.idents for cmd in pipe.cmds for arg in cmd.args)
+
+
+def _tool_calls_branch(nodes: list[Any]) -> Branch | None:
+    """The first ``if`` on ``.ToolCalls``, searched depth first (Ollama's ``findToolCallNode``)."""
+    for node in nodes:
+        if not isinstance(node, Branch):
+            continue
+        if node.kind == "if" and _names_tool_calls(node.pipe):
+            return node
+        for body in (node.body, node.orelse or []):
+            if (found := _tool_calls_branch(body)) is not None:
+                return found
+    return None
+
+
+def _first_text(nodes: list[Any]) -> str | None:
+    """The first text that is not all whitespace, stopping at the first action or past the first
+    block (Ollama's ``findTextNode``: text after them follows the calls)."""
+    for node in nodes:
+        if isinstance(node, Text) and node.text.strip():
+            return node.text
+        if isinstance(node, Branch):
+            return _first_text(node.body) or _first_text(node.orelse or [])
+        if isinstance(node, Action):
+            return None
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def template_tool_tag(template: str | None) -> str | None:
+    """The tag a Go template writes before its calls, as Ollama's ``parseTag`` reads it: the first
+    text in its ``if .ToolCalls`` block, cut at its first ``{`` and trimmed; ``{`` where there is
+    none (the calls are bare JSON). None where ``template`` is no Go template (a Jinja one)."""
+    try:
+        nodes = parse(template).nodes if template else []
+    except TemplateError:
+        return None
+    branch = _tool_calls_branch(nodes)
+    text = _first_text(branch.body) if branch is not None else None
+    # str.strip is Go's TrimSpace but for U+001C-U+001F, which no tag holds.
+    tag = (text or "").replace("\r\n", "\n").partition("{")[0].strip()
+    return tag or "{"
+
+
+def tool_format_for_template(template: str | None) -> CallFormat:
+    """The tool-call syntax a chat template teaches its model: the family's whose marks it holds
+    (``model_families.taught_tool_syntax``), else the tag its Go template writes before its calls
+    (``template_tool_tag``), else Hermes (``model_families.tool_syntax`` says why). A Go template
+    with no tag (its calls are bare JSON, Ollama's ``{`` tag) gets Hermes too: it reads the calls
+    that open the content untagged as Ollama does."""
+    taught = taught_tool_syntax(template)
+    if taught is not None:
+        return ToolFormat[taught]
+    tag = template_tool_tag(template)
+    if tag is None or tag == "{":
+        return ToolFormat[DEFAULT_TOOL_SYNTAX]
+    return TemplateTag.of(tag)
 
 
 @dataclass
@@ -277,7 +365,7 @@ class OutputParser(BufferedParser):
         think_open: str = "<think>",
         think_close: str = "</think>",
         start_in_thinking: bool = False,
-        tool_format: ToolFormat = ToolFormat.HERMES,
+        tool_format: CallFormat = ToolFormat.HERMES,
         tool_names: frozenset[str] = frozenset(),
         reasoning: bool = True,
         call_ends_thinking: str = "",

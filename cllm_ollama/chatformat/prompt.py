@@ -19,7 +19,8 @@ from typing import Any, Protocol
 from ..errors import CllmError, RequestCanceled
 from ..store.gguf_info import GGUFInfo
 from . import jinja_workers
-from .builtin_templates import builtin_name, builtin_template, go_template_in_use, jinja_template
+from .builtin_templates import builtin_name, builtin_template, go_template_in_use, jinja_template, template_in_use
+from .family_parsers import harmony_in_use, harmony_tools
 from .gotemplate import TemplateError, render_ollama
 from .render_budget import PromptTooLong, RenderBudget, RenderTimeout
 
@@ -50,6 +51,9 @@ class _Record(Protocol):
 
     @property
     def renderer_in_use(self) -> str: ...
+
+    @property
+    def parser(self) -> str | None: ...
 
 
 class PromptModel(Protocol):
@@ -231,7 +235,7 @@ class ChatPrompt:
         self.model = model
         self.messages = messages
         self.thinking = thinking
-        self.tools = tools
+        self.tools = _shown_tools(model, tools)
         self.think_set = think_set
         self.think_level = think_level
         self.cache_ends = tuple(cache_ends)
@@ -366,6 +370,16 @@ class ChatPrompt:
             # commonprefix compares any sequences element by element (here token lists), in C.
             found.add(len(os.path.commonprefix([tokens, tokenize(text)])))  # noqa: RUF071
         return tuple(sorted(n for n in found if n > 0))
+
+
+def _shown_tools(model: PromptModel, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The tools as the prompt shows them: renamed for gpt-oss's harmony format, whose parser
+    reads the calls' names back (``family_parsers.harmony_tools``)."""
+    if not tools:
+        return tools
+    record = model.record
+    template = template_in_use(record.template, model.info, record.renderer_in_use)
+    return harmony_tools(tools) if harmony_in_use(template, record.parser) else tools
 
 
 def _warn_fallback(model: PromptModel, template: str, exc: TemplateError) -> None:

@@ -26,6 +26,9 @@ WEATHER = {
 NOW = {"type": "function", "function": {"name": "now"}}  # no parameters: any object
 TOOLS = [WEATHER, NOW]
 
+# A Go template that names no family, whose calls follow a tag of its own (Granite 3's: Ollama's parseTag).
+GRANITE = "{{ range .Messages }}{{ if .ToolCalls }}<|tool_call|>{{ json .ToolCalls }}{{ end }}{{ end }}"
+
 # A template holding each family's marks (``model_families``), and how a call of get_weather begins there.
 FAMILIES = {
     "hermes": ("{{ '<tool_call>' }}", '"<tool_call>\\n" tc0 "\\n</tool_call>"'),
@@ -53,6 +56,7 @@ FAMILIES = {
         '" to=get_weather<|message|><atem:function_calls>\\n<atem:invoke name=\\"get_weather\\">\\n"',
     ),
     "cohere": ("<|START_ACTION|>", '"<|START_ACTION|>[\\n\\n    " (((tc0) | (tc1))'),
+    "granite": (GRANITE, '"<|tool_call|>[" (((tc0) | (tc1))'),
 }
 
 
@@ -278,6 +282,7 @@ PARSERS = {
     "hermes": (None, "{{ '<tool_call>' }}"),
     "llama3": (None, "<|python_tag|> Environment: ipython"),
     "mistral": (None, "[TOOL_CALLS]"),
+    "granite": (None, GRANITE),
 }
 
 

@@ -25,7 +25,7 @@ MESSAGES = [
 def model(go: str | None = None, jinja: str | None = "JINJA", thinking: bool = False) -> Any:
     return SimpleNamespace(
         info=SimpleNamespace(chat_template=jinja, chat_markers=("<start_of_turn>",), architecture="gemma3"),
-        record=SimpleNamespace(renderer_in_use="", template=go),
+        record=SimpleNamespace(renderer_in_use="", template=go, parser=None),
         has=lambda cap: thinking and cap == "thinking",
         full_name="m:latest",
     )

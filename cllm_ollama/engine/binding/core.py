@@ -20,7 +20,7 @@ import llama_cpp as ll
 import numpy as np
 
 from ...errors import EngineError
-from ...model_families import PARSED_CONTROL_TOKENS  # what the output parsers read
+from ...model_families import renders_as_text  # the control tokens the output parsers read
 from ..request import SamplingParams
 
 # What a saved sequence state's layout depends on beyond the model and the context's settings.
@@ -188,6 +188,8 @@ class Model:
         self.is_recurrent: bool = bool(ll.llama_model_is_recurrent(ptr) or ll.llama_model_is_hybrid(ptr))
         self.n_swa: int = int(ll.llama_model_n_swa(ptr))
         self._pieces: list[bytes | None] = [None] * self.n_vocab
+        # The text of each token whose piece is empty (a control token), once asked for.
+        self._control_texts: dict[int, str] = {}
         # The scheduler asks for every generated token: one ctypes call each, unless cached.
         self._eog: list[bool | None] = [None] * self.n_vocab
         # A reranker's classifier outputs (rank pooling gives these per sequence, not n_embd).
@@ -240,7 +242,9 @@ class Model:
     def piece(self, token: int) -> bytes:
         """The bytes a token stands for; cached per id.
 
-        Control tokens render as nothing, except those the output parsers read (``PARSED_CONTROL_TOKENS``).
+        Control tokens render as nothing, except those the output parsers read
+        (``model_families.renders_as_text``): asked each time, since a Go template's tool-call tag
+        joins them when a request first reads that template.
         """
         cached = self._pieces[token]
         if cached is None:
@@ -251,11 +255,13 @@ class Model:
             if n < 0:
                 buf = ctypes.create_string_buffer(-n)
                 n = ll.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
-            cached = buf.raw[:n]
-            if not cached and self.token_text(token) in PARSED_CONTROL_TOKENS:
-                cached = self.token_text(token).encode()
-            self._pieces[token] = cached
-        return cached
+            cached = self._pieces[token] = buf.raw[:n]
+        if cached:
+            return cached
+        text = self._control_texts.get(token)
+        if text is None:
+            text = self._control_texts[token] = self.token_text(token)
+        return text.encode() if renders_as_text(text) else b""
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         """The text of ``tokens`` as llama-server's /detokenize gives it: special tokens written
