@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..chatformat.family_parsers import harmony_tools
 from ..chatformat.parsers import TemplateTag, tool_format_for_template
 from ..engine.grammar import grammar_with_schemas
 from ..errors import InvalidRequest
@@ -242,6 +243,7 @@ class _Syntax:
     bare: bool = False
 
 
+_HARMONY = _Syntax(_harmony, many=False)
 _HERMES = _Syntax(lambda t, r: f'"<tool_call>\\n" {_json_call(t, r)} "\\n</tool_call>"', '"\\n"')
 _JSON_SYNTAXES = {
     "HERMES": _HERMES,
@@ -253,7 +255,7 @@ _JSON_SYNTAXES = {
 _FAMILY_SYNTAXES = {
     "qwen3-coder": _Syntax(_qwen3_coder, '"\\n"', bare=True),
     "glm": _Syntax(_glm, '"\\n"', bare=True),
-    "harmony": _Syntax(_harmony, many=False),
+    "harmony": _HARMONY,
     "gemma4": _Syntax(_keyed('<|"|>', "<|tool_call>", "<tool_call|>")),
     "functiongemma": _Syntax(_keyed("<escape>", "<start_function_call>", "<end_function_call>")),
     "ministral": _Syntax(_ministral),
@@ -306,6 +308,8 @@ def call_grammar(
     Converts the tools' schemas: call it off the event loop.
     """
     syntax = _syntax(template, parser)
+    if syntax is _HARMONY:  # the names its prompt shows (``harmony_tools``), which its parser maps back
+        tools = harmony_tools(list(tools))
     rules = _Rules()
     alternatives = [syntax.call(_tool(spec), rules) for spec in tools]
     if not alternatives:

@@ -298,6 +298,12 @@ def _read_back(parser: str | None, template: str | None, text: str, chunk: int) 
     return out
 
 
+def test_a_forced_gpt_oss_call_names_the_tool_as_its_prompt_shows_it() -> None:
+    tools = [{"type": "function", "function": {"name": "get-weather"}}]
+    grammar = call_grammar("<|channel|><|message|>", tools, many=False)
+    assert "to=functions.get_weather " in grammar and "get-weather" not in grammar
+
+
 @pytest.mark.parametrize("family", PARSERS)
 @pytest.mark.parametrize("many", [False, True])
 def test_what_a_forced_call_grammar_lets_a_model_write_parses_back_into_its_calls(family: str, many: bool) -> None:
