@@ -4,10 +4,11 @@ the rest on the CPU, as Ollama fits them (``llm/memory.go``: ``EstimateGPULayers
 
 Pure: devices and sizes in, a placement out. A layer's cost is its weights plus its share of the
 KV cache (every slot's context at the cache type); the output layer (output norm and output
-matrix, or the tied embeddings) counts as one more layer, as in llama.cpp's ``n_gpu_layers``; a
-projector and the compute graph are reserved on the first device used. Layers go to the devices
-that can hold the graph and at least one layer, in turn (Ollama's round robin), each while it has
-room; ``tensor_split`` is then the layer count per device.
+matrix, or the tied embeddings) counts as one more layer, as in llama.cpp's ``n_gpu_layers``, and
+is the first offloaded (llama.cpp offloads from the top). Each device used holds a compute graph,
+the first also a projector. Layers go to the devices that can hold the graph and two layers, in
+turn (Ollama's round robin), each while it has room, the room judged on the contiguous runs
+llama.cpp gives each device; ``tensor_split`` is then the layer count per device.
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ class Placement:
 
     @property
     def tensor_split(self) -> tuple[float, ...]:
-        total = sum(self.per_device)
-        return tuple(n / total for n in self.per_device) if total else ()
+        """The layer counts themselves, which llama.cpp normalises (as Ollama's
+        ``createGPULayers`` passes them): fractions summed in float32 put a layer on the next
+        device at a run's end, (17, 16, 16) loading as (17, 17, 15)."""
+        return tuple(float(n) for n in self.per_device) if sum(self.per_device) else ()
 
     def processor(self) -> str:
         """Ollama's PROCESSOR column: ``100% GPU``, ``100% CPU`` or ``48%/52% CPU/GPU``. The bytes
@@ -83,43 +86,82 @@ def _layer(sizes: ModelSizes, i: int) -> int:
     return sizes.layers[i] + sizes.kv_per_layer
 
 
-def _spread(devices: Sequence[Device], sizes: ModelSizes, overhead: int, limit: int | None) -> Placement:
-    """Ollama's round robin over ``devices``: each layer to the next device that still has room."""
-    n = sizes.n_layers
-    free = [max(0, d.free - overhead) for d in devices]
-    used = [0] * len(devices)
-    counts = [0] * len(devices)
-    first_layer = _layer(sizes, 0) if n else sizes.output
+def _top_down(sizes: ModelSizes) -> list[int]:
+    """The parts in the order llama.cpp offloads them: ``n_gpu_layers`` k puts the output layer and
+    the last k - 1 blocks on the GPUs (``llama_model::load_tensors``: ``i_gpu_start = n_layer + 1 -
+    n_gpu_layers``), so the output is budgeted first, then the blocks from the last."""
+    return [sizes.output] + [_layer(sizes, i) for i in reversed(range(sizes.n_layers))]
+
+
+def _device_bytes(sizes: ModelSizes, counts: Sequence[int]) -> list[int]:
+    """What each device holds with ``counts`` parts: llama.cpp gives each device one contiguous run
+    of the offloaded parts, in device order from the lowest block (its cumulative ``tensor_split``
+    and ``upper_bound``), so the last device used holds the top blocks and the output layer. Each
+    device used keeps its reserve and a compute graph; the first also holds the projector."""
+    parts = _top_down(sizes)
+    held = [0] * len(counts)
+    start = 0
+    for d in reversed(range(len(counts))):
+        held[d] = sum(parts[start : start + counts[d]])
+        start += counts[d]
+    used = [d for d, n in enumerate(counts) if n]
+    for d in used:
+        held[d] += DEVICE_RESERVE + sizes.graph + (sizes.projector if d == used[0] else 0)
+    return held
+
+
+def _with_space(free: Sequence[int], sizes: ModelSizes) -> list[int]:
+    """The devices that can hold the graph and two layers (Ollama's ``gpusWithSpace``; the first
+    also the projector)."""
+    first_layer = _layer(sizes, 0) if sizes.n_layers else sizes.output
     with_space: list[int] = []
-    for i in range(len(devices)):
+    for i, room in enumerate(free):
         reserve = sizes.projector if not with_space else 0
-        if limit is None and free[i] < reserve + sizes.graph + DEVICE_RESERVE + 2 * first_layer:
-            continue
-        with_space.append(i)
-        used[i] += DEVICE_RESERVE + reserve + sizes.graph
-    placed = 0
-    parts = [_layer(sizes, i) for i in range(n)] + [sizes.output]
-    cpu = 0
-    for index, size in enumerate(parts):
-        if limit is not None and placed >= limit:
-            cpu += size
-            continue
-        fitted = False
-        candidates = list(with_space)
-        while candidates:
-            k = candidates[index % len(candidates)]
-            if limit is not None or free[k] >= used[k] + size:
-                used[k] += size
-                counts[k] += 1
-                placed += 1
-                fitted = True
+        if room >= reserve + sizes.graph + DEVICE_RESERVE + 2 * first_layer:
+            with_space.append(i)
+    return with_space
+
+
+def _fill(free: Sequence[int], sizes: ModelSizes, goal: int) -> list[int]:
+    """Up to ``goal`` parts on the devices, top down, each to the next device with room in turn
+    (Ollama's round robin), the room judged on llama.cpp's layout (``_device_bytes``). Stops at the
+    first part that fits nowhere: llama.cpp's GPU parts are always the top ones."""
+    counts = [0] * len(free)
+    with_space = _with_space(free, sizes)
+    for index in range(goal):
+        while with_space:
+            k = with_space[index % len(with_space)]
+            counts[k] += 1
+            if all(b <= f for b, f in zip(_device_bytes(sizes, counts), free, strict=True)):
                 break
-            candidates.remove(k)
+            counts[k] -= 1
             with_space.remove(k)
-        if not fitted:
-            cpu += size
-    device_bytes = tuple(u if c else 0 for u, c in zip(used, counts, strict=True))
-    return Placement(placed, tuple(counts), device_bytes, cpu)
+        else:
+            break
+    return counts
+
+
+def _forced(counts: Sequence[int], free: Sequence[int], wanted: int) -> list[int]:
+    """``counts`` raised to ``wanted`` parts where memory held fewer: a ``num_gpu`` is passed to
+    llama.cpp as asked, so the parts beyond what fits go to the devices in proportion to their free
+    memory (llama.cpp's own split, and Ollama's estimate split, weigh devices so), largest
+    remainders first."""
+    extra = wanted - sum(counts)
+    if extra <= 0:
+        return list(counts)
+    weights = [max(1, f) for f in free]
+    shares = [extra * w / sum(weights) for w in weights]
+    more = [int(s) for s in shares]
+    by_remainder = sorted(range(len(free)), key=lambda d: more[d] - shares[d])
+    for d in by_remainder[: extra - sum(more)]:
+        more[d] += 1
+    return [n + m for n, m in zip(counts, more, strict=True)]
+
+
+def _placement(sizes: ModelSizes, counts: Sequence[int]) -> Placement:
+    held = _device_bytes(sizes, counts)
+    cpu = sum(_top_down(sizes)[sum(counts) :])
+    return Placement(sum(counts), tuple(counts), tuple(held), cpu)
 
 
 def fit(
@@ -131,23 +173,24 @@ def fit(
     spread: bool = False,
 ) -> Placement:
     """The placement of a load. ``num_gpu`` (a request's or Modelfile's) gives exactly that many
-    layers, whatever the memory says, as Ollama's option does; unset, layers are fitted to the
-    devices' free memory less ``overhead`` (OLLAMA_GPU_OVERHEAD). With several devices the model
-    goes on the one with the most free memory where it fits whole, and is spread over all of them
-    (split by layer count) only when no single one holds it or ``spread`` (OLLAMA_SCHED_SPREAD)."""
+    layers, as Ollama's option does: placed where memory allows first, the rest beyond it in
+    proportion to the devices' free memory (``_forced``). Unset, layers are fitted to the devices'
+    free memory less ``overhead`` (OLLAMA_GPU_OVERHEAD). With several devices the model goes on the
+    one with the most free memory that holds all it asks for, and is spread over all of them only
+    when no single one does or ``spread`` (OLLAMA_SCHED_SPREAD)."""
     total_parts = sizes.n_layers + 1
-    if not devices:
-        return Placement(0, (), (), sum(_layer(sizes, i) for i in range(sizes.n_layers)) + sizes.output)
-    if num_gpu is not None and num_gpu >= 0:
-        return _spread(devices, sizes, overhead, min(num_gpu, total_parts))
+    wanted = min(num_gpu, total_parts) if num_gpu is not None and num_gpu >= 0 else None
+    goal = total_parts if wanted is None else wanted
+    free = [max(0, d.free - overhead) for d in devices]
     if len(devices) > 1 and not spread:
-        for device in sorted(devices, key=lambda d: -d.free):
-            alone = _spread([device], sizes, overhead, None)
-            if alone.n_gpu_layers == total_parts:
-                counts = tuple(alone.per_device[0] if d is device else 0 for d in devices)
-                placed = tuple(alone.device_bytes[0] if d is device else 0 for d in devices)
-                return Placement(alone.n_gpu_layers, counts, placed, alone.cpu_bytes)
-    return _spread(devices, sizes, overhead, None)
+        for k in sorted(range(len(devices)), key=lambda d: -free[d]):
+            alone = _fill([free[k]], sizes, goal)[0]
+            if alone == goal:
+                return _placement(sizes, [alone if d == k else 0 for d in range(len(devices))])
+    counts = _fill(free, sizes, goal)
+    if wanted is not None and devices:
+        counts = _forced(counts, free, wanted)
+    return _placement(sizes, counts)
 
 
 # Bytes a K or V value takes in the cache, by cache type (llama.cpp's f16, q8_0 and q4_0 blocks).

@@ -126,6 +126,8 @@ class Entry:
     draining: bool = False  # a reload waits for it to go idle
     # The slots asked for; the model may run fewer when memory was short (model.n_slots).
     slots_asked: int = 0
+    # The GPU layers asked for (-1: fitted to memory); the model holds what the fit gave (its spec's).
+    gpu_asked: int = -1
 
 
 def _stop_timer(entry: Entry) -> None:
@@ -229,10 +231,24 @@ class ModelPool:
             return True
         if req.num_ctx is not None and min(req.num_ctx, loaded.n_ctx_train) > loaded.n_ctx_slot:
             return True
-        gpu = req.num_gpu is not None and req.num_gpu >= 0 and req.num_gpu != loaded.spec.n_gpu_layers
+        # Against what was asked, as Ollama's needsReload compares options: the loaded count is
+        # clamped to the layers (999, "all", would never match) or fitted to memory.
+        gpu = req.num_gpu is not None and req.num_gpu >= 0 and req.num_gpu != entry.gpu_asked
         slots = req.num_parallel is not None and req.num_parallel != entry.slots_asked
         mode = req.deterministic is not None and req.deterministic != loaded.spec.deterministic
         return (gpu or slots or mode) and entry.refs == 0
+
+    def _asked(self, entry: Entry) -> LoadSpec:
+        """What ``entry`` was loaded from, for its reload: the slots, GPU layers and split asked
+        for, not those memory allowed, so the reload fits them again (a fitted layer count taken
+        as a ``num_gpu`` would skip the fit: a model grown from 4k to 64k of context would keep
+        every layer on a GPU that no longer holds them)."""
+        return replace(
+            entry.model.spec,
+            n_slots=entry.slots_asked,
+            n_gpu_layers=entry.gpu_asked,
+            tensor_split=self._defaults.tensor_split,
+        )
 
     async def acquire(self, req: LoadRequest, keep_alive: float | None) -> Entry:
         """The loaded model for ``req`` (loading or reloading it first), with a reference held.
@@ -258,12 +274,11 @@ class ModelPool:
             if entry is not None and entry.model.dead is not None:
                 # Its engine thread stopped (and failed what it ran): load it afresh.
                 log.warning("reloading %s: %s", entry.name, entry.model.dead)
-                current = replace(entry.model.spec, n_slots=entry.slots_asked)
+                current = self._asked(entry)
                 await self._retire(entry)
                 entry = None
             if entry is not None and self._needs_reload(entry, req):
-                # The slots asked for, not those memory allowed: the retry below decides again.
-                current = replace(entry.model.spec, n_slots=entry.slots_asked)
+                current = self._asked(entry)
                 entry.draining = True  # new requests queue behind the reload instead of starving it
                 await self._wait_idle(entry)
                 await self._unload(entry)
@@ -286,6 +301,7 @@ class ModelPool:
                     model=model,
                     last_used=self._clock.monotonic(),
                     slots_asked=spec.n_slots,
+                    gpu_asked=spec.n_gpu_layers,
                     keep_alive=self.default_keep_alive,
                 )
                 self._entries[req.key] = entry
