@@ -1,5 +1,5 @@
-"""Where a model's layers go when ``num_gpu`` is unset: as many as the GPUs' free memory holds,
-the rest on the CPU, as Ollama fits them (``llm/memory.go``: ``EstimateGPULayers``, and
+"""Where a model's layers go: with ``num_gpu`` unset, as many as the GPUs' free memory holds, the
+rest on the CPU (with it set, at most that many, still within memory), as Ollama fits them (``llm/memory.go``: ``EstimateGPULayers``, and
 ``server/sched.go``: one GPU where the model fits on one, unless ``OLLAMA_SCHED_SPREAD``).
 
 Pure: devices and sizes in, a placement out. A layer's cost is its weights plus its share of the
