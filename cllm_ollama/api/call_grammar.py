@@ -299,17 +299,23 @@ def _tool(spec: dict[str, Any]) -> _Tool:
 
 
 def call_grammar(
-    template: str | None, tools: Sequence[dict[str, Any]], *, many: bool, parser: str | None = None
+    template: str | None,
+    tools: Sequence[dict[str, Any]],
+    *,
+    many: bool,
+    parser: str | None = None,
+    shown: Sequence[dict[str, Any]] | None = None,
 ) -> str:
     """GBNF for output that is only calls of ``tools`` (chat-shaped tool specs): one, or with
     ``many`` one or more, in the syntax of the family ``template`` belongs to, or that Ollama's
-    ``parser`` name (the model's config) picks, as the output parser picks it.
+    ``parser`` name (the model's config) picks, as the output parser picks it. ``shown``: all the
+    tools the prompt shows, where ``tools`` are some of them (gpt-oss names them over the whole list).
 
     Converts the tools' schemas: call it off the event loop.
     """
     syntax = _syntax(template, parser)
     if syntax is _HARMONY:  # the names its prompt shows (``harmony_tools``), which its parser maps back
-        tools = harmony_tools(list(tools))
+        tools = harmony_tools(list(tools), list(shown) if shown is not None else None)
     rules = _Rules()
     alternatives = [syntax.call(_tool(spec), rules) for spec in tools]
     if not alternatives:

@@ -293,7 +293,14 @@ class Generation:
             # The family the output parser reads (``_parser``): its template and its config's parser name.
             record = self.model.record
             template = template_in_use(record.template, self.model.info, record.renderer_in_use)
-            forced = partial(call_grammar, template, self.call_tools, many=self.many_calls, parser=record.parser)
+            forced = partial(
+                call_grammar,
+                template,
+                self.call_tools,
+                many=self.many_calls,
+                parser=record.parser,
+                shown=self.tool_specs if self.tools else None,
+            )
         grammar = await run_in_threadpool(output_grammar, self.fields.format, self.options.grammar, forced)
         if grammar is not None and grammar is not JSON_GRAMMAR:
             sent = self.options.grammar is not None and forced is None

@@ -369,13 +369,23 @@ def _tool_name(tool: dict[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
-def harmony_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def harmony_tools(tools: list[dict[str, Any]], shown: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The request's tools as gpt-oss's prompt shows them, named by ``harmony_names`` (Ollama
-    renders the tools its ``HarmonyMessageHandler.Init`` returns; the history's calls keep their names)."""
+    renders the tools its ``HarmonyMessageHandler.Init`` returns; the history's calls keep their names).
+    ``shown``: the whole list the prompt shows, where ``tools`` are some of them (a forced choice's):
+    each is named as it is there, since names that collide are numbered by their order in it."""
     names = [_tool_name(t) for t in tools]
+    if shown is None:
+        given = harmony_names(names)
+    else:
+        among = [_tool_name(t) for t in shown]
+        as_shown: dict[str, str] = {}
+        for name, shown_as in zip(among, harmony_names(among), strict=True):
+            as_shown.setdefault(name, shown_as)
+        given = [as_shown.get(name, name) for name in names]
     return [
-        tool if shown == name else {**tool, "function": {**tool["function"], "name": shown}}
-        for tool, name, shown in zip(tools, names, harmony_names(names), strict=True)
+        tool if shown_as == name else {**tool, "function": {**tool["function"], "name": shown_as}}
+        for tool, name, shown_as in zip(tools, names, given, strict=True)
     ]
 
 

@@ -302,6 +302,10 @@ def test_a_forced_gpt_oss_call_names_the_tool_as_its_prompt_shows_it() -> None:
     tools = [{"type": "function", "function": {"name": "get-weather"}}]
     grammar = call_grammar("<|channel|><|message|>", tools, many=False)
     assert "to=functions.get_weather " in grammar and "get-weather" not in grammar
+    # Forced among tools whose names collide as identifiers: named as the prompt numbers it.
+    shown = [*tools, {"type": "function", "function": {"name": "get_weather"}}]
+    grammar = call_grammar("<|channel|><|message|>", shown[1:], many=False, shown=shown)
+    assert "to=functions.get_weather_2 " in grammar
 
 
 @pytest.mark.parametrize("family", PARSERS)
