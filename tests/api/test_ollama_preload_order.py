@@ -227,3 +227,14 @@ def test_a_templated_suffix_is_tokenized_as_a_raw_prompt_of_its_render(client: T
     prompt = out.json()["context"][: out.json()["prompt_eval_count"]]
     text_tokens = client.post("/api/tokenize", json={"model": MODEL, "content": text}).json()["tokens"]
     assert prompt[len(prompt) - len(text_tokens) :] == text_tokens  # the render, after any BOS
+
+
+def test_a_model_template_this_parser_cannot_read_leaves_a_suffix_to_the_fim_tokens() -> None:
+    """Its chats fall back to another template; a suffix falls back to the vocabulary's FIM tokens
+    (a 500 for the model's own template would refuse every insert the model could serve)."""
+    from cllm_ollama.api.ollama.generate import _infill_template
+
+    broken = "{{ if .Suffix }}[SUFFIX]{{ .Suffix }}{{ end }}{{ .Prompt | nosuchfunction }}"
+    assert _infill_template("", broken) is None
+    assert _infill_template("", CODESTRAL) == CODESTRAL
+    assert _infill_template("{{ .Prompt }}", broken) == "{{ .Prompt }}"  # the request's own: as sent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
@@ -10,7 +11,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...chatformat.gotemplate import parse_ollama, render_ollama
+from ...chatformat.gotemplate import TemplateError, parse_ollama, render_ollama
 from ...chatformat.prompt import ChatPrompt, Rendered, Tokenizer
 from ...chatformat.render_budget import RenderBudget
 from ...errors import InvalidRequest
@@ -26,6 +27,8 @@ from ..resolve import ResolvedModel, resolve_model
 from ..schemas.ollama import GenerateRequest
 from ..services import services
 from .errors import decode_generation
+
+log = logging.getLogger("cllm.api")
 
 
 async def start_generate(request: Request, req: GenerateRequest, t_start: int) -> Generation | str:
@@ -104,9 +107,14 @@ def _infill_template(request_template: str, model_template: str | None) -> str |
     models insert); None: the vocabulary's FIM tokens, cllm's other way to insert."""
     if request_template:
         return request_template
-    if model_template and "suffix" in parse_ollama(model_template).vars:
-        return model_template
-    return None
+    if not model_template:
+        return None
+    try:
+        named = "suffix" in parse_ollama(model_template).vars
+    except TemplateError as e:  # its chats fall back too (``render_any``): the FIM tokens serve here
+        log.warning("the model's template cannot be parsed (%s): a suffix goes between its FIM tokens", e.message)
+        return None
+    return model_template if named else None
 
 
 def _fill_in_the_middle(
