@@ -133,7 +133,7 @@ def typed_tool_value(raw: str, kinds: list[str]) -> Any:
             return raw
     if "number" in kinds:
         number = _go_float(raw)
-        if number is not None:
+        if number is not None and math.isfinite(number):  # NaN and ±Inf are no JSON: Ollama's reply fails
             return int(number) if number.is_integer() and int(number) in _INT64 else number
         if only:
             return raw

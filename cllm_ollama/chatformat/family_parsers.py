@@ -538,7 +538,8 @@ def parser_for(
         return Marked(family, parse, specs if tools else None, thinking=thinking, start_in_thinking=opened)
     start_in_thinking = thinking and prompt_opens_thinking(prompt)
     splits = thinking or parser in LEADING_THINK_PARSERS
-    call_ends = ToolFormat.HERMES.tag if parser in _CALL_ENDS_THINKING else ""
+    # Without tools no call is read: one written in the thinking stays thinking, not raw content.
+    call_ends = ToolFormat.HERMES.tag if parser in _CALL_ENDS_THINKING and tools else ""
     reasoning = OutputParser(
         thinking=splits, tools=False, start_in_thinking=start_in_thinking, call_ends_thinking=call_ends
     )

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import InvalidRequest
+from ..gostrconv import go_quote
 
 DEFAULT_HOST = "registry.ollama.ai"
 DEFAULT_NAMESPACE = "library"
@@ -69,10 +70,25 @@ def _valid(pattern: re.Pattern[str], part: str, max_len: int) -> bool:
 def model_reference(text: str) -> str:
     """The stored model a request's name refers to, as Ollama's ``modelref.ParseRef``: space around
     it trimmed and an explicit ``:local`` source suffix (any case) dropped, so ``qwen3:8b:local`` is
-    the local ``qwen3:8b``. A ``:cloud`` name is left whole: there is no cloud here to send it to."""
+    the local ``qwen3:8b``. A ``:cloud`` name is left whole: there is no cloud here to send it to.
+    Two source suffixes (``m:local:cloud``) are refused in Ollama's words."""
     s = text.strip() if isinstance(text, str) else ""
-    head, colon, suffix = s.rpartition(":")
-    return head if colon and suffix.strip().lower() == "local" else s
+    head, source = _source_suffix(s)
+    if source and _source_suffix(head)[1]:
+        raise InvalidRequest(f"use either :local or :cloud, not both: {go_quote(s)}")
+    return head if source == "local" else s
+
+
+def _source_suffix(name: str) -> tuple[str, str]:
+    """``name`` without its source suffix, and which it was ("local", "cloud" or ""): Ollama's
+    ``parseSourceSuffix`` (``:local``, ``:cloud``, or a tag ending ``-cloud``)."""
+    head, colon, suffix = name.rpartition(":")
+    kind = suffix.strip().lower()
+    if colon and kind in ("local", "cloud"):
+        return head, kind
+    if colon and "/" not in suffix and kind.endswith("-cloud"):
+        return f"{head}:{suffix.strip()[: -len('-cloud')]}", "cloud"
+    return name, ""
 
 
 def parse_name(text: str) -> ModelName:

@@ -310,6 +310,15 @@ def test_field_names_in_any_case_are_read_as_gos_decoder_reads_them(client: Test
     assert r.status_code == 200 and len(r.json()["embeddings"]) == 2
 
 
+def test_a_body_nested_past_pythons_stack_is_no_server_error(client: TestClient) -> None:
+    """Responses tools hold tools: folding keys (``go_field_names``) that deep must not be a 500."""
+    tools: list[Any] = []
+    for _ in range(420):
+        tools = [{"type": "namespace", "tools": tools}]
+    r = client.post("/v1/responses", json={"model": "nope", "input": "hi", "tools": tools})
+    assert r.status_code < 500, r.text
+
+
 @pytest.mark.parametrize("name", ["TINY", "Tiny:Latest", "tiny:latest", "registry.ollama.ai/library/TINY"])
 def test_v1_model_lookup_ignores_case_like_every_other_endpoint(client: TestClient, name: str) -> None:
     r = client.get(f"/v1/models/{name}")

@@ -208,6 +208,7 @@ def test_copy_errors(api: TestClient, tiny: str, body: dict[str, Any], status: i
         ({}, 400, "model is required"),
         ({"model": "  "}, 400, "model is required"),
         ({"model": "nope:local"}, 404, "model 'nope:local' not found"),
+        ({"model": "nope:cloud:local"}, 400, 'use either :local or :cloud, not both: "nope:cloud:local"'),
     ],
 )
 def test_delete_errors(api: TestClient, body: dict[str, Any], status: int, error: str) -> None:

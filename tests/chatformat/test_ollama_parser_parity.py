@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cllm_ollama.api.tool_calls import tool_calls_json
+from cllm_ollama.chatformat.call_syntaxes import typed_tool_value
 from cllm_ollama.chatformat.family_parsers import parser_for
 from cllm_ollama.chatformat.jinja import render_chat
 from cllm_ollama.chatformat.parsers import Delta
@@ -248,3 +249,19 @@ def test_command_s_calls_get_ollama_s_ids_not_the_model_s() -> None:
     assert turns == [PARIS, PARIS]
     ids = [call["id"] for calls in turns for call in tool_calls_json(calls)]
     assert all(i.startswith("call_") and len(i) == 13 for i in ids) and ids[0] != ids[1]
+
+
+def test_a_number_argument_that_is_no_json_number_stays_text() -> None:
+    """NaN and the infinities parse in Go but no JSON writes them (Ollama's reply would fail;
+    orjson writes null): left as the text, or the next declared type."""
+    assert typed_tool_value("nan", ["number"]) == "nan"
+    assert typed_tool_value("-Infinity", ["number", "string"]) == "-Infinity"
+    assert typed_tool_value("1e3", ["number"]) == 1000
+
+
+def test_without_tools_a_call_written_in_the_thinking_stays_thinking() -> None:
+    """No call is read without tools: the text stays where it was written, not raw content."""
+    parser = parser_for(None, thinking=True, tools=None, parser="qwen3-thinking", prompt="<think>\n")
+    out = parser.feed('hmm <tool_call>{"name":"x"}</tool_call>')
+    out.add(parser.finish())
+    assert (out.thinking, out.content) == ('hmm <tool_call>{"name":"x"}</tool_call>', "")
