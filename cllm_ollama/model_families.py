@@ -270,6 +270,8 @@ _TEMPLATE_TAGS: set[str] = set()
 
 # The special tokens that pick a built-in template, in the order they are looked for.
 CHAT_MARKERS = tuple(t for name in BUILTIN_ORDER for t in FAMILIES[name].builtin_tokens)
+# Other tokens that frame turns rather than calls (never a template's preserved tool tag).
+_TURN_ENDS = ("<|eot_id|>", "<|end_header_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|user|>", "<|system|>")
 
 
 # The renderer and parser Ollama's create names for a GGUF of these architectures where the
@@ -385,7 +387,11 @@ def preserve_tool_tag(tag: str) -> None:
         return
     close = {"<": ">", "[": "]"}.get(tag[0])
     end = tag.find(close) if close else -1
-    _TEMPLATE_TAGS.add(tag[: end + 1] if end > 0 else tag)
+    kept = tag[: end + 1] if end > 0 else tag
+    # Never a turn's marker (a template whose call branch opens with its assistant header):
+    # rendered for one model, it would show in every chat of every model that has it.
+    if kept not in CHAT_MARKERS and kept not in _TURN_ENDS:
+        _TEMPLATE_TAGS.add(kept)
 
 
 def renders_as_text(text: str) -> bool:

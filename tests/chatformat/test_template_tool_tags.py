@@ -14,7 +14,7 @@ from cllm_ollama.chatformat.parsers import Delta, TemplateTag, ToolFormat, templ
 from cllm_ollama.chatformat.prompt import ChatPrompt
 from cllm_ollama.chatformat.render_budget import RenderBudget
 from cllm_ollama.engine.binding.core import Model
-from cllm_ollama.model_families import renders_as_text
+from cllm_ollama.model_families import preserve_tool_tag, renders_as_text
 
 
 def tool(name: str) -> dict[str, Any]:
@@ -296,3 +296,10 @@ def test_gpt_oss_s_prompt_shows_the_tools_renamed_and_the_history_s_calls_as_the
     )
     assert shown(None) == "get-weather;get.time;[get-weather]"
     assert shown("passthrough", NAMES_GO + "<|channel|><|message|>").startswith("get-weather;get.time;")
+
+
+def test_a_turn_marker_is_never_kept_as_a_tool_tag() -> None:
+    """A template whose call branch opens with the assistant's header must not make that header
+    render as text in every model's chats (the preserved tags are process-wide)."""
+    preserve_tool_tag("<|start_header_id|>assistant<|end_header_id|>")
+    assert not renders_as_text("<|start_header_id|>")

@@ -25,7 +25,7 @@ from ..schemas.ollama import ChatRequest
 from ..services import services
 from ..tool_calls import tool_calls_json
 from ..tool_choice import AUTO, ToolChoice
-from .errors import decode_generation
+from .errors import decode_bound
 
 
 def _messages(body: dict[str, Any], req: ChatRequest) -> list[dict[str, Any]]:
@@ -159,7 +159,7 @@ def _encoder(name: object, gen: Generation) -> Encoder:
 
 
 def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
-    req = decode_generation(body, ChatRequest)
+    req = decode_bound(body, ChatRequest)
     shared = SharedFields.of(req)  # before the messages' images, in Ollama's order
     call = ChatCall(req, shared, _messages(body, req), body.get("tools") or None)
     return Decoded(call, req.stream is not False, lambda gen: _encoder(req.model, gen), bool(req.debug_render_only))

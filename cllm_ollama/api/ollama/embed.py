@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from starlette.concurrency import run_in_threadpool
@@ -14,14 +14,12 @@ from ...errors import InvalidRequest, NotFound
 from ..encoders import JSONResponse
 from ..errors import read_json
 from ..lifecycle import lease
-from ..options import options_object, resolve_options
+from ..options import resolve_options
 from ..request_fields import keep_alive_of
 from ..resolve import ResolvedModel, checked_reference, resolve_model
 from ..schemas.ollama import EmbeddingRequest, EmbedRequest
 from ..services import services
-from .errors import decode
-
-E = TypeVar("E", EmbedRequest, EmbeddingRequest)
+from .errors import decode_bound
 
 
 async def _resolve(request: Request, name: str, *, empty_message: str, empty_status: int) -> ResolvedModel:
@@ -98,7 +96,7 @@ def _cut(vector: np.ndarray, dimensions: int) -> np.ndarray:
 async def embed(request: Request) -> Response:
     t_start = time.perf_counter_ns()
     body = await read_json(request, EmbedRequest)
-    req = _decode(body, EmbedRequest)
+    req = decode_bound(body, EmbedRequest)
     name = req.model or ""
     missing = f"model '{name}' not found"
     checked_reference(name, empty_message=missing, empty_status=404)  # before the input, as EmbedHandler
@@ -117,21 +115,11 @@ async def embed(request: Request) -> Response:
 
 async def embeddings(request: Request) -> Response:
     body = await read_json(request, EmbeddingRequest)
-    req = _decode(body, EmbeddingRequest)
+    req = decode_bound(body, EmbeddingRequest)
     name, prompt = req.model or "", req.prompt or ""
     model = await _resolve(request, name, empty_message="model is required", empty_status=400)
     vectors, _, _ = await _embed(request, model, body, [prompt] if prompt else [], normalize=False)
     return JSONResponse({"embedding": vectors[0] if vectors else []})
-
-
-def _decode(body: dict[str, Any], cls: type[E]) -> E:
-    """``body`` as EmbedHandler and EmbeddingsHandler bind it, before any model is looked up: a
-    ``keep_alive`` Go cannot parse (api.Duration decodes itself, stopping the decode), else the
-    first field of a wrong type, ``options`` (a map in Go) after the others here."""
-    req = decode(body, cls)  # a bad keep_alive before a field of a wrong type, as Go's
-    keep_alive_of(body)
-    options_object(req.options, cls.go_name or cls.__name__)
-    return req
 
 
 def _texts(raw: object) -> list[str]:

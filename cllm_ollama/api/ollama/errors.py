@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 from ...errors import InvalidRequest
 from ..options import options_object
 from ..request_fields import parse_keep_alive_field, parse_think
 from ..schemas import go
 from ..schemas.go import T
-from ..schemas.ollama import GenerationRequest
 
 
 def ollama_error(status: int, message: str) -> dict[str, Any]:
@@ -28,19 +27,18 @@ def decode(body: dict[str, Any], cls: type[T]) -> T:
         raise
 
 
-R = TypeVar("R", bound=GenerationRequest)
-
-
-def decode_generation(body: dict[str, Any], cls: type[R]) -> R:
-    """``body`` as GenerateHandler and ChatHandler bind it, before any model is looked up:
-    ``keep_alive`` and ``think`` decode themselves in Go (api.Duration, api.ThinkValue), so the
-    first bad one in the body stops the decode, whatever else is wrong; then the first field of
-    a wrong type, ``options`` (a map in Go) after the others here."""
+def decode_bound(body: dict[str, Any], cls: type[T]) -> T:
+    """``body`` as Ollama's handlers bind it, before any model is looked up: ``keep_alive`` and
+    ``think`` decode themselves in Go (api.Duration, api.ThinkValue), so the first bad one in the
+    body stops the decode, whatever else is wrong; then the first field of a wrong type; then
+    ``options`` (a map in Go) must be an object."""
+    fields = cls.__struct_fields__
     for key, value in body.items():
-        if key == "keep_alive":
+        if key == "keep_alive" and key in fields:
             parse_keep_alive_field(value)
-        elif key == "think":
+        elif key == "think" and key in fields:
             parse_think(value)
     req = decode(body, cls)
-    options_object(req.options, cls.go_name or cls.__name__)
+    if "options" in fields:
+        options_object(getattr(req, "options", None), cls.go_name or cls.__name__)
     return req

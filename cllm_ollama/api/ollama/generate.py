@@ -26,7 +26,7 @@ from ..request_fields import SharedFields, check_media, decoded_media, think_lev
 from ..resolve import ResolvedModel, resolve_model
 from ..schemas.ollama import GenerateRequest
 from ..services import services
-from .errors import decode_generation
+from .errors import decode_bound
 
 log = logging.getLogger("cllm.api")
 
@@ -157,7 +157,7 @@ def _encode(name: object, raw: bool, gen: Generation, chunk: Chunk) -> dict[str,
 
 
 def _decode(body: dict[str, Any]) -> Decoded[GenerateRequest]:
-    req = decode_generation(body, GenerateRequest)
+    req = decode_bound(body, GenerateRequest)
     name, raw = req.model, bool(req.raw)
     render_only = bool(req.debug_render_only)
     return Decoded(req, req.stream is not False, lambda gen: EachChunk(partial(_encode, name, raw, gen)), render_only)
