@@ -246,14 +246,19 @@ class BlockTools(BufferedParser):
         self._buf = ""
         self._in_block = False
         self._after_call = False
+        # Where the open block's search for its closing mark resumes: a feed runs once per token,
+        # and a long call's block must not be searched from its start every time.
+        self._searched = 0
 
     def _drain(self, *, final: bool) -> Delta:
         out = Delta()
         while True:
             if self._in_block:
-                end = self._buf.find(self._close)
+                end = self._buf.find(self._close, self._searched)
                 if end < 0 and not final:
+                    self._searched = max(0, len(self._buf) - len(self._close) + 1)
                     return out
+                self._searched = 0
                 block = self._buf if end < 0 else self._buf[:end]
                 calls = (self._parse_unclosed if end < 0 else self._parse)(block, self._tools)
                 if calls is None:
