@@ -34,7 +34,7 @@ from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
 from .media_budget import MediaLimits, PixelBudget
 from .memory import available_memory, check_memory_fit, compute_bytes, resident_bytes
-from .offload import Device
+from .offload import CacheShape, Device, cache_shape
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, Sink
@@ -90,24 +90,29 @@ def resolved_spec(spec: LoadSpec, model: Model) -> LoadSpec:
     )
 
 
-def check_load_memory(spec: LoadSpec, model: Model, host_memory: MemoryProbe, gpu_memory: MemoryProbe) -> int:
+def check_load_memory(
+    spec: LoadSpec, model: Model, host_memory: MemoryProbe, gpu_memory: MemoryProbe, cache: CacheShape | None = None
+) -> int:
     """Refuse a KV cache the machine cannot hold: allocating it would get the process killed
     (host RAM) or fail deep in llama.cpp (a GPU).
 
     The KV cache lives where its layer runs (llama.cpp's offload_kqv default): on the GPUs
     for offloaded layers, whose weights are loaded by now (so the free memory is net of
     them), in host RAM for the rest, beside their mmap'ed weights (page cache counts as
-    available, so they are counted here), and beside the compute buffers. The free memory is
-    net of what the process holds already (its heap, weights it copied): that is counted too,
-    in the refusal's numbers and in what it returns, the host RAM the process will hold once
-    loaded (``LoadedModel.host_estimate``). Raises ``InsufficientMemory`` saying how many
-    slots would fit, so the pool can retry with fewer.
+    available, so they are counted here), and beside the compute buffers. Its size is the
+    GGUF's (``offload.cache_shape``, ``cache`` when given): the KV of the layers that have one,
+    per token, and a recurrent model's state, per slot. The free memory is net of what the
+    process holds already (its heap, weights it copied): that is counted too, in the refusal's
+    numbers and in what it returns, the host RAM the process will hold once loaded
+    (``LoadedModel.host_estimate``). Raises ``InsufficientMemory`` saying how many slots would
+    fit, so the pool can retry with fewer.
     """
     gpu = gpu_memory() if model.n_gpu_layers > 0 else None
     n_layer = max(1, model.n_layer)
     host_weights, held = host_fixed_bytes(spec, model, offloaded=gpu is not None), resident_bytes()
     gpu_share = min(model.n_gpu_layers, n_layer) / n_layer if gpu is not None else 0.0
-    kv = model.kv_bytes_per_token(spec.kv_cache_type)
+    cache = cache or cache_shape(spec.path)
+    kv, state = cache.kv_bytes_per_token(spec.kv_cache_type), cache.state_bytes
     check_memory_fit(
         kv_bytes_per_token=kv,
         n_ctx_slot=spec.n_ctx_slot,
@@ -117,8 +122,9 @@ def check_load_memory(spec: LoadSpec, model: Model, host_memory: MemoryProbe, gp
         gpu_share=gpu_share,
         gpu_free=gpu,
         host_held=held,
+        state_bytes=state,
     )
-    return held + host_weights + int(kv * (1 - gpu_share)) * spec.n_ctx_slot * spec.n_slots
+    return held + host_weights + int((kv * spec.n_ctx_slot + state) * (1 - gpu_share)) * spec.n_slots
 
 
 def host_fixed_bytes(spec: LoadSpec, model: Model, *, offloaded: bool) -> int:
@@ -181,6 +187,8 @@ class LoadedModel:
             adapters=spec.adapters,
             stall_timeout=spec.load_timeout,
         )
+        # What llama.cpp's KV cache and recurrent state take, read once (the file may go while loaded).
+        self.cache_shape = cache_shape(spec.path)
         self._weights = weights or SharedWeights()
         self.model = self._weights.acquire(
             spec.path, spec.n_gpu_layers, spec.deterministic, spec.tensor_split, spec.load_timeout
@@ -194,7 +202,7 @@ class LoadedModel:
             resolved = resolved_spec(spec, self.model)
             probes = (host_memory or available_memory, gpu_memory or gpu_free_memory)
             # The host RAM this load should leave the process holding: measured against in a test.
-            self.host_estimate = check_load_memory(resolved, self.model, *probes)
+            self.host_estimate = check_load_memory(resolved, self.model, *probes, self.cache_shape)
             self._load_beside(resolved, audio_refused)
             if not spec.embedding_only:
                 resolved = self._start_runner(resolved, probes)
@@ -249,7 +257,7 @@ class LoadedModel:
             # An f16 cache is 2-4x the quantized one: it must fit on its own account.
             log.warning("%s: using f16", exc)
             resolved = replace(resolved, kv_cache_type="f16")
-            self.host_estimate = check_load_memory(resolved, self.model, *probes)
+            self.host_estimate = check_load_memory(resolved, self.model, *probes, self.cache_shape)
             self.runner = Runner(self.model, resolved, adapters=self.adapters)
         return resolved
 
@@ -279,10 +287,11 @@ class LoadedModel:
     @property
     def size_bytes(self) -> int:
         """What the model holds in memory, as Ollama's /api/ps counts it (its runner's whole
-        footprint): the weights, every slot's KV cache and the compute buffers."""
+        footprint): the weights, every slot's KV cache and recurrent state, the compute buffers."""
         spec, model = self.spec, self.model
-        kv = model.kv_bytes_per_token(spec.kv_cache_type) * spec.n_ctx_slot * spec.n_slots
-        return model.size_bytes + kv + context_compute_bytes(spec, model)
+        cache = self.cache_shape
+        per_slot = cache.kv_bytes_per_token(spec.kv_cache_type) * spec.n_ctx_slot + cache.state_bytes
+        return model.size_bytes + per_slot * spec.n_slots + context_compute_bytes(spec, model)
 
     @property
     def size_vram(self) -> int:

@@ -121,17 +121,24 @@ def compute_bytes(n_ubatch: int, n_outputs: int, n_vocab: int, n_embd: int, scor
 
 
 def fit_slots(
-    kv_bytes_per_token: float, n_ctx_slot: int, n_slots: int, fixed_bytes: int, available: int | None
+    kv_bytes_per_token: float,
+    n_ctx_slot: int,
+    n_slots: int,
+    fixed_bytes: int,
+    available: int | None,
+    state_bytes: float = 0,
 ) -> int | None:
-    """The most slots, ``n_slots`` halved as often as needed (down to 1), whose KV cache fits in
-    ``available`` bytes beside ``fixed_bytes`` (weights in the same memory); None when not even
-    one does. Unknown ``available`` (None) fits everything.
+    """The most slots, ``n_slots`` halved as often as needed (down to 1), whose KV cache (and
+    ``state_bytes`` of recurrent state each: a fixed cost per slot, llama_memory_recurrent's r and
+    s rows) fits in ``available`` bytes beside ``fixed_bytes`` (weights in the same memory); None
+    when not even one does. Unknown ``available`` (None) fits everything.
     """
     if available is None:
         return n_slots
+    per_slot = kv_bytes_per_token * n_ctx_slot + state_bytes
     slots = n_slots
     while slots >= 1:
-        if fixed_bytes + kv_bytes_per_token * n_ctx_slot * slots <= available:
+        if fixed_bytes + per_slot * slots <= available:
             return slots
         slots = 0 if slots == 1 else slots // 2
     return None
@@ -147,26 +154,30 @@ def check_memory_fit(
     gpu_share: float = 0.0,
     gpu_free: int | None = None,
     host_held: int = 0,
+    state_bytes: int = 0,
 ) -> None:
     """Raise ``InsufficientMemory`` (with the slots that would fit) unless ``n_slots`` slots of
-    ``n_ctx_slot`` tokens fit: ``gpu_share`` of the KV cache (the offloaded layers') in
-    ``gpu_free``, the rest in ``host_free`` beside ``host_weights`` (and whatever else the load
-    adds in host RAM: compute buffers). None: unknown, no check.
+    ``n_ctx_slot`` tokens fit: ``gpu_share`` of the KV cache and of each slot's ``state_bytes`` of
+    recurrent state (the offloaded layers') in ``gpu_free``, the rest in ``host_free`` beside
+    ``host_weights`` (and whatever else the load adds in host RAM: compute buffers). None:
+    unknown, no check.
 
     ``host_held`` is what the process holds already (its RSS): ``host_free`` is net of it (the
     kernel's count), so it is in both sides of the refusal's numbers, which then say what the
     process would hold and what it could.
     """
-    pools = [("system", kv_bytes_per_token * (1 - gpu_share), host_weights, host_free, host_held)]
+    host = 1 - gpu_share
+    pools = [("system", kv_bytes_per_token * host, state_bytes * host, host_weights, host_free, host_held)]
     if gpu_share > 0:
-        pools.append(("GPU", kv_bytes_per_token * gpu_share, 0, gpu_free, 0))
+        pools.append(("GPU", kv_bytes_per_token * gpu_share, state_bytes * gpu_share, 0, gpu_free, 0))
     fits: int | None = n_slots
     refusal = ""
-    for name, kv, fixed, available, held in pools:
-        got = fit_slots(kv, n_ctx_slot, n_slots, fixed, available)
+    for name, kv, state, fixed, available, held in pools:
+        got = fit_slots(kv, n_ctx_slot, n_slots, fixed, available, state)
         if available is not None and (got is None or got < n_slots):
+            needed = held + fixed + (kv * n_ctx_slot + state) * n_slots
             refusal = refusal or (
-                f"model requires more {name} memory ({(held + fixed + kv * n_ctx_slot * n_slots) / GIB:.1f} GiB) "
+                f"model requires more {name} memory ({needed / GIB:.1f} GiB) "
                 f"than is available ({(held + available) / GIB:.1f} GiB)"
             )
         fits = None if got is None or fits is None else min(fits, got)

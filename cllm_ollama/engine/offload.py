@@ -1,12 +1,15 @@
 """Where a model's layers go: with ``num_gpu`` unset, as many as the GPUs' free memory holds, the
-rest on the CPU (with it set, at most that many, still within memory), as Ollama fits them (``llm/memory.go``: ``EstimateGPULayers``, and
-``server/sched.go``: one GPU where the model fits on one, unless ``OLLAMA_SCHED_SPREAD``).
+rest on the CPU (with it set, exactly that many: within each device's memory first, any beyond
+spread by free memory), as Ollama fits them
+(``llm/memory.go``: ``EstimateGPULayers``, and ``server/sched.go``: one GPU where the model fits
+on one, unless ``OLLAMA_SCHED_SPREAD``).
 
 Pure: devices and sizes in, a placement out. A layer's cost is its weights plus its share of the
-KV cache (every slot's context at the cache type); the output layer (output norm and output
-matrix, or the tied embeddings) counts as one more layer, as in llama.cpp's ``n_gpu_layers``, and
-is the first offloaded (llama.cpp offloads from the top). Each device used holds a compute graph,
-the first also a projector. Layers go to the devices that can hold the graph and two layers, in
+KV cache (every slot's context at the cache type, and a recurrent model's state per slot:
+``cache_shape``, which the load's memory check and /api/ps count too); the output layer (output
+norm and output matrix, or the tied embeddings) counts as one more layer, as in llama.cpp's
+``n_gpu_layers``, and is the first offloaded (llama.cpp offloads from the top). Each device used
+holds a compute graph, the first also a projector. Layers go to the devices that can hold the graph and two layers, in
 turn (Ollama's round robin), each while it has room, the room judged on the contiguous runs
 llama.cpp gives each device; ``tensor_split`` is then the layer count per device.
 """
@@ -195,11 +198,44 @@ def fit(
 
 # Bytes a K or V value takes in the cache, by cache type (llama.cpp's f16, q8_0 and q4_0 blocks).
 KV_VALUE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
-
+# Bytes of a recurrent state's value: llama.cpp keeps them in f32 whatever the KV cache type
+# (``llama_model::create_memory``'s ``GGML_TYPE_F32``).
+STATE_VALUE_BYTES = 4
 
 # Per-layer arrays (head counts of hybrid or sliding-window models) are kept: a few hundred
 # entries at most, where a vocabulary's 150k are skipped.
 _KEEP = 4096
+
+# The architectures whose memory is recurrent state alone (llama-arch.cpp ``llm_arch_is_recurrent``)
+# and those with both a KV cache and recurrent state (``llm_arch_is_hybrid``).
+_RECURRENT = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
+_HYBRID = frozenset(
+    {
+        "jamba",
+        "falcon-h1",
+        "plamo2",
+        "granitehybrid",
+        "lfm2",
+        "lfm2moe",
+        "nemotron_h",
+        "nemotron_h_moe",
+        "qwen3next",
+        "kimi-linear",
+        "bailingmoe3",
+        "kimi-k3",
+        "glm5-next",
+        "qwen35",
+        "qwen35moe",
+        "qwen4exp",
+        "deepseek4",
+        "minimax-01",
+    }
+)
+# Hybrids whose recurrent layers are all but every ``full_attention_interval``-th (default 4)
+# unless ``attention.recurrent_layers`` lists them (their ``load_arch_hparams``).
+_INTERVAL = frozenset({"qwen3next", "qwen35", "qwen35moe", "qwen4exp", "minimax-01"})
+# Gemma 3n keeps KV for its first 20 layers whatever its header says (llama.cpp's gemma3n.cpp).
+_GEMMA3N_KV_LAYERS = 20
 
 
 def _ints(header: Header, name: str) -> list[int]:
@@ -207,6 +243,27 @@ def _ints(header: Header, name: str) -> list[int]:
     value = header.kv.get(f"{header.architecture()}.{name}")
     values = value if isinstance(value, list) else [value]
     return [int(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def _first(header: Header, name: str, default: int = 0) -> int:
+    return (_ints(header, name) or [default])[0]
+
+
+def _per_layer(header: Header, name: str, n_layer: int, default: list[int]) -> list[int]:
+    """``{arch}.{name}`` for each layer: a scalar for all of them, or an array of one per layer
+    (llama.cpp's ``get_key_or_arr``); ``default`` when absent or of another length."""
+    values = _ints(header, name)
+    if len(values) == 1 and not isinstance(header.kv.get(f"{header.architecture()}.{name}"), list):
+        return values * n_layer
+    return values if len(values) == n_layer else default
+
+
+def _flags(header: Header, name: str, n_layer: int) -> list[bool] | None:
+    """``{arch}.{name}`` as a per-layer array of flags (bools or integers); None when absent."""
+    value = header.kv.get(f"{header.architecture()}.{name}")
+    if isinstance(value, list) and len(value) == n_layer:
+        return [bool(v) for v in value]
+    return None
 
 
 def trained_context(path: Path) -> int:
@@ -218,28 +275,134 @@ def trained_context(path: Path) -> int:
         return 0
 
 
-def kv_bytes_per_token(path: Path, cache_type: str = "f16") -> int:
-    """Bytes of K and V one token takes over every layer, from the GGUF's metadata (before llama.cpp
-    loads it): per layer, KV heads x (key + value head size) values."""
+@dataclass(frozen=True)
+class CacheShape:
+    """What llama.cpp's memory holds for a model: ``kv_values`` K and V values per token over the
+    layers with a KV cache, and ``state_values`` values of recurrent state per sequence (a fixed
+    cost per slot, whatever its context)."""
+
+    kv_values: int
+    state_values: int = 0
+
+    def kv_bytes_per_token(self, cache_type: str = "f16") -> int:
+        return int(self.kv_values * KV_VALUE_BYTES.get(cache_type, 2.0))
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of recurrent state one slot holds (its r and s rows, llama_memory_recurrent)."""
+        return self.state_values * STATE_VALUE_BYTES
+
+
+def cache_shape(path: Path) -> CacheShape:
+    """The KV cache and recurrent state llama.cpp makes for the GGUF at ``path``, from its header
+    (before llama.cpp loads it), layer by layer as ``llama_model::create_memory`` builds them: a
+    layer with a KV cache stores ``head_count_kv`` K rows and, unless the model uses multi-head
+    latent attention (K only), as many V rows; a recurrent layer one r and one s row of f32 per
+    sequence (``llama_memory_recurrent``; Ollama's ``GraphSize`` counts them so too). Layers past
+    the trunk (``nextn_predict_layers``: multi-token prediction) have neither."""
     header = file_header(path, _KEEP)
-    if header.architecture() is None:
-        return 0
-    n_layer = (_ints(header, "block_count") or [0])[0]
-    n_head = _ints(header, "attention.head_count") or [1]
-    n_head_kv = _ints(header, "attention.head_count_kv") or n_head
-    n_embd = (_ints(header, "embedding_length") or [0])[0]
-    key = (_ints(header, "attention.key_length") or [n_embd // max(1, n_head[0])])[0]
-    value = (_ints(header, "attention.value_length") or [key])[0]
-    heads = n_head_kv if len(n_head_kv) == n_layer else n_head_kv[:1] * n_layer
-    return int(sum(heads) * (key + value) * KV_VALUE_BYTES.get(cache_type, 2.0))
+    arch = header.architecture()
+    if arch is None:
+        return CacheShape(0)
+    n_all = _first(header, "block_count")
+    n_layer = max(0, n_all - _first(header, "nextn_predict_layers"))
+    heads = _per_layer(header, "attention.head_count", n_all, [0] * n_all)
+    heads_kv = _per_layer(header, "attention.head_count_kv", n_all, heads)
+    recurrent = _recurrent_layers(header, arch, n_all, heads_kv)
+    attends = _kv_layers(header, arch, n_all, recurrent)
+    kv = sum(heads_kv[il] * sum(_head_sizes(header, il, heads, n_all)) for il in range(n_layer) if attends[il])
+    state = sum(recurrent[:n_layer]) * sum(_state_rows(header, arch, heads))
+    return CacheShape(kv, state)
+
+
+def _recurrent_layers(header: Header, arch: str, n_all: int, heads_kv: list[int]) -> list[bool]:
+    """Which layers hold recurrent state (llama.cpp's ``is_recr`` and each hybrid's filter)."""
+    if arch in _RECURRENT or arch == "falcon-h1":  # Falcon-H1: attention and state in every layer
+        return [True] * n_all
+    if arch not in _HYBRID:
+        return [False] * n_all
+    if arch in _INTERVAL:
+        listed = _flags(header, "attention.recurrent_layers", n_all)
+        interval = max(1, _first(header, "full_attention_interval", 4))
+        return listed or [(il + 1) % interval != 0 for il in range(n_all)]
+    if arch.startswith("nemotron_h"):  # its MLP blocks have neither heads nor state
+        n_ff = _per_layer(header, "feed_forward_length", n_all, [0] * n_all)
+        return [heads_kv[il] == 0 and n_ff[il] == 0 for il in range(n_all)]
+    return [n == 0 for n in heads_kv]  # the rest tell a recurrent layer by its 0 KV heads
+
+
+def _kv_layers(header: Header, arch: str, n_all: int, recurrent: list[bool]) -> list[bool]:
+    """Which layers have a KV cache of their own: not a recurrent one (but every Falcon-H1 layer),
+    nor one reusing an earlier layer's KV (Gemma 3n and 4: ``n_layer_kv_from_start``)."""
+    if arch in _RECURRENT:
+        return [False] * n_all
+    shared = _first(header, "attention.shared_kv_layers")
+    kv_from = _GEMMA3N_KV_LAYERS if arch == "gemma3n" else n_all - shared
+    return [il < kv_from and (arch == "falcon-h1" or not recurrent[il]) for il in range(n_all)]
+
+
+def _head_sizes(header: Header, il: int, heads: list[int], n_all: int) -> tuple[int, int]:
+    """The K and V values a KV head of layer ``il`` stores: ``key_length`` and ``value_length``
+    (n_embd / layer 0's heads by default), a sliding layer's ``*_swa`` ones (Gemma 4), and no V
+    with multi-head latent attention (``key_length_mla`` set: ``llama_kv_cache`` makes K alone)."""
+    if not heads or heads[0] == 0:  # no attention heads: llama.cpp's head sizes are 0
+        return 0, 0
+    default = _first(header, "embedding_length") // heads[0]
+    key, value = _first(header, "attention.key_length", default), _first(header, "attention.value_length", default)
+    sliding = _flags(header, "attention.sliding_window_pattern", n_all)
+    if sliding is not None and sliding[il]:
+        key = _first(header, "attention.key_length_swa", key)
+        value = _first(header, "attention.value_length_swa", value)
+    mla = _first(header, "attention.key_length_mla") and _first(header, "attention.value_length_mla")
+    return key, 0 if mla else value
+
+
+def _state_rows(header: Header, arch: str, heads: list[int]) -> tuple[int, int]:
+    """The r (convolution) and s (scan) values one recurrent layer keeps per sequence:
+    ``llama_hparams::n_embd_r`` and ``n_embd_s`` (RWKV's token shifts and WKV state, LFM2's short
+    convolution, Kimi's KDA, MiniMax's linear attention, else Mamba's conv and SSM states)."""
+    n_embd, n_head = _first(header, "embedding_length"), heads[0] if heads else 0
+    wkv, kda = _first(header, "wkv.head_size"), _first(header, "kda.head_dim")
+    l_cache, d_conv = _first(header, "shortconv.l_cache"), _first(header, "ssm.conv_kernel")
+    d_inner, d_state = _first(header, "ssm.inner_size"), _first(header, "ssm.state_size")
+    n_group = _first(header, "ssm.group_count")
+    if wkv:
+        r = _first(header, "token_shift_count", 2) * n_embd
+    elif l_cache:
+        r = n_embd * (l_cache - 1)
+    elif kda:
+        r = 3 * (d_conv - 1 if d_conv > 0 else 3) * n_head * kda
+    else:
+        r = max(0, d_conv - 1) * (d_inner + 2 * n_group * d_state)
+    if wkv:
+        s = n_embd * wkv
+    elif kda:
+        s = kda * kda * n_head
+    elif arch == "minimax-01":  # its linear attention's head is the key length
+        head = _first(header, "attention.key_length", n_embd // max(1, n_head))
+        s = head * head * n_head
+    else:
+        s = d_state * d_inner
+    return r, s
+
+
+def kv_bytes_per_token(path: Path, cache_type: str = "f16") -> int:
+    """Bytes of K and V one token takes over the layers with a KV cache (``cache_shape``)."""
+    return cache_shape(path).kv_bytes_per_token(cache_type)
 
 
 def model_sizes(
-    path: Path, n_ctx_total: int, kv_bytes_per_token: int, n_ubatch: int, projector: Path | None = None
+    path: Path,
+    n_ctx_total: int,
+    kv_bytes_per_token: int,
+    n_ubatch: int,
+    projector: Path | None = None,
+    state_bytes: int = 0,
 ) -> ModelSizes:
     """Per-part sizes of the GGUF at ``path`` from its tensor table (no weights read), the KV cache
-    of ``n_ctx_total`` cells at ``kv_bytes_per_token`` (every layer's K and V), and a compute
-    buffer estimate: the logits of a ubatch plus a sixth of the KV, Ollama's fallback."""
+    of ``n_ctx_total`` cells at ``kv_bytes_per_token`` (every layer's K and V) beside
+    ``state_bytes`` of recurrent state (every slot's), and a compute buffer estimate: the logits
+    of a ubatch plus a sixth of the KV, Ollama's fallback."""
     blocks: dict[int, int] = {}
     output = embd = norm = 0
     n_vocab = 0
@@ -258,7 +421,7 @@ def model_sizes(
             norm += size
     layers = tuple(blocks[i] for i in sorted(blocks))
     kv_total = n_ctx_total * kv_bytes_per_token
-    kv_per_layer = kv_total // max(1, len(layers))
+    kv_per_layer = (kv_total + state_bytes) // max(1, len(layers))
     graph = n_ubatch * n_vocab * 4 + kv_total // 6
     proj = projector.stat().st_size if projector is not None else 0
     return ModelSizes(layers, norm + (output or embd), kv_per_layer, graph, proj)
@@ -266,16 +429,18 @@ def model_sizes(
 
 def place(spec: LoadSpec, devices: Sequence[Device]) -> tuple[LoadSpec, Placement]:
     """``spec`` with the GPU layers (and, over several GPUs, the split) its placement on ``devices``
-    gives. Slots come first: the KV cache of every slot's context is part of each layer's cost, so
-    more slots put fewer layers on a GPU rather than fewer slots in the load (Ollama sizes its KV
-    from num_ctx x num_parallel the same way before it fits layers)."""
-    n_ctx_total = 0 if spec.embedding_only else spec.n_ctx_slot * spec.n_slots
+    gives. Slots come first: the KV cache of every slot's context (and its recurrent state) is part
+    of each layer's cost, so more slots put fewer layers on a GPU rather than fewer slots in the
+    load (Ollama sizes its KV from num_ctx x num_parallel the same way before it fits layers)."""
+    n_slots = 0 if spec.embedding_only else spec.n_slots
+    cache = cache_shape(spec.path)
     sizes = model_sizes(
         spec.path,
-        n_ctx_total,
-        kv_bytes_per_token(spec.path, spec.kv_cache_type),
+        spec.n_ctx_slot * n_slots,
+        cache.kv_bytes_per_token(spec.kv_cache_type),
         min(spec.n_batch, 512),
         spec.projector,
+        cache.state_bytes * n_slots,
     )
     num_gpu = spec.n_gpu_layers if spec.n_gpu_layers >= 0 else None
     placement = fit(devices, sizes, num_gpu=num_gpu, overhead=spec.gpu_overhead, spread=spec.sched_spread)

@@ -29,13 +29,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import IO
 
-from ..errors import EngineError, InvalidRequest
+from ..errors import EngineError, InsufficientMemory, InvalidRequest
 from .load_stall import StallWatch
 
 # A probe that runs longer than this is stuck, not slow: even a 70B model loads in minutes.
 PROBE_TIMEOUT_S = 1800
 # The child's exit status when llama.cpp refused an adapter cleanly (a wrong base): a 400, not a 500.
 _ADAPTER_REFUSED = 3
+# The child's exit status when an allocation failed (``InsufficientMemory``): memory short, not a
+# broken file.
+_OUT_OF_MEMORY = 4
 
 # How ggml says why it aborts: GGML_ASSERT's condition, or GGML_ABORT's "file.cpp:123: message".
 _ABORT = re.compile(r"GGML_ASSERT|\.(?:c|cc|cpp|h):\d+: \S")
@@ -59,10 +62,11 @@ def probe(
 ) -> str | None:
     """Raise ``EngineError`` if loading ``path`` (and a first decode), or its ``projector`` beside it
     (clip.cpp asserts on what it cannot read too), or its LoRA ``adapters`` (the first decode runs
-    with them), kills a child process; ``InvalidRequest`` if llama.cpp refused an adapter. Returns
-    why the projector's audio must be refused where encoding it killed the child, else None.
-    ``stall_timeout``: how long the child may go without progress (``load_stall``) before it is
-    killed and the load refused."""
+    with them), kills a child process; ``InvalidRequest`` if llama.cpp refused an adapter;
+    ``InsufficientMemory`` if the child failed for want of memory (a GPU's, most often), which
+    the pool meets by evicting idle models and trying again. Returns why the projector's audio
+    must be refused where encoding it killed the child, else None. ``stall_timeout``: how long
+    the child may go without progress (``load_stall``) before it is killed and the load refused."""
     st = path.stat()
     pst = projector.stat() if projector is not None else None
     key: tuple[object, ...] = (str(path), st.st_size, st.st_mtime_ns, n_gpu_layers, embedding_only)
@@ -79,6 +83,8 @@ def probe(
     audio_refused = None
     if proc.returncode != 0 and _AUDIO in proc.stdout:
         audio_refused = f"llama.cpp cannot encode this model's audio ({_reason(proc, path)})"
+    elif _short_of_memory(proc):  # not remembered: once other models are gone, it may pass
+        raise InsufficientMemory(f"not enough memory to load this model: {_reason(proc, path)}")
     elif proc.returncode != 0:
         raise EngineError(f"llama.cpp cannot load this model: {_reason(proc, path)}")
     with _lock:
@@ -134,6 +140,19 @@ def run_child(cmd: list[str], watch: StallWatch) -> subprocess.CompletedProcess[
         child.stdout.close()
         child.stderr.close()
     return subprocess.CompletedProcess(cmd, child.wait(), "".join(out), "".join(stderr))
+
+
+def _short_of_memory(proc: subprocess.CompletedProcess[str]) -> bool:
+    """Whether the child failed for want of memory: a load or context llama.cpp refused for an
+    allocation that failed (the child's ``_OUT_OF_MEMORY`` exit), or an abort after one (CUDA's
+    "out of memory" in a CUDA_CHECK, Vulkan's ErrorOutOfDeviceMemory thrown). An abort for
+    anything else (a GGML_ASSERT on a broken file) stays a broken file."""
+    if proc.returncode >= 0:
+        return proc.returncode == _OUT_OF_MEMORY
+    # Imported here, as ``_main``'s are: the parent needs the binding only to read a dead child.
+    from .binding.core import out_of_memory
+
+    return out_of_memory(proc.stderr)
 
 
 def _said(proc: subprocess.CompletedProcess[str], path: Path) -> str:
@@ -210,6 +229,6 @@ def _main(path: str, n_gpu_layers: int, embedding_only: bool, projector: str = "
 if __name__ == "__main__":
     try:
         _main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", *sys.argv[4:])
-    except Exception as exc:  # a clean failure (not an abort): say it on stderr, exit 1
-        print(f"error: {exc}", file=sys.stderr)
-        os._exit(1)
+    except Exception as exc:  # a clean failure (not an abort): say it on stderr, exit 1 (4: memory)
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        os._exit(_OUT_OF_MEMORY if isinstance(exc, InsufficientMemory) else 1)

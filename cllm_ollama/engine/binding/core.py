@@ -7,19 +7,22 @@ from any thread (llama.h).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
 import os
+import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import llama_cpp as ll
 import numpy as np
 
-from ...errors import EngineError
+from ...errors import EngineError, InsufficientMemory
 from ...model_families import renders_as_text  # the control tokens the output parsers read
 from ..request import SamplingParams
 
@@ -54,6 +57,45 @@ _FLASH_ATTN = {True: 1, False: 0, None: -1}
 # ggml_log_level: 1 debug, 2 info, 3 warn, 4 error, 5 continues the previous line.
 _LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 
+# How llama.cpp and ggml say an allocation failed: a buffer of the weights ("unable to allocate
+# CUDA0 buffer", llama-model.cpp), of the KV cache, the recurrent state or a compute graph ("failed
+# to allocate ...", llama-kv-cache.cpp, ggml-alloc.c), or a device's or the host's memory (CUDA's
+# cudaMalloc, Vulkan's ErrorOutOfDeviceMemory, ggml_aligned_malloc's "insufficient memory", the
+# C library's ENOMEM and C++'s bad_alloc, which llama.cpp passes on as what it caught).
+_OUT_OF_MEMORY = re.compile(
+    r"unable to allocate|failed to allocate|out of memory|cudaMalloc failed|hipMalloc failed"
+    r"|ErrorOutOf(?:Device|Host)Memory|insufficient memory|cannot allocate memory|bad_alloc",
+    re.IGNORECASE,
+)
+
+
+def out_of_memory(said: str) -> bool:
+    """Whether llama.cpp's (or ggml's) words ``said`` report an allocation that failed: memory
+    short, which evicting other models or asking for less can mend, not a broken file."""
+    return _OUT_OF_MEMORY.search(said) is not None
+
+
+class _Heard(threading.local):
+    """llama.cpp's error lines logged on this thread while a call listens (``_errors_said``)."""
+
+    lines: list[str] | None = None
+
+
+_heard = _Heard()
+
+
+@contextlib.contextmanager
+def _errors_said() -> Iterator[list[str]]:
+    """The error lines llama.cpp logs on this thread while the block runs: its log is synchronous,
+    so a failed load or context has said why (allocation or otherwise) by the time the call returns."""
+    _init()
+    lines: list[str] = []
+    _heard.lines = lines
+    try:
+        yield lines
+    finally:
+        _heard.lines = None
+
 
 def _init() -> None:
     global _initialized, _log_callback
@@ -69,6 +111,8 @@ def _init() -> None:
             # llama.cpp is chatty at load time; only what our logger is enabled for goes on.
             py_level = last[0] if level == 5 else _LEVELS.get(level, logging.DEBUG)
             last[0] = py_level
+            if py_level >= logging.ERROR and (heard := _heard.lines) is not None:
+                heard.append(text.decode("utf-8", "replace").strip())
             if log.isEnabledFor(py_level):
                 log.log(py_level, "%s", text.decode("utf-8", "replace").rstrip())
 
@@ -137,6 +181,17 @@ def _progress_callback(progress: Callable[[float], bool]) -> Any:
     return ll.llama_progress_callback(heard)
 
 
+def _failure(what: str, said: Sequence[str], fits: int | None = None) -> EngineError:
+    """The error for a llama.cpp call that returned nothing: ``InsufficientMemory`` (which the
+    pool meets by evicting idle models, then retrying with ``fits`` slots) where what llama.cpp
+    said on the way is an allocation that failed, else a plain ``EngineError``; either with the
+    reason it said (the failed allocation, else its last error)."""
+    short = [line for line in said if out_of_memory(line)]
+    reason = (short or [line for line in said if "error" in line] or [*said, ""])[-1]
+    message = f"{what}: {reason}" if reason else what
+    return InsufficientMemory(message, fits=fits) if short else EngineError(message)
+
+
 class Model:
     """Weights and vocabulary of one GGUF file."""
 
@@ -170,9 +225,15 @@ class Model:
         if progress is not None:
             heard = _progress_callback(progress)
             params.progress_callback = heard  # called during the load only
-        ptr = ll.llama_model_load_from_file(str(path).encode(), params)
+        # Named, not left to llama.cpp: the devices ``gpu_devices`` gave the fit, in the order
+        # ``tensor_split`` refers to.
+        devices = _device_array(offload_devices())
+        if devices is not None:
+            params.devices = ctypes.addressof(devices)  # read during the load only
+        with _errors_said() as said:
+            ptr = ll.llama_model_load_from_file(str(path).encode(), params)
         if not ptr:
-            raise EngineError(f"llama.cpp could not load model {path}")
+            raise _failure(f"llama.cpp could not load model {path}", said)
         self._ptr = ptr
         self._vocab = ll.llama_model_get_vocab(ptr)
         self.path = path
@@ -221,7 +282,10 @@ class Model:
         return dim("key_length"), dim("value_length")
 
     def kv_bytes_per_token(self, cache_type: str = "f16") -> int:
-        """Bytes of K and V cache of ``cache_type`` one token takes across all layers."""
+        """Bytes of K and V cache of ``cache_type`` one token takes across all layers, as layer 0's
+        KV heads in every layer: exact where every layer attends alike (what a saved state's size
+        is guessed by, ``kv_store``), not for a hybrid, recurrent, latent-attention or
+        shared-KV model. A load's memory is ``offload.cache_shape``'s, layer by layer."""
         n_head_kv = ll.llama_model_n_head_kv(self._ptr) or max(1, ll.llama_model_n_head(self._ptr))
         k, v = self.head_dims()
         return int(self.n_layer * n_head_kv * (k + v) * KV_TYPES[cache_type][1])
@@ -333,13 +397,6 @@ def _ggml() -> ctypes.CDLL:
     lib.ggml_backend_dev_count.restype = ctypes.c_size_t
     lib.ggml_backend_dev_get.restype = ctypes.c_void_p
     lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-    lib.ggml_backend_dev_type.restype = ctypes.c_int
-    lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_dev_name.restype = ctypes.c_char_p
-    lib.ggml_backend_dev_name.argtypes = [ctypes.c_void_p]
-    size_p = ctypes.POINTER(ctypes.c_size_t)
-    lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, size_p, size_p]
-    lib.ggml_backend_dev_memory.restype = None
     lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
     lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
     lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
@@ -348,12 +405,38 @@ def _ggml() -> ctypes.CDLL:
     lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     lib.ggml_backend_buft_name.restype = ctypes.c_char_p
     lib.ggml_backend_buft_name.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_dev_get_props.restype = None
+    lib.ggml_backend_dev_get_props.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DevProps)]
+    lib.ggml_backend_reg_name.restype = ctypes.c_char_p
+    lib.ggml_backend_reg_name.argtypes = [ctypes.c_void_p]
     return lib
 
 
-# ggml_backend_dev_type: 1 GPU, 2 integrated GPU (CPU 0 and accelerators 3 hold no offloaded layers).
+class _DevCaps(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_bool) for name in ("async", "host_buffer", "from_host_ptr", "events", "mmap")]
+
+
+class _DevProps(ctypes.Structure):
+    """``ggml_backend_dev_props`` (ggml-backend.h), with room after it for fields a later ggml
+    adds: ``ggml_backend_dev_get_props`` writes the whole struct it knows."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("description", ctypes.c_char_p),
+        ("memory_free", ctypes.c_size_t),
+        ("memory_total", ctypes.c_size_t),
+        ("type", ctypes.c_int),
+        ("device_id", ctypes.c_char_p),
+        ("caps", _DevCaps),
+        ("_room", ctypes.c_char * 64),
+    ]
+
+
+# ggml_backend_dev_type: 0 CPU, 1 GPU, 2 integrated GPU; accelerators (3: BLAS, AMX) work beside the
+# CPU and meta devices (4) wrap others: neither holds offloaded layers.
 _CPU_DEVICE_TYPE = 0
-_GPU_DEVICE_TYPES = (1, 2)
+GPU_DEVICE = 1
+IGPU_DEVICE = 2
 # The CPU backend's weight layout for Intel's AMX tiles (ggml's AMX buffer type's name).
 _AMX = b"AMX"
 
@@ -413,23 +496,86 @@ def _without_amx() -> None:
         log.info("llama.cpp's AMX kernels are left out (this llama.cpp's die with SIGILL); weights take %s", names)
 
 
-def gpu_devices() -> list[tuple[str, int, int]]:
-    """The GPUs llama.cpp offloads to, in its order: (name, free bytes, total bytes). Empty for a
-    CPU build. The backends apply CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and
-    GGML_VK_VISIBLE_DEVICES themselves when they enumerate."""
+@dataclass(frozen=True)
+class BackendDevice:
+    """A device of ggml's backend registry, as llama.cpp tells which to offload to: its handle
+    (``ggml_backend_dev_t``), name, type (``GPU_DEVICE``, ``IGPU_DEVICE``...), its backend's name
+    (CUDA, Vulkan, RPC...), its PCI bus id where the backend knows it, and its memory."""
+
+    handle: int
+    name: str
+    kind: int
+    backend: str
+    device_id: str | None
+    free: int
+    total: int
+
+
+def offload_order(listed: Sequence[BackendDevice]) -> list[BackendDevice]:
+    """The devices llama.cpp offloads to, in its order, out of the registry's ``listed``
+    (``llama_prepare_model_devices``' default, split by layers): RPC servers first, then the GPUs
+    but one another backend already listed with the same PCI id (a card CUDA and Vulkan both
+    see), and the integrated GPUs (of the first backend listing one) only where there is no other."""
+    rpc: list[BackendDevice] = []
+    gpus: list[BackendDevice] = []
+    igpus: list[BackendDevice] = []
+    for dev in listed:
+        if dev.kind == GPU_DEVICE and dev.backend == "RPC":
+            rpc.append(dev)
+        elif dev.kind == GPU_DEVICE:
+            if dev.device_id is None or all(gpu.device_id != dev.device_id for gpu in gpus):
+                gpus.append(dev)
+        elif dev.kind == IGPU_DEVICE and (not igpus or igpus[-1].backend == dev.backend):
+            igpus.append(dev)
+    return rpc + gpus + ([] if gpus else igpus)
+
+
+def _described(lib: ctypes.CDLL, dev: int) -> BackendDevice:
+    """``dev`` as its backend describes it (``ggml_backend_dev_get_props``, which llama.cpp reads
+    too: every backend fills in its free and total memory there)."""
+    props = _DevProps()
+    lib.ggml_backend_dev_get_props(dev, ctypes.byref(props))
+    backend = lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(dev)) or b""
+    return BackendDevice(
+        handle=dev,
+        name=(props.name or b"").decode(errors="replace"),
+        kind=int(props.type),
+        backend=backend.decode(errors="replace"),
+        device_id=props.device_id.decode(errors="replace") if props.device_id else None,
+        free=int(props.memory_free),
+        total=int(props.memory_total),
+    )
+
+
+def registry_devices() -> list[BackendDevice]:
+    """Every device of ggml's registry (the CPU's too), in its order; empty where libggml is not
+    beside libllama or lacks these calls. The backends apply CUDA_VISIBLE_DEVICES,
+    HIP_VISIBLE_DEVICES and GGML_VK_VISIBLE_DEVICES themselves when they enumerate."""
     _init()
     try:
         lib = _ggml()
-    except (OSError, AttributeError):  # no libggml beside libllama, or one without these calls
+    except (OSError, AttributeError):
         return []
-    found = []
-    for i in range(lib.ggml_backend_dev_count()):
-        dev = lib.ggml_backend_dev_get(i)
-        if lib.ggml_backend_dev_type(dev) in _GPU_DEVICE_TYPES:
-            free, total = ctypes.c_size_t(), ctypes.c_size_t()
-            lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
-            found.append((lib.ggml_backend_dev_name(dev).decode(errors="replace"), free.value, total.value))
-    return found
+    return [_described(lib, lib.ggml_backend_dev_get(i)) for i in range(lib.ggml_backend_dev_count())]
+
+
+def offload_devices() -> list[BackendDevice]:
+    """The devices a ``Model`` offloads its layers to, in the order ``tensor_split`` refers to."""
+    return offload_order(registry_devices())
+
+
+def _device_array(devices: Sequence[BackendDevice]) -> ctypes.Array[ctypes.c_void_p] | None:
+    """``devices`` as ``llama_model_params.devices`` takes them, NULL-terminated; None for none
+    (a CPU build: llama.cpp's own choice is the same)."""
+    if not devices:
+        return None
+    return (ctypes.c_void_p * (len(devices) + 1))(*(d.handle for d in devices), None)
+
+
+def gpu_devices() -> list[tuple[str, int, int]]:
+    """The GPUs llama.cpp offloads to, in its order (``offload_devices``): (name, free bytes, total
+    bytes). Empty for a CPU build."""
+    return [(d.name, d.free, d.total) for d in offload_devices()]
 
 
 def gpu_free_memory() -> int | None:
@@ -589,7 +735,13 @@ class Context:
             flash_attn,
             outputs_per_seq,
         )
-        ptr = ll.llama_init_from_model(model.ptr, params)
+        with _errors_said() as said:
+            ptr = ll.llama_init_from_model(model.ptr, params)
+        if not ptr and any(out_of_memory(line) for line in said):
+            # The KV cache, the recurrent state or the compute buffers did not fit (on a GPU, whose
+            # free memory moved since the fit): fewer slots take less of all three.
+            fits = n_seq_max // 2 or None
+            raise _failure(f"not enough memory for a context of {n_seq_max} x {n_ctx_seq} tokens", said, fits)
         if not ptr and cache_type != "f16":
             # llama.cpp refuses (a null context, not an abort) what it cannot do with a quantized
             # cache: flash attention off or unsupported on the device, a head size that is no
@@ -597,7 +749,7 @@ class Context:
             # and the caller decides whether an f16 cache (2-4x larger) still fits.
             raise CacheTypeRefused(f"llama.cpp refused a {cache_type} KV cache for {model.path.name}")
         if not ptr:
-            raise EngineError("llama.cpp could not create a context (out of memory?)")
+            raise _failure("llama.cpp could not create a context", said)
         self.cache_type = cache_type
         self._ptr = ptr
         self._mem = ll.llama_get_memory(ptr)
