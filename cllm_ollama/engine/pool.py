@@ -26,7 +26,8 @@ from .frontdoor import EngineClient, LoadSpec
 from .grammar import GrammarChecker
 from .loaded import LoadedModel
 from .media_budget import MediaLimits, PixelBudget
-from .tuning import pinned, raised
+from .offload import Device
+from .tuning import choose, pinned, raised
 from .weights import SharedWeights
 
 log = logging.getLogger("cllm.engine")
@@ -138,6 +139,25 @@ def _stop_timer(entry: Entry) -> None:
 
 
 Loader = Callable[[LoadSpec, int], EngineClient]
+# Whether a load of this spec would leave layers on the CPU, its layers fitted to the GPUs now.
+SplitCheck = Callable[[LoadSpec], bool]
+
+
+def split_onto_cpu(spec: LoadSpec) -> bool:
+    """Whether ``spec``, its layers fitted to the GPUs' free memory now (``tuning.choose``, as the
+    load will fit them), would leave some on the CPU. False where ``num_gpu`` was asked (that split
+    is the operator's), without a GPU, or where the file cannot be read here (the load says why)."""
+    if spec.n_gpu_layers >= 0:
+        return False
+    devices = gpu_devices()
+    if not devices:
+        return False
+    try:
+        _, placement = choose(spec, [Device(name, free) for name, free, _ in devices])
+    except Exception:  # a guess only: the load reads the file again and says what is wrong
+        log.debug("could not place %s ahead of its load", spec.path.name, exc_info=True)
+        return False
+    return placement is not None and placement.cpu_bytes > 0
 
 
 class ModelPool:
@@ -155,9 +175,12 @@ class ModelPool:
         grammars: GrammarChecker | None = None,
         clock: Clock | None = None,
         media: MediaLimits | None = None,
+        split: SplitCheck = split_onto_cpu,
     ) -> None:
         """``defaults``: how models load unless a request asks otherwise (``LoadSpec.from_settings``);
-        ``media``: the limits on what a request's images and audio may cost (``media_budget``)."""
+        ``media``: the limits on what a request's images and audio may cost (``media_budget``);
+        ``split``: whether a load would leave layers on the CPU (``split_onto_cpu``)."""
+        self._split = split
         self._defaults = defaults
         if defaults.deterministic:  # before any model computes: ggml reads it once
             batch_invariant_kernels()
@@ -286,6 +309,7 @@ class ModelPool:
             if entry is None:
                 await self._make_room()
                 spec = self._spec_for(req, current)
+                await self._make_gpu_room(spec)
                 t0 = time.perf_counter()
                 model = await self._load(req.name, spec)
                 log.info(
@@ -423,6 +447,21 @@ class ModelPool:
                 continue
             async with self._changed:
                 await self._changed.wait_for(lambda: any(e.refs == 0 for e in self._entries.values()))
+
+    async def _make_gpu_room(self, spec: LoadSpec) -> None:
+        """Ollama's ``requireFull``: a model that would be split onto the CPU while idle models
+        hold GPU memory loads after they go, least recently used first, for as long as that leaves
+        it split (a model in use is never waited for). Split, it would run several times slower
+        for as long as the idle ones stay."""
+        while True:
+            idle = [e for e in self._entries.values() if e.refs == 0 and e.model.spec.n_gpu_layers != 0]
+            if not idle or not await anyio.to_thread.run_sync(self._split, spec):
+                return
+            victim = min(idle, key=lambda e: e.last_used)
+            log.info(
+                "%s would be split onto the CPU: unloading idle %s from the GPUs first", spec.path.name, victim.name
+            )
+            await self._unload(victim)
 
     async def _expire(self, entry: Entry) -> None:
         if entry.refs == 0 and self._entries.get(_key(entry.model.spec)) is entry:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from test_pool import FakeModel, fake_pool, request
 
@@ -66,6 +68,50 @@ def test_a_reload_fits_the_layers_again_unless_they_were_asked_for() -> None:
         kept = await pool.acquire(request(num_ctx=4096), None)  # an asked count is kept
         assert len(loads) == 5 and loads[4].n_gpu_layers == 7 and loads[4].tensor_split == ()
         pool.release(kept)
+        await pool.close()
+
+    asyncio.run(run())
+
+
+def test_a_model_that_would_be_split_loads_after_idle_models_leave_the_gpus() -> None:
+    """Ollama's requireFull: idle models holding GPU memory go (least recently used first) while
+    the new one would be split onto the CPU; a model in use stays, and the new one loads split."""
+    loads: list[LoadSpec] = []
+    on_gpu: set[str] = set()  # what holds the fake GPU: two models fit on it whole
+
+    def loader(spec: LoadSpec, max_queue: int) -> FakeModel:
+        loads.append(spec)
+        on_gpu.add(spec.path.stem)
+        return FakeModel(spec)
+
+    def split(spec: LoadSpec) -> bool:
+        return len(on_gpu) >= 2
+
+    async def run() -> None:
+        pool = ModelPool(
+            defaults=LoadSpec(Path(), n_slots=4, n_ctx_slot=512, n_batch=512, n_threads=2),
+            max_loaded=3,
+            max_queue=8,
+            default_keep_alive=300,
+            loader=loader,
+            split=split,
+        )
+        original = pool._unload
+
+        async def unload(entry: Any) -> None:
+            on_gpu.discard(entry.name)
+            await original(entry)
+
+        pool._unload = unload  # type: ignore[method-assign]
+        a = await pool.acquire(request("/a.gguf"), None)
+        pool.release(a)
+        b = await pool.acquire(request("/b.gguf"), None)  # in use from here on
+        c = await pool.acquire(request("/c.gguf"), None)
+        assert on_gpu == {"b", "c"}  # idle a went first
+        d = await pool.acquire(request("/d.gguf"), None)  # b and c in use: d loads beside them
+        assert on_gpu == {"b", "c", "d"} and len(loads) == 4
+        for entry in (b, c, d):
+            pool.release(entry)
         await pool.close()
 
     asyncio.run(run())
