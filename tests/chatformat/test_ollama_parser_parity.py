@@ -25,11 +25,13 @@ WEATHER = tool("get_weather", {"city": {"type": "string"}}, ["city"])
 PARIS = [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]
 
 
-def parsed(text: str, *, tools: list[dict[str, Any]] | None = None, **config: Any) -> Delta:
+def parsed(
+    text: str, *, tools: list[dict[str, Any]] | None = None, template: str | None = None, **config: Any
+) -> Delta:
     """What ``parser_for`` makes of ``text``, asserted the same fed whole and a character at a time."""
     results = []
     for chunks in ([text], list(text)):
-        parser = parser_for(None, tools=[WEATHER] if tools is None else tools, **{"thinking": False, **config})
+        parser = parser_for(template, tools=[WEATHER] if tools is None else tools, **{"thinking": False, **config})
         out = Delta()
         for chunk in chunks:
             out.add(parser.feed(chunk))

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from test_ollama_parser_parity import parsed as parsed_text
 
 from cllm_ollama.chatformat.family_parsers import harmony_names, parser_for
 from cllm_ollama.chatformat.parsers import Delta, TemplateTag, ToolFormat, template_tool_tag, tool_format_for_template
@@ -27,16 +28,8 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 
 
 def parsed(template: str, text: str, tools: list[dict[str, Any]], **config: Any) -> Delta:
-    """What ``parser_for`` makes of ``text``, asserted the same fed whole and a character at a time."""
-    results = []
-    for chunks in ([text], list(text)):
-        parser = parser_for(template, tools=tools, **{"thinking": False, **config})
-        out = Delta()
-        for chunk in chunks:
-            out.add(parser.feed(chunk))
-        results.append(out.add(parser.finish()))
-    assert results[0] == results[1]
-    return results[0]
+    """What ``parser_for`` makes of ``text`` under ``template``, fed whole and a character at a time."""
+    return parsed_text(text, tools=tools, template=template, **config)
 
 
 # Ollama's TestParseTag (tools/template_test.go), case for case.
