@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakeengine import FakeEngine
@@ -66,9 +67,12 @@ class FakeClock:
             timer.callback()
 
 
-def fake_pool(loader: Callable[[LoadSpec, int], FakeModel], clock: FakeClock | None, max_loaded: int) -> ModelPool:
+def fake_pool(
+    loader: Callable[[LoadSpec, int], FakeModel], clock: FakeClock | None, max_loaded: int, **more: Any
+) -> ModelPool:
     """The pool the fake-loader tests run (here and in test_memory_settings.py): num_parallel 4,
-    context 512, a queue of 8, keep_alive 300 s; the system clock unless ``clock`` is given."""
+    context 512, a queue of 8, keep_alive 300 s; the system clock unless ``clock`` is given;
+    ``more``: further ``ModelPool`` arguments."""
     return ModelPool(
         defaults=LoadSpec(Path(), n_slots=4, n_ctx_slot=512, n_batch=512, n_threads=2),
         max_loaded=max_loaded,
@@ -76,6 +80,7 @@ def fake_pool(loader: Callable[[LoadSpec, int], FakeModel], clock: FakeClock | N
         default_keep_alive=300,
         loader=loader,
         clock=clock,
+        **more,
     )
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from test_pool import FakeModel, fake_pool, request
@@ -88,14 +87,7 @@ def test_a_model_that_would_be_split_loads_after_idle_models_leave_the_gpus() ->
         return len(on_gpu) >= 2
 
     async def run() -> None:
-        pool = ModelPool(
-            defaults=LoadSpec(Path(), n_slots=4, n_ctx_slot=512, n_batch=512, n_threads=2),
-            max_loaded=3,
-            max_queue=8,
-            default_keep_alive=300,
-            loader=loader,
-            split=split,
-        )
+        pool = fake_pool(loader, None, 3, split=split)
         original = pool._unload
 
         async def unload(entry: Any) -> None:
