@@ -177,11 +177,19 @@ class LoadedModel:
         an adapter the weights do not take. ``media``, ``pixel_budget``: the server's limits on
         a request's images and audio, and its pixels being decoded (``media_budget``)."""
         self._media = (media, pixel_budget)
+        self._weights = weights or SharedWeights()
+        held = self._weights.layout(spec.path, spec.deterministic) if spec.n_gpu_layers < 0 else None
+        if held is not None:  # the weights are placed already: only this model's cache is fitted
+            spec = replace(spec, n_gpu_layers=held[0])
         spec, self.placement = choose(spec, [Device(name, free) for name, free, _ in devices()])
+        if held is not None:
+            spec = replace(spec, tensor_split=held[1])
         self.spec = spec
+        # Weights this process holds passed their probe: the child checks what is new (adapters, a
+        # projector) on the CPU, where it needs no second copy's room on the GPUs.
         audio_refused = probe(
             spec.path,
-            n_gpu_layers=spec.n_gpu_layers,
+            n_gpu_layers=0 if held is not None else spec.n_gpu_layers,
             embedding_only=spec.embedding_only,
             projector=None if spec.embedding_only else spec.projector,
             adapters=spec.adapters,
@@ -189,7 +197,6 @@ class LoadedModel:
         )
         # What llama.cpp's KV cache and recurrent state take, read once (the file may go while loaded).
         self.cache_shape = cache_shape(spec.path)
-        self._weights = weights or SharedWeights()
         self.model = self._weights.acquire(
             spec.path, spec.n_gpu_layers, spec.deterministic, spec.tensor_split, spec.load_timeout
         )

@@ -452,7 +452,10 @@ class ModelPool:
         """Ollama's ``requireFull``: a model that would be split onto the CPU while idle models
         hold GPU memory loads after they go, least recently used first, for as long as that leaves
         it split (a model in use is never waited for). Split, it would run several times slower
-        for as long as the idle ones stay."""
+        for as long as the idle ones stay. A model over weights in memory already takes them as
+        they are placed (``SharedWeights.layout``): unloading others would not move them."""
+        if spec.n_gpu_layers < 0 and self.weights.layout(spec.path, spec.deterministic) is not None:
+            return
         while True:
             idle = [e for e in self._entries.values() if e.refs == 0 and e.model.spec.n_gpu_layers != 0]
             if not idle or not await anyio.to_thread.run_sync(self._split, spec):

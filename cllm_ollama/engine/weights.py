@@ -71,6 +71,16 @@ class SharedWeights:
                     return
         raise ValueError("these weights were not handed out here")
 
+    def layout(self, path: Path, batch_invariant: bool = False) -> tuple[int, tuple[float, ...]] | None:
+        """The GPU layers and split of ``path``'s weights in memory, if any: a model over them (an
+        adapted or projector variant of a loaded one) takes them as they are placed rather than
+        fitting its own, which would load a second copy wherever the first left less room."""
+        with self._lock:
+            for held_path, n_gpu_layers, invariant, tensor_split in self._held:
+                if held_path == path and invariant == batch_invariant:
+                    return n_gpu_layers, tensor_split
+        return None
+
     def loaded(self) -> list[tuple[Path, int]]:
         """Each ``llama_model`` in memory: its file and how many loaded models use it."""
         with self._lock:

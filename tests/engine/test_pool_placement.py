@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from test_pool import FakeModel, fake_pool, request
 
 from cllm_ollama.engine.loaded import LoadSpec
 from cllm_ollama.engine.pool import ModelPool
+from cllm_ollama.engine.weights import SharedWeights
 
 N_PARTS = 29  # the model's blocks and its output layer
 FITTED = 20  # what memory holds when num_gpu is unset
@@ -104,6 +106,36 @@ def test_a_model_that_would_be_split_loads_after_idle_models_leave_the_gpus() ->
         assert on_gpu == {"b", "c", "d"} and len(loads) == 4
         for entry in (b, c, d):
             pool.release(entry)
+        await pool.close()
+
+    asyncio.run(run())
+
+
+class HeldWeights(SharedWeights):
+    """Weights in memory for ``/a.gguf`` (placed on the GPUs), without loading any."""
+
+    def layout(self, path: Path, batch_invariant: bool = False) -> tuple[int, tuple[float, ...]] | None:
+        return (FITTED, ()) if path == Path("/a.gguf") else None
+
+
+def test_a_model_over_weights_in_memory_unloads_nothing_to_fit() -> None:
+    """Its weights stay where they were placed: evicting idle models would not move them."""
+    loads: list[LoadSpec] = []
+    split_asked: list[str] = []
+
+    def split(spec: LoadSpec) -> bool:
+        split_asked.append(spec.path.stem)
+        return True
+
+    async def run() -> None:
+        pool = fake_pool(lambda spec, _: loads.append(spec) or FakeModel(spec), None, 3, split=split)
+        pool.weights = HeldWeights()
+        idle = await pool.acquire(request("/b.gguf"), None)
+        pool.release(idle)
+        variant = await pool.acquire(request("/a.gguf"), None)  # b idle on the "GPU": it stays
+        assert [s.path.stem for s in loads] == ["b", "a"] and split_asked == []
+        assert len(pool.running()) == 2
+        pool.release(variant)
         await pool.close()
 
     asyncio.run(run())

@@ -3,6 +3,8 @@ close frees it, and a load that fails gives its hold back (a wrong adapter, too 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,33 @@ def test_a_failed_load_gives_its_hold_on_the_weights_back(tmp_path: Path) -> Non
     finally:
         base.close()
     assert weights.loaded() == []
+
+
+def test_a_variant_takes_the_weights_as_placed_where_a_fit_would_load_a_second_copy(tmp_path: Path) -> None:
+    # The base fitted to a large GPU; the GPU then has no room left (the base holds it). Fitted
+    # again, the adapted model would ask for no layers: another key, another llama_model.
+    base_path, adapter_path = write_lora(tmp_path)
+    weights = SharedWeights()
+    fitted = LoadSpec(base_path, n_slots=1, n_ctx_slot=64, n_threads=1)  # n_gpu_layers -1: fitted
+
+    def gpu(free: int) -> Callable[[], list[tuple[str, int, int]]]:
+        return lambda: [("GPU0", free, 80 << 30)]
+
+    base = LoadedModel(fitted, 1, weights=weights, devices=gpu(64 << 30))
+    try:
+        tuned = LoadedModel(replace(fitted, adapters=(adapter_path,)), 1, weights=weights, devices=gpu(0))
+        try:
+            assert tuned.model is base.model and weights.loaded() == [(base_path, 2)]
+            assert tuned.spec.n_gpu_layers == base.spec.n_gpu_layers > 0
+            assert weights.layout(base_path) == (base.spec.n_gpu_layers, ())
+        finally:
+            tuned.close()
+        # Asked for another count, it gets its own copy: the operator's split, not the held one's.
+        other = LoadedModel(replace(fitted, n_gpu_layers=1, adapters=(adapter_path,)), 1, weights=weights)
+        try:
+            assert other.model is not base.model and other.spec.n_gpu_layers == 1
+        finally:
+            other.close()
+    finally:
+        base.close()
+    assert weights.layout(base_path) is None
