@@ -238,6 +238,7 @@ class LoadedModel:
                 spec.projector,
                 n_threads=resolved.n_threads,
                 use_gpu=spec.n_gpu_layers != 0,
+                device=self.placement.projector_device if self.placement is not None else None,
                 limits=limits,
                 budget=budget,
             )

@@ -71,6 +71,12 @@ class Placement:
         device at a run's end, (17, 16, 16) loading as (17, 17, 15)."""
         return tuple(float(n) for n in self.per_device) if sum(self.per_device) else ()
 
+    @property
+    def projector_device(self) -> int | None:
+        """The device the projector was budgeted on (the first holding layers), which clip.cpp must
+        be given: left to choose, it takes the registry's first GPU whatever the fit used."""
+        return _first_used(self.per_device)
+
     def processor(self) -> str:
         """Ollama's PROCESSOR column: ``100% GPU``, ``100% CPU`` or ``48%/52% CPU/GPU``. The bytes
         a device keeps for itself (``DEVICE_RESERVE``) are room left, not the model's: counted, a
@@ -107,10 +113,16 @@ def _device_bytes(sizes: ModelSizes, counts: Sequence[int]) -> list[int]:
     for d in reversed(range(len(counts))):
         held[d] = sum(parts[start : start + counts[d]])
         start += counts[d]
-    used = [d for d, n in enumerate(counts) if n]
-    for d in used:
-        held[d] += DEVICE_RESERVE + sizes.graph + (sizes.projector if d == used[0] else 0)
+    first = _first_used(counts)
+    for d, n in enumerate(counts):
+        if n:
+            held[d] += DEVICE_RESERVE + sizes.graph + (sizes.projector if d == first else 0)
     return held
+
+
+def _first_used(counts: Sequence[int]) -> int | None:
+    """The first device given any parts: where the projector goes."""
+    return next((d for d, n in enumerate(counts) if n), None)
 
 
 def _with_space(free: Sequence[int], sizes: ModelSizes) -> list[int]:

@@ -70,6 +70,15 @@ def test_two_gpus_one_of_which_holds_the_model_use_that_one_alone() -> None:
     assert placed.per_device == (0, 33) and placed.processor() == "100% GPU"
 
 
+def test_the_projector_runs_on_the_device_it_was_budgeted_on() -> None:
+    # The second GPU alone holds model and projector: clip.cpp must be told, or it takes the first.
+    with_projector = ModelSizes(SEVEN_B.layers, SEVEN_B.output, SEVEN_B.kv_per_layer, SEVEN_B.graph, 800 * MIB)
+    placed = fit([Device("CUDA0", 6 * GIB), Device("CUDA1", 12 * GIB)], with_projector)
+    assert placed.per_device == (0, 33) and placed.projector_device == 1
+    assert placed.device_bytes[1] == DEVICE_RESERVE + 300 * MIB + 800 * MIB + 32 * 216 * MIB + 500 * MIB
+    assert fit([Device("CUDA0", 1 * GIB)], with_projector).projector_device is None  # nothing offloaded
+
+
 def test_a_model_no_single_gpu_holds_is_split_by_layer_count() -> None:
     placed = fit([Device("CUDA0", 5 * GIB), Device("CUDA1", 5 * GIB)], SEVEN_B)
     assert placed.n_gpu_layers == 33 and all(n > 10 for n in placed.per_device)

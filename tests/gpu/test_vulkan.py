@@ -226,3 +226,34 @@ def test_a_prompt_read_again_on_a_split_model_answers_as_cold(served: tuple[str,
     assert [(t["token"], t["logprob"]) for t in again["logprobs"]] == [
         (t["token"], t["logprob"]) for t in cold["logprobs"]
     ]
+
+
+PROJECTOR_ON_DEVICE = """
+import logging, sys
+from pathlib import Path
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+from cllm_ollama.engine.binding import Model, Projector
+from cllm_ollama.testing.ggufs import write_vision
+from cllm_ollama.testing.images import png
+text, mmproj = write_vision(Path(sys.argv[1]))
+model = Model(text, n_gpu_layers=99)
+projector = Projector(model, mmproj, n_threads=1, device=0)
+prompt = projector.tokenize(projector.marker + " what is this?", [png(32, 32)])
+(item,) = [part for part in prompt.parts if not isinstance(part, tuple)]
+print("image embeddings", prompt.encode(item).shape)
+prompt.close(); projector.close(); model.close()
+"""
+
+
+def test_the_projector_runs_on_the_device_it_is_given(vulkan_env: dict[str, str], tmp_path: Path) -> None:
+    """clip.cpp told which device to use (``Placement.projector_device``, where the fit budgeted it)
+    through ``mtmd_context_params.device``: a handle from llama.cpp's device list."""
+    seen = subprocess.run(
+        [sys.executable, "-c", PROJECTOR_ON_DEVICE, str(tmp_path)],
+        env={**os.environ, **vulkan_env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert seen.returncode == 0, seen.stderr[-3000:]
+    assert "CLIP using Vulkan0 backend" in seen.stdout and "image embeddings" in seen.stdout, seen.stdout[-3000:]

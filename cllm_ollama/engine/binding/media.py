@@ -35,7 +35,7 @@ from ..media_budget import (
     reduced_size,
 )
 from ..tile_order import by_rows
-from .core import Context, Model, log_callback
+from .core import Context, Model, log_callback, offload_devices
 from .pixels import decode_cost, decode_image, image_size
 
 
@@ -266,12 +266,15 @@ class Projector:
         *,
         n_threads: int,
         use_gpu: bool = True,
+        device: int | None = None,
         marker: str | None = None,
         limits: MediaLimits | None = None,
         budget: PixelBudget | None = None,
     ) -> None:
-        """``limits`` and ``budget``: the server's media limits and its pixels being decoded
-        (``media_budget``; the pool's, shared by every projector), by default a budget of its own."""
+        """``device``: which of ``offload_devices`` runs it on a GPU (None: libmtmd's choice, the
+        registry's first GPU). ``limits`` and ``budget``: the server's media limits and its pixels
+        being decoded (``media_budget``; the pool's, shared by every projector), by default a budget
+        of its own."""
         mtmd = _mtmd()
         # Random per projector, as Ollama makes llama-server's (LLAMA_MEDIA_MARKER): prompt text
         # cannot forge an image's place. libmtmd copies it.
@@ -279,6 +282,9 @@ class Projector:
         params = mtmd.mtmd_context_params_default()
         params.media_marker = self.marker.encode()
         params.use_gpu = use_gpu and bool(ll.llama_supports_gpu_offload())
+        devices = offload_devices() if params.use_gpu and device is not None else []
+        if device is not None and device < len(devices):
+            params.device = devices[device].handle
         params.n_threads = n_threads
         params.print_timings = False
         params.warmup = False
