@@ -155,12 +155,13 @@ def check_memory_fit(
     gpu_free: int | None = None,
     host_held: int = 0,
     state_bytes: int = 0,
+    gpu_fixed: int = 0,
 ) -> None:
     """Raise ``InsufficientMemory`` (with the slots that would fit) unless ``n_slots`` slots of
     ``n_ctx_slot`` tokens fit: ``gpu_share`` of the KV cache and of each slot's ``state_bytes`` of
-    recurrent state (the offloaded layers') in ``gpu_free``, the rest in ``host_free`` beside
-    ``host_weights`` (and whatever else the load adds in host RAM: compute buffers). None:
-    unknown, no check.
+    recurrent state (the offloaded layers') in ``gpu_free`` beside ``gpu_fixed`` (the compute
+    buffers there), the rest in ``host_free`` beside ``host_weights`` (and whatever else the load
+    adds in host RAM: compute buffers). None: unknown, no check.
 
     ``host_held`` is what the process holds already (its RSS): ``host_free`` is net of it (the
     kernel's count), so it is in both sides of the refusal's numbers, which then say what the
@@ -169,7 +170,7 @@ def check_memory_fit(
     host = 1 - gpu_share
     pools = [("system", kv_bytes_per_token * host, state_bytes * host, host_weights, host_free, host_held)]
     if gpu_share > 0:
-        pools.append(("GPU", kv_bytes_per_token * gpu_share, state_bytes * gpu_share, 0, gpu_free, 0))
+        pools.append(("GPU", kv_bytes_per_token * gpu_share, state_bytes * gpu_share, gpu_fixed, gpu_free, 0))
     fits: int | None = n_slots
     refusal = ""
     for name, kv, state, fixed, available, held in pools:

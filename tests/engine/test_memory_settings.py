@@ -7,14 +7,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from test_pool import FakeClock, FakeModel, fake_pool
 
 from cllm_ollama.api.options import MAX_PARALLEL, resolve_options
 from cllm_ollama.config import Settings
-from cllm_ollama.engine.loaded import LoadSpec, resolve_kv_cache_type
+from cllm_ollama.engine.loaded import LoadSpec, check_load_memory, resolve_kv_cache_type
 from cllm_ollama.engine.memory import check_memory_fit, fit_slots
+from cllm_ollama.engine.offload import CacheShape
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 from cllm_ollama.errors import CllmError, InsufficientMemory
 from cllm_ollama.store.modelfile import parse_parameter
@@ -144,6 +147,26 @@ def test_offloaded_layers_keep_their_cache_in_gpu_memory() -> None:
     with pytest.raises(InsufficientMemory) as e:
         check_memory_fit(**half, host_free=54 * MIB, gpu_free=0)
     assert e.value.fits is None
+
+
+def test_an_offloaded_models_compute_buffers_are_checked_against_the_gpu() -> None:
+    """Without flash attention the scores of 32k of context are ~1 GiB of the graph's buffer: on
+    the GPU of a model wholly offloaded, where host RAM holds only the logits' output buffer."""
+    qwen = SimpleNamespace(n_gpu_layers=25, n_layer=24, size_bytes=500 * MIB, n_head=14, n_vocab=151936, n_embd=896)
+    model: Any = qwen
+    spec = LoadSpec(Path("/qwen.gguf"), n_slots=4, n_ctx_slot=32768, flash_attention=False)
+    cache = CacheShape(kv_values=24 * 2 * 128)
+    kv = cache.kv_bytes_per_token() * 32768 * 4  # 1.5 GiB, all of it on the GPU
+
+    def check(host: int, gpu: int) -> None:
+        check_load_memory(spec, model, lambda: host, lambda: gpu, cache)
+
+    check(host=64 * MIB, gpu=kv + 1200 * MIB)  # the host holds no ~1 GiB graph of the GPU's
+    with pytest.raises(InsufficientMemory, match="more GPU memory"):
+        check(host=64 * GIB, gpu=kv + 512 * MIB)
+    on_cpu: Any = SimpleNamespace(**{**vars(qwen), "n_gpu_layers": 0})
+    with pytest.raises(InsufficientMemory, match="more system memory"):  # on the CPU it is the host's
+        check_load_memory(spec, on_cpu, lambda: kv + 1200 * MIB, lambda: 0, cache)
 
 
 # --- a model's own slot count ----------------------------------------------------------------
