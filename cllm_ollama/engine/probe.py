@@ -145,8 +145,12 @@ def run_child(cmd: list[str], watch: StallWatch) -> subprocess.CompletedProcess[
 def _short_of_memory(proc: subprocess.CompletedProcess[str]) -> bool:
     """Whether the child failed for want of memory: a load or context llama.cpp refused for an
     allocation that failed (the child's ``_OUT_OF_MEMORY`` exit), or an abort after one (CUDA's
-    "out of memory" in a CUDA_CHECK, Vulkan's ErrorOutOfDeviceMemory thrown). An abort for
-    anything else (a GGML_ASSERT on a broken file) stays a broken file."""
+    "out of memory" in a CUDA_CHECK, Vulkan's ErrorOutOfDeviceMemory thrown), or a SIGKILL that
+    was not ours (``run_child`` raises before it reads a child it killed): the kernel's OOM killer,
+    or a cgroup's memory limit. An abort for anything else (a GGML_ASSERT on a broken file) stays
+    a broken file."""
+    if proc.returncode == -signal.SIGKILL:
+        return True
     if proc.returncode >= 0:
         return proc.returncode == _OUT_OF_MEMORY
     # Imported here, as ``_main``'s are: the parent needs the binding only to read a dead child.

@@ -5,6 +5,7 @@ one."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,19 @@ def test_an_abort_is_short_memory_only_when_llama_cpp_said_so(
     assert isinstance(e.value, InsufficientMemory) == short
     said = "ggml-cuda.cu:96: CUDA error" if short else "GGML_ASSERT(n_dims <= GGML_MAX_DIMS) failed"
     assert e.value.message.endswith(said)
+
+
+def test_a_child_the_oom_killer_took_is_short_of_memory(
+    tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGKILL the probe did not send (it raises for its own kills) is the kernel's OOM killer
+    or a cgroup limit: the pool then unloads idle models and tries again, rather than calling the
+    file broken."""
+    model = fresh(tiny_gguf, tmp_path)
+
+    def killed(cmd: list[str], watch: StallWatch) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(cmd, -signal.SIGKILL, "", "llama_model_load: loading tensors\n")
+
+    monkeypatch.setattr(probe_module, "run_child", killed)
+    with pytest.raises(InsufficientMemory, match=r"not enough memory to load this model: .*SIGKILL"):
+        probe_module.probe(model, n_gpu_layers=99, embedding_only=False)
