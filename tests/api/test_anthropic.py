@@ -212,3 +212,109 @@ def test_a_request_with_no_message_left_is_refused_before_the_model_loads(client
 def test_claude_codes_billing_header_is_dropped_from_the_system_prompt(system: object, rendered: str) -> None:
     native = _decode(BODY | {"system": system}).native
     assert native.messages[0] == {"role": "system", "content": rendered}
+
+
+def _tool(body: dict[str, Any], name: str) -> dict[str, Any]:
+    (tool,) = [t["function"] for t in _decode(body).native.tools or [] if t["function"]["name"] == name]
+    return tool
+
+
+def test_anthropic_s_client_tools_are_functions_with_their_documented_input() -> None:
+    """The client runs them, so the model is handed them, as Ollama hands every tool but web search;
+    they come without a schema, so the model is shown the one Anthropic documents."""
+    body = BODY | {
+        "tools": [
+            {"type": "bash_20250124", "name": "bash"},
+            {"type": "text_editor_20250124", "name": "str_replace_editor"},
+            {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool", "max_characters": 100},
+            {"type": "memory_20250818", "name": "memory"},
+            {"type": "computer_20250124", "name": "computer", "display_width_px": 1024, "display_height_px": 768},
+        ]
+    }
+    bash = _tool(body, "bash")
+    assert bash["description"] and set(bash["parameters"]["properties"]) == {"command", "restart"}
+    older, editor = _tool(body, "str_replace_editor")["parameters"], _tool(body, "str_replace_based_edit_tool")
+    assert older["properties"]["command"]["enum"] == ["view", "create", "str_replace", "insert", "undo_edit"]
+    assert editor["parameters"]["properties"]["command"]["enum"] == ["view", "create", "str_replace", "insert"]
+    assert editor["parameters"]["required"] == ["command", "path"]
+    assert set(editor["parameters"]["properties"]) == set(older["properties"]) == {
+        "command", "path", "file_text", "old_str", "new_str", "insert_line", "view_range"
+    }  # fmt: skip
+    memory = _tool(body, "memory")["parameters"]
+    assert memory["properties"]["command"]["enum"] == ["view", "create", "str_replace", "insert", "delete", "rename"]
+    assert {"insert_text", "old_path", "new_path", "view_range"} <= set(memory["properties"])
+    assert _tool(body, "computer")["parameters"] == {"type": "object"}
+    # A description or schema the request gives is kept.
+    given = {"type": "bash_20250124", "name": "bash", "description": "Mine", "input_schema": {"type": "object"}}
+    assert _tool(BODY | {"tools": [given]}, "bash") == {
+        "name": "bash",
+        "description": "Mine",
+        "parameters": {"type": "object"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("content", "told"),
+    [
+        (
+            [
+                {"type": "web_search_result", "title": "T", "url": "https://t", "encrypted_content": "e"},
+                {"type": "web_search_result", "url": "https://u", "page_age": "1 day"},
+                {"type": "other"},
+            ],
+            "- T: https://t\n- : https://u\n",
+        ),
+        (
+            [{"type": "web_search_result", "title": "T", "url": "https://t"}, {"type": "web_search_tool_result_error"}],
+            "web_search_tool_result_error",
+        ),
+        (
+            {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"},
+            "web_search_tool_result_error: max_uses_exceeded",
+        ),
+        ("as text", "as text"),
+        ({"b": 1, "a": "<x>"}, '{"a":"\\u003cx\\u003e","b":1}'),  # Go's JSON of it
+        (None, "null"),
+    ],
+)
+def test_a_web_search_in_the_history_is_a_call_and_its_result(content: object, told: str) -> None:
+    """Ollama's convertMessage: ``server_tool_use`` a call on the assistant's message, its
+    ``web_search_tool_result`` a ``tool`` message after it (formatWebSearchToolResultContent)."""
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": content}
+    assistant = {"role": "assistant", "content": [search, result, {"type": "text", "text": "Found."}]}
+    native = _decode(BODY | {"messages": [BODY["messages"][0], assistant]}).native
+    assert native.messages[1:] == [
+        {
+            "role": "assistant",
+            "content": "Found.",
+            "tool_calls": [{"id": "srvtoolu_1", "function": {"name": "web_search", "arguments": {"query": "q"}}}],
+        },
+        {"role": "tool", "content": told, "tool_call_id": "srvtoolu_1", "tool_name": "web_search"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", [{"type": "text", "text": ""}], [{"type": "text", "text": None}, {"type": "text", "text": ""}], None],
+)
+def test_a_message_with_no_text_is_dropped(content: object) -> None:
+    """As Ollama drops it (no text, image, call or thinking); a null content is Go's empty string."""
+    messages = [{"role": "user", "content": content}, *BODY["messages"], {"role": "assistant", "content": content}]
+    assert _decode(BODY | {"messages": messages}).native.messages == [{"role": "user", "content": "Hi"}]
+
+
+def test_a_missing_content_is_still_refused(scripted: tuple[TestClient, list[str | BaseException]]) -> None:
+    """Go decodes null into the content's string, but no content at all is its decode error."""
+    client, script = scripted
+    script += ["ok"]
+    null = client.post("/v1/messages", json=BODY | {"messages": [{"role": "user", "content": None}, *BODY["messages"]]})
+    assert null.status_code == 200 and null.json()["content"] == [{"type": "text", "text": "ok"}]
+    missing = client.post("/v1/messages", json=BODY | {"messages": [{"role": "user"}]})
+    assert missing.status_code == 400 and missing.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("system", [{"type": "text", "text": "S"}, 5, True])
+def test_a_system_of_another_type_is_ignored(system: object) -> None:
+    """Neither a string nor blocks: Ollama's type switch ignores it."""
+    assert _decode(BODY | {"system": system}).native.messages == [{"role": "user", "content": "Hi"}]

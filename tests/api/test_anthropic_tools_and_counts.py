@@ -1,6 +1,6 @@
-"""/v1/messages/count_tokens in Anthropic's shape, and Anthropic's server tools, which cllm cannot
-run, refused rather than handed to the model: through the official ``anthropic`` client against a
-live server whose engine plays a script."""
+"""/v1/messages/count_tokens in Anthropic's shape, Anthropic's server tools, which cllm cannot run,
+refused rather than handed to the model, and its client tools, which the client runs, handed to it:
+through the official ``anthropic`` client against a live server whose engine plays a script."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_count_tokens_errors_in_anthropic_s_shape(served: tuple[Any, list[str | 
 
 
 @pytest.mark.parametrize(
-    "kind", ["web_search_20250305", "code_execution_20250825", "web_fetch_20250910", "bash_20250124"]
+    "kind", ["web_search_20250305", "code_execution_20250825", "web_fetch_20250910", "tool_search_tool_regex_20251119"]
 )
 def test_a_server_tool_is_refused_not_handed_to_the_model(
     served: tuple[Any, list[str | BaseException]], kind: str
@@ -65,6 +65,24 @@ def test_a_server_tool_is_refused_not_handed_to_the_model(
     for refused in (created, counted):
         error = refused.value.body["error"]  # type: ignore[index]
         assert error["type"] == "invalid_request_error" and f"tools.1: tool type '{kind}'" in error["message"]
+
+
+def test_anthropic_s_client_tools_are_handed_to_the_model(served: tuple[Any, list[str | BaseException]]) -> None:
+    """As Ollama hands them (every tool but web search), in a generation and in its count."""
+    client, script = served
+    script[:] = ['<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>']
+    tools: list[Any] = [
+        {"type": "bash_20250124", "name": "bash"},
+        {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+        {"type": "memory_20250818", "name": "memory"},
+        {"type": "computer_20250124", "name": "computer", "display_width_px": 1024, "display_height_px": 768},
+    ]
+    kwargs: dict[str, Any] = {"model": MODEL, "messages": ASK, "thinking": {"type": "disabled"}}
+    message = client.messages.create(**kwargs, max_tokens=64, tools=tools)
+    (use,) = [b for b in message.content if b.type == "tool_use"]
+    assert (use.name, use.input, message.stop_reason) == ("bash", {"command": "ls"}, "tool_use")
+    with_tools = client.messages.count_tokens(**kwargs, tools=tools).input_tokens
+    assert with_tools == message.usage.input_tokens > client.messages.count_tokens(**kwargs).input_tokens
 
 
 def test_custom_tools_are_declared_as_before(served: tuple[Any, list[str | BaseException]]) -> None:

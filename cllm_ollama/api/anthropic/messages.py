@@ -1,9 +1,10 @@
 """Anthropic's Messages API (/v1/messages), as Ollama serves it: a chat underneath.
 
-The request's system, content blocks (text, image, tool_use, tool_result, thinking), tools and
-sampling fields become a native chat body; the generation's chunks become Anthropic's content
-blocks, streamed as its typed SSE events in its order. Errors are Anthropic's
-``{"type": "error", "error": {"type", "message"}}``, before and after the first byte.
+The request's system, content blocks (text, image, tool_use, tool_result, thinking, and the
+server_tool_use and web_search_tool_result a history carries), tools and sampling fields become a
+native chat body; the generation's chunks become Anthropic's content blocks, streamed as its typed
+SSE events in its order. Errors are Anthropic's ``{"type": "error", "error": {"type", "message"}}``,
+before and after the first byte.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...chatformat.gotemplate.values import as_decoded, go_json
 from ...chatformat.parsers import Delta
 from ...errors import InvalidRequest
 from ..encoders import AnthropicSSE, dumps
@@ -60,7 +62,7 @@ def without_billing_header(text: str) -> str:
 
 def _system(value: object) -> str:
     """A string, or text blocks joined (other blocks are skipped, as Ollama does), each without
-    Claude Code's billing header."""
+    Claude Code's billing header; any other value is no system prompt."""
     if isinstance(value, str):
         return without_billing_header(value)
     if isinstance(value, list):
@@ -69,9 +71,7 @@ def _system(value: object) -> str:
             for b in value
             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
         )
-    if value is not None:
-        raise decode_error(value, f"{_REQUEST}.system", "string or []ContentBlock")
-    return ""
+    return ""  # another type is ignored, as Ollama's type switch ignores it
 
 
 def _image(source: ImageSource | dict[str, Any] | None) -> Media:
@@ -105,10 +105,50 @@ def _tool_result(content: object) -> tuple[str, list[Media]]:
     return "".join(texts), images
 
 
-def _message(m: MessageParam) -> list[dict[str, Any]]:
-    """One Anthropic message as native ones: tool results first (each its own ``tool`` message)."""
+def _web_search_error(item: dict[str, Any]) -> str:
+    """A web search's error (``web_search_tool_result_error``) as Ollama words it, with its code."""
+    code = item.get("error_code")
+    return f"web_search_tool_result_error: {code}" if isinstance(code, str) and code else "web_search_tool_result_error"
+
+
+def _web_search_result(content: object) -> str:
+    """A ``web_search_tool_result``'s content as the ``tool`` message Ollama makes of it
+    (``formatWebSearchToolResultContent``): ``- Title: URL`` per result, or the error and its code;
+    anything else as Go's JSON of it."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        lines: list[str] = []
+        for item in content:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "web_search_result":
+                title, url = item.get("title"), item.get("url")
+                lines.append(f"- {title if isinstance(title, str) else ''}: {url if isinstance(url, str) else ''}\n")
+            elif item.get("type") == "web_search_tool_result_error":
+                return _web_search_error(item)
+        return "".join(lines)
+    if isinstance(content, dict) and content.get("type") == "web_search_tool_result_error":
+        return _web_search_error(content)
+    return go_json(as_decoded(content))
+
+
+def _tool_message(content: str, call_id: str | None, images: list[Media] | None = None) -> dict[str, Any]:
+    """A tool's result as a native ``tool`` message, tied to its call where the block names it."""
+    tool: dict[str, Any] = {"role": "tool", "content": content}
+    if images:
+        tool["images"] = images
+    if call_id:
+        tool["tool_call_id"] = call_id
+    return tool
+
+
+def _message(m: MessageParam, sent: bool) -> list[dict[str, Any]]:
+    """One Anthropic message as native ones: tool results first (each its own ``tool`` message).
+    ``sent``: whether its ``content`` was in the body; a null one is an empty text, as Go decodes
+    null into a string."""
     role = (m.role or "").lower()
-    content = m.content
+    content = "" if m.content is None and sent else m.content
     blocks = [ContentBlock(type="text", text=content)] if isinstance(content, str) else content
     if blocks is None:
         raise decode_error(None, f"{_REQUEST}.messages.content", "[]anthropic.ContentBlock")
@@ -123,26 +163,28 @@ def _message(m: MessageParam) -> list[dict[str, Any]]:
             text.append(block.text or "")
         elif kind == "image":
             images.append(_image(block.source))
-        elif kind == "tool_use":
-            if not block.id:
+        elif kind in ("tool_use", "server_tool_use"):
+            # A server tool's call (a web search Anthropic ran) is a call in the history, as Ollama
+            # makes it, unchecked.
+            if kind == "tool_use" and not block.id:
                 raise InvalidRequest("tool_use block missing required 'id' field")
-            if not block.name:
+            if kind == "tool_use" and not block.name:
                 raise InvalidRequest("tool_use block missing required 'name' field")
-            calls.append({"id": block.id, "function": {"name": block.name, "arguments": block.input or {}}})
+            function = {"name": block.name or "", "arguments": block.input or {}}
+            calls.append(({"id": block.id} if block.id else {}) | {"function": function})
         elif kind == "tool_result":
             result, result_images = _tool_result(block.content)
-            tool: dict[str, Any] = {"role": "tool", "content": result}
-            if result_images:
-                tool["images"] = result_images
-            if block.tool_use_id:
-                tool["tool_call_id"] = block.tool_use_id
-            results.append(tool)
+            results.append(_tool_message(result, block.tool_use_id, result_images))
+        elif kind == "web_search_tool_result":
+            results.append(_tool_message(_web_search_result(block.content), block.tool_use_id))
         elif kind == "thinking":
             thinking = block.thinking or ""
-        # Other kinds (redacted_thinking, document, server tools...) are skipped, as Ollama skips them.
+        # Other kinds (redacted_thinking, document, web_fetch_tool_result...) are skipped, as Ollama
+        # skips them.
     out: list[dict[str, Any]] = results if role == "user" else []
-    if text or images or calls or thinking:
-        message: dict[str, Any] = {"role": role, "content": "".join(text)}
+    joined = "".join(text)
+    if joined or images or calls or thinking:  # an all-empty text is no turn, as in Ollama
+        message: dict[str, Any] = {"role": role, "content": joined}
         if images:
             message["images"] = images
         if calls:
@@ -153,28 +195,89 @@ def _message(m: MessageParam) -> list[dict[str, Any]]:
     return out if role == "user" else out + results
 
 
-def _custom_only(req: MessagesRequest) -> None:
-    """Refuse a tool of any type but ``custom``: Anthropic's server tools (``web_search_*``,
-    ``code_execution_*``, ``web_fetch_*``) run on Anthropic's side and its schema-less client tools
-    (``bash_*``, ``text_editor_*``) are defined there; cllm runs none of them, and a model handed
-    one as a plain function would call a tool nobody runs. Anthropic answers a tool type it does
-    not offer with invalid_request_error, naming the tool; so does cllm."""
-    for i, tool in enumerate(req.tools or []):
-        if tool.type not in (None, "", "custom"):
-            raise InvalidRequest(
-                f"tools.{i}: tool type '{tool.type}' is not supported by this server: only custom tools "
-                "(type 'custom', with an input_schema) can be declared; cllm runs no server tools"
-            )
+# What a model is shown of Anthropic's client tools, which the client runs (so they are functions to
+# the model, as Ollama's convertTool makes every tool but web search) but which come without a
+# schema: the input Anthropic documents for each, where it is well known.
+_FIELDS: dict[str, dict[str, Any]] = {
+    "path": {"type": "string", "description": "The path of the file or directory"},
+    "file_text": {"type": "string", "description": "create: the new file's content"},
+    "old_str": {"type": "string", "description": "str_replace: the exact text to replace, found once"},
+    "new_str": {"type": "string", "description": "str_replace: the text that replaces old_str"},
+    "insert_line": {"type": "integer", "description": "insert: the line to insert after (0: the start)"},
+    "insert_text": {"type": "string", "description": "insert: the text to insert"},
+    "old_path": {"type": "string", "description": "rename: the current path"},
+    "new_path": {"type": "string", "description": "rename: the new path"},
+    "view_range": {
+        "type": "array",
+        "items": {"type": "integer"},
+        "description": "view: [first, last] line (-1: the end)",
+    },
+}
+_EDITS = ("view", "create", "str_replace", "insert")
+_EDITOR = ("path", "file_text", "old_str", "new_str", "insert_line", "view_range")
+_MEMORY = (*_EDITOR, "insert_text", "old_path", "new_path")
+
+
+def _commands(commands: tuple[str, ...], fields: tuple[str, ...], required: str = "") -> dict[str, Any]:
+    """A command tool's input (text editor, memory): a ``command`` and the fields its commands take."""
+    properties = {"command": {"type": "string", "enum": list(commands)}} | {f: _FIELDS[f] for f in fields}
+    return {"type": "object", "properties": properties, "required": ["command", required] if required else ["command"]}
+
+
+_BASH = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "The command to run (required unless restarting)"},
+        "restart": {"type": "boolean", "description": "true to restart the shell"},
+    },
+}
+_EDITING = "View, create and edit text files"
+# Each type's prefixes with the tool's description and input, the older text editors
+# (str_replace_editor, which can undo an edit) before the rest: the first match wins.
+_CLIENT_TOOLS: tuple[tuple[str | tuple[str, ...], str, dict[str, Any]], ...] = (
+    ("bash_", "Run a command in a persistent bash shell", _BASH),
+    (
+        ("text_editor_20241022", "text_editor_20250124"),
+        _EDITING,
+        _commands((*_EDITS, "undo_edit"), _EDITOR, "path"),
+    ),
+    ("text_editor_", _EDITING, _commands(_EDITS, _EDITOR, "path")),
+    (
+        "memory_",
+        "Keep memory files under /memories, across conversations",
+        _commands((*_EDITS, "delete", "rename"), _MEMORY),
+    ),
+    ("computer_", "Use the computer: screenshots, mouse and keyboard", {"type": "object"}),
+)
+
+
+def _client_tool(i: int, kind: str) -> tuple[str, dict[str, Any]]:
+    """The description and input schema of Anthropic's client tool of type ``kind``. Its server
+    tools (``web_search_*``, ``web_fetch_*``, ``code_execution_*``...) run on Anthropic's side:
+    cllm runs none, and a model handed one as a plain function would call a tool nobody runs;
+    Anthropic answers a tool type it does not offer with invalid_request_error, naming the tool,
+    and so does cllm."""
+    for prefix, description, schema in _CLIENT_TOOLS:
+        if kind.startswith(prefix):
+            return description, schema
+    raise InvalidRequest(
+        f"tools.{i}: tool type '{kind}' is not supported by this server: only custom tools and Anthropic's "
+        "client tools (bash_*, text_editor_*, memory_*, computer_*) can be declared; cllm runs no server tools"
+    )
 
 
 def _tools(req: MessagesRequest) -> list[dict[str, Any]] | None:
-    _custom_only(req)
+    """The tools as native functions: custom ones as declared, Anthropic's client tools with the
+    description and input it documents (where the request gives none)."""
     tools = []
-    for tool in req.tools or []:
-        name, schema = tool.name or "", tool.input_schema
+    for i, tool in enumerate(req.tools or []):
+        name, description, schema = tool.name or "", tool.description or "", tool.input_schema
         if schema is not None and not isinstance(schema, dict):
             raise InvalidRequest(f'invalid input_schema for tool "{name}"')
-        function = {"name": name, "description": tool.description or "", "parameters": schema or {"type": "object"}}
+        if tool.type not in (None, "", "custom"):
+            documented, documented_schema = _client_tool(i, tool.type)
+            description, schema = description or documented, schema or documented_schema
+        function = {"name": name, "description": description, "parameters": schema or {"type": "object"}}
         tools.append({"type": "function", "function": function})
     return tools or None
 
@@ -242,8 +345,8 @@ def _decode(body: dict[str, Any]) -> Decoded[ChatCall]:
     if system := _system(req.system):
         messages.append({"role": "system", "content": system})
     ends: list[int] = []  # native messages up to each Anthropic one's end
-    for m in req.messages or []:
-        messages += _message(m)
+    for m, sent in zip(req.messages or [], body.get("messages") or [], strict=True):
+        messages += _message(m, "content" in sent)
         ends.append(len(messages))
     if not model:
         raise InvalidRequest("model is required")
