@@ -17,6 +17,7 @@ from . import ollama_ggufs as og
 from . import ollama_vision_ggufs as ov
 from . import omni_ggufs as om
 from . import sliced_ggufs as sl
+from . import split_ggufs as sp
 from . import tower_ggufs as tg
 
 Writer = Callable[[Path], tuple[Path, ...]]
@@ -36,6 +37,11 @@ def _one(write: Callable[[Path], Path], name: str) -> Writer:
 # converter writes it; their llama.cpp-layout twins are named beside them.
 KINDS: dict[str, tuple[str, Writer]] = {
     "qwen3": ("DIR/qwen3.gguf: a tiny Qwen3", _one(gg.write_qwen3, "qwen3")),
+    "qwen3-split": (
+        "DIR/qwen3-split-00001-of-00002.gguf and -00002-of-00002.gguf: a tiny Qwen3 in two shards, as gguf-split "
+        "writes them",
+        sp.write_qwen3_split,
+    ),
     "gemma3": ("DIR/gemma3.gguf: a tiny Gemma 3 (sliding-window layers)", _one(gg.write_gemma3, "gemma3")),
     "mamba": ("DIR/mamba.gguf: a recurrent model", _one(gg.write_mamba, "mamba")),
     "jamba": ("DIR/jamba.gguf: a hybrid model", _one(gg.write_jamba, "jamba")),

@@ -1045,11 +1045,16 @@ def grammar_parses(grammar: str) -> bool:
 
 def quantize(src: Path, dst: Path, ftype: str = "Q4_K_M", n_threads: int = 0) -> None:
     """Quantize a GGUF file (what ``llama-quantize`` does) to llama.cpp's file type ``ftype``
-    (``Q4_K_M``, ``Q8_0``, ``F16``, ``F32``...)."""
+    (``Q4_K_M``, ``Q8_0``, ``F16``, ``F32``...), or ``COPY`` its tensors as they are: given the first
+    shard of a split model (``NAME-00001-of-0000N.gguf``, its shards beside it), llama.cpp's loader
+    reads them all and the copy is one file (llama-quantize's ``COPY``, how Ollama merges shards)."""
     _init()
     params = ll.llama_model_quantize_default_params()
     name = ftype.upper()
-    params.ftype = getattr(ll, f"LLAMA_FTYPE_MOSTLY_{name}", None) or getattr(ll, f"LLAMA_FTYPE_ALL_{name}")
+    if name == "COPY":
+        params.only_copy = True  # the input's own types; ftype is then ignored
+    else:
+        params.ftype = getattr(ll, f"LLAMA_FTYPE_MOSTLY_{name}", None) or getattr(ll, f"LLAMA_FTYPE_ALL_{name}")
     params.nthread = n_threads
     rc = ll.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
     if rc != 0:
