@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..chatformat.builtin_templates import template_in_use
 from ..chatformat.family_parsers import StreamParser, parser_for
 from ..chatformat.parsers import Delta
 from ..chatformat.prompt import Rendered, Renderer, Tokenizer
@@ -147,6 +146,7 @@ class Generation:
     generated: list[int] = field(default_factory=list)
     truncated: int = 0  # prompt tokens cut to fit (old turns, then the middle)
     grammar: str | None = None  # the output's, checked (``_grammar``)
+    grammar_after: str = ""  # the output text it holds after (a format's: the thinking's close)
     # A raw prompt (``/api/generate``'s ``raw``): the model's own parser does not read its output,
     # as Ollama's does not (only the template's thinking tags, where thinking was asked for).
     raw: bool = False
@@ -275,7 +275,7 @@ class Generation:
         options = self.options
         return EngineRequest(
             prompt=prompt,
-            sampling=replace(options.sampling_within(limit), grammar=self.grammar),
+            sampling=replace(options.sampling_within(limit), grammar=self.grammar, grammar_after=self.grammar_after),
             num_predict=options.num_predict,
             stop=options.stop,
             num_ctx=limit,
@@ -291,20 +291,22 @@ class Generation:
         forced = None
         if self.call_tools is not None:
             # The family the output parser reads (``_parser``): its template and its config's parser name.
-            record = self.model.record
-            template = template_in_use(record.template, self.model.info, record.renderer_in_use)
             forced = partial(
                 call_grammar,
-                template,
+                self.model.template,
                 self.call_tools,
                 many=self.many_calls,
-                parser=record.parser,
+                parser=self.model.record.parser,
                 shown=self.tool_specs if self.tools else None,
             )
         grammar = await run_in_threadpool(output_grammar, self.fields.format, self.options.grammar, forced)
+        sent = self.options.grammar is not None and forced is None
         if grammar is not None and grammar is not JSON_GRAMMAR:
-            sent = self.options.grammar is not None and forced is None
             await pool.grammars.check(grammar, "grammar" if sent else "format")
+        if grammar is not None and forced is None and not sent and self.thinking and not self.raw:
+            # A format holds the answer, not the thinking: after its close (Ollama's ChatHandler
+            # applies it once the thinking ends); from the first token where there is no one tag.
+            self.grammar_after = self.model.thinking_close or ""
         return grammar
 
     async def _render(self, tokenizer: Tokenizer, limit: int | None) -> Rendered:
@@ -380,7 +382,7 @@ class Generation:
 
     def _parser(self, text: str) -> StreamParser:
         return parser_for(
-            template_in_use(self.model.record.template, self.model.info, self.model.record.renderer_in_use),
+            self.model.template,
             thinking=self.thinking,
             tools=self.tool_specs if self.tools else None,
             prompt=text,

@@ -78,16 +78,22 @@ class SharedFields:
         return cls(keep_alive, req.truncate is not False, req.format, logprobs_of(req))
 
 
-def thinking_for(model: ResolvedModel, req: GenerationRequest, display_name: str) -> bool:
-    """``think`` resolved: defaults to on for thinking models, 400 where the model cannot."""
+def thinking_for(model: ResolvedModel, req: GenerationRequest, display_name: str, *, chat: bool = False) -> bool:
+    """``think`` resolved: defaults to on for thinking models, 400 where the model cannot.
+
+    A grammar would constrain the thinking too, so with ``grammar`` the model answers directly;
+    with ``format`` too, except on a chat (``chat``) with a model whose thinking ends at one tag:
+    the format then holds the output after it (``Generation.grammar_after``), as Ollama's
+    ChatHandler thinks first and applies the format once the thinking ends."""
     think = parse_think(req.think)
     can_think = model.has("thinking")
     if think and not can_think:
         raise InvalidRequest(f'"{display_name}" does not support thinking')
     if think is None:
-        # A grammar would constrain the thinking too: with `format` or `grammar`, answer directly.
         grammar = req.options.get("grammar") if isinstance(req.options, dict) else None
-        return can_think and not (req.format or grammar)
+        if grammar or (req.format and not (chat and model.thinking_close)):
+            return False
+        return can_think
     return think
 
 

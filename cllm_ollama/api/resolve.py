@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 
+from ..chatformat.builtin_templates import template_in_use
+from ..chatformat.family_parsers import thinking_close
 from ..engine.pool import LoadRequest
 from ..errors import CllmError, EngineError, InvalidRequest, NotFound
 from ..store.gguf_info import GGUFInfo, gguf_info
@@ -32,6 +34,17 @@ class ResolvedModel:
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
+
+    @property
+    def template(self) -> str:
+        """The template its prompts are rendered with and its output is read by (``template_in_use``)."""
+        return template_in_use(self.record.template, self.info, self.record.renderer_in_use)
+
+    @property
+    def thinking_close(self) -> str | None:
+        """The tag its output's thinking ends with, where it is one (``family_parsers.thinking_close``):
+        a format holds the output after it, so that the model thinks first."""
+        return thinking_close(self.template, self.record.parser)
 
 
 def checked_reference(name: str, *, empty_message: str, empty_status: int) -> str:

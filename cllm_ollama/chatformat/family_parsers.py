@@ -516,6 +516,21 @@ class Passthrough:
         return Delta()
 
 
+def thinking_close(template: str | None, parser: str | None) -> str | None:
+    """The tag that ends the thinking in the output of a model whose chat template is ``template``
+    (and config's ``parser``), as ``parser_for`` reads it: what a format is held after, so that the
+    model thinks first (Ollama's ChatHandler applies a format once the thinking ends). None where
+    the end is no one tag (harmony's channels, glimmer's) or the output is not read."""
+    if parser == PASSTHROUGH or harmony_in_use(template, parser):
+        return None
+    family = parser_family(template, parser)
+    if family is not None and family.parser == "glimmer":
+        return None
+    if family is not None and family.parser == "marked":
+        return family.think_tags[1] or None
+    return "</think>"
+
+
 def parser_for(
     template: str | None,
     *,

@@ -40,6 +40,9 @@ class SamplingParams:
     seed: int = -1
     # GBNF grammar text (from `format`, `grammar` or a forced tool call); None = unconstrained.
     grammar: str | None = None
+    # The output text the grammar holds after (a thinking block's close): the model thinks freely
+    # until it writes it, as Ollama applies a format once thinking ends. Empty: from the first token.
+    grammar_after: str = ""
     # DRY ("don't repeat yourself"), llama-server's names and defaults: off while the multiplier is 0.
     dry_multiplier: float = 0.0
     dry_base: float = 1.75

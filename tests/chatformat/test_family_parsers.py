@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from test_parsers import CONFIGS, FORMAT_SAMPLES
 
-from cllm_ollama.chatformat.family_parsers import parser_for
+from cllm_ollama.chatformat.family_parsers import parser_for, thinking_close
 from cllm_ollama.chatformat.parsers import Delta, OutputParser, ToolFormat, tool_format_for_template
 
 WEATHER = {
@@ -201,3 +201,20 @@ def test_the_passthrough_parser_leaves_the_output_as_written() -> None:
     for template in (QWEN25, GLM45):
         got = parse(template, list(text), parser="passthrough")
         assert (got.content, got.thinking, got.tool_calls) == (text, "", [])
+
+
+@pytest.mark.parametrize(
+    ("parser", "close"),
+    [
+        (None, "</think>"),  # the generic splitter: Qwen3, DeepSeek-R1...
+        ("cohere", "<|END_THINKING|>"),
+        ("gemma4", "<channel|>"),
+        ("harmony", None),  # channels, not one tag
+        ("glimmer", None),
+        ("passthrough", None),
+    ],
+)
+def test_the_thinking_closes_at_the_tag_its_parser_reads(parser: str | None, close: str | None) -> None:
+    """What a format is held after (``thinking_close``): the tag ``parser_for``'s parser ends the
+    thinking at, where it is one."""
+    assert thinking_close("{{ messages }}", parser) == close

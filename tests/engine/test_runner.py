@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import gguf
@@ -200,3 +202,22 @@ def test_a_failed_decode_fails_the_running_requests_and_the_engine_goes_on(
     # The same prompt again: no stale cache is trusted, the output is what it was.
     (again,) = run(runner, [Request(prompt, GREEDY, num_predict=8)])
     assert tokens_of(again) == tokens_of(expected)
+
+
+def test_a_grammar_held_after_the_thinking_leaves_the_thinking_free(runner: Runner) -> None:
+    """``grammar_after``: nothing is constrained until the output writes it (the thinking's close),
+    then the rest is held to it, a few blanks and the grammar, as Ollama applies a format once the
+    thinking ends. This model's first greedy token after "hmm ok" is </think> (ahead by 2.5)."""
+    model = runner.model
+    prompt = tuple(model.tokenize("hmm ok"))
+    close = model.tokenize("</think>", add_special=False)
+    braces = SamplingParams(temperature=0, grammar='root ::= "{" "}"')
+    after = replace(braces, grammar_after="</think>")
+    held_after = drain(submit(runner, Request(prompt, after, num_predict=16), Sampler(model, after)))
+    tokens = tokens_of(held_after)
+    assert tokens[: len(close)] == close  # free: the same first token as without a grammar
+    assert model.is_eog(tokens[-1])  # the end of generation: all the grammar leaves once it is done
+    assert re.fullmatch(r"[ \t\n]{0,8}\{\}", model.detokenize(tokens[len(close) : -1]))
+    assert held_after[-1].finish == FinishReason.STOP
+    from_the_start = tokens_of(drain(submit(runner, Request(prompt, braces, num_predict=16), Sampler(model, braces))))
+    assert model.detokenize(from_the_start[:-1]) == "{}" and model.is_eog(from_the_start[-1])

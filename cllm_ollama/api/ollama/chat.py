@@ -128,7 +128,7 @@ def _checked(model: ResolvedModel, req: ChatRequest, tools: bool) -> bool:
     that cannot, then the capabilities (scheduleRunner's CheckCapabilities: completion, then
     tools where any are shown). Whether the model may think."""
     name = req.model or ""
-    thinking = thinking_for(model, req, name)
+    thinking = thinking_for(model, req, name, chat=True)
     if not model.has("completion"):
         raise InvalidRequest(f'"{name}" does not support chat')
     if tools and not model.has("tools"):

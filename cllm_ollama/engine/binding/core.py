@@ -940,6 +940,28 @@ class Context:
         return self._ptr  # type: ignore[no-any-return]
 
 
+# The root of a grammar held after a text (``_grammar_sampler``): that text, blanks, then its own root.
+_AFTER_ROOT = "cllm-after"
+# What a GBNF string literal escapes (the rest of UTF-8 is written as it is).
+_GBNF_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def _grammar_sampler(model: Model, grammar: str, after: str) -> Any:
+    """llama.cpp's grammar sampler for ``grammar``, or with ``after``, a lazy one (llama.cpp's
+    trigger patterns) that constrains nothing until the output contains ``after``, then holds the
+    rest to ``after``, any blanks and ``grammar``: llama.cpp replays the output from the trigger's
+    start into the grammar, so it must match ``after`` itself first."""
+    if not after:
+        return ll.llama_sampler_init_grammar(model.vocab_ptr, grammar.encode(), b"root")
+    quoted = after.translate(_GBNF_ESCAPES)
+    # A few blanks at most (Qwen3 writes "</think>\n\n"): unbounded, a model could spend its output on them.
+    text = f'{grammar}\n{_AFTER_ROOT} ::= "{quoted}" [ \\t\\n]{{0,8}} root\n'
+    patterns = (ctypes.c_char_p * 1)(re.escape(after).encode())
+    return ll.llama_sampler_init_grammar_lazy_patterns(
+        model.vocab_ptr, text.encode(), _AFTER_ROOT.encode(), patterns, 1, None, 0
+    )
+
+
 class Sampler:
     """A native llama.cpp sampler chain for one request (holds its RNG, penalty window, grammar).
 
@@ -952,7 +974,7 @@ class Sampler:
         self._chain = chain
         add = ll.llama_sampler_chain_add
         if params.grammar is not None:
-            grammar = ll.llama_sampler_init_grammar(model.vocab_ptr, params.grammar.encode(), b"root")
+            grammar = _grammar_sampler(model, params.grammar, params.grammar_after)
             if not grammar:
                 ll.llama_sampler_free(chain)
                 raise EngineError("invalid grammar for format")
