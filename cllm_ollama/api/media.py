@@ -142,6 +142,11 @@ def checked_media(data: object, *, not_a_string: str, invalid: str) -> Media:
         raise InvalidRequest(f"{invalid}: {exc}") from None
 
 
+# Where a message's text places its next item (Ollama's chatPrompt replaces it with the item's
+# ``[img-N]`` tag); without one, the tags go before the text.
+IMAGE_PLACEHOLDER = "[img]"
+
+
 def tag_media(
     messages: Sequence[dict[str, Any]], *, clear: bool = False, renderer: str = ""
 ) -> tuple[list[dict[str, Any]], list[bytes]]:
@@ -166,8 +171,8 @@ def tag_media(
             media.append(item.data)
             if own_tags:
                 continue
-            if "[img]" in content:
-                content = content.replace("[img]", tag, 1)
+            if IMAGE_PLACEHOLDER in content:
+                content = content.replace(IMAGE_PLACEHOLDER, tag, 1)
             else:
                 prefix += tag
         if spaced and prefix and content and not content[0].isspace():

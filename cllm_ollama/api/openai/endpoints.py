@@ -26,7 +26,7 @@ from ..encoders import SSE, JSONResponse, dumps
 from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI, read_json
 from ..lifecycle import Chunk
-from ..media import Base64Error, Media, checked_media, decode_media
+from ..media import IMAGE_PLACEHOLDER, Base64Error, Media, checked_media, decode_media
 from ..ollama.chat import ChatCall, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
@@ -155,32 +155,38 @@ def input_audio_data(value: object) -> Media:
     return checked_media(value.get("data"), not_a_string=missing, invalid="invalid input_audio base64 data")
 
 
-def content_and_media(
-    content: str | list[ContentPart] | None, joiner: str = "\n", unknown: str = "invalid message format"
-) -> tuple[str, list[Media]]:
-    """A message's text (its text parts joined by ``joiner``) and media (base64): its images and,
-    as Ollama carries them, its audio clips (``input_audio``), all in Ollama's ``images``, checked
-    as Ollama checks them; the parts' shapes were checked by the decode. A part of another kind is
+def content_parts(content: list[ContentPart], unknown: str = "invalid message format") -> list[str | Media]:
+    """A message's parts in order: each text, or each item (``Media``, base64): an image or, as
+    Ollama carries them, an audio clip (``input_audio``), both in Ollama's ``images``, checked as
+    Ollama checks them; the parts' shapes were checked by the decode. A part of another kind is
     refused with ``unknown`` (its ``%T``: the kind)."""
-    if content is None or isinstance(content, str):
-        return content or "", []
-    texts: list[str] = []
-    media: list[Media] = []
+    parts: list[str | Media] = []
     for part in content:
         if part.type == "text":
             if part.text is None:
                 raise InvalidRequest("invalid message format")
-            texts.append(part.text)
+            parts.append(part.text)
         elif part.type == "image_url":
             url = part.image_url.url if isinstance(part.image_url, ImageURL) else part.image_url
             if url is None:
                 raise InvalidRequest("invalid message format")
-            media.append(_image_url_data(url))
+            parts.append(_image_url_data(url))
         elif part.type == "input_audio":
-            media.append(input_audio_data(part.input_audio))
+            parts.append(input_audio_data(part.input_audio))
         else:
             raise InvalidRequest(unknown.replace("%T", str(part.type)))
-    return joiner.join(texts), media
+    return parts
+
+
+def content_and_media(
+    content: str | list[ContentPart] | None, joiner: str = "", unknown: str = "invalid message format"
+) -> tuple[str, list[Media]]:
+    """A message as one: its text parts joined by ``joiner`` (Ollama's Responses translation runs
+    them on), and its media (``content_parts``)."""
+    if content is None or isinstance(content, str):
+        return content or "", []
+    parts = content_parts(content, unknown)
+    return joiner.join(p for p in parts if not isinstance(p, Media)), [p for p in parts if isinstance(p, Media)]
 
 
 def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
@@ -190,9 +196,16 @@ def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
     for m in req.messages:
         if m.content is None and m.tool_calls is None:  # optional beside tool calls only (even [])
             raise InvalidRequest(CONTENT_TYPE.replace("%T", go_any_type(None)))
-        content, media = content_and_media(m.content)
-        message: dict[str, Any] = {"role": m.role or "user", "content": content}
-        if media:
+        parts = content_parts(m.content) if isinstance(m.content, list) else [m.content or ""]
+        # Each item's tag where the item stood among the texts, the parts joined by "\n\n": what
+        # Ollama's FromChatRequest (a message of each part) and a Go template's collate (which joins
+        # one role's run of messages so) make of it, in one message, so that a template that wants
+        # roles to alternate (Gemma's, Mistral's) still takes it. ``tag_media`` numbers the tags.
+        message: dict[str, Any] = {
+            "role": m.role or "user",
+            "content": "\n\n".join(IMAGE_PLACEHOLDER if isinstance(p, Media) else p for p in parts),
+        }
+        if media := [p for p in parts if isinstance(p, Media)]:
             message["images"] = media
         if m.reasoning:
             message["thinking"] = m.reasoning
@@ -316,27 +329,33 @@ class ChatCompletion(_Completions):
 
     async def stream(self, chunks: AsyncIterator[Chunk]) -> AsyncGenerator[dict[str, Any], None]:
         n_calls = 0
-        first = True
+        role: dict[str, Any] = {"role": "assistant"}  # the first chunk's
         async for chunk in chunks:
-            delta: dict[str, Any] = {}
-            if first:
-                delta["role"] = "assistant"
-                first = False
-            if chunk.delta.content or (not chunk.done and not chunk.delta.thinking and not chunk.delta.tool_calls):
-                delta["content"] = chunk.delta.content
-            if chunk.delta.thinking:
-                delta["reasoning"] = chunk.delta.thinking
-            if chunk.delta.tool_calls:
-                delta["tool_calls"] = _tool_calls(chunk.delta.tool_calls, n_calls)
-                n_calls += len(chunk.delta.tool_calls)
-            # As Ollama's: finish_reason in every chunk (null until the last), logprobs only where there are some.
-            reason = _finish_reason(chunk, n_calls > 0) if chunk.done else None
-            choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": reason}
-            if chunk.logprobs:
-                choice["logprobs"] = {"content": chunk.logprobs}
-            yield self.base | {"object": self.chunk_object, "choices": [choice]}
+            d, logprobs, reasoning = chunk.delta, chunk.logprobs, chunk.delta.thinking
+            if reasoning and (d.content or d.tool_calls):
+                # As Ollama's ToStreamChunks: reasoning that ends where the answer starts goes first, in a
+                # chunk of its own (with the role where it is the first, and the logprobs), then the rest.
+                yield self._chunk(role | {"reasoning": reasoning}, None, logprobs)
+                role, logprobs, reasoning = {}, [], ""
+            delta = dict(role)
+            role = {}
+            if d.content or (not chunk.done and not d.thinking and not d.tool_calls):
+                delta["content"] = d.content
+            if reasoning:
+                delta["reasoning"] = reasoning
+            if d.tool_calls:
+                delta["tool_calls"] = _tool_calls(d.tool_calls, n_calls)
+                n_calls += len(d.tool_calls)
+            yield self._chunk(delta, _finish_reason(chunk, n_calls > 0) if chunk.done else None, logprobs)
             if chunk.done and self.include_usage:
                 yield self.usage_chunk(chunk)
+
+    def _chunk(self, delta: dict[str, Any], reason: str | None, logprobs: list[dict[str, Any]]) -> dict[str, Any]:
+        """As Ollama's chunks: finish_reason in every one (null until the last), logprobs only where there are some."""
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": reason}
+        if logprobs:
+            choice["logprobs"] = {"content": logprobs}
+        return self.base | {"object": self.chunk_object, "choices": [choice]}
 
 
 class TextCompletion(_Completions):
