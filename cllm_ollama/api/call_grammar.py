@@ -24,7 +24,7 @@ from typing import Any
 
 from ..chatformat.family_parsers import harmony_tools
 from ..chatformat.parsers import TemplateTag, tool_format_for_template
-from ..engine.grammar import grammar_with_schemas
+from ..engine.grammar import HoistedSchema, grammar_with_schemas, hoist_refs
 from ..errors import InvalidRequest
 from ..model_families import parser_family, tool_syntax
 
@@ -47,12 +47,24 @@ def literal(text: str) -> str:
 @dataclass(frozen=True)
 class _Tool:
     name: str
-    parameters: dict[str, Any]
+    # Its parameters' schema, local refs pointing to definitions of its own: the grammar embeds
+    # the schema in a call's, or writes its parameters one by one.
+    hoisted: HoistedSchema
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The parameters' schema (what its root refers to, as a recursive Pydantic model's)."""
+        return self.hoisted.deref(self.hoisted.schema)
 
     @property
     def properties(self) -> dict[str, Any]:
+        """Each parameter's schema, what a ref refers to (a Pydantic enum's), for its type to be read."""
         properties = self.parameters.get("properties")
-        return properties if isinstance(properties, dict) else {}
+        if not isinstance(properties, dict):
+            return {}
+        return {
+            key: self.hoisted.deref(value) if isinstance(value, dict) else value for key, value in properties.items()
+        }
 
     @property
     def required(self) -> list[str]:
@@ -66,9 +78,11 @@ class _Rules:
     def __init__(self) -> None:
         self.schemas: list[tuple[str, str]] = []
 
-    def add(self, schema: object) -> str:
+    def add(self, schema: dict[str, Any], tool: _Tool) -> str:
+        """A rule for ``schema``: ``tool``'s parameters, one of them, or a call's schema that embeds
+        them; ``tool``'s definitions go with it, for its refs."""
         name = f"tc{len(self.schemas)}"
-        self.schemas.append((name, json.dumps(schema, ensure_ascii=False, sort_keys=False)))
+        self.schemas.append((name, json.dumps(tool.hoisted.rooted(schema), ensure_ascii=False, sort_keys=False)))
         return name
 
 
@@ -80,7 +94,7 @@ def _json_call(tool: _Tool, rules: _Rules, key: str = "arguments") -> str:
         "required": ["name", key],
         "additionalProperties": False,
     }
-    return rules.add(schema)
+    return rules.add(schema, tool)
 
 
 def _text_parameters(tool: _Tool, rules: _Rules, write: Callable[[str, str], str]) -> str:
@@ -89,7 +103,7 @@ def _text_parameters(tool: _Tool, rules: _Rules, write: Callable[[str, str], str
     parts = []
     for key, schema in tool.properties.items():
         schema = schema if isinstance(schema, dict) else {}
-        value = _text_value(schema) if schema.get("type") == "string" else rules.add(schema)
+        value = _text_value(schema) if schema.get("type") == "string" else rules.add(schema, tool)
         part = write(key, value)
         parts.append(part if key in tool.required else f"({part})?")
     return " ".join(parts) or '""'
@@ -125,16 +139,16 @@ def _string_values(schema: dict[str, Any]) -> list[str] | None:
 def _keyed(quote: str, opening: str, closing: str) -> Callable[[_Tool, _Rules], str]:
     """Gemma 4 and FunctionGemma: ``call:NAME{key:value,...}``, a string between ``quote`` marks."""
 
-    def write_value(schema: dict[str, Any], rules: _Rules) -> str:
+    def write_value(schema: dict[str, Any], tool: _Tool, rules: _Rules) -> str:
         if schema.get("type") != "string":
-            return rules.add(schema)
+            return rules.add(schema, tool)
         values = _string_values(schema)
         text = "(" + " | ".join(literal(v) for v in values) + ")" if values else f"({_quoted_text(quote)})"
         return f"{literal(quote)} {text} {literal(quote)}"
 
     def call(tool: _Tool, rules: _Rules) -> str:
         def write(key: str, schema: dict[str, Any]) -> str:
-            return literal(key + ":") + " " + write_value(schema, rules)
+            return literal(key + ":") + " " + write_value(schema, tool, rules)
 
         head = literal(opening + "call:" + tool.name + "{")
         return f"{head} {_keyword_parameters(tool, rules, write, literal(','))} " + literal("}" + closing)
@@ -146,14 +160,14 @@ def _python_call(tool: _Tool, rules: _Rules) -> str:
     """LFM2 and OLMo 3: ``NAME(key=value, ...)``, each value JSON by its schema."""
 
     def write(key: str, schema: dict[str, Any]) -> str:
-        return literal(key + "=") + " " + rules.add(schema)
+        return literal(key + "=") + " " + rules.add(schema, tool)
 
     return f"{literal(tool.name + '(')} {_keyword_parameters(tool, rules, write, literal(', '))} {literal(')')}"
 
 
 def _ministral(tool: _Tool, rules: _Rules) -> str:
     """Ministral 3 / Devstral: ``[TOOL_CALLS]NAME[ARGS]{json}``, each call opening its own."""
-    return literal("[TOOL_CALLS]" + tool.name + "[ARGS]") + " " + rules.add(tool.parameters)
+    return literal("[TOOL_CALLS]" + tool.name + "[ARGS]") + " " + rules.add(tool.parameters, tool)
 
 
 def _cohere(tool: _Tool, rules: _Rules) -> str:
@@ -168,7 +182,7 @@ def _cohere(tool: _Tool, rules: _Rules) -> str:
         "required": ["tool_call_id", "tool_name", "parameters"],
         "additionalProperties": False,
     }
-    return rules.add(schema)
+    return rules.add(schema, tool)
 
 
 def _text_value(schema: dict[str, Any]) -> str:
@@ -210,7 +224,7 @@ def _deepseek_call(fenced: bool) -> Callable[[_Tool, _Rules], str]:
     """DeepSeek-V3/R1 (``function<sep>NAME`` and fenced JSON) or V3.1 (``NAME<sep>JSON``)."""
 
     def call(tool: _Tool, rules: _Rules) -> str:
-        args = rules.add(tool.parameters)
+        args = rules.add(tool.parameters, tool)
         if fenced:
             head = literal(_DS["call▁begin"] + "function" + _DS["sep"] + tool.name + "\n```json\n")
             return f"{head} {args} " + literal("\n```" + _DS["call▁end"])
@@ -222,7 +236,7 @@ def _deepseek_call(fenced: bool) -> Callable[[_Tool, _Rules], str]:
 def _harmony(tool: _Tool, rules: _Rules) -> str:
     """gpt-oss: a commentary message to the function; ``<|call|>`` (end of generation) closes it."""
     head = literal("<|channel|>commentary to=functions." + tool.name + " <|constrain|>json<|message|>")
-    return f"{head} {rules.add(tool.parameters)}"
+    return f"{head} {rules.add(tool.parameters, tool)}"
 
 
 @dataclass(frozen=True)
@@ -287,7 +301,8 @@ def _syntax(template: str | None, parser: str | None) -> _Syntax:
     return _FAMILY_SYNTAXES.get(family.name, _Syntax(_json_call, '"\\n"'))
 
 
-def _tool(spec: dict[str, Any]) -> _Tool:
+def _tool(spec: dict[str, Any], index: int) -> _Tool:
+    """The ``index``th tool of a grammar: its definitions are named apart from the others' (``tcdefN-``)."""
     inner = spec.get("function")
     function: dict[str, Any] = inner if isinstance(inner, dict) else spec
     parameters = function.get("parameters")
@@ -295,7 +310,7 @@ def _tool(spec: dict[str, Any]) -> _Tool:
         parameters = {"type": "object"}
     if not isinstance(parameters, dict):
         raise InvalidRequest(f"invalid parameters for tool {json.dumps(function.get('name'))}")
-    return _Tool(str(function.get("name") or ""), parameters)
+    return _Tool(str(function.get("name") or ""), hoist_refs(parameters, f"tcdef{index}-", "tool parameters"))
 
 
 def call_grammar(
@@ -317,7 +332,7 @@ def call_grammar(
     if syntax is _HARMONY:  # the names its prompt shows (``harmony_tools``), which its parser maps back
         tools = harmony_tools(list(tools), list(shown) if shown is not None else None)
     rules = _Rules()
-    alternatives = [syntax.call(_tool(spec), rules) for spec in tools]
+    alternatives = [syntax.call(_tool(spec, index), rules) for index, spec in enumerate(tools)]
     if not alternatives:
         raise InvalidRequest("tool_choice requires tools")
     one = alternatives[0] if len(alternatives) == 1 else "(" + " | ".join(f"({a})" for a in alternatives) + ")"

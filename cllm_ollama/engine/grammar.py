@@ -29,9 +29,15 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from ..errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_grammar import SchemaConverter
 
 log = logging.getLogger("cllm.engine")
 
@@ -225,6 +231,123 @@ class GrammarChecker:
                 self._child = None
 
 
+# The converter's errors for a schema it cannot convert.
+_SCHEMA_ERRORS = (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
+# The most of the converter's reason a 400 quotes: some of its reasons hold the whole (sub)schema.
+_MAX_REASON = 200
+# Where ``hoist_refs`` points every local ``$ref``.
+_DEFS = "#/$defs/"
+_NOT_RULE_CHARS = re.compile(r"[^A-Za-z0-9-]+")
+
+
+def _invalid_schema(what: str, exc: BaseException) -> InvalidRequest:
+    """The 400 for a schema that cannot be converted: its reason, cut short."""
+    reason = str(exc)
+    if len(reason) > _MAX_REASON:
+        reason = reason[:_MAX_REASON] + "..."
+    return InvalidRequest(f"invalid JSON schema in {what}: {reason}")
+
+
+@dataclass(frozen=True)
+class HoistedSchema:
+    """A JSON Schema whose local ``$ref``s all point to ``#/$defs/NAME``, and the schemas so named:
+    it keeps its meaning wherever it is embedded, in a schema that carries ``defs`` at its root."""
+
+    schema: dict[str, Any]
+    defs: dict[str, Any]
+
+    def deref(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The definition ``schema`` refers to (through refs to refs), or ``schema`` when it is no
+        ref: what a root or a parameter is, to be read here (its properties, its type)."""
+        seen: set[str] = set()
+        while isinstance(ref := schema.get("$ref"), str) and ref.startswith(_DEFS) and ref not in seen:
+            seen.add(ref)
+            target = self.defs.get(ref.removeprefix(_DEFS))
+            if not isinstance(target, dict):
+                break
+            schema = target
+        return schema
+
+    def rooted(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """``schema`` (this one, or part of it, or one that embeds it) with the definitions at its root."""
+        return {**schema, "$defs": self.defs} if self.defs else schema
+
+
+def _pointer_parts(pointer: str) -> list[str]:
+    """The keys of a JSON pointer (``/a/b``), escaped as in a ``$ref`` (URI, then pointer escapes)."""
+    return [unquote(part).replace("~1", "/").replace("~0", "~") for part in pointer.split("/")[1:]]
+
+
+def _pointed(root: object, pointer: str) -> object:
+    """What a JSON pointer picks out of ``root``."""
+    node = root
+    for part in _pointer_parts(pointer):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise ValueError(f"$ref {json.dumps('#' + pointer, ensure_ascii=False)} points to nothing")
+    return node
+
+
+def hoist_refs(schema: dict[str, Any], prefix: str, what: str) -> HoistedSchema:
+    """``schema`` with each local ``$ref`` (a JSON pointer into it: ``#/$defs/X``, ``#/definitions/X``,
+    ``#/properties/a``, ``#``) rewritten to ``#/$defs/NAME``, NAME ``{prefix}{n}-{X}`` a GBNF rule name.
+
+    The converter resolves a ref against the root of the schema it converts, so a tool's schema
+    embedded in a call's, or one of its parameters alone, loses its definitions; and it names a
+    definition's rule by the ref's last part, so two alike (two tools' ``Addr``, a property of that
+    name) share one rule. ``prefix`` is one no rule of the converter's begins with, and unique per
+    schema among those converted together. Other refs are left as they are, for the converter.
+    Raises ``InvalidRequest`` (``what`` says where the schema came from) for a ref to nothing.
+    """
+    names: dict[str, str] = {}  # JSON pointer -> its definition's name
+    pending: list[str] = []
+
+    def rewrite(node: object) -> object:
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: rewrite(value) for key, value in node.items()}
+        ref = node.get("$ref")
+        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+            pointer = ref[1:]
+            if pointer not in names:
+                last = (_pointer_parts(pointer) or ["root"])[-1]
+                names[pointer] = f"{prefix}{len(names)}-{_NOT_RULE_CHARS.sub('-', last)}"
+                pending.append(pointer)
+            out["$ref"] = _DEFS + names[pointer]
+        return out
+
+    try:
+        # The definitions are reached through the refs: the ones none points to are dropped.
+        body = rewrite({key: value for key, value in schema.items() if key not in ("$defs", "definitions")})
+        # Each definition once, as it is first pointed to; rewriting one may append more (iterated too).
+        defs = {names[pointer]: rewrite(_pointed(schema, pointer)) for pointer in pending}
+    except (ValueError, RecursionError) as exc:
+        raise _invalid_schema(what, exc) from exc
+    assert isinstance(body, dict)
+    return HoistedSchema(body, defs)
+
+
+def _visit(converter: SchemaConverter, schema: dict[str, Any], defs: dict[str, Any], name: str) -> str:
+    """Adds the rules of ``schema``, whose local refs point into ``defs`` (``hoist_refs``), as rule
+    ``name``, and returns the name it got. The refs are resolved in a document holding ``defs``
+    beside the schema: the converter does not look past a ref, so a root that is one (a recursive
+    Pydantic model's) would leave the refs inside its definitions unresolved."""
+    converter.resolve_refs({"$defs": defs, "schema": schema}, "stdin")
+    return converter.visit(schema, name)
+
+
+def _converter() -> SchemaConverter:
+    # Imported here: the llama_cpp package loads the compiled library on import.
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    return SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+
+
 @functools.lru_cache(maxsize=64)
 def json_schema_grammar(schema_json: str) -> str:
     """GBNF for a JSON Schema (given as JSON text), by llama-cpp-python's pure-Python converter.
@@ -232,13 +355,16 @@ def json_schema_grammar(schema_json: str) -> str:
     Can take a while for a big schema: call it off the event loop. Cached, as clients tend to
     send the same schema on every request.
     """
-    # Imported here: the llama_cpp package loads the compiled library on import.
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
+    converter = _converter()
     try:
-        return strict_strings(json_schema_to_gbnf(schema_json))
-    except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise InvalidRequest(f"invalid JSON schema in format: {exc}") from exc
+        schema = json.loads(schema_json)
+        if not isinstance(schema, dict):
+            raise TypeError("a schema is an object")
+        hoisted = hoist_refs(schema, "def", "format")
+        _visit(converter, hoisted.schema, hoisted.defs, "")
+    except _SCHEMA_ERRORS as exc:
+        raise _invalid_schema("format", exc) from exc
+    return strict_strings(converter.format_grammar())
 
 
 @functools.lru_cache(maxsize=64)
@@ -246,21 +372,21 @@ def grammar_with_schemas(root: str, schemas: tuple[tuple[str, str], ...]) -> str
     """GBNF whose ``root`` rule is ``root``, which names a rule per JSON Schema in ``schemas``
     (pairs of a rule name, lowercase letters, digits and dashes, and the schema as JSON text):
     the text a tool call wraps its arguments in is the caller's, the arguments' rules the converter's.
+    A schema's local refs point into its root ``$defs``, their names apart from the other schemas'
+    unless the definitions are the same (``HoistedSchema.rooted``).
 
     Can take a while for big schemas: call it off the event loop. Cached, as ``json_schema_grammar``.
     """
-    from llama_cpp.llama_grammar import SchemaConverter
-
-    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter = _converter()
     renamed = root
     try:
         for name, schema_json in schemas:
-            schema = converter.resolve_refs(json.loads(schema_json), "stdin")
-            key = converter.visit(schema, name)
+            schema = json.loads(schema_json)
+            key = _visit(converter, schema, schema.pop("$defs", {}), name)
             if key != name:  # the converter renames a rule that clashes with one of its own
                 renamed = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", key, renamed)
-    except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise InvalidRequest(f"invalid JSON schema in tool parameters: {exc}") from exc
+    except _SCHEMA_ERRORS as exc:
+        raise _invalid_schema("tool parameters", exc) from exc
     return strict_strings(f"root ::= {renamed}\n{converter.format_grammar()}")
 
 

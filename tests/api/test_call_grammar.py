@@ -112,6 +112,15 @@ def test_a_bad_tool_schema_is_a_400() -> None:
         call_grammar(None, [bad], many=False)
     with pytest.raises(InvalidRequest, match="invalid parameters"):
         call_grammar(None, [{"type": "function", "function": {"name": "f", "parameters": [1]}}], many=False)
+    # A short reason, not the schema: the converter's reasons may quote it whole.
+    long = {"type": "object", "properties": {"a": {"type": "nonsense", "description": "x" * 1000}}}
+    with pytest.raises(InvalidRequest, match="Unrecognized schema") as info:
+        call_grammar(None, [{"type": "function", "function": {"name": "f", "parameters": long}}], many=False)
+    assert len(info.value.message) < 300
+    dangling = {"$defs": {"B": {"description": "x" * 1000}}, "properties": {"a": {"$ref": "#/$defs/A"}}}
+    with pytest.raises(InvalidRequest) as info:
+        call_grammar(None, [{"type": "function", "function": {"name": "f", "parameters": dangling}}], many=False)
+    assert info.value.message == 'invalid JSON schema in tool parameters: $ref "#/$defs/A" points to nothing'
 
 
 @pytest.mark.parametrize(
@@ -286,11 +295,11 @@ PARSERS = {
 }
 
 
-def _read_back(parser: str | None, template: str | None, text: str, chunk: int) -> Any:
+def _read_back(parser: str | None, template: str | None, tools: list[Any], text: str, chunk: int) -> Any:
     from cllm_ollama.chatformat.family_parsers import parser_for
     from cllm_ollama.chatformat.parsers import Delta
 
-    reader = parser_for(template, thinking=False, tools=SAMPLED_TOOLS, parser=parser)
+    reader = parser_for(template, thinking=False, tools=tools, parser=parser)
     out = Delta()
     for i in range(0, len(text), chunk):
         out.add(reader.feed(text[i : i + chunk]))
@@ -314,6 +323,13 @@ def test_what_a_forced_call_grammar_lets_a_model_write_parses_back_into_its_call
     """Texts drawn at random from each family's forced-call grammar, read by that family's output
     parser (streamed whole and a few characters at a time): calls only, of the given tools, each
     call's arguments valid by its tool's schema."""
+    several = _sampled_calls_are_valid(family, SAMPLED_TOOLS, many)
+    assert several == (many and family != "harmony")
+
+
+def _sampled_calls_are_valid(family: str, tools: list[Any], many: bool) -> bool:
+    """Checks texts drawn from ``family``'s forced-call grammar for ``tools`` (which llama.cpp parses):
+    each reads back as calls of every one of the tools, valid by its schema. Whether one had several."""
     pytest.importorskip("llama_cpp")
     import jsonschema
     from gbnf_sample import Sampler
@@ -321,15 +337,15 @@ def test_what_a_forced_call_grammar_lets_a_model_write_parses_back_into_its_call
     from cllm_ollama.engine.binding import grammar_parses
 
     parser, template = PARSERS[family]
-    grammar = call_grammar(template, SAMPLED_TOOLS, many=many, parser=parser)
+    grammar = call_grammar(template, tools, many=many, parser=parser)
     assert grammar_parses(grammar)
-    schemas = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in SAMPLED_TOOLS}
+    schemas = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in tools}
     seen: set[str] = set()
     several = False
     for seed in range(60):
         text = Sampler(grammar, seed).text()
-        whole = _read_back(parser, template, text, len(text))
-        assert whole == _read_back(parser, template, text, 3), text
+        whole = _read_back(parser, template, tools, text, len(text))
+        assert whole == _read_back(parser, template, tools, text, 3), text
         assert whole.content.strip() == "" and whole.thinking == "", text
         assert whole.tool_calls, text
         several |= len(whole.tool_calls) > 1
@@ -338,4 +354,95 @@ def test_what_a_forced_call_grammar_lets_a_model_write_parses_back_into_its_call
             jsonschema.validate(arguments, schemas[name])
             seen.add(name)
     assert seen == set(schemas)
-    assert several == (many and family != "harmony")
+    return several
+
+
+# Tools whose schemas refer to definitions, as Pydantic's (``openai.pydantic_function_tool``) and
+# zod's do: each has an ``Addr`` of its own; a choice (an enum) and a recursive model's root are refs.
+PERSON = {
+    "type": "function",
+    "function": {
+        "name": "save_person",
+        "parameters": {
+            "$defs": {
+                "Addr": {
+                    "type": "object",
+                    "properties": {
+                        "street": {"type": "string"},
+                        "zip": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+                    },
+                    "required": ["street"],
+                },
+                "Kind": {"type": "string", "enum": ["friend", "foe"]},
+            },
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "kind": {"$ref": "#/$defs/Kind"},
+                "home": {"$ref": "#/$defs/Addr"},
+                "work": {"$ref": "#/properties/home"},  # zod's way to repeat a schema
+            },
+            "required": ["name", "kind", "home"],
+        },
+    },
+}
+TREE = {
+    "type": "function",
+    "function": {
+        "name": "plant_tree",
+        "parameters": {
+            "$defs": {
+                "Addr": {"type": "object", "properties": {"plot": {"type": "integer"}}, "required": ["plot"]},
+                "Node": {
+                    "type": "object",
+                    "properties": {
+                        "label": {"type": "string"},
+                        "at": {"$ref": "#/$defs/Addr"},
+                        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}, "maxItems": 2},
+                    },
+                    "required": ["label", "at", "children"],
+                },
+            },
+            "$ref": "#/$defs/Node",
+        },
+    },
+}
+REF_TOOLS = [PERSON, TREE]
+
+
+# Families that write a parameter as bare text, which their parsers type by the parameter's ``type``
+# as Ollama's do, following no ref: a value behind one reads back as a string.
+TEXT_PARAMETERS = {"glimmer", "qwen3-coder", "glm"}
+
+
+@pytest.mark.parametrize("family", [f for f in PARSERS if f not in TEXT_PARAMETERS])
+def test_forced_calls_of_tools_whose_schemas_refer_to_definitions(family: str) -> None:
+    """Each tool's refs resolve to its own definitions, wherever its schema or a parameter's lands."""
+    _sampled_calls_are_valid(family, REF_TOOLS, many=True)
+
+
+def test_text_parameters_behind_refs_are_written_by_what_they_refer_to() -> None:
+    pytest.importorskip("llama_cpp")
+    from cllm_ollama.engine.binding import grammar_parses
+
+    for family in TEXT_PARAMETERS:
+        parser, template = PARSERS[family]
+        grammar = call_grammar(template, REF_TOOLS, many=True, parser=parser)
+        assert grammar_parses(grammar), grammar
+        root = grammar.splitlines()[0]
+        assert '("friend" | "foe")' in root  # the enum behind a ref: a choice of texts
+        assert "label" in root and "children" in root  # the recursive root's parameters, one by one
+    qwen = call_grammar("<function=x><parameter=y>", REF_TOOLS, many=False)
+    assert '"<parameter=home>\\n" tc0 "\\n</parameter>\\n"' in qwen
+    assert 'tc0 ::= "{" space tc0-street-kv' in qwen  # Addr of save_person, not plant_tree's
+
+
+def test_a_tool_schema_embedded_in_a_call_keeps_its_definitions_apart() -> None:
+    pytest.importorskip("llama_cpp")
+    lines = call_grammar(None, REF_TOOLS, many=False).splitlines()
+    # save_person's Addr and plant_tree's, each a rule of its own, under names no other rule has.
+    assert "tc0-arguments-home ::= tcdef0-1-Addr" in lines
+    assert (
+        'tcdef0-1-Addr ::= "{" space tcdef0-1-Addr-street-kv ( "," space ( tcdef0-1-Addr-zip-kv ) )? "}" space' in lines
+    )
+    assert 'tcdef1-1-Addr ::= "{" space tcdef1-1-Addr-plot-kv "}" space' in lines
