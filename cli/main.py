@@ -27,7 +27,7 @@ from cllm_ollama.app import create_app
 from cllm_ollama.config import ConfigError, Settings, proxied
 from cllm_ollama.errors import CllmError
 from cllm_ollama.gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
-from cllm_ollama.store.modelfile import parse_modelfile
+from cllm_ollama.store.modelfile import parse_modelfile, read_modelfile
 from cllm_ollama.store.names import parse_name
 
 from .attachments import FileError, supports_media
@@ -328,7 +328,7 @@ def create_command(name: str, modelfile: Path | None, quantize: str) -> None:
         with user_errors():
             # As ollama create: without -f and without ./Modelfile, this folder is the model (FROM .).
             path = modelfile or Path("Modelfile")
-            text = "FROM .\n" if modelfile is None and not path.exists() else path.read_text(encoding="utf-8")
+            text = "FROM .\n" if modelfile is None and not path.exists() else read_modelfile(path)
             _backend().create(name, parse_modelfile(text), path.resolve().parent, printer, quantize)
     finally:
         printer.close()

@@ -74,12 +74,24 @@ def builtin_template(info: GGUFInfo | None) -> str:
     return _BY_FAMILY[builtin_name(info)]
 
 
+# Ollama's ``template.DefaultTemplate``: what a Modelfile shows as the TEMPLATE of a model without
+# a template layer (``/api/show``), and what such a Modelfile creates the model with again.
+DEFAULT_TEMPLATE = "{{ .Prompt }}"
+
+
 def go_template_in_use(record_template: str | None, renderer: str, info: GGUFInfo | None) -> str | None:
     """The model's ``TEMPLATE`` (a Go template layer), unless its config names one of Ollama's
     renderers, which Ollama renders with instead of the template: then the GGUF's own chat
     template, where it has one, is the nearest cllm has to that renderer, else cllm's port of the
-    renderer (``renderer_templates``), where it has one."""
-    if renderer and ((info is not None and info.chat_template) or renderer_template(renderer)):
+    renderer (``renderer_templates``), where it has one. Ollama's default template yields to a
+    GGUF chat template that knows tools or thinking, as Ollama's ``shouldPreferChatTemplate`` has
+    it: what a model shown without a template layer and made again from its Modelfile carries
+    (a completion model's GGUF template that knows neither leaves ``{{ .Prompt }}`` as it is)."""
+    has_chat_template = info is not None and bool(info.chat_template)
+    if renderer and (has_chat_template or renderer_template(renderer)):
+        return None
+    knows_more = info is not None and ("tools" in info.capabilities or "thinking" in info.capabilities)
+    if has_chat_template and knows_more and (record_template or "").strip() == DEFAULT_TEMPLATE:
         return None
     return record_template or None
 

@@ -5,6 +5,7 @@ Blocking; statuses go to a ``report`` callback as Ollama's progress objects.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,14 +24,15 @@ from .blobs import parse_digest
 from .conversion import adapt_layers
 from .gguf_info import GGUFInfo, gguf_info, is_gguf
 from .manifests import Layer
-from .names import ModelName, parse_name
+from .names import ModelName, model_reference, parse_name
 from .store import Claim, ModelRecord, ModelStore
 
 Report = Callable[[dict[str, Any]], None]
 # Writes a model file quantized to a type (llama.cpp's name) with progress (tensors done, of):
 # ``engine.quantizer.quantize_file``, handed in by the API and the CLI (the store loads no llama.cpp).
 Quantize = Callable[[Path, Path, str, Callable[[int, int], None]], None]
-_ROLES = ("system", "user", "assistant")
+# The fields of Ollama's ``api.Message`` a stored message keeps (besides ``role`` and ``content``).
+_MESSAGE_FIELDS = ("thinking", "tool_calls", "tool_name", "tool_call_id")
 
 # Ollama's ``ggml.ParseFileType``: the types ``create --quantize`` takes (Q4_K is Q4_K_M), ...
 _QUANTIZE_TYPES = {t: t for t in ("F32", "F16", "BF16", "Q8_0", "Q4_K_S", "Q4_K_M")} | {"Q4_K": "Q4_K_M"}
@@ -54,7 +56,7 @@ class CreateRequest:
     system: str | None = None
     license: list[str] | None = None
     parameters: dict[str, Any] | None = None
-    messages: list[dict[str, str]] | None = None
+    messages: list[dict[str, Any]] | None = None
     # Ollama's renderer and parser names, kept in the config as Ollama keeps them.
     renderer: str | None = None
     parser: str | None = None
@@ -67,7 +69,7 @@ class CreateRequest:
         license_ = body.get("license")
         return cls(
             model=model,
-            from_=_optional(body, "from", str) or None,
+            from_=model_reference(_optional(body, "from", str) or "") or None,
             files=_digest_map(body.get("files"), "files"),
             adapters=_digest_map(body.get("adapters"), "adapters"),
             template=_optional(body, "template", str),
@@ -107,16 +109,28 @@ def _digest_map(value: Any, key: str) -> dict[str, str]:
     return dict(value)
 
 
-def _messages(value: Any) -> list[dict[str, str]] | None:
+def _messages(value: Any) -> list[dict[str, Any]] | None:
+    """The messages as Ollama's create stores them (``api.Message``, whatever its role): the role
+    lower-cased, the other fields Go decodes kept (tool calls, thinking), so that they render as a
+    chat's own messages do. Images are refused: a chat would not read them from the model."""
     if value is None:
         return None
     if not isinstance(value, list):
         raise InvalidRequest("invalid value for 'messages': expected a list")
     out = []
     for message in value:
-        if not isinstance(message, dict) or message.get("role") not in _ROLES:
-            raise InvalidRequest('message role must be one of "system", "user", or "assistant"')
-        out.append({"role": message["role"], "content": str(message.get("content") or "")})
+        if not isinstance(message, dict):
+            raise InvalidRequest("invalid value for 'messages': expected a list of objects")
+        for key in ("role", "content", "thinking", "tool_name", "tool_call_id"):
+            if not isinstance(message.get(key) or "", str):
+                raise InvalidRequest(f"invalid value for 'messages': '{key}' must be a string")
+        calls = message.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(isinstance(call, dict) for call in calls)):
+            raise InvalidRequest("invalid value for 'messages': 'tool_calls' must be a list of objects")
+        if message.get("images"):
+            raise InvalidRequest("images in a model's messages are not supported")
+        kept = {"role": (message.get("role") or "").lower(), "content": message.get("content") or ""}
+        out.append(kept | {key: message[key] for key in _MESSAGE_FIELDS if message.get(key)})
     return out
 
 
@@ -172,7 +186,9 @@ def _create(
         layers, config, replaced = _from_files(store, claim, req.files, report)
     elif req.from_:
         base = claim.record(req.from_)
-        layers, config, base_params = list(base.manifest.layers), dict(base.config), base.params
+        # Each base layer names the model it came from, as in Ollama's parseFromModel (``parent_model``).
+        layers = [dataclasses.replace(layer, from_=base.short_name) for layer in base.manifest.layers]
+        config, base_params = dict(base.config), base.params
         named = (req.renderer or base.renderer, req.parser or base.parser)
     else:
         raise InvalidRequest("neither 'from' or 'files' was specified")

@@ -52,7 +52,7 @@ class GGUFInfo:
     capabilities: tuple[str, ...]
     family: str
     families: tuple[str, ...]
-    tensors: tuple[dict[str, Any], ...]  # only filled when read with verbose=True
+    tensors: tuple[dict[str, Any], ...]  # /api/show lists them, verbose or not
     # Why llama.cpp would abort on this file (see gguf_check); empty for a sound one.
     problems: tuple[str, ...] = ()
     # Which of ``CHAT_MARKERS`` the vocabulary holds: they pick a chat format when the GGUF has no template.
@@ -120,10 +120,7 @@ def _read(buf: mmap.mmap | bytes, verbose: bool) -> GGUFInfo:
     for tensor in header.tensors:
         n_params += tensor.n_elements
         elements_by_type[tensor.ggml_type] += tensor.n_elements
-        if verbose:
-            tensors.append(
-                {"name": tensor.name, "type": _ggml_type_name(tensor.ggml_type), "shape": list(tensor.shape)}
-            )
+        tensors.append({"name": tensor.name, "type": _ggml_type_name(tensor.ggml_type), "shape": list(tensor.shape)})
 
     arch = str(kv.get("general.architecture", "unknown"))
     template = kv.get("tokenizer.chat_template")

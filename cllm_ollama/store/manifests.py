@@ -37,13 +37,16 @@ class Layer:
     media_type: str
     digest: str  # "sha256:<hex>"
     size: int
+    # The model a create took the layer from (Ollama's ``Layer.From``, its ``parent_model``); "" if none.
+    from_: str = ""
 
     @property
     def hex(self) -> str:
         return self.digest.split(":", 1)[1]
 
     def to_json(self) -> dict[str, Any]:
-        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+        obj: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+        return obj | {"from": self.from_} if self.from_ else obj  # Go's omitempty
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,13 @@ def _layer(obj: dict[str, Any]) -> Layer:
     # unreadable one, left out of the list and deletable.
     if not isinstance(digest, str) or not digest.startswith("sha256:") or not DIGEST_RE.match(digest):
         raise ValueError(f"invalid layer digest {digest!r}")
-    return Layer(media_type=str(obj.get("mediaType", "")), digest=digest, size=int(obj.get("size", 0)))
+    source = obj.get("from")
+    return Layer(
+        media_type=str(obj.get("mediaType", "")),
+        digest=digest,
+        size=int(obj.get("size", 0)),
+        from_=source if isinstance(source, str) else "",
+    )
 
 
 def manifest_path(manifests_dir: Path, name: ModelName) -> Path:

@@ -7,7 +7,9 @@ values may be bare, "quoted" or \"\"\"triple-quoted\"\"\" (multi-line); ``#`` st
 
 from __future__ import annotations
 
+import codecs
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,31 +124,35 @@ class _Scanner:
         """A bare rest-of-line, a "quoted" string (\\" escapes) or a \"\"\"block\"\"\"."""
         self.skip(" \t")
         if self.text.startswith('"""', self.pos):
-            end = self.text.find('"""', self.pos + 3)
-            if end < 0:
-                raise InvalidRequest('unterminated """ string in Modelfile')
-            value, self.pos = self.text[self.pos + 3 : end], end + 3
-        elif self.text.startswith('"', self.pos):
-            out, i = [], self.pos + 1
-            while i < len(self.text) and self.text[i] != '"':
-                if self.text[i] == "\\" and i + 1 < len(self.text) and self.text[i + 1] in '"\\':
-                    i += 1
-                out.append(self.text[i])
-                i += 1
-            if i >= len(self.text):
-                raise InvalidRequest('unterminated " string in Modelfile')
-            value, self.pos = "".join(out), i + 1
-        else:
-            return self.rest_of_line().strip()
-        if self.rest_of_line().strip():
-            raise InvalidRequest("unexpected text after a quoted value in Modelfile")
-        return value
+            return self._quoted('"""', escapes=False)
+        if self.text.startswith('"', self.pos):
+            return self._quoted('"', escapes=True)
+        return self.rest_of_line().strip()
+
+    def _quoted(self, quote: str, *, escapes: bool) -> str:
+        """A quoted value. It ends as in Ollama's parser, at the first line end where the text so far
+        ends with ``quote``, so a value may end with ``"`` (``\"\"\"Say "yes"\"\"\"\"``, as ``/api/show``
+        writes it). With ``escapes`` (cllm's own), ``\\"`` and ``\\\\`` stand for their second character."""
+        start = self.pos
+        while True:
+            end = self.text.find("\n", self.pos)
+            end = len(self.text) if end < 0 else end
+            quoted = self.text[start:end].rstrip(" \t")
+            inner = quoted[len(quote) : len(quoted) - len(quote)]
+            escaped = escapes and (len(inner) - len(inner.rstrip("\\"))) % 2 == 1  # the quote is a \"
+            if len(quoted) >= 2 * len(quote) and quoted.endswith(quote) and not escaped:
+                self.pos = end
+                return re.sub(r'\\([\\"])', r"\1", inner) if escapes else inner
+            if end == len(self.text):
+                raise InvalidRequest(f"unterminated {quote} string in Modelfile")
+            self.pos = end + 1
 
 
 def parse_modelfile(text: str) -> Modelfile:
-    """Parse Modelfile text; raise ``InvalidRequest`` with a one-line reason."""
+    """Parse Modelfile text; raise ``InvalidRequest`` with a one-line reason. A byte-order mark
+    before it is skipped, as Ollama's parser skips it."""
     mf = Modelfile()
-    sc = _Scanner(text)
+    sc = _Scanner(text.removeprefix("\ufeff"))
     while True:
         sc.skip(" \t\n")
         if sc.at_end():
@@ -188,6 +194,16 @@ def parse_modelfile(text: str) -> Modelfile:
     if not mf.from_:
         raise InvalidRequest("no FROM line")
     return mf
+
+
+def read_modelfile(path: Path) -> str:
+    """A Modelfile's text decoded as Ollama's ``parser.ParseFile`` decodes it (``unicode.BOMOverride``):
+    UTF-16 where a UTF-16 byte-order mark says so (Windows editors write one), else UTF-8 with
+    bytes it cannot decode replaced rather than refused."""
+    data = path.read_bytes()
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")  # the codec reads and drops the mark
+    return data.decode("utf-8", errors="replace")
 
 
 def local_path(reference: str, base_dir: Path) -> Path:

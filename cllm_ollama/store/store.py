@@ -105,6 +105,13 @@ class ModelRecord:
         return self.name.display_shortest()
 
     @property
+    def parent_model(self) -> str:
+        """The model this one was made from, as its model layer says (Ollama's ``ParentModel``: the
+        last model layer's ``from``); "" where it names none (one made from files)."""
+        froms = [layer.from_ for layer in self.manifest.layers if layer.media_type == mt.MODEL]
+        return froms[-1] if froms else ""
+
+    @property
     def parser(self) -> str:
         """Ollama's output parser named in the config (a registry model's, a Modelfile's PARSER)."""
         value = self.config.get("parser")

@@ -23,9 +23,12 @@ MESSAGES = [
 ]
 
 
-def info(architecture: str, *markers: str, chat_template: str | None = None) -> GGUFInfo:
+def info(
+    architecture: str, *markers: str, chat_template: str | None = None, capabilities: tuple[str, ...] = ()
+) -> GGUFInfo:
     fields = {f.name: None for f in dataclasses.fields(GGUFInfo)}
-    return GGUFInfo(**{**fields, "architecture": architecture, "chat_markers": markers, "chat_template": chat_template})
+    given = {"architecture": architecture, "chat_markers": markers, "chat_template": chat_template}
+    return GGUFInfo(**{**fields, **given, "capabilities": capabilities})
 
 
 @pytest.mark.parametrize(
@@ -68,6 +71,10 @@ def test_builtin_formats_render_as_their_families_write_them() -> None:
 
 def test_template_in_use_ranks_template_layer_then_gguf_then_builtin() -> None:
     assert bt.template_in_use("{{ .Prompt }}", info("qwen3", chat_template="jinja")) == "{{ .Prompt }}"
+    # Ollama's default yields to a GGUF template that knows tools or thinking (shouldPreferChatTemplate).
+    for caps in (("completion", "tools"), ("completion", "thinking")):
+        assert bt.template_in_use("{{ .Prompt }}", info("qwen3", chat_template="jinja", capabilities=caps)) == "jinja"
+    assert bt.template_in_use("{{ .System }}{{ .Prompt }}", info("qwen3", chat_template="j", capabilities=caps)) != "j"
     assert bt.template_in_use(None, info("qwen3", chat_template="jinja")) == "jinja"
     assert bt.template_in_use(None, info("gemma")) == bt.GEMMA
 
@@ -77,7 +84,7 @@ LOADED: Any = SimpleNamespace(bos_text="<s>", eos_text="</s>", tokenize=lambda t
 
 def test_a_template_layer_outranks_the_gguf_s_template() -> None:
     model: Any = SimpleNamespace(
-        info=SimpleNamespace(chat_template=qwen3_chat_template()),
+        info=SimpleNamespace(chat_template=qwen3_chat_template(), capabilities=("completion", "tools")),
         record=SimpleNamespace(renderer_in_use="", template="[{{ .Prompt }}]"),
         has=lambda cap: False,
     )

@@ -104,7 +104,8 @@ def test_create_list_show_copy_delete(client: ollama.Client, tiny_gguf: Path) ->
         parameters={"temperature": 0.6, "stop": ["<|im_end|>"]},
     )
     assert progress.status == "success"
-    streamed = [p.status for p in client.create("tiny2", from_="tiny", template="{{ .Prompt }}", stream=True)]
+    template = "{{ .System }}{{ .Prompt }}"
+    streamed = [p.status for p in client.create("tiny2", from_="tiny", template=template, stream=True)]
     assert streamed[-2:] == ["writing manifest", "success"]
 
     listed = {m.model: m for m in client.list().models}
@@ -118,7 +119,7 @@ def test_create_list_show_copy_delete(client: ollama.Client, tiny_gguf: Path) ->
     assert show.capabilities == ["completion", "tools", "thinking"]
     assert show.parameters is not None and 'stop                           "<|im_end|>"' in show.parameters
     assert show.details is not None and show.details.parameter_size == "99K"
-    assert client.show("tiny2").template == "{{ .Prompt }}"
+    assert client.show("tiny2").template == template
 
     assert client.copy("tiny", "me/tiny:copy").status == "success"
     assert client.delete("tiny").status == "success"

@@ -153,6 +153,16 @@ def test_create_quantize_writes_the_model_quantized_locally(local_env: dict[str,
     assert result.output.splitlines()[-1] == "Error: quantization is only supported for F16, BF16 and F32 models"
 
 
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
+def test_create_reads_a_modelfile_with_a_byte_order_mark(
+    local_env: dict[str, str], workdir: Path, encoding: str
+) -> None:
+    """As Ollama's parser.ParseFile: a UTF-8 mark is skipped, a UTF-16 one says how to decode (Windows' editors)."""
+    (workdir / "Modelfile").write_text(MODELFILE, encoding=encoding)
+    assert assert_ok(run(local_env, "create", "marked", cwd=workdir)).splitlines()[-1] == "success"
+    assert assert_ok(run(local_env, "show", "marked", "--system")) == "You are terse.\n"
+
+
 @pytest.mark.model  # llama.cpp quantizes what the converter wrote
 def test_create_without_a_modelfile_imports_this_folder(
     local_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

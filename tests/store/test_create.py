@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import re
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from cllm_ollama.errors import CllmError, InvalidRequest, NotFound
 from cllm_ollama.model_families import renderer_in_use
 from cllm_ollama.store import manifests as mt
 from cllm_ollama.store.create import CreateRequest, create_model
-from cllm_ollama.store.modelfile import create_body, parse_modelfile, parse_parameter
+from cllm_ollama.store.modelfile import create_body, parse_modelfile, parse_parameter, read_modelfile
 from cllm_ollama.store.names import parse_name
 from cllm_ollama.store.store import ModelStore
 from cllm_ollama.testing.gemma4_ggufs import write_gemma4_text
@@ -92,6 +93,38 @@ def test_parameter_types(name: str, value: str, typed: Any) -> None:
 def test_modelfile_errors(text: str, error: str) -> None:
     with pytest.raises(InvalidRequest, match=error):
         parse_modelfile(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # A value that ends with a quote: closed by the line's last three, as Ollama's parser closes it.
+        ('SYSTEM """Reply with "yes""""', 'Reply with "yes"'),
+        ('SYSTEM """Say\n"yes""""  \nPARAMETER top_k 1', 'Say\n"yes"'),
+        ('SYSTEM """a """ inside"""', 'a """ inside'),
+        ('SYSTEM "Reply with "yes""', 'Reply with "yes"'),
+        # cllm's escapes in "quoted" values stay: an escaped quote closes nothing.
+        ('SYSTEM "a \\"b\\" c:\\\\"', 'a "b" c:\\'),
+        ('SYSTEM "ends \\"\nthen"', 'ends "\nthen'),
+    ],
+)
+def test_a_quoted_value_ends_where_ollamas_parser_ends_it(text: str, value: str) -> None:
+    assert parse_modelfile(f"FROM m\n{text}\n").system == value
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        codecs.BOM_UTF8 + b"FROM m\nSYSTEM caf\xc3\xa9\n",
+        codecs.BOM_UTF16_LE + "FROM m\nSYSTEM café\n".encode("utf-16-le"),
+        codecs.BOM_UTF16_BE + "FROM m\nSYSTEM café\n".encode("utf-16-be"),
+    ],
+)
+def test_a_modelfile_with_a_byte_order_mark_is_read_as_ollama_reads_it(tmp_path: Path, data: bytes) -> None:
+    """Ollama's ``parser.ParseFile`` (``unicode.BOMOverride``): a UTF-8 mark skipped, UTF-16 decoded."""
+    (tmp_path / "Modelfile").write_bytes(data)
+    mf = parse_modelfile(read_modelfile(tmp_path / "Modelfile"))
+    assert (mf.from_, mf.system) == ("m", "café")
 
 
 def test_create_body_uploads_local_files(tmp_path: Path) -> None:
@@ -224,6 +257,40 @@ def test_create_from_existing_model(model_store: ModelStore, tiny_gguf: Path) ->
     assert sum(layer.media_type == mt.SYSTEM for layer in derived.manifest.layers) == 1
 
 
+def test_a_model_made_from_another_names_it_in_its_layers(model_store: ModelStore, tiny_gguf: Path) -> None:
+    """Ollama's parseFromModel: each layer taken from the base says so (``from``, the base's short
+    name), read back and written again with the manifest; ``:local`` names the stored base."""
+    statuses(model_store, {"model": "base", "files": {"t.gguf": upload(model_store, tiny_gguf)}})
+    assert CreateRequest.from_json({"model": "x", "from": "base:local"}).from_ == "base"
+    statuses(model_store, {"model": "kid", "from": "base:local", "system": "Be brief."})
+    base, kid = model_store.get("base"), model_store.get("kid")
+    assert (base.parent_model, kid.parent_model) == ("", "base:latest")
+    froms = {layer.media_type: layer.from_ for layer in kid.manifest.layers}
+    assert froms == {mt.MODEL: "base:latest", mt.SYSTEM: ""}
+    assert mt.Manifest.from_bytes(kid.manifest.to_bytes()) == kid.manifest
+    model_store.copy("kid", "twin")
+    assert model_store.get("twin").parent_model == "base:latest"
+    statuses(model_store, {"model": "grandkid", "from": "kid"})
+    assert model_store.get("grandkid").parent_model == "kid:latest"
+
+
+def test_messages_are_stored_as_ollama_stores_them(model_store: ModelStore, tiny_gguf: Path) -> None:
+    """Ollama's create keeps each ``api.Message`` whole, whatever its role (lower-cased as Go decodes it)."""
+    statuses(model_store, {"model": "base", "files": {"t.gguf": upload(model_store, tiny_gguf)}})
+    call = {"function": {"name": "weather", "arguments": {"city": "Paris"}}}
+    messages = [
+        {"role": "User", "content": "Weather?", "extra": "dropped"},
+        {"role": "assistant", "content": "", "thinking": "Ask the tool.", "tool_calls": [call]},
+        {"role": "tool", "content": "sunny", "tool_name": "weather"},
+    ]
+    statuses(model_store, {"model": "m", "from": "base", "messages": messages})
+    assert model_store.get("m").messages == [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "thinking": "Ask the tool.", "tool_calls": [call]},
+        {"role": "tool", "content": "sunny", "tool_name": "weather"},
+    ]
+
+
 def test_renderer_and_parser_names_go_to_the_config(model_store: ModelStore, tiny_gguf: Path, tmp_path: Path) -> None:
     """Modelfile RENDERER/PARSER/REQUIRES become the create body's fields and the config's, as in
     Ollama; a model made from one keeps them unless it names others."""
@@ -290,7 +357,8 @@ def test_gemma4_s_renderer_is_resolved_as_ollama_resolves_it(
         ({"model": "x", "files": {"a.gguf": "sha256:" + "2" * 64}}, "not found", InvalidRequest),
         ({"model": "x", "files": {"a.gguf": "md5:1"}}, "^invalid digest format$", InvalidRequest),
         ({"model": "x", "files": "a.gguf"}, "invalid value for 'files'", InvalidRequest),
-        ({"model": "x", "from": "b", "messages": [{"role": "robot"}]}, "message role", InvalidRequest),
+        ({"model": "x", "from": "b", "messages": [{"role": 1}]}, "'role' must be a string", InvalidRequest),
+        ({"model": "x", "from": "b", "messages": [{"images": ["aGk="]}]}, "images in a model's", InvalidRequest),
         ({"model": "x", "from": "b", "quantize": 4}, "^invalid value for 'quantize': expected str$", InvalidRequest),
     ],
 )
