@@ -6,6 +6,7 @@ Blocking; statuses go to a ``report`` callback as Ollama's progress objects.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from . import manifests as mt
 from .adapters import check_adapter, check_adapter_names
 from .blobs import parse_digest
 from .conversion import adapt_layers
-from .gguf_info import GGUFInfo, gguf_info, is_gguf
+from .gguf_info import SHARD_NAME, GGUFInfo, gguf_info, is_gguf
 from .manifests import Layer
 from .names import ModelName, model_reference, parse_name
 from .store import Claim, ModelRecord, ModelStore
@@ -183,7 +184,7 @@ def _create(
     if converted:
         layers, config = _from_checkpoint(store, claim, req.model, req.files, report)
     elif req.files:
-        layers, config, replaced = _from_files(store, claim, req.files, report)
+        layers, config, replaced = _from_files(store, claim, req.files, report, quantize)
     elif req.from_:
         base = claim.record(req.from_)
         # Each base layer names the model it came from, as in Ollama's parseFromModel (``parent_model``).
@@ -360,33 +361,103 @@ def _is_projector(info: GGUFInfo) -> bool:
 
 
 def _from_files(
-    store: ModelStore, claim: Claim, files: dict[str, str], report: Report
+    store: ModelStore, claim: Claim, files: dict[str, str], report: Report, quantize: Quantize | None
 ) -> tuple[list[Layer], dict[str, Any], list[str]]:
-    """One model GGUF (and optional projector GGUFs) from uploaded blobs; config from the model's
-    header; the uploads rewritten from Ollama's layout, which the model no longer needs."""
+    """One model GGUF (or the shards of one, merged: ``_merged``) and optional projector GGUFs
+    from uploaded blobs; config from the model's header; the uploads rewritten (from Ollama's
+    layout, or merged), which the model no longer needs."""
     report({"status": "parsing GGUF"})
     models: list[tuple[Layer, GGUFInfo]] = []
     projectors: list[Layer] = []
-    for filename, digest in files.items():
+    shards: dict[str, list[tuple[int, Layer]]] = {}
+    for filename, digest in sorted(files.items()):
         layer = _blob_layer(store, claim, digest, mt.MODEL)
         info = _gguf_upload(store, filename, digest)
         if info.problems:
             raise InvalidRequest(f"{filename}: llama.cpp cannot load this model: {'; '.join(info.problems)}")
-        if _is_projector(info):
+        if (shard := _shard(filename, info)) is not None:
+            key, index = shard
+            shards.setdefault(key, []).append((index, layer))
+        elif _is_projector(info):
             projectors.append(Layer(mt.PROJECTOR, layer.digest, layer.size))
         else:
             models.append((layer, info))
+    models += [_merged(store, claim, key, parts, quantize, report) for key, parts in shards.items()]
     if len(models) != 1:
         raise InvalidRequest(f"expected one GGUF model file, got {len(models)}")
     ((model_layer, info),) = models
+    shard_uploads = [layer.digest for parts in shards.values() for _, layer in parts]
     layers = [model_layer, *projectors]
     try:  # a GGUF laid out by Ollama's converter: rewritten for llama.cpp now, or refused
         adapted = adapt_layers(store, claim, layers, report)
     except LayoutRefused as exc:
         raise InvalidRequest(str(exc)) from exc
     if adapted is None:
-        return layers, mt.model_config(info), []
-    return adapted.layers, mt.model_config(adapted.model), adapted.replaced
+        return layers, mt.model_config(info), shard_uploads
+    return adapted.layers, mt.model_config(adapted.model), adapted.replaced + shard_uploads
+
+
+def _shard(filename: str, info: GGUFInfo) -> tuple[str, int] | None:
+    """Where an upload is one shard of a split model (``split.count`` above 1): its model's key
+    (``NAME:COUNT``) and its index, checked as Ollama's ``splitGGUFGroupKey`` checks them; None
+    for a whole file."""
+    count = info.model_info.get("split.count")
+    if not isinstance(count, int) or count <= 1:
+        return None
+    name = SHARD_NAME.match(Path(filename).name)
+    if name is None:
+        raise InvalidRequest(f'split GGUF "{filename}" must use llama.cpp split filename pattern')
+    index, named_count = int(name[2]) - 1, int(name[3])
+    if named_count != count:
+        raise InvalidRequest(
+            f'split GGUF "{filename}" filename count {named_count} does not match metadata count {count}'
+        )
+    number = info.model_info.get("split.no")
+    if not isinstance(number, int):
+        raise InvalidRequest(f'split GGUF "{filename}" is missing split.no metadata')
+    if number != index:
+        raise InvalidRequest(f'split GGUF "{filename}" filename index {index} does not match metadata index {number}')
+    return f"{name[1]}:{count}", index
+
+
+def _merged(
+    store: ModelStore,
+    claim: Claim,
+    key: str,
+    parts: list[tuple[int, Layer]],
+    quantize: Quantize | None,
+    report: Report,
+) -> tuple[Layer, GGUFInfo]:
+    """A split model's shards merged into one GGUF, as Ollama's create merges them: llama.cpp's
+    loader reads the shards from their names (linked in a folder of their own) and a COPY
+    quantize writes them as one file ("validating GGUF model", as Ollama's progress says)."""
+    count = int(key.rpartition(":")[2])
+    indexes = [index for index, _ in parts]
+    if len(set(indexes)) != len(indexes):
+        raise InvalidRequest("split GGUF has duplicate shard index")
+    if missing := sorted(set(range(count)) - set(indexes)):
+        raise InvalidRequest(f"split GGUF is missing shard {missing[0]}")
+    if quantize is None:
+        raise CllmError("merging a split GGUF is not available here")
+    size = sum(layer.size for _, layer in parts)
+
+    def progress(done: int, of: int) -> None:
+        completed = size * done // max(of, 1)
+        report({"status": "validating GGUF model", "digest": _QUANTIZE_DIGEST, "total": size, "completed": completed})
+
+    with tempfile.TemporaryDirectory(prefix="cllm-split-") as folder, store.scratch_file("merge") as out:
+        in_order = sorted(parts, key=lambda part: part[0])
+        names = [Path(folder, f"model-{index + 1:05d}-of-{count:05d}.gguf") for index, _ in in_order]
+        for link, (_, layer) in zip(names, in_order, strict=True):
+            link.symlink_to(store.blob_path(layer.digest))
+        progress(0, 1)
+        quantize(names[0], out, "COPY", progress)
+        progress(1, 1)
+        try:
+            info = gguf_info(out)
+        except GGUFError as exc:
+            raise CllmError(f"merging the split GGUF wrote no model: {exc}") from exc
+        return claim.adopt_file(out, mt.MODEL), info
 
 
 def _from_checkpoint(

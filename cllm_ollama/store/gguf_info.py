@@ -175,6 +175,20 @@ def _quantization_level(file_type: Any, elements_by_type: Counter[int]) -> str:
     return "unknown"
 
 
+# llama.cpp's (and gguf-split's) names for a split model's shards: NAME-00001-of-00003.gguf.
+SHARD_NAME = re.compile(r"^(.*)-(\d{5})-of-(\d{5})\.gguf$")
+
+
+def shard_files(path: Path) -> list[Path]:
+    """``path``, or where it names one shard of a split model (``SHARD_NAME``), every shard of it
+    beside it, in order: what loading it takes, as llama.cpp finds the others by their names."""
+    name = SHARD_NAME.match(path.name)
+    if name is None:
+        return [path]
+    shards = [path.with_name(f"{name[1]}-{i:05d}-of-{name[3]}.gguf") for i in range(1, int(name[3]) + 1)]
+    return [shard for shard in shards if shard.is_file()] or [path]
+
+
 # llama_pooling_type's rank: a reranker's classifier head (bge-reranker, jina-reranker, Qwen3-Reranker).
 _POOLING_RANK = 4
 

@@ -19,6 +19,7 @@ from ..convert.hf import Checkpoint, ImportRefused, lora
 from ..convert.hf.sentence import module_folders
 from ..errors import InvalidRequest
 from ..gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
+from .gguf_info import shard_files
 
 _INSTRUCTIONS = (
     "from",
@@ -282,8 +283,8 @@ def create_body(
     files: dict[str, str] = {}
     for reference in mf.froms or [mf.from_]:
         path = local_file(reference, base_dir)
-        if path is not None:
-            files[path.name] = upload(path)
+        if path is not None:  # one shard of a split model brings the others (as llama.cpp loads them)
+            files |= {shard.name: upload(shard) for shard in shard_files(path)}
         elif (folder := local_path(reference, base_dir)).is_dir():  # a Hugging Face checkpoint
             files |= {name: upload(path) for name, path in model_folder_files(folder, reference).items()}
         elif Path(os.path.expanduser(reference)).suffix.lower() == ".gguf" or reference.startswith(("./", "/", "~")):

@@ -22,8 +22,10 @@ from cllm_ollama.app import create_app
 from cllm_ollama.chatformat.builtin_templates import CHATML
 from cllm_ollama.config import Settings
 from cllm_ollama.store import manifests as mt
+from cllm_ollama.store.gguf_info import gguf_info
 from cllm_ollama.store.modelfile import create_body, parse_modelfile
 from cllm_ollama.testing.ggufs import Shape, write_gemma3, write_lora, write_qwen3
+from cllm_ollama.testing.split_ggufs import write_qwen3_split
 
 
 @pytest.fixture
@@ -566,3 +568,32 @@ def test_create_refuses_a_template_go_cannot_parse(api: TestClient, tiny: str, t
     assert (streamed.status_code, streamed.json()) == (400, {"error": error})
     assert api.post("/api/show", json={"model": "bad"}).status_code == 404
     assert api.post("/api/create", json=body | {"template": "{{ .Prompt }}"}).status_code == 200
+
+
+@pytest.mark.model
+def test_a_split_gguf_is_merged_into_one_model(api: TestClient, tmp_path: Path) -> None:
+    """As Ollama's create (``mergeSplitGGUFLayers``): the shards llama.cpp's gguf-split writes, each
+    uploaded, become one model file (llama.cpp reads them through its loader and copies them out);
+    the uploads go, and the model answers."""
+    shards = write_qwen3_split(tmp_path / "split", 2)
+    files = {path.name: upload(api, path.read_bytes()) for path in shards}
+    r = api.post("/api/create", json={"model": "split", "files": files})
+    assert r.status_code == 200, r.text
+    statuses = [line["status"] for line in lines(r.text)]
+    assert "validating GGUF model" in statuses and statuses[-1] == "success"
+    store = services(api.app).store
+    record = store.get("split")
+    assert record.model_path is not None and "split.count" not in gguf_info(record.model_path).model_info
+    assert all(not store.has_blob(digest) for digest in files.values())  # the shards' uploads are gone
+    ask = {"model": "split", "prompt": "Hi", "stream": False, "options": {"num_predict": 2}}
+    reply = api.post("/api/generate", json=ask)
+    assert reply.status_code == 200 and reply.json()["eval_count"] == 2
+    # A shard missing, or named against its metadata: Ollama's refusals, before anything is merged.
+    (first, second) = shards
+    half = {first.name: upload(api, first.read_bytes())}
+    r = api.post("/api/create", json={"model": "half", "files": half, "stream": False})
+    assert r.status_code == 400 and r.json()["error"] == "split GGUF is missing shard 1"
+    renamed = {"model.gguf": half[first.name], second.name: upload(api, second.read_bytes())}
+    r = api.post("/api/create", json={"model": "odd", "files": renamed, "stream": False})
+    assert r.status_code == 400
+    assert r.json()["error"] == 'split GGUF "model.gguf" must use llama.cpp split filename pattern'

@@ -22,6 +22,7 @@ from serving import serve_in_thread
 from cllm_ollama.app import create_app
 from cllm_ollama.config import Settings
 from cllm_ollama.testing.hf_folders import write_hf_lora, write_hf_qwen3
+from cllm_ollama.testing.split_ggufs import write_qwen3_split
 
 MODELFILE = '''FROM ./tiny.gguf
 PARAMETER stop "<|im_end|>"
@@ -476,3 +477,14 @@ def test_a_wildcard_address_is_served_on_ipv4_and_ipv6_at_once(host: str) -> Non
     finally:
         listening.close()
     assert wildcard_sockets("127.0.0.1", 0) is None  # a given address: uvicorn binds it as asked
+
+
+@pytest.mark.model  # llama.cpp reads the shards and writes them as one file
+def test_create_from_one_shard_of_a_split_model_brings_the_others(local_env: dict[str, str], tmp_path: Path) -> None:
+    """``FROM ./NAME-00001-of-00002.gguf``, as llama.cpp is pointed at a split model: the shards
+    beside it are sent too, and the server merges them into one model (``validating GGUF model``)."""
+    first, _ = write_qwen3_split(tmp_path, 2)
+    (tmp_path / "Modelfile").write_text(f"FROM ./{first.name}\n")
+    out = assert_ok(run(local_env, "create", "merged", cwd=tmp_path)).splitlines()
+    assert any(line.startswith("validating GGUF model") for line in out) and out[-1] == "success"
+    assert "qwen3" in assert_ok(run(local_env, "show", "merged"))
