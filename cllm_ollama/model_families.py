@@ -270,6 +270,10 @@ _TEMPLATE_TAGS: set[str] = set()
 
 # The special tokens that pick a built-in template, in the order they are looked for.
 CHAT_MARKERS = tuple(t for name in BUILTIN_ORDER for t in FAMILIES[name].builtin_tokens)
+# The tags a thinking block closes with in a model's output: the generic splitter's and each
+# family's. Where one is a whole token of the vocabulary, a format can wait for it (gguf_info
+# ``whole_tokens``; the engine's lazy grammar is triggered by that token).
+THINK_CLOSES = tuple(dict.fromkeys(["</think>", *(f.think_tags[1] for f in FAMILIES.values() if f.think_tags[1])]))
 # Other tokens that frame turns rather than calls (never a template's preserved tool tag).
 _TURN_ENDS = ("<|eot_id|>", "<|end_header_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|user|>", "<|system|>")
 

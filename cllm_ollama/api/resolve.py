@@ -42,9 +42,12 @@ class ResolvedModel:
 
     @property
     def thinking_close(self) -> str | None:
-        """The tag its output's thinking ends with, where it is one (``family_parsers.thinking_close``):
-        a format holds the output after it, so that the model thinks first."""
-        return thinking_close(self.template, self.record.parser)
+        """The tag its output's thinking ends with (``family_parsers.thinking_close``), where it is a
+        whole token of its vocabulary: a format holds the output after that token, so that the model
+        thinks first. A tag written in pieces could share its last with the answer's first letters,
+        which the grammar, fed them at once, would refuse (llama.cpp throws there)."""
+        tag = thinking_close(self.template, self.record.parser)
+        return tag if tag is not None and tag in self.info.whole_tokens else None
 
 
 def checked_reference(name: str, *, empty_message: str, empty_status: int) -> str:

@@ -87,11 +87,10 @@ def go_template_in_use(record_template: str | None, renderer: str, info: GGUFInf
     GGUF chat template that knows tools or thinking, as Ollama's ``shouldPreferChatTemplate`` has
     it: what a model shown without a template layer and made again from its Modelfile carries
     (a completion model's GGUF template that knows neither leaves ``{{ .Prompt }}`` as it is)."""
-    has_chat_template = info is not None and bool(info.chat_template)
-    if renderer and (has_chat_template or renderer_template(renderer)):
+    if renderer and ((info is not None and info.chat_template) or renderer_template(renderer)):
         return None
-    knows_more = info is not None and ("tools" in info.capabilities or "thinking" in info.capabilities)
-    if has_chat_template and knows_more and (record_template or "").strip() == DEFAULT_TEMPLATE:
+    default = (record_template or "").strip() == DEFAULT_TEMPLATE
+    if default and info is not None and info.chat_template and {"tools", "thinking"} & set(info.capabilities):
         return None
     return record_template or None
 

@@ -15,7 +15,7 @@ from typing import Any
 from gguf import GGMLQuantizationType, LlamaFileType
 
 from ..gguf_header import GGUF_MAGIC, GGUFError, over_file, per_file, read_header
-from ..model_families import CHAT_MARKERS, template_thinks
+from ..model_families import CHAT_MARKERS, THINK_CLOSES, template_thinks
 from .gguf_check import hyperparameter_problems
 
 _SHORT_ARRAY = 5  # /api/show empties longer arrays unless verbose
@@ -57,6 +57,8 @@ class GGUFInfo:
     problems: tuple[str, ...] = ()
     # Which of ``CHAT_MARKERS`` the vocabulary holds: they pick a chat format when the GGUF has no template.
     chat_markers: tuple[str, ...] = ()
+    # Which of ``THINK_CLOSES`` are whole tokens of the vocabulary (a format's grammar waits for one).
+    whole_tokens: tuple[str, ...] = ()
 
     @property
     def is_embedding(self) -> bool:
@@ -109,10 +111,13 @@ def _read(buf: mmap.mmap | bytes, verbose: bool) -> GGUFInfo:
     header = read_header(buf, _ALL if verbose else _SHORT_ARRAY)
     kv = header.kv
     markers: tuple[str, ...] = ()
+    whole: tuple[str, ...] = ()
     if "tokenizer.ggml.tokens" in header.spans:
         start, end = header.spans["tokenizer.ggml.tokens"]
         vocab = bytes(buf[start:end])
         markers = tuple(m for m in CHAT_MARKERS if m.encode() in vocab)
+        # A GGUF string is its length (little-endian u64), then its bytes: a whole token, not a part of one.
+        whole = tuple(t for t in THINK_CLOSES if len(t.encode()).to_bytes(8, "little") + t.encode() in vocab)
 
     n_params = 0
     elements_by_type: Counter[int] = Counter()
@@ -145,6 +150,7 @@ def _read(buf: mmap.mmap | bytes, verbose: bool) -> GGUFInfo:
         tensors=tuple(tensors),
         problems=tuple(hyperparameter_problems(kv, arch)),
         chat_markers=markers,
+        whole_tokens=whole,
     )
 
 

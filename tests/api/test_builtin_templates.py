@@ -51,7 +51,10 @@ def test_builtin_template_by_tokens_then_architecture(model: GGUFInfo | None, te
 
 def test_the_vocabulary_s_markers_are_read(tmp_path: Path) -> None:
     path = write_qwen3(tmp_path / "m.gguf")
-    assert gguf_info(path).chat_markers == ("<|im_start|>",)
+    info = gguf_info(path)
+    assert info.chat_markers == ("<|im_start|>",)
+    # Whole tokens only: Qwen's vocabulary holds </think> as one, no other family's closing tag.
+    assert info.whole_tokens == ("</think>",)
 
 
 def test_builtin_formats_render_as_their_families_write_them() -> None:

@@ -221,3 +221,9 @@ def test_a_grammar_held_after_the_thinking_leaves_the_thinking_free(runner: Runn
     assert held_after[-1].finish == FinishReason.STOP
     from_the_start = tokens_of(drain(submit(runner, Request(prompt, braces, num_predict=16), Sampler(model, braces))))
     assert model.detokenize(from_the_start[:-1]) == "{}" and model.is_eog(from_the_start[-1])
+    # A tag the vocabulary holds in pieces only: no trigger (its last piece could carry the answer's
+    # first letters, which llama.cpp would feed the grammar and throw on), the grammar from the start.
+    pieces = replace(braces, grammar_after="[/THINK]")
+    assert len(model.tokenize("[/THINK]", add_special=False)) > 1
+    in_pieces = tokens_of(drain(submit(runner, Request(prompt, pieces, num_predict=16), Sampler(model, pieces))))
+    assert in_pieces == from_the_start

@@ -947,18 +947,23 @@ _GBNF_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r
 
 
 def _grammar_sampler(model: Model, grammar: str, after: str) -> Any:
-    """llama.cpp's grammar sampler for ``grammar``, or with ``after``, a lazy one (llama.cpp's
-    trigger patterns) that constrains nothing until the output contains ``after``, then holds the
-    rest to ``after``, any blanks and ``grammar``: llama.cpp replays the output from the trigger's
-    start into the grammar, so it must match ``after`` itself first."""
-    if not after:
+    """llama.cpp's grammar sampler for ``grammar``, or with ``after`` (one token of the vocabulary),
+    a lazy one that constrains nothing until the output is that token, then holds the rest to
+    ``after`` (llama.cpp feeds the grammar the trigger token), a few blanks and ``grammar``. A token
+    trigger, not a text pattern: a pattern's last token may carry text past it, which llama.cpp
+    feeds the grammar unchecked and throws on where it does not match (an abort through ctypes).
+    Where ``after`` is no one token, ``grammar`` holds from the first token."""
+    trigger = model.tokenize(after, add_special=False, parse_special=True) if after else []
+    if len(trigger) != 1:
+        if after:
+            log.warning("%r is no one token of %s: the grammar holds from the first token", after, model.path.name)
         return ll.llama_sampler_init_grammar(model.vocab_ptr, grammar.encode(), b"root")
     quoted = after.translate(_GBNF_ESCAPES)
     # A few blanks at most (Qwen3 writes "</think>\n\n"): unbounded, a model could spend its output on them.
     text = f'{grammar}\n{_AFTER_ROOT} ::= "{quoted}" [ \\t\\n]{{0,8}} root\n'
-    patterns = (ctypes.c_char_p * 1)(re.escape(after).encode())
+    tokens = (ll.llama_token * 1)(trigger[0])
     return ll.llama_sampler_init_grammar_lazy_patterns(
-        model.vocab_ptr, text.encode(), _AFTER_ROOT.encode(), patterns, 1, None, 0
+        model.vocab_ptr, text.encode(), _AFTER_ROOT.encode(), None, 0, tokens, 1
     )
 
 
