@@ -34,7 +34,7 @@ from .embedder import Embedder
 from .frontdoor import LoadSpec, Occupancy
 from .media_budget import MediaLimits, PixelBudget
 from .memory import available_memory, check_memory_fit, compute_bytes, resident_bytes
-from .offload import CacheShape, Device, cache_shape
+from .offload import CacheShape, Device, cache_shape, projector_device
 from .probe import probe
 from .request import Event, Request, SamplingParams
 from .runner import Runner, Sink
@@ -255,7 +255,7 @@ class LoadedModel:
                 spec.projector,
                 n_threads=resolved.n_threads,
                 use_gpu=spec.n_gpu_layers != 0,
-                device=self.placement.projector_device if self.placement is not None else None,
+                device=projector_device(spec.n_gpu_layers, spec.tensor_split) if self.placement else None,
                 limits=limits,
                 budget=budget,
             )

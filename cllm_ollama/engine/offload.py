@@ -71,12 +71,6 @@ class Placement:
         device at a run's end, (17, 16, 16) loading as (17, 17, 15)."""
         return tuple(float(n) for n in self.per_device) if sum(self.per_device) else ()
 
-    @property
-    def projector_device(self) -> int | None:
-        """The device the projector was budgeted on (the first holding layers), which clip.cpp must
-        be given: left to choose, it takes the registry's first GPU whatever the fit used."""
-        return _first_used(self.per_device)
-
     def processor(self) -> str:
         """Ollama's PROCESSOR column: ``100% GPU``, ``100% CPU`` or ``48%/52% CPU/GPU``. The bytes
         a device keeps for itself (``DEVICE_RESERVE``) are room left, not the model's: counted, a
@@ -120,9 +114,19 @@ def _device_bytes(sizes: ModelSizes, counts: Sequence[int]) -> list[int]:
     return held
 
 
-def _first_used(counts: Sequence[int]) -> int | None:
+def _first_used(counts: Sequence[float]) -> int | None:
     """The first device given any parts: where the projector goes."""
     return next((d for d, n in enumerate(counts) if n), None)
+
+
+def projector_device(n_gpu_layers: int, tensor_split: Sequence[float]) -> int | None:
+    """The GPU a load's projector runs on, which clip.cpp must be given (left to choose, it takes
+    the registry's first GPU whatever the fit used): the first given layers by the split loaded
+    (``Placement.tensor_split``; none with one GPU: that one), as the fit budgets it; None with no
+    layer offloaded."""
+    if n_gpu_layers == 0:
+        return None
+    return _first_used(tensor_split) if tensor_split else 0
 
 
 def _with_space(free: Sequence[int], sizes: ModelSizes) -> list[int]:

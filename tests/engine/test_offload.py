@@ -10,7 +10,15 @@ import pytest
 from cllm_ollama.engine.binding import Model
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.loaded import LoadedModel
-from cllm_ollama.engine.offload import DEVICE_RESERVE, Device, ModelSizes, fit, kv_bytes_per_token, model_sizes
+from cllm_ollama.engine.offload import (
+    DEVICE_RESERVE,
+    Device,
+    ModelSizes,
+    fit,
+    kv_bytes_per_token,
+    model_sizes,
+    projector_device,
+)
 from cllm_ollama.testing.ggufs import write_qwen3
 
 MIB = 1 << 20
@@ -74,9 +82,10 @@ def test_the_projector_runs_on_the_device_it_was_budgeted_on() -> None:
     # The second GPU alone holds model and projector: clip.cpp must be told, or it takes the first.
     with_projector = ModelSizes(SEVEN_B.layers, SEVEN_B.output, SEVEN_B.kv_per_layer, SEVEN_B.graph, 800 * MIB)
     placed = fit([Device("CUDA0", 6 * GIB), Device("CUDA1", 12 * GIB)], with_projector)
-    assert placed.per_device == (0, 33) and placed.projector_device == 1
+    assert placed.per_device == (0, 33) and projector_device(placed.n_gpu_layers, placed.tensor_split) == 1
     assert placed.device_bytes[1] == DEVICE_RESERVE + 300 * MIB + 800 * MIB + 32 * 216 * MIB + 500 * MIB
-    assert fit([Device("CUDA0", 1 * GIB)], with_projector).projector_device is None  # nothing offloaded
+    nothing = fit([Device("CUDA0", 1 * GIB)], with_projector)
+    assert projector_device(nothing.n_gpu_layers, ()) is None and projector_device(5, ()) == 0  # one GPU: it
 
 
 def test_a_model_no_single_gpu_holds_is_split_by_layer_count() -> None:

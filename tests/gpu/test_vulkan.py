@@ -246,7 +246,7 @@ prompt.close(); projector.close(); model.close()
 
 
 def test_the_projector_runs_on_the_device_it_is_given(vulkan_env: dict[str, str], tmp_path: Path) -> None:
-    """clip.cpp told which device to use (``Placement.projector_device``, where the fit budgeted it)
+    """clip.cpp told which device to use (``offload.projector_device``, where the fit budgeted it)
     through ``mtmd_context_params.device``: a handle from llama.cpp's device list."""
     seen = subprocess.run(
         [sys.executable, "-c", PROJECTOR_ON_DEVICE, str(tmp_path)],
