@@ -145,6 +145,9 @@ def checked_media(data: object, *, not_a_string: str, invalid: str) -> Media:
 # Where a message's text places its next item (Ollama's chatPrompt replaces it with the item's
 # ``[img-N]`` tag); without one, the tags go before the text.
 IMAGE_PLACEHOLDER = "[img]"
+# Where a dialect's content part held an item (``/v1/chat/completions``' parts keep their order):
+# U+FFFC, Unicode's own placeholder for an object, which no client text holds (the dialect drops it).
+PART_PLACEHOLDER = "\ufffc"
 
 
 def tag_media(
@@ -157,7 +160,8 @@ def tag_media(
     them for templates that look); the originals are left as they were. The model's ``renderer``,
     where it is one of those that place images themselves, tags them as it would
     (``renderContentWithImageTags``): content that already holds ``[img-`` tags is left as it
-    is, and a space follows the tags put before text.
+    is, and a space follows the tags put before text. A ``PART_PLACEHOLDER`` takes its item's tag
+    where it stands.
     """
     spaced = renderer in IMAGE_TAGGING_RENDERERS
     tagged: list[dict[str, Any]] = []
@@ -169,9 +173,11 @@ def tag_media(
         for item in message.get("images") or ():
             tag = f"[img-{len(media)}]"
             media.append(item.data)
-            if own_tags:
+            if PART_PLACEHOLDER in content:  # where its part stood (none where the text tags its own)
+                content = content.replace(PART_PLACEHOLDER, "" if own_tags else tag, 1)
+            elif own_tags:
                 continue
-            if IMAGE_PLACEHOLDER in content:
+            elif IMAGE_PLACEHOLDER in content:
                 content = content.replace(IMAGE_PLACEHOLDER, tag, 1)
             else:
                 prefix += tag

@@ -14,7 +14,15 @@ import pytest
 from conftest import MODEL
 from starlette.testclient import TestClient
 
-from cllm_ollama.api.media import Base64Error, Media, b64decode_go, decode_media, place_markers, tag_media
+from cllm_ollama.api.media import (
+    PART_PLACEHOLDER,
+    Base64Error,
+    Media,
+    b64decode_go,
+    decode_media,
+    place_markers,
+    tag_media,
+)
 from cllm_ollama.testing.images import png
 
 # Go's own table (encoding/base64 TestDecodeCorrupt): input, offset of the error or None.
@@ -126,6 +134,12 @@ def test_a_model_whose_renderer_places_images_gets_them_tagged_as_that_renderer_
     assert len(media) == 5
     plain, _ = tag_media(messages[:1], renderer="glm-4.7")  # a renderer that does not place images
     assert plain[0]["content"] == "[img-0][img-1]extract text"
+    # Where content parts held the items (OpenAI's), their tags go there; text with its own tags
+    # keeps them, and no part's place is left behind as text.
+    parts = [{"role": "user", "content": f"A:\n\n{PART_PLACEHOLDER}\n\nB: [img]", "images": [a]}]
+    assert tag_media(parts)[0][0]["content"] == "A:\n\n[img-0]\n\nB: [img]"
+    own = [{"role": "user", "content": f"Mine: [img-0]\n\n{PART_PLACEHOLDER}", "images": [a]}]
+    assert tag_media(own, renderer="glm-ocr")[0][0]["content"] == "Mine: [img-0]\n\n"
 
 
 def test_media_is_decoded_once_where_its_dialect_decodes_it() -> None:

@@ -67,6 +67,9 @@ def test_images_keep_their_place_among_the_texts(seeing: TestClient) -> None:
     text_b, images_b = prompt(seeing, "eyes-go", [text("B:"), image(1), text("A:"), image(0)])
     assert text_b.startswith(f"<|im_start|>user\nB:\n\n{MARKER}\n\nA:\n\n{MARKER}<|im_end|>")
     assert images_b == [IMAGES[1], IMAGES[0]]
+    # A text's own "[img]" stays text, as in Ollama's message of its own: the part's place takes the tag.
+    said, _ = prompt(seeing, "eyes-go", [text("Tags look like [img]."), image(0)])
+    assert said.startswith(f"<|im_start|>user\nTags look like [img].\n\n{MARKER}<|im_end|>")
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from ..encoders import SSE, JSONResponse, dumps
 from ..endpoint import Decoded, Endpoint
 from ..errors import OPENAI, read_json
 from ..lifecycle import Chunk
-from ..media import IMAGE_PLACEHOLDER, Base64Error, Media, checked_media, decode_media
+from ..media import PART_PLACEHOLDER, Base64Error, Media, checked_media, decode_media
 from ..ollama.chat import ChatCall, start_chat
 from ..ollama.embed import embed_texts
 from ..ollama.generate import start_generate
@@ -201,10 +201,8 @@ def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
         # Ollama's FromChatRequest (a message of each part) and a Go template's collate (which joins
         # one role's run of messages so) make of it, in one message, so that a template that wants
         # roles to alternate (Gemma's, Mistral's) still takes it. ``tag_media`` numbers the tags.
-        message: dict[str, Any] = {
-            "role": m.role or "user",
-            "content": "\n\n".join(IMAGE_PLACEHOLDER if isinstance(p, Media) else p for p in parts),
-        }
+        texts = [PART_PLACEHOLDER if isinstance(p, Media) else p.replace(PART_PLACEHOLDER, "") for p in parts]
+        message: dict[str, Any] = {"role": m.role or "user", "content": "\n\n".join(texts)}
         if media := [p for p in parts if isinstance(p, Media)]:
             message["images"] = media
         if m.reasoning:
