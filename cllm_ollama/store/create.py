@@ -16,7 +16,7 @@ import orjson
 
 from ..convert import hf
 from ..convert.framework import LayoutRefused
-from ..errors import CllmError, InvalidRequest
+from ..errors import CllmError, EngineError, InvalidRequest
 from ..gguf_header import GGUFError
 from ..model_families import ARCH_STOPS
 from . import manifests as mt
@@ -382,9 +382,9 @@ def _from_files(
             projectors.append(Layer(mt.PROJECTOR, layer.digest, layer.size))
         else:
             models.append((layer, info))
+    if len(models) + len(shards) != 1:  # before any merge: shards are copied out whole
+        raise InvalidRequest(f"expected one GGUF model file, got {len(models) + len(shards)}")
     models += [_merged(store, claim, key, parts, quantize, report) for key, parts in shards.items()]
-    if len(models) != 1:
-        raise InvalidRequest(f"expected one GGUF model file, got {len(models)}")
     ((model_layer, info),) = models
     shard_uploads = [layer.digest for parts in shards.values() for _, layer in parts]
     layers = [model_layer, *projectors]
@@ -451,7 +451,10 @@ def _merged(
         for link, (_, layer) in zip(names, in_order, strict=True):
             link.symlink_to(store.blob_path(layer.digest))
         progress(0, 1)
-        quantize(names[0], out, "COPY", progress)
+        try:
+            quantize(names[0], out, "COPY", progress)
+        except EngineError as exc:  # shards llama.cpp cannot read together: the upload's fault
+            raise InvalidRequest(f"split GGUF could not be merged: {exc}") from exc
         progress(1, 1)
         try:
             info = gguf_info(out)

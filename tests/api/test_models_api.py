@@ -127,27 +127,29 @@ def test_show_template_layer_wins(api: TestClient, tiny: str) -> None:
     template = "{{ .System }} {{ .Prompt }}"
     api.post("/api/create", json={"model": "tmpl", "from": "tiny", "template": template, "stream": False})
     assert api.post("/api/show", json={"model": "tmpl"}).json()["template"] == template
-    # Ollama's default template (what show writes for a model without a layer) yields to the GGUF's.
+    # Ollama's default template (what Ollama's show writes for a model without a layer) yields to
+    # the GGUF's where that knows tools or thinking, as in Ollama (shouldPreferChatTemplate).
     api.post("/api/create", json={"model": "plain", "from": "tiny", "template": "{{ .Prompt }}", "stream": False})
     gguf = api.post("/api/show", json={"model": "tiny"}).json()["template"]
     assert api.post("/api/show", json={"model": "plain"}).json()["template"] == gguf != "{{ .Prompt }}"
 
 
 def test_the_modelfile_show_writes_makes_the_model_again(api: TestClient, tiny: str) -> None:
-    """Ollama's ``(*Model).String()``: TEMPLATE is the template layer, else Ollama's default, not
-    the GGUF's Jinja template (which a create refuses); a value ending with a quote parses back."""
+    """Ollama's ``(*Model).String()``: TEMPLATE is the template layer; without one, none (not the
+    GGUF's Jinja template, which a create refuses, nor Ollama's default ``{{ .Prompt }}``, which would
+    prompt the model made again without its turns); a value ending with a quote parses back."""
     system = 'Reply with "yes"'
     messages = [{"role": "user", "content": 'Say "no"'}, {"role": "assistant", "content": "yes"}]
     body = {"model": "quoted", "from": "tiny", "system": system, "messages": messages, "stream": False}
     assert api.post("/api/create", json=body).status_code == 200
     shown = api.post("/api/show", json={"model": "quoted"}).json()
     assert shown["template"].startswith("{%- if tools %}")  # what prompts are rendered with, as before
-    assert "\nTEMPLATE {{ .Prompt }}\n" in shown["modelfile"]
+    assert "TEMPLATE" not in shown["modelfile"]
     again = create_body("again", parse_modelfile(shown["modelfile"]), Path("/"), lambda path: upload_once(api, path))
     r = api.post("/api/create", json=again | {"stream": False})
     assert r.status_code == 200, r.text
     remade = api.post("/api/show", json={"model": "again"}).json()
-    # Prompted as the model it was made from: the GGUF's chat template, not Ollama's default.
+    # Prompted as the model it was made from: with the GGUF's chat template.
     assert (remade["system"], remade["messages"], remade["template"]) == (system, messages, shown["template"])
 
 
@@ -597,3 +599,13 @@ def test_a_split_gguf_is_merged_into_one_model(api: TestClient, tmp_path: Path) 
     r = api.post("/api/create", json={"model": "odd", "files": renamed, "stream": False})
     assert r.status_code == 400
     assert r.json()["error"] == 'split GGUF "model.gguf" must use llama.cpp split filename pattern'
+    # A whole model beside a split one: refused before anything is merged.
+    whole = write_qwen3(tmp_path / "whole.gguf")
+    both = {
+        first.name: half[first.name],
+        second.name: renamed[second.name],
+        "whole.gguf": upload(api, whole.read_bytes()),
+    }
+    r = api.post("/api/create", json={"model": "two", "files": both})
+    assert r.status_code == 200 and "validating GGUF model" not in r.text
+    assert lines(r.text)[-1] == {"error": "expected one GGUF model file, got 2"}
