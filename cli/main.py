@@ -26,17 +26,18 @@ from cllm_ollama.api.services import services
 from cllm_ollama.app import create_app
 from cllm_ollama.config import ConfigError, Settings, proxied
 from cllm_ollama.errors import CllmError
-from cllm_ollama.gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
+from cllm_ollama.gostrconv import go_quote
 from cllm_ollama.store.modelfile import parse_modelfile, read_modelfile
 from cllm_ollama.store.names import parse_name
 
 from .attachments import FileError, supports_media
 from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connect, server
 from .bench import bench_command
-from .chat import THINK_VALUES, Session, catch_ctrl_c, interactive, parse_think, reply
+from .chat import Session, catch_ctrl_c, interactive, parse_think, reply
+from .flags import VALUE_SUFFIX, GoFlags
 from .launch import INTEGRATIONS, Target, environ_with, usage
 from .progress import ProgressPrinter
-from .render import models_table, running_table, show_text
+from .render import echo_models, running_table, show_text
 
 
 class CommandError(click.ClickException):
@@ -125,6 +126,10 @@ def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     ctx.exit()
 
 
+# The values ``--think=VALUE`` takes (Ollama's cmd.go; a session's /set think takes yes/no/on/off too).
+FLAG_THINK_VALUES = ("true", "false", "high", "medium", "low", "max")
+
+
 class UsageError(click.UsageError):
     """A usage error with cobra's exit status, 1."""
 
@@ -133,7 +138,10 @@ class UsageError(click.UsageError):
 
 class OllamaExits(click.Group):
     """Ollama's exit statuses (cobra's): a usage error exits 1, not click's 2, and no command at all
-    shows the help and exits 0. The messages stay click's, which say more than cobra's."""
+    shows the help and exits 0. The messages stay click's, which say more than cobra's. Its commands
+    take flag values as Ollama's do (``flags.GoFlags``)."""
+
+    command_class = GoFlags
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args and not ctx.resilient_parsing:
@@ -259,7 +267,7 @@ def list_command(prefix: tuple[str, ...]) -> None:
         models = _backend().tags()
     if prefix:
         models = [m for m in models if m["name"].lower().startswith(prefix[0].lower())]
-    click.echo(models_table(models, datetime.now().astimezone()))
+    echo_models(models, datetime.now().astimezone())
 
 
 cli.add_command(list_command, "ls")
@@ -342,19 +350,18 @@ def create_command(name: str, modelfile: Path | None, quantize: str) -> None:
 @click.option("--keepalive", default=None, help='How long the model stays loaded (e.g. "5m").')
 @click.option(
     "--think",
-    is_flag=False,
+    is_flag=True,
     flag_value="true",
     default=None,
-    help="Let a thinking model think first: true, false, high, medium or low [default: the model's].",
+    help="Let a thinking model think first; --think=false, high, medium, low or max [default: the model's].",
 )
+@click.option(f"--think{VALUE_SUFFIX}", "think_value", default=None, hidden=True)  # --think=VALUE
 @click.option("--no-think", "no_think", is_flag=True, hidden=True)
 @click.option("--hidethinking", is_flag=True, help="Hide the thinking output (when thinking).")
 @click.option("--nowordwrap", is_flag=True, help="Do not wrap words to the next line automatically.")
 @click.option("--insecure", is_flag=True, help="Use an insecure registry (plain HTTP) if the model must be pulled.")
 @click.option(
-    "--truncate",
-    is_flag=False,
-    flag_value="true",
+    "--truncate/--no-truncate",
     default=None,
     help="For embedding models: truncate inputs exceeding context length (default: true). "
     "Set --truncate=false to error instead",
@@ -372,24 +379,23 @@ def run_command(
     fmt: str,
     keepalive: str | None,
     think: str | None,
+    think_value: str | None,
     no_think: bool,
     hidethinking: bool,
     nowordwrap: bool,
     insecure: bool,
-    truncate: str | None,
+    truncate: bool | None,
     dimensions: int,
 ) -> None:
     """Run a model: answer PROMPT (or what stdin holds), or start an interactive session (needs `cllm serve`)."""
     catch_ctrl_c()
     prompts = [_utf8(word) for word in prompt]
-    if think is not None and think.lower() not in THINK_VALUES:
-        # `--think Why...`: as with Ollama's optional-value flag, the word is the prompt's, not the flag's.
-        prompts.insert(0, _utf8(think))
-        think = "true"
-    if truncate is not None and truncate not in PARSE_BOOL_TRUE | PARSE_BOOL_FALSE:
-        # A bool flag, as Ollama's: `--truncate=false` sets it, a word after `--truncate` is the prompt's.
-        prompts.insert(0, _utf8(truncate))
-        truncate = "true"
+    if think_value is not None:  # --think=VALUE: Ollama's words only
+        if think_value not in FLAG_THINK_VALUES:
+            raise UsageError(
+                f"invalid value for --think: {go_quote(think_value)} (must be true, false, high, medium, low, or max)"
+            )
+        think = think_value
     stdin_is_terminal = sys.stdin.isatty()
     if not stdin_is_terminal:
         # As Ollama does: piped input goes before the prompt's words, and no session starts.
@@ -413,8 +419,7 @@ def run_command(
         if "embedding" in capabilities and "completion" not in capabilities:
             if not text:
                 raise CommandError(f'embedding models require input text. Usage: cllm run {model} "your text here"')
-            cut = None if truncate is None else truncate in PARSE_BOOL_TRUE
-            vectors = backend.embed(model, text, keepalive, truncate=cut, dimensions=dimensions)
+            vectors = backend.embed(model, text, keepalive, truncate=truncate, dimensions=dimensions)
             for vector in vectors:
                 click.echo(json.dumps(vector))
             return

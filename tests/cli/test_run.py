@@ -207,6 +207,15 @@ def test_piped_stdin_goes_before_the_prompt(monkeypatch: pytest.MonkeyPatch) -> 
     assert CliRunner().invoke(cli, ["run", "m", "--think", "Why?", "--hidethinking"], input="").exit_code == 0
     assert sent[0]["think"] is True and sent[0]["messages"] == [{"role": "user", "content": "Why?"}]
     sent.clear()
+    # Before the model too: the flag does not take the model's name (pflag's bare-valued flag).
+    assert CliRunner().invoke(cli, ["run", "--think", "m", "Why?", "--verbose=false"], input="").exit_code == 0
+    assert sent[0]["model"] == "m" and sent[0]["think"] is True and "Why?" in sent[0]["messages"][0]["content"]
+    sent.clear()
+    wrong = CliRunner().invoke(cli, ["run", "m", "--think=maybe", "Hi"], input="")
+    assert wrong.exit_code == 1 and not sent
+    assert 'invalid value for --think: "maybe" (must be true, false, high, medium, low, or max)' in wrong.output
+    bad_bool = CliRunner().invoke(cli, ["run", "m", "--verbose=maybe", "Hi"], input="")
+    assert bad_bool.exit_code == 1 and 'invalid argument "maybe" for "--verbose" flag' in bad_bool.output
     # A JSON schema on the command line goes as the object it is; `max` is a thinking level.
     schema = '{"type": "object", "properties": {"a": {"type": "string"}}}'
     assert CliRunner().invoke(cli, ["run", "m", "--format", schema, "--think=max", "Hi"], input="").exit_code == 0
