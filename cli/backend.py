@@ -26,7 +26,10 @@ from cllm_ollama.store.registry_pull import RegistryOptions
 from cllm_ollama.store.store import ModelStore
 
 Report = Callable[[dict[str, Any]], None]
-PROBE_TIMEOUT_S = 1.0
+# How long the health check (and ``-v``'s version) waits: a refused connection answers at once, a
+# distant or waking server (a TLS handshake, scale-from-zero) may take seconds. Ollama's waits for
+# ever (Go's default client); a second said "no server" to a server that was there.
+PROBE_TIMEOUT_S = 10.0
 
 
 class Backend(Protocol):

@@ -26,7 +26,7 @@ from cllm_ollama.store.modelfile import parse_parameter
 
 from .attachments import USAGE_FILES, FileError, attach, file_names, supports_media
 from .backend import HttpBackend
-from .render import models_table, show_text
+from .render import echo_models, show_text
 
 MULTILINE = '"""'
 
@@ -447,7 +447,7 @@ class Repl:
             session.messages = [{"role": "system", "content": session.system}] if session.system else []
             click.echo("Cleared session context")
         elif command == "/list":
-            click.echo(models_table(self.backend.tags(), datetime.now().astimezone()))
+            echo_models(self.backend.tags(), datetime.now().astimezone())
         elif command == "/load":
             self.load(args)
         elif command == "/save":

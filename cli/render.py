@@ -7,6 +7,8 @@ import unicodedata
 from datetime import datetime
 from typing import Any
 
+import click
+
 from cllm_ollama.chatformat.gotemplate.values import go_print, type_name
 from cllm_ollama.store.gguf_info import human_number
 
@@ -31,13 +33,25 @@ def table(rows: list[list[str]]) -> str:
 
 
 def models_table(models: list[dict[str, Any]], now: datetime) -> str:
+    """`cllm list`: Ollama's columns, a broken model marked in its row (``broken_notes`` say why)."""
     rows = [["NAME", "ID", "SIZE", "MODIFIED"]]
     for m in models:
         modified = human_time(datetime.fromisoformat(m["modified_at"]), now)
         name = f"{m['name']} (broken)" if m.get("broken") else m["name"]
         rows.append([name, m["digest"][:12], human_bytes(m["size"]), modified])
-    notes = [m["broken"] for m in models if m.get("broken")]
-    return "\n".join([table(rows), *notes])
+    return table(rows)
+
+
+def broken_notes(models: list[dict[str, Any]]) -> list[str]:
+    """Why each broken model is (for stderr: scripts read the table's rows, one model each)."""
+    return [m["broken"] for m in models if m.get("broken")]
+
+
+def echo_models(models: list[dict[str, Any]], now: datetime) -> None:
+    """The models' table on stdout, and why any is broken on stderr."""
+    click.echo(models_table(models, now))
+    for note in broken_notes(models):
+        click.echo(note, err=True)
 
 
 def running_table(models: list[dict[str, Any]], now: datetime) -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import io
 import json
 import shlex
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -488,3 +491,39 @@ def test_create_from_one_shard_of_a_split_model_brings_the_others(local_env: dic
     out = assert_ok(run(local_env, "create", "merged", cwd=tmp_path)).splitlines()
     assert any(line.startswith("validating GGUF model") for line in out) and out[-1] == "success"
     assert "qwen3" in assert_ok(run(local_env, "show", "merged"))
+
+
+class _SlowHead(http.server.BaseHTTPRequestHandler):
+    """A server whose health check answers late (a distant host, one waking from zero), with a model."""
+
+    def do_HEAD(self) -> None:
+        time.sleep(1.5)  # the server's slowness is what this test is about, not a wait for it
+        self.send_response(200)
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        model = {"name": "remote:latest", "modified_at": "2026-01-01T00:00:00+00:00", "size": 1, "digest": "ab" * 32}
+        body = json.dumps({"models": [model]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_server_slow_to_answer_its_health_check_is_still_the_server(tmp_path: Path) -> None:
+    """Ollama's CLI waits for ``HEAD /`` as long as it takes; a second's wait called a slow server absent."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowHead)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        env = {"OLLAMA_HOST": f"127.0.0.1:{server.server_address[1]}", "OLLAMA_MODELS": str(tmp_path)}
+        result = CliRunner().invoke(cli, ["list"], env=env)  # not the (empty) store on disk
+        assert result.exit_code == 0 and result.output.splitlines()[1].startswith("remote:latest"), result.output
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from cllm_ollama.cli.backend import LocalBackend
-from cllm_ollama.cli.render import models_table
+from cllm_ollama.cli.render import broken_notes, models_table
 from starlette.testclient import TestClient
 
 from cllm_ollama.app import create_app
@@ -159,8 +159,10 @@ def test_broken_model_is_listed_reported_once_and_deletable(
         model_store.get("broken")
     assert [r.getMessage() for r in caplog.records if "is broken" in r.getMessage()] == [exc.value.message]
 
-    table = models_table(LocalBackend(model_store).tags(), datetime.now().astimezone())
-    assert "broken:latest (broken)" in table and exc.value.message in table
+    tags = LocalBackend(model_store).tags()
+    table = models_table(tags, datetime.now().astimezone())
+    assert "broken:latest (broken)" in table and exc.value.message not in table  # its rows only: scripts read them
+    assert broken_notes(tags) == [exc.value.message]
 
     model_store.delete("broken")
     assert model_store.resolve("broken") is None
