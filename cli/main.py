@@ -184,6 +184,8 @@ def serve_command() -> None:
     if not settings.debug:
         # llama.cpp describes every model it loads at length: only its warnings by default.
         logging.getLogger("cllm.llama").setLevel(logging.WARNING)
+    with user_errors():  # before anything starts: a port in use fails at once, as Ollama's net.Listen
+        sockets = listening_sockets(settings.host.host, settings.host.port)
     app = create_app(settings)
     # uvicorn's own limit is the backstop for what the drain cannot end (a request stuck in a thread).
     config = uvicorn.Config(
@@ -194,16 +196,30 @@ def serve_command() -> None:
     )
     # After uvicorn configured its loggers: a key sent as ?key= never reaches the access log.
     logging.getLogger("uvicorn.access").addFilter(AccessLogRedaction())
-    with user_errors():
-        sockets = wildcard_sockets(settings.host.host, settings.host.port)
     _Server(config, services(app).drain).run(sockets=sockets)
+
+
+def listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """The server's socket, bound: for a wildcard address one that takes IPv4 and IPv6 at once
+    (``wildcard_sockets``), else the address as given. A port in use is an ``OSError`` in Go's
+    words (``listen tcp 127.0.0.1:11434: bind: address already in use``), as Ollama exits with."""
+    try:
+        wildcard = wildcard_sockets(host, port)
+        if wildcard is not None:
+            return wildcard
+        family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0][0]
+        return [socket.create_server((host, port), family=family)]
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise OSError(f"listen tcp {address}: bind: address already in use") from None
 
 
 def wildcard_sockets(host: str, port: int) -> list[socket.socket] | None:
     """For a wildcard address (``0.0.0.0``, ``::``, or none as in ``:8080``), one socket that takes
-    IPv4 and IPv6 at once, as Go's ``net.Listen`` serves it for Ollama (uvicorn's own would be IPv4
-    only, or IPv6 only for ``::``, where cllm's CLI then could not reach it); None elsewhere: uvicorn
-    binds as asked."""
+    IPv4 and IPv6 at once, as Go's ``net.Listen`` serves it for Ollama (one of uvicorn's would be
+    IPv4 only, or IPv6 only for ``::``, where cllm's CLI then could not reach it); None elsewhere."""
     if host not in ("", "0.0.0.0", "::") or not socket.has_dualstack_ipv6():
         return None
     try:
@@ -212,7 +228,7 @@ def wildcard_sockets(host: str, port: int) -> list[socket.socket] | None:
         if exc.errno == errno.EADDRINUSE:
             raise
         logging.getLogger("cllm").warning("cannot listen on IPv4 and IPv6 at once (%s): on %r as asked", exc, host)
-        return None  # IPv6 off in this kernel or container: uvicorn binds the address as asked
+        return None  # IPv6 off in this kernel or container: the address as asked
 
 
 cli.add_command(serve_command, "start")

@@ -527,3 +527,17 @@ def test_a_server_slow_to_answer_its_health_check_is_still_the_server(tmp_path: 
         server.shutdown()
         thread.join()
         server.server_close()
+
+
+def test_serve_on_a_port_in_use_fails_at_once_in_ollamas_words(tmp_path: Path) -> None:
+    """As Ollama's net.Listen: before anything starts, ``Error: listen tcp ...: bind: address already
+    in use`` and exit status 1 (uvicorn's own bind said so in its words after the app started, and exited 3)."""
+    taken = socket.create_server(("127.0.0.1", 0))
+    try:
+        port = taken.getsockname()[1]
+        env = {"OLLAMA_HOST": f"127.0.0.1:{port}", "OLLAMA_MODELS": str(tmp_path)}
+        result = CliRunner().invoke(cli, ["serve"], env=env)
+        assert result.exit_code == 1
+        assert result.output.splitlines()[-1] == f"Error: listen tcp 127.0.0.1:{port}: bind: address already in use"
+    finally:
+        taken.close()
