@@ -175,7 +175,7 @@ def test_block_kinds_nothing_reads_are_skipped_as_ollama_skips_them() -> None:
         {"type": "redacted_thinking", "data": "opaque"},
         {"type": "document", "source": {"type": "text", "data": "x"}},
         {"type": "text", "text": "hi", "citations": None, "cache_control": {"type": "ephemeral"}},
-        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}},
+        {"type": "web_fetch_tool_result", "tool_use_id": "f1", "content": {"type": "web_fetch_result"}},
     )
     assert anthropic_decode(body).native.messages == [{"role": "user", "content": "hi"}]
 

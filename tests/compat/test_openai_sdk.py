@@ -100,14 +100,18 @@ def test_async_client_stream(compat_url: str, client: openai.OpenAI) -> None:
 
 
 def test_structured_output_parse_and_stream(client: openai.OpenAI) -> None:
-    """The SDK's ``parse``/``stream`` helpers send a strict json_schema and validate the reply into the model."""
-    parsed = client.chat.completions.parse(model=MODEL, messages=MESSAGES, temperature=0, response_format=Answer)
+    """The SDK's ``parse``/``stream`` helpers send a strict json_schema and validate the reply into the model.
+    Without thinking (a thinking model thinks before the format holds, and this random-weight one
+    would never end its thinking)."""
+    parsed = client.chat.completions.parse(
+        model=MODEL, messages=MESSAGES, temperature=0, response_format=Answer, reasoning_effort="none"
+    )
     message = parsed.choices[0].message
     assert parsed.choices[0].finish_reason == "stop"
     assert isinstance(message.parsed, Answer)
     assert message.parsed == Answer.model_validate_json(message.content or "")
     with client.chat.completions.stream(
-        model=MODEL, messages=MESSAGES, temperature=0, response_format=Answer
+        model=MODEL, messages=MESSAGES, temperature=0, response_format=Answer, reasoning_effort="none"
     ) as stream:
         final = stream.get_final_completion()
     assert final.choices[0].message.parsed == message.parsed
@@ -116,14 +120,23 @@ def test_structured_output_parse_and_stream(client: openai.OpenAI) -> None:
 
 def test_json_object_mode(client: openai.OpenAI, native: ollama.Client) -> None:
     out = client.chat.completions.create(
-        model=MODEL, messages=MESSAGES, temperature=0, max_tokens=N, response_format={"type": "json_object"}
+        model=MODEL,
+        messages=MESSAGES,
+        temperature=0,
+        max_tokens=N,
+        response_format={"type": "json_object"},
+        reasoning_effort="none",  # the format from the first token, as the native request's think false
     )
     content = out.choices[0].message.content or ""
     # The JSON grammar forces an object from the first character; a random model may fill it with
     # a long string, so compare with the native API's format "json" rather than parse a prefix.
     assert content.lstrip().startswith("{")
     same = native.chat(
-        model=MODEL, messages=MESSAGES, format="json", options={"temperature": 0, "top_p": 1, "num_predict": N}
+        model=MODEL,
+        messages=MESSAGES,
+        format="json",
+        think=False,
+        options={"temperature": 0, "top_p": 1, "num_predict": N},
     )
     assert content == same.message.content
     if out.choices[0].finish_reason == "stop":
