@@ -505,11 +505,16 @@ def ps_command(prefix: tuple[str, ...]) -> None:
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 @click.option("--model", default="", help="Model to use.")
 @click.option("--config", "config_only", is_flag=True, help="Print the configuration without launching.")
-def launch_command(integration: str | None, extra: tuple[str, ...], model: str, config_only: bool) -> None:
+@click.option(
+    "-y", "--yes", is_flag=True, help="Answer yes to confirmation prompts (cllm asks none: for Ollama's scripts)."
+)
+def launch_command(integration: str | None, extra: tuple[str, ...], model: str, config_only: bool, yes: bool) -> None:
     """Launch an agent (claude: Claude Code, codex: Codex) on a model of this server, as
-    `ollama launch` does; its own arguments go after `--`."""
+    `ollama launch` does; its own arguments go after `--`. ``--yes``, the headless form's flag
+    (``ollama launch claude --model M --yes -- -p ...``), is taken: cllm pulls a missing model
+    without asking, as ``run`` does, and asks nothing else."""
     if integration is None:
-        if model or config_only or extra:
+        if model or config_only or extra or yes:
             raise CommandError(
                 "flags and extra args require an integration name, for example: 'cllm launch claude --model qwen3'"
             )

@@ -426,7 +426,8 @@ def test_launch_points_each_agent_at_the_server(server: dict[str, str], workdir:
     model), Codex's provider on its command line and the model catalog written beside its config."""
     assert_ok(run(server, "create", "tiny", cwd=workdir))
     url = server["OLLAMA_HOST"]
-    claude = assert_ok(run(server, "launch", "claude", "--model", "tiny", "--config")).splitlines()
+    # --yes, as Ollama's headless form sends it: taken, and nothing is asked.
+    claude = assert_ok(run(server, "launch", "claude", "--model", "tiny", "--yes", "--config")).splitlines()
     assert f"export ANTHROPIC_BASE_URL={url}" in claude and "export ANTHROPIC_DEFAULT_HAIKU_MODEL=tiny" in claude
     assert "export ANTHROPIC_AUTH_TOKEN=cllm" in claude and claude[-1].endswith("claude --model tiny")
     assert "export CLAUDE_CODE_TOTAL_TOKENS_REMINDER=off" in claude  # its reminders would move the prompt's start
