@@ -23,7 +23,7 @@ from . import manifests as mt
 from .adapters import check_adapter, check_adapter_names
 from .blobs import parse_digest
 from .conversion import adapt_layers
-from .gguf_info import SHARD_NAME, GGUFInfo, gguf_info, is_gguf
+from .gguf_info import SHARD_NAME, GGUFInfo, gguf_info, is_gguf, shard_name
 from .manifests import Layer
 from .names import ModelName, model_reference, parse_name
 from .store import Claim, ModelRecord, ModelStore
@@ -281,12 +281,7 @@ def _quantized(
         return layers, config
     if quantize is None:
         raise CllmError("quantization is not available here")
-    status = f"quantizing {have} model to {want}"
-
-    def progress(done: int, total: int) -> None:
-        completed = layer.size * done // max(total, 1)
-        report({"status": status, "digest": _QUANTIZE_DIGEST, "total": layer.size, "completed": completed})
-
+    progress = _progress(report, f"quantizing {have} model to {want}", layer.size)
     progress(0, 1)
     with store.scratch_file("quantize") as out:
         quantize(store.blob_path(layer.digest), out, want, progress)
@@ -298,6 +293,17 @@ def _quantized(
             raise CllmError(f"quantizing the model to {want} wrote no model: {exc}") from exc
         quantized = claim.adopt_file(out, mt.MODEL)
     return [*layers[:at], quantized, *layers[at + 1 :]], {**config, **mt.model_config(info, kept=config)}
+
+
+def _progress(report: Report, status: str, size: int) -> Callable[[int, int], None]:
+    """A quantize's progress (tensors done, of) as Ollama's: ``status`` with the bytes of ``size``
+    done so far, under the digest its quantize progress carries (no layer has one yet)."""
+
+    def progress(done: int, total: int) -> None:
+        completed = size * done // max(total, 1)
+        report({"status": status, "digest": _QUANTIZE_DIGEST, "total": size, "completed": completed})
+
+    return progress
 
 
 def _named(config: dict[str, Any], req: CreateRequest) -> dict[str, Any]:
@@ -369,7 +375,7 @@ def _from_files(
     report({"status": "parsing GGUF"})
     models: list[tuple[Layer, GGUFInfo]] = []
     projectors: list[Layer] = []
-    shards: dict[str, list[tuple[int, Layer]]] = {}
+    shards: dict[tuple[str, int], list[tuple[int, Layer]]] = {}  # (name, shards) -> each (index, upload)
     for filename, digest in sorted(files.items()):
         layer = _blob_layer(store, claim, digest, mt.MODEL)
         info = _gguf_upload(store, filename, digest)
@@ -384,7 +390,7 @@ def _from_files(
             models.append((layer, info))
     if len(models) + len(shards) != 1:  # before any merge: shards are copied out whole
         raise InvalidRequest(f"expected one GGUF model file, got {len(models) + len(shards)}")
-    models += [_merged(store, claim, key, parts, quantize, report) for key, parts in shards.items()]
+    models += [_merged(store, claim, count, parts, quantize, report) for (_, count), parts in shards.items()]
     ((model_layer, info),) = models
     shard_uploads = [layer.digest for parts in shards.values() for _, layer in parts]
     layers = [model_layer, *projectors]
@@ -397,10 +403,10 @@ def _from_files(
     return adapted.layers, mt.model_config(adapted.model), adapted.replaced + shard_uploads
 
 
-def _shard(filename: str, info: GGUFInfo) -> tuple[str, int] | None:
+def _shard(filename: str, info: GGUFInfo) -> tuple[tuple[str, int], int] | None:
     """Where an upload is one shard of a split model (``split.count`` above 1): its model's key
-    (``NAME:COUNT``) and its index, checked as Ollama's ``splitGGUFGroupKey`` checks them; None
-    for a whole file."""
+    (its name and shard count) and its index, checked as Ollama's ``splitGGUFGroupKey`` checks
+    them; None for a whole file."""
     count = info.model_info.get("split.count")
     if not isinstance(count, int) or count <= 1:
         return None
@@ -417,13 +423,13 @@ def _shard(filename: str, info: GGUFInfo) -> tuple[str, int] | None:
         raise InvalidRequest(f'split GGUF "{filename}" is missing split.no metadata')
     if number != index:
         raise InvalidRequest(f'split GGUF "{filename}" filename index {index} does not match metadata index {number}')
-    return f"{name[1]}:{count}", index
+    return (name[1], count), index
 
 
 def _merged(
     store: ModelStore,
     claim: Claim,
-    key: str,
+    count: int,
     parts: list[tuple[int, Layer]],
     quantize: Quantize | None,
     report: Report,
@@ -431,7 +437,6 @@ def _merged(
     """A split model's shards merged into one GGUF, as Ollama's create merges them: llama.cpp's
     loader reads the shards from their names (linked in a folder of their own) and a COPY
     quantize writes them as one file ("validating GGUF model", as Ollama's progress says)."""
-    count = int(key.rpartition(":")[2])
     indexes = [index for index, _ in parts]
     if len(set(indexes)) != len(indexes):
         raise InvalidRequest("split GGUF has duplicate shard index")
@@ -439,15 +444,10 @@ def _merged(
         raise InvalidRequest(f"split GGUF is missing shard {missing[0]}")
     if quantize is None:
         raise CllmError("merging a split GGUF is not available here")
-    size = sum(layer.size for _, layer in parts)
-
-    def progress(done: int, of: int) -> None:
-        completed = size * done // max(of, 1)
-        report({"status": "validating GGUF model", "digest": _QUANTIZE_DIGEST, "total": size, "completed": completed})
-
+    progress = _progress(report, "validating GGUF model", sum(layer.size for _, layer in parts))
     with tempfile.TemporaryDirectory(prefix="cllm-split-") as folder, store.scratch_file("merge") as out:
         in_order = sorted(parts, key=lambda part: part[0])
-        names = [Path(folder, f"model-{index + 1:05d}-of-{count:05d}.gguf") for index, _ in in_order]
+        names = [Path(folder, shard_name("model", index, count)) for index, _ in in_order]
         for link, (_, layer) in zip(names, in_order, strict=True):
             link.symlink_to(store.blob_path(layer.digest))
         progress(0, 1)

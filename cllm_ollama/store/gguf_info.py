@@ -185,13 +185,19 @@ def _quantization_level(file_type: Any, elements_by_type: Counter[int]) -> str:
 SHARD_NAME = re.compile(r"^(.*)-(\d{5})-of-(\d{5})\.gguf$")
 
 
+def shard_name(prefix: str, index: int, count: int) -> str:
+    """The file name of shard ``index`` (from 0) of ``count``, as llama.cpp's loader looks for it."""
+    return f"{prefix}-{index + 1:05d}-of-{count:05d}.gguf"
+
+
 def shard_files(path: Path) -> list[Path]:
     """``path``, or where it names one shard of a split model (``SHARD_NAME``), every shard of it
     beside it, in order: what loading it takes, as llama.cpp finds the others by their names."""
     name = SHARD_NAME.match(path.name)
     if name is None:
         return [path]
-    shards = [path.with_name(f"{name[1]}-{i:05d}-of-{name[3]}.gguf") for i in range(1, int(name[3]) + 1)]
+    count = int(name[3])
+    shards = [path.with_name(shard_name(name[1], i, count)) for i in range(count)]
     return [shard for shard in shards if shard.is_file()] or [path]
 
 

@@ -179,14 +179,14 @@ def content_parts(content: list[ContentPart], unknown: str = "invalid message fo
 
 
 def content_and_media(
-    content: str | list[ContentPart] | None, joiner: str = "", unknown: str = "invalid message format"
+    content: str | list[ContentPart] | None, unknown: str = "invalid message format"
 ) -> tuple[str, list[Media]]:
-    """A message as one: its text parts joined by ``joiner`` (Ollama's Responses translation runs
-    them on), and its media (``content_parts``)."""
+    """A message as one: its text parts run on (as Ollama's Responses translation joins them), and
+    its media (``content_parts``)."""
     if content is None or isinstance(content, str):
         return content or "", []
     parts = content_parts(content, unknown)
-    return joiner.join(p for p in parts if not isinstance(p, Media)), [p for p in parts if isinstance(p, Media)]
+    return "".join(p for p in parts if not isinstance(p, Media)), [p for p in parts if isinstance(p, Media)]
 
 
 def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:

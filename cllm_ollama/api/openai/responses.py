@@ -53,7 +53,7 @@ def _content(content: str | list[ContentPart] | None) -> tuple[str, list[Media]]
     input_image (a data URL, checked as a chat message's ``image_url`` is)."""
     if isinstance(content, list):
         content = [_chat_part(p) for p in content]
-    return content_and_media(content, joiner="", unknown=CONTENT_TYPE)
+    return content_and_media(content, unknown=CONTENT_TYPE)
 
 
 def _chat_part(part: ContentPart) -> ContentPart:
