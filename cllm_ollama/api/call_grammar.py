@@ -24,7 +24,7 @@ from typing import Any
 
 from ..chatformat.family_parsers import harmony_tools
 from ..chatformat.parsers import TemplateTag, tool_format_for_template
-from ..engine.grammar import HoistedSchema, grammar_with_schemas, hoist_refs
+from ..engine.grammar import HoistedSchema, grammar_with_schemas, hoist_refs, literal
 from ..errors import InvalidRequest
 from ..model_families import parser_family, tool_syntax
 
@@ -37,11 +37,6 @@ def _quoted_text(quote: str) -> str:
     """Text between a family's ``quote`` marks (``<|"|>``, ``<escape>``), which it may not hold: a
     run of ``<`` is never followed by the mark's second character."""
     return f'([^<] | "<"+ [^<{quote[1]}])*'
-
-
-def literal(text: str) -> str:
-    """A GBNF string literal (JSON's escapes are GBNF's: quotes, backslashes, control characters)."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ...errors import EngineError, InsufficientMemory
 from ...model_families import renders_as_text  # the control tokens the output parsers read
+from ..grammar import literal
 from ..request import SamplingParams
 
 # What a saved sequence state's layout depends on beyond the model and the context's settings.
@@ -943,8 +944,6 @@ class Context:
 
 # The root of a grammar held after a text (``_grammar_sampler``), numbered: that text, blanks, then its own root.
 _AFTER_ROOT = "cllm-after-"
-# What a GBNF string literal escapes (the rest of UTF-8 is written as it is).
-_GBNF_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
 def _grammar_sampler(model: Model, grammar: str, after: str) -> Any:
@@ -959,13 +958,12 @@ def _grammar_sampler(model: Model, grammar: str, after: str) -> Any:
         if after:
             log.warning("%r is no one token of %s: the grammar holds from the first token", after, model.path.name)
         return ll.llama_sampler_init_grammar(model.vocab_ptr, grammar.encode(), b"root")
-    quoted = after.translate(_GBNF_ESCAPES)
     # A name no rule of ``grammar`` has (the converter names rules after a schema's properties, and
     # llama.cpp's parser lets a second definition replace the first).
     defined = set(re.findall(r"^([\w-]+) ::=", grammar, re.MULTILINE))
     root = next(name for n in itertools.count() if (name := f"{_AFTER_ROOT}{n}") not in defined)
     # A few blanks at most (Qwen3 writes "</think>\n\n"): unbounded, a model could spend its output on them.
-    text = f'{grammar}\n{root} ::= "{quoted}" [ \\t\\n]{{0,8}} root\n'
+    text = f"{grammar}\n{root} ::= {literal(after)} [ \\t\\n]{{0,8}} root\n"
     tokens = (ll.llama_token * 1)(trigger[0])
     return ll.llama_sampler_init_grammar_lazy_patterns(
         model.vocab_ptr, text.encode(), root.encode(), None, 0, tokens, 1
