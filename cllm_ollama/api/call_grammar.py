@@ -24,7 +24,8 @@ from typing import Any
 
 from ..chatformat.family_parsers import harmony_tools
 from ..chatformat.parsers import TemplateTag, tool_format_for_template
-from ..engine.grammar import HoistedSchema, grammar_with_schemas, hoist_refs, literal
+from ..engine.gbnf import literal
+from ..engine.grammar import HoistedSchema, grammar_with_schemas, hoist_refs
 from ..errors import InvalidRequest
 from ..model_families import parser_family, tool_syntax
 

@@ -231,11 +231,6 @@ class GrammarChecker:
                 self._child = None
 
 
-def literal(text: str) -> str:
-    """A GBNF string literal (JSON's escapes are GBNF's: quotes, backslashes, control characters)."""
-    return json.dumps(text, ensure_ascii=False)
-
-
 # The converter's errors for a schema it cannot convert.
 _SCHEMA_ERRORS = (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
 # The most of the converter's reason a 400 quotes: some of its reasons hold the whole (sub)schema.

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import EngineError, InsufficientMemory
 from ...model_families import renders_as_text  # the control tokens the output parsers read
-from ..grammar import literal
+from ..gbnf import literal
 from ..request import SamplingParams
 
 # What a saved sequence state's layout depends on beyond the model and the context's settings.
