@@ -197,10 +197,8 @@ class LoadedModel:
         self._weights = weights or SharedWeights()
         held = self._weights.layout(spec.path, spec.deterministic) if spec.n_gpu_layers < 0 else None
         if held is not None:  # the weights are placed already: only this model's cache is fitted
-            spec = replace(spec, n_gpu_layers=held[0])
+            spec = replace(spec, n_gpu_layers=held[0], tensor_split=held[1])
         spec, self.placement = choose(spec, [Device(name, free) for name, free, _ in devices()])
-        if held is not None:
-            spec = replace(spec, tensor_split=held[1])
         self.spec = spec
         # Weights this process holds passed their probe: the child checks what is new (adapters, a
         # projector) on the CPU, where it needs no second copy's room on the GPUs.
@@ -463,6 +461,13 @@ class LoadedModel:
             self.runner.close()
         self.embedder.close()
         self._free_model()
+
+    def free_engine(self) -> None:
+        """Blocking: a dead engine's context (its KV cache and compute buffers: on the GPUs where
+        layers are offloaded) freed now, so that the model's replacement loads into that memory
+        while a request still holds this one for its vocabulary or embedder; ``close`` frees the rest."""
+        if self.runner is not None and self.runner.dead is not None:
+            self.runner.close()
 
     def _free_model(self) -> None:
         """What sits on the weights first (projector, adapters: no context uses them now), then

@@ -447,7 +447,8 @@ def place(spec: LoadSpec, devices: Sequence[Device]) -> tuple[LoadSpec, Placemen
     """``spec`` with the GPU layers (and, over several GPUs, the split) its placement on ``devices``
     gives. Slots come first: the KV cache of every slot's context (and its recurrent state) is part
     of each layer's cost, so more slots put fewer layers on a GPU rather than fewer slots in the
-    load (Ollama sizes its KV from num_ctx x num_parallel the same way before it fits layers)."""
+    load (Ollama sizes its KV from num_ctx x num_parallel the same way before it fits layers).
+    A ``tensor_split`` of layer counts adding up to ``n_gpu_layers`` is kept as it is."""
     n_slots = 0 if spec.embedding_only else spec.n_slots
     cache = cache_shape(spec.path)
     sizes = model_sizes(
@@ -459,7 +460,13 @@ def place(spec: LoadSpec, devices: Sequence[Device]) -> tuple[LoadSpec, Placemen
         cache.state_bytes * n_slots,
     )
     num_gpu = spec.n_gpu_layers if spec.n_gpu_layers >= 0 else None
-    placement = fit(devices, sizes, num_gpu=num_gpu, overhead=spec.gpu_overhead, spread=spec.sched_spread)
+    held = [round(n) for n in spec.tensor_split]
+    if num_gpu is not None and len(held) == len(devices) and sum(held) == num_gpu:
+        # Weights placed already (a variant over them: ``SharedWeights.layout``) stay where they
+        # are; a fit to the memory they left would report them elsewhere.
+        placement = _placement(sizes, held)
+    else:
+        placement = fit(devices, sizes, num_gpu=num_gpu, overhead=spec.gpu_overhead, spread=spec.sched_spread)
     split = placement.tensor_split if len(devices) > 1 else ()
     return replace(spec, n_gpu_layers=placement.n_gpu_layers, tensor_split=split), placement
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,17 @@ def test_the_gpu_fit_counts_every_slots_state(ggufs: dict[str, Path]) -> None:
     (need,) = fit([Device("GPU0", 1 << 40)], sizes).device_bytes
     assert place(spec, [Device("GPU0", need)])[0].n_gpu_layers == sizes.n_layers + 1
     assert place(spec, [Device("GPU0", need - 1)])[0].n_gpu_layers < sizes.n_layers + 1
+
+
+def test_weights_placed_already_keep_their_split_where_a_fresh_fit_would_move_them(ggufs: dict[str, Path]) -> None:
+    """A variant over held weights (``SharedWeights.layout``) reports them where they are: the base
+    filled the first GPU, so a fit now would put every layer on the second."""
+    path = ggufs["mamba"]
+    sizes = model_sizes(path, 64, 0, 64, state_bytes=19456)
+    parts = sizes.n_layers + 1
+    held = (float(parts - 1), 1.0)
+    spec = LoadSpec(path=path, n_slots=1, n_ctx_slot=64, n_batch=64, n_threads=1, n_gpu_layers=parts)
+    devices = [Device("GPU0", 0), Device("GPU1", 1 << 40)]
+    assert place(spec, devices)[1].per_device == (0, parts)  # fitted afresh
+    placed_spec, placement = place(replace(spec, tensor_split=held), devices)
+    assert placement.per_device == (parts - 1, 1) and placed_spec.tensor_split == held
