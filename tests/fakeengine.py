@@ -34,6 +34,7 @@ class FakeEngine:
     bos_text: str = ""
     eos_text: str = ""
     dead: str | None = None
+    engine_freed: bool = False
     closed: bool = False
     embedder: FakeEmbedding = FakeEmbedding()
 
@@ -73,6 +74,9 @@ class FakeEngine:
 
     def occupancy(self) -> Occupancy:
         return Occupancy(running=0, waiting=0, cells_used=0, cells_total=self.n_ctx_slot * self.n_slots)
+
+    def free_engine(self) -> None:
+        self.engine_freed = True
 
     def close(self) -> None:
         self.closed = True

@@ -217,6 +217,11 @@ class EngineClient(Protocol):
 
     def occupancy(self) -> Occupancy: ...
 
+    def free_engine(self) -> None:
+        """Blocking: once ``dead``, what the engine held (its KV cache) freed before ``close``,
+        while requests still hold the model."""
+        ...
+
     def close(self) -> None:
         """Blocking: stops the engine (cancelling what runs) and frees the model."""
         ...

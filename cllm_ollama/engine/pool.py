@@ -473,13 +473,15 @@ class ModelPool:
     async def _retire(self, entry: Entry) -> None:
         """Take ``entry`` (a model whose engine died) out of service at once, so that the next
         request loads it afresh, and free it once no request holds it: one may still be tokenizing
-        with its vocabulary or building a sampler over it (freed under it: a use-after-free)."""
+        with its vocabulary or building a sampler over it (freed under it: a use-after-free). Its
+        engine's KV cache goes at once: the replacement is fitted to the memory left free."""
         if entry.refs == 0:
             await self._unload(entry)
             return
         _stop_timer(entry)
         del self._entries[_key(entry.model.spec)]
         self._retired.append(entry)
+        await anyio.to_thread.run_sync(entry.model.free_engine)
 
     async def _unload(self, entry: Entry) -> None:
         _stop_timer(entry)

@@ -155,6 +155,7 @@ class Runner:
             self.scheduler = self._scheduler()
             self.batch = batch(self.ctx.n_batch)
             self._thread = threading.Thread(target=self._loop, name=f"cllm-engine-{model.path.name}", daemon=True)
+            self._closed, self._closing = False, threading.Lock()
             self._thread.start()
             undo.pop_all()
 
@@ -227,9 +228,19 @@ class Runner:
         self.inbox.wake()
 
     def close(self) -> None:
+        """Blocking: stops the engine thread and frees the context; again, nothing (a dead
+        engine's is closed when the pool retires it, and once more with its model, maybe at once
+        from another thread as its last request ends: that call waits for the first)."""
+        with self._closing:
+            if not self._closed:
+                self._closed = True
+                self._close()
+
+    def _close(self) -> None:
         self.inbox.close()
         self._thread.join()
-        self.kv.save_to_disk(self.scheduler.slots)
+        if self.dead is None:  # a dead engine's KV is not trusted to hold what its slots say
+            self.kv.save_to_disk(self.scheduler.slots)
         self.feed.close()
         self.ctx.close()
         stats = self.scheduler.stats

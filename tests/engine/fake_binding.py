@@ -68,6 +68,7 @@ class FakeContext:
         self.cache_type, self.flash_attn = cache_type, flash_attn
         self.n_seq_max, self.n_ctx_seq, self.n_batch = n_seq_max, n_ctx_seq, n_batch
         self.batches: list[list[tuple[int, int, int]]] = []
+        self.closes = 0
         self.fail_decode: str | None = None
         self.fail_clear = False
         self._last: np.ndarray = np.zeros((0, model.n_vocab), np.float32)
@@ -126,7 +127,7 @@ class FakeContext:
         return True
 
     def close(self) -> None:
-        pass
+        self.closes += 1  # freed twice: a double free in llama.cpp
 
 
 def fake_runner(

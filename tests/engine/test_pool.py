@@ -186,6 +186,32 @@ def test_a_dead_model_still_held_is_freed_only_when_its_last_request_lets_go() -
     asyncio.run(run())
 
 
+def test_a_dead_model_still_held_frees_its_engine_before_the_replacement_loads() -> None:
+    """Its KV cache (on a GPU: gigabytes) would otherwise push the replacement's layers onto the
+    CPU, or refuse it, for as long as a request holds the dead one."""
+    freed_at_load: list[bool] = []
+
+    async def run() -> None:
+        models: list[FakeModel] = []
+
+        def loader(spec: LoadSpec, max_queue: int) -> FakeModel:
+            freed_at_load.append(all(m.engine_freed for m in models))
+            models.append(FakeModel(spec))
+            return models[-1]
+
+        pool = fake_pool(loader, None, 2)
+        held = await pool.acquire(request(), None)
+        held.model.dead = "RuntimeError: boom"  # type: ignore[misc]
+        fresh = await pool.acquire(request(), None)
+        assert freed_at_load == [True, True] and not held.model.closed  # type: ignore[attr-defined]
+        assert not fresh.model.engine_freed  # type: ignore[attr-defined]
+        pool.release(held)
+        pool.release(fresh)
+        await pool.close()
+
+    asyncio.run(run())
+
+
 def test_a_dead_model_whose_request_ends_during_shutdown_is_closed_once() -> None:
     async def run() -> None:
         pool = make_pool([])

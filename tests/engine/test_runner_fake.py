@@ -81,6 +81,9 @@ def test_a_dead_engine_says_why_and_ends_what_it_ran(runner: Runner) -> None:
     assert runner.dead is not None and "the KV cache is gone" in runner.dead
     with pytest.raises(EngineError, match="engine stopped"):
         submit(runner, (3,))
+    runner.close()  # the pool frees a dead engine's context at once, and again with its model
+    runner.close()
+    assert ctx.closes == 1
 
 
 def test_occupancy_is_exact_when_every_running_reader_lags(runner: Runner) -> None:
