@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .engine.kv_types import KV_CACHE_TYPES
 from .engine.media_budget import DEFAULT_AUDIO_SECONDS, DEFAULT_REQUEST_PIXELS, DEFAULT_SERVER_PIXELS, MediaLimits
 from .gostrconv import PARSE_BOOL_FALSE, PARSE_BOOL_TRUE
 
@@ -62,9 +63,6 @@ DEFAULT_LOAD_HEADERS_S = 0.5
 DEFAULT_REGISTRY_URL = "https://registry.ollama.ai"
 FOREVER = math.inf
 _MAX_DURATION_S = (2**63 - 1) / 1e9
-# OLLAMA_KV_CACHE_TYPE's values (Ollama's SupportsKVCacheType): f16, or K and V quantized to
-# 8 or 4 bits (about half and a quarter of f16's bytes per token).
-KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 DEFAULT_KV_CACHE_TYPE = "f16"
 
 log = logging.getLogger("cllm.config")

@@ -58,7 +58,7 @@ class LoadSpec:
     target_itl_ns: int = 0
     # The longest gap of idle slots between a decode step's that throw-away rows close (``gap_fill``).
     gap_fill: int = 0
-    # K/V cache element type (config.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto;
+    # K/V cache element type (kv_types.KV_CACHE_TYPES) and flash attention (None: llama.cpp's auto;
     # unset by the operator, ``tuning`` turns it off for a model wholly on the CPU).
     kv_cache_type: str = "f16"
     flash_attention: bool | None = None

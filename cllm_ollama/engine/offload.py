@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..gguf_header import GGUFError, Header, file_header
 from .frontdoor import LoadSpec
+from .kv_types import KV_VALUE_BYTES
 
 log = logging.getLogger("cllm.engine")
 
@@ -212,8 +213,6 @@ def fit(
     return _placement(sizes, counts)
 
 
-# Bytes a K or V value takes in the cache, by cache type (llama.cpp's f16, q8_0 and q4_0 blocks).
-KV_VALUE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 # Bytes of a recurrent state's value: llama.cpp keeps them in f32 whatever the KV cache type
 # (``llama_model::create_memory``'s ``GGML_TYPE_F32``).
 STATE_VALUE_BYTES = 4

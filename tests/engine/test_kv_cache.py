@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 from oracle import drain, submit, tokens_of
 
-from cllm_ollama.engine.binding import KV_TYPES, Batch, CacheTypeRefused, Context, Model, gpu_free_memory
+from cllm_ollama.engine.binding import Batch, CacheTypeRefused, Context, Model, gpu_free_memory
+from cllm_ollama.engine.kv_types import KV_VALUE_BYTES
 from cllm_ollama.engine.loaded import LoadedModel, LoadSpec, host_fixed_bytes, resolved_spec
 from cllm_ollama.engine.pool import LoadRequest, ModelPool
 from cllm_ollama.engine.request import Request
@@ -97,7 +98,7 @@ def test_kv_bytes_per_token_is_what_llama_cpp_stores(model: Model, cache_type: s
     per_token = (sizes[1] - sizes[0]) / 64
     assert per_token == model.kv_bytes_per_token(cache_type) + 12
     # 2 layers x 2 KV heads x (32 + 32) values: 512 bytes in f16, 272 in q8_0, 144 in q4_0.
-    assert model.kv_bytes_per_token(cache_type) == int(2 * 2 * 64 * KV_TYPES[cache_type][1])
+    assert model.kv_bytes_per_token(cache_type) == int(2 * 2 * 64 * KV_VALUE_BYTES[cache_type])
 
 
 @pytest.mark.parametrize("cache_type", ["q8_0", "q4_0"])

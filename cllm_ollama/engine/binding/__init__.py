@@ -9,7 +9,6 @@ the parts.
 from ..media_budget import MAX_IMAGE_PIXELS
 from .core import (
     KV_QUANT_BLOCK,
-    KV_TYPES,
     POOLING_RANK,
     STATE_FORMAT,
     Batch,
@@ -42,7 +41,6 @@ from .token_rows import TokenRows, token_rows
 
 __all__ = [
     "KV_QUANT_BLOCK",
-    "KV_TYPES",
     "MAX_AUDIO_SECONDS",
     "MAX_IMAGE_PIXELS",
     "POOLING_RANK",

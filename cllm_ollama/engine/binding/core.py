@@ -26,6 +26,7 @@ import numpy as np
 from ...errors import EngineError, InsufficientMemory
 from ...model_families import renders_as_text  # the control tokens the output parsers read
 from ..gbnf import literal
+from ..kv_types import KV_VALUE_BYTES
 from ..request import SamplingParams
 
 # What a saved sequence state's layout depends on beyond the model and the context's settings.
@@ -40,13 +41,8 @@ POOLING_RANK = 4
 # Kept referenced for the process lifetime: llama.cpp calls it from its own threads.
 _log_callback = None
 
-# What each KV cache type (config.KV_CACHE_TYPES) is in ggml: its type id, and bytes per element
-# (ggml's block layouts: q8_0 packs 32 values with an f16 scale in 34 bytes, q4_0 in 18).
-KV_TYPES: dict[str, tuple[int, float]] = {
-    "f16": (ll.GGML_TYPE_F16, 2.0),
-    "q8_0": (ll.GGML_TYPE_Q8_0, 34 / 32),
-    "q4_0": (ll.GGML_TYPE_Q4_0, 18 / 32),
-}
+# What each KV cache type (``kv_types.KV_CACHE_TYPES``) is in ggml.
+KV_TYPES: dict[str, int] = {"f16": ll.GGML_TYPE_F16, "q8_0": ll.GGML_TYPE_Q8_0, "q4_0": ll.GGML_TYPE_Q4_0}
 # Values per block of the quantized types: a head size must be a multiple of it (llama.cpp
 # refuses the context otherwise).
 KV_QUANT_BLOCK = 32
@@ -290,7 +286,7 @@ class Model:
         shared-KV model. A load's memory is ``offload.cache_shape``'s, layer by layer."""
         n_head_kv = ll.llama_model_n_head_kv(self._ptr) or max(1, ll.llama_model_n_head(self._ptr))
         k, v = self.head_dims()
-        return int(self.n_layer * n_head_kv * (k + v) * KV_TYPES[cache_type][1])
+        return int(self.n_layer * n_head_kv * (k + v) * KV_VALUE_BYTES[cache_type])
 
     def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
         data = text.encode("utf-8")
@@ -688,7 +684,7 @@ def _context_params(
         # past n_outputs_max llama.cpp aborts the process.
         params.n_outputs_max = outputs_per_seq * n_seq_max
     params.flash_attn_type = _FLASH_ATTN[flash_attn]
-    params.type_k = params.type_v = KV_TYPES[cache_type][0]
+    params.type_k = params.type_v = KV_TYPES[cache_type]
     return params
 
 
