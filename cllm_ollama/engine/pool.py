@@ -481,7 +481,10 @@ class ModelPool:
         _stop_timer(entry)
         del self._entries[_key(entry.model.spec)]
         self._retired.append(entry)
-        await anyio.to_thread.run_sync(entry.model.free_engine)
+        try:
+            await anyio.to_thread.run_sync(entry.model.free_engine)
+        except Exception:  # retired all the same: the request that found it dead loads its replacement
+            log.exception("freeing the dead engine of %s failed", entry.name)
 
     async def _unload(self, entry: Entry) -> None:
         _stop_timer(entry)

@@ -212,6 +212,33 @@ def test_a_dead_model_still_held_frees_its_engine_before_the_replacement_loads()
     asyncio.run(run())
 
 
+def test_a_dead_engine_that_fails_to_free_still_gives_way_to_its_replacement() -> None:
+    """The failure is logged, not raised at the request that found the model dead."""
+
+    class Unfreeable(FakeModel):
+        def free_engine(self) -> None:
+            raise RuntimeError("the context would not close")
+
+    async def run() -> None:
+        models: list[FakeModel] = []
+
+        def loader(spec: LoadSpec, max_queue: int) -> FakeModel:
+            models.append((Unfreeable if not models else FakeModel)(spec))
+            return models[-1]
+
+        pool = fake_pool(loader, None, 2)
+        held = await pool.acquire(request(), None)
+        held.model.dead = "RuntimeError: boom"  # type: ignore[misc]
+        fresh = await pool.acquire(request(), None)
+        assert fresh.model is models[1] and len(models) == 2
+        pool.release(held)
+        pool.release(fresh)
+        await pool.close()
+        assert held.model.closed  # type: ignore[attr-defined]
+
+    asyncio.run(run())
+
+
 def test_a_dead_model_whose_request_ends_during_shutdown_is_closed_once() -> None:
     async def run() -> None:
         pool = make_pool([])
