@@ -244,8 +244,9 @@ class Generation:
         rendered = await self._render(loaded, limit if truncate else None)
         if grow and (n_ctx := grown_context(len(rendered.tokens) + rendered.dropped, limit, loaded, grow)):
             raise _Grow(n_ctx)
+        cut = self.fields.cuts_prompt(self.model)
         tokens = fit_prompt(
-            rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=truncate
+            rendered.tokens, limit, num_keep=options.num_keep, num_predict=options.num_predict, truncate=cut
         )
         self.truncated = rendered.dropped + len(rendered.tokens) - len(tokens)
         if rendered.dropped:

@@ -69,13 +69,23 @@ class SharedFields:
     truncate: bool
     format: object
     logprobs: int  # -1 off, else how many alternatives per token
+    # Ollama's ``shift``: None where the client left it to the model (``cuts_prompt``).
+    shift: bool | None = None
 
     @classmethod
     def of(cls, req: GenerationRequest) -> SharedFields:
         """From a request decoded already (keep_alive and the types failed there, as in Go's JSON
         decode); then top_logprobs, in Ollama's order."""
         keep_alive = parse_keep_alive_field(req.keep_alive)
-        return cls(keep_alive, req.truncate is not False, req.format, logprobs_of(req))
+        return cls(keep_alive, req.truncate is not False, req.format, logprobs_of(req), req.shift)
+
+    def cuts_prompt(self, model: ResolvedModel) -> bool:
+        """Whether a prompt too long for its context, after the oldest turns have gone, is cut in
+        the middle (Ollama's context-shift runner) or refused with a 400: ``truncate`` and ``shift``
+        both on, ``shift`` unset meaning on except for DeepSeek 2's family, which Ollama's
+        runner cannot shift (``resolveContextShift`` in server/sched.go)."""
+        shift = self.shift if self.shift is not None else "deepseek2" not in model.info.families
+        return self.truncate and shift
 
 
 def thinking_for(model: ResolvedModel, req: GenerationRequest, display_name: str, *, chat: bool = False) -> bool:

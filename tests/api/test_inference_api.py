@@ -218,6 +218,13 @@ def test_smaller_num_ctx_does_not_reload(client: TestClient) -> None:
             "the prompt is longer than the context length currently available to the model; shorten the "
             "prompt, adjust the context length in settings, or use a model with a longer context length",
         ),
+        (  # Ollama cuts a prompt in the middle only where its runner may shift the context
+            "/api/chat",
+            {"model": MODEL, "messages": [{"role": "user", "content": "x" * 3000}], "shift": False},
+            400,
+            "the prompt is longer than the context length currently available to the model; shorten the "
+            "prompt, adjust the context length in settings, or use a model with a longer context length",
+        ),
     ],
 )
 def test_errors_have_ollamas_status_and_text(
