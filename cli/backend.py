@@ -188,8 +188,17 @@ class HttpBackend:
     def tags(self) -> list[dict[str, Any]]:
         return self._call("GET", "/api/tags").json()["models"]
 
-    def show(self, name: str, verbose: bool = False) -> dict[str, Any]:
-        return self._call("POST", "/api/show", {"model": name, "verbose": verbose}).json()
+    def show(
+        self, name: str, verbose: bool = False, *, system: str = "", options: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``/api/show``; a chat's ``system`` and ``options`` go with it, as ``ollama run``'s ``/show``
+        sends them, so that its Modelfile and system are the session's."""
+        body: dict[str, Any] = {"model": name, "verbose": verbose}
+        if system:
+            body["system"] = system
+        if options:
+            body["options"] = options
+        return self._call("POST", "/api/show", body).json()
 
     def copy(self, source: str, destination: str) -> None:
         self._call("POST", "/api/copy", {"source": source, "destination": destination})

@@ -326,7 +326,7 @@ def _set_parameter(session: Session, name: str, values: list[str]) -> None:
 
 def _show(backend: HttpBackend, session: Session, what: str) -> None:
     try:
-        show = backend.show(session.model)
+        show = backend.show(session.model, system=session.system, options=session.options)
     except CllmError:
         click.echo("error: couldn't get model")
         return

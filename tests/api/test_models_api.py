@@ -123,6 +123,27 @@ def test_show(api: TestClient, tiny: str, tiny_gguf: Path) -> None:
     assert {"name": "token_embd.weight", "type": "F32", "shape": [64, n_vocab]} in verbose["tensors"]
 
 
+def test_show_takes_a_sessions_system_and_options(api: TestClient, tiny: str) -> None:
+    """``ollama run``'s ``/show`` sends the session's system and options: Ollama's GetModelInfo
+    puts both in the Modelfile, the system in ``system`` too, the options not in ``parameters``."""
+    body = {"model": "tiny", "system": "Be loud.", "options": {"temperature": 0.2, "num_ctx": 64}}
+    show = api.post("/api/show", json=body).json()
+    assert show["system"] == "Be loud."
+    modelfile = show["modelfile"]
+    assert "SYSTEM Be loud.\n" in modelfile and "Be brief." not in modelfile
+    assert "PARAMETER temperature 0.2\n" in modelfile and "PARAMETER num_ctx 64\n" in modelfile
+    assert "PARAMETER top_k 20\n" in modelfile and "PARAMETER temperature 0.6" not in modelfile
+    assert "temperature                    0.6" in show["parameters"] and "num_ctx" not in show["parameters"]
+    refused = api.post("/api/show", json={"model": "tiny", "options": [1]})
+    assert (refused.status_code, refused.json()) == (
+        400,
+        {
+            "error": "json: cannot unmarshal array into Go struct field ShowRequest.options of type "
+            "map[string]interface {}"
+        },
+    )
+
+
 def test_show_template_layer_wins(api: TestClient, tiny: str) -> None:
     template = "{{ .System }} {{ .Prompt }}"
     api.post("/api/create", json={"model": "tmpl", "from": "tiny", "template": template, "stream": False})

@@ -96,6 +96,7 @@ def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> No
         ('/set system """You are', "... "),
         ('terse."""', "Set system message."),
         ("/show system", "You are\r\nterse."),
+        ("/show modelfile", "PARAMETER num_predict 5\r\n"),  # the session's, as ollama run sends them
         ("/set verbose", "Set 'verbose' mode."),
         ('"""Hello', "... "),
         ('there"""', "eval count:           5 token(s)"),

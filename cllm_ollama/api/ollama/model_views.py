@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def _quote(text: str) -> str:
     return f'"""{text}"""' if "\n" in text or text != text.strip() or '"' in text else text
 
 
-def modelfile_text(record: ModelRecord, system: str | None) -> str:
+def modelfile_text(record: ModelRecord, system: str | None, options: Mapping[str, Any] | None = None) -> str:
     """Ollama's ``(*Model).String()``: a Modelfile that makes the model again. Its TEMPLATE is the
     model's template layer; without one, none: Ollama writes its default ``{{ .Prompt }}`` there (its
     creates add a detected layer, so its models seldom lack one), which would prompt a chat model
@@ -111,7 +112,8 @@ def modelfile_text(record: ModelRecord, system: str | None) -> str:
     lines += [
         f"{key.upper()} {value}" for key, value in (("renderer", record.renderer), ("parser", record.parser)) if value
     ]
-    lines += [f"PARAMETER {k} {_quote(_plain_value(v))}" for k, v in _each(record.params)]
+    params = {**record.params, **(options or {})}  # ``/api/show``'s options, merged as Ollama merges them
+    lines += [f"PARAMETER {k} {_quote(_plain_value(v))}" for k, v in _each(params)]
     lines += [f"LICENSE {_quote(text)}" for text in record.license]
     lines += [f"MESSAGE {m.get('role')} {_quote(str(m.get('content', '')))}" for m in record.messages]
     return "\n".join(lines) + "\n"
@@ -127,8 +129,17 @@ def _info(record: ModelRecord, path: Path | None, verbose: bool) -> GGUFInfo | N
         return None
 
 
-def show_response(record: ModelRecord, *, verbose: bool = False, system: str | None = None) -> dict[str, Any]:
-    """The /api/show body; ``template`` is the one prompts are rendered with (``template_in_use``)."""
+def show_response(
+    record: ModelRecord,
+    *,
+    verbose: bool = False,
+    system: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The /api/show body; ``template`` is the one prompts are rendered with (``template_in_use``).
+    ``system`` and ``options`` are the request's: as in Ollama's GetModelInfo, the system replaces
+    the model's everywhere, the options join the Modelfile's parameters (a chat's ``/show
+    modelfile`` then shows what its session set) but not ``parameters``."""
     info = _info(record, record.model_path, verbose)
     # Ollama shows the first projector's metadata as it shows the model's.
     projector = _info(record, record.projector_paths[0], verbose) if record.projector_paths else None
@@ -137,7 +148,7 @@ def show_response(record: ModelRecord, *, verbose: bool = False, system: str | N
     capabilities = record.capabilities if info else []
     resp: dict[str, Any] = {
         "license": "\n".join(record.license),
-        "modelfile": modelfile_text(record, system),
+        "modelfile": modelfile_text(record, system, options),
         "parameters": parameters_text(record.params),
         "template": template or "",
         "system": system or "",

@@ -25,6 +25,7 @@ from ...store.registry_pull import RegistryOptions
 from ...store.store import ModelStore
 from ..encoders import JSONResponse
 from ..errors import read_json
+from ..options import options_object
 from ..schemas.ollama import CopyRequest, DeleteRequest, PullRequest, PushRequest, ShowRequest
 from ..schemas.ollama import CreateRequest as CreateStream
 from ..services import services
@@ -49,13 +50,14 @@ async def tags(request: Request) -> Response:
 async def show(request: Request) -> Response:
     req = decode(await read_json(request, ShowRequest), ShowRequest)
     name, system, verbose = model_reference(req.model_name), req.system or None, bool(req.verbose)
+    options = options_object(req.options, "ShowRequest")
     if not name:
         raise InvalidRequest("model is required")
     store = _store(request)
 
     def answer() -> dict[str, Any]:
         with store.claim() as claim:  # its blobs stay while they are read, even if it is deleted meanwhile
-            return show_response(claim.record(name), verbose=verbose, system=system)
+            return show_response(claim.record(name), verbose=verbose, system=system, options=options)
 
     shown = await run_in_threadpool(answer)
     if request.headers.get("user-agent", "").startswith(_COPILOT_CHAT):
