@@ -140,6 +140,9 @@ class Generation:
     admitted: asyncio.Event = field(default_factory=asyncio.Event)
     # The prompt's images and audio (decoded bytes), in ``[img-N]`` tag order (``media.tag_media``).
     media: list[bytes] = field(default_factory=list)
+    # ``/api/generate``'s ``context`` where the prompt has media: written out as text before the
+    # rendered prompt, as Ollama's GenerateHandler does (a text prompt's ``render`` adds the ids).
+    media_context: tuple[int, ...] = ()
     # Filled in as it runs, for the encoder of the final chunk.
     load_ns: int = 0
     request: EngineRequest | None = None
@@ -319,6 +322,8 @@ class Generation:
         projector has tokenized it: too long, it grows the context as a text prompt does, else
         loses its oldest turns and their media (``_fit_media``); never a cut through the middle."""
         whole = await self._render(loaded, None)
+        if self.media_context:
+            whole = replace(whole, text=loaded.detokenize(list(self.media_context)) + whole.text)
         prompt, order = await self._tokenized(loaded, whole.text)
         with _closed_if_raises(prompt):
             keys = cell_keys(prompt.parts)
@@ -326,7 +331,7 @@ class Generation:
                 return self._request(keys, limit, prompt), self._parser(whole.text)
             if grow and (n_ctx := grown_context(len(keys), limit, loaded, grow)):
                 raise _Grow(n_ctx)
-            if not self.fields.truncate:
+            if not self.fields.truncate or self.media_context:  # a context has no turns to drop
                 raise ContextOverflow()
             items = [self.media[i] for i in order]
             counter = await _to_the_end(lambda: media_counter(loaded, whole.text, prompt.parts, items, order))

@@ -220,6 +220,29 @@ def test_an_image_over_the_context_is_refused_not_cut(server: str) -> None:
     assert err.value.status_code == 400
 
 
+def test_a_context_sent_back_with_an_image_is_read_before_the_prompt(server: str) -> None:
+    """Ollama's GenerateHandler writes a ``context`` out as text before the prompt, images or not:
+    the next turn of an ``/api/generate`` conversation may send a picture too."""
+    client = ollama.Client(server)
+    image = png(32, 32, seed=3)
+    first = client.generate(model="eyes", prompt="Describe it.", images=[image], options=GREEDY)
+    assert first.context and first.prompt_eval_count
+    second = client.generate(model="eyes", prompt="Describe it.", images=[image], context=first.context, options=GREEDY)
+    assert second.done and second.prompt_eval_count is not None
+    # The context's text, tokenized again, then the same turn: a random model's output, written
+    # out, need not give back its own tokens (bytes that are no UTF-8 come back as U+FFFD).
+    assert second.prompt_eval_count >= first.prompt_eval_count + len(first.context) // 2
+    # A context has no turns to drop: one too long for the context is refused, never cut.
+    with pytest.raises(ollama.ResponseError) as err:
+        client.generate(
+            model="eyes", prompt="Hi", images=[image], context=first.context * 8, options=GREEDY | {"num_ctx": 64}
+        )
+    assert err.value.status_code == 400 and "longer than the context length" in str(err.value.error)
+    with pytest.raises(ollama.ResponseError) as err:
+        client.generate(model="eyes", prompt="Hi", images=[image], suffix="there", options=GREEDY)
+    assert err.value.status_code == 400
+
+
 def test_a_gemma3_in_ollamas_layout_sees_as_the_llama_cpp_files_do(server: str) -> None:
     """Created from one GGUF with the vision tower inside (Ollama's converter layout), the split
     model reports the vision capability and answers an image exactly as the two-file original."""

@@ -58,8 +58,8 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
         {"role": "user", "content": prompt, "images": media} if media else {"role": "user", "content": prompt}
     )
     messages, tagged = tag_media(messages, clear=True, renderer=model.record.renderer_in_use)
-    if media and (suffix or context):
-        raise InvalidRequest("images cannot be combined with suffix or context")
+    if media and suffix:
+        raise InvalidRequest("images cannot be combined with a suffix")
     think_set = req.think is not None
     templated = ChatPrompt(
         model,
@@ -78,11 +78,21 @@ async def start_generate(request: Request, req: GenerateRequest, t_start: int) -
             return Rendered(loaded.tokenize(prompt, add_special=True), prompt)
         else:
             rendered = templated(loaded, limit, budget)
-        return replace(rendered, tokens=list(context) + rendered.tokens)
+        return rendered if media else replace(rendered, tokens=list(context) + rendered.tokens)
 
     # A raw prompt places its media where its own [img-N] tags stand (else first).
     return Generation(
-        request, model, options, shared, render, thinking=thinking, tools=False, t_start=t_start, media=tagged, raw=raw
+        request,
+        model,
+        options,
+        shared,
+        render,
+        thinking=thinking,
+        tools=False,
+        t_start=t_start,
+        media=tagged,
+        raw=raw,
+        media_context=tuple(context) if media else (),
     )
 
 
