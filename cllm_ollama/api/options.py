@@ -32,8 +32,7 @@ _KINDS: dict[str, str] = {
     "presence_penalty": _FLOAT,
     "frequency_penalty": _FLOAT,
     "stop": _STRINGS,
-    # Runner (load-time) options. main_gpu and use_mmap mean nothing to cllm but are still
-    # type-checked, so a request Ollama would reject is rejected here too.
+    # Runner (load-time) options.
     "num_ctx": _INT,
     "num_batch": _INT,
     "num_gpu": _INT,
@@ -101,6 +100,10 @@ class RequestOptions:
     num_batch: int | None = None
     num_gpu: int | None = None
     num_thread: int | None = None
+    # The GPU a model's layers all go to (Ollama's ``--split-mode none --main-gpu``), and whether
+    # its weights are read through a memory map (False: copied into memory, Ollama's --no-mmap).
+    main_gpu: int | None = None
+    use_mmap: bool | None = None
     # The model's own slot count (Modelfile ``PARAMETER num_parallel``); None: OLLAMA_NUM_PARALLEL.
     num_parallel: int | None = None
     # Batch-invariant decoding (Modelfile or request ``deterministic``); None: the server's.
@@ -192,6 +195,8 @@ def resolve_options(
         num_batch=values.get("num_batch"),
         num_gpu=values.get("num_gpu"),
         num_thread=values.get("num_thread"),
+        main_gpu=values.get("main_gpu"),
+        use_mmap=values.get("use_mmap"),
         num_parallel=_num_parallel((model_params or {}).get("num_parallel")),
         deterministic=values.get("deterministic"),
         grammar=values.get("grammar") or None,

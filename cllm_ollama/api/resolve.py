@@ -90,6 +90,8 @@ def load_request(model: ResolvedModel, options: RequestOptions) -> LoadRequest:
         num_batch=options.num_batch,
         num_gpu=options.num_gpu,
         num_thread=options.num_thread,
+        main_gpu=options.main_gpu,
+        use_mmap=options.use_mmap,
         num_parallel=options.num_parallel,
         deterministic=options.deterministic,
         embedding_only=model.info.is_embedding,

@@ -75,6 +75,10 @@ class LoadSpec:
     sched_spread: bool = False
     # Each GPU's share of the offloaded layers (empty: one GPU, or llama.cpp's own split).
     tensor_split: tuple[float, ...] = ()
+    # The one GPU (an index into those found) that takes every offloaded layer (-1: the fit chooses).
+    main_gpu: int = -1
+    # Weights read through a memory map (llama.cpp's default) or copied into memory.
+    use_mmap: bool = True
     # How long a load may go without progress before it is given up (``load_stall``; inf: never).
     load_timeout: float = math.inf
     # The fields the operator left unset, each with its CPU default: the device a model lands on

@@ -213,7 +213,7 @@ class LoadedModel:
         # What llama.cpp's KV cache and recurrent state take, read once (the file may go while loaded).
         self.cache_shape = cache_shape(spec.path)
         self.model = self._weights.acquire(
-            spec.path, spec.n_gpu_layers, spec.deterministic, spec.tensor_split, spec.load_timeout
+            spec.path, spec.n_gpu_layers, spec.deterministic, spec.tensor_split, spec.load_timeout, spec.use_mmap
         )
         self.runner: Runner | None = None
         # Owned beside the model, closed after the runner (whose prompts it tokenized) and before it.

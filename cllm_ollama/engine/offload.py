@@ -191,13 +191,19 @@ def fit(
     num_gpu: int | None = None,
     overhead: int = 0,
     spread: bool = False,
+    main_gpu: int | None = None,
 ) -> Placement:
     """The placement of a load. ``num_gpu`` (a request's or Modelfile's) gives exactly that many
     layers, as Ollama's option does: placed where memory allows first, the rest beyond it in
     proportion to the devices' free memory (``_forced``). Unset, layers are fitted to the devices'
     free memory less ``overhead`` (OLLAMA_GPU_OVERHEAD). With several devices the model goes on the
     one with the most free memory that holds all it asks for, and is spread over all of them only
-    when no single one does or ``spread`` (OLLAMA_SCHED_SPREAD)."""
+    when no single one does or ``spread`` (OLLAMA_SCHED_SPREAD). ``main_gpu`` (an index into
+    ``devices``) puts every offloaded layer on that one device, fitted to its memory alone, as
+    Ollama's option does (its runner's ``--split-mode none --main-gpu``)."""
+    if main_gpu is not None and 0 <= main_gpu < len(devices):
+        alone = fit([devices[main_gpu]], sizes, num_gpu=num_gpu, overhead=overhead).n_gpu_layers
+        return _placement(sizes, [alone if d == main_gpu else 0 for d in range(len(devices))])
     total_parts = sizes.n_layers + 1
     wanted = min(num_gpu, total_parts) if num_gpu is not None and num_gpu >= 0 else None
     goal = total_parts if wanted is None else wanted
@@ -465,7 +471,14 @@ def place(spec: LoadSpec, devices: Sequence[Device]) -> tuple[LoadSpec, Placemen
         # are; a fit to the memory they left would report them elsewhere.
         placement = _placement(sizes, held)
     else:
-        placement = fit(devices, sizes, num_gpu=num_gpu, overhead=spec.gpu_overhead, spread=spec.sched_spread)
+        if spec.main_gpu >= len(devices):
+            log.warning(
+                "main_gpu %d: only %d GPUs were found; the layers are fitted to all", spec.main_gpu, len(devices)
+            )
+        main = spec.main_gpu if spec.main_gpu >= 0 else None
+        placement = fit(
+            devices, sizes, num_gpu=num_gpu, overhead=spec.gpu_overhead, spread=spec.sched_spread, main_gpu=main
+        )
     split = placement.tensor_split if len(devices) > 1 else ()
     return replace(spec, n_gpu_layers=placement.n_gpu_layers, tensor_split=split), placement
 

@@ -60,6 +60,8 @@ class LoadRequest:
     num_batch: int | None = None
     num_gpu: int | None = None
     num_thread: int | None = None
+    main_gpu: int | None = None
+    use_mmap: bool | None = None
     # Slots (parallel sequences) for this model: a Modelfile's num_parallel; None: the server's.
     num_parallel: int | None = None
     # Batch-invariant decoding for this model; None: the server's (CLLM_DETERMINISTIC).
@@ -232,6 +234,10 @@ class ModelPool:
             spec = replace(spec, n_gpu_layers=req.num_gpu)
         if req.num_thread:
             spec = replace(spec, n_threads=req.num_thread)
+        if req.main_gpu is not None:
+            spec = replace(spec, main_gpu=req.main_gpu)
+        if req.use_mmap is not None:
+            spec = replace(spec, use_mmap=req.use_mmap)
         if req.num_parallel:
             spec = pinned(spec, n_slots=req.num_parallel)
         if req.deterministic is not None:
@@ -246,8 +252,9 @@ class ModelPool:
         limit: clients that disagree on num_ctx must not make the model thrash. ``num_batch``
         and ``num_thread`` apply when a request loads the model and never reload it: one
         client's setting would otherwise slow every other user's requests from then on.
-        A different ``num_gpu``, ``num_parallel`` (two models made from one GGUF with their
-        own Modelfile settings) or ``deterministic``, reloads only a model nobody is using.
+        A different ``num_gpu``, ``main_gpu``, ``use_mmap``, ``num_parallel`` (two models made
+        from one GGUF with their own Modelfile settings) or ``deterministic``, reloads only a model
+        nobody is using, as Ollama's needsReload compares them.
         """
         loaded = entry.model
         if loaded.dead is not None:
@@ -259,7 +266,9 @@ class ModelPool:
         gpu = req.num_gpu is not None and req.num_gpu >= 0 and req.num_gpu != entry.gpu_asked
         slots = req.num_parallel is not None and req.num_parallel != entry.slots_asked
         mode = req.deterministic is not None and req.deterministic != loaded.spec.deterministic
-        return (gpu or slots or mode) and entry.refs == 0
+        main = req.main_gpu is not None and req.main_gpu != loaded.spec.main_gpu
+        mmap = req.use_mmap is not None and req.use_mmap != loaded.spec.use_mmap
+        return (gpu or slots or mode or main or mmap) and entry.refs == 0
 
     def _asked(self, entry: Entry) -> LoadSpec:
         """What ``entry`` was loaded from, for its reload: the slots, GPU layers and split asked

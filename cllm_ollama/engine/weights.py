@@ -17,12 +17,12 @@ from .load_stall import StallWatch
 
 
 class SharedWeights:
-    """Reference-counted ``Model``s by (file, GPU layers, batch invariance): the one owner of the
-    weights it hands out."""
+    """Reference-counted ``Model``s by (file, GPU layers, batch invariance, split, memory map): the
+    one owner of the weights it hands out."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[tuple[Path, int, bool, tuple[float, ...]], tuple[Model, int]] = {}
+        self._held: dict[tuple[Path, int, bool, tuple[float, ...], bool], tuple[Model, int]] = {}
 
     def acquire(
         self,
@@ -31,13 +31,14 @@ class SharedWeights:
         batch_invariant: bool = False,
         tensor_split: tuple[float, ...] = (),
         stall_timeout: float = math.inf,
+        use_mmap: bool = True,
     ) -> Model:
         """The loaded weights of ``path`` (loaded now if nobody holds them); ``release`` gives them back.
 
         Blocking: a first load reads the file. Loads are serialised here, so one file is never
         loaded twice by two loads at once. A load without progress for ``stall_timeout`` ends
         with ``LoadStalled``."""
-        key = (path, n_gpu_layers, batch_invariant, tensor_split)
+        key = (path, n_gpu_layers, batch_invariant, tensor_split, use_mmap)
         with self._lock:
             held = self._held.get(key)
             if held is None:
@@ -48,6 +49,7 @@ class SharedWeights:
                         n_gpu_layers=n_gpu_layers,
                         batch_invariant=batch_invariant,
                         tensor_split=tensor_split,
+                        use_mmap=use_mmap,
                         progress=watch.heard,
                     )
                 except EngineError:
@@ -76,7 +78,7 @@ class SharedWeights:
         adapted or projector variant of a loaded one) takes them as they are placed rather than
         fitting its own, which would load a second copy wherever the first left less room."""
         with self._lock:
-            for held_path, n_gpu_layers, invariant, tensor_split in self._held:
+            for held_path, n_gpu_layers, invariant, tensor_split, _ in self._held:
                 if held_path == path and invariant == batch_invariant:
                     return n_gpu_layers, tensor_split
         return None

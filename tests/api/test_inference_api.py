@@ -155,6 +155,22 @@ def test_keep_alive_zero_unloads_after_the_request(client: TestClient) -> None:
     assert client.get("/api/ps").json() == {"models": []}
 
 
+def test_use_mmap_false_copies_the_weights_and_answers_the_same(client: TestClient) -> None:
+    """Ollama's ``use_mmap`` (its runner's ``--no-mmap``): the GGUF is read into memory, not mapped
+    (this process's own maps say which), and another setting reloads the idle model."""
+    blob = str(services(client.app).store.get(MODEL).model_path)
+
+    def answer(use_mmap: bool) -> tuple[str, bool]:
+        body = {"model": MODEL, "prompt": "Hi", "options": GREEDY | {"use_mmap": use_mmap}, "stream": False}
+        r = client.post("/api/generate", json=body)
+        assert r.status_code == 200, r.text
+        return r.json()["response"], blob in Path("/proc/self/maps").read_text()
+
+    copied, mapped_then = answer(False)
+    mapped, mapped_now = answer(True)
+    assert (copied, mapped_then, mapped_now) == (mapped, False, True)
+
+
 def test_smaller_num_ctx_does_not_reload(client: TestClient) -> None:
     client.post("/api/generate", json={"model": MODEL})
     before = client.get("/api/ps").json()["models"][0]

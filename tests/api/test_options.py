@@ -72,8 +72,9 @@ def test_unknown_and_removed_options_are_ignored() -> None:
         "no_such_option": "whatever",
     }
     assert resolve_options(removed, removed) == resolve_options(None, None)
-    # Still declared by Ollama: accepted (and unused) with the right type.
-    assert resolve_options({"use_mmap": False, "main_gpu": 0}, None) == resolve_options(None, None)
+    # Load options Ollama still declares, typed, for the load.
+    loads = resolve_options({"use_mmap": False, "main_gpu": 0}, None)
+    assert (loads.use_mmap, loads.main_gpu) == (False, 0) and resolve_options(None, None).use_mmap is None
 
 
 @pytest.mark.parametrize(

@@ -94,6 +94,17 @@ def test_a_model_no_single_gpu_holds_is_split_by_layer_count() -> None:
     assert placed.tensor_split == tuple(float(n) for n in placed.per_device)
 
 
+def test_main_gpu_takes_every_offloaded_layer_on_that_device_alone() -> None:
+    """Ollama's ``main_gpu`` (its runner's ``--split-mode none --main-gpu N``): the layers go to
+    GPU N only, as many as its own memory holds, even where another GPU has more room."""
+    two = [Device("CUDA0", 24 * GIB), Device("CUDA1", 4 * GIB)]
+    placed = fit(two, SEVEN_B, main_gpu=1)
+    assert placed.per_device == (0, 14) and placed.cpu_bytes == 19 * 216 * MIB
+    assert placed.tensor_split == (0.0, 14.0)  # llama.cpp's layer split then gives CUDA0 none
+    assert fit(two, SEVEN_B, main_gpu=1, num_gpu=20).per_device == (0, 20)
+    assert fit(two, SEVEN_B, main_gpu=0).per_device == (33, 0)
+
+
 def test_sched_spread_uses_every_gpu_even_where_one_would_do() -> None:
     placed = fit([Device("CUDA0", 24 * GIB), Device("CUDA1", 24 * GIB)], SEVEN_B, spread=True)
     assert placed.per_device == (17, 16)

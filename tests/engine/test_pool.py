@@ -147,6 +147,29 @@ def test_gpu_placement_reloads_only_an_idle_model_and_context_growth_always() ->
     asyncio.run(run())
 
 
+def test_another_main_gpu_or_memory_map_reloads_an_idle_model() -> None:
+    """Ollama's needsReload compares ``main_gpu`` and ``use_mmap`` too; a busy model is served as loaded."""
+    loads: list[LoadSpec] = []
+
+    async def run() -> None:
+        pool = make_pool(loads)
+        first = await pool.acquire(request(use_mmap=False), None)
+        assert not loads[0].use_mmap and loads[0].main_gpu == -1
+        busy = await pool.acquire(request(main_gpu=1), None)
+        assert busy is first and len(loads) == 1
+        pool.release(busy)
+        pool.release(first)
+        same = await pool.acquire(request(use_mmap=False), None)  # as loaded: kept
+        assert same is first and len(loads) == 1
+        pool.release(same)
+        moved = await pool.acquire(request(main_gpu=1), None)
+        assert len(loads) == 2 and loads[1].main_gpu == 1 and not loads[1].use_mmap
+        pool.release(moved)
+        await pool.close()
+
+    asyncio.run(run())
+
+
 def test_a_model_whose_engine_died_is_loaded_again_by_the_next_request() -> None:
     loads: list[LoadSpec] = []
 

@@ -216,7 +216,9 @@ class Model:
         if n_gpu_layers < 0 or not ll.llama_supports_gpu_offload():
             n_gpu_layers = 999 if ll.llama_supports_gpu_offload() else 0
         params.n_gpu_layers = n_gpu_layers
-        params.use_mmap = use_mmap
+        # ``load_mode`` (this llama.cpp has no ``use_mmap`` field): llama.cpp's own choice, a map
+        # where every device can read one, or the file read into memory.
+        params.load_mode = ll.LLAMA_LOAD_MODE_AUTO if use_mmap else ll.LLAMA_LOAD_MODE_NONE
         if tensor_split:
             split = (ctypes.c_float * ll.llama_max_devices())(*tensor_split)
             params.tensor_split = split  # read during the load only
