@@ -26,6 +26,7 @@ from cllm_ollama.store.modelfile import parse_parameter
 
 from .attachments import USAGE_FILES, FileError, attach, file_names, supports_media
 from .backend import HttpBackend
+from .editor import EDIT_MARK, EditorError, bind_compose_key, compose, forget_marked_line, prefill_next
 from .render import echo_models, show_text
 
 MULTILINE = '"""'
@@ -80,11 +81,14 @@ USAGE_PARAMETERS = """Available Parameters:
 USAGE_SHORTCUTS = """Available keyboard shortcuts:
   Ctrl + a            Move to the beginning of the line (Home)
   Ctrl + e            Move to the end of the line (End)
+   Alt + b            Move back (left) one word
+   Alt + f            Move forward (right) one word
   Ctrl + k            Delete the sentence after the cursor
   Ctrl + u            Delete the sentence before the cursor
   Ctrl + w            Delete the word before the cursor
 
   Ctrl + l            Clear the screen
+  Ctrl + g            Open default editor to compose a prompt
   Ctrl + c            Stop the model from responding
   Ctrl + d            Exit cllm (/bye)
 """
@@ -379,8 +383,11 @@ def _history(enabled: bool) -> None:
 class Repl:
     """The interactive loop: lines in, commands answered locally, messages sent to the model."""
 
-    def __init__(self, backend: HttpBackend, session: Session, read: Callable[[str], str] = input) -> None:
+    def __init__(
+        self, backend: HttpBackend, session: Session, read: Callable[[str], str] = input, editor: str = ""
+    ) -> None:
         self.backend, self.session, self.read = backend, session, read
+        self.editor = editor  # OLLAMA_EDITOR, for Ctrl+G
         self.buffer: list[str] = []
         self.multiline: str = ""  # "", "prompt" or "system"
 
@@ -398,8 +405,24 @@ class Repl:
                     click.echo()
                 self.buffer, self.multiline = [], ""
                 continue
+            if line.startswith(EDIT_MARK):
+                self.compose(line[len(EDIT_MARK) :])
+                continue
             if self.handle(line) == "bye":
                 return
+
+    def compose(self, text: str) -> None:
+        """Ctrl+G: ``text`` (the line so far) composed in the editor, then on the next prompt to be
+        sent or changed; a multi-line message begun is dropped, as ollama's is."""
+        forget_marked_line()
+        self.buffer, self.multiline = [], ""
+        try:
+            content = compose(text, self.editor)
+        except EditorError as exc:
+            click.echo(f"error: {exc}", err=True)
+            return
+        if content.strip():
+            prefill_next(content)
 
     def handle(self, line: str) -> str | None:
         session = self.session
@@ -583,9 +606,10 @@ def history_path() -> Path:
     return Path.home() / ".cllm" / "history"
 
 
-def interactive(backend: HttpBackend, session: Session, *, history: bool = True) -> None:
+def interactive(backend: HttpBackend, session: Session, *, history: bool = True, editor: str = "") -> None:
     """A session as `ollama run` offers: line history kept across sessions (unless ``history`` is
-    off: OLLAMA_NOHISTORY); /bye (or Ctrl+D) leaves."""
+    off: OLLAMA_NOHISTORY); Ctrl+G composes a prompt in ``editor`` (OLLAMA_EDITOR); /bye (or
+    Ctrl+D) leaves."""
     try:
         import readline  # line editing, history and bracketed paste for input()
     except ImportError:  # pragma: no cover - Windows has none
@@ -596,6 +620,7 @@ def interactive(backend: HttpBackend, session: Session, *, history: bool = True)
             readline.read_history_file(path)
         if not history:
             _history(False)
+        bind_compose_key()
     load_model(backend, session)
     for message in session.loaded_messages:  # a saved session's turns, as ollama run shows them
         if message.get("role") == "user":
@@ -603,7 +628,7 @@ def interactive(backend: HttpBackend, session: Session, *, history: bool = True)
         elif message.get("role") == "assistant":
             click.echo(f"{message.get('content', '')}\n")
     try:
-        Repl(backend, session).run()
+        Repl(backend, session, editor=editor).run()
     finally:
         if readline is not None:
             with contextlib.suppress(OSError):

@@ -451,7 +451,8 @@ def run_command(
                 raise CommandError(str(exc)) from exc
             reply(backend, session, wrap=session.wordwrap)
         else:
-            interactive(backend, session, history=not _settings().nohistory)
+            settings = _settings()
+            interactive(backend, session, history=not settings.nohistory, editor=settings.editor)
 
 
 def _utf8(word: str) -> str:

@@ -411,6 +411,8 @@ class Settings:
     local_store: bool = False
     # OLLAMA_NOHISTORY: `cllm run` sessions keep no history of the lines typed.
     nohistory: bool = False
+    # OLLAMA_EDITOR: the editor `cllm run`'s Ctrl+G opens to compose a prompt ("": $VISUAL, $EDITOR, vi).
+    editor: str = ""
     # OLLAMA_NO_CLOUD: only what GET /api/status reports as the source; cllm has no cloud to turn off.
     no_cloud: bool = False
     # cllm's own: llama.cpp threads (0 = one per physical core) and batch size.
@@ -516,6 +518,7 @@ class Settings:
             noprune=e.get_bool("NOPRUNE"),
             local_store=e.get_bool("LOCAL_STORE"),
             nohistory=e.get_bool("NOHISTORY"),
+            editor=(e.get("EDITOR") or "").strip(),
             no_cloud=e.get_bool("NO_CLOUD"),
             registry_url=_env_registry_url(e.get("REGISTRY_URL")),
             kv_cache_type=_env_kv_cache_type(e.get("KV_CACHE_TYPE")),

@@ -167,6 +167,36 @@ def test_ctrl_c_stops_the_answer_and_keeps_the_session(served: dict[str, str]) -
 
 
 @pytest.mark.model
+def test_ctrl_g_composes_the_prompt_in_the_editor(served: dict[str, str], tmp_path: Path) -> None:
+    """``ollama run``'s Ctrl+G: the line so far opens in OLLAMA_EDITOR, what it writes comes back
+    on the prompt to be sent; an editor that is not there is said, and the session goes on."""
+    seen = tmp_path / "seen.txt"
+    editor = tmp_path / "editor.sh"
+    editor.write_text(f'#!/bin/sh\ncp "$1" {seen}\nprintf "%s\\nfrom the editor\\n" "$(cat "$1")" > "$1"\n')
+    editor.chmod(0o755)
+    child = spawn(served | {"OLLAMA_EDITOR": str(editor)}, "run", "tiny")
+    child.expect_exact(">>> ")
+    child.send("Hello there\x07")  # Ctrl+G
+    child.expect_exact("from the editor")  # back on the prompt, not sent yet
+    assert seen.read_text() == "Hello there"
+    child.send("\r")
+    child.expect_exact(">>> ")  # answered
+    child.sendline("/bye")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    history = (Path(served["HOME"]) / ".cllm" / "history").read_text()
+    assert "Hello there" in history and "compose" not in history  # the marked line left no trace
+    child = spawn(served | {"OLLAMA_EDITOR": str(tmp_path / "no-such-editor")}, "run", "tiny")
+    child.expect_exact(">>> ")
+    child.send("Hi\x07")
+    child.expect_exact("not found, set OLLAMA_EDITOR to the path of your preferred editor")
+    child.expect_exact(">>> ")
+    child.sendline("/bye")
+    child.expect(pexpect.EOF)
+
+
+@pytest.mark.model
 def test_one_shot_verbose_and_a_missing_model(served: dict[str, str], fake_hub: FakeHub, tiny_gguf: Path) -> None:
     env = {**os.environ, **served}
     out = pexpect.run(f"{CLLM} run tiny --think=false --verbose Hi", env=env, encoding="utf-8", withexitstatus=True)
