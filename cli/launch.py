@@ -5,7 +5,9 @@ Claude Code talks to ``/v1/messages`` (``ANTHROPIC_BASE_URL``), every model tier
 with Ollama's settings for a local server. Codex talks to ``/v1/responses`` through a provider set
 on its command line (``-c``; Ollama writes a profile into its config instead, which cllm leaves as
 the user has it), with a model catalog as Ollama writes one (the model's context window and
-whether it sees), in ``cllm-launch-models.json`` beside Codex's config.
+whether it sees), in ``cllm-launch-models.json`` beside Codex's config. OpenCode talks to
+``/v1/chat/completions`` through an OpenAI-compatible provider given in
+``OPENCODE_CONFIG_CONTENT``, as Ollama gives it (nothing written into its config files).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class Target:
     key: str  # the server's API key ("": it wants none)
     context: int  # tokens the model is served with at most
     vision: bool
+    thinking: bool = False
+    families: tuple[str, ...] = ()  # its details' family and families
 
     @classmethod
     def of(cls, settings: Settings, model: str, show: Mapping[str, Any]) -> Target:
@@ -58,8 +62,18 @@ class Target:
         trained = info.get(f"{info.get('general.architecture')}.context_length")
         served = max(settings.context_length, settings.context_grow)
         context = min(served, trained) if isinstance(trained, int) and trained > 0 else served
-        sees = "vision" in (show.get("capabilities") or [])
-        return cls(settings.host.url, model, settings.client_api_key or "", context, sees)
+        capabilities = show.get("capabilities") or []
+        details = show.get("details") or {}
+        families = tuple(f for f in [details.get("family"), *(details.get("families") or [])] if isinstance(f, str))
+        return cls(
+            settings.host.url,
+            model,
+            settings.client_api_key or "",
+            context,
+            "vision" in capabilities,
+            "thinking" in capabilities,
+            families,
+        )
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,54 @@ def _codex_catalog(target: Target) -> Path:
     return path
 
 
+# The provider OpenCode is given for this server, and its model id there: ``cllm/MODEL``.
+OPENCODE_PROVIDER = "cllm"
+# The most output tokens OpenCode is told to ask for (a coding turn's edits fit; more would take
+# that much from the prompt's room before it compacts).
+OPENCODE_OUTPUT = 8192
+
+
+def _opencode(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """OpenCode's inline config (``ollama launch opencode``'s ``buildInlineConfig``): an
+    ``@ai-sdk/openai-compatible`` provider at ``/v1`` with the model, which it starts on. Unlike
+    Ollama's (which gives a limit only for cloud models), the entry has the context the model is
+    served with, so that OpenCode compacts a long session itself before cllm would cut it, and for
+    the output (its ``max_tokens``, and what it keeps free of the context) a quarter of that, at
+    most ``OPENCODE_OUTPUT`` tokens."""
+    entry: dict[str, Any] = {
+        "name": target.model,
+        "limit": {"context": target.context, "output": max(1, min(target.context // 4, OPENCODE_OUTPUT))},
+    }
+    if target.vision:
+        entry["modalities"] = {"input": ["text", "image"], "output": ["text"]}
+    if target.thinking:
+        entry["reasoning"] = True
+        if any(f.lower().replace("-", "").replace("_", "") == "gptoss" for f in (*target.families, target.model)):
+            levels = ("low", "medium", "high", "max")
+            entry["options"] = {"reasoningEffort": "medium"}
+            entry["variants"] = {level: {"reasoningEffort": level} for level in levels}
+        else:  # thinking on or off, no levels
+            entry["variants"] = {"none": {"reasoningEffort": "none"}} | {
+                level: {"disabled": True} for level in ("low", "medium", "high")
+            }
+    options: dict[str, Any] = {"baseURL": target.url.rstrip("/") + "/v1"}
+    if target.key:
+        options["apiKey"] = target.key
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            OPENCODE_PROVIDER: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "cllm",
+                "options": options,
+                "models": {target.model: entry},
+            }
+        },
+        "model": f"{OPENCODE_PROVIDER}/{target.model}",
+    }
+    return list(extra), {"OPENCODE_CONFIG_CONTENT": json.dumps(config)}
+
+
 INTEGRATIONS = {
     i.name: i
     for i in (
@@ -166,6 +228,9 @@ INTEGRATIONS = {
             fallbacks=(".local/bin/claude", ".claude/local/claude"),
         ),
         Integration("codex", "Codex", "codex", "@openai/codex", _codex),
+        Integration(
+            "opencode", "OpenCode", "opencode", "opencode-ai", _opencode, fallbacks=(".opencode/bin/opencode",)
+        ),
     )
 }
 

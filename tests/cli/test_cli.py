@@ -412,9 +412,14 @@ def test_a_missing_or_wrong_key_is_one_clear_line(keyed_server: dict[str, str | 
 
 def test_launch_lists_its_integrations_and_refuses_what_it_cannot_launch(server: dict[str, str]) -> None:
     out = assert_ok(run(server, "launch")).splitlines()
-    assert out[:3] == ["Supported integrations:", "  claude     Claude Code", "  codex      Codex"]
+    assert out[:4] == [
+        "Supported integrations:",
+        "  claude     Claude Code",
+        "  codex      Codex",
+        "  opencode   OpenCode",
+    ]
     assert run(server, "launch", "nope").output.splitlines()[-1] == (
-        "Error: unknown integration 'nope': cllm launches claude, codex"
+        "Error: unknown integration 'nope': cllm launches claude, codex, opencode"
     )
     assert "require an integration name" in run(server, "launch", "--model", "x").output
     result = run(server, "launch", "claude", "--model", "absent", "--config")
@@ -442,6 +447,28 @@ def test_launch_points_each_agent_at_the_server(server: dict[str, str], workdir:
     catalog = json.loads((codex_home / "cllm-launch-models.json").read_text())
     (entry,) = catalog["models"]
     assert entry["slug"] == "tiny" and entry["input_modalities"] == ["text"] and entry["context_window"] == 40960
+    # OpenCode: an OpenAI-compatible provider in OPENCODE_CONFIG_CONTENT, the model in it (its
+    # context, a quarter of it at most 8192 for the output, thinking without levels), and started on it.
+    opencode = assert_ok(run(server, "launch", "opencode", "--model", "tiny", "--config", "--", "run", "hi"))
+    *exports, command = opencode.splitlines()
+    (content,) = [shlex.split(e)[1].split("=", 1)[1] for e in exports if "OPENCODE_CONFIG_CONTENT=" in e]
+    config = json.loads(content)
+    assert config["model"] == "cllm/tiny" and shlex.split(command)[1:] == ["run", "hi"]
+    provider = config["provider"]["cllm"]
+    assert provider["npm"] == "@ai-sdk/openai-compatible" and provider["options"] == {"baseURL": f"{url}/v1"}
+    assert provider["models"] == {
+        "tiny": {
+            "name": "tiny",
+            "limit": {"context": 40960, "output": 8192},
+            "reasoning": True,
+            "variants": {
+                "none": {"reasoningEffort": "none"},
+                "low": {"disabled": True},
+                "medium": {"disabled": True},
+                "high": {"disabled": True},
+            },
+        }
+    }
 
 
 def test_launch_says_how_to_install_a_missing_agent(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
@@ -462,6 +489,9 @@ def test_launch_hands_the_servers_key_to_the_agent(keyed_server: dict[str, str |
     codex = assert_ok(run(env, "launch", "codex", "--model", "tiny", "--config")).splitlines()
     assert "export CLLM_LAUNCH_API_KEY=k2" in codex
     assert 'model_providers.cllm.env_key="CLLM_LAUNCH_API_KEY"' in shlex.split(codex[-1])
+    opencode = assert_ok(run(env, "launch", "opencode", "--model", "tiny", "--config")).splitlines()
+    (content,) = [shlex.split(e)[1].split("=", 1)[1] for e in opencode if "OPENCODE_CONFIG_CONTENT=" in e]
+    assert json.loads(content)["provider"]["cllm"]["options"]["apiKey"] == "k2"
 
 
 @pytest.mark.parametrize("host", ["", "0.0.0.0", "::"])

@@ -1,4 +1,4 @@
-"""``cllm launch claude`` and ``cllm launch codex`` start the real agents (pinned in compat/js)
+"""``cllm launch claude``, ``codex`` and ``opencode`` start the real agents (pinned in compat/js)
 pointed at a running cllm, as ``ollama launch`` starts them against Ollama: the agent finds the
 server, asks for the model it was given, and prints what the (scripted) model said.
 
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from harness.claude import claude_binary
 from harness.codex import codex_binary
+from harness.opencode import QUIET, opencode_binary
 
 TIMEOUT_S = 240
 MODEL = "tiny"
@@ -28,7 +29,8 @@ def launch(url: str, binary: Path | None, home: Path, *args: str) -> subprocess.
     if binary is None:
         pytest.skip("the agents are not installed: run `npm ci` in compat/js")
     home.mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_"))}
+    agents = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "OPENCODE_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(agents)} | QUIET
     env |= {
         "OLLAMA_HOST": url,
         "HOME": str(home),
@@ -84,3 +86,17 @@ def test_launch_codex_runs_codex_on_the_model(scripted_agent: Any, tmp_path: Pat
     assert not [
         e for e in events if e["type"] == "item.completed" and e["item"]["type"] == "error"
     ]  # the catalog knows it
+
+
+def test_launch_opencode_runs_opencode_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
+    """OpenCode's ``run`` on the model, through the provider ``OPENCODE_CONFIG_CONTENT`` gives it:
+    one title request and one answer, both on the model, and no compaction (the context given
+    holds its ~31k-token prompt, as the tiny model's tokenizer counts it)."""
+    url, log, turns = scripted_agent
+    turns += [["Hello from cllm."]] * 2  # its title and its answer, which may come in either order
+    run = launch(url, opencode_binary(), tmp_path / "home", "opencode", "--model", MODEL, "--", "run", "Say hello.")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    asked = [e for e in log.exchanges if e.path == "/v1/chat/completions"]
+    assert len(asked) == 2 and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
+    assert {e.json()["model"] for e in asked} == {MODEL}
+    assert "Hello from cllm." in run.stdout
