@@ -39,7 +39,15 @@ class Backend(Protocol):
     def delete(self, name: str) -> None: ...
     def pull(self, name: str, report: Report, insecure: bool = False) -> None: ...
     def push(self, name: str, report: Report, insecure: bool = False) -> None: ...
-    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report, quantize: str = "") -> None: ...
+    def create(
+        self,
+        name: str,
+        modelfile: Modelfile,
+        base_dir: Path,
+        report: Report,
+        quantize: str = "",
+        draft_quantize: str = "",
+    ) -> None: ...
 
 
 class NoServer(CllmError):
@@ -109,13 +117,21 @@ class LocalBackend:
     def push(self, name: str, report: Report, insecure: bool = False) -> None:
         push_model(self.store, name, report, options=RegistryOptions.from_settings(self.settings, insecure=insecure))
 
-    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report, quantize: str = "") -> None:
+    def create(
+        self,
+        name: str,
+        modelfile: Modelfile,
+        base_dir: Path,
+        report: Report,
+        quantize: str = "",
+        draft_quantize: str = "",
+    ) -> None:
         def upload(path: Path) -> str:
             report({"status": f"copying file {path.name}"})
             with open(path, "rb") as f:
                 return self.store.write_blob_from(f)
 
-        req = CreateRequest.from_json(create_body(name, modelfile, base_dir, upload, quantize))
+        req = CreateRequest.from_json(create_body(name, modelfile, base_dir, upload, quantize, draft_quantize))
         create_model(self.store, req, report, noprune=self.settings.noprune, pull=self.pull, quantize=quantize_file)
 
 
@@ -212,7 +228,15 @@ class HttpBackend:
     def push(self, name: str, report: Report, insecure: bool = False) -> None:
         self.stream("/api/push", {"model": name, "insecure": insecure}, report)
 
-    def create(self, name: str, modelfile: Modelfile, base_dir: Path, report: Report, quantize: str = "") -> None:
+    def create(
+        self,
+        name: str,
+        modelfile: Modelfile,
+        base_dir: Path,
+        report: Report,
+        quantize: str = "",
+        draft_quantize: str = "",
+    ) -> None:
         def upload(path: Path) -> str:
             digest = "sha256:" + sha256_file(path)
             if self.client.head(f"/api/blobs/{digest}").status_code != 200:
@@ -221,4 +245,4 @@ class HttpBackend:
                     self._raise_for_error(self.client.post(f"/api/blobs/{digest}", content=f))
             return digest
 
-        self.stream("/api/create", create_body(name, modelfile, base_dir, upload, quantize), report)
+        self.stream("/api/create", create_body(name, modelfile, base_dir, upload, quantize, draft_quantize), report)

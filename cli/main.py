@@ -345,7 +345,8 @@ def remove_command(names: tuple[str, ...]) -> None:
     help="The Modelfile to build from [default: ./Modelfile, else FROM . (this folder)].",
 )
 @click.option("--quantize", "-q", default="", help="Quantize model to this level (e.g. q4_K_M).")
-def create_command(name: str, modelfile: Path | None, quantize: str) -> None:
+@click.option("--draft-quantize", default="", help="Quantize draft model to this level.")
+def create_command(name: str, modelfile: Path | None, quantize: str, draft_quantize: str) -> None:
     """Create a model from a Modelfile (FROM a .gguf file or an existing model)."""
     printer = ProgressPrinter()
     try:
@@ -353,7 +354,7 @@ def create_command(name: str, modelfile: Path | None, quantize: str) -> None:
             # As ollama create: without -f and without ./Modelfile, this folder is the model (FROM .).
             path = modelfile or Path("Modelfile")
             text = "FROM .\n" if modelfile is None and not path.exists() else read_modelfile(path)
-            _backend().create(name, parse_modelfile(text), path.resolve().parent, printer, quantize)
+            _backend().create(name, parse_modelfile(text), path.resolve().parent, printer, quantize, draft_quantize)
     finally:
         printer.close()
 

@@ -60,6 +60,7 @@ _OPTIONS = object_schema(
             "use_mmap": BOOL,
             "deterministic": BOOL,
             "num_thread": INT,
+            "draft_num_predict": {"type": "integer", "description": "a DRAFT model's tokens a step (not used by cllm)"},
             "grammar": {"type": "string", "description": "a GBNF grammar the output must match (not with format)"},
             "dry_multiplier": {"type": "number", "minimum": 0, "description": "DRY's strength; 0 (default) is off"},
             "dry_base": {"type": "number", "minimum": 1, "description": "DRY's base (1.75)"},

@@ -39,6 +39,8 @@ _KINDS: dict[str, str] = {
     "main_gpu": _INT,
     "use_mmap": _BOOL,
     "num_thread": _INT,
+    # A DRAFT model's tokens drafted a step (Ollama's speculative decoding): typed, not used here.
+    "draft_num_predict": _INT,
     # cllm's own: batch-invariant decoding for this model (CLLM_DETERMINISTIC for all of them).
     "deterministic": _BOOL,
     # Beyond Ollama, with llama-server's names: a GBNF grammar, the DRY and XTC samplers.

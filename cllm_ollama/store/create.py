@@ -6,6 +6,7 @@ Blocking; statuses go to a ``report`` callback as Ollama's progress objects.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from .manifests import Layer
 from .names import ModelName, model_reference, parse_name
 from .store import Claim, ModelRecord, ModelStore
 
+log = logging.getLogger("cllm.store")
 Report = Callable[[dict[str, Any]], None]
 # Writes a model file quantized to a type (llama.cpp's name) with progress (tensors done, of):
 # ``engine.quantizer.quantize_file``, handed in by the API and the CLI (the store loads no llama.cpp).
@@ -63,9 +65,16 @@ class CreateRequest:
     parser: str | None = None
     requires: str | None = None
     quantize: str = ""  # upper case, as given (``quantize``, or the older ``quantization``)
+    # A Modelfile's DRAFT (``draft_files``) and ``--draft-quantize``'s type, upper case.
+    draft_files: dict[str, str] = field(default_factory=dict)
+    draft_quantize: str = ""
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> CreateRequest:
+        draft_files = _digest_map(body.get("draft_files"), "draft_files")
+        draft_quantize = (_optional(body, "draft_quantize", str) or "").upper()
+        if draft_quantize and not draft_files:  # checked before the name, as in Ollama
+            raise InvalidRequest("--draft-quantize requires a DRAFT model")
         model = parse_name(body.get("model") or body.get("name") or "")
         license_ = body.get("license")
         return cls(
@@ -82,6 +91,8 @@ class CreateRequest:
             parser=_optional(body, "parser", str) or None,
             requires=_optional(body, "requires", str) or None,
             quantize=(_optional(body, "quantize", str) or _optional(body, "quantization", str) or "").upper(),
+            draft_files=draft_files,
+            draft_quantize=draft_quantize,
         )
 
 
@@ -203,6 +214,16 @@ def _create(
         for layer in _adapter_layers(store, claim, req.adapters, layers, report):
             if layer.digest not in {kept.digest for kept in layers}:
                 layers.append(layer)
+    if req.draft_files:
+        # In place of the base's (Ollama reads the last draft layer; one is kept here).
+        draft, architecture = _draft_layer(store, claim, req, quantize, report)
+        layers[:] = [*(layer for layer in layers if layer.media_type != mt.DRAFT), draft]
+        config = {**config, "draft": {"model_format": "gguf", "architecture": architecture}}
+        log.warning(
+            "%s has a DRAFT (%s): it is stored and pushed with it; cllm decodes without it",
+            req.model.display_shortest(),
+            architecture,
+        )
 
     def add(data: bytes, media_type: str) -> None:
         layer, existed = claim.add_layer(data, media_type)
@@ -270,15 +291,29 @@ def _quantized(
     with Ollama's progress (``quantizing F16 model to Q4_K_M``, then ``verifying conversion``).
     A level or a model it cannot quantize gets Ollama's words after the stream's first status, as
     there, but as the client's error (400) where Ollama answers 500."""
-    want = _QUANTIZE_TYPES.get(wanted)
-    if want is None:
-        raise InvalidRequest(f"unsupported quantization type {wanted} - supported types are {', '.join(_NAMED_TYPES)}")
+    want = _quantize_type(wanted)
     at, layer = next((i, layer) for i, layer in enumerate(layers) if layer.media_type == mt.MODEL)
     have = gguf_info(store.blob_path(layer.digest)).quantization_level
     if have not in _QUANTIZABLE:
         raise InvalidRequest("quantization is only supported for F16, BF16 and F32 models")
     if have == want:
         return layers, config
+    quantized, info = _quantize_layer(store, claim, layer, have, want, quantize, report)
+    return [*layers[:at], quantized, *layers[at + 1 :]], {**config, **mt.model_config(info, kept=config)}
+
+
+def _quantize_type(wanted: str) -> str:
+    """The llama.cpp type a ``quantize`` (or ``draft_quantize``) names; Ollama's refusal otherwise."""
+    want = _QUANTIZE_TYPES.get(wanted)
+    if want is None:
+        raise InvalidRequest(f"unsupported quantization type {wanted} - supported types are {', '.join(_NAMED_TYPES)}")
+    return want
+
+
+def _quantize_layer(
+    store: ModelStore, claim: Claim, layer: Layer, have: str, want: str, quantize: Quantize | None, report: Report
+) -> tuple[Layer, GGUFInfo]:
+    """``layer``'s GGUF quantized from ``have`` to ``want`` into a new layer of its media type."""
     if quantize is None:
         raise CllmError("quantization is not available here")
     progress = _progress(report, f"quantizing {have} model to {want}", layer.size)
@@ -291,8 +326,7 @@ def _quantized(
             info = gguf_info(out)
         except GGUFError as exc:
             raise CllmError(f"quantizing the model to {want} wrote no model: {exc}") from exc
-        quantized = claim.adopt_file(out, mt.MODEL)
-    return [*layers[:at], quantized, *layers[at + 1 :]], {**config, **mt.model_config(info, kept=config)}
+        return claim.adopt_file(out, layer.media_type), info
 
 
 def _progress(report: Report, status: str, size: int) -> Callable[[int, int], None]:
@@ -352,6 +386,29 @@ def _adapter_layers(
         check_adapter(filename, _gguf_upload(store, filename, digest, verbose=True), base)
         out.append(layer)
     return out
+
+
+def _draft_layer(
+    store: ModelStore, claim: Claim, req: CreateRequest, quantize: Quantize | None, report: Report
+) -> tuple[Layer, str]:
+    """The request's DRAFT as a ``draft`` layer and its architecture: one GGUF (an MTP head or a
+    DFlash drafter, for Ollama's llama-server runner), quantized where ``draft_quantize`` asks, as
+    Ollama's create does. A safetensors draft, which Ollama converts (Qwen 3.5's MTP head), is
+    refused: cllm does not decode with a draft, so it keeps only what it can store as given."""
+    if hf.is_checkpoint(list(req.draft_files)):
+        raise InvalidRequest("DRAFT from safetensors files is not supported here: give the draft model as a GGUF file")
+    if len(req.draft_files) != 1:
+        raise InvalidRequest(f"expected one GGUF draft file, got {len(req.draft_files)}")
+    ((filename, digest),) = req.draft_files.items()
+    layer = _blob_layer(store, claim, digest, mt.DRAFT)
+    info = _gguf_upload(store, filename, digest)
+    if req.draft_quantize:
+        want, have = _quantize_type(req.draft_quantize), info.quantization_level
+        if have not in _QUANTIZABLE:
+            raise InvalidRequest(f"draft quantization requires an unquantized draft model, got {have}")
+        if have != want:
+            layer, info = _quantize_layer(store, claim, layer, have, want, quantize, report)
+    return layer, info.architecture
 
 
 def _is_projector(info: GGUFInfo) -> bool:

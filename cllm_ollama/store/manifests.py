@@ -19,6 +19,9 @@ _OLLAMA = "application/vnd.ollama.image."
 MODEL = _OLLAMA + "model"
 PROJECTOR = _OLLAMA + "projector"
 ADAPTER = _OLLAMA + "adapter"
+# A speculative-decoding draft (an MTP head or a DFlash drafter) for Ollama's llama-server runner:
+# stored, shown and pushed with its model; cllm decodes without it.
+DRAFT = _OLLAMA + "draft"
 TEMPLATE = _OLLAMA + "template"
 SYSTEM = _OLLAMA + "system"
 PARAMS = _OLLAMA + "params"

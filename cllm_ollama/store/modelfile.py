@@ -1,7 +1,7 @@
 """Modelfiles: parse Ollama's format and turn it into an ``/api/create`` body, as the ollama CLI does.
 
-Instructions: FROM, PARAMETER, TEMPLATE, SYSTEM, LICENSE, MESSAGE, ADAPTER, RENDERER, PARSER, REQUIRES
-(case-insensitive);
+Instructions: FROM, PARAMETER, TEMPLATE, SYSTEM, LICENSE, MESSAGE, ADAPTER, DRAFT, RENDERER, PARSER,
+REQUIRES (case-insensitive);
 values may be bare, "quoted" or \"\"\"triple-quoted\"\"\" (multi-line); ``#`` starts a comment line.
 """
 
@@ -29,6 +29,7 @@ _INSTRUCTIONS = (
     "license",
     "message",
     "adapter",
+    "draft",
     "renderer",
     "parser",
     "requires",
@@ -42,7 +43,7 @@ _BESIDE = ("*.json", "*/*.json", "chat_template.jinja", "tokenizer.model", "*/to
 _PICKLES = ("pytorch_model*.bin", "consolidated*.pth")
 _INT_PARAMS = {
     "num_keep", "seed", "num_predict", "top_k", "repeat_last_n", "num_ctx", "num_batch", "num_gpu",
-    "main_gpu", "num_thread", "mirostat",
+    "main_gpu", "num_thread", "mirostat", "draft_num_predict",
     "num_parallel",  # cllm's own: this model's slots (Ollama has only OLLAMA_NUM_PARALLEL)
     "dry_allowed_length", "dry_penalty_last_n",  # llama-server's DRY, as options
 }  # fmt: skip
@@ -64,6 +65,7 @@ class Modelfile:
     from_: str | None = None  # the last FROM
     froms: list[str] = field(default_factory=list)  # every FROM, in order (a model and its projector)
     adapters: list[str] = field(default_factory=list)
+    drafts: list[str] = field(default_factory=list)  # DRAFT: a speculative-decoding draft's GGUF
     parameters: dict[str, Any] = field(default_factory=dict)
     template: str | None = None
     system: str | None = None
@@ -164,8 +166,8 @@ def parse_modelfile(text: str) -> Modelfile:
         instruction = sc.word().lower()
         if instruction not in _INSTRUCTIONS:
             raise InvalidRequest(
-                'command must be one of "from", "license", "template", "system", "adapter", "renderer", '
-                '"parser", "parameter", "message", or "requires"'
+                'command must be one of "from", "license", "template", "system", "adapter", "draft", '
+                '"renderer", "parser", "parameter", "message", or "requires"'
             )
         sc.skip(" \t")
         if instruction == "parameter":
@@ -187,6 +189,8 @@ def parse_modelfile(text: str) -> Modelfile:
             mf.license.append(sc.value())
         elif instruction == "adapter":
             mf.adapters.append(sc.value())
+        elif instruction == "draft":
+            mf.drafts.append(sc.value())
         elif instruction == "from":
             mf.from_ = sc.value()
             mf.froms.append(mf.from_)
@@ -269,15 +273,23 @@ def adapter_files(path: Path, reference: str) -> dict[str, Path]:
 
 
 def create_body(
-    name: str, mf: Modelfile, base_dir: Path, upload: Callable[[Path], str], quantize: str = ""
+    name: str,
+    mf: Modelfile,
+    base_dir: Path,
+    upload: Callable[[Path], str],
+    quantize: str = "",
+    draft_quantize: str = "",
 ) -> dict[str, Any]:
     """The ``/api/create`` body for ``mf``; ``upload`` puts a local file in the blob store, returns its
-    digest. ``quantize``: the ``--quantize`` type, sent as ``quantize`` (as the ollama CLI does).
+    digest. ``quantize``: the ``--quantize`` type, sent as ``quantize`` (as the ollama CLI does);
+    ``draft_quantize``: ``--draft-quantize``'s, for the DRAFT model.
 
     Like the ollama CLI: a FROM that names an existing file joins ``files`` (a GGUF and its projector
     are two FROM lines), a folder its checkpoint's files (converted by the server), anything else is
     ``from``.
     """
+    if draft_quantize and not mf.drafts:
+        raise InvalidRequest("--draft-quantize requires a DRAFT model")
     body: dict[str, Any] = {"model": name}
     assert mf.from_ is not None
     files: dict[str, str] = {}
@@ -301,6 +313,8 @@ def create_body(
         adapters |= {name: upload(path) for name, path in adapter_files(adapter, reference).items()}
     if adapters:
         body["adapters"] = adapters
+    if drafts := _draft_files(mf, base_dir, upload):
+        body["draft_files"] = drafts
     optional = {
         "template": mf.template,
         "system": mf.system,
@@ -311,6 +325,25 @@ def create_body(
         "parser": mf.parser,
         "requires": mf.requires,
         "quantize": quantize or None,
+        "draft_quantize": draft_quantize or None,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
+
+
+def _draft_files(mf: Modelfile, base_dir: Path, upload: Callable[[Path], str]) -> dict[str, str]:
+    """The DRAFT lines' files, uploaded, as the ollama CLI sends them (``draft_files``): a GGUF, or a
+    folder's model files; never the FROM's own file (Ollama's ``rejectMatchingLocalPath``)."""
+    froms = {path.resolve() for reference in mf.froms if (path := local_path(reference, base_dir)).exists()}
+    drafts: dict[str, str] = {}
+    for reference in mf.drafts:
+        path = local_path(reference, base_dir)
+        if not path.exists():
+            raise InvalidRequest(f"no such file: {reference}")
+        if path.resolve() in froms:
+            raise InvalidRequest(f"DRAFT must not reference the same local path as FROM: {path}")
+        if path.is_dir():
+            drafts |= {name: upload(file) for name, file in model_folder_files(path, reference).items()}
+        else:
+            drafts[path.name] = upload(path)
+    return drafts

@@ -88,6 +88,7 @@ class ModelRecord:
     model_path: Path | None
     projector_paths: tuple[Path, ...] = ()
     adapter_paths: tuple[Path, ...] = ()
+    draft_path: Path | None = None  # a Modelfile's DRAFT (the last draft layer, as Ollama reads it)
     params: dict[str, Any] = field(default_factory=dict)
     template: str | None = None  # an Ollama Go template: rendered instead of the GGUF's (chatformat/)
     system: str | None = None
@@ -569,6 +570,7 @@ def read_record(name: ModelName, path: Path, blob_file: Callable[[Layer], Path])
     model_path = None
     projectors: list[Path] = []
     adapters: list[Path] = []
+    draft = None
     for layer in manifest.layers:
         if layer.media_type == mt.MODEL:
             model_path = blob_file(layer)
@@ -576,6 +578,8 @@ def read_record(name: ModelName, path: Path, blob_file: Callable[[Layer], Path])
             projectors.append(blob_file(layer))
         elif layer.media_type == mt.ADAPTER:
             adapters.append(blob_file(layer))
+        elif layer.media_type == mt.DRAFT:
+            draft = blob_file(layer)
         elif layer.digest in missing:
             continue
         elif layer.media_type in (mt.TEMPLATE, mt.PROMPT):
@@ -598,6 +602,7 @@ def read_record(name: ModelName, path: Path, blob_file: Callable[[Layer], Path])
         model_path=model_path,
         projector_paths=tuple(projectors),
         adapter_paths=tuple(adapters),
+        draft_path=draft,
         missing=missing,
         **fields,
     )

@@ -532,6 +532,27 @@ def test_create_takes_a_gguf_adapter_for_its_base(api: TestClient, tmp_path: Pat
     assert "\nADAPTER " in api.post("/api/show", json={"model": "m2"}).json()["modelfile"]
 
 
+def test_a_draft_is_stored_shown_and_kept_as_ollama_does(api: TestClient, tmp_path: Path) -> None:
+    """DRAFT (Ollama's speculative-decoding draft): a ``draft`` layer, the config's ``draft``, a
+    ``DRAFT`` line in /api/show's Modelfile that makes the model again; --draft-quantize needs one."""
+    weights = upload(api, write_qwen3(tmp_path / "m.gguf").read_bytes())
+    draft = upload(api, write_qwen3(tmp_path / "d.gguf", shape=Shape(n_ff=96)).read_bytes())
+    r = api.post("/api/create", json={"model": "s", "files": {"m.gguf": weights}, "draft_quantize": "q8_0"})
+    assert (r.status_code, r.json()) == (400, {"error": "--draft-quantize requires a DRAFT model"})
+    body = {"model": "s", "files": {"m.gguf": weights}, "draft_files": {"d.gguf": draft}, "stream": False}
+    assert api.post("/api/create", json=body).json() == {"status": "success"}
+    modelfile = api.post("/api/show", json={"model": "s"}).json()["modelfile"]
+    assert re.search(r"^DRAFT .*" + draft.replace(":", "-") + "$", modelfile, re.M)
+    again = parse_modelfile(modelfile)
+    assert [Path(p).name for p in again.drafts] == [draft.replace(":", "-")]
+    made = create_body("again", again, tmp_path, lambda path: "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest())
+    assert made["draft_files"] == {draft.replace(":", "-"): draft}
+    assert api.post("/api/create", json={**made, "stream": False}).status_code == 200
+    stored = services(api.app).store.get("again")
+    assert [layer.media_type for layer in stored.manifest.layers] == [mt.MODEL, mt.DRAFT]
+    assert stored.config["draft"] == {"model_format": "gguf", "architecture": "qwen3"}
+
+
 def test_create_refuses_an_adapter_for_another_base_with_a_400(api: TestClient, tmp_path: Path) -> None:
     """llama.cpp's own checks, made at create (Ollama stores the adapter unchecked and fails at load)."""
     _, adapter = write_lora(tmp_path / "lora")

@@ -89,6 +89,7 @@ def test_unknown_and_removed_options_are_ignored() -> None:
         ({"stop": {"a": 1}}, 'option "stop" must be of type array'),
         ({"stop": ["a", 1]}, 'option "stop" must be of an array of strings'),
         ({"use_mmap": "yes"}, 'option "use_mmap" must be of type boolean'),
+        ({"draft_num_predict": "4"}, 'option "draft_num_predict" must be of type integer'),
     ],
 )
 def test_wrong_types_are_500_with_ollamas_text(options: dict[str, object], message: str) -> None:

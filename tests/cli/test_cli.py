@@ -286,6 +286,24 @@ def test_create_with_an_adapter_folder_through_a_running_server(server: dict[str
     assert "ADAPTER " in assert_ok(run(server, "show", "tuned", "--modelfile"))
 
 
+@pytest.mark.model  # llama.cpp quantizes the draft, then serves the model
+def test_create_with_a_draft_through_a_running_server(server: dict[str, str], workdir: Path, tiny_gguf: Path) -> None:
+    """``DRAFT`` and ``--draft-quantize`` as ``ollama create`` sends them: the draft goes up, is
+    quantized alone, shows in the Modelfile; the model answers (decoded without the draft)."""
+    (workdir / "draft.gguf").write_bytes(tiny_gguf.read_bytes())  # a link to the FROM file is refused
+    (workdir / "Modelfile").write_text("FROM ./tiny.gguf\nDRAFT ./draft.gguf\n")
+    out = assert_ok(run(server, "create", "spec", "--draft-quantize", "q8_0", cwd=workdir)).splitlines()
+    assert any(line.startswith("quantizing F32 model to Q8_0: 100%") for line in out) and out[-1] == "success"
+    shown = assert_ok(run(server, "show", "spec", "--modelfile"))
+    assert "\nDRAFT " in shown and "quantization        F32" in assert_ok(run(server, "show", "spec"))
+    body = {"model": "spec", "prompt": "hi", "stream": False, "options": {"num_predict": 4, "draft_num_predict": 2}}
+    r = httpx.post(f"{server['OLLAMA_HOST']}/api/generate", json=body, timeout=120)
+    assert r.status_code == 200 and r.json()["done"] is True, r.text
+    (workdir / "Modelfile").write_text("FROM ./tiny.gguf\n")
+    result = run(server, "create", "plain", "--draft-quantize", "q8_0", cwd=workdir)
+    assert (result.exit_code, result.output.splitlines()[-1]) == (1, "Error: --draft-quantize requires a DRAFT model")
+
+
 def test_pull_through_a_running_server(server: dict[str, str], fake_hub: FakeHub, tiny_gguf: Path) -> None:
     fake_hub.add("test/Tiny-GGUF", "tiny-Q4_K_M.gguf", tiny_gguf.read_bytes())
     out = assert_ok(run(server, "pull", "hf.co/test/Tiny-GGUF"))

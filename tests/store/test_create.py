@@ -87,7 +87,12 @@ def test_parameter_types(name: str, value: str, typed: Any) -> None:
         ("FROM m\nMESSAGE robot hi", 'message role must be one of "system", "user", or "assistant"'),
         ('FROM m\nSYSTEM """never closed', "unterminated"),
         ('FROM m\nSYSTEM "open', "unterminated"),
-        ("FROM m\nFROBNICATE x", "command must be one of"),
+        (
+            "FROM m\nFROBNICATE x",
+            'command must be one of "from", "license", "template", "system", "adapter", "draft", "renderer", '
+            '"parser", "parameter", "message", or "requires"',
+        ),
+        ("FROM m\nPARAMETER draft_num_predict many", r"invalid int value \[many\]"),
     ],
 )
 def test_modelfile_errors(text: str, error: str) -> None:
@@ -185,6 +190,33 @@ def test_create_body_uploads_an_adapter_gguf_or_its_safetensors_with_their_confi
         body("./bare/x.safetensors")
     with pytest.raises(InvalidRequest, match=r"^no such file: \./gone$"):
         body("./gone")
+
+
+def test_create_body_uploads_a_draft_as_the_ollama_cli_does(tmp_path: Path) -> None:
+    """DRAFT joins ``draft_files`` (Ollama's speculative-decoding draft); --draft-quantize needs one;
+    the FROM's own file is refused as a draft, as Ollama's parser refuses it."""
+    (tmp_path / "base.gguf").write_bytes(b"GGUF...")
+    (tmp_path / "mtp.gguf").write_bytes(b"GGUF...")
+
+    def body(text: str, draft_quantize: str = "") -> dict[str, Any]:
+        upload = lambda p: "sha256:" + p.name  # noqa: E731
+        return create_body("m", parse_modelfile(text), tmp_path, upload, draft_quantize=draft_quantize)
+
+    mf = parse_modelfile("FROM ./base.gguf\ndraft ./mtp.gguf\nPARAMETER draft_num_predict 3")
+    assert mf.drafts == ["./mtp.gguf"] and mf.parameters == {"draft_num_predict": 3}
+    got = body("FROM ./base.gguf\nDRAFT ./mtp.gguf", "q8_0")
+    assert got == {
+        "model": "m",
+        "files": {"base.gguf": "sha256:base.gguf"},
+        "draft_files": {"mtp.gguf": "sha256:mtp.gguf"},
+        "draft_quantize": "q8_0",
+    }
+    with pytest.raises(InvalidRequest, match=r"^--draft-quantize requires a DRAFT model$"):
+        body("FROM ./base.gguf", "q8_0")
+    with pytest.raises(InvalidRequest, match=r"^no such file: \./gone\.gguf$"):
+        body("FROM qwen3\nDRAFT ./gone.gguf")
+    with pytest.raises(InvalidRequest, match=r"^DRAFT must not reference the same local path as FROM: "):
+        body("FROM ./base.gguf\nDRAFT base.gguf")
 
 
 def statuses(store: ModelStore, body: dict[str, Any]) -> list[str]:
@@ -469,6 +501,73 @@ def test_create_quantize_errors_are_ollamas(
     with pytest.raises(CllmError, match=f"^{re.escape(error)}") as err:
         created(model_store, {"model": "x", **({} if "from" in body else files), **body}, FakeQuantizer(quantized))
     assert err.value.status_code == 400  # the client's to fix (Ollama answers 500)
+    assert model_store.resolve(parse_name("x")) is None
+
+
+def test_create_stores_a_draft_layer_its_copies_keep_and_draft_quantize_quantizes(
+    model_store: ModelStore, tiny_gguf: Path, quantized: dict[str, Path]
+) -> None:
+    """A DRAFT as Ollama stores it: a ``draft`` layer after the model's, the config's ``draft``; a
+    model made FROM it keeps it, a new DRAFT takes its place; --draft-quantize quantizes only it."""
+    quantize = FakeQuantizer(quantized)
+    weights, draft = upload(model_store, tiny_gguf), upload(model_store, quantized["Q8_0"])
+    created(model_store, {"model": "spec", "files": {"m.gguf": weights}, "draft_files": {"d.gguf": draft}}, None)
+    record = model_store.get("spec")
+    assert [(layer.media_type, layer.digest) for layer in record.manifest.layers] == [
+        (mt.MODEL, weights),
+        (mt.DRAFT, draft),
+    ]
+    assert record.config["draft"] == {"model_format": "gguf", "architecture": "qwen3"}
+    assert record.draft_path == model_store.blob_path(draft) and record.config["file_type"] == "F32"
+    created(model_store, {"model": "kept", "from": "spec", "system": "be brief"}, None)
+    kept = model_store.get("kept")
+    assert kept.draft_path == record.draft_path and kept.config["draft"] == record.config["draft"]
+    # A new DRAFT, quantized: in place of the base's; the model's weights untouched.
+    body = {"model": "requant", "from": "spec", "draft_files": {"d.gguf": weights}, "draft_quantize": "q8_0"}
+    events = created(model_store, body, quantize)
+    assert quantize.asked == [(model_store.blob_path(weights), "Q8_0")]
+    assert "quantizing F32 model to Q8_0" in [e["status"] for e in events]
+    layers = model_store.get("requant").manifest.layers
+    assert [layer.media_type for layer in layers] == [mt.MODEL, mt.DRAFT]
+    assert layers[0].digest == weights and layers[-1].digest == draft  # the fake writes the Q8_0 file
+
+
+@pytest.mark.parametrize(
+    ("extra", "error"),
+    [
+        ({"draft_quantize": "q8_0"}, "--draft-quantize requires a DRAFT model"),
+        (
+            {"draft_files": {"d.gguf": "Q8_0"}, "draft_quantize": "q4_K_M"},
+            "draft quantization requires an unquantized draft model, got Q8_0",
+        ),
+        (
+            {"draft_files": {"d.gguf": "F32"}, "draft_quantize": "q2_K"},
+            "unsupported quantization type Q2_K - supported",
+        ),
+        ({"draft_files": {"d.gguf": "text"}}, "d.gguf: invalid file magic: only GGUF files can be imported"),
+        (
+            {"draft_files": {"model.safetensors": "F32", "config.json": "text"}},
+            "DRAFT from safetensors files is not supported here",
+        ),
+        ({"draft_files": {"a.gguf": "F32", "b.gguf": "Q8_0"}}, "expected one GGUF draft file, got 2"),
+    ],
+)
+def test_create_draft_errors(
+    model_store: ModelStore,
+    tiny_gguf: Path,
+    quantized: dict[str, Path],
+    tmp_path: Path,
+    extra: dict[str, Any],
+    error: str,
+) -> None:
+    (tmp_path / "text").write_text("not a model")
+    blobs = {"F32": tiny_gguf, "Q8_0": quantized["Q8_0"], "text": tmp_path / "text"}
+    if "draft_files" in extra:
+        extra = {**extra, "draft_files": {k: upload(model_store, blobs[v]) for k, v in extra["draft_files"].items()}}
+    body = {"model": "x", "files": {"m.gguf": upload(model_store, tiny_gguf)}, **extra}
+    with pytest.raises(CllmError, match=f"^{re.escape(error)}") as err:
+        created(model_store, body, FakeQuantizer(quantized))
+    assert err.value.status_code == 400
     assert model_store.resolve(parse_name("x")) is None
 
 

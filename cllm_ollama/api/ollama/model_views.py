@@ -102,6 +102,8 @@ def modelfile_text(record: ModelRecord, system: str | None, options: Mapping[str
     if record.model_path is not None:
         lines.append(f"FROM {record.model_path}")
     lines += [f"ADAPTER {path}" for path in record.adapter_paths]
+    if record.draft_path is not None:
+        lines.append(f"DRAFT {record.draft_path}")
     # Each projector a FROM of its own, after the model's, as Ollama writes them: the Modelfile
     # then makes the model again with its vision or hearing.
     lines += [f"FROM {path}" for path in record.projector_paths]

@@ -210,6 +210,10 @@ class CreateRequest(GoStruct):
     requires: Annotated[Any, doc(type="string")] = None
     quantize: Annotated[Any, doc(type="string", description="q8_0, q4_K_S, q4_K_M, f16, bf16, f32")] = None
     quantization: Annotated[Any, doc(type="string", description="the older name of quantize")] = None
+    draft_files: Annotated[Any, doc(type="object", additionalProperties=STRING, description="a DRAFT model's GGUF")] = (
+        None
+    )
+    draft_quantize: Annotated[Any, doc(type="string", description="the DRAFT model's quantize")] = None
     stream: Bool = None
 
 
