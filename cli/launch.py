@@ -7,7 +7,9 @@ on its command line (``-c``; Ollama writes a profile into its config instead, wh
 the user has it), with a model catalog as Ollama writes one (the model's context window and
 whether it sees), in ``cllm-launch-models.json`` beside Codex's config. OpenCode talks to
 ``/v1/chat/completions`` through an OpenAI-compatible provider given in
-``OPENCODE_CONFIG_CONTENT``, as Ollama gives it (nothing written into its config files).
+``OPENCODE_CONFIG_CONTENT``, as Ollama gives it (nothing written into its config files). Qwen Code
+talks to ``/v1/chat/completions`` as ``ollama launch qwen`` points it there (``OPENAI_*``), its
+provider and the model's context given as system defaults of cllm's rather than in its settings.
 """
 
 from __future__ import annotations
@@ -216,6 +218,76 @@ def _opencode(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str
     return list(extra), {"OPENCODE_CONFIG_CONTENT": json.dumps(config)}
 
 
+# Where Qwen Code reads its system defaults unless QWEN_CODE_SYSTEM_DEFAULTS_PATH names a file.
+QWEN_SYSTEM_DEFAULTS = Path("/etc/qwen-code/system-defaults.json")
+
+
+def _qwen(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Qwen Code on the OpenAI-compatible API at ``/v1``, as ``ollama launch qwen`` runs it
+    (``OPENAI_*``, ``--auth-type openai --model M`` unless the arguments given name them). Ollama
+    also writes its provider into ``~/.qwen/settings.json``; cllm gives its provider as system
+    defaults instead (:func:`_qwen_defaults`), which every setting of the user's overrides."""
+    base = target.url.rstrip("/") + "/v1"
+    args = list(extra)
+    if not _has_flag(args, "--auth-type"):
+        args = ["--auth-type", "openai", *args]
+    if not _has_flag(args, "--model", "-m"):
+        args = ["--model", target.model, *args]
+    env = {
+        "OPENAI_API_KEY": target.key or NO_KEY,
+        "OPENAI_BASE_URL": base,
+        "OPENAI_MODEL": target.model,
+        "QWEN_CODE_SYSTEM_DEFAULTS_PATH": str(_qwen_defaults(target, base)),
+    }
+    return args, env
+
+
+def _qwen_defaults(target: Target, base: str) -> Path:
+    """Qwen Code's system defaults with the model as an OpenAI provider: its context window (else
+    Qwen Code assumes 200k tokens for a model it does not know, and compacts after cllm would have
+    cut the prompt) and whether it sees; written beside its settings, on top of the defaults the
+    system has (``/etc/qwen-code/system-defaults.json``) so that none are lost."""
+    home = Path(os.environ.get("QWEN_HOME") or Path.home() / ".qwen")
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "cllm-launch-defaults.json"
+    given = os.environ.get("QWEN_CODE_SYSTEM_DEFAULTS_PATH")  # cllm's own file, where a launch's exports were kept
+    defaults = _json_object(Path(given) if given else QWEN_SYSTEM_DEFAULTS)
+    provider = {
+        "id": target.model,
+        "name": f"{target.model} (cllm)",
+        "baseUrl": base,
+        "envKey": "OPENAI_API_KEY",
+        "generationConfig": {"contextWindowSize": target.context, "modalities": {"image": target.vision}},
+    }
+    providers = defaults.get("modelProviders")
+    providers = providers if isinstance(providers, dict) else {}
+    others = [p for p in providers.get("openai") or [] if not (isinstance(p, dict) and p.get("baseUrl") == base)]
+    defaults["modelProviders"] = {**providers, "openai": [provider, *others]}
+    defaults["model"] = {**_as_object(defaults.get("model")), "name": target.model}
+    security = _as_object(defaults.get("security"))
+    security["auth"] = {**_as_object(security.get("auth")), "selectedType": "openai", "baseUrl": base}
+    defaults["security"] = security
+    path.write_text(json.dumps(defaults, indent=2))
+    return path
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; empty where there is none or it cannot be read."""
+    try:
+        return _as_object(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _as_object(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _has_flag(args: Sequence[str], *names: str) -> bool:
+    """Whether ``args`` give one of the flags ``names`` (``--flag value`` or ``--flag=value``)."""
+    return any(a == n or a.startswith(n + "=") for a in args for n in names)
+
+
 INTEGRATIONS = {
     i.name: i
     for i in (
@@ -230,6 +302,14 @@ INTEGRATIONS = {
         Integration("codex", "Codex", "codex", "@openai/codex", _codex),
         Integration(
             "opencode", "OpenCode", "opencode", "opencode-ai", _opencode, fallbacks=(".opencode/bin/opencode",)
+        ),
+        Integration(
+            "qwen",
+            "Qwen Code",
+            "qwen",
+            "@qwen-code/qwen-code",
+            _qwen,
+            fallbacks=(".npm-global/bin/qwen", ".local/bin/qwen"),
         ),
     )
 }

@@ -430,14 +430,15 @@ def test_a_missing_or_wrong_key_is_one_clear_line(keyed_server: dict[str, str | 
 
 def test_launch_lists_its_integrations_and_refuses_what_it_cannot_launch(server: dict[str, str]) -> None:
     out = assert_ok(run(server, "launch")).splitlines()
-    assert out[:4] == [
+    assert out[:5] == [
         "Supported integrations:",
         "  claude     Claude Code",
         "  codex      Codex",
         "  opencode   OpenCode",
+        "  qwen       Qwen Code",
     ]
     assert run(server, "launch", "nope").output.splitlines()[-1] == (
-        "Error: unknown integration 'nope': cllm launches claude, codex, opencode"
+        "Error: unknown integration 'nope': cllm launches claude, codex, opencode, qwen"
     )
     assert "require an integration name" in run(server, "launch", "--model", "x").output
     result = run(server, "launch", "claude", "--model", "absent", "--config")
@@ -489,6 +490,48 @@ def test_launch_points_each_agent_at_the_server(server: dict[str, str], workdir:
     }
 
 
+def test_launch_qwen_gives_qwen_code_the_model_as_system_defaults(
+    server: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    """Qwen Code: ``OPENAI_*`` and ``--auth-type openai --model M`` as Ollama's launch gives them
+    (unless the agent's own arguments name them), and a provider with the served context in a
+    system-defaults file of cllm's, on top of the system's own (kept), which the user's settings override."""
+    assert_ok(run(server, "create", "tiny", cwd=workdir))
+    url = server["OLLAMA_HOST"]
+    system = tmp_path / "system-defaults.json"
+    system.write_text(json.dumps({"general": {"disableAutoUpdate": True}, "model": {"name": "other", "x": 1}}))
+    env = server | {"QWEN_HOME": str(tmp_path / "qwen"), "QWEN_CODE_SYSTEM_DEFAULTS_PATH": str(system)}
+    out = assert_ok(run(env, "launch", "qwen", "--model", "tiny", "--config", "--", "-p", "hi")).splitlines()
+    assert shlex.split(out[-1])[1:] == ["--model", "tiny", "--auth-type", "openai", "-p", "hi"]
+    exports = dict(shlex.split(line)[1].split("=", 1) for line in out[:-1])
+    assert {k: exports[k] for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL")} == {
+        "OPENAI_API_KEY": "cllm",
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_MODEL": "tiny",
+    }
+    path = Path(exports["QWEN_CODE_SYSTEM_DEFAULTS_PATH"])
+    assert path == tmp_path / "qwen" / "cllm-launch-defaults.json"
+    defaults = json.loads(path.read_text())
+    assert defaults["general"] == {"disableAutoUpdate": True} and defaults["model"] == {"name": "tiny", "x": 1}
+    assert defaults["security"] == {"auth": {"selectedType": "openai", "baseUrl": f"{url}/v1"}}
+    assert defaults["modelProviders"] == {
+        "openai": [
+            {
+                "id": "tiny",
+                "name": "tiny (cllm)",
+                "baseUrl": f"{url}/v1",
+                "envKey": "OPENAI_API_KEY",
+                "generationConfig": {"contextWindowSize": 40960, "modalities": {"image": False}},
+            }
+        ]
+    }
+    # Its own flags win; a launch again (the variable now naming cllm's file) keeps the system's.
+    again = env | {"QWEN_CODE_SYSTEM_DEFAULTS_PATH": str(path)}
+    out = assert_ok(run(again, "launch", "qwen", "--model", "tiny", "--config", "--", "-m", "x", "--auth-type=openai"))
+    assert shlex.split(out.splitlines()[-1])[1:] == ["-m", "x", "--auth-type=openai"]
+    assert json.loads(path.read_text())["general"] == {"disableAutoUpdate": True}
+
+
 def test_launch_says_how_to_install_a_missing_agent(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
     assert_ok(run(server, "create", "tiny", cwd=workdir))
     env = server | {"PATH": str(tmp_path / "empty"), "HOME": str(tmp_path / "home")}
@@ -499,8 +542,11 @@ def test_launch_says_how_to_install_a_missing_agent(server: dict[str, str], work
     )
 
 
-def test_launch_hands_the_servers_key_to_the_agent(keyed_server: dict[str, str | None], workdir: Path) -> None:
-    env = keyed_server | {"CLLM_API_KEY": "k2"}
+def test_launch_hands_the_servers_key_to_the_agent(
+    keyed_server: dict[str, str | None], workdir: Path, tmp_path: Path
+) -> None:
+    homes = {"CODEX_HOME": str(tmp_path / "codex"), "QWEN_HOME": str(tmp_path / "qwen")}  # written there
+    env = keyed_server | {"CLLM_API_KEY": "k2"} | homes
     assert_ok(run(env, "create", "tiny", cwd=workdir))
     claude = assert_ok(run(env, "launch", "claude", "--model", "tiny", "--config")).splitlines()
     assert "export ANTHROPIC_AUTH_TOKEN=k2" in claude
@@ -510,6 +556,8 @@ def test_launch_hands_the_servers_key_to_the_agent(keyed_server: dict[str, str |
     opencode = assert_ok(run(env, "launch", "opencode", "--model", "tiny", "--config")).splitlines()
     (content,) = [shlex.split(e)[1].split("=", 1)[1] for e in opencode if "OPENCODE_CONFIG_CONTENT=" in e]
     assert json.loads(content)["provider"]["cllm"]["options"]["apiKey"] == "k2"
+    qwen = assert_ok(run(env, "launch", "qwen", "--model", "tiny", "--config")).splitlines()
+    assert "export OPENAI_API_KEY=k2" in qwen
 
 
 @pytest.mark.parametrize("host", ["", "0.0.0.0", "::"])

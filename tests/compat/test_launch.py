@@ -1,4 +1,4 @@
-"""``cllm launch claude``, ``codex`` and ``opencode`` start the real agents (pinned in compat/js)
+"""``cllm launch claude``, ``codex``, ``opencode`` and ``qwen`` start the real agents (pinned in compat/js)
 pointed at a running cllm, as ``ollama launch`` starts them against Ollama: the agent finds the
 server, asks for the model it was given, and prints what the (scripted) model said.
 
@@ -18,19 +18,22 @@ import pytest
 from harness.claude import claude_binary
 from harness.codex import codex_binary
 from harness.opencode import QUIET, opencode_binary
+from harness.qwen import QUIET_SETTINGS, qwen_binary
 
 TIMEOUT_S = 240
 MODEL = "tiny"
 
 
-def launch(url: str, binary: Path | None, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def launch(
+    url: str, binary: Path | None, home: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``cllm launch ARGS`` as a user runs it, the agent's binary found on PATH, HOME a fresh one and
     nothing reaching out past the server (there is no internet here)."""
     if binary is None:
         pytest.skip("the agents are not installed: run `npm ci` in compat/js")
     home.mkdir(parents=True)
-    agents = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "OPENCODE_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(agents)} | QUIET
+    agents = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "OPENCODE_", "QWEN_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(agents)} | QUIET | (env or {})
     env |= {
         "OLLAMA_HOST": url,
         "HOME": str(home),
@@ -100,3 +103,27 @@ def test_launch_opencode_runs_opencode_on_the_model(scripted_agent: Any, tmp_pat
     assert len(asked) == 2 and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
     assert {e.json()["model"] for e in asked} == {MODEL}
     assert "Hello from cllm." in run.stdout
+
+
+def test_launch_qwen_runs_qwen_code_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
+    """Qwen Code headless on the model through ``/v1/chat/completions``, told the context the model
+    is served with (its ``/context`` reads it from the provider cllm gives as system defaults, over
+    the system's own defaults, which are kept)."""
+    url, log, turns = scripted_agent
+    turns += [["Hello from cllm."]]
+    system = tmp_path / "system-defaults.json"
+    system.write_text(json.dumps(QUIET_SETTINGS))
+    home = tmp_path / "home"
+    env = {"QWEN_CODE_SYSTEM_DEFAULTS_PATH": str(system)}
+    run = launch(url, qwen_binary(), home, "qwen", "--model", MODEL, "--", "Say hello.", env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    asked = [e for e in log.exchanges if e.path == "/v1/chat/completions"]
+    assert asked and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
+    assert {e.json()["model"] for e in asked} == {MODEL}
+    assert "Hello from cllm." in run.stdout
+    context = launch(url, qwen_binary(), tmp_path / "home2", "qwen", "--model", MODEL, "--", "/context", env=env)
+    assert context.returncode == 0 and "Model: tiny  Context window: 41.0k tokens" in context.stdout, context.stdout
+    defaults = json.loads((home / ".qwen" / "cllm-launch-defaults.json").read_text())
+    assert defaults["general"] == QUIET_SETTINGS["general"]
+    (provider,) = defaults["modelProviders"]["openai"]
+    assert provider["id"] == MODEL and provider["baseUrl"] == f"{url}/v1"
