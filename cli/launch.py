@@ -7,9 +7,11 @@ on its command line (``-c``; Ollama writes a profile into its config instead, wh
 the user has it), with a model catalog as Ollama writes one (the model's context window and
 whether it sees), in ``cllm-launch-models.json`` beside Codex's config. OpenCode talks to
 ``/v1/chat/completions`` through an OpenAI-compatible provider given in
-``OPENCODE_CONFIG_CONTENT``, as Ollama gives it (nothing written into its config files). Qwen Code
-talks to ``/v1/chat/completions`` as ``ollama launch qwen`` points it there (``OPENAI_*``), its
-provider and the model's context given as system defaults of cllm's rather than in its settings.
+``OPENCODE_CONFIG_CONTENT``, as Ollama gives it (nothing written into its config files). The
+Copilot CLI talks to ``/v1/responses`` as a custom provider given in its ``COPILOT_PROVIDER_*``
+variables, with the model's limits. Qwen Code talks to ``/v1/chat/completions`` as ``ollama launch
+qwen`` points it there (``OPENAI_*``), its provider and the model's context given as system
+defaults of cllm's rather than in its settings.
 """
 
 from __future__ import annotations
@@ -172,9 +174,15 @@ def _codex_catalog(target: Target) -> Path:
 
 # The provider OpenCode is given for this server, and its model id there: ``cllm/MODEL``.
 OPENCODE_PROVIDER = "cllm"
-# The most output tokens OpenCode is told to ask for (a coding turn's edits fit; more would take
+# The most output tokens an agent is told to ask for (a coding turn's edits fit; more would take
 # that much from the prompt's room before it compacts).
-OPENCODE_OUTPUT = 8192
+AGENT_OUTPUT = 8192
+
+
+def _output_limit(target: Target) -> int:
+    """The output tokens an agent is told the model gives at most: a quarter of the context served,
+    at most ``AGENT_OUTPUT``."""
+    return max(1, min(target.context // 4, AGENT_OUTPUT))
 
 
 def _opencode(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
@@ -183,10 +191,10 @@ def _opencode(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str
     Ollama's (which gives a limit only for cloud models), the entry has the context the model is
     served with, so that OpenCode compacts a long session itself before cllm would cut it, and for
     the output (its ``max_tokens``, and what it keeps free of the context) a quarter of that, at
-    most ``OPENCODE_OUTPUT`` tokens."""
+    most ``AGENT_OUTPUT`` tokens."""
     entry: dict[str, Any] = {
         "name": target.model,
-        "limit": {"context": target.context, "output": max(1, min(target.context // 4, OPENCODE_OUTPUT))},
+        "limit": {"context": target.context, "output": _output_limit(target)},
     }
     if target.vision:
         entry["modalities"] = {"input": ["text", "image"], "output": ["text"]}
@@ -216,6 +224,24 @@ def _opencode(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str
         "model": f"{OPENCODE_PROVIDER}/{target.model}",
     }
     return list(extra), {"OPENCODE_CONFIG_CONTENT": json.dumps(config)}
+
+
+def _copilot(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """GitHub's Copilot CLI on a custom provider (its BYOK variables) at ``/v1`` over the Responses
+    API, as ``ollama launch copilot`` sets it. Unlike Ollama's, the model's limits are given
+    (``COPILOT_PROVIDER_MAX_PROMPT_TOKENS`` and ``..._OUTPUT_TOKENS``: the served context, less a
+    quarter of it, at most ``AGENT_OUTPUT``, for the answer), so that it compacts a long session
+    itself rather than assuming a window it does not know."""
+    output = _output_limit(target)
+    env = {
+        "COPILOT_PROVIDER_BASE_URL": target.url.rstrip("/") + "/v1",
+        "COPILOT_PROVIDER_API_KEY": target.key,
+        "COPILOT_PROVIDER_WIRE_API": "responses",
+        "COPILOT_MODEL": target.model,
+        "COPILOT_PROVIDER_MAX_PROMPT_TOKENS": str(target.context - output),
+        "COPILOT_PROVIDER_MAX_OUTPUT_TOKENS": str(output),
+    }
+    return ["--model", target.model, *extra], env
 
 
 # Where Qwen Code reads its system defaults unless QWEN_CODE_SYSTEM_DEFAULTS_PATH names a file.
@@ -300,6 +326,9 @@ INTEGRATIONS = {
             fallbacks=(".local/bin/claude", ".claude/local/claude"),
         ),
         Integration("codex", "Codex", "codex", "@openai/codex", _codex),
+        Integration(
+            "copilot", "Copilot CLI", "copilot", "@github/copilot", _copilot, fallbacks=(".local/bin/copilot",)
+        ),
         Integration(
             "opencode", "OpenCode", "opencode", "opencode-ai", _opencode, fallbacks=(".opencode/bin/opencode",)
         ),

@@ -430,15 +430,16 @@ def test_a_missing_or_wrong_key_is_one_clear_line(keyed_server: dict[str, str | 
 
 def test_launch_lists_its_integrations_and_refuses_what_it_cannot_launch(server: dict[str, str]) -> None:
     out = assert_ok(run(server, "launch")).splitlines()
-    assert out[:5] == [
+    assert out[:6] == [
         "Supported integrations:",
         "  claude     Claude Code",
         "  codex      Codex",
+        "  copilot    Copilot CLI",
         "  opencode   OpenCode",
         "  qwen       Qwen Code",
     ]
     assert run(server, "launch", "nope").output.splitlines()[-1] == (
-        "Error: unknown integration 'nope': cllm launches claude, codex, opencode, qwen"
+        "Error: unknown integration 'nope': cllm launches claude, codex, copilot, opencode, qwen"
     )
     assert "require an integration name" in run(server, "launch", "--model", "x").output
     result = run(server, "launch", "claude", "--model", "absent", "--config")
@@ -487,6 +488,23 @@ def test_launch_points_each_agent_at_the_server(server: dict[str, str], workdir:
                 "high": {"disabled": True},
             },
         }
+    }
+
+
+def test_launch_copilot_gives_copilot_cli_the_model_as_its_own_provider(server: dict[str, str], workdir: Path) -> None:
+    """Copilot CLI: Ollama's BYOK variables (the Responses API at /v1, no key) and the model's limits:
+    the served context less a quarter of it (at most 8192) kept for the answer."""
+    assert_ok(run(server, "create", "tiny", cwd=workdir))
+    url = server["OLLAMA_HOST"]
+    out = assert_ok(run(server, "launch", "copilot", "--model", "tiny", "--config", "--", "-p", "hi")).splitlines()
+    assert shlex.split(out[-1])[1:] == ["--model", "tiny", "-p", "hi"]
+    assert dict(shlex.split(line)[1].split("=", 1) for line in out[:-1]) == {
+        "COPILOT_PROVIDER_BASE_URL": f"{url}/v1",
+        "COPILOT_PROVIDER_API_KEY": "",
+        "COPILOT_PROVIDER_WIRE_API": "responses",
+        "COPILOT_MODEL": "tiny",
+        "COPILOT_PROVIDER_MAX_PROMPT_TOKENS": str(40960 - 8192),
+        "COPILOT_PROVIDER_MAX_OUTPUT_TOKENS": "8192",
     }
 
 
@@ -556,6 +574,8 @@ def test_launch_hands_the_servers_key_to_the_agent(
     opencode = assert_ok(run(env, "launch", "opencode", "--model", "tiny", "--config")).splitlines()
     (content,) = [shlex.split(e)[1].split("=", 1)[1] for e in opencode if "OPENCODE_CONFIG_CONTENT=" in e]
     assert json.loads(content)["provider"]["cllm"]["options"]["apiKey"] == "k2"
+    copilot = assert_ok(run(env, "launch", "copilot", "--model", "tiny", "--config")).splitlines()
+    assert "export COPILOT_PROVIDER_API_KEY=k2" in copilot
     qwen = assert_ok(run(env, "launch", "qwen", "--model", "tiny", "--config")).splitlines()
     assert "export OPENAI_API_KEY=k2" in qwen
 

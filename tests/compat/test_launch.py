@@ -1,4 +1,4 @@
-"""``cllm launch claude``, ``codex``, ``opencode`` and ``qwen`` start the real agents (pinned in compat/js)
+"""``cllm launch claude``, ``codex``, ``copilot``, ``opencode`` and ``qwen`` start the real agents (pinned in compat/js)
 pointed at a running cllm, as ``ollama launch`` starts them against Ollama: the agent finds the
 server, asks for the model it was given, and prints what the (scripted) model said.
 
@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from harness.claude import claude_binary
 from harness.codex import codex_binary
+from harness.copilot import QUIET as COPILOT_QUIET
+from harness.copilot import copilot_binary
 from harness.opencode import QUIET, opencode_binary
 from harness.qwen import QUIET_SETTINGS, qwen_binary
 
@@ -32,7 +34,7 @@ def launch(
     if binary is None:
         pytest.skip("the agents are not installed: run `npm ci` in compat/js")
     home.mkdir(parents=True)
-    agents = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "OPENCODE_", "QWEN_")
+    agents = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "COPILOT_", "OPENCODE_", "QWEN_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(agents)} | QUIET | (env or {})
     env |= {
         "OLLAMA_HOST": url,
@@ -89,6 +91,21 @@ def test_launch_codex_runs_codex_on_the_model(scripted_agent: Any, tmp_path: Pat
     assert not [
         e for e in events if e["type"] == "item.completed" and e["item"]["type"] == "error"
     ]  # the catalog knows it
+
+
+def test_launch_copilot_runs_copilot_cli_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
+    """Copilot CLI's prompt mode (offline: no GitHub sign-in) on the model through ``/v1/responses``,
+    asking for no more output than the launch told it the model gives (its own default sends none)."""
+    url, log, turns = scripted_agent
+    turns += [["Hello from cllm."]]
+    args = ("-p", "Say hello.", "--allow-all-tools", "-s")
+    run = launch(url, copilot_binary(), tmp_path / "home", "copilot", "--model", MODEL, "--", *args, env=COPILOT_QUIET)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    asked = log.responses()
+    assert asked and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
+    assert {e.json()["model"] for e in asked} == {MODEL}
+    assert {e.json()["max_output_tokens"] for e in asked} == {8192}
+    assert run.stdout.strip() == "Hello from cllm."
 
 
 def test_launch_opencode_runs_opencode_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
