@@ -179,12 +179,50 @@ def _system_paths() -> dict[str, Any]:
                 "",
             )
         ),
+    }
+
+
+_RECOMMENDATION = object_schema(
+    {
+        "model": STRING,
+        "description": STRING,
+        "context_length": {"type": "integer"},
+        "max_output_tokens": {"type": "integer"},
+        "vram_bytes": {"type": "integer"},
+    },
+    ("model", "description"),
+)
+
+
+def _cloud_paths() -> dict[str, Any]:
+    """Ollama's paths to ollama.com, answered as an Ollama with its cloud off answers them."""
+
+    def refused(op_id: str, summary: str) -> dict[str, Any]:
+        op = _op(op_id, summary, "cloud", {}, "400")
+        op["requestBody"] = {"required": True, "content": _json(ANY_OBJECT)}
+        op["responses"]["403"] = {"description": "Always, for a body: `ollama cloud is disabled: ...`"}
+        op["responses"]["403"]["content"] = _json(ref("Error"))
+        return {"post": op}
+
+    recommendations = object_schema({"recommendations": {"type": "array", "items": _RECOMMENDATION}})
+    return {
         "/api/status": _get_and_head(
             _op(
                 "status",
                 "Ollama's cloud switch: always off in cllm, which proxies nothing to ollama.com",
-                "system",
+                "cloud",
                 _ok("Status", _json(object_schema({"cloud": _CLOUD}, ("cloud",)))),
+                "",
+            )
+        ),
+        "/api/experimental/web_search": refused("webSearch", "Ollama's web search (ollama.com): refused"),
+        "/api/experimental/web_fetch": refused("webFetch", "Ollama's web fetch (ollama.com): refused"),
+        "/api/experimental/model-recommendations": _get_and_head(
+            _op(
+                "modelRecommendations",
+                "Ollama's built-in model recommendations (for `ollama launch`)",
+                "cloud",
+                _ok("Recommendations", _json(recommendations)),
                 "",
             )
         ),
@@ -490,6 +528,7 @@ def _paths() -> dict[str, Any]:
     """Every path, in the document's order."""
     return (
         _system_paths()
+        | _cloud_paths()
         | _model_paths()
         | _transfer_paths()
         | _native_paths()

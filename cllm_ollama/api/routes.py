@@ -8,7 +8,7 @@ from starlette.routing import Route
 from . import openapi, rerank, tokens
 from .anthropic import count_tokens
 from .anthropic import messages as anthropic
-from .ollama import chat, embed, generate, models, running, system
+from .ollama import chat, cloud, embed, generate, models, running, system
 from .openai import endpoints as openai
 from .openai import responses, transcriptions
 
@@ -26,7 +26,7 @@ ROUTES = [
     Route("/", system.root, methods=["GET", "HEAD"]),
     Route("/openapi.json", openapi.openapi_json, methods=["GET", "HEAD"]),
     Route("/api/version", system.version, methods=["GET", "HEAD"]),
-    Route("/api/status", system.status, methods=["GET"]),
+    Route("/api/status", cloud.status, methods=["GET"]),
     Route("/metrics", system.metrics, methods=["GET", "HEAD"]),
     Route("/api/tags", models.tags, methods=["GET", "HEAD"]),
     Route("/api/show", models.show, methods=["POST"]),
@@ -37,6 +37,9 @@ ROUTES = [
     Route("/api/blobs/{digest}", models.blob_upload, methods=["POST"]),
     Route("/api/pull", models.pull, methods=["POST"]),
     Route("/api/push", models.push, methods=["POST"]),
+    Route("/api/experimental/web_search", cloud.web_search, methods=["POST"]),
+    Route("/api/experimental/web_fetch", cloud.web_fetch, methods=["POST"]),
+    Route("/api/experimental/model-recommendations", cloud.model_recommendations, methods=["GET"]),
     Route("/api/ps", running.ps, methods=["GET"]),
     Route("/api/generate", generate.generate, methods=["POST"]),
     Route("/api/chat", chat.chat, methods=["POST"]),
