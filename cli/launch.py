@@ -9,7 +9,8 @@ whether it sees), in ``cllm-launch-models.json`` beside Codex's config. OpenCode
 ``/v1/chat/completions`` through an OpenAI-compatible provider given in
 ``OPENCODE_CONFIG_CONTENT``, as Ollama gives it (nothing written into its config files). The
 Copilot CLI talks to ``/v1/responses`` as a custom provider given in its ``COPILOT_PROVIDER_*``
-variables, with the model's limits. Qwen Code talks to ``/v1/chat/completions`` as ``ollama launch
+variables, with the model's limits. Droid talks to ``/v1/chat/completions`` as a custom model in a
+settings file of cllm's that it merges for the run. Qwen Code talks to ``/v1/chat/completions`` as ``ollama launch
 qwen`` points it there (``OPENAI_*``), its provider and the model's context given as system
 defaults of cllm's rather than in its settings.
 """
@@ -244,6 +245,31 @@ def _copilot(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str,
     return ["--model", target.model, *extra], env
 
 
+def _droid(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Factory's Droid on the model as a custom model at ``/v1`` (chat completions), the entry and
+    the session's default model as ``ollama launch droid`` writes them into ``~/.factory/settings.json``;
+    cllm writes them into a settings file of its own that Droid merges for this run (``--settings``),
+    and asks for no more output than the model is served to give (``_output_limit``)."""
+    home = Path(os.environ.get("FACTORY_HOME_OVERRIDE") or Path.home()) / ".factory"
+    home.mkdir(parents=True, exist_ok=True)
+    model_id = f"custom:cllm-{target.model}"
+    entry = {
+        "model": target.model,
+        "displayName": target.model,
+        "baseUrl": target.url.rstrip("/") + "/v1",
+        "apiKey": target.key or NO_KEY,
+        "provider": "generic-chat-completion-api",
+        "maxOutputTokens": _output_limit(target),
+        "supportsImages": target.vision,
+        "id": model_id,
+        "index": 0,
+    }
+    settings = {"customModels": [entry], "sessionDefaultSettings": {"model": model_id, "reasoningEffort": "none"}}
+    path = home / "cllm-launch-settings.json"
+    path.write_text(json.dumps(settings, indent=2))
+    return ["--settings", str(path), *extra], {}
+
+
 # Where Qwen Code reads its system defaults unless QWEN_CODE_SYSTEM_DEFAULTS_PATH names a file.
 QWEN_SYSTEM_DEFAULTS = Path("/etc/qwen-code/system-defaults.json")
 
@@ -329,6 +355,7 @@ INTEGRATIONS = {
         Integration(
             "copilot", "Copilot CLI", "copilot", "@github/copilot", _copilot, fallbacks=(".local/bin/copilot",)
         ),
+        Integration("droid", "Droid", "droid", "droid", _droid, fallbacks=(".local/bin/droid",)),
         Integration(
             "opencode", "OpenCode", "opencode", "opencode-ai", _opencode, fallbacks=(".opencode/bin/opencode",)
         ),

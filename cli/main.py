@@ -511,8 +511,8 @@ def ps_command(prefix: tuple[str, ...]) -> None:
     "-y", "--yes", is_flag=True, help="Answer yes to confirmation prompts (cllm asks none: for Ollama's scripts)."
 )
 def launch_command(integration: str | None, extra: tuple[str, ...], model: str, config_only: bool, yes: bool) -> None:
-    """Launch an agent (claude: Claude Code, codex: Codex, copilot: Copilot CLI, opencode: OpenCode,
-    qwen: Qwen Code) on a model of this server, as `ollama launch` does; its own arguments go after
+    """Launch an agent (claude: Claude Code, codex: Codex, copilot: Copilot CLI, droid: Droid,
+    opencode: OpenCode, qwen: Qwen Code) on a model of this server, as `ollama launch` does; its own arguments go after
     `--`. ``--yes``, the headless form's flag
     (``ollama launch claude --model M --yes -- -p ...``), is taken: cllm pulls a missing model
     without asking, as ``run`` does, and asks nothing else."""

@@ -430,16 +430,17 @@ def test_a_missing_or_wrong_key_is_one_clear_line(keyed_server: dict[str, str | 
 
 def test_launch_lists_its_integrations_and_refuses_what_it_cannot_launch(server: dict[str, str]) -> None:
     out = assert_ok(run(server, "launch")).splitlines()
-    assert out[:6] == [
+    assert out[:7] == [
         "Supported integrations:",
         "  claude     Claude Code",
         "  codex      Codex",
         "  copilot    Copilot CLI",
+        "  droid      Droid",
         "  opencode   OpenCode",
         "  qwen       Qwen Code",
     ]
     assert run(server, "launch", "nope").output.splitlines()[-1] == (
-        "Error: unknown integration 'nope': cllm launches claude, codex, copilot, opencode, qwen"
+        "Error: unknown integration 'nope': cllm launches claude, codex, copilot, droid, opencode, qwen"
     )
     assert "require an integration name" in run(server, "launch", "--model", "x").output
     result = run(server, "launch", "claude", "--model", "absent", "--config")
@@ -508,6 +509,36 @@ def test_launch_copilot_gives_copilot_cli_the_model_as_its_own_provider(server: 
     }
 
 
+def test_launch_droid_gives_droid_the_model_in_a_settings_file_for_the_run(
+    server: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    """Droid: the custom model and session default ``ollama launch droid`` writes into its settings,
+    in a file of cllm's that ``--settings`` merges for the run (its own settings untouched)."""
+    assert_ok(run(server, "create", "tiny", cwd=workdir))
+    url = server["OLLAMA_HOST"]
+    env = server | {"FACTORY_HOME_OVERRIDE": str(tmp_path)}
+    out = assert_ok(run(env, "launch", "droid", "--model", "tiny", "--config", "--", "exec", "hi")).splitlines()
+    path = tmp_path / ".factory" / "cllm-launch-settings.json"
+    assert out == [shlex.join(["droid", "--settings", str(path), "exec", "hi"])]
+    assert json.loads(path.read_text()) == {
+        "customModels": [
+            {
+                "model": "tiny",
+                "displayName": "tiny",
+                "baseUrl": f"{url}/v1",
+                "apiKey": "cllm",
+                "provider": "generic-chat-completion-api",
+                "maxOutputTokens": 8192,
+                "supportsImages": False,
+                "id": "custom:cllm-tiny",
+                "index": 0,
+            }
+        ],
+        "sessionDefaultSettings": {"model": "custom:cllm-tiny", "reasoningEffort": "none"},
+    }
+    assert sorted(p.name for p in path.parent.iterdir()) == ["cllm-launch-settings.json"]
+
+
 def test_launch_qwen_gives_qwen_code_the_model_as_system_defaults(
     server: dict[str, str], workdir: Path, tmp_path: Path
 ) -> None:
@@ -564,6 +595,7 @@ def test_launch_hands_the_servers_key_to_the_agent(
     keyed_server: dict[str, str | None], workdir: Path, tmp_path: Path
 ) -> None:
     homes = {"CODEX_HOME": str(tmp_path / "codex"), "QWEN_HOME": str(tmp_path / "qwen")}  # written there
+    homes["FACTORY_HOME_OVERRIDE"] = str(tmp_path)
     env = keyed_server | {"CLLM_API_KEY": "k2"} | homes
     assert_ok(run(env, "create", "tiny", cwd=workdir))
     claude = assert_ok(run(env, "launch", "claude", "--model", "tiny", "--config")).splitlines()
@@ -576,6 +608,9 @@ def test_launch_hands_the_servers_key_to_the_agent(
     assert json.loads(content)["provider"]["cllm"]["options"]["apiKey"] == "k2"
     copilot = assert_ok(run(env, "launch", "copilot", "--model", "tiny", "--config")).splitlines()
     assert "export COPILOT_PROVIDER_API_KEY=k2" in copilot
+    assert_ok(run(env, "launch", "droid", "--model", "tiny", "--config"))
+    droid = json.loads((tmp_path / ".factory" / "cllm-launch-settings.json").read_text())
+    assert droid["customModels"][0]["apiKey"] == "k2"
     qwen = assert_ok(run(env, "launch", "qwen", "--model", "tiny", "--config")).splitlines()
     assert "export OPENAI_API_KEY=k2" in qwen
 

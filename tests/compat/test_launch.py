@@ -1,6 +1,7 @@
-"""``cllm launch claude``, ``codex``, ``copilot``, ``opencode`` and ``qwen`` start the real agents (pinned in compat/js)
-pointed at a running cllm, as ``ollama launch`` starts them against Ollama: the agent finds the
-server, asks for the model it was given, and prints what the (scripted) model said.
+"""``cllm launch claude``, ``codex``, ``copilot``, ``droid``, ``opencode`` and ``qwen`` start the
+real agents (pinned in compat/js) pointed at a running cllm, as ``ollama launch`` starts them
+against Ollama: the agent finds the server, asks for the model it was given, and prints what the
+(scripted) model said.
 
 Skipped unless compat/js's agents are installed (``npm ci`` there, as ``.ci/run`` does).
 """
@@ -19,6 +20,7 @@ from harness.claude import claude_binary
 from harness.codex import codex_binary
 from harness.copilot import QUIET as COPILOT_QUIET
 from harness.copilot import copilot_binary
+from harness.droid import droid_binary
 from harness.opencode import QUIET, opencode_binary
 from harness.qwen import QUIET_SETTINGS, qwen_binary
 
@@ -34,7 +36,7 @@ def launch(
     if binary is None:
         pytest.skip("the agents are not installed: run `npm ci` in compat/js")
     home.mkdir(parents=True)
-    agents = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "COPILOT_", "OPENCODE_", "QWEN_")
+    agents = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "COPILOT_", "FACTORY_", "OPENCODE_", "QWEN_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(agents)} | QUIET | (env or {})
     env |= {
         "OLLAMA_HOST": url,
@@ -106,6 +108,22 @@ def test_launch_copilot_runs_copilot_cli_on_the_model(scripted_agent: Any, tmp_p
     assert {e.json()["model"] for e in asked} == {MODEL}
     assert {e.json()["max_output_tokens"] for e in asked} == {8192}
     assert run.stdout.strip() == "Hello from cllm."
+
+
+def test_launch_droid_runs_droid_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
+    """Droid's ``exec`` on the model as a custom model (no Factory sign-in) through
+    ``/v1/chat/completions``, from the settings file cllm gives it for the run: nothing is written
+    into its own settings."""
+    url, log, turns = scripted_agent
+    turns += [["Hello from cllm."]]
+    home = tmp_path / "home"
+    run = launch(url, droid_binary(), home, "droid", "--model", MODEL, "--", "exec", "Say hello.")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    asked = [e for e in log.exchanges if e.path == "/v1/chat/completions"]
+    assert asked and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
+    assert {(e.json()["model"], e.json()["max_tokens"]) for e in asked} == {(MODEL, 8192)}
+    assert run.stdout.strip() == "Hello from cllm."
+    assert not (home / ".factory" / "settings.json").exists()
 
 
 def test_launch_opencode_runs_opencode_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
