@@ -91,6 +91,7 @@ class Integration:
     package: str  # npm's, to say how to install it
     plan: Callable[[Target, Sequence[str]], tuple[list[str], dict[str, str]]]
     fallbacks: tuple[str, ...] = ()  # where its installer puts it besides PATH (under HOME)
+    description: str = ""  # Ollama's, for the launcher menu
 
     def find(self) -> str | None:
         """The agent's binary: on PATH, else where its own installer puts it."""
@@ -99,6 +100,13 @@ class Integration:
             return found
         home = Path.home()
         return next((str(home / f) for f in self.fallbacks if (home / f).is_file()), None)
+
+    def missing(self) -> str:
+        """What to say when the agent is not installed: how to install it."""
+        return (
+            f"{self.title} is not installed: install it with `npm install -g {self.package}`, "
+            f"then run `cllm launch {self.name}` again"
+        )
 
     def launch(self, binary: str, target: Target, extra: Sequence[str]) -> Launch:
         """The launch of ``binary`` against ``target``, ``extra`` the agent's own arguments."""
@@ -350,14 +358,37 @@ INTEGRATIONS = {
             "@anthropic-ai/claude-code",
             _claude,
             fallbacks=(".local/bin/claude", ".claude/local/claude"),
+            description="Anthropic's coding tool with subagents",
         ),
-        Integration("codex", "Codex", "codex", "@openai/codex", _codex),
         Integration(
-            "copilot", "Copilot CLI", "copilot", "@github/copilot", _copilot, fallbacks=(".local/bin/copilot",)
+            "codex", "Codex", "codex", "@openai/codex", _codex, description="OpenAI's open-source coding agent"
         ),
-        Integration("droid", "Droid", "droid", "droid", _droid, fallbacks=(".local/bin/droid",)),
         Integration(
-            "opencode", "OpenCode", "opencode", "opencode-ai", _opencode, fallbacks=(".opencode/bin/opencode",)
+            "copilot",
+            "Copilot CLI",
+            "copilot",
+            "@github/copilot",
+            _copilot,
+            fallbacks=(".local/bin/copilot",),
+            description="GitHub's AI coding agent for the terminal",
+        ),
+        Integration(
+            "droid",
+            "Droid",
+            "droid",
+            "droid",
+            _droid,
+            fallbacks=(".local/bin/droid",),
+            description="Factory's coding agent across terminal and IDEs",
+        ),
+        Integration(
+            "opencode",
+            "OpenCode",
+            "opencode",
+            "opencode-ai",
+            _opencode,
+            fallbacks=(".opencode/bin/opencode",),
+            description="Anomaly's open-source coding agent",
         ),
         Integration(
             "qwen",
@@ -366,6 +397,7 @@ INTEGRATIONS = {
             "@qwen-code/qwen-code",
             _qwen,
             fallbacks=(".npm-global/bin/qwen", ".local/bin/qwen"),
+            description="Qwen's AI coding agent with tool use",
         ),
     )
 }

@@ -139,13 +139,17 @@ class UsageError(click.UsageError):
 class OllamaExits(click.Group):
     """Ollama's exit statuses (cobra's): a usage error exits 1, not click's 2, and no command at all
     shows the help and exits 0. The messages stay click's, which say more than cobra's. Its commands
-    take flag values as Ollama's do (``flags.GoFlags``)."""
+    take flag values as Ollama's do (``flags.GoFlags``); on a terminal, no command opens the
+    launcher menu instead, as a bare ``ollama`` does."""
 
     command_class = GoFlags
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args and not ctx.resilient_parsing:
-            click.echo(ctx.get_help())
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                _launcher(ctx)
+            else:
+                click.echo(ctx.get_help())
             ctx.exit(0)
         try:
             return super().parse_args(ctx, args)
@@ -534,10 +538,7 @@ def launch_command(integration: str | None, extra: tuple[str, ...], model: str, 
     target = Target.of(settings, model, show)
     binary = agent.find()
     if binary is None and not config_only:
-        raise CommandError(
-            f"{agent.title} is not installed: install it with `npm install -g {agent.package}`, "
-            f"then run `cllm launch {agent.name}` again"
-        )
+        raise CommandError(agent.missing())
     launch = agent.launch(binary or agent.binary, target, extra)
     if config_only:
         click.echo(launch.shell())
@@ -548,6 +549,53 @@ def launch_command(integration: str | None, extra: tuple[str, ...], model: str, 
     finally:
         signal.signal(signal.SIGINT, interrupt)
     click.get_current_context().exit(returncode)
+
+
+# The launcher's first item; the others launch the integrations.
+CHAT_ITEM = ("Chat with a model", "Talk to a model of this server here, as `cllm run` does")
+
+
+def _launcher(ctx: click.Context) -> None:
+    """Bare ``cllm`` on a terminal: Ollama's launcher (its ``runInteractiveTUI``) as a numbered menu.
+    Chat with a model here or launch an agent on one, the model picked from the server's, then back
+    to the menu when that ends; ``q``, an empty answer or Ctrl-D leaves. An error (no server, an
+    agent not installed) is said and the menu comes back, as Ollama's does."""
+    with user_errors():
+        backend = _server()  # it answers before the menu shows, as Ollama checks its heartbeat first
+    agents = list(INTEGRATIONS.values())
+    while True:
+        rows = [
+            CHAT_ITEM,
+            *((f"Launch {a.title}" + ("" if a.find() else " (not installed)"), a.description) for a in agents),
+        ]
+        click.echo(f"\ncllm {__version__}\n")
+        for n, (title, description) in enumerate(rows, 1):
+            click.echo(f"{n:>3}. {title}\n       {description}")
+        try:
+            answer = click.prompt("\nSelect (q to quit)", default="q", show_default=False).strip().lower()
+        except click.Abort:
+            click.echo()
+            return
+        if answer in ("q", "quit", "exit"):
+            return
+        if not answer.isdigit() or not 1 <= int(answer) <= len(rows):
+            click.echo(f"Error: {answer!r} is not on the menu: a number from 1 to {len(rows)}, or q", err=True)
+            continue
+        agent = agents[int(answer) - 2] if answer != "1" else None
+        try:
+            if agent is not None and agent.find() is None:
+                raise CommandError(agent.missing())
+            model = _choose_model(backend)
+            if agent is None:
+                ctx.invoke(run_command, model=model)
+            else:
+                ctx.invoke(launch_command, integration=agent.name, model=model)
+        except click.exceptions.Exit:
+            pass
+        except click.ClickException as exc:
+            exc.show()
+        except click.Abort:
+            click.echo()
 
 
 def _choose_model(backend: HttpBackend) -> str:

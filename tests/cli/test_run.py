@@ -136,6 +136,38 @@ def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> No
     assert "/set parameter seed 7" not in kept and "/set parameter temperature 0\n" in kept
 
 
+@pytest.mark.model  # the chat it opens loads the model
+def test_a_bare_cllm_on_a_terminal_is_ollamas_launcher_menu(served: dict[str, str]) -> None:
+    """``cllm`` alone on a terminal, as ``ollama`` alone: a menu of a chat and the agents (those not
+    installed marked so); a wrong pick or a missing agent is said and the menu comes back; a chat
+    picks its model from the server's and returns to the menu at /bye; q leaves."""
+    env = served | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+    child = spawn(env)
+    child.expect_exact("1. Chat with a model")
+    child.expect_exact("2. Launch Claude Code (not installed)")
+    child.expect_exact("Select (q to quit)")
+    child.sendline("9")
+    child.expect_exact("Error: '9' is not on the menu: a number from 1 to 7, or q")
+    child.expect_exact("Select (q to quit)")
+    child.sendline("2")
+    child.expect_exact(
+        "Error: Claude Code is not installed: install it with `npm install -g @anthropic-ai/claude-code`"
+    )
+    child.expect_exact("Select (q to quit)")
+    child.sendline("1")
+    child.expect(r"(\d+)\. tiny")
+    number = child.match.group(1)
+    child.expect_exact("Model")
+    child.sendline(number)
+    child.expect_exact(">>> ")
+    child.sendline("/bye")
+    child.expect_exact("Select (q to quit)")
+    child.sendline("q")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
 def ignore_ctrl_c() -> None:
     """What a shell without job control does to a command run with ``&``, which its children
     inherit (a test suite so started spawns every CLI so): SIGINT ignored."""
