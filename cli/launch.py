@@ -92,6 +92,7 @@ class Integration:
     plan: Callable[[Target, Sequence[str]], tuple[list[str], dict[str, str]]]
     fallbacks: tuple[str, ...] = ()  # where its installer puts it besides PATH (under HOME)
     description: str = ""  # Ollama's, for the launcher menu
+    aliases: tuple[str, ...] = ()  # other names Ollama's launch takes for it
 
     def find(self) -> str | None:
         """The agent's binary: on PATH, else where its own installer puts it."""
@@ -371,6 +372,7 @@ INTEGRATIONS = {
             _copilot,
             fallbacks=(".local/bin/copilot",),
             description="GitHub's AI coding agent for the terminal",
+            aliases=("copilot-cli",),
         ),
         Integration(
             "droid",
@@ -403,9 +405,17 @@ INTEGRATIONS = {
 }
 
 
+def find_integration(name: str) -> Integration | None:
+    """The integration ``name`` (or one of its aliases) names, as Ollama's ``LookupIntegration``."""
+    return INTEGRATIONS.get(name) or next((i for i in INTEGRATIONS.values() if name in i.aliases), None)
+
+
 def usage() -> str:
     """The integrations, for ``cllm launch`` with none named."""
-    rows = [f"  {i.name:<10} {i.title}" for i in INTEGRATIONS.values()]
+    rows = [
+        f"  {i.name:<10} {i.title}" + (f" (aliases: {', '.join(i.aliases)})" if i.aliases else "")
+        for i in INTEGRATIONS.values()
+    ]
     return "\n".join(
         ["Supported integrations:", *rows, "", "Usage: cllm launch INTEGRATION [--model MODEL] [-- ARGS...]"]
     )

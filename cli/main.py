@@ -35,7 +35,7 @@ from .backend import PROBE_TIMEOUT_S, Backend, HttpBackend, auth_headers, connec
 from .bench import bench_command
 from .chat import Session, catch_ctrl_c, interactive, parse_think, reply
 from .flags import VALUE_SUFFIX, GoFlags
-from .launch import INTEGRATIONS, Target, environ_with, usage
+from .launch import INTEGRATIONS, Target, environ_with, find_integration, usage
 from .progress import ProgressPrinter
 from .render import echo_models, running_table, show_text
 
@@ -516,18 +516,22 @@ def ps_command(prefix: tuple[str, ...]) -> None:
 )
 def launch_command(integration: str | None, extra: tuple[str, ...], model: str, config_only: bool, yes: bool) -> None:
     """Launch an agent (claude: Claude Code, codex: Codex, copilot: Copilot CLI, droid: Droid,
-    opencode: OpenCode, qwen: Qwen Code) on a model of this server, as `ollama launch` does; its own arguments go after
-    `--`. ``--yes``, the headless form's flag
-    (``ollama launch claude --model M --yes -- -p ...``), is taken: cllm pulls a missing model
-    without asking, as ``run`` does, and asks nothing else."""
+    opencode: OpenCode, qwen: Qwen Code) on a model of this server, as `ollama launch` does; its own
+    arguments go after `--`; with none named, the launcher menu on a terminal (as a bare `cllm`),
+    else the list. ``--yes``, the headless form's flag (``ollama launch claude --model M --yes --
+    -p ...``), is taken: cllm pulls a missing model without asking, as ``run`` does, and asks
+    nothing else."""
     if integration is None:
         if model or config_only or extra or yes:
             raise CommandError(
                 "flags and extra args require an integration name, for example: 'cllm launch claude --model qwen3'"
             )
-        click.echo(usage())
+        if sys.stdin.isatty() and sys.stdout.isatty():  # "equivalent to running 'ollama' directly"
+            _launcher(click.get_current_context())
+        else:
+            click.echo(usage())
         return
-    agent = INTEGRATIONS.get(integration)
+    agent = find_integration(integration)
     if agent is None:
         raise CommandError(f"unknown integration {integration!r}: cllm launches {', '.join(INTEGRATIONS)}")
     settings = _settings()

@@ -434,7 +434,7 @@ def test_launch_lists_its_integrations_and_refuses_what_it_cannot_launch(server:
         "Supported integrations:",
         "  claude     Claude Code",
         "  codex      Codex",
-        "  copilot    Copilot CLI",
+        "  copilot    Copilot CLI (aliases: copilot-cli)",
         "  droid      Droid",
         "  opencode   OpenCode",
         "  qwen       Qwen Code",
@@ -499,6 +499,10 @@ def test_launch_copilot_gives_copilot_cli_the_model_as_its_own_provider(server: 
     url = server["OLLAMA_HOST"]
     out = assert_ok(run(server, "launch", "copilot", "--model", "tiny", "--config", "--", "-p", "hi")).splitlines()
     assert shlex.split(out[-1])[1:] == ["--model", "tiny", "-p", "hi"]
+    assert (
+        assert_ok(run(server, "launch", "copilot-cli", "--model", "tiny", "--config", "--", "-p", "hi")).splitlines()
+        == out
+    )
     assert dict(shlex.split(line)[1].split("=", 1) for line in out[:-1]) == {
         "COPILOT_PROVIDER_BASE_URL": f"{url}/v1",
         "COPILOT_PROVIDER_API_KEY": "",

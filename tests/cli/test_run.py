@@ -166,6 +166,14 @@ def test_a_bare_cllm_on_a_terminal_is_ollamas_launcher_menu(served: dict[str, st
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+    # `cllm launch` alone is the same menu ("equivalent to running 'ollama' directly").
+    child = spawn(env, "launch")
+    child.expect_exact("7. Launch Qwen Code (not installed)")
+    child.expect_exact("Select (q to quit)")
+    child.sendline("")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
 
 
 def ignore_ctrl_c() -> None:
