@@ -204,6 +204,15 @@ class HttpBackend:
     def tags(self) -> list[dict[str, Any]]:
         return self._call("GET", "/api/tags").json()["models"]
 
+    def recommendations(self) -> list[dict[str, Any]]:
+        """The server's model recommendations, which Ollama's launcher offers to pull; none where
+        the server has none (an older one: a 404)."""
+        try:
+            found = self._call("GET", "/api/experimental/model-recommendations").json()["recommendations"]
+        except (CllmError, KeyError, TypeError, ValueError):
+            return []
+        return [r for r in found if isinstance(r, dict) and isinstance(r.get("model"), str)]
+
     def show(
         self, name: str, verbose: bool = False, *, system: str = "", options: dict[str, Any] | None = None
     ) -> dict[str, Any]:

@@ -603,15 +603,34 @@ def _launcher(ctx: click.Context) -> None:
 
 
 def _choose_model(backend: HttpBackend) -> str:
-    """The model the user picks from the server's, asked on the terminal (else ``--model`` is needed)."""
+    """The model the user picks on the terminal (else ``--model`` is needed): the server's, then the
+    local models it recommends that are not there yet, as Ollama's launcher lists them (``(not
+    downloaded)``; cloud ones are left out, the cloud being off), which the caller then pulls."""
     if not sys.stdin.isatty():
         raise CommandError("--model is required when not run from a terminal")
     names = [m["name"] for m in backend.tags()]
+    rows = list(names)
+    for rec in backend.recommendations():
+        name = rec["model"]
+        if name.endswith((":cloud", "-cloud")) or name in names or f"{name}:latest" in names:
+            continue
+        names.append(name)
+        details = [rec.get("description") or "", _vram(rec), "(not downloaded)"]
+        rows.append(f"{name}  " + ", ".join(d for d in details if d))
     if not names:
         raise CommandError("no models yet: pull one first (`cllm pull qwen3`), or name one with --model")
-    for i, name in enumerate(names, 1):
-        click.echo(f"{i:>3}. {name}")
+    for i, row in enumerate(rows, 1):
+        click.echo(f"{i:>3}. {row}")
     return names[click.prompt("Model", type=click.IntRange(1, len(names))) - 1]
+
+
+def _vram(recommendation: dict[str, Any]) -> str:
+    """A recommendation's memory as Ollama's launcher shows it (``~12GB``), or nothing."""
+    size = recommendation.get("vram_bytes")
+    if not isinstance(size, int) or size <= 0:
+        return ""
+    gb = size / 1e9
+    return f"~{gb:.0f}GB" if gb == int(gb) else f"~{gb:.1f}GB"
 
 
 cli.add_command(bench_command)

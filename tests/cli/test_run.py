@@ -137,10 +137,11 @@ def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> No
 
 
 @pytest.mark.model  # the chat it opens loads the model
-def test_a_bare_cllm_on_a_terminal_is_ollamas_launcher_menu(served: dict[str, str]) -> None:
+def test_a_bare_cllm_on_a_terminal_is_ollamas_launcher_menu(served: dict[str, str], fake_hub: FakeHub) -> None:
     """``cllm`` alone on a terminal, as ``ollama`` alone: a menu of a chat and the agents (those not
     installed marked so); a wrong pick or a missing agent is said and the menu comes back; a chat
-    picks its model from the server's and returns to the menu at /bye; q leaves."""
+    picks its model from the server's (or its recommendations, pulled first) and returns to the
+    menu at /bye; q leaves."""
     env = served | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin{os.pathsep}/bin"}
     child = spawn(env)
     child.expect_exact("1. Chat with a model")
@@ -157,6 +158,15 @@ def test_a_bare_cllm_on_a_terminal_is_ollamas_launcher_menu(served: dict[str, st
     child.sendline("1")
     child.expect(r"(\d+)\. tiny")
     number = child.match.group(1)
+    # The server's recommendations not there yet follow, to pull (none of its cloud ones).
+    child.expect(r"(\d+)\. gemma4  Reasoning and code generation locally, ~12GB, \(not downloaded\)")
+    gemma = child.match.group(1)
+    child.expect_exact("Model")
+    assert ":cloud" not in child.before
+    child.sendline(gemma)  # pulled first, from a registry (the fake hub's) without it: said, and back
+    child.expect_exact("Error: pull model manifest: file does not exist")
+    child.expect_exact("Select (q to quit)")
+    child.sendline("1")
     child.expect_exact("Model")
     child.sendline(number)
     child.expect_exact(">>> ")
