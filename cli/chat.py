@@ -616,6 +616,9 @@ def interactive(backend: HttpBackend, session: Session, *, history: bool = True,
         readline = None  # type: ignore[assignment]
     path = history_path()
     if readline is not None:
+        # What input() took before (the launcher's menu answers) and an earlier session's lines are
+        # not this session's: a second session in one process would keep them twice.
+        readline.clear_history()
         with contextlib.suppress(OSError):
             readline.read_history_file(path)
         if not history:
@@ -635,3 +638,4 @@ def interactive(backend: HttpBackend, session: Session, *, history: bool = True,
                 path.parent.mkdir(parents=True, exist_ok=True)
                 readline.set_history_length(_HISTORY_LINES)
                 readline.write_history_file(path)
+            readline.clear_history()

@@ -5,7 +5,7 @@ Claude Code talks to ``/v1/messages`` (``ANTHROPIC_BASE_URL``), every model tier
 with Ollama's settings for a local server. Codex talks to ``/v1/responses`` through a provider set
 on its command line (``-c``; Ollama writes a profile into its config instead, which cllm leaves as
 the user has it), with a model catalog as Ollama writes one (the model's context window and
-whether it sees), in ``cllm-launch-models.json`` beside Codex's config. OpenCode talks to
+whether it sees), in ``cllm-launch-models-MODEL.json`` beside Codex's config. OpenCode talks to
 ``/v1/chat/completions`` through an OpenAI-compatible provider given in
 ``OPENCODE_CONFIG_CONTENT``, as Ollama gives it (nothing written into its config files). The
 Copilot CLI talks to ``/v1/responses`` as a custom provider given in its ``COPILOT_PROVIDER_*``
@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,11 @@ class Target:
     vision: bool
     thinking: bool = False
     families: tuple[str, ...] = ()  # its details' family and families
+
+    @property
+    def v1(self) -> str:
+        """The server's OpenAI-compatible base URL, where most agents are pointed."""
+        return self.url.rstrip("/") + "/v1"
 
     @classmethod
     def of(cls, settings: Settings, model: str, show: Mapping[str, Any]) -> Target:
@@ -143,7 +150,7 @@ def _codex(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
         "model": target.model,
         "model_catalog_json": str(_codex_catalog(target)),
         f"{provider}.name": "cllm",
-        f"{provider}.base_url": target.url.rstrip("/") + "/v1",
+        f"{provider}.base_url": target.v1,
         f"{provider}.wire_api": "responses",
     }
     env = {}
@@ -158,7 +165,6 @@ def _codex_catalog(target: Target) -> Path:
     """Codex's catalog entry for the model, as ``ollama launch codex`` writes it (Codex otherwise
     warns that it knows nothing of the model, and assumes a context window of its own)."""
     home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
-    home.mkdir(parents=True, exist_ok=True)
     entry = {
         "slug": target.model,
         "display_name": target.model,
@@ -177,8 +183,16 @@ def _codex_catalog(target: Target) -> Path:
         "supported_reasoning_levels": [],
         "experimental_supported_tools": [],
     }
-    path = home / "cllm-launch-models.json"
-    path.write_text(json.dumps({"models": [entry]}, indent=2))
+    return _launch_file(home, "models", target.model, {"models": [entry]})
+
+
+def _launch_file(home: Path, kind: str, model: str, content: dict[str, Any]) -> Path:
+    """A file of cllm's in an agent's folder ``home``, one per model (``cllm-launch-KIND-MODEL.json``,
+    what a file name cannot hold in the name as ``-``): launches on two models at once, or a launch
+    kept from ``--config``, each read their own."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / f"cllm-launch-{kind}-{re.sub(r'[^A-Za-z0-9._-]', '-', model)}.json"
+    path.write_text(json.dumps(content, indent=2))
     return path
 
 
@@ -218,7 +232,7 @@ def _opencode(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str
             entry["variants"] = {"none": {"reasoningEffort": "none"}} | {
                 level: {"disabled": True} for level in ("low", "medium", "high")
             }
-    options: dict[str, Any] = {"baseURL": target.url.rstrip("/") + "/v1"}
+    options: dict[str, Any] = {"baseURL": target.v1}
     if target.key:
         options["apiKey"] = target.key
     config = {
@@ -244,7 +258,7 @@ def _copilot(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str,
     itself rather than assuming a window it does not know."""
     output = _output_limit(target)
     env = {
-        "COPILOT_PROVIDER_BASE_URL": target.url.rstrip("/") + "/v1",
+        "COPILOT_PROVIDER_BASE_URL": target.v1,
         "COPILOT_PROVIDER_API_KEY": target.key,
         "COPILOT_PROVIDER_WIRE_API": "responses",
         "COPILOT_MODEL": target.model,
@@ -260,12 +274,11 @@ def _droid(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
     cllm writes them into a settings file of its own that Droid merges for this run (``--settings``),
     and asks for no more output than the model is served to give (``_output_limit``)."""
     home = Path(os.environ.get("FACTORY_HOME_OVERRIDE") or Path.home()) / ".factory"
-    home.mkdir(parents=True, exist_ok=True)
     model_id = f"custom:cllm-{target.model}"
     entry = {
         "model": target.model,
         "displayName": target.model,
-        "baseUrl": target.url.rstrip("/") + "/v1",
+        "baseUrl": target.v1,
         "apiKey": target.key or NO_KEY,
         "provider": "generic-chat-completion-api",
         "maxOutputTokens": _output_limit(target),
@@ -274,13 +287,20 @@ def _droid(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
         "index": 0,
     }
     settings = {"customModels": [entry], "sessionDefaultSettings": {"model": model_id, "reasoningEffort": "none"}}
-    path = home / "cllm-launch-settings.json"
-    path.write_text(json.dumps(settings, indent=2))
-    return ["--settings", str(path), *extra], {}
+    return ["--settings", str(_launch_file(home, "settings", target.model, settings)), *extra], {}
 
 
-# Where Qwen Code reads its system defaults unless QWEN_CODE_SYSTEM_DEFAULTS_PATH names a file.
-QWEN_SYSTEM_DEFAULTS = Path("/etc/qwen-code/system-defaults.json")
+def _qwen_system_defaults() -> Path:
+    """Where Qwen Code reads the system's defaults when ``QWEN_CODE_SYSTEM_DEFAULTS_PATH`` names no
+    file (its ``getSystemDefaultsPath``): beside its system settings, wherever those are."""
+    settings = os.environ.get("QWEN_CODE_SYSTEM_SETTINGS_PATH")
+    if settings:
+        return Path(settings).parent / "system-defaults.json"
+    if sys.platform == "darwin":
+        return Path("/Library/Application Support/QwenCode/system-defaults.json")
+    if sys.platform == "win32":
+        return Path("C:/ProgramData/qwen-code/system-defaults.json")
+    return Path("/etc/qwen-code/system-defaults.json")
 
 
 def _qwen(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
@@ -288,7 +308,7 @@ def _qwen(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, st
     (``OPENAI_*``, ``--auth-type openai --model M`` unless the arguments given name them). Ollama
     also writes its provider into ``~/.qwen/settings.json``; cllm gives its provider as system
     defaults instead (:func:`_qwen_defaults`), which every setting of the user's overrides."""
-    base = target.url.rstrip("/") + "/v1"
+    base = target.v1
     args = list(extra)
     if not _has_flag(args, "--auth-type"):
         args = ["--auth-type", "openai", *args]
@@ -307,12 +327,10 @@ def _qwen_defaults(target: Target, base: str) -> Path:
     """Qwen Code's system defaults with the model as an OpenAI provider: its context window (else
     Qwen Code assumes 200k tokens for a model it does not know, and compacts after cllm would have
     cut the prompt) and whether it sees; written beside its settings, on top of the defaults the
-    system has (``/etc/qwen-code/system-defaults.json``) so that none are lost."""
+    system has (:func:`_qwen_system_defaults`) so that none are lost."""
     home = Path(os.environ.get("QWEN_HOME") or Path.home() / ".qwen")
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / "cllm-launch-defaults.json"
     given = os.environ.get("QWEN_CODE_SYSTEM_DEFAULTS_PATH")  # cllm's own file, where a launch's exports were kept
-    defaults = _json_object(Path(given) if given else QWEN_SYSTEM_DEFAULTS)
+    defaults = _json_object(Path(given) if given else _qwen_system_defaults())
     provider = {
         "id": target.model,
         "name": f"{target.model} (cllm)",
@@ -328,8 +346,7 @@ def _qwen_defaults(target: Target, base: str) -> Path:
     security = _as_object(defaults.get("security"))
     security["auth"] = {**_as_object(security.get("auth")), "selectedType": "openai", "baseUrl": base}
     defaults["security"] = security
-    path.write_text(json.dumps(defaults, indent=2))
-    return path
+    return _launch_file(home, "defaults", target.model, defaults)
 
 
 def _json_object(path: Path) -> dict[str, Any]:

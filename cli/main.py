@@ -146,7 +146,7 @@ class OllamaExits(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args and not ctx.resilient_parsing:
-            if sys.stdin.isatty() and sys.stdout.isatty():
+            if _on_terminal():
                 _launcher(ctx)
             else:
                 click.echo(ctx.get_help())
@@ -526,7 +526,7 @@ def launch_command(integration: str | None, extra: tuple[str, ...], model: str, 
             raise CommandError(
                 "flags and extra args require an integration name, for example: 'cllm launch claude --model qwen3'"
             )
-        if sys.stdin.isatty() and sys.stdout.isatty():  # "equivalent to running 'ollama' directly"
+        if _on_terminal():  # "equivalent to running 'ollama' directly"
             _launcher(click.get_current_context())
         else:
             click.echo(usage())
@@ -553,6 +553,11 @@ def launch_command(integration: str | None, extra: tuple[str, ...], model: str, 
     finally:
         signal.signal(signal.SIGINT, interrupt)
     click.get_current_context().exit(returncode)
+
+
+def _on_terminal() -> bool:
+    """Whether a person is at both ends (stdin and stdout a terminal), as Ollama's isInteractiveSession."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 # The launcher's first item; the others launch the integrations.
@@ -582,14 +587,15 @@ def _launcher(ctx: click.Context) -> None:
             return
         if answer in ("q", "quit", "exit"):
             return
-        if not answer.isdigit() or not 1 <= int(answer) <= len(rows):
+        if not (answer.isascii() and answer.isdigit()) or not 1 <= int(answer) <= len(rows):
             click.echo(f"Error: {answer!r} is not on the menu: a number from 1 to {len(rows)}, or q", err=True)
             continue
-        agent = agents[int(answer) - 2] if answer != "1" else None
+        agent = agents[int(answer) - 2] if int(answer) > 1 else None
         try:
             if agent is not None and agent.find() is None:
                 raise CommandError(agent.missing())
-            model = _choose_model(backend)
+            with user_errors():
+                model = _choose_model(backend)
             if agent is None:
                 ctx.invoke(run_command, model=model)
             else:
@@ -598,7 +604,7 @@ def _launcher(ctx: click.Context) -> None:
             pass
         except click.ClickException as exc:
             exc.show()
-        except click.Abort:
+        except (click.Abort, KeyboardInterrupt):  # Ctrl-C or Ctrl-D in a pick or a pull: back to the menu
             click.echo()
 
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 import respx
 from click.testing import CliRunner, Result
+from cllm_ollama.cli.launch import INTEGRATIONS, Target
 from cllm_ollama.cli.main import cli, wildcard_sockets
 from cllm_ollama.cli.progress import ProgressPrinter, human_bytes, human_duration
 from fakehub import FakeHub
@@ -465,7 +466,7 @@ def test_launch_points_each_agent_at_the_server(server: dict[str, str], workdir:
     assert words[1:-2:2] == ["-c"] * len(settings) and words[-2:] == ["exec", "hi"]
     assert settings["model"] == '"tiny"' and settings["model_providers.cllm.base_url"] == json.dumps(f"{url}/v1")
     assert settings["model_providers.cllm.wire_api"] == '"responses"'
-    catalog = json.loads((codex_home / "cllm-launch-models.json").read_text())
+    catalog = json.loads((codex_home / "cllm-launch-models-tiny.json").read_text())
     (entry,) = catalog["models"]
     assert entry["slug"] == "tiny" and entry["input_modalities"] == ["text"] and entry["context_window"] == 40960
     # OpenCode: an OpenAI-compatible provider in OPENCODE_CONFIG_CONTENT, the model in it (its
@@ -522,7 +523,7 @@ def test_launch_droid_gives_droid_the_model_in_a_settings_file_for_the_run(
     url = server["OLLAMA_HOST"]
     env = server | {"FACTORY_HOME_OVERRIDE": str(tmp_path)}
     out = assert_ok(run(env, "launch", "droid", "--model", "tiny", "--config", "--", "exec", "hi")).splitlines()
-    path = tmp_path / ".factory" / "cllm-launch-settings.json"
+    path = tmp_path / ".factory" / "cllm-launch-settings-tiny.json"
     assert out == [shlex.join(["droid", "--settings", str(path), "exec", "hi"])]
     assert json.loads(path.read_text()) == {
         "customModels": [
@@ -540,7 +541,7 @@ def test_launch_droid_gives_droid_the_model_in_a_settings_file_for_the_run(
         ],
         "sessionDefaultSettings": {"model": "custom:cllm-tiny", "reasoningEffort": "none"},
     }
-    assert sorted(p.name for p in path.parent.iterdir()) == ["cllm-launch-settings.json"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["cllm-launch-settings-tiny.json"]
 
 
 def test_launch_qwen_gives_qwen_code_the_model_as_system_defaults(
@@ -563,7 +564,7 @@ def test_launch_qwen_gives_qwen_code_the_model_as_system_defaults(
         "OPENAI_MODEL": "tiny",
     }
     path = Path(exports["QWEN_CODE_SYSTEM_DEFAULTS_PATH"])
-    assert path == tmp_path / "qwen" / "cllm-launch-defaults.json"
+    assert path == tmp_path / "qwen" / "cllm-launch-defaults-tiny.json"
     defaults = json.loads(path.read_text())
     assert defaults["general"] == {"disableAutoUpdate": True} and defaults["model"] == {"name": "tiny", "x": 1}
     assert defaults["security"] == {"auth": {"selectedType": "openai", "baseUrl": f"{url}/v1"}}
@@ -583,6 +584,34 @@ def test_launch_qwen_gives_qwen_code_the_model_as_system_defaults(
     out = assert_ok(run(again, "launch", "qwen", "--model", "tiny", "--config", "--", "-m", "x", "--auth-type=openai"))
     assert shlex.split(out.splitlines()[-1])[1:] == ["-m", "x", "--auth-type=openai"]
     assert json.loads(path.read_text())["general"] == {"disableAutoUpdate": True}
+
+
+def test_launch_files_are_one_per_model_and_qwen_keeps_the_systems_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files cllm writes for an agent are one per model (a name's ``:`` and ``/`` as ``-``), so
+    two launches at once each read their own; Qwen Code's system defaults are found where it looks
+    for them, beside QWEN_CODE_SYSTEM_SETTINGS_PATH when that is set, and kept."""
+    system = tmp_path / "etc"
+    system.mkdir()
+    (system / "system-defaults.json").write_text('{"general": {"vimMode": true}}')
+    monkeypatch.delenv("QWEN_CODE_SYSTEM_DEFAULTS_PATH", raising=False)
+    monkeypatch.setenv("QWEN_CODE_SYSTEM_SETTINGS_PATH", str(system / "settings.json"))
+    monkeypatch.setenv("QWEN_HOME", str(tmp_path / "qwen"))
+    monkeypatch.setenv("FACTORY_HOME_OVERRIDE", str(tmp_path))
+
+    def defaults(model: str) -> Path:
+        target = Target("http://127.0.0.1:1", model, "", 8192, False)
+        return Path(INTEGRATIONS["qwen"].launch("qwen", target, ()).env["QWEN_CODE_SYSTEM_DEFAULTS_PATH"])
+
+    pulled, other = defaults("hf.co/u/r:Q4_K_M"), defaults("qwen3")
+    assert (
+        pulled.name == "cllm-launch-defaults-hf.co-u-r-Q4_K_M.json" and other.name == "cllm-launch-defaults-qwen3.json"
+    )
+    assert json.loads(pulled.read_text())["general"] == {"vimMode": True}
+    assert json.loads(pulled.read_text())["model"]["name"] == "hf.co/u/r:Q4_K_M"
+    droid = INTEGRATIONS["droid"].launch("droid", Target("http://h:1", "a/b:c", "", 8192, False), ["exec"])
+    assert droid.argv == ["droid", "--settings", str(tmp_path / ".factory" / "cllm-launch-settings-a-b-c.json"), "exec"]
 
 
 def test_launch_says_how_to_install_a_missing_agent(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
@@ -613,7 +642,7 @@ def test_launch_hands_the_servers_key_to_the_agent(
     copilot = assert_ok(run(env, "launch", "copilot", "--model", "tiny", "--config")).splitlines()
     assert "export COPILOT_PROVIDER_API_KEY=k2" in copilot
     assert_ok(run(env, "launch", "droid", "--model", "tiny", "--config"))
-    droid = json.loads((tmp_path / ".factory" / "cllm-launch-settings.json").read_text())
+    droid = json.loads((tmp_path / ".factory" / "cllm-launch-settings-tiny.json").read_text())
     assert droid["customModels"][0]["apiKey"] == "k2"
     qwen = assert_ok(run(env, "launch", "qwen", "--model", "tiny", "--config")).splitlines()
     assert "export OPENAI_API_KEY=k2" in qwen

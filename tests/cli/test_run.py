@@ -149,6 +149,8 @@ def test_a_bare_cllm_on_a_terminal_is_ollamas_launcher_menu(served: dict[str, st
     child.expect_exact("Select (q to quit)")
     child.sendline("9")
     child.expect_exact("Error: '9' is not on the menu: a number from 1 to 7, or q")
+    child.sendline("²")
+    child.expect_exact("Error: '²' is not on the menu")
     child.expect_exact("Select (q to quit)")
     child.sendline("2")
     child.expect_exact(
