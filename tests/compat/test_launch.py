@@ -158,7 +158,7 @@ def test_launch_qwen_runs_qwen_code_on_the_model(scripted_agent: Any, tmp_path: 
     assert "Hello from cllm." in run.stdout
     context = launch(url, qwen_binary(), tmp_path / "home2", "qwen", "--model", MODEL, "--", "/context", env=env)
     assert context.returncode == 0 and "Model: tiny  Context window: 41.0k tokens" in context.stdout, context.stdout
-    defaults = json.loads((home / ".qwen" / "cllm-launch-defaults.json").read_text())
+    defaults = json.loads((home / ".qwen" / "cllm-launch-defaults-tiny.json").read_text())
     assert defaults["general"] == QUIET_SETTINGS["general"]
     (provider,) = defaults["modelProviders"]["openai"]
     assert provider["id"] == MODEL and provider["baseUrl"] == f"{url}/v1"

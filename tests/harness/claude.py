@@ -5,23 +5,17 @@ models both the served one, no telemetry, update checks or other traffic (there 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from .codex import run_headless
-
-ROOT = Path(__file__).resolve().parents[2]
-_BIN = ROOT / "compat" / "js" / "node_modules" / ".bin" / "claude"
+from .npm_agents import agent_binary
 
 
 def claude_binary() -> Path | None:
-    """compat/js's pinned Claude Code (``npm ci`` there), else a ``claude`` on PATH; None if neither."""
-    if _BIN.is_file() and shutil.which("node"):
-        return _BIN
-    found = shutil.which("claude")
-    return Path(found) if found else None
+    """compat/js's pinned claude (``npm ci`` there), else a ``claude`` on PATH; None if neither."""
+    return agent_binary("claude")
 
 
 def run_claude(

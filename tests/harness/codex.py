@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,18 +28,14 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-ROOT = Path(__file__).resolve().parents[2]
-JS_DIR = ROOT / "compat" / "js"
-_BIN = JS_DIR / "node_modules" / ".bin" / "codex"
+from .npm_agents import agent_binary
+
 PROVIDER = "cllm"
 
 
 def codex_binary() -> Path | None:
-    """compat/js's pinned Codex (``npm ci`` there), else a ``codex`` on PATH; None if neither."""
-    if _BIN.is_file() and shutil.which("node"):
-        return _BIN
-    found = shutil.which("codex")
-    return Path(found) if found else None
+    """compat/js's pinned codex (``npm ci`` there), else a ``codex`` on PATH; None if neither."""
+    return agent_binary("codex")
 
 
 def config_toml(base_url: str, model: str) -> str:

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_BIN = ROOT / "compat" / "js" / "node_modules" / ".bin" / "droid"
+from .npm_agents import agent_binary
 
 
 def droid_binary() -> Path | None:
-    """compat/js's pinned Droid (``npm ci`` there), else a ``droid`` on PATH; None if neither."""
-    if _BIN.is_file() and shutil.which("node"):
-        return _BIN
-    found = shutil.which("droid")
-    return Path(found) if found else None
+    """compat/js's pinned droid (``npm ci`` there), else a ``droid`` on PATH; None if neither."""
+    return agent_binary("droid")

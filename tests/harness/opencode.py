@@ -4,11 +4,9 @@ no model catalogue from models.dev, no default plugins or language servers downl
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_BIN = ROOT / "compat" / "js" / "node_modules" / ".bin" / "opencode"
+from .npm_agents import agent_binary
 
 QUIET = {
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -20,8 +18,5 @@ QUIET = {
 
 
 def opencode_binary() -> Path | None:
-    """compat/js's pinned OpenCode (``npm ci`` there), else an ``opencode`` on PATH; None if neither."""
-    if _BIN.is_file() and shutil.which("node"):
-        return _BIN
-    found = shutil.which("opencode")
-    return Path(found) if found else None
+    """compat/js's pinned opencode (``npm ci`` there), else a ``opencode`` on PATH; None if neither."""
+    return agent_binary("opencode")

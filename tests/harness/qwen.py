@@ -4,11 +4,9 @@ no usage statistics)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_BIN = ROOT / "compat" / "js" / "node_modules" / ".bin" / "qwen"
+from .npm_agents import agent_binary
 
 # Qwen Code's settings (as system defaults: the launch's own are merged over them) for a machine
 # with no internet.
@@ -20,8 +18,5 @@ QUIET_SETTINGS = {
 
 
 def qwen_binary() -> Path | None:
-    """compat/js's pinned Qwen Code (``npm ci`` there), else a ``qwen`` on PATH; None if neither."""
-    if _BIN.is_file() and shutil.which("node"):
-        return _BIN
-    found = shutil.which("qwen")
-    return Path(found) if found else None
+    """compat/js's pinned qwen (``npm ci`` there), else a ``qwen`` on PATH; None if neither."""
+    return agent_binary("qwen")
