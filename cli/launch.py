@@ -10,9 +10,9 @@ whether it sees), in ``cllm-launch-models-MODEL.json`` beside Codex's config. Op
 ``OPENCODE_CONFIG_CONTENT``, as Ollama gives it (nothing written into its config files). The
 Copilot CLI talks to ``/v1/responses`` as a custom provider given in its ``COPILOT_PROVIDER_*``
 variables, with the model's limits. Droid talks to ``/v1/chat/completions`` as a custom model in a
-settings file of cllm's that it merges for the run. Qwen Code talks to ``/v1/chat/completions`` as ``ollama launch
-qwen`` points it there (``OPENAI_*``), its provider and the model's context given as system
-defaults of cllm's rather than in its settings.
+settings file of cllm's that it merges for the run. Qwen Code talks to ``/v1/chat/completions`` as
+``ollama launch qwen`` points it there (``OPENAI_*``), its provider and the model's context given
+as system defaults of cllm's rather than in its settings.
 """
 
 from __future__ import annotations
@@ -308,7 +308,6 @@ def _qwen(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, st
     (``OPENAI_*``, ``--auth-type openai --model M`` unless the arguments given name them). Ollama
     also writes its provider into ``~/.qwen/settings.json``; cllm gives its provider as system
     defaults instead (:func:`_qwen_defaults`), which every setting of the user's overrides."""
-    base = target.v1
     args = list(extra)
     if not _has_flag(args, "--auth-type"):
         args = ["--auth-type", "openai", *args]
@@ -316,14 +315,14 @@ def _qwen(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, st
         args = ["--model", target.model, *args]
     env = {
         "OPENAI_API_KEY": target.key or NO_KEY,
-        "OPENAI_BASE_URL": base,
+        "OPENAI_BASE_URL": target.v1,
         "OPENAI_MODEL": target.model,
-        "QWEN_CODE_SYSTEM_DEFAULTS_PATH": str(_qwen_defaults(target, base)),
+        "QWEN_CODE_SYSTEM_DEFAULTS_PATH": str(_qwen_defaults(target)),
     }
     return args, env
 
 
-def _qwen_defaults(target: Target, base: str) -> Path:
+def _qwen_defaults(target: Target) -> Path:
     """Qwen Code's system defaults with the model as an OpenAI provider: its context window (else
     Qwen Code assumes 200k tokens for a model it does not know, and compacts after cllm would have
     cut the prompt) and whether it sees; written beside its settings, on top of the defaults the
@@ -334,17 +333,17 @@ def _qwen_defaults(target: Target, base: str) -> Path:
     provider = {
         "id": target.model,
         "name": f"{target.model} (cllm)",
-        "baseUrl": base,
+        "baseUrl": target.v1,
         "envKey": "OPENAI_API_KEY",
         "generationConfig": {"contextWindowSize": target.context, "modalities": {"image": target.vision}},
     }
     providers = defaults.get("modelProviders")
     providers = providers if isinstance(providers, dict) else {}
-    others = [p for p in providers.get("openai") or [] if not (isinstance(p, dict) and p.get("baseUrl") == base)]
+    others = [p for p in providers.get("openai") or [] if not (isinstance(p, dict) and p.get("baseUrl") == target.v1)]
     defaults["modelProviders"] = {**providers, "openai": [provider, *others]}
     defaults["model"] = {**_as_object(defaults.get("model")), "name": target.model}
     security = _as_object(defaults.get("security"))
-    security["auth"] = {**_as_object(security.get("auth")), "selectedType": "openai", "baseUrl": base}
+    security["auth"] = {**_as_object(security.get("auth")), "selectedType": "openai", "baseUrl": target.v1}
     defaults["security"] = security
     return _launch_file(home, "defaults", target.model, defaults)
 

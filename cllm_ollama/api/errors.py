@@ -40,10 +40,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 MISSING_BODY = "missing request body"
 
 
-async def read_json(request: Request, into: type[GoStruct], empty: str = MISSING_BODY) -> dict[str, Any]:
-    """Decode a JSON object body with Ollama's error strings for the failure cases: ``into`` is the
-    struct Go decodes it into, named where the body is no object; ``empty`` is the words for no
-    body at all (the dialect's ``empty_body``)."""
+async def read_body(request: Request, empty: str = MISSING_BODY) -> bytes:
+    """The request's body, decompressed where it says zstd; none at all (or only blanks) is a 400
+    in ``empty``'s words (the dialect's ``empty_body``)."""
     try:
         body = await request.body()
     except ClientDisconnect:
@@ -53,6 +52,14 @@ async def read_json(request: Request, into: type[GoStruct], empty: str = MISSING
         body = _unzstd(body)
     if not body.strip():
         raise InvalidRequest(empty)
+    return body
+
+
+async def read_json(request: Request, into: type[GoStruct], empty: str = MISSING_BODY) -> dict[str, Any]:
+    """Decode a JSON object body with Ollama's error strings for the failure cases: ``into`` is the
+    struct Go decodes it into, named where the body is no object; ``empty`` is the words for no
+    body at all (the dialect's ``empty_body``)."""
+    body = await read_body(request, empty)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:

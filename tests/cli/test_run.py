@@ -66,6 +66,13 @@ def spawn(env: dict[str, str], *args: str, **options: Any) -> Any:
     return child
 
 
+def ended(child: Any) -> int | None:
+    """The exit status of ``child`` once its output has ended (None: a signal ended it)."""
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus  # type: ignore[no-any-return]
+
+
 @pytest.mark.model
 def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> None:
     child = spawn(served, "run", "tiny")
@@ -113,9 +120,7 @@ def test_interactive_commands_are_answered_locally(served: dict[str, str]) -> No
         child.expect_exact(answer)
     child.expect_exact(">>> ")
     child.sendline("/bye")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    assert ended(child) == 0
     # Lines are kept for the next session (not those typed while history was off).
     history = (Path(served["HOME"]) / ".cllm" / "history").read_text()
     assert "/set parameter temperature 0\n" in history and "\n/set history\n" not in history
@@ -175,17 +180,13 @@ def test_a_bare_cllm_on_a_terminal_is_ollamas_launcher_menu(served: dict[str, st
     child.sendline("/bye")
     child.expect_exact("Select (q to quit)")
     child.sendline("q")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    assert ended(child) == 0
     # `cllm launch` alone is the same menu ("equivalent to running 'ollama' directly").
     child = spawn(env, "launch")
     child.expect_exact("7. Launch Qwen Code (not installed)")
     child.expect_exact("Select (q to quit)")
     child.sendline("")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    assert ended(child) == 0
 
 
 def ignore_ctrl_c() -> None:
@@ -213,9 +214,7 @@ def test_ctrl_c_stops_the_answer_and_keeps_the_session(served: dict[str, str]) -
     child.sendintr()  # at an empty prompt: how to leave
     child.expect_exact("Use Ctrl + d or /bye to exit.")
     child.sendeof()
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    assert ended(child) == 0
 
 
 @pytest.mark.model
@@ -234,9 +233,7 @@ def test_ctrl_g_composes_the_prompt_in_the_editor(served: dict[str, str], tmp_pa
     child.send("\r")
     child.expect_exact(">>> ")  # answered
     child.sendline("/bye")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    assert ended(child) == 0
     history = (Path(served["HOME"]) / ".cllm" / "history").read_text()
     assert "Hello there" in history and "compose" not in history  # the marked line left no trace
     child = spawn(served | {"OLLAMA_EDITOR": str(tmp_path / "no-such-editor")}, "run", "tiny")

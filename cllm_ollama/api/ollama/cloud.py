@@ -6,12 +6,12 @@ status says disabled)."""
 
 from __future__ import annotations
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 
-from ...errors import CllmError, InvalidRequest, RequestCanceled
+from ...errors import CllmError
 from ..encoders import JSONResponse
-from ..errors import MISSING_BODY
+from ..errors import read_body
 from ..services import services
 
 # internal/cloud's DisabledMessagePrefix, and the operations' words after it (server/routes.go).
@@ -78,10 +78,5 @@ async def model_recommendations(request: Request) -> Response:
 async def _cloud_only(request: Request, operation: str) -> Response:
     """A path Ollama proxies to ollama.com: a body is read first (none: 400, as Ollama's
     ``readRequestBody`` check), then the cloud's refusal."""
-    try:
-        body = await request.body()
-    except ClientDisconnect:
-        raise RequestCanceled() from None
-    if not body.strip():
-        raise InvalidRequest(MISSING_BODY)
+    await read_body(request)
     raise CllmError(f"{CLOUD_DISABLED}: {operation}", 403)
