@@ -12,7 +12,9 @@ Copilot CLI talks to ``/v1/responses`` as a custom provider given in its ``COPIL
 variables, with the model's limits. Droid talks to ``/v1/chat/completions`` as a custom model in a
 settings file of cllm's that it merges for the run. Qwen Code talks to ``/v1/chat/completions`` as
 ``ollama launch qwen`` points it there (``OPENAI_*``), its provider and the model's context given
-as system defaults of cllm's rather than in its settings.
+as system defaults of cllm's rather than in its settings. Pi talks to ``/v1/chat/completions`` through
+a provider an extension file of cllm's registers for the run (``-e``), where Ollama writes one into
+its ``models.json``.
 """
 
 from __future__ import annotations
@@ -186,13 +188,13 @@ def _codex_catalog(target: Target) -> Path:
     return _launch_file(home, "models", target.model, {"models": [entry]})
 
 
-def _launch_file(home: Path, kind: str, model: str, content: dict[str, Any]) -> Path:
+def _launch_file(home: Path, kind: str, model: str, content: dict[str, Any] | str, suffix: str = ".json") -> Path:
     """A file of cllm's in an agent's folder ``home``, one per model (``cllm-launch-KIND-MODEL.json``,
     what a file name cannot hold in the name as ``-``): launches on two models at once, or a launch
-    kept from ``--config``, each read their own."""
+    kept from ``--config``, each read their own. ``content``: JSON's, or the file's text."""
     home.mkdir(parents=True, exist_ok=True)
-    path = home / f"cllm-launch-{kind}-{re.sub(r'[^A-Za-z0-9._-]', '-', model)}.json"
-    path.write_text(json.dumps(content, indent=2))
+    path = home / f"cllm-launch-{kind}-{re.sub(r'[^A-Za-z0-9._-]', '-', model)}{suffix}"
+    path.write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
     return path
 
 
@@ -288,6 +290,42 @@ def _droid(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
     }
     settings = {"customModels": [entry], "sessionDefaultSettings": {"model": model_id, "reasoningEffort": "none"}}
     return ["--settings", str(_launch_file(home, "settings", target.model, settings)), *extra], {}
+
+
+# The provider Pi is given for this server (its models ``cllm/MODEL``).
+PI_PROVIDER = "cllm"
+
+
+def _pi(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Pi on the OpenAI-compatible API at ``/v1`` (chat completions), as ``ollama launch pi`` points
+    it there. Ollama writes an ``ollama`` provider into Pi's ``models.json`` and the default model
+    into its ``settings.json``; cllm gives the provider as an extension of its own that Pi loads for
+    the run (``-e``), with the served context and an output limit (``_output_limit``) so that Pi
+    compacts a long session itself, and starts Pi on the model unless the arguments name one."""
+    home = Path(os.environ.get("PI_CODING_AGENT_DIR") or Path.home() / ".pi" / "agent")
+    model: dict[str, Any] = {
+        "id": target.model,
+        "name": target.model,
+        "reasoning": target.thinking,
+        "input": ["text", "image"] if target.vision else ["text"],
+        "contextWindow": target.context,
+        "maxTokens": _output_limit(target),
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+    }
+    provider = {
+        "name": "cllm",
+        "baseUrl": target.v1,
+        "api": "openai-completions",
+        "apiKey": "$CLLM_LAUNCH_API_KEY",  # read from the environment, kept out of the file
+        "models": [model],
+    }
+    source = (
+        f"export default (pi) => pi.registerProvider({json.dumps(PI_PROVIDER)}, {json.dumps(provider, indent=2)});\n"
+    )
+    args = ["-e", str(_launch_file(home, "pi", target.model, source, suffix=".mjs")), *extra]
+    if not _has_flag(extra, "--model", "--provider", "--models"):
+        args = ["--provider", PI_PROVIDER, "--model", target.model, *args]
+    return args, {"CLLM_LAUNCH_API_KEY": target.key or NO_KEY}
 
 
 def _qwen_system_defaults() -> Path:
@@ -407,6 +445,14 @@ INTEGRATIONS = {
             _opencode,
             fallbacks=(".opencode/bin/opencode",),
             description="Anomaly's open-source coding agent",
+        ),
+        Integration(
+            "pi",
+            "Pi",
+            "pi",
+            "@earendil-works/pi-coding-agent",
+            _pi,
+            description="Minimal AI agent toolkit with plugin support",
         ),
         Integration(
             "qwen",

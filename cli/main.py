@@ -516,7 +516,7 @@ def ps_command(prefix: tuple[str, ...]) -> None:
 )
 def launch_command(integration: str | None, extra: tuple[str, ...], model: str, config_only: bool, yes: bool) -> None:
     """Launch an agent (claude: Claude Code, codex: Codex, copilot: Copilot CLI, droid: Droid,
-    opencode: OpenCode, qwen: Qwen Code) on a model of this server, as `ollama launch` does; its own
+    opencode: OpenCode, pi: Pi, qwen: Qwen Code) on a model of this server, as `ollama launch` does; its own
     arguments go after `--`; with none named, the launcher menu on a terminal (as a bare `cllm`),
     else the list. ``--yes``, the headless form's flag (``ollama launch claude --model M --yes --
     -p ...``), is taken: cllm pulls a missing model without asking, as ``run`` does, and asks

@@ -431,17 +431,18 @@ def test_a_missing_or_wrong_key_is_one_clear_line(keyed_server: dict[str, str | 
 
 def test_launch_lists_its_integrations_and_refuses_what_it_cannot_launch(server: dict[str, str]) -> None:
     out = assert_ok(run(server, "launch")).splitlines()
-    assert out[:7] == [
+    assert out[:8] == [
         "Supported integrations:",
         "  claude     Claude Code",
         "  codex      Codex",
         "  copilot    Copilot CLI (aliases: copilot-cli)",
         "  droid      Droid",
         "  opencode   OpenCode",
+        "  pi         Pi",
         "  qwen       Qwen Code",
     ]
     assert run(server, "launch", "nope").output.splitlines()[-1] == (
-        "Error: unknown integration 'nope': cllm launches claude, codex, copilot, droid, opencode, qwen"
+        "Error: unknown integration 'nope': cllm launches claude, codex, copilot, droid, opencode, pi, qwen"
     )
     assert "require an integration name" in run(server, "launch", "--model", "x").output
     result = run(server, "launch", "claude", "--model", "absent", "--config")
@@ -614,6 +615,34 @@ def test_launch_files_are_one_per_model_and_qwen_keeps_the_systems_defaults(
     assert droid.argv == ["droid", "--settings", str(tmp_path / ".factory" / "cllm-launch-settings-a-b-c.json"), "exec"]
 
 
+def test_launch_pi_gives_its_provider_as_an_extension_for_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pi gets the server as a provider of an extension file (its ``-e``) with the model's context,
+    output limit and inputs, and starts on the model unless its own arguments choose one."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "pi"))
+    target = Target("http://h:1", "a/b:c", "", 40960, True, thinking=True)
+    pi = INTEGRATIONS["pi"].launch("pi", target, ["-p", "hi"])
+    extension = tmp_path / "pi" / "cllm-launch-pi-a-b-c.mjs"
+    assert pi.argv == ["pi", "--provider", "cllm", "--model", "a/b:c", "-e", str(extension), "-p", "hi"]
+    assert pi.env == {"CLLM_LAUNCH_API_KEY": "cllm"}
+    source = extension.read_text()
+    head = 'export default (pi) => pi.registerProvider("cllm", '
+    assert source.startswith(head) and source.endswith(");\n")
+    provider = json.loads(source[len(head) : -len(");\n")])
+    assert provider["baseUrl"] == "http://h:1/v1" and provider["apiKey"] == "$CLLM_LAUNCH_API_KEY"
+    (model,) = provider["models"]
+    assert {k: model[k] for k in ("id", "reasoning", "input", "contextWindow", "maxTokens")} == {
+        "id": "a/b:c",
+        "reasoning": True,
+        "input": ["text", "image"],
+        "contextWindow": 40960,
+        "maxTokens": 8192,
+    }
+    chosen = INTEGRATIONS["pi"].launch("pi", target, ["--model=other"])
+    assert chosen.argv == ["pi", "-e", str(extension), "--model=other"]
+
+
 def test_launch_says_how_to_install_a_missing_agent(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
     assert_ok(run(server, "create", "tiny", cwd=workdir))
     env = server | {"PATH": str(tmp_path / "empty"), "HOME": str(tmp_path / "home")}
@@ -628,7 +657,7 @@ def test_launch_hands_the_servers_key_to_the_agent(
     keyed_server: dict[str, str | None], workdir: Path, tmp_path: Path
 ) -> None:
     homes = {"CODEX_HOME": str(tmp_path / "codex"), "QWEN_HOME": str(tmp_path / "qwen")}  # written there
-    homes["FACTORY_HOME_OVERRIDE"] = str(tmp_path)
+    homes |= {"FACTORY_HOME_OVERRIDE": str(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "pi")}
     env = keyed_server | {"CLLM_API_KEY": "k2"} | homes
     assert_ok(run(env, "create", "tiny", cwd=workdir))
     claude = assert_ok(run(env, "launch", "claude", "--model", "tiny", "--config")).splitlines()
@@ -646,6 +675,10 @@ def test_launch_hands_the_servers_key_to_the_agent(
     assert droid["customModels"][0]["apiKey"] == "k2"
     qwen = assert_ok(run(env, "launch", "qwen", "--model", "tiny", "--config")).splitlines()
     assert "export OPENAI_API_KEY=k2" in qwen
+    pi = assert_ok(run(env, "launch", "pi", "--model", "tiny", "--config")).splitlines()
+    assert (
+        "export CLLM_LAUNCH_API_KEY=k2" in pi and "k2" not in (tmp_path / "pi" / "cllm-launch-pi-tiny.mjs").read_text()
+    )
 
 
 @pytest.mark.parametrize("host", ["", "0.0.0.0", "::"])

@@ -153,7 +153,7 @@ def test_a_bare_cllm_on_a_terminal_is_ollamas_launcher_menu(served: dict[str, st
     child.expect_exact("2. Launch Claude Code (not installed)")
     child.expect_exact("Select (q to quit)")
     child.sendline("9")
-    child.expect_exact("Error: '9' is not on the menu: a number from 1 to 7, or q")
+    child.expect_exact("Error: '9' is not on the menu: a number from 1 to 8, or q")
     child.sendline("²")
     child.expect_exact("Error: '²' is not on the menu")
     child.expect_exact("Select (q to quit)")
@@ -183,7 +183,7 @@ def test_a_bare_cllm_on_a_terminal_is_ollamas_launcher_menu(served: dict[str, st
     assert ended(child) == 0
     # `cllm launch` alone is the same menu ("equivalent to running 'ollama' directly").
     child = spawn(env, "launch")
-    child.expect_exact("7. Launch Qwen Code (not installed)")
+    child.expect_exact("8. Launch Qwen Code (not installed)")
     child.expect_exact("Select (q to quit)")
     child.sendline("")
     assert ended(child) == 0

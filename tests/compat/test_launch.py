@@ -1,4 +1,4 @@
-"""``cllm launch claude``, ``codex``, ``copilot``, ``droid``, ``opencode`` and ``qwen`` start the
+"""``cllm launch claude``, ``codex``, ``copilot``, ``droid``, ``opencode``, ``pi`` and ``qwen`` start the
 real agents (pinned in compat/js) pointed at a running cllm, as ``ollama launch`` starts them
 against Ollama: the agent finds the server, asks for the model it was given, and prints what the
 (scripted) model said.
@@ -22,6 +22,8 @@ from harness.copilot import QUIET as COPILOT_QUIET
 from harness.copilot import copilot_binary
 from harness.droid import droid_binary
 from harness.opencode import QUIET, opencode_binary
+from harness.pi import QUIET as PI_QUIET
+from harness.pi import pi_binary
 from harness.qwen import QUIET_SETTINGS, qwen_binary
 
 TIMEOUT_S = 240
@@ -36,7 +38,7 @@ def launch(
     if binary is None:
         pytest.skip("the agents are not installed: run `npm ci` in compat/js")
     home.mkdir(parents=True)
-    agents = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "COPILOT_", "FACTORY_", "OPENCODE_", "QWEN_")
+    agents = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "COPILOT_", "FACTORY_", "OPENCODE_", "PI_", "QWEN_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(agents)} | QUIET | (env or {})
     env |= {
         "OLLAMA_HOST": url,
@@ -138,6 +140,28 @@ def test_launch_opencode_runs_opencode_on_the_model(scripted_agent: Any, tmp_pat
     assert len(asked) == 2 and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
     assert {e.json()["model"] for e in asked} == {MODEL}
     assert "Hello from cllm." in run.stdout
+
+
+def test_launch_pi_runs_pi_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
+    """Pi's print mode on the model through ``/v1/chat/completions``, from the provider cllm gives it
+    as an extension for the run: told the model's output limit, nothing written into its own
+    ``models.json`` or ``settings.json``. A model's tag (``tiny:latest``) stays part of its name, not
+    Pi's thinking level."""
+    url, log, turns = scripted_agent
+    turns += [["Hello from cllm."]] * 2
+    home = tmp_path / "home"
+    run = launch(url, pi_binary(), home, "pi", "--model", MODEL, "--", "-p", "Say hello.", env=PI_QUIET)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    tagged = launch(
+        url, pi_binary(), tmp_path / "home2", "pi", "--model", f"{MODEL}:latest", "--", "-p", "Hi.", env=PI_QUIET
+    )
+    assert tagged.returncode == 0, tagged.stdout[-2000:] + tagged.stderr[-2000:]
+    asked = [e for e in log.exchanges if e.path == "/v1/chat/completions"]
+    assert len(asked) == 2 and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
+    assert [e.json()["model"] for e in asked] == [MODEL, f"{MODEL}:latest"]
+    assert {e.json().get("max_completion_tokens", e.json().get("max_tokens")) for e in asked} == {8192}
+    assert run.stdout.strip() == "Hello from cllm."
+    assert not {"models.json", "settings.json"} & {p.name for p in (home / ".pi" / "agent").iterdir()}
 
 
 def test_launch_qwen_runs_qwen_code_on_the_model(scripted_agent: Any, tmp_path: Path) -> None:
