@@ -312,6 +312,8 @@ def _pi(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]
         "maxTokens": _output_limit(target),
         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
     }
+    if target.thinking:  # Pi's "off" sends no effort at all, which leaves a thinking model thinking
+        model["thinkingLevelMap"] = {"off": "none"}
     provider = {
         "name": "cllm",
         "baseUrl": target.v1,

@@ -632,9 +632,10 @@ def test_launch_pi_gives_its_provider_as_an_extension_for_the_run(
     provider = json.loads(source[len(head) : -len(");\n")])
     assert provider["baseUrl"] == "http://h:1/v1" and provider["apiKey"] == "$CLLM_LAUNCH_API_KEY"
     (model,) = provider["models"]
-    assert {k: model[k] for k in ("id", "reasoning", "input", "contextWindow", "maxTokens")} == {
+    assert {k: model[k] for k in ("id", "reasoning", "thinkingLevelMap", "input", "contextWindow", "maxTokens")} == {
         "id": "a/b:c",
         "reasoning": True,
+        "thinkingLevelMap": {"off": "none"},  # sent as reasoning_effort "none": thinking off
         "input": ["text", "image"],
         "contextWindow": 40960,
         "maxTokens": 8192,

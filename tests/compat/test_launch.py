@@ -146,20 +146,20 @@ def test_launch_pi_runs_pi_on_the_model(scripted_agent: Any, tmp_path: Path) -> 
     """Pi's print mode on the model through ``/v1/chat/completions``, from the provider cllm gives it
     as an extension for the run: told the model's output limit, nothing written into its own
     ``models.json`` or ``settings.json``. A model's tag (``tiny:latest``) stays part of its name, not
-    Pi's thinking level."""
+    Pi's thinking level; Pi's thinking ``off`` turns the (thinking) model's thinking off."""
     url, log, turns = scripted_agent
     turns += [["Hello from cllm."]] * 2
     home = tmp_path / "home"
     run = launch(url, pi_binary(), home, "pi", "--model", MODEL, "--", "-p", "Say hello.", env=PI_QUIET)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    tagged = launch(
-        url, pi_binary(), tmp_path / "home2", "pi", "--model", f"{MODEL}:latest", "--", "-p", "Hi.", env=PI_QUIET
-    )
+    off = ("--", "--thinking", "off", "-p", "Hi.")
+    tagged = launch(url, pi_binary(), tmp_path / "home2", "pi", "--model", f"{MODEL}:latest", *off, env=PI_QUIET)
     assert tagged.returncode == 0, tagged.stdout[-2000:] + tagged.stderr[-2000:]
     asked = [e for e in log.exchanges if e.path == "/v1/chat/completions"]
     assert len(asked) == 2 and all(e.status == 200 for e in log.exchanges), "\n".join(map(str, log.exchanges))
     assert [e.json()["model"] for e in asked] == [MODEL, f"{MODEL}:latest"]
     assert {e.json().get("max_completion_tokens", e.json().get("max_tokens")) for e in asked} == {8192}
+    assert [e.json().get("reasoning_effort") for e in asked] == ["medium", "none"]  # Pi's default, then off
     assert run.stdout.strip() == "Hello from cllm."
     assert not {"models.json", "settings.json"} & {p.name for p in (home / ".pi" / "agent").iterdir()}
 
