@@ -24,6 +24,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,7 @@ class Integration:
     fallbacks: tuple[str, ...] = ()  # where its installer puts it besides PATH (under HOME)
     description: str = ""  # Ollama's, for the launcher menu
     aliases: tuple[str, ...] = ()  # other names Ollama's launch takes for it
+    node: tuple[int, ...] = ()  # the oldest Node.js its npm package runs on, where newer than npm's floor
 
     def find(self) -> str | None:
         """The agent's binary: on PATH, else where its own installer puts it."""
@@ -116,6 +118,29 @@ class Integration:
         return (
             f"{self.title} is not installed: install it with `npm install -g {self.package}`, "
             f"then run `cllm launch {self.name}` again"
+        )
+
+    def unmet(self, binary: str) -> str | None:
+        """What to say when ``binary`` is a Node.js script and the Node it runs on is older than the
+        agent's oldest (it would fail with a stack trace of its own), else None."""
+        if not self.node:
+            return None
+        try:
+            with open(binary, "rb") as script:
+                line = script.readline(200).decode(errors="replace")
+            words = line[2:].split() if line.startswith("#!") else []
+            if not words or not any(Path(w).name == "node" for w in words):
+                return None  # a native binary, or another interpreter's script
+            node = shutil.which("node") if Path(words[0]).name == "env" else words[0]
+            said = subprocess.run([node or "node", "--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None  # nothing known: the agent says what it finds itself
+        found = tuple(int(n) for n in re.findall(r"\d+", said)[:3])
+        if not found or found >= self.node:
+            return None
+        return (
+            f"{self.title} needs Node.js {'.'.join(map(str, self.node))} or later, and runs on {said.strip()} here: "
+            f"install a newer Node.js (https://nodejs.org/), then run `cllm launch {self.name}` again"
         )
 
     def launch(self, binary: str, target: Target, extra: Sequence[str]) -> Launch:
@@ -455,6 +480,7 @@ INTEGRATIONS = {
             "@earendil-works/pi-coding-agent",
             _pi,
             description="Minimal AI agent toolkit with plugin support",
+            node=(22, 19),
         ),
         Integration(
             "qwen",

@@ -543,6 +543,9 @@ def launch_command(integration: str | None, extra: tuple[str, ...], model: str, 
     binary = agent.find()
     if binary is None and not config_only:
         raise CommandError(agent.missing())
+    unmet = None if binary is None or config_only else agent.unmet(binary)
+    if unmet:
+        raise CommandError(unmet)
     launch = agent.launch(binary or agent.binary, target, extra)
     if config_only:
         click.echo(launch.shell())

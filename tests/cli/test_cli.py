@@ -654,6 +654,31 @@ def test_launch_says_how_to_install_a_missing_agent(server: dict[str, str], work
     )
 
 
+def test_launch_says_when_the_agents_node_is_too_old(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
+    """Pi runs on Node.js 22.19 or later: with an older ``node`` on PATH, a launch says so (Pi itself
+    fails with a stack trace), and goes ahead with a new enough one."""
+    assert_ok(run(server, "create", "tiny", cwd=workdir))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pi = bin_dir / "pi"
+    pi.write_text("#!/usr/bin/env node\nconsole.log('pi')\n")
+    node = bin_dir / "node"
+    node.write_text("#!/bin/sh\necho v20.20.2\n")
+    for script in (pi, node):
+        script.chmod(0o755)
+    env = server | {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "PI_CODING_AGENT_DIR": str(tmp_path / "pi"),
+    }
+    result = run(env, "launch", "pi", "--model", "tiny")
+    assert result.exit_code == 1 and result.output.splitlines()[-1] == (
+        "Error: Pi needs Node.js 22.19 or later, and runs on v20.20.2 here: install a newer Node.js "
+        "(https://nodejs.org/), then run `cllm launch pi` again"
+    )
+    node.write_text("#!/bin/sh\necho v22.19.0\n")  # runs the script: says its version, and ends well
+    assert run(env, "launch", "pi", "--model", "tiny").exit_code == 0
+
+
 def test_launch_hands_the_servers_key_to_the_agent(
     keyed_server: dict[str, str | None], workdir: Path, tmp_path: Path
 ) -> None:
