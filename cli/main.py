@@ -506,21 +506,44 @@ def ps_command(prefix: tuple[str, ...]) -> None:
     click.echo(running_table(models, datetime.now().astimezone()))
 
 
-@cli.command("launch")
+# Where ``launch`` keeps what followed ``--`` on its command line: the agent's own arguments.
+AGENT_ARGS = "cllm.launch.agent_args"
+
+
+class LaunchArgs(GoFlags):
+    """``launch``'s command line as cobra reads Ollama's: what follows ``--`` is the agent's, kept
+    apart (``AGENT_ARGS``), so that arguments before it besides the integration can be refused."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            ctx.meta[AGENT_ARGS] = tuple(args[args.index("--") + 1 :])
+            args = args[: args.index("--")]
+        return super().parse_args(ctx, args)
+
+
+@cli.command("launch", cls=LaunchArgs)
 @click.argument("integration", required=False)
-@click.argument("extra", nargs=-1, type=click.UNPROCESSED)
+@click.argument("stray", nargs=-1, type=click.UNPROCESSED)
 @click.option("--model", default="", help="Model to use.")
 @click.option("--config", "config_only", is_flag=True, help="Print the configuration without launching.")
 @click.option(
     "-y", "--yes", is_flag=True, help="Answer yes to confirmation prompts (cllm asks none: for Ollama's scripts)."
 )
-def launch_command(integration: str | None, extra: tuple[str, ...], model: str, config_only: bool, yes: bool) -> None:
+def launch_command(integration: str | None, stray: tuple[str, ...], model: str, config_only: bool, yes: bool) -> None:
     """Launch an agent (claude: Claude Code, codex: Codex, copilot: Copilot CLI, droid: Droid,
     opencode: OpenCode, pi: Pi, qwen: Qwen Code) on a model of this server, as `ollama launch` does; its own
     arguments go after `--`; with none named, the launcher menu on a terminal (as a bare `cllm`),
     else the list. ``--yes``, the headless form's flag (``ollama launch claude --model M --yes --
     -p ...``), is taken: cllm pulls a missing model without asking, as ``run`` does, and asks
     nothing else."""
+    dashed = click.get_current_context().meta.get(AGENT_ARGS)  # None: no `--`
+    if stray and dashed is None:  # Ollama's words
+        raise CommandError(
+            f"unexpected arguments: [{' '.join(stray)}]\nUse '--' to pass extra arguments to the integration"
+        )
+    if stray:
+        raise CommandError(f"expected at most 1 integration name before '--', got {1 + len(stray)}")
+    extra: tuple[str, ...] = dashed or ()
     if integration is None:
         if model or config_only or extra or yes:
             raise CommandError(

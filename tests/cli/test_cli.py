@@ -445,6 +445,15 @@ def test_launch_lists_its_integrations_and_refuses_what_it_cannot_launch(server:
         "Error: unknown integration 'nope': cllm launches claude, codex, copilot, droid, opencode, pi, qwen"
     )
     assert "require an integration name" in run(server, "launch", "--model", "x").output
+    assert "require an integration name" in run(server, "launch", "--", "-p", "hi").output
+    # The agent's own arguments go after `--`, as Ollama has them (its words, its exit status).
+    result = run(server, "launch", "claude", "fix", "it")
+    assert (result.exit_code, result.output) == (
+        1,
+        "Error: unexpected arguments: [fix it]\nUse '--' to pass extra arguments to the integration\n",
+    )
+    result = run(server, "launch", "claude", "codex", "--", "-p", "hi")
+    assert (result.exit_code, result.output) == (1, "Error: expected at most 1 integration name before '--', got 2\n")
     result = run(server, "launch", "claude", "--model", "absent", "--config")
     assert result.exit_code == 1 and "pull model manifest" in result.output  # pulled first, as `run` does
 
