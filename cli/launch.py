@@ -104,6 +104,7 @@ class Integration:
     description: str = ""  # Ollama's, for the launcher menu
     aliases: tuple[str, ...] = ()  # other names Ollama's launch takes for it
     node: tuple[int, ...] = ()  # the oldest Node.js its npm package runs on, where newer than npm's floor
+    home: Callable[[], Path] | None = None  # the agent's folder, where its launches write cllm's files
 
     def find(self) -> str | None:
         """The agent's binary: on PATH, else where its own installer puts it."""
@@ -142,6 +143,17 @@ class Integration:
             f"{self.title} needs Node.js {'.'.join(map(str, self.node))} or later, and runs on {said.strip()} here: "
             f"install a newer Node.js (https://nodejs.org/), then run `cllm launch {self.name}` again"
         )
+
+    def restore(self) -> list[Path] | None:
+        """Remove the files cllm's launches wrote for the agent (``ollama launch codex --restore``
+        removes what Ollama wrote into Codex's config); the files removed, None where a launch
+        writes none."""
+        if self.home is None:
+            return None
+        files = sorted(self.home().glob("cllm-launch-*"))
+        for path in files:
+            path.unlink(missing_ok=True)
+        return files
 
     def launch(self, binary: str, target: Target, extra: Sequence[str]) -> Launch:
         """The launch of ``binary`` against ``target``, ``extra`` the agent's own arguments."""
@@ -191,7 +203,7 @@ def _codex(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
 def _codex_catalog(target: Target) -> Path:
     """Codex's catalog entry for the model, as ``ollama launch codex`` writes it (Codex otherwise
     warns that it knows nothing of the model, and assumes a context window of its own)."""
-    home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+    home = _codex_home()
     entry = {
         "slug": target.model,
         "display_name": target.model,
@@ -211,6 +223,22 @@ def _codex_catalog(target: Target) -> Path:
         "experimental_supported_tools": [],
     }
     return _launch_file(home, "models", target.model, {"models": [entry]})
+
+
+def _codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def _factory_home() -> Path:
+    return Path(os.environ.get("FACTORY_HOME_OVERRIDE") or Path.home()) / ".factory"
+
+
+def _pi_home() -> Path:
+    return Path(os.environ.get("PI_CODING_AGENT_DIR") or Path.home() / ".pi" / "agent")
+
+
+def _qwen_home() -> Path:
+    return Path(os.environ.get("QWEN_HOME") or Path.home() / ".qwen")
 
 
 def _launch_file(home: Path, kind: str, model: str, content: dict[str, Any] | str, suffix: str = ".json") -> Path:
@@ -300,7 +328,7 @@ def _droid(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
     the session's default model as ``ollama launch droid`` writes them into ``~/.factory/settings.json``;
     cllm writes them into a settings file of its own that Droid merges for this run (``--settings``),
     and asks for no more output than the model is served to give (``_output_limit``)."""
-    home = Path(os.environ.get("FACTORY_HOME_OVERRIDE") or Path.home()) / ".factory"
+    home = _factory_home()
     model_id = f"custom:cllm-{target.model}"
     entry = {
         "model": target.model,
@@ -327,7 +355,7 @@ def _pi(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]
     into its ``settings.json``; cllm gives the provider as an extension of its own that Pi loads for
     the run (``-e``), with the served context and an output limit (``_output_limit``) so that Pi
     compacts a long session itself, and starts Pi on the model unless the arguments name one."""
-    home = Path(os.environ.get("PI_CODING_AGENT_DIR") or Path.home() / ".pi" / "agent")
+    home = _pi_home()
     model: dict[str, Any] = {
         "id": target.model,
         "name": target.model,
@@ -392,7 +420,7 @@ def _qwen_defaults(target: Target) -> Path:
     Qwen Code assumes 200k tokens for a model it does not know, and compacts after cllm would have
     cut the prompt) and whether it sees; written beside its settings, on top of the defaults the
     system has (:func:`_qwen_system_defaults`) so that none are lost."""
-    home = Path(os.environ.get("QWEN_HOME") or Path.home() / ".qwen")
+    home = _qwen_home()
     given = os.environ.get("QWEN_CODE_SYSTEM_DEFAULTS_PATH")  # cllm's own file, where a launch's exports were kept
     defaults = _json_object(Path(given) if given else _qwen_system_defaults())
     provider = {
@@ -443,7 +471,13 @@ INTEGRATIONS = {
             description="Anthropic's coding tool with subagents",
         ),
         Integration(
-            "codex", "Codex", "codex", "@openai/codex", _codex, description="OpenAI's open-source coding agent"
+            "codex",
+            "Codex",
+            "codex",
+            "@openai/codex",
+            _codex,
+            description="OpenAI's open-source coding agent",
+            home=_codex_home,
         ),
         Integration(
             "copilot",
@@ -463,6 +497,7 @@ INTEGRATIONS = {
             _droid,
             fallbacks=(".local/bin/droid",),
             description="Factory's coding agent across terminal and IDEs",
+            home=_factory_home,
         ),
         Integration(
             "opencode",
@@ -481,6 +516,7 @@ INTEGRATIONS = {
             _pi,
             description="Minimal AI agent toolkit with plugin support",
             node=(22, 19),
+            home=_pi_home,
         ),
         Integration(
             "qwen",
@@ -490,6 +526,7 @@ INTEGRATIONS = {
             _qwen,
             fallbacks=(".npm-global/bin/qwen", ".local/bin/qwen"),
             description="Qwen's AI coding agent with tool use",
+            home=_qwen_home,
         ),
     )
 }

@@ -529,13 +529,17 @@ class LaunchArgs(GoFlags):
 @click.option(
     "-y", "--yes", is_flag=True, help="Answer yes to confirmation prompts (cllm asks none: for Ollama's scripts)."
 )
-def launch_command(integration: str | None, stray: tuple[str, ...], model: str, config_only: bool, yes: bool) -> None:
+@click.option("--restore", is_flag=True, help="Remove the files cllm's launches wrote for the integration.")
+def launch_command(
+    integration: str | None, stray: tuple[str, ...], model: str, config_only: bool, yes: bool, restore: bool
+) -> None:
     """Launch an agent (claude: Claude Code, codex: Codex, copilot: Copilot CLI, droid: Droid,
     opencode: OpenCode, pi: Pi, qwen: Qwen Code) on a model of this server, as `ollama launch` does; its own
     arguments go after `--`; with none named, the launcher menu on a terminal (as a bare `cllm`),
     else the list. ``--yes``, the headless form's flag (``ollama launch claude --model M --yes --
     -p ...``), is taken: cllm pulls a missing model without asking, as ``run`` does, and asks
-    nothing else."""
+    nothing else. ``--restore`` removes the files cllm's launches wrote in the agent's folder (Codex's
+    catalog, Droid's settings, Pi's extension, Qwen Code's defaults); the agent's own are untouched."""
     dashed = click.get_current_context().meta.get(AGENT_ARGS)  # None: no `--`
     if stray and dashed is None:  # Ollama's words
         raise CommandError(
@@ -545,7 +549,7 @@ def launch_command(integration: str | None, stray: tuple[str, ...], model: str, 
         raise CommandError(f"expected at most 1 integration name before '--', got {1 + len(stray)}")
     extra: tuple[str, ...] = dashed or ()
     if integration is None:
-        if model or config_only or extra or yes:
+        if model or config_only or extra or yes or restore:
             raise CommandError(
                 "flags and extra args require an integration name, for example: 'cllm launch claude --model qwen3'"
             )
@@ -557,6 +561,13 @@ def launch_command(integration: str | None, stray: tuple[str, ...], model: str, 
     agent = find_integration(integration)
     if agent is None:
         raise CommandError(f"unknown integration {integration!r}: cllm launches {', '.join(INTEGRATIONS)}")
+    if restore:  # Ollama's words; nothing of the server's is needed
+        if model or config_only or extra:
+            raise CommandError("--restore cannot be combined with --model, --config, or extra args")
+        if agent.restore() is None:
+            raise CommandError(f"{agent.name} does not support --restore")
+        click.echo(f"{agent.title} launch configuration removed.", err=True)
+        return
     settings = _settings()
     with user_errors():
         backend = _server()

@@ -653,6 +653,32 @@ def test_launch_pi_gives_its_provider_as_an_extension_for_the_run(
     assert chosen.argv == ["pi", "-e", str(extension), "--model=other"]
 
 
+def test_launch_restore_removes_the_files_launches_wrote(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
+    """``--restore``, as ``ollama launch codex --restore``: the files cllm's launches wrote for the
+    agent go (no server needed), the agent's own stay; an agent a launch writes nothing for does not
+    support it, and it takes no model, ``--config`` or extra arguments (Ollama's words)."""
+    assert_ok(run(server, "create", "tiny", cwd=workdir))
+    homes = {"CODEX_HOME": str(tmp_path / "codex"), "QWEN_HOME": str(tmp_path / "qwen")}
+    homes |= {"FACTORY_HOME_OVERRIDE": str(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "pi")}
+    env = server | homes
+    for agent in ("codex", "droid", "pi", "qwen"):
+        assert_ok(run(env, "launch", agent, "--model", "tiny", "--config"))
+    own = tmp_path / "codex" / "config.toml"
+    own.write_text('model = "gpt-5"\n')
+    folders = [tmp_path / "codex", tmp_path / ".factory", tmp_path / "pi", tmp_path / "qwen"]
+    assert all(list(f.glob("cllm-launch-*")) for f in folders)
+    offline = env | {"OLLAMA_HOST": "127.0.0.1:9"}
+    for agent, title in (("codex", "Codex"), ("droid", "Droid"), ("pi", "Pi"), ("qwen", "Qwen Code")):
+        result = run(offline, "launch", agent, "--restore")
+        assert (result.exit_code, result.output) == (0, f"{title} launch configuration removed.\n")
+    assert not any(list(f.glob("cllm-launch-*")) for f in folders) and own.read_text() == 'model = "gpt-5"\n'
+    result = run(offline, "launch", "claude", "--restore")
+    assert (result.exit_code, result.output) == (1, "Error: claude does not support --restore\n")
+    result = run(offline, "launch", "codex", "--restore", "--model", "tiny")
+    assert result.output == "Error: --restore cannot be combined with --model, --config, or extra args\n"
+    assert "require an integration name" in run(offline, "launch", "--restore").output
+
+
 def test_launch_says_how_to_install_a_missing_agent(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
     assert_ok(run(server, "create", "tiny", cwd=workdir))
     env = server | {"PATH": str(tmp_path / "empty"), "HOME": str(tmp_path / "home")}
