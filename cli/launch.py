@@ -104,7 +104,8 @@ class Integration:
     description: str = ""  # Ollama's, for the launcher menu
     aliases: tuple[str, ...] = ()  # other names Ollama's launch takes for it
     node: tuple[int, ...] = ()  # the oldest Node.js its npm package runs on, where newer than npm's floor
-    home: Callable[[], Path] | None = None  # the agent's folder, where its launches write cllm's files
+    # Where its launches write files of cllm's: the agent's folder, and the pattern of their names.
+    launch_files: tuple[Callable[[], Path], str] | None = None
 
     def find(self) -> str | None:
         """The agent's binary: on PATH, else where its own installer puts it."""
@@ -148,9 +149,10 @@ class Integration:
         """Remove the files cllm's launches wrote for the agent (``ollama launch codex --restore``
         removes what Ollama wrote into Codex's config); the files removed, None where a launch
         writes none."""
-        if self.home is None:
+        if self.launch_files is None:
             return None
-        files = sorted(self.home().glob("cllm-launch-*"))
+        home, pattern = self.launch_files
+        files = sorted(f for f in home().glob(pattern) if f.is_file())
         for path in files:
             path.unlink(missing_ok=True)
         return files
@@ -347,6 +349,8 @@ def _droid(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
 
 # The provider Pi is given for this server (its models ``cllm/MODEL``).
 PI_PROVIDER = "cllm"
+# Pi's subcommands, which it takes only as its first argument (a launch of one passes it as given).
+PI_COMMANDS = frozenset({"install", "remove", "uninstall", "update", "list", "config", "mcp", "auth"})
 
 
 def _pi(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]]:
@@ -354,7 +358,10 @@ def _pi(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]
     it there. Ollama writes an ``ollama`` provider into Pi's ``models.json`` and the default model
     into its ``settings.json``; cllm gives the provider as an extension of its own that Pi loads for
     the run (``-e``), with the served context and an output limit (``_output_limit``) so that Pi
-    compacts a long session itself, and starts Pi on the model unless the arguments name one."""
+    compacts a long session itself, and starts Pi on the model unless the arguments name one. Pi's
+    subcommands (``pi install ...``) run as given."""
+    if extra and extra[0] in PI_COMMANDS:
+        return list(extra), {}
     home = _pi_home()
     model: dict[str, Any] = {
         "id": target.model,
@@ -368,7 +375,7 @@ def _pi(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]
     if target.thinking:  # Pi's "off" sends no effort at all, which leaves a thinking model thinking
         model["thinkingLevelMap"] = {"off": "none"}
     provider = {
-        "name": "cllm",
+        "name": PI_PROVIDER,
         "baseUrl": target.v1,
         "api": "openai-completions",
         "apiKey": "$CLLM_LAUNCH_API_KEY",  # read from the environment, kept out of the file
@@ -477,7 +484,7 @@ INTEGRATIONS = {
             "@openai/codex",
             _codex,
             description="OpenAI's open-source coding agent",
-            home=_codex_home,
+            launch_files=(_codex_home, "cllm-launch-models-*.json"),
         ),
         Integration(
             "copilot",
@@ -497,7 +504,7 @@ INTEGRATIONS = {
             _droid,
             fallbacks=(".local/bin/droid",),
             description="Factory's coding agent across terminal and IDEs",
-            home=_factory_home,
+            launch_files=(_factory_home, "cllm-launch-settings-*.json"),
         ),
         Integration(
             "opencode",
@@ -516,7 +523,7 @@ INTEGRATIONS = {
             _pi,
             description="Minimal AI agent toolkit with plugin support",
             node=(22, 19),
-            home=_pi_home,
+            launch_files=(_pi_home, "cllm-launch-pi-*.mjs"),
         ),
         Integration(
             "qwen",
@@ -526,7 +533,7 @@ INTEGRATIONS = {
             _qwen,
             fallbacks=(".npm-global/bin/qwen", ".local/bin/qwen"),
             description="Qwen's AI coding agent with tool use",
-            home=_qwen_home,
+            launch_files=(_qwen_home, "cllm-launch-defaults-*.json"),
         ),
     )
 }

@@ -523,7 +523,7 @@ class LaunchArgs(GoFlags):
 
 @cli.command("launch", cls=LaunchArgs)
 @click.argument("integration", required=False)
-@click.argument("stray", nargs=-1, type=click.UNPROCESSED)
+@click.argument("stray", nargs=-1, type=click.UNPROCESSED, metavar="[-- ARGS]")
 @click.option("--model", default="", help="Model to use.")
 @click.option("--config", "config_only", is_flag=True, help="Print the configuration without launching.")
 @click.option(
@@ -568,18 +568,18 @@ def launch_command(
             raise CommandError(f"{agent.name} does not support --restore")
         click.echo(f"{agent.title} launch configuration removed.", err=True)
         return
+    binary = agent.find()  # before a model's pull, which may be long
+    if binary is None and not config_only:
+        raise CommandError(agent.missing())
+    unmet = None if binary is None or config_only else agent.unmet(binary)
+    if unmet:
+        raise CommandError(unmet)
     settings = _settings()
     with user_errors():
         backend = _server()
         model = model or _choose_model(backend)
         show = _present(backend, model, insecure=False)
     target = Target.of(settings, model, show)
-    binary = agent.find()
-    if binary is None and not config_only:
-        raise CommandError(agent.missing())
-    unmet = None if binary is None or config_only else agent.unmet(binary)
-    if unmet:
-        raise CommandError(unmet)
     launch = agent.launch(binary or agent.binary, target, extra)
     if config_only:
         click.echo(launch.shell())

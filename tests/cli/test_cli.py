@@ -649,28 +649,32 @@ def test_launch_pi_gives_its_provider_as_an_extension_for_the_run(
         "contextWindow": 40960,
         "maxTokens": 8192,
     }
-    chosen = INTEGRATIONS["pi"].launch("pi", target, ["--model=other"])
-    assert chosen.argv == ["pi", "-e", str(extension), "--model=other"]
+    chosen = INTEGRATIONS["pi"].launch("pi", target, ["--model", "other"])
+    assert chosen.argv == ["pi", "-e", str(extension), "--model", "other"]
+    # Its subcommands only come first: passed as given.
+    assert INTEGRATIONS["pi"].launch("pi", target, ["install", "npm:x"]).argv == ["pi", "install", "npm:x"]
 
 
 def test_launch_restore_removes_the_files_launches_wrote(server: dict[str, str], workdir: Path, tmp_path: Path) -> None:
     """``--restore``, as ``ollama launch codex --restore``: the files cllm's launches wrote for the
-    agent go (no server needed), the agent's own stay; an agent a launch writes nothing for does not
-    support it, and it takes no model, ``--config`` or extra arguments (Ollama's words)."""
+    agent go (no server needed), the agent's own stay, and another agent's in the same folder too;
+    an agent a launch writes nothing for does not support it, and it takes no model, ``--config`` or
+    extra arguments (Ollama's words)."""
     assert_ok(run(server, "create", "tiny", cwd=workdir))
-    homes = {"CODEX_HOME": str(tmp_path / "codex"), "QWEN_HOME": str(tmp_path / "qwen")}
-    homes |= {"FACTORY_HOME_OVERRIDE": str(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "pi")}
-    env = server | homes
+    shared = tmp_path / "agents"  # Codex's and Qwen Code's folders one
+    homes = {"CODEX_HOME": str(shared), "QWEN_HOME": str(shared), "PI_CODING_AGENT_DIR": str(tmp_path / "pi")}
+    env = server | homes | {"FACTORY_HOME_OVERRIDE": str(tmp_path)}
     for agent in ("codex", "droid", "pi", "qwen"):
         assert_ok(run(env, "launch", agent, "--model", "tiny", "--config"))
-    own = tmp_path / "codex" / "config.toml"
+    own = shared / "config.toml"
     own.write_text('model = "gpt-5"\n')
-    folders = [tmp_path / "codex", tmp_path / ".factory", tmp_path / "pi", tmp_path / "qwen"]
-    assert all(list(f.glob("cllm-launch-*")) for f in folders)
     offline = env | {"OLLAMA_HOST": "127.0.0.1:9"}
+    assert_ok(run(offline, "launch", "codex", "--restore"))
+    assert [f.name for f in shared.glob("cllm-launch-*")] == ["cllm-launch-defaults-tiny.json"]  # Qwen Code's
     for agent, title in (("codex", "Codex"), ("droid", "Droid"), ("pi", "Pi"), ("qwen", "Qwen Code")):
         result = run(offline, "launch", agent, "--restore")
         assert (result.exit_code, result.output) == (0, f"{title} launch configuration removed.\n")
+    folders = [shared, tmp_path / ".factory", tmp_path / "pi"]
     assert not any(list(f.glob("cllm-launch-*")) for f in folders) and own.read_text() == 'model = "gpt-5"\n'
     result = run(offline, "launch", "claude", "--restore")
     assert (result.exit_code, result.output) == (1, "Error: claude does not support --restore\n")
