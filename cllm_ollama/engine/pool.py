@@ -438,6 +438,8 @@ class ModelPool:
             await self._unload(entry)
         for entry in retired:
             await self._close(entry)
+        while self._tasks:  # what releases spawned (a retired model's close after its last request) ends first
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         await anyio.to_thread.run_sync(self.grammars.close)
 
     async def _notify(self) -> None:
