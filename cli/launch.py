@@ -104,8 +104,7 @@ class Integration:
     description: str = ""  # Ollama's, for the launcher menu
     aliases: tuple[str, ...] = ()  # other names Ollama's launch takes for it
     node: tuple[int, ...] = ()  # the oldest Node.js its npm package runs on, where newer than npm's floor
-    # Where its launches write files of cllm's: the agent's folder, and the pattern of their names.
-    launch_files: tuple[Callable[[], Path], str] | None = None
+    launch_files: LaunchFiles | None = None  # the files of cllm's its launches write
 
     def find(self) -> str | None:
         """The agent's binary: on PATH, else where its own installer puts it."""
@@ -149,13 +148,7 @@ class Integration:
         """Remove the files cllm's launches wrote for the agent (``ollama launch codex --restore``
         removes what Ollama wrote into Codex's config); the files removed, None where a launch
         writes none."""
-        if self.launch_files is None:
-            return None
-        home, pattern = self.launch_files
-        files = sorted(f for f in home().glob(pattern) if f.is_file())
-        for path in files:
-            path.unlink(missing_ok=True)
-        return files
+        return None if self.launch_files is None else self.launch_files.remove()
 
     def launch(self, binary: str, target: Target, extra: Sequence[str]) -> Launch:
         """The launch of ``binary`` against ``target``, ``extra`` the agent's own arguments."""
@@ -205,7 +198,6 @@ def _codex(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
 def _codex_catalog(target: Target) -> Path:
     """Codex's catalog entry for the model, as ``ollama launch codex`` writes it (Codex otherwise
     warns that it knows nothing of the model, and assumes a context window of its own)."""
-    home = _codex_home()
     entry = {
         "slug": target.model,
         "display_name": target.model,
@@ -224,7 +216,7 @@ def _codex_catalog(target: Target) -> Path:
         "supported_reasoning_levels": [],
         "experimental_supported_tools": [],
     }
-    return _launch_file(home, "models", target.model, {"models": [entry]})
+    return CODEX_FILES.write(target.model, {"models": [entry]})
 
 
 def _codex_home() -> Path:
@@ -243,14 +235,36 @@ def _qwen_home() -> Path:
     return Path(os.environ.get("QWEN_HOME") or Path.home() / ".qwen")
 
 
-def _launch_file(home: Path, kind: str, model: str, content: dict[str, Any] | str, suffix: str = ".json") -> Path:
-    """A file of cllm's in an agent's folder ``home``, one per model (``cllm-launch-KIND-MODEL.json``,
-    what a file name cannot hold in the name as ``-``): launches on two models at once, or a launch
-    kept from ``--config``, each read their own. ``content``: JSON's, or the file's text."""
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / f"cllm-launch-{kind}-{re.sub(r'[^A-Za-z0-9._-]', '-', model)}{suffix}"
-    path.write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
-    return path
+@dataclass(frozen=True)
+class LaunchFiles:
+    """Files of cllm's in an agent's folder, one per model (``cllm-launch-KIND-MODEL.json``, what a
+    file name cannot hold in the name as ``-``): launches on two models at once, or a launch kept
+    from ``--config``, each read their own; ``--restore`` removes them, and only them."""
+
+    home: Callable[[], Path]  # the agent's folder, as its environment names it
+    kind: str
+    suffix: str = ".json"
+
+    def write(self, model: str, content: dict[str, Any] | str) -> Path:
+        """The file for ``model`` with ``content``: JSON's, or the file's text."""
+        home = self.home()
+        home.mkdir(parents=True, exist_ok=True)
+        path = home / f"cllm-launch-{self.kind}-{re.sub(r'[^A-Za-z0-9._-]', '-', model)}{self.suffix}"
+        path.write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
+        return path
+
+    def remove(self) -> list[Path]:
+        """Remove every model's file; the files removed."""
+        files = sorted(f for f in self.home().glob(f"cllm-launch-{self.kind}-*{self.suffix}") if f.is_file())
+        for path in files:
+            path.unlink(missing_ok=True)
+        return files
+
+
+CODEX_FILES = LaunchFiles(_codex_home, "models")
+DROID_FILES = LaunchFiles(_factory_home, "settings")
+PI_FILES = LaunchFiles(_pi_home, "pi", ".mjs")
+QWEN_FILES = LaunchFiles(_qwen_home, "defaults")
 
 
 # The provider OpenCode is given for this server, and its model id there: ``cllm/MODEL``.
@@ -330,7 +344,6 @@ def _droid(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
     the session's default model as ``ollama launch droid`` writes them into ``~/.factory/settings.json``;
     cllm writes them into a settings file of its own that Droid merges for this run (``--settings``),
     and asks for no more output than the model is served to give (``_output_limit``)."""
-    home = _factory_home()
     model_id = f"custom:cllm-{target.model}"
     entry = {
         "model": target.model,
@@ -344,7 +357,7 @@ def _droid(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, s
         "index": 0,
     }
     settings = {"customModels": [entry], "sessionDefaultSettings": {"model": model_id, "reasoningEffort": "none"}}
-    return ["--settings", str(_launch_file(home, "settings", target.model, settings)), *extra], {}
+    return ["--settings", str(DROID_FILES.write(target.model, settings)), *extra], {}
 
 
 # The provider Pi is given for this server (its models ``cllm/MODEL``).
@@ -362,7 +375,6 @@ def _pi(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]
     subcommands (``pi install ...``) run as given."""
     if extra and extra[0] in PI_COMMANDS:
         return list(extra), {}
-    home = _pi_home()
     model: dict[str, Any] = {
         "id": target.model,
         "name": target.model,
@@ -384,7 +396,7 @@ def _pi(target: Target, extra: Sequence[str]) -> tuple[list[str], dict[str, str]
     source = (
         f"export default (pi) => pi.registerProvider({json.dumps(PI_PROVIDER)}, {json.dumps(provider, indent=2)});\n"
     )
-    args = ["-e", str(_launch_file(home, "pi", target.model, source, suffix=".mjs")), *extra]
+    args = ["-e", str(PI_FILES.write(target.model, source)), *extra]
     if not _has_flag(extra, "--model", "--provider", "--models"):
         args = ["--provider", PI_PROVIDER, "--model", target.model, *args]
     return args, {"CLLM_LAUNCH_API_KEY": target.key or NO_KEY}
@@ -427,7 +439,6 @@ def _qwen_defaults(target: Target) -> Path:
     Qwen Code assumes 200k tokens for a model it does not know, and compacts after cllm would have
     cut the prompt) and whether it sees; written beside its settings, on top of the defaults the
     system has (:func:`_qwen_system_defaults`) so that none are lost."""
-    home = _qwen_home()
     given = os.environ.get("QWEN_CODE_SYSTEM_DEFAULTS_PATH")  # cllm's own file, where a launch's exports were kept
     defaults = _json_object(Path(given) if given else _qwen_system_defaults())
     provider = {
@@ -445,7 +456,7 @@ def _qwen_defaults(target: Target) -> Path:
     security = _as_object(defaults.get("security"))
     security["auth"] = {**_as_object(security.get("auth")), "selectedType": "openai", "baseUrl": target.v1}
     defaults["security"] = security
-    return _launch_file(home, "defaults", target.model, defaults)
+    return QWEN_FILES.write(target.model, defaults)
 
 
 def _json_object(path: Path) -> dict[str, Any]:
@@ -484,7 +495,7 @@ INTEGRATIONS = {
             "@openai/codex",
             _codex,
             description="OpenAI's open-source coding agent",
-            launch_files=(_codex_home, "cllm-launch-models-*.json"),
+            launch_files=CODEX_FILES,
         ),
         Integration(
             "copilot",
@@ -504,7 +515,7 @@ INTEGRATIONS = {
             _droid,
             fallbacks=(".local/bin/droid",),
             description="Factory's coding agent across terminal and IDEs",
-            launch_files=(_factory_home, "cllm-launch-settings-*.json"),
+            launch_files=DROID_FILES,
         ),
         Integration(
             "opencode",
@@ -523,7 +534,7 @@ INTEGRATIONS = {
             _pi,
             description="Minimal AI agent toolkit with plugin support",
             node=(22, 19),
-            launch_files=(_pi_home, "cllm-launch-pi-*.mjs"),
+            launch_files=PI_FILES,
         ),
         Integration(
             "qwen",
@@ -533,7 +544,7 @@ INTEGRATIONS = {
             _qwen,
             fallbacks=(".npm-global/bin/qwen", ".local/bin/qwen"),
             description="Qwen's AI coding agent with tool use",
-            launch_files=(_qwen_home, "cllm-launch-defaults-*.json"),
+            launch_files=QWEN_FILES,
         ),
     )
 }
