@@ -4,12 +4,11 @@ values equal what the native API gives for the same greedy request."""
 
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
+from typing import Any
 
-# Its model price list from the package, not from GitHub (three tries and a warning without internet).
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-import litellm
 import numpy as np
 import ollama
 import pytest
@@ -25,7 +24,16 @@ GREEDY = {"temperature": 0, "num_predict": N}
 HI = [{"role": "user", "content": "Hi"}]
 
 
-def test_ollama_chat_provider(compat_url: str) -> None:
+@pytest.fixture(scope="module")
+def litellm() -> ModuleType:
+    """LiteLLM, imported when its tests run: the import takes 4-5 s on two cores, which every
+    collection of the suite would pay, the fast one (``-m "not model"``) too."""
+    # Its model price list from the package, not from GitHub (three tries and a warning without internet).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return importlib.import_module("litellm")
+
+
+def test_ollama_chat_provider(litellm: Any, compat_url: str) -> None:
     native = ollama.Client(host=compat_url).chat(model=MODEL, messages=HI, options=GREEDY, think=False)
     out = litellm.completion(
         model=f"ollama_chat/{MODEL}", messages=HI, api_base=compat_url, temperature=0, max_tokens=N, think=False
@@ -46,7 +54,7 @@ def test_ollama_chat_provider(compat_url: str) -> None:
     assert text == native.message.content
 
 
-def test_ollama_generate_provider(compat_url: str) -> None:
+def test_ollama_generate_provider(litellm: Any, compat_url: str) -> None:
     prompt = ollama.Client(host=compat_url).generate(model=MODEL, prompt="Hi", options=GREEDY, think=False)
     out = litellm.completion(
         model=f"ollama/{MODEL}", messages=HI, api_base=compat_url, temperature=0, max_tokens=N, think=False
@@ -61,7 +69,7 @@ def test_ollama_generate_provider(compat_url: str) -> None:
     assert "".join(p.choices[0].delta.content or "" for p in parts) == out.choices[0].message.content
 
 
-def test_ollama_embeddings(compat_url: str) -> None:
+def test_ollama_embeddings(litellm: Any, compat_url: str) -> None:
     native = ollama.Client(host=compat_url).embed(model=MODEL, input=["first text", "second"])
     out = litellm.embedding(model=f"ollama/{MODEL}", input=["first text", "second"], api_base=compat_url)
     vectors = [item["embedding"] for item in out.data]

@@ -6,19 +6,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 import ollama
 import pytest
 
-llms = pytest.importorskip("llama_index.llms.ollama")
-embeddings = pytest.importorskip("llama_index.embeddings.ollama")
-from llama_index.core.llms import ChatMessage  # noqa: E402
-
 pytestmark = pytest.mark.model
 MODEL = "tiny"
 N = 12
 GREEDY = {"temperature": 0, "num_predict": N}
+
+
+@pytest.fixture(scope="module")
+def llms() -> ModuleType:
+    """The LLM integration, imported when its tests run (skipped where it is not installed): the
+    import takes seconds, which every collection of the suite would pay, the fast one too."""
+    return pytest.importorskip("llama_index.llms.ollama")
+
+
+@pytest.fixture
+def chat_message(llms: ModuleType) -> Any:
+    """LlamaIndex's ChatMessage (its core comes with the integration)."""
+    return pytest.importorskip("llama_index.core.llms").ChatMessage
 
 
 @pytest.fixture
@@ -31,7 +42,7 @@ def client(compat_url: str) -> Iterator[ollama.Client]:
 
 
 @pytest.fixture
-def model(compat_url: str) -> Iterator[llms.Ollama]:
+def model(llms: ModuleType, compat_url: str) -> Iterator[Any]:
     """LlamaIndex's Ollama LLM on the live server, its synchronous client closed afterwards
     (an asynchronous one is closed by the test that uses it, on its own event loop)."""
     made = llms.Ollama(
@@ -46,7 +57,7 @@ def model(compat_url: str) -> Iterator[llms.Ollama]:
     made.client.close()
 
 
-def test_complete_and_stream_complete(client: ollama.Client, model: llms.Ollama) -> None:
+def test_complete_and_stream_complete(client: ollama.Client, model: Any) -> None:
     native = client.generate(model=MODEL, prompt="Hi", options=GREEDY, think=False)
     out = model.complete("Hi")
     assert out.text == native.response and out.text
@@ -55,8 +66,8 @@ def test_complete_and_stream_complete(client: ollama.Client, model: llms.Ollama)
     assert "".join(p.delta or "" for p in parts) == out.text
 
 
-def test_chat_and_stream_chat(client: ollama.Client, model: llms.Ollama) -> None:
-    messages = [ChatMessage(role="system", content="Be brief."), ChatMessage(role="user", content="Hi")]
+def test_chat_and_stream_chat(client: ollama.Client, model: Any, chat_message: Any) -> None:
+    messages = [chat_message(role="system", content="Be brief."), chat_message(role="user", content="Hi")]
     native = client.chat(
         model=MODEL,
         messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
@@ -70,12 +81,12 @@ def test_chat_and_stream_chat(client: ollama.Client, model: llms.Ollama) -> None
     assert streamed[-1].message.content == reply.message.content
 
 
-def test_async_chat(model: llms.Ollama) -> None:
-    whole = model.chat([ChatMessage(role="user", content="Hi")]).message.content
+def test_async_chat(model: Any, chat_message: Any) -> None:
+    whole = model.chat([chat_message(role="user", content="Hi")]).message.content
 
     async def ask() -> str | None:
         try:
-            return (await model.achat([ChatMessage(role="user", content="Hi")])).message.content
+            return (await model.achat([chat_message(role="user", content="Hi")])).message.content
         finally:
             await model.async_client.close()  # on the loop its connection belongs to
 
@@ -83,6 +94,7 @@ def test_async_chat(model: llms.Ollama) -> None:
 
 
 def test_embeddings_equal_native_embed(compat_url: str, client: ollama.Client) -> None:
+    embeddings = pytest.importorskip("llama_index.embeddings.ollama")
     native = client.embed(model=MODEL, input=["first text", "second"])
     embed = embeddings.OllamaEmbedding(model_name=MODEL, base_url=compat_url)
     try:
