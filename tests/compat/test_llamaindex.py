@@ -26,9 +26,9 @@ def llms() -> ModuleType:
     return pytest.importorskip("llama_index.llms.ollama")
 
 
-@pytest.fixture
-def chat_message(llms: ModuleType) -> Any:
-    """LlamaIndex's ChatMessage (its core comes with the integration)."""
+@pytest.fixture(scope="module")
+def chat_message() -> Any:
+    """LlamaIndex's ChatMessage, imported as the integration is."""
     return pytest.importorskip("llama_index.core.llms").ChatMessage
 
 
