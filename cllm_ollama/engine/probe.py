@@ -16,6 +16,7 @@ if that kills it, the model loads but its audio is refused (``probe`` returns wh
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import queue
@@ -32,6 +33,8 @@ from typing import IO
 from ..errors import EngineError, InsufficientMemory, InvalidRequest
 from .load_stall import StallWatch
 
+log = logging.getLogger("cllm.engine")
+
 # A probe that runs longer than this is stuck, not slow: even a 70B model loads in minutes.
 PROBE_TIMEOUT_S = 1800
 # The child's exit status when llama.cpp refused an adapter cleanly (a wrong base): a 400, not a 500.
@@ -46,6 +49,11 @@ _ABORT = re.compile(r"GGML_ASSERT|\.(?:c|cc|cpp|h):\d+: \S")
 _AUDIO = "probe: encoding audio"
 # What the child prints as the weights are read (the share read follows): what a stall is timed by.
 _PROGRESS = "probe: progress "
+# Where Python's faulthandler starts the dying child's stack: the server's log keeps it, a client's
+# message keeps what llama.cpp said before it.
+_FAULT = "Fatal Python error:"
+# The child's last stderr lines logged when a signal killed it.
+_TAIL_LINES = 40
 
 _passed: dict[tuple[object, ...], str | None] = {}
 _lock = threading.Lock()
@@ -74,9 +82,16 @@ def probe(
     with _lock:
         if key in _passed:
             return _passed[key]
-    cmd = [sys.executable, "-m", __name__, str(path), str(n_gpu_layers), "1" if embedding_only else "0"]
+    # faulthandler: a child killed by a signal says which call of ``_main`` it died in (on the H200,
+    # 2026-12-04, a SIGSEGV said nothing else).
+    cmd = [sys.executable, "-X", "faulthandler", "-m", __name__, str(path), str(n_gpu_layers)]
+    cmd += ["1" if embedding_only else "0"]
     cmd += [str(projector) if projector is not None else "", *map(str, adapters)]
     proc = run_child(cmd, StallWatch(stall_timeout))
+    if proc.returncode < 0:
+        tail = "\n".join(proc.stderr.replace(str(path), path.name).splitlines()[-_TAIL_LINES:])
+        how = f"the probe's child for {path.name} was killed by signal {-proc.returncode}"
+        log.warning("%s; its stderr ends:\n%s", how, tail)
     if proc.returncode == _ADAPTER_REFUSED:
         said = _said(proc, path)
         raise InvalidRequest(f"llama.cpp cannot apply the model's adapter to it{': ' + said if said else ''}")
@@ -160,8 +175,9 @@ def _short_of_memory(proc: subprocess.CompletedProcess[str]) -> bool:
 
 
 def _said(proc: subprocess.CompletedProcess[str], path: Path) -> str:
-    """The last thing llama.cpp said, without server paths."""
-    lines = [line.strip() for line in proc.stderr.replace(str(path), path.name).splitlines() if line.strip()]
+    """The last thing llama.cpp said, without server paths (nor the child's Python stack)."""
+    said = proc.stderr.split(_FAULT)[0].replace(str(path), path.name)
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
     said = next((line for line in reversed(lines) if _ABORT.search(line) or "error" in line.lower()), "")
     said = said or (lines[-1] if lines else "")
     return re.sub(r"\S*/(\S+:\d+:)", r"\1", said)  # llama.cpp's build paths: keep file and line

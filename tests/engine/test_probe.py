@@ -73,13 +73,45 @@ def test_a_sound_model_has_no_problems(tiny_gguf: Path) -> None:
 
 @pytest.mark.model
 @pytest.mark.parametrize("name", sorted(BROKEN))
-def test_the_probe_survives_what_kills_llama_cpp(broken: dict[str, Path], name: str) -> None:
-    """Without the metadata check, each of these aborts llama.cpp: the probe's child dies instead."""
+def test_the_probe_survives_what_kills_llama_cpp(
+    broken: dict[str, Path], name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without the metadata check, each of these aborts llama.cpp: the probe's child dies instead,
+    and the server's log keeps the Python call it died in (faulthandler's stack)."""
     with pytest.raises(EngineError) as info:
         probe_module.probe(broken[name], n_gpu_layers=0, embedding_only=False)
     message = info.value.message
     assert "the loader was killed by SIGABRT" in message and "GGML_ASSERT" in message
     assert str(broken[name].parent) not in message  # no server paths
+    assert "Fatal Python error" not in message
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"the probe's child for {name}.gguf was killed by signal 6" in logged
+    assert "Fatal Python error: Aborted" in logged and "in _main" in logged
+
+
+def test_a_child_killed_by_a_signal_logs_its_stack_and_answers_with_what_llama_cpp_said(
+    tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = tmp_path / "segfaults.gguf"  # a path no other test has probed (a pass is remembered)
+    model.write_bytes(tiny_gguf.read_bytes())
+    stderr = (
+        f"llama_context: error: something about {model}\nFatal Python error: Segmentation fault\n\n"
+        'Current thread 0x00007f (most recent call first):\n  File "probe.py", line 226 in _main\n'
+    )
+
+    def killed(cmd: list[str], watch: StallWatch) -> subprocess.CompletedProcess[str]:
+        assert cmd[1:3] == ["-X", "faulthandler"]
+        return subprocess.CompletedProcess(cmd, -11, "", stderr)
+
+    monkeypatch.setattr(probe_module, "run_child", killed)
+    with pytest.raises(EngineError) as info:
+        probe_module.probe(model, n_gpu_layers=0, embedding_only=False)
+    assert info.value.message == (
+        "llama.cpp cannot load this model: the loader was killed by SIGSEGV: "
+        "llama_context: error: something about segfaults.gguf"
+    )
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "killed by signal 11" in logged and "line 226 in _main" in logged and str(tmp_path) not in logged
 
 
 def test_an_illegal_instruction_says_to_rebuild_llama_cpp_here(
