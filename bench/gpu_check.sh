@@ -114,10 +114,11 @@ FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=
 say "configuring: cmake ${FLAGS[*]}"
 run_boxed 120 200 cmake -S "$SRC/llama.cpp" -B "$BUILD" "${FLAGS[@]}" >"$OUT/build.log" 2>&1 \
     || { tail -30 "$OUT/build.log"; die "cmake configure failed (build.log)"; }
-say "building llama-server and llama-batched-bench (-j$JOBS)"
+TARGETS=${GPU_CHECK_TARGETS:-llama-server llama-batched-bench}
+say "building $TARGETS (-j$JOBS)"
 # The build may take all but what the model, a bench and the offload step need (~3 minutes).
 run_boxed 3600 "${GPU_CHECK_AFTER_BUILD_S:-170}" cmake --build "$BUILD" -j "$JOBS" \
-    --target llama-server llama-batched-bench >>"$OUT/build.log" 2>&1
+    --target $TARGETS >>"$OUT/build.log" 2>&1
 RC=$?
 # ninja's log: the slowest steps, so that a next run knows what to cut.
 awk -F'\t' 'NR>1 {printf "%7.1f s  %s\n", ($2-$1)/1000, $4}' "$BUILD/.ninja_log" 2>/dev/null | sort -rn | head -12
@@ -126,7 +127,7 @@ say "built: $(ls "$BUILD/bin" | tr '\n' ' ')"
 # llama-cpp-python's Python part loads libllama and libggml from llama_cpp/lib: the build's.
 ln -sfn "$BUILD/bin" "$SITE/llama_cpp/lib"
 export LLAMA_CPP_LIB_PATH=$BUILD/bin MTMD_CPP_LIB=$BUILD/bin
-"$BUILD/bin/llama-server" --version 2>&1 | tail -2
+[ -x "$BUILD/bin/llama-server" ] && "$BUILD/bin/llama-server" --version 2>&1 | tail -2
 "$PY" -c "import sys; from cllm_ollama.engine.binding import gpu_devices; d = gpu_devices(); \
 print('llama.cpp devices:', d); sys.exit(0 if d or '$BACKEND' == 'cpu' else 3)" | tee "$WORK/results/devices.txt" \
     || die "the binding could not load the build, or llama.cpp found no GPU"
@@ -137,10 +138,44 @@ wait "$F16_PID" || { cat "$WORK/cache/logs/model.log"; die "writing the F16 mode
 run_boxed 120 100 "$PY" "$REPO/bench/gpu_bench.py" model --cache "$WORK/cache" --out "$WORK/results" \
     --shape "$SHAPE" --threads "$(nproc)" || die "quantizing the model failed"
 pack
+MODEL=$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf
+
+# --- 3a. where a load dies (the probe's child, SIGSEGV on the H200 2026-12-04): the probe with
+# faulthandler, its stages under each context setting (bench/gpu_probe_steps.py), then the native
+# stack under cuda-gdb. Run when the staged load dies below; GPU_CHECK_DIAG=1 runs only this.
+diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
+    local reserve=$1
+    say "diag: the probe's child as cllm runs it, its whole stderr"
+    run_boxed 40 "$reserve" "$PY" -X faulthandler -m cllm_ollama.engine.probe "$MODEL" 999 0 "" 2>&1 | tail -45
+    local steps=("" "--progress" "--ctx 256" "--batch 512" "--threads 8" "--flash off" "--flash on"
+                 "--seqs 4 --ctx 2304 --batch 512 --threads 8" "--seqs 32 --ctx 512 --batch 512 --threads 8"
+                 "--gpu-layers 0" "--tokens 16")
+    local s
+    for s in "${steps[@]}"; do
+        say "diag: gpu_probe_steps.py $s"
+        # shellcheck disable=SC2086
+        run_boxed 15 "$reserve" "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" $s 2>&1 \
+            | grep -v "^load\|^llama_\|^print_info\|^load_tensors" | tail -14
+    done
+    say "diag: CUDA graphs off (GGML_CUDA_DISABLE_GRAPHS=1)"
+    run_boxed 15 "$reserve" env GGML_CUDA_DISABLE_GRAPHS=1 "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" 2>&1 | tail -4
+    if command -v cuda-gdb >/dev/null; then
+        say "diag: the probe's child under cuda-gdb (the native stack)"
+        run_boxed "${GPU_CHECK_GDB_S:-60}" "$reserve" cuda-gdb -q -batch -ex "set pagination off" -ex run -ex "bt 40" \
+            --args "$PY" -m cllm_ollama.engine.probe "$MODEL" 999 0 "" >"$WORK/results/gdb.txt" 2>&1
+        grep -v "^\[New Thread\|^\[Thread .* exited" "$WORK/results/gdb.txt" | grep -A45 "SIGSEGV\|SIGABRT" | head -60
+    fi
+    pack
+}
+if [ "${GPU_CHECK_DIAG:-0}" = 1 ]; then
+    diag 3
+    say "diag done; $(left)s of the budget left"
+    exit 0
+fi
 
 # --- 3b. the serve path's load outside the server, stage by stage (cllm died loading on the H200) --
 say "cllm's load, stage by stage (bench/gpu_load_steps.py)"
-run_boxed 90 300 env PYTHONFAULTHANDLER=1 CLLM_NUM_THREAD="$THREADS" "$PY" "$REPO/bench/gpu_load_steps.py" \
+run_boxed 90 200 env PYTHONFAULTHANDLER=1 CLLM_NUM_THREAD="$THREADS" "$PY" "$REPO/bench/gpu_load_steps.py" \
     "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" --slots "$SLOTS" --ctx 512 \
     >"$WORK/results/load_steps.txt" 2>&1
 LOAD_RC=$?
@@ -166,6 +201,7 @@ if (( LOAD_RC != 0 )); then
         fi
         say "dies with $VARIANT too (rc $RC)"
     done
+    [ -f "$WORK/results/cllm_variant.txt" ] || diag 200
 fi
 
 # --- 4. cllm vs llama-server -np N vs -np 1 --------------------------------------------------------
