@@ -4,7 +4,7 @@ with SIGSEGV where ``bench/save_stall.py`` (another context shape, no progress c
 run per setting says which one it is, and the last line printed says which stage.
 
     python bench/gpu_probe_steps.py MODEL.gguf [--seqs 1] [--ctx 64] [--batch 16] [--threads 1]
-        [--flash auto|on|off] [--progress] [--gpu-layers 999] [--outputs 1]
+        [--flash auto|on|off] [--progress] [--gpu-layers 999] [--tokens 2] [--no-output]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def main() -> None:
     p.add_argument("--progress", action="store_true", help="a load progress callback, as the probe passes")
     p.add_argument("--gpu-layers", type=int, default=999)
     p.add_argument("--tokens", type=int, default=2, help="prompt tokens decoded (the last one's logits read)")
+    p.add_argument("--no-output", action="store_true", help="no logits asked for (as a prompt's chunk, seq_gaps')")
     a = p.parse_args()
     faulthandler.enable()
     t0 = time.perf_counter()
@@ -45,11 +46,13 @@ def main() -> None:
     batch = Batch(ctx.n_batch)
     first = model.bos if model.bos >= 0 else 0
     tokens = [(first + i) % model.n_vocab for i in range(a.tokens)]
-    batch.fill(tokens, range(len(tokens)), [0] * len(tokens), [len(tokens) - 1])
+    batch.fill(tokens, range(len(tokens)), [0] * len(tokens), [] if a.no_output else [len(tokens) - 1])
     ctx.decode(batch)
-    say("logits ...")
-    rows = ctx.logits(1)
-    say(f"logits read ({rows.shape[1]} values, first {float(rows[0, 0]):.3f}); closing the context ...")
+    if not a.no_output:
+        say("logits ...")
+        rows = ctx.logits(1)
+        say(f"logits read ({rows.shape[1]} values, first {float(rows[0, 0]):.3f})")
+    say("closing the context ...")
     ctx.close()
     say("closing the model ...")
     model.close()

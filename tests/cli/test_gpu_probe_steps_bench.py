@@ -25,6 +25,6 @@ def test_each_stage_is_said_and_the_run_ends(tmp_path: Path, settings: list[str]
     assert run.returncode == 0, run.stderr[-2000:]
     stages = [line.split("] ", 1)[1] for line in run.stdout.splitlines()]
     first_words = [s.split(" ")[0] for s in stages]
-    assert first_words == ["settings", "Model", "Context", "Context:", "logits", "logits", "closing", "done"]
+    assert first_words == ["settings", "Model", "Context", "Context:", "logits", "logits", "closing", "closing", "done"]
     padded = "512" if settings else "256"  # llama.cpp pads a sequence's cells to a multiple of 256
     assert f"n_ctx_seq {padded}," in run.stdout
