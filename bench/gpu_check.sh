@@ -149,7 +149,7 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     run_boxed 40 "$reserve" "$PY" -X faulthandler -m cllm_ollama.engine.probe "$MODEL" 999 0 "" 2>&1 | tail -45
     local steps=("" "--progress" "--ctx 256" "--batch 512" "--threads 8" "--flash off" "--flash on"
                  "--seqs 4 --ctx 2304 --batch 512 --threads 8" "--seqs 32 --ctx 512 --batch 512 --threads 8"
-                 "--seqs 32 --ctx 320 --batch 512 --threads 8 --tokens 64 --no-output" "--gpu-layers 0" "--tokens 16")
+                 "--seqs 32 --ctx 320 --batch 512 --threads 8 --tokens 64 --no-output --every-seq" "--gpu-layers 0" "--tokens 16")
     local s
     for s in "${steps[@]}"; do
         say "diag: gpu_probe_steps.py $s"

@@ -4,7 +4,7 @@ with SIGSEGV where ``bench/save_stall.py`` (another context shape, no progress c
 run per setting says which one it is, and the last line printed says which stage.
 
     python bench/gpu_probe_steps.py MODEL.gguf [--seqs 1] [--ctx 64] [--batch 16] [--threads 1]
-        [--flash auto|on|off] [--progress] [--gpu-layers 999] [--tokens 2] [--no-output]
+        [--flash auto|on|off] [--progress] [--gpu-layers 999] [--tokens 2] [--no-output] [--every-seq]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def main() -> None:
     p.add_argument("--gpu-layers", type=int, default=999)
     p.add_argument("--tokens", type=int, default=2, help="prompt tokens decoded (the last one's logits read)")
     p.add_argument("--no-output", action="store_true", help="no logits asked for (as a prompt's chunk, seq_gaps')")
+    p.add_argument("--every-seq", action="store_true", help="the prompt decoded into each sequence in turn (seq_gaps')")
     a = p.parse_args()
     faulthandler.enable()
     t0 = time.perf_counter()
@@ -46,8 +47,9 @@ def main() -> None:
     batch = Batch(ctx.n_batch)
     first = model.bos if model.bos >= 0 else 0
     tokens = [(first + i) % model.n_vocab for i in range(a.tokens)]
-    batch.fill(tokens, range(len(tokens)), [0] * len(tokens), [] if a.no_output else [len(tokens) - 1])
-    ctx.decode(batch)
+    for seq in range(a.seqs if a.every_seq else 1):
+        batch.fill(tokens, range(len(tokens)), [seq] * len(tokens), [] if a.no_output else [len(tokens) - 1])
+        ctx.decode(batch)
     if not a.no_output:
         say("logits ...")
         rows = ctx.logits(1)

@@ -12,10 +12,12 @@ import pytest
 from cllm_ollama.testing.core_ggufs import write_qwen3
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu_probe_steps.py"
+# The probe as it runs, and a crowd of sequences with the callback, each prompt in its own.
+SETTINGS = [[], ["--progress", "--seqs", "4", "--ctx", "320", "--batch", "512", "--every-seq"]]
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("settings", [[], ["--progress", "--seqs", "4", "--ctx", "320", "--batch", "512"]])
+@pytest.mark.parametrize("settings", SETTINGS)
 def test_each_stage_is_said_and_the_run_ends(tmp_path: Path, settings: list[str]) -> None:
     model = write_qwen3(tmp_path / "m.gguf")
     run = subprocess.run(
