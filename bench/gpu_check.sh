@@ -147,9 +147,10 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     local reserve=$1
     say "diag: the probe's child as cllm runs it, its whole stderr"
     run_boxed 40 "$reserve" "$PY" -X faulthandler -m cllm_ollama.engine.probe "$MODEL" 999 0 "" 2>&1 | tail -45
+    # --gpu-layers 29: every layer and the output, as the server's fit names them (999 elsewhere).
     local steps=("" "--progress" "--ctx 256" "--batch 512" "--threads 8" "--flash off" "--flash on"
                  "--seqs 4 --ctx 2304 --batch 512 --threads 8" "--seqs 32 --ctx 512 --batch 512 --threads 8"
-                 "--seqs 32 --ctx 320 --batch 512 --threads 8 --tokens 64 --no-output --every-seq" "--gpu-layers 0" "--tokens 16")
+                 "--seqs 32 --ctx 320 --batch 512 --threads 8 --tokens 64 --no-output --every-seq" "--gpu-layers 0" "--gpu-layers 29" "--tokens 16")
     local s
     for s in "${steps[@]}"; do
         say "diag: gpu_probe_steps.py $s"
