@@ -146,20 +146,25 @@ MODEL=$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf
 diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     local reserve=$1
     say "diag: the probe's child as cllm runs it, its whole stderr"
-    run_boxed 40 "$reserve" "$PY" -X faulthandler -m cllm_ollama.engine.probe "$MODEL" 999 0 "" 2>&1 | tail -45
+    run_boxed 40 "$reserve" "$PY" -X faulthandler -m cllm_ollama.engine.probe "$MODEL" 999 0 "" 2>&1 \
+        | grep -v "^probe: progress" | tail -45
+    say "  rc ${PIPESTATUS[0]} (124: out of time; 139: SIGSEGV)"
     # --gpu-layers 29: every layer and the output, as the server's fit names them (999 elsewhere).
     local steps=("" "--progress" "--ctx 256" "--batch 512" "--threads 8" "--flash off" "--flash on"
                  "--seqs 4 --ctx 2304 --batch 512 --threads 8" "--seqs 32 --ctx 512 --batch 512 --threads 8"
-                 "--seqs 32 --ctx 320 --batch 512 --threads 8 --tokens 64 --no-output --every-seq" "--gpu-layers 0" "--gpu-layers 29" "--tokens 16")
+                 "--seqs 32 --ctx 320 --batch 512 --threads 8 --tokens 64 --no-output --every-seq"
+                 "--gpu-layers 0" "--gpu-layers 29" "--tokens 16")
     local s
     for s in "${steps[@]}"; do
         say "diag: gpu_probe_steps.py $s"
         # shellcheck disable=SC2086
-        run_boxed 15 "$reserve" "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" $s 2>&1 \
+        run_boxed 30 "$reserve" "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" $s 2>&1 \
             | grep -v "^load\|^llama_\|^print_info\|^load_tensors" | tail -14
+        say "  rc ${PIPESTATUS[0]}"
     done
     say "diag: CUDA graphs off (GGML_CUDA_DISABLE_GRAPHS=1)"
-    run_boxed 15 "$reserve" env GGML_CUDA_DISABLE_GRAPHS=1 "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" 2>&1 | tail -4
+    run_boxed 30 "$reserve" env GGML_CUDA_DISABLE_GRAPHS=1 "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" 2>&1 | tail -4
+    say "  rc ${PIPESTATUS[0]}"
     if command -v cuda-gdb >/dev/null; then
         say "diag: the probe's child under cuda-gdb (the native stack)"
         run_boxed "${GPU_CHECK_GDB_S:-60}" "$reserve" cuda-gdb -q -batch -ex "set pagination off" -ex run -ex "bt 40" \
