@@ -145,8 +145,9 @@ MODEL=$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf
 # stack under cuda-gdb. Run when the staged load dies below; GPU_CHECK_DIAG=1 runs only this.
 diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     local reserve=$1
+    local probe=("$PY" -m cllm_ollama.engine.probe "$MODEL" 999 0 "")  # as engine/probe.py runs its child
     say "diag: the probe's child as cllm runs it, its whole stderr"
-    run_boxed 40 "$reserve" "$PY" -X faulthandler -m cllm_ollama.engine.probe "$MODEL" 999 0 "" 2>&1 \
+    run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 "${probe[@]}" 2>&1 \
         | grep -v "^probe: progress" | tail -45
     say "  rc ${PIPESTATUS[0]} (124: out of time; 139: SIGSEGV)"
     # --gpu-layers 29: every layer and the output, as the server's fit names them (999 elsewhere).
@@ -168,7 +169,7 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     if command -v cuda-gdb >/dev/null; then
         say "diag: the probe's child under cuda-gdb (the native stack)"
         run_boxed "${GPU_CHECK_GDB_S:-60}" "$reserve" cuda-gdb -q -batch -ex "set pagination off" -ex run -ex "bt 40" \
-            --args "$PY" -m cllm_ollama.engine.probe "$MODEL" 999 0 "" >"$WORK/results/gdb.txt" 2>&1
+            --args "${probe[@]}" >"$WORK/results/gdb.txt" 2>&1
         grep -v "^\[New Thread\|^\[Thread .* exited" "$WORK/results/gdb.txt" | grep -A45 "SIGSEGV\|SIGABRT" | head -60
     fi
     pack
@@ -182,7 +183,7 @@ fi
 # --- 3b. the serve path's load outside the server, stage by stage (cllm died loading on the H200) --
 say "cllm's load, stage by stage (bench/gpu_load_steps.py)"
 run_boxed 90 200 env PYTHONFAULTHANDLER=1 CLLM_NUM_THREAD="$THREADS" "$PY" "$REPO/bench/gpu_load_steps.py" \
-    "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" --slots "$SLOTS" --ctx 512 \
+    "$MODEL" --slots "$SLOTS" --ctx 512 \
     >"$WORK/results/load_steps.txt" 2>&1
 LOAD_RC=$?
 say "load steps: rc $LOAD_RC (the last stage printed is where it stopped)"
@@ -195,7 +196,7 @@ if (( LOAD_RC != 0 )); then
         VSLOTS=$SLOTS; [[ $VARIANT == CLLM_NUM_PARALLEL=* ]] && VSLOTS=${VARIANT#*=}
         say "load steps again with $VARIANT"
         run_boxed 60 280 env PYTHONFAULTHANDLER=1 CLLM_NUM_THREAD="$THREADS" "$VARIANT" "$PY" \
-            "$REPO/bench/gpu_load_steps.py" "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" \
+            "$REPO/bench/gpu_load_steps.py" "$MODEL" \
             --slots "$VSLOTS" --ctx 512 >"$WORK/results/load_steps.$VARIANT.txt" 2>&1
         RC=$?
         grep -v "^20..-..-.. " "$WORK/results/load_steps.$VARIANT.txt" | tail -6
@@ -238,7 +239,7 @@ pack
 if (( $(left) > 60 )); then
     say "gaps in a decode step's sequences (bench/seq_gaps.py --seqs 32)"
     for DEPTH in 64 2048; do
-        run_boxed 30 5 "$PY" "$REPO/bench/seq_gaps.py" "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" \
+        run_boxed 30 5 "$PY" "$REPO/bench/seq_gaps.py" "$MODEL" \
             --seqs 32 --depth "$DEPTH" --gpu-layers 999 --threads "$THREADS" >>"$WORK/results/seq_gaps.txt" 2>&1 \
             || say "seq_gaps at depth $DEPTH stopped (rc $?)"
     done
@@ -255,7 +256,7 @@ fi
 # --- 7. saving and restoring prompt states from device memory, if time is left --------------------
 if (( $(left) > 60 )); then
     say "state save/restore on the device path (bench/save_stall.py)"
-    run_boxed 90 5 "$PY" "$REPO/bench/save_stall.py" "$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf" \
+    run_boxed 90 5 "$PY" "$REPO/bench/save_stall.py" "$MODEL" \
         --tokens "${GPU_CHECK_STATE_TOKENS:-2048,8192}" --threads "$THREADS" >"$WORK/results/save_stall.txt" 2>&1 \
         || say "save_stall stopped (rc $?)"
     tail -25 "$WORK/results/save_stall.txt"

@@ -89,7 +89,7 @@ def probe(
     cmd += [str(projector) if projector is not None else "", *map(str, adapters)]
     proc = run_child(cmd, StallWatch(stall_timeout))
     if proc.returncode < 0:
-        tail = "\n".join(proc.stderr.replace(str(path), path.name).splitlines()[-_TAIL_LINES:])
+        tail = "\n".join(_stderr(proc, path).splitlines()[-_TAIL_LINES:])
         how = f"the probe's child for {path.name} was killed by signal {-proc.returncode}"
         log.warning("%s; its stderr ends:\n%s", how, tail)
     if proc.returncode == _ADAPTER_REFUSED:
@@ -174,9 +174,14 @@ def _short_of_memory(proc: subprocess.CompletedProcess[str]) -> bool:
     return out_of_memory(proc.stderr)
 
 
+def _stderr(proc: subprocess.CompletedProcess[str], path: Path) -> str:
+    """The child's stderr without the server's path to the model (its file name stays)."""
+    return proc.stderr.replace(str(path), path.name)
+
+
 def _said(proc: subprocess.CompletedProcess[str], path: Path) -> str:
     """The last thing llama.cpp said, without server paths (nor the child's Python stack)."""
-    said = proc.stderr.split(_FAULT)[0].replace(str(path), path.name)
+    said = _stderr(proc, path).split(_FAULT)[0]
     lines = [line.strip() for line in said.splitlines() if line.strip()]
     said = next((line for line in reversed(lines) if _ABORT.search(line) or "error" in line.lower()), "")
     said = said or (lines[-1] if lines else "")
