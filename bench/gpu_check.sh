@@ -35,6 +35,9 @@ REQUESTS=${GPU_CHECK_REQUESTS:-}
 THREADS=${GPU_CHECK_THREADS:-8}
 OUT=${OUT:-$REPO/.gpu-out}
 START=$(date +%s)
+# What each step before the bench leaves to the ones after it: the full check's bench needs minutes;
+# the diagnosis alone (GPU_CHECK_DIAG=1) a minute, so that a short budget still reaches it.
+if [ "${GPU_CHECK_DIAG:-0}" = 1 ]; then AFTER=(40 ${GPU_CHECK_AFTER_BUILD_S:-45} 35); else AFTER=(200 ${GPU_CHECK_AFTER_BUILD_S:-170} 100); fi
 mkdir -p "$OUT" "$WORK"
 OUT=$(cd "$OUT" && pwd) WORK=$(cd "$WORK" && pwd)
 exec > >(tee -a "$OUT/check.log") 2>&1
@@ -112,12 +115,12 @@ FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=
 [ "$BACKEND" = cuda ] && FLAGS+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${GPU_CHECK_ARCH:-90}"
                                  "-DCMAKE_CUDA_COMPILER=$(command -v nvcc)")
 say "configuring: cmake ${FLAGS[*]}"
-run_boxed 120 200 cmake -S "$SRC/llama.cpp" -B "$BUILD" "${FLAGS[@]}" >"$OUT/build.log" 2>&1 \
+run_boxed 120 "${AFTER[0]}" cmake -S "$SRC/llama.cpp" -B "$BUILD" "${FLAGS[@]}" >"$OUT/build.log" 2>&1 \
     || { tail -30 "$OUT/build.log"; die "cmake configure failed (build.log)"; }
 TARGETS=${GPU_CHECK_TARGETS:-llama-server llama-batched-bench}
 say "building $TARGETS (-j$JOBS)"
 # The build may take all but what the model, a bench and the offload step need (~3 minutes).
-run_boxed 3600 "${GPU_CHECK_AFTER_BUILD_S:-170}" cmake --build "$BUILD" -j "$JOBS" \
+run_boxed 3600 "${AFTER[1]}" cmake --build "$BUILD" -j "$JOBS" \
     --target $TARGETS >>"$OUT/build.log" 2>&1
 RC=$?
 # ninja's log: the slowest steps, so that a next run knows what to cut.
@@ -135,7 +138,7 @@ print('llama.cpp devices:', d); sys.exit(0 if d or '$BACKEND' == 'cpu' else 3)" 
 # --- 3. the bench model ---------------------------------------------------------------------------
 say "waiting for the F16 model, then quantizing to Q4_K_M"
 wait "$F16_PID" || { cat "$WORK/cache/logs/model.log"; die "writing the F16 model failed"; }
-run_boxed 120 100 "$PY" "$REPO/bench/gpu_bench.py" model --cache "$WORK/cache" --out "$WORK/results" \
+run_boxed 120 "${AFTER[2]}" "$PY" "$REPO/bench/gpu_bench.py" model --cache "$WORK/cache" --out "$WORK/results" \
     --shape "$SHAPE" --threads "$(nproc)" || die "quantizing the model failed"
 pack
 MODEL=$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf
