@@ -64,6 +64,7 @@ export PATH=$PATH:/usr/local/cuda/bin:$(dirname "$(command -v "$PY")")
 # --- 0. what the machine has; fail fast on what is missing --------------------------------------
 {
     date -u; uname -a; nproc; free -g | head -2; df -h /tmp | tail -1
+    grep -m1 "model name" /proc/cpuinfo; echo "CPU flags: $(grep -m1 -o 'amx[a-z0-9_]*\|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')"
     command -v nvidia-smi >/dev/null && nvidia-smi
     command -v nvcc >/dev/null && nvcc --version | tail -2
     cmake --version | head -1; ninja --version; "$PY" --version; "$PY" -m pip --version
@@ -153,12 +154,37 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 "${probe[@]}" 2>&1 \
         | grep -v "^probe: progress" | tail -45
     say "  rc ${PIPESTATUS[0]} (124: out of time; 139: SIGSEGV)"
-    # --gpu-layers 29: every layer and the output, as the server's fit names them (999 elsewhere).
-    local steps=("" "--progress" "--ctx 256" "--batch 512" "--threads 8" "--flash off" "--flash on"
+    say "diag: the probe's child without faulthandler"
+    run_boxed 40 "$reserve" "${probe[@]}" 2>&1 | grep -v "^probe: progress" | tail -5
+    say "  rc ${PIPESTATUS[0]}"
+    # The load's own settings first (the H200 died inside llama_model_load_from_file, 2026-12-04):
+    # llama_cpp alone, then cllm's binding without each of its additions, then the native stack.
+    local loads=("--raw" "--raw --no-faulthandler" "--raw --no-mmap" "--raw --gpu-layers 0" ""
+                 "--no-faulthandler" "--no-devices" "--no-mmap"
+                 "--no-extra-bufts" "--imports" "--gpu-layers 0" "--progress")
+    local s
+    for s in "${loads[@]}"; do
+        say "diag: gpu_probe_steps.py $s"
+        # shellcheck disable=SC2086
+        run_boxed 30 "$reserve" "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" $s 2>&1 \
+            | grep -v "^load\|^llama_\|^print_info\|^load_tensors\|^create_tensor\|^\.*$" | tail -8
+        say "  rc ${PIPESTATUS[0]} (124: out of time; 139: SIGSEGV)"
+    done
+    say "diag: without pinned host buffers (GGML_CUDA_NO_PINNED=1)"
+    run_boxed 30 "$reserve" env GGML_CUDA_NO_PINNED=1 "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" 2>&1 | tail -4
+    say "  rc ${PIPESTATUS[0]}"
+    if command -v cuda-gdb >/dev/null; then
+        say "diag: the probe's child under cuda-gdb (the native stack)"
+        run_boxed "${GPU_CHECK_GDB_S:-60}" "$reserve" cuda-gdb -q -batch -ex "set pagination off" -ex run -ex "bt 40" \
+            --args "${probe[@]}" >"$WORK/results/gdb.txt" 2>&1
+        grep -v "^\[New Thread\|^\[Thread .* exited" "$WORK/results/gdb.txt" | grep -A45 "SIGSEGV\|SIGABRT" | head -60
+    fi
+    # Then the context's settings, which matter once a load passes. --gpu-layers 29: every layer
+    # and the output, as the server's fit names them (999 elsewhere).
+    local steps=("--ctx 256" "--batch 512" "--threads 8" "--flash off" "--flash on"
                  "--seqs 4 --ctx 2304 --batch 512 --threads 8" "--seqs 32 --ctx 512 --batch 512 --threads 8"
                  "--seqs 32 --ctx 320 --batch 512 --threads 8 --tokens 64 --no-output --every-seq"
-                 "--gpu-layers 0" "--gpu-layers 29" "--tokens 16")
-    local s
+                 "--gpu-layers 29" "--tokens 16")
     for s in "${steps[@]}"; do
         say "diag: gpu_probe_steps.py $s"
         # shellcheck disable=SC2086
@@ -169,12 +195,6 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     say "diag: CUDA graphs off (GGML_CUDA_DISABLE_GRAPHS=1)"
     run_boxed 30 "$reserve" env GGML_CUDA_DISABLE_GRAPHS=1 "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" 2>&1 | tail -4
     say "  rc ${PIPESTATUS[0]}"
-    if command -v cuda-gdb >/dev/null; then
-        say "diag: the probe's child under cuda-gdb (the native stack)"
-        run_boxed "${GPU_CHECK_GDB_S:-60}" "$reserve" cuda-gdb -q -batch -ex "set pagination off" -ex run -ex "bt 40" \
-            --args "${probe[@]}" >"$WORK/results/gdb.txt" 2>&1
-        grep -v "^\[New Thread\|^\[Thread .* exited" "$WORK/results/gdb.txt" | grep -A45 "SIGSEGV\|SIGABRT" | head -60
-    fi
     pack
 }
 if [ "${GPU_CHECK_DIAG:-0}" = 1 ]; then
