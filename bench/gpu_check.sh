@@ -147,6 +147,25 @@ MODEL=$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf
 # --- 3a. where a load dies (the probe's child, SIGSEGV on the H200 2026-12-04): the probe with
 # faulthandler, its stages under each context setting (bench/gpu_probe_steps.py), then the native
 # stack under cuda-gdb. Run when the staged load dies below; GPU_CHECK_DIAG=1 runs only this.
+# A native stack where a process dies by a signal, without a debugger (bench/segv_trace.c,
+# LD_PRELOADed): the staged load, the bench's servers and the diagnosis's probe print it, and
+# native_names names its frames' functions.
+SEGV_TRACE=$WORK/segv_trace.so
+cc -shared -fPIC -O1 -o "$SEGV_TRACE" "$REPO/bench/segv_trace.c" -ldl >"$WORK/results/segv_trace.cc.txt" 2>&1 \
+    || { say "segv_trace.c did not build: $(tail -2 "$WORK/results/segv_trace.cc.txt")"; SEGV_TRACE=; }
+native_names() {  # segv_trace's frames, each with its function's name from the library's symbols
+    local line lib off name
+    while IFS= read -r line; do
+        if [[ $line =~ ^segv_trace:\ \#([0-9]+)\ (.+)\+(0x[0-9a-f]+)\ \((.*)\)$ ]]; then
+            lib=${BASH_REMATCH[2]} off=${BASH_REMATCH[3]}
+            name=$(addr2line -f -C -e "$lib" "$off" 2>/dev/null | head -1)
+            [ "$name" = "??" ] && name=
+            echo "  #${BASH_REMATCH[1]} ${lib##*/}+$off ${name:-${BASH_REMATCH[4]}}"
+        else
+            echo "$line"
+        fi
+    done
+}
 diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     local reserve=$1
     local probe=("$PY" -m cllm_ollama.engine.probe "$MODEL" 999 0 "")  # as engine/probe.py runs its child
@@ -154,6 +173,12 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 "${probe[@]}" 2>&1 \
         | grep -v "^probe: progress" | tail -45
     say "  rc ${PIPESTATUS[0]} (124: out of time; 139: SIGSEGV)"
+    if [ -n "$SEGV_TRACE" ]; then
+        say "diag: the probe's child with the native stack printed where it dies (bench/segv_trace.c)"
+        run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 LD_PRELOAD="$SEGV_TRACE" "${probe[@]}" 2>&1 \
+            | grep -v "^probe: progress" | native_names | tee "$WORK/results/segv_trace.txt" | tail -50
+        say "  rc ${PIPESTATUS[0]}"
+    fi
     say "diag: the probe's child without faulthandler"
     run_boxed 40 "$reserve" "${probe[@]}" 2>&1 | grep -v "^probe: progress" | tail -5
     say "  rc ${PIPESTATUS[0]}"
@@ -205,12 +230,12 @@ fi
 
 # --- 3b. the serve path's load outside the server, stage by stage (cllm died loading on the H200) --
 say "cllm's load, stage by stage (bench/gpu_load_steps.py)"
-run_boxed 90 200 env PYTHONFAULTHANDLER=1 CLLM_NUM_THREAD="$THREADS" "$PY" "$REPO/bench/gpu_load_steps.py" \
-    "$MODEL" --slots "$SLOTS" --ctx 512 \
+run_boxed 90 200 env PYTHONFAULTHANDLER=1 LD_PRELOAD="$SEGV_TRACE" CLLM_NUM_THREAD="$THREADS" "$PY" \
+    "$REPO/bench/gpu_load_steps.py" "$MODEL" --slots "$SLOTS" --ctx 512 \
     >"$WORK/results/load_steps.txt" 2>&1
 LOAD_RC=$?
 say "load steps: rc $LOAD_RC (the last stage printed is where it stopped)"
-grep -v "^20..-..-.. " "$WORK/results/load_steps.txt" | tail -25
+grep -v "^20..-..-.. " "$WORK/results/load_steps.txt" | native_names | tail -50
 # A load that died: the settings that differ from the CPU path, turned back one at a time, so that
 # the same call both says which one kills it and still measures cllm (the bench runs with the first
 # that loads; bench.md says which).
@@ -237,7 +262,7 @@ fi
 # --- 4. cllm vs llama-server -np N vs -np 1 --------------------------------------------------------
 GPU_FLAG=(); [ "$BACKEND" = cuda ] && GPU_FLAG=(--gpu)
 say "bench: levels $LEVELS, $SLOTS slots, $MAX_TOKENS tokens"
-run_boxed 400 "${GPU_CHECK_AFTER_BENCH_S:-70}" "$PY" "$REPO/bench/gpu_bench.py" bench --cache "$WORK/cache" \
+run_boxed 400 "${GPU_CHECK_AFTER_BENCH_S:-70}" env LD_PRELOAD="$SEGV_TRACE" "$PY" "$REPO/bench/gpu_bench.py" bench --cache "$WORK/cache" \
     --out "$WORK/results" --build "$BUILD" --shape "$SHAPE" --levels "$LEVELS" --slots "$SLOTS" \
     --max-tokens "$MAX_TOKENS" --threads "$THREADS" ${REQUESTS:+--requests "$REQUESTS"} "${GPU_FLAG[@]}" \
     || say "bench stopped early (rc $?): what finished is in bench.md"
@@ -245,7 +270,7 @@ cp -f "$WORK/results/bench.md" "$OUT/bench.md" 2>/dev/null
 [ -f "$WORK/results/cllm_variant.txt" ] && echo "cllm ran with $(cat "$WORK/results/cllm_variant.txt") (its default load died)" >>"$OUT/bench.md"
 # cllm's own log when it did not finish (on the H200, 2026-11-28, it died silently while loading).
 if grep -q 'failed: cllm' "$WORK/results/bench.md" 2>/dev/null; then
-    tail -40 "$WORK/cache/logs/cllm.log"
+    tail -60 "$WORK/cache/logs/cllm.log" | native_names
     # A process killed by the kernel (out of memory) leaves no trace of its own.
     { dmesg 2>/dev/null | tail -20; free -m; } | tee "$WORK/results/after_cllm_failed.txt"
 fi
