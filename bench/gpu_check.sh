@@ -184,8 +184,9 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     say "  rc ${PIPESTATUS[0]}"
     # The load's own settings first (the H200 died inside llama_model_load_from_file, 2026-12-04):
     # llama_cpp alone, then cllm's binding without each of its additions, then the native stack.
-    local loads=("--raw" "--raw --no-faulthandler" "--raw --no-mmap" "--raw --gpu-layers 0" ""
-                 "--no-faulthandler" "--no-devices" "--no-mmap"
+    local loads=("--raw" "--raw --no-faulthandler" "--raw --no-log-callback" "--raw --no-mmap"
+                 "--raw --gpu-layers 0" "" "--no-faulthandler" "--no-log-callback"
+                 "--no-faulthandler --no-log-callback" "--no-devices" "--no-mmap"
                  "--no-extra-bufts" "--imports" "--gpu-layers 0" "--progress")
     local s
     for s in "${loads[@]}"; do

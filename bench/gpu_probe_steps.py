@@ -8,11 +8,14 @@ callback, device list, AMX check), ``--no-devices`` leaves the device list to ll
 ``--no-mmap`` reads the file into memory, ``--no-extra-bufts`` keeps the CPU's weights unrepacked,
 ``--imports`` first imports what ``bench/save_stall.py`` (which survived there) imports,
 ``--no-faulthandler`` leaves Python's fault handler off: every load that died there had it on
-(the probe's child through the server's ``PYTHONFAULTHANDLER``), none that survived did.
+(the probe's child through the server's ``PYTHONFAULTHANDLER``), none that survived did;
+``--no-log-callback`` leaves llama.cpp's log to its own default (stderr), so that no Python runs
+inside the load (llama_cpp and cllm's binding each set a Python callback).
 
     python bench/gpu_probe_steps.py MODEL.gguf [--seqs 1] [--ctx 64] [--batch 16] [--threads 1]
         [--flash auto|on|off] [--progress] [--gpu-layers 999] [--tokens 2] [--no-output] [--every-seq]
         [--raw] [--no-devices] [--no-mmap] [--no-extra-bufts] [--imports] [--no-faulthandler]
+        [--no-log-callback]
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import faulthandler
 import importlib
 import time
 from pathlib import Path
+
+import llama_cpp as ll
 
 from cllm_ollama.engine.binding import Batch, Context, Model, core
 
@@ -33,8 +38,6 @@ SAVE_STALL_IMPORTS = ("orjson", "cllm_ollama.engine.disk_cache", "cllm_ollama.en
 def raw_load(path: Path, gpu_layers: int, use_mmap: bool) -> bool:
     """llama.cpp's load through llama_cpp alone, its default parameters but the layers and the
     mode: whether the crash needs anything of cllm's binding."""
-    import llama_cpp as ll
-
     ll.llama_backend_init()
     params = ll.llama_model_default_params()
     params.n_gpu_layers = gpu_layers
@@ -64,6 +67,7 @@ def main() -> None:
     p.add_argument("--no-extra-bufts", action="store_true", help="no repacked CPU weight layouts")
     p.add_argument("--imports", action="store_true", help="save_stall.py's imports first")
     p.add_argument("--no-faulthandler", action="store_true", help="Python's fault handler left off")
+    p.add_argument("--no-log-callback", action="store_true", help="llama.cpp's own log, no Python callback")
     a = p.parse_args()
     if not a.no_faulthandler:
         faulthandler.enable()
@@ -76,6 +80,9 @@ def main() -> None:
     if a.imports:
         for name in SAVE_STALL_IMPORTS:
             importlib.import_module(name)
+    if a.no_log_callback:
+        core.log_callback()  # the binding's first call sets its callback: set before it is undone
+        ll.llama_log_set(ll.llama_log_callback(), None)  # NULL: llama.cpp's default, straight to stderr
     if a.raw:
         say("llama_model_load_from_file (llama_cpp alone) ...")
         say(f"loaded: {raw_load(a.model, a.gpu_layers, not a.no_mmap)}; done")

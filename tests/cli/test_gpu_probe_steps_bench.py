@@ -17,7 +17,7 @@ SETTINGS = [
     [],
     ["--progress", "--seqs", "4", "--ctx", "320", "--batch", "512", "--every-seq"],
     # The load's own switches, all at once: the diagnosis runs each apart.
-    ["--no-devices", "--no-mmap", "--no-extra-bufts", "--imports", "--no-faulthandler"],
+    ["--no-devices", "--no-mmap", "--no-extra-bufts", "--imports", "--no-faulthandler", "--no-log-callback"],
 ]
 
 
@@ -38,7 +38,7 @@ def test_each_stage_is_said_and_the_run_ends(tmp_path: Path, settings: list[str]
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("settings", [[], ["--no-mmap", "--no-faulthandler"]])
+@pytest.mark.parametrize("settings", [[], ["--no-mmap", "--no-faulthandler", "--no-log-callback"]])
 def test_a_raw_load_goes_through_llama_cpp_alone(tmp_path: Path, settings: list[str]) -> None:
     model = write_qwen3(tmp_path / "m.gguf")
     run = subprocess.run(
