@@ -144,9 +144,6 @@ run_boxed 120 "${AFTER[2]}" "$PY" "$REPO/bench/gpu_bench.py" model --cache "$WOR
 pack
 MODEL=$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf
 
-# --- 3a. where a load dies (the probe's child, SIGSEGV on the H200 2026-12-04): the probe with
-# faulthandler, its stages under each context setting (bench/gpu_probe_steps.py), then the native
-# stack under cuda-gdb. Run when the staged load dies below; GPU_CHECK_DIAG=1 runs only this.
 # A native stack where a process dies by a signal, without a debugger (bench/segv_trace.c,
 # LD_PRELOADed): the staged load, the bench's servers and the diagnosis's probe print it, and
 # native_names names its frames' functions.
@@ -166,6 +163,10 @@ native_names() {  # segv_trace's frames, each with its function's name from the 
         fi
     done
 }
+# --- 3a. where a load dies (the probe's child, SIGSEGV on the H200 2026-12-04): the probe's child
+# with faulthandler, with segv_trace's native stack, without faulthandler; the load's own settings
+# one by one (bench/gpu_probe_steps.py); cuda-gdb's stack; then the context's settings. Run when
+# the staged load dies below; GPU_CHECK_DIAG=1 runs only this.
 diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     local reserve=$1
     local probe=("$PY" -m cllm_ollama.engine.probe "$MODEL" 999 0 "")  # as engine/probe.py runs its child
