@@ -164,7 +164,7 @@ native_names() {  # segv_trace's frames, each with its function's name from the 
     done
 }
 # --- 3a. where a load dies (the probe's child, SIGSEGV on the H200 2026-12-04): the probe's child
-# with faulthandler, with segv_trace's native stack, without faulthandler; the load's own settings
+# with faulthandler, with segv_trace's native stack, under strace, without faulthandler; the load's own settings
 # one by one (bench/gpu_probe_steps.py); cuda-gdb's stack; then the context's settings. Run when
 # the staged load dies below; GPU_CHECK_DIAG=1 runs only this.
 diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
@@ -179,6 +179,15 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
         run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 LD_PRELOAD="$SEGV_TRACE" "${probe[@]}" 2>&1 \
             | grep -v "^probe: progress" | native_names | tee "$WORK/results/segv_trace.txt" | tail -50
         say "  rc ${PIPESTATUS[0]}"
+    fi
+    if command -v strace >/dev/null; then
+        # Whether a signal came before the fatal one, and who installed handlers for which: a
+        # library that handles its own faults would meet faulthandler's handler there.
+        say "diag: the probe's child under strace (signals delivered, handlers set; strace.txt)"
+        run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 strace -f -qq -e trace=rt_sigaction,sigaltstack \
+            -e signal=all -o "$WORK/results/strace.txt" "${probe[@]}" >/dev/null 2>&1
+        say "  rc $?"
+        grep -v "SIGCHLD\|, NULL, {" "$WORK/results/strace.txt" | grep "SIG\|sigaltstack" | cut -c1-220 | tail -40
     fi
     say "diag: the probe's child without faulthandler"
     run_boxed 40 "$reserve" "${probe[@]}" 2>&1 | grep -v "^probe: progress" | tail -5
