@@ -163,6 +163,19 @@ native_names() {  # segv_trace's frames, each with its function's name from the 
         fi
     done
 }
+probe_steps() {  # probe_steps RESERVE SETTING...: gpu_probe_steps.py under each (its VAR=value words go to env)
+    local reserve=$1 s w; shift
+    for s in "$@"; do
+        say "diag: gpu_probe_steps.py $s"
+        local envs=() args=()
+        for w in $s; do
+            if [[ $w == *=* ]]; then envs+=("$w"); else args+=("$w"); fi
+        done
+        run_boxed 30 "$reserve" env "${envs[@]}" "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" "${args[@]}" 2>&1 \
+            | grep -v "^load\|^llama_\|^print_info\|^load_tensors\|^create_tensor\|^\.*$" | tail -10
+        say "  rc ${PIPESTATUS[0]} (124: out of time; 139: SIGSEGV)"
+    done
+}
 # --- 3a. where a load dies (the probe's child, SIGSEGV on the H200 2026-12-04): the probe's child
 # with faulthandler, with segv_trace's native stack, under strace, without faulthandler; the load's own settings
 # one by one (bench/gpu_probe_steps.py); cuda-gdb's stack; then the context's settings. Run when
@@ -197,18 +210,8 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     local loads=("--raw" "--raw --no-faulthandler" "--raw --no-log-callback" "--raw --no-mmap"
                  "--raw --gpu-layers 0" "" "--no-faulthandler" "--no-log-callback"
                  "--no-faulthandler --no-log-callback" "--no-devices" "--no-mmap"
-                 "--no-extra-bufts" "--imports" "--gpu-layers 0" "--progress")
-    local s
-    for s in "${loads[@]}"; do
-        say "diag: gpu_probe_steps.py $s"
-        # shellcheck disable=SC2086
-        run_boxed 30 "$reserve" "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" $s 2>&1 \
-            | grep -v "^load\|^llama_\|^print_info\|^load_tensors\|^create_tensor\|^\.*$" | tail -8
-        say "  rc ${PIPESTATUS[0]} (124: out of time; 139: SIGSEGV)"
-    done
-    say "diag: without pinned host buffers (GGML_CUDA_NO_PINNED=1)"
-    run_boxed 30 "$reserve" env GGML_CUDA_NO_PINNED=1 "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" 2>&1 | tail -4
-    say "  rc ${PIPESTATUS[0]}"
+                 "--no-extra-bufts" "--imports" "--gpu-layers 0" "--progress" GGML_CUDA_NO_PINNED=1)
+    probe_steps "$reserve" "${loads[@]}"
     if command -v cuda-gdb >/dev/null; then
         say "diag: the probe's child under cuda-gdb (the native stack)"
         run_boxed "${GPU_CHECK_GDB_S:-60}" "$reserve" cuda-gdb -q -batch -ex "set pagination off" -ex run -ex "bt 40" \
@@ -220,17 +223,8 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     local steps=("--ctx 256" "--batch 512" "--threads 8" "--flash off" "--flash on"
                  "--seqs 4 --ctx 2304 --batch 512 --threads 8" "--seqs 32 --ctx 512 --batch 512 --threads 8"
                  "--seqs 32 --ctx 320 --batch 512 --threads 8 --tokens 64 --no-output --every-seq"
-                 "--gpu-layers 29" "--tokens 16")
-    for s in "${steps[@]}"; do
-        say "diag: gpu_probe_steps.py $s"
-        # shellcheck disable=SC2086
-        run_boxed 30 "$reserve" "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" $s 2>&1 \
-            | grep -v "^load\|^llama_\|^print_info\|^load_tensors" | tail -14
-        say "  rc ${PIPESTATUS[0]}"
-    done
-    say "diag: CUDA graphs off (GGML_CUDA_DISABLE_GRAPHS=1)"
-    run_boxed 30 "$reserve" env GGML_CUDA_DISABLE_GRAPHS=1 "$PY" "$REPO/bench/gpu_probe_steps.py" "$MODEL" 2>&1 | tail -4
-    say "  rc ${PIPESTATUS[0]}"
+                 "--gpu-layers 29" "--tokens 16" GGML_CUDA_DISABLE_GRAPHS=1)
+    probe_steps "$reserve" "${steps[@]}"
     pack
 }
 if [ "${GPU_CHECK_DIAG:-0}" = 1 ]; then
