@@ -209,6 +209,7 @@ class LoadedModel:
             projector=None if spec.embedding_only else spec.projector,
             adapters=spec.adapters,
             stall_timeout=spec.load_timeout,
+            on_gpu=held is None and self.placement is not None and self.placement.n_gpu_layers > 0,
         )
         # What llama.cpp's KV cache and recurrent state take, read once (the file may go while loaded).
         self.cache_shape = cache_shape(spec.path)

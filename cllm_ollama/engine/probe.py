@@ -67,6 +67,7 @@ def probe(
     projector: Path | None = None,
     adapters: tuple[Path, ...] = (),
     stall_timeout: float = math.inf,
+    on_gpu: bool = False,
 ) -> str | None:
     """Raise ``EngineError`` if loading ``path`` (and a first decode), or its ``projector`` beside it
     (clip.cpp asserts on what it cannot read too), or its LoRA ``adapters`` (the first decode runs
@@ -74,7 +75,8 @@ def probe(
     ``InsufficientMemory`` if the child failed for want of memory (a GPU's, most often), which
     the pool meets by evicting idle models and trying again. Returns why the projector's audio
     must be refused where encoding it killed the child, else None. ``stall_timeout``: how long
-    the child may go without progress (``load_stall``) before it is killed and the load refused."""
+    the child may go without progress (``load_stall``) before it is killed and the load refused.
+    ``on_gpu``: the load puts layers on a GPU (see ``_fault_handler``)."""
     st = path.stat()
     pst = projector.stat() if projector is not None else None
     key: tuple[object, ...] = (str(path), st.st_size, st.st_mtime_ns, n_gpu_layers, embedding_only)
@@ -82,9 +84,7 @@ def probe(
     with _lock:
         if key in _passed:
             return _passed[key]
-    # faulthandler: a child killed by a signal says which call of ``_main`` it died in (on the H200,
-    # 2026-12-04, a SIGSEGV said nothing else).
-    cmd = [sys.executable, "-X", "faulthandler", "-m", __name__, str(path), str(n_gpu_layers)]
+    cmd = [sys.executable, *_fault_handler(on_gpu), "-m", __name__, str(path), str(n_gpu_layers)]
     cmd += ["1" if embedding_only else "0"]
     cmd += [str(projector) if projector is not None else "", *map(str, adapters)]
     proc = run_child(cmd, StallWatch(stall_timeout))
@@ -105,6 +105,15 @@ def probe(
     with _lock:
         _passed[key] = audio_refused
     return audio_refused
+
+
+def _fault_handler(on_gpu: bool) -> tuple[str, ...]:
+    """The child's interpreter options: Python's faulthandler where the load stays on the CPU, so
+    that a child killed by a signal says which call of ``_main`` it died in. Not where it offloads:
+    on an H200 (2026-12-04) every load that ran with faulthandler died by SIGSEGV inside
+    ``llama_model_load_from_file``, and every one without it passed (BENCHMARKS.md, issue 31);
+    there the server's own ``PYTHONFAULTHANDLER``, if set, is what the child inherits."""
+    return () if on_gpu else ("-X", "faulthandler")
 
 
 def run_child(cmd: list[str], watch: StallWatch) -> subprocess.CompletedProcess[str]:

@@ -4,9 +4,11 @@ as the reference (``llm/memory.go``, ``server/sched.go``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from cllm_ollama.engine import loaded as loaded_module
 from cllm_ollama.engine.binding import Model
 from cllm_ollama.engine.frontdoor import LoadSpec
 from cllm_ollama.engine.loaded import LoadedModel
@@ -131,9 +133,18 @@ def test_kv_bytes_per_token_from_the_gguf_match_llama_cpps(tmp_path: Path) -> No
 
 
 @pytest.mark.model
-def test_a_load_fits_its_layers_to_the_gpus_it_is_shown(tmp_path: Path) -> None:
+def test_a_load_fits_its_layers_to_the_gpus_it_is_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A CPU build runs them on the CPU whatever it is told; what the load decided is in its spec.
+    # The probe's child is told whether layers go to a GPU (it leaves faulthandler off there).
     path = write_qwen3(tmp_path / "m.gguf")
+    on_gpu: list[bool] = []
+    probe = loaded_module.probe
+
+    def told(*args: Any, **kwargs: Any) -> str | None:
+        on_gpu.append(kwargs["on_gpu"])
+        return probe(*args, **kwargs)
+
+    monkeypatch.setattr(loaded_module, "probe", told)
     spec = LoadSpec(path=path, n_slots=2, n_ctx_slot=256)
     loaded = LoadedModel(spec, 4, devices=lambda: [("GPU0", 64 * GIB, 80 * GIB)])
     try:
@@ -153,6 +164,7 @@ def test_a_load_fits_its_layers_to_the_gpus_it_is_shown(tmp_path: Path) -> None:
         assert no_gpu.placement is None and no_gpu.spec.n_gpu_layers == -1
     finally:
         no_gpu.close()
+    assert on_gpu == [True, False, False]
 
 
 def sizes_of(path: Path) -> ModelSizes:

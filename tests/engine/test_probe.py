@@ -114,6 +114,27 @@ def test_a_child_killed_by_a_signal_logs_its_stack_and_answers_with_what_llama_c
     assert "killed by signal 11" in logged and "line 226 in _main" in logged and str(tmp_path) not in logged
 
 
+@pytest.mark.parametrize("on_gpu", [False, True])
+def test_the_child_runs_faulthandler_only_where_the_load_stays_on_the_cpu(
+    tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_gpu: bool
+) -> None:
+    """On the H200 every load run with faulthandler died inside llama.cpp's load, none without it:
+    a child that offloads goes without it (unless the server's own PYTHONFAULTHANDLER says so)."""
+    model = tmp_path / f"on-gpu-{on_gpu}.gguf"  # a path no other test has probed (a pass is remembered)
+    model.write_bytes(tiny_gguf.read_bytes())
+    cmds: list[list[str]] = []
+
+    def passes(cmd: list[str], watch: StallWatch) -> subprocess.CompletedProcess[str]:
+        cmds.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(probe_module, "run_child", passes)
+    probe_module.probe(model, n_gpu_layers=29 if on_gpu else 0, embedding_only=False, on_gpu=on_gpu)
+    [cmd] = cmds
+    assert ("faulthandler" in cmd) is not on_gpu
+    assert cmd[cmd.index("-m") + 1 :][:3] == [probe_module.__name__, str(model), "29" if on_gpu else "0"]
+
+
 def test_an_illegal_instruction_says_to_rebuild_llama_cpp_here(
     tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
