@@ -94,6 +94,10 @@ export PYTHONPATH=$SITE PATH=$SITE/bin:$PATH PYTHONUNBUFFERED=1  # the carried s
 export PYTHONPATH=$SITE:$CLLM_SITE PATH=$CLLM_SITE/bin:$PATH
 command -v cllm >/dev/null || die "no cllm command in $CLLM_SITE/bin"
 cd "$WORK"  # not the repo: its cllm_ollama/ (no cli/ inside) would shadow the installed package for `python -m`
+# Python's faulthandler off (set and empty: bench/targets.py gives the servers it otherwise): on the
+# H200 every load that ran with it died by SIGSEGV inside llama.cpp's load and every one without it
+# passed. segv_trace.so (below) prints a native stack instead; the diagnosis turns it on where asked.
+export PYTHONFAULTHANDLER=
 "$PY" -c "import cllm_ollama.api, starlette, uvicorn, gguf, msgspec, orjson, jinja2, httpx, numpy" \
     || die "an import cllm needs failed (see above)"
 
@@ -183,7 +187,7 @@ probe_steps() {  # probe_steps RESERVE SETTING...: gpu_probe_steps.py under each
 diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     local reserve=$1
     local probe=("$PY" -m cllm_ollama.engine.probe "$MODEL" 999 0 "")  # as engine/probe.py runs its child
-    say "diag: the probe's child as cllm runs it, its whole stderr"
+    say "diag: the probe's child with faulthandler (as cllm ran it on a GPU before 2026-12-04's change), its whole stderr"
     run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 "${probe[@]}" 2>&1 \
         | grep -v "^probe: progress" | tail -45
     say "  rc ${PIPESTATUS[0]} (124: out of time; 139: SIGSEGV)"
@@ -202,7 +206,7 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
         say "  rc $?"
         grep -v "SIGCHLD\|, NULL, {" "$WORK/results/strace.txt" | grep "SIG\|sigaltstack" | cut -c1-220 | tail -40
     fi
-    say "diag: the probe's child without faulthandler"
+    say "diag: the probe's child without faulthandler (as cllm runs it on a GPU now)"
     run_boxed 40 "$reserve" "${probe[@]}" 2>&1 | grep -v "^probe: progress" | tail -5
     say "  rc ${PIPESTATUS[0]}"
     # The load's own settings first (the H200 died inside llama_model_load_from_file, 2026-12-04):
@@ -235,12 +239,18 @@ fi
 
 # --- 3b. the serve path's load outside the server, stage by stage (cllm died loading on the H200) --
 say "cllm's load, stage by stage (bench/gpu_load_steps.py)"
-run_boxed 90 200 env PYTHONFAULTHANDLER=1 LD_PRELOAD="$SEGV_TRACE" CLLM_NUM_THREAD="$THREADS" "$PY" \
+run_boxed 90 200 env LD_PRELOAD="$SEGV_TRACE" CLLM_NUM_THREAD="$THREADS" "$PY" \
     "$REPO/bench/gpu_load_steps.py" "$MODEL" --slots "$SLOTS" --ctx 512 \
     >"$WORK/results/load_steps.txt" 2>&1
 LOAD_RC=$?
 say "load steps: rc $LOAD_RC (the last stage printed is where it stopped)"
 grep -v "^20..-..-.. " "$WORK/results/load_steps.txt" | native_names | tail -50
+if (( LOAD_RC == 0 )); then  # the cause, confirmed in one load: the probe's child with faulthandler on
+    say "the probe's child with PYTHONFAULTHANDLER=1 (every such load died on the H200, 2026-12-04)"
+    run_boxed 40 200 env PYTHONFAULTHANDLER=1 LD_PRELOAD="$SEGV_TRACE" "$PY" -m cllm_ollama.engine.probe \
+        "$MODEL" 999 0 "" 2>&1 | grep -v "^probe: progress" | native_names | tail -30
+    say "  rc ${PIPESTATUS[0]} (139: SIGSEGV, faulthandler's doing)"
+fi
 # A load that died: the settings that differ from the CPU path, turned back one at a time, so that
 # the same call both says which one kills it and still measures cllm (the bench runs with the first
 # that loads; bench.md says which).
@@ -248,7 +258,7 @@ if (( LOAD_RC != 0 )); then
     for VARIANT in ${GPU_CHECK_VARIANTS:-CLLM_GAP_FILL=0 OLLAMA_FLASH_ATTENTION=0 CLLM_NUM_PARALLEL=8}; do
         VSLOTS=$SLOTS; [[ $VARIANT == CLLM_NUM_PARALLEL=* ]] && VSLOTS=${VARIANT#*=}
         say "load steps again with $VARIANT"
-        run_boxed 60 280 env PYTHONFAULTHANDLER=1 CLLM_NUM_THREAD="$THREADS" "$VARIANT" "$PY" \
+        run_boxed 60 280 env LD_PRELOAD="$SEGV_TRACE" CLLM_NUM_THREAD="$THREADS" "$VARIANT" "$PY" \
             "$REPO/bench/gpu_load_steps.py" "$MODEL" \
             --slots "$VSLOTS" --ctx 512 >"$WORK/results/load_steps.$VARIANT.txt" 2>&1
         RC=$?
@@ -292,7 +302,7 @@ pack
 if (( $(left) > 60 )); then
     say "gaps in a decode step's sequences (bench/seq_gaps.py --seqs 32)"
     for DEPTH in 64 2048; do
-        run_boxed 30 5 "$PY" "$REPO/bench/seq_gaps.py" "$MODEL" \
+        run_boxed 30 5 env LD_PRELOAD="$SEGV_TRACE" "$PY" "$REPO/bench/seq_gaps.py" "$MODEL" \
             --seqs 32 --depth "$DEPTH" --gpu-layers 999 --threads "$THREADS" >>"$WORK/results/seq_gaps.txt" 2>&1 \
             || say "seq_gaps at depth $DEPTH stopped (rc $?)"
     done

@@ -4,8 +4,9 @@ On the H200 (2026-11-28) ``cllm serve`` died without a word while loading a mode
 offloaded, while the same build ran ``bench/save_stall.py`` through the binding. This runs the
 serve path's load (``LoadedModel``: device fitting and tuning, the probe child, the weights, the
 memory check, the engine thread's context) and one short generation, with a line before and after
-each stage, flushed, under ``faulthandler``: the last line printed says where a death happened,
-and a clean run says the cause lies in the server around the engine (uvicorn, threads), not in it.
+each stage, flushed: the last line printed says where a death happened (``PYTHONFAULTHANDLER=1``
+adds the Python stack; ``bench/gpu_check.sh`` leaves it off on a GPU, where every load that had it
+died), and a clean run says the cause lies in the server around the engine (uvicorn, threads), not in it.
 
     python bench/gpu_load_steps.py MODEL.gguf [--slots 32] [--ctx 512]
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import faulthandler
 import functools
 import sys
 import time
@@ -77,7 +77,6 @@ def main() -> None:
     p.add_argument("--slots", type=int, help="CLLM_NUM_PARALLEL's place (default: the settings')")
     p.add_argument("--ctx", type=int, help="tokens per slot (default: the settings')")
     a = p.parse_args()
-    faulthandler.enable()
     instrument()
     settings = Settings.from_env()
     spec = replace(LoadSpec.from_settings(settings), path=a.model.resolve())

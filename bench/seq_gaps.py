@@ -15,7 +15,6 @@ step, as ``engine/gap_fill.py`` does (``CLLM_GAP_FILL``).
 from __future__ import annotations
 
 import argparse
-import faulthandler
 import statistics
 import time
 from pathlib import Path
@@ -44,7 +43,6 @@ def main() -> None:
     p.add_argument("--seqs", type=int, choices=(8, 32), default=8, help="sequences (32: the wide sets)")
     p.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU (999: all)")
     a = p.parse_args()
-    faulthandler.enable()  # a crash on a GPU says where (two did on the H200, 2026-12-04)
     model = Model(a.model, n_gpu_layers=a.gpu_layers)
     ctx = Context(model, n_seq_max=a.seqs, n_ctx_seq=a.depth + 256, n_batch=512, n_threads=a.threads)
     batch = Batch(512)

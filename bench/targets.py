@@ -48,8 +48,9 @@ class Running:
 
     def __enter__(self) -> Running:
         self.server.log.parent.mkdir(parents=True, exist_ok=True)
-        # A Python server that dies of a signal (a crash in native code) still says where it was.
-        env = {**(self.server.env if self.server.env is not None else os.environ), "PYTHONFAULTHANDLER": "1"}
+        # A Python server that dies of a signal (a crash in native code) still says where it was,
+        # unless the environment says otherwise (bench/gpu_check.sh: empty, off on a GPU).
+        env = {"PYTHONFAULTHANDLER": "1", **(self.server.env if self.server.env is not None else os.environ)}
         with self.server.log.open("wb") as log:
             self.proc = subprocess.Popen(self.server.argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         return self

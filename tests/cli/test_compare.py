@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ sys.path.insert(0, str(BENCH))  # compare.py imports its siblings as top-level m
 import compare  # noqa: E402
 import report  # noqa: E402
 from plan import Outcome  # noqa: E402
-from targets import Server  # noqa: E402
+from targets import Running, Server  # noqa: E402
 
 
 def test_default_plan_runs_every_workload_with_the_issue_s_chat_load() -> None:
@@ -192,3 +193,17 @@ def test_the_vision_workload_serves_the_projector_to_both_and_reports_follow_ups
     assert "### Chats about a picture, re-sent every turn (`vision`)" in lines
     assert "- Follow-up TTFT p50, cllm / llama-server --mmproj -np 8: 0.20 (target ≤ 0.30)" in lines
     assert "- Generated tok/s, cllm / llama-server --mmproj -np 8: 1.00 (target ≥ 1.00)" in lines
+
+
+@pytest.mark.parametrize(("env", "on"), [(None, True), ({"PYTHONFAULTHANDLER": ""}, False)])
+def test_a_server_runs_with_faulthandler_unless_its_environment_says_not(
+    tmp_path: Path, env: dict[str, str] | None, on: bool
+) -> None:
+    """The bench's servers say where a crash in native code was, except where the environment
+    leaves faulthandler off (bench/gpu_check.sh on a GPU, where every load with it died)."""
+    argv = [sys.executable, "-c", "import faulthandler; print(faulthandler.is_enabled())"]
+    log = tmp_path / "server.log"
+    base = None if env is None else {**os.environ, **env}
+    with Running(Server("probe", argv, "http://127.0.0.1:1", "/", log, base)) as running:
+        assert running.proc is not None and running.proc.wait(60) == 0
+    assert log.read_text().splitlines()[0] == str(on)
