@@ -147,6 +147,7 @@ run_boxed 120 "${AFTER[2]}" "$PY" "$REPO/bench/gpu_bench.py" model --cache "$WOR
     --shape "$SHAPE" --threads "$(nproc)" || die "quantizing the model failed"
 pack
 MODEL=$WORK/cache/models/$SHAPE-random-qwen-vocab-q4_k_m.gguf
+PROBE=("$PY" -m cllm_ollama.engine.probe "$MODEL" 999 0 "")  # the probe's child, as engine/probe.py runs it
 
 # A native stack where a process dies by a signal, without a debugger (bench/segv_trace.c,
 # LD_PRELOADed): the staged load, the bench's servers and the diagnosis's probe print it, and
@@ -186,14 +187,13 @@ probe_steps() {  # probe_steps RESERVE SETTING...: gpu_probe_steps.py under each
 # the staged load dies below; GPU_CHECK_DIAG=1 runs only this.
 diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     local reserve=$1
-    local probe=("$PY" -m cllm_ollama.engine.probe "$MODEL" 999 0 "")  # as engine/probe.py runs its child
     say "diag: the probe's child with faulthandler (as cllm ran it on a GPU before 2026-12-04's change), its whole stderr"
-    run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 "${probe[@]}" 2>&1 \
+    run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 "${PROBE[@]}" 2>&1 \
         | grep -v "^probe: progress" | tail -45
     say "  rc ${PIPESTATUS[0]} (124: out of time; 139: SIGSEGV)"
     if [ -n "$SEGV_TRACE" ]; then
         say "diag: the probe's child with the native stack printed where it dies (bench/segv_trace.c)"
-        run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 LD_PRELOAD="$SEGV_TRACE" "${probe[@]}" 2>&1 \
+        run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 LD_PRELOAD="$SEGV_TRACE" "${PROBE[@]}" 2>&1 \
             | grep -v "^probe: progress" | native_names | tee "$WORK/results/segv_trace.txt" | tail -50
         say "  rc ${PIPESTATUS[0]}"
     fi
@@ -202,12 +202,12 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
         # library that handles its own faults would meet faulthandler's handler there.
         say "diag: the probe's child under strace (signals delivered, handlers set; strace.txt)"
         run_boxed 40 "$reserve" env PYTHONFAULTHANDLER=1 strace -f -qq -e trace=rt_sigaction,sigaltstack \
-            -e signal=all -o "$WORK/results/strace.txt" "${probe[@]}" >/dev/null 2>&1
+            -e signal=all -o "$WORK/results/strace.txt" "${PROBE[@]}" >/dev/null 2>&1
         say "  rc $?"
         grep -v "SIGCHLD\|, NULL, {" "$WORK/results/strace.txt" | grep "SIG\|sigaltstack" | cut -c1-220 | tail -40
     fi
     say "diag: the probe's child without faulthandler (as cllm runs it on a GPU now)"
-    run_boxed 40 "$reserve" "${probe[@]}" 2>&1 | grep -v "^probe: progress" | tail -5
+    run_boxed 40 "$reserve" "${PROBE[@]}" 2>&1 | grep -v "^probe: progress" | tail -5
     say "  rc ${PIPESTATUS[0]}"
     # The load's own settings first (the H200 died inside llama_model_load_from_file, 2026-12-04):
     # llama_cpp alone, then cllm's binding without each of its additions, then the native stack.
@@ -219,7 +219,7 @@ diag() {  # diag RESERVE: the seconds of the budget it leaves to what follows
     if command -v cuda-gdb >/dev/null; then
         say "diag: the probe's child under cuda-gdb (the native stack)"
         run_boxed "${GPU_CHECK_GDB_S:-60}" "$reserve" cuda-gdb -q -batch -ex "set pagination off" -ex run -ex "bt 40" \
-            --args "${probe[@]}" >"$WORK/results/gdb.txt" 2>&1
+            --args "${PROBE[@]}" >"$WORK/results/gdb.txt" 2>&1
         grep -v "^\[New Thread\|^\[Thread .* exited" "$WORK/results/gdb.txt" | grep -A45 "SIGSEGV\|SIGABRT" | head -60
     fi
     # Then the context's settings, which matter once a load passes. --gpu-layers 29: every layer
@@ -247,8 +247,8 @@ say "load steps: rc $LOAD_RC (the last stage printed is where it stopped)"
 grep -v "^20..-..-.. " "$WORK/results/load_steps.txt" | native_names | tail -50
 if (( LOAD_RC == 0 )); then  # the cause, confirmed in one load: the probe's child with faulthandler on
     say "the probe's child with PYTHONFAULTHANDLER=1 (every such load died on the H200, 2026-12-04)"
-    run_boxed 40 200 env PYTHONFAULTHANDLER=1 LD_PRELOAD="$SEGV_TRACE" "$PY" -m cllm_ollama.engine.probe \
-        "$MODEL" 999 0 "" 2>&1 | grep -v "^probe: progress" | native_names | tail -30
+    run_boxed 40 200 env PYTHONFAULTHANDLER=1 LD_PRELOAD="$SEGV_TRACE" "${PROBE[@]}" 2>&1 \
+        | grep -v "^probe: progress" | native_names | tail -30
     say "  rc ${PIPESTATUS[0]} (139: SIGSEGV, faulthandler's doing)"
 fi
 # A load that died: the settings that differ from the CPU path, turned back one at a time, so that
