@@ -202,14 +202,15 @@ class LoadedModel:
         self.spec = spec
         # Weights this process holds passed their probe: the child checks what is new (adapters, a
         # projector) on the CPU, where it needs no second copy's room on the GPUs.
+        probe_layers = 0 if held is not None else spec.n_gpu_layers
         audio_refused = probe(
             spec.path,
-            n_gpu_layers=0 if held is not None else spec.n_gpu_layers,
+            n_gpu_layers=probe_layers,
             embedding_only=spec.embedding_only,
             projector=None if spec.embedding_only else spec.projector,
             adapters=spec.adapters,
             stall_timeout=spec.load_timeout,
-            on_gpu=held is None and self.placement is not None and self.placement.n_gpu_layers > 0,
+            on_gpu=self.placement is not None and probe_layers > 0,
         )
         # What llama.cpp's KV cache and recurrent state take, read once (the file may go while loaded).
         self.cache_shape = cache_shape(spec.path)
